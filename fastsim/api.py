@@ -1,0 +1,189 @@
+"""Run simulation cells: workload -> stop decisions -> engine -> metrics.
+
+The three kernel stages are separate so that each stage's inputs say what it may know:
+decisions see observed arrays only (the oracle, declared, sees the hacking label and
+the peak), the engine adds the true run time (physics), and metrics add everything.
+
+Examples
+--------
+>>> from fastsim.config import SimConfig
+>>> res = simulate(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20), n_clusters=4)
+>>> res.clusters.height
+4
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from fastsim.config import SimConfig
+from fastsim.workload import Workload, generate_workload
+from kernels.engine import cluster_nb
+from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
+from kernels.oracle import oracle_stops_nb
+from kernels.stops import resolve_stops_nb
+
+JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")
+
+
+@dataclass
+class Decisions:
+    """Per-job stop-policy outcome ``[C, J]`` (evaluations 1-based, 0 = none)."""
+
+    in_scope: np.ndarray
+    stopped: np.ndarray
+    demoted: np.ndarray
+    trigger_eval: np.ndarray
+    delivered_eval: np.ndarray
+
+
+@dataclass
+class Outcome:
+    """Engine outputs ``[C, J]`` plus the optional run segments ``[C, S]``."""
+
+    start_h: np.ndarray
+    end_h: np.ndarray
+    held_h: np.ndarray
+    held_after_h: np.ndarray
+    n_preempt: np.ndarray
+    seg_job: np.ndarray
+    seg_start: np.ndarray
+    seg_end: np.ndarray
+    seg_count: np.ndarray
+
+
+@dataclass
+class SimResult:
+    """Results of one cell.
+
+    ``clusters``: one row per cluster (metric columns of ``kernels.metrics.METRIC_NAMES``);
+    ``jobs``: one row per cluster x job, or None unless asked for;
+    ``segments``: run segments (cluster, job, start_h, end_h) when recorded.
+    """
+
+    config: SimConfig
+    clusters: pl.DataFrame
+    jobs: pl.DataFrame | None = None
+    segments: pl.DataFrame | None = None
+
+
+def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
+    """Resolve every job's stop decision (observed data only, except the labelled oracle)."""
+    shape = (w.n_clusters, w.n_jobs)
+    d = Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_), np.empty(shape, np.bool_),
+                  np.empty(shape, np.int32), np.empty(shape, np.int32))
+    p = cfg.policy
+    scope_all = p.scope == "all"
+    if p.uses_hidden_truth:
+        oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
+                        d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
+    else:
+        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), scope_all, w.job_type,
+                         w.t_est_h, w.score, w.loss, w.duration_h, d.in_scope, d.stopped,
+                         d.demoted, d.trigger_eval, d.delivered_eval)
+    return d
+
+
+def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
+    """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
+    E = w.n_evals
+    frac = d.trigger_eval / E
+    end_service = np.where(d.stopped, w.duration_h * frac, w.duration_h)
+    demote_service = np.where(d.demoted & (d.trigger_eval < E), w.duration_h * frac, np.inf)
+    account_from = np.where(w.hacking, w.duration_h * (w.peak_eval / E), np.inf)
+    shape = (w.n_clusters, w.n_jobs)
+    seg_shape = (w.n_clusters, max_segments)
+    o = Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape), np.zeros(shape),
+                np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64), np.zeros(seg_shape),
+                np.zeros(seg_shape), np.zeros(w.n_clusters, np.int64))
+    s = cfg.scheduler
+    cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+               float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
+               w.t_est_h, w.loss, w.duration_h, end_service, demote_service, account_from,
+               o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt, o.seg_job,
+               o.seg_start, o.seg_end, o.seg_count)
+    return o
+
+
+def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
+                 record_segments: bool = False) -> SimResult:
+    """Run one cell on a given workload (generated, or built by hand).
+
+    Parameters
+    ----------
+    cfg : the cell's configuration (its workload section must match ``w``'s shape).
+    w : the clusters, e.g. from ``generate_workload``.
+    keep_jobs : also return the per-job table (memory grows with clusters x jobs).
+    record_segments : also return every run segment (for invariant tests; small runs).
+    """
+    if w.n_evals != cfg.workload.n_evals:
+        raise ValueError(f"workload has {w.n_evals} evaluations, config says {cfg.workload.n_evals}")
+    d = decide_stops(cfg, w)
+    max_seg = 0
+    if record_segments:
+        max_seg = w.n_jobs * (2 * w.n_evals + 4) * 4  # preemptions are bounded by events
+    o = run_engine(cfg, w, d, max_seg)
+    if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
+        raise RuntimeError("segment buffer overflow; raise max_segments")
+    return _assemble(cfg, w, d, o, keep_jobs, record_segments)
+
+
+def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
+             keep_jobs: bool = False, record_segments: bool = False) -> SimResult:
+    """Draw clusters ``cluster_start ..`` with ``seed`` and run ``cfg`` on them.
+
+    The same ``(seed, cluster)`` gives the same cluster under every scheduler and
+    policy (common random numbers), in any chunking and thread count.
+    """
+    w = generate_workload(cfg.workload, n_clusters, seed, cluster_start)
+    return run_workload(cfg, w, keep_jobs=keep_jobs, record_segments=record_segments)
+
+
+def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: bool,
+              record_segments: bool) -> SimResult:
+    """Kernel arrays -> Polars, in one place."""
+    positive = d.in_scope & (d.stopped | d.demoted)
+    delivered_gold = np.take_along_axis(w.gold, (d.delivered_eval - 1)[..., None], axis=2)[..., 0]
+    best_gold = np.take_along_axis(w.gold, (w.peak_eval - 1)[..., None], axis=2)[..., 0]
+    wasted = np.where(w.hacking, w.gpus * o.held_after_h, 0.0)
+    out = np.empty((w.n_clusters, N_METRICS))
+    cluster_metrics_nb(cfg.workload.gpus, w.job_type, w.gpus, w.arrival_h, o.end_h, o.held_h,
+                       wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
+                       best_gold, d.trigger_eval, w.peak_eval, out)
+    cols = {"cluster": w.cluster_ids}
+    for i, name in enumerate(METRIC_NAMES):
+        col = out[:, i]
+        cols[name] = col.astype(np.int64) if name in _INT_METRICS else col
+    clusters = pl.DataFrame(cols)
+    jobs = None
+    if keep_jobs:
+        C, J = w.n_clusters, w.n_jobs
+        jct = o.end_h - w.arrival_h
+        jobs = pl.DataFrame({
+            "cluster": np.repeat(w.cluster_ids, J),
+            "job": np.tile(np.arange(J, dtype=np.int64), C),
+            "job_type": pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()]),
+            "gpus": w.gpus.ravel(), "arrival_h": w.arrival_h.ravel(),
+            "duration_h": w.duration_h.ravel(), "t_est_h": w.t_est_h.ravel(),
+            "hacking": w.hacking.ravel(), "peak_eval": w.peak_eval.ravel(),
+            "start_h": o.start_h.ravel(), "end_h": o.end_h.ravel(), "held_h": o.held_h.ravel(),
+            "jct_h": jct.ravel(), "queue_h": (jct - o.held_h).ravel(),
+            "stopped": d.stopped.ravel(), "demoted": d.demoted.ravel(),
+            "positive": positive.ravel(), "in_scope": d.in_scope.ravel(),
+            "trigger_eval": d.trigger_eval.ravel(), "delivered_eval": d.delivered_eval.ravel(),
+            "delivered_gold": delivered_gold.ravel(), "best_gold": best_gold.ravel(),
+            "regret": (best_gold - delivered_gold).ravel(), "wasted_gpu_h": wasted.ravel(),
+            "n_preemptions": o.n_preempt.ravel(),
+        })
+    segments = None
+    if record_segments:
+        rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
+                 float(o.seg_end[c, s]))
+                for c in range(w.n_clusters) for s in range(int(o.seg_count[c]))]
+        segments = pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
+    return SimResult(cfg, clusters, jobs, segments)
+
+
+_INT_METRICS = {"tp", "fp", "fn", "tn", "delay_count", "n_stopped"}

@@ -1,0 +1,56 @@
+"""``fastsim`` command line: one subcommand per workflow.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``; this file
+only wires them and turns ``ConfigError`` into a one-line message and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fastsim.errors import ConfigError
+
+# (module, description) of every subcommand module; each module's register() adds its parsers.
+SUBCOMMAND_MODULES = [
+    "fastsim.cli_run",
+    "fastsim.sweep.cli",
+    "fastsim.costaware.cli",
+    "fastsim.replay.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fastsim",
+        description="Fast, exact simulation of GPU platforms scheduling and stopping LLM "
+        "fine-tuning jobs (EvalStop), and cost-aware learning.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a subcommand still being built
+            if exc.name and name.startswith(exc.name):
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fastsim {args.command}: interrupted; finished work is kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Validated, frozen configuration of one simulation cell.
+
+Everything a user can set is checked here, before any kernel runs: a bad value raises
+one ``ConfigError`` naming the field, the value and what is allowed.  Kernels trust
+their inputs.  Defaults come from ``fastsim.defaults`` only.
+
+Examples
+--------
+>>> cfg = SimConfig.from_specs(scheduler="srtf_est", policy="evalstop:k=2")
+>>> cfg.policy.k, cfg.workload.gpus
+(2, 64)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from fastsim import defaults as D
+from fastsim.codes import POLICY_NAMES, SCHEDULER_NAMES, SCOPE_NAMES, Policy, Scheduler
+from fastsim.errors import ConfigError
+
+MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
+MAX_JOBS = 100_000
+MAX_EVALS = 1_000
+MAX_GPUS = 1_000_000
+
+
+def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
+    if not cond:
+        raise ConfigError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:
+    ok = (
+        isinstance(pair, (tuple, list))
+        and len(pair) == 2
+        and all(_is_number(v) for v in pair)
+        and pair[0] <= pair[1]
+        and (pair[0] > lo if strict_lo else pair[0] >= lo)
+        and pair[1] <= hi
+    )
+    side = ">" if strict_lo else ">="
+    _check(ok, name, pair, f"a pair (lo, hi) with lo <= hi, lo {side} {lo}, hi <= {hi}")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """One cluster's workload (MODEL.md section 3); times in hours.
+
+    ``mix`` is a named mix (``rlhf_heavy``, ``mixed``) or fractions of (LoRA, DPO, RLHF).
+    """
+
+    gpus: int = D.GPUS
+    n_jobs: int = D.N_JOBS
+    load: float = D.LOAD
+    mix: str | tuple[float, float, float] = D.MIX
+    demands_lora: tuple[int, ...] = D.DEMANDS["lora"]
+    demands_dpo: tuple[int, ...] = D.DEMANDS["dpo"]
+    demands_rlhf: tuple[int, ...] = D.DEMANDS["rlhf"]
+    median_lora_h: float = D.MEDIAN_H["lora"]
+    median_dpo_h: float = D.MEDIAN_H["dpo"]
+    median_rlhf_h: float = D.MEDIAN_H["rlhf"]
+    log_sd: float = D.LOG_SD
+    n_evals: int = D.N_EVALS
+    base_rate: float = D.BASE_RATE
+    dpo_base_rate: float = D.DPO_BASE_RATE
+    est_sigma: float = D.EST_SIGMA
+    sigma: float = D.SIGMA
+    loss_sigma: float = D.LOSS_SIGMA
+    preempt_overhead_h: float = D.PREEMPT_OVERHEAD_H
+    ustar_hacking: tuple[float, float] = D.USTAR_HACKING
+    ustar_healthy: tuple[float, float] = D.USTAR_HEALTHY
+    height: tuple[float, float] = D.HEIGHT
+    tau: tuple[float, float] = D.TAU
+    loss0: tuple[float, float] = D.LOSS0
+    loss_inf: tuple[float, float] = D.LOSS_INF
+    loss_tau: tuple[float, float] = D.LOSS_TAU
+
+    def __post_init__(self) -> None:
+        # Normalise lists (from TOML/JSON) to tuples so configs stay hashable.
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):
+                object.__setattr__(self, f.name, tuple(v))
+        self.validate()
+
+    @property
+    def mix_fractions(self) -> tuple[float, float, float]:
+        if isinstance(self.mix, str):
+            return D.MIXES[self.mix]
+        return tuple(float(x) for x in self.mix)  # type: ignore[return-value]
+
+    def validate(self) -> None:
+        _check(isinstance(self.gpus, int) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
+               f"an integer from 1 to {MAX_GPUS}")
+        _check(isinstance(self.n_jobs, int) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
+               self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
+        _check(_is_number(self.load) and 0.0 < self.load <= MAX_LOAD, "load", self.load,
+               f"offered load in (0, {MAX_LOAD}]")
+        if isinstance(self.mix, str):
+            _check(self.mix in D.MIXES, "mix", self.mix,
+                   f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)")
+        else:
+            m = self.mix
+            ok = (isinstance(m, (tuple, list)) and len(m) == 3
+                  and all(_is_number(x) and x >= 0 for x in m) and abs(sum(m) - 1.0) < 1e-9)
+            _check(ok, "mix", m, "three non-negative fractions (lora, dpo, rlhf) summing to 1")
+        for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
+            v = getattr(self, name)
+            ok = (isinstance(v, tuple) and len(v) >= 1
+                  and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= self.gpus
+                          for x in v))
+            _check(ok, name, v, f"a non-empty list of integers from 1 to gpus={self.gpus}")
+        for name in ("median_lora_h", "median_dpo_h", "median_rlhf_h"):
+            v = getattr(self, name)
+            _check(_is_number(v) and v > 0, name, v, "a positive number of hours")
+        _check(_is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
+               "a log-normal sigma in [0, 3]")
+        _check(isinstance(self.n_evals, int) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
+               self.n_evals, f"an integer from 2 to {MAX_EVALS}")
+        for name in ("base_rate", "dpo_base_rate"):
+            v = getattr(self, name)
+            _check(_is_number(v) and 0.0 <= v <= 1.0, name, v, "a probability in [0, 1]")
+        _check(_is_number(self.est_sigma) and 0 <= self.est_sigma <= 3, "est_sigma",
+               self.est_sigma, "a log-normal sigma in [0, 3]")
+        _check(_is_number(self.sigma) and 0 <= self.sigma <= 1, "sigma", self.sigma,
+               "an evaluation-noise standard deviation in [0, 1]")
+        _check(_is_number(self.loss_sigma) and 0 <= self.loss_sigma <= 1, "loss_sigma",
+               self.loss_sigma, "a loss-noise standard deviation in [0, 1]")
+        _check(_is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
+               "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
+        _check_range("ustar_hacking", self.ustar_hacking, 0.0, 1.0, strict_lo=True)
+        _check_range("ustar_healthy", self.ustar_healthy, 1.0, 1e6)
+        _check_range("height", self.height, 0.0, 1e6, strict_lo=True)
+        _check_range("tau", self.tau, 0.0, 1e6, strict_lo=True)
+        _check_range("loss0", self.loss0, 0.0, 1e6, strict_lo=True)
+        _check_range("loss_inf", self.loss_inf, 0.0, 1e6)
+        _check_range("loss_tau", self.loss_tau, 0.0, 1e6, strict_lo=True)
+        _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
+               f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Base scheduler (MODEL.md section 6)."""
+
+    name: str = D.SCHEDULER
+    backfill: bool = D.BACKFILL
+    thresholds_gpu_h: tuple[float, ...] = D.TIRESIAS_THRESHOLDS_GPU_H
+
+    def __post_init__(self) -> None:
+        if isinstance(self.thresholds_gpu_h, list):
+            object.__setattr__(self, "thresholds_gpu_h", tuple(self.thresholds_gpu_h))
+        _check(self.name in SCHEDULER_NAMES, "scheduler", self.name, f"one of {SCHEDULER_NAMES}")
+        _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
+        _check(not self.backfill or self.name == "fifo", "backfill", self.backfill,
+               "backfill applies to fifo only")
+        t = self.thresholds_gpu_h
+        ok = (isinstance(t, tuple) and len(t) >= 1 and all(_is_number(x) and x > 0 for x in t)
+              and all(a < b for a, b in zip(t, t[1:])))
+        _check(ok, "thresholds_gpu_h", t, "increasing positive GPU-hour thresholds")
+
+    @property
+    def code(self) -> int:
+        return int(Scheduler[self.name.upper()])
+
+    @property
+    def label(self) -> str:
+        return "fifo+backfill" if self.backfill else self.name
+
+    @classmethod
+    def parse(cls, spec: str) -> "SchedulerConfig":
+        """``fifo``, ``fifo:backfill``, ``tiresias:thresholds=16/64``."""
+        name, params = _split_spec(spec, "scheduler")
+        kw: dict[str, Any] = {}
+        for key, val in params.items():
+            if key == "backfill":
+                kw["backfill"] = val in ("", "1", "true", "yes")
+            elif key == "thresholds":
+                kw["thresholds_gpu_h"] = tuple(_num("scheduler.thresholds", v) for v in val.split("/"))
+            else:
+                raise ConfigError(f"scheduler parameter {key!r} is unknown; allowed: backfill (fifo), "
+                                  "thresholds=A/B (tiresias, GPU-hours)")
+        return cls(name=name, **kw)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Stop policy overlay (MODEL.md section 7)."""
+
+    name: str = D.POLICY
+    k: int = D.K
+    f: float = D.STOP_AT_F
+    w: int = D.PLATEAU_W
+    tol: float = D.PLATEAU_TOL
+    scope: str = D.SCOPE
+
+    def __post_init__(self) -> None:
+        _check(self.name in POLICY_NAMES, "policy", self.name, f"one of {POLICY_NAMES}")
+        _check(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1,
+               "k", self.k, "an integer >= 1 (consecutive declines)")
+        _check(_is_number(self.f) and 0 < self.f <= 10, "f", self.f,
+               "an estimated-progress fraction in (0, 10]")
+        _check(isinstance(self.w, int) and not isinstance(self.w, bool) and self.w >= 1, "w",
+               self.w, "an integer >= 1 (evaluations)")
+        _check(_is_number(self.tol) and -1 < self.tol < 1, "tol", self.tol,
+               "a relative loss improvement in (-1, 1)")
+        _check(self.scope in SCOPE_NAMES, "scope", self.scope, f"one of {SCOPE_NAMES}")
+
+    @property
+    def code(self) -> int:
+        return int(Policy[self.name.upper()])
+
+    @property
+    def uses_hidden_truth(self) -> bool:
+        return self.name == "oracle"
+
+    @property
+    def label(self) -> str:
+        if self.name in ("evalstop", "deprioritize"):
+            s = f"{self.name}(k={self.k})"
+        elif self.name == "stop_at":
+            s = f"stop_at(f={self.f:g})"
+        elif self.name == "loss_plateau":
+            s = f"loss_plateau(w={self.w},tol={self.tol:g})"
+        elif self.name == "oracle":
+            s = "oracle (hidden truth)"
+        else:
+            s = self.name
+        if self.scope != D.SCOPE and self.name != "none":
+            s += f"[scope={self.scope}]"
+        return s
+
+    @classmethod
+    def parse(cls, spec: str) -> "PolicyConfig":
+        """``none``, ``evalstop:k=2``, ``stop_at:f=0.65``, ``loss_plateau:w=2,tol=0.01``,
+        ``deprioritize:k=2``, ``oracle``; any of them with ``scope=all``."""
+        name, params = _split_spec(spec, "policy")
+        kw: dict[str, Any] = {}
+        for key, val in params.items():
+            if key in ("k", "w"):
+                kw[key] = _int(f"policy.{key}", val)
+            elif key in ("f", "tol"):
+                kw[key] = _num(f"policy.{key}", val)
+            elif key == "scope":
+                kw["scope"] = val
+            else:
+                raise ConfigError(f"policy parameter {key!r} is unknown; allowed: k, f, w, tol, scope")
+        return cls(name=name, **kw)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """A simulation cell: workload x base scheduler x stop policy."""
+
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+
+    def __post_init__(self) -> None:
+        p, w = self.policy, self.workload
+        if p.name in ("evalstop", "deprioritize"):
+            _check(w.n_evals >= p.k + 1, "n_evals", w.n_evals,
+                   f"at least k+1={p.k + 1} evaluations for {p.name}(k={p.k})")
+        if p.name == "loss_plateau":
+            _check(w.n_evals >= p.w + 1, "n_evals", w.n_evals,
+                   f"at least w+1={p.w + 1} evaluations for loss_plateau(w={p.w})")
+
+    @classmethod
+    def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY,
+                   **workload: Any) -> "SimConfig":
+        return cls(WorkloadConfig(**_known(WorkloadConfig, workload)),
+                   SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
+
+    def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":
+        if isinstance(policy, str):
+            policy = PolicyConfig.parse(policy)
+        return replace(self, policy=policy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": asdict(self.workload), "scheduler": asdict(self.scheduler),
+                "policy": asdict(self.policy)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
+        for part in d:
+            if part not in ("workload", "scheduler", "policy"):
+                raise ConfigError(f"config section {part!r} is unknown; allowed: workload, scheduler, policy")
+        return cls(WorkloadConfig(**_known(WorkloadConfig, d.get("workload", {}))),
+                   SchedulerConfig(**_known(SchedulerConfig, d.get("scheduler", {}))),
+                   PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))))
+
+
+def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    for k in kw:
+        if k not in names:
+            raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: {sorted(names)}")
+    return dict(kw)
+
+
+def _split_spec(spec: str, what: str) -> tuple[str, dict[str, str]]:
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{what}={spec!r} is empty; allowed: NAME or NAME:key=value,...")
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, _, val = part.partition("=")
+        params[key.strip()] = val.strip()
+    return name.strip(), params
+
+
+def _num(name: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not a number") from None
+
+
+def _int(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not an integer") from None

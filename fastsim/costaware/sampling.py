@@ -1,0 +1,203 @@
+"""Sampling distributions of cost-aware SGD and their cost factor ``J(p) = S(p) C(p)``.
+
+Mohri, Globerson, Kaplan, Koren & Mansour, "Cost-Aware Learning", arXiv 2604.28020
+(MODEL.md section 10): with gradient-norm bounds ``G_i`` and costs ``c_i``,
+
+* ``S(p) = sum_i G_i^2 / (n^2 p_i)`` bounds the second moment of ``grad f_i / (n p_i)``;
+* ``C(p) = sum_i p_i c_i`` is the expected cost of one step;
+* total cost to error ``eps`` scales as ``J(p) = S(p) C(p)``, minimised (Cauchy-Schwarz) by
+  ``p_i* ∝ G_i / sqrt(c_i)`` with ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2``.
+
+Inputs are validated here; the kernels in ``kernels.costaware`` trust them.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+import polars as pl
+
+from fastsim.errors import ConfigError
+from kernels import costaware as nb
+
+
+class Strategy(IntEnum):
+    """Sampling strategies (mirrors the codes in ``kernels.costaware``)."""
+
+    UNIFORM = nb.UNIFORM
+    GRADIENT_NORM = nb.GRADIENT_NORM
+    COST_ONLY = nb.COST_ONLY
+    OPTIMAL = nb.OPTIMAL
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+STRATEGIES = tuple(s.label for s in Strategy)
+
+
+def parse_strategy(name, field: str = "strategy") -> Strategy:
+    """``Strategy`` from its name (``"uniform"``, ``"gradient_norm"``, ``"cost_only"``,
+    ``"optimal"``) or the enum itself; anything else raises ``ConfigError``."""
+    if isinstance(name, Strategy):
+        return name
+    try:
+        return Strategy[str(name).upper()]
+    except KeyError:
+        raise ConfigError(f"{field}={name!r} is not a sampling strategy; allowed: "
+                          f"{', '.join(STRATEGIES)}") from None
+
+
+def check_lam(lam, field: str = "lam") -> float:
+    """``lam`` as float in [0, 1], else ``ConfigError``."""
+    try:
+        x = float(lam)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}={lam!r} must be a number in [0, 1]") from None
+    if not 0.0 <= x <= 1.0:
+        raise ConfigError(f"{field}={lam!r} is outside [0, 1] (0 = pure strategy, "
+                          "1 = uniform)")
+    return x
+
+
+def check_costs(c, field: str = "costs") -> np.ndarray:
+    """1-D float64 array of finite, strictly positive costs, else ``ConfigError``."""
+    x = np.ascontiguousarray(c, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
+    bad = ~np.isfinite(x) | (x <= 0.0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"{field}[{i}]={x[i]!r}: every cost must be finite and > 0 "
+                          "(a sample that costs nothing makes J(p) meaningless)")
+    return x
+
+
+def check_gradient_bounds(G, n: int | None = None, field: str = "gradient_bounds") -> np.ndarray:
+    """1-D float64 array of finite, non-negative bounds, not all zero, else ``ConfigError``."""
+    x = np.ascontiguousarray(G, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
+    if n is not None and x.size != n:
+        raise ConfigError(f"{field} has {x.size} entries but costs have {n}; they must match")
+    bad = ~np.isfinite(x) | (x < 0.0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"{field}[{i}]={x[i]!r}: gradient-norm bounds must be finite and >= 0")
+    if not (x > 0.0).any():
+        raise ConfigError(f"{field} are all zero: every gradient vanishes, nothing to sample")
+    return x
+
+
+def sampling_distribution(G, c, strategy="optimal", lam: float = 0.0) -> np.ndarray:
+    """Sampling probabilities ``p`` (n,) of a strategy mixed with uniform.
+
+    ``p = (1 - lam) q + lam / n`` with ``q ∝ 1`` (uniform), ``G`` (gradient_norm),
+    ``1/sqrt(c)`` (cost_only) or ``G/sqrt(c)`` (optimal).
+
+    Parameters
+    ----------
+    G : array_like, shape (n,)
+        Gradient-norm bounds, >= 0, not all zero.
+    c : array_like, shape (n,)
+        Per-sample gradient costs (any cost unit), > 0.
+    strategy : str or Strategy
+    lam : float in [0, 1]
+        Weight of the uniform component.
+
+    Examples
+    --------
+    >>> p = sampling_distribution([1.0, 1.0], [1.0, 4.0], "optimal")
+    >>> [round(float(v), 4) for v in p]
+    [0.6667, 0.3333]
+    """
+    c = check_costs(c)
+    G = check_gradient_bounds(G, c.size)
+    code = parse_strategy(strategy)
+    lam = check_lam(lam)
+    out = np.empty_like(G)
+    nb.sampling_probs_nb(G, c, int(code), lam, out)
+    return out
+
+
+def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
+    x = np.ascontiguousarray(p, dtype=np.float64)
+    if x.shape != (n,):
+        raise ConfigError(f"{field} has shape {x.shape}; expected ({n},)")
+    if not np.isfinite(x).all() or (x < 0).any() or not np.isclose(x.sum(), 1.0, atol=1e-9):
+        raise ConfigError(f"{field} must be finite, >= 0 and sum to 1 (sum={x.sum()!r})")
+    return x
+
+
+def second_moment(G, p) -> float:
+    """``S(p) = sum_i G_i^2 / (n^2 p_i)`` (inf if a sample with ``G_i > 0`` has ``p_i = 0``).
+
+    Examples
+    --------
+    >>> second_moment([1.0, 1.0], [0.5, 0.5])
+    1.0
+    """
+    G = check_gradient_bounds(G)
+    return float(nb.second_moment_nb(G, check_probabilities(p, G.size)))
+
+
+def expected_cost(c, p) -> float:
+    """``C(p) = sum_i p_i c_i``, the expected cost of one stochastic gradient (cost units).
+
+    Examples
+    --------
+    >>> expected_cost([1.0, 3.0], [0.5, 0.5])
+    2.0
+    """
+    c = check_costs(c)
+    return float(nb.expected_cost_nb(c, check_probabilities(p, c.size)))
+
+
+def cost_factor(G, c, p) -> float:
+    """``J(p) = S(p) C(p)``: total cost to reach a given error is proportional to it.
+
+    Examples
+    --------
+    >>> cost_factor([1.0, 1.0], [1.0, 4.0], [0.5, 0.5])
+    2.5
+    """
+    return second_moment(G, p) * expected_cost(c, p)
+
+
+def optimal_cost_factor(G, c) -> float:
+    """Closed form ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2``.
+
+    Examples
+    --------
+    >>> optimal_cost_factor([1.0, 1.0], [1.0, 4.0])
+    2.25
+    """
+    c = check_costs(c)
+    G = check_gradient_bounds(G, c.size)
+    return float(nb.optimal_j_nb(G, c))
+
+
+def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
+    """``S``, ``C``, ``J`` and ``J / J(p*)`` of each strategy and uniform mix.
+
+    ``J / J(p*)`` is the predicted cost multiple over optimal sampling (>= 1).
+
+    Examples
+    --------
+    >>> t = ratio_table([1.0, 2.0], [1.0, 1.0], ["uniform", "optimal"])
+    >>> t["j_over_jopt"].round(3).to_list()
+    [1.111, 1.0]
+    """
+    c = check_costs(c)
+    G = check_gradient_bounds(G, c.size)
+    j_opt = float(nb.optimal_j_nb(G, c))
+    rows = []
+    for lam in lams:
+        for s in strategies:
+            p = sampling_distribution(G, c, s, lam)
+            S = float(nb.second_moment_nb(G, p))
+            C = float(nb.expected_cost_nb(c, p))
+            rows.append({"strategy": parse_strategy(s).label, "lam": float(lam), "S": S,
+                         "C_cost_units": C, "J_cost_units": S * C, "j_over_jopt": S * C / j_opt})
+    return pl.DataFrame(rows)

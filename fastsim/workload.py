@@ -1,0 +1,142 @@
+"""Workload arrays: built once per chunk of clusters, struct-of-arrays ``[cluster, job]``.
+
+``Workload`` separates what the platform *observes* (type, demand, arrival, estimate,
+evaluation scores, loss readings) from the *hidden truth* (run time, hacking label,
+curve parameters, gold curve, peak evaluation); ``observed()`` and ``hidden()`` name
+the split that the information-boundary test relies on.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from fastsim.config import WorkloadConfig
+from kernels.workload import WorkloadParams, workload_nb
+
+OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
+# duration_h is hidden from decisions, but the engine's physics needs it to know
+# when service ends; it never reaches a decision kernel.
+HIDDEN = ("duration_h", "hacking", "ustar", "height", "tau", "loss0", "loss_inf", "loss_tau",
+          "gold", "peak_eval")
+
+
+@dataclass
+class Workload:
+    """Jobs of ``C`` clusters x ``J`` jobs with ``E`` evaluations each.
+
+    Arrays are ``[C, J]`` except ``gold``, ``score`` and ``loss`` (``[C, J, E]``).
+    ``cluster_ids[c]`` is the global cluster number of row ``c`` (its random draws).
+    """
+
+    cluster_ids: np.ndarray
+    job_type: np.ndarray
+    gpus: np.ndarray
+    arrival_h: np.ndarray
+    duration_h: np.ndarray
+    t_est_h: np.ndarray
+    hacking: np.ndarray
+    ustar: np.ndarray
+    height: np.ndarray
+    tau: np.ndarray
+    loss0: np.ndarray
+    loss_inf: np.ndarray
+    loss_tau: np.ndarray
+    gold: np.ndarray
+    score: np.ndarray
+    loss: np.ndarray
+    peak_eval: np.ndarray
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.job_type.shape[0])
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.job_type.shape[1])
+
+    @property
+    def n_evals(self) -> int:
+        return int(self.gold.shape[2])
+
+    def observed(self) -> dict[str, np.ndarray]:
+        return {k: getattr(self, k) for k in OBSERVED}
+
+    def hidden(self) -> dict[str, np.ndarray]:
+        return {k: getattr(self, k) for k in HIDDEN}
+
+    def with_arrays(self, **arrays: np.ndarray) -> "Workload":
+        """A copy with some arrays replaced (used by tests and hand-built scenarios)."""
+        return replace(self, **arrays)
+
+    def take(self, rows) -> "Workload":
+        """The clusters at ``rows`` (row indices, not global cluster numbers)."""
+        return Workload(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+
+def arrival_rate(cfg: WorkloadConfig) -> float:
+    """Poisson rate (jobs/hour) giving offered load ``cfg.load`` (MODEL.md section 3):
+    ``lambda = load * G / E[gpus * T]`` with the expectation over the distributions."""
+    mix = cfg.mix_fractions
+    demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
+    medians = (cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h)
+    mean_t = math.exp(cfg.log_sd ** 2 / 2.0)  # E[LogNormal(0, s)]
+    work = sum(m * float(np.mean(d)) * med * mean_t for m, d, med in zip(mix, demands, medians))
+    return cfg.load * cfg.gpus / work
+
+
+def kernel_params(cfg: WorkloadConfig) -> WorkloadParams:
+    demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
+    width = max(len(d) for d in demands)
+    dem = np.zeros((3, width), dtype=np.int32)
+    for t, d in enumerate(demands):
+        dem[t, : len(d)] = d
+    cum = np.cumsum(np.asarray(cfg.mix_fractions, dtype=np.float64))
+    pair = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+    return WorkloadParams(
+        cum_mix=cum, demands=dem, n_demands=np.array([len(d) for d in demands], dtype=np.int64),
+        median_h=np.array([cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h], dtype=np.float64),
+        log_sd=float(cfg.log_sd), est_sigma=float(cfg.est_sigma), base_rate=float(cfg.base_rate),
+        dpo_base_rate=float(cfg.dpo_base_rate), ustar_hacking=pair(cfg.ustar_hacking),
+        ustar_healthy=pair(cfg.ustar_healthy), height=pair(cfg.height), tau=pair(cfg.tau),
+        loss0=pair(cfg.loss0), loss_inf=pair(cfg.loss_inf), loss_tau=pair(cfg.loss_tau),
+        sigma=float(cfg.sigma), loss_sigma=float(cfg.loss_sigma),
+        arrival_rate=float(arrival_rate(cfg)),
+    )
+
+
+def allocate(n_clusters: int, n_jobs: int, n_evals: int) -> Workload:
+    """Uninitialised arrays for a workload; the only place their dtypes are chosen."""
+    cj = (n_clusters, n_jobs)
+    cje = (n_clusters, n_jobs, n_evals)
+    f = lambda shape: np.empty(shape, dtype=np.float64)  # noqa: E731
+    return Workload(
+        cluster_ids=np.arange(n_clusters, dtype=np.int64),
+        job_type=np.empty(cj, dtype=np.int8), gpus=np.empty(cj, dtype=np.int32),
+        arrival_h=f(cj), duration_h=f(cj), t_est_h=f(cj), hacking=np.empty(cj, dtype=np.bool_),
+        ustar=f(cj), height=f(cj), tau=f(cj), loss0=f(cj), loss_inf=f(cj), loss_tau=f(cj),
+        gold=f(cje), score=f(cje), loss=f(cje), peak_eval=np.empty(cj, dtype=np.int32),
+    )
+
+
+def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
+                      cluster_start: int = 0) -> Workload:
+    """Draw clusters ``cluster_start .. cluster_start + n_clusters - 1``.
+
+    Cluster ``i``'s jobs are the same whatever chunk it is drawn in, so a sweep may split
+    clusters any way it likes.
+
+    Examples
+    --------
+    >>> from fastsim.config import WorkloadConfig
+    >>> w = generate_workload(WorkloadConfig(n_jobs=5), n_clusters=2, seed=1)
+    >>> w.gold.shape
+    (2, 5, 10)
+    """
+    w = allocate(n_clusters, cfg.n_jobs, cfg.n_evals)
+    w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
+    workload_nb(kernel_params(cfg), np.uint64(seed), np.int64(cluster_start), w.job_type, w.gpus,
+                w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar, w.height, w.tau,
+                w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss, w.peak_eval)
+    return w

@@ -1,0 +1,47 @@
+"""Integer codes shared by the kernels (mirrored as IntEnums in ``fastsim.codes``)."""
+
+# Job types (MODEL.md section 3).
+LORA = 0
+DPO = 1
+RLHF = 2
+N_TYPES = 3
+
+# Base schedulers (MODEL.md section 6).
+FIFO = 0
+SJF_EST = 1
+SRTF_EST = 2
+LOSS_AWARE = 3
+TIRESIAS = 4
+
+# Stop policies (MODEL.md section 7).
+NONE = 0
+EVALSTOP = 1
+STOP_AT = 2
+LOSS_PLATEAU = 3
+DEPRIORITIZE = 4
+ORACLE = 5
+
+# Stop-policy scope.
+SCOPE_RLHF = 0
+SCOPE_ALL = 1
+
+# What a stop policy decided for one job.
+ACT_CONTINUE = 0
+ACT_STOP = 1
+ACT_DEMOTE = 2
+
+# Random streams: one per kind of draw, so adding a draw never shifts another.
+S_TYPE = 1
+S_GPUS = 2
+S_DURATION = 3
+S_ESTIMATE = 4
+S_HACKING = 5
+S_USTAR = 6
+S_HEIGHT = 7
+S_TAU = 8
+S_LOSS0 = 9
+S_LOSSINF = 10
+S_LOSSTAU = 11
+S_ARRIVAL = 12
+S_EVAL_NOISE = 13
+S_LOSS_NOISE = 14

@@ -1,0 +1,160 @@
+"""Cost-aware sampling (MODEL.md section 10; Mohri et al., arXiv 2604.28020).
+
+Sampling distributions over a finite sum of ``n`` components with gradient-norm bounds
+``G`` (n,) and per-sample costs ``c`` (n,), the quantities ``S(p)``, ``C(p)``,
+``J(p) = S(p) C(p)``, draws from ``p`` and the bias-budgeted subset selection (greedy
+and exact).  Kernels trust their inputs: ``fastsim.costaware`` validates them.
+"""
+import math
+
+import numpy as np
+
+from kernels.jit import kernel
+
+# Sampling strategies (mirrored by ``fastsim.costaware.sampling.Strategy``).
+UNIFORM = 0
+GRADIENT_NORM = 1
+COST_ONLY = 2
+OPTIMAL = 3
+N_STRATEGIES = 4
+
+# Random streams of the cost-aware system; >= 100 so they never meet the engine's.
+S_ROW_SCALE = 100
+S_FEATURE = 101
+S_TARGET = 102
+S_NOISE = 103
+S_COST = 104
+S_SGD_PICK = 110
+S_TASK_QUALITY = 120
+S_TASK_DIFFICULTY = 121
+S_TASK_FEATURE = 122
+S_TASK_LENGTH = 123
+S_TASK_NOISE = 124
+S_GRPO_PROMPT = 130
+S_GRPO_RESPONSE = 131
+S_GRPO_MINIBATCH = 132
+
+
+@kernel
+def sampling_probs_nb(G, c, strategy, lam, out):
+    """Write into ``out`` (n,) the distribution of ``strategy`` mixed with uniform.
+
+    ``p = (1 - lam) q + lam / n`` with ``q`` proportional to 1, ``G``, ``1/sqrt(c)`` or
+    ``G/sqrt(c)``.  A score vector that sums to zero falls back to uniform.
+    """
+    n = G.shape[0]
+    total = 0.0
+    for i in range(n):
+        if strategy == UNIFORM:
+            s = 1.0
+        elif strategy == GRADIENT_NORM:
+            s = G[i]
+        elif strategy == COST_ONLY:
+            s = 1.0 / math.sqrt(c[i])
+        else:
+            s = G[i] / math.sqrt(c[i])
+        out[i] = s
+        total += s
+    for i in range(n):
+        q = out[i] / total if total > 0.0 else 1.0 / n
+        out[i] = (1.0 - lam) * q + lam / n
+
+
+@kernel
+def second_moment_nb(G, p):
+    """``S(p) = sum_i G_i^2 / (n^2 p_i)``; a zero-probability term with ``G_i > 0`` is inf."""
+    n = G.shape[0]
+    s = 0.0
+    for i in range(n):
+        if G[i] == 0.0:
+            continue
+        if p[i] <= 0.0:
+            return np.inf
+        s += G[i] * G[i] / p[i]
+    return s / (n * n)
+
+
+@kernel
+def expected_cost_nb(c, p):
+    """``C(p) = sum_i p_i c_i``: expected cost of one stochastic gradient."""
+    s = 0.0
+    for i in range(c.shape[0]):
+        s += p[i] * c[i]
+    return s
+
+
+@kernel
+def optimal_j_nb(G, c):
+    """Closed-form minimum ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2`` (Cauchy-Schwarz)."""
+    s = 0.0
+    for i in range(G.shape[0]):
+        s += G[i] * math.sqrt(c[i])
+    s /= G.shape[0]
+    return s * s
+
+
+@kernel
+def draw_index_nb(cdf, u):
+    """Index ``i`` with ``cdf[i-1] <= u * cdf[-1] < cdf[i]``; zero-mass indices are never hit."""
+    i = np.searchsorted(cdf, u * cdf[cdf.shape[0] - 1], side="right")
+    n = cdf.shape[0]
+    # u < 1 keeps i < n in exact arithmetic; the guard absorbs a rounded last cdf entry.
+    while i >= n or (i > 0 and cdf[i] == cdf[i - 1]):
+        i -= 1
+    return i
+
+
+@kernel
+def subset_greedy_nb(G, c, gamma, keep):
+    """Greedy min-cost knapsack: keep the cheapest samples until the bias bound holds.
+
+    Dropping sample ``i`` removes ``G_i sqrt(c_i)`` from ``W = sum_K G_i sqrt(c_i)``
+    and adds ``G_i / n`` to the bias bound.  The value/weight density is ``sqrt(c_i)``,
+    so density order is cost order: drop the most expensive while the bias stays
+    ``<= gamma``, stop at the first that does not fit (the "critical" sample).
+    Writes ``keep`` (n,) bool; returns the critical index, or -1 if all were dropped.
+    """
+    n = G.shape[0]
+    order = np.argsort(-c, kind="mergesort")  # most expensive first, ties by index
+    for i in range(n):
+        keep[i] = True
+    bias = 0.0
+    for j in range(n):
+        i = order[j]
+        if bias + G[i] / n <= gamma:
+            bias += G[i] / n
+            keep[i] = False
+        else:
+            return i
+    return -1
+
+
+@kernel
+def subset_exact_nb(G, c, gamma, keep):
+    """Exact min-cost knapsack by enumerating all ``2^n`` dropped sets (small ``n`` only).
+
+    Minimises ``W(K) = sum_{i in K} G_i sqrt(c_i)`` subject to
+    ``(1/n) sum_{i not in K} G_i <= gamma``; writes the optimal ``keep`` (n,) bool and
+    returns the optimal dropped value ``sum_{i not in K} G_i sqrt(c_i)``.
+    """
+    n = G.shape[0]
+    value = np.empty(n)
+    for i in range(n):
+        value[i] = G[i] * math.sqrt(c[i])
+    best = -1.0
+    best_mask = 0
+    # the relative slack absorbs summation-order rounding against the greedy's running sum
+    budget = gamma * n * (1.0 + 1e-12)
+    for mask in range(1 << n):
+        w = 0.0
+        v = 0.0
+        for i in range(n):
+            if (mask >> i) & 1:
+                w += G[i]
+                v += value[i]
+        if w <= budget and v > best:
+            best = v
+            best_mask = mask
+    for i in range(n):
+        keep[i] = not ((best_mask >> i) & 1)
+    return best

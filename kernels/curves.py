@@ -1,0 +1,32 @@
+"""Learning curves as functions of progress ``u`` (MODEL.md section 4)."""
+import math
+
+from kernels.jit import kernel
+
+
+@kernel
+def gold_rl_nb(u, ustar, height):
+    """Gao et al. (2023) RL form ``R(d) = d (alpha - beta ln d)`` with ``d`` linear in
+    progress, normalised to peak ``height`` at ``u = ustar``: ``h x (1 - ln x)``."""
+    if u <= 0.0:
+        return 0.0
+    x = u / ustar
+    return height * x * (1.0 - math.log(x))
+
+
+@kernel
+def gold_saturating_nb(u, tau, height):
+    """LoRA and healthy DPO: ``h (1 - exp(-u / tau))``."""
+    return height * (1.0 - math.exp(-u / tau))
+
+
+@kernel
+def proxy_reward_nb(u, ustar, height):
+    """Proxy reward, linear in ``d = sqrt(KL)``: the ``alpha d`` term of Gao's form."""
+    return height * (u / ustar)
+
+
+@kernel
+def loss_nb(u, loss0, loss_inf, loss_tau):
+    """Training loss, monotone decreasing for every job: no hacking signal."""
+    return loss_inf + (loss0 - loss_inf) / (1.0 + u / loss_tau)

@@ -1,0 +1,296 @@
+"""The event-driven cluster engine: one 64-GPU cluster per ``prange`` iteration.
+
+It advances from scheduling point to scheduling point and visits only the points that
+can change the allocation (arrivals, ends, demotions, every evaluation under
+``loss_aware``, the first point after a Tiresias threshold crossing); docs/model.md
+argues why the others change nothing, and tests/reference.py checks it.
+
+The engine owns the *physics* (true run time ``duration_h``) and the *accounting*
+(``account_from_h``, the service after which held time is wasted); every *decision*
+goes through ``kernels.schedulers`` with observed quantities only.
+"""
+import numpy as np
+from numba import prange
+
+from kernels.codes import FIFO, LOSS_AWARE, TIRESIAS
+from kernels.jit import driver, kernel
+from kernels.schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
+                                priority_key_nb)
+
+WAITING = 1
+RUNNING = 2
+DONE = 3
+
+
+@kernel
+def _sync_nb(j, t, attained, owed, run_since, held, held_after, account_from_h):
+    """Bring running job ``j``'s service, owed overhead and held time up to ``t``."""
+    dt = t - run_since[j]
+    if dt <= 0.0:
+        return
+    held[j] += dt
+    if attained[j] >= account_from_h[j]:
+        held_after[j] += dt
+    else:
+        cross = run_since[j] + owed[j] + (account_from_h[j] - attained[j])
+        if t > cross:
+            held_after[j] += t - cross
+    if dt > owed[j]:
+        attained[j] += dt - owed[j]
+        owed[j] = 0.0
+    else:
+        owed[j] -= dt
+    run_since[j] = t
+
+
+@kernel
+def _next_threshold_service_nb(attained_h, gpus, thresholds_gpu_h):
+    """Service at which the job reaches its next Tiresias threshold (inf if none)."""
+    for x in thresholds_gpu_h:
+        s = x / gpus
+        if s > attained_h:
+            return s
+    return np.inf
+
+
+@kernel
+def _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, end_service,
+                        demote_service, demoted, duration_h, n_evals, evals_seen,
+                        thresholds_gpu_h, gpus, next_point, next_time):
+    """Service point and time of running job ``j``'s next event that matters."""
+    p = end_service[j]
+    if preemptive and not demoted[j] and demote_service[j] < p:
+        p = demote_service[j]
+    if scheduler == LOSS_AWARE:
+        e = evals_seen[j] + 1
+        pe = duration_h[j] * (e / n_evals)
+        if pe < p:
+            p = pe
+    elif scheduler == TIRESIAS:
+        pc = _next_threshold_service_nb(attained[j], gpus[j], thresholds_gpu_h)
+        if pc < p:
+            p = pc
+    next_point[j] = p
+    next_time[j] = run_since[j] + owed[j] + (p - attained[j])
+
+
+@kernel
+def _next_eval_time_nb(j, t, attained_now, owed_now, duration_h, n_evals):
+    """Time of running job ``j``'s next evaluation strictly after service ``attained_now``."""
+    T = duration_h[j]
+    e = int(attained_now / T * n_evals) + 1
+    while e > 1 and T * ((e - 1) / n_evals) > attained_now:
+        e -= 1
+    while T * (e / n_evals) <= attained_now:
+        e += 1
+    if e > n_evals:
+        return np.inf
+    return t + owed_now + (T * (e / n_evals) - attained_now)
+
+
+@kernel
+def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity,
+                  gpus, arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
+                  account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
+                  seg_job, seg_start, seg_end, seg_count):
+    """Simulate cluster row ``c``; writes row ``c`` of the five per-job outputs and of the
+    segment buffers (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording)."""
+    n_jobs = gpus.shape[1]
+    n_evals = loss.shape[2]
+    preemptive = is_preemptive_nb(scheduler)
+    strict = scheduler == FIFO and not backfill
+    g = gpus[c]
+    status = np.zeros(n_jobs, dtype=np.int8)
+    attained = np.zeros(n_jobs)
+    owed = np.zeros(n_jobs)
+    run_since = np.zeros(n_jobs)
+    seg_open = np.zeros(n_jobs)
+    held = np.zeros(n_jobs)
+    held_after = np.zeros(n_jobs)
+    ever_ran = np.zeros(n_jobs, dtype=np.bool_)
+    demoted = np.zeros(n_jobs, dtype=np.bool_)
+    evals_seen = np.zeros(n_jobs, dtype=np.int64)
+    n_loss = np.zeros(n_jobs, dtype=np.int64)
+    loss_rate = np.zeros(n_jobs)
+    key = np.zeros(n_jobs)
+    chosen = np.zeros(n_jobs, dtype=np.bool_)
+    next_point = np.full(n_jobs, np.inf)
+    next_time = np.full(n_jobs, np.inf)
+    active = np.empty(n_jobs, dtype=np.int64)  # arrived, not ended, kept in priority order
+    running = np.empty(n_jobs, dtype=np.int64)
+    n_active = 0
+    n_running = 0
+    free = capacity
+    next_arrival = 0
+    n_done = 0
+    pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
+    n_seg = 0
+    max_seg = seg_job.shape[1]
+    my_end = end_service[c]
+    my_demote = demote_service[c]
+    my_from = account_from_h[c]
+    dur = duration_h[c]
+    while n_done < n_jobs:
+        t = np.inf
+        if next_arrival < n_jobs:
+            t = arrival_h[c, next_arrival]
+        for i in range(n_running):
+            if next_time[running[i]] < t:
+                t = next_time[running[i]]
+        if pending < t:
+            t = pending
+        realloc = False
+        if pending == t:
+            pending = np.inf
+            realloc = True
+        while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
+            status[next_arrival] = WAITING
+            active[n_active] = next_arrival
+            n_active += 1
+            next_arrival += 1
+            realloc = True
+        i = 0
+        while i < n_running:
+            j = running[i]
+            if next_time[j] != t:
+                i += 1
+                continue
+            _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
+            attained[j] = next_point[j]  # snap: the event is defined by this service point
+            owed[j] = 0.0
+            if attained[j] >= my_end[j]:
+                status[j] = DONE
+                end_h[c, j] = t
+                free += g[j]
+                n_done += 1
+                if n_seg < max_seg:
+                    seg_job[c, n_seg] = j
+                    seg_start[c, n_seg] = seg_open[j]
+                    seg_end[c, n_seg] = t
+                n_seg += 1
+                running[i] = running[n_running - 1]
+                n_running -= 1
+                k = 0
+                for a in range(n_active):
+                    if active[a] != j:
+                        active[k] = active[a]
+                        k += 1
+                n_active = k
+                next_time[j] = np.inf
+                realloc = True
+                continue
+            if preemptive and not demoted[j] and attained[j] >= my_demote[j]:
+                demoted[j] = True
+                realloc = True
+            if scheduler == LOSS_AWARE:
+                e = evals_seen[j] + 1
+                if attained[j] >= dur[j] * (e / n_evals):
+                    evals_seen[j] = e
+                    n_loss[j] = e
+                    if e >= 2:
+                        between = g[j] * (dur[j] * (e / n_evals) - dur[j] * ((e - 1) / n_evals))
+                        loss_rate[j] = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
+                    realloc = True
+            elif scheduler == TIRESIAS:
+                # The crossing is not a scheduling point; the next evaluation of any
+                # running job (or an arrival/end, which reallocates anyway) is.
+                for r in range(n_running):
+                    jr = running[r]
+                    if jr != j:
+                        _sync_nb(jr, t, attained, owed, run_since, held, held_after, my_from)
+                    te = _next_eval_time_nb(jr, t, attained[jr], owed[jr], dur, n_evals)
+                    if te < pending:
+                        pending = te
+            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
+                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
+                                g, next_point, next_time)
+            i += 1
+        if not realloc:
+            continue
+        if scheduler == TIRESIAS:
+            pending = np.inf  # queues are recomputed now
+        # Keys of active jobs, from observed state only.
+        for a in range(n_active):
+            j = active[a]
+            if status[j] == RUNNING and scheduler != FIFO:
+                _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
+            key[j] = priority_key_nb(scheduler, t_est_h[c, j], attained[j], g[j], n_loss[j],
+                                     loss_rate[j], thresholds_gpu_h)
+        # Insertion sort: the order changes little between points, so this is ~linear.
+        for a in range(1, n_active):
+            j = active[a]
+            b = a - 1
+            while b >= 0 and precedes_nb(demoted[j], key[j], j, demoted[active[b]],
+                                         key[active[b]], active[b]):
+                active[b + 1] = active[b]
+                b -= 1
+            active[b + 1] = j
+        if preemptive:
+            avail = capacity
+            for a in range(n_active):
+                j = active[a]
+                chosen[j] = g[j] <= avail
+                if chosen[j]:
+                    avail -= g[j]
+            i = 0
+            while i < n_running:
+                j = running[i]
+                if chosen[j]:
+                    i += 1
+                    continue
+                _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
+                status[j] = WAITING
+                n_preempt[c, j] += 1
+                free += g[j]
+                next_time[j] = np.inf
+                if n_seg < max_seg:
+                    seg_job[c, n_seg] = j
+                    seg_start[c, n_seg] = seg_open[j]
+                    seg_end[c, n_seg] = t
+                n_seg += 1
+                running[i] = running[n_running - 1]
+                n_running -= 1
+        for a in range(n_active):
+            j = active[a]
+            if status[j] != WAITING:
+                continue
+            if preemptive:
+                go = chosen[j]
+            else:
+                go = g[j] <= free
+                if not go and strict:
+                    break
+            if not go:
+                continue
+            status[j] = RUNNING
+            free -= g[j]
+            run_since[j] = t
+            seg_open[j] = t
+            if ever_ran[j]:
+                owed[j] += overhead_h
+            else:
+                ever_ran[j] = True
+                start_h[c, j] = t
+            running[n_running] = j
+            n_running += 1
+            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
+                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
+                                g, next_point, next_time)
+    for j in range(n_jobs):
+        held_h[c, j] = held[j]
+        held_after_h[c, j] = held_after[j]
+    seg_count[c] = n_seg
+
+
+@driver
+def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus, arrival_h,
+               t_est_h, loss, duration_h, end_service, demote_service, account_from_h,
+               start_h, end_h, held_h, held_after_h, n_preempt, seg_job, seg_start, seg_end,
+               seg_count):
+    """Simulate every cluster row: inputs ``[C, J]`` (``loss``: ``[C, J, E]``); writes
+    ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]`` and the segments."""
+    for c in prange(gpus.shape[0]):
+        cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus,
+                      arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
+                      account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
+                      seg_job, seg_start, seg_end, seg_count)

@@ -1,0 +1,240 @@
+"""Cost-Aware GRPO (arXiv 2604.28020): advantages, mini-batch sampling, and a toy RL task.
+
+Sampler: group-normalised advantages ``A = (r - mean_g r) / std_g r`` (0 when a group's
+rewards are all equal), probabilities ``p_i ∝ max(|A_i|, floor) / sqrt(len_i)`` mixed
+with uniform, draws with replacement and importance weights ``1 / (N p_i)``.
+
+Task: each prompt has ``M`` candidate reasoning traces with features ``phi`` (d,),
+a length in tokens and a correctness bit that depends on the trace.  The policy is
+``pi(k | q) = softmax_k(w . phi_qk)``; it is trained with on-policy GRPO (one gradient
+step per batch of rollouts, so the PPO ratio is 1 and clipping is inactive).
+Replications are seeds (the RNG "cluster" coordinate); each writes only its own rows.
+"""
+import math
+
+import numpy as np
+from numba import prange
+
+from kernels.costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
+                               S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
+                               S_TASK_QUALITY, draw_index_nb)
+from kernels.jit import driver, kernel
+from kernels.rng import normal_nb, uniform_nb
+
+ARM_UNIFORM = 0
+ARM_COST_AWARE = 1
+N_ARMS = 2
+
+
+@kernel
+def group_advantages_nb(rewards, out):
+    """``out[g, j] = (r[g, j] - mean_g) / std_g`` (population std) for rewards (P, G);
+    a group with ``std_g == 0`` carries no signal and gets advantage 0."""
+    P, G = rewards.shape
+    for g in range(P):
+        m = 0.0
+        for j in range(G):
+            m += rewards[g, j]
+        m /= G
+        v = 0.0
+        for j in range(G):
+            v += (rewards[g, j] - m) ** 2
+        sd = math.sqrt(v / G)
+        for j in range(G):
+            # 1e-12: equal rewards in float arithmetic, not a regulariser
+            out[g, j] = (rewards[g, j] - m) / sd if sd > 1e-12 else 0.0
+
+
+@kernel
+def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
+    """Mini-batch distribution over N samples; ``adv``, ``lengths``, ``out`` are (N,).
+
+    Uniform arm: ``1/N``.  Cost-aware: ``(1 - lam) q + lam / N`` with
+    ``q ∝ max(|A|, floor) / sqrt(len)``.  The caller guarantees a positive total.
+    """
+    n = adv.shape[0]
+    if arm == ARM_UNIFORM:
+        for i in range(n):
+            out[i] = 1.0 / n
+        return
+    total = 0.0
+    for i in range(n):
+        s = max(abs(adv[i]), floor) / math.sqrt(lengths[i])
+        out[i] = s
+        total += s
+    for i in range(n):
+        out[i] = (1.0 - lam) * out[i] / total + lam / n
+
+
+@kernel
+def sample_minibatch_nb(p, batch, seed, rep, step, stream, idx):
+    """Write ``batch`` draws with replacement from ``p`` into ``idx`` (batch,) int64."""
+    cdf = np.cumsum(p)
+    for j in range(batch):
+        idx[j] = draw_index_nb(cdf, uniform_nb(seed, rep, step, j, stream))
+
+
+@kernel
+def make_task_nb(seed, rep, median_len, len_sigma, length_effect, difficulty_mean,
+                 difficulty_sd, noise_sd, phi, length, correct):
+    """Fill one task instance: ``phi`` (Q, M, d), ``length`` (Q, M) tokens, ``correct`` (Q, M).
+
+    Feature 0 is the standardised log length; a trace is correct when
+    ``v . phi + difficulty_q + noise > 0`` with ``v_0 = length_effect`` and the other
+    coordinates a random unit direction, so a linear policy can learn it.
+    """
+    Q, M, d = phi.shape
+    v = np.empty(d)
+    nv = 0.0
+    for j in range(1, d):
+        v[j] = normal_nb(seed, rep, 0, j, S_TASK_QUALITY)
+        nv += v[j] * v[j]
+    nv = math.sqrt(nv)
+    for j in range(1, d):
+        v[j] /= nv
+    v[0] = length_effect
+    for q in range(Q):
+        diff = difficulty_mean + difficulty_sd * normal_nb(seed, rep, q, 0, S_TASK_DIFFICULTY)
+        for k in range(M):
+            trace = q * M + k
+            phi[q, k, 0] = normal_nb(seed, rep, trace, 0, S_TASK_LENGTH)
+            for j in range(1, d):
+                phi[q, k, j] = normal_nb(seed, rep, trace, j, S_TASK_FEATURE)
+            length[q, k] = max(1.0, math.floor(median_len * math.exp(len_sigma * phi[q, k, 0]) + 0.5))
+            z = diff + noise_sd * normal_nb(seed, rep, trace, 0, S_TASK_NOISE)
+            for j in range(d):
+                z += v[j] * phi[q, k, j]
+            correct[q, k] = 1.0 if z > 0.0 else 0.0
+
+
+@kernel
+def policy_probs_nb(w, phi, q, out):
+    """``out`` (M,) = softmax over the traces of prompt ``q``."""
+    M, d = phi.shape[1], phi.shape[2]
+    top = -np.inf
+    for k in range(M):
+        s = 0.0
+        for j in range(d):
+            s += w[j] * phi[q, k, j]
+        out[k] = s
+        top = max(top, s)
+    total = 0.0
+    for k in range(M):
+        out[k] = math.exp(out[k] - top)
+        total += out[k]
+    for k in range(M):
+        out[k] /= total
+
+
+@kernel
+def expected_accuracy_nb(w, phi, correct, first, last):
+    """Exact expected pass@1 ``mean_q sum_k pi(k|q) correct[q, k]`` over prompts [first, last)."""
+    M = phi.shape[1]
+    pi = np.empty(M)
+    acc = 0.0
+    for q in range(first, last):
+        policy_probs_nb(w, phi, q, pi)
+        for k in range(M):
+            acc += pi[k] * correct[q, k]
+    return acc / (last - first)
+
+
+@kernel
+def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group, batch, lr,
+                     lam, floor, eval_every, seed, rep, tokens_out, acc_out):
+    """Train one policy from ``w = 0``; writes ``tokens_out`` / ``acc_out`` (n_evals,).
+
+    Tokens are the summed lengths of the mini-batch draws that enter gradient steps
+    (a response drawn twice counts twice); rollouts are generated identically in both
+    arms and are not counted.  A batch whose advantages are all zero is skipped (no
+    step, no tokens) in both arms.  Returns the number of skipped batches.
+    """
+    Q, M, d = phi.shape
+    N = prompts * group
+    w = np.zeros(d)
+    pi = np.empty(M)
+    cdf = np.empty(M)
+    rewards = np.empty((prompts, group))
+    adv = np.empty((prompts, group))
+    q_of = np.empty(N, np.int64)
+    k_of = np.empty(N, np.int64)
+    lens = np.empty(N)
+    p = np.empty(N)
+    idx = np.empty(batch, np.int64)
+    grad = np.empty(d)
+    tokens = 0.0
+    skipped = 0
+    acc_out[0] = expected_accuracy_nb(w, phi, correct, n_train, Q)
+    tokens_out[0] = 0.0
+    for t in range(n_steps):
+        for g in range(prompts):
+            q = min(n_train - 1, int(uniform_nb(seed, rep, t, g, S_GRPO_PROMPT) * n_train))
+            policy_probs_nb(w, phi, q, pi)
+            acc_cdf = 0.0
+            for k in range(M):
+                acc_cdf += pi[k]
+                cdf[k] = acc_cdf
+            for j in range(group):
+                i = g * group + j
+                k = draw_index_nb(cdf, uniform_nb(seed, rep, t, i, S_GRPO_RESPONSE))
+                q_of[i] = q
+                k_of[i] = k
+                lens[i] = length[q, k]
+                rewards[g, j] = correct[q, k]
+        group_advantages_nb(rewards, adv)
+        flat = adv.reshape(N)
+        informative = False
+        for i in range(N):
+            if flat[i] != 0.0:
+                informative = True
+                break
+        if informative:
+            grpo_probs_nb(flat, lens, arm, lam, floor, p)
+            sample_minibatch_nb(p, batch, seed, rep, t, S_GRPO_MINIBATCH, idx)
+            for j in range(d):
+                grad[j] = 0.0
+            for b in range(batch):
+                i = idx[b]
+                tokens += lens[i]
+                if flat[i] == 0.0:
+                    continue  # zero advantage: the policy-gradient term is exactly zero
+                q = q_of[i]
+                policy_probs_nb(w, phi, q, pi)
+                # grad log pi(k|q) = phi_qk - E_pi phi_q., importance weight 1 / (N p_i)
+                coef = flat[i] / (N * p[i]) / batch
+                for j in range(d):
+                    mean_phi = 0.0
+                    for k in range(M):
+                        mean_phi += pi[k] * phi[q, k, j]
+                    grad[j] += coef * (phi[q, k_of[i], j] - mean_phi)
+            for j in range(d):
+                w[j] += lr * grad[j]
+        else:
+            skipped += 1
+        if (t + 1) % eval_every == 0:
+            e = (t + 1) // eval_every
+            acc_out[e] = expected_accuracy_nb(w, phi, correct, n_train, Q)
+            tokens_out[e] = tokens
+    return skipped
+
+
+@driver
+def grpo_experiment_nb(n_train, n_test, n_traces, n_features, median_len, len_sigma,
+                       length_effect, difficulty_mean, difficulty_sd, noise_sd, n_steps, prompts,
+                       group, batch, lr, lam, floor, eval_every, seed, rep0, tokens_out, acc_out,
+                       skipped_out):
+    """Both arms on the same task per seed; outputs ``tokens_out``/``acc_out``
+    (n_seeds, N_ARMS, n_evals) and ``skipped_out`` (n_seeds, N_ARMS); row ``r`` is
+    replication ``rep0 + r`` (chunks of seeds give the same numbers as one call)."""
+    for row in prange(tokens_out.shape[0]):
+        r = rep0 + row
+        Q = n_train + n_test
+        phi = np.empty((Q, n_traces, n_features))
+        length = np.empty((Q, n_traces))
+        correct = np.empty((Q, n_traces))
+        make_task_nb(seed, r, median_len, len_sigma, length_effect, difficulty_mean,
+                     difficulty_sd, noise_sd, phi, length, correct)
+        for arm in range(N_ARMS):
+            skipped_out[row, arm] = grpo_train_1r_nb(
+                phi, length, correct, n_train, arm, n_steps, prompts, group, batch, lr, lam,
+                floor, eval_every, seed, r, tokens_out[row, arm], acc_out[row, arm])

@@ -1,0 +1,86 @@
+"""Per-cluster metrics (MODEL.md section 8) from per-job outcome arrays."""
+import numpy as np
+from numba import prange
+
+from kernels.codes import RLHF
+from kernels.jit import driver
+
+METRIC_NAMES = (
+    "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
+    "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share", "gold_hacking",
+    "gold_healthy_rlhf", "gold_all", "regret_mean", "tp", "fp", "fn", "tn", "precision",
+    "recall", "fpr", "delay_sum", "delay_count", "n_stopped",
+)
+N_METRICS = len(METRIC_NAMES)
+
+
+
+@driver
+def cluster_metrics_nb(capacity, job_type, gpus, arrival_h, end_h, held_h, wasted_gpu_h,
+                       hacking, in_scope, positive, stopped, delivered_gold, best_gold,
+                       trigger_eval, peak_eval, out):
+    """All inputs ``[C, J]``; writes ``out[C, N_METRICS]`` in ``METRIC_NAMES`` order."""
+    n_jobs = job_type.shape[1]
+    for c in prange(job_type.shape[0]):
+        jct = end_h[c] - arrival_h[c]
+        makespan = end_h[c].max() - arrival_h[c].min()
+        gpu_h = 0.0
+        wasted = 0.0
+        queue = 0.0
+        g_hack = 0.0
+        n_hack = 0
+        g_healthy = 0.0
+        n_healthy = 0
+        regret = 0.0
+        tp = fp = fn = tn = 0
+        delay = 0.0
+        n_stop = 0
+        for j in range(n_jobs):
+            gpu_h += gpus[c, j] * held_h[c, j]
+            wasted += wasted_gpu_h[c, j]
+            queue += jct[j] - held_h[c, j]
+            regret += best_gold[c, j] - delivered_gold[c, j]
+            if stopped[c, j]:
+                n_stop += 1
+            if hacking[c, j]:
+                g_hack += delivered_gold[c, j]
+                n_hack += 1
+            elif job_type[c, j] == RLHF:
+                g_healthy += delivered_gold[c, j]
+                n_healthy += 1
+            if in_scope[c, j]:
+                if positive[c, j]:
+                    if hacking[c, j]:
+                        tp += 1
+                        delay += trigger_eval[c, j] - peak_eval[c, j]
+                    else:
+                        fp += 1
+                elif hacking[c, j]:
+                    fn += 1
+                else:
+                    tn += 1
+        o = out[c]
+        o[0] = jct.mean()
+        o[1] = np.percentile(jct, 50.0)
+        o[2] = np.percentile(jct, 95.0)
+        o[3] = np.percentile(jct, 99.0)
+        o[4] = makespan
+        o[5] = gpu_h / (capacity * makespan) if makespan > 0 else np.nan
+        o[6] = queue / n_jobs
+        o[7] = gpu_h
+        o[8] = wasted
+        o[9] = wasted / gpu_h if gpu_h > 0 else np.nan
+        o[10] = g_hack / n_hack if n_hack > 0 else np.nan
+        o[11] = g_healthy / n_healthy if n_healthy > 0 else np.nan
+        o[12] = delivered_gold[c].mean()
+        o[13] = regret / n_jobs
+        o[14] = tp
+        o[15] = fp
+        o[16] = fn
+        o[17] = tn
+        o[18] = tp / (tp + fp) if tp + fp > 0 else np.nan
+        o[19] = tp / (tp + fn) if tp + fn > 0 else np.nan
+        o[20] = fp / (fp + tn) if fp + tn > 0 else np.nan
+        o[21] = delay
+        o[22] = tp
+        o[23] = n_stop

@@ -1,0 +1,59 @@
+"""Base schedulers' priority keys (MODEL.md section 6): smaller key runs first.
+
+Decision kernel: only observed job state goes in (estimate, attained service, GPU
+demand, loss readings, demotion flag); ties break by job index, which is arrival
+order because arrivals are generated in index order.
+"""
+import numpy as np
+
+from kernels.codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
+from kernels.jit import kernel
+
+
+@kernel
+def is_preemptive_nb(scheduler):
+    return scheduler == SRTF_EST or scheduler == LOSS_AWARE or scheduler == TIRESIAS
+
+
+@kernel
+def loss_aware_rate_nb(loss_prev, loss_last, gpu_h_between):
+    """SLAQ-like value of more service: relative loss drop per GPU-hour."""
+    return (loss_prev - loss_last) / loss_prev / gpu_h_between
+
+
+@kernel
+def tiresias_queue_nb(attained_gpu_h, thresholds_gpu_h):
+    """2D-LAS queue index: how many thresholds the job has reached."""
+    q = 0
+    for x in thresholds_gpu_h:
+        if attained_gpu_h >= x:
+            q += 1
+    return q
+
+
+@kernel
+def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thresholds_gpu_h):
+    """Scalar key of one job; the engine orders by ``(demoted, key, job index)``."""
+    if scheduler == FIFO:
+        return 0.0
+    if scheduler == SJF_EST:
+        return t_est_h
+    if scheduler == SRTF_EST:
+        return max(t_est_h - attained_h, 0.0)
+    if scheduler == LOSS_AWARE:
+        if n_loss < 2:
+            return -np.inf
+        return -loss_rate
+    if scheduler == TIRESIAS:
+        return float(tiresias_queue_nb(gpus * attained_h, thresholds_gpu_h))
+    return 0.0
+
+
+@kernel
+def precedes_nb(demoted_a, key_a, idx_a, demoted_b, key_b, idx_b):
+    """Strict order used by every scheduler: not demoted first, then key, then index."""
+    if demoted_a != demoted_b:
+        return demoted_b
+    if key_a != key_b:
+        return key_a < key_b
+    return idx_a < idx_b

@@ -1,0 +1,41 @@
+"""Resolve every job's stop decision before the event loop.
+
+A job's service at evaluation ``e`` is ``T * e / E`` whatever the schedule, so what it
+observes at each evaluation, and hence its stop decision, does not depend on the
+schedule (docs/model.md).  This driver replays each job's observations through the
+decision kernel ``kernels.detectors.stop_decision_1j_nb``; it holds ``duration_h`` only
+to compute the attained service the platform observes at each evaluation.
+"""
+import numpy as np
+from numba import prange
+
+from kernels.codes import ACT_DEMOTE, ACT_STOP, RLHF
+from kernels.detectors import in_scope_nb, stop_decision_1j_nb
+from kernels.jit import driver
+
+
+@driver
+def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, loss,
+                     duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
+    """Inputs ``[C, J]`` (``score``, ``loss``: ``[C, J, E]``); writes the five outputs
+    ``[C, J]`` in place (evaluations 1-based, 0 = none)."""
+    n_clusters, n_jobs, n_evals = score.shape
+    for c in prange(n_clusters):
+        attained = np.empty(n_evals)
+        for j in range(n_jobs):
+            scoped = in_scope_nb(policy, scope_all, job_type[c, j], RLHF)
+            in_scope[c, j] = scoped
+            stopped[c, j] = False
+            demoted[c, j] = False
+            trigger_eval[c, j] = 0
+            delivered_eval[c, j] = n_evals
+            if not scoped:
+                continue
+            for e in range(n_evals):
+                attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
+            act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, score[c, j], loss[c, j],
+                                                   attained, t_est_h[c, j])
+            trigger_eval[c, j] = trig
+            delivered_eval[c, j] = deliv
+            stopped[c, j] = act == ACT_STOP
+            demoted[c, j] = act == ACT_DEMOTE
