@@ -220,12 +220,14 @@ def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group
 
 @driver
 def grpo_experiment_nb(n_train, n_test, n_traces, n_features, median_len, len_sigma,
-                       length_effect, difficulty_mean, difficulty_sd, noise_sd, n_steps, prompts,
+                       length_effect, difficulty_mean, difficulty_sd, noise_sd, n_steps_arm, prompts,
                        group, batch, lr, lam, floor, eval_every, seed, rep0, tokens_out, acc_out,
                        skipped_out):
-    """Both arms on the same task per seed; outputs ``tokens_out``/``acc_out``
-    (n_seeds, N_ARMS, n_evals) and ``skipped_out`` (n_seeds, N_ARMS); row ``r`` is
-    replication ``rep0 + r`` (chunks of seeds give the same numbers as one call)."""
+    """Both arms on the same task per seed; arm ``a`` trains ``n_steps_arm[a]`` steps.
+
+    Outputs ``tokens_out``/``acc_out`` (n_seeds, N_ARMS, n_evals), NaN past an arm's
+    horizon, and ``skipped_out`` (n_seeds, N_ARMS); row ``r`` is replication ``rep0 + r``
+    (chunks of seeds give the same numbers as one call)."""
     for row in prange(tokens_out.shape[0]):
         r = rep0 + row
         Q = n_train + n_test
@@ -235,6 +237,8 @@ def grpo_experiment_nb(n_train, n_test, n_traces, n_features, median_len, len_si
         make_task_nb(seed, r, median_len, len_sigma, length_effect, difficulty_mean,
                      difficulty_sd, noise_sd, phi, length, correct)
         for arm in range(N_ARMS):
+            tokens_out[row, arm, :] = np.nan
+            acc_out[row, arm, :] = np.nan
             skipped_out[row, arm] = grpo_train_1r_nb(
-                phi, length, correct, n_train, arm, n_steps, prompts, group, batch, lr, lam,
+                phi, length, correct, n_train, arm, n_steps_arm[arm], prompts, group, batch, lr, lam,
                 floor, eval_every, seed, r, tokens_out[row, arm], acc_out[row, arm])

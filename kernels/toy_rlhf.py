@@ -1,7 +1,8 @@
 """Toy RLHF at CPU scale: a softmax policy over every response, optimised against a proxy.
 
 All responses of length ``L`` over ``V`` tokens are enumerated (``n_resp = V**L``), each
-with a feature row ``feats[y]`` (``n_resp x F``). A prompt is a feature vector
+with a sparse feature row ``feats[y]`` (``F`` wide, stored as indices ``fi`` and values
+``fv``, both ``n_resp x nnz``). A prompt is a feature vector
 ``z = (1, z_1..z_M)``; a reward or a policy is an ``F x (M + 1)`` matrix ``W`` with score
 ``feats[y] @ W @ z``.  The policy is the softmax of that score over all responses, so
 its KL to the reference policy is exact, while the gold evaluation is a finite sample
@@ -35,43 +36,36 @@ N_COLS = 7
 
 
 @kernel
-def policy_probs_nb(feats, w, z, probs):
-    """``probs[y] = softmax_y(feats[y] @ w @ z)``; ``probs`` (n_resp,) is written in place."""
-    n_resp, n_feat = feats.shape
+def scores_nb(fi, fv, w, z, out):
+    """``out[y] = feats[y] @ w @ z`` (a reward model's score of every response).
+
+    Features are sparse: ``feats[y, fi[y, j]] = fv[y, j]`` (padding has ``fv = 0``).
+    """
+    n_feat = w.shape[0]
     a = np.zeros(n_feat)
     for f in range(n_feat):
         acc = 0.0
         for m in range(z.shape[0]):
             acc += w[f, m] * z[m]
         a[f] = acc
-    top = -np.inf
-    for y in range(n_resp):
+    for y in range(fi.shape[0]):
         s = 0.0
-        for f in range(n_feat):
-            s += feats[y, f] * a[f]
-        probs[y] = s
-        if s > top:
-            top = s
-    tot = 0.0
-    for y in range(n_resp):
-        probs[y] = math.exp(probs[y] - top)
-        tot += probs[y]
-    for y in range(n_resp):
-        probs[y] /= tot
+        for j in range(fi.shape[1]):
+            s += fv[y, j] * a[fi[y, j]]
+        out[y] = s
 
 
 @kernel
-def scores_nb(feats, w, z, out):
-    """``out[y] = feats[y] @ w @ z`` (a reward model's score of every response)."""
-    n_resp, n_feat = feats.shape
-    for y in range(n_resp):
-        s = 0.0
-        for f in range(n_feat):
-            acc = 0.0
-            for m in range(z.shape[0]):
-                acc += w[f, m] * z[m]
-            s += feats[y, f] * acc
-        out[y] = s
+def policy_probs_nb(fi, fv, w, z, probs):
+    """``probs[y] = softmax_y(feats[y] @ w @ z)``; ``probs`` (n_resp,) is written in place."""
+    scores_nb(fi, fv, w, z, probs)
+    top = probs.max()
+    tot = 0.0
+    for y in range(probs.shape[0]):
+        probs[y] = math.exp(probs[y] - top)
+        tot += probs[y]
+    for y in range(probs.shape[0]):
+        probs[y] /= tot
 
 
 @kernel
@@ -86,14 +80,14 @@ def sample_nb(probs, u):
 
 
 @kernel
-def evaluate_1r_nb(feats, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, seed, run, step,
+def evaluate_1r_nb(fi, fv, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, seed, run, step,
                    e, out):
     """Evaluate the policy on held-out prompts ``z_eval`` (P x (M+1)); writes ``out[e, :]``.
 
     Gold and proxy are observed through ``n_samples`` sampled responses per prompt;
     their exact expectations and the exact KL are hidden truth columns.
     """
-    n_resp = feats.shape[0]
+    n_resp = fi.shape[0]
     n_prompts = z_eval.shape[0]
     probs = np.empty(n_resp)
     ref = np.empty(n_resp)
@@ -107,10 +101,10 @@ def evaluate_1r_nb(feats, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, seed
     regret = 0.0
     for p in range(n_prompts):
         z = z_eval[p]
-        policy_probs_nb(feats, theta, z, probs)
-        policy_probs_nb(feats, w_ref, z, ref)
-        scores_nb(feats, w_gold, z, gold)
-        scores_nb(feats, w_proxy, z, proxy)
+        policy_probs_nb(fi, fv, theta, z, probs)
+        policy_probs_nb(fi, fv, w_ref, z, ref)
+        scores_nb(fi, fv, w_gold, z, gold)
+        scores_nb(fi, fv, w_proxy, z, proxy)
         best_proxy = proxy.max()
         for y in range(n_resp):
             g_x += probs[y] * gold[y]
@@ -133,7 +127,7 @@ def evaluate_1r_nb(feats, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, seed
 
 
 @kernel
-def grpo_step_1r_nb(feats, theta, w_ref, w_proxy, kl_coef, lr, batch, group, seed, run, step):
+def grpo_step_1r_nb(fi, fv, theta, w_ref, w_proxy, kl_coef, lr, batch, group, seed, run, step):
     """One policy-gradient step with group-normalised advantages and an exact KL penalty.
 
     For each of ``batch`` fresh prompts, ``group`` responses are sampled, scored by the
@@ -141,12 +135,14 @@ def grpo_step_1r_nb(feats, theta, w_ref, w_proxy, kl_coef, lr, batch, group, see
     the KL(pi || pi_ref) gradient is exact because every response is enumerated.
     ``theta`` (F x (M+1)) is updated in place.
     """
-    n_resp, n_feat = feats.shape
-    n_m = theta.shape[1]
+    n_resp, n_nz = fi.shape
+    n_feat, n_m = theta.shape
     probs = np.empty(n_resp)
     ref = np.empty(n_resp)
     proxy = np.empty(n_resp)
-    mean_feat = np.empty(n_feat)
+    # coefficient of feats[y] in this prompt's gradient (before the outer product with z)
+    coef = np.empty(n_resp)
+    feat_grad = np.empty(n_feat)
     grad = np.zeros((n_feat, n_m))
     z = np.empty(n_m)
     picks = np.empty(group, dtype=np.int64)
@@ -155,14 +151,8 @@ def grpo_step_1r_nb(feats, theta, w_ref, w_proxy, kl_coef, lr, batch, group, see
         z[0] = 1.0
         for m in range(1, n_m):
             z[m] = normal_nb(seed, run, step, b * n_m + m, S_TRAIN_PROMPT)
-        policy_probs_nb(feats, theta, z, probs)
-        policy_probs_nb(feats, w_ref, z, ref)
-        scores_nb(feats, w_proxy, z, proxy)
-        for f in range(n_feat):
-            acc = 0.0
-            for y in range(n_resp):
-                acc += probs[y] * feats[y, f]
-            mean_feat[f] = acc
+        policy_probs_nb(fi, fv, theta, z, probs)
+        scores_nb(fi, fv, w_proxy, z, proxy)
         mu = 0.0
         for g in range(group):
             y = sample_nb(probs, uniform_nb(seed, run, step, b * group + g, S_TRAIN_SAMPLE))
@@ -174,50 +164,54 @@ def grpo_step_1r_nb(feats, theta, w_ref, w_proxy, kl_coef, lr, batch, group, see
         for g in range(group):
             var += (rewards[g] - mu) ** 2
         sd = math.sqrt(var / group) + 1e-6
-        # grad log pi(y|z) = (feats[y] - E_pi feats) outer z
+        # grad log pi(y|z) = (feats[y] - E_pi feats) outer z; advantages sum to zero in a
+        # group, so the E_pi feats term cancels and only the sampled rows remain.
+        for y in range(n_resp):
+            coef[y] = 0.0
         for g in range(group):
-            adv = (rewards[g] - mu) / sd / group
-            y = picks[g]
-            for f in range(n_feat):
-                d = adv * (feats[y, f] - mean_feat[f])
-                for m in range(n_m):
-                    grad[f, m] += d * z[m]
+            coef[picks[g]] += (rewards[g] - mu) / sd / group
         if kl_coef > 0.0:
+            policy_probs_nb(fi, fv, w_ref, z, ref)
             kl = 0.0
             for y in range(n_resp):
                 kl += probs[y] * (math.log(probs[y] + 1e-300) - math.log(ref[y] + 1e-300))
-            # d KL / d theta = sum_y p_y (log p_y/r_y - KL) feats[y] outer z
+            # d KL / d theta = sum_y p_y (log p_y / r_y - KL) feats[y] outer z
             for y in range(n_resp):
-                c = probs[y] * (math.log(probs[y] + 1e-300) - math.log(ref[y] + 1e-300) - kl)
-                if c != 0.0:
-                    for f in range(n_feat):
-                        cf = kl_coef * c * feats[y, f]
-                        if cf != 0.0:
-                            for m in range(n_m):
-                                grad[f, m] -= cf * z[m]
+                coef[y] -= kl_coef * probs[y] * (
+                    math.log(probs[y] + 1e-300) - math.log(ref[y] + 1e-300) - kl)
+        for f in range(n_feat):
+            feat_grad[f] = 0.0
+        for y in range(n_resp):
+            c = coef[y]
+            if c != 0.0:
+                for j in range(n_nz):
+                    feat_grad[fi[y, j]] += c * fv[y, j]
+        for f in range(n_feat):
+            for m in range(n_m):
+                grad[f, m] += feat_grad[f] * z[m]
     for f in range(n_feat):
         for m in range(n_m):
             theta[f, m] += lr * grad[f, m] / batch
 
 
 @kernel
-def toy_rlhf_1r_nb(feats, w_ref, w_gold, w_proxy, z_eval, kl_coef, lr, n_steps, batch, group,
+def toy_rlhf_1r_nb(fi, fv, w_ref, w_gold, w_proxy, z_eval, kl_coef, lr, n_steps, batch, group,
                    eval_every, n_eval_samples, seed, run, out):
     """One RLHF run from ``pi_ref``; evaluation ``e`` at step ``e * eval_every`` into ``out``."""
     theta = w_ref.copy()
     e = 0
     for step in range(n_steps + 1):
         if step % eval_every == 0:
-            evaluate_1r_nb(feats, theta, w_ref, w_gold, w_proxy, z_eval, n_eval_samples, seed,
+            evaluate_1r_nb(fi, fv, theta, w_ref, w_gold, w_proxy, z_eval, n_eval_samples, seed,
                            run, step, e, out)
             e += 1
         if step == n_steps:
             break
-        grpo_step_1r_nb(feats, theta, w_ref, w_proxy, kl_coef, lr, batch, group, seed, run, step)
+        grpo_step_1r_nb(fi, fv, theta, w_ref, w_proxy, kl_coef, lr, batch, group, seed, run, step)
 
 
 @driver
-def toy_rlhf_nb(feats, w_ref, w_gold, w_proxies, z_eval, kl_coefs, seeds, lr, n_steps, batch,
+def toy_rlhf_nb(fi, fv, w_ref, w_gold, w_proxies, z_eval, kl_coefs, seeds, lr, n_steps, batch,
                 group, eval_every, n_eval_samples, out):
     """Many runs in parallel: run ``r`` uses ``w_proxies[r]``, ``kl_coefs[r]``, ``seeds[r]``.
 
@@ -226,5 +220,5 @@ def toy_rlhf_nb(feats, w_ref, w_gold, w_proxies, z_eval, kl_coefs, seeds, lr, n_
     prompts and samples (common random numbers across proxy sizes and KL coefficients).
     """
     for r in prange(w_proxies.shape[0]):
-        toy_rlhf_1r_nb(feats, w_ref, w_gold, w_proxies[r], z_eval, kl_coefs[r], lr, n_steps,
+        toy_rlhf_1r_nb(fi, fv, w_ref, w_gold, w_proxies[r], z_eval, kl_coefs[r], lr, n_steps,
                        batch, group, eval_every, n_eval_samples, seeds[r], 0, out[r])

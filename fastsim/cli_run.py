@@ -1,0 +1,192 @@
+"""``fastsim run``: one cell (workload x scheduler x stop policy) against a baseline.
+
+Every workload knob of ``WorkloadConfig`` is an option, generated from the dataclass so
+``--help`` can never drift from the code; units and defaults come from the field's
+description below and ``fastsim.defaults``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+from tqdm import tqdm
+
+from fastsim import defaults as D
+from fastsim.api import simulate
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+from fastsim.summary import format_table, summarize
+
+# What each workload field means, with its unit (MODEL.md section 3-4).
+FIELD_HELP = {
+    "gpus": "GPUs per cluster",
+    "n_jobs": "jobs per cluster",
+    "load": "offered load rho = lambda E[gpus T] / G, in (0, 2]",
+    "mix": "workload mix: rlhf_heavy, mixed, or fractions LORA,DPO,RLHF",
+    "demands_lora": "GPU demand choices of LoRA jobs (comma-separated)",
+    "demands_dpo": "GPU demand choices of DPO jobs",
+    "demands_rlhf": "GPU demand choices of RLHF jobs",
+    "median_lora_h": "median LoRA run time at full allocation, hours",
+    "median_dpo_h": "median DPO run time, hours",
+    "median_rlhf_h": "median RLHF run time, hours",
+    "log_sd": "log-normal sigma of run times",
+    "n_evals": "evaluations per job, evenly spaced in progress",
+    "base_rate": "probability an RLHF job is hacking",
+    "dpo_base_rate": "probability a DPO job is hacking",
+    "est_sigma": "log-normal sigma of the duration estimate T_est / T",
+    "sigma": "evaluation-score noise (standard deviation)",
+    "loss_sigma": "training-loss reading noise (standard deviation)",
+    "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
+    "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
+    "ustar_healthy": "u* of healthy RLHF jobs (beyond the run), range LO,HI",
+    "height": "peak gold score h, range LO,HI",
+    "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
+    "loss0": "initial training loss L_0, range LO,HI",
+    "loss_inf": "asymptotic training loss L_inf, range LO,HI",
+    "loss_tau": "training-loss time constant tau_L, progress range",
+}
+# Fields that are ranges/lists are parsed from "a,b,...".
+_LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or f in
+                ("height", "tau", "loss0", "loss_inf", "loss_tau")}
+CHUNK = 500  # clusters per progress step; chunking never changes results
+
+
+def _parse_field(name: str, text: str, default):
+    try:
+        if name == "mix":
+            if "," in text:
+                return tuple(float(x) for x in text.split(","))
+            return text
+        if name in _LIST_FIELDS:
+            cast = int if name.startswith("demands_") else float
+            return tuple(cast(x) for x in text.split(","))
+        if isinstance(default, bool):
+            return text.lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(text)
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--{name.replace('_', '-')}={text!r} is not a valid value; "
+                          f"expected {FIELD_HELP[name]}") from None
+
+
+def add_workload_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload (MODEL.md section 3; defaults in fastsim/defaults.py)")
+    for f in dataclasses.fields(WorkloadConfig):
+        default = f.default
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        g.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                       metavar="X", help=f"{FIELD_HELP[f.name]} (default: {shown})")
+
+
+def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
+    kw = {}
+    for f in dataclasses.fields(WorkloadConfig):
+        text = getattr(args, f.name, None)
+        if text is not None:
+            kw[f.name] = _parse_field(f.name, text, f.default)
+    return WorkloadConfig(**kw)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="simulate one scheduler + stop policy against a baseline",
+        description="Simulate CLUSTERS independent clusters under a base scheduler and a stop "
+        "policy, and the same clusters (common random numbers) under the baseline policy; print "
+        "every metric with its 95%% confidence interval and the paired change.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--scheduler", default=D.SCHEDULER,
+                   help="base scheduler: fifo, fifo:backfill, sjf_est, srtf_est, loss_aware, "
+                   "tiresias, tiresias:thresholds=16/64 (GPU-hours)")
+    p.add_argument("--policy", default=f"{D.POLICY}:k={D.K}",
+                   help="stop policy: none, evalstop:k=K, stop_at:f=F, loss_plateau:w=W,tol=TOL, "
+                   "deprioritize:k=K, oracle (uses hidden truth); add ,scope=all to act on every "
+                   "job type (default scope: RLHF)")
+    p.add_argument("--baseline", default="none",
+                   help="policy to compare against on the same clusters, or 'off'")
+    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters")
+    p.add_argument("--seed", type=int, default=D.SEED, help="random seed (non-negative)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write per-cluster results (both arms) to this Parquet file")
+    p.add_argument("--jobs-out", type=Path, default=None,
+                   help="also write per-job records of both arms to this Parquet file")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_workload_options(p)
+    p.set_defaults(func=run_command)
+
+
+def _run_arm(cfg: SimConfig, n: int, seed: int, keep_jobs: bool, bar: tqdm | None):
+    clusters, jobs = [], []
+    for start in range(0, n, CHUNK):
+        r = simulate(cfg, min(CHUNK, n - start), seed=seed, cluster_start=start, keep_jobs=keep_jobs)
+        clusters.append(r.clusters)
+        if keep_jobs:
+            jobs.append(r.jobs)
+        if bar is not None:
+            bar.update(r.clusters.height)
+    return pl.concat(clusters), (pl.concat(jobs) if keep_jobs else None)
+
+
+def _write_atomic(df: pl.DataFrame, path: Path) -> None:
+    """Parquet via temp file + rename: an interrupted write leaves nothing half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.clusters < 1:
+        raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer >= 1")
+    if args.seed < 0:
+        raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer >= 0")
+    workload = workload_from_args(args)
+    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy))
+    base_cfg = None
+    if args.baseline != "off":
+        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline))
+    keep_jobs = args.jobs_out is not None
+    arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
+    total = args.clusters * len(arms)
+    t0 = time.perf_counter()
+    show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"
+    with tqdm(total=total, unit="cluster", desc="simulating", disable=not show,
+              mininterval=0.5, delay=2.0) as bar:
+        results = {name: _run_arm(c, args.clusters, args.seed, keep_jobs, bar) for name, c in arms}
+    elapsed = time.perf_counter() - t0
+    clusters = results["policy"][0]
+    baseline = results["baseline"][0] if base_cfg else None
+    mix = workload.mix if isinstance(workload.mix, str) else ",".join(map(str, workload.mix))
+    title = (f"fastsim run: {cfg.policy.label} over {cfg.scheduler.label}"
+             + (f" vs {base_cfg.policy.label}" if base_cfg else "")
+             + f"\nworkload: mix={mix}, {workload.gpus} GPUs, {workload.n_jobs} jobs, load "
+             f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
+             f"{args.clusters} clusters, seed {args.seed}; {elapsed:.1f} s\n"
+             "estimates are means over clusters with 95% t intervals; precision/recall/FPR pooled "
+             "with a cluster-bootstrap interval; changes are paired on identical clusters")
+    if cfg.policy.uses_hidden_truth:
+        title += "\nNOTE: oracle uses hidden truth (hacking labels, gold peak): an upper bound, not a policy"
+    print(format_table(summarize(clusters, baseline), title))
+    if args.out is not None:
+        frames = [results[name][0].with_columns(pl.lit(name).alias("arm"),
+                                                 pl.lit(c.policy.label).alias("policy"),
+                                                 pl.lit(c.scheduler.label).alias("scheduler"))
+                  for name, c in arms]
+        _write_atomic(pl.concat(frames), args.out)
+        print(f"wrote {args.out}")
+    if keep_jobs:
+        frames = [results[name][1].with_columns(pl.lit(name).alias("arm")) for name, _ in arms]
+        _write_atomic(pl.concat(frames), args.jobs_out)
+        print(f"wrote {args.jobs_out}")
+    return 0

@@ -1,0 +1,171 @@
+"""Cost-Aware GRPO mini-batch sampler, to drop into any GRPO loop (arXiv 2604.28020).
+
+In GRPO each prompt gets a group of ``G`` sampled responses with rewards ``r``; the
+group-normalised advantage is ``A = (r - mean) / std`` within the group.  Computing the
+policy gradient of a response costs about its token count ``len``, and ``|A|`` proxies
+its gradient norm, so the cost-aware distribution over the ``N = P G`` responses is::
+
+    q_i ∝ max(|A_i|, floor) / sqrt(len_i),      p_i = (1 - lam) q_i + lam / N
+
+Draw a mini-batch of ``B`` indices with replacement from ``p`` and weight each drawn
+loss term by ``w_i = 1 / (N p_i)``: then ``E[(1/B) sum_b w_{i_b} loss_{i_b}] =
+(1/N) sum_i loss_i``, the full-batch GRPO loss, exactly.
+
+Zero advantages, deliberately: a response with ``A_i = 0`` contributes exactly zero
+policy gradient, so with ``lam = floor = 0`` it is never drawn and nothing is lost.  If
+your loss has terms that do not vanish with ``A`` (a KL penalty, an entropy bonus), keep
+``lam > 0`` (every response can be drawn, so the weighted loss stays unbiased for any
+per-response loss) or set ``floor > 0`` (zero-advantage responses compete like
+responses with ``|A| = floor``).  A batch whose advantages are *all* zero carries no
+policy-gradient signal: ``cost_aware_batch`` raises ``ConfigError`` so the caller skips
+it (or regenerates) on purpose.
+
+Usage in a training loop::
+
+    batch = cost_aware_batch(rewards, lengths, batch_size=64, lam=0.1, seed=0, step=t)
+    for i, w in zip(batch.indices, batch.weights):
+        loss += w * grpo_loss(response[i], advantage=batch.advantages.flat[i]) / batch_size
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fastsim.costaware.sampling import check_lam
+from fastsim.errors import ConfigError
+from kernels import costaware as nbc
+from kernels import grpo as nb
+
+
+@dataclass(frozen=True)
+class GRPOBatch:
+    """A sampled mini-batch.
+
+    Attributes
+    ----------
+    advantages : (P, G) group-normalised advantages
+    probs : (N,) sampling probabilities over the flattened responses (row-major)
+    indices : (B,) int64 drawn flat indices (with replacement)
+    weights : (B,) importance weights ``1 / (N p_i)`` of the drawn indices
+    tokens : summed lengths of the drawn responses (a duplicate counts twice)
+    """
+
+    advantages: np.ndarray = field(repr=False)
+    probs: np.ndarray = field(repr=False)
+    indices: np.ndarray
+    weights: np.ndarray
+    tokens: float
+
+
+def _rewards(rewards) -> np.ndarray:
+    r = np.ascontiguousarray(rewards, dtype=np.float64)
+    if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 2:
+        raise ConfigError(f"rewards must be a 2-D array (prompts, group) with a group of at "
+                          f"least 2 responses, got shape {r.shape}")
+    if not np.isfinite(r).all():
+        raise ConfigError("rewards contain NaN or inf")
+    return r
+
+
+def _lengths(lengths, n: int) -> np.ndarray:
+    x = np.ascontiguousarray(lengths, dtype=np.float64).reshape(-1)
+    if x.size != n:
+        raise ConfigError(f"lengths has {x.size} entries but there are {n} responses")
+    bad = ~np.isfinite(x) | (x <= 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"lengths[{i}]={x[i]!r}: token counts must be finite and > 0")
+    return x
+
+
+def group_advantages(rewards) -> np.ndarray:
+    """Group-normalised advantages ``(r - mean) / std`` per row; rows of equal rewards -> 0.
+
+    Examples
+    --------
+    >>> group_advantages([[1.0, 0.0], [1.0, 1.0]]).tolist()
+    [[1.0, -1.0], [0.0, 0.0]]
+    """
+    r = _rewards(rewards)
+    out = np.empty_like(r)
+    nb.group_advantages_nb(r, out)
+    return out
+
+
+def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) -> np.ndarray:
+    """``p_i = (1 - lam) q_i + lam / N`` with ``q_i ∝ max(|A_i|, floor) / sqrt(len_i)``.
+
+    Parameters
+    ----------
+    advantages : array_like, (P, G) or (N,)
+    lengths : array_like, same number of entries; token counts > 0
+    lam : float in [0, 1], uniform mixing
+    floor : float >= 0, the smallest ``|A|`` a response is scored with
+
+    Examples
+    --------
+    >>> cost_aware_probs([1.0, -1.0, 0.0], [1.0, 4.0, 1.0], lam=0.0).round(4).tolist()
+    [0.6667, 0.3333, 0.0]
+    """
+    a = np.ascontiguousarray(advantages, dtype=np.float64).reshape(-1)
+    if not np.isfinite(a).all():
+        raise ConfigError("advantages contain NaN or inf")
+    lens = _lengths(lengths, a.size)
+    lam = check_lam(lam)
+    try:
+        floor = float(floor)
+    except (TypeError, ValueError):
+        raise ConfigError(f"floor={floor!r} must be a number >= 0") from None
+    if not np.isfinite(floor) or floor < 0.0:
+        raise ConfigError(f"floor={floor!r} must be finite and >= 0")
+    if floor == 0.0 and not (a != 0.0).any():
+        raise ConfigError("all advantages are zero (every group has identical rewards): the "
+                          "policy-gradient loss of this batch is zero; skip the batch, or set "
+                          "floor > 0 if your loss has advantage-free terms")
+    p = np.empty(a.size)
+    nb.grpo_probs_nb(a, lens, nb.ARM_COST_AWARE, lam, floor, p)
+    return p
+
+
+def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor: float = 0.0,
+                     seed: int = 0, step: int = 0) -> GRPOBatch:
+    """Advantages, cost-aware probabilities, a mini-batch and its importance weights.
+
+    Parameters
+    ----------
+    rewards : array_like (P, G)
+        Rewards of ``G`` responses to each of ``P`` prompts.
+    lengths : array_like (P, G)
+        Token counts of those responses (the cost of their gradient).
+    batch_size : int
+        Draws with replacement; the weighted mean loss over them is unbiased.
+    lam, floor : see ``cost_aware_probs``
+    seed, step : counter-based RNG coordinates: the same ``(seed, step)`` gives the same
+        batch on any machine and thread count.
+
+    Raises
+    ------
+    ConfigError
+        Bad shapes or values, or every advantage zero with ``floor = 0``.
+
+    Examples
+    --------
+    >>> b = cost_aware_batch([[1, 0, 0, 1], [0, 0, 0, 0]], [[10, 30, 20, 40]] * 2, 4)
+    >>> b.indices.shape, bool(np.all(b.weights > 0)), b.advantages[1].tolist()
+    ((4,), True, [0.0, 0.0, 0.0, 0.0])
+    """
+    r = _rewards(rewards)
+    lens = _lengths(lengths, r.size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be an integer >= 1")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
+            or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ConfigError(f"seed={seed!r} and step={step!r} must be integers >= 0")
+    adv = group_advantages(r)
+    p = cost_aware_probs(adv, lens, lam, floor)
+    idx = np.empty(int(batch_size), np.int64)
+    nb.sample_minibatch_nb(p, int(batch_size), int(seed), 0, int(step), nbc.S_GRPO_MINIBATCH, idx)
+    weights = 1.0 / (p.size * p[idx])
+    return GRPOBatch(adv, p, idx, weights, float(lens[idx].sum()))

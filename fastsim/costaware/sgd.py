@@ -1,0 +1,282 @@
+"""Cost-aware SGD simulator: cost to reach error ``eps``, per strategy, over replications.
+
+A problem instance (least squares or L2-regularised logistic regression, heavy-tailed
+row norms, heavy-tailed costs correlated or not with the gradient bounds) is a pure
+function of ``ProblemConfig``; its optimum is solved exactly (Newton).  Replications
+differ only in which samples SGD draws, and every strategy sees the same uniforms
+(common random numbers), so per-replication ratios are paired.
+
+Error ``eps`` is relative: stop when ``f(xbar) - f* <= eps (f(0) - f*)`` for the
+averaged iterate ``xbar``.  Cost is ``sum c_i`` over queried samples (cost units;
+costs are normalised to mean 1, so for uniform sampling cost ~ number of steps).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import polars as pl
+from tqdm.auto import tqdm
+
+from fastsim.costaware.sampling import (STRATEGIES, check_lam, parse_strategy,
+                                        sampling_distribution)
+from fastsim.errors import ConfigError
+from fastsim.stats import bootstrap_ratio_ci, mean_ci
+from kernels import costaware as nbc
+from kernels import costaware_sgd as nbs
+
+PROBLEMS = {"least_squares": nbs.LEAST_SQUARES, "logistic": nbs.LOGISTIC}
+COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}
+STEP_RULES = {"convex": nbs.STEP_CONVEX, "strongly_convex": nbs.STEP_STRONGLY_CONVEX}
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+
+
+def _positive_int(name, value, lo=1, hi=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo or (
+            hi is not None and value > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ConfigError(f"{name}={value!r} must be an integer {rng}")
+
+
+def _real(name, value, lo=None, hi=None, lo_open=False):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} must be a number") from None
+    if not np.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo))) or (
+            hi is not None and x > hi):
+        lo_s = "-inf" if lo is None else lo
+        hi_s = "inf" if hi is None else hi
+        raise ConfigError(f"{name}={value!r} must be in {'(' if lo_open else '['}{lo_s}, {hi_s}]")
+
+
+@dataclass(frozen=True)
+class ProblemConfig:
+    """One finite-sum problem instance.
+
+    Attributes
+    ----------
+    kind : "least_squares" or "logistic"
+    n, d : samples and dimension
+    reg : L2 regularisation (the strong-convexity floor)
+    scale_sigma : log-sd of row norms (heterogeneity of the gradient bounds ``G``)
+    noise : target noise (least squares) or label noise (logistic)
+    cost_dist : "lognormal" (heterogeneity ``cost_sigma``) or "pareto" (tail ``cost_alpha``)
+    cost_corr : correlation of log-cost with log row norm, in [-1, 1]
+    radius_factor : projection ball radius over ``|x*|`` (> 1 so ``x*`` is inside)
+    seed, instance : RNG coordinates of the instance
+    """
+
+    kind: str = "least_squares"
+    n: int = 256
+    d: int = 8
+    reg: float = 0.01
+    scale_sigma: float = 0.5
+    noise: float = 0.5
+    cost_dist: str = "lognormal"
+    cost_sigma: float = 1.0
+    cost_alpha: float = 1.5
+    cost_corr: float = 0.0
+    radius_factor: float = 1.5
+    seed: int = 2026
+    instance: int = 0
+
+    def __post_init__(self):
+        _choice("kind", self.kind, PROBLEMS)
+        _positive_int("n", self.n, 2, 1_000_000)
+        _positive_int("d", self.d, 1, 10_000)
+        _real("reg", self.reg, 0.0)
+        _real("scale_sigma", self.scale_sigma, 0.0, 5.0)
+        _real("noise", self.noise, 0.0)
+        _choice("cost_dist", self.cost_dist, COST_DISTS)
+        _real("cost_sigma", self.cost_sigma, 0.0, 5.0)
+        _real("cost_alpha", self.cost_alpha, 0.5, 100.0, lo_open=True)
+        _real("cost_corr", self.cost_corr, -1.0, 1.0)
+        _real("radius_factor", self.radius_factor, 1.0, 100.0, lo_open=True)
+        _positive_int("seed", self.seed, 0)
+        _positive_int("instance", self.instance, 0)
+        if self.kind == "logistic" and self.reg <= 0.0:
+            raise ConfigError("reg=0 with kind='logistic': the optimum may be at infinity; "
+                              "use reg > 0")
+
+
+@dataclass(frozen=True)
+class SGDConfig:
+    """How SGD runs: step-size rule, target error and replications.
+
+    Attributes
+    ----------
+    step : "strongly_convex" (``eta_t = 2 / (mu (t + 2))``, weighted averaging) or
+        "convex" (``eta_t = 2 R / sqrt(S(p) (t + 1))``, uniform averaging)
+    eps : target relative gap ``(f(xbar) - f*) / (f(0) - f*)``, in (0, 1)
+    max_steps : cap per replication; runs that miss ``eps`` report NaN cost
+    replications, seed : independent SGD runs and their RNG seed
+    strategies : strategies to run (all see the same uniforms)
+    lam : uniform mixing weight of every strategy
+    """
+
+    step: str = "strongly_convex"
+    eps: float = 0.01
+    max_steps: int = 2_000_000
+    replications: int = 64
+    seed: int = 1
+    strategies: tuple = STRATEGIES
+    lam: float = 0.0
+
+    def __post_init__(self):
+        _choice("step", self.step, STEP_RULES)
+        _real("eps", self.eps, 0.0, 1.0, lo_open=True)
+        _positive_int("max_steps", self.max_steps, 1)
+        _positive_int("replications", self.replications, 2, 1_000_000)
+        _positive_int("seed", self.seed, 0)
+        object.__setattr__(self, "strategies",
+                           tuple(parse_strategy(s, "strategies").label for s in self.strategies))
+        if not self.strategies:
+            raise ConfigError("strategies is empty; allowed: any of " + ", ".join(STRATEGIES))
+        check_lam(self.lam)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A drawn instance: data ``A`` (n, d), ``b`` (n,), costs ``c`` (n,), bounds ``G`` (n,),
+    optimum ``x_star``, ``f_star``, ``f0 = f(0)``, strong convexity ``mu``, ball ``radius``."""
+
+    config: ProblemConfig
+    A: np.ndarray = field(repr=False)
+    b: np.ndarray = field(repr=False)
+    c: np.ndarray = field(repr=False)
+    G: np.ndarray = field(repr=False)
+    x_star: np.ndarray = field(repr=False)
+    f_star: float
+    f0: float
+    mu: float
+    radius: float
+
+    @property
+    def code(self) -> int:
+        return PROBLEMS[self.config.kind]
+
+
+def make_problem(cfg: ProblemConfig = ProblemConfig()) -> Problem:
+    """Draw the instance of ``cfg`` and solve it exactly.
+
+    Examples
+    --------
+    >>> pr = make_problem(ProblemConfig(n=32, d=3))
+    >>> pr.A.shape, bool(pr.f_star <= pr.f0), round(float(pr.c.mean()), 6)
+    ((32, 3), True, 1.0)
+    """
+    kind = PROBLEMS[cfg.kind]
+    A = np.empty((cfg.n, cfg.d))
+    b = np.empty(cfg.n)
+    c = np.empty(cfg.n)
+    param = cfg.cost_sigma if cfg.cost_dist == "lognormal" else cfg.cost_alpha
+    nbs.make_problem_nb(kind, cfg.seed, cfg.instance, cfg.scale_sigma, cfg.noise,
+                        COST_DISTS[cfg.cost_dist], param, cfg.cost_corr, A, b, c)
+    x_star = nbs.optimum_nb(kind, A, b, cfg.reg, np.ones(cfg.n))
+    f_star = float(nbs.full_loss_nb(kind, A, b, cfg.reg, x_star))
+    f0 = float(nbs.full_loss_nb(kind, A, b, cfg.reg, np.zeros(cfg.d)))
+    # global strong convexity: the logistic curvature can vanish far out, so only reg counts
+    mu = cfg.reg
+    if kind == nbs.LEAST_SQUARES:
+        mu += float(np.linalg.eigvalsh(A.T @ A / cfg.n)[0])
+    if mu <= 0.0:
+        raise ConfigError(f"the instance is not strongly convex (mu={mu!r}); use reg > 0 or "
+                          "step='convex'")
+    radius = cfg.radius_factor * max(float(np.linalg.norm(x_star)), 1e-12)
+    G = np.empty(cfg.n)
+    nbs.gradient_bounds_nb(kind, A, b, cfg.reg, radius, G)
+    return Problem(cfg, A, b, c, G, x_star, f_star, f0, mu, radius)
+
+
+def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = True,
+            distributions: dict | None = None) -> pl.DataFrame:
+    """Cost to reach ``eps`` for every strategy and replication.
+
+    ``distributions`` maps extra labels to explicit probability vectors (e.g. a subset's
+    distribution, zero on dropped samples); they run after ``cfg.strategies``.
+
+    Returns one row per (strategy, replication): ``cost_units`` (NaN if ``eps`` was not
+    reached within ``max_steps``), ``steps``, ``final_gap`` and ``reached``.
+
+    Examples
+    --------
+    >>> pr = make_problem(ProblemConfig(n=32, d=3))
+    >>> df = run_sgd(pr, SGDConfig(replications=4, eps=0.1), progress=False)
+    >>> sorted(set(df["strategy"]))
+    ['cost_only', 'gradient_norm', 'optimal', 'uniform']
+    """
+    runs = [(s, sampling_distribution(problem.G, problem.c, s, cfg.lam)) for s in cfg.strategies]
+    for label, p in (distributions or {}).items():
+        runs.append((label, np.ascontiguousarray(p, dtype=np.float64)))
+    gap_target = cfg.eps * (problem.f0 - problem.f_star)
+    frames = []
+    for label, p in tqdm(runs, desc="cost-aware SGD", disable=not progress, leave=False):
+        s_bound = float(nbc.second_moment_nb(problem.G, p))
+        cost = np.empty(cfg.replications)
+        steps = np.empty(cfg.replications, np.int64)
+        gap = np.empty(cfg.replications)
+        nbs.sgd_cost_to_eps_nb(problem.code, problem.A, problem.b, problem.config.reg,
+                               problem.mu, problem.radius, p, problem.c, STEP_RULES[cfg.step],
+                               s_bound, problem.f_star, gap_target, cfg.max_steps, cfg.seed, 0,
+                               cost, steps, gap)
+        frames.append(pl.DataFrame({
+            "strategy": [label] * cfg.replications,
+            "replication": np.arange(cfg.replications),
+            "cost_units": cost, "steps": steps, "final_gap": gap,
+            "reached": np.isfinite(cost),
+        }))
+    return pl.concat(frames)
+
+
+def predicted_factors(problem: Problem, strategies=STRATEGIES, lam: float = 0.0,
+                      distributions: dict | None = None) -> pl.DataFrame:
+    """``S``, ``C``, ``J`` per strategy and the prediction ``J / J(p*)``."""
+    j_opt = float(nbc.optimal_j_nb(problem.G, problem.c))
+    rows = []
+    items = [(s, sampling_distribution(problem.G, problem.c, s, lam)) for s in strategies]
+    items += list((distributions or {}).items())
+    for label, p in items:
+        S = float(nbc.second_moment_nb(problem.G, p))
+        C = float(nbc.expected_cost_nb(problem.c, p))
+        rows.append({"strategy": label, "S": S, "C_cost_units": C, "J_cost_units": S * C,
+                     "predicted_j_over_jopt": S * C / j_opt})
+    return pl.DataFrame(rows)
+
+
+def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
+                  distributions: dict | None = None, baseline: str = "optimal") -> pl.DataFrame:
+    """Per strategy: mean cost to ``eps`` with a 95% CI, the simulated cost ratio over
+    ``baseline`` (pooled ratio of paired replications, bootstrap CI) and the predicted
+    ratio ``J / J(baseline)``.  Only replications where both runs reached ``eps`` pair."""
+    strategies = [s for s in runs["strategy"].unique(maintain_order=True)
+                  if s not in (distributions or {})]
+    pred = predicted_factors(problem, strategies, lam, distributions)
+    j_base = pred.filter(pl.col("strategy") == baseline)["J_cost_units"].item()
+    base = runs.filter(pl.col("strategy") == baseline).sort("replication")["cost_units"].to_numpy()
+    rows = []
+    for row in pred.iter_rows(named=True):
+        s = row["strategy"]
+        cost = runs.filter(pl.col("strategy") == s).sort("replication")["cost_units"].to_numpy()
+        e = mean_ci(cost)
+        ok = np.isfinite(cost) & np.isfinite(base)
+        r = bootstrap_ratio_ci(cost[ok], base[ok])
+        rows.append({
+            "strategy": s, "reached_frac": float(np.isfinite(cost).mean()),
+            "cost_units_mean": e.mean, "cost_units_lo": e.lo, "cost_units_hi": e.hi,
+            "predicted_ratio": row["J_cost_units"] / j_base,
+            "simulated_ratio": r.mean, "simulated_ratio_lo": r.lo, "simulated_ratio_hi": r.hi,
+            "n_pairs": r.n, "S": row["S"], "C_cost_units": row["C_cost_units"],
+        })
+    return pl.DataFrame(rows)
+
+
+def config_columns(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig) -> dict:
+    """Flat dict of the knobs, to tag result rows in sweeps."""
+    d = {f"problem_{k}": v for k, v in asdict(problem_cfg).items()}
+    d.update({f"sgd_{k}": v for k, v in asdict(sgd_cfg).items() if k != "strategies"})
+    return d

@@ -1,0 +1,152 @@
+"""Subset selection under a bias budget (arXiv 2604.28020; MODEL.md section 10).
+
+Training on a kept subset ``K`` with ``p ∝ G / sqrt(c)`` on ``K`` (weights ``1/(n p_i)``)
+estimates ``(1/n) sum_{i in K} grad f_i`` instead of ``grad f``: the bias is at most
+``(1/n) sum_{i not in K} G_i`` and the cost factor is ``J(K) = ((1/n) sum_{i in K}
+G_i sqrt(c_i))^2``.  Choosing ``K`` is a min-cost knapsack::
+
+    minimise  W(K) = sum_{i in K} G_i sqrt(c_i)   s.t.  (1/n) sum_{i not in K} G_i <= Gamma
+
+Greedy keeps the cheapest samples until the bias bound holds (equivalently drops the
+most expensive first, which is density order ``sqrt(c_i)``).  Its guarantee (LP
+relaxation of the knapsack): ``W_greedy - W_exact <= G_k sqrt(c_k)`` for the critical
+sample ``k``, the first one that no longer fit the budget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from fastsim.costaware.sampling import check_costs, check_gradient_bounds, check_lam
+from fastsim.errors import ConfigError
+from kernels import costaware as nb
+from kernels import costaware_sgd as nbs
+
+EXACT_MAX_N = 22  # 2^22 subsets: about a second; beyond that use the greedy
+
+
+@dataclass(frozen=True)
+class SubsetSelection:
+    """A kept subset and what it costs.
+
+    ``keep`` (n,) bool; ``bias_bound = (1/n) sum_dropped G``; ``w_kept``/``w_all`` are
+    ``W(K)``/``W(all)``; ``predicted_cost_saving = 1 - J(K)/J(all) = 1 - (w_kept/w_all)^2``;
+    ``critical_value = G_k sqrt(c_k)`` of the greedy's critical sample (0 if none/exact).
+    """
+
+    method: str
+    gamma: float
+    keep: np.ndarray = field(repr=False)
+    bias_bound: float
+    w_kept: float
+    w_all: float
+    critical_value: float
+
+    @property
+    def n_kept(self) -> int:
+        return int(self.keep.sum())
+
+    @property
+    def predicted_cost_saving(self) -> float:
+        return 1.0 - (self.w_kept / self.w_all) ** 2
+
+
+def check_gamma(gamma, field: str = "gamma") -> float:
+    try:
+        g = float(gamma)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}={gamma!r} must be a number >= 0") from None
+    if not np.isfinite(g) or g < 0.0:
+        raise ConfigError(f"{field}={gamma!r} must be a finite bias budget >= 0")
+    return g
+
+
+def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection:
+    """Min-cost subset whose dropped samples have bias bound ``(1/n) sum G <= gamma``.
+
+    Parameters
+    ----------
+    G, c : array_like (n,)
+        Gradient-norm bounds (>= 0) and costs (> 0).
+    gamma : float
+        Bias budget, in gradient-norm units (``mean(G)`` allows dropping everything).
+    method : "greedy" or "exact" (``n <= 22``)
+
+    Examples
+    --------
+    >>> s = select_subset([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], gamma=0.4)
+    >>> s.keep.tolist(), round(s.bias_bound, 3)
+    ([True, True, False], 0.333)
+    """
+    c = check_costs(c)
+    G = check_gradient_bounds(G, c.size)
+    gamma = check_gamma(gamma)
+    keep = np.empty(c.size, np.bool_)
+    critical = 0.0
+    if method == "greedy":
+        k = nb.subset_greedy_nb(G, c, gamma, keep)
+        if k >= 0:
+            critical = float(G[k] * np.sqrt(c[k]))
+    elif method == "exact":
+        if c.size > EXACT_MAX_N:
+            raise ConfigError(f"method='exact' with n={c.size}: enumeration is limited to "
+                              f"n <= {EXACT_MAX_N}; use method='greedy'")
+        nb.subset_exact_nb(G, c, gamma, keep)
+    else:
+        raise ConfigError(f"method={method!r} is not allowed; allowed: greedy, exact")
+    value = G * np.sqrt(c)
+    return SubsetSelection(method, gamma, keep, float(G[~keep].sum() / c.size),
+                           float(value[keep].sum()), float(value.sum()), critical)
+
+
+def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
+    """``p ∝ G / sqrt(c)`` on the kept samples, mixed with uniform over the kept ones;
+    zero on dropped samples.
+
+    Examples
+    --------
+    >>> subset_distribution([1.0, 1.0], [1.0, 4.0], np.array([True, False])).tolist()
+    [1.0, 0.0]
+    """
+    c = check_costs(c)
+    G = check_gradient_bounds(G, c.size)
+    lam = check_lam(lam)
+    keep = np.asarray(keep, dtype=bool)
+    if keep.shape != c.shape or not keep.any():
+        raise ConfigError("keep must be a bool mask of the samples' shape with at least one "
+                          "kept sample")
+    score = np.where(keep, G / np.sqrt(c), 0.0)
+    if score.sum() <= 0.0:
+        score = keep.astype(np.float64)
+    return (1.0 - lam) * score / score.sum() + lam * keep / keep.sum()
+
+
+def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
+    """Subset selection on a ``Problem`` for each bias budget.
+
+    ``gammas`` are fractions of ``mean(G)`` (the bound of dropping everything).  Columns:
+    kept samples, bias bound, predicted cost saving ``1 - J(K)/J(all)``, the raw cost
+    share kept, and the bias actually paid ``excess_loss = f(x*_K) - f*``, where
+    ``x*_K`` minimises what SGD on ``K`` converges to, ``(1/n) sum_K f_i``.
+    """
+    rows = []
+    g_mean = float(problem.G.mean())
+    for frac in gammas:
+        check_gamma(frac, "gamma_frac")
+        for method in methods:
+            sel = select_subset(problem.G, problem.c, frac * g_mean, method)
+            weight = sel.keep.astype(np.float64)
+            x_k = nbs.optimum_nb(problem.code, problem.A, problem.b, problem.config.reg, weight)
+            excess = float(nbs.full_loss_nb(problem.code, problem.A, problem.b,
+                                            problem.config.reg, x_k)) - problem.f_star
+            rows.append({
+                "gamma_frac": float(frac), "method": method, "n_kept": sel.n_kept,
+                "bias_bound": sel.bias_bound, "predicted_cost_saving": sel.predicted_cost_saving,
+                "raw_cost_share_kept": float(problem.c[sel.keep].sum() / problem.c.sum()),
+                "excess_loss": max(excess, 0.0),
+                "excess_loss_rel": max(excess, 0.0) / (problem.f0 - problem.f_star),
+                "greedy_bound_W": sel.critical_value,
+            })
+    return pl.DataFrame(rows)

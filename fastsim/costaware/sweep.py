@@ -1,0 +1,167 @@
+"""Declarative sweeps of the cost-aware experiments (``sweeps/costaware_*.toml``).
+
+Format::
+
+    name = "costaware_sgd"        # output file stem
+    experiment = "sgd"            # "sgd", "subset" or "grpo"
+    replications = 128            # SGD replications, or GRPO seeds
+    seed = 1
+    [base]                        # fields of ProblemConfig + SGDConfig, or GRPOConfig
+    kind = "least_squares"
+    [axes]                        # every combination of these lists is run
+    cost_sigma = [0.0, 1.0, 2.0]
+
+``subset`` also takes ``gamma_fracs = [...]`` at top level.  Outputs in ``--out DIR``:
+``NAME.summary.parquet`` (aggregated, with CIs: what figures read), ``NAME.runs.parquet``
+(replication level) and, for GRPO, ``NAME.curves.parquet`` (accuracy vs tokens).
+"""
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import polars as pl
+from tqdm.auto import tqdm
+
+from fastsim.costaware.experiment import (GRPOConfig, config_columns as grpo_columns,
+                                          curve_summary, run_grpo, summarize_grpo)
+from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
+                                   run_sgd, summarize_sgd)
+from fastsim.costaware.subset import subset_distribution, select_subset, subset_report
+from fastsim.errors import ConfigError
+
+EXPERIMENTS = ("sgd", "subset", "grpo")
+_PROBLEM_FIELDS = {f.name for f in fields(ProblemConfig)}
+_SGD_FIELDS = {f.name for f in fields(SGDConfig)}
+_GRPO_FIELDS = {f.name for f in fields(GRPOConfig)}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    experiment: str
+    replications: int
+    seed: int
+    base: dict
+    axes: dict
+    gamma_fracs: tuple = (0.01, 0.02, 0.05, 0.1)
+
+    def points(self) -> list[dict]:
+        """Every combination of the axes over the base, in file order."""
+        keys = list(self.axes)
+        out = []
+        for combo in itertools.product(*(self.axes[k] for k in keys)):
+            point = dict(self.base)
+            point.update(zip(keys, combo))
+            out.append(point)
+        return out
+
+
+def load_sweep(path) -> SweepSpec:
+    """Parse and validate a sweep TOML (every point is validated before anything runs)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"sweep file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"sweep file {str(path)!r} is not valid TOML: {exc}") from None
+    allowed = {"name", "experiment", "replications", "seed", "base", "axes", "gamma_fracs"}
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"{path.name}: unknown key {key!r}; allowed: {sorted(allowed)}")
+    experiment = raw.get("experiment")
+    if experiment not in EXPERIMENTS:
+        raise ConfigError(f"{path.name}: experiment={experiment!r}; allowed: {EXPERIMENTS}")
+    axes = raw.get("axes", {})
+    for k, v in axes.items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"{path.name}: axes.{k}={v!r} must be a non-empty list")
+    spec = SweepSpec(name=str(raw.get("name", path.stem)), experiment=experiment,
+                     replications=raw.get("replications", 64), seed=raw.get("seed", 1),
+                     base=dict(raw.get("base", {})), axes=dict(axes),
+                     gamma_fracs=tuple(raw.get("gamma_fracs", SweepSpec.gamma_fracs)))
+    for point in spec.points():
+        _configs(spec, point)  # raises ConfigError naming the bad field
+    return spec
+
+
+def _configs(spec: SweepSpec, point: dict):
+    if spec.experiment == "grpo":
+        unknown = set(point) - _GRPO_FIELDS
+        if unknown:
+            raise ConfigError(f"unknown GRPO field(s) {sorted(unknown)}; allowed: "
+                              f"{sorted(_GRPO_FIELDS)}")
+        return (GRPOConfig(**{**point, "seeds": spec.replications, "seed": spec.seed}),)
+    unknown = set(point) - _PROBLEM_FIELDS - _SGD_FIELDS
+    if unknown:
+        raise ConfigError(f"unknown field(s) {sorted(unknown)}; allowed: "
+                          f"{sorted(_PROBLEM_FIELDS | _SGD_FIELDS)}")
+    problem = ProblemConfig(**{k: v for k, v in point.items() if k in _PROBLEM_FIELDS})
+    sgd_kw = {k: v for k, v in point.items()
+              if k in _SGD_FIELDS and k not in ("seed", "replications")}
+    if "strategies" in sgd_kw:
+        sgd_kw["strategies"] = tuple(sgd_kw["strategies"])
+    sgd = SGDConfig(**sgd_kw, replications=spec.replications, seed=spec.seed)
+    return problem, sgd
+
+
+def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_fracs,
+                      progress: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Greedy subsets per bias budget: predicted saving, bias paid, and the simulated cost
+    of SGD on the subset (``p ∝ G/sqrt(c)`` on it) against optimal SGD on all samples."""
+    problem = make_problem(problem_cfg)
+    report = subset_report(problem, gamma_fracs)
+    dists = {}
+    for frac in gamma_fracs:
+        sel = select_subset(problem.G, problem.c, frac * float(problem.G.mean()))
+        dists[f"subset_{frac:g}"] = subset_distribution(problem.G, problem.c, sel.keep, sgd_cfg.lam)
+    cfg = SGDConfig(**{**{f.name: getattr(sgd_cfg, f.name) for f in fields(SGDConfig)},
+                       "strategies": ("optimal",)})
+    runs = run_sgd(problem, cfg, progress=progress, distributions=dists)
+    summary = summarize_sgd(runs, problem, sgd_cfg.lam, dists)
+    sim = summary.filter(pl.col("strategy").str.starts_with("subset_")).select(
+        pl.col("strategy").str.strip_prefix("subset_").cast(pl.Float64).alias("gamma_frac"),
+        "reached_frac", "simulated_ratio", "simulated_ratio_lo", "simulated_ratio_hi",
+        "predicted_ratio")
+    return report.join(sim, on="gamma_frac", how="left"), runs
+
+
+def run_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
+    """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
+    spec = load_sweep(path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries, runs_all, curves_all = [], [], []
+    for point in tqdm(spec.points(), desc=spec.name, disable=not progress):
+        cfgs = _configs(spec, point)
+        if spec.experiment == "grpo":
+            (cfg,) = cfgs
+            curves = run_grpo(cfg, progress=False)
+            tags = grpo_columns(cfg)
+            summaries.append(summarize_grpo(curves).with_columns(
+                **{k: pl.lit(v) for k, v in tags.items()}))
+            curves_all.append(curve_summary(curves).with_columns(
+                **{k: pl.lit(v) for k, v in tags.items()}))
+            runs_all.append(curves.with_columns(**{k: pl.lit(v) for k, v in tags.items()}))
+            continue
+        problem_cfg, sgd_cfg = cfgs
+        tags = {k: pl.lit(v) for k, v in config_columns(problem_cfg, sgd_cfg).items()}
+        if spec.experiment == "sgd":
+            problem = make_problem(problem_cfg)
+            runs = run_sgd(problem, sgd_cfg, progress=False)
+            summary = summarize_sgd(runs, problem, sgd_cfg.lam)
+        else:
+            summary, runs = subset_experiment(problem_cfg, sgd_cfg, spec.gamma_fracs)
+        summaries.append(summary.with_columns(**tags))
+        runs_all.append(runs.with_columns(**tags))
+    paths = {"summary": out / f"{spec.name}.summary.parquet",
+             "runs": out / f"{spec.name}.runs.parquet"}
+    pl.concat(summaries, how="diagonal_relaxed").write_parquet(paths["summary"])
+    pl.concat(runs_all, how="diagonal_relaxed").write_parquet(paths["runs"])
+    if curves_all:
+        paths["curves"] = out / f"{spec.name}.curves.parquet"
+        pl.concat(curves_all, how="diagonal_relaxed").write_parquet(paths["curves"])
+    return paths

@@ -1,0 +1,136 @@
+"""Aggregate per-cluster results into estimates with 95% intervals (MODEL.md section 8).
+
+* Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
+* Detection rates (precision, recall, FPR): pooled over the cell's clusters
+  (``sum TP / sum (TP + FP)``), cluster-bootstrap interval.
+* Detection delay: pooled ``sum delay / sum TP``, cluster-bootstrap interval.
+* Paired comparisons: per-cluster relative change against the baseline on the same
+  clusters (common random numbers), t interval of the mean change.
+
+Every row says ``n``: how many clusters (or pairs) it rests on.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, paired_change_ci
+
+# Metrics averaged over clusters, with their display names and units.
+MEAN_METRICS = {
+    "jct_mean_h": "mean JCT (h)",
+    "jct_p50_h": "p50 JCT (h)",
+    "jct_p95_h": "p95 JCT (h)",
+    "jct_p99_h": "p99 JCT (h)",
+    "makespan_h": "makespan (h)",
+    "utilization": "GPU utilisation",
+    "queue_mean_h": "mean queueing delay (h)",
+    "gpu_h_total": "GPU-hours used",
+    "wasted_gpu_h": "wasted GPU-hours",
+    "wasted_share": "wasted share of GPU-hours",
+    "gold_hacking": "delivered gold, hacking jobs",
+    "gold_healthy_rlhf": "delivered gold, healthy RLHF",
+    "gold_all": "delivered gold, all jobs",
+    "regret_mean": "regret vs best evaluation",
+}
+# Pooled ratios: name -> (numerator columns, denominator columns).
+POOLED_METRICS = {
+    "precision": (("tp",), ("tp", "fp")),
+    "recall": (("tp",), ("tp", "fn")),
+    "fpr": (("fp",), ("fp", "tn")),
+    "detection_delay_evals": (("delay_sum",), ("delay_count",)),
+}
+# Paired relative changes against a baseline.
+PAIRED_METRICS = {
+    "jct_mean_h": "mean JCT change",
+    "wasted_gpu_h": "wasted compute change",
+    "jct_p95_h": "p95 JCT change",
+    "makespan_h": "makespan change",
+}
+
+SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
+                  "lo": pl.Float64, "hi": pl.Float64, "n": pl.Int64}
+
+
+def _row(metric: str, kind: str, e: Estimate) -> dict:
+    return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
+
+
+def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
+    num_cols, den_cols = POOLED_METRICS[metric]
+    num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
+    den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
+    return bootstrap_ratio_ci(num, den, seed=seed)
+
+
+def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per metric: ``metric, kind, mean, lo, hi, n``.
+
+    ``kind`` is ``mean`` (over clusters), ``pooled`` (ratio over clusters' counts) or
+    ``paired`` (relative change vs ``baseline``, matched on the ``cluster`` column).
+
+    Examples
+    --------
+    >>> from fastsim.config import SimConfig
+    >>> from fastsim.api import simulate
+    >>> cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=10)
+    >>> s = summarize(simulate(cfg, 8).clusters)
+    >>> s.filter(pl.col("metric") == "precision")["n"][0]
+    8
+    """
+    rows = [_row(m, "mean", mean_ci(clusters[m].to_numpy())) for m in MEAN_METRICS]
+    rows += [_row(m, "pooled", pooled(clusters, m)) for m in POOLED_METRICS]
+    if baseline is not None:
+        rows += paired_rows(clusters, baseline)
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+
+
+def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
+    """Relative change per cluster against the same clusters under the baseline."""
+    joined = clusters.join(baseline, on="cluster", how="inner", suffix="_base")
+    if joined.height != clusters.height or joined.height != baseline.height:
+        raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
+    rows = []
+    for m in PAIRED_METRICS:
+        e = paired_change_ci(joined[m].to_numpy(), joined[f"{m}_base"].to_numpy())
+        rows.append(_row(f"{m}_change", "paired", e))
+    return rows
+
+
+def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
+    """Paired relative changes of a policy against its baseline (same clusters).
+
+    Returns rows ``metric, kind, mean, lo, hi, n`` where ``mean`` is the mean per-cluster
+    change ``policy / baseline - 1`` (e.g. -0.094 is 9.4% lower).
+    """
+    return pl.DataFrame(paired_rows(policy, baseline), schema=SUMMARY_SCHEMA)
+
+
+def display_name(metric: str) -> str:
+    if metric in MEAN_METRICS:
+        return MEAN_METRICS[metric]
+    if metric.endswith("_change") and metric[: -len("_change")] in PAIRED_METRICS:
+        return PAIRED_METRICS[metric[: -len("_change")]]
+    return metric.replace("_", " ")
+
+
+def format_table(summary: pl.DataFrame, title: str = "") -> str:
+    """Plain-text table of a summary: metric, estimate, 95% CI, n."""
+    lines = []
+    if title:
+        lines.append(title)
+    lines.append(f"{'metric':36s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
+    for r in summary.iter_rows(named=True):
+        pct = r["kind"] in ("pooled", "paired") and r["metric"] != "detection_delay_evals"
+        if r["metric"] in ("utilization", "wasted_share"):
+            pct = True
+        scale, unit = (100.0, "%") if pct else (1.0, "")
+        if r["mean"] is None or not np.isfinite(r["mean"]):
+            est, ci = "n/a", ""
+        else:
+            d = 2 if abs(r["mean"] * scale) >= 1 or r["mean"] == 0 else 4
+            est = f"{r['mean'] * scale:.{d}f}{unit}"
+            ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
+                  if r["lo"] is not None and np.isfinite(r["lo"]) else "")
+        lines.append(f"{display_name(r['metric']):36s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
+    return "\n".join(lines)

@@ -1,0 +1,22 @@
+"""Session-wide set-up: numba compiles (or loads its cache) once, before any test."""
+import os
+
+import pytest
+
+os.environ.setdefault("FASTSIM_PROGRESS", "0")
+
+SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias")
+POLICIES = ("none", "evalstop:k=2", "stop_at:f=0.65", "loss_plateau:w=2,tol=0.01",
+            "deprioritize:k=2", "oracle")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_kernels():
+    """Touch every kernel once so compile time is paid here, not inside a test's timing."""
+    from fastsim.api import simulate
+    from fastsim.config import SimConfig
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=5, gpus=16)
+    for pol in ("none", "oracle"):
+        simulate(cfg.with_policy(pol), 2, keep_jobs=True, record_segments=True)
+    yield

@@ -1,0 +1,85 @@
+"""Bad input: one clear error naming the field, the value and what is allowed."""
+import subprocess
+import sys
+
+import pytest
+
+from fastsim.cli import main
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+
+BAD_WORKLOAD = [
+    ("sigma", -0.1), ("sigma", float("nan")), ("base_rate", 1.2), ("dpo_base_rate", -0.01),
+    ("load", 0.0), ("load", 2.5), ("gpus", 0), ("n_jobs", 0), ("n_evals", 1),
+    ("mix", "rlhf_only"), ("mix", (0.5, 0.5, 0.5)), ("demands_rlhf", (4, 128)),
+    ("demands_lora", ()), ("median_rlhf_h", 0.0), ("log_sd", -1.0), ("est_sigma", 5.0),
+    ("loss_sigma", -1.0), ("preempt_overhead_h", -1.0), ("ustar_hacking", (0.7, 0.3)),
+    ("ustar_hacking", (0.0, 0.5)), ("ustar_healthy", (0.5, 2.0)), ("height", (-1.0, 1.0)),
+    ("loss_inf", (0.2, 3.0)), ("gpus", 8.5),
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_WORKLOAD)
+def test_bad_workload_value_names_the_field(field, value):
+    with pytest.raises(ConfigError, match=rf"^{field}="):
+        WorkloadConfig(**{field: value})
+
+
+@pytest.mark.parametrize("spec,field", [
+    ("evalstop:k=0", "k"), ("evalstop:k=x", "policy.k"), ("stop_at:f=0", "f"),
+    ("loss_plateau:w=0", "w"), ("evalstop:scope=dpo", "scope"), ("early", "policy"),
+    ("evalstop:q=1", "policy parameter"), ("", "policy"),
+])
+def test_bad_policy_spec(spec, field):
+    with pytest.raises(ConfigError, match=field):
+        PolicyConfig.parse(spec)
+
+
+@pytest.mark.parametrize("spec,field", [
+    ("lifo", "scheduler"), ("sjf_est:backfill", "backfill"), ("tiresias:thresholds=64/16",
+                                                              "thresholds_gpu_h"),
+    ("tiresias:thresholds=a", "scheduler.thresholds"), ("fifo:preempt", "scheduler parameter"),
+])
+def test_bad_scheduler_spec(spec, field):
+    with pytest.raises(ConfigError, match=field):
+        SchedulerConfig.parse(spec)
+
+
+def test_too_few_evaluations_for_k():
+    with pytest.raises(ConfigError, match=r"n_evals=3 .*k\+1=4"):
+        SimConfig.from_specs(policy="evalstop:k=3", n_evals=3)
+    with pytest.raises(ConfigError, match=r"n_evals=3 .*w\+1=4"):
+        SimConfig.from_specs(policy="loss_plateau:w=3", n_evals=3)
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(ConfigError, match="'sigmma' is unknown"):
+        SimConfig.from_specs(sigmma=0.1)
+    with pytest.raises(ConfigError, match="section 'workloads'"):
+        SimConfig.from_dict({"workloads": {}})
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--sigma", "-1"], "sigma=-1.0 is invalid"),
+    (["run", "--policy", "evalstop:k=0"], "k=0 is invalid"),
+    (["run", "--scheduler", "lifo"], "scheduler='lifo' is invalid"),
+    (["run", "--base-rate", "1.2"], "base_rate=1.2 is invalid"),
+    (["run", "--load", "3"], "load=3.0 is invalid"),
+    (["run", "--n-evals", "2"], "n_evals=2 is invalid"),
+    (["run", "--clusters", "0"], "--clusters=0 is invalid"),
+    (["run", "--sigma", "abc"], "--sigma='abc' is not a valid value"),
+])
+def test_cli_prints_one_line_and_exits_2(argv, needle, capsys, tmp_path):
+    out = tmp_path / "r.parquet"
+    assert main(argv + ["--out", str(out), "--clusters", argv[-1] if argv[1] == "--clusters"
+                        else "2"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_cli_subprocess_has_no_traceback():
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--policy", "bogus"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "policy='bogus' is invalid" in r.stderr and "Traceback" not in r.stderr

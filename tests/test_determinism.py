@@ -1,0 +1,79 @@
+"""Common random numbers and determinism: chunking, thread count, policy."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from fastsim.api import simulate
+from fastsim.config import SimConfig
+from fastsim.workload import generate_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD_COLS = ["cluster", "job", "job_type", "gpus", "arrival_h", "duration_h", "t_est_h",
+                 "hacking", "peak_eval"]
+
+
+def test_chunking_does_not_change_results():
+    cfg = SimConfig.from_specs("tiresias", "evalstop:k=2", n_jobs=40)
+    whole = simulate(cfg, 12, seed=7, keep_jobs=True)
+    parts = [simulate(cfg, n, seed=7, cluster_start=s, keep_jobs=True)
+             for s, n in ((0, 5), (5, 1), (6, 6))]
+    assert_frame_equal(whole.clusters, pl.concat([p.clusters for p in parts]))
+    assert_frame_equal(whole.jobs, pl.concat([p.jobs for p in parts]))
+
+
+def test_thread_count_does_not_change_results():
+    cfg = SimConfig.from_specs("loss_aware", "stop_at:f=0.65", n_jobs=60)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = simulate(cfg, 16, seed=3, keep_jobs=True)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = simulate(cfg, 16, seed=3, keep_jobs=True)
+    finally:
+        numba.set_num_threads(before)
+    assert_frame_equal(one.jobs, two.jobs)
+    assert_frame_equal(one.clusters, two.clusters)
+
+
+def test_numba_num_threads_env_bit_identical():
+    """The same cell in fresh processes with NUMBA_NUM_THREADS=1 and 2: identical bytes."""
+    code = ("import sys; from fastsim.api import simulate; from fastsim.config import SimConfig;"
+            "r = simulate(SimConfig.from_specs('srtf_est', 'evalstop:k=2', n_jobs=50), 8, seed=11,"
+            " keep_jobs=True); sys.stdout.write(r.jobs.hash_rows().sum().__str__() + ' ' +"
+            " repr(r.clusters['jct_mean_h'].to_list()))")
+    outs = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        outs.append(subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True,
+                                   capture_output=True, text=True).stdout)
+    assert outs[0] == outs[1]
+
+
+def test_policies_share_identical_clusters():
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=30)
+    frames = [simulate(cfg.with_policy(p), 4, seed=5, keep_jobs=True).jobs.select(WORKLOAD_COLS)
+              for p in ("none", "evalstop:k=2", "oracle", "loss_plateau")]
+    for f in frames[1:]:
+        assert_frame_equal(frames[0], f)
+    # and across schedulers
+    other = simulate(SimConfig.from_specs("fifo", "none", n_jobs=30), 4, seed=5, keep_jobs=True)
+    assert_frame_equal(frames[0], other.jobs.select(WORKLOAD_COLS))
+
+
+def test_seed_changes_draws_and_workload_is_a_pure_function():
+    cfg = SimConfig.from_specs(n_jobs=20).workload
+    a = generate_workload(cfg, 3, seed=1)
+    b = generate_workload(cfg, 3, seed=1)
+    c = generate_workload(cfg, 3, seed=2)
+    assert np.array_equal(a.score, b.score)
+    assert not np.array_equal(a.score, c.score)
+    # evaluation noise is a function of the eval index: changing sigma moves scores only
+    quiet = generate_workload(SimConfig.from_specs(n_jobs=20, sigma=0.0).workload, 3, seed=1)
+    np.testing.assert_array_equal(quiet.gold, a.gold)
+    np.testing.assert_array_equal(quiet.score, a.gold)
