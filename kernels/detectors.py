@@ -11,7 +11,7 @@ the batch scans below are loops over it, so all three decide identically.
 import numpy as np
 
 from kernels.codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
-                           LOSS_PLATEAU, NONE, STOP_AT)
+                           LOSS_PLATEAU, STOP_AT)
 from kernels.jit import kernel
 
 
@@ -91,10 +91,12 @@ def stop_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_
 
 
 @kernel
-def in_scope_nb(policy, scope_all, job_type, rlhf_code):
-    """Whether a stop policy acts on a job of ``job_type`` (scope is RLHF or all)."""
-    if policy == NONE:
-        return False
+def in_scope_nb(scope_all, job_type, rlhf_code):
+    """Whether a job of ``job_type`` is in the policy's scope (RLHF jobs, or all).
+
+    Scope does not depend on the policy: under ``none`` the jobs in scope are scored
+    too (all negatives), so a baseline reports recall 0 rather than nothing.
+    """
     return scope_all or job_type == rlhf_code
 
 

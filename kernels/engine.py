@@ -75,8 +75,9 @@ def _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, end
 
 
 @kernel
-def _next_eval_time_nb(j, t, attained_now, owed_now, duration_h, n_evals):
-    """Time of running job ``j``'s next evaluation strictly after service ``attained_now``."""
+def _next_eval_nb(j, t, attained_now, owed_now, duration_h, n_evals):
+    """Time and service point of running job ``j``'s next evaluation strictly after
+    service ``attained_now`` (``inf`` if none is left)."""
     T = duration_h[j]
     e = int(attained_now / T * n_evals) + 1
     while e > 1 and T * ((e - 1) / n_evals) > attained_now:
@@ -84,8 +85,8 @@ def _next_eval_time_nb(j, t, attained_now, owed_now, duration_h, n_evals):
     while T * (e / n_evals) <= attained_now:
         e += 1
     if e > n_evals:
-        return np.inf
-    return t + owed_now + (T * (e / n_evals) - attained_now)
+        return np.inf, np.inf
+    return t + owed_now + (T * (e / n_evals) - attained_now), T * (e / n_evals)
 
 
 @kernel
@@ -124,6 +125,8 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
     next_arrival = 0
     n_done = 0
     pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
+    pending_job = -1  # whose evaluation that point is, and at which service
+    pending_point = 0.0
     n_seg = 0
     max_seg = seg_job.shape[1]
     my_end = end_service[c]
@@ -143,6 +146,17 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
         if pending == t:
             pending = np.inf
             realloc = True
+            # The point is pending_job's evaluation: pin its service to the evaluation
+            # grid, as every other event does, so accounting against the peak evaluation
+            # (wasted compute) cannot fall on the wrong side of it by round-off.
+            if status[pending_job] == RUNNING:
+                _sync_nb(pending_job, t, attained, owed, run_since, held, held_after, my_from)
+                attained[pending_job] = pending_point
+                owed[pending_job] = 0.0
+                if pending_point >= next_point[pending_job]:
+                    # Its own planned event (e.g. the end at its last evaluation) is this
+                    # same instant, computed along another path: take it now.
+                    next_time[pending_job] = t
         while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
             status[next_arrival] = WAITING
             active[n_active] = next_arrival
@@ -191,19 +205,25 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                         between = g[j] * (dur[j] * (e / n_evals) - dur[j] * ((e - 1) / n_evals))
                         loss_rate[j] = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
                     realloc = True
-            elif scheduler == TIRESIAS:
+            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
+                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
+                                g, next_point, next_time)
+            if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
                 # running job (or an arrival/end, which reallocates anyway) is.
                 for r in range(n_running):
                     jr = running[r]
                     if jr != j:
                         _sync_nb(jr, t, attained, owed, run_since, held, held_after, my_from)
-                    te = _next_eval_time_nb(jr, t, attained[jr], owed[jr], dur, n_evals)
+                    te, pe = _next_eval_nb(jr, t, attained[jr], owed[jr], dur, n_evals)
+                    if pe == next_point[jr]:
+                        # The evaluation is also jr's own planned event (its end, say):
+                        # use the very same float time so both happen at one instant.
+                        te = next_time[jr]
                     if te < pending:
                         pending = te
-            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
-                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
-                                g, next_point, next_time)
+                        pending_job = jr
+                        pending_point = pe
             i += 1
         if not realloc:
             continue

@@ -1,19 +1,44 @@
 """One place for numba options, so no kernel hard-codes them.
 
-``fastmath`` is on without ``nnan``/``ninf``: ``inf`` is a sentinel ("never") in the
-engine and NaN marks undefined metrics, so those two flags would be unsafe.
-Set ``FASTSIM_NO_PARALLEL=1`` to compile the drivers without ``parallel``
-(useful under a profiler); results do not change, by construction.
-"""
-import os
+``fastmath`` is limited to ``nsz``: ``reassoc``/``contract``/``arcp`` would let the
+compiler change float results, and the engine must agree with the pure-Python reference
+to the last bit; ``nnan``/``ninf`` would be unsafe because ``inf`` is a sentinel
+("never") and NaN marks undefined metrics.
 
+Caching: numba keys a cached function on its own file only, so a change in a kernel it
+calls from another module would silently load stale machine code.  We therefore cache
+under a directory named by a hash of every ``kernels/*.py`` source: any kernel edit
+gives a fresh cache, and identical code (e.g. every Dask worker) shares one.
+
+Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the drivers without ``parallel`` (for
+profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
+on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
+"""
+import hashlib
+import os
+from pathlib import Path
+
+import numba
 from numba import njit
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
-# reassoc/contract/arcp change float results with the compiler's choices; the engine must
-# agree with the pure-Python reference to the last bit, so only signed-zero freedom is allowed.
 FASTMATH = {"nsz"}
+
+
+def _source_hash() -> str:
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(f"{PARALLEL}{sorted(FASTMATH)}{numba.__version__}".encode())
+    return h.hexdigest()[:16]
+
+
+if CACHE:
+    _root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "fastsim-numba")
+    numba.config.CACHE_DIR = os.path.join(_root, _source_hash())
 
 # Per-cluster kernels: serial, inlined into the drivers.
 kernel = njit(cache=CACHE, fastmath=FASTMATH, nogil=True)

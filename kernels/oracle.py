@@ -5,7 +5,7 @@ decision kernels so that they stay provably blind; outputs label it as an upper 
 """
 from numba import prange
 
-from kernels.codes import ORACLE, RLHF
+from kernels.codes import RLHF
 from kernels.detectors import in_scope_nb
 from kernels.jit import driver
 
@@ -17,7 +17,7 @@ def oracle_stops_nb(scope_all, job_type, hacking, peak_eval, n_evals, in_scope, 
     the peak evaluation (hidden truth)."""
     for c in prange(job_type.shape[0]):
         for j in range(job_type.shape[1]):
-            scoped = in_scope_nb(ORACLE, scope_all, job_type[c, j], RLHF)
+            scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
             in_scope[c, j] = scoped
             demoted[c, j] = False
             stop = scoped and hacking[c, j]

@@ -23,7 +23,7 @@ def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, 
     for c in prange(n_clusters):
         attained = np.empty(n_evals)
         for j in range(n_jobs):
-            scoped = in_scope_nb(policy, scope_all, job_type[c, j], RLHF)
+            scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
             in_scope[c, j] = scoped
             stopped[c, j] = False
             demoted[c, j] = False
