@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
+from fastsim.stats import bootstrap_ratio_ci, mean_ci
 from kernels import toy_rlhf as k
 
 
@@ -328,6 +329,7 @@ def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
             "truth_hacking": bool(g["truth_hacking"][0]),
             "truth_gold_peak_step": int(g["truth_gold_peak_step"][0]),
             "final_step": int(g["step"][-1]),
+            "n_evals": g.height,
             "gold_start": float(gold[0]),
             "gold_peak": float(gold.max()),
             "gold_final": float(gold[-1]),
@@ -341,3 +343,76 @@ def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
             "gao_r2": r2,
         })
     return pl.DataFrame(rows)
+
+
+def noise_level(runs: pl.DataFrame, mean_height: float = 0.75) -> float:
+    """The traces' evaluation noise on the simulator's scale (MODEL.md section 4).
+
+    The simulator's gold rises from 0 to its peak ``h`` (mean 0.75 by default), so a
+    trace's noise sd divided by its gold gain, times 0.75, is the comparable ``sigma``.
+    """
+    ratio = (runs["eval_noise_sd"] / runs["gold_gain"]).to_numpy()
+    return float(np.median(ratio[np.isfinite(ratio)]) * mean_height)
+
+
+def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
+                         seed: int = 0, sigma: float | None = None) -> pl.DataFrame:
+    """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
+
+    Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
+    ``noise_level`` (unless given), ``base_rate`` = the traces' share of hacking runs and
+    ``n_evals`` = evaluations per trace, for each policy.  One row per policy with
+    pooled precision / recall / FPR and cluster-bootstrap intervals.
+    """
+    from fastsim.api import simulate
+    from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
+    from fastsim.replay.replay import parse_policy
+
+    sigma = noise_level(runs) if sigma is None else float(sigma)
+    base_rate = float(runs["truth_hacking"].mean())
+    n_evals = int(runs["n_evals"].median())
+    rows = []
+    for spec in policies:
+        p = parse_policy(spec)
+        if p.name == "none":
+            continue
+        pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
+        wl = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate, sigma=sigma,
+                            n_evals=n_evals)
+        res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
+        c = res.clusters
+        tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
+        out = {"policy": p.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
+               "n_clusters": n_clusters, "n_jobs": n_jobs}
+        for name, e in (("precision", bootstrap_ratio_ci(tp, tp + fp)),
+                        ("recall", bootstrap_ratio_ci(tp, tp + fn)),
+                        ("fpr", bootstrap_ratio_ci(fp, fp + tn)),
+                        ("wasted_share", mean_ci(c["wasted_share"].to_numpy()))):
+            out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
+        rows.append(out)
+    return pl.DataFrame(rows)
+
+
+def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.DataFrame:
+    """Gao's RL form fitted to the pooled (sqrt KL, gold gain) points of each group of runs.
+
+    Points come from the exact gold and exact KL (hidden truth), all seeds of a group
+    together, like Gao et al.'s fits over their RL runs.  Columns: the group keys,
+    ``n_runs, hacking_share, gao_alpha, gao_beta, gao_r2, d_peak`` (``exp(alpha/beta - 1)``,
+    where the fitted form peaks; inf when ``beta <= 0``).
+    """
+    rows = []
+    t = traces.sort(["job_id", "step"]).with_columns(
+        (pl.col("truth_gold") - pl.col("truth_gold").first().over("job_id")).alias("_gain"),
+        pl.col("truth_kl_nats").clip(lower_bound=0.0).sqrt().alias("_d"))
+    for keys, g in t.group_by(list(by), maintain_order=True):
+        alpha, beta, r2 = fit_gao(g["_d"].to_numpy(), g["_gain"].to_numpy())
+        d_peak = float(np.exp(alpha / beta - 1.0)) if beta > 0 else float("inf")
+        row = dict(zip(by, keys))
+        row.update({"n_runs": g["job_id"].n_unique(),
+                    "hacking_share": float(g.group_by("job_id").agg(pl.col("truth_hacking").first())
+                                           ["truth_hacking"].mean()),
+                    "gao_alpha": alpha, "gao_beta": beta, "gao_r2": r2, "d_peak": d_peak,
+                    "d_max": float(g["_d"].max())})
+        rows.append(row)
+    return pl.DataFrame(rows).sort(list(by))

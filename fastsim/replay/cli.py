@@ -1,0 +1,246 @@
+"""``fastsim replay`` (stop policies on evaluation logs) and ``fastsim traces`` (toy RLHF).
+
+Everything is read, validated and computed before anything is written, and files are
+written through a temporary name, so a malformed input never leaves partial output.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+from fastsim.errors import ConfigError
+
+DEFAULT_POLICIES = ("evalstop:k=2",)
+TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
+                  "loss_plateau:w=2,tol=0.01", "oracle")
+
+
+def register(subparsers) -> None:
+    """Add the ``replay`` and ``traces`` subcommands."""
+    p = subparsers.add_parser(
+        "replay", help="replay stop policies on evaluation logs (CSV, JSONL, Parquet, trainer_state.json)",
+        description="Replay stop policies on real evaluation logs: per job, whether and where "
+        "the policy triggers, the checkpoint it delivers, its score against the final one and "
+        "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="log files, or run directories holding trainer_state.json")
+    p.add_argument("--policy", action="append", default=None, metavar="SPEC",
+                   help="stop policy, repeatable: evalstop:k=2 (default), deprioritize:k=2, "
+                   "stop_at:f=0.65, loss_plateau:w=2,tol=0.01, none; oracle on trace sets only")
+    p.add_argument("--metric", default=None, help="metric column / eval_* name (default: score; "
+                   "for trainer_state the single non-loss eval_* metric, else eval_loss)")
+    sense = p.add_mutually_exclusive_group()
+    sense.add_argument("--lower-is-better", dest="higher_is_better", action="store_false", default=None,
+                       help="the metric improves downwards (default for names ending in loss/perplexity/error)")
+    sense.add_argument("--higher-is-better", dest="higher_is_better", action="store_true")
+    p.add_argument("--format", dest="fmt", default=None,
+                   choices=["csv", "jsonl", "parquet", "trainer_state"], help="force the format (default: detect)")
+    p.add_argument("--on-duplicate", choices=["last", "error"], default="last",
+                   help="a (job_id, step) logged twice: keep the last row (default) or fail")
+    p.add_argument("--gpus", type=float, default=None, help="GPU count for jobs whose log has none")
+    p.add_argument("--out", type=Path, default=None, help="per-job results, .parquet or .csv")
+    p.add_argument("--summary-out", type=Path, default=None, help="per-policy summary, .parquet or .csv")
+    p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
+    p.set_defaults(func=_cmd_replay)
+
+    t = subparsers.add_parser("traces", help="generate genuine over-optimisation traces",
+                              description="Trace sets with hidden truth for replay (docs/real-traces.md).")
+    tsub = t.add_subparsers(dest="traces_command", metavar="KIND")
+    tsub.required = True
+    toy = tsub.add_parser("toy-rlhf", help="toy RLHF: gold RM, Bradley-Terry proxy, GRPO-style policy")
+    toy.add_argument("--out", type=Path, default=Path("results/traces"),
+                     help="directory for traces.parquet, runs.parquet, gao_fits.parquet")
+    toy.add_argument("--n-comparisons", default=None, help="proxy data sizes, comma separated")
+    toy.add_argument("--kl-coefs", default=None, help="KL coefficients, comma separated")
+    toy.add_argument("--seeds", default=None, help="seeds, comma separated (or N for 0..N-1)")
+    toy.add_argument("--steps", type=int, default=None, help="policy-gradient steps per run")
+    toy.add_argument("--world-seed", type=int, default=None, help="seed of gold, reference and prompts")
+    toy.add_argument("--quick", action="store_true", help="a 12-run set for a smoke test")
+    toy.set_defaults(func=_cmd_toy)
+    cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
+    cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
+    cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC")
+    cmp_.add_argument("--clusters", type=int, default=50)
+    cmp_.add_argument("--sigma", type=float, default=None, help="override the matched noise level")
+    cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
+    cmp_.set_defaults(func=_cmd_compare)
+
+
+def _write(df: pl.DataFrame, path: Path) -> None:
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv"):
+        raise ConfigError(f"--out {path}: allowed: a .parquet or .csv file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if suffix == ".parquet":
+        df.write_parquet(tmp)
+    else:
+        df.write_csv(tmp)
+    os.replace(tmp, path)
+
+
+def _check_out(path: Path | None) -> None:
+    if path is not None and path.suffix.lower() not in (".parquet", ".csv"):
+        raise ConfigError(f"--out {path}: allowed: a .parquet or .csv file")
+
+
+def _fmt(x, digits=3):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "nan" if x != x else f"{x:.{digits}g}"
+    return str(x)
+
+
+def _print_jobs(res: pl.DataFrame, metric: str) -> None:
+    print(f"{'policy':<28} {'job_id':<22} {'status':<14} {'trigger':>8} {'keep':>8} "
+          f"{'kept ' + metric[:10]:>16} {'final':>10} {'gain':>8} {'saved':>6} {'GPU-h saved':>12}")
+    for r in res.iter_rows(named=True):
+        print(f"{r['policy']:<28} {r['job_id'][:22]:<22} {r['status']:<14} {_fmt(r['trigger_step']):>8} "
+              f"{_fmt(r['delivered_step']):>8} {_fmt(r['delivered_metric'], 4):>16} "
+              f"{_fmt(r['final_metric'], 4):>10} {_fmt(r['delivered_gain'], 3):>8} "
+              f"{r['compute_saved_share']:>6.1%} {_fmt(r['gpu_h_saved'], 4):>12}")
+
+
+def _ci(r, name, pct=True):
+    m, lo, hi = r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi")
+    if m is None or m != m:
+        return "n/a"
+    if pct:
+        return f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if lo == lo else f"{m:.1%}"
+    return f"{m:.3g} [{lo:.3g}, {hi:.3g}]" if lo == lo else f"{m:.3g}"
+
+
+def _print_summary(summ: pl.DataFrame) -> None:
+    truth = "precision" in summ.columns
+    for r in summ.iter_rows(named=True):
+        line = (f"{r['policy']:<28} jobs {r['n_jobs']:>4}  stopped {r['n_stopped']:>4}  "
+                f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
+                f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
+        if r["n_jobs_gpu_h_known"]:
+            line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
+        print(line)
+        if truth:
+            print(f"{'':<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
+                  f"FPR {_ci(r, 'fpr')}  (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']})")
+
+
+def _cmd_replay(args) -> int:
+    from fastsim.replay.logs import read_logs
+    from fastsim.replay.replay import parse_policy, replay, summarize
+
+    _check_out(args.out)
+    _check_out(args.summary_out)
+    policies = [parse_policy(s) for s in (args.policy or DEFAULT_POLICIES)]
+    log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
+                    higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
+    res = replay(log, policies, gpus=args.gpus)
+    summ = summarize(res)
+    sense = "higher" if log.higher_is_better else "lower"
+    print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
+          f"{log.metric} ({sense} is better)")
+    for note in log.notes:
+        print(f"  rule applied: {note}")
+    if not args.summary_only:
+        _print_jobs(res, log.metric)
+        print()
+    print("summary (95% intervals; rates resample jobs):")
+    _print_summary(summ)
+    if args.out:
+        _write(res, args.out)
+        print(f"wrote {args.out}")
+    if args.summary_out:
+        _write(summ, args.summary_out)
+        print(f"wrote {args.summary_out}")
+    return 0
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--{name} {text!r}: allowed: comma-separated integers") from None
+    if name == "seeds" and len(vals) == 1 and "," not in text:
+        return tuple(range(vals[0]))
+    return vals
+
+
+def _cmd_toy(args) -> int:
+    from fastsim.replay.traces import (ToyRLHFConfig, gao_fit_groups, generate_toy_rlhf,
+                                       run_summary)
+
+    kw = {}
+    if args.quick:
+        kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
+    if args.n_comparisons:
+        kw["n_comparisons"] = _ints(args.n_comparisons, "n-comparisons")
+    if args.kl_coefs:
+        try:
+            kw["kl_coefs"] = tuple(float(x) for x in args.kl_coefs.split(",") if x.strip())
+        except ValueError:
+            raise ConfigError(f"--kl-coefs {args.kl_coefs!r}: allowed: comma-separated numbers") from None
+    if args.seeds:
+        kw["seeds"] = _ints(args.seeds, "seeds")
+    if args.steps is not None:
+        kw["n_steps"] = args.steps
+    if args.world_seed is not None:
+        kw["world_seed"] = args.world_seed
+    cfg = ToyRLHFConfig(**kw)
+    t0 = time.perf_counter()
+    traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
+    runtime = time.perf_counter() - t0
+    runs = run_summary(traces)
+    fits = gao_fit_groups(traces)
+    for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits)):
+        _write(df, args.out / f"{name}.parquet")
+    print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
+          f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
+          "{traces,runs,gao_fits}.parquet")
+    by_n = runs.group_by("n_comparisons").agg(
+        pl.col("truth_hacking").mean().alias("hacking_share"),
+        pl.col("gold_gain").mean(), (pl.col("gold_peak") - pl.col("gold_final")).mean().alias("gold_drop"),
+        pl.col("proxy_gain").mean(), pl.col("eval_noise_sd").mean()).sort("n_comparisons")
+    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=160, float_precision=3):
+        print(by_n)
+        print(fits.select("n_comparisons", "kl_coef", "hacking_share", "gao_alpha", "gao_beta",
+                          "gao_r2", "d_peak", "d_max"))
+    print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
+          f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from fastsim.replay.replay import parse_policy
+    from fastsim.replay.traces import simulator_comparison
+
+    _check_out(args.out)
+    if not args.runs.exists():
+        raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
+    runs = pl.read_parquet(args.runs)
+    specs = [s for s in (args.policy or TRACE_POLICIES)]
+    for s in specs:
+        parse_policy(s)
+    if args.clusters < 2:
+        raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
+    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma)
+    print(f"simulator at sigma {res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
+          f"{res['n_evals'][0]} evaluations, {args.clusters} clusters:")
+    for r in res.iter_rows(named=True):
+        print(f"{r['policy']:<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
+              f"FPR {_ci(r, 'fpr')}")
+    if args.out:
+        _write(res, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv=None) -> int:  # pragma: no cover - convenience for python -m
+    parser = argparse.ArgumentParser(prog="fastsim")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)

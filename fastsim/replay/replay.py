@@ -1,0 +1,260 @@
+"""Replay stop policies on evaluation logs with the engine's own decision kernels.
+
+Each job's observed sequence goes through ``kernels.detectors.stop_decision_1j_nb``, the
+function the cluster engine decides with, so replay and engine cannot drift apart.
+Only observed columns reach it (scores, losses, steps, planned steps); ``truth_*``
+columns of a trace set are read afterwards, to score the decisions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from fastsim.config import PolicyConfig
+from fastsim.errors import ConfigError
+from fastsim.replay.logs import EvalLog
+from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
+from kernels.codes import ACT_DEMOTE, ACT_STOP
+from kernels.detectors import stop_decision_1j_nb
+
+STATUSES = ("stopped", "demoted", "continued", "too_short", "no_evaluations", "out_of_scope")
+
+
+def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
+    """A stop policy from its spec (``evalstop:k=2``, ``stop_at:f=0.65``,
+    ``loss_plateau:w=2,tol=0.01``, ``deprioritize:k=2``, ``none``, ``oracle``), the
+    same grammar as ``fastsim run``.  Scope defaults to ``all`` here: a log's jobs are
+    the ones you asked about, and a job without ``job_type`` is in scope anyway.
+
+    Examples
+    --------
+    >>> parse_policy("evalstop:k=3").label
+    'evalstop(k=3)[scope=all]'
+    """
+    if isinstance(spec, PolicyConfig):
+        return spec
+    spec = spec.strip()
+    if "scope=" not in spec:
+        spec = spec + (",scope=all" if ":" in spec else ":scope=all")
+    return PolicyConfig.parse(spec)
+
+
+def _needed(p: PolicyConfig) -> int:
+    """Evaluations a policy needs before it can trigger at all."""
+    if p.name in ("evalstop", "deprioritize"):
+        return p.k + 1
+    if p.name == "loss_plateau":
+        return p.w + 1
+    return 1
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """One job under one policy (1-based evaluation indices over the used rows; 0 = never)."""
+
+    status: str
+    trigger_row: int      # row index in the job's table, -1 = none
+    delivered_row: int
+    n_evals: int
+
+
+def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step: np.ndarray,
+               planned_steps: float, in_scope: bool, truth_hacking=None, truth_gold=None) -> JobOutcome:
+    """Decide one job from its rows (sorted by step); NaN scores or losses are skipped.
+
+    ``score`` is in the higher-is-better sense.  Returns row indices into the job's rows.
+    """
+    eval_rows = np.flatnonzero(~np.isnan(score))
+    last = int(eval_rows[-1]) if eval_rows.size else len(score) - 1
+    if not in_scope:
+        return JobOutcome("out_of_scope", -1, last, int(eval_rows.size))
+    if p.name == "loss_plateau":
+        if loss is None:
+            raise ConfigError(f"policy {p.label}: the log has no 'loss' column; allowed: "
+                              "evalstop, deprioritize, stop_at, none (or add a loss column)")
+        rows = np.flatnonzero(~np.isnan(loss))
+    else:
+        rows = eval_rows
+    if rows.size == 0:
+        return JobOutcome("no_evaluations", -1, last, 0)
+    if p.name == "none":
+        return JobOutcome("continued", -1, last, int(rows.size))
+    if p.name == "oracle":  # declared user of hidden truth: stop hacking jobs at the gold peak
+        if truth_hacking is None or truth_gold is None:
+            raise ConfigError("policy oracle: needs hidden truth (truth_hacking, truth_gold "
+                              "columns, as in a trace set); allowed on real logs: evalstop, "
+                              "deprioritize, stop_at, loss_plateau, none")
+        if bool(truth_hacking):
+            peak = int(rows[np.argmax(truth_gold[rows])])
+            return JobOutcome("stopped", peak, peak, int(rows.size))
+        return JobOutcome("continued", -1, last, int(rows.size))
+    s = np.ascontiguousarray(score[rows], dtype=np.float64)
+    lo = np.ascontiguousarray(loss[rows], dtype=np.float64) if loss is not None else np.zeros(rows.size)
+    attained = np.ascontiguousarray(step[rows], dtype=np.float64)
+    action, trig, deliv = stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w),
+                                              float(p.tol), s, lo, attained, float(planned_steps))
+    if action == ACT_STOP:
+        return JobOutcome("stopped", int(rows[trig - 1]), int(rows[deliv - 1]), int(rows.size))
+    if action == ACT_DEMOTE:
+        return JobOutcome("demoted", int(rows[trig - 1]), last, int(rows.size))
+    status = "too_short" if rows.size < _needed(p) else "continued"
+    return JobOutcome(status, -1, last, int(rows.size))
+
+
+def _gpu_h(time_h: np.ndarray, gpus: np.ndarray, after_row: int) -> tuple[float, float]:
+    """(total, held after ``after_row``) GPU-hours; interval ``i-1 -> i`` at ``gpus[i]``."""
+    if time_h.size < 2:
+        return 0.0, 0.0
+    held = gpus[1:] * np.diff(time_h)
+    total = float(held.sum())
+    saved = float(held[after_row:].sum()) if after_row >= 0 else 0.0
+    return total, saved
+
+
+def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = False) -> pl.DataFrame:
+    """Replay each policy on each job of ``log``; one row per (policy, job).
+
+    Parameters
+    ----------
+    log : EvalLog from ``read_logs``
+    policies : specs or ``PolicyConfig``s (see ``parse_policy``)
+    gpus : GPU count for jobs whose log has none (GPU-hours need it and ``time``)
+
+    Columns: ``policy, job_id, status, stopped, n_evals, trigger_step, delivered_step,
+    final_step, delivered_metric, final_metric, delivered_gain`` (delivered minus final,
+    > 0 means better in the metric's sense), ``steps_saved, compute_saved_share``
+    (``steps_saved / final_step``), ``gpu_h_total, gpu_h_saved`` (NaN without time and
+    GPU counts) and, for trace sets, ``truth_hacking, truth_gold_peak_step,
+    delivered_truth_gold, best_truth_gold, regret_truth_gold``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from fastsim.replay.logs import read_logs
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
+    >>> r = replay(read_logs([p]), ["evalstop:k=2"])
+    >>> r.select("trigger_step", "delivered_step").row(0)
+    (4, 2)
+    """
+    from tqdm.auto import tqdm
+
+    pols = [parse_policy(p) for p in policies]
+    if not pols:
+        raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
+    t = log.table
+    has_truth = "truth_hacking" in t.columns and "truth_gold" in t.columns
+    sign = 1.0 if log.higher_is_better else -1.0
+    rows = []
+    groups = list(t.group_by("job_id", maintain_order=True))
+    for (job_id,), g in tqdm(groups, desc="replay", disable=not progress):
+        score = g["score"].to_numpy().astype(np.float64)
+        metric = g["metric"].to_numpy().astype(np.float64)
+        step = g["step"].to_numpy()
+        loss = g["loss"].to_numpy().astype(np.float64) if "loss" in g.columns else None
+        planned = np.nan
+        if "max_steps" in g.columns:
+            ms = g["max_steps"].to_numpy()
+            ms = ms[np.isfinite(ms)]
+            planned = float(ms[0]) if ms.size else np.nan
+        if not np.isfinite(planned) or planned <= 0:
+            planned = float(max(step[-1], 1))  # hindsight: the logged length (docs/replay.md)
+        jtype = g["job_type"][0] if "job_type" in g.columns else None
+        time_h = g["time_h"].to_numpy().astype(np.float64) if "time_h" in g.columns else None
+        g_gpus = (g["gpus"].to_numpy().astype(np.float64) if "gpus" in g.columns
+                  else np.full(g.height, np.nan))
+        if gpus is not None:
+            g_gpus = np.where(np.isnan(g_gpus), float(gpus), g_gpus)
+        th = bool(g["truth_hacking"][0]) if has_truth else None
+        tg = g["truth_gold"].to_numpy().astype(np.float64) if has_truth else None
+        final_step = int(step[-1])
+        for p in pols:
+            scoped = p.scope == "all" or jtype is None or jtype == "rlhf"
+            o = decide_job(p, score, loss, step, planned, scoped, th, tg)
+            stopped = o.status == "stopped"
+            trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
+            saved = final_step - trig_step if stopped else 0
+            total_gh = saved_gh = np.nan
+            if time_h is not None:
+                total_gh, saved_gh = _gpu_h(time_h, g_gpus, o.trigger_row if stopped else -1)
+            d = o.delivered_row
+            final_row = int(np.flatnonzero(~np.isnan(score))[-1]) if (~np.isnan(score)).any() else d
+            row = {
+                "policy": p.label, "job_id": job_id, "status": o.status,
+                "stopped": stopped, "detected": o.status in ("stopped", "demoted"),
+                "in_scope": o.status != "out_of_scope", "n_evals": o.n_evals,
+                "trigger_step": trig_step, "delivered_step": int(step[d]), "final_step": final_step,
+                "delivered_metric": float(metric[d]), "final_metric": float(metric[final_row]),
+                "delivered_gain": float((metric[d] - metric[final_row]) * sign),
+                "steps_saved": int(saved),
+                "compute_saved_share": saved / final_step if final_step > 0 else np.nan,
+                "gpu_h_total": total_gh, "gpu_h_saved": saved_gh,
+            }
+            if has_truth:
+                ok = ~np.isnan(score)
+                best = float(np.max(tg[ok])) if ok.any() else np.nan
+                row.update({
+                    "truth_hacking": th,
+                    "truth_gold_peak_step": int(g["truth_gold_peak_step"][0])
+                    if "truth_gold_peak_step" in g.columns else None,
+                    "delivered_truth_gold": float(tg[d]), "best_truth_gold": best,
+                    "regret_truth_gold": best - float(tg[d]),
+                })
+            rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def _put(out: dict, name: str, e: Estimate) -> None:
+    out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
+
+
+def summarize(results: pl.DataFrame) -> pl.DataFrame:
+    """One row per policy: triggers, delivered-vs-final, compute saved and, when the
+    log carries hidden truth, precision / recall / FPR with job-bootstrap intervals.
+
+    Positive = the policy stopped (or demoted) the job; truth = ``truth_hacking``.
+    Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from fastsim.replay.logs import read_logs
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
+    >>> summarize(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
+    [1]
+    """
+    out_rows = []
+    for (label,), g in results.group_by("policy", maintain_order=True):
+        g = g.filter(pl.col("in_scope"))
+        det = g["detected"].to_numpy().astype(np.float64)
+        out = {"policy": label, "n_jobs": g.height, "n_stopped": int(g["stopped"].sum()),
+               "n_demoted": int((g["status"] == "demoted").sum()),
+               "n_too_short": int((g["status"] == "too_short").sum()),
+               "n_no_evaluations": int((g["status"] == "no_evaluations").sum())}
+        trig = g.filter(pl.col("detected"))
+        _put(out, "delivered_gain", mean_ci(trig["delivered_gain"].to_numpy()))
+        _put(out, "compute_saved_share", bootstrap_ratio_ci(
+            g["steps_saved"].to_numpy(), g["final_step"].to_numpy()))
+        gh_t, gh_s = g["gpu_h_total"].to_numpy(), g["gpu_h_saved"].to_numpy()
+        known = np.isfinite(gh_t) & np.isfinite(gh_s)
+        out["gpu_h_saved"] = float(gh_s[known].sum()) if known.any() else np.nan
+        out["gpu_h_total"] = float(gh_t[known].sum()) if known.any() else np.nan
+        out["n_jobs_gpu_h_known"] = int(known.sum())
+        if "truth_hacking" in g.columns:
+            hack = g["truth_hacking"].to_numpy().astype(np.float64)
+            tp, fp = det * hack, det * (1 - hack)
+            fn, tn = (1 - det) * hack, (1 - det) * (1 - hack)
+            out.update({"tp": int(tp.sum()), "fp": int(fp.sum()), "fn": int(fn.sum()),
+                        "tn": int(tn.sum())})
+            _put(out, "precision", bootstrap_ratio_ci(tp, det))
+            _put(out, "recall", bootstrap_ratio_ci(tp, hack))
+            _put(out, "fpr", bootstrap_ratio_ci(fp, 1 - hack))
+            _put(out, "regret_truth_gold", mean_ci(g["regret_truth_gold"].to_numpy()))
+            tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
+            delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()
+            _put(out, "delay_steps", mean_ci(delay))
+        out_rows.append(out)
+    return pl.DataFrame(out_rows)

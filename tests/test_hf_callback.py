@@ -1,0 +1,82 @@
+"""EvalStopCallback drives a real transformers.Trainer (tiny random GPT-2, CPU, no downloads).
+
+Run with ``pytest -m hf``: needs the optional extra ``fastsim[hf]``.
+"""
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.hf
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+from fastsim.replay.logs import read_logs  # noqa: E402
+from fastsim.replay.replay import replay  # noqa: E402
+
+VOCAB = 16
+SEQ = 12
+
+
+class _Shift(torch.utils.data.Dataset):
+    """Sequences whose next token is ``t + shift (mod VOCAB)``: the model learns ``shift``."""
+
+    def __init__(self, shift, n, seed):
+        g = np.random.default_rng(seed)
+        start = g.integers(0, VOCAB, size=n)
+        self.ids = torch.tensor((start[:, None] + shift * np.arange(SEQ)[None]) % VOCAB)
+
+    def __len__(self):
+        return self.ids.shape[0]
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def _trainer(tmp_path, eval_shift, callback, max_steps=60):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=16, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(cfg)  # randomly initialised: nothing is downloaded
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=max_steps, per_device_train_batch_size=16,
+        learning_rate=5e-3, eval_strategy="steps", eval_steps=5, save_strategy="steps",
+        save_steps=5, save_total_limit=3, logging_steps=5, report_to=[], use_cpu=True,
+        seed=0, disable_tqdm=True, dataloader_num_workers=0)
+    return transformers.Trainer(model=model, args=args, train_dataset=_Shift(1, 256, 0),
+                                eval_dataset=_Shift(eval_shift, 64, 1), callbacks=[callback])
+
+
+def test_callback_stops_when_eval_loss_rises_and_keeps_the_earlier_checkpoint(tmp_path):
+    from fastsim.replay.hf import EvalStopCallback
+
+    cb = EvalStopCallback(k=2, metric="eval_loss")
+    trainer = _trainer(tmp_path, eval_shift=-1, callback=cb)  # training hurts the eval task
+    trainer.train()
+    state = trainer.state
+    assert cb.decision is not None and cb.decision.stop
+    assert state.global_step < 60, "training should have been stopped early"
+    evals = [e for e in state.log_history if "eval_loss" in e]
+    steps = [e["step"] for e in evals]
+    trig = steps.index(state.global_step)
+    assert evals[trig]["eval_loss"] > evals[trig - 1]["eval_loss"] > evals[trig - 2]["eval_loss"]
+    assert cb.keep_step == steps[trig - 2]
+    assert cb.keep_checkpoint is not None and (tmp_path / "run" / f"checkpoint-{cb.keep_step}").is_dir()
+    record = json.loads((tmp_path / "run" / "evalstop.json").read_text())
+    assert record["keep_step"] == cb.keep_step and record["stopped"]
+    # replaying the trainer_state.json the Trainer wrote gives the same decision
+    log = read_logs([tmp_path / "run" / f"checkpoint-{state.global_step}" / "trainer_state.json"])
+    assert log.metric == "eval_loss" and not log.higher_is_better
+    r = replay(log, ["evalstop:k=2"]).row(0, named=True)
+    assert r["trigger_step"] == state.global_step and r["delivered_step"] == cb.keep_step
+
+
+def test_callback_lets_an_improving_run_finish(tmp_path):
+    from fastsim.replay.hf import EvalStopCallback
+
+    cb = EvalStopCallback(k=3, metric="loss")  # the eval_ prefix is optional
+    trainer = _trainer(tmp_path, eval_shift=1, callback=cb, max_steps=30)
+    trainer.train()
+    assert trainer.state.global_step == 30
+    assert cb.decision is not None and not cb.decision.stop
+    assert cb.keep_step is None

@@ -1,0 +1,102 @@
+"""EvalStopMonitor: unit behaviour, and monitor == replay == engine on random sequences."""
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastsim.errors import ConfigError
+from fastsim.replay.logs import EvalLog
+from fastsim.replay.monitor import EvalStopMonitor
+from fastsim.replay.replay import replay
+from kernels.codes import ACT_STOP, EVALSTOP
+from kernels.detectors import evalstop_trigger_nb, stop_decision_1j_nb
+
+
+def test_stop_keeps_the_checkpoint_k_evaluations_back_and_stays_stopped():
+    m = EvalStopMonitor(k=2)
+    decisions = [m.observe("j", s, x) for s, x in [(10, 0.1), (20, 0.3), (30, 0.2), (40, 0.1)]]
+    assert [d.stop for d in decisions] == [False, False, False, True]
+    assert decisions[2].keep_step == 30 and decisions[2].decline_run == 1
+    assert decisions[3].keep_step == 20 and decisions[3].eval_index == 4
+    again = m.observe("j", 50, 0.9)
+    assert again.stop and again.keep_step == 20 and m.decision("j") is again
+    assert m.decision("other") is None
+
+
+def test_nan_is_skipped_ties_reset_jobs_are_independent():
+    m = EvalStopMonitor(k=2)
+    for s, x in [(1, 0.5), (2, 0.4), (3, math.nan), (4, 0.3)]:
+        d = m.observe("a", s, x)
+    assert d.stop and d.keep_step == 1  # NaN neither declined nor reset
+    for s, x in [(1, 0.5), (2, 0.4), (3, 0.4), (4, 0.3)]:
+        d = m.observe("b", s, x)
+    assert not d.stop and d.decline_run == 1  # the tie reset the run
+    d = m.observe("c", 1, math.nan)
+    assert not d.stop and d.keep_step is None and d.eval_index == 0
+
+
+def test_lower_is_better():
+    m = EvalStopMonitor(k=1, higher_is_better=False)
+    assert not m.observe("j", 1, 2.0).stop
+    assert not m.observe("j", 2, 1.5).stop
+    d = m.observe("j", 3, 1.7)
+    assert d.stop and d.keep_step == 2
+
+
+def test_bad_input_is_a_clear_error():
+    m = EvalStopMonitor(k=2)
+    m.observe("j", 5, 0.1)
+    with pytest.raises(ConfigError, match="step 5 is not after the previous step 5"):
+        m.observe("j", 5, 0.2)
+    with pytest.raises(ConfigError, match="score = 'x'"):
+        m.observe("j", 6, "x")
+    with pytest.raises(ConfigError, match="step = 1.5"):
+        m.observe("j", 1.5, 0.1)
+    with pytest.raises(ConfigError, match="k = 0"):
+        EvalStopMonitor(k=0)
+    m.reset("j")
+    assert not m.observe("j", 1, 0.3).stop  # a reset job starts over
+    assert m.observe("j", np.int64(2), 0.2).eval_index == 2
+
+
+# Scores on a coarse grid so ties are common; NaN marks a missing evaluation.
+scores = st.lists(st.one_of(st.integers(0, 4).map(float), st.just(math.nan)), min_size=0, max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seqs=st.lists(scores, min_size=1, max_size=4), k=st.integers(1, 4), hib=st.booleans())
+def test_monitor_replay_and_engine_decide_identically(seqs, k, hib):
+    rows = []
+    for j, seq in enumerate(seqs):
+        rows += [{"job_id": f"j{j}", "step": 10 * (e + 1), "metric": x} for e, x in enumerate(seq)]
+    if not rows:
+        return
+    table = pl.DataFrame(rows, schema={"job_id": pl.String, "step": pl.Int64, "metric": pl.Float64})
+    table = table.with_columns((pl.col("metric") * (1.0 if hib else -1.0)).alias("score"))
+    res = replay(EvalLog(table, "metric", hib), [f"evalstop:k={k}"])
+    for j, seq in enumerate(seqs):
+        if not seq:
+            continue
+        steps = [10 * (e + 1) for e in range(len(seq))]
+        # monitor
+        m = EvalStopMonitor(k=k, higher_is_better=hib)
+        mon = None
+        for s, x in zip(steps, seq):
+            d = m.observe("j", s, x)
+            if d.stop and mon is None:
+                mon = (s, d.keep_step)
+        # engine: the same kernels on the observed (non-missing) sequence
+        seen = [(s, x if hib else -x) for s, x in zip(steps, seq) if not math.isnan(x)]
+        arr = np.array([x for _, x in seen], dtype=np.float64)
+        trig = evalstop_trigger_nb(arr, k)
+        act, trig2, deliv = stop_decision_1j_nb(EVALSTOP, k, 0.65, 2, 0.01, arr, np.zeros(arr.size),
+                                                np.arange(1.0, arr.size + 1), float(arr.size))
+        assert trig == trig2
+        eng = (seen[trig - 1][0], seen[deliv - 1][0]) if act == ACT_STOP else None
+        # replay
+        r = res.filter(pl.col("job_id") == f"j{j}").row(0, named=True)
+        rep = (r["trigger_step"], r["delivered_step"]) if r["stopped"] else None
+        assert mon == eng == rep, (seq, k, hib)

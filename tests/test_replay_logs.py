@@ -1,0 +1,140 @@
+"""Log readers: every format from committed fixtures, every mess rule, every error."""
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.errors import ConfigError
+from fastsim.replay.logs import detect_format, read_logs
+
+FIX = Path(__file__).parent / "fixtures"
+BAD = FIX / "malformed"
+
+
+def _core(log):
+    return log.table.select("job_id", "step", "metric", "score", "loss", "gpus", "time_h", "job_type")
+
+
+@pytest.mark.parametrize("name,fmt", [("evals.csv", "csv"), ("evals.jsonl", "jsonl"),
+                                      ("evals.parquet", "parquet"),
+                                      ("hf_run/trainer_state.json", "trainer_state")])
+def test_format_detection(name, fmt):
+    assert detect_format(FIX / name) == fmt
+
+
+def test_csv_jsonl_parquet_give_the_same_table():
+    logs = [read_logs([FIX / n]) for n in ("evals.csv", "evals.jsonl", "evals.parquet")]
+    ref = _core(logs[0])
+    for other in logs[1:]:
+        assert _core(other).equals(ref, null_equal=True)
+    assert ref.height == 17  # 18 rows, one duplicate dropped
+    assert logs[0].metric == "score" and logs[0].higher_is_better
+
+
+def test_mess_rules_unsorted_duplicate_missing():
+    log = read_logs([FIX / "evals.csv"])
+    a = log.table.filter(pl.col("job_id") == "a")
+    assert a["step"].to_list() == [100, 200, 300, 400, 500, 600, 700, 800]  # sorted by step
+    assert np.isnan(a.filter(pl.col("step") == 500)["score"][0])            # missing kept as NaN
+    b = log.table.filter((pl.col("job_id") == "b") & (pl.col("step") == 300))
+    assert b.height == 1 and b["score"][0] == 0.49 and b["line"][0] == 13   # the last row wins
+    notes = " ".join(log.notes)
+    assert "duplicates: 1" in notes and "unsorted" in notes and "missing: 1" in notes
+
+
+def test_duplicate_as_error_names_file_line_field():
+    with pytest.raises(ConfigError, match=r"duplicate_step\.csv:3: field 'step'.*step 2 more than once"):
+        read_logs([BAD / "duplicate_step.csv"], on_duplicate="error")
+    assert read_logs([BAD / "duplicate_step.csv"]).table["metric"].to_list() == [0.5, 0.7]
+
+
+def test_same_job_across_files_is_merged_last_file_wins(tmp_path):
+    p = tmp_path / "later.csv"
+    p.write_text("job_id,step,score\na,800,0.99\n")
+    t = read_logs([FIX / "evals.csv", p]).table.filter(pl.col("job_id") == "a")
+    assert t.filter(pl.col("step") == 800)["score"][0] == 0.99
+
+
+def test_trainer_state_real_shape():
+    log = read_logs([FIX / "hf_run" / "trainer_state.json"])
+    t = log.table
+    assert log.metric == "eval_loss" and not log.higher_is_better  # loss: lower is better
+    assert t["job_id"].unique().to_list() == ["hf_run"]             # the run directory's name
+    assert t["step"].to_list() == list(range(5, 45, 5))
+    assert np.allclose(t["score"].to_numpy(), -t["metric"].to_numpy())
+    assert t["loss"].null_count() == 0 and t["loss"][0] == pytest.approx(2.442975616455078)
+    assert t["max_steps"].to_list() == [40.0] * 8
+    assert t["time_h"][-1] == pytest.approx(9.18 * 40 / 40 / 3600, rel=0.01)  # train_runtime estimate
+    assert t["line"][0] == 19  # the line where the first eval entry starts
+
+
+def test_trainer_state_directory_and_metric_choice():
+    log = read_logs([FIX / "hf_run"])  # a run directory stands for its trainer_state.json
+    assert log.table.height == 8
+    with pytest.raises(ConfigError, match=r"field 'accuracy'.*allowed: \['eval_loss'\]"):
+        read_logs([FIX / "hf_run"], metric="accuracy")
+    assert read_logs([FIX / "hf_run"], metric="eval_loss", higher_is_better=True).higher_is_better
+
+
+def test_trainer_state_bad_value_names_line_and_field():
+    with pytest.raises(ConfigError, match=r"bad_eval_value\.json:10: field 'eval_accuracy': 'oops'"):
+        read_logs([BAD / "bad_eval_value.json"])
+    # the single non-loss metric is the default, higher is better
+    with pytest.raises(ConfigError, match="cannot pick|oops"):
+        read_logs([BAD / "bad_eval_value.json"], metric="eval_accuracy")
+    log = read_logs([BAD / "bad_eval_value.json"], metric="eval_loss")
+    assert log.table["metric"].to_list() == [1.2, 1.1]
+
+
+def test_metric_column_and_sense_of_long_tables():
+    log = read_logs([FIX / "evals.csv"], metric="loss")
+    assert not log.higher_is_better
+    assert np.allclose(log.table["score"].to_numpy(), -log.table["loss"].to_numpy())
+    log = read_logs([FIX / "evals.csv"], metric="proxy_reward", higher_is_better=False)
+    assert not log.higher_is_better
+    with pytest.raises(ConfigError, match=r"evals\.csv:1: field 'accuracy': missing column"):
+        read_logs([FIX / "evals.csv"], metric="accuracy")
+
+
+@pytest.mark.parametrize("name,pattern", [
+    ("non_numeric_score.csv", r"non_numeric_score\.csv:4: field 'score': 'abc' is not a number"),
+    ("missing_step_column.csv", r"missing_step_column\.csv:1: field 'step': missing column"),
+    ("fractional_step.jsonl", r"fractional_step\.jsonl:2: field 'step': .*non-negative integer"),
+    ("broken_json.jsonl", r"broken_json\.jsonl:3: not valid JSON"),
+    ("time_backwards.csv", r"time_backwards\.csv:4: field 'time': 1.5 h is earlier"),
+    ("no_log_history.json", r"no_log_history\.json:1: field 'log_history': missing"),
+    ("missing_job_id.csv", r"missing_job_id\.csv:2: field 'job_id': missing"),
+])
+def test_malformed_files_raise_one_clear_error(name, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        read_logs([BAD / name])
+
+
+def test_a_malformed_file_among_good_ones_fails_the_whole_read():
+    with pytest.raises(ConfigError, match="non_numeric_score"):
+        read_logs([FIX / "evals.csv", BAD / "non_numeric_score.csv"])
+
+
+def test_missing_spellings_and_infinity(tmp_path):
+    p = tmp_path / "m.csv"
+    p.write_text("job_id,step,score\na,1,NaN\na,2,\na,3,null\na,4,NA\na,5,-inf\na,6,1\n")
+    s = read_logs([p]).table["score"].to_numpy()
+    assert np.isnan(s[:4]).all() and s[4] == -np.inf and s[5] == 1.0
+
+
+def test_empty_and_unknown_inputs(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="empty"):
+        read_logs([empty])
+    header_only = tmp_path / "h.csv"
+    header_only.write_text("job_id,step,score\n")
+    with pytest.raises(ConfigError, match="no rows"):
+        read_logs([header_only])
+    with pytest.raises(ConfigError, match="no such file"):
+        read_logs([tmp_path / "nope.csv"])
+    with pytest.raises(ConfigError, match="unknown"):
+        read_logs([FIX / "evals.csv"], fmt="xml")
+    with pytest.raises(ConfigError, match="one metric per replay"):
+        read_logs([FIX / "evals.csv", FIX / "hf_run"])

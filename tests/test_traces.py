@@ -1,0 +1,87 @@
+"""Toy RLHF traces: deterministic per seed, and genuine over-optimisation for a data-poor proxy."""
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.errors import ConfigError
+from fastsim.replay.logs import EvalLog
+from fastsim.replay.replay import replay
+from fastsim.replay.traces import (ToyRLHFConfig, build_world, comparison_pool, fit_bradley_terry,
+                                   fit_gao, gao_fit_groups, generate_toy_rlhf, run_summary)
+
+POOR, RICH = 100, 3200
+
+
+@pytest.fixture(scope="module")
+def traces():
+    cfg = ToyRLHFConfig(n_comparisons=(POOR, RICH), kl_coefs=(0.02,), seeds=(0,))
+    return generate_toy_rlhf(cfg, progress=False)
+
+
+def test_deterministic_per_seed():
+    cfg = ToyRLHFConfig(n_comparisons=(POOR,), kl_coefs=(0.1,), seeds=(1,), n_steps=30, eval_every=10)
+    a = generate_toy_rlhf(cfg, progress=False)
+    b = generate_toy_rlhf(cfg, progress=False)
+    assert a.equals(b)
+    c = generate_toy_rlhf(ToyRLHFConfig(n_comparisons=(POOR,), kl_coefs=(0.1,), seeds=(2,), n_steps=30,
+                                        eval_every=10), progress=False)
+    assert not np.array_equal(a["score"].to_numpy(), c["score"].to_numpy())
+
+
+def test_data_poor_proxy_overoptimises_data_rich_does_not(traces):
+    poor = traces.filter(pl.col("n_comparisons") == POOR).sort("step")
+    gold, proxy = poor["truth_gold"].to_numpy(), poor["truth_proxy"].to_numpy()
+    peak = int(gold.argmax())
+    assert 0 < peak < gold.size - 1, "gold should peak inside the run"
+    assert gold[peak] - gold[-1] > 0.05 * (gold[peak] - gold[0]), "and then fall (the hacking margin)"
+    assert proxy[-1] > proxy[peak] and np.mean(np.diff(proxy) > 0) > 0.9, "while the proxy rises"
+    assert poor["truth_hacking"][0] and poor["truth_gold_peak_step"][0] == poor["step"][peak]
+    rich = traces.filter(pl.col("n_comparisons") == RICH).sort("step")
+    g = rich["truth_gold"].to_numpy()
+    assert not rich["truth_hacking"][0] and g[-1] >= g.max() - 0.05 * (g.max() - g[0])
+    # the observed score is a finite-sample estimate: noisy, but centred on the truth
+    err = traces["score"].to_numpy() - traces["truth_gold"].to_numpy()
+    assert 0.02 < err.std() < 0.5 and abs(err.mean()) < 3 * err.std() / np.sqrt(err.size)
+
+
+def test_trace_set_is_a_replayable_long_table(traces):
+    assert {"job_id", "step", "score", "loss", "proxy_reward", "job_type"} <= set(traces.columns)
+    assert traces.group_by("job_id").len()["len"].to_list() == [21, 21]
+    t = traces.with_columns(pl.col("score").alias("metric"))
+    res = replay(EvalLog(t, "score", True), ["evalstop:k=2", "oracle"])
+    oracle = res.filter(pl.col("policy").str.starts_with("oracle"))
+    assert oracle["stopped"].to_list() == traces.group_by("job_id", maintain_order=True) \
+        .agg(pl.col("truth_hacking").first())["truth_hacking"].to_list()
+
+
+def test_proxy_fit_improves_with_data():
+    cfg = ToyRLHFConfig()
+    world = build_world(cfg)
+    x, lab = comparison_pool(world, 3200, seed=0)
+    gold = world.w_gold.ravel()
+    cos = []
+    for n in (100, 3200):
+        w = fit_bradley_terry(x[:n], lab[:n], cfg.l2)
+        cos.append(w @ gold / np.linalg.norm(w) / np.linalg.norm(gold))
+    assert cos[1] > cos[0] and cos[1] > 0.9
+
+
+def test_gao_fit_and_summaries(traces):
+    d = np.linspace(0.05, 3.0, 30)
+    a, b, r2 = fit_gao(d, d * (1.5 - 0.7 * np.log(d)))
+    assert a == pytest.approx(1.5) and b == pytest.approx(0.7) and r2 == pytest.approx(1.0)
+    assert np.isnan(fit_gao([0.0], [0.0])[0])
+    runs = run_summary(traces)
+    assert runs.height == 2 and (runs["gao_r2"] > 0.5).all()
+    poor = runs.filter(pl.col("n_comparisons") == POOR).row(0, named=True)
+    rich = runs.filter(pl.col("n_comparisons") == RICH).row(0, named=True)
+    assert poor["gao_beta"] > rich["gao_beta"] > 0  # over-optimisation is the -beta d ln d term
+    fits = gao_fit_groups(traces)
+    assert fits.height == 2 and set(fits.columns) >= {"gao_alpha", "gao_beta", "gao_r2", "d_peak"}
+
+
+@pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
+                                        ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr")])
+def test_config_validation(kw, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        ToyRLHFConfig(**kw)
