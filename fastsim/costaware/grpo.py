@@ -75,7 +75,7 @@ def _lengths(lengths, n: int) -> np.ndarray:
     bad = ~np.isfinite(x) | (x <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"lengths[{i}]={x[i]!r}: token counts must be finite and > 0")
+        raise ConfigError(f"lengths[{i}]={float(x[i])!r}: token counts must be finite and > 0")
     return x
 
 

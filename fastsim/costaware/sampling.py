@@ -69,7 +69,7 @@ def check_costs(c, field: str = "costs") -> np.ndarray:
     bad = ~np.isfinite(x) | (x <= 0.0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"{field}[{i}]={x[i]!r}: every cost must be finite and > 0 "
+        raise ConfigError(f"{field}[{i}]={float(x[i])!r}: every cost must be finite and > 0 "
                           "(a sample that costs nothing makes J(p) meaningless)")
     return x
 
@@ -84,7 +84,7 @@ def check_gradient_bounds(G, n: int | None = None, field: str = "gradient_bounds
     bad = ~np.isfinite(x) | (x < 0.0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"{field}[{i}]={x[i]!r}: gradient-norm bounds must be finite and >= 0")
+        raise ConfigError(f"{field}[{i}]={float(x[i])!r}: gradient-norm bounds must be finite and >= 0")
     if not (x > 0.0).any():
         raise ConfigError(f"{field} are all zero: every gradient vanishes, nothing to sample")
     return x

@@ -1,0 +1,66 @@
+"""J(p)/J(p*) per strategy (predicted) next to the simulated cost ratio over optimal.
+
+Reads ``costaware_sgd.summary.parquet``; never calls kernels.
+Usage: ``python THIS RESULTS [OUT]``.
+"""
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+ORDER = ["uniform", "gradient_norm", "cost_only"]
+
+
+def main(results, out):
+    src = Path(results) / "costaware_sgd.summary.parquet"
+    if not src.exists():
+        return []
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER)
+                                     & (pl.col("problem_cost_corr") == 0.0))
+    sns.set_theme(style="whitegrid", context="paper")
+    kinds = df["problem_kind"].unique(maintain_order=True).to_list()
+    steps = df["sgd_step"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(len(kinds), len(steps), figsize=(4.2 * len(steps), 3.0 * len(kinds)),
+                             squeeze=False, sharex=True)
+    for r, kind in enumerate(kinds):
+        for c, step in enumerate(steps):
+            ax = axes[r, c]
+            for i, s in enumerate(ORDER):
+                d = df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step)
+                              & (pl.col("strategy") == s)).sort("problem_cost_sigma")
+                x = d["problem_cost_sigma"].to_numpy()
+                ax.plot(x, d["predicted_ratio"].to_numpy(), ":", color=f"C{i}", marker="s", ms=3,
+                        label=f"{s}: J(p)/J(p*)")
+                ax.errorbar(x, d["simulated_ratio"].to_numpy(),
+                            yerr=[d["simulated_ratio"].to_numpy() - d["simulated_ratio_lo"].to_numpy(),
+                                  d["simulated_ratio_hi"].to_numpy() - d["simulated_ratio"].to_numpy()],
+                            fmt="-o", color=f"C{i}", ms=3, capsize=2, label=f"{s}: simulated")
+            ax.axhline(1.0, color="k", lw=0.8)
+            ax.set_yscale("log")
+            ax.set_title(f"{kind}, {step} steps", fontsize=9)
+            ax.set_xlabel("cost heterogeneity (lognormal sigma)")
+            ax.set_ylabel("cost / cost of p*")
+    axes[0, 0].legend(fontsize=6)
+    fig.suptitle("Predicted (dotted) vs simulated (solid, 95% CI) cost over optimal sampling",
+                 y=1.0)
+    fig.tight_layout()
+    written = []
+    for ext in ("png", "pdf"):
+        path = out / f"costaware_ratios.{ext}"
+        fig.savefig(path, bbox_inches="tight", dpi=150)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+if __name__ == "__main__":
+    res = sys.argv[1]
+    for p in main(res, sys.argv[2] if len(sys.argv) > 2 else Path(res) / "figures"):
+        print(p)

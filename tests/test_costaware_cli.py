@@ -1,0 +1,52 @@
+"""``fastsim costaware`` end to end on tiny inputs: commands, sweep files, figures."""
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fastsim.cli import main
+from fastsim.costaware.sweep import load_sweep
+from fastsim.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_ratios_and_bad_input(capsys):
+    assert main(["costaware", "ratios", "--n", "16", "--d", "2"]) == 0
+    assert "j_over_jopt" in capsys.readouterr().out
+    assert main(["costaware", "ratios", "--n", "16", "--cost-corr", "3"]) == 2
+    assert "cost_corr=3.0" in capsys.readouterr().err
+
+
+def test_shipped_sweeps_parse():
+    for path in sorted((REPO / "sweeps").glob("costaware_*.toml")):
+        spec = load_sweep(path)
+        assert spec.points(), path
+
+
+def test_sweep_and_figures(tmp_path):
+    toml = tmp_path / "costaware_sgd.toml"
+    toml.write_text('name = "costaware_sgd"\nexperiment = "sgd"\nreplications = 4\nseed = 1\n'
+                    '[base]\nn = 16\nd = 2\neps = 0.1\n'
+                    '[axes]\nkind = ["least_squares"]\nstep = ["convex"]\n'
+                    'cost_corr = [0.0]\ncost_sigma = [0.0, 1.0]\n')
+    out = tmp_path / "res"
+    assert main(["costaware", "sweep", str(toml), "--out", str(out)]) == 0
+    summary = pl.read_parquet(out / "costaware_sgd.summary.parquet")
+    assert summary.height == 8 and {"predicted_ratio", "simulated_ratio"} <= set(summary.columns)
+    assert main(["costaware", "grpo", "--seeds", "2", "--n-steps", "10", "--n-train", "8",
+                 "--n-test", "8", "--out", str(out)]) == 0
+    assert main(["costaware", "figures", str(out)]) == 0
+    for stem in ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo"):
+        assert (out / "figures" / f"{stem}.png").stat().st_size > 0
+        assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
+
+
+def test_bad_sweep_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('experiment = "sgd"\n[axes]\ncost_sigma = [0.0, -1.0]\n')
+    with pytest.raises(ConfigError, match="cost_sigma=-1.0"):
+        load_sweep(bad)
+    bad.write_text('experiment = "sgd"\n[base]\nlearning_rate = 1\n')
+    with pytest.raises(ConfigError, match="learning_rate"):
+        load_sweep(bad)

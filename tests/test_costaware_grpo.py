@@ -1,0 +1,134 @@
+"""Cost-Aware GRPO sampler (unbiasedness, errors) and the toy GRPO experiment."""
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastsim.costaware import (GRPOConfig, cost_aware_batch, cost_aware_probs, group_advantages,
+                               run_grpo, summarize_grpo)
+from fastsim.errors import ConfigError
+from kernels import grpo as nb
+
+
+def test_group_advantages():
+    r = np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [3.0, 1.0, 2.0, 2.0]])
+    a = group_advantages(r)
+    np.testing.assert_allclose(a[0], [1, -1, -1, 1])
+    assert (a[1] == 0).all()
+    np.testing.assert_allclose(a[2].mean(), 0, atol=1e-15)
+    np.testing.assert_allclose(a[2].std(), 1, rtol=1e-12)
+
+
+@st.composite
+def grpo_batches(draw):
+    P = draw(st.integers(1, 4))
+    G = draw(st.integers(2, 5))
+    rewards = np.array(draw(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=P * G,
+                                     max_size=P * G))).reshape(P, G)
+    lengths = np.array(draw(st.lists(st.integers(1, 2000), min_size=P * G,
+                                     max_size=P * G)), float)
+    lam = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]))
+    floor = draw(st.sampled_from([0.0, 0.2]))
+    return rewards, lengths, lam, floor
+
+
+@settings(max_examples=150, deadline=None)
+@given(grpo_batches(), st.integers(0, 2 ** 31))
+def test_weights_make_minibatch_loss_unbiased(batch, loss_seed):
+    rewards, lengths, lam, floor = batch
+    adv = group_advantages(rewards).ravel()
+    if floor == 0.0 and not adv.any():
+        with pytest.raises(ConfigError, match="all advantages are zero"):
+            cost_aware_probs(adv, lengths, lam, floor)
+        return
+    p = cost_aware_probs(adv, lengths, lam, floor)
+    N = adv.size
+    assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
+    score = np.maximum(np.abs(adv), floor) / np.sqrt(lengths)
+    np.testing.assert_allclose(p, (1 - lam) * score / score.sum() + lam / N, rtol=1e-12)
+    w = np.where(p > 0, 1.0 / (N * np.where(p > 0, p, 1.0)), 0.0)
+    # per-response GRPO loss A_i * z_i (z_i stands for -log pi): zero where A_i = 0
+    z = np.random.default_rng(loss_seed).normal(size=N)
+    pg_loss = adv * z
+    assert np.sum(p * w * pg_loss) == pytest.approx(pg_loss.mean(), abs=1e-12)
+    if (p > 0).all():  # lam > 0 or floor > 0: any per-response loss (KL, entropy) is unbiased
+        assert np.sum(p * w * z) == pytest.approx(z.mean(), abs=1e-12)
+
+
+def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
+    rewards = np.array([[1, 0, 0, 0], [1, 1, 0, 1], [0, 0, 0, 0]], float)
+    lengths = np.array([[50, 400, 120, 900], [30, 60, 700, 200], [100, 100, 100, 100]], float)
+    loss = np.random.default_rng(0).normal(size=12)
+    adv = group_advantages(rewards).ravel()
+    full = np.mean(adv * loss)
+    est = []
+    for step in range(4000):
+        b = cost_aware_batch(rewards, lengths, batch_size=8, lam=0.1, seed=3, step=step)
+        est.append(np.mean(b.weights * adv[b.indices] * loss[b.indices]))
+        assert b.tokens == pytest.approx(lengths.ravel()[b.indices].sum())
+    est = np.array(est)
+    se = est.std(ddof=1) / np.sqrt(est.size)
+    assert abs(est.mean() - full) < 4 * se
+    # and cost-aware batches are cheaper than uniform ones: E tokens = B sum p_i len_i
+    p = cost_aware_probs(adv, lengths, 0.1)
+    assert 8 * p @ lengths.ravel() < 8 * lengths.mean()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cost_aware_batch([[1, 1], [0, 0]], [[1, 2], [3, 4]], 4), "all advantages are zero"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 4, lam=1.2), "lam=1.2"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, -2]], 4), r"lengths\[1\]=-2.0"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2, 3]], 4), "lengths has 3 entries"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 0), "batch_size=0"),
+    (lambda: cost_aware_batch([1, 0], [1, 2], 2), "2-D array"),
+    (lambda: cost_aware_probs([1.0, -1.0], [1, 1], floor=-1), "floor=-1"),
+    (lambda: GRPOConfig(lam=-0.5), "lam=-0.5"),
+    (lambda: GRPOConfig(group=1), "group=1"),
+])
+def test_bad_grpo_inputs(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+def test_floor_keeps_all_zero_batches_usable():
+    b = cost_aware_batch([[1, 1], [0, 0]], [[1, 4], [1, 4]], 4, lam=0.0, floor=0.5)
+    np.testing.assert_allclose(b.probs, [1 / 3, 1 / 6, 1 / 3, 1 / 6])
+
+
+TINY = dict(seeds=4, n_train=32, n_test=32, n_steps=40, eval_every=10, prompts=8, batch=16)
+
+
+def test_grpo_experiment_trains_and_counts_tokens():
+    curves = run_grpo(GRPOConfig(**TINY), progress=False)
+    for arm in ("uniform", "cost_aware"):
+        a = curves.filter(curves["arm"] == arm).sort(["seed", "eval"])
+        acc = a["accuracy"].to_numpy().reshape(4, -1)
+        tok = a["tokens"].to_numpy().reshape(4, -1)
+        assert (acc[:, -1] > acc[:, 0] + 0.05).all()  # a genuinely trained policy
+        assert (np.diff(tok, axis=1) >= 0).all() and (tok[:, 0] == 0).all()
+    init = curves.filter(curves["eval"] == 0).sort(["seed", "arm"])["accuracy"].to_numpy()
+    np.testing.assert_array_equal(init[0::2], init[1::2])  # same task per seed in both arms
+    s = summarize_grpo(curves)
+    per_step = s.filter(s["metric"] == "token_saving_per_step").row(0, named=True)
+    assert 0.0 < per_step["mean"] < 1.0
+
+
+def test_uniform_arm_is_plain_grpo_minibatch():
+    p = np.empty(6)
+    nb.grpo_probs_nb(np.array([1.0, -1, 0, 0, 2, -2]), np.arange(1.0, 7.0), nb.ARM_UNIFORM, 0.1,
+                     0.0, p)
+    np.testing.assert_array_equal(p, np.full(6, 1 / 6))  # weights 1 / (N p) = 1
+
+
+def test_grpo_does_not_depend_on_thread_count_or_chunking():
+    cfg = GRPOConfig(**TINY)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = run_grpo(cfg, progress=False, chunk=4)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = run_grpo(cfg, progress=False, chunk=1)
+    finally:
+        numba.set_num_threads(before)
+    assert one.equals(two)

@@ -1,0 +1,112 @@
+"""Sampling distributions, S/C/J and unbiasedness of importance-weighted gradients."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastsim.costaware import (cost_factor, expected_cost, optimal_cost_factor, ratio_table,
+                               sampling_distribution, second_moment)
+from fastsim.costaware.sgd import ProblemConfig, make_problem
+from fastsim.errors import ConfigError
+from kernels import costaware as nbc
+from kernels import costaware_sgd as nbs
+from kernels.rng import uniform_nb
+
+positive = st.floats(0.01, 100.0, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def instances(draw):
+    n = draw(st.integers(2, 12))
+    G = np.array(draw(st.lists(positive, min_size=n, max_size=n)))
+    c = np.array(draw(st.lists(positive, min_size=n, max_size=n)))
+    w = np.array(draw(st.lists(st.floats(1e-3, 1.0), min_size=n, max_size=n)))
+    return G, c, w / w.sum()
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances())
+def test_optimal_attains_closed_form_and_beats_random(inst):
+    G, c, p_random = inst
+    p_star = sampling_distribution(G, c, "optimal")
+    j_star = cost_factor(G, c, p_star)
+    closed = optimal_cost_factor(G, c)
+    assert j_star == pytest.approx(closed, rel=1e-10)
+    assert closed == pytest.approx(np.mean(G * np.sqrt(c)) ** 2, rel=1e-12)
+    assert cost_factor(G, c, p_random) >= closed * (1 - 1e-10)
+    for s in ("uniform", "gradient_norm", "cost_only"):
+        for lam in (0.0, 0.3):
+            assert cost_factor(G, c, sampling_distribution(G, c, s, lam)) >= closed * (1 - 1e-10)
+
+
+def test_golden_two_samples():
+    # G = (1, 1), c = (1, 4): p* = (2/3, 1/3), J* = ((1 + 2) / 2)^2 = 2.25; uniform 1 * 2.5
+    p = sampling_distribution([1.0, 1.0], [1.0, 4.0], "optimal")
+    np.testing.assert_allclose(p, [2 / 3, 1 / 3], rtol=1e-12)
+    assert second_moment([1.0, 1.0], p) == pytest.approx(0.25 * (1.5 + 3.0))
+    assert expected_cost([1.0, 4.0], p) == pytest.approx(2.0)
+    assert cost_factor([1.0, 1.0], [1.0, 4.0], p) == pytest.approx(2.25)
+    assert cost_factor([1.0, 1.0], [1.0, 4.0], [0.5, 0.5]) == pytest.approx(2.5)
+
+
+def test_strategy_definitions_and_mixing():
+    rng = np.random.default_rng(3)
+    G, c = rng.lognormal(size=20), rng.lognormal(size=20)
+    cases = {"uniform": np.ones(20), "gradient_norm": G, "cost_only": 1 / np.sqrt(c),
+             "optimal": G / np.sqrt(c)}
+    for name, score in cases.items():
+        q = score / score.sum()
+        np.testing.assert_allclose(sampling_distribution(G, c, name), q, rtol=1e-12)
+        np.testing.assert_allclose(sampling_distribution(G, c, name, 0.25), 0.75 * q + 0.25 / 20,
+                                   rtol=1e-12)
+    uni = ratio_table(G, c, ["uniform"])["J_cost_units"].item()
+    assert uni == pytest.approx(np.mean(G ** 2) * np.mean(c), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["least_squares", "logistic"])
+def test_importance_weighted_gradient_is_unbiased_exactly(kind):
+    pr = make_problem(ProblemConfig(kind=kind, n=12, d=3, cost_sigma=1.0, reg=0.1))
+    rng = np.random.default_rng(0)
+    g = np.empty(3)
+    for strategy in ("uniform", "gradient_norm", "cost_only", "optimal"):
+        p = sampling_distribution(pr.G, pr.c, strategy, 0.0)
+        for _ in range(5):
+            x = rng.normal(size=3)
+            x *= pr.radius * rng.uniform() / np.linalg.norm(x)
+            full = np.zeros(3)
+            expect = np.zeros(3)
+            second = 0.0
+            for i in range(12):
+                nbs.sample_gradient_nb(pr.code, pr.A, pr.b, 0.1, i, x, g)
+                full += g / 12
+                expect += p[i] * g / (12 * p[i])
+                second += p[i] * np.sum((g / (12 * p[i])) ** 2)
+            np.testing.assert_allclose(expect, full, rtol=1e-12, atol=1e-14)
+            # the second moment is bounded by S(p) inside the projection ball
+            assert second <= second_moment(pr.G, p) * (1 + 1e-12)
+
+
+def test_draws_follow_p_and_skip_zero_mass():
+    p = np.array([0.5, 0.0, 0.2, 0.3, 0.0])
+    cdf = np.cumsum(p)
+    draws = np.array([nbc.draw_index_nb(cdf, uniform_nb(5, 0, 0, t, 110)) for t in range(20000)])
+    freq = np.bincount(draws, minlength=5) / draws.size
+    assert freq[1] == 0 and freq[4] == 0
+    np.testing.assert_allclose(freq, p, atol=0.015)
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: sampling_distribution([1.0, 1.0], [1.0, -2.0]), "costs[1]"),
+    (lambda: sampling_distribution([1.0, 1.0], [1.0, 0.0]), "costs[1]"),
+    (lambda: sampling_distribution([1.0, -1.0], [1.0, 1.0]), "gradient_bounds[1]"),
+    (lambda: sampling_distribution([0.0, 0.0], [1.0, 1.0]), "all zero"),
+    (lambda: sampling_distribution([1.0], [1.0, 1.0]), "must match"),
+    (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], lam=1.5), "lam=1.5"),
+    (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], lam=-0.1), "lam=-0.1"),
+    (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], "best"), "strategy='best'"),
+    (lambda: ProblemConfig(cost_corr=2.0), "cost_corr=2.0"),
+    (lambda: ProblemConfig(kind="svm"), "kind='svm'"),
+])
+def test_bad_inputs_raise_clear_errors(call, field):
+    with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        call()

@@ -1,0 +1,132 @@
+"""Cost-aware SGD simulator: exact optimum, bounds, reference agreement, thread invariance."""
+import math
+
+import numba
+import numpy as np
+import pytest
+
+from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, make_problem, run_sgd,
+                                   summarize_sgd)
+from fastsim.errors import ConfigError
+from kernels import costaware_sgd as nbs
+from kernels.rng import uniform_nb
+
+
+@pytest.mark.parametrize("kind", ["least_squares", "logistic"])
+def test_optimum_is_stationary_and_bounds_hold(kind):
+    pr = make_problem(ProblemConfig(kind=kind, n=40, d=4, reg=0.05, cost_sigma=1.0))
+    g = np.empty(4)
+    full = np.zeros(4)
+    for i in range(40):
+        nbs.sample_gradient_nb(pr.code, pr.A, pr.b, 0.05, i, pr.x_star, g)
+        full += g / 40
+    assert np.linalg.norm(full) < 1e-10
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        x = rng.normal(size=4)
+        x *= pr.radius * rng.uniform() / np.linalg.norm(x)
+        f = nbs.full_loss_nb(pr.code, pr.A, pr.b, 0.05, x)
+        assert f >= pr.f_star - 1e-12
+        for i in range(40):
+            nbs.sample_gradient_nb(pr.code, pr.A, pr.b, 0.05, i, x, g)
+            assert np.linalg.norm(g) <= pr.G[i] * (1 + 1e-12)
+
+
+def test_costs_are_normalised_and_correlated_as_asked():
+    def rank_corr(a, b):
+        ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+        return np.corrcoef(ra, rb)[0, 1]
+    for corr, sign in ((0.9, 1), (-0.9, -1)):
+        pr = make_problem(ProblemConfig(n=400, d=4, cost_sigma=1.0, cost_corr=corr))
+        assert pr.c.mean() == pytest.approx(1.0, rel=1e-12)
+        assert sign * rank_corr(pr.c, np.linalg.norm(pr.A, axis=1)) > 0.5
+    pareto = make_problem(ProblemConfig(n=400, d=4, cost_dist="pareto", cost_alpha=1.2))
+    assert pareto.c.max() / np.median(pareto.c) > 10  # heavy tail
+
+
+def reference_sgd(pr, p, step, s_bound, gap_target, max_steps, seed, rep):
+    """Slow, obvious re-implementation of one replication (same RNG coordinates)."""
+    n, d = pr.A.shape
+    reg = pr.config.reg
+    cdf = np.cumsum(p)
+    x = np.zeros(d)
+    xbar = np.zeros(d)
+    cost, next_check = 0.0, 1
+    for t in range(max_steps):
+        u = uniform_nb(seed, rep, 0, t, 110)
+        i = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+        z = pr.A[i] @ x
+        if pr.config.kind == "least_squares":
+            s = z - pr.b[i]
+        else:
+            s = -pr.b[i] / (1 + math.exp(pr.b[i] * z))
+        grad = s * pr.A[i] + reg * x
+        eta = (2 * pr.radius / math.sqrt(s_bound * (t + 1)) if step == "convex"
+               else 2 / (pr.mu * (t + 2)))
+        x = x - eta / (n * p[i]) * grad
+        if np.linalg.norm(x) > pr.radius:
+            x *= pr.radius / np.linalg.norm(x)
+        cost += pr.c[i]
+        w = 1 / (t + 1) if step == "convex" else 2 / (t + 2)
+        xbar = xbar + w * (x - xbar)
+        if t + 1 >= next_check:
+            gap = nbs.full_loss_nb(pr.code, pr.A, pr.b, reg, xbar) - pr.f_star
+            if gap <= gap_target:
+                return cost, t + 1
+            next_check = max(t + 2, int((t + 1) * 1.01))
+    return np.nan, -1
+
+
+@pytest.mark.parametrize("kind", ["least_squares", "logistic"])
+@pytest.mark.parametrize("step", ["convex", "strongly_convex"])
+def test_kernel_agrees_with_reference(kind, step):
+    pr = make_problem(ProblemConfig(kind=kind, n=16, d=3, reg=0.1, cost_sigma=1.0))
+    cfg = SGDConfig(step=step, eps=0.05, replications=3, strategies=("uniform", "optimal"),
+                    max_steps=200_000, seed=4)
+    runs = run_sgd(pr, cfg, progress=False)
+    from fastsim.costaware import sampling_distribution, second_moment
+    for s in ("uniform", "optimal"):
+        p = sampling_distribution(pr.G, pr.c, s)
+        got = runs.filter(runs["strategy"] == s).sort("replication")
+        for r in range(3):
+            cost, steps = reference_sgd(pr, p, step, second_moment(pr.G, p),
+                                        0.05 * (pr.f0 - pr.f_star), 200_000, 4, r)
+            assert got["steps"][r] == steps
+            assert got["cost_units"][r] == pytest.approx(cost, rel=1e-9)
+
+
+def test_results_do_not_depend_on_thread_count():
+    pr = make_problem(ProblemConfig(n=32, d=3, cost_sigma=1.0))
+    cfg = SGDConfig(eps=0.05, replications=8)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = run_sgd(pr, cfg, progress=False)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = run_sgd(pr, cfg, progress=False)
+    finally:
+        numba.set_num_threads(before)
+    assert one.equals(two)
+
+
+def test_optimal_sampling_is_cheaper_when_costs_vary():
+    pr = make_problem(ProblemConfig(n=64, d=4, cost_sigma=1.5))
+    cfg = SGDConfig(step="convex", eps=0.02, replications=48)
+    summary = summarize_sgd(run_sgd(pr, cfg, progress=False), pr)
+    uni = summary.filter(summary["strategy"] == "uniform").row(0, named=True)
+    assert uni["reached_frac"] == 1.0
+    assert uni["predicted_ratio"] > 2.0
+    assert uni["simulated_ratio_lo"] > 1.5  # uniform costs clearly more than p*
+    opt = summary.filter(summary["strategy"] == "optimal").row(0, named=True)
+    assert opt["simulated_ratio"] == 1.0 and opt["predicted_ratio"] == 1.0
+
+
+def test_bad_sgd_config():
+    with pytest.raises(ConfigError, match="eps=0"):
+        SGDConfig(eps=0)
+    with pytest.raises(ConfigError, match="step='adam'"):
+        SGDConfig(step="adam")
+    with pytest.raises(ConfigError, match="strategies='fast'"):
+        SGDConfig(strategies=("uniform", "fast"))
+    with pytest.raises(ConfigError, match="reg=0"):
+        ProblemConfig(kind="logistic", reg=0.0)

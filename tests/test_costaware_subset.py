@@ -1,0 +1,84 @@
+"""Bias-budgeted subset selection: greedy vs exact within the knapsack bound."""
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastsim.costaware import make_problem, select_subset, subset_distribution, subset_report
+from fastsim.costaware.sgd import ProblemConfig
+from fastsim.errors import ConfigError
+
+positive = st.floats(0.01, 50.0, allow_nan=False)
+
+
+@st.composite
+def knapsacks(draw, max_n=10):
+    n = draw(st.integers(1, max_n))
+    G = np.array(draw(st.lists(positive, min_size=n, max_size=n)))
+    c = np.array(draw(st.lists(positive, min_size=n, max_size=n)))
+    frac = draw(st.floats(0.0, 1.0))
+    return G, c, frac * G.mean()
+
+
+@settings(max_examples=200, deadline=None)
+@given(knapsacks())
+def test_greedy_respects_gamma_and_is_within_bound_of_exact(inst):
+    G, c, gamma = inst
+    g = select_subset(G, c, gamma, "greedy")
+    e = select_subset(G, c, gamma, "exact")
+    n = G.size
+    assert g.bias_bound <= gamma * (1 + 1e-12) + 1e-15
+    assert e.bias_bound <= gamma * (1 + 1e-9) + 1e-15
+    assert g.bias_bound == pytest.approx(G[~g.keep].sum() / n)
+    # exact is optimal, greedy is within the value of its critical sample
+    assert e.w_kept <= g.w_kept + 1e-9 * g.w_all
+    assert g.w_kept - e.w_kept <= g.critical_value + 1e-9 * g.w_all
+    # greedy keeps a cheapest-first prefix
+    if (~g.keep).any() and g.keep.any():
+        assert c[g.keep].max() <= c[~g.keep].min()
+
+
+@settings(max_examples=60, deadline=None)
+@given(knapsacks(max_n=7))
+def test_exact_matches_brute_force(inst):
+    G, c, gamma = inst
+    n = G.size
+    best = np.inf
+    for dropped in itertools.product([0, 1], repeat=n):
+        d = np.array(dropped, bool)
+        if G[d].sum() / n <= gamma:
+            best = min(best, float((G[~d] * np.sqrt(c[~d])).sum()))
+    assert select_subset(G, c, gamma, "exact").w_kept == pytest.approx(best, rel=1e-9, abs=1e-12)
+
+
+def test_golden_subset():
+    # drop 9 (bias 1/3 <= 0.4), then 2 would make 2/3: stop.  W = 1 + sqrt 2 vs 1 + sqrt2 + 3
+    s = select_subset([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], 0.4)
+    assert s.keep.tolist() == [True, True, False]
+    assert s.predicted_cost_saving == pytest.approx(1 - ((1 + 2 ** 0.5) / (4 + 2 ** 0.5)) ** 2)
+    assert s.critical_value == pytest.approx(2 ** 0.5)
+    p = subset_distribution([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], s.keep)
+    assert p[2] == 0.0 and p.sum() == pytest.approx(1.0)
+
+
+def test_report_bias_paid_grows_from_zero():
+    pr = make_problem(ProblemConfig(n=64, d=4, cost_sigma=1.5))
+    rep = subset_report(pr, [0.0, 0.05, 0.2])
+    assert rep["n_kept"].to_list()[0] == 64
+    assert rep["excess_loss"][0] == pytest.approx(0.0, abs=1e-12)
+    assert rep["predicted_cost_saving"][0] == pytest.approx(0.0, abs=1e-12)
+    assert rep["predicted_cost_saving"][2] > rep["predicted_cost_saving"][1] > 0
+    assert rep["excess_loss"][2] > 0
+
+
+def test_bad_subset_inputs():
+    with pytest.raises(ConfigError, match="gamma=-1"):
+        select_subset([1.0], [1.0], -1)
+    with pytest.raises(ConfigError, match="n <= 22"):
+        select_subset(np.ones(30), np.ones(30), 0.1, "exact")
+    with pytest.raises(ConfigError, match="method='dp'"):
+        select_subset([1.0], [1.0], 0.1, "dp")
+    with pytest.raises(ConfigError, match=r"costs\[0\]"):
+        select_subset([1.0], [-1.0], 0.1)
