@@ -1,0 +1,452 @@
+"""Slow, obviously correct reference of the workload and of one cluster's simulation.
+
+Written from ``MODEL.md`` sections 2-8 and ``docs/model.md`` only, never from the engine's
+kernels: the numba engine must agree with it (after stumpy's ``tests/naive.py``).  The
+only things borrowed from the package are the random primitive (``kernels.rng``), the
+integer codes (``kernels.codes``) and the configs.
+
+* ``reference_workload`` draws one cluster with plain loops and the ``math`` module,
+  following the random-draw table of ``docs/model.md``.
+* ``reference_simulate`` is an event-driven simulator of one cluster.  Every arrival,
+  every evaluation of every running job and every end is a scheduling point, and the
+  allocation is recomputed from scratch at each of them (no skipped evaluations).  The
+  stop policies are evaluated online, from the observations up to the current evaluation.
+* ``reference_cluster_metrics`` computes the per-cluster metrics of docs/model.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernels import codes as K
+from kernels.rng import normal_nb, uniform_nb
+
+# --------------------------------------------------------------------------- workload
+
+_TYPES = (K.LORA, K.DPO, K.RLHF)
+
+
+def _U(seed, c, j, e, stream):
+    return float(uniform_nb(seed, c, j, e, stream))
+
+
+def _N(seed, c, j, e, stream):
+    return float(normal_nb(seed, c, j, e, stream))
+
+
+def _between(pair, u):
+    lo, hi = pair
+    return lo + (hi - lo) * u
+
+
+def reference_arrival_rate(cfg) -> float:
+    """``lambda = load * G / sum_t mix[t] * mean(demands[t]) * median[t] * exp(log_sd^2 / 2)``."""
+    mix = cfg.mix_fractions
+    demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
+    medians = (cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h)
+    work = 0.0
+    for t in range(3):
+        mean_d = sum(demands[t]) / len(demands[t])
+        work += mix[t] * mean_d * medians[t] * math.exp(cfg.log_sd ** 2 / 2.0)
+    return cfg.load * cfg.gpus / work
+
+
+def gold_rl(u, ustar, height):
+    """Gao et al. (2023) form ``h x (1 - ln x)``, ``x = u / u*``; ``gold(0) = 0``."""
+    if u <= 0.0:
+        return 0.0
+    x = u / ustar
+    return height * x * (1.0 - math.log(x))
+
+
+def gold_saturating(u, tau, height):
+    return height * (1.0 - math.exp(-u / tau))
+
+
+def loss_curve(u, loss0, loss_inf, loss_tau):
+    return loss_inf + (loss0 - loss_inf) / (1.0 + u / loss_tau)
+
+
+def reference_workload(cfg, seed: int, cluster: int) -> dict:
+    """One cluster's jobs, drawn job by job from the table of docs/model.md.
+
+    ``cluster`` is the global cluster number (the coordinate of its random draws).
+    Returns numpy arrays named like ``fastsim.workload.Workload``'s fields, ``[J]`` or
+    ``[J, E]``, plus ``cluster`` (an int).
+    """
+    J, E = cfg.n_jobs, cfg.n_evals
+    mix = cfg.mix_fractions
+    cum_mix = [mix[0], mix[0] + mix[1], mix[0] + mix[1] + mix[2]]
+    demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
+    medians = (cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h)
+    lam = reference_arrival_rate(cfg)
+    out = {
+        "job_type": np.zeros(J, np.int8), "gpus": np.zeros(J, np.int32),
+        "arrival_h": np.zeros(J), "duration_h": np.zeros(J), "t_est_h": np.zeros(J),
+        "hacking": np.zeros(J, np.bool_), "ustar": np.zeros(J), "height": np.zeros(J),
+        "tau": np.zeros(J), "loss0": np.zeros(J), "loss_inf": np.zeros(J),
+        "loss_tau": np.zeros(J), "gold": np.zeros((J, E)), "score": np.zeros((J, E)),
+        "loss": np.zeros((J, E)), "peak_eval": np.zeros(J, np.int32),
+    }
+    s, c = seed, cluster
+    arrival = 0.0
+    for j in range(J):
+        u = _U(s, c, j, 0, K.S_TYPE)
+        t = _TYPES[-1]
+        for cand in _TYPES:
+            if u < cum_mix[cand]:
+                t = cand
+                break
+        n_t = len(demands[t])
+        u = _U(s, c, j, 0, K.S_GPUS)
+        gpus = demands[t][min(int(math.floor(u * n_t)), n_t - 1)]
+        T = medians[t] * math.exp(cfg.log_sd * _N(s, c, j, 0, K.S_DURATION))
+        T_est = T * math.exp(cfg.est_sigma * _N(s, c, j, 0, K.S_ESTIMATE))
+        u = _U(s, c, j, 0, K.S_HACKING)
+        if t == K.RLHF:
+            hacking = u < cfg.base_rate
+        elif t == K.DPO:
+            hacking = u < cfg.dpo_base_rate
+        else:
+            hacking = False
+        u = _U(s, c, j, 0, K.S_USTAR)
+        if hacking:
+            ustar = _between(cfg.ustar_hacking, u)
+        elif t == K.RLHF:
+            ustar = _between(cfg.ustar_healthy, u)
+        else:
+            ustar = math.nan
+        height = _between(cfg.height, _U(s, c, j, 0, K.S_HEIGHT))
+        tau = _between(cfg.tau, _U(s, c, j, 0, K.S_TAU))
+        loss0 = _between(cfg.loss0, _U(s, c, j, 0, K.S_LOSS0))
+        loss_inf = _between(cfg.loss_inf, _U(s, c, j, 0, K.S_LOSSINF))
+        loss_tau = _between(cfg.loss_tau, _U(s, c, j, 0, K.S_LOSSTAU))
+        arrival = arrival + (-math.log(1.0 - _U(s, c, j, 0, K.S_ARRIVAL)) / lam)
+        rl_form = t == K.RLHF or hacking  # hacking DPO uses the RL form too
+        best, peak = -math.inf, 0
+        for e in range(1, E + 1):
+            ue = e / E
+            g = gold_rl(ue, ustar, height) if rl_form else gold_saturating(ue, tau, height)
+            out["gold"][j, e - 1] = g
+            out["score"][j, e - 1] = g + cfg.sigma * _N(s, c, j, e, K.S_EVAL_NOISE)
+            out["loss"][j, e - 1] = (loss_curve(ue, loss0, loss_inf, loss_tau)
+                                     + cfg.loss_sigma * _N(s, c, j, e, K.S_LOSS_NOISE))
+            if g > best:  # strict: the first maximiser
+                best, peak = g, e
+        for name, v in (("job_type", t), ("gpus", gpus), ("arrival_h", arrival),
+                        ("duration_h", T), ("t_est_h", T_est), ("hacking", hacking),
+                        ("ustar", ustar), ("height", height), ("tau", tau), ("loss0", loss0),
+                        ("loss_inf", loss_inf), ("loss_tau", loss_tau), ("peak_eval", peak)):
+            out[name][j] = v
+    out["cluster"] = int(cluster)
+    return out
+
+
+def jobs_of(workload, row: int) -> dict:
+    """Row ``row`` of a ``fastsim.workload.Workload`` as the dict ``reference_simulate`` takes."""
+    names = ("job_type", "gpus", "arrival_h", "duration_h", "t_est_h", "hacking", "ustar",
+             "height", "tau", "loss0", "loss_inf", "loss_tau", "gold", "score", "loss",
+             "peak_eval")
+    d = {n: np.asarray(getattr(workload, n)[row]) for n in names}
+    d["cluster"] = int(workload.cluster_ids[row])
+    return d
+
+
+# --------------------------------------------------------------------------- simulation
+
+PREEMPTIVE = ("srtf_est", "loss_aware", "tiresias")
+
+
+@dataclass
+class _Job:
+    j: int
+    type: int
+    gpus: int
+    arrival: float
+    T: float
+    T_est: float
+    hacking: bool
+    in_scope: bool
+    peak: int
+    arrived: bool = False
+    running: bool = False
+    ended: bool = False
+    has_held: bool = False
+    attained: float = 0.0   # service that advances progress
+    owed: float = 0.0       # resume overhead not yet paid
+    evals_done: int = 0
+    decline_run: int = 0
+    demoted: bool = False
+    stopped: bool = False
+    trigger: int = 0
+    delivered: int = 0
+    start: float = math.nan
+    end: float = math.nan
+    n_preempt: int = 0
+    seg_start: float = math.nan
+    segments: list = field(default_factory=list)
+    peak_time: float = math.nan  # instant service reached peak * T / E
+
+
+@dataclass
+class ReferenceRun:
+    """``jobs``: one dict per job (columns of the engine's per-job frame);
+    ``segments``: ``(job, start_h, end_h)`` for every stretch a job held its GPUs."""
+
+    jobs: list
+    segments: list
+
+
+def _service(e: int, T: float, E: int) -> float:
+    return e * T / E
+
+
+def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceRun:
+    """Simulate one cluster exactly, event by event.  ``jobs`` as ``reference_workload``
+    returns it (``cluster`` optional, default 0).  ``trace``, if a list, receives
+    ``(time, [(job, demoted, key, running, attained, owed), ...])`` after every
+    scheduling point, in priority order (for debugging disagreements).
+
+    Resolutions of points docs/model.md leaves implicit:
+    * ``in_scope`` follows ``policy.scope`` for every policy, ``none`` included (so under
+      ``none`` hacking jobs in scope are false negatives, recall is 0).
+    * Wasted compute is every hour held after the *instant* of the peak evaluation, so
+      resume overhead paid while service still sits at the peak's service point counts;
+      a hacking job that ends before its peak evaluation wastes nothing.
+    * ``stopped`` is true for a stop trigger at the last evaluation too (``demoted``
+      likewise for ``deprioritize``); ``regret_mean`` is over all jobs."""
+    G = cfg.workload.gpus
+    overhead = cfg.workload.preempt_overhead_h
+    sched = cfg.scheduler.name
+    backfill = cfg.scheduler.backfill
+    thresholds = cfg.scheduler.thresholds_gpu_h
+    pol = cfg.policy
+    score = np.asarray(jobs["score"], dtype=float)
+    loss = np.asarray(jobs["loss"], dtype=float)
+    gold = np.asarray(jobs["gold"], dtype=float)
+    J, E = score.shape
+    cluster = int(jobs.get("cluster", 0))
+
+    js = []
+    for j in range(J):
+        t = int(jobs["job_type"][j])
+        js.append(_Job(
+            j=j, type=t, gpus=int(jobs["gpus"][j]), arrival=float(jobs["arrival_h"][j]),
+            T=float(jobs["duration_h"][j]), T_est=float(jobs["t_est_h"][j]),
+            hacking=bool(jobs["hacking"][j]),
+            in_scope=(pol.scope == "all" or t == K.RLHF),
+            peak=int(jobs["peak_eval"][j])))
+
+    def key(x: _Job) -> float:
+        if sched == "fifo":
+            return 0.0
+        if sched == "sjf_est":
+            return x.T_est
+        if sched == "srtf_est":
+            return max(x.T_est - x.attained, 0.0)
+        if sched == "loss_aware":
+            e = x.evals_done
+            if e < 2:
+                return -math.inf
+            l_prev, l_last = loss[x.j, e - 2], loss[x.j, e - 1]
+            gpu_h = x.gpus * (_service(e, x.T, E) - _service(e - 1, x.T, E))
+            return -((l_prev - l_last) / l_prev / gpu_h)
+        if sched == "tiresias":
+            return float(sum(1 for th in thresholds if x.gpus * x.attained >= th))
+        raise ValueError(sched)
+
+    def detect(x: _Job, e: int) -> str | None:
+        """The stop policy's action at evaluation ``e`` from observations up to ``e``."""
+        if e >= 2 and score[x.j, e - 1] < score[x.j, e - 2]:
+            x.decline_run += 1
+        else:
+            x.decline_run = 0
+        if not x.in_scope or x.demoted:
+            return None
+        name = pol.name
+        if name == "evalstop" and x.decline_run >= pol.k:
+            return "stop"
+        if name == "deprioritize" and x.decline_run >= pol.k:
+            return "demote"
+        if name == "stop_at" and _service(e, x.T, E) / x.T_est >= pol.f:
+            return "stop"
+        if name == "loss_plateau" and e > pol.w:
+            l_then = loss[x.j, e - pol.w - 1]
+            if (l_then - loss[x.j, e - 1]) / l_then < pol.tol:
+                return "stop"
+        if name == "oracle" and x.hacking and e == x.peak:
+            return "stop"
+        return None
+
+    def pause(x: _Job, t: float):
+        x.running = False
+        x.segments.append((x.seg_start, t))
+
+    def run(x: _Job, t: float):
+        x.running = True
+        x.seg_start = t
+        if x.has_held:
+            x.owed += overhead  # resuming a paused job
+        else:
+            x.start = t
+        x.has_held = True
+
+    now = -math.inf
+    while not all(x.ended for x in js):
+        # next scheduling point
+        t_next = math.inf
+        for x in js:
+            if not x.arrived:
+                t_next = min(t_next, x.arrival)
+            if x.running:
+                ev = now + x.owed + (_service(x.evals_done + 1, x.T, E) - x.attained)
+                t_next = min(t_next, ev)
+        assert math.isfinite(t_next), "stuck: nothing running, nothing arriving"
+        dt = t_next - now  # inf before the first arrival, when nothing runs
+        firing = []
+        for x in js:
+            if not x.running:
+                continue
+            ev = now + x.owed + (_service(x.evals_done + 1, x.T, E) - x.attained)
+            if ev == t_next:
+                firing.append(x)
+                x.owed = 0.0
+                x.attained = _service(x.evals_done + 1, x.T, E)
+            else:
+                pay = min(x.owed, dt)
+                x.owed -= pay
+                x.attained += dt - pay
+        now = t_next
+        # apply every event of this instant: evaluations (and the ends they cause)
+        for x in firing:
+            x.evals_done += 1
+            e = x.evals_done
+            if e == x.peak:
+                x.peak_time = now
+            act = detect(x, e)
+            if act is not None and x.trigger == 0:
+                x.trigger = e
+                if act == "stop":
+                    x.stopped = True
+                    x.delivered = e - pol.k if pol.name == "evalstop" else e
+                else:
+                    x.demoted = True
+            if x.stopped or e == E:
+                if not x.stopped:
+                    x.delivered = E
+                pause(x, now)
+                x.ended = True
+                x.end = now
+        for x in js:
+            if not x.arrived and x.arrival == now:
+                x.arrived = True
+        # recompute the allocation from scratch
+        active = [x for x in js if x.arrived and not x.ended]
+        order = sorted(active, key=lambda x: (x.demoted, key(x), x.j))
+        if sched in PREEMPTIVE:
+            free = G
+            chosen = set()
+            for x in order:
+                if x.gpus <= free:
+                    chosen.add(x.j)
+                    free -= x.gpus
+            for x in order:
+                if x.running and x.j not in chosen:
+                    pause(x, now)
+                    x.n_preempt += 1
+            for x in order:
+                if not x.running and x.j in chosen:
+                    run(x, now)
+        else:
+            free = G - sum(x.gpus for x in active if x.running)
+            for x in order:
+                if x.running:
+                    continue
+                if x.gpus <= free:
+                    run(x, now)
+                    free -= x.gpus
+                elif sched == "fifo" and not backfill:
+                    break
+        if trace is not None:
+            trace.append((now, [(x.j, x.demoted, key(x), x.running, x.attained, x.owed)
+                                for x in order]))
+
+    rows, segments = [], []
+    for x in js:
+        held = sum(b - a for a, b in x.segments)
+        jct = x.end - x.arrival
+        delivered_gold = float(gold[x.j, x.delivered - 1])
+        best_gold = float(gold[x.j, x.peak - 1])
+        wasted = 0.0
+        if x.hacking and not math.isnan(x.peak_time):  # else it ended before its peak
+            wasted = x.gpus * sum(max(0.0, b - max(a, x.peak_time)) for a, b in x.segments)
+        rows.append({
+            "cluster": cluster, "job": x.j, "start_h": x.start, "end_h": x.end,
+            "held_h": held, "jct_h": jct, "queue_h": jct - held,
+            "stopped": x.stopped, "demoted": x.demoted,
+            "positive": x.in_scope and (x.stopped or x.demoted), "in_scope": x.in_scope,
+            "trigger_eval": x.trigger, "delivered_eval": x.delivered,
+            "delivered_gold": delivered_gold, "best_gold": best_gold,
+            "regret": best_gold - delivered_gold, "wasted_gpu_h": wasted,
+            "n_preemptions": x.n_preempt,
+        })
+        segments.extend((x.j, a, b) for a, b in x.segments)
+    segments.sort(key=lambda s: (s[1], s[0]))
+    return ReferenceRun(rows, segments)
+
+
+# --------------------------------------------------------------------------- metrics
+
+def _mean_or_nan(v) -> float:
+    return float(np.mean(v)) if len(v) else math.nan
+
+
+def _ratio(a, b) -> float:
+    return a / b if b > 0 else math.nan
+
+
+def reference_cluster_metrics(cfg, jobs: dict, per_job: list) -> dict:
+    """Per-cluster metrics of docs/model.md section Metrics from the per-job rows."""
+    G = cfg.workload.gpus
+    gpus = np.asarray(jobs["gpus"], dtype=float)
+    hacking = np.asarray(jobs["hacking"], dtype=bool)
+    job_type = np.asarray(jobs["job_type"])
+    arrival = np.asarray(jobs["arrival_h"], dtype=float)
+    peak = np.asarray(jobs["peak_eval"])
+    col = lambda k: np.array([r[k] for r in per_job])  # noqa: E731
+    jct, held, end = col("jct_h"), col("held_h"), col("end_h")
+    dgold, positive, in_scope = col("delivered_gold"), col("positive"), col("in_scope")
+    trigger = col("trigger_eval")
+    p50, p95, p99 = np.percentile(jct, [50, 95, 99])
+    makespan = float(end.max() - arrival.min())
+    gpu_h = float(np.sum(gpus * held))
+    wasted = float(np.sum(col("wasted_gpu_h")))
+    tp_mask = in_scope & positive & hacking
+    tp = int(tp_mask.sum())
+    fp = int((in_scope & positive & ~hacking).sum())
+    fn = int((in_scope & ~positive & hacking).sum())
+    tn = int((in_scope & ~positive & ~hacking).sum())
+    return {
+        "jct_mean_h": float(np.mean(jct)), "jct_p50_h": float(p50), "jct_p95_h": float(p95),
+        "jct_p99_h": float(p99), "makespan_h": makespan,
+        "utilization": gpu_h / (G * makespan), "queue_mean_h": float(np.mean(col("queue_h"))),
+        "gpu_h_total": gpu_h, "wasted_gpu_h": wasted, "wasted_share": _ratio(wasted, gpu_h),
+        "gold_hacking": _mean_or_nan(dgold[hacking]),
+        "gold_healthy_rlhf": _mean_or_nan(dgold[(job_type == K.RLHF) & ~hacking]),
+        "gold_all": _mean_or_nan(dgold),
+        "regret_mean": float(np.mean(col("regret"))),
+        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn),
+        "fpr": _ratio(fp, fp + tn),
+        "delay_sum": int(np.sum(trigger[tp_mask] - peak[tp_mask])), "delay_count": tp,
+        "n_stopped": int(col("stopped").sum()),
+    }
+
+
+def reference_cell(cfg, seed: int, cluster: int):
+    """Workload, run and metrics of one cluster: ``(jobs, ReferenceRun, metrics)``."""
+    jobs = reference_workload(cfg.workload, seed, cluster)
+    run = reference_simulate(cfg, jobs)
+    return jobs, run, reference_cluster_metrics(cfg, jobs, run.jobs)

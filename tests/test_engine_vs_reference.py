@@ -1,0 +1,216 @@
+"""The numba engine agrees with the pure-Python reference on many tiny random clusters.
+
+The reference (``tests/reference.py``) processes every evaluation as a scheduling point
+and recomputes the allocation from scratch each time; the engine resolves stop
+decisions up front and skips evaluations that cannot change the allocation.  They must
+agree on every job and every cluster metric, for every base scheduler (FIFO strict and
+with backfill, SJF-Est, SRTF-Est, LossAware, Tiresias) x stop policy pair:
+
+* discrete columns exactly, float columns to ``rtol = atol = 1e-9``;
+* every per-cluster metric (integers exactly, NaN where both are undefined).
+
+The engine runs once per (scheduler, policy, parameters) batch over several clusters.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.workload import generate_workload
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import (jobs_of, reference_cluster_metrics,  # noqa: E402
+                       reference_simulate)
+
+SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias")
+POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
+DISCRETE = ("stopped", "demoted", "positive", "in_scope", "trigger_eval", "delivered_eval",
+            "n_preemptions")
+FLOATS = ("start_h", "end_h", "held_h", "jct_h", "queue_h", "delivered_gold", "best_gold",
+          "regret", "wasted_gpu_h")
+INT_METRICS = ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "n_stopped")
+FLOAT_METRICS = ("jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h",
+                 "utilization", "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share",
+                 "gold_hacking", "gold_healthy_rlhf", "gold_all", "regret_mean", "precision",
+                 "recall", "fpr")
+RTOL = ATOL = 1e-9
+CLUSTERS_PER_CASE = 8
+CASES_PER_PAIR = 4
+
+
+# --------------------------------------------------------------------------- scenarios
+
+def _subset(rng, choices, gpus):
+    ok = [c for c in choices if c <= gpus]
+    n = int(rng.integers(1, len(ok) + 1))
+    return tuple(sorted(int(x) for x in rng.choice(ok, size=n, replace=False)))
+
+
+def random_case(rng, scheduler: str, policy: str):
+    """A random tiny cell (SimConfig, seed, cluster_start) for one scheduler x policy."""
+    gpus = int(rng.choice([8, 12, 16]))
+    n_evals = int(rng.integers(3, 7))
+    mix = tuple(rng.dirichlet([1.0, 1.0, 2.0]))
+    mix = (mix[0], mix[1], 1.0 - mix[0] - mix[1])
+    wc = WorkloadConfig(
+        gpus=gpus, n_jobs=int(rng.integers(4, 13)), load=float(rng.uniform(0.4, 1.8)),
+        mix=mix, demands_lora=_subset(rng, (1, 2, 4), gpus),
+        demands_dpo=_subset(rng, (2, 4, 8), gpus), demands_rlhf=_subset(rng, (4, 8, 12, 16), gpus),
+        median_lora_h=float(rng.uniform(0.5, 2)), median_dpo_h=float(rng.uniform(1, 4)),
+        median_rlhf_h=float(rng.uniform(2, 8)), log_sd=float(rng.uniform(0, 1)),
+        n_evals=n_evals, base_rate=float(rng.uniform(0.2, 0.9)),
+        dpo_base_rate=float(rng.choice([0.0, 0.5])), est_sigma=float(rng.uniform(0, 1)),
+        sigma=float(rng.choice([0.0, 0.02, 0.08, 0.15])),
+        loss_sigma=float(rng.choice([0.0, 0.01, 0.05])),
+        preempt_overhead_h=float(rng.choice([0.0, rng.uniform(0.05, 0.5)])),
+    )
+    name, _, opt = scheduler.partition(":")
+    sc = SchedulerConfig(
+        name=name, backfill=opt == "backfill",
+        thresholds_gpu_h=[(4.0,), (8.0, 32.0), (16.0,), (2.0, 6.0, 20.0)][int(rng.integers(4))])
+    pc = PolicyConfig(
+        name=policy, k=int(rng.integers(1, min(3, n_evals - 1) + 1)),
+        f=float(rng.uniform(0.3, 1.2)), w=int(rng.integers(1, min(2, n_evals - 1) + 1)),
+        tol=float(rng.uniform(0.0, 0.3)), scope=str(rng.choice(["rlhf", "all"])))
+    return SimConfig(wc, sc, pc), int(rng.integers(0, 2**31)), int(rng.integers(0, 1000))
+
+
+def describe(cfg: SimConfig, seed: int, cluster: int) -> str:
+    return (f"scheduler={cfg.scheduler!r}\npolicy={cfg.policy!r}\nworkload={cfg.workload!r}\n"
+            f"seed={seed} cluster={cluster}")
+
+
+# --------------------------------------------------------------------------- comparison
+
+def compare(cfg: SimConfig, seed: int, cluster_start: int, n_clusters: int) -> int:
+    """Run the engine once over the clusters and the reference on each; assert agreement.
+    Returns how many jobs were compared."""
+    from fastsim.api import run_workload
+
+    w = generate_workload(cfg.workload, n_clusters, seed=seed, cluster_start=cluster_start)
+    res = run_workload(cfg, w, keep_jobs=True, record_segments=True)
+    eng_jobs = res.jobs.sort(["cluster", "job"])
+    eng_clusters = res.clusters.sort("cluster")
+    eng_segs = res.segments
+    assert eng_clusters.height == n_clusters
+    n = 0
+    for row in range(n_clusters):
+        cid = int(w.cluster_ids[row])
+        where = describe(cfg, seed, cid)
+        jobs = jobs_of(w, row)
+        ref = reference_simulate(cfg, jobs)
+        ref_m = reference_cluster_metrics(cfg, jobs, ref.jobs)
+        eng = eng_jobs.filter(eng_jobs["cluster"] == cid)
+        assert eng.height == len(ref.jobs), where
+        assert eng["job"].to_list() == list(range(len(ref.jobs))), where
+        for col in DISCRETE:
+            r = [int(x[col]) for x in ref.jobs]
+            e = [int(x) for x in eng[col].to_list()]
+            assert e == r, f"{col}: engine {e} != reference {r}\n{where}"
+        for col in FLOATS:
+            r = np.array([x[col] for x in ref.jobs], dtype=float)
+            e = eng[col].to_numpy().astype(float)
+            np.testing.assert_allclose(e, r, rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{col} (engine vs reference)\n{where}")
+        m = eng_clusters.filter(eng_clusters["cluster"] == cid).to_dicts()[0]
+        for name in INT_METRICS:
+            assert int(m[name]) == ref_m[name], f"{name}: {m[name]} != {ref_m[name]}\n{where}"
+        for name in FLOAT_METRICS:
+            np.testing.assert_allclose(float(m[name]), ref_m[name], rtol=RTOL, atol=ATOL,
+                                       err_msg=f"metric {name}\n{where}")
+        segs = eng_segs.filter(eng_segs["cluster"] == cid).sort(["start_h", "job"])
+        e_segs = list(zip(segs["job"].to_list(), segs["start_h"].to_list(), segs["end_h"].to_list()))
+        assert [s[0] for s in e_segs] == [s[0] for s in ref.segments], f"segments\n{where}"
+        np.testing.assert_allclose(np.array([s[1:] for s in e_segs]).reshape(-1, 2),
+                                   np.array([s[1:] for s in ref.segments]).reshape(-1, 2),
+                                   rtol=RTOL, atol=ATOL, err_msg=f"segments\n{where}")
+        n += len(ref.jobs)
+    return n
+
+
+PAIRS = [(s, p) for s in SCHEDULERS for p in POLICIES]
+
+
+@pytest.mark.parametrize("scheduler,policy", PAIRS, ids=[f"{s}-{p}" for s, p in PAIRS])
+def test_engine_matches_reference(scheduler, policy):
+    rng = np.random.default_rng(100 * SCHEDULERS.index(scheduler) + POLICIES.index(policy))
+    for _ in range(CASES_PER_PAIR):
+        cfg, seed, start = random_case(rng, scheduler, policy)
+        compare(cfg, seed, start, CLUSTERS_PER_CASE)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(scheduler=st.sampled_from(SCHEDULERS), policy=st.sampled_from(POLICIES),
+       case_seed=st.integers(0, 2**32 - 1))
+def test_engine_matches_reference_hypothesis(scheduler, policy, case_seed):
+    cfg, seed, start = random_case(np.random.default_rng(case_seed), scheduler, policy)
+    compare(cfg, seed, start, 3)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("policy", ["none", "evalstop:k=2"])
+def test_engine_matches_reference_default_scale(scheduler, policy):
+    # The defaults' shape (64 GPUs, 10 evaluations, many concurrent jobs), fewer jobs.
+    cfg = SimConfig(WorkloadConfig(n_jobs=60, preempt_overhead_h=0.05),
+                    SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
+    compare(cfg, seed=11, cluster_start=3, n_clusters=2)
+
+
+# --------------------------------------------------------------------------- the reference itself
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(scheduler=st.sampled_from(SCHEDULERS), policy=st.sampled_from(POLICIES),
+       case_seed=st.integers(0, 2**32 - 1))
+def test_reference_invariants(scheduler, policy, case_seed):
+    """Capacity, conservation and ordering properties of the reference's own runs."""
+    cfg, seed, start = random_case(np.random.default_rng(case_seed), scheduler, policy)
+    wc = cfg.workload
+    w = generate_workload(wc, 2, seed=seed, cluster_start=start)
+    for row in range(2):
+        jobs = jobs_of(w, row)
+        run = reference_simulate(cfg, jobs)
+        E = wc.n_evals
+        # capacity is never exceeded (ends before starts at the same instant)
+        edges = sorted([(a, 1, j) for j, a, b in run.segments]
+                       + [(b, -1, j) for j, a, b in run.segments], key=lambda x: (x[0], x[1]))
+        used = 0
+        for _, d, j in edges:
+            used += d * int(jobs["gpus"][j])
+            assert used <= wc.gpus
+        for r in run.jobs:
+            j = r["job"]
+            segs = [(a, b) for jj, a, b in run.segments if jj == j]
+            assert segs, "every job runs"
+            assert all(b > a for a, b in segs)
+            assert all(segs[i][1] <= segs[i + 1][0] for i in range(len(segs) - 1))
+            assert segs[0][0] == r["start_h"] >= jobs["arrival_h"][j]
+            assert segs[-1][1] == r["end_h"]
+            assert math.isclose(r["held_h"], sum(b - a for a, b in segs), rel_tol=1e-12)
+            assert len(segs) == r["n_preemptions"] + 1
+            # held time = service to the end point + resume overhead actually paid
+            last = r["trigger_eval"] if (r["stopped"]) else E
+            service = last * jobs["duration_h"][j] / E
+            overhead = r["held_h"] - service
+            assert overhead >= -1e-9
+            assert overhead <= r["n_preemptions"] * wc.preempt_overhead_h + 1e-9
+            if wc.preempt_overhead_h == 0.0:
+                assert abs(overhead) <= 1e-9
+            assert r["jct_h"] >= r["held_h"] - 1e-9
+            assert 0.0 <= r["wasted_gpu_h"] <= r["held_h"] * jobs["gpus"][j] + 1e-9
+            assert r["regret"] >= -1e-15
+            assert 1 <= r["delivered_eval"] <= E
+            if not r["in_scope"]:
+                assert not (r["stopped"] or r["demoted"]) and r["trigger_eval"] == 0
+        if cfg.scheduler.name in ("fifo", "sjf_est"):
+            assert all(r["n_preemptions"] == 0 for r in run.jobs)
+        if cfg.scheduler.name == "fifo" and not cfg.scheduler.backfill:
+            starts = [r["start_h"] for r in run.jobs]
+            assert starts == sorted(starts), "strict FIFO starts jobs in arrival order"
