@@ -1,0 +1,103 @@
+"""Aggregate a finished sweep into the tables figures and reports read.
+
+Writes, atomically, into the sweep directory:
+
+* ``cells.parquet``: one row per cell: ``cell, label, scheduler, policy, policy_name,
+  baseline, is_baseline, uses_hidden_truth`` and one column per descriptive axis
+  (the sweep's axes plus ``k, sigma, base_rate, load, n_evals, mix``).
+* ``summary.parquet``: ``cells`` columns x ``fastsim.summary.summarize`` rows (``metric,
+  kind, mean, lo, hi, n``), paired against the cell's baseline on identical clusters.
+* ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
+* ``summary.txt``: the same estimates as plain-text tables.
+
+Each cell's clusters are sorted by cluster index first, so the estimates (bootstrap
+included) depend only on which clusters ran, not on chunk order or resumes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from fastsim.summary import format_table, summarize
+from fastsim.sweep.extracts import merge_histograms
+from fastsim.sweep.grid import axis_value
+from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
+
+DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
+
+
+def _column(name: str, values: list) -> pl.Series:
+    nums = [v for v in values if v is not None]
+    if nums and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums) \
+            and any(isinstance(v, float) for v in nums):
+        values = [None if v is None else float(v) for v in values]
+    return pl.Series(name, values, strict=False)
+
+
+def cell_table(store: SweepStore) -> pl.DataFrame:
+    g = store.grid
+    axes = [a for a in g.axes if a not in ("scheduler", "policy")]
+    axes += [a for a in DESCRIPTIVE_AXES if a not in axes]
+    cols: dict[str, list] = {k: [] for k in ("cell", "experiment", "label", "scheduler", "policy",
+                                             "policy_name", "baseline", "is_baseline",
+                                             "uses_hidden_truth")}
+    cols.update({a: [] for a in axes})
+    for c in g.cells:
+        cfg = c.config
+        cols["cell"].append(c.id)
+        cols["experiment"].append(g.name)
+        cols["label"].append(c.label)
+        cols["scheduler"].append(cfg.scheduler.label)
+        cols["policy"].append(cfg.policy.label)
+        cols["policy_name"].append(cfg.policy.name)
+        cols["baseline"].append(c.baseline)
+        cols["is_baseline"].append(c.is_baseline)
+        cols["uses_hidden_truth"].append(cfg.policy.uses_hidden_truth)
+        for a in axes:
+            cols[a].append(axis_value(cfg, a))
+    return pl.DataFrame([_column(k, v) for k, v in cols.items()])
+
+
+def aggregate(store: SweepStore) -> dict[str, Path]:
+    """Aggregate every cell of a complete sweep; returns the written paths."""
+    cells = cell_table(store)
+    # One cell's clusters in memory at a time (plus its baseline, read once per group).
+    order = sorted(store.grid.cells, key=lambda c: (c.baseline or c.id, c.baseline is not None))
+    parts: dict[str, tuple] = {}
+    base_id, base_df = None, None
+    for c in order:
+        clusters = store.read_clusters(c.id)
+        if c.baseline is None:
+            base_id, base_df = c.id, clusters
+            s = summarize(clusters)
+        else:
+            if c.baseline != base_id:
+                base_id, base_df = c.baseline, store.read_clusters(c.baseline)
+            s = summarize(clusters, base_df)
+        h = merge_histograms([store.read(c.id, "jct")])
+        parts[c.id] = (s.with_columns(pl.lit(c.id).alias("cell")),
+                       h.with_columns(pl.lit(c.id).alias("cell")),
+                       format_table(s, title=f"== {c.label}  [cell {c.id}]"))
+        del clusters
+    summaries = [parts[c.id][0] for c in store.grid.cells]
+    hists = [parts[c.id][1] for c in store.grid.cells]
+    texts = [parts[c.id][2] for c in store.grid.cells]
+    summary = cells.join(pl.concat(summaries), on="cell", how="inner", maintain_order="right")
+    jct = cells.select("cell", "label", "scheduler", "policy", "policy_name").join(
+        pl.concat(hists), on="cell", how="inner", maintain_order="right")
+    out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
+           "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
+    atomic_write_parquet(cells, out["cells"])
+    atomic_write_parquet(summary, out["summary"])
+    atomic_write_parquet(jct, out["jct_hist"])
+    header = (f"{store.grid.title}\n{store.grid.clusters} clusters per cell, seed "
+              f"{store.grid.seed}, grid {store.grid.hash[:12]}\n\n")
+    atomic_write_bytes(out["text"], (header + "\n\n".join(texts) + "\n").encode())
+    return out
+
+
+def read_summary(path: str | Path) -> pl.DataFrame:
+    """The aggregated table of a sweep directory (or the file itself)."""
+    p = Path(path)
+    return pl.read_parquet(p / "summary.parquet" if p.is_dir() else p)

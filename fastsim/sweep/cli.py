@@ -1,0 +1,120 @@
+"""``fastsim sweep``, ``fastsim figures`` and ``fastsim reproduce``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fastsim.errors import ConfigError
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("local", "dask"), default="local",
+                   help="run chunks in this process (default) or on a Dask cluster")
+    p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep", help="run a sweep file (resumable) and aggregate it",
+        description="Expand a sweep file's grid, run its missing chunks of clusters, write "
+        "per-cluster Parquet per cell and an aggregated table (mean, 95%% CI, n; paired "
+        "against each cell's baseline). Re-running resumes; a changed grid is refused.")
+    p.add_argument("file", type=Path, help="sweep definition (sweeps/*.toml)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
+    p.add_argument("--chunk", type=int, help="clusters per chunk (overrides the file)")
+    p.add_argument("--seed", type=int, help="seed (overrides the file)")
+    p.add_argument("--keep-jobs", action="store_true",
+                   help="also write per-job records (jobs-*.parquet; large)")
+    _add_backend(p)
+    p.set_defaults(func=cmd_sweep)
+
+    f = subparsers.add_parser("figures", help="draw every figure from a results directory",
+                              description="Draw the paper's figures (PNG and PDF) from "
+                              "aggregated Parquet in DIR (a sweep or reproduce output).")
+    f.add_argument("dir", type=Path, help="results directory")
+    f.add_argument("--out", type=Path, help="where to write figures (default DIR/figures)")
+    f.add_argument("--formats", default="png,pdf", help="comma-separated (default png,pdf)")
+    f.set_defaults(func=cmd_figures)
+
+    r = subparsers.add_parser(
+        "reproduce", help="run the paper's sweeps, draw figures, write REPRODUCTION.md",
+        description="Run every paper sweep at one size, draw the figures and write a table "
+        "of MODEL.md section 9: paper value, ours with 95%% CI and n, and agreement.")
+    r.add_argument("--quick", action="store_true",
+                   help="small run (150 clusters per cell; a few minutes) written under "
+                        "results/reproduce-quick")
+    r.add_argument("--clusters", type=int, help="clusters per cell (default 2000; quick 150)")
+    r.add_argument("--chunk", type=int, help="clusters per chunk")
+    r.add_argument("--out", type=Path, help="results directory (default results/reproduce, "
+                                            "or results/reproduce-quick)")
+    r.add_argument("--figures-dir", type=Path,
+                   help="where figures go (default figures/ of the checkout; quick: OUT/figures)")
+    r.add_argument("--report", type=Path,
+                   help="report path (default REPRODUCTION.md of the checkout; quick: "
+                        "OUT/REPRODUCTION.md)")
+    r.add_argument("--no-figures", action="store_true", help="skip drawing figures")
+    _add_backend(r)
+    r.set_defaults(func=cmd_reproduce)
+
+
+def _finish_sweep(args, grid, store) -> None:
+    from fastsim.sweep.aggregate import aggregate
+
+    paths = aggregate(store)
+    print(f"{grid.name}: {len(grid.cells)} cells x {grid.clusters} clusters -> "
+          f"{paths['summary']} (tables: {paths['text']})")
+
+
+def cmd_sweep(args) -> int:
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.store import SweepStore
+
+    grid = load_sweep(args.file, clusters=args.clusters, chunk=args.chunk, seed=args.seed)
+    store = SweepStore.open(args.out, grid)
+    rep = run_sweep(grid, store, backend=args.backend, address=args.address,
+                    keep_jobs=args.keep_jobs, progress=args.progress)
+    if rep.chunks_skipped:
+        print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already done",
+              file=sys.stderr)
+    _finish_sweep(args, grid, store)
+    return 0
+
+
+def cmd_figures(args) -> int:
+    from fastsim.sweep.figures import draw_all
+
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    bad = [f for f in formats if f not in ("png", "pdf", "svg")]
+    if bad or not formats:
+        raise ConfigError(f"formats={args.formats!r} is invalid; allowed: png, pdf, svg")
+    written = draw_all(args.dir, args.out or args.dir / "figures", formats)
+    print(f"{len(written)} files written to {args.out or args.dir / 'figures'}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from fastsim.sweep.reproduce import (FULL_CLUSTERS, QUICK_CLUSTERS, check_clusters,
+                                         default_command, repo_root, reproduce)
+
+    clusters = check_clusters(args.clusters or (QUICK_CLUSTERS if args.quick else FULL_CLUSTERS))
+    out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
+    if args.quick:
+        figures = args.figures_dir or out / "figures"
+        report = args.report or out / "REPRODUCTION.md"
+    else:
+        figures = args.figures_dir or repo_root() / "figures"
+        report = args.report or repo_root() / "REPRODUCTION.md"
+    info = reproduce(out, clusters=clusters, chunk=args.chunk, seed=0,
+                     figures_dir=None if args.no_figures else figures, report=report,
+                     backend=args.backend, address=args.address, progress=args.progress,
+                     command=default_command(None))
+    n_ok = sum(1 for r in info["rows"] if not r["status"].startswith("**no"))
+    print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
+          f"{info['seconds_sweeps']:.0f} s (+ figures {info['seconds_figures']:.0f} s); "
+          f"{n_ok}/{len(info['rows'])} paper numbers matched; report: {report}")
+    return 0

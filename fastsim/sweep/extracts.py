@@ -1,0 +1,103 @@
+"""Small per-job extracts that figures need, so figures never touch per-job data.
+
+* ``jct_histogram``: counts of job completion times on fixed log-spaced bins, per job
+  group.  Counts add exactly across chunks, so the merged histogram does not depend on
+  chunking or on a resume, and it stays a few kB for any number of clusters.
+* ``trajectories``: a handful of example RLHF jobs (noise-free proxy reward, loss and
+  gold on a fine progress grid; observed evaluation scores and loss readings; the
+  policy's trigger and delivered checkpoint), computed from the workload arrays with
+  the model's curve functions.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from fastsim.api import JOB_TYPE_LABELS, decide_stops
+from fastsim.config import SimConfig
+from fastsim.workload import generate_workload
+from kernels.codes import RLHF
+from kernels.curves import gold_rl_nb, loss_nb, proxy_reward_nb
+
+# Bin edges (hours): 0, then 40 log-spaced bins per decade from 0.01 h to 10^4 h, then inf.
+JCT_EDGES_H = np.concatenate([[0.0], np.logspace(-2, 4, 6 * 40 + 1), [np.inf]])
+JCT_GROUPS = ("all",) + JOB_TYPE_LABELS
+
+
+def jct_histogram(jobs: pl.DataFrame) -> pl.DataFrame:
+    """``group, bin, count`` of ``jobs.jct_h`` on ``JCT_EDGES_H`` (empty bins omitted)."""
+    jct = jobs["jct_h"].to_numpy()
+    types = jobs["job_type"].to_numpy()
+    n_bins = len(JCT_EDGES_H) - 1
+    idx = np.clip(np.searchsorted(JCT_EDGES_H, jct, side="right") - 1, 0, n_bins - 1)
+    groups, bins, counts = [], [], []
+    for g in JCT_GROUPS:
+        sel = idx if g == "all" else idx[types == g]
+        c = np.bincount(sel, minlength=n_bins)
+        nz = np.flatnonzero(c)
+        groups += [g] * nz.size
+        bins.append(nz)
+        counts.append(c[nz])
+    return pl.DataFrame({"group": groups, "bin": np.concatenate(bins).astype(np.int32),
+                         "count": np.concatenate(counts).astype(np.int64)})
+
+
+def merge_histograms(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Sum chunk histograms; add the bin edges in hours."""
+    h = (pl.concat(frames).group_by(["group", "bin"]).agg(pl.col("count").sum())
+         .sort(["group", "bin"]))
+    b = h["bin"].to_numpy()
+    return h.with_columns(pl.Series("bin_lo_h", JCT_EDGES_H[b]),
+                          pl.Series("bin_hi_h", JCT_EDGES_H[b + 1]))
+
+
+def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: int = 201
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Example RLHF jobs under ``cfg``'s stop policy: one per outcome that occurs in the
+    first ``n_clusters`` clusters (true positive, true negative, false positive, false
+    negative), the first of each in job order.
+
+    Returns ``(jobs, points)``: ``jobs`` one row per example (role, cluster, job, hidden
+    truth, trigger and delivered evaluation); ``points`` the curves, ``kind`` = ``curve``
+    (noise-free, on ``n_points`` progress values) or ``eval`` (observed, at ``u_e``).
+    """
+    w = generate_workload(cfg.workload, n_clusters, seed)
+    d = decide_stops(cfg, w)
+    E = w.n_evals
+    roles = {"true positive": lambda c, j: w.hacking[c, j] and d.stopped[c, j],
+             "true negative": lambda c, j: not w.hacking[c, j] and not d.stopped[c, j],
+             "false positive": lambda c, j: not w.hacking[c, j] and d.stopped[c, j],
+             "false negative": lambda c, j: w.hacking[c, j] and not d.stopped[c, j]}
+    picks: list[tuple[str, int, int]] = []
+    for role, test in roles.items():
+        found = next(((c, j) for c in range(w.n_clusters) for j in range(w.n_jobs)
+                      if w.job_type[c, j] == RLHF and test(c, j)), None)
+        if found:
+            picks.append((role, *found))
+    job_rows, frames = [], []
+    u_fine = np.linspace(0.0, 1.0, n_points)
+    u_eval = np.arange(1, E + 1) / E
+    for role, c, j in picks:
+        us, h = float(w.ustar[c, j]), float(w.height[c, j])
+        l0, li, lt = float(w.loss0[c, j]), float(w.loss_inf[c, j]), float(w.loss_tau[c, j])
+        job_rows.append({
+            "role": role, "cluster": int(w.cluster_ids[c]), "job": j, "hacking": bool(w.hacking[c, j]),
+            "ustar": us, "height": h, "duration_h": float(w.duration_h[c, j]),
+            "peak_eval": int(w.peak_eval[c, j]), "stopped": bool(d.stopped[c, j]),
+            "trigger_eval": int(d.trigger_eval[c, j]), "delivered_eval": int(d.delivered_eval[c, j]),
+            "n_evals": E, "policy": cfg.policy.label, "sigma": cfg.workload.sigma,
+        })
+        frames.append(pl.DataFrame({
+            "role": role, "kind": "curve", "u": u_fine,
+            "proxy": [proxy_reward_nb(u, us, h) for u in u_fine],
+            "gold": [gold_rl_nb(u, us, h) for u in u_fine],
+            "loss": [loss_nb(u, l0, li, lt) for u in u_fine],
+        }))
+        frames.append(pl.DataFrame({
+            "role": role, "kind": "eval", "u": u_eval,
+            "proxy": [proxy_reward_nb(u, us, h) for u in u_eval],
+            "gold": w.gold[c, j].astype(np.float64), "loss": w.loss[c, j].astype(np.float64),
+            "score": w.score[c, j].astype(np.float64),
+        }))
+    points = pl.concat(frames, how="diagonal") if frames else pl.DataFrame()
+    return pl.DataFrame(job_rows), points

@@ -1,0 +1,317 @@
+"""Sweep files (TOML) expanded into cells.
+
+A sweep file is declarative::
+
+    name = "noise"                 # optional; defaults to the file's stem
+    title = "Detection vs evaluation noise"
+    clusters = 2000                # clusters per cell
+    chunk = 250                    # clusters per chunk (the unit of work and of resume)
+    seed = 0
+    baseline = "none"              # policy of each cell's paired baseline; false = no baseline
+
+    [base]                         # any config field, flat (see FIELDS)
+    scheduler = "srtf_est"         # a SchedulerConfig.parse spec
+    policy = "evalstop:k=2"        # a PolicyConfig.parse spec
+    mix = "rlhf_heavy"
+
+    [axes]                         # crossed: one cell per combination
+    sigma = [0.0, 0.05, 0.1]
+    policy = ["evalstop:k=2", "stop_at:f=0.65"]
+
+Every cell is validated (``SimConfig``) before anything runs; a bad file raises one
+``ConfigError`` naming the file and the field.  Policy and scheduler parameters that
+do not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
+their defaults, so cells that would simulate the same thing are one cell.  Each cell
+with a stop policy gets a baseline cell: the same workload and scheduler under policy
+``none`` (shared between all cells that need it).  A cell's id is a hash of its
+canonical config, so it is the same in every sweep that contains it.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from fastsim import defaults as D
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+
+WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
+SCHEDULER_FIELDS = ("backfill", "thresholds_gpu_h")
+POLICY_FIELDS = ("k", "f", "w", "tol", "scope")
+# Every name a [base] key or an axis may use.
+FIELDS = ("scheduler", "policy") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
+TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
+# Policy parameters that matter for each policy (the rest are reset to defaults).
+POLICY_PARAMS = {"none": (), "evalstop": ("k", "scope"), "deprioritize": ("k", "scope"),
+                 "stop_at": ("f", "scope"), "loss_plateau": ("w", "tol", "scope"),
+                 "oracle": ("scope",)}
+MAX_CELLS = 10_000
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: a validated config and where its baseline is."""
+
+    id: str
+    config: SimConfig
+    baseline: str | None  # id of the paired baseline cell; None for baselines themselves
+
+    @property
+    def label(self) -> str:
+        return cell_label(self.config)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.config.policy.name == "none"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An expanded sweep: cells (baselines included), size and seed."""
+
+    name: str
+    title: str
+    source: str
+    clusters: int
+    chunk: int
+    seed: int
+    axes: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.clusters // self.chunk)
+
+    def chunk_range(self, index: int) -> tuple[int, int]:
+        """``(cluster_start, n_clusters)`` of chunk ``index``."""
+        start = index * self.chunk
+        return start, min(self.chunk, self.clusters - start)
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+    def canonical(self) -> dict[str, Any]:
+        """What the results depend on: sorted cells' configs, clusters, chunk, seed."""
+        cells = sorted(({"id": c.id, "config": c.config.to_dict(), "baseline": c.baseline}
+                        for c in self.cells), key=lambda d: d["id"])
+        # Through JSON so that tuples and lists compare equal to a manifest read back.
+        return json.loads(_canonical_json({"clusters": self.clusters, "chunk": self.chunk,
+                                           "seed": self.seed, "cells": cells}))
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(_canonical_json(self.canonical()).encode()).hexdigest()
+
+
+def _canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def config_id(cfg: SimConfig) -> str:
+    """Stable short id of a canonical config."""
+    return hashlib.sha256(_canonical_json(cfg.to_dict()).encode()).hexdigest()[:12]
+
+
+def cell_label(cfg: SimConfig) -> str:
+    return f"{cfg.scheduler.label} | {cfg.policy.label}"
+
+
+def canonicalize(cfg: SimConfig) -> SimConfig:
+    """Reset parameters that cannot affect the cell, so equal simulations are equal configs."""
+    p, s = cfg.policy, cfg.scheduler
+    keep = POLICY_PARAMS[p.name]
+    pol = PolicyConfig(name=p.name, **{k: getattr(p, k) for k in keep})
+    sch = s if s.name == "tiresias" else replace(s, thresholds_gpu_h=D.TIRESIAS_THRESHOLDS_GPU_H)
+    return SimConfig(cfg.workload, sch, pol)
+
+
+def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> SimConfig:
+    """A ``SimConfig`` from flat field values (``scheduler``/``policy`` are specs).
+
+    Precedence for a policy or scheduler parameter: an axis field, then the spec's own
+    parameter (``evalstop:k=3``), then a ``[base]`` field.
+    """
+    sched_spec = values.get("scheduler", D.SCHEDULER)
+    pol_spec = values.get("policy", D.POLICY)
+    if not isinstance(sched_spec, str):
+        raise ConfigError(f"scheduler={sched_spec!r} is invalid; allowed: a spec such as 'fifo:backfill'")
+    if not isinstance(pol_spec, str):
+        raise ConfigError(f"policy={pol_spec!r} is invalid; allowed: a spec such as 'evalstop:k=2'")
+    sched = SchedulerConfig.parse(sched_spec)
+    pol = PolicyConfig.parse(pol_spec)
+    s_set = {"backfill" if k == "backfill" else "thresholds_gpu_h" for k in _spec_keys(sched_spec)}
+    p_set = _spec_keys(pol_spec)
+    use = lambda k, spec_set: k in values and (k in axis_keys or k not in spec_set)  # noqa: E731
+    s_kw = {k: values[k] for k in SCHEDULER_FIELDS if use(k, s_set)}
+    p_kw = {k: values[k] for k in POLICY_FIELDS if use(k, p_set)}
+    if s_kw:
+        sched = SchedulerConfig(**{**_fields_of(sched), **s_kw})
+    if p_kw:
+        pol = PolicyConfig(**{**_fields_of(pol), **p_kw})
+    work = WorkloadConfig(**{k: values[k] for k in WORKLOAD_FIELDS if k in values})
+    return canonicalize(SimConfig(work, sched, pol))
+
+
+def _spec_keys(spec: str) -> set[str]:
+    _, _, rest = spec.partition(":")
+    return {p.partition("=")[0].strip() for p in rest.split(",") if p.strip()}
+
+
+def _fields_of(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _fail(source: str, msg: str) -> ConfigError:
+    return ConfigError(f"{source}: {msg}")
+
+
+def _check_int(source: str, key: str, value: Any, lo: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+        raise _fail(source, f"{key}={value!r} is invalid; allowed: an integer >= {lo}")
+    return value
+
+
+def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None,
+                chunk: int | None = None, seed: int | None = None,
+                base_overrides: dict[str, Any] | None = None) -> Grid:
+    """Expand a parsed sweep document; ``source`` names it in error messages.
+
+    ``clusters``, ``chunk``, ``seed`` and ``base_overrides`` replace the file's values
+    (the reproduction uses them to size the same experiments differently).
+    """
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise _fail(source, f"key {key!r} is unknown; allowed: {', '.join(TOP_KEYS)}")
+    name = doc.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name or "/" in name:
+        raise _fail(source, f"name={name!r} is invalid; allowed: a non-empty string without '/'")
+    n_clusters = _check_int(source, "clusters", clusters if clusters is not None
+                            else doc.get("clusters", D.CLUSTERS), 1)
+    n_chunk = _check_int(source, "chunk", chunk if chunk is not None
+                         else doc.get("chunk", min(n_clusters, 250)), 1)
+    the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED), 0)
+    baseline = doc.get("baseline", "none")
+    if baseline is not False and baseline != "none":
+        raise _fail(source, f"baseline={baseline!r} is invalid; allowed: \"none\" or false")
+
+    base = doc.get("base", {})
+    axes = doc.get("axes", {})
+    if not isinstance(base, dict):
+        raise _fail(source, "[base] must be a table of field = value")
+    if not isinstance(axes, dict):
+        raise _fail(source, "[axes] must be a table of field = [values]")
+    base = {**base, **(base_overrides or {})}
+    for section, table in (("base", base), ("axes", axes)):
+        for key in table:
+            if key not in FIELDS:
+                raise _fail(source, f"[{section}] field {key!r} is unknown; allowed: "
+                                    f"{', '.join(FIELDS)}")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise _fail(source, f"axis {key!r} must be a non-empty list of values, got {values!r}")
+    axis_names = tuple(axes)
+    combos = list(itertools.product(*(axes[a] for a in axis_names)))
+    if len(combos) > MAX_CELLS:
+        raise _fail(source, f"the axes cross to {len(combos)} cells; at most {MAX_CELLS} allowed")
+
+    by_id: dict[str, Cell] = {}
+    for combo in combos:
+        values = {**base, **dict(zip(axis_names, combo))}
+        try:
+            cfg = build_config(values, axis_names)
+        except ConfigError as exc:
+            where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
+            raise _fail(source, f"cell ({where}): {exc}") from None
+        cid = config_id(cfg)
+        base_id = None
+        if baseline is not False and cfg.policy.name != "none":
+            base_cfg = replace(cfg, policy=PolicyConfig(name="none"))
+            base_id = config_id(base_cfg)
+            by_id.setdefault(base_id, Cell(base_id, base_cfg, None))
+        by_id.setdefault(cid, Cell(cid, cfg, base_id))
+    title = doc.get("title", doc.get("description", name))
+    return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
+                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()))
+
+
+def load_sweep(path: str | Path, **overrides: Any) -> Grid:
+    """Read and expand a sweep file (see the module docstring); keyword overrides as in
+    ``parse_sweep``.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "k.toml")
+    >>> _ = open(p, "w").write('clusters = 4\\n[axes]\\nk = [1, 2]\\n')
+    >>> [c.label for c in load_sweep(p).cells]
+    ['srtf_est | none', 'srtf_est | evalstop(k=1)', 'srtf_est | evalstop(k=2)']
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read sweep file ({exc.strerror})") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return parse_sweep(doc, str(path), **overrides)
+
+
+def axis_value(cfg: SimConfig, axis: str) -> Any:
+    """The value an axis takes in a (canonical) config; None where it does not apply
+    (``k`` of a ``stop_at`` cell).  Tuples become strings so a column has one type."""
+    if axis == "scheduler":
+        return cfg.scheduler.label
+    if axis == "policy":
+        return cfg.policy.label
+    if axis in POLICY_FIELDS:
+        return getattr(cfg.policy, axis) if axis in POLICY_PARAMS[cfg.policy.name] else None
+    if axis in SCHEDULER_FIELDS:
+        v = getattr(cfg.scheduler, axis)
+    else:
+        v = getattr(cfg.workload, axis)
+    if isinstance(v, (tuple, list)):
+        return "/".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
+    return v
+
+
+def diff_grids(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two ``Grid.canonical()`` dicts."""
+    out = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in ("clusters", "chunk", "seed")
+           if old.get(k) != new.get(k)]
+    old_cells = {c["id"]: c for c in old.get("cells", [])}
+    new_cells = {c["id"]: c for c in new.get("cells", [])}
+    removed = [c for i, c in old_cells.items() if i not in new_cells]
+    added = [c for i, c in new_cells.items() if i not in old_cells]
+    if removed or added:
+        out.append(f"{len(removed)} cell(s) no longer in the grid, {len(added)} new cell(s)")
+    # Show which fields changed: pair a removed and an added cell, same policy if possible.
+    pairs = [(a, b) for a in removed for b in added
+             if a["config"]["policy"]["name"] == b["config"]["policy"]["name"]]
+    for a, b in pairs + list(zip(removed, added)):
+        changes = _flat_diff(a["config"], b["config"])
+        if changes:
+            out.append("e.g. " + "; ".join(changes[:4]))
+            break
+    return out
+
+
+def _flat_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _flat_diff(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append(f"{prefix}{k}: {va!r} -> {vb!r}")
+    return out

@@ -1,0 +1,33 @@
+"""Precision (and recall) vs the share of hacking RLHF jobs, with 95% CI bands."""
+import matplotlib.pyplot as plt
+import polars as pl
+
+import _style as S
+
+NEEDS = ("base_rate",)
+POLICIES = ("evalstop", "stop_at")
+
+
+def draw(sources, out, formats):
+    S.setup()
+    df = S.summary(sources, "base_rate").filter(pl.col("policy_name").is_in(POLICIES))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), sharex=True)
+    for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"))):
+        for p in POLICIES:
+            rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("base_rate")
+            S.band(ax, rows["base_rate"] * 100, rows, S.POLICY_NAMES[p], S.PALETTE[p])
+        ax.set_title(title)
+        ax.set_xlabel("hacking RLHF jobs (%)")
+        ax.set_ylabel("%")
+        ax.set_ylim(0, 102)
+    axes[0].axhline(89, ls=":", color="0.5", lw=1)
+    axes[0].annotate("paper: EvalStop >= 89%", (20, 89), xytext=(0, -12),
+                     textcoords="offset points", fontsize=7, color="0.4")
+    axes[0].legend(loc="lower right", fontsize=8)
+    S.footnote(fig, sources, "base_rate")
+    fig.tight_layout()
+    return S.save(fig, out, "base_rate", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)

@@ -1,0 +1,35 @@
+"""JCT distribution per stop policy (headline cell set), from the merged JCT histograms."""
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+
+import _style as S
+
+NEEDS = ("headline",)
+POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
+
+
+def draw(sources, out, formats):
+    S.setup()
+    h = pl.read_parquet(sources["headline"] / "jct_hist.parquet")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, (group, title) in zip(axes, (("all", "All jobs"), ("rlhf", "RLHF jobs"))):
+        for p in POLICIES:
+            rows = h.filter((pl.col("policy_name") == p) & (pl.col("group") == group)).sort("bin")
+            if rows.height == 0:
+                continue
+            cdf = np.cumsum(rows["count"].to_numpy()) / rows["count"].sum()
+            edges = np.minimum(rows["bin_hi_h"].to_numpy(), 1e4)
+            ax.step(edges, cdf, where="post", color=S.PALETTE[p], label=S.POLICY_NAMES[p])
+        ax.set_xscale("log")
+        ax.set_xlabel("job completion time (h)")
+        ax.set_title(f"{title}, SRTF-Est")
+    axes[0].set_ylabel("fraction of jobs")
+    axes[0].legend(loc="upper left", fontsize=8)
+    S.footnote(fig, sources, "headline")
+    fig.tight_layout()
+    return S.save(fig, out, "jct_cdf", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)

@@ -1,0 +1,30 @@
+"""The k trade-off: precision, recall, wasted compute and mean JCT vs k (95% CI bands)."""
+import matplotlib.pyplot as plt
+import polars as pl
+
+import _style as S
+
+NEEDS = ("k_sweep",)
+PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
+          ("wasted_gpu_h_change", "Wasted compute change (%)"),
+          ("jct_mean_h_change", "Mean JCT change (%)"))
+
+
+def draw(sources, out, formats):
+    S.setup()
+    df = S.summary(sources, "k_sweep").filter(pl.col("policy_name") == "evalstop")
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), sharex=True)
+    for ax, (m, title) in zip(axes, PANELS):
+        rows = S.metric(df, m).sort("k")
+        S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])
+        ax.axvline(2, ls=":", color="0.5", lw=1)
+        ax.set_title(title)
+        ax.set_xlabel("k (consecutive declines)")
+        ax.set_xticks(rows["k"].to_list())
+    S.footnote(fig, sources, "k_sweep")
+    fig.tight_layout()
+    return S.save(fig, out, "k_tradeoff", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)

@@ -1,0 +1,34 @@
+"""Precision, recall and FPR vs evaluation noise sigma, with 95% CI bands (noise sweep)."""
+import matplotlib.pyplot as plt
+import polars as pl
+
+import _style as S
+
+NEEDS = ("noise",)
+POLICIES = ("evalstop", "stop_at", "loss_plateau")
+
+
+def draw(sources, out, formats):
+    S.setup()
+    df = S.summary(sources, "noise").filter(pl.col("policy_name").is_in(POLICIES))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharex=True)
+    for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"),
+                                     ("fpr", "False-positive rate"))):
+        for p in POLICIES:
+            rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("sigma")
+            S.band(ax, rows["sigma"], rows, S.POLICY_NAMES[p], S.PALETTE[p])
+        ax.set_title(title)
+        ax.set_xlabel("evaluation noise $\\sigma$")
+        ax.set_ylabel("%")
+        ax.set_ylim(-2, 102)
+    axes[0].axhline(91, ls=":", color="0.5", lw=1)
+    axes[0].annotate("paper: >= 91% for sigma <= 0.05", (0.0, 91), xytext=(0, -12),
+                     textcoords="offset points", fontsize=7, color="0.4")
+    axes[0].legend(loc="lower left", fontsize=8)
+    S.footnote(fig, sources, "noise")
+    fig.tight_layout()
+    return S.save(fig, out, "noise_sweep", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)

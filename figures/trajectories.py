@@ -1,0 +1,48 @@
+"""Example RLHF jobs: proxy reward, loss, gold, observed evaluations, EvalStop's stop and
+the delivered checkpoint (from the trajectory extract)."""
+import matplotlib.pyplot as plt
+import polars as pl
+
+import _style as S
+
+NEEDS = ("extracts",)
+
+
+def draw(sources, out, formats):
+    S.setup()
+    jobs = pl.read_parquet(sources["extracts"] / "trajectory_jobs.parquet")
+    pts = pl.read_parquet(sources["extracts"] / "trajectory_points.parquet")
+    n = jobs.height
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False)
+    c = S.sns.color_palette("colorblind", 5)
+    for ax, job in zip(axes[0], jobs.iter_rows(named=True)):
+        role, E = job["role"], job["n_evals"]
+        curve = pts.filter((pl.col("role") == role) & (pl.col("kind") == "curve"))
+        ev = pts.filter((pl.col("role") == role) & (pl.col("kind") == "eval"))
+        ax.plot(curve["u"], curve["proxy"], color=c[1], label="proxy reward")
+        ax.plot(curve["u"], curve["gold"], color=c[2], label="gold (hidden)")
+        ax.plot(ev["u"], ev["score"], "o", ms=4, color=c[0], label="observed eval")
+        ax2 = ax.twinx()
+        ax2.plot(curve["u"], curve["loss"], color=c[4], ls="--", label="loss")
+        ax2.grid(False)
+        ax2.set_ylabel("training loss", color=c[4])
+        if job["stopped"]:
+            ax.axvline(job["trigger_eval"] / E, color="k", lw=1.2, label="stop (trigger)")
+        ax.axvline(job["delivered_eval"] / E, color="k", ls=":", lw=1.2,
+                   label="delivered checkpoint")
+        ax.axvline(job["peak_eval"] / E, color=c[2], ls=":", lw=1, label="gold peak eval")
+        kind = "hacking" if job["hacking"] else "healthy"
+        ax.set_title(f"{role} ({kind}, u*={job['ustar']:.2f})", fontsize=9)
+        ax.set_xlabel("progress u")
+    axes[0][0].set_ylabel("score")
+    h1, l1 = axes[0][0].get_legend_handles_labels()
+    fig.legend(h1 + [plt.Line2D([], [], color=c[4], ls="--")], l1 + ["loss"], loc="lower center",
+               ncol=7, fontsize=8, bbox_to_anchor=(0.5, -0.08))
+    sig = jobs["sigma"][0]
+    fig.suptitle(f"{jobs['policy'][0]} under SRTF-Est, sigma = {sig:g}", fontsize=10)
+    fig.tight_layout()
+    return S.save(fig, out, "trajectories", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)
