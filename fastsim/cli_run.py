@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fastsim import defaults as D
 from fastsim.api import simulate
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_parquet
 from fastsim.summary import format_table, summarize
 
 # What each workload field means, with its unit (MODEL.md section 3-4).
@@ -133,19 +133,6 @@ def _run_arm(cfg: SimConfig, n: int, seed: int, keep_jobs: bool, bar: tqdm | Non
     return pl.concat(clusters), (pl.concat(jobs) if keep_jobs else None)
 
 
-def _write_atomic(df: pl.DataFrame, path: Path) -> None:
-    """Parquet via temp file + rename: an interrupted write leaves nothing half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        df.write_parquet(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def run_command(args: argparse.Namespace) -> int:
     if args.clusters < 1:
         raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer >= 1")
@@ -183,10 +170,10 @@ def run_command(args: argparse.Namespace) -> int:
                                                  pl.lit(c.policy.label).alias("policy"),
                                                  pl.lit(c.scheduler.label).alias("scheduler"))
                   for name, c in arms]
-        _write_atomic(pl.concat(frames), args.out)
+        atomic_write_parquet(pl.concat(frames), args.out)
         print(f"wrote {args.out}")
     if keep_jobs:
         frames = [results[name][1].with_columns(pl.lit(name).alias("arm")) for name, _ in arms]
-        _write_atomic(pl.concat(frames), args.jobs_out)
+        atomic_write_parquet(pl.concat(frames), args.jobs_out)
         print(f"wrote {args.jobs_out}")
     return 0

@@ -6,7 +6,6 @@ written through a temporary name, so a malformed input never leaves partial outp
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_table
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -72,16 +72,7 @@ def register(subparsers) -> None:
 
 
 def _write(df: pl.DataFrame, path: Path) -> None:
-    suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".csv"):
-        raise ConfigError(f"--out {path}: allowed: a .parquet or .csv file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if suffix == ".parquet":
-        df.write_parquet(tmp)
-    else:
-        df.write_csv(tmp)
-    os.replace(tmp, path)
+    atomic_write_table(df, path)
 
 
 def _check_out(path: Path | None) -> None:

@@ -17,34 +17,17 @@ bit-identical to the lost one, so an interrupted run ends where an uninterrupted
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes, atomic_write_parquet  # noqa: F401  (re-exported)
 from fastsim.sweep.grid import Grid, diff_grids
 
 MANIFEST = "sweep.json"
 FORMAT_VERSION = 1
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.write_parquet(tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class SweepStore:
