@@ -1,5 +1,12 @@
-"""Learning curves as functions of progress ``u`` (MODEL.md section 4)."""
+"""Learning curves as functions of progress ``u`` (MODEL.md section 4).
+
+Divisions use ``np.divide``: IEEE division like ``/`` but without numba's
+ZeroDivisionError check, whose branch would stop loops over evaluations from
+vectorising (every divisor here is positive for a valid config).
+"""
 import math
+
+import numpy as np
 
 from kernels.jit import kernel
 
@@ -10,14 +17,14 @@ def gold_rl_nb(u, ustar, height):
     progress, normalised to peak ``height`` at ``u = ustar``: ``h x (1 - ln x)``."""
     if u <= 0.0:
         return 0.0
-    x = u / ustar
+    x = np.divide(u, ustar)
     return height * x * (1.0 - math.log(x))
 
 
 @kernel
 def gold_saturating_nb(u, tau, height):
     """LoRA and healthy DPO: ``h (1 - exp(-u / tau))``."""
-    return height * (1.0 - math.exp(-u / tau))
+    return height * (1.0 - math.exp(np.divide(-u, tau)))
 
 
 @kernel
@@ -29,4 +36,4 @@ def proxy_reward_nb(u, ustar, height):
 @kernel
 def loss_nb(u, loss0, loss_inf, loss_tau):
     """Training loss, monotone decreasing for every job: no hacking signal."""
-    return loss_inf + (loss0 - loss_inf) / (1.0 + u / loss_tau)
+    return loss_inf + np.divide(loss0 - loss_inf, 1.0 + np.divide(u, loss_tau))

@@ -12,7 +12,7 @@ goes through ``kernels.schedulers`` with observed quantities only.
 import numpy as np
 from numba import prange
 
-from kernels.codes import FIFO, LOSS_AWARE, TIRESIAS
+from kernels.codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
 from kernels.jit import driver, kernel
 from kernels.schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                                 priority_key_nb)
@@ -23,55 +23,13 @@ DONE = 3
 
 
 @kernel
-def _sync_nb(j, t, attained, owed, run_since, held, held_after, account_from_h):
-    """Bring running job ``j``'s service, owed overhead and held time up to ``t``."""
-    dt = t - run_since[j]
-    if dt <= 0.0:
-        return
-    held[j] += dt
-    if attained[j] >= account_from_h[j]:
-        held_after[j] += dt
-    else:
-        cross = run_since[j] + owed[j] + (account_from_h[j] - attained[j])
-        if t > cross:
-            held_after[j] += t - cross
-    if dt > owed[j]:
-        attained[j] += dt - owed[j]
-        owed[j] = 0.0
-    else:
-        owed[j] -= dt
-    run_since[j] = t
-
-
-@kernel
 def _next_threshold_service_nb(attained_h, gpus, thresholds_gpu_h):
     """Service at which the job reaches its next Tiresias threshold (inf if none)."""
-    for x in thresholds_gpu_h:
-        s = x / gpus
+    for i in range(thresholds_gpu_h.shape[0]):  # not an iterator: no reference counting
+        s = thresholds_gpu_h[i] / gpus
         if s > attained_h:
             return s
     return np.inf
-
-
-@kernel
-def _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, end_service,
-                        demote_service, demoted, duration_h, n_evals, evals_seen,
-                        thresholds_gpu_h, gpus, next_point, next_time):
-    """Service point and time of running job ``j``'s next event that matters."""
-    p = end_service[j]
-    if preemptive and not demoted[j] and demote_service[j] < p:
-        p = demote_service[j]
-    if scheduler == LOSS_AWARE:
-        e = evals_seen[j] + 1
-        pe = duration_h[j] * (e / n_evals)
-        if pe < p:
-            p = pe
-    elif scheduler == TIRESIAS:
-        pc = _next_threshold_service_nb(attained[j], gpus[j], thresholds_gpu_h)
-        if pc < p:
-            p = pc
-    next_point[j] = p
-    next_time[j] = run_since[j] + owed[j] + (p - attained[j])
 
 
 @kernel
@@ -133,6 +91,49 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
     my_demote = demote_service[c]
     my_from = account_from_h[c]
     dur = duration_h[c]
+
+    # The two helpers below are closures because numba inlines closures for certain:
+    # as module-level kernels taking seven arrays, LLVM kept them as calls, and the
+    # calls (dozens of arguments, reference counting) were most of the engine's time.
+    def sync(j, t):
+        """Bring running job ``j``'s service, owed overhead and held time up to ``t``."""
+        dt = t - run_since[j]
+        if dt > 0.0:
+            held[j] += dt
+            if attained[j] >= my_from[j]:
+                held_after[j] += dt
+            else:
+                cross = run_since[j] + owed[j] + (my_from[j] - attained[j])
+                if t > cross:
+                    held_after[j] += t - cross
+            if dt > owed[j]:
+                attained[j] += dt - owed[j]
+                owed[j] = 0.0
+            else:
+                owed[j] -= dt
+            run_since[j] = t
+
+    def plan(j):
+        """Service point and time of running job ``j``'s next event that matters."""
+        p = my_end[j]
+        if preemptive and not demoted[j] and my_demote[j] < p:
+            p = my_demote[j]
+        if scheduler == LOSS_AWARE:
+            pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
+            if pe < p:
+                p = pe
+        elif scheduler == TIRESIAS:
+            pc = _next_threshold_service_nb(attained[j], g[j], thresholds_gpu_h)
+            if pc < p:
+                p = pc
+        next_point[j] = p
+        next_time[j] = run_since[j] + owed[j] + (p - attained[j])
+
+    def job_key(j):
+        return priority_key_nb(scheduler, t_est_h[c, j], attained[j], g[j], n_loss[j],
+                               loss_rate[j], thresholds_gpu_h)
+
+    unsorted = False  # whether ``active`` may be out of priority order
     while n_done < n_jobs:
         t = np.inf
         if next_arrival < n_jobs:
@@ -150,7 +151,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             # grid, as every other event does, so accounting against the peak evaluation
             # (wasted compute) cannot fall on the wrong side of it by round-off.
             if status[pending_job] == RUNNING:
-                _sync_nb(pending_job, t, attained, owed, run_since, held, held_after, my_from)
+                sync(pending_job, t)
                 attained[pending_job] = pending_point
                 owed[pending_job] = 0.0
                 if pending_point >= next_point[pending_job]:
@@ -158,18 +159,21 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                     # same instant, computed along another path: take it now.
                     next_time[pending_job] = t
         while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
-            status[next_arrival] = WAITING
-            active[n_active] = next_arrival
+            j = next_arrival
+            status[j] = WAITING
+            key[j] = job_key(j)
+            active[n_active] = j
             n_active += 1
             next_arrival += 1
             realloc = True
+            unsorted = True
         i = 0
         while i < n_running:
             j = running[i]
             if next_time[j] != t:
                 i += 1
                 continue
-            _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
+            sync(j, t)
             attained[j] = next_point[j]  # snap: the event is defined by this service point
             owed[j] = 0.0
             if attained[j] >= my_end[j]:
@@ -196,6 +200,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             if preemptive and not demoted[j] and attained[j] >= my_demote[j]:
                 demoted[j] = True
                 realloc = True
+                unsorted = True
             if scheduler == LOSS_AWARE:
                 e = evals_seen[j] + 1
                 if attained[j] >= dur[j] * (e / n_evals):
@@ -204,17 +209,17 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                     if e >= 2:
                         between = g[j] * (dur[j] * (e / n_evals) - dur[j] * ((e - 1) / n_evals))
                         loss_rate[j] = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
+                    key[j] = job_key(j)
                     realloc = True
-            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
-                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
-                                g, next_point, next_time)
+                    unsorted = True
+            plan(j)
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
                 # running job (or an arrival/end, which reallocates anyway) is.
                 for r in range(n_running):
                     jr = running[r]
                     if jr != j:
-                        _sync_nb(jr, t, attained, owed, run_since, held, held_after, my_from)
+                        sync(jr, t)
                     te, pe = _next_eval_nb(jr, t, attained[jr], owed[jr], dur, n_evals)
                     if pe == next_point[jr]:
                         # The evaluation is also jr's own planned event (its end, say):
@@ -229,22 +234,32 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             continue
         if scheduler == TIRESIAS:
             pending = np.inf  # queues are recomputed now
-        # Keys of active jobs, from observed state only.
-        for a in range(n_active):
-            j = active[a]
-            if status[j] == RUNNING and scheduler != FIFO:
-                _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
-            key[j] = priority_key_nb(scheduler, t_est_h[c, j], attained[j], g[j], n_loss[j],
-                                     loss_rate[j], thresholds_gpu_h)
+        # Every running job's state is brought up to t (not needed by fifo's keys, but
+        # the held-time sums must keep the same terms, to the last bit).
+        if scheduler != FIFO:
+            for r in range(n_running):
+                sync(running[r], t)
+        # Keys of active jobs, from observed state only.  key[j] is kept equal to
+        # job_key(j): it is set at arrival, and again whenever an input changes, which
+        # only happens to a running job: attained (srtf_est, tiresias, here) and the loss
+        # readings (loss_aware, at its evaluations).  fifo's and sjf_est's never change.
+        if scheduler == SRTF_EST or scheduler == TIRESIAS:
+            for r in range(n_running):
+                key[running[r]] = job_key(running[r])
+            unsorted = True
         # Insertion sort: the order changes little between points, so this is ~linear.
-        for a in range(1, n_active):
-            j = active[a]
-            b = a - 1
-            while b >= 0 and precedes_nb(demoted[j], key[j], j, demoted[active[b]],
-                                         key[active[b]], active[b]):
-                active[b + 1] = active[b]
-                b -= 1
-            active[b + 1] = j
+        # Keys are never NaN, so the order is strict and total: skipping the sort when no
+        # key, demotion or arrival changed leaves the order it would produce.
+        if unsorted:
+            unsorted = False
+            for a in range(1, n_active):
+                j = active[a]
+                b = a - 1
+                while b >= 0 and precedes_nb(demoted[j], key[j], j, demoted[active[b]],
+                                             key[active[b]], active[b]):
+                    active[b + 1] = active[b]
+                    b -= 1
+                active[b + 1] = j
         if preemptive:
             avail = capacity
             for a in range(n_active):
@@ -258,7 +273,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 if chosen[j]:
                     i += 1
                     continue
-                _sync_nb(j, t, attained, owed, run_since, held, held_after, my_from)
+                sync(j, t)
                 status[j] = WAITING
                 n_preempt[c, j] += 1
                 free += g[j]
@@ -293,9 +308,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 start_h[c, j] = t
             running[n_running] = j
             n_running += 1
-            _plan_next_event_nb(j, scheduler, preemptive, attained, owed, run_since, my_end,
-                                my_demote, demoted, dur, n_evals, evals_seen, thresholds_gpu_h,
-                                g, next_point, next_time)
+            plan(j)
     for j in range(n_jobs):
         held_h[c, j] = held[j]
         held_after_h[c, j] = held_after[j]

@@ -28,36 +28,82 @@ def mix64_nb(z):
 
 
 @kernel
-def key_nb(seed, cluster, job, eval_, stream):
-    """uint64 key of one draw; every coordinate is a non-negative integer."""
+def cluster_prefix_nb(seed, cluster, stream):
+    """The part of a key fixed by ``(seed, cluster, stream)``; see ``key_nb``."""
     h = mix64_nb(np.uint64(seed) + _GOLDEN * np.uint64(stream + 1))
-    h = mix64_nb(h ^ np.uint64(cluster))
-    h = mix64_nb(h ^ (np.uint64(job) + _GOLDEN))
-    return mix64_nb(h ^ (np.uint64(eval_) * _GOLDEN))
+    return mix64_nb(h ^ np.uint64(cluster))
+
+
+@kernel
+def job_prefix_nb(cluster_prefix, job):
+    """The part of a key fixed by ``(seed, cluster, job, stream)``; see ``key_nb``."""
+    return mix64_nb(cluster_prefix ^ (np.uint64(job) + _GOLDEN))
+
+
+@kernel
+def key_from_prefix_nb(job_prefix, eval_):
+    """The key of evaluation ``eval_`` given ``job_prefix_nb``'s value."""
+    return mix64_nb(job_prefix ^ (np.uint64(eval_) * _GOLDEN))
+
+
+@kernel
+def key_nb(seed, cluster, job, eval_, stream):
+    """uint64 key of one draw; every coordinate is a non-negative integer.
+
+    It is a chain of prefixes, so a loop over jobs or evaluations may compute the
+    prefixes once (``cluster_prefix_nb``, ``job_prefix_nb``) and get the same bits.
+    """
+    h = cluster_prefix_nb(seed, cluster, stream)
+    return key_from_prefix_nb(job_prefix_nb(h, job), eval_)
+
+
+@kernel
+def key_to_uniform_nb(key):
+    """U[0, 1) from a key's top 53 bits."""
+    return np.float64(key >> _S11) * (1.0 / 9007199254740992.0)
+
+
+@kernel
+def key_to_open_uniform_nb(key):
+    """U(0, 1), never 0 or 1, from a key's top 53 bits: the input of ``normal_nb``."""
+    return (np.float64(key >> _S11) + 0.5) * (1.0 / 9007199254740992.0)
 
 
 @kernel
 def uniform_nb(seed, cluster, job, eval_, stream):
     """U[0, 1) with 53 random bits."""
-    return np.float64(key_nb(seed, cluster, job, eval_, stream) >> _S11) * (1.0 / 9007199254740992.0)
+    return key_to_uniform_nb(key_nb(seed, cluster, job, eval_, stream))
 
 
 @kernel
-def normal_quantile_nb(p):
-    """Standard normal quantile, Wichura's AS241 (Applied Statistics 37(3), 1988),
-    accurate to about 1e-16; the same steps as CPython's ``statistics`` fallback."""
+def normal_central_nb(p):
+    """The central region ``|p - 0.5| <= 0.425`` of ``normal_quantile_nb``: branch-free,
+    so a loop over it vectorises; outside that region its value is meaningless."""
     q = p - 0.5
-    if abs(q) <= 0.425:
-        r = 0.180625 - q * q
-        num = (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r
-                    + 6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r
-                  + 1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r
-                + 1.3314166789178437745e+2) * r + 3.3871328727963666080e+0) * q
-        den = (((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r
-                    + 3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r
-                  + 5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r
-                + 4.2313330701600911252e+1) * r + 1.0)
-        return num / den
+    r = 0.180625 - q * q
+    num = (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r
+                + 6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r
+              + 1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r
+            + 1.3314166789178437745e+2) * r + 3.3871328727963666080e+0) * q
+    den = (((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r
+                + 3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r
+              + 5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r
+            + 4.2313330701600911252e+1) * r + 1.0)
+    # np.divide is IEEE division like ``/`` without the ZeroDivisionError check, whose
+    # branch stops the loop vectoriser (den >= 1 in the central region anyway).
+    return np.divide(num, den)
+
+
+@kernel
+def is_normal_tail_nb(p):
+    """Whether ``normal_quantile_nb(p)`` takes the tail branch (``normal_tail_nb``)."""
+    return not abs(p - 0.5) <= 0.425
+
+
+@kernel
+def normal_tail_nb(p):
+    """The tails ``|p - 0.5| > 0.425`` of ``normal_quantile_nb``."""
+    q = p - 0.5
     r = p if q <= 0.0 else 1.0 - p
     r = math.sqrt(-math.log(r))
     if r <= 5.0:
@@ -85,11 +131,19 @@ def normal_quantile_nb(p):
 
 
 @kernel
+def normal_quantile_nb(p):
+    """Standard normal quantile, Wichura's AS241 (Applied Statistics 37(3), 1988),
+    accurate to about 1e-16; the same steps as CPython's ``statistics`` fallback."""
+    if is_normal_tail_nb(p):
+        return normal_tail_nb(p)
+    return normal_central_nb(p)
+
+
+@kernel
 def normal_nb(seed, cluster, job, eval_, stream):
     """N(0, 1) by inversion of a 53-bit uniform kept inside (0, 1).
 
     Inversion needs a ``log`` only in the 15% tails, where Box-Muller needs a ``log``
     and a ``cos`` for every draw: 3-4x faster, and one key per draw.
     """
-    k = key_nb(seed, cluster, job, eval_, stream) >> _S11
-    return normal_quantile_nb((np.float64(k) + 0.5) * (1.0 / 9007199254740992.0))
+    return normal_quantile_nb(key_to_open_uniform_nb(key_nb(seed, cluster, job, eval_, stream)))

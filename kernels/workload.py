@@ -15,7 +15,9 @@ from kernels.codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_
                            S_LOSSTAU, S_TAU, S_TYPE, S_USTAR)
 from kernels.curves import gold_rl_nb, gold_saturating_nb, loss_nb
 from kernels.jit import driver, kernel
-from kernels.rng import normal_nb, uniform_nb
+from kernels.rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
+                         key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
+                         normal_central_nb, normal_quantile_nb, normal_tail_nb)
 
 # Scalars and small arrays describing the distributions; built by fastsim.workload.
 WorkloadParams = namedtuple("WorkloadParams", [
@@ -46,66 +48,146 @@ def _between_nb(rng_pair, u):
 
 
 @kernel
+def _uniforms_nb(seed, cluster, stream, eval_, open_interval, n_jobs, out):
+    """``out[j] = uniform_nb(seed, cluster, j, eval_, stream)`` for every job ``j``
+    (``open_interval``: the (0, 1) uniform that ``normal_nb`` feeds its quantile).
+
+    The key's prefixes are hashed once per stream and once per job, not once per draw
+    (``kernels.rng.key_nb`` is the same chain), and the loop has no branch, so it
+    vectorises.
+    """
+    pre = cluster_prefix_nb(seed, cluster, stream)
+    if open_interval:
+        for j in range(n_jobs):
+            out[j] = key_to_open_uniform_nb(key_from_prefix_nb(job_prefix_nb(pre, j), eval_))
+    else:
+        for j in range(n_jobs):
+            out[j] = key_to_uniform_nb(key_from_prefix_nb(job_prefix_nb(pre, j), eval_))
+
+
+@kernel
+def _eval_uniforms_nb(seed, cluster, stream, n_jobs, n_evals, out):
+    """``out[j * E + e - 1]``: the open uniform behind ``normal_nb(seed, cluster, j, e, stream)``."""
+    pre = cluster_prefix_nb(seed, cluster, stream)
+    for j in range(n_jobs):
+        job = job_prefix_nb(pre, j)
+        base = j * n_evals
+        for e in range(n_evals):
+            out[base + e] = key_to_open_uniform_nb(key_from_prefix_nb(job, e + 1))
+
+
+@kernel
+def _normals_nb(p, out):
+    """``out[i] = normal_quantile_nb(p[i])``, in two passes: the branch-free central
+    polynomial for every draw (vectorised), then the ~15% of draws in the tails.
+    Per draw, the quantile is bound by its polynomial's latency and by mispredicted
+    branches; the values are the same."""
+    n = p.shape[0]
+    for i in range(n):
+        out[i] = normal_central_nb(p[i])
+    tails = np.empty(n, dtype=np.int64)
+    n_tails = 0
+    for i in range(n):  # branch-free compaction of the tail indices
+        tails[n_tails] = i
+        n_tails += is_normal_tail_nb(p[i])
+    for k in range(n_tails):
+        out[tails[k]] = normal_tail_nb(p[tails[k]])
+
+
+@kernel
 def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t_est_h,
                    hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss,
                    peak_eval):
-    """Fill row ``c`` of every output with cluster number ``cluster``'s draws."""
+    """Fill row ``c`` of every output with cluster number ``cluster``'s draws.
+
+    Every value is bit-identical to the table of docs/model.md computed draw by draw;
+    only the order of work differs: each stream's draws are made for all jobs at once
+    (``_uniforms_nb``, ``_normals_nb``), then combined job by job.
+    """
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
+    u = np.empty((10, n_jobs))
+    u_type, u_gpus, u_hacking, u_ustar, u_height = u[0], u[1], u[2], u[3], u[4]
+    u_tau, u_loss0, u_lossinf, u_losstau, u_arrival = u[5], u[6], u[7], u[8], u[9]
+    _uniforms_nb(seed, cluster, S_TYPE, 0, False, n_jobs, u_type)
+    _uniforms_nb(seed, cluster, S_GPUS, 0, False, n_jobs, u_gpus)
+    _uniforms_nb(seed, cluster, S_HACKING, 0, False, n_jobs, u_hacking)
+    _uniforms_nb(seed, cluster, S_USTAR, 0, False, n_jobs, u_ustar)
+    _uniforms_nb(seed, cluster, S_HEIGHT, 0, False, n_jobs, u_height)
+    _uniforms_nb(seed, cluster, S_TAU, 0, False, n_jobs, u_tau)
+    _uniforms_nb(seed, cluster, S_LOSS0, 0, False, n_jobs, u_loss0)
+    _uniforms_nb(seed, cluster, S_LOSSINF, 0, False, n_jobs, u_lossinf)
+    _uniforms_nb(seed, cluster, S_LOSSTAU, 0, False, n_jobs, u_losstau)
+    _uniforms_nb(seed, cluster, S_ARRIVAL, 0, False, n_jobs, u_arrival)
+    p_job = np.empty(2 * n_jobs)  # duration, then estimate
+    _uniforms_nb(seed, cluster, S_DURATION, 0, True, n_jobs, p_job[:n_jobs])
+    _uniforms_nb(seed, cluster, S_ESTIMATE, 0, True, n_jobs, p_job[n_jobs:])
+    z_job = np.empty(2 * n_jobs)
+    _normals_nb(p_job, z_job)
+    z_duration, z_estimate = z_job[:n_jobs], z_job[n_jobs:]
     t_arr = 0.0
     for j in range(n_jobs):
-        u = uniform_nb(seed, cluster, j, 0, S_TYPE)
         t = 2
         for tt in range(3):
-            if u < p.cum_mix[tt]:
+            if u_type[j] < p.cum_mix[tt]:
                 t = tt
                 break
         job_type[c, j] = t
         nd = p.n_demands[t]
-        gpus[c, j] = p.demands[t, min(int(uniform_nb(seed, cluster, j, 0, S_GPUS) * nd), nd - 1)]
-        dur = p.median_h[t] * math.exp(p.log_sd * normal_nb(seed, cluster, j, 0, S_DURATION))
+        gpus[c, j] = p.demands[t, min(int(u_gpus[j] * nd), nd - 1)]
+        dur = p.median_h[t] * math.exp(p.log_sd * z_duration[j])
         duration_h[c, j] = dur
-        t_est_h[c, j] = dur * math.exp(p.est_sigma * normal_nb(seed, cluster, j, 0, S_ESTIMATE))
-        uh = uniform_nb(seed, cluster, j, 0, S_HACKING)
+        t_est_h[c, j] = dur * math.exp(p.est_sigma * z_estimate[j])
+        uh = u_hacking[j]
         hk = (t == RLHF and uh < p.base_rate) or (t == DPO and uh < p.dpo_base_rate)
         hacking[c, j] = hk
-        uu = uniform_nb(seed, cluster, j, 0, S_USTAR)
         if hk:
-            us = _between_nb(p.ustar_hacking, uu)
+            us = _between_nb(p.ustar_hacking, u_ustar[j])
         elif t == RLHF:
-            us = _between_nb(p.ustar_healthy, uu)
+            us = _between_nb(p.ustar_healthy, u_ustar[j])
         else:
             us = np.nan
         ustar[c, j] = us
-        h = _between_nb(p.height, uniform_nb(seed, cluster, j, 0, S_HEIGHT))
-        height[c, j] = h
-        ta = _between_nb(p.tau, uniform_nb(seed, cluster, j, 0, S_TAU))
-        tau[c, j] = ta
-        l0 = _between_nb(p.loss0, uniform_nb(seed, cluster, j, 0, S_LOSS0))
-        li = _between_nb(p.loss_inf, uniform_nb(seed, cluster, j, 0, S_LOSSINF))
-        lt = _between_nb(p.loss_tau, uniform_nb(seed, cluster, j, 0, S_LOSSTAU))
-        loss0[c, j] = l0
-        loss_inf[c, j] = li
-        loss_tau[c, j] = lt
-        t_arr = t_arr + (-math.log(1.0 - uniform_nb(seed, cluster, j, 0, S_ARRIVAL)) / p.arrival_rate)
+        height[c, j] = _between_nb(p.height, u_height[j])
+        tau[c, j] = _between_nb(p.tau, u_tau[j])
+        loss0[c, j] = _between_nb(p.loss0, u_loss0[j])
+        loss_inf[c, j] = _between_nb(p.loss_inf, u_lossinf[j])
+        loss_tau[c, j] = _between_nb(p.loss_tau, u_losstau[j])
+        t_arr = t_arr + (-math.log(1.0 - u_arrival[j]) / p.arrival_rate)
         arrival_h[c, j] = t_arr
-        rl_form = t == RLHF or hk  # hacking DPO follows the RL form (Rafailov et al. 2024)
+    # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
+    n_draws = n_jobs * n_evals
+    p_eval = np.empty(2 * n_draws)
+    _eval_uniforms_nb(seed, cluster, S_EVAL_NOISE, n_jobs, n_evals, p_eval[:n_draws])
+    _eval_uniforms_nb(seed, cluster, S_LOSS_NOISE, n_jobs, n_evals, p_eval[n_draws:])
+    noise = np.empty(2 * n_draws)
+    _normals_nb(p_eval, noise)
+    progress = np.empty(n_evals)  # u_e = e / E
+    for e in range(1, n_evals + 1):
+        progress[e - 1] = e / n_evals
+    for j in range(n_jobs):
+        g = gold[c, j]
+        if job_type[c, j] == RLHF or hacking[c, j]:  # hacking DPO: RL form (Rafailov et al. 2024)
+            for e in range(n_evals):
+                g[e] = gold_rl_nb(progress[e], ustar[c, j], height[c, j])
+        else:
+            for e in range(n_evals):
+                g[e] = gold_saturating_nb(progress[e], tau[c, j], height[c, j])
         best = -np.inf
         best_e = 1
-        for e in range(1, n_evals + 1):
-            ue = e / n_evals
-            if rl_form:
-                g = gold_rl_nb(ue, us, h)
-            else:
-                g = gold_saturating_nb(ue, ta, h)
-            gold[c, j, e - 1] = g
-            if g > best:
-                best = g
-                best_e = e
-            score[c, j, e - 1] = g + p.sigma * normal_nb(seed, cluster, j, e, S_EVAL_NOISE)
-            loss[c, j, e - 1] = loss_nb(ue, l0, li, lt) + p.loss_sigma * normal_nb(
-                seed, cluster, j, e, S_LOSS_NOISE)
+        for e in range(n_evals):
+            if g[e] > best:
+                best = g[e]
+                best_e = e + 1
         peak_eval[c, j] = best_e
+        s = score[c, j]
+        ls = loss[c, j]
+        l0 = loss0[c, j]
+        li = loss_inf[c, j]
+        lt = loss_tau[c, j]
+        for e in range(n_evals):
+            s[e] = g[e] + p.sigma * noise[j * n_evals + e]
+            ls[e] = loss_nb(progress[e], l0, li, lt) + p.loss_sigma * noise[n_draws + j * n_evals + e]
 
 
 @driver

@@ -1,0 +1,120 @@
+"""Bit-exact snapshot of the engine's results, to check that optimisations change nothing.
+
+    python benchmarks/snapshot.py save DIR      # write DIR/*.parquet and DIR/workload_*.npz
+    python benchmarks/snapshot.py compare DIR   # recompute and compare with DIR, exactly
+
+Covers every scheduler x every stop policy on two workloads: default clusters, and small
+crowded clusters with a preemption overhead and hacking DPO jobs (both curve forms,
+overhead accounting and many preemptions).  ``compare`` requires discrete columns and
+float columns to be identical (NaN == NaN); it prints the worst relative float difference
+for any column that is not, and exits non-zero.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from fastsim.api import run_workload
+from fastsim.config import SimConfig
+from fastsim.workload import generate_workload
+
+SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias",
+              "tiresias:thresholds=2/8/32")
+POLICIES = ("none", "evalstop:k=2", "stop_at:f=0.65", "loss_plateau:w=2,tol=0.01",
+            "deprioritize:k=2", "oracle", "evalstop:k=2,scope=all")
+WORKLOADS = {
+    "default": (dict(), 100, 7),
+    "small": (dict(gpus=16, n_jobs=40, preempt_overhead_h=0.3, dpo_base_rate=0.3,
+                   mix="mixed", load=1.2), 300, 11),
+}
+WORKLOAD_ARRAYS = ("job_type", "gpus", "arrival_h", "duration_h", "t_est_h", "hacking", "ustar",
+                   "height", "tau", "loss0", "loss_inf", "loss_tau", "gold", "score", "loss",
+                   "peak_eval")
+
+
+def compute():
+    """Yield ``(name, frame or dict of arrays)`` for every snapshot item."""
+    for wname, (wkw, n_clusters, seed) in WORKLOADS.items():
+        base = SimConfig.from_specs("fifo", "none", **wkw)
+        w = generate_workload(base.workload, n_clusters, seed=seed)
+        yield f"workload_{wname}", {k: getattr(w, k) for k in WORKLOAD_ARRAYS}
+        jobs, clusters = [], []
+        for s in SCHEDULERS:
+            for p in POLICIES:
+                cfg = SimConfig.from_specs(s, p, **wkw)
+                r = run_workload(cfg, w, keep_jobs=True)
+                tag = [pl.lit(s).alias("scheduler"), pl.lit(p).alias("policy")]
+                jobs.append(r.jobs.with_columns(tag))
+                clusters.append(r.clusters.with_columns(tag))
+        yield f"jobs_{wname}", pl.concat(jobs)
+        yield f"clusters_{wname}", pl.concat(clusters)
+
+
+def _compare_arrays(name, a, b):
+    """Exact comparison of two arrays; returns a list of problems."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return [f"{name}: dtype/shape {a.dtype}{a.shape} != {b.dtype}{b.shape}"]
+    if a.dtype.kind == "f":
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        if same.all():
+            return []
+        bad = ~same
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.abs(a[bad] - b[bad]) / np.maximum(np.abs(a[bad]), np.abs(b[bad]))
+        return [f"{name}: {bad.sum()} differ, max rel {np.nanmax(rel):.3e} (nan-mismatch "
+                f"{int(np.isnan(rel).sum())})"]
+    n = int((a != b).sum())
+    return [f"{name}: {n} differ"] if n else []
+
+
+def compare(old, new, name):
+    if isinstance(new, dict):
+        return sum((_compare_arrays(f"{name}.{k}", old[k], new[k]) for k in new), [])
+    if old.columns != new.columns or old.height != new.height:
+        return [f"{name}: columns/height differ"]
+    problems = []
+    for col in new.columns:
+        a, b = old[col], new[col]
+        if a.dtype in (pl.String, pl.Utf8):
+            n = int((a != b).sum())
+            if n:
+                problems.append(f"{name}.{col}: {n} differ")
+        else:
+            problems += _compare_arrays(f"{name}.{col}", a.to_numpy(), b.to_numpy())
+    return problems
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("save", "compare"))
+    ap.add_argument("dir", type=Path)
+    a = ap.parse_args(argv)
+    a.dir.mkdir(parents=True, exist_ok=True)
+    problems = []
+    for name, item in compute():
+        if a.action == "save":
+            if isinstance(item, dict):
+                np.savez(a.dir / f"{name}.npz", **item)
+            else:
+                item.write_parquet(a.dir / f"{name}.parquet")
+            print(f"saved {name}")
+            continue
+        if isinstance(item, dict):
+            with np.load(a.dir / f"{name}.npz") as z:
+                old = {k: z[k] for k in z.files}
+        else:
+            old = pl.read_parquet(a.dir / f"{name}.parquet")
+        p = compare(old, item, name)
+        print(f"{name}: {'IDENTICAL' if not p else 'DIFFERENT'}")
+        problems += p
+    for p in problems:
+        print("  ", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
