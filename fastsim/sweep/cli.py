@@ -114,6 +114,11 @@ def cmd_reproduce(args) -> int:
                      backend=args.backend, address=args.address, progress=args.progress,
                      command=default_command(None))
     n_ok = sum(1 for r in info["rows"] if not r["status"].startswith("**no"))
+    from fastsim.sweep.reproduce import text_table
+    print("EvalStop paper (arXiv 2606.04145) vs fastsim: rlhf_heavy, 64 GPUs, k = 2 unless "
+          f"stated; {clusters} clusters per cell, paired on identical clusters\n")
+    print(text_table(info["rows"]))
+    print()
     print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
           f"{info['seconds_sweeps']:.0f} s (+ figures {info['seconds_figures']:.0f} s); "
           f"{n_ok}/{len(info['rows'])} paper numbers matched; report: {report}")
