@@ -2,7 +2,8 @@
 
 * Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
 * Detection rates (precision, recall, FPR): pooled over the cell's clusters
-  (``sum TP / sum (TP + FP)``), cluster-bootstrap interval.
+  (``sum TP / sum (TP + FP)``), cluster-bootstrap interval widened to contain the
+  exact binomial interval (``fastsim.stats.proportion_ci``).
 * Detection delay: pooled ``sum delay / sum TP``, cluster-bootstrap interval.
 * Paired comparisons: per-cluster relative change against the baseline on the same
   clusters (common random numbers), t interval of the mean change.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, paired_change_ci
+from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, paired_change_ci, proportion_ci
 
 # Metrics averaged over clusters, with their display names and units.
 MEAN_METRICS = {
@@ -60,7 +61,9 @@ def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
     num_cols, den_cols = POOLED_METRICS[metric]
     num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
     den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
-    return bootstrap_ratio_ci(num, den, seed=seed)
+    if metric == "detection_delay_evals":
+        return bootstrap_ratio_ci(num, den, seed=seed)
+    return proportion_ci(num, den, seed=seed)
 
 
 def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -66,3 +66,19 @@ def test_degenerate_inputs():
     assert (e.mean, e.lo, e.hi) == (2.0, 2.0, 2.0)
     assert paired_change_ci([1.0, 2.0], [0.0, 1.0]).n == 1  # zero baseline dropped
     assert np.isnan(bootstrap_ratio_ci([0, 0], [0, 0]).mean)
+
+
+def test_proportion_ci_never_collapses_and_covers_rare_rates():
+    from fastsim.stats import proportion_ci
+
+    zero = proportion_ci(np.zeros(50), np.full(50, 40.0))
+    assert zero.mean == 0.0 and zero.lo == 0.0 and 0.0 < zero.hi < 0.01
+    # coverage of a rare event rate (0.2%) with clustered counts of 40 trials each
+    rng = np.random.default_rng(3)
+    p, hits, reps = 0.002, 0, 300
+    for _ in range(reps):
+        den = np.full(60, 40.0)
+        num = rng.binomial(40, p, size=60).astype(float)
+        e = proportion_ci(num, den, n_boot=400, seed=int(rng.integers(1 << 30)))
+        hits += e.lo <= p <= e.hi
+    assert hits / reps >= 0.93

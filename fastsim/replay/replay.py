@@ -15,7 +15,7 @@ import polars as pl
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
-from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
+from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from kernels.codes import ACT_DEMOTE, ACT_STOP
 from kernels.detectors import stop_decision_1j_nb
 
@@ -249,9 +249,9 @@ def summarize(results: pl.DataFrame) -> pl.DataFrame:
             fn, tn = (1 - det) * hack, (1 - det) * (1 - hack)
             out.update({"tp": int(tp.sum()), "fp": int(fp.sum()), "fn": int(fn.sum()),
                         "tn": int(tn.sum())})
-            _put(out, "precision", bootstrap_ratio_ci(tp, det))
-            _put(out, "recall", bootstrap_ratio_ci(tp, hack))
-            _put(out, "fpr", bootstrap_ratio_ci(fp, 1 - hack))
+            _put(out, "precision", proportion_ci(tp, det))
+            _put(out, "recall", proportion_ci(tp, hack))
+            _put(out, "fpr", proportion_ci(fp, 1 - hack))
             _put(out, "regret_truth_gold", mean_ci(g["regret_truth_gold"].to_numpy()))
             tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
             delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()

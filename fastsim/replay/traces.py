@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.stats import bootstrap_ratio_ci, mean_ci
+from fastsim.stats import mean_ci, proportion_ci
 from kernels import toy_rlhf as k
 
 
@@ -384,9 +384,9 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
         out = {"policy": p.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
                "n_clusters": n_clusters, "n_jobs": n_jobs}
-        for name, e in (("precision", bootstrap_ratio_ci(tp, tp + fp)),
-                        ("recall", bootstrap_ratio_ci(tp, tp + fn)),
-                        ("fpr", bootstrap_ratio_ci(fp, fp + tn)),
+        for name, e in (("precision", proportion_ci(tp, tp + fp)),
+                        ("recall", proportion_ci(tp, tp + fn)),
+                        ("fpr", proportion_ci(fp, fp + tn)),
                         ("wasted_share", mean_ci(c["wasted_share"].to_numpy()))):
             out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
         rows.append(out)
