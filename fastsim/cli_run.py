@@ -161,7 +161,8 @@ def run_command(args: argparse.Namespace) -> int:
              f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
              f"{args.clusters} clusters, seed {args.seed}; {elapsed:.1f} s\n"
              "estimates are means over clusters with 95% t intervals; precision/recall/FPR pooled "
-             "with a cluster-bootstrap interval; changes are paired on identical clusters")
+             "over clusters (cluster bootstrap widened to the exact binomial interval); changes "
+             "are paired on identical clusters")
     if cfg.policy.uses_hidden_truth:
         title += "\nNOTE: oracle uses hidden truth (hacking labels, gold peak): an upper bound, not a policy"
     print(format_table(summarize(clusters, baseline), title))

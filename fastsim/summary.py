@@ -132,6 +132,9 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
             est, ci = "n/a", ""
         else:
             d = 2 if abs(r["mean"] * scale) >= 1 or r["mean"] == 0 else 4
+            width = (r["hi"] - r["lo"]) * scale if r["lo"] is not None else np.nan
+            if np.isfinite(width) and 0 < width < 0.05:
+                d = max(d, 3)  # keep a narrow interval visibly an interval
             est = f"{r['mean'] * scale:.{d}f}{unit}"
             ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "")
