@@ -20,3 +20,12 @@ def warm_kernels():
     for pol in ("none", "oracle"):
         simulate(cfg.with_policy(pol), 2, keep_jobs=True, record_segments=True)
     yield
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The Hugging Face group runs only with ``-m hf`` (its own CI step, with the extra
+    installed); elsewhere its module is not even imported, so it neither runs nor skips."""
+    if collection_path.name != "test_hf_callback.py":
+        return None
+    expr = (config.getoption("markexpr") or "").replace("not hf", "")
+    return True if "hf" not in expr else None
