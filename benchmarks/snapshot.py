@@ -2,12 +2,15 @@
 
     python benchmarks/snapshot.py save DIR      # write DIR/*.parquet and DIR/workload_*.npz
     python benchmarks/snapshot.py compare DIR   # recompute and compare with DIR, exactly
+    python benchmarks/snapshot.py compare DIR --rtol 1e-12   # floats within rtol (+ rtol abs)
 
 Covers every scheduler x every stop policy on two workloads: default clusters, and small
 crowded clusters with a preemption overhead and hacking DPO jobs (both curve forms,
 overhead accounting and many preemptions).  ``compare`` requires discrete columns and
-float columns to be identical (NaN == NaN); it prints the worst relative float difference
-for any column that is not, and exits non-zero.
+float columns to be identical (NaN == NaN), or with ``--rtol R`` floats to agree within
+``|a - b| <= R * max(|a|, |b|) + R`` (discrete columns stay exact); it prints the worst
+relative float difference seen overall and for any column that fails, and exits non-zero
+on a failure.
 """
 from __future__ import annotations
 
@@ -54,8 +57,12 @@ def compute():
         yield f"clusters_{wname}", pl.concat(clusters)
 
 
+RTOL = 0.0  # set by --rtol
+WORST = {"rel": 0.0, "abs": 0.0, "where": "", "n": 0}  # largest float deviation seen
+
+
 def _compare_arrays(name, a, b):
-    """Exact comparison of two arrays; returns a list of problems."""
+    """Comparison of two arrays (floats within RTOL); returns a list of problems."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return [f"{name}: dtype/shape {a.dtype}{a.shape} != {b.dtype}{b.shape}"]
     if a.dtype.kind == "f":
@@ -64,9 +71,19 @@ def _compare_arrays(name, a, b):
             return []
         bad = ~same
         with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.abs(a[bad] - b[bad]) / np.maximum(np.abs(a[bad]), np.abs(b[bad]))
-        return [f"{name}: {bad.sum()} differ, max rel {np.nanmax(rel):.3e} (nan-mismatch "
-                f"{int(np.isnan(rel).sum())})"]
+            diff = np.abs(a[bad] - b[bad])
+            rel = diff / np.maximum(np.abs(a[bad]), np.abs(b[bad]))
+        nan_mismatch = int(np.isnan(diff).sum())
+        worst = float(np.nanmax(rel, initial=0.0))
+        WORST["n"] += 1
+        if worst > WORST["rel"]:
+            WORST.update(rel=worst, abs=float(np.nanmax(diff, initial=0.0)), where=name)
+        scale = np.maximum(np.abs(a[bad]), np.abs(b[bad]))
+        outside = int((~(diff <= RTOL * scale + RTOL)).sum())  # NaN diff counts as outside
+        if RTOL > 0.0 and outside == 0:
+            return []
+        return [f"{name}: {bad.sum()} differ ({outside} beyond rtol {RTOL:g}), max rel "
+                f"{worst:.3e} (nan-mismatch {nan_mismatch})"]
     n = int((a != b).sum())
     return [f"{name}: {n} differ"] if n else []
 
@@ -92,7 +109,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=("save", "compare"))
     ap.add_argument("dir", type=Path)
+    ap.add_argument("--rtol", type=float, default=0.0,
+                    help="compare: floats may differ by rtol relative + rtol absolute")
     a = ap.parse_args(argv)
+    global RTOL
+    RTOL = a.rtol
     a.dir.mkdir(parents=True, exist_ok=True)
     problems = []
     for name, item in compute():
@@ -108,11 +129,16 @@ def main(argv=None):
                 old = {k: z[k] for k in z.files}
         else:
             old = pl.read_parquet(a.dir / f"{name}.parquet")
+        before = WORST["n"]
         p = compare(old, item, name)
-        print(f"{name}: {'IDENTICAL' if not p else 'DIFFERENT'}")
+        exact = not p and WORST["n"] == before
+        print(f"{name}: {'IDENTICAL' if exact else 'WITHIN RTOL' if not p else 'DIFFERENT'}")
         problems += p
     for p in problems:
         print("  ", p)
+    if a.action == "compare":
+        print(f"max float deviation: rel {WORST['rel']:.3e} (abs {WORST['abs']:.3e}) in "
+              f"{WORST['where'] or '-'}")
     return 1 if problems else 0
 
 

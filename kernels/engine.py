@@ -23,20 +23,9 @@ DONE = 3
 
 
 @kernel
-def _next_threshold_service_nb(attained_h, gpus, thresholds_gpu_h):
-    """Service at which the job reaches its next Tiresias threshold (inf if none)."""
-    for i in range(thresholds_gpu_h.shape[0]):  # not an iterator: no reference counting
-        s = thresholds_gpu_h[i] / gpus
-        if s > attained_h:
-            return s
-    return np.inf
-
-
-@kernel
-def _next_eval_nb(j, t, attained_now, owed_now, duration_h, n_evals):
-    """Time and service point of running job ``j``'s next evaluation strictly after
-    service ``attained_now`` (``inf`` if none is left)."""
-    T = duration_h[j]
+def _next_eval_nb(t, attained_now, owed_now, T, n_evals):
+    """Time and service point of a running job's next evaluation strictly after service
+    ``attained_now`` (``inf`` if none is left); ``T``: its run time."""
     e = int(attained_now / T * n_evals) + 1
     while e > 1 and T * ((e - 1) / n_evals) > attained_now:
         e -= 1
@@ -48,90 +37,89 @@ def _next_eval_nb(j, t, attained_now, owed_now, duration_h, n_evals):
 
 
 @kernel
+def _attained_nb(t, since, attained0, owed0):
+    """Service of a job running since ``since`` with ``attained0`` service and ``owed0``
+    overhead then: the overhead is paid first."""
+    dt = t - since
+    if dt > owed0:
+        return attained0 + (dt - owed0)
+    return attained0
+
+
+@kernel
+def _owed_nb(t, since, owed0):
+    """Overhead still owed at ``t`` by a job running since ``since`` owing ``owed0``."""
+    dt = t - since
+    if dt > owed0:
+        return 0.0
+    if dt > 0.0:
+        return owed0 - dt
+    return owed0
+
+
+@kernel
+def _held_after_nb(t, since, attained0, owed0, account_from):
+    """Time in ``(since, t]`` that a running job holds its GPUs after its service
+    reached ``account_from`` (overhead included)."""
+    dt = t - since
+    if dt <= 0.0:
+        return 0.0
+    if attained0 >= account_from:
+        return dt
+    cross = since + owed0 + (account_from - attained0)
+    if t > cross:
+        return t - cross
+    return 0.0
+
+
+@kernel
 def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity,
                   gpus, arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
                   account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
                   seg_job, seg_start, seg_end, seg_count):
     """Simulate cluster row ``c``; writes row ``c`` of the five per-job outputs and of the
-    segment buffers (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording)."""
+    segments (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording).
+
+    A running job's state is a *base*: since ``since[j]`` it has held its GPUs, starting
+    from ``attained0[j]`` service and ``owed0[j]`` overhead; its service at any ``t`` is
+    the read-only ``_attained_nb``.  The base is moved only at the job's own events
+    (where its service is pinned to the planned point), at a pause and at its end, so a
+    reallocation writes no running job's state.  No closures and no helper taking
+    arrays: either makes numba emit atomic reference counting in the loop.
+    """
     n_jobs = gpus.shape[1]
     n_evals = loss.shape[2]
     preemptive = is_preemptive_nb(scheduler)
     strict = scheduler == FIFO and not backfill
+    rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
+    n_thr = thresholds_gpu_h.shape[0]
     g = gpus[c]
-    status = np.zeros(n_jobs, dtype=np.int8)
-    attained = np.zeros(n_jobs)
-    owed = np.zeros(n_jobs)
-    run_since = np.zeros(n_jobs)
-    seg_open = np.zeros(n_jobs)
-    held = np.zeros(n_jobs)
-    held_after = np.zeros(n_jobs)
-    ever_ran = np.zeros(n_jobs, dtype=np.bool_)
-    demoted = np.zeros(n_jobs, dtype=np.bool_)
-    evals_seen = np.zeros(n_jobs, dtype=np.int64)
-    n_loss = np.zeros(n_jobs, dtype=np.int64)
-    loss_rate = np.zeros(n_jobs)
-    key = np.zeros(n_jobs)
-    chosen = np.zeros(n_jobs, dtype=np.bool_)
-    next_point = np.full(n_jobs, np.inf)
-    next_time = np.full(n_jobs, np.inf)
-    active = np.empty(n_jobs, dtype=np.int64)  # arrived, not ended, kept in priority order
-    running = np.empty(n_jobs, dtype=np.int64)
+    my_end = end_service[c]
+    my_demote = demote_service[c]
+    my_from = account_from_h[c]
+    dur = duration_h[c]
+    t_est = t_est_h[c]
+    fs = np.zeros((9, n_jobs))  # one allocation for the float state
+    since, attained0, owed0 = fs[0], fs[1], fs[2]
+    seg_open, held, held_after = fs[3], fs[4], fs[5]
+    key, next_point, next_time = fs[6], fs[7], fs[8]
+    ist = np.zeros((4, n_jobs), dtype=np.int64)  # and one for the integer state
+    status, evals_seen, chosen_at, flags = ist[0], ist[1], ist[2], ist[3]
+    # flags: bit 0 = has held GPUs before, bit 1 = demoted
+    order = np.empty((3, n_jobs), dtype=np.int64)
+    active, running = order[0], order[1]  # active: arrived, not ended, in priority order
+    starts = order[2]  # jobs to start at this point, in priority order
     n_active = 0
     n_running = 0
     free = capacity
     next_arrival = 0
     n_done = 0
+    n_realloc = 0
     pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
     pending_job = -1  # whose evaluation that point is, and at which service
     pending_point = 0.0
     n_seg = 0
     max_seg = seg_job.shape[1]
-    my_end = end_service[c]
-    my_demote = demote_service[c]
-    my_from = account_from_h[c]
-    dur = duration_h[c]
-
-    # The two helpers below are closures because numba inlines closures for certain:
-    # as module-level kernels taking seven arrays, LLVM kept them as calls, and the
-    # calls (dozens of arguments, reference counting) were most of the engine's time.
-    def sync(j, t):
-        """Bring running job ``j``'s service, owed overhead and held time up to ``t``."""
-        dt = t - run_since[j]
-        if dt > 0.0:
-            held[j] += dt
-            if attained[j] >= my_from[j]:
-                held_after[j] += dt
-            else:
-                cross = run_since[j] + owed[j] + (my_from[j] - attained[j])
-                if t > cross:
-                    held_after[j] += t - cross
-            if dt > owed[j]:
-                attained[j] += dt - owed[j]
-                owed[j] = 0.0
-            else:
-                owed[j] -= dt
-            run_since[j] = t
-
-    def plan(j):
-        """Service point and time of running job ``j``'s next event that matters."""
-        p = my_end[j]
-        if preemptive and not demoted[j] and my_demote[j] < p:
-            p = my_demote[j]
-        if scheduler == LOSS_AWARE:
-            pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
-            if pe < p:
-                p = pe
-        elif scheduler == TIRESIAS:
-            pc = _next_threshold_service_nb(attained[j], g[j], thresholds_gpu_h)
-            if pc < p:
-                p = pc
-        next_point[j] = p
-        next_time[j] = run_since[j] + owed[j] + (p - attained[j])
-
-    def job_key(j):
-        return priority_key_nb(scheduler, t_est_h[c, j], attained[j], g[j], n_loss[j],
-                               loss_rate[j], thresholds_gpu_h)
 
     unsorted = False  # whether ``active`` may be out of priority order
     while n_done < n_jobs:
@@ -150,18 +138,20 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             # The point is pending_job's evaluation: pin its service to the evaluation
             # grid, as every other event does, so accounting against the peak evaluation
             # (wasted compute) cannot fall on the wrong side of it by round-off.
-            if status[pending_job] == RUNNING:
-                sync(pending_job, t)
-                attained[pending_job] = pending_point
-                owed[pending_job] = 0.0
-                if pending_point >= next_point[pending_job]:
+            j = pending_job
+            if status[j] == RUNNING:
+                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
+                since[j] = t
+                attained0[j] = pending_point
+                owed0[j] = 0.0
+                if pending_point >= next_point[j]:
                     # Its own planned event (e.g. the end at its last evaluation) is this
                     # same instant, computed along another path: take it now.
-                    next_time[pending_job] = t
+                    next_time[j] = t
         while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
             j = next_arrival
             status[j] = WAITING
-            key[j] = job_key(j)
+            key[j] = priority_key_nb(scheduler, t_est[j], 0.0, g[j], 0, 0.0, thresholds_gpu_h)
             active[n_active] = j
             n_active += 1
             next_arrival += 1
@@ -173,12 +163,15 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             if next_time[j] != t:
                 i += 1
                 continue
-            sync(j, t)
-            attained[j] = next_point[j]  # snap: the event is defined by this service point
-            owed[j] = 0.0
-            if attained[j] >= my_end[j]:
+            # j's own event: move its base to t, service pinned to the planned point.
+            held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
+            since[j] = t
+            attained0[j] = next_point[j]
+            owed0[j] = 0.0
+            if attained0[j] >= my_end[j]:
                 status[j] = DONE
                 end_h[c, j] = t
+                held[j] += t - seg_open[j]
                 free += g[j]
                 n_done += 1
                 if n_seg < max_seg:
@@ -197,30 +190,55 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 next_time[j] = np.inf
                 realloc = True
                 continue
-            if preemptive and not demoted[j] and attained[j] >= my_demote[j]:
-                demoted[j] = True
+            demoted = flags[j] >> 1
+            if preemptive and not demoted and attained0[j] >= my_demote[j]:
+                demoted = 1
+                flags[j] |= 2
                 realloc = True
                 unsorted = True
             if scheduler == LOSS_AWARE:
                 e = evals_seen[j] + 1
-                if attained[j] >= dur[j] * (e / n_evals):
+                if attained0[j] >= dur[j] * (e / n_evals):
                     evals_seen[j] = e
-                    n_loss[j] = e
+                    rate = 0.0
                     if e >= 2:
                         between = g[j] * (dur[j] * (e / n_evals) - dur[j] * ((e - 1) / n_evals))
-                        loss_rate[j] = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
-                    key[j] = job_key(j)
+                        rate = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
+                    key[j] = priority_key_nb(scheduler, t_est[j], attained0[j], g[j], e, rate,
+                                             thresholds_gpu_h)
                     realloc = True
                     unsorted = True
-            plan(j)
+            # plan j's next event that matters (docs/model.md)
+            p = my_end[j]
+            if preemptive and not demoted and my_demote[j] < p:
+                p = my_demote[j]
+            if scheduler == LOSS_AWARE:
+                pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
+                if pe < p:
+                    p = pe
+            elif scheduler == TIRESIAS:
+                for k in range(n_thr):
+                    s = thresholds_gpu_h[k] / g[j]
+                    if s > attained0[j]:
+                        if s < p:
+                            p = s
+                        break
+            next_point[j] = p
+            next_time[j] = t + (p - attained0[j])
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
                 # running job (or an arrival/end, which reallocates anyway) is.
                 for r in range(n_running):
                     jr = running[r]
-                    if jr != j:
-                        sync(jr, t)
-                    te, pe = _next_eval_nb(jr, t, attained[jr], owed[jr], dur, n_evals)
+                    if jr != j:  # rebase, as at every Tiresias reallocation (see there)
+                        held_after[jr] += _held_after_nb(t, since[jr], attained0[jr], owed0[jr],
+                                                         my_from[jr])
+                        attained0[jr] = _attained_nb(t, since[jr], attained0[jr], owed0[jr])
+                        owed0[jr] = _owed_nb(t, since[jr], owed0[jr])
+                        since[jr] = t
+                    te, pe = _next_eval_nb(
+                        t, _attained_nb(t, since[jr], attained0[jr], owed0[jr]),
+                        _owed_nb(t, since[jr], owed0[jr]), dur[jr], n_evals)
                     if pe == next_point[jr]:
                         # The evaluation is also jr's own planned event (its end, say):
                         # use the very same float time so both happen at one instant.
@@ -234,18 +252,28 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             continue
         if scheduler == TIRESIAS:
             pending = np.inf  # queues are recomputed now
-        # Every running job's state is brought up to t (not needed by fifo's keys, but
-        # the held-time sums must keep the same terms, to the last bit).
-        if scheduler != FIFO:
+            # Tiresias alone moves every running job's base here, as the previous engine
+            # did: its threshold crossings and pinned pending points chain event times
+            # through long busy periods, and reading service lazily (fewer, different
+            # roundings) let those times drift from the previous results by 2e-11 h (2e-12
+            # relative in jct_h), beyond the 1e-12 budget.  srtf_est and loss_aware stay
+            # within a few ulps lazily.
             for r in range(n_running):
-                sync(running[r], t)
-        # Keys of active jobs, from observed state only.  key[j] is kept equal to
-        # job_key(j): it is set at arrival, and again whenever an input changes, which
+                j = running[r]
+                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
+                attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
+                owed0[j] = _owed_nb(t, since[j], owed0[j])
+                since[j] = t
+        # Keys of active jobs, from observed state only.  key[j] is kept equal to the
+        # job's key: it is set at arrival, and again whenever an input changes, which
         # only happens to a running job: attained (srtf_est, tiresias, here) and the loss
         # readings (loss_aware, at its evaluations).  fifo's and sjf_est's never change.
-        if scheduler == SRTF_EST or scheduler == TIRESIAS:
+        if rekey and n_running > 0:
             for r in range(n_running):
-                key[running[r]] = job_key(running[r])
+                j = running[r]
+                key[j] = priority_key_nb(scheduler, t_est[j],
+                                         _attained_nb(t, since[j], attained0[j], owed0[j]),
+                                         g[j], 0, 0.0, thresholds_gpu_h)
             unsorted = True
         # Insertion sort: the order changes little between points, so this is ~linear.
         # Keys are never NaN, so the order is strict and total: skipping the sort when no
@@ -255,25 +283,38 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
             for a in range(1, n_active):
                 j = active[a]
                 b = a - 1
-                while b >= 0 and precedes_nb(demoted[j], key[j], j, demoted[active[b]],
+                while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[active[b]] >> 1,
                                              key[active[b]], active[b]):
                     active[b + 1] = active[b]
                     b -= 1
                 active[b + 1] = j
+        n_realloc += 1
+        n_start = 0
         if preemptive:
+            # Greedy walk; waiting jobs chosen go to ``starts`` (in priority order), and
+            # once every GPU is given out no later job can be chosen (demands are >= 1).
             avail = capacity
             for a in range(n_active):
                 j = active[a]
-                chosen[j] = g[j] <= avail
-                if chosen[j]:
+                if g[j] <= avail:
                     avail -= g[j]
+                    chosen_at[j] = n_realloc
+                    if status[j] == WAITING:
+                        starts[n_start] = j
+                        n_start += 1
+                    if avail == 0:
+                        break
             i = 0
             while i < n_running:
                 j = running[i]
-                if chosen[j]:
+                if chosen_at[j] == n_realloc:
                     i += 1
                     continue
-                sync(j, t)
+                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
+                attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
+                owed0[j] = _owed_nb(t, since[j], owed0[j])
+                since[j] = t
+                held[j] += t - seg_open[j]
                 status[j] = WAITING
                 n_preempt[c, j] += 1
                 free += g[j]
@@ -285,30 +326,48 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 n_seg += 1
                 running[i] = running[n_running - 1]
                 n_running -= 1
-        for a in range(n_active):
-            j = active[a]
-            if status[j] != WAITING:
-                continue
-            if preemptive:
-                go = chosen[j]
-            else:
-                go = g[j] <= free
-                if not go and strict:
+        else:
+            will_free = free
+            for a in range(n_active):
+                j = active[a]
+                if status[j] != WAITING:
+                    continue
+                if g[j] <= will_free:
+                    will_free -= g[j]
+                    starts[n_start] = j
+                    n_start += 1
+                elif strict:
                     break
-            if not go:
-                continue
+        for q in range(n_start):
+            j = starts[q]
             status[j] = RUNNING
             free -= g[j]
-            run_since[j] = t
+            since[j] = t
             seg_open[j] = t
-            if ever_ran[j]:
-                owed[j] += overhead_h
+            if flags[j] & 1:
+                owed0[j] += overhead_h
             else:
-                ever_ran[j] = True
+                flags[j] |= 1
                 start_h[c, j] = t
             running[n_running] = j
             n_running += 1
-            plan(j)
+            # plan j's next event that matters (as above)
+            p = my_end[j]
+            if preemptive and not (flags[j] >> 1) and my_demote[j] < p:
+                p = my_demote[j]
+            if scheduler == LOSS_AWARE:
+                pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
+                if pe < p:
+                    p = pe
+            elif scheduler == TIRESIAS:
+                for k in range(n_thr):
+                    s = thresholds_gpu_h[k] / g[j]
+                    if s > attained0[j]:
+                        if s < p:
+                            p = s
+                        break
+            next_point[j] = p
+            next_time[j] = t + owed0[j] + (p - attained0[j])
     for j in range(n_jobs):
         held_h[c, j] = held[j]
         held_after_h[c, j] = held_after[j]

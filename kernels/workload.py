@@ -13,7 +13,7 @@ from numba import prange
 from kernels.codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                            S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
                            S_LOSSTAU, S_TAU, S_TYPE, S_USTAR)
-from kernels.curves import gold_rl_nb, gold_saturating_nb, loss_nb
+from kernels.curves import gold_rl_logs_nb, gold_saturating_nb, loss_nb
 from kernels.jit import driver, kernel
 from kernels.rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                          key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
@@ -162,14 +162,20 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     _eval_uniforms_nb(seed, cluster, S_LOSS_NOISE, n_jobs, n_evals, p_eval[n_draws:])
     noise = np.empty(2 * n_draws)
     _normals_nb(p_eval, noise)
-    progress = np.empty(n_evals)  # u_e = e / E
+    progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
     for e in range(1, n_evals + 1):
-        progress[e - 1] = e / n_evals
+        progress[0, e - 1] = e / n_evals
+        progress[1, e - 1] = math.log(e / n_evals)
+    ln_progress = progress[1]
+    progress = progress[0]
     for j in range(n_jobs):
         g = gold[c, j]
         if job_type[c, j] == RLHF or hacking[c, j]:  # hacking DPO: RL form (Rafailov et al. 2024)
+            us = ustar[c, j]
+            ln_us = math.log(us)
+            h = height[c, j]
             for e in range(n_evals):
-                g[e] = gold_rl_nb(progress[e], ustar[c, j], height[c, j])
+                g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], us, ln_us, h)
         else:
             for e in range(n_evals):
                 g[e] = gold_saturating_nb(progress[e], tau[c, j], height[c, j])

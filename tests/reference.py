@@ -61,6 +61,15 @@ def gold_rl(u, ustar, height):
     return height * x * (1.0 - math.log(x))
 
 
+def gold_rl_logs(u, ustar, height):
+    """``gold_rl`` as the workload draws it: ``h x (1 - (ln u - ln u*))``, the same
+    value up to round-off.  Written with the two logs so that ``reference_workload``
+    equals the kernel bit for bit: the kernel takes ``ln u`` once per cluster and
+    ``ln u*`` once per job instead of one ``ln(u / u*)`` per evaluation."""
+    x = u / ustar
+    return height * x * (1.0 - (math.log(u) - math.log(ustar)))
+
+
 def gold_saturating(u, tau, height):
     return height * (1.0 - math.exp(-u / tau))
 
@@ -128,7 +137,7 @@ def reference_workload(cfg, seed: int, cluster: int) -> dict:
         best, peak = -math.inf, 0
         for e in range(1, E + 1):
             ue = e / E
-            g = gold_rl(ue, ustar, height) if rl_form else gold_saturating(ue, tau, height)
+            g = gold_rl_logs(ue, ustar, height) if rl_form else gold_saturating(ue, tau, height)
             out["gold"][j, e - 1] = g
             out["score"][j, e - 1] = g + cfg.sigma * _N(s, c, j, e, K.S_EVAL_NOISE)
             out["loss"][j, e - 1] = (loss_curve(ue, loss0, loss_inf, loss_tau)
