@@ -1,7 +1,9 @@
 """Shared look and I/O of the figure scripts: they read aggregated Parquet only.
 
 ``sources`` maps a sweep's name to its output directory (``summary.parquet``,
-``jct_hist.parquet``) and ``extracts`` to the per-job extracts directory.
+``jct_hist.parquet``) and ``extracts`` to the per-job extracts directory.  The paper
+scripts have ``draw(sources, out, formats)`` and run standalone through ``main``; the
+cost-aware scripts have ``main(results, out)`` and run standalone through ``cli``.
 """
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ SCHEDULER_NAMES = {"fifo": "FIFO", "fifo+backfill": "FIFO+backfill", "sjf_est": 
 PALETTE = dict(zip(POLICY_NAMES, sns.color_palette("colorblind", len(POLICY_NAMES))))
 
 
-def setup() -> None:
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
-    plt.rcParams.update({"figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight",
-                         "pdf.fonttype": 42})
+PAPER_RC = {"figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight", "pdf.fonttype": 42}
+
+
+def setup(font_scale: float = 1.1, rc: dict | None = PAPER_RC) -> None:
+    """The seaborn paper theme; ``rc=None`` leaves DPI and bounding boxes to ``save``."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=font_scale)
+    if rc:
+        plt.rcParams.update(rc)
 
 
 def summary(sources: dict, sweep: str) -> pl.DataFrame:
@@ -43,14 +49,28 @@ def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, mar
     ax.fill_between(x, rows["lo"] * scale, rows["hi"] * scale, color=color, alpha=0.25, lw=0)
 
 
-def save(fig, out: Path, stem: str, formats) -> list[Path]:
+def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[Path]:
+    """Write ``out/stem.FMT`` per format (creating ``out``), close ``fig``, return the paths.
+
+    ``savefig`` keywords (``dpi``, ``bbox_inches``) go to every ``fig.savefig``; PDFs carry
+    no creation date so that redrawing the same data gives the same file.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
-        p = Path(out) / f"{stem}.{fmt}"
-        fig.savefig(p, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        p = out / f"{stem}.{fmt}"
+        fig.savefig(p, metadata={"CreationDate": None} if fmt == "pdf" else None, **savefig)
         paths.append(p)
     plt.close(fig)
     return paths
+
+
+def paper_line(ax, y: float, x: float, text: str) -> None:
+    """The paper's reported value as a dotted horizontal line, labelled below at ``x``."""
+    ax.axhline(y, ls=":", color="0.5", lw=1)
+    ax.annotate(text, (x, y), xytext=(0, -12), textcoords="offset points", fontsize=7,
+                color="0.4")
 
 
 def footnote(fig, sources: dict, sweep: str) -> None:
@@ -73,4 +93,13 @@ def main(draw, needs) -> None:
     if missing:
         sys.exit(f"no results for {', '.join(missing)} in {results}")
     for p in draw(sources, out, ("png", "pdf")):
+        print(p)
+
+
+def cli(main) -> None:
+    """Standalone use of a ``main(results, out)`` script: ``python figures/NAME.py RESULTS
+    [OUT_DIR]`` (default ``RESULTS/figures``); prints the files written."""
+    results = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else Path(results) / "figures"
+    for p in main(results, out):
         print(p)

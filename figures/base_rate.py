@@ -20,9 +20,7 @@ def draw(sources, out, formats):
         ax.set_xlabel("hacking RLHF jobs (%)")
         ax.set_ylabel("%")
         ax.set_ylim(0, 102)
-    axes[0].axhline(89, ls=":", color="0.5", lw=1)
-    axes[0].annotate("paper: EvalStop >= 89%", (20, 89), xytext=(0, -12),
-                     textcoords="offset points", fontsize=7, color="0.4")
+    S.paper_line(axes[0], 89, 20, "paper: EvalStop >= 89%")
     axes[0].legend(loc="lower right", fontsize=8)
     S.footnote(fig, sources, "base_rate")
     fig.tight_layout()

@@ -3,15 +3,12 @@
 Reads ``costaware_sgd.summary.parquet`` (``fastsim costaware sweep
 sweeps/costaware_sgd.toml``); never calls kernels.  Usage: ``python THIS RESULTS [OUT]``.
 """
-import sys
 from pathlib import Path
 
-import matplotlib
+import polars as pl
+import seaborn as sns
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
+import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only", "optimal"]
 
@@ -20,10 +17,8 @@ def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER))
-    sns.set_theme(style="whitegrid", context="paper")
+    S.setup(font_scale=1.0, rc=None)
     g = sns.FacetGrid(df.to_pandas(), row="problem_kind", col="problem_cost_corr",
                       hue="strategy", hue_order=ORDER, sharey=False, height=2.4, aspect=1.2,
                       margin_titles=True)
@@ -46,16 +41,8 @@ def main(results, out):
     g.axes.flat[0].legend(fontsize=6, ncol=1)
     g.figure.suptitle("Cost-aware SGD: cost to reach eps (solid: convex steps, dashed: "
                       "strongly convex)", y=1.02)
-    written = []
-    for ext in ("png", "pdf"):
-        path = out / f"costaware_cost_vs_heterogeneity.{ext}"
-        g.figure.savefig(path, bbox_inches="tight", dpi=150)
-        written.append(path)
-    plt.close(g.figure)
-    return written
+    return S.save(g.figure, out, "costaware_cost_vs_heterogeneity", bbox_inches="tight", dpi=150)
 
 
 if __name__ == "__main__":
-    res = sys.argv[1]
-    for p in main(res, sys.argv[2] if len(sys.argv) > 2 else Path(res) / "figures"):
-        print(p)
+    S.cli(main)

@@ -4,15 +4,12 @@ Reads ``costaware_grpo.curves.parquet`` (``fastsim costaware grpo --out DIR``) a
 present, ``costaware_grpo_sweep.curves.parquet``; never calls kernels.
 Usage: ``python THIS RESULTS [OUT]``.
 """
-import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
+import _style as S
 
 ARMS = (("uniform", "C0"), ("cost_aware", "C3"))
 
@@ -32,25 +29,19 @@ def _panel(ax, df, title):
 
 
 def main(results, out):
-    results, out = Path(results), Path(out)
+    results = Path(results)
     written = []
-    sns.set_theme(style="whitegrid", context="paper")
+    S.setup(font_scale=1.0, rc=None)
     src = results / "costaware_grpo.curves.parquet"
     if src.exists():
-        out.mkdir(parents=True, exist_ok=True)
         df = pl.read_parquet(src)
         fig, ax = plt.subplots(figsize=(5, 3.4))
         _panel(ax, df, f"GRPO on the toy reasoning task ({df['n_seeds'].max()} seeds)")
         ax.legend()
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            path = out / f"costaware_grpo.{ext}"
-            fig.savefig(path, dpi=150)
-            written.append(path)
-        plt.close(fig)
+        written += S.save(fig, out, "costaware_grpo", dpi=150)
     src = results / "costaware_grpo_sweep.curves.parquet"
     if src.exists():
-        out.mkdir(parents=True, exist_ok=True)
         df = pl.read_parquet(src)
         lams = sorted(df["grpo_lam"].unique().to_list())
         sigmas = sorted(df["grpo_len_sigma"].unique().to_list())
@@ -62,15 +53,9 @@ def main(results, out):
                 _panel(axes[r, c], sub, f"lam={lam}, length sigma={s}")
         axes[0, 0].legend()
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            path = out / f"costaware_grpo_sweep.{ext}"
-            fig.savefig(path, dpi=150)
-            written.append(path)
-        plt.close(fig)
+        written += S.save(fig, out, "costaware_grpo_sweep", dpi=150)
     return written
 
 
 if __name__ == "__main__":
-    res = sys.argv[1]
-    for p in main(res, sys.argv[2] if len(sys.argv) > 2 else Path(res) / "figures"):
-        print(p)
+    S.cli(main)

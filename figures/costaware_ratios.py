@@ -3,15 +3,12 @@
 Reads ``costaware_sgd.summary.parquet``; never calls kernels.
 Usage: ``python THIS RESULTS [OUT]``.
 """
-import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
+import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only"]
 
@@ -20,11 +17,9 @@ def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER)
                                      & (pl.col("problem_cost_corr") == 0.0))
-    sns.set_theme(style="whitegrid", context="paper")
+    S.setup(font_scale=1.0, rc=None)
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     steps = df["sgd_step"].unique(maintain_order=True).to_list()
     fig, axes = plt.subplots(len(kinds), len(steps), figsize=(4.2 * len(steps), 3.0 * len(kinds)),
@@ -51,16 +46,8 @@ def main(results, out):
     fig.suptitle("Predicted (dotted) vs simulated (solid, 95% CI) cost over optimal sampling",
                  y=1.0)
     fig.tight_layout()
-    written = []
-    for ext in ("png", "pdf"):
-        path = out / f"costaware_ratios.{ext}"
-        fig.savefig(path, bbox_inches="tight", dpi=150)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return S.save(fig, out, "costaware_ratios", bbox_inches="tight", dpi=150)
 
 
 if __name__ == "__main__":
-    res = sys.argv[1]
-    for p in main(res, sys.argv[2] if len(sys.argv) > 2 else Path(res) / "figures"):
-        print(p)
+    S.cli(main)

@@ -21,9 +21,7 @@ def draw(sources, out, formats):
         ax.set_xlabel("evaluation noise $\\sigma$")
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
-    axes[0].axhline(91, ls=":", color="0.5", lw=1)
-    axes[0].annotate("paper: >= 91% for sigma <= 0.05", (0.0, 91), xytext=(0, -12),
-                     textcoords="offset points", fontsize=7, color="0.4")
+    S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05")
     axes[0].legend(loc="lower left", fontsize=8)
     S.footnote(fig, sources, "noise")
     fig.tight_layout()

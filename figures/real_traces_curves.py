@@ -6,11 +6,10 @@ Usage: python figures/real_traces_curves.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
+import _style as S
 
 
 def main(src="results/traces", dst="docs/figures"):
@@ -32,11 +31,8 @@ def main(src="results/traces", dst="docs/figures"):
     axes[0].set_ylabel("reward")
     axes[0].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    out = Path(dst)
-    out.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"real_traces_curves.{ext}", dpi=130)
-    print(f"wrote {out}/real_traces_curves.png/.pdf")
+    S.save(fig, dst, "real_traces_curves", dpi=130)
+    print(f"wrote {Path(dst)}/real_traces_curves.png/.pdf")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ Usage: python figures/real_traces_gao.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import _style as S
 
 
 def main(src="results/traces", dst="docs/figures"):
@@ -37,11 +36,8 @@ def main(src="results/traces", dst="docs/figures"):
         ax.legend(fontsize=6.5, loc="lower right")
     np.atleast_1d(axes)[0].set_ylabel("gold gain over the reference policy")
     fig.tight_layout()
-    out = Path(dst)
-    out.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"real_traces_gao.{ext}", dpi=130)
-    print(f"wrote {out}/real_traces_gao.png/.pdf")
+    S.save(fig, dst, "real_traces_gao", dpi=130)
+    print(f"wrote {Path(dst)}/real_traces_gao.png/.pdf")
 
 
 if __name__ == "__main__":

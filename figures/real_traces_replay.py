@@ -7,12 +7,11 @@ Usage: python figures/real_traces_replay.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import _style as S
 
 
 def main(src="results/traces", dst="docs/figures"):
@@ -34,11 +33,8 @@ def main(src="results/traces", dst="docs/figures"):
         ax.set_ylim(0, 1.05)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    out = Path(dst)
-    out.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"real_traces_replay.{ext}", dpi=130)
-    print(f"wrote {out}/real_traces_replay.png/.pdf")
+    S.save(fig, dst, "real_traces_replay", dpi=130)
+    print(f"wrote {Path(dst)}/real_traces_replay.png/.pdf")
 
 
 if __name__ == "__main__":

@@ -143,8 +143,6 @@ def subset_exact_nb(G, c, gamma, keep):
         value[i] = G[i] * math.sqrt(c[i])
     best = -1.0
     best_mask = 0
-    # the relative slack absorbs summation-order rounding against the greedy's running sum
-    budget = gamma * n * (1.0 + 1e-12)
     for mask in range(1 << n):
         w = 0.0
         v = 0.0
@@ -152,7 +150,7 @@ def subset_exact_nb(G, c, gamma, keep):
             if (mask >> i) & 1:
                 w += G[i]
                 v += value[i]
-        if w <= budget and v > best:
+        if w / n <= gamma and v > best:  # the constraint exactly as defined, no slack
             best = v
             best_mask = mask
     for i in range(n):

@@ -8,7 +8,6 @@ the config dataclasses, which validate them.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -18,8 +17,7 @@ import polars as pl
 
 from fastsim.errors import ConfigError
 
-FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity.py", "costaware_ratios.py",
-                  "costaware_grpo.py")
+FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
 
 def _add_fields(parser, cls, skip=()):
@@ -148,16 +146,14 @@ def figures_dir() -> Path:
 
 
 def cmd_figures(args):
+    from fastsim.sweep.figures import load_script
+
     results = Path(args.dir)
     if not results.is_dir():
         raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
     out = Path(args.out) if args.out else results / "figures"
-    for script in FIGURE_SCRIPTS:
-        path = figures_dir() / script
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        for written in module.main(results, out):
+    for name in FIGURE_SCRIPTS:
+        for written in load_script(name, figures_dir()).main(results, out):
             print(f"wrote {written}")
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastsim.costaware.sampling import check_lam
+from fastsim.costaware.sampling import check_lam, check_nonnegative
 from fastsim.errors import ConfigError
 from kernels import costaware as nbc
 from kernels import grpo as nb
@@ -113,12 +113,7 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
         raise ConfigError("advantages contain NaN or inf")
     lens = _lengths(lengths, a.size)
     lam = check_lam(lam)
-    try:
-        floor = float(floor)
-    except (TypeError, ValueError):
-        raise ConfigError(f"floor={floor!r} must be a number >= 0") from None
-    if not np.isfinite(floor) or floor < 0.0:
-        raise ConfigError(f"floor={floor!r} must be finite and >= 0")
+    floor = check_nonnegative(floor, "floor")
     if floor == 0.0 and not (a != 0.0).any():
         raise ConfigError("all advantages are zero (every group has identical rewards): the "
                           "policy-gradient loss of this batch is zero; skip the batch, or set "

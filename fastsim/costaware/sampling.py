@@ -61,6 +61,18 @@ def check_lam(lam, field: str = "lam") -> float:
     return x
 
 
+def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -> float:
+    """``value`` as a finite float >= 0, else ``ConfigError`` saying it ``must be
+    {requirement}``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}={value!r} must be a number >= 0") from None
+    if not np.isfinite(x) or x < 0.0:
+        raise ConfigError(f"{field}={value!r} must be {requirement}")
+    return x
+
+
 def check_costs(c, field: str = "costs") -> np.ndarray:
     """1-D float64 array of finite, strictly positive costs, else ``ConfigError``."""
     x = np.ascontiguousarray(c, dtype=np.float64)

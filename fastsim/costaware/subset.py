@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from fastsim.costaware.sampling import check_costs, check_gradient_bounds, check_lam
+from fastsim.costaware.sampling import (check_costs, check_gradient_bounds, check_lam,
+                                       check_nonnegative)
 from fastsim.errors import ConfigError
 from kernels import costaware as nb
 from kernels import costaware_sgd as nbs
@@ -54,13 +55,7 @@ class SubsetSelection:
 
 
 def check_gamma(gamma, field: str = "gamma") -> float:
-    try:
-        g = float(gamma)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field}={gamma!r} must be a number >= 0") from None
-    if not np.isfinite(g) or g < 0.0:
-        raise ConfigError(f"{field}={gamma!r} must be a finite bias budget >= 0")
-    return g
+    return check_nonnegative(gamma, field, "a finite bias budget >= 0")
 
 
 def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection:
