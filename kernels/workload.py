@@ -17,7 +17,8 @@ from kernels.curves import gold_rl_logs_nb, gold_saturating_nb, loss_nb
 from kernels.jit import driver, kernel
 from kernels.rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                          key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
-                         normal_central_nb, normal_quantile_nb, normal_tail_nb)
+                         normal_central_nb, normal_tail_near_nb, normal_tail_nb,
+                         normal_tail_side_nb)
 
 # Scalars and small arrays describing the distributions; built by fastsim.workload.
 WorkloadParams = namedtuple("WorkloadParams", [
@@ -78,10 +79,13 @@ def _eval_uniforms_nb(seed, cluster, stream, n_jobs, n_evals, out):
 
 @kernel
 def _normals_nb(p, out):
-    """``out[i] = normal_quantile_nb(p[i])``, in two passes: the branch-free central
-    polynomial for every draw (vectorised), then the ~15% of draws in the tails.
-    Per draw, the quantile is bound by its polynomial's latency and by mispredicted
-    branches; the values are the same."""
+    """``out[i] = normal_quantile_nb(p[i])``, in passes that each vectorise, except the
+    ``log`` calls: the central polynomial for every draw, then for the ~15% of draws in
+    the tails, gathered into contiguous scratch: their ``r`` (select), ``log(r)`` (one
+    scalar libm call each, independent of each other, so they overlap), the rest of the
+    tail formula (``normal_tail_near_nb``), and a scatter back.  Draw by draw, the
+    quantile was bound by its latency chain and by mispredicted branches; the values are
+    the same operations on the same numbers, so the same bits."""
     n = p.shape[0]
     for i in range(n):
         out[i] = normal_central_nb(p[i])
@@ -90,8 +94,22 @@ def _normals_nb(p, out):
     for i in range(n):  # branch-free compaction of the tail indices
         tails[n_tails] = i
         n_tails += is_normal_tail_nb(p[i])
+    scratch = np.empty((3, n_tails))
+    tp, lr, x = scratch[0], scratch[1], scratch[2]
     for k in range(n_tails):
-        out[tails[k]] = normal_tail_nb(p[tails[k]])
+        tp[k] = p[tails[k]]
+    for k in range(n_tails):
+        lr[k] = math.log(normal_tail_side_nb(tp[k]))
+    n_far = 0
+    for k in range(n_tails):
+        x[k] = normal_tail_near_nb(tp[k], lr[k])
+        n_far += math.sqrt(-lr[k]) > 5.0
+    for k in range(n_tails):
+        out[tails[k]] = x[k]
+    if n_far > 0:  # p within ~1.4e-11 of 0 or 1: the other tail polynomial
+        for k in range(n_tails):
+            if math.sqrt(-lr[k]) > 5.0:
+                out[tails[k]] = normal_tail_nb(tp[k])
 
 
 @kernel

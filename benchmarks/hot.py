@@ -1,0 +1,38 @@
+"""Scratch: bench's rlhf_heavy per-cluster stage times (1 thread), min over repetitions.
+
+    python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen fifo srtf_est ...
+"""
+import sys
+import time
+
+import numba
+
+from fastsim.api import decide_stops, run_engine
+from fastsim.bench import _config
+from fastsim.workload import generate_workload
+
+numba.set_num_threads(1)
+C = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+R = int(sys.argv[2]) if len(sys.argv) > 2 else 15
+WHICH = sys.argv[3:] or ["gen", "fifo", "srtf_est", "tiresias", "loss_aware"]
+
+
+def best(f):
+    f()
+    t = float("inf")
+    for _ in range(R):
+        t0 = time.perf_counter()
+        f()
+        t = min(t, time.perf_counter() - t0)
+    return t / C * 1e6
+
+
+cfg = _config()
+w = generate_workload(cfg.workload, C, seed=1)
+for s in WHICH:
+    if s == "gen":
+        print(f"gen        {best(lambda: generate_workload(cfg.workload, C, seed=1)):7.1f} us")
+        continue
+    c = _config(s)
+    d = decide_stops(c, w)
+    print(f"{s:10s} {best(lambda: run_engine(c, w, d)):7.1f} us")
