@@ -77,3 +77,13 @@ def test_seed_changes_draws_and_workload_is_a_pure_function():
     quiet = generate_workload(SimConfig.from_specs(n_jobs=20, sigma=0.0).workload, 3, seed=1)
     np.testing.assert_array_equal(quiet.gold, a.gold)
     np.testing.assert_array_equal(quiet.score, a.gold)
+
+
+def test_generate_into_reused_buffer_is_identical():
+    cfg = SimConfig.from_specs(n_jobs=15).workload
+    fresh = generate_workload(cfg, 4, seed=2, cluster_start=10)
+    buf = generate_workload(cfg, 4, seed=9)
+    again = generate_workload(cfg, 4, seed=2, cluster_start=10, out=buf)
+    assert again is buf
+    for name in ("cluster_ids", "arrival_h", "score", "loss", "gold", "peak_eval", "hacking"):
+        np.testing.assert_array_equal(getattr(fresh, name), getattr(again, name))
