@@ -93,7 +93,11 @@ def _select(summary: pl.DataFrame, metric: str, where: dict[str, Any]) -> dict[s
 
 
 def _pct(x: float) -> str:
-    return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
+    if x is None or x != x:
+        return "n/a"
+    # an interval bound like 99.998% must not print as 100.0%: that would read as certainty
+    near_edge = 0 < abs(x) < 0.0005 or 0.9995 < abs(x) < 1
+    return f"{100 * x:.3f}%" if near_edge else f"{100 * x:.1f}%"
 
 
 def _status(paper: float, mean: float, lo: float, hi: float, bound: str) -> str:
