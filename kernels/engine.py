@@ -111,6 +111,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
     starts = order[2]  # jobs to start at this point, in priority order
     n_active = 0
     n_running = 0
+    active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
     free = capacity
     next_arrival = 0
     n_done = 0
@@ -126,11 +127,22 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
         t = np.inf
         if next_arrival < n_jobs:
             t = arrival_h[c, next_arrival]
+        # first: the first position in ``running`` whose event is at t (n_running if
+        # none); the positions before it have later events, so the event loop below
+        # starts there and visits the same jobs in the same order.
+        first = n_running
+        t_run = np.inf
         for i in range(n_running):
-            if next_time[running[i]] < t:
-                t = next_time[running[i]]
+            if next_time[running[i]] < t_run:
+                t_run = next_time[running[i]]
+                first = i
+        if t_run <= t:
+            t = t_run
+        else:
+            first = n_running
         if pending < t:
             t = pending
+            first = n_running
         realloc = False
         if pending == t:
             pending = np.inf
@@ -148,16 +160,18 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                     # Its own planned event (e.g. the end at its last evaluation) is this
                     # same instant, computed along another path: take it now.
                     next_time[j] = t
+                    first = 0  # j may sit anywhere in ``running``
         while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
             j = next_arrival
             status[j] = WAITING
             key[j] = priority_key_nb(scheduler, t_est[j], 0.0, g[j], 0, 0.0, thresholds_gpu_h)
             active[n_active] = j
             n_active += 1
+            active_demand += g[j]
             next_arrival += 1
             realloc = True
             unsorted = True
-        i = 0
+        i = first
         while i < n_running:
             j = running[i]
             if next_time[j] != t:
@@ -173,6 +187,7 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 end_h[c, j] = t
                 held[j] += t - seg_open[j]
                 free += g[j]
+                active_demand -= g[j]
                 n_done += 1
                 if n_seg < max_seg:
                     seg_job[c, n_seg] = j
@@ -264,80 +279,114 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
                 attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
                 owed0[j] = _owed_nb(t, since[j], owed0[j])
                 since[j] = t
-        # Keys of active jobs, from observed state only.  key[j] is kept equal to the
-        # job's key: it is set at arrival, and again whenever an input changes, which
-        # only happens to a running job: attained (srtf_est, tiresias, here) and the loss
-        # readings (loss_aware, at its evaluations).  fifo's and sjf_est's never change.
-        if rekey and n_running > 0:
-            for r in range(n_running):
-                j = running[r]
-                key[j] = priority_key_nb(scheduler, t_est[j],
-                                         _attained_nb(t, since[j], attained0[j], owed0[j]),
-                                         g[j], 0, 0.0, thresholds_gpu_h)
-            unsorted = True
-        # Insertion sort: the order changes little between points, so this is ~linear.
-        # Keys are never NaN, so the order is strict and total: skipping the sort when no
-        # key, demotion or arrival changed leaves the order it would produce.
-        if unsorted:
-            unsorted = False
-            for a in range(1, n_active):
-                j = active[a]
-                b = a - 1
-                while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[active[b]] >> 1,
-                                             key[active[b]], active[b]):
-                    active[b + 1] = active[b]
-                    b -= 1
-                active[b + 1] = j
-        n_realloc += 1
         n_start = 0
-        if preemptive:
-            # Greedy walk; waiting jobs chosen go to ``starts`` (in priority order), and
-            # once every GPU is given out no later job can be chosen (demands are >= 1).
-            avail = capacity
-            for a in range(n_active):
-                j = active[a]
-                if g[j] <= avail:
-                    avail -= g[j]
-                    chosen_at[j] = n_realloc
-                    if status[j] == WAITING:
+        if active_demand <= capacity:
+            # All-fit fast path (exact).  Every active job fits at once, so the greedy walk
+            # (preemptive: over all active jobs; non-preemptive: over the waiting ones in
+            # the free GPUs, whose demand is active_demand - (capacity - free) <= free)
+            # chooses every job whatever the order: nobody is paused, no walk breaks
+            # (strict fifo's head-of-line block included), and every waiting job starts.
+            # The only thing the order decides is the order of ``starts``, which fixes the
+            # order of ``running`` (hence of same-instant events and of segments): the
+            # waiting jobs are sorted among themselves by (demoted, key, job), the
+            # restriction of the total order, using their stored keys, which are current:
+            # a waiting job's inputs do not change (keys are stored at arrival, at a
+            # loss_aware evaluation, or re-keyed at the full reallocation that paused it).
+            # Running jobs' keys are not refreshed and ``active`` is neither sorted nor
+            # reordered; ``unsorted`` is left as it is.  That keeps the invariant the
+            # sort-skip relies on ("unsorted is False => active is in order of the stored
+            # keys"), and the next full reallocation re-keys every running job (srtf_est,
+            # tiresias; unsorted = True) before it sorts, exactly as before.  After this
+            # path no job is waiting, so every job a later full reallocation reads is
+            # either re-keyed there or keyed at arrival since.  Tiresias' rebase and
+            # ``pending`` reset above run as at any reallocation (same floats, same
+            # meaning: the crossing's queue change cannot alter an all-fit allocation).
+            if n_active > n_running:
+                for a in range(n_active):
+                    j = active[a]
+                    if status[j] != WAITING:
+                        continue
+                    b = n_start - 1
+                    while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[starts[b]] >> 1,
+                                                 key[starts[b]], starts[b]):
+                        starts[b + 1] = starts[b]
+                        b -= 1
+                    starts[b + 1] = j
+                    n_start += 1
+        else:
+            # Keys of active jobs, from observed state only.  key[j] is kept equal to the
+            # job's key: it is set at arrival, and again whenever an input changes, which
+            # only happens to a running job: attained (srtf_est, tiresias, here) and the loss
+            # readings (loss_aware, at its evaluations).  fifo's and sjf_est's never change.
+            if rekey and n_running > 0:
+                for r in range(n_running):
+                    j = running[r]
+                    key[j] = priority_key_nb(scheduler, t_est[j],
+                                             _attained_nb(t, since[j], attained0[j], owed0[j]),
+                                             g[j], 0, 0.0, thresholds_gpu_h)
+                unsorted = True
+            # Insertion sort: the order changes little between points, so this is ~linear.
+            # Keys are never NaN, so the order is strict and total: skipping the sort when no
+            # key, demotion or arrival changed leaves the order it would produce.
+            if unsorted:
+                unsorted = False
+                for a in range(1, n_active):
+                    j = active[a]
+                    b = a - 1
+                    while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[active[b]] >> 1,
+                                                 key[active[b]], active[b]):
+                        active[b + 1] = active[b]
+                        b -= 1
+                    active[b + 1] = j
+            n_realloc += 1
+            if preemptive:
+                # Greedy walk; waiting jobs chosen go to ``starts`` (in priority order), and
+                # once every GPU is given out no later job can be chosen (demands are >= 1).
+                avail = capacity
+                for a in range(n_active):
+                    j = active[a]
+                    if g[j] <= avail:
+                        avail -= g[j]
+                        chosen_at[j] = n_realloc
+                        if status[j] == WAITING:
+                            starts[n_start] = j
+                            n_start += 1
+                        if avail == 0:
+                            break
+                i = 0
+                while i < n_running:
+                    j = running[i]
+                    if chosen_at[j] == n_realloc:
+                        i += 1
+                        continue
+                    held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
+                    attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
+                    owed0[j] = _owed_nb(t, since[j], owed0[j])
+                    since[j] = t
+                    held[j] += t - seg_open[j]
+                    status[j] = WAITING
+                    n_preempt[c, j] += 1
+                    free += g[j]
+                    next_time[j] = np.inf
+                    if n_seg < max_seg:
+                        seg_job[c, n_seg] = j
+                        seg_start[c, n_seg] = seg_open[j]
+                        seg_end[c, n_seg] = t
+                    n_seg += 1
+                    running[i] = running[n_running - 1]
+                    n_running -= 1
+            else:
+                will_free = free
+                for a in range(n_active):
+                    j = active[a]
+                    if status[j] != WAITING:
+                        continue
+                    if g[j] <= will_free:
+                        will_free -= g[j]
                         starts[n_start] = j
                         n_start += 1
-                    if avail == 0:
+                    elif strict:
                         break
-            i = 0
-            while i < n_running:
-                j = running[i]
-                if chosen_at[j] == n_realloc:
-                    i += 1
-                    continue
-                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
-                attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
-                owed0[j] = _owed_nb(t, since[j], owed0[j])
-                since[j] = t
-                held[j] += t - seg_open[j]
-                status[j] = WAITING
-                n_preempt[c, j] += 1
-                free += g[j]
-                next_time[j] = np.inf
-                if n_seg < max_seg:
-                    seg_job[c, n_seg] = j
-                    seg_start[c, n_seg] = seg_open[j]
-                    seg_end[c, n_seg] = t
-                n_seg += 1
-                running[i] = running[n_running - 1]
-                n_running -= 1
-        else:
-            will_free = free
-            for a in range(n_active):
-                j = active[a]
-                if status[j] != WAITING:
-                    continue
-                if g[j] <= will_free:
-                    will_free -= g[j]
-                    starts[n_start] = j
-                    n_start += 1
-                elif strict:
-                    break
         for q in range(n_start):
             j = starts[q]
             status[j] = RUNNING
