@@ -20,7 +20,7 @@ import polars as pl
 
 from fastsim.config import SimConfig
 from fastsim.workload import Workload, generate_workload
-from kernels.engine import cluster_nb
+from kernels.engine import cluster_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
 from kernels.oracle import oracle_stops_nb
 from kernels.stops import resolve_stops_nb
@@ -88,12 +88,10 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
 
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
-    E = w.n_evals
-    frac = d.trigger_eval / E
-    end_service = np.where(d.stopped, w.duration_h * frac, w.duration_h)
-    demote_service = np.where(d.demoted & (d.trigger_eval < E), w.duration_h * frac, np.inf)
-    account_from = np.where(w.hacking, w.duration_h * (w.peak_eval / E), np.inf)
     shape = (w.n_clusters, w.n_jobs)
+    end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
+    service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
+                      w.n_evals, end_service, demote_service, account_from)
     seg_shape = (w.n_clusters, max_segments)
     o = Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape), np.zeros(shape),
                 np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64), np.zeros(seg_shape),

@@ -435,3 +435,23 @@ def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus
                       arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
                       account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
                       seg_job, seg_start, seg_end, seg_count)
+
+
+@driver
+def service_points_nb(duration_h, stopped, demoted, trigger_eval, hacking, peak_eval, n_evals,
+                      end_service, demote_service, account_from_h):
+    """Per job, the service (h) at which it ends, is demoted and starts counting as wasted
+    (``inf``: never).  Inputs ``[C, J]``; the three outputs ``[C, J]`` are written in place.
+
+    Physics and accounting, not decisions: the decisions (``stopped``, ``demoted``,
+    ``trigger_eval``) come from ``kernels.stops``; ``hacking`` and ``peak_eval`` only
+    place the start of waste (MODEL.md section 8).
+    """
+    for c in prange(duration_h.shape[0]):
+        for j in range(duration_h.shape[1]):
+            T = duration_h[c, j]
+            at_trigger = T * (trigger_eval[c, j] / n_evals)
+            end_service[c, j] = at_trigger if stopped[c, j] else T
+            demote_service[c, j] = (at_trigger if demoted[c, j] and trigger_eval[c, j] < n_evals
+                                    else np.inf)
+            account_from_h[c, j] = T * (peak_eval[c, j] / n_evals) if hacking[c, j] else np.inf
