@@ -321,11 +321,11 @@ at commit `{_git_commit()}` with fastsim {fastsim.__version__}, Python {platform
 (each cell paired with its `none` baseline on identical clusters), seed 0.
 
 Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), figures
-{info['seconds_figures']:.0f} s{resumed}. The machine was shared with other jobs, so times are
-noisy upper bounds.
+{info['seconds_figures']:.0f} s{resumed}, from one run (wall-clock times vary with whatever
+else the machine is doing).
 
 Ours: the estimate over clusters with its 95% interval (paired per-cluster relative changes:
-Student-t; precision, recall and FPR pooled over clusters: cluster bootstrap), n = clusters
+Student-t; precision, recall and FPR pooled over clusters: cluster bootstrap widened to the exact binomial interval), n = clusters
 (pairs). "Inside CI": the paper's value is in our interval; "within ±{100 * TOLERANCE:.0f} pp": it is
 not, but it is within {100 * TOLERANCE:.0f} percentage points of our estimate (the paper gives no
 interval or sample size, so its own sampling error is unknown); "**no**": neither.
