@@ -3,12 +3,11 @@
     python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen fifo srtf_est ...
 """
 import sys
-import time
 
 import numba
 
 from fastsim.api import decide_stops, run_engine
-from fastsim.bench import _config
+from fastsim.bench import _best, _config, _us
 from fastsim.workload import generate_workload
 
 numba.set_num_threads(1)
@@ -18,13 +17,8 @@ WHICH = sys.argv[3:] or ["gen", "fifo", "srtf_est", "tiresias", "loss_aware"]
 
 
 def best(f):
-    f()
-    t = float("inf")
-    for _ in range(R):
-        t0 = time.perf_counter()
-        f()
-        t = min(t, time.perf_counter() - t0)
-    return t / C * 1e6
+    """Per-cluster microseconds: the bench's minimum over R calls after a warm-up."""
+    return _us(_best(f, R), C)
 
 
 cfg = _config()

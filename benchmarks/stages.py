@@ -3,12 +3,11 @@
     python benchmarks/stages.py [n_clusters] [reps]
 """
 import sys
-import time
 
 import numba
-import numpy as np
 
 from fastsim.api import decide_stops, run_engine
+from fastsim.bench import _best, _us
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
@@ -18,13 +17,8 @@ R = int(sys.argv[2]) if len(sys.argv) > 2 else 7
 
 
 def best(f):
-    f()
-    ts = []
-    for _ in range(R):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return min(ts) / C * 1e6
+    """Per-cluster microseconds: the bench's minimum over R calls after a warm-up."""
+    return _us(_best(f, R), C)
 
 
 cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_evals=10)

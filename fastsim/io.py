@@ -1,12 +1,16 @@
-"""Crash-safe file output: every file fastsim writes appears whole or not at all.
+"""File input and output shared by every command.
 
-Data goes to ``NAME.tmp`` beside the target, is flushed to disk, then renamed into place
-(``os.replace`` is atomic on POSIX); a failure removes the temp file.
+Output is crash-safe: every file fastsim writes appears whole or not at all.  Data goes
+to ``NAME.tmp`` beside the target, is flushed to disk, then renamed into place
+(``os.replace`` is atomic on POSIX); a failure removes the temp file.  Input errors
+(an unreadable file, invalid TOML) become one ``ConfigError`` naming the file.
 """
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -52,3 +56,16 @@ def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> 
         _commit(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
+    """Parse a TOML file; a missing or unreadable file or bad TOML is a ``ConfigError``."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None

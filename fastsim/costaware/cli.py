@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_parquet
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
@@ -47,10 +48,9 @@ def _show(df: pl.DataFrame, title: str):
 def _write(df: pl.DataFrame, out, name: str):
     if out is None:
         return
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
-    df.write_parquet(path / name)
-    print(f"wrote {path / name}")
+    path = Path(out) / name
+    atomic_write_parquet(df, path)
+    print(f"wrote {path}")
 
 
 def cmd_ratios(args):

@@ -18,7 +18,6 @@ Format::
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
                                    run_sgd, summarize_sgd)
 from fastsim.costaware.subset import subset_distribution, select_subset, subset_report
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_parquet, read_toml
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
 _PROBLEM_FIELDS = {f.name for f in fields(ProblemConfig)}
@@ -62,12 +62,7 @@ class SweepSpec:
 def load_sweep(path) -> SweepSpec:
     """Parse and validate a sweep TOML (every point is validated before anything runs)."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"sweep file {str(path)!r} is not valid TOML: {exc}") from None
+    raw = read_toml(path)
     allowed = {"name", "experiment", "replications", "seed", "base", "axes", "gamma_fracs"}
     for key in raw:
         if key not in allowed:
@@ -159,9 +154,9 @@ def run_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
         runs_all.append(runs.with_columns(**tags))
     paths = {"summary": out / f"{spec.name}.summary.parquet",
              "runs": out / f"{spec.name}.runs.parquet"}
-    pl.concat(summaries, how="diagonal_relaxed").write_parquet(paths["summary"])
-    pl.concat(runs_all, how="diagonal_relaxed").write_parquet(paths["runs"])
+    atomic_write_parquet(pl.concat(summaries, how="diagonal_relaxed"), paths["summary"])
+    atomic_write_parquet(pl.concat(runs_all, how="diagonal_relaxed"), paths["runs"])
     if curves_all:
         paths["curves"] = out / f"{spec.name}.curves.parquet"
-        pl.concat(curves_all, how="diagonal_relaxed").write_parquet(paths["curves"])
+        atomic_write_parquet(pl.concat(curves_all, how="diagonal_relaxed"), paths["curves"])
     return paths

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
+from fastsim.io import read_toml
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = ("backfill", "thresholds_gpu_h")
@@ -255,16 +255,7 @@ def load_sweep(path: str | Path, **overrides: Any) -> Grid:
     >>> [c.label for c in load_sweep(p).cells]
     ['srtf_est | none', 'srtf_est | evalstop(k=1)', 'srtf_est | evalstop(k=2)']
     """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read sweep file ({exc.strerror})") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    return parse_sweep(doc, str(path), **overrides)
+    return parse_sweep(read_toml(path), str(path), **overrides)
 
 
 def axis_value(cfg: SimConfig, axis: str) -> Any:
