@@ -10,8 +10,10 @@ Writes, atomically, into the sweep directory:
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
 * ``summary.txt``: the same estimates as plain-text tables.
 
-Each cell's clusters are sorted by cluster index first, so the estimates (bootstrap
-included) depend only on which clusters ran, not on chunk order or resumes.
+Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
+baseline's same chunk beside them: memory does not grow with the cluster count, and the
+estimates (bootstrap included) depend only on which clusters ran, not on chunk order or
+resumes.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fastsim.summary import format_table, summarize
+from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import axis_value
 from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
@@ -59,27 +61,39 @@ def cell_table(store: SweepStore) -> pl.DataFrame:
     return pl.DataFrame([_column(k, v) for k, v in cols.items()])
 
 
+def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> pl.DataFrame:
+    """``summarize`` of one cell (paired against its baseline), one chunk in memory."""
+    cell = CellSummary()
+    for i in range(store.grid.n_chunks):
+        clusters = _read_chunk(store, cell_id, i)
+        base = None if baseline_id is None else _read_chunk(store, baseline_id, i)
+        cell.add(clusters, base)
+    return cell.table()
+
+
+def _read_chunk(store: SweepStore, cell_id: str, index: int) -> pl.DataFrame:
+    """One chunk's clusters, checked to be exactly the chunk's cluster range."""
+    df = pl.read_parquet(store.path(cell_id, "chunk", index)).sort("cluster")
+    start, n = store.grid.chunk_range(index)
+    ids = df["cluster"].to_numpy()
+    if df.height != n or (n and (ids[0] != start or ids[-1] != start + n - 1
+                                 or (ids[1:] == ids[:-1]).any())):
+        raise RuntimeError(f"chunk {index} of cell {cell_id} in {store.root} holds {df.height} "
+                           f"cluster rows, expected clusters {start}..{start + n - 1} once each; "
+                           "re-run the sweep")
+    return df
+
+
 def aggregate(store: SweepStore) -> dict[str, Path]:
     """Aggregate every cell of a complete sweep; returns the written paths."""
     cells = cell_table(store)
-    # One cell's clusters in memory at a time (plus its baseline, read once per group).
-    order = sorted(store.grid.cells, key=lambda c: (c.baseline or c.id, c.baseline is not None))
     parts: dict[str, tuple] = {}
-    base_id, base_df = None, None
-    for c in order:
-        clusters = store.read_clusters(c.id)
-        if c.baseline is None:
-            base_id, base_df = c.id, clusters
-            s = summarize(clusters)
-        else:
-            if c.baseline != base_id:
-                base_id, base_df = c.baseline, store.read_clusters(c.baseline)
-            s = summarize(clusters, base_df)
+    for c in store.grid.cells:
+        s = _cell_summary(store, c.id, c.baseline)
         h = merge_histograms([store.read(c.id, "jct")])
         parts[c.id] = (s.with_columns(pl.lit(c.id).alias("cell")),
                        h.with_columns(pl.lit(c.id).alias("cell")),
                        format_table(s, title=f"== {c.label}  [cell {c.id}]"))
-        del clusters
     summaries = [parts[c.id][0] for c in store.grid.cells]
     hists = [parts[c.id][1] for c in store.grid.cells]
     texts = [parts[c.id][2] for c in store.grid.cells]
