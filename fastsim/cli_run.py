@@ -17,12 +17,13 @@ import polars as pl
 from tqdm import tqdm
 
 from fastsim import defaults as D
-from fastsim.api import simulate
+from fastsim.api import run_workload, simulate
 from fastsim.compile_notice import compile_notice
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_parquet
 from fastsim.summary import CellSummary, format_table
+from fastsim.workload import generate_workload
 
 # What each workload field means, with its unit (MODEL.md section 3-4).
 FIELD_HELP = {
@@ -128,11 +129,16 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
     so memory does not grow with ``n`` unless per-cluster or per-job rows are kept."""
     cell = CellSummary()
     kept = {name: ([], []) for name, _ in arms}
+    reuse = not (keep_clusters or keep_jobs)  # kept frames may share the buffer's memory
+    w = None
     for start in range(0, n, CHUNK):
+        size = min(CHUNK, n - start)
+        # Both arms run on the same clusters: one workload, into one buffer per run.
+        buffer = w if reuse and w is not None and w.n_clusters == size else None
+        w = generate_workload(arms[0][1].workload, size, seed, start, out=buffer)
         chunk = {}
         for name, cfg in arms:
-            r = simulate(cfg, min(CHUNK, n - start), seed=seed, cluster_start=start,
-                         keep_jobs=keep_jobs)
+            r = run_workload(cfg, w, keep_jobs=keep_jobs)
             chunk[name] = r.clusters
             if keep_clusters:
                 kept[name][0].append(r.clusters)
