@@ -43,6 +43,12 @@ def simulate_bytes(n_clusters: int, n_jobs: int, n_evals: int, keep_jobs: bool) 
     return n_clusters * (n_jobs * per_job + 8 * (N_METRICS + 1))
 
 
+def results_bytes(n_clusters: int, n_jobs: int, keep_jobs: bool) -> int:
+    """Results kept across chunks: per-cluster metrics (and per-job records), with the
+    copy that concatenating them makes."""
+    return n_clusters * (16 * (N_METRICS + 1) + (n_jobs * 500 if keep_jobs else 0))
+
+
 def summary_bytes(n_clusters: int, tables: int = 2) -> int:
     """Summarising a cell: ``tables`` per-cluster tables (policy and baseline) and the
     cluster bootstrap (index matrix plus two gathered value matrices)."""
