@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -58,8 +57,6 @@ _LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or
                 ("height", "tau", "loss0", "loss_inf", "loss_tau")}
 CHUNK = 500  # clusters per progress step; chunking never changes results
 MAX_SEED = 2**64 - 1  # seeds are unsigned 64-bit counters (kernels/rng.py)
-# argparse reads "--load -inf" as an option named "-inf"; let every number be a value.
-NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
 
 
 def _parse_field(name: str, text: str, default):
@@ -123,7 +120,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write per-job records of both arms to this Parquet file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_workload_options(p)
-    p._negative_number_matcher = NEGATIVE_NUMBER
     p.set_defaults(func=run_command)
 
 

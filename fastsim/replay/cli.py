@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_table
+from fastsim.io import atomic_write_table, check_distinct, check_output, table_writer, write_all
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -75,9 +75,8 @@ def _write(df: pl.DataFrame, path: Path) -> None:
     atomic_write_table(df, path)
 
 
-def _check_out(path: Path | None) -> None:
-    if path is not None and path.suffix.lower() not in (".parquet", ".csv"):
-        raise ConfigError(f"--out {path}: allowed: a .parquet or .csv file")
+def _check_out(path: Path | None, option: str = "--out") -> None:
+    check_output(path, option)
 
 
 def _fmt(x, digits=3):
@@ -126,7 +125,10 @@ def _cmd_replay(args) -> int:
     from fastsim.replay.replay import parse_policy, replay, summarize
 
     _check_out(args.out)
-    _check_out(args.summary_out)
+    _check_out(args.summary_out, "--summary-out")
+    check_distinct({"--out": args.out, "--summary-out": args.summary_out})
+    if args.gpus is not None and not 0 < args.gpus < float("inf"):
+        raise ConfigError(f"--gpus={args.gpus} is invalid; allowed: a positive finite GPU count")
     policies = [parse_policy(s) for s in (args.policy or DEFAULT_POLICIES)]
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
@@ -142,12 +144,10 @@ def _cmd_replay(args) -> int:
         print()
     print("summary (95% intervals; rates resample jobs):")
     _print_summary(summ)
-    if args.out:
-        _write(res, args.out)
-        print(f"wrote {args.out}")
-    if args.summary_out:
-        _write(summ, args.summary_out)
-        print(f"wrote {args.summary_out}")
+    outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
+    write_all([(p, table_writer(df, p)) for p, df in outputs])  # both or neither
+    for p, _ in outputs:
+        print(f"wrote {p}")
     return 0
 
 
