@@ -51,8 +51,9 @@ def results_bytes(n_clusters: int, n_jobs: int, keep_jobs: bool) -> int:
 
 def summary_bytes(n_clusters: int, tables: int = 2) -> int:
     """Summarising a cell: ``tables`` per-cluster tables (policy and baseline) and the
-    cluster bootstrap (index matrix plus two gathered value matrices)."""
-    return n_clusters * (tables * 16 * (N_METRICS + 1) + 3 * 8 * BOOTSTRAP_DRAWS)
+    cluster bootstrap (an int64 index matrix and one gathered float64 matrix at a time;
+    measured with tracemalloc: 32.0 kB per cluster)."""
+    return n_clusters * (tables * 16 * (N_METRICS + 1) + 2 * 8 * BOOTSTRAP_DRAWS)
 
 
 def largest(need: Callable[[int], int], budget: float, hi: int) -> int:

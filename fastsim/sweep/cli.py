@@ -27,9 +27,11 @@ def register(subparsers) -> None:
         "sweep", help="run a sweep file (resumable) and aggregate it",
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
         "per-cluster Parquet per cell and an aggregated table (mean, 95%% CI, n; paired "
-        "against each cell's baseline). Re-running resumes; a changed grid is refused.")
+        "against each cell's baseline). Re-running resumes, re-running any chunk that fails its "
+        "checksum; a changed grid is refused; one process at a time owns --out (a lock).")
     p.add_argument("file", type=Path, help="sweep definition (sweeps/*.toml)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output directory (created; locked while the sweep runs)")
     p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
     p.add_argument("--chunk", type=int, help="clusters per chunk (overrides the file)")
     p.add_argument("--seed", type=int, help="seed (overrides the file)")
