@@ -13,7 +13,8 @@ from pathlib import Path
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_table, check_distinct, check_output, table_writer, write_all
+from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
+                        table_writer, write_all)
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -182,13 +183,14 @@ def _cmd_toy(args) -> int:
     if args.world_seed is not None:
         kw["world_seed"] = args.world_seed
     cfg = ToyRLHFConfig(**kw)
+    check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
     runtime = time.perf_counter() - t0
     runs = run_summary(traces)
     fits = gao_fit_groups(traces)
-    for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits)):
-        _write(df, args.out / f"{name}.parquet")
+    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet"))
+               for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))])
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
           "{traces,runs,gao_fits}.parquet")

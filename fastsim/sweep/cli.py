@@ -134,6 +134,12 @@ def cmd_reproduce(args) -> int:
     else:
         figures = args.figures_dir or repo_root() / "figures"
         report = args.report or repo_root() / "REPRODUCTION.md"
+    from fastsim.io import check_output, check_output_dir
+
+    check_output_dir(out)
+    check_output(report, "--report", None)
+    if not args.no_figures:
+        check_output_dir(figures, "--figures-dir")
     info = reproduce(out, clusters=clusters, chunk=args.chunk, seed=0,
                      figures_dir=None if args.no_figures else figures, report=report,
                      backend=args.backend, address=args.address, workers=args.workers,
