@@ -30,6 +30,15 @@ TAU = (0.2, 0.5)
 LOSS0 = (1.5, 2.5)
 LOSS_INF = (0.2, 0.6)
 LOSS_TAU = (0.02, 0.10)
+# Curve extensions grounded in the toy-RLHF traces (MODEL.md section 4; fitted by
+# `fastsim traces fit-curves`, docs/real-traces.md).  KL_GAMMA = 1, SIGMA_SPREAD = 0,
+# USTAR_HEALTHY[0] >= 1 and NOISE_RHO = 0 is the plain model (PLAIN_CURVES).
+KL_GAMMA = 1.0
+HACK_SHARPNESS = 1.0
+SIGMA_SPREAD = 0.0
+NOISE_RHO = 0.0
+PLAIN_CURVES = {"kl_gamma": 1.0, "hack_sharpness": 1.0, "sigma_spread": 0.0, "noise_rho": 0.0,
+                "ustar_healthy": (1.5, 4.0)}
 
 SCHEDULER = "srtf_est"
 BACKFILL = False
