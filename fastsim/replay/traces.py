@@ -345,30 +345,37 @@ def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def noise_level(runs: pl.DataFrame, mean_height: float = 0.75) -> float:
+def noise_level(runs: pl.DataFrame, mean_height: float = 0.75, sigma_spread: float = 0.0) -> float:
     """The traces' evaluation noise on the simulator's scale (MODEL.md section 4).
 
     The simulator's gold rises from 0 to its peak ``h`` (mean 0.75 by default), so a
     trace's noise sd divided by its gold gain, times 0.75, is the comparable ``sigma``.
+    With per-job noise ``sigma_j = sigma exp(s Z - s^2/2)`` the median job's noise is
+    ``sigma exp(-s^2/2)``, so the median ratio is matched by ``sigma`` times ``exp(s^2/2)``.
     """
     ratio = (runs["eval_noise_sd"] / runs["gold_gain"]).to_numpy()
-    return float(np.median(ratio[np.isfinite(ratio)]) * mean_height)
+    return float(np.median(ratio[np.isfinite(ratio)]) * mean_height * np.exp(sigma_spread ** 2 / 2))
 
 
 def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
-                         seed: int = 0, sigma: float | None = None) -> pl.DataFrame:
+                         seed: int = 0, sigma: float | None = None,
+                         curves: dict | None = None) -> pl.DataFrame:
     """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
 
     Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
     ``noise_level`` (unless given), ``base_rate`` = the traces' share of hacking runs and
-    ``n_evals`` = evaluations per trace, for each policy.  One row per policy with
-    pooled precision / recall / FPR and cluster-bootstrap intervals.
+    ``n_evals`` = evaluations per trace, for each policy; every other parameter is the
+    default, including the curve knobs fitted to the traces (``curves``: WorkloadConfig
+    fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  One row per
+    policy with pooled precision / recall / FPR and cluster-bootstrap intervals.
     """
     from fastsim.api import simulate
     from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
     from fastsim.replay.replay import parse_policy
 
-    sigma = noise_level(runs) if sigma is None else float(sigma)
+    curves = dict(curves or {})
+    spread = curves.get("sigma_spread", WorkloadConfig().sigma_spread)
+    sigma = noise_level(runs, sigma_spread=spread) if sigma is None else float(sigma)
     base_rate = float(runs["truth_hacking"].mean())
     n_evals = int(runs["n_evals"].median())
     rows = []
@@ -378,7 +385,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
             continue
         pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
         wl = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate, sigma=sigma,
-                            n_evals=n_evals)
+                            n_evals=n_evals, **curves)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
