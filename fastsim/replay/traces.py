@@ -345,16 +345,29 @@ def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def noise_level(runs: pl.DataFrame, mean_height: float = 0.75, sigma_spread: float = 0.0) -> float:
+def noise_level(runs: pl.DataFrame, workload=None, n_clusters: int = 20, seed: int = 0) -> float:
     """The traces' evaluation noise on the simulator's scale (MODEL.md section 4).
 
-    The simulator's gold rises from 0 to its peak ``h`` (mean 0.75 by default), so a
-    trace's noise sd divided by its gold gain, times 0.75, is the comparable ``sigma``.
-    With per-job noise ``sigma_j = sigma exp(s Z - s^2/2)`` the median job's noise is
-    ``sigma exp(-s^2/2)``, so the median ratio is matched by ``sigma`` times ``exp(s^2/2)``.
+    Matched on the same statistic on both sides: the median over runs (jobs) of the
+    evaluation noise sd (``score - gold``, ``ddof = 1``) divided by the gold gain (peak
+    minus start).  The simulator's ratio is linear in ``sigma``, so ``sigma`` = the
+    traces' median ratio / the median ratio of ``workload`` (an all-RLHF
+    ``WorkloadConfig``, ``n_clusters`` clusters) drawn at ``sigma = 1``.  Without a
+    workload: the traces' ratio times 0.75, the mean peak height ``h`` (gain = ``h``).
     """
     ratio = (runs["eval_noise_sd"] / runs["gold_gain"]).to_numpy()
-    return float(np.median(ratio[np.isfinite(ratio)]) * mean_height * np.exp(sigma_spread ** 2 / 2))
+    target = float(np.median(ratio[np.isfinite(ratio)]))
+    if workload is None:
+        return target * 0.75
+    from dataclasses import replace
+
+    from fastsim.workload import generate_workload
+
+    w = generate_workload(replace(workload, sigma=1.0), n_clusters, seed=seed)
+    gain = w.gold.max(axis=2)
+    sd = np.std(w.score - w.gold, axis=2, ddof=1)
+    rl = (w.job_type == 2) & (gain > 0)
+    return target / float(np.median(sd[rl] / gain[rl]))
 
 
 def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
@@ -363,29 +376,32 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
 
     Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
-    ``noise_level`` (unless given), ``base_rate`` = the traces' share of hacking runs and
+    ``noise_level`` (unless given; matched on noise sd / gold gain, per run and per job,
+    clusters other than those simulated), ``base_rate`` = the traces' share of hacking runs and
     ``n_evals`` = evaluations per trace, for each policy; every other parameter is the
     default, including the curve knobs fitted to the traces (``curves``: WorkloadConfig
     fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  One row per
     policy with pooled precision / recall / FPR and cluster-bootstrap intervals.
     """
+    from dataclasses import replace
+
     from fastsim.api import simulate
     from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
     from fastsim.replay.replay import parse_policy
 
     curves = dict(curves or {})
-    spread = curves.get("sigma_spread", WorkloadConfig().sigma_spread)
-    sigma = noise_level(runs, sigma_spread=spread) if sigma is None else float(sigma)
     base_rate = float(runs["truth_hacking"].mean())
     n_evals = int(runs["n_evals"].median())
+    matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
+                             n_evals=n_evals, **curves)
+    sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
     rows = []
     for spec in policies:
         p = parse_policy(spec)
         if p.name == "none":
             continue
         pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
-        wl = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate, sigma=sigma,
-                            n_evals=n_evals, **curves)
+        wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
@@ -496,13 +512,13 @@ def _per_run(runs):
     """The per-run statistics the knobs are medians / moments of (computed once)."""
     out = []
     for u, d, gold, score, hacking in runs:
-        r = score - gold
-        r = r - r.mean()
+        r = score - gold  # mean zero by construction: truth_gold is the expected score
         out.append({"hacking": hacking, "gamma": _kl_gamma_of(u, d),
                     "hack_exp": _hack_exponent_of(u, gold) if hacking else np.nan,
                     "rel": float(np.std(score - gold, ddof=1) / (gold.max() - gold[0])),
                     "n": len(u), "early": _early_share(u, gold) if not hacking else np.nan,
-                    "lag_num": float((r[1:] * r[:-1]).sum()), "lag_den": float((r * r).sum())})
+                    "lag_num": float((r[1:] * r[:-1]).sum()),
+                    "lag_den": float((0.5 * (r[1:] ** 2 + r[:-1] ** 2)).sum())})
     return pl.DataFrame(out)
 
 
@@ -538,8 +554,9 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     * ``sigma_spread``: ``s^2 = var ln(noise sd / gold gain) - 1 / (2 (n - 1)) - var ln h``
       over runs: the spread of the noise on the curve's scale, less the sampling error of
       a standard deviation from ``n`` evaluations and the spread of the model's heights.
-    * ``noise_rho``: the pooled lag-1 autocorrelation of ``score - truth_gold`` (each run's
-      mean removed).
+    * ``noise_rho``: the pooled lag-1 autocorrelation of ``score - truth_gold`` about zero
+      (``truth_gold`` is the score's expectation, so no mean is estimated and the short
+      runs leave no bias from one), over the same pairs of evaluations in both sums.
     * ``ustar_healthy``: ``lo`` = the hacking range's upper end (peaks spread with no gap);
       ``hi`` such that the model's median share of the final gain made by ``u = 1/6``
       equals the healthy runs' median.
