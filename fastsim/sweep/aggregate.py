@@ -24,7 +24,8 @@ import polars as pl
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import axis_value
-from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
+from fastsim.io import table_writer, write_all
+from fastsim.sweep.store import SweepStore
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -65,27 +66,17 @@ def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> p
     """``summarize`` of one cell (paired against its baseline), one chunk in memory."""
     cell = CellSummary()
     for i in range(store.grid.n_chunks):
-        clusters = _read_chunk(store, cell_id, i)
-        base = None if baseline_id is None else _read_chunk(store, baseline_id, i)
+        clusters = store.read_chunk(cell_id, i)
+        base = None if baseline_id is None else store.read_chunk(baseline_id, i)
         cell.add(clusters, base)
     return cell.table()
 
 
-def _read_chunk(store: SweepStore, cell_id: str, index: int) -> pl.DataFrame:
-    """One chunk's clusters, checked to be exactly the chunk's cluster range."""
-    df = pl.read_parquet(store.path(cell_id, "chunk", index)).sort("cluster")
-    start, n = store.grid.chunk_range(index)
-    ids = df["cluster"].to_numpy()
-    if df.height != n or (n and (ids[0] != start or ids[-1] != start + n - 1
-                                 or (ids[1:] == ids[:-1]).any())):
-        raise RuntimeError(f"chunk {index} of cell {cell_id} in {store.root} holds {df.height} "
-                           f"cluster rows, expected clusters {start}..{start + n - 1} once each; "
-                           "re-run the sweep")
-    return df
-
-
 def aggregate(store: SweepStore) -> dict[str, Path]:
-    """Aggregate every cell of a complete sweep; returns the written paths."""
+    """Aggregate every cell of a complete sweep; returns the written paths.
+
+    Every chunk is verified against its record as it is read; a missing or damaged one
+    is a ``ConfigError`` naming its file, and then nothing is written."""
     cells = cell_table(store)
     parts: dict[str, tuple] = {}
     for c in store.grid.cells:
@@ -102,12 +93,13 @@ def aggregate(store: SweepStore) -> dict[str, Path]:
         pl.concat(hists), on="cell", how="inner", maintain_order="right")
     out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
            "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
-    atomic_write_parquet(cells, out["cells"])
-    atomic_write_parquet(summary, out["summary"])
-    atomic_write_parquet(jct, out["jct_hist"])
     header = (f"{store.grid.title}\n{store.grid.clusters} clusters per cell, seed "
               f"{store.grid.seed}, grid {store.grid.hash[:12]}\n\n")
-    atomic_write_bytes(out["text"], (header + "\n\n".join(texts) + "\n").encode())
+    text = (header + "\n\n".join(texts) + "\n").encode()
+    write_all([(out["cells"], table_writer(cells, out["cells"])),  # all four or none
+               (out["summary"], table_writer(summary, out["summary"])),
+               (out["jct_hist"], table_writer(jct, out["jct_hist"])),
+               (out["text"], lambda tmp: Path(tmp).write_bytes(text))])
     return out
 
 
