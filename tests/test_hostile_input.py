@@ -134,7 +134,7 @@ def test_10_sweep_file_refuses_what_cannot_fit(tmp_path, capsys):
     p = tmp_path / "huge.toml"
     p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 100000\nn_evals = 1000\n")
     out = tmp_path / "out"
-    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: clusters")
+    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: chunk")
     assert not out.exists()
 
 
