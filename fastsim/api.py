@@ -23,7 +23,8 @@ from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
 from kernels.oracle import oracle_stops_nb
-from kernels.stops import resolve_stops_nb
+from kernels.schedulers import user_keys_driver
+from kernels.stops import resolve_stops_nb, user_stops_driver
 
 JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")
 
@@ -75,8 +76,19 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     d = Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_), np.empty(shape, np.bool_),
                   np.empty(shape, np.int32), np.empty(shape, np.int32))
     p = cfg.policy
+    decl = p.decl
     scope_all = p.scope == "all"
-    if p.uses_hidden_truth:
+    if decl.user is not None:
+        values = p.values
+        back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
+        user_stops_driver(decl.user)(
+            tuple(v for k, v in values.items() if k != "scope"), int(back),
+            decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
+            w.duration_h, d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
+        if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
+            raise ValueError(f"stop policy {decl.name} returned a trigger outside 0..n_evals "
+                             f"or one at most lookback={back}")
+    elif p.uses_hidden_truth:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
@@ -99,10 +111,26 @@ def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0)
     s = cfg.scheduler
     cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
-               w.t_est_h, w.loss, w.duration_h, end_service, demote_service, account_from,
+               static_keys(cfg, w), w.loss, w.duration_h, end_service, demote_service, account_from,
                o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt, o.seg_job,
                o.seg_start, o.seg_end, o.seg_count)
     return o
+
+
+def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
+    """What the engine's static-key path (``sjf_est``) orders by: ``t_est_h`` for the
+    built-ins, a user scheduler's keys (computed from arrival-time observations) for it.
+    The engine reads ``t_est_h`` only through the scheduler's key, so this is the whole
+    user-scheduler hook."""
+    decl = cfg.scheduler.decl
+    if decl.user is None:
+        return w.t_est_h
+    keys = np.empty(w.t_est_h.shape)
+    user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h, w.gpus,
+                                w.job_type, w.arrival_h, keys)
+    if np.isnan(keys).any():
+        raise ValueError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
+    return keys
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,

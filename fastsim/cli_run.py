@@ -17,6 +17,7 @@ import polars as pl
 from tqdm import tqdm
 
 from fastsim import defaults as D
+from fastsim import registry as R
 from fastsim.api import simulate
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
@@ -102,12 +103,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every metric with its 95%% confidence interval and the paired change.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
-                   help="base scheduler: fifo, fifo:backfill, sjf_est, srtf_est, loss_aware, "
-                   "tiresias, tiresias:thresholds=16/64 (GPU-hours)")
+                   help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "
+                   "@scheduler_key): " + R.help_text("scheduler").replace("%", "%%"))
     p.add_argument("--policy", default=f"{D.POLICY}:k={D.K}",
-                   help="stop policy: none, evalstop:k=K, stop_at:f=F, loss_plateau:w=W,tol=TOL, "
-                   "deprioritize:k=K, oracle (uses hidden truth); add ,scope=all to act on every "
-                   "job type (default scope: RLHF)")
+                   help="stop policy NAME[:key=value,...] or MODULE:FUNCTION[:...] (a user's "
+                   "@stop_policy): " + R.help_text("policy").replace("%", "%%")
+                   + "; every policy takes scope=rlhf|all (default rlhf)")
     p.add_argument("--baseline", default="none",
                    help="policy to compare against on the same clusters, or 'off'")
     p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters")

@@ -18,7 +18,7 @@ columns, which no stop policy reads.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import polars as pl
@@ -365,7 +365,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     pooled precision / recall / FPR and cluster-bootstrap intervals.
     """
     from fastsim.api import simulate
-    from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
+    from fastsim.config import SimConfig, WorkloadConfig
     from fastsim.replay.replay import parse_policy
 
     sigma = noise_level(runs) if sigma is None else float(sigma)
@@ -376,7 +376,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         p = parse_policy(spec)
         if p.name == "none":
             continue
-        pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
+        pol = replace(p, scope="rlhf")
         wl = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate, sigma=sigma,
                             n_evals=n_evals)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
