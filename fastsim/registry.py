@@ -80,20 +80,20 @@ class Param:
         t = text.strip()
         try:
             if self.kind == "bool":
-                if t.lower() in _TRUE:
-                    return True
-                if t.lower() in _FALSE:
-                    return False
-                raise ValueError
-            if self.kind == "int":
-                return self.check(int(t), where)
-            if self.kind == "float":
-                return self.check(float(t), where)
-            if self.kind == "floats":
-                return self.check(tuple(float(x) for x in t.split("/")), where)
-            return self.check(t, where)
+                if t.lower() not in _TRUE + _FALSE:
+                    raise ValueError
+                value: Any = t.lower() in _TRUE
+            elif self.kind == "int":
+                value = int(t)
+            elif self.kind == "float":
+                value = float(t)
+            elif self.kind == "floats":
+                value = tuple(float(x) for x in t.split("/"))
+            else:
+                value = t
         except ValueError:
             raise self._fail(where, t) from None
+        return self.check(value, where)
 
     def check(self, value: Any, where: str = "") -> Any:
         """``value`` validated and normalised (lists become tuples), or ConfigError."""
@@ -352,7 +352,8 @@ def lookup(what: str, name: str) -> Declaration:
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
                               f"by @{'stop_policy' if what == 'policy' else 'scheduler_key'}")
         return obj
-    raise ConfigError(f"{what}={name!r} is unknown; allowed: {', '.join(table)} or MODULE:ATTR")
+    raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
+                      f"of a user's declaration")
 
 
 def policies() -> tuple[StopPolicy, ...]:
