@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from reference import (jobs_of, reference_cluster_metrics,  # noqa: E402
                        reference_simulate)
 
-SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias")
-POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
+from conftest import POLICY_NAMES as POLICIES  # noqa: E402
+from conftest import SCHEDULERS  # noqa: E402
+
 DISCRETE = ("stopped", "demoted", "positive", "in_scope", "trigger_eval", "delivered_eval",
             "n_preemptions")
 FLOATS = ("start_h", "end_h", "held_h", "jct_h", "queue_h", "delivered_gold", "best_gold",
