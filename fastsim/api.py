@@ -6,7 +6,8 @@ the peak), the engine adds the true run time (physics), and metrics add everythi
 
 Examples
 --------
->>> from fastsim.config import SimConfig
+>>> from fastsim import metrics as M
+from fastsim.config import SimConfig
 >>> res = simulate(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20), n_clusters=4)
 >>> res.clusters.height
 4
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fastsim import metrics as M
 from fastsim.config import SimConfig
 from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, service_points_nb
@@ -178,31 +180,31 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
     cluster_metrics_nb(cfg.workload.gpus, w.job_type, w.gpus, w.arrival_h, o.end_h, o.held_h,
                        wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
                        best_gold, d.trigger_eval, w.peak_eval, out)
+    int_cols = M.int_columns()
     cols = {"cluster": w.cluster_ids}
     for i, name in enumerate(METRIC_NAMES):
         col = out[:, i]
-        cols[name] = col.astype(np.int64) if name in _INT_METRICS else col
+        cols[name] = col.astype(np.int64) if name in int_cols else col
+    jct = o.end_h - w.arrival_h
+    per_job = {  # [C, J] arrays: the jobs table's columns, and what user metrics read
+        "job_type": w.job_type, "gpus": w.gpus, "arrival_h": w.arrival_h,
+        "duration_h": w.duration_h, "t_est_h": w.t_est_h, "hacking": w.hacking,
+        "peak_eval": w.peak_eval, "start_h": o.start_h, "end_h": o.end_h, "held_h": o.held_h,
+        "jct_h": jct, "queue_h": jct - o.held_h, "stopped": d.stopped, "demoted": d.demoted,
+        "positive": positive, "in_scope": d.in_scope, "trigger_eval": d.trigger_eval,
+        "delivered_eval": d.delivered_eval, "delivered_gold": delivered_gold,
+        "best_gold": best_gold, "regret": best_gold - delivered_gold, "wasted_gpu_h": wasted,
+        "n_preemptions": o.n_preempt,
+    }
+    cols.update(M.user_columns(cfg.metrics, per_job))
     clusters = pl.DataFrame(cols)
     jobs = None
     if keep_jobs:
         C, J = w.n_clusters, w.n_jobs
-        jct = o.end_h - w.arrival_h
-        jobs = pl.DataFrame({
-            "cluster": np.repeat(w.cluster_ids, J),
-            "job": np.tile(np.arange(J, dtype=np.int64), C),
-            "job_type": pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()]),
-            "gpus": w.gpus.ravel(), "arrival_h": w.arrival_h.ravel(),
-            "duration_h": w.duration_h.ravel(), "t_est_h": w.t_est_h.ravel(),
-            "hacking": w.hacking.ravel(), "peak_eval": w.peak_eval.ravel(),
-            "start_h": o.start_h.ravel(), "end_h": o.end_h.ravel(), "held_h": o.held_h.ravel(),
-            "jct_h": jct.ravel(), "queue_h": (jct - o.held_h).ravel(),
-            "stopped": d.stopped.ravel(), "demoted": d.demoted.ravel(),
-            "positive": positive.ravel(), "in_scope": d.in_scope.ravel(),
-            "trigger_eval": d.trigger_eval.ravel(), "delivered_eval": d.delivered_eval.ravel(),
-            "delivered_gold": delivered_gold.ravel(), "best_gold": best_gold.ravel(),
-            "regret": (best_gold - delivered_gold).ravel(), "wasted_gpu_h": wasted.ravel(),
-            "n_preemptions": o.n_preempt.ravel(),
-        })
+        flat = {k: v.ravel() for k, v in per_job.items()}
+        flat["job_type"] = pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()])
+        jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
+                             "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
     segments = None
     if record_segments:
         rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
@@ -211,5 +213,3 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
         segments = pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
     return SimResult(cfg, clusters, jobs, segments)
 
-
-_INT_METRICS = {"tp", "fp", "fn", "tn", "delay_count", "n_stopped"}

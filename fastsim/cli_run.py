@@ -109,6 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stop policy NAME[:key=value,...] or MODULE:FUNCTION[:...] (a user's "
                    "@stop_policy): " + R.help_text("policy").replace("%", "%%")
                    + "; every policy takes scope=rlhf|all (default rlhf)")
+    p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
+                   help="also compute this user metric (a @cluster_metric) per cluster; repeatable")
     p.add_argument("--baseline", default="none",
                    help="policy to compare against on the same clusters, or 'off'")
     p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters")
@@ -140,10 +142,11 @@ def run_command(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer >= 0")
     workload = workload_from_args(args)
-    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy))
+    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
+                    tuple(args.metric))
     base_cfg = None
     if args.baseline != "off":
-        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline))
+        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline), cfg.metrics)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
     total = args.clusters * len(arms)

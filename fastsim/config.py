@@ -324,13 +324,24 @@ def _as_dict(cfg: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """A simulation cell: workload x base scheduler x stop policy."""
+    """A simulation cell: workload x base scheduler x stop policy, and any user metrics
+    (``MODULE:FUNCTION`` of a ``fastsim.metrics.cluster_metric``) to add per cluster."""
 
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from fastsim.metrics import lookup
+
+        if isinstance(self.metrics, (list, str)):
+            object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
+                               else tuple(self.metrics))
+        for ref in self.metrics:
+            if lookup(ref).fn is None:
+                raise ConfigError(f"metrics={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
+                                  "@cluster_metric (the built-in metrics are always computed)")
         p, w = self.policy, self.workload
         need, rule = p.min_evals, p.decl.min_evals_text
         _check(w.n_evals >= need, "n_evals", w.n_evals,
@@ -348,17 +359,22 @@ class SimConfig:
         return replace(self, policy=policy)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": asdict(self.workload), "scheduler": self.scheduler.to_dict(),
-                "policy": self.policy.to_dict()}
+        d = {"workload": asdict(self.workload), "scheduler": self.scheduler.to_dict(),
+             "policy": self.policy.to_dict()}
+        if self.metrics:  # absent when unused, so every earlier cell id stays what it was
+            d["metrics"] = list(self.metrics)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
         for part in d:
-            if part not in ("workload", "scheduler", "policy"):
-                raise ConfigError(f"config section {part!r} is unknown; allowed: workload, scheduler, policy")
+            if part not in ("workload", "scheduler", "policy", "metrics"):
+                raise ConfigError(f"config section {part!r} is unknown; allowed: workload, "
+                                  "scheduler, policy, metrics")
         return cls(WorkloadConfig(**_known(WorkloadConfig, d.get("workload", {}))),
                    SchedulerConfig(**_known(SchedulerConfig, d.get("scheduler", {}))),
-                   PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))))
+                   PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))),
+                   tuple(d.get("metrics", ())))
 
 
 def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:

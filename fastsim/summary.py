@@ -15,40 +15,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from fastsim import metrics as M
+from fastsim.errors import ConfigError
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, paired_change_ci, proportion_ci
 
-# Metrics averaged over clusters, with their display names and units.
-MEAN_METRICS = {
-    "jct_mean_h": "mean JCT (h)",
-    "jct_p50_h": "p50 JCT (h)",
-    "jct_p95_h": "p95 JCT (h)",
-    "jct_p99_h": "p99 JCT (h)",
-    "makespan_h": "makespan (h)",
-    "utilization": "GPU utilisation",
-    "queue_mean_h": "mean queueing delay (h)",
-    "gpu_h_total": "GPU-hours used",
-    "wasted_gpu_h": "wasted GPU-hours",
-    "wasted_share": "wasted share of GPU-hours",
-    "gold_hacking": "delivered gold, hacking jobs",
-    "gold_healthy_rlhf": "delivered gold, healthy RLHF",
-    "gold_all": "delivered gold, all jobs",
-    "regret_mean": "regret vs best evaluation",
-}
-# Pooled ratios: name -> (numerator columns, denominator columns).
-POOLED_METRICS = {
-    "precision": (("tp",), ("tp", "fp")),
-    "recall": (("tp",), ("tp", "fn")),
-    "fpr": (("fp",), ("fp", "tn")),
-    "detection_delay_evals": (("delay_sum",), ("delay_count",)),
-}
-# Paired relative changes against a baseline.
-PAIRED_METRICS = {
-    "jct_mean_h": "mean JCT change",
-    "wasted_gpu_h": "wasted compute change",
-    "jct_p95_h": "p95 JCT change",
-    "makespan_h": "makespan change",
-}
-
+# Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
                   "lo": pl.Float64, "hi": pl.Float64, "n": pl.Int64}
 
@@ -58,12 +29,13 @@ def _row(metric: str, kind: str, e: Estimate) -> dict:
 
 
 def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
-    num_cols, den_cols = POOLED_METRICS[metric]
+    m = M.lookup(metric)
+    num_cols, den_cols = m.pooled
     num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
     den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
-    if metric == "detection_delay_evals":
-        return bootstrap_ratio_ci(num, den, seed=seed)
-    return proportion_ci(num, den, seed=seed)
+    if m.binomial:
+        return proportion_ci(num, den, seed=seed)
+    return bootstrap_ratio_ci(num, den, seed=seed)
 
 
 def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -81,8 +53,10 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     >>> s.filter(pl.col("metric") == "precision")["n"][0]
     8
     """
-    rows = [_row(m, "mean", mean_ci(clusters[m].to_numpy())) for m in MEAN_METRICS]
-    rows += [_row(m, "pooled", pooled(clusters, m)) for m in POOLED_METRICS]
+    # user metrics are declared when their module is imported: read the declarations now
+    rows = [_row(m, "mean", mean_ci(clusters[m].to_numpy())) for m in M.mean_metrics()
+            if m in clusters.columns]
+    rows += [_row(m, "pooled", pooled(clusters, m)) for m in M.pooled_metrics()]
     if baseline is not None:
         rows += paired_rows(clusters, baseline)
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
@@ -94,7 +68,9 @@ def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
     if joined.height != clusters.height or joined.height != baseline.height:
         raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
     rows = []
-    for m in PAIRED_METRICS:
+    for m in M.paired_metrics():
+        if m not in clusters.columns:
+            continue
         e = paired_change_ci(joined[m].to_numpy(), joined[f"{m}_base"].to_numpy())
         rows.append(_row(f"{m}_change", "paired", e))
     return rows
@@ -110,11 +86,21 @@ def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
 
 
 def display_name(metric: str) -> str:
-    if metric in MEAN_METRICS:
-        return MEAN_METRICS[metric]
-    if metric.endswith("_change") and metric[: -len("_change")] in PAIRED_METRICS:
-        return PAIRED_METRICS[metric[: -len("_change")]]
+    means, paired = M.mean_metrics(), M.paired_metrics()
+    if metric in means:
+        return means[metric]
+    if metric.endswith("_change") and metric[: -len("_change")] in paired:
+        return paired[metric[: -len("_change")]]
     return metric.replace("_", " ")
+
+
+def _is_percent(metric: str, kind: str) -> bool:
+    if kind == "paired":
+        return True
+    try:
+        return M.lookup(metric).percent
+    except ConfigError:  # a summary row of no declared metric
+        return False
 
 
 def format_table(summary: pl.DataFrame, title: str = "") -> str:
@@ -124,9 +110,7 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
         lines.append(title)
     lines.append(f"{'metric':36s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
     for r in summary.iter_rows(named=True):
-        pct = r["kind"] in ("pooled", "paired") and r["metric"] != "detection_delay_evals"
-        if r["metric"] in ("utilization", "wasted_share"):
-            pct = True
+        pct = _is_percent(r["metric"], r["kind"])
         scale, unit = (100.0, "%") if pct else (1.0, "")
         if r["mean"] is None or not np.isfinite(r["mean"]):
             est, ci = "n/a", ""

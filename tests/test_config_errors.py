@@ -136,3 +136,33 @@ def test_cli_subprocess_has_no_traceback():
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "policy='bogus' is invalid" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_kernel_metric_slot_is_declared_once():
+    from fastsim import metrics as M
+    from kernels.metrics import METRIC_NAMES
+
+    columns = [m.name for m in M.BUILTIN_METRICS if m.column]
+    assert columns == list(METRIC_NAMES)
+    for m in M.BUILTIN_METRICS:
+        for col in m.pooled[0] + m.pooled[1]:
+            assert col in columns, f"{m.name} pools undeclared column {col}"
+
+
+@pytest.mark.parametrize("what", ["policy", "scheduler"])
+def test_every_declared_parameter_refuses_bad_values_with_its_name(what):
+    """sklearn-style common test: each declaration's parameters, fed invalid values."""
+    from fastsim import registry as R
+
+    decls = R.BUILTIN_POLICIES if what == "policy" else R.BUILTIN_SCHEDULERS
+    parse = PolicyConfig.parse if what == "policy" else SchedulerConfig.parse
+    for d in decls:
+        assert parse(d.usage()).label  # defaults are valid
+        for p in d.params:
+            bad = {"int": ["x", "1.5", "-1000"], "float": ["x", "nan", "1e9"], "bool": ["maybe"],
+                   "choice": ["nope"], "floats": ["0", "3/2", "x"]}[p.kind]
+            for text in bad:
+                with pytest.raises(ConfigError, match=rf"{what}\.{p.name}=.*allowed: "):
+                    parse(f"{d.name}:{p.name}={text}")
+            help_line = R.help_text(what)
+            assert d.name in help_line and p.help in help_line or p.name == "scope"

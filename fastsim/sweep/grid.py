@@ -46,7 +46,7 @@ WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
 POLICY_FIELDS = R.POLICY_FIELDS
 # Every name a [base] key or an axis may use.
-FIELDS = ("scheduler", "policy") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
+FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
 MAX_CELLS = 10_000
 
@@ -131,7 +131,7 @@ def canonicalize(cfg: SimConfig) -> SimConfig:
     keep = {q.target for q in s.decl.params if s.decl.user is None}
     sch = SchedulerConfig(name=s.name, params=s.params,
                           **{k: getattr(s, k) for k in SCHEDULER_FIELDS if k in keep})
-    return SimConfig(cfg.workload, sch, pol)
+    return SimConfig(cfg.workload, sch, pol, cfg.metrics)
 
 
 def _policy_fields(p: PolicyConfig) -> tuple[str, ...]:
@@ -165,7 +165,10 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
     if p_kw:
         pol = PolicyConfig(**{**_fields_of(pol), **p_kw})
     work = WorkloadConfig(**{k: values[k] for k in WORKLOAD_FIELDS if k in values})
-    return canonicalize(SimConfig(work, sched, pol))
+    metrics = values.get("metrics", ())
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise ConfigError(f"metrics={metrics!r} is invalid; allowed: a list of MODULE:FUNCTION")
+    return canonicalize(SimConfig(work, sched, pol, tuple(metrics)))
 
 
 def _fields_of(obj: Any) -> dict[str, Any]:
