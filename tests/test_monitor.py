@@ -134,3 +134,20 @@ def test_callback_is_an_importable_class_with_trainer_conventions(monkeypatch, t
     assert run(hf.StopPolicyCallback("stop_at:f=0.3"), acc) == 30  # progress = step / max_steps
     with pytest.raises(ConfigError, match="no streaming form"):
         hf.StopPolicyCallback("oracle")
+
+
+@pytest.mark.parametrize("spec", ["evalstop:k=3", "loss_plateau:w=2,tol=-0.5", "stop_at:f=5"])
+def test_builtin_streaming_state_does_not_grow(spec):
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor(spec, planned_steps=10)
+    rng = np.random.default_rng(1)
+    sizes = []
+    for step in range(1, 2001):
+        d = m.observe("j", step, float(rng.random()), float(2.0 + rng.random()))
+        st = m._jobs["j"]
+        sizes.append(len(st.recent_steps) + sum(len(v) for v in vars(st.stream).values()
+                                                if hasattr(v, "__len__")))
+        if d.stop:
+            break
+    assert max(sizes) <= 4, f"{spec}: per-job state grew to {max(sizes)}"
