@@ -2,8 +2,9 @@
 table's display and the reference comparison derive from it.
 
 A built-in metric is a column of ``kernels.metrics.cluster_metrics_nb`` (the kernel keeps
-its slots in ``METRIC_NAMES`` order; a test checks that every slot is declared here and
-nothing else is).  A user metric is a Python function over the per-job arrays, declared
+its slots in ``METRIC_NAMES`` order, found by name; a test checks that every slot is
+declared here once and nothing else is).  Declaration order is the order of the summary's
+rows.  A user metric is a Python function over the per-job arrays, declared
 with ``@cluster_metric`` and switched on per config (``SimConfig.metrics``,
 ``fastsim run --metric``, a sweep's ``[base] metrics``) by its ``MODULE:FUNCTION`` name.
 

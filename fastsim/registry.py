@@ -26,7 +26,8 @@ import hashlib
 import importlib
 import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from fastsim import defaults as D
@@ -221,6 +222,7 @@ class Declaration:
         return self.name + ":" + ",".join(f"{p.name}={p.text(p.default)}" for p in shown)
 
 
+@lru_cache(maxsize=None)
 def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
     py = getattr(fn, "py_func", fn)
     try:

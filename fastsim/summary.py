@@ -86,12 +86,14 @@ def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
 
 
 def display_name(metric: str) -> str:
-    means, paired = M.mean_metrics(), M.paired_metrics()
-    if metric in means:
-        return means[metric]
+    """The declared label of a metric (or of a paired change); else the name, spaced."""
+    paired = M.paired_metrics()
     if metric.endswith("_change") and metric[: -len("_change")] in paired:
         return paired[metric[: -len("_change")]]
-    return metric.replace("_", " ")
+    try:
+        return M.lookup(metric).label
+    except ConfigError:
+        return metric.replace("_", " ")
 
 
 def _is_percent(metric: str, kind: str) -> bool:
