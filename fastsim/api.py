@@ -6,8 +6,7 @@ the peak), the engine adds the true run time (physics), and metrics add everythi
 
 Examples
 --------
->>> from fastsim import metrics as M
-from fastsim.config import SimConfig
+>>> from fastsim.config import SimConfig
 >>> res = simulate(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20), n_clusters=4)
 >>> res.clusters.height
 4
@@ -185,6 +184,8 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
     for i, name in enumerate(METRIC_NAMES):
         col = out[:, i]
         cols[name] = col.astype(np.int64) if name in int_cols else col
+    if not (keep_jobs or cfg.metrics):
+        return SimResult(cfg, pl.DataFrame(cols), None, _segments(w, o, record_segments))
     jct = o.end_h - w.arrival_h
     per_job = {  # [C, J] arrays: the jobs table's columns, and what user metrics read
         "job_type": w.job_type, "gpus": w.gpus, "arrival_h": w.arrival_h,
@@ -205,11 +206,14 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
         flat["job_type"] = pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()])
         jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
                              "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
-    segments = None
-    if record_segments:
-        rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
-                 float(o.seg_end[c, s]))
-                for c in range(w.n_clusters) for s in range(int(o.seg_count[c]))]
-        segments = pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
-    return SimResult(cfg, clusters, jobs, segments)
+    return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments))
+
+
+def _segments(w: Workload, o: Outcome, record: bool) -> pl.DataFrame | None:
+    if not record:
+        return None
+    rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
+             float(o.seg_end[c, s]))
+            for c in range(w.n_clusters) for s in range(int(o.seg_count[c]))]
+    return pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
 

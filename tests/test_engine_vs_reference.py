@@ -212,7 +212,7 @@ def test_reference_invariants(scheduler, policy, case_seed):
             assert 1 <= r["delivered_eval"] <= E
             if not r["in_scope"]:
                 assert not (r["stopped"] or r["demoted"]) and r["trigger_eval"] == 0
-        if cfg.scheduler.name in ("fifo", "sjf_est"):
+        if not cfg.scheduler.decl.preemptive:
             assert all(r["n_preemptions"] == 0 for r in run.jobs)
         if cfg.scheduler.name == "fifo" and not cfg.scheduler.backfill:
             starts = [r["start_h"] for r in run.jobs]

@@ -57,6 +57,15 @@ class _Declines:
         return self.run >= self.k
 
 
+class _Never:
+    """No stop policy: never triggers."""
+
+    run = 0
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        return False
+
+
 class _Progress:
     """Stop-at's streaming form: estimated progress ``step / planned_steps`` (O(1))."""
 
@@ -109,11 +118,15 @@ def _stream(p: PolicyConfig, threshold: float, planned: float):
         raise ConfigError(f"threshold={threshold!r} applies to evalstop only; allowed: 0 for {p.label}")
     if d.user is not None:
         return _Series(p, planned)
+    if d.name == "none":
+        return _Never()
     if d.name == "evalstop":
         return _Declines(p.k, threshold)
     if d.name == "stop_at":
         return _Progress(p.f, planned)
-    return _Plateau(p.w, p.tol)
+    if d.name == "loss_plateau":
+        return _Plateau(p.w, p.tol)
+    raise ConfigError(f"policy {p.label} declares a streaming form the monitor does not have")
 
 
 @dataclass
