@@ -210,7 +210,7 @@ def test_monitor_refuses_policies_without_a_streaming_form():
         StopMonitor("stop_at:f=0.5")
 
 
-def _run_in_fresh_process(module: str, src: str, d: Path, cache: Path) -> dict:
+def _run_in_fresh_process(module: str, src: str, d: Path) -> dict:
     (d / f"{module}.py").write_text(src)
     code = textwrap.dedent(f"""
         import json
@@ -220,8 +220,9 @@ def _run_in_fresh_process(module: str, src: str, d: Path, cache: Path) -> dict:
         c = simulate(cfg, 4, seed=1).clusters
         print(json.dumps({{"n_stopped": c["n_stopped"].to_list()}}))
     """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")]),
-           "NUMBA_CACHE_DIR": str(cache)}
+    # The shared on-disk cache, as a user's runs would have it: the built-ins load from it,
+    # and a driver that wrongly cached the first user's function would be found there.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -241,9 +242,8 @@ def detector(scores, losses, attained_h, t_est_h):
 
 def test_two_user_policies_in_two_fresh_processes_differ(tmp_path):
     # Same module layout, same function name, same driver: only the user's code differs.
-    cache = tmp_path / "numba-cache"
-    a = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="1"), tmp_path, cache)
-    b = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="0"), tmp_path, cache)
+    a = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="1"), tmp_path)
+    b = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="0"), tmp_path)
     assert a["n_stopped"] != b["n_stopped"]
     assert all(n == 0 for n in b["n_stopped"]) and all(n > 0 for n in a["n_stopped"])
 
