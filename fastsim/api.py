@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fastsim import metrics as M
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
@@ -25,7 +26,8 @@ from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
 from kernels.oracle import oracle_stops_nb
-from kernels.stops import resolve_stops_nb
+from kernels.schedulers import user_keys_driver
+from kernels.stops import resolve_stops_nb, user_stops_driver
 
 JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")
 
@@ -78,8 +80,19 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     d = Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_), np.empty(shape, np.bool_),
                   np.empty(shape, np.int32), np.empty(shape, np.int32))
     p = cfg.policy
+    decl = p.decl
     scope_all = p.scope == "all"
-    if p.uses_hidden_truth:
+    if decl.user is not None:
+        values = p.values
+        back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
+        user_stops_driver(decl.user)(
+            tuple(v for k, v in values.items() if k != "scope"), int(back),
+            decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
+            w.duration_h, d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
+        if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
+            raise ValueError(f"stop policy {decl.name} returned a trigger outside 0..n_evals "
+                             f"or one at most lookback={back}")
+    elif p.uses_hidden_truth:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
@@ -103,7 +116,7 @@ def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0)
     s = cfg.scheduler
     cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
-               w.t_est_h, w.loss, w.duration_h, end_service, demote_service, account_from,
+               static_keys(cfg, w), w.loss, w.duration_h, end_service, demote_service, account_from,
                o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt, o.seg_job,
                o.seg_start, o.seg_end, o.seg_count, o.n_points)
     stuck = np.flatnonzero(o.n_points < 0)
@@ -116,6 +129,22 @@ def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0)
             f"chunk); its times are not finite at this scale (last arrival "
             f"{np.nanmax(w.arrival_h[c]):.3g} h, longest run time {np.nanmax(w.duration_h[c]):.3g} h)")
     return o
+
+
+def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
+    """What the engine's static-key path (``sjf_est``) orders by: ``t_est_h`` for the
+    built-ins, a user scheduler's keys (computed from arrival-time observations) for it.
+    The engine reads ``t_est_h`` only through the scheduler's key, so this is the whole
+    user-scheduler hook."""
+    decl = cfg.scheduler.decl
+    if decl.user is None:
+        return w.t_est_h
+    keys = np.empty(w.t_est_h.shape)
+    user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h, w.gpus,
+                                w.job_type, w.arrival_h, keys)
+    if np.isnan(keys).any():
+        raise ValueError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
+    return keys
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
@@ -190,38 +219,41 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
     cluster_metrics_nb(cfg.workload.gpus, w.job_type, w.gpus, w.arrival_h, o.end_h, o.held_h,
                        wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
                        best_gold, d.trigger_eval, w.peak_eval, out)
+    int_cols = M.int_columns()
     cols = {"cluster": w.cluster_ids}
     for i, name in enumerate(METRIC_NAMES):
         col = out[:, i]
-        cols[name] = col.astype(np.int64) if name in _INT_METRICS else col
+        cols[name] = col.astype(np.int64) if name in int_cols else col
+    if not (keep_jobs or cfg.metrics):
+        return SimResult(cfg, pl.DataFrame(cols), None, _segments(w, o, record_segments))
+    jct = o.end_h - w.arrival_h
+    per_job = {  # [C, J] arrays: the jobs table's columns, and what user metrics read
+        "job_type": w.job_type, "gpus": w.gpus, "arrival_h": w.arrival_h,
+        "duration_h": w.duration_h, "t_est_h": w.t_est_h, "hacking": w.hacking,
+        "peak_eval": w.peak_eval, "start_h": o.start_h, "end_h": o.end_h, "held_h": o.held_h,
+        "jct_h": jct, "queue_h": jct - o.held_h, "stopped": d.stopped, "demoted": d.demoted,
+        "positive": positive, "in_scope": d.in_scope, "trigger_eval": d.trigger_eval,
+        "delivered_eval": d.delivered_eval, "delivered_gold": delivered_gold,
+        "best_gold": best_gold, "regret": best_gold - delivered_gold, "wasted_gpu_h": wasted,
+        "n_preemptions": o.n_preempt,
+    }
+    cols.update(M.user_columns(cfg.metrics, per_job))
     clusters = pl.DataFrame(cols)
     jobs = None
     if keep_jobs:
         C, J = w.n_clusters, w.n_jobs
-        jct = o.end_h - w.arrival_h
-        jobs = pl.DataFrame({
-            "cluster": np.repeat(w.cluster_ids, J),
-            "job": np.tile(np.arange(J, dtype=np.int64), C),
-            "job_type": pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()]),
-            "gpus": w.gpus.ravel(), "arrival_h": w.arrival_h.ravel(),
-            "duration_h": w.duration_h.ravel(), "t_est_h": w.t_est_h.ravel(),
-            "hacking": w.hacking.ravel(), "peak_eval": w.peak_eval.ravel(),
-            "start_h": o.start_h.ravel(), "end_h": o.end_h.ravel(), "held_h": o.held_h.ravel(),
-            "jct_h": jct.ravel(), "queue_h": (jct - o.held_h).ravel(),
-            "stopped": d.stopped.ravel(), "demoted": d.demoted.ravel(),
-            "positive": positive.ravel(), "in_scope": d.in_scope.ravel(),
-            "trigger_eval": d.trigger_eval.ravel(), "delivered_eval": d.delivered_eval.ravel(),
-            "delivered_gold": delivered_gold.ravel(), "best_gold": best_gold.ravel(),
-            "regret": (best_gold - delivered_gold).ravel(), "wasted_gpu_h": wasted.ravel(),
-            "n_preemptions": o.n_preempt.ravel(),
-        })
-    segments = None
-    if record_segments:
-        rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
-                 float(o.seg_end[c, s]))
-                for c in range(w.n_clusters) for s in range(int(o.seg_count[c]))]
-        segments = pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
-    return SimResult(cfg, clusters, jobs, segments)
+        flat = {k: v.ravel() for k, v in per_job.items()}
+        flat["job_type"] = pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()])
+        jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
+                             "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
+    return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments))
 
 
-_INT_METRICS = {"tp", "fp", "fn", "tn", "delay_count", "n_stopped"}
+def _segments(w: Workload, o: Outcome, record: bool) -> pl.DataFrame | None:
+    if not record:
+        return None
+    rows = [(int(w.cluster_ids[c]), int(o.seg_job[c, s]), float(o.seg_start[c, s]),
+             float(o.seg_end[c, s]))
+            for c in range(w.n_clusters) for s in range(int(o.seg_count[c]))]
+    return pl.DataFrame(rows, schema=["cluster", "job", "start_h", "end_h"], orient="row")
+

@@ -17,6 +17,7 @@ import polars as pl
 from tqdm import tqdm
 
 from fastsim import defaults as D
+from fastsim import registry as R
 from fastsim.api import run_workload, simulate
 from fastsim.compile_notice import compile_notice
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
@@ -110,12 +111,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every metric with its 95%% confidence interval and the paired change.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
-                   help="base scheduler: fifo, fifo:backfill, sjf_est, srtf_est, loss_aware, "
-                   "tiresias, tiresias:thresholds=16/64 (GPU-hours)")
+                   help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "
+                   "@scheduler_key): " + R.help_text("scheduler").replace("%", "%%"))
     p.add_argument("--policy", default=f"{D.POLICY}:k={D.K}",
-                   help="stop policy: none, evalstop:k=K, stop_at:f=F, loss_plateau:w=W,tol=TOL, "
-                   "deprioritize:k=K, oracle (uses hidden truth); add ,scope=all to act on every "
-                   "job type (default scope: RLHF)")
+                   help="stop policy NAME[:key=value,...] or MODULE:FUNCTION[:...] (a user's "
+                   "@stop_policy): " + R.help_text("policy").replace("%", "%%")
+                   + "; every policy takes scope=rlhf|all (default rlhf)")
+    p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
+                   help="also compute this user metric (a @cluster_metric) per cluster; repeatable")
     p.add_argument("--baseline", default="none",
                    help="policy to compare against on the same clusters, or 'off'")
     p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters")
@@ -174,10 +177,11 @@ def run_command(args: argparse.Namespace) -> int:
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)
-    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy))
+    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
+                    tuple(args.metric))
     base_cfg = None
     if args.baseline != "off":
-        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline))
+        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline), cfg.metrics)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
     check_output(args.out, "--out", (".parquet",))

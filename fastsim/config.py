@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from fastsim import defaults as D
-from fastsim.codes import POLICY_NAMES, SCHEDULER_NAMES, SCOPE_NAMES, Policy, Scheduler
+from fastsim import registry as R
 from fastsim.errors import ConfigError
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
@@ -169,53 +169,95 @@ class WorkloadConfig:
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
 
 
+def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str, Any], ...]:
+    """A user declaration's parameters, every one in declared order, defaults filled in."""
+    given = dict(given or ())
+    for key in given:
+        if key not in decl.param_names or key == "scope":
+            raise ConfigError(f"{what} parameter {key!r} is not a parameter of {decl.name}; "
+                              f"allowed: {', '.join(n for n in decl.param_names if n != 'scope')}")
+    return tuple((p.name, p.check(given.get(p.name, p.default), f"{what}."))
+                 for p in decl.params if p.name != "scope")
+
+
+def _check_impl(decl: R.Declaration, impl: str, what: str) -> None:
+    if impl and impl != decl.impl:
+        raise ConfigError(f"{what}={decl.name!r}: its source here (hash {decl.impl}) differs from "
+                          f"the one the config was made with ({impl}); allowed: the same code")
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Base scheduler (MODEL.md section 6)."""
+    """Base scheduler (MODEL.md section 6): a declaration of ``fastsim.registry``.
+
+    ``params`` and ``impl`` are used by user schedulers only (their parameter values and
+    a hash of their source); built-ins keep their parameters in named fields.
+    """
 
     name: str = D.SCHEDULER
     backfill: bool = D.BACKFILL
     thresholds_gpu_h: tuple[float, ...] = D.TIRESIAS_THRESHOLDS_GPU_H
+    params: tuple[tuple[str, Any], ...] = ()
+    impl: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.thresholds_gpu_h, list):
             object.__setattr__(self, "thresholds_gpu_h", tuple(self.thresholds_gpu_h))
-        _check(self.name in SCHEDULER_NAMES, "scheduler", self.name, f"one of {SCHEDULER_NAMES}")
+        _check(isinstance(self.name, str), "scheduler", self.name, "a scheduler name")
+        decl = R.lookup("scheduler", self.name)
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
         _check(not self.backfill or self.name == "fifo", "backfill", self.backfill,
                "backfill applies to fifo only")
-        t = self.thresholds_gpu_h
-        ok = (isinstance(t, tuple) and len(t) >= 1 and all(_is_number(x) and x > 0 for x in t)
-              and all(a < b for a, b in zip(t, t[1:])))
-        _check(ok, "thresholds_gpu_h", t, "increasing positive GPU-hour thresholds")
+        R.THRESHOLDS.check(self.thresholds_gpu_h, "scheduler.")
+        if decl.user is not None:
+            object.__setattr__(self, "params", _user_values(decl, self.params, "scheduler"))
+            _check_impl(decl, self.impl, "scheduler")
+            object.__setattr__(self, "impl", decl.impl)
+        else:
+            _check(not self.params and not self.impl, "scheduler", self.name,
+                   "params/impl only for user schedulers")
+
+    @property
+    def decl(self) -> R.Scheduler:
+        return R.lookup("scheduler", self.name)  # type: ignore[return-value]
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The declared parameters' values."""
+        if self.params:
+            return dict(self.params)
+        return {p.name: getattr(self, p.target) for p in self.decl.params}
 
     @property
     def code(self) -> int:
-        return int(Scheduler[self.name.upper()])
+        return self.decl.code
 
     @property
     def label(self) -> str:
-        return "fifo+backfill" if self.backfill else self.name
+        return self.decl.format_label(self.values)
 
     @classmethod
     def parse(cls, spec: str) -> "SchedulerConfig":
-        """``fifo``, ``fifo:backfill``, ``tiresias:thresholds=16/64``."""
-        name, params = _split_spec(spec, "scheduler")
-        kw: dict[str, Any] = {}
-        for key, val in params.items():
-            if key == "backfill":
-                kw["backfill"] = val in ("", "1", "true", "yes")
-            elif key == "thresholds":
-                kw["thresholds_gpu_h"] = tuple(_num("scheduler.thresholds", v) for v in val.split("/"))
-            else:
-                raise ConfigError(f"scheduler parameter {key!r} is unknown; allowed: backfill (fifo), "
-                                  "thresholds=A/B (tiresias, GPU-hours)")
-        return cls(name=name, **kw)
+        """``fifo``, ``fifo:backfill``, ``tiresias:thresholds=16/64``, ``mymod:mykey:a=1``."""
+        name, raw = R.parse_spec(spec, "scheduler")
+        decl = R.lookup("scheduler", name)
+        values = decl.values(raw, "scheduler")
+        if decl.user is not None:
+            return cls(name=decl.name, params=tuple(values.items()))
+        return cls(name=decl.name, **{decl.param(k).target: v for k, v in values.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Stop policy overlay (MODEL.md section 7)."""
+    """Stop policy overlay (MODEL.md section 7): a declaration of ``fastsim.registry``.
+
+    Built-ins keep their parameters in named fields (``k``, ``f``, ``w``, ``tol``);
+    user policies in ``params`` (every declared parameter, defaults filled in), with
+    ``impl`` the hash of their source.  ``scope`` belongs to every policy.
+    """
 
     name: str = D.POLICY
     k: int = D.K
@@ -223,77 +265,111 @@ class PolicyConfig:
     w: int = D.PLATEAU_W
     tol: float = D.PLATEAU_TOL
     scope: str = D.SCOPE
+    params: tuple[tuple[str, Any], ...] = ()
+    impl: str = ""
 
     def __post_init__(self) -> None:
-        _check(self.name in POLICY_NAMES, "policy", self.name, f"one of {POLICY_NAMES}")
-        _check(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1,
-               "k", self.k, "an integer >= 1 (consecutive declines)")
-        _check(_is_number(self.f) and 0 < self.f <= 10, "f", self.f,
-               "an estimated-progress fraction in (0, 10]")
-        _check(isinstance(self.w, int) and not isinstance(self.w, bool) and self.w >= 1, "w",
-               self.w, "an integer >= 1 (evaluations)")
-        _check(_is_number(self.tol) and -1 < self.tol < 1, "tol", self.tol,
-               "a relative loss improvement in (-1, 1)")
-        _check(self.scope in SCOPE_NAMES, "scope", self.scope, f"one of {SCOPE_NAMES}")
+        _check(isinstance(self.name, str), "policy", self.name, "a policy name")
+        decl = R.lookup("policy", self.name)
+        for p in (R.K_DECLINES, R.STOP_AT_F, R.PLATEAU_W, R.PLATEAU_TOL, R.SCOPE):
+            v = getattr(self, p.name)
+            if not (p.kind == "float" and isinstance(v, int) and not isinstance(v, bool)):
+                p.check(v)
+            else:
+                p.check(float(v))
+        if decl.user is not None:
+            object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))
+            _check_impl(decl, self.impl, "policy")
+            object.__setattr__(self, "impl", decl.impl)
+        else:
+            _check(not self.params and not self.impl, "policy", self.name,
+                   "params/impl only for user policies")
+
+    @property
+    def decl(self) -> R.StopPolicy:
+        return R.lookup("policy", self.name)  # type: ignore[return-value]
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The declared parameters' values (``scope`` included)."""
+        if self.decl.user is not None:
+            return {**dict(self.params), "scope": self.scope}
+        return {p.name: getattr(self, p.name) for p in self.decl.params}
 
     @property
     def code(self) -> int:
-        return int(Policy[self.name.upper()])
+        return self.decl.code
 
     @property
     def uses_hidden_truth(self) -> bool:
-        return self.name == "oracle"
+        return self.decl.uses_hidden_truth
+
+    @property
+    def min_evals(self) -> int:
+        """Evaluations the policy needs before it can trigger at all."""
+        return int(self.decl.min_evals(self.values))
 
     @property
     def label(self) -> str:
-        if self.name in ("evalstop", "deprioritize"):
-            s = f"{self.name}(k={self.k})"
-        elif self.name == "stop_at":
-            s = f"stop_at(f={self.f:g})"
-        elif self.name == "loss_plateau":
-            s = f"loss_plateau(w={self.w},tol={self.tol:g})"
-        elif self.name == "oracle":
-            s = "oracle (hidden truth)"
-        else:
-            s = self.name
-        if self.scope != D.SCOPE and self.name != "none":
+        d = self.decl
+        s = d.format_label(self.values)
+        if self.scope != D.SCOPE and d.scoped:
             s += f"[scope={self.scope}]"
         return s
 
     @classmethod
     def parse(cls, spec: str) -> "PolicyConfig":
         """``none``, ``evalstop:k=2``, ``stop_at:f=0.65``, ``loss_plateau:w=2,tol=0.01``,
-        ``deprioritize:k=2``, ``oracle``; any of them with ``scope=all``."""
-        name, params = _split_spec(spec, "policy")
-        kw: dict[str, Any] = {}
-        for key, val in params.items():
-            if key in ("k", "w"):
-                kw[key] = _int(f"policy.{key}", val)
-            elif key in ("f", "tol"):
-                kw[key] = _num(f"policy.{key}", val)
-            elif key == "scope":
-                kw["scope"] = val
-            else:
-                raise ConfigError(f"policy parameter {key!r} is unknown; allowed: k, f, w, tol, scope")
-        return cls(name=name, **kw)
+        ``deprioritize:k=2``, ``oracle``, ``mymod:mypolicy:k=3``; any of them with
+        ``scope=all``."""
+        name, raw = R.parse_spec(spec, "policy")
+        decl = R.lookup("policy", name)
+        values = decl.values(raw, "policy")
+        scope = values.pop("scope", D.SCOPE)
+        if decl.user is not None:
+            return cls(name=decl.name, scope=scope, params=tuple(values.items()))
+        return cls(name=decl.name, scope=scope, **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_dict(self)
+
+
+def _as_dict(cfg: Any) -> dict[str, Any]:
+    """Fields as a dict; a built-in's empty ``params``/``impl`` are left out, so its
+    canonical form (and every stored cell id) is what it was before user code existed."""
+    d = asdict(cfg)
+    if not d.get("params") and not d.get("impl"):
+        d.pop("params", None)
+        d.pop("impl", None)
+    else:
+        d["params"] = [list(kv) for kv in d["params"]]
+    return d
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    """A simulation cell: workload x base scheduler x stop policy."""
+    """A simulation cell: workload x base scheduler x stop policy, and any user metrics
+    (``MODULE:FUNCTION`` of a ``fastsim.metrics.cluster_metric``) to add per cluster."""
 
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from fastsim.metrics import lookup
+
+        if isinstance(self.metrics, (list, str)):
+            object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
+                               else tuple(self.metrics))
+        for ref in self.metrics:
+            if lookup(ref).fn is None:
+                raise ConfigError(f"metrics={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
+                                  "@cluster_metric (the built-in metrics are always computed)")
         p, w = self.policy, self.workload
-        if p.name in ("evalstop", "deprioritize"):
-            _check(w.n_evals >= p.k + 1, "n_evals", w.n_evals,
-                   f"at least k+1={p.k + 1} evaluations for {p.name}(k={p.k})")
-        if p.name == "loss_plateau":
-            _check(w.n_evals >= p.w + 1, "n_evals", w.n_evals,
-                   f"at least w+1={p.w + 1} evaluations for loss_plateau(w={p.w})")
+        need, rule = p.min_evals, p.decl.min_evals_text
+        _check(w.n_evals >= need, "n_evals", w.n_evals,
+               f"at least {rule + '=' if rule else ''}{need} evaluations for {p.label}")
 
     @classmethod
     def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY,
@@ -307,17 +383,22 @@ class SimConfig:
         return replace(self, policy=policy)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": asdict(self.workload), "scheduler": asdict(self.scheduler),
-                "policy": asdict(self.policy)}
+        d = {"workload": asdict(self.workload), "scheduler": self.scheduler.to_dict(),
+             "policy": self.policy.to_dict()}
+        if self.metrics:  # absent when unused, so every earlier cell id stays what it was
+            d["metrics"] = list(self.metrics)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
         for part in d:
-            if part not in ("workload", "scheduler", "policy"):
-                raise ConfigError(f"config section {part!r} is unknown; allowed: workload, scheduler, policy")
+            if part not in ("workload", "scheduler", "policy", "metrics"):
+                raise ConfigError(f"config section {part!r} is unknown; allowed: workload, "
+                                  "scheduler, policy, metrics")
         return cls(WorkloadConfig(**_known(WorkloadConfig, d.get("workload", {}))),
                    SchedulerConfig(**_known(SchedulerConfig, d.get("scheduler", {}))),
-                   PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))))
+                   PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))),
+                   tuple(d.get("metrics", ())))
 
 
 def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
@@ -326,28 +407,3 @@ def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
         if k not in names:
             raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: {sorted(names)}")
     return dict(kw)
-
-
-def _split_spec(spec: str, what: str) -> tuple[str, dict[str, str]]:
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"{what}={spec!r} is empty; allowed: NAME or NAME:key=value,...")
-    name, _, rest = spec.strip().partition(":")
-    params: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        key, _, val = part.partition("=")
-        params[key.strip()] = val.strip()
-    return name.strip(), params
-
-
-def _num(name: str, text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} is not a number") from None
-
-
-def _int(name: str, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} is not an integer") from None

@@ -17,41 +17,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from fastsim import metrics as M
+from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci, paired_change_ci,
                            proportion_ci)
 
-# Metrics averaged over clusters, with their display names and units.
-MEAN_METRICS = {
-    "jct_mean_h": "mean JCT (h)",
-    "jct_p50_h": "p50 JCT (h)",
-    "jct_p95_h": "p95 JCT (h)",
-    "jct_p99_h": "p99 JCT (h)",
-    "makespan_h": "makespan (h)",
-    "utilization": "GPU utilisation",
-    "queue_mean_h": "mean queueing delay (h)",
-    "gpu_h_total": "GPU-hours used",
-    "wasted_gpu_h": "wasted GPU-hours",
-    "wasted_share": "wasted share of GPU-hours",
-    "gold_hacking": "delivered gold, hacking jobs",
-    "gold_healthy_rlhf": "delivered gold, healthy RLHF",
-    "gold_all": "delivered gold, all jobs",
-    "regret_mean": "regret vs best evaluation",
-}
-# Pooled ratios: name -> (numerator columns, denominator columns).
-POOLED_METRICS = {
-    "precision": (("tp",), ("tp", "fp")),
-    "recall": (("tp",), ("tp", "fn")),
-    "fpr": (("fp",), ("fp", "tn")),
-    "detection_delay_evals": (("delay_sum",), ("delay_count",)),
-}
-# Paired relative changes against a baseline.
-PAIRED_METRICS = {
-    "jct_mean_h": "mean JCT change",
-    "wasted_gpu_h": "wasted compute change",
-    "jct_p95_h": "p95 JCT change",
-    "makespan_h": "makespan change",
-}
-
+# Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
                   "lo": pl.Float64, "hi": pl.Float64, "n": pl.Int64}
 
@@ -61,7 +32,7 @@ def _row(metric: str, kind: str, e: Estimate) -> dict:
 
 
 def _pooled_counts(clusters: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    num_cols, den_cols = POOLED_METRICS[metric]
+    num_cols, den_cols = M.lookup(metric).pooled
     num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
     den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
     return num, den
@@ -69,9 +40,9 @@ def _pooled_counts(clusters: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.
 
 def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
     num, den = _pooled_counts(clusters, metric)
-    if metric == "detection_delay_evals":
-        return bootstrap_ratio_ci(num, den, seed=seed)
-    return proportion_ci(num, den, seed=seed)
+    if M.lookup(metric).binomial:
+        return proportion_ci(num, den, seed=seed)
+    return bootstrap_ratio_ci(num, den, seed=seed)
 
 
 def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
@@ -79,7 +50,9 @@ def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
     joined = clusters.join(baseline, on="cluster", how="inner", suffix="_base")
     if joined.height != clusters.height or joined.height != baseline.height:
         raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
-    for m in PAIRED_METRICS:
+    for m in M.paired_metrics():
+        if m not in clusters.columns:
+            continue
         yield m, joined[m].to_numpy(), joined[f"{m}_base"].to_numpy()
 
 
@@ -101,28 +74,32 @@ class CellSummary:
     """
 
     def __init__(self):
-        self.means = {m: MeanMoments() for m in MEAN_METRICS}
-        self.pooled = {m: PooledRatio() for m in POOLED_METRICS}
+        # user metrics are declared when their module is imported: read the declarations now
+        self.means: dict[str, MeanMoments] | None = None
+        self.pooled = {m: PooledRatio() for m in M.pooled_metrics()}
         self.paired: dict[str, MeanMoments] | None = None
 
     def add(self, clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> None:
+        if self.means is None:
+            self.means = {m: MeanMoments() for m in M.mean_metrics() if m in clusters.columns}
         for m, moments in self.means.items():
             moments.add(clusters[m].to_numpy())
         for m, ratio in self.pooled.items():
             ratio.add(*_pooled_counts(clusters, m))
         if baseline is not None:
             if self.paired is None:
-                self.paired = {m: MeanMoments() for m in PAIRED_METRICS}
+                self.paired = {m: MeanMoments() for m in M.paired_metrics()
+                               if m in clusters.columns}
             for m, p, b in _paired_changes(clusters, baseline):
                 ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
                 self.paired[m].add(p[ok] / b[ok] - 1.0)
 
     def table(self, seed: int = 0) -> pl.DataFrame:
         """One row per metric: ``metric, kind, mean, lo, hi, n`` (see ``summarize``)."""
-        rows = [_row(m, "mean", mo.mean_ci()) for m, mo in self.means.items()]
+        rows = [_row(m, "mean", mo.mean_ci()) for m, mo in (self.means or {}).items()]
         for m, ratio in self.pooled.items():
-            e = (ratio.ratio_ci(seed=seed) if m == "detection_delay_evals"
-                 else ratio.proportion_ci(seed=seed))
+            e = (ratio.proportion_ci(seed=seed) if M.lookup(m).binomial
+                 else ratio.ratio_ci(seed=seed))
             rows.append(_row(m, "pooled", e))
         if self.paired is not None:
             rows += [_row(f"{m}_change", "paired", mo.mean_ci()) for m, mo in self.paired.items()]
@@ -165,11 +142,23 @@ def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
 
 
 def display_name(metric: str) -> str:
-    if metric in MEAN_METRICS:
-        return MEAN_METRICS[metric]
-    if metric.endswith("_change") and metric[: -len("_change")] in PAIRED_METRICS:
-        return PAIRED_METRICS[metric[: -len("_change")]]
-    return metric.replace("_", " ")
+    """The declared label of a metric (or of a paired change); else the name, spaced."""
+    paired = M.paired_metrics()
+    if metric.endswith("_change") and metric[: -len("_change")] in paired:
+        return paired[metric[: -len("_change")]]
+    try:
+        return M.lookup(metric).label
+    except ConfigError:
+        return metric.replace("_", " ")
+
+
+def _is_percent(metric: str, kind: str) -> bool:
+    if kind == "paired":
+        return True
+    try:
+        return M.lookup(metric).percent
+    except ConfigError:  # a summary row of no declared metric
+        return False
 
 
 def format_table(summary: pl.DataFrame, title: str = "") -> str:
@@ -179,9 +168,7 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
         lines.append(title)
     lines.append(f"{'metric':36s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
     for r in summary.iter_rows(named=True):
-        pct = r["kind"] in ("pooled", "paired") and r["metric"] != "detection_delay_evals"
-        if r["metric"] in ("utilization", "wasted_share"):
-            pct = True
+        pct = _is_percent(r["metric"], r["kind"])
         scale, unit = (100.0, "%") if pct else (1.0, "")
         if r["mean"] is None or not np.isfinite(r["mean"]):
             est, ci = "n/a", ""

@@ -17,12 +17,36 @@ import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-POLICY_NAMES = {"evalstop": "EvalStop (k=2)", "stop_at": "StopAt-0.65",
-                "loss_plateau": "Loss plateau", "deprioritize": "Deprioritize (k=2)",
-                "oracle": "Oracle (hidden truth)", "none": "no stop policy"}
-SCHEDULER_NAMES = {"fifo": "FIFO", "fifo+backfill": "FIFO+backfill", "sjf_est": "SJF-Est",
-                   "srtf_est": "SRTF-Est", "loss_aware": "LossAware", "tiresias": "Tiresias"}
-PALETTE = dict(zip(POLICY_NAMES, sns.color_palette("colorblind", len(POLICY_NAMES))))
+from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
+
+
+class _Labels(dict):
+    """Figure labels from the registry's declarations; a name nobody declared (a user
+    policy's, a results file's from elsewhere) is shown as itself rather than raising."""
+
+    def __missing__(self, key):
+        return str(key)
+
+
+class _Palette(dict):
+    """One colour per policy: built-ins in declaration order, any other name the next
+    free colour of the same palette (stable within a figure), never a KeyError."""
+
+    def __missing__(self, key):
+        colours = sns.color_palette("colorblind", 10)
+        self[key] = colours[len(self) % len(colours)]
+        return self[key]
+
+
+POLICY_NAMES = _Labels({d.name: d.figure_label for d in R.policies()})
+# A scheduler's table label is its name, or name+flag for a bool parameter set (fifo+backfill).
+SCHEDULER_NAMES = _Labels(
+    (label, d.figure_label + suffix) for d in R.schedulers()
+    for label, suffix in [(d.name, "")] + [(f"{d.name}+{p.name}", f"+{p.name}")
+                                           for p in d.params if p.kind == "bool"])
+# Policies first, the no-policy baseline last (the colours the figures have always had).
+PALETTE = _Palette(zip(sorted(POLICY_NAMES, key=lambda n: n == "none"),
+                       sns.color_palette("colorblind", len(POLICY_NAMES))))
 
 
 PAPER_RC = {"figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight", "pdf.fonttype": 42}

@@ -1,4 +1,4 @@
-"""Integer codes shared by the kernels (mirrored as IntEnums in ``fastsim.codes``)."""
+"""Integer codes shared by the kernels (named, with their parameters, in ``fastsim.registry``)."""
 
 # Job types (MODEL.md section 3).
 LORA = 0

@@ -44,3 +44,7 @@ if CACHE:
 kernel = njit(cache=CACHE, fastmath=FASTMATH, nogil=True)
 # Drivers that loop over clusters with prange.
 driver = njit(cache=CACHE, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)
+# Drivers specialised on a user's @njit function (one compilation per function per
+# process).  Never cached: numba keys its cache on the driver's bytecode and closure,
+# not on the function it calls, so a cached copy could run another user's function.
+user_driver = njit(cache=False, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)

@@ -4,10 +4,13 @@ Decision kernel: only observed job state goes in (estimate, attained service, GP
 demand, loss readings, demotion flag); ties break by job index, which is arrival
 order because arrivals are generated in index order.
 """
+from functools import lru_cache
+
 import numpy as np
+from numba import prange
 
 from kernels.codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from kernels.jit import kernel
+from kernels.jit import kernel, user_driver
 
 
 @kernel
@@ -59,3 +62,16 @@ def precedes_nb(demoted_a, key_a, idx_a, demoted_b, key_b, idx_b):
     if key_a != key_b:
         return key_a < key_b
     return idx_a < idx_b
+
+
+@lru_cache(maxsize=None)
+def user_keys_driver(key):
+    """Static keys ``[C, J]`` of a user scheduler: ``key(t_est_h, gpus, job_type,
+    arrival_h, *params)`` per job, from what is observed at its arrival.  The engine
+    orders by them as it orders ``sjf_est`` by ``t_est_h`` (a static key)."""
+    @user_driver
+    def user_keys_nb(params, t_est_h, gpus, job_type, arrival_h, out):
+        for c in prange(t_est_h.shape[0]):
+            for j in range(t_est_h.shape[1]):
+                out[c, j] = key(t_est_h[c, j], gpus[c, j], job_type[c, j], arrival_h[c, j], *params)
+    return user_keys_nb

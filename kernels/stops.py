@@ -6,12 +6,14 @@ schedule (docs/model.md).  This driver replays each job's observations through t
 decision kernel ``kernels.detectors.stop_decision_1j_nb``; it holds ``duration_h`` only
 to compute the attained service the platform observes at each evaluation.
 """
+from functools import lru_cache
+
 import numpy as np
 from numba import prange
 
 from kernels.codes import ACT_DEMOTE, ACT_STOP, RLHF
 from kernels.detectors import in_scope_nb, stop_decision_1j_nb
-from kernels.jit import driver
+from kernels.jit import driver, user_driver
 
 
 @driver
@@ -39,3 +41,44 @@ def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, 
             delivered_eval[c, j] = deliv
             stopped[c, j] = act == ACT_STOP
             demoted[c, j] = act == ACT_DEMOTE
+
+
+@lru_cache(maxsize=None)
+def user_stops_driver(trigger):
+    """``resolve_stops_nb`` for a user's ``@njit`` trigger function (see
+    ``fastsim.registry.stop_policy``), compiled once per function per process.
+
+    ``trigger(scores, losses, attained_h, t_est_h, *params)`` returns the 1-based
+    evaluation that stops (or demotes) the job, 0 for never; ``lookback`` is how many
+    evaluations before it the delivered checkpoint is.  The trigger gets the same
+    observed arrays as ``stop_decision_1j_nb``, nothing else.
+    """
+    @user_driver
+    def resolve_user_stops_nb(params, lookback, demote, scope_all, job_type, t_est_h, score,
+                              loss, duration_h, in_scope, stopped, demoted, trigger_eval,
+                              delivered_eval):
+        n_clusters, n_jobs, n_evals = score.shape
+        for c in prange(n_clusters):
+            attained = np.empty(n_evals)
+            for j in range(n_jobs):
+                scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
+                in_scope[c, j] = scoped
+                stopped[c, j] = False
+                demoted[c, j] = False
+                trigger_eval[c, j] = 0
+                delivered_eval[c, j] = n_evals
+                if not scoped:
+                    continue
+                for e in range(n_evals):
+                    attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
+                trig = trigger(score[c, j], loss[c, j], attained, t_est_h[c, j], *params)
+                if trig < 0 or trig > n_evals:
+                    trig = -1  # out of range: reported by the caller
+                if trig != 0:
+                    trigger_eval[c, j] = trig
+                    if demote:
+                        demoted[c, j] = True
+                    else:
+                        stopped[c, j] = True
+                        delivered_eval[c, j] = trig - lookback
+    return resolve_user_stops_nb

@@ -5,9 +5,14 @@ import pytest
 
 os.environ.setdefault("FASTSIM_PROGRESS", "0")
 
-SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias")
-POLICIES = ("none", "evalstop:k=2", "stop_at:f=0.65", "loss_plateau:w=2,tol=0.01",
-            "deprioritize:k=2", "oracle")
+from fastsim import registry as R  # noqa: E402
+
+# Every built-in, from its declaration: each scheduler (and each with a bool parameter
+# set), each policy with its default parameters.
+SCHEDULERS = tuple(d.name for d in R.BUILTIN_SCHEDULERS) + tuple(
+    f"{d.name}:{p.name}" for d in R.BUILTIN_SCHEDULERS for p in d.params if p.kind == "bool")
+POLICIES = tuple(d.usage() for d in R.BUILTIN_POLICIES)
+POLICY_NAMES = R.BUILTIN_POLICY_NAMES
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -270,7 +270,13 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
             in_scope=(pol.scope == "all" or t == K.RLHF),
             peak=int(jobs["peak_eval"][j])))
 
+    user_key = cfg.scheduler.decl.user
+    user_stop = pol.decl.user
+
     def key(x: _Job) -> float:
+        if user_key is not None:  # a user's static key, from arrival-time observations
+            return float(user_key.py_func(x.T_est, x.gpus, x.type, x.arrival,
+                                          *(v for _, v in cfg.scheduler.params)))
         if sched == "fifo":
             return 0.0
         if sched == "sjf_est":
@@ -295,6 +301,13 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
         else:
             x.decline_run = 0
         if not x.in_scope or x.demoted:
+            return None
+        if user_stop is not None:  # the user's plain-Python function on what is seen so far
+            attained = np.array([_service(i, x.T, E) for i in range(1, e + 1)])
+            trig = user_stop.py_func(score[x.j, :e], loss[x.j, :e], attained, x.T_est,
+                                     *(v for _, v in pol.params))
+            if trig > 0:
+                return "demote" if pol.decl.action == "demote" else "stop"
             return None
         name = pol.name
         if name == "evalstop" and x.decline_run >= pol.k:
@@ -361,7 +374,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
                 x.trigger = e
                 if act == "stop":
                     x.stopped = True
-                    x.delivered = e - pol.k if pol.name == "evalstop" else e
+                    x.delivered = pol.decl.delivered(e, pol.values, E)
                 else:
                     x.demoted = True
             if x.stopped or e == E:

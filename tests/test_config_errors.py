@@ -57,12 +57,65 @@ def test_bad_policy_spec(spec, field):
 
 @pytest.mark.parametrize("spec,field", [
     ("lifo", "scheduler"), ("sjf_est:backfill", "backfill"), ("tiresias:thresholds=64/16",
-                                                              "thresholds_gpu_h"),
+                                                              "scheduler.thresholds="),
     ("tiresias:thresholds=a", "scheduler.thresholds"), ("fifo:preempt", "scheduler parameter"),
 ])
 def test_bad_scheduler_spec(spec, field):
     with pytest.raises(ConfigError, match=field):
         SchedulerConfig.parse(spec)
+
+
+# Issue 9, defect 3: a spec parameter is taken as written or refused, never dropped.
+@pytest.mark.parametrize("spec,needle", [
+    ("evalstop:k=2,k=3", r"policy parameter 'k' is given twice in 'evalstop:k=2,k=3'; allowed: each"),
+    ("evalstop:f=0.5", r"policy parameter 'f' is not a parameter of evalstop; allowed: k, scope$"),
+    ("oracle:k=3", r"policy parameter 'k' is not a parameter of oracle; allowed: scope$"),
+    ("stop_at:k=2", r"'k' is not a parameter of stop_at; allowed: f, scope$"),
+    ("none:k=2", r"'k' is not a parameter of none"),
+])
+def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle):
+    with pytest.raises(ConfigError, match=needle):
+        PolicyConfig.parse(spec)
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("fifo:thresholds=16", r"'thresholds' is not a parameter of fifo; allowed: backfill$"),
+    ("fifo:backfill=maybe", r"scheduler.backfill='maybe' is invalid; allowed: true or false"),
+    ("fifo:backfill,backfill=false", "'backfill' is given twice"),
+    ("srtf_est:backfill", "'backfill' is not a parameter of srtf_est"),
+])
+def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, needle):
+    with pytest.raises(ConfigError, match=needle):
+        SchedulerConfig.parse(spec)
+
+
+@pytest.mark.parametrize("text", ["True", "true", "1", "yes", ""])
+def test_backfill_true_in_any_spelling_is_backfill(text):
+    spec = "fifo:backfill" + (f"={text}" if text else "")
+    assert SchedulerConfig.parse(spec).backfill is True
+    assert SchedulerConfig.parse("fifo:backfill=False").backfill is False
+
+
+def test_backfill_true_in_a_sweep_file_is_backfill(tmp_path):
+    from fastsim.sweep.grid import load_sweep
+    p = tmp_path / "s.toml"
+    p.write_text('clusters = 2\nbaseline = false\n[base]\nscheduler = "fifo:backfill=True"\n'
+                 'policy = "evalstop:k=2"\n')
+    (cell,) = load_sweep(p).cells
+    assert cell.config.scheduler.backfill and cell.label.startswith("fifo+backfill")
+    p.write_text('clusters = 2\n[axes]\npolicy = ["evalstop:k=2,k=3"]\n')
+    with pytest.raises(ConfigError, match="given twice"):
+        load_sweep(p)
+
+
+@pytest.mark.parametrize("argv", [["--scheduler", "fifo:thresholds=16"],
+                                  ["--policy", "evalstop:k=2,k=3"], ["--policy", "oracle:k=3"]])
+def test_cli_refuses_undeclared_spec_parameters_with_exit_2(argv, capsys, tmp_path):
+    out = tmp_path / "cells.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "5", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "parameter" in err[0] and "allowed" in err[0]
+    assert not out.exists()
 
 
 def test_too_few_evaluations_for_k():
@@ -103,3 +156,33 @@ def test_cli_subprocess_has_no_traceback():
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "policy='bogus' is invalid" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_kernel_metric_slot_is_declared_once():
+    from fastsim import metrics as M
+    from kernels.metrics import METRIC_NAMES
+
+    columns = [m.name for m in M.BUILTIN_METRICS if m.column]
+    assert sorted(columns) == sorted(METRIC_NAMES) and len(set(columns)) == len(columns)
+    for m in M.BUILTIN_METRICS:
+        for col in m.pooled[0] + m.pooled[1]:
+            assert col in columns, f"{m.name} pools undeclared column {col}"
+
+
+@pytest.mark.parametrize("what", ["policy", "scheduler"])
+def test_every_declared_parameter_refuses_bad_values_with_its_name(what):
+    """sklearn-style common test: each declaration's parameters, fed invalid values."""
+    from fastsim import registry as R
+
+    decls = R.BUILTIN_POLICIES if what == "policy" else R.BUILTIN_SCHEDULERS
+    parse = PolicyConfig.parse if what == "policy" else SchedulerConfig.parse
+    for d in decls:
+        assert parse(d.usage()).label  # defaults are valid
+        for p in d.params:
+            bad = {"int": ["x", "1.5", "-1000"], "float": ["x", "nan", "1e9"], "bool": ["maybe"],
+                   "choice": ["nope"], "floats": ["0", "3/2", "x"]}[p.kind]
+            for text in bad:
+                with pytest.raises(ConfigError, match=rf"{what}\.{p.name}=.*allowed: "):
+                    parse(f"{d.name}:{p.name}={text}")
+            help_line = R.help_text(what)
+            assert d.name in help_line and p.help in help_line or p.name == "scope"

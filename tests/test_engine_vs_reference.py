@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fastsim import metrics as M
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.workload import generate_workload
 
@@ -30,17 +31,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from reference import (jobs_of, reference_cluster_metrics,  # noqa: E402
                        reference_simulate)
 
-SCHEDULERS = ("fifo", "fifo:backfill", "sjf_est", "srtf_est", "loss_aware", "tiresias")
-POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
+from conftest import POLICY_NAMES as POLICIES  # noqa: E402
+from conftest import SCHEDULERS  # noqa: E402
+
 DISCRETE = ("stopped", "demoted", "positive", "in_scope", "trigger_eval", "delivered_eval",
             "n_preemptions")
 FLOATS = ("start_h", "end_h", "held_h", "jct_h", "queue_h", "delivered_gold", "best_gold",
           "regret", "wasted_gpu_h")
-INT_METRICS = ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "n_stopped")
-FLOAT_METRICS = ("jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h",
-                 "utilization", "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share",
-                 "gold_hacking", "gold_healthy_rlhf", "gold_all", "regret_mean", "precision",
-                 "recall", "fpr")
+# Every declared per-cluster metric: counts exactly, the rest to RTOL (delay_sum is a
+# sum of integers, so exact too).
+INT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS
+                    if m.column and (m.dtype == "int" or m.name == "delay_sum"))
+FLOAT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS if m.column and m.name not in INT_METRICS)
 RTOL = ATOL = 1e-9
 CLUSTERS_PER_CASE = 8
 CASES_PER_PAIR = 4
@@ -225,7 +227,7 @@ def test_reference_invariants(scheduler, policy, case_seed):
             assert 1 <= r["delivered_eval"] <= E
             if not r["in_scope"]:
                 assert not (r["stopped"] or r["demoted"]) and r["trigger_eval"] == 0
-        if cfg.scheduler.name in ("fifo", "sjf_est"):
+        if not cfg.scheduler.decl.preemptive:
             assert all(r["n_preemptions"] == 0 for r in run.jobs)
         if cfg.scheduler.name == "fifo" and not cfg.scheduler.backfill:
             starts = [r["start_h"] for r in run.jobs]

@@ -100,3 +100,54 @@ def test_monitor_replay_and_engine_decide_identically(seqs, k, hib):
         r = res.filter(pl.col("job_id") == f"j{j}").row(0, named=True)
         rep = (r["trigger_step"], r["delivered_step"]) if r["stopped"] else None
         assert mon == eng == rep, (seq, k, hib)
+
+
+def test_callback_is_an_importable_class_with_trainer_conventions(monkeypatch, tmp_path):
+    """The callback's logic without transformers: Trainer objects are stand-ins here; the
+    real Trainer run is tests/test_hf_callback.py (``pytest -m hf``)."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    assert "StopPolicyCallback" in dir(hf) and hf.EvalStopCallback is hf.StopPolicyCallback
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True,
+                           max_steps=100, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path), load_best_model_at_end=False)
+
+    def run(cb, values):
+        state, control = SimpleNamespace(global_step=0), SimpleNamespace(should_training_stop=False)
+        cb.on_train_begin(args, state, control)
+        for i, v in enumerate(values):
+            state.global_step = 10 * (i + 1)
+            cb.on_evaluate(args, state, control, metrics={"eval_accuracy": v})
+            if control.should_training_stop:
+                break
+        return state.global_step if control.should_training_stop else None
+
+    acc = [0.5, 0.6, 0.58, 0.57, 0.3]
+    cb = hf.StopPolicyCallback("evalstop:k=2")  # metric and sense from TrainingArguments
+    assert run(cb, acc) == 40 and cb.keep_step == 20 and cb.metric == "eval_accuracy"
+    # the 0.01 drop is within the threshold: it resets the run, as a tie would
+    assert run(hf.StopPolicyCallback("evalstop:k=2", threshold=0.015), acc + [0.1]) == 60
+    assert run(hf.StopPolicyCallback("stop_at:f=0.3"), acc) == 30  # progress = step / max_steps
+    with pytest.raises(ConfigError, match="no streaming form"):
+        hf.StopPolicyCallback("oracle")
+
+
+@pytest.mark.parametrize("spec", ["evalstop:k=3", "loss_plateau:w=2,tol=-0.5", "stop_at:f=5"])
+def test_builtin_streaming_state_does_not_grow(spec):
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor(spec, planned_steps=10)
+    rng = np.random.default_rng(1)
+    sizes = []
+    for step in range(1, 2001):
+        d = m.observe("j", step, float(rng.random()), float(2.0 + rng.random()))
+        st = m._jobs["j"]
+        sizes.append(len(st.recent_steps) + sum(len(v) for v in vars(st.stream).values()
+                                                if hasattr(v, "__len__")))
+        if d.stop:
+            break
+    assert max(sizes) <= 4, f"{spec}: per-job state grew to {max(sizes)}"

@@ -73,7 +73,7 @@ def test_oracle_needs_truth_and_policy_errors():
         replay(log, ["oracle"])
     with pytest.raises(ConfigError):
         parse_policy("evalstop:k=0")
-    with pytest.raises(ConfigError, match="unknown"):
+    with pytest.raises(ConfigError, match="'q' is not a parameter of evalstop"):
         parse_policy("evalstop:q=1")
     nolos = EvalLog(log.table.drop("loss"), "score", True)
     with pytest.raises(ConfigError, match="no 'loss' column"):

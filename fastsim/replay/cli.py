@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from fastsim import defaults as D
+from fastsim import registry as R
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
                         table_writer, write_all)
@@ -32,8 +33,11 @@ def register(subparsers) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json")
     p.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                   help="stop policy, repeatable: evalstop:k=2 (default), deprioritize:k=2, "
-                   "stop_at:f=0.65, loss_plateau:w=2,tol=0.01, none; oracle on trace sets only")
+                   help="stop policy, repeatable (default evalstop:k=2): "
+                   + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
+                   + ", or MODULE:FUNCTION[:key=value,...] of a user's @stop_policy; "
+                   + ", ".join(d.name for d in R.policies() if d.uses_hidden_truth)
+                   + " on trace sets only (uses hidden truth)")
     p.add_argument("--metric", default=None, help="metric column / eval_* name (default: score; "
                    "for trainer_state the single non-loss eval_* metric, else eval_loss)")
     sense = p.add_mutually_exclusive_group()

@@ -1,21 +1,26 @@
-"""EvalStop as a Hugging Face ``TrainerCallback`` (optional extra: ``pip install fastsim[hf]``).
+"""Stop policies as a Hugging Face ``TrainerCallback`` (optional extra: ``pip install fastsim[hf]``).
 
-``transformers`` is imported only when ``EvalStopCallback`` is first used, so ``fastsim``
-imports without it.  The callback feeds every evaluation to an ``EvalStopMonitor``; on
-a stop it sets ``control.should_training_stop`` and records the checkpoint to keep
-(``keep_step``, ``keep_checkpoint``, and ``<output_dir>/evalstop.json``).
+``StopPolicyCallback`` feeds every evaluation to a ``StopMonitor`` running any registered
+policy with a streaming form (``evalstop:k=2`` by default, a user's
+``mymod:mypolicy:k=3`` too); on a stop it sets ``control.should_training_stop`` and
+records the checkpoint to keep (``keep_step``, ``keep_checkpoint``, and
+``<output_dir>/evalstop.json``).  Its arguments follow the Trainer's conventions:
+``metric_for_best_model`` and ``greater_is_better`` (taken from ``TrainingArguments``
+when not given, as ``EarlyStoppingCallback`` does) and ``threshold`` (a drop of at most
+this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallback`` is
+the same class.  The class is importable without ``transformers``; creating one needs it.
 
-The checkpoint to keep is the one saved at the evaluation ``k`` before the trigger, so
-save at every evaluation (``save_strategy`` = ``eval_strategy``, equal steps) and keep at
-least ``k`` checkpoints (``save_total_limit`` None or >= k).  On a stop the callback marks
-that checkpoint as ``state.best_model_checkpoint`` (unless ``load_best_model_at_end``
-uses it), which Trainer's checkpoint rotation never deletes.
+The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop: ``k``)
+before the trigger, so save at every evaluation (``save_strategy`` = ``eval_strategy``,
+equal steps) and keep enough checkpoints (``save_total_limit`` None or > lookback).  On a
+stop the callback marks that checkpoint as ``state.best_model_checkpoint`` (unless
+``load_best_model_at_end`` uses it), which Trainer's checkpoint rotation never deletes.
 
 Examples
 --------
->>> from fastsim.replay.hf import EvalStopCallback            # doctest: +SKIP
->>> trainer = Trainer(..., callbacks=[EvalStopCallback(k=2, metric="eval_loss")])  # doctest: +SKIP
->>> trainer.train(); trainer.callback_handler.callbacks[-1].keep_checkpoint        # doctest: +SKIP
+>>> from fastsim.replay.hf import StopPolicyCallback                       # doctest: +SKIP
+>>> cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")  # doctest: +SKIP
+>>> trainer = Trainer(..., callbacks=[cb]); trainer.train(); cb.keep_checkpoint  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -24,105 +29,133 @@ import math
 import warnings
 from pathlib import Path
 
+from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import default_higher_is_better
-from fastsim.replay.monitor import Decision, EvalStopMonitor
+from fastsim.replay.monitor import Decision, StopMonitor
 
-_CLASS = None
-
-
-def _build():
-    try:
-        from transformers import TrainerCallback
-    except ImportError as exc:  # the optional extra is missing
-        raise ImportError("fastsim.replay.hf needs the optional Hugging Face extra: "
-                          "pip install 'fastsim[hf]'") from exc
-
-    class EvalStopCallback(TrainerCallback):
-        """Stop a ``transformers.Trainer`` run after ``k`` consecutive declines of ``metric``.
-
-        Parameters
-        ----------
-        k : consecutive strict declines that trigger a stop
-        metric : evaluation metric name as Trainer reports it (``eval_`` prefix optional)
-        higher_is_better : the metric's sense; None infers it from the name (``*loss``: lower)
-        protect_checkpoint : on a stop, mark the kept checkpoint as the one rotation spares
-
-        Attributes
-        ----------
-        decision : the last ``Decision`` (``stop``, ``keep_step``, ``reason``)
-        keep_step : step of the checkpoint to keep (None while training continues)
-        keep_checkpoint : its directory, or None when no such checkpoint was saved
-        """
-
-        def __init__(self, k: int = 2, metric: str = "eval_loss", higher_is_better: bool | None = None,
-                     protect_checkpoint: bool = True, job_id: str = "trainer"):
-            if not isinstance(metric, str) or not metric:
-                raise ConfigError(f"EvalStopCallback metric = {metric!r}: allowed: a metric name")
-            self.metric = metric if metric.startswith("eval_") else f"eval_{metric}"
-            hib = default_higher_is_better(self.metric) if higher_is_better is None else higher_is_better
-            self.monitor = EvalStopMonitor(k=k, higher_is_better=hib)
-            self.k = k
-            self.job_id = job_id
-            self.protect_checkpoint = protect_checkpoint
-            self.decision: Decision | None = None
-            self.keep_step: int | None = None
-            self.keep_checkpoint: str | None = None
-            self._warned_missing = False
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.monitor.reset(self.job_id)
-            self.decision, self.keep_step, self.keep_checkpoint = None, None, None
-            eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
-            save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
-            if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
-                                                        and args.save_steps != args.eval_steps)):
-                warnings.warn("EvalStopCallback: checkpoints are not saved at every evaluation "
-                              f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
-                              "the checkpoint to keep may not exist", stacklevel=2)
-            limit = getattr(args, "save_total_limit", None)
-            if limit is not None and 0 < limit < self.k:
-                warnings.warn(f"EvalStopCallback: save_total_limit={limit} < k={self.k} deletes the "
-                              "checkpoint EvalStop keeps", stacklevel=2)
-
-        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-            value = (metrics or {}).get(self.metric, math.nan)
-            if self.metric not in (metrics or {}) and not self._warned_missing:
-                self._warned_missing = True
-                warnings.warn(f"EvalStopCallback: metric {self.metric!r} not in the evaluation "
-                              f"metrics {sorted(metrics or {})}; such evaluations are skipped",
-                              stacklevel=2)
-            d = self.monitor.observe(self.job_id, int(state.global_step), value)
-            self.decision = d
-            if d.stop:
-                control.should_training_stop = True
-                self.keep_step = d.keep_step
-                ckpt = Path(args.output_dir) / f"checkpoint-{d.keep_step}"
-                self.keep_checkpoint = str(ckpt)
-                if self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False):
-                    state.best_model_checkpoint = str(ckpt)
-            return control
-
-        def on_train_end(self, args, state, control, **kwargs):
-            if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
-                warnings.warn(f"EvalStopCallback: checkpoint {self.keep_checkpoint} was not saved",
-                              stacklevel=2)
-                self.keep_checkpoint = None
-            if self.decision is not None and getattr(args, "should_save", True):
-                record = {"stopped": self.decision.stop, "keep_step": self.decision.keep_step,
-                          "keep_checkpoint": self.keep_checkpoint, "reason": self.decision.reason,
-                          "k": self.k, "metric": self.metric, "global_step": int(state.global_step)}
-                out = Path(args.output_dir)
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "evalstop.json").write_text(json.dumps(record, indent=2) + "\n")
-
-    return EvalStopCallback
+try:
+    from transformers import TrainerCallback as _TrainerCallback
+except ImportError:  # the optional extra is missing: the class exists, instances need it
+    _TrainerCallback = object
 
 
-def __getattr__(name: str):
-    global _CLASS
-    if name == "EvalStopCallback":
-        if _CLASS is None:
-            _CLASS = _build()
-        return _CLASS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class StopPolicyCallback(_TrainerCallback):
+    """Stop a ``transformers.Trainer`` run when a stop policy triggers on an evaluation metric.
+
+    Parameters
+    ----------
+    policy : a stop-policy spec with a streaming form (``evalstop:k=2``, ``stop_at:f=0.8``,
+        ``mymod:mypolicy:k=3``); ``stop_at`` and user policies reading progress use
+        ``args.max_steps`` as the planned length
+    metric_for_best_model : the metric as Trainer reports it (``eval_`` prefix optional);
+        None: ``args.metric_for_best_model``, else ``eval_loss``
+    greater_is_better : the metric's sense; None: ``args.greater_is_better`` when the metric
+        is ``args.metric_for_best_model``, else inferred from the name (``*loss``: lower)
+    threshold : EvalStop: a drop of at most this much does not count as a decline
+    protect_checkpoint : on a stop, mark the kept checkpoint as the one rotation spares
+    k, metric, higher_is_better : the earlier names (``evalstop:k=K``, the metric, its sense)
+
+    Attributes
+    ----------
+    decision : the last ``Decision`` (``stop``, ``keep_step``, ``reason``)
+    keep_step : step of the checkpoint to keep (None while training continues)
+    keep_checkpoint : its directory, or None when no such checkpoint was saved
+    """
+
+    def __init__(self, policy: str | PolicyConfig = "evalstop:k=2",
+                 metric_for_best_model: str | None = None, greater_is_better: bool | None = None,
+                 threshold: float = 0.0, protect_checkpoint: bool = True, job_id: str = "trainer",
+                 *, k: int | None = None, metric: str | None = None,
+                 higher_is_better: bool | None = None):
+        if _TrainerCallback is object:
+            raise ImportError("fastsim.replay.hf needs the optional Hugging Face extra: "
+                              "pip install 'fastsim[hf]'")
+        if k is not None:
+            policy = f"evalstop:k={k}"
+        self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
+        metric = metric_for_best_model if metric_for_best_model is not None else metric
+        if metric is not None and (not isinstance(metric, str) or not metric):
+            raise ConfigError(f"{type(self).__name__} metric_for_best_model = {metric!r}: "
+                              "allowed: a metric name")
+        self._metric_arg = metric
+        self._sense_arg = greater_is_better if greater_is_better is not None else higher_is_better
+        self.threshold = threshold
+        StopMonitor(self.policy, threshold=threshold, planned_steps=1.0)  # refuse bad input now
+        lookback = self.policy.decl.lookback
+        self.k = self.policy.values[lookback] if isinstance(lookback, str) else int(lookback)
+        self.metric = _eval_name(metric or "eval_loss")
+        self.job_id = job_id
+        self.protect_checkpoint = protect_checkpoint
+        self.monitor: StopMonitor | None = None
+        self.decision: Decision | None = None
+        self.keep_step: int | None = None
+        self.keep_checkpoint: str | None = None
+        self._warned_missing = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        best = getattr(args, "metric_for_best_model", None)
+        self.metric = _eval_name(self._metric_arg or best or "eval_loss")
+        hib = self._sense_arg
+        if hib is None and best and _eval_name(best) == self.metric:
+            hib = getattr(args, "greater_is_better", None)
+        if hib is None:
+            hib = default_higher_is_better(self.metric)
+        planned = float(args.max_steps) if getattr(args, "max_steps", 0) and args.max_steps > 0 else None
+        if "t_est_h" not in self.policy.decl.reads:
+            planned = planned or 1.0
+        self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
+        self.decision, self.keep_step, self.keep_checkpoint = None, None, None
+        eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
+        save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
+        if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
+                                                    and args.save_steps != args.eval_steps)):
+            warnings.warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
+                          f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
+                          "the checkpoint to keep may not exist", stacklevel=2)
+        limit = getattr(args, "save_total_limit", None)
+        if limit is not None and 0 < limit < self.k:
+            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} < {self.k} deletes the "
+                          "checkpoint the policy keeps", stacklevel=2)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.monitor is None:
+            self.on_train_begin(args, state, control)
+        value = (metrics or {}).get(self.metric, math.nan)
+        if self.metric not in (metrics or {}) and not self._warned_missing:
+            self._warned_missing = True
+            warnings.warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
+                          f"metrics {sorted(metrics or {})}; such evaluations are skipped",
+                          stacklevel=2)
+        loss = (metrics or {}).get("eval_loss", math.nan)
+        d = self.monitor.observe(self.job_id, int(state.global_step), value, loss)
+        self.decision = d
+        if d.stop:
+            control.should_training_stop = True
+            self.keep_step = d.keep_step
+            ckpt = Path(args.output_dir) / f"checkpoint-{d.keep_step}"
+            self.keep_checkpoint = str(ckpt)
+            if self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False):
+                state.best_model_checkpoint = str(ckpt)
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
+            warnings.warn(f"{type(self).__name__}: checkpoint {self.keep_checkpoint} was not saved",
+                          stacklevel=2)
+            self.keep_checkpoint = None
+        if self.decision is not None and getattr(args, "should_save", True):
+            record = {"stopped": self.decision.stop, "keep_step": self.decision.keep_step,
+                      "keep_checkpoint": self.keep_checkpoint, "reason": self.decision.reason,
+                      "policy": self.policy.label, "k": self.k, "metric": self.metric,
+                      "global_step": int(state.global_step)}
+            out = Path(args.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "evalstop.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+EvalStopCallback = StopPolicyCallback
+
+
+def _eval_name(metric: str) -> str:
+    return metric if metric.startswith("eval_") else f"eval_{metric}"

@@ -1,10 +1,15 @@
-"""EvalStop for live training loops: feed each evaluation, get a decision back.
+"""Stop policies for live training loops: feed each evaluation, get a decision back.
 
-The decline counter is advanced by ``kernels.detectors.evalstop_step_nb``, the same step
-function the engine's ``evalstop_trigger_nb`` loops over, so the monitor, ``fastsim
-replay`` and the simulator make the same decision on the same sequence (tested).
-Mess rules match replay's (docs/replay.md): a missing (NaN) score is skipped, neither a
-decline nor a reset; steps must increase; a stopped job stays stopped.
+``StopMonitor`` accepts any registered stop policy with a streaming form
+(``fastsim.registry``: ``streaming=True``): one update per evaluation.  The built-ins
+keep O(1) state per job (EvalStop: the decline counter, advanced by
+``kernels.detectors.evalstop_step_nb``, the step function the engine loops over, and the
+last ``k + 1`` steps; loss plateau: the last ``w + 1`` losses; stop-at: nothing); a user
+policy keeps the job's series and asks its trigger function about the whole prefix at
+each evaluation (O(evaluations) memory).  The monitor, ``fastsim replay`` and the
+simulator make the same decision on the same sequence (tested).  Mess rules match
+replay's (docs/replay.md): a missing (NaN) value is skipped, neither a decline nor a
+reset; steps must increase; a stopped job stays stopped.
 """
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from kernels.detectors import evalstop_step_nb
 
@@ -33,17 +41,223 @@ class Decision:
     decline_run: int
 
 
+class _Declines:
+    """EvalStop's streaming form: the consecutive-decline count (O(1))."""
+
+    def __init__(self, k: int, threshold: float):
+        self.k, self.threshold = k, threshold
+        self.prev, self.run = math.nan, 0
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        # A drop of at most ``threshold`` counts as no decline (as EarlyStoppingCallback's
+        # threshold counts a small gain as none); threshold 0 is the kernel's rule exactly.
+        seen = score + self.threshold if score < self.prev else score
+        self.run = evalstop_step_nb(self.prev, seen, self.run)
+        self.prev = score
+        return self.run >= self.k
+
+
+class _Never:
+    """No stop policy: never triggers."""
+
+    run = 0
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        return False
+
+
+class _Progress:
+    """Stop-at's streaming form: estimated progress ``step / planned_steps`` (O(1))."""
+
+    def __init__(self, f: float, planned: float):
+        self.f, self.planned, self.run = f, planned, 0
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        return step / self.planned >= self.f
+
+
+class _Plateau:
+    """Loss plateau's streaming form: the last ``w + 1`` losses (O(w))."""
+
+    def __init__(self, w: int, tol: float):
+        self.tol, self.losses, self.run = tol, deque(maxlen=w + 1), 0
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        self.losses.append(loss)
+        if len(self.losses) < self.losses.maxlen:
+            return False
+        ref = self.losses[0]
+        return (ref - loss) / ref < self.tol
+
+
+class _Series:
+    """A user policy's streaming form: the series so far, and its trigger function asked
+    about the whole prefix at each evaluation (O(evaluations) memory)."""
+
+    def __init__(self, p: PolicyConfig, planned: float):
+        self.p, self.planned, self.run = p, planned, 0
+        self.scores: list[float] = []
+        self.losses: list[float] = []
+        self.steps: list[float] = []
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        from fastsim.replay.replay import decide_series
+
+        self.scores.append(score)
+        self.losses.append(0.0 if math.isnan(loss) else loss)
+        self.steps.append(float(step))
+        arr = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+        _, trig, _ = decide_series(self.p, arr(self.scores), arr(self.losses), arr(self.steps),
+                                   self.planned)
+        return trig > 0
+
+
+def _stream(p: PolicyConfig, threshold: float, planned: float):
+    d = p.decl
+    if threshold and d.name not in ("evalstop",):
+        raise ConfigError(f"threshold={threshold!r} applies to evalstop only; allowed: 0 for {p.label}")
+    if d.user is not None:
+        return _Series(p, planned)
+    if d.name == "none":
+        return _Never()
+    if d.name == "evalstop":
+        return _Declines(p.k, threshold)
+    if d.name == "stop_at":
+        return _Progress(p.f, planned)
+    if d.name == "loss_plateau":
+        return _Plateau(p.w, p.tol)
+    raise ConfigError(f"policy {p.label} declares a streaming form the monitor does not have")
+
+
 @dataclass
 class _JobState:
-    prev_score: float = math.nan
-    run: int = 0
+    stream: object
     n_evals: int = 0
     last_step: int | None = None
-    recent_steps: deque = field(default_factory=deque)   # steps of the last k+1 evaluations
+    recent_steps: deque = field(default_factory=deque)   # steps of the last lookback+1 evaluations
     stopped: Decision | None = None
 
 
-class EvalStopMonitor:
+class StopMonitor:
+    """Streaming form of any registered stop policy that has one.
+
+    Parameters
+    ----------
+    policy : a spec (``evalstop:k=2``, ``loss_plateau:w=2,tol=0.01``, ``stop_at:f=0.65``,
+        ``mymod:mypolicy:k=3``) or a ``PolicyConfig``
+    higher_is_better : sense of the score (False for a loss)
+    threshold : EvalStop only: a drop of at most this much is not a decline
+    planned_steps : the run's planned length in steps, for policies that read progress
+        (``stop_at``, or a user policy that reads ``t_est_h``)
+
+    Examples
+    --------
+    >>> m = StopMonitor("evalstop:k=2")
+    >>> [m.observe("run", s, x).stop for s, x in [(100, 0.5), (200, 0.6), (300, 0.55), (400, 0.5)]]
+    [False, False, False, True]
+    >>> m.observe("run", 500, 0.7).keep_step   # stays stopped; keep the step-200 checkpoint
+    200
+    """
+
+    def __init__(self, policy: str | PolicyConfig = "evalstop:k=2", higher_is_better: bool = True,
+                 threshold: float = 0.0, planned_steps: float | None = None):
+        p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
+        d = p.decl
+        if not d.streaming or d.uses_hidden_truth:
+            live = [x.name for x in _streaming()]
+            raise ConfigError(f"policy {p.label} has no streaming form; allowed: {', '.join(live)} "
+                              "or a user policy")
+        if not isinstance(higher_is_better, bool):
+            raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not math.isfinite(threshold) or threshold < 0:
+            raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a number >= 0")
+        needs_plan = "t_est_h" in d.reads
+        if needs_plan and (planned_steps is None or not planned_steps > 0):
+            raise ConfigError(f"policy {p.label} reads progress: planned_steps = {planned_steps!r}; "
+                              "allowed: the run's planned number of steps (> 0)")
+        self.policy = p
+        self.higher_is_better = higher_is_better
+        self.threshold = float(threshold)
+        self.planned_steps = float(planned_steps) if planned_steps else math.nan
+        self._reads_loss = "losses" in d.reads
+        back = d.lookback
+        self._lookback = p.values[back] if isinstance(back, str) else int(back)
+        _stream(p, self.threshold, self.planned_steps)  # refuse bad combinations now
+        self._jobs: dict[str, _JobState] = {}
+
+    def reset(self, job_id: str) -> None:
+        """Forget a job (e.g. before re-running it from scratch)."""
+        self._jobs.pop(job_id, None)
+
+    def decision(self, job_id: str) -> Decision | None:
+        """The stop decision of a job, or None while it runs."""
+        st = self._jobs.get(job_id)
+        return st.stopped if st else None
+
+    def observe(self, job_id, step: int, score: float, loss: float = math.nan) -> Decision:
+        """Record the evaluation of ``job_id`` at ``step`` and decide.
+
+        ``loss``: the training loss at ``step`` (policies that read losses decide on it).
+        Raises ``ConfigError`` if ``step`` is not after the job's previous step, or is not
+        a non-negative integer, or ``score`` is not a number.
+        """
+        name = type(self).__name__
+        if isinstance(step, bool) or not isinstance(step, int):
+            if isinstance(step, float) and step.is_integer():
+                step = int(step)
+            else:
+                try:
+                    step = int(step.__index__())
+                except (AttributeError, TypeError):
+                    raise ConfigError(f"{name}.observe({job_id!r}): step = {step!r}; "
+                                      "allowed: a non-negative integer") from None
+        if step < 0:
+            raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: >= 0")
+        try:
+            value, loss = float(score), float(loss)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {score!r}; "
+                              "allowed: a number (NaN for a missing evaluation)") from None
+        st = self._jobs.get(job_id)
+        if st is None:
+            st = self._jobs[job_id] = _JobState(_stream(self.policy, self.threshold,
+                                                        self.planned_steps))
+        if st.stopped is not None:
+            return st.stopped
+        if st.last_step is not None and step <= st.last_step:
+            raise ConfigError(f"{name}.observe({job_id!r}): step {step} is not after the "
+                              f"previous step {st.last_step}; allowed: increasing steps "
+                              "(call reset() to start the job over)")
+        st.last_step = step
+        keep = st.recent_steps[-1] if st.recent_steps else None
+        counted = loss if self._reads_loss else value
+        if math.isnan(counted):
+            return Decision(False, keep, f"step {step}: missing value skipped", st.n_evals,
+                            st.stream.run)
+        s = value if self.higher_is_better else -value
+        fired = st.stream.update(s, loss, step)
+        st.n_evals += 1
+        st.recent_steps.append(step)
+        if len(st.recent_steps) > self._lookback + 1:
+            st.recent_steps.popleft()
+        if fired:
+            keep = st.recent_steps[0]  # evaluation trigger - lookback, as the engine delivers
+            st.stopped = Decision(True, keep, f"{self.policy.label} triggers at step {step} "
+                                  f"(evaluation {st.n_evals}); keep the checkpoint of step {keep}",
+                                  st.n_evals, st.stream.run)
+            return st.stopped
+        return Decision(False, step, f"step {step}: {self.policy.label} continues",
+                        st.n_evals, st.stream.run)
+
+
+def _streaming():
+    from fastsim import registry as R
+
+    return [d for d in R.policies() if d.streaming and not d.uses_hidden_truth and d.user is None]
+
+
+class EvalStopMonitor(StopMonitor):
     """Streaming EvalStop(k): stop a job after ``k`` consecutive declines of its score.
 
     Parameters
@@ -56,73 +270,11 @@ class EvalStopMonitor:
     >>> m = EvalStopMonitor(k=2)
     >>> [m.observe("run", s, x).stop for s, x in [(100, 0.5), (200, 0.6), (300, 0.55), (400, 0.5)]]
     [False, False, False, True]
-    >>> m.observe("run", 500, 0.7).keep_step   # stays stopped; keep the step-200 checkpoint
-    200
     """
 
-    def __init__(self, k: int = 2, higher_is_better: bool = True):
+    def __init__(self, k: int = 2, higher_is_better: bool = True, threshold: float = 0.0):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"EvalStopMonitor k = {k!r}: allowed: an integer >= 1 (consecutive declines)")
-        if not isinstance(higher_is_better, bool):
-            raise ConfigError(f"EvalStopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
+        super().__init__(PolicyConfig(name="evalstop", k=k, scope="all"), higher_is_better,
+                         threshold)
         self.k = k
-        self.higher_is_better = higher_is_better
-        self._jobs: dict[str, _JobState] = {}
-
-    def reset(self, job_id: str) -> None:
-        """Forget a job (e.g. before re-running it from scratch)."""
-        self._jobs.pop(job_id, None)
-
-    def decision(self, job_id: str) -> Decision | None:
-        """The stop decision of a job, or None while it runs."""
-        st = self._jobs.get(job_id)
-        return st.stopped if st else None
-
-    def observe(self, job_id, step: int, score: float) -> Decision:
-        """Record the evaluation of ``job_id`` at ``step`` and decide.
-
-        Raises ``ConfigError`` if ``step`` is not after the job's previous step, or is not
-        a non-negative integer, or ``score`` is not a number.
-        """
-        if isinstance(step, bool) or not isinstance(step, int):
-            if isinstance(step, float) and step.is_integer():
-                step = int(step)
-            else:
-                try:
-                    step = int(step.__index__())
-                except (AttributeError, TypeError):
-                    raise ConfigError(f"EvalStopMonitor.observe({job_id!r}): step = {step!r}; "
-                                      "allowed: a non-negative integer") from None
-        if step < 0:
-            raise ConfigError(f"EvalStopMonitor.observe({job_id!r}): step = {step}; allowed: >= 0")
-        try:
-            value = float(score)
-        except (TypeError, ValueError):
-            raise ConfigError(f"EvalStopMonitor.observe({job_id!r}, step={step}): score = {score!r}; "
-                              "allowed: a number (NaN for a missing evaluation)") from None
-        st = self._jobs.setdefault(job_id, _JobState())
-        if st.stopped is not None:
-            return st.stopped
-        if st.last_step is not None and step <= st.last_step:
-            raise ConfigError(f"EvalStopMonitor.observe({job_id!r}): step {step} is not after the "
-                              f"previous step {st.last_step}; allowed: increasing steps "
-                              "(call reset() to start the job over)")
-        st.last_step = step
-        keep = st.recent_steps[-1] if st.recent_steps else None
-        if math.isnan(value):
-            return Decision(False, keep, f"step {step}: missing score skipped", st.n_evals, st.run)
-        s = value if self.higher_is_better else -value
-        st.run = evalstop_step_nb(st.prev_score, s, st.run)
-        st.prev_score = s
-        st.n_evals += 1
-        st.recent_steps.append(step)
-        if len(st.recent_steps) > self.k + 1:
-            st.recent_steps.popleft()
-        if st.run >= self.k:
-            keep = st.recent_steps[0]  # evaluation trigger - k, as the engine delivers
-            st.stopped = Decision(True, keep, f"{st.run} consecutive declines at step {step} "
-                                  f"(evaluation {st.n_evals}); keep the checkpoint of step {keep}",
-                                  st.n_evals, st.run)
-            return st.stopped
-        return Decision(False, step, f"step {step}: {st.run} consecutive declines (stop at {self.k})",
-                        st.n_evals, st.run)

@@ -1,7 +1,8 @@
 """Replay stop policies on evaluation logs with the engine's own decision kernels.
 
 Each job's observed sequence goes through ``kernels.detectors.stop_decision_1j_nb``, the
-function the cluster engine decides with, so replay and engine cannot drift apart.
+function the cluster engine decides with (a user policy: its own trigger function, the
+one the engine's user driver calls), so replay and engine cannot drift apart.
 Only observed columns reach it (scores, losses, steps, planned steps); ``truth_*``
 columns of a trace set are read afterwards, to score the decisions.
 """
@@ -16,7 +17,7 @@ from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
-from kernels.codes import ACT_DEMOTE, ACT_STOP
+from kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from kernels.detectors import stop_decision_1j_nb
 
 STATUSES = ("stopped", "demoted", "continued", "too_short", "no_evaluations", "out_of_scope")
@@ -41,13 +42,25 @@ def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
     return PolicyConfig.parse(spec)
 
 
-def _needed(p: PolicyConfig) -> int:
-    """Evaluations a policy needs before it can trigger at all."""
-    if p.name in ("evalstop", "deprioritize"):
-        return p.k + 1
-    if p.name == "loss_plateau":
-        return p.w + 1
-    return 1
+def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained: np.ndarray,
+                  t_est: float) -> tuple[int, int, int]:
+    """``(action, trigger_eval, delivered_eval)`` of one job's observed series (float64,
+    contiguous), as the engine decides it: built-ins through ``stop_decision_1j_nb``, a
+    user policy through its trigger function."""
+    d = p.decl
+    if d.user is None:
+        return stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w), float(p.tol),
+                                   score, loss, attained, float(t_est))
+    values = p.values
+    trig = int(d.user(score, loss, attained, float(t_est),
+                      *(v for k, v in values.items() if k != "scope")))
+    n = score.shape[0]
+    if trig == 0:
+        return ACT_CONTINUE, 0, n
+    deliv = d.delivered(trig, values, n)
+    if not 1 <= trig <= n or deliv < 1:
+        raise ValueError(f"stop policy {d.name} returned trigger {trig} on {n} evaluations")
+    return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
 
 
 @dataclass(frozen=True)
@@ -70,10 +83,10 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
     last = int(eval_rows[-1]) if eval_rows.size else len(score) - 1
     if not in_scope:
         return JobOutcome("out_of_scope", -1, last, int(eval_rows.size))
-    if p.name == "loss_plateau":
+    if "losses" in p.decl.reads:
         if loss is None:
             raise ConfigError(f"policy {p.label}: the log has no 'loss' column; allowed: "
-                              "evalstop, deprioritize, stop_at, none (or add a loss column)")
+                              "a policy that does not read losses (or add a loss column)")
         rows = np.flatnonzero(~np.isnan(loss))
     else:
         rows = eval_rows
@@ -81,7 +94,7 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
         return JobOutcome("no_evaluations", -1, last, 0)
     if p.name == "none":
         return JobOutcome("continued", -1, last, int(rows.size))
-    if p.name == "oracle":  # declared user of hidden truth: stop hacking jobs at the gold peak
+    if p.uses_hidden_truth:  # the oracle, declared: stop hacking jobs at the gold peak
         if truth_hacking is None or truth_gold is None:
             raise ConfigError("policy oracle: needs hidden truth (truth_hacking, truth_gold "
                               "columns, as in a trace set); allowed on real logs: evalstop, "
@@ -93,13 +106,12 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
     s = np.ascontiguousarray(score[rows], dtype=np.float64)
     lo = np.ascontiguousarray(loss[rows], dtype=np.float64) if loss is not None else np.zeros(rows.size)
     attained = np.ascontiguousarray(step[rows], dtype=np.float64)
-    action, trig, deliv = stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w),
-                                              float(p.tol), s, lo, attained, float(planned_steps))
+    action, trig, deliv = decide_series(p, s, lo, attained, planned_steps)
     if action == ACT_STOP:
         return JobOutcome("stopped", int(rows[trig - 1]), int(rows[deliv - 1]), int(rows.size))
     if action == ACT_DEMOTE:
         return JobOutcome("demoted", int(rows[trig - 1]), last, int(rows.size))
-    status = "too_short" if rows.size < _needed(p) else "continued"
+    status = "too_short" if rows.size < p.min_evals else "continued"
     return JobOutcome(status, -1, last, int(rows.size))
 
 

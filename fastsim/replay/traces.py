@@ -18,7 +18,7 @@ columns, which no stop policy reads.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import polars as pl
@@ -383,10 +383,8 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  One row per
     policy with pooled precision / recall / FPR and cluster-bootstrap intervals.
     """
-    from dataclasses import replace
-
     from fastsim.api import simulate
-    from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
+    from fastsim.config import SimConfig, WorkloadConfig
     from fastsim.replay.replay import parse_policy
 
     curves = dict(curves or {})
@@ -400,7 +398,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         p = parse_policy(spec)
         if p.name == "none":
             continue
-        pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
+        pol = replace(p, scope="rlhf")
         wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters

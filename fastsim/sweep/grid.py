@@ -19,8 +19,9 @@ A sweep file is declarative::
     policy = ["evalstop:k=2", "stop_at:f=0.65"]
 
 Every cell is validated (``SimConfig``) before anything runs; a bad file raises one
-``ConfigError`` naming the file and the field.  Policy and scheduler parameters that
-do not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
+``ConfigError`` naming the file and the field.  A spec's parameters must be ones its
+policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
+not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
 their defaults, so cells that would simulate the same thing are one cell.  Each cell
 with a stop policy gets a baseline cell: the same workload and scheduler under policy
 ``none`` (shared between all cells that need it).  A cell's id is a hash of its
@@ -36,20 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from fastsim import defaults as D
+from fastsim import registry as R
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
-SCHEDULER_FIELDS = ("backfill", "thresholds_gpu_h")
-POLICY_FIELDS = ("k", "f", "w", "tol", "scope")
+SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
+POLICY_FIELDS = R.POLICY_FIELDS
 # Every name a [base] key or an axis may use.
-FIELDS = ("scheduler", "policy") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
+FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
-# Policy parameters that matter for each policy (the rest are reset to defaults).
-POLICY_PARAMS = {"none": (), "evalstop": ("k", "scope"), "deprioritize": ("k", "scope"),
-                 "stop_at": ("f", "scope"), "loss_plateau": ("w", "tol", "scope"),
-                 "oracle": ("scope",)}
 MAX_CELLS = 10_000
 
 
@@ -128,10 +126,19 @@ def cell_label(cfg: SimConfig) -> str:
 def canonicalize(cfg: SimConfig) -> SimConfig:
     """Reset parameters that cannot affect the cell, so equal simulations are equal configs."""
     p, s = cfg.policy, cfg.scheduler
-    keep = POLICY_PARAMS[p.name]
-    pol = PolicyConfig(name=p.name, **{k: getattr(p, k) for k in keep})
-    sch = s if s.name == "tiresias" else replace(s, thresholds_gpu_h=D.TIRESIAS_THRESHOLDS_GPU_H)
-    return SimConfig(cfg.workload, sch, pol)
+    pol = PolicyConfig(name=p.name, params=p.params,
+                       **{k: getattr(p, k) for k in _policy_fields(p)})
+    keep = {q.target for q in s.decl.params if s.decl.user is None}
+    sch = SchedulerConfig(name=s.name, params=s.params,
+                          **{k: getattr(s, k) for k in SCHEDULER_FIELDS if k in keep})
+    return SimConfig(cfg.workload, sch, pol, cfg.metrics)
+
+
+def _policy_fields(p: PolicyConfig) -> tuple[str, ...]:
+    """The config fields that matter for policy ``p`` (the rest are reset to defaults)."""
+    d = p.decl
+    names = () if d.user is not None else tuple(q.name for q in d.params)
+    return tuple(n for n in names + ("scope",) if n != "scope" or d.scoped)
 
 
 def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> SimConfig:
@@ -148,8 +155,8 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
         raise ConfigError(f"policy={pol_spec!r} is invalid; allowed: a spec such as 'evalstop:k=2'")
     sched = SchedulerConfig.parse(sched_spec)
     pol = PolicyConfig.parse(pol_spec)
-    s_set = {"backfill" if k == "backfill" else "thresholds_gpu_h" for k in _spec_keys(sched_spec)}
-    p_set = _spec_keys(pol_spec)
+    s_set = {sched.decl.param(k).target for k in R.parse_spec(sched_spec, "scheduler")[1]}
+    p_set = set(R.parse_spec(pol_spec, "policy")[1])
     use = lambda k, spec_set: k in values and (k in axis_keys or k not in spec_set)  # noqa: E731
     s_kw = {k: values[k] for k in SCHEDULER_FIELDS if use(k, s_set)}
     p_kw = {k: values[k] for k in POLICY_FIELDS if use(k, p_set)}
@@ -158,12 +165,10 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
     if p_kw:
         pol = PolicyConfig(**{**_fields_of(pol), **p_kw})
     work = WorkloadConfig(**{k: values[k] for k in WORKLOAD_FIELDS if k in values})
-    return canonicalize(SimConfig(work, sched, pol))
-
-
-def _spec_keys(spec: str) -> set[str]:
-    _, _, rest = spec.partition(":")
-    return {p.partition("=")[0].strip() for p in rest.split(",") if p.strip()}
+    metrics = values.get("metrics", ())
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise ConfigError(f"metrics={metrics!r} is invalid; allowed: a list of MODULE:FUNCTION")
+    return canonicalize(SimConfig(work, sched, pol, tuple(metrics)))
 
 
 def _fields_of(obj: Any) -> dict[str, Any]:
@@ -269,7 +274,7 @@ def axis_value(cfg: SimConfig, axis: str) -> Any:
     if axis == "policy":
         return cfg.policy.label
     if axis in POLICY_FIELDS:
-        return getattr(cfg.policy, axis) if axis in POLICY_PARAMS[cfg.policy.name] else None
+        return getattr(cfg.policy, axis) if axis in _policy_fields(cfg.policy) else None
     if axis in SCHEDULER_FIELDS:
         v = getattr(cfg.scheduler, axis)
     else:

@@ -59,8 +59,11 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
 def warm_up() -> str:
     """Compile (or load from numba's on-disk cache) every kernel a chunk uses, once per
     process: every scheduler and the decision kernels (observed and oracle)."""
-    for sched, pol in (("fifo", "evalstop:k=2"), ("srtf_est", "oracle"), ("loss_aware", "none"),
-                       ("tiresias", "stop_at:f=0.65"), ("sjf_est", "loss_plateau:w=2,tol=0.01")):
+    from fastsim import registry as R
+
+    scheds, pols = R.BUILTIN_SCHEDULERS, R.BUILTIN_POLICIES
+    for i in range(max(len(scheds), len(pols))):  # every built-in at least once
+        sched, pol = scheds[i % len(scheds)].usage(), pols[i % len(pols)].usage()
         simulate(SimConfig.from_specs(sched, pol, n_jobs=8), n_clusters=2, keep_jobs=True)
     return f"pid {os.getpid()} warm"
 

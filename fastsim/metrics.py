@@ -1,0 +1,169 @@
+"""One declaration per per-cluster metric; the summary, the Parquet columns' types, the
+table's display and the reference comparison derive from it.
+
+A built-in metric is a column of ``kernels.metrics.cluster_metrics_nb`` (the kernel keeps
+its slots in ``METRIC_NAMES`` order, found by name; a test checks that every slot is
+declared here once and nothing else is).  Declaration order is the order of the summary's
+rows.  A user metric is a Python function over the per-job arrays, declared
+with ``@cluster_metric`` and switched on per config (``SimConfig.metrics``,
+``fastsim run --metric``, a sweep's ``[base] metrics``) by its ``MODULE:FUNCTION`` name.
+
+How a metric aggregates over clusters (``aggregate``):
+
+* ``mean``: mean over clusters with a Student-t interval;
+* ``pooled``: ``sum(numerator) / sum(denominator)`` over clusters with a cluster-bootstrap
+  interval (``binomial``: widened to the exact binomial interval, for rates);
+* ``none``: a building block of a pooled metric, not summarised itself.
+
+``paired``: also reported as a paired relative change against the baseline (its label
+and its place among the paired rows).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fastsim.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    dtype: str = "float"                 # "float" or "int"
+    aggregate: str = "mean"              # "mean", "pooled" or "none"
+    pooled: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    binomial: bool = False               # pooled rate: exact binomial widening
+    column: bool = True                  # a per-cluster column (False: pooled only)
+    percent: bool = False                # shown as a percentage
+    paired: tuple[str, int] | None = None  # (label of the change, its rank)
+    help: str = ""
+    fn: Callable | None = None           # a user metric: jobs -> [C] values
+    ref: str = ""
+
+
+def _m(name, label, unit, **kw) -> Metric:
+    return Metric(name, label, unit, **kw)
+
+
+BUILTIN_METRICS = (
+    _m("jct_mean_h", "mean JCT (h)", "h", paired=("mean JCT change", 0)),
+    _m("jct_p50_h", "p50 JCT (h)", "h"),
+    _m("jct_p95_h", "p95 JCT (h)", "h", paired=("p95 JCT change", 2)),
+    _m("jct_p99_h", "p99 JCT (h)", "h"),
+    _m("makespan_h", "makespan (h)", "h", paired=("makespan change", 3)),
+    _m("utilization", "GPU utilisation", "share", percent=True),
+    _m("queue_mean_h", "mean queueing delay (h)", "h"),
+    _m("gpu_h_total", "GPU-hours used", "GPU-h"),
+    _m("wasted_gpu_h", "wasted GPU-hours", "GPU-h", paired=("wasted compute change", 1)),
+    _m("wasted_share", "wasted share of GPU-hours", "share", percent=True),
+    _m("gold_hacking", "delivered gold, hacking jobs", "gold"),
+    _m("gold_healthy_rlhf", "delivered gold, healthy RLHF", "gold"),
+    _m("gold_all", "delivered gold, all jobs", "gold"),
+    _m("regret_mean", "regret vs best evaluation", "gold"),
+    _m("tp", "true positives", "jobs", dtype="int", aggregate="none"),
+    _m("fp", "false positives", "jobs", dtype="int", aggregate="none"),
+    _m("fn", "false negatives", "jobs", dtype="int", aggregate="none"),
+    _m("tn", "true negatives", "jobs", dtype="int", aggregate="none"),
+    _m("precision", "precision", "share", aggregate="pooled", pooled=(("tp",), ("tp", "fp")),
+       binomial=True, percent=True),
+    _m("recall", "recall", "share", aggregate="pooled", pooled=(("tp",), ("tp", "fn")),
+       binomial=True, percent=True),
+    _m("fpr", "fpr", "share", aggregate="pooled", pooled=(("fp",), ("fp", "tn")),
+       binomial=True, percent=True),
+    _m("delay_sum", "detection delay, summed", "evaluations", aggregate="none"),
+    _m("delay_count", "detections timed", "jobs", dtype="int", aggregate="none"),
+    _m("n_stopped", "jobs stopped", "jobs", dtype="int", aggregate="none"),
+    _m("detection_delay_evals", "detection delay evals", "evaluations", aggregate="pooled",
+       pooled=(("delay_sum",), ("delay_count",)), column=False),
+)
+
+_METRICS: dict[str, Metric] = {m.name: m for m in BUILTIN_METRICS}
+
+
+def metrics() -> tuple[Metric, ...]:
+    """Every declared metric: the built-ins, then user metrics registered so far."""
+    return tuple(_METRICS.values())
+
+
+def lookup(ref: str) -> Metric:
+    """A declared metric by name, or a user metric by ``MODULE:FUNCTION`` (imported)."""
+    if ref in _METRICS:
+        return _METRICS[ref]
+    if isinstance(ref, str) and ":" in ref:
+        module, _, attr = ref.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"metric={ref!r} cannot be imported ({exc}); allowed: MODULE:FUNCTION "
+                              "of a @cluster_metric") from None
+        if isinstance(obj, Metric):
+            return obj
+    raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a @cluster_metric")
+
+
+def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
+                   aggregate: str = "mean", percent: bool = False,
+                   paired: str = "") -> Callable:
+    """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
+    columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
+    ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays.  Metrics are accounting, so they
+    may read hidden truth.  The column is named after the function.
+
+    Examples
+    --------
+    >>> @cluster_metric(label="mean GPUs of stopped jobs", unit="GPUs")
+    ... def stopped_gpus(jobs):
+    ...     n = jobs["stopped"].sum(axis=1)
+    ...     return (jobs["gpus"] * jobs["stopped"]).sum(axis=1) / np.maximum(n, 1)
+    """
+    if dtype not in ("float", "int") or aggregate not in ("mean", "none"):
+        raise ConfigError(f"cluster_metric dtype={dtype!r}, aggregate={aggregate!r}; allowed: "
+                          "dtype float or int, aggregate mean or none")
+
+    def wrap(fn: Callable) -> Metric:
+        name = fn.__name__
+        if name in _METRICS and _METRICS[name].fn is None:
+            raise ConfigError(f"metric {name!r} is a built-in; allowed: a new name")
+        m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
+                   percent=percent, paired=(paired, 100) if paired else None,
+                   help=(fn.__doc__ or "").strip().split("\n")[0], fn=fn,
+                   ref=f"{fn.__module__}:{name}")
+        _METRICS[name] = m
+        return m
+    return wrap
+
+
+def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``."""
+    out = {}
+    for ref in refs:
+        m = lookup(ref)
+        v = np.asarray(m.fn(jobs))
+        n = next(iter(jobs.values())).shape[0]
+        if v.shape != (n,):
+            raise ValueError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "
+                             "value per cluster")
+        out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
+    return out
+
+
+def mean_metrics() -> dict[str, str]:
+    return {m.name: m.label for m in metrics() if m.aggregate == "mean"}
+
+
+def pooled_metrics() -> dict[str, Metric]:
+    return {m.name: m for m in metrics() if m.aggregate == "pooled"}
+
+
+def paired_metrics() -> dict[str, str]:
+    ranked = sorted((m.paired[1], i, m) for i, m in enumerate(metrics()) if m.paired)
+    return {m.name: m.paired[0] for _, _, m in ranked}
+
+
+def int_columns() -> set[str]:
+    return {m.name for m in metrics() if m.dtype == "int" and m.column}

@@ -1,0 +1,464 @@
+"""One declaration per scheduler and stop policy; everything else derives from it.
+
+A declaration says what a thing is called, which parameters it takes (type, range,
+default, unit, help), what it needs and can do (evaluations needed, streaming form,
+hidden truth, preemption), which kernel runs it and how tables and figures label it.
+Config parsing and validation, ``--help``, sweep canonicalisation, replay, the live
+monitor, figure labels and the parametrised tests read these declarations; nothing
+else lists the policies or schedulers.
+
+The spec grammar has one parser, ``parse_spec``::
+
+    NAME[:key=value,...]           a registered name (built-in, or registered by a module)
+    MODULE:ATTR[:key=value,...]    a declaration importable as MODULE.ATTR (user code)
+
+A bare key (``fifo:backfill``) is ``key=true``.  Unknown and repeated keys are refused.
+
+User code declares a stop policy with ``@stop_policy`` over an ``@njit`` trigger
+function and a scheduler with ``@scheduler_key`` over an ``@njit`` static key function
+(docs/extending.md).  Their specs name them by import path, so a Dask worker resolves
+them by importing the module, and their canonical form carries a hash of their source,
+so an edited function never reuses stored sweep cells.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable
+
+from fastsim import defaults as D
+from fastsim.errors import ConfigError
+from kernels import codes as K
+
+_TRUE = ("", "1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared parameter: ``kind`` is ``int``, ``float``, ``bool``, ``choice`` or
+    ``floats`` (increasing positive numbers, written ``A/B/C`` in a spec)."""
+
+    name: str
+    kind: str
+    default: Any
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    choices: tuple = ()
+    unit: str = ""
+    help: str = ""
+    field: str = ""  # the config field it fills (defaults to ``name``)
+
+    @property
+    def target(self) -> str:
+        return self.field or self.name
+
+    def allowed(self) -> str:
+        """What the parameter accepts, in words (used in every error message)."""
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(map(str, self.choices))
+        if self.kind == "floats":
+            return "increasing positive numbers A/B/..." + (f" ({self.unit})" if self.unit else "")
+        what = "an integer" if self.kind == "int" else "a number"
+        lo = "(" if self.lo_open else "["
+        hi = ")" if self.hi_open or math.isinf(self.hi) else "]"
+        return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(self.hi)}{hi}"
+                + (f" ({self.unit})" if self.unit else ""))
+
+    def _fail(self, where: str, value: Any) -> ConfigError:
+        return ConfigError(f"{where}{self.name}={value!r} is invalid; allowed: {self.allowed()}")
+
+    def from_text(self, text: str, where: str = "") -> Any:
+        """A value from its spec text (``k=3``, ``backfill``, ``thresholds=16/64``)."""
+        t = text.strip()
+        try:
+            if self.kind == "bool":
+                if t.lower() not in _TRUE + _FALSE:
+                    raise ValueError
+                value: Any = t.lower() in _TRUE
+            elif self.kind == "int":
+                value = int(t)
+            elif self.kind == "float":
+                value = float(t)
+            elif self.kind == "floats":
+                value = tuple(float(x) for x in t.split("/"))
+            else:
+                value = t
+        except ValueError:
+            raise self._fail(where, t) from None
+        return self.check(value, where)
+
+    def check(self, value: Any, where: str = "") -> Any:
+        """``value`` validated and normalised (lists become tuples), or ConfigError."""
+        v = value
+        if self.kind == "bool":
+            ok = isinstance(v, bool)
+        elif self.kind == "int":
+            ok = isinstance(v, int) and not isinstance(v, bool) and self._in_range(v)
+        elif self.kind == "float":
+            ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                  and self._in_range(v))
+        elif self.kind == "floats":
+            v = tuple(v) if isinstance(v, (list, tuple)) else v
+            ok = (isinstance(v, tuple) and len(v) >= 1
+                  and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                          and math.isfinite(x) and x > 0 for x in v)
+                  and all(a < b for a, b in zip(v, v[1:])))
+        else:
+            ok = v in self.choices
+        if not ok:
+            raise self._fail(where, value)
+        return v
+
+    def _in_range(self, v: float) -> bool:
+        above = v > self.lo if self.lo_open else v >= self.lo
+        below = v < self.hi if self.hi_open else v <= self.hi
+        return above and below
+
+    def text(self, value: Any) -> str:
+        """The canonical spec text of ``value``."""
+        if self.kind == "floats":
+            return "/".join(f"{x:g}" for x in value)
+        if self.kind == "float":
+            return f"{value:g}"
+        return str(value).lower() if self.kind == "bool" else str(value)
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) and x > 0 else "-inf" if math.isinf(x) else f"{x:g}"
+
+
+# --------------------------------------------------------------------------- the grammar
+
+def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
+    """``(name, {key: text})`` of a spec; ``name`` is a registered name or ``MODULE:ATTR``.
+
+    Refuses an empty spec and a key given twice; which keys are allowed is the
+    declaration's business (``Declaration.values``).
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{what}={spec!r} is empty; allowed: NAME or NAME:key=value,...")
+    parts = [p.strip() for p in spec.strip().split(":")]
+    name, rest = parts[0], parts[1:]
+    if rest and name not in _REGISTRY[what] and "=" not in rest[0] and rest[0] not in ("",):
+        # MODULE:ATTR, unless the second part reads as parameters of a registered name
+        name, rest = f"{name}:{rest[0]}", rest[1:]
+    if len(rest) > 1:
+        raise ConfigError(f"{what}={spec!r} has too many ':'; allowed: NAME:key=value,... or "
+                          "MODULE:ATTR:key=value,...")
+    params: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (rest[0] if rest else "").split(","))):
+        key, _, val = part.partition("=")
+        key = key.strip()
+        if key in params:
+            raise ConfigError(f"{what} parameter {key!r} is given twice in {spec!r}; allowed: "
+                              "each parameter once")
+        params[key] = val.strip()
+    return name, params
+
+
+# --------------------------------------------------------------------------- declarations
+
+@dataclass(frozen=True)
+class Declaration:
+    """What schedulers and stop policies share: a name, parameters and labels."""
+
+    name: str
+    params: tuple[Param, ...] = ()
+    label: str = ""            # table label template over the parameters, e.g. "evalstop(k={k})"
+    figure_label: str = ""     # the name figures show
+    help: str = ""
+    kernel: str = ""           # "module:function" of the kernel that runs it
+    user: Any = None           # the user's @njit function (None for built-ins)
+    ref: str = ""              # "module:attr" a process imports to find a user declaration
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def values(self, raw: dict[str, str], what: str) -> dict[str, Any]:
+        """Parsed values of the given spec parameters (unknown keys refused)."""
+        out = {}
+        for key, text in raw.items():
+            if key not in self.param_names:
+                allowed = ", ".join(self.param_names) or "none (it takes no parameters)"
+                raise ConfigError(f"{what} parameter {key!r} is not a parameter of {self.name}; "
+                                  f"allowed: {allowed}")
+            out[key] = self.param(key).from_text(text, f"{what}.")
+        return out
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def format_label(self, values: dict[str, Any]) -> str:
+        return (self.label or self.name).format(**values)
+
+    @property
+    def impl(self) -> str:
+        """Hash of a user declaration's source and parameters ("" for built-ins)."""
+        if self.user is None:
+            return ""
+        return _source_hash(self.user, self.params)
+
+    def usage(self) -> str:
+        """``name:key=DEFAULT,...`` for help texts."""
+        shown = [p for p in self.params if p.name != "scope"]
+        if not shown:
+            return self.name
+        return self.name + ":" + ",".join(f"{p.name}={p.text(p.default)}" for p in shown)
+
+
+@lru_cache(maxsize=None)
+def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
+    py = getattr(fn, "py_func", fn)
+    try:
+        src = inspect.getsource(py)
+    except (OSError, TypeError):
+        src = repr(py.__code__.co_code) + repr(py.__code__.co_consts)
+    return hashlib.sha256((src + repr(params)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StopPolicy(Declaration):
+    """A stop policy.  ``code``: the built-in's integer code (kernels branch on it);
+    ``action``: ``stop`` or ``demote``; ``lookback``: the parameter (or 0) giving how many
+    evaluations before the trigger the delivered checkpoint is; ``min_evals``: evaluations
+    needed before it can trigger at all; ``reads``: the observed series it decides on."""
+
+    code: int = -1
+    action: str = "stop"
+    lookback: str | int = 0
+    min_evals: Callable[[dict], int] = lambda v: 1
+    min_evals_text: str = ""   # the rule in words, for messages ("k+1")
+    reads: tuple[str, ...] = ("scores",)
+    uses_hidden_truth: bool = False
+    streaming: bool = True     # has a one-update-per-evaluation form (live monitor, callback)
+    scoped: bool = True        # whether ``scope`` matters (not for ``none``)
+
+    def delivered(self, trigger: int, values: dict[str, Any], n: int) -> int:
+        if self.action == "demote":
+            return n
+        back = values[self.lookback] if isinstance(self.lookback, str) else self.lookback
+        return trigger - back
+
+
+@dataclass(frozen=True)
+class Scheduler(Declaration):
+    """A base scheduler: ``code`` is the engine's integer code; a user scheduler is a
+    static key (computed once per job from what is observed at its arrival) run through
+    the engine's static-key path, non-preemptive."""
+
+    code: int = -1
+    preemptive: bool = False
+    label_fn: Callable[[dict], str] | None = None
+
+    def format_label(self, values: dict[str, Any]) -> str:
+        return self.label_fn(values) if self.label_fn else super().format_label(values)
+
+
+# --------------------------------------------------------------------------- built-ins
+
+SCOPE = Param("scope", "choice", D.SCOPE, choices=("rlhf", "all"),
+              help="job types the policy acts on: rlhf, or all")
+K_DECLINES = Param("k", "int", D.K, lo=1, unit="evaluations", help="consecutive declines")
+STOP_AT_F = Param("f", "float", D.STOP_AT_F, lo=0, hi=10, lo_open=True, unit="of T_est",
+                  help="estimated-progress fraction attained / T_est")
+PLATEAU_W = Param("w", "int", D.PLATEAU_W, lo=1, unit="evaluations", help="look-back window")
+PLATEAU_TOL = Param("tol", "float", D.PLATEAU_TOL, lo=-1, hi=1, lo_open=True, hi_open=True,
+                    help="relative loss improvement over w evaluations below which to stop")
+
+BUILTIN_POLICIES = (
+    StopPolicy("none", (SCOPE,), "none", "no stop policy", "never stop", code=K.NONE,
+               scoped=False, reads=()),
+    StopPolicy("evalstop", (K_DECLINES, SCOPE), "evalstop(k={k})", "EvalStop (k=2)",
+               "stop after k consecutive declines of the evaluation score; deliver the "
+               "checkpoint k evaluations back", "kernels.detectors:evalstop_trigger_nb",
+               code=K.EVALSTOP, lookback="k", min_evals=lambda v: v["k"] + 1, min_evals_text="k+1"),
+    StopPolicy("stop_at", (STOP_AT_F, SCOPE), "stop_at(f={f:g})", "StopAt-0.65",
+               "stop at estimated progress f", "kernels.detectors:stop_at_trigger_nb",
+               code=K.STOP_AT, reads=("attained_h", "t_est_h")),
+    StopPolicy("loss_plateau", (PLATEAU_W, PLATEAU_TOL, SCOPE), "loss_plateau(w={w},tol={tol:g})",
+               "Loss plateau", "stop when the training loss improves by less than tol over w "
+               "evaluations", "kernels.detectors:loss_plateau_trigger_nb", code=K.LOSS_PLATEAU,
+               min_evals=lambda v: v["w"] + 1, min_evals_text="w+1", reads=("losses",)),
+    StopPolicy("deprioritize", (K_DECLINES, SCOPE), "deprioritize(k={k})", "Deprioritize (k=2)",
+               "demote (not stop) after k consecutive declines",
+               "kernels.detectors:evalstop_trigger_nb", code=K.DEPRIORITIZE, action="demote",
+               min_evals=lambda v: v["k"] + 1, min_evals_text="k+1", streaming=False),
+    StopPolicy("oracle", (SCOPE,), "oracle (hidden truth)", "Oracle (hidden truth)",
+               "stop each hacking job at its gold peak (uses hidden truth: an upper bound)",
+               "kernels.oracle:oracle_stops_nb", code=K.ORACLE, uses_hidden_truth=True,
+               streaming=False, reads=()),
+)
+
+BACKFILL = Param("backfill", "bool", D.BACKFILL, help="start later jobs that fit when the head waits")
+THRESHOLDS = Param("thresholds", "floats", D.TIRESIAS_THRESHOLDS_GPU_H, unit="GPU-hours",
+                   field="thresholds_gpu_h", help="2D-LAS queue thresholds")
+
+BUILTIN_SCHEDULERS = (
+    Scheduler("fifo", (BACKFILL,), figure_label="FIFO", help="first come, first served",
+              kernel="kernels.schedulers:priority_key_nb", code=K.FIFO,
+              label_fn=lambda v: "fifo+backfill" if v.get("backfill") else "fifo"),
+    Scheduler("sjf_est", (), figure_label="SJF-Est", help="shortest estimated job first",
+              kernel="kernels.schedulers:priority_key_nb", code=K.SJF_EST),
+    Scheduler("srtf_est", (), figure_label="SRTF-Est", help="shortest estimated remaining time "
+              "first (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              code=K.SRTF_EST, preemptive=True),
+    Scheduler("loss_aware", (), figure_label="LossAware", help="largest loss drop per GPU-hour "
+              "first (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              code=K.LOSS_AWARE, preemptive=True),
+    Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
+              "GPU-hours (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              code=K.TIRESIAS, preemptive=True),
+)
+
+_REGISTRY: dict[str, dict[str, Declaration]] = {
+    "policy": {d.name: d for d in BUILTIN_POLICIES},
+    "scheduler": {d.name: d for d in BUILTIN_SCHEDULERS},
+}
+BUILTIN_POLICY_NAMES = tuple(d.name for d in BUILTIN_POLICIES)
+BUILTIN_SCHEDULER_NAMES = tuple(d.name for d in BUILTIN_SCHEDULERS)
+# Config fields a built-in policy or scheduler parameter fills.
+POLICY_FIELDS = ("k", "f", "w", "tol", "scope")
+SCHEDULER_FIELDS = ("backfill", "thresholds_gpu_h")
+
+
+def lookup(what: str, name: str) -> Declaration:
+    """The declaration of a registered name or of ``MODULE:ATTR`` (imported on demand)."""
+    table = _REGISTRY[what]
+    if name in table:
+        return table[name]
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{what}={name!r} cannot be imported ({exc}); allowed: "
+                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}") from None
+        kind = StopPolicy if what == "policy" else Scheduler
+        if not isinstance(obj, kind):
+            raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
+                              f"by @{'stop_policy' if what == 'policy' else 'scheduler_key'}")
+        return obj
+    raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
+                      f"of a user's declaration")
+
+
+def policies() -> tuple[StopPolicy, ...]:
+    return tuple(_REGISTRY["policy"].values())  # type: ignore[return-value]
+
+
+def schedulers() -> tuple[Scheduler, ...]:
+    return tuple(_REGISTRY["scheduler"].values())  # type: ignore[return-value]
+
+
+def _register(what: str, decl: Declaration, alias: str | None) -> None:
+    table = _REGISTRY[what]
+    for name in filter(None, (alias,)):
+        if name in table and table[name].ref != decl.ref:
+            raise ConfigError(f"{what} name {name!r} is already registered; allowed: a new name")
+        table[name] = decl
+
+
+def _user_params(params: Any) -> tuple[Param, ...]:
+    out = tuple(params)
+    for p in out:
+        if not isinstance(p, Param):
+            raise ConfigError(f"parameter {p!r} is invalid; allowed: fastsim.registry.Param(...)")
+        if p.name == "scope":
+            raise ConfigError("parameter 'scope' is reserved (every policy has it)")
+        p.check(p.default, "default of ")
+    return out
+
+
+def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
+                min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
+                figure_label: str = "", help: str = "") -> Callable:
+    """Declare a user stop policy over an ``@njit`` trigger function.
+
+    The function is ``trigger(scores, losses, attained_h, t_est_h, *params) -> int``: the
+    1-based evaluation at which the policy stops the job, or 0.  It sees one job's
+    observed series only and must be pure and causal (its answer on a series is the
+    first evaluation at which it would answer on the prefix).  ``lookback``: how many
+    evaluations before the trigger the delivered checkpoint is (an int or a parameter
+    name).  ``name`` also registers a short name for specs in this process.
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> @stop_policy(params=[Param("drop", "float", 0.05, lo=0)], label="drop({drop:g})")
+    ... @njit
+    ... def drop_from_best(scores, losses, attained_h, t_est_h, drop):
+    ...     best = -1e300
+    ...     for e in range(scores.shape[0]):
+    ...         best = max(best, scores[e])
+    ...         if scores[e] < best - drop:
+    ...             return e + 1
+    ...     return 0
+    """
+    def wrap(fn: Any) -> StopPolicy:
+        if not hasattr(fn, "py_func"):
+            raise ConfigError(f"stop policy {getattr(fn, '__name__', fn)!r} is not an @njit "
+                              "function; allowed: numba.njit-decorated functions")
+        ps = _user_params(params) + (SCOPE,)
+        need = min_evals if callable(min_evals) else (lambda v, n=int(min_evals): n)
+        if isinstance(lookback, str) and lookback not in [p.name for p in ps]:
+            raise ConfigError(f"lookback={lookback!r} is not a parameter; allowed: an int or one "
+                              f"of {[p.name for p in ps]}")
+        ref = f"{fn.__module__}:{fn.__name__}"
+        decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
+                          help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,
+                          ref=ref, lookback=lookback, min_evals=need, reads=tuple(reads))
+        _register("policy", decl, name or None)
+        return decl
+    return wrap
+
+
+def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: str = "",
+                  help: str = "") -> Callable:
+    """Declare a user scheduler: an ``@njit`` *static* priority key.
+
+    ``key(t_est_h, gpus, job_type, arrival_h, *params) -> float``, smaller runs first,
+    ties by arrival.  It is computed once per job from what the platform observes at the
+    job's arrival, and the engine schedules non-preemptively by it, exactly as it does
+    ``sjf_est`` (docs/extending.md says why keys that move with service are not offered).
+    """
+    def wrap(fn: Any) -> Scheduler:
+        if not hasattr(fn, "py_func"):
+            raise ConfigError(f"scheduler key {getattr(fn, '__name__', fn)!r} is not an @njit "
+                              "function; allowed: numba.njit-decorated functions")
+        ref = f"{fn.__module__}:{fn.__name__}"
+        decl = Scheduler(ref, _user_params(params), label or (name or fn.__name__),
+                         figure_label or (name or fn.__name__),
+                         help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn, ref=ref,
+                         code=K.SJF_EST)
+        _register("scheduler", decl, name or None)
+        return decl
+    return wrap
+
+
+def help_text(what: str) -> str:
+    """One line per registered declaration for ``--help``."""
+    decls = policies() if what == "policy" else schedulers()
+    seen, parts = set(), []
+    for d in decls:
+        if d.ref in seen and d.ref:
+            continue
+        seen.add(d.ref)
+        params = "; ".join(f"{p.name}: {p.help}, {p.allowed()}" for p in d.params if p.name != "scope")
+        parts.append(f"{d.usage()} ({d.help}{'; ' + params if params else ''})")
+    return "; ".join(parts)

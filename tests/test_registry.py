@@ -1,0 +1,41 @@
+"""Declarations agree with the kernels and the reference they describe."""
+import sys
+from pathlib import Path
+
+from fastsim import registry as R
+from kernels import codes as K
+from kernels.schedulers import is_preemptive_nb
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import PREEMPTIVE  # noqa: E402
+
+
+def test_declared_preemption_matches_the_engine_and_the_reference():
+    for d in R.BUILTIN_SCHEDULERS:
+        assert bool(is_preemptive_nb(d.code)) == d.preemptive == (d.name in PREEMPTIVE), d.name
+
+
+def test_codes_are_declared_once_each():
+    pol = {d.code for d in R.BUILTIN_POLICIES}
+    sch = {d.code for d in R.BUILTIN_SCHEDULERS}
+    assert pol == {K.NONE, K.EVALSTOP, K.STOP_AT, K.LOSS_PLATEAU, K.DEPRIORITIZE, K.ORACLE}
+    assert sch == {K.FIFO, K.SJF_EST, K.SRTF_EST, K.LOSS_AWARE, K.TIRESIAS}
+    assert len(pol) == len(R.BUILTIN_POLICIES) and len(sch) == len(R.BUILTIN_SCHEDULERS)
+
+
+def test_capabilities_are_what_config_and_replay_read():
+    from fastsim.config import PolicyConfig
+
+    assert [d.name for d in R.BUILTIN_POLICIES if d.uses_hidden_truth] == ["oracle"]
+    assert PolicyConfig.parse("evalstop:k=4").min_evals == 5
+    assert PolicyConfig.parse("loss_plateau:w=3").min_evals == 4
+    assert PolicyConfig.parse("stop_at").min_evals == 1
+    assert {d.name for d in R.BUILTIN_POLICIES if d.streaming} == {"none", "evalstop", "stop_at",
+                                                                   "loss_plateau"}
+
+
+def test_spec_grammar_one_parser():
+    assert R.parse_spec("fifo:backfill", "scheduler") == ("fifo", {"backfill": ""})
+    assert R.parse_spec("mod.sub:fn:k=3", "policy") == ("mod.sub:fn", {"k": "3"})
+    assert R.parse_spec(" evalstop : k=2 , scope=all ", "policy") == (
+        "evalstop", {"k": "2", "scope": "all"})

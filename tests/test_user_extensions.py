@@ -1,0 +1,265 @@
+"""User-written stop policies and scheduler keys, declared outside the package.
+
+The modules below are written to a temporary directory and imported by name, as a
+user's own code would be: they go through ``simulate`` (engine == reference), ``fastsim
+run``, a sweep (in-process and on Dask workers, by spec string), replay, the live
+monitor, and the information-boundary check.  Two user policies run in two fresh
+processes must give different results (a cache keyed on the driver alone would not).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.api import run_workload, simulate
+from fastsim.cli import main
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+from fastsim.workload import generate_workload
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import jobs_of, reference_simulate  # noqa: E402
+from test_engine_vs_reference import compare  # noqa: E402
+
+POLICY_SRC = '''
+from numba import njit
+from fastsim.registry import Param, stop_policy
+
+
+@stop_policy(params=[Param("k", "int", 2, lo=1, help="evaluations below the best"),
+                     Param("drop", "float", 0.0, lo=0, help="margin below the best")],
+             label="below_best(k={k},drop={drop:g})", lookback="k",
+             min_evals=lambda v: v["k"] + 1)
+@njit
+def below_best(scores, losses, attained_h, t_est_h, k, drop):
+    """Stop after k consecutive evaluations more than drop below the best so far."""
+    best, run = -1e300, 0
+    for e in range(scores.shape[0]):
+        if scores[e] < best - drop:
+            run += 1
+            if run >= k:
+                return e + 1
+        else:
+            run = 0
+        best = max(best, scores[e])
+    return 0
+
+
+@stop_policy(params=[Param("f", "float", 0.5, lo=0, lo_open=True)], label="halfway(f={f:g})",
+             reads=("attained_h", "t_est_h"))
+@njit
+def halfway(scores, losses, attained_h, t_est_h, f):
+    """Stop at estimated progress f (stop_at, written by a user)."""
+    for e in range(attained_h.shape[0]):
+        if attained_h[e] / t_est_h >= f:
+            return e + 1
+    return 0
+'''
+
+SCHED_SRC = '''
+from numba import njit
+from fastsim.registry import Param, scheduler_key
+
+
+@scheduler_key(params=[Param("per_gpu_h", "float", 1.0, lo=0, help="weight of GPU demand")],
+               label="small_first")
+@njit
+def small_first(t_est_h, gpus, job_type, arrival_h, per_gpu_h):
+    """Fewest estimated GPU-hours first."""
+    return per_gpu_h * gpus * t_est_h
+'''
+
+
+@pytest.fixture(scope="module")
+def user_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("usercode")
+    (d / "toy_user_policies.py").write_text(POLICY_SRC)
+    (d / "toy_user_schedulers.py").write_text(SCHED_SRC)
+    sys.path.insert(0, str(d))
+    yield d
+    sys.path.remove(str(d))
+
+
+POL = "toy_user_policies:below_best"
+
+
+def test_spec_grammar_resolves_user_code(user_dir):
+    p = PolicyConfig.parse(f"{POL}:k=3,drop=0.01")
+    assert p.name == POL and dict(p.params) == {"k": 3, "drop": 0.01}
+    assert p.label == "below_best(k=3,drop=0.01)" and p.min_evals == 4 and len(p.impl) == 16
+    assert PolicyConfig.parse(POL).params == (("k", 2), ("drop", 0.0))  # defaults filled in
+    with pytest.raises(ConfigError, match="'w' is not a parameter of toy_user_policies:below_best"):
+        PolicyConfig.parse(f"{POL}:w=3")
+    with pytest.raises(ConfigError, match=r"policy.k=0 is invalid; allowed: an integer in \[1"):
+        PolicyConfig.parse(f"{POL}:k=0")
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        PolicyConfig.parse("no_such_module_xyz:det")
+    with pytest.raises(ConfigError, match="differs"):
+        PolicyConfig(name=POL, params=(("k", 2),), impl="0" * 16)
+    s = SchedulerConfig.parse("toy_user_schedulers:small_first:per_gpu_h=2")
+    assert s.params == (("per_gpu_h", 2.0),) and s.label == "small_first"
+    cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=2")
+    assert SimConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "srtf_est", "tiresias", "loss_aware",
+                                       "toy_user_schedulers:small_first"])
+@pytest.mark.parametrize("policy", [f"{POL}:k=2", f"{POL}:k=1,drop=0.02",
+                                    "toy_user_policies:halfway:f=0.4", "evalstop:k=2"])
+def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
+    rng = np.random.default_rng(abs(hash((scheduler, policy))) % 2**32)
+    for _ in range(2):
+        wc = WorkloadConfig(gpus=16, n_jobs=int(rng.integers(6, 14)), load=1.2,
+                            demands_rlhf=(4, 8, 16), n_evals=int(rng.integers(3, 7)),
+                            sigma=0.05, mix="mixed", preempt_overhead_h=0.1,
+                            est_sigma=float(rng.uniform(0, 1)))
+        cfg = SimConfig(wc, SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
+        compare(cfg, seed=int(rng.integers(0, 1000)), cluster_start=0, n_clusters=4)
+
+
+def test_user_policy_equals_the_builtin_it_rewrites(user_dir):
+    # halfway is stop_at written by a user: identical results, bit for bit.
+    base = SimConfig.from_specs("srtf_est", "stop_at:f=0.4", n_jobs=60)
+    mine = base.with_policy("toy_user_policies:halfway:f=0.4")
+    a, b = simulate(base, 6, seed=2), simulate(mine, 6, seed=2)
+    assert a.clusters.equals(b.clusters)
+
+
+def test_user_code_sees_no_hidden_truth(user_dir):
+    from test_information_boundary import DECISIONS, _scramble
+
+    cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=1", n_jobs=40,
+                               gpus=32)
+    w = generate_workload(cfg.workload, 4, seed=9)
+    for c in (cfg, cfg.with_policy("toy_user_policies:halfway")):
+        real = run_workload(c, w).jobs.select(DECISIONS)
+        assert real.equals(run_workload(c, _scramble(w, 1)).jobs.select(DECISIONS))
+
+
+def test_user_driver_passes_only_observations():
+    import inspect
+
+    from kernels import stops
+
+    src = inspect.getsource(stops.user_stops_driver)
+    call = src[src.index("trig = trigger("):]
+    call = call[: call.index(")") + 1]
+    for word in ("duration", "hacking", "gold", "peak", "ustar"):
+        assert word not in call
+
+
+def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
+    assert main(["run", "--policy", f"{POL}:k=2", "--scheduler",
+                 "toy_user_schedulers:small_first", "--clusters", "3", "--n-jobs", "20"]) == 0
+    assert "below_best(k=2,drop=0) over small_first" in capsys.readouterr().out
+    sweep = tmp_path / "u.toml"
+    sweep.write_text(f'clusters = 4\nchunk = 2\n[base]\nn_jobs = 20\n[axes]\n'
+                     f'policy = ["{POL}:k=1", "{POL}:k=2", "evalstop:k=2"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    summary = pl.read_parquet(tmp_path / "out" / "summary.parquet")
+    assert {"below_best(k=1,drop=0)", "below_best(k=2,drop=0)"} <= set(summary["policy"])
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.7\na,3,0.6\na,4,0.65\na,5,0.2\n"
+                   "b,1,0.1\nb,2,0.2\n")
+    out = tmp_path / "r.csv"
+    assert main(["replay", str(log), "--policy", f"{POL}:k=3", "--out", str(out)]) == 0
+    r = pl.read_csv(out).filter(pl.col("job_id") == "a").row(0, named=True)
+    assert r["trigger_step"] == 5 and r["delivered_step"] == 2  # 3 below 0.7, keep 3 back
+
+
+def test_monitor_streams_user_and_builtin_policies_like_replay(user_dir):
+    from fastsim.replay.logs import EvalLog
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.replay import replay
+
+    rng = np.random.default_rng(0)
+    specs = [f"{POL}:k=2", "evalstop:k=2", "stop_at:f=0.5", "loss_plateau:w=2,tol=0.05",
+             "toy_user_policies:halfway:f=0.3"]
+    for _ in range(30):
+        n = int(rng.integers(1, 12))
+        sc = np.round(rng.random(n), 1)
+        lo = np.round(2 - np.cumsum(rng.random(n)) / 5, 2)
+        steps = 10 * np.arange(1, n + 1)
+        t = pl.DataFrame({"job_id": ["j"] * n, "step": steps, "metric": sc, "score": sc,
+                          "loss": lo, "max_steps": [10.0 * 12] * n})
+        res = replay(EvalLog(t, "metric", True), specs)
+        for spec, row in zip(specs, res.iter_rows(named=True)):
+            m = StopMonitor(spec, planned_steps=120)
+            ds = [m.observe("j", int(s), float(x), float(l)) for s, x, l in zip(steps, sc, lo)]
+            stops = [int(s) for s, d in zip(steps, ds) if d.stop]
+            assert (stops[0] if stops else None) == row["trigger_step"], spec
+            if stops:
+                assert ds[-1].keep_step == row["delivered_step"], spec
+
+
+def test_monitor_refuses_policies_without_a_streaming_form():
+    from fastsim.replay.monitor import StopMonitor
+
+    for spec in ("oracle", "deprioritize:k=2"):
+        with pytest.raises(ConfigError, match="no streaming form"):
+            StopMonitor(spec)
+    with pytest.raises(ConfigError, match="planned_steps"):
+        StopMonitor("stop_at:f=0.5")
+
+
+def _run_in_fresh_process(module: str, src: str, d: Path) -> dict:
+    (d / f"{module}.py").write_text(src)
+    code = textwrap.dedent(f"""
+        import json
+        from fastsim.api import simulate
+        from fastsim.config import SimConfig
+        cfg = SimConfig.from_specs("srtf_est", "{module}:detector", n_jobs=30)
+        c = simulate(cfg, 4, seed=1).clusters
+        print(json.dumps({{"n_stopped": c["n_stopped"].to_list()}}))
+    """)
+    # The shared on-disk cache, as a user's runs would have it: the built-ins load from it,
+    # and a driver that wrongly cached the first user's function would be found there.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+DETECTOR = '''
+from numba import njit
+from fastsim.registry import stop_policy
+
+
+@stop_policy()
+@njit
+def detector(scores, losses, attained_h, t_est_h):
+    return {body}
+'''
+
+
+def test_two_user_policies_in_two_fresh_processes_differ(tmp_path):
+    # Same module layout, same function name, same driver: only the user's code differs.
+    a = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="1"), tmp_path)
+    b = _run_in_fresh_process("fresh_policy", DETECTOR.format(body="0"), tmp_path)
+    assert a["n_stopped"] != b["n_stopped"]
+    assert all(n == 0 for n in b["n_stopped"]) and all(n > 0 for n in a["n_stopped"])
+
+
+def test_user_policy_on_dask_workers_by_spec_string(user_dir, tmp_path, monkeypatch):
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(user_dir),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    sweep = tmp_path / "d.toml"
+    sweep.write_text(f'clusters = 4\nchunk = 2\n[base]\nn_jobs = 20\n[axes]\n'
+                     f'policy = ["{POL}:k=2"]\n')
+    local, remote = tmp_path / "local", tmp_path / "dask"
+    assert main(["sweep", str(sweep), "--out", str(local), "--no-progress"]) == 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert main(["sweep", str(sweep), "--out", str(remote), "--no-progress", "--backend",
+                     "dask", "--address", cluster.scheduler_address]) == 0
+    assert pl.read_parquet(local / "summary.parquet").equals(
+        pl.read_parquet(remote / "summary.parquet"))
