@@ -20,33 +20,21 @@ PROMPTS = Path(__file__).parent / "fixtures" / "trl_prompts.jsonl"
 def _modules():
     pytest.importorskip("trl")
     torch = pytest.importorskip("torch")
-    from datasets import Dataset
-    from trl import GRPOConfig
-
     from fastsim.costaware import trl as ca
     from fastsim.costaware import trl_toy as toy
     torch.set_num_threads(1)  # tiny model: threads only add contention
-    return torch, Dataset, GRPOConfig, ca, toy
+    return torch, ca, toy
 
 
 def _trainer(tmp_path, costaware=None, prompts=4, generations=4, steps=4, loss_type="grpo",
              **extra):
-    torch, Dataset, GRPOConfig, ca, toy = _modules()
-    tok = toy.char_tokenizer()
-    args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=steps,
-                      per_device_train_batch_size=prompts * generations,
-                      num_generations=generations, max_completion_length=24, learning_rate=1e-3,
-                      logging_steps=1, report_to=[], use_cpu=True, seed=0, disable_tqdm=True,
-                      save_strategy="no", dataloader_num_workers=0, loss_type=loss_type, bf16=False,
-                      **extra)
-    return ca.CostAwareGRPOTrainer(
-        model=toy.tiny_causal_lm(tok, seed=0), args=args, reward_funcs=toy.letter_reward,
-        train_dataset=Dataset.from_list(toy.read_prompts(PROMPTS)), processing_class=tok,
-        costaware=costaware)
+    _, _, toy = _modules()
+    return toy.toy_trainer(PROMPTS, tmp_path / "run", costaware, steps=steps, prompts=prompts,
+                           generations=generations, loss_type=loss_type, **extra)
 
 
 def test_tokens_per_update_fall_against_plain_grpo(tmp_path):
-    _, _, _, ca, _ = _modules()
+    _, ca, _ = _modules()
     plain = _trainer(tmp_path / "plain")
     plain.train()
     cost_aware = _trainer(tmp_path / "ca", costaware=ca.CostAware(budget=8, lam=0.1, seed=0))
@@ -84,7 +72,7 @@ def _grad(trainer, batch):
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
 def test_weighted_loss_is_unbiased_exhaustively(tmp_path, loss_type):
     """E over every ordered pair of draws of the weighted subset gradient == full gradient."""
-    torch, _, _, ca, _ = _modules()
+    torch, ca, _ = _modules()
     from fastsim.costaware.grpo import cost_aware_probs
 
     trainer = _trainer(tmp_path, prompts=2, generations=2, steps=1, loss_type=loss_type)
@@ -111,7 +99,7 @@ def test_weighted_loss_is_unbiased_exhaustively(tmp_path, loss_type):
 
 
 def test_token_budget_sets_the_number_of_draws(tmp_path):
-    _, _, _, ca, _ = _modules()
+    _, ca, _ = _modules()
     trainer = _trainer(tmp_path, costaware=ca.CostAware(token_budget=200.0, lam=0.1), steps=2)
     trainer.train()
     for r in trainer.costaware_history:
@@ -121,7 +109,7 @@ def test_token_budget_sets_the_number_of_draws(tmp_path):
 
 
 def test_bad_settings_are_refused_before_training(tmp_path):
-    _, _, _, ca, _ = _modules()
+    _, ca, _ = _modules()
     with pytest.raises(ConfigError, match="exactly one of budget"):
         ca.CostAware()
     with pytest.raises(ConfigError, match="lam"):
@@ -135,7 +123,7 @@ def test_bad_settings_are_refused_before_training(tmp_path):
 def test_per_sample_gradient_norms_match_trl_loss_one_rollout_at_a_time(tmp_path):
     """``torch.func`` norms == the norm of TRL's own loss gradient on a one-rollout batch
     whose advantage is set to 1 (``grpo``: the loss is ``-mean_t log p``)."""
-    torch, _, _, ca, _ = _modules()
+    torch, ca, _ = _modules()
     trainer = _trainer(tmp_path, prompts=2, generations=2, steps=1)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1

@@ -29,6 +29,8 @@ from fastsim.errors import ConfigError
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
 from kernels import grpo as nb
 
+#: share of the uniform run's final gain that defines the tokens-to-target metric
+TARGET_GAIN = 0.9
 #: mini-batch distributions, in the order of the ``kernels.grpo.ARM_*`` codes
 ARMS = ("uniform", "cost_aware", "cost_only", "advantage_only", "nonzero_uniform")
 
@@ -174,6 +176,11 @@ def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.
     budget = tok_u[:, -1]
     # last evaluation of the arm whose cumulative tokens fit in the uniform run's total
     e_b = (tok_c <= budget[:, None]).sum(axis=1) - 1
+    # a target that a noisy maximum cannot inflate: 90% of the uniform run's gain from its
+    # start to the mean of its last 10 evaluations
+    target = acc_u[:, 0] + TARGET_GAIN * (acc_u[:, -10:].mean(axis=1) - acc_u[:, 0])
+    t_u90 = _first_tokens(tok_u, acc_u, target)
+    t_c90 = _first_tokens(tok_c, acc_c, target)
     return pl.DataFrame({"seed": rows, "uniform_peak_accuracy": peak,
                          "uniform_tokens_to_peak": tok_u[rows, e_u],
                          "arm_tokens_to_peak": t_c,
@@ -182,7 +189,15 @@ def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.
                          "arm_accuracy_same_tokens": acc_c[rows, e_b],
                          "arm_final_accuracy": acc_c[:, -1],
                          "uniform_total_tokens": budget,
-                         "arm_tokens_same_steps": tok_c[:, horizon]})
+                         "arm_tokens_same_steps": tok_c[:, horizon],
+                         "uniform_tokens_to_target": t_u90, "arm_tokens_to_target": t_c90})
+
+
+def _first_tokens(tokens, acc, target):
+    """Cumulative tokens at the first evaluation reaching ``target`` per seed (NaN if none)."""
+    hit = acc >= target[:, None]
+    e = hit.argmax(axis=1)
+    return np.where(hit.any(axis=1), tokens[np.arange(tokens.shape[0]), e], np.nan)
 
 
 def _moments(curves: pl.DataFrame, arm: str) -> tuple[np.ndarray, np.ndarray]:
@@ -196,6 +211,8 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
     * ``token_saving_to_uniform_peak``: ``1 - pooled ratio`` of the arm's over uniform
       tokens-to-peak (bootstrap over seeds that reached it), and ``reached_frac``;
     * ``token_saving_paired_mean``: mean over seeds of ``1 - tokens_arm / tokens_u``;
+    * ``token_saving_to_target``: the same to a target a noisy maximum cannot inflate,
+      ``TARGET_GAIN`` of the uniform run's gain to the mean of its last 10 evaluations;
     * final accuracies and paired differences at the same steps and the same tokens;
     * the token saving at equal steps (cheaper mini-batches);
     * ``predicted_J_ratio``, ``predicted_S_ratio``, ``predicted_C_ratio``: ``J = S C`` of the
@@ -219,6 +236,14 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
         add("token_saving_paired_mean", mean_ci(1.0 - tc[ok] / tu[ok]),
             "mean of 1 - tokens_arm / tokens_u")
     add("reached_frac", mean_ci(ok.astype(float)), "seeds where the arm reached the peak")
+    tu9 = per_seed["uniform_tokens_to_target"].to_numpy()
+    tc9 = per_seed["arm_tokens_to_target"].to_numpy()
+    ok9 = np.isfinite(tc9) & np.isfinite(tu9) & (tu9 > 0)
+    if ok9.any():
+        r = bootstrap_ratio_ci(tc9[ok9], tu9[ok9])
+        add("token_saving_to_target", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
+            f"target = start + {TARGET_GAIN} x (uniform's mean of last 10 evals - start)")
+    add("reached_target_frac", mean_ci(ok9.astype(float)), "seeds where the arm reached it")
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
     add("uniform_peak_accuracy", mean_ci(col("uniform_peak_accuracy")))

@@ -94,3 +94,52 @@ def gradnorm_study(trainer, batches: int = 4) -> pl.DataFrame:
             row[f"grad_norm_{loss_type}"] = a * g
         rows.append(pl.DataFrame(row))
     return pl.concat(rows)
+
+
+def toy_trainer(prompts_path, out_dir, costaware=None, steps: int = 4, prompts: int = 4,
+                generations: int = 4, loss_type: str = "grpo", seed: int = 0, **extra):
+    """A ``CostAwareGRPOTrainer`` on the toy task (CPU, fp32, no dropout, nothing downloaded)."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from fastsim.costaware.trl import CostAwareGRPOTrainer
+
+    tok = char_tokenizer()
+    args = GRPOConfig(output_dir=str(out_dir), max_steps=steps,
+                      per_device_train_batch_size=prompts * generations,
+                      num_generations=generations, max_completion_length=24, learning_rate=1e-3,
+                      logging_steps=1, report_to=[], use_cpu=True, seed=seed, disable_tqdm=True,
+                      save_strategy="no", dataloader_num_workers=0, loss_type=loss_type,
+                      bf16=False, **extra)
+    return CostAwareGRPOTrainer(
+        model=tiny_causal_lm(tok, seed=seed), args=args, reward_funcs=letter_reward,
+        train_dataset=Dataset.from_list(read_prompts(prompts_path)), processing_class=tok,
+        costaware=costaware)
+
+
+def _corr_ci(x, y, rank: bool = False):
+    """Pearson (or Spearman) correlation with a Fisher-z 95% interval."""
+    from scipy import stats
+
+    r = (stats.spearmanr(x, y)[0] if rank else stats.pearsonr(x, y)[0])
+    z, se = np.arctanh(r), 1.0 / np.sqrt(len(x) - 3)
+    return float(r), float(np.tanh(z - 1.96 * se)), float(np.tanh(z + 1.96 * se))
+
+
+def gradnorm_correlations(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """Correlations over rollouts: ``|A|`` vs the per-sample gradient norm, and the
+    advantage-free factor ``||grad m_i||`` vs ``|A|`` and vs completion tokens."""
+    a = rollouts["abs_advantage"].to_numpy()
+    n_tok = rollouts["completion_tokens"].to_numpy().astype(float)
+    rows = []
+    for loss_type in ("grpo", "dapo"):
+        g = rollouts[f"grad_norm_{loss_type}"].to_numpy()
+        m = rollouts[f"logprob_grad_norm_{loss_type}"].to_numpy()
+        for name, x, y in ((f"|A| vs grad norm ({loss_type})", a, g),
+                           (f"|A| vs ||grad m|| ({loss_type})", a, m),
+                           (f"completion tokens vs ||grad m|| ({loss_type})", n_tok, m)):
+            for rank in (False, True):
+                r, lo, hi = _corr_ci(x, y, rank)
+                rows.append({"pair": name, "kind": "spearman" if rank else "pearson",
+                             "r": r, "lo": lo, "hi": hi, "n": len(x)})
+    return pl.DataFrame(rows)
