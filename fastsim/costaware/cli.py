@@ -224,8 +224,8 @@ def register(subparsers):
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
     p.add_argument("--prompts", default="tests/fixtures/trl_prompts.jsonl",
                    help="JSONL prompt set (one {\"prompt\": ...} per line)")
-    p.add_argument("--batches", type=int, default=8, help="generation batches of 16 rollouts")
-    p.add_argument("--train-steps", type=int, default=30,
+    p.add_argument("--batches", type=int, default=6, help="generation batches of 16 rollouts")
+    p.add_argument("--train-steps", type=int, default=20,
                    help="GRPO steps before the second measurement")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="directory for the per-rollout Parquet")

@@ -88,8 +88,10 @@ def gradnorm_study(trainer, batches: int = 4) -> pl.DataFrame:
         row = {"batch": np.full(a.size, b), "abs_advantage": a,
                "prompt_tokens": batch["prompt_mask"].sum(1).cpu().numpy(),
                "completion_tokens": batch["completion_mask"].sum(1).cpu().numpy()}
-        for loss_type in ("grpo", "dapo"):
-            g = sequence_logprob_grad_norms(trainer.model, batch, loss_type)
+        # grpo's term is dapo's divided by the completion length (a constant per rollout)
+        g_sum = sequence_logprob_grad_norms(trainer.model, batch, "dapo")
+        for loss_type, g in (("dapo", g_sum),
+                             ("grpo", g_sum / np.maximum(row["completion_tokens"], 1))):
             row[f"logprob_grad_norm_{loss_type}"] = g
             row[f"grad_norm_{loss_type}"] = a * g
         rows.append(pl.DataFrame(row))
