@@ -230,10 +230,19 @@ def sequence_logprob_grad_norms(model, batch: dict, loss_type: str = "grpo") -> 
         total = (logp * m).sum()
         return total / m.sum().clamp(min=1.0) if loss_type == "grpo" else total
 
-    norms = []
-    for i in range(ids.shape[0]):
-        g = grad(seq_term)(params, i)
-        norms.append(math.sqrt(sum(float((v.double() ** 2).sum()) for v in g.values())))
+    # the trainer's input-requires-grad hook (set for gradient checkpointing) cannot run
+    # inside a torch.func transform; it changes no value, so lift it while we differentiate
+    hooked = bool(getattr(model, "_require_grads_hooks", None))
+    if hooked:
+        model.disable_input_require_grads()
+    try:
+        norms = []
+        for i in range(ids.shape[0]):
+            g = grad(seq_term)(params, i)
+            norms.append(math.sqrt(sum(float((v.double() ** 2).sum()) for v in g.values())))
+    finally:
+        if hooked:
+            model.enable_input_require_grads()
     return np.asarray(norms)
 
 
