@@ -143,11 +143,9 @@ def cmd_trl_gradnorm(args):
         if steps:
             trainer.train()
         frames.append(gradnorm_study(trainer, args.batches).with_columns(phase=pl.lit(phase)))
+        _show(gradnorm_correlations(frames[-1]), f"{phase} ({steps} GRPO steps): correlations "
+              f"over {frames[-1].height} rollouts (95% Fisher-z intervals)")
     rollouts = pl.concat(frames)
-    for phase in ("init", "trained"):
-        sub = rollouts.filter(pl.col("phase") == phase)
-        _show(gradnorm_correlations(sub), f"{phase}: correlations over {sub.height} rollouts "
-              f"(95% Fisher-z intervals)")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(rollouts, out, "costaware_trl_gradnorm.parquet")
 
@@ -225,7 +223,7 @@ def register(subparsers):
     p.add_argument("--prompts", default="tests/fixtures/trl_prompts.jsonl",
                    help="JSONL prompt set (one {\"prompt\": ...} per line)")
     p.add_argument("--batches", type=int, default=6, help="generation batches of 16 rollouts")
-    p.add_argument("--train-steps", type=int, default=20,
+    p.add_argument("--train-steps", type=int, default=10,
                    help="GRPO steps before the second measurement")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="directory for the per-rollout Parquet")

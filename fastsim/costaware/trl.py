@@ -230,19 +230,21 @@ def sequence_logprob_grad_norms(model, batch: dict, loss_type: str = "grpo") -> 
         total = (logp * m).sum()
         return total / m.sum().clamp(min=1.0) if loss_type == "grpo" else total
 
-    # the trainer's input-requires-grad hook (set for gradient checkpointing) cannot run
-    # inside a torch.func transform; it changes no value, so lift it while we differentiate
-    hooked = bool(getattr(model, "_require_grads_hooks", None))
-    if hooked:
-        model.disable_input_require_grads()
+    # the input-requires-grad hook transformers adds for gradient checkpointing (possibly
+    # more than once) cannot run inside a torch.func transform; it changes no value, so
+    # lift it from the embedding while we differentiate and put it back after
+    hooks = model.get_input_embeddings()._forward_hooks
+    lifted = {k: h for k, h in hooks.items()
+              if getattr(h, "__name__", "") == "make_inputs_require_grads"}
+    for k in lifted:
+        del hooks[k]
     try:
         norms = []
         for i in range(ids.shape[0]):
             g = grad(seq_term)(params, i)
             norms.append(math.sqrt(sum(float((v.double() ** 2).sum()) for v in g.values())))
     finally:
-        if hooked:
-            model.enable_input_require_grads()
+        hooks.update(lifted)
     return np.asarray(norms)
 
 
