@@ -217,6 +217,9 @@ def sequence_logprob_grad_norms(model, batch: dict, loss_type: str = "grpo") -> 
 
     if loss_type not in ("grpo", "dapo"):
         raise ConfigError(f"loss_type={loss_type!r}; allowed: ('grpo', 'dapo')")
+    if getattr(model, "is_gradient_checkpointing", False):
+        raise ConfigError("per-sample gradients need gradient_checkpointing=False (torch.func "
+                          "cannot run through checkpointing's saved-tensor hooks)")
     params = {k: v.detach() for k, v in model.named_parameters()}
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
     att = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)

@@ -100,7 +100,8 @@ def gradnorm_study(trainer, batches: int = 4) -> pl.DataFrame:
 
 def toy_trainer(prompts_path, out_dir, costaware=None, steps: int = 4, prompts: int = 4,
                 generations: int = 4, loss_type: str = "grpo", seed: int = 0, **extra):
-    """A ``CostAwareGRPOTrainer`` on the toy task (CPU, fp32, no dropout, nothing downloaded)."""
+    """A ``CostAwareGRPOTrainer`` on the toy task (CPU, fp32, no dropout, nothing downloaded;
+    no gradient checkpointing, which TRL turns on by default and ``torch.func`` cannot run)."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -112,7 +113,7 @@ def toy_trainer(prompts_path, out_dir, costaware=None, steps: int = 4, prompts: 
                       num_generations=generations, max_completion_length=24, learning_rate=1e-3,
                       logging_steps=1, report_to=[], use_cpu=True, seed=seed, disable_tqdm=True,
                       save_strategy="no", dataloader_num_workers=0, loss_type=loss_type,
-                      bf16=False, **extra)
+                      bf16=False, gradient_checkpointing=False, **extra)
     return CostAwareGRPOTrainer(
         model=tiny_causal_lm(tok, seed=seed), args=args, reward_funcs=letter_reward,
         train_dataset=Dataset.from_list(read_prompts(prompts_path)), processing_class=tok,
