@@ -17,13 +17,18 @@ from numba import prange
 
 from kernels.costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
                                S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
-                               S_TASK_QUALITY, draw_index_nb)
+                               S_TASK_PROMPT_LENGTH, S_TASK_QUALITY, draw_index_nb)
 from kernels.jit import driver, kernel
 from kernels.rng import normal_nb, uniform_nb
 
-ARM_UNIFORM = 0
-ARM_COST_AWARE = 1
-N_ARMS = 2
+# Mini-batch distributions (arms of the ablation); all but uniform are mixed with uniform
+# by ``lam`` and weighted by ``1 / (N p)``, so every arm's gradient is unbiased.
+ARM_UNIFORM = 0          # 1 / N
+ARM_COST_AWARE = 1       # |A| / sqrt(c)
+ARM_COST_ONLY = 2        # 1 / sqrt(c)
+ARM_ADVANTAGE_ONLY = 3   # |A|
+ARM_NONZERO = 4          # uniform over A != 0
+N_ARMS = 5
 
 
 @kernel
@@ -49,8 +54,9 @@ def group_advantages_nb(rewards, out):
 def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
     """Mini-batch distribution over N samples; ``adv``, ``lengths``, ``out`` are (N,).
 
-    Uniform arm: ``1/N``.  Cost-aware: ``(1 - lam) q + lam / N`` with
-    ``q ∝ max(|A|, floor) / sqrt(len)``.  The caller guarantees a positive total.
+    Uniform arm: ``1/N``.  Others: ``(1 - lam) q + lam / N`` with ``q`` proportional to
+    the arm's score of ``a = max(|A|, floor)`` and cost ``c``: ``a / sqrt(c)`` (cost-aware),
+    ``1 / sqrt(c)``, ``a``, or ``1[a > 0]``.  The caller guarantees a positive total.
     """
     n = adv.shape[0]
     if arm == ARM_UNIFORM:
@@ -59,7 +65,15 @@ def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
         return
     total = 0.0
     for i in range(n):
-        s = max(abs(adv[i]), floor) / math.sqrt(lengths[i])
+        a = max(abs(adv[i]), floor)
+        if arm == ARM_COST_AWARE:
+            s = a / math.sqrt(lengths[i])
+        elif arm == ARM_COST_ONLY:
+            s = 1.0 / math.sqrt(lengths[i])
+        elif arm == ARM_ADVANTAGE_ONLY:
+            s = a
+        else:
+            s = 1.0 if a > 0.0 else 0.0
         out[i] = s
         total += s
     for i in range(n):
@@ -76,8 +90,11 @@ def sample_minibatch_nb(p, batch, seed, rep, step, stream, idx):
 
 @kernel
 def make_task_nb(seed, rep, median_len, len_sigma, length_effect, difficulty_mean,
-                 difficulty_sd, noise_sd, phi, length, correct):
-    """Fill one task instance: ``phi`` (Q, M, d), ``length`` (Q, M) tokens, ``correct`` (Q, M).
+                 difficulty_sd, noise_sd, prompt_median_len, prompt_len_sigma, phi, length,
+                 correct, prompt_length):
+    """Fill one task instance: ``phi`` (Q, M, d), ``length`` (Q, M) response tokens,
+    ``correct`` (Q, M) and ``prompt_length`` (Q,) tokens (lognormal around
+    ``prompt_median_len``; all 0 when that is 0, i.e. cost = response tokens only).
 
     Feature 0 is the standardised log length; a trace is correct when
     ``v . phi + difficulty_q + noise > 0`` with ``v_0 = length_effect`` and the other
@@ -95,6 +112,10 @@ def make_task_nb(seed, rep, median_len, len_sigma, length_effect, difficulty_mea
     v[0] = length_effect
     for q in range(Q):
         diff = difficulty_mean + difficulty_sd * normal_nb(seed, rep, q, 0, S_TASK_DIFFICULTY)
+        prompt_length[q] = 0.0
+        if prompt_median_len > 0.0:
+            z_len = prompt_len_sigma * normal_nb(seed, rep, q, 0, S_TASK_PROMPT_LENGTH)
+            prompt_length[q] = max(1.0, math.floor(prompt_median_len * math.exp(z_len) + 0.5))
         for k in range(M):
             trace = q * M + k
             phi[q, k, 0] = normal_nb(seed, rep, trace, 0, S_TASK_LENGTH)
@@ -140,14 +161,35 @@ def expected_accuracy_nb(w, phi, correct, first, last):
 
 
 @kernel
-def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group, batch, lr,
-                     lam, floor, eval_every, seed, rep, tokens_out, acc_out):
+def arm_moments_nb(adv, lengths, gnorm, lam, floor, p, out):
+    """Add, for every arm, ``S(p) = sum_i G_i^2 / (N^2 p_i)`` (second moment of one weighted
+    draw) and ``C(p) = sum_i p_i c_i`` of this batch to ``out`` (N_ARMS, 2);
+    ``gnorm`` (N,) are the exact per-sample gradient norms ``G_i``."""
+    n = adv.shape[0]
+    for a in range(N_ARMS):
+        grpo_probs_nb(adv, lengths, a, lam, floor, p)
+        s = 0.0
+        c = 0.0
+        for i in range(n):
+            c += p[i] * lengths[i]
+            if gnorm[i] > 0.0:
+                s += gnorm[i] * gnorm[i] / (n * n * p[i])
+        out[a, 0] += s
+        out[a, 1] += c
+
+
+@kernel
+def grpo_train_1r_nb(phi, length, correct, prompt_length, n_train, arm, n_steps, prompts, group,
+                     batch, lr, lam, floor, eval_every, seed, rep, tokens_out, acc_out,
+                     moments_out):
     """Train one policy from ``w = 0``; writes ``tokens_out`` / ``acc_out`` (n_evals,).
 
-    Tokens are the summed lengths of the mini-batch draws that enter gradient steps
-    (a response drawn twice counts twice); rollouts are generated identically in both
-    arms and are not counted.  A batch whose advantages are all zero is skipped (no
-    step, no tokens) in both arms.  Returns the number of skipped batches.
+    A draw costs its prompt + response tokens; tokens are the summed costs of the
+    mini-batch draws that enter gradient steps (a response drawn twice counts twice);
+    rollouts are generated identically in every arm and are not counted.  A batch whose
+    advantages are all zero is skipped (no step, no tokens) in every arm.  The uniform
+    arm also adds every arm's ``S`` and ``C`` on its own batches to ``moments_out``
+    (N_ARMS, 2).  Returns the number of skipped batches.
     """
     Q, M, d = phi.shape
     N = prompts * group
@@ -159,6 +201,7 @@ def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group
     q_of = np.empty(N, np.int64)
     k_of = np.empty(N, np.int64)
     lens = np.empty(N)
+    gnorm = np.empty(N)
     p = np.empty(N)
     idx = np.empty(batch, np.int64)
     grad = np.empty(d)
@@ -179,7 +222,7 @@ def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group
                 k = draw_index_nb(cdf, uniform_nb(seed, rep, t, i, S_GRPO_RESPONSE))
                 q_of[i] = q
                 k_of[i] = k
-                lens[i] = length[q, k]
+                lens[i] = length[q, k] + prompt_length[q]
                 rewards[g, j] = correct[q, k]
         group_advantages_nb(rewards, adv)
         flat = adv.reshape(N)
@@ -189,6 +232,18 @@ def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group
                 informative = True
                 break
         if informative:
+            if arm == ARM_UNIFORM:
+                for i in range(N):
+                    # ||grad of A_i log pi(k|q)|| = |A_i| ||phi_qk - E_pi phi_q||
+                    policy_probs_nb(w, phi, q_of[i], pi)
+                    sq = 0.0
+                    for j in range(d):
+                        mean_phi = 0.0
+                        for k in range(M):
+                            mean_phi += pi[k] * phi[q_of[i], k, j]
+                        sq += (phi[q_of[i], k_of[i], j] - mean_phi) ** 2
+                    gnorm[i] = abs(flat[i]) * math.sqrt(sq)
+                arm_moments_nb(flat, lens, gnorm, lam, floor, p, moments_out)
             grpo_probs_nb(flat, lens, arm, lam, floor, p)
             sample_minibatch_nb(p, batch, seed, rep, t, S_GRPO_MINIBATCH, idx)
             for j in range(d):
@@ -220,25 +275,32 @@ def grpo_train_1r_nb(phi, length, correct, n_train, arm, n_steps, prompts, group
 
 @driver
 def grpo_experiment_nb(n_train, n_test, n_traces, n_features, median_len, len_sigma,
-                       length_effect, difficulty_mean, difficulty_sd, noise_sd, n_steps_arm, prompts,
-                       group, batch, lr, lam, floor, eval_every, seed, rep0, tokens_out, acc_out,
-                       skipped_out):
-    """Both arms on the same task per seed; arm ``a`` trains ``n_steps_arm[a]`` steps.
+                       length_effect, difficulty_mean, difficulty_sd, noise_sd,
+                       prompt_median_len, prompt_len_sigma, arms, n_steps_arm, prompts, group,
+                       batch, lr, lam, floor, eval_every, seed, rep0, tokens_out, acc_out,
+                       skipped_out, moments_out):
+    """The arms ``arms`` (n_arms,) on the same task per seed; ``arms[a]`` trains
+    ``n_steps_arm[a]`` steps.
 
-    Outputs ``tokens_out``/``acc_out`` (n_seeds, N_ARMS, n_evals), NaN past an arm's
-    horizon, and ``skipped_out`` (n_seeds, N_ARMS); row ``r`` is replication ``rep0 + r``
-    (chunks of seeds give the same numbers as one call)."""
+    Outputs ``tokens_out``/``acc_out`` (n_seeds, n_arms, n_evals), NaN past an arm's
+    horizon, ``skipped_out`` (n_seeds, n_arms) and ``moments_out`` (n_seeds, N_ARMS, 2):
+    every arm's summed ``S``, ``C`` over the uniform arm's batches (0 if it is not run);
+    row ``r`` is replication ``rep0 + r`` (chunks of seeds give the same numbers as one call)."""
     for row in prange(tokens_out.shape[0]):
         r = rep0 + row
         Q = n_train + n_test
         phi = np.empty((Q, n_traces, n_features))
         length = np.empty((Q, n_traces))
         correct = np.empty((Q, n_traces))
+        prompt_length = np.empty(Q)
         make_task_nb(seed, r, median_len, len_sigma, length_effect, difficulty_mean,
-                     difficulty_sd, noise_sd, phi, length, correct)
-        for arm in range(N_ARMS):
-            tokens_out[row, arm, :] = np.nan
-            acc_out[row, arm, :] = np.nan
-            skipped_out[row, arm] = grpo_train_1r_nb(
-                phi, length, correct, n_train, arm, n_steps_arm[arm], prompts, group, batch, lr, lam,
-                floor, eval_every, seed, r, tokens_out[row, arm], acc_out[row, arm])
+                     difficulty_sd, noise_sd, prompt_median_len, prompt_len_sigma, phi, length,
+                     correct, prompt_length)
+        moments_out[row, :, :] = 0.0
+        for a in range(arms.shape[0]):
+            tokens_out[row, a, :] = np.nan
+            acc_out[row, a, :] = np.nan
+            skipped_out[row, a] = grpo_train_1r_nb(
+                phi, length, correct, prompt_length, n_train, arms[a], n_steps_arm[a], prompts,
+                group, batch, lr, lam, floor, eval_every, seed, r, tokens_out[row, a],
+                acc_out[row, a], moments_out[row])

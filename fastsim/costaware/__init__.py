@@ -13,9 +13,11 @@ This package is the API over the numba kernels in ``kernels/costaware*.py`` and
 * ``experiment``: a small real GRPO experiment, uniform vs cost-aware mini-batches;
 * ``sweep``: TOML sweeps writing Parquet for ``figures/costaware_*.py``.
 """
-from fastsim.costaware.experiment import (GRPOConfig, curve_summary, run_grpo, summarize_grpo,
+from fastsim.costaware.experiment import (GRPOConfig, ablation_table, curve_summary, run_grpo,
+                                          summarize_grpo,
                                           tokens_to_uniform_peak)
-from fastsim.costaware.grpo import GRPOBatch, cost_aware_batch, cost_aware_probs, group_advantages
+from fastsim.costaware.grpo import (GRPOBatch, cost_aware_batch, cost_aware_draw, cost_aware_probs,
+                                    group_advantages)
 from fastsim.costaware.sampling import (STRATEGIES, Strategy, cost_factor, expected_cost,
                                         optimal_cost_factor, ratio_table, sampling_distribution,
                                         second_moment)
@@ -26,8 +28,8 @@ from fastsim.costaware.subset import (SubsetSelection, select_subset, subset_dis
 from fastsim.costaware.sweep import load_sweep, run_sweep
 
 __all__ = [
-    "GRPOBatch", "GRPOConfig", "Problem", "ProblemConfig", "SGDConfig", "STRATEGIES", "Strategy",
-    "SubsetSelection", "cost_aware_batch", "cost_aware_probs", "cost_factor", "curve_summary",
+    "GRPOBatch", "GRPOConfig", "ablation_table", "Problem", "ProblemConfig", "SGDConfig", "STRATEGIES", "Strategy",
+    "SubsetSelection", "cost_aware_batch", "cost_aware_draw", "cost_aware_probs", "cost_factor", "curve_summary",
     "expected_cost", "group_advantages", "load_sweep", "make_problem", "optimal_cost_factor",
     "ratio_table", "run_grpo", "run_sgd", "run_sweep", "sampling_distribution", "second_moment",
     "select_subset", "subset_distribution", "subset_report", "summarize_grpo", "summarize_sgd",

@@ -131,6 +131,25 @@ def cmd_grpo(args):
     _write(curves, args.out, "costaware_grpo.runs.parquet")
 
 
+def cmd_trl_gradnorm(args):
+    from fastsim.costaware.trl_toy import gradnorm_correlations, gradnorm_study, toy_trainer
+
+    t0 = time.perf_counter()
+    out = Path(args.out) if args.out else Path("results") / "costaware_trl"
+    frames = []
+    for phase, steps in (("init", 0), ("trained", args.train_steps)):
+        trainer = toy_trainer(args.prompts, out / f"run_{phase}", steps=max(steps, 1),
+                              seed=args.seed)
+        if steps:
+            trainer.train()
+        frames.append(gradnorm_study(trainer, args.batches).with_columns(phase=pl.lit(phase)))
+        _show(gradnorm_correlations(frames[-1]), f"{phase} ({steps} GRPO steps): correlations "
+              f"over {frames[-1].height} rollouts (95% Fisher-z intervals)")
+    rollouts = pl.concat(frames)
+    print(f"elapsed {time.perf_counter() - t0:.1f} s")
+    _write(rollouts, out, "costaware_trl_gradnorm.parquet")
+
+
 def cmd_sweep(args):
     from fastsim.costaware.sweep import run_sweep
 
@@ -198,6 +217,17 @@ def register(subparsers):
     _add_fields(p, GRPOConfig)
     p.add_argument("--out", help="directory for Parquet output")
     p.set_defaults(func=cmd_grpo)
+
+    p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
+                                            "loss on a tiny random GPT-2 (needs fastsim[trl])")
+    p.add_argument("--prompts", default="tests/fixtures/trl_prompts.jsonl",
+                   help="JSONL prompt set (one {\"prompt\": ...} per line)")
+    p.add_argument("--batches", type=int, default=6, help="generation batches of 16 rollouts")
+    p.add_argument("--train-steps", type=int, default=10,
+                   help="GRPO steps before the second measurement")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="directory for the per-rollout Parquet")
+    p.set_defaults(func=cmd_trl_gradnorm)
 
     p = sub.add_parser("sweep", help="run a sweeps/costaware_*.toml file")
     p.add_argument("file")

@@ -25,10 +25,14 @@ from tqdm.auto import tqdm
 
 from fastsim.costaware.sampling import check_lam
 from fastsim.costaware.sgd import _positive_int, _real
+from fastsim.errors import ConfigError
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
 from kernels import grpo as nb
 
-ARMS = ("uniform", "cost_aware")
+#: share of the uniform run's final gain that defines the tokens-to-target metric
+TARGET_GAIN = 0.9
+#: mini-batch distributions, in the order of the ``kernels.grpo.ARM_*`` codes
+ARMS = ("uniform", "cost_aware", "cost_only", "advantage_only", "nonzero_uniform")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,9 @@ class GRPOConfig:
     lam: float = 0.1
     floor: float = 0.0
     eval_every: int = 5
+    prompt_median_len: float = 0.0
+    prompt_len_sigma: float = 0.0
+    arms: tuple = ("uniform", "cost_aware")
 
     def __post_init__(self):
         _positive_int("seeds", self.seeds, 2, 100_000)
@@ -79,12 +86,21 @@ class GRPOConfig:
         check_lam(self.lam)
         _real("floor", self.floor, 0.0)
         _positive_int("eval_every", self.eval_every, 1, self.n_steps)
+        _real("prompt_median_len", self.prompt_median_len, 0.0)
+        _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
+        arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms)
+        if not arms or arms[0] != "uniform" or len(set(arms)) != len(arms) \
+                or not set(arms) <= set(ARMS):
+            raise ConfigError(f"arms={list(arms)!r} must start with 'uniform' (the baseline) and "
+                              f"name distinct arms from {list(ARMS)}")
+        object.__setattr__(self, "arms", arms)
 
     @property
-    def steps_per_arm(self) -> tuple[int, int]:
-        """(uniform, cost_aware) training steps: the cost-aware arm may run longer so that
-        it can reach the uniform run's peak even when that peak is at the very end."""
-        return self.n_steps, int(round(self.n_steps * self.cost_aware_step_factor))
+    def steps_per_arm(self) -> tuple[int, ...]:
+        """Training steps per arm: every arm but uniform may run longer so that it can
+        reach the uniform run's peak even when that peak is at the very end."""
+        longer = int(round(self.n_steps * self.cost_aware_step_factor))
+        return (self.n_steps,) + (longer,) * (len(self.arms) - 1)
 
     @property
     def n_evals(self) -> int:
@@ -93,10 +109,13 @@ class GRPOConfig:
 
 def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
              chunk: int = 16) -> pl.DataFrame:
-    """Train both arms on every seed; one row per (seed, arm, evaluation).
+    """Train every arm on every seed; one row per (seed, arm, evaluation).
 
     Columns: ``seed``, ``arm``, ``eval``, ``step``, ``tokens`` (cumulative), ``accuracy``
-    (held-out expected pass@1), ``skipped_batches`` (all-zero-advantage batches).
+    (held-out expected pass@1), ``skipped_batches`` (all-zero-advantage batches), and
+    ``S_sum`` / ``C_sum``: the arm's ``S(p)`` and ``C(p)`` summed over the uniform run's
+    batches of that seed (exact per-sample gradient norms), so that
+    ``S_sum * C_sum`` ranks the arms by ``J = S C`` on identical batches.
 
     Examples
     --------
@@ -105,26 +124,33 @@ def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
     (16, ['cost_aware', 'uniform'])
     """
     E = cfg.n_evals
-    tokens = np.empty((cfg.seeds, nb.N_ARMS, E))
-    acc = np.empty((cfg.seeds, nb.N_ARMS, E))
-    skipped = np.empty((cfg.seeds, nb.N_ARMS), np.int64)
+    n_arms = len(cfg.arms)
+    codes = np.array([ARMS.index(a) for a in cfg.arms], np.int64)
+    tokens = np.empty((cfg.seeds, n_arms, E))
+    acc = np.empty((cfg.seeds, n_arms, E))
+    skipped = np.empty((cfg.seeds, n_arms), np.int64)
+    moments = np.empty((cfg.seeds, nb.N_ARMS, 2))
     with tqdm(total=cfg.seeds, desc="GRPO seeds", disable=not progress, leave=False) as bar:
         for lo in range(0, cfg.seeds, chunk):
             hi = min(cfg.seeds, lo + chunk)
             nb.grpo_experiment_nb(
                 cfg.n_train, cfg.n_test, cfg.n_traces, cfg.n_features, cfg.median_len,
                 cfg.len_sigma, cfg.length_effect, cfg.difficulty_mean, cfg.difficulty_sd,
-                cfg.noise_sd, np.array(cfg.steps_per_arm, np.int64), cfg.prompts, cfg.group, cfg.batch, cfg.lr, cfg.lam,
-                cfg.floor, cfg.eval_every, cfg.seed, lo, tokens[lo:hi], acc[lo:hi],
-                skipped[lo:hi])
+                cfg.noise_sd, cfg.prompt_median_len, cfg.prompt_len_sigma, codes,
+                np.array(cfg.steps_per_arm, np.int64), cfg.prompts, cfg.group, cfg.batch, cfg.lr,
+                cfg.lam, cfg.floor, cfg.eval_every, cfg.seed, lo, tokens[lo:hi], acc[lo:hi],
+                skipped[lo:hi], moments[lo:hi])
             bar.update(hi - lo)
-    seed_i, arm_i, eval_i = np.meshgrid(np.arange(cfg.seeds), np.arange(nb.N_ARMS), np.arange(E),
+    seed_i, arm_i, eval_i = np.meshgrid(np.arange(cfg.seeds), np.arange(n_arms), np.arange(E),
                                         indexing="ij")
+    arm_moments = moments[:, codes, :]
     return pl.DataFrame({
-        "seed": seed_i.ravel(), "arm": np.asarray(ARMS)[arm_i.ravel()],
+        "seed": seed_i.ravel(), "arm": np.asarray(cfg.arms)[arm_i.ravel()],
         "eval": eval_i.ravel(), "step": eval_i.ravel() * cfg.eval_every,
         "tokens": tokens.ravel(), "accuracy": acc.ravel(),
         "skipped_batches": np.repeat(skipped.ravel(), E),
+        "S_sum": np.repeat(arm_moments[..., 0].ravel(), E),
+        "C_sum": np.repeat(arm_moments[..., 1].ravel(), E),
     }).filter(pl.col("accuracy").is_not_nan())
 
 
@@ -134,12 +160,12 @@ def _arm(curves: pl.DataFrame, arm: str):
     return c["tokens"].to_numpy().reshape(shape), c["accuracy"].to_numpy().reshape(shape)
 
 
-def tokens_to_uniform_peak(curves: pl.DataFrame) -> pl.DataFrame:
+def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Per seed: the uniform run's peak accuracy and the tokens it took to reach it, the
-    tokens the cost-aware run took to first reach the same accuracy (NaN if never), and
+    tokens ``arm`` took to first reach the same accuracy (NaN if never), and ``arm``'s
     accuracies at the uniform horizon (same steps) and at the uniform token budget."""
     tok_u, acc_u = _arm(curves, "uniform")
-    tok_c, acc_c = _arm(curves, "cost_aware")
+    tok_c, acc_c = _arm(curves, arm)
     rows = np.arange(acc_u.shape[0])
     peak = acc_u.max(axis=1)
     e_u = acc_u.argmax(axis=1)
@@ -148,59 +174,103 @@ def tokens_to_uniform_peak(curves: pl.DataFrame) -> pl.DataFrame:
     t_c = np.where(e_c >= 0, tok_c[rows, np.maximum(e_c, 0)], np.nan)
     horizon = acc_u.shape[1] - 1
     budget = tok_u[:, -1]
-    # last cost-aware evaluation whose cumulative tokens fit in the uniform run's total
+    # last evaluation of the arm whose cumulative tokens fit in the uniform run's total
     e_b = (tok_c <= budget[:, None]).sum(axis=1) - 1
+    # a target that a noisy maximum cannot inflate: 90% of the uniform run's gain from its
+    # start to the mean of its last 10 evaluations
+    target = acc_u[:, 0] + TARGET_GAIN * (acc_u[:, -10:].mean(axis=1) - acc_u[:, 0])
+    t_u90 = _first_tokens(tok_u, acc_u, target)
+    t_c90 = _first_tokens(tok_c, acc_c, target)
     return pl.DataFrame({"seed": rows, "uniform_peak_accuracy": peak,
                          "uniform_tokens_to_peak": tok_u[rows, e_u],
-                         "cost_aware_tokens_to_peak": t_c,
+                         "arm_tokens_to_peak": t_c,
                          "uniform_final_accuracy": acc_u[:, -1],
-                         "cost_aware_accuracy_same_steps": acc_c[:, horizon],
-                         "cost_aware_accuracy_same_tokens": acc_c[rows, e_b],
-                         "cost_aware_final_accuracy": acc_c[:, -1],
+                         "arm_accuracy_same_steps": acc_c[:, horizon],
+                         "arm_accuracy_same_tokens": acc_c[rows, e_b],
+                         "arm_final_accuracy": acc_c[:, -1],
                          "uniform_total_tokens": budget,
-                         "cost_aware_tokens_same_steps": tok_c[:, horizon]})
+                         "arm_tokens_same_steps": tok_c[:, horizon],
+                         "uniform_tokens_to_target": t_u90, "arm_tokens_to_target": t_c90})
 
 
-def summarize_grpo(curves: pl.DataFrame) -> pl.DataFrame:
-    """Headline numbers with 95% CIs over seeds, one row per metric.
+def _first_tokens(tokens, acc, target):
+    """Cumulative tokens at the first evaluation reaching ``target`` per seed (NaN if none)."""
+    hit = acc >= target[:, None]
+    e = hit.argmax(axis=1)
+    return np.where(hit.any(axis=1), tokens[np.arange(tokens.shape[0]), e], np.nan)
 
-    * ``token_saving_to_uniform_peak``: ``1 - pooled ratio`` of cost-aware over uniform
+
+def _moments(curves: pl.DataFrame, arm: str) -> tuple[np.ndarray, np.ndarray]:
+    m = curves.filter((pl.col("arm") == arm) & (pl.col("eval") == 0)).sort("seed")
+    return m["S_sum"].to_numpy(), m["C_sum"].to_numpy()
+
+
+def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
+    """Headline numbers of ``arm`` against uniform with 95% CIs over seeds, one row per metric.
+
+    * ``token_saving_to_uniform_peak``: ``1 - pooled ratio`` of the arm's over uniform
       tokens-to-peak (bootstrap over seeds that reached it), and ``reached_frac``;
-    * ``token_saving_paired_mean``: mean over seeds of ``1 - tokens_ca / tokens_u``;
+    * ``token_saving_paired_mean``: mean over seeds of ``1 - tokens_arm / tokens_u``;
+    * ``token_saving_to_target``: the same to a target a noisy maximum cannot inflate,
+      ``TARGET_GAIN`` of the uniform run's gain to the mean of its last 10 evaluations;
     * final accuracies and paired differences at the same steps and the same tokens;
-    * the token saving at equal steps (cheaper mini-batches).
+    * the token saving at equal steps (cheaper mini-batches);
+    * ``predicted_J_ratio``, ``predicted_S_ratio``, ``predicted_C_ratio``: ``J = S C`` of the
+      arm's distribution over uniform's, on the uniform run's batches (pooled over steps,
+      mean over seeds); ``1 - predicted_J_ratio`` is the saving ``J`` predicts.
     """
-    per_seed = tokens_to_uniform_peak(curves)
+    per_seed = tokens_to_uniform_peak(curves, arm)
     tu = per_seed["uniform_tokens_to_peak"].to_numpy()
-    tc = per_seed["cost_aware_tokens_to_peak"].to_numpy()
+    tc = per_seed["arm_tokens_to_peak"].to_numpy()
     ok = np.isfinite(tc) & (tu > 0)
     rows = []
 
     def add(metric, est, note=""):
-        rows.append({"metric": metric, "mean": est.mean, "lo": est.lo, "hi": est.hi,
+        rows.append({"arm": arm, "metric": metric, "mean": est.mean, "lo": est.lo, "hi": est.hi,
                      "n": est.n, "note": note})
 
-    r = bootstrap_ratio_ci(tc[ok], tu[ok])
-    add("token_saving_to_uniform_peak", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
-        "1 - sum(tokens_ca) / sum(tokens_u) over seeds reaching the peak")
-    add("reached_frac", mean_ci(ok.astype(float)), "seeds where cost-aware reached the peak")
-    add("token_saving_paired_mean", mean_ci(1.0 - tc[ok] / tu[ok]),
-        "mean of 1 - tokens_ca / tokens_u")
+    if ok.any():
+        r = bootstrap_ratio_ci(tc[ok], tu[ok])
+        add("token_saving_to_uniform_peak", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
+            "1 - sum(tokens_arm) / sum(tokens_u) over seeds reaching the peak")
+        add("token_saving_paired_mean", mean_ci(1.0 - tc[ok] / tu[ok]),
+            "mean of 1 - tokens_arm / tokens_u")
+    add("reached_frac", mean_ci(ok.astype(float)), "seeds where the arm reached the peak")
+    tu9 = per_seed["uniform_tokens_to_target"].to_numpy()
+    tc9 = per_seed["arm_tokens_to_target"].to_numpy()
+    ok9 = np.isfinite(tc9) & np.isfinite(tu9) & (tu9 > 0)
+    if ok9.any():
+        r = bootstrap_ratio_ci(tc9[ok9], tu9[ok9])
+        add("token_saving_to_target", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
+            f"target = start + {TARGET_GAIN} x (uniform's mean of last 10 evals - start)")
+    add("reached_target_frac", mean_ci(ok9.astype(float)), "seeds where the arm reached it")
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
     add("uniform_peak_accuracy", mean_ci(col("uniform_peak_accuracy")))
     add("final_accuracy_uniform", mean_ci(fu), "at the uniform horizon")
-    add("final_accuracy_cost_aware_same_steps", mean_ci(col("cost_aware_accuracy_same_steps")))
-    add("final_accuracy_diff_same_steps", mean_ci(col("cost_aware_accuracy_same_steps") - fu),
-        "cost_aware - uniform, paired, same number of steps")
-    add("final_accuracy_diff_same_tokens", mean_ci(col("cost_aware_accuracy_same_tokens") - fu),
-        "cost_aware - uniform, paired, cost-aware within the uniform token budget")
-    add("final_accuracy_cost_aware_end", mean_ci(col("cost_aware_final_accuracy")),
-        "end of the longer cost-aware run")
-    add("token_saving_per_step", mean_ci(1.0 - col("cost_aware_tokens_same_steps")
+    add("final_accuracy_arm_same_steps", mean_ci(col("arm_accuracy_same_steps")))
+    add("final_accuracy_diff_same_steps", mean_ci(col("arm_accuracy_same_steps") - fu),
+        "arm - uniform, paired, same number of steps")
+    add("final_accuracy_diff_same_tokens", mean_ci(col("arm_accuracy_same_tokens") - fu),
+        "arm - uniform, paired, arm within the uniform token budget")
+    add("final_accuracy_arm_end", mean_ci(col("arm_final_accuracy")),
+        "end of the longer run of the arm")
+    add("token_saving_per_step", mean_ci(1.0 - col("arm_tokens_same_steps")
                                          / col("uniform_total_tokens")),
-        "same number of steps: 1 - tokens_ca / tokens_u")
+        "same number of steps: 1 - tokens_arm / tokens_u")
+    s_u, c_u = _moments(curves, "uniform")
+    s_a, c_a = _moments(curves, arm)
+    if (s_u > 0).all() and (c_u > 0).all():
+        add("predicted_S_ratio", mean_ci(s_a / s_u), "S(p_arm) / S(uniform), uniform's batches")
+        add("predicted_C_ratio", mean_ci(c_a / c_u), "C(p_arm) / C(uniform), uniform's batches")
+        add("predicted_J_ratio", mean_ci(s_a * c_a / (s_u * c_u)), "J = S C over uniform's")
     return pl.DataFrame(rows)
+
+
+def ablation_table(curves: pl.DataFrame) -> pl.DataFrame:
+    """``summarize_grpo`` for every non-uniform arm in ``curves``, stacked."""
+    arms = [a for a in ARMS if a != "uniform" and a in set(curves["arm"])]
+    return pl.concat([summarize_grpo(curves, a) for a in arms], how="diagonal_relaxed")
 
 
 def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
@@ -216,4 +286,4 @@ def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
 
 
 def config_columns(cfg: GRPOConfig) -> dict:
-    return {f"grpo_{k}": v for k, v in asdict(cfg).items()}
+    return {f"grpo_{k}": (",".join(v) if k == "arms" else v) for k, v in asdict(cfg).items()}

@@ -123,6 +123,40 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     return p
 
 
+def _draw_args(batch_size, seed, step):
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r} must be an integer >= 1")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
+            or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ConfigError(f"seed={seed!r} and step={step!r} must be integers >= 0")
+
+
+def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor: float = 0.0,
+                    seed: int = 0, step: int = 0) -> GRPOBatch:
+    """A mini-batch drawn with ``p ∝ max(|A|, floor) / sqrt(c)`` from advantages you already have.
+
+    The same sampler as ``cost_aware_batch``, for a trainer that computes its own
+    advantages (TRL's ``GRPOTrainer`` scales by ``std + 1e-4``, or not at all) and whose
+    cost is prompt + response tokens.  ``advantages`` and ``costs`` have the same number
+    of entries, in any shape; ``indices`` are flat.
+
+    Examples
+    --------
+    >>> b = cost_aware_draw([1.0, -1.0, 0.0, 0.0], [10, 40, 20, 30], 3, lam=0.0)
+    >>> b.probs.round(4).tolist()
+    [0.6667, 0.3333, 0.0, 0.0]
+    """
+    _draw_args(batch_size, seed, step)
+    adv = np.ascontiguousarray(advantages, dtype=np.float64)
+    c = _lengths(costs, adv.size)
+    p = cost_aware_probs(adv, c, lam, floor)
+    idx = np.empty(int(batch_size), np.int64)
+    nb.sample_minibatch_nb(p, int(batch_size), int(seed), 0, int(step), nbc.S_GRPO_MINIBATCH, idx)
+    weights = 1.0 / (p.size * p[idx])
+    return GRPOBatch(adv, p, idx, weights, float(c[idx].sum()))
+
+
 def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor: float = 0.0,
                      seed: int = 0, step: int = 0) -> GRPOBatch:
     """Advantages, cost-aware probabilities, a mini-batch and its importance weights.
@@ -151,16 +185,6 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     ((4,), True, [0.0, 0.0, 0.0, 0.0])
     """
     r = _rewards(rewards)
-    lens = _lengths(lengths, r.size)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size!r} must be an integer >= 1")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
-            or not isinstance(step, (int, np.integer)) or step < 0:
-        raise ConfigError(f"seed={seed!r} and step={step!r} must be integers >= 0")
-    adv = group_advantages(r)
-    p = cost_aware_probs(adv, lens, lam, floor)
-    idx = np.empty(int(batch_size), np.int64)
-    nb.sample_minibatch_nb(p, int(batch_size), int(seed), 0, int(step), nbc.S_GRPO_MINIBATCH, idx)
-    weights = 1.0 / (p.size * p[idx])
-    return GRPOBatch(adv, p, idx, weights, float(lens[idx].sum()))
+    _lengths(lengths, r.size)
+    _draw_args(batch_size, seed, step)
+    return cost_aware_draw(group_advantages(r), lengths, batch_size, lam, floor, seed, step)

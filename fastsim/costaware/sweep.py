@@ -24,8 +24,8 @@ from pathlib import Path
 import polars as pl
 from tqdm.auto import tqdm
 
-from fastsim.costaware.experiment import (GRPOConfig, config_columns as grpo_columns,
-                                          curve_summary, run_grpo, summarize_grpo)
+from fastsim.costaware.experiment import (GRPOConfig, ablation_table,
+                                          config_columns as grpo_columns, curve_summary, run_grpo)
 from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
                                    run_sgd, summarize_sgd)
 from fastsim.costaware.subset import subset_distribution, select_subset, subset_report
@@ -133,10 +133,10 @@ def run_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
     for point in tqdm(spec.points(), desc=spec.name, disable=not progress):
         cfgs = _configs(spec, point)
         if spec.experiment == "grpo":
-            (cfg,) = cfgs
+            (cfg,) = cfgs  # one summary row per metric and non-uniform arm
             curves = run_grpo(cfg, progress=False)
             tags = grpo_columns(cfg)
-            summaries.append(summarize_grpo(curves).with_columns(
+            summaries.append(ablation_table(curves).with_columns(
                 **{k: pl.lit(v) for k, v in tags.items()}))
             curves_all.append(curve_summary(curves).with_columns(
                 **{k: pl.lit(v) for k, v in tags.items()}))
