@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = [
     "fastsim.sweep.cli",
     "fastsim.costaware.cli",
     "fastsim.replay.cli",
+    "fastsim.detectors_cli",
 ]
 
 

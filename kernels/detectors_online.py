@@ -16,14 +16,15 @@ Detectors (docs/detectors.md gives each rule, its cost and how to set it):
 * ``cusum``: one-sided CUSUM of standardised first differences (Page 1954);
 * ``peak``: a sequential test that the peak has passed: the slope, at the latest
   evaluation, of a least-squares fit of Gao et al.'s (2023) form
-  ``R(d) = d (alpha - beta ln d)`` (with ``d`` proportional to ``t``, the span of
-  ``{1, t, t ln t}``) is below ``-z`` of its standard error;
+  ``R(d) = d (alpha - beta ln d)`` (with ``d`` proportional to ``t``: the span of
+  ``{t, t ln t}``, plus an offset ``1`` for runs that do not start at 0) is below ``-z``
+  of its standard error;
 * ``bocpd``: Bayesian online change-point detection (Adams & MacKay 2007) on the first
   differences (the slope), Gaussian segments of unknown mean; fires when the slope of the
   current segment is negative with posterior probability ``Phi(z)``.
 
-The noise estimate shared by ``margin``, ``cusum``, ``peak`` and ``bocpd`` is the residual
-variance of the Gao-form fit, shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
+The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual variance of the
+Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
 residual degrees of freedom: ``sigma_hat^2 = (RSS + PRIOR_DOF sigma0^2) / (n - 3 + PRIOR_DOF)``.
 The fit's sufficient statistics take O(1) state.
 """
@@ -101,14 +102,13 @@ def fit_update_nb(fit, t, y):
 
 @kernel
 def fit_solve_nb(fit, t):
-    """``(slope, g' (X'X)^-1 g, rss, n)`` of the fit, the slope taken at ``t``.
-
-    ``slope`` is NaN while fewer than three points are in (the fit is undetermined).
-    Solved by the adjugate of the 3x3 symmetric matrix.
+    """``(slope, g' (X'X)^-1 g, rss, dof)`` of ``y ~ a + b t + c t ln t``, the slope
+    taken at ``t``; ``slope`` is NaN while the fit is undetermined (fewer than three
+    points).  Solved by the adjugate of the 3x3 symmetric matrix.
     """
     n = fit[0]
     if n < 3.0:
-        return np.nan, np.nan, 0.0, n
+        return np.nan, np.nan, 0.0, 0.0
     s11 = fit[1]
     s12 = fit[2]
     s13 = fit[3]
@@ -123,7 +123,7 @@ def fit_solve_nb(fit, t):
     c33 = s11 * s22 - s12 * s12
     det = s11 * c11 + s12 * c12 + s13 * c13
     if not det > 0.0:
-        return np.nan, np.nan, 0.0, n
+        return np.nan, np.nan, 0.0, 0.0
     y1 = fit[7]
     y2 = fit[8]
     y3 = fit[9]
@@ -136,27 +136,48 @@ def fit_solve_nb(fit, t):
     rss = fit[10] - (a * y1 + b * y2 + c * y3)
     if rss < 0.0:
         rss = 0.0
-    return slope, quad, rss, n
+    return slope, quad, rss, n - 3.0
 
 
 @kernel
-def noise_sd_nb(rss, n, sigma0):
-    """Residual noise of the fit shrunk towards ``sigma0`` (PRIOR_DOF pseudo-dof)."""
-    dof = n - 3.0
-    if dof < 0.0:
-        dof = 0.0
+def fit_solve_origin_nb(fit, t):
+    """As ``fit_solve_nb`` for ``y ~ b t + c t ln t`` (the curve starts at 0 at ``t = 0``,
+    as MODEL.md's gold does): Gao's form with ``d`` proportional to ``t`` exactly."""
+    n = fit[0]
+    if n < 2.0:
+        return np.nan, np.nan, 0.0, 0.0
+    s22 = fit[4]
+    s23 = fit[5]
+    s33 = fit[6]
+    det = s22 * s33 - s23 * s23
+    if not det > 0.0:
+        return np.nan, np.nan, 0.0, 0.0
+    y2 = fit[8]
+    y3 = fit[9]
+    b = (s33 * y2 - s23 * y3) / det
+    c = (s22 * y3 - s23 * y2) / det
+    g3 = math.log(t) + 1.0
+    slope = b + c * g3
+    quad = (s33 - 2.0 * s23 * g3 + s22 * g3 * g3) / det
+    rss = fit[10] - (b * y2 + c * y3)
+    if rss < 0.0:
         rss = 0.0
-    if dof + PRIOR_DOF <= 0.0:
-        return SIGMA_FLOOR
+    return slope, quad, rss, n - 2.0
+
+
+@kernel
+def noise_sd_nb(rss, dof, sigma0):
+    """Residual noise of a fit shrunk towards ``sigma0`` (PRIOR_DOF pseudo-dof)."""
     sd = math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF))
     return max(sd, SIGMA_FLOOR)
 
 
 @kernel
 def fit_noise_nb(fit, sigma0):
-    """The current noise estimate of a fit state (``sigma0`` until the fit has dof)."""
-    _, _, rss, n = fit_solve_nb(fit, 1.0)
-    return noise_sd_nb(rss, n, sigma0)
+    """The noise estimate of a fit state, from the fit with an offset (``sigma0``
+    until the fit has residual degrees of freedom)."""
+    _, _, rss, dof = fit_solve_nb(fit, 1.0)
+    return noise_sd_nb(rss, dof, sigma0)
 
 
 # --------------------------------------------------------------------------- margin declines
@@ -239,25 +260,30 @@ def peak_init(n_max):
 
 
 @kernel
-def peak_step_nb(state, score, z, sigma0, min_evals):
+def peak_step_nb(state, score, z, sigma0, min_evals, origin):
     """Add the score; stop when the fitted slope at this evaluation is below ``-z``
-    standard errors (and at least ``min_evals`` scores are in)."""
+    standard errors (and at least ``min_evals`` scores are in).  ``origin`` (1 or 0):
+    the curve starts at 0 at ``t = 0`` (no offset; MODEL.md's curves) or not (real
+    runs whose score starts elsewhere).  The noise comes from the same fit."""
     t = state[0] + 1.0
     fit_update_nb(state, t, score)
     if t < min_evals:
         return False
-    slope, quad, rss, n = fit_solve_nb(state, t)
+    if origin > 0.0:
+        slope, quad, rss, dof = fit_solve_origin_nb(state, t)
+    else:
+        slope, quad, rss, dof = fit_solve_nb(state, t)
     if math.isnan(slope):
         return False
-    se = noise_sd_nb(rss, n, sigma0) * math.sqrt(quad)
+    se = noise_sd_nb(rss, dof, sigma0) * math.sqrt(quad)
     return slope < -z * se
 
 
 @kernel
-def peak_trigger_nb(scores, z, sigma0, min_evals):
+def peak_trigger_nb(scores, z, sigma0, min_evals, origin):
     state = peak_init(scores.shape[0])
     for e in range(scores.shape[0]):
-        if peak_step_nb(state, scores[e], z, sigma0, min_evals):
+        if peak_step_nb(state, scores[e], z, sigma0, min_evals, origin):
             return e + 1
     return 0
 
@@ -284,7 +310,8 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
 
     Segments: ``x ~ N(mu, v)``, ``v = 2 sigma_hat^2``, ``mu ~ N(0, prior_sd^2)``; constant
     hazard.  Stop when the posterior mean ``M`` and variance ``V`` of the current segment's
-    slope (mixed over run lengths) give ``M / sqrt(V) < -z``.
+    slope, mixed over the run lengths that hold data (``r >= 1``; a segment that has
+    just begun is the prior), give ``M / sqrt(V) < -z``.
     """
     fit = state[2:2 + N_FIT]
     m = (state.shape[0] - 2 - N_FIT) // 3
@@ -341,19 +368,24 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
         total = 0.0
         for r in range(top + 1):
             total += grown[r]
+        mix_w = 0.0
         mix_mean = 0.0
         mix_sq = 0.0
         for r in range(top + 1):
             prob[r] = grown[r] / total
             mean[r] = new_mean[r]
             prec[r] = new_prec[r]
-            mix_mean += prob[r] * mean[r]
-            mix_sq += prob[r] * (1.0 / prec[r] + mean[r] * mean[r])
+            if r > 0:
+                mix_w += prob[r]
+                mix_mean += prob[r] * mean[r]
+                mix_sq += prob[r] * (1.0 / prec[r] + mean[r] * mean[r])
         state[1] = top
-        mix_var = mix_sq - mix_mean * mix_mean
-        if mix_var < 0.0:
-            mix_var = 0.0
-        fired = mix_mean < -z * math.sqrt(mix_var)
+        if mix_w > 0.0:
+            mix_mean = mix_mean / mix_w
+            mix_var = mix_sq / mix_w - mix_mean * mix_mean
+            if mix_var < 0.0:
+                mix_var = 0.0
+            fired = mix_mean < -z * math.sqrt(mix_var)
     fit_update_nb(fit, fit[0] + 1.0, score)
     state[0] = score
     return fired
@@ -406,7 +438,7 @@ def detector_trigger_nb(code, p, scores):
     if code == CUSUM:
         return cusum_trigger_nb(scores, p[0], p[1], p[2])
     if code == PEAK:
-        return peak_trigger_nb(scores, p[0], p[1], p[2])
+        return peak_trigger_nb(scores, p[0], p[1], p[2], p[3])
     if code == BOCPD:
         return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
     if code == EVALSTOP_K:

@@ -51,7 +51,7 @@ def fit_solve(prefix, t):
     f = fit_sums(prefix)
     n = f[0]
     if n < 3.0:
-        return math.nan, math.nan, 0.0, n
+        return math.nan, math.nan, 0.0, 0.0
     s11, s12, s13, s22, s23, s33 = f[1], f[2], f[3], f[4], f[5], f[6]
     c11 = s22 * s33 - s23 * s23
     c12 = s13 * s23 - s12 * s33
@@ -61,7 +61,7 @@ def fit_solve(prefix, t):
     c33 = s11 * s22 - s12 * s12
     det = s11 * c11 + s12 * c12 + s13 * c13
     if not det > 0.0:
-        return math.nan, math.nan, 0.0, n
+        return math.nan, math.nan, 0.0, 0.0
     y1, y2, y3 = f[7], f[8], f[9]
     a = (c11 * y1 + c12 * y2 + c13 * y3) / det
     b = (c12 * y1 + c22 * y2 + c23 * y3) / det
@@ -70,15 +70,36 @@ def fit_solve(prefix, t):
     slope = b + c * g3
     quad = (c22 + 2.0 * c23 * g3 + c33 * g3 * g3) / det
     rss = max(f[10] - (a * y1 + b * y2 + c * y3), 0.0)
-    return slope, quad, rss, n
+    return slope, quad, rss, n - 3.0
 
 
-def fit_lstsq(prefix, t):
+def fit_solve_origin(prefix, t):
+    """The same for ``y ~ b t + c t ln t`` (no offset)."""
+    f = fit_sums(prefix)
+    n = f[0]
+    if n < 2.0:
+        return math.nan, math.nan, 0.0, 0.0
+    s22, s23, s33 = f[4], f[5], f[6]
+    det = s22 * s33 - s23 * s23
+    if not det > 0.0:
+        return math.nan, math.nan, 0.0, 0.0
+    y2, y3 = f[8], f[9]
+    b = (s33 * y2 - s23 * y3) / det
+    c = (s22 * y3 - s23 * y2) / det
+    g3 = math.log(t) + 1.0
+    slope = b + c * g3
+    quad = (s33 - 2.0 * s23 * g3 + s22 * g3 * g3) / det
+    rss = max(f[10] - (b * y2 + c * y3), 0.0)
+    return slope, quad, rss, n - 2.0
+
+
+def fit_lstsq(prefix, t, origin=False):
     """The same slope, quadratic form and RSS by ``numpy.linalg.lstsq`` (independent)."""
     tt = np.arange(1, len(prefix) + 1, dtype=float)
-    X = np.column_stack([np.ones_like(tt), tt, tt * np.log(tt)])
+    cols = [tt, tt * np.log(tt)] if origin else [np.ones_like(tt), tt, tt * np.log(tt)]
+    X = np.column_stack(cols)
     coef, *_ = np.linalg.lstsq(X, np.asarray(prefix, float), rcond=None)
-    g = np.array([0.0, 1.0, math.log(t) + 1.0])
+    g = np.array(([] if origin else [0.0]) + [1.0, math.log(t) + 1.0])
     quad = float(g @ np.linalg.inv(X.T @ X) @ g)
     rss = float(np.sum((X @ coef - np.asarray(prefix, float)) ** 2))
     return float(g @ coef), quad, rss
@@ -86,10 +107,7 @@ def fit_lstsq(prefix, t):
 
 def noise_sd(prefix, sigma0):
     """Fit residual noise of ``prefix`` shrunk towards ``sigma0``."""
-    _, _, rss, n = fit_solve(prefix, 1.0)
-    dof = n - 3.0
-    if dof < 0.0:
-        dof, rss = 0.0, 0.0
+    _, _, rss, dof = fit_solve(prefix, 1.0)
     sd = math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF))
     return max(sd, SIGMA_FLOOR)
 
@@ -116,14 +134,14 @@ def cusum_trigger(scores, drift, h, sigma0):
     return 0
 
 
-def peak_trigger(scores, z, sigma0, min_evals):
+def peak_trigger(scores, z, sigma0, min_evals, origin):
+    solve = fit_solve_origin if origin > 0.0 else fit_solve
     for e in range(1, len(scores) + 1):
         if e < min_evals:
             continue
-        slope, quad, rss, n = fit_solve(scores[:e], float(e))
+        slope, quad, rss, dof = solve(scores[:e], float(e))
         if math.isnan(slope):
             continue
-        dof = n - 3.0
         sd = max(math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF)), SIGMA_FLOOR)
         if slope < -z * sd * math.sqrt(quad):
             return e
@@ -155,15 +173,19 @@ def bocpd_slope_posterior(scores, hazard, sigma0, prior_sd):
         post = [(0.0, p0)] + [((p * m + x / v) / (p + 1.0 / v), p + 1.0 / v) for (_, m, p) in runs]
         total = sum(grown)
         runs = [(grown[r] / total, post[r][0], post[r][1]) for r in range(len(grown))]
-        mix_mean = sum(w * m for (w, m, _) in runs)
-        mix_var = max(sum(w * (1.0 / p + m * m) for (w, m, p) in runs) - mix_mean * mix_mean, 0.0)
-    return mix_mean, mix_var
+    # the current slope given that the segment holds data (run length >= 1)
+    w = sum(r[0] for r in runs[1:])
+    if not w > 0.0:
+        return None
+    mix_mean = sum(p * m for (p, m, _) in runs[1:]) / w
+    mix_sq = sum(p * (1.0 / q + m * m) for (p, m, q) in runs[1:])
+    return mix_mean, max(mix_sq / w - mix_mean * mix_mean, 0.0)
 
 
 def bocpd_trigger(scores, hazard, z, sigma0, prior_sd):
     for e in range(2, len(scores) + 1):
-        m, v = bocpd_slope_posterior(scores[:e], hazard, sigma0, prior_sd)
-        if m < -z * math.sqrt(v):
+        post = bocpd_slope_posterior(scores[:e], hazard, sigma0, prior_sd)
+        if post is not None and post[0] < -z * math.sqrt(post[1]):
             return e
     return 0
 

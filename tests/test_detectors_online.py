@@ -47,7 +47,7 @@ def params_of(name, draw):
     if name == "cusum":
         return (f(0.0, 1.0), f(0.0, 5.0), f(0.0, 0.2))
     if name == "peak":
-        return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(3, 6))))
+        return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(2, 6))), float(draw(st.integers(0, 1))))
     return (f(0.01, 0.9), f(0.0, 3.0), f(0.0, 0.2), f(0.01, 1.0))
 
 
@@ -95,16 +95,17 @@ def test_evalstop_baseline_matches_reference(scores, k):
 
 
 @settings(max_examples=100, deadline=None)
-@given(scores=st.lists(st.floats(-1, 1), min_size=3, max_size=15))
-def test_gao_fit_matches_lstsq(scores):
+@given(scores=st.lists(st.floats(-1, 1), min_size=3, max_size=15), origin=st.booleans())
+def test_gao_fit_matches_lstsq(scores, origin):
     """The adjugate solution of the normal equations equals numpy's least squares."""
     t = float(len(scores))
     state = D.peak_init(len(scores))
     for e, s in enumerate(scores):
         D.fit_update_nb(state, e + 1.0, s)
-    slope, quad, rss, n = D.fit_solve_nb(state, t)
-    ls_slope, ls_quad, ls_rss = R.fit_lstsq(scores, t)
-    assert n == len(scores)
+    solve = D.fit_solve_origin_nb if origin else D.fit_solve_nb
+    slope, quad, rss, dof = solve(state, t)
+    ls_slope, ls_quad, ls_rss = R.fit_lstsq(scores, t, origin)
+    assert dof == len(scores) - (2 if origin else 3)
     assert slope == pytest.approx(ls_slope, abs=1e-7)
     assert quad == pytest.approx(ls_quad, rel=1e-6)
     assert rss == pytest.approx(ls_rss, abs=1e-7)
@@ -119,9 +120,10 @@ def test_gao_form_is_fitted_exactly():
         state = D.peak_init(n)
         for e, s in enumerate(gold):
             D.fit_update_nb(state, e + 1.0, s)
-        slope, _, rss, _ = D.fit_solve_nb(state, float(n))
-        assert rss < 1e-12
-        assert (slope < 0) == falling
+        for solve in (D.fit_solve_nb, D.fit_solve_origin_nb):
+            slope, _, rss, _ = solve(state, float(n))
+            assert rss < 1e-12
+            assert (slope < 0) == falling
 
 
 def test_patience_is_hf_rule():
@@ -142,7 +144,7 @@ def test_zero_noise_detectors_fire_on_the_first_fall_only():
     fit is exact) and never fires on a rising curve."""
     rising = np.linspace(0.1, 0.6, 6) ** 0.5
     for name, params in (("margin", (1.0, 2.0, 0.0)), ("cusum", (0.5, 3.0, 0.0)),
-                         ("peak", (2.0, 0.0, 4.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
+                         ("peak", (2.0, 0.0, 4.0, 1.0)), ("peak", (2.0, 0.0, 4.0, 0.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
         assert BATCH[name](rising, *params) == 0, name
 
 
