@@ -40,7 +40,7 @@ DETECTORS = {
     "patience": Detector("patience", K.PATIENCE, ("patience", "threshold")),
     "margin": Detector("margin", K.MARGIN, ("k", "z", "sigma0")),
     "cusum": Detector("cusum", K.CUSUM, ("drift", "h", "sigma0")),
-    "peak": Detector("peak", K.PEAK, ("z", "sigma0", "min_evals", "origin")),
+    "peak": Detector("peak", K.PEAK, ("z", "sigma0", "min_evals", "origin", "window")),
     "bocpd": Detector("bocpd", K.BOCPD, ("hazard", "z", "sigma0", "prior_sd")),
 }
 
@@ -52,7 +52,7 @@ def default_params(name: str, sigma: float) -> dict[str, float]:
         "patience": {"patience": 2, "threshold": sigma},
         "margin": {"k": 1, "z": 2.0, "sigma0": sigma},
         "cusum": {"drift": 0.5, "h": 2.5, "sigma0": sigma},
-        "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1},
+        "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1, "window": 0},
         "bocpd": {"hazard": 0.2, "z": 1.65, "sigma0": sigma, "prior_sd": 0.3},
     }[name]
 

@@ -39,21 +39,23 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
             out.append(("cusum", {"drift": drift, "h": h, "sigma0": sigma}))
     for origin in (1, 0):
         for z in (0.5, 1.0, 1.65, 2.33):
-            out.append(("peak", {"z": z, "sigma0": sigma, "min_evals": 4, "origin": origin}))
+            out.append(("peak", {"z": z, "sigma0": sigma, "min_evals": 4, "origin": origin,
+                                 "window": 0}))
     for z in (0.5, 1.0, 1.65):
         out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
     return out
 
 
 def trace_settings(noise: float) -> list[tuple[str, dict]]:
-    """Settings on real traces, whose scores do not start at 0 (``origin=0``)."""
+    """Settings on real traces, whose scores do not start at 0 (``origin=0``), with the
+    local fit (``window`` 6 and 8) next to the global one."""
     out = []
     for name, params in settings(noise):
         if name == "peak":
             if params["origin"] == 1:
                 continue
-            out.append((name, params))
-            out.append((name, {**params, "min_evals": 6}))
+            for window in (0, 6, 8):
+                out.append((name, {**params, "min_evals": max(4, window), "window": window}))
         else:
             out.append((name, params))
     return out

@@ -34,11 +34,11 @@ def patience_trigger(scores, patience, threshold):
     return 0
 
 
-def fit_sums(prefix):
-    """Sums of the normal equations of ``y ~ 1 + t + t ln t`` over ``t = 1..len(prefix)``."""
+def fit_sums(prefix, first=1):
+    """Sums of the normal equations of ``y ~ 1 + t + t ln t`` over ``t = first, first + 1, ...``."""
     s = [0.0] * 11
     for i, y in enumerate(prefix):
-        t = float(i + 1)
+        t = float(i + first)
         lt = t * math.log(t)
         terms = (1.0, 1.0, t, lt, t * t, t * lt, lt * lt, y, t * y, lt * y, y * y)
         for j in range(11):
@@ -46,9 +46,9 @@ def fit_sums(prefix):
     return s
 
 
-def fit_solve(prefix, t):
-    """``(slope at t, g' (X'X)^-1 g, rss, n)`` by the adjugate, as in the kernel."""
-    f = fit_sums(prefix)
+def fit_solve(prefix, t, first=1):
+    """``(slope at t, g' (X'X)^-1 g, rss, dof)`` by the adjugate, as in the kernel."""
+    f = fit_sums(prefix, first)
     n = f[0]
     if n < 3.0:
         return math.nan, math.nan, 0.0, 0.0
@@ -134,12 +134,17 @@ def cusum_trigger(scores, drift, h, sigma0):
     return 0
 
 
-def peak_trigger(scores, z, sigma0, min_evals, origin):
-    solve = fit_solve_origin if origin > 0.0 else fit_solve
+def peak_trigger(scores, z, sigma0, min_evals, origin, window):
     for e in range(1, len(scores) + 1):
         if e < min_evals:
             continue
-        slope, quad, rss, dof = solve(scores[:e], float(e))
+        if window > 0:  # local fit over the last `window` evaluations, with an offset
+            first = max(1, e - window + 1)
+            slope, quad, rss, dof = fit_solve(scores[first - 1:e], float(e), first)
+        elif origin > 0.0:
+            slope, quad, rss, dof = fit_solve_origin(scores[:e], float(e))
+        else:
+            slope, quad, rss, dof = fit_solve(scores[:e], float(e))
         if math.isnan(slope):
             continue
         sd = max(math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF)), SIGMA_FLOOR)

@@ -31,7 +31,10 @@ CODE = {"patience": D.PATIENCE, "margin": D.MARGIN, "cusum": D.CUSUM, "peak": D.
 
 def streaming_trigger(name, scores, params):
     step, init = STEP[name]
-    state = init(len(scores))
+    if name == "peak":  # the window sizes the state
+        state, params = D.peak_init(len(scores), params[-1]), params[:-1]
+    else:
+        state = init(len(scores))
     for e, s in enumerate(scores):
         if step(state, float(s), *params):
             return e + 1
@@ -47,7 +50,8 @@ def params_of(name, draw):
     if name == "cusum":
         return (f(0.0, 1.0), f(0.0, 5.0), f(0.0, 0.2))
     if name == "peak":
-        return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(2, 6))), float(draw(st.integers(0, 1))))
+        return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(2, 6))),
+                float(draw(st.integers(0, 1))), draw(st.sampled_from([0, 3, 4, 6])))
     return (f(0.01, 0.9), f(0.0, 3.0), f(0.0, 0.2), f(0.01, 1.0))
 
 
@@ -139,12 +143,13 @@ def test_patience_is_hf_rule():
     assert D.evalstop_k_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3) == 0
 
 
-def test_zero_noise_detectors_fire_on_the_first_fall_only():
-    """At sigma 0 the margin detector is EvalStop(k) (no margin once sigma0 = 0 and the
-    fit is exact) and never fires on a rising curve."""
+def test_zero_noise_no_detector_fires_on_a_rising_curve():
+    """At zero noise a rising concave curve never trips a detector (with no noise prior
+    either), whether the fit is global, through the origin or local."""
     rising = np.linspace(0.1, 0.6, 6) ** 0.5
     for name, params in (("margin", (1.0, 2.0, 0.0)), ("cusum", (0.5, 3.0, 0.0)),
-                         ("peak", (2.0, 0.0, 4.0, 1.0)), ("peak", (2.0, 0.0, 4.0, 0.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
+                         ("peak", (2.0, 0.0, 4.0, 1.0, 0)), ("peak", (2.0, 0.0, 4.0, 0.0, 0)),
+                         ("peak", (2.0, 0.0, 4.0, 0.0, 4)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
         assert BATCH[name](rising, *params) == 0, name
 
 
