@@ -46,19 +46,23 @@ DETECTORS = {
 
 
 def default_params(name: str, sigma: float) -> dict[str, float]:
-    """Each detector's recommended parameters at evaluation noise ``sigma`` (docs/detectors.md)."""
+    """Each detector's default at evaluation noise ``sigma`` (docs/detectors.md): the noise
+    enters as ``sigma0``; the other knobs are in units of the noise already (``z``, ``h``,
+    ``drift``) and were chosen on the synthetic grid of ``fastsim detectors``."""
     return {
         "evalstop": {"k": 2},
-        "patience": {"patience": 2, "threshold": sigma},
+        "patience": {"patience": 2, "threshold": 0.0},
         "margin": {"k": 1, "z": 2.0, "sigma0": sigma},
-        "cusum": {"drift": 0.5, "h": 2.5, "sigma0": sigma},
+        "cusum": {"drift": 0.0, "h": 2.0, "sigma0": sigma},
         "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1, "window": 0},
-        "bocpd": {"hazard": 0.2, "z": 1.65, "sigma0": sigma, "prior_sd": 0.3},
+        "bocpd": {"hazard": 0.2, "z": 0.5, "sigma0": sigma, "prior_sd": 0.1},
     }[name]
 
 
-def label(name: str, params: dict[str, float]) -> str:
-    shown = ",".join(f"{k}={v:g}" for k, v in params.items() if k != "sigma0")
+def label(name: str, params: dict[str, float], sigma: float | None = None) -> str:
+    """``name(k=v,...)``; ``sigma0`` is shown only when it is not the cell's noise."""
+    shown = ",".join(f"{k}={v:.3g}" for k, v in params.items()
+                     if k != "sigma0" or (sigma is not None and v != sigma))
     return f"{name}({shown})"
 
 
@@ -131,7 +135,7 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
             for name, params in settings(sigma):
                 cnt = cluster_counts(w, *triggers(name, params, w.score, scope))
                 row = {"sigma": float(sigma), "base_rate": float(br), "detector": name,
-                       "setting": label(name, params), "n_clusters": n_clusters,
+                       "setting": label(name, params, sigma), "n_clusters": n_clusters,
                        "n_evals": cfg.n_evals}
                 for metric, est in summarize(cnt, base).items():
                     row[metric] = est.mean
@@ -183,7 +187,11 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
         "compute_saved": bootstrap_ratio_ci((last - stop_step) / last, one),
         "regret": bootstrap_ratio_ci(regret, one),
     }
-    row = {"detector": name, "setting": label(name, params), "n_runs": n_runs,
+    es = triggers("evalstop", {"k": 2}, score[None], np.ones((1, n_runs), np.bool_))[0][0] > 0
+    healthy = ~hack
+    rates["d_fpr"] = mean_ci((pos[healthy].astype(float) - es[healthy].astype(float)))
+    rates["d_recall"] = mean_ci((pos[hack].astype(float) - es[hack].astype(float)))
+    row = {"detector": name, "setting": label(name, params, params.get("sigma0")), "n_runs": n_runs,
            "n_hacking": int(hack.sum()), "n_evals": n}
     for metric, est in rates.items():
         row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = est.mean, est.lo, est.hi
@@ -208,9 +216,12 @@ def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, grid: int = 40) -> n
         x = u[None, None, :] / us[:, None, None]
         curves = (hs[None, :, None] * x * (1 - np.log(x))).reshape(-1, n)   # [G, E]
         s = score.reshape(-1, n)
-        d2 = ((s[:, None, :] - curves[None]) ** 2).sum(-1) / (2 * sig * sig)  # [J, G]
-        m = (-d2).max(axis=1, keepdims=True)
-        return (m[:, 0] + np.log(np.exp(-d2 - m).mean(axis=1))).reshape(score.shape[:-1])
+        out = np.empty(s.shape[0])
+        for a in range(0, s.shape[0], 2000):  # bounded memory: [chunk, G, E]
+            d2 = ((s[a:a + 2000, None, :] - curves[None]) ** 2).sum(-1) / (2 * sig * sig)
+            m = (-d2).max(axis=1, keepdims=True)
+            out[a:a + 2000] = m[:, 0] + np.log(np.exp(-d2 - m).mean(axis=1))
+        return out.reshape(score.shape[:-1])
 
     lh = loglik(*cfg.ustar_hacking)
     lo = loglik(*cfg.ustar_healthy)
@@ -230,3 +241,20 @@ def best_recall_at_precision(post: np.ndarray, hacking: np.ndarray, target: floa
         return 0.0, 0.0
     i = np.flatnonzero(ok).max()
     return float(tp[i] / h.sum()), float(fp[i] / max((~h).sum(), 1))
+
+
+def bayes_bound(sigmas, n_clusters: int = 20, seed: int = 0, precision: float = 0.95,
+                **workload) -> pl.DataFrame:
+    """Per noise level (base rate 0.6): the highest recall, and its FPR, of the offline
+    Bayes classifier at precision >= ``precision`` (``bayes_posterior``)."""
+    rows = []
+    for sigma in sigmas:
+        cfg = WorkloadConfig(sigma=float(sigma), **workload)
+        w = generate_workload(cfg, n_clusters, seed)
+        scope = w.job_type == RLHF
+        post = bayes_posterior(w.score[scope], cfg)
+        recall, fpr = best_recall_at_precision(post, w.hacking[scope], precision)
+        rows.append({"sigma": float(sigma), "base_rate": cfg.base_rate, "n_clusters": n_clusters,
+                     "n_jobs": int(scope.sum()), "precision_at_least": precision,
+                     "bayes_recall": recall, "bayes_fpr": fpr})
+    return pl.DataFrame(rows)

@@ -35,12 +35,15 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
         for z in (0.5, 1.0, 2.0):
             out.append(("margin", {"k": k, "z": z, "sigma0": sigma}))
     for drift in (0.0, 0.5):
-        for h in (1.0, 2.0, 3.0):
+        for h in (1.0, 1.5, 2.0, 3.0):
             out.append(("cusum", {"drift": drift, "h": h, "sigma0": sigma}))
-    for origin in (1, 0):
-        for z in (0.5, 1.0, 1.65, 2.33):
-            out.append(("peak", {"z": z, "sigma0": sigma, "min_evals": 4, "origin": origin,
-                                 "window": 0}))
+    def peak(z, sigma0=sigma, min_evals=4, origin=1):
+        return ("peak", {"z": z, "sigma0": sigma0, "min_evals": min_evals, "origin": origin,
+                         "window": 0})
+    out += [peak(z) for z in (0.5, 1.0, 1.3, 1.65, 2.33)]
+    out += [peak(z, min_evals=5) for z in (1.0, 1.3)]
+    out += [peak(1.0, sigma0=s0) for s0 in (0.0, 2 * sigma)]  # a wrong noise prior
+    out += [peak(z, origin=0) for z in (0.5, 1.0, 1.65, 2.33)]
     for z in (0.5, 1.0, 1.65):
         out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
     return out
@@ -52,12 +55,14 @@ def trace_settings(noise: float) -> list[tuple[str, dict]]:
     out = []
     for name, params in settings(noise):
         if name == "peak":
-            if params["origin"] == 1:
+            if params["origin"] == 1 or params["sigma0"] != noise:
                 continue
             for window in (0, 6, 8):
                 out.append((name, {**params, "min_evals": max(4, window), "window": window}))
         else:
             out.append((name, params))
+    # CUSUM's neighbours between the grid's steps, where it is best on real traces
+    out += [("cusum", {"drift": 0.0, "h": h, "sigma0": noise}) for h in (1.25, 1.75)]
     return out
 
 
@@ -77,6 +82,8 @@ def register(subparsers) -> None:
                    help="sigma0 on the traces, in score units (default: median per-run noise)")
     p.add_argument("--figures", type=Path, default=None,
                    help="where the Pareto figures go (default: OUT)")
+    p.add_argument("--doc", type=Path, default=None,
+                   help="a markdown file whose fastsim-detectors block gets the tables")
     p.add_argument("--quick", action="store_true", help="50 clusters, base rate 0.6 only")
     p.set_defaults(func=_cmd)
 
@@ -86,6 +93,8 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer >= 2")
     if args.traces is not None and not args.traces.is_file():
         raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
+    if args.doc is not None:
+        update_doc(args.doc, "")  # refuse a doc without the markers before any work
     t0 = time.perf_counter()
     n = 50 if args.quick else args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
@@ -93,12 +102,19 @@ def _cmd(args: argparse.Namespace) -> int:
     traces = None
     if args.traces is not None:
         traces = trace_table(pl.read_parquet(args.traces), args.trace_noise)
-    table = markdown_table(synthetic, traces)
+    bound = det.bayes_bound(TABLE_SIGMAS + (0.15,), n_clusters=min(n, 20), seed=args.seed)
+    table = markdown_table(synthetic, traces, bound)
+    full = markdown_table(synthetic, traces, bound, short=False)
+    doc = update_doc(args.doc, table) if args.doc is not None else None
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(synthetic, args.out / "synthetic.parquet")
+    atomic_write_parquet(bound, args.out / "bayes_bound.parquet")
     if traces is not None:
         atomic_write_parquet(traces, args.out / "traces.parquet")
     atomic_write_bytes(args.out / "table.md", table.encode())
+    atomic_write_bytes(args.out / "table_full.md", full.encode())
+    if doc is not None:
+        atomic_write_bytes(args.doc, doc.encode())
     from fastsim.sweep.figures import load_script
     load_script("detectors_pareto").main(args.out, args.figures or args.out)
     print(table)
@@ -123,18 +139,34 @@ def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
 
 
 RATE_COLS = ("precision", "recall", "stop_recall", "fpr")
+# rows of the short tables (docs/detectors.md); the full grid is in table_full.md
+SHORT = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold=0)", "margin(k=1,z=2)",
+         "cusum(drift=0,h=2)", "bocpd(hazard=0.2,z=0.5,prior_sd=0.1)",
+         "peak(z=1,min_evals=4,origin=1,window=0)", "peak(z=1.3,min_evals=4,origin=1,window=0)",
+         "peak(z=1.65,min_evals=4,origin=1,window=0)", "peak(z=1,min_evals=5,origin=1,window=0)",
+         "peak(z=1,sigma0=0,min_evals=4,origin=1,window=0)", "peak(z=1,min_evals=4,origin=0,window=0)")
+SHORT_TRACES = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold=0)",
+                "patience(patience=3,threshold=0)", "margin(k=1,z=1)", "margin(k=2,z=0.5)",
+                "cusum(drift=0,h=1)", "cusum(drift=0,h=1.25)", "cusum(drift=0,h=1.5)",
+                "cusum(drift=0,h=2)", "bocpd(hazard=0.2,z=0.5,prior_sd=0.1)",
+                "peak(z=1,min_evals=4,origin=0,window=0)", "peak(z=1,min_evals=6,origin=0,window=6)",
+                "peak(z=1.65,min_evals=8,origin=0,window=8)", "peak(z=2.33,min_evals=8,origin=0,window=8)")
 
 
-def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None) -> str:
-    """The tables of docs/detectors.md: per noise level (base rate 0.6) every setting,
-    rates in %, delay in evaluations, GPU-hours per cluster, paired change vs EvalStop(k=2)."""
+def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
+                   bound: pl.DataFrame | None = None, short: bool = True) -> str:
+    """The tables of docs/detectors.md: per noise level (base rate 0.6) rates in %, delay
+    in evaluations, GPU-hours per cluster with the paired change against EvalStop(k=2);
+    the traces; the Bayes bound.  ``short``: the rows of ``SHORT`` only."""
     lines = []
     for sigma in TABLE_SIGMAS:
         cell = synthetic.filter((pl.col("sigma") == sigma) & (pl.col("base_rate") == 0.6))
+        if short:
+            cell = cell.filter(pl.col("setting").is_in(SHORT))
         if cell.is_empty():
             continue
         r0 = cell.row(0, named=True)
-        lines += [f"### sigma = {sigma:g} (base rate 0.6, n = {r0['n_clusters']} clusters, "
+        lines += [f"#### sigma = {sigma:g} (base rate 0.6, n = {r0['n_clusters']} clusters, "
                   f"{r0['n_hacking']} hacking / {r0['n_healthy']} healthy RLHF jobs)", "",
                   "| setting | precision % | recall % | stop recall % | FPR % | delay (evals) "
                   "| reclaimed GPU-h / cluster | vs EvalStop(k=2) | lost GPU-h (healthy) | regret (gold) |",
@@ -145,15 +177,39 @@ def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None) -> str:
                 _fmt(r, "reclaimed_gpu_h", 1, 0), _fmt(r, "d_reclaimed_gpu_h", 1, 0),
                 _fmt(r, "lost_gpu_h", 1, 0), _fmt(r, "regret", 1, 3)]) + " |")
         lines.append("")
+    if bound is not None:
+        lines += ["#### The offline Bayes classifier (knows the curve model and the run length; "
+                  "a bound, not a detector)", "",
+                  "| sigma | clusters | RLHF jobs | recall at precision >= 95% | its FPR |",
+                  "| --- | --- | --- | --- | --- |"]
+        for r in bound.iter_rows(named=True):
+            lines.append(f"| {r['sigma']:g} | {r['n_clusters']} | {r['n_jobs']} | "
+                         f"{100 * r['bayes_recall']:.1f}% | {100 * r['bayes_fpr']:.1f}% |")
+        lines.append("")
     if traces is not None:
+        tr = traces.filter(pl.col("setting").is_in(SHORT_TRACES)) if short else traces
         r0 = traces.row(0, named=True)
-        lines += [f"### toy-RLHF traces ({r0['n_runs']} runs, {r0['n_hacking']} hacking, "
+        lines += [f"#### toy-RLHF traces ({r0['n_runs']} runs, {r0['n_hacking']} hacking, "
                   f"{r0['n_evals']} evaluations, sigma0 = {r0['sigma0']:.3f} score units)", "",
-                  "| setting | precision % | recall % | stop recall % | FPR % | delay (evals) "
-                  "| compute saved % | regret (gold) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for r in traces.iter_rows(named=True):
+                  "| setting | precision % | recall % | stop recall % | FPR % | FPR change vs "
+                  "EvalStop(k=2) (paired, pp) | delay (evals) | compute saved % | regret (gold) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in tr.iter_rows(named=True):
             lines.append("| " + " | ".join([
-                r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "delay_evals", 1, 2),
-                _fmt(r, "compute_saved"), _fmt(r, "regret", 1, 3)]) + " |")
+                r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "d_fpr"),
+                _fmt(r, "delay_evals", 1, 2), _fmt(r, "compute_saved"), _fmt(r, "regret", 1, 3)]) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+START, END = "<!-- fastsim detectors: start -->", "<!-- fastsim detectors: end -->"
+
+
+def update_doc(path: Path, table: str) -> str:
+    """``path``'s text with the part between the START and END markers replaced."""
+    text = path.read_text()
+    a, b = text.find(START), text.find(END)
+    if a < 0 or b < a:
+        raise ConfigError(f"doc={str(path)!r} has no '{START}' ... '{END}' block; allowed: a "
+                          "markdown file with both markers")
+    return text[:a + len(START)] + "\n" + table + "\n" + text[b:]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from figures._style import plt, save, setup, sns
+from _style import plt, save, setup, sns
 
 DETECTOR_NAMES = {"evalstop": "EvalStop (k declines)", "patience": "patience (HF)",
                   "margin": "noise-scaled declines", "cusum": "CUSUM", "peak": "Gao-form peak test",
