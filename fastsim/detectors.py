@@ -258,3 +258,54 @@ def bayes_bound(sigmas, n_clusters: int = 20, seed: int = 0, precision: float = 
                      "n_jobs": int(scope.sum()), "precision_at_least": precision,
                      "bayes_recall": recall, "bayes_fpr": fpr})
     return pl.DataFrame(rows)
+
+
+_STEP = {
+    "evalstop": None,
+    "patience": (lambda n, p: np.array([np.nan, 0.0]), K.patience_step_nb),
+    "margin": (lambda n, p: K.margin_init(n), K.margin_step_nb),
+    "cusum": (lambda n, p: K.cusum_init(n), K.cusum_step_nb),
+    "peak": (lambda n, p: K.peak_init(n, int(p["window"])), K.peak_step_nb),
+    "bocpd": (lambda n, p: K.bocpd_init(n), K.bocpd_step_nb),
+}
+
+
+class StreamingDetector:
+    """One job's detector, fed one evaluation score at a time (live training loops).
+
+    The state is the kernel's (a few numbers; ``bocpd`` keeps ``max_runs`` run lengths and
+    merges longer ones).  ``update`` returns True from the evaluation at which the
+    detector fires; ``best_eval`` is the 1-based evaluation with the highest score so far
+    (the checkpoint to keep).
+
+    Examples
+    --------
+    >>> d = StreamingDetector("cusum", drift=0.0, h=2.0, sigma0=0.01)
+    >>> [d.update(s) for s in (0.2, 0.4, 0.5, 0.45, 0.41)]
+    [False, False, False, True, True]
+    >>> d.best_eval
+    3
+    """
+
+    def __init__(self, name: str, max_runs: int = 64, **params: float):
+        if name not in _STEP or _STEP[name] is None:
+            raise ValueError(f"detector={name!r}; allowed: {', '.join(k for k, v in _STEP.items() if v)}")
+        det = DETECTORS[name]
+        missing = set(det.params) - set(params)
+        if missing or set(params) - set(det.params):
+            raise ValueError(f"{name} takes exactly the parameters {', '.join(det.params)}")
+        init, self._step = _STEP[name]
+        self._args = tuple(float(params[k]) for k in det.params if k != "window")
+        self._state = init(max_runs, params)
+        self.n_evals = 0
+        self.fired_at = 0
+        self.best_eval = 0
+        self._best = -np.inf
+
+    def update(self, score: float) -> bool:
+        self.n_evals += 1
+        if score > self._best:
+            self._best, self.best_eval = score, self.n_evals
+        if not self.fired_at and self._step(self._state, float(score), *self._args):
+            self.fired_at = self.n_evals
+        return self.fired_at > 0

@@ -46,7 +46,9 @@ def main(results: Path, out: Path, formats=("png",)) -> None:
         _points(ax, syn.filter(pl.col("sigma") == sigma), "reclaimed_gpu_h")
         n = syn.filter(pl.col("sigma") == sigma)["n_clusters"][0]
         ax.set_title(f"sigma = {sigma:g} (n = {n} clusters)")
-        ax.set_xlabel("FPR on healthy RLHF jobs (%)")
+        ax.set_xscale("symlog", linthresh=1.0)  # FPR of 0-1% and 50-100% both readable
+        ax.set_xlim(-0.1, 110)
+        ax.set_xlabel("FPR on healthy RLHF jobs (%, symlog)")
         ax.set_ylabel("GPU-h reclaimed / cluster")
     for ax in list(axes.flat)[len(sigmas):]:
         ax.axis("off")
@@ -61,6 +63,8 @@ def main(results: Path, out: Path, formats=("png",)) -> None:
         _points(ax, df, "compute_saved", 100.0)
         ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs, {df['n_hacking'][0]} hacking)")
         ax.set_xlabel("FPR on healthy runs (%)")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(-0.1, 110)
         ax.set_ylabel("compute saved (% of steps)")
         ax.legend(fontsize=6, frameon=False)
         fig.tight_layout()

@@ -63,3 +63,33 @@ def test_bayes_posterior_separates_clean_curves():
     post = det.bayes_posterior(w.score[scope], cfg, grid=10)
     recall, fpr = det.best_recall_at_precision(post, w.hacking[scope], 0.95)
     assert recall > 0.9 and fpr < 0.2
+
+
+@pytest.mark.parametrize("name", [n for n in det.DETECTORS if n != "evalstop"])
+def test_streaming_detector_matches_batch(name):
+    rng = np.random.default_rng(1)
+    u = np.arange(1, 11) / 10
+    for ustar in (0.4, 0.7, 2.0):
+        x = u / ustar
+        scores = 0.8 * x * (1 - np.log(x)) + rng.normal(0, 0.05, u.size)
+        params = det.default_params(name, 0.05)
+        trig, deliv = det.triggers(name, params, scores[None, None], np.ones((1, 1), np.bool_))
+        d = det.StreamingDetector(name, **params)
+        fired = [d.update(s) for s in scores]
+        assert d.fired_at == trig[0, 0]
+        assert fired == [trig[0, 0] > 0 and e + 1 >= trig[0, 0] for e in range(u.size)]
+        if trig[0, 0]:
+            assert 1 + int(np.argmax(scores[: trig[0, 0]])) == deliv[0, 0]
+
+
+def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
+    from fastsim.cli import main
+
+    assert main(["detectors", "--clusters", "1", "--out", str(tmp_path / "o")]) == 2
+    assert "clusters=1" in capsys.readouterr().err
+    assert main(["detectors", "--traces", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "o")]) == 2
+    doc = tmp_path / "doc.md"
+    doc.write_text("no markers")
+    assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
+    assert "markers" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
