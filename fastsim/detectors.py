@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import WorkloadConfig
+from fastsim.defaults import PLAIN_CURVES as PLAIN
 from fastsim.stats import bootstrap_ratio_ci, mean_ci, proportion_ci
 from fastsim.workload import generate_workload
 from kernels import detectors_online as K
@@ -40,7 +41,7 @@ DETECTORS = {
     "patience": Detector("patience", K.PATIENCE, ("patience", "threshold")),
     "margin": Detector("margin", K.MARGIN, ("k", "z", "sigma0")),
     "cusum": Detector("cusum", K.CUSUM, ("drift", "h", "sigma0")),
-    "peak": Detector("peak", K.PEAK, ("z", "sigma0", "min_evals", "origin", "window")),
+    "peak": Detector("peak", K.PEAK, ("z", "sigma0", "min_evals", "origin", "window", "gamma")),
     "bocpd": Detector("bocpd", K.BOCPD, ("hazard", "z", "sigma0", "prior_sd")),
 }
 
@@ -54,7 +55,8 @@ def default_params(name: str, sigma: float) -> dict[str, float]:
         "patience": {"patience": 2, "threshold": 0.0},
         "margin": {"k": 1, "z": 2.0, "sigma0": sigma},
         "cusum": {"drift": 0.0, "h": 2.0, "sigma0": sigma},
-        "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1, "window": 0},
+        "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1, "window": 0,
+                 "gamma": 1.0},
         "bocpd": {"hazard": 0.2, "z": 0.5, "sigma0": sigma, "prior_sd": 0.1},
     }[name]
 
@@ -245,11 +247,12 @@ def best_recall_at_precision(post: np.ndarray, hacking: np.ndarray, target: floa
 
 def bayes_bound(sigmas, n_clusters: int = 20, seed: int = 0, precision: float = 0.95,
                 **workload) -> pl.DataFrame:
-    """Per noise level (base rate 0.6): the highest recall, and its FPR, of the offline
-    Bayes classifier at precision >= ``precision`` (``bayes_posterior``)."""
+    """Per noise level (base rate 0.6), on the plain curve model (``bayes_posterior``
+    integrates over its priors): the highest recall, and its FPR, of the offline Bayes
+    classifier at precision >= ``precision``."""
     rows = []
     for sigma in sigmas:
-        cfg = WorkloadConfig(sigma=float(sigma), **workload)
+        cfg = WorkloadConfig(sigma=float(sigma), **{**PLAIN, **workload})
         w = generate_workload(cfg, n_clusters, seed)
         scope = w.job_type == RLHF
         post = bayes_posterior(w.score[scope], cfg)

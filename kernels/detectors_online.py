@@ -256,42 +256,45 @@ def cusum_trigger_nb(scores, drift, h, sigma0):
 
 @kernel
 def peak_init(n_max, window=0):
-    """State: ``[fit over every score (N_FIT), fit over the window (N_FIT), the last
-    `window` scores (ring buffer)]``; ``window`` 0 fits every score so far."""
-    return np.zeros(2 * N_FIT + window)
+    """State: ``[fit over every score (N_FIT), fit over the window (N_FIT), the count of
+    evaluations, the last `window` scores (ring buffer)]``; ``window`` 0 fits every score
+    so far."""
+    return np.zeros(2 * N_FIT + 1 + window)
 
 
 @kernel
-def peak_step_nb(state, score, z, sigma0, min_evals, origin):
+def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
     """Add the score; stop when the fitted slope at this evaluation is below ``-z``
     standard errors (and at least ``min_evals`` scores are in).
 
     ``origin`` 1: the curve starts at 0 at ``t = 0`` (no offset; MODEL.md's curves);
-    0: with an offset (real runs).  A window (``peak_init(n, window)``) fits the last
-    ``window`` scores only (with an offset): a local fit, for long runs whose shape
-    departs from Gao's form far from the current evaluation.  The noise comes from the
-    same fit.
+    0: with an offset (real runs).  ``gamma``: ``d = sqrt(KL)`` grows like ``t^gamma``
+    (1 in MODEL.md's plain curves; about 0.5 in RLHF traces), so the fit's time axis is
+    ``t^gamma``.  A window (``peak_init(n, window)``) fits the last ``window`` scores only
+    (with an offset): a local fit, for long runs whose shape departs from Gao's form far
+    from the current evaluation.  The noise comes from the same fit.
     """
     fit = state[:N_FIT]
-    t = fit[0] + 1.0
-    fit_update_nb(fit, t, score)
-    window = state.shape[0] - 2 * N_FIT
+    t = state[2 * N_FIT] + 1.0  # evaluations so far
+    state[2 * N_FIT] = t
+    fit_update_nb(fit, t ** gamma, score)
+    window = state.shape[0] - 2 * N_FIT - 1
     if window > 0:
-        ring = state[2 * N_FIT:]
+        ring = state[2 * N_FIT + 1:]
         ring[int(t - 1.0) % window] = score
         fit = state[N_FIT:2 * N_FIT]
         fit[:] = 0.0
         first = max(1.0, t - window + 1.0)
         u = first
         while u <= t:
-            fit_update_nb(fit, u, ring[int(u - 1.0) % window])
+            fit_update_nb(fit, u ** gamma, ring[int(u - 1.0) % window])
             u += 1.0
     if t < min_evals:
         return False
     if origin > 0.0 and window == 0:
-        slope, quad, rss, dof = fit_solve_origin_nb(fit, t)
+        slope, quad, rss, dof = fit_solve_origin_nb(fit, t ** gamma)
     else:
-        slope, quad, rss, dof = fit_solve_nb(fit, t)
+        slope, quad, rss, dof = fit_solve_nb(fit, t ** gamma)
     if math.isnan(slope):
         return False
     se = noise_sd_nb(rss, dof, sigma0) * math.sqrt(quad)
@@ -299,10 +302,10 @@ def peak_step_nb(state, score, z, sigma0, min_evals, origin):
 
 
 @kernel
-def peak_trigger_nb(scores, z, sigma0, min_evals, origin, window):
+def peak_trigger_nb(scores, z, sigma0, min_evals, origin, window, gamma):
     state = peak_init(scores.shape[0], window)
     for e in range(scores.shape[0]):
-        if peak_step_nb(state, scores[e], z, sigma0, min_evals, origin):
+        if peak_step_nb(state, scores[e], z, sigma0, min_evals, origin, gamma):
             return e + 1
     return 0
 
@@ -457,7 +460,7 @@ def detector_trigger_nb(code, p, scores):
     if code == CUSUM:
         return cusum_trigger_nb(scores, p[0], p[1], p[2])
     if code == PEAK:
-        return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]))
+        return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]), p[5])
     if code == BOCPD:
         return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
     if code == EVALSTOP_K:

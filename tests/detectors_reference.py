@@ -34,11 +34,12 @@ def patience_trigger(scores, patience, threshold):
     return 0
 
 
-def fit_sums(prefix, first=1):
-    """Sums of the normal equations of ``y ~ 1 + t + t ln t`` over ``t = first, first + 1, ...``."""
+def fit_sums(prefix, first=1, gamma=1.0):
+    """Sums of the normal equations of ``y ~ 1 + t + t ln t`` over ``t = tau^gamma``,
+    ``tau = first, first + 1, ...``."""
     s = [0.0] * 11
     for i, y in enumerate(prefix):
-        t = float(i + first)
+        t = float(i + first) ** gamma
         lt = t * math.log(t)
         terms = (1.0, 1.0, t, lt, t * t, t * lt, lt * lt, y, t * y, lt * y, y * y)
         for j in range(11):
@@ -46,9 +47,9 @@ def fit_sums(prefix, first=1):
     return s
 
 
-def fit_solve(prefix, t, first=1):
+def fit_solve(prefix, t, first=1, gamma=1.0):
     """``(slope at t, g' (X'X)^-1 g, rss, dof)`` by the adjugate, as in the kernel."""
-    f = fit_sums(prefix, first)
+    f = fit_sums(prefix, first, gamma)
     n = f[0]
     if n < 3.0:
         return math.nan, math.nan, 0.0, 0.0
@@ -73,9 +74,9 @@ def fit_solve(prefix, t, first=1):
     return slope, quad, rss, n - 3.0
 
 
-def fit_solve_origin(prefix, t):
+def fit_solve_origin(prefix, t, gamma=1.0):
     """The same for ``y ~ b t + c t ln t`` (no offset)."""
-    f = fit_sums(prefix)
+    f = fit_sums(prefix, 1, gamma)
     n = f[0]
     if n < 2.0:
         return math.nan, math.nan, 0.0, 0.0
@@ -134,17 +135,18 @@ def cusum_trigger(scores, drift, h, sigma0):
     return 0
 
 
-def peak_trigger(scores, z, sigma0, min_evals, origin, window):
+def peak_trigger(scores, z, sigma0, min_evals, origin, window, gamma):
     for e in range(1, len(scores) + 1):
         if e < min_evals:
             continue
+        t = float(e) ** gamma
         if window > 0:  # local fit over the last `window` evaluations, with an offset
             first = max(1, e - window + 1)
-            slope, quad, rss, dof = fit_solve(scores[first - 1:e], float(e), first)
+            slope, quad, rss, dof = fit_solve(scores[first - 1:e], t, first, gamma)
         elif origin > 0.0:
-            slope, quad, rss, dof = fit_solve_origin(scores[:e], float(e))
+            slope, quad, rss, dof = fit_solve_origin(scores[:e], t, gamma)
         else:
-            slope, quad, rss, dof = fit_solve(scores[:e], float(e))
+            slope, quad, rss, dof = fit_solve(scores[:e], t, 1, gamma)
         if math.isnan(slope):
             continue
         sd = max(math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF)), SIGMA_FLOOR)

@@ -32,7 +32,7 @@ CODE = {"patience": D.PATIENCE, "margin": D.MARGIN, "cusum": D.CUSUM, "peak": D.
 def streaming_trigger(name, scores, params):
     step, init = STEP[name]
     if name == "peak":  # the window sizes the state
-        state, params = D.peak_init(len(scores), params[-1]), params[:-1]
+        state, params = D.peak_init(len(scores), params[4]), params[:4] + params[5:]
     else:
         state = init(len(scores))
     for e, s in enumerate(scores):
@@ -51,7 +51,8 @@ def params_of(name, draw):
         return (f(0.0, 1.0), f(0.0, 5.0), f(0.0, 0.2))
     if name == "peak":
         return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(2, 6))),
-                float(draw(st.integers(0, 1))), draw(st.sampled_from([0, 3, 4, 6])))
+                float(draw(st.integers(0, 1))), draw(st.sampled_from([0, 3, 4, 6])),
+                draw(st.sampled_from([1.0, 0.5, 0.43])))
     return (f(0.01, 0.9), f(0.0, 3.0), f(0.0, 0.2), f(0.01, 1.0))
 
 
@@ -148,8 +149,8 @@ def test_zero_noise_no_detector_fires_on_a_rising_curve():
     either), whether the fit is global, through the origin or local."""
     rising = np.linspace(0.1, 0.6, 6) ** 0.5
     for name, params in (("margin", (1.0, 2.0, 0.0)), ("cusum", (0.5, 3.0, 0.0)),
-                         ("peak", (2.0, 0.0, 4.0, 1.0, 0)), ("peak", (2.0, 0.0, 4.0, 0.0, 0)),
-                         ("peak", (2.0, 0.0, 4.0, 0.0, 4)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
+                         ("peak", (2.0, 0.0, 4.0, 1.0, 0, 1.0)), ("peak", (2.0, 0.0, 4.0, 0.0, 0, 1.0)),
+                         ("peak", (2.0, 0.0, 4.0, 0.0, 4, 1.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
         assert BATCH[name](rising, *params) == 0, name
 
 
