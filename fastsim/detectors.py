@@ -55,8 +55,8 @@ def default_params(name: str, sigma: float) -> dict[str, float]:
         "patience": {"patience": 2, "threshold": 0.0},
         "margin": {"k": 1, "z": 2.0, "sigma0": sigma},
         "cusum": {"drift": 0.0, "h": 2.0, "sigma0": sigma},
-        "peak": {"z": 1.0, "sigma0": sigma, "min_evals": 4, "origin": 1, "window": 0,
-                 "gamma": 1.0},
+        "peak": {"z": 1.65, "sigma0": sigma, "min_evals": 4, "origin": 0, "window": 0,
+                 "gamma": 0.5},
         "bocpd": {"hazard": 0.2, "z": 0.5, "sigma0": sigma, "prior_sd": 0.1},
     }[name]
 

@@ -57,7 +57,9 @@ def test_decisions_see_observed_scores_only():
 
 
 def test_bayes_posterior_separates_clean_curves():
-    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.02).workload
+    from fastsim.defaults import PLAIN_CURVES
+
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.02, **PLAIN_CURVES).workload
     w = generate_workload(cfg, 2, seed=0)
     scope = w.job_type == RLHF
     post = det.bayes_posterior(w.score[scope], cfg, grid=10)
