@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = [
     "fastsim.sweep.cli",
     "fastsim.costaware.cli",
     "fastsim.replay.cli",
+    "fastsim.detectors_cli",
 ]
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)

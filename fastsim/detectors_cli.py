@@ -1,0 +1,252 @@
+"""``fastsim detectors``: the detector benchmark (docs/detectors.md).
+
+Synthetic workloads at each noise level and base rate, every detector setting of
+``SETTINGS`` applied to the observed scores, and (given a trace set) the same
+detectors on the toy-RLHF traces.  Writes ``synthetic.parquet``, ``traces.parquet``,
+``table.md`` and the Pareto figures; nothing is written until everything is computed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from fastsim import detectors as det
+from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes, atomic_write_parquet
+
+SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
+BASE_RATES = (0.2, 0.4, 0.6, 0.8)
+TABLE_SIGMAS = (0.02, 0.05, 0.12)
+
+
+def settings(sigma: float) -> list[tuple[str, dict]]:
+    """Every setting the benchmark measures at noise ``sigma``: each detector's default
+    (``det.default_params``) and a few neighbours along its main knob."""
+    out = [("evalstop", {"k": 2}), ("evalstop", {"k": 3})]
+    for p in (1, 2, 3):
+        for a in (0.0, 1.0, 2.0):
+            out.append(("patience", {"patience": p, "threshold": a * sigma}))
+    for k in (1, 2):
+        for z in (0.5, 1.0, 2.0):
+            out.append(("margin", {"k": k, "z": z, "sigma0": sigma}))
+    for drift in (0.0, 0.5):
+        for h in (1.0, 1.5, 2.0, 3.0):
+            out.append(("cusum", {"drift": drift, "h": h, "sigma0": sigma}))
+    def peak(z, sigma0=sigma, min_evals=4, origin=1, gamma=1.0):
+        return ("peak", {"z": z, "sigma0": sigma0, "min_evals": min_evals, "origin": origin,
+                         "window": 0, "gamma": gamma})
+    out += [peak(z) for z in (0.5, 1.0, 1.3, 1.65, 2.33)]
+    out += [peak(z, min_evals=5) for z in (1.0, 1.3)]
+    out += [peak(1.0, sigma0=s0) for s0 in (0.0, 2 * sigma)]  # a wrong noise prior
+    out += [peak(z, origin=0) for z in (0.5, 1.0, 1.65, 2.33)]
+    out += [peak(z, origin=0, gamma=0.5) for z in (1.0, 1.3, 1.65, 2.33)]  # trace-like KL growth
+    for z in (0.5, 1.0, 1.65):
+        out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
+    return out
+
+
+def trace_settings(noise: float) -> list[tuple[str, dict]]:
+    """Settings on real traces, whose scores do not start at 0 (``origin=0``), with the
+    local fit (``window`` 6 and 8) next to the global one."""
+    out = []
+    for name, params in settings(noise):
+        if name == "peak":
+            if params["origin"] == 1 or params["sigma0"] != noise or params["gamma"] != 1.0:
+                continue
+            for window in (0, 6, 8):
+                out.append((name, {**params, "min_evals": max(4, window), "window": window}))
+        else:
+            out.append((name, params))
+    # CUSUM's neighbours between the grid's steps, where it is best on real traces
+    out += [("cusum", {"drift": 0.0, "h": h, "sigma0": noise}) for h in (1.25, 1.75)]
+    # the global fit on the traces' own KL growth (sqrt(KL) ~ u^0.43-0.51)
+    out += [("peak", {"z": z, "sigma0": noise, "min_evals": 4, "origin": 0, "window": 0,
+                      "gamma": 0.5}) for z in (1.0, 1.65, 2.33)]
+    return out
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "detectors", help="benchmark the online stop detectors against EvalStop (k=2)",
+        description="Precision, recall, stop recall, FPR, delay, reclaimed GPU-hours and "
+        "delivered gold regret of every detector setting, at noise 0..0.15 and base rates "
+        "0.2..0.8 (95%% intervals), and on a toy-RLHF trace set (docs/detectors.md).")
+    p.add_argument("--out", type=Path, default=Path("results/detectors"),
+                   help="directory for synthetic.parquet, traces.parquet, table.md, figures")
+    p.add_argument("--clusters", type=int, default=200, help="clusters per cell (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--traces", type=Path, default=None,
+                   help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
+    p.add_argument("--trace-noise", type=float, default=None,
+                   help="sigma0 on the traces, in score units (default: median per-run noise)")
+    p.add_argument("--figures", type=Path, default=None,
+                   help="where the Pareto figures go (default: OUT)")
+    p.add_argument("--doc", type=Path, default=None,
+                   help="a markdown file whose fastsim-detectors block gets the tables")
+    p.add_argument("--quick", action="store_true", help="50 clusters, base rate 0.6 only")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    if args.clusters < 2:
+        raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer >= 2")
+    if args.traces is not None and not args.traces.is_file():
+        raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
+    if args.doc is not None:
+        update_doc(args.doc, "")  # refuse a doc without the markers before any work
+    t0 = time.perf_counter()
+    n = 50 if args.quick else args.clusters
+    rates = (0.6,) if args.quick else BASE_RATES
+    synthetic = det.run_grid(SIGMAS, rates, settings, n_clusters=n, seed=args.seed)
+    traces = None
+    if args.traces is not None:
+        traces = trace_table(pl.read_parquet(args.traces), args.trace_noise)
+    bound = det.bayes_bound(TABLE_SIGMAS + (0.15,), n_clusters=min(n, 20), seed=args.seed)
+    table = markdown_table(synthetic, traces, bound)
+    full = markdown_table(synthetic, traces, bound, short=False)
+    doc = update_doc(args.doc, table) if args.doc is not None else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(synthetic, args.out / "synthetic.parquet")
+    atomic_write_parquet(bound, args.out / "bayes_bound.parquet")
+    if traces is not None:
+        atomic_write_parquet(traces, args.out / "traces.parquet")
+    atomic_write_bytes(args.out / "table.md", table.encode())
+    atomic_write_bytes(args.out / "table_full.md", full.encode())
+    if doc is not None:
+        atomic_write_bytes(args.doc, doc.encode())
+    from fastsim.sweep.figures import load_script
+    load_script("detectors_pareto").main(args.out, args.figures or args.out)
+    print(table)
+    print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
+          f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:
+    arrays = det.trace_arrays(traces)
+    if noise is None:
+        noise = float(np.median(np.std(arrays["score"] - arrays["gold"], axis=1, ddof=1)))
+    rows = [det.trace_row(arrays, name, params) for name, params in trace_settings(noise)]
+    return pl.DataFrame(rows).with_columns(pl.lit(noise).alias("sigma0"))
+
+
+def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
+    v, lo, hi = row[m], row[f"{m}_lo"], row[f"{m}_hi"]
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    return f"{v * scale:.{digits}f} [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+
+
+RATE_COLS = ("precision", "recall", "stop_recall", "fpr")
+# rows of the short tables (docs/detectors.md); the full grid is in table_full.md
+SHORT = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold=0)", "margin(k=1,z=2)",
+         "cusum(drift=0,h=2)", "bocpd(hazard=0.2,z=0.5,prior_sd=0.1)",
+         "peak(z=1,min_evals=4,origin=0,window=0,gamma=0.5)",
+         "peak(z=1.3,min_evals=4,origin=0,window=0,gamma=0.5)",
+         "peak(z=1.65,min_evals=4,origin=0,window=0,gamma=0.5)",
+         "peak(z=2.33,min_evals=4,origin=0,window=0,gamma=0.5)",
+         "peak(z=1,min_evals=4,origin=0,window=0,gamma=1)", "peak(z=1,min_evals=4,origin=1,window=0,gamma=1)",
+         "peak(z=1,min_evals=5,origin=1,window=0,gamma=1)")
+SHORT_TRACES = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold=0)",
+                "patience(patience=3,threshold=0)", "margin(k=1,z=1)", "margin(k=2,z=0.5)",
+                "cusum(drift=0,h=1)", "cusum(drift=0,h=1.25)", "cusum(drift=0,h=1.5)",
+                "cusum(drift=0,h=2)", "bocpd(hazard=0.2,z=0.5,prior_sd=0.1)",
+                "peak(z=1,min_evals=4,origin=0,window=0,gamma=1)", "peak(z=1,min_evals=6,origin=0,window=6,gamma=1)",
+                "peak(z=1.65,min_evals=8,origin=0,window=8,gamma=1)",
+                "peak(z=2.33,min_evals=8,origin=0,window=8,gamma=1)",
+                "peak(z=1.65,min_evals=4,origin=0,window=0,gamma=0.5)",
+                "peak(z=2.33,min_evals=4,origin=0,window=0,gamma=0.5)")
+
+
+def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
+                   bound: pl.DataFrame | None = None, short: bool = True) -> str:
+    """The tables of docs/detectors.md: per noise level (base rate 0.6) rates in %, delay
+    in evaluations, GPU-hours per cluster with the paired change against EvalStop(k=2);
+    the traces; the Bayes bound.  ``short``: the rows of ``SHORT`` only."""
+    lines = []
+    for sigma in TABLE_SIGMAS:
+        cell = synthetic.filter((pl.col("sigma") == sigma) & (pl.col("base_rate") == 0.6))
+        if short:
+            cell = cell.filter(pl.col("setting").is_in(SHORT))
+        if cell.is_empty():
+            continue
+        r0 = cell.row(0, named=True)
+        lines += [f"#### sigma = {sigma:g} (base rate 0.6, n = {r0['n_clusters']} clusters, "
+                  f"{r0['n_hacking']} hacking / {r0['n_healthy']} healthy RLHF jobs)", "",
+                  "| setting | precision % | recall % | stop recall % | FPR % | delay (evals) "
+                  "| reclaimed GPU-h / cluster | vs EvalStop(k=2) | lost GPU-h (healthy) | regret (gold) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in cell.iter_rows(named=True):
+            lines.append("| " + " | ".join([
+                r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "delay_evals", 1, 2),
+                _fmt(r, "reclaimed_gpu_h", 1, 0), _fmt(r, "d_reclaimed_gpu_h", 1, 0),
+                _fmt(r, "lost_gpu_h", 1, 0), _fmt(r, "regret", 1, 3)]) + " |")
+        lines.append("")
+    lines += goal_table(synthetic)
+    if bound is not None:
+        lines += ["#### The offline Bayes classifier on the plain model (knows the curve model "
+                  "and the run length; a bound, not a detector)", "",
+                  "| sigma | clusters | RLHF jobs | recall at precision >= 95% | its FPR |",
+                  "| --- | --- | --- | --- | --- |"]
+        for r in bound.iter_rows(named=True):
+            lines.append(f"| {r['sigma']:g} | {r['n_clusters']} | {r['n_jobs']} | "
+                         f"{100 * r['bayes_recall']:.1f}% | {100 * r['bayes_fpr']:.1f}% |")
+        lines.append("")
+    if traces is not None:
+        tr = traces.filter(pl.col("setting").is_in(SHORT_TRACES)) if short else traces
+        r0 = traces.row(0, named=True)
+        lines += [f"#### toy-RLHF traces ({r0['n_runs']} runs, {r0['n_hacking']} hacking, "
+                  f"{r0['n_evals']} evaluations, sigma0 = {r0['sigma0']:.3f} score units)", "",
+                  "| setting | precision % | recall % | stop recall % | FPR % | FPR change vs "
+                  "EvalStop(k=2) (paired, pp) | delay (evals) | compute saved % | regret (gold) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in tr.iter_rows(named=True):
+            lines.append("| " + " | ".join([
+                r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "d_fpr"),
+                _fmt(r, "delay_evals", 1, 2), _fmt(r, "compute_saved"), _fmt(r, "regret", 1, 3)]) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def goal_table(synthetic: pl.DataFrame) -> list[str]:
+    """Goal 1 of the issue, per noise level and base rate: among the settings whose FPR is
+    no higher than EvalStop(k=2)'s on the same clusters, the one that reclaims the most
+    (paired change per cluster); ``holds`` when that change's interval is above 0."""
+    base = synthetic.filter(pl.col("setting") == "evalstop(k=2)").select(
+        "sigma", "base_rate", pl.col("fpr").alias("es_fpr"), pl.col("fpr_lo").alias("es_fpr_lo"),
+        pl.col("fpr_hi").alias("es_fpr_hi"))
+    d = (synthetic.filter((pl.col("sigma") > 0) & (pl.col("setting") != "evalstop(k=2)"))
+         .join(base, on=["sigma", "base_rate"]).filter(pl.col("fpr") <= pl.col("es_fpr"))
+         .sort("d_reclaimed_gpu_h", descending=True).group_by(["sigma", "base_rate"]).first()
+         .sort(["sigma", "base_rate"]))
+    lines = [f"#### Goal 1: per noise level and base rate, the setting with FPR no higher than "
+             f"EvalStop(k=2)'s that reclaims the most (n = {d['n_clusters'][0] if d.height else 0} "
+             "clusters per cell)", "",
+             "| sigma | base rate | setting | FPR % | EvalStop(k=2) FPR % | false positives / cluster, "
+             "change | reclaimed GPU-h / cluster, change | holds |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in d.iter_rows(named=True):
+        es = {"fpr": r["es_fpr"], "fpr_lo": r["es_fpr_lo"], "fpr_hi": r["es_fpr_hi"]}
+        holds = r["d_reclaimed_gpu_h_lo"] > 0
+        lines.append(f"| {r['sigma']:g} | {r['base_rate']:g} | {r['setting']} | {_fmt(r, 'fpr', 100, 2)} | "
+                     f"{_fmt(es, 'fpr', 100, 2)} | {_fmt(r, 'd_fp', 1, 2)} | "
+                     f"{_fmt(r, 'd_reclaimed_gpu_h', 1, 0)} | {'yes' if holds else 'no'} |")
+    return lines + [""]
+
+
+START, END = "<!-- fastsim detectors: start -->", "<!-- fastsim detectors: end -->"
+
+
+def update_doc(path: Path, table: str) -> str:
+    """``path``'s text with the part between the START and END markers replaced."""
+    text = path.read_text()
+    a, b = text.find(START), text.find(END)
+    if a < 0 or b < a:
+        raise ConfigError(f"doc={str(path)!r} has no '{START}' ... '{END}' block; allowed: a "
+                          "markdown file with both markers")
+    return text[:a + len(START)] + "\n" + table + "\n" + text[b:]

@@ -1,0 +1,75 @@
+"""Pareto figures of the detector benchmark: FPR against reclaimed compute, per noise level.
+
+Reads ``synthetic.parquet`` (and ``traces.parquet`` if present) written by
+``fastsim detectors``; draws ``detectors_pareto.png`` (one panel per noise level, base
+rate 0.6, 95% intervals as error bars) and ``detectors_traces.png``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from _style import plt, save, setup, sns
+
+DETECTOR_NAMES = {"evalstop": "EvalStop (k declines)", "patience": "patience (HF)",
+                  "margin": "noise-scaled declines", "cusum": "CUSUM", "peak": "Gao-form peak test",
+                  "bocpd": "BOCPD on the slope"}
+PALETTE = dict(zip(DETECTOR_NAMES, sns.color_palette("colorblind", len(DETECTOR_NAMES))))
+
+
+def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
+    for name, label in DETECTOR_NAMES.items():
+        d = df.filter(pl.col("detector") == name)
+        if d.is_empty():
+            continue
+        fpr = d["fpr"].to_numpy() * 100
+        yy = d[y].to_numpy() * scale
+        ax.errorbar(fpr, yy, xerr=[fpr - d["fpr_lo"].to_numpy() * 100, d["fpr_hi"].to_numpy() * 100 - fpr],
+                    yerr=[yy - d[f"{y}_lo"].to_numpy() * scale, d[f"{y}_hi"].to_numpy() * scale - yy],
+                    fmt="o", ms=3.5, lw=0.7, color=PALETTE[name], label=label, alpha=0.85)
+    base = df.filter(pl.col("setting") == "evalstop(k=2)")
+    if not base.is_empty():
+        ax.scatter(base["fpr"] * 100, base[y] * scale, s=90, facecolors="none", edgecolors="black",
+                   zorder=5, label="EvalStop (k=2)")
+
+
+def main(results: Path, out: Path, formats=("png",)) -> None:
+    setup()
+    syn = pl.read_parquet(Path(results) / "synthetic.parquet").filter(pl.col("base_rate") == 0.6)
+    sigmas = sorted(syn["sigma"].unique().to_list())
+    cols = 4
+    rows = (len(sigmas) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, sigma in zip(axes.flat, sigmas):
+        _points(ax, syn.filter(pl.col("sigma") == sigma), "reclaimed_gpu_h")
+        n = syn.filter(pl.col("sigma") == sigma)["n_clusters"][0]
+        ax.set_title(f"sigma = {sigma:g} (n = {n} clusters)")
+        ax.set_xscale("symlog", linthresh=1.0)  # FPR of 0-1% and 50-100% both readable
+        ax.set_xlim(-0.1, 110)
+        ax.set_xlabel("FPR on healthy RLHF jobs (%, symlog)")
+        ax.set_ylabel("GPU-h reclaimed / cluster")
+    for ax in list(axes.flat)[len(sigmas):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower right", fontsize=7, frameon=False)
+    fig.tight_layout()
+    save(fig, out, "detectors_pareto", formats)
+    tr = Path(results) / "traces.parquet"
+    if tr.exists():
+        df = pl.read_parquet(tr)
+        fig, ax = plt.subplots(figsize=(4.8, 3.4))
+        _points(ax, df, "compute_saved", 100.0)
+        ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs, {df['n_hacking'][0]} hacking)")
+        ax.set_xlabel("FPR on healthy runs (%)")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(-0.1, 110)
+        ax.set_ylabel("compute saved (% of steps)")
+        ax.legend(fontsize=6, frameon=False)
+        fig.tight_layout()
+        save(fig, out, "detectors_traces", formats)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2] if len(sys.argv) > 2 else sys.argv[1]))

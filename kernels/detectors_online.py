@@ -1,0 +1,488 @@
+"""Online detectors of "the evaluation score has peaked", over one job's observed scores.
+
+Decision kernels (MODEL.md section 5): each sees one job's evaluation scores in order,
+nothing else; never a hacking label, ``u*``, gold or the true duration.  Each detector
+has a streaming form (``*_init`` state + ``*_step_nb``: one update per evaluation,
+returns whether it fires) and a batch form (``*_trigger_nb``: the first 1-based
+evaluation at which it fires, 0 = never) that is a loop over the step, so the two decide
+identically.  The time axis is the evaluation index ``t = e`` (evenly spaced
+evaluations), never the true progress.
+
+Detectors (docs/detectors.md gives each rule, its cost and how to set it):
+
+* ``patience``: Hugging Face ``EarlyStoppingCallback``'s rule (patience, threshold);
+* ``margin``: ``k`` consecutive declines, each larger than ``z`` noise standard
+  deviations of a difference, the noise estimated online from the job's own residuals;
+* ``cusum``: one-sided CUSUM of standardised first differences (Page 1954);
+* ``peak``: a sequential test that the peak has passed: the slope, at the latest
+  evaluation, of a least-squares fit of Gao et al.'s (2023) form
+  ``R(d) = d (alpha - beta ln d)`` (with ``d`` proportional to ``t``: the span of
+  ``{t, t ln t}``, plus an offset ``1`` for runs that do not start at 0) is below ``-z``
+  of its standard error;
+* ``bocpd``: Bayesian online change-point detection (Adams & MacKay 2007) on the first
+  differences (the slope), Gaussian segments of unknown mean; fires when the slope of the
+  current segment is negative with posterior probability ``Phi(z)``.
+
+The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual variance of the
+Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
+residual degrees of freedom: ``sigma_hat^2 = (RSS + PRIOR_DOF sigma0^2) / (n - 3 + PRIOR_DOF)``.
+The fit's sufficient statistics take O(1) state.
+"""
+import math
+
+import numpy as np
+from numba import prange
+
+from kernels.jit import driver, kernel
+
+# Detector codes (the batched driver branches on them).
+PATIENCE = 0
+MARGIN = 1
+CUSUM = 2
+PEAK = 3
+BOCPD = 4
+EVALSTOP_K = 5  # the k-declines baseline, for the same driver
+
+PRIOR_DOF = 2.0
+SIGMA_FLOOR = 1e-9  # keeps standardised statistics finite at zero noise
+N_FIT = 11          # size of the Gao-fit state: n and the sums of the normal equations
+
+
+# --------------------------------------------------------------------------- patience
+
+@kernel
+def patience_step_nb(state, score, patience, threshold):
+    """``state = [best, counter]`` (best NaN before any score); returns whether to stop.
+
+    The counter resets when ``score`` beats the best previous score by more than
+    ``threshold``, else it grows; the best is updated on any strict improvement (the
+    Trainer's ``best_metric``); stop when the counter reaches ``patience``.
+    """
+    best = state[0]
+    if math.isnan(best) or (score > best and score - best > threshold):
+        state[1] = 0.0
+    else:
+        state[1] += 1.0
+    if math.isnan(best) or score > best:
+        state[0] = score
+    return state[1] >= patience
+
+
+@kernel
+def patience_trigger_nb(scores, patience, threshold):
+    state = np.array([np.nan, 0.0])
+    for e in range(scores.shape[0]):
+        if patience_step_nb(state, scores[e], patience, threshold):
+            return e + 1
+    return 0
+
+
+# --------------------------------------------------------------------------- Gao-form fit
+
+@kernel
+def fit_update_nb(fit, t, y):
+    """Add the point ``(t, y)`` to the normal equations of ``y ~ a + b t + c t ln t``.
+
+    ``fit[0]`` is n; then sums of 1, t, l, tt, tl, ll, y, ty, ly, yy with ``l = t ln t``
+    (``fit[1]`` is n again, kept so the layout reads as the matrix).
+    """
+    lt = t * math.log(t)
+    fit[0] += 1.0
+    fit[1] += 1.0
+    fit[2] += t
+    fit[3] += lt
+    fit[4] += t * t
+    fit[5] += t * lt
+    fit[6] += lt * lt
+    fit[7] += y
+    fit[8] += t * y
+    fit[9] += lt * y
+    fit[10] += y * y
+
+
+@kernel
+def fit_solve_nb(fit, t):
+    """``(slope, g' (X'X)^-1 g, rss, dof)`` of ``y ~ a + b t + c t ln t``, the slope
+    taken at ``t``; ``slope`` is NaN while the fit is undetermined (fewer than three
+    points).  Solved by the adjugate of the 3x3 symmetric matrix.
+    """
+    n = fit[0]
+    if n < 3.0:
+        return np.nan, np.nan, 0.0, 0.0
+    s11 = fit[1]
+    s12 = fit[2]
+    s13 = fit[3]
+    s22 = fit[4]
+    s23 = fit[5]
+    s33 = fit[6]
+    c11 = s22 * s33 - s23 * s23
+    c12 = s13 * s23 - s12 * s33
+    c13 = s12 * s23 - s13 * s22
+    c22 = s11 * s33 - s13 * s13
+    c23 = s12 * s13 - s11 * s23
+    c33 = s11 * s22 - s12 * s12
+    det = s11 * c11 + s12 * c12 + s13 * c13
+    if not det > 0.0:
+        return np.nan, np.nan, 0.0, 0.0
+    y1 = fit[7]
+    y2 = fit[8]
+    y3 = fit[9]
+    a = (c11 * y1 + c12 * y2 + c13 * y3) / det
+    b = (c12 * y1 + c22 * y2 + c23 * y3) / det
+    c = (c13 * y1 + c23 * y2 + c33 * y3) / det
+    g3 = math.log(t) + 1.0
+    slope = b + c * g3
+    quad = (c22 + 2.0 * c23 * g3 + c33 * g3 * g3) / det
+    rss = fit[10] - (a * y1 + b * y2 + c * y3)
+    if rss < 0.0:
+        rss = 0.0
+    return slope, quad, rss, n - 3.0
+
+
+@kernel
+def fit_solve_origin_nb(fit, t):
+    """As ``fit_solve_nb`` for ``y ~ b t + c t ln t`` (the curve starts at 0 at ``t = 0``,
+    as MODEL.md's gold does): Gao's form with ``d`` proportional to ``t`` exactly."""
+    n = fit[0]
+    if n < 2.0:
+        return np.nan, np.nan, 0.0, 0.0
+    s22 = fit[4]
+    s23 = fit[5]
+    s33 = fit[6]
+    det = s22 * s33 - s23 * s23
+    if not det > 0.0:
+        return np.nan, np.nan, 0.0, 0.0
+    y2 = fit[8]
+    y3 = fit[9]
+    b = (s33 * y2 - s23 * y3) / det
+    c = (s22 * y3 - s23 * y2) / det
+    g3 = math.log(t) + 1.0
+    slope = b + c * g3
+    quad = (s33 - 2.0 * s23 * g3 + s22 * g3 * g3) / det
+    rss = fit[10] - (b * y2 + c * y3)
+    if rss < 0.0:
+        rss = 0.0
+    return slope, quad, rss, n - 2.0
+
+
+@kernel
+def noise_sd_nb(rss, dof, sigma0):
+    """Residual noise of a fit shrunk towards ``sigma0`` (PRIOR_DOF pseudo-dof)."""
+    sd = math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF))
+    return max(sd, SIGMA_FLOOR)
+
+
+@kernel
+def fit_noise_nb(fit, sigma0):
+    """The noise estimate of a fit state, from the fit with an offset (``sigma0``
+    until the fit has residual degrees of freedom)."""
+    _, _, rss, dof = fit_solve_nb(fit, 1.0)
+    return noise_sd_nb(rss, dof, sigma0)
+
+
+# --------------------------------------------------------------------------- margin declines
+
+@kernel
+def margin_init(n_max):
+    """State: ``[prev, run, fit...]``."""
+    s = np.zeros(2 + N_FIT)
+    s[0] = np.nan
+    return s
+
+
+@kernel
+def margin_step_nb(state, score, k, z, sigma0):
+    """A decline counts when ``score < prev - z sqrt(2) sigma_hat`` (``sigma_hat`` from the
+    evaluations before this one); ``k`` consecutive ones stop the job."""
+    fit = state[2:]
+    prev = state[0]
+    if not math.isnan(prev):
+        margin = z * math.sqrt(2.0) * fit_noise_nb(fit, sigma0)
+        if score < prev - margin:
+            state[1] += 1.0
+        else:
+            state[1] = 0.0
+    fit_update_nb(fit, fit[0] + 1.0, score)
+    state[0] = score
+    return state[1] >= k
+
+
+@kernel
+def margin_trigger_nb(scores, k, z, sigma0):
+    state = margin_init(scores.shape[0])
+    for e in range(scores.shape[0]):
+        if margin_step_nb(state, scores[e], k, z, sigma0):
+            return e + 1
+    return 0
+
+
+# --------------------------------------------------------------------------- CUSUM
+
+@kernel
+def cusum_init(n_max):
+    """State: ``[prev, g, fit...]``."""
+    s = np.zeros(2 + N_FIT)
+    s[0] = np.nan
+    return s
+
+
+@kernel
+def cusum_step_nb(state, score, drift, h, sigma0):
+    """``g <- max(0, g + x - drift)`` with ``x = -(s_e - s_{e-1}) / (sqrt(2) sigma_hat)``
+    (a standardised decline); stop when ``g > h``."""
+    fit = state[2:]
+    prev = state[0]
+    fired = False
+    if not math.isnan(prev):
+        x = (prev - score) / (math.sqrt(2.0) * fit_noise_nb(fit, sigma0))
+        g = state[1] + x - drift
+        state[1] = g if g > 0.0 else 0.0
+        fired = state[1] > h
+    fit_update_nb(fit, fit[0] + 1.0, score)
+    state[0] = score
+    return fired
+
+
+@kernel
+def cusum_trigger_nb(scores, drift, h, sigma0):
+    state = cusum_init(scores.shape[0])
+    for e in range(scores.shape[0]):
+        if cusum_step_nb(state, scores[e], drift, h, sigma0):
+            return e + 1
+    return 0
+
+
+# --------------------------------------------------------------------------- peak test
+
+@kernel
+def peak_init(n_max, window=0):
+    """State: ``[fit over every score (N_FIT), fit over the window (N_FIT), the count of
+    evaluations, the last `window` scores (ring buffer)]``; ``window`` 0 fits every score
+    so far."""
+    return np.zeros(2 * N_FIT + 1 + window)
+
+
+@kernel
+def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
+    """Add the score; stop when the fitted slope at this evaluation is below ``-z``
+    standard errors (and at least ``min_evals`` scores are in).
+
+    ``origin`` 1: the curve starts at 0 at ``t = 0`` (no offset; MODEL.md's curves);
+    0: with an offset (real runs).  ``gamma``: ``d = sqrt(KL)`` grows like ``t^gamma``
+    (1 in MODEL.md's plain curves; about 0.5 in RLHF traces), so the fit's time axis is
+    ``t^gamma``.  A window (``peak_init(n, window)``) fits the last ``window`` scores only
+    (with an offset): a local fit, for long runs whose shape departs from Gao's form far
+    from the current evaluation.  The noise comes from the same fit.
+    """
+    fit = state[:N_FIT]
+    t = state[2 * N_FIT] + 1.0  # evaluations so far
+    state[2 * N_FIT] = t
+    fit_update_nb(fit, t ** gamma, score)
+    window = state.shape[0] - 2 * N_FIT - 1
+    if window > 0:
+        ring = state[2 * N_FIT + 1:]
+        ring[int(t - 1.0) % window] = score
+        fit = state[N_FIT:2 * N_FIT]
+        fit[:] = 0.0
+        first = max(1.0, t - window + 1.0)
+        u = first
+        while u <= t:
+            fit_update_nb(fit, u ** gamma, ring[int(u - 1.0) % window])
+            u += 1.0
+    if t < min_evals:
+        return False
+    if origin > 0.0 and window == 0:
+        slope, quad, rss, dof = fit_solve_origin_nb(fit, t ** gamma)
+    else:
+        slope, quad, rss, dof = fit_solve_nb(fit, t ** gamma)
+    if math.isnan(slope):
+        return False
+    se = noise_sd_nb(rss, dof, sigma0) * math.sqrt(quad)
+    return slope < -z * se
+
+
+@kernel
+def peak_trigger_nb(scores, z, sigma0, min_evals, origin, window, gamma):
+    state = peak_init(scores.shape[0], window)
+    for e in range(scores.shape[0]):
+        if peak_step_nb(state, scores[e], z, sigma0, min_evals, origin, gamma):
+            return e + 1
+    return 0
+
+
+# --------------------------------------------------------------------------- BOCPD
+
+@kernel
+def bocpd_init(n_max):
+    """State: ``[prev, n_obs, fit (N_FIT), then three rows of n_max + 1: run-length
+    probability, posterior mean and posterior precision of the segment slope]``.
+
+    Run lengths beyond ``n_max`` are merged into the last slot (truncation): with
+    ``n_max`` at least the number of evaluations nothing is merged.
+    """
+    m = n_max + 1
+    s = np.zeros(2 + N_FIT + 3 * m)
+    s[0] = np.nan
+    return s
+
+
+@kernel
+def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
+    """One Adams-MacKay update on the difference ``x = s_e - s_{e-1}``.
+
+    Segments: ``x ~ N(mu, v)``, ``v = 2 sigma_hat^2``, ``mu ~ N(0, prior_sd^2)``; constant
+    hazard.  Stop when the posterior mean ``M`` and variance ``V`` of the current segment's
+    slope, mixed over the run lengths that hold data (``r >= 1``; a segment that has
+    just begun is the prior), give ``M / sqrt(V) < -z``.
+    """
+    fit = state[2:2 + N_FIT]
+    m = (state.shape[0] - 2 - N_FIT) // 3
+    prob = state[2 + N_FIT:2 + N_FIT + m]
+    mean = state[2 + N_FIT + m:2 + N_FIT + 2 * m]
+    prec = state[2 + N_FIT + 2 * m:]
+    prev = state[0]
+    fired = False
+    if math.isnan(prev):
+        prob[0] = 1.0
+        mean[0] = 0.0
+        prec[0] = 1.0 / (prior_sd * prior_sd)
+    else:
+        x = score - prev
+        v = 2.0 * fit_noise_nb(fit, sigma0) ** 2
+        r_top = int(state[1])  # run lengths 0..r_top carry mass
+        if r_top > m - 1:
+            r_top = m - 1
+        # log predictive of x under each run length, shifted by its maximum
+        best = -np.inf
+        logp = np.empty(r_top + 1)
+        for r in range(r_top + 1):
+            var = 1.0 / prec[r] + v
+            d = x - mean[r]
+            logp[r] = -0.5 * (d * d / var + math.log(var))
+            if prob[r] > 0.0 and logp[r] > best:
+                best = logp[r]
+        grown = np.zeros(r_top + 2)
+        change = 0.0
+        for r in range(r_top + 1):
+            w = prob[r] * math.exp(logp[r] - best) if prob[r] > 0.0 else 0.0
+            grown[r + 1] = w * (1.0 - hazard)
+            change += w * hazard
+        grown[0] = change
+        # posterior of each run's slope after x (run r becomes r + 1)
+        new_mean = np.empty(r_top + 2)
+        new_prec = np.empty(r_top + 2)
+        p0 = 1.0 / (prior_sd * prior_sd)
+        new_prec[0] = p0
+        new_mean[0] = 0.0
+        for r in range(r_top + 1):
+            p = prec[r] + 1.0 / v
+            new_prec[r + 1] = p
+            new_mean[r + 1] = (prec[r] * mean[r] + x / v) / p
+        top = r_top + 1
+        if top > m - 1:  # truncate: merge the longest run into the last slot
+            w_last = grown[m - 1] + grown[m]
+            if w_last > 0.0:
+                a = grown[m - 1] / w_last
+                new_mean[m - 1] = a * new_mean[m - 1] + (1.0 - a) * new_mean[m]
+                new_prec[m - 1] = a * new_prec[m - 1] + (1.0 - a) * new_prec[m]
+            grown[m - 1] = w_last
+            top = m - 1
+        total = 0.0
+        for r in range(top + 1):
+            total += grown[r]
+        mix_w = 0.0
+        mix_mean = 0.0
+        mix_sq = 0.0
+        for r in range(top + 1):
+            prob[r] = grown[r] / total
+            mean[r] = new_mean[r]
+            prec[r] = new_prec[r]
+            if r > 0:
+                mix_w += prob[r]
+                mix_mean += prob[r] * mean[r]
+                mix_sq += prob[r] * (1.0 / prec[r] + mean[r] * mean[r])
+        state[1] = top
+        if mix_w > 0.0:
+            mix_mean = mix_mean / mix_w
+            mix_var = mix_sq / mix_w - mix_mean * mix_mean
+            if mix_var < 0.0:
+                mix_var = 0.0
+            fired = mix_mean < -z * math.sqrt(mix_var)
+    fit_update_nb(fit, fit[0] + 1.0, score)
+    state[0] = score
+    return fired
+
+
+@kernel
+def bocpd_trigger_nb(scores, hazard, z, sigma0, prior_sd):
+    state = bocpd_init(scores.shape[0])
+    for e in range(scores.shape[0]):
+        if bocpd_step_nb(state, scores[e], hazard, z, sigma0, prior_sd):
+            return e + 1
+    return 0
+
+
+# --------------------------------------------------------------------------- shared
+
+@kernel
+def evalstop_k_trigger_nb(scores, k):
+    """EvalStop's ``k`` consecutive strict declines (MODEL.md section 7), for comparison."""
+    run = 0
+    for e in range(1, scores.shape[0]):
+        if scores[e] < scores[e - 1]:
+            run += 1
+        else:
+            run = 0
+        if run >= k:
+            return e + 1
+    return 0
+
+
+@kernel
+def best_observed_eval_nb(scores, upto):
+    """1-based evaluation with the highest observed score among ``1..upto`` (first on
+    ties): the checkpoint a detector delivers when it fires at ``upto``."""
+    best = 0
+    for e in range(1, upto):
+        if scores[e] > scores[best]:
+            best = e
+    return best + 1
+
+
+@kernel
+def detector_trigger_nb(code, p, scores):
+    """Trigger of detector ``code`` with parameters ``p`` (float64 array, meaning per
+    code as in ``DETECTOR_PARAMS`` of ``fastsim.detectors``)."""
+    if code == PATIENCE:
+        return patience_trigger_nb(scores, p[0], p[1])
+    if code == MARGIN:
+        return margin_trigger_nb(scores, p[0], p[1], p[2])
+    if code == CUSUM:
+        return cusum_trigger_nb(scores, p[0], p[1], p[2])
+    if code == PEAK:
+        return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]), p[5])
+    if code == BOCPD:
+        return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
+    if code == EVALSTOP_K:
+        return evalstop_k_trigger_nb(scores, int(p[0]))
+    return 0
+
+
+@driver
+def detector_triggers_nb(code, p, score, in_scope, trigger_eval, delivered_eval):
+    """Every in-scope job's trigger and delivered checkpoint: ``score`` ``[C, J, E]``,
+    ``in_scope`` ``[C, J]``; writes ``trigger_eval`` and ``delivered_eval`` ``[C, J]``
+    (1-based; 0 = never, and then the last evaluation is delivered)."""
+    n_clusters, n_jobs, n_evals = score.shape
+    for c in prange(n_clusters):
+        for j in range(n_jobs):
+            trig = 0
+            if in_scope[c, j]:
+                trig = detector_trigger_nb(code, p, score[c, j])
+            trigger_eval[c, j] = trig
+            if trig == 0:
+                delivered_eval[c, j] = n_evals
+            elif code == EVALSTOP_K:
+                delivered_eval[c, j] = trig - int(p[0])
+            else:
+                delivered_eval[c, j] = best_observed_eval_nb(score[c, j], trig)

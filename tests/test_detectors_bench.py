@@ -1,0 +1,97 @@
+"""The detector benchmark's engine-free shortcut agrees with the simulator, and its
+outputs carry intervals and n."""
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim import detectors as det
+from fastsim.api import simulate
+from fastsim.config import SimConfig
+from fastsim.workload import generate_workload
+from kernels.codes import RLHF
+
+
+@pytest.mark.parametrize("sigma", [0.01, 0.12])
+def test_evalstop_counts_and_freed_gpu_hours_match_the_simulator(sigma):
+    """Decisions and the GPU-hours a stop frees do not depend on the schedule, so the
+    benchmark's counts equal the engine's (MODEL.md section 8)."""
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=40, gpus=32, sigma=sigma)
+    n = 4
+    w = generate_workload(cfg.workload, n, seed=3)
+    scope = w.job_type == RLHF
+    cnt = det.cluster_counts(w, *det.triggers("evalstop", {"k": 2}, w.score, scope))
+    sim = simulate(cfg, n, seed=3).clusters
+    base = simulate(cfg.with_policy("none"), n, seed=3).clusters
+    for m in ("tp", "fp", "fn", "tn"):
+        assert cnt[m].tolist() == sim[m].to_list(), m
+    assert cnt["delay"].tolist() == pytest.approx(sim["delay_sum"].to_list())
+    freed = (base["gpu_h_total"] - sim["gpu_h_total"]).to_numpy()
+    np.testing.assert_allclose(cnt["reclaimed_gpu_h"] + cnt["lost_gpu_h"], freed, rtol=1e-9)
+
+
+def test_grid_rows_have_intervals_and_n():
+    df = det.run_grid([0.05], [0.6], lambda s: [("peak", det.default_params("peak", s)),
+                                               ("evalstop", {"k": 2})],
+                      n_clusters=3, n_jobs=30)
+    assert df.height == 2
+    for m in ("precision", "recall", "stop_recall", "fpr", "reclaimed_gpu_h", "d_reclaimed_gpu_h"):
+        assert {m, f"{m}_lo", f"{m}_hi"} <= set(df.columns)
+    assert (df["n_clusters"] == 3).all()
+    base = df.filter(pl.col("setting") == "evalstop(k=2)")
+    assert base["d_reclaimed_gpu_h"][0] == 0.0
+
+
+def test_decisions_see_observed_scores_only():
+    """Changing every hidden array leaves every trigger unchanged."""
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=30, sigma=0.05).workload
+    w = generate_workload(cfg, 2, seed=1)
+    scope = w.job_type == RLHF
+    rng = np.random.default_rng(0)
+    scrambled = w.with_arrays(hacking=~w.hacking, gold=rng.random(w.gold.shape),
+                              duration_h=w.duration_h * 7, ustar=w.ustar[:, ::-1].copy())
+    for name in det.DETECTORS:
+        p = det.default_params(name, 0.05)
+        a = det.triggers(name, p, w.score, scope)
+        b = det.triggers(name, p, scrambled.score, scrambled.job_type == RLHF)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b)), name
+
+
+def test_bayes_posterior_separates_clean_curves():
+    from fastsim.defaults import PLAIN_CURVES
+
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.02, **PLAIN_CURVES).workload
+    w = generate_workload(cfg, 2, seed=0)
+    scope = w.job_type == RLHF
+    post = det.bayes_posterior(w.score[scope], cfg, grid=10)
+    recall, fpr = det.best_recall_at_precision(post, w.hacking[scope], 0.95)
+    assert recall > 0.9 and fpr < 0.2
+
+
+@pytest.mark.parametrize("name", [n for n in det.DETECTORS if n != "evalstop"])
+def test_streaming_detector_matches_batch(name):
+    rng = np.random.default_rng(1)
+    u = np.arange(1, 11) / 10
+    for ustar in (0.4, 0.7, 2.0):
+        x = u / ustar
+        scores = 0.8 * x * (1 - np.log(x)) + rng.normal(0, 0.05, u.size)
+        params = det.default_params(name, 0.05)
+        trig, deliv = det.triggers(name, params, scores[None, None], np.ones((1, 1), np.bool_))
+        d = det.StreamingDetector(name, **params)
+        fired = [d.update(s) for s in scores]
+        assert d.fired_at == trig[0, 0]
+        assert fired == [trig[0, 0] > 0 and e + 1 >= trig[0, 0] for e in range(u.size)]
+        if trig[0, 0]:
+            assert 1 + int(np.argmax(scores[: trig[0, 0]])) == deliv[0, 0]
+
+
+def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
+    from fastsim.cli import main
+
+    assert main(["detectors", "--clusters", "1", "--out", str(tmp_path / "o")]) == 2
+    assert "clusters=1" in capsys.readouterr().err
+    assert main(["detectors", "--traces", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "o")]) == 2
+    doc = tmp_path / "doc.md"
+    doc.write_text("no markers")
+    assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
+    assert "markers" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,168 @@
+"""The online detectors: streaming == batch == plain-Python reference, and the rules' edges.
+
+Streaming is the step kernel fed one score at a time from Python (as the monitor does);
+batch is the ``*_trigger_nb`` scan and the clusters driver; the reference recomputes each
+decision from the whole prefix (tests/detectors_reference.py).
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import detectors_online as D
+from tests import detectors_reference as R
+
+STEP = {
+    "patience": (D.patience_step_nb, lambda n: np.array([np.nan, 0.0])),
+    "margin": (D.margin_step_nb, D.margin_init),
+    "cusum": (D.cusum_step_nb, D.cusum_init),
+    "peak": (D.peak_step_nb, D.peak_init),
+    "bocpd": (D.bocpd_step_nb, D.bocpd_init),
+}
+BATCH = {
+    "patience": D.patience_trigger_nb, "margin": D.margin_trigger_nb, "cusum": D.cusum_trigger_nb,
+    "peak": D.peak_trigger_nb, "bocpd": D.bocpd_trigger_nb,
+}
+CODE = {"patience": D.PATIENCE, "margin": D.MARGIN, "cusum": D.CUSUM, "peak": D.PEAK,
+        "bocpd": D.BOCPD}
+
+
+def streaming_trigger(name, scores, params):
+    step, init = STEP[name]
+    if name == "peak":  # the window sizes the state
+        state, params = D.peak_init(len(scores), params[4]), params[:4] + params[5:]
+    else:
+        state = init(len(scores))
+    for e, s in enumerate(scores):
+        if step(state, float(s), *params):
+            return e + 1
+    return 0
+
+
+def params_of(name, draw):
+    f = lambda lo, hi: draw(st.floats(lo, hi, allow_nan=False))  # noqa: E731
+    if name == "patience":
+        return (float(draw(st.integers(1, 4))), f(0.0, 0.1))
+    if name == "margin":
+        return (float(draw(st.integers(1, 3))), f(0.0, 3.0), f(0.0, 0.2))
+    if name == "cusum":
+        return (f(0.0, 1.0), f(0.0, 5.0), f(0.0, 0.2))
+    if name == "peak":
+        return (f(0.0, 3.0), f(0.0, 0.2), float(draw(st.integers(2, 6))),
+                float(draw(st.integers(0, 1))), draw(st.sampled_from([0, 3, 4, 6])),
+                draw(st.sampled_from([1.0, 0.5, 0.43])))
+    return (f(0.01, 0.9), f(0.0, 3.0), f(0.0, 0.2), f(0.01, 1.0))
+
+
+@st.composite
+def series(draw):
+    """Rise-then-maybe-fall curves with noise, or arbitrary values with ties."""
+    n = draw(st.integers(1, 12))
+    if draw(st.booleans()):
+        ustar = draw(st.floats(0.2, 4.0))
+        sigma = draw(st.sampled_from([0.0, 0.01, 0.05, 0.15]))
+        noise = draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n))
+        xs = [(e + 1) / n / ustar for e in range(n)]
+        return [x * (1.0 - math.log(x)) + sigma * z for x, z in zip(xs, noise)]
+    return draw(st.lists(st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.5]) | st.floats(-1, 1),
+                         min_size=n, max_size=n))
+
+
+@pytest.mark.parametrize("name", sorted(STEP))
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_streaming_batch_reference_agree(name, data):
+    scores = data.draw(series())
+    params = params_of(name, data.draw)
+    ref = R.REFERENCE[name](scores, *params)
+    arr = np.asarray(scores, dtype=np.float64)
+    assert BATCH[name](arr, *params) == ref
+    assert streaming_trigger(name, scores, params) == ref
+    # the clusters driver (one cluster, one job) and its delivered checkpoint
+    trig = np.zeros((1, 1), np.int64)
+    deliv = np.zeros((1, 1), np.int64)
+    D.detector_triggers_nb(CODE[name], np.asarray(params + (0.0,) * 4), arr[None, None, :],
+                           np.ones((1, 1), np.bool_), trig, deliv)
+    assert trig[0, 0] == ref
+    if ref:
+        assert deliv[0, 0] == 1 + int(np.argmax(arr[:ref]))
+    else:
+        assert deliv[0, 0] == len(scores)
+
+
+@settings(max_examples=100, deadline=None)
+@given(scores=series(), k=st.integers(1, 4))
+def test_evalstop_baseline_matches_reference(scores, k):
+    assert D.evalstop_k_trigger_nb(np.asarray(scores, dtype=np.float64), k) == \
+        R.evalstop_trigger(scores, k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(scores=st.lists(st.floats(-1, 1), min_size=3, max_size=15), origin=st.booleans())
+def test_gao_fit_matches_lstsq(scores, origin):
+    """The adjugate solution of the normal equations equals numpy's least squares."""
+    t = float(len(scores))
+    state = D.peak_init(len(scores))
+    for e, s in enumerate(scores):
+        D.fit_update_nb(state, e + 1.0, s)
+    solve = D.fit_solve_origin_nb if origin else D.fit_solve_nb
+    slope, quad, rss, dof = solve(state, t)
+    ls_slope, ls_quad, ls_rss = R.fit_lstsq(scores, t, origin)
+    assert dof == len(scores) - (2 if origin else 3)
+    assert slope == pytest.approx(ls_slope, abs=1e-7)
+    assert quad == pytest.approx(ls_quad, rel=1e-6)
+    assert rss == pytest.approx(ls_rss, abs=1e-7)
+
+
+def test_gao_form_is_fitted_exactly():
+    """Noise-free Gao curves lie in the fit's span: the slope's sign is the curve's."""
+    n = 6
+    for ustar, falling in ((0.5, True), (2.5, False)):
+        xs = np.arange(1, n + 1) / n / ustar
+        gold = 0.8 * xs * (1 - np.log(xs))
+        state = D.peak_init(n)
+        for e, s in enumerate(gold):
+            D.fit_update_nb(state, e + 1.0, s)
+        for solve in (D.fit_solve_nb, D.fit_solve_origin_nb):
+            slope, _, rss, _ = solve(state, float(n))
+            assert rss < 1e-12
+            assert (slope < 0) == falling
+
+
+def test_patience_is_hf_rule():
+    """Hugging Face's counter: any non-improvement over the best by more than the
+    threshold counts, not only consecutive declines; a small improvement still moves the
+    best but does not reset the counter."""
+    # 0.50 -> 0.52 improves by 0.02 <= threshold 0.05: counter 1, best 0.52; 0.51: counter 2
+    assert D.patience_trigger_nb(np.array([0.5, 0.52, 0.51]), 2, 0.05) == 3
+    # threshold 0: any strict improvement resets
+    assert D.patience_trigger_nb(np.array([0.5, 0.52, 0.51]), 2, 0.0) == 0
+    # a rise that stays below the best is not an improvement (EvalStop would reset here)
+    assert D.patience_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3, 0.0) == 4
+    assert D.evalstop_k_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3) == 0
+
+
+def test_zero_noise_no_detector_fires_on_a_rising_curve():
+    """At zero noise a rising concave curve never trips a detector (with no noise prior
+    either), whether the fit is global, through the origin or local."""
+    rising = np.linspace(0.1, 0.6, 6) ** 0.5
+    for name, params in (("margin", (1.0, 2.0, 0.0)), ("cusum", (0.5, 3.0, 0.0)),
+                         ("peak", (2.0, 0.0, 4.0, 1.0, 0, 1.0)), ("peak", (2.0, 0.0, 4.0, 0.0, 0, 1.0)),
+                         ("peak", (2.0, 0.0, 4.0, 0.0, 4, 1.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
+        assert BATCH[name](rising, *params) == 0, name
+
+
+def test_bocpd_truncation_keeps_mass():
+    """A streaming state shorter than the series merges long runs and stays a
+    distribution (the monitor's O(1) form)."""
+    rng = np.random.default_rng(0)
+    scores = np.cumsum(rng.normal(0.01, 0.02, 40))
+    state = D.bocpd_init(5)
+    for s in scores:
+        D.bocpd_step_nb(state, s, 0.1, 1.64, 0.02, 0.3)
+    m = (state.shape[0] - 2 - D.N_FIT) // 3
+    prob = state[2 + D.N_FIT:2 + D.N_FIT + m]
+    assert prob.sum() == pytest.approx(1.0)
+    assert np.all(prob >= 0)
