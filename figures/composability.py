@@ -1,18 +1,17 @@
 """EvalStop's mean-JCT gain and wasted-compute cut over each base scheduler (bars, 95% CIs)."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("composability",)
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "composability").filter(pl.col("policy_name") == "evalstop")
     order = [s for s in S.SCHEDULER_NAMES if s in df["scheduler"].unique().to_list()]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = S.subplots(1, 2, figsize=(10, 3.6))
     colors = S.sns.color_palette("colorblind", len(order))
     for ax, (m, title) in zip(axes, (("jct_mean_h_change", "Mean JCT gain with EvalStop"),
                                      ("wasted_gpu_h_change", "Wasted compute cut with EvalStop"))):

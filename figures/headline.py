@@ -1,9 +1,8 @@
 """Headline comparison of stop policies under SRTF-Est: detection and paired changes."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
 POLICIES = ("evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
@@ -27,10 +26,10 @@ def _bars(ax, df, metrics, names, sign=1.0):
     ax.set_xticks(x, names)
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "headline")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = S.subplots(1, 2, figsize=(11, 3.6))
     _bars(axes[0], df, ("precision", "recall", "fpr"), ("precision", "recall", "FPR"))
     axes[0].set_ylabel("%")
     axes[0].set_title("Detection (RLHF jobs)")

@@ -1,18 +1,17 @@
 """JCT distribution per stop policy (headline cell set), from the merged JCT histograms."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
 POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     h = pl.read_parquet(sources["headline"] / "jct_hist.parquet")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    fig, axes = S.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, (group, title) in zip(axes, (("all", "All jobs"), ("rlhf", "RLHF jobs"))):
         for p in POLICIES:
             rows = h.filter((pl.col("policy_name") == p) & (pl.col("group") == group)).sort("bin")

@@ -6,21 +6,22 @@ Usage: python figures/real_traces_gao.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 
+@S.themed
 def main(src="results/traces", dst="docs/figures"):
     t = pl.read_parquet(Path(src) / "traces.parquet").sort("job_id", "step")
     fits = pl.read_parquet(Path(src) / "gao_fits.parquet")
     t = t.with_columns((pl.col("truth_gold") - pl.col("truth_gold").first().over("job_id")).alias("gain"),
                        pl.col("truth_kl_nats").clip(lower_bound=0).sqrt().alias("d"))
     kls = sorted(t["kl_coef"].unique())
-    fig, axes = plt.subplots(1, len(kls), figsize=(4.2 * len(kls), 3.8), sharey=True)
-    cmap = plt.get_cmap("viridis")
+    fig, axes = S.subplots(1, len(kls), figsize=(4.2 * len(kls), 3.8), sharey=True)
+    cmap = matplotlib.colormaps["viridis"]
     sizes = sorted(t["n_comparisons"].unique())
     for ax, kl in zip(np.atleast_1d(axes), kls):
         for i, n in enumerate(sizes):
