@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from fastsim.config import SimConfig
+from fastsim.config import PolicyConfig, SimConfig
 from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
@@ -137,6 +137,30 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     """
     w = generate_workload(cfg.workload, n_clusters, seed, cluster_start)
     return run_workload(cfg, w, keep_jobs=keep_jobs, record_segments=record_segments)
+
+
+def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: int = 200,
+            seed: int = 0, cluster_start: int = 0) -> pl.DataFrame:
+    """``cfg`` against the same scheduler under ``baseline`` on the same clusters.
+
+    Returns the summary table (``fastsim.summary.summarize``): one row per metric with
+    ``metric, kind, mean, lo, hi, n``; ``kind`` is ``mean`` (over clusters, Student-t
+    95% interval), ``pooled`` (precision, recall, FPR, delay: cluster bootstrap) or
+    ``paired`` (``*_change``: per-cluster relative change against the baseline on
+    identical clusters, t interval).  ``fastsim.summary.format_table`` prints it.
+
+    Examples
+    --------
+    >>> from fastsim.config import SimConfig
+    >>> t = compare(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20), n_clusters=4)
+    >>> t.filter(pl.col("metric") == "jct_mean_h_change")[["kind", "n"]].row(0)
+    ('paired', 4)
+    """
+    from fastsim.summary import summarize
+
+    policy = simulate(cfg, n_clusters, seed, cluster_start)
+    reference = simulate(cfg.with_policy(baseline), n_clusters, seed, cluster_start)
+    return summarize(policy.clusters, reference.clusters)
 
 
 def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: bool,

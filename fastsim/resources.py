@@ -28,3 +28,20 @@ def shipped(kind: str, name: str | None = None) -> Path:
     # A wheel or an editable install unpacks to the file system, where files() is a Path.
     path = Path(str(folder))
     return path if name is None else path / name
+
+
+def sweep_file(file: str | Path) -> Path:
+    """A sweep file by path, or by the name of a shipped one (``"noise"``,
+    ``"sweeps/noise.toml"``) when no such file exists here.
+
+    Examples
+    --------
+    >>> sweep_file("noise") == shipped("sweeps", "noise.toml")
+    True
+    """
+    path = Path(file)
+    if path.exists():
+        return path
+    name = path.name if path.suffix == ".toml" else path.name + ".toml"
+    candidate = shipped("sweeps", name)
+    return candidate if candidate.is_file() else path

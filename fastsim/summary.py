@@ -100,7 +100,7 @@ def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
     return rows
 
 
-def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
+def paired_changes(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
     """Paired relative changes of a policy against its baseline (same clusters).
 
     Returns rows ``metric, kind, mean, lo, hi, n`` where ``mean`` is the mean per-cluster

@@ -207,10 +207,12 @@ def cmd_grpo(args):
 
 
 def cmd_sweep(args):
-    from fastsim.costaware.sweep import run_sweep
+    from fastsim.costaware.sweep import run_costaware_sweep
 
     t0 = time.perf_counter()
-    paths = run_sweep(args.file, args.out)
+    from fastsim.resources import sweep_file
+
+    paths = run_costaware_sweep(sweep_file(args.file), args.out)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")

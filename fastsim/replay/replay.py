@@ -210,7 +210,7 @@ def _put(out: dict, name: str, e: Estimate) -> None:
     out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
 
 
-def summarize(results: pl.DataFrame) -> pl.DataFrame:
+def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
     log carries hidden truth, precision / recall / FPR with job-bootstrap intervals.
 
@@ -223,7 +223,7 @@ def summarize(results: pl.DataFrame) -> pl.DataFrame:
     >>> from fastsim.replay.logs import read_logs
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
     >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
-    >>> summarize(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
+    >>> summarize_replay(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
     [1]
     """
     out_rows = []

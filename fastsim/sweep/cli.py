@@ -23,7 +23,8 @@ def register(subparsers) -> None:
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
         "per-cluster Parquet per cell and an aggregated table (mean, 95% CI, n; paired "
         "against each cell's baseline). Re-running resumes; a changed grid is refused.")
-    p.add_argument("file", type=Path, help="sweep definition (sweeps/*.toml)")
+    p.add_argument("file", type=Path, help="sweep definition: a TOML file, or the name of a "
+                   "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
     p.add_argument("--chunk", type=int, help="clusters per chunk (overrides the file)")
@@ -82,7 +83,9 @@ def cmd_sweep(args) -> int:
     from fastsim.sweep.runner import run_sweep
     from fastsim.sweep.store import SweepStore
 
-    grid = load_sweep(args.file, clusters=args.clusters, chunk=args.chunk, seed=args.seed)
+    from fastsim.resources import sweep_file
+
+    grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk, seed=args.seed)
     store = SweepStore.open(args.out, grid)
     rep = run_sweep(grid, store, backend=args.backend, address=args.address,
                     keep_jobs=args.keep_jobs, progress=args.progress)
