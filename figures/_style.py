@@ -64,7 +64,10 @@ def metric(df: pl.DataFrame, name: str) -> pl.DataFrame:
 
 
 def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, marker="o") -> None:
-    """A line with its 95% interval as a shaded band."""
+    """A line with its 95% interval as a shaded band; nothing (and no legend entry) when
+    ``rows`` is empty."""
+    if rows.height == 0:
+        return
     ax.plot(x, rows["mean"] * scale, marker=marker, ms=4, color=color, label=label)
     ax.fill_between(x, rows["lo"] * scale, rows["hi"] * scale, color=color, alpha=0.25, lw=0)
 
@@ -84,6 +87,15 @@ def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[P
         paths.append(p)
     plt.close(fig)  # figures made by seaborn grids go through pyplot; ours are not kept there
     return paths
+
+
+def legend_outside(ax, source=None, **kwargs) -> None:
+    """The legend of ``source`` (default ``ax``) to the right of ``ax``, outside every
+    axes so that it never covers data; ``tight_layout`` and ``save`` make room for it."""
+    handles, labels = (source or ax).get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  borderaxespad=0.0, **kwargs)
 
 
 def paper_line(ax, y: float, x: float, text: str) -> None:
@@ -106,13 +118,13 @@ def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
     """Y range of a percentage panel: the data's range, at least ``min_span`` points wide,
     inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff."""
     span = max(hi - lo, min_span)
-    mid = (lo + hi) / 2
-    bottom, top = mid - span / 2 - 0.05 * span, mid + span / 2 + 0.05 * span
+    bottom, top = (lo + hi) / 2 - span / 2, (lo + hi) / 2 + span / 2
     if top > 100:
-        bottom, top = bottom - (top - 100), 100.0 + 0.02 * span
+        bottom, top = bottom - (top - 100), 100.0
     if bottom < 0:
-        bottom, top = -0.02 * span, top - bottom
-    ax.set_ylim(bottom, top)
+        bottom, top = 0.0, min(top - bottom, 100.0)
+    pad = 0.03 * (top - bottom)
+    ax.set_ylim(max(bottom - pad, -1.0), min(top + pad, 101.0))
 
 
 def main(draw, needs) -> None:

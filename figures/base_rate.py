@@ -20,7 +20,7 @@ def draw(sources, out, formats):
         ax.set_ylabel("%")
         ax.set_ylim(0, 102)
     S.paper_line(axes[0], 89, 20, "paper: EvalStop >= 89%")
-    axes[0].legend(loc="lower right", fontsize=8)
+    S.legend_outside(axes[-1], fontsize=8)
     S.footnote(fig, sources, "base_rate")
     fig.tight_layout()
     return S.save(fig, out, "base_rate", formats)

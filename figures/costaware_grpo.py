@@ -50,7 +50,7 @@ def main(results, out):
             for c, lam in enumerate(lams):
                 sub = df.filter((pl.col("grpo_lam") == lam) & (pl.col("grpo_len_sigma") == s))
                 _panel(axes[r, c], sub, f"lam={lam}, length sigma={s}")
-        axes[0, 0].legend()
+        S.legend_outside(axes[0, -1], axes[0, 0])
         fig.tight_layout()
         written += S.save(fig, out, "costaware_grpo_sweep", dpi=150)
     return written

@@ -41,7 +41,7 @@ def main(results, out):
             ax.set_title(f"{kind}, {step} steps", fontsize=9)
             ax.set_xlabel("cost heterogeneity (lognormal sigma)")
             ax.set_ylabel("cost / cost of p*")
-    axes[0, 0].legend(fontsize=6)
+    S.legend_outside(axes[0, -1], axes[0, 0], fontsize=6)
     fig.suptitle("Predicted (dotted) vs simulated (solid, 95% CI) cost over optimal sampling",
                  y=1.0)
     fig.tight_layout()

@@ -24,8 +24,8 @@ def draw(sources, out, formats):
         ax.set_xlabel("job completion time (h)")
         ax.set_title(f"{title}, SRTF-Est")
     axes[0].set_ylabel("fraction of jobs")
-    axes[0].legend(loc="upper left", fontsize=8)
-    S.footnote(fig, sources, "headline")
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
+    S.footnote(fig, sources, "headline", what="JCT histograms pooled over all jobs of")
     fig.tight_layout()
     return S.save(fig, out, "jct_cdf", formats)
 

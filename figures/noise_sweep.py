@@ -21,7 +21,7 @@ def draw(sources, out, formats):
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
     S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05")
-    axes[0].legend(loc="lower left", fontsize=8)
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "noise")
     fig.tight_layout()
     return S.save(fig, out, "noise_sweep", formats)

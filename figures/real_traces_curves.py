@@ -29,7 +29,7 @@ def main(src="results/traces", dst="docs/figures"):
         ax.set_title(f"proxy trained on {n} comparisons (KL coef {kl:g})")
         ax.set_xlabel("policy-gradient step")
     axes[0].set_ylabel("reward")
-    axes[0].legend(fontsize=8, loc="lower right")
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
     fig.tight_layout()
     S.save(fig, dst, "real_traces_curves", dpi=130)
     print(f"wrote {Path(dst)}/real_traces_curves.png/.pdf")

@@ -34,7 +34,7 @@ def main(src="results/traces", dst="docs/figures"):
                     label=f"n={n}: a={f['gao_alpha']:.2f} b={f['gao_beta']:.2f} R2={f['gao_r2']:.2f}")
         ax.set_title(f"KL coef {kl:g}")
         ax.set_xlabel("d = sqrt(KL) [nats^0.5]")
-        ax.legend(fontsize=6.5, loc="lower right")
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below the data
     np.atleast_1d(axes)[0].set_ylabel("gold gain over the reference policy")
     fig.tight_layout()
     S.save(fig, dst, "real_traces_gao", dpi=130)

@@ -31,7 +31,7 @@ def main(src="results/traces", dst="docs/figures"):
         ax.set_xticks(x, [p.split("[")[0] for p in pols], rotation=35, ha="right", fontsize=7)
         ax.set_title(m.upper() if m == "fpr" else m)
         ax.set_ylim(0, 1.05)
-    axes[0].legend(fontsize=7)
+    S.legend_outside(axes[-1], axes[0], fontsize=7)
     fig.tight_layout()
     S.save(fig, dst, "real_traces_replay", dpi=130)
     print(f"wrote {Path(dst)}/real_traces_replay.png/.pdf")
