@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fastsim.codes import JOB_TYPE_NAMES
 from fastsim.config import PolicyConfig, SimConfig
 from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, service_points_nb
@@ -25,7 +26,7 @@ from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
 from kernels.oracle import oracle_stops_nb
 from kernels.stops import resolve_stops_nb
 
-JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")
+JOB_TYPE_LABELS = JOB_TYPE_NAMES  # job_type column values, by kernel code
 
 
 @dataclass

@@ -16,7 +16,6 @@ UNIFORM = 0
 GRADIENT_NORM = 1
 COST_ONLY = 2
 OPTIMAL = 3
-N_STRATEGIES = 4
 
 # Random streams of the cost-aware system: >= 100, so disjoint from the cluster engine's
 # (kernels/codes.py); the toy RLHF traces (kernels/toy_rlhf.py) reuse 101-103, which is

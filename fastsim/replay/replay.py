@@ -19,8 +19,6 @@ from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from kernels.codes import ACT_DEMOTE, ACT_STOP
 from kernels.detectors import stop_decision_1j_nb
 
-STATUSES = ("stopped", "demoted", "continued", "too_short", "no_evaluations", "out_of_scope")
-
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
     """A stop policy from its spec (``evalstop:k=2``, ``stop_at:f=0.65``,
