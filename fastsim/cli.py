@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from fastsim import __version__
@@ -20,6 +21,16 @@ SUBCOMMAND_MODULES = [
     "fastsim.replay.cli",
     "fastsim.bench",
 ]
+# argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+
+
+def _numbers_are_values(parser: argparse.ArgumentParser) -> None:
+    parser._negative_number_matcher = NEGATIVE_NUMBER
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _numbers_are_values(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _numbers_are_values(parser)
     return parser
 
 
