@@ -1,2 +1,36 @@
-"""fastsim: fast, exact simulation of how GPU platforms schedule and stop LLM fine-tuning jobs."""
+"""fastsim: fast, exact simulation of how GPU platforms schedule and stop LLM fine-tuning jobs.
+
+The API in one import::
+
+    import fastsim
+    cfg = fastsim.SimConfig.from_specs("srtf_est", "evalstop:k=2")
+    fastsim.simulate(cfg, n_clusters=100)        # per-cluster metrics (SimResult)
+    fastsim.compare(cfg, baseline="none")         # summary table with 95% intervals
+    fastsim.sweep("noise", "results/noise")       # a sweep file (or a shipped sweep's name)
+    fastsim.replay("logs.csv", "evalstop:k=2")    # stop policies on evaluation logs
+
+Attributes load on first use, so ``import fastsim`` stays cheap for the command line.
+"""
+import importlib
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "simulate": "fastsim.api", "compare": "fastsim.api", "SimResult": "fastsim.api",
+    "SimConfig": "fastsim.config", "ConfigError": "fastsim.errors",
+    "summarize": "fastsim.summary", "format_table": "fastsim.summary",
+    "read_logs": "fastsim.replay.logs", "EvalStopMonitor": "fastsim.replay.monitor",
+}
+__all__ = sorted([*_EXPORTS, "sweep", "replay", "__version__"])
+
+
+def __getattr__(name: str):
+    if name in ("sweep", "replay"):  # callable subpackages: fastsim.sweep(...), fastsim.replay(...)
+        return importlib.import_module(f"fastsim.{name}")
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'fastsim' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

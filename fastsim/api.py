@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import metrics as M
-from fastsim.config import SimConfig
+from fastsim.config import PolicyConfig, SimConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, generate_workload
@@ -29,7 +29,7 @@ from kernels.oracle import oracle_stops_nb
 from kernels.schedulers import user_keys_driver
 from kernels.stops import resolve_stops_nb, user_stops_driver
 
-JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")
+JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")  # job_type column values, by kernel code
 
 
 @dataclass
@@ -206,6 +206,30 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
                "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
     w = generate_workload(cfg.workload, n_clusters, seed, cluster_start)
     return run_workload(cfg, w, keep_jobs=keep_jobs, record_segments=record_segments)
+
+
+def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: int = 200,
+            seed: int = 0, cluster_start: int = 0) -> pl.DataFrame:
+    """``cfg`` against the same scheduler under ``baseline`` on the same clusters.
+
+    Returns the summary table (``fastsim.summary.summarize``): one row per metric with
+    ``metric, kind, mean, lo, hi, n``; ``kind`` is ``mean`` (over clusters, Student-t
+    95% interval), ``pooled`` (precision, recall, FPR, delay: cluster bootstrap) or
+    ``paired`` (``*_change``: per-cluster relative change against the baseline on
+    identical clusters, t interval).  ``fastsim.summary.format_table`` prints it.
+
+    Examples
+    --------
+    >>> from fastsim.config import SimConfig
+    >>> t = compare(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20), n_clusters=4)
+    >>> t.filter(pl.col("metric") == "jct_mean_h_change")[["kind", "n"]].row(0)
+    ('paired', 4)
+    """
+    from fastsim.summary import summarize
+
+    policy = simulate(cfg, n_clusters, seed, cluster_start)
+    reference = simulate(cfg.with_policy(baseline), n_clusters, seed, cluster_start)
+    return summarize(policy.clusters, reference.clusters)
 
 
 def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: bool,

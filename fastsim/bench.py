@@ -1,7 +1,7 @@
 """Throughput benchmark of the engine (prints ratios, asserts nothing).
 
-Run ``python -m fastsim.bench`` (about 40 s, most of it the cold compile) or
-``python -m fastsim.bench --quick`` (about 30 s; add ``--no-compile`` for about 5 s) from
+Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about 40 s, most of it
+the cold compile) or ``fastsim bench --quick`` (about 30 s; add ``--no-compile`` for about 5 s) from
 the repository root.  Every time is the minimum over repetitions of
 one call on a batch of clusters, divided by the batch size; on a shared machine the
 minimum is the least noisy estimate of what the code costs.
@@ -227,15 +227,34 @@ def compile_times() -> tuple[float, float]:
     return times[0], times[1]
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m fastsim.bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller batches (about 30 s with the compile row)")
+def _add_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller batches: 100 clusters, 5 repetitions (about 30 s with the "
+                    "compile row)")
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
     ap.add_argument("--no-rss", action="store_true",
                     help="skip the peak-RSS rows (fresh processes; minutes at a million clusters)")
-    a = ap.parse_args(argv)
+
+
+def register(subparsers) -> None:
+    """``fastsim bench``: the same benchmark as ``python -m fastsim.bench``."""
+    p = subparsers.add_parser("bench", help="speed: clusters per second, stages, reference "
+                              "speed-up, scaling, compile time", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_options(p)
+    p.set_defaults(func=run)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m fastsim.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_options(ap)
+    run(ap.parse_args(argv))
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the benchmark with parsed options ``a`` (``quick``, ``no_compile``, ``no_rss``)."""
     n, reps, n_ref = (100, 5, 1) if a.quick else (400, 10, 3)
     cfg = _config()
     n_jobs, n_evals = cfg.workload.n_jobs, cfg.workload.n_evals
@@ -306,6 +325,7 @@ def main(argv=None) -> None:
         print("\n== first call (import + first simulate) in a fresh interpreter ==")
         print(f"  cold numba cache: {cold:6.1f} s")
         print(f"  warm numba cache: {warm:6.1f} s   ratio cold/warm = {cold / warm:.1f}")
+    return 0
 
 
 if __name__ == "__main__":

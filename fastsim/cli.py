@@ -11,15 +11,17 @@ import importlib
 import re
 import sys
 
+from fastsim import __version__
 from fastsim.errors import ConfigError, SimulationError
 
-# (module, description) of every subcommand module; each module's register() adds its parsers.
+# Every subcommand module; each module's register() adds its parsers.
 SUBCOMMAND_MODULES = [
     "fastsim.cli_run",
     "fastsim.sweep.cli",
     "fastsim.costaware.cli",
     "fastsim.replay.cli",
     "fastsim.detectors_cli",
+    "fastsim.bench",
 ]
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
@@ -39,16 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fast, exact simulation of GPU platforms scheduling and stopping LLM "
         "fine-tuning jobs (EvalStop), and cost-aware learning.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a subcommand still being built
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     _numbers_are_values(parser)
     return parser
 

@@ -103,13 +103,23 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
     return WorkloadConfig(**kw)
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: X)`` only where the help does not already say it, and never
+    ``(default: None)``."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.nargs == 0 or "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="simulate one scheduler + stop policy against a baseline",
         description="Simulate CLUSTERS independent clusters under a base scheduler and a stop "
         "policy, and the same clusters (common random numbers) under the baseline policy; print "
-        "every metric with its 95%% confidence interval and the paired change.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "every metric with its 95% confidence interval and the paired change.",
+        formatter_class=_HelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
                    help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "
                    "@scheduler_key): " + R.help_text("scheduler").replace("%", "%%"))
@@ -121,8 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also compute this user metric (a @cluster_metric) per cluster; repeatable")
     p.add_argument("--baseline", default="none",
                    help="policy to compare against on the same clusters, or 'off'")
-    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters")
-    p.add_argument("--seed", type=int, default=D.SEED, help="random seed (non-negative)")
+    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters to simulate, an integer >= 1")
+    p.add_argument("--seed", type=int, default=D.SEED, help="random seed, an integer >= 0; cluster i of a seed is the same cluster under every policy")
     p.add_argument("--out", type=Path, default=None,
                    help="write per-cluster results (both arms) to this Parquet file")
     p.add_argument("--jobs-out", type=Path, default=None,

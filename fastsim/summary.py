@@ -132,7 +132,7 @@ def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
             for m, p, b in _paired_changes(clusters, baseline)]
 
 
-def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
+def paired_changes(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
     """Paired relative changes of a policy against its baseline (same clusters).
 
     Returns rows ``metric, kind, mean, lo, hi, n`` where ``mean`` is the mean per-cluster

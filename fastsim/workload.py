@@ -139,8 +139,8 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     --------
     >>> from fastsim.config import WorkloadConfig
     >>> w = generate_workload(WorkloadConfig(n_jobs=5), n_clusters=2, seed=1)
-    >>> w.gold.shape
-    (2, 5, 10)
+    >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
+    True
     """
     if out is None:
         w = allocate(n_clusters, cfg.n_jobs, cfg.n_evals)

@@ -7,15 +7,16 @@ cost-aware scripts have ``main(results, out)`` and run standalone through ``cli`
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import polars as pl
+import seaborn as sns
+from cycler import cycler
+from matplotlib.figure import Figure
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
 
@@ -49,14 +50,33 @@ PALETTE = _Palette(zip(sorted(POLICY_NAMES, key=lambda n: n == "none"),
                        sns.color_palette("colorblind", len(POLICY_NAMES))))
 
 
-PAPER_RC = {"figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight", "pdf.fonttype": 42}
+# One theme for every figure (figures/ and docs/figures/): seaborn's paper context on a
+# white grid, the colour-blind palette, and TrueType (Type 42) fonts embedded in PDFs and
+# PostScript so that the text stays text.
+THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", font_scale=1.1),
+         "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")),
+         "figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight",
+         "pdf.fonttype": 42, "ps.fonttype": 42}
 
 
-def setup(font_scale: float = 1.1, rc: dict | None = PAPER_RC) -> None:
-    """The seaborn paper theme; ``rc=None`` leaves DPI and bounding boxes to ``save``."""
-    sns.set_theme(context="paper", style="whitegrid", font_scale=font_scale)
-    if rc:
-        plt.rcParams.update(rc)
+def themed(draw):
+    """Run a drawing function under ``THEME`` without touching the caller's settings.
+
+    The theme lives in an ``rc_context`` for the duration of the call only, so drawing in
+    a notebook leaves its style and backend as they were.
+    """
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(THEME):
+            return draw(*args, **kwargs)
+    return wrapper
+
+
+def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
+    """``plt.subplots`` without pyplot: a ``Figure`` bound to no GUI backend (nothing is
+    shown, no backend is switched), and its axes."""
+    fig = Figure(figsize=kwargs.pop("figsize", None))
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 def summary(sources: dict, sweep: str) -> pl.DataFrame:
@@ -68,7 +88,10 @@ def metric(df: pl.DataFrame, name: str) -> pl.DataFrame:
 
 
 def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, marker="o") -> None:
-    """A line with its 95% interval as a shaded band."""
+    """A line with its 95% interval as a shaded band; nothing (and no legend entry) when
+    ``rows`` is empty."""
+    if rows.height == 0:
+        return
     ax.plot(x, rows["mean"] * scale, marker=marker, ms=4, color=color, label=label)
     ax.fill_between(x, rows["lo"] * scale, rows["hi"] * scale, color=color, alpha=0.25, lw=0)
 
@@ -86,8 +109,17 @@ def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[P
         p = out / f"{stem}.{fmt}"
         fig.savefig(p, metadata={"CreationDate": None} if fmt == "pdf" else None, **savefig)
         paths.append(p)
-    plt.close(fig)
+    plt.close(fig)  # figures made by seaborn grids go through pyplot; ours are not kept there
     return paths
+
+
+def legend_outside(ax, source=None, **kwargs) -> None:
+    """The legend of ``source`` (default ``ax``) to the right of ``ax``, outside every
+    axes so that it never covers data; ``tight_layout`` and ``save`` make room for it."""
+    handles, labels = (source or ax).get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  borderaxespad=0.0, **kwargs)
 
 
 def paper_line(ax, y: float, x: float, text: str) -> None:
@@ -97,16 +129,30 @@ def paper_line(ax, y: float, x: float, text: str) -> None:
                 color="0.4")
 
 
-def footnote(fig, sources: dict, sweep: str) -> None:
+def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None:
+    """``SWEEP: WHAT n = N clusters per cell`` under the figure, below every axis label
+    (``save`` crops to a tight box, which takes the note in)."""
     df = summary(sources, sweep)
     n = int(df["n"].min()) if df.height else 0
-    fig.text(0.99, 0.005, f"{sweep}: 95% CIs over n = {n} clusters per cell",
-             ha="right", va="bottom", fontsize=7, color="0.4")
+    fig.text(0.99, 0.0, f"{sweep}: {what} n = {n} clusters per cell",
+             ha="right", va="top", fontsize=7, color="0.4")
+
+
+def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
+    """Y range of a percentage panel: the data's range, at least ``min_span`` points wide,
+    inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff."""
+    span = max(hi - lo, min_span)
+    bottom, top = (lo + hi) / 2 - span / 2, (lo + hi) / 2 + span / 2
+    if top > 100:
+        bottom, top = bottom - (top - 100), 100.0
+    if bottom < 0:
+        bottom, top = 0.0, min(top - bottom, 100.0)
+    pad = 0.03 * (top - bottom)
+    ax.set_ylim(max(bottom - pad, -1.0), min(top + pad, 101.0))
 
 
 def main(draw, needs) -> None:
     """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from fastsim.sweep.figures import find_sources
 
     results = Path(sys.argv[1])

@@ -1,17 +1,16 @@
 """Precision (and recall) vs the share of hacking RLHF jobs, with 95% CI bands."""
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("base_rate",)
 POLICIES = ("evalstop", "stop_at")
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "base_rate").filter(pl.col("policy_name").is_in(POLICIES))
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), sharex=True)
+    fig, axes = S.subplots(1, 2, figsize=(8, 3.4), sharex=True)
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("base_rate")
@@ -21,7 +20,7 @@ def draw(sources, out, formats):
         ax.set_ylabel("%")
         ax.set_ylim(0, 102)
     S.paper_line(axes[0], 89, 20, "paper: EvalStop >= 89%")
-    axes[0].legend(loc="lower right", fontsize=8)
+    S.legend_outside(axes[-1], fontsize=8)
     S.footnote(fig, sources, "base_rate")
     fig.tight_layout()
     return S.save(fig, out, "base_rate", formats)

@@ -1,18 +1,21 @@
 """EvalStop's mean-JCT gain and wasted-compute cut over each base scheduler (bars, 95% CIs)."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("composability",)
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "composability").filter(pl.col("policy_name") == "evalstop")
-    order = [s for s in S.SCHEDULER_NAMES if s in df["scheduler"].unique().to_list()]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    found = df["scheduler"].unique().to_list()
+    # known schedulers in their usual order, then any other one under its own name:
+    # a scheduler in the results is never dropped for want of a display name
+    order = ([s for s in S.SCHEDULER_NAMES if s in found]
+             + sorted(s for s in found if s not in S.SCHEDULER_NAMES))
+    fig, axes = S.subplots(1, 2, figsize=(10, 3.6))
     colors = S.sns.color_palette("colorblind", len(order))
     for ax, (m, title) in zip(axes, (("jct_mean_h_change", "Mean JCT gain with EvalStop"),
                                      ("wasted_gpu_h_change", "Wasted compute cut with EvalStop"))):
@@ -22,14 +25,14 @@ def draw(sources, out, formats):
         err = np.array([[x["mean"] - x["lo"] for x in r], [x["hi"] - x["mean"] for x in r]]) * 100
         x = np.arange(len(order))
         ax.bar(x, gain, yerr=err[::-1], color=colors, capsize=4)
-        ax.set_xticks(x, [S.SCHEDULER_NAMES[s] for s in order], rotation=20)
+        ax.set_xticks(x, [S.SCHEDULER_NAMES.get(s, s) for s in order], rotation=20)
         ax.set_ylabel("% (relative to the same scheduler alone)")
         ax.set_title(title)
         for xi, g in zip(x, gain):
             ax.annotate(f"{g:.1f}%", (xi, g), xytext=(0, 3), textcoords="offset points",
                         ha="center", fontsize=8)
     axes[0].axhspan(8.9, 25.2, color="0.85", zorder=0, label="paper range 8.9-25.2%")
-    axes[0].legend(loc="upper left", fontsize=8)
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "composability")
     fig.tight_layout()
     return S.save(fig, out, "composability", formats)

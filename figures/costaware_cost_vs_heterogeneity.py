@@ -8,17 +8,17 @@ from pathlib import Path
 import polars as pl
 import seaborn as sns
 
-import _style as S
+from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only", "optimal"]
 
 
+@S.themed
 def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
     df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER))
-    S.setup(font_scale=1.0, rc=None)
     g = sns.FacetGrid(df.to_pandas(), row="problem_kind", col="problem_cost_corr",
                       hue="strategy", hue_order=ORDER, sharey=False, height=2.4, aspect=1.2,
                       margin_titles=True)

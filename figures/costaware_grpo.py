@@ -6,10 +6,9 @@ Usage: ``python THIS RESULTS [OUT]``.
 """
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 ARMS = (("uniform", "C0"), ("cost_aware", "C3"))
 
@@ -28,14 +27,14 @@ def _panel(ax, df, title):
     ax.set_ylabel("held-out accuracy")
 
 
+@S.themed
 def main(results, out):
     results = Path(results)
     written = []
-    S.setup(font_scale=1.0, rc=None)
     src = results / "costaware_grpo.curves.parquet"
     if src.exists():
         df = pl.read_parquet(src)
-        fig, ax = plt.subplots(figsize=(5, 3.4))
+        fig, ax = S.subplots(figsize=(5, 3.4))
         _panel(ax, df, f"GRPO on the toy reasoning task ({df['n_seeds'].max()} seeds)")
         ax.legend()
         fig.tight_layout()
@@ -45,13 +44,13 @@ def main(results, out):
         df = pl.read_parquet(src)
         lams = sorted(df["grpo_lam"].unique().to_list())
         sigmas = sorted(df["grpo_len_sigma"].unique().to_list())
-        fig, axes = plt.subplots(len(sigmas), len(lams), figsize=(3.6 * len(lams),
+        fig, axes = S.subplots(len(sigmas), len(lams), figsize=(3.6 * len(lams),
                                  2.8 * len(sigmas)), squeeze=False)
         for r, s in enumerate(sigmas):
             for c, lam in enumerate(lams):
                 sub = df.filter((pl.col("grpo_lam") == lam) & (pl.col("grpo_len_sigma") == s))
                 _panel(axes[r, c], sub, f"lam={lam}, length sigma={s}")
-        axes[0, 0].legend()
+        S.legend_outside(axes[0, -1], axes[0, 0])
         fig.tight_layout()
         written += S.save(fig, out, "costaware_grpo_sweep", dpi=150)
     return written

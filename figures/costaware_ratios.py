@@ -5,24 +5,23 @@ Usage: ``python THIS RESULTS [OUT]``.
 """
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only"]
 
 
+@S.themed
 def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
     df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER)
                                      & (pl.col("problem_cost_corr") == 0.0))
-    S.setup(font_scale=1.0, rc=None)
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     steps = df["sgd_step"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(len(kinds), len(steps), figsize=(4.2 * len(steps), 3.0 * len(kinds)),
+    fig, axes = S.subplots(len(kinds), len(steps), figsize=(4.2 * len(steps), 3.0 * len(kinds)),
                              squeeze=False, sharex=True)
     for r, kind in enumerate(kinds):
         for c, step in enumerate(steps):
@@ -42,7 +41,7 @@ def main(results, out):
             ax.set_title(f"{kind}, {step} steps", fontsize=9)
             ax.set_xlabel("cost heterogeneity (lognormal sigma)")
             ax.set_ylabel("cost / cost of p*")
-    axes[0, 0].legend(fontsize=6)
+    S.legend_outside(axes[0, -1], axes[0, 0], fontsize=6)
     fig.suptitle("Predicted (dotted) vs simulated (solid, 95% CI) cost over optimal sampling",
                  y=1.0)
     fig.tight_layout()

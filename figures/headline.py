@@ -1,36 +1,41 @@
 """Headline comparison of stop policies under SRTF-Est: detection and paired changes."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
 POLICIES = ("evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
 
 
+def _present(df, metrics):
+    """The policies with a row for every metric, in the fixed order: the bars' slots are
+    laid out for these only, so a missing policy leaves no gap and no bar off its tick."""
+    return [p for p in POLICIES
+            if all(S.metric(df, m).filter(pl.col("policy_name") == p).height for m in metrics)]
+
+
 def _bars(ax, df, metrics, names, sign=1.0):
-    width = 0.8 / len(POLICIES)
+    present = _present(df, metrics)
+    width = 0.8 / max(len(present), 1)
     x = np.arange(len(metrics))
-    for i, p in enumerate(POLICIES):
-        r = [S.metric(df, m).filter(pl.col("policy_name") == p) for m in metrics]
-        if any(rr.height == 0 for rr in r):
-            continue
-        r = [rr.row(0, named=True) for rr in r]
+    for i, p in enumerate(present):
+        r = [S.metric(df, m).filter(pl.col("policy_name") == p).row(0, named=True)
+             for m in metrics]
         mean = np.array([sign * v["mean"] for v in r]) * 100
         lo = np.array([min(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
         hi = np.array([max(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
         mean = np.nan_to_num(mean)
-        ax.bar(x + (i - len(POLICIES) / 2 + 0.5) * width, mean, width,
+        ax.bar(x + (i - len(present) / 2 + 0.5) * width, mean, width,
                yerr=[np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)], capsize=2,
                color=S.PALETTE[p], label=S.POLICY_NAMES[p])
     ax.set_xticks(x, names)
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "headline")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, axes = S.subplots(1, 2, figsize=(11, 3.6))
     _bars(axes[0], df, ("precision", "recall", "fpr"), ("precision", "recall", "FPR"))
     axes[0].set_ylabel("%")
     axes[0].set_title("Detection (RLHF jobs)")
@@ -39,7 +44,7 @@ def draw(sources, out, formats):
     axes[1].set_ylabel("% change vs SRTF-Est alone")
     axes[1].set_title("Paired change vs no stop policy")
     axes[1].axhline(0, color="0.3", lw=0.8)
-    axes[0].legend(loc="upper right", fontsize=7)
+    S.legend_outside(axes[-1], axes[0], fontsize=7)
     S.footnote(fig, sources, "headline")
     fig.tight_layout()
     return S.save(fig, out, "headline", formats)

@@ -1,18 +1,17 @@
 """JCT distribution per stop policy (headline cell set), from the merged JCT histograms."""
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
 POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     h = pl.read_parquet(sources["headline"] / "jct_hist.parquet")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    fig, axes = S.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, (group, title) in zip(axes, (("all", "All jobs"), ("rlhf", "RLHF jobs"))):
         for p in POLICIES:
             rows = h.filter((pl.col("policy_name") == p) & (pl.col("group") == group)).sort("bin")
@@ -25,8 +24,8 @@ def draw(sources, out, formats):
         ax.set_xlabel("job completion time (h)")
         ax.set_title(f"{title}, SRTF-Est")
     axes[0].set_ylabel("fraction of jobs")
-    axes[0].legend(loc="upper left", fontsize=8)
-    S.footnote(fig, sources, "headline")
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
+    S.footnote(fig, sources, "headline", what="JCT histograms pooled over all jobs of")
     fig.tight_layout()
     return S.save(fig, out, "jct_cdf", formats)
 

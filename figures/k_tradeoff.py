@@ -1,8 +1,7 @@
 """The k trade-off: precision, recall, wasted compute and mean JCT vs k (95% CI bands)."""
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("k_sweep",)
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
@@ -10,10 +9,10 @@ PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
           ("jct_mean_h_change", "Mean JCT change (%)"))
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "k_sweep").filter(pl.col("policy_name") == "evalstop")
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), sharex=True)
+    fig, axes = S.subplots(1, 4, figsize=(13, 3.2), sharex=True)
     for ax, (m, title) in zip(axes, PANELS):
         rows = S.metric(df, m).sort("k")
         S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])
@@ -21,6 +20,8 @@ def draw(sources, out, formats):
         ax.set_title(title)
         ax.set_xlabel("k (consecutive declines)")
         ax.set_xticks(rows["k"].to_list())
+        if m in ("precision", "recall"):  # a rate axis spans at least 10 points
+            S.rate_axis(ax, 100 * rows["lo"].min(), 100 * rows["hi"].max())
     S.footnote(fig, sources, "k_sweep")
     fig.tight_layout()
     return S.save(fig, out, "k_tradeoff", formats)

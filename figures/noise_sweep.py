@@ -1,17 +1,16 @@
 """Precision, recall and FPR vs evaluation noise sigma, with 95% CI bands (noise sweep)."""
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("noise",)
 POLICIES = ("evalstop", "stop_at", "loss_plateau")
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     df = S.summary(sources, "noise").filter(pl.col("policy_name").is_in(POLICIES))
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharex=True)
+    fig, axes = S.subplots(1, 3, figsize=(11, 3.4), sharex=True)
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"),
                                      ("fpr", "False-positive rate"))):
         for p in POLICIES:
@@ -22,7 +21,7 @@ def draw(sources, out, formats):
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
     S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05")
-    axes[0].legend(loc="lower left", fontsize=8)
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "noise")
     fig.tight_layout()
     return S.save(fig, out, "noise_sweep", formats)

@@ -6,18 +6,18 @@ Usage: python figures/real_traces_curves.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 
+@S.themed
 def main(src="results/traces", dst="docs/figures"):
     t = pl.read_parquet(Path(src) / "traces.parquet")
     kl = sorted(t["kl_coef"].unique())[0]
     sizes = sorted(t["n_comparisons"].unique())
     pick = [sizes[0], sizes[-1]]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    fig, axes = S.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, n in zip(axes, pick):
         sub = t.filter((pl.col("n_comparisons") == n) & (pl.col("kl_coef") == kl)).sort("step")
         for i, ((job,), g) in enumerate(sub.group_by(["job_id"], maintain_order=True)):
@@ -29,7 +29,7 @@ def main(src="results/traces", dst="docs/figures"):
         ax.set_title(f"proxy trained on {n} comparisons (KL coef {kl:g})")
         ax.set_xlabel("policy-gradient step")
     axes[0].set_ylabel("reward")
-    axes[0].legend(fontsize=8, loc="lower right")
+    S.legend_outside(axes[-1], axes[0], fontsize=8)
     fig.tight_layout()
     S.save(fig, dst, "real_traces_curves", dpi=130)
     print(f"wrote {Path(dst)}/real_traces_curves.png/.pdf")

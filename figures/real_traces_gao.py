@@ -6,21 +6,22 @@ Usage: python figures/real_traces_gao.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 
+@S.themed
 def main(src="results/traces", dst="docs/figures"):
     t = pl.read_parquet(Path(src) / "traces.parquet").sort("job_id", "step")
     fits = pl.read_parquet(Path(src) / "gao_fits.parquet")
     t = t.with_columns((pl.col("truth_gold") - pl.col("truth_gold").first().over("job_id")).alias("gain"),
                        pl.col("truth_kl_nats").clip(lower_bound=0).sqrt().alias("d"))
     kls = sorted(t["kl_coef"].unique())
-    fig, axes = plt.subplots(1, len(kls), figsize=(4.2 * len(kls), 3.8), sharey=True)
-    cmap = plt.get_cmap("viridis")
+    fig, axes = S.subplots(1, len(kls), figsize=(4.2 * len(kls), 3.8), sharey=True)
+    cmap = matplotlib.colormaps["viridis"]
     sizes = sorted(t["n_comparisons"].unique())
     for ax, kl in zip(np.atleast_1d(axes), kls):
         for i, n in enumerate(sizes):
@@ -33,7 +34,7 @@ def main(src="results/traces", dst="docs/figures"):
                     label=f"n={n}: a={f['gao_alpha']:.2f} b={f['gao_beta']:.2f} R2={f['gao_r2']:.2f}")
         ax.set_title(f"KL coef {kl:g}")
         ax.set_xlabel("d = sqrt(KL) [nats^0.5]")
-        ax.legend(fontsize=6.5, loc="lower right")
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # below the data
     np.atleast_1d(axes)[0].set_ylabel("gold gain over the reference policy")
     fig.tight_layout()
     S.save(fig, dst, "real_traces_gao", dpi=130)

@@ -7,18 +7,18 @@ Usage: python figures/real_traces_replay.py [results/traces] [docs/figures]
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-import _style as S
+from fastsim.figures import _style as S
 
 
+@S.themed
 def main(src="results/traces", dst="docs/figures"):
     rep = pl.read_parquet(Path(src) / "replay_summary.parquet")
     sim = pl.read_parquet(Path(src) / "simulator.parquet")
     pols = [p for p in rep["policy"].to_list() if p in sim["policy"].to_list()]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    fig, axes = S.subplots(1, 3, figsize=(13, 3.8), sharey=True)
     x = np.arange(len(pols))
     for ax, m in zip(axes, ("precision", "recall", "fpr")):
         for off, (df, name) in zip((-0.2, 0.2), ((rep, "toy RLHF traces (replay)"), (sim, "simulator, matched sigma"))):
@@ -31,7 +31,7 @@ def main(src="results/traces", dst="docs/figures"):
         ax.set_xticks(x, [p.split("[")[0] for p in pols], rotation=35, ha="right", fontsize=7)
         ax.set_title(m.upper() if m == "fpr" else m)
         ax.set_ylim(0, 1.05)
-    axes[0].legend(fontsize=7)
+    S.legend_outside(axes[-1], axes[0], fontsize=7)
     fig.tight_layout()
     S.save(fig, dst, "real_traces_replay", dpi=130)
     print(f"wrote {Path(dst)}/real_traces_replay.png/.pdf")

@@ -1,19 +1,19 @@
 """Example RLHF jobs: proxy reward, loss, gold, observed evaluations, EvalStop's stop and
 the delivered checkpoint (from the trajectory extract)."""
-import matplotlib.pyplot as plt
 import polars as pl
+from matplotlib.lines import Line2D
 
-import _style as S
+from fastsim.figures import _style as S
 
 NEEDS = ("extracts",)
 
 
+@S.themed
 def draw(sources, out, formats):
-    S.setup()
     jobs = pl.read_parquet(sources["extracts"] / "trajectory_jobs.parquet")
     pts = pl.read_parquet(sources["extracts"] / "trajectory_points.parquet")
     n = jobs.height
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False)
+    fig, axes = S.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False)
     c = S.sns.color_palette("colorblind", 5)
     for ax, job in zip(axes[0], jobs.iter_rows(named=True)):
         role, E = job["role"], job["n_evals"]
@@ -36,7 +36,7 @@ def draw(sources, out, formats):
         ax.set_xlabel("progress u")
     axes[0][0].set_ylabel("score")
     h1, l1 = axes[0][0].get_legend_handles_labels()
-    fig.legend(h1 + [plt.Line2D([], [], color=c[4], ls="--")], l1 + ["loss"], loc="lower center",
+    fig.legend(h1 + [Line2D([], [], color=c[4], ls="--")], l1 + ["loss"], loc="lower center",
                ncol=7, fontsize=8, bbox_to_anchor=(0.5, -0.08))
     sig = jobs["sigma"][0]
     fig.suptitle(f"{jobs['policy'][0]} under SRTF-Est, sigma = {sig:g}", fontsize=10)

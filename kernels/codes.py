@@ -4,7 +4,6 @@
 LORA = 0
 DPO = 1
 RLHF = 2
-N_TYPES = 3
 
 # Base schedulers (MODEL.md section 6).
 FIFO = 0
@@ -20,10 +19,6 @@ STOP_AT = 2
 LOSS_PLATEAU = 3
 DEPRIORITIZE = 4
 ORACLE = 5
-
-# Stop-policy scope.
-SCOPE_RLHF = 0
-SCOPE_ALL = 1
 
 # What a stop policy decided for one job.
 ACT_CONTINUE = 0

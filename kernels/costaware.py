@@ -16,9 +16,10 @@ UNIFORM = 0
 GRADIENT_NORM = 1
 COST_ONLY = 2
 OPTIMAL = 3
-N_STRATEGIES = 4
 
-# Random streams of the cost-aware system; >= 100 so they never meet the engine's.
+# Random streams of the cost-aware system: >= 100, so disjoint from the cluster engine's
+# (kernels/codes.py); the toy RLHF traces (kernels/toy_rlhf.py) reuse 101-103, which is
+# harmless because no computation draws from both systems.
 S_ROW_SCALE = 100
 S_FEATURE = 101
 S_TARGET = 102

@@ -8,7 +8,11 @@ to the last bit; ``nnan``/``ninf`` would be unsafe because ``inf`` is a sentinel
 Caching: numba keys a cached function on its own file only, so a change in a kernel it
 calls from another module would silently load stale machine code.  We therefore cache
 under a directory named by a hash of every ``kernels/*.py`` source: any kernel edit
-gives a fresh cache, and identical code (e.g. every Dask worker) shares one.
+gives a fresh cache, and identical code (e.g. every Dask worker) shares one.  The
+directory is chosen per function by a cache locator that claims only the functions
+defined in this folder; ``numba.config.CACHE_DIR``, which would move every other
+package's cache too, is left alone.  (numba has no public per-function cache directory:
+the locator list is its documented extension point, ``numba/core/caching.py``.)
 
 Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import numba
 from numba import njit
+from numba.core import caching
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
@@ -35,10 +40,36 @@ def _source_hash() -> str:
     return h.hexdigest()[:16]
 
 
+HERE = Path(__file__).resolve().parent
+CACHE_DIR = os.path.join(
+    os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "fastsim-numba"),
+    _source_hash())
+
+
+class _KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """Puts the cache of a function defined in this folder under ``CACHE_DIR``; declines
+    every other function, which numba's own locators then place as usual."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(CACHE_DIR, self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if Path(py_file).resolve().parent != HERE:
+            return None
+        return super().from_function(py_func, py_file)
+
+
 if CACHE:
-    _root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "fastsim-numba")
-    numba.config.CACHE_DIR = os.path.join(_root, _source_hash())
+    _impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
+    if _KernelCacheLocator not in _impl._locator_classes:
+        _impl._locator_classes.insert(0, _KernelCacheLocator)
 
 # Per-cluster kernels: serial, inlined into the drivers.
 kernel = njit(cache=CACHE, fastmath=FASTMATH, nogil=True)

@@ -19,7 +19,11 @@ from numba import prange
 from kernels.jit import driver, kernel
 from kernels.rng import normal_nb, uniform_nb
 
-# Random streams of this module (separate from the cluster engine's).
+# Random streams of this module: >= 100, so disjoint from the cluster engine's
+# (kernels/codes.py).  101-103 are also ids of the cost-aware streams
+# (kernels/costaware.py): harmless, since no computation draws from both systems, and
+# kept because new ids would change every committed toy trace.  tests/test_packaging.py
+# checks the sets that must stay disjoint.
 S_TRAIN_PROMPT = 101
 S_TRAIN_SAMPLE = 102
 S_EVAL_SAMPLE = 103

@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from fastsim.cli import main
-from fastsim.costaware.sweep import load_sweep
+from fastsim.costaware.sweep import load_costaware_sweep
 from fastsim.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ def test_ratios_and_bad_input(capsys):
 
 def test_shipped_sweeps_parse():
     for path in sorted((REPO / "sweeps").glob("costaware_*.toml")):
-        spec = load_sweep(path)
+        spec = load_costaware_sweep(path)
         assert spec.points(), path
 
 
@@ -46,7 +46,7 @@ def test_bad_sweep_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('experiment = "sgd"\n[axes]\ncost_sigma = [0.0, -1.0]\n')
     with pytest.raises(ConfigError, match="cost_sigma=-1.0"):
-        load_sweep(bad)
+        load_costaware_sweep(bad)
     bad.write_text('experiment = "sgd"\n[base]\nlearning_rate = 1\n')
     with pytest.raises(ConfigError, match="learning_rate"):
-        load_sweep(bad)
+        load_costaware_sweep(bad)

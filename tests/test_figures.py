@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -56,3 +57,95 @@ def test_missing_inputs_are_skipped_not_fatal(tmp_path):
     logs = []
     assert draw_all(tmp_path, tmp_path / "figs", log=logs.append) == []
     assert len(logs) == len(FIGURE_SCRIPTS)
+
+
+def _tiny_sweep(tmp_path, name, axes_toml):
+    import fastsim
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'name = "{name}"\nclusters = 3\nchunk = 3\nseed = 0\n'
+                    f'[base]\nscheduler = "srtf_est"\nn_jobs = 30\n[axes]\n{axes_toml}\n')
+    fastsim.sweep(path, tmp_path / "results" / name)
+
+
+@pytest.fixture(scope="module")
+def unusual_results(tmp_path_factory):
+    """Sweeps under the figures' names with parameters the paper never used, and policies
+    and schedulers missing."""
+    tmp = tmp_path_factory.mktemp("unusual")
+    _tiny_sweep(tmp, "headline", 'policy = ["evalstop:k=3", "stop_at:f=0.3", "oracle"]')
+    _tiny_sweep(tmp, "composability",
+                'scheduler = ["fifo", "tiresias"]\npolicy = ["none", "evalstop:k=3"]')
+    _tiny_sweep(tmp, "k_sweep", 'policy = ["evalstop:k=1", "evalstop:k=4"]')
+    return tmp / "results"
+
+
+def _drawn(monkeypatch, name, results):
+    """Run one figure script and return its figure instead of saving it."""
+    from fastsim.figures import _style as S
+    from fastsim.sweep.figures import find_sources
+
+    figs = []
+    monkeypatch.setattr(S, "save", lambda fig, *a, **k: figs.append(fig) or [])
+    load_script(name).draw(find_sources(results), results, ("png",))
+    (fig,) = figs
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()  # positions are final only once drawn
+    return fig
+
+
+def test_headline_bars_sit_on_their_ticks_when_policies_are_missing(monkeypatch, unusual_results):
+    fig = _drawn(monkeypatch, "headline", unusual_results)
+    for ax in fig.axes:
+        bars = ax.patches
+        ticks = ax.get_xticks()
+        n_policies = len(ax.get_legend_handles_labels()[1]) or len(fig.axes[0].get_legend_handles_labels()[1])
+        assert n_policies == 3 and len(bars) == 3 * len(ticks)
+        centres = np.array([b.get_x() + b.get_width() / 2 for b in bars]).reshape(3, len(ticks))
+        assert np.allclose(centres.mean(axis=0), ticks)  # each group is centred on its tick
+
+
+def test_composability_keeps_a_scheduler_without_a_display_name(monkeypatch, unusual_results):
+    from fastsim.figures import _style as S
+
+    monkeypatch.setitem(S.SCHEDULER_NAMES, "fifo", S.SCHEDULER_NAMES["fifo"])
+    monkeypatch.delitem(S.SCHEDULER_NAMES, "tiresias")
+    fig = _drawn(monkeypatch, "composability", unusual_results)
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["FIFO", "tiresias"]
+
+
+def test_k_tradeoff_rate_axes_are_not_magnified(monkeypatch, unusual_results):
+    fig = _drawn(monkeypatch, "k_tradeoff", unusual_results)
+    for ax in fig.axes[:2]:  # precision and recall
+        lo, hi = ax.get_ylim()
+        assert hi - lo >= 10 and lo >= -1 and hi <= 101
+        assert [t for t in ax.get_xticks()] == [1, 4]
+
+
+def test_legends_sit_outside_the_data_and_the_footnote_below_it(monkeypatch, unusual_results):
+    for name in ("headline", "composability", "jct_cdf"):
+        fig = _drawn(monkeypatch, name, unusual_results)
+        renderer = fig.canvas.get_renderer()
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        assert legends, name
+        for leg in legends:
+            box = leg.get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(renderer)), name
+        (note,) = fig.texts
+        assert "95%" not in note.get_text() or name != "jct_cdf"
+        for ax in fig.axes:
+            assert note.get_window_extent(renderer).y1 <= ax.get_tightbbox(renderer).y0 + 1
+
+
+def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
+    import matplotlib
+
+    backend, rc = matplotlib.get_backend(), dict(matplotlib.rcParams)
+    draw_all(unusual_results, tmp_path, formats=("pdf",), log=lambda _: None)
+    assert matplotlib.get_backend() == backend
+    assert dict(matplotlib.rcParams) == rc
+    pdf = next(tmp_path.glob("*.pdf")).read_bytes()
+    assert b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType (Type 42), not Type 3

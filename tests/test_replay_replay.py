@@ -8,7 +8,7 @@ import pytest
 from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog, read_logs
-from fastsim.replay.replay import parse_policy, replay, summarize
+from fastsim.replay.replay import parse_policy, replay, summarize_replay
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -90,11 +90,11 @@ def test_summary_detection_counts_against_truth():
         "truth_gold_peak_step": [2] * 4 + [3] * 4 + [4] * 4,
     }).with_columns(pl.col("metric").alias("score"))
     res = replay(EvalLog(t, "score", True), ["evalstop:k=2", "oracle"])
-    s = summarize(res).row(0, named=True)
+    s = summarize_replay(res).row(0, named=True)
     assert (s["tp"], s["fp"], s["fn"], s["tn"]) == (1, 1, 1, 0)
     assert s["precision"] == 0.5 and s["recall"] == 0.5 and s["fpr"] == 1.0
     assert s["delay_steps"] == 2.0  # h1 triggers at step 4, peak at step 2
-    o = summarize(res).row(1, named=True)
+    o = summarize_replay(res).row(1, named=True)
     assert (o["tp"], o["fp"], o["fn"], o["tn"]) == (2, 0, 0, 1)
     assert o["regret_truth_gold"] == 0.0
 

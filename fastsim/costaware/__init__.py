@@ -25,13 +25,13 @@ from fastsim.costaware.sgd import (Problem, ProblemConfig, SGDConfig, make_probl
                                    summarize_sgd)
 from fastsim.costaware.subset import (SubsetSelection, select_subset, subset_distribution,
                                       subset_report)
-from fastsim.costaware.sweep import load_sweep, run_sweep
+from fastsim.costaware.sweep import load_costaware_sweep, run_costaware_sweep
 
 __all__ = [
     "GRPOBatch", "GRPOConfig", "ablation_table", "Problem", "ProblemConfig", "SGDConfig", "STRATEGIES", "Strategy",
     "SubsetSelection", "cost_aware_batch", "cost_aware_draw", "cost_aware_probs", "cost_factor", "curve_summary",
-    "expected_cost", "group_advantages", "load_sweep", "make_problem", "optimal_cost_factor",
-    "ratio_table", "run_grpo", "run_sgd", "run_sweep", "sampling_distribution", "second_moment",
+    "expected_cost", "group_advantages", "load_costaware_sweep", "make_problem", "optimal_cost_factor",
+    "ratio_table", "run_grpo", "run_sgd", "run_costaware_sweep", "sampling_distribution", "second_moment",
     "select_subset", "subset_distribution", "subset_report", "summarize_grpo", "summarize_sgd",
     "tokens_to_uniform_peak",
 ]

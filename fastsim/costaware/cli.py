@@ -1,9 +1,10 @@
-"""``fastsim costaware ...``: cost-aware learning from the command line.
+"""fastsim costaware ACTION: cost-aware learning from the command line.
 
-Sub-subcommands: ``ratios`` (predicted J(p)/J(p*)), ``sgd`` (simulated cost to eps),
-``subset`` (greedy vs exact knapsack and the cost/bias trade), ``grpo`` (the toy GRPO
-experiment), ``sweep FILE --out DIR`` and ``figures DIR``.  Options mirror the fields of
-the config dataclasses, which validate them.
+Actions: ratios (predicted J(p)/J(p*)), sgd (simulated cost to reach eps), subset
+(greedy vs exact knapsack and the cost/bias trade), grpo (the toy GRPO experiment),
+sweep FILE --out DIR (a sweeps/costaware_*.toml file) and figures DIR.  The options
+mirror the fields of the config dataclasses, which validate them: a bad value gets one
+line naming the option and what is allowed.
 """
 from __future__ import annotations
 
@@ -21,14 +22,75 @@ from fastsim.io import atomic_write_parquet
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
 
+# Meaning, unit and allowed values of every option generated from a config field; the
+# dataclasses' validators enforce the same ranges.
+FIELD_HELP = {
+    # ProblemConfig
+    "kind": "finite-sum problem: least_squares or logistic",
+    "n": "samples in the finite sum, 2 to 1,000,000",
+    "d": "dimension, 1 to 10,000",
+    "reg": "L2 regularisation (the strong-convexity floor), >= 0",
+    "scale_sigma": "log-normal sigma of row norms (spread of the gradient bounds G_i), 0 to 5",
+    "noise": "target noise (least squares) or label-flip noise (logistic), >= 0",
+    "cost_dist": "distribution of per-sample costs c_i: lognormal or pareto",
+    "cost_sigma": "log-normal sigma of the costs (cost heterogeneity), 0 to 5",
+    "cost_alpha": "Pareto tail index of the costs, in (0.5, 100]",
+    "cost_corr": "correlation of log cost with log row norm, -1 to 1",
+    "radius_factor": "projection-ball radius over |x*|, > 1",
+    "seed": "seed of the drawn instance, >= 0",
+    "instance": "instance number under that seed, >= 0",
+    # SGDConfig
+    "step": "step-size rule: strongly_convex (eta_t = 2/(mu(t+2))) or convex "
+            "(eta_t = 2R/sqrt(S(p)(t+1)))",
+    "eps": "target relative optimality gap, in (0, 1)",
+    "max_steps": "step cap per replication (runs that miss eps report no cost), >= 1",
+    "replications": "independent SGD runs per strategy, 2 to 1,000,000",
+    "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
+    # GRPOConfig
+    "seeds": "independent GRPO runs per arm, 2 to 100,000",
+    "n_train": "training prompts, >= 1",
+    "n_test": "held-out prompts, >= 1",
+    "n_traces": "candidate responses per prompt, 2 to 1024",
+    "n_features": "policy features per response, 2 to 1024",
+    "median_len": "median response length, tokens, >= 1",
+    "len_sigma": "log-normal sigma of response lengths, 0 to 3",
+    "length_effect": "effect of log length on correctness (logit), -10 to 10",
+    "difficulty_mean": "mean prompt difficulty (logit), -10 to 10",
+    "difficulty_sd": "spread of prompt difficulty (logit), 0 to 10",
+    "noise_sd": "noise of the correctness logit, 0 to 10",
+    "n_steps": "training steps of the uniform arm, >= 1",
+    "cost_aware_step_factor": "cost-aware arm's steps over the uniform arm's, 1 to 100",
+    "prompts": "prompts per step, >= 1",
+    "group": "responses sampled per prompt (the GRPO group), 2 to 4096",
+    "batch": "mini-batch of responses per gradient step, >= 1",
+    "lr": "learning rate, > 0",
+    "floor": "floor added to response costs, tokens, >= 0",
+    "eval_every": "steps between held-out evaluations, 1 to n_steps",
+}
+
+
 def _add_fields(parser, cls, skip=()):
-    group = parser.add_argument_group(cls.__name__)
+    group = parser.add_argument_group(f"{cls.__name__} fields")
     for f in fields(cls):
         if f.name in skip or f.default is MISSING or isinstance(f.default, tuple):
             continue
         kind = type(f.default)
+        meaning = FIELD_HELP.get(f.name, f.name.replace("_", " "))
         group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None,
-                           help=f"default {f.default!r}")
+                           metavar=kind.__name__.upper(),
+                           help=f"{meaning} (default: {f.default})")
+
+
+def _floats(text: str, option: str, what: str) -> list[float]:
+    """A comma-separated list of numbers, or one ``ConfigError`` naming the option."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, comma-separated "
+                          "(e.g. 0,0.1,0.5)") from None
+    if any(v != v for v in values):
+        raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, not NaN")
+    return values
 
 
 def _build(cls, args, **extra):
@@ -57,22 +119,28 @@ def cmd_ratios(args):
     from fastsim.costaware.sampling import ratio_table
     from fastsim.costaware.sgd import ProblemConfig, make_problem
 
+    lams = _floats(args.lams, "lams", "uniform mixing weights in [0, 1]")
+    if any(not 0 <= v <= 1 for v in lams):
+        raise ConfigError(f"--lams={args.lams!r} is invalid; allowed: weights in [0, 1]")
     problem = make_problem(_build(ProblemConfig, args))
-    lams = [float(x) for x in args.lams.split(",")]
     table = ratio_table(problem.G, problem.c, lams=lams)
     _show(table, f"predicted cost factor J(p) = S(p) C(p) over J(p*)  [{problem.config}]")
     _write(table, args.out, "costaware_ratios.parquet")
 
 
 def cmd_sgd(args):
-    from fastsim.costaware.sgd import ProblemConfig, SGDConfig, make_problem, run_sgd, summarize_sgd
+    from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
+                                       run_sgd, summarize_sgd)
 
     problem_cfg = _build(ProblemConfig, args)
     sgd_cfg = _build(SGDConfig, args, seed=args.sgd_seed)
     t0 = time.perf_counter()
     problem = make_problem(problem_cfg)
     runs = run_sgd(problem, sgd_cfg)
-    summary = summarize_sgd(runs, problem, sgd_cfg.lam)
+    # the sweep's schema: rows tagged with the config, so `costaware figures` reads either
+    tags = {k: pl.lit(v) for k, v in config_columns(problem_cfg, sgd_cfg).items()}
+    summary = summarize_sgd(runs, problem, sgd_cfg.lam).with_columns(**tags)
+    runs = runs.with_columns(**tags)
     _show(summary.select("strategy", "reached_frac", "cost_units_mean", "cost_units_lo",
                          "cost_units_hi", "predicted_ratio", "simulated_ratio",
                          "simulated_ratio_lo", "simulated_ratio_hi"),
@@ -88,7 +156,14 @@ def cmd_subset(args):
     from fastsim.costaware.subset import select_subset
     from fastsim.costaware.sweep import subset_experiment
 
-    gammas = [float(x) for x in args.gammas.split(",")]
+    gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
+    if any(g < 0 for g in gammas):
+        raise ConfigError(f"--gammas={args.gammas!r} is invalid; allowed: budgets >= 0")
+    _build(ProblemConfig, args), _build(SGDConfig, args, seed=args.sgd_seed)  # validate first
+    for option in ("check_instances", "check_n"):
+        if getattr(args, option) < 1:
+            raise ConfigError(f"--{option.replace('_', '-')}={getattr(args, option)} is "
+                              "invalid; allowed: an integer >= 1")
     t0 = time.perf_counter()
     # greedy vs exact on small random instances: the gap must stay within the LP bound
     rng = np.random.default_rng(args.check_seed)
@@ -151,17 +226,15 @@ def cmd_trl_gradnorm(args):
 
 
 def cmd_sweep(args):
-    from fastsim.costaware.sweep import run_sweep
+    from fastsim.costaware.sweep import run_costaware_sweep
 
     t0 = time.perf_counter()
-    paths = run_sweep(args.file, args.out)
+    from fastsim.resources import sweep_file
+
+    paths = run_costaware_sweep(sweep_file(args.file), args.out)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-
-
-def figures_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "figures"
 
 
 def cmd_figures(args):
@@ -172,7 +245,7 @@ def cmd_figures(args):
         raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
     out = Path(args.out) if args.out else results / "figures"
     for name in FIGURE_SCRIPTS:
-        for written in load_script(name, figures_dir()).main(results, out):
+        for written in load_script(name).main(results, out):
             print(f"wrote {written}")
 
 
@@ -189,33 +262,46 @@ def register(subparsers):
 
     p = sub.add_parser("ratios", help="predicted J(p)/J(p*) of each strategy on one instance")
     _add_fields(p, ProblemConfig)
-    p.add_argument("--lams", default="0,0.1,0.5", help="uniform mixing weights, comma-separated")
-    p.add_argument("--out", help="directory for Parquet output")
+    p.add_argument("--lams", default="0,0.1,0.5", metavar="L,L,...",
+                   help="weights of the uniform distribution mixed into each strategy, each "
+                   "in [0, 1], comma-separated (default: 0,0.1,0.5)")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write costaware_ratios.parquet into this directory")
     p.set_defaults(func=cmd_ratios)
 
     p = sub.add_parser("sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
-    p.add_argument("--sgd-seed", type=int, default=1, help="seed of the SGD replications")
-    p.add_argument("--out", help="directory for Parquet output")
+    p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
+                   help="seed of the SGD replications, >= 0 (default: 1)")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write costaware_sgd.{summary,runs}.parquet into this directory, "
+                   "in the schema of `fastsim costaware sweep` (`costaware figures DIR` reads it)")
     p.set_defaults(func=cmd_sgd)
 
     p = sub.add_parser("subset", help="bias-budgeted subset selection: greedy vs exact, "
                                       "cost saved and bias paid")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
-    p.add_argument("--sgd-seed", type=int, default=1)
-    p.add_argument("--gammas", default="0.01,0.02,0.05,0.1",
+    p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
+                   help="seed of the SGD replications, >= 0 (default: 1)")
+    p.add_argument("--gammas", default="0.01,0.02,0.05,0.1", metavar="G,G,...",
                    help="bias budgets as fractions of mean(G), comma-separated")
-    p.add_argument("--check-instances", type=int, default=200)
-    p.add_argument("--check-n", type=int, default=14)
-    p.add_argument("--check-seed", type=int, default=0)
-    p.add_argument("--out", help="directory for Parquet output")
+    p.add_argument("--check-instances", type=int, default=200, metavar="INT",
+                   help="random instances of the greedy-vs-exact check, >= 1 (default: 200)")
+    p.add_argument("--check-n", type=int, default=14, metavar="INT",
+                   help="samples per check instance (exact search is 2^n), >= 1 (default: 14)")
+    p.add_argument("--check-seed", type=int, default=0, metavar="INT",
+                   help="seed of the check instances (default: 0)")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write costaware_subset.summary.parquet into this directory")
     p.set_defaults(func=cmd_subset)
 
     p = sub.add_parser("grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
     _add_fields(p, GRPOConfig)
-    p.add_argument("--out", help="directory for Parquet output")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write costaware_grpo.{summary,curves,runs}.parquet into this "
+                   "directory")
     p.set_defaults(func=cmd_grpo)
 
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
@@ -230,11 +316,12 @@ def register(subparsers):
     p.set_defaults(func=cmd_trl_gradnorm)
 
     p = sub.add_parser("sweep", help="run a sweeps/costaware_*.toml file")
-    p.add_argument("file")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("file", help="a cost-aware sweep file (sweeps/costaware_*.toml; "
+                   "experiment = sgd, subset or grpo)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("figures", help="draw figures from a results directory")
-    p.add_argument("dir")
-    p.add_argument("--out", help="figure directory (default DIR/figures)")
+    p.add_argument("dir", help="results of `costaware sweep` or `costaware sgd/grpo --out`")
+    p.add_argument("--out", metavar="DIR", help="figure directory (default: DIR/figures)")
     p.set_defaults(func=cmd_figures)

@@ -59,7 +59,7 @@ class SweepSpec:
         return out
 
 
-def load_sweep(path) -> SweepSpec:
+def load_costaware_sweep(path) -> SweepSpec:
     """Parse and validate a sweep TOML (every point is validated before anything runs)."""
     path = Path(path)
     raw = read_toml(path)
@@ -124,9 +124,9 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
     return report.join(sim, on="gamma_frac", how="left"), runs
 
 
-def run_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
+def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
     """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
-    spec = load_sweep(path)
+    spec = load_costaware_sweep(path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summaries, runs_all, curves_all = [], [], []

@@ -5,10 +5,44 @@
 * ``monitor``: ``StopMonitor`` (any policy with a streaming form) for a live training loop;
 * ``hf``: ``StopPolicyCallback`` for ``transformers.Trainer`` (optional extra ``fastsim[hf]``);
 * ``traces``: toy RLHF runs that over-optimise a learned proxy for real.
+
+The package is also callable: ``fastsim.replay(logs, policies)`` is ``replay_logs``.
 """
+import sys
+import types
+from pathlib import Path
+
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.monitor import Decision, EvalStopMonitor, StopMonitor
-from fastsim.replay.replay import replay, summarize
+from fastsim.replay.replay import replay, summarize_replay
 
 __all__ = ["Decision", "EvalLog", "EvalStopMonitor", "StopMonitor", "read_logs", "replay",
-           "summarize"]
+           "replay_logs", "summarize_replay"]
+
+
+def replay_logs(logs, policies, gpus: float | None = None):
+    """Replay stop policies on evaluation logs; one row per (policy, job).
+
+    ``logs`` is an ``EvalLog`` or one or more paths (CSV, JSONL, Parquet,
+    ``trainer_state.json``); ``policies`` one spec (``"evalstop:k=2"``) or a list.
+    ``summarize_replay`` turns the rows into one row per policy with 95% intervals.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, fastsim
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
+    >>> fastsim.replay(p, "evalstop:k=2")["status"].to_list()
+    ['stopped']
+    """
+    if not isinstance(logs, EvalLog):
+        logs = read_logs([logs] if isinstance(logs, (str, Path)) else list(logs))
+    return replay(logs, [policies] if isinstance(policies, str) else policies, gpus=gpus)
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, logs, policies, gpus: float | None = None):
+        return replay_logs(logs, policies, gpus)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -136,7 +136,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
 
 def _cmd_replay(args) -> int:
     from fastsim.replay.logs import read_logs
-    from fastsim.replay.replay import parse_policy, replay, summarize
+    from fastsim.replay.replay import parse_policy, replay, summarize_replay
 
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
@@ -147,7 +147,7 @@ def _cmd_replay(args) -> int:
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
     res = replay(log, policies, gpus=args.gpus)
-    summ = summarize(res)
+    summ = summarize_replay(res)
     sense = "higher" if log.higher_is_better else "lower"
     print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
           f"{log.metric} ({sense} is better)")

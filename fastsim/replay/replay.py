@@ -20,8 +20,6 @@ from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from kernels.detectors import stop_decision_1j_nb
 
-STATUSES = ("stopped", "demoted", "continued", "too_short", "no_evaluations", "out_of_scope")
-
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
     """A stop policy from its spec (``evalstop:k=2``, ``stop_at:f=0.65``,
@@ -229,7 +227,7 @@ def _put(out: dict, name: str, e: Estimate) -> None:
     out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
 
 
-def summarize(results: pl.DataFrame) -> pl.DataFrame:
+def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
     log carries hidden truth, precision / recall / FPR with job-bootstrap intervals.
 
@@ -242,7 +240,7 @@ def summarize(results: pl.DataFrame) -> pl.DataFrame:
     >>> from fastsim.replay.logs import read_logs
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
     >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
-    >>> summarize(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
+    >>> summarize_replay(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
     [1]
     """
     out_rows = []

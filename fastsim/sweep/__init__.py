@@ -7,5 +7,42 @@
 * ``aggregate``: per-cell estimates with 95% intervals (through ``fastsim.summary``).
 * ``extracts``: small per-job extracts for figures (JCT histograms, trajectories).
 * ``reproduce``: the paper's sweeps, figures and ``REPRODUCTION.md`` in one command.
+
+The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``.
 """
+import sys
+import types
+from pathlib import Path
+
 from fastsim.sweep.grid import Cell, Grid, load_sweep  # noqa: F401
+
+
+def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None = None,
+                   seed: int | None = None, backend: str = "local", address: str | None = None,
+                   workers: int | None = None, keep_jobs: bool = False, progress: bool = False):
+    """Run a sweep file into ``out`` (resumable, like ``fastsim sweep``) and return its
+    aggregated table: one row per cell and metric with ``mean, lo, hi`` (95%) and ``n``.
+
+    ``file`` is a path, or the name of a shipped sweep (``"noise"``, ``"headline"``).
+    ``clusters``, ``chunk`` and ``seed`` override the file's values; ``backend="dask"``
+    runs the chunks on ``address``, or on a local cluster of ``workers`` processes.
+    """
+    from fastsim.resources import sweep_file
+    from fastsim.sweep.aggregate import aggregate, read_summary
+    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.store import SweepStore
+
+    grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
+    with SweepStore.open(Path(out), grid) as store:  # holds the directory's lock
+        run_sweep(grid, store, backend=backend, address=address, workers=workers,
+                  keep_jobs=keep_jobs, progress=progress)
+        aggregate(store)
+    return read_summary(Path(out))
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, file, out, **options):
+        return run_sweep_file(file, out, **options)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

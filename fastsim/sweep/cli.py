@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from fastsim.errors import ConfigError
+from fastsim.sweep.reproduce import FULL_CLUSTERS, QUICK_CLUSTERS
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
@@ -26,10 +27,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="run a sweep file (resumable) and aggregate it",
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
-        "per-cluster Parquet per cell and an aggregated table (mean, 95%% CI, n; paired "
+        "per-cluster Parquet per cell and an aggregated table (mean, 95% CI, n; paired "
         "against each cell's baseline). Re-running resumes, re-running any chunk that fails its "
         "checksum; a changed grid is refused; one process at a time owns --out (a lock).")
-    p.add_argument("file", type=Path, help="sweep definition (sweeps/*.toml)")
+    p.add_argument("file", type=Path, help="sweep definition: a TOML file, or the name of a "
+                   "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
                    help="output directory (created; locked while the sweep runs)")
     p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
@@ -50,20 +52,27 @@ def register(subparsers) -> None:
 
     r = subparsers.add_parser(
         "reproduce", help="run the paper's sweeps, draw figures, write REPRODUCTION.md",
-        description="Run every paper sweep at one size, draw the figures and write a table "
-        "of MODEL.md section 9: paper value, ours with 95%% CI and n, and agreement.")
+        description="Run every paper sweep (the sweep files shipped with fastsim) at one size, "
+        "draw the figures and write a table of MODEL.md section 9: paper value, ours with 95% "
+        "CI and n, and agreement. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
-                   help="small run (150 clusters per cell; a few minutes) written under "
-                        "results/reproduce-quick")
-    r.add_argument("--clusters", type=int, help="clusters per cell (default 2000; quick 150)")
-    r.add_argument("--chunk", type=int, help="clusters per chunk")
-    r.add_argument("--out", type=Path, help="results directory (default results/reproduce, "
-                                            "or results/reproduce-quick)")
-    r.add_argument("--figures-dir", type=Path,
-                   help="where figures go (default figures/ of the checkout; quick: OUT/figures)")
-    r.add_argument("--report", type=Path,
-                   help="report path (default REPRODUCTION.md of the checkout; quick: "
-                        "OUT/REPRODUCTION.md)")
+                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about a minute on 2 "
+                   "cores), written under results/reproduce-quick")
+    r.add_argument("--clusters", type=int, metavar="N",
+                   help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
+                   f"{QUICK_CLUSTERS})")
+    r.add_argument("--chunk", type=int, metavar="N",
+                   help="clusters per chunk, the unit of work and of resume (default: each "
+                   "sweep file's)")
+    r.add_argument("--out", type=Path, metavar="DIR",
+                   help="results directory (default results/reproduce, or "
+                   "results/reproduce-quick with --quick)")
+    r.add_argument("--figures-dir", type=Path, metavar="DIR",
+                   help="where the PNG and PDF figures go (default OUT/figures; the "
+                   "repository's committed ones are made with --figures-dir figures)")
+    r.add_argument("--report", type=Path, metavar="FILE",
+                   help="the Markdown report (default OUT/REPRODUCTION.md; the repository's is "
+                   "made with --report REPRODUCTION.md)")
     r.add_argument("--no-figures", action="store_true", help="skip drawing figures")
     _add_backend(r)
     r.set_defaults(func=cmd_reproduce)
@@ -95,8 +104,11 @@ def cmd_sweep(args) -> int:
     from fastsim.sweep.runner import check_sweep_memory, run_sweep
     from fastsim.sweep.store import SweepStore
 
+    from fastsim.resources import sweep_file
+
     check_backend(args)
-    grid = load_sweep(args.file, clusters=args.clusters, chunk=args.chunk, seed=args.seed)
+    grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
+                      seed=args.seed)
     check_sweep_memory(grid, args.keep_jobs)
     with SweepStore.open(args.out, grid) as store:
         rep = run_sweep(grid, store, backend=args.backend, address=args.address,
@@ -122,18 +134,13 @@ def cmd_figures(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from fastsim.sweep.reproduce import (FULL_CLUSTERS, QUICK_CLUSTERS, check_clusters,
-                                         default_command, repo_root, reproduce)
+    from fastsim.sweep.reproduce import check_clusters, default_command, reproduce
 
     check_backend(args)
     clusters = check_clusters(args.clusters or (QUICK_CLUSTERS if args.quick else FULL_CLUSTERS))
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
-    if args.quick:
-        figures = args.figures_dir or out / "figures"
-        report = args.report or out / "REPRODUCTION.md"
-    else:
-        figures = args.figures_dir or repo_root() / "figures"
-        report = args.report or repo_root() / "REPRODUCTION.md"
+    figures = args.figures_dir or out / "figures"
+    report = args.report or out / "REPRODUCTION.md"
     from fastsim.io import check_output, check_output_dir
 
     check_output_dir(out)

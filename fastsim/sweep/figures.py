@@ -1,25 +1,20 @@
-"""Run the figure scripts of ``figures/`` on a results directory.
+"""Run the figure scripts (``figures/`` in the repository, ``fastsim.figures`` once
+installed) on a results directory.
 
 Each script is a standalone file (``python figures/noise_sweep.py RESULTS OUT``) with a
 ``draw(sources, out, formats)`` function that reads only aggregated Parquet; this module
-finds the inputs and calls them.  ``sources`` maps a sweep's name to its directory
+finds the inputs and calls them.  Figures are drawn without pyplot's GUI machinery and
+under a theme scoped to the call, so a notebook's backend and style stay as they were.  ``sources`` maps a sweep's name to its directory
 (``summary.parquet``, ``jct_hist.parquet``), plus ``extracts`` for per-job extracts.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 
 FIGURE_SCRIPTS = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
                   "jct_cdf", "trajectories")
-
-
-def figures_dir() -> Path:
-    from fastsim.sweep.reproduce import repo_root
-
-    return repo_root() / "figures"
 
 
 def find_sources(results: Path) -> dict[str, Path]:
@@ -34,23 +29,14 @@ def find_sources(results: Path) -> dict[str, Path]:
     return sources
 
 
-def load_script(name: str, scripts: Path | None = None):
-    scripts = scripts or figures_dir()
-    path = scripts / f"{name}.py"
-    if str(scripts) not in sys.path:
-        sys.path.insert(0, str(scripts))  # the scripts share figures/_style.py
-    spec = importlib.util.spec_from_file_location(f"fastsim_figure_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_script(name: str):
+    """The figure script ``figures/NAME.py`` as the module ``fastsim.figures.NAME``."""
+    return importlib.import_module(f"fastsim.figures.{name}")
 
 
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
-             scripts: Path | None = None, log=print) -> list[Path]:
+             log=print) -> list[Path]:
     """Draw every figure whose inputs exist in ``results``; returns the files written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     results, out = Path(results), Path(out)
     if not results.is_dir():
         from fastsim.errors import ConfigError
@@ -60,7 +46,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name in FIGURE_SCRIPTS:
-        module = load_script(name, scripts)
+        module = load_script(name)
         missing = [s for s in module.NEEDS if s not in sources]
         if missing:
             log(f"[figures] {name}: skipped, no results for {', '.join(missing)} in {results}")

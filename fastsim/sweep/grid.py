@@ -195,6 +195,9 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     ``clusters``, ``chunk``, ``seed`` and ``base_overrides`` replace the file's values
     (the reproduction uses them to size the same experiments differently).
     """
+    if "experiment" in doc and "experiment" not in TOP_KEYS:
+        raise _fail(source, "is a cost-aware sweep (it has 'experiment'); run it with "
+                    f"`fastsim costaware sweep {source} --out DIR`")
     for key in doc:
         if key not in TOP_KEYS:
             raise _fail(source, f"key {key!r} is unknown; allowed: {', '.join(TOP_KEYS)}")

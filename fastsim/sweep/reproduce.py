@@ -1,6 +1,6 @@
 """One command from nothing to ``REPRODUCTION.md``: the paper's sweeps, figures, table.
 
-``reproduce`` runs every sweep of ``PAPER_SWEEPS`` (files in ``sweeps/``) at one size
+``reproduce`` runs every sweep of ``PAPER_SWEEPS`` (the shipped ``sweeps/*.toml``) at one size
 into ``OUT/<sweep name>/`` (resumable like ``fastsim sweep``), writes the example
 trajectories into ``OUT/extracts/``, draws the figures and writes a report comparing
 each number of MODEL.md section 9 with ours (95% CI, n), saying whether the paper's
@@ -23,6 +23,7 @@ import polars as pl
 import fastsim
 
 from fastsim.errors import ConfigError
+from fastsim.resources import shipped
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
@@ -35,11 +36,6 @@ QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
 # Absolute tolerance (percentage points) when the paper's value is outside our CI: the
 # paper reports no interval or cluster count, so its own sampling error is unknown.
 TOLERANCE = 0.03
-
-
-def repo_root() -> Path:
-    """The checkout holding ``sweeps/`` and ``figures/`` (editable install)."""
-    return Path(fastsim.__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -241,11 +237,16 @@ def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None =
 
 
 def _git_commit() -> str:
+    """The commit of the checkout fastsim runs from, or "?" for an installed wheel."""
+    package = Path(fastsim.__file__).resolve().parent
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo_root(),
-                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
-    except (OSError, subprocess.SubprocessError):
+        top, commit = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], cwd=package,
+            capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError, ValueError):
         return "?"
+    # a wheel installed in a virtual environment inside some checkout is not that checkout
+    return commit if Path(top).resolve() / "fastsim" == package else "?"
 
 
 def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int = 0,
@@ -258,7 +259,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
 
     ``base_overrides`` changes workload fields of every sweep (tests use tiny clusters).
     """
-    sweeps_dir = sweeps_dir or repo_root() / "sweeps"
+    sweeps_dir = sweeps_dir or shipped("sweeps")
     grids = {}
     for name in PAPER_SWEEPS:  # expand (validate) everything before running anything
         grids[name] = load_sweep(sweeps_dir / f"{name}.toml", clusters=clusters, chunk=chunk,

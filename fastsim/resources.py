@@ -1,0 +1,47 @@
+"""Files that ship inside the package: the sweep definitions and the figure scripts.
+
+In the repository they live at the top (``sweeps/``, ``figures/``); ``pyproject.toml``
+maps them into the package as ``fastsim.sweeps`` and ``fastsim.figures``, so an editable
+install and a wheel find them the same way, and nothing reaches into a checkout.
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+SHIPPED = ("sweeps", "figures")
+
+
+def shipped(kind: str, name: str | None = None) -> Path:
+    """The shipped folder ``kind`` (``"sweeps"`` or ``"figures"``), or file ``name`` in it.
+
+    Examples
+    --------
+    >>> shipped("sweeps", "headline.toml").name
+    'headline.toml'
+    >>> shipped("sweeps", "headline.toml").is_file()
+    True
+    """
+    if kind not in SHIPPED:
+        raise ValueError(f"kind={kind!r}; allowed: {', '.join(SHIPPED)}")
+    folder = files(f"fastsim.{kind}")
+    # A wheel or an editable install unpacks to the file system, where files() is a Path.
+    path = Path(str(folder))
+    return path if name is None else path / name
+
+
+def sweep_file(file: str | Path) -> Path:
+    """A sweep file by path, or by the name of a shipped one (``"noise"``,
+    ``"sweeps/noise.toml"``) when no such file exists here.
+
+    Examples
+    --------
+    >>> sweep_file("noise") == shipped("sweeps", "noise.toml")
+    True
+    """
+    path = Path(file)
+    if path.exists():
+        return path
+    name = path.name if path.suffix == ".toml" else path.name + ".toml"
+    candidate = shipped("sweeps", name)
+    return candidate if candidate.is_file() else path

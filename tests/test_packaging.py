@@ -1,0 +1,79 @@
+"""Packaging and process hygiene: the wheel runs every command outside the checkout, the
+kernels leave numba's global cache directory alone, random-stream ids stay apart where
+they must."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _streams(module) -> dict[str, int]:
+    return {k: v for k, v in vars(module).items() if k.startswith("S_") and isinstance(v, int)}
+
+
+def test_random_stream_ids_are_disjoint_where_they_must_be():
+    import kernels.codes as engine
+    import kernels.costaware as costaware
+    import kernels.toy_rlhf as toy
+
+    sets = {name: _streams(m) for name, m in
+            (("engine", engine), ("costaware", costaware), ("toy_rlhf", toy))}
+    for name, ids in sets.items():
+        assert ids, name
+        assert len(set(ids.values())) == len(ids), f"{name} reuses a stream id"
+    # the engine's draws may meet either system's inside one process and one seed
+    assert not set(sets["engine"].values()) & set(sets["costaware"].values())
+    assert not set(sets["engine"].values()) & set(sets["toy_rlhf"].values())
+
+
+def test_importing_the_kernels_leaves_numba_cache_dir_alone():
+    code = ("import numba; before = numba.config.CACHE_DIR\n"
+            "import fastsim.api, kernels.jit\n"
+            "assert numba.config.CACHE_DIR == before, (before, numba.config.CACHE_DIR)\n"
+            "assert kernels.jit.CACHE_DIR.startswith(kernels.jit.os.path.expanduser('~')) or "
+            "'XDG_CACHE_HOME' in kernels.jit.os.environ\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("FASTSIM_WHEEL_TEST") != "1",
+                    reason="builds and installs a wheel (minutes); CI runs it with "
+                           "FASTSIM_WHEEL_TEST=1")
+def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path / "dist")],
+                   check=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("fastsim-*.whl")
+    venv.create(tmp_path / "venv", with_pip=True)
+    bin_dir = tmp_path / "venv" / "bin"
+    subprocess.run([bin_dir / "pip", "install", "-q", str(wheel)], check=True, cwd=tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+    def fastsim(*args):
+        r = subprocess.run([bin_dir / "fastsim", *args], cwd=work, env=env,
+                           capture_output=True, text=True)
+        print(r.stdout[-3000:], r.stderr[-3000:])
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    assert "fastsim 0.1.0" in fastsim("--version")
+    fastsim("reproduce", "--quick", "--clusters", "50", "--no-progress")
+    out = work / "results" / "reproduce-quick"
+    assert (out / "REPRODUCTION.md").exists()
+    assert len(list((out / "figures").glob("*.pdf"))) == 7
+    fastsim("figures", str(out), "--out", "redrawn")
+    assert len(list((work / "redrawn").glob("*.png"))) == 7
+    # the installed package is the wheel's, not the checkout's
+    where = subprocess.run([bin_dir / "python", "-c", "import fastsim; print(fastsim.__file__)"],
+                           cwd=work, env=env, capture_output=True, text=True, check=True).stdout
+    assert str(ROOT) not in where and "site-packages" in where
