@@ -1,7 +1,8 @@
 """Aggregate per-cluster results into estimates with 95% intervals (MODEL.md section 8).
 
 * Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
-* Detection rates (precision, recall, FPR): pooled over the cell's clusters
+* Detection rates (precision, recall, FPR, stop recall, share of triggers at
+  completion): pooled over the cell's clusters
   (``sum TP / sum (TP + FP)``), cluster-bootstrap interval widened to contain the
   exact binomial interval (``fastsim.stats.proportion_ci``).
 * Detection delay: pooled ``sum delay / sum TP``, cluster-bootstrap interval.
@@ -26,8 +27,9 @@ MEAN_METRICS = {
     "makespan_h": "makespan (h)",
     "utilization": "GPU utilisation",
     "queue_mean_h": "mean queueing delay (h)",
-    "gpu_h_total": "GPU-hours used",
-    "wasted_gpu_h": "wasted GPU-hours",
+    "gpu_h_total": "GPU-hours used (all jobs)",
+    "wasted_gpu_h": "wasted GPU-hours (hacking, post-peak)",
+    "hacking_gpu_h": "GPU-hours of hacking jobs",
     "wasted_share": "wasted share of GPU-hours",
     "gold_hacking": "delivered gold, hacking jobs",
     "gold_healthy_rlhf": "delivered gold, healthy RLHF",
@@ -39,12 +41,23 @@ POOLED_METRICS = {
     "precision": (("tp",), ("tp", "fp")),
     "recall": (("tp",), ("tp", "fn")),
     "fpr": (("fp",), ("fp", "tn")),
+    "stop_recall": (("tp_freed",), ("tp", "fn")),
+    "completion_share": (("pos_at_completion",), ("tp", "fp")),
     "detection_delay_evals": (("delay_sum",), ("delay_count",)),
 }
+POOLED_NAMES = {
+    "recall": "recall (any trigger)",
+    "stop_recall": "stop recall (stopped before completion)",
+    "completion_share": "share of triggers at completion",
+    "detection_delay_evals": "detection delay (evaluations)",
+}
 # Paired relative changes against a baseline.
+# The paper does not define "wasted compute": three readings (MODEL.md section 8).
 PAIRED_METRICS = {
     "jct_mean_h": "mean JCT change",
-    "wasted_gpu_h": "wasted compute change",
+    "wasted_gpu_h": "wasted compute change (post-peak)",
+    "hacking_gpu_h": "hacking jobs' GPU-hours change",
+    "gpu_h_total": "all GPU-hours change",
     "jct_p95_h": "p95 JCT change",
     "makespan_h": "makespan change",
 }
@@ -112,6 +125,8 @@ def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:
 def display_name(metric: str) -> str:
     if metric in MEAN_METRICS:
         return MEAN_METRICS[metric]
+    if metric in POOLED_NAMES:
+        return POOLED_NAMES[metric]
     if metric.endswith("_change") and metric[: -len("_change")] in PAIRED_METRICS:
         return PAIRED_METRICS[metric[: -len("_change")]]
     return metric.replace("_", " ")
@@ -122,7 +137,7 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
     lines = []
     if title:
         lines.append(title)
-    lines.append(f"{'metric':36s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
+    lines.append(f"{'metric':42s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
     for r in summary.iter_rows(named=True):
         pct = r["kind"] in ("pooled", "paired") and r["metric"] != "detection_delay_evals"
         if r["metric"] in ("utilization", "wasted_share"):
@@ -138,5 +153,5 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
             est = f"{r['mean'] * scale:.{d}f}{unit}"
             ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "")
-        lines.append(f"{display_name(r['metric']):36s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
+        lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
     return "\n".join(lines)

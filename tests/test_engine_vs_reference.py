@@ -35,12 +35,18 @@ DISCRETE = ("stopped", "demoted", "positive", "in_scope", "trigger_eval", "deliv
             "n_preemptions")
 FLOATS = ("start_h", "end_h", "held_h", "jct_h", "queue_h", "delivered_gold", "best_gold",
           "regret", "wasted_gpu_h")
-INT_METRICS = ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "n_stopped")
+INT_METRICS = ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "n_stopped", "tp_freed",
+               "pos_at_completion")
 FLOAT_METRICS = ("jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h",
                  "utilization", "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share",
                  "gold_hacking", "gold_healthy_rlhf", "gold_all", "regret_mean", "precision",
-                 "recall", "fpr")
+                 "recall", "fpr", "stop_recall", "hacking_gpu_h")
 RTOL = ATOL = 1e-9
+
+
+def test_every_metric_is_compared():
+    from kernels.metrics import METRIC_NAMES
+    assert sorted(INT_METRICS + FLOAT_METRICS) == sorted(METRIC_NAMES)
 CLUSTERS_PER_CASE = 8
 CASES_PER_PAIR = 4
 
