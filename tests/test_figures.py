@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
-from fastsim.sweep.reproduce import PAPER_SWEEPS, TARGETS, reproduce
+from fastsim.sweep.reproduce import PAPER_SWEEPS, reproduce
+from fastsim.sweep.scoring import PAPER_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +27,12 @@ def test_reproduce_writes_every_sweep_and_the_report(tiny_reproduction):
         s = pl.read_parquet(out / "results" / name / "summary.parquet")
         assert s["n"].max() == 3
     text = (out / "REPRODUCTION.md").read_text()
-    for t in TARGETS:
+    for t in PAPER_ROWS:
         assert f"| {t.result} |" in text
     assert "EvalStop JCT gain over LossAware" in text and "k sweep" in text
-    assert len(info["rows"]) == len(TARGETS) + 8
+    assert [r["key"] for r in info["rows"]] == [t.key for t in PAPER_ROWS]
+    assert "held-out rows match" in text and "stop recall" in text
+    assert "all GPU-hours of hacking jobs" in text
 
 
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
