@@ -1,4 +1,4 @@
-"""The k trade-off: precision, recall, wasted compute and mean JCT vs k (95% CI bands)."""
+"""The k trade-off: precision, recall, stop recall, wasted compute and mean JCT vs k (95% CI bands)."""
 import matplotlib.pyplot as plt
 import polars as pl
 
@@ -6,6 +6,7 @@ import _style as S
 
 NEEDS = ("k_sweep",)
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
+          ("stop_recall", "Stop recall (%): GPUs freed"),
           ("wasted_gpu_h_change", "Wasted compute change (%)"),
           ("jct_mean_h_change", "Mean JCT change (%)"))
 
@@ -13,7 +14,7 @@ PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
 def draw(sources, out, formats):
     S.setup()
     df = S.summary(sources, "k_sweep").filter(pl.col("policy_name") == "evalstop")
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), sharex=True)
+    fig, axes = plt.subplots(1, 5, figsize=(16, 3.2), sharex=True)
     for ax, (m, title) in zip(axes, PANELS):
         rows = S.metric(df, m).sort("k")
         S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])

@@ -38,7 +38,8 @@ def test_reproduce_writes_every_sweep_and_the_report(tiny_reproduction):
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
     out, _ = tiny_reproduction
     written = draw_all(out / "results", tmp_path, formats=("png", "pdf"))
-    expected = {f"{name}.{fmt}" for name in FIGURE_SCRIPTS for fmt in ("png", "pdf")}
+    paper = [n for n in FIGURE_SCRIPTS if n != "frontier"]  # frontier: its own sweep, below
+    expected = {f"{name}.{fmt}" for name in paper for fmt in ("png", "pdf")}
     assert {p.name for p in written} == expected
     for p in written:
         assert p.stat().st_size > 1000
@@ -59,3 +60,25 @@ def test_missing_inputs_are_skipped_not_fatal(tmp_path):
     logs = []
     assert draw_all(tmp_path, tmp_path / "figs", log=logs.append) == []
     assert len(logs) == len(FIGURE_SCRIPTS)
+
+
+def test_frontier_sweep_table_and_figure(tmp_path):
+    from fastsim.sweep.aggregate import read_summary
+    from fastsim.sweep.frontier import frontier_table
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.store import SweepStore
+    from fastsim.sweep.aggregate import aggregate
+    from fastsim.sweep.reproduce import repo_root
+
+    g = load_sweep(repo_root() / "sweeps" / "frontier.toml", clusters=2, chunk=2, seed=0,
+                   base_overrides={"n_jobs": 30})
+    store = SweepStore.open(tmp_path / "frontier", g)
+    run_sweep(g, store, progress=False)
+    aggregate(store)
+    table = frontier_table(read_summary(tmp_path / "frontier"))
+    assert table.height == 5 * 4 * 4
+    assert table["pareto"].any()
+    assert (table["detection_distance"] >= table["recall_distance"]).all()
+    written = draw_all(tmp_path, tmp_path / "figs", formats=("png",))
+    assert [p.name for p in written] == ["frontier.png"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 FIGURE_SCRIPTS = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
-                  "jct_cdf", "trajectories")
+                  "jct_cdf", "trajectories", "frontier")
 
 
 def figures_dir() -> Path:
