@@ -103,7 +103,8 @@ def test_registration_is_complete_and_declares_its_calibration_rows():
     # Changing which rows are fitted is a change of the pre-registration: make it deliberate.
     assert {r.key: r.fitted_by for r in PAPER_ROWS if r.fitted_by} == {
         "jct": "n_evals, ustar_hacking", "waste": "n_evals, ustar_hacking",
-        "precision": "sigma", "stopat_fpr": "est_sigma"}
+        "precision": "sigma", "stopat_fpr": "est_sigma",
+        "gain_srtf_est": "n_evals, ustar_hacking"}
     assert ROWS_BY_KEY["fpr"].tol == Tolerance(rel=0.5)
     text = registration_table()
     assert text.count("\n") == len(PAPER_ROWS) + 1 and "no (held out)" in text

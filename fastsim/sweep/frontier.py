@@ -43,3 +43,43 @@ def frontier_table(summary: pl.DataFrame) -> pl.DataFrame:
     pareto = [not any((d[j] <= d[i] and s[j] <= s[i]) and (d[j] < d[i] or s[j] < s[i])
                       for j in range(len(d))) for i in range(len(d))]
     return df.with_columns(pl.Series("pareto", pareto))
+
+
+CALIBRATION_ROWS = ("jct", "waste", "precision")
+
+
+def best_calibration(table: pl.DataFrame) -> dict:
+    """The family point whose largest miss on the calibration rows (in tolerances) is
+    smallest; ties broken by the sum of those misses."""
+    d = [f"{k}_distance" for k in CALIBRATION_ROWS]
+    scored = table.with_columns(pl.max_horizontal(d).alias("calibration_distance"),
+                                pl.sum_horizontal(d).alias("_sum"))
+    return scored.sort("calibration_distance", "_sum").row(0, named=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fastsim.sweep.frontier DIR [--calibration]``: the frontier table of an
+    aggregated sweep, or its best calibration point."""
+    import argparse
+
+    from fastsim.sweep.aggregate import read_summary
+
+    p = argparse.ArgumentParser(prog="python -m fastsim.sweep.frontier")
+    p.add_argument("dir", help="an aggregated sweep directory (frontier or calibration_fit)")
+    p.add_argument("--calibration", action="store_true",
+                   help="print the point that best matches the calibration rows")
+    args = p.parse_args(argv)
+    table = frontier_table(read_summary(args.dir))
+    cols = ["n_evals", "ustar_hacking", "sigma", *DETECTION, *SYSTEM, "detection_distance",
+            "system_distance", "rows_matched", "pareto"]
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=3):
+        if args.calibration:
+            best = best_calibration(table)
+            print({k: best[k] for k in cols + [f"{k}_distance" for k in CALIBRATION_ROWS]})
+        else:
+            print(table.select(cols).sort(cols[:3]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

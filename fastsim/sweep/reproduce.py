@@ -209,7 +209,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 def text_table(rows: list[dict[str, Any]]) -> str:
     """The comparison with the paper as a plain-text table for the terminal."""
     head = (f"{'result':52s} {'paper':>13s} {'ours [95% CI]':>30s} {'n':>5s} "
-            f"{'tolerance':>22s}  {'fitted':6s}  verdict")
+            f"{'tolerance':>21s}  {'fitted':6s}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
         ours, ci = _ours_text(r)
@@ -218,7 +218,7 @@ def text_table(rows: list[dict[str, Any]]) -> str:
         n = "" if r["n"] is None else str(r["n"])
         fitted = "yes" if r["fitted_by"] else "no"
         lines.append(f"{r['result'][:52]:52s} {r['paper']:>13s} {ours:>30s} {n:>5s} "
-                     f"{r['tolerance'][:22]:>22s}  {fitted:6s}  {_verdict_text(r, False)}")
+                     f"{r['tolerance']:>21s}  {fitted:6s}  {_verdict_text(r, False)}")
     return "\n".join(lines)
 
 
