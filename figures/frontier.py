@@ -59,7 +59,7 @@ def draw(sources, out, formats):
     ax.set_xlabel("system distance: max(JCT, waste) miss / tolerance")
     ax.set_ylabel("detection distance: max(P, R, FPR) miss / tolerance")
     ax.set_title(f"Best point matches {int(df['rows_matched'].max())} of 5 rows")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="lower left")
     S.footnote(fig, sources, "frontier")
     fig.tight_layout()
     return S.save(fig, out, "frontier", formats)
