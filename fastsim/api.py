@@ -19,6 +19,8 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import SimConfig
+from fastsim.errors import ConfigError
+from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, generate_workload
 from kernels.engine import cluster_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
@@ -128,13 +130,40 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     return _assemble(cfg, w, d, o, keep_jobs, record_segments)
 
 
+MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.py)
+MAX_CLUSTER = 2**63 - 1
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
+    """The arguments of ``simulate``: integers (no bool, no float), in range."""
+    if not isinstance(cfg, SimConfig):
+        raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
+    if not _is_int(n_clusters) or n_clusters < 1:
+        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer >= 1")
+    if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
+    if not _is_int(cluster_start) or not 0 <= cluster_start <= MAX_CLUSTER - n_clusters:
+        raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
+                          f"from 0 to 2^63-1-n_clusters")
+
+
 def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
              keep_jobs: bool = False, record_segments: bool = False) -> SimResult:
     """Draw clusters ``cluster_start ..`` with ``seed`` and run ``cfg`` on them.
 
     The same ``(seed, cluster)`` gives the same cluster under every scheduler and
-    policy (common random numbers), in any chunking and thread count.
+    policy (common random numbers), in any chunking and thread count.  Bad arguments
+    (a float or bool count, a seed outside ``[0, 2^64)``, a negative ``cluster_start``,
+    more memory than available) raise ``ConfigError`` before anything is allocated.
     """
+    check_run_args(cfg, n_clusters, seed, cluster_start)
+    w = cfg.workload
+    check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
+               "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
     w = generate_workload(cfg.workload, n_clusters, seed, cluster_start)
     return run_workload(cfg, w, keep_jobs=keep_jobs, record_segments=record_segments)
 

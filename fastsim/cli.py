@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from fastsim.errors import ConfigError
@@ -18,6 +19,16 @@ SUBCOMMAND_MODULES = [
     "fastsim.costaware.cli",
     "fastsim.replay.cli",
 ]
+# argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+
+
+def _numbers_are_values(parser: argparse.ArgumentParser) -> None:
+    parser._negative_number_matcher = NEGATIVE_NUMBER
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _numbers_are_values(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _numbers_are_values(parser)
     return parser
 
 

@@ -20,21 +20,22 @@ from fastsim import defaults as D
 from fastsim.api import simulate
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_parquet
+from fastsim.io import check_distinct, check_output, table_writer, write_all
+from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
 from fastsim.summary import format_table, summarize
 
 # What each workload field means, with its unit (MODEL.md section 3-4).
 FIELD_HELP = {
     "gpus": "GPUs per cluster",
     "n_jobs": "jobs per cluster",
-    "load": "offered load rho = lambda E[gpus T] / G, in (0, 2]",
+    "load": "offered load rho = lambda E[gpus T] / G, in [0.01, 2]",
     "mix": "workload mix: rlhf_heavy, mixed, or fractions LORA,DPO,RLHF",
     "demands_lora": "GPU demand choices of LoRA jobs (comma-separated)",
     "demands_dpo": "GPU demand choices of DPO jobs",
     "demands_rlhf": "GPU demand choices of RLHF jobs",
-    "median_lora_h": "median LoRA run time at full allocation, hours",
-    "median_dpo_h": "median DPO run time, hours",
-    "median_rlhf_h": "median RLHF run time, hours",
+    "median_lora_h": "median LoRA run time at full allocation, hours in [0.001, 10000]",
+    "median_dpo_h": "median DPO run time, hours in [0.001, 10000]",
+    "median_rlhf_h": "median RLHF run time, hours in [0.001, 10000]",
     "log_sd": "log-normal sigma of run times",
     "n_evals": "evaluations per job, evenly spaced in progress",
     "base_rate": "probability an RLHF job is hacking",
@@ -44,17 +45,22 @@ FIELD_HELP = {
     "loss_sigma": "training-loss reading noise (standard deviation)",
     "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
     "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
-    "ustar_healthy": "u* of healthy RLHF jobs (beyond the run), range LO,HI",
+    "ustar_healthy": "u* of healthy RLHF jobs, range LO,HI (LO >= ustar_hacking's HI)",
     "height": "peak gold score h, range LO,HI",
     "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
     "loss0": "initial training loss L_0, range LO,HI",
     "loss_inf": "asymptotic training loss L_inf, range LO,HI",
     "loss_tau": "training-loss time constant tau_L, progress range",
+    "kl_gamma": "KL curvature: sqrt(KL) grows like u^kl_gamma (1 = linear, the plain model)",
+    "hack_sharpness": "hacking gold is Gao's form in (d/d*)^m, m = this (1 = plain)",
+    "sigma_spread": "per-job noise spread s: sigma_j = sigma exp(s Z - s^2/2) (0 = plain)",
+    "noise_rho": "AR(1) coefficient of each job's evaluation noise (0 = independent)",
 }
 # Fields that are ranges/lists are parsed from "a,b,...".
 _LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or f in
                 ("height", "tau", "loss0", "loss_inf", "loss_tau")}
 CHUNK = 500  # clusters per progress step; chunking never changes results
+MAX_SEED = 2**64 - 1  # seeds are unsigned 64-bit counters (kernels/rng.py)
 
 
 def _parse_field(name: str, text: str, default):
@@ -133,11 +139,21 @@ def _run_arm(cfg: SimConfig, n: int, seed: int, keep_jobs: bool, bar: tqdm | Non
     return pl.concat(clusters), (pl.concat(jobs) if keep_jobs else None)
 
 
+def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_jobs: bool) -> None:
+    """Per chunk a simulation; kept for the table: every cluster's metrics (and with
+    --jobs-out every job) of every arm, and the cluster bootstrap of the summary."""
+    def need(c: int) -> int:
+        return (simulate_bytes(min(CHUNK, c), w.n_jobs, w.n_evals, keep_jobs)
+                + n_arms * results_bytes(c, w.n_jobs, keep_jobs) + summary_bytes(c, n_arms))
+    check_fits(need, n, "--clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}"
+               + (", --jobs-out" if keep_jobs else ""))
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.clusters < 1:
         raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer >= 1")
-    if args.seed < 0:
-        raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer >= 0")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)
     cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy))
     base_cfg = None
@@ -145,6 +161,10 @@ def run_command(args: argparse.Namespace) -> int:
         base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline))
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
+    check_output(args.out, "--out", (".parquet",))
+    check_output(args.jobs_out, "--jobs-out", (".parquet",))
+    check_distinct({"--out": args.out, "--jobs-out": args.jobs_out})
+    _check_memory(workload, args.clusters, len(arms), keep_jobs)
     total = args.clusters * len(arms)
     t0 = time.perf_counter()
     show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"
@@ -166,15 +186,17 @@ def run_command(args: argparse.Namespace) -> int:
     if cfg.policy.uses_hidden_truth:
         title += "\nNOTE: oracle uses hidden truth (hacking labels, gold peak): an upper bound, not a policy"
     print(format_table(summarize(clusters, baseline), title))
+    outputs = []
     if args.out is not None:
         frames = [results[name][0].with_columns(pl.lit(name).alias("arm"),
                                                  pl.lit(c.policy.label).alias("policy"),
                                                  pl.lit(c.scheduler.label).alias("scheduler"))
                   for name, c in arms]
-        atomic_write_parquet(pl.concat(frames), args.out)
-        print(f"wrote {args.out}")
+        outputs.append((args.out, pl.concat(frames)))
     if keep_jobs:
         frames = [results[name][1].with_columns(pl.lit(name).alias("arm")) for name, _ in arms]
-        atomic_write_parquet(pl.concat(frames), args.jobs_out)
-        print(f"wrote {args.jobs_out}")
+        outputs.append((args.jobs_out, pl.concat(frames)))
+    write_all([(path, table_writer(df, path)) for path, df in outputs])  # all or none
+    for path, _ in outputs:
+        print(f"wrote {path}")
     return 0

@@ -21,6 +21,10 @@ from fastsim.codes import POLICY_NAMES, SCHEDULER_NAMES, SCOPE_NAMES, Policy, Sc
 from fastsim.errors import ConfigError
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
+MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
+# Median run times the engine can simulate in float64 hours with room for the log-normal
+# tail (log_sd <= 3) and the arrival span of MAX_JOBS jobs: 3.6 s to about 14 months.
+MEDIAN_H_RANGE = (1e-3, 1e4)
 MAX_JOBS = 100_000
 MAX_EVALS = 1_000
 MAX_GPUS = 1_000_000
@@ -33,6 +37,10 @@ def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:
@@ -80,6 +88,10 @@ class WorkloadConfig:
     loss0: tuple[float, float] = D.LOSS0
     loss_inf: tuple[float, float] = D.LOSS_INF
     loss_tau: tuple[float, float] = D.LOSS_TAU
+    kl_gamma: float = D.KL_GAMMA
+    hack_sharpness: float = D.HACK_SHARPNESS
+    sigma_spread: float = D.SIGMA_SPREAD
+    noise_rho: float = D.NOISE_RHO
 
     def __post_init__(self) -> None:
         # Normalise lists (from TOML/JSON) to tuples so configs stay hashable.
@@ -96,12 +108,12 @@ class WorkloadConfig:
         return tuple(float(x) for x in self.mix)  # type: ignore[return-value]
 
     def validate(self) -> None:
-        _check(isinstance(self.gpus, int) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
+        _check(_is_int(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
                f"an integer from 1 to {MAX_GPUS}")
-        _check(isinstance(self.n_jobs, int) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
+        _check(_is_int(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
                self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
-        _check(_is_number(self.load) and 0.0 < self.load <= MAX_LOAD, "load", self.load,
-               f"offered load in (0, {MAX_LOAD}]")
+        _check(_is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
+               f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
         if isinstance(self.mix, str):
             _check(self.mix in D.MIXES, "mix", self.mix,
                    f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)")
@@ -118,10 +130,11 @@ class WorkloadConfig:
             _check(ok, name, v, f"a non-empty list of integers from 1 to gpus={self.gpus}")
         for name in ("median_lora_h", "median_dpo_h", "median_rlhf_h"):
             v = getattr(self, name)
-            _check(_is_number(v) and v > 0, name, v, "a positive number of hours")
+            lo, hi = MEDIAN_H_RANGE
+            _check(_is_number(v) and lo <= v <= hi, name, v, f"hours in [{lo:g}, {hi:g}]")
         _check(_is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
                "a log-normal sigma in [0, 3]")
-        _check(isinstance(self.n_evals, int) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
+        _check(_is_int(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
                self.n_evals, f"an integer from 2 to {MAX_EVALS}")
         for name in ("base_rate", "dpo_base_rate"):
             v = getattr(self, name)
@@ -135,12 +148,23 @@ class WorkloadConfig:
         _check(_is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
                "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
         _check_range("ustar_hacking", self.ustar_hacking, 0.0, 1.0, strict_lo=True)
-        _check_range("ustar_healthy", self.ustar_healthy, 1.0, 1e6)
+        # Healthy peaks may start where hacking ones end (peaks spread continuously,
+        # MODEL.md section 4), never inside the hacking range: the label would be moot.
+        _check_range("ustar_healthy", self.ustar_healthy, self.ustar_hacking[1], 1e6)
         _check_range("height", self.height, 0.0, 1e6, strict_lo=True)
         _check_range("tau", self.tau, 0.0, 1e6, strict_lo=True)
         _check_range("loss0", self.loss0, 0.0, 1e6, strict_lo=True)
         _check_range("loss_inf", self.loss_inf, 0.0, 1e6)
         _check_range("loss_tau", self.loss_tau, 0.0, 1e6, strict_lo=True)
+        _check(_is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
+               self.kl_gamma, "an exponent in [0.05, 2] (sqrt(KL) grows like u^kl_gamma; 1 = linear)")
+        _check(_is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
+               "hack_sharpness", self.hack_sharpness,
+               "an exponent in [0.25, 4] (hacking gold is Gao's form in (d/d*)^m; 1 = plain)")
+        _check(_is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
+               self.sigma_spread, "a log-normal sigma in [0, 2] of the per-job noise (0 = every job sigma)")
+        _check(_is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
+               self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
 

@@ -1,39 +1,86 @@
 """File input and output shared by every command.
 
 Output is crash-safe: every file fastsim writes appears whole or not at all.  Data goes
-to ``NAME.tmp`` beside the target, is flushed to disk, then renamed into place
-(``os.replace`` is atomic on POSIX); a failure removes the temp file.  Input errors
-(an unreadable file, invalid TOML) become one ``ConfigError`` naming the file.
+to a temporary name beside the target (``NAME.<pid>-<random>.tmp``, unique per writer,
+so two writers never share one), is flushed to disk, then renamed into place
+(``os.replace`` is atomic on POSIX).  ``write_all`` stages several files and renames them
+only once every one is written, so a command leaves all of its outputs or none.  Output
+paths are checked with ``check_output`` before any work.  A failed write (disk full,
+read-only directory) is one ``ConfigError`` naming the file and the reason.
+
+Input errors (an unreadable file, invalid TOML or UTF-8) become one ``ConfigError``
+naming the file.
 """
 from __future__ import annotations
 
 import os
+import secrets
+import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import polars as pl
 
 from fastsim.errors import ConfigError
 
 TABLE_SUFFIXES = (".parquet", ".csv")
+TMP_SUFFIX = ".tmp"
 
 
-def _commit(tmp: Path, path: Path) -> None:
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def _discard(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass  # the write's own error is the one worth reporting
+
+
+def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
+    """Write every ``(path, write)`` or none: ``write(tmp)`` fills a temporary file, and
+    the temporaries are renamed into place only after all of them are complete."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, write in items:
+            path = Path(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = _tmp_path(path)
+                staged.append((tmp, path))
+                write(tmp)
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
+        staged = []
+    finally:
+        for tmp, _ in staged:
+            _discard(tmp)
+
+
+def table_writer(df: pl.DataFrame, path: Path) -> Callable[[Path], None]:
+    """The writer of ``df`` as Parquet or CSV, chosen by ``path``'s suffix."""
+    if Path(path).suffix.lower() == ".csv":
+        return lambda tmp: df.write_csv(tmp)
+    return lambda tmp: df.write_parquet(tmp)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        _commit(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_all([(Path(path), lambda tmp: Path(tmp).write_bytes(data))])
 
 
 def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:
@@ -43,28 +90,82 @@ def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:
 def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> None:
     """Write ``df`` as Parquet or CSV, chosen by ``path``'s suffix."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in allowed:
+    if path.suffix.lower() not in allowed:
         raise ConfigError(f"output {path}: allowed: a file ending in {' or '.join(allowed)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    write_all([(path, table_writer(df, path))])
+
+
+def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
+    """``directory`` (or, if it does not exist yet, its nearest existing ancestor) must
+    accept a new file: probed by creating and removing one, so nothing is left behind."""
+    d = directory.absolute()
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    if not d.is_dir():
+        raise ConfigError(f"{option} {target}: {d} is not a directory; allowed: a writable path")
     try:
-        if suffix == ".csv":
-            df.write_csv(tmp)
-        else:
-            df.write_parquet(tmp)
-        _commit(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".fastsim-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{option} {target}: cannot write in {d} ({_reason(exc)}); "
+                          "allowed: a writable path") from None
+
+
+def check_output(path: Path | None, option: str = "--out",
+                 allowed: tuple[str, ...] | None = TABLE_SUFFIXES) -> None:
+    """Refuse, before any work, an output file that could not be written."""
+    if path is None:
+        return
+    path = Path(path)
+    if allowed is not None and path.suffix.lower() not in allowed:
+        raise ConfigError(f"{option} {path}: allowed: a file ending in {' or '.join(allowed)}")
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a directory; allowed: a file path")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{option} {path}: not a regular file; allowed: a file path")
+    _check_writable_dir(path.parent, option, path)
+
+
+def check_output_dir(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output directory that could not be written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path}: exists and is not a directory; allowed: a directory")
+    _check_writable_dir(path, option, path)
+
+
+def check_distinct(paths: dict[str, Path | None]) -> None:
+    """Two options naming one file would overwrite each other."""
+    seen: dict[Path, str] = {}
+    for option, p in paths.items():
+        if p is None:
+            continue
+        key = Path(p).absolute()
+        if key in seen:
+            raise ConfigError(f"{option} {p}: the same file as {seen[key]}; allowed: distinct files")
+        seen[key] = option
+
+
+def read_text(path: Path, what: str) -> str:
+    """A UTF-8 text file; unreadable or invalid UTF-8 is a ``ConfigError`` with the line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({_reason(exc)})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte 0x{data[exc.start]:02x}); "
+                          f"allowed: a UTF-8 {what}") from None
 
 
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
     """Parse a TOML file; a missing or unreadable file or bad TOML is a ``ConfigError``."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    text = read_text(path, what)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

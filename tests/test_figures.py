@@ -77,7 +77,7 @@ def test_frontier_sweep_table_and_figure(tmp_path):
     run_sweep(g, store, progress=False)
     aggregate(store)
     table = frontier_table(read_summary(tmp_path / "frontier"))
-    assert table.height == 6 * 5 * 5
+    assert table.height == 5 * 5 * 5
     assert table["pareto"].any()
     assert (table["detection_distance"] >= table["recall_distance"]).all()
     written = draw_all(tmp_path, tmp_path / "figs", formats=("png",))

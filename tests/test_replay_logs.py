@@ -44,7 +44,7 @@ def test_mess_rules_unsorted_duplicate_missing():
 
 
 def test_duplicate_as_error_names_file_line_field():
-    with pytest.raises(ConfigError, match=r"duplicate_step\.csv:3: field 'step'.*step 2 more than once"):
+    with pytest.raises(ConfigError, match=r"duplicate_step\.csv:4: field 'step'.*step 2 more than once"):
         read_logs([BAD / "duplicate_step.csv"], on_duplicate="error")
     assert read_logs([BAD / "duplicate_step.csv"]).table["metric"].to_list() == [0.5, 0.7]
 

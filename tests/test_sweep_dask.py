@@ -39,3 +39,54 @@ def test_dask_local_cluster_equals_in_process(tmp_path):
         assert_frame_equal(pl.read_parquet(local / rel), pl.read_parquet(remote / rel))
     assert_frame_equal(pl.read_parquet(local / "summary.parquet"),
                        pl.read_parquet(remote / "summary.parquet"))
+
+
+def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP)
+    for address in ("tcp://127.0.0.1:1", "nonsense://x"):
+        out = tmp_path / "o"
+        assert main(["sweep", str(p), "--out", str(out), "--no-progress", "--backend", "dask",
+                     "--address", address, "--dask-timeout", "2"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "cannot reach a Dask scheduler" in err and len(err.splitlines()) == 1, err
+
+
+def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP)
+    with distributed.LocalCluster(n_workers=0, processes=False,
+                                  dashboard_address=None) as cluster:
+        assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress",
+                     "--backend", "dask", "--address", cluster.scheduler_address,
+                     "--dask-timeout", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no worker joined the scheduler within 2 s" in err and len(err.splitlines()) == 1
+
+
+def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, monkeypatch):
+    """--backend dask without --address starts a local cluster (dashboard link printed);
+    a worker killed during warm-up is restarted by its nanny and the sweep completes."""
+    from fastsim.sweep import runner
+
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP.replace('scheduler = ["fifo:backfill", "srtf_est", "loss_aware"]',
+                               'scheduler = ["srtf_est"]'))
+    marker = str(tmp_path / "killed")
+
+    def die_once():
+        import os
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return "warm"
+
+    monkeypatch.setattr(runner, "warm_up", die_once)
+    local, remote = tmp_path / "local", tmp_path / "dask"
+    assert main(["sweep", str(p), "--out", str(local), "--no-progress"]) == 0
+    assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend", "dask",
+                 "--workers", "1"]) == 0
+    assert "dashboard: http" in capsys.readouterr().err
+    assert (tmp_path / "killed").exists()
+    assert_frame_equal(pl.read_parquet(local / "summary.parquet"),
+                       pl.read_parquet(remote / "summary.parquet"))

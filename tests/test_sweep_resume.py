@@ -119,10 +119,11 @@ def test_manifest_and_double_count_guard(sweep_file, tmp_path):
     cid = grid.cells[0].id
     df = store.read_clusters(cid)
     assert df["cluster"].to_list() == list(range(10))
-    # A stray copy of a chunk under another index must not be silently counted twice.
+    # A stray copy of a chunk under another index must not be silently counted twice:
+    # it fails the chunk's checksum, and the file is named.
     src = store.path(cid, "chunk", 0).read_bytes()
     store.path(cid, "chunk", 1).write_bytes(src)
-    with pytest.raises(RuntimeError, match="once each"):
+    with pytest.raises(ConfigError, match=r"chunk-0001.parquet: checksum mismatch"):
         store.read_clusters(cid)
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
+from fastsim import defaults as D
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_table
+from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
+                        table_writer, write_all)
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -67,17 +69,24 @@ def register(subparsers) -> None:
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC")
     cmp_.add_argument("--clusters", type=int, default=50)
     cmp_.add_argument("--sigma", type=float, default=None, help="override the matched noise level")
+    cmp_.add_argument("--plain", action="store_true",
+                      help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
     cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
+    fit = tsub.add_parser("fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set")
+    fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
+    fit.add_argument("--boot", type=int, default=1000, help="bootstrap resamples of the runs")
+    fit.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
+    fit.set_defaults(func=_cmd_fit)
 
 
 def _write(df: pl.DataFrame, path: Path) -> None:
     atomic_write_table(df, path)
 
 
-def _check_out(path: Path | None) -> None:
-    if path is not None and path.suffix.lower() not in (".parquet", ".csv"):
-        raise ConfigError(f"--out {path}: allowed: a .parquet or .csv file")
+def _check_out(path: Path | None, option: str = "--out") -> None:
+    check_output(path, option)
 
 
 def _fmt(x, digits=3):
@@ -129,7 +138,10 @@ def _cmd_replay(args) -> int:
     from fastsim.replay.replay import parse_policy, replay, summarize
 
     _check_out(args.out)
-    _check_out(args.summary_out)
+    _check_out(args.summary_out, "--summary-out")
+    check_distinct({"--out": args.out, "--summary-out": args.summary_out})
+    if args.gpus is not None and not 0 < args.gpus < float("inf"):
+        raise ConfigError(f"--gpus={args.gpus} is invalid; allowed: a positive finite GPU count")
     policies = [parse_policy(s) for s in (args.policy or DEFAULT_POLICIES)]
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
@@ -145,12 +157,10 @@ def _cmd_replay(args) -> int:
         print()
     print("summary (95% intervals; rates resample jobs):")
     _print_summary(summ)
-    if args.out:
-        _write(res, args.out)
-        print(f"wrote {args.out}")
-    if args.summary_out:
-        _write(summ, args.summary_out)
-        print(f"wrote {args.summary_out}")
+    outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
+    write_all([(p, table_writer(df, p)) for p, df in outputs])  # both or neither
+    for p, _ in outputs:
+        print(f"wrote {p}")
     return 0
 
 
@@ -185,13 +195,14 @@ def _cmd_toy(args) -> int:
     if args.world_seed is not None:
         kw["world_seed"] = args.world_seed
     cfg = ToyRLHFConfig(**kw)
+    check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
     runtime = time.perf_counter() - t0
     runs = run_summary(traces)
     fits = gao_fit_groups(traces)
-    for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits)):
-        _write(df, args.out / f"{name}.parquet")
+    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet"))
+               for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))])
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
           "{traces,runs,gao_fits}.parquet")
@@ -221,12 +232,37 @@ def _cmd_compare(args) -> int:
         parse_policy(s)
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
-    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma)
-    print(f"simulator at sigma {res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
+    curves = D.PLAIN_CURVES if args.plain else None
+    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma, curves=curves)
+    print(f"simulator ({'plain' if args.plain else 'trace-grounded'} curves) at sigma "
+          f"{res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
           f"{res['n_evals'][0]} evaluations, {args.clusters} clusters:")
     for r in res.iter_rows(named=True):
         print(f"{r['policy']:<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
               f"FPR {_ci(r, 'fpr')}")
+    if args.out:
+        _write(res, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _cmd_fit(args) -> int:
+    from fastsim.replay.traces import fit_curve_knobs
+
+    _check_out(args.out)
+    if not args.traces.exists():
+        raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
+    if args.boot < 0:
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    traces = pl.read_parquet(args.traces)
+    need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
+    if not need <= set(traces.columns):
+        raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
+                          "allowed: traces.parquet from fastsim traces toy-rlhf")
+    res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
+    print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
+    for r in res.iter_rows(named=True):
+        print(f"{r['statistic']:<22} {r['value']:>9.4g}  [{r['lo']:.4g}, {r['hi']:.4g}]  n {r['n_runs']}")
     if args.out:
         _write(res, args.out)
         print(f"wrote {args.out}")

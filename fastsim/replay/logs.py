@@ -14,6 +14,7 @@ Every row is validated before anything is returned: a malformed file raises one
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
+from fastsim.io import read_text
 
 FORMATS = ("csv", "jsonl", "parquet", "trainer_state")
 # Missing-value spellings: such an evaluation is skipped (docs/replay.md, rule "missing").
@@ -32,6 +34,11 @@ HF_BOOKKEEPING = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_sec
 # A metric whose name ends with one of these is lower-is-better unless told otherwise.
 LOWER_IS_BETTER_SUFFIXES = ("loss", "perplexity", "ppl", "error", "wer", "cer")
 NUMERIC_OPTIONAL = ("loss", "proxy_reward", "gpus", "max_steps")
+# Steps are compared exactly as float64 by the decision kernels: beyond 2^53 two different
+# steps could become one (and beyond 2^63 they would not fit in int64 at all).
+MAX_STEP = 2**53
+TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
+TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 
 
 @dataclass(frozen=True)
@@ -118,26 +125,44 @@ def _raw_csv(path: Path) -> pl.DataFrame:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}") from None
     except pl.exceptions.ComputeError as exc:
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
-    # header is line 1; assumes no quoted newlines, which evaluation logs do not have
-    return df.with_columns(pl.Series("line", np.arange(2, df.height + 2), dtype=pl.Int64))
+    return df.with_columns(pl.Series("line", _csv_lines(path, sep, df.height), dtype=pl.Int64))
+
+
+def _csv_lines(path: Path, sep: str, n_rows: int) -> np.ndarray:
+    """The line each data row starts on (header = line 1); a quoted field may span lines."""
+    data = path.read_bytes()
+    if b'"' not in data:
+        return np.arange(2, n_rows + 2)
+    import csv
+
+    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace"), newline=""),
+                        delimiter=sep)
+    starts, end = [], 0
+    for row in reader:
+        if row:  # blank lines hold no row (as in polars)
+            starts.append(end + 1)
+        end = reader.line_num
+    out = np.asarray(starts[1:n_rows + 1], dtype=np.int64)
+    if out.size < n_rows:  # the csv module and polars disagree: fall back to row order
+        return np.arange(2, n_rows + 2)
+    return out
 
 
 def _raw_jsonl(path: Path) -> pl.DataFrame:
     rows, lines = [], []
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}); allowed: one "
-                                  "JSON object per line") from None
-            if not isinstance(obj, dict):
-                raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
-                                  "one JSON object per line")
-            rows.append(obj)
-            lines.append(lineno)
+    for lineno, text in enumerate(read_text(path, "JSONL log").split("\n"), start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}); allowed: one "
+                              "JSON object per line") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
+                              "one JSON object per line")
+        rows.append(obj)
+        lines.append(lineno)
     return _rows_to_frame(rows, lines)
 
 
@@ -198,10 +223,29 @@ def _hf_entries(path: Path, text: str):
 
 
 def _job_id_from_path(path: Path) -> str:
+    return _run_dir(path).name or path.stem
+
+
+def _run_job_ids(paths: list[Path]) -> dict[Path, str]:
+    """Job ids of trainer_state files: the run directory's name, lengthened by its parents
+    where two different runs share a name (``exp1/output``, ``exp2/output``), so distinct
+    runs never merge.  Files of one run (its checkpoints) share the run's id."""
+    runs = {p: _run_dir(p) for p in paths}
+    dirs = sorted(set(runs.values()))
+    depth = {d: 1 for d in dirs}
+    while True:
+        ids = {d: "/".join(d.parts[-depth[d]:]) or str(d) for d in dirs}
+        clash = {d for d in dirs if sum(ids[e] == ids[d] for e in dirs) > 1
+                 and depth[d] < len(d.parts)}
+        if not clash:
+            return {p: ids[d] for p, d in runs.items()}
+        for d in clash:
+            depth[d] += 1
+
+
+def _run_dir(path: Path) -> Path:
     parent = path.resolve().parent
-    if re.fullmatch(r"checkpoint-\d+", parent.name):
-        parent = parent.parent
-    return parent.name or path.stem
+    return parent.parent if re.fullmatch(r"checkpoint-\d+", parent.name) else parent
 
 
 def _hf_metric(path: Path, entries: list[dict], metric: str | None) -> str:
@@ -224,12 +268,18 @@ def _hf_metric(path: Path, entries: list[dict], metric: str | None) -> str:
                       "allowed: name one with --metric")
 
 
-def _raw_trainer_state(path: Path, metric: str | None):
-    text = path.read_text(encoding="utf-8")
+def _key_line(text: str, key: str) -> int:
+    """Line of a top-level ``"key":`` in a trainer_state.json (Trainer indents by two)."""
+    m = re.search(rf'^\s{{0,2}}"{re.escape(key)}"\s*:', text, re.M)
+    return text.count("\n", 0, m.start()) + 1 if m else 1
+
+
+def _raw_trainer_state(path: Path, metric: str | None, job_id: str | None = None):
+    text = read_text(path, "trainer_state.json")
     state, lines = _hf_entries(path, text)
     entries = state["log_history"]
     name = _hf_metric(path, entries, metric)
-    job_id = _job_id_from_path(path)
+    job_id = job_id or _job_id_from_path(path)
     rows, rows_lines = [], []
     last_train_loss = None
     runtime_s = None
@@ -239,6 +289,11 @@ def _raw_trainer_state(path: Path, metric: str | None):
                               "allowed: a JSON object")
         if "train_runtime" in entry:
             runtime_s = entry["train_runtime"]
+            ok = (isinstance(runtime_s, (int, float)) and not isinstance(runtime_s, bool)
+                  and np.isfinite(runtime_s) and runtime_s >= 0)
+            if not ok:
+                raise ConfigError(f"{path}:{line}: field 'train_runtime': {runtime_s!r}; "
+                                  "allowed: a non-negative number of seconds")
         if "loss" in entry and "step" in entry:
             last_train_loss = entry["loss"]  # training loss, logged every logging_steps
         if not any(str(k).startswith("eval_") for k in entry):
@@ -249,8 +304,13 @@ def _raw_trainer_state(path: Path, metric: str | None):
     if not rows:
         raise ConfigError(f"{path}: field 'log_history': no evaluation entries (eval_*); "
                           "allowed: a run evaluated at least once")
+    max_steps = state.get("max_steps")
+    if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool)
+                                      and 0 <= max_steps < MAX_STEP):
+        raise ConfigError(f"{path}:{_key_line(text, 'max_steps')}: field 'max_steps': "
+                          f"{max_steps!r}; allowed: a non-negative integer (or null)")
     df = _rows_to_frame(rows, rows_lines)
-    df = df.with_columns(pl.lit(_cell_text(state.get("max_steps")), dtype=pl.String).alias("max_steps"))
+    df = df.with_columns(pl.lit(_cell_text(max_steps), dtype=pl.String).alias("max_steps"))
     # Trainer logs no wall clock per evaluation; train_runtime / global_step gives a
     # per-step time, an estimate that assumes steps of equal cost.
     global_step = state.get("global_step")
@@ -269,6 +329,7 @@ def _numeric(df: pl.DataFrame, path: Path, field: str, allowed: str) -> pl.Serie
         raise ConfigError(f"{path}:{df['line'][0]}: field {field!r}: a boolean; allowed: {allowed}")
     if col.dtype.is_numeric():
         return col.cast(pl.Float64).fill_null(float("nan"))
+    _check_text_column(df, path, field, allowed)
     text = col.cast(pl.String).str.strip_chars()
     missing = text.is_null() | text.str.to_lowercase().is_in(list(MISSING_TOKENS))
     values = text.cast(pl.Float64, strict=False)
@@ -278,6 +339,36 @@ def _numeric(df: pl.DataFrame, path: Path, field: str, allowed: str) -> pl.Serie
         raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {col[i]!r} is not a number; "
                           f"allowed: {allowed}")
     return pl.Series(field, np.where(missing.to_numpy(), np.nan, values.fill_null(0.0).to_numpy()))
+
+
+def _check_text_column(df: pl.DataFrame, path: Path, field: str, allowed: str) -> None:
+    """A column that is neither numeric nor text (a list, a struct, a duration...)."""
+    dtype = df[field].dtype
+    if dtype not in (pl.String, pl.Categorical, pl.Null) and not isinstance(dtype, pl.Enum):
+        line = df["line"][0] if df.height else 1
+        raise ConfigError(f"{path}:{line}: field {field!r}: a column of type {dtype}; "
+                          f"allowed: {allowed}")
+
+
+def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
+    """``truth_hacking`` as booleans: true/false, 1/0 (text or numbers)."""
+    col = df["truth_hacking"]
+    if col.dtype == pl.Boolean:
+        return col
+    allowed = "true/false or 1/0 (hidden truth: the job over-optimises)"
+    if col.dtype.is_numeric():
+        text = col.cast(pl.Float64).cast(pl.String)
+    else:
+        _check_text_column(df, path, "truth_hacking", allowed)
+        text = col.cast(pl.String)
+    text = text.str.strip_chars().str.to_lowercase()
+    true, false = text.is_in(list(TRUE_TOKENS)), text.is_in(list(FALSE_TOKENS))
+    bad = ~(true | false).fill_null(False)
+    if bad.any():
+        i = int(bad.arg_max())
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'truth_hacking': {col[i]!r}; "
+                          f"allowed: {allowed}")
+    return true.alias("truth_hacking")
 
 
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
@@ -290,6 +381,8 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
                           f"{[c for c in df.columns if c not in ('line', 'job_id', 'step')]} via --metric")
     if df.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: at least one evaluation")
+    if not df["job_id"].dtype.is_integer():
+        _check_text_column(df, path, "job_id", "a text or integer id")
     job = df["job_id"].cast(pl.String).str.strip_chars()
     empty = job.is_null() | (job == "")
     if empty.any():
@@ -301,6 +394,12 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
         i = int(np.argmax(bad))
         raise ConfigError(f"{path}:{df['line'][i]}: field 'step': {df['step'][i]!r} is not allowed; "
                           "allowed: a non-negative integer (every evaluation needs its step)")
+    big = step >= MAX_STEP
+    if big.any():
+        i = int(np.argmax(big))
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'step': {df['step'][i]!r} is too large; "
+                          f"allowed: a non-negative integer below 2^53 = {MAX_STEP} (larger "
+                          "steps cannot be compared exactly)")
     out = {"job_id": job, "step": pl.Series("step", step.astype(np.int64)),
            "metric": _numeric(df, path, metric, "a number, or empty/NaN/null for a missing evaluation")
            .alias("metric")}
@@ -311,26 +410,33 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             out[field] = out["metric"].alias(field)
     if "gpus" in out:
         g = out["gpus"].to_numpy()
-        bad = np.isfinite(g) & (g <= 0)
+        bad = ~np.isnan(g) & ~((g > 0) & np.isfinite(g))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ConfigError(f"{path}:{df['line'][i]}: field 'gpus': {g[i]:g}; allowed: a positive number")
+            raise ConfigError(f"{path}:{df['line'][i]}: field 'gpus': {g[i]:g}; allowed: a "
+                              "positive finite number")
     for field, scale in (("time", 1.0), ("time_h", 1.0), ("time_s", 1.0 / 3600.0)):
         if field in df.columns:
             out["time_h"] = (_numeric(df, path, field, "a number of hours (time_s: seconds), or "
                                       "empty for missing") * scale).alias("time_h")
             break
     if "job_type" in df.columns:
+        _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
         out["job_type"] = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
     for col in df.columns:
-        if col.startswith("truth_"):
+        if col == "truth_hacking":
+            out[col] = _truth_hacking(df, path)
+        elif col in TRUTH_NUMERIC:
+            out[col] = _numeric(df, path, col, "a number (hidden truth)").alias(col)
+        elif col.startswith("truth_"):
             out[col] = df[col]
     out["source"] = pl.Series("source", [str(path)] * df.height, dtype=pl.String)
     out["line"] = df["line"]
     return pl.DataFrame(out)
 
 
-def read_one(path, fmt: str | None = None, metric: str | None = None) -> tuple[pl.DataFrame, str]:
+def read_one(path, fmt: str | None = None, metric: str | None = None,
+             job_id: str | None = None) -> tuple[pl.DataFrame, str]:
     """Read and validate one log; returns ``(table, metric name)`` before the mess rules.
 
     Examples
@@ -346,7 +452,7 @@ def read_one(path, fmt: str | None = None, metric: str | None = None) -> tuple[p
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
     if fmt == "trainer_state":
-        raw, name = _raw_trainer_state(path, metric)
+        raw, name = _raw_trainer_state(path, metric, job_id)
     else:
         raw = {"csv": _raw_csv, "jsonl": _raw_jsonl, "parquet": _raw_parquet}[fmt](path)
         name = metric or "score"
@@ -386,9 +492,12 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         raise ConfigError("no log files given; allowed: one or more paths")
     if on_duplicate not in ("last", "error"):
         raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
+    resolved = [resolve_path(Path(p)) for p in paths]
+    formats = [fmt or detect_format(p) for p in resolved]
+    run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
     tables, names = [], []
-    for p in paths:
-        t, name = read_one(p, fmt, metric)
+    for p, f in zip(resolved, formats):
+        t, name = read_one(p, f, metric, run_ids.get(p))
         tables.append(t)
         names.append(name)
     if len(set(names)) > 1:
@@ -400,10 +509,11 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     notes = []
     dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
     if dup.any():
-        first = table.filter(dup).row(0, named=True)
         if on_duplicate == "error":
-            raise ConfigError(f"{first['source']}:{first['line']}: field 'step': job "
-                              f"{first['job_id']!r} logs step {first['step']} more than once; "
+            again = table.select(~pl.struct("job_id", "step").is_first_distinct()).to_series()
+            r = table.filter(again).row(0, named=True)  # the first row that repeats one
+            raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job "
+                              f"{r['job_id']!r} logs step {r['step']} more than once; "
                               "allowed: one row per (job_id, step) (or --on-duplicate last)")
         n_extra = int(dup.sum()) - table.filter(dup).select(pl.struct("job_id", "step").n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)

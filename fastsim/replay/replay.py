@@ -141,6 +141,9 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     """
     from tqdm.auto import tqdm
 
+    if gpus is not None and not (isinstance(gpus, (int, float)) and not isinstance(gpus, bool)
+                                 and 0 < gpus < float("inf")):
+        raise ConfigError(f"gpus={gpus!r} is invalid; allowed: a positive finite GPU count")
     pols = [parse_policy(p) for p in policies]
     if not pols:
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
@@ -197,13 +200,17 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
                 best = float(np.max(tg[ok])) if ok.any() else np.nan
                 row.update({
                     "truth_hacking": th,
-                    "truth_gold_peak_step": int(g["truth_gold_peak_step"][0])
+                    "truth_gold_peak_step": _int_or_none(g["truth_gold_peak_step"][0])
                     if "truth_gold_peak_step" in g.columns else None,
                     "delivered_truth_gold": float(tg[d]), "best_truth_gold": best,
                     "regret_truth_gold": best - float(tg[d]),
                 })
             rows.append(row)
     return pl.DataFrame(rows)
+
+
+def _int_or_none(x) -> int | None:
+    return None if x is None or x != x else int(x)
 
 
 def _put(out: dict, name: str, e: Estimate) -> None:

@@ -22,7 +22,8 @@ import polars as pl
 from fastsim.summary import format_table, summarize
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import axis_value
-from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
+from fastsim.io import table_writer, write_all
+from fastsim.sweep.store import SweepStore
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -60,7 +61,10 @@ def cell_table(store: SweepStore) -> pl.DataFrame:
 
 
 def aggregate(store: SweepStore) -> dict[str, Path]:
-    """Aggregate every cell of a complete sweep; returns the written paths."""
+    """Aggregate every cell of a complete sweep; returns the written paths.
+
+    Every chunk is verified against its record as it is read; a missing or damaged one
+    is a ``ConfigError`` naming its file, and then nothing is written."""
     cells = cell_table(store)
     # One cell's clusters in memory at a time (plus its baseline, read once per group).
     order = sorted(store.grid.cells, key=lambda c: (c.baseline or c.id, c.baseline is not None))
@@ -88,12 +92,13 @@ def aggregate(store: SweepStore) -> dict[str, Path]:
         pl.concat(hists), on="cell", how="inner", maintain_order="right")
     out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
            "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
-    atomic_write_parquet(cells, out["cells"])
-    atomic_write_parquet(summary, out["summary"])
-    atomic_write_parquet(jct, out["jct_hist"])
     header = (f"{store.grid.title}\n{store.grid.clusters} clusters per cell, seed "
               f"{store.grid.seed}, grid {store.grid.hash[:12]}\n\n")
-    atomic_write_bytes(out["text"], (header + "\n\n".join(texts) + "\n").encode())
+    text = (header + "\n\n".join(texts) + "\n").encode()
+    write_all([(out["cells"], table_writer(cells, out["cells"])),  # all four or none
+               (out["summary"], table_writer(summary, out["summary"])),
+               (out["jct_hist"], table_writer(jct, out["jct_hist"])),
+               (out["text"], lambda tmp: Path(tmp).write_bytes(text))])
     return out
 
 

@@ -11,7 +11,13 @@ from fastsim.errors import ConfigError
 def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("local", "dask"), default="local",
                    help="run chunks in this process (default) or on a Dask cluster")
-    p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
+    p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786; without "
+                   "it, --backend dask starts a local cluster and prints its dashboard link")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes of that local Dask cluster (default: one per core)")
+    p.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds to wait for the Dask scheduler and for a first worker "
+                   "(default 60)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")
 
@@ -21,9 +27,11 @@ def register(subparsers) -> None:
         "sweep", help="run a sweep file (resumable) and aggregate it",
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
         "per-cluster Parquet per cell and an aggregated table (mean, 95%% CI, n; paired "
-        "against each cell's baseline). Re-running resumes; a changed grid is refused.")
+        "against each cell's baseline). Re-running resumes, re-running any chunk that fails its "
+        "checksum; a changed grid is refused; one process at a time owns --out (a lock).")
     p.add_argument("file", type=Path, help="sweep definition (sweeps/*.toml)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output directory (created; locked while the sweep runs)")
     p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
     p.add_argument("--chunk", type=int, help="clusters per chunk (overrides the file)")
     p.add_argument("--seed", type=int, help="seed (overrides the file)")
@@ -71,19 +79,35 @@ def _finish_sweep(args, grid, store) -> None:
           f"{paths['summary']} (tables: {paths['text']})")
 
 
+def check_backend(args) -> None:
+    """The Dask options, checked before any work."""
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers={args.workers} is invalid; allowed: an integer >= 1")
+    if not (args.dask_timeout > 0 and args.dask_timeout < float("inf")):
+        raise ConfigError(f"--dask-timeout={args.dask_timeout} is invalid; allowed: seconds > 0")
+    if args.backend != "dask" and (args.address or args.workers):
+        raise ConfigError("--address and --workers apply to --backend dask only")
+    if args.address is not None and args.workers is not None:
+        raise ConfigError("--workers sizes a local cluster; with --address the scheduler's "
+                          "own workers run the chunks")
+
+
 def cmd_sweep(args) -> int:
     from fastsim.sweep.grid import load_sweep
-    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.runner import check_sweep_memory, run_sweep
     from fastsim.sweep.store import SweepStore
 
+    check_backend(args)
     grid = load_sweep(args.file, clusters=args.clusters, chunk=args.chunk, seed=args.seed)
-    store = SweepStore.open(args.out, grid)
-    rep = run_sweep(grid, store, backend=args.backend, address=args.address,
-                    keep_jobs=args.keep_jobs, progress=args.progress)
-    if rep.chunks_skipped:
-        print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already done",
-              file=sys.stderr)
-    _finish_sweep(args, grid, store)
+    check_sweep_memory(grid, args.keep_jobs)
+    with SweepStore.open(args.out, grid) as store:
+        rep = run_sweep(grid, store, backend=args.backend, address=args.address,
+                        workers=args.workers, timeout=args.dask_timeout,
+                        keep_jobs=args.keep_jobs, progress=args.progress)
+        if rep.chunks_skipped:
+            print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already "
+                  "done (verified)", file=sys.stderr)
+        _finish_sweep(args, grid, store)
     return 0
 
 
@@ -103,6 +127,7 @@ def cmd_reproduce(args) -> int:
     from fastsim.sweep.reproduce import (FULL_CLUSTERS, QUICK_CLUSTERS, check_clusters,
                                          default_command, repo_root, reproduce)
 
+    check_backend(args)
     clusters = check_clusters(args.clusters or (QUICK_CLUSTERS if args.quick else FULL_CLUSTERS))
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
     if args.quick:
@@ -111,9 +136,16 @@ def cmd_reproduce(args) -> int:
     else:
         figures = args.figures_dir or repo_root() / "figures"
         report = args.report or repo_root() / "REPRODUCTION.md"
+    from fastsim.io import check_output, check_output_dir
+
+    check_output_dir(out)
+    check_output(report, "--report", None)
+    if not args.no_figures:
+        check_output_dir(figures, "--figures-dir")
     info = reproduce(out, clusters=clusters, chunk=args.chunk, seed=0,
                      figures_dir=None if args.no_figures else figures, report=report,
-                     backend=args.backend, address=args.address, progress=args.progress,
+                     backend=args.backend, address=args.address, workers=args.workers,
+                     timeout=args.dask_timeout, progress=args.progress,
                      command=default_command(None))
     from fastsim.sweep.reproduce import headline_count, text_table
     matched, held = headline_count(info["rows"])

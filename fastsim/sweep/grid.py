@@ -174,9 +174,11 @@ def _fail(source: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {msg}")
 
 
-def _check_int(source: str, key: str, value: Any, lo: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-        raise _fail(source, f"{key}={value!r} is invalid; allowed: an integer >= {lo}")
+def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
+            hi is not None and value > hi):
+        allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
+        raise _fail(source, f"{key}={value!r} is invalid; allowed: {allowed}")
     return value
 
 
@@ -198,7 +200,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                             else doc.get("clusters", D.CLUSTERS), 1)
     n_chunk = _check_int(source, "chunk", chunk if chunk is not None
                          else doc.get("chunk", min(n_clusters, 250)), 1)
-    the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED), 0)
+    the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
+                          0, 2**64 - 1)
     baseline = doc.get("baseline", "none")
     if baseline is not False and baseline != "none":
         raise _fail(source, f"baseline={baseline!r} is invalid; allowed: \"none\" or false")

@@ -25,7 +25,7 @@ from fastsim.errors import ConfigError
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
-from fastsim.sweep.runner import run_sweep
+from fastsim.sweep.runner import check_sweep_memory, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
@@ -248,7 +248,8 @@ def _git_commit() -> str:
 
 def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int = 0,
               figures_dir: Path | None, report: Path | None, sweeps_dir: Path | None = None,
-              backend: str = "local", address: str | None = None, progress: bool = True,
+              backend: str = "local", address: str | None = None, workers: int | None = None,
+              timeout: float = 60.0, progress: bool = True,
               command: str | None = None, formats: tuple[str, ...] = ("png", "pdf"),
               base_overrides: dict[str, Any] | None = None) -> dict:
     """Run the paper's sweeps, the extracts, the figures and the report.
@@ -260,6 +261,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     for name in PAPER_SWEEPS:  # expand (validate) everything before running anything
         grids[name] = load_sweep(sweeps_dir / f"{name}.toml", clusters=clusters, chunk=chunk,
                                  seed=seed, base_overrides=base_overrides)
+    for g in grids.values():
+        check_sweep_memory(g)
     stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
     t0 = time.perf_counter()
     timings, skipped = {}, 0
@@ -268,7 +271,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             print(f"[reproduce] {name}: {len(g.cells)} cells x {g.clusters} clusters",
                   file=sys.stderr)
         t = time.perf_counter()
-        rep = run_sweep(g, stores[name], backend=backend, address=address, progress=progress)
+        rep = run_sweep(g, stores[name], backend=backend, address=address, workers=workers,
+                        timeout=timeout, progress=progress)
         skipped += rep.chunks_skipped
         aggregate(stores[name])
         timings[name] = time.perf_counter() - t

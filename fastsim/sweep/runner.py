@@ -9,10 +9,11 @@ whatever the backend, worker count or chunk order: each cluster is a pure functi
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import polars as pl
@@ -21,11 +22,13 @@ from tqdm import tqdm
 from fastsim.api import simulate
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
+from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid
 from fastsim.sweep.store import SweepStore
 
 BACKENDS = ("local", "dask")
+DASK_TIMEOUT_S = 60.0  # to reach the scheduler, and for a first worker to join it
 
 
 @dataclass
@@ -37,6 +40,8 @@ class RunReport:
     chunks_run: int
     seconds: float
     complete: bool
+    # Chunks that had been written but failed verification (and were re-run): why.
+    damaged: list[str] = field(default_factory=list)
 
 
 def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: bool
@@ -54,12 +59,24 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
 def warm_up() -> str:
     """Compile (or load from numba's on-disk cache) every kernel a chunk uses, once per
     process: every scheduler and the decision kernels (observed and oracle)."""
-    import os
-
     for sched, pol in (("fifo", "evalstop:k=2"), ("srtf_est", "oracle"), ("loss_aware", "none"),
                        ("tiresias", "stop_at:f=0.65"), ("sjf_est", "loss_plateau:w=2,tol=0.01")):
         simulate(SimConfig.from_specs(sched, pol, n_jobs=8), n_clusters=2, keep_jobs=True)
     return f"pid {os.getpid()} warm"
+
+
+def check_sweep_memory(grid: Grid, keep_jobs: bool = False) -> None:
+    """Refuse, before anything is written, a sweep whose chunk or whose aggregation
+    (one cell and its baseline in memory, with the cluster bootstrap) cannot fit."""
+    shapes = {(c.config.workload.n_jobs, c.config.workload.n_evals) for c in grid.cells}
+    J, E = max(shapes, key=lambda s: simulate_bytes(1, *s, True))
+    settings = f"n_jobs={J}, n_evals={E}" + (", --keep-jobs" if keep_jobs else "")
+    # a chunk: its simulation (per-job table included, for the JCT histogram) and, with
+    # keep_jobs, the Parquet bytes of its per-job records
+    chunk_need = lambda n: simulate_bytes(n, J, E, True) + (n * J * 250 if keep_jobs else 0)  # noqa: E731
+    check_fits(chunk_need, grid.chunk, "chunk", settings)
+    check_fits(lambda n: summary_bytes(n) + chunk_need(min(grid.chunk, n)), grid.clusters,
+               "clusters", settings + f", chunk {grid.chunk}")
 
 
 def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool) -> tqdm:
@@ -70,7 +87,8 @@ def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: 
 
 
 def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
-              address: str | None = None, keep_jobs: bool = False, progress: bool = True,
+              address: str | None = None, workers: int | None = None,
+              timeout: float = DASK_TIMEOUT_S, keep_jobs: bool = False, progress: bool = True,
               max_chunks: int | None = None,
               on_chunk: Callable[[str, int], None] | None = None) -> RunReport:
     """Run every chunk of ``grid`` not yet complete in ``store``.
@@ -78,23 +96,33 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     Parameters
     ----------
     backend : ``local`` (this process; numba threads over clusters) or ``dask``.
-    address : the Dask scheduler (``tcp://host:8786``) or a ``distributed.Client``.
+    address : the Dask scheduler (``tcp://host:8786``) or a ``distributed.Client``; None
+        with ``backend="dask"`` starts a local cluster of ``workers`` processes.
+    workers : worker processes of that local cluster (default: one per core).
+    timeout : seconds to wait for the scheduler to answer and for a first worker.
     keep_jobs : also write per-job records (``jobs-*.parquet``); memory per chunk only.
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
     """
     if backend not in BACKENDS:
         raise ConfigError(f"backend={backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
-    if backend == "dask" and address is None:
-        raise ConfigError("backend=dask needs --address tcp://HOST:PORT of a running scheduler")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or workers < 1):
+        raise ConfigError(f"workers={workers!r} is invalid; allowed: an integer >= 1")
+    check_sweep_memory(grid, keep_jobs)
     t0 = time.perf_counter()
     total = len(grid.cells) * grid.n_chunks
-    todo = store.pending(keep_jobs)
+    pending = store.pending_with_reasons(keep_jobs)
+    damaged = [why for _, why in pending if why != "missing"]
+    if damaged:
+        print(f"re-running {len(damaged)} chunk(s) that failed verification: "
+              + "; ".join(damaged[:3]) + ("; ..." if len(damaged) > 3 else ""), file=sys.stderr)
+    todo = [t for t, _ in pending]
+    left = {c.id: 0 for c in grid.cells}
+    for cid, _ in todo:
+        left[cid] += 1
     if max_chunks is not None:
         todo = todo[:max_chunks]
-    left = {c.id: 0 for c in grid.cells}
-    for cid, _ in store.pending(keep_jobs):
-        left[cid] += 1
     left0 = dict(left)
     cells_done = sum(1 for v in left.values() if v == 0)
     bar = _progress(total, total - sum(left.values()), len(grid.cells), cells_done, progress)
@@ -118,23 +146,67 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
                 start, n = grid.chunk_range(idx)
                 finished(cid, idx, run_chunk(configs[cid], grid.seed, start, n, keep_jobs))
         else:
-            _run_dask(grid, todo, configs, address, keep_jobs, finished)
+            _run_dask(grid, todo, configs, address, workers, timeout, keep_jobs, finished)
     finally:
         bar.close()
     pending_after = store.pending(keep_jobs)
     return RunReport(chunks_total=total, chunks_skipped=total - sum(left0.values()),
                      chunks_run=len(todo), seconds=time.perf_counter() - t0,
-                     complete=not pending_after)
+                     complete=not pending_after, damaged=damaged)
+
+
+def _connect(address, workers: int | None, timeout: float):
+    """``(client, cluster or None)``: a client of ``address``, or of a new local cluster.
+
+    Bad or unreachable addresses and a scheduler without workers are one ``ConfigError``.
+    """
+    from dask.distributed import Client, LocalCluster
+
+    if hasattr(address, "submit"):
+        return address, None
+    cluster = None
+    if address is None:
+        n = workers or os.cpu_count() or 1
+        # one numba thread per worker process: the processes are the parallelism
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               env={"NUMBA_NUM_THREADS": "1"})
+        client = Client(cluster)
+        print(f"dask: started a local cluster of {n} workers; dashboard: {client.dashboard_link}",
+              file=sys.stderr)
+    else:
+        try:
+            client = Client(address, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError, ValueError...
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"--address {address!r}: cannot reach a Dask scheduler ({reason}); "
+                              "allowed: tcp://HOST:PORT of a running scheduler, or no --address "
+                              "for a local cluster") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise ConfigError(f"--address {address}: no worker joined the scheduler within "
+                          f"{timeout:g} s; start workers (dask worker {address}) and re-run") from None
+    return client, cluster
+
+
+def _warm_up(client) -> None:
+    """Compile on every worker once.  Only an optimisation: a worker that dies meanwhile
+    (its nanny restarts it) compiles, or loads numba's cache, on its first chunk."""
+    try:
+        client.run(warm_up, on_error="return")
+    except Exception:  # noqa: BLE001 - a worker lost mid-call; the chunks still run
+        pass
 
 
 def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict], address,
-              keep_jobs: bool, finished) -> None:
-    from dask.distributed import Client, as_completed
+              workers: int | None, timeout: float, keep_jobs: bool, finished) -> None:
+    from dask.distributed import as_completed
 
     own = not hasattr(address, "submit")
-    client = Client(address) if own else address
+    client, cluster = _connect(address, workers, timeout)
     try:
-        client.run(warm_up)  # each worker compiles (or loads the numba cache) once
+        _warm_up(client)
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
         window = 2 * n_workers  # bounded in-flight results: memory stays per-chunk
         queue = deque(todo)
@@ -159,3 +231,5 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
     finally:
         if own:
             client.close()
+        if cluster is not None:
+            cluster.close()

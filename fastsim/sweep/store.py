@@ -1,73 +1,172 @@
-"""A sweep's output directory: manifest, atomic chunks, resume.
+"""A sweep's output directory: lock, manifest, verified chunks, resume.
 
 Layout (``DIR`` is ``--out``)::
 
+    DIR/sweep.lock                          held (OS file lock) by the one process using DIR
     DIR/sweep.json                          manifest: grid hash and the expanded grid
     DIR/cells/cell=<id>/chunk-0003.parquet  per-cluster metrics of chunk 3 of a cell
     DIR/cells/cell=<id>/jct-0003.parquet    the chunk's JCT histogram (figures)
     DIR/cells/cell=<id>/jobs-0003.parquet   per-job records, only with --keep-jobs
+    DIR/cells/cell=<id>/chunk-0003.json     the chunk's record: grid hash, and the SHA-256
+                                            and row count of each of its files
     DIR/summary.parquet, DIR/cells.parquet, DIR/jct_hist.parquet   (aggregate.py)
 
-Every file is written to ``NAME.tmp`` and renamed into place (``os.replace`` is atomic
-on POSIX), and a chunk's ``chunk-*.parquet`` is renamed last: it exists if and only if
-the chunk's work is complete.  A re-run skips complete chunks and rewrites the rest;
-since a chunk is a pure function of (config, seed, cluster range), a rewritten chunk is
-bit-identical to the lost one, so an interrupted run ends where an uninterrupted one does.
+One process at a time owns a directory: ``open`` takes an exclusive ``flock`` on
+``sweep.lock`` (released by the OS on any exit, ``kill -9`` included) and refuses, naming
+the holder, while another process has it.  Every file is written under a temporary name
+unique to its writer and renamed into place (``os.replace`` is atomic on POSIX); a chunk's
+record is renamed last, so it exists only for a complete chunk.  A chunk counts as done
+only if its record names this grid and every file matches its checksum: resume and
+aggregation verify them, and a chunk that fails is re-run (``run_sweep`` says so) or, when
+reading, refused with the file named.  Since a chunk is a pure function of (config, seed,
+cluster range), a rewritten chunk is bit-identical to the lost one, so an interrupted or
+damaged run ends where an uninterrupted one does.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import io
 import json
+import os
+import socket
+import sys
+import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_bytes, atomic_write_parquet  # noqa: F401  (re-exported)
+from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
+                        check_output_dir, write_all)
 from fastsim.sweep.grid import Grid, diff_grids
 
 MANIFEST = "sweep.json"
-FORMAT_VERSION = 1
+LOCK = "sweep.lock"
+FORMAT_VERSION = 2  # 2: chunk records with checksums
+KINDS = ("chunk", "jct", "jobs")
+
+
+class DirLock:
+    """An exclusive ``flock`` on ``DIR/sweep.lock``, held while this object lives.
+
+    The file holds a line naming the holder (pid, host, start time, command) so that a
+    refused process can say who has the directory.  Within one process the lock is
+    shared (``acquire`` returns the live holder), so reopening a store never deadlocks.
+    """
+
+    _held: "weakref.WeakValueDictionary[str, DirLock]" = weakref.WeakValueDictionary()
+
+    def __init__(self, root: Path, fh):
+        self.root, self._fh = root, fh
+
+    @classmethod
+    def acquire(cls, root: Path) -> "DirLock":
+        key = os.path.realpath(root)
+        held = cls._held.get(key)
+        if held is not None and not held._fh.closed:
+            return held
+        try:
+            fh = open(root / LOCK, "a+")
+        except OSError as exc:
+            raise ConfigError(f"{root}: cannot create {LOCK} ({exc.strerror}); "
+                              "allowed: a writable --out directory") from None
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise ConfigError(f"{root} is in use by {holder}; wait for it to finish, or use "
+                              "another --out directory") from None
+        fh.seek(0)
+        fh.truncate()
+        command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({command})\n")
+        fh.flush()
+        lock = cls(root, fh)
+        cls._held[key] = lock
+        return lock
+
+    def release(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()  # closing the file releases the flock
+
+    def __del__(self):
+        self.release()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parquet_bytes(df: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
 
 
 class SweepStore:
-    """The directory of one sweep.  ``open`` checks (or writes) the manifest."""
+    """The directory of one sweep.  ``open`` locks it and checks (or writes) the manifest."""
 
     def __init__(self, root: str | Path, grid: Grid):
         self.root = Path(root)
         self.grid = grid
+        self._lock: DirLock | None = None
 
     # -- manifest ---------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | Path, grid: Grid) -> "SweepStore":
-        """Create ``root`` for ``grid``, or reopen it if it holds the same grid.
+        """Lock ``root`` and create it for ``grid``, or reopen it if it holds the same grid.
 
-        Raises ``ConfigError`` naming the manifest and the differences if ``root`` holds
-        another grid (a changed sweep file, size, seed or model default).
+        Raises ``ConfigError`` if another process holds ``root``, if ``root`` is not a
+        writable directory, or if it holds another grid (a changed sweep file, size, seed
+        or model default; the message names the manifest and the differences).
         """
         store = cls(root, grid)
+        check_output_dir(store.root)
+        try:
+            store.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
+        store._lock = DirLock.acquire(store.root)
         path = store.root / MANIFEST
         if path.exists():
             try:
                 old = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+            except (OSError, ValueError) as exc:
                 raise ConfigError(f"{path}: unreadable sweep manifest ({exc}); "
                                   "use a new --out directory") from None
-            if old.get("grid_hash") != grid.hash:
+            if not isinstance(old, dict) or old.get("grid_hash") != grid.hash:
+                old = old if isinstance(old, dict) else {}
                 diffs = diff_grids(old.get("grid", {}), grid.canonical())
                 raise ConfigError(
                     f"{path} was written for a different grid (hash {str(old.get('grid_hash'))[:12]}, "
                     f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
                     f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
                     + ". Use a new --out directory, or delete the old one to start over.")
+            if old.get("format") != FORMAT_VERSION:  # older chunks lack records: re-run them
+                atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
         else:
             if (store.root / "cells").exists():
                 raise ConfigError(f"{store.root} holds sweep results but no {MANIFEST}; "
                                   "refusing to mix results: use a new --out directory")
-            store.root.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
         store.remove_temporaries()
         return store
+
+    def close(self) -> None:
+        """Release the directory (also done by the OS when the process exits)."""
+        self._lock = None  # the lock goes with its last store in this process
+
+    def __enter__(self) -> "SweepStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def manifest(self) -> dict[str, Any]:
         g = self.grid
@@ -79,11 +178,10 @@ class SweepStore:
         }
 
     def remove_temporaries(self) -> None:
-        """Half-written files of an interrupted run (never renamed into place)."""
-        cells = self.root / "cells"
-        if cells.exists():
-            for tmp in cells.glob("*/*.tmp"):
-                tmp.unlink(missing_ok=True)
+        """Half-written files of an interrupted run (never renamed into place).  Safe
+        because this process holds the directory's lock: no other writer is active."""
+        for tmp in [*self.root.glob(f"*{TMP_SUFFIX}"), *self.root.glob(f"cells/*/*{TMP_SUFFIX}")]:
+            tmp.unlink(missing_ok=True)
 
     # -- chunks -------------------------------------------------------------------------
     def cell_dir(self, cell_id: str) -> Path:
@@ -92,38 +190,104 @@ class SweepStore:
     def path(self, cell_id: str, kind: str, index: int) -> Path:
         return self.cell_dir(cell_id) / f"{kind}-{index:04d}.parquet"
 
+    def record_path(self, cell_id: str, index: int) -> Path:
+        return self.cell_dir(cell_id) / f"chunk-{index:04d}.json"
+
+    def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
+        """The chunk's record if it is readable and names this grid and chunk."""
+        try:
+            rec = json.loads(self.record_path(cell_id, index).read_bytes())
+        except (OSError, ValueError):
+            return None
+        ok = (isinstance(rec, dict) and rec.get("grid_hash") == self.grid.hash
+              and rec.get("cell") == cell_id and rec.get("index") == index
+              and isinstance(rec.get("files"), dict))
+        return rec if ok else None
+
+    def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
+        """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
+        rp = self.record_path(cell_id, index)
+        if not rp.exists():
+            return "missing"
+        rec = self._record(cell_id, index)
+        if rec is None:
+            return f"{rp}: unreadable, or written for another grid"
+        kinds = KINDS if keep_jobs else KINDS[:2]
+        for kind in kinds:
+            p = self.path(cell_id, kind, index)
+            entry = rec["files"].get(p.name)
+            if entry is None:
+                return "missing" if kind == "jobs" else f"{rp}: does not list {p.name}"
+            try:
+                data = p.read_bytes()
+            except OSError as exc:
+                return f"{p}: {exc.strerror or exc}"
+            if _sha256(data) != entry.get("sha256"):
+                return f"{p}: checksum mismatch (damaged or replaced)"
+        return None
+
     def is_done(self, cell_id: str, index: int, keep_jobs: bool = False) -> bool:
-        if not self.path(cell_id, "chunk", index).exists():
-            return False
-        return not keep_jobs or self.path(cell_id, "jobs", index).exists()
+        return self.check(cell_id, index, keep_jobs) is None
 
     def pending(self, keep_jobs: bool = False) -> list[tuple[str, int]]:
         """``(cell id, chunk index)`` of every chunk still to run, cell by cell."""
-        return [(c.id, i) for c in self.grid.cells for i in range(self.grid.n_chunks)
-                if not self.is_done(c.id, i, keep_jobs)]
+        return [todo for todo, _ in self.pending_with_reasons(keep_jobs)]
+
+    def pending_with_reasons(self, keep_jobs: bool = False) -> list[tuple[tuple[str, int], str]]:
+        """Like ``pending``, each with why: ``missing`` (never completed) or the failed check."""
+        out = []
+        for c in self.grid.cells:
+            for i in range(self.grid.n_chunks):
+                why = self.check(c.id, i, keep_jobs)
+                if why is not None:
+                    out.append(((c.id, i), why))
+        return out
 
     def write_chunk(self, cell_id: str, index: int, clusters: pl.DataFrame,
                     jct_hist: pl.DataFrame, jobs: pl.DataFrame | None = None) -> None:
-        """Write one chunk's files; the ``chunk-*`` file last (completion marker)."""
+        """Write one chunk's files, then its record (the completion marker)."""
         start, n = self.grid.chunk_range(index)
         ids = clusters["cluster"]
         if clusters.height != n or ids.min() != start or ids.max() != start + n - 1:
             raise RuntimeError(f"chunk {index} of cell {cell_id} must hold clusters "
                                f"{start}..{start + n - 1}")
-        d = self.cell_dir(cell_id)
-        d.mkdir(parents=True, exist_ok=True)
-        if jobs is not None:
-            atomic_write_parquet(jobs, self.path(cell_id, "jobs", index))
-        atomic_write_parquet(jct_hist, self.path(cell_id, "jct", index))
-        atomic_write_parquet(clusters, self.path(cell_id, "chunk", index))
+        frames = {"jobs": jobs, "jct": jct_hist, "chunk": clusters}
+        blobs = {k: _parquet_bytes(df) for k, df in frames.items() if df is not None}
+        record = {"grid_hash": self.grid.hash, "cell": cell_id, "index": index,
+                  "clusters": [start, n],
+                  "files": {self.path(cell_id, k, index).name:
+                            {"sha256": _sha256(b), "rows": frames[k].height}
+                            for k, b in blobs.items()}}
+        items = [(self.path(cell_id, k, index), (lambda b: lambda tmp: Path(tmp).write_bytes(b))(b))
+                 for k, b in blobs.items()]
+        rec_bytes = json.dumps(record, indent=1).encode()
+        items.append((self.record_path(cell_id, index), lambda tmp: Path(tmp).write_bytes(rec_bytes)))
+        self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
+        write_all(items)
+
+    def _load(self, cell_id: str, kind: str, index: int) -> pl.DataFrame:
+        """One verified file: read once, checked against its record, then parsed."""
+        p = self.path(cell_id, kind, index)
+        hint = "; re-run the sweep (same command) to recompute it"
+        rec = self._record(cell_id, index)
+        entry = rec["files"].get(p.name) if rec else None
+        if entry is None:
+            raise ConfigError(f"{p}: chunk {index} of cell {cell_id} is not complete{hint}")
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{p}: {exc.strerror or exc}{hint}") from None
+        if _sha256(data) != entry.get("sha256"):
+            raise ConfigError(f"{p}: checksum mismatch (damaged or replaced){hint}")
+        df = pl.read_parquet(io.BytesIO(data))
+        if df.height != entry.get("rows"):
+            raise ConfigError(f"{p}: {df.height} rows, its record says {entry.get('rows')}{hint}")
+        return df
 
     def read(self, cell_id: str, kind: str = "chunk") -> pl.DataFrame:
-        """All complete chunks of a cell, concatenated in chunk order."""
-        frames = [pl.read_parquet(self.path(cell_id, kind, i)) for i in range(self.grid.n_chunks)
-                  if self.path(cell_id, "chunk", i).exists()
-                  and self.path(cell_id, kind, i).exists()]
-        if not frames:
-            raise FileNotFoundError(f"no complete chunks of cell {cell_id} in {self.root}")
+        """Every chunk of a cell, verified and concatenated in chunk order; a missing or
+        damaged chunk is a ``ConfigError`` naming its file (nothing partial is returned)."""
+        frames = [self._load(cell_id, kind, i) for i in range(self.grid.n_chunks)]
         return pl.concat(frames, how="vertical")
 
     def read_clusters(self, cell_id: str) -> pl.DataFrame:

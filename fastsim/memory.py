@@ -1,0 +1,83 @@
+"""Memory a run will need, checked before anything is allocated.
+
+The estimates follow the arrays fastsim allocates (``fastsim.workload.allocate``, the
+engine's outputs, the per-job table, the cluster bootstrap of ``fastsim.stats``); they
+are upper-bound approximations, good to a factor well under two, which is what a
+"will this fit at all" check needs.  A run that does not fit is refused with one
+``ConfigError`` giving the largest size that does.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from fastsim.errors import ConfigError
+from kernels.metrics import N_METRICS
+
+GIB = 2.0 ** 30
+BUDGET_SHARE = 0.8  # of the memory available now: leave room for the interpreter and libraries
+BOOTSTRAP_DRAWS = 2000  # fastsim.stats' cluster bootstrap: an index matrix of draws x clusters
+
+
+def available_bytes() -> int:
+    """Memory available to this process now (``MemAvailable``; else physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError, AttributeError):
+        return 1 << 62  # unknown: do not refuse
+
+
+def simulate_bytes(n_clusters: int, n_jobs: int, n_evals: int, keep_jobs: bool) -> int:
+    """Peak of ``fastsim.api.simulate`` on ``n_clusters`` clusters: workload arrays
+    (gold, score, loss: ``[C, J, E]`` float64; ~12 per-job arrays), decisions, engine
+    outputs, metrics and, with ``keep_jobs``, the per-job table (~27 columns, built
+    through flattened copies)."""
+    per_job = 24 * n_evals + 200 + (500 if keep_jobs else 0)
+    return n_clusters * (n_jobs * per_job + 8 * (N_METRICS + 1))
+
+
+def results_bytes(n_clusters: int, n_jobs: int, keep_jobs: bool) -> int:
+    """Results kept across chunks: per-cluster metrics (and per-job records), with the
+    copy that concatenating them makes."""
+    return n_clusters * (16 * (N_METRICS + 1) + (n_jobs * 500 if keep_jobs else 0))
+
+
+def summary_bytes(n_clusters: int, tables: int = 2) -> int:
+    """Summarising a cell: ``tables`` per-cluster tables (policy and baseline) and the
+    cluster bootstrap (an int64 index matrix and one gathered float64 matrix at a time;
+    measured with tracemalloc: 32.0 kB per cluster)."""
+    return n_clusters * (tables * 16 * (N_METRICS + 1) + 2 * 8 * BOOTSTRAP_DRAWS)
+
+
+def largest(need: Callable[[int], int], budget: float, hi: int) -> int:
+    """The largest ``n`` in ``[0, hi]`` with ``need(n) <= budget`` (``need`` increasing)."""
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if need(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_fits(need: Callable[[int], int], n: int, what: str, settings: str) -> None:
+    """Refuse ``need(n)`` bytes if it exceeds the budget, naming the largest feasible ``n``.
+
+    ``what`` names the size (``--clusters``), ``settings`` the rest of the run."""
+    avail = available_bytes()
+    budget = BUDGET_SHARE * avail
+    if need(n) <= budget:
+        return
+    best = largest(need, budget, n)
+    advice = (f"largest feasible: {what} {best}" if best >= 1 else
+              "even one does not fit; reduce n_jobs x n_evals")
+    raise ConfigError(f"{what} {n} with {settings} needs about {need(n) / GIB:.1f} GiB of "
+                      f"memory, {avail / GIB:.1f} GiB available; {advice}")

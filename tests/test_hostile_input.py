@@ -1,0 +1,287 @@
+"""Hostile and damaged input: one line naming the field or line and what is allowed, exit 2
+(``ConfigError`` in the API), before any work and before any output is written.  Each
+test names the numbered defect of the hardening issue it guards against."""
+from __future__ import annotations
+
+import datetime
+import errno
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.api import simulate
+from fastsim.cli import main
+from fastsim.config import SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+from fastsim.replay.logs import read_logs
+
+CSV_OK = "job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n"
+
+
+def one_line(capsys, argv, needle):
+    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert needle in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return cap.out
+
+
+# -- 2. replay steps beyond exact float64 / int64 ------------------------------------------
+def test_2_replay_refuses_steps_at_or_above_2_53(tmp_path, capsys):
+    p = tmp_path / "big.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,1e20,0.4\na,2,0.3\n")
+    out = tmp_path / "o.parquet"
+    one_line(capsys, ["replay", str(p), "--out", str(out)], "big.csv:3: field 'step'")
+    assert not out.exists()
+    q = tmp_path / "big.parquet"
+    pl.DataFrame({"job_id": ["a"] * 3, "step": pl.Series([1, 2, 2**63 + 5], dtype=pl.UInt64),
+                  "score": [0.1, 0.2, 0.3]}).write_parquet(q)
+    with pytest.raises(ConfigError, match=r"big.parquet:3: field 'step'.*below 2\^53"):
+        read_logs([q])
+    # two steps that differ only beyond 2^53 must not merge as duplicates
+    r = tmp_path / "close.parquet"
+    pl.DataFrame({"job_id": ["a"] * 2, "step": [2**53 + 1, 2**53 + 2],
+                  "score": [0.1, 0.2]}).write_parquet(r)
+    with pytest.raises(ConfigError, match="too large"):
+        read_logs([r])
+
+
+# -- 4. replay --gpus ------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["-8", "0", "nan", "inf", "-inf"])
+def test_4_replay_gpus_must_be_positive_and_finite(tmp_path, capsys, value):
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,score,time\na,1,0.5,1\na,2,0.6,2\na,3,0.5,3\na,4,0.4,4\n")
+    one_line(capsys, ["replay", str(p), "--gpus", value], "--gpus=")
+
+
+def test_4_gpus_column_must_be_finite(tmp_path):
+    p = tmp_path / "g.csv"
+    p.write_text("job_id,step,score,gpus\na,1,0.5,inf\na,2,0.6,8\n")
+    with pytest.raises(ConfigError, match=r"g.csv:2: field 'gpus'"):
+        read_logs([p])
+
+
+# -- 5. Hugging Face runs whose directories share a name ------------------------------------
+def _trainer_state(d, scores):
+    d.mkdir(parents=True)
+    hist = [{"step": 10 * (i + 1), "eval_accuracy": s} for i, s in enumerate(scores)]
+    (d / "trainer_state.json").write_text(json.dumps(
+        {"global_step": 10 * len(scores), "max_steps": 10 * len(scores), "log_history": hist},
+        indent=2))
+
+
+def test_5_hf_runs_sharing_a_basename_stay_apart(tmp_path):
+    _trainer_state(tmp_path / "exp1" / "output", [0.5, 0.6, 0.5, 0.4])
+    _trainer_state(tmp_path / "exp2" / "output", [0.1, 0.2, 0.3, 0.4])
+    log = read_logs([tmp_path / "exp1" / "output", tmp_path / "exp2" / "output"])
+    assert sorted(log.job_ids) == ["exp1/output", "exp2/output"]
+    assert log.table.height == 8 and not log.notes
+    # one run's checkpoints are still one job
+    ck = tmp_path / "run" / "checkpoint-20"
+    _trainer_state(ck, [0.5, 0.6])
+    _trainer_state(tmp_path / "run" / "checkpoint-40", [0.5, 0.6, 0.7, 0.6])
+    log = read_logs([ck / "trainer_state.json", tmp_path / "run"])
+    assert log.job_ids == ["run"]
+
+
+# -- 7. API and config: integer types, finite ranges ----------------------------------------
+@pytest.mark.parametrize("kw,needle", [
+    ({"seed": 1.5}, "seed=1.5"), ({"seed": -1}, "seed=-1"), ({"seed": 2**64}, "seed="),
+    ({"cluster_start": -5}, "cluster_start=-5"), ({"n_clusters": True}, "n_clusters=True"),
+    ({"n_clusters": 2.0}, "n_clusters=2.0"),
+])
+def test_7_simulate_checks_its_arguments(kw, needle):
+    cfg = SimConfig.from_specs(n_jobs=4)
+    args = {"n_clusters": 2, **kw}
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        simulate(cfg, **args)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("gpus", True), ("n_jobs", True), ("n_evals", True), ("load", 1e-300),
+    ("median_lora_h", 1e308), ("median_rlhf_h", 1e308), ("median_dpo_h", float("inf")),
+])
+def test_7_workload_refuses_bools_and_unsimulable_ranges(field, value):
+    with pytest.raises(ConfigError, match=rf"^{field}="):
+        WorkloadConfig(**{field: value})
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--load", "1e-300"], "load=1e-300 is invalid"),
+    (["--median-lora-h", "1e308"], "median_lora_h=1e+308 is invalid"),
+    (["--median-rlhf-h", "1e308"], "median_rlhf_h=1e+308 is invalid"),  # defect 8, config side
+])
+def test_7_cli_refuses_unsimulable_ranges(capsys, argv, needle):
+    assert one_line(capsys, ["run", *argv, "--clusters", "2"], needle) == ""
+
+
+# -- 10. memory checked before allocating ---------------------------------------------------
+def test_10_run_refuses_what_cannot_fit(capsys):
+    one_line(capsys, ["run", "--clusters", "1000000000"], "largest feasible: --clusters")
+    one_line(capsys, ["run", "--n-jobs", "100000", "--n-evals", "1000"],
+             "largest feasible: --clusters")
+    with pytest.raises(ConfigError, match="largest feasible: n_clusters"):
+        simulate(SimConfig.from_specs(n_jobs=100_000, n_evals=1000), 10_000)
+
+
+def test_10_sweep_file_refuses_what_cannot_fit(tmp_path, capsys):
+    p = tmp_path / "huge.toml"
+    p.write_text("clusters = 1000000000\n[base]\nn_jobs = 10\n")
+    out = tmp_path / "out"
+    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: clusters")
+    assert not out.exists()
+
+
+# -- 11. output paths checked before any work; nothing written unless all can be -----------
+def test_11_run_checks_outputs_before_simulating(tmp_path, capsys):
+    base = ["run", "--clusters", "2", "--n-jobs", "5"]
+    assert one_line(capsys, base + ["--out", str(tmp_path / "x.csv")], "--out") == ""
+    ok = tmp_path / "ok.parquet"
+    assert one_line(capsys, base + ["--out", str(ok), "--jobs-out", str(tmp_path / "j.txt")],
+                    "--jobs-out") == ""
+    assert not ok.exists()
+    (tmp_path / "d.parquet").mkdir()
+    one_line(capsys, base + ["--out", str(tmp_path / "d.parquet")], "is a directory")
+    one_line(capsys, base + ["--out", "/proc/fastsim-x.parquet"], "cannot write in /proc")
+    one_line(capsys, base + ["--out", str(ok), "--jobs-out", str(ok)], "the same file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.parquet"]
+
+
+def test_11_replay_checks_outputs_before_work(tmp_path, capsys):
+    log = tmp_path / "l.csv"
+    log.write_text(CSV_OK)
+    (tmp_path / "EXISTING_DIR.csv").mkdir()
+    out = tmp_path / "o.parquet"
+    assert one_line(capsys, ["replay", str(log), "--out", str(out), "--summary-out",
+                             str(tmp_path / "EXISTING_DIR.csv")], "is a directory") == ""
+    assert not out.exists()
+
+
+def test_11_sweep_out_must_be_a_writable_directory(tmp_path, capsys):
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 4\n")
+    f = tmp_path / "file"
+    f.write_text("x")
+    one_line(capsys, ["sweep", str(p), "--out", str(f)], "is not a directory")
+    one_line(capsys, ["sweep", str(p), "--out", "/proc/fastsim-sweep"], "cannot write in /proc")
+    assert f.read_text() == "x"
+
+
+# -- 12. disk full, read-only output --------------------------------------------------------
+def test_12_disk_full_and_read_only_are_one_line(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "r.parquet"
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
+    one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "5", "--out", str(out)],
+             "No space left on device")
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+    # read-only: the cleanup of the temporary file fails too, and must not mask the cause
+    def read_only(self, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", read_only)
+    real_unlink = type(out).unlink
+
+    def unlink(self, missing_ok=False):
+        if self.name.endswith(".tmp"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(type(out), "unlink", unlink)
+    one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "5", "--out", str(out)],
+             "Read-only file system")
+
+
+# -- 13. numbers, bytes and types that used to raise tracebacks -----------------------------
+def test_13_huge_seeds(tmp_path, capsys):
+    one_line(capsys, ["run", "--clusters", "2", "--seed", str(2**64)], "--seed=")
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 4\n")
+    out = tmp_path / "out"
+    one_line(capsys, ["sweep", str(p), "--out", str(out), "--seed", str(2**64)], "seed=")
+    assert not out.exists()  # no sweep.json written first
+
+
+def test_13_invalid_utf8(tmp_path, capsys):
+    j = tmp_path / "l.jsonl"
+    j.write_bytes(b'{"job_id": "a", "step": 1, "score": 0.5}\n{"job_id": "\xff", "step": 2}\n')
+    one_line(capsys, ["replay", str(j)], "l.jsonl:2: invalid UTF-8")
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "trainer_state.json").write_bytes(b'{"log_history": [{"eval_acc": 1, "x": "\xc3"}]}')
+    one_line(capsys, ["replay", str(d)], "trainer_state.json:1: invalid UTF-8")
+    t = tmp_path / "s.toml"
+    t.write_bytes(b'title = "caf\xe9"\nclusters = 2\n')
+    one_line(capsys, ["sweep", str(t), "--out", str(tmp_path / "o")], "s.toml:1: invalid UTF-8")
+
+
+@pytest.mark.parametrize("column,values,needle", [
+    ("job_id", [["a"], ["a"]], "field 'job_id': a column of type List"),
+    ("score", [[0.1], [0.2]], "field 'score': a column of type List"),
+    ("time", [datetime.timedelta(hours=1), datetime.timedelta(hours=2)],
+     "field 'time': a column of type Duration"),
+    ("truth_gold", ["x", "y"], "field 'truth_gold': 'x' is not a number"),
+    ("truth_hacking", ["maybe", "no"], "field 'truth_hacking': 'maybe'"),
+])
+def test_13_parquet_column_types(tmp_path, capsys, column, values, needle):
+    cols = {"job_id": ["a", "a"], "step": [1, 2], "score": [0.1, 0.2], column: values}
+    p = tmp_path / "t.parquet"
+    pl.DataFrame(cols).write_parquet(p)
+    one_line(capsys, ["replay", str(p)], needle)
+
+
+def test_13_text_truth_hacking_is_read_as_a_boolean(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,score,truth_hacking,truth_gold\n"
+                 "a,1,0.5,false,0.5\na,2,0.4,false,0.6\nb,1,0.5,true,0.5\nb,2,0.4,true,0.4\n")
+    t = read_logs([p]).table
+    assert t["truth_hacking"].to_list() == [False, False, True, True]
+
+
+def test_13_gpus_true_in_toml_names_gpus(tmp_path, capsys):
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\ngpus = true\n")
+    one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o")], "gpus=True is invalid")
+
+
+def test_13_negative_infinity_is_a_value_not_an_option(capsys):
+    one_line(capsys, ["run", "--load", "-inf"], "load=-inf is invalid")
+    one_line(capsys, ["run", "--sigma", "-1e-3"], "sigma=-0.001 is invalid")
+
+
+# -- 14. messages that pointed at the wrong place -------------------------------------------
+def test_14_trainer_state_max_steps_and_runtime_point_at_their_lines(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    state = ('{\n  "global_step": 20,\n  "log_history": [\n    {"step": 10, "eval_acc": 0.5},\n'
+             '    {"step": 20, "eval_acc": 0.6},\n    {"step": 20, "train_runtime": -5.0}\n  ],\n'
+             '  "max_steps": "many"\n}\n')
+    (d / "trainer_state.json").write_text(state)
+    with pytest.raises(ConfigError, match=r"trainer_state.json:6: field 'train_runtime'"):
+        read_logs([d])
+    (d / "trainer_state.json").write_text(state.replace("-5.0", "5.0"))
+    with pytest.raises(ConfigError, match=r"trainer_state.json:8: field 'max_steps'"):
+        read_logs([d])
+
+
+def test_14_csv_line_numbers_count_quoted_newlines(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_text('job_id,step,score,note\na,1,0.5,"two\nlines"\na,2,x,plain\n')
+    with pytest.raises(ConfigError, match=r"q.csv:4: field 'score'"):
+        read_logs([p])
+
+
+def test_14_on_duplicate_error_names_the_repeated_row(tmp_path):
+    p = tmp_path / "d.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,0.6\nb,1,0.1\na,2,0.7\n")
+    with pytest.raises(ConfigError, match=r"d.csv:5: field 'step'"):
+        read_logs([p], on_duplicate="error")
+    assert np.isclose(read_logs([p]).table.filter(pl.col("job_id") == "a")["score"][1], 0.7)

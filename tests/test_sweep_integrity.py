@@ -1,0 +1,184 @@
+"""Sweep directories under concurrency and damage: one owner at a time (an OS lock that
+names its holder), chunks verified by checksum on resume and aggregation, a damaged chunk
+re-run (and said so), nothing derived from an incomplete set."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from fastsim.cli import main
+from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes
+from fastsim.sweep.aggregate import aggregate
+from fastsim.sweep.grid import load_sweep
+from fastsim.sweep.store import SweepStore
+
+SWEEP = """
+clusters = 6
+chunk = 2
+seed = 1
+[base]
+n_jobs = 12
+gpus = 16
+[axes]
+policy = ["evalstop:k=2"]
+"""
+DERIVED = ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt")
+ENV = {**os.environ, "FASTSIM_PROGRESS": "0"}
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text(SWEEP)
+    return p
+
+
+def sweep(path, out, *extra):
+    return main(["sweep", str(path), "--out", str(out), "--no-progress", *extra])
+
+
+def spawn(path, out, *extra):
+    return subprocess.Popen([sys.executable, "-m", "fastsim.cli", "sweep", str(path), "--out",
+                             str(out), "--no-progress", *extra], env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def assert_same(a: Path, b: Path):
+    files = sorted(p.relative_to(a) for p in a.glob("cells/*/*.parquet"))
+    assert files == sorted(p.relative_to(b) for p in b.glob("cells/*/*.parquet"))
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
+    for name in DERIVED[:3]:
+        assert_frame_equal(pl.read_parquet(a / name), pl.read_parquet(b / name))
+
+
+# -- 1. two sweeps into one directory -------------------------------------------------------
+def test_1_a_held_directory_is_refused_naming_the_holder(sweep_file, tmp_path):
+    out = tmp_path / "out"
+    store = SweepStore.open(out, load_sweep(sweep_file))  # this process holds the lock
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "sweep", str(sweep_file), "--out",
+                        str(out), "--no-progress"], env=ENV, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert f"is in use by pid {os.getpid()}" in r.stderr and "Traceback" not in r.stderr
+    assert not list(out.glob("cells/*/*"))
+    store.close()
+    del store
+    assert sweep(sweep_file, out) == 0  # released: the same command now runs
+
+
+def test_1_concurrent_sweeps_never_mix(sweep_file, tmp_path):
+    """Two sweeps with different seeds started at once into one directory: never both
+    succeed, and the directory ends holding exactly the winner's results."""
+    ref1, ref2 = tmp_path / "ref1", tmp_path / "ref2"
+    assert sweep(sweep_file, ref1, "--seed", "1") == 0
+    assert sweep(sweep_file, ref2, "--seed", "2") == 0
+    out = tmp_path / "out"
+    procs = [spawn(sweep_file, out, "--seed", s) for s in ("1", "2")]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    codes = [rc for rc, _ in results]
+    assert sorted(codes) == [0, 2], results
+    loser = results[codes.index(2)][1]
+    assert "is in use by pid" in loser or "different grid" in loser
+    assert "Traceback" not in loser
+    assert_same(ref1 if codes[0] == 0 else ref2, out)
+
+
+def test_1_writers_of_one_file_never_share_a_temporary(tmp_path):
+    """Identical sweeps used to crash on one shared ``NAME.tmp``; each writer has its own."""
+    target = tmp_path / "f.bin"
+    errors = []
+
+    def write(i):
+        try:
+            for _ in range(50):
+                atomic_write_bytes(target, bytes([i]) * 10_000)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(target.read_bytes())) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+# -- 6. damaged chunks ----------------------------------------------------------------------
+def _damage(path: Path, how: str):
+    if how == "flip":
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif how == "truncate":
+        path.write_bytes(path.read_bytes()[:50])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+
+
+@pytest.mark.parametrize("kind,how", [("chunk", "flip"), ("chunk", "truncate"),
+                                      ("chunk", "empty"), ("jct", "delete"), ("jct", "flip")])
+def test_6_damaged_chunks_are_refused_then_rerun(sweep_file, tmp_path, capsys, kind, how):
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    capsys.readouterr()
+    victim = sorted(out.glob(f"cells/*/{kind}-0001.parquet"))[0]
+    _damage(victim, how)
+    for name in DERIVED:
+        (out / name).unlink()
+    grid = load_sweep(sweep_file)
+    with SweepStore.open(out, grid) as store:
+        with pytest.raises(ConfigError, match=rf"{victim.name}"):
+            aggregate(store)
+    assert not any((out / name).exists() for name in DERIVED)  # nothing from a partial set
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err
+    assert "re-running 1 chunk(s) that failed verification" in err and victim.name in err
+    assert_same(ref, out)
+
+
+def test_6_chunks_of_another_grid_do_not_count(sweep_file, tmp_path, capsys):
+    """Chunk files copied in from a sweep with another seed fail their records' grid."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert sweep(sweep_file, a, "--seed", "1") == 0
+    assert sweep(sweep_file, b, "--seed", "2") == 0
+    for src in a.glob("cells/*/*"):
+        (b / src.relative_to(a)).write_bytes(src.read_bytes())
+    capsys.readouterr()
+    assert sweep(sweep_file, b, "--seed", "2") == 0
+    assert "failed verification" in capsys.readouterr().err
+    ref = tmp_path / "ref"
+    assert sweep(sweep_file, ref, "--seed", "2") == 0
+    assert_same(ref, b)
+
+
+def test_kill_9_releases_the_lock_and_resume_is_byte_identical(tmp_path):
+    """A sweep killed with SIGKILL mid-run leaves no lock behind (the OS drops it) and the
+    same command finishes it, bit-identical to an uninterrupted run."""
+    p = tmp_path / "k.toml"
+    p.write_text(SWEEP.replace("clusters = 6", "clusters = 40"))
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(p, ref) == 0
+    proc = spawn(p, out)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("cells/*/chunk-*.json"))) < 3 and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+    assert sweep(p, out) == 0
+    assert_same(ref, out)
