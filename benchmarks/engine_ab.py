@@ -5,6 +5,7 @@ interleaved, min of N; also checks that outputs are identical to the first varia
 """
 import argparse
 import importlib.util
+import inspect
 import time
 
 import numpy as np
@@ -37,7 +38,10 @@ ap.add_argument("--clusters", type=int, default=100)
 ap.add_argument("--schedulers", default="fifo,sjf_est,srtf_est,loss_aware,tiresias")
 ap.add_argument("--policy", default="evalstop:k=2")
 a = ap.parse_args()
-runs = [serial_driver(load(f, f"eng{i}").cluster_1c_nb) for i, f in enumerate(a.files)]
+engines = [load(f, f"eng{i}").cluster_1c_nb for i, f in enumerate(a.files)]
+runs = [serial_driver(e) for e in engines]
+# Outputs after the 13 inputs (and ``c``): older engines have no ``n_points``.
+n_outputs = [len(inspect.signature(e.py_func).parameters) - 14 for e in engines]
 C = a.clusters
 for s in a.schedulers.split(","):
     cfg = SimConfig.from_specs(s, a.policy)
@@ -50,9 +54,10 @@ for s in a.schedulers.split(","):
     af = np.where(w.hacking, w.duration_h * (w.peak_eval / E), np.inf)
     sh = (C, w.n_jobs)
     outs, times = [], []
-    for r in runs:
+    for r, n_out in zip(runs, n_outputs):
         o = (np.full(sh, np.nan), np.full(sh, np.nan), np.zeros(sh), np.zeros(sh), np.zeros(sh, np.int32),
-             np.zeros((C, 0), np.int64), np.zeros((C, 0)), np.zeros((C, 0)), np.zeros(C, np.int64))
+             np.zeros((C, 0), np.int64), np.zeros((C, 0)), np.zeros((C, 0)), np.zeros(C, np.int64),
+             np.zeros(C, np.int64))[:n_out]
         args = (cfg.scheduler.code, cfg.scheduler.backfill, np.asarray(cfg.scheduler.thresholds_gpu_h, dtype=np.float64),
                 float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h, w.t_est_h, w.loss,
                 w.duration_h, es, ds, af) + o

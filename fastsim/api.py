@@ -19,10 +19,10 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import SimConfig
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, generate_workload
-from kernels.engine import cluster_nb, service_points_nb
+from kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
 from kernels.oracle import oracle_stops_nb
 from kernels.stops import resolve_stops_nb
@@ -54,6 +54,7 @@ class Outcome:
     seg_start: np.ndarray
     seg_end: np.ndarray
     seg_count: np.ndarray
+    n_points: np.ndarray  # [C] scheduling points visited; -1: bound reached
 
 
 @dataclass
@@ -97,13 +98,23 @@ def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0)
     seg_shape = (w.n_clusters, max_segments)
     o = Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape), np.zeros(shape),
                 np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64), np.zeros(seg_shape),
-                np.zeros(seg_shape), np.zeros(w.n_clusters, np.int64))
+                np.zeros(seg_shape), np.zeros(w.n_clusters, np.int64),
+                np.zeros(w.n_clusters, np.int64))
     s = cfg.scheduler
     cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
                w.t_est_h, w.loss, w.duration_h, end_service, demote_service, account_from,
                o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt, o.seg_job,
-               o.seg_start, o.seg_end, o.seg_count)
+               o.seg_start, o.seg_end, o.seg_count, o.n_points)
+    stuck = np.flatnonzero(o.n_points < 0)
+    if stuck.size:
+        c = int(stuck[0])
+        raise SimulationError(
+            f"engine: cluster {int(w.cluster_ids[c])} reached the bound of "
+            f"{max_points_nb(w.n_jobs, w.n_evals, len(s.thresholds_gpu_h))} scheduling points "
+            f"without finishing its jobs ({stuck.size} of {w.n_clusters} clusters in this "
+            f"chunk); its times are not finite at this scale (last arrival "
+            f"{np.nanmax(w.arrival_h[c]):.3g} h, longest run time {np.nanmax(w.duration_h[c]):.3g} h)")
     return o
 
 

@@ -25,12 +25,16 @@ import tempfile
 import time
 
 import numba
+import numpy as np
 
 from fastsim.api import decide_stops, run_engine, simulate
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
 SCHEDULERS = ("fifo", "srtf_est", "loss_aware", "tiresias")
+ALL_SCHEDULERS = ("fifo", "sjf_est", "srtf_est", "loss_aware", "tiresias")
+TARGET_US = {"srtf_est": 60.0}  # end to end per cluster, 1 thread; every other: 80 us
+RSS_CLUSTER = dict(n_jobs=20, gpus=16)  # small clusters, so a million of them run in minutes
 POLICY = "evalstop:k=2"
 CLUSTER = dict(mix="rlhf_heavy", gpus=64, n_jobs=300, n_evals=10)
 
@@ -81,6 +85,91 @@ def stages(n_clusters: int, reps: int) -> dict:
         d = decide_stops(c, w)
         out[s] = _us(_best(lambda: run_engine(c, w, d), reps), n_clusters)
     return out
+
+
+def end_to_end(n_clusters: int, reps: int) -> dict:
+    """Per-cluster microseconds of ``simulate`` (workload, decisions, engine, metrics),
+    1 thread, for every scheduler."""
+    numba.set_num_threads(1)
+    out = {}
+    for s in ALL_SCHEDULERS:
+        cfg = _config(s)
+        out[s] = _us(_best(lambda: simulate(cfg, n_clusters, seed=1), reps), n_clusters)
+    return out
+
+
+def plain_loop_cluster(capacity: int, gpus, arrival_h, t_est_h, run_h, preemptive: bool) -> float:
+    """A plain Python event loop of one cluster (MODEL.md sections 5-6), the yardstick for
+    the engine: it reallocates only when a job arrives or ends; the order is arrival
+    (fifo) or least estimated remaining time (srtf_est), the allocation greedy in that
+    order.  ``run_h``: each job's service after the stop decision.  Returns the makespan."""
+    n = len(gpus)
+    attained = [0.0] * n
+    running: set[int] = set()
+    waiting: list[int] = []
+    t, nxt, done = 0.0, 0, 0
+    while done < n:
+        t_end, j_end = float("inf"), -1
+        for j in running:
+            if t + run_h[j] - attained[j] < t_end:
+                t_end, j_end = t + run_h[j] - attained[j], j
+        t_new = min(t_end, arrival_h[nxt] if nxt < n else float("inf"))
+        for j in running:
+            attained[j] += t_new - t
+        t = t_new
+        if j_end >= 0 and t_end == t:
+            running.discard(j_end)
+            done += 1
+        while nxt < n and arrival_h[nxt] == t:
+            waiting.append(nxt)
+            nxt += 1
+        active = sorted(running | set(waiting), key=(
+            (lambda j: (t_est_h[j] - attained[j], j)) if preemptive else (lambda j: (arrival_h[j], j))))
+        free = capacity if preemptive else capacity - sum(gpus[j] for j in running)
+        chosen = set() if preemptive else set(running)
+        for j in active:
+            if (preemptive or j not in running) and gpus[j] <= free:
+                free -= gpus[j]
+                chosen.add(j)
+        running = chosen
+        waiting = [j for j in active if j not in chosen]
+    return t
+
+
+def plain_loop(n_clusters: int) -> dict:
+    """Per-cluster microseconds of ``plain_loop_cluster`` for fifo and srtf_est on the
+    bench's clusters (their stop decisions from ``decide_stops``)."""
+    cfg = _config()
+    w = generate_workload(cfg.workload, n_clusters, seed=1)
+    d = decide_stops(cfg, w)
+    run_h = w.duration_h * np.where(d.stopped, d.trigger_eval / w.n_evals, 1.0)
+    out = {}
+    for name, preemptive in (("fifo", False), ("srtf_est", True)):
+        rows = [(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
+                 run_h[c].tolist()) for c in range(n_clusters)]
+        t0 = time.perf_counter()
+        for g, a, te, r in rows:
+            plain_loop_cluster(cfg.workload.gpus, g, a, te, r, preemptive)
+        out[name] = _us(time.perf_counter() - t0, n_clusters)
+    return out
+
+
+_RSS_RUN = (
+    "import resource, sys\n"
+    "from fastsim.cli import main\n"
+    "args = ['run', '--clusters', sys.argv[1], '--no-progress'] + sys.argv[2:]\n"
+    "main(args)\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+)
+
+
+def peak_rss(n_clusters: int, **workload) -> tuple[float, float]:
+    """Peak RSS (MB) and wall time (s) of ``fastsim run --clusters N`` in a fresh process."""
+    opts = [x for k, v in workload.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _RSS_RUN, str(n_clusters), *opts], check=True,
+                       capture_output=True, text=True)
+    return int(r.stdout.strip().splitlines()[-1]) / 1024, time.perf_counter() - t0
 
 
 def reference_speedup(n_ref: int, engine_us: dict) -> dict | None:
@@ -144,6 +233,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="smaller batches (about 30 s with the compile row)")
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
+    ap.add_argument("--no-rss", action="store_true",
+                    help="skip the peak-RSS rows (fresh processes; minutes at a million clusters)")
     a = ap.parse_args(argv)
     n, reps, n_ref = (100, 5, 1) if a.quick else (400, 10, 3)
     cfg = _config()
@@ -181,11 +272,34 @@ def main(argv=None) -> None:
               f"{ref['simulate'] / 1e3:8.1f} ms/cluster, engine "
               f"{st['decide_stops'] + st['srtf_est']:7.1f} us  -> {ref['simulate_x']:7.0f} x")
 
+    e2e = end_to_end(n, reps)
+    loop = plain_loop(max(4, n // 20))
+    print("\n== end to end per cluster (simulate), 1 thread; targets: srtf_est <= 60 us, "
+          "every scheduler <= 80 us ==")
+    for s, us in e2e.items():
+        target = TARGET_US.get(s, 80.0)
+        vs = (f"   plain Python loop {loop[s] / 1e3:6.2f} ms -> {loop[s] / us:5.0f} x"
+              if s in loop else "")
+        print(f"  {s:10s} {us:8.1f} us   target {target:3.0f} us: "
+              f"{'holds' if us <= target else f'misses by {us / target:.2f} x'}{vs}")
+
     sc = scaling((150, 300, 600, 1200), n // 2 if a.quick else n, reps)
     print("\n== growth with jobs per cluster (simulate, 1 thread) ==")
     for j, us in sc.items():
         print(f"  {j:5d} jobs: {us:9.1f} us/cluster   {us / sc[300]:5.2f} x the 300-job time "
               f"(jobs ratio {j / 300:.2f})")
+
+    if not a.no_rss:
+        print("\n== peak RSS of `fastsim run` (policy + baseline arm, chunks of 500), fresh "
+              "process ==")
+        counts = (10_000, 100_000) if a.quick else (10_000, 100_000, 1_000_000)
+        for n_c in counts:
+            mb, sec = peak_rss(n_c, **RSS_CLUSTER)
+            print(f"  {n_c:9,d} clusters of {RSS_CLUSTER['n_jobs']} jobs, "
+                  f"{RSS_CLUSTER['gpus']} GPUs: {mb:6.0f} MB   ({sec:6.1f} s)")
+        mb, sec = peak_rss(10_000)
+        print(f"  {10_000:9,d} default clusters:        {mb:6.0f} MB   ({sec:6.1f} s)   "
+              "goal: < 600 MB for any N")
 
     if not a.no_compile:
         cold, warm = compile_times()

@@ -1,7 +1,8 @@
 """``fastsim`` command line: one subcommand per workflow.
 
 Each subcommand lives in its own module exposing ``register(subparsers)``; this file
-only wires them and turns ``ConfigError`` into a one-line message and exit code 2.
+only wires them and turns ``ConfigError`` into a one-line message and exit code 2
+(``SimulationError``: exit code 1).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import importlib
 import re
 import sys
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, SimulationError
 
 # (module, description) of every subcommand module; each module's register() adds its parsers.
 SUBCOMMAND_MODULES = [
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except SimulationError as exc:
+        print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"fastsim {args.command}: interrupted; finished work is kept", file=sys.stderr)
         return 130

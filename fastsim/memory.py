@@ -12,11 +12,12 @@ import os
 from typing import Callable
 
 from fastsim.errors import ConfigError
+from fastsim.stats import BOOTSTRAP_MAX_N
 from kernels.metrics import N_METRICS
 
 GIB = 2.0 ** 30
 BUDGET_SHARE = 0.8  # of the memory available now: leave room for the interpreter and libraries
-BOOTSTRAP_DRAWS = 2000  # fastsim.stats' cluster bootstrap: an index matrix of draws x clusters
+BOOTSTRAP_DRAWS = 2000  # fastsim.stats' cluster bootstrap: resampled sums per draw
 
 
 def available_bytes() -> int:
@@ -50,10 +51,11 @@ def results_bytes(n_clusters: int, n_jobs: int, keep_jobs: bool) -> int:
 
 
 def summary_bytes(n_clusters: int, tables: int = 2) -> int:
-    """Summarising a cell: ``tables`` per-cluster tables (policy and baseline) and the
-    cluster bootstrap (an int64 index matrix and one gathered float64 matrix at a time;
-    measured with tracemalloc: 32.0 kB per cluster)."""
-    return n_clusters * (tables * 16 * (N_METRICS + 1) + 2 * 8 * BOOTSTRAP_DRAWS)
+    """Summarising a cell chunk by chunk (``fastsim.summary.CellSummary``): at most
+    ``BOOTSTRAP_MAX_N`` clusters' tables and pooled counts (4 metrics x 2 columns, with
+    the copy concatenating them makes), and the bootstrap's resampled sums."""
+    n = min(n_clusters, BOOTSTRAP_MAX_N)
+    return n * (tables * 16 * (N_METRICS + 1) + 4 * 2 * 16) + 2 * 8 * BOOTSTRAP_DRAWS
 
 
 def largest(need: Callable[[int], int], budget: float, hi: int) -> int:

@@ -6,21 +6,31 @@
   on identical draws (common random numbers), then ``mean_ci`` of those changes.
 * ``bootstrap_ratio_ci``: percentile cluster-bootstrap of a pooled ratio
   (precision = sum TP / sum(TP + FP) over clusters): resample clusters, not jobs,
-  because jobs in one cluster share a schedule.
+  because jobs in one cluster share a schedule.  The resamples are streamed in a numba
+  kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n).  Beyond
+  ``BOOTSTRAP_MAX_N`` clusters it is the delta-method interval of the ratio of cluster
+  sums instead (Cochran, *Sampling Techniques*, 3rd ed., eq. 6.9), O(n) time, which the
+  bootstrap approaches as n grows (tests/test_stats.py measures the agreement).
 * ``proportion_ci``: the same for a pooled *proportion* of counts, widened to contain
   the Clopper-Pearson exact interval of the pooled counts.  When an event never occurs
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the
   percentile interval collapses to [0, 0]; the exact binomial bound still says how
   large the rate could be.
+* ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
+  time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
+  its cluster count; one chunk gives exactly the batch functions' result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from kernels.bootstrap import bootstrap_sums_nb
+
 LEVEL = 0.95
+BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the delta-method interval
 
 
 @dataclass(frozen=True)
@@ -51,19 +61,9 @@ def mean_ci(values, level: float = LEVEL) -> Estimate:
     >>> round(e.mean, 3), e.n
     (2.0, 3)
     """
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    n = int(x.size)
-    if n == 0:
-        return Estimate(np.nan, np.nan, np.nan, 0)
-    m = float(x.mean())
-    if n == 1:
-        return Estimate(m, np.nan, np.nan, 1)
-    se = float(x.std(ddof=1)) / np.sqrt(n)
-    if se == 0.0:
-        return Estimate(m, m, m, n)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
-    return Estimate(m, m - half, m + half, n)
+    moments = MeanMoments()
+    moments.add(values)
+    return moments.mean_ci(level)
 
 
 def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
@@ -81,23 +81,11 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
 
 
 def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
-    """Pooled ratio ``sum(num) / sum(den)`` with a percentile cluster bootstrap."""
-    a = np.asarray(num, dtype=np.float64)
-    b = np.asarray(den, dtype=np.float64)
-    n = int(a.size)
-    tot = b.sum()
-    if n == 0 or tot == 0:
-        return Estimate(np.nan, np.nan, np.nan, n)
-    point = float(a.sum() / tot)
-    rng = np.random.default_rng(seed)  # resampling, not simulation: CRN not needed
-    idx = rng.integers(0, n, size=(n_boot, n))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = a[idx].sum(axis=1) / b[idx].sum(axis=1)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
-        return Estimate(point, np.nan, np.nan, n)
-    lo, hi = np.quantile(r, [0.5 - level / 2, 0.5 + level / 2])
-    return Estimate(point, float(lo), float(hi), n)
+    """Pooled ratio ``sum(num) / sum(den)`` with a percentile cluster bootstrap (the
+    delta-method interval beyond ``BOOTSTRAP_MAX_N`` clusters)."""
+    pooled = PooledRatio()
+    pooled.add(num, den)
+    return pooled.ratio_ci(level, n_boot, seed)
 
 
 def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
@@ -113,12 +101,133 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     >>> e.mean, e.lo, round(e.hi, 4)
     (0.0, 0.0, 0.0122)
     """
-    boot = bootstrap_ratio_ci(num, den, level, n_boot, seed)
-    k = int(round(float(np.sum(num))))
-    n = int(round(float(np.sum(den))))
-    if n == 0:
-        return boot
-    exact = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-    lo = float(exact.low) if not np.isfinite(boot.lo) else min(boot.lo, float(exact.low))
-    hi = float(exact.high) if not np.isfinite(boot.hi) else max(boot.hi, float(exact.high))
-    return Estimate(boot.mean, lo, hi, boot.n)
+    pooled = PooledRatio()
+    pooled.add(num, den)
+    return pooled.proportion_ci(level, n_boot, seed)
+
+
+def _percentile_bootstrap(num: np.ndarray, den: np.ndarray, point: float, level: float,
+                          n_boot: int, seed: int) -> Estimate:
+    sums_num, sums_den = np.empty(n_boot), np.empty(n_boot)
+    bootstrap_sums_nb(num, den, seed, sums_num, sums_den)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = sums_num / sums_den
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return Estimate(point, np.nan, np.nan, num.size)
+    lo, hi = np.quantile(r, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(point, float(lo), float(hi), num.size)
+
+
+@dataclass
+class MeanMoments:
+    """Count, mean and sum of squared deviations of the finite values seen so far,
+    merged chunk by chunk (Chan, Golub & LeVeque 1983); ``mean_ci`` as the batch one."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, values) -> None:
+        x = np.asarray(values, dtype=np.float64)
+        x = x[np.isfinite(x)]
+        nb = int(x.size)
+        if nb == 0:
+            return
+        mb = float(x.mean())
+        m2b = float(np.sum(np.abs(x - mb) ** 2))
+        if self.n == 0:
+            self.n, self.mean, self.m2 = nb, mb, m2b
+            return
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+
+    def mean_ci(self, level: float = LEVEL) -> Estimate:
+        n = self.n
+        if n == 0:
+            return Estimate(np.nan, np.nan, np.nan, 0)
+        m = self.mean
+        if n == 1:
+            return Estimate(m, np.nan, np.nan, 1)
+        se = float(np.sqrt(self.m2 / (n - 1))) / np.sqrt(n)
+        if se == 0.0:
+            return Estimate(m, m, m, n)
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
+        return Estimate(m, m - half, m + half, n)
+
+
+@dataclass
+class PooledRatio:
+    """A pooled ratio ``sum num / sum den`` over clusters streamed in chunks.
+
+    It keeps the clusters' values (for the bootstrap) only up to ``BOOTSTRAP_MAX_N``
+    clusters, and always the co-moments the delta method needs: memory is bounded
+    whatever the number of clusters.
+    """
+
+    n: int = 0
+    sum_num: float = 0.0
+    sum_den: float = 0.0
+    mean_num: float = 0.0
+    mean_den: float = 0.0
+    c_nn: float = 0.0  # sums of cross-deviations about the means
+    c_dd: float = 0.0
+    c_nd: float = 0.0
+    _num: list = field(default_factory=list, repr=False)
+    _den: list = field(default_factory=list, repr=False)
+
+    def add(self, num, den) -> None:
+        a = np.asarray(num, dtype=np.float64).ravel()
+        b = np.asarray(den, dtype=np.float64).ravel()
+        nb = int(a.size)
+        if nb == 0:
+            return
+        if self.n + nb <= BOOTSTRAP_MAX_N:
+            self._num.append(a.copy())
+            self._den.append(b.copy())
+        else:
+            self._num, self._den = [], []
+        ma, mb = float(a.mean()), float(b.mean())
+        da, db = a - ma, b - mb
+        caa, cbb, cab = float(da @ da), float(db @ db), float(da @ db)
+        n = self.n + nb
+        dma, dmb = ma - self.mean_num, mb - self.mean_den
+        w = self.n * nb / n
+        self.c_nn += caa + dma * dma * w
+        self.c_dd += cbb + dmb * dmb * w
+        self.c_nd += cab + dma * dmb * w
+        self.mean_num += dma * nb / n
+        self.mean_den += dmb * nb / n
+        self.sum_num += float(a.sum())
+        self.sum_den += float(b.sum())
+        self.n = n
+
+    def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
+        """Point ratio and its interval: percentile bootstrap up to ``BOOTSTRAP_MAX_N``
+        clusters, delta method beyond."""
+        n = self.n
+        if n == 0 or self.sum_den == 0:
+            return Estimate(np.nan, np.nan, np.nan, n)
+        point = float(self.sum_num / self.sum_den)
+        if self._num:
+            return _percentile_bootstrap(np.concatenate(self._num), np.concatenate(self._den),
+                                         point, level, n_boot, seed)
+        # Var of a ratio of means: Var(num_i - R den_i) / (n mean_den^2).
+        var = max(self.c_nn - 2.0 * point * self.c_nd + point * point * self.c_dd, 0.0) / (n - 1)
+        half = float(stats.norm.ppf(0.5 + level / 2)) * np.sqrt(var / n) / abs(self.mean_den)
+        return Estimate(point, point - half, point + half, n)
+
+    def proportion_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
+        """``ratio_ci`` widened to contain the Clopper-Pearson interval of the pooled counts."""
+        boot = self.ratio_ci(level, n_boot, seed)
+        k = int(round(self.sum_num))
+        n = int(round(self.sum_den))
+        if n == 0:
+            return boot
+        exact = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+        lo = float(exact.low) if not np.isfinite(boot.lo) else min(boot.lo, float(exact.low))
+        hi = float(exact.high) if not np.isfinite(boot.hi) else max(boot.hi, float(exact.high))
+        return Estimate(boot.mean, lo, hi, boot.n)

@@ -9,14 +9,17 @@
 * Paired comparisons: per-cluster relative change against the baseline on the same
   clusters (common random numbers), t interval of the mean change.
 
-Every row says ``n``: how many clusters (or pairs) it rests on.
+Every row says ``n``: how many clusters (or pairs) it rests on.  ``CellSummary`` takes a
+cell's clusters chunk by chunk (memory independent of the cluster count); ``summarize``
+is the same over one frame.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, paired_change_ci, proportion_ci
+from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci, paired_change_ci,
+                           proportion_ci)
 
 # Metrics averaged over clusters, with their display names and units.
 MEAN_METRICS = {
@@ -70,13 +73,73 @@ def _row(metric: str, kind: str, e: Estimate) -> dict:
     return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
 
 
-def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
+def _pooled_counts(clusters: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     num_cols, den_cols = POOLED_METRICS[metric]
     num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
     den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
+    return num, den
+
+
+def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
+    num, den = _pooled_counts(clusters, metric)
     if metric == "detection_delay_evals":
         return bootstrap_ratio_ci(num, den, seed=seed)
     return proportion_ci(num, den, seed=seed)
+
+
+def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
+    """``(metric, policy values, baseline values)`` matched on the ``cluster`` column."""
+    joined = clusters.join(baseline, on="cluster", how="inner", suffix="_base")
+    if joined.height != clusters.height or joined.height != baseline.height:
+        raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
+    for m in PAIRED_METRICS:
+        yield m, joined[m].to_numpy(), joined[f"{m}_base"].to_numpy()
+
+
+class CellSummary:
+    """``summarize`` streamed: ``add`` each chunk of a cell's clusters (with the same
+    clusters under the baseline, if any), then ``table``.  Memory is bounded whatever the
+    number of clusters (``fastsim.stats.MeanMoments``, ``PooledRatio``).
+
+    Examples
+    --------
+    >>> from fastsim.config import SimConfig
+    >>> from fastsim.api import simulate
+    >>> cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=10)
+    >>> cell = CellSummary()
+    >>> for start in (0, 4):
+    ...     cell.add(simulate(cfg, 4, cluster_start=start).clusters)
+    >>> cell.table().filter(pl.col("metric") == "precision")["n"][0]
+    8
+    """
+
+    def __init__(self):
+        self.means = {m: MeanMoments() for m in MEAN_METRICS}
+        self.pooled = {m: PooledRatio() for m in POOLED_METRICS}
+        self.paired: dict[str, MeanMoments] | None = None
+
+    def add(self, clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> None:
+        for m, moments in self.means.items():
+            moments.add(clusters[m].to_numpy())
+        for m, ratio in self.pooled.items():
+            ratio.add(*_pooled_counts(clusters, m))
+        if baseline is not None:
+            if self.paired is None:
+                self.paired = {m: MeanMoments() for m in PAIRED_METRICS}
+            for m, p, b in _paired_changes(clusters, baseline):
+                ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
+                self.paired[m].add(p[ok] / b[ok] - 1.0)
+
+    def table(self, seed: int = 0) -> pl.DataFrame:
+        """One row per metric: ``metric, kind, mean, lo, hi, n`` (see ``summarize``)."""
+        rows = [_row(m, "mean", mo.mean_ci()) for m, mo in self.means.items()]
+        for m, ratio in self.pooled.items():
+            e = (ratio.ratio_ci(seed=seed) if m == "detection_delay_evals"
+                 else ratio.proportion_ci(seed=seed))
+            rows.append(_row(m, "pooled", e))
+        if self.paired is not None:
+            rows += [_row(f"{m}_change", "paired", mo.mean_ci()) for m, mo in self.paired.items()]
+        return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
 
 
 def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -94,23 +157,15 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     >>> s.filter(pl.col("metric") == "precision")["n"][0]
     8
     """
-    rows = [_row(m, "mean", mean_ci(clusters[m].to_numpy())) for m in MEAN_METRICS]
-    rows += [_row(m, "pooled", pooled(clusters, m)) for m in POOLED_METRICS]
-    if baseline is not None:
-        rows += paired_rows(clusters, baseline)
-    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+    cell = CellSummary()
+    cell.add(clusters, baseline)
+    return cell.table()
 
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
     """Relative change per cluster against the same clusters under the baseline."""
-    joined = clusters.join(baseline, on="cluster", how="inner", suffix="_base")
-    if joined.height != clusters.height or joined.height != baseline.height:
-        raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
-    rows = []
-    for m in PAIRED_METRICS:
-        e = paired_change_ci(joined[m].to_numpy(), joined[f"{m}_base"].to_numpy())
-        rows.append(_row(f"{m}_change", "paired", e))
-    return rows
+    return [_row(f"{m}_change", "paired", paired_change_ci(p, b))
+            for m, p, b in _paired_changes(clusters, baseline)]
 
 
 def compare(policy: pl.DataFrame, baseline: pl.DataFrame) -> pl.DataFrame:

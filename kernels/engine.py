@@ -29,7 +29,7 @@ def _next_eval_nb(t, attained_now, owed_now, T, n_evals):
     e = int(attained_now / T * n_evals) + 1
     while e > 1 and T * ((e - 1) / n_evals) > attained_now:
         e -= 1
-    while T * (e / n_evals) <= attained_now:
+    while e <= n_evals and T * (e / n_evals) <= attained_now:
         e += 1
     if e > n_evals:
         return np.inf, np.inf
@@ -73,12 +73,21 @@ def _held_after_nb(t, since, attained0, owed0, account_from):
 
 
 @kernel
+def max_points_nb(n_jobs, n_evals, n_thresholds):
+    """A bound on one cluster's scheduling points.  Every point but the first holds an
+    event, and a job has at most its arrival, end, demotion, ``n_evals`` evaluations and
+    ``n_thresholds`` crossings; twice that leaves room and still fails fast."""
+    return 2 * n_jobs * (n_evals + n_thresholds + 3) + 2
+
+
+@kernel
 def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity,
                   gpus, arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
                   account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
-                  seg_job, seg_start, seg_end, seg_count):
+                  seg_job, seg_start, seg_end, seg_count, n_points):
     """Simulate cluster row ``c``; writes row ``c`` of the five per-job outputs and of the
-    segments (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording).
+    segments (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording), and ``n_points[c]``: the
+    scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there.
 
     A running job's state is a *base*: since ``since[j]`` it has held its GPUs, starting
     from ``attained0[j]`` service and ``owed0[j]`` overhead; its service at any ``t`` is
@@ -123,7 +132,13 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
     max_seg = seg_job.shape[1]
 
     unsorted = False  # whether ``active`` may be out of priority order
+    points = 0
+    max_points = max_points_nb(n_jobs, n_evals, n_thr)
     while n_done < n_jobs:
+        points += 1
+        if points > max_points:
+            points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
+            break
         t = np.inf
         if next_arrival < n_jobs:
             t = arrival_h[c, next_arrival]
@@ -422,20 +437,22 @@ def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity
         held_h[c, j] = held[j]
         held_after_h[c, j] = held_after[j]
     seg_count[c] = n_seg
+    n_points[c] = points
 
 
 @driver
 def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus, arrival_h,
                t_est_h, loss, duration_h, end_service, demote_service, account_from_h,
                start_h, end_h, held_h, held_after_h, n_preempt, seg_job, seg_start, seg_end,
-               seg_count):
+               seg_count, n_points):
     """Simulate every cluster row: inputs ``[C, J]`` (``loss``: ``[C, J, E]``); writes
-    ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]`` and the segments."""
+    ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]``, the segments and
+    ``n_points`` ``[C]`` (-1: the cluster hit the bound on scheduling points)."""
     for c in prange(gpus.shape[0]):
         cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus,
                       arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
                       account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
-                      seg_job, seg_start, seg_end, seg_count)
+                      seg_job, seg_start, seg_end, seg_count, n_points)
 
 
 @driver

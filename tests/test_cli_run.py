@@ -37,3 +37,27 @@ def test_workload_options_reach_the_config(capsys):
                  "--n-jobs", "12", "--baseline", "off", "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "evalstop(k=3)" in text and "mean JCT change" not in text
+
+
+def test_first_compile_is_announced_in_one_line(capsys, monkeypatch):
+    import fastsim.compile_notice
+
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda: False)
+    assert main(["run", "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compiling the simulation kernels")
+
+
+def test_cached_kernels_print_no_notice(capsys):
+    import pytest
+
+    from fastsim.compile_notice import engine_is_cached
+    from kernels.jit import CACHE
+
+    if not CACHE:
+        pytest.skip("the on-disk cache is off (FASTSIM_NO_CACHE=1)")
+
+    main(["run", "--clusters", "2", "--n-jobs", "8", "--no-progress"])  # caches if need be
+    assert engine_is_cached()
+    assert main(["run", "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
+    assert "compiling" not in capsys.readouterr().err

@@ -120,8 +120,10 @@ def test_7_cli_refuses_unsimulable_ranges(capsys, argv, needle):
 
 
 # -- 10. memory checked before allocating ---------------------------------------------------
-def test_10_run_refuses_what_cannot_fit(capsys):
-    one_line(capsys, ["run", "--clusters", "1000000000"], "largest feasible: --clusters")
+def test_10_run_refuses_what_cannot_fit(capsys, tmp_path):
+    # A run's summary is streamed (flat in clusters); rows kept for --out are not.
+    one_line(capsys, ["run", "--clusters", "1000000000", "--out", str(tmp_path / "c.parquet")],
+             "largest feasible: --clusters")
     one_line(capsys, ["run", "--n-jobs", "100000", "--n-evals", "1000"],
              "largest feasible: --clusters")
     with pytest.raises(ConfigError, match="largest feasible: n_clusters"):
@@ -130,9 +132,9 @@ def test_10_run_refuses_what_cannot_fit(capsys):
 
 def test_10_sweep_file_refuses_what_cannot_fit(tmp_path, capsys):
     p = tmp_path / "huge.toml"
-    p.write_text("clusters = 1000000000\n[base]\nn_jobs = 10\n")
+    p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 100000\nn_evals = 1000\n")
     out = tmp_path / "out"
-    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: clusters")
+    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: chunk")
     assert not out.exists()
 
 

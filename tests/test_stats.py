@@ -82,3 +82,89 @@ def test_proportion_ci_never_collapses_and_covers_rare_rates():
         e = proportion_ci(num, den, n_boot=400, seed=int(rng.integers(1 << 30)))
         hits += e.lo <= p <= e.hi
     assert hits / reps >= 0.93
+
+
+def _old_bootstrap_ratio_ci(num, den, n_boot, seed, level=0.95):
+    """The previous implementation: an (n_boot, n) index matrix; kept here as the yardstick."""
+    a, b = np.asarray(num, float), np.asarray(den, float)
+    idx = np.random.default_rng(seed).integers(0, a.size, size=(n_boot, a.size))
+    r = a[idx].sum(axis=1) / b[idx].sum(axis=1)
+    return np.quantile(r, [0.5 - level / 2, 0.5 + level / 2])
+
+
+def _clustered_counts(rng, n):
+    n_pos = rng.poisson(20, size=n) + 1
+    return rng.binomial(n_pos, rng.beta(8, 2, size=n)).astype(float), n_pos.astype(float)
+
+
+def test_streamed_bootstrap_agrees_with_the_index_matrix_bootstrap():
+    """Same data, different resamples: the endpoints differ only by Monte Carlo error,
+    measured here as the spread of each method's endpoints over 12 bootstrap seeds."""
+    num, den = _clustered_counts(np.random.default_rng(5), 400)
+    new = np.array([[e.lo, e.hi] for e in (bootstrap_ratio_ci(num, den, seed=s)
+                                           for s in range(12))])
+    old = np.array([_old_bootstrap_ratio_ci(num, den, 2000, s) for s in range(12)])
+    mc_se = np.sqrt(new.var(axis=0, ddof=1) / 12 + old.var(axis=0, ddof=1) / 12)
+    assert (np.abs(new.mean(axis=0) - old.mean(axis=0)) < 4 * mc_se + 1e-12).all()
+    assert (new.std(axis=0) < 0.1 * (new[:, 1] - new[:, 0]).mean()).all()  # it is random
+
+
+def test_delta_interval_beyond_bootstrap_range_matches_the_bootstrap():
+    """Above ``BOOTSTRAP_MAX_N`` the delta method takes over; on the same data it agrees
+    with the streamed percentile bootstrap to a few percent of the interval's width."""
+    from fastsim.stats import BOOTSTRAP_MAX_N, _percentile_bootstrap
+
+    num, den = _clustered_counts(np.random.default_rng(6), BOOTSTRAP_MAX_N + 5000)
+    delta = bootstrap_ratio_ci(num, den)
+    boot = _percentile_bootstrap(num, den, delta.mean, 0.95, 2000, 0)
+    width = boot.hi - boot.lo
+    assert abs(delta.lo - boot.lo) < 0.05 * width and abs(delta.hi - boot.hi) < 0.05 * width
+
+
+def test_delta_interval_covers(monkeypatch):
+    """Coverage of the delta-method interval, switched on at 2,000 clusters here (by
+    lowering the switch) so that 400 replications stay cheap."""
+    import fastsim.stats
+
+    monkeypatch.setattr(fastsim.stats, "BOOTSTRAP_MAX_N", 1000)
+    rng = np.random.default_rng(7)
+    hits = [bootstrap_ratio_ci(*_clustered_counts(rng, 2000)).contains(0.8) for _ in range(400)]
+    assert 0.925 <= coverage(hits) <= 0.975
+
+
+def test_streaming_in_chunks_equals_one_batch():
+    from fastsim.stats import BOOTSTRAP_MAX_N, MeanMoments, PooledRatio, proportion_ci
+
+    rng = np.random.default_rng(8)
+    for n in (3000, BOOTSTRAP_MAX_N + 3000):  # bootstrap, then delta method
+        num, den = _clustered_counts(rng, n)
+        pooled, moments = PooledRatio(), MeanMoments()
+        for lo in range(0, n, 700):
+            pooled.add(num[lo:lo + 700], den[lo:lo + 700])
+            moments.add(num[lo:lo + 700])
+        whole, streamed = proportion_ci(num, den), pooled.proportion_ci()
+        assert streamed.n == whole.n == n
+        assert np.allclose([streamed.mean, streamed.lo, streamed.hi],
+                           [whole.mean, whole.lo, whole.hi], rtol=1e-12, atol=0)
+        m = mean_ci(num)
+        assert np.allclose([moments.mean_ci().lo, moments.mean_ci().hi], [m.lo, m.hi], rtol=1e-12)
+
+
+def test_pooled_ratio_memory_is_flat_in_clusters():
+    """Past ``BOOTSTRAP_MAX_N`` a pooled ratio holds no per-cluster values."""
+    import tracemalloc
+
+    from fastsim.stats import PooledRatio
+
+    rng = np.random.default_rng(9)
+    chunk_num, chunk_den = _clustered_counts(rng, 500)
+    peaks = []
+    for n_chunks in (100, 1000):  # 50,000 and 500,000 clusters
+        pooled = PooledRatio()
+        tracemalloc.start()
+        for _ in range(n_chunks):
+            pooled.add(chunk_num, chunk_den)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert pooled.n == 500 * n_chunks and np.isfinite(pooled.ratio_ci().hi)
+    assert peaks[1] < peaks[0] + 1_000_000

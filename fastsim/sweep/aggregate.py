@@ -10,8 +10,10 @@ Writes, atomically, into the sweep directory:
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
 * ``summary.txt``: the same estimates as plain-text tables.
 
-Each cell's clusters are sorted by cluster index first, so the estimates (bootstrap
-included) depend only on which clusters ran, not on chunk order or resumes.
+Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
+baseline's same chunk beside them: memory does not grow with the cluster count, and the
+estimates (bootstrap included) depend only on which clusters ran, not on chunk order or
+resumes.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fastsim.summary import format_table, summarize
+from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import axis_value
 from fastsim.io import table_writer, write_all
@@ -60,30 +62,29 @@ def cell_table(store: SweepStore) -> pl.DataFrame:
     return pl.DataFrame([_column(k, v) for k, v in cols.items()])
 
 
+def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> pl.DataFrame:
+    """``summarize`` of one cell (paired against its baseline), one chunk in memory."""
+    cell = CellSummary()
+    for i in range(store.grid.n_chunks):
+        clusters = store.read_chunk(cell_id, i)
+        base = None if baseline_id is None else store.read_chunk(baseline_id, i)
+        cell.add(clusters, base)
+    return cell.table()
+
+
 def aggregate(store: SweepStore) -> dict[str, Path]:
     """Aggregate every cell of a complete sweep; returns the written paths.
 
     Every chunk is verified against its record as it is read; a missing or damaged one
     is a ``ConfigError`` naming its file, and then nothing is written."""
     cells = cell_table(store)
-    # One cell's clusters in memory at a time (plus its baseline, read once per group).
-    order = sorted(store.grid.cells, key=lambda c: (c.baseline or c.id, c.baseline is not None))
     parts: dict[str, tuple] = {}
-    base_id, base_df = None, None
-    for c in order:
-        clusters = store.read_clusters(c.id)
-        if c.baseline is None:
-            base_id, base_df = c.id, clusters
-            s = summarize(clusters)
-        else:
-            if c.baseline != base_id:
-                base_id, base_df = c.baseline, store.read_clusters(c.baseline)
-            s = summarize(clusters, base_df)
+    for c in store.grid.cells:
+        s = _cell_summary(store, c.id, c.baseline)
         h = merge_histograms([store.read(c.id, "jct")])
         parts[c.id] = (s.with_columns(pl.lit(c.id).alias("cell")),
                        h.with_columns(pl.lit(c.id).alias("cell")),
                        format_table(s, title=f"== {c.label}  [cell {c.id}]"))
-        del clusters
     summaries = [parts[c.id][0] for c in store.grid.cells]
     hists = [parts[c.id][1] for c in store.grid.cells]
     texts = [parts[c.id][2] for c in store.grid.cells]

@@ -290,6 +290,19 @@ class SweepStore:
         frames = [self._load(cell_id, kind, i) for i in range(self.grid.n_chunks)]
         return pl.concat(frames, how="vertical")
 
+    def read_chunk(self, cell_id: str, index: int) -> pl.DataFrame:
+        """One verified chunk's per-cluster rows in cluster order, checked to be exactly
+        the chunk's cluster range (aggregation reads a cell this way, one chunk at a time)."""
+        df = self._load(cell_id, "chunk", index).sort("cluster")
+        start, n = self.grid.chunk_range(index)
+        ids = df["cluster"].to_numpy()
+        if df.height != n or (n and (ids[0] != start or ids[-1] != start + n - 1
+                                     or (ids[1:] == ids[:-1]).any())):
+            raise RuntimeError(f"chunk {index} of cell {cell_id} in {self.root} holds "
+                               f"{df.height} cluster rows, expected clusters {start}.."
+                               f"{start + n - 1} once each; re-run the sweep")
+        return df
+
     def read_clusters(self, cell_id: str) -> pl.DataFrame:
         """A cell's per-cluster table, checked to hold each cluster exactly once."""
         df = self.read(cell_id).sort("cluster")

@@ -1,0 +1,55 @@
+"""A one-line notice (with a spinner on a terminal) while numba compiles the kernels the
+first time, so that nobody waits in silence; later runs load the on-disk cache."""
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numba
+
+from kernels.jit import CACHE
+
+
+def engine_is_cached() -> bool:
+    """Whether the engine's machine code is in numba's on-disk cache for this source."""
+    if not CACHE:
+        return False
+    return any(Path(numba.config.CACHE_DIR).glob("*/engine.cluster_nb-*.nbi"))
+
+
+@contextmanager
+def compile_notice(stream=None):
+    """Print the notice to ``stream`` (stderr) if the kernels are not cached yet, and
+    spin on a terminal until the block ends."""
+    stream = stream or sys.stderr
+    if engine_is_cached():
+        yield
+        return
+    text = "compiling the simulation kernels (first run only, about a minute; cached afterwards)"
+    if not stream.isatty():
+        print(text, file=stream, flush=True)
+        yield
+        return
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def spin():
+        for mark in itertools.cycle("|/-\\"):
+            stream.write(f"\r{mark} {text} {time.perf_counter() - t0:4.0f} s")
+            stream.flush()
+            if done.wait(0.25):
+                break
+        stream.write(f"\r{text}: done in {time.perf_counter() - t0:.0f} s\n")
+        stream.flush()
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        done.set()
+        spinner.join()

@@ -1,0 +1,32 @@
+"""Cluster bootstrap of a pooled ratio, streamed: O(n + n_boot) memory at any n.
+
+Resample ``b`` draws its ``n`` cluster indices one at a time from the counter-based
+generator (``kernels.rng``), keyed by ``(seed, b, i)``, and sums the drawn numerators
+and denominators as it goes, so no ``(n_boot, n)`` index matrix is ever built and the
+sums are a pure function of ``(seed, b)``.  Serial: one call is short, and a
+thread pool's start-up costs more than it saves on a loaded machine.
+"""
+import numpy as np
+
+from kernels.jit import kernel
+from kernels.rng import cluster_prefix_nb, key_from_prefix_nb, key_to_uniform_nb
+
+BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
+
+
+@kernel
+def bootstrap_sums_nb(num, den, seed, out_num, out_den):
+    """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[b]`` and
+    ``out_den[b]`` for every resample ``b`` (float64 ``[n_boot]``)."""
+    n = num.shape[0]
+    for b in range(out_num.shape[0]):
+        prefix = cluster_prefix_nb(seed, b, BOOTSTRAP_STREAM)
+        sa = 0.0
+        sb = 0.0
+        for i in range(n):
+            u = key_to_uniform_nb(key_from_prefix_nb(prefix, np.uint64(i)))
+            k = min(int(u * n), n - 1)
+            sa += num[k]
+            sb += den[k]
+        out_num[b] = sa
+        out_den[b] = sb
