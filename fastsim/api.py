@@ -240,8 +240,8 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
     best_gold = np.take_along_axis(w.gold, (w.peak_eval - 1)[..., None], axis=2)[..., 0]
     wasted = np.where(w.hacking, w.gpus * o.held_after_h, 0.0)
     out = np.empty((w.n_clusters, N_METRICS))
-    cluster_metrics_nb(cfg.workload.gpus, w.job_type, w.gpus, w.arrival_h, o.end_h, o.held_h,
-                       wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
+    cluster_metrics_nb(cfg.workload.gpus, w.n_evals, w.job_type, w.gpus, w.arrival_h, o.end_h,
+                       o.held_h, wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
                        best_gold, d.trigger_eval, w.peak_eval, out)
     int_cols = M.int_columns()
     cols = {"cluster": w.cluster_ids}

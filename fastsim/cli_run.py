@@ -214,7 +214,7 @@ def run_command(args: argparse.Namespace) -> int:
              + f"\nworkload: mix={mix}, {workload.gpus} GPUs, {workload.n_jobs} jobs, load "
              f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
              f"{args.clusters} clusters, seed {args.seed}; {elapsed:.1f} s\n"
-             "estimates are means over clusters with 95% t intervals; precision/recall/FPR pooled "
+             "estimates are means over clusters with 95% t intervals; detection rates pooled "
              "over clusters (cluster bootstrap, or delta method beyond 20,000 clusters, widened to "
              "the exact binomial interval); changes "
              "are paired on identical clusters")

@@ -16,14 +16,14 @@ MIXES = {
 DEMANDS = {"lora": (1, 2), "dpo": (2, 4, 8), "rlhf": (4, 8, 16)}
 MEDIAN_H = {"lora": 1.0, "dpo": 3.0, "rlhf": 8.0}
 LOG_SD = 0.8
-N_EVALS = 6  # calibrated (MODEL.md: 10); see docs/calibration.md
+N_EVALS = 7  # fitted to the JCT and waste rows (MODEL.md: 10); see docs/calibration.md
 BASE_RATE = 0.6
 DPO_BASE_RATE = 0.0
-EST_SIGMA = 1.15  # calibrated (MODEL.md: 0.5); see docs/calibration.md
-SIGMA = 0.01  # calibrated (MODEL.md: 0.02); see docs/calibration.md
+EST_SIGMA = 1.15  # fitted to StopAt's FPR row (MODEL.md: 0.5); see docs/calibration.md
+SIGMA = 0.015  # fitted to EvalStop's precision row (MODEL.md: 0.02); see docs/calibration.md
 LOSS_SIGMA = 0.01
 PREEMPT_OVERHEAD_H = 0.0
-USTAR_HACKING = (0.4, 0.75)  # calibrated (MODEL.md: (0.3, 0.7)); see docs/calibration.md
+USTAR_HACKING = (0.5, 0.8)  # fitted with N_EVALS (MODEL.md: (0.3, 0.7)); docs/calibration.md
 # Healthy peaks start where hacking ones end, upper end fitted to the toy-RLHF traces
 # (MODEL.md: (1.5, 4)); see the curve extensions below.
 USTAR_HEALTHY = (USTAR_HACKING[1], 15.0)

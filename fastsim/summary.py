@@ -1,7 +1,8 @@
 """Aggregate per-cluster results into estimates with 95% intervals (MODEL.md section 8).
 
 * Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
-* Detection rates (precision, recall, FPR): pooled over the cell's clusters
+* Detection rates (precision, recall, FPR, stop recall, share of triggers at
+  completion): pooled over the cell's clusters
   (``sum TP / sum (TP + FP)``), cluster-bootstrap interval widened to contain the
   exact binomial interval (``fastsim.stats.proportion_ci``).
 * Detection delay: pooled ``sum delay / sum TP``, cluster-bootstrap interval.
@@ -166,7 +167,7 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
     lines = []
     if title:
         lines.append(title)
-    lines.append(f"{'metric':36s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
+    lines.append(f"{'metric':42s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
     for r in summary.iter_rows(named=True):
         pct = _is_percent(r["metric"], r["kind"])
         scale, unit = (100.0, "%") if pct else (1.0, "")
@@ -180,5 +181,5 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
             est = f"{r['mean'] * scale:.{d}f}{unit}"
             ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "")
-        lines.append(f"{display_name(r['metric']):36s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
+        lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
     return "\n".join(lines)

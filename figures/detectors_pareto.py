@@ -11,7 +11,9 @@ from pathlib import Path
 
 import polars as pl
 
-from _style import plt, save, setup, sns
+import seaborn as sns
+
+from fastsim.figures import _style as S
 
 DETECTOR_NAMES = {"evalstop": "EvalStop (k declines)", "patience": "patience (HF)",
                   "margin": "noise-scaled declines", "cusum": "CUSUM", "peak": "Gao-form peak test",
@@ -35,13 +37,14 @@ def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
                    zorder=5, label="EvalStop (k=2)")
 
 
-def main(results: Path, out: Path, formats=("png",)) -> None:
-    setup()
+@S.themed
+def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
+    written = []
     syn = pl.read_parquet(Path(results) / "synthetic.parquet").filter(pl.col("base_rate") == 0.6)
     sigmas = sorted(syn["sigma"].unique().to_list())
     cols = 4
     rows = (len(sigmas) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+    fig, axes = S.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
     for ax, sigma in zip(axes.flat, sigmas):
         _points(ax, syn.filter(pl.col("sigma") == sigma), "reclaimed_gpu_h")
         n = syn.filter(pl.col("sigma") == sigma)["n_clusters"][0]
@@ -55,20 +58,21 @@ def main(results: Path, out: Path, formats=("png",)) -> None:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", fontsize=7, frameon=False)
     fig.tight_layout()
-    save(fig, out, "detectors_pareto", formats)
+    written += S.save(fig, out, "detectors_pareto", formats)
     tr = Path(results) / "traces.parquet"
     if tr.exists():
         df = pl.read_parquet(tr)
-        fig, ax = plt.subplots(figsize=(4.8, 3.4))
+        fig, ax = S.subplots(figsize=(4.8, 3.4))
         _points(ax, df, "compute_saved", 100.0)
         ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs, {df['n_hacking'][0]} hacking)")
         ax.set_xlabel("FPR on healthy runs (%)")
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlim(-0.1, 110)
         ax.set_ylabel("compute saved (% of steps)")
-        ax.legend(fontsize=6, frameon=False)
+        S.legend_outside(ax, fontsize=6, frameon=False)
         fig.tight_layout()
-        save(fig, out, "detectors_traces", formats)
+        written += S.save(fig, out, "detectors_traces", formats)
+    return written
 
 
 if __name__ == "__main__":

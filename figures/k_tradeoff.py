@@ -1,10 +1,11 @@
-"""The k trade-off: precision, recall, wasted compute and mean JCT vs k (95% CI bands)."""
+"""The k trade-off: precision, recall, stop recall, wasted compute and mean JCT vs k (95% CI bands)."""
 import polars as pl
 
 from fastsim.figures import _style as S
 
 NEEDS = ("k_sweep",)
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
+          ("stop_recall", "Stop recall (%): GPUs freed"),
           ("wasted_gpu_h_change", "Wasted compute change (%)"),
           ("jct_mean_h_change", "Mean JCT change (%)"))
 
@@ -12,7 +13,7 @@ PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
 @S.themed
 def draw(sources, out, formats):
     df = S.summary(sources, "k_sweep").filter(pl.col("policy_name") == "evalstop")
-    fig, axes = S.subplots(1, 4, figsize=(13, 3.2), sharex=True)
+    fig, axes = S.subplots(1, 5, figsize=(16, 3.2), sharex=True)
     for ax, (m, title) in zip(axes, PANELS):
         rows = S.metric(df, m).sort("k")
         S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])

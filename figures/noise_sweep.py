@@ -1,4 +1,4 @@
-"""Precision, recall and FPR vs evaluation noise sigma, with 95% CI bands (noise sweep)."""
+"""Precision, recall, stop recall and FPR vs evaluation noise sigma, with 95% CI bands (noise sweep)."""
 import polars as pl
 
 from fastsim.figures import _style as S
@@ -10,8 +10,9 @@ POLICIES = ("evalstop", "stop_at", "loss_plateau")
 @S.themed
 def draw(sources, out, formats):
     df = S.summary(sources, "noise").filter(pl.col("policy_name").is_in(POLICIES))
-    fig, axes = S.subplots(1, 3, figsize=(11, 3.4), sharex=True)
+    fig, axes = S.subplots(1, 4, figsize=(14, 3.4), sharex=True)
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"),
+                                     ("stop_recall", "Stop recall (GPUs freed)"),
                                      ("fpr", "False-positive rate"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("sigma")

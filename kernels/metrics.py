@@ -9,17 +9,23 @@ METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
     "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share", "gold_hacking",
     "gold_healthy_rlhf", "gold_all", "regret_mean", "tp", "fp", "fn", "tn", "precision",
-    "recall", "fpr", "delay_sum", "delay_count", "n_stopped",
+    "recall", "fpr", "delay_sum", "delay_count", "n_stopped", "tp_freed", "pos_at_completion",
+    "stop_recall", "hacking_gpu_h",
 )
 N_METRICS = len(METRIC_NAMES)
 
 
 
 @driver
-def cluster_metrics_nb(capacity, job_type, gpus, arrival_h, end_h, held_h, wasted_gpu_h,
+def cluster_metrics_nb(capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h, wasted_gpu_h,
                        hacking, in_scope, positive, stopped, delivered_gold, best_gold,
                        trigger_eval, peak_eval, out):
-    """All inputs ``[C, J]``; writes ``out[C, N_METRICS]`` in ``METRIC_NAMES`` order."""
+    """All inputs ``[C, J]`` (``capacity``, ``n_evals``: scalars); writes
+    ``out[C, N_METRICS]`` in ``METRIC_NAMES`` order.
+
+    A trigger at the last evaluation (``n_evals``) coincides with completion: it counts
+    as a positive but frees nothing, so ``tp_freed`` (stopped earlier) and
+    ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall)."""
     n_jobs = job_type.shape[1]
     for c in prange(job_type.shape[0]):
         jct = end_h[c] - arrival_h[c]
@@ -35,6 +41,9 @@ def cluster_metrics_nb(capacity, job_type, gpus, arrival_h, end_h, held_h, waste
         tp = fp = fn = tn = 0
         delay = 0.0
         n_stop = 0
+        tp_freed = 0
+        at_completion = 0
+        hacking_gpu_h = 0.0
         for j in range(n_jobs):
             gpu_h += gpus[c, j] * held_h[c, j]
             wasted += wasted_gpu_h[c, j]
@@ -45,14 +54,19 @@ def cluster_metrics_nb(capacity, job_type, gpus, arrival_h, end_h, held_h, waste
             if hacking[c, j]:
                 g_hack += delivered_gold[c, j]
                 n_hack += 1
+                hacking_gpu_h += gpus[c, j] * held_h[c, j]
             elif job_type[c, j] == RLHF:
                 g_healthy += delivered_gold[c, j]
                 n_healthy += 1
             if in_scope[c, j]:
                 if positive[c, j]:
+                    if trigger_eval[c, j] == n_evals:
+                        at_completion += 1
                     if hacking[c, j]:
                         tp += 1
                         delay += trigger_eval[c, j] - peak_eval[c, j]
+                        if stopped[c, j] and trigger_eval[c, j] < n_evals:
+                            tp_freed += 1
                     else:
                         fp += 1
                 elif hacking[c, j]:
@@ -84,3 +98,7 @@ def cluster_metrics_nb(capacity, job_type, gpus, arrival_h, end_h, held_h, waste
         o[21] = delay
         o[22] = tp
         o[23] = n_stop
+        o[24] = tp_freed
+        o[25] = at_completion
+        o[26] = tp_freed / (tp + fn) if tp + fn > 0 else np.nan
+        o[27] = hacking_gpu_h

@@ -44,6 +44,11 @@ INT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS
                     if m.column and (m.dtype == "int" or m.name == "delay_sum"))
 FLOAT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS if m.column and m.name not in INT_METRICS)
 RTOL = ATOL = 1e-9
+
+
+def test_every_metric_is_compared():
+    from kernels.metrics import METRIC_NAMES
+    assert sorted(INT_METRICS + FLOAT_METRICS) == sorted(METRIC_NAMES)
 CLUSTERS_PER_CASE = 8
 CASES_PER_PAIR = 4
 

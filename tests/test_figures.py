@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
-from fastsim.sweep.reproduce import PAPER_SWEEPS, TARGETS, reproduce
+from fastsim.sweep.reproduce import PAPER_SWEEPS, reproduce
+from fastsim.sweep.scoring import PAPER_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +28,19 @@ def test_reproduce_writes_every_sweep_and_the_report(tiny_reproduction):
         s = pl.read_parquet(out / "results" / name / "summary.parquet")
         assert s["n"].max() == 3
     text = (out / "REPRODUCTION.md").read_text()
-    for t in TARGETS:
+    for t in PAPER_ROWS:
         assert f"| {t.result} |" in text
     assert "EvalStop JCT gain over LossAware" in text and "k sweep" in text
-    assert len(info["rows"]) == len(TARGETS) + 8
+    assert [r["key"] for r in info["rows"]] == [t.key for t in PAPER_ROWS]
+    assert "held-out rows match" in text and "stop recall" in text
+    assert "all GPU-hours of hacking jobs" in text
 
 
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
     out, _ = tiny_reproduction
     written = draw_all(out / "results", tmp_path, formats=("png", "pdf"))
-    expected = {f"{name}.{fmt}" for name in FIGURE_SCRIPTS for fmt in ("png", "pdf")}
+    paper = [n for n in FIGURE_SCRIPTS if n != "frontier"]  # frontier: its own sweep, below
+    expected = {f"{name}.{fmt}" for name in paper for fmt in ("png", "pdf")}
     assert {p.name for p in written} == expected
     for p in written:
         assert p.stat().st_size > 1000
@@ -149,3 +153,25 @@ def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
     assert dict(matplotlib.rcParams) == rc
     pdf = next(tmp_path.glob("*.pdf")).read_bytes()
     assert b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType (Type 42), not Type 3
+
+
+def test_frontier_sweep_table_and_figure(tmp_path):
+    from fastsim.sweep.aggregate import read_summary
+    from fastsim.sweep.frontier import frontier_table
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.store import SweepStore
+    from fastsim.sweep.aggregate import aggregate
+    from fastsim.resources import sweep_file
+
+    g = load_sweep(sweep_file("frontier"), clusters=2, chunk=2, seed=0,
+                   base_overrides={"n_jobs": 30})
+    store = SweepStore.open(tmp_path / "frontier", g)
+    run_sweep(g, store, progress=False)
+    aggregate(store)
+    table = frontier_table(read_summary(tmp_path / "frontier"))
+    assert table.height == 5 * 5 * 5
+    assert table["pareto"].any()
+    assert (table["detection_distance"] >= table["recall_distance"]).all()
+    written = draw_all(tmp_path, tmp_path / "figs", formats=("png",))
+    assert [p.name for p in written] == ["frontier.png"]

@@ -162,6 +162,9 @@ def test_evalstop(backend):
                  "wasted_gpu_h": [32, 0, 0]})
     assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (1, 1, 0, 0)
     assert (m["delay_sum"], m["delay_count"], m["n_stopped"]) == (2, 1, 2)  # 4 - 2
+    # J2's trigger is at its last evaluation (its completion): a positive that frees nothing
+    assert (m["tp_freed"], m["pos_at_completion"]) == (1, 1)
+    check_metrics(m, {"stop_recall": 1.0, "hacking_gpu_h": 8 * 8})
     check_metrics(m, {"precision": 0.5, "recall": 1.0, "fpr": 1.0, "wasted_gpu_h": 32.0,
                       "gpu_h_total": 8 * 8 + 4 * 2 + 4 * 4, "wasted_share": 32 / 88,
                       "gold_hacking": 0.75, "gold_healthy_rlhf": 0.5, "gold_all": 1.75 / 3,
@@ -176,7 +179,8 @@ def test_evalstop_baseline(backend):
                  "wasted_gpu_h": [48, 0, 0], "regret": [0.375, 0, 0]})
     assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (0, 0, 1, 1)
     check_metrics(m, {"precision": math.nan, "recall": 0.0, "fpr": 0.0, "wasted_gpu_h": 48.0,
-                      "delay_sum": 0, "delay_count": 0, "n_stopped": 0})
+                      "delay_sum": 0, "delay_count": 0, "n_stopped": 0, "tp_freed": 0,
+                      "pos_at_completion": 0, "stop_recall": 0.0, "hacking_gpu_h": 80.0})
 
 
 # --------------------------------------------------------------------------- 3. tiresias

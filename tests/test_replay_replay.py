@@ -94,9 +94,12 @@ def test_summary_detection_counts_against_truth():
     assert (s["tp"], s["fp"], s["fn"], s["tn"]) == (1, 1, 1, 0)
     assert s["precision"] == 0.5 and s["recall"] == 0.5 and s["fpr"] == 1.0
     assert s["delay_steps"] == 2.0  # h1 triggers at step 4, peak at step 2
+    # both triggers fire at the last evaluation: detections that free nothing
+    assert s["stop_recall"] == 0.0 and s["completion_share"] == 1.0
     o = summarize_replay(res).row(1, named=True)
     assert (o["tp"], o["fp"], o["fn"], o["tn"]) == (2, 0, 0, 1)
     assert o["regret_truth_gold"] == 0.0
+    assert o["stop_recall"] == 1.0 and o["completion_share"] == 0.0
 
 
 def test_cli_replay_prints_and_writes(tmp_path, capsys):

@@ -132,6 +132,9 @@ def _print_summary(summ: pl.DataFrame) -> None:
         if truth:
             print(f"{'':<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
                   f"FPR {_ci(r, 'fpr')}  (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']})")
+            print(f"{'':<28} stop recall (stopped before the last evaluation) "
+                  f"{_ci(r, 'stop_recall')}  triggers at the last evaluation "
+                  f"{_ci(r, 'completion_share')}")
 
 
 def _cmd_replay(args) -> int:

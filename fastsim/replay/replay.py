@@ -229,7 +229,9 @@ def _put(out: dict, name: str, e: Estimate) -> None:
 
 def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
-    log carries hidden truth, precision / recall / FPR with job-bootstrap intervals.
+    log carries hidden truth, precision / recall / FPR / stop recall (stopped before the
+    run's last evaluation) / share of triggers at the last evaluation, with job-bootstrap
+    intervals.
 
     Positive = the policy stopped (or demoted) the job; truth = ``truth_hacking``.
     Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
@@ -269,6 +271,11 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
             _put(out, "precision", proportion_ci(tp, det))
             _put(out, "recall", proportion_ci(tp, hack))
             _put(out, "fpr", proportion_ci(fp, 1 - hack))
+            # a trigger at the last logged evaluation is the run's end: it frees nothing
+            at_end = det * (g["trigger_step"] == g["final_step"]).fill_null(False).to_numpy()
+            freed = g["stopped"].to_numpy() & (g["steps_saved"].to_numpy() > 0)
+            _put(out, "stop_recall", proportion_ci(tp * freed, hack))
+            _put(out, "completion_share", proportion_ci(at_end, det))
             _put(out, "regret_truth_gold", mean_ci(g["regret_truth_gold"].to_numpy()))
             tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
             delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()

@@ -7,6 +7,8 @@
 * ``aggregate``: per-cell estimates with 95% intervals (through ``fastsim.summary``).
 * ``extracts``: small per-job extracts for figures (JCT histograms, trajectories).
 * ``reproduce``: the paper's sweeps, figures and ``REPRODUCTION.md`` in one command.
+* ``scoring``: the pre-registered tolerances and verdicts of the paper rows.
+* ``frontier``: how close the model family comes to the detection and system rows together.
 
 The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``.
 """

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 FIGURE_SCRIPTS = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
-                  "jct_cdf", "trajectories")
+                  "jct_cdf", "trajectories", "frontier")
 
 
 def find_sources(results: Path) -> dict[str, Path]:

@@ -3,8 +3,8 @@
 ``reproduce`` runs every sweep of ``PAPER_SWEEPS`` (the shipped ``sweeps/*.toml``) at one size
 into ``OUT/<sweep name>/`` (resumable like ``fastsim sweep``), writes the example
 trajectories into ``OUT/extracts/``, draws the figures and writes a report comparing
-each number of MODEL.md section 9 with ours (95% CI, n), saying whether the paper's
-value lies inside our interval, within the stated tolerance, or neither.
+each number of MODEL.md section 9 with ours (95% CI, n) under the pre-registered
+tolerances of ``fastsim.sweep.scoring``: match, miss, not comparable, or fitted.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,54 +27,43 @@ from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, run_sweep
+from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
+                                   registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
 FULL_CLUSTERS = 2000
 QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
-# Absolute tolerance (percentage points) when the paper's value is outside our CI: the
-# paper reports no interval or cluster count, so its own sampling error is unknown.
-TOLERANCE = 0.03
 
 
-@dataclass(frozen=True)
-class Target:
-    """One number of MODEL.md section 9 and where our estimate of it lives."""
-
-    result: str
-    paper: float           # a fraction (0.094 = 9.4%)
-    sweep: str
-    metric: str
-    where: dict[str, Any]  # column filters on summary.parquet
-    bound: str = "="       # "=" (value), ">=" (paper gives a lower bound)
-    negate: bool = False   # report a gain (-change)
-    paper_text: str = ""
 
 
 EVALSTOP = {"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2}
-TARGETS = (
-    Target("EvalStop + SRTF-Est vs SRTF-Est: mean JCT change", -0.094, "headline",
-           "jct_mean_h_change", EVALSTOP),
-    Target("same: wasted compute change", -0.218, "headline", "wasted_gpu_h_change", EVALSTOP),
-    Target("EvalStop precision", 0.983, "headline", "precision", EVALSTOP),
-    Target("EvalStop recall", 0.993, "headline", "recall", EVALSTOP),
-    Target("EvalStop FPR", 0.015, "headline", "fpr", EVALSTOP),
-    Target("StopAt-0.65 precision", 0.571, "headline", "precision",
-           {"scheduler": "srtf_est", "policy_name": "stop_at"}),
-    Target("StopAt-0.65 FPR on healthy RLHF", 0.645, "headline", "fpr",
-           {"scheduler": "srtf_est", "policy_name": "stop_at"}),
-    Target("Loss-plateau precision", 0.570, "headline", "precision",
-           {"scheduler": "srtf_est", "policy_name": "loss_plateau"}),
-    Target("Loss-plateau recall", 0.383, "headline", "recall",
-           {"scheduler": "srtf_est", "policy_name": "loss_plateau"}),
-    Target("EvalStop precision, sigma = 0.01", 1.00, "noise", "precision",
-           {"policy_name": "evalstop", "sigma": 0.01}),
-    Target("EvalStop precision, sigma = 0.12", 0.81, "noise", "precision",
-           {"policy_name": "evalstop", "sigma": 0.12}),
-)
+STOP_AT = {"scheduler": "srtf_est", "policy_name": "stop_at"}
+PLATEAU = {"scheduler": "srtf_est", "policy_name": "loss_plateau"}
+# Where our estimate of each value row lives: (sweep, metric, column filters, negate).
+ESTIMATES = {
+    "jct": ("headline", "jct_mean_h_change", EVALSTOP),
+    "waste": ("headline", "wasted_gpu_h_change", EVALSTOP),
+    "precision": ("headline", "precision", EVALSTOP),
+    "recall": ("headline", "recall", EVALSTOP),
+    "fpr": ("headline", "fpr", EVALSTOP),
+    "stopat_precision": ("headline", "precision", STOP_AT),
+    "stopat_fpr": ("headline", "fpr", STOP_AT),
+    "plateau_precision": ("headline", "precision", PLATEAU),
+    "plateau_recall": ("headline", "recall", PLATEAU),
+    "noise_001": ("noise", "precision", {"policy_name": "evalstop", "sigma": 0.01}),
+    "noise_012": ("noise", "precision", {"policy_name": "evalstop", "sigma": 0.12}),
+}
 GAIN_SCHEDULERS = {"fifo": "FIFO", "sjf_est": "SJF-Est", "srtf_est": "SRTF-Est",
                    "loss_aware": "LossAware"}
-PAPER_GAIN_RANGE = (0.089, 0.252)
+# The paper's "wasted compute" is undefined: its -21.8% against each reading (MODEL.md s. 8).
+WASTE_READINGS = (
+    ("wasted_gpu_h_change", "GPU-hours of hacking jobs after their gold peak"),
+    ("hacking_gpu_h_change", "all GPU-hours of hacking jobs"),
+    ("gpu_h_total_change", "all GPU-hours"),
+)
+PAPER_WASTE = -0.218
 
 
 def _select(summary: pl.DataFrame, metric: str, where: dict[str, Any]) -> dict[str, Any]:
@@ -96,87 +84,83 @@ def _pct(x: float) -> str:
     return f"{100 * x:.3f}%" if near_edge else f"{100 * x:.1f}%"
 
 
-def _status(paper: float, mean: float, lo: float, hi: float, bound: str) -> str:
-    if bound == ">=":
-        if mean >= paper:
-            return "yes (bound holds)"
-        return (f"within ±{100 * TOLERANCE:.0f} pp" if mean >= paper - TOLERANCE
-                else f"**no** ({100 * (mean - paper):+.1f} pp)")
-    if lo <= paper <= hi:
-        return "inside CI"
-    if abs(mean - paper) <= TOLERANCE:
-        return f"within ±{100 * TOLERANCE:.0f} pp"
-    return f"**no** ({100 * (mean - paper):+.1f} pp)"
+def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "") -> dict[str, Any]:
+    v = verdict(paper_row, ours, lo, hi)
+    return {"key": paper_row.key, "result": paper_row.result, "paper": paper_row.paper_text,
+            "ours": ours, "lo": lo, "hi": hi, "n": n, "tolerance": tolerance_text(paper_row),
+            "verdict": v.verdict, "detail": v.detail, "fitted_by": paper_row.fitted_by,
+            "note": note}
 
 
 def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    """Every MODEL.md section 9 number: paper, ours (mean, lo, hi, n), status."""
+    """Every row of ``scoring.PAPER_ROWS``: paper, ours (mean, lo, hi, n), tolerance,
+    verdict, and the parameter fitted to it (if any)."""
     rows = []
-
-    def add(result, paper_text, paper, r, bound="=", negate=False, note=""):
-        m, lo, hi = r["mean"], r["lo"], r["hi"]
-        if negate:
-            m, lo, hi = -m, -hi, -lo
-        rows.append({"result": result, "paper": paper_text, "paper_value": paper, "ours": m,
-                     "lo": lo, "hi": hi, "n": r["n"], "status": _status(paper, m, lo, hi, bound),
-                     "note": note})
-
-    for t in TARGETS:
-        add(t.result, t.paper_text or _pct(t.paper), t.paper,
-            _select(summaries[t.sweep], t.metric, t.where))
-    comp = summaries["composability"]
-    gains = []
-    for sched, name in GAIN_SCHEDULERS.items():
-        r = _select(comp, "jct_mean_h_change", {"scheduler": sched, "policy_name": "evalstop"})
-        gains.append((name, -r["mean"]))
-        lo_p, hi_p = PAPER_GAIN_RANGE
-        m, lo, hi = -r["mean"], -r["hi"], -r["lo"]
-        inside = hi >= lo_p - TOLERANCE and lo <= hi_p + TOLERANCE
-        rows.append({"result": f"EvalStop JCT gain over {name}", "paper": "8.9% to 25.2%",
-                     "paper_value": None, "ours": m, "lo": lo, "hi": hi, "n": r["n"],
-                     "status": "inside paper range" if inside else "**no** (outside range)",
-                     "note": ""})
-    lo_g, hi_g = min(g for _, g in gains), max(g for _, g in gains)
-    ok = abs(lo_g - PAPER_GAIN_RANGE[0]) <= TOLERANCE and abs(hi_g - PAPER_GAIN_RANGE[1]) <= TOLERANCE
-    rows.append({"result": "range of those four gains", "paper": "8.9% to 25.2%", "paper_value": None,
-                 "ours": None, "lo": lo_g, "hi": hi_g, "n": None,
-                 "status": f"within ±{100 * TOLERANCE:.0f} pp at both ends" if ok else
-                 f"**no** (ends {100 * (lo_g - PAPER_GAIN_RANGE[0]):+.1f} / "
-                 f"{100 * (hi_g - PAPER_GAIN_RANGE[1]):+.1f} pp)", "note": ""})
+    for key, (sweep, metric, where) in ESTIMATES.items():
+        r = _select(summaries[sweep], metric, where)
+        rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"]))
     noise = summaries["noise"].filter((pl.col("metric") == "precision")
                                       & (pl.col("policy_name") == "evalstop"))
     low = noise.filter(pl.col("sigma") <= 0.05 + 1e-9).sort("mean").row(0, named=True)
-    add("EvalStop precision, min over sigma <= 0.05", ">= 91%", 0.91, low, bound=">=",
-        note=f"at sigma = {low['sigma']:g}")
+    rows.append(_row(ROWS_BY_KEY["noise_bound"], low["mean"], low["lo"], low["hi"], low["n"],
+                     note=f"at sigma = {low['sigma']:g}"))
     br = summaries["base_rate"].filter((pl.col("metric") == "precision")
                                        & (pl.col("policy_name") == "evalstop"))
     worst = br.sort("mean").row(0, named=True)
-    add("EvalStop precision, min over base rate 0.2-0.8", ">= 89%", 0.89, worst, bound=">=",
-        note=f"at base rate = {worst['base_rate']:g}")
+    rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
+                     worst["n"], note=f"at base rate = {worst['base_rate']:g}"))
+    gains = []
+    for sched in GAIN_SCHEDULERS:
+        r = _select(summaries["composability"], "jct_mean_h_change",
+                    {"scheduler": sched, "policy_name": "evalstop"})
+        gains.append(-r["mean"])
+        rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"]))
+    rows.append(_row(ROWS_BY_KEY["gain_range"], (min(gains), max(gains)), None, None, None))
     best_k, f1s = k_balance(summaries["k_sweep"])
-    rows.append({"result": "k sweep: k balancing early detection and false positives",
-                 "paper": "k = 2", "paper_value": None, "ours": None, "lo": None, "hi": None,
-                 "n": None, "status": "yes" if best_k == 2 else f"**no** (k = {best_k})",
-                 "note": "k maximising pooled F1 = 2PR/(P+R): "
-                         + ", ".join(f"k={k}: {100 * f:.1f}%" for k, f in f1s)})
-    return rows
+    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, None,
+                     note="F1(precision, stop recall): " + ", ".join(
+                         f"k={k}: {100 * f:.1f}%" for k, f in f1s)))
+    order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
+    return sorted(rows, key=lambda r: order[r["key"]])
 
 
 def k_balance(summary: pl.DataFrame) -> tuple[int, list[tuple[int, float]]]:
-    """The k maximising F1 of pooled precision and recall, and every k's F1."""
+    """The k maximising F1 of pooled precision and stop recall (a trigger at completion
+    detects nothing early), and every k's F1."""
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     f1s = []
     for k in sorted(ev["k"].unique().to_list()):
         p = _select(ev, "precision", {"k": k})["mean"]
-        r = _select(ev, "recall", {"k": k})["mean"]
-        f1s.append((int(k), 2 * p * r / (p + r) if p + r > 0 else 0.0))
+        r = _select(ev, "stop_recall", {"k": k})["mean"]
+        ok = p == p and r == r and p + r > 0
+        f1s.append((int(k), 2 * p * r / (p + r) if ok else 0.0))
     return max(f1s, key=lambda t: t[1])[0], f1s
 
 
+def detection_split(summary: pl.DataFrame) -> list[dict[str, Any]]:
+    """Headline EvalStop's recall, stop recall and share of triggers at completion."""
+    names = (("recall", "recall (any trigger)"),
+             ("stop_recall", "stop recall (stopped before completion, GPUs freed)"),
+             ("completion_share", "share of triggers at completion (frees nothing)"))
+    return [{"metric": label, **{k: _select(summary, m, EVALSTOP)[k]
+                                 for k in ("mean", "lo", "hi", "n")}} for m, label in names]
+
+
+def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
+    """The paper's -21.8% against each waste reading, and which reading is closest."""
+    out = []
+    for metric, label in WASTE_READINGS:
+        r = _select(summary, metric, EVALSTOP)
+        out.append({"metric": label, "mean": r["mean"], "lo": r["lo"], "hi": r["hi"],
+                    "n": r["n"], "gap": r["mean"] - PAPER_WASTE})
+    return out, min(out, key=lambda r: abs(r["gap"]))["metric"]
+
+
 def k_table(summary: pl.DataFrame) -> str:
-    metrics = [("precision", "precision"), ("recall", "recall"), ("fpr", "FPR"),
-               ("detection_delay_evals", "delay (evals)"), ("jct_mean_h_change", "mean JCT"),
-               ("wasted_gpu_h_change", "wasted compute")]
+    metrics = [("precision", "precision"), ("recall", "recall"),
+               ("stop_recall", "stop recall"), ("completion_share", "at completion"),
+               ("fpr", "FPR"), ("detection_delay_evals", "delay (evals)"),
+               ("jct_mean_h_change", "mean JCT"), ("wasted_gpu_h_change", "wasted compute")]
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     lines = ["| k | " + " | ".join(n for _, n in metrics) + " |",
              "|---|" + "---|" * len(metrics)]
@@ -193,37 +177,53 @@ def k_table(summary: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _ours_text(r: dict[str, Any]) -> tuple[str, str]:
+    """(ours, 95% CI) as printed."""
+    if isinstance(r["ours"], tuple):
+        return f"{_pct(r['ours'][0])} to {_pct(r['ours'][1])}", "(point estimates)"
+    if isinstance(r["ours"], int):
+        return f"k = {r['ours']}", ""
+    ci = "" if r["lo"] is None else f"[{_pct(r['lo'])}, {_pct(r['hi'])}]"
+    return _pct(r["ours"]), ci
+
+
+def _verdict_text(r: dict[str, Any], bold: bool) -> str:
+    v = f"**{r['verdict']}**" if bold and r["verdict"] == "miss" else r["verdict"]
+    parts = [p for p in (r["detail"], r["note"]) if p]
+    return v + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| result | paper | ours | 95% CI | n | paper value vs ours |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| result | paper | ours | 95% CI | n | tolerance | verdict | fitted to it |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ours = "" if r["ours"] is None else _pct(r["ours"])
-        ci = "" if r["lo"] is None else f"[{_pct(r['lo'])}, {_pct(r['hi'])}]"
-        if r["ours"] is None and r["lo"] is not None:
-            ours, ci = f"{_pct(r['lo'])} to {_pct(r['hi'])}", "(point estimates)"
+        ours, ci = _ours_text(r)
         n = "" if r["n"] is None else str(r["n"])
-        status = r["status"] + (f"; {r['note']}" if r["note"] else "")
-        lines.append(f"| {r['result']} | {r['paper']} | {ours} | {ci} | {n} | {status} |")
+        lines.append(f"| {r['result']} | {r['paper']} | {ours} | {ci} | {n} | {r['tolerance']} "
+                     f"| {_verdict_text(r, True)} | {r['fitted_by'] or 'no'} |")
     return "\n".join(lines)
 
 
 def text_table(rows: list[dict[str, Any]]) -> str:
     """The comparison with the paper as a plain-text table for the terminal."""
-    head = f"{'result':58s} {'paper':>14s} {'ours [95% CI]':>30s} {'n':>6s}  verdict"
+    head = (f"{'result':52s} {'paper':>13s} {'ours [95% CI]':>30s} {'n':>5s} "
+            f"{'tolerance':>21s}  {'fitted':6s}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
-        if r["ours"] is None and r["lo"] is not None:
-            ours = f"{_pct(r['lo'])} to {_pct(r['hi'])}"
-        elif r["ours"] is None:
-            ours = ""
-        elif r["lo"] is None:
-            ours = _pct(r["ours"])
-        else:
-            ours = f"{_pct(r['ours'])} [{_pct(r['lo'])}, {_pct(r['hi'])}]"
+        ours, ci = _ours_text(r)
+        if ci and not ci.startswith("("):
+            ours = f"{ours} {ci}"
         n = "" if r["n"] is None else str(r["n"])
-        verdict = r["status"].replace("**", "") + (f"; {r['note']}" if r["note"] else "")
-        lines.append(f"{r['result'][:58]:58s} {r['paper']:>14s} {ours:>30s} {n:>6s}  {verdict}")
+        fitted = "yes" if r["fitted_by"] else "no"
+        lines.append(f"{r['result'][:52]:52s} {r['paper']:>13s} {ours:>30s} {n:>5s} "
+                     f"{r['tolerance']:>21s}  {fitted:6s}  {_verdict_text(r, False)}")
     return "\n".join(lines)
+
+
+def headline_count(rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """(matched held-out rows, held-out rows)."""
+    held = [r for r in rows if not r["fitted_by"]]
+    return sum(r["verdict"] == MATCH for r in held), len(held)
 
 
 def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None = None) -> None:
@@ -300,6 +300,16 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     return info
 
 
+def _estimate_table(rows: list[dict[str, Any]], extra: str = "") -> str:
+    head = "| reading | ours | 95% CI | n |" + (f" {extra} |" if extra else "")
+    lines = [head, "|---|---|---|---|" + ("---|" if extra else "")]
+    for r in rows:
+        gap = f" {100 * r['gap']:+.1f} pp |" if extra else ""
+        lines.append(f"| {r['metric']} | {_pct(r['mean'])} | [{_pct(r['lo'])}, {_pct(r['hi'])}] "
+                     f"| {r['n']} |{gap}")
+    return "\n".join(lines)
+
+
 def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, out: Path,
                   figures_dir: Path | None) -> str:
     rows = info["rows"]
@@ -308,13 +318,17 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
             figures_dir = Path(figures_dir).resolve().relative_to(Path.cwd())
         except ValueError:
             pass
-    n_ok = sum(1 for r in rows if not r["status"].startswith("**no"))
+    matched, held = headline_count(rows)
+    n_fitted = sum(1 for r in rows if r["fitted_by"])
     threads = os.environ.get("NUMBA_NUM_THREADS", str(os.cpu_count()))
     resumed = (f" ({info['chunks_skipped']} chunks were already done and skipped, so this is "
                "not the time of a full run)" if info["chunks_skipped"] else "")
     per = ", ".join(f"{k} {v:.0f} s" for k, v in info["timings"].items())
     fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only "
                 f"by `fastsim figures {out}`." if figures_dir else "Figures: not drawn.")
+    split = detection_split(summaries["headline"])
+    waste, closest = waste_readings(summaries["headline"])
+    factor = PAPER_WASTE / waste[-1]["mean"] if waste[-1]["mean"] else float("nan")
     return f"""# Reproducing the EvalStop paper (MODEL.md section 9)
 
 Made by
@@ -329,14 +343,50 @@ Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), figure
 {info['seconds_figures']:.0f} s{resumed}, from one run (wall-clock times vary with whatever
 else the machine is doing).
 
+**{matched} of {held} held-out rows match** the paper under the pre-registered tolerances
+below; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
+
 Ours: the estimate over clusters with its 95% interval (paired per-cluster relative changes:
-Student-t; precision, recall and FPR pooled over clusters: cluster bootstrap widened to the exact binomial interval), n = clusters
-(pairs). "Inside CI": the paper's value is in our interval; "within ±{100 * TOLERANCE:.0f} pp": it is
-not, but it is within {100 * TOLERANCE:.0f} percentage points of our estimate (the paper gives no
-interval or sample size, so its own sampling error is unknown); "**no**": neither.
-Bounds ("≥ 91%") are checked on our point estimate. {n_ok} of {len(rows)} rows pass.
+Student-t; precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap
+widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
+declared in `fastsim/sweep/scoring.py` before any parameter was fitted: `match` (our point
+estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
+two ends both match), `miss`, `not comparable` (no estimate, or our interval wider than the
+tolerance), `fitted` (a parameter of `docs/calibration.md` was fitted to this row).
 
 {markdown_table(rows)}
+
+## The pre-registered scoring
+
+{registration_table()}
+
+Why 1 pp for a rate: the paper's own detection numbers agree with each other only to about
+that (at 60% hacking, recall 99.3% and FPR 1.5% imply precision 99.0%, not 98.3%). Why a
+relative band for FPR: an absolute 1 pp would let 0.0% match 1.5%. Why 15% for JCT and
+waste: a ratio of means from one trace of unstated load and run-time spread; 15% keeps the
+leading digit (-9.4% matches -8.0% to -10.8%).
+
+## Detection split: what a trigger buys (EvalStop + SRTF-Est, headline cell)
+
+A trigger at the last evaluation is the job's completion: it counts for recall (MODEL.md
+section 7) but frees no GPU-time. Stop recall counts only stops before completion.
+
+{_estimate_table(split)}
+
+## Wasted compute: three readings of the paper's -21.8%
+
+The paper does not define "wasted compute" (MODEL.md section 8). EvalStop's paired change
+against SRTF-Est alone under each reading, and its gap to -21.8%:
+
+{_estimate_table(waste, "gap to -21.8%")}
+
+Closest reading: **{closest}**. The scored row uses MODEL.md's definition (compute after
+the gold peak), and `n_evals` and `ustar_hacking` are fitted to it, so its closeness here
+is by construction, not evidence for that reading. What does argue for it: a stop can only
+save compute after the peak (it fires at least k evaluations later), so the two wider
+readings dilute the same saving by compute no stop policy can touch (before the peak, and
+the healthy jobs); a -21.8% cut of all GPU-hours would need EvalStop to save
+{factor:.1f} times the compute it saves here.
 
 ## k sweep (EvalStop + SRTF-Est, rlhf_heavy)
 
@@ -344,9 +394,9 @@ Bounds ("≥ 91%") are checked on our point estimate. {n_ok} of {len(rows)} rows
 
 ## Where we differ and why
 
-See `docs/calibration.md` for the calibration of the defaults, the sensitivity sweeps
-(`sweeps/calibration_*.toml`) and which paper numbers the model cannot reach with honest,
-model-level choices.
+See `docs/calibration.md` for every fitted parameter and its evidence, the held-out rows,
+and the fidelity frontier (`sweeps/frontier.toml`, `docs/figures/frontier.png`): how far
+the detection rows and the system rows can be matched together in this model family.
 
 {fig_line} Per-cell tables: `{out}/<sweep>/summary.txt`.
 """

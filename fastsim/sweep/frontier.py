@@ -1,0 +1,85 @@
+"""The fidelity frontier: how close the model family comes to the paper's detection rows
+and system rows *together* (``sweeps/frontier.toml``, docs/calibration.md).
+
+Each point of the family (``n_evals`` x hacking ``u*`` x ``sigma``, EvalStop k = 2 over
+SRTF-Est) gets, for each of five paper rows, its miss in units of that row's
+pre-registered tolerance (``fastsim.sweep.scoring``): ``|ours - paper| / tolerance``, so
+``<= 1`` is a match.  The detection distance is the largest of precision, recall and FPR;
+the system distance the larger of mean JCT and wasted compute.  A point matches all five
+rows together only if both distances are ``<= 1``.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from fastsim.sweep.scoring import ROWS_BY_KEY
+
+DETECTION = {"precision": "precision", "recall": "recall", "fpr": "fpr"}
+SYSTEM = {"jct": "jct_mean_h_change", "waste": "wasted_gpu_h_change"}
+AXES = ("n_evals", "ustar_hacking", "sigma")
+
+
+def frontier_table(summary: pl.DataFrame) -> pl.DataFrame:
+    """One row per family point: the five estimates, their distances (in tolerances),
+    ``detection_distance``, ``system_distance``, ``rows_matched`` (of 5) and ``pareto``
+    (no other point is at least as close on both distances and closer on one)."""
+    ev = summary.filter(pl.col("policy_name") == "evalstop")
+    rows = []
+    for key_vals, g in ev.group_by([a for a in AXES if a in ev.columns], maintain_order=True):
+        point = dict(zip([a for a in AXES if a in ev.columns], key_vals))
+        row = {a: point.get(a) for a in AXES}  # u* reads "lo/hi", as in cells.parquet
+        for key, metric in {**DETECTION, **SYSTEM}.items():
+            m = g.filter(pl.col("metric") == metric)
+            value = m["mean"][0] if m.height else float("nan")
+            paper = ROWS_BY_KEY[key]
+            row[key] = value
+            row[f"{key}_distance"] = abs(value - paper.paper) / paper.tol.width(paper.paper)
+        row["detection_distance"] = max(row[f"{k}_distance"] for k in DETECTION)
+        row["system_distance"] = max(row[f"{k}_distance"] for k in SYSTEM)
+        row["rows_matched"] = sum(row[f"{k}_distance"] <= 1.0 for k in {**DETECTION, **SYSTEM})
+        rows.append(row)
+    df = pl.DataFrame(rows)
+    d, s = df["detection_distance"].to_list(), df["system_distance"].to_list()
+    pareto = [not any((d[j] <= d[i] and s[j] <= s[i]) and (d[j] < d[i] or s[j] < s[i])
+                      for j in range(len(d))) for i in range(len(d))]
+    return df.with_columns(pl.Series("pareto", pareto))
+
+
+CALIBRATION_ROWS = ("jct", "waste", "precision")
+
+
+def best_calibration(table: pl.DataFrame) -> dict:
+    """The family point whose largest miss on the calibration rows (in tolerances) is
+    smallest; ties broken by the sum of those misses."""
+    d = [f"{k}_distance" for k in CALIBRATION_ROWS]
+    scored = table.with_columns(pl.max_horizontal(d).alias("calibration_distance"),
+                                pl.sum_horizontal(d).alias("_sum"))
+    return scored.sort("calibration_distance", "_sum").row(0, named=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fastsim.sweep.frontier DIR [--calibration]``: the frontier table of an
+    aggregated sweep, or its best calibration point."""
+    import argparse
+
+    from fastsim.sweep.aggregate import read_summary
+
+    p = argparse.ArgumentParser(prog="python -m fastsim.sweep.frontier")
+    p.add_argument("dir", help="an aggregated sweep directory (frontier or calibration_fit)")
+    p.add_argument("--calibration", action="store_true",
+                   help="print the point that best matches the calibration rows")
+    args = p.parse_args(argv)
+    table = frontier_table(read_summary(args.dir))
+    cols = ["n_evals", "ustar_hacking", "sigma", *DETECTION, *SYSTEM, "detection_distance",
+            "system_distance", "rows_matched", "pareto"]
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=3):
+        if args.calibration:
+            best = best_calibration(table)
+            print({k: best[k] for k in cols + [f"{k}_distance" for k in CALIBRATION_ROWS]})
+        else:
+            print(table.select(cols).sort(cols[:3]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""Pre-registered scoring of the paper table (MODEL.md section 9).
+
+``PAPER_ROWS`` declares, for every number of the paper's table, how it is scored and why,
+and which parameter (if any) is fitted to it.  It was written before any parameter was
+fitted and is not to be tuned to our results: a change of tolerance is a change of the
+pre-registration and must say so in its commit.
+
+Verdicts (``verdict``):
+
+* ``match``: our point estimate is within the declared tolerance of the paper's value
+  (a bound: the bound holds; a paper range: our value lies inside it; a range of several
+  estimates: *both* ends match their tolerance; a category: equal).
+* ``miss``: it is not.
+* ``not comparable (why)``: we have no estimate, or our 95% interval is wider than the
+  tolerance band, so no verdict can be given at this sample size.
+* ``fitted``: a parameter was fitted to this row (``fitted_by``); it is shown, with its
+  deviation, but never counted as a match.
+
+The headline is the number of *held-out* rows (not fitted) that match.
+
+Why these tolerances.  The paper gives no intervals or sample sizes.  Its own detection
+numbers are mutually consistent only to about 1 pp: at 60% hacking, recall 99.3% and FPR
+1.5% imply precision 99.0% (it reports 98.3%), and precision 98.3% with recall 99.3% implies
+FPR 2.6% (it reports 1.5%).  So a rate matches within 1 pp.  A small rate (below 5%)
+matches within half its value (FPR 1.5% -> 0.75 pp): an absolute band would admit a rate
+several times smaller, e.g. 0.0%.  A system-level change (mean JCT, wasted compute) is a
+ratio of means from one trace whose load and run-time spread the paper does not state; it
+matches within 15% of its value, i.e. roughly its leading digit (-9.4% -> [-10.8%, -8.0%]).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+RATE_PP = 0.01        # detection rates: what the paper's P/R/FPR consistency allows
+SMALL_RATE = 0.05     # below this a rate is scored relatively
+SMALL_REL = 0.5       # ... within half its value
+SYSTEM_REL = 0.15     # system-level relative changes: within 15% of the value
+
+MATCH, MISS, FITTED, NOT_COMPARABLE = "match", "miss", "fitted", "not comparable"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A band around the paper's value: ``abs`` (a fraction, 0.01 = 1 pp) or ``rel``."""
+
+    abs: float | None = None
+    rel: float | None = None
+
+    def width(self, paper: float) -> float:
+        if self.abs is not None:
+            return self.abs
+        return abs(paper) * self.rel
+
+    def text(self, paper: float) -> str:
+        if self.abs is not None:
+            return f"±{100 * self.abs:.2g} pp"
+        return f"±{100 * self.rel:.0f}% rel. (±{100 * self.width(paper):.2g} pp)"
+
+
+def rate_tolerance(paper: float) -> Tolerance:
+    """1 pp, or half the value for a rate below 5%."""
+    if paper < SMALL_RATE:
+        return Tolerance(rel=SMALL_REL)
+    return Tolerance(abs=RATE_PP)
+
+
+SYSTEM = Tolerance(rel=SYSTEM_REL)
+WHY_RATE = "rate: the paper's P/R/FPR agree with each other to ~1 pp"
+WHY_SMALL = "small rate: within half its value (an absolute band would admit 0%)"
+WHY_SYSTEM = "system-level change from one unstated trace: within 15% of the value"
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """One number of MODEL.md section 9 and how it is scored.
+
+    ``kind``: ``value`` (``paper`` +- ``tol``), ``bound`` (ours >= ``paper``), ``within``
+    (ours inside the paper's range ``paper`` = (lo, hi)), ``ends`` (our range's ends match
+    the paper's range ends, each within ``tol``), ``category`` (ours == ``paper``).
+    ``fitted_by`` names the parameter(s) fitted to this row, or is empty (held out).
+    """
+
+    key: str
+    result: str
+    paper_text: str
+    kind: str
+    paper: Any
+    tol: Tolerance | None
+    reason: str
+    fitted_by: str = ""
+
+
+def _rate(key, result, paper, fitted_by=""):
+    tol = rate_tolerance(paper)
+    why = WHY_SMALL if tol.rel is not None else WHY_RATE
+    return PaperRow(key, result, _pct_text(paper), "value", paper, tol, why, fitted_by)
+
+
+def _pct_text(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+GAIN_RANGE = (0.089, 0.252)
+WHY_WITHIN = "one scheduler's gain: inside the paper's range across schedulers"
+# The pre-registration.  ``fitted_by`` is set where docs/calibration.md fits a parameter.
+PAPER_ROWS = (
+    PaperRow("jct", "EvalStop + SRTF-Est vs SRTF-Est: mean JCT change", "-9.4%", "value",
+             -0.094, SYSTEM, WHY_SYSTEM, fitted_by="n_evals, ustar_hacking"),
+    PaperRow("waste", "same: wasted compute change (post-peak reading)", "-21.8%", "value",
+             -0.218, SYSTEM, WHY_SYSTEM, fitted_by="n_evals, ustar_hacking"),
+    _rate("precision", "EvalStop precision", 0.983, fitted_by="sigma"),
+    _rate("recall", "EvalStop recall (any trigger)", 0.993),
+    _rate("fpr", "EvalStop FPR", 0.015),
+    _rate("stopat_precision", "StopAt-0.65 precision", 0.571),
+    _rate("stopat_fpr", "StopAt-0.65 FPR on healthy RLHF", 0.645, fitted_by="est_sigma"),
+    _rate("plateau_precision", "Loss-plateau precision", 0.570),
+    _rate("plateau_recall", "Loss-plateau recall", 0.383),
+    _rate("noise_001", "EvalStop precision, sigma = 0.01", 1.00),
+    _rate("noise_012", "EvalStop precision, sigma = 0.12", 0.81),
+    PaperRow("noise_bound", "EvalStop precision, min over sigma <= 0.05", ">= 91%", "bound",
+             0.91, None, "a bound: holds or not"),
+    PaperRow("base_rate_bound", "EvalStop precision, min over base rate 0.2-0.8", ">= 89%",
+             "bound", 0.89, None, "a bound: holds or not"),
+    *(PaperRow(f"gain_{s}", f"EvalStop JCT gain over {name}", "8.9% to 25.2%", "within",
+               GAIN_RANGE, None, WHY_WITHIN)
+      for s, name in (("fifo", "FIFO"), ("sjf_est", "SJF-Est"))),
+    # The same quantity as the mean-JCT row (same cell, negated): fitted with it.
+    PaperRow("gain_srtf_est", "EvalStop JCT gain over SRTF-Est", "8.9% to 25.2%", "within",
+             GAIN_RANGE, None, WHY_WITHIN, fitted_by="n_evals, ustar_hacking"),
+    PaperRow("gain_loss_aware", "EvalStop JCT gain over LossAware", "8.9% to 25.2%", "within",
+             GAIN_RANGE, None, WHY_WITHIN),
+    PaperRow("gain_range", "range of those four gains", "8.9% to 25.2%", "ends", GAIN_RANGE,
+             SYSTEM, "a range: both ends, each " + WHY_SYSTEM.split(": ")[1]),
+    PaperRow("k_balance", "k sweep: k balancing early detection and false positives", "k = 2",
+             "category", 2, None, "the k maximising F1 of precision and stop recall (a "
+             "trigger at completion is not an early detection)"),
+)
+ROWS_BY_KEY = {r.key: r for r in PAPER_ROWS}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str   # MATCH, MISS, FITTED or NOT_COMPARABLE
+    detail: str    # the deviation, or why not comparable
+
+    @property
+    def text(self) -> str:
+        return f"{self.verdict} ({self.detail})" if self.detail else self.verdict
+
+
+def _finite(*xs) -> bool:
+    return all(x is not None and isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+
+
+def tolerance_text(row: PaperRow) -> str:
+    if row.kind == "value":
+        return row.tol.text(row.paper)
+    if row.kind == "ends":
+        return f"±{100 * row.tol.rel:.0f}% rel. each end"
+    return {"bound": "bound holds", "within": "inside range", "category": "equal"}[row.kind]
+
+
+def _raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
+    if row.kind == "category":
+        if ours is None:
+            return Verdict(NOT_COMPARABLE, "no estimate")
+        return Verdict(MATCH, "") if ours == row.paper else Verdict(MISS, f"ours {ours}")
+    if row.kind == "ends":
+        (m_lo, m_hi), (p_lo, p_hi) = ours, row.paper
+        if not _finite(m_lo, m_hi):
+            return Verdict(NOT_COMPARABLE, "no estimate")
+        d_lo, d_hi = m_lo - p_lo, m_hi - p_hi
+        ok = abs(d_lo) <= row.tol.width(p_lo) and abs(d_hi) <= row.tol.width(p_hi)
+        return Verdict(MATCH if ok else MISS, f"ends {100 * d_lo:+.1f} / {100 * d_hi:+.1f} pp")
+    if not _finite(ours):
+        return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
+    if row.kind == "bound":
+        d = ours - row.paper
+        return Verdict(MATCH if d >= 0 else MISS, f"{100 * d:+.1f} pp from the bound")
+    if row.kind == "within":
+        a, b = row.paper
+        if a <= ours <= b:
+            return Verdict(MATCH, "")
+        return Verdict(MISS, f"{100 * (ours - (a if ours < a else b)):+.1f} pp outside")
+    width = row.tol.width(row.paper)
+    d = ours - row.paper
+    if _finite(lo, hi) and (hi - lo) / 2 > width:
+        return Verdict(NOT_COMPARABLE, f"our 95% CI ±{100 * (hi - lo) / 2:.2g} pp is wider "
+                                       f"than the tolerance; run more clusters")
+    return Verdict(MATCH if abs(d) <= width else MISS, f"{100 * d:+.1f} pp")
+
+
+def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
+    """Score our estimate of ``row``: ``ours`` is a value (with its 95% interval ``lo``,
+    ``hi``), a pair ``(min, max)`` for an ``ends`` row, or a category.
+
+    Examples
+    --------
+    >>> verdict(ROWS_BY_KEY["fpr"], 0.0, 0.0, 0.0001).verdict
+    'miss'
+    >>> verdict(ROWS_BY_KEY["jct"], -0.122, -0.124, -0.120).text
+    'fitted (-2.8 pp)'
+    """
+    v = _raw_verdict(row, ours, lo, hi)
+    if row.fitted_by:
+        return Verdict(FITTED, v.detail)
+    return v
+
+
+def held_out_count(verdicts: list[tuple[PaperRow, Verdict]]) -> tuple[int, int]:
+    """(matched held-out rows, held-out rows)."""
+    held = [v for r, v in verdicts if not r.fitted_by]
+    return sum(v.verdict == MATCH for v in held), len(held)
+
+
+def registration_table() -> str:
+    """The pre-registration as a Markdown table (printed in REPRODUCTION.md)."""
+    lines = ["| result | paper | tolerance | why | fitted to it |", "|---|---|---|---|---|"]
+    for r in PAPER_ROWS:
+        lines.append(f"| {r.result} | {r.paper_text} | {tolerance_text(r)} | {r.reason} | "
+                     f"{r.fitted_by or 'no (held out)'} |")
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""The fidelity frontier (sweeps/frontier.toml): over the model family the paper table may
+calibrate (evaluation cadence, hacking peak position, noise), EvalStop's wasted-compute
+change against its recall, and each point's distance to the paper's detection rows and
+system rows in units of their pre-registered tolerances (<= 1: matched)."""
+import numpy as np
+from matplotlib.patches import Rectangle
+import polars as pl
+import seaborn as sns
+
+from fastsim.figures import _style as S
+from fastsim import defaults as D
+from fastsim.sweep.frontier import frontier_table
+from fastsim.sweep.scoring import ROWS_BY_KEY
+
+NEEDS = ("frontier",)
+FLOOR = 0.02  # distances below this are drawn at it (log axes)
+
+
+def _is_default(r) -> bool:
+    return (r["n_evals"] == D.N_EVALS and abs(r["sigma"] - D.SIGMA) < 1e-9
+            and r["ustar_hacking"] == f"{D.USTAR_HACKING[0]:g}/{D.USTAR_HACKING[1]:g}")
+
+
+@S.themed
+def draw(sources, out, formats):
+    df = frontier_table(S.summary(sources, "frontier"))
+    cadences = sorted(df["n_evals"].unique().to_list())
+    colors = dict(zip(cadences, sns.color_palette("viridis", len(cadences))))
+    fig, axes = S.subplots(1, 2, figsize=(12, 4.4))
+    ax = axes[0]
+    w, r = ROWS_BY_KEY["waste"], ROWS_BY_KEY["recall"]
+    ww, rw = w.tol.width(w.paper), r.tol.width(r.paper)
+    ax.add_patch(Rectangle((100 * (w.paper - ww), 100 * (r.paper - rw)), 200 * ww,
+                               200 * rw, color="0.85", zorder=0, label="paper ± tolerance"))
+    for n in cadences:
+        g = df.filter(pl.col("n_evals") == n)
+        ax.scatter(100 * g["waste"], 100 * g["recall"], s=18, color=colors[n], label=f"{n} evals")
+    ax.plot(100 * w.paper, 100 * r.paper, "k*", ms=10, label="paper")
+    ax.set_xlabel("wasted compute change, post-peak (%)")
+    ax.set_ylabel("EvalStop recall (%)")
+    ax.set_title("Waste cut vs recall over the model family")
+    S.legend_outside(ax, fontsize=7)
+    ax = axes[1]
+    x = np.maximum(df["system_distance"].to_numpy(), FLOOR)
+    y = np.maximum(df["detection_distance"].to_numpy(), FLOOR)
+    ax.add_patch(Rectangle((FLOOR / 2, FLOOR / 2), 1 - FLOOR / 2, 1 - FLOOR / 2,
+                               color="0.85", zorder=0, label="all five rows matched"))
+    for n in cadences:
+        m = (df["n_evals"] == n).to_numpy()
+        ax.scatter(x[m], y[m], s=18, color=colors[n], label=f"{n} evals")
+    front = np.flatnonzero(df["pareto"].to_numpy())
+    front = front[np.argsort(x[front])]
+    ax.step(x[front], y[front], where="post", color="k", lw=1, label="frontier")
+    for i, row in enumerate(df.iter_rows(named=True)):
+        if _is_default(row):
+            ax.plot(x[i], y[i], "r*", ms=12, label="defaults")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("system distance: max(JCT, waste) miss / tolerance")
+    ax.set_ylabel("detection distance: max(P, R, FPR) miss / tolerance")
+    ax.set_title(f"Best point matches {int(df['rows_matched'].max())} of 5 rows")
+    S.legend_outside(ax, fontsize=7)
+    S.footnote(fig, sources, "frontier")
+    fig.tight_layout()
+    return S.save(fig, out, "frontier", formats)
+
+
+if __name__ == "__main__":
+    S.main(draw, NEEDS)

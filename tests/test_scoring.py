@@ -1,0 +1,120 @@
+"""The pre-registered verdict logic (fastsim.sweep.scoring) on hand-made rows, including
+the cases a lenient scoring passed: FPR 0.0% against 1.5%, JCT -12.2% against -9.4%, a
+bound missed by 1 pp, a scheduler's gain just outside the paper's range, a range with one
+end off, and a fitted row."""
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from fastsim.sweep.reproduce import headline_count, k_balance
+from fastsim.sweep.scoring import (FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
+                                   ROWS_BY_KEY, SYSTEM, PaperRow, Tolerance, held_out_count,
+                                   rate_tolerance, registration_table, verdict)
+
+JCT = PaperRow("jct_h", "mean JCT change", "-9.4%", "value", -0.094, SYSTEM, "test")
+FPR = PaperRow("fpr_h", "FPR", "1.5%", "value", 0.015, rate_tolerance(0.015), "test")
+PREC = PaperRow("p_h", "precision", "98.3%", "value", 0.983, rate_tolerance(0.983), "test")
+BOUND = PaperRow("b_h", "precision bound", ">= 91%", "bound", 0.91, None, "test")
+WITHIN = PaperRow("w_h", "gain", "8.9% to 25.2%", "within", (0.089, 0.252), None, "test")
+ENDS = PaperRow("e_h", "range", "8.9% to 25.2%", "ends", (0.089, 0.252), SYSTEM, "test")
+CAT = PaperRow("k_h", "k", "k = 2", "category", 2, None, "test")
+FIT = PaperRow("f_h", "fitted one", "-9.4%", "value", -0.094, SYSTEM, "test", fitted_by="n_evals")
+
+
+def v(row, ours, lo=None, hi=None):
+    return verdict(row, ours, lo, hi).verdict
+
+
+def test_small_rate_is_relative_so_zero_misses():
+    assert rate_tolerance(0.015).width(0.015) == pytest.approx(0.0075)
+    assert v(FPR, 0.0, 0.0, 0.00002) == MISS
+    assert v(FPR, 0.007, 0.006, 0.008) == MISS
+    assert v(FPR, 0.009, 0.008, 0.010) == MATCH
+    assert v(FPR, 0.022, 0.021, 0.023) == MATCH
+    assert v(FPR, 0.023, 0.022, 0.024) == MISS
+
+
+def test_rate_within_one_point():
+    assert v(PREC, 1.0, 0.99999, 1.0) == MISS          # +1.7 pp
+    assert v(PREC, 0.975, 0.974, 0.976) == MATCH       # -0.8 pp
+    assert v(PREC, 0.972, 0.971, 0.973) == MISS        # -1.1 pp
+
+
+def test_system_rows_are_relative():
+    assert v(JCT, -0.122, -0.124, -0.120) == MISS      # 30% off: the lenient 3 pp passed it
+    assert v(JCT, -0.090, -0.092, -0.088) == MATCH
+    assert v(JCT, -0.108, -0.110, -0.106) == MATCH     # 14.9% off
+    assert v(JCT, -0.079, -0.080, -0.078) == MISS
+    assert v(JCT, +0.094, 0.09, 0.098) == MISS         # the sign counts
+
+
+def test_bound_passes_only_if_it_holds():
+    assert v(BOUND, 0.91) == MATCH
+    assert v(BOUND, 0.9099) == MISS                    # no "within 3 pp" for a bound
+    assert v(BOUND, 0.99) == MATCH
+
+
+def test_within_range_is_not_widened():
+    assert v(WITHIN, 0.125) == MATCH
+    assert v(WITHIN, 0.088) == MISS                    # touched the range widened by 3 pp
+    assert v(WITHIN, 0.26) == MISS
+
+
+def test_range_matches_only_if_both_ends_match():
+    assert v(ENDS, (0.122, 0.206)) == MISS             # the lenient verdict's own example
+    assert v(ENDS, (0.095, 0.24)) == MATCH
+    assert v(ENDS, (0.089, 0.30)) == MISS              # one end right is not enough
+    assert verdict(ENDS, (0.122, 0.206)).detail == "ends +3.3 / -4.6 pp"
+
+
+def test_category():
+    assert v(CAT, 2) == MATCH and v(CAT, 1) == MISS and v(CAT, None) == NOT_COMPARABLE
+
+
+def test_fitted_is_never_a_match_and_not_held_out():
+    out = verdict(FIT, -0.094, -0.095, -0.093)
+    assert out.verdict == FITTED and out.detail == "+0.0 pp"
+    assert verdict(FIT, -0.2).verdict == FITTED
+    pairs = [(FIT, verdict(FIT, -0.094)), (JCT, verdict(JCT, -0.09)),
+             (FPR, verdict(FPR, 0.0, 0.0, 0.0))]
+    assert held_out_count(pairs) == (1, 2)
+    rows = [{"fitted_by": "x", "verdict": FITTED}, {"fitted_by": "", "verdict": MATCH},
+            {"fitted_by": "", "verdict": MISS}, {"fitted_by": "", "verdict": NOT_COMPARABLE}]
+    assert headline_count(rows) == (1, 3)
+
+
+def test_not_comparable_without_estimate_or_with_a_wide_interval():
+    assert v(PREC, math.nan) == NOT_COMPARABLE
+    assert v(PREC, None) == NOT_COMPARABLE
+    assert v(ENDS, (math.nan, 0.2)) == NOT_COMPARABLE
+    assert v(PREC, 0.983, 0.95, 1.0) == NOT_COMPARABLE  # CI +-2.5 pp > 1 pp tolerance
+    assert "wider than the tolerance" in verdict(PREC, 0.983, 0.95, 1.0).detail
+
+
+def test_registration_is_complete_and_declares_its_calibration_rows():
+    keys = [r.key for r in PAPER_ROWS]
+    assert len(keys) == len(set(keys)) == 19
+    for r in PAPER_ROWS:
+        assert r.reason
+        assert (r.tol is not None) == (r.kind in ("value", "ends"))
+    # Changing which rows are fitted is a change of the pre-registration: make it deliberate.
+    assert {r.key: r.fitted_by for r in PAPER_ROWS if r.fitted_by} == {
+        "jct": "n_evals, ustar_hacking", "waste": "n_evals, ustar_hacking",
+        "precision": "sigma", "stopat_fpr": "est_sigma",
+        "gain_srtf_est": "n_evals, ustar_hacking"}
+    assert ROWS_BY_KEY["fpr"].tol == Tolerance(rel=0.5)
+    text = registration_table()
+    assert text.count("\n") == len(PAPER_ROWS) + 1 and "no (held out)" in text
+
+
+def test_k_balance_uses_stop_recall():
+    # k = 1 has the best recall counting triggers at completion, k = 2 the best stop recall.
+    rows = []
+    for k, p, r, sr in ((1, 0.80, 0.99, 0.50), (2, 0.95, 0.90, 0.80), (3, 1.0, 0.5, 0.3)):
+        for m, x in (("precision", p), ("recall", r), ("stop_recall", sr)):
+            rows.append({"policy_name": "evalstop", "k": k, "metric": m, "mean": x})
+    best, f1s = k_balance(pl.DataFrame(rows))
+    assert best == 2 and f1s[0][1] == pytest.approx(2 * 0.8 * 0.5 / 1.3)
