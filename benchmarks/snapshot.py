@@ -3,6 +3,11 @@
     python benchmarks/snapshot.py save DIR      # write DIR/*.parquet and DIR/workload_*.npz
     python benchmarks/snapshot.py compare DIR   # recompute and compare with DIR, exactly
     python benchmarks/snapshot.py compare DIR --rtol 1e-12   # floats within rtol (+ rtol abs)
+    python benchmarks/snapshot.py compare DIR --plain        # curve knobs off (MODEL.md 4)
+
+``--plain`` switches the trace-grounded curve knobs off (``fastsim.defaults.PLAIN_CURVES``)
+in every workload: the plain model, which must stay bit-identical to a snapshot saved
+before the knobs existed.
 
 Covers every scheduler x every stop policy on two workloads: default clusters, and small
 crowded clusters with a preemption overhead and hacking DPO jobs (both curve forms,
@@ -22,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.api import run_workload
+from fastsim.defaults import PLAIN_CURVES
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
@@ -39,9 +45,11 @@ WORKLOAD_ARRAYS = ("job_type", "gpus", "arrival_h", "duration_h", "t_est_h", "ha
                    "peak_eval")
 
 
-def compute():
-    """Yield ``(name, frame or dict of arrays)`` for every snapshot item."""
+def compute(extra=None):
+    """Yield ``(name, frame or dict of arrays)`` for every snapshot item (``extra``:
+    workload fields set in every workload)."""
     for wname, (wkw, n_clusters, seed) in WORKLOADS.items():
+        wkw = {**wkw, **(extra or {})}
         base = SimConfig.from_specs("fifo", "none", **wkw)
         w = generate_workload(base.workload, n_clusters, seed=seed)
         yield f"workload_{wname}", {k: getattr(w, k) for k in WORKLOAD_ARRAYS}
@@ -111,12 +119,14 @@ def main(argv=None):
     ap.add_argument("dir", type=Path)
     ap.add_argument("--rtol", type=float, default=0.0,
                     help="compare: floats may differ by rtol relative + rtol absolute")
+    ap.add_argument("--plain", action="store_true",
+                    help="curve knobs off (fastsim.defaults.PLAIN_CURVES): the plain model")
     a = ap.parse_args(argv)
     global RTOL
     RTOL = a.rtol
     a.dir.mkdir(parents=True, exist_ok=True)
     problems = []
-    for name, item in compute():
+    for name, item in compute(PLAIN_CURVES if a.plain else None):
         if a.action == "save":
             if isinstance(item, dict):
                 np.savez(a.dir / f"{name}.npz", **item)

@@ -45,12 +45,16 @@ FIELD_HELP = {
     "loss_sigma": "training-loss reading noise (standard deviation)",
     "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
     "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
-    "ustar_healthy": "u* of healthy RLHF jobs (beyond the run), range LO,HI",
+    "ustar_healthy": "u* of healthy RLHF jobs, range LO,HI (LO >= ustar_hacking's HI)",
     "height": "peak gold score h, range LO,HI",
     "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
     "loss0": "initial training loss L_0, range LO,HI",
     "loss_inf": "asymptotic training loss L_inf, range LO,HI",
     "loss_tau": "training-loss time constant tau_L, progress range",
+    "kl_gamma": "KL curvature: sqrt(KL) grows like u^kl_gamma (1 = linear, the plain model)",
+    "hack_sharpness": "hacking gold is Gao's form in (d/d*)^m, m = this (1 = plain)",
+    "sigma_spread": "per-job noise spread s: sigma_j = sigma exp(s Z - s^2/2) (0 = plain)",
+    "noise_rho": "AR(1) coefficient of each job's evaluation noise (0 = independent)",
 }
 # Fields that are ranges/lists are parsed from "a,b,...".
 _LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or f in

@@ -88,6 +88,10 @@ class WorkloadConfig:
     loss0: tuple[float, float] = D.LOSS0
     loss_inf: tuple[float, float] = D.LOSS_INF
     loss_tau: tuple[float, float] = D.LOSS_TAU
+    kl_gamma: float = D.KL_GAMMA
+    hack_sharpness: float = D.HACK_SHARPNESS
+    sigma_spread: float = D.SIGMA_SPREAD
+    noise_rho: float = D.NOISE_RHO
 
     def __post_init__(self) -> None:
         # Normalise lists (from TOML/JSON) to tuples so configs stay hashable.
@@ -144,12 +148,23 @@ class WorkloadConfig:
         _check(_is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
                "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
         _check_range("ustar_hacking", self.ustar_hacking, 0.0, 1.0, strict_lo=True)
-        _check_range("ustar_healthy", self.ustar_healthy, 1.0, 1e6)
+        # Healthy peaks may start where hacking ones end (peaks spread continuously,
+        # MODEL.md section 4), never inside the hacking range: the label would be moot.
+        _check_range("ustar_healthy", self.ustar_healthy, self.ustar_hacking[1], 1e6)
         _check_range("height", self.height, 0.0, 1e6, strict_lo=True)
         _check_range("tau", self.tau, 0.0, 1e6, strict_lo=True)
         _check_range("loss0", self.loss0, 0.0, 1e6, strict_lo=True)
         _check_range("loss_inf", self.loss_inf, 0.0, 1e6)
         _check_range("loss_tau", self.loss_tau, 0.0, 1e6, strict_lo=True)
+        _check(_is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
+               self.kl_gamma, "an exponent in [0.05, 2] (sqrt(KL) grows like u^kl_gamma; 1 = linear)")
+        _check(_is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
+               "hack_sharpness", self.hack_sharpness,
+               "an exponent in [0.25, 4] (hacking gold is Gao's form in (d/d*)^m; 1 = plain)")
+        _check(_is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
+               self.sigma_spread, "a log-normal sigma in [0, 2] of the per-job noise (0 = every job sigma)")
+        _check(_is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
+               self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
 

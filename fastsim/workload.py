@@ -102,7 +102,9 @@ def kernel_params(cfg: WorkloadConfig) -> WorkloadParams:
         ustar_healthy=pair(cfg.ustar_healthy), height=pair(cfg.height), tau=pair(cfg.tau),
         loss0=pair(cfg.loss0), loss_inf=pair(cfg.loss_inf), loss_tau=pair(cfg.loss_tau),
         sigma=float(cfg.sigma), loss_sigma=float(cfg.loss_sigma),
-        arrival_rate=float(arrival_rate(cfg)),
+        arrival_rate=float(arrival_rate(cfg)), kl_gamma=float(cfg.kl_gamma),
+        hack_sharpness=float(cfg.hack_sharpness),
+        sigma_spread=float(cfg.sigma_spread), noise_rho=float(cfg.noise_rho),
     )
 
 

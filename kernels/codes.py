@@ -45,3 +45,4 @@ S_LOSSTAU = 11
 S_ARRIVAL = 12
 S_EVAL_NOISE = 13
 S_LOSS_NOISE = 14
+S_NOISE_SCALE = 15  # per-job evaluation-noise scale (sigma_spread)

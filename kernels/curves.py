@@ -32,15 +32,37 @@ def gold_rl_logs_nb(u, ln_u, ustar, ln_ustar, height):
 
 
 @kernel
+def gold_rl_curved_nb(u, ustar, height, gamma):
+    """``gold_rl_nb`` with ``d = sqrt(KL)`` growing like ``u^gamma`` (KL curvature,
+    MODEL.md section 4): ``x = (u / u*)^gamma``; ``gamma = 1`` is ``gold_rl_nb``."""
+    if gamma == 1.0:
+        return gold_rl_nb(u, ustar, height)
+    if u <= 0.0:
+        return 0.0
+    ln_x = gamma * (math.log(u) - math.log(ustar))
+    return height * math.exp(ln_x) * (1.0 - ln_x)
+
+
+@kernel
+def gold_rl_curved_logs_nb(ln_u, ln_ustar, height, gamma):
+    """``gold_rl_curved_nb`` for ``u > 0`` given the logs, as the workload computes it."""
+    ln_x = gamma * (ln_u - ln_ustar)
+    return height * math.exp(ln_x) * (1.0 - ln_x)
+
+
+@kernel
 def gold_saturating_nb(u, tau, height):
     """LoRA and healthy DPO: ``h (1 - exp(-u / tau))``."""
     return height * (1.0 - math.exp(np.divide(-u, tau)))
 
 
 @kernel
-def proxy_reward_nb(u, ustar, height):
-    """Proxy reward, linear in ``d = sqrt(KL)``: the ``alpha d`` term of Gao's form."""
-    return height * (u / ustar)
+def proxy_reward_nb(u, ustar, height, gamma=1.0):
+    """Proxy reward, linear in ``d = sqrt(KL)``: the ``alpha d`` term of Gao's form
+    (``d`` grows like ``u^gamma``)."""
+    if gamma == 1.0:
+        return height * (u / ustar)
+    return height * (u / ustar) ** gamma
 
 
 @kernel

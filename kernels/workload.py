@@ -12,8 +12,9 @@ from numba import prange
 
 from kernels.codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                            S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
-                           S_LOSSTAU, S_TAU, S_TYPE, S_USTAR)
-from kernels.curves import gold_rl_logs_nb, gold_saturating_nb, loss_nb
+                           S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
+from kernels.curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
+                            loss_nb)
 from kernels.jit import driver, kernel
 from kernels.rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                          key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
@@ -40,6 +41,10 @@ WorkloadParams = namedtuple("WorkloadParams", [
     "sigma",            # float64: evaluation-score noise
     "loss_sigma",       # float64: loss-reading noise
     "arrival_rate",     # float64: Poisson rate (jobs / hour)
+    "kl_gamma",         # float64: sqrt(KL) grows like u^kl_gamma (1: the plain model)
+    "hack_sharpness",   # float64: hacking gold is Gao's form in (d / d*)^m (1: plain)
+    "sigma_spread",     # float64: log-normal sigma of the per-job noise scale (0: plain)
+    "noise_rho",        # float64: AR(1) coefficient of the evaluation noise (0: plain)
 ])
 
 
@@ -113,6 +118,34 @@ def _normals_nb(p, out):
 
 
 @kernel
+def _noise_scales_nb(p, seed, cluster, n_jobs):
+    """Per-job evaluation noise ``sigma_j = sigma exp(s Z_j - s^2 / 2)``, ``Z_j`` from its
+    own stream (mean ``sigma``); ``s = 0`` is every job at ``sigma``, with no draw."""
+    out = np.full(n_jobs, p.sigma)
+    s = p.sigma_spread
+    if s == 0.0:
+        return out
+    u = np.empty(n_jobs)
+    _uniforms_nb(seed, cluster, S_NOISE_SCALE, 0, True, n_jobs, u)
+    z = np.empty(n_jobs)
+    _normals_nb(u, z)
+    for j in range(n_jobs):
+        out[j] = p.sigma * math.exp(s * z[j] - 0.5 * s * s)
+    return out
+
+
+@kernel
+def _ar1_nb(rho, n_jobs, n_evals, noise):
+    """Turn each job's iid normals ``noise[j * E + e]`` into a stationary AR(1) in place:
+    ``eps_1 = z_1``, ``eps_e = rho eps_{e-1} + sqrt(1 - rho^2) z_e`` (unit variance)."""
+    c = math.sqrt(1.0 - rho * rho)
+    for j in range(n_jobs):
+        base = j * n_evals
+        for e in range(1, n_evals):
+            noise[base + e] = rho * noise[base + e - 1] + c * noise[base + e]
+
+
+@kernel
 def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t_est_h,
                    hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss,
                    peak_eval):
@@ -143,6 +176,7 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     z_job = np.empty(2 * n_jobs)
     _normals_nb(p_job, z_job)
     z_duration, z_estimate = z_job[:n_jobs], z_job[n_jobs:]
+    sigma_job = _noise_scales_nb(p, seed, cluster, n_jobs)
     t_arr = 0.0
     for j in range(n_jobs):
         t = 2
@@ -186,14 +220,21 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         progress[1, e - 1] = math.log(e / n_evals)
     ln_progress = progress[1]
     progress = progress[0]
+    if p.noise_rho != 0.0:
+        _ar1_nb(p.noise_rho, n_jobs, n_evals, noise[:n_draws])
     for j in range(n_jobs):
         g = gold[c, j]
         if job_type[c, j] == RLHF or hacking[c, j]:  # hacking DPO: RL form (Rafailov et al. 2024)
             us = ustar[c, j]
             ln_us = math.log(us)
             h = height[c, j]
-            for e in range(n_evals):
-                g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], us, ln_us, h)
+            gam = p.kl_gamma * p.hack_sharpness if hacking[c, j] else p.kl_gamma
+            if gam == 1.0:
+                for e in range(n_evals):
+                    g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], us, ln_us, h)
+            else:
+                for e in range(n_evals):
+                    g[e] = gold_rl_curved_logs_nb(ln_progress[e], ln_us, h, gam)
         else:
             for e in range(n_evals):
                 g[e] = gold_saturating_nb(progress[e], tau[c, j], height[c, j])
@@ -209,8 +250,9 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         l0 = loss0[c, j]
         li = loss_inf[c, j]
         lt = loss_tau[c, j]
+        sj = sigma_job[j]
         for e in range(n_evals):
-            s[e] = g[e] + p.sigma * noise[j * n_evals + e]
+            s[e] = g[e] + sj * noise[j * n_evals + e]
             ls[e] = loss_nb(progress[e], l0, li, lt) + p.loss_sigma * noise[n_draws + j * n_evals + e]
 
 

@@ -70,6 +70,16 @@ def gold_rl_logs(u, ustar, height):
     return height * x * (1.0 - (math.log(u) - math.log(ustar)))
 
 
+def gold_rl_curved_logs(u, ustar, height, gamma):
+    """KL curvature (``sqrt(KL)`` grows like ``u^gamma``): ``x = (u / u*)^gamma``, so
+    ``h x (1 - ln x)`` with ``ln x = gamma (ln u - ln u*)``.  ``gamma = 1`` is the plain
+    ``gold_rl_logs`` (taken as written there, to stay bit-identical to the plain model)."""
+    if gamma == 1.0:
+        return gold_rl_logs(u, ustar, height)
+    ln_x = gamma * (math.log(u) - math.log(ustar))
+    return height * math.exp(ln_x) * (1.0 - ln_x)
+
+
 def gold_saturating(u, tau, height):
     return height * (1.0 - math.exp(-u / tau))
 
@@ -134,12 +144,24 @@ def reference_workload(cfg, seed: int, cluster: int) -> dict:
         loss_tau = _between(cfg.loss_tau, _U(s, c, j, 0, K.S_LOSSTAU))
         arrival = arrival + (-math.log(1.0 - _U(s, c, j, 0, K.S_ARRIVAL)) / lam)
         rl_form = t == K.RLHF or hacking  # hacking DPO uses the RL form too
+        sigma_j = cfg.sigma  # per-job noise: sigma exp(s Z - s^2 / 2), Z from its own stream
+        if cfg.sigma_spread != 0.0:
+            sp = cfg.sigma_spread
+            sigma_j = cfg.sigma * math.exp(sp * _N(s, c, j, 0, K.S_NOISE_SCALE) - 0.5 * sp * sp)
+        rho = cfg.noise_rho  # AR(1) noise: eps_1 = z_1, eps_e = rho eps_{e-1} + sqrt(1 - rho^2) z_e
+        eps = 0.0
         best, peak = -math.inf, 0
         for e in range(1, E + 1):
             ue = e / E
-            g = gold_rl_logs(ue, ustar, height) if rl_form else gold_saturating(ue, tau, height)
+            if rl_form:  # hacking gold: Gao's form in (d / d*)^m, d ~ u^gamma
+                gam = cfg.kl_gamma * cfg.hack_sharpness if hacking else cfg.kl_gamma
+                g = gold_rl_curved_logs(ue, ustar, height, gam)
+            else:
+                g = gold_saturating(ue, tau, height)
+            z = _N(s, c, j, e, K.S_EVAL_NOISE)
+            eps = z if (e == 1 or rho == 0.0) else rho * eps + math.sqrt(1.0 - rho * rho) * z
             out["gold"][j, e - 1] = g
-            out["score"][j, e - 1] = g + cfg.sigma * _N(s, c, j, e, K.S_EVAL_NOISE)
+            out["score"][j, e - 1] = g + sigma_j * eps
             out["loss"][j, e - 1] = (loss_curve(ue, loss0, loss_inf, loss_tau)
                                      + cfg.loss_sigma * _N(s, c, j, e, K.S_LOSS_NOISE))
             if g > best:  # strict: the first maximiser

@@ -16,7 +16,27 @@ BAD_WORKLOAD = [
     ("loss_sigma", -1.0), ("preempt_overhead_h", -1.0), ("ustar_hacking", (0.7, 0.3)),
     ("ustar_hacking", (0.0, 0.5)), ("ustar_healthy", (0.5, 2.0)), ("height", (-1.0, 1.0)),
     ("loss_inf", (0.2, 3.0)), ("gpus", 8.5),
+    # the trace-grounded curve knobs (MODEL.md section 4)
+    ("kl_gamma", 0.0), ("kl_gamma", 3.0), ("kl_gamma", float("inf")), ("hack_sharpness", 0.1),
+    ("hack_sharpness", True), ("sigma_spread", -0.1), ("sigma_spread", 2.5), ("noise_rho", 1.0),
+    ("noise_rho", -1.0), ("noise_rho", float("nan")), ("ustar_healthy", (0.7, 2.0)),
 ]
+
+
+def test_healthy_peaks_may_start_where_hacking_ones_end():
+    # Continuous peaks (MODEL.md section 4): no gap is allowed, an overlap is not.
+    WorkloadConfig(ustar_hacking=(0.3, 0.6), ustar_healthy=(0.6, 2.0))
+    with pytest.raises(ConfigError, match=r"^ustar_healthy=.*lo >= 0.6"):
+        WorkloadConfig(ustar_hacking=(0.3, 0.6), ustar_healthy=(0.59, 2.0))
+
+
+def test_curve_knobs_from_the_command_line(tmp_path):
+    out = tmp_path / "r.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "20", "--kl-gamma", "0.8",
+                 "--hack-sharpness", "1.5", "--sigma-spread", "0.2", "--noise-rho", "0.3",
+                 "--ustar-healthy", "0.75,3", "--no-progress", "--out", str(out)]) == 0
+    assert out.exists()
+    assert main(["run", "--clusters", "2", "--noise-rho", "1.5", "--no-progress"]) == 2
 
 
 @pytest.mark.parametrize("field,value", BAD_WORKLOAD)

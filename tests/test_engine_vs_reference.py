@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,21 @@ def random_case(rng, scheduler: str, policy: str):
         name=policy, k=int(rng.integers(1, min(3, n_evals - 1) + 1)),
         f=float(rng.uniform(0.3, 1.2)), w=int(rng.integers(1, min(2, n_evals - 1) + 1)),
         tol=float(rng.uniform(0.0, 0.3)), scope=str(rng.choice(["rlhf", "all"])))
-    return SimConfig(wc, sc, pc), int(rng.integers(0, 2**31)), int(rng.integers(0, 1000))
+    case_seed, start = int(rng.integers(0, 2**31)), int(rng.integers(0, 1000))
+    return SimConfig(curve_knobs(rng, wc), sc, pc), case_seed, start
+
+
+def curve_knobs(rng, wc: WorkloadConfig) -> WorkloadConfig:
+    """The trace-grounded curve knobs (MODEL.md section 4), each off (the plain model)
+    about half the time; drawn after the rest so the plain cases stay as they were."""
+    on = rng.random(5) < 0.5
+    hi = wc.ustar_hacking[1]
+    return replace(
+        wc, kl_gamma=float(rng.uniform(0.3, 1.5)) if on[0] else 1.0,
+        hack_sharpness=float(rng.uniform(0.5, 3.0)) if on[4] else 1.0,
+        sigma_spread=float(rng.uniform(0.1, 1.0)) if on[1] else 0.0,
+        noise_rho=float(rng.uniform(-0.5, 0.9)) if on[2] else 0.0,
+        ustar_healthy=(float(rng.uniform(hi, 1.2)), 3.0) if on[3] else (1.5, 4.0))
 
 
 def describe(cfg: SimConfig, seed: int, cluster: int) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
                         table_writer, write_all)
@@ -68,8 +69,16 @@ def register(subparsers) -> None:
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC")
     cmp_.add_argument("--clusters", type=int, default=50)
     cmp_.add_argument("--sigma", type=float, default=None, help="override the matched noise level")
+    cmp_.add_argument("--plain", action="store_true",
+                      help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
     cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
+    fit = tsub.add_parser("fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set")
+    fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
+    fit.add_argument("--boot", type=int, default=1000, help="bootstrap resamples of the runs")
+    fit.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
+    fit.set_defaults(func=_cmd_fit)
 
 
 def _write(df: pl.DataFrame, path: Path) -> None:
@@ -220,12 +229,37 @@ def _cmd_compare(args) -> int:
         parse_policy(s)
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
-    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma)
-    print(f"simulator at sigma {res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
+    curves = D.PLAIN_CURVES if args.plain else None
+    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma, curves=curves)
+    print(f"simulator ({'plain' if args.plain else 'trace-grounded'} curves) at sigma "
+          f"{res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
           f"{res['n_evals'][0]} evaluations, {args.clusters} clusters:")
     for r in res.iter_rows(named=True):
         print(f"{r['policy']:<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
               f"FPR {_ci(r, 'fpr')}")
+    if args.out:
+        _write(res, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _cmd_fit(args) -> int:
+    from fastsim.replay.traces import fit_curve_knobs
+
+    _check_out(args.out)
+    if not args.traces.exists():
+        raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
+    if args.boot < 0:
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    traces = pl.read_parquet(args.traces)
+    need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
+    if not need <= set(traces.columns):
+        raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
+                          "allowed: traces.parquet from fastsim traces toy-rlhf")
+    res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
+    print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
+    for r in res.iter_rows(named=True):
+        print(f"{r['statistic']:<22} {r['value']:>9.4g}  [{r['lo']:.4g}, {r['hi']:.4g}]  n {r['n_runs']}")
     if args.out:
         _write(res, args.out)
         print(f"wrote {args.out}")

@@ -345,40 +345,63 @@ def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def noise_level(runs: pl.DataFrame, mean_height: float = 0.75) -> float:
+def noise_level(runs: pl.DataFrame, workload=None, n_clusters: int = 20, seed: int = 0) -> float:
     """The traces' evaluation noise on the simulator's scale (MODEL.md section 4).
 
-    The simulator's gold rises from 0 to its peak ``h`` (mean 0.75 by default), so a
-    trace's noise sd divided by its gold gain, times 0.75, is the comparable ``sigma``.
+    Matched on the same statistic on both sides: the median over runs (jobs) of the
+    evaluation noise sd (``score - gold``, ``ddof = 1``) divided by the gold gain (peak
+    minus start).  The simulator's ratio is linear in ``sigma``, so ``sigma`` = the
+    traces' median ratio / the median ratio of ``workload`` (an all-RLHF
+    ``WorkloadConfig``, ``n_clusters`` clusters) drawn at ``sigma = 1``.  Without a
+    workload: the traces' ratio times 0.75, the mean peak height ``h`` (gain = ``h``).
     """
     ratio = (runs["eval_noise_sd"] / runs["gold_gain"]).to_numpy()
-    return float(np.median(ratio[np.isfinite(ratio)]) * mean_height)
+    target = float(np.median(ratio[np.isfinite(ratio)]))
+    if workload is None:
+        return target * 0.75
+    from dataclasses import replace
+
+    from fastsim.workload import generate_workload
+
+    w = generate_workload(replace(workload, sigma=1.0), n_clusters, seed=seed)
+    gain = w.gold.max(axis=2)
+    sd = np.std(w.score - w.gold, axis=2, ddof=1)
+    rl = (w.job_type == 2) & (gain > 0)
+    return target / float(np.median(sd[rl] / gain[rl]))
 
 
 def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
-                         seed: int = 0, sigma: float | None = None) -> pl.DataFrame:
+                         seed: int = 0, sigma: float | None = None,
+                         curves: dict | None = None) -> pl.DataFrame:
     """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
 
     Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
-    ``noise_level`` (unless given), ``base_rate`` = the traces' share of hacking runs and
-    ``n_evals`` = evaluations per trace, for each policy.  One row per policy with
-    pooled precision / recall / FPR and cluster-bootstrap intervals.
+    ``noise_level`` (unless given; matched on noise sd / gold gain, per run and per job,
+    clusters other than those simulated), ``base_rate`` = the traces' share of hacking runs and
+    ``n_evals`` = evaluations per trace, for each policy; every other parameter is the
+    default, including the curve knobs fitted to the traces (``curves``: WorkloadConfig
+    fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  One row per
+    policy with pooled precision / recall / FPR and cluster-bootstrap intervals.
     """
+    from dataclasses import replace
+
     from fastsim.api import simulate
     from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
     from fastsim.replay.replay import parse_policy
 
-    sigma = noise_level(runs) if sigma is None else float(sigma)
+    curves = dict(curves or {})
     base_rate = float(runs["truth_hacking"].mean())
     n_evals = int(runs["n_evals"].median())
+    matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
+                             n_evals=n_evals, **curves)
+    sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
     rows = []
     for spec in policies:
         p = parse_policy(spec)
         if p.name == "none":
             continue
         pol = PolicyConfig(name=p.name, k=p.k, f=p.f, w=p.w, tol=p.tol, scope="rlhf")
-        wl = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate, sigma=sigma,
-                            n_evals=n_evals)
+        wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
@@ -416,3 +439,152 @@ def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.
                     "d_max": float(g["_d"].max())})
         rows.append(row)
     return pl.DataFrame(rows).sort(list(by))
+
+
+# --------------------------------------------------------------------------- curve knobs
+
+def _run_arrays(traces: pl.DataFrame):
+    """Per run: progress ``u = step / final step``, sqrt(KL), exact gold, score, label."""
+    out = []
+    for (_,), g in traces.sort(["job_id", "step"]).group_by(["job_id"], maintain_order=True):
+        step = g["step"].to_numpy().astype(np.float64)
+        out.append((step / step[-1], np.sqrt(np.maximum(g["truth_kl_nats"].to_numpy(), 0.0)),
+                    g["truth_gold"].to_numpy(), g["score"].to_numpy(),
+                    bool(g["truth_hacking"][0])))
+    return out
+
+
+def _gao_shape(u, ustar, gamma):
+    """Gao's form normalised to peak 1 at ``ustar``, ``x = (u / ustar)^gamma``."""
+    ln_x = gamma * (np.log(u) - np.log(ustar))
+    return np.exp(ln_x) * (1.0 - ln_x)
+
+
+_GRID = np.linspace(0.05, 4.0, 791)  # exponents searched by the shape fits (step 0.005)
+
+
+def _kl_gamma_of(u, d):
+    """Least-squares slope of ``ln sqrt(KL)`` on ``ln u`` over the evaluations with ``u > 0``."""
+    m = (u > 0) & (d > 0)
+    return float(np.polyfit(np.log(u[m]), np.log(d[m]), 1)[0])
+
+
+def _hack_exponent_of(u, gold):
+    """The exponent ``g`` whose ``x (1 - ln x)``, ``x = (u / u_peak)^g``, best fits a hacking
+    run's gold gain normalised to 1 at its peak (least squares over ``u > 0``)."""
+    pk = int(np.argmax(gold))
+    y = (gold - gold[0]) / (gold[pk] - gold[0])
+    m = u > 0
+    sse = ((y[m][None, :] - _gao_shape(u[m][None, :], u[pk], _GRID[:, None])) ** 2).sum(axis=1)
+    return float(_GRID[int(np.argmin(sse))])
+
+
+def _early_share(u, gold):
+    """Share of a run's final gold gain made by ``u = 1/6``."""
+    gain = gold - gold[0]
+    return float(np.interp(1.0 / 6.0, u, gain) / gain[-1])
+
+
+def _model_early_share(ustar, gamma):
+    return _gao_shape(1.0 / 6.0, ustar, gamma) / _gao_shape(1.0, ustar, gamma)
+
+
+def _healthy_hi(share, gamma, lo):
+    """``hi`` such that healthy ``u* ~ U(lo, hi)`` gives the median early share ``share``
+    (bisection; the model's share falls as ``u*`` grows).  ``inf`` if out of reach."""
+    q = np.linspace(0.0, 1.0, 501)
+    med = lambda hi: float(np.median(_model_early_share(lo + (hi - lo) * q, gamma)))  # noqa: E731
+    a, b = lo * (1 + 1e-9), 1e4
+    if med(b) > share or med(a) < share:
+        return float("inf") if med(b) > share else lo
+    for _ in range(40):  # to ~1e-6 relative
+        mid = np.sqrt(a * b)
+        a, b = (mid, b) if med(mid) > share else (a, mid)
+    return float(np.sqrt(a * b))
+
+
+def _var_log_uniform(lo, hi, n=20001):
+    x = np.log(np.linspace(lo, hi, n))
+    return float(x.var())
+
+
+def _per_run(runs):
+    """The per-run statistics the knobs are medians / moments of (computed once)."""
+    out = []
+    for u, d, gold, score, hacking in runs:
+        r = score - gold  # mean zero by construction: truth_gold is the expected score
+        out.append({"hacking": hacking, "gamma": _kl_gamma_of(u, d),
+                    "hack_exp": _hack_exponent_of(u, gold) if hacking else np.nan,
+                    "rel": float(np.std(score - gold, ddof=1) / (gold.max() - gold[0])),
+                    "n": len(u), "early": _early_share(u, gold) if not hacking else np.nan,
+                    "lag_num": float((r[1:] * r[:-1]).sum()),
+                    "lag_den": float((0.5 * (r[1:] ** 2 + r[:-1] ** 2)).sum())})
+    return pl.DataFrame(out)
+
+
+def _curve_statistics(st: pl.DataFrame, height, ustar_hacking_hi):
+    """Every knob from the per-run statistics of a set of runs (see ``fit_curve_knobs``)."""
+    gamma = float(st["gamma"].median())
+    hk = st.filter(pl.col("hacking"))
+    sharp = float(hk["hack_exp"].median()) / gamma if hk.height else np.nan
+    rel = st["rel"].to_numpy()
+    n_e = st["n"].to_numpy().astype(np.float64)
+    # var ln(sigma_j / h_j) = s^2 + var ln h, plus the sampling error of a sd from n points.
+    s2 = np.var(np.log(rel), ddof=1) - np.mean(1.0 / (2.0 * (n_e - 1.0))) - _var_log_uniform(*height)
+    healthy_share = float(st.filter(~pl.col("hacking"))["early"].median())
+    return {"kl_gamma": gamma, "hack_sharpness": sharp, "sigma_spread": float(np.sqrt(max(s2, 0.0))),
+            "noise_rho": float(st["lag_num"].sum() / st["lag_den"].sum()),
+            "ustar_healthy_hi": _healthy_hi(healthy_share, gamma, ustar_hacking_hi),
+            "healthy_early_share": healthy_share, "noise_over_gain": float(np.median(rel))}
+
+
+def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
+                    n_boot: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """Fit the trace-grounded curve knobs of MODEL.md section 4 to a toy-RLHF trace set.
+
+    Every knob comes from a shape statistic of the traces, never from detection rates
+    (those are what ``simulator_comparison`` then checks, held out):
+
+    * ``kl_gamma``: per run, the least-squares slope of ``ln sqrt(KL)`` on ``ln u``; the
+      median over runs.
+    * ``hack_sharpness``: per hacking run, the exponent ``g`` of ``x (1 - ln x)``,
+      ``x = (u / u_peak)^g``, that best fits its gold gain (normalised to 1 at the peak);
+      the median over hacking runs divided by ``kl_gamma`` (hacking gold is Gao's form in
+      ``(d / d*)^m``, ``d ~ u^kl_gamma``).
+    * ``sigma_spread``: ``s^2 = var ln(noise sd / gold gain) - 1 / (2 (n - 1)) - var ln h``
+      over runs: the spread of the noise on the curve's scale, less the sampling error of
+      a standard deviation from ``n`` evaluations and the spread of the model's heights.
+    * ``noise_rho``: the pooled lag-1 autocorrelation of ``score - truth_gold`` about zero
+      (``truth_gold`` is the score's expectation, so no mean is estimated and the short
+      runs leave no bias from one), over the same pairs of evaluations in both sums.
+    * ``ustar_healthy``: ``lo`` = the hacking range's upper end (peaks spread with no gap);
+      ``hi`` such that the model's median share of the final gain made by ``u = 1/6``
+      equals the healthy runs' median.
+
+    ``value`` is the statistic on all runs; ``lo``/``hi`` a 95% percentile interval from
+    ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
+    resample keeps the traces' base rate).  Returns one row per knob.
+    """
+    from fastsim import defaults as D
+
+    height = D.HEIGHT if height is None else height
+    hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
+    st = _per_run(_run_arrays(traces))
+    point = _curve_statistics(st, height, hi_hack)
+    hk = np.nonzero(st["hacking"].to_numpy())[0]
+    ok = np.nonzero(~st["hacking"].to_numpy())[0]
+    rng = np.random.default_rng(seed)
+    boots = {k: [] for k in point}
+    for _ in range(n_boot):
+        rows = np.concatenate([rng.choice(hk, hk.size), rng.choice(ok, ok.size)])
+        for k, v in _curve_statistics(st[rows], height, hi_hack).items():
+            boots[k].append(v)
+    rows = []
+    for k, v in point.items():
+        b = np.asarray(boots[k], dtype=np.float64)
+        b = b[np.isfinite(b)]
+        lo, hi = (np.percentile(b, [2.5, 97.5]) if b.size else (np.nan, np.nan))
+        rows.append({"statistic": k, "value": v, "lo": float(lo), "hi": float(hi),
+                     "n_runs": hk.size if k == "hack_sharpness" else
+                     (ok.size if k in ("ustar_healthy_hi", "healthy_early_share") else st.height)})
+    return pl.DataFrame(rows)

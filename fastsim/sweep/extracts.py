@@ -17,7 +17,7 @@ from fastsim.api import JOB_TYPE_LABELS, decide_stops
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 from kernels.codes import RLHF
-from kernels.curves import gold_rl_nb, loss_nb, proxy_reward_nb
+from kernels.curves import gold_rl_curved_nb, loss_nb, proxy_reward_nb
 
 # Bin edges (hours): 0, then 40 log-spaced bins per decade from 0.01 h to 10^4 h, then inf.
 JCT_EDGES_H = np.concatenate([[0.0], np.logspace(-2, 4, 6 * 40 + 1), [np.inf]])
@@ -79,6 +79,8 @@ def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: i
     u_eval = np.arange(1, E + 1) / E
     for role, c, j in picks:
         us, h = float(w.ustar[c, j]), float(w.height[c, j])
+        wc = cfg.workload  # d = sqrt(KL) ~ u^gamma; hacking gold Gao's form in (d/d*)^m
+        gam = wc.kl_gamma * (wc.hack_sharpness if w.hacking[c, j] else 1.0)
         l0, li, lt = float(w.loss0[c, j]), float(w.loss_inf[c, j]), float(w.loss_tau[c, j])
         job_rows.append({
             "role": role, "cluster": int(w.cluster_ids[c]), "job": j, "hacking": bool(w.hacking[c, j]),
@@ -89,13 +91,13 @@ def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: i
         })
         frames.append(pl.DataFrame({
             "role": role, "kind": "curve", "u": u_fine,
-            "proxy": [proxy_reward_nb(u, us, h) for u in u_fine],
-            "gold": [gold_rl_nb(u, us, h) for u in u_fine],
+            "proxy": [proxy_reward_nb(u, us, h, wc.kl_gamma) for u in u_fine],
+            "gold": [gold_rl_curved_nb(u, us, h, gam) for u in u_fine],
             "loss": [loss_nb(u, l0, li, lt) for u in u_fine],
         }))
         frames.append(pl.DataFrame({
             "role": role, "kind": "eval", "u": u_eval,
-            "proxy": [proxy_reward_nb(u, us, h) for u in u_eval],
+            "proxy": [proxy_reward_nb(u, us, h, wc.kl_gamma) for u in u_eval],
             "gold": w.gold[c, j].astype(np.float64), "loss": w.loss[c, j].astype(np.float64),
             "score": w.score[c, j].astype(np.float64),
         }))

@@ -1,0 +1,117 @@
+"""The trace-grounded curve knobs are fitted by a procedure that recovers known values.
+
+Synthetic trace sets are built from the simulator's own curve forms with known knobs
+(KL curvature, hacking sharpness, noise spread, AR(1) noise); ``fit_curve_knobs`` must
+find them, and ``fastsim traces fit-curves`` must reject bad input before any work.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.cli import main
+from fastsim.replay.traces import fit_curve_knobs
+
+
+def synthetic_traces(gamma=0.5, sharp=2.0, spread=0.0, rho=0.0, n_runs=40, n_evals=21,
+                     noise=0.03, seed=0):
+    """``n_runs`` runs, a quarter hacking: KL = (u^gamma)^2, gold Gao's form with
+    ``x = (u / u*)^(gamma m)`` (hacking, u* in the run) or ``(u / u*)^gamma`` (healthy,
+    u* = 6), gain 1, noise ``noise * exp(spread Z - spread^2/2)``, AR(1) with ``rho``."""
+    rng = np.random.default_rng(seed)
+    u = np.arange(n_evals) / (n_evals - 1)
+    rows = []
+    for r in range(n_runs):
+        hacking = r % 4 == 0
+        ustar = rng.uniform(0.35, 0.6) if hacking else 6.0
+        g = gamma * sharp if hacking else gamma
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ln_x = g * (np.log(u) - np.log(ustar))
+            gold = np.where(u > 0, np.exp(ln_x) * (1 - ln_x), 0.0)
+        gold = gold / gold.max()
+        sd = noise * np.exp(spread * rng.normal() - spread ** 2 / 2)
+        z = rng.normal(size=n_evals)
+        eps = np.empty(n_evals)
+        eps[0] = z[0]
+        for e in range(1, n_evals):
+            eps[e] = rho * eps[e - 1] + np.sqrt(1 - rho ** 2) * z[e]
+        rows.append(pl.DataFrame({
+            "job_id": f"r{r:03d}", "step": (u * 300).round().astype(np.int64), "score": gold + sd * eps,
+            "truth_gold": gold, "truth_kl_nats": u ** (2 * gamma), "truth_hacking": hacking}))
+    return pl.concat(rows)
+
+
+def _fit(traces, **kw):
+    f = fit_curve_knobs(traces, n_boot=50, **kw)
+    return {r["statistic"]: r for r in f.iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("gamma,sharp", [(0.5, 2.0), (0.8, 1.0), (1.0, 1.0)])
+def test_recovers_curvature_and_sharpness(gamma, sharp):
+    f = _fit(synthetic_traces(gamma=gamma, sharp=sharp, noise=0.0 + 1e-6))
+    assert f["kl_gamma"]["value"] == pytest.approx(gamma, abs=1e-9)
+    # u* falls between evaluations and the fit centres on the best evaluation: ~2% bias
+    assert f["hack_sharpness"]["value"] == pytest.approx(sharp, rel=0.04)
+    assert f["kl_gamma"]["lo"] <= f["kl_gamma"]["value"] <= f["kl_gamma"]["hi"]
+
+
+def test_recovers_noise_spread_and_correlation():
+    iid = _fit(synthetic_traces(spread=0.0, n_runs=200, seed=1), height=(0.75, 0.75))
+    assert iid["sigma_spread"]["value"] < 0.15  # only the sampling error, removed
+    assert abs(iid["noise_rho"]["value"]) < 0.1
+    assert iid["noise_rho"]["lo"] < 0.0 < iid["noise_rho"]["hi"]
+    wide = _fit(synthetic_traces(spread=0.6, n_runs=200, seed=2), height=(0.75, 0.75))
+    assert wide["sigma_spread"]["value"] == pytest.approx(0.6, abs=0.12)
+    ar = _fit(synthetic_traces(rho=0.6, n_runs=200, seed=3))
+    assert ar["noise_rho"]["lo"] < 0.6 < ar["noise_rho"]["hi"]
+
+
+def test_healthy_range_starts_where_hacking_ends_and_grows_with_flatness():
+    steep = _fit(synthetic_traces(gamma=0.8), ustar_hacking_hi=0.75)["ustar_healthy_hi"]["value"]
+    flat = _fit(synthetic_traces(gamma=0.8), ustar_hacking_hi=0.5)["ustar_healthy_hi"]["value"]
+    assert steep > 0.75 and flat > 0.5
+    assert np.isfinite(steep)
+
+
+def test_fit_curves_cli(tmp_path, capsys):
+    path = tmp_path / "traces.parquet"
+    synthetic_traces().write_parquet(path)
+    assert main(["traces", "fit-curves", str(path), "--boot", "20", "--out",
+                 str(tmp_path / "fit.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "kl_gamma" in out and (tmp_path / "fit.csv").exists()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["missing.parquet"], "no such file"),
+    (["{p}", "--boot", "-1"], "--boot"),
+    (["{p}", "--out", "fit.txt"], "--out"),
+    (["{bad}"], "missing columns"),
+])
+def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, args, msg):
+    p = tmp_path / "traces.parquet"
+    synthetic_traces(n_runs=8).write_parquet(p)
+    bad = tmp_path / "bad.parquet"
+    pl.DataFrame({"job_id": ["a"], "step": [0]}).write_parquet(bad)
+    argv = ["traces", "fit-curves"] + [a.format(p=p, bad=bad) for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
+
+
+def test_noise_level_matches_noise_over_gain_on_both_sides():
+    from dataclasses import replace
+
+    from fastsim.config import WorkloadConfig
+    from fastsim.replay.traces import noise_level
+    from fastsim.workload import generate_workload
+
+    runs = pl.DataFrame({"eval_noise_sd": [0.02, 0.03, 0.04], "gold_gain": [1.0, 1.0, 1.0]})
+    wl = WorkloadConfig(n_jobs=40, mix=(0.0, 0.0, 1.0), n_evals=21)
+    sigma = noise_level(runs, wl, n_clusters=5, seed=3)
+    w = generate_workload(replace(wl, sigma=sigma), 5, seed=3)
+    gain = w.gold.max(axis=2)
+    ratio = np.std(w.score - w.gold, axis=2, ddof=1) / gain
+    assert np.median(ratio) == pytest.approx(0.03, rel=1e-6)
+    assert noise_level(runs) == pytest.approx(0.03 * 0.75)  # no workload: gain = mean h
