@@ -6,6 +6,10 @@ from __future__ import annotations
 import datetime
 import errno
 import json
+import os
+import resource
+import subprocess
+import sys
 
 import numpy as np
 import polars as pl
@@ -120,22 +124,33 @@ def test_7_cli_refuses_unsimulable_ranges(capsys, argv, needle):
 
 
 # -- 10. memory checked before allocating ---------------------------------------------------
-def test_10_run_refuses_what_cannot_fit(capsys, tmp_path):
-    # A run's summary is streamed (flat in clusters); rows kept for --out are not.
-    one_line(capsys, ["run", "--clusters", "1000000000", "--out", str(tmp_path / "c.parquet")],
-             "largest feasible: --clusters")
-    one_line(capsys, ["run", "--n-jobs", "100000", "--n-evals", "1000"],
-             "largest feasible: --clusters")
-    with pytest.raises(ConfigError, match="largest feasible: n_clusters"):
-        simulate(SimConfig.from_specs(n_jobs=100_000, n_evals=1000), 10_000)
+def run_fenced(argv, timeout=300):
+    """``fastsim ARGV`` in a child limited to 8 GiB of address space and a deadline, so a
+    regression fails the test instead of exhausting the machine."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    return subprocess.run([sys.executable, "-m", "fastsim.cli", *argv], capture_output=True,
+                          text=True, timeout=timeout, preexec_fn=limit,
+                          env={**os.environ, "FASTSIM_PROGRESS": "0"})
 
 
-def test_10_sweep_file_refuses_what_cannot_fit(tmp_path, capsys):
+def test_10_run_refuses_what_cannot_fit(tmp_path):
     p = tmp_path / "huge.toml"
     p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 100000\nn_evals = 1000\n")
     out = tmp_path / "out"
-    one_line(capsys, ["sweep", str(p), "--out", str(out)], "largest feasible: chunk")
+    # A run's summary is streamed (flat in clusters); rows kept for --out are not.
+    for argv in (["run", "--clusters", "1000000000", "--out", str(tmp_path / "c.parquet")],
+                 ["run", "--n-jobs", "100000", "--n-evals", "1000"],
+                 ["sweep", str(p), "--out", str(out)]):
+        r = run_fenced(argv)
+        err = r.stderr.strip()
+        assert r.returncode == 2 and "largest feasible: " in err, err
+        assert len(err.splitlines()) == 1
+    assert not (tmp_path / "c.parquet").exists()
     assert not out.exists()
+    with pytest.raises(ConfigError, match="largest feasible: n_clusters"):
+        simulate(SimConfig.from_specs(n_jobs=100_000, n_evals=1000), 10_000)
 
 
 # -- 11. output paths checked before any work; nothing written unless all can be -----------
