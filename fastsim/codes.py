@@ -1,7 +1,7 @@
 """User-facing names of the kernels' integer codes (mirrors ``kernels/codes.py``)."""
 from enum import IntEnum
 
-from kernels import codes as K
+from fastsim.kernels import codes as K
 
 
 class JobType(IntEnum):

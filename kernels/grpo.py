@@ -15,11 +15,11 @@ import math
 import numpy as np
 from numba import prange
 
-from kernels.costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
-                               S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
-                               S_TASK_QUALITY, draw_index_nb)
-from kernels.jit import driver, kernel
-from kernels.rng import normal_nb, uniform_nb
+from .costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
+                        S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
+                        S_TASK_QUALITY, draw_index_nb)
+from .jit import driver, kernel
+from .rng import normal_nb, uniform_nb
 
 ARM_UNIFORM = 0
 ARM_COST_AWARE = 1

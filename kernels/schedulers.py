@@ -6,8 +6,8 @@ order because arrivals are generated in index order.
 """
 import numpy as np
 
-from kernels.codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from kernels.jit import kernel
+from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
+from .jit import kernel
 
 
 @kernel

@@ -1,6 +1,6 @@
 """EvalStop for live training loops: feed each evaluation, get a decision back.
 
-The decline counter is advanced by ``kernels.detectors.evalstop_step_nb``, the same step
+The decline counter is advanced by ``fastsim.kernels.detectors.evalstop_step_nb``, the same step
 function the engine's ``evalstop_trigger_nb`` loops over, so the monitor, ``fastsim
 replay`` and the simulator make the same decision on the same sequence (tested).
 Mess rules match replay's (docs/replay.md): a missing (NaN) score is skipped, neither a
@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from fastsim.errors import ConfigError
-from kernels.detectors import evalstop_step_nb
+from fastsim.kernels.detectors import evalstop_step_nb
 
 
 @dataclass(frozen=True)

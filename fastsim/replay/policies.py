@@ -1,6 +1,6 @@
 """Replay stop policies on evaluation logs with the engine's own decision kernels.
 
-Each job's observed sequence goes through ``kernels.detectors.stop_decision_1j_nb``, the
+Each job's observed sequence goes through ``fastsim.kernels.detectors.stop_decision_1j_nb``, the
 function the cluster engine decides with, so replay and engine cannot drift apart.
 Only observed columns reach it (scores, losses, steps, planned steps); ``truth_*``
 columns of a trace set are read afterwards, to score the decisions.
@@ -16,8 +16,8 @@ from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
-from kernels.codes import ACT_DEMOTE, ACT_STOP
-from kernels.detectors import stop_decision_1j_nb
+from fastsim.kernels.codes import ACT_DEMOTE, ACT_STOP
+from fastsim.kernels.detectors import stop_decision_1j_nb
 
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
