@@ -75,10 +75,19 @@ def test_kernels_load_once_under_their_package_name():
                     reason="builds and installs a wheel (minutes); CI runs it with "
                            "FASTSIM_WHEEL_TEST=1")
 def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
+    import shutil
+    import zipfile
+
+    # build from a clean copy: setuptools reuses a stale build/ folder of the checkout
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "results", "*.egg-info", "__pycache__", "*.png", "*.pdf"))
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path / "dist")],
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", str(src), "-w", str(tmp_path / "dist")],
                    check=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("fastsim-*.whl")
+    top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert top == {"fastsim", "fastsim-0.1.0.dist-info"}, top  # no generic top-level name
     venv.create(tmp_path / "venv", with_pip=True)
     bin_dir = tmp_path / "venv" / "bin"
     subprocess.run([bin_dir / "pip", "install", "-q", str(wheel)], check=True, cwd=tmp_path)
