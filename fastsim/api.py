@@ -23,11 +23,11 @@ from fastsim.config import PolicyConfig, SimConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, generate_workload
-from kernels.engine import cluster_nb, max_points_nb, service_points_nb
-from kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
-from kernels.oracle import oracle_stops_nb
-from kernels.schedulers import user_keys_driver
-from kernels.stops import resolve_stops_nb, user_stops_driver
+from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
+from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
+from fastsim.kernels.oracle import oracle_stops_nb
+from fastsim.kernels.schedulers import user_keys_driver
+from fastsim.kernels.stops import resolve_stops_nb, user_stops_driver
 
 JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")  # job_type column values, by kernel code
 
@@ -63,7 +63,7 @@ class Outcome:
 class SimResult:
     """Results of one cell.
 
-    ``clusters``: one row per cluster (metric columns of ``kernels.metrics.METRIC_NAMES``);
+    ``clusters``: one row per cluster (metric columns of ``fastsim.kernels.metrics.METRIC_NAMES``);
     ``jobs``: one row per cluster x job, or None unless asked for;
     ``segments``: run segments (cluster, job, start_h, end_h) when recorded.
     """

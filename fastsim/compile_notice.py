@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numba
 
-from kernels.jit import CACHE
+from fastsim.kernels.jit import CACHE
 
 
 def engine_is_cached() -> bool:

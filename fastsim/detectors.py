@@ -23,8 +23,8 @@ from fastsim.config import WorkloadConfig
 from fastsim.defaults import PLAIN_CURVES as PLAIN
 from fastsim.stats import bootstrap_ratio_ci, mean_ci, proportion_ci
 from fastsim.workload import generate_workload
-from kernels import detectors_online as K
-from kernels.codes import RLHF
+from fastsim.kernels import detectors_online as K
+from fastsim.kernels.codes import RLHF
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Callable
 
 from fastsim.errors import ConfigError
 from fastsim.stats import BOOTSTRAP_MAX_N
-from kernels.metrics import N_METRICS
+from fastsim.kernels.metrics import N_METRICS
 
 GIB = 2.0 ** 30
 BUDGET_SHARE = 0.8  # of the memory available now: leave room for the interpreter and libraries

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
-from kernels import codes as K
+from fastsim.kernels import codes as K
 
 _TRUE = ("", "1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -286,22 +286,22 @@ BUILTIN_POLICIES = (
                scoped=False, reads=()),
     StopPolicy("evalstop", (K_DECLINES, SCOPE), "evalstop(k={k})", "EvalStop (k=2)",
                "stop after k consecutive declines of the evaluation score; deliver the "
-               "checkpoint k evaluations back", "kernels.detectors:evalstop_trigger_nb",
+               "checkpoint k evaluations back", "fastsim.kernels.detectors:evalstop_trigger_nb",
                code=K.EVALSTOP, lookback="k", min_evals=lambda v: v["k"] + 1, min_evals_text="k+1"),
     StopPolicy("stop_at", (STOP_AT_F, SCOPE), "stop_at(f={f:g})", "StopAt-0.65",
-               "stop at estimated progress f", "kernels.detectors:stop_at_trigger_nb",
+               "stop at estimated progress f", "fastsim.kernels.detectors:stop_at_trigger_nb",
                code=K.STOP_AT, reads=("attained_h", "t_est_h")),
     StopPolicy("loss_plateau", (PLATEAU_W, PLATEAU_TOL, SCOPE), "loss_plateau(w={w},tol={tol:g})",
                "Loss plateau", "stop when the training loss improves by less than tol over w "
-               "evaluations", "kernels.detectors:loss_plateau_trigger_nb", code=K.LOSS_PLATEAU,
+               "evaluations", "fastsim.kernels.detectors:loss_plateau_trigger_nb", code=K.LOSS_PLATEAU,
                min_evals=lambda v: v["w"] + 1, min_evals_text="w+1", reads=("losses",)),
     StopPolicy("deprioritize", (K_DECLINES, SCOPE), "deprioritize(k={k})", "Deprioritize (k=2)",
                "demote (not stop) after k consecutive declines",
-               "kernels.detectors:evalstop_trigger_nb", code=K.DEPRIORITIZE, action="demote",
+               "fastsim.kernels.detectors:evalstop_trigger_nb", code=K.DEPRIORITIZE, action="demote",
                min_evals=lambda v: v["k"] + 1, min_evals_text="k+1", streaming=False),
     StopPolicy("oracle", (SCOPE,), "oracle (hidden truth)", "Oracle (hidden truth)",
                "stop each hacking job at its gold peak (uses hidden truth: an upper bound)",
-               "kernels.oracle:oracle_stops_nb", code=K.ORACLE, uses_hidden_truth=True,
+               "fastsim.kernels.oracle:oracle_stops_nb", code=K.ORACLE, uses_hidden_truth=True,
                streaming=False, reads=()),
 )
 
@@ -311,18 +311,18 @@ THRESHOLDS = Param("thresholds", "floats", D.TIRESIAS_THRESHOLDS_GPU_H, unit="GP
 
 BUILTIN_SCHEDULERS = (
     Scheduler("fifo", (BACKFILL,), figure_label="FIFO", help="first come, first served",
-              kernel="kernels.schedulers:priority_key_nb", code=K.FIFO,
+              kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.FIFO,
               label_fn=lambda v: "fifo+backfill" if v.get("backfill") else "fifo"),
     Scheduler("sjf_est", (), figure_label="SJF-Est", help="shortest estimated job first",
-              kernel="kernels.schedulers:priority_key_nb", code=K.SJF_EST),
+              kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.SJF_EST),
     Scheduler("srtf_est", (), figure_label="SRTF-Est", help="shortest estimated remaining time "
-              "first (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              "first (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
               code=K.SRTF_EST, preemptive=True),
     Scheduler("loss_aware", (), figure_label="LossAware", help="largest loss drop per GPU-hour "
-              "first (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              "first (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
               code=K.LOSS_AWARE, preemptive=True),
     Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
-              "GPU-hours (preemptive)", kernel="kernels.schedulers:priority_key_nb",
+              "GPU-hours (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
               code=K.TIRESIAS, preemptive=True),
 )
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from kernels.bootstrap import bootstrap_sums_nb
+from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
 BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the delta-method interval

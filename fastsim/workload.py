@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from fastsim.config import WorkloadConfig
-from kernels.workload import WorkloadParams, workload_nb
+from fastsim.kernels.workload import WorkloadParams, workload_nb
 
 OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
 # duration_h is hidden from decisions, but the engine's physics needs it to know

@@ -8,8 +8,8 @@ thread pool's start-up costs more than it saves on a loaded machine.
 """
 import numpy as np
 
-from kernels.jit import kernel
-from kernels.rng import cluster_prefix_nb, key_from_prefix_nb, key_to_uniform_nb
+from .jit import kernel
+from .rng import cluster_prefix_nb, key_from_prefix_nb, key_to_uniform_nb
 
 BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from kernels.jit import kernel
+from .jit import kernel
 
 # Sampling strategies (mirrored by ``fastsim.costaware.sampling.Strategy``).
 UNIFORM = 0

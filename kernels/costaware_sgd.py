@@ -13,10 +13,10 @@ import math
 import numpy as np
 from numba import prange
 
-from kernels.costaware import (S_COST, S_FEATURE, S_NOISE, S_ROW_SCALE, S_SGD_PICK, S_TARGET,
-                               draw_index_nb)
-from kernels.jit import driver, kernel
-from kernels.rng import normal_nb, uniform_nb
+from .costaware import (S_COST, S_FEATURE, S_NOISE, S_ROW_SCALE, S_SGD_PICK, S_TARGET,
+                        draw_index_nb)
+from .jit import driver, kernel
+from .rng import normal_nb, uniform_nb
 
 LEAST_SQUARES = 0
 LOGISTIC = 1

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from kernels.jit import kernel
+from .jit import kernel
 
 
 @kernel

@@ -10,9 +10,9 @@ the batch scans below are loops over it, so all three decide identically.
 
 import numpy as np
 
-from kernels.codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
-                           LOSS_PLATEAU, STOP_AT)
-from kernels.jit import kernel
+from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
+                    LOSS_PLATEAU, STOP_AT)
+from .jit import kernel
 
 
 @kernel

@@ -33,7 +33,7 @@ import math
 import numpy as np
 from numba import prange
 
-from kernels.jit import driver, kernel
+from .jit import driver, kernel
 
 # Detector codes (the batched driver branches on them).
 PATIENCE = 0

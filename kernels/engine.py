@@ -12,10 +12,10 @@ goes through ``kernels.schedulers`` with observed quantities only.
 import numpy as np
 from numba import prange
 
-from kernels.codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
-from kernels.jit import driver, kernel
-from kernels.schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
-                                priority_key_nb)
+from .codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
+from .jit import driver, kernel
+from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
+                         priority_key_nb)
 
 WAITING = 1
 RUNNING = 2

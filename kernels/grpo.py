@@ -15,11 +15,11 @@ import math
 import numpy as np
 from numba import prange
 
-from kernels.costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
+from .costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
                                S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
                                S_TASK_PROMPT_LENGTH, S_TASK_QUALITY, draw_index_nb)
-from kernels.jit import driver, kernel
-from kernels.rng import normal_nb, uniform_nb
+from .jit import driver, kernel
+from .rng import normal_nb, uniform_nb
 
 # Mini-batch distributions (arms of the ablation); all but uniform are mixed with uniform
 # by ``lam`` and weighted by ``1 / (N p)``, so every arm's gradient is unbiased.

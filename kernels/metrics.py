@@ -2,8 +2,8 @@
 import numpy as np
 from numba import prange
 
-from kernels.codes import RLHF
-from kernels.jit import driver
+from .codes import RLHF
+from .jit import driver
 
 METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",

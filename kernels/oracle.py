@@ -5,9 +5,9 @@ decision kernels so that they stay provably blind; outputs label it as an upper 
 """
 from numba import prange
 
-from kernels.codes import RLHF
-from kernels.detectors import in_scope_nb
-from kernels.jit import driver
+from .codes import RLHF
+from .detectors import in_scope_nb
+from .jit import driver
 
 
 @driver

@@ -9,8 +9,8 @@ from functools import lru_cache
 import numpy as np
 from numba import prange
 
-from kernels.codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from kernels.jit import kernel, user_driver
+from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
+from .jit import kernel, user_driver
 
 
 @kernel

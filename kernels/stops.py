@@ -11,9 +11,9 @@ from functools import lru_cache
 import numpy as np
 from numba import prange
 
-from kernels.codes import ACT_DEMOTE, ACT_STOP, RLHF
-from kernels.detectors import in_scope_nb, stop_decision_1j_nb
-from kernels.jit import driver, user_driver
+from .codes import ACT_DEMOTE, ACT_STOP, RLHF
+from .detectors import in_scope_nb, stop_decision_1j_nb
+from .jit import driver, user_driver
 
 
 @driver

@@ -16,8 +16,8 @@ import math
 import numpy as np
 from numba import prange
 
-from kernels.jit import driver, kernel
-from kernels.rng import normal_nb, uniform_nb
+from .jit import driver, kernel
+from .rng import normal_nb, uniform_nb
 
 # Random streams of this module: >= 100, so disjoint from the cluster engine's
 # (kernels/codes.py).  101-103 are also ids of the cost-aware streams

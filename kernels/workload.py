@@ -10,16 +10,16 @@ from collections import namedtuple
 import numpy as np
 from numba import prange
 
-from kernels.codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
-                           S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
-                           S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
-from kernels.curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
-                            loss_nb)
-from kernels.jit import driver, kernel
-from kernels.rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
-                         key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
-                         normal_central_nb, normal_tail_near_nb, normal_tail_nb,
-                         normal_tail_side_nb)
+from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
+                    S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
+                    S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
+from .curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
+                     loss_nb)
+from .jit import driver, kernel
+from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
+                  key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
+                  normal_central_nb, normal_tail_near_nb, normal_tail_nb,
+                  normal_tail_side_nb)
 
 # Scalars and small arrays describing the distributions; built by fastsim.workload.
 WorkloadParams = namedtuple("WorkloadParams", [

@@ -2,8 +2,8 @@
 
 Written from ``MODEL.md`` sections 2-8 and ``docs/model.md`` only, never from the engine's
 kernels: the numba engine must agree with it (after stumpy's ``tests/naive.py``).  The
-only things borrowed from the package are the random primitive (``kernels.rng``), the
-integer codes (``kernels.codes``) and the configs.
+only things borrowed from the package are the random primitive (``fastsim.kernels.rng``), the
+integer codes (``fastsim.kernels.codes``) and the configs.
 
 * ``reference_workload`` draws one cluster with plain loops and the ``math`` module,
   following the random-draw table of ``docs/model.md``.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels import codes as K
-from kernels.rng import normal_nb, uniform_nb
+from fastsim.kernels import codes as K
+from fastsim.kernels.rng import normal_nb, uniform_nb
 
 # --------------------------------------------------------------------------- workload
 

@@ -52,7 +52,7 @@ def test_cached_kernels_print_no_notice(capsys):
     import pytest
 
     from fastsim.compile_notice import engine_is_cached
-    from kernels.jit import CACHE
+    from fastsim.kernels.jit import CACHE
 
     if not CACHE:
         pytest.skip("the on-disk cache is off (FASTSIM_NO_CACHE=1)")

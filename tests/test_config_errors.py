@@ -160,7 +160,7 @@ def test_cli_subprocess_has_no_traceback():
 
 def test_every_kernel_metric_slot_is_declared_once():
     from fastsim import metrics as M
-    from kernels.metrics import METRIC_NAMES
+    from fastsim.kernels.metrics import METRIC_NAMES
 
     columns = [m.name for m in M.BUILTIN_METRICS if m.column]
     assert sorted(columns) == sorted(METRIC_NAMES) and len(set(columns)) == len(columns)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from fastsim.costaware import (GRPOConfig, cost_aware_batch, cost_aware_probs, group_advantages,
                                run_grpo, summarize_grpo)
 from fastsim.errors import ConfigError
-from kernels import grpo as nb
+from fastsim.kernels import grpo as nb
 
 
 def test_group_advantages():

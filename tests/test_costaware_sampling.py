@@ -8,9 +8,9 @@ from fastsim.costaware import (cost_factor, expected_cost, optimal_cost_factor, 
                                sampling_distribution, second_moment)
 from fastsim.costaware.sgd import ProblemConfig, make_problem
 from fastsim.errors import ConfigError
-from kernels import costaware as nbc
-from kernels import costaware_sgd as nbs
-from kernels.rng import uniform_nb
+from fastsim.kernels import costaware as nbc
+from fastsim.kernels import costaware_sgd as nbs
+from fastsim.kernels.rng import uniform_nb
 
 positive = st.floats(0.01, 100.0, allow_nan=False, allow_infinity=False)
 

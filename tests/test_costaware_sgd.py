@@ -8,8 +8,8 @@ import pytest
 from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, make_problem, run_sgd,
                                    summarize_sgd)
 from fastsim.errors import ConfigError
-from kernels import costaware_sgd as nbs
-from kernels.rng import uniform_nb
+from fastsim.kernels import costaware_sgd as nbs
+from fastsim.kernels.rng import uniform_nb
 
 
 @pytest.mark.parametrize("kind", ["least_squares", "logistic"])

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from fastsim.costaware import make_problem, select_subset, subset_distribution, subset_report
 from fastsim.costaware.sgd import ProblemConfig
 from fastsim.errors import ConfigError
-from kernels.costaware import budget_nb
+from fastsim.kernels.costaware import budget_nb
 
 positive = st.floats(0.01, 50.0, allow_nan=False)
 

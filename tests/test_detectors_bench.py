@@ -8,7 +8,7 @@ from fastsim import detectors as det
 from fastsim.api import simulate
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
-from kernels.codes import RLHF
+from fastsim.kernels.codes import RLHF
 
 
 @pytest.mark.parametrize("sigma", [0.01, 0.12])

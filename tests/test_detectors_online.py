@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import detectors_online as D
+from fastsim.kernels import detectors_online as D
 from tests import detectors_reference as R
 
 STEP = {

@@ -77,12 +77,7 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
 
 
 def _modules() -> list[str]:
-    names = ["fastsim"]
-    for package in (fastsim,):
-        names += [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
-    import kernels
-
-    names += ["kernels"] + [m.name for m in pkgutil.walk_packages(kernels.__path__, "kernels.")]
+    names = ["fastsim"] + [m.name for m in pkgutil.walk_packages(fastsim.__path__, "fastsim.")]
     return sorted(n for n in names if not n.endswith("replay.hf"))  # needs the hf extra
 
 

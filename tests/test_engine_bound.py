@@ -7,7 +7,7 @@ from fastsim.api import decide_stops, run_engine, run_workload
 from fastsim.config import SimConfig
 from fastsim.errors import SimulationError
 from fastsim.workload import generate_workload
-from kernels.engine import max_points_nb
+from fastsim.kernels.engine import max_points_nb
 
 SCHEDULERS = ("fifo", "sjf_est", "srtf_est", "loss_aware", "tiresias")
 

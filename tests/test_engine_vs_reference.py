@@ -47,7 +47,7 @@ RTOL = ATOL = 1e-9
 
 
 def test_every_metric_is_compared():
-    from kernels.metrics import METRIC_NAMES
+    from fastsim.kernels.metrics import METRIC_NAMES
     assert sorted(INT_METRICS + FLOAT_METRICS) == sorted(METRIC_NAMES)
 CLUSTERS_PER_CASE = 8
 CASES_PER_PAIR = 4

@@ -15,7 +15,7 @@ import pytest
 
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.workload import allocate
-from kernels.codes import DPO, LORA, RLHF
+from fastsim.kernels.codes import DPO, LORA, RLHF
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import jobs_of, reference_cluster_metrics, reference_simulate  # noqa: E402

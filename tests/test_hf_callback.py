@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from fastsim.replay.logs import read_logs  # noqa: E402
-from fastsim.replay.replay import replay  # noqa: E402
+from fastsim.replay.policies import replay  # noqa: E402
 
 VOCAB = 16
 SEQ = 12

@@ -15,7 +15,7 @@ from conftest import POLICIES, SCHEDULERS
 from fastsim.api import run_workload
 from fastsim.config import SimConfig
 from fastsim.workload import HIDDEN, OBSERVED, generate_workload
-from kernels import detectors, schedulers, stops
+from fastsim.kernels import detectors, schedulers, stops
 
 HIDDEN_WORDS = ("hacking", "ustar", "u_star", "height", "gold", "peak", "duration", "true",
                 "tau", "label")

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.replay.monitor import EvalStopMonitor
-from fastsim.replay.replay import replay
-from kernels.codes import ACT_STOP, EVALSTOP
-from kernels.detectors import evalstop_trigger_nb, stop_decision_1j_nb
+from fastsim.replay.policies import replay
+from fastsim.kernels.codes import ACT_STOP, EVALSTOP
+from fastsim.kernels.detectors import evalstop_trigger_nb, stop_decision_1j_nb
 
 
 def test_stop_keeps_the_checkpoint_k_evaluations_back_and_stays_stopped():

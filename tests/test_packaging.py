@@ -19,9 +19,9 @@ def _streams(module) -> dict[str, int]:
 
 
 def test_random_stream_ids_are_disjoint_where_they_must_be():
-    import kernels.codes as engine
-    import kernels.costaware as costaware
-    import kernels.toy_rlhf as toy
+    import fastsim.kernels.codes as engine
+    import fastsim.kernels.costaware as costaware
+    import fastsim.kernels.toy_rlhf as toy
 
     sets = {name: _streams(m) for name, m in
             (("engine", engine), ("costaware", costaware), ("toy_rlhf", toy))}
@@ -35,12 +35,39 @@ def test_random_stream_ids_are_disjoint_where_they_must_be():
 
 def test_importing_the_kernels_leaves_numba_cache_dir_alone():
     code = ("import numba; before = numba.config.CACHE_DIR\n"
-            "import fastsim.api, kernels.jit\n"
+            "import fastsim.api, fastsim.kernels.jit as jit\n"
             "assert numba.config.CACHE_DIR == before, (before, numba.config.CACHE_DIR)\n"
-            "assert kernels.jit.CACHE_DIR.startswith(kernels.jit.os.path.expanduser('~')) or "
-            "'XDG_CACHE_HOME' in kernels.jit.os.environ\n")
+            "assert jit.CACHE_DIR.startswith(jit.os.path.expanduser('~')) or "
+            "'XDG_CACHE_HOME' in jit.os.environ\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject.toml lists the packages explicitly (three are mapped from top-level
+    folders); a new subpackage missing from that list would be missing from the wheel."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(cfg["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "fastsim").rglob("__init__.py")}
+    assert found <= listed, found - listed
+    for package, folder in cfg["package-dir"].items():
+        assert package in listed and (ROOT / folder / "__init__.py").exists(), package
+
+
+def test_kernels_load_once_under_their_package_name():
+    """From the repository root the folder ``kernels/`` is on the path too: importing it
+    as ``kernels`` would compile a second copy, so it refuses, and nothing the package or
+    the tests import loads it under that name."""
+    code = ("import sys, fastsim.api, fastsim.sweep.runner, fastsim.replay.traces\n"
+            "assert 'kernels' not in sys.modules and 'fastsim.kernels.engine' in sys.modules\n"
+            "try:\n    import kernels\nexcept ImportError as exc:\n    print(exc)\n"
+            "else:\n    raise SystemExit('kernels imported under a second name')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "fastsim.kernels" in r.stdout
+    assert not [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]
 
 
 @pytest.mark.slow
@@ -48,10 +75,19 @@ def test_importing_the_kernels_leaves_numba_cache_dir_alone():
                     reason="builds and installs a wheel (minutes); CI runs it with "
                            "FASTSIM_WHEEL_TEST=1")
 def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
+    import shutil
+    import zipfile
+
+    # build from a clean copy: setuptools reuses a stale build/ folder of the checkout
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "results", "*.egg-info", "__pycache__", "*.png", "*.pdf"))
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path / "dist")],
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", str(src), "-w", str(tmp_path / "dist")],
                    check=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("fastsim-*.whl")
+    top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert top == {"fastsim", "fastsim-0.1.0.dist-info"}, top  # no generic top-level name
     venv.create(tmp_path / "venv", with_pip=True)
     bin_dir = tmp_path / "venv" / "bin"
     subprocess.run([bin_dir / "pip", "install", "-q", str(wheel)], check=True, cwd=tmp_path)

@@ -1,7 +1,7 @@
 """The numba workload kernel draws exactly what docs/model.md's table says.
 
 ``tests/reference.py`` implements the table job by job in plain Python (``math`` and
-loops, ``kernels.rng`` as the only random primitive); the kernel must match it bit for
+loops, ``fastsim.kernels.rng`` as the only random primitive); the kernel must match it bit for
 bit, for any chunking of clusters.
 """
 from __future__ import annotations

@@ -3,8 +3,8 @@ import sys
 from pathlib import Path
 
 from fastsim import registry as R
-from kernels import codes as K
-from kernels.schedulers import is_preemptive_nb
+from fastsim.kernels import codes as K
+from fastsim.kernels.schedulers import is_preemptive_nb
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import PREEMPTIVE  # noqa: E402

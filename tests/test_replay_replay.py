@@ -8,7 +8,7 @@ import pytest
 from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog, read_logs
-from fastsim.replay.replay import parse_policy, replay, summarize_replay
+from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -5,7 +5,7 @@ import pytest
 
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
-from fastsim.replay.replay import replay
+from fastsim.replay.policies import replay
 from fastsim.replay.traces import (ToyRLHFConfig, build_world, comparison_pool, fit_bradley_terry,
                                    fit_gao, gao_fit_groups, generate_toy_rlhf, run_summary)
 

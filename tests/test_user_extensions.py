@@ -147,7 +147,7 @@ def test_user_code_sees_no_hidden_truth(user_dir):
 def test_user_driver_passes_only_observations():
     import inspect
 
-    from kernels import stops
+    from fastsim.kernels import stops
 
     src = inspect.getsource(stops.user_stops_driver)
     call = src[src.index("trig = trigger("):]
@@ -178,7 +178,7 @@ def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
 def test_monitor_streams_user_and_builtin_policies_like_replay(user_dir):
     from fastsim.replay.logs import EvalLog
     from fastsim.replay.monitor import StopMonitor
-    from fastsim.replay.replay import replay
+    from fastsim.replay.policies import replay
 
     rng = np.random.default_rng(0)
     specs = [f"{POL}:k=2", "evalstop:k=2", "stop_at:f=0.5", "loss_plateau:w=2,tol=0.05",

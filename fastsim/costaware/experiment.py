@@ -1,6 +1,6 @@
 """A small, real GRPO experiment: uniform mini-batches vs Cost-Aware GRPO, many seeds.
 
-Task (``kernels.grpo.make_task_nb``): each prompt has ``n_traces`` candidate reasoning
+Task (``fastsim.kernels.grpo.make_task_nb``): each prompt has ``n_traces`` candidate reasoning
 traces; a trace has a length in tokens (lognormal around ``median_len``), features, and
 is correct when a hidden linear score of its features plus the prompt's difficulty and
 noise is positive (``length_effect`` > 0 makes longer traces more often correct).
@@ -27,7 +27,7 @@ from fastsim.costaware.sampling import check_lam
 from fastsim.costaware.sgd import _positive_int, _real
 from fastsim.errors import ConfigError
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
-from kernels import grpo as nb
+from fastsim.kernels import grpo as nb
 
 #: share of the uniform run's final gain that defines the tokens-to-target metric
 TARGET_GAIN = 0.9

@@ -34,8 +34,8 @@ import numpy as np
 
 from fastsim.costaware.sampling import check_lam, check_nonnegative
 from fastsim.errors import ConfigError
-from kernels import costaware as nbc
-from kernels import grpo as nb
+from fastsim.kernels import costaware as nbc
+from fastsim.kernels import grpo as nb
 
 
 @dataclass(frozen=True)

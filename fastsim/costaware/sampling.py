@@ -8,7 +8,7 @@ Mohri, Globerson, Kaplan, Koren & Mansour, "Cost-Aware Learning", arXiv 2604.280
 * total cost to error ``eps`` scales as ``J(p) = S(p) C(p)``, minimised (Cauchy-Schwarz) by
   ``p_i* ∝ G_i / sqrt(c_i)`` with ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2``.
 
-Inputs are validated here; the kernels in ``kernels.costaware`` trust them.
+Inputs are validated here; the kernels in ``fastsim.kernels.costaware`` trust them.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from kernels import costaware as nb
+from fastsim.kernels import costaware as nb
 
 
 class Strategy(IntEnum):
-    """Sampling strategies (mirrors the codes in ``kernels.costaware``)."""
+    """Sampling strategies (mirrors the codes in ``fastsim.kernels.costaware``)."""
 
     UNIFORM = nb.UNIFORM
     GRADIENT_NORM = nb.GRADIENT_NORM

@@ -22,8 +22,8 @@ from fastsim.costaware.sampling import (STRATEGIES, check_lam, parse_strategy,
                                         sampling_distribution)
 from fastsim.errors import ConfigError
 from fastsim.stats import bootstrap_ratio_ci, mean_ci
-from kernels import costaware as nbc
-from kernels import costaware_sgd as nbs
+from fastsim.kernels import costaware as nbc
+from fastsim.kernels import costaware_sgd as nbs
 
 PROBLEMS = {"least_squares": nbs.LEAST_SQUARES, "logistic": nbs.LOGISTIC}
 COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}

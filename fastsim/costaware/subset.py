@@ -20,10 +20,10 @@ import numpy as np
 import polars as pl
 
 from fastsim.costaware.sampling import (check_costs, check_gradient_bounds, check_lam,
-                                       check_nonnegative)
+                                        check_nonnegative)
 from fastsim.errors import ConfigError
-from kernels import costaware as nb
-from kernels import costaware_sgd as nbs
+from fastsim.kernels import costaware as nb
+from fastsim.kernels import costaware_sgd as nbs
 
 EXACT_MAX_N = 22  # 2^22 subsets: about a second; beyond that use the greedy
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.monitor import Decision, EvalStopMonitor, StopMonitor
-from fastsim.replay.replay import replay, summarize_replay
+from fastsim.replay.policies import replay, summarize_replay
 
 __all__ = ["Decision", "EvalLog", "EvalStopMonitor", "StopMonitor", "read_logs", "replay",
            "replay_logs", "summarize_replay"]

@@ -139,7 +139,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
 
 def _cmd_replay(args) -> int:
     from fastsim.replay.logs import read_logs
-    from fastsim.replay.replay import parse_policy, replay, summarize_replay
+    from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
@@ -224,7 +224,7 @@ def _cmd_toy(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from fastsim.replay.replay import parse_policy
+    from fastsim.replay.policies import parse_policy
     from fastsim.replay.traces import simulator_comparison
 
     _check_out(args.out)

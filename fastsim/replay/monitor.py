@@ -21,7 +21,7 @@ import numpy as np
 
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
-from kernels.detectors import evalstop_step_nb
+from fastsim.kernels.detectors import evalstop_step_nb
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class _Series:
         self.steps: list[float] = []
 
     def update(self, score: float, loss: float, step: int) -> bool:
-        from fastsim.replay.replay import decide_series
+        from fastsim.replay.policies import decide_series
 
         self.scores.append(score)
         self.losses.append(0.0 if math.isnan(loss) else loss)

@@ -25,7 +25,7 @@ import polars as pl
 
 from fastsim.errors import ConfigError
 from fastsim.stats import mean_ci, proportion_ci
-from kernels import toy_rlhf as k
+from fastsim.kernels import toy_rlhf as k
 
 
 @dataclass(frozen=True)
@@ -385,7 +385,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
-    from fastsim.replay.replay import parse_policy
+    from fastsim.replay.policies import parse_policy
 
     curves = dict(curves or {})
     base_rate = float(runs["truth_hacking"].mean())

@@ -16,8 +16,8 @@ import polars as pl
 from fastsim.api import JOB_TYPE_LABELS, decide_stops
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
-from kernels.codes import RLHF
-from kernels.curves import gold_rl_curved_nb, loss_nb, proxy_reward_nb
+from fastsim.kernels.codes import RLHF
+from fastsim.kernels.curves import gold_rl_curved_nb, loss_nb, proxy_reward_nb
 
 # Bin edges (hours): 0, then 40 log-spaced bins per decade from 0.01 h to 10^4 h, then inf.
 JCT_EDGES_H = np.concatenate([[0.0], np.logspace(-2, 4, 6 * 40 + 1), [np.inf]])

@@ -17,8 +17,8 @@ from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
-from kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
-from kernels.detectors import stop_decision_1j_nb
+from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
+from fastsim.kernels.detectors import stop_decision_1j_nb
 
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
