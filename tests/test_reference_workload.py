@@ -48,7 +48,7 @@ CONFIGS = {
                                      hack_sharpness=2.5),
     "all-knobs": WorkloadConfig(n_jobs=30, mix="mixed", dpo_base_rate=0.3, n_evals=21,
                                 kl_gamma=0.5, hack_sharpness=1.7, sigma_spread=0.4, noise_rho=0.3,
-                                ustar_healthy=(0.75, 3.0), sigma=0.03),
+                                ustar_hacking=(0.4, 0.75), ustar_healthy=(0.75, 3.0), sigma=0.03),
 }
 
 
