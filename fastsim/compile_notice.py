@@ -9,16 +9,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numba
-
-from fastsim.kernels.jit import CACHE
+from fastsim.kernels.jit import CACHE, CACHE_DIR
 
 
 def engine_is_cached() -> bool:
     """Whether the engine's machine code is in numba's on-disk cache for this source."""
     if not CACHE:
         return False
-    return any(Path(numba.config.CACHE_DIR).glob("*/engine.cluster_nb-*.nbi"))
+    return any(Path(CACHE_DIR).glob("*/engine.cluster_nb-*.nbi"))
 
 
 @contextmanager

@@ -34,7 +34,7 @@ def test_curve_knobs_from_the_command_line(tmp_path):
     out = tmp_path / "r.parquet"
     assert main(["run", "--clusters", "2", "--n-jobs", "20", "--kl-gamma", "0.8",
                  "--hack-sharpness", "1.5", "--sigma-spread", "0.2", "--noise-rho", "0.3",
-                 "--ustar-healthy", "0.75,3", "--no-progress", "--out", str(out)]) == 0
+                 "--ustar-healthy", "0.8,3", "--no-progress", "--out", str(out)]) == 0
     assert out.exists()
     assert main(["run", "--clusters", "2", "--noise-rho", "1.5", "--no-progress"]) == 2
 

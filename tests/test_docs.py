@@ -78,7 +78,9 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
 
 def _modules() -> list[str]:
     names = ["fastsim"] + [m.name for m in pkgutil.walk_packages(fastsim.__path__, "fastsim.")]
-    return sorted(n for n in names if not n.endswith("replay.hf"))  # needs the hf extra
+    # replay.hf needs the hf extra, costaware.trl(_toy) the trl extra (their own test groups)
+    extras = ("replay.hf", "costaware.trl", "costaware.trl_toy")
+    return sorted(n for n in names if not n.endswith(extras))
 
 
 @pytest.mark.parametrize("name", _modules())
