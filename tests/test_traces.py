@@ -85,3 +85,17 @@ def test_gao_fit_and_summaries(traces):
 def test_config_validation(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         ToyRLHFConfig(**kw)
+
+
+def test_simulator_comparison_draws_hacking_peaks_where_the_traces_peak():
+    from fastsim.replay.traces import simulator_comparison, trace_peak_range
+
+    runs = pl.DataFrame({"truth_hacking": [True, True, False, True],
+                         "truth_gold_peak_step": [30, 80, 100, 55], "final_step": [100] * 4,
+                         "n_evals": [11] * 4, "eval_noise_sd": [0.02] * 4,
+                         "gold_gain": [0.5] * 4})
+    assert trace_peak_range(runs) == (0.3, 0.8)
+    # a hacking range that did not start where the traces peak would be refused or differ:
+    # with the traces' range the healthy range starts at its upper end (no gap)
+    rows = simulator_comparison(runs, ["evalstop:k=2"], n_clusters=2, n_jobs=10, sigma=0.02)
+    assert rows.height == 1 and 0.0 <= rows["recall"][0] <= 1.0

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import polars as pl
 
+from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.stats import mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
@@ -370,6 +371,14 @@ def noise_level(runs: pl.DataFrame, workload=None, n_clusters: int = 20, seed: i
     return target / float(np.median(sd[rl] / gain[rl]))
 
 
+def trace_peak_range(runs: pl.DataFrame) -> tuple[float, float]:
+    """``(lo, hi)``: the smallest and largest progress (peak step / final step) at which the
+    traces' hacking runs reach their gold peak; the simulator draws ``u*`` uniformly there."""
+    hack = runs.filter(pl.col("truth_hacking"))
+    u = (hack["truth_gold_peak_step"] / hack["final_step"]).to_numpy()
+    return float(u.min()), float(u.max())
+
+
 def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
                          seed: int = 0, sigma: float | None = None,
                          curves: dict | None = None) -> pl.DataFrame:
@@ -378,16 +387,23 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
     ``noise_level`` (unless given; matched on noise sd / gold gain, per run and per job,
     clusters other than those simulated), ``base_rate`` = the traces' share of hacking runs and
-    ``n_evals`` = evaluations per trace, for each policy; every other parameter is the
-    default, including the curve knobs fitted to the traces (``curves``: WorkloadConfig
-    fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  One row per
-    policy with pooled precision / recall / FPR and cluster-bootstrap intervals.
+    ``n_evals`` = evaluations per trace and hacking peaks drawn over the range where the
+    traces' hacking runs peak (``trace_peak_range``), for each policy; every other parameter
+    is the default, including the curve knobs fitted to the traces (``curves``:
+    WorkloadConfig fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  The
+    peak position is a property of the traces, like their base rate: the paper-calibrated
+    default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
+    recall / FPR and cluster-bootstrap intervals.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
     from fastsim.replay.policies import parse_policy
 
     curves = dict(curves or {})
+    if "ustar_hacking" not in curves:
+        curves["ustar_hacking"] = trace_peak_range(runs)
+        if "ustar_healthy" not in curves:  # no gap, as the defaults: healthy peaks start there
+            curves["ustar_healthy"] = (curves["ustar_hacking"][1], D.USTAR_HEALTHY[1])
     base_rate = float(runs["truth_hacking"].mean())
     n_evals = int(runs["n_evals"].median())
     matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
@@ -563,8 +579,6 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
     resample keeps the traces' base rate).  Returns one row per knob.
     """
-    from fastsim import defaults as D
-
     height = D.HEIGHT if height is None else height
     hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
     st = _per_run(_run_arrays(traces))
