@@ -1,9 +1,17 @@
 """Session-wide set-up: numba compiles (or loads its cache) once, before any test."""
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("FASTSIM_PROGRESS", "0")
+
+# `python -m pytest` puts the checkout itself on sys.path, where the source folder kernels/
+# (installed as fastsim.kernels) would answer for any package named `kernels`: transformers
+# probes for Hugging Face's package of that name. Tests import the installed package only.
+_ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _ROOT]
 
 from fastsim import registry as R  # noqa: E402
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsim.kernels import detectors_online as D
-from tests import detectors_reference as R
+import detectors_reference as R  # tests/ is on sys.path (rootdir-relative test modules)
 
 STEP = {
     "patience": (D.patience_step_nb, lambda n: np.array([np.nan, 0.0])),
