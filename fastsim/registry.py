@@ -284,18 +284,18 @@ PLATEAU_TOL = Param("tol", "float", D.PLATEAU_TOL, lo=-1, hi=1, lo_open=True, hi
 BUILTIN_POLICIES = (
     StopPolicy("none", (SCOPE,), "none", "no stop policy", "never stop", code=K.NONE,
                scoped=False, reads=()),
-    StopPolicy("evalstop", (K_DECLINES, SCOPE), "evalstop(k={k})", "EvalStop (k=2)",
+    StopPolicy("evalstop", (K_DECLINES, SCOPE), "evalstop(k={k})", "EvalStop (k={k})",
                "stop after k consecutive declines of the evaluation score; deliver the "
                "checkpoint k evaluations back", "fastsim.kernels.detectors:evalstop_trigger_nb",
                code=K.EVALSTOP, lookback="k", min_evals=lambda v: v["k"] + 1, min_evals_text="k+1"),
-    StopPolicy("stop_at", (STOP_AT_F, SCOPE), "stop_at(f={f:g})", "StopAt-0.65",
+    StopPolicy("stop_at", (STOP_AT_F, SCOPE), "stop_at(f={f:g})", "StopAt-{f:g}",
                "stop at estimated progress f", "fastsim.kernels.detectors:stop_at_trigger_nb",
                code=K.STOP_AT, reads=("attained_h", "t_est_h")),
     StopPolicy("loss_plateau", (PLATEAU_W, PLATEAU_TOL, SCOPE), "loss_plateau(w={w},tol={tol:g})",
                "Loss plateau", "stop when the training loss improves by less than tol over w "
                "evaluations", "fastsim.kernels.detectors:loss_plateau_trigger_nb", code=K.LOSS_PLATEAU,
                min_evals=lambda v: v["w"] + 1, min_evals_text="w+1", reads=("losses",)),
-    StopPolicy("deprioritize", (K_DECLINES, SCOPE), "deprioritize(k={k})", "Deprioritize (k=2)",
+    StopPolicy("deprioritize", (K_DECLINES, SCOPE), "deprioritize(k={k})", "Deprioritize (k={k})",
                "demote (not stop) after k consecutive declines",
                "fastsim.kernels.detectors:evalstop_trigger_nb", code=K.DEPRIORITIZE, action="demote",
                min_evals=lambda v: v["k"] + 1, min_evals_text="k+1", streaming=False),

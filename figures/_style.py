@@ -8,6 +8,7 @@ cost-aware scripts have ``main(results, out)`` and run standalone through ``cli`
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from cycler import cycler
 from matplotlib.figure import Figure
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
+from fastsim.errors import ConfigError  # noqa: E402
 
 
 class _Labels(dict):
@@ -39,7 +41,39 @@ class _Palette(dict):
         return self[key]
 
 
-POLICY_NAMES = _Labels({d.name: d.figure_label for d in R.policies()})
+def _figure_label(d, values=None) -> str:
+    """``d.figure_label`` with its parameters filled in (``values`` over the defaults)."""
+    try:
+        return d.figure_label.format(**{**d.defaults(), **(values or {})})
+    except (KeyError, IndexError, ValueError):
+        return d.figure_label
+
+
+# A policy's label at its default parameters; ``policy_label`` renders the ones a sweep used.
+POLICY_NAMES = _Labels({d.name: _figure_label(d) for d in R.policies()})
+
+
+def policy_label(name: str, rows: pl.DataFrame | None = None) -> str:
+    """The figure label of policy ``name`` with the parameters its ``rows`` were run with,
+    read from their ``policy`` column (the table label, e.g. ``evalstop(k=3)``): "EvalStop
+    (k=3)".  Rows of several parameter settings, or none, give the bare name, never the
+    defaults' numbers (a legend must not claim k=2 for a k=3 run)."""
+    try:
+        d = R.lookup("policy", name)
+    except ConfigError:
+        return str(name)
+    bare = re.split(r" \(|-", d.figure_label.split("{")[0])[0] or d.name  # "EvalStop (k=" -> "EvalStop"
+    specs = [] if rows is None or "policy" not in rows.columns else rows["policy"].unique().to_list()
+    if len(specs) != 1:
+        return bare if "{" in d.figure_label else d.figure_label
+    m = re.fullmatch(r"([\w.:]+)\((.*)\)", specs[0])
+    if m is None:
+        return bare if "{" in d.figure_label else d.figure_label
+    try:
+        values = d.values(R.parse_spec(f"{m.group(1)}:{m.group(2)}", "policy")[1], "policy")
+    except ConfigError:
+        return bare
+    return _figure_label(d, values)
 # A scheduler's table label is its name, or name+flag for a bool parameter set (fifo+backfill).
 SCHEDULER_NAMES = _Labels(
     (label, d.figure_label + suffix) for d in R.schedulers()

@@ -14,7 +14,7 @@ def draw(sources, out, formats):
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("base_rate")
-            S.band(ax, rows["base_rate"] * 100, rows, S.POLICY_NAMES[p], S.PALETTE[p])
+            S.band(ax, rows["base_rate"] * 100, rows, S.policy_label(p, rows), S.PALETTE[p])
         ax.set_title(title)
         ax.set_xlabel("hacking RLHF jobs (%)")
         ax.set_ylabel("%")

@@ -29,7 +29,7 @@ def _bars(ax, df, metrics, names, sign=1.0):
         mean = np.nan_to_num(mean)
         ax.bar(x + (i - len(present) / 2 + 0.5) * width, mean, width,
                yerr=[np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)], capsize=2,
-               color=S.PALETTE[p], label=S.POLICY_NAMES[p])
+               color=S.PALETTE[p], label=S.policy_label(p, df.filter(pl.col("policy_name") == p)))
     ax.set_xticks(x, names)
 
 

@@ -19,7 +19,7 @@ def draw(sources, out, formats):
                 continue
             cdf = np.cumsum(rows["count"].to_numpy()) / rows["count"].sum()
             edges = np.minimum(rows["bin_hi_h"].to_numpy(), 1e4)
-            ax.step(edges, cdf, where="post", color=S.PALETTE[p], label=S.POLICY_NAMES[p])
+            ax.step(edges, cdf, where="post", color=S.PALETTE[p], label=S.policy_label(p, rows))
         ax.set_xscale("log")
         ax.set_xlabel("job completion time (h)")
         ax.set_title(f"{title}, SRTF-Est")

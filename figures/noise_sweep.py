@@ -16,7 +16,7 @@ def draw(sources, out, formats):
                                      ("fpr", "False-positive rate"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("sigma")
-            S.band(ax, rows["sigma"], rows, S.POLICY_NAMES[p], S.PALETTE[p])
+            S.band(ax, rows["sigma"], rows, S.policy_label(p, rows), S.PALETTE[p])
         ax.set_title(title)
         ax.set_xlabel("evaluation noise $\\sigma$")
         ax.set_ylabel("%")

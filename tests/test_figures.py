@@ -111,6 +111,24 @@ def test_headline_bars_sit_on_their_ticks_when_policies_are_missing(monkeypatch,
         assert np.allclose(centres.mean(axis=0), ticks)  # each group is centred on its tick
 
 
+def test_legends_name_the_parameters_the_sweep_used(monkeypatch, unusual_results):
+    fig = _drawn(monkeypatch, "headline", unusual_results)
+    labels = fig.axes[0].get_legend_handles_labels()[1] or fig.axes[1].get_legend_handles_labels()[1]
+    assert labels == ["EvalStop (k=3)", "StopAt-0.3", "Oracle (hidden truth)"]
+
+
+def test_a_label_never_claims_default_parameters_it_cannot_see():
+    import polars as pl
+
+    from fastsim.figures import _style as S
+
+    two = pl.DataFrame({"policy": ["evalstop(k=2)", "evalstop(k=4)"]})
+    assert S.policy_label("evalstop", two) == "EvalStop"
+    assert S.policy_label("evalstop", None) == "EvalStop"
+    assert S.policy_label("stop_at", pl.DataFrame({"policy": ["stop_at(f=0.3)"]})) == "StopAt-0.3"
+    assert S.policy_label("mymod:mine") == "mymod:mine"
+
+
 def test_composability_keeps_a_scheduler_without_a_display_name(monkeypatch, unusual_results):
     from fastsim.figures import _style as S
 
