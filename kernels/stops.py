@@ -13,7 +13,26 @@ from numba import prange
 
 from .codes import ACT_DEMOTE, ACT_STOP, RLHF
 from .detectors import in_scope_nb, stop_decision_1j_nb
-from .jit import driver, user_driver
+from .jit import driver, kernel, user_driver
+
+
+@kernel
+def _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
+                  demoted, trigger_eval, delivered_eval):
+    """Reset job ``(c, j)``'s five outputs (no stop, final checkpoint) and, if it is in the
+    policy's scope, fill ``attained[E]`` with the service observed at each evaluation.
+    Returns whether it is in scope.  Shared by the built-in and the user drivers."""
+    n_evals = attained.shape[0]
+    scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
+    in_scope[c, j] = scoped
+    stopped[c, j] = False
+    demoted[c, j] = False
+    trigger_eval[c, j] = 0
+    delivered_eval[c, j] = n_evals
+    if scoped:
+        for e in range(n_evals):
+            attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
+    return scoped
 
 
 @driver
@@ -25,16 +44,9 @@ def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, 
     for c in prange(n_clusters):
         attained = np.empty(n_evals)
         for j in range(n_jobs):
-            scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
-            in_scope[c, j] = scoped
-            stopped[c, j] = False
-            demoted[c, j] = False
-            trigger_eval[c, j] = 0
-            delivered_eval[c, j] = n_evals
-            if not scoped:
+            if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope,
+                                 stopped, demoted, trigger_eval, delivered_eval):
                 continue
-            for e in range(n_evals):
-                attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
             act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, score[c, j], loss[c, j],
                                                    attained, t_est_h[c, j])
             trigger_eval[c, j] = trig
@@ -61,16 +73,9 @@ def user_stops_driver(trigger):
         for c in prange(n_clusters):
             attained = np.empty(n_evals)
             for j in range(n_jobs):
-                scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
-                in_scope[c, j] = scoped
-                stopped[c, j] = False
-                demoted[c, j] = False
-                trigger_eval[c, j] = 0
-                delivered_eval[c, j] = n_evals
-                if not scoped:
+                if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained,
+                                     in_scope, stopped, demoted, trigger_eval, delivered_eval):
                     continue
-                for e in range(n_evals):
-                    attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
                 trig = trigger(score[c, j], loss[c, j], attained, t_est_h[c, j], *params)
                 if trig < 0 or trig > n_evals:
                     trig = -1  # out of range: reported by the caller
