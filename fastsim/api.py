@@ -1,8 +1,11 @@
 """Run simulation cells: workload -> stop decisions -> engine -> metrics.
 
-The three kernel stages are separate so that each stage's inputs say what it may know:
+Each stage is its own per-cluster kernel, so that its inputs say what it may know:
 decisions see observed arrays only (the oracle, declared, sees the hacking label and
 the peak), the engine adds the true run time (physics), and metrics add everything.
+``simulate`` and ``run_workload`` run the stages one cluster at a time in a single pass
+(``kernels.pipeline``); ``decide_stops``, ``run_engine``, ``account`` and ``run_stages``
+run them stage by stage over all clusters, with the same results to the bit.
 
 Examples
 --------
@@ -24,6 +27,7 @@ from fastsim.config import PolicyConfig, SimConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
+from fastsim.kernels.codes import LOSS_AWARE
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
@@ -247,14 +251,16 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
         generate_workload(wc, C, seed, cluster_start, out=w)
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
+    # Loss readings are drawn only for what reads them (no result column holds them).
+    draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
     workload = (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
                 w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
                 w.peak_eval)
-    pipeline_nb(generate, kernel_params(wc), np.uint64(seed), np.int64(cluster_start), decide,
-                p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all", s.code,
-                bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+    pipeline_nb(generate, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all",
+                s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                 float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), workload,
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),

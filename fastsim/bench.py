@@ -358,7 +358,8 @@ def run(a: argparse.Namespace) -> int:
         target = TARGET_US.get(s, 80.0)
         verdict = _verdict(us, target)
         targets.append((f"end to end, {s}", us, target, "us", verdict))
-        vs = f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x" if s in loop else f"{'-':>11s} {'-':>7s}"
+        vs = (f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x" if s in loop
+              else f"{'-':>11s} {'-':>7s}")
         print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} {vs}")
 
     sc = scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps)

@@ -26,13 +26,14 @@ from .workload import workload_1c_nb
 
 
 @driver
-def pipeline_nb(generate, p, seed, cluster_start, decide, policy, k, f, w, tol, scope_all,
-                scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys, workload,
-                decisions, service, outcome, segments, accounting, out):
+def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
+                scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
+                workload, decisions, service, outcome, segments, accounting, out):
     """Simulate every cluster row.
 
     ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
-    numbered from ``cluster_start``) into ``workload``, else read it as given;
+    numbered from ``cluster_start``) into ``workload`` (its loss readings only if
+    ``draw_loss``), else read it as given;
     ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle) into
     ``decisions``, else read them as given.  ``keys``: what the static-key scheduler
     orders by (``t_est_h``, or a user scheduler's keys).  Tuples of ``[C, J]`` arrays
@@ -56,7 +57,7 @@ def pipeline_nb(generate, p, seed, cluster_start, decide, policy, k, f, w, tol, 
         if generate:
             workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
                            t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
-                           score, loss, peak_eval)
+                           score, loss, peak_eval, draw_loss)
         if decide and policy == ORACLE:
             oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                                stopped, demoted, trigger_eval, delivered_eval)
