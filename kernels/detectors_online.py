@@ -33,15 +33,10 @@ import math
 import numpy as np
 from numba import prange
 
+from .codes import BOCPD, CUSUM, MARGIN, PATIENCE, PEAK
 from .jit import driver, kernel
 
-# Detector codes (the batched driver branches on them).
-PATIENCE = 0
-MARGIN = 1
-CUSUM = 2
-PEAK = 3
-BOCPD = 4
-EVALSTOP_K = 5  # the k-declines baseline, for the same driver
+EVALSTOP_K = -1  # the k-declines baseline, for the benchmark's driver
 
 PRIOR_DOF = 2.0
 SIGMA_FLOOR = 1e-9  # keeps standardised statistics finite at zero noise
@@ -49,6 +44,14 @@ N_FIT = 11          # size of the Gao-fit state: n and the sums of the normal eq
 
 
 # --------------------------------------------------------------------------- patience
+
+@kernel
+def patience_init(n_max):
+    """State: ``[best, counter]`` (best NaN before any score)."""
+    s = np.zeros(2)
+    s[0] = np.nan
+    return s
+
 
 @kernel
 def patience_step_nb(state, score, patience, threshold):
@@ -70,7 +73,7 @@ def patience_step_nb(state, score, patience, threshold):
 
 @kernel
 def patience_trigger_nb(scores, patience, threshold):
-    state = np.array([np.nan, 0.0])
+    state = patience_init(scores.shape[0])
     for e in range(scores.shape[0]):
         if patience_step_nb(state, scores[e], patience, threshold):
             return e + 1
@@ -450,9 +453,41 @@ def best_observed_eval_nb(scores, upto):
 
 
 @kernel
+def detector_init_nb(code, p, n_max):
+    """A fresh streaming state of detector ``code`` with parameters ``p`` (float64, in
+    the order of its declaration in ``fastsim.registry``) for up to ``n_max`` evaluations
+    (only BOCPD's state grows with it: longer runs are merged)."""
+    if code == PATIENCE:
+        return patience_init(n_max)
+    if code == MARGIN:
+        return margin_init(n_max)
+    if code == CUSUM:
+        return cusum_init(n_max)
+    if code == PEAK:
+        return peak_init(n_max, int(p[4]))
+    return bocpd_init(n_max)
+
+
+@kernel
+def detector_step_nb(code, p, state, score):
+    """One evaluation of detector ``code``'s streaming form: updates ``state`` in place and
+    returns whether it fires."""
+    if code == PATIENCE:
+        return patience_step_nb(state, score, p[0], p[1])
+    if code == MARGIN:
+        return margin_step_nb(state, score, p[0], p[1], p[2])
+    if code == CUSUM:
+        return cusum_step_nb(state, score, p[0], p[1], p[2])
+    if code == PEAK:
+        return peak_step_nb(state, score, p[0], p[1], p[2], p[3], p[5])
+    return bocpd_step_nb(state, score, p[0], p[1], p[2], p[3])
+
+
+@kernel
 def detector_trigger_nb(code, p, scores):
-    """Trigger of detector ``code`` with parameters ``p`` (float64 array, meaning per
-    code as in ``DETECTOR_PARAMS`` of ``fastsim.detectors``)."""
+    """Trigger of detector ``code`` with parameters ``p`` (float64, in the order of its
+    declaration in ``fastsim.registry``): the first 1-based evaluation at which it
+    fires, 0 = never."""
     if code == PATIENCE:
         return patience_trigger_nb(scores, p[0], p[1])
     if code == MARGIN:

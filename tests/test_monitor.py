@@ -92,8 +92,9 @@ def test_monitor_replay_and_engine_decide_identically(seqs, k, hib):
         seen = [(s, x if hib else -x) for s, x in zip(steps, seq) if not math.isnan(x)]
         arr = np.array([x for _, x in seen], dtype=np.float64)
         trig = evalstop_trigger_nb(arr, k)
-        act, trig2, deliv = stop_decision_1j_nb(EVALSTOP, k, 0.65, 2, 0.01, arr, np.zeros(arr.size),
-                                                np.arange(1.0, arr.size + 1), float(arr.size))
+        act, trig2, deliv = stop_decision_1j_nb(EVALSTOP, k, 0.65, 2, 0.01, np.zeros(0), arr,
+                                                np.zeros(arr.size), np.arange(1.0, arr.size + 1),
+                                                float(arr.size))
         assert trig == trig2
         eng = (seen[trig - 1][0], seen[deliv - 1][0]) if act == ACT_STOP else None
         # replay

@@ -48,7 +48,8 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     d = p.decl
     if d.user is None:
         return stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w), float(p.tol),
-                                   score, loss, attained, float(t_est))
+                                   np.array(p.vector, np.float64), score, loss, attained,
+                                   float(t_est))
     values = p.values
     trig = int(d.user(score, loss, attained, float(t_est),
                       *(v for k, v in values.items() if k != "scope")))
