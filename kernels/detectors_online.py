@@ -23,6 +23,11 @@ Detectors (docs/detectors.md gives each rule, its cost and how to set it):
   differences (the slope), Gaussian segments of unknown mean; fires when the slope of the
   current segment is negative with posterior probability ``Phi(z)``.
 
+As stop policies (``fastsim.registry``: parameters as one float64 array in declared
+order, codes from ``kernels.codes``), the simulator and replay decide through
+``detector_trigger_nb`` and the live monitor steps through ``detector_init_nb`` /
+``detector_step_nb``: one branch per detector in each.
+
 The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual variance of the
 Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
 residual degrees of freedom: ``sigma_hat^2 = (RSS + PRIOR_DOF sigma0^2) / (n - 3 + PRIOR_DOF)``.
@@ -31,12 +36,9 @@ The fit's sufficient statistics take O(1) state.
 import math
 
 import numpy as np
-from numba import prange
 
 from .codes import BOCPD, CUSUM, MARGIN, PATIENCE, PEAK
-from .jit import driver, kernel
-
-EVALSTOP_K = -1  # the k-declines baseline, for the benchmark's driver
+from .jit import kernel
 
 PRIOR_DOF = 2.0
 SIGMA_FLOOR = 1e-9  # keeps standardised statistics finite at zero noise
@@ -428,20 +430,6 @@ def bocpd_trigger_nb(scores, hazard, z, sigma0, prior_sd):
 # --------------------------------------------------------------------------- shared
 
 @kernel
-def evalstop_k_trigger_nb(scores, k):
-    """EvalStop's ``k`` consecutive strict declines (MODEL.md section 7), for comparison."""
-    run = 0
-    for e in range(1, scores.shape[0]):
-        if scores[e] < scores[e - 1]:
-            run += 1
-        else:
-            run = 0
-        if run >= k:
-            return e + 1
-    return 0
-
-
-@kernel
 def best_observed_eval_nb(scores, upto):
     """1-based evaluation with the highest observed score among ``1..upto`` (first on
     ties): the checkpoint a detector delivers when it fires at ``upto``."""
@@ -498,26 +486,4 @@ def detector_trigger_nb(code, p, scores):
         return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]), p[5])
     if code == BOCPD:
         return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
-    if code == EVALSTOP_K:
-        return evalstop_k_trigger_nb(scores, int(p[0]))
     return 0
-
-
-@driver
-def detector_triggers_nb(code, p, score, in_scope, trigger_eval, delivered_eval):
-    """Every in-scope job's trigger and delivered checkpoint: ``score`` ``[C, J, E]``,
-    ``in_scope`` ``[C, J]``; writes ``trigger_eval`` and ``delivered_eval`` ``[C, J]``
-    (1-based; 0 = never, and then the last evaluation is delivered)."""
-    n_clusters, n_jobs, n_evals = score.shape
-    for c in prange(n_clusters):
-        for j in range(n_jobs):
-            trig = 0
-            if in_scope[c, j]:
-                trig = detector_trigger_nb(code, p, score[c, j])
-            trigger_eval[c, j] = trig
-            if trig == 0:
-                delivered_eval[c, j] = n_evals
-            elif code == EVALSTOP_K:
-                delivered_eval[c, j] = trig - int(p[0])
-            else:
-                delivered_eval[c, j] = best_observed_eval_nb(score[c, j], trig)
