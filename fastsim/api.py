@@ -85,6 +85,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     if decl.user is not None:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
+        back = -1 if decl.keep == "best" else back
         user_stops_driver(decl.user)(
             tuple(v for k, v in values.items() if k != "scope"), int(back),
             decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,

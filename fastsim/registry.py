@@ -469,7 +469,7 @@ def _user_params(params: Any) -> tuple[Param, ...]:
     return out
 
 
-def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
+def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: str = "lookback",
                 min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
                 figure_label: str = "", help: str = "") -> Callable:
     """Declare a user stop policy over an ``@njit`` trigger function.
@@ -479,7 +479,9 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
     observed series only and must be pure and causal (its answer on a series is the
     first evaluation at which it would answer on the prefix).  ``lookback``: how many
     evaluations before the trigger the delivered checkpoint is (an int or a parameter
-    name).  ``name`` also registers a short name for specs in this process.
+    name); ``keep="best"`` delivers the evaluation with the highest score up to the
+    trigger instead (as the online detectors do).  ``name`` also registers a short name
+    for specs in this process.
 
     Examples
     --------
@@ -503,10 +505,12 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
         if isinstance(lookback, str) and lookback not in [p.name for p in ps]:
             raise ConfigError(f"lookback={lookback!r} is not a parameter; allowed: an int or one "
                               f"of {[p.name for p in ps]}")
+        if keep not in ("lookback", "best"):
+            raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
                           help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,
-                          ref=ref, lookback=lookback, min_evals=need, reads=tuple(reads))
+                          ref=ref, lookback=lookback, keep=keep, min_evals=need, reads=tuple(reads))
         _register("policy", decl, name or None)
         return decl
     return wrap

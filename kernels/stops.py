@@ -13,6 +13,7 @@ from numba import prange
 
 from .codes import ACT_DEMOTE, ACT_STOP, RLHF
 from .detectors import in_scope_nb, stop_decision_1j_nb
+from .detectors_online import best_observed_eval_nb
 from .jit import driver, kernel, user_driver
 
 
@@ -63,7 +64,7 @@ def user_stops_driver(trigger):
 
     ``trigger(scores, losses, attained_h, t_est_h, *params)`` returns the 1-based
     evaluation that stops (or demotes) the job, 0 for never; ``lookback`` is how many
-    evaluations before it the delivered checkpoint is.  The trigger gets the same
+    evaluations before it the delivered checkpoint is (-1: the best observed score's).  The trigger gets the same
     observed arrays as ``stop_decision_1j_nb``, nothing else.
     """
     @user_driver
@@ -86,5 +87,6 @@ def user_stops_driver(trigger):
                         demoted[c, j] = True
                     else:
                         stopped[c, j] = True
-                        delivered_eval[c, j] = trig - lookback
+                        delivered_eval[c, j] = (best_observed_eval_nb(score[c, j], trig)
+                                                if lookback < 0 and trig > 0 else trig - lookback)
     return resolve_user_stops_nb

@@ -382,7 +382,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
                 x.trigger = e
                 if act == "stop":
                     x.stopped = True
-                    if pol.decl.vector:  # a detector keeps the best score seen, first on ties
+                    if pol.decl.keep == "best":  # the best score seen, first on ties
                         seen = [float(v) for v in score[x.j, :e]]
                         x.delivered = seen.index(max(seen)) + 1
                     else:

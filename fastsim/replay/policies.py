@@ -56,7 +56,7 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
-    deliv = d.delivered(trig, values, n)
+    deliv = d.delivered(trig, values, n, score) if 1 <= trig <= n else -1
     if not 1 <= trig <= n or deliv < 1:
         raise ValueError(f"stop policy {d.name} returned trigger {trig} on {n} evaluations")
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
