@@ -100,6 +100,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     if decl.user is not None:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
+        back = -1 if decl.keep == "best" else back
         user_stops_driver(decl.user)(
             tuple(v for k, v in values.items() if k != "scope"), int(back),
             decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
@@ -111,9 +112,9 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
-        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), scope_all, w.job_type,
-                         w.t_est_h, w.score, w.loss, w.duration_h, d.in_scope, d.stopped,
-                         d.demoted, d.trigger_eval, d.delivered_eval)
+        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), np.array(p.vector, np.float64),
+                         scope_all, w.job_type, w.t_est_h, w.score, w.loss, w.duration_h,
+                         d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     return d
 
 
@@ -259,8 +260,8 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
                 w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
                 w.peak_eval)
     pipeline_nb(generate, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
-                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all",
-                s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol),
+                np.array(p.vector, np.float64), p.scope == "all", s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                 float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), workload,
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),

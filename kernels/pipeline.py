@@ -27,15 +27,17 @@ from .workload import workload_1c_nb
 
 @driver
 def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
-                scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
+                detector, scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
                 workload, decisions, service, outcome, segments, accounting, out):
     """Simulate every cluster row.
 
     ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
     numbered from ``cluster_start``) into ``workload`` (its loss readings only if
     ``draw_loss``), else read it as given;
-    ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle) into
-    ``decisions``, else read them as given.  ``keys``: what the static-key scheduler
+    ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle; ``k``,
+    ``f``, ``w``, ``tol`` and an online detector's parameters ``detector``, as
+    ``kernels.stops.resolve_stops_nb`` takes them) into ``decisions``, else read them as
+    given.  ``keys``: what the static-key scheduler
     orders by (``t_est_h``, or a user scheduler's keys).  Tuples of ``[C, J]`` arrays
     (``[C, J, E]``: gold, score, loss), written in place: ``workload`` (the 16 arrays of
     ``fastsim.workload.Workload`` in its field order, ``cluster_ids`` excepted),
@@ -62,9 +64,9 @@ def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, 
             oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                                stopped, demoted, trigger_eval, delivered_eval)
         elif decide:
-            resolve_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est_h, score,
-                                loss, duration_h, in_scope, stopped, demoted, trigger_eval,
-                                delivered_eval)
+            resolve_stops_1c_nb(c, policy, k, f, w, tol, detector, scope_all, job_type, t_est_h,
+                                score, loss, duration_h, in_scope, stopped, demoted,
+                                trigger_eval, delivered_eval)
         service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
                              n_evals, end_service, demote_service, account_from)
         start_h[c] = np.nan  # the engine writes these only for jobs that start and end
