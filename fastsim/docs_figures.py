@@ -15,9 +15,7 @@ import time
 from pathlib import Path
 
 from fastsim.errors import ConfigError, SimulationError
-
-TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
-                  "loss_plateau:w=2,tol=0.01", "oracle")
+from fastsim.replay.cli import TRACE_POLICIES
 
 # (what, outputs under RESULTS, the fastsim command with {r} = RESULTS); docs/calibration.md,
 # docs/real-traces.md and docs/costaware.md quote these commands and sizes.
