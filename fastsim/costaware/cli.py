@@ -42,7 +42,7 @@ FIELD_HELP = {
     # SGDConfig
     "step": "step-size rule: strongly_convex (eta_t = 2/(mu(t+2))) or convex "
             "(eta_t = 2R/sqrt(S(p)(t+1)))",
-    "eps": "target relative optimality gap, in (0, 1)",
+    "eps": "target relative optimality gap, in (0, 1]",
     "max_steps": "step cap per replication (runs that miss eps report no cost), >= 1",
     "replications": "independent SGD runs per strategy, 2 to 1,000,000",
     "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
@@ -209,14 +209,14 @@ def cmd_grpo(args):
 def cmd_trl_gradnorm(args):
     import importlib.util
 
-    missing = [m for m in ("trl", "datasets", "torch") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
-                          "pip install 'fastsim[trl]'")
     for option, value, lo in (("batches", args.batches, 1), ("train-steps", args.train_steps, 0),
                               ("seed", args.seed, 0)):
         if value < lo:
             raise ConfigError(f"--{option}={value} is invalid; allowed: an integer >= {lo}")
+    missing = [m for m in ("trl", "datasets", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
+                          "pip install 'fastsim[trl]'")
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
                                            toy_trainer)
 
