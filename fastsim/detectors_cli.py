@@ -47,6 +47,9 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
     out += [peak(z, origin=0, gamma=0.5) for z in (1.0, 1.3, 1.65, 2.33)]  # trace-like KL growth
     for z in (0.5, 1.0, 1.65):
         out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
+    # every declared detector at its defaults, so a new declaration is measured too
+    out += [(n, det.default_params(n, sigma)) for n in det.DETECTORS
+            if (n, det.default_params(n, sigma)) not in out]
     return out
 
 
