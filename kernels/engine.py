@@ -448,7 +448,8 @@ def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus
     """Simulate every cluster row: inputs ``[C, J]`` (``loss``: ``[C, J, E]``); writes
     ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]``, the segments and
     ``n_points`` ``[C]`` (-1: the cluster hit the bound on scheduling points)."""
-    for c in prange(gpus.shape[0]):
+    for c_ in prange(gpus.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus,
                       arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
                       account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
@@ -478,6 +479,7 @@ def service_points_nb(duration_h, stopped, demoted, trigger_eval, hacking, peak_
     ``trigger_eval``) come from ``kernels.stops``; ``hacking`` and ``peak_eval`` only
     place the start of waste (MODEL.md section 8).
     """
-    for c in prange(duration_h.shape[0]):
+    for c_ in prange(duration_h.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
                              n_evals, end_service, demote_service, account_from_h)

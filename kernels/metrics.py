@@ -105,7 +105,8 @@ def accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, 
 def accounting_nb(gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped, demoted,
                   delivered_eval, delivered_gold, best_gold, wasted_gpu_h, positive):
     """``accounting_1c_nb`` for every cluster row."""
-    for c in prange(gold.shape[0]):
+    for c_ in prange(gold.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
                          demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
                          positive)
@@ -204,7 +205,8 @@ def cluster_metrics_nb(capacity, n_evals, job_type, gpus, arrival_h, end_h, held
                        trigger_eval, peak_eval, out):
     """All inputs ``[C, J]`` (``capacity``, ``n_evals``: scalars); writes
     ``out[N_METRICS, C]`` (one contiguous row per metric, in ``METRIC_NAMES`` order)."""
-    for c in prange(job_type.shape[0]):
+    for c_ in prange(job_type.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
                               wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
                               best_gold, trigger_eval, peak_eval, out)

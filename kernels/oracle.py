@@ -3,6 +3,7 @@
 It stops each hacking job in scope at its peak evaluation.  It lives apart from the
 decision kernels so that they stay provably blind; outputs label it as an upper bound.
 """
+import numpy as np
 from numba import prange
 
 from .codes import RLHF
@@ -29,6 +30,7 @@ def oracle_stops_nb(scope_all, job_type, hacking, peak_eval, n_evals, in_scope, 
                     demoted, trigger_eval, delivered_eval):
     """Same outputs as ``kernels.stops.resolve_stops_nb``, from the hacking label and
     the peak evaluation (hidden truth)."""
-    for c in prange(job_type.shape[0]):
+    for c_ in prange(job_type.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                            stopped, demoted, trigger_eval, delivered_eval)

@@ -55,7 +55,8 @@ def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, 
     seg_job, seg_start, seg_end, seg_count, n_points = segments
     delivered_gold, best_gold, wasted_gpu_h, positive = accounting
     n_evals = gold.shape[2]
-    for c in prange(job_type.shape[0]):
+    for c_ in prange(job_type.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         if generate:
             workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
                            t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,

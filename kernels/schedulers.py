@@ -71,7 +71,8 @@ def user_keys_driver(key):
     orders by them as it orders ``sjf_est`` by ``t_est_h`` (a static key)."""
     @user_driver
     def user_keys_nb(params, t_est_h, gpus, job_type, arrival_h, out):
-        for c in prange(t_est_h.shape[0]):
+        for c_ in prange(t_est_h.shape[0]):
+            c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             for j in range(t_est_h.shape[1]):
                 out[c, j] = key(t_est_h[c, j], gpus[c, j], job_type[c, j], arrival_h[c, j], *params)
     return user_keys_nb

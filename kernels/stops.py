@@ -60,7 +60,8 @@ def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, scor
     """Inputs ``[C, J]`` (``score``, ``loss``: ``[C, J, E]``; ``p``: an online detector's
     parameters, see ``stop_decision_1j_nb``); writes the five outputs ``[C, J]`` in place
     (evaluations 1-based, 0 = none)."""
-    for c in prange(score.shape[0]):
+    for c_ in prange(score.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score,
                             loss, duration_h, in_scope, stopped, demoted, trigger_eval,
                             delivered_eval)
@@ -81,7 +82,8 @@ def user_stops_driver(trigger):
                               loss, duration_h, in_scope, stopped, demoted, trigger_eval,
                               delivered_eval):
         n_clusters, n_jobs, n_evals = score.shape
-        for c in prange(n_clusters):
+        for c_ in prange(n_clusters):
+            c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             attained = np.empty(n_evals)
             for j in range(n_jobs):
                 if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained,

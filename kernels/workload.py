@@ -272,7 +272,8 @@ def workload_nb(p, seed, cluster_start, job_type, gpus, arrival_h, duration_h, t
                 ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss, peak_eval):
     """Generate ``job_type.shape[0]`` clusters numbered from ``cluster_start``; all
     arrays ``[C, J]`` (``gold``, ``score``, ``loss``: ``[C, J, E]``) are written in place."""
-    for c in prange(job_type.shape[0]):
+    for c_ in prange(job_type.shape[0]):
+        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
                        t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
                        score, loss, peak_eval)
