@@ -101,11 +101,16 @@ def threshold_at_precision(stat: np.ndarray, hacking: np.ndarray, target: float)
     return float(stat[order][np.flatnonzero(ok).max()]) if ok.any() else np.inf
 
 
+RULES = {"offline Bayes": "P(hacking given all scores) >= a threshold",
+         "online Bayes": "P(hacking given the scores so far) >= a threshold, from evaluation 3",
+         "noiseless peak": "the noise-free gold peaks before the last evaluation"}
+
+
 def _scored(name: str, sigma: float, fire: np.ndarray, hacking: np.ndarray, cluster: np.ndarray,
             test: np.ndarray, target: float) -> dict:
     """Precision, recall and FPR of ``fire`` on the test clusters, pooled with
     cluster-bootstrap intervals."""
-    row = {"bound": name, "sigma": sigma, "precision_target": target}
+    row = {"bound": name, "rule": RULES[name], "sigma": sigma, "precision_target": target}
     ids = np.unique(cluster[test])
     per = lambda x: np.bincount(np.searchsorted(ids, cluster[test]), x[test].astype(float), ids.size)
     tp, fp = per(fire & hacking), per(fire & ~hacking)
