@@ -12,6 +12,9 @@ section 5), and so bounds what any detector over the same scores can reach:
 * ``online Bayes``: the same posterior computed after each evaluation, firing at the
   first evaluation (from the third) where it passes a threshold: a sequential rule that
   still knows the run length and the priors.
+* ``offline Bayes, run length unknown``: the offline posterior without the run length
+  (uniform over ``E .. 3E`` evaluations): it knows the priors but not where in the run
+  each evaluation sits, as an online rule at its last evaluation does not.
 * ``noiseless peak``: sees the noise-free gold curve and fires when its highest
   evaluation is before the last ("the peak is inside the run").
 
@@ -35,10 +38,11 @@ from fastsim.stats import proportion_ci
 from fastsim.workload import generate_workload
 
 
-def _shapes(cfg: WorkloadConfig, hacking: bool, n_ustar: int) -> np.ndarray:
-    """Gold curves of height 1 at the evaluations ``[G, E]``, one per ``u*`` on a
-    midpoint grid of the class's uniform prior (MODEL.md section 4 with the curve knobs)."""
-    u = np.arange(1, cfg.n_evals + 1) / cfg.n_evals
+def _shapes(cfg: WorkloadConfig, hacking: bool, n_ustar: int, n_run: int) -> np.ndarray:
+    """Gold curves of height 1 at the evaluations ``[G, n_run]`` of a run of ``n_run``
+    evaluations, one per ``u*`` on a midpoint grid of the class's uniform prior
+    (MODEL.md section 4 with the curve knobs)."""
+    u = np.arange(1, n_run + 1) / n_run
     lo, hi = cfg.ustar_hacking if hacking else cfg.ustar_healthy
     ustar = lo + (hi - lo) * (np.arange(n_ustar) + 0.5) / n_ustar
     gamma = cfg.kl_gamma * (cfg.hack_sharpness if hacking else 1.0)
@@ -56,14 +60,15 @@ def _whiten(x: np.ndarray, rho: float) -> np.ndarray:
 
 
 def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: int | None = None,
-                 n_ustar: int = 60, n_sigma: int = 12) -> np.ndarray:
+                 n_run: int | None = None, n_ustar: int = 60, n_sigma: int = 12) -> np.ndarray:
     """``log p(scores 1..upto | class)`` of each job ``[N]`` (up to a constant shared by
     both classes): ``u*`` on a grid, the height integrated exactly over its uniform prior
     (the score is linear in it), the per-job noise on ``n_sigma`` quantiles of its
-    log-normal."""
+    log-normal.  ``n_run``: the evaluations in the run (default ``cfg.n_evals``), which
+    places each evaluation in the run."""
     n = score.shape[-1] if upto is None else upto
     r = _whiten(score[:, :n], cfg.noise_rho)
-    q = _whiten(_shapes(cfg, hacking, n_ustar)[:, :n], cfg.noise_rho)
+    q = _whiten(_shapes(cfg, hacking, n_ustar, n_run or cfg.n_evals)[:, :n], cfg.noise_rho)
     rr = (r * r).sum(1)[:, None]
     rq = r @ q.T
     qq = (q * q).sum(1)[None, :]
@@ -91,6 +96,18 @@ def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, upto: int | None = N
                                  - log_marginal(score, cfg, False, upto) + prior)))
 
 
+def bayes_posterior_unknown_run(score: np.ndarray, cfg: WorkloadConfig, factor: int = 3) -> np.ndarray:
+    """``bayes_posterior`` after all ``E`` evaluations without knowing that they are all,
+    so without knowing where in the run each sits: the run length uniform over
+    ``E .. factor E`` evaluations (what an online rule knows at its ``E``-th evaluation,
+    with the model's priors)."""
+    runs = range(cfg.n_evals, factor * cfg.n_evals + 1)
+    lh = np.logaddexp.reduce([log_marginal(score, cfg, True, n_run=m) for m in runs], axis=0)
+    lo = np.logaddexp.reduce([log_marginal(score, cfg, False, n_run=m) for m in runs], axis=0)
+    prior = math.log(cfg.base_rate) - math.log1p(-cfg.base_rate)
+    return 1.0 / (1.0 + np.exp(-(lh - lo + prior)))
+
+
 def threshold_at_precision(stat: np.ndarray, hacking: np.ndarray, target: float) -> float:
     """Lowest threshold on ``stat`` (fire when ``stat >= t``) whose precision is at least
     ``target``: the highest recall at that precision (``inf`` when none reaches it)."""
@@ -103,6 +120,8 @@ def threshold_at_precision(stat: np.ndarray, hacking: np.ndarray, target: float)
 
 RULES = {"offline Bayes": "P(hacking given all scores) >= a threshold",
          "online Bayes": "P(hacking given the scores so far) >= a threshold, from evaluation 3",
+         "offline Bayes, run length unknown": "as offline Bayes, the run length uniform over "
+         "E..3E evaluations",
          "noiseless peak": "the noise-free gold peaks before the last evaluation"}
 
 
@@ -143,6 +162,10 @@ def bounds(sigmas, n_clusters: int = 50, seed: int = 0, target: float = 0.95,
         online = np.max([bayes_posterior(score, cfg, e) for e in range(3, cfg.n_evals + 1)], axis=0)
         thr = threshold_at_precision(online[train], hacking[train], target)
         rows.append(_scored("online Bayes", sigma, online >= thr, hacking, cluster, test, target))
+        unknown = bayes_posterior_unknown_run(score, cfg)
+        thr = threshold_at_precision(unknown[train], hacking[train], target)
+        rows.append(_scored("offline Bayes, run length unknown", sigma, unknown >= thr, hacking,
+                            cluster, test, target))
         gold = w.gold[scope]
         inside = gold.argmax(1) < gold.shape[1] - 1
         rows.append(_scored("noiseless peak", sigma, inside, hacking, cluster, test, target))

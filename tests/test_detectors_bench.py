@@ -76,7 +76,8 @@ def test_bounds_rows_have_intervals_and_n():
     from fastsim import detector_bounds as bounds
 
     b = bounds.bounds((0.05,), n_clusters=4, n_jobs=40)
-    assert b["bound"].to_list() == ["offline Bayes", "online Bayes", "noiseless peak"]
+    assert b["bound"].to_list() == ["offline Bayes", "online Bayes", "offline Bayes, run length unknown",
+                                     "noiseless peak"]
     assert (b["n_clusters"] == 2).all()
     for m in ("precision", "recall", "fpr"):
         assert (b[f"{m}_lo"] <= b[m]).all() and (b[m] <= b[f"{m}_hi"]).all()
