@@ -85,6 +85,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     if decl.user is not None:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
+        back = -1 if decl.keep == "best" else back
         user_stops_driver(decl.user)(
             tuple(v for k, v in values.items() if k != "scope"), int(back),
             decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
@@ -96,9 +97,9 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
-        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), scope_all, w.job_type,
-                         w.t_est_h, w.score, w.loss, w.duration_h, d.in_scope, d.stopped,
-                         d.demoted, d.trigger_eval, d.delivered_eval)
+        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), np.array(p.vector, np.float64),
+                         scope_all, w.job_type, w.t_est_h, w.score, w.loss, w.duration_h,
+                         d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     return d
 
 

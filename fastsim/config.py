@@ -176,8 +176,12 @@ def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str,
         if key not in decl.param_names or key == "scope":
             raise ConfigError(f"{what} parameter {key!r} is not a parameter of {decl.name}; "
                               f"allowed: {', '.join(n for n in decl.param_names if n != 'scope')}")
-    return tuple((p.name, p.check(given.get(p.name, p.default), f"{what}."))
-                 for p in decl.params if p.name != "scope")
+    out = []
+    for p in decl.params:
+        if p.name != "scope":
+            v = p.check(given.get(p.name, p.default), f"{what}.")
+            out.append((p.name, float(v) if p.kind == "float" else v))  # 0 and 0.0: one cell
+    return tuple(out)
 
 
 def _check_impl(decl: R.Declaration, impl: str, what: str) -> None:
@@ -254,9 +258,10 @@ class SchedulerConfig:
 class PolicyConfig:
     """Stop policy overlay (MODEL.md section 7): a declaration of ``fastsim.registry``.
 
-    Built-ins keep their parameters in named fields (``k``, ``f``, ``w``, ``tol``);
-    user policies in ``params`` (every declared parameter, defaults filled in), with
-    ``impl`` the hash of their source.  ``scope`` belongs to every policy.
+    The paper's built-ins keep their parameters in named fields (``k``, ``f``, ``w``,
+    ``tol``); the online detectors and user policies in ``params`` (every declared
+    parameter, defaults filled in), a user policy with ``impl`` the hash of its source.
+    ``scope`` belongs to every policy.
     """
 
     name: str = D.POLICY
@@ -277,13 +282,13 @@ class PolicyConfig:
                 p.check(v)
             else:
                 p.check(float(v))
-        if decl.user is not None:
+        if decl.stores_params:
             object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))
             _check_impl(decl, self.impl, "policy")
             object.__setattr__(self, "impl", decl.impl)
         else:
             _check(not self.params and not self.impl, "policy", self.name,
-                   "params/impl only for user policies")
+                   "params/impl only for online detectors and user policies")
 
     @property
     def decl(self) -> R.StopPolicy:
@@ -292,13 +297,21 @@ class PolicyConfig:
     @property
     def values(self) -> dict[str, Any]:
         """The declared parameters' values (``scope`` included)."""
-        if self.decl.user is not None:
+        if self.decl.stores_params:
             return {**dict(self.params), "scope": self.scope}
         return {p.name: getattr(self, p.name) for p in self.decl.params}
 
     @property
     def code(self) -> int:
         return self.decl.code
+
+    @property
+    def vector(self) -> tuple[float, ...]:
+        """An online detector's parameters as its kernel takes them (declared order,
+        as floats); empty for the other policies."""
+        if not self.decl.vector:
+            return ()
+        return tuple(float(v) for _, v in self.params)
 
     @property
     def uses_hidden_truth(self) -> bool:
@@ -320,13 +333,13 @@ class PolicyConfig:
     @classmethod
     def parse(cls, spec: str) -> "PolicyConfig":
         """``none``, ``evalstop:k=2``, ``stop_at:f=0.65``, ``loss_plateau:w=2,tol=0.01``,
-        ``deprioritize:k=2``, ``oracle``, ``mymod:mypolicy:k=3``; any of them with
-        ``scope=all``."""
+        ``deprioritize:k=2``, ``oracle``, ``peak:z=1.3,sigma0=0.05``, ``mymod:mypolicy:k=3``;
+        any of them with ``scope=all``."""
         name, raw = R.parse_spec(spec, "policy")
         decl = R.lookup("policy", name)
         values = decl.values(raw, "policy")
         scope = values.pop("scope", D.SCOPE)
-        if decl.user is not None:
+        if decl.stores_params:
             return cls(name=decl.name, scope=scope, params=tuple(values.items()))
         return cls(name=decl.name, scope=scope, **values)
 

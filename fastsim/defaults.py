@@ -54,6 +54,16 @@ STOP_AT_F = 0.65
 PLATEAU_W = 2
 PLATEAU_TOL = 0.01
 SCOPE = "rlhf"
+# Online detectors as stop policies (docs/detectors.md), each knob in units of the noise
+# except sigma0, the evaluation noise the user expects (default: the model's SIGMA).
+# Chosen on the synthetic grid of `fastsim detectors`; patience's are the Trainer's rule.
+DETECTORS = {
+    "patience": {"patience": 2, "threshold": 0.0},
+    "margin": {"k": 1, "z": 2.0, "sigma0": SIGMA},
+    "cusum": {"drift": 0.0, "h": 2.0, "sigma0": SIGMA},
+    "peak": {"z": 1.65, "sigma0": SIGMA, "min_evals": 4, "origin": 0, "window": 0, "gamma": 0.5},
+    "bocpd": {"hazard": 0.2, "z": 0.5, "sigma0": SIGMA, "prior_sd": 0.1},
+}
 
 SEED = 0
 CLUSTERS = 200

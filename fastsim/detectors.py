@@ -5,8 +5,8 @@ depend on the schedule (docs/model.md), and a job holds ``gpus x T`` GPU-hours o
 run whatever the schedule (no resume overhead by default), so detection rates, delay,
 the GPU-hours a stop frees and the delivered gold follow from the workload alone, without
 the engine.  Hidden truth (label, duration, gold) is used here to *score* decisions,
-never to make them: ``kernels.detectors_online.detector_triggers_nb`` gets the observed
-scores and the scope only.
+never to make them: each setting is a stop policy of ``fastsim.registry`` decided by the
+simulator's decision driver, which gets the observed scores and the scope only.
 
 Each detector's parameters are set from the evaluation noise ``sigma`` by the rule in
 ``default_params`` (docs/detectors.md); ``sigma0`` is the noise the user expects, the
@@ -14,50 +14,38 @@ detectors refine it from each job's own residuals.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import polars as pl
 
-from fastsim.config import WorkloadConfig
+from fastsim import registry as R
+from fastsim.config import PolicyConfig, WorkloadConfig
 from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
 from fastsim.workload import generate_workload
-from fastsim.kernels import detectors_online as K
-from fastsim.kernels.codes import RLHF
+from fastsim.kernels.codes import LORA, RLHF
+from fastsim.kernels.stops import resolve_stops_nb
 
-
-@dataclass(frozen=True)
-class Detector:
-    """A detector's name, kernel code and parameter names (in the kernel's order)."""
-
-    name: str
-    code: int
-    params: tuple[str, ...]
-
-
-DETECTORS = {
-    "evalstop": Detector("evalstop", K.EVALSTOP_K, ("k",)),
-    "patience": Detector("patience", K.PATIENCE, ("patience", "threshold")),
-    "margin": Detector("margin", K.MARGIN, ("k", "z", "sigma0")),
-    "cusum": Detector("cusum", K.CUSUM, ("drift", "h", "sigma0")),
-    "peak": Detector("peak", K.PEAK, ("z", "sigma0", "min_evals", "origin", "window", "gamma")),
-    "bocpd": Detector("bocpd", K.BOCPD, ("hazard", "z", "sigma0", "prior_sd")),
-}
+# EvalStop and every online detector declared in fastsim.registry: a setting of the
+# benchmark is a stop policy, decided by the simulator's own decision driver.
+DETECTORS = ("evalstop",) + tuple(d.name for d in R.BUILTIN_POLICIES if d.vector)
 
 
 def default_params(name: str, sigma: float) -> dict[str, float]:
-    """Each detector's default at evaluation noise ``sigma`` (docs/detectors.md): the noise
-    enters as ``sigma0``; the other knobs are in units of the noise already (``z``, ``h``,
-    ``drift``) and were chosen on the synthetic grid of ``fastsim detectors``."""
-    return {
-        "evalstop": {"k": 2},
-        "patience": {"patience": 2, "threshold": 0.0},
-        "margin": {"k": 1, "z": 2.0, "sigma0": sigma},
-        "cusum": {"drift": 0.0, "h": 2.0, "sigma0": sigma},
-        "peak": {"z": 1.65, "sigma0": sigma, "min_evals": 4, "origin": 0, "window": 0,
-                 "gamma": 0.5},
-        "bocpd": {"hazard": 0.2, "z": 0.5, "sigma0": sigma, "prior_sd": 0.1},
-    }[name]
+    """Each detector's default at evaluation noise ``sigma`` (docs/detectors.md): its
+    declared defaults (``fastsim.defaults.DETECTORS``) with ``sigma0 = sigma``; the other
+    knobs are in units of the noise already (``z``, ``h``, ``drift``)."""
+    d = R.lookup("policy", name)
+    out = {p.name: p.default for p in d.params if p.name != "scope"}
+    return {k: (float(sigma) if k == "sigma0" else v) for k, v in out.items()}
+
+
+def spec(name: str, params: dict[str, float]) -> str:
+    """The policy spec of a setting, e.g. ``cusum:drift=0.0,h=2.0,sigma0=0.05``."""
+    return f"{name}:" + ",".join(f"{k}={v}" for k, v in params.items()) if params else name
+
+
+def policy(name: str, params: dict[str, float]) -> PolicyConfig:
+    """A setting as the stop policy it is (validated by its declaration)."""
+    return PolicyConfig.parse(spec(name, params))
 
 
 def label(name: str, params: dict[str, float], sigma: float | None = None) -> str:
@@ -68,14 +56,19 @@ def label(name: str, params: dict[str, float], sigma: float | None = None) -> st
 
 
 def triggers(name: str, params: dict[str, float], score: np.ndarray, in_scope: np.ndarray):
-    """``(trigger_eval, delivered_eval)`` ``[C, J]`` of detector ``name`` over ``score``."""
-    det = DETECTORS[name]
-    p = np.zeros(8)
-    p[: len(det.params)] = [float(params[k]) for k in det.params]
-    trig = np.empty(in_scope.shape, np.int64)
-    deliv = np.empty(in_scope.shape, np.int64)
-    K.detector_triggers_nb(det.code, p, score, in_scope, trig, deliv)
-    return trig, deliv
+    """``(trigger_eval, delivered_eval)`` ``[C, J]`` of detector ``name`` over ``score``
+    ``[C, J, E]``, by the simulator's decision driver (``kernels.stops.resolve_stops_nb``,
+    as ``fastsim.api.decide_stops`` calls it); jobs out of ``in_scope`` never trigger."""
+    p = policy(name, params)
+    shape = in_scope.shape
+    job_type = np.where(in_scope, RLHF, LORA).astype(np.int8)
+    ones = np.ones(shape)
+    flags = [np.empty(shape, np.bool_) for _ in range(3)]
+    trig, deliv = np.empty(shape, np.int32), np.empty(shape, np.int32)
+    score = np.ascontiguousarray(score, dtype=np.float64)
+    resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), np.array(p.vector, np.float64),
+                     False, job_type, ones, score, np.zeros(score.shape), ones, *flags, trig, deliv)
+    return trig.astype(np.int64), deliv.astype(np.int64)
 
 
 def cluster_counts(w, trig: np.ndarray, deliv: np.ndarray) -> dict[str, np.ndarray]:
@@ -199,54 +192,3 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
         row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = est.mean, est.lo, est.hi
     row["d_fpr_p"] = fpr_p
     return row
-
-
-_STEP = {
-    "evalstop": None,
-    "patience": (lambda n, p: np.array([np.nan, 0.0]), K.patience_step_nb),
-    "margin": (lambda n, p: K.margin_init(n), K.margin_step_nb),
-    "cusum": (lambda n, p: K.cusum_init(n), K.cusum_step_nb),
-    "peak": (lambda n, p: K.peak_init(n, int(p["window"])), K.peak_step_nb),
-    "bocpd": (lambda n, p: K.bocpd_init(n), K.bocpd_step_nb),
-}
-
-
-class StreamingDetector:
-    """One job's detector, fed one evaluation score at a time (live training loops).
-
-    The state is the kernel's (a few numbers; ``bocpd`` keeps ``max_runs`` run lengths and
-    merges longer ones).  ``update`` returns True from the evaluation at which the
-    detector fires; ``best_eval`` is the 1-based evaluation with the highest score so far
-    (the checkpoint to keep).
-
-    Examples
-    --------
-    >>> d = StreamingDetector("cusum", drift=0.0, h=2.0, sigma0=0.01)
-    >>> [d.update(s) for s in (0.2, 0.4, 0.5, 0.45, 0.41)]
-    [False, False, False, True, True]
-    >>> d.best_eval
-    3
-    """
-
-    def __init__(self, name: str, max_runs: int = 64, **params: float):
-        if name not in _STEP or _STEP[name] is None:
-            raise ValueError(f"detector={name!r}; allowed: {', '.join(k for k, v in _STEP.items() if v)}")
-        det = DETECTORS[name]
-        missing = set(det.params) - set(params)
-        if missing or set(params) - set(det.params):
-            raise ValueError(f"{name} takes exactly the parameters {', '.join(det.params)}")
-        init, self._step = _STEP[name]
-        self._args = tuple(float(params[k]) for k in det.params if k != "window")
-        self._state = init(max_runs, params)
-        self.n_evals = 0
-        self.fired_at = 0
-        self.best_eval = 0
-        self._best = -np.inf
-
-    def update(self, score: float) -> bool:
-        self.n_evals += 1
-        if score > self._best:
-            self._best, self.best_eval = score, self.n_evals
-        if not self.fired_at and self._step(self._state, float(score), *self._args):
-            self.fired_at = self.n_evals
-        return self.fired_at > 0

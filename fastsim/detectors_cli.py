@@ -50,6 +50,9 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
     out += [peak(z, min_evals=6) for z in (2.33, 3.0, 3.5)]  # the high-precision end (goal 2)
     for z in (0.5, 1.0, 1.65):
         out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
+    # every declared detector at its defaults, so a new declaration is measured too
+    out += [(n, det.default_params(n, sigma)) for n in det.DETECTORS
+            if (n, det.default_params(n, sigma)) not in out]
     return out
 
 

@@ -236,22 +236,41 @@ def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
 class StopPolicy(Declaration):
     """A stop policy.  ``code``: the built-in's integer code (kernels branch on it);
     ``action``: ``stop`` or ``demote``; ``lookback``: the parameter (or 0) giving how many
-    evaluations before the trigger the delivered checkpoint is; ``min_evals``: evaluations
-    needed before it can trigger at all; ``reads``: the observed series it decides on."""
+    evaluations before the trigger the delivered checkpoint is; ``keep``: ``lookback``, or
+    ``best`` (the evaluation with the highest observed score up to the trigger, first on
+    ties); ``min_evals``: evaluations needed before it can trigger at all; ``reads``: the
+    observed series it decides on; ``vector``: its parameters reach the kernel as one
+    float64 array in declared order and live in ``PolicyConfig.params`` (the online
+    detectors), not in named config fields."""
 
     code: int = -1
     action: str = "stop"
     lookback: str | int = 0
+    keep: str = "lookback"
     min_evals: Callable[[dict], int] = lambda v: 1
     min_evals_text: str = ""   # the rule in words, for messages ("k+1")
     reads: tuple[str, ...] = ("scores",)
     uses_hidden_truth: bool = False
     streaming: bool = True     # has a one-update-per-evaluation form (live monitor, callback)
     scoped: bool = True        # whether ``scope`` matters (not for ``none``)
+    vector: bool = False
 
-    def delivered(self, trigger: int, values: dict[str, Any], n: int) -> int:
+    @property
+    def stores_params(self) -> bool:
+        """Whether a config keeps its parameter values in ``PolicyConfig.params``."""
+        return self.user is not None or self.vector
+
+    def delivered(self, trigger: int, values: dict[str, Any], n: int, scores=None) -> int:
+        """The 1-based evaluation whose checkpoint a stop at ``trigger`` hands back
+        (``scores``: the job's observed scores, for ``keep="best"``)."""
         if self.action == "demote":
             return n
+        if self.keep == "best":
+            best = 0
+            for e in range(1, trigger):
+                if scores[e] > scores[best]:
+                    best = e
+            return best + 1
         back = values[self.lookback] if isinstance(self.lookback, str) else self.lookback
         return trigger - back
 
@@ -304,6 +323,71 @@ BUILTIN_POLICIES = (
                "fastsim.kernels.oracle:oracle_stops_nb", code=K.ORACLE, uses_hidden_truth=True,
                streaming=False, reads=()),
 )
+
+# The online detectors (kernels/detectors_online.py; docs/detectors.md): each a stop
+# policy over any base scheduler that keeps the best observed checkpoint.  Parameters in
+# the kernel's order; defaults in fastsim.defaults.DETECTORS.
+SIGMA0 = Param("sigma0", "float", D.SIGMA, lo=0, hi=1e6, unit="score units",
+               help="evaluation noise you expect (sd of one evaluation), refined from each "
+               "job's residuals")
+
+
+def _det(name: str, param: str, kind: str, lo: float, hi: float, help: str, **kw) -> Param:
+    return Param(param, kind, D.DETECTORS[name][param], lo=lo, hi=hi, help=help, **kw)
+
+
+def _detector(name: str, code: int, params: tuple, label: str, figure_label: str, help: str,
+              min_evals: Callable[[dict], int], min_evals_text: str) -> StopPolicy:
+    return StopPolicy(name, params + (SCOPE,), label, figure_label, help,
+                      "fastsim.kernels.detectors_online:detector_trigger_nb", code=code, keep="best",
+                      vector=True, min_evals=min_evals, min_evals_text=min_evals_text)
+
+
+DETECTOR_POLICIES = (
+    _detector("patience", K.PATIENCE, (
+        _det("patience", "patience", "int", 1, 1000, "evaluations without an improvement",
+             unit="evaluations"),
+        _det("patience", "threshold", "float", 0, 1e6, "improvement over the best that resets "
+             "the counter", unit="score units")),
+        "patience(patience={patience},threshold={threshold:g})", "Patience ({patience})",
+        "Hugging Face EarlyStoppingCallback: stop after patience evaluations that do not beat "
+        "the best by more than threshold", lambda v: v["patience"] + 1, "patience+1"),
+    _detector("margin", K.MARGIN, (
+        _det("margin", "k", "int", 1, 1000, "consecutive declines", unit="evaluations"),
+        _det("margin", "z", "float", 0, 100, "a decline counts beyond z noise sd of a difference"),
+        SIGMA0),
+        "margin(k={k},z={z:g},sigma0={sigma0:g})", "Margin (k={k}, z={z:g})",
+        "k consecutive declines each larger than z noise sd (noise estimated online)",
+        lambda v: v["k"] + 1, "k+1"),
+    _detector("cusum", K.CUSUM, (
+        _det("cusum", "drift", "float", 0, 100, "allowance per evaluation, in noise units"),
+        _det("cusum", "h", "float", 0, 1000, "drawdown that stops, in noise units of a difference"),
+        SIGMA0),
+        "cusum(drift={drift:g},h={h:g},sigma0={sigma0:g})", "CUSUM (h={h:g})",
+        "one-sided CUSUM of standardised declines (Page 1954)", lambda v: 2, "2"),
+    _detector("peak", K.PEAK, (
+        _det("peak", "z", "float", 0, 100, "fitted slope below -z standard errors stops"), SIGMA0,
+        _det("peak", "min_evals", "int", 2, 1000, "first evaluation that may stop",
+             unit="evaluations"),
+        _det("peak", "origin", "int", 0, 1, "1: the curve starts at 0 (no offset)"),
+        _det("peak", "window", "int", 0, 1000, "fit the last window evaluations (0: all)",
+             unit="evaluations"),
+        _det("peak", "gamma", "float", 0, 2, "sqrt(KL) grows like progress^gamma", lo_open=True)),
+        "peak(z={z:g},sigma0={sigma0:g},min_evals={min_evals},origin={origin},window={window},"
+        "gamma={gamma:g})", "Peak test (z={z:g})",
+        "sequential test that the peak has passed: slope of a Gao-form fit below -z se",
+        lambda v: max(v["min_evals"], 2 if v["origin"] and not v["window"] else 3), "min_evals"),
+    _detector("bocpd", K.BOCPD, (
+        _det("bocpd", "hazard", "float", 0, 1, "change-point probability per evaluation",
+             lo_open=True, hi_open=True),
+        _det("bocpd", "z", "float", 0, 100, "segment slope below -z posterior sd stops"), SIGMA0,
+        _det("bocpd", "prior_sd", "float", 0, 1e6, "prior sd of a segment's slope",
+             unit="score units per evaluation", lo_open=True)),
+        "bocpd(hazard={hazard:g},z={z:g},sigma0={sigma0:g},prior_sd={prior_sd:g})", "BOCPD (z={z:g})",
+        "Bayesian online change-point detection on the slope (Adams & MacKay 2007)",
+        lambda v: 2, "2"),
+)
+BUILTIN_POLICIES += DETECTOR_POLICIES
 
 BACKFILL = Param("backfill", "bool", D.BACKFILL, help="start later jobs that fit when the head waits")
 THRESHOLDS = Param("thresholds", "floats", D.TIRESIAS_THRESHOLDS_GPU_H, unit="GPU-hours",
@@ -385,7 +469,7 @@ def _user_params(params: Any) -> tuple[Param, ...]:
     return out
 
 
-def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
+def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: str = "lookback",
                 min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
                 figure_label: str = "", help: str = "") -> Callable:
     """Declare a user stop policy over an ``@njit`` trigger function.
@@ -395,7 +479,9 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
     observed series only and must be pure and causal (its answer on a series is the
     first evaluation at which it would answer on the prefix).  ``lookback``: how many
     evaluations before the trigger the delivered checkpoint is (an int or a parameter
-    name).  ``name`` also registers a short name for specs in this process.
+    name); ``keep="best"`` delivers the evaluation with the highest score up to the
+    trigger instead (as the online detectors do).  ``name`` also registers a short name
+    for specs in this process.
 
     Examples
     --------
@@ -419,10 +505,12 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0,
         if isinstance(lookback, str) and lookback not in [p.name for p in ps]:
             raise ConfigError(f"lookback={lookback!r} is not a parameter; allowed: an int or one "
                               f"of {[p.name for p in ps]}")
+        if keep not in ("lookback", "best"):
+            raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
                           help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,
-                          ref=ref, lookback=lookback, min_evals=need, reads=tuple(reads))
+                          ref=ref, lookback=lookback, keep=keep, min_evals=need, reads=tuple(reads))
         _register("policy", decl, name or None)
         return decl
     return wrap

@@ -79,9 +79,11 @@ SCHEDULER_NAMES = _Labels(
     (label, d.figure_label + suffix) for d in R.schedulers()
     for label, suffix in [(d.name, "")] + [(f"{d.name}+{p.name}", f"+{p.name}")
                                            for p in d.params if p.kind == "bool"])
-# Policies first, the no-policy baseline last (the colours the figures have always had).
-PALETTE = _Palette(zip(sorted(POLICY_NAMES, key=lambda n: n == "none"),
-                       sns.color_palette("colorblind", len(POLICY_NAMES))))
+# The paper's policies, then the no-policy baseline (the colours the figures have always
+# had), then the online detectors, in dark shades past the colour-blind palette's ten.
+_ORDER = ([d.name for d in R.policies() if not d.vector and d.name != "none"] + ["none"]
+          + [d.name for d in R.policies() if d.vector])
+PALETTE = _Palette(zip(_ORDER, sns.color_palette("colorblind") + sns.color_palette("dark")))
 
 
 # One theme for every figure (figures/ and docs/figures/): seaborn's paper context on a

@@ -19,6 +19,13 @@ STOP_AT = 2
 LOSS_PLATEAU = 3
 DEPRIORITIZE = 4
 ORACLE = 5
+# Online detectors (kernels/detectors_online.py): every code from PATIENCE on is one;
+# they stop a job and deliver its best observed checkpoint.
+PATIENCE = 6
+MARGIN = 7
+CUSUM = 8
+PEAK = 9
+BOCPD = 10
 
 # What a stop policy decided for one job.
 ACT_CONTINUE = 0

@@ -11,7 +11,8 @@ the batch scans below are loops over it, so all three decide identically.
 import numpy as np
 
 from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
-                    LOSS_PLATEAU, STOP_AT)
+                    LOSS_PLATEAU, PATIENCE, STOP_AT)
+from .detectors_online import best_observed_eval_nb, detector_trigger_nb
 from .jit import kernel
 
 
@@ -63,11 +64,12 @@ def loss_plateau_trigger_nb(losses, w, tol):
 
 
 @kernel
-def stop_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_h):
+def stop_decision_1j_nb(policy, k, f, w, tol, p, scores, losses, attained_h, t_est_h):
     """Decide one in-scope job: returns ``(action, trigger_eval, delivered_eval)``.
 
     ``action`` is ACT_CONTINUE, ACT_STOP or ACT_DEMOTE; ``delivered_eval`` is the
-    checkpoint handed back (the last evaluation when the job is not stopped).
+    checkpoint handed back (the last evaluation when the job is not stopped).  ``p``:
+    an online detector's parameters (float64, declared order; empty for the others).
     The oracle is not here: it needs hidden truth (see ``kernels.oracle``).
     """
     n = scores.shape[0]
@@ -87,6 +89,10 @@ def stop_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_
         e = loss_plateau_trigger_nb(losses, w, tol)
         if e > 0:
             return ACT_STOP, e, e
+    elif policy >= PATIENCE:  # an online detector: keeps the best observed checkpoint
+        e = detector_trigger_nb(policy, p, scores)
+        if e > 0:
+            return ACT_STOP, e, best_observed_eval_nb(scores, e)
     return ACT_CONTINUE, 0, n
 
 

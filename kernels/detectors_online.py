@@ -23,6 +23,11 @@ Detectors (docs/detectors.md gives each rule, its cost and how to set it):
   differences (the slope), Gaussian segments of unknown mean; fires when the slope of the
   current segment is negative with posterior probability ``Phi(z)``.
 
+As stop policies (``fastsim.registry``: parameters as one float64 array in declared
+order, codes from ``kernels.codes``), the simulator and replay decide through
+``detector_trigger_nb`` and the live monitor steps through ``detector_init_nb`` /
+``detector_step_nb``: one branch per detector in each.
+
 The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual variance of the
 Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
 residual degrees of freedom: ``sigma_hat^2 = (RSS + PRIOR_DOF sigma0^2) / (n - 3 + PRIOR_DOF)``.
@@ -31,17 +36,9 @@ The fit's sufficient statistics take O(1) state.
 import math
 
 import numpy as np
-from numba import prange
 
-from .jit import driver, kernel
-
-# Detector codes (the batched driver branches on them).
-PATIENCE = 0
-MARGIN = 1
-CUSUM = 2
-PEAK = 3
-BOCPD = 4
-EVALSTOP_K = 5  # the k-declines baseline, for the same driver
+from .codes import BOCPD, CUSUM, MARGIN, PATIENCE, PEAK
+from .jit import kernel
 
 PRIOR_DOF = 2.0
 SIGMA_FLOOR = 1e-9  # keeps standardised statistics finite at zero noise
@@ -49,6 +46,14 @@ N_FIT = 11          # size of the Gao-fit state: n and the sums of the normal eq
 
 
 # --------------------------------------------------------------------------- patience
+
+@kernel
+def patience_init(n_max):
+    """State: ``[best, counter]`` (best NaN before any score)."""
+    s = np.zeros(2)
+    s[0] = np.nan
+    return s
+
 
 @kernel
 def patience_step_nb(state, score, patience, threshold):
@@ -70,7 +75,7 @@ def patience_step_nb(state, score, patience, threshold):
 
 @kernel
 def patience_trigger_nb(scores, patience, threshold):
-    state = np.array([np.nan, 0.0])
+    state = patience_init(scores.shape[0])
     for e in range(scores.shape[0]):
         if patience_step_nb(state, scores[e], patience, threshold):
             return e + 1
@@ -425,20 +430,6 @@ def bocpd_trigger_nb(scores, hazard, z, sigma0, prior_sd):
 # --------------------------------------------------------------------------- shared
 
 @kernel
-def evalstop_k_trigger_nb(scores, k):
-    """EvalStop's ``k`` consecutive strict declines (MODEL.md section 7), for comparison."""
-    run = 0
-    for e in range(1, scores.shape[0]):
-        if scores[e] < scores[e - 1]:
-            run += 1
-        else:
-            run = 0
-        if run >= k:
-            return e + 1
-    return 0
-
-
-@kernel
 def best_observed_eval_nb(scores, upto):
     """1-based evaluation with the highest observed score among ``1..upto`` (first on
     ties): the checkpoint a detector delivers when it fires at ``upto``."""
@@ -450,9 +441,41 @@ def best_observed_eval_nb(scores, upto):
 
 
 @kernel
+def detector_init_nb(code, p, n_max):
+    """A fresh streaming state of detector ``code`` with parameters ``p`` (float64, in
+    the order of its declaration in ``fastsim.registry``) for up to ``n_max`` evaluations
+    (only BOCPD's state grows with it: longer runs are merged)."""
+    if code == PATIENCE:
+        return patience_init(n_max)
+    if code == MARGIN:
+        return margin_init(n_max)
+    if code == CUSUM:
+        return cusum_init(n_max)
+    if code == PEAK:
+        return peak_init(n_max, int(p[4]))
+    return bocpd_init(n_max)
+
+
+@kernel
+def detector_step_nb(code, p, state, score):
+    """One evaluation of detector ``code``'s streaming form: updates ``state`` in place and
+    returns whether it fires."""
+    if code == PATIENCE:
+        return patience_step_nb(state, score, p[0], p[1])
+    if code == MARGIN:
+        return margin_step_nb(state, score, p[0], p[1], p[2])
+    if code == CUSUM:
+        return cusum_step_nb(state, score, p[0], p[1], p[2])
+    if code == PEAK:
+        return peak_step_nb(state, score, p[0], p[1], p[2], p[3], p[5])
+    return bocpd_step_nb(state, score, p[0], p[1], p[2], p[3])
+
+
+@kernel
 def detector_trigger_nb(code, p, scores):
-    """Trigger of detector ``code`` with parameters ``p`` (float64 array, meaning per
-    code as in ``DETECTOR_PARAMS`` of ``fastsim.detectors``)."""
+    """Trigger of detector ``code`` with parameters ``p`` (float64, in the order of its
+    declaration in ``fastsim.registry``): the first 1-based evaluation at which it
+    fires, 0 = never."""
     if code == PATIENCE:
         return patience_trigger_nb(scores, p[0], p[1])
     if code == MARGIN:
@@ -463,26 +486,4 @@ def detector_trigger_nb(code, p, scores):
         return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]), p[5])
     if code == BOCPD:
         return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
-    if code == EVALSTOP_K:
-        return evalstop_k_trigger_nb(scores, int(p[0]))
     return 0
-
-
-@driver
-def detector_triggers_nb(code, p, score, in_scope, trigger_eval, delivered_eval):
-    """Every in-scope job's trigger and delivered checkpoint: ``score`` ``[C, J, E]``,
-    ``in_scope`` ``[C, J]``; writes ``trigger_eval`` and ``delivered_eval`` ``[C, J]``
-    (1-based; 0 = never, and then the last evaluation is delivered)."""
-    n_clusters, n_jobs, n_evals = score.shape
-    for c in prange(n_clusters):
-        for j in range(n_jobs):
-            trig = 0
-            if in_scope[c, j]:
-                trig = detector_trigger_nb(code, p, score[c, j])
-            trigger_eval[c, j] = trig
-            if trig == 0:
-                delivered_eval[c, j] = n_evals
-            elif code == EVALSTOP_K:
-                delivered_eval[c, j] = trig - int(p[0])
-            else:
-                delivered_eval[c, j] = best_observed_eval_nb(score[c, j], trig)

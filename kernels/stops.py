@@ -13,6 +13,7 @@ from numba import prange
 
 from .codes import ACT_DEMOTE, ACT_STOP, RLHF
 from .detectors import in_scope_nb, stop_decision_1j_nb
+from .detectors_online import best_observed_eval_nb
 from .jit import driver, kernel, user_driver
 
 
@@ -36,10 +37,11 @@ def _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, sto
 
 
 @driver
-def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, loss,
+def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score, loss,
                      duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
-    """Inputs ``[C, J]`` (``score``, ``loss``: ``[C, J, E]``); writes the five outputs
-    ``[C, J]`` in place (evaluations 1-based, 0 = none)."""
+    """Inputs ``[C, J]`` (``score``, ``loss``: ``[C, J, E]``; ``p``: an online detector's
+    parameters, see ``stop_decision_1j_nb``); writes the five outputs ``[C, J]`` in place
+    (evaluations 1-based, 0 = none)."""
     n_clusters, n_jobs, n_evals = score.shape
     for c in prange(n_clusters):
         attained = np.empty(n_evals)
@@ -47,8 +49,8 @@ def resolve_stops_nb(policy, k, f, w, tol, scope_all, job_type, t_est_h, score, 
             if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope,
                                  stopped, demoted, trigger_eval, delivered_eval):
                 continue
-            act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, score[c, j], loss[c, j],
-                                                   attained, t_est_h[c, j])
+            act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j],
+                                                   loss[c, j], attained, t_est_h[c, j])
             trigger_eval[c, j] = trig
             delivered_eval[c, j] = deliv
             stopped[c, j] = act == ACT_STOP
@@ -62,7 +64,7 @@ def user_stops_driver(trigger):
 
     ``trigger(scores, losses, attained_h, t_est_h, *params)`` returns the 1-based
     evaluation that stops (or demotes) the job, 0 for never; ``lookback`` is how many
-    evaluations before it the delivered checkpoint is.  The trigger gets the same
+    evaluations before it the delivered checkpoint is (-1: the best observed score's).  The trigger gets the same
     observed arrays as ``stop_decision_1j_nb``, nothing else.
     """
     @user_driver
@@ -85,5 +87,6 @@ def user_stops_driver(trigger):
                         demoted[c, j] = True
                     else:
                         stopped[c, j] = True
-                        delivered_eval[c, j] = trig - lookback
+                        delivered_eval[c, j] = (best_observed_eval_nb(score[c, j], trig)
+                                                if lookback < 0 and trig > 0 else trig - lookback)
     return resolve_user_stops_nb

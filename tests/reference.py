@@ -23,6 +23,11 @@ import numpy as np
 from fastsim.kernels import codes as K
 from fastsim.kernels.rng import normal_nb, uniform_nb
 
+try:  # the online detectors' plain-Python rules, each recomputed from the whole prefix
+    from detectors_reference import REFERENCE as DETECTORS  # tests/ on sys.path
+except ImportError:  # imported as tests.reference (fastsim bench, from the checkout)
+    from tests.detectors_reference import REFERENCE as DETECTORS
+
 # --------------------------------------------------------------------------- workload
 
 _TYPES = (K.LORA, K.DPO, K.RLHF)
@@ -310,6 +315,9 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
                 return "demote" if pol.decl.action == "demote" else "stop"
             return None
         name = pol.name
+        if pol.decl.vector:  # an online detector, on the scores seen so far
+            trig = DETECTORS[name]([float(v) for v in score[x.j, :e]], *(v for _, v in pol.params))
+            return "stop" if trig > 0 else None
         if name == "evalstop" and x.decline_run >= pol.k:
             return "stop"
         if name == "deprioritize" and x.decline_run >= pol.k:
@@ -374,7 +382,11 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
                 x.trigger = e
                 if act == "stop":
                     x.stopped = True
-                    x.delivered = pol.decl.delivered(e, pol.values, E)
+                    if pol.decl.keep == "best":  # the best score seen, first on ties
+                        seen = [float(v) for v in score[x.j, :e]]
+                        x.delivered = seen.index(max(seen)) + 1
+                    else:
+                        x.delivered = pol.decl.delivered(e, pol.values, E)
                 else:
                     x.demoted = True
             if x.stopped or e == E:

@@ -93,6 +93,10 @@ def test_mcnemar_p():
 
 @pytest.mark.parametrize("name", [n for n in det.DETECTORS if n != "evalstop"])
 def test_streaming_detector_matches_batch(name):
+    """The live monitor's streaming form of a setting stops where the benchmark's batch
+    decision does and keeps the same (best observed) checkpoint."""
+    from fastsim.replay.monitor import StopMonitor
+
     rng = np.random.default_rng(1)
     u = np.arange(1, 11) / 10
     for ustar in (0.4, 0.7, 2.0):
@@ -100,12 +104,30 @@ def test_streaming_detector_matches_batch(name):
         scores = 0.8 * x * (1 - np.log(x)) + rng.normal(0, 0.05, u.size)
         params = det.default_params(name, 0.05)
         trig, deliv = det.triggers(name, params, scores[None, None], np.ones((1, 1), np.bool_))
-        d = det.StreamingDetector(name, **params)
-        fired = [d.update(s) for s in scores]
-        assert d.fired_at == trig[0, 0]
+        m = StopMonitor(det.policy(name, params))
+        fired = [m.observe("j", e + 1, s).stop for e, s in enumerate(scores)]
         assert fired == [trig[0, 0] > 0 and e + 1 >= trig[0, 0] for e in range(u.size)]
         if trig[0, 0]:
-            assert 1 + int(np.argmax(scores[: trig[0, 0]])) == deliv[0, 0]
+            assert m.decision("j").keep_step == deliv[0, 0] == 1 + int(np.argmax(scores[: trig[0, 0]]))
+
+
+@pytest.mark.parametrize("name", det.DETECTORS)
+def test_every_setting_counts_equal_the_simulators(name):
+    """A benchmark setting is the stop policy of the same name: its counts, delays and
+    delivered checkpoints equal those of the simulator running that policy."""
+    params = det.default_params(name, 0.05)
+    cfg = SimConfig.from_specs("fifo", det.spec(name, params), n_jobs=40, gpus=32, sigma=0.05)
+    w = generate_workload(cfg.workload, 3, seed=4)
+    trig, deliv = det.triggers(name, params, w.score, w.job_type == RLHF)
+    cnt = det.cluster_counts(w, trig, deliv)
+    sim = simulate(cfg, 3, seed=4, keep_jobs=True)
+    for m in ("tp", "fp", "fn", "tn"):
+        assert cnt[m].tolist() == sim.clusters[m].to_list(), m
+    assert cnt["delay"].tolist() == pytest.approx(sim.clusters["delay_sum"].to_list())
+    jobs = sim.jobs.sort(["cluster", "job"])
+    assert trig.ravel().tolist() == jobs["trigger_eval"].to_list()
+    assert deliv.ravel().tolist() == jobs["delivered_eval"].to_list()
+    assert cnt["tp"].sum() + cnt["fp"].sum() > 0  # not vacuous
 
 
 def test_cli_refuses_bad_input_before_work(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """The online detectors: streaming == batch == plain-Python reference, and the rules' edges.
 
 Streaming is the step kernel fed one score at a time from Python (as the monitor does);
-batch is the ``*_trigger_nb`` scan and the clusters driver; the reference recomputes each
+batch is the ``*_trigger_nb`` scan and the policies' dispatchers; the reference recomputes each
 decision from the whole prefix (tests/detectors_reference.py).
 """
 import math
@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsim.kernels import detectors_online as D
+from fastsim.kernels.detectors import evalstop_trigger_nb
 import detectors_reference as R  # tests/ is on sys.path (rootdir-relative test modules)
 
 STEP = {
@@ -80,22 +81,20 @@ def test_streaming_batch_reference_agree(name, data):
     arr = np.asarray(scores, dtype=np.float64)
     assert BATCH[name](arr, *params) == ref
     assert streaming_trigger(name, scores, params) == ref
-    # the clusters driver (one cluster, one job) and its delivered checkpoint
-    trig = np.zeros((1, 1), np.int64)
-    deliv = np.zeros((1, 1), np.int64)
-    D.detector_triggers_nb(CODE[name], np.asarray(params + (0.0,) * 4), arr[None, None, :],
-                           np.ones((1, 1), np.bool_), trig, deliv)
-    assert trig[0, 0] == ref
+    # the policies' dispatchers: batch (simulator, replay) and streaming (live monitor)
+    p = np.asarray(params, np.float64)
+    assert D.detector_trigger_nb(CODE[name], p, arr) == ref
+    state = D.detector_init_nb(CODE[name], p, len(scores))
+    fired = [D.detector_step_nb(CODE[name], p, state, float(s)) for s in scores]
+    assert (fired.index(True) + 1 if True in fired else 0) == ref
     if ref:
-        assert deliv[0, 0] == 1 + int(np.argmax(arr[:ref]))
-    else:
-        assert deliv[0, 0] == len(scores)
+        assert D.best_observed_eval_nb(arr, ref) == 1 + int(np.argmax(arr[:ref]))
 
 
 @settings(max_examples=100, deadline=None)
 @given(scores=series(), k=st.integers(1, 4))
 def test_evalstop_baseline_matches_reference(scores, k):
-    assert D.evalstop_k_trigger_nb(np.asarray(scores, dtype=np.float64), k) == \
+    assert evalstop_trigger_nb(np.asarray(scores, dtype=np.float64), k) == \
         R.evalstop_trigger(scores, k)
 
 
@@ -141,7 +140,7 @@ def test_patience_is_hf_rule():
     assert D.patience_trigger_nb(np.array([0.5, 0.52, 0.51]), 2, 0.0) == 0
     # a rise that stays below the best is not an improvement (EvalStop would reset here)
     assert D.patience_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3, 0.0) == 4
-    assert D.evalstop_k_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3) == 0
+    assert evalstop_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3) == 0
 
 
 def test_zero_noise_no_detector_fires_on_a_rising_curve():

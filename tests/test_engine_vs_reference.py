@@ -88,7 +88,39 @@ def random_case(rng, scheduler: str, policy: str):
         f=float(rng.uniform(0.3, 1.2)), w=int(rng.integers(1, min(2, n_evals - 1) + 1)),
         tol=float(rng.uniform(0.0, 0.3)), scope=str(rng.choice(["rlhf", "all"])))
     case_seed, start = int(rng.integers(0, 2**31)), int(rng.integers(0, 1000))
-    return SimConfig(curve_knobs(rng, wc), sc, pc), case_seed, start
+    wc = curve_knobs(rng, wc)
+    if pc.decl.stores_params:  # drawn last, so the other policies' cases stay as they were
+        pc = replace(pc, params=random_values(rng, pc.decl, n_evals))
+    return SimConfig(wc, sc, pc), case_seed, start
+
+
+def random_values(rng, decl, n_evals: int) -> tuple:
+    """Random parameters of any declared policy, from its declaration: each the default a
+    quarter of the time, else uniform around it within the declared range; redrawn until
+    the policy can trigger within ``n_evals`` evaluations."""
+    for _ in range(100):
+        values = {}
+        for p in decl.params:
+            if p.name == "scope":
+                continue
+            d = p.default
+            if rng.random() < 0.25:
+                values[p.name] = d
+            elif p.kind == "int":
+                lo = int(max(p.lo, 0))
+                values[p.name] = int(rng.integers(lo, int(min(p.hi, lo + 3)) + 1))
+            elif p.kind == "float":
+                span = 3 * max(abs(d), 0.05)
+                lo, hi = max(p.lo, d - span), min(p.hi, d + span)
+                v = float(rng.uniform(lo, hi))
+                values[p.name] = d if (p.lo_open and v <= p.lo or p.hi_open and v >= p.hi) else v
+            elif p.kind == "bool":
+                values[p.name] = bool(rng.random() < 0.5)
+            else:
+                values[p.name] = d
+        if decl.min_evals({**values, "scope": "rlhf"}) <= n_evals:
+            return tuple(values.items())
+    raise AssertionError(f"no parameters of {decl.name} fit {n_evals} evaluations")
 
 
 def curve_knobs(rng, wc: WorkloadConfig) -> WorkloadConfig:

@@ -15,7 +15,7 @@ from conftest import POLICIES, SCHEDULERS
 from fastsim.api import run_workload
 from fastsim.config import SimConfig
 from fastsim.workload import HIDDEN, OBSERVED, generate_workload
-from fastsim.kernels import detectors, schedulers, stops
+from fastsim.kernels import detectors, detectors_online, schedulers, stops
 
 HIDDEN_WORDS = ("hacking", "ustar", "u_star", "height", "gold", "peak", "duration", "true",
                 "tau", "label")
@@ -31,7 +31,7 @@ def _kernels(module):
             or hasattr(obj, "py_func") and obj.py_func.__module__ == module.__name__]
 
 
-@pytest.mark.parametrize("module", [detectors, schedulers])
+@pytest.mark.parametrize("module", [detectors, detectors_online, schedulers])
 def test_decision_kernels_take_no_hidden_argument(module):
     found = _kernels(module)
     assert len(found) >= 4

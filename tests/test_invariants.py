@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from conftest import POLICIES, SCHEDULERS
 from fastsim.api import simulate
-from fastsim.config import SimConfig
+from fastsim.config import PolicyConfig, SimConfig
 
 cases = st.fixed_dictionaries({
     "scheduler": st.sampled_from(SCHEDULERS),
@@ -30,6 +30,8 @@ cases = st.fixed_dictionaries({
 def run_case(c):
     kw = dict(c)
     sched, pol, seed = kw.pop("scheduler"), kw.pop("policy"), kw.pop("seed")
+    # enough evaluations for the policy to trigger at all (peak's default needs 4)
+    kw["n_evals"] = max(kw["n_evals"], PolicyConfig.parse(pol).min_evals)
     cfg = SimConfig.from_specs(sched, pol, **kw)
     return cfg, simulate(cfg, 3, seed=seed, keep_jobs=True, record_segments=True)
 

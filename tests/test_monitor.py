@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fastsim import registry as R
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.replay.monitor import EvalStopMonitor
@@ -92,8 +93,9 @@ def test_monitor_replay_and_engine_decide_identically(seqs, k, hib):
         seen = [(s, x if hib else -x) for s, x in zip(steps, seq) if not math.isnan(x)]
         arr = np.array([x for _, x in seen], dtype=np.float64)
         trig = evalstop_trigger_nb(arr, k)
-        act, trig2, deliv = stop_decision_1j_nb(EVALSTOP, k, 0.65, 2, 0.01, arr, np.zeros(arr.size),
-                                                np.arange(1.0, arr.size + 1), float(arr.size))
+        act, trig2, deliv = stop_decision_1j_nb(EVALSTOP, k, 0.65, 2, 0.01, np.zeros(0), arr,
+                                                np.zeros(arr.size), np.arange(1.0, arr.size + 1),
+                                                float(arr.size))
         assert trig == trig2
         eng = (seen[trig - 1][0], seen[deliv - 1][0]) if act == ACT_STOP else None
         # replay
@@ -151,3 +153,98 @@ def test_builtin_streaming_state_does_not_grow(spec):
         if d.stop:
             break
     assert max(sizes) <= 4, f"{spec}: per-job state grew to {max(sizes)}"
+
+
+DETECTORS = [d.name for d in R.BUILTIN_POLICIES if d.vector]
+
+
+@pytest.mark.parametrize("name", DETECTORS)
+@settings(max_examples=60, deadline=None)
+@given(seqs=st.lists(st.lists(st.one_of(st.floats(0, 1), st.integers(0, 4).map(lambda x: x / 4),
+                                        st.just(math.nan)), max_size=14), min_size=1, max_size=3),
+       hib=st.booleans(), data=st.data())
+def test_detector_monitor_replay_and_engine_decide_identically(name, seqs, hib, data):
+    """Each online detector as a policy: the monitor's streaming form, replay and the
+    engine's decision kernel stop at the same step and keep the same (best) checkpoint."""
+    from fastsim.config import PolicyConfig
+    from fastsim.replay.monitor import StopMonitor
+
+    d = R.lookup("policy", name)
+    z = data.draw(st.sampled_from([0.5, 1.0, 2.0]))
+    extra = {"patience": "patience=2", "margin": f"z={z}", "cusum": f"h={z}",
+             "peak": f"z={z},min_evals=3", "bocpd": f"z={z}"}[name]
+    spec = f"{name}:{extra},sigma0=0.05,scope=all" if name != "patience" else f"{name}:{extra},scope=all"
+    p = PolicyConfig.parse(spec)
+    rows = [{"job_id": f"j{j}", "step": 10 * (e + 1), "metric": x}
+            for j, seq in enumerate(seqs) for e, x in enumerate(seq)]
+    if not rows:
+        return
+    table = pl.DataFrame(rows, schema={"job_id": pl.String, "step": pl.Int64, "metric": pl.Float64})
+    table = table.with_columns((pl.col("metric") * (1.0 if hib else -1.0)).alias("score"))
+    res = replay(EvalLog(table, "metric", hib), [p])
+    for j, seq in enumerate(seqs):
+        if not seq:
+            continue
+        m = StopMonitor(p, higher_is_better=hib)
+        mon = None
+        for e, x in enumerate(seq):
+            dec = m.observe("j", 10 * (e + 1), x)
+            if dec.stop and mon is None:
+                mon = (10 * (e + 1), dec.keep_step)
+        seen = [(10 * (e + 1), x if hib else -x) for e, x in enumerate(seq) if not math.isnan(x)]
+        arr = np.array([x for _, x in seen], dtype=np.float64)
+        act, trig, deliv = stop_decision_1j_nb(d.code, 0, 0.0, 1, 0.0, np.array(p.vector), arr,
+                                               np.zeros(arr.size), np.arange(1.0, arr.size + 1), 1.0)
+        eng = (seen[trig - 1][0], seen[deliv - 1][0]) if act == ACT_STOP else None
+        r = res.filter(pl.col("job_id") == f"j{j}").row(0, named=True)
+        rep = (r["trigger_step"], r["delivered_step"]) if r["stopped"] else None
+        assert mon == eng == rep, (seq, spec, hib)
+
+
+@pytest.mark.parametrize("name", DETECTORS)
+def test_detector_streaming_state_is_bounded(name):
+    """3,000 evaluations (beyond BOCPD's kept run lengths): the per-job state keeps its size."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor(f"{name}:scope=all")
+    sizes = set()
+    for step in range(1, 3001):
+        d = m.observe("j", step, math.log(step))  # rising: no detector fires
+        st = m._jobs["j"]
+        sizes.add((st.stream.state.size, len(st.recent_steps)))
+    assert not d.stop and len(sizes) == 1, sizes
+    assert next(iter(sizes))[0] <= 3 * 1001 + 13
+
+
+def test_patience_callback_is_early_stopping_with_the_best_checkpoint(monkeypatch, tmp_path):
+    """``StopPolicyCallback("patience:patience=P", threshold=T)`` stops where Hugging Face's
+    ``EarlyStoppingCallback(P, T)`` does (its rule: tests/test_detectors_online.py), keeps
+    the best checkpoint and marks it for rotation at every new best."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True, max_steps=100,
+                           eval_strategy="steps", save_strategy="steps", eval_steps=10,
+                           save_steps=10, save_total_limit=None, output_dir=str(tmp_path),
+                           load_best_model_at_end=False)
+    acc = [0.5, 0.6, 0.61, 0.605, 0.62, 0.3, 0.2]
+    cb = hf.StopPolicyCallback("patience:patience=2", threshold=0.015)
+    state, control = SimpleNamespace(global_step=0), SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, state, control)
+    marked = []
+    for i, v in enumerate(acc):
+        state.global_step = 10 * (i + 1)
+        cb.on_evaluate(args, state, control, metrics={"eval_accuracy": v})
+        marked.append(state.best_model_checkpoint)
+        if control.should_training_stop:
+            break
+    # 0.61 and 0.605 do not beat 0.6 by more than 0.015: counter 2 at step 40
+    assert state.global_step == 40 and cb.keep_step == 30
+    assert marked[-1].endswith("checkpoint-30") and marked[0].endswith("checkpoint-10")
+    assert cb.policy.label == "patience(patience=2,threshold=0.015)"
+    with pytest.raises(ConfigError, match="differs"):
+        hf.StopPolicyCallback("patience:threshold=0.1", threshold=0.015)
+    with pytest.raises(ConfigError, match="applies to evalstop and patience only"):
+        hf.StopPolicyCallback("cusum", threshold=0.015)

@@ -18,7 +18,10 @@ def test_declared_preemption_matches_the_engine_and_the_reference():
 def test_codes_are_declared_once_each():
     pol = {d.code for d in R.BUILTIN_POLICIES}
     sch = {d.code for d in R.BUILTIN_SCHEDULERS}
-    assert pol == {K.NONE, K.EVALSTOP, K.STOP_AT, K.LOSS_PLATEAU, K.DEPRIORITIZE, K.ORACLE}
+    assert pol == {K.NONE, K.EVALSTOP, K.STOP_AT, K.LOSS_PLATEAU, K.DEPRIORITIZE, K.ORACLE,
+                   K.PATIENCE, K.MARGIN, K.CUSUM, K.PEAK, K.BOCPD}
+    # the kernels send every code from PATIENCE on to the online detectors
+    assert {d.code for d in R.BUILTIN_POLICIES if d.vector} == {c for c in pol if c >= K.PATIENCE}
     assert sch == {K.FIFO, K.SJF_EST, K.SRTF_EST, K.LOSS_AWARE, K.TIRESIAS}
     assert len(pol) == len(R.BUILTIN_POLICIES) and len(sch) == len(R.BUILTIN_SCHEDULERS)
 
@@ -30,8 +33,11 @@ def test_capabilities_are_what_config_and_replay_read():
     assert PolicyConfig.parse("evalstop:k=4").min_evals == 5
     assert PolicyConfig.parse("loss_plateau:w=3").min_evals == 4
     assert PolicyConfig.parse("stop_at").min_evals == 1
-    assert {d.name for d in R.BUILTIN_POLICIES if d.streaming} == {"none", "evalstop", "stop_at",
-                                                                   "loss_plateau"}
+    assert {d.name for d in R.BUILTIN_POLICIES if d.streaming} == {
+        "none", "evalstop", "stop_at", "loss_plateau", "patience", "margin", "cusum", "peak", "bocpd"}
+    assert PolicyConfig.parse("patience:patience=3").min_evals == 4
+    assert PolicyConfig.parse("peak:min_evals=2").min_evals == 3  # an offset needs 3 points
+    assert PolicyConfig.parse("peak:min_evals=2,origin=1").min_evals == 2
 
 
 def test_spec_grammar_one_parser():

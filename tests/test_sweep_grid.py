@@ -119,3 +119,24 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
 def test_parse_sweep_rejects_bad_baseline():
     with pytest.raises(ConfigError, match="baseline"):
         parse_sweep({"baseline": "evalstop"}, "mem.toml")
+
+
+def test_online_detectors_are_sweep_policies(tmp_path):
+    """Detector specs in a sweep: validated, canonical (defaults filled, equal values one
+    cell), and a built-in field such as k that is not theirs is reset."""
+    p = write(tmp_path, """
+clusters = 4
+[base]
+n_jobs = 20
+k = 3
+[axes]
+policy = ["peak:sigma0=0.05", "peak:z=1.65,sigma0=0.050", "cusum:h=1.5", "evalstop"]
+""")
+    g = load_sweep(p)
+    pols = sorted({c.config.policy.label for c in g.cells if not c.is_baseline})
+    assert pols == ["cusum(drift=0,h=1.5,sigma0=0.015)", "evalstop(k=3)",
+                    "peak(z=1.65,sigma0=0.05,min_evals=4,origin=0,window=0,gamma=0.5)"]
+    assert all(c.config.policy.k == 2 for c in g.cells if c.config.policy.name == "peak")
+    bad = write(tmp_path, '[axes]\npolicy = ["cusum:h=-1"]\n', "bad.toml")
+    with pytest.raises(ConfigError, match="h=-1.0 is invalid"):
+        load_sweep(bad)

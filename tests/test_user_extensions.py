@@ -53,6 +53,19 @@ def below_best(scores, losses, attained_h, t_est_h, k, drop):
     return 0
 
 
+@stop_policy(params=[Param("drop", "float", 0.05, lo=0, help="drawdown from the best")],
+             label="drawdown(drop={drop:g})", keep="best", min_evals=2)
+@njit
+def drawdown(scores, losses, attained_h, t_est_h, drop):
+    """Stop when the score falls more than drop below the best so far; keep the best."""
+    best = -1e300
+    for e in range(scores.shape[0]):
+        best = max(best, scores[e])
+        if scores[e] < best - drop:
+            return e + 1
+    return 0
+
+
 @stop_policy(params=[Param("f", "float", 0.5, lo=0, lo_open=True)], label="halfway(f={f:g})",
              reads=("attained_h", "t_est_h"))
 @njit
@@ -113,7 +126,8 @@ def test_spec_grammar_resolves_user_code(user_dir):
 @pytest.mark.parametrize("scheduler", ["fifo", "srtf_est", "tiresias", "loss_aware",
                                        "toy_user_schedulers:small_first"])
 @pytest.mark.parametrize("policy", [f"{POL}:k=2", f"{POL}:k=1,drop=0.02",
-                                    "toy_user_policies:halfway:f=0.4", "evalstop:k=2"])
+                                    "toy_user_policies:halfway:f=0.4", "evalstop:k=2",
+                                    "toy_user_policies:drawdown:drop=0.03"])
 def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
     rng = np.random.default_rng(abs(hash((scheduler, policy))) % 2**32)
     for _ in range(2):
@@ -263,3 +277,27 @@ def test_user_policy_on_dask_workers_by_spec_string(user_dir, tmp_path, monkeypa
                      "dask", "--address", cluster.scheduler_address]) == 0
     assert pl.read_parquet(local / "summary.parquet").equals(
         pl.read_parquet(remote / "summary.parquet"))
+
+
+def test_user_policy_can_keep_the_best_checkpoint(user_dir):
+    """A user policy with ``keep="best"`` delivers the best score's checkpoint up to the
+    trigger, in the simulator, replay and the monitor alike."""
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import decide_series
+
+    cfg = SimConfig.from_specs("fifo", "toy_user_policies:drawdown:drop=0.02", n_jobs=30,
+                               sigma=0.05)
+    jobs = simulate(cfg, 3, seed=1, keep_jobs=True).jobs
+    w = generate_workload(cfg.workload, 3, seed=1)
+    stopped = jobs.filter(pl.col("stopped"))
+    assert stopped.height > 0
+    for r in stopped.iter_rows(named=True):
+        s = w.score[r["cluster"], r["job"]]
+        assert r["delivered_eval"] == 1 + int(np.argmax(s[: r["trigger_eval"]]))
+        _, trig, deliv = decide_series(cfg.policy, s.copy(), np.zeros(s.size),
+                                       np.arange(1.0, s.size + 1), 1.0)
+        assert (trig, deliv) == (r["trigger_eval"], r["delivered_eval"])
+        m = StopMonitor(cfg.policy)
+        for e, x in enumerate(s):
+            d = m.observe("j", e + 1, float(x))
+        assert m.decision("j").keep_step == deliv

@@ -11,10 +11,15 @@ this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallb
 the same class.  The class is importable without ``transformers``; creating one needs it.
 
 The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop: ``k``)
-before the trigger, so save at every evaluation (``save_strategy`` = ``eval_strategy``,
-equal steps) and keep enough checkpoints (``save_total_limit`` None or > lookback).  On a
-stop the callback marks that checkpoint as ``state.best_model_checkpoint`` (unless
-``load_best_model_at_end`` uses it), which Trainer's checkpoint rotation never deletes.
+before the trigger, or, for the online detectors (``patience``, ``margin``, ``cusum``,
+``peak``, ``bocpd``), the one with the best score so far; so save at every evaluation
+(``save_strategy`` = ``eval_strategy``, equal steps) and keep enough checkpoints
+(``save_total_limit`` None or > lookback).  The callback marks that checkpoint as
+``state.best_model_checkpoint`` (unless ``load_best_model_at_end`` uses it), which
+Trainer's checkpoint rotation never deletes: on a stop, and for a policy that keeps the
+best, at every new best.  ``StopPolicyCallback("patience:patience=3", threshold=0.01)`` is
+``EarlyStoppingCallback(early_stopping_patience=3, early_stopping_threshold=0.01)`` with
+the best checkpoint recorded.
 
 Examples
 --------
@@ -52,7 +57,8 @@ class StopPolicyCallback(_TrainerCallback):
         None: ``args.metric_for_best_model``, else ``eval_loss``
     greater_is_better : the metric's sense; None: ``args.greater_is_better`` when the metric
         is ``args.metric_for_best_model``, else inferred from the name (``*loss``: lower)
-    threshold : EvalStop: a drop of at most this much does not count as a decline
+    threshold : EvalStop: a drop of at most this much does not count as a decline;
+        patience: a gain of at most this much is no improvement (``early_stopping_threshold``)
     protect_checkpoint : on a stop, mark the kept checkpoint as the one rotation spares
     k, metric, higher_is_better : the earlier names (``evalstop:k=K``, the metric, its sense)
 
@@ -81,7 +87,8 @@ class StopPolicyCallback(_TrainerCallback):
         self._metric_arg = metric
         self._sense_arg = greater_is_better if greater_is_better is not None else higher_is_better
         self.threshold = threshold
-        StopMonitor(self.policy, threshold=threshold, planned_steps=1.0)  # refuse bad input now
+        # refuse bad input now; patience takes the threshold as its own parameter
+        self.policy = StopMonitor(self.policy, threshold=threshold, planned_steps=1.0).policy
         lookback = self.policy.decl.lookback
         self.k = self.policy.values[lookback] if isinstance(lookback, str) else int(lookback)
         self.metric = _eval_name(metric or "eval_loss")
@@ -130,12 +137,17 @@ class StopPolicyCallback(_TrainerCallback):
         loss = (metrics or {}).get("eval_loss", math.nan)
         d = self.monitor.observe(self.job_id, int(state.global_step), value, loss)
         self.decision = d
+        protect = self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False)
+        best = self.monitor.best_step(self.job_id)
+        if protect and self.policy.decl.keep == "best" and best is not None:
+            # the checkpoint a later stop keeps: spared by rotation from now on
+            state.best_model_checkpoint = str(Path(args.output_dir) / f"checkpoint-{best}")
         if d.stop:
             control.should_training_stop = True
             self.keep_step = d.keep_step
             ckpt = Path(args.output_dir) / f"checkpoint-{d.keep_step}"
             self.keep_checkpoint = str(ckpt)
-            if self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False):
+            if protect:
                 state.best_model_checkpoint = str(ckpt)
         return control
 

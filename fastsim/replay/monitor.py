@@ -4,7 +4,9 @@
 (``fastsim.registry``: ``streaming=True``): one update per evaluation.  The built-ins
 keep O(1) state per job (EvalStop: the decline counter, advanced by
 ``kernels.detectors.evalstop_step_nb``, the step function the engine loops over, and the
-last ``k + 1`` steps; loss plateau: the last ``w + 1`` losses; stop-at: nothing); a user
+last ``k + 1`` steps; loss plateau: the last ``w + 1`` losses; stop-at: nothing; an
+online detector: its kernel state, advanced by ``kernels.detectors_online``'s step, of
+which the engine's batch form is a loop, and the best score's step); a user
 policy keeps the job's series and asks its trigger function about the whole prefix at
 each evaluation (O(evaluations) memory).  The monitor, ``fastsim replay`` and the
 simulator make the same decision on the same sequence (tested).  Mess rules match
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fastsim.config import PolicyConfig
+from fastsim.config import MAX_EVALS, PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.kernels.detectors import evalstop_step_nb
+from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,22 @@ class _Plateau:
         return (ref - loss) / ref < self.tol
 
 
+class _Detector:
+    """An online detector's streaming form: its kernel state, one step per evaluation.
+    O(1) per job; BOCPD keeps up to MAX_EVALS run lengths (the longest a simulated job
+    has, so it decides as the engine does) and merges longer ones."""
+
+    def __init__(self, p: PolicyConfig):
+        self.code, self.p = p.code, np.array(p.vector, np.float64)
+        self.state = detector_init_nb(self.code, self.p, MAX_EVALS)
+        self.prev, self.run = math.nan, 0  # the decline run, for Decision.decline_run only
+
+    def update(self, score: float, loss: float, step: int) -> bool:
+        self.run = evalstop_step_nb(self.prev, score, self.run)
+        self.prev = score
+        return bool(detector_step_nb(self.code, self.p, self.state, score))
+
+
 class _Series:
     """A user policy's streaming form: the series so far, and its trigger function asked
     about the whole prefix at each evaluation (O(evaluations) memory)."""
@@ -115,9 +134,12 @@ class _Series:
 def _stream(p: PolicyConfig, threshold: float, planned: float):
     d = p.decl
     if threshold and d.name not in ("evalstop",):
-        raise ConfigError(f"threshold={threshold!r} applies to evalstop only; allowed: 0 for {p.label}")
+        raise ConfigError(f"threshold={threshold!r} applies to evalstop and patience only; "
+                          f"allowed: 0 for {p.label}")
     if d.user is not None:
         return _Series(p, planned)
+    if d.vector:
+        return _Detector(p)
     if d.name == "none":
         return _Never()
     if d.name == "evalstop":
@@ -135,7 +157,22 @@ class _JobState:
     n_evals: int = 0
     last_step: int | None = None
     recent_steps: deque = field(default_factory=deque)   # steps of the last lookback+1 evaluations
+    best: float = -math.inf                              # best score so far and its step,
+    best_step: int | None = None                         # for policies that keep the best
     stopped: Decision | None = None
+
+
+def with_threshold(p: PolicyConfig, threshold: float) -> PolicyConfig:
+    """``patience`` with the Trainer's ``early_stopping_threshold`` given separately (as
+    ``EarlyStoppingCallback(early_stopping_threshold=...)``): it fills the policy's own
+    ``threshold``; a different one in the spec is refused."""
+    if not threshold or p.name != "patience":
+        return p
+    values = dict(p.params)
+    if values["threshold"] not in (0.0, threshold):
+        raise ConfigError(f"threshold={threshold!r} differs from {p.label}'s threshold; "
+                          "allowed: one of the two")
+    return replace(p, params=tuple({**values, "threshold": float(threshold)}.items()))
 
 
 class StopMonitor:
@@ -144,9 +181,12 @@ class StopMonitor:
     Parameters
     ----------
     policy : a spec (``evalstop:k=2``, ``loss_plateau:w=2,tol=0.01``, ``stop_at:f=0.65``,
-        ``mymod:mypolicy:k=3``) or a ``PolicyConfig``
+        ``patience:patience=3``, ``peak:sigma0=0.02``, ``mymod:mypolicy:k=3``) or a
+        ``PolicyConfig``
     higher_is_better : sense of the score (False for a loss)
-    threshold : EvalStop only: a drop of at most this much is not a decline
+    threshold : EvalStop: a drop of at most this much is not a decline; patience: its
+        ``threshold`` (a gain of at most this much is no improvement), as
+        ``early_stopping_threshold``
     planned_steps : the run's planned length in steps, for policies that read progress
         (``stop_at``, or a user policy that reads ``t_est_h``)
 
@@ -163,6 +203,10 @@ class StopMonitor:
                  threshold: float = 0.0, planned_steps: float | None = None):
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
+        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) \
+                and math.isfinite(threshold) and threshold > 0:
+            p = with_threshold(p, float(threshold))
+            threshold = 0.0 if d.name == "patience" else threshold
         if not d.streaming or d.uses_hidden_truth:
             live = [x.name for x in _streaming()]
             raise ConfigError(f"policy {p.label} has no streaming form; allowed: {', '.join(live)} "
@@ -183,6 +227,7 @@ class StopMonitor:
         self._reads_loss = "losses" in d.reads
         back = d.lookback
         self._lookback = p.values[back] if isinstance(back, str) else int(back)
+        self._keep_best = d.keep == "best"
         _stream(p, self.threshold, self.planned_steps)  # refuse bad combinations now
         self._jobs: dict[str, _JobState] = {}
 
@@ -194,6 +239,12 @@ class StopMonitor:
         """The stop decision of a job, or None while it runs."""
         st = self._jobs.get(job_id)
         return st.stopped if st else None
+
+    def best_step(self, job_id) -> int | None:
+        """The step of the job's best score so far (None before any): the checkpoint a
+        policy that keeps the best delivers if it stops now."""
+        st = self._jobs.get(job_id)
+        return st.best_step if st else None
 
     def observe(self, job_id, step: int, score: float, loss: float = math.nan) -> Decision:
         """Record the evaluation of ``job_id`` at ``step`` and decide.
@@ -241,8 +292,11 @@ class StopMonitor:
         st.recent_steps.append(step)
         if len(st.recent_steps) > self._lookback + 1:
             st.recent_steps.popleft()
+        if s > st.best:  # strict: the first of equal scores, as the engine keeps it
+            st.best, st.best_step = s, step
         if fired:
-            keep = st.recent_steps[0]  # evaluation trigger - lookback, as the engine delivers
+            # evaluation trigger - lookback, or the best score's, as the engine delivers
+            keep = st.best_step if self._keep_best else st.recent_steps[0]
             st.stopped = Decision(True, keep, f"{self.policy.label} triggers at step {step} "
                                   f"(evaluation {st.n_evals}); keep the checkpoint of step {keep}",
                                   st.n_evals, st.stream.run)

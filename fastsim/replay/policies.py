@@ -48,14 +48,15 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     d = p.decl
     if d.user is None:
         return stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w), float(p.tol),
-                                   score, loss, attained, float(t_est))
+                                   np.array(p.vector, np.float64), score, loss, attained,
+                                   float(t_est))
     values = p.values
     trig = int(d.user(score, loss, attained, float(t_est),
                       *(v for k, v in values.items() if k != "scope")))
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
-    deliv = d.delivered(trig, values, n)
+    deliv = d.delivered(trig, values, n, score) if 1 <= trig <= n else -1
     if not 1 <= trig <= n or deliv < 1:
         raise ValueError(f"stop policy {d.name} returned trigger {trig} on {n} evaluations")
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv

@@ -137,7 +137,7 @@ def canonicalize(cfg: SimConfig) -> SimConfig:
 def _policy_fields(p: PolicyConfig) -> tuple[str, ...]:
     """The config fields that matter for policy ``p`` (the rest are reset to defaults)."""
     d = p.decl
-    names = () if d.user is not None else tuple(q.name for q in d.params)
+    names = () if d.stores_params else tuple(q.name for q in d.params)
     return tuple(n for n in names + ("scope",) if n != "scope" or d.scoped)
 
 
