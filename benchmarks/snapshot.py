@@ -4,6 +4,7 @@
     python benchmarks/snapshot.py compare DIR   # recompute and compare with DIR, exactly
     python benchmarks/snapshot.py compare DIR --rtol 1e-12   # floats within rtol (+ rtol abs)
     python benchmarks/snapshot.py compare DIR --plain        # curve knobs off (MODEL.md 4)
+    python benchmarks/snapshot.py compare DIR --simulate     # through simulate(), not run_workload
 
 ``--plain`` switches the trace-grounded curve knobs off (``fastsim.defaults.PLAIN_CURVES``)
 in every workload: the plain model, which must stay bit-identical to a snapshot saved
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fastsim.api import run_workload
+from fastsim.api import run_workload, simulate
 from fastsim.defaults import PLAIN_CURVES
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
@@ -45,9 +46,11 @@ WORKLOAD_ARRAYS = ("job_type", "gpus", "arrival_h", "duration_h", "t_est_h", "ha
                    "peak_eval")
 
 
-def compute(extra=None):
+def compute(extra=None, via_simulate=False):
     """Yield ``(name, frame or dict of arrays)`` for every snapshot item (``extra``:
-    workload fields set in every workload)."""
+    workload fields set in every workload; ``via_simulate``: each cell drawn by
+    ``simulate`` itself, which generates the clusters in the same pass, instead of
+    ``run_workload`` on the shared workload)."""
     for wname, (wkw, n_clusters, seed) in WORKLOADS.items():
         wkw = {**wkw, **(extra or {})}
         base = SimConfig.from_specs("fifo", "none", **wkw)
@@ -57,7 +60,8 @@ def compute(extra=None):
         for s in SCHEDULERS:
             for p in POLICIES:
                 cfg = SimConfig.from_specs(s, p, **wkw)
-                r = run_workload(cfg, w, keep_jobs=True)
+                r = (simulate(cfg, n_clusters, seed, keep_jobs=True) if via_simulate
+                     else run_workload(cfg, w, keep_jobs=True))
                 tag = [pl.lit(s).alias("scheduler"), pl.lit(p).alias("policy")]
                 jobs.append(r.jobs.with_columns(tag))
                 clusters.append(r.clusters.with_columns(tag))
@@ -121,12 +125,15 @@ def main(argv=None):
                     help="compare: floats may differ by rtol relative + rtol absolute")
     ap.add_argument("--plain", action="store_true",
                     help="curve knobs off (fastsim.defaults.PLAIN_CURVES): the plain model")
+    ap.add_argument("--simulate", action="store_true",
+                    help="run each cell through simulate() (one-pass generation) instead of "
+                    "run_workload() on the shared workload")
     a = ap.parse_args(argv)
     global RTOL
     RTOL = a.rtol
     a.dir.mkdir(parents=True, exist_ok=True)
     problems = []
-    for name, item in compute(PLAIN_CURVES if a.plain else None):
+    for name, item in compute(PLAIN_CURVES if a.plain else None, a.simulate):
         if a.action == "save":
             if isinstance(item, dict):
                 np.savez(a.dir / f"{name}.npz", **item)

@@ -1,8 +1,11 @@
 """Run simulation cells: workload -> stop decisions -> engine -> metrics.
 
-The three kernel stages are separate so that each stage's inputs say what it may know:
+Each stage is its own per-cluster kernel, so that its inputs say what it may know:
 decisions see observed arrays only (the oracle, declared, sees the hacking label and
 the peak), the engine adds the true run time (physics), and metrics add everything.
+``simulate`` and ``run_workload`` run the stages one cluster at a time in a single pass
+(``kernels.pipeline``); ``decide_stops``, ``run_engine``, ``account`` and ``run_stages``
+run them stage by stage over all clusters, with the same results to the bit.
 
 Examples
 --------
@@ -13,6 +16,7 @@ Examples
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +26,12 @@ from fastsim import metrics as M
 from fastsim.config import PolicyConfig, SimConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
-from fastsim.workload import Workload, generate_workload
+from fastsim.workload import Workload, allocate, generate_workload, kernel_params
+from fastsim.kernels.codes import LOSS_AWARE
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
-from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, cluster_metrics_nb
+from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
+from fastsim.kernels.pipeline import pipeline_nb
 from fastsim.kernels.schedulers import user_keys_driver
 from fastsim.kernels.stops import resolve_stops_nb, user_stops_driver
 
@@ -60,6 +66,17 @@ class Outcome:
 
 
 @dataclass
+class Accounting:
+    """What the metrics add to the engine's outputs, ``[C, J]``: gold of the delivered
+    checkpoint and of the best evaluation, wasted GPU-hours, detection positives."""
+
+    delivered_gold: np.ndarray
+    best_gold: np.ndarray
+    wasted_gpu_h: np.ndarray
+    positive: np.ndarray
+
+
+@dataclass
 class SimResult:
     """Results of one cell.
 
@@ -76,9 +93,7 @@ class SimResult:
 
 def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     """Resolve every job's stop decision (observed data only, except the labelled oracle)."""
-    shape = (w.n_clusters, w.n_jobs)
-    d = Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_), np.empty(shape, np.bool_),
-                  np.empty(shape, np.int32), np.empty(shape, np.int32))
+    d = _decisions((w.n_clusters, w.n_jobs))
     p = cfg.policy
     decl = p.decl
     scope_all = p.scope == "all"
@@ -103,33 +118,49 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     return d
 
 
+def _decisions(shape: tuple[int, int]) -> Decisions:
+    return Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_),
+                     np.empty(shape, np.bool_), np.empty(shape, np.int32),
+                     np.empty(shape, np.int32))
+
+
+def _outcome(shape: tuple[int, int], max_segments: int) -> Outcome:
+    seg_shape = (shape[0], max_segments)
+    return Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape),
+                   np.zeros(shape), np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64),
+                   np.zeros(seg_shape), np.zeros(seg_shape), np.zeros(shape[0], np.int64),
+                   np.zeros(shape[0], np.int64))
+
+
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
     shape = (w.n_clusters, w.n_jobs)
     end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
     service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
                       w.n_evals, end_service, demote_service, account_from)
-    seg_shape = (w.n_clusters, max_segments)
-    o = Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape), np.zeros(shape),
-                np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64), np.zeros(seg_shape),
-                np.zeros(seg_shape), np.zeros(w.n_clusters, np.int64),
-                np.zeros(w.n_clusters, np.int64))
+    o = _outcome(shape, max_segments)
     s = cfg.scheduler
     cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
                static_keys(cfg, w), w.loss, w.duration_h, end_service, demote_service, account_from,
                o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt, o.seg_job,
                o.seg_start, o.seg_end, o.seg_count, o.n_points)
+    _check_finished(cfg, w, o)
+    return o
+
+
+def _check_finished(cfg: SimConfig, w: Workload, o: Outcome) -> None:
+    """``SimulationError`` naming the first cluster that hit the engine's bound."""
     stuck = np.flatnonzero(o.n_points < 0)
     if stuck.size:
         c = int(stuck[0])
+        s = cfg.scheduler
         raise SimulationError(
             f"engine: cluster {int(w.cluster_ids[c])} reached the bound of "
             f"{max_points_nb(w.n_jobs, w.n_evals, len(s.thresholds_gpu_h))} scheduling points "
             f"without finishing its jobs ({stuck.size} of {w.n_clusters} clusters in this "
             f"chunk); its times are not finite at this scale (last arrival "
             f"{np.nanmax(w.arrival_h[c]):.3g} h, longest run time {np.nanmax(w.duration_h[c]):.3g} h)")
-    return o
 
 
 def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
@@ -161,14 +192,112 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     """
     if w.n_evals != cfg.workload.n_evals:
         raise ValueError(f"workload has {w.n_evals} evaluations, config says {cfg.workload.n_evals}")
-    d = decide_stops(cfg, w)
-    max_seg = 0
-    if record_segments:
-        max_seg = w.n_jobs * (2 * w.n_evals + 4) * 4  # preemptions are bounded by events
-    o = run_engine(cfg, w, d, max_seg)
+    return _run(cfg, w, keep_jobs, record_segments)
+
+
+@dataclass
+class _Buffers:
+    """Every array one call of ``_run`` writes, for one shape ``(C, J, E, S)``."""
+
+    shape: tuple[int, int, int, int]
+    w: Workload
+    d: Decisions
+    service: tuple[np.ndarray, np.ndarray, np.ndarray]
+    o: Outcome
+    acc: Accounting
+
+
+# Buffers reused by the next call of the same shape in the same thread (a chunk loop):
+# fresh arrays cost a page fault per 4 kB on first touch, a third of workload generation.
+# Only up to this size, so one large call does not pin its memory for the process's life.
+REUSE_MAX_BYTES = 256 * 2**20
+_LOCAL = threading.local()
+
+
+def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
+             reuse: bool) -> _Buffers:
+    """The arrays of one run, reused from this thread's previous run of the same shape when
+    ``reuse`` (nothing returned earlier may share their memory: no per-job table)."""
+    shape = (n_clusters, n_jobs, n_evals, max_segments)
+    b = getattr(_LOCAL, "buffers", None)
+    if reuse and b is not None and b.shape == shape:
+        return b
+    cj = shape[:2]
+    b = _Buffers(shape, allocate(*shape[:3]), _decisions(cj), tuple(np.empty(cj) for _ in range(3)),
+                 _outcome(cj, max_segments), Accounting(np.empty(cj), np.empty(cj), np.empty(cj),
+                                                        np.empty(cj, np.bool_)))
+    if reuse and simulate_bytes(n_clusters, n_jobs, n_evals, False) <= REUSE_MAX_BYTES:
+        _LOCAL.buffers = b
+    return b
+
+
+def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: bool,
+         n_clusters: int = 0, seed: int = 0, cluster_start: int = 0) -> SimResult:
+    """One cell on the workload ``w``, or (``w`` None) on clusters ``cluster_start ..
+    + n_clusters`` drawn with ``seed``: every stage in one pass over the clusters
+    (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
+    scheduler's keys, which run first as their own stages."""
+    wc = cfg.workload
+    C, J, E = (n_clusters, wc.n_jobs, wc.n_evals) if w is None else (w.n_clusters, w.n_jobs,
+                                                                      w.n_evals)
+    max_seg = J * (2 * E + 4) * 4 if record_segments else 0  # preemptions are bounded by events
+    b = _buffers(C, J, E, max_seg, reuse=not keep_jobs)
+    generate = w is None
+    if generate:
+        w = b.w
+        w.cluster_ids[:] = np.arange(cluster_start, cluster_start + C, dtype=np.int64)
+    s, p = cfg.scheduler, cfg.policy
+    decide = p.decl.user is None
+    if generate and not (decide and s.decl.user is None):  # user code reads the workload
+        generate_workload(wc, C, seed, cluster_start, out=w)
+        generate = False
+    d = b.d if decide else decide_stops(cfg, w)
+    # Loss readings are drawn only for what reads them (no result column holds them).
+    draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
+    o, acc = b.o, b.acc
+    out = np.empty((N_METRICS, C))
+    workload = (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
+                w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
+                w.peak_eval)
+    pipeline_nb(generate, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol),
+                np.array(p.vector, np.float64), p.scope == "all", s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+                float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), workload,
+                (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
+                (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
+                (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
+                (acc.delivered_gold, acc.best_gold, acc.wasted_gpu_h, acc.positive), out)
+    _check_finished(cfg, w, o)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
-    return _assemble(cfg, w, d, o, keep_jobs, record_segments)
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
+
+
+def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Accounting, np.ndarray]:
+    """The metrics stage on its own: accounting ``[C, J]`` and ``out[N_METRICS, C]``
+    (what ``pipeline_nb`` computes in its pass; for the stage-by-stage path)."""
+    shape = (w.n_clusters, w.n_jobs)
+    acc = Accounting(np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, np.bool_))
+    accounting_nb(w.gold, w.peak_eval, w.hacking, w.gpus, o.held_after_h, d.in_scope, d.stopped,
+                  d.demoted, d.delivered_eval, acc.delivered_gold, acc.best_gold,
+                  acc.wasted_gpu_h, acc.positive)
+    out = np.empty((N_METRICS, w.n_clusters))
+    cluster_metrics_nb(cfg.workload.gpus, w.n_evals, w.job_type, w.gpus, w.arrival_h, o.end_h,
+                       o.held_h, acc.wasted_gpu_h, w.hacking, d.in_scope, acc.positive, d.stopped,
+                       acc.delivered_gold, acc.best_gold, d.trigger_eval, w.peak_eval, out)
+    return acc, out
+
+
+def run_stages(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
+               record_segments: bool = False) -> SimResult:
+    """``run_workload`` stage by stage (decisions, engine, metrics: one kernel each over
+    all clusters).  Same results to the bit; kept to time the stages apart and to check
+    the one-pass pipeline against."""
+    d = decide_stops(cfg, w)
+    max_seg = w.n_jobs * (2 * w.n_evals + 4) * 4 if record_segments else 0
+    o = run_engine(cfg, w, d, max_seg)
+    acc, out = account(cfg, w, d, o)
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
 
 
 MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.py)
@@ -205,8 +334,7 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     w = cfg.workload
     check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
                "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
-    w = generate_workload(cfg.workload, n_clusters, seed, cluster_start)
-    return run_workload(cfg, w, keep_jobs=keep_jobs, record_segments=record_segments)
+    return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start)
 
 
 def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: int = 200,
@@ -233,22 +361,14 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
     return summarize(policy.clusters, reference.clusters)
 
 
-def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: bool,
-              record_segments: bool) -> SimResult:
-    """Kernel arrays -> Polars, in one place."""
-    positive = d.in_scope & (d.stopped | d.demoted)
-    delivered_gold = np.take_along_axis(w.gold, (d.delivered_eval - 1)[..., None], axis=2)[..., 0]
-    best_gold = np.take_along_axis(w.gold, (w.peak_eval - 1)[..., None], axis=2)[..., 0]
-    wasted = np.where(w.hacking, w.gpus * o.held_after_h, 0.0)
-    out = np.empty((w.n_clusters, N_METRICS))
-    cluster_metrics_nb(cfg.workload.gpus, w.n_evals, w.job_type, w.gpus, w.arrival_h, o.end_h,
-                       o.held_h, wasted, w.hacking, d.in_scope, positive, d.stopped, delivered_gold,
-                       best_gold, d.trigger_eval, w.peak_eval, out)
+def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accounting,
+              out: np.ndarray, keep_jobs: bool, record_segments: bool) -> SimResult:
+    """Kernel arrays -> Polars, in one place (``out[N_METRICS, C]``: one contiguous row
+    per metric column)."""
     int_cols = M.int_columns()
-    cols = {"cluster": w.cluster_ids}
+    cols = {"cluster": w.cluster_ids.copy()}
     for i, name in enumerate(METRIC_NAMES):
-        col = out[:, i]
-        cols[name] = col.astype(np.int64) if name in int_cols else col
+        cols[name] = out[i].astype(np.int64) if name in int_cols else out[i]
     if not (keep_jobs or cfg.metrics):
         return SimResult(cfg, pl.DataFrame(cols), None, _segments(w, o, record_segments))
     jct = o.end_h - w.arrival_h
@@ -257,10 +377,10 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, keep_jobs: 
         "duration_h": w.duration_h, "t_est_h": w.t_est_h, "hacking": w.hacking,
         "peak_eval": w.peak_eval, "start_h": o.start_h, "end_h": o.end_h, "held_h": o.held_h,
         "jct_h": jct, "queue_h": jct - o.held_h, "stopped": d.stopped, "demoted": d.demoted,
-        "positive": positive, "in_scope": d.in_scope, "trigger_eval": d.trigger_eval,
-        "delivered_eval": d.delivered_eval, "delivered_gold": delivered_gold,
-        "best_gold": best_gold, "regret": best_gold - delivered_gold, "wasted_gpu_h": wasted,
-        "n_preemptions": o.n_preempt,
+        "positive": acc.positive, "in_scope": d.in_scope, "trigger_eval": d.trigger_eval,
+        "delivered_eval": d.delivered_eval, "delivered_gold": acc.delivered_gold,
+        "best_gold": acc.best_gold, "regret": acc.best_gold - acc.delivered_gold,
+        "wasted_gpu_h": acc.wasted_gpu_h, "n_preemptions": o.n_preempt,
     }
     cols.update(M.user_columns(cfg.metrics, per_job))
     clusters = pl.DataFrame(cols)

@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = [
     "fastsim.costaware.cli",
     "fastsim.replay.cli",
     "fastsim.detectors_cli",
+    "fastsim.docs_figures",
     "fastsim.bench",
 ]
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.

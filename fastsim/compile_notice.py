@@ -13,10 +13,11 @@ from fastsim.kernels.jit import CACHE, CACHE_DIR
 
 
 def engine_is_cached() -> bool:
-    """Whether the engine's machine code is in numba's on-disk cache for this source."""
+    """Whether the one-pass simulation kernel (what ``simulate`` and ``fastsim run`` call) is
+    in numba's on-disk cache for this source."""
     if not CACHE:
         return False
-    return any(Path(CACHE_DIR).glob("*/engine.cluster_nb-*.nbi"))
+    return any(Path(CACHE_DIR).glob("*/pipeline.pipeline_nb-*.nbi"))
 
 
 @contextmanager

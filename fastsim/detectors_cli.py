@@ -92,11 +92,14 @@ def register(subparsers) -> None:
         "detectors", help="benchmark the online stop detectors against EvalStop (k=2)",
         description="Precision, recall, stop recall, FPR, delay, reclaimed GPU-hours and "
         "delivered gold regret of every detector setting, at noise 0..0.15 and base rates "
-        "0.2..0.8 (95%% intervals), and on a toy-RLHF trace set (docs/detectors.md).")
-    p.add_argument("--out", type=Path, default=Path("results/detectors"),
-                   help="directory for synthetic.parquet, traces.parquet, table.md, figures")
-    p.add_argument("--clusters", type=int, default=200, help="clusters per cell (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+        "0.2..0.8 (95% intervals), and on a toy-RLHF trace set (docs/detectors.md).")
+    p.add_argument("--out", type=Path, default=Path("results/detectors"), metavar="DIR",
+                   help="directory for synthetic.parquet, traces.parquet, table.md, figures "
+                   "(default: results/detectors)")
+    p.add_argument("--clusters", type=int, default=200, metavar="N",
+                   help="clusters per cell, an integer >= 2 (default: 200)")
+    p.add_argument("--seed", type=int, default=0, metavar="INT",
+                   help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=Path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
     p.add_argument("--trace-noise", type=float, default=None,
@@ -105,13 +108,16 @@ def register(subparsers) -> None:
                    help="where the Pareto figures go (default: OUT)")
     p.add_argument("--doc", type=Path, default=None,
                    help="a markdown file whose fastsim-detectors block gets the tables")
-    p.add_argument("--quick", action="store_true", help="50 clusters, base rate 0.6 only")
+    p.add_argument("--quick", action="store_true",
+                   help="50 clusters per cell (instead of --clusters), base rate 0.6 only")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args: argparse.Namespace) -> int:
     if args.clusters < 2:
         raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer >= 2")
+    if args.seed < 0:
+        raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer >= 0")
     if args.traces is not None and not args.traces.is_file():
         raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
     if args.doc is not None:

@@ -44,4 +44,10 @@ def sweep_file(file: str | Path) -> Path:
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
-    return candidate if candidate.is_file() else path
+    if candidate.is_file():
+        return candidate
+    from fastsim.errors import ConfigError
+
+    names = sorted(p.stem for p in shipped("sweeps").glob("*.toml"))
+    raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
+                      f"TOML file, or one of {', '.join(names)}")

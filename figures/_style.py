@@ -14,10 +14,12 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 import polars as pl
 import seaborn as sns
 from cycler import cycler
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
 from fastsim.errors import ConfigError  # noqa: E402
@@ -74,6 +76,17 @@ def policy_label(name: str, rows: pl.DataFrame | None = None) -> str:
     except ConfigError:
         return bare
     return _figure_label(d, values)
+# Cost-aware sampling strategies and GRPO arms (fastsim.costaware) as figures name them:
+# what each samples in proportion to.  A name not listed is shown as itself.
+STRATEGY_NAMES = _Labels({
+    "uniform": "uniform", "gradient_norm": "gradient norm (p ∝ G)",
+    "cost_only": "cost only (p ∝ 1/√c)", "optimal": "optimal (p ∝ G/√c)",
+    "cost_aware": "cost-aware (p ∝ |A|/√c)", "advantage_only": "advantage only (p ∝ |A|)",
+    "nonzero_uniform": "uniform over A ≠ 0"})
+PROBLEM_NAMES = _Labels({"least_squares": "least squares", "logistic": "logistic regression",
+                         "convex": "convex step rule", "strongly_convex": "strongly convex step rule"})
+
+
 # A scheduler's table label is its name, or name+flag for a bool parameter set (fifo+backfill).
 SCHEDULER_NAMES = _Labels(
     (label, d.figure_label + suffix) for d in R.schedulers()
@@ -165,13 +178,17 @@ def paper_line(ax, y: float, x: float, text: str) -> None:
                 color="0.4")
 
 
+def note(fig, text: str) -> None:
+    """``text`` under the figure, right-aligned below every axis label (``save`` crops to a
+    tight box, which takes the note in): where a figure says what its bars are and its n."""
+    fig.text(0.99, 0.0, text, ha="right", va="top", fontsize=7, color="0.4")
+
+
 def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None:
-    """``SWEEP: WHAT n = N clusters per cell`` under the figure, below every axis label
-    (``save`` crops to a tight box, which takes the note in)."""
+    """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``)."""
     df = summary(sources, sweep)
     n = int(df["n"].min()) if df.height else 0
-    fig.text(0.99, 0.0, f"{sweep}: {what} n = {n} clusters per cell",
-             ha="right", va="top", fontsize=7, color="0.4")
+    note(fig, f"{sweep}: {what} n = {n} clusters per cell")
 
 
 def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
@@ -185,6 +202,23 @@ def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
         bottom, top = 0.0, min(top - bottom, 100.0)
     pad = 0.03 * (top - bottom)
     ax.set_ylim(max(bottom - pad, -1.0), min(top + pad, 101.0))
+
+
+def plain_log_ticks(ax) -> None:
+    """Tick labels of a log-scaled y axis as plain numbers (300, 1000, 2), not 3x10^2; the
+    2-3-5 minor ticks are labelled too when the axis spans less than 30x.  Call after
+    drawing, once the limits are known."""
+    def plain(y, _):
+        return f"{y:g}"
+
+    def minor(y, _):
+        lead = y / 10 ** np.floor(np.log10(y)) if y > 0 else 0
+        return f"{y:g}" if np.isclose(lead, (2, 3, 5)).any() else ""
+
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_formatter(FuncFormatter(plain))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor) if 0 < lo and hi / lo < 30
+                                 else NullFormatter())
 
 
 def main(draw, needs) -> None:

@@ -1,16 +1,41 @@
-"""Cost to reach eps per sampling strategy vs cost heterogeneity, with 95% CI bars.
+"""Cost to reach eps per sampling strategy vs cost heterogeneity, with 95% CI bands.
 
 Reads ``costaware_sgd.summary.parquet`` (``fastsim costaware sweep
 sweeps/costaware_sgd.toml``); never calls kernels.  Usage: ``python THIS RESULTS [OUT]``.
+One panel per problem (rows) and cost-gradient correlation (columns); solid lines are
+the convex step rule, dashed the strongly convex one.
 """
 from pathlib import Path
 
 import polars as pl
-import seaborn as sns
+from matplotlib.lines import Line2D
 
 from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only", "optimal"]
+STEPS = (("convex", "-"), ("strongly_convex", "--"))
+
+
+def _panel(ax, sub: pl.DataFrame, colors) -> None:
+    for s in ORDER:
+        for step, ls in STEPS:
+            d = sub.filter((pl.col("strategy") == s) & (pl.col("sgd_step") == step)) \
+                .sort("problem_cost_sigma")
+            if d.height == 0:
+                continue
+            x = d["problem_cost_sigma"].to_numpy()
+            ax.plot(x, d["cost_units_mean"].to_numpy(), ls, color=colors[s], marker="o", ms=3)
+            ax.fill_between(x, d["cost_units_lo"].to_numpy(), d["cost_units_hi"].to_numpy(),
+                            color=colors[s], alpha=0.15, lw=0)
+    ax.set_yscale("log")
+
+
+def _legend_handles(colors, steps):
+    handles = [Line2D([], [], color=colors[s], marker="o", ms=3, label=S.STRATEGY_NAMES[s])
+               for s in ORDER]
+    handles += [Line2D([], [], color="0.3", ls=ls, label=S.PROBLEM_NAMES[step])
+                for step, ls in STEPS if step in steps]
+    return handles
 
 
 @S.themed
@@ -19,29 +44,32 @@ def main(results, out):
     if not src.exists():
         return []
     df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER))
-    g = sns.FacetGrid(df.to_pandas(), row="problem_kind", col="problem_cost_corr",
-                      hue="strategy", hue_order=ORDER, sharey=False, height=2.4, aspect=1.2,
-                      margin_titles=True)
-    for (kind, corr), ax in g.axes_dict.items():
-        sub = df.filter((pl.col("problem_kind") == kind) & (pl.col("problem_cost_corr") == corr))
-        for i, s in enumerate(ORDER):
-            for step, ls in (("convex", "-"), ("strongly_convex", "--")):
-                d = sub.filter((pl.col("strategy") == s) & (pl.col("sgd_step") == step)) \
-                    .sort("problem_cost_sigma")
-                if d.height == 0:
-                    continue
-                x = d["problem_cost_sigma"].to_numpy()
-                m = d["cost_units_mean"].to_numpy()
-                ax.plot(x, m, ls, color=f"C{i}", marker="o", ms=3,
-                        label=f"{s} ({step})")
-                ax.fill_between(x, d["cost_units_lo"].to_numpy(), d["cost_units_hi"].to_numpy(),
-                                color=f"C{i}", alpha=0.15, lw=0)
-        ax.set_yscale("log")
-    g.set_axis_labels("cost heterogeneity (lognormal sigma of c_i)", "cost to eps (cost units)")
-    g.axes.flat[0].legend(fontsize=6, ncol=1)
-    g.figure.suptitle("Cost-aware SGD: cost to reach eps (solid: convex steps, dashed: "
-                      "strongly convex)", y=1.02)
-    return S.save(g.figure, out, "costaware_cost_vs_heterogeneity", bbox_inches="tight", dpi=150)
+    kinds = df["problem_kind"].unique(maintain_order=True).to_list()
+    corrs = sorted(df["problem_cost_corr"].unique().to_list())
+    colors = dict(zip(ORDER, S.sns.color_palette("colorblind", len(ORDER))))
+    fig, axes = S.subplots(len(kinds), len(corrs), figsize=(3.4 * len(corrs) + 2.2,
+                                                            2.7 * len(kinds)),
+                           squeeze=False, sharex=True)
+    for r, kind in enumerate(kinds):
+        for c, corr in enumerate(corrs):
+            ax = axes[r, c]
+            _panel(ax, df.filter((pl.col("problem_kind") == kind)
+                                 & (pl.col("problem_cost_corr") == corr)), colors)
+            ax.set_title(f"{S.PROBLEM_NAMES[kind]}, corr(log c, log G) = {corr:g}", fontsize=9)
+            S.plain_log_ticks(ax)
+            if r == len(kinds) - 1:
+                ax.set_xlabel("cost heterogeneity\n(lognormal σ of the costs $c_i$)")
+            if c == 0:
+                ax.set_ylabel("cost to reach eps\n(cost units, log scale)")
+    steps = set(df["sgd_step"].to_list())
+    axes[0, -1].legend(handles=_legend_handles(colors, steps), loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    n = int(df["sgd_replications"].min()) if "sgd_replications" in df.columns else None
+    S.note(fig, f"costaware_sgd: mean cost with 95% CI bands over n = {n} SGD replications "
+                "per point" if n else "costaware_sgd: mean cost with 95% CI bands")
+    fig.suptitle("Cost-aware SGD: cost to reach eps per sampling strategy")
+    fig.tight_layout()
+    return S.save(fig, out, "costaware_cost_vs_heterogeneity")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,21 @@ Usage: ``python THIS RESULTS [OUT]``.
 from pathlib import Path
 
 import polars as pl
+from matplotlib.lines import Line2D
 
 from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only"]
+
+
+def _panel(ax, d: pl.DataFrame, color) -> None:
+    d = d.sort("problem_cost_sigma")
+    x = d["problem_cost_sigma"].to_numpy()
+    ratio = d["simulated_ratio"].to_numpy()
+    ax.plot(x, d["predicted_ratio"].to_numpy(), ":", color=color, marker="s", ms=3)
+    ax.errorbar(x, ratio, yerr=[ratio - d["simulated_ratio_lo"].to_numpy(),
+                                d["simulated_ratio_hi"].to_numpy() - ratio],
+                fmt="-o", color=color, ms=3, capsize=2)
 
 
 @S.themed
@@ -21,31 +32,39 @@ def main(results, out):
                                      & (pl.col("problem_cost_corr") == 0.0))
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     steps = df["sgd_step"].unique(maintain_order=True).to_list()
-    fig, axes = S.subplots(len(kinds), len(steps), figsize=(4.2 * len(steps), 3.0 * len(kinds)),
-                             squeeze=False, sharex=True)
+    colors = dict(zip(["uniform", "gradient_norm", "cost_only", "optimal"],
+                      S.sns.color_palette("colorblind", 4)))
+    fig, axes = S.subplots(len(kinds), len(steps), figsize=(3.8 * len(steps) + 2.4,
+                                                            2.8 * len(kinds)),
+                           squeeze=False, sharex=True)
     for r, kind in enumerate(kinds):
         for c, step in enumerate(steps):
             ax = axes[r, c]
-            for i, s in enumerate(ORDER):
-                d = df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step)
-                              & (pl.col("strategy") == s)).sort("problem_cost_sigma")
-                x = d["problem_cost_sigma"].to_numpy()
-                ax.plot(x, d["predicted_ratio"].to_numpy(), ":", color=f"C{i}", marker="s", ms=3,
-                        label=f"{s}: J(p)/J(p*)")
-                ax.errorbar(x, d["simulated_ratio"].to_numpy(),
-                            yerr=[d["simulated_ratio"].to_numpy() - d["simulated_ratio_lo"].to_numpy(),
-                                  d["simulated_ratio_hi"].to_numpy() - d["simulated_ratio"].to_numpy()],
-                            fmt="-o", color=f"C{i}", ms=3, capsize=2, label=f"{s}: simulated")
-            ax.axhline(1.0, color="k", lw=0.8)
+            for s in ORDER:
+                _panel(ax, df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step)
+                                     & (pl.col("strategy") == s)), colors[s])
+            ax.axhline(1.0, color="0.2", lw=0.8)
             ax.set_yscale("log")
-            ax.set_title(f"{kind}, {step} steps", fontsize=9)
-            ax.set_xlabel("cost heterogeneity (lognormal sigma)")
-            ax.set_ylabel("cost / cost of p*")
-    S.legend_outside(axes[0, -1], axes[0, 0], fontsize=6)
-    fig.suptitle("Predicted (dotted) vs simulated (solid, 95% CI) cost over optimal sampling",
-                 y=1.0)
+            S.plain_log_ticks(ax)
+            ax.set_title(f"{S.PROBLEM_NAMES[kind]}, {S.PROBLEM_NAMES[step]}", fontsize=9)
+            if r == len(kinds) - 1:
+                ax.set_xlabel("cost heterogeneity (lognormal σ of $c_i$)")
+            if c == 0:
+                ax.set_ylabel("cost / cost of optimal p*\n(log scale)")
+    handles = [Line2D([], [], color=colors[s], lw=6, label=S.STRATEGY_NAMES[s]) for s in ORDER]
+    handles += [Line2D([], [], color="0.3", ls=":", marker="s", ms=3,
+                       label="predicted J(p)/J(p*)"),
+                Line2D([], [], color="0.3", ls="-", marker="o", ms=3,
+                       label="simulated (95% CI)"),
+                Line2D([], [], color="0.2", lw=0.8, label="optimal p* (= 1)")]
+    axes[0, -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0, fontsize=8)
+    n = int(df["n_pairs"].min()) if df.height else 0
+    S.note(fig, "costaware_sgd, no cost-gradient correlation: simulated ratio = pooled paired "
+                f"ratio, bootstrap 95% CI over n >= {n} paired replications per point")
+    fig.suptitle("Predicted vs simulated cost over optimal sampling")
     fig.tight_layout()
-    return S.save(fig, out, "costaware_ratios", bbox_inches="tight", dpi=150)
+    return S.save(fig, out, "costaware_ratios")
 
 
 if __name__ == "__main__":

@@ -53,10 +53,16 @@ def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
         ax.set_xlim(-0.1, 110)
         ax.set_xlabel("FPR on healthy RLHF jobs (%, symlog)")
         ax.set_ylabel("GPU-h reclaimed / cluster")
-    for ax in list(axes.flat)[len(sigmas):]:
+    spare = list(axes.flat)[len(sigmas):]
+    for ax in spare:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower right", fontsize=7, frameon=False)
+    if spare:  # the legend fills a panel slot with no data
+        spare[0].legend(handles, labels, loc="center", fontsize=8, frameon=False)
+    else:
+        S.legend_outside(axes[0, -1], axes.flat[0], fontsize=8, frameon=False)
+    S.note(fig, "base rate 0.6; bars: 95% intervals (FPR and reclaimed GPU-h) over n clusters "
+                "per panel")
     fig.tight_layout()
     written += S.save(fig, out, "detectors_pareto", formats)
     tr = Path(results) / "traces.parquet"
@@ -69,7 +75,8 @@ def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlim(-0.1, 110)
         ax.set_ylabel("compute saved (% of steps)")
-        S.legend_outside(ax, fontsize=6, frameon=False)
+        S.legend_outside(ax, fontsize=7, frameon=False)
+        S.note(fig, "bars: 95% intervals over the runs")
         fig.tight_layout()
         written += S.save(fig, out, "detectors_traces", formats)
     return written

@@ -9,7 +9,7 @@ import seaborn as sns
 
 from fastsim.figures import _style as S
 from fastsim import defaults as D
-from fastsim.sweep.frontier import frontier_table
+from fastsim.sweep.frontier import AXES, frontier_table
 from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("frontier",)
@@ -19,6 +19,15 @@ FLOOR = 0.02  # distances below this are drawn at it (log axes)
 def _is_default(r) -> bool:
     return (r["n_evals"] == D.N_EVALS and abs(r["sigma"] - D.SIGMA) < 1e-9
             and r["ustar_hacking"] == f"{D.USTAR_HACKING[0]:g}/{D.USTAR_HACKING[1]:g}")
+
+
+def _intervals(summary: pl.DataFrame) -> pl.DataFrame:
+    """Per family point, the 95% interval of EvalStop's waste change and recall."""
+    ev = summary.filter(pl.col("policy_name") == "evalstop")
+    parts = [ev.filter(pl.col("metric") == metric).select(
+                 *AXES, pl.col("lo").alias(f"{key}_lo"), pl.col("hi").alias(f"{key}_hi"))
+             for key, metric in (("waste", "wasted_gpu_h_change"), ("recall", "recall"))]
+    return parts[0].join(parts[1], on=list(AXES), how="left")
 
 
 @S.themed
@@ -32,10 +41,17 @@ def draw(sources, out, formats):
     ww, rw = w.tol.width(w.paper), r.tol.width(r.paper)
     ax.add_patch(Rectangle((100 * (w.paper - ww), 100 * (r.paper - rw)), 200 * ww,
                                200 * rw, color="0.85", zorder=0, label="paper ± tolerance"))
+    ci = _intervals(S.summary(sources, "frontier"))
     for n in cadences:
-        g = df.filter(pl.col("n_evals") == n)
-        ax.scatter(100 * g["waste"], 100 * g["recall"], s=18, color=colors[n], label=f"{n} evals")
+        g = df.filter(pl.col("n_evals") == n).join(ci, on=list(AXES), how="left")
+        ax.errorbar(100 * g["waste"], 100 * g["recall"], fmt="o", ms=4, color=colors[n],
+                    xerr=100 * np.abs([g["waste"] - g["waste_lo"], g["waste_hi"] - g["waste"]]),
+                    yerr=100 * np.abs([g["recall"] - g["recall_lo"], g["recall_hi"] - g["recall"]]),
+                    elinewidth=0.6, label=f"{n} evaluations per job")
     ax.plot(100 * w.paper, 100 * r.paper, "k*", ms=10, label="paper")
+    for row in df.iter_rows(named=True):
+        if _is_default(row):
+            ax.plot(100 * row["waste"], 100 * row["recall"], "r*", ms=12, label="defaults")
     ax.set_xlabel("wasted compute change, post-peak (%)")
     ax.set_ylabel("EvalStop recall (%)")
     ax.set_title("Waste cut vs recall over the model family")
@@ -47,7 +63,7 @@ def draw(sources, out, formats):
                                color="0.85", zorder=0, label="all five rows matched"))
     for n in cadences:
         m = (df["n_evals"] == n).to_numpy()
-        ax.scatter(x[m], y[m], s=18, color=colors[n], label=f"{n} evals")
+        ax.scatter(x[m], y[m], s=18, color=colors[n], label=f"{n} evaluations per job")
     front = np.flatnonzero(df["pareto"].to_numpy())
     front = front[np.argsort(x[front])]
     ax.step(x[front], y[front], where="post", color="k", lw=1, label="frontier")
@@ -60,7 +76,8 @@ def draw(sources, out, formats):
     ax.set_ylabel("detection distance: max(P, R, FPR) miss / tolerance")
     ax.set_title(f"Best point matches {int(df['rows_matched'].max())} of 5 rows")
     S.legend_outside(ax, fontsize=7)
-    S.footnote(fig, sources, "frontier")
+    S.footnote(fig, sources, "frontier", what="left: means with 95% CIs; right: distances "
+               "of the means;")
     fig.tight_layout()
     return S.save(fig, out, "frontier", formats)
 

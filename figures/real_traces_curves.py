@@ -1,39 +1,52 @@
 """Gold and proxy along toy RLHF runs: data-poor proxies over-optimise, data-rich do not.
 
-Reads ``traces.parquet`` from ``fastsim traces toy-rlhf``; writes PNG and PDF.
-Usage: python figures/real_traces_curves.py [results/traces] [docs/figures]
+Reads ``traces.parquet`` from ``fastsim traces toy-rlhf``; never calls kernels.
+Usage: ``python THIS RESULTS [OUT]`` (RESULTS holds ``traces.parquet``).
 """
-import sys
 from pathlib import Path
 
 import polars as pl
+from matplotlib.lines import Line2D
 
 from fastsim.figures import _style as S
 
 
 @S.themed
-def main(src="results/traces", dst="docs/figures"):
-    t = pl.read_parquet(Path(src) / "traces.parquet")
+def main(results, out):
+    src = Path(results) / "traces.parquet"
+    if not src.exists():
+        return []
+    t = pl.read_parquet(src)
     kl = sorted(t["kl_coef"].unique())[0]
     sizes = sorted(t["n_comparisons"].unique())
-    pick = [sizes[0], sizes[-1]]
-    fig, axes = S.subplots(1, 2, figsize=(10, 3.8), sharey=True)
-    for ax, n in zip(axes, pick):
+    pick = sorted({sizes[0], sizes[-1]})
+    fig, axes = S.subplots(1, len(pick), figsize=(4.6 * len(pick) + 2.0, 3.6), sharey=True,
+                           squeeze=False)
+    colours = S.sns.color_palette("colorblind", 10)
+    for ax, n in zip(axes[0], pick):
         sub = t.filter((pl.col("n_comparisons") == n) & (pl.col("kl_coef") == kl)).sort("step")
-        for i, ((job,), g) in enumerate(sub.group_by(["job_id"], maintain_order=True)):
-            c = f"C{i}"
-            ax.plot(g["step"], g["truth_gold"], color=c, lw=2, label="gold (exact)" if i == 0 else None)
-            ax.plot(g["step"], g["score"], color=c, lw=0, marker=".", ms=5,
-                    label="gold, observed (finite sample)" if i == 0 else None)
-            ax.plot(g["step"], g["truth_proxy"], color=c, ls="--", lw=1, label="proxy reward" if i == 0 else None)
-        ax.set_title(f"proxy trained on {n} comparisons (KL coef {kl:g})")
+        runs = sub.group_by(["job_id"], maintain_order=True)
+        n_runs = n_hacking = 0
+        for i, ((_,), g) in enumerate(runs):
+            c = colours[i % len(colours)]
+            ax.plot(g["step"], g["truth_gold"], color=c, lw=2)
+            ax.plot(g["step"], g["score"], color=c, lw=0, marker=".", ms=5)
+            ax.plot(g["step"], g["truth_proxy"], color=c, ls="--", lw=1)
+            n_runs, n_hacking = n_runs + 1, n_hacking + bool(g["truth_hacking"][0])
+        ax.set_title(f"proxy RM from {n} comparisons, KL coef {kl:g}\n"
+                     f"({n_runs} seeds, {n_hacking} over-optimise)", fontsize=9)
         ax.set_xlabel("policy-gradient step")
-    axes[0].set_ylabel("reward")
-    S.legend_outside(axes[-1], axes[0], fontsize=8)
+    axes[0, 0].set_ylabel("reward")
+    handles = [Line2D([], [], color="0.3", lw=2, label="gold reward (exact)"),
+               Line2D([], [], color="0.3", lw=0, marker=".", ms=6,
+                      label="gold, observed (finite sample)"),
+               Line2D([], [], color="0.3", ls="--", lw=1, label="proxy reward"),
+               Line2D([], [], lw=0, label="one colour per seed")]
+    axes[0, -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0, fontsize=8)
     fig.tight_layout()
-    S.save(fig, dst, "real_traces_curves", dpi=130)
-    print(f"wrote {Path(dst)}/real_traces_curves.png/.pdf")
+    return S.save(fig, out, "real_traces_curves")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    S.cli(main)

@@ -38,8 +38,9 @@ def draw(sources, out, formats):
     h1, l1 = axes[0][0].get_legend_handles_labels()
     fig.legend(h1 + [Line2D([], [], color=c[4], ls="--")], l1 + ["loss"], loc="lower center",
                ncol=7, fontsize=8, bbox_to_anchor=(0.5, -0.08))
-    sig = jobs["sigma"][0]
-    fig.suptitle(f"{jobs['policy'][0]} under SRTF-Est, sigma = {sig:g}", fontsize=10)
+    sig, spec = jobs["sigma"][0], jobs["policy"][0]  # spec: the table label, evalstop(k=2)
+    policy = S.policy_label(spec.split("(")[0].strip(), jobs.select("policy"))
+    fig.suptitle(f"{policy} under SRTF-Est, evaluation noise σ = {sig:g}", fontsize=10)
     fig.tight_layout()
     return S.save(fig, out, "trajectories", formats)
 

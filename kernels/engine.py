@@ -455,6 +455,19 @@ def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus
                       seg_job, seg_start, seg_end, seg_count, n_points)
 
 
+@kernel
+def service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
+                         n_evals, end_service, demote_service, account_from_h):
+    """Row ``c`` of ``service_points_nb``."""
+    for j in range(duration_h.shape[1]):
+        T = duration_h[c, j]
+        at_trigger = T * (trigger_eval[c, j] / n_evals)
+        end_service[c, j] = at_trigger if stopped[c, j] else T
+        demote_service[c, j] = (at_trigger if demoted[c, j] and trigger_eval[c, j] < n_evals
+                                else np.inf)
+        account_from_h[c, j] = T * (peak_eval[c, j] / n_evals) if hacking[c, j] else np.inf
+
+
 @driver
 def service_points_nb(duration_h, stopped, demoted, trigger_eval, hacking, peak_eval, n_evals,
                       end_service, demote_service, account_from_h):
@@ -466,10 +479,5 @@ def service_points_nb(duration_h, stopped, demoted, trigger_eval, hacking, peak_
     place the start of waste (MODEL.md section 8).
     """
     for c in prange(duration_h.shape[0]):
-        for j in range(duration_h.shape[1]):
-            T = duration_h[c, j]
-            at_trigger = T * (trigger_eval[c, j] / n_evals)
-            end_service[c, j] = at_trigger if stopped[c, j] else T
-            demote_service[c, j] = (at_trigger if demoted[c, j] and trigger_eval[c, j] < n_evals
-                                    else np.inf)
-            account_from_h[c, j] = T * (peak_eval[c, j] / n_evals) if hacking[c, j] else np.inf
+        service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
+                             n_evals, end_service, demote_service, account_from_h)

@@ -1,9 +1,11 @@
 """Per-cluster metrics (MODEL.md section 8) from per-job outcome arrays."""
+import math
+
 import numpy as np
 from numba import prange
 
 from .codes import RLHF
-from .jit import driver
+from .jit import driver, kernel
 
 METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
@@ -15,90 +17,194 @@ METRIC_NAMES = (
 N_METRICS = len(METRIC_NAMES)
 
 
+@kernel
+def _partition_nb(a, low, high):
+    """Partition ``a[low:high + 1]`` around the median of its first, middle and last
+    element; returns the pivot's final index (everything before it is <=, after >=)."""
+    mid = (low + high) >> 1
+    if a[mid] < a[low]:
+        a[low], a[mid] = a[mid], a[low]
+    if a[high] < a[mid]:
+        a[high], a[mid] = a[mid], a[high]
+    if a[mid] < a[low]:
+        a[low], a[mid] = a[mid], a[low]
+    pivot = a[mid]
+    a[high], a[mid] = a[mid], a[high]
+    i, j = low, high - 1
+    while True:
+        while i < high and a[i] < pivot:
+            i += 1
+        while j >= low and pivot < a[j]:
+            j -= 1
+        if i >= j:
+            break
+        a[i], a[j] = a[j], a[i]
+        i += 1
+        j -= 1
+    a[i], a[high] = a[high], a[i]
+    return i
+
+
+@kernel
+def _select_nb(a, k, low, high):
+    """Put the ``k``-th smallest of ``a[low:high + 1]`` at ``a[k]``, smaller ones before."""
+    while low < high:
+        i = _partition_nb(a, low, high)
+        if i == k:
+            return
+        if i < k:
+            low = i + 1
+        else:
+            high = i - 1
+
+
+@kernel
+def percentiles_nb(x, qs):
+    """``np.percentile(x, q)`` for each ``q`` of the increasing tuple ``qs`` (each strictly
+    between 0 and 100), bit for bit as numba computes it (the same order statistics,
+    interpolated by the same expression), from one copy of ``x`` narrowed from one
+    percentile to the next instead of a copy and a selection per percentile."""
+    n = x.shape[0]
+    out = np.full(len(qs), np.nan)
+    for i in range(n):
+        if np.isnan(x[i]):
+            return out
+    if n == 1:
+        if np.isfinite(x[0]):
+            out[:] = x[0]
+        return out
+    a = x.copy()
+    low = 0
+    for i in range(len(qs)):
+        rank = 1 + (n - 1) * (qs[i] / 100.0)
+        f = math.floor(rank)
+        m = rank - f
+        k = int(f - 1)
+        _select_nb(a, k, low, n - 1)
+        _select_nb(a, k + 1, k + 1, n - 1)
+        out[i] = a[k] * (1 - m) + a[k + 1] * m
+        low = k
+    return out
+
+
+@kernel
+def accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped, demoted,
+                     delivered_eval, delivered_gold, best_gold, wasted_gpu_h, positive):
+    """Row ``c`` of what the metrics add to the engine's outputs: the gold score of the
+    delivered checkpoint and of the best evaluation, the wasted GPU-hours (hacking jobs,
+    after their peak: MODEL.md section 8) and the detection positives.  Inputs ``[C, J]``
+    (``gold``: ``[C, J, E]``); the four outputs ``[C, J]`` are written in place."""
+    for j in range(gold.shape[1]):
+        delivered_gold[c, j] = gold[c, j, delivered_eval[c, j] - 1]
+        best_gold[c, j] = gold[c, j, peak_eval[c, j] - 1]
+        wasted_gpu_h[c, j] = gpus[c, j] * held_after_h[c, j] if hacking[c, j] else 0.0
+        positive[c, j] = in_scope[c, j] and (stopped[c, j] or demoted[c, j])
+
+
+@driver
+def accounting_nb(gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped, demoted,
+                  delivered_eval, delivered_gold, best_gold, wasted_gpu_h, positive):
+    """``accounting_1c_nb`` for every cluster row."""
+    for c in prange(gold.shape[0]):
+        accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
+                         demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
+                         positive)
+
+
+@kernel
+def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
+                          wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
+                          best_gold, trigger_eval, peak_eval, out):
+    """Row ``c`` of ``cluster_metrics_nb``: writes column ``out[:, c]``.
+
+    A trigger at the last evaluation (``n_evals``) coincides with completion: it counts
+    as a positive but frees nothing, so ``tp_freed`` (stopped earlier) and
+    ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall)."""
+    n_jobs = job_type.shape[1]
+    jct = end_h[c] - arrival_h[c]
+    makespan = end_h[c].max() - arrival_h[c].min()
+    gpu_h = 0.0
+    wasted = 0.0
+    queue = 0.0
+    g_hack = 0.0
+    n_hack = 0
+    g_healthy = 0.0
+    n_healthy = 0
+    regret = 0.0
+    tp = fp = fn = tn = 0
+    delay = 0.0
+    n_stop = 0
+    tp_freed = 0
+    at_completion = 0
+    hacking_gpu_h = 0.0
+    for j in range(n_jobs):
+        gpu_h += gpus[c, j] * held_h[c, j]
+        wasted += wasted_gpu_h[c, j]
+        queue += jct[j] - held_h[c, j]
+        regret += best_gold[c, j] - delivered_gold[c, j]
+        if stopped[c, j]:
+            n_stop += 1
+        if hacking[c, j]:
+            g_hack += delivered_gold[c, j]
+            n_hack += 1
+            hacking_gpu_h += gpus[c, j] * held_h[c, j]
+        elif job_type[c, j] == RLHF:
+            g_healthy += delivered_gold[c, j]
+            n_healthy += 1
+        if in_scope[c, j]:
+            if positive[c, j]:
+                if trigger_eval[c, j] == n_evals:
+                    at_completion += 1
+                if hacking[c, j]:
+                    tp += 1
+                    delay += trigger_eval[c, j] - peak_eval[c, j]
+                    if stopped[c, j] and trigger_eval[c, j] < n_evals:
+                        tp_freed += 1
+                else:
+                    fp += 1
+            elif hacking[c, j]:
+                fn += 1
+            else:
+                tn += 1
+    o = out[:, c]
+    o[0] = jct.mean()
+    p50, p95, p99 = percentiles_nb(jct, (50.0, 95.0, 99.0))
+    o[1] = p50
+    o[2] = p95
+    o[3] = p99
+    o[4] = makespan
+    o[5] = gpu_h / (capacity * makespan) if makespan > 0 else np.nan
+    o[6] = queue / n_jobs
+    o[7] = gpu_h
+    o[8] = wasted
+    o[9] = wasted / gpu_h if gpu_h > 0 else np.nan
+    o[10] = g_hack / n_hack if n_hack > 0 else np.nan
+    o[11] = g_healthy / n_healthy if n_healthy > 0 else np.nan
+    o[12] = delivered_gold[c].mean()
+    o[13] = regret / n_jobs
+    o[14] = tp
+    o[15] = fp
+    o[16] = fn
+    o[17] = tn
+    o[18] = tp / (tp + fp) if tp + fp > 0 else np.nan
+    o[19] = tp / (tp + fn) if tp + fn > 0 else np.nan
+    o[20] = fp / (fp + tn) if fp + tn > 0 else np.nan
+    o[21] = delay
+    o[22] = tp
+    o[23] = n_stop
+    o[24] = tp_freed
+    o[25] = at_completion
+    o[26] = tp_freed / (tp + fn) if tp + fn > 0 else np.nan
+    o[27] = hacking_gpu_h
+
 
 @driver
 def cluster_metrics_nb(capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h, wasted_gpu_h,
                        hacking, in_scope, positive, stopped, delivered_gold, best_gold,
                        trigger_eval, peak_eval, out):
     """All inputs ``[C, J]`` (``capacity``, ``n_evals``: scalars); writes
-    ``out[C, N_METRICS]`` in ``METRIC_NAMES`` order.
-
-    A trigger at the last evaluation (``n_evals``) coincides with completion: it counts
-    as a positive but frees nothing, so ``tp_freed`` (stopped earlier) and
-    ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall)."""
-    n_jobs = job_type.shape[1]
+    ``out[N_METRICS, C]`` (one contiguous row per metric, in ``METRIC_NAMES`` order)."""
     for c in prange(job_type.shape[0]):
-        jct = end_h[c] - arrival_h[c]
-        makespan = end_h[c].max() - arrival_h[c].min()
-        gpu_h = 0.0
-        wasted = 0.0
-        queue = 0.0
-        g_hack = 0.0
-        n_hack = 0
-        g_healthy = 0.0
-        n_healthy = 0
-        regret = 0.0
-        tp = fp = fn = tn = 0
-        delay = 0.0
-        n_stop = 0
-        tp_freed = 0
-        at_completion = 0
-        hacking_gpu_h = 0.0
-        for j in range(n_jobs):
-            gpu_h += gpus[c, j] * held_h[c, j]
-            wasted += wasted_gpu_h[c, j]
-            queue += jct[j] - held_h[c, j]
-            regret += best_gold[c, j] - delivered_gold[c, j]
-            if stopped[c, j]:
-                n_stop += 1
-            if hacking[c, j]:
-                g_hack += delivered_gold[c, j]
-                n_hack += 1
-                hacking_gpu_h += gpus[c, j] * held_h[c, j]
-            elif job_type[c, j] == RLHF:
-                g_healthy += delivered_gold[c, j]
-                n_healthy += 1
-            if in_scope[c, j]:
-                if positive[c, j]:
-                    if trigger_eval[c, j] == n_evals:
-                        at_completion += 1
-                    if hacking[c, j]:
-                        tp += 1
-                        delay += trigger_eval[c, j] - peak_eval[c, j]
-                        if stopped[c, j] and trigger_eval[c, j] < n_evals:
-                            tp_freed += 1
-                    else:
-                        fp += 1
-                elif hacking[c, j]:
-                    fn += 1
-                else:
-                    tn += 1
-        o = out[c]
-        o[0] = jct.mean()
-        o[1] = np.percentile(jct, 50.0)
-        o[2] = np.percentile(jct, 95.0)
-        o[3] = np.percentile(jct, 99.0)
-        o[4] = makespan
-        o[5] = gpu_h / (capacity * makespan) if makespan > 0 else np.nan
-        o[6] = queue / n_jobs
-        o[7] = gpu_h
-        o[8] = wasted
-        o[9] = wasted / gpu_h if gpu_h > 0 else np.nan
-        o[10] = g_hack / n_hack if n_hack > 0 else np.nan
-        o[11] = g_healthy / n_healthy if n_healthy > 0 else np.nan
-        o[12] = delivered_gold[c].mean()
-        o[13] = regret / n_jobs
-        o[14] = tp
-        o[15] = fp
-        o[16] = fn
-        o[17] = tn
-        o[18] = tp / (tp + fp) if tp + fp > 0 else np.nan
-        o[19] = tp / (tp + fn) if tp + fn > 0 else np.nan
-        o[20] = fp / (fp + tn) if fp + tn > 0 else np.nan
-        o[21] = delay
-        o[22] = tp
-        o[23] = n_stop
-        o[24] = tp_freed
-        o[25] = at_completion
-        o[26] = tp_freed / (tp + fn) if tp + fn > 0 else np.nan
-        o[27] = hacking_gpu_h
+        cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
+                              wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
+                              best_gold, trigger_eval, peak_eval, out)

@@ -7,7 +7,21 @@ from numba import prange
 
 from .codes import RLHF
 from .detectors import in_scope_nb
-from .jit import driver
+from .jit import driver, kernel
+
+
+@kernel
+def oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope, stopped,
+                       demoted, trigger_eval, delivered_eval):
+    """Row ``c`` of ``oracle_stops_nb``."""
+    for j in range(job_type.shape[1]):
+        scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
+        in_scope[c, j] = scoped
+        demoted[c, j] = False
+        stop = scoped and hacking[c, j]
+        stopped[c, j] = stop
+        trigger_eval[c, j] = peak_eval[c, j] if stop else 0
+        delivered_eval[c, j] = peak_eval[c, j] if stop else n_evals
 
 
 @driver
@@ -16,11 +30,5 @@ def oracle_stops_nb(scope_all, job_type, hacking, peak_eval, n_evals, in_scope, 
     """Same outputs as ``kernels.stops.resolve_stops_nb``, from the hacking label and
     the peak evaluation (hidden truth)."""
     for c in prange(job_type.shape[0]):
-        for j in range(job_type.shape[1]):
-            scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
-            in_scope[c, j] = scoped
-            demoted[c, j] = False
-            stop = scoped and hacking[c, j]
-            stopped[c, j] = stop
-            trigger_eval[c, j] = peak_eval[c, j] if stop else 0
-            delivered_eval[c, j] = peak_eval[c, j] if stop else n_evals
+        oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
+                           stopped, demoted, trigger_eval, delivered_eval)

@@ -36,25 +36,34 @@ def _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, sto
     return scoped
 
 
+@kernel
+def resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score, loss,
+                        duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
+    """Row ``c`` of ``resolve_stops_nb`` (same arguments, same outputs)."""
+    n_jobs, n_evals = score.shape[1], score.shape[2]
+    attained = np.empty(n_evals)
+    for j in range(n_jobs):
+        if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope,
+                             stopped, demoted, trigger_eval, delivered_eval):
+            continue
+        act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j], loss[c, j],
+                                               attained, t_est_h[c, j])
+        trigger_eval[c, j] = trig
+        delivered_eval[c, j] = deliv
+        stopped[c, j] = act == ACT_STOP
+        demoted[c, j] = act == ACT_DEMOTE
+
+
 @driver
 def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score, loss,
                      duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
     """Inputs ``[C, J]`` (``score``, ``loss``: ``[C, J, E]``; ``p``: an online detector's
     parameters, see ``stop_decision_1j_nb``); writes the five outputs ``[C, J]`` in place
     (evaluations 1-based, 0 = none)."""
-    n_clusters, n_jobs, n_evals = score.shape
-    for c in prange(n_clusters):
-        attained = np.empty(n_evals)
-        for j in range(n_jobs):
-            if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope,
-                                 stopped, demoted, trigger_eval, delivered_eval):
-                continue
-            act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j],
-                                                   loss[c, j], attained, t_est_h[c, j])
-            trigger_eval[c, j] = trig
-            delivered_eval[c, j] = deliv
-            stopped[c, j] = act == ACT_STOP
-            demoted[c, j] = act == ACT_DEMOTE
+    for c in prange(score.shape[0]):
+        resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score,
+                            loss, duration_h, in_scope, stopped, demoted, trigger_eval,
+                            delivered_eval)
 
 
 @lru_cache(maxsize=None)

@@ -148,8 +148,13 @@ def _ar1_nb(rho, n_jobs, n_evals, noise):
 @kernel
 def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t_est_h,
                    hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss,
-                   peak_eval):
+                   peak_eval, draw_loss=True):
     """Fill row ``c`` of every output with cluster number ``cluster``'s draws.
+
+    ``draw_loss=False`` leaves the loss readings (NaN in ``loss``) and their noise
+    undrawn, for a run that never reads them (no ``loss_aware``, no loss-based stop
+    policy, no per-job loss output): every other value is the same, since each draw has
+    its own counter.
 
     Every value is bit-identical to the table of docs/model.md computed draw by draw;
     only the order of work differs: each stream's draws are made for all jobs at once
@@ -209,11 +214,13 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         arrival_h[c, j] = t_arr
     # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
     n_draws = n_jobs * n_evals
-    p_eval = np.empty(2 * n_draws)
+    n_noise = 2 * n_draws if draw_loss else n_draws
+    p_eval = np.empty(n_noise)
     _eval_uniforms_nb(seed, cluster, S_EVAL_NOISE, n_jobs, n_evals, p_eval[:n_draws])
-    _eval_uniforms_nb(seed, cluster, S_LOSS_NOISE, n_jobs, n_evals, p_eval[n_draws:])
-    noise = np.empty(2 * n_draws)
-    _normals_nb(p_eval, noise)
+    if draw_loss:
+        _eval_uniforms_nb(seed, cluster, S_LOSS_NOISE, n_jobs, n_evals, p_eval[n_draws:])
+    noise = np.empty(n_noise)
+    _normals_nb(p_eval, noise)  # element by element: the same values for either length
     progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
     for e in range(1, n_evals + 1):
         progress[0, e - 1] = e / n_evals
@@ -253,6 +260,10 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         sj = sigma_job[j]
         for e in range(n_evals):
             s[e] = g[e] + sj * noise[j * n_evals + e]
+        if not draw_loss:
+            ls[:] = np.nan
+            continue
+        for e in range(n_evals):
             ls[e] = loss_nb(progress[e], l0, li, lt) + p.loss_sigma * noise[n_draws + j * n_evals + e]
 
 

@@ -9,7 +9,10 @@ import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from fastsim.api import simulate
+import pytest
+
+from conftest import POLICIES, SCHEDULERS
+from fastsim.api import run_stages, run_workload, simulate
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
@@ -27,18 +30,52 @@ def test_chunking_does_not_change_results():
     assert_frame_equal(whole.jobs, pl.concat([p.jobs for p in parts]))
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS + ("tiresias:thresholds=2/8/32",))
+def test_one_pass_equals_the_stages(scheduler):
+    """``simulate`` (generation, decisions, engine and metrics in one pass per cluster) and
+    ``run_workload`` (one pass on a given workload) give exactly what the stages give, one
+    kernel over all clusters each, for every stop policy; with preemption overhead."""
+    for policy in POLICIES:
+        cfg = SimConfig.from_specs(scheduler, policy, n_jobs=30, gpus=16, load=1.2,
+                                   preempt_overhead_h=0.2, dpo_base_rate=0.3, mix="mixed")
+        w = generate_workload(cfg.workload, 5, seed=9, cluster_start=3)
+        staged = run_stages(cfg, w, keep_jobs=True, record_segments=True)
+        for r in (simulate(cfg, 5, seed=9, cluster_start=3, keep_jobs=True, record_segments=True),
+                  run_workload(cfg, w, keep_jobs=True, record_segments=True)):
+            assert_frame_equal(r.clusters, staged.clusters)
+            assert_frame_equal(r.jobs, staged.jobs)
+            assert_frame_equal(r.segments, staged.segments)
+        assert_frame_equal(simulate(cfg, 5, seed=9, cluster_start=3).clusters, staged.clusters)
+
+
+def test_reused_buffers_leave_earlier_results_alone():
+    """``simulate`` reuses its arrays for the next call of the same shape: a result it
+    returned stays as it was, and a call gives the same whatever ran before it."""
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=25)
+    first = simulate(cfg, 6, seed=1)
+    kept = first.clusters.clone()
+    other = simulate(cfg.with_policy("none"), 6, seed=2, cluster_start=100)
+    assert_frame_equal(first.clusters, kept)
+    assert_frame_equal(simulate(cfg, 6, seed=1).clusters, kept)
+    assert not other.clusters.equals(kept)
+
+
 def test_thread_count_does_not_change_results():
     cfg = SimConfig.from_specs("loss_aware", "stop_at:f=0.65", n_jobs=60)
+    cfg_tiresias = SimConfig.from_specs("tiresias", "evalstop:k=2", n_jobs=60)  # reused buffers
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
         one = simulate(cfg, 16, seed=3, keep_jobs=True)
+        one_tiresias = simulate(cfg_tiresias, 16, seed=3)
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
         two = simulate(cfg, 16, seed=3, keep_jobs=True)
+        two_tiresias = simulate(cfg_tiresias, 16, seed=3)
     finally:
         numba.set_num_threads(before)
     assert_frame_equal(one.jobs, two.jobs)
     assert_frame_equal(one.clusters, two.clusters)
+    assert_frame_equal(one_tiresias.clusters, two_tiresias.clusters)
 
 
 def test_numba_num_threads_env_bit_identical():

@@ -194,3 +194,10 @@ def test_frontier_sweep_table_and_figure(tmp_path):
     assert (table["detection_distance"] >= table["recall_distance"]).all()
     written = draw_all(tmp_path, tmp_path / "figs", formats=("png",))
     assert [p.name for p in written] == ["frontier.png"]
+
+
+def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduction):
+    out, _ = tiny_reproduction
+    fig = _drawn(monkeypatch, "trajectories", out / "results")
+    title = fig._suptitle.get_text()
+    assert title.startswith("EvalStop (k=2) under") and "evalstop(" not in title

@@ -15,7 +15,7 @@ from conftest import POLICIES, SCHEDULERS
 from fastsim.api import run_workload
 from fastsim.config import SimConfig
 from fastsim.workload import HIDDEN, OBSERVED, generate_workload
-from fastsim.kernels import detectors, detectors_online, schedulers, stops
+from fastsim.kernels import detectors, detectors_online, pipeline, schedulers, stops
 
 HIDDEN_WORDS = ("hacking", "ustar", "u_star", "height", "gold", "peak", "duration", "true",
                 "tau", "label")
@@ -40,14 +40,29 @@ def test_decision_kernels_take_no_hidden_argument(module):
             assert not any(w in p.lower() for w in HIDDEN_WORDS), f"{fn.__name__}({p})"
 
 
+def _call(fn, callee):
+    """The source text of ``fn``'s call to ``callee``, arguments included."""
+    src = inspect.getsource(getattr(fn, "py_func", fn))
+    call = src[src.index(callee + "("):]
+    return call[: call.index(")") + 1]
+
+
 def test_resolve_stops_passes_only_observations_to_the_decision():
-    # duration_h enters resolve_stops_nb only to form the attained service observed at
+    # duration_h enters resolve_stops_1c_nb only to form the attained service observed at
     # each evaluation; the decision kernel gets that array, never duration_h itself.
-    src = inspect.getsource(stops.resolve_stops_nb.py_func)
-    call = src[src.index("stop_decision_1j_nb("):]
-    call = call[: call.index(")") + 1]
+    call = _call(stops.resolve_stops_1c_nb, "stop_decision_1j_nb")
     assert "duration" not in call and "hacking" not in call and "gold" not in call
-    assert set(_params(stops.resolve_stops_nb)) & set(HIDDEN) == {"duration_h"}
+    for fn in (stops.resolve_stops_nb, stops.resolve_stops_1c_nb):
+        assert set(_params(fn)) & set(HIDDEN) == {"duration_h"}
+
+
+def test_one_pass_pipeline_hands_the_decisions_only_observations():
+    # The one-pass kernel calls the same decision kernel with the same arrays as
+    # decide_stops: observed ones and duration_h (for the attained service), nothing else.
+    call = _call(pipeline.pipeline_nb, "resolve_stops_1c_nb")
+    args = {a.strip() for a in call[call.index("(") + 1:-1].split(",")}
+    assert args & set(HIDDEN) == {"duration_h"}
+    assert not args & {"gold", "hacking", "peak_eval", "ustar", "height"}
 
 
 def test_observed_and_hidden_partition_the_workload():

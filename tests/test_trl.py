@@ -5,16 +5,14 @@ and trl happen inside the tests, so a default run (which deselects ``trl``) neit
 imports nor skips anything here.
 """
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fastsim.costaware.trl_toy import PROMPTS
 from fastsim.errors import ConfigError
 
 pytestmark = pytest.mark.trl
-
-PROMPTS = Path(__file__).parent / "fixtures" / "trl_prompts.jsonl"
 
 
 def _modules():

@@ -42,7 +42,7 @@ FIELD_HELP = {
     # SGDConfig
     "step": "step-size rule: strongly_convex (eta_t = 2/(mu(t+2))) or convex "
             "(eta_t = 2R/sqrt(S(p)(t+1)))",
-    "eps": "target relative optimality gap, in (0, 1)",
+    "eps": "target relative optimality gap, in (0, 1]",
     "max_steps": "step cap per replication (runs that miss eps report no cost), >= 1",
     "replications": "independent SGD runs per strategy, 2 to 1,000,000",
     "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
@@ -207,7 +207,23 @@ def cmd_grpo(args):
 
 
 def cmd_trl_gradnorm(args):
-    from fastsim.costaware.trl_toy import gradnorm_correlations, gradnorm_study, toy_trainer
+    import importlib.util
+
+    for option, value, lo in (("batches", args.batches, 1), ("train-steps", args.train_steps, 0),
+                              ("seed", args.seed, 0)):
+        if value < lo:
+            raise ConfigError(f"--{option}={value} is invalid; allowed: an integer >= {lo}")
+    missing = [m for m in ("trl", "datasets", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
+                          "pip install 'fastsim[trl]'")
+    from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
+                                           toy_trainer)
+
+    prompts = Path(args.prompts) if args.prompts else PROMPTS
+    if not prompts.is_file():
+        raise ConfigError(f"--prompts={str(prompts)!r} is not a file; allowed: a JSONL prompt set")
+    args.prompts = prompts
 
     t0 = time.perf_counter()
     out = Path(args.out) if args.out else Path("results") / "costaware_trl"
@@ -306,22 +322,31 @@ def register(subparsers):
 
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
-    p.add_argument("--prompts", default="tests/fixtures/trl_prompts.jsonl",
-                   help="JSONL prompt set (one {\"prompt\": ...} per line)")
-    p.add_argument("--batches", type=int, default=6, help="generation batches of 16 rollouts")
-    p.add_argument("--train-steps", type=int, default=10,
-                   help="GRPO steps before the second measurement")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="directory for the per-rollout Parquet")
+    p.add_argument("--prompts", default=None, metavar="FILE",
+                   help="JSONL prompt set, one {\"prompt\": \"say: LETTERS ...\"} per line "
+                   "(default: the toy task's 32 prompts, shipped with fastsim)")
+    p.add_argument("--batches", type=int, default=6, metavar="N",
+                   help="generation batches of 16 rollouts per measurement, >= 1 (default: 6)")
+    p.add_argument("--train-steps", type=int, default=10, metavar="N",
+                   help="GRPO steps between the two measurements, >= 0 (default: 10)")
+    p.add_argument("--seed", type=int, default=0, metavar="INT",
+                   help="seed of the tiny model and of generation, >= 0 (default: 0)")
+    p.add_argument("--out", metavar="DIR", help="directory for costaware_trl_gradnorm.parquet "
+                   "and the trainers' run folders (default: results/costaware_trl)")
     p.set_defaults(func=cmd_trl_gradnorm)
 
-    p = sub.add_parser("sweep", help="run a sweeps/costaware_*.toml file")
-    p.add_argument("file", help="a cost-aware sweep file (sweeps/costaware_*.toml; "
-                   "experiment = sgd, subset or grpo)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
+                       "costaware_grpo, ...)")
+    p.add_argument("file", help="a cost-aware sweep file (TOML with experiment = sgd, subset "
+                   "or grpo), or the name of one shipped with fastsim: costaware_sgd, "
+                   "costaware_pareto, costaware_subset, costaware_grpo, costaware_ablation")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory (created): NAME.summary.parquet, NAME.runs.parquet "
+                   "(and NAME.curves.parquet for grpo)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("figures", help="draw figures from a results directory")
-    p.add_argument("dir", help="results of `costaware sweep` or `costaware sgd/grpo --out`")
+    p.add_argument("dir", help="results of fastsim costaware sweep, or of costaware sgd or "
+                   "grpo with --out")
     p.add_argument("--out", metavar="DIR", help="figure directory (default: DIR/figures)")
     p.set_defaults(func=cmd_figures)

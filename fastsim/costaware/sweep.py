@@ -63,6 +63,9 @@ def load_costaware_sweep(path) -> SweepSpec:
     """Parse and validate a sweep TOML (every point is validated before anything runs)."""
     path = Path(path)
     raw = read_toml(path)
+    if "experiment" not in raw:
+        raise ConfigError(f"{path}: is a simulation sweep (it has no 'experiment'); run it "
+                          f"with `fastsim sweep {path} --out DIR`")
     allowed = {"name", "experiment", "replications", "seed", "base", "axes", "gamma_fracs"}
     for key in raw:
         if key not in allowed:

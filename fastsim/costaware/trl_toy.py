@@ -3,7 +3,7 @@
 * ``char_tokenizer()``: a character-level ``PreTrainedTokenizerFast`` over ``VOCAB`` built
   in memory (left padding, ``<pad>`` and ``<eos>``);
 * ``tiny_causal_lm(tokenizer, seed)``: a randomly initialised 2-layer GPT-2;
-* prompts ``"say: LETTERS ....."`` (``tests/fixtures/trl_prompts.jsonl``): the dots only
+* prompts ``"say: LETTERS ....."`` (``PROMPTS``, shipped with the package): the dots only
   vary the prompt's length; ``letter_reward`` scores a completion by the share of its
   characters among ``LETTERS`` (0 for an empty completion), which does not favour long or
   short completions;
@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 VOCAB = list("abcdefghsy:. ")
+PROMPTS = Path(__file__).with_name("trl_prompts.jsonl")  # the 32 prompts of the toy task
 SPECIAL = ("<pad>", "<eos>")
 
 

@@ -43,12 +43,15 @@ def register(subparsers) -> None:
     sense = p.add_mutually_exclusive_group()
     sense.add_argument("--lower-is-better", dest="higher_is_better", action="store_false", default=None,
                        help="the metric improves downwards (default for names ending in loss/perplexity/error)")
-    sense.add_argument("--higher-is-better", dest="higher_is_better", action="store_true")
+    sense.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
+                       help="the metric improves upwards (default for every other name)")
     p.add_argument("--format", dest="fmt", default=None,
                    choices=["csv", "jsonl", "parquet", "trainer_state"], help="force the format (default: detect)")
     p.add_argument("--on-duplicate", choices=["last", "error"], default="last",
                    help="a (job_id, step) logged twice: keep the last row (default) or fail")
-    p.add_argument("--gpus", type=float, default=None, help="GPU count for jobs whose log has none")
+    p.add_argument("--gpus", type=float, default=None, metavar="N",
+                   help="GPUs held by jobs whose log has no gpus column, a positive number; "
+                   "sets the GPU-hours saved (default: none, GPU-hours not reported)")
     p.add_argument("--out", type=Path, default=None, help="per-job results, .parquet or .csv")
     p.add_argument("--summary-out", type=Path, default=None, help="per-policy summary, .parquet or .csv")
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
@@ -59,28 +62,50 @@ def register(subparsers) -> None:
     tsub = t.add_subparsers(dest="traces_command", metavar="KIND")
     tsub.required = True
     toy = tsub.add_parser("toy-rlhf", help="toy RLHF: gold RM, Bradley-Terry proxy, GRPO-style policy")
-    toy.add_argument("--out", type=Path, default=Path("results/traces"),
-                     help="directory for traces.parquet, runs.parquet, gao_fits.parquet")
-    toy.add_argument("--n-comparisons", default=None, help="proxy data sizes, comma separated")
-    toy.add_argument("--kl-coefs", default=None, help="KL coefficients, comma separated")
-    toy.add_argument("--seeds", default=None, help="seeds, comma separated (or N for 0..N-1)")
-    toy.add_argument("--steps", type=int, default=None, help="policy-gradient steps per run")
-    toy.add_argument("--world-seed", type=int, default=None, help="seed of gold, reference and prompts")
-    toy.add_argument("--quick", action="store_true", help="a 12-run set for a smoke test")
+    toy.add_argument("--out", type=Path, default=Path("results/traces"), metavar="DIR",
+                     help="directory for traces.parquet, runs.parquet, gao_fits.parquet "
+                     "(default: results/traces)")
+    toy.add_argument("--n-comparisons", default=None, metavar="N,N,...",
+                     help="comparisons the proxy reward model is fitted to, integers >= 1, "
+                     "comma-separated (default: 100,200,400,800,1600,3200)")
+    toy.add_argument("--kl-coefs", default=None, metavar="B,B,...",
+                     help="KL penalty coefficients, numbers >= 0, comma-separated "
+                     "(default: 0.02,0.1,0.3)")
+    toy.add_argument("--seeds", default=None, metavar="S,S,...|N",
+                     help="run seeds, integers >= 0, comma-separated, or N for 0..N-1 "
+                     "(default: 4); one run per data size x KL coefficient x seed")
+    toy.add_argument("--steps", type=int, default=None, metavar="N",
+                     help="policy-gradient steps per run, an integer >= 1 (default: 300; an "
+                     "evaluation every 15)")
+    toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
+                     help="seed of the gold reward, reference policy and prompts, >= 0 "
+                     "(default: 0)")
+    toy.add_argument("--quick", action="store_true",
+                     help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
+                     "and 0.3, 3 seeds, 150 steps)")
     toy.set_defaults(func=_cmd_toy)
     cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
-    cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC")
-    cmp_.add_argument("--clusters", type=int, default=50)
-    cmp_.add_argument("--sigma", type=float, default=None, help="override the matched noise level")
+    cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC",
+                      help="stop policy, repeatable, as for fastsim replay (default: "
+                      + ", ".join(TRACE_POLICIES) + ")")
+    cmp_.add_argument("--clusters", type=int, default=50, metavar="N",
+                      help="simulated clusters per policy, an integer >= 2 (default: 50)")
+    cmp_.add_argument("--sigma", type=float, default=None, metavar="X",
+                      help="evaluation noise of the simulator, a standard deviation in score "
+                      "units (default: matched to the traces: their median noise over gold "
+                      "gain, on the simulator's scale)")
     cmp_.add_argument("--plain", action="store_true",
                       help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
     cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
     fit = tsub.add_parser("fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set")
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
-    fit.add_argument("--boot", type=int, default=1000, help="bootstrap resamples of the runs")
-    fit.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    fit.add_argument("--boot", type=int, default=1000, metavar="N",
+                     help="bootstrap resamples of the runs for the 95%% intervals, an integer "
+                     ">= 0 (default: 1000)")
+    fit.add_argument("--seed", type=int, default=0, metavar="INT",
+                     help="bootstrap seed (default: 0)")
     fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
     fit.set_defaults(func=_cmd_fit)
 

@@ -34,9 +34,15 @@ def register(subparsers) -> None:
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
                    help="output directory (created; locked while the sweep runs)")
-    p.add_argument("--clusters", type=int, help="clusters per cell (overrides the file)")
-    p.add_argument("--chunk", type=int, help="clusters per chunk (overrides the file)")
-    p.add_argument("--seed", type=int, help="seed (overrides the file)")
+    p.add_argument("--clusters", type=int, metavar="N",
+                   help="clusters per cell, an integer >= 1; 95%% intervals need >= 2 (default: "
+                   "the file's)")
+    p.add_argument("--chunk", type=int, metavar="N",
+                   help="clusters per chunk, the unit of work and of resume, >= 1 (default: "
+                   "the file's)")
+    p.add_argument("--seed", type=int, metavar="INT",
+                   help="seed, an integer >= 0; cluster i of a seed is the same cluster in "
+                   "every cell (default: the file's)")
     p.add_argument("--keep-jobs", action="store_true",
                    help="also write per-job records (jobs-*.parquet; large)")
     _add_backend(p)
@@ -44,10 +50,16 @@ def register(subparsers) -> None:
 
     f = subparsers.add_parser("figures", help="draw every figure from a results directory",
                               description="Draw the paper's figures (PNG and PDF) from "
-                              "aggregated Parquet in DIR (a sweep or reproduce output).")
-    f.add_argument("dir", type=Path, help="results directory")
-    f.add_argument("--out", type=Path, help="where to write figures (default DIR/figures)")
-    f.add_argument("--formats", default="png,pdf", help="comma-separated (default png,pdf)")
+                              "aggregated Parquet in DIR (a sweep or reproduce output); a "
+                              "figure whose sweep is not in DIR is skipped, and says so. The "
+                              "cost-aware figures are drawn by fastsim costaware figures, the "
+                              "documentation's by fastsim docs-figures.")
+    f.add_argument("dir", type=Path, help="results directory: a sweep's --out, or a directory "
+                   "of them (fastsim reproduce's --out)")
+    f.add_argument("--out", type=Path, metavar="DIR",
+                   help="where to write figures (default: DIR/figures)")
+    f.add_argument("--formats", default="png,pdf", metavar="F,F,...",
+                   help="file formats, comma-separated, each png, pdf or svg (default: png,pdf)")
     f.set_defaults(func=cmd_figures)
 
     r = subparsers.add_parser(
@@ -58,7 +70,7 @@ def register(subparsers) -> None:
         "fitted) and whether a parameter was fitted to the row; the headline counts matched "
         "held-out rows. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
-                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about a minute on 2 "
+                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 100 s on 2 "
                    "cores), written under results/reproduce-quick")
     r.add_argument("--clusters", type=int, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "

@@ -13,8 +13,11 @@ import importlib
 import json
 from pathlib import Path
 
-FIGURE_SCRIPTS = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
-                  "jct_cdf", "trajectories", "frontier")
+# The paper's figures (fastsim reproduce draws these), then the fidelity frontier's (its own
+# sweep, sweeps/frontier.toml).
+PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
+                 "jct_cdf", "trajectories")
+FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
 
 
 def find_sources(results: Path) -> dict[str, Path]:
@@ -35,8 +38,9 @@ def load_script(name: str):
 
 
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
-             log=print) -> list[Path]:
-    """Draw every figure whose inputs exist in ``results``; returns the files written."""
+             log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
+    """Draw every figure of ``scripts`` whose inputs exist in ``results``; returns the
+    files written."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         from fastsim.errors import ConfigError
@@ -45,7 +49,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name in FIGURE_SCRIPTS:
+    for name in scripts:
         module = load_script(name)
         missing = [s for s in module.NEEDS if s not in sources]
         if missing:

@@ -284,8 +284,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     t1 = time.perf_counter()
     drawn: list[Path] = []
     if figures_dir is not None:
-        from fastsim.sweep.figures import draw_all
-        drawn = draw_all(out, figures_dir, formats=formats)
+        from fastsim.sweep.figures import PAPER_FIGURES, draw_all
+        drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES)
     t_figures = time.perf_counter() - t1
     summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
     rows = comparison_rows(summaries)

@@ -1,0 +1,117 @@
+"""``fastsim docs-figures``: the documentation's figures (``docs/figures/``) from one command.
+
+Each figure of the docs is drawn by a script of ``figures/`` from the output of one of
+fastsim's own commands, at the sizes the docs quote.  This command runs those commands
+(``STEPS``, in order) into a results directory, then draws every figure into the output
+directory.  A step whose outputs all exist is reused, and says so (delete them to
+recompute); ``fastsim sweep`` resumes by itself, verifying every finished chunk.  The
+detector benchmark (``fastsim detectors``, about 12 minutes) is not run here: its
+figures are drawn when its results are in ``RESULTS/detectors``.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from fastsim.errors import ConfigError, SimulationError
+from fastsim.replay.cli import TRACE_POLICIES
+
+# (what, outputs under RESULTS, the fastsim command with {r} = RESULTS); docs/calibration.md,
+# docs/real-traces.md and docs/costaware.md quote these commands and sizes.
+STEPS = (
+    ("fidelity frontier (125 points x 100 clusters)", (),
+     ["sweep", "frontier", "--out", "{r}/frontier", "--no-progress"]),
+    ("toy-RLHF traces (72 runs)", ("traces/traces.parquet", "traces/runs.parquet",
+                                    "traces/gao_fits.parquet"),
+     ["traces", "toy-rlhf", "--out", "{r}/traces"]),
+    ("stop policies replayed on the traces", ("traces/replay_summary.parquet",),
+     ["replay", "{r}/traces/traces.parquet", "--summary-only",
+      *[a for p in TRACE_POLICIES for a in ("--policy", p)],
+      "--out", "{r}/traces/replay.parquet", "--summary-out", "{r}/traces/replay_summary.parquet"]),
+    ("the simulator at the traces' noise (200 clusters)", ("traces/simulator.parquet",),
+     ["traces", "compare-sim", "{r}/traces/runs.parquet", "--clusters", "200",
+      "--out", "{r}/traces/simulator.parquet"]),
+    ("cost-aware SGD sweep (60 points x 128 replications)",
+     ("costaware/costaware_sgd.summary.parquet",),
+     ["costaware", "sweep", "costaware_sgd", "--out", "{r}/costaware"]),
+    ("toy GRPO, uniform vs cost-aware (128 seeds)", ("costaware/costaware_grpo.curves.parquet",),
+     ["costaware", "grpo", "--out", "{r}/costaware"]),
+    ("toy GRPO sweep (9 points x 128 seeds)", ("costaware/costaware_grpo_sweep.curves.parquet",),
+     ["costaware", "sweep", "costaware_grpo", "--out", "{r}/costaware"]),
+)
+
+
+def run_steps(results: Path, log=print) -> None:
+    """Run every step of ``STEPS`` whose outputs are not all in ``results``."""
+    from fastsim.cli import main
+
+    for what, outputs, argv in STEPS:
+        argv = [a.format(r=results) for a in argv]
+        if outputs and all((results / o).exists() for o in outputs):
+            log(f"[docs-figures] {what}: reused {', '.join(outputs)} under {results}")
+            continue
+        log(f"[docs-figures] {what}: fastsim {' '.join(argv)}")
+        t0 = time.perf_counter()
+        if main(argv) != 0:
+            raise SimulationError(f"step failed: fastsim {' '.join(argv)}")
+        log(f"[docs-figures] {what}: {time.perf_counter() - t0:.0f} s")
+
+
+def draw(results: Path, out: Path, log=print) -> list[Path]:
+    """Draw every docs figure whose inputs are in ``results``; returns the files written."""
+    from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
+    from fastsim.sweep.figures import find_sources, load_script
+
+    written: list[Path] = []
+    if (results / "frontier").is_dir():
+        written += load_script("frontier").draw(find_sources(results), out, ("png", "pdf"))
+    for name in ("real_traces_curves", "real_traces_gao", "real_traces_replay"):
+        written += load_script(name).main(results / "traces", out)
+    for name in COSTAWARE:
+        written += load_script(name).main(results / "costaware", out)
+    if (results / "detectors" / "synthetic.parquet").exists():
+        written += load_script("detectors_pareto").main(results / "detectors", out)
+    else:
+        log(f"[docs-figures] detectors_pareto: skipped, no {results}/detectors/synthetic.parquet "
+            f"(fastsim detectors --traces {results}/traces/traces.parquet --out "
+            f"{results}/detectors)")
+    return written
+
+
+def cmd_docs_figures(args) -> int:
+    from fastsim.io import check_output_dir
+
+    check_output_dir(args.results, "--results")
+    check_output_dir(args.out, "--out")
+    if args.draw_only and not args.results.is_dir():
+        raise ConfigError(f"--results={args.results} is not a directory; allowed: the results "
+                          "of an earlier fastsim docs-figures run")
+    if not args.draw_only:
+        run_steps(args.results)
+    written = draw(args.results, args.out)
+    for p in written:
+        print(f"wrote {p}")
+    print(f"docs-figures: {len(written)} files written to {args.out}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "docs-figures", help="regenerate the documentation's figures (docs/figures)",
+        description="Run the experiments behind the documentation's figures at the sizes "
+        "the docs quote (the fidelity frontier sweep, the toy-RLHF traces with their replay "
+        "and simulator comparison, the cost-aware SGD and GRPO runs) into --results, then "
+        "draw every figure, PNG and PDF, into --out. Outputs that already exist are reused, "
+        "and each reuse is printed (delete them to recompute); the sweep resumes, verifying "
+        "its finished chunks. The detector benchmark is not run (fastsim detectors, about "
+        "12 minutes); its figure is drawn when its results are in RESULTS/detectors. About "
+        "5 minutes of CPU from nothing.")
+    p.add_argument("--results", type=Path, default=Path("results/docs"), metavar="DIR",
+                   help="where the experiments write, and are reused from (default: "
+                   "results/docs)")
+    p.add_argument("--out", type=Path, default=Path("docs/figures"), metavar="DIR",
+                   help="where the PNG and PDF figures go (default: docs/figures)")
+    p.add_argument("--draw-only", action="store_true",
+                   help="run nothing: draw from what is in --results")
+    p.set_defaults(func=cmd_docs_figures)

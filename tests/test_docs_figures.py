@@ -1,0 +1,186 @@
+"""The documentation's figures: one theme, readable labels, legends off the data, the n and
+the intervals said, fonts embedded as TrueType; drawn here from small unusual inputs (one
+data size, one problem, a strategy missing, NaN rates, parameters the docs never used)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from fastsim.cli import main
+from fastsim.sweep.figures import load_script
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW_NAME = re.compile(r"[A-Za-z]+_[A-Za-z_]+|\w\(\w+=|\[scope")  # least_squares, evalstop(k=
+
+
+def test_no_committed_pdf_embeds_a_type3_font():
+    pdfs = sorted((ROOT / "figures").glob("*.pdf")) + sorted((ROOT / "docs" / "figures").glob("*.pdf"))
+    assert pdfs
+    bad = [p.relative_to(ROOT).as_posix() for p in pdfs
+           if re.search(rb"/Subtype\s*/Type3", p.read_bytes())]
+    assert not bad, f"Type 3 fonts (bitmap-like glyphs) in {bad}; redraw under figures/_style.THEME"
+
+
+def _traces(tmp: Path) -> Path:
+    """One data size, one KL coefficient, three runs; a replay with a NaN precision."""
+    d = tmp / "traces"
+    d.mkdir()
+    rows = []
+    for j in range(3):
+        for s in range(0, 60, 10):
+            gold = 1 + s / 30 - (j == 0) * (s / 40) ** 2
+            rows.append({"job_id": f"run{j}", "step": s, "score": gold + 0.1, "truth_gold": gold,
+                         "truth_proxy": s / 20, "truth_kl_nats": s / 50.0, "n_comparisons": 150,
+                         "kl_coef": 0.05, "truth_hacking": j == 0})
+    pl.DataFrame(rows).write_parquet(d / "traces.parquet")
+    pl.DataFrame({"n_comparisons": [150], "kl_coef": [0.05], "n_runs": [3], "gao_alpha": [2.0],
+                  "gao_beta": [0.5], "gao_r2": [0.9]}).write_parquet(d / "gao_fits.parquet")
+    rates = {m: [0.5, float("nan")] for m in ("precision", "recall", "fpr")}
+    rates.update({f"{m}_{e}": [v, float("nan")] for m in ("precision", "recall", "fpr")
+                  for e, v in (("lo", 0.3), ("hi", 0.7))})
+    pl.DataFrame({"policy": ["evalstop(k=3)[scope=all]", "stop_at(f=0.3)[scope=all]"],
+                  "n_jobs": [3, 3], **rates}).write_parquet(d / "replay_summary.parquet")
+    pl.DataFrame({"policy": ["stop_at(f=0.3)", "evalstop(k=3)"], "n_clusters": [4, 4],
+                  **{k: [0.4, 0.6] for k in rates}}).write_parquet(d / "simulator.parquet")
+    return d
+
+
+def _costaware(tmp: Path) -> Path:
+    """One problem, one step rule, no correlation, two cost spreads, cost_only missing;
+    GRPO with an ablation arm and a single lam."""
+    d = tmp / "costaware"
+    d.mkdir()
+    rows = [{"strategy": s, "sgd_step": "strongly_convex", "problem_kind": "logistic",
+             "problem_cost_corr": 0.0, "problem_cost_sigma": sig, "cost_units_mean": 100.0 * r,
+             "cost_units_lo": 90.0 * r, "cost_units_hi": 110.0 * r, "predicted_ratio": r,
+             "simulated_ratio": r, "simulated_ratio_lo": 0.9 * r, "simulated_ratio_hi": 1.1 * r,
+             "n_pairs": 6, "sgd_replications": 6}
+            for s, r in (("uniform", 2.0), ("gradient_norm", 1.5), ("optimal", 1.0))
+            for sig in (0.0, 1.3)]
+    pl.DataFrame(rows).write_parquet(d / "costaware_sgd.summary.parquet")
+    curves = pl.DataFrame([{"arm": a, "eval": e, "tokens_mean": 1e5 * e * f,
+                            "accuracy_mean": 0.4 + 0.03 * e, "accuracy_lo": 0.38 + 0.03 * e,
+                            "accuracy_hi": 0.42 + 0.03 * e, "n_seeds": 5}
+                           for a, f in (("uniform", 1.0), ("advantage_only", 0.8))
+                           for e in range(6)])
+    curves.write_parquet(d / "costaware_grpo.curves.parquet")
+    curves.with_columns(grpo_lam=pl.lit(0.2), grpo_len_sigma=pl.lit(0.5)).write_parquet(
+        d / "costaware_grpo_sweep.curves.parquet")
+    return d
+
+
+def _texts(fig) -> list[str]:
+    """Titles, axis and tick labels, legends: what names things (the note under a figure
+    names its source, a sweep or a command, by its file name)."""
+    out = []
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        if ax.get_legend():
+            out += [t.get_text() for t in ax.get_legend().get_texts()]
+    for leg in fig.legends:
+        out += [t.get_text() for t in leg.get_texts()]
+    if fig._suptitle is not None:
+        out.append(fig._suptitle.get_text())
+    return [t for t in out if t]
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every docs figure script on the unusual inputs: name -> the matplotlib figure."""
+    from fastsim.figures import _style as S
+
+    tmp = tmp_path_factory.mktemp("docsfig")
+    traces, costaware = _traces(tmp), _costaware(tmp)
+    figs = {}
+    real_save = S.save
+
+    def keep(fig, out, stem, *a, **k):
+        figs[stem] = fig
+        return real_save(fig, out, stem, *a, **k)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(S, "save", keep)
+    try:
+        for name in ("real_traces_curves", "real_traces_gao", "real_traces_replay"):
+            load_script(name).main(traces, tmp / "out")
+        for name in ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo"):
+            load_script(name).main(costaware, tmp / "out")
+    finally:
+        mp.undo()
+    for fig in figs.values():
+        FigureCanvasAgg(fig).draw()
+    return figs, tmp / "out"
+
+
+EXPECTED = ("real_traces_curves", "real_traces_gao", "real_traces_replay",
+            "costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo",
+            "costaware_grpo_sweep")
+
+
+def test_every_docs_figure_is_drawn_with_readable_labels(drawn):
+    figs, _ = drawn
+    assert set(figs) == set(EXPECTED)
+    for name, fig in figs.items():
+        for text in _texts(fig):
+            plain = re.sub(r"\$[^$]*\$", "", text)  # mathtext (c_i) is typeset, not shown raw
+            assert not RAW_NAME.search(plain), f"{name}: raw identifier in {text!r}"
+
+
+def test_replay_bars_are_labelled_with_the_parameters_that_ran(drawn):
+    figs, _ = drawn
+    ax = figs["real_traces_replay"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["EvalStop (k=3)", "StopAt-0.3"]
+
+
+def test_docs_figures_keep_legends_off_the_data_and_say_n_and_intervals(drawn):
+    figs, _ = drawn
+    for name, fig in figs.items():
+        renderer = fig.canvas.get_renderer()
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+        assert legends, name
+        for leg in legends:
+            box = leg.get_window_extent(renderer)
+            for ax in fig.axes:
+                if ax.axison:
+                    assert not box.overlaps(ax.get_window_extent(renderer)), name
+        notes = " ".join(t.get_text() for t in fig.texts)
+        if name != "real_traces_curves":  # single runs: no estimate, no interval
+            assert "n = " in notes or "n >= " in notes, name
+        if name not in ("real_traces_curves", "real_traces_gao"):
+            assert "95%" in notes, name
+
+
+def test_docs_figures_write_truetype_pdfs(drawn):
+    _, out = drawn
+    pdfs = sorted(out.glob("*.pdf"))
+    assert {p.stem for p in pdfs} == set(EXPECTED)
+    for p in pdfs:
+        data = p.read_bytes()
+        assert b"/FontFile2" in data and not re.search(rb"/Subtype\s*/Type3", data), p.name
+
+
+def test_docs_figures_command_draws_what_it_finds(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    _traces(results)
+    assert main(["docs-figures", "--results", str(results), "--out", str(tmp_path / "figs"),
+                 "--draw-only"]) == 0
+    assert sorted(p.name for p in (tmp_path / "figs").glob("*.png")) == [
+        "real_traces_curves.png", "real_traces_gao.png", "real_traces_replay.png"]
+    assert main(["docs-figures", "--results", str(tmp_path / "missing"), "--draw-only",
+                 "--out", str(tmp_path / "figs")]) == 2
+
+
+def test_every_docs_figure_has_a_maker():
+    """Each committed docs figure is one that ``fastsim docs-figures`` (or, for the
+    detector benchmark, ``fastsim detectors``) draws."""
+    made = set(EXPECTED) | {"frontier", "detectors_pareto", "detectors_traces"}
+    committed = {p.stem for p in (ROOT / "docs" / "figures").iterdir()
+                 if p.suffix in (".png", ".pdf")}
+    assert committed <= made, committed - made
