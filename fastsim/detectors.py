@@ -19,8 +19,7 @@ import polars as pl
 
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, WorkloadConfig
-from fastsim.defaults import PLAIN_CURVES as PLAIN
-from fastsim.stats import bootstrap_ratio_ci, mean_ci, proportion_ci
+from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
 from fastsim.workload import generate_workload
 from fastsim.kernels.codes import LORA, RLHF
 from fastsim.kernels.stops import resolve_stops_nb
@@ -186,71 +185,10 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
     healthy = ~hack
     rates["d_fpr"] = mean_ci((pos[healthy].astype(float) - es[healthy].astype(float)))
     rates["d_recall"] = mean_ci((pos[hack].astype(float) - es[hack].astype(float)))
+    fpr_p = mcnemar_p(pos[healthy], es[healthy])
     row = {"detector": name, "setting": label(name, params, params.get("sigma0")), "n_runs": n_runs,
            "n_hacking": int(hack.sum()), "n_evals": n}
     for metric, est in rates.items():
         row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = est.mean, est.lo, est.hi
+    row["d_fpr_p"] = fpr_p
     return row
-
-
-def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, grid: int = 40) -> np.ndarray:
-    """``P(hacking | all scores)`` of each job ``[..., E]`` under the plain curve model
-    with its priors (MODEL.md section 4), by integration on a grid of ``(u*, h)``.
-
-    Not a detector: it sees the whole run (offline) and knows the generative model,
-    so the precision/recall it reaches bounds what any rule over the same scores can
-    reach on this workload (the Bayes classifier; docs/detectors.md).
-    """
-    n = score.shape[-1]
-    u = np.arange(1, n + 1) / n
-    sig = max(cfg.sigma, 1e-6)
-    hs = np.linspace(*cfg.height, 12)
-
-    def loglik(lo, hi):
-        us = np.linspace(lo, hi, grid)
-        x = u[None, None, :] / us[:, None, None]
-        curves = (hs[None, :, None] * x * (1 - np.log(x))).reshape(-1, n)   # [G, E]
-        s = score.reshape(-1, n)
-        out = np.empty(s.shape[0])
-        for a in range(0, s.shape[0], 2000):  # bounded memory: [chunk, G, E]
-            d2 = ((s[a:a + 2000, None, :] - curves[None]) ** 2).sum(-1) / (2 * sig * sig)
-            m = (-d2).max(axis=1, keepdims=True)
-            out[a:a + 2000] = m[:, 0] + np.log(np.exp(-d2 - m).mean(axis=1))
-        return out.reshape(score.shape[:-1])
-
-    lh = loglik(*cfg.ustar_hacking)
-    lo = loglik(*cfg.ustar_healthy)
-    prior = np.log(cfg.base_rate) - np.log1p(-cfg.base_rate)
-    return 1.0 / (1.0 + np.exp(-(lh - lo + prior)))
-
-
-def best_recall_at_precision(post: np.ndarray, hacking: np.ndarray, target: float = 0.95):
-    """Highest recall of a threshold on ``post`` whose precision is >= ``target``,
-    with that threshold's FPR: ``(recall, fpr)``."""
-    order = np.argsort(-post)
-    h = hacking[order]
-    tp = np.cumsum(h)
-    fp = np.cumsum(~h)
-    ok = tp / np.maximum(tp + fp, 1) >= target
-    if not ok.any():
-        return 0.0, 0.0
-    i = np.flatnonzero(ok).max()
-    return float(tp[i] / h.sum()), float(fp[i] / max((~h).sum(), 1))
-
-
-def bayes_bound(sigmas, n_clusters: int = 20, seed: int = 0, precision: float = 0.95,
-                **workload) -> pl.DataFrame:
-    """Per noise level (base rate 0.6), on the plain curve model (``bayes_posterior``
-    integrates over its priors): the highest recall, and its FPR, of the offline Bayes
-    classifier at precision >= ``precision``."""
-    rows = []
-    for sigma in sigmas:
-        cfg = WorkloadConfig(sigma=float(sigma), **{**PLAIN, **workload})
-        w = generate_workload(cfg, n_clusters, seed)
-        scope = w.job_type == RLHF
-        post = bayes_posterior(w.score[scope], cfg)
-        recall, fpr = best_recall_at_precision(post, w.hacking[scope], precision)
-        rows.append({"sigma": float(sigma), "base_rate": cfg.base_rate, "n_clusters": n_clusters,
-                     "n_jobs": int(scope.sum()), "precision_at_least": precision,
-                     "bayes_recall": recall, "bayes_fpr": fpr})
-    return pl.DataFrame(rows)

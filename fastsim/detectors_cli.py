@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fastsim import detector_bounds as bounds
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes, atomic_write_parquet
@@ -22,6 +23,7 @@ from fastsim.io import atomic_write_bytes, atomic_write_parquet
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
 TABLE_SIGMAS = (0.02, 0.05, 0.12)
+BOUND_CLUSTERS = 100  # the bounds integrate a grid per job: fewer clusters than the grid
 
 
 def settings(sigma: float) -> list[tuple[str, dict]]:
@@ -35,7 +37,7 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
         for z in (0.5, 1.0, 2.0):
             out.append(("margin", {"k": k, "z": z, "sigma0": sigma}))
     for drift in (0.0, 0.5):
-        for h in (1.0, 1.5, 2.0, 3.0):
+        for h in (1.0, 1.5, 2.0, 3.0, 4.0):
             out.append(("cusum", {"drift": drift, "h": h, "sigma0": sigma}))
     def peak(z, sigma0=sigma, min_evals=4, origin=1, gamma=1.0):
         return ("peak", {"z": z, "sigma0": sigma0, "min_evals": min_evals, "origin": origin,
@@ -44,7 +46,8 @@ def settings(sigma: float) -> list[tuple[str, dict]]:
     out += [peak(z, min_evals=5) for z in (1.0, 1.3)]
     out += [peak(1.0, sigma0=s0) for s0 in (0.0, 2 * sigma)]  # a wrong noise prior
     out += [peak(z, origin=0) for z in (0.5, 1.0, 1.65, 2.33)]
-    out += [peak(z, origin=0, gamma=0.5) for z in (1.0, 1.3, 1.65, 2.33)]  # trace-like KL growth
+    out += [peak(z, origin=0, gamma=0.5) for z in (1.0, 1.3, 1.65, 2.33, 3.0)]  # trace-like KL growth
+    out += [peak(z, min_evals=6) for z in (2.33, 3.0, 3.5)]  # the high-precision end (goal 2)
     for z in (0.5, 1.0, 1.65):
         out.append(("bocpd", {"hazard": 0.2, "z": z, "sigma0": sigma, "prior_sd": 0.1}))
     # every declared detector at its defaults, so a new declaration is measured too
@@ -69,8 +72,19 @@ def trace_settings(noise: float) -> list[tuple[str, dict]]:
     out += [("cusum", {"drift": 0.0, "h": h, "sigma0": noise}) for h in (1.25, 1.75)]
     # the global fit on the traces' own KL growth (sqrt(KL) ~ u^0.43-0.51)
     out += [("peak", {"z": z, "sigma0": noise, "min_evals": 4, "origin": 0, "window": 0,
-                      "gamma": 0.5}) for z in (1.0, 1.65, 2.33)]
+                      "gamma": 0.5}) for z in (1.0, 1.65, 2.1, 2.33)]
+    # chosen after a finer search on these same traces (docs/detectors.md, goal 3): the
+    # multiple-comparison correction of the goal-3 table counts every setting here
+    out += [("cusum", {"drift": 0.0, "h": 1.05, "sigma0": noise}),
+            ("bocpd", {"hazard": 0.2, "z": 0.0, "sigma0": noise, "prior_sd": 0.1})]
     return out
+
+
+# settings tried on the traces in all, counting the finer search behind the last few of
+# trace_settings (cusum h 0.8-1.45 x drift {0, 0.25}, peak z 1.5-2.5 x min_evals {4, 6, 8},
+# margin k {1, 2} x z 0.5-1.2, bocpd hazard {0.05, 0.1, 0.2} x z {0, 0.25, 0.5}): the
+# Bonferroni factor of the goal-3 table
+TRACE_SEARCH_SIZE = 28 + 33 + 16 + 9
 
 
 def register(subparsers) -> None:
@@ -115,13 +129,13 @@ def _cmd(args: argparse.Namespace) -> int:
     traces = None
     if args.traces is not None:
         traces = trace_table(pl.read_parquet(args.traces), args.trace_noise)
-    bound = det.bayes_bound(TABLE_SIGMAS + (0.15,), n_clusters=min(n, 20), seed=args.seed)
+    bound = bounds.bounds(TABLE_SIGMAS, n_clusters=min(n, BOUND_CLUSTERS), seed=args.seed)
     table = markdown_table(synthetic, traces, bound)
     full = markdown_table(synthetic, traces, bound, short=False)
     doc = update_doc(args.doc, table) if args.doc is not None else None
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_parquet(synthetic, args.out / "synthetic.parquet")
-    atomic_write_parquet(bound, args.out / "bayes_bound.parquet")
+    atomic_write_parquet(bound, args.out / "bounds.parquet")
     if traces is not None:
         atomic_write_parquet(traces, args.out / "traces.parquet")
     atomic_write_bytes(args.out / "table.md", table.encode())
@@ -169,7 +183,9 @@ SHORT_TRACES = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold
                 "peak(z=1.65,min_evals=8,origin=0,window=8,gamma=1)",
                 "peak(z=2.33,min_evals=8,origin=0,window=8,gamma=1)",
                 "peak(z=1.65,min_evals=4,origin=0,window=0,gamma=0.5)",
-                "peak(z=2.33,min_evals=4,origin=0,window=0,gamma=0.5)")
+                "peak(z=2.33,min_evals=4,origin=0,window=0,gamma=0.5)",
+                "cusum(drift=0,h=1.05)", "bocpd(hazard=0.2,z=0,prior_sd=0.1)",
+                "peak(z=2.1,min_evals=4,origin=0,window=0,gamma=0.5)")
 
 
 def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
@@ -198,14 +214,7 @@ def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
         lines.append("")
     lines += goal_table(synthetic)
     if bound is not None:
-        lines += ["#### The offline Bayes classifier on the plain model (knows the curve model "
-                  "and the run length; a bound, not a detector)", "",
-                  "| sigma | clusters | RLHF jobs | recall at precision >= 95% | its FPR |",
-                  "| --- | --- | --- | --- | --- |"]
-        for r in bound.iter_rows(named=True):
-            lines.append(f"| {r['sigma']:g} | {r['n_clusters']} | {r['n_jobs']} | "
-                         f"{100 * r['bayes_recall']:.1f}% | {100 * r['bayes_fpr']:.1f}% |")
-        lines.append("")
+        lines += goal2_table(synthetic, bound)
     if traces is not None:
         tr = traces.filter(pl.col("setting").is_in(SHORT_TRACES)) if short else traces
         r0 = traces.row(0, named=True)
@@ -219,7 +228,69 @@ def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
                 r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "d_fpr"),
                 _fmt(r, "delay_evals", 1, 2), _fmt(r, "compute_saved"), _fmt(r, "regret", 1, 3)]) + " |")
         lines.append("")
+        lines += goal3_table(traces)
     return "\n".join(lines)
+
+
+def goal2_table(synthetic: pl.DataFrame, bound: pl.DataFrame, target: float = 0.95,
+                min_recall: float = 0.9) -> list[str]:
+    """Goal 2 of the issue (precision >= 95% with recall >= 90%), per noise level of the
+    bounds (base rate 0.6): each detector's setting with the highest recall among those
+    with precision >= ``target`` and the most precise one with recall >= ``min_recall``
+    (point estimates), then the bounds of ``fastsim.detector_bounds`` (not detectors)."""
+    lines = []
+    for sigma in bound["sigma"].unique(maintain_order=True):
+        cell = synthetic.filter((pl.col("sigma") == sigma) & (pl.col("base_rate") == 0.6))
+        b = bound.filter(pl.col("sigma") == sigma)
+        r0 = b.row(0, named=True)
+        lines += [f"#### Goal 2 at sigma = {sigma:g}: precision >= {100 * target:.0f}% with recall >= "
+                  f"{100 * min_recall:.0f}%; detectors (base rate 0.6, n = "
+                  f"{cell['n_clusters'][0] if cell.height else 0} clusters) and bounds (n = "
+                  f"{r0['n_clusters']} held-out clusters, {r0['n_jobs']} RLHF jobs)", "",
+                  "| detector or bound | setting / threshold | precision % | recall % | FPR % |",
+                  "| --- | --- | --- | --- | --- |"]
+        for name in det.DETECTORS:
+            d = cell.filter(pl.col("detector") == name)
+            for which, rows in (
+                    (f"recall at precision >= {100 * target:.0f}%",
+                     d.filter(pl.col("precision") >= target).sort("recall", descending=True)),
+                    (f"precision at recall >= {100 * min_recall:.0f}%",
+                     d.filter(pl.col("recall") >= min_recall).sort("precision", descending=True))):
+                if rows.is_empty():
+                    lines.append(f"| {name}: best {which} | none of its settings | | | |")
+                    continue
+                r = rows.row(0, named=True)
+                lines.append(f"| {name}: best {which} | {r['setting']} | {_fmt(r, 'precision')} | "
+                             f"{_fmt(r, 'recall')} | {_fmt(r, 'fpr')} |")
+        for r in b.iter_rows(named=True):
+            chosen = f" (threshold for {100 * target:.0f}% on the other clusters)" if "Bayes" in r["bound"] else ""
+            lines.append(f"| bound: {r['bound']} | {r['rule']}{chosen} | {_fmt(r, 'precision')} | "
+                         f"{_fmt(r, 'recall')} | {_fmt(r, 'fpr')} |")
+        lines.append("")
+    return lines
+
+
+def goal3_table(traces: pl.DataFrame, top: int = 6) -> list[str]:
+    """Goal 3 of the issue on the traces: the settings with recall at least EvalStop(k=2)'s
+    (same runs), lowest paired FPR change first, with the exact McNemar p-value of that
+    change and the same p-value Bonferroni-corrected for every setting tried on these
+    traces (``TRACE_SEARCH_SIZE`` included)."""
+    m = traces.height + TRACE_SEARCH_SIZE
+    es_recall = traces.filter(pl.col("setting") == "evalstop(k=2)")["recall"][0]
+    d = (traces.filter((pl.col("recall") >= es_recall) & (pl.col("setting") != "evalstop(k=2)"))
+         .sort(["d_fpr_hi", "d_fpr"]).head(top))
+    r0 = traces.row(0, named=True)
+    lines = [f"#### Goal 3 on the traces: recall at least EvalStop(k=2)'s ({100 * es_recall:.1f}%), "
+             f"lowest FPR first (n = {r0['n_runs'] - r0['n_hacking']} healthy runs, paired; "
+             f"Bonferroni over {m} settings tried)", "",
+             "| setting | recall % | FPR % | FPR change vs EvalStop(k=2), pp | McNemar p | "
+             "Bonferroni p | significant after correction |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in d.iter_rows(named=True):
+        adj = min(1.0, r["d_fpr_p"] * m)
+        lines.append(f"| {r['setting']} | {_fmt(r, 'recall')} | {_fmt(r, 'fpr')} | {_fmt(r, 'd_fpr')} | "
+                     f"{r['d_fpr_p']:.3f} | {adj:.2f} | {'yes' if adj < 0.05 else 'no'} |")
+    return lines + [""]
 
 
 def goal_table(synthetic: pl.DataFrame) -> list[str]:

@@ -106,6 +106,17 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     return pooled.proportion_ci(level, n_boot, seed)
 
 
+def mcnemar_p(a, b) -> float:
+    """Exact two-sided McNemar p-value that two paired binary outcomes ``a`` and ``b``
+    (bool arrays, one pair per replication) have the same rate: a binomial test on
+    the discordant pairs."""
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    n01, n10 = int((a & ~b).sum()), int((~a & b).sum())
+    if n01 + n10 == 0:
+        return 1.0
+    return float(stats.binomtest(n01, n01 + n10, 0.5).pvalue)
+
+
 def _percentile_bootstrap(num: np.ndarray, den: np.ndarray, point: float, level: float,
                           n_boot: int, seed: int) -> Estimate:
     sums_num, sums_den = np.empty(n_boot), np.empty(n_boot)

@@ -57,14 +57,38 @@ def test_decisions_see_observed_scores_only():
 
 
 def test_bayes_posterior_separates_clean_curves():
-    from fastsim.defaults import PLAIN_CURVES
+    from fastsim import detector_bounds as bounds
 
-    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.02, **PLAIN_CURVES).workload
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.02).workload
     w = generate_workload(cfg, 2, seed=0)
     scope = w.job_type == RLHF
-    post = det.bayes_posterior(w.score[scope], cfg, grid=10)
-    recall, fpr = det.best_recall_at_precision(post, w.hacking[scope], 0.95)
-    assert recall > 0.9 and fpr < 0.2
+    post = bounds.bayes_posterior(w.score[scope], cfg)
+    hack = w.hacking[scope]
+    thr = bounds.threshold_at_precision(post, hack, 0.95)
+    fire = post >= thr
+    assert (fire & hack).sum() / hack.sum() > 0.9 and (fire & ~hack).sum() / (~hack).sum() < 0.2
+    # seeing fewer evaluations can only blur it
+    early = bounds.bayes_posterior(w.score[scope], cfg, upto=3)
+    assert np.abs(early - hack).mean() > np.abs(post - hack).mean()
+
+
+def test_bounds_rows_have_intervals_and_n():
+    from fastsim import detector_bounds as bounds
+
+    b = bounds.bounds((0.05,), n_clusters=4, n_jobs=40)
+    assert b["bound"].to_list() == ["offline Bayes", "online Bayes", "offline Bayes, run length unknown",
+                                     "noiseless peak"]
+    assert (b["n_clusters"] == 2).all()
+    for m in ("precision", "recall", "fpr"):
+        assert (b[f"{m}_lo"] <= b[m]).all() and (b[m] <= b[f"{m}_hi"]).all()
+
+
+def test_mcnemar_p():
+    from fastsim.stats import mcnemar_p
+
+    a = np.array([1] * 10 + [0] * 40, bool)
+    assert mcnemar_p(a, a) == 1.0
+    assert mcnemar_p(a, np.zeros(50, bool)) < 0.01  # 10 discordant pairs, all one way
 
 
 @pytest.mark.parametrize("name", [n for n in det.DETECTORS if n != "evalstop"])
