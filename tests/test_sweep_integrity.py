@@ -93,6 +93,29 @@ def test_1_concurrent_sweeps_never_mix(sweep_file, tmp_path):
     assert_same(ref1 if codes[0] == 0 else ref2, out)
 
 
+def test_1_a_refusal_in_the_holders_first_instant_still_names_it(tmp_path):
+    """The holder writes its line just after taking the lock; a process refused in that
+    gap used to say "another process" (CI saw it once).  It now waits for the line."""
+    import fcntl
+
+    from fastsim.sweep.store import LOCK, DirLock
+
+    fh = open(tmp_path / LOCK, "a+")
+    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held, line not yet written
+
+    def write_line_late():
+        time.sleep(0.3)
+        fh.write("pid 4242 on host since now (fastsim sweep)\n")
+        fh.flush()
+
+    writer = threading.Thread(target=write_line_late)
+    writer.start()
+    with pytest.raises(ConfigError, match="is in use by pid 4242"):
+        DirLock.acquire(tmp_path)
+    writer.join()
+    fh.close()
+
+
 def test_1_writers_of_one_file_never_share_a_temporary(tmp_path):
     """Identical sweeps used to crash on one shared ``NAME.tmp``; each writer has its own."""
     target = tmp_path / "f.bin"

@@ -76,8 +76,7 @@ class DirLock:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+            holder = cls._read_holder(fh)
             fh.close()
             raise ConfigError(f"{root} is in use by {holder}; wait for it to finish, or use "
                               "another --out directory") from None
@@ -90,6 +89,18 @@ class DirLock:
         lock = cls(root, fh)
         cls._held[key] = lock
         return lock
+
+    @staticmethod
+    def _read_holder(fh, wait: float = 2.0) -> str:
+        # The holder writes its line just after taking the lock; a process refused in
+        # that gap would read an empty file, so give the line a moment to appear.
+        deadline = time.monotonic() + wait
+        while True:
+            fh.seek(0)
+            holder = fh.read().strip()
+            if holder or time.monotonic() > deadline:
+                return holder or "another process"
+            time.sleep(0.02)
 
     def release(self) -> None:
         if not self._fh.closed:
