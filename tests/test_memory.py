@@ -1,4 +1,5 @@
-"""Memory of ``fastsim run`` does not grow with the number of clusters.
+"""Memory of ``fastsim run`` and of sweep aggregation does not grow with the number of
+clusters (or of chunks).
 
 Peak RSS is measured in a fresh process per run (``ru_maxrss``); unlike time, it is
 stable enough on a loaded machine to assert.  Before the streamed summaries, 40,000
@@ -24,4 +25,55 @@ def _peak_rss_mb(n_clusters: int) -> float:
 
 def test_run_peak_rss_is_flat_in_clusters():
     small, large = _peak_rss_mb(2_000), _peak_rss_mb(40_000)
+    assert large - small < 40, (small, large)
+
+
+AGGREGATE = """
+import os, resource, sys
+import numpy as np, polars as pl
+from fastsim.api import simulate
+from fastsim.sweep.aggregate import aggregate
+from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS
+from fastsim.sweep.grid import load_sweep
+from fastsim.sweep.store import SweepStore
+
+os.fsync = lambda fd: None  # durability is not under test: keep a thousand small writes fast
+n_bins = len(JCT_EDGES_H) - 1  # the largest a chunk's JCT histogram can be: every bin filled
+hist = pl.DataFrame({"group": [g for g in JCT_GROUPS for _ in range(n_bins)],
+                     "bin": np.tile(np.arange(n_bins, dtype=np.int32), len(JCT_GROUPS)),
+                     "count": np.ones(len(JCT_GROUPS) * n_bins, dtype=np.int64)})
+for n, out in zip(map(int, sys.argv[2:4]), sys.argv[4:6]):
+    grid = load_sweep(sys.argv[1], clusters=n, chunk=1)
+    cell = grid.cells[0]
+    one = simulate(cell.config, 1).clusters
+    with SweepStore.open(out, grid) as store:
+        for i in range(n):
+            store.write_chunk(cell.id, i, one.with_columns(pl.lit(i, pl.Int64).alias("cluster")),
+                              hist)
+        aggregate(store)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+SWEEP_FILE = """
+title = "aggregation memory"
+baseline = false
+[base]
+scheduler = "fifo"
+policy = "none"
+n_jobs = 8
+gpus = 16
+"""
+
+
+def test_sweep_aggregation_peak_rss_is_flat_in_chunks(tmp_path):
+    # A cell of 1,000 chunks aggregated after one of 50, in one process: the second may
+    # raise the peak only by a bounded amount.  Reading a cell's JCT histograms all at
+    # once cost about 130 kB per chunk here (+130 MB; 2,000 chunks per cell in the
+    # million-cluster sweep); merged a batch at a time, about 10 MB.
+    sweep = tmp_path / "agg.toml"
+    sweep.write_text(SWEEP_FILE)
+    out = subprocess.run([sys.executable, "-c", AGGREGATE, str(sweep), "50", "1000",
+                          str(tmp_path / "small"), str(tmp_path / "large")],
+                         check=True, capture_output=True, text=True).stdout.split()
+    small, large = int(out[-2]) / 1024, int(out[-1]) / 1024
     assert large - small < 40, (small, large)

@@ -11,7 +11,8 @@ Writes, atomically, into the sweep directory:
 * ``summary.txt``: the same estimates as plain-text tables.
 
 Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
-baseline's same chunk beside them: memory does not grow with the cluster count, and the
+baseline's same chunk beside them, and its JCT histograms are summed a batch of chunks at
+a time (``merge_histograms``): memory does not grow with the cluster count, and the
 estimates (bootstrap included) depend only on which clusters ran, not on chunk order or
 resumes.
 """
@@ -81,7 +82,7 @@ def aggregate(store: SweepStore) -> dict[str, Path]:
     parts: dict[str, tuple] = {}
     for c in store.grid.cells:
         s = _cell_summary(store, c.id, c.baseline)
-        h = merge_histograms([store.read(c.id, "jct")])
+        h = merge_histograms(store.read_each(c.id, "jct"))
         parts[c.id] = (s.with_columns(pl.lit(c.id).alias("cell")),
                        h.with_columns(pl.lit(c.id).alias("cell")),
                        format_table(s, title=f"== {c.label}  [cell {c.id}]"))

@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import polars as pl
 
@@ -42,10 +44,26 @@ def jct_histogram(jobs: pl.DataFrame) -> pl.DataFrame:
                          "count": np.concatenate(counts).astype(np.int64)})
 
 
-def merge_histograms(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Sum chunk histograms; add the bin edges in hours."""
-    h = (pl.concat(frames).group_by(["group", "bin"]).agg(pl.col("count").sum())
-         .sort(["group", "bin"]))
+MERGE_BATCH = 64  # chunk histograms held at once while merging
+
+
+def _sum_counts(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames).group_by(["group", "bin"]).agg(pl.col("count").sum())
+
+
+def merge_histograms(frames: Iterable[pl.DataFrame]) -> pl.DataFrame:
+    """Sum chunk histograms; add the bin edges in hours.
+
+    ``frames`` may be a generator: it is summed ``MERGE_BATCH`` frames at a time into a
+    running total, so memory is that of one batch whatever the number of chunks (a
+    million-cluster cell has 2,000).  Integer counts: the same total in any grouping."""
+    total: list[pl.DataFrame] = []
+    batch: list[pl.DataFrame] = []
+    for f in frames:
+        batch.append(f)
+        if len(batch) == MERGE_BATCH:
+            total, batch = [_sum_counts(total + batch)], []
+    h = _sum_counts(total + batch).sort(["group", "bin"])
     b = h["bin"].to_numpy()
     return h.with_columns(pl.Series("bin_lo_h", JCT_EDGES_H[b]),
                           pl.Series("bin_hi_h", JCT_EDGES_H[b + 1]))

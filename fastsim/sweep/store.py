@@ -34,7 +34,7 @@ import sys
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -298,8 +298,13 @@ class SweepStore:
     def read(self, cell_id: str, kind: str = "chunk") -> pl.DataFrame:
         """Every chunk of a cell, verified and concatenated in chunk order; a missing or
         damaged chunk is a ``ConfigError`` naming its file (nothing partial is returned)."""
-        frames = [self._load(cell_id, kind, i) for i in range(self.grid.n_chunks)]
-        return pl.concat(frames, how="vertical")
+        return pl.concat(list(self.read_each(cell_id, kind)), how="vertical")
+
+    def read_each(self, cell_id: str, kind: str = "chunk") -> Iterator[pl.DataFrame]:
+        """A cell's chunks one at a time, verified as each is read (``read`` without
+        holding them all: memory of one chunk, whatever the number of chunks)."""
+        for i in range(self.grid.n_chunks):
+            yield self._load(cell_id, kind, i)
 
     def read_chunk(self, cell_id: str, index: int) -> pl.DataFrame:
         """One verified chunk's per-cluster rows in cluster order, checked to be exactly
