@@ -68,7 +68,7 @@ gpus = 16
 def test_sweep_aggregation_peak_rss_is_flat_in_chunks(tmp_path):
     # A cell of 1,000 chunks aggregated after one of 50, in one process: the second may
     # raise the peak only by a bounded amount.  Reading a cell's JCT histograms all at
-    # once cost about 130 kB per chunk here (+130 MB; 2,000 chunks per cell in the
+    # once cost about 125 kB per chunk here (+124 MB; 2,000 chunks per cell in the
     # million-cluster sweep); merged a batch at a time, 11 MB.
     sweep = tmp_path / "agg.toml"
     sweep.write_text(SWEEP_FILE)
