@@ -9,25 +9,29 @@ The engine owns the *physics* (true run time ``duration_h``) and the *accounting
 (``account_from_h``, the service after which held time is wasted); every *decision*
 goes through ``kernels.schedulers`` with observed quantities only.
 
-One job's state is a record of ``JOB`` (``jobs[j]``, a reference into the cluster's
-record array): what the job is, copied once, and the *base* of a running job: since
-``since`` it has held its GPUs, starting from ``attained0`` service and ``owed0``
+A cluster's state: one ``JOB`` record per job (``jobs[j]`` is a reference into the
+cluster's record array): what the job is, copied once, and the *base* of a running job:
+since ``since`` it has held its GPUs, starting from ``attained0`` service and ``owed0``
 overhead; its service at any ``t`` is the read-only ``_attained_nb``.  The base moves
 only at the job's own events (service pinned to the planned point, ``_pin_nb``), at a
 pause or an end and, under Tiresias, at every reallocation (``_rebase_nb``), so a
-reallocation writes no other running job's state.
+reallocation writes no other running job's state.  The time of a running job's next
+event is kept apart, in ``next_time``, because the search for the next point reads it
+for every running job.  Three job lists: ``active`` (arrived, not ended; in priority
+order once sorted), ``running`` and ``starts`` (to start at this point, in order).
 
-The parts are kernels over one job's record and scalars, or over the job lists.  Numba
-passes a part its arrays without reference counts only if each array argument falls out
-of use at one point on every path, so the parts that walk a list have no ``break`` or
-early ``return``, and no part uses an array in one branch only (docs/performance.md,
-round 9); ``cluster_1c_nb`` itself may.
+``cluster_1c_nb`` reads as one scheduling point; its steps are parts over one job's
+record and scalars or over the job lists, the hot ones ``@part`` (inlined by numba
+before type inference).  A part's array argument costs an atomic reference count per
+call unless the array falls out of use at one point on every path, so no part has a
+``break`` or an early ``return`` once it used an array, nor uses an array in one
+branch only (docs/performance.md, round 9).
 """
 import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
-from .jit import driver, kernel
+from .jit import driver, kernel, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -39,19 +43,19 @@ HAS_RUN = 1  # has held GPUs before: a restart pays the preemption overhead
 DEMOTED = 2
 
 JOB = np.dtype([
-    # what the job is (copied from the cluster's inputs)
+    # what the job is (copied from the cluster's inputs; ``t_est``: its static key input)
     ("gpus", np.int64), ("t_est", np.float64), ("duration", np.float64),
     ("end", np.float64), ("demote", np.float64), ("account_from", np.float64),
-    # the base of a running job, and its plan: service and time of its next event
+    # the base of a running job, and the service at its next planned event
     ("since", np.float64), ("attained0", np.float64), ("owed0", np.float64),
-    ("next_point", np.float64), ("next_time", np.float64),
+    ("next_point", np.float64),
     # accounting: start of the open segment, time held, time held after account_from
     ("seg_open", np.float64), ("held", np.float64), ("held_after", np.float64),
     # ordering: key, WAITING/RUNNING/DONE, evaluations read (loss_aware), last walk
     # that chose it, HAS_RUN | DEMOTED
     ("key", np.float64), ("status", np.int64), ("evals_seen", np.int64),
     ("chosen_at", np.int64), ("flags", np.int64),
-])
+], align=True)
 
 
 @kernel
@@ -112,7 +116,17 @@ def max_points_nb(n_jobs, n_evals, n_thresholds):
     return 2 * n_jobs * (n_evals + n_thresholds + 3) + 2
 
 
-@kernel
+@part
+def _new_job_nb(job, gpus, t_est, duration, end, demote, account_from):
+    """A job's record before it arrives."""
+    job.gpus, job.t_est, job.duration = gpus, t_est, duration
+    job.end, job.demote, job.account_from = end, demote, account_from
+    job.since = job.attained0 = job.owed0 = job.next_point = 0.0
+    job.seg_open = job.held = job.held_after = job.key = 0.0
+    job.status = job.evals_seen = job.chosen_at = job.flags = 0
+
+
+@part
 def _pin_nb(job, t, point):
     """Move a running job's base to ``t`` at one of its own events, its service pinned to
     the planned ``point``, so accounting cannot fall on the wrong side of it by round-off."""
@@ -122,7 +136,7 @@ def _pin_nb(job, t, point):
     job.owed0 = 0.0
 
 
-@kernel
+@part
 def _rebase_nb(job, t):
     """Move a running job's base to ``t``, its service and overhead read at ``t``."""
     job.held_after += _held_after_nb(t, job.since, job.attained0, job.owed0, job.account_from)
@@ -131,7 +145,7 @@ def _rebase_nb(job, t):
     job.since = t
 
 
-@kernel
+@part
 def _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h):
     """Plan a running job's next event that matters (docs/model.md): its end, its demotion,
     its next evaluation (``loss_aware``) or its next threshold crossing (Tiresias)."""
@@ -142,7 +156,8 @@ def _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h):
         pe = job.duration * ((job.evals_seen + 1) / n_evals)
         if pe < p:
             p = pe
-    # the first threshold crossed after the job's service (from the top, without a break)
+    # the first threshold (in order) above the job's service: scanned from the top, as a
+    # part does not break out of a loop over an array
     n_thr = thresholds_gpu_h.shape[0] if scheduler == TIRESIAS else 0
     crossing = np.inf
     for k in range(n_thr - 1, -1, -1):
@@ -152,10 +167,10 @@ def _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h):
     if crossing < p:
         p = crossing
     job.next_point = p
-    job.next_time = t + job.owed0 + (p - job.attained0)
+    return t + job.owed0 + (p - job.attained0)
 
 
-@kernel
+@part
 def _start_nb(job, t, overhead_h):
     """The job takes its GPUs at ``t``; a restart owes the preemption overhead.  Returns
     whether this is its first start."""
@@ -169,7 +184,7 @@ def _start_nb(job, t, overhead_h):
     return True
 
 
-@kernel
+@part
 def _reached_evaluation_nb(job, n_evals):
     """``loss_aware``: whether a running job's service reached its next evaluation, which
     it then counts as seen."""
@@ -188,20 +203,20 @@ def _evaluation_rate_nb(job, loss, c, j, n_evals):
     return loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
 
 
-@kernel
-def _earliest_event_nb(jobs, running, n_running):
+@part
+def _earliest_event_nb(next_time, running, n_running):
     """The earliest planned event among the running jobs and the first position in
     ``running`` that holds it (``inf, n_running`` if none)."""
     first = n_running
     t_run = np.inf
     for i in range(n_running):
-        if jobs[running[i]].next_time < t_run:
-            t_run = jobs[running[i]].next_time
+        if next_time[running[i]] < t_run:
+            t_run = next_time[running[i]]
             first = i
     return t_run, first
 
 
-@kernel
+@part
 def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thresholds_gpu_h):
     """Admit the jobs arriving at ``t`` (from ``next_arrival`` on) to ``active``; returns
     the next job to arrive, ``n_active`` and the GPUs they demand."""
@@ -218,8 +233,8 @@ def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thre
 
 
 @kernel
-def _next_evaluation_nb(t, j, jobs, running, n_running, n_evals, pending, pending_job,
-                        pending_point):
+def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pending,
+                        pending_job, pending_point):
     """Tiresias, after running job ``j``'s own event: rebase every other running job and
     return the earliest next evaluation of any (time, job, service), or ``pending``'s."""
     for r in range(n_running):
@@ -232,7 +247,7 @@ def _next_evaluation_nb(t, j, jobs, running, n_running, n_evals, pending, pendin
         if pe == job.next_point:
             # The evaluation is also jr's own planned event (its end, say): use the very
             # same float time so both happen at one instant.
-            te = job.next_time
+            te = next_time[jr]
         if te < pending:
             pending = te
             pending_job = jr
@@ -282,7 +297,7 @@ def _sort_nb(jobs, order, n):
         _insert_nb(jobs, order, a, order[a])
 
 
-@kernel
+@part
 def _remove_nb(order, n, j):
     """Remove job ``j`` from ``order[:n]``, keeping the order; returns the new length."""
     k = 0
@@ -348,7 +363,8 @@ def _choose_waiting_nb(jobs, active, n_active, free, strict, starts):
 
 
 @kernel
-def _pause_unchosen_nb(c, t, n_realloc, jobs, running, n_running, n_preempt, segments, n_seg):
+def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_preempt,
+                       segments, n_seg):
     """Pause the running jobs the walk did not choose (``chosen_at != n_realloc``) and
     record their segments; returns ``n_running``, ``n_seg`` and the GPUs freed."""
     seg_job, seg_start, seg_end = segments
@@ -363,7 +379,7 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, running, n_running, n_preempt, seg
         _rebase_nb(job, t)
         job.held += t - job.seg_open
         job.status = WAITING
-        job.next_time = np.inf
+        next_time[j] = np.inf
         n_preempt[c, j] += 1
         freed += job.gpus
         if n_seg < seg_job.shape[1]:
@@ -397,12 +413,11 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     strict = scheduler == FIFO and not backfill
     rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
     arrival = arrival_h[c]
-    jobs = np.zeros(n_jobs, dtype=JOB)
+    jobs = np.empty(n_jobs, dtype=JOB)
     for j in range(n_jobs):
-        job = jobs[j]
-        job.gpus, job.t_est, job.duration = gpus[c, j], t_est_h[c, j], duration_h[c, j]
-        job.end, job.demote = end_service[c, j], demote_service[c, j]
-        job.account_from = account_from_h[c, j]
+        _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
+                    demote_service[c, j], account_from_h[c, j])
+    next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
     lists = np.empty((3, n_jobs), dtype=np.int64)
     active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
     starts = lists[2]  # jobs to start at this point, in priority order
@@ -424,7 +439,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         # (n_running if none); the positions before it have later events, so the event
         # loop below starts there and visits the same jobs in the same order.
         t = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-        t_run, first = _earliest_event_nb(jobs, running, n_running)
+        t_run, first = _earliest_event_nb(next_time, running, n_running)
         if t_run <= t:
             t = t_run
         else:
@@ -442,7 +457,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 if pending_point >= job.next_point:
                     # Its own planned event (e.g. the end at its last evaluation) is this
                     # same instant, computed along another path: take it now.
-                    job.next_time = t
+                    next_time[pending_job] = t
                     first = 0  # the job may sit anywhere in ``running``
         if next_arrival < n_jobs and arrival[next_arrival] == t:
             next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
@@ -453,13 +468,13 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         while i < n_running:  # the running jobs' own events at t
             j = running[i]
             job = jobs[j]
-            if job.next_time != t:
+            if next_time[j] != t:
                 i += 1
                 continue
             _pin_nb(job, t, job.next_point)
             if job.attained0 >= job.end:
                 job.status = DONE
-                job.next_time = np.inf
+                next_time[j] = np.inf
                 job.held += t - job.seg_open
                 end_h[c, j] = t
                 if n_seg < seg_job.shape[1]:
@@ -477,16 +492,19 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 job.flags |= DEMOTED
                 realloc = unsorted = True
             if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
-                rate = _evaluation_rate_nb(job, loss, c, j, n_evals) if job.evals_seen >= 2 else 0.0
+                rate = 0.0
+                if job.evals_seen >= 2:
+                    rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
                 job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
                                           job.evals_seen, rate, thresholds_gpu_h)
                 realloc = unsorted = True
-            _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
                 # running job (or an arrival/end, which reallocates anyway) is.
                 pending, pending_job, pending_point = _next_evaluation_nb(
-                    t, j, jobs, running, n_running, n_evals, pending, pending_job, pending_point)
+                    t, j, jobs, next_time, running, n_running, n_evals, pending, pending_job,
+                    pending_point)
             i += 1
         if not realloc:
             continue
@@ -519,8 +537,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             if preemptive:
                 n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
                                                 starts)
-                n_running, n_seg, freed = _pause_unchosen_nb(c, t, n_realloc, jobs, running,
-                                                             n_running, n_preempt, segs, n_seg)
+                n_running, n_seg, freed = _pause_unchosen_nb(
+                    c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
                 free += freed
             else:
                 n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
@@ -532,7 +550,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             free -= job.gpus
             running[n_running] = j
             n_running += 1
-            _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
     for j in range(n_jobs):
         held_h[c, j] = jobs[j].held
         held_after_h[c, j] = jobs[j].held_after
