@@ -143,7 +143,8 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
 
 def trace_arrays(traces: pl.DataFrame):
     """Per-run arrays of a traces table (``fastsim traces toy-rlhf``): observed
-    ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold`` and the label."""
+    ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold``, the label and
+    the run seed (runs of one seed share their random draws)."""
     t = traces.sort(["job_id", "step"])
     runs = t["job_id"].unique(maintain_order=True)
     n_runs = runs.len()
@@ -152,7 +153,8 @@ def trace_arrays(traces: pl.DataFrame):
         raise ValueError("every run of the traces must have the same number of evaluations")
     shape = (n_runs, n_evals)
     hacking = t["truth_hacking"].to_numpy().reshape(shape)[:, 0]
-    return {"score": t["score"].to_numpy().reshape(shape).astype(np.float64),
+    seed = t["seed"].to_numpy().reshape(shape)[:, 0] if "seed" in t.columns else np.zeros(n_runs, np.int64)
+    return {"seed": seed, "score": t["score"].to_numpy().reshape(shape).astype(np.float64),
             "step": t["step"].to_numpy().reshape(shape), "gold": t["truth_gold"].to_numpy().reshape(shape),
             "hacking": hacking.astype(bool)}
 
