@@ -165,3 +165,12 @@ def test_pareto_figure_names_and_colours_detectors_as_the_registry_does(tmp_path
     assert sorted(legend) == ["BOCPD", "CUSUM", "EvalStop", "EvalStop (k=2)"]
     for label, name in (("EvalStop", "evalstop"), ("CUSUM", "cusum"), ("BOCPD", "bocpd")):
         assert tuple(legend[label][0].get_color()[:3]) == tuple(S.PALETTE[name])
+
+
+def test_default_params_choose_peak_z_by_the_noise():
+    """docs/detectors.md's rule: z = 1.65 below noise 0.05, z = 1 from 0.05 on; sigma0 is
+    the noise; other detectors keep their declared knobs."""
+    assert det.default_params("peak", 0.02)["z"] == 1.65
+    assert det.default_params("peak", 0.05)["z"] == det.default_params("peak", 0.15)["z"] == 1.0
+    assert det.default_params("peak", 0.12)["sigma0"] == 0.12
+    assert det.default_params("cusum", 0.12) == {"drift": 0.0, "h": 2.0, "sigma0": 0.12}
