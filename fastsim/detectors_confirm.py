@@ -97,7 +97,8 @@ def confirm(arrays: dict, plan: dict) -> dict:
            "n_hacking": int(hack.sum()), "alpha": plan["alpha"]}
     for role in ("candidate", "baseline"):
         pos = fired[role]
-        out[role] = det.label(*plan[role])
+        out[role] = det.label(*plan[role], sigma=float("nan"))  # shows sigma0: the plan fixes it
+        out[f"{role}_fp"], out[f"{role}_tp"] = int((pos & healthy).sum()), int((pos & hack).sum())
         # runs of one seed share their random draws: the seed is the cluster
         out[f"{role}_fpr"] = proportion_ci(per_seed(pos & healthy), per_seed(healthy))
         out[f"{role}_recall"] = proportion_ci(per_seed(pos & hack), per_seed(hack))
@@ -124,8 +125,8 @@ def markdown(r: dict, plan_path: Path) -> str:
         f"{r['n_hacking']} hacking. Rates with 95% intervals clustered by seed; changes paired "
         "on the same runs.", "",
         "| setting | FPR % | recall % |", "| --- | --- | --- |",
-        f"| {r['baseline']} | {pct(r['baseline_fpr'])} | {pct(r['baseline_recall'])} |",
-        f"| {r['candidate']} | {pct(r['candidate_fpr'])} | {pct(r['candidate_recall'])} |", "",
+        *(f"| {r[k]} | {pct(r[k + '_fpr'])} ({r[k + '_fp']}/{r['n_healthy']}) | "
+          f"{pct(r[k + '_recall'])} ({r[k + '_tp']}/{r['n_hacking']}) |" for k in ("baseline", "candidate")), "",
         "| comparison (candidate minus EvalStop(k=2)) | value |", "| --- | --- |",
         f"| FPR change, pp (t interval over runs) | {pct(r['d_fpr'])} |",
         f"| FPR change, pp (seed-clustered bootstrap) | {pct(r['d_fpr_seed'])} |",
