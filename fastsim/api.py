@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import metrics as M
-from fastsim.config import PolicyConfig, SimConfig
+from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
@@ -256,13 +256,10 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
-    workload = (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
-                w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
-                w.peak_eval)
-    pipeline_nb(generate, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+    pipeline_nb(generate, False, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
                 decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol),
                 np.array(p.vector, np.float64), p.scope == "all", s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
-                float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), workload,
+                float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
@@ -271,6 +268,29 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
+
+
+def _workload_arrays(w: Workload) -> tuple[np.ndarray, ...]:
+    """The arrays of ``w`` in the order ``pipeline_nb`` takes them."""
+    return (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
+            w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
+            w.peak_eval)
+
+
+def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int) -> None:
+    """Draw ``w``'s clusters (``fastsim.workload.generate_workload``) with ``pipeline_nb``
+    stopping after generation, so that generation and ``simulate`` share one compiled
+    kernel.  The arguments after the workload's are unused: empty arrays and zeros of the
+    types ``_run`` passes, so that the call matches its compiled signature."""
+    d, o = _decisions((0, 0)), _outcome((0, 0), 0)
+    none = np.empty((0, 0))
+    pipeline_nb(True, True, True, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+                False, 0, 0, 0.0, 0, 0.0, np.empty(0), False, 0, False, np.empty(0), 0.0, 0,
+                w.t_est_h, _workload_arrays(w),
+                (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
+                (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
+                (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
+                (none, none, none, np.empty((0, 0), np.bool_)), np.empty((N_METRICS, 0)))
 
 
 def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Accounting, np.ndarray]:

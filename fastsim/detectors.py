@@ -8,15 +8,16 @@ the engine.  Hidden truth (label, duration, gold) is used here to *score* decisi
 never to make them: each setting is a stop policy of ``fastsim.registry`` decided by the
 simulator's decision driver, which gets the observed scores and the scope only.
 
-Each detector's parameters are set from the evaluation noise ``sigma`` by the rule in
-``default_params`` (docs/detectors.md); ``sigma0`` is the noise the user expects, the
-detectors refine it from each job's own residuals.
+Each detector's default at evaluation noise ``sigma`` is ``default_params`` (the rule of
+docs/detectors.md, "Setting the parameters from the noise level"); ``sigma0`` is the noise
+the user expects, the detectors refine it from each job's own residuals.
 """
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
+from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, WorkloadConfig
 from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
@@ -31,11 +32,15 @@ DETECTORS = ("evalstop",) + tuple(d.name for d in R.BUILTIN_POLICIES if d.vector
 
 def default_params(name: str, sigma: float) -> dict[str, float]:
     """Each detector's default at evaluation noise ``sigma`` (docs/detectors.md): its
-    declared defaults (``fastsim.defaults.DETECTORS``) with ``sigma0 = sigma``; the other
-    knobs are in units of the noise already (``z``, ``h``, ``drift``)."""
+    declared defaults (``fastsim.defaults.DETECTORS``) with ``sigma0 = sigma``, and the peak
+    test's ``z`` by the noise (``D.PEAK_Z_HIGH_NOISE`` from ``D.PEAK_HIGH_NOISE`` on); the
+    other knobs are in units of the noise already (``z``, ``h``, ``drift``)."""
     d = R.lookup("policy", name)
     out = {p.name: p.default for p in d.params if p.name != "scope"}
-    return {k: (float(sigma) if k == "sigma0" else v) for k, v in out.items()}
+    out = {k: (float(sigma) if k == "sigma0" else v) for k, v in out.items()}
+    if name == "peak" and sigma >= D.PEAK_HIGH_NOISE:
+        out["z"] = D.PEAK_Z_HIGH_NOISE
+    return out
 
 
 def spec(name: str, params: dict[str, float]) -> str:
@@ -143,7 +148,8 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
 
 def trace_arrays(traces: pl.DataFrame):
     """Per-run arrays of a traces table (``fastsim traces toy-rlhf``): observed
-    ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold`` and the label."""
+    ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold``, the label and
+    the run seed (runs of one seed share their random draws)."""
     t = traces.sort(["job_id", "step"])
     runs = t["job_id"].unique(maintain_order=True)
     n_runs = runs.len()
@@ -152,7 +158,8 @@ def trace_arrays(traces: pl.DataFrame):
         raise ValueError("every run of the traces must have the same number of evaluations")
     shape = (n_runs, n_evals)
     hacking = t["truth_hacking"].to_numpy().reshape(shape)[:, 0]
-    return {"score": t["score"].to_numpy().reshape(shape).astype(np.float64),
+    seed = t["seed"].to_numpy().reshape(shape)[:, 0] if "seed" in t.columns else np.zeros(n_runs, np.int64)
+    return {"seed": seed, "score": t["score"].to_numpy().reshape(shape).astype(np.float64),
             "step": t["step"].to_numpy().reshape(shape), "gold": t["truth_gold"].to_numpy().reshape(shape),
             "hacking": hacking.astype(bool)}
 

@@ -110,6 +110,10 @@ def register(subparsers) -> None:
                    help="a markdown file whose fastsim-detectors block gets the tables")
     p.add_argument("--quick", action="store_true",
                    help="50 clusters per cell (instead of --clusters), base rate 0.6 only")
+    p.add_argument("--confirm", type=Path, default=None, metavar="PLAN",
+                   help="run only the pre-registered comparison of PLAN (a TOML file, e.g. "
+                   "docs/preregistration/detectors_goal3.toml) on --traces, which must be the "
+                   "plan's fresh trace set; writes OUT/confirm.md and the doc's confirmation block")
     p.set_defaults(func=_cmd)
 
 
@@ -120,6 +124,8 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer >= 0")
     if args.traces is not None and not args.traces.is_file():
         raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
+    if args.confirm is not None:
+        return _cmd_confirm(args)
     if args.doc is not None:
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
     t0 = time.perf_counter()
@@ -147,6 +153,25 @@ def _cmd(args: argparse.Namespace) -> int:
     print(table)
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_confirm(args: argparse.Namespace) -> int:
+    """The pre-registered test (``fastsim.detectors_confirm``), checks before any work."""
+    from fastsim import detectors_confirm as cf
+    if args.traces is None:
+        raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
+    plan = cf.read_plan(args.confirm)
+    arrays = cf.check_traces(pl.read_parquet(args.traces), plan, args.traces)
+    if args.doc is not None:
+        update_doc(args.doc, "", cf.START, cf.END)
+    text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
+    doc = update_doc(args.doc, text, cf.START, cf.END) if args.doc is not None else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(args.out / "confirm.md", text.encode())
+    if doc is not None:
+        atomic_write_bytes(args.doc, doc.encode())
+    print(text)
     return 0
 
 
@@ -322,11 +347,11 @@ def goal_table(synthetic: pl.DataFrame) -> list[str]:
 START, END = "<!-- fastsim detectors: start -->", "<!-- fastsim detectors: end -->"
 
 
-def update_doc(path: Path, table: str) -> str:
-    """``path``'s text with the part between the START and END markers replaced."""
+def update_doc(path: Path, table: str, start: str = START, end: str = END) -> str:
+    """``path``'s text with the part between the ``start`` and ``end`` markers replaced."""
     text = path.read_text()
-    a, b = text.find(START), text.find(END)
+    a, b = text.find(start), text.find(end)
     if a < 0 or b < a:
-        raise ConfigError(f"doc={str(path)!r} has no '{START}' ... '{END}' block; allowed: a "
+        raise ConfigError(f"doc={str(path)!r} has no '{start}' ... '{end}' block; allowed: a "
                           "markdown file with both markers")
-    return text[:a + len(START)] + "\n" + table + "\n" + text[b:]
+    return text[:a + len(start)] + "\n" + table + "\n" + text[b:]

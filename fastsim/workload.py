@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from fastsim.config import WorkloadConfig
-from fastsim.kernels.workload import WorkloadParams, workload_nb
+from fastsim.kernels.workload import WorkloadParams
 
 OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
 # duration_h is hidden from decisions, but the engine's physics needs it to know
@@ -149,7 +149,6 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     else:
         w = out
     w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
-    workload_nb(kernel_params(cfg), np.uint64(seed), np.int64(cluster_start), w.job_type, w.gpus,
-                w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar, w.height, w.tau,
-                w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss, w.peak_eval)
+    from fastsim.api import generate_into  # here: fastsim.api imports this module
+    generate_into(cfg, w, seed, cluster_start)
     return w

@@ -2,7 +2,9 @@
 
 Reads ``synthetic.parquet`` (and ``traces.parquet`` if present) written by
 ``fastsim detectors``; draws ``detectors_pareto.png`` (one panel per noise level, base
-rate 0.6, 95% intervals as error bars) and ``detectors_traces.png``.
+rate 0.6, 95% intervals as error bars) and ``detectors_traces.png``.  A detector family's
+legend name and colour are its declaration's (``_style.policy_label``, ``_style.PALETTE``),
+the same as in every other figure.
 """
 from __future__ import annotations
 
@@ -11,30 +13,23 @@ from pathlib import Path
 
 import polars as pl
 
-import seaborn as sns
-
 from fastsim.figures import _style as S
-
-DETECTOR_NAMES = {"evalstop": "EvalStop (k declines)", "patience": "patience (HF)",
-                  "margin": "noise-scaled declines", "cusum": "CUSUM", "peak": "Gao-form peak test",
-                  "bocpd": "BOCPD on the slope"}
-PALETTE = dict(zip(DETECTOR_NAMES, sns.color_palette("colorblind", len(DETECTOR_NAMES))))
 
 
 def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
-    for name, label in DETECTOR_NAMES.items():
+    """One colour per detector family (every setting of it), in the results' order."""
+    for name in df["detector"].unique(maintain_order=True).to_list():
         d = df.filter(pl.col("detector") == name)
-        if d.is_empty():
-            continue
         fpr = d["fpr"].to_numpy() * 100
         yy = d[y].to_numpy() * scale
         ax.errorbar(fpr, yy, xerr=[fpr - d["fpr_lo"].to_numpy() * 100, d["fpr_hi"].to_numpy() * 100 - fpr],
                     yerr=[yy - d[f"{y}_lo"].to_numpy() * scale, d[f"{y}_hi"].to_numpy() * scale - yy],
-                    fmt="o", ms=3.5, lw=0.7, color=PALETTE[name], label=label, alpha=0.85)
+                    fmt="o", ms=3.5, lw=0.7, color=S.PALETTE[name], label=S.policy_label(name),
+                    alpha=0.85)
     base = df.filter(pl.col("setting") == "evalstop(k=2)")
     if not base.is_empty():
         ax.scatter(base["fpr"] * 100, base[y] * scale, s=90, facecolors="none", edgecolors="black",
-                   zorder=5, label="EvalStop (k=2)")
+                   zorder=5, label=S.policy_label("evalstop", base.rename({"setting": "policy"})))
 
 
 @S.themed

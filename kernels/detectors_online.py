@@ -3,9 +3,9 @@
 Decision kernels (MODEL.md section 5): each sees one job's evaluation scores in order,
 nothing else; never a hacking label, ``u*``, gold or the true duration.  Each detector
 has a streaming form (``*_init`` state + ``*_step_nb``: one update per evaluation,
-returns whether it fires) and a batch form (``*_trigger_nb``: the first 1-based
-evaluation at which it fires, 0 = never) that is a loop over the step, so the two decide
-identically.  The time axis is the evaluation index ``t = e`` (evenly spaced
+returns whether it fires); the batch form (``detector_trigger_nb``: the first 1-based
+evaluation at which it fires, 0 = never) is one loop over the step for every detector, so
+the two decide identically.  The time axis is the evaluation index ``t = e`` (evenly spaced
 evaluations), never the true progress.
 
 Detectors (docs/detectors.md gives each rule, its cost and how to set it):
@@ -26,7 +26,7 @@ Detectors (docs/detectors.md gives each rule, its cost and how to set it):
 As stop policies (``fastsim.registry``: parameters as one float64 array in declared
 order, codes from ``kernels.codes``), the simulator and replay decide through
 ``detector_trigger_nb`` and the live monitor steps through ``detector_init_nb`` /
-``detector_step_nb``: one branch per detector in each.
+``detector_step_nb``: one branch per detector in each of those two.
 
 The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual variance of the
 Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
@@ -72,14 +72,6 @@ def patience_step_nb(state, score, patience, threshold):
         state[0] = score
     return state[1] >= patience
 
-
-@kernel
-def patience_trigger_nb(scores, patience, threshold):
-    state = patience_init(scores.shape[0])
-    for e in range(scores.shape[0]):
-        if patience_step_nb(state, scores[e], patience, threshold):
-            return e + 1
-    return 0
 
 
 # --------------------------------------------------------------------------- Gao-form fit
@@ -212,14 +204,6 @@ def margin_step_nb(state, score, k, z, sigma0):
     return state[1] >= k
 
 
-@kernel
-def margin_trigger_nb(scores, k, z, sigma0):
-    state = margin_init(scores.shape[0])
-    for e in range(scores.shape[0]):
-        if margin_step_nb(state, scores[e], k, z, sigma0):
-            return e + 1
-    return 0
-
 
 # --------------------------------------------------------------------------- CUSUM
 
@@ -247,14 +231,6 @@ def cusum_step_nb(state, score, drift, h, sigma0):
     state[0] = score
     return fired
 
-
-@kernel
-def cusum_trigger_nb(scores, drift, h, sigma0):
-    state = cusum_init(scores.shape[0])
-    for e in range(scores.shape[0]):
-        if cusum_step_nb(state, scores[e], drift, h, sigma0):
-            return e + 1
-    return 0
 
 
 # --------------------------------------------------------------------------- peak test
@@ -305,14 +281,6 @@ def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
     se = noise_sd_nb(rss, dof, sigma0) * math.sqrt(quad)
     return slope < -z * se
 
-
-@kernel
-def peak_trigger_nb(scores, z, sigma0, min_evals, origin, window, gamma):
-    state = peak_init(scores.shape[0], window)
-    for e in range(scores.shape[0]):
-        if peak_step_nb(state, scores[e], z, sigma0, min_evals, origin, gamma):
-            return e + 1
-    return 0
 
 
 # --------------------------------------------------------------------------- BOCPD
@@ -418,14 +386,6 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
     return fired
 
 
-@kernel
-def bocpd_trigger_nb(scores, hazard, z, sigma0, prior_sd):
-    state = bocpd_init(scores.shape[0])
-    for e in range(scores.shape[0]):
-        if bocpd_step_nb(state, scores[e], hazard, z, sigma0, prior_sd):
-            return e + 1
-    return 0
-
 
 # --------------------------------------------------------------------------- shared
 
@@ -474,16 +434,13 @@ def detector_step_nb(code, p, state, score):
 @kernel
 def detector_trigger_nb(code, p, scores):
     """Trigger of detector ``code`` with parameters ``p`` (float64, in the order of its
-    declaration in ``fastsim.registry``): the first 1-based evaluation at which it
-    fires, 0 = never."""
-    if code == PATIENCE:
-        return patience_trigger_nb(scores, p[0], p[1])
-    if code == MARGIN:
-        return margin_trigger_nb(scores, p[0], p[1], p[2])
-    if code == CUSUM:
-        return cusum_trigger_nb(scores, p[0], p[1], p[2])
-    if code == PEAK:
-        return peak_trigger_nb(scores, p[0], p[1], p[2], p[3], int(p[4]), p[5])
-    if code == BOCPD:
-        return bocpd_trigger_nb(scores, p[0], p[1], p[2], p[3])
+    declaration in ``fastsim.registry``): the first 1-based evaluation at which its
+    streaming form fires, 0 = never.  The batch form *is* the streaming form run over the
+    whole series, so the simulator, replay and the live monitor decide identically."""
+    if code < PATIENCE or code > BOCPD:
+        return 0
+    state = detector_init_nb(code, p, scores.shape[0])
+    for e in range(scores.shape[0]):
+        if detector_step_nb(code, p, state, scores[e]):
+            return e + 1
     return 0

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numba
 from numba import njit
-from numba.core import caching
+from numba.core import caching, types
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
@@ -71,14 +71,39 @@ if CACHE:
     if _KernelCacheLocator not in _impl._locator_classes:
         _impl._locator_classes.insert(0, _KernelCacheLocator)
 
+# No C-callable wrapper: nothing here takes a kernel's address, and numba would compile
+# one per specialisation.
+_OPTIONS = dict(fastmath=FASTMATH, nogil=True, no_cfunc_wrapper=True)
+
+
+def _plain_types(dispatcher):
+    """Type calls from other kernels with plain types, not literal ones.  Numba compiles a
+    separate copy of a function for every distinct constant argument it is called with
+    (``Literal[int](1)``, ``Literal[int](2)``, ...): one per random stream, one per
+    ``0`` or ``False`` passed.  No kernel here asks for a literal (``numba.literally``),
+    so one copy per plain signature is the same code."""
+    get_call_template = dispatcher.get_call_template
+
+    def plain(args, kws):
+        return get_call_template([types.unliteral(a) for a in args],
+                                 {k: types.unliteral(v) for k, v in kws.items()})
+    dispatcher.get_call_template = plain
+    return dispatcher
+
+
+def _jit(**options):
+    decorate = njit(**_OPTIONS, **options)
+    return lambda fn: _plain_types(decorate(fn))
+
+
 # Per-cluster kernels: serial, inlined into the drivers.
-kernel = njit(cache=CACHE, fastmath=FASTMATH, nogil=True)
+kernel = _jit(cache=CACHE)
 # Drivers that loop over clusters with prange.
-driver = njit(cache=CACHE, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)
+driver = _jit(cache=CACHE, parallel=PARALLEL)
 # Drivers specialised on a user's @njit function (one compilation per function per
 # process).  Never cached: numba keys its cache on the driver's bytecode and closure,
 # not on the function it calls, so a cached copy could run another user's function.
-user_driver = njit(cache=False, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)
+user_driver = _jit(cache=False, parallel=PARALLEL)
 # The parts a kernel is written in (one step of the engine's scheduling point, say):
 # inlined by numba into the caller before type inference, so a hot step costs no call.
 part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)

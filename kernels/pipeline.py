@@ -26,14 +26,16 @@ from .workload import workload_1c_nb
 
 
 @driver
-def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
+def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
                 detector, scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
                 workload, decisions, service, outcome, segments, accounting, out):
     """Simulate every cluster row.
 
     ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
     numbered from ``cluster_start``) into ``workload`` (its loss readings only if
-    ``draw_loss``), else read it as given;
+    ``draw_loss``), else read it as given; ``generate_only``: stop there (what
+    ``fastsim.workload.generate_workload`` runs, so that generation is compiled once, here;
+    every later argument is then unused);
     ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle; ``k``,
     ``f``, ``w``, ``tol`` and an online detector's parameters ``detector``, as
     ``kernels.stops.resolve_stops_nb`` takes them) into ``decisions``, else read them as
@@ -62,6 +64,8 @@ def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, 
             workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
                            t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
                            score, loss, peak_eval, draw_loss)
+        if generate_only:
+            continue
         if decide and policy == ORACLE:
             oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                                stopped, demoted, trigger_eval, delivered_eval)

@@ -8,14 +8,13 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import prange
 
 from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                     S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
                     S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
 from .curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
                      loss_nb)
-from .jit import driver, kernel
+from .jit import kernel
 from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                   key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
                   normal_central_nb, normal_tail_near_nb, normal_tail_nb,
@@ -265,17 +264,3 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
             continue
         for e in range(n_evals):
             ls[e] = loss_nb(progress[e], l0, li, lt) + p.loss_sigma * noise[n_draws + j * n_evals + e]
-
-
-@driver
-def workload_nb(p, seed, cluster_start, job_type, gpus, arrival_h, duration_h, t_est_h, hacking,
-                ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss, peak_eval):
-    """Generate ``job_type.shape[0]`` clusters numbered from ``cluster_start``; all
-    arrays ``[C, J]`` (``gold``, ``score``, ``loss``: ``[C, J, E]``) are written in place."""
-    for c_ in prange(job_type.shape[0]):
-        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
-        workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
-                       t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
-                       score, loss, peak_eval)
-
-

@@ -1,6 +1,8 @@
 """The benchmark runs in its quick mode and states a verdict for every target; its plain
 Python event loop (the yardstick) simulates what the engine simulates.  Timings are
 printed, never asserted."""
+import os
+
 import numpy as np
 import pytest
 
@@ -35,3 +37,10 @@ def test_plain_loop_makespan_equals_the_engine(scheduler):
                                        w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
                                        run_h[c].tolist(), scheduler)
         assert end - w.arrival_h[c, 0] == pytest.approx(makespan[c], rel=1e-9)
+
+
+def test_compile_row_runs_the_first_command_a_newcomer_types():
+    """The cold/warm row times a real ``fastsim run --clusters 10`` (here with the warm
+    cache the suite has built): the command line is valid and its CPU time is read."""
+    wall, cpu = bench._timed_run(dict(os.environ))
+    assert wall > 0 and cpu > 0  # a failing command raises (check=True)

@@ -141,3 +141,36 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
     assert "markers" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_pareto_figure_names_and_colours_detectors_as_the_registry_does(tmp_path):
+    """The figure keeps no names of its own: each family's legend entry and colour are its
+    declaration's, as in every other figure."""
+    import matplotlib.pyplot as plt
+
+    from fastsim.figures import _style as S
+    from fastsim.sweep.figures import load_script
+
+    names = ("evalstop", "cusum", "bocpd")
+    grid = det.run_grid((0.05,), (0.6,), lambda s: [("evalstop", {"k": 2})] + [
+        (n, det.default_params(n, s)) for n in names[1:]], n_clusters=2)
+    grid.write_parquet(tmp_path / "synthetic.parquet")
+    mod = load_script("detectors_pareto")
+    assert [p.name for p in mod.main(tmp_path, tmp_path)] == ["detectors_pareto.png"]
+    fig, ax = plt.subplots()
+    mod._points(ax, grid, "reclaimed_gpu_h")
+    handles, labels = ax.get_legend_handles_labels()
+    plt.close(fig)
+    legend = dict(zip(labels, handles))
+    assert sorted(legend) == ["BOCPD", "CUSUM", "EvalStop", "EvalStop (k=2)"]
+    for label, name in (("EvalStop", "evalstop"), ("CUSUM", "cusum"), ("BOCPD", "bocpd")):
+        assert tuple(legend[label][0].get_color()[:3]) == tuple(S.PALETTE[name])
+
+
+def test_default_params_choose_peak_z_by_the_noise():
+    """docs/detectors.md's rule: z = 1.65 below noise 0.05, z = 1 from 0.05 on; sigma0 is
+    the noise; other detectors keep their declared knobs."""
+    assert det.default_params("peak", 0.02)["z"] == 1.65
+    assert det.default_params("peak", 0.05)["z"] == det.default_params("peak", 0.15)["z"] == 1.0
+    assert det.default_params("peak", 0.12)["sigma0"] == 0.12
+    assert det.default_params("cusum", 0.12) == {"drift": 0.0, "h": 2.0, "sigma0": 0.12}

@@ -1,7 +1,8 @@
 """The online detectors: streaming == batch == plain-Python reference, and the rules' edges.
 
-Streaming is the step kernel fed one score at a time from Python (as the monitor does);
-batch is the ``*_trigger_nb`` scan and the policies' dispatchers; the reference recomputes each
+Streaming is each detector's own step kernel fed one score at a time from Python (as the
+monitor does), and the dispatcher's step (``detector_step_nb``); batch is the one generic
+scan ``detector_trigger_nb`` (the simulator's and replay's); the reference recomputes each
 decision from the whole prefix (tests/detectors_reference.py).
 """
 import math
@@ -21,10 +22,6 @@ STEP = {
     "cusum": (D.cusum_step_nb, D.cusum_init),
     "peak": (D.peak_step_nb, D.peak_init),
     "bocpd": (D.bocpd_step_nb, D.bocpd_init),
-}
-BATCH = {
-    "patience": D.patience_trigger_nb, "margin": D.margin_trigger_nb, "cusum": D.cusum_trigger_nb,
-    "peak": D.peak_trigger_nb, "bocpd": D.bocpd_trigger_nb,
 }
 CODE = {"patience": D.PATIENCE, "margin": D.MARGIN, "cusum": D.CUSUM, "peak": D.PEAK,
         "bocpd": D.BOCPD}
@@ -79,7 +76,6 @@ def test_streaming_batch_reference_agree(name, data):
     params = params_of(name, data.draw)
     ref = R.REFERENCE[name](scores, *params)
     arr = np.asarray(scores, dtype=np.float64)
-    assert BATCH[name](arr, *params) == ref
     assert streaming_trigger(name, scores, params) == ref
     # the policies' dispatchers: batch (simulator, replay) and streaming (live monitor)
     p = np.asarray(params, np.float64)
@@ -130,16 +126,21 @@ def test_gao_form_is_fitted_exactly():
             assert (slope < 0) == falling
 
 
+def patience_trigger(scores, patience, threshold):
+    return D.detector_trigger_nb(D.PATIENCE, np.array([patience, threshold], np.float64),
+                                 np.array(scores, np.float64))
+
+
 def test_patience_is_hf_rule():
     """Hugging Face's counter: any non-improvement over the best by more than the
     threshold counts, not only consecutive declines; a small improvement still moves the
     best but does not reset the counter."""
     # 0.50 -> 0.52 improves by 0.02 <= threshold 0.05: counter 1, best 0.52; 0.51: counter 2
-    assert D.patience_trigger_nb(np.array([0.5, 0.52, 0.51]), 2, 0.05) == 3
+    assert patience_trigger([0.5, 0.52, 0.51], 2, 0.05) == 3
     # threshold 0: any strict improvement resets
-    assert D.patience_trigger_nb(np.array([0.5, 0.52, 0.51]), 2, 0.0) == 0
+    assert patience_trigger([0.5, 0.52, 0.51], 2, 0.0) == 0
     # a rise that stays below the best is not an improvement (EvalStop would reset here)
-    assert D.patience_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3, 0.0) == 4
+    assert patience_trigger([0.6, 0.4, 0.5, 0.45], 3, 0.0) == 4
     assert evalstop_trigger_nb(np.array([0.6, 0.4, 0.5, 0.45]), 3) == 0
 
 
@@ -150,7 +151,7 @@ def test_zero_noise_no_detector_fires_on_a_rising_curve():
     for name, params in (("margin", (1.0, 2.0, 0.0)), ("cusum", (0.5, 3.0, 0.0)),
                          ("peak", (2.0, 0.0, 4.0, 1.0, 0, 1.0)), ("peak", (2.0, 0.0, 4.0, 0.0, 0, 1.0)),
                          ("peak", (2.0, 0.0, 4.0, 0.0, 4, 1.0)), ("bocpd", (0.2, 1.64, 0.0, 0.3))):
-        assert BATCH[name](rising, *params) == 0, name
+        assert D.detector_trigger_nb(CODE[name], np.array(params, np.float64), rising) == 0, name
 
 
 def test_bocpd_truncation_keeps_mass():

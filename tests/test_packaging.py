@@ -1,6 +1,6 @@
 """Packaging and process hygiene: the wheel runs every command outside the checkout, the
-kernels leave numba's global cache directory alone, random-stream ids stay apart where
-they must."""
+kernels leave numba's global cache directory alone and compile each function once,
+random-stream ids stay apart where they must."""
 from __future__ import annotations
 
 import os
@@ -41,6 +41,34 @@ def test_importing_the_kernels_leaves_numba_cache_dir_alone():
             "'XDG_CACHE_HOME' in jit.os.environ\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+
+
+def test_one_compiled_pipeline_serves_generation_and_simulation():
+    """``generate_workload`` runs the one-pass kernel in its generate-only mode with the
+    argument types ``simulate`` passes, so the cold start compiles it once, not twice."""
+    code = ("from fastsim.config import SimConfig\n"
+            "from fastsim.api import simulate, run_workload\n"
+            "from fastsim.workload import generate_workload\n"
+            "from fastsim.kernels.pipeline import pipeline_nb\n"
+            "cfg = SimConfig.from_specs('srtf_est', 'evalstop:k=2', n_jobs=8)\n"
+            "simulate(cfg, 2, seed=1)\n"
+            "run_workload(cfg, generate_workload(cfg.workload, 2, seed=1))\n"
+            "assert len(pipeline_nb.signatures) == 1, pipeline_nb.signatures\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_kernels_compile_once_whatever_constant_they_are_called_with():
+    """Numba would compile a kernel once per literal argument value (one copy of the
+    uniform draws per random stream); ``fastsim.kernels.jit`` types such calls plainly."""
+    code = ("from numba import njit\n"
+            "from fastsim.kernels.detectors import evalstop_step_nb\n"
+            "@njit\n"
+            "def both(x):\n"
+            "    return evalstop_step_nb(1.0, x, 0) + evalstop_step_nb(1.0, x, 1)\n"
+            "assert both(0.5) == 3\n"
+            "assert len(evalstop_step_nb.signatures) == 1, evalstop_step_nb.signatures\n")
+    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
 
 def test_every_package_is_listed_for_the_wheel():

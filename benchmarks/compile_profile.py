@@ -1,0 +1,81 @@
+"""Where a command's numba compile time goes: every compiled function, its
+specialisations, and its own compile CPU seconds (nested compiles of the functions it calls
+subtracted), from numba's ``numba:compile`` events.
+
+    NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/compile_profile.py run --clusters 10 --seed 1
+
+Arguments are a ``fastsim`` command line (default: ``run --clusters 10 --seed 1``).  With
+an empty cache every kernel the command needs compiles; with a warm one only what is
+not cached (user functions, per-process drivers) shows up.  Also prints the process's
+user and system CPU seconds.
+"""
+import contextlib
+import io
+import resource
+import sys
+import time
+from collections import defaultdict
+
+t_start = time.perf_counter()
+
+from numba.core import event  # noqa: E402
+
+
+class _Nested(event.Listener):
+    """Inclusive and exclusive (own) CPU seconds per compiled (function, signature)."""
+
+    def __init__(self):
+        self.stack = []  # [key, start, seconds of nested compiles]
+        self.own = defaultdict(float)
+        self.total = defaultdict(float)
+        self.top = 0.0
+
+    def on_start(self, ev):
+        d = ev.data["dispatcher"]
+        name = f"{d.py_func.__module__.replace('fastsim.kernels.', '')}.{d.py_func.__qualname__}"
+        self.stack.append([(name, str(ev.data["args"])), time.process_time(), 0.0])
+
+    def on_end(self, ev):
+        key, t0, nested = self.stack.pop()
+        dt = time.process_time() - t0
+        self.total[key] += dt
+        self.own[key] += dt - nested
+        if self.stack:
+            self.stack[-1][2] += dt
+        else:
+            self.top += dt
+
+
+def main(argv):
+    from fastsim.cli import main as cli_main
+
+    listener = _Nested()
+    event.register("numba:compile", listener)
+    out = io.StringIO()
+    t0, c0 = time.perf_counter(), time.process_time()
+    with contextlib.redirect_stdout(out):
+        cli_main(argv)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    event.unregister("numba:compile", listener)
+
+    per_func = defaultdict(lambda: [0, 0.0])
+    for (name, _), own in listener.own.items():
+        per_func[name][0] += 1
+        per_func[name][1] += own
+    print(f"{'function':58s} {'specs':>5s} {'own cpu s':>7s}")
+    for name, (n, own) in sorted(per_func.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:58s} {n:5d} {own:7.2f}")
+    for name, (n, _) in per_func.items():
+        if n > 1 and not name.startswith("numba."):
+            print(f"\n{name}: {n} specialisations")
+            for key_name, args in listener.own:
+                if key_name == name:
+                    print(f"    {args}")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"\ncompile (outermost events) {listener.top:.2f} CPU s of the command's {cpu:.2f} "
+          f"CPU s ({wall:.2f} s wall); imports before it {t0 - t_start:.2f} s wall")
+    print(f"process CPU: user {ru.ru_utime:.2f} s, system {ru.ru_stime:.2f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["run", "--clusters", "10", "--seed", "1"])

@@ -1,0 +1,117 @@
+"""The pre-registered confirmation of goal 3 (``fastsim detectors --confirm``): it runs the
+plan's one comparison, counts it right, and refuses a trace set that is not the plan's."""
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim import detectors as det
+from fastsim import detectors_confirm as cf
+from fastsim.cli import main
+from fastsim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = """
+[candidate]
+detector = "cusum"
+params = {{ drift = 0.0, h = 1.0, sigma0 = 0.05 }}
+[baseline]
+detector = "evalstop"
+params = {{ k = 2 }}
+[traces]
+seeds_first = {first}
+seeds_last = {last}
+exploration_seeds = [0, 1]
+world_seed = 0
+n_runs = {n_runs}
+n_evals = 12
+[test]
+primary = "fpr"
+test = "mcnemar_exact"
+alternative = "{alternative}"
+alpha = 0.05
+recall_rule = "candidate_recall >= baseline_recall"
+"""
+
+
+def _traces(seeds, runs_per_seed=20, n_evals=12, rng_seed=0) -> pl.DataFrame:
+    """A trace table as ``fastsim traces toy-rlhf`` writes it: noisy rising curves, a third
+    of them falling after a peak (hacking)."""
+    rng = np.random.default_rng(rng_seed)
+    u = np.arange(n_evals) / (n_evals - 1)
+    rows = []
+    for s in seeds:
+        for r in range(runs_per_seed):
+            hacking = r % 3 == 0
+            gold = np.sqrt(u) if not hacking else 2 * u * (1 - u)
+            rows.append(pl.DataFrame({
+                "job_id": f"s{s}_r{r}", "step": np.arange(n_evals) * 15,
+                "score": gold + rng.normal(0, 0.05, n_evals), "truth_gold": gold,
+                "truth_hacking": hacking, "seed": s}))
+    return pl.concat(rows)
+
+
+def _plan(tmp_path, first=10, last=13, n_runs=80, alternative="two-sided") -> Path:
+    p = tmp_path / "plan.toml"
+    p.write_text(PLAN.format(first=first, last=last, n_runs=n_runs, alternative=alternative))
+    return p
+
+
+def test_confirm_counts_the_declared_comparison(tmp_path):
+    traces = _traces(range(10, 14))
+    path = tmp_path / "traces.parquet"
+    traces.write_parquet(path)
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"head\n{cf.START}\nOLD-BLOCK\n{cf.END}\ntail\n")
+    out = tmp_path / "o"
+    assert main(["detectors", "--confirm", str(_plan(tmp_path)), "--traces", str(path),
+                 "--out", str(out), "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("head\n") and text.endswith("tail\n") and "OLD-BLOCK" not in text
+    assert (out / "confirm.md").read_text() in text
+    # the same comparison by hand
+    a = det.trace_arrays(traces)
+    every = np.ones((1, 80), np.bool_)
+    c = det.triggers("cusum", {"drift": 0.0, "h": 1.0, "sigma0": 0.05}, a["score"][None], every)[0][0] > 0
+    b = det.triggers("evalstop", {"k": 2}, a["score"][None], every)[0][0] > 0
+    h = ~a["hacking"]
+    r = cf.confirm(a, cf.read_plan(_plan(tmp_path)))
+    assert (r["only_baseline"], r["only_candidate"]) == ((b & ~c & h).sum(), (c & ~b & h).sum())
+    assert r["only_baseline"] + r["only_candidate"] > 0  # not vacuous
+    assert r["d_fpr"].mean == pytest.approx(c[h].mean() - b[h].mean())
+    assert r["candidate_fpr"].mean == pytest.approx(c[h].mean())
+    assert r["n_healthy"] == h.sum() and r["n_seeds"] == 4
+    assert r["holds"] == (r["p"] < 0.05 and r["d_fpr"].mean < 0 and c[~h].mean() >= b[~h].mean())
+    assert f"{r['only_baseline']} / {r['only_candidate']}" in text
+
+
+def test_a_candidate_equal_to_the_baseline_confirms_nothing(tmp_path):
+    plan = cf.read_plan(_plan(tmp_path))
+    plan["candidate"] = plan["baseline"]
+    r = cf.confirm(det.trace_arrays(_traces(range(10, 14))), plan)
+    assert r["p"] == 1.0 and r["recall_holds"] and not r["holds"]
+
+
+def test_refuses_traces_that_are_not_the_plans(tmp_path, capsys):
+    plan = _plan(tmp_path)
+    for seeds, why in ((range(0, 4), "exploration seeds"), (range(10, 13), "not the plan's")):
+        path = tmp_path / "traces.parquet"
+        _traces(seeds).write_parquet(path)
+        out = tmp_path / "o"
+        assert main(["detectors", "--confirm", str(plan), "--traces", str(path), "--out", str(out)]) == 2
+        assert why in capsys.readouterr().err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative")])
+def test_refuses_a_plan_off_the_declared_design(tmp_path, kw, field):
+    with pytest.raises(ConfigError, match=field):
+        cf.read_plan(_plan(tmp_path, **kw))
+
+
+def test_the_committed_plan_is_the_explorations_best_setting():
+    plan = cf.read_plan(ROOT / "docs/preregistration/detectors_goal3.toml")
+    assert plan["candidate"][0] == "bocpd" and plan["baseline"] == ("evalstop", {"k": 2})
+    assert not plan["seeds"] & plan["exploration_seeds"]
+    assert det.label(*plan["candidate"]) in (ROOT / "docs/detectors.md").read_text()
