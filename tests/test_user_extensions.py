@@ -238,7 +238,10 @@ def _run_in_fresh_process(module: str, src: str, d: Path) -> dict:
     """)
     # The shared on-disk cache, as a user's runs would have it: the built-ins load from it,
     # and a driver that wrongly cached the first user's function would be found there.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")])}
+    # No bytecode cache: the two sources have one size, and a rewrite within the second of
+    # the first would pass Python's (mtime in seconds, size) check and load the old module.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
