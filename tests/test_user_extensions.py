@@ -130,7 +130,7 @@ def test_spec_grammar_resolves_user_code(user_dir):
                                     "toy_user_policies:halfway:f=0.4", "evalstop:k=2",
                                     "toy_user_policies:drawdown:drop=0.03"])
 def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
-    # str hashes change with every process (PYTHONHASHSEED): the cases must not
+    # a stable seed: hash() of a str changes with every process (PYTHONHASHSEED)
     rng = np.random.default_rng(zlib.crc32(f"{scheduler} {policy}".encode()))
     for _ in range(2):
         wc = WorkloadConfig(gpus=16, n_jobs=int(rng.integers(6, 14)), load=1.2,
