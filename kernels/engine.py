@@ -8,18 +8,54 @@ argues why the others change nothing, and tests/reference.py checks it.
 The engine owns the *physics* (true run time ``duration_h``) and the *accounting*
 (``account_from_h``, the service after which held time is wasted); every *decision*
 goes through ``kernels.schedulers`` with observed quantities only.
+
+A cluster's state: one ``JOB`` record per job (``jobs[j]`` is a reference into the
+cluster's record array): what the job is, copied once, and the *base* of a running job:
+since ``since`` it has held its GPUs, starting from ``attained0`` service and ``owed0``
+overhead; its service at any ``t`` is the read-only ``_attained_nb``.  The base moves
+only at the job's own events (service pinned to the planned point, ``_pin_nb``), at a
+pause or an end and, under Tiresias, at every reallocation (``_rebase_nb``), so a
+reallocation writes no other running job's state.  The time of a running job's next
+event is kept apart, in ``next_time``, because the search for the next point reads it
+for every running job.  Three job lists: ``active`` (arrived, not ended; in priority
+order once sorted), ``running`` and ``starts`` (to start at this point, in order).
+
+``cluster_1c_nb`` reads as one scheduling point; its steps are parts over one job's
+record and scalars or over the job lists, the hot ones ``@part`` (inlined by numba
+before type inference).  A part's array argument costs an atomic reference count per
+call unless the array falls out of use at one point on every path, so no part has a
+``break`` or an early ``return`` once it used an array, nor uses an array in one
+branch only (docs/performance.md, round 9).
 """
 import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
-from .jit import driver, kernel
+from .jit import driver, kernel, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
 WAITING = 1
 RUNNING = 2
 DONE = 3
+# bits of ``flags``
+HAS_RUN = 1  # has held GPUs before: a restart pays the preemption overhead
+DEMOTED = 2
+
+JOB = np.dtype([
+    # what the job is (copied from the cluster's inputs; ``t_est``: its static key input)
+    ("gpus", np.int64), ("t_est", np.float64), ("duration", np.float64),
+    ("end", np.float64), ("demote", np.float64), ("account_from", np.float64),
+    # the base of a running job, and the service at its next planned event
+    ("since", np.float64), ("attained0", np.float64), ("owed0", np.float64),
+    ("next_point", np.float64),
+    # accounting: start of the open segment, time held, time held after account_from
+    ("seg_open", np.float64), ("held", np.float64), ("held_after", np.float64),
+    # ordering: key, WAITING/RUNNING/DONE, evaluations read (loss_aware), last walk
+    # that chose it, HAS_RUN | DEMOTED
+    ("key", np.float64), ("status", np.int64), ("evals_seen", np.int64),
+    ("chosen_at", np.int64), ("flags", np.int64),
+], align=True)
 
 
 @kernel
@@ -80,362 +116,444 @@ def max_points_nb(n_jobs, n_evals, n_thresholds):
     return 2 * n_jobs * (n_evals + n_thresholds + 3) + 2
 
 
-@kernel
-def cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity,
-                  gpus, arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
-                  account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
-                  seg_job, seg_start, seg_end, seg_count, n_points):
-    """Simulate cluster row ``c``; writes row ``c`` of the five per-job outputs and of the
-    segments (``seg_*``: ``[C, S]``, ``S = 0`` to skip recording), and ``n_points[c]``: the
-    scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there.
+@part
+def _new_job_nb(job, gpus, t_est, duration, end, demote, account_from):
+    """A job's record before it arrives."""
+    job.gpus, job.t_est, job.duration = gpus, t_est, duration
+    job.end, job.demote, job.account_from = end, demote, account_from
+    job.since = job.attained0 = job.owed0 = job.next_point = 0.0
+    job.seg_open = job.held = job.held_after = job.key = 0.0
+    job.status = job.evals_seen = job.chosen_at = job.flags = 0
 
-    A running job's state is a *base*: since ``since[j]`` it has held its GPUs, starting
-    from ``attained0[j]`` service and ``owed0[j]`` overhead; its service at any ``t`` is
-    the read-only ``_attained_nb``.  The base is moved only at the job's own events
-    (where its service is pinned to the planned point), at a pause and at its end, so a
-    reallocation writes no running job's state.  No closures and no helper taking
-    arrays: either makes numba emit atomic reference counting in the loop.
-    """
+
+@part
+def _pin_nb(job, t, point):
+    """Move a running job's base to ``t`` at one of its own events, its service pinned to
+    the planned ``point``, so accounting cannot fall on the wrong side of it by round-off."""
+    job.held_after += _held_after_nb(t, job.since, job.attained0, job.owed0, job.account_from)
+    job.since = t
+    job.attained0 = point
+    job.owed0 = 0.0
+
+
+@part
+def _rebase_nb(job, t):
+    """Move a running job's base to ``t``, its service and overhead read at ``t``."""
+    job.held_after += _held_after_nb(t, job.since, job.attained0, job.owed0, job.account_from)
+    job.attained0 = _attained_nb(t, job.since, job.attained0, job.owed0)
+    job.owed0 = _owed_nb(t, job.since, job.owed0)
+    job.since = t
+
+
+@part
+def _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h):
+    """Plan a running job's next event that matters (docs/model.md): its end, its demotion,
+    its next evaluation (``loss_aware``) or its next threshold crossing (Tiresias)."""
+    p = job.end
+    if preemptive and not job.flags & DEMOTED and job.demote < p:
+        p = job.demote
+    if scheduler == LOSS_AWARE:
+        pe = job.duration * ((job.evals_seen + 1) / n_evals)
+        if pe < p:
+            p = pe
+    # the first threshold (in order) above the job's service: scanned from the top, as a
+    # part does not break out of a loop over an array
+    n_thr = thresholds_gpu_h.shape[0] if scheduler == TIRESIAS else 0
+    crossing = np.inf
+    for k in range(n_thr - 1, -1, -1):
+        s = thresholds_gpu_h[k] / job.gpus
+        if s > job.attained0:
+            crossing = s
+    if crossing < p:
+        p = crossing
+    job.next_point = p
+    return t + job.owed0 + (p - job.attained0)
+
+
+@part
+def _start_nb(job, t, overhead_h):
+    """The job takes its GPUs at ``t``; a restart owes the preemption overhead.  Returns
+    whether this is its first start."""
+    job.status = RUNNING
+    job.since = t
+    job.seg_open = t
+    if job.flags & HAS_RUN:
+        job.owed0 += overhead_h
+        return False
+    job.flags |= HAS_RUN
+    return True
+
+
+@part
+def _reached_evaluation_nb(job, n_evals):
+    """``loss_aware``: whether a running job's service reached its next evaluation, which
+    it then counts as seen."""
+    e = job.evals_seen + 1
+    if job.attained0 >= job.duration * (e / n_evals):
+        job.evals_seen = e
+        return True
+    return False
+
+
+@kernel
+def _evaluation_rate_nb(job, loss, c, j, n_evals):
+    """``loss_aware``: the loss rate between a job's last two evaluations seen (>= 2)."""
+    e = job.evals_seen
+    between = job.gpus * (job.duration * (e / n_evals) - job.duration * ((e - 1) / n_evals))
+    return loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
+
+
+@part
+def _earliest_event_nb(next_time, running, n_running):
+    """The earliest planned event among the running jobs and the first position in
+    ``running`` that holds it (``inf, n_running`` if none)."""
+    first = n_running
+    t_run = np.inf
+    for i in range(n_running):
+        if next_time[running[i]] < t_run:
+            t_run = next_time[running[i]]
+            first = i
+    return t_run, first
+
+
+@part
+def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thresholds_gpu_h):
+    """Admit the jobs arriving at ``t`` (from ``next_arrival`` on) to ``active``; returns
+    the next job to arrive, ``n_active`` and the GPUs they demand."""
+    demand = 0
+    while next_arrival < arrival.shape[0] and arrival[next_arrival] == t:
+        job = jobs[next_arrival]
+        job.status = WAITING
+        job.key = priority_key_nb(scheduler, job.t_est, 0.0, job.gpus, 0, 0.0, thresholds_gpu_h)
+        active[n_active] = next_arrival
+        n_active += 1
+        demand += job.gpus
+        next_arrival += 1
+    return next_arrival, n_active, demand
+
+
+@kernel
+def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pending,
+                        pending_job, pending_point):
+    """Tiresias, after running job ``j``'s own event: rebase every other running job and
+    return the earliest next evaluation of any (time, job, service), or ``pending``'s."""
+    for r in range(n_running):
+        jr = running[r]
+        job = jobs[jr]
+        if jr != j:  # rebase, as at every Tiresias reallocation (see there)
+            _rebase_nb(job, t)
+        te, pe = _next_eval_nb(t, _attained_nb(t, job.since, job.attained0, job.owed0),
+                               _owed_nb(t, job.since, job.owed0), job.duration, n_evals)
+        if pe == job.next_point:
+            # The evaluation is also jr's own planned event (its end, say): use the very
+            # same float time so both happen at one instant.
+            te = next_time[jr]
+        if te < pending:
+            pending = te
+            pending_job = jr
+            pending_point = pe
+    return pending, pending_job, pending_point
+
+
+@kernel
+def _rebase_running_nb(t, jobs, running, n_running):
+    """Move every running job's base to ``t``."""
+    for r in range(n_running):
+        _rebase_nb(jobs[running[r]], t)
+
+
+@kernel
+def _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h):
+    """Key every running job by its service at ``t`` (srtf_est, tiresias)."""
+    for r in range(n_running):
+        job = jobs[running[r]]
+        job.key = priority_key_nb(scheduler, job.t_est,
+                                  _attained_nb(t, job.since, job.attained0, job.owed0),
+                                  job.gpus, 0, 0.0, thresholds_gpu_h)
+
+
+@kernel
+def _precedes_job_nb(jobs, a, b):
+    """Whether job ``a`` runs before job ``b``: the scheduler's strict, total order."""
+    return precedes_nb(jobs[a].flags >> 1, jobs[a].key, a, jobs[b].flags >> 1, jobs[b].key, b)
+
+
+@kernel
+def _insert_nb(jobs, order, n, j):
+    """Insert job ``j`` into ``order[:n]``, which is in priority order; returns ``n + 1``."""
+    b = n - 1
+    while b >= 0 and _precedes_job_nb(jobs, j, order[b]):
+        order[b + 1] = order[b]
+        b -= 1
+    order[b + 1] = j
+    return n + 1
+
+
+@kernel
+def _sort_nb(jobs, order, n):
+    """Insertion sort of ``order[:n]``: the order changes little between points, so this
+    is about linear.  Keys are never NaN, so the order is strict and total."""
+    for a in range(1, n):
+        _insert_nb(jobs, order, a, order[a])
+
+
+@part
+def _remove_nb(order, n, j):
+    """Remove job ``j`` from ``order[:n]``, keeping the order; returns the new length."""
+    k = 0
+    for a in range(n):
+        if order[a] != j:
+            order[k] = order[a]
+            k += 1
+    return k
+
+
+@kernel
+def _waiting_in_order_nb(jobs, active, n_active, starts):
+    """Every active job fits: the waiting ones go to ``starts`` in priority order (by their
+    stored keys, which are current for a waiting job); returns how many."""
+    n_start = 0
+    for a in range(n_active):
+        j = active[a]
+        if jobs[j].status == WAITING:
+            n_start = _insert_nb(jobs, starts, n_start, j)
+    return n_start
+
+
+@kernel
+def _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc, starts):
+    """Greedy walk over ``active`` in priority order: mark the chosen jobs
+    (``chosen_at = n_realloc``) and put the waiting ones among them in ``starts``; returns
+    how many.  Once every GPU is given out no later job can be chosen (demands are >= 1)."""
+    n_start = 0
+    avail = capacity
+    a = 0
+    while a < n_active and avail > 0:
+        j = active[a]
+        job = jobs[j]
+        if job.gpus <= avail:
+            avail -= job.gpus
+            job.chosen_at = n_realloc
+            if job.status == WAITING:
+                starts[n_start] = j
+                n_start += 1
+        a += 1
+    return n_start
+
+
+@kernel
+def _choose_waiting_nb(jobs, active, n_active, free, strict, starts):
+    """Non-preemptive walk: the waiting jobs that fit in the ``free`` GPUs, in priority
+    order, go to ``starts`` (strict fifo stops at the first that does not fit)."""
+    n_start = 0
+    blocked = False
+    a = 0
+    while a < n_active and not blocked:
+        j = active[a]
+        job = jobs[j]
+        if job.status == WAITING:
+            if job.gpus <= free:
+                free -= job.gpus
+                starts[n_start] = j
+                n_start += 1
+            else:
+                blocked = strict
+        a += 1
+    return n_start
+
+
+@kernel
+def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_preempt,
+                       segments, n_seg):
+    """Pause the running jobs the walk did not choose (``chosen_at != n_realloc``) and
+    record their segments; returns ``n_running``, ``n_seg`` and the GPUs freed."""
+    seg_job, seg_start, seg_end = segments
+    freed = 0
+    i = 0
+    while i < n_running:
+        j = running[i]
+        job = jobs[j]
+        if job.chosen_at == n_realloc:
+            i += 1
+            continue
+        _rebase_nb(job, t)
+        job.held += t - job.seg_open
+        job.status = WAITING
+        next_time[j] = np.inf
+        n_preempt[c, j] += 1
+        freed += job.gpus
+        if n_seg < seg_job.shape[1]:
+            seg_job[c, n_seg] = j
+            seg_start[c, n_seg] = job.seg_open
+            seg_end[c, n_seg] = t
+        n_seg += 1
+        running[i] = running[n_running - 1]
+        n_running -= 1
+    return n_running, n_seg, freed
+
+
+@kernel
+def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
+    """Simulate cluster row ``c``.  ``scheduling = (scheduler, backfill, thresholds_gpu_h,
+    overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
+    ``service = (end_service, demote_service, account_from_h)``, ``[C, J]`` (``loss``:
+    ``[C, J, E]``); writes row ``c`` of ``outcome = (start_h, end_h, held_h, held_after_h,
+    n_preempt)`` ``[C, J]`` and of ``segments = (seg_job, seg_start, seg_end, seg_count,
+    n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
+    scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
+    scheduler, backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
+    gpus, arrival_h, t_est_h, loss, duration_h = workload
+    end_service, demote_service, account_from_h = service
+    start_h, end_h, held_h, held_after_h, n_preempt = outcome
+    seg_job, seg_start, seg_end, seg_count, n_points = segments
+    segs = (seg_job, seg_start, seg_end)
     n_jobs = gpus.shape[1]
     n_evals = loss.shape[2]
     preemptive = is_preemptive_nb(scheduler)
     strict = scheduler == FIFO and not backfill
     rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
-    n_thr = thresholds_gpu_h.shape[0]
-    g = gpus[c]
-    my_end = end_service[c]
-    my_demote = demote_service[c]
-    my_from = account_from_h[c]
-    dur = duration_h[c]
-    t_est = t_est_h[c]
-    fs = np.zeros((9, n_jobs))  # one allocation for the float state
-    since, attained0, owed0 = fs[0], fs[1], fs[2]
-    seg_open, held, held_after = fs[3], fs[4], fs[5]
-    key, next_point, next_time = fs[6], fs[7], fs[8]
-    ist = np.zeros((4, n_jobs), dtype=np.int64)  # and one for the integer state
-    status, evals_seen, chosen_at, flags = ist[0], ist[1], ist[2], ist[3]
-    # flags: bit 0 = has held GPUs before, bit 1 = demoted
-    order = np.empty((3, n_jobs), dtype=np.int64)
-    active, running = order[0], order[1]  # active: arrived, not ended, in priority order
-    starts = order[2]  # jobs to start at this point, in priority order
-    n_active = 0
-    n_running = 0
+    arrival = arrival_h[c]
+    jobs = np.empty(n_jobs, dtype=JOB)
+    for j in range(n_jobs):
+        _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
+                    demote_service[c, j], account_from_h[c, j])
+    next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
+    lists = np.empty((3, n_jobs), dtype=np.int64)
+    active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
+    starts = lists[2]  # jobs to start at this point, in priority order
+    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = 0
     active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
     free = capacity
-    next_arrival = 0
-    n_done = 0
-    n_realloc = 0
     pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
     pending_job = -1  # whose evaluation that point is, and at which service
     pending_point = 0.0
-    n_seg = 0
-    max_seg = seg_job.shape[1]
-
     unsorted = False  # whether ``active`` may be out of priority order
     points = 0
-    max_points = max_points_nb(n_jobs, n_evals, n_thr)
+    max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
     while n_done < n_jobs:
         points += 1
         if points > max_points:
             points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
             break
-        t = np.inf
-        if next_arrival < n_jobs:
-            t = arrival_h[c, next_arrival]
-        # first: the first position in ``running`` whose event is at t (n_running if
-        # none); the positions before it have later events, so the event loop below
-        # starts there and visits the same jobs in the same order.
-        first = n_running
-        t_run = np.inf
-        for i in range(n_running):
-            if next_time[running[i]] < t_run:
-                t_run = next_time[running[i]]
-                first = i
+        # The point t, and first: the first position in ``running`` whose event is at t
+        # (n_running if none); the positions before it have later events, so the event
+        # loop below starts there and visits the same jobs in the same order.
+        t = arrival[next_arrival] if next_arrival < n_jobs else np.inf
+        t_run, first = _earliest_event_nb(next_time, running, n_running)
         if t_run <= t:
             t = t_run
         else:
             first = n_running
         if pending < t:
-            t = pending
-            first = n_running
+            t, first = pending, n_running
         realloc = False
         if pending == t:
             pending = np.inf
             realloc = True
-            # The point is pending_job's evaluation: pin its service to the evaluation
-            # grid, as every other event does, so accounting against the peak evaluation
-            # (wasted compute) cannot fall on the wrong side of it by round-off.
-            j = pending_job
-            if status[j] == RUNNING:
-                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
-                since[j] = t
-                attained0[j] = pending_point
-                owed0[j] = 0.0
-                if pending_point >= next_point[j]:
+            job = jobs[pending_job]
+            if job.status == RUNNING:
+                # pending_job's evaluation: pinned to the evaluation grid, as every event is
+                _pin_nb(job, t, pending_point)
+                if pending_point >= job.next_point:
                     # Its own planned event (e.g. the end at its last evaluation) is this
                     # same instant, computed along another path: take it now.
-                    next_time[j] = t
-                    first = 0  # j may sit anywhere in ``running``
-        while next_arrival < n_jobs and arrival_h[c, next_arrival] == t:
-            j = next_arrival
-            status[j] = WAITING
-            key[j] = priority_key_nb(scheduler, t_est[j], 0.0, g[j], 0, 0.0, thresholds_gpu_h)
-            active[n_active] = j
-            n_active += 1
-            active_demand += g[j]
-            next_arrival += 1
-            realloc = True
-            unsorted = True
+                    next_time[pending_job] = t
+                    first = 0  # the job may sit anywhere in ``running``
+        if next_arrival < n_jobs and arrival[next_arrival] == t:
+            next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
+                                                        n_active, scheduler, thresholds_gpu_h)
+            active_demand += demand
+            realloc = unsorted = True
         i = first
-        while i < n_running:
+        while i < n_running:  # the running jobs' own events at t
             j = running[i]
+            job = jobs[j]
             if next_time[j] != t:
                 i += 1
                 continue
-            # j's own event: move its base to t, service pinned to the planned point.
-            held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
-            since[j] = t
-            attained0[j] = next_point[j]
-            owed0[j] = 0.0
-            if attained0[j] >= my_end[j]:
-                status[j] = DONE
+            _pin_nb(job, t, job.next_point)
+            if job.attained0 >= job.end:
+                job.status = DONE
+                next_time[j] = np.inf
+                job.held += t - job.seg_open
                 end_h[c, j] = t
-                held[j] += t - seg_open[j]
-                free += g[j]
-                active_demand -= g[j]
-                n_done += 1
-                if n_seg < max_seg:
-                    seg_job[c, n_seg] = j
-                    seg_start[c, n_seg] = seg_open[j]
-                    seg_end[c, n_seg] = t
+                if n_seg < seg_job.shape[1]:
+                    seg_job[c, n_seg], seg_start[c, n_seg], seg_end[c, n_seg] = j, job.seg_open, t
                 n_seg += 1
                 running[i] = running[n_running - 1]
                 n_running -= 1
-                k = 0
-                for a in range(n_active):
-                    if active[a] != j:
-                        active[k] = active[a]
-                        k += 1
-                n_active = k
-                next_time[j] = np.inf
+                n_active = _remove_nb(active, n_active, j)
+                free += job.gpus
+                active_demand -= job.gpus
+                n_done += 1
                 realloc = True
                 continue
-            demoted = flags[j] >> 1
-            if preemptive and not demoted and attained0[j] >= my_demote[j]:
-                demoted = 1
-                flags[j] |= 2
-                realloc = True
-                unsorted = True
-            if scheduler == LOSS_AWARE:
-                e = evals_seen[j] + 1
-                if attained0[j] >= dur[j] * (e / n_evals):
-                    evals_seen[j] = e
-                    rate = 0.0
-                    if e >= 2:
-                        between = g[j] * (dur[j] * (e / n_evals) - dur[j] * ((e - 1) / n_evals))
-                        rate = loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
-                    key[j] = priority_key_nb(scheduler, t_est[j], attained0[j], g[j], e, rate,
-                                             thresholds_gpu_h)
-                    realloc = True
-                    unsorted = True
-            # plan j's next event that matters (docs/model.md)
-            p = my_end[j]
-            if preemptive and not demoted and my_demote[j] < p:
-                p = my_demote[j]
-            if scheduler == LOSS_AWARE:
-                pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
-                if pe < p:
-                    p = pe
-            elif scheduler == TIRESIAS:
-                for k in range(n_thr):
-                    s = thresholds_gpu_h[k] / g[j]
-                    if s > attained0[j]:
-                        if s < p:
-                            p = s
-                        break
-            next_point[j] = p
-            next_time[j] = t + (p - attained0[j])
+            if preemptive and not job.flags & DEMOTED and job.attained0 >= job.demote:
+                job.flags |= DEMOTED
+                realloc = unsorted = True
+            if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
+                rate = 0.0
+                if job.evals_seen >= 2:
+                    rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
+                job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
+                                          job.evals_seen, rate, thresholds_gpu_h)
+                realloc = unsorted = True
+            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
                 # running job (or an arrival/end, which reallocates anyway) is.
-                for r in range(n_running):
-                    jr = running[r]
-                    if jr != j:  # rebase, as at every Tiresias reallocation (see there)
-                        held_after[jr] += _held_after_nb(t, since[jr], attained0[jr], owed0[jr],
-                                                         my_from[jr])
-                        attained0[jr] = _attained_nb(t, since[jr], attained0[jr], owed0[jr])
-                        owed0[jr] = _owed_nb(t, since[jr], owed0[jr])
-                        since[jr] = t
-                    te, pe = _next_eval_nb(
-                        t, _attained_nb(t, since[jr], attained0[jr], owed0[jr]),
-                        _owed_nb(t, since[jr], owed0[jr]), dur[jr], n_evals)
-                    if pe == next_point[jr]:
-                        # The evaluation is also jr's own planned event (its end, say):
-                        # use the very same float time so both happen at one instant.
-                        te = next_time[jr]
-                    if te < pending:
-                        pending = te
-                        pending_job = jr
-                        pending_point = pe
+                pending, pending_job, pending_point = _next_evaluation_nb(
+                    t, j, jobs, next_time, running, n_running, n_evals, pending, pending_job,
+                    pending_point)
             i += 1
         if not realloc:
             continue
         if scheduler == TIRESIAS:
             pending = np.inf  # queues are recomputed now
-            # Tiresias alone moves every running job's base here, as the previous engine
-            # did: its threshold crossings and pinned pending points chain event times
-            # through long busy periods, and reading service lazily (fewer, different
-            # roundings) let those times drift from the previous results by 2e-11 h (2e-12
-            # relative in jct_h), beyond the 1e-12 budget.  srtf_est and loss_aware stay
-            # within a few ulps lazily.
-            for r in range(n_running):
-                j = running[r]
-                held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
-                attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
-                owed0[j] = _owed_nb(t, since[j], owed0[j])
-                since[j] = t
+            # Tiresias alone moves every running job's base here: its threshold crossings
+            # and pinned pending points chain event times through long busy periods, and
+            # reading service lazily (fewer, different roundings) lets those times drift
+            # from the eager results by 2e-11 h (2e-12 relative in jct_h).
+            _rebase_running_nb(t, jobs, running, n_running)
         n_start = 0
         if active_demand <= capacity:
-            # All-fit fast path (exact).  Every active job fits at once, so the greedy walk
-            # (preemptive: over all active jobs; non-preemptive: over the waiting ones in
-            # the free GPUs, whose demand is active_demand - (capacity - free) <= free)
-            # chooses every job whatever the order: nobody is paused, no walk breaks
-            # (strict fifo's head-of-line block included), and every waiting job starts.
-            # The only thing the order decides is the order of ``starts``, which fixes the
-            # order of ``running`` (hence of same-instant events and of segments): the
-            # waiting jobs are sorted among themselves by (demoted, key, job), the
-            # restriction of the total order, using their stored keys, which are current:
-            # a waiting job's inputs do not change (keys are stored at arrival, at a
-            # loss_aware evaluation, or re-keyed at the full reallocation that paused it).
-            # Running jobs' keys are not refreshed and ``active`` is neither sorted nor
-            # reordered; ``unsorted`` is left as it is.  That keeps the invariant the
-            # sort-skip relies on ("unsorted is False => active is in order of the stored
-            # keys"), and the next full reallocation re-keys every running job (srtf_est,
-            # tiresias; unsorted = True) before it sorts, exactly as before.  After this
-            # path no job is waiting, so every job a later full reallocation reads is
-            # either re-keyed there or keyed at arrival since.  Tiresias' rebase and
-            # ``pending`` reset above run as at any reallocation (same floats, same
-            # meaning: the crossing's queue change cannot alter an all-fit allocation).
+            # All-fit fast path (exact): every active job fits, so the greedy walk chooses
+            # every job whatever the order (docs/performance.md, round 5); the order only
+            # fixes that of ``starts``.  Running jobs are not re-keyed and ``active`` is not
+            # sorted here: the next full reallocation re-keys (srtf_est, tiresias) first.
             if n_active > n_running:
-                for a in range(n_active):
-                    j = active[a]
-                    if status[j] != WAITING:
-                        continue
-                    b = n_start - 1
-                    while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[starts[b]] >> 1,
-                                                 key[starts[b]], starts[b]):
-                        starts[b + 1] = starts[b]
-                        b -= 1
-                    starts[b + 1] = j
-                    n_start += 1
+                n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
         else:
-            # Keys of active jobs, from observed state only.  key[j] is kept equal to the
-            # job's key: it is set at arrival, and again whenever an input changes, which
-            # only happens to a running job: attained (srtf_est, tiresias, here) and the loss
-            # readings (loss_aware, at its evaluations).  fifo's and sjf_est's never change.
+            # A job's key is kept equal to its key from observed state: set at arrival and
+            # whenever an input changes, which only happens to a running job: its service
+            # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
             if rekey and n_running > 0:
-                for r in range(n_running):
-                    j = running[r]
-                    key[j] = priority_key_nb(scheduler, t_est[j],
-                                             _attained_nb(t, since[j], attained0[j], owed0[j]),
-                                             g[j], 0, 0.0, thresholds_gpu_h)
+                _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
                 unsorted = True
-            # Insertion sort: the order changes little between points, so this is ~linear.
-            # Keys are never NaN, so the order is strict and total: skipping the sort when no
-            # key, demotion or arrival changed leaves the order it would produce.
-            if unsorted:
+            if unsorted:  # else nothing moved since the last sort: ``active`` is in order
                 unsorted = False
-                for a in range(1, n_active):
-                    j = active[a]
-                    b = a - 1
-                    while b >= 0 and precedes_nb(flags[j] >> 1, key[j], j, flags[active[b]] >> 1,
-                                                 key[active[b]], active[b]):
-                        active[b + 1] = active[b]
-                        b -= 1
-                    active[b + 1] = j
+                _sort_nb(jobs, active, n_active)
             n_realloc += 1
             if preemptive:
-                # Greedy walk; waiting jobs chosen go to ``starts`` (in priority order), and
-                # once every GPU is given out no later job can be chosen (demands are >= 1).
-                avail = capacity
-                for a in range(n_active):
-                    j = active[a]
-                    if g[j] <= avail:
-                        avail -= g[j]
-                        chosen_at[j] = n_realloc
-                        if status[j] == WAITING:
-                            starts[n_start] = j
-                            n_start += 1
-                        if avail == 0:
-                            break
-                i = 0
-                while i < n_running:
-                    j = running[i]
-                    if chosen_at[j] == n_realloc:
-                        i += 1
-                        continue
-                    held_after[j] += _held_after_nb(t, since[j], attained0[j], owed0[j], my_from[j])
-                    attained0[j] = _attained_nb(t, since[j], attained0[j], owed0[j])
-                    owed0[j] = _owed_nb(t, since[j], owed0[j])
-                    since[j] = t
-                    held[j] += t - seg_open[j]
-                    status[j] = WAITING
-                    n_preempt[c, j] += 1
-                    free += g[j]
-                    next_time[j] = np.inf
-                    if n_seg < max_seg:
-                        seg_job[c, n_seg] = j
-                        seg_start[c, n_seg] = seg_open[j]
-                        seg_end[c, n_seg] = t
-                    n_seg += 1
-                    running[i] = running[n_running - 1]
-                    n_running -= 1
+                n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
+                                                starts)
+                n_running, n_seg, freed = _pause_unchosen_nb(
+                    c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
+                free += freed
             else:
-                will_free = free
-                for a in range(n_active):
-                    j = active[a]
-                    if status[j] != WAITING:
-                        continue
-                    if g[j] <= will_free:
-                        will_free -= g[j]
-                        starts[n_start] = j
-                        n_start += 1
-                    elif strict:
-                        break
+                n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
         for q in range(n_start):
             j = starts[q]
-            status[j] = RUNNING
-            free -= g[j]
-            since[j] = t
-            seg_open[j] = t
-            if flags[j] & 1:
-                owed0[j] += overhead_h
-            else:
-                flags[j] |= 1
+            job = jobs[j]
+            if _start_nb(job, t, overhead_h):
                 start_h[c, j] = t
+            free -= job.gpus
             running[n_running] = j
             n_running += 1
-            # plan j's next event that matters (as above; kept inline on purpose: as a helper
-            # taking the thresholds array it cost 3% of srtf_est's time, measured)
-            p = my_end[j]
-            if preemptive and not (flags[j] >> 1) and my_demote[j] < p:
-                p = my_demote[j]
-            if scheduler == LOSS_AWARE:
-                pe = dur[j] * ((evals_seen[j] + 1) / n_evals)
-                if pe < p:
-                    p = pe
-            elif scheduler == TIRESIAS:
-                for k in range(n_thr):
-                    s = thresholds_gpu_h[k] / g[j]
-                    if s > attained0[j]:
-                        if s < p:
-                            p = s
-                        break
-            next_point[j] = p
-            next_time[j] = t + owed0[j] + (p - attained0[j])
+            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
     for j in range(n_jobs):
-        held_h[c, j] = held[j]
-        held_after_h[c, j] = held_after[j]
+        held_h[c, j] = jobs[j].held
+        held_after_h[c, j] = jobs[j].held_after
     seg_count[c] = n_seg
     n_points[c] = points
 
@@ -448,12 +566,14 @@ def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus
     """Simulate every cluster row: inputs ``[C, J]`` (``loss``: ``[C, J, E]``); writes
     ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]``, the segments and
     ``n_points`` ``[C]`` (-1: the cluster hit the bound on scheduling points)."""
+    scheduling = (scheduler, backfill, thresholds_gpu_h, overhead_h, capacity)
+    workload = (gpus, arrival_h, t_est_h, loss, duration_h)
+    service = (end_service, demote_service, account_from_h)
+    outcome = (start_h, end_h, held_h, held_after_h, n_preempt)
+    segments = (seg_job, seg_start, seg_end, seg_count, n_points)
     for c_ in prange(gpus.shape[0]):
         c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
-        cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus,
-                      arrival_h, t_est_h, loss, duration_h, end_service, demote_service,
-                      account_from_h, start_h, end_h, held_h, held_after_h, n_preempt,
-                      seg_job, seg_start, seg_end, seg_count, n_points)
+        cluster_1c_nb(c, scheduling, workload, service, outcome, segments)
 
 
 @kernel

@@ -79,3 +79,6 @@ driver = njit(cache=CACHE, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)
 # process).  Never cached: numba keys its cache on the driver's bytecode and closure,
 # not on the function it calls, so a cached copy could run another user's function.
 user_driver = njit(cache=False, fastmath=FASTMATH, nogil=True, parallel=PARALLEL)
+# The parts a kernel is written in (one step of the engine's scheduling point, say):
+# inlined by numba into the caller before type inference, so a hot step costs no call.
+part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)

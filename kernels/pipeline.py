@@ -55,6 +55,7 @@ def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, 
     seg_job, seg_start, seg_end, seg_count, n_points = segments
     delivered_gold, best_gold, wasted_gpu_h, positive = accounting
     n_evals = gold.shape[2]
+    scheduling = (scheduler, backfill, thresholds_gpu_h, overhead_h, capacity)
     for c_ in prange(job_type.shape[0]):
         c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
         if generate:
@@ -73,10 +74,8 @@ def pipeline_nb(generate, draw_loss, p, seed, cluster_start, decide, policy, k, 
         start_h[c] = np.nan  # the engine writes these only for jobs that start and end
         end_h[c] = np.nan
         n_preempt[c] = 0
-        cluster_1c_nb(c, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus,
-                      arrival_h, keys, loss, duration_h, end_service, demote_service,
-                      account_from, start_h, end_h, held_h, held_after_h, n_preempt, seg_job,
-                      seg_start, seg_end, seg_count, n_points)
+        cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service, outcome,
+                      segments)
         accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
                          demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
                          positive)

@@ -1,0 +1,105 @@
+"""Reference counts in the engine's machine code: how many ``NRT_incref``/``NRT_decref``
+calls ``cluster_1c_nb`` holds in all and inside loops (blocks on a cycle of its LLVM
+control-flow graph), for copies of ``kernels/engine.py``.  Each is an atomic add that
+also stops LLVM from keeping state in registers across it, so in the scheduling loop it
+costs speed (docs/performance.md, rounds 8 and 9); every part a list walk calls is
+listed too, since a part LLVM leaves as a call pays its own counts on each call.
+
+    FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py kernels/engine.py [OTHER.py ...] [-v]
+
+``-v`` lists every kernel the engine module compiled, not only those with counts.
+"""
+import importlib.util
+import re
+import sys
+
+import numpy as np
+from numba.core.registry import CPUDispatcher
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(f"fastsim.kernels.{name}", path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m
+    spec.loader.exec_module(m)
+    return m
+
+
+def functions(ir, name):
+    """Body lines of the compiled functions named ``name`` (not the Python wrappers)."""
+    out, cur = {}, None
+    for line in ir.splitlines():
+        if line.startswith("define"):
+            fn = re.search(r'@"?([^"(]+)"?\(', line).group(1)
+            cur = fn if name in fn and "cpython" not in fn else None
+            if cur:
+                out[cur] = []
+        elif cur is not None:
+            if line.startswith("}"):
+                cur = None
+            else:
+                out[cur].append(line)
+    return out
+
+
+def counts(lines):
+    """(increfs, decrefs) in all and in blocks on a cycle; and the calls left."""
+    blocks, cur = {"entry": []}, "entry"
+    for line in lines:
+        m = re.match(r'^([\w.$"-]+):', line)
+        if m:
+            cur = m.group(1).strip('"')
+            blocks[cur] = []
+        else:
+            blocks[cur].append(line)
+    succ = {b: [x.strip('"') for line in ls if re.match(r"\s+(br|switch)\b", line)
+                for x in re.findall(r'label %("[^"]+"|[\w.$-]+)', line)] for b, ls in blocks.items()}
+    on_cycle = set()
+    for b in blocks:  # b is on a cycle if it reaches itself
+        seen, todo = set(), list(succ[b])
+        while todo:
+            x = todo.pop()
+            if x == b:
+                on_cycle.add(b)
+                break
+            if x not in seen:
+                seen.add(x)
+                todo += succ.get(x, [])
+    res = {}
+    for op in ("NRT_incref", "NRT_decref"):
+        res[op] = (sum(line.count("@" + op) for ls in blocks.values() for line in ls),
+                   sum(line.count("@" + op) for b in on_cycle for line in blocks[b]))
+    calls = sorted({re.sub(r"B\d+v\d+.*", "", c) for ls in blocks.values() for line in ls
+                    for c in re.findall(r"call [^@]*@_ZN\w*?(_[a-z_]+_nb)", line)})
+    return res, calls
+
+
+from fastsim.api import decide_stops  # noqa: E402
+from fastsim.config import SimConfig  # noqa: E402
+from fastsim.workload import generate_workload  # noqa: E402
+
+cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
+w = generate_workload(cfg.workload, 2, seed=1)
+d = decide_stops(cfg, w)
+sh = (2, w.n_jobs)
+es = np.where(d.stopped, w.duration_h * (d.trigger_eval / w.n_evals), w.duration_h)
+args = (cfg.scheduler.code, cfg.scheduler.backfill, np.zeros(1), 0.0, cfg.workload.gpus, w.gpus,
+        w.arrival_h, w.t_est_h, w.loss, w.duration_h, es, np.full(sh, np.inf), np.full(sh, np.inf),
+        np.full(sh, np.nan), np.full(sh, np.nan), np.zeros(sh), np.zeros(sh), np.zeros(sh, np.int32),
+        np.zeros((2, 0), np.int64), np.zeros((2, 0)), np.zeros((2, 0)), np.zeros(2, np.int64),
+        np.zeros(2, np.int64))
+for i, path in enumerate(a for a in sys.argv[1:] if a != "-v"):
+    m = load(path, f"_engine_refcounts{i}")
+    m.cluster_nb(*args)
+    for name, f in vars(m).items():
+        if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == name:
+            continue
+        bodies = functions(f.inspect_llvm(f.signatures[0]), name)
+        if bodies:
+            # the kernel itself, not a wrapper that calls it
+            own = [b for b in bodies.values() if name not in counts(b)[1]] or list(bodies.values())
+            res, calls = counts(max(own, key=len))
+            (inc, inc_loop), (dec, dec_loop) = res.values()
+            if name == "cluster_1c_nb" or inc or "-v" in sys.argv:
+                print(f"{path}: {name:22s} incref {inc:3d} ({inc_loop} in loops), decref {dec:3d} "
+                      f"({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")
