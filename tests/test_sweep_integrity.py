@@ -73,7 +73,9 @@ def test_1_a_held_directory_is_refused_naming_the_holder(sweep_file, tmp_path):
     assert not list(out.glob("cells/*/*"))
     store.close()
     del store
+    assert (out / "sweep.lock").read_text() == ""  # a released lock names nobody
     assert sweep(sweep_file, out) == 0  # released: the same command now runs
+    assert (out / "sweep.lock").read_text() == ""
 
 
 def test_1_concurrent_sweeps_never_mix(sweep_file, tmp_path):
