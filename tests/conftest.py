@@ -4,8 +4,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("FASTSIM_PROGRESS", "0")
+
+# Hypothesis's timing checks fail at random on a loaded machine: a slow example (deadline)
+# or slow data generation (too_slow) says nothing about the property.  Every @settings
+# turns the deadline off; too_slow is turned off here, on top of the active profile
+# (which, with CI set, is Hypothesis's own "ci" profile: derandomized, no database).
+settings.register_profile(
+    "fastsim", parent=settings.default, deadline=None,
+    suppress_health_check={*settings.default.suppress_health_check, HealthCheck.too_slow})
+settings.load_profile("fastsim")
 
 # `python -m pytest` puts the checkout itself on sys.path, where the source folder kernels/
 # (installed as fastsim.kernels) would answer for any package named `kernels`: transformers

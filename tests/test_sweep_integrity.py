@@ -73,7 +73,9 @@ def test_1_a_held_directory_is_refused_naming_the_holder(sweep_file, tmp_path):
     assert not list(out.glob("cells/*/*"))
     store.close()
     del store
+    assert (out / "sweep.lock").read_text() == ""  # a released lock names nobody
     assert sweep(sweep_file, out) == 0  # released: the same command now runs
+    assert (out / "sweep.lock").read_text() == ""
 
 
 def test_1_concurrent_sweeps_never_mix(sweep_file, tmp_path):
@@ -93,27 +95,42 @@ def test_1_concurrent_sweeps_never_mix(sweep_file, tmp_path):
     assert_same(ref1 if codes[0] == 0 else ref2, out)
 
 
-def test_1_a_refusal_in_the_holders_first_instant_still_names_it(tmp_path):
+def test_1_a_refusal_in_the_holders_first_instant_still_names_it(tmp_path, monkeypatch):
     """The holder writes its line just after taking the lock; a process refused in that
     gap used to say "another process" (CI saw it once).  It now waits for the line."""
     import fcntl
+    import types
 
+    from fastsim.sweep import store as store_module
     from fastsim.sweep.store import LOCK, DirLock
 
     fh = open(tmp_path / LOCK, "a+")
     fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held, line not yet written
+    # The line is written only once the refused side has found the file empty and waits:
+    # the gap is exercised on every run, however the two threads are scheduled.
+    refused_saw_empty = threading.Event()
+
+    def sleep(seconds):
+        refused_saw_empty.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(
+        monotonic=time.monotonic, strftime=time.strftime, sleep=sleep))
 
     def write_line_late():
-        time.sleep(0.3)
-        fh.write("pid 4242 on host since now (fastsim sweep)\n")
-        fh.flush()
+        if refused_saw_empty.wait(timeout=60):
+            fh.write("pid 4242 on host since now (fastsim sweep)\n")
+            fh.flush()
 
-    writer = threading.Thread(target=write_line_late)
+    writer = threading.Thread(target=write_line_late, daemon=True)
     writer.start()
-    with pytest.raises(ConfigError, match="is in use by pid 4242"):
-        DirLock.acquire(tmp_path)
-    writer.join()
-    fh.close()
+    try:
+        with pytest.raises(ConfigError, match="is in use by pid 4242"):
+            DirLock.acquire(tmp_path)
+    finally:
+        refused_saw_empty.set()  # never leave the writer waiting
+        writer.join()
+        fh.close()
 
 
 def test_1_writers_of_one_file_never_share_a_temporary(tmp_path):

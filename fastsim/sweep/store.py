@@ -104,6 +104,10 @@ class DirLock:
 
     def release(self) -> None:
         if not self._fh.closed:
+            # Blank the holder's line first, so that a process refused by the next holder
+            # in its first instant never names this finished one.
+            self._fh.seek(0)
+            self._fh.truncate()
             self._fh.close()  # closing the file releases the flock
 
     def __del__(self):
