@@ -11,9 +11,7 @@ cluster), the ratio of minima to the first variant and the median of the per-rou
 ratios, the steadier figure on a loaded machine.
 """
 import argparse
-import importlib.util
 import statistics
-import sys
 import time
 
 import numba
@@ -23,13 +21,7 @@ from fastsim.api import decide_stops
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(f"fastsim.kernels.{name}", path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+from _engine_copy import load_engine_copy
 
 
 ap = argparse.ArgumentParser()
@@ -40,7 +32,7 @@ ap.add_argument("--schedulers", default="fifo,sjf_est,srtf_est,loss_aware,tiresi
 ap.add_argument("--policy", default="evalstop:k=2")
 a = ap.parse_args()
 numba.set_num_threads(1)
-runs = [load(f, f"_engine_ab{i}").cluster_nb for i, f in enumerate(a.files)]
+runs = [load_engine_copy(f, f"_engine_ab{i}").cluster_nb for i, f in enumerate(a.files)]
 C = a.clusters
 for s in a.schedulers.split(","):
     cfg = SimConfig.from_specs(s, a.policy)

@@ -9,20 +9,13 @@ listed too, since a part LLVM leaves as a call pays its own counts on each call.
 
 ``-v`` lists every kernel the engine module compiled, not only those with counts.
 """
-import importlib.util
 import re
 import sys
 
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(f"fastsim.kernels.{name}", path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+from _engine_copy import load_engine_copy
 
 
 def functions(ir, name):
@@ -89,7 +82,7 @@ args = (cfg.scheduler.code, cfg.scheduler.backfill, np.zeros(1), 0.0, cfg.worklo
         np.zeros((2, 0), np.int64), np.zeros((2, 0)), np.zeros((2, 0)), np.zeros(2, np.int64),
         np.zeros(2, np.int64))
 for i, path in enumerate(a for a in sys.argv[1:] if a != "-v"):
-    m = load(path, f"_engine_refcounts{i}")
+    m = load_engine_copy(path, f"_engine_refcounts{i}")
     m.cluster_nb(*args)
     for name, f in vars(m).items():
         if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == name:
