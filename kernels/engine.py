@@ -256,15 +256,22 @@ def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pend
 
 
 @kernel
-def _rebase_running_nb(t, jobs, running, n_running):
-    """Move every running job's base to ``t``."""
+def _rebase_running_nb(t, jobs, running, n_running, rekey, thresholds_gpu_h):
+    """Tiresias: move every running job's base to ``t`` and, if ``rekey`` (a full
+    reallocation follows), key it by its service at ``t``, the new base's ``attained0``:
+    one pass over the running jobs instead of two."""
     for r in range(n_running):
-        _rebase_nb(jobs[running[r]], t)
+        job = jobs[running[r]]
+        _rebase_nb(job, t)
+        if rekey:
+            job.key = priority_key_nb(TIRESIAS, job.t_est, job.attained0, job.gpus, 0, 0.0,
+                                      thresholds_gpu_h)
 
 
 @kernel
 def _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h):
-    """Key every running job by its service at ``t`` (srtf_est, tiresias)."""
+    """Key every running job by its service at ``t`` (srtf_est; Tiresias keys them in
+    ``_rebase_running_nb``)."""
     for r in range(n_running):
         job = jobs[running[r]]
         job.key = priority_key_nb(scheduler, job.t_est,
@@ -514,7 +521,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             # and pinned pending points chain event times through long busy periods, and
             # reading service lazily (fewer, different roundings) lets those times drift
             # from the eager results by 2e-11 h (2e-12 relative in jct_h).
-            _rebase_running_nb(t, jobs, running, n_running)
+            _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
+                               thresholds_gpu_h)
         n_start = 0
         if active_demand <= capacity:
             # All-fit fast path (exact): every active job fits, so the greedy walk chooses
@@ -528,7 +536,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             # whenever an input changes, which only happens to a running job: its service
             # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
             if rekey and n_running > 0:
-                _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
+                if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
+                    _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
                 unsorted = True
             if unsorted:  # else nothing moved since the last sort: ``active`` is in order
                 unsorted = False

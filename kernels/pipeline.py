@@ -9,12 +9,20 @@ work: a cluster's arrays (about 100 kB at 300 jobs) are written and read back wh
 are in the core's cache, and threads take clusters one at a time instead of meeting at a
 barrier after every stage, so a costly cluster delays only itself (docs/performance.md).
 
+Threads claim cluster rows one at a time from a shared counter (``_claim_nb``), not a
+fixed contiguous share each: numba's ``prange`` splits the rows statically (with any
+``parallel_chunksize`` under the OpenMP and workqueue layers), and clusters differ in
+cost several-fold, so a static half can leave one thread idle for a tenth of the run.
+Which thread runs a row changes nothing in it: every row is computed on its own.
+
 The information boundary is unchanged: each decision kernel is handed the observed
 arrays (and ``duration_h``, from which ``resolve_stops_1c_nb`` forms the attained service
 observed at each evaluation), as ``fastsim.api.decide_stops`` does.
 """
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .codes import ORACLE
 from .engine import cluster_1c_nb, service_points_1c_nb
@@ -23,6 +31,22 @@ from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
 from .stops import resolve_stops_1c_nb
 from .workload import workload_1c_nb
+
+
+@intrinsic
+def _claim_nb(typingctx, counter):
+    """Atomically take the next row from ``counter[0]`` (int64) and return it."""
+    if not (isinstance(counter, types.Array) and counter.ndim == 1
+            and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        first = cgutils.get_item_pointer(context, builder, signature.args[0], array,
+                                         [context.get_constant(types.intp, 0)])
+        one = context.get_constant(types.int64, 1)
+        return builder.atomic_rmw("add", first, one, "monotonic")
+    return types.int64(counter), codegen
 
 
 @driver
@@ -58,31 +82,39 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
     delivered_gold, best_gold, wasted_gpu_h, positive = accounting
     n_evals = gold.shape[2]
     scheduling = (scheduler, backfill, thresholds_gpu_h, overhead_h, capacity)
-    for c_ in prange(job_type.shape[0]):
-        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
-        if generate:
-            workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
-                           t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
-                           score, loss, peak_eval, draw_loss)
-        if generate_only:
-            continue
-        if decide and policy == ORACLE:
-            oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
-                               stopped, demoted, trigger_eval, delivered_eval)
-        elif decide:
-            resolve_stops_1c_nb(c, policy, k, f, w, tol, detector, scope_all, job_type, t_est_h,
-                                score, loss, duration_h, in_scope, stopped, demoted,
-                                trigger_eval, delivered_eval)
-        service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
-                             n_evals, end_service, demote_service, account_from)
-        start_h[c] = np.nan  # the engine writes these only for jobs that start and end
-        end_h[c] = np.nan
-        n_preempt[c] = 0
-        cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service, outcome,
-                      segments)
-        accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
-                         demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
-                         positive)
-        cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
-                              wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
-                              best_gold, trigger_eval, peak_eval, out)
+    n_clusters = job_type.shape[0]
+    claimed = np.zeros(1, np.int64)  # rows taken so far, by any thread
+    # Each iteration takes rows until none is left, so a thread's first iteration does all
+    # its work and the rest return at once; one iteration per row leaves none idle, for
+    # any thread count.
+    for _ in prange(n_clusters):
+        c = _claim_nb(claimed)
+        while c < n_clusters:
+            if generate:
+                workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h,
+                               duration_h, t_est_h, hacking, ustar, height, tau, loss0,
+                               loss_inf, loss_tau, gold, score, loss, peak_eval, draw_loss)
+            if generate_only:
+                c = _claim_nb(claimed)
+                continue
+            if decide and policy == ORACLE:
+                oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals,
+                                   in_scope, stopped, demoted, trigger_eval, delivered_eval)
+            elif decide:
+                resolve_stops_1c_nb(c, policy, k, f, w, tol, detector, scope_all, job_type,
+                                    t_est_h, score, loss, duration_h, in_scope, stopped,
+                                    demoted, trigger_eval, delivered_eval)
+            service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking,
+                                 peak_eval, n_evals, end_service, demote_service, account_from)
+            start_h[c] = np.nan  # the engine writes these only for jobs that start and end
+            end_h[c] = np.nan
+            n_preempt[c] = 0
+            cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service,
+                          outcome, segments)
+            accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
+                             demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
+                             positive)
+            cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h,
+                                  held_h, wasted_gpu_h, hacking, in_scope, positive, stopped,
+                                  delivered_gold, best_gold, trigger_eval, peak_eval, out)
+            c = _claim_nb(claimed)
