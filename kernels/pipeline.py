@@ -1,17 +1,18 @@
 """The whole simulation of a cluster in one pass: workload, stop decisions, engine, metrics.
 
 ``pipeline_nb`` runs, for each cluster row of one ``prange``, the same per-cluster
-kernels as the stage-by-stage drivers (``workload_1c_nb``, ``resolve_stops_1c_nb`` or
-``oracle_stops_1c_nb``, ``service_points_1c_nb``, ``cluster_1c_nb``,
-``accounting_1c_nb``, ``cluster_metrics_1c_nb``), so its results are the stages'
+kernels as the stage-by-stage drivers (``workload_1c_nb``, ``resolve_rule_stops_1c_nb``
+(the rule policies of ``resolve_stops_1c_nb``) or ``oracle_stops_1c_nb``,
+``service_points_1c_nb``, ``cluster_1c_nb``, ``accounting_1c_nb``,
+``cluster_metrics_1c_nb``), so its results are the stages'
 results bit for bit (tests/test_determinism.py).  What it changes is the order of the
 work: a cluster's arrays (about 100 kB at 300 jobs) are written and read back while they
 are in the core's cache, and threads take clusters one at a time instead of meeting at a
 barrier after every stage, so a costly cluster delays only itself (docs/performance.md).
 
 The information boundary is unchanged: each decision kernel is handed the observed
-arrays (and ``duration_h``, from which ``resolve_stops_1c_nb`` forms the attained service
-observed at each evaluation), as ``fastsim.api.decide_stops`` does.
+arrays (and ``duration_h``, from which ``resolve_rule_stops_1c_nb`` forms the attained
+service observed at each evaluation), as ``fastsim.api.decide_stops`` does.
 """
 import numpy as np
 from numba import prange
@@ -21,13 +22,13 @@ from .engine import cluster_1c_nb, service_points_1c_nb
 from .jit import driver
 from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
-from .stops import resolve_stops_1c_nb
+from .stops import resolve_rule_stops_1c_nb
 from .workload import workload_1c_nb
 
 
 @driver
 def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
-                detector, scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
+                scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
                 workload, decisions, service, outcome, segments, accounting, out):
     """Simulate every cluster row.
 
@@ -36,10 +37,12 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
     ``draw_loss``), else read it as given; ``generate_only``: stop there (what
     ``fastsim.workload.generate_workload`` runs, so that generation is compiled once, here;
     every later argument is then unused);
-    ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle; ``k``,
-    ``f``, ``w``, ``tol`` and an online detector's parameters ``detector``, as
-    ``kernels.stops.resolve_stops_nb`` takes them) into ``decisions``, else read them as
-    given.  ``keys``: what the static-key scheduler
+    ``decide``: resolve the stop policy ``policy``, a rule policy or the oracle
+    (``ORACLE``; ``k``, ``f``, ``w``, ``tol`` as ``kernels.stops.resolve_stops_nb`` takes
+    them), into ``decisions``, else read them as given.  An online detector is never
+    decided here (its decisions are resolved beforehand, ``decide`` False): a pipeline
+    that compiled every detector would cost several seconds more on a cold start for
+    runs that use none.  ``keys``: what the static-key scheduler
     orders by (``t_est_h``, or a user scheduler's keys).  Tuples of ``[C, J]`` arrays
     (``[C, J, E]``: gold, score, loss), written in place: ``workload`` (the 16 arrays of
     ``fastsim.workload.Workload`` in its field order, ``cluster_ids`` excepted),
@@ -70,9 +73,9 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
             oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                                stopped, demoted, trigger_eval, delivered_eval)
         elif decide:
-            resolve_stops_1c_nb(c, policy, k, f, w, tol, detector, scope_all, job_type, t_est_h,
-                                score, loss, duration_h, in_scope, stopped, demoted,
-                                trigger_eval, delivered_eval)
+            resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est_h,
+                                     score, loss, duration_h, in_scope, stopped, demoted,
+                                     trigger_eval, delivered_eval)
         service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
                              n_evals, end_service, demote_service, account_from)
         start_h[c] = np.nan  # the engine writes these only for jobs that start and end
