@@ -94,23 +94,26 @@ def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_sta
                               best_gold, trigger_eval, peak_eval, out)
 
 
-# Clusters a thread takes at a time: enough that a call's dispatch (tens of microseconds)
-# is small beside a chunk's work, few enough that threads finish together.
-CHUNK = 8
+# The most clusters a thread takes at a time: a call's dispatch (about 20 us) is then
+# small beside a chunk's work (0.2-0.6 ms per cluster at the default cell).
+MAX_CHUNK = 16
 
 
 def run_pipeline(n_clusters, *args):
     """``pipeline_nb`` over rows ``0 .. n_clusters - 1`` (``args``: its arguments after
-    ``lo, hi``), on ``numba.get_num_threads()`` threads, each taking the next ``CHUNK``
-    rows until none is left.  The kernel releases the GIL, so the threads run in parallel;
-    a serial kernel driven from here compiles in much less time than a ``prange`` loop
-    (docs/performance.md).  Rows are independent, so results do not depend on the thread
-    count or on which thread took which rows."""
-    threads = min(numba.get_num_threads(), -(-n_clusters // CHUNK))
+    ``lo, hi``) on ``numba.get_num_threads()`` threads, each taking the next chunk of rows
+    until none is left: at least 8 chunks per thread (so that threads finish within about
+    a chunk of each other whatever the clusters cost), at most ``MAX_CHUNK`` rows each.
+    The kernel releases the GIL, so the threads run in parallel; a serial kernel driven
+    from here compiles in much less time than a ``prange`` loop (docs/performance.md).
+    Rows are independent, so results do not depend on the thread count or on which
+    thread took which rows."""
+    threads = min(numba.get_num_threads(), n_clusters)
     if threads <= 1:
         pipeline_nb(0, n_clusters, *args)
         return
-    starts = iter(range(0, n_clusters, CHUNK))
+    chunk = max(1, min(MAX_CHUNK, n_clusters // (8 * threads)))
+    starts = iter(range(0, n_clusters, chunk))
     lock = threading.Lock()
 
     def work():
@@ -119,7 +122,7 @@ def run_pipeline(n_clusters, *args):
                 lo = next(starts, None)
             if lo is None:
                 return
-            pipeline_nb(lo, min(lo + CHUNK, n_clusters), *args)
+            pipeline_nb(lo, min(lo + chunk, n_clusters), *args)
 
     with ThreadPoolExecutor(threads - 1) as pool:
         helpers = [pool.submit(work) for _ in range(threads - 1)]
