@@ -11,32 +11,37 @@ from functools import lru_cache
 import numpy as np
 from numba import prange
 
-from .codes import ACT_DEMOTE, ACT_STOP, RLHF
+from .codes import ACT_DEMOTE, ACT_STOP, RLHF, STOP_AT
 from .detectors import in_scope_nb, rule_decision_1j_nb, stop_decision_1j_nb
 from .detectors_online import best_observed_eval_nb
-from .jit import driver, kernel, user_driver
+from .jit import driver, kernel, part, user_driver
 
 
-@kernel
-def _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
-                  demoted, trigger_eval, delivered_eval):
-    """Reset job ``(c, j)``'s five outputs (no stop, final checkpoint) and, if it is in the
-    policy's scope, fill ``attained[E]`` with the service observed at each evaluation.
-    Returns whether it is in scope.  Shared by the built-in and the user drivers."""
-    n_evals = attained.shape[0]
+@part
+def _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
+                  trigger_eval, delivered_eval):
+    """Reset job ``(c, j)``'s five outputs (no stop, final checkpoint); returns whether it
+    is in the policy's scope.  Shared by the built-in and the user drivers, and inlined
+    into both: a call per job, with its array arguments, cost more than its body."""
     scoped = in_scope_nb(scope_all, job_type[c, j], RLHF)
     in_scope[c, j] = scoped
     stopped[c, j] = False
     demoted[c, j] = False
     trigger_eval[c, j] = 0
     delivered_eval[c, j] = n_evals
-    if scoped:
-        for e in range(n_evals):
-            attained[e] = duration_h[c, j] * ((e + 1) / n_evals)
     return scoped
 
 
-@kernel
+@part
+def _attained_nb(duration_h, attained):
+    """``attained[e - 1]``: the service a job of run time ``duration_h`` has received at
+    evaluation ``e`` (evaluations evenly spaced in service)."""
+    n_evals = attained.shape[0]
+    for e in range(n_evals):
+        attained[e] = duration_h * ((e + 1) / n_evals)
+
+
+@part
 def _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval):
     """Write job ``(c, j)``'s decision ``(action, trigger_eval, delivered_eval)``."""
     trigger_eval[c, j] = trig
@@ -50,10 +55,12 @@ def resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h
                         duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
     """Row ``c`` of ``resolve_stops_nb`` (same arguments, same outputs)."""
     n_jobs, n_evals = score.shape[1], score.shape[2]
-    attained = np.empty(n_evals)
+    attained = np.zeros(n_evals)  # read by STOP_AT only, so filled for it only
     for j in range(n_jobs):
-        if _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
-                         demoted, trigger_eval, delivered_eval):
+        if _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
+                         trigger_eval, delivered_eval):
+            if policy == STOP_AT:
+                _attained_nb(duration_h[c, j], attained)
             act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j],
                                                    loss[c, j], attained, t_est_h[c, j])
             _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval)
@@ -66,10 +73,12 @@ def resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est
     """``resolve_stops_1c_nb`` for the rule policies only (``rule_decision_1j_nb``): what
     the one-pass pipeline compiles, so that it holds no online detector."""
     n_jobs, n_evals = score.shape[1], score.shape[2]
-    attained = np.empty(n_evals)
+    attained = np.zeros(n_evals)  # read by STOP_AT only, so filled for it only
     for j in range(n_jobs):
-        if _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
-                         demoted, trigger_eval, delivered_eval):
+        if _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
+                         trigger_eval, delivered_eval):
+            if policy == STOP_AT:
+                _attained_nb(duration_h[c, j], attained)
             act, trig, deliv = rule_decision_1j_nb(policy, k, f, w, tol, score[c, j],
                                                    loss[c, j], attained, t_est_h[c, j])
             _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval)
@@ -107,9 +116,10 @@ def user_stops_driver(trigger):
             c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             attained = np.empty(n_evals)
             for j in range(n_jobs):
-                if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained,
-                                     in_scope, stopped, demoted, trigger_eval, delivered_eval):
+                if not _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped,
+                                     demoted, trigger_eval, delivered_eval):
                     continue
+                _attained_nb(duration_h[c, j], attained)
                 trig = trigger(score[c, j], loss[c, j], attained, t_est_h[c, j], *params)
                 if trig < 0 or trig > n_evals:
                     trig = -1  # out of range: reported by the caller

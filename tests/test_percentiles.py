@@ -27,3 +27,12 @@ def test_percentiles_equal_numba_percentile(n):
         x = rng.lognormal(0, 1, n)
         x[n // 2] = special
         np.testing.assert_array_equal(percentiles_nb(x, QS), _numba_percentiles(x))
+
+
+@pytest.mark.parametrize("n", [2, 3, 300, 1200])
+def test_percentiles_all_ties(n):
+    """Every value equal, or only two distinct values: the partition must still narrow."""
+    rng = np.random.default_rng(n)
+    for x in (np.full(n, 3.0), rng.integers(0, 2, n).astype(np.float64),
+              np.repeat([2.0, 1.0], [n // 2, n - n // 2])):
+        np.testing.assert_array_equal(percentiles_nb(x, QS), _numba_percentiles(x))
