@@ -4,7 +4,7 @@ It advances from scheduling point to scheduling point and visits only the points
 can change the allocation (arrivals, ends, demotions, every evaluation under
 ``loss_aware``, the first point after a Tiresias threshold crossing); docs/model.md
 argues why the others change nothing, and tests/reference.py checks it.  A
-``loss_aware`` evaluation reallocates only if the new key moves its job past a job the
+``loss_aware`` evaluation reallocates only if the new key moves its job after a job the
 last walk passed over (``_keeps_place_nb``).
 
 The engine owns the *physics* (true run time ``duration_h``) and the *accounting*
@@ -376,18 +376,15 @@ def _choose_in_blocks_nb(jobs, active, n_active, capacity, n_realloc, starts, pa
 @part
 def _keeps_place_nb(jobs, passed, n_passed, j):
     """Whether running job ``j``, re-keyed since the last greedy walk
-    (``_choose_in_blocks_nb``), still sits between the same two jobs that walk passed
-    over.  Then no passed job changed places with a chosen one, so the walk would choose
-    the same jobs: the chosen jobs between two passed ones fitted there, so they fit in
-    any order, and each passed job sees the same GPUs left."""
+    (``_choose_in_blocks_nb``), still precedes the first job that walk passed over after
+    it.  While every running job does, the walk would choose the same jobs: the running
+    jobs fit together, so each is chosen wherever it stands, and each passed job has at
+    least the running jobs before it that it had, so it sees at most the GPUs it saw."""
     b = jobs[j].block
-    lo = passed[max(b - 1, 0)]
     hi = passed[min(b, n_passed - 1)]
-    job, low, high = jobs[j], jobs[lo], jobs[hi]
-    after_lo = b == 0 or precedes_nb(low.flags >> 1, low.key, lo, job.flags >> 1, job.key, j)
-    before_hi = b >= n_passed or precedes_nb(job.flags >> 1, job.key, j, high.flags >> 1,
-                                             high.key, hi)
-    return after_lo and before_hi
+    job, high = jobs[j], jobs[hi]
+    return b >= n_passed or precedes_nb(job.flags >> 1, job.key, j, high.flags >> 1,
+                                        high.key, hi)
 
 
 @kernel
@@ -549,7 +546,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                                           job.evals_seen, rate, thresholds_gpu_h)
                 unsorted = True
                 # A new key changes no allocation if every active job fits, or if it keeps
-                # the job's place among the jobs the last greedy walk passed over.  (If not
+                # the job before the jobs the last greedy walk passed over after it.  (If not
                 # every job fits, the last reallocation was such a walk: the demand changes
                 # only at arrivals and ends, which reallocate.)  ``active`` is sorted at
                 # the next walk.
