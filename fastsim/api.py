@@ -27,11 +27,11 @@ from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
-from fastsim.kernels.codes import LOSS_AWARE
+from fastsim.kernels.codes import LOSS_AWARE, PATIENCE
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
-from fastsim.kernels.pipeline import pipeline_nb
+from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.schedulers import user_keys_driver
 from fastsim.kernels.stops import resolve_stops_nb, user_stops_driver
 
@@ -247,7 +247,9 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
         w = b.w
         w.cluster_ids[:] = np.arange(cluster_start, cluster_start + C, dtype=np.int64)
     s, p = cfg.scheduler, cfg.policy
-    decide = p.decl.user is None
+    # An online detector decides in its own stage (``decide_stops``), like user code: the
+    # one-pass kernel then holds no detector, and a run that uses none never compiles one.
+    decide = p.decl.user is None and p.code < PATIENCE
     if generate and not (decide and s.decl.user is None):  # user code reads the workload
         generate_workload(wc, C, seed, cluster_start, out=w)
         generate = False
@@ -256,9 +258,9 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
-    pipeline_nb(generate, False, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
-                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol),
-                np.array(p.vector, np.float64), p.scope == "all", s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+    run_pipeline(C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all",
+                s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                 float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
@@ -284,8 +286,8 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
     types ``_run`` passes, so that the call matches its compiled signature."""
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
-    pipeline_nb(True, True, True, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
-                False, 0, 0, 0.0, 0, 0.0, np.empty(0), False, 0, False, np.empty(0), 0.0, 0,
+    run_pipeline(w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+                False, 0, 0, 0.0, 0, 0.0, False, 0, False, np.empty(0), 0.0, 0,
                 w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
                 (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),

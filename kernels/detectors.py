@@ -72,6 +72,19 @@ def stop_decision_1j_nb(policy, k, f, w, tol, p, scores, losses, attained_h, t_e
     an online detector's parameters (float64, declared order; empty for the others).
     The oracle is not here: it needs hidden truth (see ``kernels.oracle``).
     """
+    if policy >= PATIENCE:  # an online detector: keeps the best observed checkpoint
+        e = detector_trigger_nb(policy, p, scores)
+        if e > 0:
+            return ACT_STOP, e, best_observed_eval_nb(scores, e)
+        return ACT_CONTINUE, 0, scores.shape[0]
+    return rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_h)
+
+
+@kernel
+def rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_h):
+    """``stop_decision_1j_nb`` for the rule policies (evalstop, deprioritize, stop_at,
+    loss_plateau, none), without the online detectors: what the one-pass pipeline
+    compiles, so that a run without a detector never compiles one."""
     n = scores.shape[0]
     if policy == EVALSTOP:
         e = evalstop_trigger_nb(scores, k)
@@ -89,10 +102,6 @@ def stop_decision_1j_nb(policy, k, f, w, tol, p, scores, losses, attained_h, t_e
         e = loss_plateau_trigger_nb(losses, w, tol)
         if e > 0:
             return ACT_STOP, e, e
-    elif policy >= PATIENCE:  # an online detector: keeps the best observed checkpoint
-        e = detector_trigger_nb(policy, p, scores)
-        if e > 0:
-            return ACT_STOP, e, best_observed_eval_nb(scores, e)
     return ACT_CONTINUE, 0, n
 
 

@@ -14,7 +14,7 @@ defined in this folder; ``numba.config.CACHE_DIR``, which would move every other
 package's cache too, is left alone.  (numba has no public per-function cache directory:
 the locator list is its documented extension point, ``numba/core/caching.py``.)
 
-Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the drivers without ``parallel`` (for
+Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the ``prange`` drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
 on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
 """
@@ -96,7 +96,9 @@ def _jit(**options):
     return lambda fn: _plain_types(decorate(fn))
 
 
-# Per-cluster kernels: serial, inlined into the drivers.
+# Serial kernels: the per-cluster ones, linked into their callers, and the one-pass
+# pipeline over a range of clusters, which Python threads share out
+# (``kernels.pipeline.run_pipeline``).
 kernel = _jit(cache=CACHE)
 # Drivers that loop over clusters with prange.
 driver = _jit(cache=CACHE, parallel=PARALLEL)

@@ -1,45 +1,52 @@
 """The whole simulation of a cluster in one pass: workload, stop decisions, engine, metrics.
 
-``pipeline_nb`` runs, for each cluster row of one ``prange``, the same per-cluster
-kernels as the stage-by-stage drivers (``workload_1c_nb``, ``resolve_stops_1c_nb`` or
-``oracle_stops_1c_nb``, ``service_points_1c_nb``, ``cluster_1c_nb``,
-``accounting_1c_nb``, ``cluster_metrics_1c_nb``), so its results are the stages'
-results bit for bit (tests/test_determinism.py).  What it changes is the order of the
-work: a cluster's arrays (about 100 kB at 300 jobs) are written and read back while they
-are in the core's cache, and threads take clusters one at a time instead of meeting at a
-barrier after every stage, so a costly cluster delays only itself (docs/performance.md).
+``pipeline_nb`` runs, for each cluster row, the same per-cluster kernels as the
+stage-by-stage drivers (``workload_1c_nb``, ``resolve_rule_stops_1c_nb`` (the rule
+policies of ``resolve_stops_1c_nb``) or ``oracle_stops_1c_nb``, ``service_points_1c_nb``,
+``cluster_1c_nb``, ``accounting_1c_nb``, ``cluster_metrics_1c_nb``), so its results are
+the stages' results bit for bit (tests/test_determinism.py).  What it changes is the
+order of the work: a cluster's arrays (about 100 kB at 300 jobs) are written and read
+back while they are in the core's cache, and threads take clusters a few at a time
+(``run_pipeline``) instead of meeting at a barrier after every stage, so a costly cluster
+delays only itself (docs/performance.md).
 
 The information boundary is unchanged: each decision kernel is handed the observed
-arrays (and ``duration_h``, from which ``resolve_stops_1c_nb`` forms the attained service
-observed at each evaluation), as ``fastsim.api.decide_stops`` does.
+arrays (and ``duration_h``, from which ``resolve_rule_stops_1c_nb`` forms the attained
+service observed at each evaluation), as ``fastsim.api.decide_stops`` does.
 """
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
 import numpy as np
-from numba import prange
 
 from .codes import ORACLE
 from .engine import cluster_1c_nb, service_points_1c_nb
-from .jit import driver
+from .jit import kernel
 from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
-from .stops import resolve_stops_1c_nb
+from .stops import resolve_rule_stops_1c_nb
 from .workload import workload_1c_nb
 
 
-@driver
-def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
-                detector, scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
+@kernel
+def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
+                scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
                 workload, decisions, service, outcome, segments, accounting, out):
-    """Simulate every cluster row.
+    """Simulate cluster rows ``lo .. hi - 1`` (``run_pipeline`` shares the rows among
+    threads).
 
     ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
     numbered from ``cluster_start``) into ``workload`` (its loss readings only if
     ``draw_loss``), else read it as given; ``generate_only``: stop there (what
     ``fastsim.workload.generate_workload`` runs, so that generation is compiled once, here;
     every later argument is then unused);
-    ``decide``: resolve the built-in stop policy ``policy`` (``ORACLE``: the oracle; ``k``,
-    ``f``, ``w``, ``tol`` and an online detector's parameters ``detector``, as
-    ``kernels.stops.resolve_stops_nb`` takes them) into ``decisions``, else read them as
-    given.  ``keys``: what the static-key scheduler
+    ``decide``: resolve the stop policy ``policy``, a rule policy or the oracle
+    (``ORACLE``; ``k``, ``f``, ``w``, ``tol`` as ``kernels.stops.resolve_stops_nb`` takes
+    them), into ``decisions``, else read them as given.  An online detector is never
+    decided here (its decisions are resolved beforehand, ``decide`` False): a pipeline
+    that compiled every detector would cost several seconds more on a cold start for
+    runs that use none.  ``keys``: what the static-key scheduler
     orders by (``t_est_h``, or a user scheduler's keys).  Tuples of ``[C, J]`` arrays
     (``[C, J, E]``: gold, score, loss), written in place: ``workload`` (the 16 arrays of
     ``fastsim.workload.Workload`` in its field order, ``cluster_ids`` excepted),
@@ -58,8 +65,7 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
     delivered_gold, best_gold, wasted_gpu_h, positive = accounting
     n_evals = gold.shape[2]
     scheduling = (scheduler, backfill, thresholds_gpu_h, overhead_h, capacity)
-    for c_ in prange(job_type.shape[0]):
-        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
+    for c in range(lo, hi):
         if generate:
             workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
                            t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
@@ -70,9 +76,9 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
             oracle_stops_1c_nb(c, scope_all, job_type, hacking, peak_eval, n_evals, in_scope,
                                stopped, demoted, trigger_eval, delivered_eval)
         elif decide:
-            resolve_stops_1c_nb(c, policy, k, f, w, tol, detector, scope_all, job_type, t_est_h,
-                                score, loss, duration_h, in_scope, stopped, demoted,
-                                trigger_eval, delivered_eval)
+            resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est_h,
+                                     score, loss, duration_h, in_scope, stopped, demoted,
+                                     trigger_eval, delivered_eval)
         service_points_1c_nb(c, duration_h, stopped, demoted, trigger_eval, hacking, peak_eval,
                              n_evals, end_service, demote_service, account_from)
         start_h[c] = np.nan  # the engine writes these only for jobs that start and end
@@ -86,3 +92,40 @@ def pipeline_nb(generate, generate_only, draw_loss, p, seed, cluster_start, deci
         cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
                               wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
                               best_gold, trigger_eval, peak_eval, out)
+
+
+# The most clusters a thread takes at a time: a call's dispatch (about 20 us) is then
+# small beside a chunk's work (0.2-0.6 ms per cluster at the default cell).
+MAX_CHUNK = 16
+
+
+def run_pipeline(n_clusters, *args):
+    """``pipeline_nb`` over rows ``0 .. n_clusters - 1`` (``args``: its arguments after
+    ``lo, hi``) on ``numba.get_num_threads()`` threads, each taking the next chunk of rows
+    until none is left: at least 8 chunks per thread (so that threads finish within about
+    a chunk of each other whatever the clusters cost), at most ``MAX_CHUNK`` rows each.
+    The kernel releases the GIL, so the threads run in parallel; a serial kernel driven
+    from here compiles in much less time than a ``prange`` loop (docs/performance.md).
+    Rows are independent, so results do not depend on the thread count or on which
+    thread took which rows."""
+    threads = min(numba.get_num_threads(), n_clusters)
+    if threads <= 1:
+        pipeline_nb(0, n_clusters, *args)
+        return
+    chunk = max(1, min(MAX_CHUNK, n_clusters // (8 * threads)))
+    starts = iter(range(0, n_clusters, chunk))
+    lock = threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                lo = next(starts, None)
+            if lo is None:
+                return
+            pipeline_nb(lo, min(lo + chunk, n_clusters), *args)
+
+    with ThreadPoolExecutor(threads - 1) as pool:
+        helpers = [pool.submit(work) for _ in range(threads - 1)]
+        work()
+        for h in helpers:
+            h.result()

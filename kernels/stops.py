@@ -12,7 +12,7 @@ import numpy as np
 from numba import prange
 
 from .codes import ACT_DEMOTE, ACT_STOP, RLHF
-from .detectors import in_scope_nb, stop_decision_1j_nb
+from .detectors import in_scope_nb, rule_decision_1j_nb, stop_decision_1j_nb
 from .detectors_online import best_observed_eval_nb
 from .jit import driver, kernel, user_driver
 
@@ -37,21 +37,42 @@ def _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, sto
 
 
 @kernel
+def _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval):
+    """Write job ``(c, j)``'s decision ``(action, trigger_eval, delivered_eval)``."""
+    trigger_eval[c, j] = trig
+    delivered_eval[c, j] = deliv
+    stopped[c, j] = act == ACT_STOP
+    demoted[c, j] = act == ACT_DEMOTE
+
+
+@kernel
 def resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score, loss,
                         duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
     """Row ``c`` of ``resolve_stops_nb`` (same arguments, same outputs)."""
     n_jobs, n_evals = score.shape[1], score.shape[2]
     attained = np.empty(n_evals)
     for j in range(n_jobs):
-        if not _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope,
-                             stopped, demoted, trigger_eval, delivered_eval):
-            continue
-        act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j], loss[c, j],
-                                               attained, t_est_h[c, j])
-        trigger_eval[c, j] = trig
-        delivered_eval[c, j] = deliv
-        stopped[c, j] = act == ACT_STOP
-        demoted[c, j] = act == ACT_DEMOTE
+        if _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
+                         demoted, trigger_eval, delivered_eval):
+            act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j],
+                                                   loss[c, j], attained, t_est_h[c, j])
+            _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval)
+
+
+@kernel
+def resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est_h, score, loss,
+                             duration_h, in_scope, stopped, demoted, trigger_eval,
+                             delivered_eval):
+    """``resolve_stops_1c_nb`` for the rule policies only (``rule_decision_1j_nb``): what
+    the one-pass pipeline compiles, so that it holds no online detector."""
+    n_jobs, n_evals = score.shape[1], score.shape[2]
+    attained = np.empty(n_evals)
+    for j in range(n_jobs):
+        if _start_job_nb(c, j, scope_all, job_type, duration_h, attained, in_scope, stopped,
+                         demoted, trigger_eval, delivered_eval):
+            act, trig, deliv = rule_decision_1j_nb(policy, k, f, w, tol, score[c, j],
+                                                   loss[c, j], attained, t_est_h[c, j])
+            _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval)
 
 
 @driver

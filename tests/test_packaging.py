@@ -57,6 +57,36 @@ def test_one_compiled_pipeline_serves_generation_and_simulation():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+
+def _reachable_kernels(fn) -> set:
+    """Every jitted function ``fn`` calls, directly or through other kernels (what numba
+    compiles along with it), found through the global names its code uses."""
+    seen, todo = set(), [fn]
+    while todo:
+        py = todo.pop().py_func
+        codes = [py.__code__]
+        names = set()
+        while codes:
+            code = codes.pop()
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+        for name in names:
+            obj = py.__globals__.get(name)
+            if hasattr(obj, "py_func") and obj not in seen:
+                seen.add(obj)
+                todo.append(obj)
+    return seen
+
+
+def test_one_pass_pipeline_holds_no_online_detector():
+    """A run without an online detector must not compile one: the one-pass kernel reaches
+    the rule policies only (a detector decides in its own stage, ``decide_stops``)."""
+    from fastsim.kernels import detectors, detectors_online, pipeline, stops
+    reached = _reachable_kernels(pipeline.pipeline_nb)
+    assert detectors.evalstop_trigger_nb in reached  # the walk does find the decisions
+    assert not {k.py_func.__module__ for k in reached} & {detectors_online.__name__}
+    assert detectors_online.detector_trigger_nb in _reachable_kernels(stops.resolve_stops_nb)
+
 def test_kernels_compile_once_whatever_constant_they_are_called_with():
     """Numba would compile a kernel once per literal argument value (one copy of the
     uniform draws per random stream); ``fastsim.kernels.jit`` types such calls plainly."""
