@@ -3,7 +3,9 @@
 It advances from scheduling point to scheduling point and visits only the points that
 can change the allocation (arrivals, ends, demotions, every evaluation under
 ``loss_aware``, the first point after a Tiresias threshold crossing); docs/model.md
-argues why the others change nothing, and tests/reference.py checks it.
+argues why the others change nothing, and tests/reference.py checks it.  A
+``loss_aware`` evaluation reallocates only if the new key moves its job after a job the
+last walk passed over (``_keeps_place_nb``).
 
 The engine owns the *physics* (true run time ``duration_h``) and the *accounting*
 (``account_from_h``, the service after which held time is wasted); every *decision*
@@ -52,9 +54,9 @@ JOB = np.dtype([
     # accounting: start of the open segment, time held, time held after account_from
     ("seg_open", np.float64), ("held", np.float64), ("held_after", np.float64),
     # ordering: key, WAITING/RUNNING/DONE, evaluations read (loss_aware), last walk
-    # that chose it, HAS_RUN | DEMOTED
+    # that chose it, how many jobs that walk passed over before it, HAS_RUN | DEMOTED
     ("key", np.float64), ("status", np.int64), ("evals_seen", np.int64),
-    ("chosen_at", np.int64), ("flags", np.int64),
+    ("chosen_at", np.int64), ("block", np.int64), ("flags", np.int64),
 ], align=True)
 
 
@@ -123,7 +125,7 @@ def _new_job_nb(job, gpus, t_est, duration, end, demote, account_from):
     job.end, job.demote, job.account_from = end, demote, account_from
     job.since = job.attained0 = job.owed0 = job.next_point = 0.0
     job.seg_open = job.held = job.held_after = job.key = 0.0
-    job.status = job.evals_seen = job.chosen_at = job.flags = 0
+    job.status = job.evals_seen = job.chosen_at = job.block = job.flags = 0
 
 
 @part
@@ -349,6 +351,50 @@ def _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc, starts):
 
 
 @kernel
+def _choose_in_blocks_nb(jobs, active, n_active, capacity, n_realloc, starts, passed):
+    """The walk of ``_choose_preemptive_nb`` (loss_aware), which also records the jobs it
+    passes over in ``passed``, in order, then the first it does not reach, and in each
+    chosen job's ``block`` how many it passed before it (for ``_keeps_place_nb``; apart,
+    as the bookkeeping slowed the other schedulers' walk).  Returns how many start and
+    how many are in ``passed``."""
+    n_start = n_passed = 0
+    avail = capacity
+    a = 0
+    while a < n_active and avail > 0:
+        j = active[a]
+        job = jobs[j]
+        if job.gpus <= avail:
+            avail -= job.gpus
+            job.chosen_at = n_realloc
+            job.block = n_passed
+            if job.status == WAITING:
+                starts[n_start] = j
+                n_start += 1
+        else:
+            passed[n_passed] = j
+            n_passed += 1
+        a += 1
+    if a < n_active:
+        passed[n_passed] = active[a]
+        n_passed += 1
+    return n_start, n_passed
+
+
+@part
+def _keeps_place_nb(jobs, passed, n_passed, j):
+    """Whether running job ``j``, re-keyed since the last greedy walk
+    (``_choose_in_blocks_nb``), still precedes the first job that walk passed over after
+    it.  While every running job does, the walk would choose the same jobs: the running
+    jobs fit together, so each is chosen wherever it stands, and each passed job has at
+    least the running jobs before it that it had, so it sees at most the GPUs it saw."""
+    b = jobs[j].block
+    hi = passed[min(b, n_passed - 1)]
+    job, high = jobs[j], jobs[hi]
+    return b >= n_passed or precedes_nb(job.flags >> 1, job.key, j, high.flags >> 1,
+                                        high.key, hi)
+
+
+@kernel
 def _choose_waiting_nb(jobs, active, n_active, free, strict, starts):
     """Non-preemptive walk: the waiting jobs that fit in the ``free`` GPUs, in priority
     order, go to ``starts`` (strict fifo stops at the first that does not fit)."""
@@ -425,10 +471,11 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
                     demote_service[c, j], account_from_h[c, j])
     next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
-    lists = np.empty((3, n_jobs), dtype=np.int64)
+    lists = np.empty((4, n_jobs), dtype=np.int64)
     active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
     starts = lists[2]  # jobs to start at this point, in priority order
-    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = 0
+    passed = lists[3]  # loss_aware: jobs the last greedy walk passed over, in order
+    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = 0
     active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
     free = capacity
     pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
@@ -504,7 +551,15 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                     rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
                 job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
                                           job.evals_seen, rate, thresholds_gpu_h)
-                realloc = unsorted = True
+                unsorted = True
+                # A new key changes no allocation if every active job fits, or if it keeps
+                # the job before the jobs the last greedy walk passed over after it.  (If not
+                # every job fits, the last reallocation was such a walk: the demand changes
+                # only at arrivals and ends, which reallocate.)  ``active`` is sorted at
+                # the next walk.
+                if not (active_demand <= capacity
+                        or _keeps_place_nb(jobs, passed, n_passed, j)):
+                    realloc = True
             next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
@@ -544,8 +599,12 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 _sort_nb(jobs, active, n_active)
             n_realloc += 1
             if preemptive:
-                n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
-                                                starts)
+                if scheduler == LOSS_AWARE:
+                    n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
+                                                             n_realloc, starts, passed)
+                else:
+                    n_start = _choose_preemptive_nb(jobs, active, n_active, capacity,
+                                                    n_realloc, starts)
                 n_running, n_seg, freed = _pause_unchosen_nb(
                     c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
                 free += freed
