@@ -57,7 +57,6 @@ def test_one_compiled_pipeline_serves_generation_and_simulation():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-
 def _reachable_kernels(fn) -> set:
     """Every jitted function ``fn`` calls, directly or through other kernels (what numba
     compiles along with it), found through the global names its code uses."""
@@ -86,6 +85,7 @@ def test_one_pass_pipeline_holds_no_online_detector():
     assert detectors.evalstop_trigger_nb in reached  # the walk does find the decisions
     assert not {k.py_func.__module__ for k in reached} & {detectors_online.__name__}
     assert detectors_online.detector_trigger_nb in _reachable_kernels(stops.resolve_stops_nb)
+
 
 def test_kernels_compile_once_whatever_constant_they_are_called_with():
     """Numba would compile a kernel once per literal argument value (one copy of the
