@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import polars as pl
@@ -259,7 +258,7 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
-    run_pipeline(C, generate, False, draw_loss, _kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+    run_pipeline(C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
                 decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all",
                 s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                 float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), _workload_arrays(w),
@@ -271,11 +270,6 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
-
-
-# The kernel's view of a workload config (arrays and floats, never written by a kernel),
-# built once per config: building it costs about as much as simulating a cluster.
-_kernel_params = lru_cache(maxsize=64)(kernel_params)
 
 
 def _workload_arrays(w: Workload) -> tuple[np.ndarray, ...]:
@@ -292,7 +286,7 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
     types ``_run`` passes, so that the call matches its compiled signature."""
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
-    run_pipeline(w.n_clusters, True, True, True, _kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
+    run_pipeline(w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
                 False, 0, 0, 0.0, 0, 0.0, False, 0, False, np.empty(0), 0.0, 0,
                 w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -86,7 +87,10 @@ def arrival_rate(cfg: WorkloadConfig) -> float:
     return cfg.load * cfg.gpus / work
 
 
+@lru_cache(maxsize=64)
 def kernel_params(cfg: WorkloadConfig) -> WorkloadParams:
+    """The kernels' view of ``cfg`` (arrays and floats, which no kernel writes), built once
+    per config: building it costs about as much as simulating a cluster."""
     demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
     width = max(len(d) for d in demands)
     dem = np.zeros((3, width), dtype=np.int32)
