@@ -7,7 +7,8 @@ from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.replay.policies import replay
 from fastsim.replay.traces import (ToyRLHFConfig, build_world, comparison_pool, fit_bradley_terry,
-                                   fit_gao, gao_fit_groups, generate_toy_rlhf, run_summary)
+                                   fit_gao, gao_fit_groups, gao_run_medians, generate_toy_rlhf,
+                                   run_summary)
 
 POOR, RICH = 100, 3200
 
@@ -78,6 +79,54 @@ def test_gao_fit_and_summaries(traces):
     assert poor["gao_beta"] > rich["gao_beta"] > 0  # over-optimisation is the -beta d ln d term
     fits = gao_fit_groups(traces)
     assert fits.height == 2 and set(fits.columns) >= {"gao_alpha", "gao_beta", "gao_r2", "d_peak"}
+
+
+def _gao_traces(alphas, betas, d=np.linspace(0.0, 2.5, 21)):
+    """Exact Gao-form runs, one per seed of one cell: per-seed fits recover each seed's
+    parameters exactly."""
+    frames = []
+    for s, (a, b) in enumerate(zip(alphas, betas)):
+        dd = np.maximum(d, 1e-300)
+        gold = np.where(d > 0, dd * (a - b * np.log(dd)), 0.0) + 1.0
+        frames.append(pl.DataFrame({"job_id": f"n100_kl0.1_s{s}", "step": np.arange(d.size) * 15,
+                                    "truth_gold": gold, "truth_kl_nats": d ** 2, "seed": s,
+                                    "n_comparisons": 100, "kl_coef": 0.1, "truth_hacking": b > 1}))
+    return pl.concat(frames)
+
+
+def test_gao_fit_groups_gives_a_t_interval_over_seeds():
+    from scipy import stats
+
+    alphas, betas = np.array([2.0, 2.5, 3.0, 3.4]), np.array([0.4, 0.5, 1.5, 0.9])
+    fits = gao_fit_groups(_gao_traces(alphas, betas))
+    r = fits.row(0, named=True)
+    assert r["n_seeds"] == 4 and r["n_runs"] == 4 and r["hacking_share"] == 0.25
+    t = stats.t.ppf(0.975, 3)
+    for name, x in (("gao_alpha", alphas), ("gao_beta", betas)):
+        half = t * x.std(ddof=1) / 2.0
+        assert r[f"{name}_seed_mean"] == pytest.approx(x.mean())
+        assert (r[f"{name}_lo"], r[f"{name}_hi"]) == pytest.approx((x.mean() - half, x.mean() + half))
+        assert r[f"{name}_lo"] < r[name] < r[f"{name}_hi"]  # the pooled fit, inside here
+    # every seed fits exactly: R^2 1 with no spread; its interval never passes 1
+    assert r["gao_r2_seed_mean"] == pytest.approx(1.0) and r["gao_r2_hi"] <= 1.0
+    assert r["gao_r2"] < 1.0  # pooling seeds with different parameters loses fit
+    one = gao_fit_groups(_gao_traces(alphas[:1], betas[:1])).row(0, named=True)
+    assert one["n_seeds"] == 1 and np.isnan(one["gao_alpha_lo"])  # no interval from one seed
+
+
+def test_gao_run_medians_bootstrap_runs():
+    runs = pl.DataFrame({"truth_hacking": [False] * 5 + [True] * 3,
+                         "gao_alpha": [3.0, 3.1, 3.2, 3.3, 3.4, 2.0, 2.5, 3.0],
+                         "gao_beta": [0.5] * 5 + [1.0, 2.0, float("nan")],
+                         "gao_r2": [0.99] * 5 + [0.6, 0.7, 0.8]})
+    m = {(r["runs"], r["statistic"]): r for r in gao_run_medians(runs, n_boot=500).iter_rows(named=True)}
+    assert m[("healthy", "gao_alpha")]["median"] == pytest.approx(3.2)
+    assert m[("all", "gao_alpha")]["n_runs"] == 8 and m[("hacking", "gao_beta")]["n_runs"] == 2
+    assert m[("hacking", "gao_r2")]["min"] == pytest.approx(0.6)
+    for r in m.values():
+        assert r["lo"] <= r["median"] <= r["hi"]
+    assert m[("healthy", "gao_alpha")]["lo"] >= 3.0 and m[("healthy", "gao_alpha")]["hi"] <= 3.4
+    assert m[("healthy", "gao_alpha")]["hi"] > m[("healthy", "gao_alpha")]["lo"]
 
 
 @pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),

@@ -204,8 +204,8 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 
 
 def _cmd_toy(args) -> int:
-    from fastsim.replay.traces import (ToyRLHFConfig, gao_fit_groups, generate_toy_rlhf,
-                                       run_summary)
+    from fastsim.replay.traces import (ToyRLHFConfig, gao_fit_groups, gao_run_medians,
+                                       generate_toy_rlhf, run_summary)
 
     kw = {}
     if args.quick:
@@ -243,6 +243,17 @@ def _cmd_toy(args) -> int:
         print(by_n)
         print(fits.select("n_comparisons", "kl_coef", "hacking_share", "gao_alpha", "gao_beta",
                           "gao_r2", "d_peak", "d_max"))
+    lo, hi = fits["n_seeds"].min(), fits["n_seeds"].max()
+    print(f"Gao's form per cell: pooled fit (mean of the per-seed fits [95% t interval over "
+          f"{lo if lo == hi else f'{lo}-{hi}'} seeds])")
+    for r in fits.iter_rows(named=True):
+        cells = "  ".join(f"{n[4:]} {r[n]:.2f} ({r[n + '_seed_mean']:.2f} [{r[n + '_lo']:.2f}, "
+                          f"{r[n + '_hi']:.2f}])" for n in ("gao_alpha", "gao_beta", "gao_r2"))
+        print(f"  n {r['n_comparisons']:>5} KL {r['kl_coef']:<5g} {cells}")
+    print("Gao's form per run, medians [95% bootstrap interval over runs] (min):")
+    for r in gao_run_medians(runs).iter_rows(named=True):
+        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} {r['median']:.3f} [{r['lo']:.3f}, "
+              f"{r['hi']:.3f}] (min {r['min']:.3f}), n {r['n_runs']} runs")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
     return 0

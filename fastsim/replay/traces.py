@@ -431,12 +431,17 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
 
 
 def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.DataFrame:
-    """Gao's RL form fitted to the pooled (sqrt KL, gold gain) points of each group of runs.
+    """Gao's RL form fitted to the pooled (sqrt KL, gold gain) points of each group of runs,
+    with 95% intervals over the group's seeds.
 
     Points come from the exact gold and exact KL (hidden truth), all seeds of a group
-    together, like Gao et al.'s fits over their RL runs.  Columns: the group keys,
-    ``n_runs, hacking_share, gao_alpha, gao_beta, gao_r2, d_peak`` (``exp(alpha/beta - 1)``,
-    where the fitted form peaks; inf when ``beta <= 0``).
+    together, like Gao et al.'s fits over their RL runs: ``gao_alpha, gao_beta, gao_r2,
+    d_peak`` (``exp(alpha/beta - 1)``, where the fitted form peaks; inf when
+    ``beta <= 0``).  The interval of each parameter comes from fitting every seed alone:
+    ``gao_*_seed_mean`` is the mean of the ``n_seeds`` per-seed fits and ``gao_*_lo`` /
+    ``gao_*_hi`` its Student-t 95% interval (``fastsim.stats.mean_ci``); R^2's upper end
+    is capped at 1, its largest possible value.  The seeds of a group are independent runs
+    (own comparison pool, own policy draws) in one fixed world (``world_seed``).
     """
     rows = []
     t = traces.sort(["job_id", "step"]).with_columns(
@@ -446,13 +451,44 @@ def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.
         alpha, beta, r2 = fit_gao(g["_d"].to_numpy(), g["_gain"].to_numpy())
         d_peak = float(np.exp(alpha / beta - 1.0)) if beta > 0 else float("inf")
         row = dict(zip(by, keys))
-        row.update({"n_runs": g["job_id"].n_unique(),
+        row.update({"n_runs": g["job_id"].n_unique(), "n_seeds": g["seed"].n_unique(),
                     "hacking_share": float(g.group_by("job_id").agg(pl.col("truth_hacking").first())
                                            ["truth_hacking"].mean()),
                     "gao_alpha": alpha, "gao_beta": beta, "gao_r2": r2, "d_peak": d_peak,
                     "d_max": float(g["_d"].max())})
+        per_seed = np.array([fit_gao(s["_d"].to_numpy(), s["_gain"].to_numpy())
+                             for _, s in g.group_by("seed", maintain_order=True)])
+        for j, name in enumerate(("gao_alpha", "gao_beta", "gao_r2")):
+            e = mean_ci(per_seed[:, j])
+            hi = min(e.hi, 1.0) if name == "gao_r2" else e.hi
+            row.update({f"{name}_seed_mean": e.mean, f"{name}_lo": e.lo, f"{name}_hi": hi})
         rows.append(row)
     return pl.DataFrame(rows).sort(list(by))
+
+
+def gao_run_medians(runs: pl.DataFrame, n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """Medians of the per-run fits of Gao's form (``run_summary``) over all, healthy and
+    hacking runs, with 95% percentile intervals from ``n_boot`` resamples of the runs.
+
+    One row per ``(runs, statistic)``: ``runs`` in ``all, healthy, hacking``; statistics
+    ``gao_alpha, gao_beta, gao_r2``; columns ``median, lo, hi, min, n_runs``.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for label, sel in (("all", runs), ("healthy", runs.filter(~pl.col("truth_hacking"))),
+                       ("hacking", runs.filter(pl.col("truth_hacking")))):
+        for name in ("gao_alpha", "gao_beta", "gao_r2"):
+            x = sel[name].drop_nans().drop_nulls().to_numpy()
+            if x.size == 0:
+                rows.append({"runs": label, "statistic": name, "median": np.nan, "lo": np.nan,
+                             "hi": np.nan, "min": np.nan, "n_runs": 0})
+                continue
+            boot = np.median(x[rng.integers(0, x.size, (n_boot, x.size))], axis=1)
+            lo, hi = np.percentile(boot, [2.5, 97.5]) if n_boot else (np.nan, np.nan)
+            rows.append({"runs": label, "statistic": name, "median": float(np.median(x)),
+                         "lo": float(lo), "hi": float(hi), "min": float(x.min()),
+                         "n_runs": int(x.size)})
+    return pl.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- curve knobs
