@@ -148,3 +148,60 @@ def test_simulator_comparison_draws_hacking_peaks_where_the_traces_peak():
     # with the traces' range the healthy range starts at its upper end (no gap)
     rows = simulator_comparison(runs, ["evalstop:k=2"], n_clusters=2, n_jobs=10, sigma=0.02)
     assert rows.height == 1 and 0.0 <= rows["recall"][0] <= 1.0
+
+
+SMALL = ["--n-comparisons", "100", "--kl-coefs", "0.1", "--seeds", "1", "--steps", "30"]
+
+
+def test_trace_files_record_their_generating_parameters_and_regenerate(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    assert main(["traces", "toy-rlhf", *SMALL, "--world-seed", "3", "--out", str(tmp_path / "a")]) == 0
+    want = ToyRLHFConfig(n_comparisons=(100,), kl_coefs=(0.1,), seeds=(0,), n_steps=30, world_seed=3)
+    for name in ("traces", "runs", "gao_fits"):
+        assert read_trace_config(tmp_path / "a" / f"{name}.parquet") == want
+    # the file alone regenerates the set, bit for bit; the world seed matters
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "a" / "runs.parquet"),
+                 "--out", str(tmp_path / "b")]) == 0
+    a, b = (pl.read_parquet(tmp_path / d / "traces.parquet") for d in ("a", "b"))
+    assert a.equals(b)
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "a" / "traces.parquet"),
+                 "--world-seed", "0", "--out", str(tmp_path / "c")]) == 0
+    assert read_trace_config(tmp_path / "c" / "traces.parquet").world_seed == 0
+    c = pl.read_parquet(tmp_path / "c" / "traces.parquet")
+    assert not np.array_equal(a["truth_gold"].to_numpy(), c["truth_gold"].to_numpy())
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(tmp_path / "a" / "traces.parquet"), "--boot", "0"]) == 0
+    assert "generated with world_seed 3" in capsys.readouterr().out
+
+
+def test_an_older_trace_file_without_parameters_still_loads(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    assert main(["traces", "toy-rlhf", *SMALL, "--out", str(tmp_path / "a")]) == 0
+    old = tmp_path / "old.parquet"
+    pl.read_parquet(tmp_path / "a" / "traces.parquet").write_parquet(old)  # no metadata
+    assert read_trace_config(old) is None
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(old), "--boot", "0"]) == 0
+    assert "records no generating parameters" in capsys.readouterr().out
+    assert main(["traces", "toy-rlhf", "--like", str(old), "--out", str(tmp_path / "b")]) == 2
+    assert "records no generating parameters" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "not valid"), ('{"colour": 1}', "unknown fields"),
+                                       ('{"world_seed": -1}', "world_seed")])
+def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):
+    from fastsim.cli import main
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import CONFIG_KEY
+
+    path = tmp_path / "t.parquet"
+    table_writer(pl.DataFrame({"job_id": ["a"]}), path, {CONFIG_KEY: text})(path)
+    assert main(["traces", "toy-rlhf", "--like", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert why in err and CONFIG_KEY in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

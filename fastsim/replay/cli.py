@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -80,9 +81,14 @@ def register(subparsers) -> None:
     toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
                      help="seed of the gold reward, reference policy and prompts, >= 0 "
                      "(default: 0)")
-    toy.add_argument("--quick", action="store_true",
-                     help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
-                     "and 0.3, 3 seeds, 150 steps)")
+    start = toy.add_mutually_exclusive_group()
+    start.add_argument("--quick", action="store_true",
+                       help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
+                       "and 0.3, 3 seeds, 150 steps)")
+    start.add_argument("--like", type=Path, default=None, metavar="FILE",
+                       help="start from the parameters recorded in FILE (traces.parquet, "
+                       "runs.parquet or gao_fits.parquet written by toy-rlhf; every file "
+                       "records them, world seed included); the options above override them")
     toy.set_defaults(func=_cmd_toy)
     cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
@@ -204,9 +210,20 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 
 
 def _cmd_toy(args) -> int:
-    from fastsim.replay.traces import (ToyRLHFConfig, gao_fit_groups, gao_run_medians,
-                                       generate_toy_rlhf, run_summary)
+    from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
+                                       gao_run_medians, generate_toy_rlhf, read_trace_config,
+                                       run_summary)
 
+    base = ToyRLHFConfig()
+    if args.like is not None:
+        if not args.like.is_file():
+            raise ConfigError(f"--like {args.like}: no such file; allowed: a .parquet file "
+                              "written by fastsim traces toy-rlhf")
+        base = read_trace_config(args.like)
+        if base is None:
+            raise ConfigError(f"--like {args.like}: records no generating parameters (written "
+                              "before fastsim recorded them); allowed: a file written by this "
+                              "fastsim, or the options themselves (defaults: world seed 0)")
     kw = {}
     if args.quick:
         kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
@@ -223,14 +240,15 @@ def _cmd_toy(args) -> int:
         kw["n_steps"] = args.steps
     if args.world_seed is not None:
         kw["world_seed"] = args.world_seed
-    cfg = ToyRLHFConfig(**kw)
+    cfg = replace(base, **kw)
     check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
     runtime = time.perf_counter() - t0
     runs = run_summary(traces)
     fits = gao_fit_groups(traces)
-    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet"))
+    meta = config_metadata(cfg)  # the file alone says how to regenerate it
+    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet", meta))
                for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))])
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
@@ -261,11 +279,12 @@ def _cmd_toy(args) -> int:
 
 def _cmd_compare(args) -> int:
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import simulator_comparison
+    from fastsim.replay.traces import simulator_comparison, trace_origin
 
     _check_out(args.out)
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
+    origin = trace_origin(args.runs)
     runs = pl.read_parquet(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
     for s in specs:
@@ -274,6 +293,7 @@ def _cmd_compare(args) -> int:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
     curves = D.PLAIN_CURVES if args.plain else None
     res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma, curves=curves)
+    print(origin)
     print(f"simulator ({'plain' if args.plain else 'trace-grounded'} curves) at sigma "
           f"{res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
           f"{res['n_evals'][0]} evaluations, {args.clusters} clusters:")
@@ -287,19 +307,21 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from fastsim.replay.traces import fit_curve_knobs
+    from fastsim.replay.traces import fit_curve_knobs, trace_origin
 
     _check_out(args.out)
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
     if args.boot < 0:
         raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    origin = trace_origin(args.traces)
     traces = pl.read_parquet(args.traces)
     need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
     if not need <= set(traces.columns):
         raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
                           "allowed: traces.parquet from fastsim traces toy-rlhf")
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
+    print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
     for r in res.iter_rows(named=True):
         print(f"{r['statistic']:<22} {r['value']:>9.4g}  [{r['lo']:.4g}, {r['hi']:.4g}]  n {r['n_runs']}")

@@ -18,13 +18,16 @@ columns, which no stop policy reads.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields, replace
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
+from fastsim.io import parquet_metadata
 from fastsim.stats import mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
@@ -88,6 +91,56 @@ class ToyRLHFConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+CONFIG_KEY = "fastsim.toy_rlhf_config"  # Parquet metadata key: the generating parameters
+
+
+def config_metadata(cfg: ToyRLHFConfig) -> dict[str, str]:
+    """Parquet key-value metadata recording every generating parameter of a trace set
+    (``world_seed`` included), so the file alone says how to regenerate it."""
+    return {CONFIG_KEY: json.dumps(asdict(cfg), sort_keys=True)}
+
+
+def read_trace_config(path: Path) -> ToyRLHFConfig | None:
+    """The ``ToyRLHFConfig`` recorded in a file written by ``fastsim traces toy-rlhf``
+    (``traces``, ``runs`` or ``gao_fits.parquet``), or ``None`` for a file that records none
+    (written before the parameters were recorded, or by other code).  A recorded value that
+    is not valid is one ``ConfigError`` naming the file.
+
+    Examples
+    --------
+    >>> import tempfile, polars as pl
+    >>> from fastsim.io import table_writer
+    >>> path = Path(tempfile.mkdtemp()) / "t.parquet"
+    >>> table_writer(pl.DataFrame({"x": [1]}), path, config_metadata(ToyRLHFConfig(world_seed=3)))(path)
+    >>> read_trace_config(path).world_seed
+    3
+    """
+    text = parquet_metadata(path).get(CONFIG_KEY)
+    if text is None:
+        return None
+    try:
+        raw = json.loads(text)
+        known = set(ToyRLHFConfig.field_names())
+        if not isinstance(raw, dict) or not set(raw) <= known:
+            raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
+        return ToyRLHFConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    except (ValueError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
+                          "parameters fastsim traces toy-rlhf records") from None
+
+
+def trace_origin(path: Path) -> str:
+    """One line for a reader: the parameters a trace file was generated with, or, for a file
+    that records none, what regenerating it would have to assume."""
+    cfg = read_trace_config(path)
+    if cfg is None:
+        return (f"{path}: records no generating parameters (written before fastsim recorded "
+                f"them); the defaults were world_seed {ToyRLHFConfig.world_seed}, "
+                f"{ToyRLHFConfig.n_steps} steps: check them before regenerating")
+    return (f"{path}: generated with world_seed {cfg.world_seed}, {cfg.n_runs} runs, "
+            f"{cfg.n_steps} steps (regenerate: fastsim traces toy-rlhf --like {path})")
 
 
 @dataclass(frozen=True)
