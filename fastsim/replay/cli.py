@@ -31,8 +31,12 @@ def register(subparsers) -> None:
         description="Replay stop policies on real evaluation logs: per job, whether and where "
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
         "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json")
+    p.add_argument("--example", action="store_true",
+                   help="replay the small CSV log shipped with fastsim instead of PATH (3 jobs "
+                   "with out-of-order steps, a duplicate and a missing score); its path is "
+                   "printed, to copy it as a template")
     p.add_argument("--policy", action="append", default=None, metavar="SPEC",
                    help="stop policy, repeatable (default evalstop:k=2): "
                    + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
@@ -172,6 +176,15 @@ def _cmd_replay(args) -> int:
     from fastsim.replay.logs import read_logs
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
+    if not args.paths and not args.example:
+        raise ConfigError("no log given; allowed: PATH (log files or run directories), or "
+                          "--example (the log shipped with fastsim)")
+    if args.paths and args.example:
+        raise ConfigError("PATH and --example together; allowed: one of them")
+    if args.example:
+        from fastsim.resources import example_log
+        args.paths = [example_log()]
+        print(f"example log: {args.paths[0]}")
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
     check_distinct({"--out": args.out, "--summary-out": args.summary_out})
