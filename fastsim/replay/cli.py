@@ -181,10 +181,12 @@ def _cmd_replay(args) -> int:
                           "--example (the log shipped with fastsim)")
     if args.paths and args.example:
         raise ConfigError("PATH and --example together; allowed: one of them")
+    if args.metric is not None and not args.metric.strip():
+        raise ConfigError(f"--metric {args.metric!r}: allowed: a column or eval_* name "
+                          "(omit it for the default)")
     if args.example:
         from fastsim.resources import example_log
         args.paths = [example_log()]
-        print(f"example log: {args.paths[0]}")
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
     check_distinct({"--out": args.out, "--summary-out": args.summary_out})
@@ -196,6 +198,8 @@ def _cmd_replay(args) -> int:
     res = replay(log, policies, gpus=args.gpus)
     summ = summarize_replay(res)
     sense = "higher" if log.higher_is_better else "lower"
+    if args.example:
+        print(f"example log: {args.paths[0]}")
     print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
           f"{log.metric} ({sense} is better)")
     for note in log.notes:
@@ -218,6 +222,9 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     except ValueError:
         raise ConfigError(f"--{name} {text!r}: allowed: comma-separated integers") from None
     if name == "seeds" and len(vals) == 1 and "," not in text:
+        if not 1 <= vals[0] <= 100_000:
+            raise ConfigError(f"--seeds {text!r}: allowed: N from 1 to 100000 (seeds 0..N-1), "
+                              "or comma-separated integers")
         return tuple(range(vals[0]))
     return vals
 

@@ -32,6 +32,11 @@ from fastsim.stats import mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
 
+MAX_COMPARISONS = 100_000     # a pool of this many comparisons holds ~100 MB of features
+MAX_TOY_STEPS = 1_000_000
+MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
+
+
 @dataclass(frozen=True)
 class ToyRLHFConfig:
     """Parameters of a toy RLHF trace set (defaults: 72 runs, ~1 minute on 2 cores).
@@ -76,13 +81,28 @@ class ToyRLHFConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be a finite number >= 0")
-        if not self.n_comparisons or any(int(n) < 1 for n in self.n_comparisons):
+        # Bounds the run can honour: seeds are int64 in the kernels (the world seed only
+        # feeds numpy, 64 bits), and the comparison pool and the trace table must fit memory.
+        if self.world_seed > 2**64 - 1:
+            raise ConfigError(f"ToyRLHFConfig.world_seed = {self.world_seed!r}: must be an "
+                              "integer from 0 to 2^64-1")
+        if self.n_steps > MAX_TOY_STEPS:
+            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be an integer "
+                              f"from 1 to {MAX_TOY_STEPS}")
+        if not self.n_comparisons or any(not 1 <= int(n) <= MAX_COMPARISONS for n in self.n_comparisons):
             raise ConfigError(f"ToyRLHFConfig.n_comparisons = {self.n_comparisons!r}: "
-                              "a non-empty list of integers >= 1")
-        if not self.kl_coefs or any(not (c >= 0) for c in self.kl_coefs):
-            raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each >= 0")
-        if not self.seeds or any(int(s) < 0 for s in self.seeds):
-            raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each >= 0")
+                              f"a non-empty list of integers from 1 to {MAX_COMPARISONS}")
+        if not self.kl_coefs or any(not (0 <= c < np.inf) for c in self.kl_coefs):
+            raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each a "
+                              "finite number >= 0")
+        if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
+            raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
+                              "integer from 0 to 2^63-1")
+        rows = self.n_runs * (self.n_steps // self.eval_every + 1)
+        if rows > MAX_TRACE_ROWS:
+            raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
+                              f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
+                              f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
 
     @property
     def n_runs(self) -> int:
