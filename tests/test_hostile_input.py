@@ -373,3 +373,12 @@ def test_15_deeply_nested_json_is_one_line(tmp_path, capsys):
 
 def test_15_an_empty_metric_name_is_refused(capsys):
     one_line(capsys, ["replay", "--example", "--metric", ""], "--metric")
+
+
+def test_15_a_reader_that_stops_reading_is_no_traceback():
+    """``fastsim replay --example | head -1``: the pipe closes while fastsim still prints."""
+    p = subprocess.Popen([sys.executable, "-m", "fastsim.cli", "replay", "--example"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before fastsim has printed anything: its first write fails
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
