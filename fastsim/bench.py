@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import subprocess
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
@@ -116,54 +118,163 @@ def end_to_end(n_clusters: int, reps: int) -> dict:
     return out
 
 
-def plain_loop_cluster(capacity: int, gpus, arrival_h, t_est_h, run_h, scheduler: str) -> float:
+class PlainJobs(NamedTuple):
+    """One cluster's jobs as plain lists, what the plain loop reads: ``gpus``,
+    ``arrival_h``, ``t_est_h``, ``duration_h`` (the world's run time ``T``, which sets when
+    evaluations happen), ``last_eval`` (the stop decision's trigger, else ``n_evals``: the
+    evaluation at which the job ends), ``loss`` (each job's observed loss readings) and
+    ``n_evals``."""
+
+    gpus: list
+    arrival_h: list
+    t_est_h: list
+    duration_h: list
+    last_eval: list
+    loss: list
+    n_evals: int
+
+
+class PlainPolicy(NamedTuple):
+    """What the loop asks a scheduler: ``key(j, attained)`` orders jobs (smaller first,
+    ties by job index); ``preemptive``; ``strict`` (stop the walk at the first job that does
+    not fit); ``observe(j, e, attained, running)`` is told of job ``j``'s evaluation ``e``
+    and says whether the order may have changed, or is None if evaluations do not matter."""
+
+    key: Callable
+    preemptive: bool
+    strict: bool
+    observe: Callable | None
+
+
+def _size_policy(scheduler: str, jobs: PlainJobs) -> PlainPolicy:
+    """``fifo`` (arrival order, strict, non-preemptive), ``sjf_est`` (smallest estimate,
+    non-preemptive), ``srtf_est`` (smallest ``max(T_est - attained, 0)``, preemptive): keys
+    read sizes only, so only arrivals and ends can change the allocation."""
+    key = {"fifo": lambda j, att: (jobs.arrival_h[j], j),
+           "sjf_est": lambda j, att: (jobs.t_est_h[j], j),
+           "srtf_est": lambda j, att: (max(jobs.t_est_h[j] - att[j], 0.0), j)}[scheduler]
+    return PlainPolicy(key, scheduler == "srtf_est", scheduler == "fifo", None)
+
+
+def _loss_aware_policy(jobs: PlainJobs) -> PlainPolicy:
+    """SLAQ-like, preemptive: highest relative loss drop per GPU-hour of service between a
+    job's last two readings first; fewer than two readings: top priority.  A reading from
+    the second on gives its job a new key, so the order may change."""
+    rate: dict[int, float] = {}
+    reading: dict[int, tuple[float, float]] = {}  # job -> (last loss, service at it)
+
+    def observe(j, e, attained, running):
+        loss, service = jobs.loss[j][e - 1], attained[j]
+        if j in reading:
+            loss_prev, service_prev = reading[j]
+            rate[j] = (loss_prev - loss) / loss_prev / (jobs.gpus[j] * (service - service_prev))
+        reading[j] = (loss, service)
+        return j in rate
+
+    return PlainPolicy(lambda j, att: (-rate.get(j, math.inf), j), True, False, observe)
+
+
+def _tiresias_policy(jobs: PlainJobs, thresholds_gpu_h) -> PlainPolicy:
+    """2D-LAS, preemptive: queue = thresholds reached by attained GPU-hours, FIFO inside a
+    queue.  A job that crosses a threshold changes queue at the next scheduling point (an
+    arrival, an end or any job's evaluation), not at the crossing."""
+    walked: dict[int, int] = {}  # each job's queue at the last walk
+
+    def queue(j, attained):
+        return sum(jobs.gpus[j] * attained[j] >= th for th in thresholds_gpu_h)
+
+    def key(j, attained):
+        walked[j] = queue(j, attained)
+        return (walked[j], j)
+
+    def observe(j, e, attained, running):
+        return any(queue(i, attained) != walked[i] for i in running)
+
+    return PlainPolicy(key, True, False, observe)
+
+
+def _walk(queue, gpus, free: int, strict: bool) -> set:
+    """Jobs of ``queue`` (in order) that run: each whose demand fits in the GPUs not yet
+    given out; ``strict`` stops at the first that does not fit (head-of-line blocking)."""
+    chosen = set()
+    for j in queue:
+        if gpus[j] <= free:
+            free -= gpus[j]
+            chosen.add(j)
+        elif strict:
+            break
+    return chosen
+
+
+def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
+                       thresholds_gpu_h=(16.0,)) -> list:
     """A plain Python event loop of one cluster, written from MODEL.md sections 2 and 6 (not
     from the engine, and apart from the exhaustive reference in tests/), the yardstick for
-    ``simulate``: it reallocates only when a job arrives or ends.  ``fifo``: arrival order,
-    strict (a head that does not fit blocks the queue), non-preemptive; ``sjf_est``:
-    smallest estimate, non-preemptive; ``srtf_est``: smallest ``max(T_est - attained, 0)``,
-    preemptive; ties by arrival (the job index).  ``run_h``: each job's service after its
-    stop decision.  Returns the makespan."""
-    n = len(gpus)
-    preemptive = scheduler == "srtf_est"
-    key = {"fifo": lambda j: (arrival_h[j], j), "sjf_est": lambda j: (t_est_h[j], j),
-           "srtf_est": lambda j: (max(t_est_h[j] - attained[j], 0.0), j)}[scheduler]
-    attained = [0.0] * n
+    ``simulate``.  Events are arrivals and ends, plus, for a scheduler that reacts to them
+    (``loss_aware``, ``tiresias``), the evaluations of running jobs; it reallocates at an
+    arrival, an end, or an evaluation after which the order may differ.  Ties break by job
+    index (arrival order).  No resume overhead (the bench's default, 0).  Returns each
+    job's end time (h)."""
+    policy = {"loss_aware": lambda: _loss_aware_policy(jobs),
+              "tiresias": lambda: _tiresias_policy(jobs, thresholds_gpu_h)}.get(
+        scheduler, lambda: _size_policy(scheduler, jobs))()
+    n, n_evals, duration = len(jobs.gpus), jobs.n_evals, jobs.duration_h
+    attained, evals, end_h = [0.0] * n, [0] * n, [math.nan] * n
     running: set[int] = set()
     waiting: list[int] = []
     t, nxt, done = 0.0, 0, 0
     while done < n:
-        t_end, j_end = float("inf"), -1
+        t_ev, j_ev = math.inf, -1  # the next event of a running job: its evaluation or end
         for j in running:
-            if t + run_h[j] - attained[j] < t_end:
-                t_end, j_end = t + run_h[j] - attained[j], j
-        t_new = min(t_end, arrival_h[nxt] if nxt < n else float("inf"))
+            e = evals[j] + 1 if policy.observe else jobs.last_eval[j]
+            if t + duration[j] * e / n_evals - attained[j] < t_ev:
+                t_ev, j_ev = t + duration[j] * e / n_evals - attained[j], j
+        t_new = min(t_ev, jobs.arrival_h[nxt] if nxt < n else math.inf)
         for j in running:
             attained[j] += t_new - t
-        t = t_new
-        if j_end >= 0 and t_end == t:
-            running.discard(j_end)
-            done += 1
-        while nxt < n and arrival_h[nxt] == t:
+        t, changed = t_new, False
+        if t_ev == t:
+            evals[j_ev] = evals[j_ev] + 1 if policy.observe else jobs.last_eval[j_ev]
+            attained[j_ev] = duration[j_ev] * evals[j_ev] / n_evals  # on the grid, exactly
+            if evals[j_ev] == jobs.last_eval[j_ev]:
+                running.discard(j_ev)
+                end_h[j_ev], done, changed = t, done + 1, True
+            else:
+                changed = policy.observe(j_ev, evals[j_ev], attained, running)
+        while nxt < n and jobs.arrival_h[nxt] == t:
             waiting.append(nxt)
-            nxt += 1
-        if preemptive:  # every active job competes again, in key order
-            queue, chosen, free = sorted(running | set(waiting), key=key), set(), capacity
-        else:  # running jobs keep their GPUs; waiting jobs start in key order
-            queue, chosen = sorted(waiting, key=key), set(running)
-            free = capacity - sum(gpus[j] for j in running)
-        for j in queue:
-            if gpus[j] <= free:
-                free -= gpus[j]
-                chosen.add(j)
-            elif scheduler == "fifo":
-                break
-        running = chosen
-        waiting = [j for j in queue if j not in chosen]
-    return t
+            nxt, changed = nxt + 1, True
+        if changed:
+            running, waiting = _reallocate(policy, jobs.gpus, capacity, running, waiting,
+                                           attained)
+    return end_h
 
 
-PLAIN_LOOP = ("fifo", "sjf_est", "srtf_est")
+def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set, waiting: list,
+                attained) -> tuple[set, list]:
+    """The walk at a scheduling point (MODEL.md section 6): a preemptive scheduler walks
+    every active job in key order; a non-preemptive one leaves running jobs their GPUs and
+    walks the waiting ones.  Returns the running set and the waiting jobs in key order."""
+    order = lambda j: policy.key(j, attained)  # noqa: E731
+    if policy.preemptive:
+        queue = sorted(running | set(waiting), key=order)
+        running = _walk(queue, gpus, capacity, policy.strict)
+    else:
+        queue = sorted(waiting, key=order)
+        running = running | _walk(queue, gpus, capacity - sum(gpus[j] for j in running),
+                                  policy.strict)
+    return running, [j for j in queue if j not in running]
+
+
+PLAIN_LOOP = ALL_SCHEDULERS
+
+
+def plain_jobs(w, d, c: int) -> PlainJobs:
+    """Cluster ``c`` of workload ``w`` with its stop decisions ``d`` as ``PlainJobs``."""
+    last_eval = np.where(d.stopped[c], d.trigger_eval[c], w.n_evals)
+    return PlainJobs(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
+                     w.duration_h[c].tolist(), last_eval.tolist(), w.loss[c].tolist(),
+                     w.n_evals)
 
 
 def plain_loop(n_clusters: int) -> dict:
@@ -173,14 +284,13 @@ def plain_loop(n_clusters: int) -> dict:
     cfg = _config()
     w = generate_workload(cfg.workload, n_clusters, seed=1)
     d = decide_stops(cfg, w)
-    run_h = w.duration_h * np.where(d.stopped, d.trigger_eval / w.n_evals, 1.0)
-    rows = [(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
-             run_h[c].tolist()) for c in range(n_clusters)]
+    clusters = [plain_jobs(w, d, c) for c in range(n_clusters)]
     out = {}
     for name in PLAIN_LOOP:
+        thresholds = _config(name).scheduler.thresholds_gpu_h
         t0 = time.perf_counter()
-        for g, a, te, r in rows:
-            plain_loop_cluster(cfg.workload.gpus, g, a, te, r, name)
+        for jobs in clusters:
+            plain_loop_cluster(cfg.workload.gpus, jobs, name, thresholds)
         out[name] = _us(time.perf_counter() - t0, n_clusters)
     return out
 
