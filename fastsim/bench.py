@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import bisect
 import math
 import os
 import resource
@@ -135,10 +136,11 @@ class PlainJobs(NamedTuple):
 
 
 class PlainPolicy(NamedTuple):
-    """What the loop asks a scheduler: ``key(j, attained)`` orders jobs (smaller first,
-    ties by job index); ``preemptive``; ``strict`` (stop the walk at the first job that does
-    not fit); ``observe(j, e, attained, running)`` is told of job ``j``'s evaluation ``e``
-    and says whether the order may have changed, or is None if evaluations do not matter."""
+    """What the loop asks a scheduler: ``key(j)`` orders jobs (smaller first; every key
+    ends with the job index, arrival order, for ties); ``preemptive``; ``strict`` (stop the
+    walk at the first job that does not fit); ``observe(j, e, running)`` is told of job
+    ``j``'s evaluation ``e`` and says whether the order may have changed, or is None if
+    evaluations do not matter.  Keys read the loop's ``attained`` service (h) per job."""
 
     key: Callable
     preemptive: bool
@@ -146,24 +148,24 @@ class PlainPolicy(NamedTuple):
     observe: Callable | None
 
 
-def _size_policy(scheduler: str, jobs: PlainJobs) -> PlainPolicy:
+def _size_policy(scheduler: str, jobs: PlainJobs, attained: list) -> PlainPolicy:
     """``fifo`` (arrival order, strict, non-preemptive), ``sjf_est`` (smallest estimate,
     non-preemptive), ``srtf_est`` (smallest ``max(T_est - attained, 0)``, preemptive): keys
     read sizes only, so only arrivals and ends can change the allocation."""
-    key = {"fifo": lambda j, att: (jobs.arrival_h[j], j),
-           "sjf_est": lambda j, att: (jobs.t_est_h[j], j),
-           "srtf_est": lambda j, att: (max(jobs.t_est_h[j] - att[j], 0.0), j)}[scheduler]
+    arrival, t_est = jobs.arrival_h, jobs.t_est_h
+    key = {"fifo": lambda j: (arrival[j], j), "sjf_est": lambda j: (t_est[j], j),
+           "srtf_est": lambda j: (max(t_est[j] - attained[j], 0.0), j)}[scheduler]
     return PlainPolicy(key, scheduler == "srtf_est", scheduler == "fifo", None)
 
 
-def _loss_aware_policy(jobs: PlainJobs) -> PlainPolicy:
+def _loss_aware_policy(jobs: PlainJobs, attained: list) -> PlainPolicy:
     """SLAQ-like, preemptive: highest relative loss drop per GPU-hour of service between a
     job's last two readings first; fewer than two readings: top priority.  A reading from
     the second on gives its job a new key, so the order may change."""
     rate: dict[int, float] = {}
     reading: dict[int, tuple[float, float]] = {}  # job -> (last loss, service at it)
 
-    def observe(j, e, attained, running):
+    def observe(j, e, running):
         loss, service = jobs.loss[j][e - 1], attained[j]
         if j in reading:
             loss_prev, service_prev = reading[j]
@@ -171,24 +173,23 @@ def _loss_aware_policy(jobs: PlainJobs) -> PlainPolicy:
         reading[j] = (loss, service)
         return j in rate
 
-    return PlainPolicy(lambda j, att: (-rate.get(j, math.inf), j), True, False, observe)
+    return PlainPolicy(lambda j: (-rate.get(j, math.inf), j), True, False, observe)
 
 
-def _tiresias_policy(jobs: PlainJobs, thresholds_gpu_h) -> PlainPolicy:
-    """2D-LAS, preemptive: queue = thresholds reached by attained GPU-hours, FIFO inside a
-    queue.  A job that crosses a threshold changes queue at the next scheduling point (an
-    arrival, an end or any job's evaluation), not at the crossing."""
-    walked: dict[int, int] = {}  # each job's queue at the last walk
+def _tiresias_policy(jobs: PlainJobs, attained: list, thresholds_gpu_h) -> PlainPolicy:
+    """2D-LAS, preemptive: queue = thresholds (increasing) reached by attained GPU-hours,
+    FIFO inside a queue.  A job that crosses a threshold changes queue at the next
+    scheduling point (an arrival, an end or any job's evaluation), not at the crossing."""
+    next_service = {}  # job -> service (h) at which it reaches its next threshold
 
-    def queue(j, attained):
-        return sum(jobs.gpus[j] * attained[j] >= th for th in thresholds_gpu_h)
+    def key(j):
+        q = bisect.bisect_right(thresholds_gpu_h, jobs.gpus[j] * attained[j])  # th <= GPU-h
+        next_service[j] = (thresholds_gpu_h[q] / jobs.gpus[j] if q < len(thresholds_gpu_h)
+                           else math.inf)
+        return (q, j)
 
-    def key(j, attained):
-        walked[j] = queue(j, attained)
-        return (walked[j], j)
-
-    def observe(j, e, attained, running):
-        return any(queue(i, attained) != walked[i] for i in running)
+    def observe(j, e, running):  # has a running job crossed since the last walk?
+        return any(attained[i] >= next_service[i] for i in running)
 
     return PlainPolicy(key, True, False, observe)
 
@@ -206,67 +207,66 @@ def _walk(queue, gpus, free: int, strict: bool) -> set:
     return chosen
 
 
+def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set,
+                waiting: list) -> tuple[set, list]:
+    """The walk at a scheduling point (MODEL.md section 6): a preemptive scheduler walks
+    every active job in key order; a non-preemptive one leaves running jobs their GPUs and
+    walks the waiting ones.  Returns the running set and the waiting jobs in key order."""
+    if policy.preemptive:
+        queue = sorted(running | set(waiting), key=policy.key)
+        running = _walk(queue, gpus, capacity, policy.strict)
+    else:
+        queue = sorted(waiting, key=policy.key)
+        running = running | _walk(queue, gpus, capacity - sum(gpus[j] for j in running),
+                                  policy.strict)
+    return running, [j for j in queue if j not in running]
+
+
 def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
                        thresholds_gpu_h=(16.0,)) -> list:
     """A plain Python event loop of one cluster, written from MODEL.md sections 2 and 6 (not
     from the engine, and apart from the exhaustive reference in tests/), the yardstick for
     ``simulate``.  Events are arrivals and ends, plus, for a scheduler that reacts to them
     (``loss_aware``, ``tiresias``), the evaluations of running jobs; it reallocates at an
-    arrival, an end, or an evaluation after which the order may differ.  Ties break by job
-    index (arrival order).  No resume overhead (the bench's default, 0).  Returns each
-    job's end time (h)."""
-    policy = {"loss_aware": lambda: _loss_aware_policy(jobs),
-              "tiresias": lambda: _tiresias_policy(jobs, thresholds_gpu_h)}.get(
-        scheduler, lambda: _size_policy(scheduler, jobs))()
-    n, n_evals, duration = len(jobs.gpus), jobs.n_evals, jobs.duration_h
-    attained, evals, end_h = [0.0] * n, [0] * n, [math.nan] * n
+    arrival, an end, or an evaluation after which the order may differ.  No resume
+    overhead (the bench's default, 0).  Returns each job's end time (h)."""
+    n, n_evals, duration, last = len(jobs.gpus), jobs.n_evals, jobs.duration_h, jobs.last_eval
+    arrival = jobs.arrival_h
+    attained, end_h = [0.0] * n, [math.nan] * n
+    policy = {"loss_aware": lambda: _loss_aware_policy(jobs, attained),
+              "tiresias": lambda: _tiresias_policy(jobs, attained, thresholds_gpu_h)}.get(
+        scheduler, lambda: _size_policy(scheduler, jobs, attained))()
+    # Evaluations passed (a scheduler that ignores them meets only the last, its end), and
+    # the service at which each job's next event comes.
+    evals = [0 if policy.observe else last[j] - 1 for j in range(n)]
+    service = [duration[j] * (evals[j] + 1) / n_evals for j in range(n)]
     running: set[int] = set()
     waiting: list[int] = []
     t, nxt, done = 0.0, 0, 0
     while done < n:
-        t_ev, j_ev = math.inf, -1  # the next event of a running job: its evaluation or end
+        t_ev, j_ev = math.inf, -1  # the next evaluation or end of a running job
         for j in running:
-            e = evals[j] + 1 if policy.observe else jobs.last_eval[j]
-            if t + duration[j] * e / n_evals - attained[j] < t_ev:
-                t_ev, j_ev = t + duration[j] * e / n_evals - attained[j], j
-        t_new = min(t_ev, jobs.arrival_h[nxt] if nxt < n else math.inf)
+            if t + service[j] - attained[j] < t_ev:
+                t_ev, j_ev = t + service[j] - attained[j], j
+        t_new = min(t_ev, arrival[nxt] if nxt < n else math.inf)
         for j in running:
             attained[j] += t_new - t
         t, changed = t_new, False
         if t_ev == t:
-            evals[j_ev] = evals[j_ev] + 1 if policy.observe else jobs.last_eval[j_ev]
-            attained[j_ev] = duration[j_ev] * evals[j_ev] / n_evals  # on the grid, exactly
-            if evals[j_ev] == jobs.last_eval[j_ev]:
+            attained[j_ev], evals[j_ev] = service[j_ev], evals[j_ev] + 1  # on the grid
+            service[j_ev] = duration[j_ev] * (evals[j_ev] + 1) / n_evals
+            if evals[j_ev] == last[j_ev]:
                 running.discard(j_ev)
                 end_h[j_ev], done, changed = t, done + 1, True
             else:
-                changed = policy.observe(j_ev, evals[j_ev], attained, running)
-        while nxt < n and jobs.arrival_h[nxt] == t:
+                # With no job waiting, every active job runs whatever the order.
+                changed = policy.observe(j_ev, evals[j_ev], running) and len(waiting) > 0
+        while nxt < n and arrival[nxt] == t:
             waiting.append(nxt)
             nxt, changed = nxt + 1, True
         if changed:
-            running, waiting = _reallocate(policy, jobs.gpus, capacity, running, waiting,
-                                           attained)
+            running, waiting = _reallocate(policy, jobs.gpus, capacity, running, waiting)
     return end_h
-
-
-def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set, waiting: list,
-                attained) -> tuple[set, list]:
-    """The walk at a scheduling point (MODEL.md section 6): a preemptive scheduler walks
-    every active job in key order; a non-preemptive one leaves running jobs their GPUs and
-    walks the waiting ones.  Returns the running set and the waiting jobs in key order."""
-    order = lambda j: policy.key(j, attained)  # noqa: E731
-    if policy.preemptive:
-        queue = sorted(running | set(waiting), key=order)
-        running = _walk(queue, gpus, capacity, policy.strict)
-    else:
-        queue = sorted(waiting, key=order)
-        running = running | _walk(queue, gpus, capacity - sum(gpus[j] for j in running),
-                                  policy.strict)
-    return running, [j for j in queue if j not in running]
-
-
-PLAIN_LOOP = ALL_SCHEDULERS
 
 
 def plain_jobs(w, d, c: int) -> PlainJobs:
@@ -278,7 +278,7 @@ def plain_jobs(w, d, c: int) -> PlainJobs:
 
 
 def plain_loop(n_clusters: int) -> dict:
-    """Per-cluster microseconds of ``plain_loop_cluster`` for each of ``PLAIN_LOOP`` on the
+    """Per-cluster microseconds of ``plain_loop_cluster`` for every scheduler on the
     bench's clusters (their stop decisions from ``decide_stops``; generation, decisions
     and metrics are not timed: the yardstick is the event loop alone)."""
     cfg = _config()
@@ -286,7 +286,7 @@ def plain_loop(n_clusters: int) -> dict:
     d = decide_stops(cfg, w)
     clusters = [plain_jobs(w, d, c) for c in range(n_clusters)]
     out = {}
-    for name in PLAIN_LOOP:
+    for name in ALL_SCHEDULERS:
         thresholds = _config(name).scheduler.thresholds_gpu_h
         t0 = time.perf_counter()
         for jobs in clusters:
@@ -489,9 +489,8 @@ def run(a: argparse.Namespace) -> int:
         target = TARGET_US.get(s, 80.0)
         verdict = _verdict(us, target)
         targets.append((f"end to end, {s}", us, target, "us", verdict))
-        vs = (f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x" if s in loop
-              else f"{'-':>11s} {'-':>7s}")
-        print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} {vs}")
+        print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} "
+              f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x")
 
     sc = scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps)
     print("\n== growth with jobs per cluster (simulate, 1 thread) ==")

@@ -29,7 +29,7 @@ def test_quick_bench_prints_every_stage_and_a_verdict_per_target(capsys):
 CLUSTERS = [dict(n_jobs=60), dict(n_jobs=40, gpus=16), dict(n_jobs=80, mix="mixed", gpus=32)]
 
 
-@pytest.mark.parametrize("scheduler", bench.PLAIN_LOOP)
+@pytest.mark.parametrize("scheduler", bench.ALL_SCHEDULERS)
 @pytest.mark.parametrize("cluster,seed", [(c, s) for c in CLUSTERS for s in (4, 11)])
 def test_plain_loop_end_times_equal_the_engine(scheduler, cluster, seed):
     """Every job's end time, so a wrong order (a tie rule, a key, a missed re-key at an
