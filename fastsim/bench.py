@@ -138,14 +138,16 @@ class PlainJobs(NamedTuple):
 class PlainPolicy(NamedTuple):
     """What the loop asks a scheduler: ``key(j)`` orders jobs (smaller first; every key
     ends with the job index, arrival order, for ties); ``preemptive``; ``strict`` (stop the
-    walk at the first job that does not fit); ``observe(j, e, running)`` is told of job
-    ``j``'s evaluation ``e`` and says whether the order may have changed, or is None if
-    evaluations do not matter.  Keys read the loop's ``attained`` service (h) per job."""
+    walk at the first job that does not fit); ``drifts`` (keys change with service, so the
+    order is sorted again at each walk); ``rekey(evaluated, running)``, called at each
+    scheduling point with the job evaluated there (-1: none), returns the jobs whose key
+    changed, or is None if no key ever changes.  Keys read the loop's ``attained`` (h)."""
 
     key: Callable
     preemptive: bool
     strict: bool
-    observe: Callable | None
+    drifts: bool
+    rekey: Callable | None
 
 
 def _size_policy(scheduler: str, jobs: PlainJobs, attained: list) -> PlainPolicy:
@@ -155,43 +157,54 @@ def _size_policy(scheduler: str, jobs: PlainJobs, attained: list) -> PlainPolicy
     arrival, t_est = jobs.arrival_h, jobs.t_est_h
     key = {"fifo": lambda j: (arrival[j], j), "sjf_est": lambda j: (t_est[j], j),
            "srtf_est": lambda j: (max(t_est[j] - attained[j], 0.0), j)}[scheduler]
-    return PlainPolicy(key, scheduler == "srtf_est", scheduler == "fifo", None)
+    srtf = scheduler == "srtf_est"
+    return PlainPolicy(key, srtf, scheduler == "fifo", srtf, None)
 
 
 def _loss_aware_policy(jobs: PlainJobs, attained: list) -> PlainPolicy:
     """SLAQ-like, preemptive: highest relative loss drop per GPU-hour of service between a
-    job's last two readings first; fewer than two readings: top priority.  A reading from
-    the second on gives its job a new key, so the order may change."""
+    job's last two readings first; fewer than two readings: top priority.  Each reading
+    from the second on gives its job a new key."""
     rate: dict[int, float] = {}
-    reading: dict[int, tuple[float, float]] = {}  # job -> (last loss, service at it)
+    reading: dict[int, tuple] = {}  # job -> (readings so far, last loss, service at it)
 
-    def observe(j, e, running):
-        loss, service = jobs.loss[j][e - 1], attained[j]
-        if j in reading:
-            loss_prev, service_prev = reading[j]
-            rate[j] = (loss_prev - loss) / loss_prev / (jobs.gpus[j] * (service - service_prev))
-        reading[j] = (loss, service)
-        return j in rate
+    def rekey(j, running):
+        if j < 0:
+            return ()
+        e, loss_prev, service_prev = reading.get(j, (0, math.nan, math.nan))
+        loss, service = jobs.loss[j][e], attained[j]
+        reading[j] = (e + 1, loss, service)
+        if e == 0:
+            return ()
+        rate[j] = (loss_prev - loss) / loss_prev / (jobs.gpus[j] * (service - service_prev))
+        return (j,)
 
-    return PlainPolicy(lambda j: (-rate.get(j, math.inf), j), True, False, observe)
+    return PlainPolicy(lambda j: (-rate.get(j, math.inf), j), True, False, False, rekey)
 
 
 def _tiresias_policy(jobs: PlainJobs, attained: list, thresholds_gpu_h) -> PlainPolicy:
     """2D-LAS, preemptive: queue = thresholds (increasing) reached by attained GPU-hours,
     FIFO inside a queue.  A job that crosses a threshold changes queue at the next
     scheduling point (an arrival, an end or any job's evaluation), not at the crossing."""
-    next_service = {}  # job -> service (h) at which it reaches its next threshold
+    queue, next_gpu_h = {}, {}  # job -> its queue, and the threshold that ends it
+
+    def requeue(j):
+        q = bisect.bisect_right(thresholds_gpu_h, jobs.gpus[j] * attained[j])  # th <= GPU-h
+        queue[j] = q
+        next_gpu_h[j] = thresholds_gpu_h[q] if q < len(thresholds_gpu_h) else math.inf
 
     def key(j):
-        q = bisect.bisect_right(thresholds_gpu_h, jobs.gpus[j] * attained[j])  # th <= GPU-h
-        next_service[j] = (thresholds_gpu_h[q] / jobs.gpus[j] if q < len(thresholds_gpu_h)
-                           else math.inf)
-        return (q, j)
+        if j not in queue:
+            requeue(j)
+        return (queue[j], j)
 
-    def observe(j, e, running):  # has a running job crossed since the last walk?
-        return any(attained[i] >= next_service[i] for i in running)
+    def rekey(evaluated, running):
+        moved = [j for j in running if jobs.gpus[j] * attained[j] >= next_gpu_h[j]]
+        for j in moved:
+            requeue(j)
+        return moved
 
-    return PlainPolicy(key, True, False, observe)
+    return PlainPolicy(key, True, False, False, rekey)
 
 
 def _walk(queue, gpus, free: int, strict: bool) -> set:
@@ -207,41 +220,41 @@ def _walk(queue, gpus, free: int, strict: bool) -> set:
     return chosen
 
 
-def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set,
-                waiting: list) -> tuple[set, list]:
-    """The walk at a scheduling point (MODEL.md section 6): a preemptive scheduler walks
-    every active job in key order; a non-preemptive one leaves running jobs their GPUs and
-    walks the waiting ones.  Returns the running set and the waiting jobs in key order."""
+def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set, order: list) -> set:
+    """The walk at a scheduling point (MODEL.md section 6) over ``order``, the active jobs
+    in key order (sorted here, in place, if keys drift): a preemptive scheduler walks them
+    all; a non-preemptive one leaves running jobs their GPUs and walks the waiting ones.
+    Returns the jobs that run."""
+    if policy.drifts:
+        order.sort(key=policy.key)
     if policy.preemptive:
-        queue = sorted(running | set(waiting), key=policy.key)
-        running = _walk(queue, gpus, capacity, policy.strict)
-    else:
-        queue = sorted(waiting, key=policy.key)
-        running = running | _walk(queue, gpus, capacity - sum(gpus[j] for j in running),
-                                  policy.strict)
-    return running, [j for j in queue if j not in running]
+        return _walk(order, gpus, capacity, policy.strict)
+    waiting = [j for j in order if j not in running]
+    return running | _walk(waiting, gpus, capacity - sum(gpus[j] for j in running),
+                           policy.strict)
 
 
 def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
                        thresholds_gpu_h=(16.0,)) -> list:
     """A plain Python event loop of one cluster, written from MODEL.md sections 2 and 6 (not
     from the engine, and apart from the exhaustive reference in tests/), the yardstick for
-    ``simulate``.  Events are arrivals and ends, plus, for a scheduler that reacts to them
-    (``loss_aware``, ``tiresias``), the evaluations of running jobs; it reallocates at an
-    arrival, an end, or an evaluation after which the order may differ.  No resume
-    overhead (the bench's default, 0).  Returns each job's end time (h)."""
+    ``simulate``.  Events are arrivals and ends, plus, for a scheduler whose keys change
+    (``loss_aware``, ``tiresias``), the evaluations of running jobs.  It keeps the active
+    jobs in key order, moves a job when its key changes, and walks that order at an
+    arrival, an end, or a key change while a job waits.  No resume overhead (the bench's
+    default, 0).  Returns each job's end time (h)."""
     n, n_evals, duration, last = len(jobs.gpus), jobs.n_evals, jobs.duration_h, jobs.last_eval
     arrival = jobs.arrival_h
     attained, end_h = [0.0] * n, [math.nan] * n
     policy = {"loss_aware": lambda: _loss_aware_policy(jobs, attained),
               "tiresias": lambda: _tiresias_policy(jobs, attained, thresholds_gpu_h)}.get(
         scheduler, lambda: _size_policy(scheduler, jobs, attained))()
-    # Evaluations passed (a scheduler that ignores them meets only the last, its end), and
-    # the service at which each job's next event comes.
-    evals = [0 if policy.observe else last[j] - 1 for j in range(n)]
+    # Evaluations passed (a scheduler whose keys never change meets only the last, its
+    # end), and the service at which each job's next event comes.
+    evals = [0 if policy.rekey else last[j] - 1 for j in range(n)]
     service = [duration[j] * (evals[j] + 1) / n_evals for j in range(n)]
     running: set[int] = set()
-    waiting: list[int] = []
+    order: list[int] = []  # active jobs (arrived, not ended) in key order
     t, nxt, done = 0.0, 0, 0
     while done < n:
         t_ev, j_ev = math.inf, -1  # the next evaluation or end of a running job
@@ -251,21 +264,29 @@ def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
         t_new = min(t_ev, arrival[nxt] if nxt < n else math.inf)
         for j in running:
             attained[j] += t_new - t
-        t, changed = t_new, False
+        t, changed, evaluated = t_new, False, -1
         if t_ev == t:
             attained[j_ev], evals[j_ev] = service[j_ev], evals[j_ev] + 1  # on the grid
             service[j_ev] = duration[j_ev] * (evals[j_ev] + 1) / n_evals
-            if evals[j_ev] == last[j_ev]:
-                running.discard(j_ev)
-                end_h[j_ev], done, changed = t, done + 1, True
+            if evals[j_ev] < last[j_ev]:
+                evaluated = j_ev
             else:
-                # With no job waiting, every active job runs whatever the order.
-                changed = policy.observe(j_ev, evals[j_ev], running) and len(waiting) > 0
+                running.discard(j_ev)
+                order.remove(j_ev)
+                end_h[j_ev], done, changed = t, done + 1, True
         while nxt < n and arrival[nxt] == t:
-            waiting.append(nxt)
+            bisect.insort(order, nxt, key=policy.key)
             nxt, changed = nxt + 1, True
+        if policy.rekey:
+            moved = policy.rekey(evaluated, running)
+            for j in moved:
+                order.remove(j)
+            for j in moved:
+                bisect.insort(order, j, key=policy.key)
+            # With no job waiting, every active job runs whatever the order.
+            changed = changed or (len(moved) > 0 and len(order) > len(running))
         if changed:
-            running, waiting = _reallocate(policy, jobs.gpus, capacity, running, waiting)
+            running = _reallocate(policy, jobs.gpus, capacity, running, order)
     return end_h
 
 
