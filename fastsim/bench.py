@@ -212,6 +212,8 @@ def _walk(queue, gpus, free: int, strict: bool) -> set:
     given out; ``strict`` stops at the first that does not fit (head-of-line blocking)."""
     chosen = set()
     for j in queue:
+        if free == 0:  # every job needs at least one GPU
+            break
         if gpus[j] <= free:
             free -= gpus[j]
             chosen.add(j)
@@ -229,7 +231,7 @@ def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set, order: l
         order.sort(key=policy.key)
     if policy.preemptive:
         return _walk(order, gpus, capacity, policy.strict)
-    waiting = [j for j in order if j not in running]
+    waiting = (j for j in order if j not in running)
     return running | _walk(waiting, gpus, capacity - sum(gpus[j] for j in running),
                            policy.strict)
 
