@@ -243,8 +243,8 @@ def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
     ``simulate``.  Events are arrivals and ends, plus, for a scheduler whose keys change
     (``loss_aware``, ``tiresias``), the evaluations of running jobs.  It keeps the active
     jobs in key order, moves a job when its key changes, and walks that order at an
-    arrival, an end, or a key change while a job waits.  No resume overhead (the bench's
-    default, 0).  Returns each job's end time (h)."""
+    arrival, an end, or a key change while a job waits.  No resume overhead and no
+    demotion (the bench's defaults: overhead 0, evalstop).  Returns each job's end time (h)."""
     n, n_evals, duration, last = len(jobs.gpus), jobs.n_evals, jobs.duration_h, jobs.last_eval
     arrival = jobs.arrival_h
     attained, end_h = [0.0] * n, [math.nan] * n
