@@ -174,3 +174,28 @@ def test_default_params_choose_peak_z_by_the_noise():
     assert det.default_params("peak", 0.05)["z"] == det.default_params("peak", 0.15)["z"] == 1.0
     assert det.default_params("peak", 0.12)["sigma0"] == 0.12
     assert det.default_params("cusum", 0.12) == {"drift": 0.0, "h": 2.0, "sigma0": 0.12}
+
+
+def test_goal2_rows_carry_intervals_when_no_setting_meets_the_target():
+    """A detector with no setting at the target gets the nearest setting's numbers with
+    their intervals, not an empty row."""
+    from fastsim.detectors_cli import goal2_table
+
+    def rates(p, r, f):
+        return {"precision": p, "precision_lo": p - 0.01, "precision_hi": p + 0.01,
+                "recall": r, "recall_lo": r - 0.01, "recall_hi": r + 0.01,
+                "fpr": f, "fpr_lo": f - 0.01, "fpr_hi": f + 0.01}
+
+    rows = [{"sigma": 0.05, "base_rate": 0.6, "n_clusters": 200, "detector": name,
+             "setting": f"{name}(a)", **rates(0.90, 0.80, 0.2)} for name in det.DETECTORS]
+    rows += [{"sigma": 0.05, "base_rate": 0.6, "n_clusters": 200, "detector": "evalstop",
+              "setting": "evalstop(b)", **rates(0.93, 0.50, 0.1)}]
+    bound = pl.DataFrame([{"sigma": 0.05, "n_clusters": 50, "n_jobs": 900, "bound": "noiseless peak",
+                           "rule": "r", **rates(0.99, 1.0, 0.01)}])
+    lines = goal2_table(pl.DataFrame(rows), bound)
+    misses = [ln for ln in lines if "none of its" in ln]
+    assert len(misses) == 2 * len(det.DETECTORS)  # nobody reaches 95% precision or 90% recall
+    es = [ln for ln in misses if ln.startswith("| evalstop:")]
+    assert "none of its 2 settings; highest precision: evalstop(b) | 93.0 [92.0, 94.0] |" in es[0]
+    assert "none of its 2 settings; highest recall: evalstop(a) | 90.0 [89.0, 91.0] |" in es[1]
+    assert not any(ln.endswith("| | | |") for ln in lines)
