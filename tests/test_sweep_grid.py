@@ -140,3 +140,19 @@ policy = ["peak:sigma0=0.05", "peak:z=1.65,sigma0=0.050", "cusum:h=1.5", "evalst
     bad = write(tmp_path, '[axes]\npolicy = ["cusum:h=-1"]\n', "bad.toml")
     with pytest.raises(ConfigError, match="h=-1.0 is invalid"):
         load_sweep(bad)
+
+
+def test_every_committed_simulator_sweep_expands_under_the_current_defaults():
+    """A default that moves (e.g. ustar_healthy's start) must not leave a committed sweep
+    file with cells that exit 2."""
+    import tomllib
+    from pathlib import Path
+
+    files = sorted((Path(__file__).parent.parent / "sweeps").glob("*.toml"))
+    checked = 0
+    for p in files:
+        if "experiment" in tomllib.loads(p.read_text()):  # cost-aware sweeps: another runner
+            continue
+        assert load_sweep(p).cells, p
+        checked += 1
+    assert checked >= 10
