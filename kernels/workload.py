@@ -120,7 +120,8 @@ def _normals_nb(p, out):
 def _noise_scales_nb(p, seed, cluster, n_jobs):
     """Per-job evaluation noise ``sigma_j = sigma exp(s Z_j - s^2 / 2)``, ``Z_j`` from its
     own stream (mean ``sigma``); ``s = 0`` is every job at ``sigma``, with no draw."""
-    out = np.full(n_jobs, p.sigma)
+    out = np.empty(n_jobs)
+    out[:] = p.sigma
     s = p.sigma_spread
     if s == 0.0:
         return out
