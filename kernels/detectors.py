@@ -13,7 +13,7 @@ import numpy as np
 from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
                     LOSS_PLATEAU, PATIENCE, STOP_AT)
 from .detectors_online import best_observed_eval_nb, detector_trigger_nb
-from .jit import kernel
+from .jit import kernel, part
 
 
 @kernel
@@ -105,7 +105,7 @@ def rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_
     return ACT_CONTINUE, 0, n
 
 
-@kernel
+@part
 def in_scope_nb(scope_all, job_type, rlhf_code):
     """Whether a job of ``job_type`` is in the policy's scope (RLHF jobs, or all).
 
