@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .jit import kernel, part
+from .jit import entry, part
 
 
 @part
@@ -56,7 +56,7 @@ def gold_saturating_nb(u, tau, height):
     return height * (1.0 - math.exp(np.divide(-u, tau)))
 
 
-@kernel
+@entry
 def proxy_reward_nb(u, ustar, height, gamma=1.0):
     """Proxy reward, linear in ``d = sqrt(KL)``: the ``alpha d`` term of Gao's form
     (``d`` grows like ``u^gamma``)."""
