@@ -113,9 +113,15 @@ def _kernels_only(dispatcher):
 
 
 # Serial kernels called only from other kernels (the per-cluster ones, linked into their
-# callers): without the CPython wrapper numba would otherwise build, optimise and compile
-# for each, about a tenth of a cold start (docs/performance.md, round 16).
-kernel = lambda fn: _kernels_only(_jit(cache=CACHE, no_cpython_wrapper=True)(fn))  # noqa: E731
+# callers), compiled without the CPython wrapper numba would otherwise build, optimise
+# and compile for each: about a tenth of a cold start (docs/performance.md, round 16).
+_kernel = _jit(cache=CACHE, no_cpython_wrapper=True)
+
+
+def kernel(fn):
+    return _kernels_only(_kernel(fn))
+
+
 # Serial kernels that Python calls too: the one-pass pipeline over a range of clusters,
 # which Python threads share out (``kernels.pipeline.run_pipeline``), and those the
 # replay, the registry and the tests call directly.
