@@ -129,6 +129,23 @@ def test_every_package_is_listed_for_the_wheel():
         assert package in listed and (ROOT / folder / "__init__.py").exists(), package
 
 
+def test_every_shipped_data_file_is_listed_for_the_wheel():
+    """Data files are in the wheel only if pyproject.toml's package-data matches them: the
+    example log of ``fastsim replay --example`` (``fastsim.resources.example_log``) too."""
+    import fnmatch
+    import tomllib
+
+    from fastsim.resources import example_log
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    log = example_log()
+    assert log.is_file() and log.parent == ROOT / "fastsim" / "replay"
+    assert any(fnmatch.fnmatch(log.name, pat) for pat in cfg["package-data"]["fastsim.replay"])
+    for package, patterns in cfg["package-data"].items():
+        folder = ROOT / cfg["package-dir"].get(package, package.replace(".", "/"))
+        assert all(list(folder.glob(pat)) for pat in patterns), (package, patterns)
+
+
 def test_kernels_load_once_under_their_package_name():
     """From the repository root the folder ``kernels/`` is on the path too: importing it
     as ``kernels`` would compile a second copy, so it refuses, and nothing the package or
@@ -176,6 +193,8 @@ def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
         return r.stdout
 
     assert "fastsim 0.1.0" in fastsim("--version")
+    example = fastsim("replay", "--example", "--summary-only")
+    assert "replay: 3 jobs" in example and "site-packages" in example  # the wheel's own copy
     fastsim("reproduce", "--quick", "--clusters", "50", "--no-progress")
     out = work / "results" / "reproduce-quick"
     assert (out / "REPRODUCTION.md").exists()
