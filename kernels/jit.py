@@ -25,6 +25,7 @@ from pathlib import Path
 import numba
 from numba import njit
 from numba.core import caching, types
+from numba.core.dispatcher import Dispatcher
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
@@ -115,11 +116,16 @@ def _kernels_only(dispatcher):
 # Serial kernels called only from other kernels (the per-cluster ones, linked into their
 # callers), compiled without the CPython wrapper numba would otherwise build, optimise
 # and compile for each: about a tenth of a cold start (docs/performance.md, round 16).
-_kernel = _jit(cache=CACHE, no_cpython_wrapper=True)
+# Both hooks are numba internals (0.60-0.68); a numba without them gets the wrapper back
+# (a slower cold start, never a crash).
+_CAN_HIDE = all(hasattr(Dispatcher, name)
+                for name in ("add_overload", "_compile_for_args"))
+_kernel = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE)
 
 
 def kernel(fn):
-    return _kernels_only(_kernel(fn))
+    dispatcher = _kernel(fn)
+    return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
 
 
 # Serial kernels that Python calls too: the one-pass pipeline over a range of clusters,
