@@ -22,12 +22,18 @@ event is kept apart, in ``next_time``, because the search for the next point rea
 for every running job.  Three job lists: ``active`` (arrived, not ended; in priority
 order once sorted), ``running`` and ``starts`` (to start at this point, in order).
 
-``cluster_1c_nb`` reads as one scheduling point; its steps are parts over one job's
-record and scalars or over the job lists, the hot ones ``@part`` (inlined by numba
-before type inference).  A part's array argument costs an atomic reference count per
-call unless the array falls out of use at one point on every path, so no part has a
-``break`` or an early ``return`` once it used an array, nor uses an array in one
-branch only (docs/performance.md, round 9).
+``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
+point, arrivals, the running jobs' own events, then (if the allocation can change) the
+reallocation and the starts.  Its steps are parts over one job's record and scalars or
+over the job lists, the hot ones ``@part`` (inlined by numba before type inference).
+An inlined part's array argument is a new reference to the array: an atomic count up
+and down on every call unless numba's pruner removes the pair, which it does only if the
+array falls out of use at one point on every path, no other count lies between, and,
+where an exception exit (a call, a division) lies between, within a few blocks.  So no
+part has a ``break`` or an early ``return`` once it used an array, nor uses an array in
+one branch only, and a part that takes arrays is small and holds no other such part:
+the steps that would need one (a job's end, an evaluation, the reallocation, the
+starts) are written in ``cluster_1c_nb`` itself (docs/performance.md, rounds 9 and 17).
 """
 import numpy as np
 from numba import prange
