@@ -18,6 +18,8 @@ Examples
 from __future__ import annotations
 
 import argparse
+import bisect
+import math
 import os
 import resource
 import subprocess
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
@@ -116,72 +119,202 @@ def end_to_end(n_clusters: int, reps: int) -> dict:
     return out
 
 
-def plain_loop_cluster(capacity: int, gpus, arrival_h, t_est_h, run_h, scheduler: str) -> float:
+class PlainJobs(NamedTuple):
+    """One cluster's jobs as plain lists, what the plain loop reads: ``gpus``,
+    ``arrival_h``, ``t_est_h``, ``duration_h`` (the world's run time ``T``, which sets when
+    evaluations happen), ``last_eval`` (the stop decision's trigger, else ``n_evals``: the
+    evaluation at which the job ends), ``loss`` (each job's observed loss readings) and
+    ``n_evals``."""
+
+    gpus: list
+    arrival_h: list
+    t_est_h: list
+    duration_h: list
+    last_eval: list
+    loss: list
+    n_evals: int
+
+
+class PlainPolicy(NamedTuple):
+    """What the loop asks a scheduler: ``key(j)`` orders jobs (smaller first; every key
+    ends with the job index, arrival order, for ties); ``preemptive``; ``strict`` (stop the
+    walk at the first job that does not fit); ``drifts`` (keys change with service, so the
+    order is sorted again at each walk); ``rekey(evaluated, running)``, called at each
+    scheduling point with the job evaluated there (-1: none), returns the jobs whose key
+    changed, or is None if no key ever changes.  Keys read the loop's ``attained`` (h)."""
+
+    key: Callable
+    preemptive: bool
+    strict: bool
+    drifts: bool
+    rekey: Callable | None
+
+
+def _size_policy(scheduler: str, jobs: PlainJobs, attained: list) -> PlainPolicy:
+    """``fifo`` (arrival order, strict, non-preemptive), ``sjf_est`` (smallest estimate,
+    non-preemptive), ``srtf_est`` (smallest ``max(T_est - attained, 0)``, preemptive): keys
+    read sizes only, so only arrivals and ends can change the allocation."""
+    arrival, t_est = jobs.arrival_h, jobs.t_est_h
+    key = {"fifo": lambda j: (arrival[j], j), "sjf_est": lambda j: (t_est[j], j),
+           "srtf_est": lambda j: (max(t_est[j] - attained[j], 0.0), j)}[scheduler]
+    srtf = scheduler == "srtf_est"
+    return PlainPolicy(key, srtf, scheduler == "fifo", srtf, None)
+
+
+def _loss_aware_policy(jobs: PlainJobs, attained: list) -> PlainPolicy:
+    """SLAQ-like, preemptive: highest relative loss drop per GPU-hour of service between a
+    job's last two readings first; fewer than two readings: top priority.  Each reading
+    from the second on gives its job a new key."""
+    rate: dict[int, float] = {}
+    reading: dict[int, tuple] = {}  # job -> (readings so far, last loss, service at it)
+
+    def rekey(j, running):
+        if j < 0:
+            return ()
+        e, loss_prev, service_prev = reading.get(j, (0, math.nan, math.nan))
+        loss, service = jobs.loss[j][e], attained[j]
+        reading[j] = (e + 1, loss, service)
+        if e == 0:
+            return ()
+        rate[j] = (loss_prev - loss) / loss_prev / (jobs.gpus[j] * (service - service_prev))
+        return (j,)
+
+    return PlainPolicy(lambda j: (-rate.get(j, math.inf), j), True, False, False, rekey)
+
+
+def _tiresias_policy(jobs: PlainJobs, attained: list, thresholds_gpu_h) -> PlainPolicy:
+    """2D-LAS, preemptive: queue = thresholds (increasing) reached by attained GPU-hours,
+    FIFO inside a queue.  A job that crosses a threshold changes queue at the next
+    scheduling point (an arrival, an end or any job's evaluation), not at the crossing."""
+    queue, next_gpu_h = {}, {}  # job -> its queue, and the threshold that ends it
+
+    def requeue(j):
+        q = bisect.bisect_right(thresholds_gpu_h, jobs.gpus[j] * attained[j])  # th <= GPU-h
+        queue[j] = q
+        next_gpu_h[j] = thresholds_gpu_h[q] if q < len(thresholds_gpu_h) else math.inf
+
+    def key(j):
+        if j not in queue:
+            requeue(j)
+        return (queue[j], j)
+
+    def rekey(evaluated, running):
+        moved = [j for j in running if jobs.gpus[j] * attained[j] >= next_gpu_h[j]]
+        for j in moved:
+            requeue(j)
+        return moved
+
+    return PlainPolicy(key, True, False, False, rekey)
+
+
+def _walk(queue, gpus, free: int, strict: bool) -> set:
+    """Jobs of ``queue`` (in order) that run: each whose demand fits in the GPUs not yet
+    given out; ``strict`` stops at the first that does not fit (head-of-line blocking)."""
+    chosen = set()
+    for j in queue:
+        if free == 0:  # every job needs at least one GPU
+            break
+        if gpus[j] <= free:
+            free -= gpus[j]
+            chosen.add(j)
+        elif strict:
+            break
+    return chosen
+
+
+def _reallocate(policy: PlainPolicy, gpus, capacity: int, running: set, order: list) -> set:
+    """The walk at a scheduling point (MODEL.md section 6) over ``order``, the active jobs
+    in key order (sorted here, in place, if keys drift): a preemptive scheduler walks them
+    all; a non-preemptive one leaves running jobs their GPUs and walks the waiting ones.
+    Returns the jobs that run."""
+    if policy.drifts:
+        order.sort(key=policy.key)
+    if policy.preemptive:
+        return _walk(order, gpus, capacity, policy.strict)
+    waiting = (j for j in order if j not in running)
+    return running | _walk(waiting, gpus, capacity - sum(gpus[j] for j in running),
+                           policy.strict)
+
+
+def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
+                       thresholds_gpu_h=(16.0,)) -> list:
     """A plain Python event loop of one cluster, written from MODEL.md sections 2 and 6 (not
     from the engine, and apart from the exhaustive reference in tests/), the yardstick for
-    ``simulate``: it reallocates only when a job arrives or ends.  ``fifo``: arrival order,
-    strict (a head that does not fit blocks the queue), non-preemptive; ``sjf_est``:
-    smallest estimate, non-preemptive; ``srtf_est``: smallest ``max(T_est - attained, 0)``,
-    preemptive; ties by arrival (the job index).  ``run_h``: each job's service after its
-    stop decision.  Returns the makespan."""
-    n = len(gpus)
-    preemptive = scheduler == "srtf_est"
-    key = {"fifo": lambda j: (arrival_h[j], j), "sjf_est": lambda j: (t_est_h[j], j),
-           "srtf_est": lambda j: (max(t_est_h[j] - attained[j], 0.0), j)}[scheduler]
-    attained = [0.0] * n
+    ``simulate``.  Events are arrivals and ends, plus, for a scheduler whose keys change
+    (``loss_aware``, ``tiresias``), the evaluations of running jobs.  It keeps the active
+    jobs in key order, moves a job when its key changes, and walks that order at an
+    arrival, an end, or a key change while a job waits.  No resume overhead and no
+    demotion (the bench's defaults: overhead 0, evalstop).  Returns each job's end time (h)."""
+    n, n_evals, duration, last = len(jobs.gpus), jobs.n_evals, jobs.duration_h, jobs.last_eval
+    arrival = jobs.arrival_h
+    attained, end_h = [0.0] * n, [math.nan] * n
+    policy = {"loss_aware": lambda: _loss_aware_policy(jobs, attained),
+              "tiresias": lambda: _tiresias_policy(jobs, attained, thresholds_gpu_h)}.get(
+        scheduler, lambda: _size_policy(scheduler, jobs, attained))()
+    # Evaluations passed (a scheduler whose keys never change meets only the last, its
+    # end), and the service at which each job's next event comes.
+    evals = [0 if policy.rekey else last[j] - 1 for j in range(n)]
+    service = [duration[j] * (evals[j] + 1) / n_evals for j in range(n)]
     running: set[int] = set()
-    waiting: list[int] = []
+    order: list[int] = []  # active jobs (arrived, not ended) in key order
     t, nxt, done = 0.0, 0, 0
     while done < n:
-        t_end, j_end = float("inf"), -1
+        t_ev, j_ev = math.inf, -1  # the next evaluation or end of a running job
         for j in running:
-            if t + run_h[j] - attained[j] < t_end:
-                t_end, j_end = t + run_h[j] - attained[j], j
-        t_new = min(t_end, arrival_h[nxt] if nxt < n else float("inf"))
+            if t + service[j] - attained[j] < t_ev:
+                t_ev, j_ev = t + service[j] - attained[j], j
+        t_new = min(t_ev, arrival[nxt] if nxt < n else math.inf)
         for j in running:
             attained[j] += t_new - t
-        t = t_new
-        if j_end >= 0 and t_end == t:
-            running.discard(j_end)
-            done += 1
-        while nxt < n and arrival_h[nxt] == t:
-            waiting.append(nxt)
-            nxt += 1
-        if preemptive:  # every active job competes again, in key order
-            queue, chosen, free = sorted(running | set(waiting), key=key), set(), capacity
-        else:  # running jobs keep their GPUs; waiting jobs start in key order
-            queue, chosen = sorted(waiting, key=key), set(running)
-            free = capacity - sum(gpus[j] for j in running)
-        for j in queue:
-            if gpus[j] <= free:
-                free -= gpus[j]
-                chosen.add(j)
-            elif scheduler == "fifo":
-                break
-        running = chosen
-        waiting = [j for j in queue if j not in chosen]
-    return t
+        t, changed, evaluated = t_new, False, -1
+        if t_ev == t:
+            attained[j_ev], evals[j_ev] = service[j_ev], evals[j_ev] + 1  # on the grid
+            service[j_ev] = duration[j_ev] * (evals[j_ev] + 1) / n_evals
+            if evals[j_ev] < last[j_ev]:
+                evaluated = j_ev
+            else:
+                running.discard(j_ev)
+                order.remove(j_ev)
+                end_h[j_ev], done, changed = t, done + 1, True
+        while nxt < n and arrival[nxt] == t:
+            bisect.insort(order, nxt, key=policy.key)
+            nxt, changed = nxt + 1, True
+        if policy.rekey:
+            moved = policy.rekey(evaluated, running)
+            for j in moved:
+                order.remove(j)
+            for j in moved:
+                bisect.insort(order, j, key=policy.key)
+            # With no job waiting, every active job runs whatever the order.
+            changed = changed or (len(moved) > 0 and len(order) > len(running))
+        if changed:
+            running = _reallocate(policy, jobs.gpus, capacity, running, order)
+    return end_h
 
 
-PLAIN_LOOP = ("fifo", "sjf_est", "srtf_est")
+def plain_jobs(w, d, c: int) -> PlainJobs:
+    """Cluster ``c`` of workload ``w`` with its stop decisions ``d`` as ``PlainJobs``."""
+    last_eval = np.where(d.stopped[c], d.trigger_eval[c], w.n_evals)
+    return PlainJobs(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
+                     w.duration_h[c].tolist(), last_eval.tolist(), w.loss[c].tolist(),
+                     w.n_evals)
 
 
-def plain_loop(n_clusters: int) -> dict:
-    """Per-cluster microseconds of ``plain_loop_cluster`` for each of ``PLAIN_LOOP`` on the
-    bench's clusters (their stop decisions from ``decide_stops``; generation, decisions
-    and metrics are not timed: the yardstick is the event loop alone)."""
+def plain_loop(n_clusters: int, reps: int) -> dict:
+    """Per-cluster microseconds of ``plain_loop_cluster`` for every scheduler on the
+    bench's clusters, the minimum of ``reps`` passes (their stop decisions from
+    ``decide_stops``; generation, decisions and metrics are not timed: the yardstick is
+    the event loop alone)."""
     cfg = _config()
     w = generate_workload(cfg.workload, n_clusters, seed=1)
     d = decide_stops(cfg, w)
-    run_h = w.duration_h * np.where(d.stopped, d.trigger_eval / w.n_evals, 1.0)
-    rows = [(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
-             run_h[c].tolist()) for c in range(n_clusters)]
+    clusters = [plain_jobs(w, d, c) for c in range(n_clusters)]
     out = {}
-    for name in PLAIN_LOOP:
-        t0 = time.perf_counter()
-        for g, a, te, r in rows:
-            plain_loop_cluster(cfg.workload.gpus, g, a, te, r, name)
-        out[name] = _us(time.perf_counter() - t0, n_clusters)
+    for name in ALL_SCHEDULERS:
+        thresholds = _config(name).scheduler.thresholds_gpu_h
+        out[name] = _us(_best(lambda: [plain_loop_cluster(cfg.workload.gpus, jobs, name,
+                                                          thresholds) for jobs in clusters],
+                              reps), n_clusters)
     return out
 
 
@@ -282,7 +415,8 @@ DESCRIPTION = (
     "Throughput of the engine on MODEL.md's default cluster (rlhf_heavy, 64 GPUs, 300 jobs, "
     "10 evaluations; srtf_est and evalstop:k=2 unless a row says otherwise): clusters per "
     "second with 1 and 2 threads, time per stage, speed-up over the reference simulator, "
-    "growth with jobs per cluster, compile time with a cold and a warm cache, peak memory. "
+    "end to end against a plain Python event loop per scheduler, growth with jobs per "
+    "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
     "machine); it prints ratios and asserts nothing. About 40 s, most of it the cold "
     "compile; --quick about 30 s, --quick --no-compile about 5 s. The same as "
@@ -370,18 +504,18 @@ def run(a: argparse.Namespace) -> int:
               f"{ref['simulate'] / 1e3:8.1f} ms/cluster, engine "
               f"{st['decide_stops'] + st['srtf_est']:7.1f} us  -> {ref['simulate_x']:7.0f} x")
 
-    loop = plain_loop(max(4, n // 20))
+    loop = plain_loop(max(4, n // 20), min(reps, 3))
     print("\n== end to end per cluster (simulate), 1 thread, against a plain Python event loop "
-          "(the loop alone: its workload, decisions and metrics are not timed) ==")
+          f"(the loop alone, min of {min(reps, 3)} runs of {max(4, n // 20)} clusters: its "
+          "workload, decisions and metrics are not timed) ==")
     print(f"  {'scheduler':10s} {'simulate':>10s} {'target':>8s}  {'verdict':18s} "
           f"{'plain loop':>11s} {'ratio':>7s}")
     for s, us in e2e.items():
         target = TARGET_US.get(s, 80.0)
         verdict = _verdict(us, target)
         targets.append((f"end to end, {s}", us, target, "us", verdict))
-        vs = (f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x" if s in loop
-              else f"{'-':>11s} {'-':>7s}")
-        print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} {vs}")
+        print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} "
+              f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x")
 
     sc = scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps)
     print("\n== growth with jobs per cluster (simulate, 1 thread) ==")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from fastsim import bench
-from fastsim.api import decide_stops, run_workload
+from fastsim.api import decide_stops, run_engine
+from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
 
@@ -25,18 +26,36 @@ def test_quick_bench_prints_every_stage_and_a_verdict_per_target(capsys):
     assert any("threads, srtf_est" in line and ">=    1.85" in line for line in targets)
 
 
-@pytest.mark.parametrize("scheduler", bench.PLAIN_LOOP)
-def test_plain_loop_makespan_equals_the_engine(scheduler):
-    cfg = bench._config(scheduler, n_jobs=60)
-    w = generate_workload(cfg.workload, 3, seed=4)
+CLUSTERS = [dict(n_jobs=60), dict(n_jobs=40, gpus=16), dict(n_jobs=80, mix="mixed", gpus=32)]
+
+
+@pytest.mark.parametrize("scheduler", bench.ALL_SCHEDULERS)
+@pytest.mark.parametrize("cluster,seed", [(c, s) for c in CLUSTERS for s in (4, 11)])
+def test_plain_loop_end_times_equal_the_engine(scheduler, cluster, seed):
+    """Every job's end time, so a wrong order (a tie rule, a key, a missed re-key at an
+    evaluation or a threshold crossing) shows even when the makespan would not."""
+    cfg = bench._config(scheduler, **cluster)
+    w = generate_workload(cfg.workload, 3, seed=seed)
     d = decide_stops(cfg, w)
-    run_h = w.duration_h * np.where(d.stopped, d.trigger_eval / w.n_evals, 1.0)
-    makespan = run_workload(cfg, w, keep_jobs=False).clusters["makespan_h"].to_numpy()
+    o = run_engine(cfg, w, d)
     for c in range(3):
-        end = bench.plain_loop_cluster(cfg.workload.gpus, w.gpus[c].tolist(),
-                                       w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
-                                       run_h[c].tolist(), scheduler)
-        assert end - w.arrival_h[c, 0] == pytest.approx(makespan[c], rel=1e-9)
+        end = bench.plain_loop_cluster(cfg.workload.gpus, bench.plain_jobs(w, d, c), scheduler,
+                                       cfg.scheduler.thresholds_gpu_h)
+        np.testing.assert_allclose(end, o.end_h[c], rtol=1e-9)
+    if scheduler in ("srtf_est", "loss_aware", "tiresias"):
+        assert o.n_preempt.sum() > 0  # the clusters exercise preemption
+
+
+def test_plain_loop_tiresias_with_two_thresholds_equals_the_engine():
+    cfg = SimConfig.from_specs("tiresias:thresholds=4/32", bench.POLICY,
+                               **{**bench.CLUSTER, "n_jobs": 60})
+    w = generate_workload(cfg.workload, 3, seed=7)
+    d = decide_stops(cfg, w)
+    o = run_engine(cfg, w, d)
+    for c in range(3):
+        end = bench.plain_loop_cluster(cfg.workload.gpus, bench.plain_jobs(w, d, c), "tiresias",
+                                       cfg.scheduler.thresholds_gpu_h)
+        np.testing.assert_allclose(end, o.end_h[c], rtol=1e-9)
 
 
 def test_compile_row_runs_the_first_command_a_newcomer_types():
