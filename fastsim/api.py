@@ -334,8 +334,9 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
     """The arguments of ``simulate``: integers (no bool, no float), in range."""
     if not isinstance(cfg, SimConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
-    if not _is_int(n_clusters) or n_clusters < 1:
-        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer >= 1")
+    if not _is_int(n_clusters) or not 1 <= n_clusters <= MAX_CLUSTER:
+        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
+                          "to 2^63-1 (cluster ids are 64-bit counters)")
     if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
     if not _is_int(cluster_start) or not 0 <= cluster_start <= MAX_CLUSTER - n_clusters:

@@ -2,12 +2,14 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``; this file
 only wires them and turns ``ConfigError`` into a one-line message and exit code 2
-(``SimulationError``: exit code 1).
+(``SimulationError``: exit code 1).  A reader that stops reading (``fastsim ... | head``)
+ends the command quietly, exit code 141 as for SIGPIPE.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
@@ -65,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"fastsim {args.command}: interrupted; finished work is kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Python would report the closed pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.api import run_workload, simulate
+from fastsim.api import MAX_CLUSTER, run_workload, simulate
 from fastsim.compile_notice import compile_notice
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
@@ -131,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also compute this user metric (a @cluster_metric) per cluster; repeatable")
     p.add_argument("--baseline", default="none",
                    help="policy to compare against on the same clusters, or 'off'")
-    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters to simulate, an integer >= 1")
+    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters to simulate, an integer from 1 to 2^63-1")
     p.add_argument("--seed", type=int, default=D.SEED, help="random seed, an integer >= 0; cluster i of a seed is the same cluster under every policy")
     p.add_argument("--out", type=Path, default=None,
                    help="write per-cluster results (both arms) to this Parquet file")
@@ -182,8 +182,9 @@ def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_clusters: bool,
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if args.clusters < 1:
-        raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer >= 1")
+    if not 1 <= args.clusters <= MAX_CLUSTER:
+        raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer from 1 "
+                          "to 2^63-1")
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)

@@ -163,6 +163,8 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
     plan = cf.read_plan(args.confirm)
     arrays = cf.check_traces(pl.read_parquet(args.traces), plan, args.traces)
+    from fastsim.replay.traces import trace_origin
+    print(trace_origin(args.traces), file=sys.stderr)
     if args.doc is not None:
         update_doc(args.doc, "", cf.START, cf.END)
     text = cf.markdown(cf.confirm(arrays, plan), args.confirm)

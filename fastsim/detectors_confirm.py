@@ -52,6 +52,7 @@ def read_plan(path: Path) -> dict:
         raise ConfigError(f"{path}: [traces] the confirmation seeds overlap exploration_seeds; "
                           "allowed: disjoint seeds")
     out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
+    out["world_seed"] = field("traces", "world_seed", int, "an integer >= 0")
     test = {k: plan.get("test", {}).get(k) for k in ("primary", "test", "alternative", "recall_rule")}
     want = {"primary": "fpr", "test": "mcnemar_exact", "alternative": "two-sided",
             "recall_rule": "candidate_recall >= baseline_recall"}
@@ -68,6 +69,11 @@ def check_traces(traces: pl.DataFrame, plan: dict, path: Path) -> dict:
     """The traces' per-run arrays, after checking they are the plan's confirmation set."""
     if "seed" not in traces.columns:
         raise ConfigError(f"{path}: no 'seed' column; allowed: traces.parquet from fastsim traces toy-rlhf")
+    from fastsim.replay.traces import read_trace_config
+    recorded = read_trace_config(path)  # None: an older file, whose world cannot be checked
+    if recorded is not None and recorded.world_seed != plan["world_seed"]:
+        raise ConfigError(f"{path}: generated with world_seed {recorded.world_seed}; allowed: the "
+                          f"plan's world_seed {plan['world_seed']}")
     arrays = det.trace_arrays(traces)
     seeds = set(arrays["seed"].tolist())
     if seeds & plan["exploration_seeds"]:

@@ -72,11 +72,36 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
             _discard(tmp)
 
 
-def table_writer(df: pl.DataFrame, path: Path) -> Callable[[Path], None]:
-    """The writer of ``df`` as Parquet or CSV, chosen by ``path``'s suffix."""
+def table_writer(df: pl.DataFrame, path: Path,
+                 metadata: dict[str, str] | None = None) -> Callable[[Path], None]:
+    """The writer of ``df`` as Parquet or CSV, chosen by ``path``'s suffix.  ``metadata``
+    (Parquet only) goes into the file's key-value metadata; ``parquet_metadata`` reads it."""
     if Path(path).suffix.lower() == ".csv":
+        if metadata:
+            raise ConfigError(f"output {path}: CSV cannot record metadata; allowed: a .parquet file")
         return lambda tmp: df.write_csv(tmp)
+    if metadata:
+        import pyarrow.parquet as pq  # polars' own metadata option is newer than polars 1.0
+
+        def write(tmp):
+            table = df.to_arrow()
+            pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                          **metadata}), tmp)
+        return write
     return lambda tmp: df.write_parquet(tmp)
+
+
+def parquet_metadata(path: Path) -> dict[str, str]:
+    """The key-value metadata of a Parquet file (empty for a file with none); a file that
+    is not Parquet is one ``ConfigError`` naming it."""
+    import pyarrow.parquet as pq
+
+    try:
+        raw = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ConfigError(f"{path}: cannot read as Parquet ({_reason(exc)}); "
+                          "allowed: a Parquet file") from None
+    return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -38,6 +38,9 @@ _TRUE = ("", "1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
+
+
 @dataclass(frozen=True)
 class Param:
     """A declared parameter: ``kind`` is ``int``, ``float``, ``bool``, ``choice`` or
@@ -68,9 +71,10 @@ class Param:
         if self.kind == "floats":
             return "increasing positive numbers A/B/..." + (f" ({self.unit})" if self.unit else "")
         what = "an integer" if self.kind == "int" else "a number"
+        top = self._hi()
         lo = "(" if self.lo_open else "["
-        hi = ")" if self.hi_open or math.isinf(self.hi) else "]"
-        return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(self.hi)}{hi}"
+        hi = ")" if self.hi_open or math.isinf(top) else "]"
+        return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(top)}{hi}"
                 + (f" ({self.unit})" if self.unit else ""))
 
     def _fail(self, where: str, value: Any) -> ConfigError:
@@ -118,9 +122,13 @@ class Param:
             raise self._fail(where, value)
         return v
 
+    def _hi(self) -> float:
+        # Integer parameters reach the kernels as int64; no run has 2^31 evaluations.
+        return min(self.hi, INT_MAX) if self.kind == "int" else self.hi
+
     def _in_range(self, v: float) -> bool:
         above = v > self.lo if self.lo_open else v >= self.lo
-        below = v < self.hi if self.hi_open else v <= self.hi
+        below = v < self._hi() if self.hi_open else v <= self._hi()
         return above and below
 
     def text(self, value: Any) -> str:
@@ -133,6 +141,8 @@ class Param:
 
 
 def _fmt(x: float) -> str:
+    if isinstance(x, int):
+        return str(x)
     return "inf" if math.isinf(x) and x > 0 else "-inf" if math.isinf(x) else f"{x:g}"
 
 

@@ -1,4 +1,5 @@
-"""Files that ship inside the package: the sweep definitions and the figure scripts.
+"""Files that ship inside the package: the sweep definitions, the figure scripts and an
+example evaluation log.
 
 In the repository they live at the top (``sweeps/``, ``figures/``); ``pyproject.toml``
 maps them into the package as ``fastsim.sweeps`` and ``fastsim.figures``, so an editable
@@ -51,3 +52,16 @@ def sweep_file(file: str | Path) -> Path:
     names = sorted(p.stem for p in shipped("sweeps").glob("*.toml"))
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
                       f"TOML file, or one of {', '.join(names)}")
+
+
+def example_log() -> Path:
+    """A small evaluation log shipped with fastsim, what ``fastsim replay --example``
+    replays: CSV, 3 jobs, 18 rows, with the mess of real logs (steps out of order, a step
+    logged twice, a missing score; docs/replay.md's rules).  Copy it to start your own.
+
+    Examples
+    --------
+    >>> example_log().read_text().splitlines()[0]
+    'job_id,step,score,loss,proxy_reward,job_type,gpus,time'
+    """
+    return Path(str(files("fastsim.replay"))) / "example_evals.csv"

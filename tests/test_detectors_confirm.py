@@ -104,6 +104,21 @@ def test_refuses_traces_that_are_not_the_plans(tmp_path, capsys):
         assert not out.exists()
 
 
+def test_refuses_traces_from_another_world(tmp_path, capsys):
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import ToyRLHFConfig, config_metadata
+
+    plan, path, out = _plan(tmp_path), tmp_path / "traces.parquet", tmp_path / "o"
+    traces = _traces(range(10, 14))
+    table_writer(traces, path, config_metadata(ToyRLHFConfig(world_seed=5)))(path)
+    assert main(["detectors", "--confirm", str(plan), "--traces", str(path), "--out", str(out)]) == 2
+    assert "world_seed 5; allowed: the plan's world_seed 0" in capsys.readouterr().err
+    assert not out.exists()
+    table_writer(traces, path, config_metadata(ToyRLHFConfig(world_seed=0)))(path)
+    assert main(["detectors", "--confirm", str(plan), "--traces", str(path), "--out", str(out)]) == 0
+    assert "generated with world_seed 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative")])
 def test_refuses_a_plan_off_the_declared_design(tmp_path, kw, field):
     with pytest.raises(ConfigError, match=field):

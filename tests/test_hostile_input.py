@@ -302,3 +302,83 @@ def test_14_on_duplicate_error_names_the_repeated_row(tmp_path):
     with pytest.raises(ConfigError, match=r"d.csv:5: field 'step'"):
         read_logs([p], on_duplicate="error")
     assert np.isclose(read_logs([p]).table.filter(pl.col("job_id") == "a")["score"][1], 0.7)
+
+
+# -- 15. a second hunt: numbers beyond the kernels' integers, ragged logs, deep JSON ---------
+BIG = "99999999999999999999999"  # beyond int64
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["replay", "--example", "--policy", f"evalstop:k={BIG}"], f"policy.k={BIG} is invalid"),
+    (["replay", "--example", "--policy", f"loss_plateau:w={BIG}"], f"policy.w={BIG} is invalid"),
+    (["run", "--clusters", "2", "--policy", f"evalstop:k={BIG}"], f"policy.k={BIG} is invalid"),
+])
+def test_15_integer_parameters_fit_the_kernels(capsys, argv, needle):
+    assert one_line(capsys, argv, needle) == ""  # nothing printed before the refusal
+
+
+def test_15_cluster_counts_fit_the_64_bit_counters(tmp_path):
+    """Beyond 2^63 - 1 a cluster id no longer fits the counters: refused at once, where it
+    used to start a run that could never end (hence the fence and its deadline)."""
+    p = tmp_path / "s.toml"
+    p.write_text(f"clusters = {2**63}\n[base]\nn_jobs = 4\n")
+    out = tmp_path / "out"
+    for argv, needle in ((["run", "--clusters", BIG], f"--clusters={BIG} is invalid"),
+                         (["sweep", str(p), "--out", str(out)], f"clusters={2**63} is invalid")):
+        r = run_fenced(argv, timeout=120)
+        err = r.stderr.strip()
+        assert r.returncode == 2 and needle in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=f"n_clusters={2**63} is invalid"):
+        simulate(SimConfig.from_specs(n_jobs=4), 2**63)
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    ("--kl-coefs", "inf", "kl_coefs"), ("--kl-coefs", "0.1,nan", "kl_coefs"),
+    ("--n-comparisons", "99999999999999", "n_comparisons"), ("--seeds", BIG, "--seeds"),
+    ("--seeds", f"1,{BIG}", "seeds"), ("--steps", BIG, "n_steps"),
+    ("--world-seed", str(2**64), "world_seed"),
+])
+def test_15_toy_rlhf_refuses_what_it_cannot_run(tmp_path, capsys, option, value, needle):
+    out = tmp_path / "t"
+    one_line(capsys, ["traces", "toy-rlhf", option, value, "--out", str(out)], needle)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("job_id,step,score\na,1,0.5\na,2\n", "r.csv:3: 2 fields"),              # truncated line
+    ("job_id,step,score\na,1,0.5\n\"a\",2\n", "r.csv:3: 2 fields"),
+    ("job_id,job_id,step,score\na,b,1,0.5\n", "r.csv:1: column 'job_id' appears twice"),
+    ("job_id,step,score,max_steps\na,1,0.5,-3\n", "r.csv:2: field 'max_steps'"),
+    ("job_id,step,score,max_steps\na,1,0.5,2.5\n", "r.csv:2: field 'max_steps'"),
+])
+def test_15_ragged_or_ambiguous_csv_is_refused(tmp_path, capsys, text, needle):
+    p = tmp_path / "r.csv"
+    p.write_text(text)
+    out = tmp_path / "o.csv"
+    one_line(capsys, ["replay", str(p), "--out", str(out)], needle)
+    assert not out.exists()
+
+
+def test_15_deeply_nested_json_is_one_line(tmp_path, capsys):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"job_id": "a", "step": 1, "score": 0.5}\n'
+                 '{"job_id": "a", "step": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    one_line(capsys, ["replay", str(p)], "d.jsonl:2: not valid JSON")
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "trainer_state.json").write_text('{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    one_line(capsys, ["replay", str(d)], "trainer_state.json")
+
+
+def test_15_an_empty_metric_name_is_refused(capsys):
+    one_line(capsys, ["replay", "--example", "--metric", ""], "--metric")
+
+
+def test_15_a_reader_that_stops_reading_is_no_traceback():
+    """``fastsim replay --example | head -1``: the pipe closes while fastsim still prints."""
+    p = subprocess.Popen([sys.executable, "-m", "fastsim.cli", "replay", "--example"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before fastsim has printed anything: its first write fails
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -101,6 +101,21 @@ def test_kernels_compile_once_whatever_constant_they_are_called_with():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
 
+def test_a_kernel_only_kernels_call_refuses_a_call_from_python():
+    """``kernel`` compiles without a CPython wrapper (``fastsim.kernels.jit``): a call
+    from Python must raise a ``TypeError`` naming ``entry``, not jump into the missing
+    wrapper (a crash, hence the subprocess)."""
+    code = ("import numpy as np\n"
+            "from fastsim.kernels.metrics import _min_to_front_nb\n"
+            "try:\n"
+            "    _min_to_front_nb(np.zeros(3), 0, 2)\n"
+            "except TypeError as e:\n"
+            "    assert 'entry' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('a kernel-only kernel ran from Python')\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 def test_every_package_is_listed_for_the_wheel():
     """pyproject.toml lists the packages explicitly (three are mapped from top-level
     folders); a new subpackage missing from that list would be missing from the wheel."""
@@ -112,6 +127,23 @@ def test_every_package_is_listed_for_the_wheel():
     assert found <= listed, found - listed
     for package, folder in cfg["package-dir"].items():
         assert package in listed and (ROOT / folder / "__init__.py").exists(), package
+
+
+def test_every_shipped_data_file_is_listed_for_the_wheel():
+    """Data files are in the wheel only if pyproject.toml's package-data matches them: the
+    example log of ``fastsim replay --example`` (``fastsim.resources.example_log``) too."""
+    import fnmatch
+    import tomllib
+
+    from fastsim.resources import example_log
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    log = example_log()
+    assert log.is_file() and log.parent == ROOT / "fastsim" / "replay"
+    assert any(fnmatch.fnmatch(log.name, pat) for pat in cfg["package-data"]["fastsim.replay"])
+    for package, patterns in cfg["package-data"].items():
+        folder = ROOT / cfg["package-dir"].get(package, package.replace(".", "/"))
+        assert all(list(folder.glob(pat)) for pat in patterns), (package, patterns)
 
 
 def test_kernels_load_once_under_their_package_name():
@@ -161,6 +193,8 @@ def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
         return r.stdout
 
     assert "fastsim 0.1.0" in fastsim("--version")
+    example = fastsim("replay", "--example", "--summary-only")
+    assert "replay: 3 jobs" in example and "site-packages" in example  # the wheel's own copy
     fastsim("reproduce", "--quick", "--clusters", "50", "--no-progress")
     out = work / "results" / "reproduce-quick"
     assert (out / "REPRODUCTION.md").exists()

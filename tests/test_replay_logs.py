@@ -7,8 +7,10 @@ import pytest
 
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import detect_format, read_logs
+from fastsim.resources import example_log
 
 FIX = Path(__file__).parent / "fixtures"
+EVALS = example_log()  # the messy CSV log shipped with the package (fastsim replay --example)
 BAD = FIX / "malformed"
 
 
@@ -16,15 +18,15 @@ def _core(log):
     return log.table.select("job_id", "step", "metric", "score", "loss", "gpus", "time_h", "job_type")
 
 
-@pytest.mark.parametrize("name,fmt", [("evals.csv", "csv"), ("evals.jsonl", "jsonl"),
-                                      ("evals.parquet", "parquet"),
-                                      ("hf_run/trainer_state.json", "trainer_state")])
-def test_format_detection(name, fmt):
-    assert detect_format(FIX / name) == fmt
+@pytest.mark.parametrize("path,fmt", [(EVALS, "csv"), (FIX / "evals.jsonl", "jsonl"),
+                                      (FIX / "evals.parquet", "parquet"),
+                                      (FIX / "hf_run/trainer_state.json", "trainer_state")])
+def test_format_detection(path, fmt):
+    assert detect_format(path) == fmt
 
 
 def test_csv_jsonl_parquet_give_the_same_table():
-    logs = [read_logs([FIX / n]) for n in ("evals.csv", "evals.jsonl", "evals.parquet")]
+    logs = [read_logs([p]) for p in (EVALS, FIX / "evals.jsonl", FIX / "evals.parquet")]
     ref = _core(logs[0])
     for other in logs[1:]:
         assert _core(other).equals(ref, null_equal=True)
@@ -33,7 +35,7 @@ def test_csv_jsonl_parquet_give_the_same_table():
 
 
 def test_mess_rules_unsorted_duplicate_missing():
-    log = read_logs([FIX / "evals.csv"])
+    log = read_logs([EVALS])
     a = log.table.filter(pl.col("job_id") == "a")
     assert a["step"].to_list() == [100, 200, 300, 400, 500, 600, 700, 800]  # sorted by step
     assert np.isnan(a.filter(pl.col("step") == 500)["score"][0])            # missing kept as NaN
@@ -52,7 +54,7 @@ def test_duplicate_as_error_names_file_line_field():
 def test_same_job_across_files_is_merged_last_file_wins(tmp_path):
     p = tmp_path / "later.csv"
     p.write_text("job_id,step,score\na,800,0.99\n")
-    t = read_logs([FIX / "evals.csv", p]).table.filter(pl.col("job_id") == "a")
+    t = read_logs([EVALS, p]).table.filter(pl.col("job_id") == "a")
     assert t.filter(pl.col("step") == 800)["score"][0] == 0.99
 
 
@@ -88,13 +90,13 @@ def test_trainer_state_bad_value_names_line_and_field():
 
 
 def test_metric_column_and_sense_of_long_tables():
-    log = read_logs([FIX / "evals.csv"], metric="loss")
+    log = read_logs([EVALS], metric="loss")
     assert not log.higher_is_better
     assert np.allclose(log.table["score"].to_numpy(), -log.table["loss"].to_numpy())
-    log = read_logs([FIX / "evals.csv"], metric="proxy_reward", higher_is_better=False)
+    log = read_logs([EVALS], metric="proxy_reward", higher_is_better=False)
     assert not log.higher_is_better
     with pytest.raises(ConfigError, match=r"evals\.csv:1: field 'accuracy': missing column"):
-        read_logs([FIX / "evals.csv"], metric="accuracy")
+        read_logs([EVALS], metric="accuracy")
 
 
 @pytest.mark.parametrize("name,pattern", [
@@ -113,7 +115,7 @@ def test_malformed_files_raise_one_clear_error(name, pattern):
 
 def test_a_malformed_file_among_good_ones_fails_the_whole_read():
     with pytest.raises(ConfigError, match="non_numeric_score"):
-        read_logs([FIX / "evals.csv", BAD / "non_numeric_score.csv"])
+        read_logs([EVALS, BAD / "non_numeric_score.csv"])
 
 
 def test_missing_spellings_and_infinity(tmp_path):
@@ -135,6 +137,6 @@ def test_empty_and_unknown_inputs(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         read_logs([tmp_path / "nope.csv"])
     with pytest.raises(ConfigError, match="unknown"):
-        read_logs([FIX / "evals.csv"], fmt="xml")
+        read_logs([EVALS], fmt="xml")
     with pytest.raises(ConfigError, match="one metric per replay"):
-        read_logs([FIX / "evals.csv", FIX / "hf_run"])
+        read_logs([EVALS, FIX / "hf_run"])

@@ -9,8 +9,10 @@ from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.policies import parse_policy, replay, summarize_replay
+from fastsim.resources import example_log
 
 FIX = Path(__file__).parent / "fixtures"
+EVALS = example_log()  # the messy CSV log shipped with the package (fastsim replay --example)
 
 
 def _row(res, job, policy=None):
@@ -22,7 +24,7 @@ def _row(res, job, policy=None):
 
 
 def test_evalstop_on_the_fixture_by_hand():
-    res = replay(read_logs([FIX / "evals.csv"]), ["evalstop:k=2"])
+    res = replay(read_logs([EVALS]), ["evalstop:k=2"])
     a = _row(res, "a")
     # a: 0.50 0.62 0.66 0.55 (NaN skipped) 0.51 -> 2nd decline at step 600, keep eval 3 = step 300
     assert a["status"] == "stopped" and a["trigger_step"] == 600 and a["delivered_step"] == 300
@@ -39,13 +41,13 @@ def test_evalstop_on_the_fixture_by_hand():
 
 
 def test_scope_rlhf_leaves_other_job_types_alone():
-    res = replay(read_logs([FIX / "evals.csv"]), ["evalstop:k=1,scope=rlhf"])
+    res = replay(read_logs([EVALS]), ["evalstop:k=1,scope=rlhf"])
     assert _row(res, "c")["status"] == "out_of_scope"
     assert _row(res, "b")["status"] == "stopped" and _row(res, "b")["trigger_step"] == 400
 
 
 def test_stop_at_and_loss_plateau_by_hand():
-    res = replay(read_logs([FIX / "evals.csv"]), ["stop_at:f=0.5", "loss_plateau:w=1,tol=0.02"])
+    res = replay(read_logs([EVALS]), ["stop_at:f=0.5", "loss_plateau:w=1,tol=0.02"])
     # stop_at: planned = last logged step 800; first evaluation with step/800 >= 0.5 is 400
     s = _row(res, "a", "stop_at(f=0.5)[scope=all]")
     assert s["trigger_step"] == 400 and s["delivered_step"] == 400
@@ -55,7 +57,7 @@ def test_stop_at_and_loss_plateau_by_hand():
 
 
 def test_lower_is_better_metric_never_declines_when_loss_falls():
-    res = replay(read_logs([FIX / "evals.csv"], metric="loss"), ["evalstop:k=2"])
+    res = replay(read_logs([EVALS], metric="loss"), ["evalstop:k=2"])
     assert set(res["status"].to_list()) == {"continued", "too_short"}
 
 
@@ -68,7 +70,7 @@ def test_trainer_state_fixture_replays():
 
 
 def test_oracle_needs_truth_and_policy_errors():
-    log = read_logs([FIX / "evals.csv"])
+    log = read_logs([EVALS])
     with pytest.raises(ConfigError, match="hidden truth"):
         replay(log, ["oracle"])
     with pytest.raises(ConfigError):
@@ -105,7 +107,7 @@ def test_summary_detection_counts_against_truth():
 def test_cli_replay_prints_and_writes(tmp_path, capsys):
     out = tmp_path / "r.parquet"
     summ = tmp_path / "s.csv"
-    rc = main(["replay", str(FIX / "evals.csv"), "--policy", "evalstop:k=2", "--out", str(out),
+    rc = main(["replay", str(EVALS), "--policy", "evalstop:k=2", "--out", str(out),
                "--summary-out", str(summ)])
     assert rc == 0
     text = capsys.readouterr().out
@@ -115,9 +117,24 @@ def test_cli_replay_prints_and_writes(tmp_path, capsys):
     assert pl.read_csv(summ)["n_stopped"].to_list() == [1]
 
 
+def test_cli_replays_the_example_log_shipped_with_the_package(tmp_path, capsys):
+    assert main(["replay", "--example", "--summary-only"]) == 0
+    text = capsys.readouterr().out
+    assert f"example log: {example_log()}\n" in text and "replay: 3 jobs, 17 evaluations" in text
+    assert main(["replay", str(example_log()), "--summary-only"]) == 0
+    assert capsys.readouterr().out == text.split("\n", 1)[1]  # the same replay as by path
+    # the example is package data, not a test fixture: it lives inside the package
+    import fastsim
+    assert example_log().parent == Path(fastsim.__file__).parent / "replay"
+    for argv, why in ((["replay"], "no log given"),
+                      (["replay", "--example", str(example_log())], "PATH and --example together")):
+        assert main([*argv, "--out", str(tmp_path / "r.csv")]) == 2
+        assert why in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
 def test_cli_malformed_input_writes_nothing(tmp_path, capsys):
     out = tmp_path / "r.csv"
-    rc = main(["replay", str(FIX / "evals.csv"), str(FIX / "malformed" / "non_numeric_score.csv"),
+    rc = main(["replay", str(EVALS), str(FIX / "malformed" / "non_numeric_score.csv"),
                "--out", str(out)])
     assert rc == 2 and not out.exists() and not list(tmp_path.iterdir())
     err = capsys.readouterr().err
@@ -125,7 +142,7 @@ def test_cli_malformed_input_writes_nothing(tmp_path, capsys):
 
 
 def test_cli_rejects_unknown_output_suffix_before_reading(tmp_path):
-    assert main(["replay", str(FIX / "evals.csv"), "--out", str(tmp_path / "r.xlsx")]) == 2
+    assert main(["replay", str(EVALS), "--out", str(tmp_path / "r.xlsx")]) == 2
 
 
 def test_gpus_default_fills_missing_counts(tmp_path):

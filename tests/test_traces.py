@@ -7,7 +7,8 @@ from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.replay.policies import replay
 from fastsim.replay.traces import (ToyRLHFConfig, build_world, comparison_pool, fit_bradley_terry,
-                                   fit_gao, gao_fit_groups, generate_toy_rlhf, run_summary)
+                                   fit_gao, gao_fit_groups, gao_run_medians, generate_toy_rlhf,
+                                   run_summary)
 
 POOR, RICH = 100, 3200
 
@@ -80,6 +81,54 @@ def test_gao_fit_and_summaries(traces):
     assert fits.height == 2 and set(fits.columns) >= {"gao_alpha", "gao_beta", "gao_r2", "d_peak"}
 
 
+def _gao_traces(alphas, betas, d=np.linspace(0.0, 2.5, 21)):
+    """Exact Gao-form runs, one per seed of one cell: per-seed fits recover each seed's
+    parameters exactly."""
+    frames = []
+    for s, (a, b) in enumerate(zip(alphas, betas)):
+        dd = np.maximum(d, 1e-300)
+        gold = np.where(d > 0, dd * (a - b * np.log(dd)), 0.0) + 1.0
+        frames.append(pl.DataFrame({"job_id": f"n100_kl0.1_s{s}", "step": np.arange(d.size) * 15,
+                                    "truth_gold": gold, "truth_kl_nats": d ** 2, "seed": s,
+                                    "n_comparisons": 100, "kl_coef": 0.1, "truth_hacking": b > 1}))
+    return pl.concat(frames)
+
+
+def test_gao_fit_groups_gives_a_t_interval_over_seeds():
+    from scipy import stats
+
+    alphas, betas = np.array([2.0, 2.5, 3.0, 3.4]), np.array([0.4, 0.5, 1.5, 0.9])
+    fits = gao_fit_groups(_gao_traces(alphas, betas))
+    r = fits.row(0, named=True)
+    assert r["n_seeds"] == 4 and r["n_runs"] == 4 and r["hacking_share"] == 0.25
+    t = stats.t.ppf(0.975, 3)
+    for name, x in (("gao_alpha", alphas), ("gao_beta", betas)):
+        half = t * x.std(ddof=1) / 2.0
+        assert r[f"{name}_seed_mean"] == pytest.approx(x.mean())
+        assert (r[f"{name}_lo"], r[f"{name}_hi"]) == pytest.approx((x.mean() - half, x.mean() + half))
+        assert r[f"{name}_lo"] < r[name] < r[f"{name}_hi"]  # the pooled fit, inside here
+    # every seed fits exactly: R^2 1 with no spread; its interval never passes 1
+    assert r["gao_r2_seed_mean"] == pytest.approx(1.0) and r["gao_r2_hi"] <= 1.0
+    assert r["gao_r2"] < 1.0  # pooling seeds with different parameters loses fit
+    one = gao_fit_groups(_gao_traces(alphas[:1], betas[:1])).row(0, named=True)
+    assert one["n_seeds"] == 1 and np.isnan(one["gao_alpha_lo"])  # no interval from one seed
+
+
+def test_gao_run_medians_bootstrap_runs():
+    runs = pl.DataFrame({"truth_hacking": [False] * 5 + [True] * 3,
+                         "gao_alpha": [3.0, 3.1, 3.2, 3.3, 3.4, 2.0, 2.5, 3.0],
+                         "gao_beta": [0.5] * 5 + [1.0, 2.0, float("nan")],
+                         "gao_r2": [0.99] * 5 + [0.6, 0.7, 0.8]})
+    m = {(r["runs"], r["statistic"]): r for r in gao_run_medians(runs, n_boot=500).iter_rows(named=True)}
+    assert m[("healthy", "gao_alpha")]["median"] == pytest.approx(3.2)
+    assert m[("all", "gao_alpha")]["n_runs"] == 8 and m[("hacking", "gao_beta")]["n_runs"] == 2
+    assert m[("hacking", "gao_r2")]["min"] == pytest.approx(0.6)
+    for r in m.values():
+        assert r["lo"] <= r["median"] <= r["hi"]
+    assert m[("healthy", "gao_alpha")]["lo"] >= 3.0 and m[("healthy", "gao_alpha")]["hi"] <= 3.4
+    assert m[("healthy", "gao_alpha")]["hi"] > m[("healthy", "gao_alpha")]["lo"]
+
+
 @pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
                                         ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr")])
 def test_config_validation(kw, pattern):
@@ -99,3 +148,60 @@ def test_simulator_comparison_draws_hacking_peaks_where_the_traces_peak():
     # with the traces' range the healthy range starts at its upper end (no gap)
     rows = simulator_comparison(runs, ["evalstop:k=2"], n_clusters=2, n_jobs=10, sigma=0.02)
     assert rows.height == 1 and 0.0 <= rows["recall"][0] <= 1.0
+
+
+SMALL = ["--n-comparisons", "100", "--kl-coefs", "0.1", "--seeds", "1", "--steps", "30"]
+
+
+def test_trace_files_record_their_generating_parameters_and_regenerate(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    assert main(["traces", "toy-rlhf", *SMALL, "--world-seed", "3", "--out", str(tmp_path / "a")]) == 0
+    want = ToyRLHFConfig(n_comparisons=(100,), kl_coefs=(0.1,), seeds=(0,), n_steps=30, world_seed=3)
+    for name in ("traces", "runs", "gao_fits"):
+        assert read_trace_config(tmp_path / "a" / f"{name}.parquet") == want
+    # the file alone regenerates the set, bit for bit; the world seed matters
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "a" / "runs.parquet"),
+                 "--out", str(tmp_path / "b")]) == 0
+    a, b = (pl.read_parquet(tmp_path / d / "traces.parquet") for d in ("a", "b"))
+    assert a.equals(b)
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "a" / "traces.parquet"),
+                 "--world-seed", "0", "--out", str(tmp_path / "c")]) == 0
+    assert read_trace_config(tmp_path / "c" / "traces.parquet").world_seed == 0
+    c = pl.read_parquet(tmp_path / "c" / "traces.parquet")
+    assert not np.array_equal(a["truth_gold"].to_numpy(), c["truth_gold"].to_numpy())
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(tmp_path / "a" / "traces.parquet"), "--boot", "0"]) == 0
+    assert "generated with world_seed 3" in capsys.readouterr().out
+
+
+def test_an_older_trace_file_without_parameters_still_loads(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    assert main(["traces", "toy-rlhf", *SMALL, "--out", str(tmp_path / "a")]) == 0
+    old = tmp_path / "old.parquet"
+    pl.read_parquet(tmp_path / "a" / "traces.parquet").write_parquet(old)  # no metadata
+    assert read_trace_config(old) is None
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(old), "--boot", "0"]) == 0
+    assert "records no generating parameters" in capsys.readouterr().out
+    assert main(["traces", "toy-rlhf", "--like", str(old), "--out", str(tmp_path / "b")]) == 2
+    assert "records no generating parameters" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "not valid"), ('{"colour": 1}', "unknown fields"),
+                                       ('{"world_seed": -1}', "world_seed")])
+def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):
+    from fastsim.cli import main
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import CONFIG_KEY
+
+    path = tmp_path / "t.parquet"
+    table_writer(pl.DataFrame({"job_id": ["a"]}), path, {CONFIG_KEY: text})(path)
+    assert main(["traces", "toy-rlhf", "--like", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert why in err and CONFIG_KEY in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -30,8 +31,12 @@ def register(subparsers) -> None:
         description="Replay stop policies on real evaluation logs: per job, whether and where "
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
         "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json")
+    p.add_argument("--example", action="store_true",
+                   help="replay the small CSV log shipped with fastsim instead of PATH (3 jobs "
+                   "with out-of-order steps, a duplicate and a missing score); its path is "
+                   "printed, to copy it as a template")
     p.add_argument("--policy", action="append", default=None, metavar="SPEC",
                    help="stop policy, repeatable (default evalstop:k=2): "
                    + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
@@ -80,9 +85,14 @@ def register(subparsers) -> None:
     toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
                      help="seed of the gold reward, reference policy and prompts, >= 0 "
                      "(default: 0)")
-    toy.add_argument("--quick", action="store_true",
-                     help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
-                     "and 0.3, 3 seeds, 150 steps)")
+    start = toy.add_mutually_exclusive_group()
+    start.add_argument("--quick", action="store_true",
+                       help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
+                       "and 0.3, 3 seeds, 150 steps)")
+    start.add_argument("--like", type=Path, default=None, metavar="FILE",
+                       help="start from the parameters recorded in FILE (traces.parquet, "
+                       "runs.parquet or gao_fits.parquet written by toy-rlhf; every file "
+                       "records them, world seed included); the options above override them")
     toy.set_defaults(func=_cmd_toy)
     cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
@@ -166,6 +176,17 @@ def _cmd_replay(args) -> int:
     from fastsim.replay.logs import read_logs
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
+    if not args.paths and not args.example:
+        raise ConfigError("no log given; allowed: PATH (log files or run directories), or "
+                          "--example (the log shipped with fastsim)")
+    if args.paths and args.example:
+        raise ConfigError("PATH and --example together; allowed: one of them")
+    if args.metric is not None and not args.metric.strip():
+        raise ConfigError(f"--metric {args.metric!r}: allowed: a column or eval_* name "
+                          "(omit it for the default)")
+    if args.example:
+        from fastsim.resources import example_log
+        args.paths = [example_log()]
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
     check_distinct({"--out": args.out, "--summary-out": args.summary_out})
@@ -177,6 +198,8 @@ def _cmd_replay(args) -> int:
     res = replay(log, policies, gpus=args.gpus)
     summ = summarize_replay(res)
     sense = "higher" if log.higher_is_better else "lower"
+    if args.example:
+        print(f"example log: {args.paths[0]}")
     print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
           f"{log.metric} ({sense} is better)")
     for note in log.notes:
@@ -199,14 +222,28 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     except ValueError:
         raise ConfigError(f"--{name} {text!r}: allowed: comma-separated integers") from None
     if name == "seeds" and len(vals) == 1 and "," not in text:
+        if not 1 <= vals[0] <= 100_000:
+            raise ConfigError(f"--seeds {text!r}: allowed: N from 1 to 100000 (seeds 0..N-1), "
+                              "or comma-separated integers")
         return tuple(range(vals[0]))
     return vals
 
 
 def _cmd_toy(args) -> int:
-    from fastsim.replay.traces import (ToyRLHFConfig, gao_fit_groups, generate_toy_rlhf,
+    from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
+                                       gao_run_medians, generate_toy_rlhf, read_trace_config,
                                        run_summary)
 
+    base = ToyRLHFConfig()
+    if args.like is not None:
+        if not args.like.is_file():
+            raise ConfigError(f"--like {args.like}: no such file; allowed: a .parquet file "
+                              "written by fastsim traces toy-rlhf")
+        base = read_trace_config(args.like)
+        if base is None:
+            raise ConfigError(f"--like {args.like}: records no generating parameters (written "
+                              "before fastsim recorded them); allowed: a file written by this "
+                              "fastsim, or the options themselves (defaults: world seed 0)")
     kw = {}
     if args.quick:
         kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
@@ -223,14 +260,15 @@ def _cmd_toy(args) -> int:
         kw["n_steps"] = args.steps
     if args.world_seed is not None:
         kw["world_seed"] = args.world_seed
-    cfg = ToyRLHFConfig(**kw)
+    cfg = replace(base, **kw)
     check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
     runtime = time.perf_counter() - t0
     runs = run_summary(traces)
     fits = gao_fit_groups(traces)
-    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet"))
+    meta = config_metadata(cfg)  # the file alone says how to regenerate it
+    write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet", meta))
                for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))])
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
@@ -243,6 +281,17 @@ def _cmd_toy(args) -> int:
         print(by_n)
         print(fits.select("n_comparisons", "kl_coef", "hacking_share", "gao_alpha", "gao_beta",
                           "gao_r2", "d_peak", "d_max"))
+    lo, hi = fits["n_seeds"].min(), fits["n_seeds"].max()
+    print(f"Gao's form per cell: pooled fit (mean of the per-seed fits [95% t interval over "
+          f"{lo if lo == hi else f'{lo}-{hi}'} seeds])")
+    for r in fits.iter_rows(named=True):
+        cells = "  ".join(f"{n[4:]} {r[n]:.2f} ({r[n + '_seed_mean']:.2f} [{r[n + '_lo']:.2f}, "
+                          f"{r[n + '_hi']:.2f}])" for n in ("gao_alpha", "gao_beta", "gao_r2"))
+        print(f"  n {r['n_comparisons']:>5} KL {r['kl_coef']:<5g} {cells}")
+    print("Gao's form per run, medians [95% bootstrap interval over runs] (min):")
+    for r in gao_run_medians(runs).iter_rows(named=True):
+        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} {r['median']:.3f} [{r['lo']:.3f}, "
+              f"{r['hi']:.3f}] (min {r['min']:.3f}), n {r['n_runs']} runs")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
     return 0
@@ -250,11 +299,12 @@ def _cmd_toy(args) -> int:
 
 def _cmd_compare(args) -> int:
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import simulator_comparison
+    from fastsim.replay.traces import simulator_comparison, trace_origin
 
     _check_out(args.out)
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
+    origin = trace_origin(args.runs)
     runs = pl.read_parquet(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
     for s in specs:
@@ -263,6 +313,7 @@ def _cmd_compare(args) -> int:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
     curves = D.PLAIN_CURVES if args.plain else None
     res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma, curves=curves)
+    print(origin)
     print(f"simulator ({'plain' if args.plain else 'trace-grounded'} curves) at sigma "
           f"{res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "
           f"{res['n_evals'][0]} evaluations, {args.clusters} clusters:")
@@ -276,19 +327,21 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from fastsim.replay.traces import fit_curve_knobs
+    from fastsim.replay.traces import fit_curve_knobs, trace_origin
 
     _check_out(args.out)
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
     if args.boot < 0:
         raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    origin = trace_origin(args.traces)
     traces = pl.read_parquet(args.traces)
     need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
     if not need <= set(traces.columns):
         raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
                           "allowed: traces.parquet from fastsim traces toy-rlhf")
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
+    print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
     for r in res.iter_rows(named=True):
         print(f"{r['statistic']:<22} {r['value']:>9.4g}  [{r['lo']:.4g}, {r['hi']:.4g}]  n {r['n_runs']}")

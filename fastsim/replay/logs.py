@@ -129,20 +129,35 @@ def _raw_csv(path: Path) -> pl.DataFrame:
 
 
 def _csv_lines(path: Path, sep: str, n_rows: int) -> np.ndarray:
-    """The line each data row starts on (header = line 1); a quoted field may span lines."""
-    data = path.read_bytes()
-    if b'"' not in data:
-        return np.arange(2, n_rows + 2)
+    """The line each data row starts on (header = line 1); a quoted field may span lines.
+
+    Also what polars lets through: a header naming a column twice (polars renames one) and
+    a row with fewer fields than the header (polars fills them with nulls, which would read
+    as missing evaluations), such as a line cut short while the log was being written.
+    """
     import csv
 
-    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace"), newline=""),
-                        delimiter=sep)
-    starts, end = [], 0
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    header, starts, end = None, [], 0
     for row in reader:
         if row:  # blank lines hold no row (as in polars)
-            starts.append(end + 1)
+            if header is None:
+                header = row
+                seen = set()
+                for name in (c.strip().lstrip("\ufeff") for c in row):
+                    if name in seen:
+                        raise ConfigError(f"{path}:1: column {name!r} appears twice; allowed: "
+                                          "distinct column names")
+                    seen.add(name)
+            elif len(row) != len(header):
+                raise ConfigError(f"{path}:{end + 1}: {len(row)} fields, the header has "
+                                  f"{len(header)}; allowed: one value per column (empty for a "
+                                  "missing one), not a line cut short")
+            else:
+                starts.append(end + 1)
         end = reader.line_num
-    out = np.asarray(starts[1:n_rows + 1], dtype=np.int64)
+    out = np.asarray(starts[:n_rows], dtype=np.int64)
     if out.size < n_rows:  # the csv module and polars disagree: fall back to row order
         return np.arange(2, n_rows + 2)
     return out
@@ -158,6 +173,9 @@ def _raw_jsonl(path: Path) -> pl.DataFrame:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}); allowed: one "
                               "JSON object per line") from None
+        except RecursionError:  # json recurses once per nesting level
+            raise ConfigError(f"{path}:{lineno}: not valid JSON (nested too deeply); allowed: "
+                              "one flat JSON object per line") from None
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
@@ -203,6 +221,9 @@ def _hf_entries(path: Path, text: str):
         state = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:  # json recurses once per nesting level
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply); allowed: a "
+                          "trainer_state.json as written by transformers.Trainer") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise ConfigError(f"{path}:1: field 'log_history': missing; allowed: a trainer_state.json "
                           "as written by transformers.Trainer (a list of log entries)")
@@ -408,6 +429,13 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             out[field] = _numeric(df, path, field, "a number, or empty for missing").alias(field)
         elif field == metric:
             out[field] = out["metric"].alias(field)
+    if "max_steps" in out:  # the planned length, as trainer_state's max_steps
+        m = out["max_steps"].to_numpy()
+        bad = ~np.isnan(m) & ~((m >= 0) & (m < MAX_STEP) & (m == np.floor(m)))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ConfigError(f"{path}:{df['line'][i]}: field 'max_steps': {df['max_steps'][i]!r}; "
+                              "allowed: a non-negative integer, or empty for missing")
     if "gpus" in out:
         g = out["gpus"].to_numpy()
         bad = ~np.isnan(g) & ~((g > 0) & np.isfinite(g))
@@ -490,6 +518,9 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         paths = [paths]
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")
+    if metric is not None and not (isinstance(metric, str) and metric.strip()):
+        raise ConfigError(f"metric={metric!r} is invalid; allowed: a column or eval_* name, "
+                          "or None for the default")
     if on_duplicate not in ("last", "error"):
         raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
     resolved = [resolve_path(Path(p)) for p in paths]

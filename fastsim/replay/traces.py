@@ -18,15 +18,23 @@ columns, which no stop policy reads.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields, replace
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
+from fastsim.io import parquet_metadata
 from fastsim.stats import mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
+
+
+MAX_COMPARISONS = 100_000     # a pool of this many comparisons holds ~100 MB of features
+MAX_TOY_STEPS = 1_000_000
+MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
 
 
 @dataclass(frozen=True)
@@ -73,13 +81,28 @@ class ToyRLHFConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be a finite number >= 0")
-        if not self.n_comparisons or any(int(n) < 1 for n in self.n_comparisons):
+        # Bounds the run can honour: seeds are int64 in the kernels (the world seed only
+        # feeds numpy, 64 bits), and the comparison pool and the trace table must fit memory.
+        if self.world_seed > 2**64 - 1:
+            raise ConfigError(f"ToyRLHFConfig.world_seed = {self.world_seed!r}: must be an "
+                              "integer from 0 to 2^64-1")
+        if self.n_steps > MAX_TOY_STEPS:
+            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be an integer "
+                              f"from 1 to {MAX_TOY_STEPS}")
+        if not self.n_comparisons or any(not 1 <= int(n) <= MAX_COMPARISONS for n in self.n_comparisons):
             raise ConfigError(f"ToyRLHFConfig.n_comparisons = {self.n_comparisons!r}: "
-                              "a non-empty list of integers >= 1")
-        if not self.kl_coefs or any(not (c >= 0) for c in self.kl_coefs):
-            raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each >= 0")
-        if not self.seeds or any(int(s) < 0 for s in self.seeds):
-            raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each >= 0")
+                              f"a non-empty list of integers from 1 to {MAX_COMPARISONS}")
+        if not self.kl_coefs or any(not (0 <= c < np.inf) for c in self.kl_coefs):
+            raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each a "
+                              "finite number >= 0")
+        if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
+            raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
+                              "integer from 0 to 2^63-1")
+        rows = self.n_runs * (self.n_steps // self.eval_every + 1)
+        if rows > MAX_TRACE_ROWS:
+            raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
+                              f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
+                              f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
 
     @property
     def n_runs(self) -> int:
@@ -88,6 +111,56 @@ class ToyRLHFConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+CONFIG_KEY = "fastsim.toy_rlhf_config"  # Parquet metadata key: the generating parameters
+
+
+def config_metadata(cfg: ToyRLHFConfig) -> dict[str, str]:
+    """Parquet key-value metadata recording every generating parameter of a trace set
+    (``world_seed`` included), so the file alone says how to regenerate it."""
+    return {CONFIG_KEY: json.dumps(asdict(cfg), sort_keys=True)}
+
+
+def read_trace_config(path: Path) -> ToyRLHFConfig | None:
+    """The ``ToyRLHFConfig`` recorded in a file written by ``fastsim traces toy-rlhf``
+    (``traces``, ``runs`` or ``gao_fits.parquet``), or ``None`` for a file that records none
+    (written before the parameters were recorded, or by other code).  A recorded value that
+    is not valid is one ``ConfigError`` naming the file.
+
+    Examples
+    --------
+    >>> import tempfile, polars as pl
+    >>> from fastsim.io import table_writer
+    >>> path = Path(tempfile.mkdtemp()) / "t.parquet"
+    >>> table_writer(pl.DataFrame({"x": [1]}), path, config_metadata(ToyRLHFConfig(world_seed=3)))(path)
+    >>> read_trace_config(path).world_seed
+    3
+    """
+    text = parquet_metadata(path).get(CONFIG_KEY)
+    if text is None:
+        return None
+    try:
+        raw = json.loads(text)
+        known = set(ToyRLHFConfig.field_names())
+        if not isinstance(raw, dict) or not set(raw) <= known:
+            raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
+        return ToyRLHFConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    except (ValueError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
+                          "parameters fastsim traces toy-rlhf records") from None
+
+
+def trace_origin(path: Path) -> str:
+    """One line for a reader: the parameters a trace file was generated with, or, for a file
+    that records none, what regenerating it would have to assume."""
+    cfg = read_trace_config(path)
+    if cfg is None:
+        return (f"{path}: records no generating parameters (written before fastsim recorded "
+                f"them); the defaults were world_seed {ToyRLHFConfig.world_seed}, "
+                f"{ToyRLHFConfig.n_steps} steps: check them before regenerating")
+    return (f"{path}: generated with world_seed {cfg.world_seed}, {cfg.n_runs} runs, "
+            f"{cfg.n_steps} steps (regenerate: fastsim traces toy-rlhf --like {path})")
 
 
 @dataclass(frozen=True)
@@ -431,12 +504,17 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
 
 
 def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.DataFrame:
-    """Gao's RL form fitted to the pooled (sqrt KL, gold gain) points of each group of runs.
+    """Gao's RL form fitted to the pooled (sqrt KL, gold gain) points of each group of runs,
+    with 95% intervals over the group's seeds.
 
     Points come from the exact gold and exact KL (hidden truth), all seeds of a group
-    together, like Gao et al.'s fits over their RL runs.  Columns: the group keys,
-    ``n_runs, hacking_share, gao_alpha, gao_beta, gao_r2, d_peak`` (``exp(alpha/beta - 1)``,
-    where the fitted form peaks; inf when ``beta <= 0``).
+    together, like Gao et al.'s fits over their RL runs: ``gao_alpha, gao_beta, gao_r2,
+    d_peak`` (``exp(alpha/beta - 1)``, where the fitted form peaks; inf when
+    ``beta <= 0``).  The interval of each parameter comes from fitting every seed alone:
+    ``gao_*_seed_mean`` is the mean of the ``n_seeds`` per-seed fits and ``gao_*_lo`` /
+    ``gao_*_hi`` its Student-t 95% interval (``fastsim.stats.mean_ci``); R^2's upper end
+    is capped at 1, its largest possible value.  The seeds of a group are independent runs
+    (own comparison pool, own policy draws) in one fixed world (``world_seed``).
     """
     rows = []
     t = traces.sort(["job_id", "step"]).with_columns(
@@ -446,13 +524,44 @@ def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.
         alpha, beta, r2 = fit_gao(g["_d"].to_numpy(), g["_gain"].to_numpy())
         d_peak = float(np.exp(alpha / beta - 1.0)) if beta > 0 else float("inf")
         row = dict(zip(by, keys))
-        row.update({"n_runs": g["job_id"].n_unique(),
+        row.update({"n_runs": g["job_id"].n_unique(), "n_seeds": g["seed"].n_unique(),
                     "hacking_share": float(g.group_by("job_id").agg(pl.col("truth_hacking").first())
                                            ["truth_hacking"].mean()),
                     "gao_alpha": alpha, "gao_beta": beta, "gao_r2": r2, "d_peak": d_peak,
                     "d_max": float(g["_d"].max())})
+        per_seed = np.array([fit_gao(s["_d"].to_numpy(), s["_gain"].to_numpy())
+                             for _, s in g.group_by("seed", maintain_order=True)])
+        for j, name in enumerate(("gao_alpha", "gao_beta", "gao_r2")):
+            e = mean_ci(per_seed[:, j])
+            hi = min(e.hi, 1.0) if name == "gao_r2" else e.hi
+            row.update({f"{name}_seed_mean": e.mean, f"{name}_lo": e.lo, f"{name}_hi": hi})
         rows.append(row)
     return pl.DataFrame(rows).sort(list(by))
+
+
+def gao_run_medians(runs: pl.DataFrame, n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """Medians of the per-run fits of Gao's form (``run_summary``) over all, healthy and
+    hacking runs, with 95% percentile intervals from ``n_boot`` resamples of the runs.
+
+    One row per ``(runs, statistic)``: ``runs`` in ``all, healthy, hacking``; statistics
+    ``gao_alpha, gao_beta, gao_r2``; columns ``median, lo, hi, min, n_runs``.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for label, sel in (("all", runs), ("healthy", runs.filter(~pl.col("truth_hacking"))),
+                       ("hacking", runs.filter(pl.col("truth_hacking")))):
+        for name in ("gao_alpha", "gao_beta", "gao_r2"):
+            x = sel[name].drop_nans().drop_nulls().to_numpy()
+            if x.size == 0:
+                rows.append({"runs": label, "statistic": name, "median": np.nan, "lo": np.nan,
+                             "hi": np.nan, "min": np.nan, "n_runs": 0})
+                continue
+            boot = np.median(x[rng.integers(0, x.size, (n_boot, x.size))], axis=1)
+            lo, hi = np.percentile(boot, [2.5, 97.5]) if n_boot else (np.nan, np.nan)
+            rows.append({"runs": label, "statistic": name, "median": float(np.median(x)),
+                         "lo": float(lo), "hi": float(hi), "min": float(x.min()),
+                         "n_runs": int(x.size)})
+    return pl.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- curve knobs

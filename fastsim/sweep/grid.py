@@ -38,6 +38,7 @@ from typing import Any
 
 from fastsim import defaults as D
 from fastsim import registry as R
+from fastsim.api import MAX_CLUSTER
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
@@ -205,7 +206,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     if not isinstance(name, str) or not name or "/" in name:
         raise _fail(source, f"name={name!r} is invalid; allowed: a non-empty string without '/'")
     n_clusters = _check_int(source, "clusters", clusters if clusters is not None
-                            else doc.get("clusters", D.CLUSTERS), 1)
+                            else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER)
     n_chunk = _check_int(source, "chunk", chunk if chunk is not None
                          else doc.get("chunk", min(n_clusters, 250)), 1)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
