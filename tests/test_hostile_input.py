@@ -382,3 +382,20 @@ def test_15_a_reader_that_stops_reading_is_no_traceback():
     p.stdout.close()  # before fastsim has printed anything: its first write fails
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# -- 16. values a sweep file sets that no cell uses, and writers into a held directory ---------
+@pytest.mark.parametrize("base,axes,needle", [
+    ("sigma = -1", "sigma = [0.01, 0.02]", "base.sigma=-1 is invalid; allowed:"),
+    ('mix = "rlhf_hevy"', 'mix = ["mixed"]', "base.mix='rlhf_hevy' is invalid"),
+    ('policy = "evalstp:k=2"', 'policy = ["evalstop:k=2"]', "base.policy='evalstp' is invalid"),
+    ("k = 0", "k = [1, 2]", "base.k=0 is invalid"),
+    ('policy = "evalstop:k=2"\nk = -1', "n_jobs = [4]", "base.k=-1 is invalid"),  # spec wins
+    ("gpus = 32\ndemands_rlhf = [8, 64]", "gpus = [64]", "base.gpus=32: demands_rlhf="),
+])
+def test_16_an_overridden_base_value_is_still_checked(tmp_path, capsys, base, axes, needle):
+    p = tmp_path / "s.toml"
+    p.write_text(f"clusters = 2\n[base]\nn_jobs = 4\n{base}\n[axes]\n{axes}\n")
+    out = tmp_path / "o"
+    one_line(capsys, ["sweep", str(p), "--out", str(out)], f"s.toml: {needle}")
+    assert not out.exists()
