@@ -415,6 +415,10 @@ def _listing(d):
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --figures-dir {d}", ""),
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --report {d}/R.md", ""),
     ("sweep {tmp}/s.toml --no-progress --out {d}/inner", ""),
+    ("run --clusters 2 --n-jobs 5 --out {d}/run.parquet", ""),
+    ("replay --example --out {d}/replay.parquet", ""),
+    ("costaware ratios --out {d}", ""),
+    ("costaware figures {d}", ""),
 ])
 def test_16_no_command_writes_into_a_directory_another_process_holds(tmp_path, argv, held):
     """The same refusal as a second ``fastsim sweep`` into a held directory gets."""
