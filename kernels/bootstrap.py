@@ -8,13 +8,13 @@ thread pool's start-up costs more than it saves on a loaded machine.
 """
 import numpy as np
 
-from .jit import kernel
+from .jit import entry
 from .rng import cluster_prefix_nb, key_from_prefix_nb, key_to_uniform_nb
 
 BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
 
 
-@kernel
+@entry
 def bootstrap_sums_nb(num, den, seed, out_num, out_den):
     """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[b]`` and
     ``out_den[b]`` for every resample ``b`` (float64 ``[n_boot]``)."""

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .jit import kernel
+from .jit import entry
 
 # Sampling strategies (mirrored by ``fastsim.costaware.sampling.Strategy``).
 UNIFORM = 0
@@ -37,7 +37,7 @@ S_GRPO_RESPONSE = 131
 S_GRPO_MINIBATCH = 132
 
 
-@kernel
+@entry
 def sampling_probs_nb(G, c, strategy, lam, out):
     """Write into ``out`` (n,) the distribution of ``strategy`` mixed with uniform.
 
@@ -62,7 +62,7 @@ def sampling_probs_nb(G, c, strategy, lam, out):
         out[i] = (1.0 - lam) * q + lam / n
 
 
-@kernel
+@entry
 def second_moment_nb(G, p):
     """``S(p) = sum_i G_i^2 / (n^2 p_i)``; a zero-probability term with ``G_i > 0`` is inf."""
     n = G.shape[0]
@@ -76,7 +76,7 @@ def second_moment_nb(G, p):
     return s / (n * n)
 
 
-@kernel
+@entry
 def expected_cost_nb(c, p):
     """``C(p) = sum_i p_i c_i``: expected cost of one stochastic gradient."""
     s = 0.0
@@ -85,7 +85,7 @@ def expected_cost_nb(c, p):
     return s
 
 
-@kernel
+@entry
 def optimal_j_nb(G, c):
     """Closed-form minimum ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2`` (Cauchy-Schwarz)."""
     s = 0.0
@@ -95,7 +95,7 @@ def optimal_j_nb(G, c):
     return s * s
 
 
-@kernel
+@entry
 def draw_index_nb(cdf, u):
     """Index ``i`` with ``cdf[i-1] <= u * cdf[-1] < cdf[i]``; zero-mass indices are never hit."""
     i = np.searchsorted(cdf, u * cdf[cdf.shape[0] - 1], side="right")
@@ -109,7 +109,7 @@ def draw_index_nb(cdf, u):
 BUDGET_RTOL = 1e-12
 
 
-@kernel
+@entry
 def budget_nb(gamma, n):
     """The bias budget as a bound on the dropped ``sum G``: ``(1/n) sum G <= gamma``.
 
@@ -120,7 +120,7 @@ def budget_nb(gamma, n):
     return gamma * n * (1.0 + BUDGET_RTOL)
 
 
-@kernel
+@entry
 def subset_greedy_nb(G, c, gamma, keep):
     """Greedy min-cost knapsack: keep the cheapest samples until the bias bound holds.
 
@@ -146,7 +146,7 @@ def subset_greedy_nb(G, c, gamma, keep):
     return -1
 
 
-@kernel
+@entry
 def subset_exact_nb(G, c, gamma, keep):
     """Exact min-cost knapsack by enumerating all ``2^n`` dropped sets (small ``n`` only).
 

@@ -15,7 +15,7 @@ from numba import prange
 
 from .costaware import (S_COST, S_FEATURE, S_NOISE, S_ROW_SCALE, S_SGD_PICK, S_TARGET,
                         draw_index_nb)
-from .jit import driver, kernel
+from .jit import driver, entry
 from .rng import normal_nb, uniform_nb
 
 LEAST_SQUARES = 0
@@ -28,7 +28,7 @@ STEP_CONVEX = 0
 STEP_STRONGLY_CONVEX = 1
 
 
-@kernel
+@entry
 def make_problem_nb(kind, seed, instance, scale_sigma, noise, cost_dist, cost_param, cost_corr,
                     A, b, c):
     """Fill ``A`` (n, d), ``b`` (n,), ``c`` (n,) with one problem instance; costs have mean 1.
@@ -67,7 +67,7 @@ def make_problem_nb(kind, seed, instance, scale_sigma, noise, cost_dist, cost_pa
         c[i] *= n / total
 
 
-@kernel
+@entry
 def margin_slope_nb(kind, z, y):
     """d loss / d z at ``z = a . x`` for label/target ``y``."""
     if kind == LEAST_SQUARES:
@@ -79,7 +79,7 @@ def margin_slope_nb(kind, z, y):
     return -y * e / (1.0 + e)
 
 
-@kernel
+@entry
 def full_loss_nb(kind, A, b, reg, x):
     """``f(x) = (1/n) sum_i loss_i(x) + (reg/2) |x|^2``."""
     n, d = A.shape
@@ -100,7 +100,7 @@ def full_loss_nb(kind, A, b, reg, x):
     return s / n + 0.5 * reg * xx
 
 
-@kernel
+@entry
 def optimum_nb(kind, A, b, reg, weight):
     """Minimiser of ``(1/n) sum_i weight_i f_i(x)`` by damped Newton (exact for least squares).
 
@@ -154,7 +154,7 @@ def optimum_nb(kind, A, b, reg, weight):
     return x
 
 
-@kernel
+@entry
 def weighted_loss_nb(kind, A, b, reg, weight, x):
     """``(1/n) sum_i weight_i f_i(x)``, the objective a subset's SGD converges to."""
     n, d = A.shape
@@ -179,7 +179,7 @@ def weighted_loss_nb(kind, A, b, reg, weight, x):
     return s / n + 0.5 * reg * wsum / n * xx
 
 
-@kernel
+@entry
 def gradient_bounds_nb(kind, A, b, reg, radius, out):
     """``out[i] = max_{|x| <= radius} |grad f_i(x)|`` bound (triangle inequality)."""
     n, d = A.shape
@@ -194,7 +194,7 @@ def gradient_bounds_nb(kind, A, b, reg, radius, out):
             out[i] = an + reg * radius  # |sigma| <= 1
 
 
-@kernel
+@entry
 def sample_gradient_nb(kind, A, b, reg, i, x, out):
     """``out = grad f_i(x)`` (d,)."""
     d = A.shape[1]
@@ -206,7 +206,7 @@ def sample_gradient_nb(kind, A, b, reg, i, x, out):
         out[j] = s * A[i, j] + reg * x[j]
 
 
-@kernel
+@entry
 def sgd_1r_nb(kind, A, b, reg, mu, radius, cdf, p, c, step_rule, s_bound, f_star, gap_target,
               max_steps, seed, rep):
     """One replication; returns ``(cost, steps, gap)`` at the first check with gap <= target.

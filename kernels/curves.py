@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 
-from .jit import kernel
+from .jit import entry, part
 
 
-@kernel
+@part
 def gold_rl_nb(u, ustar, height):
     """Gao et al. (2023) RL form ``R(d) = d (alpha - beta ln d)`` with ``d`` linear in
     progress, normalised to peak ``height`` at ``u = ustar``: ``h x (1 - ln x)``."""
@@ -21,7 +21,7 @@ def gold_rl_nb(u, ustar, height):
     return height * x * (1.0 - math.log(x))
 
 
-@kernel
+@part
 def gold_rl_logs_nb(u, ln_u, ustar, ln_ustar, height):
     """``gold_rl_nb`` for ``u > 0`` given ``ln_u = log(u)`` and ``ln_ustar = log(ustar)``:
     ``h x (1 - (ln u - ln u*))``.  Workload generation takes the logs once per cluster
@@ -31,7 +31,7 @@ def gold_rl_logs_nb(u, ln_u, ustar, ln_ustar, height):
     return height * x * (1.0 - (ln_u - ln_ustar))
 
 
-@kernel
+@part
 def gold_rl_curved_nb(u, ustar, height, gamma):
     """``gold_rl_nb`` with ``d = sqrt(KL)`` growing like ``u^gamma`` (KL curvature,
     MODEL.md section 4): ``x = (u / u*)^gamma``; ``gamma = 1`` is ``gold_rl_nb``."""
@@ -43,20 +43,20 @@ def gold_rl_curved_nb(u, ustar, height, gamma):
     return height * math.exp(ln_x) * (1.0 - ln_x)
 
 
-@kernel
+@part
 def gold_rl_curved_logs_nb(ln_u, ln_ustar, height, gamma):
     """``gold_rl_curved_nb`` for ``u > 0`` given the logs, as the workload computes it."""
     ln_x = gamma * (ln_u - ln_ustar)
     return height * math.exp(ln_x) * (1.0 - ln_x)
 
 
-@kernel
+@part
 def gold_saturating_nb(u, tau, height):
     """LoRA and healthy DPO: ``h (1 - exp(-u / tau))``."""
     return height * (1.0 - math.exp(np.divide(-u, tau)))
 
 
-@kernel
+@entry
 def proxy_reward_nb(u, ustar, height, gamma=1.0):
     """Proxy reward, linear in ``d = sqrt(KL)``: the ``alpha d`` term of Gao's form
     (``d`` grows like ``u^gamma``)."""
@@ -65,7 +65,7 @@ def proxy_reward_nb(u, ustar, height, gamma=1.0):
     return height * (u / ustar) ** gamma
 
 
-@kernel
+@part
 def loss_nb(u, loss0, loss_inf, loss_tau):
     """Training loss, monotone decreasing for every job: no hacking signal."""
     return loss_inf + np.divide(loss0 - loss_inf, 1.0 + np.divide(u, loss_tau))

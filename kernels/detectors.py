@@ -13,10 +13,10 @@ import numpy as np
 from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
                     LOSS_PLATEAU, PATIENCE, STOP_AT)
 from .detectors_online import best_observed_eval_nb, detector_trigger_nb
-from .jit import kernel
+from .jit import entry, kernel, part
 
 
-@kernel
+@entry
 def evalstop_step_nb(prev_score, score, decline_run):
     """New consecutive-decline count after observing ``score``.
 
@@ -28,7 +28,7 @@ def evalstop_step_nb(prev_score, score, decline_run):
     return 0
 
 
-@kernel
+@entry
 def evalstop_trigger_nb(scores, k):
     """First evaluation (1-based) ending ``k`` consecutive declines, or 0."""
     run = 0
@@ -41,7 +41,7 @@ def evalstop_trigger_nb(scores, k):
     return 0
 
 
-@kernel
+@entry
 def stop_at_trigger_nb(attained_h, t_est_h, f):
     """First evaluation whose estimated progress ``attained / T_est`` is >= f, or 0.
 
@@ -53,7 +53,7 @@ def stop_at_trigger_nb(attained_h, t_est_h, f):
     return 0
 
 
-@kernel
+@entry
 def loss_plateau_trigger_nb(losses, w, tol):
     """First evaluation ``e > w`` with ``(L[e-w] - L[e]) / L[e-w] < tol``, or 0."""
     for e in range(w, losses.shape[0]):
@@ -63,7 +63,7 @@ def loss_plateau_trigger_nb(losses, w, tol):
     return 0
 
 
-@kernel
+@entry
 def stop_decision_1j_nb(policy, k, f, w, tol, p, scores, losses, attained_h, t_est_h):
     """Decide one in-scope job: returns ``(action, trigger_eval, delivered_eval)``.
 
@@ -105,7 +105,7 @@ def rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_
     return ACT_CONTINUE, 0, n
 
 
-@kernel
+@part
 def in_scope_nb(scope_all, job_type, rlhf_code):
     """Whether a job of ``job_type`` is in the policy's scope (RLHF jobs, or all).
 

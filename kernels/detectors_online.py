@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from .codes import BOCPD, CUSUM, MARGIN, PATIENCE, PEAK
-from .jit import kernel
+from .jit import entry
 
 PRIOR_DOF = 2.0
 SIGMA_FLOOR = 1e-9  # keeps standardised statistics finite at zero noise
@@ -47,7 +47,7 @@ N_FIT = 11          # size of the Gao-fit state: n and the sums of the normal eq
 
 # --------------------------------------------------------------------------- patience
 
-@kernel
+@entry
 def patience_init(n_max):
     """State: ``[best, counter]`` (best NaN before any score)."""
     s = np.zeros(2)
@@ -55,7 +55,7 @@ def patience_init(n_max):
     return s
 
 
-@kernel
+@entry
 def patience_step_nb(state, score, patience, threshold):
     """``state = [best, counter]`` (best NaN before any score); returns whether to stop.
 
@@ -76,7 +76,7 @@ def patience_step_nb(state, score, patience, threshold):
 
 # --------------------------------------------------------------------------- Gao-form fit
 
-@kernel
+@entry
 def fit_update_nb(fit, t, y):
     """Add the point ``(t, y)`` to the normal equations of ``y ~ a + b t + c t ln t``.
 
@@ -97,7 +97,7 @@ def fit_update_nb(fit, t, y):
     fit[10] += y * y
 
 
-@kernel
+@entry
 def fit_solve_nb(fit, t):
     """``(slope, g' (X'X)^-1 g, rss, dof)`` of ``y ~ a + b t + c t ln t``, the slope
     taken at ``t``; ``slope`` is NaN while the fit is undetermined (fewer than three
@@ -136,7 +136,7 @@ def fit_solve_nb(fit, t):
     return slope, quad, rss, n - 3.0
 
 
-@kernel
+@entry
 def fit_solve_origin_nb(fit, t):
     """As ``fit_solve_nb`` for ``y ~ b t + c t ln t`` (the curve starts at 0 at ``t = 0``,
     as MODEL.md's gold does): Gao's form with ``d`` proportional to ``t`` exactly."""
@@ -162,14 +162,14 @@ def fit_solve_origin_nb(fit, t):
     return slope, quad, rss, n - 2.0
 
 
-@kernel
+@entry
 def noise_sd_nb(rss, dof, sigma0):
     """Residual noise of a fit shrunk towards ``sigma0`` (PRIOR_DOF pseudo-dof)."""
     sd = math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF))
     return max(sd, SIGMA_FLOOR)
 
 
-@kernel
+@entry
 def fit_noise_nb(fit, sigma0):
     """The noise estimate of a fit state, from the fit with an offset (``sigma0``
     until the fit has residual degrees of freedom)."""
@@ -179,7 +179,7 @@ def fit_noise_nb(fit, sigma0):
 
 # --------------------------------------------------------------------------- margin declines
 
-@kernel
+@entry
 def margin_init(n_max):
     """State: ``[prev, run, fit...]``."""
     s = np.zeros(2 + N_FIT)
@@ -187,7 +187,7 @@ def margin_init(n_max):
     return s
 
 
-@kernel
+@entry
 def margin_step_nb(state, score, k, z, sigma0):
     """A decline counts when ``score < prev - z sqrt(2) sigma_hat`` (``sigma_hat`` from the
     evaluations before this one); ``k`` consecutive ones stop the job."""
@@ -207,7 +207,7 @@ def margin_step_nb(state, score, k, z, sigma0):
 
 # --------------------------------------------------------------------------- CUSUM
 
-@kernel
+@entry
 def cusum_init(n_max):
     """State: ``[prev, g, fit...]``."""
     s = np.zeros(2 + N_FIT)
@@ -215,7 +215,7 @@ def cusum_init(n_max):
     return s
 
 
-@kernel
+@entry
 def cusum_step_nb(state, score, drift, h, sigma0):
     """``g <- max(0, g + x - drift)`` with ``x = -(s_e - s_{e-1}) / (sqrt(2) sigma_hat)``
     (a standardised decline); stop when ``g > h``."""
@@ -235,7 +235,7 @@ def cusum_step_nb(state, score, drift, h, sigma0):
 
 # --------------------------------------------------------------------------- peak test
 
-@kernel
+@entry
 def peak_init(n_max, window=0):
     """State: ``[fit over every score (N_FIT), fit over the window (N_FIT), the count of
     evaluations, the last `window` scores (ring buffer)]``; ``window`` 0 fits every score
@@ -243,7 +243,7 @@ def peak_init(n_max, window=0):
     return np.zeros(2 * N_FIT + 1 + window)
 
 
-@kernel
+@entry
 def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
     """Add the score; stop when the fitted slope at this evaluation is below ``-z``
     standard errors (and at least ``min_evals`` scores are in).
@@ -285,7 +285,7 @@ def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
 
 # --------------------------------------------------------------------------- BOCPD
 
-@kernel
+@entry
 def bocpd_init(n_max):
     """State: ``[prev, n_obs, fit (N_FIT), then three rows of n_max + 1: run-length
     probability, posterior mean and posterior precision of the segment slope]``.
@@ -299,7 +299,7 @@ def bocpd_init(n_max):
     return s
 
 
-@kernel
+@entry
 def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
     """One Adams-MacKay update on the difference ``x = s_e - s_{e-1}``.
 
@@ -389,7 +389,7 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
 
 # --------------------------------------------------------------------------- shared
 
-@kernel
+@entry
 def best_observed_eval_nb(scores, upto):
     """1-based evaluation with the highest observed score among ``1..upto`` (first on
     ties): the checkpoint a detector delivers when it fires at ``upto``."""
@@ -400,7 +400,7 @@ def best_observed_eval_nb(scores, upto):
     return best + 1
 
 
-@kernel
+@entry
 def detector_init_nb(code, p, n_max):
     """A fresh streaming state of detector ``code`` with parameters ``p`` (float64, in
     the order of its declaration in ``fastsim.registry``) for up to ``n_max`` evaluations
@@ -416,7 +416,7 @@ def detector_init_nb(code, p, n_max):
     return bocpd_init(n_max)
 
 
-@kernel
+@entry
 def detector_step_nb(code, p, state, score):
     """One evaluation of detector ``code``'s streaming form: updates ``state`` in place and
     returns whether it fires."""
@@ -431,7 +431,7 @@ def detector_step_nb(code, p, state, score):
     return bocpd_step_nb(state, score, p[0], p[1], p[2], p[3])
 
 
-@kernel
+@entry
 def detector_trigger_nb(code, p, scores):
     """Trigger of detector ``code`` with parameters ``p`` (float64, in the order of its
     declaration in ``fastsim.registry``): the first 1-based evaluation at which its

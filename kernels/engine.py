@@ -33,7 +33,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
-from .jit import driver, kernel, part
+from .jit import driver, entry, kernel, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -110,7 +110,7 @@ def _held_after_nb(t, since, attained0, owed0, account_from):
     return 0.0
 
 
-@kernel
+@entry
 def max_points_nb(n_jobs, n_evals, n_thresholds):
     """A bound on one cluster's scheduling points.  Every point but the first holds an
     event, and a job has at most its arrival, end, demotion, ``n_evals`` evaluations and

@@ -18,7 +18,7 @@ from numba import prange
 from .costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
                                S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
                                S_TASK_PROMPT_LENGTH, S_TASK_QUALITY, draw_index_nb)
-from .jit import driver, kernel
+from .jit import driver, entry
 from .rng import normal_nb, uniform_nb
 
 # Mini-batch distributions (arms of the ablation); all but uniform are mixed with uniform
@@ -31,7 +31,7 @@ ARM_NONZERO = 4          # uniform over A != 0
 N_ARMS = 5
 
 
-@kernel
+@entry
 def group_advantages_nb(rewards, out):
     """``out[g, j] = (r[g, j] - mean_g) / std_g`` (population std) for rewards (P, G);
     a group with ``std_g == 0`` carries no signal and gets advantage 0."""
@@ -50,7 +50,7 @@ def group_advantages_nb(rewards, out):
             out[g, j] = (rewards[g, j] - m) / sd if sd > 1e-12 else 0.0
 
 
-@kernel
+@entry
 def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
     """Mini-batch distribution over N samples; ``adv``, ``lengths``, ``out`` are (N,).
 
@@ -80,7 +80,7 @@ def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
         out[i] = (1.0 - lam) * out[i] / total + lam / n
 
 
-@kernel
+@entry
 def sample_minibatch_nb(p, batch, seed, rep, step, stream, idx):
     """Write ``batch`` draws with replacement from ``p`` into ``idx`` (batch,) int64."""
     cdf = np.cumsum(p)
@@ -88,7 +88,7 @@ def sample_minibatch_nb(p, batch, seed, rep, step, stream, idx):
         idx[j] = draw_index_nb(cdf, uniform_nb(seed, rep, step, j, stream))
 
 
-@kernel
+@entry
 def make_task_nb(seed, rep, median_len, len_sigma, length_effect, difficulty_mean,
                  difficulty_sd, noise_sd, prompt_median_len, prompt_len_sigma, phi, length,
                  correct, prompt_length):
@@ -128,7 +128,7 @@ def make_task_nb(seed, rep, median_len, len_sigma, length_effect, difficulty_mea
             correct[q, k] = 1.0 if z > 0.0 else 0.0
 
 
-@kernel
+@entry
 def policy_probs_nb(w, phi, q, out):
     """``out`` (M,) = softmax over the traces of prompt ``q``."""
     M, d = phi.shape[1], phi.shape[2]
@@ -147,7 +147,7 @@ def policy_probs_nb(w, phi, q, out):
         out[k] /= total
 
 
-@kernel
+@entry
 def expected_accuracy_nb(w, phi, correct, first, last):
     """Exact expected pass@1 ``mean_q sum_k pi(k|q) correct[q, k]`` over prompts [first, last)."""
     M = phi.shape[1]
@@ -160,7 +160,7 @@ def expected_accuracy_nb(w, phi, correct, first, last):
     return acc / (last - first)
 
 
-@kernel
+@entry
 def arm_moments_nb(adv, lengths, gnorm, lam, floor, p, out):
     """Add, for every arm, ``S(p) = sum_i G_i^2 / (N^2 p_i)`` (second moment of one weighted
     draw) and ``C(p) = sum_i p_i c_i`` of this batch to ``out`` (N_ARMS, 2);
@@ -178,7 +178,7 @@ def arm_moments_nb(adv, lengths, gnorm, lam, floor, p, out):
         out[a, 1] += c
 
 
-@kernel
+@entry
 def grpo_train_1r_nb(phi, length, correct, prompt_length, n_train, arm, n_steps, prompts, group,
                      batch, lr, lam, floor, eval_every, seed, rep, tokens_out, acc_out,
                      moments_out):

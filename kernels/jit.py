@@ -25,6 +25,7 @@ from pathlib import Path
 import numba
 from numba import njit
 from numba.core import caching, types
+from numba.core.dispatcher import Dispatcher
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
@@ -96,10 +97,41 @@ def _jit(**options):
     return lambda fn: _plain_types(decorate(fn))
 
 
-# Serial kernels: the per-cluster ones, linked into their callers, and the one-pass
-# pipeline over a range of clusters, which Python threads share out
-# (``kernels.pipeline.run_pipeline``).
-kernel = _jit(cache=CACHE)
+def _kernels_only(dispatcher):
+    """A kernel compiled without a CPython wrapper can only be called from other kernels:
+    its compiled versions are kept out of the table that calls from Python go through, so
+    such a call raises this ``TypeError`` instead of jumping to the missing wrapper."""
+    def add_overload(cres):
+        dispatcher.overloads[tuple(cres.signature.args)] = cres
+
+    def called_from_python(*args, **kws):
+        raise TypeError(f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__name__} "
+                        "is called from kernels only (``kernel``); declare it with "
+                        "``fastsim.kernels.jit.entry`` to call it from Python")
+    dispatcher.add_overload = add_overload
+    dispatcher._compile_for_args = called_from_python
+    return dispatcher
+
+
+# Serial kernels called only from other kernels (the per-cluster ones, linked into their
+# callers), compiled without the CPython wrapper numba would otherwise build, optimise
+# and compile for each: about a tenth of a cold start (docs/performance.md, round 16).
+# Both hooks are numba internals (0.60-0.68); a numba without them gets the wrapper back
+# (a slower cold start, never a crash).
+_CAN_HIDE = all(hasattr(Dispatcher, name)
+                for name in ("add_overload", "_compile_for_args"))
+_kernel = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE)
+
+
+def kernel(fn):
+    dispatcher = _kernel(fn)
+    return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
+
+
+# Serial kernels that Python calls too: the one-pass pipeline over a range of clusters,
+# which Python threads share out (``kernels.pipeline.run_pipeline``), and those the
+# replay, the registry and the tests call directly.
+entry = _jit(cache=CACHE)
 # Drivers that loop over clusters with prange.
 driver = _jit(cache=CACHE, parallel=PARALLEL)
 # Drivers specialised on a user's @njit function (one compilation per function per

@@ -5,7 +5,7 @@ import numpy as np
 from numba import prange
 
 from .codes import RLHF
-from .jit import driver, kernel
+from .jit import driver, entry, kernel
 
 METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
@@ -66,7 +66,7 @@ def _min_to_front_nb(a, low, high):
     a[low], a[m] = a[m], a[low]
 
 
-@kernel
+@entry
 def percentiles_nb(x, qs):
     """``np.percentile(x, q)`` for each ``q`` of the increasing tuple ``qs`` (each strictly
     between 0 and 100), bit for bit as numba computes it (the same order statistics,
@@ -132,7 +132,15 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall)."""
     n_jobs = job_type.shape[1]
     jct = end_h[c] - arrival_h[c]
-    makespan = end_h[c].max() - arrival_h[c].min()
+    # The maximum, minimum and means are summed up in the loop below, as numba's
+    # ``max``/``min``/``mean`` compute them (the first NaN wins; sums in index order),
+    # rather than called: each would be one more function to compile on a cold start.
+    last_end = end_h[c, 0]
+    first_arrival = arrival_h[c, 0]
+    nan_end = 0.0  # the first NaN among the ends, if any
+    has_nan_end = False
+    jct_sum = 0.0
+    gold_sum = 0.0
     gpu_h = 0.0
     wasted = 0.0
     queue = 0.0
@@ -148,6 +156,16 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     at_completion = 0
     hacking_gpu_h = 0.0
     for j in range(n_jobs):
+        e = end_h[c, j]
+        if np.isnan(e) and not has_nan_end:
+            nan_end = e
+            has_nan_end = True
+        if e > last_end:
+            last_end = e
+        if arrival_h[c, j] < first_arrival:
+            first_arrival = arrival_h[c, j]
+        jct_sum += jct[j]
+        gold_sum += delivered_gold[c, j]
         gpu_h += gpus[c, j] * held_h[c, j]
         wasted += wasted_gpu_h[c, j]
         queue += jct[j] - held_h[c, j]
@@ -176,8 +194,9 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
                 fn += 1
             else:
                 tn += 1
+    makespan = (nan_end if has_nan_end else last_end) - first_arrival
     o = out[:, c]
-    o[0] = jct.mean()
+    o[0] = jct_sum / n_jobs
     p50, p95, p99 = percentiles_nb(jct, (50.0, 95.0, 99.0))
     o[1] = p50
     o[2] = p95
@@ -190,7 +209,7 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     o[9] = wasted / gpu_h if gpu_h > 0 else np.nan
     o[10] = g_hack / n_hack if n_hack > 0 else np.nan
     o[11] = g_healthy / n_healthy if n_healthy > 0 else np.nan
-    o[12] = delivered_gold[c].mean()
+    o[12] = gold_sum / n_jobs
     o[13] = regret / n_jobs
     o[14] = tp
     o[15] = fp

@@ -22,14 +22,14 @@ import numpy as np
 
 from .codes import ORACLE
 from .engine import cluster_1c_nb, service_points_1c_nb
-from .jit import kernel
+from .jit import entry
 from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
 from .stops import resolve_rule_stops_1c_nb
 from .workload import workload_1c_nb
 
 
-@kernel
+@entry
 def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
                 scope_all, scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
                 workload, decisions, service, outcome, segments, accounting, out):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .jit import kernel
+from .jit import part
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -19,7 +19,7 @@ _S31 = np.uint64(31)
 _S11 = np.uint64(11)
 
 
-@kernel
+@part
 def mix64_nb(z):
     """SplitMix64 finaliser: uint64 -> uint64, a bijection with full avalanche."""
     z = (z ^ (z >> _S30)) * _M1
@@ -27,26 +27,26 @@ def mix64_nb(z):
     return z ^ (z >> _S31)
 
 
-@kernel
+@part
 def cluster_prefix_nb(seed, cluster, stream):
     """The part of a key fixed by ``(seed, cluster, stream)``; see ``key_nb``."""
     h = mix64_nb(np.uint64(seed) + _GOLDEN * np.uint64(stream + 1))
     return mix64_nb(h ^ np.uint64(cluster))
 
 
-@kernel
+@part
 def job_prefix_nb(cluster_prefix, job):
     """The part of a key fixed by ``(seed, cluster, job, stream)``; see ``key_nb``."""
     return mix64_nb(cluster_prefix ^ (np.uint64(job) + _GOLDEN))
 
 
-@kernel
+@part
 def key_from_prefix_nb(job_prefix, eval_):
     """The key of evaluation ``eval_`` given ``job_prefix_nb``'s value."""
     return mix64_nb(job_prefix ^ (np.uint64(eval_) * _GOLDEN))
 
 
-@kernel
+@part
 def key_nb(seed, cluster, job, eval_, stream):
     """uint64 key of one draw; every coordinate is a non-negative integer.
 
@@ -57,25 +57,25 @@ def key_nb(seed, cluster, job, eval_, stream):
     return key_from_prefix_nb(job_prefix_nb(h, job), eval_)
 
 
-@kernel
+@part
 def key_to_uniform_nb(key):
     """U[0, 1) from a key's top 53 bits."""
     return np.float64(key >> _S11) * (1.0 / 9007199254740992.0)
 
 
-@kernel
+@part
 def key_to_open_uniform_nb(key):
     """U(0, 1), never 0 or 1, from a key's top 53 bits: the input of ``normal_nb``."""
     return (np.float64(key >> _S11) + 0.5) * (1.0 / 9007199254740992.0)
 
 
-@kernel
+@part
 def uniform_nb(seed, cluster, job, eval_, stream):
     """U[0, 1) with 53 random bits."""
     return key_to_uniform_nb(key_nb(seed, cluster, job, eval_, stream))
 
 
-@kernel
+@part
 def normal_central_nb(p):
     """The central region ``|p - 0.5| <= 0.425`` of ``normal_quantile_nb``: branch-free,
     so a loop over it vectorises; outside that region its value is meaningless."""
@@ -94,19 +94,19 @@ def normal_central_nb(p):
     return np.divide(num, den)
 
 
-@kernel
+@part
 def is_normal_tail_nb(p):
     """Whether ``normal_quantile_nb(p)`` takes the tail branch (``normal_tail_nb``)."""
     return not abs(p - 0.5) <= 0.425
 
 
-@kernel
+@part
 def normal_tail_side_nb(p):
     """The tail's ``r`` before the logarithm: ``p`` below the median, ``1 - p`` above."""
     return p if p - 0.5 <= 0.0 else 1.0 - p
 
 
-@kernel
+@part
 def normal_tail_near_nb(p, log_r):
     """``normal_tail_nb(p)`` given ``log_r = log(normal_tail_side_nb(p))``, valid when
     ``sqrt(-log_r) <= 5`` (``p`` beyond about 1.4e-11 of 0 or 1: every draw in practice).
@@ -125,7 +125,7 @@ def normal_tail_near_nb(p, log_r):
     return -x if p - 0.5 < 0.0 else x
 
 
-@kernel
+@part
 def normal_tail_nb(p):
     """The tails ``|p - 0.5| > 0.425`` of ``normal_quantile_nb``."""
     log_r = math.log(normal_tail_side_nb(p))
@@ -145,7 +145,7 @@ def normal_tail_nb(p):
     return -x if q < 0.0 else x
 
 
-@kernel
+@part
 def normal_quantile_nb(p):
     """Standard normal quantile, Wichura's AS241 (Applied Statistics 37(3), 1988),
     accurate to about 1e-16; the same steps as CPython's ``statistics`` fallback."""
@@ -154,7 +154,7 @@ def normal_quantile_nb(p):
     return normal_central_nb(p)
 
 
-@kernel
+@part
 def normal_nb(seed, cluster, job, eval_, stream):
     """N(0, 1) by inversion of a 53-bit uniform kept inside (0, 1).
 

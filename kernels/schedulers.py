@@ -10,15 +10,15 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import kernel, user_driver
+from .jit import entry, kernel, part, user_driver
 
 
-@kernel
+@part
 def is_preemptive_nb(scheduler):
     return scheduler == SRTF_EST or scheduler == LOSS_AWARE or scheduler == TIRESIAS
 
 
-@kernel
+@part
 def loss_aware_rate_nb(loss_prev, loss_last, gpu_h_between):
     """SLAQ-like value of more service: relative loss drop per GPU-hour."""
     return (loss_prev - loss_last) / loss_prev / gpu_h_between
@@ -36,7 +36,7 @@ def tiresias_queue_nb(attained_gpu_h, thresholds_gpu_h):
     return q
 
 
-@kernel
+@entry
 def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thresholds_gpu_h):
     """Scalar key of one job; the engine orders by ``(demoted, key, job index)``."""
     if scheduler == FIFO:
@@ -54,7 +54,7 @@ def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thr
     return 0.0
 
 
-@kernel
+@part
 def precedes_nb(demoted_a, key_a, idx_a, demoted_b, key_b, idx_b):
     """Strict order used by every scheduler: not demoted first, then key, then index."""
     if demoted_a != demoted_b:

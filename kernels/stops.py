@@ -55,7 +55,8 @@ def resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h
                         duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
     """Row ``c`` of ``resolve_stops_nb`` (same arguments, same outputs)."""
     n_jobs, n_evals = score.shape[1], score.shape[2]
-    attained = np.zeros(n_evals)  # read by STOP_AT only, so filled for it only
+    attained = np.empty(n_evals)  # read by STOP_AT only, so filled for it only
+    attained[:] = 0.0
     for j in range(n_jobs):
         if _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
                          trigger_eval, delivered_eval):
@@ -73,7 +74,8 @@ def resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est
     """``resolve_stops_1c_nb`` for the rule policies only (``rule_decision_1j_nb``): what
     the one-pass pipeline compiles, so that it holds no online detector."""
     n_jobs, n_evals = score.shape[1], score.shape[2]
-    attained = np.zeros(n_evals)  # read by STOP_AT only, so filled for it only
+    attained = np.empty(n_evals)  # read by STOP_AT only, so filled for it only
+    attained[:] = 0.0
     for j in range(n_jobs):
         if _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
                          trigger_eval, delivered_eval):

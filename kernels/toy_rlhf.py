@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import prange
 
-from .jit import driver, kernel
+from .jit import driver, entry
 from .rng import normal_nb, uniform_nb
 
 # Random streams of this module: >= 100, so disjoint from the cluster engine's
@@ -39,7 +39,7 @@ C_REGRET = 6         # training loss: proxy regret of the sampled responses
 N_COLS = 7
 
 
-@kernel
+@entry
 def scores_nb(fi, fv, w, z, out):
     """``out[y] = feats[y] @ w @ z`` (a reward model's score of every response).
 
@@ -59,7 +59,7 @@ def scores_nb(fi, fv, w, z, out):
         out[y] = s
 
 
-@kernel
+@entry
 def policy_probs_nb(fi, fv, w, z, probs):
     """``probs[y] = softmax_y(feats[y] @ w @ z)``; ``probs`` (n_resp,) is written in place."""
     scores_nb(fi, fv, w, z, probs)
@@ -72,7 +72,7 @@ def policy_probs_nb(fi, fv, w, z, probs):
         probs[y] /= tot
 
 
-@kernel
+@entry
 def sample_nb(probs, u):
     """Inverse-CDF draw of one response index for a uniform ``u``."""
     c = 0.0
@@ -83,7 +83,7 @@ def sample_nb(probs, u):
     return probs.shape[0] - 1
 
 
-@kernel
+@entry
 def evaluate_1r_nb(fi, fv, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, seed, run, step,
                    e, out):
     """Evaluate the policy on held-out prompts ``z_eval`` (P x (M+1)); writes ``out[e, :]``.
@@ -130,7 +130,7 @@ def evaluate_1r_nb(fi, fv, theta, w_ref, w_gold, w_proxy, z_eval, n_samples, see
     out[e, C_REGRET] = regret / n_draws
 
 
-@kernel
+@entry
 def grpo_step_1r_nb(fi, fv, theta, w_ref, w_proxy, kl_coef, lr, batch, group, seed, run, step):
     """One policy-gradient step with group-normalised advantages and an exact KL penalty.
 
@@ -198,7 +198,7 @@ def grpo_step_1r_nb(fi, fv, theta, w_ref, w_proxy, kl_coef, lr, batch, group, se
             theta[f, m] += lr * grad[f, m] / batch
 
 
-@kernel
+@entry
 def toy_rlhf_1r_nb(fi, fv, w_ref, w_gold, w_proxy, z_eval, kl_coef, lr, n_steps, batch, group,
                    eval_every, n_eval_samples, seed, run, out):
     """One RLHF run from ``pi_ref``; evaluation ``e`` at step ``e * eval_every`` into ``out``."""

@@ -14,7 +14,7 @@ from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                     S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
 from .curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
                      loss_nb)
-from .jit import kernel
+from .jit import kernel, part
 from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                   key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
                   normal_central_nb, normal_tail_near_nb, normal_tail_nb,
@@ -47,7 +47,16 @@ WorkloadParams = namedtuple("WorkloadParams", [
 ])
 
 
-@kernel
+# The per-job random streams, one row each of ``workload_1c_nb``'s uniforms: the first
+# ``_N_UNIFORM`` used as uniforms, then those it turns into normals (open interval): run
+# time, estimate and, only when the noise scales spread, the noise scale.
+_JOB_STREAMS = (S_TYPE, S_GPUS, S_HACKING, S_USTAR, S_HEIGHT, S_TAU, S_LOSS0, S_LOSSINF,
+                S_LOSSTAU, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_NOISE_SCALE)
+_N_UNIFORM = 10
+_EVAL_STREAMS = (S_EVAL_NOISE, S_LOSS_NOISE)
+
+
+@part
 def _between_nb(rng_pair, u):
     return rng_pair[0] + (rng_pair[1] - rng_pair[0]) * u
 
@@ -117,23 +126,6 @@ def _normals_nb(p, out):
 
 
 @kernel
-def _noise_scales_nb(p, seed, cluster, n_jobs):
-    """Per-job evaluation noise ``sigma_j = sigma exp(s Z_j - s^2 / 2)``, ``Z_j`` from its
-    own stream (mean ``sigma``); ``s = 0`` is every job at ``sigma``, with no draw."""
-    out = np.full(n_jobs, p.sigma)
-    s = p.sigma_spread
-    if s == 0.0:
-        return out
-    u = np.empty(n_jobs)
-    _uniforms_nb(seed, cluster, S_NOISE_SCALE, 0, True, n_jobs, u)
-    z = np.empty(n_jobs)
-    _normals_nb(u, z)
-    for j in range(n_jobs):
-        out[j] = p.sigma * math.exp(s * z[j] - 0.5 * s * s)
-    return out
-
-
-@kernel
 def _ar1_nb(rho, n_jobs, n_evals, noise):
     """Turn each job's iid normals ``noise[j * E + e]`` into a stationary AR(1) in place:
     ``eps_1 = z_1``, ``eps_e = rho eps_{e-1} + sqrt(1 - rho^2) z_e`` (unit variance)."""
@@ -161,26 +153,33 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     """
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
-    u = np.empty((10, n_jobs))
-    u_type, u_gpus, u_hacking, u_ustar, u_height = u[0], u[1], u[2], u[3], u[4]
-    u_tau, u_loss0, u_lossinf, u_losstau, u_arrival = u[5], u[6], u[7], u[8], u[9]
-    _uniforms_nb(seed, cluster, S_TYPE, 0, False, n_jobs, u_type)
-    _uniforms_nb(seed, cluster, S_GPUS, 0, False, n_jobs, u_gpus)
-    _uniforms_nb(seed, cluster, S_HACKING, 0, False, n_jobs, u_hacking)
-    _uniforms_nb(seed, cluster, S_USTAR, 0, False, n_jobs, u_ustar)
-    _uniforms_nb(seed, cluster, S_HEIGHT, 0, False, n_jobs, u_height)
-    _uniforms_nb(seed, cluster, S_TAU, 0, False, n_jobs, u_tau)
-    _uniforms_nb(seed, cluster, S_LOSS0, 0, False, n_jobs, u_loss0)
-    _uniforms_nb(seed, cluster, S_LOSSINF, 0, False, n_jobs, u_lossinf)
-    _uniforms_nb(seed, cluster, S_LOSSTAU, 0, False, n_jobs, u_losstau)
-    _uniforms_nb(seed, cluster, S_ARRIVAL, 0, False, n_jobs, u_arrival)
-    p_job = np.empty(2 * n_jobs)  # duration, then estimate
-    _uniforms_nb(seed, cluster, S_DURATION, 0, True, n_jobs, p_job[:n_jobs])
-    _uniforms_nb(seed, cluster, S_ESTIMATE, 0, True, n_jobs, p_job[n_jobs:])
-    z_job = np.empty(2 * n_jobs)
-    _normals_nb(p_job, z_job)
-    z_duration, z_estimate = z_job[:n_jobs], z_job[n_jobs:]
-    sigma_job = _noise_scales_nb(p, seed, cluster, n_jobs)
+    n_draws = n_jobs * n_evals
+    n_noise = 2 * n_draws if draw_loss else n_draws
+    spread = p.sigma_spread
+    n_streams = _N_UNIFORM + (3 if spread != 0.0 else 2)
+    # Each kind of draw is made at one call site (a loop over streams) and every normal
+    # in one call of ``_normals_nb``: the compiled kernel then holds one copy of their
+    # vectorised loops instead of one per call (docs/performance.md, round 16).
+    # ``draws``: a row of ``n_jobs`` uniforms per stream of ``_JOB_STREAMS``, then the
+    # evaluation noise's uniforms (scores, then losses); normals of all but the first
+    # ``_N_UNIFORM`` rows.
+    draws = np.empty(n_streams * n_jobs + n_noise)
+    for k in range(n_streams):
+        _uniforms_nb(seed, cluster, _JOB_STREAMS[k], 0, k >= _N_UNIFORM, n_jobs,
+                     draws[k * n_jobs:(k + 1) * n_jobs])
+    first_eval = n_streams * n_jobs
+    for k in range(2 if draw_loss else 1):
+        _eval_uniforms_nb(seed, cluster, _EVAL_STREAMS[k], n_jobs, n_evals,
+                          draws[first_eval + k * n_draws:first_eval + (k + 1) * n_draws])
+    u_type, u_gpus = draws[0:n_jobs], draws[n_jobs:2 * n_jobs]
+    u_hacking, u_ustar = draws[2 * n_jobs:3 * n_jobs], draws[3 * n_jobs:4 * n_jobs]
+    u_height, u_tau = draws[4 * n_jobs:5 * n_jobs], draws[5 * n_jobs:6 * n_jobs]
+    u_loss0, u_lossinf = draws[6 * n_jobs:7 * n_jobs], draws[7 * n_jobs:8 * n_jobs]
+    u_losstau, u_arrival = draws[8 * n_jobs:9 * n_jobs], draws[9 * n_jobs:10 * n_jobs]
+    z = np.empty(draws.shape[0] - _N_UNIFORM * n_jobs)
+    _normals_nb(draws[_N_UNIFORM * n_jobs:], z)  # element by element: the same values
+    z_duration, z_estimate, z_scale = z[:n_jobs], z[n_jobs:2 * n_jobs], z[2 * n_jobs:3 * n_jobs]
+    noise = z[first_eval - _N_UNIFORM * n_jobs:]
     t_arr = 0.0
     for j in range(n_jobs):
         t = 2
@@ -212,14 +211,6 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         t_arr = t_arr + (-math.log(1.0 - u_arrival[j]) / p.arrival_rate)
         arrival_h[c, j] = t_arr
     # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
-    n_draws = n_jobs * n_evals
-    n_noise = 2 * n_draws if draw_loss else n_draws
-    p_eval = np.empty(n_noise)
-    _eval_uniforms_nb(seed, cluster, S_EVAL_NOISE, n_jobs, n_evals, p_eval[:n_draws])
-    if draw_loss:
-        _eval_uniforms_nb(seed, cluster, S_LOSS_NOISE, n_jobs, n_evals, p_eval[n_draws:])
-    noise = np.empty(n_noise)
-    _normals_nb(p_eval, noise)  # element by element: the same values for either length
     progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
     for e in range(1, n_evals + 1):
         progress[0, e - 1] = e / n_evals
@@ -256,7 +247,11 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         l0 = loss0[c, j]
         li = loss_inf[c, j]
         lt = loss_tau[c, j]
-        sj = sigma_job[j]
+        # the job's noise scale sigma_j = sigma exp(s Z_j - s^2 / 2) (mean sigma); s = 0:
+        # every job at sigma, and no Z_j drawn
+        sj = p.sigma
+        if spread != 0.0:
+            sj = p.sigma * math.exp(spread * z_scale[j] - 0.5 * spread * spread)
         for e in range(n_evals):
             s[e] = g[e] + sj * noise[j * n_evals + e]
         if not draw_loss:

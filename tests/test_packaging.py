@@ -101,6 +101,21 @@ def test_kernels_compile_once_whatever_constant_they_are_called_with():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
 
+def test_a_kernel_only_kernels_call_refuses_a_call_from_python():
+    """``kernel`` compiles without a CPython wrapper (``fastsim.kernels.jit``): a call
+    from Python must raise a ``TypeError`` naming ``entry``, not jump into the missing
+    wrapper (a crash, hence the subprocess)."""
+    code = ("import numpy as np\n"
+            "from fastsim.kernels.metrics import _min_to_front_nb\n"
+            "try:\n"
+            "    _min_to_front_nb(np.zeros(3), 0, 2)\n"
+            "except TypeError as e:\n"
+            "    assert 'entry' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('a kernel-only kernel ran from Python')\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 def test_every_package_is_listed_for_the_wheel():
     """pyproject.toml lists the packages explicitly (three are mapped from top-level
     folders); a new subpackage missing from that list would be missing from the wheel."""
