@@ -5,9 +5,12 @@ also stops LLVM from keeping state in registers across it, so in the scheduling 
 costs speed (docs/performance.md, rounds 8 and 9); every part a list walk calls is
 listed too, since a part LLVM leaves as a call pays its own counts on each call.
 
-    FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py kernels/engine.py [OTHER.py ...] [-v]
+    FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py kernels/engine.py [OTHER.py ...] [-v] [-w]
 
-``-v`` lists every kernel the engine module compiled, not only those with counts.
+``-v`` lists every kernel the engine module compiled, not only those with counts; ``-w``
+also prints each count on a cycle of ``cluster_1c_nb`` (its block and the pointer counted:
+``arg.<tuple>.<i>`` is a member of an argument tuple, names with ``.i`` come from a kernel
+LLVM inlined).
 """
 import re
 import sys
@@ -35,8 +38,9 @@ def functions(ir, name):
     return out
 
 
-def counts(lines):
-    """(increfs, decrefs) in all and in blocks on a cycle; and the calls left."""
+def counts(lines, where=False):
+    """(increfs, decrefs) in all and in blocks on a cycle; and the calls left.  ``where``:
+    print every count on a cycle."""
     blocks, cur = {"entry": []}, "entry"
     for line in lines:
         m = re.match(r'^([\w.$"-]+):', line)
@@ -58,6 +62,12 @@ def counts(lines):
             if x not in seen:
                 seen.add(x)
                 todo += succ.get(x, [])
+    if where:
+        for b in blocks:
+            for line in blocks[b] if b in on_cycle else ():
+                m = re.search(r"@(NRT_incref|NRT_decref)\((?:ptr|i8\*)[^%]*(%[^)]*)\)", line)
+                if m:
+                    print(f"    on a cycle: {m.group(1)} {m.group(2)}  (block {b[:40]})")
     res = {}
     for op in ("NRT_incref", "NRT_decref"):
         res[op] = (sum(line.count("@" + op) for ls in blocks.values() for line in ls),
@@ -81,7 +91,7 @@ args = (cfg.scheduler.code, cfg.scheduler.backfill, np.zeros(1), 0.0, cfg.worklo
         np.full(sh, np.nan), np.full(sh, np.nan), np.zeros(sh), np.zeros(sh), np.zeros(sh, np.int32),
         np.zeros((2, 0), np.int64), np.zeros((2, 0)), np.zeros((2, 0)), np.zeros(2, np.int64),
         np.zeros(2, np.int64))
-for i, path in enumerate(a for a in sys.argv[1:] if a != "-v"):
+for i, path in enumerate(a for a in sys.argv[1:] if a not in ("-v", "-w")):
     m = load_engine_copy(path, f"_engine_refcounts{i}")
     m.cluster_nb(*args)
     for name, f in vars(m).items():
@@ -91,7 +101,8 @@ for i, path in enumerate(a for a in sys.argv[1:] if a != "-v"):
         if bodies:
             # the kernel itself, not a wrapper that calls it
             own = [b for b in bodies.values() if name not in counts(b)[1]] or list(bodies.values())
-            res, calls = counts(max(own, key=len))
+            res, calls = counts(max(own, key=len),
+                                where=name == "cluster_1c_nb" and "-w" in sys.argv)
             (inc, inc_loop), (dec, dec_loop) = res.values()
             if name == "cluster_1c_nb" or inc or "-v" in sys.argv:
                 print(f"{path}: {name:22s} incref {inc:3d} ({inc_loop} in loops), decref {dec:3d} "

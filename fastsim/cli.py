@@ -1,7 +1,8 @@
 """``fastsim`` command line: one subcommand per workflow.
 
 Each subcommand lives in its own module exposing ``register(subparsers)``; this file
-only wires them and turns ``ConfigError`` into a one-line message and exit code 2
+only wires them, takes the lock of any sweep directory a command writes in, and turns
+``ConfigError`` into a one-line message and exit code 2
 (``SimulationError``: exit code 1).  A reader that stops reading (``fastsim ... | head``)
 ends the command quietly, exit code 141 as for SIGPIPE.
 """
@@ -26,6 +27,8 @@ SUBCOMMAND_MODULES = [
     "fastsim.docs_figures",
     "fastsim.bench",
 ]
+# Options naming a file or directory a command writes (argparse destinations).
+OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "report", "results", "doc")
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
 
@@ -53,10 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def hold_outputs(args: argparse.Namespace) -> list:
+    """A sweep directory belongs to one process: every command writing in or below one
+    (``--out`` and the like) holds its lock while it runs, and is refused, before any work,
+    while another process has it (``fastsim.sweep.store.hold_sweep_dirs``)."""
+    targets = [getattr(args, name, None) for name in OUTPUT_OPTIONS]
+    if not any(t is not None for t in targets):
+        return []
+    from fastsim.sweep.store import hold_sweep_dirs
+
+    return hold_sweep_dirs(*targets)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        held = hold_outputs(args)  # noqa: F841 (released when the command returns)
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)

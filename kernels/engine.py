@@ -22,12 +22,18 @@ event is kept apart, in ``next_time``, because the search for the next point rea
 for every running job.  Three job lists: ``active`` (arrived, not ended; in priority
 order once sorted), ``running`` and ``starts`` (to start at this point, in order).
 
-``cluster_1c_nb`` reads as one scheduling point; its steps are parts over one job's
-record and scalars or over the job lists, the hot ones ``@part`` (inlined by numba
-before type inference).  A part's array argument costs an atomic reference count per
-call unless the array falls out of use at one point on every path, so no part has a
-``break`` or an early ``return`` once it used an array, nor uses an array in one
-branch only (docs/performance.md, round 9).
+``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
+point, arrivals, the running jobs' own events, then (if the allocation can change) the
+reallocation and the starts.  Its steps are parts over one job's record and scalars or
+over the job lists, the hot ones ``@part`` (inlined by numba before type inference).
+An inlined part's array argument is a new reference to the array: an atomic count up
+and down on every call unless numba's pruner removes the pair, which it does only if the
+array falls out of use at one point on every path, no other count lies between, and,
+where an exception exit (a call, a division) lies between, within a few blocks.  So no
+part has a ``break`` or an early ``return`` once it used an array, nor uses an array in
+one branch only, and a part that takes arrays is small and holds no other such part:
+the steps that would need one (a job's end, an evaluation, the reallocation, the
+starts) are written in ``cluster_1c_nb`` itself (docs/performance.md, rounds 9 and 17).
 """
 import numpy as np
 from numba import prange
@@ -199,23 +205,74 @@ def _reached_evaluation_nb(job, n_evals):
 
 @kernel
 def _evaluation_rate_nb(job, loss, c, j, n_evals):
-    """``loss_aware``: the loss rate between a job's last two evaluations seen (>= 2)."""
+    """``loss_aware``: the loss rate between a job's last two evaluations seen (0 before the
+    second)."""
     e = job.evals_seen
-    between = job.gpus * (job.duration * (e / n_evals) - job.duration * ((e - 1) / n_evals))
-    return loss_aware_rate_nb(loss[c, j, e - 2], loss[c, j, e - 1], between)
+    # both readings loaded on every path, so the array needs no reference count here
+    before, last = loss[c, j, max(e - 2, 0)], loss[c, j, e - 1]
+    rate = 0.0
+    if e >= 2:
+        between = job.gpus * (job.duration * (e / n_evals) - job.duration * ((e - 1) / n_evals))
+        rate = loss_aware_rate_nb(before, last, between)
+    return rate
 
 
 @part
-def _earliest_event_nb(next_time, running, n_running):
-    """The earliest planned event among the running jobs and the first position in
-    ``running`` that holds it (``inf, n_running`` if none)."""
+def _next_point_nb(t_arrival, t_pending, next_time, running, n_running):
+    """The next scheduling point ``t``: the next arrival, the earliest planned event of a
+    running job or Tiresias' pending point, whichever comes first; and ``first``, the
+    first position in ``running`` whose event is at ``t`` (``n_running`` if none).  The
+    positions before it hold later events, so the events at ``t`` are taken from there
+    on, in list order."""
     first = n_running
     t_run = np.inf
     for i in range(n_running):
         if next_time[running[i]] < t_run:
             t_run = next_time[running[i]]
             first = i
-    return t_run, first
+    t = t_arrival
+    if t_run <= t:
+        t = t_run
+    else:
+        first = n_running
+    if t_pending < t:
+        t, first = t_pending, n_running
+    return t, first
+
+
+@part
+def _reach_pending_nb(job, t, point):
+    """Tiresias' pending point: ``job``'s evaluation at service ``point``, pinned to the
+    evaluation grid as every event is, if the job still runs.  Returns whether the job's
+    own planned event (its end at its last evaluation, say) is this same instant,
+    computed along another path, and so is taken now too."""
+    due = False
+    if job.status == RUNNING:
+        _pin_nb(job, t, point)
+        due = point >= job.next_point
+    return due
+
+
+@part
+def _ends_nb(job, t):
+    """Pin a running job at its planned event at ``t``; if that is its end, the job ends
+    and counts the time it held its GPUs.  Returns whether it ended."""
+    _pin_nb(job, t, job.next_point)
+    ended = job.attained0 >= job.end
+    if ended:
+        job.status = DONE
+        job.held += t - job.seg_open
+    return ended
+
+
+@part
+def _demoted_nb(job, preemptive):
+    """Whether a running job's service just reached its demotion point (preemptive
+    schedulers), which puts it behind every job not demoted."""
+    demoted = preemptive and not job.flags & DEMOTED and job.attained0 >= job.demote
+    if demoted:
+        job.flags |= DEMOTED
+    return demoted
 
 
 @part
@@ -445,6 +502,18 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
     return n_running, n_seg, freed
 
 
+@part
+def _new_jobs_nb(c, workload, service):
+    """The records of row ``c``'s jobs before any arrives."""
+    gpus, arrival_h, t_est_h, loss, duration_h = workload
+    end_service, demote_service, account_from_h = service
+    jobs = np.empty(gpus.shape[1], dtype=JOB)
+    for j in range(gpus.shape[1]):
+        _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
+                    demote_service[c, j], account_from_h[c, j])
+    return jobs
+
+
 @kernel
 def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     """Simulate cluster row ``c``.  ``scheduling = (scheduler, backfill, thresholds_gpu_h,
@@ -455,69 +524,47 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
     scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
     scheduler, backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
-    gpus, arrival_h, t_est_h, loss, duration_h = workload
-    end_service, demote_service, account_from_h = service
     start_h, end_h, held_h, held_after_h, n_preempt = outcome
     seg_job, seg_start, seg_end, seg_count, n_points = segments
     segs = (seg_job, seg_start, seg_end)
-    n_jobs = gpus.shape[1]
-    n_evals = loss.shape[2]
+    loss = workload[3]
+    n_jobs, n_evals = loss.shape[1], loss.shape[2]
     preemptive = is_preemptive_nb(scheduler)
     strict = scheduler == FIFO and not backfill
     rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
-    arrival = arrival_h[c]
-    jobs = np.empty(n_jobs, dtype=JOB)
-    for j in range(n_jobs):
-        _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
-                    demote_service[c, j], account_from_h[c, j])
+    arrival = workload[1][c]
+    jobs = _new_jobs_nb(c, workload, service)
     next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
     lists = np.empty((4, n_jobs), dtype=np.int64)
     active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
     starts = lists[2]  # jobs to start at this point, in priority order
     passed = lists[3]  # loss_aware: jobs the last greedy walk passed over, in order
-    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = 0
+    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
     active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
     free = capacity
-    pending = np.inf  # Tiresias: next scheduling point after a threshold crossing
-    pending_job = -1  # whose evaluation that point is, and at which service
+    t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
+    pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
     pending_point = 0.0
-    unsorted = False  # whether ``active`` may be out of priority order
-    points = 0
+    moved = False  # whether a key moved since ``active`` was last sorted
     max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
     while n_done < n_jobs:
         points += 1
         if points > max_points:
             points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
             break
-        # The point t, and first: the first position in ``running`` whose event is at t
-        # (n_running if none); the positions before it have later events, so the event
-        # loop below starts there and visits the same jobs in the same order.
-        t = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-        t_run, first = _earliest_event_nb(next_time, running, n_running)
-        if t_run <= t:
-            t = t_run
-        else:
-            first = n_running
-        if pending < t:
-            t, first = pending, n_running
-        realloc = False
-        if pending == t:
-            pending = np.inf
-            realloc = True
-            job = jobs[pending_job]
-            if job.status == RUNNING:
-                # pending_job's evaluation: pinned to the evaluation grid, as every event is
-                _pin_nb(job, t, pending_point)
-                if pending_point >= job.next_point:
-                    # Its own planned event (e.g. the end at its last evaluation) is this
-                    # same instant, computed along another path: take it now.
-                    next_time[pending_job] = t
-                    first = 0  # the job may sit anywhere in ``running``
-        if next_arrival < n_jobs and arrival[next_arrival] == t:
+        t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
+        t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
+        realloc = t_pending == t
+        if realloc:
+            t_pending = np.inf
+            if _reach_pending_nb(jobs[pending_job], t, pending_point):
+                next_time[pending_job] = t
+                first = 0  # the job may sit anywhere in ``running``
+        if next_arrival < n_jobs and t_arrival == t:
             next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
                                                         n_active, scheduler, thresholds_gpu_h)
             active_demand += demand
-            realloc = unsorted = True
+            realloc = moved = True
         i = first
         while i < n_running:  # the running jobs' own events at t
             j = running[i]
@@ -525,11 +572,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             if next_time[j] != t:
                 i += 1
                 continue
-            _pin_nb(job, t, job.next_point)
-            if job.attained0 >= job.end:
-                job.status = DONE
+            if _ends_nb(job, t):
                 next_time[j] = np.inf
-                job.held += t - job.seg_open
                 end_h[c, j] = t
                 if n_seg < seg_job.shape[1]:
                     seg_job[c, n_seg], seg_start[c, n_seg], seg_end[c, n_seg] = j, job.seg_open, t
@@ -542,36 +586,32 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 n_done += 1
                 realloc = True
                 continue
-            if preemptive and not job.flags & DEMOTED and job.attained0 >= job.demote:
-                job.flags |= DEMOTED
-                realloc = unsorted = True
+            if _demoted_nb(job, preemptive):
+                realloc = moved = True
             if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
-                rate = 0.0
-                if job.evals_seen >= 2:
-                    rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
+                rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
                 job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
                                           job.evals_seen, rate, thresholds_gpu_h)
-                unsorted = True
-                # A new key changes no allocation if every active job fits, or if it keeps
-                # the job before the jobs the last greedy walk passed over after it.  (If not
-                # every job fits, the last reallocation was such a walk: the demand changes
-                # only at arrivals and ends, which reallocate.)  ``active`` is sorted at
-                # the next walk.
+                moved = True
+                # The new key changes no allocation if every active job fits, or if it keeps
+                # the job before the jobs the last greedy walk passed over after it (if not
+                # every job fits, the last reallocation was that walk: the demand changes
+                # only at arrivals and ends, which reallocate).
                 if not (active_demand <= capacity
                         or _keeps_place_nb(jobs, passed, n_passed, j)):
                     realloc = True
             next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
             if scheduler == TIRESIAS:
                 # The crossing is not a scheduling point; the next evaluation of any
-                # running job (or an arrival/end, which reallocates anyway) is.
-                pending, pending_job, pending_point = _next_evaluation_nb(
-                    t, j, jobs, next_time, running, n_running, n_evals, pending, pending_job,
+                # running job (or an arrival or end, which reallocates anyway) is.
+                t_pending, pending_job, pending_point = _next_evaluation_nb(
+                    t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
                     pending_point)
             i += 1
         if not realloc:
             continue
         if scheduler == TIRESIAS:
-            pending = np.inf  # queues are recomputed now
+            t_pending = np.inf  # queues are recomputed now
             # Tiresias alone moves every running job's base here: its threshold crossings
             # and pinned pending points chain event times through long busy periods, and
             # reading service lazily (fewer, different roundings) lets those times drift
@@ -580,10 +620,9 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                                thresholds_gpu_h)
         n_start = 0
         if active_demand <= capacity:
-            # All-fit fast path (exact): every active job fits, so the greedy walk chooses
-            # every job whatever the order (docs/performance.md, round 5); the order only
-            # fixes that of ``starts``.  Running jobs are not re-keyed and ``active`` is not
-            # sorted here: the next full reallocation re-keys (srtf_est, tiresias) first.
+            # Every active job fits, so the greedy walk would choose them all whatever the
+            # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
+            # next full reallocation re-keys first).
             if n_active > n_running:
                 n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
         else:
@@ -593,9 +632,9 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             if rekey and n_running > 0:
                 if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
                     _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
-                unsorted = True
-            if unsorted:  # else nothing moved since the last sort: ``active`` is in order
-                unsorted = False
+                moved = True
+            if moved:  # else nothing moved since the last sort: ``active`` is in order
+                moved = False
                 _sort_nb(jobs, active, n_active)
             n_realloc += 1
             if preemptive:

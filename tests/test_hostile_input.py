@@ -382,3 +382,59 @@ def test_15_a_reader_that_stops_reading_is_no_traceback():
     p.stdout.close()  # before fastsim has printed anything: its first write fails
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# -- 16. values a sweep file sets that no cell uses, and writers into a held directory ---------
+@pytest.mark.parametrize("base,axes,needle", [
+    ("sigma = -1", "sigma = [0.01, 0.02]", "base.sigma=-1 is invalid; allowed:"),
+    ('mix = "rlhf_hevy"', 'mix = ["mixed"]', "base.mix='rlhf_hevy' is invalid"),
+    ('policy = "evalstp:k=2"', 'policy = ["evalstop:k=2"]', "base.policy='evalstp' is invalid"),
+    ("k = 0", "k = [1, 2]", "base.k=0 is invalid"),
+    ('policy = "evalstop:k=2"\nk = -1', "n_jobs = [4]", "base.k=-1 is invalid"),  # spec wins
+    ("gpus = 32\ndemands_rlhf = [8, 64]", "gpus = [64]", "base.gpus=32: demands_rlhf="),
+])
+def test_16_an_overridden_base_value_is_still_checked(tmp_path, capsys, base, axes, needle):
+    p = tmp_path / "s.toml"
+    p.write_text(f"clusters = 2\n[base]\nn_jobs = 4\n{base}\n[axes]\n{axes}\n")
+    out = tmp_path / "o"
+    one_line(capsys, ["sweep", str(p), "--out", str(out)], f"s.toml: {needle}")
+    assert not out.exists()
+
+
+def _listing(d):
+    return sorted((str(p.relative_to(d)), p.stat().st_mtime_ns, p.stat().st_size)
+                  for p in d.rglob("*"))
+
+
+@pytest.mark.parametrize("argv,held", [
+    ("figures {d}", ""),                                    # default DIR/figures
+    ("figures {tmp} --out {d}", ""),
+    ("figures {tmp} --out {d}/figs", ""),                   # below a held directory
+    ("reproduce --clusters 2 --no-progress --out {d}", ""),
+    ("reproduce --clusters 2 --no-progress --out {d}", "noise"),  # one of its sweeps is held
+    ("reproduce --clusters 2 --no-progress --out {tmp}/r --figures-dir {d}", ""),
+    ("reproduce --clusters 2 --no-progress --out {tmp}/r --report {d}/R.md", ""),
+    ("sweep {tmp}/s.toml --no-progress --out {d}/inner", ""),
+    ("run --clusters 2 --n-jobs 5 --out {d}/run.parquet", ""),
+    ("replay --example --out {d}/replay.parquet", ""),
+    ("costaware ratios --out {d}", ""),
+    ("costaware figures {d}", ""),
+])
+def test_16_no_command_writes_into_a_directory_another_process_holds(tmp_path, argv, held):
+    """The same refusal as a second ``fastsim sweep`` into a held directory gets."""
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.store import SweepStore
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 4\n")
+    d = tmp_path / "d"
+    store = SweepStore.open(d / held if held else d, load_sweep(p))  # this process holds it
+    before = _listing(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli",
+                        *argv.format(d=d, tmp=tmp_path).split()], capture_output=True, text=True)
+    err = r.stderr.strip()
+    assert r.returncode == 2, err
+    assert f"{store.root} is in use by pid {os.getpid()}" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and r.stdout == ""
+    assert _listing(tmp_path) == before  # nothing written, not even a probe file
+    store.close()

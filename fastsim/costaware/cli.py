@@ -260,6 +260,9 @@ def cmd_figures(args):
     if not results.is_dir():
         raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
     out = Path(args.out) if args.out else results / "figures"
+    from fastsim.sweep.store import hold_sweep_dirs
+
+    held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
     for name in FIGURE_SCRIPTS:
         for written in load_script(name).main(results, out):
             print(f"wrote {written}")

@@ -57,7 +57,8 @@ def register(subparsers) -> None:
     f.add_argument("dir", type=Path, help="results directory: a sweep's --out, or a directory "
                    "of them (fastsim reproduce's --out)")
     f.add_argument("--out", type=Path, metavar="DIR",
-                   help="where to write figures (default: DIR/figures)")
+                   help="where to write figures (default: DIR/figures); refused while "
+                   "another process holds a sweep directory it is in")
     f.add_argument("--formats", default="png,pdf", metavar="F,F,...",
                    help="file formats, comma-separated, each png, pdf or svg (default: png,pdf)")
     f.set_defaults(func=cmd_figures)
@@ -80,7 +81,8 @@ def register(subparsers) -> None:
                    "sweep file's)")
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="results directory (default results/reproduce, or "
-                   "results/reproduce-quick with --quick)")
+                   "results/reproduce-quick with --quick), locked while the run lasts; "
+                   "refused while another process holds it or a sweep directory in it")
     r.add_argument("--figures-dir", type=Path, metavar="DIR",
                    help="where the PNG and PDF figures go (default OUT/figures; the "
                    "repository's committed ones are made with --figures-dir figures)")
@@ -148,7 +150,7 @@ def cmd_figures(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from fastsim.sweep.reproduce import check_clusters, default_command, reproduce
+    from fastsim.sweep.reproduce import check_clusters, default_command, hold_outputs, reproduce
 
     check_backend(args)
     clusters = check_clusters(args.clusters or (QUICK_CLUSTERS if args.quick else FULL_CLUSTERS))
@@ -157,6 +159,7 @@ def cmd_reproduce(args) -> int:
     report = args.report or out / "REPRODUCTION.md"
     from fastsim.io import check_output, check_output_dir
 
+    held = hold_outputs(out, None if args.no_figures else figures, report)  # noqa: F841
     check_output_dir(out)
     check_output(report, "--report", None)
     if not args.no_figures:

@@ -46,6 +46,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(f"{results} is not a results directory")
+    from fastsim.sweep.store import hold_sweep_dirs
+
+    held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

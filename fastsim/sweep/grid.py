@@ -18,8 +18,9 @@ A sweep file is declarative::
     sigma = [0.0, 0.05, 0.1]
     policy = ["evalstop:k=2", "stop_at:f=0.65"]
 
-Every cell is validated (``SimConfig``) before anything runs; a bad file raises one
-``ConfigError`` naming the file and the field.  A spec's parameters must be ones its
+Every cell is validated (``SimConfig``) before anything runs, and every ``[base]`` value,
+also one that every cell overrides; a bad file raises one ``ConfigError`` naming the file
+and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
 policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
 their defaults, so cells that would simulate the same thing are one cell.  Each cell
@@ -188,6 +189,26 @@ def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None
     return value
 
 
+def _check_base(source: str, base: dict[str, Any], axis_names: tuple[str, ...],
+                first: tuple[Any, ...]) -> None:
+    """Check every ``[base]`` value, also one that an axis or a spec's own parameter
+    overrides in every cell: a wrong value in the file is wrong wherever it is.  Each is put
+    in place of what the first cell uses, taking precedence; the error names ``base.FIELD``."""
+    cell = {**base, **dict(zip(axis_names, first))}
+    try:
+        build_config(cell, axis_names)
+    except ConfigError:
+        return  # the first cell itself is invalid: the cell loop reports it, naming the cell
+    for key, value in base.items():
+        try:
+            build_config({**cell, key: value}, (*axis_names, key))
+        except ConfigError as exc:
+            msg = str(exc)
+            if msg.startswith(f"{key}="):  # "sigma=-1 is invalid; ..." -> "base.sigma=-1 ..."
+                raise _fail(source, f"base.{msg}") from None
+            raise _fail(source, f"base.{key}={value!r}: {msg}") from None
+
+
 def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None,
                 chunk: int | None = None, seed: int | None = None,
                 base_overrides: dict[str, Any] | None = None) -> Grid:
@@ -235,6 +256,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     if len(combos) > MAX_CELLS:
         raise _fail(source, f"the axes cross to {len(combos)} cells; at most {MAX_CELLS} allowed")
 
+    _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}

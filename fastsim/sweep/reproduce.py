@@ -29,7 +29,8 @@ from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
-from fastsim.sweep.store import SweepStore, atomic_write_bytes, atomic_write_parquet
+from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes, atomic_write_parquet,
+                                 check_output_dir, hold_sweep_dirs)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
 FULL_CLUSTERS = 2000
@@ -249,6 +250,13 @@ def _git_commit() -> str:
     return commit if Path(top).resolve() / "fastsim" == package else "?"
 
 
+def hold_outputs(out: Path, figures_dir: Path | None, report: Path | None) -> list[DirLock]:
+    """Own every sweep directory the run writes in (OUT's own, each sweep's, any holding the
+    figures or the report) for the whole run; a held one is refused before any write."""
+    return hold_sweep_dirs(out, *(out / name for name in PAPER_SWEEPS), figures_dir,
+                           report.parent if report is not None else None)
+
+
 def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int = 0,
               figures_dir: Path | None, report: Path | None, sweeps_dir: Path | None = None,
               backend: str = "local", address: str | None = None, workers: int | None = None,
@@ -266,6 +274,10 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
                                  seed=seed, base_overrides=base_overrides)
     for g in grids.values():
         check_sweep_memory(g)
+    held = hold_outputs(out, figures_dir, report)
+    check_output_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
     stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
     t0 = time.perf_counter()
     timings, skipped = {}, 0

@@ -13,7 +13,8 @@ Layout (``DIR`` is ``--out``)::
 
 One process at a time owns a directory: ``open`` takes an exclusive ``flock`` on
 ``sweep.lock`` (released by the OS on any exit, ``kill -9`` included) and refuses, naming
-the holder, while another process has it.  Every file is written under a temporary name
+the holder, while another process has it; ``hold_sweep_dirs`` does the same for any other
+writer (``fastsim figures``, ``fastsim reproduce``) into a sweep directory or below it.  Every file is written under a temporary name
 unique to its writer and renamed into place (``os.replace`` is atomic on POSIX); a chunk's
 record is renamed last, so it exists only for a complete chunk.  A chunk counts as done
 only if its record names this grid and every file matches its checksum: resume and
@@ -114,6 +115,25 @@ class DirLock:
         self.release()
 
 
+def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
+    """Lock every sweep directory (one with a ``sweep.lock``) that is or holds a target.
+
+    A command writing into a sweep directory owns it while it writes, as ``fastsim sweep``
+    does: refused with ``DirLock``'s message, before anything is written, while another
+    process holds it.  Keep the returned locks alive until the writing is done."""
+    locks: list[DirLock] = []
+    seen: set[Path] = set()
+    for target in targets:
+        if target is None:
+            continue
+        path = Path(os.path.realpath(target))
+        for d in (path, *path.parents):
+            if d not in seen and (d / LOCK).is_file():
+                locks.append(DirLock.acquire(d))
+            seen.add(d)
+    return locks
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -131,6 +151,7 @@ class SweepStore:
         self.root = Path(root)
         self.grid = grid
         self._lock: DirLock | None = None
+        self._outer: list[DirLock] = []
 
     # -- manifest ---------------------------------------------------------------------
     @classmethod
@@ -142,6 +163,9 @@ class SweepStore:
         or model default; the message names the manifest and the differences).
         """
         store = cls(root, grid)
+        # Held already (this directory, or a sweep directory holding it): refused before
+        # even the writability probe creates a file in it.
+        store._outer = hold_sweep_dirs(store.root)
         check_output_dir(store.root)
         try:
             store.root.mkdir(parents=True, exist_ok=True)
@@ -176,6 +200,7 @@ class SweepStore:
     def close(self) -> None:
         """Release the directory (also done by the OS when the process exits)."""
         self._lock = None  # the lock goes with its last store in this process
+        self._outer = []
 
     def __enter__(self) -> "SweepStore":
         return self
