@@ -1,18 +1,22 @@
 """Memory of ``fastsim run`` and of sweep aggregation does not grow with the number of
 clusters (or of chunks).
 
-Peak RSS is measured in a fresh process per run (``ru_maxrss``); unlike time, it is
-stable enough on a loaded machine to assert.  Before the streamed summaries, 40,000
+Peak RSS is measured in a fresh process per run (``own_peak_rss_mb``: the process's own
+high-water mark, not ``ru_maxrss``, which on Linux keeps the parent's size at the fork);
+unlike time, it is stable enough on a loaded machine to assert.  Before the streamed summaries, 40,000
 clusters cost about 700 MB more than 2,000 (the bootstrap's index matrix alone).
 """
 import subprocess
 import sys
 
+import numpy as np
+
 RUN = """
-import resource, sys
+import sys
+from fastsim.bench import own_peak_rss_mb
 from fastsim.cli import main
 rc = main(["run", "--clusters", sys.argv[1], "--n-jobs", "20", "--gpus", "16", "--no-progress"])
-print(rc, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(rc, own_peak_rss_mb())
 """
 
 
@@ -20,7 +24,16 @@ def _peak_rss_mb(n_clusters: int) -> float:
     out = subprocess.run([sys.executable, "-c", RUN, str(n_clusters)], check=True,
                          capture_output=True, text=True).stdout.split()
     assert out[-2] == "0"
-    return int(out[-1]) / 1024
+    return float(out[-1])
+
+
+def test_own_peak_rss_is_the_childs_not_the_parents():
+    # The parent holds 400 MB when it starts the child; ru_maxrss would report them.
+    held = np.ones(50_000_000)
+    out = subprocess.run([sys.executable, "-c",
+                          "from fastsim.bench import own_peak_rss_mb; print(own_peak_rss_mb())"],
+                         check=True, capture_output=True, text=True).stdout
+    assert held[-1] == 1 and float(out.split()[-1]) < 300, out
 
 
 def test_run_peak_rss_is_flat_in_clusters():
@@ -29,9 +42,10 @@ def test_run_peak_rss_is_flat_in_clusters():
 
 
 AGGREGATE = """
-import os, resource, sys
+import os, sys
 import numpy as np, polars as pl
 from fastsim.api import simulate
+from fastsim.bench import own_peak_rss_mb
 from fastsim.sweep.aggregate import aggregate
 from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS
 from fastsim.sweep.grid import load_sweep
@@ -51,7 +65,7 @@ for n, out in zip(map(int, sys.argv[2:4]), sys.argv[4:6]):
             store.write_chunk(cell.id, i, one.with_columns(pl.lit(i, pl.Int64).alias("cluster")),
                               hist)
         aggregate(store)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(own_peak_rss_mb())
 """
 
 SWEEP_FILE = """
@@ -75,5 +89,5 @@ def test_sweep_aggregation_peak_rss_is_flat_in_chunks(tmp_path):
     out = subprocess.run([sys.executable, "-c", AGGREGATE, str(sweep), "50", "1000",
                           str(tmp_path / "small"), str(tmp_path / "large")],
                          check=True, capture_output=True, text=True).stdout.split()
-    small, large = int(out[-2]) / 1024, int(out[-1]) / 1024
+    small, large = float(out[-2]), float(out[-1])
     assert large - small < 40, (small, large)
