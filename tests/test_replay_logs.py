@@ -140,3 +140,17 @@ def test_empty_and_unknown_inputs(tmp_path):
         read_logs([EVALS], fmt="xml")
     with pytest.raises(ConfigError, match="one metric per replay"):
         read_logs([EVALS, FIX / "hf_run"])
+
+
+def test_a_key_given_twice_in_one_json_object_is_an_error(tmp_path):
+    # json.loads keeps the last of two equal keys: a score logged twice in one record
+    # would be read as whichever came second, silently.
+    jsonl = tmp_path / "dup.jsonl"
+    jsonl.write_text('{"job_id": "a", "step": 1, "score": 0.5}\n'
+                     '{"job_id": "a", "step": 2, "score": 0.6, "score": 0.1}\n')
+    with pytest.raises(ConfigError, match=r"dup\.jsonl:2: key 'score' appears twice"):
+        read_logs([jsonl])
+    state = tmp_path / "trainer_state.json"
+    state.write_text('{"log_history": [{"step": 1, "eval_loss": 0.5, "eval_loss": 0.4}]}')
+    with pytest.raises(ConfigError, match=r"trainer_state\.json: key 'eval_loss' appears twice"):
+        read_logs([state])

@@ -163,16 +163,36 @@ def _csv_lines(path: Path, sep: str, n_rows: int) -> np.ndarray:
     return out
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object naming one key twice (json.loads would keep the last silently)."""
+
+
+def _unique_keys(pairs: list) -> dict:
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
+def _json(text: str):
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def _raw_jsonl(path: Path) -> pl.DataFrame:
     rows, lines = [], []
     for lineno, text in enumerate(read_text(path, "JSONL log").split("\n"), start=1):
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = _json(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}); allowed: one "
                               "JSON object per line") from None
+        except _DuplicateKey as exc:
+            raise ConfigError(f"{path}:{lineno}: key {exc.args[0]!r} appears twice in one "
+                              "object; allowed: each key once") from None
         except RecursionError:  # json recurses once per nesting level
             raise ConfigError(f"{path}:{lineno}: not valid JSON (nested too deeply); allowed: "
                               "one flat JSON object per line") from None
@@ -218,9 +238,12 @@ def _raw_parquet(path: Path) -> pl.DataFrame:
 def _hf_entries(path: Path, text: str):
     """``log_history`` entries with the line each starts on (json gives no positions)."""
     try:
-        state = json.loads(text)
+        state = _json(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except _DuplicateKey as exc:  # json gives no position: name the key
+        raise ConfigError(f"{path}: key {exc.args[0]!r} appears twice in one object; allowed: "
+                          "each key once") from None
     except RecursionError:  # json recurses once per nesting level
         raise ConfigError(f"{path}: not valid JSON (nested too deeply); allowed: a "
                           "trainer_state.json as written by transformers.Trainer") from None
