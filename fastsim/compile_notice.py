@@ -28,7 +28,7 @@ def compile_notice(stream=None):
     if engine_is_cached():
         yield
         return
-    text = "compiling the simulation kernels (first run only, about half a minute; cached afterwards)"
+    text = "compiling the simulation kernels (first run only, about 15-40 s by machine load; cached afterwards)"
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield
