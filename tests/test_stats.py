@@ -224,3 +224,20 @@ def test_summary_rates_are_widened_like_proportion_ci():
         assert row["lo"] <= lo + 1e-12 and row["hi"] >= hi - 1e-12, (name, row, lo, hi)
         checked += 1
     assert checked == 4
+
+
+def test_bootstrap_resamples_draw_every_cluster_equally_often():
+    """Each resample draws n clusters uniformly with replacement: every cluster appears
+    once per resample on average.  (The endpoint comparisons above cannot see a kernel
+    that never draws one cluster of 400; here, with 7, it is 60 standard errors off.)"""
+    from fastsim.kernels.bootstrap import bootstrap_sums_nb
+
+    n, n_boot = 7, 4000
+    for k in range(n):
+        one_hot = np.zeros(n)
+        one_hot[k] = 1.0
+        draws, sizes = np.empty(n_boot), np.empty(n_boot)
+        bootstrap_sums_nb(one_hot, np.ones(n), 3, draws, sizes)
+        assert (sizes == n).all()
+        se = np.sqrt((1 - 1 / n) / n_boot)
+        assert abs(draws.mean() - 1.0) < 4 * se, (k, draws.mean())
