@@ -37,8 +37,10 @@ def test_own_peak_rss_is_the_childs_not_the_parents():
 
 
 def test_run_peak_rss_is_flat_in_clusters():
-    small, large = _peak_rss_mb(2_000), _peak_rss_mb(40_000)
-    assert large - small < 40, (small, large)
+    # 198,000 more clusters move the peak by under 1 MB; 10 MB is 50 bytes a cluster.  At
+    # 40,000 clusters against 40 MB, keeping every cluster's metrics (+24 MB) passed.
+    small, large = _peak_rss_mb(2_000), _peak_rss_mb(200_000)
+    assert large - small < 10, (small, large)
 
 
 AGGREGATE = """
