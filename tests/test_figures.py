@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
-from fastsim.sweep.reproduce import PAPER_SWEEPS, reproduce
-from fastsim.sweep.scoring import PAPER_ROWS
+from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
+from fastsim.sweep.scoring import FITTED, PAPER_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,19 @@ def test_reproduce_writes_every_sweep_and_the_report(tiny_reproduction):
     assert [r["key"] for r in info["rows"]] == [t.key for t in PAPER_ROWS]
     assert "held-out rows match" in text and "stop recall" in text
     assert "all GPU-hours of hacking jobs" in text
+
+
+def test_report_never_counts_a_fitted_row(tiny_reproduction):
+    """Each row keeps its pre-registered fitted mark and verdict, and the headline counts
+    only the held-out rows (the scoring's own tests do not see the report's rows)."""
+    out, info = tiny_reproduction
+    for row, paper in zip(info["rows"], PAPER_ROWS):
+        assert row["fitted_by"] == paper.fitted_by, row["key"]
+        assert (row["verdict"] == FITTED) == bool(paper.fitted_by), row["key"]
+    matched, held = headline_count(info["rows"])
+    assert held == sum(not r.fitted_by for r in PAPER_ROWS) == 14
+    text = (out / "REPRODUCTION.md").read_text()
+    assert f"**{matched} of {held} held-out rows match**" in text
 
 
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):

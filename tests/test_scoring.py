@@ -5,6 +5,8 @@ end off, and a fitted row."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -118,3 +120,21 @@ def test_k_balance_uses_stop_recall():
             rows.append({"policy_name": "evalstop", "k": k, "metric": m, "mean": x})
     best, f1s = k_balance(pl.DataFrame(rows))
     assert best == 2 and f1s[0][1] == pytest.approx(2 * 0.8 * 0.5 / 1.3)
+
+
+def test_paper_values_are_the_numbers_their_text_states():
+    """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
+    nowhere else: the scored number must be the one printed."""
+    for r in PAPER_ROWS:
+        values = r.paper if isinstance(r.paper, tuple) else (r.paper,)
+        scale = 1 if r.kind == "category" else 100
+        printed = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", r.paper_text)]
+        assert printed == pytest.approx([scale * v for v in values]), r.key
+
+
+def test_the_registration_is_the_one_published():
+    """Tolerances are declared before fitting: scoring.py's pre-registration is, verbatim,
+    the one the committed REPRODUCTION.md states.  Changing a tolerance, a kind or a fitted
+    row fails here until the report is regenerated, i.e. deliberately and visibly."""
+    report = Path(__file__).resolve().parents[1] / "REPRODUCTION.md"
+    assert registration_table() in report.read_text()

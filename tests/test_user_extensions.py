@@ -67,6 +67,20 @@ def drawdown(scores, losses, attained_h, t_est_h, drop):
     return 0
 
 
+@stop_policy(params=[Param("w", "int", 3, lo=1), Param("tol", "float", 0.01, lo=0)],
+             label="flat_loss(w={w},tol={tol:g})", reads=("losses",),
+             min_evals=lambda v: v["w"] + 1)
+@njit
+def flat_loss(scores, losses, attained_h, t_est_h, w, tol):
+    """Stop when the loss fell less than tol (relative) over w evaluations (loss_plateau,
+    written by a user): the one toy policy that reads the losses."""
+    for e in range(w, losses.shape[0]):
+        ref = losses[e - w]
+        if (ref - losses[e]) / ref < tol:
+            return e + 1
+    return 0
+
+
 @stop_policy(params=[Param("f", "float", 0.5, lo=0, lo_open=True)], label="halfway(f={f:g})",
              reads=("attained_h", "t_est_h"))
 @njit
@@ -89,6 +103,16 @@ from fastsim.registry import Param, scheduler_key
 def small_first(t_est_h, gpus, job_type, arrival_h, per_gpu_h):
     """Fewest estimated GPU-hours first."""
     return per_gpu_h * gpus * t_est_h
+
+
+@scheduler_key(params=[Param("per_h", "float", 4.0, lo=0, help="weight of arrival time")],
+               label="typed")
+@njit
+def typed(t_est_h, gpus, job_type, arrival_h, per_h):
+    """RLHF first, then a mix of GPUs, squared estimate and arrival: every argument moves
+    the key, none symmetrically (small_first cannot tell t_est_h from gpus), and the
+    type against the grain of the estimates (RLHF jobs are the long ones)."""
+    return -100.0 * job_type + gpus + t_est_h * t_est_h + per_h * arrival_h
 '''
 
 
@@ -125,10 +149,12 @@ def test_spec_grammar_resolves_user_code(user_dir):
 
 
 @pytest.mark.parametrize("scheduler", ["fifo", "srtf_est", "tiresias", "loss_aware",
-                                       "toy_user_schedulers:small_first"])
+                                       "toy_user_schedulers:small_first",
+                                       "toy_user_schedulers:typed"])
 @pytest.mark.parametrize("policy", [f"{POL}:k=2", f"{POL}:k=1,drop=0.02",
                                     "toy_user_policies:halfway:f=0.4", "evalstop:k=2",
-                                    "toy_user_policies:drawdown:drop=0.03"])
+                                    "toy_user_policies:drawdown:drop=0.03",
+                                    "toy_user_policies:flat_loss:w=2,tol=0.05"])
 def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
     # a stable seed: hash() of a str changes with every process (PYTHONHASHSEED)
     rng = np.random.default_rng(zlib.crc32(f"{scheduler} {policy}".encode()))
@@ -147,6 +173,12 @@ def test_user_policy_equals_the_builtin_it_rewrites(user_dir):
     mine = base.with_policy("toy_user_policies:halfway:f=0.4")
     a, b = simulate(base, 6, seed=2), simulate(mine, 6, seed=2)
     assert a.clusters.equals(b.clusters)
+    # flat_loss is loss_plateau: the user's trigger must be handed the loss readings
+    base = SimConfig.from_specs("srtf_est", "loss_plateau:w=2,tol=0.05", n_jobs=60,
+                                loss_sigma=0.02)
+    a = simulate(base, 6, seed=2)
+    b = simulate(base.with_policy("toy_user_policies:flat_loss:w=2,tol=0.05"), 6, seed=2)
+    assert a.clusters.equals(b.clusters) and a.clusters["n_stopped"].sum() > 0
 
 
 def test_user_code_sees_no_hidden_truth(user_dir):
