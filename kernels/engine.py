@@ -291,18 +291,33 @@ def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thre
     return next_arrival, n_active, demand
 
 
+@part
+def _on_evaluation_nb(job, n_evals):
+    """Whether a job's service is exactly one of its evaluation points."""
+    e = int(job.attained0 / job.duration * n_evals + 0.5)
+    return 1 <= e <= n_evals and job.duration * (e / n_evals) == job.attained0
+
+
 @kernel
 def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pending,
                         pending_job, pending_point):
     """Tiresias, after running job ``j``'s own event: rebase every other running job and
-    return the earliest next evaluation of any (time, job, service), or ``pending``'s."""
+    return the earliest next evaluation of any (time, job, service), or ``pending``'s.
+    An evaluation at ``t`` itself (``j`` reached its crossing, or another job its service
+    point, exactly at an evaluation) makes ``t`` the pending point: the queue changes now."""
     for r in range(n_running):
         jr = running[r]
         job = jobs[jr]
         if jr != j:  # rebase, as at every Tiresias reallocation (see there)
+            before = job.attained0
             _rebase_nb(job, t)
+            now = job.attained0 > before and _on_evaluation_nb(job, n_evals)
+        else:  # pinned at its event, a service point it reached by running
+            now = _on_evaluation_nb(job, n_evals)
         te, pe = _next_eval_nb(t, _attained_nb(t, job.since, job.attained0, job.owed0),
                                _owed_nb(t, job.since, job.owed0), job.duration, n_evals)
+        if now:
+            te, pe = t, job.attained0
         if pe == job.next_point:
             # The evaluation is also jr's own planned event (its end, say): use the very
             # same float time so both happen at one instant.
@@ -608,6 +623,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                     t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
                     pending_point)
             i += 1
+        if t_pending == t:  # Tiresias: a crossing reached at an evaluation at this instant
+            realloc = True
         if not realloc:
             continue
         if scheduler == TIRESIAS:

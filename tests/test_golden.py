@@ -226,22 +226,38 @@ def test_tiresias_threshold_reached_exactly(backend):
 # (docs/model.md: events first, then the allocation from gpus * attained >= threshold).
 # J0: 8 GPUs, arrives 0, T = 2 (evaluations at t = 1, 2).  J1: 8 GPUs, arrives 0.5, T = 1.
 # t=1: J0's evaluation 1 at 8 GPU-h puts it in queue 1; J1 runs 1-2, J0 resumes, ends at 3.
-# The engine plans the next point strictly after the crossing and changes queue at t = 2.
+# (An engine that looked for the next evaluation strictly after the crossing changed
+# queue at t = 2: ends J0 at 2, J1 at 3.)
 AT_EVALUATION = [
     dict(type=RLHF, gpus=8, arrival=0.0, T=2.0, T_est=2.0),
     dict(type=RLHF, gpus=8, arrival=0.5, T=1.0, T_est=1.0),
 ]
 
 
-@pytest.mark.parametrize("backend", [
-    "reference",
-    pytest.param("engine", marks=pytest.mark.xfail(
-        strict=True, reason="engine misses a Tiresias threshold reached exactly at an "
-                            "evaluation (ends J0 at 2, J1 at 3)"))])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_tiresias_threshold_reached_at_an_evaluation(backend):
     cfg = config(AT_EVALUATION, 2, "tiresias:thresholds=8")
     rows, _ = run(backend, cfg, make_workload(AT_EVALUATION, 2))
     check(rows, {"start_h": [0, 1], "end_h": [3, 2], "n_preemptions": [1, 0]})
+
+
+# The same when the crossing falls on another running job's evaluation.  G = 8, threshold
+# 4 GPU-h, E = 2.  J0: 4 GPUs, arrives 0, T = 4 (evaluations at service 2 and 4).  J1:
+# 2 GPUs, arrives 0, T = 2 (evaluation at service 1, t = 1).  J2: 4 GPUs, arrives 0.5,
+# T = 1: waits (2 GPUs free).  t=1: J0 reaches 4 GPU-h as J1 is evaluated: J1 and J2
+# (queue 0) take 6 GPUs, J0 (queue 1) is paused; J1 and J2 end at 2, J0 resumes, ends at 5.
+AT_OTHERS_EVALUATION = [
+    dict(type=RLHF, gpus=4, arrival=0.0, T=4.0, T_est=4.0),
+    dict(type=RLHF, gpus=2, arrival=0.0, T=2.0, T_est=2.0),
+    dict(type=RLHF, gpus=4, arrival=0.5, T=1.0, T_est=1.0),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tiresias_threshold_reached_at_another_jobs_evaluation(backend):
+    cfg = config(AT_OTHERS_EVALUATION, 2, "tiresias:thresholds=4")
+    rows, _ = run(backend, cfg, make_workload(AT_OTHERS_EVALUATION, 2))
+    check(rows, {"start_h": [0, 0, 1], "end_h": [5, 2, 2], "n_preemptions": [1, 0, 0]})
 
 
 # --------------------------------------------------------------------------- 4. overhead
