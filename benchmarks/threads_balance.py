@@ -1,6 +1,6 @@
 """How evenly ``simulate``'s threads share the work, in counts that a loaded machine
 disturbs less than a wall-time ratio: each thread's CPU time (``time.thread_time``) summed
-over its calls of the one-pass kernel (``kernels.pipeline.pipeline_nb``, which
+over its calls of the one-pass kernel (``kernels.pipeline.PIPELINES``, which
 ``run_pipeline`` hands chunks of rows), their imbalance ``max / mean`` with 2 threads, and
 the serial share of ``simulate`` (1 thread: CPU time outside the kernel / all).  Median
 over runs with seeds ``1..R``; the implied 2/1 ratio is
@@ -28,18 +28,19 @@ R = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 SCHEDULERS = (sys.argv[3] if len(sys.argv) > 3 else "srtf_est,tiresias").split(",")
 
 
-kernel = kernels_pipeline.pipeline_nb
 busy = {}  # CPU seconds in the kernel, per thread
 
 
-def timed_kernel(*args):
-    cpu0 = time.thread_time()
-    kernel(*args)
-    ident = threading.get_ident()
-    busy[ident] = busy.get(ident, 0.0) + time.thread_time() - cpu0
+def timed(kernel):
+    def timed_kernel(*args):
+        cpu0 = time.thread_time()
+        kernel(*args)
+        ident = threading.get_ident()
+        busy[ident] = busy.get(ident, 0.0) + time.thread_time() - cpu0
+    return timed_kernel
 
 
-kernels_pipeline.pipeline_nb = timed_kernel
+kernels_pipeline.PIPELINES = tuple(timed(k) for k in kernels_pipeline.PIPELINES)
 print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 for s in SCHEDULERS:
     cfg = _config(s)

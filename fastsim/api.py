@@ -251,16 +251,16 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     # one-pass kernel then holds no detector, and a run that uses none never compiles one.
     decide = p.decl.user is None and p.code < PATIENCE
     if generate and not (decide and s.decl.user is None):  # user code reads the workload
-        generate_workload(wc, C, seed, cluster_start, out=w)
+        generate_workload(wc, C, seed, cluster_start, out=w, scheduler=s)
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
     # Loss readings are drawn only for what reads them (no result column holds them).
     draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
-    run_pipeline(C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
-                decide, p.code, int(p.k), float(p.f), int(p.w), float(p.tol), p.scope == "all",
-                s.code, bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
+    run_pipeline(s.code, C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed),
+                np.int64(cluster_start), decide, p.code, int(p.k), float(p.f), int(p.w),
+                float(p.tol), p.scope == "all", bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                 float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
@@ -279,15 +279,17 @@ def _workload_arrays(w: Workload) -> tuple[np.ndarray, ...]:
             w.peak_eval)
 
 
-def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int) -> None:
-    """Draw ``w``'s clusters (``fastsim.workload.generate_workload``) with ``pipeline_nb``
-    stopping after generation, so that generation and ``simulate`` share one compiled
-    kernel.  The arguments after the workload's are unused: empty arrays and zeros of the
-    types ``_run`` passes, so that the call matches its compiled signature."""
+def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int,
+                  scheduler: int) -> None:
+    """Draw ``w``'s clusters (``fastsim.workload.generate_workload``) with the
+    ``pipeline_nb`` of ``scheduler`` (a code) stopping after generation, so that
+    generation and ``simulate`` share one compiled kernel.  The arguments after the
+    workload's are unused: empty arrays and zeros of the types ``_run`` passes, so that
+    the call matches its compiled signature."""
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
-    run_pipeline(w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed), np.int64(cluster_start),
-                False, 0, 0, 0.0, 0, 0.0, False, 0, False, np.empty(0), 0.0, 0,
+    run_pipeline(scheduler, w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed),
+                np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False, np.empty(0), 0.0, 0,
                 w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
                 (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),

@@ -154,7 +154,8 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
         size = min(CHUNK, n - start)
         # Both arms run on the same clusters: one workload, into one buffer per run.
         buffer = w if reuse and w is not None and w.n_clusters == size else None
-        w = generate_workload(arms[0][1].workload, size, seed, start, out=buffer)
+        w = generate_workload(arms[0][1].workload, size, seed, start, out=buffer,
+                              scheduler=arms[0][1].scheduler)
         chunk = {}
         for name, cfg in arms:
             r = run_workload(cfg, w, keep_jobs=keep_jobs)
@@ -200,7 +201,7 @@ def run_command(args: argparse.Namespace) -> int:
     check_distinct({"--out": args.out, "--jobs-out": args.jobs_out})
     _check_memory(workload, args.clusters, len(arms), args.out is not None, keep_jobs)
     total = args.clusters * len(arms)
-    with compile_notice():
+    with compile_notice(cfg.scheduler.code):
         simulate(cfg, 1, seed=args.seed)  # compile, or load the cache, before the clock
     t0 = time.perf_counter()
     show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"

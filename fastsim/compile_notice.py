@@ -9,23 +9,33 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from fastsim.kernels.codes import SRTF_EST
 from fastsim.kernels.jit import CACHE, CACHE_DIR
 
 
-def engine_is_cached() -> bool:
-    """Whether the one-pass simulation kernel (what ``simulate`` and ``fastsim run`` call) is
-    in numba's on-disk cache for this source."""
-    if not CACHE:
+def engine_is_cached(scheduler: int = SRTF_EST) -> bool:
+    """Whether the one-pass simulation kernel of ``scheduler`` (a code; what ``simulate``
+    and ``fastsim run`` call) is in numba's on-disk cache for this source."""
+    if not CACHE or not any(Path(CACHE_DIR).glob("*/pipeline.*pipeline_nb-*.nbi")):
         return False
-    return any(Path(CACHE_DIR).glob("*/pipeline.pipeline_nb-*.nbi"))
+    from fastsim.kernels.pipeline import PIPELINES
+    pipeline = PIPELINES[scheduler]
+    try:
+        # One index holds every scheduler's kernel, each keyed on the hashes of its code and
+        # of its closure (the scheduler): look for this one's (numba internals, 0.60-0.68).
+        cache = pipeline._cache
+        own = cache._index_key(None, pipeline.targetctx.codegen())[2]
+        return any(key[2] == own for key in cache._cache_file._load_index())
+    except (AttributeError, IndexError, TypeError):
+        return True  # a numba without these: any scheduler's kernel cached
 
 
 @contextmanager
-def compile_notice(stream=None):
-    """Print the notice to ``stream`` (stderr) if the kernels are not cached yet, and
-    spin on a terminal until the block ends."""
+def compile_notice(scheduler: int = SRTF_EST, stream=None):
+    """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
+    are not cached yet, and spin on a terminal until the block ends."""
     stream = stream or sys.stderr
-    if engine_is_cached():
+    if engine_is_cached(scheduler):
         yield
         return
     text = "compiling the simulation kernels (first run only, about 15-40 s by machine load; cached afterwards)"

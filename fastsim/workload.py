@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from fastsim.config import WorkloadConfig
+from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.kernels.workload import WorkloadParams
 
 OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
@@ -127,7 +127,8 @@ def allocate(n_clusters: int, n_jobs: int, n_evals: int) -> Workload:
 
 
 def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
-                      cluster_start: int = 0, out: Workload | None = None) -> Workload:
+                      cluster_start: int = 0, out: Workload | None = None,
+                      scheduler: SchedulerConfig | None = None) -> Workload:
     """Draw clusters ``cluster_start .. cluster_start + n_clusters - 1``.
 
     Cluster ``i``'s jobs are the same whatever chunk it is drawn in, so a sweep may split
@@ -139,9 +140,13 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     it produced earlier (e.g. a per-job DataFrame, which may share memory with these
     arrays) is still in use.
 
+    ``scheduler``: the scheduler a later run on these clusters uses (default: the default
+    scheduler).  The draws are the same whatever it is; generation runs in the compiled
+    simulation kernel of that scheduler, so a first run compiles one kernel, not two.
+
     Examples
     --------
-    >>> from fastsim.config import WorkloadConfig
+    >>> from fastsim.config import SchedulerConfig, WorkloadConfig
     >>> w = generate_workload(WorkloadConfig(n_jobs=5), n_clusters=2, seed=1)
     >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
     True
@@ -154,5 +159,5 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
         w = out
     w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
     from fastsim.api import generate_into  # here: fastsim.api imports this module
-    generate_into(cfg, w, seed, cluster_start)
+    generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
     return w

@@ -11,6 +11,7 @@ SJF_EST = 1
 SRTF_EST = 2
 LOSS_AWARE = 3
 TIRESIAS = 4
+SCHEDULERS = (FIFO, SJF_EST, SRTF_EST, LOSS_AWARE, TIRESIAS)  # in code order
 
 # Stop policies (MODEL.md section 7).
 NONE = 0

@@ -38,7 +38,7 @@ starts) are written in ``cluster_1c_nb`` itself (docs/performance.md, rounds 9 a
 import numpy as np
 from numba import prange
 
-from .codes import FIFO, LOSS_AWARE, SRTF_EST, TIRESIAS
+from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
 from .jit import driver, entry, kernel, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
@@ -529,175 +529,214 @@ def _new_jobs_nb(c, workload, service):
     return jobs
 
 
-@kernel
-def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
-    """Simulate cluster row ``c``.  ``scheduling = (scheduler, backfill, thresholds_gpu_h,
-    overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
-    ``service = (end_service, demote_service, account_from_h)``, ``[C, J]`` (``loss``:
-    ``[C, J, E]``); writes row ``c`` of ``outcome = (start_h, end_h, held_h, held_after_h,
-    n_preempt)`` ``[C, J]`` and of ``segments = (seg_job, seg_start, seg_end, seg_count,
-    n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
-    scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
-    scheduler, backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
-    start_h, end_h, held_h, held_after_h, n_preempt = outcome
-    seg_job, seg_start, seg_end, seg_count, n_points = segments
-    segs = (seg_job, seg_start, seg_end)
-    loss = workload[3]
-    n_jobs, n_evals = loss.shape[1], loss.shape[2]
-    preemptive = is_preemptive_nb(scheduler)
-    strict = scheduler == FIFO and not backfill
+def _engine(scheduler):
+    """``cluster_1c_nb`` for one scheduler code: the code, and whether the scheduler
+    preempts or re-keys with service, are constants of the kernel's own code, so numba
+    prunes the other schedulers' branches before typing them and never compiles the
+    steps only they take (docs/performance.md, round 19)."""
+    preemptive = bool(is_preemptive_nb.py_func(scheduler))
     rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
-    arrival = workload[1][c]
-    jobs = _new_jobs_nb(c, workload, service)
-    next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
-    lists = np.empty((4, n_jobs), dtype=np.int64)
-    active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
-    starts = lists[2]  # jobs to start at this point, in priority order
-    passed = lists[3]  # loss_aware: jobs the last greedy walk passed over, in order
-    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
-    active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
-    free = capacity
-    t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
-    pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
-    pending_point = 0.0
-    moved = False  # whether a key moved since ``active`` was last sorted
-    max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
-    while n_done < n_jobs:
-        points += 1
-        if points > max_points:
-            points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
-            break
-        t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-        t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
-        realloc = t_pending == t
-        if realloc:
-            t_pending = np.inf
-            if _reach_pending_nb(jobs[pending_job], t, pending_point):
-                next_time[pending_job] = t
-                first = 0  # the job may sit anywhere in ``running``
-        if next_arrival < n_jobs and t_arrival == t:
-            next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
-                                                        n_active, scheduler, thresholds_gpu_h)
-            active_demand += demand
-            realloc = moved = True
-        i = first
-        while i < n_running:  # the running jobs' own events at t
-            j = running[i]
-            job = jobs[j]
-            if next_time[j] != t:
-                i += 1
-                continue
-            if _ends_nb(job, t):
-                next_time[j] = np.inf
-                end_h[c, j] = t
-                if n_seg < seg_job.shape[1]:
-                    seg_job[c, n_seg], seg_start[c, n_seg], seg_end[c, n_seg] = j, job.seg_open, t
-                n_seg += 1
-                running[i] = running[n_running - 1]
-                n_running -= 1
-                n_active = _remove_nb(active, n_active, j)
-                free += job.gpus
-                active_demand -= job.gpus
-                n_done += 1
-                realloc = True
-                continue
-            if _demoted_nb(job, preemptive):
+
+    @kernel
+    def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
+        """Simulate cluster row ``c``.  ``scheduling = (backfill, thresholds_gpu_h,
+        overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
+        ``service = (end_service, demote_service, account_from_h)``, ``[C, J]`` (``loss``:
+        ``[C, J, E]``); writes row ``c`` of ``outcome = (start_h, end_h, held_h, held_after_h,
+        n_preempt)`` ``[C, J]`` and of ``segments = (seg_job, seg_start, seg_end, seg_count,
+        n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
+        scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
+        backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
+        start_h, end_h, held_h, held_after_h, n_preempt = outcome
+        seg_job, seg_start, seg_end, seg_count, n_points = segments
+        segs = (seg_job, seg_start, seg_end)
+        loss = workload[3]
+        n_jobs, n_evals = loss.shape[1], loss.shape[2]
+        strict = scheduler == FIFO and not backfill
+        arrival = workload[1][c]
+        jobs = _new_jobs_nb(c, workload, service)
+        next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
+        lists = np.empty((4, n_jobs), dtype=np.int64)
+        active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
+        starts = lists[2]  # jobs to start at this point, in priority order
+        passed = lists[3]  # loss_aware: jobs the last greedy walk passed over, in order
+        n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
+        active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
+        free = capacity
+        t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
+        pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
+        pending_point = 0.0
+        moved = False  # whether a key moved since ``active`` was last sorted
+        max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
+        while n_done < n_jobs:
+            points += 1
+            if points > max_points:
+                points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
+                break
+            t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
+            t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
+            realloc = t_pending == t
+            if realloc:
+                t_pending = np.inf
+                if _reach_pending_nb(jobs[pending_job], t, pending_point):
+                    next_time[pending_job] = t
+                    first = 0  # the job may sit anywhere in ``running``
+            if next_arrival < n_jobs and t_arrival == t:
+                next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
+                                                            n_active, scheduler, thresholds_gpu_h)
+                active_demand += demand
                 realloc = moved = True
-            if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
-                rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
-                job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
-                                          job.evals_seen, rate, thresholds_gpu_h)
-                moved = True
-                # The new key changes no allocation if every active job fits, or if it keeps
-                # the job before the jobs the last greedy walk passed over after it (if not
-                # every job fits, the last reallocation was that walk: the demand changes
-                # only at arrivals and ends, which reallocate).
-                if not (active_demand <= capacity
-                        or _keeps_place_nb(jobs, passed, n_passed, j)):
+            i = first
+            while i < n_running:  # the running jobs' own events at t
+                j = running[i]
+                job = jobs[j]
+                if next_time[j] != t:
+                    i += 1
+                    continue
+                if _ends_nb(job, t):
+                    next_time[j] = np.inf
+                    end_h[c, j] = t
+                    if n_seg < seg_job.shape[1]:
+                        seg_job[c, n_seg], seg_start[c, n_seg], seg_end[c, n_seg] = j, job.seg_open, t
+                    n_seg += 1
+                    running[i] = running[n_running - 1]
+                    n_running -= 1
+                    n_active = _remove_nb(active, n_active, j)
+                    free += job.gpus
+                    active_demand -= job.gpus
+                    n_done += 1
                     realloc = True
-            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+                    continue
+                if _demoted_nb(job, preemptive):
+                    realloc = moved = True
+                if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
+                    rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
+                    job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
+                                              job.evals_seen, rate, thresholds_gpu_h)
+                    moved = True
+                    # The new key changes no allocation if every active job fits, or if it keeps
+                    # the job before the jobs the last greedy walk passed over after it (if not
+                    # every job fits, the last reallocation was that walk: the demand changes
+                    # only at arrivals and ends, which reallocate).
+                    if not (active_demand <= capacity
+                            or _keeps_place_nb(jobs, passed, n_passed, j)):
+                        realloc = True
+                next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+                if scheduler == TIRESIAS:
+                    # The crossing is not a scheduling point; the next evaluation of any
+                    # running job (or an arrival or end, which reallocates anyway) is.
+                    t_pending, pending_job, pending_point = _next_evaluation_nb(
+                        t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
+                        pending_point)
+                i += 1
+            if t_pending == t:  # Tiresias: a crossing reached at an evaluation at this instant
+                realloc = True
+            if not realloc:
+                continue
             if scheduler == TIRESIAS:
-                # The crossing is not a scheduling point; the next evaluation of any
-                # running job (or an arrival or end, which reallocates anyway) is.
-                t_pending, pending_job, pending_point = _next_evaluation_nb(
-                    t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
-                    pending_point)
-            i += 1
-        if t_pending == t:  # Tiresias: a crossing reached at an evaluation at this instant
-            realloc = True
-        if not realloc:
-            continue
-        if scheduler == TIRESIAS:
-            t_pending = np.inf  # queues are recomputed now
-            # Tiresias alone moves every running job's base here: its threshold crossings
-            # and pinned pending points chain event times through long busy periods, and
-            # reading service lazily (fewer, different roundings) lets those times drift
-            # from the eager results by 2e-11 h (2e-12 relative in jct_h).
-            _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
-                               thresholds_gpu_h)
-        n_start = 0
-        if active_demand <= capacity:
-            # Every active job fits, so the greedy walk would choose them all whatever the
-            # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
-            # next full reallocation re-keys first).
-            if n_active > n_running:
-                n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
-        else:
-            # A job's key is kept equal to its key from observed state: set at arrival and
-            # whenever an input changes, which only happens to a running job: its service
-            # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
-            if rekey and n_running > 0:
-                if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
-                    _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
-                moved = True
-            if moved:  # else nothing moved since the last sort: ``active`` is in order
-                moved = False
-                _sort_nb(jobs, active, n_active)
-            n_realloc += 1
-            if preemptive:
-                if scheduler == LOSS_AWARE:
-                    n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
-                                                             n_realloc, starts, passed)
-                else:
-                    n_start = _choose_preemptive_nb(jobs, active, n_active, capacity,
-                                                    n_realloc, starts)
-                n_running, n_seg, freed = _pause_unchosen_nb(
-                    c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
-                free += freed
+                t_pending = np.inf  # queues are recomputed now
+                # Tiresias alone moves every running job's base here: its threshold crossings
+                # and pinned pending points chain event times through long busy periods, and
+                # reading service lazily (fewer, different roundings) lets those times drift
+                # from the eager results by 2e-11 h (2e-12 relative in jct_h).
+                _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
+                                   thresholds_gpu_h)
+            n_start = 0
+            if active_demand <= capacity:
+                # Every active job fits, so the greedy walk would choose them all whatever the
+                # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
+                # next full reallocation re-keys first).
+                if n_active > n_running:
+                    n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
             else:
-                n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
-        for q in range(n_start):
-            j = starts[q]
-            job = jobs[j]
-            if _start_nb(job, t, overhead_h):
-                start_h[c, j] = t
-            free -= job.gpus
-            running[n_running] = j
-            n_running += 1
-            next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
-    for j in range(n_jobs):
-        held_h[c, j] = jobs[j].held
-        held_after_h[c, j] = jobs[j].held_after
-    seg_count[c] = n_seg
-    n_points[c] = points
+                # A job's key is kept equal to its key from observed state: set at arrival and
+                # whenever an input changes, which only happens to a running job: its service
+                # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
+                if rekey and n_running > 0:
+                    if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
+                        _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
+                    moved = True
+                if moved:  # else nothing moved since the last sort: ``active`` is in order
+                    moved = False
+                    _sort_nb(jobs, active, n_active)
+                n_realloc += 1
+                if preemptive:
+                    if scheduler == LOSS_AWARE:
+                        n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
+                                                                 n_realloc, starts, passed)
+                    else:
+                        n_start = _choose_preemptive_nb(jobs, active, n_active, capacity,
+                                                        n_realloc, starts)
+                    n_running, n_seg, freed = _pause_unchosen_nb(
+                        c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
+                    free += freed
+                else:
+                    n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
+            for q in range(n_start):
+                j = starts[q]
+                job = jobs[j]
+                if _start_nb(job, t, overhead_h):
+                    start_h[c, j] = t
+                free -= job.gpus
+                running[n_running] = j
+                n_running += 1
+                next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+        for j in range(n_jobs):
+            held_h[c, j] = jobs[j].held
+            held_after_h[c, j] = jobs[j].held_after
+        seg_count[c] = n_seg
+        n_points[c] = points
+    return cluster_1c_nb
 
 
-@driver
-def cluster_nb(scheduler, backfill, thresholds_gpu_h, overhead_h, capacity, gpus, arrival_h,
-               t_est_h, loss, duration_h, end_service, demote_service, account_from_h,
-               start_h, end_h, held_h, held_after_h, n_preempt, seg_job, seg_start, seg_end,
-               seg_count, n_points):
-    """Simulate every cluster row: inputs ``[C, J]`` (``loss``: ``[C, J, E]``); writes
-    ``start_h, end_h, held_h, held_after_h, n_preempt`` ``[C, J]``, the segments and
-    ``n_points`` ``[C]`` (-1: the cluster hit the bound on scheduling points)."""
-    scheduling = (scheduler, backfill, thresholds_gpu_h, overhead_h, capacity)
-    workload = (gpus, arrival_h, t_est_h, loss, duration_h)
-    service = (end_service, demote_service, account_from_h)
-    outcome = (start_h, end_h, held_h, held_after_h, n_preempt)
-    segments = (seg_job, seg_start, seg_end, seg_count, n_points)
-    for c_ in prange(gpus.shape[0]):
-        c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
-        cluster_1c_nb(c, scheduling, workload, service, outcome, segments)
+# One per scheduler code (a user scheduler runs ``sjf_est``'s).  Kernels pick theirs by
+# name in a branch on a constant (``_engine_driver``), never from a tuple: numba would
+# type a tuple of kernels as function pointers and compile every one.
+(cluster_fifo_1c_nb, cluster_sjf_est_1c_nb, cluster_srtf_est_1c_nb, cluster_loss_aware_1c_nb,
+ cluster_tiresias_1c_nb) = (_engine(code) for code in SCHEDULERS)
+
+
+def _engine_driver(scheduler):
+    """``cluster_nb`` for one scheduler code: it runs that scheduler's ``cluster_1c_nb``."""
+    @driver
+    def cluster_nb(backfill, thresholds_gpu_h, overhead_h, capacity, gpus, arrival_h, t_est_h,
+                   loss, duration_h, end_service, demote_service, account_from_h, start_h,
+                   end_h, held_h, held_after_h, n_preempt, seg_job, seg_start, seg_end,
+                   seg_count, n_points):
+        scheduling = (backfill, thresholds_gpu_h, overhead_h, capacity)
+        workload = (gpus, arrival_h, t_est_h, loss, duration_h)
+        service = (end_service, demote_service, account_from_h)
+        outcome = (start_h, end_h, held_h, held_after_h, n_preempt)
+        segments = (seg_job, seg_start, seg_end, seg_count, n_points)
+        # a branch on a constant: numba prunes the others before typing them
+        if scheduler == FIFO:
+            cluster_1c_nb = cluster_fifo_1c_nb
+        elif scheduler == SJF_EST:
+            cluster_1c_nb = cluster_sjf_est_1c_nb
+        elif scheduler == SRTF_EST:
+            cluster_1c_nb = cluster_srtf_est_1c_nb
+        elif scheduler == LOSS_AWARE:
+            cluster_1c_nb = cluster_loss_aware_1c_nb
+        else:
+            cluster_1c_nb = cluster_tiresias_1c_nb
+        for c_ in prange(gpus.shape[0]):
+            c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
+            cluster_1c_nb(c, scheduling, workload, service, outcome, segments)
+    return cluster_nb
+
+
+_DRIVERS = tuple(_engine_driver(code) for code in SCHEDULERS)
+
+
+def cluster_nb(scheduler, *args):
+    """Simulate every cluster row under ``scheduler`` (a code): the arguments after it are
+    ``backfill, thresholds_gpu_h, overhead_h, capacity``, the inputs ``gpus, arrival_h,
+    t_est_h, loss, duration_h, end_service, demote_service, account_from_h`` ``[C, J]``
+    (``loss``: ``[C, J, E]``) and the outputs, written in place: ``start_h, end_h, held_h,
+    held_after_h, n_preempt`` ``[C, J]``, the segments ``seg_job, seg_start, seg_end``
+    ``[C, S]``, ``seg_count`` and ``n_points`` ``[C]`` (-1: the cluster hit the bound on
+    scheduling points)."""
+    _DRIVERS[scheduler](*args)
 
 
 @kernel

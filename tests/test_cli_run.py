@@ -42,7 +42,7 @@ def test_workload_options_reach_the_config(capsys):
 def test_first_compile_is_announced_in_one_line(capsys, monkeypatch):
     import fastsim.compile_notice
 
-    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda: False)
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *scheduler: False)
     assert main(["run", "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("compiling the simulation kernels")

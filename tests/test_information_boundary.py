@@ -16,6 +16,7 @@ from fastsim.api import run_workload
 from fastsim.config import SimConfig
 from fastsim.workload import HIDDEN, OBSERVED, generate_workload
 from fastsim.kernels import detectors, detectors_online, pipeline, schedulers, stops
+from fastsim.kernels.codes import SRTF_EST
 
 HIDDEN_WORDS = ("hacking", "ustar", "u_star", "height", "gold", "peak", "duration", "true",
                 "tau", "label")
@@ -59,7 +60,7 @@ def test_resolve_stops_passes_only_observations_to_the_decision():
 def test_one_pass_pipeline_hands_the_decisions_only_observations():
     # The one-pass kernel calls the same decision kernel with the same arrays as
     # decide_stops: observed ones and duration_h (for the attained service), nothing else.
-    call = _call(pipeline.pipeline_nb, "resolve_rule_stops_1c_nb")
+    call = _call(pipeline.PIPELINES[SRTF_EST], "resolve_rule_stops_1c_nb")
     args = {a.strip() for a in call[call.index("(") + 1:-1].split(",")}
     assert args & set(HIDDEN) == {"duration_h"}
     assert not args & {"gold", "hacking", "peak_eval", "ustar", "height"}

@@ -45,16 +45,26 @@ def test_importing_the_kernels_leaves_numba_cache_dir_alone():
 
 def test_one_compiled_pipeline_serves_generation_and_simulation():
     """``generate_workload`` runs the one-pass kernel in its generate-only mode with the
-    argument types ``simulate`` passes, so the cold start compiles it once, not twice."""
+    argument types ``simulate`` passes, so the cold start compiles it once, not twice; and
+    only the run's scheduler's pipeline and engine are compiled (``kernels.engine._engine``)."""
     code = ("from fastsim.config import SimConfig\n"
             "from fastsim.api import simulate, run_workload\n"
             "from fastsim.workload import generate_workload\n"
-            "from fastsim.kernels.pipeline import pipeline_nb\n"
+            "from fastsim.kernels import engine\n"
+            "from fastsim.kernels.pipeline import PIPELINES\n"
             "cfg = SimConfig.from_specs('srtf_est', 'evalstop:k=2', n_jobs=8)\n"
             "simulate(cfg, 2, seed=1)\n"
-            "run_workload(cfg, generate_workload(cfg.workload, 2, seed=1))\n"
-            "assert len(pipeline_nb.signatures) == 1, pipeline_nb.signatures\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+            "run_workload(cfg, generate_workload(cfg.workload, 2, seed=1, scheduler=cfg.scheduler))\n"
+            "compiled = [len(p.signatures) for p in PIPELINES]\n"
+            "assert compiled == [0, 0, 1, 0, 0], compiled\n"
+            "engines = [len(e.signatures) for e in (engine.cluster_fifo_1c_nb,\n"
+            "           engine.cluster_sjf_est_1c_nb, engine.cluster_srtf_est_1c_nb,\n"
+            "           engine.cluster_loss_aware_1c_nb, engine.cluster_tiresias_1c_nb)]\n"
+            "assert engines == [0, 0, 1, 0, 0], engines\n"
+            "assert not engine._choose_in_blocks_nb.signatures  # loss_aware's walk\n"
+            "assert not engine._next_evaluation_nb.signatures  # Tiresias' pending point\n")
+    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}  # a cached pipeline loads no callee
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
 
 def _reachable_kernels(fn) -> set:
@@ -81,7 +91,8 @@ def test_one_pass_pipeline_holds_no_online_detector():
     """A run without an online detector must not compile one: the one-pass kernel reaches
     the rule policies only (a detector decides in its own stage, ``decide_stops``)."""
     from fastsim.kernels import detectors, detectors_online, pipeline, stops
-    reached = _reachable_kernels(pipeline.pipeline_nb)
+    from fastsim.kernels.codes import SRTF_EST
+    reached = _reachable_kernels(pipeline.PIPELINES[SRTF_EST])
     assert detectors.evalstop_trigger_nb in reached  # the walk does find the decisions
     assert not {k.py_func.__module__ for k in reached} & {detectors_online.__name__}
     assert detectors_online.detector_trigger_nb in _reachable_kernels(stops.resolve_stops_nb)
