@@ -132,6 +132,56 @@ def kernel(fn):
 # which Python threads share out (``kernels.pipeline.run_pipeline``), and those the
 # replay, the registry and the tests call directly.
 entry = _jit(cache=CACHE)
+
+
+def _linked_compiler():
+    """A numba compiler whose code library skips the optimisation of the whole linked
+    module (``_optimize_final_module``): the machine code is made from the kernel's own
+    code, optimised function by function, and its callees' code as each was optimised in
+    its own library.  None if this numba lacks the internals used (0.60-0.68)."""
+    try:
+        from numba.core.codegen import JITCodeLibrary
+        from numba.core.compiler import CompilerBase, DefaultPassBuilder
+        from numba.core.compiler_machinery import LoweringPass, register_pass
+        from numba.core.typed_passes import IRLegalization, NativeLowering
+    except ImportError:
+        return None
+    if not hasattr(JITCodeLibrary, "_optimize_final_module"):
+        return None
+
+    class LinkedLibrary(JITCodeLibrary):
+        def _optimize_final_module(self):
+            pass
+
+    @register_pass(mutates_CFG=False, analysis_only=False)
+    class UseLinkedLibrary(LoweringPass):
+        _name = "fastsim_linked_library"
+
+        def __init__(self):
+            LoweringPass.__init__(self)
+
+        def run_pass(self, state):  # what NativeLowering does when given no library
+            state.library = LinkedLibrary(state.targetctx.codegen(), state.func_id.func_qualname)
+            state.library.enable_object_caching()
+            return True
+
+    class LinkedCompiler(CompilerBase):
+        def define_pipelines(self):
+            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+            if NativeLowering not in [p for p, _ in pm.passes]:
+                return [pm]
+            pm.add_pass_after(UseLinkedLibrary, IRLegalization)
+            pm.finalize()
+            return [pm]
+    return LinkedCompiler
+
+
+# The one-pass pipeline, which Python calls: a loop over clusters calling each stage's
+# kernel once per cluster, so inlining the stages into it gains nothing measurable,
+# while optimising all their code once more, linked into it, cost about half a second
+# of a cold start per pipeline (docs/performance.md, round 19).
+_LINKED = _linked_compiler()
+linked_entry = _jit(cache=CACHE, pipeline_class=_LINKED) if _LINKED else entry
 # Drivers that loop over clusters with prange.
 driver = _jit(cache=CACHE, parallel=PARALLEL)
 # Drivers specialised on a user's @njit function (one compilation per function per
