@@ -94,9 +94,11 @@ args = (cfg.scheduler.code, cfg.scheduler.backfill, np.zeros(1), 0.0, cfg.worklo
 for i, path in enumerate(a for a in sys.argv[1:] if a not in ("-v", "-w")):
     m = load_engine_copy(path, f"_engine_refcounts{i}")
     m.cluster_nb(*args)
-    for name, f in vars(m).items():
-        if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == name:
+    for attr, f in vars(m).items():
+        if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == attr:
             continue
+        # one engine per scheduler (``cluster_srtf_est_1c_nb``...), each a ``cluster_1c_nb``
+        name = "cluster_1c_nb" if attr.startswith("cluster_") and attr.endswith("_1c_nb") else attr
         bodies = functions(f.inspect_llvm(f.signatures[0]), name)
         if bodies:
             # the kernel itself, not a wrapper that calls it
