@@ -260,8 +260,9 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     out = np.empty((N_METRICS, C))
     run_pipeline(s.code, C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed),
                 np.int64(cluster_start), decide, p.code, int(p.k), float(p.f), int(p.w),
-                float(p.tol), p.scope == "all", bool(s.backfill), np.asarray(s.thresholds_gpu_h, dtype=np.float64),
-                float(wc.preempt_overhead_h), wc.gpus, static_keys(cfg, w), _workload_arrays(w),
+                float(p.tol), p.scope == "all", bool(s.backfill),
+                np.asarray(s.thresholds_gpu_h, dtype=np.float64), float(wc.preempt_overhead_h),
+                wc.gpus, static_keys(cfg, w), _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
@@ -289,8 +290,8 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
     run_pipeline(scheduler, w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed),
-                np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False, np.empty(0), 0.0, 0,
-                w.t_est_h, _workload_arrays(w),
+                np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False, np.empty(0),
+                0.0, 0, w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
                 (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),

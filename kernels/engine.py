@@ -597,7 +597,8 @@ def _engine(scheduler):
                     next_time[j] = np.inf
                     end_h[c, j] = t
                     if n_seg < seg_job.shape[1]:
-                        seg_job[c, n_seg], seg_start[c, n_seg], seg_end[c, n_seg] = j, job.seg_open, t
+                        seg_job[c, n_seg], seg_start[c, n_seg] = j, job.seg_open
+                        seg_end[c, n_seg] = t
                     n_seg += 1
                     running[i] = running[n_running - 1]
                     n_running -= 1
@@ -668,7 +669,8 @@ def _engine(scheduler):
                         n_start = _choose_preemptive_nb(jobs, active, n_active, capacity,
                                                         n_realloc, starts)
                     n_running, n_seg, freed = _pause_unchosen_nb(
-                        c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs, n_seg)
+                        c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs,
+                        n_seg)
                     free += freed
                 else:
                     n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)

@@ -34,9 +34,10 @@ def _pipeline(scheduler):
     """``pipeline_nb`` for one scheduler code, which runs that scheduler's engine
     (``kernels.engine``): only its code is compiled."""
     @linked_entry
-    def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide, policy, k, f, w, tol,
-                    scope_all, backfill, thresholds_gpu_h, overhead_h, capacity, keys,
-                    workload, decisions, service, outcome, segments, accounting, out):
+    def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide,
+                    policy, k, f, w, tol, scope_all, backfill, thresholds_gpu_h, overhead_h,
+                    capacity, keys, workload, decisions, service, outcome, segments, accounting,
+                    out):
         """Simulate cluster rows ``lo .. hi - 1`` (``run_pipeline`` shares the rows among
         threads).
 
@@ -82,9 +83,9 @@ def _pipeline(scheduler):
             cluster_1c_nb = cluster_tiresias_1c_nb
         for c in range(lo, hi):
             if generate:
-                workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h, duration_h,
-                               t_est_h, hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold,
-                               score, loss, peak_eval, draw_loss)
+                workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h,
+                               duration_h, t_est_h, hacking, ustar, height, tau, loss0, loss_inf,
+                               loss_tau, gold, score, loss, peak_eval, draw_loss)
             if generate_only:
                 continue
             if decide and policy == ORACLE:
@@ -99,14 +100,14 @@ def _pipeline(scheduler):
             start_h[c] = np.nan  # the engine writes these only for jobs that start and end
             end_h[c] = np.nan
             n_preempt[c] = 0
-            cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service, outcome,
-                          segments)
+            cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service,
+                          outcome, segments)
             accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
                              demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
                              positive)
-            cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h, held_h,
-                                  wasted_gpu_h, hacking, in_scope, positive, stopped, delivered_gold,
-                                  best_gold, trigger_eval, peak_eval, out)
+            cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h,
+                                  held_h, wasted_gpu_h, hacking, in_scope, positive, stopped,
+                                  delivered_gold, best_gold, trigger_eval, peak_eval, out)
     return pipeline_nb
 
 
@@ -120,10 +121,11 @@ MAX_CHUNK = 16
 
 
 def run_pipeline(scheduler, n_clusters, *args):
-    """``scheduler``'s ``pipeline_nb`` (a code) over rows ``0 .. n_clusters - 1``
-    (``args``: its arguments after ``lo, hi``) on ``numba.get_num_threads()`` threads, each taking the next chunk of rows
-    until none is left: at least 8 chunks per thread (so that threads finish within about
-    a chunk of each other whatever the clusters cost), at most ``MAX_CHUNK`` rows each.
+    """The ``pipeline_nb`` of ``scheduler`` (a code) over rows ``0 .. n_clusters - 1``
+    (``args``: its arguments after ``lo, hi``) on ``numba.get_num_threads()`` threads,
+    each taking the next chunk of rows until none is left: at least 8 chunks per thread
+    (so that threads finish within about a chunk of each other whatever the clusters
+    cost), at most ``MAX_CHUNK`` rows each.
     The kernel releases the GIL, so the threads run in parallel; a serial kernel driven
     from here compiles in much less time than a ``prange`` loop (docs/performance.md).
     Rows are independent, so results do not depend on the thread count or on which
