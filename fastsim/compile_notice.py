@@ -16,18 +16,10 @@ from fastsim.kernels.jit import CACHE, CACHE_DIR
 def engine_is_cached(scheduler: int = SRTF_EST) -> bool:
     """Whether the one-pass simulation kernel of ``scheduler`` (a code; what ``simulate``
     and ``fastsim run`` call) is in numba's on-disk cache for this source."""
-    if not CACHE or not any(Path(CACHE_DIR).glob("*/pipeline.*pipeline_nb-*.nbi")):
+    if not CACHE:
         return False
-    from fastsim.kernels.pipeline import PIPELINES
-    pipeline = PIPELINES[scheduler]
-    try:
-        # One index holds every scheduler's kernel, each keyed on the hashes of its code and
-        # of its closure (the scheduler): look for this one's (numba internals, 0.60-0.68).
-        cache = pipeline._cache
-        own = cache._index_key(None, pipeline.targetctx.codegen())[2]
-        return any(key[2] == own for key in cache._cache_file._load_index())
-    except (AttributeError, IndexError, TypeError):
-        return True  # a numba without these: any scheduler's kernel cached
+    # one index file per scheduler (``fastsim.kernels.jit.one_of``)
+    return any(Path(CACHE_DIR).glob(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi"))
 
 
 @contextmanager

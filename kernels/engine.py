@@ -39,7 +39,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import driver, entry, kernel, part
+from .jit import driver, entry, kernel, one_of, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -537,7 +537,6 @@ def _engine(scheduler):
     preemptive = bool(is_preemptive_nb.py_func(scheduler))
     rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
 
-    @kernel
     def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         """Simulate cluster row ``c``.  ``scheduling = (backfill, thresholds_gpu_h,
         overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
@@ -688,7 +687,7 @@ def _engine(scheduler):
             held_after_h[c, j] = jobs[j].held_after
         seg_count[c] = n_seg
         n_points[c] = points
-    return cluster_1c_nb
+    return kernel(one_of(cluster_1c_nb, scheduler))
 
 
 # One per scheduler code (a user scheduler runs ``sjf_est``'s).  Kernels pick theirs by
@@ -700,7 +699,6 @@ def _engine(scheduler):
 
 def _engine_driver(scheduler):
     """``cluster_nb`` for one scheduler code: it runs that scheduler's ``cluster_1c_nb``."""
-    @driver
     def cluster_nb(backfill, thresholds_gpu_h, overhead_h, capacity, gpus, arrival_h, t_est_h,
                    loss, duration_h, end_service, demote_service, account_from_h, start_h,
                    end_h, held_h, held_after_h, n_preempt, seg_job, seg_start, seg_end,
@@ -724,7 +722,7 @@ def _engine_driver(scheduler):
         for c_ in prange(gpus.shape[0]):
             c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             cluster_1c_nb(c, scheduling, workload, service, outcome, segments)
-    return cluster_nb
+    return driver(one_of(cluster_nb, scheduler))
 
 
 _DRIVERS = tuple(_engine_driver(code) for code in SCHEDULERS)

@@ -128,6 +128,17 @@ def kernel(fn):
     return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
 
 
+def one_of(fn, value):
+    """``fn``, one of a family of closures (one per ``value``), renamed for numba's cache.
+    Numba keeps one index file per function name and line, holding every compiled version
+    keyed on the closure's constants, and rewrites it without a lock: two processes
+    compiling two members at once could both claim the first data file, and one index
+    entry would then point at the other member's code.  A name per member gives each its
+    own index."""
+    fn.__qualname__ = f"{fn.__qualname__}_{value}"
+    return fn
+
+
 # Serial kernels that Python calls too: the one-pass pipeline over a range of clusters,
 # which Python threads share out (``kernels.pipeline.run_pipeline``), and those the
 # replay, the registry and the tests call directly.

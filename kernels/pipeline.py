@@ -23,7 +23,7 @@ import numpy as np
 from .codes import FIFO, LOSS_AWARE, ORACLE, SCHEDULERS, SJF_EST, SRTF_EST
 from .engine import (cluster_fifo_1c_nb, cluster_loss_aware_1c_nb, cluster_sjf_est_1c_nb,
                      cluster_srtf_est_1c_nb, cluster_tiresias_1c_nb, service_points_1c_nb)
-from .jit import linked_entry
+from .jit import linked_entry, one_of
 from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
 from .stops import resolve_rule_stops_1c_nb
@@ -33,7 +33,6 @@ from .workload import workload_1c_nb
 def _pipeline(scheduler):
     """``pipeline_nb`` for one scheduler code, which runs that scheduler's engine
     (``kernels.engine``): only its code is compiled."""
-    @linked_entry
     def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide,
                     policy, k, f, w, tol, scope_all, backfill, thresholds_gpu_h, overhead_h,
                     capacity, keys, workload, decisions, service, outcome, segments, accounting,
@@ -108,7 +107,7 @@ def _pipeline(scheduler):
             cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h,
                                   held_h, wasted_gpu_h, hacking, in_scope, positive, stopped,
                                   delivered_gold, best_gold, trigger_eval, peak_eval, out)
-    return pipeline_nb
+    return linked_entry(one_of(pipeline_nb, scheduler))
 
 
 # Indexed by scheduler code; generation alone (``generate_only``) may use any of them.

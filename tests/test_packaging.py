@@ -216,3 +216,16 @@ def test_wheel_runs_reproduce_and_figures_outside_the_checkout(tmp_path):
     where = subprocess.run([bin_dir / "python", "-c", "import fastsim; print(fastsim.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(ROOT) not in where and "site-packages" in where
+
+
+def test_each_schedulers_kernels_have_their_own_cache_index():
+    """Numba rewrites a function's cache index without a lock; one index shared by the
+    per-scheduler closures could, with two processes compiling two schedulers at once,
+    point one scheduler's entry at the other's code (``fastsim.kernels.jit.one_of``)."""
+    from fastsim.kernels import engine, pipeline
+    for family in (pipeline.PIPELINES, engine._DRIVERS,
+                   (engine.cluster_fifo_1c_nb, engine.cluster_sjf_est_1c_nb,
+                    engine.cluster_srtf_est_1c_nb, engine.cluster_loss_aware_1c_nb,
+                    engine.cluster_tiresias_1c_nb)):
+        names = {k.py_func.__qualname__ for k in family}  # numba names the index after it
+        assert len(names) == len(family), names
