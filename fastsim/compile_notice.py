@@ -30,7 +30,7 @@ def compile_notice(scheduler: int = SRTF_EST, stream=None):
     if engine_is_cached(scheduler):
         yield
         return
-    text = "compiling the simulation kernels (first run only, about 15-40 s by machine load; cached afterwards)"
+    text = "compiling the simulation kernels (first run only, about 10-40 s by machine load; cached afterwards)"
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield
