@@ -691,10 +691,27 @@ def _engine(scheduler):
 
 
 # One per scheduler code (a user scheduler runs ``sjf_est``'s).  Kernels pick theirs by
-# name in a branch on a constant (``_engine_driver``), never from a tuple: numba would
-# type a tuple of kernels as function pointers and compile every one.
+# name through ``cluster_of_nb``, never from a tuple: numba would type a tuple of kernels
+# as function pointers and compile every one.
 (cluster_fifo_1c_nb, cluster_sjf_est_1c_nb, cluster_srtf_est_1c_nb, cluster_loss_aware_1c_nb,
  cluster_tiresias_1c_nb) = (_engine(code) for code in SCHEDULERS)
+
+
+@part
+def cluster_of_nb(scheduler, c, scheduling, workload, service, outcome, segments):
+    """Run ``scheduler``'s ``cluster_1c_nb`` on cluster row ``c``.  Callers pass a constant
+    (a closure variable of their own code): inlined, the comparisons are of constants, so
+    numba prunes every branch but one before typing, and only that engine is compiled."""
+    if scheduler == FIFO:
+        cluster_fifo_1c_nb(c, scheduling, workload, service, outcome, segments)
+    elif scheduler == SJF_EST:
+        cluster_sjf_est_1c_nb(c, scheduling, workload, service, outcome, segments)
+    elif scheduler == SRTF_EST:
+        cluster_srtf_est_1c_nb(c, scheduling, workload, service, outcome, segments)
+    elif scheduler == LOSS_AWARE:
+        cluster_loss_aware_1c_nb(c, scheduling, workload, service, outcome, segments)
+    else:
+        cluster_tiresias_1c_nb(c, scheduling, workload, service, outcome, segments)
 
 
 def _engine_driver(scheduler):
@@ -708,20 +725,9 @@ def _engine_driver(scheduler):
         service = (end_service, demote_service, account_from_h)
         outcome = (start_h, end_h, held_h, held_after_h, n_preempt)
         segments = (seg_job, seg_start, seg_end, seg_count, n_points)
-        # a branch on a constant: numba prunes the others before typing them
-        if scheduler == FIFO:
-            cluster_1c_nb = cluster_fifo_1c_nb
-        elif scheduler == SJF_EST:
-            cluster_1c_nb = cluster_sjf_est_1c_nb
-        elif scheduler == SRTF_EST:
-            cluster_1c_nb = cluster_srtf_est_1c_nb
-        elif scheduler == LOSS_AWARE:
-            cluster_1c_nb = cluster_loss_aware_1c_nb
-        else:
-            cluster_1c_nb = cluster_tiresias_1c_nb
         for c_ in prange(gpus.shape[0]):
             c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
-            cluster_1c_nb(c, scheduling, workload, service, outcome, segments)
+            cluster_of_nb(scheduler, c, scheduling, workload, service, outcome, segments)
     return driver(one_of(cluster_nb, scheduler))
 
 

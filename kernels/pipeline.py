@@ -20,9 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .codes import FIFO, LOSS_AWARE, ORACLE, SCHEDULERS, SJF_EST, SRTF_EST
-from .engine import (cluster_fifo_1c_nb, cluster_loss_aware_1c_nb, cluster_sjf_est_1c_nb,
-                     cluster_srtf_est_1c_nb, cluster_tiresias_1c_nb, service_points_1c_nb)
+from .codes import ORACLE, SCHEDULERS
+from .engine import cluster_of_nb, service_points_1c_nb
 from .jit import linked_entry, one_of
 from .metrics import accounting_1c_nb, cluster_metrics_1c_nb
 from .oracle import oracle_stops_1c_nb
@@ -69,17 +68,6 @@ def _pipeline(scheduler):
         delivered_gold, best_gold, wasted_gpu_h, positive = accounting
         n_evals = gold.shape[2]
         scheduling = (backfill, thresholds_gpu_h, overhead_h, capacity)
-        # a branch on a constant: numba prunes the others before typing them
-        if scheduler == FIFO:
-            cluster_1c_nb = cluster_fifo_1c_nb
-        elif scheduler == SJF_EST:
-            cluster_1c_nb = cluster_sjf_est_1c_nb
-        elif scheduler == SRTF_EST:
-            cluster_1c_nb = cluster_srtf_est_1c_nb
-        elif scheduler == LOSS_AWARE:
-            cluster_1c_nb = cluster_loss_aware_1c_nb
-        else:
-            cluster_1c_nb = cluster_tiresias_1c_nb
         for c in range(lo, hi):
             if generate:
                 workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h,
@@ -99,8 +87,8 @@ def _pipeline(scheduler):
             start_h[c] = np.nan  # the engine writes these only for jobs that start and end
             end_h[c] = np.nan
             n_preempt[c] = 0
-            cluster_1c_nb(c, scheduling, (gpus, arrival_h, keys, loss, duration_h), service,
-                          outcome, segments)
+            cluster_of_nb(scheduler, c, scheduling, (gpus, arrival_h, keys, loss, duration_h),
+                          service, outcome, segments)
             accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, stopped,
                              demoted, delivered_eval, delivered_gold, best_gold, wasted_gpu_h,
                              positive)
