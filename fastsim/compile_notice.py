@@ -9,21 +9,24 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from fastsim.kernels.codes import SRTF_EST
 from fastsim.kernels.jit import CACHE, CACHE_DIR
 
 
-def engine_is_cached(scheduler: int = SRTF_EST) -> bool:
-    """Whether the one-pass simulation kernel of ``scheduler`` (a code; what ``simulate``
-    and ``fastsim run`` call) is in numba's on-disk cache for this source."""
+def engine_is_cached(scheduler: int | None = None) -> bool:
+    """Whether the one-pass simulation kernel of ``scheduler`` (a code, default the default
+    scheduler's; what ``simulate`` and ``fastsim run`` call) is in numba's on-disk cache
+    for this source."""
     if not CACHE:
         return False
+    if scheduler is None:
+        from fastsim.config import SchedulerConfig
+        scheduler = SchedulerConfig().code
     # one index file per scheduler (``fastsim.kernels.jit.one_of``)
     return any(Path(CACHE_DIR).glob(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi"))
 
 
 @contextmanager
-def compile_notice(scheduler: int = SRTF_EST, stream=None):
+def compile_notice(scheduler: int | None = None, stream=None):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
     are not cached yet, and spin on a terminal until the block ends."""
     stream = stream or sys.stderr

@@ -146,7 +146,7 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
 
     Examples
     --------
-    >>> from fastsim.config import SchedulerConfig, WorkloadConfig
+    >>> from fastsim.config import WorkloadConfig
     >>> w = generate_workload(WorkloadConfig(n_jobs=5), n_clusters=2, seed=1)
     >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
     True
