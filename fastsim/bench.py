@@ -1,7 +1,8 @@
 """Throughput benchmark of the engine (prints ratios, asserts nothing).
 
-Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about 40 s, most of it
-the cold compile) or ``fastsim bench --quick`` (about 30 s; add ``--no-compile`` for about 5 s) from
+Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about a minute on a quiet
+2-core machine, 20 s of it the million-cluster memory row and 10 s the cold compile) or
+``fastsim bench --quick`` (about 20 s; with ``--no-compile --no-rss`` about 5 s) from
 the repository root.  Every time is the minimum over repetitions of
 one call on a batch of clusters, divided by the batch size; on a shared machine the
 minimum is the least noisy estimate of what the code costs.
@@ -419,8 +420,8 @@ def compile_times() -> tuple[tuple[float, float], tuple[float, float]]:
 
 def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
-                    help="smaller batches: 100 clusters, 5 repetitions (about 30 s with the "
-                    "compile row)")
+                    help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
+                    "clusters (about 20 s on a quiet machine)")
     ap.add_argument("--clusters", type=int, default=0,
                     help="clusters per timed batch (default 400; 100 with --quick)")
     ap.add_argument("--reps", type=int, default=0,
@@ -428,7 +429,7 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
     ap.add_argument("--no-rss", action="store_true",
-                    help="skip the peak-RSS rows (fresh processes; minutes at a million clusters)")
+                    help="skip the peak-RSS rows (fresh processes; about 20 s at a million clusters)")
 
 
 DESCRIPTION = (
@@ -438,8 +439,8 @@ DESCRIPTION = (
     "end to end against a plain Python event loop per scheduler, growth with jobs per "
     "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
-    "machine); it prints ratios and asserts nothing. About 40 s, most of it the cold "
-    "compile; --quick about 30 s, --quick --no-compile about 5 s. The same as "
+    "machine); it prints ratios and asserts nothing. About a minute on a quiet 2-core "
+    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s. The same as "
     "python -m fastsim.bench.")
 
 
