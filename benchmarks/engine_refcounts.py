@@ -2,11 +2,14 @@
 calls ``cluster_1c_nb`` holds in all and inside loops (blocks on a cycle of its LLVM
 control-flow graph), for copies of ``kernels/engine.py``.  Each is an atomic add that
 also stops LLVM from keeping state in registers across it, so in the scheduling loop it
-costs speed (docs/performance.md, rounds 8 and 9); every part a list walk calls is
+costs speed (docs/performance.md, rounds 8, 9, 17 and 20); every part a list walk calls is
 listed too, since a part LLVM leaves as a call pays its own counts on each call.
 
     FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py kernels/engine.py [OTHER.py ...] [-v] [-w]
+        [--schedulers=fifo,srtf_est]
 
+Every scheduler's engine is compiled and counted (``--schedulers`` names fewer); since
+round 20 none holds a count in its loop, which ``tests/test_engine_refcounts.py`` checks.
 ``-v`` lists every kernel the engine module compiled, not only those with counts; ``-w``
 also prints each count on a cycle of ``cluster_1c_nb`` (its block and the pointer counted:
 ``arg.<tuple>.<i>`` is a member of an argument tuple, names with ``.i`` come from a kernel
@@ -79,33 +82,44 @@ def counts(lines, where=False):
 
 from fastsim.api import decide_stops  # noqa: E402
 from fastsim.config import SimConfig  # noqa: E402
+from fastsim.registry import BUILTIN_SCHEDULER_NAMES  # noqa: E402
 from fastsim.workload import generate_workload  # noqa: E402
 
-cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
-w = generate_workload(cfg.workload, 2, seed=1)
-d = decide_stops(cfg, w)
-sh = (2, w.n_jobs)
-es = np.where(d.stopped, w.duration_h * (d.trigger_eval / w.n_evals), w.duration_h)
-args = (cfg.scheduler.code, cfg.scheduler.backfill, np.zeros(1), 0.0, cfg.workload.gpus, w.gpus,
-        w.arrival_h, w.t_est_h, w.loss, w.duration_h, es, np.full(sh, np.inf), np.full(sh, np.inf),
-        np.full(sh, np.nan), np.full(sh, np.nan), np.zeros(sh), np.zeros(sh), np.zeros(sh, np.int32),
-        np.zeros((2, 0), np.int64), np.zeros((2, 0)), np.zeros((2, 0)), np.zeros(2, np.int64),
-        np.zeros(2, np.int64))
-for i, path in enumerate(a for a in sys.argv[1:] if a not in ("-v", "-w")):
+def engine_args(scheduler):
+    """Arguments of ``cluster_nb`` for two small clusters under ``scheduler`` (a name)."""
+    cfg = SimConfig.from_specs(scheduler, "evalstop:k=2")
+    w = generate_workload(cfg.workload, 2, seed=1)
+    d = decide_stops(cfg, w)
+    sh = (2, w.n_jobs)
+    es = np.where(d.stopped, w.duration_h * (d.trigger_eval / w.n_evals), w.duration_h)
+    thresholds = np.asarray(cfg.scheduler.thresholds_gpu_h, dtype=np.float64)
+    return (cfg.scheduler.code, cfg.scheduler.backfill, thresholds, 0.0, cfg.workload.gpus,
+            w.gpus, w.arrival_h, w.t_est_h, w.loss, w.duration_h, es, np.full(sh, np.inf),
+            np.full(sh, np.inf), np.full(sh, np.nan), np.full(sh, np.nan), np.zeros(sh),
+            np.zeros(sh), np.zeros(sh, np.int32), np.zeros((2, 0), np.int64), np.zeros((2, 0)),
+            np.zeros((2, 0)), np.zeros(2, np.int64), np.zeros(2, np.int64))
+
+
+flags = [a for a in sys.argv[1:] if a.startswith("-")]
+paths = [a for a in sys.argv[1:] if not a.startswith("-")]
+schedulers = next((f.split("=", 1)[1].split(",") for f in flags
+                   if f.startswith("--schedulers=")), BUILTIN_SCHEDULER_NAMES)
+for i, path in enumerate(paths):
     m = load_engine_copy(path, f"_engine_refcounts{i}")
-    m.cluster_nb(*args)
+    for scheduler in schedulers:
+        m.cluster_nb(*engine_args(scheduler))
     for attr, f in vars(m).items():
         if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == attr:
             continue
         # one engine per scheduler (``cluster_srtf_est_1c_nb``...), each a ``cluster_1c_nb``
-        name = "cluster_1c_nb" if attr.startswith("cluster_") and attr.endswith("_1c_nb") else attr
+        engine = attr.startswith("cluster_") and attr.endswith("_1c_nb")
+        name = "cluster_1c_nb" if engine else attr
         bodies = functions(f.inspect_llvm(f.signatures[0]), name)
         if bodies:
             # the kernel itself, not a wrapper that calls it
             own = [b for b in bodies.values() if name not in counts(b)[1]] or list(bodies.values())
-            res, calls = counts(max(own, key=len),
-                                where=name == "cluster_1c_nb" and "-w" in sys.argv)
+            res, calls = counts(max(own, key=len), where=engine and "-w" in flags)
             (inc, inc_loop), (dec, dec_loop) = res.values()
-            if name == "cluster_1c_nb" or inc or "-v" in sys.argv:
-                print(f"{path}: {name:22s} incref {inc:3d} ({inc_loop} in loops), decref {dec:3d} "
-                      f"({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")
+            if engine or inc or "-v" in flags:
+                print(f"{path}: {attr:28s} incref {inc:3d} ({inc_loop} in loops), decref "
+                      f"{dec:3d} ({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")

@@ -132,8 +132,60 @@ def _outcome(shape: tuple[int, int], max_segments: int) -> Outcome:
                    np.zeros(shape[0], np.int64))
 
 
+def _first_bad(values: np.ndarray, bad: np.ndarray) -> str:
+    """The first ``True`` of a ``[C, J]`` mask and its value, as the error names them."""
+    c, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    if values.ndim == 3:
+        return f"cluster row {c}, job {j} has readings {values[c, j].tolist()}"
+    return f"cluster row {c}, job {j} is {values[c, j]}"
+
+
+def check_workload(cfg: SimConfig, w: Workload) -> None:
+    """``ConfigError`` naming the first value of a given workload (built by hand, say)
+    that the engine cannot run: it admits jobs in index order, divides by GPU demands and
+    run times, and orders by keys that must not be NaN.  A generated workload passes."""
+    if w.n_evals != cfg.workload.n_evals:
+        raise ConfigError(f"workload has {w.n_evals} evaluations, config says "
+                          f"{cfg.workload.n_evals}")
+    shape = (w.n_clusters, w.n_jobs)
+    for name in ("gpus", "arrival_h", "duration_h", "t_est_h", "hacking", "peak_eval"):
+        if getattr(w, name).shape != shape:
+            raise ConfigError(f"workload.{name} has shape {getattr(w, name).shape}; allowed: "
+                              f"{shape}, as job_type")
+    for name in ("gold", "score", "loss"):
+        if getattr(w, name).shape != (*shape, w.n_evals):
+            raise ConfigError(f"workload.{name} has shape {getattr(w, name).shape}; allowed: "
+                              f"{(*shape, w.n_evals)}")
+    # Each check screens with a reduction (a pass without temporaries: NaN propagates
+    # through min, max and sum) and builds the mask that locates a bad value only if the
+    # screen fails, so a valid chunk of 500 default clusters costs well under a millisecond.
+    cap = cfg.workload.gpus
+    gpus, dur, est, arr = w.gpus, w.duration_h, w.t_est_h, w.arrival_h
+    checks = (
+        ("gpus", lambda: gpus.min() < 1 or gpus.max() > cap, lambda: (gpus < 1) | (gpus > cap),
+         f"an integer from 1 to {cap} (the cluster's GPUs)"),
+        ("duration_h", lambda: not (dur.min() > 0 and dur.max() < np.inf),
+         lambda: ~((dur > 0) & (dur < np.inf)), "finite and > 0"),
+        ("t_est_h", lambda: not (est.min() >= 0 and est.max() < np.inf),
+         lambda: ~((est >= 0) & (est < np.inf)), "finite and >= 0"),
+        ("arrival_h", lambda: not np.isfinite(arr.sum()), lambda: ~np.isfinite(arr), "finite"),
+        ("arrival_h", lambda: (arr[:, 1:] < arr[:, :-1]).any(),
+         lambda: np.pad(arr[:, 1:] < arr[:, :-1], ((0, 0), (1, 0))),
+         "non-decreasing along each cluster row (jobs arrive in index order)"),
+    )
+    if cfg.scheduler.code == LOSS_AWARE:
+        checks += (("loss", lambda: not np.isfinite(w.loss.sum()),
+                    lambda: ~np.isfinite(w.loss).all(axis=2),
+                    "finite readings (loss_aware orders by them)"),)
+    for name, screen, mask, allowed in checks:
+        if screen() and mask().any():
+            raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), mask())}; "
+                              f"allowed: {allowed}")
+
+
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
+    check_workload(cfg, w)
     shape = (w.n_clusters, w.n_jobs)
     end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
     service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
@@ -190,8 +242,7 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     keep_jobs : also return the per-job table (memory grows with clusters x jobs).
     record_segments : also return every run segment (for invariant tests; small runs).
     """
-    if w.n_evals != cfg.workload.n_evals:
-        raise ValueError(f"workload has {w.n_evals} evaluations, config says {cfg.workload.n_evals}")
+    check_workload(cfg, w)
     return _run(cfg, w, keep_jobs, record_segments)
 
 

@@ -23,23 +23,23 @@ for every running job.  Three job lists: ``active`` (arrived, not ended; in prio
 order once sorted), ``running`` and ``starts`` (to start at this point, in order).
 
 ``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
-point, arrivals, the running jobs' own events, then (if the allocation can change) the
-reallocation and the starts.  Its steps are parts over one job's record and scalars or
-over the job lists, the hot ones ``@part`` (inlined by numba before type inference).
-An inlined part's array argument is a new reference to the array: an atomic count up
-and down on every call unless numba's pruner removes the pair, which it does only if the
-array falls out of use at one point on every path, no other count lies between, and,
-where an exception exit (a call, a division) lies between, within a few blocks.  So no
-part has a ``break`` or an early ``return`` once it used an array, nor uses an array in
-one branch only, and a part that takes arrays is small and holds no other such part:
-the steps that would need one (a job's end, an evaluation, the reallocation, the
-starts) are written in ``cluster_1c_nb`` itself (docs/performance.md, rounds 9 and 17).
+point, arrivals, the running jobs' own events (``_own_events_nb``), then, if the
+allocation can change, the reallocation (``_reallocate_nb``) and the starts
+(``_start_chosen_nb``).  Its steps are parts (``@part``, inlined by numba before type
+inference) over one job's record and scalars or over the job lists.  An inlined part's
+array argument is a new reference to the array: an atomic count up and down on every
+call unless numba's pruner removes the pair, which it does only if no exception exit
+lies between them and the array falls out of use at one point on every path.  So the
+loop is compiled with numpy's error model (its own divisions raise nothing), LLVM
+inlines every kernel it calls, and a part whose branches use different arrays returns
+through ``_last_use_nb`` (docs/performance.md, rounds 9, 17 and 20;
+``benchmarks/engine_refcounts.py`` counts the pairs left in the loop: none).
 """
 import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import driver, entry, kernel, one_of, part
+from .jit import driver, engine_kernel, entry, kernel, one_of, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -298,7 +298,7 @@ def _on_evaluation_nb(job, n_evals):
     return 1 <= e <= n_evals and job.duration * (e / n_evals) == job.attained0
 
 
-@kernel
+@part
 def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pending,
                         pending_job, pending_point):
     """Tiresias, after running job ``j``'s own event: rebase every other running job and
@@ -329,7 +329,7 @@ def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pend
     return pending, pending_job, pending_point
 
 
-@kernel
+@part
 def _rebase_running_nb(t, jobs, running, n_running, rekey, thresholds_gpu_h):
     """Tiresias: move every running job's base to ``t`` and, if ``rekey`` (a full
     reallocation follows), key it by its service at ``t``, the new base's ``attained0``:
@@ -342,7 +342,7 @@ def _rebase_running_nb(t, jobs, running, n_running, rekey, thresholds_gpu_h):
                                       thresholds_gpu_h)
 
 
-@kernel
+@part
 def _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h):
     """Key every running job by its service at ``t`` (srtf_est; Tiresias keys them in
     ``_rebase_running_nb``)."""
@@ -446,9 +446,10 @@ def _choose_in_blocks_nb(jobs, active, n_active, capacity, n_realloc, starts, pa
             passed[n_passed] = j
             n_passed += 1
         a += 1
-    if a < n_active:
-        passed[n_passed] = active[a]
-        n_passed += 1
+    # then the first job not reached, if any: written either way (``passed`` has a slot to
+    # spare), so the lists are used on every path (see ``_last_use_nb``)
+    passed[n_passed] = active[min(a, n_active - 1)]
+    n_passed += a < n_active
     return n_start, n_passed
 
 
@@ -518,6 +519,145 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
 
 
 @part
+def _last_use_nb(value, arrays):
+    """``value``.  A part returns through this with every array it takes, so that their
+    last use is one point that every path reaches: numba then drops each inlined copy of
+    an array there, once, and its pruner removes the reference-count pair the copy costs.
+    An array last used in one branch only is dropped in each branch, and the pair (an
+    atomic count up and down) stays on every call (docs/performance.md, rounds 9 and 20)."""
+    return value
+
+
+@part
+def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
+                   n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
+                   pending, scheduler, preemptive, n_evals, thresholds_gpu_h):
+    """The running jobs' own events at ``t`` (from position ``first`` of ``running``):
+    ends (recorded in ``end_h`` and the segments ``segs``), demotions, ``loss_aware``'s
+    evaluations (a new key) and Tiresias' crossings (a new ``pending`` point, a tuple
+    ``(time, job, service)``).  Returns the counts and GPU totals after them, whether
+    the allocation may change, whether a key moved, and ``pending``."""
+    seg_job, seg_start, seg_end = segs
+    t_pending, pending_job, pending_point = pending
+    realloc = moved = False
+    i = first
+    while i < n_running:
+        j = running[i]
+        job = jobs[j]
+        if next_time[j] != t:
+            i += 1
+            continue
+        if _ends_nb(job, t):
+            next_time[j] = np.inf
+            end_h[c, j] = t
+            if n_seg < seg_job.shape[1]:
+                seg_job[c, n_seg], seg_start[c, n_seg] = j, job.seg_open
+                seg_end[c, n_seg] = t
+            n_seg += 1
+            running[i] = running[n_running - 1]
+            n_running -= 1
+            n_active = _remove_nb(active, n_active, j)
+            free += job.gpus
+            active_demand -= job.gpus
+            n_done += 1
+            realloc = True
+            continue
+        if _demoted_nb(job, preemptive):
+            realloc = moved = True
+        if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
+            rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
+            job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
+                                      job.evals_seen, rate, thresholds_gpu_h)
+            moved = True
+            # The new key changes no allocation if every active job fits, or if it keeps
+            # the job before the jobs the last greedy walk passed over after it (if not
+            # every job fits, the last reallocation was that walk: the demand changes
+            # only at arrivals and ends, which reallocate).
+            if not (active_demand <= capacity or _keeps_place_nb(jobs, passed, n_passed, j)):
+                realloc = True
+        next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+        if scheduler == TIRESIAS:
+            # The crossing is not a scheduling point; the next evaluation of any
+            # running job (or an arrival or end, which reallocates anyway) is.
+            t_pending, pending_job, pending_point = _next_evaluation_nb(
+                t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
+                pending_point)
+        i += 1
+    return (n_running, n_active, n_done, n_seg, free, active_demand, realloc, moved,
+            (t_pending, pending_job, pending_point))
+
+
+@part
+def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt,
+                   segs, n_seg, free, capacity, active_demand, moved, n_realloc, strict,
+                   scheduler, preemptive, rekey, thresholds_gpu_h):
+    """Choose the jobs that hold GPUs after ``t``: the waiting ones to start go to
+    ``starts`` in priority order; preemptive schedulers pause the running jobs not
+    chosen.  ``lists = (active, running, starts, passed)``.  Returns how many start, and
+    ``n_running, n_seg, free, moved, n_realloc, n_passed`` after it."""
+    active, running, starts, passed = lists
+    if scheduler == TIRESIAS:
+        # Tiresias alone moves every running job's base here: its threshold crossings and
+        # pinned pending points chain event times through long busy periods, and reading
+        # service lazily (fewer, different roundings) lets those times drift from the
+        # eager results by 2e-11 h (2e-12 relative in jct_h).
+        _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
+                           thresholds_gpu_h)
+    n_start = 0
+    if active_demand <= capacity:
+        # Every active job fits, so the greedy walk would choose them all whatever the
+        # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
+        # next full reallocation re-keys first).
+        if n_active > n_running:
+            n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
+    else:
+        # A job's key is kept equal to its key from observed state: set at arrival and
+        # whenever an input changes, which only happens to a running job: its service
+        # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
+        if rekey and n_running > 0:
+            if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
+                _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
+            moved = True
+        if moved:  # else nothing moved since the last sort: ``active`` is in order
+            moved = False
+            _sort_nb(jobs, active, n_active)
+        n_realloc += 1
+        if preemptive:
+            if scheduler == LOSS_AWARE:
+                n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
+                                                         n_realloc, starts, passed)
+            else:
+                n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
+                                                starts)
+            n_running, n_seg, freed = _pause_unchosen_nb(c, t, n_realloc, jobs, next_time,
+                                                         running, n_running, n_preempt, segs,
+                                                         n_seg)
+            free += freed
+        else:
+            n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
+    n_start = _last_use_nb(n_start, (jobs, next_time, active, running, starts, passed,
+                                     n_preempt, segs, thresholds_gpu_h))
+    return n_start, n_running, n_seg, free, moved, n_realloc, n_passed
+
+
+@part
+def _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running, n_running, free,
+                     start_h, overhead_h, scheduler, preemptive, n_evals, thresholds_gpu_h):
+    """Start the ``n_start`` jobs of ``starts`` at ``t`` (a first start is recorded in
+    ``start_h``) and plan each one's next event; returns ``n_running`` and ``free``."""
+    for q in range(n_start):
+        j = starts[q]
+        job = jobs[j]
+        if _start_nb(job, t, overhead_h):
+            start_h[c, j] = t
+        free -= job.gpus
+        running[n_running] = j
+        n_running += 1
+        next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+    return n_running, free
+
+
+@part
 def _new_jobs_nb(c, workload, service):
     """The records of row ``c``'s jobs before any arrives."""
     gpus, arrival_h, t_est_h, loss, duration_h = workload
@@ -555,10 +695,12 @@ def _engine(scheduler):
         arrival = workload[1][c]
         jobs = _new_jobs_nb(c, workload, service)
         next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
-        lists = np.empty((4, n_jobs), dtype=np.int64)
-        active, running = lists[0], lists[1]  # active: arrived, not ended, in priority order
-        starts = lists[2]  # jobs to start at this point, in priority order
-        passed = lists[3]  # loss_aware: jobs the last greedy walk passed over, in order
+        # active: arrived, not ended, in priority order; starts: to start at this point, in
+        # priority order; passed: loss_aware, the jobs the last greedy walk passed over, in
+        # order (each with a slot to spare: the walk writes one past the jobs it passed)
+        job_lists = np.empty((4, n_jobs + 1), dtype=np.int64)
+        active, running, starts, passed = job_lists[0], job_lists[1], job_lists[2], job_lists[3]
+        lists = (active, running, starts, passed)
         n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
         active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
         free = capacity
@@ -572,6 +714,7 @@ def _engine(scheduler):
             if points > max_points:
                 points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
                 break
+            # the next point: an arrival, a running job's own event or Tiresias' pending point
             t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
             t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
             realloc = t_pending == t
@@ -585,109 +728,31 @@ def _engine(scheduler):
                                                             n_active, scheduler, thresholds_gpu_h)
                 active_demand += demand
                 realloc = moved = True
-            i = first
-            while i < n_running:  # the running jobs' own events at t
-                j = running[i]
-                job = jobs[j]
-                if next_time[j] != t:
-                    i += 1
-                    continue
-                if _ends_nb(job, t):
-                    next_time[j] = np.inf
-                    end_h[c, j] = t
-                    if n_seg < seg_job.shape[1]:
-                        seg_job[c, n_seg], seg_start[c, n_seg] = j, job.seg_open
-                        seg_end[c, n_seg] = t
-                    n_seg += 1
-                    running[i] = running[n_running - 1]
-                    n_running -= 1
-                    n_active = _remove_nb(active, n_active, j)
-                    free += job.gpus
-                    active_demand -= job.gpus
-                    n_done += 1
-                    realloc = True
-                    continue
-                if _demoted_nb(job, preemptive):
-                    realloc = moved = True
-                if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
-                    rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
-                    job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
-                                              job.evals_seen, rate, thresholds_gpu_h)
-                    moved = True
-                    # The new key changes no allocation if every active job fits, or if it keeps
-                    # the job before the jobs the last greedy walk passed over after it (if not
-                    # every job fits, the last reallocation was that walk: the demand changes
-                    # only at arrivals and ends, which reallocate).
-                    if not (active_demand <= capacity
-                            or _keeps_place_nb(jobs, passed, n_passed, j)):
-                        realloc = True
-                next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
-                if scheduler == TIRESIAS:
-                    # The crossing is not a scheduling point; the next evaluation of any
-                    # running job (or an arrival or end, which reallocates anyway) is.
-                    t_pending, pending_job, pending_point = _next_evaluation_nb(
-                        t, j, jobs, next_time, running, n_running, n_evals, t_pending, pending_job,
-                        pending_point)
-                i += 1
-            if t_pending == t:  # Tiresias: a crossing reached at an evaluation at this instant
-                realloc = True
-            if not realloc:
+            (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
+             pending) = _own_events_nb(
+                c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
+                n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
+                (t_pending, pending_job, pending_point), scheduler, preemptive, n_evals,
+                thresholds_gpu_h)
+            t_pending, pending_job, pending_point = pending
+            moved = moved or rekeyed
+            # Tiresias: a crossing reached at an evaluation at this instant changes queues now
+            if not (realloc or changed or t_pending == t):
                 continue
-            if scheduler == TIRESIAS:
-                t_pending = np.inf  # queues are recomputed now
-                # Tiresias alone moves every running job's base here: its threshold crossings
-                # and pinned pending points chain event times through long busy periods, and
-                # reading service lazily (fewer, different roundings) lets those times drift
-                # from the eager results by 2e-11 h (2e-12 relative in jct_h).
-                _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
-                                   thresholds_gpu_h)
-            n_start = 0
-            if active_demand <= capacity:
-                # Every active job fits, so the greedy walk would choose them all whatever the
-                # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
-                # next full reallocation re-keys first).
-                if n_active > n_running:
-                    n_start = _waiting_in_order_nb(jobs, active, n_active, starts)
-            else:
-                # A job's key is kept equal to its key from observed state: set at arrival and
-                # whenever an input changes, which only happens to a running job: its service
-                # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
-                if rekey and n_running > 0:
-                    if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
-                        _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
-                    moved = True
-                if moved:  # else nothing moved since the last sort: ``active`` is in order
-                    moved = False
-                    _sort_nb(jobs, active, n_active)
-                n_realloc += 1
-                if preemptive:
-                    if scheduler == LOSS_AWARE:
-                        n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
-                                                                 n_realloc, starts, passed)
-                    else:
-                        n_start = _choose_preemptive_nb(jobs, active, n_active, capacity,
-                                                        n_realloc, starts)
-                    n_running, n_seg, freed = _pause_unchosen_nb(
-                        c, t, n_realloc, jobs, next_time, running, n_running, n_preempt, segs,
-                        n_seg)
-                    free += freed
-                else:
-                    n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
-            for q in range(n_start):
-                j = starts[q]
-                job = jobs[j]
-                if _start_nb(job, t, overhead_h):
-                    start_h[c, j] = t
-                free -= job.gpus
-                running[n_running] = j
-                n_running += 1
-                next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+            t_pending = np.inf  # queues are recomputed now
+            n_start, n_running, n_seg, free, moved, n_realloc, n_passed = _reallocate_nb(
+                c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt, segs,
+                n_seg, free, capacity, active_demand, moved, n_realloc, strict, scheduler,
+                preemptive, rekey, thresholds_gpu_h)
+            n_running, free = _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running,
+                                               n_running, free, start_h, overhead_h, scheduler,
+                                               preemptive, n_evals, thresholds_gpu_h)
         for j in range(n_jobs):
             held_h[c, j] = jobs[j].held
             held_after_h[c, j] = jobs[j].held_after
         seg_count[c] = n_seg
         n_points[c] = points
-    return kernel(one_of(cluster_1c_nb, scheduler))
+    return engine_kernel(one_of(cluster_1c_nb, scheduler))
 
 
 # One per scheduler code (a user scheduler runs ``sjf_est``'s).  Kernels pick theirs by

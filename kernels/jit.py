@@ -128,6 +128,20 @@ def kernel(fn):
     return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
 
 
+# The engine's scheduling loop: numpy's error model, under which a float division by
+# zero gives inf or NaN instead of raising.  The engine's own divisors (the number of
+# evaluations, a job's GPUs and run time) are positive in every valid run
+# (``fastsim.api.check_workload``); a raise path would stop numba's pruner from removing
+# the reference counts of the steps, the parts the loop is written in, inside the loop
+# (docs/performance.md, round 20).  The kernels the loop calls keep the Python model.
+_engine_kernel = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE, error_model="numpy")
+
+
+def engine_kernel(fn):
+    dispatcher = _engine_kernel(fn)
+    return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
+
+
 def one_of(fn, value):
     """``fn``, one of a family of closures (one per ``value``), renamed for numba's cache.
     Numba keeps one index file per function name and line, holding every compiled version

@@ -438,3 +438,53 @@ def test_16_no_command_writes_into_a_directory_another_process_holds(tmp_path, a
     assert len(err.splitlines()) == 1 and "Traceback" not in err and r.stdout == ""
     assert _listing(tmp_path) == before  # nothing written, not even a probe file
     store.close()
+
+
+# A workload built by hand (``run_workload``, ``run_engine``): the engine admits jobs in
+# index order, divides by GPU demands and run times and orders by keys, so a value it
+# cannot run is named before any kernel runs, never turned into a silent schedule.
+@pytest.mark.parametrize("scheduler,name,value,needle", [
+    ("srtf_est", "gpus", 0, "workload.gpus at cluster row 1, job 4 is 0; allowed: an integer "
+     "from 1 to 64"),
+    ("fifo", "gpus", 65, "workload.gpus at cluster row 1, job 4 is 65"),
+    ("tiresias", "duration_h", 0.0, "workload.duration_h at cluster row 1, job 4 is 0.0; "
+     "allowed: finite and > 0"),
+    ("fifo", "duration_h", np.inf, "workload.duration_h at cluster row 1, job 4 is inf"),
+    ("sjf_est", "t_est_h", np.nan, "workload.t_est_h at cluster row 1, job 4 is nan; allowed: "
+     "finite and >= 0"),
+    ("fifo", "arrival_h", np.nan, "workload.arrival_h at cluster row 1, job 4 is nan; allowed: "
+     "finite"),
+    ("fifo", "arrival_h", 1e6, "workload.arrival_h at cluster row 1, job 5 is "),
+])
+def test_a_hand_built_workload_the_engine_cannot_run_is_refused(scheduler, name, value, needle):
+    from fastsim.api import decide_stops, run_engine, run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs(scheduler, "evalstop:k=2")
+    w = generate_workload(cfg.workload, 3, seed=2)
+    run_workload(cfg, w)  # as generated: runs
+    bad = w.with_arrays(**{name: getattr(w, name).copy()})
+    getattr(bad, name)[1, 4] = value
+    for run in (lambda: run_workload(cfg, bad), lambda: run_engine(cfg, bad, decide_stops(cfg, w))):
+        with pytest.raises(ConfigError) as e:
+            run()
+        assert needle in str(e.value)
+        if name == "arrival_h" and value == 1e6:
+            assert "non-decreasing along each cluster row" in str(e.value)
+
+
+def test_a_hand_built_workload_needs_finite_losses_under_loss_aware_only():
+    from fastsim.api import run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("loss_aware", "evalstop:k=2")
+    w = generate_workload(cfg.workload, 2, seed=2)
+    bad = w.with_arrays(loss=w.loss.copy())
+    bad.loss[0, 3, 5] = np.nan
+    with pytest.raises(ConfigError, match=r"workload.loss at cluster row 0, job 3 has readings"):
+        run_workload(cfg, bad)
+    run_workload(SimConfig.from_specs("srtf_est", "evalstop:k=2"), bad)  # no one reads them
+    E = w.n_evals
+    with pytest.raises(ConfigError, match=rf"workload.score has shape \(2, 300, {E - 1}\); "
+                       rf"allowed: \(2, 300, {E}\)"):
+        run_workload(cfg, w.with_arrays(score=w.score[:, :, :-1].copy()))
