@@ -16,7 +16,9 @@ SCHEDULERS = ("fifo", "sjf_est", "srtf_est", "loss_aware", "tiresias")
 def test_non_finite_run_time_raises_instead_of_looping(scheduler):
     cfg = SimConfig.from_specs(scheduler, "evalstop:k=2", n_jobs=20, gpus=16)
     w = generate_workload(cfg.workload, 3, seed=1)
-    w.duration_h[1, 5] = np.inf  # time never advances past this job's planned end
+    # Finite run times (a given workload must have them: ``check_workload``), but so long
+    # that the second job's event times overflow to inf: time never advances past them.
+    w.duration_h[1, 5:7] = 1e308
     with pytest.raises(SimulationError, match=r"engine: cluster 1 reached the bound of \d+ "
                                            r"scheduling points"):
         run_workload(cfg, w)
