@@ -25,21 +25,24 @@ order once sorted), ``running`` and ``starts`` (to start at this point, in order
 ``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
 point, arrivals, the running jobs' own events (``_own_events_nb``), then, if the
 allocation can change, the reallocation (``_reallocate_nb``) and the starts
-(``_start_chosen_nb``).  Its steps are parts (``@part``, inlined by numba before type
-inference) over one job's record and scalars or over the job lists.  An inlined part's
-array argument is a new reference to the array: an atomic count up and down on every
-call unless numba's pruner removes the pair, which it does only if no exception exit
-lies between them and the array falls out of use at one point on every path.  So the
-loop is compiled with numpy's error model (its own divisions raise nothing), LLVM
-inlines every kernel it calls, and a part whose branches use different arrays returns
-through ``_last_use_nb`` (docs/performance.md, rounds 9, 17 and 20;
-``benchmarks/engine_refcounts.py`` counts the pairs left in the loop: none).
+(``_start_chosen_nb``).  It and those three steps are templates over the globals
+``SCHEDULER``, ``PREEMPTIVE`` and ``REKEY``: ``_engine`` binds them per scheduler
+(``kernels.jit.bind``), so each engine holds only its scheduler's steps.  The steps
+are parts (``@part``, inlined by numba before type inference) over one job's record and
+scalars or over the job lists.  An inlined part's array argument is a new reference to
+the array: an atomic count up and down on every call unless numba's pruner removes the
+pair, which it does only if no exception exit lies between them and the array falls out
+of use at one point on every path.  So the loop is compiled with numpy's error model
+(its own divisions raise nothing), LLVM inlines every kernel it calls, and a part whose
+branches use different arrays returns through ``_last_use_nb`` (docs/performance.md,
+rounds 9, 17 and 20; ``benchmarks/engine_refcounts.py`` counts the pairs left in each
+engine's loop: none, which ``tests/test_engine_refcounts.py`` checks).
 """
 import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import driver, engine_kernel, entry, kernel, one_of, part
+from .jit import bind, driver, engine_kernel, entry, kernel, one_of, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -528,10 +531,9 @@ def _last_use_nb(value, arrays):
     return value
 
 
-@part
 def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
                    n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
-                   pending, scheduler, preemptive, n_evals, thresholds_gpu_h):
+                   pending, n_evals, thresholds_gpu_h):
     """The running jobs' own events at ``t`` (from position ``first`` of ``running``):
     ends (recorded in ``end_h`` and the segments ``segs``), demotions, ``loss_aware``'s
     evaluations (a new key) and Tiresias' crossings (a new ``pending`` point, a tuple
@@ -562,11 +564,11 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             n_done += 1
             realloc = True
             continue
-        if _demoted_nb(job, preemptive):
+        if _demoted_nb(job, PREEMPTIVE):
             realloc = moved = True
-        if scheduler == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
+        if SCHEDULER == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
             rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
-            job.key = priority_key_nb(scheduler, job.t_est, job.attained0, job.gpus,
+            job.key = priority_key_nb(SCHEDULER, job.t_est, job.attained0, job.gpus,
                                       job.evals_seen, rate, thresholds_gpu_h)
             moved = True
             # The new key changes no allocation if every active job fits, or if it keeps
@@ -575,8 +577,8 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             # only at arrivals and ends, which reallocate).
             if not (active_demand <= capacity or _keeps_place_nb(jobs, passed, n_passed, j)):
                 realloc = True
-        next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
-        if scheduler == TIRESIAS:
+        next_time[j] = _plan_nb(job, t, SCHEDULER, PREEMPTIVE, n_evals, thresholds_gpu_h)
+        if SCHEDULER == TIRESIAS:
             # The crossing is not a scheduling point; the next evaluation of any
             # running job (or an arrival or end, which reallocates anyway) is.
             t_pending, pending_job, pending_point = _next_evaluation_nb(
@@ -587,16 +589,15 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             (t_pending, pending_job, pending_point))
 
 
-@part
 def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt,
                    segs, n_seg, free, capacity, active_demand, moved, n_realloc, strict,
-                   scheduler, preemptive, rekey, thresholds_gpu_h):
+                   thresholds_gpu_h):
     """Choose the jobs that hold GPUs after ``t``: the waiting ones to start go to
     ``starts`` in priority order; preemptive schedulers pause the running jobs not
     chosen.  ``lists = (active, running, starts, passed)``.  Returns how many start, and
     ``n_running, n_seg, free, moved, n_realloc, n_passed`` after it."""
     active, running, starts, passed = lists
-    if scheduler == TIRESIAS:
+    if SCHEDULER == TIRESIAS:
         # Tiresias alone moves every running job's base here: its threshold crossings and
         # pinned pending points chain event times through long busy periods, and reading
         # service lazily (fewer, different roundings) lets those times drift from the
@@ -614,16 +615,16 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
         # A job's key is kept equal to its key from observed state: set at arrival and
         # whenever an input changes, which only happens to a running job: its service
         # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
-        if rekey and n_running > 0:
-            if scheduler == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
-                _rekey_running_nb(t, jobs, running, n_running, scheduler, thresholds_gpu_h)
+        if REKEY and n_running > 0:
+            if SCHEDULER == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
+                _rekey_running_nb(t, jobs, running, n_running, SCHEDULER, thresholds_gpu_h)
             moved = True
         if moved:  # else nothing moved since the last sort: ``active`` is in order
             moved = False
             _sort_nb(jobs, active, n_active)
         n_realloc += 1
-        if preemptive:
-            if scheduler == LOSS_AWARE:
+        if PREEMPTIVE:
+            if SCHEDULER == LOSS_AWARE:
                 n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
                                                          n_realloc, starts, passed)
             else:
@@ -640,9 +641,8 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
     return n_start, n_running, n_seg, free, moved, n_realloc, n_passed
 
 
-@part
 def _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running, n_running, free,
-                     start_h, overhead_h, scheduler, preemptive, n_evals, thresholds_gpu_h):
+                     start_h, overhead_h, n_evals, thresholds_gpu_h):
     """Start the ``n_start`` jobs of ``starts`` at ``t`` (a first start is recorded in
     ``start_h``) and plan each one's next event; returns ``n_running`` and ``free``."""
     for q in range(n_start):
@@ -653,7 +653,7 @@ def _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running, n_running,
         free -= job.gpus
         running[n_running] = j
         n_running += 1
-        next_time[j] = _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h)
+        next_time[j] = _plan_nb(job, t, SCHEDULER, PREEMPTIVE, n_evals, thresholds_gpu_h)
     return n_running, free
 
 
@@ -669,90 +669,100 @@ def _new_jobs_nb(c, workload, service):
     return jobs
 
 
-def _engine(scheduler):
-    """``cluster_1c_nb`` for one scheduler code: the code, and whether the scheduler
-    preempts or re-keys with service, are constants of the kernel's own code, so numba
-    prunes the other schedulers' branches before typing them and never compiles the
-    steps only they take (docs/performance.md, round 19)."""
-    preemptive = bool(is_preemptive_nb.py_func(scheduler))
-    rekey = scheduler == SRTF_EST or scheduler == TIRESIAS  # keys move with service
+# What ``_engine`` binds per scheduler (``kernels.jit.bind``): the scheduler's code, whether
+# it preempts, and whether its keys move with service (srtf_est, tiresias).  The templates
+# below read them as globals, so they are constants of each engine's code; these values
+# are placeholders, never compiled.
+SCHEDULER = PREEMPTIVE = REKEY = None
 
-    def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
-        """Simulate cluster row ``c``.  ``scheduling = (backfill, thresholds_gpu_h,
-        overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
-        ``service = (end_service, demote_service, account_from_h)``, ``[C, J]`` (``loss``:
-        ``[C, J, E]``); writes row ``c`` of ``outcome = (start_h, end_h, held_h, held_after_h,
-        n_preempt)`` ``[C, J]`` and of ``segments = (seg_job, seg_start, seg_end, seg_count,
-        n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
-        scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
-        backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
-        start_h, end_h, held_h, held_after_h, n_preempt = outcome
-        seg_job, seg_start, seg_end, seg_count, n_points = segments
-        segs = (seg_job, seg_start, seg_end)
-        loss = workload[3]
-        n_jobs, n_evals = loss.shape[1], loss.shape[2]
-        strict = scheduler == FIFO and not backfill
-        arrival = workload[1][c]
-        jobs = _new_jobs_nb(c, workload, service)
-        next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
-        # active: arrived, not ended, in priority order; starts: to start at this point, in
-        # priority order; passed: loss_aware, the jobs the last greedy walk passed over, in
-        # order (each with a slot to spare: the walk writes one past the jobs it passed)
-        job_lists = np.empty((4, n_jobs + 1), dtype=np.int64)
-        active, running, starts, passed = job_lists[0], job_lists[1], job_lists[2], job_lists[3]
-        lists = (active, running, starts, passed)
-        n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
-        active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
-        free = capacity
-        t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
-        pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
-        pending_point = 0.0
-        moved = False  # whether a key moved since ``active`` was last sorted
-        max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
-        while n_done < n_jobs:
-            points += 1
-            if points > max_points:
-                points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
-                break
-            # the next point: an arrival, a running job's own event or Tiresias' pending point
-            t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-            t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
-            realloc = t_pending == t
-            if realloc:
-                t_pending = np.inf
-                if _reach_pending_nb(jobs[pending_job], t, pending_point):
-                    next_time[pending_job] = t
-                    first = 0  # the job may sit anywhere in ``running``
-            if next_arrival < n_jobs and t_arrival == t:
-                next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
-                                                            n_active, scheduler, thresholds_gpu_h)
-                active_demand += demand
-                realloc = moved = True
-            (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
-             pending) = _own_events_nb(
-                c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
-                n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
-                (t_pending, pending_job, pending_point), scheduler, preemptive, n_evals,
-                thresholds_gpu_h)
-            t_pending, pending_job, pending_point = pending
-            moved = moved or rekeyed
-            # Tiresias: a crossing reached at an evaluation at this instant changes queues now
-            if not (realloc or changed or t_pending == t):
-                continue
-            t_pending = np.inf  # queues are recomputed now
-            n_start, n_running, n_seg, free, moved, n_realloc, n_passed = _reallocate_nb(
-                c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt, segs,
-                n_seg, free, capacity, active_demand, moved, n_realloc, strict, scheduler,
-                preemptive, rekey, thresholds_gpu_h)
-            n_running, free = _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running,
-                                               n_running, free, start_h, overhead_h, scheduler,
-                                               preemptive, n_evals, thresholds_gpu_h)
-        for j in range(n_jobs):
-            held_h[c, j] = jobs[j].held
-            held_after_h[c, j] = jobs[j].held_after
-        seg_count[c] = n_seg
-        n_points[c] = points
-    return engine_kernel(one_of(cluster_1c_nb, scheduler))
+
+def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
+    """Simulate cluster row ``c``.  ``scheduling = (backfill, thresholds_gpu_h,
+    overhead_h, capacity)``; ``workload = (gpus, arrival_h, t_est_h, loss, duration_h)`` and
+    ``service = (end_service, demote_service, account_from_h)``, ``[C, J]`` (``loss``:
+    ``[C, J, E]``); writes row ``c`` of ``outcome = (start_h, end_h, held_h, held_after_h,
+    n_preempt)`` ``[C, J]`` and of ``segments = (seg_job, seg_start, seg_end, seg_count,
+    n_points)`` (``[C, S]``, ``S = 0`` to skip recording; ``[C]``).  ``n_points[c]``: the
+    scheduling points visited, or -1 if it reached ``max_points_nb`` and stopped there."""
+    backfill, thresholds_gpu_h, overhead_h, capacity = scheduling
+    start_h, end_h, held_h, held_after_h, n_preempt = outcome
+    seg_job, seg_start, seg_end, seg_count, n_points = segments
+    segs = (seg_job, seg_start, seg_end)
+    loss = workload[3]
+    n_jobs, n_evals = loss.shape[1], loss.shape[2]
+    strict = SCHEDULER == FIFO and not backfill
+    arrival = workload[1][c]
+    jobs = _new_jobs_nb(c, workload, service)
+    next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
+    # active: arrived, not ended, in priority order; starts: to start at this point, in
+    # priority order; passed: loss_aware, the jobs the last greedy walk passed over, in
+    # order (each with a slot to spare: the walk writes one past the jobs it passed)
+    job_lists = np.empty((4, n_jobs + 1), dtype=np.int64)
+    active, running, starts, passed = job_lists[0], job_lists[1], job_lists[2], job_lists[3]
+    lists = (active, running, starts, passed)
+    n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
+    active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
+    free = capacity
+    t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
+    pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
+    pending_point = 0.0
+    moved = False  # whether a key moved since ``active`` was last sorted
+    max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
+    while n_done < n_jobs:
+        points += 1
+        if points > max_points:
+            points = -1  # not a finite schedule (e.g. non-finite times): refuse, never loop
+            break
+        # the next point: an arrival, a running job's own event or Tiresias' pending point
+        t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
+        t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
+        realloc = t_pending == t
+        if realloc:
+            t_pending = np.inf
+            if _reach_pending_nb(jobs[pending_job], t, pending_point):
+                next_time[pending_job] = t
+                first = 0  # the job may sit anywhere in ``running``
+        if next_arrival < n_jobs and t_arrival == t:
+            next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
+                                                        n_active, SCHEDULER, thresholds_gpu_h)
+            active_demand += demand
+            realloc = moved = True
+        (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
+         pending) = _own_events_nb(
+            c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
+            n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
+            (t_pending, pending_job, pending_point), n_evals, thresholds_gpu_h)
+        t_pending, pending_job, pending_point = pending
+        moved = moved or rekeyed
+        # Tiresias: a crossing reached at an evaluation at this instant changes queues now
+        if not (realloc or changed or t_pending == t):
+            continue
+        t_pending = np.inf  # queues are recomputed now
+        n_start, n_running, n_seg, free, moved, n_realloc, n_passed = _reallocate_nb(
+            c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt, segs,
+            n_seg, free, capacity, active_demand, moved, n_realloc, strict, thresholds_gpu_h)
+        n_running, free = _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running,
+                                           n_running, free, start_h, overhead_h, n_evals,
+                                           thresholds_gpu_h)
+    for j in range(n_jobs):
+        held_h[c, j] = jobs[j].held
+        held_after_h[c, j] = jobs[j].held_after
+    seg_count[c] = n_seg
+    n_points[c] = points
+
+
+_STEPS = (_own_events_nb, _reallocate_nb, _start_chosen_nb)
+
+
+def _engine(scheduler):
+    """``cluster_1c_nb`` for one scheduler code, its steps bound to the same constants:
+    numba prunes the other schedulers' branches, in the loop and in each step, before it
+    inlines the parts they call, and never compiles what only they take
+    (docs/performance.md, rounds 19 and 20)."""
+    constants = dict(SCHEDULER=scheduler, PREEMPTIVE=bool(is_preemptive_nb.py_func(scheduler)),
+                     REKEY=scheduler == SRTF_EST or scheduler == TIRESIAS)
+    steps = {fn.__name__: part(bind(fn, **constants)) for fn in _STEPS}
+    return engine_kernel(one_of(bind(cluster_1c_nb, **constants, **steps), scheduler))
 
 
 # One per scheduler code (a user scheduler runs ``sjf_est``'s).  Kernels pick theirs by

@@ -21,6 +21,7 @@ on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
 import hashlib
 import os
 from pathlib import Path
+from types import FunctionType
 
 import numba
 from numba import njit
@@ -151,6 +152,20 @@ def one_of(fn, value):
     own index."""
     fn.__qualname__ = f"{fn.__qualname__}_{value}"
     return fn
+
+
+def bind(fn, **constants):
+    """A copy of ``fn`` that reads ``constants`` as globals.  Numba takes a global's value
+    as a constant when it compiles, and prunes a branch on a constant before it inlines
+    the parts the branch calls; a branch on an argument of an inlined part is pruned only
+    after every part in it was inlined (docs/performance.md, round 20).  So one source,
+    written over a global such as ``SCHEDULER``, compiles per value with only that
+    value's steps.  Numba keys a cached function on its code and closure, not on its
+    globals: a copy that numba caches needs its own name (``one_of``)."""
+    scope = dict(fn.__globals__, **constants)
+    copy = FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__qualname__, copy.__doc__ = fn.__qualname__, fn.__doc__
+    return copy
 
 
 # Serial kernels that Python calls too: the one-pass pipeline over a range of clusters,

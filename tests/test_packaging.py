@@ -62,7 +62,7 @@ def test_one_compiled_pipeline_serves_generation_and_simulation():
             "           engine.cluster_loss_aware_1c_nb, engine.cluster_tiresias_1c_nb)]\n"
             "assert engines == [0, 0, 1, 0, 0], engines\n"
             "assert not engine._choose_in_blocks_nb.signatures  # loss_aware's walk\n"
-            "assert not engine._next_evaluation_nb.signatures  # Tiresias' pending point\n")
+            "assert not engine._next_eval_nb.signatures  # Tiresias' pending point\n")
     env = {**os.environ, "FASTSIM_NO_CACHE": "1"}  # a cached pipeline loads no callee
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
@@ -229,3 +229,27 @@ def test_each_schedulers_kernels_have_their_own_cache_index():
                     engine.cluster_tiresias_1c_nb)):
         names = {k.py_func.__qualname__ for k in family}  # numba names the index after it
         assert len(names) == len(family), names
+
+
+def test_the_engines_load_from_the_cache_in_a_new_process(tmp_path):
+    """Each engine is a copy of one template bound to its scheduler's constants
+    (``fastsim.kernels.jit.bind``), linked into its scheduler's pipeline.  Numba keys a
+    cache entry on a function's code and closure, so the next process must load every
+    pipeline it runs, with its engine, and compile no engine: a miss would only show as a
+    cold start paid every time (as a closure over a kernel did, docs/performance.md,
+    round 19)."""
+    code = ("from fastsim.config import SimConfig\n"
+            "from fastsim.api import simulate\n"
+            "from fastsim.kernels import engine\n"
+            "from fastsim.kernels.pipeline import PIPELINES\n"
+            "from fastsim.kernels.codes import FIFO, TIRESIAS\n"
+            "for s in ('fifo', 'tiresias'):\n"
+            "    simulate(SimConfig.from_specs(s, 'evalstop:k=2', n_jobs=8), 2, seed=1)\n"
+            "for k in (PIPELINES[FIFO], PIPELINES[TIRESIAS], engine.cluster_fifo_1c_nb,\n"
+            "          engine.cluster_tiresias_1c_nb):\n"
+            "    print(f'{sum(k.stats.cache_hits.values())}/{sum(k.stats.cache_misses.values())}')\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env,
+                           capture_output=True, text=True).stdout.split() for _ in range(2)]
+    assert runs[0] == ["0/1", "0/1", "0/1", "0/1"], runs  # hits/misses: compiled and saved
+    assert runs[1] == ["1/0", "1/0", "0/0", "0/0"], runs  # loaded, engines inside
