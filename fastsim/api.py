@@ -178,8 +178,9 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
                     lambda: ~np.isfinite(w.loss).all(axis=2),
                     "finite readings (loss_aware orders by them)"),)
     for name, screen, mask, allowed in checks:
-        if screen() and mask().any():
-            raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), mask())}; "
+        bad = mask() if screen() else None
+        if bad is not None and bad.any():
+            raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), bad)}; "
                               f"allowed: {allowed}")
 
 

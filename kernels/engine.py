@@ -19,8 +19,9 @@ only at the job's own events (service pinned to the planned point, ``_pin_nb``),
 pause or an end and, under Tiresias, at every reallocation (``_rebase_nb``), so a
 reallocation writes no other running job's state.  The time of a running job's next
 event is kept apart, in ``next_time``, because the search for the next point reads it
-for every running job.  Three job lists: ``active`` (arrived, not ended; in priority
-order once sorted), ``running`` and ``starts`` (to start at this point, in order).
+for every running job.  Four job lists: ``active`` (arrived, not ended; in priority
+order once sorted), ``running``, ``starts`` (to start at this point, in order) and
+``loss_aware``'s ``passed``.
 
 ``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
 point, arrivals, the running jobs' own events (``_own_events_nb``), then, if the

@@ -121,13 +121,18 @@ def _kernels_only(dispatcher):
 # (a slower cold start, never a crash).
 _CAN_HIDE = all(hasattr(Dispatcher, name)
                 for name in ("add_overload", "_compile_for_args"))
-_kernel = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE)
 
 
-def kernel(fn):
-    dispatcher = _kernel(fn)
-    return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
+def _kernel_jit(**options):
+    decorate = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE, **options)
 
+    def kernel(fn):
+        dispatcher = decorate(fn)
+        return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
+    return kernel
+
+
+kernel = _kernel_jit()
 
 # The engine's scheduling loop: numpy's error model, under which a float division by
 # zero gives inf or NaN instead of raising.  The engine's own divisors (the number of
@@ -135,16 +140,12 @@ def kernel(fn):
 # (``fastsim.api.check_workload``); a raise path would stop numba's pruner from removing
 # the reference counts of the steps, the parts the loop is written in, inside the loop
 # (docs/performance.md, round 20).  The kernels the loop calls keep the Python model.
-_engine_kernel = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE, error_model="numpy")
-
-
-def engine_kernel(fn):
-    dispatcher = _engine_kernel(fn)
-    return _kernels_only(dispatcher) if _CAN_HIDE else dispatcher
+engine_kernel = _kernel_jit(error_model="numpy")
 
 
 def one_of(fn, value):
-    """``fn``, one of a family of closures (one per ``value``), renamed for numba's cache.
+    """``fn``, one of a family of closures or ``bind`` copies (one per ``value``), renamed
+    for numba's cache.
     Numba keeps one index file per function name and line, holding every compiled version
     keyed on the closure's constants, and rewrites it without a lock: two processes
     compiling two members at once could both claim the first data file, and one index
