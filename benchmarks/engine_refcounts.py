@@ -7,13 +7,16 @@ listed too, since a part LLVM leaves as a call pays its own counts on each call.
 
     FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py kernels/engine.py [OTHER.py ...] [-v] [-w]
         [--schedulers=fifo,srtf_est]
+    FASTSIM_NO_CACHE=1 python benchmarks/engine_refcounts.py --pipeline
 
 Every scheduler's engine is compiled and counted (``--schedulers`` names fewer); since
 round 20 none holds a count in its loop, which ``tests/test_engine_refcounts.py`` checks.
 ``-v`` lists every kernel the engine module compiled, not only those with counts; ``-w``
 also prints each count on a cycle of ``cluster_1c_nb`` (its block and the pointer counted:
 ``arg.<tuple>.<i>`` is a member of an argument tuple, names with ``.i`` come from a kernel
-LLVM inlined).
+LLVM inlined).  ``--pipeline`` counts the other per-cluster kernels of the one-pass
+pipeline instead (workload, stop decisions, service points, metrics), where a count in a
+loop is paid once per job: the stop decisions paid two pairs per job until round 21.
 """
 import re
 import sys
@@ -100,26 +103,60 @@ def engine_args(scheduler):
             np.zeros((2, 0)), np.zeros(2, np.int64), np.zeros(2, np.int64))
 
 
-flags = [a for a in sys.argv[1:] if a.startswith("-")]
-paths = [a for a in sys.argv[1:] if not a.startswith("-")]
-schedulers = next((f.split("=", 1)[1].split(",") for f in flags
-                   if f.startswith("--schedulers=")), BUILTIN_SCHEDULER_NAMES)
-for i, path in enumerate(paths):
-    m = load_engine_copy(path, f"_engine_refcounts{i}")
-    for scheduler in schedulers:
-        m.cluster_nb(*engine_args(scheduler))
-    for attr, f in vars(m).items():
-        if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == attr:
-            continue
-        # one engine per scheduler (``cluster_srtf_est_1c_nb``...), each a ``cluster_1c_nb``
-        engine = attr.startswith("cluster_") and attr.endswith("_1c_nb")
-        name = "cluster_1c_nb" if engine else attr
-        bodies = functions(f.inspect_llvm(f.signatures[0]), name)
-        if bodies:
-            # the kernel itself, not a wrapper that calls it
-            own = [b for b in bodies.values() if name not in counts(b)[1]] or list(bodies.values())
-            res, calls = counts(max(own, key=len), where=engine and "-w" in flags)
-            (inc, inc_loop), (dec, dec_loop) = res.values()
-            if engine or inc or "-v" in flags:
-                print(f"{path}: {attr:28s} incref {inc:3d} ({inc_loop} in loops), decref "
-                      f"{dec:3d} ({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")
+# The per-cluster kernels the one-pass pipeline calls once per cluster or once per job
+# (besides the engine): a count in one of their loops is paid per job.
+PIPELINE_KERNELS = ("workload.workload_1c_nb", "stops.resolve_rule_stops_1c_nb",
+                    "oracle.oracle_stops_1c_nb", "engine.service_points_1c_nb",
+                    "metrics.accounting_1c_nb", "metrics.cluster_metrics_1c_nb")
+
+
+def pipeline_counts():
+    """Print the counts of each of ``PIPELINE_KERNELS``, compiled by a run of the default
+    cell under ``evalstop:k=2`` and under the oracle."""
+    import importlib
+
+    from fastsim.api import simulate
+    for policy in ("evalstop:k=2", "oracle"):
+        simulate(SimConfig.from_specs("srtf_est", policy), 2, seed=1)
+    for dotted in PIPELINE_KERNELS:
+        module, attr = dotted.split(".")
+        f = getattr(importlib.import_module(f"fastsim.kernels.{module}"), attr)
+        for sig in f.signatures:
+            bodies = functions(f.inspect_llvm(sig), attr)
+            own = [b for b in bodies.values() if attr not in counts(b)[1]] or list(bodies.values())
+            (inc, inc_loop), (dec, dec_loop) = counts(max(own, key=len))[0].values()
+            print(f"kernel {dotted:34s} incref {inc:3d} ({inc_loop} in loops), decref "
+                  f"{dec:3d} ({dec_loop} in loops)")
+
+
+def main():
+    flags = [a for a in sys.argv[1:] if a.startswith("-")]
+    paths = [a for a in sys.argv[1:] if not a.startswith("-")]
+    schedulers = next((f.split("=", 1)[1].split(",") for f in flags
+                       if f.startswith("--schedulers=")), BUILTIN_SCHEDULER_NAMES)
+    for i, path in enumerate(paths):
+        m = load_engine_copy(path, f"_engine_refcounts{i}")
+        for scheduler in schedulers:
+            m.cluster_nb(*engine_args(scheduler))
+        for attr, f in vars(m).items():
+            if not isinstance(f, CPUDispatcher) or not f.signatures or "cluster_nb" == attr:
+                continue
+            # one engine per scheduler (``cluster_srtf_est_1c_nb``...), each a ``cluster_1c_nb``
+            engine = attr.startswith("cluster_") and attr.endswith("_1c_nb")
+            name = "cluster_1c_nb" if engine else attr
+            bodies = functions(f.inspect_llvm(f.signatures[0]), name)
+            if bodies:
+                # the kernel itself, not a wrapper that calls it
+                own = [b for b in bodies.values() if name not in counts(b)[1]] or list(bodies.values())
+                res, calls = counts(max(own, key=len), where=engine and "-w" in flags)
+                (inc, inc_loop), (dec, dec_loop) = res.values()
+                if engine or inc or "-v" in flags:
+                    print(f"{path}: {attr:28s} incref {inc:3d} ({inc_loop} in loops), decref "
+                          f"{dec:3d} ({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")
+
+
+if __name__ == "__main__":
+    if "--pipeline" in sys.argv:
+        pipeline_counts()
+    else:
+        main()

@@ -13,7 +13,7 @@ import numpy as np
 from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
                     LOSS_PLATEAU, PATIENCE, STOP_AT)
 from .detectors_online import best_observed_eval_nb, detector_trigger_nb
-from .jit import entry, kernel, part
+from .jit import entry, last_use_nb, part
 
 
 @entry
@@ -28,7 +28,7 @@ def evalstop_step_nb(prev_score, score, decline_run):
     return 0
 
 
-@entry
+@part
 def evalstop_trigger_nb(scores, k):
     """First evaluation (1-based) ending ``k`` consecutive declines, or 0."""
     run = 0
@@ -41,7 +41,7 @@ def evalstop_trigger_nb(scores, k):
     return 0
 
 
-@entry
+@part
 def stop_at_trigger_nb(attained_h, t_est_h, f):
     """First evaluation whose estimated progress ``attained / T_est`` is >= f, or 0.
 
@@ -53,7 +53,7 @@ def stop_at_trigger_nb(attained_h, t_est_h, f):
     return 0
 
 
-@entry
+@part
 def loss_plateau_trigger_nb(losses, w, tol):
     """First evaluation ``e > w`` with ``(L[e-w] - L[e]) / L[e-w] < tol``, or 0."""
     for e in range(w, losses.shape[0]):
@@ -80,29 +80,30 @@ def stop_decision_1j_nb(policy, k, f, w, tol, p, scores, losses, attained_h, t_e
     return rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_h)
 
 
-@kernel
+@part
 def rule_decision_1j_nb(policy, k, f, w, tol, scores, losses, attained_h, t_est_h):
     """``stop_decision_1j_nb`` for the rule policies (evalstop, deprioritize, stop_at,
     loss_plateau, none), without the online detectors: what the one-pass pipeline
-    compiles, so that a run without a detector never compiles one."""
+    compiles, so that a run without a detector never compiles one.
+
+    A part, as are the triggers it calls, and with one exit (``last_use_nb``): inlined
+    into the loop over jobs, the row views it is given then cost no reference count per
+    job (docs/performance.md, round 21)."""
     n = scores.shape[0]
-    if policy == EVALSTOP:
+    act, trig, deliv = ACT_CONTINUE, 0, n
+    if policy == EVALSTOP or policy == DEPRIORITIZE:
         e = evalstop_trigger_nb(scores, k)
         if e > 0:
-            return ACT_STOP, e, e - k
-    elif policy == DEPRIORITIZE:
-        e = evalstop_trigger_nb(scores, k)
-        if e > 0:
-            return ACT_DEMOTE, e, n
+            act, trig, deliv = (ACT_STOP, e, e - k) if policy == EVALSTOP else (ACT_DEMOTE, e, n)
     elif policy == STOP_AT:
         e = stop_at_trigger_nb(attained_h, t_est_h, f)
         if e > 0:
-            return ACT_STOP, e, e
+            act, trig, deliv = ACT_STOP, e, e
     elif policy == LOSS_PLATEAU:
         e = loss_plateau_trigger_nb(losses, w, tol)
         if e > 0:
-            return ACT_STOP, e, e
-    return ACT_CONTINUE, 0, n
+            act, trig, deliv = ACT_STOP, e, e
+    return last_use_nb((act, trig, deliv), (scores, losses, attained_h))
 
 
 @part

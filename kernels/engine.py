@@ -35,7 +35,7 @@ the array: an atomic count up and down on every call unless numba's pruner remov
 pair, which it does only if no exception exit lies between them and the array falls out
 of use at one point on every path.  So the loop is compiled with numpy's error model
 (its own divisions raise nothing), LLVM inlines every kernel it calls, and a part whose
-branches use different arrays returns through ``_last_use_nb`` (docs/performance.md,
+branches use different arrays returns through ``last_use_nb`` (docs/performance.md,
 rounds 9, 17 and 20; ``benchmarks/engine_refcounts.py`` counts the pairs left in each
 engine's loop: none, which ``tests/test_engine_refcounts.py`` checks).
 """
@@ -43,7 +43,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import bind, driver, engine_kernel, entry, kernel, one_of, part
+from .jit import bind, driver, engine_kernel, entry, kernel, last_use_nb, one_of, part
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -451,7 +451,7 @@ def _choose_in_blocks_nb(jobs, active, n_active, capacity, n_realloc, starts, pa
             n_passed += 1
         a += 1
     # then the first job not reached, if any: written either way (``passed`` has a slot to
-    # spare), so the lists are used on every path (see ``_last_use_nb``)
+    # spare), so the lists are used on every path (see ``last_use_nb``)
     passed[n_passed] = active[min(a, n_active - 1)]
     n_passed += a < n_active
     return n_start, n_passed
@@ -520,16 +520,6 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
         running[i] = running[n_running - 1]
         n_running -= 1
     return n_running, n_seg, freed
-
-
-@part
-def _last_use_nb(value, arrays):
-    """``value``.  A part returns through this with every array it takes, so that their
-    last use is one point that every path reaches: numba then drops each inlined copy of
-    an array there, once, and its pruner removes the reference-count pair the copy costs.
-    An array last used in one branch only is dropped in each branch, and the pair (an
-    atomic count up and down) stays on every call (docs/performance.md, rounds 9 and 20)."""
-    return value
 
 
 def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
@@ -637,7 +627,7 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
             free += freed
         else:
             n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
-    n_start = _last_use_nb(n_start, (jobs, next_time, active, running, starts, passed,
+    n_start = last_use_nb(n_start, (jobs, next_time, active, running, starts, passed,
                                      n_preempt, segs, thresholds_gpu_h))
     return n_start, n_running, n_seg, free, moved, n_realloc, n_passed
 

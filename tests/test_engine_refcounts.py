@@ -1,4 +1,5 @@
-"""The engine's scheduling loop holds no reference count, under any scheduler.
+"""The engine's scheduling loop holds no reference count, under any scheduler, and no
+other per-cluster kernel of the pipeline holds one in a loop.
 
 The loop is written in parts that numba inlines (``kernels/engine.py``).  It runs as fast
 as the one-function engine it replaced only while numba's pruner removes the pair of
@@ -35,3 +36,19 @@ def test_no_reference_count_is_left_in_any_engine_loop():
         assert (increfs, decrefs) == (0, 0), f"{scheduler}: counts left in the loop\n{r.stdout}"
         # a kernel LLVM leaves as a call brings its status check, a raise path, into the loop
         assert calls == "-", f"{scheduler}: calls left in the loop: {calls}"
+
+
+def test_no_reference_count_is_paid_per_job_around_the_engine():
+    """The one-pass pipeline's other per-cluster kernels (workload, stop decisions, service
+    points, metrics) hold no count in a loop either: the stop decisions paid two pairs
+    per job through the row views they hand the decision rule, about a tenth of a
+    cluster's time end to end (docs/performance.md, round 21)."""
+    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
+    r = subprocess.run([sys.executable, "engine_refcounts.py", "--pipeline"], cwd=ROOT / "benchmarks",
+                       env=env, capture_output=True, text=True, check=True)
+    counted = re.findall(r"kernel (\S+) +incref +\d+ \((\d+) in loops\), decref +\d+ \((\d+) in loops\)",
+                         r.stdout)
+    assert {name for name, _, _ in counted} >= {"stops.resolve_rule_stops_1c_nb",
+                                               "workload.workload_1c_nb"}, r.stdout
+    for name, increfs, decrefs in counted:
+        assert (increfs, decrefs) == ("0", "0"), f"{name}: counts left in a loop\n{r.stdout}"
