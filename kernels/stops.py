@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 from numba import prange
 
-from .codes import ACT_DEMOTE, ACT_STOP, RLHF, STOP_AT
+from .codes import ACT_DEMOTE, ACT_STOP, PATIENCE, RLHF, STOP_AT
 from .detectors import in_scope_nb, rule_decision_1j_nb, stop_decision_1j_nb
 from .detectors_online import best_observed_eval_nb
 from .jit import driver, kernel, part, user_driver
@@ -54,14 +54,16 @@ def _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered
 def resolve_stops_1c_nb(c, policy, k, f, w, tol, p, scope_all, job_type, t_est_h, score, loss,
                         duration_h, in_scope, stopped, demoted, trigger_eval, delivered_eval):
     """Row ``c`` of ``resolve_stops_nb`` (same arguments, same outputs)."""
+    if policy < PATIENCE:  # a rule policy: the one-pass pipeline's kernel
+        resolve_rule_stops_1c_nb(c, policy, k, f, w, tol, scope_all, job_type, t_est_h, score,
+                                 loss, duration_h, in_scope, stopped, demoted, trigger_eval,
+                                 delivered_eval)
+        return
     n_jobs, n_evals = score.shape[1], score.shape[2]
-    attained = np.empty(n_evals)  # read by STOP_AT only, so filled for it only
-    attained[:] = 0.0
+    attained = np.zeros(n_evals)  # an online detector reads scores only
     for j in range(n_jobs):
         if _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped, demoted,
                          trigger_eval, delivered_eval):
-            if policy == STOP_AT:
-                _attained_nb(duration_h[c, j], attained)
             act, trig, deliv = stop_decision_1j_nb(policy, k, f, w, tol, p, score[c, j],
                                                    loss[c, j], attained, t_est_h[c, j])
             _record_nb(c, j, act, trig, deliv, stopped, demoted, trigger_eval, delivered_eval)
