@@ -29,8 +29,7 @@ import math
 
 import numpy as np
 import polars as pl
-from scipy.special import ndtr
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri
 
 from fastsim.config import WorkloadConfig
 from fastsim.kernels.codes import RLHF
@@ -75,7 +74,7 @@ def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: in
     h_hat = rq / qq
     a, b = cfg.height
     s = cfg.sigma_spread
-    quantiles = norm.ppf((np.arange(n_sigma) + 0.5) / n_sigma) if s > 0 else np.zeros(1)
+    quantiles = ndtri((np.arange(n_sigma) + 0.5) / n_sigma) if s > 0 else np.zeros(1)
     out = np.empty((score.shape[0], q.shape[0], quantiles.size))
     for i, zq in enumerate(quantiles):
         sig = max(cfg.sigma, 1e-6) * math.exp(s * zq - 0.5 * s * s)

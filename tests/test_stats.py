@@ -9,6 +9,7 @@ bootstrap) fails.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fastsim.stats import bootstrap_ratio_ci, mean_ci, paired_change_ci
 
@@ -241,3 +242,33 @@ def test_bootstrap_resamples_draw_every_cluster_equally_often():
         assert (sizes == n).all()
         se = np.sqrt((1 - 1 / n) / n_boot)
         assert abs(draws.mean() - 1.0) < 4 * se, (k, draws.mean())
+
+
+def test_quantiles_and_binomial_tails_agree_with_scipy_stats():
+    """``fastsim.stats`` takes its quantiles and binomial tails from ``scipy.special``
+    (scipy.stats would cost half a second of import in every process): the t and normal
+    quantiles are scipy.stats' own functions, so the same bits; Clopper-Pearson's beta
+    quantiles agree with scipy.stats' root search within its tolerance (2e-12), and the
+    McNemar p-value with ``binomtest`` to 1e-9 relative wherever it does not underflow."""
+    from scipy import special
+    from scipy import stats as st
+
+    from fastsim.stats import clopper_pearson, mcnemar_p
+
+    for df in (1, 2, 9, 99, 1999, 10**6):
+        assert special.stdtrit(df, 0.975) == st.t.ppf(0.975, df)
+    assert special.ndtri(0.975) == st.norm.ppf(0.975)
+    for n in (1, 2, 7, 40, 300, 2000, 12345, 10**6):
+        for k in sorted({0, 1, 2, n // 3, n // 2, n - 2, n - 1, n} & set(range(n + 1))):
+            for level in (0.9, 0.95, 0.99):
+                e = st.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+                lo, hi = clopper_pearson(k, n, level)
+                assert abs(lo - e.low) < 1e-11 and abs(hi - e.high) < 1e-11, (k, n, level)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 3000))
+        k = int(rng.integers(0, n + 1))
+        a, b = np.arange(n) < k, np.arange(n) >= k  # k pairs (1, 0), n - k pairs (0, 1)
+        want = st.binomtest(k, n, 0.5).pvalue
+        if want > 1e-250:
+            assert mcnemar_p(a, b) == pytest.approx(want, rel=1e-9), (k, n)
