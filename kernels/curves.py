@@ -39,21 +39,34 @@ def gold_rl_curved_nb(u, ustar, height, gamma):
         return gold_rl_nb(u, ustar, height)
     if u <= 0.0:
         return 0.0
-    ln_x = gamma * (math.log(u) - math.log(ustar))
-    return height * math.exp(ln_x) * (1.0 - ln_x)
+    ln_x = gold_rl_curved_exponent_nb(math.log(u), math.log(ustar), gamma)
+    return gold_rl_curved_from_exp_nb(ln_x, math.exp(ln_x), height)
 
 
 @part
-def gold_rl_curved_logs_nb(ln_u, ln_ustar, height, gamma):
-    """``gold_rl_curved_nb`` for ``u > 0`` given the logs, as the workload computes it."""
-    ln_x = gamma * (ln_u - ln_ustar)
-    return height * math.exp(ln_x) * (1.0 - ln_x)
+def gold_rl_curved_exponent_nb(ln_u, ln_ustar, gamma):
+    """``ln x = gamma (ln u - ln u*)``, the exponent of ``gold_rl_curved_nb`` for ``u > 0``
+    given the logs.  The workload takes every exponential of a cluster in one vectorised
+    pass (``kernels.libm``), so the curve is written in two halves around it."""
+    return gamma * (ln_u - ln_ustar)
 
 
 @part
-def gold_saturating_nb(u, tau, height):
-    """LoRA and healthy DPO: ``h (1 - exp(-u / tau))``."""
-    return height * (1.0 - math.exp(np.divide(-u, tau)))
+def gold_rl_curved_from_exp_nb(ln_x, x, height):
+    """``gold_rl_curved_nb`` from its exponent ``ln_x`` and ``x = exp(ln_x)``: ``h x (1 - ln x)``."""
+    return height * x * (1.0 - ln_x)
+
+
+@part
+def gold_saturating_exponent_nb(u, tau):
+    """LoRA and healthy DPO, ``h (1 - exp(-u / tau))``: the exponent."""
+    return np.divide(-u, tau)
+
+
+@part
+def gold_saturating_from_exp_nb(e, height):
+    """The saturating curve from ``e = exp(-u / tau)``."""
+    return height * (1.0 - e)
 
 
 @entry

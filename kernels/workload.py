@@ -12,9 +12,10 @@ import numpy as np
 from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                     S_GPUS, S_HACKING, S_HEIGHT, S_LOSS0, S_LOSS_NOISE, S_LOSSINF,
                     S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
-from .curves import (gold_rl_curved_logs_nb, gold_rl_logs_nb, gold_saturating_nb,
-                     loss_nb)
+from .curves import (gold_rl_curved_exponent_nb, gold_rl_curved_from_exp_nb, gold_rl_logs_nb,
+                     gold_saturating_exponent_nb, gold_saturating_from_exp_nb, loss_nb)
 from .jit import kernel, part
+from .libm import exp_array_nb
 from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                   key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
                   normal_central_nb, normal_tail_near_nb, normal_tail_nb,
@@ -180,6 +181,19 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     _normals_nb(draws[_N_UNIFORM * n_jobs:], z)  # element by element: the same values
     z_duration, z_estimate, z_scale = z[:n_jobs], z[n_jobs:2 * n_jobs], z[2 * n_jobs:3 * n_jobs]
     noise = z[first_eval - _N_UNIFORM * n_jobs:]
+    progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
+    for e in range(1, n_evals + 1):
+        progress[0, e - 1] = e / n_evals
+        progress[1, e - 1] = math.log(e / n_evals)
+    ln_progress = progress[1]
+    progress = progress[0]
+    # Every exponential of the cluster in one vectorised pass (``exp_array_nb``: the
+    # library's bits): ``arg`` holds the exponents of each job's run time, estimate and
+    # noise scale ([0, 3J)), then of its gold curve at each evaluation (3J + j E + e);
+    # ``ex`` their exponentials.  1.0 fills a slot that needs none.
+    expo = np.empty((2, 3 * n_jobs + n_draws))
+    arg, ex = expo[0], expo[1]
+    ln_ustar = np.empty(n_jobs)  # log u*, for the plain RL form
     t_arr = 0.0
     for j in range(n_jobs):
         t = 2
@@ -190,9 +204,11 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         job_type[c, j] = t
         nd = p.n_demands[t]
         gpus[c, j] = p.demands[t, min(int(u_gpus[j] * nd), nd - 1)]
-        dur = p.median_h[t] * math.exp(p.log_sd * z_duration[j])
-        duration_h[c, j] = dur
-        t_est_h[c, j] = dur * math.exp(p.est_sigma * z_estimate[j])
+        arg[j] = p.log_sd * z_duration[j]
+        arg[n_jobs + j] = p.est_sigma * z_estimate[j]
+        # the job's noise scale sigma_j = sigma exp(s Z_j - s^2 / 2) (mean sigma); s = 0:
+        # every job at sigma, and no Z_j drawn
+        arg[2 * n_jobs + j] = spread * z_scale[j] - 0.5 * spread * spread if spread != 0.0 else 1.0
         uh = u_hacking[j]
         hk = (t == RLHF and uh < p.base_rate) or (t == DPO and uh < p.dpo_base_rate)
         hacking[c, j] = hk
@@ -210,31 +226,38 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         loss_tau[c, j] = _between_nb(p.loss_tau, u_losstau[j])
         t_arr = t_arr + (-math.log(1.0 - u_arrival[j]) / p.arrival_rate)
         arrival_h[c, j] = t_arr
+        first = 3 * n_jobs + j * n_evals
+        if t == RLHF or hk:  # hacking DPO: RL form (Rafailov et al. 2024)
+            ln_ustar[j] = math.log(us)
+            gam = p.kl_gamma * p.hack_sharpness if hk else p.kl_gamma
+            for e in range(n_evals):
+                arg[first + e] = (1.0 if gam == 1.0 else
+                                  gold_rl_curved_exponent_nb(ln_progress[e], ln_ustar[j], gam))
+        else:
+            for e in range(n_evals):
+                arg[first + e] = gold_saturating_exponent_nb(progress[e], tau[c, j])
+    exp_array_nb(arg, ex)
     # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
-    progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
-    for e in range(1, n_evals + 1):
-        progress[0, e - 1] = e / n_evals
-        progress[1, e - 1] = math.log(e / n_evals)
-    ln_progress = progress[1]
-    progress = progress[0]
     if p.noise_rho != 0.0:
         _ar1_nb(p.noise_rho, n_jobs, n_evals, noise[:n_draws])
     for j in range(n_jobs):
+        dur = p.median_h[job_type[c, j]] * ex[j]
+        duration_h[c, j] = dur
+        t_est_h[c, j] = dur * ex[n_jobs + j]
         g = gold[c, j]
-        if job_type[c, j] == RLHF or hacking[c, j]:  # hacking DPO: RL form (Rafailov et al. 2024)
-            us = ustar[c, j]
-            ln_us = math.log(us)
-            h = height[c, j]
+        first = 3 * n_jobs + j * n_evals
+        h = height[c, j]
+        if job_type[c, j] == RLHF or hacking[c, j]:
             gam = p.kl_gamma * p.hack_sharpness if hacking[c, j] else p.kl_gamma
             if gam == 1.0:
                 for e in range(n_evals):
-                    g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], us, ln_us, h)
+                    g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], ustar[c, j], ln_ustar[j], h)
             else:
                 for e in range(n_evals):
-                    g[e] = gold_rl_curved_logs_nb(ln_progress[e], ln_us, h, gam)
+                    g[e] = gold_rl_curved_from_exp_nb(arg[first + e], ex[first + e], h)
         else:
             for e in range(n_evals):
-                g[e] = gold_saturating_nb(progress[e], tau[c, j], height[c, j])
+                g[e] = gold_saturating_from_exp_nb(ex[first + e], h)
         best = -np.inf
         best_e = 1
         for e in range(n_evals):
@@ -247,11 +270,9 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         l0 = loss0[c, j]
         li = loss_inf[c, j]
         lt = loss_tau[c, j]
-        # the job's noise scale sigma_j = sigma exp(s Z_j - s^2 / 2) (mean sigma); s = 0:
-        # every job at sigma, and no Z_j drawn
         sj = p.sigma
         if spread != 0.0:
-            sj = p.sigma * math.exp(spread * z_scale[j] - 0.5 * spread * spread)
+            sj = p.sigma * ex[2 * n_jobs + j]
         for e in range(n_evals):
             s[e] = g[e] + sj * noise[j * n_evals + e]
         if not draw_loss:
