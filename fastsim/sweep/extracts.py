@@ -29,12 +29,11 @@ JCT_GROUPS = ("all",) + JOB_TYPE_LABELS
 def jct_histogram(jobs: pl.DataFrame) -> pl.DataFrame:
     """``group, bin, count`` of ``jobs.jct_h`` on ``JCT_EDGES_H`` (empty bins omitted)."""
     jct = jobs["jct_h"].to_numpy()
-    types = jobs["job_type"].to_numpy()
     n_bins = len(JCT_EDGES_H) - 1
     idx = np.clip(np.searchsorted(JCT_EDGES_H, jct, side="right") - 1, 0, n_bins - 1)
     groups, bins, counts = [], [], []
-    for g in JCT_GROUPS:
-        sel = idx if g == "all" else idx[types == g]
+    for g in JCT_GROUPS:  # (the labels compared in Polars: as numpy objects, 4x slower)
+        sel = idx if g == "all" else idx[(jobs["job_type"] == g).to_numpy()]
         c = np.bincount(sel, minlength=n_bins)
         nz = np.flatnonzero(c)
         groups += [g] * nz.size

@@ -34,6 +34,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +108,10 @@ class Grid:
         return json.loads(_canonical_json({"clusters": self.clusters, "chunk": self.chunk,
                                            "seed": self.seed, "cells": cells}))
 
-    @property
+    @cached_property
     def hash(self) -> str:
+        """Of ``canonical()``; cached, as every chunk's record is checked against it (the
+        grid is frozen)."""
         return hashlib.sha256(_canonical_json(self.canonical()).encode()).hexdigest()
 
 
