@@ -3,8 +3,9 @@
 Resample ``b`` draws its ``n`` cluster indices one at a time from the counter-based
 generator (``kernels.rng``), keyed by ``(seed, b, i)``, and sums the drawn numerators
 and denominators as it goes, so no ``(n_boot, n)`` index matrix is ever built and the
-sums are a pure function of ``(seed, b)``.  Serial: one call is short, and a
-thread pool's start-up costs more than it saves on a loaded machine.
+sums are a pure function of ``(seed, b)``: a call may take any range of resamples
+(``first``), so ``fastsim.stats`` shares a large bootstrap among threads with the same
+result.
 """
 import numpy as np
 
@@ -15,12 +16,12 @@ BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
 
 
 @entry
-def bootstrap_sums_nb(num, den, seed, out_num, out_den):
-    """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[b]`` and
-    ``out_den[b]`` for every resample ``b`` (float64 ``[n_boot]``)."""
+def bootstrap_sums_nb(num, den, seed, out_num, out_den, first=0):
+    """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[r]`` and
+    ``out_den[r]`` for resample ``b = first + r`` (float64 ``[n_boot]``)."""
     n = num.shape[0]
-    for b in range(out_num.shape[0]):
-        prefix = cluster_prefix_nb(seed, b, BOOTSTRAP_STREAM)
+    for r in range(out_num.shape[0]):
+        prefix = cluster_prefix_nb(seed, first + r, BOOTSTRAP_STREAM)
         sa = 0.0
         sb = 0.0
         for i in range(n):
@@ -28,5 +29,5 @@ def bootstrap_sums_nb(num, den, seed, out_num, out_den):
             k = min(int(u * n), n - 1)
             sa += num[k]
             sb += den[k]
-        out_num[b] = sa
-        out_den[b] = sb
+        out_num[r] = sa
+        out_den[r] = sb

@@ -272,3 +272,26 @@ def test_quantiles_and_binomial_tails_agree_with_scipy_stats():
         want = st.binomtest(k, n, 0.5).pvalue
         if want > 1e-250:
             assert mcnemar_p(a, b) == pytest.approx(want, rel=1e-9), (k, n)
+
+
+def test_a_large_bootstrap_shared_among_threads_gives_the_same_sums():
+    """Above ``PARALLEL_MIN_DRAWS`` the resamples are shared among numba's threads; each
+    resample's sums depend on its number only, so the result is the single call's."""
+    import numba
+
+    from fastsim.kernels.bootstrap import bootstrap_sums_nb
+    from fastsim.stats import PARALLEL_MIN_DRAWS, _resampled_sums
+
+    rng = np.random.default_rng(4)
+    num, den = rng.random(2000), rng.random(2000) + 1.0
+    n_boot = PARALLEL_MIN_DRAWS // 2000 + 7  # above the threshold, not a multiple of 2 or 3
+    want = np.empty((2, n_boot))
+    bootstrap_sums_nb(num, den, 11, want[0], want[1])
+    before = numba.get_num_threads()
+    try:
+        for threads in range(1, numba.config.NUMBA_NUM_THREADS + 1):
+            numba.set_num_threads(threads)
+            got = _resampled_sums(num, den, 11, n_boot)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
+    finally:
+        numba.set_num_threads(before)
