@@ -53,7 +53,8 @@ def gold_rl_curved_exponent_nb(ln_u, ln_ustar, gamma):
 
 @part
 def gold_rl_curved_from_exp_nb(ln_x, x, height):
-    """``gold_rl_curved_nb`` from its exponent ``ln_x`` and ``x = exp(ln_x)``: ``h x (1 - ln x)``."""
+    """``gold_rl_curved_nb`` from its exponent ``ln_x`` and ``x = exp(ln_x)``:
+    ``h x (1 - ln x)``."""
     return height * x * (1.0 - ln_x)
 
 

@@ -150,7 +150,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
 
     Every value is bit-identical to the table of docs/model.md computed draw by draw;
     only the order of work differs: each stream's draws are made for all jobs at once
-    (``_uniforms_nb``, ``_normals_nb``), then combined job by job.
+    (``_uniforms_nb``, ``_normals_nb``), every exponential in one pass (``exp_array_nb``),
+    then they are combined job by job.
     """
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
@@ -208,7 +209,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         arg[n_jobs + j] = p.est_sigma * z_estimate[j]
         # the job's noise scale sigma_j = sigma exp(s Z_j - s^2 / 2) (mean sigma); s = 0:
         # every job at sigma, and no Z_j drawn
-        arg[2 * n_jobs + j] = spread * z_scale[j] - 0.5 * spread * spread if spread != 0.0 else 1.0
+        arg[2 * n_jobs + j] = (spread * z_scale[j] - 0.5 * spread * spread if spread != 0.0
+                               else 1.0)
         uh = u_hacking[j]
         hk = (t == RLHF and uh < p.base_rate) or (t == DPO and uh < p.dpo_base_rate)
         hacking[c, j] = hk
@@ -251,7 +253,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
             gam = p.kl_gamma * p.hack_sharpness if hacking[c, j] else p.kl_gamma
             if gam == 1.0:
                 for e in range(n_evals):
-                    g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], ustar[c, j], ln_ustar[j], h)
+                    g[e] = gold_rl_logs_nb(progress[e], ln_progress[e], ustar[c, j],
+                                           ln_ustar[j], h)
             else:
                 for e in range(n_evals):
                     g[e] = gold_rl_curved_from_exp_nb(arg[first + e], ex[first + e], h)
