@@ -277,9 +277,16 @@ def _over_array(x, out):
     for i in range(n):
         n_outside += not IN_RANGE(x[i])
     if n_outside > 0:
+        # Their positions first, then the library on those alone: a loop that called it
+        # under a condition would be vectorised into a call on every element.
+        outside = np.empty(n_outside, dtype=np.int64)
+        m = 0
         for i in range(n):
             if not IN_RANGE(x[i]):
-                out[i] = LIBRARY(x[i])
+                outside[m] = i
+                m += 1
+        for k in range(n_outside):
+            out[outside[k]] = LIBRARY(x[outside[k]])
 
 
 exp_array_nb = kernel(one_of(bind(_over_array, MAIN=_exp_main_nb, IN_RANGE=_exp_in_range_nb,
