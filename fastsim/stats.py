@@ -147,7 +147,7 @@ def _resampled_sums(num: np.ndarray, den: np.ndarray, seed: int,
     sums = np.empty((2, n_boot))
     threads = min(numba.get_num_threads(), n_boot)
     if threads <= 1 or num.size * n_boot < PARALLEL_MIN_DRAWS:
-        bootstrap_sums_nb(num, den, seed, sums[0], sums[1])
+        bootstrap_sums_nb(num, den, seed, sums[0], sums[1], 0)
         return sums[0], sums[1]
     bounds = [n_boot * t // threads for t in range(threads + 1)]
     with ThreadPoolExecutor(threads) as pool:  # the kernel releases the GIL

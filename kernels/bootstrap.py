@@ -16,7 +16,7 @@ BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
 
 
 @entry
-def bootstrap_sums_nb(num, den, seed, out_num, out_den, first=0):
+def bootstrap_sums_nb(num, den, seed, out_num, out_den, first):
     """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[r]`` and
     ``out_den[r]`` for resample ``b = first + r`` (float64 ``[n_boot]``)."""
     n = num.shape[0]

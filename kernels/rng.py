@@ -111,7 +111,7 @@ def normal_tail_near_nb(p, log_r):
     """``normal_tail_nb(p)`` given ``log_r = log(normal_tail_side_nb(p))``, valid when
     ``sqrt(-log_r) <= 5`` (``p`` beyond about 1.4e-11 of 0 or 1: every draw in practice).
     Branch-free (``np.divide``, selects), so a loop over tail draws vectorises; the
-    logarithms are taken before, in one pass (``kernels.libm.log_array_nb``)."""
+    ``log`` calls stay scalar, in their own loop, and give the same bits."""
     r = math.sqrt(-log_r) - 1.6
     num = (((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r
                 + 2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r

@@ -15,7 +15,7 @@ from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
 from .curves import (gold_rl_curved_exponent_nb, gold_rl_curved_from_exp_nb, gold_rl_logs_nb,
                      gold_saturating_exponent_nb, gold_saturating_from_exp_nb, loss_nb)
 from .jit import kernel, part
-from .libm import exp_array_nb, log_array_nb
+from .libm import exp_array_nb
 from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                   key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
                   normal_central_nb, normal_tail_near_nb, normal_tail_nb,
@@ -93,10 +93,11 @@ def _eval_uniforms_nb(seed, cluster, stream, n_jobs, n_evals, out):
 
 @kernel
 def _normals_nb(p, out):
-    """``out[i] = normal_quantile_nb(p[i])``, in passes that each vectorise: the central
-    polynomial for every draw, then for the ~15% of draws in the tails, gathered into
-    contiguous scratch: their ``r`` (select), ``log(r)`` (``log_array_nb``, the library's
-    bits), the rest of the tail formula (``normal_tail_near_nb``), and a scatter back.  Draw by draw, the
+    """``out[i] = normal_quantile_nb(p[i])``, in passes that each vectorise, except the
+    ``log`` calls: the central polynomial for every draw, then for the ~15% of draws in
+    the tails, gathered into contiguous scratch: their ``r`` (select), ``log(r)`` (one
+    scalar libm call each, independent of each other, so they overlap), the rest of the
+    tail formula (``normal_tail_near_nb``), and a scatter back.  Draw by draw, the
     quantile was bound by its latency chain and by mispredicted branches; the values are
     the same operations on the same numbers, so the same bits."""
     n = p.shape[0]
@@ -112,8 +113,7 @@ def _normals_nb(p, out):
     for k in range(n_tails):
         tp[k] = p[tails[k]]
     for k in range(n_tails):
-        x[k] = normal_tail_side_nb(tp[k])
-    log_array_nb(x, lr)
+        lr[k] = math.log(normal_tail_side_nb(tp[k]))
     n_far = 0
     for k in range(n_tails):
         x[k] = normal_tail_near_nb(tp[k], lr[k])
@@ -150,8 +150,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
 
     Every value is bit-identical to the table of docs/model.md computed draw by draw;
     only the order of work differs: each stream's draws are made for all jobs at once
-    (``_uniforms_nb``, ``_normals_nb``), every exponential and logarithm in one pass
-    (``exp_array_nb``, ``log_array_nb``), then they are combined job by job.
+    (``_uniforms_nb``, ``_normals_nb``), every exponential in one pass (``exp_array_nb``),
+    then they are combined job by job.
     """
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
@@ -188,16 +188,14 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         progress[1, e - 1] = math.log(e / n_evals)
     ln_progress = progress[1]
     progress = progress[0]
-    # Every exponential and logarithm of the cluster in one vectorised pass each
-    # (``kernels.libm``: the library's bits).  ``arg`` holds the exponents of each job's
-    # run time, estimate and noise scale ([0, 3J)), then of its gold curve at each
-    # evaluation (3J + j E + e); ``ex`` their exponentials; 1.0 fills a slot that needs
-    # none.  ``log_arg`` holds each job's 1 - U (its arrival gap), then its u* (RL form;
-    # 2.0 fills the others' slots); ``ln`` their logarithms.
+    # Every exponential of the cluster in one vectorised pass (``exp_array_nb``: the
+    # library's bits): ``arg`` holds the exponents of each job's run time, estimate and
+    # noise scale ([0, 3J)), then of its gold curve at each evaluation (3J + j E + e);
+    # ``ex`` their exponentials.  1.0 fills a slot that needs none.
     expo = np.empty((2, 3 * n_jobs + n_draws))
     arg, ex = expo[0], expo[1]
-    logs = np.empty((2, 2 * n_jobs))
-    log_arg, ln = logs[0], logs[1]
+    ln_ustar = np.empty(n_jobs)  # log u*, for the plain RL form
+    t_arr = 0.0
     for j in range(n_jobs):
         t = 2
         for tt in range(3):
@@ -228,17 +226,11 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         loss0[c, j] = _between_nb(p.loss0, u_loss0[j])
         loss_inf[c, j] = _between_nb(p.loss_inf, u_lossinf[j])
         loss_tau[c, j] = _between_nb(p.loss_tau, u_losstau[j])
-        log_arg[j] = 1.0 - u_arrival[j]
-        log_arg[n_jobs + j] = us if t == RLHF or hk else 2.0
-    log_array_nb(log_arg, ln)
-    ln_ustar = ln[n_jobs:]
-    t_arr = 0.0
-    for j in range(n_jobs):
-        t_arr = t_arr + (-ln[j] / p.arrival_rate)
+        t_arr = t_arr + (-math.log(1.0 - u_arrival[j]) / p.arrival_rate)
         arrival_h[c, j] = t_arr
         first = 3 * n_jobs + j * n_evals
-        hk = hacking[c, j]
-        if job_type[c, j] == RLHF or hk:  # hacking DPO: RL form (Rafailov et al. 2024)
+        if t == RLHF or hk:  # hacking DPO: RL form (Rafailov et al. 2024)
+            ln_ustar[j] = math.log(us)
             gam = p.kl_gamma * p.hack_sharpness if hk else p.kl_gamma
             for e in range(n_evals):
                 arg[first + e] = (1.0 if gam == 1.0 else

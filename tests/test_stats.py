@@ -238,7 +238,7 @@ def test_bootstrap_resamples_draw_every_cluster_equally_often():
         one_hot = np.zeros(n)
         one_hot[k] = 1.0
         draws, sizes = np.empty(n_boot), np.empty(n_boot)
-        bootstrap_sums_nb(one_hot, np.ones(n), 3, draws, sizes)
+        bootstrap_sums_nb(one_hot, np.ones(n), 3, draws, sizes, 0)
         assert (sizes == n).all()
         se = np.sqrt((1 - 1 / n) / n_boot)
         assert abs(draws.mean() - 1.0) < 4 * se, (k, draws.mean())
@@ -286,7 +286,7 @@ def test_a_large_bootstrap_shared_among_threads_gives_the_same_sums():
     num, den = rng.random(2000), rng.random(2000) + 1.0
     n_boot = PARALLEL_MIN_DRAWS // 2000 + 7  # above the threshold, not a multiple of 2 or 3
     want = np.empty((2, n_boot))
-    bootstrap_sums_nb(num, den, 11, want[0], want[1])
+    bootstrap_sums_nb(num, den, 11, want[0], want[1], 0)
     before = numba.get_num_threads()
     try:
         for threads in range(1, numba.config.NUMBA_NUM_THREADS + 1):
