@@ -32,15 +32,20 @@ def _row(metric: str, kind: str, e: Estimate) -> dict:
     return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
 
 
-def _pooled_counts(clusters: pl.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    num_cols, den_cols = M.lookup(metric).pooled
-    num = clusters.select(pl.sum_horizontal(num_cols)).to_series().to_numpy()
-    den = clusters.select(pl.sum_horizontal(den_cols)).to_series().to_numpy()
-    return num, den
+def _pooled_counts(clusters: pl.DataFrame, metrics) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each pooled metric's per-cluster numerator and denominator, in one Polars pass (a
+    chunk of 500 clusters costs a pass mostly in overhead)."""
+    exprs = []
+    for m in metrics:
+        num_cols, den_cols = M.lookup(m).pooled
+        exprs += [pl.sum_horizontal(num_cols).alias(f"{m}/num"),
+                  pl.sum_horizontal(den_cols).alias(f"{m}/den")]
+    sums = clusters.select(exprs)
+    return {m: (sums[f"{m}/num"].to_numpy(), sums[f"{m}/den"].to_numpy()) for m in metrics}
 
 
 def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
-    num, den = _pooled_counts(clusters, metric)
+    num, den = _pooled_counts(clusters, [metric])[metric]
     if M.lookup(metric).binomial:
         return proportion_ci(num, den, seed=seed)
     return bootstrap_ratio_ci(num, den, seed=seed)
@@ -48,13 +53,18 @@ def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
 
 def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
     """``(metric, policy values, baseline values)`` matched on the ``cluster`` column."""
-    joined = clusters.join(baseline, on="cluster", how="inner", suffix="_base")
-    if joined.height != clusters.height or joined.height != baseline.height:
-        raise ValueError("policy and baseline must cover the same clusters for a paired comparison")
-    for m in M.paired_metrics():
-        if m not in clusters.columns:
-            continue
-        yield m, joined[m].to_numpy(), joined[f"{m}_base"].to_numpy()
+    metrics = [m for m in M.paired_metrics() if m in clusters.columns]
+    if clusters.height == baseline.height and clusters["cluster"].equals(baseline["cluster"]):
+        policy, base = clusters, baseline  # a sweep's chunks line up already
+    else:  # other frames are matched on the cluster column, in the policy's order
+        policy = clusters.join(baseline, on="cluster", how="inner", suffix="_base",
+                               maintain_order="left")
+        if policy.height != clusters.height or policy.height != baseline.height:
+            raise ValueError("policy and baseline must cover the same clusters for a paired "
+                             "comparison")
+        base = policy.select(pl.col(f"{m}_base").alias(m) for m in metrics)
+    for m in metrics:
+        yield m, policy[m].to_numpy(), base[m].to_numpy()
 
 
 class CellSummary:
@@ -85,8 +95,8 @@ class CellSummary:
             self.means = {m: MeanMoments() for m in M.mean_metrics() if m in clusters.columns}
         for m, moments in self.means.items():
             moments.add(clusters[m].to_numpy())
-        for m, ratio in self.pooled.items():
-            ratio.add(*_pooled_counts(clusters, m))
+        for m, (num, den) in _pooled_counts(clusters, self.pooled).items():
+            self.pooled[m].add(num, den)
         if baseline is not None:
             if self.paired is None:
                 self.paired = {m: MeanMoments() for m in M.paired_metrics()

@@ -295,3 +295,23 @@ def test_a_large_bootstrap_shared_among_threads_gives_the_same_sums():
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
     finally:
         numba.set_num_threads(before)
+
+
+def test_paired_changes_match_clusters_whatever_the_row_order():
+    """A sweep's chunks line up row for row and are paired by position; any other pair of
+    frames is matched on ``cluster``, in the policy's row order: the same values."""
+    from fastsim.api import simulate
+    from fastsim.config import SimConfig
+    from fastsim.summary import _paired_changes, summarize
+
+    policy = simulate(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=30), 40).clusters
+    base = simulate(SimConfig.from_specs("srtf_est", "none", n_jobs=30), 40).clusters
+    aligned = list(_paired_changes(policy, base))
+    assert len(aligned) >= 5
+    for shuffled in (base.reverse(), base.sample(fraction=1.0, shuffle=True, seed=3)):
+        for (m, p, b), (m2, p2, b2) in zip(aligned, _paired_changes(policy, shuffled)):
+            assert m == m2 and np.array_equal(p, p2, equal_nan=True)
+            assert np.array_equal(b, b2, equal_nan=True)
+        assert summarize(policy, shuffled).equals(summarize(policy, base))
+    with pytest.raises(ValueError, match="same clusters"):
+        list(_paired_changes(policy, base.head(39)))

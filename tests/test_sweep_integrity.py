@@ -196,6 +196,24 @@ def test_6_damaged_chunks_are_refused_then_rerun(sweep_file, tmp_path, capsys, k
     assert_same(ref, out)
 
 
+def test_6_the_first_damaged_cell_in_grid_order_is_named(sweep_file, tmp_path, monkeypatch):
+    """Cells aggregate side by side, yet the error is the same on every run: that of the
+    first damaged cell in grid order, and nothing is written."""
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    for name in DERIVED:
+        (out / name).unlink()
+    grid = load_sweep(sweep_file)
+    first, second = (SweepStore(out, grid).path(c.id, "chunk", 2) for c in grid.cells[:2])
+    _damage(first, "flip")
+    _damage(second, "truncate")
+    monkeypatch.setattr("fastsim.sweep.aggregate.numba.get_num_threads", lambda: 2)
+    with SweepStore.open(out, grid) as store:
+        with pytest.raises(ConfigError, match=rf"cell={grid.cells[0].id}/{first.name}: checksum"):
+            aggregate(store)
+    assert not any((out / name).exists() for name in DERIVED)
+
+
 def test_6_chunks_of_another_grid_do_not_count(sweep_file, tmp_path, capsys):
     """Chunk files copied in from a sweep with another seed fail their records' grid."""
     a, b = tmp_path / "a", tmp_path / "b"

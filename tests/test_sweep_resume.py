@@ -142,3 +142,22 @@ def test_keep_jobs_writes_per_job_records_only_when_asked(sweep_file, tmp_path):
     assert rep.chunks_run == 12
     jobs = store.read(grid.cells[0].id, "jobs")
     assert jobs.height == 10 * 24 and jobs["cluster"].n_unique() == 10
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_aggregation_is_the_same_on_any_number_of_threads(sweep_file, tmp_path, monkeypatch,
+                                                          threads):
+    """Cells are aggregated side by side on numba's threads; the files are the same bytes
+    as one cell at a time, and a chunk whose rows are out of order is still sorted."""
+    grid, store, _ = run_all(sweep_file, tmp_path / "ref")
+    aggregate(store)
+    out = tmp_path / "out"
+    _, store2, _ = run_all(sweep_file, out)
+    cid = grid.cells[0].id
+    reversed_chunk = store2.read_chunk(cid, 1).reverse()  # same rows, descending clusters
+    store2.write_chunk(cid, 1, reversed_chunk, store2._load(cid, "jct", 1))
+    assert store2._load(cid, "chunk", 1)["cluster"].to_list() == [5, 4, 3]
+    monkeypatch.setattr("fastsim.sweep.aggregate.numba.get_num_threads", lambda: threads)
+    aggregate(store2)
+    for name in ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt"):
+        assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name

@@ -38,7 +38,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     with SweepStore.open(Path(out), grid) as store:  # holds the directory's lock
         run_sweep(grid, store, backend=backend, address=address, workers=workers,
                   keep_jobs=keep_jobs, progress=progress)
-        aggregate(store)
+        aggregate(store, progress=progress)
     return read_summary(Path(out))
 
 

@@ -18,9 +18,13 @@ resumes.
 """
 from __future__ import annotations
 
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numba
 import polars as pl
+from tqdm import tqdm
 
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
@@ -73,19 +77,42 @@ def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> p
     return cell.table()
 
 
-def aggregate(store: SweepStore) -> dict[str, Path]:
+def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """One cell's summary rows, JCT histogram and text table."""
+    s = _cell_summary(store, c.id, c.baseline)
+    h = merge_histograms(store.read_each(c.id, "jct"))
+    return (s.with_columns(pl.lit(c.id).alias("cell")), h.with_columns(pl.lit(c.id).alias("cell")),
+            format_table(s, title=f"== {c.label}  [cell {c.id}]"))
+
+
+def _each_cell(store: SweepStore, progress: bool) -> dict[str, tuple]:
+    """``_cell_parts`` of every cell, cells side by side on numba's threads (reading and
+    decoding Parquet and the bootstrap release the GIL); results in grid order, and the
+    first failing cell in grid order is the error raised."""
+    cells = store.grid.cells
+    bar = tqdm(total=len(cells), unit="cell", desc="aggregate", disable=not progress,
+               dynamic_ncols=True, file=sys.stderr, leave=False)
+    pool = ThreadPoolExecutor(max(1, min(numba.get_num_threads(), len(cells))))
+    try:
+        futures = [pool.submit(_cell_parts, store, c) for c in cells]
+        parts = {}
+        for c, f in zip(cells, futures):
+            parts[c.id] = f.result()
+            bar.update()
+        return parts
+    finally:
+        pool.shutdown(cancel_futures=True)
+        bar.close()
+
+
+def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     """Aggregate every cell of a complete sweep; returns the written paths.
 
     Every chunk is verified against its record as it is read; a missing or damaged one
-    is a ``ConfigError`` naming its file, and then nothing is written."""
+    is a ``ConfigError`` naming its file, and then nothing is written.  ``progress``: a
+    bar over cells on stderr."""
     cells = cell_table(store)
-    parts: dict[str, tuple] = {}
-    for c in store.grid.cells:
-        s = _cell_summary(store, c.id, c.baseline)
-        h = merge_histograms(store.read_each(c.id, "jct"))
-        parts[c.id] = (s.with_columns(pl.lit(c.id).alias("cell")),
-                       h.with_columns(pl.lit(c.id).alias("cell")),
-                       format_table(s, title=f"== {c.label}  [cell {c.id}]"))
+    parts = _each_cell(store, progress)
     summaries = [parts[c.id][0] for c in store.grid.cells]
     hists = [parts[c.id][1] for c in store.grid.cells]
     texts = [parts[c.id][2] for c in store.grid.cells]

@@ -71,8 +71,8 @@ def register(subparsers) -> None:
         "fitted) and whether a parameter was fitted to the row; the headline counts matched "
         "held-out rows. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
-                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 100 s on 2 "
-                   "cores), written under results/reproduce-quick")
+                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 20 s on 2 "
+                   "cores once numba has compiled), written under results/reproduce-quick")
     r.add_argument("--clusters", type=int, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
                    f"{QUICK_CLUSTERS})")
@@ -97,7 +97,7 @@ def register(subparsers) -> None:
 def _finish_sweep(args, grid, store) -> None:
     from fastsim.sweep.aggregate import aggregate
 
-    paths = aggregate(store)
+    paths = aggregate(store, progress=args.progress)
     print(f"{grid.name}: {len(grid.cells)} cells x {grid.clusters} clusters -> "
           f"{paths['summary']} (tables: {paths['text']})")
 

@@ -289,7 +289,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         rep = run_sweep(g, stores[name], backend=backend, address=address, workers=workers,
                         timeout=timeout, progress=progress)
         skipped += rep.chunks_skipped
-        aggregate(stores[name])
+        aggregate(stores[name], progress=progress)
         timings[name] = time.perf_counter() - t
     write_extracts(out, seed, base_overrides)
     t_sweeps = time.perf_counter() - t0
