@@ -17,7 +17,9 @@ Examples
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -82,13 +84,15 @@ class SimResult:
 
     ``clusters``: one row per cluster (metric columns of ``fastsim.kernels.metrics.METRIC_NAMES``);
     ``jobs``: one row per cluster x job, or None unless asked for;
-    ``segments``: run segments (cluster, job, start_h, end_h) when recorded.
+    ``segments``: run segments (cluster, job, start_h, end_h) when recorded;
+    ``extract``: what ``simulate``'s ``extract`` returned, if given.
     """
 
     config: SimConfig
     clusters: pl.DataFrame
     jobs: pl.DataFrame | None = None
     segments: pl.DataFrame | None = None
+    extract: Any = None
 
 
 def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
@@ -284,7 +288,8 @@ def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
 
 
 def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: bool,
-         n_clusters: int = 0, seed: int = 0, cluster_start: int = 0) -> SimResult:
+         n_clusters: int = 0, seed: int = 0, cluster_start: int = 0,
+         extract: Callable | None = None) -> SimResult:
     """One cell on the workload ``w``, or (``w`` None) on clusters ``cluster_start ..
     + n_clusters`` drawn with ``seed``: every stage in one pass over the clusters
     (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
@@ -322,7 +327,7 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     _check_finished(cfg, w, o)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
-    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)
 
 
 def _workload_arrays(w: Workload) -> tuple[np.ndarray, ...]:
@@ -400,19 +405,26 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
 
 
 def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
-             keep_jobs: bool = False, record_segments: bool = False) -> SimResult:
+             keep_jobs: bool = False, record_segments: bool = False,
+             extract: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> SimResult:
     """Draw clusters ``cluster_start ..`` with ``seed`` and run ``cfg`` on them.
 
     The same ``(seed, cluster)`` gives the same cluster under every scheduler and
     policy (common random numbers), in any chunking and thread count.  Bad arguments
     (a float or bool count, a seed outside ``[0, 2^64)``, a negative ``cluster_start``,
     more memory than available) raise ``ConfigError`` before anything is allocated.
+
+    ``extract``: a function of the per-job arrays (the per-job table's columns as
+    ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
+    ``SimResult.extract``.  The arrays are valid during the call only (``simulate``
+    reuses them), so it keeps what it needs, small: a sweep's JCT histogram is one
+    (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
     w = cfg.workload
     check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
                "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
-    return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start)
+    return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start, extract)
 
 
 def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: int = 200,
@@ -440,14 +452,15 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
 
 
 def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accounting,
-              out: np.ndarray, keep_jobs: bool, record_segments: bool) -> SimResult:
+              out: np.ndarray, keep_jobs: bool, record_segments: bool,
+              extract: Callable | None = None) -> SimResult:
     """Kernel arrays -> Polars, in one place (``out[N_METRICS, C]``: one contiguous row
     per metric column)."""
     int_cols = M.int_columns()
     cols = {"cluster": w.cluster_ids.copy()}
     for i, name in enumerate(METRIC_NAMES):
         cols[name] = out[i].astype(np.int64) if name in int_cols else out[i]
-    if not (keep_jobs or cfg.metrics):
+    if not (keep_jobs or cfg.metrics or extract):
         return SimResult(cfg, _frame(cols), None, _segments(w, o, record_segments))
     jct = o.end_h - w.arrival_h
     per_job = {  # [C, J] arrays: the jobs table's columns, and what user metrics read
@@ -471,7 +484,8 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accoun
         flat["job_type"] = pl.Series(JOB_TYPE_LABELS).gather(w.job_type.ravel())
         jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
                              "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
-    return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments))
+    return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments),
+                     None if extract is None else extract(per_job))
 
 
 def _frame(cols: dict[str, np.ndarray]) -> pl.DataFrame:

@@ -51,9 +51,9 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
     Takes the config as a plain dict so that a Dask task pickles only data.
     """
     cfg = SimConfig.from_dict(config)
-    res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=True)
-    hist = jct_histogram(res.jobs)
-    return res.clusters, hist, (res.jobs if keep_jobs else None)
+    res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=keep_jobs,
+                   extract=jct_histogram)
+    return res.clusters, res.extract, res.jobs
 
 
 def warm_up() -> str:
@@ -74,7 +74,8 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False) -> None:
     shapes = {(c.config.workload.n_jobs, c.config.workload.n_evals) for c in grid.cells}
     J, E = max(shapes, key=lambda s: simulate_bytes(1, *s, True))
     settings = f"n_jobs={J}, n_evals={E}" + (", --keep-jobs" if keep_jobs else "")
-    # a chunk: its simulation (per-job table included, for the JCT histogram) and, with
+    # a chunk: its simulation, counted with the per-job table (an upper bound: without
+    # keep_jobs the JCT histogram reads the per-job arrays, no table), and, with
     # keep_jobs, the Parquet bytes of its per-job records
     chunk_need = lambda n: simulate_bytes(n, J, E, True) + (n * J * 250 if keep_jobs else 0)  # noqa: E731
     check_fits(chunk_need, grid.chunk, "chunk", settings)

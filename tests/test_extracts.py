@@ -1,0 +1,57 @@
+"""The sweeps' JCT histogram, taken from ``simulate``'s per-job arrays (an ``extract``)
+instead of a per-job table: the same counts as a search of the edges over that table."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fastsim.api import simulate
+from fastsim.config import SimConfig
+from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_bins, jct_histogram
+
+N_BINS = len(JCT_EDGES_H) - 1
+
+
+def test_bins_are_those_of_a_search_of_the_edges_to_the_bit():
+    e = JCT_EDGES_H
+    rng = np.random.default_rng(0)
+    values = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf),
+                             [np.nan, -1.0, -0.0, 5e-324, 1e300, -np.inf, np.inf],
+                             10 ** rng.uniform(-4, 6, 200_000), rng.uniform(0, 100, 50_000)])
+    expected = np.clip(np.searchsorted(e, values, side="right") - 1, 0, N_BINS - 1)
+    assert np.array_equal(jct_bins(values), expected)
+
+
+def _from_table(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The histogram the slow way: a search per job over the per-job table, counted per
+    group in Polars."""
+    idx = np.clip(np.searchsorted(JCT_EDGES_H, jobs["jct_h"].to_numpy(), side="right") - 1,
+                  0, N_BINS - 1)
+    t = jobs.select("job_type").with_columns(pl.Series("bin", idx.astype(np.int32)))
+    parts = [t.select(pl.lit("all").alias("group"), "bin")]
+    parts += [t.filter(pl.col("job_type") == g).select(pl.lit(g).alias("group"), "bin")
+              for g in JCT_GROUPS[1:]]
+    order = {g: i for i, g in enumerate(JCT_GROUPS)}
+    return (pl.concat(parts).group_by("group", "bin").agg(pl.len().cast(pl.Int64).alias("count"))
+            .sort(pl.col("group").replace_strict(order), "bin"))
+
+
+@pytest.mark.parametrize("scheduler,mix", [("srtf_est", "rlhf_heavy"), ("fifo", "mixed"),
+                                           ("loss_aware", "rlhf_heavy")])
+def test_the_histogram_from_arrays_counts_what_the_table_holds(scheduler, mix):
+    cfg = SimConfig.from_specs(scheduler, "evalstop:k=2", mix=mix, n_jobs=60)
+    shapes = []
+
+    def histogram(per_job):
+        shapes.append({k: v.shape for k, v in per_job.items()})
+        return jct_histogram(per_job)
+
+    kept = simulate(cfg, 40, seed=5, keep_jobs=True, extract=histogram)
+    light = simulate(cfg, 40, seed=5, extract=jct_histogram)
+    assert all(s == (40, 60) for s in shapes[0].values())
+    assert light.jobs is None and light.clusters.equals(kept.clusters)
+    assert light.extract.equals(kept.extract)
+    assert light.extract.equals(_from_table(kept.jobs))
+    assert light.extract.schema == {"group": pl.String, "bin": pl.Int32, "count": pl.Int64}
+    assert simulate(cfg, 4).extract is None
