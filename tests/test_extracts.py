@@ -8,19 +8,28 @@ import pytest
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
-from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_bins, jct_histogram
+from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_histogram
 
 N_BINS = len(JCT_EDGES_H) - 1
 
 
 def test_bins_are_those_of_a_search_of_the_edges_to_the_bit():
+    """Each value at every edge, a step of one float either side, zero, negatives, huge,
+    infinite and NaN, and random values over ten decades: counted where a search puts it."""
     e = JCT_EDGES_H
     rng = np.random.default_rng(0)
     values = np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf),
                              [np.nan, -1.0, -0.0, 5e-324, 1e300, -np.inf, np.inf],
                              10 ** rng.uniform(-4, 6, 200_000), rng.uniform(0, 100, 50_000)])
+    types = rng.integers(0, len(JCT_GROUPS) - 1, values.size).astype(np.int8)
+    hist = jct_histogram({"jct_h": values.reshape(4, -1), "job_type": types.reshape(4, -1)})
     expected = np.clip(np.searchsorted(e, values, side="right") - 1, 0, N_BINS - 1)
-    assert np.array_equal(jct_bins(values), expected)
+    for g, group in enumerate(JCT_GROUPS):
+        sel = expected if g == 0 else expected[types == g - 1]
+        counts = np.bincount(sel, minlength=N_BINS)
+        h = hist.filter(pl.col("group") == group)
+        assert np.array_equal(h["bin"].to_numpy(), np.flatnonzero(counts)), group
+        assert np.array_equal(h["count"].to_numpy(), counts[counts > 0]), group
 
 
 def _from_table(jobs: pl.DataFrame) -> pl.DataFrame:

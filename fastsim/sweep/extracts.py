@@ -20,38 +20,19 @@ from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 from fastsim.kernels.codes import RLHF
 from fastsim.kernels.curves import gold_rl_curved_nb, loss_nb, proxy_reward_nb
+from fastsim.kernels.metrics import jct_counts_nb
 
 # Bin edges (hours): 0, then 40 log-spaced bins per decade from 0.01 h to 10^4 h, then inf.
 JCT_EDGES_H = np.concatenate([[0.0], np.logspace(-2, 4, 6 * 40 + 1), [np.inf]])
 JCT_GROUPS = ("all",) + JOB_TYPE_LABELS
 
 
-def jct_bins(jct: np.ndarray) -> np.ndarray:
-    """The bin of each value: ``np.searchsorted(JCT_EDGES_H, jct, side="right") - 1``
-    clipped to the bins, to the bit, found from ``log10`` and corrected against the
-    edges (a search costs 40 ns a value, this about 6)."""
-    n_bins = len(JCT_EDGES_H) - 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        guess = np.floor((np.log10(jct) + 2.0) * 40.0) + 1.0  # edge 1 + i is 10^(i/40 - 2)
-    idx = np.clip(np.nan_to_num(guess, nan=n_bins - 1), 0, n_bins - 1).astype(np.int64)
-    while True:  # round-off puts a guess at most a bin off; NaN stays in the last bin
-        down = (idx > 0) & (JCT_EDGES_H[idx] > jct)
-        up = (idx < n_bins - 1) & (JCT_EDGES_H[idx + 1] <= jct)
-        if not (down.any() or up.any()):
-            return idx
-        idx += up.astype(np.int64) - down
-
-
 def jct_histogram(per_job: Mapping[str, np.ndarray]) -> pl.DataFrame:
     """``group, bin, count`` of the jobs' ``jct_h`` on ``JCT_EDGES_H`` (empty bins
     omitted), from the per-job arrays ``simulate`` hands an ``extract`` (``jct_h`` and the
     ``job_type`` codes, ``[C, J]``): no per-job table is built."""
-    n_bins = len(JCT_EDGES_H) - 1
-    idx = jct_bins(per_job["jct_h"].ravel())
-    codes = per_job["job_type"].ravel().astype(np.int64)
-    counts = np.bincount(codes * n_bins + idx, minlength=len(JOB_TYPE_LABELS) * n_bins)
-    counts = np.vstack([np.bincount(idx, minlength=n_bins),
-                        counts.reshape(len(JOB_TYPE_LABELS), n_bins)])
+    counts = np.zeros((len(JCT_GROUPS), len(JCT_EDGES_H) - 1), dtype=np.int64)
+    jct_counts_nb(per_job["jct_h"], per_job["job_type"], JCT_EDGES_H, counts)
     groups, bins = np.nonzero(counts)  # row by row: groups in JCT_GROUPS order, bins rising
     return pl.DataFrame({"group": pl.Series(JCT_GROUPS).gather(groups),
                          "bin": bins.astype(np.int32), "count": counts[groups, bins]})
