@@ -140,33 +140,56 @@ def mcnemar_p(a, b) -> float:
 PARALLEL_MIN_DRAWS = 2**20
 
 
-def _resampled_sums(num: np.ndarray, den: np.ndarray, seed: int,
-                    n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    """``bootstrap_sums_nb`` over ``n_boot`` resamples, shared among numba's threads when
-    large (a resample's sums depend on its number only, so the result is the same)."""
-    sums = np.empty((2, n_boot))
+def _resampled_sums(values: np.ndarray, seed: int, n_boot: int) -> np.ndarray:
+    """``bootstrap_sums_nb`` of ``values`` (``[n, m]``) over ``n_boot`` resamples
+    (``[n_boot, m]``), shared among numba's threads when large (a resample's sums depend
+    on its number only, so the result is the same)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    sums = np.empty((n_boot, values.shape[1]))
     threads = min(numba.get_num_threads(), n_boot)
-    if threads <= 1 or num.size * n_boot < PARALLEL_MIN_DRAWS:
-        bootstrap_sums_nb(num, den, seed, sums[0], sums[1], 0)
-        return sums[0], sums[1]
+    if threads <= 1 or values.shape[0] * n_boot < PARALLEL_MIN_DRAWS:
+        bootstrap_sums_nb(values, seed, sums, 0)
+        return sums
     bounds = [n_boot * t // threads for t in range(threads + 1)]
     with ThreadPoolExecutor(threads) as pool:  # the kernel releases the GIL
-        for f in [pool.submit(bootstrap_sums_nb, num, den, seed, sums[0, lo:hi], sums[1, lo:hi],
-                              lo) for lo, hi in zip(bounds[:-1], bounds[1:])]:
+        for f in [pool.submit(bootstrap_sums_nb, values, seed, sums[lo:hi], lo)
+                  for lo, hi in zip(bounds[:-1], bounds[1:])]:
             f.result()
-    return sums[0], sums[1]
+    return sums
 
 
-def _percentile_bootstrap(num: np.ndarray, den: np.ndarray, point: float, level: float,
-                          n_boot: int, seed: int) -> Estimate:
-    sums_num, sums_den = _resampled_sums(num, den, seed, n_boot)
+def _percentile_interval(sums_num: np.ndarray, sums_den: np.ndarray, point: float,
+                         level: float, n: int) -> Estimate:
+    """The percentile interval of the resampled ratios ``sums_num / sums_den``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         r = sums_num / sums_den
     r = r[np.isfinite(r)]
     if r.size == 0:
-        return Estimate(point, np.nan, np.nan, num.size)
+        return Estimate(point, np.nan, np.nan, n)
     lo, hi = np.quantile(r, [0.5 - level / 2, 0.5 + level / 2])
-    return Estimate(point, float(lo), float(hi), num.size)
+    return Estimate(point, float(lo), float(hi), n)
+
+
+def _percentile_bootstrap(num: np.ndarray, den: np.ndarray, point: float, level: float,
+                          n_boot: int, seed: int) -> Estimate:
+    sums = _resampled_sums(np.column_stack([num, den]), seed, n_boot)
+    return _percentile_interval(sums[:, 0], sums[:, 1], point, level, num.size)
+
+
+def bootstrap_together(ratios, n_boot: int = 2000, seed: int = 0) -> None:
+    """Resample every ratio of ``ratios`` (``PooledRatio``, each over the same clusters,
+    as a cell's are) that will bootstrap, in one pass: the cluster indices are drawn once
+    for all of them (they depend on the seed, the resample and the cluster count only),
+    so each ratio's sums, and its ``ratio_ci`` and ``proportion_ci`` with this
+    ``n_boot`` and ``seed``, are exactly those of its own bootstrap."""
+    todo = [r for r in ratios if r._num and r.sum_den != 0]
+    for n in {r.n for r in todo}:
+        group = [r for r in todo if r.n == n]
+        values = np.column_stack([np.concatenate(part) for r in group
+                                  for part in (r._num, r._den)])
+        sums = _resampled_sums(values, seed, n_boot)
+        for q, r in enumerate(group):
+            r._resampled = (n_boot, seed, sums[:, 2 * q], sums[:, 2 * q + 1])
 
 
 @dataclass
@@ -228,6 +251,8 @@ class PooledRatio:
     c_nd: float = 0.0
     _num: list = field(default_factory=list, repr=False)
     _den: list = field(default_factory=list, repr=False)
+    # (n_boot, seed, resampled sums of num, of den) from ``bootstrap_together``
+    _resampled: tuple | None = field(default=None, repr=False)
 
     def add(self, num, den) -> None:
         a = np.asarray(num, dtype=np.float64).ravel()
@@ -235,6 +260,7 @@ class PooledRatio:
         nb = int(a.size)
         if nb == 0:
             return
+        self._resampled = None
         if self.n + nb <= BOOTSTRAP_MAX_N:
             self._num.append(a.copy())
             self._den.append(b.copy())
@@ -263,6 +289,9 @@ class PooledRatio:
             return Estimate(np.nan, np.nan, np.nan, n)
         point = float(self.sum_num / self.sum_den)
         if self._num:
+            kept = self._resampled
+            if kept is not None and kept[:2] == (n_boot, seed):
+                return _percentile_interval(kept[2], kept[3], point, level, n)
             return _percentile_bootstrap(np.concatenate(self._num), np.concatenate(self._den),
                                          point, level, n_boot, seed)
         # Var of a ratio of means: Var(num_i - R den_i) / (n mean_den^2).

@@ -20,8 +20,8 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim.errors import ConfigError
-from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci, paired_change_ci,
-                           proportion_ci)
+from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci, bootstrap_together,
+                           paired_change_ci, proportion_ci)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
@@ -108,6 +108,7 @@ class CellSummary:
     def table(self, seed: int = 0) -> pl.DataFrame:
         """One row per metric: ``metric, kind, mean, lo, hi, n`` (see ``summarize``)."""
         rows = [_row(m, "mean", mo.mean_ci()) for m, mo in (self.means or {}).items()]
+        bootstrap_together(self.pooled.values(), seed=seed)  # one draw of indices for all
         for m, ratio in self.pooled.items():
             e = (ratio.proportion_ci(seed=seed) if M.lookup(m).binomial
                  else ratio.ratio_ci(seed=seed))

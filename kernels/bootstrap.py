@@ -1,11 +1,13 @@
-"""Cluster bootstrap of a pooled ratio, streamed: O(n + n_boot) memory at any n.
+"""Cluster bootstrap of pooled ratios, streamed: O(n + n_boot) memory at any n.
 
 Resample ``b`` draws its ``n`` cluster indices one at a time from the counter-based
-generator (``kernels.rng``), keyed by ``(seed, b, i)``, and sums the drawn numerators
-and denominators as it goes, so no ``(n_boot, n)`` index matrix is ever built and the
-sums are a pure function of ``(seed, b)``: a call may take any range of resamples
-(``first``), so ``fastsim.stats`` shares a large bootstrap among threads with the same
-result.
+generator (``kernels.rng``), keyed by ``(seed, b, i)``, and sums the drawn clusters'
+values as it goes, so no ``(n_boot, n)`` index matrix is ever built and the sums are a
+pure function of ``(seed, b)``: a call may take any range of resamples (``first``), so
+``fastsim.stats`` shares a large bootstrap among threads with the same result.  The
+values are a row per cluster, a column per quantity (a ratio's numerator and
+denominator, for every ratio of a cell): the indices are drawn once for all columns,
+and each column's sum is added in the same order as it would be alone.
 """
 import numpy as np
 
@@ -16,18 +18,18 @@ BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
 
 
 @entry
-def bootstrap_sums_nb(num, den, seed, out_num, out_den, first):
-    """Resampled sums of ``num`` and ``den`` (float64 ``[n]``): writes ``out_num[r]`` and
-    ``out_den[r]`` for resample ``b = first + r`` (float64 ``[n_boot]``)."""
-    n = num.shape[0]
-    for r in range(out_num.shape[0]):
+def bootstrap_sums_nb(values, seed, out, first):
+    """Resampled column sums of ``values`` (float64 ``[n, m]``, a row per cluster): writes
+    ``out[r, q]``, the sum of column ``q`` over resample ``b = first + r`` (float64
+    ``[n_resamples, m]``)."""
+    n, m = values.shape
+    sums = np.empty(m)  # apart from ``out``, so the sums can stay in registers
+    for r in range(out.shape[0]):
         prefix = cluster_prefix_nb(seed, first + r, BOOTSTRAP_STREAM)
-        sa = 0.0
-        sb = 0.0
+        sums[:] = 0.0
         for i in range(n):
             u = key_to_uniform_nb(key_from_prefix_nb(prefix, np.uint64(i)))
             k = min(int(u * n), n - 1)
-            sa += num[k]
-            sb += den[k]
-        out_num[r] = sa
-        out_den[r] = sb
+            for q in range(m):
+                sums[q] += values[k, q]
+        out[r, :] = sums

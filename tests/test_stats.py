@@ -237,8 +237,9 @@ def test_bootstrap_resamples_draw_every_cluster_equally_often():
     for k in range(n):
         one_hot = np.zeros(n)
         one_hot[k] = 1.0
-        draws, sizes = np.empty(n_boot), np.empty(n_boot)
-        bootstrap_sums_nb(one_hot, np.ones(n), 3, draws, sizes, 0)
+        sums = np.empty((n_boot, 2))
+        bootstrap_sums_nb(np.column_stack([one_hot, np.ones(n)]), 3, sums, 0)
+        draws, sizes = sums[:, 0], sums[:, 1]
         assert (sizes == n).all()
         se = np.sqrt((1 - 1 / n) / n_boot)
         assert abs(draws.mean() - 1.0) < 4 * se, (k, draws.mean())
@@ -283,18 +284,40 @@ def test_a_large_bootstrap_shared_among_threads_gives_the_same_sums():
     from fastsim.stats import PARALLEL_MIN_DRAWS, _resampled_sums
 
     rng = np.random.default_rng(4)
-    num, den = rng.random(2000), rng.random(2000) + 1.0
+    values = np.column_stack([rng.random(2000), rng.random(2000) + 1.0])
     n_boot = PARALLEL_MIN_DRAWS // 2000 + 7  # above the threshold, not a multiple of 2 or 3
-    want = np.empty((2, n_boot))
-    bootstrap_sums_nb(num, den, 11, want[0], want[1], 0)
+    want = np.empty((n_boot, 2))
+    bootstrap_sums_nb(values, 11, want, 0)
     before = numba.get_num_threads()
     try:
         for threads in range(1, numba.config.NUMBA_NUM_THREADS + 1):
             numba.set_num_threads(threads)
-            got = _resampled_sums(num, den, 11, n_boot)
-            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
+            assert np.array_equal(_resampled_sums(values, 11, n_boot), want), threads
     finally:
         numba.set_num_threads(before)
+
+
+def test_ratios_bootstrapped_together_get_their_own_intervals_to_the_bit():
+    """A cell's ratios share one draw of cluster indices (``bootstrap_together``); each
+    column's sums are added in the order they would be alone, so every interval is the
+    one its own bootstrap gives, whatever the other columns; a new chunk drops them."""
+    from fastsim.stats import PooledRatio, bootstrap_together, proportion_ci
+
+    rng = np.random.default_rng(8)
+    counts = [_clustered_counts(rng, 600) for _ in range(4)]
+    alone = [proportion_ci(num, den, seed=5) for num, den in counts]
+    ratios = [PooledRatio() for _ in counts]
+    for r, (num, den) in zip(ratios, counts):
+        r.add(num[:250], den[:250])
+        r.add(num[250:], den[250:])
+    empty = PooledRatio()
+    empty.add(np.zeros(600), np.zeros(600))  # no denominator: nothing to resample
+    bootstrap_together(ratios + [empty], seed=5)
+    assert empty._resampled is None and all(r._resampled is not None for r in ratios)
+    assert [r.proportion_ci(seed=5) for r in ratios] == alone
+    assert ratios[0].proportion_ci(seed=6) == proportion_ci(*counts[0], seed=6)  # not kept
+    ratios[1].add(counts[1][0][:5], counts[1][1][:5])
+    assert ratios[1]._resampled is None
 
 
 def test_paired_changes_match_clusters_whatever_the_row_order():
