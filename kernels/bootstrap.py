@@ -23,13 +23,18 @@ def bootstrap_sums_nb(values, seed, out, first):
     ``out[r, q]``, the sum of column ``q`` over resample ``b = first + r`` (float64
     ``[n_resamples, m]``)."""
     n, m = values.shape
-    sums = np.empty(m)  # apart from ``out``, so the sums can stay in registers
+    # the sums apart from ``out``, so they can stay in registers; element loops, as a
+    # slice assignment compiles numba's shape-error message (string formatting: a second
+    # of a cold start)
+    sums = np.empty(m)
     for r in range(out.shape[0]):
         prefix = cluster_prefix_nb(seed, first + r, BOOTSTRAP_STREAM)
-        sums[:] = 0.0
+        for q in range(m):
+            sums[q] = 0.0
         for i in range(n):
             u = key_to_uniform_nb(key_from_prefix_nb(prefix, np.uint64(i)))
             k = min(int(u * n), n - 1)
             for q in range(m):
                 sums[q] += values[k, q]
-        out[r, :] = sums
+        for q in range(m):
+            out[r, q] = sums[q]
