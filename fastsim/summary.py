@@ -20,8 +20,8 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim.errors import ConfigError
-from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci, bootstrap_together,
-                           paired_change_ci, proportion_ci)
+from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci,
+                           bootstrap_together, paired_change_ci, proportion_ci)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,

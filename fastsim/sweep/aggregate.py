@@ -85,7 +85,7 @@ def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
             format_table(s, title=f"== {c.label}  [cell {c.id}]"))
 
 
-def _each_cell(store: SweepStore, progress: bool) -> dict[str, tuple]:
+def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
     """``_cell_parts`` of every cell, cells side by side on numba's threads (reading and
     decoding Parquet and the bootstrap release the GIL); results in grid order, and the
     first failing cell in grid order is the error raised."""
@@ -94,10 +94,9 @@ def _each_cell(store: SweepStore, progress: bool) -> dict[str, tuple]:
                dynamic_ncols=True, file=sys.stderr, leave=False)
     pool = ThreadPoolExecutor(max(1, min(numba.get_num_threads(), len(cells))))
     try:
-        futures = [pool.submit(_cell_parts, store, c) for c in cells]
-        parts = {}
-        for c, f in zip(cells, futures):
-            parts[c.id] = f.result()
+        parts = []
+        for f in [pool.submit(_cell_parts, store, c) for c in cells]:
+            parts.append(f.result())
             bar.update()
         return parts
     finally:
@@ -112,10 +111,7 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     is a ``ConfigError`` naming its file, and then nothing is written.  ``progress``: a
     bar over cells on stderr."""
     cells = cell_table(store)
-    parts = _each_cell(store, progress)
-    summaries = [parts[c.id][0] for c in store.grid.cells]
-    hists = [parts[c.id][1] for c in store.grid.cells]
-    texts = [parts[c.id][2] for c in store.grid.cells]
+    summaries, hists, texts = zip(*_each_cell(store, progress))
     summary = cells.join(pl.concat(summaries), on="cell", how="inner", maintain_order="right")
     jct = cells.select("cell", "label", "scheduler", "policy", "policy_name").join(
         pl.concat(hists), on="cell", how="inner", maintain_order="right")

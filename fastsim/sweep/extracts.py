@@ -1,8 +1,9 @@
 """Small per-job extracts that figures need, so figures never touch per-job data.
 
 * ``jct_histogram``: counts of job completion times on fixed log-spaced bins, per job
-  group, taken from ``simulate``'s per-job arrays (an ``extract``).  Counts add exactly across chunks, so the merged histogram does not depend on
-  chunking or on a resume, and it stays a few kB for any number of clusters.
+  group, taken from ``simulate``'s per-job arrays (an ``extract``).  Counts add exactly
+  across chunks, so the merged histogram does not depend on chunking or on a resume,
+  and it stays a few kB for any number of clusters.
 * ``trajectories``: a handful of example RLHF jobs (noise-free proxy reward, loss and
   gold on a fine progress grid; observed evaluation scores and loss readings; the
   policy's trigger and delivered checkpoint), computed from the workload arrays with
