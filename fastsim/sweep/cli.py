@@ -71,7 +71,7 @@ def register(subparsers) -> None:
         "fitted) and whether a parameter was fitted to the row; the headline counts matched "
         "held-out rows. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
-                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 20 s on 2 "
+                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 16 s on 2 "
                    "cores once numba has compiled), written under results/reproduce-quick")
     r.add_argument("--clusters", type=int, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
