@@ -11,7 +11,7 @@ and each column's sum is added in the same order as it would be alone.
 """
 import numpy as np
 
-from .jit import entry
+from .jit import entry, min_nb
 from .rng import cluster_prefix_nb, key_from_prefix_nb, key_to_uniform_nb
 
 BOOTSTRAP_STREAM = 200  # its own stream, far from the simulation's
@@ -33,7 +33,7 @@ def bootstrap_sums_nb(values, seed, out, first):
             sums[q] = 0.0
         for i in range(n):
             u = key_to_uniform_nb(key_from_prefix_nb(prefix, np.uint64(i)))
-            k = min(int(u * n), n - 1)
+            k = min_nb(np.int64(u * n), n - 1)
             for q in range(m):
                 sums[q] += values[k, q]
         for q in range(m):

@@ -43,7 +43,8 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import bind, driver, engine_kernel, entry, kernel, last_use_nb, one_of, part
+from .jit import (bind, driver, engine_kernel, entry, kernel, last_use_nb, max_nb, min_nb, one_of,
+                  part)
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -74,7 +75,7 @@ JOB = np.dtype([
 def _next_eval_nb(t, attained_now, owed_now, T, n_evals):
     """Time and service point of a running job's next evaluation strictly after service
     ``attained_now`` (``inf`` if none is left); ``T``: its run time."""
-    e = int(attained_now / T * n_evals) + 1
+    e = np.int64(attained_now / T * n_evals) + 1
     while e > 1 and T * ((e - 1) / n_evals) > attained_now:
         e -= 1
     while e <= n_evals and T * (e / n_evals) <= attained_now:
@@ -213,7 +214,7 @@ def _evaluation_rate_nb(job, loss, c, j, n_evals):
     second)."""
     e = job.evals_seen
     # both readings loaded on every path, so the array needs no reference count here
-    before, last = loss[c, j, max(e - 2, 0)], loss[c, j, e - 1]
+    before, last = loss[c, j, max_nb(e - 2, 0)], loss[c, j, e - 1]
     rate = 0.0
     if e >= 2:
         between = job.gpus * (job.duration * (e / n_evals) - job.duration * ((e - 1) / n_evals))
@@ -298,7 +299,7 @@ def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thre
 @part
 def _on_evaluation_nb(job, n_evals):
     """Whether a job's service is exactly one of its evaluation points."""
-    e = int(job.attained0 / job.duration * n_evals + 0.5)
+    e = np.int64(job.attained0 / job.duration * n_evals + 0.5)
     return 1 <= e <= n_evals and job.duration * (e / n_evals) == job.attained0
 
 
@@ -452,7 +453,7 @@ def _choose_in_blocks_nb(jobs, active, n_active, capacity, n_realloc, starts, pa
         a += 1
     # then the first job not reached, if any: written either way (``passed`` has a slot to
     # spare), so the lists are used on every path (see ``last_use_nb``)
-    passed[n_passed] = active[min(a, n_active - 1)]
+    passed[n_passed] = active[min_nb(a, n_active - 1)]
     n_passed += a < n_active
     return n_start, n_passed
 
@@ -465,7 +466,7 @@ def _keeps_place_nb(jobs, passed, n_passed, j):
     jobs fit together, so each is chosen wherever it stands, and each passed job has at
     least the running jobs before it that it had, so it sees at most the GPUs it saw."""
     b = jobs[j].block
-    hi = passed[min(b, n_passed - 1)]
+    hi = passed[min_nb(b, n_passed - 1)]
     job, high = jobs[j], jobs[hi]
     return b >= n_passed or precedes_nb(job.flags >> 1, job.key, j, high.flags >> 1,
                                         high.key, hi)

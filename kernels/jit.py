@@ -243,3 +243,21 @@ def last_use_nb(value, arrays):
     atomic count up and down) stays on every call (docs/performance.md, rounds 9, 20 and
     21)."""
     return value
+
+
+# Python's ``min`` and ``max`` of two numbers, as numba's own select them (the second only
+# if strictly smaller or larger, so a tie or a NaN keeps the first), as parts: numba
+# compiles its ``min``, ``max`` and ``int`` (and ``np.full``) as library functions of their
+# own, one per argument types and per calling kernel's options, a few hundredths of a
+# second of a cold start each.  For ``int(x)`` kernels write ``np.int64(x)``, the same
+# truncating cast without a compiled function.
+@part
+def min_nb(a, b):
+    """``min(a, b)``."""
+    return b if b < a else a
+
+
+@part
+def max_nb(a, b):
+    """``max(a, b)``."""
+    return b if b > a else a

@@ -5,7 +5,7 @@ import numpy as np
 from numba import prange
 
 from .codes import RLHF
-from .jit import driver, entry, kernel
+from .jit import driver, entry, kernel, max_nb, min_nb
 
 METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
@@ -27,7 +27,7 @@ def _partition_nb(a, low, high):
     on data in random order a comparison branch is mispredicted half the time, which
     cost more than the comparisons.  The equal block guarantees progress on ties."""
     x, y, z = a[low], a[(low + high) >> 1], a[high]
-    pivot = max(min(x, y), min(max(x, y), z))
+    pivot = max_nb(min_nb(x, y), min_nb(max_nb(x, y), z))
     lt = low
     for i in range(low, high + 1):
         v = a[i]
@@ -74,7 +74,9 @@ def percentiles_nb(x, qs):
     percentile to the next instead of a copy and a selection per percentile; the order
     statistic after the ``k``-th is the smallest of those above it."""
     n = x.shape[0]
-    out = np.full(len(qs), np.nan)
+    out = np.empty(len(qs))  # np.full would compile a library function of its own
+    for i in range(len(qs)):
+        out[i] = np.nan
     for i in range(n):
         if np.isnan(x[i]):
             return out
@@ -88,7 +90,7 @@ def percentiles_nb(x, qs):
         rank = 1 + (n - 1) * (qs[i] / 100.0)
         f = math.floor(rank)
         m = rank - f
-        k = int(f - 1)
+        k = np.int64(f - 1)
         _select_nb(a, k, low, n - 1)
         _min_to_front_nb(a, k + 1, n - 1)
         out[i] = a[k] * (1 - m) + a[k + 1] * m
@@ -256,7 +258,7 @@ def jct_counts_nb(jct_h, job_type, edges, counts):
             # the bin guessed from log10 (a bisection's branches, mispredicted half the
             # time, cost three times as much), then moved to the edges themselves
             g = (math.log10(x) + 2.0) * 40.0 + 1.0 if x > 0.0 else 0.0
-            b = int(min(max(g, 0.0), float(last)))
+            b = np.int64(min_nb(max_nb(g, 0.0), float(last)))
             while b > 0 and edges[b] > x:
                 b -= 1
             while b < last and edges[b + 1] <= x:

@@ -10,7 +10,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import entry, kernel, part, user_driver
+from .jit import entry, kernel, max_nb, part, user_driver
 
 
 @part
@@ -44,7 +44,7 @@ def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thr
     if scheduler == SJF_EST:
         return t_est_h
     if scheduler == SRTF_EST:
-        return max(t_est_h - attained_h, 0.0)
+        return max_nb(t_est_h - attained_h, 0.0)
     if scheduler == LOSS_AWARE:
         if n_loss < 2:
             return -np.inf

@@ -14,7 +14,7 @@ from .codes import (DPO, RLHF, S_ARRIVAL, S_DURATION, S_ESTIMATE, S_EVAL_NOISE,
                     S_LOSSTAU, S_NOISE_SCALE, S_TAU, S_TYPE, S_USTAR)
 from .curves import (gold_rl_curved_exponent_nb, gold_rl_curved_from_exp_nb, gold_rl_logs_nb,
                      gold_saturating_exponent_nb, gold_saturating_from_exp_nb, loss_nb)
-from .jit import kernel, part
+from .jit import kernel, min_nb, part
 from .libm import exp_array_nb
 from .rng import (cluster_prefix_nb, job_prefix_nb, key_from_prefix_nb,
                   key_to_open_uniform_nb, key_to_uniform_nb, is_normal_tail_nb,
@@ -108,8 +108,8 @@ def _normals_nb(p, out):
     for i in range(n):  # branch-free compaction of the tail indices
         tails[n_tails] = i
         n_tails += is_normal_tail_nb(p[i])
-    scratch = np.empty((3, n_tails))
-    tp, lr, x = scratch[0], scratch[1], scratch[2]
+    scratch = np.empty(3 * n_tails)  # one-dimensional, as every float buffer here: see below
+    tp, lr, x = scratch[:n_tails], scratch[n_tails:2 * n_tails], scratch[2 * n_tails:]
     for k in range(n_tails):
         tp[k] = p[tails[k]]
     for k in range(n_tails):
@@ -182,18 +182,21 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     _normals_nb(draws[_N_UNIFORM * n_jobs:], z)  # element by element: the same values
     z_duration, z_estimate, z_scale = z[:n_jobs], z[n_jobs:2 * n_jobs], z[2 * n_jobs:3 * n_jobs]
     noise = z[first_eval - _N_UNIFORM * n_jobs:]
-    progress = np.empty((2, n_evals))  # u_e = e / E and log(u_e)
+    # Float buffers are one-dimensional and sliced: numba compiles ``np.empty`` once per
+    # shape and dtype, a few hundredths of a second of a cold start each.
+    progress = np.empty(2 * n_evals)  # u_e = e / E and log(u_e)
+    ln_progress = progress[n_evals:]
+    progress = progress[:n_evals]
     for e in range(1, n_evals + 1):
-        progress[0, e - 1] = e / n_evals
-        progress[1, e - 1] = math.log(e / n_evals)
-    ln_progress = progress[1]
-    progress = progress[0]
+        progress[e - 1] = e / n_evals
+        ln_progress[e - 1] = math.log(e / n_evals)
     # Every exponential of the cluster in one vectorised pass (``exp_array_nb``: the
     # library's bits): ``arg`` holds the exponents of each job's run time, estimate and
     # noise scale ([0, 3J)), then of its gold curve at each evaluation (3J + j E + e);
     # ``ex`` their exponentials.  1.0 fills a slot that needs none.
-    expo = np.empty((2, 3 * n_jobs + n_draws))
-    arg, ex = expo[0], expo[1]
+    n_exp = 3 * n_jobs + n_draws
+    expo = np.empty(2 * n_exp)
+    arg, ex = expo[:n_exp], expo[n_exp:]
     ln_ustar = np.empty(n_jobs)  # log u*, for the plain RL form
     t_arr = 0.0
     for j in range(n_jobs):
@@ -204,7 +207,7 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
                 break
         job_type[c, j] = t
         nd = p.n_demands[t]
-        gpus[c, j] = p.demands[t, min(int(u_gpus[j] * nd), nd - 1)]
+        gpus[c, j] = p.demands[t, min_nb(np.int64(u_gpus[j] * nd), nd - 1)]
         arg[j] = p.log_sd * z_duration[j]
         arg[n_jobs + j] = p.est_sigma * z_estimate[j]
         # the job's noise scale sigma_j = sigma exp(s Z_j - s^2 / 2) (mean sigma); s = 0:
