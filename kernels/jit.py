@@ -20,6 +20,7 @@ on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
 """
 import hashlib
 import os
+import re
 from pathlib import Path
 from types import FunctionType
 
@@ -116,14 +117,94 @@ def _kernels_only(dispatcher):
 
 # Serial kernels called only from other kernels (the per-cluster ones, linked into their
 # callers), compiled without the CPython wrapper numba would otherwise build, optimise
-# and compile for each: about a tenth of a cold start (docs/performance.md, round 16).
-# Both hooks are numba internals (0.60-0.68); a numba without them gets the wrapper back
-# (a slower cold start, never a crash).
+# and compile for each: about a tenth of a cold start (docs/performance.md, round 16),
+# and without machine code of their own (``_link_only_compiler``: about 6%, round 23).
+# The hooks are numba internals (0.60-0.68); a numba without them gets the wrapper and
+# the machine code back (a slower cold start, never a crash).
 _CAN_HIDE = all(hasattr(Dispatcher, name)
                 for name in ("add_overload", "_compile_for_args"))
 
 
+def _link_only_compiler():
+    """A numba compiler for kernels that only other kernels call: their code is optimised
+    and kept for linking into callers (and cached as LLVM bitcode), but never turned into
+    machine code on its own, which only a call from Python would need.  Each caller's
+    library turns the linked code into machine code anyway (docs/performance.md, round
+    23).  None if this numba lacks the internals used (0.60-0.68)."""
+    try:
+        from numba.core.codegen import JITCodeLibrary
+        from numba.core.compiler import CompilerBase, DefaultPassBuilder
+        from numba.core.compiler_machinery import register_pass
+        from numba.core.typed_passes import NativeLowering
+    except ImportError:
+        return None
+    needed = ("_finalize_dynamic_globals", "_verify_declare_only_symbols",
+              "serialize_using_bitcode", "_finalize_final_module")
+    if not all(hasattr(JITCodeLibrary, name) for name in needed):
+        return None
+
+    class LinkOnlyLibrary(JITCodeLibrary):
+        def _finalize_final_module(self):
+            # numba's, without adding the module to the JIT engine and emitting its code
+            self._finalize_dynamic_globals()
+            self._verify_declare_only_symbols()
+            self._finalized = True
+
+        def serialize_using_object_code(self):
+            # the cache keeps the optimised bitcode (a process loading it emits the code)
+            return self.serialize_using_bitcode()
+
+    class KernelKey:
+        """What numba's table of compiled functions keys a kernel's code on, in place of
+        the machine-code entry point it does not have."""
+        def __init__(self, name):
+            self.name = name
+
+    @register_pass(mutates_CFG=True, analysis_only=False)
+    class LinkOnlyLowering(NativeLowering):
+        _name = "fastsim_link_only_lowering"
+
+        def run_pass(self, state):
+            state.library = LinkOnlyLibrary(state.targetctx.codegen(),
+                                            state.func_id.func_qualname)
+            state.flags.no_compile = True  # lower, and stop before the machine code
+            try:
+                NativeLowering.run_pass(self, state)
+            finally:
+                state.flags.no_compile = False
+            lowered = state["cr"]
+            # A kernel whose code reads numba's environment (``print``, object mode)
+            # needs it set by the machine-code step this skips: refuse, rather than
+            # read a null pointer when called.
+            if _ENV_USE.search(str(state.library._final_module)):
+                raise TypeError(f"{state.func_id.func_qualname} reads numba's Python "
+                                "environment (print or object mode?): declare it with "
+                                "``fastsim.kernels.jit.entry``, not ``kernel``")
+            key = KernelKey(lowered.fndesc.qualname)
+            state.targetctx.insert_user_function(key, lowered.fndesc, [state.library])
+            state["cr"] = lowered._replace(cfunc=key)
+            return True
+
+    class LinkOnlyCompiler(CompilerBase):
+        def define_pipelines(self):
+            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+            passes = [p for p, _ in pm.passes]
+            if NativeLowering not in passes:
+                return [pm]
+            pm.passes[passes.index(NativeLowering)] = (LinkOnlyLowering, "link-only lowering")
+            pm.finalize()
+            return [pm]
+    return LinkOnlyCompiler
+
+
+# An instruction (not the global's own definition) naming a function's environment.
+_ENV_USE = re.compile(r"^[ \t]+[^\n]*@\"?_ZN08NumbaEnv", re.MULTILINE)
+_LINK_ONLY = _link_only_compiler() if _CAN_HIDE else None
+
+
 def _kernel_jit(**options):
+    if _LINK_ONLY:
+        options["pipeline_class"] = _LINK_ONLY
     decorate = _jit(cache=CACHE, no_cpython_wrapper=_CAN_HIDE, **options)
 
     def kernel(fn):

@@ -127,6 +127,36 @@ def test_a_kernel_only_kernels_call_refuses_a_call_from_python():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+def test_a_kernel_has_no_machine_code_of_its_own_and_refuses_what_needs_it():
+    """A ``kernel`` is compiled for linking only (``fastsim.kernels.jit``): its callers'
+    machine code holds it, it has none of its own, and its cache entry is bitcode.  Such
+    a kernel has no Python environment set, so one whose code reads it (``print``) must
+    be refused by name when it compiles, not fail when called."""
+    code = ("from fastsim.kernels.jit import entry, kernel\n"
+            "from fastsim.kernels.metrics import accounting_1c_nb\n"
+            "from fastsim.config import SimConfig\n"
+            "from fastsim.api import simulate\n"
+            "simulate(SimConfig.from_specs('fifo', 'none', n_jobs=4), 2)\n"
+            "(cres,) = accounting_1c_nb.overloads.values()\n"
+            "assert type(cres.library).__name__ == 'LinkOnlyLibrary', cres.library\n"
+            "assert cres.library.serialize_using_object_code()[1] == 'bitcode'\n"
+            "@kernel\n"
+            "def noisy_nb(x):\n"
+            "    print(x)\n"
+            "@entry\n"
+            "def caller_nb(x):\n"
+            "    noisy_nb(x)\n"
+            "try:\n"
+            "    caller_nb(1.0)\n"
+            "except Exception as e:\n"
+            "    assert 'noisy_nb' in str(e) and 'entry' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('a kernel reading the environment compiled')\n")
+    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
+    # unrefused, the call reads the null environment without the GIL: it hangs
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, timeout=300)
+
+
 def test_every_package_is_listed_for_the_wheel():
     """pyproject.toml lists the packages explicitly (three are mapped from top-level
     folders); a new subpackage missing from that list would be missing from the wheel."""
