@@ -7,7 +7,9 @@ subtracted), from numba's ``numba:compile`` events.
 Arguments are a ``fastsim`` command line (default: ``run --clusters 10 --seed 1``).  With
 an empty cache every kernel the command needs compiles; with a warm one only what is
 not cached (user functions, per-process drivers) shows up.  Also prints the process's
-user and system CPU seconds.
+user and system CPU seconds, and LLVM's share of the compile by phase (the function
+passes as numba adds each module, the optimisation of each library's linked module, the
+machine code), summed over every code library.
 """
 import contextlib
 import io
@@ -46,8 +48,35 @@ class _Nested(event.Listener):
             self.top += dt
 
 
+def _time_llvm_phases():
+    """CPU seconds per LLVM phase, summed over numba's code libraries (numba internals,
+    0.60-0.68: an empty table if they are missing)."""
+    phases = defaultdict(float)
+    try:
+        from numba.core.codegen import CPUCodeLibrary, JITCodeLibrary
+    except ImportError:
+        return phases
+    wrapped = ((CPUCodeLibrary, "add_llvm_module", "function passes (as each module is added)"),
+               (CPUCodeLibrary, "_optimize_final_module", "linked module optimisation"),
+               (JITCodeLibrary, "_finalize_specific", "machine code"))
+    for cls, name, phase in wrapped:
+        if not hasattr(cls, name):
+            continue
+
+        def timed(self, *args, _orig=getattr(cls, name), _phase=phase, **kws):
+            t0 = time.process_time()
+            try:
+                return _orig(self, *args, **kws)
+            finally:
+                phases[_phase] += time.process_time() - t0
+        setattr(cls, name, timed)
+    return phases
+
+
 def main(argv):
     from fastsim.cli import main as cli_main
+
+    llvm = _time_llvm_phases()
 
     listener = _Nested()
     event.register("numba:compile", listener)
@@ -71,6 +100,9 @@ def main(argv):
             for key_name, args in listener.own:
                 if key_name == name:
                     print(f"    {args}")
+    print("\nLLVM, CPU s by phase (within the compile above):")
+    for phase, seconds in llvm.items():
+        print(f"    {phase:44s} {seconds:6.2f}")
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(f"\ncompile (outermost events) {listener.top:.2f} CPU s of the command's {cpu:.2f} "
           f"CPU s ({wall:.2f} s wall); imports before it {t0 - t_start:.2f} s wall")

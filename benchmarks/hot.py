@@ -1,6 +1,9 @@
 """Scratch: bench's rlhf_heavy per-cluster stage times (1 thread), min over repetitions.
 
-    python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen fifo srtf_est ...
+    python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen reuse fifo srtf_est ...
+
+``gen``: generation into fresh arrays (page faults included); ``reuse``: into one reused
+buffer, as ``simulate`` does from its second call on.
 """
 import sys
 
@@ -26,6 +29,10 @@ w = generate_workload(cfg.workload, C, seed=1)
 for s in WHICH:
     if s == "gen":
         print(f"gen        {best(lambda: generate_workload(cfg.workload, C, seed=1)):7.1f} us")
+        continue
+    if s == "reuse":
+        buf = generate_workload(cfg.workload, C, seed=1)
+        print(f"reuse      {best(lambda: generate_workload(cfg.workload, C, seed=1, out=buf)):7.1f} us")
         continue
     c = _config(s)
     d = decide_stops(c, w)
