@@ -125,6 +125,29 @@ _CAN_HIDE = all(hasattr(Dispatcher, name)
                 for name in ("add_overload", "_compile_for_args"))
 
 
+def _edited_nopython_compiler(edit):
+    """A numba compiler class running numba's nopython pipeline after ``edit(pm, passes)``
+    (``passes``: the pipeline's pass classes, in order); numba's pipeline unedited if it
+    has no ``NativeLowering`` to edit around; None if this numba lacks the internals used
+    (0.60-0.68)."""
+    try:
+        from numba.core.compiler import CompilerBase, DefaultPassBuilder
+        from numba.core.typed_passes import NativeLowering
+    except ImportError:
+        return None
+
+    class EditedCompiler(CompilerBase):
+        def define_pipelines(self):
+            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+            passes = [p for p, _ in pm.passes]
+            if NativeLowering not in passes:
+                return [pm]
+            edit(pm, passes)
+            pm.finalize()
+            return [pm]
+    return EditedCompiler
+
+
 def _link_only_compiler():
     """A numba compiler for kernels that only other kernels call: their code is optimised
     and kept for linking into callers (and cached as LLVM bitcode), but never turned into
@@ -133,7 +156,6 @@ def _link_only_compiler():
     23).  None if this numba lacks the internals used (0.60-0.68)."""
     try:
         from numba.core.codegen import JITCodeLibrary
-        from numba.core.compiler import CompilerBase, DefaultPassBuilder
         from numba.core.compiler_machinery import register_pass
         from numba.core.typed_passes import NativeLowering
     except ImportError:
@@ -142,6 +164,8 @@ def _link_only_compiler():
               "serialize_using_bitcode", "_finalize_final_module")
     if not all(hasattr(JITCodeLibrary, name) for name in needed):
         return None
+    # an instruction (not the global's own definition) naming a function's environment
+    env_use = re.compile(r"^[ \t]+[^\n]*@\"?_ZN08NumbaEnv", re.MULTILINE)
 
     class LinkOnlyLibrary(JITCodeLibrary):
         def _finalize_final_module(self):
@@ -176,7 +200,7 @@ def _link_only_compiler():
             # A kernel whose code reads numba's environment (``print``, object mode)
             # needs it set by the machine-code step this skips: refuse, rather than
             # read a null pointer when called.
-            if _ENV_USE.search(str(state.library._final_module)):
+            if env_use.search(str(state.library._final_module)):
                 raise TypeError(f"{state.func_id.func_qualname} reads numba's Python "
                                 "environment (print or object mode?): declare it with "
                                 "``fastsim.kernels.jit.entry``, not ``kernel``")
@@ -185,20 +209,11 @@ def _link_only_compiler():
             state["cr"] = lowered._replace(cfunc=key)
             return True
 
-    class LinkOnlyCompiler(CompilerBase):
-        def define_pipelines(self):
-            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
-            passes = [p for p, _ in pm.passes]
-            if NativeLowering not in passes:
-                return [pm]
-            pm.passes[passes.index(NativeLowering)] = (LinkOnlyLowering, "link-only lowering")
-            pm.finalize()
-            return [pm]
-    return LinkOnlyCompiler
+    def use_link_only_lowering(pm, passes):
+        pm.passes[passes.index(NativeLowering)] = (LinkOnlyLowering, "link-only lowering")
+    return _edited_nopython_compiler(use_link_only_lowering)
 
 
-# An instruction (not the global's own definition) naming a function's environment.
-_ENV_USE = re.compile(r"^[ \t]+[^\n]*@\"?_ZN08NumbaEnv", re.MULTILINE)
 _LINK_ONLY = _link_only_compiler() if _CAN_HIDE else None
 
 
@@ -263,9 +278,8 @@ def _linked_compiler():
     its own library.  None if this numba lacks the internals used (0.60-0.68)."""
     try:
         from numba.core.codegen import JITCodeLibrary
-        from numba.core.compiler import CompilerBase, DefaultPassBuilder
         from numba.core.compiler_machinery import LoweringPass, register_pass
-        from numba.core.typed_passes import IRLegalization, NativeLowering
+        from numba.core.typed_passes import IRLegalization
     except ImportError:
         return None
     if not hasattr(JITCodeLibrary, "_optimize_final_module"):
@@ -287,15 +301,9 @@ def _linked_compiler():
             state.library.enable_object_caching()
             return True
 
-    class LinkedCompiler(CompilerBase):
-        def define_pipelines(self):
-            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
-            if NativeLowering not in [p for p, _ in pm.passes]:
-                return [pm]
-            pm.add_pass_after(UseLinkedLibrary, IRLegalization)
-            pm.finalize()
-            return [pm]
-    return LinkedCompiler
+    def use_linked_library(pm, passes):
+        pm.add_pass_after(UseLinkedLibrary, IRLegalization)
+    return _edited_nopython_compiler(use_linked_library)
 
 
 # The one-pass pipeline, which Python calls: a loop over clusters calling each stage's
