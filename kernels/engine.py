@@ -475,11 +475,12 @@ def _keeps_place_nb(jobs, passed, n_passed, j):
 @kernel
 def _choose_waiting_nb(jobs, active, n_active, free, strict, starts):
     """Non-preemptive walk: the waiting jobs that fit in the ``free`` GPUs, in priority
-    order, go to ``starts`` (strict fifo stops at the first that does not fit)."""
+    order, go to ``starts`` (strict fifo stops at the first that does not fit).  Once no
+    GPU is free no later job fits (demands are >= 1)."""
     n_start = 0
     blocked = False
     a = 0
-    while a < n_active and not blocked:
+    while a < n_active and free > 0 and not blocked:
         j = active[a]
         job = jobs[j]
         if job.status == WAITING:
@@ -611,7 +612,9 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
             if SCHEDULER == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
                 _rekey_running_nb(t, jobs, running, n_running, SCHEDULER, thresholds_gpu_h)
             moved = True
-        if moved:  # else nothing moved since the last sort: ``active`` is in order
+        # else nothing moved since the last sort: ``active`` is in order; and with no GPU
+        # free a non-preemptive walk starts nothing, so the sort waits for one that can
+        if moved and (PREEMPTIVE or free > 0):
             moved = False
             _sort_nb(jobs, active, n_active)
         n_realloc += 1
