@@ -421,6 +421,9 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
+    if extract is not None and not callable(extract):
+        raise ConfigError(f"extract={extract!r} is invalid; allowed: None or a function of the "
+                          "per-job arrays")
     w = cfg.workload
     check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
                "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")

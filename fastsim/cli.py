@@ -41,8 +41,16 @@ def _numbers_are_values(parser: argparse.ArgumentParser) -> None:
                 _numbers_are_values(sub)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error in one line, naming the option and what it allows, then exit 2
+    (argparse prints the whole usage first, a dozen lines at a subcommand)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fastsim",
         description="Fast, exact simulation of GPU platforms scheduling and stopping LLM "
         "fine-tuning jobs (EvalStop), and cost-aware learning.",
@@ -68,7 +76,18 @@ def hold_outputs(args: argparse.Namespace) -> list:
     return hold_sweep_dirs(*targets)
 
 
+def _check_threads_variable() -> None:
+    """numba reads ``NUMBA_NUM_THREADS`` when first imported and fails with a traceback
+    on a bad value: refuse it here, in one line, before anything imports numba."""
+    value = os.environ.get("NUMBA_NUM_THREADS")
+    if value is not None and not (value.strip().isdigit() and int(value) >= 1):
+        print(f"fastsim: error: NUMBA_NUM_THREADS={value!r} is invalid; allowed: a positive "
+              "integer, or unset (one thread per core)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _check_threads_variable()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -12,7 +12,6 @@ Examples
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -35,8 +34,7 @@ def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+_is_number = R.is_number
 
 
 def _is_int(x: Any) -> bool:
@@ -147,7 +145,9 @@ class WorkloadConfig:
                self.loss_sigma, "a loss-noise standard deviation in [0, 1]")
         _check(_is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
                "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
-        _check_range("ustar_hacking", self.ustar_hacking, 0.0, 1.0, strict_lo=True)
+        # A peak before a thousandth of the run lies before the first evaluation of the
+        # finest grid (MAX_EVALS), and its gold overflows floats near u* = 1e-300.
+        _check_range("ustar_hacking", self.ustar_hacking, 1.0 / MAX_EVALS, 1.0)
         # Healthy peaks may start where hacking ones end (peaks spread continuously,
         # MODEL.md section 4), never inside the hacking range: the label would be moot.
         _check_range("ustar_healthy", self.ustar_healthy, self.ustar_hacking[1], 1e6)
@@ -281,7 +281,7 @@ class PolicyConfig:
             if not (p.kind == "float" and isinstance(v, int) and not isinstance(v, bool)):
                 p.check(v)
             else:
-                p.check(float(v))
+                p.check(float(v) if R.is_number(v) else v)  # an int beyond floats: refused
         if decl.stores_params:
             object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))
             _check_impl(decl, self.impl, "policy")
@@ -372,6 +372,11 @@ class SimConfig:
     def __post_init__(self) -> None:
         from fastsim.metrics import lookup
 
+        for name, kind in (("workload", WorkloadConfig), ("scheduler", SchedulerConfig),
+                           ("policy", PolicyConfig)):
+            value = getattr(self, name)
+            _check(isinstance(value, kind), name, value, f"a {kind.__name__} (or use "
+                   "SimConfig.from_specs(scheduler, policy, **workload) with specs)")
         if isinstance(self.metrics, (list, str)):
             object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
                                else tuple(self.metrics))
@@ -393,6 +398,8 @@ class SimConfig:
     def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":
         if isinstance(policy, str):
             policy = PolicyConfig.parse(policy)
+        _check(isinstance(policy, PolicyConfig), "policy", policy,
+               "a policy spec (\"none\", \"evalstop:k=2\") or a PolicyConfig")
         return replace(self, policy=policy)
 
     def to_dict(self) -> dict[str, Any]:
@@ -404,6 +411,9 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SimConfig":
+        _check(isinstance(d, dict), "config", d, "a dict of workload, scheduler, policy, metrics")
+        for key in ("workload", "scheduler", "policy"):
+            _check(isinstance(d.get(key, {}), dict), key, d.get(key), "a dict of its fields")
         for part in d:
             if part not in ("workload", "scheduler", "policy", "metrics"):
                 raise ConfigError(f"config section {part!r} is unknown; allowed: workload, "

@@ -14,6 +14,7 @@ naming the file.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import tempfile
 import tomllib
@@ -36,6 +37,15 @@ def _reason(exc: BaseException) -> str:
 
 def _tmp_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+# what ``_tmp_path`` names, and nothing a user would name a file
+TMP_NAME = re.compile(r".+\.\d+-[0-9a-f]{8}" + re.escape(TMP_SUFFIX))
+
+
+def is_temporary(path: Path) -> bool:
+    """Whether ``path`` is one of our half-written files (``_tmp_path``'s pattern)."""
+    return TMP_NAME.fullmatch(path.name) is not None
 
 
 def _discard(tmp: Path) -> None:
@@ -160,13 +170,15 @@ def check_output_dir(path: Path, option: str = "--out") -> None:
     _check_writable_dir(path, option, path)
 
 
-def check_distinct(paths: dict[str, Path | None]) -> None:
-    """Two options naming one file would overwrite each other."""
-    seen: dict[Path, str] = {}
+def check_distinct(paths: dict[str, Path | None],
+                   inputs: dict[str, Path] | None = None) -> None:
+    """Two options naming one file (however spelled: ``..``, symbolic links) would
+    overwrite each other, or one of ``inputs`` (what the command reads)."""
+    seen: dict[Path, str] = {Path(p).resolve(): what for what, p in (inputs or {}).items()}
     for option, p in paths.items():
         if p is None:
             continue
-        key = Path(p).absolute()
+        key = Path(p).resolve()
         if key in seen:
             raise ConfigError(f"{option} {p}: the same file as {seen[key]}; allowed: distinct files")
         seen[key] = option
@@ -195,3 +207,6 @@ def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # the parser recurses once per nested array or table
+        raise ConfigError(f"{path}: arrays or tables nested too deeply to read; allowed: "
+                          "a sweep's values (a few levels)") from None

@@ -106,15 +106,13 @@ class Param:
         if self.kind == "bool":
             ok = isinstance(v, bool)
         elif self.kind == "int":
-            ok = isinstance(v, int) and not isinstance(v, bool) and self._in_range(v)
+            ok = (isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                  and self._in_range(v))  # the kernels take it as an int64
         elif self.kind == "float":
-            ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                  and self._in_range(v))
+            ok = is_number(v) and self._in_range(v)
         elif self.kind == "floats":
             v = tuple(v) if isinstance(v, (list, tuple)) else v
-            ok = (isinstance(v, tuple) and len(v) >= 1
-                  and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                          and math.isfinite(x) and x > 0 for x in v)
+            ok = (isinstance(v, tuple) and len(v) >= 1 and all(is_number(x) and x > 0 for x in v)
                   and all(a < b for a, b in zip(v, v[1:])))
         else:
             ok = v in self.choices
@@ -138,6 +136,32 @@ class Param:
         if self.kind == "float":
             return f"{value:g}"
         return str(value).lower() if self.kind == "bool" else str(value)
+
+
+def is_number(x: Any) -> bool:
+    """A finite int or float (not a bool); an int beyond a float's range is not one."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # math.isfinite(10**400)
+        return False
+
+
+class _Exact(float):
+    """A float whose ``:g`` keeps every digit the value needs (``0.6500001``, not
+    ``0.65``), so that two parameter values never print as one label."""
+
+    def __format__(self, spec: str) -> str:
+        short = format(float(self), spec)
+        if spec == "g" and math.isfinite(self) and float(short) != float(self):
+            return repr(float(self))
+        return short
+
+
+def _exact(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _Exact(v) if isinstance(v, float) else
+            tuple(_Exact(x) for x in v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def _fmt(x: float) -> str:
@@ -215,7 +239,7 @@ class Declaration:
         return {p.name: p.default for p in self.params}
 
     def format_label(self, values: dict[str, Any]) -> str:
-        return (self.label or self.name).format(**values)
+        return (self.label or self.name).format(**_exact(values))
 
     @property
     def impl(self) -> str:
@@ -296,7 +320,7 @@ class Scheduler(Declaration):
     label_fn: Callable[[dict], str] | None = None
 
     def format_label(self, values: dict[str, Any]) -> str:
-        return self.label_fn(values) if self.label_fn else super().format_label(values)
+        return self.label_fn(_exact(values)) if self.label_fn else super().format_label(values)
 
 
 # --------------------------------------------------------------------------- built-ins
@@ -403,6 +427,13 @@ BACKFILL = Param("backfill", "bool", D.BACKFILL, help="start later jobs that fit
 THRESHOLDS = Param("thresholds", "floats", D.TIRESIAS_THRESHOLDS_GPU_H, unit="GPU-hours",
                    field="thresholds_gpu_h", help="2D-LAS queue thresholds")
 
+def _tiresias_label(thresholds: tuple[float, ...]) -> str:
+    """``tiresias`` at the default thresholds, else with them: cells apart, labels apart."""
+    if tuple(thresholds) == D.TIRESIAS_THRESHOLDS_GPU_H:
+        return "tiresias"
+    return "tiresias(thresholds=" + "/".join(f"{x:g}" for x in thresholds) + ")"
+
+
 BUILTIN_SCHEDULERS = (
     Scheduler("fifo", (BACKFILL,), figure_label="FIFO", help="first come, first served",
               kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.FIFO,
@@ -417,7 +448,7 @@ BUILTIN_SCHEDULERS = (
               code=K.LOSS_AWARE, preemptive=True),
     Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
               "GPU-hours (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.TIRESIAS, preemptive=True),
+              code=K.TIRESIAS, preemptive=True, label_fn=lambda v: _tiresias_label(v["thresholds"])),
 )
 
 _REGISTRY: dict[str, dict[str, Declaration]] = {

@@ -33,7 +33,9 @@ def shipped(kind: str, name: str | None = None) -> Path:
 
 def sweep_file(file: str | Path) -> Path:
     """A sweep file by path, or by the name of a shipped one (``"noise"``,
-    ``"sweeps/noise.toml"``) when no such file exists here.
+    ``"sweeps/noise.toml"``) when no such file exists here.  Only a bare name, or one
+    under a relative ``sweeps/``, names a shipped file: a missing file at any other path
+    is an error, never another file of the same name.
 
     Examples
     --------
@@ -45,7 +47,7 @@ def sweep_file(file: str | Path) -> Path:
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
-    if candidate.is_file():
+    if path.parent in (Path("."), Path("sweeps")) and candidate.is_file():
         return candidate
     from fastsim.errors import ConfigError
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -30,7 +31,8 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
                                    run_sgd, summarize_sgd)
 from fastsim.costaware.subset import subset_distribution, select_subset, subset_report
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_parquet, read_toml
+from fastsim.io import check_output_dir, read_toml, write_all
+from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
 _PROBLEM_FIELDS = {f.name for f in fields(ProblemConfig)}
@@ -77,7 +79,11 @@ def load_costaware_sweep(path) -> SweepSpec:
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
             raise ConfigError(f"{path.name}: axes.{k}={v!r} must be a non-empty list")
-    spec = SweepSpec(name=str(raw.get("name", path.stem)), experiment=experiment,
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
+        raise ConfigError(f"{path.name}: name={name!r} is invalid; allowed: a non-empty string "
+                          "without '/' (it names the output files in --out)")
+    spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
                      gamma_fracs=tuple(raw.get("gamma_fracs", SweepSpec.gamma_fracs)))
@@ -131,7 +137,9 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
     spec = load_costaware_sweep(path)
     out = Path(out_dir)
+    check_output_dir(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
+    held = DirLock.acquire(out)  # noqa: F841 (one writer per directory, as fastsim sweep)
     summaries, runs_all, curves_all = [], [], []
     for point in tqdm(spec.points(), desc=spec.name, disable=not progress):
         cfgs = _configs(spec, point)
@@ -155,11 +163,14 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
             summary, runs = subset_experiment(problem_cfg, sgd_cfg, spec.gamma_fracs)
         summaries.append(summary.with_columns(**tags))
         runs_all.append(runs.with_columns(**tags))
-    paths = {"summary": out / f"{spec.name}.summary.parquet",
-             "runs": out / f"{spec.name}.runs.parquet"}
-    atomic_write_parquet(pl.concat(summaries, how="diagonal_relaxed"), paths["summary"])
-    atomic_write_parquet(pl.concat(runs_all, how="diagonal_relaxed"), paths["runs"])
-    if curves_all:
-        paths["curves"] = out / f"{spec.name}.curves.parquet"
-        atomic_write_parquet(pl.concat(curves_all, how="diagonal_relaxed"), paths["curves"])
+    tables = {"summary": summaries, "runs": runs_all, "curves": curves_all}
+    paths = {kind: out / f"{spec.name}.{kind}.parquet" for kind, parts in tables.items() if parts}
+    # all of them or none: never a summary beside another run's records
+    write_all((paths[kind], partial(_write_parquet, pl.concat(tables[kind],
+                                                              how="diagonal_relaxed")))
+              for kind in paths)
     return paths
+
+
+def _write_parquet(df: pl.DataFrame, path: Path) -> None:
+    df.write_parquet(path)

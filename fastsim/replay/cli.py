@@ -189,7 +189,9 @@ def _cmd_replay(args) -> int:
         args.paths = [example_log()]
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
-    check_distinct({"--out": args.out, "--summary-out": args.summary_out})
+    from fastsim.replay.logs import resolve_path
+    logs = {f"the log {p}": resolve_path(Path(p)) for p in args.paths}  # the files read
+    check_distinct({"--out": args.out, "--summary-out": args.summary_out}, inputs=logs)
     if args.gpus is not None and not 0 < args.gpus < float("inf"):
         raise ConfigError(f"--gpus={args.gpus} is invalid; allowed: a positive finite GPU count")
     policies = [parse_policy(s) for s in (args.policy or DEFAULT_POLICIES)]

@@ -270,6 +270,10 @@ class StopMonitor:
         except (TypeError, ValueError):
             raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {score!r}; "
                               "allowed: a number (NaN for a missing evaluation)") from None
+        if self.policy.name == "loss_plateau" and loss <= 0:  # see replay's _check_losses
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
+                              f"allowed: a positive loss for {self.policy.label} (a relative "
+                              "drop; its rule is undefined at 0 and reversed below)")
         st = self._jobs.get(job_id)
         if st is None:
             st = self._jobs[job_id] = _JobState(_stream(self.policy, self.threshold,

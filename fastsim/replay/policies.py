@@ -72,6 +72,21 @@ class JobOutcome:
     n_evals: int
 
 
+def _check_losses(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
+    """``loss_plateau`` reads a relative drop, ``(L_{e-w} - L_e) / L_{e-w}`` (MODEL.md):
+    at a zero loss it is undefined and at a negative one it reverses (a falling loss reads
+    as a rise), so such a reading is refused, by line, before any job is replayed."""
+    readers = [p.label for p in pols if p.name == "loss_plateau"]
+    if not readers or "loss" not in t.columns:
+        return
+    bad = t.filter(pl.col("loss") <= 0)
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'loss': {r['loss']:g}; allowed: a "
+                          f"positive loss for {readers[0]} (a relative drop; its rule is "
+                          "undefined at 0 and reversed below)")
+
+
 def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step: np.ndarray,
                planned_steps: float, in_scope: bool, truth_hacking=None, truth_gold=None) -> JobOutcome:
     """Decide one job from its rows (sorted by step); NaN scores or losses are skipped.
@@ -159,6 +174,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     if not pols:
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
     t = log.table
+    _check_losses(t, pols)
     has_truth = "truth_hacking" in t.columns and "truth_gold" in t.columns
     sign = 1.0 if log.higher_is_better else -1.0
     rows = []

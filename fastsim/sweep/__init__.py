@@ -31,10 +31,11 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     """
     from fastsim.resources import sweep_file
     from fastsim.sweep.aggregate import aggregate, read_summary
-    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.runner import check_run, run_sweep
     from fastsim.sweep.store import SweepStore
 
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
+    check_run(grid, backend, workers, keep_jobs)  # before the directory is written
     with SweepStore.open(Path(out), grid) as store:  # holds the directory's lock
         run_sweep(grid, store, backend=backend, address=address, workers=workers,
                   keep_jobs=keep_jobs, progress=progress)

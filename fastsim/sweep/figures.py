@@ -21,15 +21,45 @@ FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
 
 
 def find_sources(results: Path) -> dict[str, Path]:
-    """Sweep name -> directory, for ``results`` itself or its subdirectories."""
+    """Sweep name -> directory, for ``results`` itself or its subdirectories.  A damaged
+    manifest or table is refused here, by name, before any figure is drawn."""
     sources: dict[str, Path] = {}
     for d in [results] + sorted(p for p in results.iterdir() if p.is_dir()):
         manifest = d / "sweep.json"
         if manifest.exists() and (d / "summary.parquet").exists():
-            sources[json.loads(manifest.read_text())["name"]] = d
+            for table in ("summary.parquet", "jct_hist.parquet"):
+                _check_table(d / table)
+            sources[_sweep_name(manifest)] = d
     if (results / "extracts").is_dir():
         sources["extracts"] = results / "extracts"
     return sources
+
+
+def _damaged(path: Path, why: str):
+    from fastsim.errors import ConfigError
+
+    return ConfigError(f"{path}: damaged ({why}); allowed: the sweep's own output (run "
+                       "`fastsim sweep FILE --out DIR` again: it verifies its chunks and "
+                       "rewrites the tables)")
+
+
+def _sweep_name(manifest: Path) -> str:
+    try:
+        return str(json.loads(manifest.read_text())["name"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _damaged(manifest, type(exc).__name__) from None
+
+
+def _check_table(path: Path) -> None:
+    """A Parquet table whose footer reads (a truncated file has none)."""
+    if not path.exists():
+        return
+    import polars as pl
+
+    try:
+        pl.read_parquet_schema(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise _damaged(path, str(exc).splitlines()[0]) from None
 
 
 def load_script(name: str):

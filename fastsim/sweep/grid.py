@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
@@ -255,9 +256,10 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         if not isinstance(values, list) or not values:
             raise _fail(source, f"axis {key!r} must be a non-empty list of values, got {values!r}")
     axis_names = tuple(axes)
+    n_combos = math.prod(len(axes[a]) for a in axis_names)  # before any is built
+    if n_combos > MAX_CELLS:
+        raise _fail(source, f"the axes cross to {n_combos} cells; at most {MAX_CELLS} allowed")
     combos = list(itertools.product(*(axes[a] for a in axis_names)))
-    if len(combos) > MAX_CELLS:
-        raise _fail(source, f"the axes cross to {len(combos)} cells; at most {MAX_CELLS} allowed")
 
     _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}

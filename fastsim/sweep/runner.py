@@ -68,6 +68,18 @@ def warm_up() -> str:
     return f"pid {os.getpid()} warm"
 
 
+def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
+              keep_jobs: bool = False) -> None:
+    """``run_sweep``'s options and memory, checked before a sweep directory is opened
+    (``fastsim.sweep.run_sweep_file``, the CLI) so that a refused run writes nothing."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend={backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or workers < 1):
+        raise ConfigError(f"workers={workers!r} is invalid; allowed: an integer >= 1")
+    check_sweep_memory(grid, keep_jobs)
+
+
 def check_sweep_memory(grid: Grid, keep_jobs: bool = False) -> None:
     """Refuse, before anything is written, a sweep whose chunk or whose aggregation
     (one cell and its baseline in memory, with the cluster bootstrap) cannot fit."""
@@ -78,7 +90,7 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False) -> None:
     # keep_jobs the JCT histogram reads the per-job arrays, no table), and, with
     # keep_jobs, the Parquet bytes of its per-job records
     chunk_need = lambda n: simulate_bytes(n, J, E, True) + (n * J * 250 if keep_jobs else 0)  # noqa: E731
-    check_fits(chunk_need, grid.chunk, "chunk", settings)
+    check_fits(chunk_need, min(grid.chunk, grid.clusters), "chunk", settings)  # as run
     check_fits(lambda n: summary_bytes(n) + chunk_need(min(grid.chunk, n)), grid.clusters,
                "clusters", settings + f", chunk {grid.chunk}")
 
@@ -108,12 +120,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
     """
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend={backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
-                                or workers < 1):
-        raise ConfigError(f"workers={workers!r} is invalid; allowed: an integer >= 1")
-    check_sweep_memory(grid, keep_jobs)
+    check_run(grid, backend, workers, keep_jobs)
     t0 = time.perf_counter()
     total = len(grid.cells) * grid.n_chunks
     pending = store.pending_with_reasons(keep_jobs)

@@ -41,7 +41,7 @@ import polars as pl
 
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
-                        check_output_dir, write_all)
+                        check_output_dir, is_temporary, write_all)
 from fastsim.sweep.grid import Grid, diff_grids
 
 MANIFEST = "sweep.json"
@@ -220,7 +220,9 @@ class SweepStore:
     def remove_temporaries(self) -> None:
         """Half-written files of an interrupted run (never renamed into place).  Safe
         because this process holds the directory's lock: no other writer is active."""
-        for tmp in [*self.root.glob(f"*{TMP_SUFFIX}"), *self.root.glob(f"cells/*/*{TMP_SUFFIX}")]:
+        # ``cells/`` is ours alone; beside it, only our names (never a user's ``draft.tmp``)
+        ours = [t for t in self.root.glob(f"*{TMP_SUFFIX}") if is_temporary(t)]
+        for tmp in [*ours, *self.root.glob(f"cells/*/*{TMP_SUFFIX}")]:
             tmp.unlink(missing_ok=True)
 
     # -- chunks -------------------------------------------------------------------------

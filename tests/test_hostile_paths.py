@@ -1,0 +1,245 @@
+"""Hostile input, second hunt: paths that name another file, labels that hide a value,
+readings a rule cannot take, outputs written before a refusal, and inputs that crashed
+instead of being refused.  Each refusal is one line, exit 2 (``ConfigError`` in the
+API), before any work and before any output is written."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import polars as pl
+import pytest
+
+import fastsim
+from fastsim.api import compare, simulate
+from fastsim.cli import main
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+from fastsim.replay.monitor import StopMonitor
+from fastsim.resources import shipped, sweep_file
+
+LOG = "job_id,step,score,loss\na,1,0.5,{}\na,2,0.6,{}\na,3,0.5,{}\na,4,0.4,{}\n"
+
+
+def one_line(capsys, argv, needle):
+    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
+# -- a path names the file it names ----------------------------------------------------------
+def test_a_missing_sweep_path_is_not_the_shipped_sweep_of_its_name(tmp_path, capsys):
+    out = tmp_path / "o"
+    one_line(capsys, ["sweep", str(tmp_path / "no_such_dir" / "k_sweep.toml"), "--out", str(out)],
+             "no such file")
+    assert not out.exists()
+    shipped_k = shipped("sweeps", "k_sweep.toml")
+    assert sweep_file("k_sweep") == sweep_file("k_sweep.toml") == shipped_k
+    assert sweep_file("sweeps/k_sweep.toml").resolve() == shipped_k.resolve()
+
+
+def test_outputs_spelled_apart_are_still_one_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    os.symlink(tmp_path / "a.parquet", tmp_path / "link.parquet")
+    for jobs_out in ("sub/../a.parquet", "link.parquet"):
+        one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "10", "--out", "a.parquet",
+                          "--jobs-out", jobs_out], "the same file as --out")
+    assert not (tmp_path / "a.parquet").exists()
+
+
+def test_replay_never_writes_over_its_log(tmp_path, capsys):
+    log = tmp_path / "log.csv"
+    log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+    for out in (tmp_path / "sub" / ".." / "log.csv", log):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        one_line(capsys, ["replay", str(log), "--out", str(out)], "the same file as the log")
+        one_line(capsys, ["replay", str(log), "--summary-out", str(out)], "the same file")
+    assert log.read_text() == LOG.format(1.0, 0.9, 0.8, 0.7)
+
+
+# -- labels tell parameter values apart --------------------------------------------------------
+def test_labels_show_the_values_that_make_cells_differ():
+    label = lambda spec: SchedulerConfig.parse(spec).label  # noqa: E731
+    assert label("tiresias") == label("tiresias:thresholds=16") == "tiresias"
+    assert label("tiresias:thresholds=1/500") == "tiresias(thresholds=1/500)"
+    assert label("tiresias:thresholds=1") != label("tiresias:thresholds=500")
+    pol = lambda spec: PolicyConfig.parse(spec).label  # noqa: E731
+    assert pol("stop_at:f=0.65") == "stop_at(f=0.65)"  # the usual labels are unchanged
+    assert pol("stop_at:f=0.6500001") == "stop_at(f=0.6500001)"
+    assert pol("loss_plateau:w=2,tol=0.01") == "loss_plateau(w=2,tol=0.01)"
+
+
+# -- loss_plateau reads positive losses only ---------------------------------------------------
+@pytest.mark.parametrize("losses,bad", [((0.0, 0.0, 0.0, 0.0), "0"),
+                                        ((-1.0, -2.0, -4.0, -8.0), "-1")])
+def test_loss_plateau_refuses_a_loss_it_cannot_read(tmp_path, capsys, losses, bad):
+    log = tmp_path / "z.csv"
+    log.write_text(LOG.format(*losses))
+    out = tmp_path / "r.csv"
+    one_line(capsys, ["replay", str(log), "--policy", "loss_plateau:w=1,tol=0.01", "--out",
+                      str(out)], f"z.csv:2: field 'loss': {bad}; allowed: a positive loss")
+    assert not out.exists()
+    assert main(["replay", str(log), "--policy", "evalstop:k=2"]) == 0  # scores only: fine
+    m = StopMonitor("loss_plateau:w=1,tol=0.01")
+    m.observe("a", 1, 0.5, loss=1.0)
+    with pytest.raises(ConfigError, match="allowed: a positive loss"):
+        m.observe("a", 2, 0.5, loss=losses[1])
+    assert not m.observe("a", 2, 0.5, loss=0.99).stop  # the refused call left no trace
+
+
+# -- a refused run writes nothing ---------------------------------------------------------------
+def test_the_api_sweep_checks_its_options_before_writing(tmp_path):
+    small = tmp_path / "s.toml"
+    small.write_text("clusters = 2\n[base]\nn_jobs = 10\n")
+    huge = tmp_path / "h.toml"
+    huge.write_text("clusters = 100000\nchunk = 100000\n[base]\nn_jobs = 100000\n"
+                    "n_evals = 1000\n")
+    for file, options in ((small, {"backend": "bogus"}), (small, {"backend": "dask",
+                                                                  "workers": 0}), (huge, {})):
+        out = tmp_path / f"o_{file.stem}_{len(options)}"
+        with pytest.raises(ConfigError):
+            fastsim.sweep(file, out, **options)
+        assert not out.exists()
+
+
+def test_costaware_sweep_names_stay_inside_out_and_hold_its_lock(tmp_path, capsys,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = ('name = "{}"\nexperiment = "sgd"\nreplications = 2\n[base]\nn = 16\nd = 2\n'
+            'eps = 0.05\nmax_steps = 200\n')
+    (tmp_path / "s.toml").write_text(spec.format("../../escaped"))
+    one_line(capsys, ["costaware", "sweep", "s.toml", "--out", "out"], "name='../../escaped'")
+    assert not any(tmp_path.parent.parent.glob("escaped*")) and not (tmp_path / "out").exists()
+    (tmp_path / "s.toml").write_text(spec.format("ok"))
+    (tmp_path / "out").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from pathlib import Path\n"
+                               "from fastsim.sweep.store import DirLock\n"
+                               "lock = DirLock.acquire(Path('out'))\n"
+                               "print('held', flush=True)\ntime.sleep(120)\n"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        one_line(capsys, ["costaware", "sweep", "s.toml", "--out", "out"], "is in use by pid")
+        assert not list((tmp_path / "out").glob("*.parquet"))
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_sweep_keeps_the_users_own_tmp_files(tmp_path):
+    from fastsim.io import _tmp_path
+    from fastsim.sweep.store import SweepStore
+
+    mine = tmp_path / "draft.tmp"
+    mine.write_text("important")
+    ours = _tmp_path(tmp_path / "summary.parquet")
+    ours.write_text("half written")
+    SweepStore(tmp_path, None).remove_temporaries()
+    assert mine.read_text() == "important" and not ours.exists()
+
+
+# -- refused in one line instead of a traceback, a hang or all the memory -------------------
+def test_a_huge_grid_is_refused_before_it_is_built(tmp_path):
+    axes = ("sigma", "base_rate", "loss_sigma", "est_sigma", "log_sd", "kl_gamma",
+            "hack_sharpness", "sigma_spread")
+    values = ", ".join(f"0.{i:03d}" for i in range(1, 11))
+    p = tmp_path / "g.toml"
+    p.write_text("[axes]\n" + "".join(f"{a} = [{values}]\n" for a in axes))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match="100000000 cells; at most 10000"):
+            fastsim.sweep(p, tmp_path / "o")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20  # the 10^8 combinations were never listed
+
+
+BIG = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("body,needle", [
+    (f"[base]\nsigma = {BIG}", "sigma="), (f'[base]\npolicy = "stop_at"\nf = {BIG}', "f="),
+    (f"[base]\nmix = [0, 0, {BIG}]", "mix="), (f"[base]\nk = {BIG}", "k="),
+    (f"[base]\nthresholds_gpu_h = [{BIG}]", "thresholds="),
+    ("[base]\nsigma = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("[base]\nsigma = " + "{a = " * 5_000 + "1" + "}" * 5_000, "nested too deeply"),
+])
+def test_huge_integers_and_deep_nesting_in_a_sweep_file(tmp_path, capsys, body, needle):
+    p = tmp_path / "t.toml"
+    p.write_text("clusters = 2\n" + body + "\n")
+    one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o")], needle)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError):
+        SimConfig.from_specs(sigma=10**400)
+
+
+def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "sweep.json").write_text('{"name": "k_sweep"}')
+    pl.DataFrame({"x": list(range(1000))}).write_parquet(d / "summary.parquet")
+    data = (d / "summary.parquet").read_bytes()
+    (d / "summary.parquet").write_bytes(data[:len(data) // 2])
+    one_line(capsys, ["figures", str(d), "--formats", "png"], "summary.parquet: damaged")
+    (d / "summary.parquet").write_bytes(data)
+    (d / "sweep.json").write_text('{"name": ')
+    one_line(capsys, ["figures", str(d), "--formats", "png"], "sweep.json: damaged")
+    assert not (d / "figures").exists() or not any((d / "figures").iterdir())
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_bad_thread_count_variable_is_one_line(value):
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
+                       text=True, env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [f"fastsim: error: NUMBA_NUM_THREADS='{value}' is "
+                                             "invalid; allowed: a positive integer, or unset "
+                                             "(one thread per core)"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--clusters", "1e3"], "argument --clusters: invalid int value: '1e3'"),
+    (["sweep", "k_sweep", "--out", "o", "--chunk", "2.5"], "argument --chunk"),
+    (["runn"], "invalid choice: 'runn'"),
+])
+def test_usage_errors_are_one_line(capsys, argv, needle):
+    one_line(capsys, argv, needle)
+
+
+def test_api_arguments_of_the_wrong_type(tmp_path):
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    for call, needle in [(lambda: compare(cfg, baseline=None), "policy=None"),
+                         (lambda: compare(cfg, baseline=5), "policy=5"),
+                         (lambda: SimConfig(policy="evalstop"), "allowed: a PolicyConfig"),
+                         (lambda: SimConfig(workload=None), "workload=None"),
+                         (lambda: SimConfig.from_dict(None), "config=None"),
+                         (lambda: SimConfig.from_dict({"workload": None}), "workload=None"),
+                         (lambda: simulate(cfg, 2, extract=5), "extract=5")]:
+        with pytest.raises(ConfigError, match=needle):
+            call()
+
+
+def test_a_chunk_beyond_the_clusters_is_sized_as_it_runs(tmp_path):
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import check_sweep_memory
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 10\n[base]\nn_jobs = 10\n")
+    check_sweep_memory(load_sweep(p, chunk=10**22))  # ten clusters run: nothing to refuse
+
+
+def test_a_peak_before_any_evaluation_is_refused():
+    with pytest.raises(ConfigError, match="lo >= 0.001"):
+        WorkloadConfig(ustar_hacking=(1e-300, 1e-300))
+    WorkloadConfig(ustar_hacking=(0.001, 0.5))
