@@ -233,16 +233,18 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         loss_tau[c, j] = _between_nb(p.loss_tau, u_losstau[j])
         t_arr = t_arr + (-math.log(1.0 - u_arrival[j]) / p.arrival_rate)
         arrival_h[c, j] = t_arr
-        first = 3 * n_jobs + j * n_evals
+        # Unsigned offsets, here and below: numba tests a signed index for wrap-around
+        # element by element, and these short loops then gathered instead of loading.
+        first = np.uint64(3 * n_jobs + j * n_evals)
         if t == RLHF or hk:  # hacking DPO: RL form (Rafailov et al. 2024)
             ln_ustar[j] = math.log(us)
             gam = p.kl_gamma * p.hack_sharpness if hk else p.kl_gamma
             for e in range(n_evals):
-                arg[first + e] = (1.0 if gam == 1.0 else
-                                  gold_rl_curved_exponent_nb(ln_progress[e], ln_ustar[j], gam))
+                arg[first + np.uint64(e)] = (1.0 if gam == 1.0 else gold_rl_curved_exponent_nb(
+                    ln_progress[e], ln_ustar[j], gam))
         else:
             for e in range(n_evals):
-                arg[first + e] = gold_saturating_exponent_nb(progress[e], tau[c, j])
+                arg[first + np.uint64(e)] = gold_saturating_exponent_nb(progress[e], tau[c, j])
     exp_array_nb(arg, ex)
     # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
     if p.noise_rho != 0.0:
@@ -252,7 +254,7 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         duration_h[c, j] = dur
         t_est_h[c, j] = dur * ex[n_jobs + j]
         g = gold[c, j]
-        first = 3 * n_jobs + j * n_evals
+        first = np.uint64(3 * n_jobs + j * n_evals)
         h = height[c, j]
         if job_type[c, j] == RLHF or hacking[c, j]:
             gam = p.kl_gamma * p.hack_sharpness if hacking[c, j] else p.kl_gamma
@@ -262,10 +264,11 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
                                            ln_ustar[j], h)
             else:
                 for e in range(n_evals):
-                    g[e] = gold_rl_curved_from_exp_nb(arg[first + e], ex[first + e], h)
+                    k = first + np.uint64(e)
+                    g[e] = gold_rl_curved_from_exp_nb(arg[k], ex[k], h)
         else:
             for e in range(n_evals):
-                g[e] = gold_saturating_from_exp_nb(ex[first + e], h)
+                g[e] = gold_saturating_from_exp_nb(ex[first + np.uint64(e)], h)
         best = -np.inf
         best_e = 1
         for e in range(n_evals):
@@ -281,10 +284,12 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         sj = p.sigma
         if spread != 0.0:
             sj = p.sigma * ex[2 * n_jobs + j]
+        first_noise = np.uint64(j * n_evals)
         for e in range(n_evals):
-            s[e] = g[e] + sj * noise[j * n_evals + e]
+            s[e] = g[e] + sj * noise[first_noise + np.uint64(e)]
         if not draw_loss:
             ls[:] = np.nan
             continue
         for e in range(n_evals):
-            ls[e] = loss_nb(progress[e], l0, li, lt) + p.loss_sigma * noise[n_draws + j * n_evals + e]
+            ls[e] = (loss_nb(progress[e], l0, li, lt)
+                     + p.loss_sigma * noise[first_noise + np.uint64(n_draws + e)])
