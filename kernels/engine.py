@@ -691,16 +691,17 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
     # active: arrived, not ended, in priority order; starts: to start at this point, in
     # priority order; passed: loss_aware, the jobs the last greedy walk passed over, in
-    # order (each with a slot to spare: the walk writes one past the jobs it passed)
-    job_lists = np.empty((4, n_jobs + 1), dtype=np.int64)
+    # order (each with a slot to spare: the walk writes one past the jobs it passed).
+    # Unsigned: numba tests a signed index into ``jobs`` for wrap-around at every access.
+    job_lists = np.empty((4, n_jobs + 1), dtype=np.uint64)
     active, running, starts, passed = job_lists[0], job_lists[1], job_lists[2], job_lists[3]
     lists = (active, running, starts, passed)
     n_active = n_running = n_done = n_seg = n_realloc = next_arrival = n_passed = points = 0
     active_demand = 0  # GPUs demanded by all active jobs (arrived, not ended)
     free = capacity
     t_pending = np.inf  # Tiresias: the next point after a threshold crossing, the
-    pending_job = -1  # evaluation of ``pending_job`` at service ``pending_point``
-    pending_point = 0.0
+    pending_job = np.uint64(0)  # evaluation of ``pending_job`` (a list entry) at service
+    pending_point = 0.0  # ``pending_point``
     moved = False  # whether a key moved since ``active`` was last sorted
     max_points = max_points_nb(n_jobs, n_evals, thresholds_gpu_h.shape[0])
     while n_done < n_jobs:
