@@ -473,13 +473,13 @@ def _keeps_place_nb(jobs, passed, n_passed, j):
 
 
 @kernel
-def _choose_waiting_nb(jobs, active, n_active, free, strict, starts):
-    """Non-preemptive walk: the waiting jobs that fit in the ``free`` GPUs, in priority
-    order, go to ``starts`` (strict fifo stops at the first that does not fit).  Once no
-    GPU is free no later job fits (demands are >= 1)."""
+def _choose_waiting_nb(jobs, active, n_active, free, strict, starts, first):
+    """Non-preemptive walk from position ``first`` of ``active``: the waiting jobs that fit
+    in the ``free`` GPUs, in priority order, go to ``starts`` (strict fifo stops at the
+    first that does not fit).  Once no GPU is free no later job fits (demands are >= 1)."""
     n_start = 0
     blocked = False
-    a = 0
+    a = first
     while a < n_active and free > 0 and not blocked:
         j = active[a]
         job = jobs[j]
@@ -630,7 +630,10 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
                                                          n_seg)
             free += freed
         else:
-            n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts)
+            # Strict fifo starts jobs in arrival order, which is ``active``'s: its running
+            # jobs are the first ``n_running`` there, and the walk begins past them.
+            n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts,
+                                         n_running if strict else 0)
     n_start = last_use_nb(n_start, (jobs, next_time, active, running, starts, passed,
                                      n_preempt, segs, thresholds_gpu_h))
     return n_start, n_running, n_seg, free, moved, n_realloc, n_passed
