@@ -1,15 +1,17 @@
 """Scratch: bench's rlhf_heavy per-cluster stage times (1 thread), min over repetitions.
 
-    python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen reuse fifo srtf_est ...
+    python benchmarks/hot.py [n_clusters] [reps] [stages...]   # stages: gen reuse fifo sim:fifo ...
 
 ``gen``: generation into fresh arrays (page faults included); ``reuse``: into one reused
-buffer, as ``simulate`` does from its second call on.
+buffer, as ``simulate`` does from its second call on; a scheduler's name: its engine
+alone; ``sim:`` and a scheduler's name: ``simulate`` end to end, as the bench's target
+rows time it.
 """
 import sys
 
 import numba
 
-from fastsim.api import decide_stops, run_engine
+from fastsim.api import decide_stops, run_engine, simulate
 from fastsim.bench import _best, _config, _us
 from fastsim.workload import generate_workload
 
@@ -33,6 +35,10 @@ for s in WHICH:
     if s == "reuse":
         buf = generate_workload(cfg.workload, C, seed=1)
         print(f"reuse      {best(lambda: generate_workload(cfg.workload, C, seed=1, out=buf)):7.1f} us")
+        continue
+    if s.startswith("sim:"):
+        c = _config(s[4:])
+        print(f"{s:10s} {best(lambda: simulate(c, C, seed=1)):7.1f} us")
         continue
     c = _config(s)
     d = decide_stops(c, w)
