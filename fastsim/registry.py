@@ -427,6 +427,7 @@ BACKFILL = Param("backfill", "bool", D.BACKFILL, help="start later jobs that fit
 THRESHOLDS = Param("thresholds", "floats", D.TIRESIAS_THRESHOLDS_GPU_H, unit="GPU-hours",
                    field="thresholds_gpu_h", help="2D-LAS queue thresholds")
 
+
 def _tiresias_label(thresholds: tuple[float, ...]) -> str:
     """``tiresias`` at the default thresholds, else with them: cells apart, labels apart."""
     if tuple(thresholds) == D.TIRESIAS_THRESHOLDS_GPU_H:
@@ -448,7 +449,8 @@ BUILTIN_SCHEDULERS = (
               code=K.LOSS_AWARE, preemptive=True),
     Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
               "GPU-hours (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.TIRESIAS, preemptive=True, label_fn=lambda v: _tiresias_label(v["thresholds"])),
+              code=K.TIRESIAS, preemptive=True,
+              label_fn=lambda v: _tiresias_label(v["thresholds"])),
 )
 
 _REGISTRY: dict[str, dict[str, Declaration]] = {

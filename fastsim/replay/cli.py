@@ -173,7 +173,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
 
 
 def _cmd_replay(args) -> int:
-    from fastsim.replay.logs import read_logs
+    from fastsim.replay.logs import read_logs, resolve_path
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
     if not args.paths and not args.example:
@@ -189,7 +189,6 @@ def _cmd_replay(args) -> int:
         args.paths = [example_log()]
     _check_out(args.out)
     _check_out(args.summary_out, "--summary-out")
-    from fastsim.replay.logs import resolve_path
     logs = {f"the log {p}": resolve_path(Path(p)) for p in args.paths}  # the files read
     check_distinct({"--out": args.out, "--summary-out": args.summary_out}, inputs=logs)
     if args.gpus is not None and not 0 < args.gpus < float("inf"):
