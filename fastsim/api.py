@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import metrics as M
+from fastsim import registry as R
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes
@@ -110,8 +111,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
             decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
             w.duration_h, d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
-            raise ValueError(f"stop policy {decl.name} returned a trigger outside 0..n_evals "
-                             f"or one at most lookback={back}")
+            raise ConfigError(R.trigger_error(decl.name, values))
     elif p.uses_hidden_truth:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)

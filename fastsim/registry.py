@@ -138,6 +138,15 @@ class Param:
         return str(value).lower() if self.kind == "bool" else str(value)
 
 
+def trigger_error(name: str, values: dict) -> str:
+    """What a user stop policy that broke its contract is told
+    (``kernels.stops.causal_trigger_nb``)."""
+    return (f"stop policy {name} answered a prefix of a job's series with neither 0 nor the "
+            "evaluation the prefix ends at, or stopped a job at or before its lookback "
+            f"({values}); allowed: 0, or the prefix's last evaluation (it decides online, "
+            "on what it has seen: docs/extending.md)")
+
+
 def is_number(x: Any) -> bool:
     """A finite int or float (not a bool); an int beyond a float's range is not one."""
     if not isinstance(x, (int, float)) or isinstance(x, bool):

@@ -318,6 +318,8 @@ driver = _jit(cache=CACHE, parallel=PARALLEL)
 # process).  Never cached: numba keys its cache on the driver's bytecode and closure,
 # not on the function it calls, so a cached copy could run another user's function.
 user_driver = _jit(cache=False, parallel=PARALLEL)
+# The same for a function called from Python on one job (replay).
+user_entry = _jit(cache=False)
 # The parts a kernel is written in (one step of the engine's scheduling point, say):
 # inlined by numba into the caller before type inference, so a hot step costs no call.
 part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)

@@ -14,7 +14,7 @@ from numba import prange
 from .codes import ACT_DEMOTE, ACT_STOP, PATIENCE, RLHF, STOP_AT
 from .detectors import in_scope_nb, rule_decision_1j_nb, stop_decision_1j_nb
 from .detectors_online import best_observed_eval_nb
-from .jit import driver, kernel, part, user_driver
+from .jit import driver, kernel, part, user_driver, user_entry
 
 
 @part
@@ -101,6 +101,34 @@ def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, scor
                             delivered_eval)
 
 
+@part
+def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params):
+    """A user trigger asked about each prefix of a job's series in turn, as the monitor
+    asks it online: the first evaluation ``e`` whose prefix (the first ``e`` scores,
+    losses and attained services) it answers with ``e``; 0 if none; -1 if it answers
+    anything else (an evaluation it has not reached, or one before: it looked ahead).
+    So it never sees a score, loss or service to come, nor how many evaluations remain
+    (MODEL.md section 5), whatever it reads."""
+    n_evals = score.shape[0]
+    trig = 0
+    e = 1
+    while trig == 0 and e <= n_evals:
+        r = trigger(score[:e], loss[:e], attained[:e], t_est_h, *params)
+        if r != 0:
+            trig = e if r == e else -1
+        e += 1
+    return trig
+
+
+@lru_cache(maxsize=None)
+def user_trigger_driver(trigger):
+    """``causal_trigger_nb`` of one job's series for a user's trigger (replay)."""
+    @user_entry
+    def user_trigger_nb(score, loss, attained, t_est_h, params):
+        return causal_trigger_nb(trigger, score, loss, attained, t_est_h, params)
+    return user_trigger_nb
+
+
 @lru_cache(maxsize=None)
 def user_stops_driver(trigger):
     """``resolve_stops_nb`` for a user's ``@njit`` trigger function (see
@@ -124,9 +152,8 @@ def user_stops_driver(trigger):
                                      demoted, trigger_eval, delivered_eval):
                     continue
                 _attained_nb(duration_h[c, j], attained)
-                trig = trigger(score[c, j], loss[c, j], attained, t_est_h[c, j], *params)
-                if trig < 0 or trig > n_evals:
-                    trig = -1  # out of range: reported by the caller
+                trig = causal_trigger_nb(trigger, score[c, j], loss[c, j], attained,
+                                         t_est_h[c, j], params)
                 if trig != 0:
                     trigger_eval[c, j] = trig
                     if demote:

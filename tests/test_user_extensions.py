@@ -90,6 +90,20 @@ def halfway(scores, losses, attained_h, t_est_h, f):
         if attained_h[e] / t_est_h >= f:
             return e + 1
     return 0
+
+
+@stop_policy(params=[], label="knows_T")
+@njit
+def knows_T(scores, losses, attained_h, t_est_h):
+    """Looks ahead: the last service of a full series is the run time T, hidden truth."""
+    return 1 if attained_h[attained_h.shape[0] - 1] > 2.0 * t_est_h else 0
+
+
+@stop_policy(params=[], label="peek_last")
+@njit
+def peek_last(scores, losses, attained_h, t_est_h):
+    """Looks ahead: stops at the first evaluation if the last score will be lower."""
+    return 1 if scores[scores.shape[0] - 1] < scores[0] else 0
 '''
 
 SCHED_SRC = '''
@@ -197,11 +211,28 @@ def test_user_driver_passes_only_observations():
 
     from fastsim.kernels import stops
 
-    src = inspect.getsource(stops.user_stops_driver)
-    call = src[src.index("trig = trigger("):]
+    src = inspect.getsource(stops.causal_trigger_nb)
+    call = src[src.index("r = trigger("):]
     call = call[: call.index(")") + 1]
-    for word in ("duration", "hacking", "gold", "peak", "ustar"):
-        assert word not in call
+    assert call == "r = trigger(score[:e], loss[:e], attained[:e], t_est_h, *params)"
+
+
+@pytest.mark.parametrize("name", ["knows_T", "peek_last"])
+def test_a_user_policy_sees_no_evaluation_to_come(user_dir, tmp_path, capsys, name):
+    """Asked about each prefix in turn, a policy that reads the end of its series (the run
+    time T in the last service, a score to come) gets what it has seen so far, and its
+    answers, not those of an online decision, are refused in one line."""
+    cfg = SimConfig.from_specs("srtf_est", f"toy_user_policies:{name}:scope=all", n_jobs=20)
+    with pytest.raises(ConfigError, match="neither 0 nor the evaluation the prefix ends at"):
+        simulate(cfg, 4, seed=0)
+    if name != "peek_last":  # replay's attained service never exceeds 2 t_est: no stop
+        return
+    log = tmp_path / "l.csv"
+    log.write_text("job_id,step,score\na,1,0.9\na,2,0.8\na,3,0.7\na,4,0.1\n")
+    out = tmp_path / "r.csv"
+    assert main(["replay", str(log), "--policy", f"toy_user_policies:{name}:scope=all",
+                 "--out", str(out)]) == 2
+    assert "neither 0 nor the evaluation" in capsys.readouterr().err and not out.exists()
 
 
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fastsim import registry as R
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from fastsim.kernels.detectors import stop_decision_1j_nb
+from fastsim.kernels.stops import user_trigger_driver
 
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
@@ -51,14 +53,14 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                                    np.array(p.vector, np.float64), score, loss, attained,
                                    float(t_est))
     values = p.values
-    trig = int(d.user(score, loss, attained, float(t_est),
-                      *(v for k, v in values.items() if k != "scope")))
+    params = tuple(v for k, v in values.items() if k != "scope")
+    trig = int(user_trigger_driver(d.user)(score, loss, attained, float(t_est), params))
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
-    deliv = d.delivered(trig, values, n, score) if 1 <= trig <= n else -1
-    if not 1 <= trig <= n or deliv < 1:
-        raise ValueError(f"stop policy {d.name} returned trigger {trig} on {n} evaluations")
+    deliv = d.delivered(trig, values, n, score) if trig > 0 else -1
+    if trig < 0 or deliv < 1:
+        raise ConfigError(R.trigger_error(d.name, values))
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
 
 
