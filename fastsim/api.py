@@ -16,6 +16,7 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -106,10 +107,12 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
         back = -1 if decl.keep == "best" else back
-        user_stops_driver(decl.user)(
-            tuple(v for k, v in values.items() if k != "scope"), int(back),
-            decl.action == "demote", scope_all, w.job_type, w.t_est_h, w.score, w.loss,
-            w.duration_h, d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
+        with user_code("stop policy", decl.name):
+            user_stops_driver(decl.user)(
+                tuple(v for k, v in values.items() if k != "scope"), int(back),
+                decl.action == "demote", scope_all, w.job_type, w.t_est_h, _readonly(w.score),
+                _readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
+                d.trigger_eval, d.delivered_eval)
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
     elif p.uses_hidden_truth:
@@ -229,11 +232,35 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     if decl.user is None:
         return w.t_est_h
     keys = np.empty(w.t_est_h.shape)
-    user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h, w.gpus,
-                                w.job_type, w.arrival_h, keys)
+    with user_code("scheduler key", decl.name):
+        user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h,
+                                    w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():
-        raise ValueError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
+        raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     return keys
+
+
+@contextlib.contextmanager
+def user_code(what: str, name: str):
+    """A user's function that fails (raises, or cannot be compiled for the arguments it
+    is given: a write into a read-only observation, say) is one line naming it."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:  # numba's typing errors, the function's own exceptions
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
+        raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
+                          "a pure @njit function of its declared arguments "
+                          "(docs/extending.md)") from None
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A view user code cannot write through (the arrays are shared by both arms of a
+    run, and reused between chunks)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,

@@ -380,10 +380,15 @@ class SimConfig:
         if isinstance(self.metrics, (list, str)):
             object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
                                else tuple(self.metrics))
+        columns: dict[str, str] = {}
         for ref in self.metrics:
             if lookup(ref).fn is None:
                 raise ConfigError(f"metrics={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
                                   "@cluster_metric (the built-in metrics are always computed)")
+            name = lookup(ref).name  # the column it fills: one metric per column
+            _check(columns.setdefault(name, ref) == ref, "metrics", self.metrics,
+                   f"metrics naming distinct columns ({columns[name]} and {ref} both fill "
+                   f"{name!r})")
         p, w = self.policy, self.workload
         need, rule = p.min_evals, p.decl.min_evals_text
         _check(w.n_evals >= need, "n_evals", w.n_evals,

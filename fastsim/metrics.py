@@ -141,8 +141,8 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
 
     def wrap(fn: Callable) -> Metric:
         name = fn.__name__
-        if name in _METRICS and _METRICS[name].fn is None:
-            raise ConfigError(f"metric {name!r} is a built-in; allowed: a new name")
+        if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "job"):
+            raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
                    help=(fn.__doc__ or "").strip().split("\n")[0], fn=fn,
@@ -154,14 +154,21 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
 
 def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``."""
+    from fastsim.api import _readonly, user_code
+
     out = {}
+    view = {k: _readonly(a) for k, a in jobs.items()}  # shared with the run's other arm
+    n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)
-        v = np.asarray(m.fn(jobs))
-        n = next(iter(jobs.values())).shape[0]
+        with user_code("metric", m.name):
+            v = np.asarray(m.fn(view), dtype=np.float64)
         if v.shape != (n,):
-            raise ValueError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "
-                             "value per cluster")
+            raise ConfigError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "
+                              "value per cluster")
+        if m.dtype == "int" and not np.isfinite(v).all():
+            raise ConfigError(f"metric {m.name} (dtype int) returned {v[~np.isfinite(v)][0]}; "
+                              "allowed: finite integers")
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
 

@@ -510,6 +510,31 @@ def _register(what: str, decl: Declaration, alias: str | None) -> None:
         table[name] = decl
 
 
+def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
+                     what: str) -> None:
+    """The function's arguments are the ``fixed`` ones (any names) then the declared
+    parameters, by name and in order: they are passed by position, so a swapped pair
+    would arrive swapped.  A declared parameter must also be a number or a bool (the
+    compiled call takes it so)."""
+    got = tuple(inspect.signature(fn.py_func).parameters)
+    want = fixed + tuple(p.name for p in params)
+    if len(got) != len(want) or got[len(fixed):] != want[len(fixed):]:
+        raise ConfigError(f"{what} {fn.__name__}{got}: arguments differ from the declaration; "
+                          f"allowed: ({', '.join(want)}), the declared parameters in order")
+    for p in params:
+        if p.kind not in ("int", "float", "bool"):
+            raise ConfigError(f"{what} {fn.__name__}: parameter {p.name!r} of kind {p.kind!r}; "
+                              "allowed: int, float or bool")
+
+
+def _check_label(label: str, params: tuple[Param, ...], what: str) -> None:
+    try:
+        label.format(**{p.name: p.default for p in params})
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"{what} label {label!r} cannot be formatted ({exc!r}); allowed: "
+                          "{{name}} or {{name:g}} of declared parameters") from None
+
+
 def _user_params(params: Any) -> tuple[Param, ...]:
     out = tuple(params)
     for p in out:
@@ -553,6 +578,9 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
             raise ConfigError(f"stop policy {getattr(fn, '__name__', fn)!r} is not an @njit "
                               "function; allowed: numba.njit-decorated functions")
         ps = _user_params(params) + (SCOPE,)
+        _check_signature(fn, ("scores", "losses", "attained_h", "t_est_h"), ps[:-1],
+                         "stop policy")
+        _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = min_evals if callable(min_evals) else (lambda v, n=int(min_evals): n)
         if isinstance(lookback, str) and lookback not in [p.name for p in ps]:
             raise ConfigError(f"lookback={lookback!r} is not a parameter; allowed: an int or one "
@@ -581,8 +609,11 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
         if not hasattr(fn, "py_func"):
             raise ConfigError(f"scheduler key {getattr(fn, '__name__', fn)!r} is not an @njit "
                               "function; allowed: numba.njit-decorated functions")
+        ps = _user_params(params)
+        _check_signature(fn, ("t_est_h", "gpus", "job_type", "arrival_h"), ps, "scheduler key")
+        _check_label(label or (name or fn.__name__), ps, "scheduler key")
         ref = f"{fn.__module__}:{fn.__name__}"
-        decl = Scheduler(ref, _user_params(params), label or (name or fn.__name__),
+        decl = Scheduler(ref, ps, label or (name or fn.__name__),
                          figure_label or (name or fn.__name__),
                          help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn, ref=ref,
                          code=K.SJF_EST)

@@ -369,3 +369,114 @@ def test_user_policy_can_keep_the_best_checkpoint(user_dir):
         for e, x in enumerate(s):
             d = m.observe("j", e + 1, float(x))
         assert m.decision("j").keep_step == deliv
+
+
+def test_declarations_match_their_functions_and_replay_takes_bare_names(user_dir):
+    """Declared parameters arrive by position: a function whose arguments name them in
+    another order, a parameter kind the compiled call cannot take, or a label naming an
+    undeclared parameter is refused when declared, not after a whole run."""
+    from numba import njit
+
+    from fastsim.registry import Param, scheduler_key, stop_policy
+    from fastsim.replay.policies import parse_policy
+
+    two = [Param("k", "int", 2, lo=1), Param("drop", "float", 0.5, lo=0)]
+
+    def swapped(scores, losses, attained_h, t_est_h, drop, k):
+        return 0
+
+    with pytest.raises(ConfigError, match=r"arguments differ from the declaration; allowed: "
+                                          r"\(scores, losses, attained_h, t_est_h, k, drop\)"):
+        stop_policy(params=two)(njit(swapped))
+    with pytest.raises(ConfigError, match="parameter 'th' of kind 'floats'"):
+        stop_policy(params=[Param("th", "floats", (1.0,))])(
+            njit(lambda scores, losses, attained_h, t_est_h, th: 0))
+    with pytest.raises(ConfigError, match=r"label 'a \{x\}' cannot be formatted"):
+        scheduler_key(label="a {x}")(njit(lambda t_est_h, gpus, job_type, arrival_h: 0.0))
+    assert parse_policy(POL).label == "below_best(k=2,drop=0)[scope=all]"  # no ',scope' glued
+    from fastsim.metrics import cluster_metric
+
+    def cluster(jobs):
+        return jobs["gpus"].sum(axis=1)
+
+    with pytest.raises(ConfigError, match="metric 'cluster' is a built-in column"):
+        cluster_metric()(cluster)
+
+
+HOSTILE_SRC = '''
+import numpy as np
+from numba import njit
+from fastsim.metrics import cluster_metric
+from fastsim.registry import stop_policy, scheduler_key
+
+
+@stop_policy(params=[])
+@njit
+def flatten(scores, losses, attained_h, t_est_h):
+    scores[0] = 0.0
+    return 0
+
+
+@scheduler_key()
+@njit
+def nan_key(t_est_h, gpus, job_type, arrival_h):
+    return np.nan
+
+
+@scheduler_key()
+@njit
+def raising_key(t_est_h, gpus, job_type, arrival_h):
+    raise ValueError("boom")
+
+
+@cluster_metric()
+def mutating(jobs):
+    jobs["duration_h"][:] = 1000.0
+    return jobs["duration_h"].sum(axis=1)
+
+
+@cluster_metric(dtype="int")
+def int_nan(jobs):
+    return np.full(jobs["gpus"].shape[0], np.nan)
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostilecode")
+    (d / "toy_hostile_user.py").write_text(HOSTILE_SRC)
+    (d / "toy_metric_a.py").write_text("from fastsim.metrics import cluster_metric\n"
+                                       "@cluster_metric()\ndef waste(jobs):\n"
+                                       "    return jobs['wasted_gpu_h'].sum(axis=1)\n")
+    (d / "toy_metric_b.py").write_text((d / "toy_metric_a.py").read_text())
+    sys.path.insert(0, str(d))
+    yield d
+    sys.path.remove(str(d))
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--policy", "toy_hostile_user:flatten"], "stop policy toy_hostile_user:flatten failed"),
+    (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
+    (["--scheduler", "toy_hostile_user:raising_key"], "toy_hostile_user:raising_key failed"),
+    (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
+    (["--metric", "toy_hostile_user:int_nan"], "metric int_nan (dtype int) returned nan"),
+    (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
+     "both fill 'waste'"),
+])
+def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, argv, needle):
+    """User code runs on read-only views of what both arms of a run share, and a failure
+    of its own (an exception, a write, a NaN key) is one line naming it; the baseline arm
+    is never run on what a policy or metric changed."""
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--baseline", "evalstop:k=2",
+                 "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_replay_refuses_to_decide_on_hidden_truth(tmp_path, capsys):
+    log = tmp_path / "t.csv"
+    log.write_text("job_id,step,score,truth_gold\na,1,0.5,0.5\na,2,0.6,0.4\na,3,0.7,0.3\n")
+    assert main(["replay", str(log), "--metric", "truth_gold"]) == 2
+    assert "truth_* columns are hidden truth" in capsys.readouterr().err

@@ -544,6 +544,11 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     if metric is not None and not (isinstance(metric, str) and metric.strip()):
         raise ConfigError(f"metric={metric!r} is invalid; allowed: a column or eval_* name, "
                           "or None for the default")
+    if isinstance(metric, str) and metric.strip().startswith("truth_"):
+        # a policy decides on what is observed; truth_* columns only score its decisions
+        raise ConfigError(f"metric={metric!r} is invalid; allowed: an observed column or "
+                          "eval_* name (truth_* columns are hidden truth: they score the "
+                          "decisions, never make them)")
     if on_duplicate not in ("last", "error"):
         raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
     resolved = [resolve_path(Path(p)) for p in paths]

@@ -36,10 +36,10 @@ def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
     """
     if isinstance(spec, PolicyConfig):
         return spec
-    spec = spec.strip()
-    if "scope=" not in spec:
-        spec = spec + (",scope=all" if ":" in spec else ":scope=all")
-    return PolicyConfig.parse(spec)
+    name, params = R.parse_spec(spec, "policy")  # ``module:function`` has a colon too
+    if "scope" not in params:
+        params["scope"] = "all"
+    return PolicyConfig.parse(name + ":" + ",".join(f"{k}={v}" for k, v in params.items()))
 
 
 def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained: np.ndarray,
