@@ -35,6 +35,7 @@ import numpy as np
 
 from fastsim.api import _assemble, account, decide_stops, run_engine, simulate
 from fastsim.config import SimConfig
+from fastsim.errors import ConfigError
 from fastsim.workload import generate_workload
 
 SCHEDULERS = ("fifo", "srtf_est", "loss_aware", "tiresias")
@@ -74,9 +75,10 @@ def throughput(n_clusters: int, reps: int, schedulers=("srtf_est",)) -> dict:
     out = {}
     for s in schedulers:
         cfg = _config(s)
-        best = {1: float("inf"), 2: float("inf")}
+        counts = (1, 2) if numba.config.NUMBA_NUM_THREADS >= 2 else (1,)
+        best = {t: float("inf") for t in counts}
         for _ in range(reps):  # alternate, so that a busy spell on the machine hits both
-            for threads in (1, 2):
+            for threads in counts:
                 numba.set_num_threads(threads)
                 best[threads] = min(best[threads],
                                     _best(lambda: simulate(cfg, n_clusters, seed=1), 1))
@@ -422,9 +424,9 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
                     "clusters (about 20 s on a quiet machine)")
-    ap.add_argument("--clusters", type=int, default=0,
+    ap.add_argument("--clusters", type=int, default=None,
                     help="clusters per timed batch (default 400; 100 with --quick)")
-    ap.add_argument("--reps", type=int, default=0,
+    ap.add_argument("--reps", type=int, default=None,
                     help="repetitions per timing, the minimum is kept (default 10; 5 with --quick)")
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
@@ -455,7 +457,11 @@ def register(subparsers) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m fastsim.bench", description=DESCRIPTION)
     _add_options(ap)
-    run(ap.parse_args(argv))
+    try:
+        run(ap.parse_args(argv))
+    except ConfigError as exc:
+        print(f"python -m fastsim.bench: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _verdict(value: float, target: float, at_most: bool = True) -> str:
@@ -469,9 +475,11 @@ def run(a: argparse.Namespace) -> int:
     """Run the benchmark with parsed options ``a`` (``quick``, ``clusters``, ``reps``,
     ``no_compile``, ``no_rss``)."""
     n, reps, n_ref = (100, 5, 1) if a.quick else (400, 10, 3)
-    n, reps = a.clusters or n, a.reps or reps
-    if n < 1 or reps < 1:
-        raise SystemExit("fastsim bench: --clusters and --reps must be integers >= 1")
+    n = n if a.clusters is None else a.clusters
+    reps = reps if a.reps is None else a.reps
+    if not (1 <= n <= 100_000 and 1 <= reps <= 1_000):
+        raise ConfigError(f"--clusters {n} --reps {reps}: allowed: clusters from 1 to 100,000 "
+                          "and repetitions from 1 to 1,000")
     cfg = _config()
     n_jobs, n_evals = cfg.workload.n_jobs, cfg.workload.n_evals
     for s in ALL_SCHEDULERS:  # compile or load from the cache before timing
@@ -491,6 +499,10 @@ def run(a: argparse.Namespace) -> int:
           f"threads, min of {reps} runs of {THREADS_CLUSTERS_PER_RUN * n} clusters; "
           f"target 2 threads / 1 thread >= {TARGET_THREADS} ==")
     for s, rate in tp.items():
+        if 2 not in rate:  # one thread available (NUMBA_NUM_THREADS=1, one core)
+            print(f"  {s:10s} 1 thread {rate[1]:8.0f} clusters/s   (one thread available: "
+                  "no 2-thread row)")
+            continue
         ratio = rate[2] / rate[1]
         print(f"  {s:10s} 1 thread {rate[1]:8.0f} clusters/s   2 threads {rate[2]:8.0f} "
               f"clusters/s   ratio 2/1 = {ratio:.2f}   {_verdict(ratio, TARGET_THREADS, False)}")

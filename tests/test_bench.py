@@ -63,3 +63,17 @@ def test_compile_row_runs_the_first_command_a_newcomer_types():
     cache the suite has built): the command line is valid and its CPU time is read."""
     wall, cpu = bench._timed_run(dict(os.environ))
     assert wall > 0 and cpu > 0  # a failing command raises (check=True)
+
+
+def test_bench_options_out_of_range_and_one_thread(monkeypatch, capsys):
+    import numba
+
+    from fastsim import bench
+
+    for argv in (["--clusters", "0"], ["--reps", "0"], ["--clusters", "-5"]):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(argv)
+        assert exc.value.code == 2
+        assert "allowed: clusters from 1 to 100,000" in capsys.readouterr().err
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)  # one core: no 2-thread row
+    assert set(bench.throughput(4, 1)["srtf_est"]) == {1}
