@@ -118,23 +118,30 @@ def register(subparsers) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    if args.clusters < 2:
-        raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer >= 2")
-    if args.seed < 0:
-        raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer >= 0")
+    if not 2 <= args.clusters <= 1_000_000:
+        raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer from 2 "
+                          "to 1,000,000")
+    if not 0 <= args.seed < 2**63:
+        raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
     if args.traces is not None and not args.traces.is_file():
         raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
+    if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
+        raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
+                          "finite score-unit noise")
+    if args.doc is not None and not args.doc.is_file():
+        raise ConfigError(f"doc={str(args.doc)!r} is not a file; allowed: a markdown file with "
+                          "the fastsim-detectors block")
     if args.confirm is not None:
         return _cmd_confirm(args)
     if args.doc is not None:
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
+    # the traces are read, and refused, before the synthetic grid's minutes of work
+    traces = None if args.traces is None else trace_table(_read_traces(args.traces),
+                                                          args.trace_noise)
     t0 = time.perf_counter()
     n = 50 if args.quick else args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
     synthetic = det.run_grid(SIGMAS, rates, settings, n_clusters=n, seed=args.seed)
-    traces = None
-    if args.traces is not None:
-        traces = trace_table(pl.read_parquet(args.traces), args.trace_noise)
     bound = bounds.bounds(TABLE_SIGMAS, n_clusters=min(n, BOUND_CLUSTERS), seed=args.seed)
     table = markdown_table(synthetic, traces, bound)
     full = markdown_table(synthetic, traces, bound, short=False)
@@ -162,7 +169,7 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
     if args.traces is None:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
     plan = cf.read_plan(args.confirm)
-    arrays = cf.check_traces(pl.read_parquet(args.traces), plan, args.traces)
+    arrays = cf.check_traces(_read_traces(args.traces), plan, args.traces)
     from fastsim.replay.traces import trace_origin
     print(trace_origin(args.traces), file=sys.stderr)
     if args.doc is not None:
@@ -175,6 +182,14 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.doc, doc.encode())
     print(text)
     return 0
+
+
+def _read_traces(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ConfigError(f"{path}: not a readable Parquet table ({str(exc).splitlines()[0]}); "
+                          "allowed: traces.parquet from `fastsim traces toy-rlhf`") from None
 
 
 def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:

@@ -243,3 +243,21 @@ def test_a_peak_before_any_evaluation_is_refused():
     with pytest.raises(ConfigError, match="lo >= 0.001"):
         WorkloadConfig(ustar_hacking=(1e-300, 1e-300))
     WorkloadConfig(ustar_hacking=(0.001, 0.5))
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--traces", "BAD"], "not a readable Parquet table"),
+    (["--trace-noise", "nan"], "trace-noise=nan is invalid"),
+    (["--trace-noise", "-1"], "trace-noise=-1.0 is invalid"),
+    (["--clusters", "99999999999999999999999"], "allowed: an integer from 2 to 1,000,000"),
+    (["--seed", "99999999999999999999999"], "allowed: an integer from 0 to 2^63-1"),
+    (["--doc", "/no/such/doc.md"], "is not a file"),
+])
+def test_detectors_checks_every_input_before_its_grid(tmp_path, capsys, argv, needle):
+    """The synthetic grid takes minutes: a bad trace file, noise, size or doc is refused
+    before it, not after."""
+    out = tmp_path / "det"
+    (tmp_path / "bad.parquet").write_text("not parquet at all\n")
+    argv = [str(tmp_path / "bad.parquet") if a == "BAD" else a for a in argv]
+    one_line(capsys, ["detectors", "--out", str(out), *argv], needle)
+    assert not out.exists()
