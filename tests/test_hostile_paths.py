@@ -261,3 +261,14 @@ def test_detectors_checks_every_input_before_its_grid(tmp_path, capsys, argv, ne
     argv = [str(tmp_path / "bad.parquet") if a == "BAD" else a for a in argv]
     one_line(capsys, ["detectors", "--out", str(out), *argv], needle)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("job_id,step,score,job_type\na,1,0.5,RLFH\na,2,0.4,RLFH\n", "l.csv:2: field 'job_type'"),
+    ("job_id,step,score,time_h\na,1,0.5,1\na,2,0.4,inf\n", "l.csv:3: field 'time_h': inf"),
+])
+def test_replay_refuses_a_mistyped_job_type_and_an_infinite_time(tmp_path, capsys, body,
+                                                                  needle):
+    log = tmp_path / "l.csv"
+    log.write_text(body)
+    one_line(capsys, ["replay", str(log)], needle)
