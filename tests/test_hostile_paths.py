@@ -272,3 +272,23 @@ def test_replay_refuses_a_mistyped_job_type_and_an_infinite_time(tmp_path, capsy
     log = tmp_path / "l.csv"
     log.write_text(body)
     one_line(capsys, ["replay", str(log)], needle)
+
+
+def test_stop_monitor_arguments():
+    """The live monitor's arguments: one line naming the argument, as the CLI's."""
+    import numpy as np
+
+    m = StopMonitor("evalstop:k=2")
+    for call, needle in [(lambda: m.observe(["a"], 1, 0.5), "job_id = ['a']"),
+                         (lambda: m.reset(["a"]), "job_id = ['a']"),
+                         (lambda: m.observe(True, 1, 0.5), "job_id = True"),
+                         (lambda: m.observe("b", 1, 0.5, loss="abc"), "loss = 'abc'"),
+                         (lambda: m.observe("b", 1, "0.5"), "score = '0.5'"),
+                         (lambda: StopMonitor("stop_at:f=0.5", planned_steps="100"),
+                          "planned_steps = '100'"),
+                         (lambda: StopMonitor("evalstop:k=2", planned_steps=True),
+                          "planned_steps = True"),
+                         (lambda: StopMonitor(5), "policy = 5")]:
+        with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+            call()
+    assert m.observe("c", np.float32(3.0), np.float32(0.5)).eval_index == 1  # numpy scalars

@@ -79,6 +79,12 @@ class _Progress:
         return step / self.planned >= self.f
 
 
+def _is_real(x) -> bool:
+    """A real number (Python's, numpy's, a framework's scalar: what has ``__float__``),
+    not a bool, nor a string that would parse as one."""
+    return hasattr(x, "__float__") and not isinstance(x, (bool, np.bool_, str, bytes))
+
+
 class _Plateau:
     """Loss plateau's streaming form: the last ``w + 1`` losses (O(w))."""
 
@@ -201,6 +207,9 @@ class StopMonitor:
 
     def __init__(self, policy: str | PolicyConfig = "evalstop:k=2", higher_is_better: bool = True,
                  threshold: float = 0.0, planned_steps: float | None = None):
+        if not isinstance(policy, (str, PolicyConfig)):
+            raise ConfigError(f"StopMonitor policy = {policy!r}: allowed: a policy spec "
+                              "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
         if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) \
@@ -216,6 +225,10 @@ class StopMonitor:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
                 or not math.isfinite(threshold) or threshold < 0:
             raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a number >= 0")
+        if planned_steps is not None and not (_is_real(planned_steps)
+                                              and 0 < planned_steps < math.inf):
+            raise ConfigError(f"StopMonitor planned_steps = {planned_steps!r}: allowed: a "
+                              "positive finite number of steps, or None")
         needs_plan = "t_est_h" in d.reads
         if needs_plan and (planned_steps is None or not planned_steps > 0):
             raise ConfigError(f"policy {p.label} reads progress: planned_steps = {planned_steps!r}; "
@@ -231,19 +244,31 @@ class StopMonitor:
         _stream(p, self.threshold, self.planned_steps)  # refuse bad combinations now
         self._jobs: dict[str, _JobState] = {}
 
+    def _job(self, job_id):
+        """``job_id`` checked: hashable, and not a bool (``True`` would be job ``1``)."""
+        try:
+            hash(job_id)
+        except TypeError:
+            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a "
+                              "string or an integer") from None
+        if isinstance(job_id, bool) or job_id is None:
+            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a "
+                              "string or an integer")
+        return job_id
+
     def reset(self, job_id: str) -> None:
         """Forget a job (e.g. before re-running it from scratch)."""
-        self._jobs.pop(job_id, None)
+        self._jobs.pop(self._job(job_id), None)
 
     def decision(self, job_id: str) -> Decision | None:
         """The stop decision of a job, or None while it runs."""
-        st = self._jobs.get(job_id)
+        st = self._jobs.get(self._job(job_id))
         return st.stopped if st else None
 
     def best_step(self, job_id) -> int | None:
         """The step of the job's best score so far (None before any): the checkpoint a
         policy that keeps the best delivers if it stops now."""
-        st = self._jobs.get(job_id)
+        st = self._jobs.get(self._job(job_id))
         return st.best_step if st else None
 
     def observe(self, job_id, step: int, score: float, loss: float = math.nan) -> Decision:
@@ -254,8 +279,9 @@ class StopMonitor:
         a non-negative integer, or ``score`` is not a number.
         """
         name = type(self).__name__
+        job_id = self._job(job_id)
         if isinstance(step, bool) or not isinstance(step, int):
-            if isinstance(step, float) and step.is_integer():
+            if isinstance(step, (float, np.floating)) and float(step).is_integer():
                 step = int(step)
             else:
                 try:
@@ -265,11 +291,11 @@ class StopMonitor:
                                       "allowed: a non-negative integer") from None
         if step < 0:
             raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: >= 0")
-        try:
-            value, loss = float(score), float(loss)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {score!r}; "
-                              "allowed: a number (NaN for a missing evaluation)") from None
+        for field, x in (("score", score), ("loss", loss)):
+            if not _is_real(x):
+                raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
+                                  "allowed: a number (NaN for a missing evaluation)")
+        value, loss = float(score), float(loss)
         if self.policy.name == "loss_plateau" and loss <= 0:  # see replay's _check_losses
             raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
                               f"allowed: a positive loss for {self.policy.label} (a relative "
