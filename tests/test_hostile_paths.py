@@ -24,15 +24,17 @@ LOG = "job_id,step,score,loss\na,1,0.5,{}\na,2,0.6,{}\na,3,0.5,{}\na,4,0.4,{}\n"
 
 
 def one_line(capsys, argv, needle):
-    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``."""
+    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     assert code == 2
-    err = capsys.readouterr().err.strip()
+    cap = capsys.readouterr()
+    err = cap.err.strip()
     assert needle in err, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return cap.out
 
 
 # -- a path names the file it names ----------------------------------------------------------
@@ -292,3 +294,15 @@ def test_stop_monitor_arguments():
         with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace("]", r"\]")):
             call()
     assert m.observe("c", np.float32(3.0), np.float32(0.5)).eval_index == 1  # numpy scalars
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["ratios", "--reg", "1e308"], "reg=1e+308 must be in [0.0, 1000000.0]"),
+    (["ratios", "--n", "1000000", "--d", "10000"], "n*d=10000000000 is too large"),
+    (["ratios", "--seed", "99999999999999999999999"], "must be an integer from 0 to 2^63-1"),
+    (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),
+    (["subset", "--check-instances", "99999999999999999999"], "--check-instances="),
+    (["subset", "--gammas", "inf"], "allowed: finite budgets >= 0"),
+])
+def test_costaware_numbers_are_checked_before_work(capsys, argv, needle):
+    assert one_line(capsys, ["costaware", *argv], needle) == ""  # nothing printed before

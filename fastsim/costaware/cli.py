@@ -27,11 +27,11 @@ FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaw
 FIELD_HELP = {
     # ProblemConfig
     "kind": "finite-sum problem: least_squares or logistic",
-    "n": "samples in the finite sum, 2 to 1,000,000",
+    "n": "samples in the finite sum, 2 to 1,000,000 (n*d at most 50,000,000)",
     "d": "dimension, 1 to 10,000",
-    "reg": "L2 regularisation (the strong-convexity floor), >= 0",
+    "reg": "L2 regularisation (the strong-convexity floor), 0 to 1e6",
     "scale_sigma": "log-normal sigma of row norms (spread of the gradient bounds G_i), 0 to 5",
-    "noise": "target noise (least squares) or label-flip noise (logistic), >= 0",
+    "noise": "target noise (least squares) or label-flip noise (logistic), 0 to 1e6",
     "cost_dist": "distribution of per-sample costs c_i: lognormal or pareto",
     "cost_sigma": "log-normal sigma of the costs (cost heterogeneity), 0 to 5",
     "cost_alpha": "Pareto tail index of the costs, in (0.5, 100]",
@@ -157,13 +157,15 @@ def cmd_subset(args):
     from fastsim.costaware.sweep import subset_experiment
 
     gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
-    if any(g < 0 for g in gammas):
-        raise ConfigError(f"--gammas={args.gammas!r} is invalid; allowed: budgets >= 0")
+    if any(not 0 <= g < float("inf") for g in gammas):
+        raise ConfigError(f"--gammas={args.gammas!r} is invalid; allowed: finite budgets >= 0")
     _build(ProblemConfig, args), _build(SGDConfig, args, seed=args.sgd_seed)  # validate first
-    for option in ("check_instances", "check_n"):
-        if getattr(args, option) < 1:
+    for option, hi in (("check_instances", 100_000), ("check_n", 100_000),
+                       ("check_seed", 2**63 - 1)):
+        lo = 0 if option == "check_seed" else 1
+        if not lo <= getattr(args, option) <= hi:
             raise ConfigError(f"--{option.replace('_', '-')}={getattr(args, option)} is "
-                              "invalid; allowed: an integer >= 1")
+                              f"invalid; allowed: an integer from {lo} to {hi:,}")
     t0 = time.perf_counter()
     # greedy vs exact on small random instances: the gap must stay within the LP bound
     rng = np.random.default_rng(args.check_seed)

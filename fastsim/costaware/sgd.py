@@ -30,15 +30,19 @@ COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}
 STEP_RULES = {"convex": nbs.STEP_CONVEX, "strongly_convex": nbs.STEP_STRONGLY_CONVEX}
 
 
+MAX_DESIGN = 50_000_000  # n * d: 0.4 GB of float64 a copy
+
+
 def _choice(name, value, allowed):
     if value not in allowed:
         raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
 
 
-def _positive_int(name, value, lo=1, hi=None):
+def _positive_int(name, value, lo=1, hi=2**63 - 1):
+    """An integer in ``[lo, hi]``; ``hi`` defaults to int64's top (the kernels take it so)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo or (
-            hi is not None and value > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+            value > hi):
+        rng = f"[{lo}, {hi}]" if hi != 2**63 - 1 else f"from {lo} to 2^63-1"
         raise ConfigError(f"{name}={value!r} must be an integer {rng}")
 
 
@@ -89,9 +93,13 @@ class ProblemConfig:
         _choice("kind", self.kind, PROBLEMS)
         _positive_int("n", self.n, 2, 1_000_000)
         _positive_int("d", self.d, 1, 10_000)
-        _real("reg", self.reg, 0.0)
+        if self.n * self.d > MAX_DESIGN:  # the design matrix, float64, and its copies
+            raise ConfigError(f"n*d={self.n * self.d} is too large; allowed: at most "
+                              f"{MAX_DESIGN:,} (n={self.n}, d={self.d}: "
+                              f"{self.n * self.d * 8 / 2**30:.1f} GiB a copy)")
+        _real("reg", self.reg, 0.0, 1e6)
         _real("scale_sigma", self.scale_sigma, 0.0, 5.0)
-        _real("noise", self.noise, 0.0)
+        _real("noise", self.noise, 0.0, 1e6)
         _choice("cost_dist", self.cost_dist, COST_DISTS)
         _real("cost_sigma", self.cost_sigma, 0.0, 5.0)
         _real("cost_alpha", self.cost_alpha, 0.5, 100.0, lo_open=True)
