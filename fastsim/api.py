@@ -16,7 +16,6 @@ Examples
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,10 +27,10 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
-from fastsim.errors import ConfigError, SimulationError
+from fastsim.errors import ConfigError, SimulationError, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
-from fastsim.kernels.codes import LOSS_AWARE, PATIENCE
+from fastsim.kernels.codes import JOB_TYPE_LABELS, LOSS_AWARE, PATIENCE
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
@@ -39,7 +38,6 @@ from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.schedulers import user_keys_driver
 from fastsim.kernels.stops import resolve_stops_nb, user_stops_driver
 
-JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")  # job_type column values, by kernel code
 
 
 @dataclass
@@ -110,8 +108,8 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         with user_code("stop policy", decl.name):
             user_stops_driver(decl.user)(
                 tuple(v for k, v in values.items() if k != "scope"), int(back),
-                decl.action == "demote", scope_all, w.job_type, w.t_est_h, _readonly(w.score),
-                _readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
+                decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
+                readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
                 d.trigger_eval, d.delivered_eval)
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
@@ -238,29 +236,6 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     return keys
-
-
-@contextlib.contextmanager
-def user_code(what: str, name: str):
-    """A user's function that fails (raises, or cannot be compiled for the arguments it
-    is given: a write into a read-only observation, say) is one line naming it."""
-    try:
-        yield
-    except ConfigError:
-        raise
-    except Exception as exc:  # numba's typing errors, the function's own exceptions
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
-        raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
-                          "a pure @njit function of its declared arguments "
-                          "(docs/extending.md)") from None
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    """A view user code cannot write through (the arrays are shared by both arms of a
-    run, and reused between chunks)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,

@@ -1,4 +1,7 @@
-"""The one exception type users see for bad input."""
+"""The one exception type users see for bad input, and the fences around user code."""
+import contextlib
+
+import numpy as np
 
 
 class ConfigError(ValueError):
@@ -9,3 +12,26 @@ class ConfigError(ValueError):
 class SimulationError(RuntimeError):
     """The engine could not finish a cluster (it reached its bound on scheduling points,
     e.g. on non-finite times); the CLI prints the message without a traceback, exit 1."""
+
+
+@contextlib.contextmanager
+def user_code(what: str, name: str):
+    """A user's function that fails (raises, or cannot be compiled for the arguments it
+    is given: a write into a read-only observation, say) is one line naming it."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:  # numba's typing errors, the function's own exceptions
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
+        raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
+                          "a pure @njit function of its declared arguments "
+                          "(docs/extending.md)") from None
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A view user code cannot write through (what it reads is shared by both arms of a
+    run, and reused between chunks)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v

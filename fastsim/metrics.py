@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, readonly, user_code
 
 
 @dataclass(frozen=True)
@@ -154,10 +154,8 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
 
 def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``."""
-    from fastsim.api import _readonly, user_code
-
     out = {}
-    view = {k: _readonly(a) for k, a in jobs.items()}  # shared with the run's other arm
+    view = {k: readonly(a) for k, a in jobs.items()}  # shared with the run's other arm
     n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)

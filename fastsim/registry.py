@@ -282,7 +282,8 @@ class StopPolicy(Declaration):
     evaluations before the trigger the delivered checkpoint is; ``keep``: ``lookback``, or
     ``best`` (the evaluation with the highest observed score up to the trigger, first on
     ties); ``min_evals``: evaluations needed before it can trigger at all; ``reads``: the
-    observed series it decides on; ``vector``: its parameters reach the kernel as one
+    observed series it decides on; ``positive_losses``: it reads a relative drop of the
+    loss, so a loss <= 0 that a log or a caller supplies is refused; ``vector``: its parameters reach the kernel as one
     float64 array in declared order and live in ``PolicyConfig.params`` (the online
     detectors), not in named config fields."""
 
@@ -296,7 +297,13 @@ class StopPolicy(Declaration):
     uses_hidden_truth: bool = False
     streaming: bool = True     # has a one-update-per-evaluation form (live monitor, callback)
     scoped: bool = True        # whether ``scope`` matters (not for ``none``)
+    positive_losses: bool = False
     vector: bool = False
+
+    def loss_rule(self, label: str) -> str:
+        """What a ``positive_losses`` policy allows, for the messages that refuse a loss."""
+        return (f"a positive loss for {label} (a relative drop; its rule is undefined at 0 "
+                "and reversed below)")
 
     @property
     def stores_params(self) -> bool:
@@ -356,7 +363,8 @@ BUILTIN_POLICIES = (
     StopPolicy("loss_plateau", (PLATEAU_W, PLATEAU_TOL, SCOPE), "loss_plateau(w={w},tol={tol:g})",
                "Loss plateau", "stop when the training loss improves by less than tol over w "
                "evaluations", "fastsim.kernels.detectors:loss_plateau_trigger_nb", code=K.LOSS_PLATEAU,
-               min_evals=lambda v: v["w"] + 1, min_evals_text="w+1", reads=("losses",)),
+               min_evals=lambda v: v["w"] + 1, min_evals_text="w+1", reads=("losses",),
+               positive_losses=True),
     StopPolicy("deprioritize", (K_DECLINES, SCOPE), "deprioritize(k={k})", "Deprioritize (k={k})",
                "demote (not stop) after k consecutive declines",
                "fastsim.kernels.detectors:evalstop_trigger_nb", code=K.DEPRIORITIZE, action="demote",

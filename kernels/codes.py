@@ -4,6 +4,7 @@
 LORA = 0
 DPO = 1
 RLHF = 2
+JOB_TYPE_LABELS = ("lora", "dpo", "rlhf")  # the job_type column's values, by code
 
 # Base schedulers (MODEL.md section 6).
 FIFO = 0

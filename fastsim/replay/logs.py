@@ -25,6 +25,7 @@ import polars as pl
 
 from fastsim.errors import ConfigError
 from fastsim.io import read_text
+from fastsim.kernels.codes import JOB_TYPE_LABELS
 
 FORMATS = ("csv", "jsonl", "parquet", "trainer_state")
 # Missing-value spellings: such an evaluation is skipped (docs/replay.md, rule "missing").
@@ -470,14 +471,17 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
         if field in df.columns:
             out["time_h"] = (_numeric(df, path, field, "a number of hours (time_s: seconds), or "
                                       "empty for missing") * scale).alias("time_h")
-            _refuse_infinite(out["time_h"].to_numpy(), df, path, field, "a finite time, or "
-                             "empty for missing")
+            t = out["time_h"].to_numpy()  # infinite: GPU-hours of 0 (a score may be: inf)
+            if np.isinf(t).any():
+                i = int(np.argmax(np.isinf(t)))
+                raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {t[i]}; allowed: "
+                                  "a finite time, or empty for missing")
             break
     if "job_type" in df.columns:
         _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
         out["job_type"] = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
         # a typo would silently put an RLHF job out of the default scope
-        unknown = ~out["job_type"].is_in(JOB_TYPES) & out["job_type"].is_not_null()
+        unknown = ~out["job_type"].is_in(JOB_TYPE_LABELS) & out["job_type"].is_not_null()
         if unknown.any():
             i = int(unknown.arg_max())
             raise ConfigError(f"{path}:{df['line'][i]}: field 'job_type': {df['job_type'][i]!r}; "
@@ -492,19 +496,6 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     out["source"] = pl.Series("source", [str(path)] * df.height, dtype=pl.String)
     out["line"] = df["line"]
     return pl.DataFrame(out)
-
-
-JOB_TYPES = ("lora", "dpo", "rlhf")
-
-
-def _refuse_infinite(values: np.ndarray, df: pl.DataFrame, path: Path, field: str,
-                     allowed: str) -> None:
-    """An infinite time: GPU-hours of 0 or NaN (a score may be infinite: docs/replay.md)."""
-    bad = np.isinf(values)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {values[i]}; allowed: "
-                          f"{allowed}")
 
 
 def read_one(path, fmt: str | None = None, metric: str | None = None,

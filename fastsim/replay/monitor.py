@@ -296,10 +296,9 @@ class StopMonitor:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
                                   "allowed: a number (NaN for a missing evaluation)")
         value, loss = float(score), float(loss)
-        if self.policy.name == "loss_plateau" and loss <= 0:  # see replay's _check_losses
+        if self.policy.decl.positive_losses and loss <= 0:
             raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
-                              f"allowed: a positive loss for {self.policy.label} (a relative "
-                              "drop; its rule is undefined at 0 and reversed below)")
+                              "allowed: " + self.policy.decl.loss_rule(self.policy.label))
         st = self._jobs.get(job_id)
         if st is None:
             st = self._jobs[job_id] = _JobState(_stream(self.policy, self.threshold,

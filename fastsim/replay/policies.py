@@ -75,18 +75,18 @@ class JobOutcome:
 
 
 def _check_losses(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
-    """``loss_plateau`` reads a relative drop, ``(L_{e-w} - L_e) / L_{e-w}`` (MODEL.md):
-    at a zero loss it is undefined and at a negative one it reverses (a falling loss reads
-    as a rise), so such a reading is refused, by line, before any job is replayed."""
-    readers = [p.label for p in pols if p.name == "loss_plateau"]
+    """A ``positive_losses`` policy (``loss_plateau``: ``(L_{e-w} - L_e) / L_{e-w}``,
+    MODEL.md) reads a relative drop: at a zero loss it is undefined and at a negative one
+    it reverses (a falling loss reads as a rise), so such a reading is refused, by line,
+    before any job is replayed."""
+    readers = [p for p in pols if p.decl.positive_losses]
     if not readers or "loss" not in t.columns:
         return
     bad = t.filter(pl.col("loss") <= 0)
     if bad.height:
         r = bad.row(0, named=True)
-        raise ConfigError(f"{r['source']}:{r['line']}: field 'loss': {r['loss']:g}; allowed: a "
-                          f"positive loss for {readers[0]} (a relative drop; its rule is "
-                          "undefined at 0 and reversed below)")
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'loss': {r['loss']:g}; allowed: "
+                          + readers[0].decl.loss_rule(readers[0].label))
 
 
 def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step: np.ndarray,
