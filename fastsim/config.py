@@ -26,6 +26,8 @@ MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a sing
 MEDIAN_H_RANGE = (1e-3, 1e4)
 MAX_JOBS = 100_000
 MAX_EVALS = 1_000
+# loss_sigma is at most loss_inf's lower end over this (see WorkloadConfig's checks)
+LOSS_SIGMAS_ABOVE_ZERO = 8
 MAX_GPUS = 1_000_000
 
 
@@ -167,6 +169,14 @@ class WorkloadConfig:
                self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
+        # A loss reading is never below loss_inf's lower end by more than its noise; eight
+        # standard deviations keep every reading positive (a chance of 6e-16 each), which
+        # loss_aware's and loss_plateau's relative drops need: a reading <= 0 reverses them.
+        _check(self.loss_sigma <= self.loss_inf[0] / LOSS_SIGMAS_ABOVE_ZERO, "loss_sigma",
+               self.loss_sigma,
+               f"at most loss_inf's lower end ({self.loss_inf[0]:g}) / {LOSS_SIGMAS_ABOVE_ZERO}"
+               f" = {self.loss_inf[0] / LOSS_SIGMAS_ABOVE_ZERO:g}, so that loss readings stay "
+               f"positive (loss_aware and loss_plateau read relative drops)")
 
 
 def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str, Any], ...]:

@@ -186,3 +186,20 @@ def test_every_declared_parameter_refuses_bad_values_with_its_name(what):
                     parse(f"{d.name}:{p.name}={text}")
             help_line = R.help_text(what)
             assert d.name in help_line and p.help in help_line or p.name == "scope"
+
+
+def test_loss_noise_is_bounded_so_that_loss_readings_stay_positive(tmp_path):
+    # loss_aware and loss_plateau read relative loss drops: a reading <= 0 reverses them.
+    # loss_sigma 0.05 against loss_inf's lower end 0.2 gave readings <= 0 (4 standard
+    # deviations); it is refused, in one line naming the bound.
+    with pytest.raises(ConfigError, match=r"^loss_sigma=0.05 is invalid; allowed: at most "
+                                          r"loss_inf's lower end \(0.2\) / 8 = 0.025"):
+        WorkloadConfig(loss_sigma=0.05)
+    WorkloadConfig(loss_sigma=0.025)
+    with pytest.raises(ConfigError, match=r"^loss_sigma=0.01 .* lower end \(0\) / 8 = 0,"):
+        WorkloadConfig(loss_inf=(0.0, 0.3))
+    WorkloadConfig(loss_inf=(0.0, 0.3), loss_sigma=0.0)  # noise-free readings stay above 0
+    out = tmp_path / "r.parquet"
+    assert main(["run", "--clusters", "2", "--loss-sigma", "0.05", "--no-progress",
+                 "--out", str(out)]) == 2
+    assert not out.exists()

@@ -76,7 +76,7 @@ def random_case(rng, scheduler: str, policy: str):
         n_evals=n_evals, base_rate=float(rng.uniform(0.2, 0.9)),
         dpo_base_rate=float(rng.choice([0.0, 0.5])), est_sigma=float(rng.uniform(0, 1)),
         sigma=float(rng.choice([0.0, 0.02, 0.08, 0.15])),
-        loss_sigma=float(rng.choice([0.0, 0.01, 0.05])),
+        loss_sigma=float(rng.choice([0.0, 0.01, 0.025])),
         preempt_overhead_h=float(rng.choice([0.0, rng.uniform(0.05, 0.5)])),
     )
     name, _, opt = scheduler.partition(":")

@@ -27,7 +27,7 @@ CONFIGS = {
     "default-small": WorkloadConfig(n_jobs=25),
     "mixed": WorkloadConfig(n_jobs=30, mix="mixed", n_evals=4),
     "dpo-hacks": WorkloadConfig(n_jobs=30, mix="mixed", dpo_base_rate=0.5, n_evals=7,
-                                sigma=0.1, loss_sigma=0.05),
+                                sigma=0.1, loss_sigma=0.025),
     "custom": WorkloadConfig(gpus=16, n_jobs=20, load=1.5, mix=(0.2, 0.3, 0.5),
                              demands_lora=(1,), demands_dpo=(2, 4, 8, 16),
                              demands_rlhf=(4, 8), log_sd=0.3, n_evals=2, base_rate=0.9,
