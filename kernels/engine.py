@@ -283,14 +283,19 @@ def _demoted_nb(job, preemptive):
 @part
 def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thresholds_gpu_h):
     """Admit the jobs arriving at ``t`` (from ``next_arrival`` on) to ``active``; returns
-    the next job to arrive, ``n_active`` and the GPUs they demand."""
+    the next job to arrive, ``n_active`` and the GPUs they demand.  Under a static order
+    (``sjf_est``) each takes its place in ``active``, which so stays in order; fifo's
+    arrival order is its order."""
     demand = 0
     while next_arrival < arrival.shape[0] and arrival[next_arrival] == t:
         job = jobs[next_arrival]
         job.status = WAITING
         job.key = priority_key_nb(scheduler, job.t_est, 0.0, job.gpus, 0, 0.0, thresholds_gpu_h)
-        active[n_active] = next_arrival
-        n_active += 1
+        if scheduler == SJF_EST:
+            n_active = _insert_nb(jobs, active, n_active, next_arrival)
+        else:
+            active[n_active] = next_arrival
+            n_active += 1
         demand += job.gpus
         next_arrival += 1
     return next_arrival, n_active, demand
@@ -671,7 +676,7 @@ def _new_jobs_nb(c, workload, service):
 # it preempts, and whether its keys move with service (srtf_est, tiresias).  The templates
 # below read them as globals, so they are constants of each engine's code; these values
 # are placeholders, never compiled.
-SCHEDULER = PREEMPTIVE = REKEY = None
+SCHEDULER = PREEMPTIVE = REKEY = STATIC_ORDER = None
 
 
 def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
@@ -725,7 +730,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
                                                         n_active, SCHEDULER, thresholds_gpu_h)
             active_demand += demand
-            realloc = moved = True
+            realloc = True
+            moved = moved or not STATIC_ORDER  # else every arrival took its place in order
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
             c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
@@ -759,7 +765,8 @@ def _engine(scheduler):
     inlines the parts they call, and never compiles what only they take
     (docs/performance.md, rounds 19 and 20)."""
     constants = dict(SCHEDULER=scheduler, PREEMPTIVE=bool(is_preemptive_nb.py_func(scheduler)),
-                     REKEY=scheduler == SRTF_EST or scheduler == TIRESIAS)
+                     REKEY=scheduler == SRTF_EST or scheduler == TIRESIAS,
+                     STATIC_ORDER=scheduler == FIFO or scheduler == SJF_EST)
     steps = {fn.__name__: part(bind(fn, **constants)) for fn in _STEPS}
     return engine_kernel(one_of(bind(cluster_1c_nb, **constants, **steps), scheduler))
 
