@@ -20,7 +20,8 @@ pause or an end and, under Tiresias, at every reallocation (``_rebase_nb``), so 
 reallocation writes no other running job's state.  The time of a running job's next
 event is kept apart, in ``next_time``, because the search for the next point reads it
 for every running job.  Four job lists: ``active`` (arrived, not ended; in priority
-order once sorted), ``running``, ``starts`` (to start at this point, in order) and
+order once sorted; a non-preemptive scheduler never pauses a job, so there a job leaves
+``active`` when it starts), ``running``, ``starts`` (to start at this point, in order) and
 ``loss_aware``'s ``passed``.
 
 ``cluster_1c_nb`` reads as one scheduling point: the next point, Tiresias' pending
@@ -477,26 +478,29 @@ def _keeps_place_nb(jobs, passed, n_passed, j):
                                         high.key, hi)
 
 
-@kernel
-def _choose_waiting_nb(jobs, active, n_active, free, strict, starts, first):
-    """Non-preemptive walk from position ``first`` of ``active``: the waiting jobs that fit
-    in the ``free`` GPUs, in priority order, go to ``starts`` (strict fifo stops at the
-    first that does not fit).  Once no GPU is free no later job fits (demands are >= 1)."""
+@part
+def _start_waiting_nb(jobs, active, n_active, free, strict, starts):
+    """Non-preemptive walk over ``active``, which then holds only waiting jobs, in priority
+    order: the jobs that fit in the ``free`` GPUs move to ``starts`` (strict fifo stops at
+    the first that does not fit), the others stay, in order.  Once no GPU is free no later
+    job fits (demands are >= 1).  Returns how many start and how many stay."""
     n_start = 0
     blocked = False
-    a = first
-    while a < n_active and free > 0 and not blocked:
+    # one loop that walks, then closes the gaps the started jobs left
+    for a in range(n_active):
         j = active[a]
-        job = jobs[j]
-        if job.status == WAITING:
+        if free > 0 and not blocked:
+            job = jobs[j]
             if job.gpus <= free:
                 free -= job.gpus
                 starts[n_start] = j
                 n_start += 1
-            else:
-                blocked = strict
-        a += 1
-    return n_start
+                continue
+            blocked = strict
+        elif n_start == 0:
+            break  # the walk is over and started nothing: the list stays as it is
+        active[a - n_start] = j
+    return last_use_nb((n_start, n_active - n_start), (jobs, active, starts))
 
 
 @kernel
@@ -556,7 +560,8 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             n_seg += 1
             running[i] = running[n_running - 1]
             n_running -= 1
-            n_active = _remove_nb(active, n_active, j)
+            if PREEMPTIVE:  # else the job left ``active`` when it started
+                n_active = _remove_nb(active, n_active, j)
             free += job.gpus
             active_demand -= job.gpus
             n_done += 1
@@ -593,7 +598,7 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
     """Choose the jobs that hold GPUs after ``t``: the waiting ones to start go to
     ``starts`` in priority order; preemptive schedulers pause the running jobs not
     chosen.  ``lists = (active, running, starts, passed)``.  Returns how many start, and
-    ``n_running, n_seg, free, moved, n_realloc, n_passed`` after it."""
+    ``n_active, n_running, n_seg, free, moved, n_realloc, n_passed`` after it."""
     active, running, starts, passed = lists
     if SCHEDULER == TIRESIAS:
         # Tiresias alone moves every running job's base here: its threshold crossings and
@@ -603,7 +608,11 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
         _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
                            thresholds_gpu_h)
     n_start = 0
-    if active_demand <= capacity:
+    if not PREEMPTIVE:
+        # ``active`` holds the waiting jobs, in their static order (no re-key, no sort);
+        # if every active job fits, every waiting one fits in the free GPUs
+        n_start, n_active = _start_waiting_nb(jobs, active, n_active, free, strict, starts)
+    elif active_demand <= capacity:
         # Every active job fits, so the greedy walk would choose them all whatever the
         # order, which only fixes that of ``starts``: no re-key, no sort (exact; the
         # next full reallocation re-keys first).
@@ -617,31 +626,24 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
             if SCHEDULER == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
                 _rekey_running_nb(t, jobs, running, n_running, SCHEDULER, thresholds_gpu_h)
             moved = True
-        # else nothing moved since the last sort: ``active`` is in order; and with no GPU
-        # free a non-preemptive walk starts nothing, so the sort waits for one that can
-        if moved and (PREEMPTIVE or free > 0):
+        # else nothing moved since the last sort: ``active`` is in order
+        if moved:
             moved = False
             _sort_nb(jobs, active, n_active)
         n_realloc += 1
-        if PREEMPTIVE:
-            if SCHEDULER == LOSS_AWARE:
-                n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
-                                                         n_realloc, starts, passed)
-            else:
-                n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
-                                                starts)
-            n_running, n_seg, freed = _pause_unchosen_nb(c, t, n_realloc, jobs, next_time,
-                                                         running, n_running, n_preempt, segs,
-                                                         n_seg)
-            free += freed
+        if SCHEDULER == LOSS_AWARE:
+            n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
+                                                     n_realloc, starts, passed)
         else:
-            # Strict fifo starts jobs in arrival order, which is ``active``'s: its running
-            # jobs are the first ``n_running`` there, and the walk begins past them.
-            n_start = _choose_waiting_nb(jobs, active, n_active, free, strict, starts,
-                                         n_running if strict else 0)
+            n_start = _choose_preemptive_nb(jobs, active, n_active, capacity, n_realloc,
+                                            starts)
+        n_running, n_seg, freed = _pause_unchosen_nb(c, t, n_realloc, jobs, next_time,
+                                                     running, n_running, n_preempt, segs,
+                                                     n_seg)
+        free += freed
     n_start = last_use_nb(n_start, (jobs, next_time, active, running, starts, passed,
                                      n_preempt, segs, thresholds_gpu_h))
-    return n_start, n_running, n_seg, free, moved, n_realloc, n_passed
+    return n_start, n_active, n_running, n_seg, free, moved, n_realloc, n_passed
 
 
 def _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running, n_running, free,
@@ -676,7 +678,7 @@ def _new_jobs_nb(c, workload, service):
 # it preempts, and whether its keys move with service (srtf_est, tiresias).  The templates
 # below read them as globals, so they are constants of each engine's code; these values
 # are placeholders, never compiled.
-SCHEDULER = PREEMPTIVE = REKEY = STATIC_ORDER = None
+SCHEDULER = PREEMPTIVE = REKEY = None
 
 
 def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
@@ -697,9 +699,10 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     arrival = workload[1][c]
     jobs = _new_jobs_nb(c, workload, service)
     next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
-    # active: arrived, not ended, in priority order; starts: to start at this point, in
-    # priority order; passed: loss_aware, the jobs the last greedy walk passed over, in
-    # order (each with a slot to spare: the walk writes one past the jobs it passed).
+    # active: arrived, not ended (non-preemptive: not started), in priority order;
+    # starts: to start at this point, in priority order; passed: loss_aware, the jobs the
+    # last greedy walk passed over, in order (each with a slot to spare: the walk writes
+    # one past the jobs it passed).
     # Unsigned: numba tests a signed index into ``jobs`` for wrap-around at every access.
     job_lists = np.empty((4, n_jobs + 1), dtype=np.uint64)
     active, running, starts, passed = job_lists[0], job_lists[1], job_lists[2], job_lists[3]
@@ -731,7 +734,9 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                                                         n_active, SCHEDULER, thresholds_gpu_h)
             active_demand += demand
             realloc = True
-            moved = moved or not STATIC_ORDER  # else every arrival took its place in order
+            # non-preemptive schedulers' keys are static (fifo, sjf_est, a user's): every
+            # arrival took its place in order
+            moved = moved or PREEMPTIVE
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
             c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
@@ -743,7 +748,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         if not (realloc or changed or t_pending == t):
             continue
         t_pending = np.inf  # queues are recomputed now
-        n_start, n_running, n_seg, free, moved, n_realloc, n_passed = _reallocate_nb(
+        (n_start, n_active, n_running, n_seg, free, moved, n_realloc,
+         n_passed) = _reallocate_nb(
             c, t, jobs, next_time, lists, n_active, n_running, n_passed, n_preempt, segs,
             n_seg, free, capacity, active_demand, moved, n_realloc, strict, thresholds_gpu_h)
         n_running, free = _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running,
@@ -765,8 +771,7 @@ def _engine(scheduler):
     inlines the parts they call, and never compiles what only they take
     (docs/performance.md, rounds 19 and 20)."""
     constants = dict(SCHEDULER=scheduler, PREEMPTIVE=bool(is_preemptive_nb.py_func(scheduler)),
-                     REKEY=scheduler == SRTF_EST or scheduler == TIRESIAS,
-                     STATIC_ORDER=scheduler == FIFO or scheduler == SJF_EST)
+                     REKEY=scheduler == SRTF_EST or scheduler == TIRESIAS)
     steps = {fn.__name__: part(bind(fn, **constants)) for fn in _STEPS}
     return engine_kernel(one_of(bind(cluster_1c_nb, **constants, **steps), scheduler))
 
