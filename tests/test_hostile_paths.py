@@ -302,7 +302,19 @@ def test_stop_monitor_arguments():
     (["ratios", "--seed", "99999999999999999999999"], "must be an integer from 0 to 2^63-1"),
     (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),
     (["subset", "--check-instances", "99999999999999999999"], "--check-instances="),
-    (["subset", "--gammas", "inf"], "allowed: finite budgets >= 0"),
+    (["subset", "--gammas", "inf"], "--gammas=inf must be a fraction of mean(G) from 0 to 1"),
+    # 1e308 * mean(G) overflowed to an infinite budget after the check line was printed
+    (["subset", "--gammas", "0.1,1e308"], "--gammas=1e+308 must be a fraction of mean(G) "
+                                           "from 0 to 1 (1 already allows dropping every"),
 ])
 def test_costaware_numbers_are_checked_before_work(capsys, argv, needle):
     assert one_line(capsys, ["costaware", *argv], needle) == ""  # nothing printed before
+
+
+def test_costaware_sweep_gamma_fracs_are_checked_when_the_file_is_read(tmp_path):
+    from fastsim.costaware.sweep import load_costaware_sweep
+
+    p = tmp_path / "s.toml"
+    p.write_text('experiment = "subset"\ngamma_fracs = [0.01, 2.0]\n[axes]\nn = [200]\n')
+    with pytest.raises(ConfigError, match=r"^s.toml: gamma_fracs=2.0 must be a fraction"):
+        load_costaware_sweep(p)

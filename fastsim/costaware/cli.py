@@ -153,12 +153,12 @@ def cmd_sgd(args):
 
 def cmd_subset(args):
     from fastsim.costaware.sgd import ProblemConfig, SGDConfig
-    from fastsim.costaware.subset import select_subset
+    from fastsim.costaware.subset import check_gamma_frac, select_subset
     from fastsim.costaware.sweep import subset_experiment
 
     gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
-    if any(not 0 <= g < float("inf") for g in gammas):
-        raise ConfigError(f"--gammas={args.gammas!r} is invalid; allowed: finite budgets >= 0")
+    for g in gammas:
+        check_gamma_frac(g, "--gammas")
     _build(ProblemConfig, args), _build(SGDConfig, args, seed=args.sgd_seed)  # validate first
     for option, hi in (("check_instances", 100_000), ("check_n", 100_000),
                        ("check_seed", 2**63 - 1)):

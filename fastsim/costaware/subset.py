@@ -58,6 +58,16 @@ def check_gamma(gamma, field: str = "gamma") -> float:
     return check_nonnegative(gamma, field, "a finite bias budget >= 0")
 
 
+def check_gamma_frac(frac, field: str = "gamma_frac") -> float:
+    """A bias budget as a fraction of ``mean(G)``: at most 1, which already allows dropping
+    every sample (a larger one overflowed to an infinite budget)."""
+    x = check_nonnegative(frac, field, "a fraction of mean(G) from 0 to 1")
+    if x > 1.0:
+        raise ConfigError(f"{field}={frac!r} must be a fraction of mean(G) from 0 to 1 "
+                          "(1 already allows dropping every sample)")
+    return x
+
+
 def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection:
     """Min-cost subset whose dropped samples have bias bound ``(1/n) sum G <= gamma``.
 
@@ -129,7 +139,7 @@ def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
     rows = []
     g_mean = float(problem.G.mean())
     for frac in gammas:
-        check_gamma(frac, "gamma_frac")
+        check_gamma_frac(frac)
         for method in methods:
             sel = select_subset(problem.G, problem.c, frac * g_mean, method)
             weight = sel.keep.astype(np.float64)

@@ -29,7 +29,8 @@ from fastsim.costaware.experiment import (GRPOConfig, ablation_table,
                                           config_columns as grpo_columns, curve_summary, run_grpo)
 from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
                                    run_sgd, summarize_sgd)
-from fastsim.costaware.subset import subset_distribution, select_subset, subset_report
+from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
+                                      subset_report)
 from fastsim.errors import ConfigError
 from fastsim.io import check_output_dir, read_toml, write_all
 from fastsim.sweep.store import DirLock
@@ -87,6 +88,8 @@ def load_costaware_sweep(path) -> SweepSpec:
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
                      gamma_fracs=tuple(raw.get("gamma_fracs", SweepSpec.gamma_fracs)))
+    for frac in spec.gamma_fracs:
+        check_gamma_frac(frac, f"{path.name}: gamma_fracs")
     for point in spec.points():
         _configs(spec, point)  # raises ConfigError naming the bad field
     return spec
