@@ -734,9 +734,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                                                         n_active, SCHEDULER, thresholds_gpu_h)
             active_demand += demand
             realloc = True
-            # non-preemptive schedulers' keys are static (fifo, sjf_est, a user's): every
-            # arrival took its place in order
-            moved = moved or PREEMPTIVE
+            if PREEMPTIVE:  # else keys are static (fifo, sjf_est, a user's) and every
+                moved = True  # arrival took its place in order
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
             c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
