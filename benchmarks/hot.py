@@ -5,7 +5,9 @@
 ``gen``: generation into fresh arrays (page faults included); ``reuse``: into one reused
 buffer, as ``simulate`` does from its second call on; a scheduler's name: its engine
 alone; ``sim:`` and a scheduler's name: ``simulate`` end to end, as the bench's target
-rows time it.
+rows time it; ``points:`` and a scheduler's name: no timing, the engine's scheduling
+points per cluster and how many jobs run and are active (arrived, not ended) on average
+over a cluster's span (held time, and end minus arrival, summed over jobs, over the span).
 """
 import sys
 
@@ -39,6 +41,13 @@ for s in WHICH:
     if s.startswith("sim:"):
         c = _config(s[4:])
         print(f"{s:10s} {best(lambda: simulate(c, C, seed=1)):7.1f} us")
+        continue
+    if s.startswith("points:"):
+        c = _config(s[7:])
+        o = run_engine(c, w, decide_stops(c, w))
+        span = o.end_h.max(axis=1) - w.arrival_h.min(axis=1)
+        print(f"{s:10s} {o.n_points.mean():7.1f} points, {(o.held_h.sum(axis=1) / span).mean():.1f}"
+              f" running, {((o.end_h - w.arrival_h).sum(axis=1) / span).mean():.1f} active")
         continue
     c = _config(s)
     d = decide_stops(c, w)
