@@ -26,6 +26,8 @@ import hashlib
 import importlib
 import inspect
 import math
+import os
+import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
@@ -265,6 +267,48 @@ class Declaration:
         return self.name + ":" + ",".join(f"{p.name}={p.text(p.default)}" for p in shown)
 
 
+# Files of installed packages and of Python itself: a user function's result never
+# depends on an edit there that a sweep should notice (a version change is the user's).
+_LIBRARY_DIRS = tuple(os.path.realpath(d) + os.sep for d in {
+    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+
+
+def _user_file(obj: Any) -> str | None:
+    """The source file of a user's function or module (None for library code)."""
+    try:
+        path = inspect.getsourcefile(getattr(obj, "py_func", obj))
+    except TypeError:  # a builtin
+        return None
+    if path is None or os.path.realpath(path).startswith(_LIBRARY_DIRS):
+        return None
+    return path
+
+
+def _user_sources(fn: Any) -> list[str]:
+    """The texts a user function's results depend on: the whole file that defines it (its
+    helpers and constants there included) and, in turn, the files of the user functions
+    and modules it names as globals (helpers imported from another file of the user's)."""
+    texts, seen, todo = [], set(), [fn]
+    while todo:
+        item = todo.pop()
+        obj = getattr(item, "py_func", item)
+        path = _user_file(obj)
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        try:
+            texts.append(open(path, encoding="utf-8", errors="replace").read())
+        except OSError:
+            code = obj.__code__
+            texts.append(repr(code.co_code) + repr(code.co_consts))
+        for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
+            dep = getattr(obj, "__globals__", {}).get(name)
+            if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
+                todo.append(dep)
+    return texts
+
+
 @lru_cache(maxsize=None)
 def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
     py = getattr(fn, "py_func", fn)
@@ -272,7 +316,8 @@ def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
         src = inspect.getsource(py)
     except (OSError, TypeError):
         src = repr(py.__code__.co_code) + repr(py.__code__.co_consts)
-    return hashlib.sha256((src + repr(params)).encode()).hexdigest()[:16]
+    text = "\0".join([src, *_user_sources(fn)])
+    return hashlib.sha256((text + repr(params)).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -480,3 +480,32 @@ def test_replay_refuses_to_decide_on_hidden_truth(tmp_path, capsys):
     log.write_text("job_id,step,score,truth_gold\na,1,0.5,0.5\na,2,0.6,0.4\na,3,0.7,0.3\n")
     assert main(["replay", str(log), "--metric", "truth_gold"]) == 2
     assert "truth_* columns are hidden truth" in capsys.readouterr().err
+
+
+def test_the_code_hash_covers_helpers_in_the_same_and_other_files(tmp_path, monkeypatch):
+    # A sweep resumed after a helper changed must not reuse the old cells: the hash that
+    # ties cells to a user's code covers the file defining the policy and the files of the
+    # user functions it names (here a helper imported from another file).
+    import importlib
+
+    from fastsim import registry as R
+
+    (tmp_path / "hash_helpers.py").write_text(
+        "from numba import njit\n\n@njit\ndef shift(x):\n    return x - 0.0\n")
+    (tmp_path / "hash_policy.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n"
+        "from hash_helpers import shift\n\nLIMIT = 2\n\n"
+        "@stop_policy(params=[], label='shifted')\n@njit\n"
+        "def shifted(scores, losses, attained_h, t_est_h):\n"
+        "    return 1 if shift(scores[-1]) < scores[0] and scores.shape[0] > LIMIT else 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    decl = R.lookup("policy", "hash_policy:shifted")
+    before = decl.impl
+    for name, old, new in (("hash_helpers.py", "x - 0.0", "x + 0.3"),
+                           ("hash_policy.py", "LIMIT = 2", "LIMIT = 3")):
+        path = tmp_path / name
+        path.write_text(path.read_text().replace(old, new))
+        R._source_hash.cache_clear()
+        assert decl.impl != before, name
+        before = decl.impl
+    assert R._user_file(np.mean) is None and R._user_file(importlib) is None
