@@ -102,18 +102,24 @@ def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, scor
 
 
 @part
-def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params):
+def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen):
     """A user trigger asked about each prefix of a job's series in turn, as the monitor
     asks it online: the first evaluation ``e`` whose prefix (the first ``e`` scores,
     losses and attained services) it answers with ``e``; 0 if none; -1 if it answers
     anything else (an evaluation it has not reached, or one before: it looked ahead).
-    So it never sees a score, loss or service to come, nor how many evaluations remain
-    (MODEL.md section 5), whatever it reads."""
+    The prefixes are views of ``seen`` (``[3, E + 1]`` scratch), filled one evaluation at
+    a time and NaN beyond: the index just past a prefix (numba does not check bounds)
+    reads NaN, never a value to come.  So it never sees a score, loss or service to come, nor how
+    many evaluations remain (MODEL.md section 5), whatever it reads."""
     n_evals = score.shape[0]
+    for i in range(3):
+        for e in range(n_evals + 1):
+            seen[i, e] = np.nan
     trig = 0
     e = 1
     while trig == 0 and e <= n_evals:
-        r = trigger(score[:e], loss[:e], attained[:e], t_est_h, *params)
+        seen[0, e - 1], seen[1, e - 1], seen[2, e - 1] = score[e - 1], loss[e - 1], attained[e - 1]
+        r = trigger(seen[0, :e], seen[1, :e], seen[2, :e], t_est_h, *params)
         if r != 0:
             trig = e if r == e else -1
         e += 1
@@ -125,7 +131,8 @@ def user_trigger_driver(trigger):
     """``causal_trigger_nb`` of one job's series for a user's trigger (replay)."""
     @user_entry
     def user_trigger_nb(score, loss, attained, t_est_h, params):
-        return causal_trigger_nb(trigger, score, loss, attained, t_est_h, params)
+        seen = np.empty((3, score.shape[0] + 1))
+        return causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen)
     return user_trigger_nb
 
 
@@ -147,13 +154,14 @@ def user_stops_driver(trigger):
         for c_ in prange(n_clusters):
             c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             attained = np.empty(n_evals)
+            seen = np.empty((3, n_evals + 1))
             for j in range(n_jobs):
                 if not _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped,
                                      demoted, trigger_eval, delivered_eval):
                     continue
                 _attained_nb(duration_h[c, j], attained)
                 trig = causal_trigger_nb(trigger, score[c, j], loss[c, j], attained,
-                                         t_est_h[c, j], params)
+                                         t_est_h[c, j], params, seen)
                 if trig != 0:
                     trigger_eval[c, j] = trig
                     if demote:

@@ -99,6 +99,14 @@ def knows_T(scores, losses, attained_h, t_est_h):
     return 1 if attained_h[attained_h.shape[0] - 1] > 2.0 * t_est_h else 0
 
 
+@stop_policy(params=[], label="peek_past")
+@njit
+def peek_past(scores, losses, attained_h, t_est_h):
+    """Reads one past its prefix (numba checks no bounds): stops if the next score is lower."""
+    e = scores.shape[0]
+    return e if scores[e] < scores[e - 1] or losses[e] == losses[e] else 0
+
+
 @stop_policy(params=[], label="peek_last")
 @njit
 def peek_last(scores, losses, attained_h, t_est_h):
@@ -214,7 +222,7 @@ def test_user_driver_passes_only_observations():
     src = inspect.getsource(stops.causal_trigger_nb)
     call = src[src.index("r = trigger("):]
     call = call[: call.index(")") + 1]
-    assert call == "r = trigger(score[:e], loss[:e], attained[:e], t_est_h, *params)"
+    assert call == "r = trigger(seen[0, :e], seen[1, :e], seen[2, :e], t_est_h, *params)"
 
 
 @pytest.mark.parametrize("name", ["knows_T", "peek_last"])
@@ -233,6 +241,18 @@ def test_a_user_policy_sees_no_evaluation_to_come(user_dir, tmp_path, capsys, na
     assert main(["replay", str(log), "--policy", f"toy_user_policies:{name}:scope=all",
                  "--out", str(out)]) == 2
     assert "neither 0 nor the evaluation" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
+    """An index past the prefix reads the caller's scratch, NaN there, not the series: the
+    look-ahead policy above, which read the next score before, never stops, in the
+    simulator, the monitor and replay alike."""
+    cfg = SimConfig.from_specs("srtf_est", "toy_user_policies:peek_past:scope=all", n_jobs=20)
+    assert simulate(cfg, 4, seed=0).clusters["n_stopped"].sum() == 0
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("toy_user_policies:peek_past:scope=all")
+    assert not any(m.observe("a", s, x).stop for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
 
 
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
