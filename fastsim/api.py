@@ -36,7 +36,7 @@ from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, clus
 from fastsim.kernels.oracle import oracle_stops_nb
 from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.schedulers import user_keys_driver
-from fastsim.kernels.stops import resolve_stops_nb, user_stops_driver
+from fastsim.kernels.stops import resolve_stops_nb, trigger_scratch, user_stops_driver
 
 
 
@@ -110,7 +110,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
                 tuple(v for k, v in values.items() if k != "scope"), int(back),
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
-                d.trigger_eval, d.delivered_eval)
+                d.trigger_eval, d.delivered_eval, *trigger_scratch(w.n_clusters, w.n_evals))
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
     elif p.uses_hidden_truth:

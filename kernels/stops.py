@@ -102,15 +102,17 @@ def resolve_stops_nb(policy, k, f, w, tol, p, scope_all, job_type, t_est_h, scor
 
 
 @part
-def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen):
+def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen, shown):
     """A user trigger asked about each prefix of a job's series in turn, as the monitor
     asks it online: the first evaluation ``e`` whose prefix (the first ``e`` scores,
     losses and attained services) it answers with ``e``; 0 if none; -1 if it answers
     anything else (an evaluation it has not reached, or one before: it looked ahead).
-    The prefixes are views of ``seen`` (``[3, E + 1]`` scratch), filled one evaluation at
-    a time and NaN beyond: the index just past a prefix (numba does not check bounds)
-    reads NaN, never a value to come.  So it never sees a score, loss or service to come, nor how
-    many evaluations remain (MODEL.md section 5), whatever it reads."""
+    The prefixes are views of scratch (``[3, E + 1]``), written through ``seen`` one
+    evaluation at a time, NaN beyond, and shown through ``shown``, a read-only alias of
+    the same memory: the index just past a prefix (numba does not check bounds) reads NaN,
+    never a value to come, and a write does not compile.  So it never sees a score, loss
+    or service to come, nor how many evaluations remain (MODEL.md section 5), whatever it
+    reads."""
     n_evals = score.shape[0]
     for i in range(3):
         for e in range(n_evals + 1):
@@ -119,20 +121,28 @@ def causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen):
     e = 1
     while trig == 0 and e <= n_evals:
         seen[0, e - 1], seen[1, e - 1], seen[2, e - 1] = score[e - 1], loss[e - 1], attained[e - 1]
-        r = trigger(seen[0, :e], seen[1, :e], seen[2, :e], t_est_h, *params)
+        r = trigger(shown[0, :e], shown[1, :e], shown[2, :e], t_est_h, *params)
         if r != 0:
             trig = e if r == e else -1
         e += 1
     return trig
 
 
+def trigger_scratch(*shape):
+    """Scratch for ``causal_trigger_nb``: an array ``shape + (3, E + 1)`` and a read-only
+    alias of it (``shape`` ends with ``E``)."""
+    seen = np.empty(shape[:-1] + (3, shape[-1] + 1))
+    shown = seen.view()
+    shown.flags.writeable = False
+    return seen, shown
+
+
 @lru_cache(maxsize=None)
 def user_trigger_driver(trigger):
     """``causal_trigger_nb`` of one job's series for a user's trigger (replay)."""
     @user_entry
-    def user_trigger_nb(score, loss, attained, t_est_h, params):
-        seen = np.empty((3, score.shape[0] + 1))
-        return causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen)
+    def user_trigger_nb(score, loss, attained, t_est_h, params, seen, shown):
+        return causal_trigger_nb(trigger, score, loss, attained, t_est_h, params, seen, shown)
     return user_trigger_nb
 
 
@@ -149,19 +159,18 @@ def user_stops_driver(trigger):
     @user_driver
     def resolve_user_stops_nb(params, lookback, demote, scope_all, job_type, t_est_h, score,
                               loss, duration_h, in_scope, stopped, demoted, trigger_eval,
-                              delivered_eval):
+                              delivered_eval, seen, shown):
         n_clusters, n_jobs, n_evals = score.shape
         for c_ in prange(n_clusters):
             c = np.int64(c_)  # signed, as outside prange: each per-cluster kernel compiles once
             attained = np.empty(n_evals)
-            seen = np.empty((3, n_evals + 1))
             for j in range(n_jobs):
                 if not _start_job_nb(c, j, scope_all, job_type, n_evals, in_scope, stopped,
                                      demoted, trigger_eval, delivered_eval):
                     continue
                 _attained_nb(duration_h[c, j], attained)
                 trig = causal_trigger_nb(trigger, score[c, j], loss[c, j], attained,
-                                         t_est_h[c, j], params, seen)
+                                         t_est_h[c, j], params, seen[c], shown[c])
                 if trig != 0:
                     trigger_eval[c, j] = trig
                     if demote:

@@ -99,6 +99,20 @@ def knows_T(scores, losses, attained_h, t_est_h):
     return 1 if attained_h[attained_h.shape[0] - 1] > 2.0 * t_est_h else 0
 
 
+@stop_policy(params=[], label="long_plan")
+@njit
+def long_plan(scores, losses, attained_h, t_est_h):
+    """Stops a job at once if its planned length is over 100 steps (reads t_est_h unsaid)."""
+    return 1 if t_est_h > 100.0 else 0
+
+
+@stop_policy(params=[], label="long_plan_said", reads=("scores", "t_est_h"))
+@njit
+def long_plan_said(scores, losses, attained_h, t_est_h):
+    """The same, declaring that it reads the planned length."""
+    return 1 if t_est_h > 100.0 else 0
+
+
 @stop_policy(params=[], label="peek_past")
 @njit
 def peek_past(scores, losses, attained_h, t_est_h):
@@ -222,7 +236,7 @@ def test_user_driver_passes_only_observations():
     src = inspect.getsource(stops.causal_trigger_nb)
     call = src[src.index("r = trigger("):]
     call = call[: call.index(")") + 1]
-    assert call == "r = trigger(seen[0, :e], seen[1, :e], seen[2, :e], t_est_h, *params)"
+    assert call == "r = trigger(shown[0, :e], shown[1, :e], shown[2, :e], t_est_h, *params)"
 
 
 @pytest.mark.parametrize("name", ["knows_T", "peek_last"])
@@ -253,6 +267,30 @@ def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
 
     m = StopMonitor("toy_user_policies:peek_past:scope=all")
     assert not any(m.observe("a", s, x).stop for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
+
+
+def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, capsys):
+    """Without max_steps replay knows a job's length only from its last logged step, which
+    is hindsight: a user policy gets NaN for it, or, if it declares reading t_est_h, the
+    log is refused before anything runs."""
+    log = tmp_path / "l.csv"
+    log.write_text("job_id,step,score\nshort,10,0.5\nshort,20,0.6\nshort,50,0.7\n"
+                   "long,10,0.5\nlong,20,0.6\nlong,500,0.7\n")
+    out = tmp_path / "r.csv"
+    assert main(["replay", str(log), "--policy", "toy_user_policies:long_plan",
+                 "--out", str(out)]) == 0
+    assert pl.read_csv(out)["status"].to_list() == ["continued", "continued"]
+    out.unlink()
+    assert main(["replay", str(log), "--policy", "toy_user_policies:long_plan_said",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "reads the planned length (t_est_h): job 'long' has no max_steps" in err
+    assert not out.exists()
+    log.write_text("job_id,step,score,max_steps\nshort,10,0.5,50\nlong,10,0.5,500\n")
+    assert main(["replay", str(log), "--policy", "toy_user_policies:long_plan_said",
+                 "--out", str(out)]) == 0
+    status = dict(pl.read_csv(out).select("job_id", "status").iter_rows())
+    assert status == {"short": "continued", "long": "stopped"}
 
 
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):

@@ -20,7 +20,7 @@ from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from fastsim.kernels.detectors import stop_decision_1j_nb
-from fastsim.kernels.stops import user_trigger_driver
+from fastsim.kernels.stops import trigger_scratch, user_trigger_driver
 
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
@@ -54,7 +54,8 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                                    float(t_est))
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
-    trig = int(user_trigger_driver(d.user)(score, loss, attained, float(t_est), params))
+    trig = int(user_trigger_driver(d.user)(score, loss, attained, float(t_est), params,
+                                           *trigger_scratch(score.shape[0])))
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
@@ -87,6 +88,25 @@ def _check_losses(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
         r = bad.row(0, named=True)
         raise ConfigError(f"{r['source']}:{r['line']}: field 'loss': {r['loss']:g}; allowed: "
                           + readers[0].decl.loss_rule(readers[0].label))
+
+
+def _check_planned(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
+    """A user policy that reads the planned length (``t_est_h``) needs it logged: without
+    ``max_steps`` replay knows only the logged length, which is hindsight (built-in
+    ``stop_at`` uses it, as docs/replay.md says; a user's code gets NaN when it does not
+    declare reading ``t_est_h``)."""
+    readers = [p for p in pols if p.decl.user is not None and "t_est_h" in p.decl.reads]
+    if not readers:
+        return
+    ms = (t["max_steps"].cast(pl.Float64) if "max_steps" in t.columns
+          else pl.Series([np.nan] * t.height))
+    known = t.select("job_id").with_columns(ok=(ms.is_finite() & (ms > 0)).fill_null(False))
+    missing = known.group_by("job_id", maintain_order=True).agg(pl.col("ok").any())
+    missing = missing.filter(~pl.col("ok"))
+    if missing.height:
+        raise ConfigError(f"policy {readers[0].label} reads the planned length (t_est_h): job "
+                          f"{missing['job_id'][0]!r} has no max_steps; allowed: a log with a "
+                          "max_steps column for every job, or a policy that does not read t_est_h")
 
 
 def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step: np.ndarray,
@@ -177,6 +197,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
     t = log.table
     _check_losses(t, pols)
+    _check_planned(t, pols)
     has_truth = "truth_hacking" in t.columns and "truth_gold" in t.columns
     sign = 1.0 if log.higher_is_better else -1.0
     rows = []
@@ -191,7 +212,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
             ms = g["max_steps"].to_numpy()
             ms = ms[np.isfinite(ms)]
             planned = float(ms[0]) if ms.size else np.nan
-        if not np.isfinite(planned) or planned <= 0:
+        known = np.isfinite(planned) and planned > 0
+        if not known:
             planned = float(max(step[-1], 1))  # hindsight: the logged length (docs/replay.md)
         jtype = g["job_type"][0] if "job_type" in g.columns else None
         time_h = g["time_h"].to_numpy().astype(np.float64) if "time_h" in g.columns else None
@@ -204,7 +226,9 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
         final_step = int(step[-1])
         for p in pols:
             scoped = p.scope == "all" or jtype is None or jtype == "rlhf"
-            o = decide_job(p, score, loss, step, planned, scoped, th, tg)
+            # a user's policy never gets the hindsight length (_check_planned)
+            plan = planned if known or p.decl.user is None else np.nan
+            o = decide_job(p, score, loss, step, plan, scoped, th, tg)
             stopped = o.status == "stopped"
             trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
             saved = final_step - trig_step if stopped else 0
