@@ -288,6 +288,8 @@ class PooledRatio:
         if n == 0 or self.sum_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)
         point = float(self.sum_num / self.sum_den)
+        if n == 1:  # one cluster says nothing of the spread between clusters
+            return Estimate(point, np.nan, np.nan, 1)
         if self._num:
             kept = self._resampled
             if kept is not None and kept[:2] == (n_boot, seed):

@@ -338,3 +338,16 @@ def test_paired_changes_match_clusters_whatever_the_row_order():
         assert summarize(policy, shuffled).equals(summarize(policy, base))
     with pytest.raises(ValueError, match="same clusters"):
         list(_paired_changes(policy, base.head(39)))
+
+
+def test_one_cluster_gives_a_ratio_without_an_interval():
+    # A percentile bootstrap of one cluster resamples that cluster alone: a zero-width
+    # interval that claims certainty. One cluster says nothing of the spread between
+    # clusters, so the interval is NaN, as the mean's is; a proportion keeps the exact
+    # binomial interval of its pooled counts.
+    from fastsim.stats import proportion_ci
+
+    e = bootstrap_ratio_ci([3.0], [2.0])
+    assert e.mean == 1.5 and e.n == 1 and np.isnan(e.lo) and np.isnan(e.hi)
+    p = proportion_ci([3], [10])
+    assert p.lo < 0.3 < p.hi and p.n == 1
