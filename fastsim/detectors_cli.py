@@ -18,7 +18,7 @@ import polars as pl
 from fastsim import detector_bounds as bounds
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_bytes, atomic_write_parquet
+from fastsim.io import atomic_write_bytes, atomic_write_parquet, check_distinct, check_output_dir
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
@@ -133,6 +133,9 @@ def _cmd(args: argparse.Namespace) -> int:
                           "the fastsim-detectors block")
     if args.confirm is not None:
         return _cmd_confirm(args)
+    check_output_dir(args.out)
+    if args.traces is not None:  # the traces table is written as OUT/traces.parquet
+        check_distinct({"--out": args.out / "traces.parquet"}, inputs={"--traces": args.traces})
     if args.doc is not None:
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
     # the traces are read, and refused, before the synthetic grid's minutes of work

@@ -200,6 +200,53 @@ def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
     assert not (d / "figures").exists() or not any((d / "figures").iterdir())
 
 
+def test_figures_refuse_a_damaged_page_and_two_copies_of_one_sweep(tmp_path, capsys):
+    d = tmp_path / "r"
+    (d / "a").mkdir(parents=True)
+    (d / "a" / "sweep.json").write_text('{"name": "k_sweep"}')
+    pl.DataFrame({"x": [float(i) for i in range(5000)]}).write_parquet(
+        d / "a" / "summary.parquet", compression="zstd", statistics=False)
+    data = bytearray((d / "a" / "summary.parquet").read_bytes())
+    good = bytes(data)
+    for i in range(100, 400):  # a damaged data page behind an intact footer
+        data[i] ^= 0xFF
+    (d / "a" / "summary.parquet").write_bytes(bytes(data))
+    one_line(capsys, ["figures", str(d), "--formats", "png"], "summary.parquet: damaged")
+    (d / "a" / "summary.parquet").write_bytes(good)
+    (d / "b").mkdir()  # a backup copy: which one is meant is not for figures to guess
+    for name in ("sweep.json", "summary.parquet"):
+        (d / "b" / name).write_bytes((d / "a" / name).read_bytes())
+    one_line(capsys, ["figures", str(d), "--formats", "png"], "two directories hold sweep 'k_sweep'")
+    assert not (d / "figures").exists()
+
+
+def test_commands_refuse_to_overwrite_what_they_read(tmp_path, capsys):
+    t = tmp_path / "t.parquet"
+    pl.DataFrame({"x": [1]}).write_parquet(t)
+    one_line(capsys, ["traces", "compare-sim", str(t), "--out", str(t)], "the same file as RUNS")
+    one_line(capsys, ["traces", "fit-curves", str(t), "--out", str(t)], "the same file as TRACES")
+    tr = tmp_path / "d" / "traces.parquet"
+    tr.parent.mkdir()
+    tr.write_bytes(t.read_bytes())
+    one_line(capsys, ["detectors", "--quick", "--traces", str(tr), "--out", str(tr.parent)],
+             "the same file as --traces")
+    one_line(capsys, ["detectors", "--quick", "--out", str(t)], "exists and is not a directory")
+    assert pl.read_parquet(t).equals(pl.read_parquet(tr))
+
+
+def test_reproduce_checks_every_sweep_directory_before_writing_any(tmp_path, capsys):
+    out = tmp_path / "r"
+    (out / "noise").mkdir(parents=True)
+    (out / "noise" / "sweep.json").write_text('{"grid_hash": "x", "name": "noise", "grid": {}}')
+    one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(out), "--no-figures"],
+             "noise/sweep.json was written for a different grid")
+    assert sorted(p.name for p in out.iterdir()) == ["noise"]  # headline's was not written
+    (out / "noise" / "sweep.json").unlink()
+    one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(out), "--no-figures",
+                      "--report", str(out / "headline" / "sweep.json")],
+             "inside the sweep directory")
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_a_bad_thread_count_variable_is_one_line(value):
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,

@@ -229,6 +229,48 @@ def test_6_chunks_of_another_grid_do_not_count(sweep_file, tmp_path, capsys):
     assert_same(ref, b)
 
 
+@pytest.mark.parametrize("edit", ["rows", "entry"])
+def test_6_an_edited_chunk_record_is_rerun(sweep_file, tmp_path, capsys, edit):
+    """A record whose row count no longer matches its file re-ran forever (the check read
+    only the checksum, aggregation the rows); one whose entry is not an object crashed."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+    rec = json.loads(record.read_text())
+    if edit == "rows":
+        rec["files"]["chunk-0001.parquet"]["rows"] -= 1
+    else:
+        rec["files"]["chunk-0001.parquet"] = "x"
+    record.write_text(json.dumps(rec))
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    assert "re-running 1 chunk(s) that failed verification" in capsys.readouterr().err
+    assert_same(ref, out)
+
+
+@pytest.mark.parametrize("grid", ['"s"', '{"cells": [1]}', '{"cells": [{"id": "a"}]}'])
+def test_6_a_damaged_manifest_is_one_line(sweep_file, tmp_path, capsys, grid):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.json").write_text('{"grid_hash": "x", "grid": %s}' % grid)
+    assert sweep(sweep_file, out) == 2
+    assert "was written for a different grid" in capsys.readouterr().err
+
+
+def test_1_a_lock_that_is_a_symbolic_link_is_not_followed(sweep_file, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.lock").symlink_to(victim)
+    assert sweep(sweep_file, out) == 2
+    assert "cannot create sweep.lock (a symbolic link)" in capsys.readouterr().err
+    assert victim.read_text() == "precious"
+
+
 def test_kill_9_releases_the_lock_and_resume_is_byte_identical(tmp_path):
     """A sweep killed with SIGKILL mid-run leaves no lock behind (the OS drops it) and the
     same command finishes it, bit-identical to an uninterrupted run."""

@@ -303,6 +303,7 @@ def _cmd_compare(args) -> int:
     from fastsim.replay.traces import simulator_comparison, trace_origin
 
     _check_out(args.out)
+    check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.runs)
@@ -331,6 +332,7 @@ def _cmd_fit(args) -> int:
     from fastsim.replay.traces import fit_curve_knobs, trace_origin
 
     _check_out(args.out)
+    check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
     if args.boot < 0:

@@ -29,8 +29,17 @@ def find_sources(results: Path) -> dict[str, Path]:
         if manifest.exists() and (d / "summary.parquet").exists():
             for table in ("summary.parquet", "jct_hist.parquet"):
                 _check_table(d / table)
-            sources[_sweep_name(manifest)] = d
+            name = _sweep_name(manifest)
+            if name in sources:  # a copy or an older run: which one is meant is not ours to guess
+                from fastsim.errors import ConfigError
+
+                raise ConfigError(f"{results}: two directories hold sweep {name!r}, "
+                                  f"{sources[name]} and {d}; allowed: one per sweep (move the "
+                                  "other out of it)")
+            sources[name] = d
     if (results / "extracts").is_dir():
+        for table in sorted((results / "extracts").glob("*.parquet")):
+            _check_table(table)
         sources["extracts"] = results / "extracts"
     return sources
 
@@ -51,13 +60,14 @@ def _sweep_name(manifest: Path) -> str:
 
 
 def _check_table(path: Path) -> None:
-    """A Parquet table whose footer reads (a truncated file has none)."""
+    """A Parquet table that reads in full (a truncated file has no footer; a damaged page
+    fails its decompression), before any figure is drawn."""
     if not path.exists():
         return
     import polars as pl
 
     try:
-        pl.read_parquet_schema(path)
+        pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise _damaged(path, str(exc).splitlines()[0]) from None
 

@@ -276,6 +276,12 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         check_sweep_memory(g)
     held = hold_outputs(out, figures_dir, report)
     check_output_dir(out)
+    for name, g in grids.items():  # every sweep's directory checked before any is written
+        SweepStore.check_manifest(out / name, g)
+        if report is not None and (out / name).resolve() in report.resolve().parents:
+            raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
+                              "whose files the sweep owns; allowed: a file outside OUT's sweep "
+                              "directories")
     out.mkdir(parents=True, exist_ok=True)
     held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
     stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}

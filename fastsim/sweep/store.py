@@ -25,6 +25,7 @@ damaged run ends where an uninterrupted one does.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import io
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
@@ -69,10 +72,12 @@ class DirLock:
         held = cls._held.get(key)
         if held is not None and not held._fh.closed:
             return held
-        try:
-            fh = open(root / LOCK, "a+")
+        try:  # never through a symbolic link: the lock truncates what it opens
+            fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+            fh = os.fdopen(fd, "a+")
         except OSError as exc:
-            raise ConfigError(f"{root}: cannot create {LOCK} ({exc.strerror}); "
+            why = ("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror)
+            raise ConfigError(f"{root}: cannot create {LOCK} ({why}); "
                               "allowed: a writable --out directory") from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -173,29 +178,41 @@ class SweepStore:
             raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
         store._lock = DirLock.acquire(store.root)
         path = store.root / MANIFEST
-        if path.exists():
-            try:
-                old = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"{path}: unreadable sweep manifest ({exc}); "
-                                  "use a new --out directory") from None
-            if not isinstance(old, dict) or old.get("grid_hash") != grid.hash:
-                old = old if isinstance(old, dict) else {}
-                diffs = diff_grids(old.get("grid", {}), grid.canonical())
-                raise ConfigError(
-                    f"{path} was written for a different grid (hash {str(old.get('grid_hash'))[:12]}, "
-                    f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
-                    f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
-                    + ". Use a new --out directory, or delete the old one to start over.")
-            if old.get("format") != FORMAT_VERSION:  # older chunks lack records: re-run them
-                atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
-        else:
-            if (store.root / "cells").exists():
-                raise ConfigError(f"{store.root} holds sweep results but no {MANIFEST}; "
-                                  "refusing to mix results: use a new --out directory")
+        old = cls.check_manifest(store.root, grid)
+        if old is None or old.get("format") != FORMAT_VERSION:  # older chunks lack records
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
         store.remove_temporaries()
         return store
+
+    @staticmethod
+    def check_manifest(root: Path, grid: Grid) -> dict | None:
+        """The manifest in ``root`` if it is for ``grid`` (None if there is none yet); a
+        ``ConfigError`` naming the differences if it is for another grid, and if it is
+        unreadable or damaged.  Reads only: ``reproduce`` checks every sweep's directory
+        before it opens (and writes in) any."""
+        path = Path(root) / MANIFEST
+        if not path.exists():
+            if (Path(root) / "cells").exists():
+                raise ConfigError(f"{root} holds sweep results but no {MANIFEST}; "
+                                  "refusing to mix results: use a new --out directory")
+            return None
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: unreadable sweep manifest ({exc}); "
+                              "use a new --out directory") from None
+        if isinstance(old, dict) and old.get("grid_hash") == grid.hash:
+            return old
+        old = old if isinstance(old, dict) else {}
+        try:
+            diffs = diff_grids(old.get("grid", {}), grid.canonical())
+        except (AttributeError, TypeError, KeyError, ValueError):
+            diffs = ["its grid is damaged"]
+        raise ConfigError(
+            f"{path} was written for a different grid (hash {str(old.get('grid_hash'))[:12]}, "
+            f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
+            f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
+            + ". Use a new --out directory, or delete the old one to start over.")
 
     def close(self) -> None:
         """Release the directory (also done by the OS when the process exits)."""
@@ -243,7 +260,9 @@ class SweepStore:
             return None
         ok = (isinstance(rec, dict) and rec.get("grid_hash") == self.grid.hash
               and rec.get("cell") == cell_id and rec.get("index") == index
-              and isinstance(rec.get("files"), dict))
+              and isinstance(rec.get("files"), dict)
+              and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
+                      and type(e.get("rows")) is int for e in rec["files"].values()))
         return rec if ok else None
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
@@ -266,6 +285,12 @@ class SweepStore:
                 return f"{p}: {exc.strerror or exc}"
             if _sha256(data) != entry.get("sha256"):
                 return f"{p}: checksum mismatch (damaged or replaced)"
+            try:  # the footer's row count against the record's (an edited record)
+                rows = pq.read_metadata(io.BytesIO(data)).num_rows
+            except (OSError, ValueError, pa.ArrowException):
+                return f"{p}: not a readable Parquet file"
+            if rows != entry["rows"]:
+                return f"{p}: {rows} rows, its record says {entry['rows']}"
         return None
 
     def is_done(self, cell_id: str, index: int, keep_jobs: bool = False) -> bool:
