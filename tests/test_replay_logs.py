@@ -154,3 +154,20 @@ def test_a_key_given_twice_in_one_json_object_is_an_error(tmp_path):
     state.write_text('{"log_history": [{"step": 1, "eval_loss": 0.5, "eval_loss": 0.4}]}')
     with pytest.raises(ConfigError, match=r"trainer_state\.json: key 'eval_loss' appears twice"):
         read_logs([state])
+
+
+def test_time_going_back_across_a_missing_time_is_an_error(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,score,time\na,1,0.5,5\na,2,0.4,\na,3,0.3,1\n")
+    with pytest.raises(ConfigError, match=r"t.csv:4: field 'time': 1 h is earlier"):
+        read_logs([p])
+
+
+@pytest.mark.parametrize("labels,needle", [([None, True, True], "'truth_hacking': None"),
+                                           ([True, False, True], "labelled both true and false")])
+def test_a_hidden_label_is_one_per_job(tmp_path, labels, needle):
+    p = tmp_path / "t.parquet"
+    pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4],
+                  "truth_hacking": labels, "truth_gold": [0.1, 0.2, 0.3]}).write_parquet(p)
+    with pytest.raises(ConfigError, match=needle):
+        read_logs([p])

@@ -399,6 +399,10 @@ def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
     """``truth_hacking`` as booleans: true/false, 1/0 (text or numbers)."""
     col = df["truth_hacking"]
     if col.dtype == pl.Boolean:
+        if col.null_count():
+            i = int(col.is_null().arg_max())
+            raise ConfigError(f"{path}:{df['line'][i]}: field 'truth_hacking': None; allowed: "
+                              "true/false or 1/0 (hidden truth: the job over-optimises)")
         return col
     allowed = "true/false or 1/0 (hidden truth: the job over-optimises)"
     if col.dtype.is_numeric():
@@ -489,6 +493,14 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     for col in df.columns:
         if col == "truth_hacking":
             out[col] = _truth_hacking(df, path)
+            # a label of the job, not of a row: the scoring reads the first row's
+            mixed = (pl.DataFrame({"j": df["job_id"], "h": out[col]})
+                     .select(pl.col("h").n_unique().over("j") > 1)["h"])
+            if mixed.any():
+                i = int(mixed.arg_max())
+                raise ConfigError(f"{path}:{df['line'][i]}: field 'truth_hacking': job "
+                                  f"{df['job_id'][i]!r} is labelled both true and false; allowed: "
+                                  "one label per job")
         elif col in TRUTH_NUMERIC:
             out[col] = _numeric(df, path, col, "a number (hidden truth)").alias(col)
         elif col.startswith("truth_"):
@@ -593,7 +605,9 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
     if "time_h" in table.columns:
-        back = table.select(((pl.col("time_h").diff().over("job_id")) < 0).alias("b"))["b"].fill_null(False)
+        # against the latest time logged before, so a missing time in between hides nothing
+        before = pl.col("time_h").fill_nan(None).cum_max().forward_fill().shift(1).over("job_id")
+        back = table.select((pl.col("time_h") < before).alias("b"))["b"].fill_null(False)
         if back.any():
             i = int(back.arg_max())
             r = table.row(i, named=True)
