@@ -423,6 +423,9 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
+    for name, flag in (("keep_jobs", keep_jobs), ("record_segments", record_segments)):
+        if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy
+            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
     if extract is not None and not callable(extract):
         raise ConfigError(f"extract={extract!r} is invalid; allowed: None or a function of the "
                           "per-job arrays")

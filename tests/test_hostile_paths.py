@@ -365,3 +365,17 @@ def test_costaware_sweep_gamma_fracs_are_checked_when_the_file_is_read(tmp_path)
     p.write_text('experiment = "subset"\ngamma_fracs = [0.01, 2.0]\n[axes]\nn = [200]\n')
     with pytest.raises(ConfigError, match=r"^s.toml: gamma_fracs=2.0 must be a fraction"):
         load_costaware_sweep(p)
+
+
+def test_api_flags_and_paths_are_checked(tmp_path):
+    cfg = SimConfig.from_specs("fifo", "none", n_jobs=10)
+    with pytest.raises(ConfigError, match="keep_jobs='no' is invalid; allowed: True or False"):
+        simulate(cfg, 2, keep_jobs="no")
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\nchunk = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ['none']\n")
+    for args, needle in (((p, None), "out=None is invalid; allowed: a path"),
+                         ((None, tmp_path / "o"), "file=None is invalid"),
+                         ((p, tmp_path / "o"), "keep_jobs='no' is invalid")):
+        with pytest.raises(ConfigError, match=needle):
+            fastsim.sweep(*args, keep_jobs="no")
+    assert not (tmp_path / "o").exists()

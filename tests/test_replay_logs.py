@@ -171,3 +171,11 @@ def test_a_hidden_label_is_one_per_job(tmp_path, labels, needle):
                   "truth_hacking": labels, "truth_gold": [0.1, 0.2, 0.3]}).write_parquet(p)
     with pytest.raises(ConfigError, match=needle):
         read_logs([p])
+
+
+def test_api_arguments_of_the_wrong_type_are_refused():
+    with pytest.raises(ConfigError, match="higher_is_better='no' is invalid"):
+        read_logs([EVALS], higher_is_better="no")
+    for paths in (None, 5, b"x.csv"):
+        with pytest.raises(ConfigError, match="is invalid; allowed: a path or a list of paths"):
+            read_logs(paths)

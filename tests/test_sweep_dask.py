@@ -68,12 +68,16 @@ def test_million_sweep_file_on_dask_equals_in_process(tmp_path):
 def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
     p = tmp_path / "d.toml"
     p.write_text(SWEEP)
-    for address in ("tcp://127.0.0.1:1", "nonsense://x"):
-        out = tmp_path / "o"
+    for address, needle in (("tcp://127.0.0.1:1", "cannot reach a Dask scheduler"),
+                            ("nonsense://x", "address='nonsense://x' is invalid"),
+                            ("foo", "address='foo' is invalid")):
+        out = tmp_path / address.replace("/", "_").replace(":", "_")
         assert main(["sweep", str(p), "--out", str(out), "--no-progress", "--backend", "dask",
                      "--address", address, "--dask-timeout", "2"]) == 2
         err = capsys.readouterr().err.strip()
-        assert "cannot reach a Dask scheduler" in err and len(err.splitlines()) == 1, err
+        assert needle in err and len(err.splitlines()) == 1, err
+        if needle != "cannot reach a Dask scheduler":  # refused by its form: nothing written
+            assert not out.exists()
 
 
 def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):

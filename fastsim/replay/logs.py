@@ -563,8 +563,13 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
+        raise ConfigError(f"paths={paths!r} is invalid; allowed: a path or a list of paths")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")
+    if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy
+        raise ConfigError(f"higher_is_better={higher_is_better!r} is invalid; allowed: True, "
+                          "False or None (inferred from the metric's name)")
     if metric is not None and not (isinstance(metric, str) and metric.strip()):
         raise ConfigError(f"metric={metric!r} is invalid; allowed: a column or eval_* name, "
                           "or None for the default")

@@ -12,10 +12,12 @@
 
 The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``.
 """
+import os
 import sys
 import types
 from pathlib import Path
 
+from fastsim.errors import ConfigError
 from fastsim.sweep.grid import Cell, Grid, load_sweep  # noqa: F401
 
 
@@ -34,8 +36,11 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.runner import check_run, run_sweep
     from fastsim.sweep.store import SweepStore
 
+    for name, value in (("file", file), ("out", out)):
+        if not isinstance(value, (str, os.PathLike)):
+            raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
-    check_run(grid, backend, workers, keep_jobs)  # before the directory is written
+    check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     with SweepStore.open(Path(out), grid) as store:  # holds the directory's lock
         run_sweep(grid, store, backend=backend, address=address, workers=workers,
                   keep_jobs=keep_jobs, progress=progress)

@@ -113,6 +113,8 @@ def check_backend(args) -> None:
     if args.address is not None and args.workers is not None:
         raise ConfigError("--workers sizes a local cluster; with --address the scheduler's "
                           "own workers run the chunks")
+    from fastsim.sweep.runner import check_address
+    check_address(args.address)
 
 
 def cmd_sweep(args) -> int:

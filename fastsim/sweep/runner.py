@@ -10,6 +10,7 @@ whatever the backend, worker count or chunk order: each cluster is a pure functi
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections import deque
@@ -68,15 +69,32 @@ def warm_up() -> str:
     return f"pid {os.getpid()} warm"
 
 
+_ADDRESS = re.compile(r"^([a-z]+://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
+
+
+def check_address(address) -> None:
+    """A Dask scheduler's address, as far as its form tells, before any directory is
+    written (whether it answers is known only on connecting)."""
+    if address is None or hasattr(address, "submit"):
+        return
+    if not isinstance(address, str) or not _ADDRESS.match(address):
+        raise ConfigError(f"address={address!r} is invalid; allowed: tcp://HOST:PORT (or "
+                          "HOST:PORT) of a running scheduler, a dask Client, or none for a "
+                          "local cluster")
+
+
 def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
-              keep_jobs: bool = False) -> None:
+              keep_jobs: bool = False, address=None) -> None:
     """``run_sweep``'s options and memory, checked before a sweep directory is opened
     (``fastsim.sweep.run_sweep_file``, the CLI) so that a refused run writes nothing."""
     if backend not in BACKENDS:
         raise ConfigError(f"backend={backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
+    check_address(address)
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
                                 or workers < 1):
         raise ConfigError(f"workers={workers!r} is invalid; allowed: an integer >= 1")
+    if not isinstance(keep_jobs, bool):  # "no" is truthy
+        raise ConfigError(f"keep_jobs={keep_jobs!r} is invalid; allowed: True or False")
     check_sweep_memory(grid, keep_jobs)
 
 
