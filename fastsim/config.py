@@ -12,6 +12,7 @@ Examples
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -26,6 +27,8 @@ MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a sing
 MEDIAN_H_RANGE = (1e-3, 1e4)
 MAX_JOBS = 100_000
 MAX_EVALS = 1_000
+# the arrival span at most this many times a short run (see WorkloadConfig's checks)
+MAX_SPAN_OVER_RUN = 1e9
 # loss_sigma is at most loss_inf's lower end over this (see WorkloadConfig's checks)
 LOSS_SIGMAS_ABOVE_ZERO = 8
 MAX_GPUS = 1_000_000
@@ -107,6 +110,16 @@ class WorkloadConfig:
             return D.MIXES[self.mix]
         return tuple(float(x) for x in self.mix)  # type: ignore[return-value]
 
+    def arrival_rate(self) -> float:
+        """Poisson rate (jobs/hour) giving offered load ``load`` (MODEL.md section 3):
+        ``lambda = load * G / E[gpus * T]`` with the expectation over the distributions."""
+        demands = (self.demands_lora, self.demands_dpo, self.demands_rlhf)
+        medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
+        mean_t = math.exp(self.log_sd ** 2 / 2.0)  # E[LogNormal(0, s)]
+        work = sum(m * sum(d) / len(d) * med * mean_t
+                   for m, d, med in zip(self.mix_fractions, demands, medians))
+        return self.load * self.gpus / work
+
     def validate(self) -> None:
         _check(_is_int(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
                f"an integer from 1 to {MAX_GPUS}")
@@ -169,6 +182,17 @@ class WorkloadConfig:
                self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
+        # Times are float64 hours: over the jobs' arrival span a short run (the log-normal's
+        # 5-sigma lower tail of the shortest median) must stay resolved to about 2e-7.
+        span = self.n_jobs / self.arrival_rate()
+        medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
+        short = min(med for m, med in zip(self.mix_fractions, medians) if m > 0) \
+            * math.exp(-5.0 * self.log_sd)
+        _check(span <= MAX_SPAN_OVER_RUN * short, "load", self.load,
+               f"settings whose arrival span (about {span:.3g} h for n_jobs={self.n_jobs}) is "
+               f"at most {MAX_SPAN_OVER_RUN:.0e} times a short run ({short:.3g} h: the "
+               "shortest median at 5 log_sd below), so float64 hours resolve every run; a "
+               "higher load, fewer jobs, a longer shortest median or a smaller log_sd")
         # A loss reading is never below loss_inf's lower end by more than its noise; eight
         # standard deviations keep every reading positive (a chance of 6e-16 each), which
         # loss_aware's and loss_plateau's relative drops need: a reading <= 0 reverses them.

@@ -77,14 +77,8 @@ class Workload:
 
 
 def arrival_rate(cfg: WorkloadConfig) -> float:
-    """Poisson rate (jobs/hour) giving offered load ``cfg.load`` (MODEL.md section 3):
-    ``lambda = load * G / E[gpus * T]`` with the expectation over the distributions."""
-    mix = cfg.mix_fractions
-    demands = (cfg.demands_lora, cfg.demands_dpo, cfg.demands_rlhf)
-    medians = (cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h)
-    mean_t = math.exp(cfg.log_sd ** 2 / 2.0)  # E[LogNormal(0, s)]
-    work = sum(m * float(np.mean(d)) * med * mean_t for m, d, med in zip(mix, demands, medians))
-    return cfg.load * cfg.gpus / work
+    """Poisson rate (jobs/hour) giving offered load ``cfg.load`` (MODEL.md section 3)."""
+    return cfg.arrival_rate()
 
 
 @lru_cache(maxsize=64)

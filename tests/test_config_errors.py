@@ -203,3 +203,14 @@ def test_loss_noise_is_bounded_so_that_loss_readings_stay_positive(tmp_path):
     assert main(["run", "--clusters", "2", "--loss-sigma", "0.05", "--no-progress",
                  "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_an_arrival_span_float64_cannot_resolve_runs_in_is_refused():
+    # Each field in range, together: jobs arriving over ~1.8e10 h while LoRA runs take
+    # ~1e-3 h, which float64 hours resolve to ~4e-3 relative (runs of zero held time).
+    with pytest.raises(ConfigError, match=r"^load=0.01 is invalid; allowed: settings whose "
+                                          r"arrival span \(about 1.77e\+10 h"):
+        WorkloadConfig(n_jobs=3000, load=0.01, median_lora_h=0.001, median_dpo_h=1e4,
+                       median_rlhf_h=1e4, log_sd=3.0, mix="mixed")
+    WorkloadConfig(n_jobs=3000, load=0.01, median_lora_h=0.001, median_dpo_h=1e4,
+                   median_rlhf_h=1e4, log_sd=0.5, mix="mixed")  # a narrower tail is resolved
