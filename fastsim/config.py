@@ -28,7 +28,7 @@ MEDIAN_H_RANGE = (1e-3, 1e4)
 MAX_JOBS = 100_000
 MAX_EVALS = 1_000
 # the arrival span at most this many times a short run (see WorkloadConfig's checks)
-MAX_SPAN_OVER_RUN = 1e9
+MAX_SPAN_OVER_RUN = 1e10
 # loss_sigma is at most loss_inf's lower end over this (see WorkloadConfig's checks)
 LOSS_SIGMAS_ABOVE_ZERO = 8
 MAX_GPUS = 1_000_000
@@ -183,7 +183,7 @@ class WorkloadConfig:
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
         # Times are float64 hours: over the jobs' arrival span a short run (the log-normal's
-        # 5-sigma lower tail of the shortest median) must stay resolved to about 2e-7.
+        # 5-sigma lower tail of the shortest median) must stay resolved to about 1e-6.
         span = self.n_jobs / self.arrival_rate()
         medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
         short = min(med for m, med in zip(self.mix_fractions, medians) if m > 0) \
