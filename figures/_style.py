@@ -23,6 +23,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
 from fastsim.errors import ConfigError  # noqa: E402
+from fastsim.io import write_all  # noqa: E402
 
 
 class _Labels(dict):
@@ -152,13 +153,15 @@ def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[P
     no creation date so that redrawing the same data gives the same file.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        p = out / f"{stem}.{fmt}"
-        fig.savefig(p, metadata={"CreationDate": None} if fmt == "pdf" else None, **savefig)
-        paths.append(p)
-    plt.close(fig)  # figures made by seaborn grids go through pyplot; ours are not kept there
+    paths = [out / f"{stem}.{fmt}" for fmt in formats]
+
+    def writer(fmt):
+        meta = {"CreationDate": None} if fmt == "pdf" else None
+        return lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta, **savefig)
+    try:  # every format or none, each renamed into place complete (a kill leaves no stub)
+        write_all([(p, writer(fmt)) for p, fmt in zip(paths, formats)])
+    finally:
+        plt.close(fig)  # figures made by seaborn grids go through pyplot; ours are not kept there
     return paths
 
 

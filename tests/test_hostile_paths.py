@@ -379,3 +379,29 @@ def test_api_flags_and_paths_are_checked(tmp_path):
         with pytest.raises(ConfigError, match=needle):
             fastsim.sweep(*args, keep_jobs="no")
     assert not (tmp_path / "o").exists()
+
+
+def test_an_output_directory_that_is_a_file_is_refused_before_work(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    (tmp_path / "r").mkdir()
+    one_line(capsys, ["figures", str(tmp_path / "r"), "--out", str(f)], "exists and is not a directory")
+    assert one_line(capsys, ["costaware", "ratios", "--out", str(f)],
+                    "exists and is not a directory") == ""  # no table printed first
+    assert f.read_text() == "x"
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fastsim.figures import _style as S
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    fig.savefig = lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+    with pytest.raises(ConfigError, match="No space left on device"):
+        S.save(fig, tmp_path, "f", ("png", "pdf"))
+    assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_parquet
+from fastsim.io import atomic_write_parquet, check_output_dir
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
@@ -105,6 +105,17 @@ def _show(df: pl.DataFrame, title: str):
     with pl.Config(tbl_rows=200, tbl_cols=30, tbl_width_chars=200, float_precision=4,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(df)
+
+
+def _out_checked(cmd):
+    """``cmd`` with its ``--out`` directory checked before any work (a file there was
+    refused only when the finished tables were written)."""
+    def run(args):
+        if getattr(args, "out", None) is not None:
+            check_output_dir(Path(args.out))
+        return cmd(args)
+    run.__name__ = cmd.__name__
+    return run
 
 
 def _write(df: pl.DataFrame, out, name: str):
@@ -288,7 +299,7 @@ def register(subparsers):
                    "in [0, 1], comma-separated (default: 0,0.1,0.5)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_ratios.parquet into this directory")
-    p.set_defaults(func=cmd_ratios)
+    p.set_defaults(func=_out_checked(cmd_ratios))
 
     p = sub.add_parser("sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
     _add_fields(p, ProblemConfig)
@@ -298,7 +309,7 @@ def register(subparsers):
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_sgd.{summary,runs}.parquet into this directory, "
                    "in the schema of `fastsim costaware sweep` (`costaware figures DIR` reads it)")
-    p.set_defaults(func=cmd_sgd)
+    p.set_defaults(func=_out_checked(cmd_sgd))
 
     p = sub.add_parser("subset", help="bias-budgeted subset selection: greedy vs exact, "
                                       "cost saved and bias paid")
@@ -316,14 +327,14 @@ def register(subparsers):
                    help="seed of the check instances (default: 0)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_subset.summary.parquet into this directory")
-    p.set_defaults(func=cmd_subset)
+    p.set_defaults(func=_out_checked(cmd_subset))
 
     p = sub.add_parser("grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
     _add_fields(p, GRPOConfig)
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_grpo.{summary,curves,runs}.parquet into this "
                    "directory")
-    p.set_defaults(func=cmd_grpo)
+    p.set_defaults(func=_out_checked(cmd_grpo))
 
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
@@ -338,7 +349,7 @@ def register(subparsers):
                    help="seed of the tiny model and of generation, >= 0 (default: 0)")
     p.add_argument("--out", metavar="DIR", help="directory for costaware_trl_gradnorm.parquet "
                    "and the trainers' run folders (default: results/costaware_trl)")
-    p.set_defaults(func=cmd_trl_gradnorm)
+    p.set_defaults(func=_out_checked(cmd_trl_gradnorm))
 
     p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
                        "costaware_grpo, ...)")
@@ -354,4 +365,4 @@ def register(subparsers):
     p.add_argument("dir", help="results of fastsim costaware sweep, or of costaware sgd or "
                    "grpo with --out")
     p.add_argument("--out", metavar="DIR", help="figure directory (default: DIR/figures)")
-    p.set_defaults(func=cmd_figures)
+    p.set_defaults(func=_out_checked(cmd_figures))

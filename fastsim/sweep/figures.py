@@ -89,6 +89,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     from fastsim.sweep.store import hold_sweep_dirs
 
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
+    from fastsim.io import check_output_dir
+
+    check_output_dir(out)
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
