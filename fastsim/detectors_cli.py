@@ -18,7 +18,8 @@ import polars as pl
 from fastsim import detector_bounds as bounds
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_bytes, atomic_write_parquet, check_distinct, check_output_dir
+from fastsim.io import (atomic_write_bytes, atomic_write_parquet, check_distinct, check_output_dir,
+                        read_parquet_table)
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
@@ -188,11 +189,7 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 
 
 def _read_traces(path: Path) -> pl.DataFrame:
-    try:
-        return pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise ConfigError(f"{path}: not a readable Parquet table ({str(exc).splitlines()[0]}); "
-                          "allowed: traces.parquet from `fastsim traces toy-rlhf`") from None
+    return read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
 
 
 def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:

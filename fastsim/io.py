@@ -184,6 +184,16 @@ def check_distinct(paths: dict[str, Path | None],
         seen[key] = option
 
 
+def read_parquet_table(path: Path, allowed: str) -> pl.DataFrame:
+    """A Parquet table read in full; a missing, truncated or damaged one is a
+    ``ConfigError`` naming it and ``allowed`` (what the command takes)."""
+    try:
+        return pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ConfigError(f"{path}: not a readable Parquet table ({_reason(exc)}); "
+                          f"allowed: {allowed}") from None
+
+
 def read_text(path: Path, what: str) -> str:
     """A UTF-8 text file; unreadable or invalid UTF-8 is a ``ConfigError`` with the line."""
     path = Path(path)

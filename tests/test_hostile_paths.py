@@ -405,3 +405,14 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     with pytest.raises(ConfigError, match="No space left on device"):
         S.save(fig, tmp_path, "f", ("png", "pdf"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_trace_table_is_one_line(tmp_path, capsys):
+    t = tmp_path / "traces.parquet"
+    pl.DataFrame({"x": [float(i) for i in range(5000)]}).write_parquet(t, statistics=False)
+    data = bytearray(t.read_bytes())
+    for i in range(100, 400):  # a damaged data page behind an intact footer
+        data[i] ^= 0xFF
+    t.write_bytes(bytes(data))
+    one_line(capsys, ["traces", "fit-curves", str(t)], "not a readable Parquet table")
+    one_line(capsys, ["traces", "compare-sim", str(t)], "not a readable Parquet table")

@@ -17,7 +17,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
-                        table_writer, write_all)
+                        read_parquet_table, table_writer, write_all)
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -306,8 +306,8 @@ def _cmd_compare(args) -> int:
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
+    runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.runs)
-    runs = pl.read_parquet(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
     for s in specs:
         parse_policy(s)
@@ -337,8 +337,8 @@ def _cmd_fit(args) -> int:
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
     if args.boot < 0:
         raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    traces = read_parquet_table(args.traces, "traces.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.traces)
-    traces = pl.read_parquet(args.traces)
     need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
     if not need <= set(traces.columns):
         raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
