@@ -23,6 +23,10 @@ def user_code(what: str, name: str):
     except ConfigError:
         raise
     except Exception as exc:  # numba's typing errors, the function's own exceptions
+        # raised inside a parallel kernel, the function's own exception arrives as the
+        # context of a SystemError ("returned a result with an exception set")
+        while isinstance(exc, SystemError) and (exc.__cause__ or exc.__context__) is not None:
+            exc = exc.__cause__ or exc.__context__
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
         raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
                           "a pure @njit function of its declared arguments "

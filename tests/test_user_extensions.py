@@ -487,6 +487,14 @@ def raising_key(t_est_h, gpus, job_type, arrival_h):
     raise ValueError("boom")
 
 
+@stop_policy(params=[])
+@njit
+def raising_policy(scores, losses, attained_h, t_est_h):
+    if scores.shape[0] > 2:
+        raise ValueError("policy boom")
+    return 0
+
+
 @cluster_metric()
 def mutating(jobs):
     jobs["duration_h"][:] = 1000.0
@@ -516,6 +524,8 @@ def hostile_dir(tmp_path_factory):
     (["--policy", "toy_hostile_user:flatten"], "stop policy toy_hostile_user:flatten failed"),
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
     (["--scheduler", "toy_hostile_user:raising_key"], "toy_hostile_user:raising_key failed"),
+    (["--policy", "toy_hostile_user:raising_policy"],
+     "raising_policy failed: ValueError: policy boom"),  # its own message, from a parallel kernel
     (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
     (["--metric", "toy_hostile_user:int_nan"], "metric int_nan (dtype int) returned nan"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
