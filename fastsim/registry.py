@@ -477,8 +477,9 @@ DETECTOR_POLICIES = (
         _det("bocpd", "hazard", "float", 0, 1, "change-point probability per evaluation",
              lo_open=True, hi_open=True),
         _det("bocpd", "z", "float", 0, 100, "segment slope below -z posterior sd stops"), SIGMA0,
-        _det("bocpd", "prior_sd", "float", 0, 1e6, "prior sd of a segment's slope",
-             unit="score units per evaluation", lo_open=True)),
+        # from 1e-6: a smaller one's precision overflows to inf, and inf * 0 is NaN
+        _det("bocpd", "prior_sd", "float", 1e-6, 1e6, "prior sd of a segment's slope",
+             unit="score units per evaluation")),
         "bocpd(hazard={hazard:g},z={z:g},sigma0={sigma0:g},prior_sd={prior_sd:g})", "BOCPD (z={z:g})",
         "Bayesian online change-point detection on the slope (Adams & MacKay 2007)",
         lambda v: 2, "2"),

@@ -363,6 +363,12 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
         total = 0.0
         for r in range(top + 1):
             total += grown[r]
+        if not (total > 0.0 and total < np.inf):
+            # no run length explains x (an infinite or NaN score): start afresh from the
+            # prior, as after a change point, rather than divide by nothing
+            top = 0
+            grown[0], total = 1.0, 1.0
+            new_mean[0], new_prec[0] = 0.0, p0
         mix_w = 0.0
         mix_mean = 0.0
         mix_sq = 0.0

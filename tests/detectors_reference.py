@@ -179,6 +179,9 @@ def bocpd_slope_posterior(scores, hazard, sigma0, prior_sd):
         grown[0] = change
         post = [(0.0, p0)] + [((p * m + x / v) / (p + 1.0 / v), p + 1.0 / v) for (_, m, p) in runs]
         total = sum(grown)
+        if not 0.0 < total < math.inf:  # no run length explains x: afresh from the prior
+            runs = [(1.0, 0.0, p0)]
+            continue
         runs = [(grown[r] / total, post[r][0], post[r][1]) for r in range(len(grown))]
     # the current slope given that the segment holds data (run length >= 1)
     w = sum(r[0] for r in runs[1:])

@@ -166,3 +166,13 @@ def test_bocpd_truncation_keeps_mass():
     prob = state[2 + D.N_FIT:2 + D.N_FIT + m]
     assert prob.sum() == pytest.approx(1.0)
     assert np.all(prob >= 0)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf])
+def test_bocpd_starts_afresh_where_no_run_length_explains_a_score(bad):
+    # An infinite difference has zero predictive weight under every run length: the
+    # update divided by zero (a traceback in replay and the monitor); it now restarts
+    # from the prior, as the reference does.
+    scores = [0.1, 0.2, 0.3, bad, 0.25, 0.2, 0.1, 0.0, -0.1]
+    params = (0.2, 0.5, 0.015, 0.1)
+    assert streaming_trigger("bocpd", scores, params) == R.REFERENCE["bocpd"](scores, *params)
