@@ -248,3 +248,21 @@ def test_patience_callback_is_early_stopping_with_the_best_checkpoint(monkeypatc
         hf.StopPolicyCallback("patience:threshold=0.1", threshold=0.015)
     with pytest.raises(ConfigError, match="applies to evalstop and patience only"):
         hf.StopPolicyCallback("cusum", threshold=0.015)
+
+
+def test_monitor_arguments_a_float_cannot_hold_are_one_line():
+    import numpy as np
+
+    from fastsim.errors import ConfigError
+    from fastsim.replay.monitor import StopMonitor
+
+    calls = [lambda: StopMonitor().observe("a", 1, 10**400),
+             lambda: StopMonitor().observe("a", 1, 0.5, loss=10**400),
+             lambda: StopMonitor().observe("a", 1, np.array([0.5])),
+             lambda: StopMonitor().observe("a", 1, np.complex128(0.5 + 3j)),
+             lambda: StopMonitor("stop_at:f=0.5", planned_steps=100).observe("a", 10**400, 0.5),
+             lambda: StopMonitor("stop_at:f=0.5", planned_steps=10**400),
+             lambda: StopMonitor(threshold=10**400)]
+    for call in calls:
+        with pytest.raises(ConfigError):
+            call()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from fastsim import registry as R
 from fastsim.config import MAX_EVALS, PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.kernels.detectors import evalstop_step_nb
@@ -80,9 +81,16 @@ class _Progress:
 
 
 def _is_real(x) -> bool:
-    """A real number (Python's, numpy's, a framework's scalar: what has ``__float__``),
-    not a bool, nor a string that would parse as one."""
-    return hasattr(x, "__float__") and not isinstance(x, (bool, np.bool_, str, bytes))
+    """A real scalar (Python's, numpy's, a framework's: what has ``__float__``) that a
+    float holds: not a bool, a string that would parse as one, a complex number, an
+    array, nor an int beyond a float's range."""
+    if isinstance(x, (bool, np.bool_, str, bytes, complex, np.complexfloating, np.ndarray)):
+        return False
+    try:
+        float(x)
+    except (OverflowError, TypeError, ValueError, AttributeError):
+        return False
+    return True
 
 
 class _Plateau:
@@ -212,8 +220,7 @@ class StopMonitor:
                               "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
-        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) \
-                and math.isfinite(threshold) and threshold > 0:
+        if R.is_number(threshold) and threshold > 0:
             p = with_threshold(p, float(threshold))
             threshold = 0.0 if d.name == "patience" else threshold
         if not d.streaming or d.uses_hidden_truth:
@@ -222,8 +229,7 @@ class StopMonitor:
                               "or a user policy")
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
-                or not math.isfinite(threshold) or threshold < 0:
+        if not R.is_number(threshold) or threshold < 0:
             raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a number >= 0")
         if planned_steps is not None and not (_is_real(planned_steps)
                                               and 0 < planned_steps < math.inf):
@@ -289,8 +295,9 @@ class StopMonitor:
                 except (AttributeError, TypeError):
                     raise ConfigError(f"{name}.observe({job_id!r}): step = {step!r}; "
                                       "allowed: a non-negative integer") from None
-        if step < 0:
-            raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: >= 0")
+        if not 0 <= step < 2**63:
+            raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
+                              "integer from 0 to 2^63-1")
         for field, x in (("score", score), ("loss", loss)):
             if not _is_real(x):
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
