@@ -205,7 +205,15 @@ class WorkloadConfig:
 
 def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str, Any], ...]:
     """A user declaration's parameters, every one in declared order, defaults filled in."""
-    given = dict(given or ())
+    pairs = list(given.items()) if isinstance(given, dict) else given or ()
+    ok = isinstance(pairs, (list, tuple)) and all(
+        isinstance(kv, (list, tuple)) and len(kv) == 2 and isinstance(kv[0], str) for kv in pairs)
+    if not ok:
+        raise ConfigError(f"{what} params={given!r} are invalid; allowed: (name, value) pairs")
+    names = [k for k, _ in pairs]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"{what} params={given!r} name a parameter twice; allowed: each once")
+    given = dict(pairs)
     for key in given:
         if key not in decl.param_names or key == "scope":
             raise ConfigError(f"{what} parameter {key!r} is not a parameter of {decl.name}; "
@@ -414,6 +422,8 @@ class SimConfig:
         if isinstance(self.metrics, (list, str)):
             object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
                                else tuple(self.metrics))
+        _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
+               "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions")
         columns: dict[str, str] = {}
         for ref in self.metrics:
             if lookup(ref).fn is None:

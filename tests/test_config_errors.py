@@ -1,4 +1,5 @@
 """Bad input: one clear error naming the field, the value and what is allowed."""
+import re
 import subprocess
 import sys
 
@@ -213,3 +214,15 @@ def test_an_arrival_span_float64_cannot_resolve_runs_in_is_refused():
         WorkloadConfig(n_jobs=3000, load=0.01, median_lora_h=0.001, median_dpo_h=1e4,
                        median_rlhf_h=1e4, log_sd=3.0, mix="mixed")
     WorkloadConfig(load=0.01, median_lora_h=0.001)  # 300 jobs over ~4e4 h: resolved
+
+
+def test_api_config_arguments_of_the_wrong_shape_are_one_line():
+    base = SimConfig.from_specs()
+    for call, needle in (
+            (lambda: SimConfig(base.workload, base.scheduler, base.policy, metrics=5),
+             "metrics=5 is invalid"),
+            (lambda: PolicyConfig(name="peak", params="z=1"), "are invalid; allowed: (name, value) pairs"),
+            (lambda: PolicyConfig(name="peak", params=(("z", 1.0), ("z", 2.0))),
+             "name a parameter twice")):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            call()

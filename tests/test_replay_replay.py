@@ -152,3 +152,15 @@ def test_gpus_default_fills_missing_counts(tmp_path):
     assert r["trigger_step"] == 3 and r["gpu_h_total"] == 12.0 and r["gpu_h_saved"] == 4.0
     r = replay(read_logs([p]), ["evalstop:k=2"]).row(0, named=True)
     assert np.isnan(r["gpu_h_saved"])
+
+
+def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
+    import fastsim
+    from fastsim.errors import ConfigError
+
+    p = tmp_path / "l.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,0.4\n")
+    for logs, policies, gpus in ((p, None, None), (p, 5, None), (None, "evalstop:k=1", None),
+                                 (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400)):
+        with pytest.raises(ConfigError):
+            fastsim.replay(logs, policies, gpus=gpus)

@@ -12,6 +12,8 @@ import sys
 import types
 from pathlib import Path
 
+from fastsim.config import PolicyConfig
+from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.monitor import Decision, EvalStopMonitor, StopMonitor
 from fastsim.replay.policies import replay, summarize_replay
@@ -36,8 +38,14 @@ def replay_logs(logs, policies, gpus: float | None = None):
     ['stopped']
     """
     if not isinstance(logs, EvalLog):
-        logs = read_logs([logs] if isinstance(logs, (str, Path)) else list(logs))
-    return replay(logs, [policies] if isinstance(policies, str) else policies, gpus=gpus)
+        logs = read_logs([logs] if isinstance(logs, (str, Path)) else
+                         list(logs) if isinstance(logs, (list, tuple)) else logs)
+    policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
+    if not isinstance(policies, (list, tuple)) or not all(
+            isinstance(p, (str, PolicyConfig)) for p in policies):
+        raise ConfigError(f"policies={policies!r} is invalid; allowed: a policy spec "
+                          "(\"evalstop:k=2\") or a list of them")
+    return replay(logs, policies, gpus=gpus)
 
 
 class _CallablePackage(types.ModuleType):

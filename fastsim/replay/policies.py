@@ -189,8 +189,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     """
     from tqdm.auto import tqdm
 
-    if gpus is not None and not (isinstance(gpus, (int, float)) and not isinstance(gpus, bool)
-                                 and 0 < gpus < float("inf")):
+    if gpus is not None and not (R.is_number(gpus) and gpus > 0):
         raise ConfigError(f"gpus={gpus!r} is invalid; allowed: a positive finite GPU count")
     pols = [parse_policy(p) for p in policies]
     if not pols:
