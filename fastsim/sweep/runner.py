@@ -69,7 +69,8 @@ def warm_up() -> str:
     return f"pid {os.getpid()} warm"
 
 
-_ADDRESS = re.compile(r"^([a-z]+://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
+_ADDRESS = re.compile(r"^([a-z]+://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5}$"
+                      r"|^inproc://\S+$")  # an in-process scheduler's (tests, notebooks)
 
 
 def check_address(address) -> None:
