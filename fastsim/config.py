@@ -116,7 +116,7 @@ class WorkloadConfig:
         demands = (self.demands_lora, self.demands_dpo, self.demands_rlhf)
         medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
         mean_t = math.exp(self.log_sd ** 2 / 2.0)  # E[LogNormal(0, s)]
-        work = sum(m * sum(d) / len(d) * med * mean_t
+        work = sum(m * (sum(d) / len(d)) * med * mean_t  # the mean demand, as np.mean's
                    for m, d, med in zip(self.mix_fractions, demands, medians))
         return self.load * self.gpus / work
 
