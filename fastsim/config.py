@@ -110,14 +110,18 @@ class WorkloadConfig:
             return D.MIXES[self.mix]
         return tuple(float(x) for x in self.mix)  # type: ignore[return-value]
 
+    @property
+    def medians_h(self) -> tuple[float, float, float]:
+        """Median run times of lora, dpo and rlhf jobs (hours)."""
+        return (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
+
     def arrival_rate(self) -> float:
         """Poisson rate (jobs/hour) giving offered load ``load`` (MODEL.md section 3):
         ``lambda = load * G / E[gpus * T]`` with the expectation over the distributions."""
         demands = (self.demands_lora, self.demands_dpo, self.demands_rlhf)
-        medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
         mean_t = math.exp(self.log_sd ** 2 / 2.0)  # E[LogNormal(0, s)]
         work = sum(m * (sum(d) / len(d)) * med * mean_t  # the mean demand, as np.mean's
-                   for m, d, med in zip(self.mix_fractions, demands, medians))
+                   for m, d, med in zip(self.mix_fractions, demands, self.medians_h))
         return self.load * self.gpus / work
 
     def validate(self) -> None:
@@ -185,8 +189,7 @@ class WorkloadConfig:
         # Times are float64 hours: over the jobs' arrival span a short run (the log-normal's
         # 5-sigma lower tail of the shortest median) must stay resolved to about 1e-6.
         span = self.n_jobs / self.arrival_rate()
-        medians = (self.median_lora_h, self.median_dpo_h, self.median_rlhf_h)
-        short = min(med for m, med in zip(self.mix_fractions, medians) if m > 0) \
+        short = min(med for m, med in zip(self.mix_fractions, self.medians_h) if m > 0) \
             * math.exp(-5.0 * self.log_sd)
         _check(span <= MAX_SPAN_OVER_RUN * short, "load", self.load,
                f"settings whose arrival span (about {span:.3g} h for n_jobs={self.n_jobs}) is "

@@ -299,9 +299,9 @@ def _user_sources(fn: Any) -> list[str]:
         seen.add(path)
         try:
             texts.append(open(path, encoding="utf-8", errors="replace").read())
-        except OSError:
-            code = obj.__code__
-            texts.append(repr(code.co_code) + repr(code.co_consts))
+        except OSError:  # gone since import: its compiled code stands for it
+            code = getattr(obj, "__code__", None)
+            texts.append(repr(code.co_code) + repr(code.co_consts) if code else path)
         for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
             dep = getattr(obj, "__globals__", {}).get(name)
             if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):

@@ -7,7 +7,6 @@ the split that the information-boundary test relies on.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
@@ -76,11 +75,6 @@ class Workload:
         return Workload(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
 
-def arrival_rate(cfg: WorkloadConfig) -> float:
-    """Poisson rate (jobs/hour) giving offered load ``cfg.load`` (MODEL.md section 3)."""
-    return cfg.arrival_rate()
-
-
 @lru_cache(maxsize=64)
 def kernel_params(cfg: WorkloadConfig) -> WorkloadParams:
     """The kernels' view of ``cfg`` (arrays and floats, which no kernel writes), built once
@@ -94,13 +88,13 @@ def kernel_params(cfg: WorkloadConfig) -> WorkloadParams:
     pair = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
     return WorkloadParams(
         cum_mix=cum, demands=dem, n_demands=np.array([len(d) for d in demands], dtype=np.int64),
-        median_h=np.array([cfg.median_lora_h, cfg.median_dpo_h, cfg.median_rlhf_h], dtype=np.float64),
+        median_h=np.array(cfg.medians_h, dtype=np.float64),
         log_sd=float(cfg.log_sd), est_sigma=float(cfg.est_sigma), base_rate=float(cfg.base_rate),
         dpo_base_rate=float(cfg.dpo_base_rate), ustar_hacking=pair(cfg.ustar_hacking),
         ustar_healthy=pair(cfg.ustar_healthy), height=pair(cfg.height), tau=pair(cfg.tau),
         loss0=pair(cfg.loss0), loss_inf=pair(cfg.loss_inf), loss_tau=pair(cfg.loss_tau),
         sigma=float(cfg.sigma), loss_sigma=float(cfg.loss_sigma),
-        arrival_rate=float(arrival_rate(cfg)), kl_gamma=float(cfg.kl_gamma),
+        arrival_rate=float(cfg.arrival_rate()), kl_gamma=float(cfg.kl_gamma),
         hack_sharpness=float(cfg.hack_sharpness),
         sigma_spread=float(cfg.sigma_spread), noise_rho=float(cfg.noise_rho),
     )

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fastsim.config import WorkloadConfig
-from fastsim.workload import arrival_rate, generate_workload
+from fastsim.workload import generate_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import reference_arrival_rate, reference_workload  # noqa: E402
@@ -55,7 +55,7 @@ CONFIGS = {
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_arrival_rate(name):
     cfg = CONFIGS[name]
-    assert arrival_rate(cfg) == pytest.approx(reference_arrival_rate(cfg), rel=1e-15)
+    assert cfg.arrival_rate() == pytest.approx(reference_arrival_rate(cfg), rel=1e-15)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
