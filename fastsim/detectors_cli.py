@@ -18,8 +18,8 @@ import polars as pl
 from fastsim import detector_bounds as bounds
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import (atomic_write_bytes, atomic_write_parquet, check_distinct, check_output_dir,
-                        read_parquet_table)
+from fastsim.io import (bytes_writer, check_distinct, check_output_dir,
+                        read_parquet_table, table_writer, write_all)
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
@@ -150,15 +150,13 @@ def _cmd(args: argparse.Namespace) -> int:
     table = markdown_table(synthetic, traces, bound)
     full = markdown_table(synthetic, traces, bound, short=False)
     doc = update_doc(args.doc, table) if args.doc is not None else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_parquet(synthetic, args.out / "synthetic.parquet")
-    atomic_write_parquet(bound, args.out / "bounds.parquet")
-    if traces is not None:
-        atomic_write_parquet(traces, args.out / "traces.parquet")
-    atomic_write_bytes(args.out / "table.md", table.encode())
-    atomic_write_bytes(args.out / "table_full.md", full.encode())
-    if doc is not None:
-        atomic_write_bytes(args.doc, doc.encode())
+    # every table and the doc, or none of them (a kill or a full disk leaves no mix of runs)
+    outputs = [(args.out / "synthetic.parquet", synthetic), (args.out / "bounds.parquet", bound),
+               (args.out / "traces.parquet", traces), (args.out / "table.md", table),
+               (args.out / "table_full.md", full), (args.doc, doc)]
+    write_all((path, table_writer(data, path) if isinstance(data, pl.DataFrame)
+               else bytes_writer(data.encode()))
+              for path, data in outputs if data is not None)
     from fastsim.sweep.figures import load_script
     load_script("detectors_pareto").main(args.out, args.figures or args.out)
     print(table)
@@ -180,10 +178,8 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
         update_doc(args.doc, "", cf.START, cf.END)
     text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
     doc = update_doc(args.doc, text, cf.START, cf.END) if args.doc is not None else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(args.out / "confirm.md", text.encode())
-    if doc is not None:
-        atomic_write_bytes(args.doc, doc.encode())
+    write_all((path, bytes_writer(data.encode()))
+              for path, data in ((args.out / "confirm.md", text), (args.doc, doc)) if data is not None)
     print(text)
     return 0
 

@@ -114,8 +114,13 @@ def parquet_metadata(path: Path) -> dict[str, str]:
     return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw.items()}
 
 
+def bytes_writer(data: bytes) -> Callable[[Path], None]:
+    """The writer of ``data`` as a file's whole content, for ``write_all``."""
+    return lambda tmp: Path(tmp).write_bytes(data)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    write_all([(Path(path), lambda tmp: Path(tmp).write_bytes(data))])
+    write_all([(Path(path), bytes_writer(data))])
 
 
 def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:

@@ -189,7 +189,7 @@ def test_huge_integers_and_deep_nesting_in_a_sweep_file(tmp_path, capsys, body, 
 def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
     d = tmp_path / "r"
     d.mkdir()
-    (d / "sweep.json").write_text('{"name": "k_sweep"}')
+    (d / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "h"}')
     pl.DataFrame({"x": list(range(1000))}).write_parquet(d / "summary.parquet")
     data = (d / "summary.parquet").read_bytes()
     (d / "summary.parquet").write_bytes(data[:len(data) // 2])
@@ -203,7 +203,7 @@ def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
 def test_figures_refuse_a_damaged_page_and_two_copies_of_one_sweep(tmp_path, capsys):
     d = tmp_path / "r"
     (d / "a").mkdir(parents=True)
-    (d / "a" / "sweep.json").write_text('{"name": "k_sweep"}')
+    (d / "a" / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "h"}')
     pl.DataFrame({"x": [float(i) for i in range(5000)]}).write_parquet(
         d / "a" / "summary.parquet", compression="zstd", statistics=False)
     data = bytearray((d / "a" / "summary.parquet").read_bytes())
@@ -213,11 +213,47 @@ def test_figures_refuse_a_damaged_page_and_two_copies_of_one_sweep(tmp_path, cap
     (d / "a" / "summary.parquet").write_bytes(bytes(data))
     one_line(capsys, ["figures", str(d), "--formats", "png"], "summary.parquet: damaged")
     (d / "a" / "summary.parquet").write_bytes(good)
+    one_line(capsys, ["figures", str(d), "--formats", "png"], "it names no grid")
+    _tagged(pl.read_parquet(d / "a" / "summary.parquet"), d / "a" / "summary.parquet", "h")
     (d / "b").mkdir()  # a backup copy: which one is meant is not for figures to guess
     for name in ("sweep.json", "summary.parquet"):
         (d / "b" / name).write_bytes((d / "a" / name).read_bytes())
     one_line(capsys, ["figures", str(d), "--formats", "png"], "two directories hold sweep 'k_sweep'")
     assert not (d / "figures").exists()
+
+
+def _tagged(df, path, grid_hash):
+    from fastsim.io import table_writer
+    from fastsim.sweep.store import GRID_KEY
+
+    table_writer(df, path, {GRID_KEY: grid_hash})(path)
+
+
+def test_figures_refuse_a_table_aggregated_from_another_grid(tmp_path, capsys):
+    """A summary copied over from another run of the same sweep name (another grid) is
+    refused by both hashes, not drawn as this sweep's."""
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "aaaaaaaaaaaaaaaa"}')
+    _tagged(pl.DataFrame({"x": [1.0]}), d / "summary.parquet", "bbbbbbbbbbbbbbbb")
+    one_line(capsys, ["figures", str(d), "--formats", "png"],
+             "it is of grid bbbbbbbbbbbb, but the manifest beside it is grid aaaaaaaaaaaa")
+    assert not (d / "figures").exists()
+
+
+def test_a_sweeps_tables_name_its_grid(tmp_path):
+    from fastsim.io import parquet_metadata
+    from fastsim.sweep.store import GRID_KEY
+
+    p = tmp_path / "s.toml"
+    p.write_text('name = "tiny"\nclusters = 2\n[base]\nn_jobs = 10\n'
+                 '[axes]\npolicy = ["none", "evalstop:k=2"]\n')
+    out = tmp_path / "o"
+    fastsim.sweep(p, out)
+    import json
+    grid_hash = json.loads((out / "sweep.json").read_text())["grid_hash"]
+    for table in ("summary.parquet", "cells.parquet", "jct_hist.parquet"):
+        assert parquet_metadata(out / table)[GRID_KEY] == grid_hash
 
 
 def test_commands_refuse_to_overwrite_what_they_read(tmp_path, capsys):
@@ -232,6 +268,33 @@ def test_commands_refuse_to_overwrite_what_they_read(tmp_path, capsys):
              "the same file as --traces")
     one_line(capsys, ["detectors", "--quick", "--out", str(t)], "exists and is not a directory")
     assert pl.read_parquet(t).equals(pl.read_parquet(tr))
+
+
+def test_detectors_writes_its_tables_and_doc_all_or_none(tmp_path, capsys, monkeypatch):
+    """A write that fails part-way (here the fifth of six) leaves no table of the new run
+    beside the old ones, and the doc as it was."""
+    from fastsim import detectors_cli as dc
+    table = pl.DataFrame({"x": [1]})
+    monkeypatch.setattr(dc.det, "run_grid", lambda *a, **k: table)
+    monkeypatch.setattr(dc.bounds, "bounds", lambda *a, **k: table)
+    monkeypatch.setattr(dc, "markdown_table", lambda *a, **k: "table")
+    monkeypatch.setattr(dc, "update_doc", lambda doc, text, *a: f"<{text}>")
+    real = dc.bytes_writer
+
+    def failing(data):
+        if data == b"table":  # table_full.md; table.md is the same text and written before
+            failing.calls += 1
+            if failing.calls == 2:
+                return lambda tmp: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+        return real(data)
+    failing.calls = 0
+    monkeypatch.setattr(dc, "bytes_writer", failing)
+    doc = tmp_path / "doc.md"
+    doc.write_text("old doc")
+    out = tmp_path / "det"
+    one_line(capsys, ["detectors", "--quick", "--doc", str(doc), "--out", str(out)],
+             "No space left on device")
+    assert sorted(p.name for p in out.iterdir()) == [] and doc.read_text() == "old doc"
 
 
 def test_reproduce_checks_every_sweep_directory_before_writing_any(tmp_path, capsys):

@@ -29,8 +29,8 @@ from tqdm import tqdm
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import axis_value
-from fastsim.io import table_writer, write_all
-from fastsim.sweep.store import SweepStore
+from fastsim.io import bytes_writer, table_writer, write_all
+from fastsim.sweep.store import GRID_KEY, SweepStore
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -120,10 +120,12 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     header = (f"{store.grid.title}\n{store.grid.clusters} clusters per cell, seed "
               f"{store.grid.seed}, grid {store.grid.hash[:12]}\n\n")
     text = (header + "\n\n".join(texts) + "\n").encode()
-    write_all([(out["cells"], table_writer(cells, out["cells"])),  # all four or none
-               (out["summary"], table_writer(summary, out["summary"])),
-               (out["jct_hist"], table_writer(jct, out["jct_hist"])),
-               (out["text"], lambda tmp: Path(tmp).write_bytes(text))])
+    # each table names its grid, so a table beside another sweep's manifest is refused
+    tag = {GRID_KEY: store.grid.hash}
+    write_all([(out["cells"], table_writer(cells, out["cells"], tag)),  # all four or none
+               (out["summary"], table_writer(summary, out["summary"], tag)),
+               (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
+               (out["text"], bytes_writer(text))])
     return out
 
 

@@ -27,9 +27,9 @@ def find_sources(results: Path) -> dict[str, Path]:
     for d in [results] + sorted(p for p in results.iterdir() if p.is_dir()):
         manifest = d / "sweep.json"
         if manifest.exists() and (d / "summary.parquet").exists():
+            name, grid_hash = _read_manifest(manifest)
             for table in ("summary.parquet", "jct_hist.parquet"):
-                _check_table(d / table)
-            name = _sweep_name(manifest)
+                _check_table(d / table, grid_hash)
             if name in sources:  # a copy or an older run: which one is meant is not ours to guess
                 from fastsim.errors import ConfigError
 
@@ -52,24 +52,37 @@ def _damaged(path: Path, why: str):
                        "rewrites the tables)")
 
 
-def _sweep_name(manifest: Path) -> str:
+def _read_manifest(manifest: Path) -> tuple[str, str]:
+    """The sweep's name and grid hash."""
     try:
-        return str(json.loads(manifest.read_text())["name"])
+        m = json.loads(manifest.read_text())
+        return str(m["name"]), str(m["grid_hash"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise _damaged(manifest, type(exc).__name__) from None
 
 
-def _check_table(path: Path) -> None:
+def _check_table(path: Path, grid_hash: str | None = None) -> None:
     """A Parquet table that reads in full (a truncated file has no footer; a damaged page
-    fails its decompression), before any figure is drawn."""
+    fails its decompression) and, beside a manifest, was aggregated from that manifest's
+    grid (a table copied from another run of the same sweep name is not), before any
+    figure is drawn."""
     if not path.exists():
         return
     import polars as pl
+
+    from fastsim.io import parquet_metadata
+    from fastsim.sweep.store import GRID_KEY
 
     try:
         pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise _damaged(path, str(exc).splitlines()[0]) from None
+    if grid_hash is not None:
+        written = parquet_metadata(path).get(GRID_KEY)
+        if written != grid_hash:
+            source = "names no grid" if written is None else f"is of grid {written[:12]}"
+            raise _damaged(path, f"it {source}, but the manifest beside it is grid "
+                                 f"{grid_hash[:12]}")
 
 
 def load_script(name: str):

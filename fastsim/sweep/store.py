@@ -9,7 +9,8 @@ Layout (``DIR`` is ``--out``)::
     DIR/cells/cell=<id>/jobs-0003.parquet   per-job records, only with --keep-jobs
     DIR/cells/cell=<id>/chunk-0003.json     the chunk's record: grid hash, and the SHA-256
                                             and row count of each of its files
-    DIR/summary.parquet, DIR/cells.parquet, DIR/jct_hist.parquet   (aggregate.py)
+    DIR/summary.parquet, DIR/cells.parquet, DIR/jct_hist.parquet   (aggregate.py); each
+                                            names its grid hash in its metadata (GRID_KEY)
 
 One process at a time owns a directory: ``open`` takes an exclusive ``flock`` on
 ``sweep.lock`` (released by the OS on any exit, ``kill -9`` included) and refuses, naming
@@ -51,6 +52,7 @@ MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
 FORMAT_VERSION = 2  # 2: chunk records with checksums
 KINDS = ("chunk", "jct", "jobs")
+GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
 
 
 class DirLock:
