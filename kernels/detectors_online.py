@@ -32,6 +32,12 @@ The noise estimate of ``margin``, ``cusum`` and ``bocpd`` is the residual varian
 Gao-form fit with an offset (``peak`` uses its own fit's), shrunk towards a prior noise ``sigma0`` worth ``PRIOR_DOF``
 residual degrees of freedom: ``sigma_hat^2 = (RSS + PRIOR_DOF sigma0^2) / (n - 3 + PRIOR_DOF)``.
 The fit's sufficient statistics take O(1) state.
+
+An infinite score is an ordinary reading to every comparison (a loss that diverges to
+``inf`` is a decline, docs/replay.md), but no fit takes it: it would turn every later
+noise estimate into NaN and switch the detector off for the rest of the job.  So
+``margin`` and ``cusum`` count a fall to ``-inf`` as a decline beyond any margin, and
+``peak`` and ``bocpd`` fire on it (its slope is ``-inf``).
 """
 import math
 
@@ -81,8 +87,12 @@ def fit_update_nb(fit, t, y):
     """Add the point ``(t, y)`` to the normal equations of ``y ~ a + b t + c t ln t``.
 
     ``fit[0]`` is n; then sums of 1, t, l, tt, tl, ll, y, ty, ly, yy with ``l = t ln t``
-    (``fit[1]`` is n again, kept so the layout reads as the matrix).
+    (``fit[1]`` is n again, kept so the layout reads as the matrix).  An infinite ``y``
+    is left out, as a missing reading is: it is a decline or a rise of no finite size,
+    and in the sums it would make every later noise estimate and slope NaN.
     """
+    if not math.isfinite(y):
+        return
     lt = t * math.log(t)
     fit[0] += 1.0
     fit[1] += 1.0
@@ -276,6 +286,8 @@ def peak_step_nb(state, score, z, sigma0, min_evals, origin, gamma):
         slope, quad, rss, dof = fit_solve_origin_nb(fit, t ** gamma)
     else:
         slope, quad, rss, dof = fit_solve_nb(fit, t ** gamma)
+    if score == -np.inf:  # an infinite decline (a diverged loss): the slope is -inf
+        return True
     if math.isnan(slope):
         return False
     se = noise_sd_nb(rss, dof, sigma0) * math.sqrt(quad)
@@ -387,6 +399,8 @@ def bocpd_step_nb(state, score, hazard, z, sigma0, prior_sd):
             if mix_var < 0.0:
                 mix_var = 0.0
             fired = mix_mean < -z * math.sqrt(mix_var)
+        if x == -np.inf:  # an infinite decline: no segment explains it, and it is a fall
+            fired = True
     fit_update_nb(fit, fit[0] + 1.0, score)
     state[0] = score
     return fired

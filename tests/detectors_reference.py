@@ -39,6 +39,8 @@ def fit_sums(prefix, first=1, gamma=1.0):
     ``tau = first, first + 1, ...``."""
     s = [0.0] * 11
     for i, y in enumerate(prefix):
+        if not math.isfinite(y):  # an infinite reading is no point of a fit
+            continue
         t = float(i + first) ** gamma
         lt = t * math.log(t)
         terms = (1.0, 1.0, t, lt, t * t, t * lt, lt * lt, y, t * y, lt * y, y * y)
@@ -107,8 +109,9 @@ def fit_lstsq(prefix, t, origin=False):
 
 
 def noise_sd(prefix, sigma0):
-    """Fit residual noise of ``prefix`` shrunk towards ``sigma0``."""
-    _, _, rss, dof = fit_solve(prefix, 1.0)
+    """Fit residual noise of ``prefix`` shrunk towards ``sigma0``; the fit takes the finite
+    readings at their places among themselves (an infinite one is skipped like a missing one)."""
+    _, _, rss, dof = fit_solve([y for y in prefix if math.isfinite(y)], 1.0)
     sd = math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF))
     return max(sd, SIGMA_FLOOR)
 
@@ -129,7 +132,8 @@ def cusum_trigger(scores, drift, h, sigma0):
         g = 0.0
         for i in range(1, e):
             x = (scores[i - 1] - scores[i]) / (math.sqrt(2.0) * noise_sd(scores[:i], sigma0))
-            g = max(g + x - drift, 0.0)
+            g = g + x - drift
+            g = g if g > 0.0 else 0.0  # NaN (inf - inf) counts as no decline
         if g > h:
             return e
     return 0
@@ -139,6 +143,8 @@ def peak_trigger(scores, z, sigma0, min_evals, origin, window, gamma):
     for e in range(1, len(scores) + 1):
         if e < min_evals:
             continue
+        if scores[e - 1] == -math.inf:
+            return e
         t = float(e) ** gamma
         if window > 0:  # local fit over the last `window` evaluations, with an offset
             first = max(1, e - window + 1)
@@ -194,6 +200,8 @@ def bocpd_slope_posterior(scores, hazard, sigma0, prior_sd):
 
 def bocpd_trigger(scores, hazard, z, sigma0, prior_sd):
     for e in range(2, len(scores) + 1):
+        if scores[e - 1] - scores[e - 2] == -math.inf:  # an infinite fall
+            return e
         post = bocpd_slope_posterior(scores[:e], hazard, sigma0, prior_sd)
         if post is not None and post[0] < -z * math.sqrt(post[1]):
             return e

@@ -68,11 +68,23 @@ def series(draw):
                          min_size=n, max_size=n))
 
 
+@st.composite
+def series_with_infinities(draw):
+    """``series``, with an infinite reading (a diverged loss, or a logging error) at some
+    places in one case of three."""
+    scores = draw(series())
+    if draw(st.integers(0, 2)) == 0:
+        for _ in range(draw(st.integers(1, 2))):
+            scores[draw(st.integers(0, len(scores) - 1))] = draw(st.sampled_from([-math.inf,
+                                                                                 math.inf]))
+    return scores
+
+
 @pytest.mark.parametrize("name", sorted(STEP))
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_streaming_batch_reference_agree(name, data):
-    scores = data.draw(series())
+    scores = data.draw(series_with_infinities())
     params = params_of(name, data.draw)
     ref = R.REFERENCE[name](scores, *params)
     arr = np.asarray(scores, dtype=np.float64)
@@ -166,6 +178,32 @@ def test_bocpd_truncation_keeps_mass():
     prob = state[2 + D.N_FIT:2 + D.N_FIT + m]
     assert prob.sum() == pytest.approx(1.0)
     assert np.all(prob >= 0)
+
+
+@pytest.mark.parametrize("name", ["margin", "cusum", "peak", "bocpd"])
+def test_one_infinite_reading_leaves_the_detector_on(name):
+    """An infinite reading stays out of every fit: a job that logged one (here the best
+    possible, +inf, so that no detector fires on it) is judged afterwards as if that
+    reading were missing, not switched off for the rest of its run (the fit's sums were
+    NaN from there on, so no later decline could fire)."""
+    params = {"margin": (2.0, 1.0, 0.02), "cusum": (0.0, 3.0, 0.02),
+              "peak": (1.65, 0.02, 4.0, 1.0, 0, 1.0), "bocpd": (0.2, 1.65, 0.02, 0.1)}[name]
+    rise_fall = [0.1, 0.3, 0.45, 0.55, 0.6, 0.58, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    clean = streaming_trigger(name, rise_fall, params)
+    assert clean > 0
+    with_inf = rise_fall[:1] + [math.inf] + rise_fall[1:]
+    assert streaming_trigger(name, with_inf, params) > 0
+    assert streaming_trigger(name, with_inf, params) == R.REFERENCE[name](with_inf, *params)
+
+
+@pytest.mark.parametrize("name", ["margin", "cusum", "peak", "bocpd"])
+def test_a_fall_to_minus_infinity_is_a_decline(name):
+    """docs/replay.md: a loss that diverges to inf (score -inf) is a decline; the
+    detectors that stop on one decline stop there."""
+    params = {"margin": (1.0, 1.0, 0.02), "cusum": (0.0, 3.0, 0.02),
+              "peak": (1.65, 0.02, 4.0, 1.0, 0, 1.0), "bocpd": (0.2, 1.65, 0.02, 0.1)}[name]
+    scores = [0.1, 0.2, 0.3, 0.4, -math.inf, 0.5]
+    assert streaming_trigger(name, scores, params) == 5 == R.REFERENCE[name](scores, *params)
 
 
 @pytest.mark.parametrize("bad", [math.inf, -math.inf])
