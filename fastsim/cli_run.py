@@ -216,8 +216,8 @@ def run_command(args: argparse.Namespace) -> int:
              + f"\nworkload: mix={mix}, {workload.gpus} GPUs, {workload.n_jobs} jobs, load "
              f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
              f"{args.clusters} clusters, seed {args.seed}; {elapsed:.1f} s\n"
-             "estimates are means over clusters with 95% t intervals; detection rates pooled "
-             "over clusters (cluster bootstrap, or delta method beyond 20,000 clusters, widened to "
+             "estimates are means over clusters with 95% t intervals; detection rates and delay "
+             "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "
              "the exact binomial interval); changes "
              "are paired on identical clusters")
     if cfg.policy.uses_hidden_truth:

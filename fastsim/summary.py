@@ -3,9 +3,10 @@
 * Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
 * Detection rates (precision, recall, FPR, stop recall, share of triggers at
   completion): pooled over the cell's clusters
-  (``sum TP / sum (TP + FP)``), cluster-bootstrap interval widened to contain the
-  exact binomial interval (``fastsim.stats.proportion_ci``).
-* Detection delay: pooled ``sum delay / sum TP``, cluster-bootstrap interval.
+  (``sum TP / sum (TP + FP)``), cluster-bootstrap interval joined with a t interval and
+  widened to contain the exact binomial interval (``fastsim.stats.proportion_ci``).
+* Detection delay: pooled ``sum delay / sum TP``, the same without the binomial widening
+  (``fastsim.stats.bootstrap_ratio_ci``).
 * Paired comparisons: per-cluster relative change against the baseline on the same
   clusters (common random numbers), t interval of the mean change.
 
