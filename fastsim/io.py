@@ -251,6 +251,11 @@ def read_text(path: Path, what: str) -> str:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({_reason(exc)})") from None
+    return decode_utf8(path, data, what)
+
+
+def decode_utf8(path: Path, data: bytes, what: str) -> str:
+    """``data`` read from ``path`` as text; invalid UTF-8 is a ``ConfigError`` with the line."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
