@@ -58,11 +58,20 @@ def run_steps(results: Path, log=print) -> None:
         log(f"[docs-figures] {what}: {time.perf_counter() - t0:.0f} s")
 
 
+def _check_results(results: Path) -> None:
+    """A pipe or device among the tables the figure scripts read is refused unread."""
+    from fastsim.io import check_tables_regular
+
+    for sub in ("traces", "costaware", "detectors"):
+        check_tables_regular(results / sub, "the tables `fastsim docs-figures` writes")
+
+
 def draw(results: Path, out: Path, log=print) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written."""
     from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
     from fastsim.sweep.figures import find_sources, load_script
 
+    _check_results(results)
     written: list[Path] = []
     if (results / "frontier").is_dir():
         written += load_script("frontier").draw(find_sources(results), out, ("png", "pdf"))
@@ -87,6 +96,7 @@ def cmd_docs_figures(args) -> int:
     if args.draw_only and not args.results.is_dir():
         raise ConfigError(f"--results={args.results} is not a directory; allowed: the results "
                           "of an earlier fastsim docs-figures run")
+    _check_results(args.results)  # before the steps, which reuse what exists
     if not args.draw_only:
         run_steps(args.results)
     written = draw(args.results, args.out)

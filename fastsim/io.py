@@ -9,13 +9,16 @@ paths are checked with ``check_output`` before any work.  A failed write (disk f
 read-only directory) is one ``ConfigError`` naming the file and the reason.
 
 Input errors (an unreadable file, invalid TOML or UTF-8) become one ``ConfigError``
-naming the file.
+naming the file.  A file read whole must be a regular file (``check_regular``): a named
+pipe blocks its reader until some writer comes, forever if none does, and a device such
+as ``/dev/zero`` never ends, so either would hang the command or fill the memory.
 """
 from __future__ import annotations
 
 import os
 import re
 import secrets
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -106,6 +109,7 @@ def parquet_metadata(path: Path) -> dict[str, str]:
     is not Parquet is one ``ConfigError`` naming it."""
     import pyarrow.parquet as pq
 
+    check_regular(path, "a Parquet file")
     try:
         raw = pq.read_schema(path).metadata or {}
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
@@ -189,9 +193,49 @@ def check_distinct(paths: dict[str, Path | None],
         seen[key] = option
 
 
+_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "not a regular file (a pipe)"),
+          (stat.S_ISCHR, "not a regular file (a character device)"),
+          (stat.S_ISBLK, "not a regular file (a block device)"),
+          (stat.S_ISSOCK, "not a regular file (a socket)"))
+
+
+def file_kind(path: Path) -> str | None:
+    """None for a regular file (or a link to one), else why it is not one: ``"no such
+    file"``, ``"is a directory"``, ``"not a regular file (a pipe)"``, ...  Only stats it:
+    opening a named pipe would wait for a writer."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        return f"cannot read ({_reason(exc)})"
+    if stat.S_ISREG(mode):
+        return None
+    return next((why for test, why in _KINDS if test(mode)), "not a regular file")
+
+
+def check_regular(path: Path, allowed: str) -> None:
+    """Refuse, before opening it, a path that is not a regular file (module docstring)."""
+    why = file_kind(path)
+    if why is not None:
+        raise ConfigError(f"{path}: {why}; allowed: {allowed}")
+
+
+def check_tables_regular(directory: Path, allowed: str,
+                         suffixes: tuple[str, ...] = (".parquet", ".json", ".csv")) -> None:
+    """Refuse a results directory holding a table (or manifest) that is not a regular
+    file, before a figure script opens it (polars would wait on a named pipe forever)."""
+    if not Path(directory).is_dir():
+        return
+    for p in sorted(Path(directory).iterdir()):
+        if p.suffix.lower() in suffixes and not p.is_dir():
+            check_regular(p, allowed)
+
+
 def read_parquet_table(path: Path, allowed: str) -> pl.DataFrame:
     """A Parquet table read in full; a missing, truncated or damaged one is a
     ``ConfigError`` naming it and ``allowed`` (what the command takes)."""
+    check_regular(path, allowed)
     try:
         return pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -202,10 +246,16 @@ def read_parquet_table(path: Path, allowed: str) -> pl.DataFrame:
 def read_text(path: Path, what: str) -> str:
     """A UTF-8 text file; unreadable or invalid UTF-8 is a ``ConfigError`` with the line."""
     path = Path(path)
+    check_regular(path, f"a UTF-8 {what}")
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({_reason(exc)})") from None
+    return decode_utf8(path, data, what)
+
+
+def decode_utf8(path: Path, data: bytes, what: str) -> str:
+    """``data`` read from ``path`` as text; invalid UTF-8 is a ``ConfigError`` with the line."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

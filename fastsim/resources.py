@@ -35,25 +35,29 @@ def sweep_file(file: str | Path) -> Path:
     """A sweep file by path, or by the name of a shipped one (``"noise"``,
     ``"sweeps/noise.toml"``) when no such file exists here.  Only a bare name, or one
     under a relative ``sweeps/``, names a shipped file: a missing file at any other path
-    is an error, never another file of the same name.
+    is an error, never another file of the same name.  A path that exists but is not a
+    regular file (a directory, a named pipe, a device) is an error before it is read.
 
     Examples
     --------
     >>> sweep_file("noise") == shipped("sweeps", "noise.toml")
     True
     """
+    from fastsim.errors import ConfigError
+    from fastsim.io import check_regular
+
     path = Path(file)
+    names = lambda: ", ".join(sorted(p.stem for p in shipped("sweeps").glob("*.toml")))  # noqa: E731
     if path.exists():
+        # a named pipe would block the read, /dev/zero fill the memory: refused unread
+        check_regular(path, f"a TOML file, or one of {names()}")
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
     if path.parent in (Path("."), Path("sweeps")) and candidate.is_file():
         return candidate
-    from fastsim.errors import ConfigError
-
-    names = sorted(p.stem for p in shipped("sweeps").glob("*.toml"))
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
-                      f"TOML file, or one of {', '.join(names)}")
+                      f"TOML file, or one of {names()}")
 
 
 def example_log() -> Path:

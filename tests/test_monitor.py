@@ -266,3 +266,33 @@ def test_monitor_arguments_a_float_cannot_hold_are_one_line():
     for call in calls:
         with pytest.raises(ConfigError):
             call()
+
+
+@pytest.mark.parametrize("job_id", [1.5, 1.0, float("nan"), np.float64(2.0), np.nan, None, True,
+                                    np.bool_(False), ("exp", 1), 1 + 0j, b"run"])
+def test_a_job_id_is_a_string_or_an_integer(job_id):
+    """A float id would merge with an int (1.0 is job 1) or, NaN, be a new job at every
+    call (NaN != NaN): refused at every entry point, naming job_id and the value."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("evalstop:k=2")
+    for call in (lambda: m.observe(job_id, 1, 0.5), lambda: m.reset(job_id),
+                 lambda: m.decision(job_id), lambda: m.best_step(job_id)):
+        with pytest.raises(ConfigError) as exc:
+            call()
+        msg = str(exc.value)
+        assert f"job_id = {job_id!r}; allowed: a string or an integer" in msg
+        assert len(msg.splitlines()) == 1
+    assert not m._jobs
+
+
+def test_numpy_integer_job_ids_are_the_python_int_job():
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("evalstop:k=1")
+    m.observe(np.int64(3), 10, 0.5)
+    d = m.observe(3, 20, 0.4)  # the same job: its second evaluation, a decline
+    assert d.stop and d.keep_step == 10 and m.decision(np.uint8(3)) is d
+    assert list(m._jobs) == [3] and type(next(iter(m._jobs))) is int
+    m.observe("3", 10, 0.5)  # a string id is another job
+    assert m.decision("3") is None

@@ -272,6 +272,9 @@ def cmd_figures(args):
     results = Path(args.dir)
     if not results.is_dir():
         raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
+    from fastsim.io import check_tables_regular
+
+    check_tables_regular(results, "the tables `fastsim costaware sweep` writes")
     out = Path(args.out) if args.out else results / "figures"
     from fastsim.sweep.store import hold_sweep_dirs
 

@@ -53,7 +53,10 @@ def tiny_causal_lm(tokenizer, seed: int = 0, n_positions: int = 64):
 
 def read_prompts(path) -> list[dict]:
     """The prompt set: one JSON object with a ``prompt`` string per line."""
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    from fastsim.io import read_text  # refuses a pipe or device unread
+
+    rows = [json.loads(line) for line in read_text(Path(path), "JSONL prompt set").splitlines()
+            if line.strip()]
     return [{"prompt": r["prompt"]} for r in rows]
 
 

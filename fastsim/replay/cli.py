@@ -16,7 +16,7 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError
-from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir,
+from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
@@ -237,8 +237,9 @@ def _cmd_toy(args) -> int:
 
     base = ToyRLHFConfig()
     if args.like is not None:
-        if not args.like.is_file():
-            raise ConfigError(f"--like {args.like}: no such file; allowed: a .parquet file "
+        why = file_kind(args.like)  # "no such file", or a pipe or device refused unread
+        if why is not None:
+            raise ConfigError(f"--like {args.like}: {why}; allowed: a .parquet file "
                               "written by fastsim traces toy-rlhf")
         base = read_trace_config(args.like)
         if base is None:

@@ -88,7 +88,9 @@ class StopPolicyCallback(_TrainerCallback):
         self._sense_arg = greater_is_better if greater_is_better is not None else higher_is_better
         self.threshold = threshold
         # refuse bad input now; patience takes the threshold as its own parameter
-        self.policy = StopMonitor(self.policy, threshold=threshold, planned_steps=1.0).policy
+        probe = StopMonitor(self.policy, threshold=threshold, planned_steps=1.0)
+        self.policy = probe.policy
+        job_id = probe._job(job_id)  # a bad id is refused here, not at the first evaluation
         lookback = self.policy.decl.lookback
         self.k = self.policy.values[lookback] if isinstance(lookback, str) else int(lookback)
         self.metric = _eval_name(metric or "eval_loss")

@@ -11,6 +11,7 @@ Formats (detected from the file, or forced with ``fmt``):
 
 Every row is validated before anything is returned: a malformed file raises one
 ``ConfigError`` naming the file, the line and the field, so nothing partial comes out.
+Each log is read once, whole (``read_log_bytes``): a file, or a pipe up to ``PIPE_LIMIT``.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import read_text
+from fastsim.io import decode_utf8, file_kind
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 
 FORMATS = ("csv", "jsonl", "parquet", "trainer_state")
@@ -40,6 +41,10 @@ NUMERIC_OPTIONAL = ("loss", "proxy_reward", "gpus", "max_steps")
 MAX_STEP = 2**53
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
+# A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
+# pipe): it is read once, to its end, into memory, and refused beyond this size (a log
+# that large belongs in a file, which has no limit).
+PIPE_LIMIT = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,38 @@ def default_higher_is_better(metric: str) -> bool:
     return not metric.lower().endswith(LOWER_IS_BETTER_SUFFIXES)
 
 
-def detect_format(path: Path) -> str:
-    """``csv``, ``jsonl``, ``parquet`` or ``trainer_state`` from the name and first bytes."""
+def read_log_bytes(path: Path) -> bytes:
+    """A log's bytes, read once: a regular file, or a pipe read to its end (at most
+    ``PIPE_LIMIT`` bytes).  A device (``/dev/zero`` never ends, a terminal waits for
+    typing) or a socket is refused before it is opened."""
+    path = Path(path)
+    why = file_kind(path)
+    if why is not None and why != "not a regular file (a pipe)":
+        raise ConfigError(f"{path}: {why}; allowed: a log file, a run directory, or a pipe")
+    chunks, size = [], 0
+    try:
+        with open(path, "rb") as fh:
+            if why is None:
+                return fh.read()
+            while chunk := fh.read(2**20):  # until the writer closes its end
+                size += len(chunk)
+                if size > PIPE_LIMIT:
+                    raise ConfigError(f"{path}: a pipe carrying more than {PIPE_LIMIT / 2**20:g} "
+                                      "MiB; allowed: a log up to that size through a pipe (a "
+                                      "larger one from a file)")
+                chunks.append(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); allowed: a readable "
+                          "log") from None
+    return b"".join(chunks)
+
+
+def detect_format(path: Path, data: bytes | None = None) -> str:
+    """``csv``, ``jsonl``, ``parquet`` or ``trainer_state`` from the name and the content
+    (``data``, the log's bytes; read from ``path`` when not given)."""
     name = path.name.lower()
-    if path.stat().st_size == 0:
+    data = read_log_bytes(path) if data is None else data
+    if not data:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
     if name.endswith((".csv", ".tsv")):
         return "csv"
@@ -85,7 +118,7 @@ def detect_format(path: Path) -> str:
         return "jsonl"
     if name.endswith((".parquet", ".pq")):
         return "parquet"
-    head = path.read_bytes()[:4096]
+    head = data[:4096]
     if head.startswith(b"PAR1"):
         return "parquet"
     if name.endswith(".json"):
@@ -118,18 +151,19 @@ def resolve_path(path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- readers
-def _raw_csv(path: Path) -> pl.DataFrame:
+def _raw_csv(path: Path, data: bytes) -> pl.DataFrame:
     sep = "\t" if path.name.lower().endswith(".tsv") else ","
     try:
-        df = pl.read_csv(path, infer_schema=False, separator=sep)
+        df = pl.read_csv(io.BytesIO(data), infer_schema=False, separator=sep)
     except pl.exceptions.NoDataError:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}") from None
     except pl.exceptions.ComputeError as exc:
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
-    return df.with_columns(pl.Series("line", _csv_lines(path, sep, df.height), dtype=pl.Int64))
+    return df.with_columns(pl.Series("line", _csv_lines(path, data, sep, df.height),
+                                     dtype=pl.Int64))
 
 
-def _csv_lines(path: Path, sep: str, n_rows: int) -> np.ndarray:
+def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
     """The line each data row starts on (header = line 1); a quoted field may span lines.
 
     Also what polars lets through: a header naming a column twice (polars renames one) and
@@ -138,7 +172,7 @@ def _csv_lines(path: Path, sep: str, n_rows: int) -> np.ndarray:
     """
     import csv
 
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
     header, starts, end = None, [], 0
     for row in reader:
@@ -181,9 +215,9 @@ def _json(text: str):
     return json.loads(text, object_pairs_hook=_unique_keys)
 
 
-def _raw_jsonl(path: Path) -> pl.DataFrame:
+def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
     rows, lines = [], []
-    for lineno, text in enumerate(read_text(path, "JSONL log").split("\n"), start=1):
+    for lineno, text in enumerate(decode_utf8(path, data, "JSONL log").split("\n"), start=1):
         if not text.strip():
             continue
         try:
@@ -227,9 +261,9 @@ def _rows_to_frame(rows: list[dict], lines: list[int]) -> pl.DataFrame:
     return df.with_columns(pl.Series("line", lines, dtype=pl.Int64))
 
 
-def _raw_parquet(path: Path) -> pl.DataFrame:
+def _raw_parquet(path: Path, data: bytes) -> pl.DataFrame:
     try:
-        df = pl.read_parquet(path)
+        df = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow and polars raise several types for a bad file
         raise ConfigError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
     # Parquet has no lines: "line" is the 1-based row number.
@@ -289,6 +323,8 @@ def _run_job_ids(paths: list[Path]) -> dict[Path, str]:
 
 
 def _run_dir(path: Path) -> Path:
+    if file_kind(path) is not None:  # a pipe has no run directory: it stands for itself
+        return Path(path)
     parent = path.resolve().parent
     return parent.parent if re.fullmatch(r"checkpoint-\d+", parent.name) else parent
 
@@ -319,8 +355,8 @@ def _key_line(text: str, key: str) -> int:
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 
-def _raw_trainer_state(path: Path, metric: str | None, job_id: str | None = None):
-    text = read_text(path, "trainer_state.json")
+def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str | None = None):
+    text = decode_utf8(path, data, "trainer_state.json")
     state, lines = _hf_entries(path, text)
     entries = state["log_history"]
     name = _hf_metric(path, entries, metric)
@@ -511,8 +547,9 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
 
 
 def read_one(path, fmt: str | None = None, metric: str | None = None,
-             job_id: str | None = None) -> tuple[pl.DataFrame, str]:
+             job_id: str | None = None, data: bytes | None = None) -> tuple[pl.DataFrame, str]:
     """Read and validate one log; returns ``(table, metric name)`` before the mess rules.
+    ``data``: the log's bytes if already read (a pipe can be read only once).
 
     Examples
     --------
@@ -523,13 +560,14 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     [0.5, 0.4]
     """
     path = resolve_path(Path(path))
-    fmt = fmt or detect_format(path)
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
+    data = read_log_bytes(path) if data is None else data
+    fmt = fmt or detect_format(path, data)
     if fmt == "trainer_state":
-        raw, name = _raw_trainer_state(path, metric, job_id)
+        raw, name = _raw_trainer_state(path, data, metric, job_id)
     else:
-        raw = {"csv": _raw_csv, "jsonl": _raw_jsonl, "parquet": _raw_parquet}[fmt](path)
+        raw = {"csv": _raw_csv, "jsonl": _raw_jsonl, "parquet": _raw_parquet}[fmt](path, data)
         name = metric or "score"
     return _validate(raw, path, name), name
 
@@ -581,11 +619,14 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     if on_duplicate not in ("last", "error"):
         raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
     resolved = [resolve_path(Path(p)) for p in paths]
-    formats = [fmt or detect_format(p) for p in resolved]
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
+    datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again
+    formats = [fmt or detect_format(p, d) for p, d in zip(resolved, datas)]
     run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
     tables, names = [], []
-    for p, f in zip(resolved, formats):
-        t, name = read_one(p, f, metric, run_ids.get(p))
+    for p, f, d in zip(resolved, formats, datas):
+        t, name = read_one(p, f, metric, run_ids.get(p), d)
         tables.append(t)
         names.append(name)
     if len(set(names)) > 1:

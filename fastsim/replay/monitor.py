@@ -251,16 +251,16 @@ class StopMonitor:
         self._jobs: dict[str, _JobState] = {}
 
     def _job(self, job_id):
-        """``job_id`` checked: hashable, and not a bool (``True`` would be job ``1``)."""
-        try:
-            hash(job_id)
-        except TypeError:
-            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a "
-                              "string or an integer") from None
-        if isinstance(job_id, bool) or job_id is None:
-            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a "
-                              "string or an integer")
-        return job_id
+        """``job_id`` as a key: a string, or an integer (numpy's too, as a Python int so
+        ``np.int64(3)`` and ``3`` are one job).  Refused: a bool (``True`` would be job
+        ``1``), a float (``1.0`` would be job ``1``, and NaN, unequal to itself, a new job
+        at every call), None, anything else."""
+        if isinstance(job_id, str):
+            return job_id
+        if isinstance(job_id, (int, np.integer)) and not isinstance(job_id, (bool, np.bool_)):
+            return int(job_id)
+        raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a string or "
+                          "an integer")
 
     def reset(self, job_id: str) -> None:
         """Forget a job (e.g. before re-running it from scratch)."""

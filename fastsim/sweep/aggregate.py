@@ -131,5 +131,8 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
 
 def read_summary(path: str | Path) -> pl.DataFrame:
     """The aggregated table of a sweep directory (or the file itself)."""
+    from fastsim.io import read_parquet_table
+
     p = Path(path)
-    return pl.read_parquet(p / "summary.parquet" if p.is_dir() else p)
+    return read_parquet_table(p / "summary.parquet" if p.is_dir() else p,
+                              "a sweep's --out directory, or its summary.parquet")

@@ -54,6 +54,11 @@ def _damaged(path: Path, why: str):
 
 def _read_manifest(manifest: Path) -> tuple[str, str]:
     """The sweep's name and grid hash."""
+    from fastsim.io import file_kind
+
+    why = file_kind(manifest)  # a named pipe would block the read
+    if why is not None:
+        raise _damaged(manifest, why)
     try:
         m = json.loads(manifest.read_text())
         return str(m["name"]), str(m["grid_hash"])
@@ -71,8 +76,12 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
     import polars as pl
 
     from fastsim.io import parquet_metadata
+    from fastsim.io import file_kind
     from fastsim.sweep.store import GRID_KEY
 
+    why = file_kind(path)  # a named pipe would block the read
+    if why is not None:
+        raise _damaged(path, why)
     try:
         pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:

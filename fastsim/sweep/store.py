@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
-                        check_output_dir, is_temporary, write_all)
+                        check_output_dir, file_kind, is_temporary, write_all)
 from fastsim.sweep.grid import Grid, diff_grids
 
 MANIFEST = "sweep.json"
@@ -141,6 +141,15 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     return locks
 
 
+def _read_regular(path: Path) -> bytes:
+    """A file's bytes; anything but a regular file is an ``OSError`` as a missing one is
+    (a named pipe planted in a results directory would block the read forever)."""
+    why = file_kind(path)
+    if why is not None:
+        raise OSError(errno.EINVAL, why)
+    return path.read_bytes()
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -199,7 +208,7 @@ class SweepStore:
                                   "refusing to mix results: use a new --out directory")
             return None
         try:
-            old = json.loads(path.read_text())
+            old = json.loads(_read_regular(path))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: unreadable sweep manifest ({exc}); "
                               "use a new --out directory") from None
@@ -257,7 +266,7 @@ class SweepStore:
     def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
         """The chunk's record if it is readable and names this grid and chunk."""
         try:
-            rec = json.loads(self.record_path(cell_id, index).read_bytes())
+            rec = json.loads(_read_regular(self.record_path(cell_id, index)))
         except (OSError, ValueError):
             return None
         ok = (isinstance(rec, dict) and rec.get("grid_hash") == self.grid.hash
@@ -282,7 +291,7 @@ class SweepStore:
             if entry is None:
                 return "missing" if kind == "jobs" else f"{rp}: does not list {p.name}"
             try:
-                data = p.read_bytes()
+                data = _read_regular(p)
             except OSError as exc:
                 return f"{p}: {exc.strerror or exc}"
             if _sha256(data) != entry.get("sha256"):
@@ -343,7 +352,7 @@ class SweepStore:
         if entry is None:
             raise ConfigError(f"{p}: chunk {index} of cell {cell_id} is not complete{hint}")
         try:
-            data = p.read_bytes()
+            data = _read_regular(p)
         except OSError as exc:
             raise ConfigError(f"{p}: {exc.strerror or exc}{hint}") from None
         if _sha256(data) != entry.get("sha256"):
