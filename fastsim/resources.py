@@ -31,6 +31,10 @@ def shipped(kind: str, name: str | None = None) -> Path:
     return path if name is None else path / name
 
 
+def _shipped_sweeps() -> str:
+    return ", ".join(sorted(p.stem for p in shipped("sweeps").glob("*.toml")))
+
+
 def sweep_file(file: str | Path) -> Path:
     """A sweep file by path, or by the name of a shipped one (``"noise"``,
     ``"sweeps/noise.toml"``) when no such file exists here.  Only a bare name, or one
@@ -47,17 +51,16 @@ def sweep_file(file: str | Path) -> Path:
     from fastsim.io import check_regular
 
     path = Path(file)
-    names = lambda: ", ".join(sorted(p.stem for p in shipped("sweeps").glob("*.toml")))  # noqa: E731
     if path.exists():
         # a named pipe would block the read, /dev/zero fill the memory: refused unread
-        check_regular(path, f"a TOML file, or one of {names()}")
+        check_regular(path, f"a TOML file, or one of {_shipped_sweeps()}")
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
     if path.parent in (Path("."), Path("sweeps")) and candidate.is_file():
         return candidate
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
-                      f"TOML file, or one of {names()}")
+                      f"TOML file, or one of {_shipped_sweeps()}")
 
 
 def example_log() -> Path:
