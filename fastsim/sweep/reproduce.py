@@ -157,6 +157,14 @@ def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
     return out, min(out, key=lambda r: abs(r["gap"]))["metric"]
 
 
+def _delay_text(r: dict[str, Any]) -> str:
+    if r["mean"] != r["mean"]:
+        return "n/a"
+    if r["lo"] != r["lo"]:  # every cluster with a detection gave the same delay
+        return f"{r['mean']:.2f} (no spread between clusters: no interval)"
+    return f"{r['mean']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+
+
 def k_table(summary: pl.DataFrame) -> str:
     metrics = [("precision", "precision"), ("recall", "recall"),
                ("stop_recall", "stop recall"), ("completion_share", "at completion"),
@@ -170,8 +178,7 @@ def k_table(summary: pl.DataFrame) -> str:
         for m, _ in metrics:
             r = _select(ev, m, {"k": k})
             if m == "detection_delay_evals":
-                cells.append("n/a" if r["mean"] != r["mean"] else
-                             f"{r['mean']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]")
+                cells.append(_delay_text(r))
             else:
                 cells.append(f"{_pct(r['mean'])} [{_pct(r['lo'])}, {_pct(r['hi'])}]")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
