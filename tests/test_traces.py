@@ -130,7 +130,11 @@ def test_gao_run_medians_bootstrap_runs():
 
 
 @pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
-                                        ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr")])
+                                        ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr"),
+                                        ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
+                                        ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),
+                                        ({"kl_coefs": (0.1, 0.1)}, "kl_coefs.*0.1 appears twice"),
+                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice")])
 def test_config_validation(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         ToyRLHFConfig(**kw)

@@ -37,6 +37,24 @@ MAX_TOY_STEPS = 1_000_000
 MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
 
 
+def _kl_key(c) -> str:
+    return f"{float(c):g}"  # what a run's job_id shows of its KL coefficient (job_id_of)
+
+
+def _refuse_repeats(name: str, values, key) -> None:
+    """A value given twice would run the same (job_id, step) rows twice, which every later
+    fit then counts as independent runs: refused, naming the repeated value."""
+    seen = {}
+    for v in values:
+        k = key(v)
+        if k in seen:
+            same = (f"{v!r} appears twice" if v == seen[k] else
+                    f"{seen[k]!r} and {v!r} both name their runs kl{k} in the job ids")
+            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(values)!r}: {same}; allowed: "
+                              "distinct values")
+        seen[k] = v
+
+
 @dataclass(frozen=True)
 class ToyRLHFConfig:
     """Parameters of a toy RLHF trace set (defaults: 72 runs, ~1 minute on 2 cores).
@@ -98,6 +116,8 @@ class ToyRLHFConfig:
         if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
+        for name, key in (("n_comparisons", int), ("seeds", int), ("kl_coefs", _kl_key)):
+            _refuse_repeats(name, getattr(self, name), key)
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
             raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
