@@ -338,6 +338,14 @@ def test_15_cluster_counts_fit_the_64_bit_counters(tmp_path):
     ("--n-comparisons", "99999999999999", "n_comparisons"), ("--seeds", BIG, "--seeds"),
     ("--seeds", f"1,{BIG}", "seeds"), ("--steps", BIG, "n_steps"),
     ("--world-seed", str(2**64), "world_seed"),
+    # a repeated value ran its (job_id, step) rows twice, skewing every later fit
+    ("--seeds", "1,2,1", "seeds = (1, 2, 1): 1 appears twice"),
+    ("--n-comparisons", "100,100", "n_comparisons = (100, 100): 100 appears twice"),
+    ("--kl-coefs", "0.1,0.10", "kl_coefs = (0.1, 0.1): 0.1 appears twice"),
+    ("--kl-coefs", "0.1,0.1000001", "both name their runs kl0.1"),
+    # beyond the KL step's stability bound the policy oscillates about the reference
+    ("--kl-coefs", "0.1,20.2", "kl_coefs = (0.1, 20.2): 20.2 is beyond"),
+    ("--kl-coefs", "1000", "allowed: numbers from 0 to 20.1 at this lr"),
 ])
 def test_15_toy_rlhf_refuses_what_it_cannot_run(tmp_path, capsys, option, value, needle):
     out = tmp_path / "t"

@@ -8,7 +8,7 @@ from fastsim.replay.logs import EvalLog
 from fastsim.replay.policies import replay
 from fastsim.replay.traces import (ToyRLHFConfig, build_world, comparison_pool, fit_bradley_terry,
                                    fit_gao, gao_fit_groups, gao_run_medians, generate_toy_rlhf,
-                                   run_summary)
+                                   kl_curvature, max_kl_coef, prompt_moment, run_summary)
 
 POOR, RICH = 100, 3200
 
@@ -130,10 +130,53 @@ def test_gao_run_medians_bootstrap_runs():
 
 
 @pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
-                                        ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr")])
+                                        ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr"),
+                                        ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
+                                        ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),
+                                        ({"kl_coefs": (0.1, 0.1)}, "kl_coefs.*0.1 appears twice"),
+                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice")])
 def test_config_validation(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         ToyRLHFConfig(**kw)
+
+
+def test_kl_coefficients_beyond_the_kl_steps_stability_bound_are_refused():
+    # lr kl_coef lambda mu < 2: lambda 0.308 (default world), mu 1.29 (3 prompt features,
+    # 16 prompts a step); the bound, 20.15, is named rounded down
+    assert kl_curvature(ToyRLHFConfig()) == pytest.approx(0.3077, abs=1e-4)
+    assert prompt_moment(ToyRLHFConfig()) == pytest.approx(1.2904, abs=1e-4)
+    assert max_kl_coef(ToyRLHFConfig()) == 20.1
+    assert ToyRLHFConfig(kl_coefs=(20.1,)).kl_coefs == (20.1,)
+    with pytest.raises(ConfigError, match=r"kl_coefs = \(0\.1, 20\.2\): 20\.2 is beyond .* "
+                       r"lr 0\.25 .* from 0 to 20\.1 at this lr$"):
+        ToyRLHFConfig(kl_coefs=(0.1, 20.2))
+    # the bound scales as 1 / lr and shrinks with smaller batches; no step at lr 0
+    assert max_kl_coef(ToyRLHFConfig(lr=0.1)) == 50.3
+    assert max_kl_coef(ToyRLHFConfig(batch=4)) == 12.0
+    with pytest.raises(ConfigError, match="from 0 to 12 at this lr"):
+        ToyRLHFConfig(batch=4, kl_coefs=(13.0,))
+    ToyRLHFConfig(lr=0.0, kl_coefs=(1e6,))
+
+
+def test_the_kl_bound_in_the_help_is_the_codes(capsys):
+    from fastsim.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["traces", "toy-rlhf", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for seed in (0, 1):
+        bound = max_kl_coef(ToyRLHFConfig(world_seed=seed))
+        assert f"{bound:g} with" in text, (seed, bound)
+
+
+def test_inside_the_kl_bound_the_policy_stays_near_the_reference():
+    cfg = ToyRLHFConfig(n_comparisons=(POOR,), kl_coefs=(20.1,), seeds=(0,), n_steps=150)
+    inside = generate_toy_rlhf(cfg, progress=False)["truth_kl_nats"].max()
+    # the bound is not vacuous: 2.5 times it (past the check, which a frozen config only
+    # lets a test do) the penalty step overshoots and the KL grows ~300 times
+    object.__setattr__(cfg, "kl_coefs", (50.0,))
+    beyond = generate_toy_rlhf(cfg, progress=False)["truth_kl_nats"].max()
+    assert inside < 0.05 and beyond > 0.5, (inside, beyond)
 
 
 def test_simulator_comparison_draws_hacking_peaks_where_the_traces_peak():

@@ -71,13 +71,15 @@ def register(subparsers) -> None:
                      help="directory for traces.parquet, runs.parquet, gao_fits.parquet "
                      "(default: results/traces)")
     toy.add_argument("--n-comparisons", default=None, metavar="N,N,...",
-                     help="comparisons the proxy reward model is fitted to, integers >= 1, "
+                     help="comparisons the proxy reward model is fitted to, distinct integers >= 1, "
                      "comma-separated (default: 100,200,400,800,1600,3200)")
     toy.add_argument("--kl-coefs", default=None, metavar="B,B,...",
-                     help="KL penalty coefficients, numbers >= 0, comma-separated "
-                     "(default: 0.02,0.1,0.3)")
+                     help="KL penalty coefficients, distinct numbers from 0 to the KL step's "
+                     "stability bound (20.1 with the default parameters, 21.7 with world "
+                     "seed 1; beyond it the penalty step overshoots: docs/real-traces.md), "
+                     "comma-separated (default: 0.02,0.1,0.3)")
     toy.add_argument("--seeds", default=None, metavar="S,S,...|N",
-                     help="run seeds, integers >= 0, comma-separated, or N for 0..N-1 "
+                     help="run seeds, distinct integers >= 0, comma-separated, or N for 0..N-1 "
                      "(default: 4); one run per data size x KL coefficient x seed")
     toy.add_argument("--steps", type=int, default=None, metavar="N",
                      help="policy-gradient steps per run, an integer >= 1 (default: 300; an "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -35,6 +36,24 @@ from fastsim.kernels import toy_rlhf as k
 MAX_COMPARISONS = 100_000     # a pool of this many comparisons holds ~100 MB of features
 MAX_TOY_STEPS = 1_000_000
 MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
+
+
+def _kl_key(c) -> str:
+    return f"{float(c):g}"  # what a run's job_id shows of its KL coefficient (job_id_of)
+
+
+def _refuse_repeats(name: str, values, key) -> None:
+    """A value given twice would run the same (job_id, step) rows twice, which every later
+    fit then counts as independent runs: refused, naming the repeated value."""
+    seen = {}
+    for v in values:
+        k = key(v)
+        if k in seen:
+            same = (f"{v!r} appears twice" if v == seen[k] else
+                    f"{seen[k]!r} and {v!r} both name their runs kl{k} in the job ids")
+            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(values)!r}: {same}; allowed: "
+                              "distinct values")
+        seen[k] = v
 
 
 @dataclass(frozen=True)
@@ -54,7 +73,7 @@ class ToyRLHFConfig:
     rep_penalty: float = 4.0       # gold penalty per repeated adjacent pair
     ref_rep_aversion: float = 2.5  # the reference policy's logit penalty per repeated pair
     n_comparisons: tuple[int, ...] = (100, 200, 400, 800, 1600, 3200)
-    kl_coefs: tuple[float, ...] = (0.02, 0.1, 0.3)
+    kl_coefs: tuple[float, ...] = (0.02, 0.1, 0.3)  # each <= max_kl_coef (stable KL step)
     seeds: tuple[int, ...] = (0, 1, 2, 3)
     l2: float = 1.0                # ridge of the proxy's Bradley-Terry fit
     n_steps: int = 300
@@ -98,11 +117,28 @@ class ToyRLHFConfig:
         if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
+        for name, key in (("n_comparisons", int), ("seeds", int), ("kl_coefs", _kl_key)):
+            _refuse_repeats(name, getattr(self, name), key)
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
             raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
                               f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
                               f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
+        self._check_kl_step()
+
+    def _check_kl_step(self) -> None:
+        """The KL penalty is an explicit gradient step: a coefficient past ``max_kl_coef``
+        overshoots the reference policy at every step instead of pulling the policy back."""
+        if self.lr == 0 or max(self.kl_coefs) == 0:
+            return  # no KL step is taken, so no world needs building
+        top = max_kl_coef(self)
+        bad = [c for c in self.kl_coefs if c > top]
+        if bad:
+            raise ConfigError(
+                f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: {bad[0]!r} is beyond the KL "
+                f"penalty step's stability bound at lr {self.lr:g} (lr x kl_coef x "
+                f"{kl_curvature(self):.3g} x {prompt_moment(self):.3g} < 2, docs/real-traces.md); "
+                f"allowed: numbers from 0 to {top:g} at this lr")
 
     @property
     def n_runs(self) -> int:
@@ -111,6 +147,60 @@ class ToyRLHFConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+def kl_curvature(cfg: ToyRLHFConfig) -> float:
+    """Largest eigenvalue of ``Cov_{y ~ pi_ref}(feats[y])``, the curvature of the KL penalty
+    at the reference policy per unit of prompt second moment.
+
+    With logits ``s_y = feats[y] @ theta @ z``, the Hessian of ``KL(pi || pi_ref)`` in
+    ``theta`` at ``pi = pi_ref`` is ``Cov_{pi_ref}(feats) (x) z z^T`` (the softmax Fisher
+    ``diag(p) - p p^T`` pulled back through the features).  The reference logits use the
+    constant prompt feature only (``build_world``), so ``pi_ref`` is the same for every prompt.
+
+    Examples
+    --------
+    >>> round(kl_curvature(ToyRLHFConfig()), 3)
+    0.308
+    """
+    w = build_world(cfg)
+    p = _softmax_rows((w.feats @ w.w_ref[:, 0])[None, :])[0]
+    mean = p @ w.feats
+    cov = (w.feats * p[:, None]).T @ w.feats - np.outer(mean, mean)
+    return float(np.linalg.eigvalsh(cov)[-1])
+
+
+def prompt_moment(cfg: ToyRLHFConfig) -> float:
+    """Growth per step of the mean-square KL-step error from the batch's prompt moments.
+
+    One step applies ``I - lr kl_coef C (x) S`` to the policy's offset from the reference,
+    ``S`` the batch mean of ``z z^T`` (``E S = I``; ``z = (1, N(0, I_M))``).  The second
+    moment of the offset then evolves by ``Sigma -> (1 - 2a) Sigma + a^2 E[S Sigma S]``
+    (``a = lr kl_coef lambda``), whose largest eigenvalue, by Isserlis' theorem, is
+    ``1 + (M + 1 + sqrt((M + 1)^2 + 4 M)) / (2 B)`` for ``M`` prompt features and ``B``
+    prompts per step; the offset's variance stays finite iff ``a`` times it is below 2.
+    """
+    m, b = cfg.prompt_dim, cfg.batch
+    return 1.0 + (m + 1 + np.sqrt((m + 1) ** 2 + 4 * m)) / (2 * b)
+
+
+def max_kl_coef(cfg: ToyRLHFConfig) -> float:
+    """The largest KL coefficient whose penalty step keeps the policy's mean-square offset
+    from the reference bounded at ``cfg.lr``: ``lr kl_coef kl_curvature prompt_moment < 2``,
+    rounded down to 3 significant digits (the value an error message can name exactly).
+
+    Examples
+    --------
+    >>> max_kl_coef(ToyRLHFConfig())
+    20.1
+    """
+    rate = cfg.lr * kl_curvature(cfg) * prompt_moment(cfg)
+    if rate == 0:
+        return math.inf  # no step (lr 0) or no curvature: any coefficient is stable
+    bound = 2.0 / rate
+    mant, exp = f"{bound:.2e}".split("e")  # decimal rounding, then down if it rounded up
+    top = float(f"{mant}e{exp}")
+    return top if top <= bound else float(f"{float(mant) - 0.01:.2f}e{exp}")
 
 
 CONFIG_KEY = "fastsim.toy_rlhf_config"  # Parquet metadata key: the generating parameters
