@@ -18,6 +18,9 @@
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the
   percentile interval collapses to [0, 0]; the exact binomial bound still says how
   large the rate could be.
+* ``quantile_ci``: a quantile (the median by default) with the distribution-free
+  order-statistic interval; runs censored at a cap (reported as NaN or inf) count as
+  +inf, which leaves the interval exact as long as it does not reach into them.
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
   time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
   its cluster count; one chunk gives exactly the batch functions' result.
@@ -121,6 +124,46 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     lo = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha))
     hi = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1.0 - alpha))
     return lo, hi
+
+
+def quantile_ci(values, q: float = 0.5, level: float = LEVEL) -> Estimate:
+    """The ``q``-quantile of ``values`` with its distribution-free 95% interval
+    ``[X_(l), X_(u)]`` (order statistics; ``B ~ Binomial(n, q)`` counts the values below
+    the true quantile, ``P(B < l) <= alpha/2`` and ``P(B >= u) <= alpha/2``), conservative
+    for discrete values too.
+
+    Non-finite values (NaN or inf) are runs censored at a cap: they count as +inf.  A
+    censored run lies above every finite value, so the order statistics below the first
+    censored one are those of the uncensored sample: the interval stays exact, and a bound
+    that falls among the censored runs is +inf.  The point is NaN ("n/a") when it would need
+    a censored value (a median with half the runs censored).  ``lo`` is -inf when ``n`` is
+    too small for any order statistic to be a lower bound, ``hi`` likewise +inf.
+
+    Examples
+    --------
+    >>> e = quantile_ci(np.arange(1.0, 21.0))
+    >>> e.mean, e.lo, e.hi, e.n
+    (10.5, 6.0, 15.0, 20)
+    >>> e = quantile_ci([1.0, 2.0, 3.0] * 4 + [np.nan] * 8)  # 8 of 20 censored
+    >>> e.mean, e.lo, e.hi
+    (3.0, 2.0, inf)
+    """
+    v = np.asarray(values, np.float64).ravel()
+    y = np.sort(np.where(np.isfinite(v), v, np.inf))
+    n = int(y.size)
+    if n == 0:
+        return Estimate(np.nan, np.nan, np.nan, 0)
+    alpha = (1.0 - level) / 2
+    # P(B <= k - 1) for k = 1..n: l is the largest k with it <= alpha, u the smallest >= 1 - alpha
+    cdf = special.bdtr(np.arange(n), n, q)
+    below = np.flatnonzero(cdf <= alpha)
+    above = np.flatnonzero(cdf >= 1.0 - alpha)
+    lo = float(y[below[-1]]) if below.size else -np.inf
+    hi = float(y[above[0]]) if above.size else np.inf
+    h = (n - 1) * q  # numpy's default (linear) sample quantile
+    a, b = int(np.floor(h)), int(np.ceil(h))
+    point = float(y[a] + (h - a) * (y[b] - y[a])) if np.isfinite(y[b]) else np.nan
+    return Estimate(point, lo, hi, n)
 
 
 def mcnemar_p(a, b) -> float:
