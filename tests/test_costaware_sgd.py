@@ -130,3 +130,38 @@ def test_bad_sgd_config():
         SGDConfig(strategies=("uniform", "fast"))
     with pytest.raises(ConfigError, match="reg=0"):
         ProblemConfig(kind="logistic", reg=0.0)
+
+
+def _capped_and_uncapped(max_steps):
+    pr = make_problem(ProblemConfig(n=200, d=5))
+    return [summarize_sgd(run_sgd(pr, SGDConfig(replications=200, max_steps=m), progress=False),
+                          pr).sort("strategy") for m in (max_steps, 2_000_000)]
+
+
+def test_a_step_cap_leaves_the_median_interval_of_the_uncapped_runs():
+    capped, full = _capped_and_uncapped(200)  # censors 4-41% of the runs, by strategy
+    assert (full["reached_frac"] == 1.0).all() and (capped["reached_frac"] < 1.0).all()
+    for c, f in zip(capped.iter_rows(named=True), full.iter_rows(named=True)):
+        # steps: the cap is a fixed step count, so the order statistics below it are the same
+        for col in ("steps_median", "steps_median_lo", "steps_median_hi"):
+            assert c[col] == f[col], (c["strategy"], col)
+        # cost: each interval contains the other's median (a mean over the runs that
+        # reached eps, the old statistic, excluded the uncapped one)
+        assert c["cost_units_median_lo"] <= f["cost_units_median"] <= c["cost_units_median_hi"]
+        assert f["cost_units_median_lo"] <= c["cost_units_median"] <= f["cost_units_median_hi"]
+        assert np.isnan(c["cost_units_mean"]) and np.isnan(c["simulated_ratio"])
+        assert c["n"] == f["n"] == 200 and c["reached_lo"] < c["reached_frac"] < c["reached_hi"]
+
+
+def test_too_much_censoring_is_not_stated():
+    capped, _ = _capped_and_uncapped(60)
+    uni = capped.filter(capped["strategy"] == "uniform").row(0, named=True)
+    assert uni["reached_frac"] < 0.5
+    assert np.isnan(uni["cost_units_median"]) and uni["cost_units_median_hi"] == np.inf
+
+
+def test_all_reached_still_has_a_reached_interval():
+    pr = make_problem(ProblemConfig(n=32, d=3))
+    s = summarize_sgd(run_sgd(pr, SGDConfig(replications=8, eps=0.1), progress=False), pr)
+    assert (s["reached_frac"] == 1.0).all() and (s["reached_lo"] < 0.7).all()
+    assert (s["n"] == 8).all() and s["cost_units_mean"].is_finite().all()

@@ -351,3 +351,29 @@ def test_one_cluster_gives_a_ratio_without_an_interval():
     assert e.mean == 1.5 and e.n == 1 and np.isnan(e.lo) and np.isnan(e.hi)
     p = proportion_ci([3], [10])
     assert p.lo < 0.3 < p.hi and p.n == 1
+
+
+def test_quantile_ci_covers_the_median_and_ignores_censoring_it_does_not_reach():
+    from fastsim.stats import quantile_ci
+
+    rng = np.random.default_rng(5)
+    hits, same = [], 0
+    for _ in range(400):
+        x = rng.lognormal(0.0, 1.0, 60)  # true median 1
+        e = quantile_ci(x)
+        hits.append(e.contains(1.0))
+        # censor the top 30% at a cap (as a step cap does): bounds below the cap stay put
+        cap = np.quantile(x, 0.7)
+        c = quantile_ci(np.where(x <= cap, x, np.nan))
+        same += (c.mean, c.lo) == (e.mean, e.lo) and c.hi in (e.hi, np.inf)
+    assert 0.93 <= coverage(hits) <= 0.995 and same == 400
+
+
+def test_quantile_ci_says_what_censoring_hides():
+    from fastsim.stats import quantile_ci
+
+    half = quantile_ci([1.0, 2.0, 3.0, 4.0] + [np.inf] * 4)
+    assert np.isnan(half.mean) and half.hi == np.inf and half.n == 8  # median: n/a
+    small = quantile_ci([1.0, 2.0, 3.0, 4.0, 5.0])  # too few for any 95% bound
+    assert (small.mean, small.lo, small.hi) == (3.0, -np.inf, np.inf)
+    assert np.isnan(quantile_ci([]).mean)
