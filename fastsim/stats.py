@@ -134,10 +134,12 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL) -> Estimate:
 
     Non-finite values (NaN or inf) are runs censored at a cap: they count as +inf.  A
     censored run lies above every finite value, so the order statistics below the first
-    censored one are those of the uncensored sample: the interval stays exact, and a bound
-    that falls among the censored runs is +inf.  The point is NaN ("n/a") when it would need
-    a censored value (a median with half the runs censored).  ``lo`` is -inf when ``n`` is
-    too small for any order statistic to be a lower bound, ``hi`` likewise +inf.
+    censored one are those of the uncensored sample: the interval stays exact.  An upper
+    bound that falls among the censored runs is +inf; a lower bound there is the largest
+    value seen (the censored ones lie above it; NaN when every run is censored).  The point
+    is NaN ("n/a") when it would need a censored value (a median with half the runs
+    censored).  ``lo`` is -inf when ``n`` is too small for any order statistic to be a lower
+    bound, ``hi`` likewise +inf.
 
     Examples
     --------
@@ -159,6 +161,8 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL) -> Estimate:
     below = np.flatnonzero(cdf <= alpha)
     above = np.flatnonzero(cdf >= 1.0 - alpha)
     lo = float(y[below[-1]]) if below.size else -np.inf
+    if lo == np.inf:  # the bound is censored: it lies above every value seen, no further
+        lo = float(y[np.isfinite(y)].max()) if np.isfinite(y[0]) else np.nan
     hi = float(y[above[0]]) if above.size else np.inf
     h = (n - 1) * q  # numpy's default (linear) sample quantile
     a, b = int(np.floor(h)), int(np.ceil(h))

@@ -158,6 +158,7 @@ def test_too_much_censoring_is_not_stated():
     uni = capped.filter(capped["strategy"] == "uniform").row(0, named=True)
     assert uni["reached_frac"] < 0.5
     assert np.isnan(uni["cost_units_median"]) and uni["cost_units_median_hi"] == np.inf
+    assert np.isfinite(uni["cost_units_median_lo"])  # above every cost seen, no further
 
 
 def test_all_reached_still_has_a_reached_interval():

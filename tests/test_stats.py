@@ -374,6 +374,9 @@ def test_quantile_ci_says_what_censoring_hides():
 
     half = quantile_ci([1.0, 2.0, 3.0, 4.0] + [np.inf] * 4)
     assert np.isnan(half.mean) and half.hi == np.inf and half.n == 8  # median: n/a
+    most = quantile_ci([1.0, 2.0] + [np.nan] * 18)  # the median is above all we saw
+    assert np.isnan(most.mean) and (most.lo, most.hi) == (2.0, np.inf)
+    assert np.isnan(quantile_ci([np.nan] * 20).lo)
     small = quantile_ci([1.0, 2.0, 3.0, 4.0, 5.0])  # too few for any 95% bound
     assert (small.mean, small.lo, small.hi) == (3.0, -np.inf, np.inf)
     assert np.isnan(quantile_ci([]).mean)

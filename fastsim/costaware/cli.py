@@ -174,10 +174,10 @@ def cmd_sgd(args):
                          "predicted_ratio", "simulated_ratio", "simulated_ratio_lo",
                          "simulated_ratio_hi"),
           f"cost to reach eps={sgd_cfg.eps} ({sgd_cfg.step}, {sgd_cfg.replications} "
-          f"replications, at most {sgd_cfg.max_steps} steps): median with a distribution-free "
-          "95% CI, a run that missed eps counted as +inf (inf: the cap censors the bound; "
-          "null: the median itself); ratios over optimal sampling, null unless every run "
-          "reached eps")
+          f"replications, at most {sgd_cfg.max_steps} steps): share reaching it (exact "
+          "binomial CI) and median cost with a distribution-free 95% CI, a run that missed "
+          "eps counted as +inf (inf: the cap censors the bound, NaN: the median itself); "
+          "ratios over optimal sampling, NaN unless every run reached eps")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_sgd.summary.parquet": summary,
                       "costaware_sgd.runs.parquet": runs})
