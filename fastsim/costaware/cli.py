@@ -43,7 +43,8 @@ FIELD_HELP = {
     "step": "step-size rule: strongly_convex (eta_t = 2/(mu(t+2))) or convex "
             "(eta_t = 2R/sqrt(S(p)(t+1)))",
     "eps": "target relative optimality gap, in (0, 1]",
-    "max_steps": "step cap per replication (runs that miss eps report no cost), >= 1",
+    "max_steps": "step cap per replication (a run that misses eps is censored: no cost, "
+                 "+inf in the median), >= 1",
     "replications": "independent SGD runs per strategy, 2 to 1,000,000",
     "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
     # GRPOConfig
