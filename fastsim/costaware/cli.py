@@ -44,7 +44,7 @@ FIELD_HELP = {
             "(eta_t = 2R/sqrt(S(p)(t+1)))",
     "eps": "target relative optimality gap, in (0, 1]",
     "max_steps": "step cap per replication (a run that misses eps is censored: no cost, "
-                 "+inf in the median), >= 1",
+                 "counted as above the cap in the median), >= 1",
     "replications": "independent SGD runs per strategy, 2 to 1,000,000",
     "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
     # GRPOConfig
@@ -177,8 +177,9 @@ def cmd_sgd(args):
           f"cost to reach eps={sgd_cfg.eps} ({sgd_cfg.step}, {sgd_cfg.replications} "
           f"replications, at most {sgd_cfg.max_steps} steps): share reaching it (exact "
           "binomial CI) and median cost with a distribution-free 95% CI, a run that missed "
-          "eps counted as +inf (inf: the cap censors the bound, NaN: the median itself); "
-          "ratios over optimal sampling, NaN unless every run reached eps")
+          "eps counted at what it spent by the cap for the lower bound, as +inf for the "
+          "median and the upper bound (inf: the cap censors the bound, NaN: the median "
+          "itself); ratios over optimal sampling, NaN unless every run reached eps")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_sgd.summary.parquet": summary,
                       "costaware_sgd.runs.parquet": runs})

@@ -163,8 +163,10 @@ def _arm(curves: pl.DataFrame, arm: str):
 
 def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Per seed: the uniform run's peak accuracy and the tokens it took to reach it, the
-    tokens ``arm`` took to first reach the same accuracy (NaN if never), and ``arm``'s
-    accuracies at the uniform horizon (same steps) and at the uniform token budget."""
+    tokens ``arm`` took to first reach the same accuracy (NaN if never), ``arm``'s
+    accuracies at the uniform horizon (same steps) and at the uniform token budget, and
+    its total tokens (which a seed that never reached the peak or the target would exceed
+    to reach it)."""
     tok_u, acc_u = _arm(curves, "uniform")
     tok_c, acc_c = _arm(curves, arm)
     rows = np.arange(acc_u.shape[0])
@@ -191,6 +193,7 @@ def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.
                          "arm_final_accuracy": acc_c[:, -1],
                          "uniform_total_tokens": budget,
                          "arm_tokens_same_steps": tok_c[:, horizon],
+                         "arm_total_tokens": tok_c[:, -1],
                          "uniform_tokens_to_target": t_u90, "arm_tokens_to_target": t_c90})
 
 
@@ -206,14 +209,15 @@ def _moments(curves: pl.DataFrame, arm: str) -> tuple[np.ndarray, np.ndarray]:
     return m["S_sum"].to_numpy(), m["C_sum"].to_numpy()
 
 
-def _saving_rows(add, name, tu, tc, what):
+def _saving_rows(add, name, tu, tc, spent, what):
     """Token saving of the arm to reach ``what`` and the share of seeds that reached it.
 
     A seed whose arm never reached it is censored at the end of its run.  The pooled and
     mean savings are stated only when no seed was censored: over the seeds that reached
-    it they would drop the slowest ones.  The median saving stands whatever the censoring:
-    a censored seed counts as a saving of -inf (``stats.quantile_ci``), exact while fewer
-    seeds are censored than its bound needs.  Seeds where uniform needed no tokens (its
+    it they would drop the slowest ones.  The median saving stands whatever the censoring
+    (``stats.quantile_ci``): a censored seed counts as a saving of -inf for the point and
+    the lower bound, and at the tokens it had ``spent`` (its arm's total, which its tokens
+    to reach it exceed) for the upper bound.  Seeds where uniform needed no tokens (its
     target at the first evaluation) have no ratio and are left out of the savings."""
     reached = np.isfinite(tc)
     k, n = int(reached.sum()), int(tc.size)
@@ -229,7 +233,7 @@ def _saving_rows(add, name, tu, tc, what):
     else:
         pooled = paired = Estimate(np.nan, np.nan, np.nan, int(has.sum()))
     censored = f"; n/a: {n - k} of {n} seeds never reached it" if k < n else ""
-    med = quantile_ci(ratio)
+    med = quantile_ci(ratio, floor=spent[has] / tu[has])
     add(f"token_saving_to_{name}", pooled,
         f"1 - sum(tokens_arm) / sum(tokens_u) to reach {what}{censored}")
     add(f"token_saving_to_{name}_paired_mean", paired,
@@ -265,7 +269,8 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
     for name, u, a, what in (
             ("uniform_peak", "uniform_tokens_to_peak", "arm_tokens_to_peak", "the peak"),
             ("target", "uniform_tokens_to_target", "arm_tokens_to_target", "the target")):
-        _saving_rows(add, name, per_seed[u].to_numpy(), per_seed[a].to_numpy(), what)
+        _saving_rows(add, name, per_seed[u].to_numpy(), per_seed[a].to_numpy(),
+                     per_seed["arm_total_tokens"].to_numpy(), what)
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
     add("uniform_peak_accuracy", mean_ci(col("uniform_peak_accuracy")))

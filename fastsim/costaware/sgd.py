@@ -218,7 +218,8 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     distribution, zero on dropped samples); they run after ``cfg.strategies``.
 
     Returns one row per (strategy, replication): ``cost_units`` (NaN if ``eps`` was not
-    reached within ``max_steps``), ``steps``, ``final_gap`` and ``reached``.
+    reached within ``max_steps``), ``steps`` (-1 then), ``final_gap``, ``reached`` and
+    ``cost_units_at_cap`` (what a run that missed ``eps`` spent by the cap, else NaN).
 
     Examples
     --------
@@ -241,11 +242,14 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
                                problem.mu, problem.radius, p, problem.c, STEP_RULES[cfg.step],
                                s_bound, problem.f_star, gap_target, cfg.max_steps, cfg.seed, 0,
                                cost, steps, gap)
+        reached = steps >= 0
         frames.append(pl.DataFrame({
             "strategy": [label] * cfg.replications,
             "replication": np.arange(cfg.replications),
-            "cost_units": cost, "steps": steps, "final_gap": gap,
-            "reached": np.isfinite(cost),
+            "cost_units": np.where(reached, cost, np.nan), "steps": steps, "final_gap": gap,
+            "reached": reached,
+            # a censored run's cost to eps exceeds what it spent by the cap
+            "cost_units_at_cap": np.where(reached, np.nan, cost),
         }))
     return pl.concat(frames)
 
@@ -265,18 +269,22 @@ def predicted_factors(problem: Problem, strategies=STRATEGIES, lam: float = 0.0,
     return pl.DataFrame(rows)
 
 
-def _reached_columns(cost: np.ndarray, steps: np.ndarray, reached: np.ndarray) -> dict:
+def _reached_columns(mine: pl.DataFrame) -> dict:
     """Cost and steps to ``eps`` of one strategy's runs, honest under the step cap.
 
-    The median and its order-statistic interval count a run that missed ``eps`` as +inf
-    (``stats.quantile_ci``): exact while the interval stays below the censored runs, +inf
-    (or "n/a" for the median itself) once the cap censors what it needs.  A mean over the
-    runs that reached ``eps`` would drop the slowest ones and shrink with the cap, so the
-    mean is given only when every run reached ``eps``."""
+    A run that missed ``eps`` is censored: its cost exceeds what it spent by the cap and
+    its steps exceed the cap, hence every step count seen.  The median's order-statistic interval takes its lower bound
+    with each censored run at that floor and its upper bound with it at +inf
+    (``stats.quantile_ci``), so it covers whatever the censoring: +inf (or "n/a" for the
+    median itself) once the cap censors what it needs.  A mean over the runs that reached
+    ``eps`` would drop the slowest ones and shrink with the cap, so the mean is given only
+    when every run reached ``eps``."""
+    reached = mine["reached"].to_numpy()
+    cost = mine["cost_units"].to_numpy()
     k, n = int(reached.sum()), int(reached.size)
     lo, hi = clopper_pearson(k, n)
-    med = quantile_ci(np.where(reached, cost, np.inf))
-    med_steps = quantile_ci(np.where(reached, steps, np.inf))
+    med = quantile_ci(cost, floor=mine["cost_units_at_cap"].to_numpy())
+    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf))
     e = mean_ci(cost) if k == n else Estimate(np.nan, np.nan, np.nan, k)
     return {"n": n, "reached_frac": k / n, "reached_lo": lo, "reached_hi": hi,
             "cost_units_median": med.mean, "cost_units_median_lo": med.lo,
@@ -310,7 +318,7 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
                                                                       int(ok.sum()))
         rows.append({
             "strategy": s,
-            **_reached_columns(cost, mine["steps"].to_numpy(), mine["reached"].to_numpy()),
+            **_reached_columns(mine),
             "predicted_ratio": row["J_cost_units"] / j_base,
             "simulated_ratio": r.mean, "simulated_ratio_lo": r.lo, "simulated_ratio_hi": r.hi,
             "n_pairs": r.n, "S": row["S"], "C_cost_units": row["C_cost_units"],
