@@ -273,12 +273,12 @@ def _reached_columns(mine: pl.DataFrame) -> dict:
     """Cost and steps to ``eps`` of one strategy's runs, honest under the step cap.
 
     A run that missed ``eps`` is censored: its cost exceeds what it spent by the cap and
-    its steps exceed the cap, hence every step count seen.  The median's order-statistic interval takes its lower bound
-    with each censored run at that floor and its upper bound with it at +inf
-    (``stats.quantile_ci``), so it covers whatever the censoring: +inf (or "n/a" for the
-    median itself) once the cap censors what it needs.  A mean over the runs that reached
-    ``eps`` would drop the slowest ones and shrink with the cap, so the mean is given only
-    when every run reached ``eps``."""
+    its steps exceed the cap, hence every step count seen.  The median's order-statistic
+    interval takes its lower bound with each censored run at that floor and its upper
+    bound with it at +inf (``stats.quantile_ci``), so it covers whatever the censoring:
+    +inf (or "n/a" for the median itself) once the cap censors what it needs.  A mean
+    over the runs that reached ``eps`` would drop the slowest ones and shrink with the
+    cap, so the mean is given only when every run reached ``eps``."""
     reached = mine["reached"].to_numpy()
     cost = mine["cost_units"].to_numpy()
     k, n = int(reached.sum()), int(reached.size)
