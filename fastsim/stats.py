@@ -24,6 +24,10 @@
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the
   percentile interval collapses to [0, 0]; the exact binomial bound still says how
   large the rate could be.
+* ``quantile_ci``: a quantile (the median by default) with the distribution-free
+  order-statistic interval; runs censored at a cap (reported as NaN or inf) count at
+  what they had spent for the lower bound and as +inf for the upper one, so the interval
+  covers whatever the censoring and is exact while it stays below the censored runs.
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
   time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
   its cluster count; one chunk gives exactly the batch functions' result.
@@ -131,6 +135,57 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     lo = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha))
     hi = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1.0 - alpha))
     return lo, hi
+
+
+def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Estimate:
+    """The ``q``-quantile of ``values`` with its distribution-free 95% interval
+    ``[X_(l), X_(u)]`` (order statistics; ``B ~ Binomial(n, q)`` counts the values below
+    the true quantile, ``P(B < l) <= alpha/2`` and ``P(B >= u) <= alpha/2``), conservative
+    for discrete values too.
+
+    Non-finite values (NaN or inf) are runs censored at a cap: each is known only to exceed
+    its ``floor`` (what it had spent by the cap; without ``floor``, every value seen, as
+    for a cap common to all runs).  Each order statistic is bracketed by those of the
+    censored runs at their floor and at +inf, so the interval takes its lower bound from
+    the first and its upper bound from the second: it covers whatever the censoring, and
+    equals the uncensored interval while both bounds lie below the censored runs.  The
+    point counts censored runs as +inf (it never understates) and is NaN ("n/a") when it
+    would need one (a median with half the runs censored).  ``lo`` is -inf when ``n`` is
+    too small for any order statistic to be a lower bound (NaN when every run is censored
+    and no ``floor`` is given), ``hi`` likewise +inf.
+
+    Examples
+    --------
+    >>> e = quantile_ci(np.arange(1.0, 21.0))
+    >>> e.mean, e.lo, e.hi, e.n
+    (10.5, 6.0, 15.0, 20)
+    >>> e = quantile_ci([1.0, 2.0, 3.0] * 4 + [np.nan] * 8)  # 8 of 20 censored
+    >>> e.mean, e.lo, e.hi
+    (3.0, 2.0, inf)
+    """
+    _check_level(level, 1)
+    if not 0.0 < q < 1.0:
+        raise ConfigError(f"q {q!r}: allowed: a quantile strictly between 0 and 1")
+    v = np.asarray(values, np.float64).ravel()
+    seen = np.isfinite(v)
+    n = int(v.size)
+    if n == 0:
+        return Estimate(np.nan, np.nan, np.nan, 0)
+    if floor is None:
+        floor = v[seen].max() if seen.any() else np.nan
+    upper = np.sort(np.where(seen, v, np.inf))
+    lower = np.sort(np.where(seen, v, np.broadcast_to(np.asarray(floor, np.float64), v.shape)))
+    alpha = (1.0 - level) / 2
+    # P(B <= k - 1) for k = 1..n: l is the largest k with it <= alpha, u the smallest >= 1 - alpha
+    cdf = special.bdtr(np.arange(n), n, q)
+    below = np.flatnonzero(cdf <= alpha)
+    above = np.flatnonzero(cdf >= 1.0 - alpha)
+    lo = float(lower[below[-1]]) if below.size else -np.inf
+    hi = float(upper[above[0]]) if above.size else np.inf
+    h = (n - 1) * q  # numpy's default (linear) sample quantile
+    a, b = int(np.floor(h)), int(np.ceil(h))
+    point = float(upper[a] + (h - a) * (upper[b] - upper[a])) if np.isfinite(upper[b]) else np.nan
+    return Estimate(point, lo, hi, n)
 
 
 def mcnemar_p(a, b) -> float:

@@ -211,7 +211,8 @@ def sgd_1r_nb(kind, A, b, reg, mu, radius, cdf, p, c, step_rule, s_bound, f_star
               max_steps, seed, rep):
     """One replication; returns ``(cost, steps, gap)`` at the first check with gap <= target.
 
-    If the target is never met, cost and steps are NaN/-1 and ``gap`` is the last one.
+    If the target is never met, steps is -1, cost is what the run spent by the cap (a lower
+    bound of its cost to the target, for censored statistics) and ``gap`` is the last one.
     Steps: convex ``eta_t = 2 radius / sqrt(S (t+1))`` with uniform averaging (anytime
     form of ``D / sqrt(S T)``); strongly convex ``eta_t = 2 / (mu (t+2))`` with
     ``t``-weighted averaging (Lacoste-Julien, Schmidt & Bach 2012).
@@ -250,7 +251,7 @@ def sgd_1r_nb(kind, A, b, reg, mu, radius, cdf, p, c, step_rule, s_bound, f_star
             if gap <= gap_target:
                 return cost, t + 1, gap
             next_check = max(t + 2, int((t + 1) * 1.01))
-    return np.nan, -1, gap
+    return cost, -1, gap
 
 
 @driver

@@ -50,3 +50,40 @@ def test_bad_sweep_file(tmp_path):
     bad.write_text('experiment = "sgd"\n[base]\nlearning_rate = 1\n')
     with pytest.raises(ConfigError, match="learning_rate"):
         load_costaware_sweep(bad)
+
+
+SGD_TINY = ["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1", "--replications", "4"]
+
+
+def test_sgd_table_shows_n_the_reached_interval_and_the_median(capsys):
+    assert main(SGD_TINY) == 0
+    header = capsys.readouterr().out
+    for col in ("┆ n ┆", "reached_lo", "reached_hi", "cost_units_median"):
+        assert col in header, col
+
+
+@pytest.mark.parametrize("cmd", [SGD_TINY, ["costaware", "grpo", "--seeds", "2", "--n-steps", "5",
+                                            "--n-train", "8", "--n-test", "8"]])
+def test_an_unwritable_output_name_is_refused_before_any_work(tmp_path, capsys, cmd):
+    out = tmp_path / "res"
+    stem = cmd[1]
+    (out / f"costaware_{stem}.runs.parquet").mkdir(parents=True)  # the last file written
+    assert main(cmd + ["--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "runs.parquet: is a directory" in captured.err
+    assert captured.out == ""  # nothing ran
+    assert sorted(p.name for p in out.iterdir()) == [f"costaware_{stem}.runs.parquet"]
+
+
+def test_sgd_outputs_are_written_all_or_none(tmp_path, monkeypatch):
+    real = pl.DataFrame.write_parquet
+
+    def failing(df, path, *args, **kwargs):  # the runs table fails, the summary does not
+        if "runs.parquet" in str(path):
+            raise OSError(28, "No space left on device")
+        return real(df, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", failing)
+    out = tmp_path / "res"
+    assert main(SGD_TINY + ["--out", str(out)]) == 2
+    assert not out.exists() or list(out.iterdir()) == []

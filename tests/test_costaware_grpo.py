@@ -132,3 +132,27 @@ def test_grpo_does_not_depend_on_thread_count_or_chunking():
     finally:
         numba.set_num_threads(before)
     assert one.equals(two)
+
+
+def _metrics(summary):
+    return {r["metric"]: r for r in summary.iter_rows(named=True)}
+
+
+def test_reached_shares_have_exact_binomial_intervals():
+    m = _metrics(summarize_grpo(run_grpo(GRPOConfig(**TINY), progress=False)))
+    target = m["reached_target_frac"]
+    assert target["mean"] == 1.0 and target["n"] == 4  # every seed reached it
+    # a t interval on 0/1 outcomes was [1, 1]; Clopper-Pearson for 4/4 is [0.398, 1]
+    assert target["lo"] == pytest.approx(0.025 ** 0.25) and target["hi"] == 1.0
+    assert np.isfinite(m["token_saving_to_target"]["mean"])
+
+
+def test_censored_seeds_make_pooled_savings_na_and_count_in_the_median():
+    cfg = GRPOConfig(**{**TINY, "seeds": 8, "n_steps": 20, "cost_aware_step_factor": 1.0})
+    m = _metrics(summarize_grpo(run_grpo(cfg, progress=False)))
+    peak = m["reached_frac"]
+    assert 0 < peak["mean"] < 1 and peak["lo"] < peak["mean"] < peak["hi"]
+    for name in ("token_saving_to_uniform_peak", "token_saving_to_uniform_peak_paired_mean"):
+        assert np.isnan(m[name]["mean"]) and "n/a" in m[name]["note"]
+    med = m["token_saving_to_uniform_peak_median"]
+    assert med["n"] == 8 and med["lo"] == -np.inf  # a never-reaching seed is the worst saving

@@ -130,3 +130,53 @@ def test_bad_sgd_config():
         SGDConfig(strategies=("uniform", "fast"))
     with pytest.raises(ConfigError, match="reg=0"):
         ProblemConfig(kind="logistic", reg=0.0)
+
+
+def _capped_and_uncapped(max_steps, summarize=True):
+    pr = make_problem(ProblemConfig(n=200, d=5))
+    runs = [run_sgd(pr, SGDConfig(replications=200, max_steps=m), progress=False)
+            for m in (max_steps, 2_000_000)]
+    return [summarize_sgd(r, pr).sort("strategy") for r in runs] if summarize else runs
+
+
+def test_a_censored_run_records_what_it_spent_by_the_cap():
+    capped, full = _capped_and_uncapped(200, summarize=False)
+    missed = ~capped["reached"].to_numpy()
+    at_cap = capped["cost_units_at_cap"].to_numpy()
+    assert missed.any() and np.isfinite(at_cap[missed]).all() and np.isnan(at_cap[~missed]).all()
+    assert (capped["steps"].to_numpy()[missed] == -1).all()
+    # same draws (common random numbers): the uncapped run spent more to reach eps
+    assert (full["cost_units"].to_numpy()[missed] > at_cap[missed]).all()
+
+
+def test_a_step_cap_leaves_the_median_interval_of_the_uncapped_runs():
+    capped, full = _capped_and_uncapped(200)  # censors 4-41% of the runs, by strategy
+    assert (full["reached_frac"] == 1.0).all() and (capped["reached_frac"] < 1.0).all()
+    for c, f in zip(capped.iter_rows(named=True), full.iter_rows(named=True)):
+        # steps: the cap is a fixed step count, so the order statistics below it are the same
+        for col in ("steps_median", "steps_median_lo", "steps_median_hi"):
+            assert c[col] == f[col], (c["strategy"], col)
+        # cost: a censored run counts at its cost by the cap for the lower bound and as
+        # +inf for the upper one, so the capped interval holds the uncapped one (a mean
+        # over the runs that reached eps, the old statistic, excluded the uncapped one)
+        assert c["cost_units_median_lo"] <= f["cost_units_median_lo"]
+        assert c["cost_units_median_hi"] >= f["cost_units_median_hi"]
+        assert c["cost_units_median_lo"] <= f["cost_units_median"] <= c["cost_units_median_hi"]
+        assert f["cost_units_median_lo"] <= c["cost_units_median"] <= f["cost_units_median_hi"]
+        assert np.isnan(c["cost_units_mean"]) and np.isnan(c["simulated_ratio"])
+        assert c["n"] == f["n"] == 200 and c["reached_lo"] < c["reached_frac"] < c["reached_hi"]
+
+
+def test_too_much_censoring_is_not_stated():
+    capped, _ = _capped_and_uncapped(60)
+    uni = capped.filter(capped["strategy"] == "uniform").row(0, named=True)
+    assert uni["reached_frac"] < 0.5
+    assert np.isnan(uni["cost_units_median"]) and uni["cost_units_median_hi"] == np.inf
+    assert np.isfinite(uni["cost_units_median_lo"])  # above every cost seen, no further
+
+
+def test_all_reached_still_has_a_reached_interval():
+    pr = make_problem(ProblemConfig(n=32, d=3))
+    s = summarize_sgd(run_sgd(pr, SGDConfig(replications=8, eps=0.1), progress=False), pr)
+    assert (s["reached_frac"] == 1.0).all() and (s["reached_lo"] < 0.7).all()
+    assert (s["n"] == 8).all() and s["cost_units_mean"].is_finite().all()

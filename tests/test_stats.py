@@ -426,3 +426,48 @@ def test_bad_arrays_are_one_line_naming_them(call, names):
     with pytest.raises(ConfigError, match="allowed") as err:
         call()
     assert names in str(err.value) and "\n" not in str(err.value)
+
+
+def test_quantile_ci_covers_the_median_and_ignores_censoring_it_does_not_reach():
+    from fastsim.stats import quantile_ci
+
+    rng = np.random.default_rng(5)
+    hits, same = [], 0
+    for _ in range(400):
+        x = rng.lognormal(0.0, 1.0, 60)  # true median 1
+        e = quantile_ci(x)
+        hits.append(e.contains(1.0))
+        # censor the top 30% at a cap (as a step cap does): bounds below the cap stay put
+        cap = np.quantile(x, 0.7)
+        c = quantile_ci(np.where(x <= cap, x, np.nan))
+        same += (c.mean, c.lo) == (e.mean, e.lo) and c.hi in (e.hi, np.inf)
+    assert 0.93 <= coverage(hits) <= 0.995 and same == 400
+
+
+def test_quantile_ci_says_what_censoring_hides():
+    from fastsim.stats import quantile_ci
+
+    half = quantile_ci([1.0, 2.0, 3.0, 4.0] + [np.inf] * 4)
+    assert np.isnan(half.mean) and half.hi == np.inf and half.n == 8  # median: n/a
+    most = quantile_ci([1.0, 2.0] + [np.nan] * 18)  # the median is above all we saw
+    assert np.isnan(most.mean) and (most.lo, most.hi) == (2.0, np.inf)
+    assert np.isnan(quantile_ci([np.nan] * 20).lo)
+    small = quantile_ci([1.0, 2.0, 3.0, 4.0, 5.0])  # too few for any 95% bound
+    assert (small.mean, small.lo, small.hi) == (3.0, -np.inf, np.inf)
+    assert np.isnan(quantile_ci([]).mean)
+
+
+def test_quantile_ci_with_floors_covers_under_heavy_uneven_censoring():
+    from fastsim.stats import quantile_ci
+
+    rng = np.random.default_rng(11)
+    hits = []
+    for _ in range(400):
+        x = rng.lognormal(0.0, 1.0, 60)  # true median 1
+        # each run has its own cap, as a cost spent by a step cap does: censored runs
+        # interleave with the reached ones, and about half are censored
+        cap = rng.lognormal(0.2, 1.0, 60)
+        e = quantile_ci(np.where(x <= cap, x, np.nan), floor=cap)
+        hits.append(e.lo <= 1.0 <= e.hi)
+    assert coverage(hits) >= 0.93
+    assert quantile_ci([1.0, np.nan, np.nan], q=0.1, floor=[0.0, 0.5, 0.7]).lo == -np.inf

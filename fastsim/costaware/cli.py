@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_parquet, check_output_dir
+from fastsim.io import check_output, check_output_dir, table_writer, write_all
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
@@ -43,7 +43,8 @@ FIELD_HELP = {
     "step": "step-size rule: strongly_convex (eta_t = 2/(mu(t+2))) or convex "
             "(eta_t = 2R/sqrt(S(p)(t+1)))",
     "eps": "target relative optimality gap, in (0, 1]",
-    "max_steps": "step cap per replication (runs that miss eps report no cost), >= 1",
+    "max_steps": "step cap per replication (a run that misses eps is censored: no cost, "
+                 "counted as above the cap in the median), >= 1",
     "replications": "independent SGD runs per strategy, 2 to 1,000,000",
     "lam": "weight of the uniform distribution mixed into every strategy, 0 to 1",
     # GRPOConfig
@@ -107,23 +108,40 @@ def _show(df: pl.DataFrame, title: str):
         print(df)
 
 
+# the files each command writes into --out, checked before any work
+OUTPUTS = {
+    "cmd_ratios": ("costaware_ratios.parquet",),
+    "cmd_sgd": ("costaware_sgd.summary.parquet", "costaware_sgd.runs.parquet"),
+    "cmd_subset": ("costaware_subset.summary.parquet",),
+    "cmd_grpo": ("costaware_grpo.summary.parquet", "costaware_grpo.curves.parquet",
+                 "costaware_grpo.runs.parquet"),
+    "cmd_trl_gradnorm": ("costaware_trl_gradnorm.parquet",),
+}
+
+
 def _out_checked(cmd):
-    """``cmd`` with its ``--out`` directory checked before any work (a file there was
-    refused only when the finished tables were written)."""
+    """``cmd`` with its ``--out`` directory and the files it will write there checked
+    before any work: a directory, a socket or an unwritable place at one of those names
+    was found only after the whole run."""
     def run(args):
         if getattr(args, "out", None) is not None:
             check_output_dir(Path(args.out))
+            for name in OUTPUTS.get(cmd.__name__, ()):
+                check_output(Path(args.out) / name, "--out", allowed=(".parquet",))
         return cmd(args)
     run.__name__ = cmd.__name__
     return run
 
 
-def _write(df: pl.DataFrame, out, name: str):
+def _write(out, tables: dict[str, pl.DataFrame]):
+    """Write every ``{name: table}`` into ``out`` or none of them (``io.write_all``), so a
+    failure on the last file leaves no summary beside another run's records."""
     if out is None:
         return
-    path = Path(out) / name
-    atomic_write_parquet(df, path)
-    print(f"wrote {path}")
+    paths = {name: Path(out) / name for name in tables}
+    write_all((paths[name], table_writer(df, paths[name])) for name, df in tables.items())
+    for path in paths.values():
+        print(f"wrote {path}")
 
 
 def cmd_ratios(args):
@@ -136,7 +154,7 @@ def cmd_ratios(args):
     problem = make_problem(_build(ProblemConfig, args))
     table = ratio_table(problem.G, problem.c, lams=lams)
     _show(table, f"predicted cost factor J(p) = S(p) C(p) over J(p*)  [{problem.config}]")
-    _write(table, args.out, "costaware_ratios.parquet")
+    _write(args.out, {"costaware_ratios.parquet": table})
 
 
 def cmd_sgd(args):
@@ -152,14 +170,19 @@ def cmd_sgd(args):
     tags = {k: pl.lit(v) for k, v in config_columns(problem_cfg, sgd_cfg).items()}
     summary = summarize_sgd(runs, problem, sgd_cfg.lam).with_columns(**tags)
     runs = runs.with_columns(**tags)
-    _show(summary.select("strategy", "reached_frac", "cost_units_mean", "cost_units_lo",
-                         "cost_units_hi", "predicted_ratio", "simulated_ratio",
-                         "simulated_ratio_lo", "simulated_ratio_hi"),
+    _show(summary.select("strategy", "n", "reached_frac", "reached_lo", "reached_hi",
+                         "cost_units_median", "cost_units_median_lo", "cost_units_median_hi",
+                         "predicted_ratio", "simulated_ratio", "simulated_ratio_lo",
+                         "simulated_ratio_hi"),
           f"cost to reach eps={sgd_cfg.eps} ({sgd_cfg.step}, {sgd_cfg.replications} "
-          f"replications); ratios are over optimal sampling")
+          f"replications, at most {sgd_cfg.max_steps} steps): share reaching it (exact "
+          "binomial CI) and median cost with a distribution-free 95% CI, a run that missed "
+          "eps counted at what it spent by the cap for the lower bound, as +inf for the "
+          "median and the upper bound (inf: the cap censors the bound, NaN: the median "
+          "itself); ratios over optimal sampling, NaN unless every run reached eps")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(summary, args.out, "costaware_sgd.summary.parquet")
-    _write(runs, args.out, "costaware_sgd.runs.parquet")
+    _write(args.out, {"costaware_sgd.summary.parquet": summary,
+                      "costaware_sgd.runs.parquet": runs})
 
 
 def cmd_subset(args):
@@ -201,7 +224,7 @@ def cmd_subset(args):
     _show(report, "greedy subsets: predicted saving 1 - J(K)/J(all), bias bound, bias paid "
           "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(report, args.out, "costaware_subset.summary.parquet")
+    _write(args.out, {"costaware_subset.summary.parquet": report})
 
 
 def cmd_grpo(args):
@@ -214,9 +237,9 @@ def cmd_grpo(args):
     _show(summary, f"GRPO, uniform vs cost-aware mini-batches, {cfg.seeds} seeds "
           f"(tokens = summed lengths of mini-batch responses in gradient steps)")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(summary, args.out, "costaware_grpo.summary.parquet")
-    _write(curve_summary(curves), args.out, "costaware_grpo.curves.parquet")
-    _write(curves, args.out, "costaware_grpo.runs.parquet")
+    _write(args.out, {"costaware_grpo.summary.parquet": summary,
+                      "costaware_grpo.curves.parquet": curve_summary(curves),
+                      "costaware_grpo.runs.parquet": curves})
 
 
 def cmd_trl_gradnorm(args):
@@ -251,7 +274,7 @@ def cmd_trl_gradnorm(args):
               f"over {frames[-1].height} rollouts (95% Fisher-z intervals)")
     rollouts = pl.concat(frames)
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(rollouts, out, "costaware_trl_gradnorm.parquet")
+    _write(out, {"costaware_trl_gradnorm.parquet": rollouts})
 
 
 def cmd_sweep(args):

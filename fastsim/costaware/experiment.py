@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 from fastsim.costaware.sampling import check_lam
 from fastsim.costaware.sgd import _positive_int, _real
 from fastsim.errors import ConfigError
-from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci
+from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
+                           quantile_ci)
 from fastsim.kernels import grpo as nb
 
 #: share of the uniform run's final gain that defines the tokens-to-target metric
@@ -162,8 +163,10 @@ def _arm(curves: pl.DataFrame, arm: str):
 
 def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Per seed: the uniform run's peak accuracy and the tokens it took to reach it, the
-    tokens ``arm`` took to first reach the same accuracy (NaN if never), and ``arm``'s
-    accuracies at the uniform horizon (same steps) and at the uniform token budget."""
+    tokens ``arm`` took to first reach the same accuracy (NaN if never), ``arm``'s
+    accuracies at the uniform horizon (same steps) and at the uniform token budget, and
+    its total tokens (which a seed that never reached the peak or the target would exceed
+    to reach it)."""
     tok_u, acc_u = _arm(curves, "uniform")
     tok_c, acc_c = _arm(curves, arm)
     rows = np.arange(acc_u.shape[0])
@@ -190,6 +193,7 @@ def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.
                          "arm_final_accuracy": acc_c[:, -1],
                          "uniform_total_tokens": budget,
                          "arm_tokens_same_steps": tok_c[:, horizon],
+                         "arm_total_tokens": tok_c[:, -1],
                          "uniform_tokens_to_target": t_u90, "arm_tokens_to_target": t_c90})
 
 
@@ -205,14 +209,50 @@ def _moments(curves: pl.DataFrame, arm: str) -> tuple[np.ndarray, np.ndarray]:
     return m["S_sum"].to_numpy(), m["C_sum"].to_numpy()
 
 
+def _saving_rows(add, name, tu, tc, spent, what):
+    """Token saving of the arm to reach ``what`` and the share of seeds that reached it.
+
+    A seed whose arm never reached it is censored at the end of its run.  The pooled and
+    mean savings are stated only when no seed was censored: over the seeds that reached
+    it they would drop the slowest ones.  The median saving stands whatever the censoring
+    (``stats.quantile_ci``): a censored seed counts as a saving of -inf for the point and
+    the lower bound, and at the tokens it had ``spent`` (its arm's total, which its tokens
+    to reach it exceed) for the upper bound.  Seeds where uniform needed no tokens (its
+    target at the first evaluation) have no ratio and are left out of the savings."""
+    reached = np.isfinite(tc)
+    k, n = int(reached.sum()), int(tc.size)
+    add(f"reached_{'frac' if name == 'uniform_peak' else 'target_frac'}",
+        Estimate(k / n, *clopper_pearson(k, n), n),
+        f"seeds where the arm reached {what} (exact binomial CI)")
+    has = tu > 0
+    ratio = np.where(reached[has], tc[has], np.inf) / tu[has]
+    if reached[has].all() and has.any():
+        r = bootstrap_ratio_ci(tc[has], tu[has])
+        pooled = Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n)
+        paired = mean_ci(1.0 - ratio)
+    else:
+        pooled = paired = Estimate(np.nan, np.nan, np.nan, int(has.sum()))
+    censored = f"; n/a: {n - k} of {n} seeds never reached it" if k < n else ""
+    med = quantile_ci(ratio, floor=spent[has] / tu[has])
+    add(f"token_saving_to_{name}", pooled,
+        f"1 - sum(tokens_arm) / sum(tokens_u) to reach {what}{censored}")
+    add(f"token_saving_to_{name}_paired_mean", paired,
+        f"mean of 1 - tokens_arm / tokens_u{censored}")
+    add(f"token_saving_to_{name}_median", Estimate(1 - med.mean, 1 - med.hi, 1 - med.lo, med.n),
+        "median of 1 - tokens_arm / tokens_u, a seed that never reached it counted as -inf")
+
+
 def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Headline numbers of ``arm`` against uniform with 95% CIs over seeds, one row per metric.
 
-    * ``token_saving_to_uniform_peak``: ``1 - pooled ratio`` of the arm's over uniform
-      tokens-to-peak (bootstrap over seeds that reached it), and ``reached_frac``;
-    * ``token_saving_paired_mean``: mean over seeds of ``1 - tokens_arm / tokens_u``;
-    * ``token_saving_to_target``: the same to a target a noisy maximum cannot inflate,
-      ``TARGET_GAIN`` of the uniform run's gain to the mean of its last 10 evaluations;
+    * ``reached_frac`` (exact binomial CI) and ``token_saving_to_uniform_peak``: ``1 -
+      pooled ratio`` of the arm's over uniform tokens-to-peak (bootstrap over seeds),
+      ``..._paired_mean`` (mean over seeds of ``1 - tokens_arm / tokens_u``) and
+      ``..._median`` (order-statistic CI); the first two only when every seed reached the
+      peak, the median under censoring too (``_saving_rows``);
+    * ``reached_target_frac`` and ``token_saving_to_target*``: the same to a target a noisy
+      maximum cannot inflate, ``TARGET_GAIN`` of the uniform run's gain to the mean of its
+      last 10 evaluations;
     * final accuracies and paired differences at the same steps and the same tokens;
     * the token saving at equal steps (cheaper mini-batches);
     * ``predicted_J_ratio``, ``predicted_S_ratio``, ``predicted_C_ratio``: ``J = S C`` of the
@@ -220,30 +260,17 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
       mean over seeds); ``1 - predicted_J_ratio`` is the saving ``J`` predicts.
     """
     per_seed = tokens_to_uniform_peak(curves, arm)
-    tu = per_seed["uniform_tokens_to_peak"].to_numpy()
-    tc = per_seed["arm_tokens_to_peak"].to_numpy()
-    ok = np.isfinite(tc) & (tu > 0)
     rows = []
 
     def add(metric, est, note=""):
         rows.append({"arm": arm, "metric": metric, "mean": est.mean, "lo": est.lo, "hi": est.hi,
                      "n": est.n, "note": note})
 
-    if ok.any():
-        r = bootstrap_ratio_ci(tc[ok], tu[ok])
-        add("token_saving_to_uniform_peak", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
-            "1 - sum(tokens_arm) / sum(tokens_u) over seeds reaching the peak")
-        add("token_saving_paired_mean", mean_ci(1.0 - tc[ok] / tu[ok]),
-            "mean of 1 - tokens_arm / tokens_u")
-    add("reached_frac", mean_ci(ok.astype(float)), "seeds where the arm reached the peak")
-    tu9 = per_seed["uniform_tokens_to_target"].to_numpy()
-    tc9 = per_seed["arm_tokens_to_target"].to_numpy()
-    ok9 = np.isfinite(tc9) & np.isfinite(tu9) & (tu9 > 0)
-    if ok9.any():
-        r = bootstrap_ratio_ci(tc9[ok9], tu9[ok9])
-        add("token_saving_to_target", Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n),
-            f"target = start + {TARGET_GAIN} x (uniform's mean of last 10 evals - start)")
-    add("reached_target_frac", mean_ci(ok9.astype(float)), "seeds where the arm reached it")
+    for name, u, a, what in (
+            ("uniform_peak", "uniform_tokens_to_peak", "arm_tokens_to_peak", "the peak"),
+            ("target", "uniform_tokens_to_target", "arm_tokens_to_target", "the target")):
+        _saving_rows(add, name, per_seed[u].to_numpy(), per_seed[a].to_numpy(),
+                     per_seed["arm_total_tokens"].to_numpy(), what)
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
     add("uniform_peak_accuracy", mean_ci(col("uniform_peak_accuracy")))

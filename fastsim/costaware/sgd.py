@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 from fastsim.costaware.sampling import (STRATEGIES, check_lam, parse_strategy,
                                         sampling_distribution)
 from fastsim.errors import ConfigError
-from fastsim.stats import bootstrap_ratio_ci, mean_ci
+from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
+                           quantile_ci)
 from fastsim.kernels import costaware as nbc
 from fastsim.kernels import costaware_sgd as nbs
 
@@ -121,7 +122,8 @@ class SGDConfig:
     step : "strongly_convex" (``eta_t = 2 / (mu (t + 2))``, weighted averaging) or
         "convex" (``eta_t = 2 R / sqrt(S(p) (t + 1))``, uniform averaging)
     eps : target relative gap ``(f(xbar) - f*) / (f(0) - f*)``, in (0, 1)
-    max_steps : cap per replication; runs that miss ``eps`` report NaN cost
+    max_steps : cap per replication; runs that miss ``eps`` report NaN cost (censored:
+        ``summarize_sgd`` counts them as +inf)
     replications, seed : independent SGD runs and their RNG seed
     strategies : strategies to run (all see the same uniforms)
     lam : uniform mixing weight of every strategy
@@ -216,7 +218,8 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     distribution, zero on dropped samples); they run after ``cfg.strategies``.
 
     Returns one row per (strategy, replication): ``cost_units`` (NaN if ``eps`` was not
-    reached within ``max_steps``), ``steps``, ``final_gap`` and ``reached``.
+    reached within ``max_steps``), ``steps`` (-1 then), ``final_gap``, ``reached`` and
+    ``cost_units_at_cap`` (what a run that missed ``eps`` spent by the cap, else NaN).
 
     Examples
     --------
@@ -239,11 +242,14 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
                                problem.mu, problem.radius, p, problem.c, STEP_RULES[cfg.step],
                                s_bound, problem.f_star, gap_target, cfg.max_steps, cfg.seed, 0,
                                cost, steps, gap)
+        reached = steps >= 0
         frames.append(pl.DataFrame({
             "strategy": [label] * cfg.replications,
             "replication": np.arange(cfg.replications),
-            "cost_units": cost, "steps": steps, "final_gap": gap,
-            "reached": np.isfinite(cost),
+            "cost_units": np.where(reached, cost, np.nan), "steps": steps, "final_gap": gap,
+            "reached": reached,
+            # a censored run's cost to eps exceeds what it spent by the cap
+            "cost_units_at_cap": np.where(reached, np.nan, cost),
         }))
     return pl.concat(frames)
 
@@ -263,11 +269,40 @@ def predicted_factors(problem: Problem, strategies=STRATEGIES, lam: float = 0.0,
     return pl.DataFrame(rows)
 
 
+def _reached_columns(mine: pl.DataFrame) -> dict:
+    """Cost and steps to ``eps`` of one strategy's runs, honest under the step cap.
+
+    A run that missed ``eps`` is censored: its cost exceeds what it spent by the cap and
+    its steps exceed the cap, hence every step count seen.  The median's order-statistic
+    interval takes its lower bound with each censored run at that floor and its upper
+    bound with it at +inf (``stats.quantile_ci``), so it covers whatever the censoring:
+    +inf (or "n/a" for the median itself) once the cap censors what it needs.  A mean
+    over the runs that reached ``eps`` would drop the slowest ones and shrink with the
+    cap, so the mean is given only when every run reached ``eps``."""
+    reached = mine["reached"].to_numpy()
+    cost = mine["cost_units"].to_numpy()
+    k, n = int(reached.sum()), int(reached.size)
+    lo, hi = clopper_pearson(k, n)
+    med = quantile_ci(cost, floor=mine["cost_units_at_cap"].to_numpy())
+    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf))
+    e = mean_ci(cost) if k == n else Estimate(np.nan, np.nan, np.nan, k)
+    return {"n": n, "reached_frac": k / n, "reached_lo": lo, "reached_hi": hi,
+            "cost_units_median": med.mean, "cost_units_median_lo": med.lo,
+            "cost_units_median_hi": med.hi,
+            "steps_median": med_steps.mean, "steps_median_lo": med_steps.lo,
+            "steps_median_hi": med_steps.hi,
+            "cost_units_mean": e.mean, "cost_units_lo": e.lo, "cost_units_hi": e.hi}
+
+
 def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
                   distributions: dict | None = None, baseline: str = "optimal") -> pl.DataFrame:
-    """Per strategy: mean cost to ``eps`` with a 95% CI, the simulated cost ratio over
-    ``baseline`` (pooled ratio of paired replications, bootstrap CI) and the predicted
-    ratio ``J / J(baseline)``.  Only replications where both runs reached ``eps`` pair."""
+    """Per strategy: the share of runs reaching ``eps`` (exact binomial CI), the median
+    cost and steps to ``eps`` with distribution-free CIs (``_reached_columns``), the mean
+    cost when no run was censored, the simulated cost ratio over ``baseline`` (pooled
+    ratio of paired replications, bootstrap CI) and the predicted ratio
+    ``J / J(baseline)``.  The pooled ratio, like the mean, is given only when every
+    replication of both strategies reached ``eps``: over the pairs that did, it would
+    drop the slowest runs, unevenly between the two."""
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
     pred = predicted_factors(problem, strategies, lam, distributions)
@@ -276,13 +311,14 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     rows = []
     for row in pred.iter_rows(named=True):
         s = row["strategy"]
-        cost = runs.filter(pl.col("strategy") == s).sort("replication")["cost_units"].to_numpy()
-        e = mean_ci(cost)
+        mine = runs.filter(pl.col("strategy") == s).sort("replication")
+        cost = mine["cost_units"].to_numpy()
         ok = np.isfinite(cost) & np.isfinite(base)
-        r = bootstrap_ratio_ci(cost[ok], base[ok])
+        r = bootstrap_ratio_ci(cost, base) if ok.all() else Estimate(np.nan, np.nan, np.nan,
+                                                                      int(ok.sum()))
         rows.append({
-            "strategy": s, "reached_frac": float(np.isfinite(cost).mean()),
-            "cost_units_mean": e.mean, "cost_units_lo": e.lo, "cost_units_hi": e.hi,
+            "strategy": s,
+            **_reached_columns(mine),
             "predicted_ratio": row["J_cost_units"] / j_base,
             "simulated_ratio": r.mean, "simulated_ratio_lo": r.lo, "simulated_ratio_hi": r.hi,
             "n_pairs": r.n, "S": row["S"], "C_cost_units": row["C_cost_units"],
