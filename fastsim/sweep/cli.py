@@ -17,8 +17,9 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
     p.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for the Dask scheduler and for a first worker "
-                   "(default 60)")
+                   help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
+                   "when none is left before stopping (resumable); the scheduler must answer "
+                   "within 10 s or this, whichever is shorter (default 60)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")
 
@@ -119,17 +120,20 @@ def check_backend(args) -> None:
 
 def cmd_sweep(args) -> int:
     from fastsim.sweep.grid import load_sweep
-    from fastsim.sweep.runner import check_sweep_memory, run_sweep
-    from fastsim.sweep.store import SweepStore
-
+    from fastsim.io import check_output_dir
     from fastsim.resources import sweep_file
+    from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
+    from fastsim.sweep.store import SweepStore
 
     check_backend(args)
     grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
                       seed=args.seed)
     check_sweep_memory(grid, args.keep_jobs)
-    with SweepStore.open(args.out, grid) as store:
-        rep = run_sweep(grid, store, backend=args.backend, address=args.address,
+    check_output_dir(args.out)
+    SweepStore.check_manifest(args.out, grid)  # another grid: refused before connecting
+    with dask_client(args.backend, args.address, args.workers, args.dask_timeout) as client, \
+            SweepStore.open(args.out, grid) as store:  # the cluster answered: now write
+        rep = run_sweep(grid, store, backend=args.backend, address=client,
                         workers=args.workers, timeout=args.dask_timeout,
                         keep_jobs=args.keep_jobs, progress=args.progress)
         if rep.chunks_skipped:
