@@ -10,6 +10,7 @@ whatever the backend, worker count or chunk order: each cluster is a pure functi
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -33,6 +34,8 @@ BACKENDS = ("local", "dask")
 DASK_TIMEOUT_S = 60.0  # for a first worker to join, and without any worker mid-sweep
 DASK_CONNECT_S = 10.0  # at most, to reach the scheduler
 POLL_S = 1.0  # how often a Dask run checks that its cluster still has workers
+FETCH_S = 10.0  # at most, to fetch a computed chunk (small tables: well under 1 s on a LAN)
+REFETCHES = 3  # a computed chunk not fetched is run again this often, then the run stops
 
 
 @dataclass
@@ -198,6 +201,7 @@ def dask_client(backend: str, address, workers: int | None, timeout: float):
     if backend != "dask" or hasattr(address, "submit"):
         yield address
         return
+    _quiet_client_logs()
     client, cluster = _connect(address, workers, timeout)
     try:
         yield client
@@ -205,6 +209,17 @@ def dask_client(backend: str, address, workers: int | None, timeout: float):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _quiet_client_logs() -> None:
+    """distributed logs, on the client's side too, each lost worker, failed fetch and
+    reconnection attempt, with tracebacks, and asyncio the tasks distributed abandons (when
+    they are collected, at exit maybe); a run reports what they mean for the sweep in one
+    line, so both stay quiet for the rest of the process."""
+    import distributed  # noqa: F401 - its import sets these levels: first, then ours
+
+    for name in ("distributed.client", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _connect(address, workers: int | None, timeout: float):
@@ -262,6 +277,7 @@ class _Watch:
 
     def __init__(self, client, grace: float):
         self.client, self.grace, self.empty_since = client, grace, None
+        self.refetched: dict[tuple[str, int], int] = {}
         self.address = getattr(client, "scheduler", None) and client.scheduler.address
 
     def scheduler_lost(self) -> ClusterLostError:
@@ -270,12 +286,20 @@ class _Watch:
 
     def workers(self) -> int:
         """The scheduler's worker count now."""
-        if self.client.status != "running":  # the connection dropped: futures cancelled
-            raise self.scheduler_lost()
         try:
-            return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
-        except Exception:  # noqa: BLE001 - OSError, CommClosedError: the scheduler is gone
+            n = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:  # noqa: BLE001 - OSError, KeyError once closed: the scheduler is gone
             raise self.scheduler_lost() from None
+        # checked after the call: a connection lost meanwhile empties its answer
+        if self.client.status != "running":
+            raise self.scheduler_lost()
+        return n
+
+    def no_worker(self) -> ClusterLostError:
+        return ClusterLostError(
+            f"the Dask scheduler {self.address} has had no worker for {self.grace:g} s "
+            f"(--dask-timeout) mid-sweep; {RESUME} once workers are back "
+            f"(dask worker {self.address})")
 
     def check(self) -> None:
         """Raise once the scheduler is gone or has had no worker for ``grace`` seconds."""
@@ -284,13 +308,11 @@ class _Watch:
         elif self.empty_since is None:
             self.empty_since = time.monotonic()
         elif time.monotonic() - self.empty_since > self.grace:
-            raise ClusterLostError(
-                f"the Dask scheduler {self.address} has had no worker for {self.grace:g} s "
-                f"(--dask-timeout) mid-sweep; {RESUME} once workers are back "
-                f"(dask worker {self.address})")
+            raise self.no_worker()
 
     def result(self, fut, cid: str, idx: int):
-        """A finished future's result; a lost one is one ``ClusterLostError``."""
+        """A finished future's result, None if it must run again; a lost one is one
+        ``ClusterLostError``."""
         from concurrent.futures import CancelledError
 
         from distributed.scheduler import KilledWorker
@@ -303,14 +325,19 @@ class _Watch:
                                    f"attempts); {RESUME}")
         if fut.status == "error":
             return fut.result()  # a chunk's own error (ConfigError...) is raised as it is
-        try:  # the worker holding it may die before it is fetched, and none be left
-            return fut.result(timeout=self.grace)
-        except TimeoutError:
-            raise ClusterLostError(f"chunk {idx} of cell {cid} was computed but could not be "
-                                   f"fetched within {self.grace:g} s (--dask-timeout); "
-                                   f"{RESUME}") from None
-        except CancelledError:
-            raise self.scheduler_lost() from None
+        try:  # the worker holding it may die before it is fetched: the fetch then stalled
+            # 30 or 60 s in tests (distributed's connect timeout is 30 s), or, with no worker
+            # left, forever; a chunk is pure, so running it again is safe
+            return fut.result(timeout=min(FETCH_S, self.grace))
+        except (OSError, CancelledError):  # TimeoutError and CommClosedError are OSErrors
+            pass
+        self.workers()  # raises if the scheduler is gone
+        self.refetched[cid, idx] = self.refetched.get((cid, idx), 0) + 1
+        if self.refetched[cid, idx] > REFETCHES:
+            raise ClusterLostError(f"chunk {idx} of cell {cid} was computed {REFETCHES + 1} "
+                                   "times but could not be fetched within "
+                                   f"{min(FETCH_S, self.grace):g} s; {RESUME}")
+        return None  # run it again (the no-worker grace applies to it like to any chunk)
 
 
 def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict], client,
@@ -342,4 +369,7 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
             cid, idx = running.pop(fut)
             result = watch.result(fut, cid, idx)
             fut.release()
-            finished(cid, idx, result)
+            if result is None:
+                queue.appendleft((cid, idx))
+            else:
+                finished(cid, idx, result)
