@@ -270,3 +270,73 @@ def test_9_scheduler_killed_mid_sweep_is_one_line(dask_procs, in_process, tmp_pa
     assert len(err) == 1 and "lost the connection to the Dask scheduler" in err[0], r.stderr
     assert "the same command resumes" in err[0]
     assert len(list(out.glob("cells/*/chunk-*.json"))) >= 1
+
+
+class FakeFuture:
+    def __init__(self, status, exc=None):
+        self.status, self.exc = status, exc
+
+    def exception(self):
+        return self.exc
+
+    def result(self, timeout=None):
+        raise self.exc
+
+
+class FakeClient:
+    """What the run asks of a client: its status and the scheduler's workers."""
+    status, scheduler = "running", type("S", (), {"address": "tcp://h:8786"})()
+
+    def __init__(self, n_workers):
+        self.n_workers = n_workers
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {f"w{i}": {} for i in range(self.n_workers)}}
+
+
+def test_9_a_chunk_lost_with_every_worker_is_one_error():
+    """distributed's KilledWorker (a chunk whose workers all died): ClusterLostError."""
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import _Watch
+
+    exc = KilledWorker("run_chunk-1", SimpleNamespace(address="tcp://w:1"), 3)
+    with pytest.raises(ClusterLostError, match="chunk 2 of cell c was lost: every Dask "
+                       "worker that ran it died .4 attempts.; the chunks already written"):
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", exc), "c", 2)
+
+
+def test_9_a_computed_chunk_not_fetched_runs_again_then_stops():
+    """A fetch that fails (its worker died) asks for the chunk to run again, 3 times; the
+    scheduler gone is said as such."""
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import REFETCHES, _Watch
+
+    watch = _Watch(FakeClient(1), 60)
+    lost = FakeFuture("finished", TimeoutError())
+    assert [watch.result(lost, "c", 0) for _ in range(REFETCHES)] == [None] * REFETCHES
+    with pytest.raises(ClusterLostError, match="computed 4 times but could not be fetched"):
+        watch.result(lost, "c", 0)
+    client = FakeClient(1)
+    client.status = "connecting"
+    with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
+        _Watch(client, 60).result(FakeFuture("finished", OSError("reset")), "c", 0)
+
+
+def test_9_no_worker_for_the_grace_period_stops(monkeypatch):
+    """No worker for --dask-timeout seconds, looked at once a second: ClusterLostError."""
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep import runner
+
+    from types import SimpleNamespace
+
+    clock = iter([0.0, 2.0, 5.5])  # the runner's clock only, not the time module's
+    monkeypatch.setattr(runner, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    watch = runner._Watch(FakeClient(0), 5)
+    watch.check()  # the first look without a worker starts the grace period
+    watch.check()  # 2 s: waiting still
+    with pytest.raises(ClusterLostError, match="has had no worker for 5 s"):
+        watch.check()

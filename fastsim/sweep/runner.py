@@ -140,7 +140,9 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     address : the Dask scheduler (``tcp://host:8786``) or a ``distributed.Client``; None
         with ``backend="dask"`` starts a local cluster of ``workers`` processes.
     workers : worker processes of that local cluster (default: one per core).
-    timeout : seconds to wait for the scheduler to answer and for a first worker.
+    timeout : seconds to wait for a first worker, and mid-sweep, when no worker is left,
+        for one to join before stopping with ``ClusterLostError`` (the scheduler must
+        answer within ``DASK_CONNECT_S`` or this, whichever is shorter).
     keep_jobs : also write per-job records (``jobs-*.parquet``); memory per chunk only.
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
