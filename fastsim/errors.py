@@ -14,6 +14,12 @@ class SimulationError(RuntimeError):
     e.g. on non-finite times); the CLI prints the message without a traceback, exit 1."""
 
 
+class ClusterLostError(SimulationError):
+    """The Dask cluster running a sweep went away mid-run (no worker left, a chunk lost
+    with every worker that ran it, or the scheduler gone): chunks already written are
+    kept and the same command resumes.  Printed as one line, exit 1, like its base."""
+
+
 @contextlib.contextmanager
 def user_code(what: str, name: str):
     """A user's function that fails (raises, or cannot be compiled for the arguments it

@@ -1,11 +1,22 @@
 """The Dask backend on a LocalCluster (2 worker processes) gives the in-process result bit
-for bit, through the same ``fastsim sweep`` code path."""
+for bit, through the same ``fastsim sweep`` code path; a cluster that fails mid-sweep (a
+worker or the scheduler killed) is rescheduled around, or stops the sweep in one line,
+resumable."""
 from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal as _assert_frame_equal
 
+import fastsim
 from fastsim.cli import main
 
 
@@ -50,8 +61,6 @@ def test_dask_local_cluster_equals_in_process(tmp_path):
 def test_million_sweep_file_on_dask_equals_in_process(tmp_path):
     """``sweeps/million.toml`` itself, cut to 8 clusters per cell: 2 Dask workers give the
     in-process aggregate bit for bit (the full file differs only in ``--clusters``)."""
-    from pathlib import Path
-
     sweep = Path(__file__).resolve().parents[1] / "sweeps" / "million.toml"
     small = ["--clusters", "8", "--chunk", "4", "--no-progress"]
     local, remote = tmp_path / "local", tmp_path / "dask"
@@ -76,8 +85,7 @@ def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
                      "--address", address, "--dask-timeout", "2"]) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1, err
-        if needle != "cannot reach a Dask scheduler":  # refused by its form: nothing written
-            assert not out.exists()
+        assert not out.exists()  # refused by its form, or before connecting: nothing written
 
 
 def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
@@ -90,6 +98,7 @@ def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
                      "--dask-timeout", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no worker joined the scheduler within 2 s" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
 
 
 def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, monkeypatch):
@@ -118,3 +127,216 @@ def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, mo
     assert (tmp_path / "killed").exists()
     assert_frame_equal(pl.read_parquet(local / "summary.parquet"),
                        pl.read_parquet(remote / "summary.parquet"))
+
+
+# -- a cluster that fails mid-sweep: real `dask scheduler` / `dask worker` processes -------
+ROOT = Path(__file__).resolve().parents[1]
+# children (the sweep, the workers) import the fastsim this test imports
+ENV = {**os.environ, "NUMBA_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [
+    str(Path(fastsim.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+# `fastsim sweep` in a child (a deadline, so a regression fails instead of hanging) that
+# kill -9s process VICTIM once its first chunk is written: the failure lands mid-sweep.
+DRIVER = """
+import os, signal, sys
+from fastsim.cli import main
+from fastsim.sweep.store import SweepStore
+victim, write = [int(os.environ["VICTIM"])] if os.environ["VICTIM"] != "0" else [], \
+    SweepStore.write_chunk
+def write_then_kill(self, *a, **k):
+    write(self, *a, **k)
+    if victim:
+        os.kill(victim.pop(), signal.SIGKILL)
+SweepStore.write_chunk = write_then_kill
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class DaskProcesses:
+    """A `dask scheduler` and `dask worker --no-nanny` processes (a killed worker stays
+    dead: no nanny restarts it), all killed at the end."""
+
+    def __init__(self, tmp_path: Path):
+        self.file, self.procs = tmp_path / "scheduler.json", []
+        self.scheduler = self._start("dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                                     "--no-dashboard")
+        deadline = time.monotonic() + 60
+        while not self.file.exists():
+            assert time.monotonic() < deadline and self.scheduler.poll() is None
+            time.sleep(0.1)
+        time.sleep(0.2)  # the file is written whole, then read
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def _start(self, cli: str, *args: str) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-m", f"distributed.cli.{cli}", *args,
+                              "--scheduler-file", str(self.file)], env=ENV, cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def workers(self, n: int) -> list[subprocess.Popen]:
+        new = [self._start("dask_worker", "--no-nanny", "--nthreads", "1", "--no-dashboard")
+               for _ in range(n)]
+        with distributed.Client(self.address, timeout=30) as c:
+            c.wait_for_workers(len([p for p in self.procs[1:] if p.poll() is None]), timeout=60)
+        return new
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+
+
+@pytest.fixture
+def dask_procs(tmp_path):
+    d = DaskProcesses(tmp_path)
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    """The sweep run in this process: what every Dask run must equal bit for bit."""
+    tmp = tmp_path_factory.mktemp("local")
+    (tmp / "d.toml").write_text(SWEEP)
+    assert main(["sweep", str(tmp / "d.toml"), "--out", str(tmp / "out"), "--no-progress"]) == 0
+    return tmp / "d.toml", tmp / "out"
+
+
+def sweep_killing(victim: int, argv: list[str], timeout: float = 90):
+    """``fastsim sweep ARGV`` in a child that kill -9s process ``victim`` (0: none) once it
+    has written its first chunk."""
+    return subprocess.run([sys.executable, "-c", DRIVER, "sweep", *argv], env=dict(
+        ENV, VICTIM=str(victim)), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def same_results(a: Path, b: Path) -> None:
+    """Every chunk file and the summary of sweep directory ``b`` equal ``a``'s."""
+    files = sorted(x.relative_to(a) for x in a.glob("cells/*/*.parquet"))
+    assert files == sorted(x.relative_to(b) for x in b.glob("cells/*/*.parquet"))
+    for rel in [*files, Path("summary.parquet")]:
+        assert_frame_equal(pl.read_parquet(a / rel), pl.read_parquet(b / rel))
+
+
+@pytest.mark.slow  # about 20 s: a scheduler, workers and the sweep as processes
+def test_9_worker_killed_while_another_remains_is_rescheduled(dask_procs, in_process, tmp_path):
+    """kill -9 of one of two workers mid-sweep: its chunks run on the other; same bytes."""
+    toml, local = in_process
+    victim, _ = dask_procs.workers(2)
+    out = tmp_path / "o"
+    r = sweep_killing(victim.pid, [str(toml), "--out", str(out), "--no-progress", "--backend",
+                                   "dask", "--address", dask_procs.address])
+    assert r.returncode == 0, r.stderr
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+    same_results(local, out)
+
+
+@pytest.mark.slow  # about 20 s: a scheduler, workers and the sweep as processes
+def test_9_last_worker_killed_stops_with_one_line_and_resumes(dask_procs, in_process, tmp_path):
+    """kill -9 of the only worker mid-sweep: no hang; after --dask-timeout without a worker
+    one line, exit 1, chunks kept; with a worker back the same command completes."""
+    toml, local = in_process
+    (victim,) = dask_procs.workers(1)
+    out = tmp_path / "o"
+    argv = [str(toml), "--out", str(out), "--no-progress", "--backend", "dask", "--address",
+            dask_procs.address, "--dask-timeout", "3"]
+    t0 = time.monotonic()
+    r = sweep_killing(victim.pid, argv)
+    assert r.returncode == 1, r.stderr
+    assert time.monotonic() - t0 < 60
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "has had no worker for 3 s" in err[0], r.stderr
+    assert "the same command resumes" in err[0]
+    kept = len(list(out.glob("cells/*/chunk-*.json")))
+    assert 1 <= kept < 27
+    dask_procs.workers(1)
+    r = sweep_killing(0, argv)
+    assert r.returncode == 0, r.stderr
+    assert f"resumed: {kept} of 27 chunks were already done" in r.stderr
+    same_results(local, out)
+
+
+@pytest.mark.slow  # about 20 s: a scheduler, workers and the sweep as processes
+def test_9_scheduler_killed_mid_sweep_is_one_line(dask_procs, in_process, tmp_path):
+    """kill -9 of the scheduler mid-sweep: one line (no traceback), exit 1, chunks kept."""
+    toml, _ = in_process
+    dask_procs.workers(1)
+    out = tmp_path / "o"
+    r = sweep_killing(dask_procs.scheduler.pid, [
+        str(toml), "--out", str(out), "--no-progress", "--backend", "dask", "--address",
+        dask_procs.address, "--dask-timeout", "3"])
+    assert r.returncode == 1, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "lost the connection to the Dask scheduler" in err[0], r.stderr
+    assert "the same command resumes" in err[0]
+    assert len(list(out.glob("cells/*/chunk-*.json"))) >= 1
+
+
+class FakeFuture:
+    def __init__(self, status, exc=None):
+        self.status, self.exc = status, exc
+
+    def exception(self):
+        return self.exc
+
+    def result(self, timeout=None):
+        raise self.exc
+
+
+class FakeClient:
+    """What the run asks of a client: its status and the scheduler's workers."""
+    status, scheduler = "running", type("S", (), {"address": "tcp://h:8786"})()
+
+    def __init__(self, n_workers):
+        self.n_workers = n_workers
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {f"w{i}": {} for i in range(self.n_workers)}}
+
+
+def test_9_a_chunk_lost_with_every_worker_is_one_error():
+    """distributed's KilledWorker (a chunk whose workers all died): ClusterLostError."""
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import _Watch
+
+    exc = KilledWorker("run_chunk-1", SimpleNamespace(address="tcp://w:1"), 3)
+    with pytest.raises(ClusterLostError, match="chunk 2 of cell c was lost: every Dask "
+                       "worker that ran it died .4 attempts.; the chunks already written"):
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", exc), "c", 2)
+
+
+def test_9_a_computed_chunk_not_fetched_runs_again_then_stops():
+    """A fetch that fails (its worker died) asks for the chunk to run again, 3 times; the
+    scheduler gone is said as such."""
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import REFETCHES, _Watch
+
+    watch = _Watch(FakeClient(1), 60)
+    lost = FakeFuture("finished", TimeoutError())
+    assert [watch.result(lost, "c", 0) for _ in range(REFETCHES)] == [None] * REFETCHES
+    with pytest.raises(ClusterLostError, match="computed 4 times but could not be fetched"):
+        watch.result(lost, "c", 0)
+    client = FakeClient(1)
+    client.status = "connecting"
+    with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
+        _Watch(client, 60).result(FakeFuture("finished", OSError("reset")), "c", 0)
+
+
+def test_9_no_worker_for_the_grace_period_stops(monkeypatch):
+    """No worker for --dask-timeout seconds, looked at once a second: ClusterLostError."""
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep import runner
+
+    from types import SimpleNamespace
+
+    clock = iter([0.0, 2.0, 5.5])  # the runner's clock only, not the time module's
+    monkeypatch.setattr(runner, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    watch = runner._Watch(FakeClient(0), 5)
+    watch.check()  # the first look without a worker starts the grace period
+    watch.check()  # 2 s: waiting still
+    with pytest.raises(ClusterLostError, match="has had no worker for 5 s"):
+        watch.check()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -17,8 +18,9 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
     p.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for the Dask scheduler and for a first worker "
-                   "(default 60)")
+                   help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
+                   "when none is left before stopping (resumable); the scheduler must answer "
+                   "within 10 s or this, whichever is shorter (default 60)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")
 
@@ -118,20 +120,25 @@ def check_backend(args) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from fastsim.sweep.grid import load_sweep
-    from fastsim.sweep.runner import check_sweep_memory, run_sweep
-    from fastsim.sweep.store import SweepStore
-
+    from fastsim.io import check_output_dir
     from fastsim.resources import sweep_file
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
+    from fastsim.sweep.store import SweepStore
 
     check_backend(args)
     grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
                       seed=args.seed)
     check_sweep_memory(grid, args.keep_jobs)
-    with SweepStore.open(args.out, grid) as store:
-        rep = run_sweep(grid, store, backend=args.backend, address=args.address,
-                        workers=args.workers, timeout=args.dask_timeout,
-                        keep_jobs=args.keep_jobs, progress=args.progress)
+    check_output_dir(args.out)
+    SweepStore.check_manifest(args.out, grid)  # another grid: refused before connecting
+    with contextlib.ExitStack() as held:
+        with dask_client(args.backend, args.address, args.workers, args.dask_timeout) as client:
+            store = held.enter_context(SweepStore.open(args.out, grid))  # answered: now write
+            rep = run_sweep(grid, store, backend=args.backend, address=client,
+                            workers=args.workers, timeout=args.dask_timeout,
+                            keep_jobs=args.keep_jobs, progress=args.progress)
+        # a local cluster is closed before aggregating: its workers' memory is free again
         if rep.chunks_skipped:
             print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already "
                   "done (verified)", file=sys.stderr)

@@ -26,7 +26,7 @@ from fastsim.resources import shipped
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
-from fastsim.sweep.runner import check_sweep_memory, run_sweep
+from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes, atomic_write_parquet,
@@ -289,21 +289,24 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
                               "whose files the sweep owns; allowed: a file outside OUT's sweep "
                               "directories")
-    out.mkdir(parents=True, exist_ok=True)
-    held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
-    stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
-    t0 = time.perf_counter()
-    timings, skipped = {}, 0
-    for name, g in grids.items():
-        if progress:
-            print(f"[reproduce] {name}: {len(g.cells)} cells x {g.clusters} clusters",
-                  file=sys.stderr)
-        t = time.perf_counter()
-        rep = run_sweep(g, stores[name], backend=backend, address=address, workers=workers,
-                        timeout=timeout, progress=progress)
-        skipped += rep.chunks_skipped
-        aggregate(stores[name], progress=progress)
-        timings[name] = time.perf_counter() - t
+    # the Dask cluster answers, with a worker, before anything is written; one client
+    # (or local cluster) serves every sweep
+    with dask_client(backend, address, workers, timeout) as client:
+        out.mkdir(parents=True, exist_ok=True)
+        held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
+        stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
+        t0 = time.perf_counter()
+        timings, skipped = {}, 0
+        for name, g in grids.items():
+            if progress:
+                print(f"[reproduce] {name}: {len(g.cells)} cells x {g.clusters} clusters",
+                      file=sys.stderr)
+            t = time.perf_counter()
+            rep = run_sweep(g, stores[name], backend=backend, address=client, workers=workers,
+                            timeout=timeout, progress=progress)
+            skipped += rep.chunks_skipped
+            aggregate(stores[name], progress=progress)
+            timings[name] = time.perf_counter() - t
     write_extracts(out, seed, base_overrides)
     t_sweeps = time.perf_counter() - t0
     t1 = time.perf_counter()

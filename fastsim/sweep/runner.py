@@ -9,6 +9,8 @@ whatever the backend, worker count or chunk order: each cluster is a pure functi
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import sys
@@ -22,14 +24,18 @@ from tqdm import tqdm
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
-from fastsim.errors import ConfigError
+from fastsim.errors import ClusterLostError, ConfigError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid
 from fastsim.sweep.store import SweepStore
 
 BACKENDS = ("local", "dask")
-DASK_TIMEOUT_S = 60.0  # to reach the scheduler, and for a first worker to join it
+DASK_TIMEOUT_S = 60.0  # for a first worker to join, and without any worker mid-sweep
+DASK_CONNECT_S = 10.0  # at most, to reach the scheduler
+POLL_S = 1.0  # how often a Dask run checks that its cluster still has workers
+FETCH_S = 10.0  # at most, to fetch a computed chunk (small tables: well under 1 s on a LAN)
+REFETCHES = 3  # a computed chunk not fetched is run again this often, then the run stops
 
 
 @dataclass
@@ -134,7 +140,9 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     address : the Dask scheduler (``tcp://host:8786``) or a ``distributed.Client``; None
         with ``backend="dask"`` starts a local cluster of ``workers`` processes.
     workers : worker processes of that local cluster (default: one per core).
-    timeout : seconds to wait for the scheduler to answer and for a first worker.
+    timeout : seconds to wait for a first worker, and mid-sweep, when no worker is left,
+        for one to join before stopping with ``ClusterLostError`` (the scheduler must
+        answer within ``DASK_CONNECT_S`` or this, whichever is shorter).
     keep_jobs : also write per-job records (``jobs-*.parquet``); memory per chunk only.
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
@@ -176,13 +184,44 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
                 start, n = grid.chunk_range(idx)
                 finished(cid, idx, run_chunk(configs[cid], grid.seed, start, n, keep_jobs))
         else:
-            _run_dask(grid, todo, configs, address, workers, timeout, keep_jobs, finished)
+            with dask_client(backend, address, workers, timeout) as client:
+                _run_dask(grid, todo, configs, client, timeout, keep_jobs, finished)
     finally:
         bar.close()
     pending_after = store.pending(keep_jobs)
     return RunReport(chunks_total=total, chunks_skipped=total - sum(left0.values()),
                      chunks_run=len(todo), seconds=time.perf_counter() - t0,
                      complete=not pending_after, damaged=damaged)
+
+
+@contextlib.contextmanager
+def dask_client(backend: str, address, workers: int | None, timeout: float):
+    """The Dask client a sweep runs on (None for the local backend), connected and with
+    a worker before the caller writes anything in a sweep directory, so an unreachable
+    or empty cluster leaves no trace.  Closes what it opened; a given client is the
+    caller's to close."""
+    if backend != "dask" or hasattr(address, "submit"):
+        yield address
+        return
+    _quiet_client_logs()
+    client, cluster = _connect(address, workers, timeout)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _quiet_client_logs() -> None:
+    """distributed logs, on the client's side too, each lost worker, failed fetch and
+    reconnection attempt, with tracebacks, and asyncio the tasks distributed abandons (when
+    they are collected, at exit maybe); a run reports what they mean for the sweep in one
+    line, so both stay quiet for the rest of the process."""
+    import distributed  # noqa: F401 - its import sets these levels: first, then ours
+
+    for name in ("distributed.client", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _connect(address, workers: int | None, timeout: float):
@@ -192,8 +231,6 @@ def _connect(address, workers: int | None, timeout: float):
     """
     from dask.distributed import Client, LocalCluster
 
-    if hasattr(address, "submit"):
-        return address, None
     cluster = None
     if address is None:
         n = workers or os.cpu_count() or 1
@@ -204,8 +241,11 @@ def _connect(address, workers: int | None, timeout: float):
         print(f"dask: started a local cluster of {n} workers; dashboard: {client.dashboard_link}",
               file=sys.stderr)
     else:
+        # a scheduler that refuses connections is retried until the timeout: a short one,
+        # as an address is either up or wrong (workers may take longer to join)
+        connect_s = min(timeout, DASK_CONNECT_S)
         try:
-            client = Client(address, timeout=timeout)
+            client = Client(address, timeout=connect_s)
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError, ValueError...
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ConfigError(f"--address {address!r}: cannot reach a Dask scheduler ({reason}); "
@@ -229,37 +269,109 @@ def _warm_up(client) -> None:
         pass
 
 
-def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict], address,
-              workers: int | None, timeout: float, keep_jobs: bool, finished) -> None:
-    from dask.distributed import as_completed
+RESUME = "the chunks already written are kept and the same command resumes"
 
-    own = not hasattr(address, "submit")
-    client, cluster = _connect(address, workers, timeout)
-    try:
-        _warm_up(client)
-        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-        window = 2 * n_workers  # bounded in-flight results: memory stays per-chunk
-        queue = deque(todo)
-        key_of = {}
 
-        def submit():
+class _Watch:
+    """Notices a cluster that can no longer finish the sweep: distributed keeps a task
+    whose worker died waiting for another worker forever, so a scheduler without workers
+    for ``grace`` seconds, or a lost scheduler, ends the run instead of hanging it."""
+
+    def __init__(self, client, grace: float):
+        self.client, self.grace, self.empty_since = client, grace, None
+        self.refetched: dict[tuple[str, int], int] = {}
+        self.address = getattr(client, "scheduler", None) and client.scheduler.address
+
+    def scheduler_lost(self) -> ClusterLostError:
+        return ClusterLostError(f"lost the connection to the Dask scheduler {self.address} "
+                                f"mid-sweep; {RESUME} once it is back")
+
+    def workers(self) -> int:
+        """The scheduler's worker count now."""
+        try:
+            n = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:  # noqa: BLE001 - OSError, KeyError once closed: the scheduler is gone
+            raise self.scheduler_lost() from None
+        # checked after the call: a connection lost meanwhile empties its answer
+        if self.client.status != "running":
+            raise self.scheduler_lost()
+        return n
+
+    def no_worker(self) -> ClusterLostError:
+        return ClusterLostError(
+            f"the Dask scheduler {self.address} has had no worker for {self.grace:g} s "
+            f"(--dask-timeout) mid-sweep; {RESUME} once workers are back "
+            f"(dask worker {self.address})")
+
+    def check(self) -> None:
+        """Raise once the scheduler is gone or has had no worker for ``grace`` seconds."""
+        if self.workers():
+            self.empty_since = None
+        elif self.empty_since is None:
+            self.empty_since = time.monotonic()
+        elif time.monotonic() - self.empty_since > self.grace:
+            raise self.no_worker()
+
+    def result(self, fut, cid: str, idx: int):
+        """A finished future's result, None if it must run again; a lost one is one
+        ``ClusterLostError``."""
+        from concurrent.futures import CancelledError
+
+        from distributed.scheduler import KilledWorker
+
+        if fut.status == "cancelled":
+            raise self.scheduler_lost()
+        if fut.status == "error" and isinstance(fut.exception(), KilledWorker):
+            raise ClusterLostError(f"chunk {idx} of cell {cid} was lost: every Dask worker "
+                                   f"that ran it died ({fut.exception().allowed_failures + 1} "
+                                   f"attempts); {RESUME}")
+        if fut.status == "error":
+            return fut.result()  # a chunk's own error (ConfigError...) is raised as it is
+        try:  # the worker holding it may die before it is fetched: the fetch then stalled
+            # 30 or 60 s in tests (distributed's connect timeout is 30 s), or, with no worker
+            # left, forever; a chunk is pure, so running it again is safe
+            return fut.result(timeout=min(FETCH_S, self.grace))
+        except (OSError, CancelledError):  # TimeoutError and CommClosedError are OSErrors
+            pass
+        self.workers()  # raises if the scheduler is gone
+        self.refetched[cid, idx] = self.refetched.get((cid, idx), 0) + 1
+        if self.refetched[cid, idx] > REFETCHES:
+            raise ClusterLostError(f"chunk {idx} of cell {cid} was computed {REFETCHES + 1} "
+                                   "times but could not be fetched within "
+                                   f"{min(FETCH_S, self.grace):g} s; {RESUME}")
+        return None  # run it again (the no-worker grace applies to it like to any chunk)
+
+
+def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict], client,
+              timeout: float, keep_jobs: bool, finished) -> None:
+    from concurrent.futures import CancelledError
+
+    from dask.distributed import wait
+
+    _warm_up(client)
+    watch = _Watch(client, timeout)
+    window = 2 * max(1, watch.workers())  # bounded in-flight results: memory stays per-chunk
+    queue, running = deque(todo), {}
+    while queue or running:
+        while queue and len(running) < window:
             cid, idx = queue.popleft()
             start, n = grid.chunk_range(idx)
-            fut = client.submit(run_chunk, configs[cid], grid.seed, start, n, keep_jobs,
-                                pure=False)
-            key_of[fut.key] = (cid, idx)
-            return fut
-
-        ac = as_completed([submit() for _ in range(min(window, len(queue)))])
-        for fut in ac:
-            cid, idx = key_of.pop(fut.key)
-            result = fut.result()
+            running[client.submit(run_chunk, configs[cid], grid.seed, start, n, keep_jobs,
+                                  pure=False)] = (cid, idx)
+        try:  # a bounded wait, so a cluster that lost every worker is noticed
+            with client.as_current():
+                done = wait(list(running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
+        except TimeoutError:
+            done = ()
+        except CancelledError:  # distributed cancels every future when the scheduler goes
+            raise watch.scheduler_lost() from None
+        if not done:
+            watch.check()
+        for fut in done:
+            cid, idx = running.pop(fut)
+            result = watch.result(fut, cid, idx)
             fut.release()
-            finished(cid, idx, result)
-            if queue:
-                ac.add(submit())
-    finally:
-        if own:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+            if result is None:
+                queue.appendleft((cid, idx))
+            else:
+                finished(cid, idx, result)
