@@ -87,3 +87,18 @@ def test_sgd_outputs_are_written_all_or_none(tmp_path, monkeypatch):
     out = tmp_path / "res"
     assert main(SGD_TINY + ["--out", str(out)]) == 2
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_trl_gradnorm_checks_its_output_before_importing_trl(tmp_path, monkeypatch, capsys):
+    """Its default directory too: the table was written only after minutes of training."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",  # as if the extra were installed
+                        lambda name, *a: object() if name in ("trl", "datasets", "torch")
+                        else real(name, *a))
+    monkeypatch.chdir(tmp_path)
+    Path("results").mkdir()
+    Path("results/costaware_trl").write_text("a file where the default directory goes")
+    assert main(["costaware", "trl-gradnorm"]) == 2
+    assert "costaware_trl: exists and is not a directory" in capsys.readouterr().err

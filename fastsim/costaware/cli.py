@@ -253,6 +253,11 @@ def cmd_trl_gradnorm(args):
     if missing:
         raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
                           "pip install 'fastsim[trl]'")
+    out = Path(args.out) if args.out else Path("results") / "costaware_trl"
+    # the default directory too, before minutes of training: a file or an unwritable place
+    # at its name was found only when the table was written
+    check_output_dir(out)
+    check_output(out / "costaware_trl_gradnorm.parquet", "--out", allowed=(".parquet",))
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
                                            toy_trainer)
 
@@ -262,7 +267,6 @@ def cmd_trl_gradnorm(args):
     args.prompts = prompts
 
     t0 = time.perf_counter()
-    out = Path(args.out) if args.out else Path("results") / "costaware_trl"
     frames = []
     for phase, steps in (("init", 0), ("trained", args.train_steps)):
         trainer = toy_trainer(args.prompts, out / f"run_{phase}", steps=max(steps, 1),
