@@ -210,7 +210,8 @@ class SweepStore:
         try:
             old = json.loads(_read_regular(path))
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: unreadable sweep manifest ({exc}); "
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise ConfigError(f"{path}: unreadable sweep manifest ({reason}); "
                               "use a new --out directory") from None
         if isinstance(old, dict) and old.get("grid_hash") == grid.hash:
             return old
