@@ -200,6 +200,8 @@ def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
     v, lo, hi = row[m], row[f"{m}_lo"], row[f"{m}_hi"]
     if v is None or not np.isfinite(v):
         return "n/a"
+    if lo is None or lo != lo:  # one replication, or replications that all agree
+        return f"{v * scale:.{digits}f} (no interval)"
     return f"{v * scale:.{digits}f} [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
 
 

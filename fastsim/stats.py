@@ -1,7 +1,8 @@
 """Confidence intervals, in one place: every reported number goes through here.
 
 * ``mean_ci``: Student-t interval of a mean over independent replications (clusters,
-  seeds).  Every quantile and binomial tail comes from ``scipy.special`` (scipy.stats
+  seeds); values that all agree show no spread, so no interval is claimed (NaN, shown
+  as none), as for one value.  Every quantile and binomial tail comes from ``scipy.special`` (scipy.stats
   gives the same numbers, to ~1e-12, but costs half a second more to import in every
   process; tests/test_stats.py checks the agreement).
 * ``paired_change_ci``: per-replication relative change against a baseline computed
@@ -14,9 +15,11 @@
   degrees of freedom.  Alone, the percentile interval is too narrow with few clusters
   (a delay's 95% interval held the truth in 51% of runs at n = 2, 85% at n = 5 and 91%
   at n = 20); the t term restores the coverage there and is inside the bootstrap's
-  interval, to Monte Carlo error, once n is large (docs/statistics.md gives the
-  measurement).  Clusters that all give one ratio show no spread between clusters, so
-  no interval is claimed (NaN), as for one cluster.  The resamples are streamed in a
+  interval, to Monte Carlo error, once n is large (docs/model.md gives the
+  measurement).  The union is cut to the values the ratio can take: >= 0 when every
+  num and den is, <= 1 when every num is also at most its den.  Clusters that all give
+  one ratio show no spread between clusters, so no interval is claimed (NaN), as for
+  one cluster.  The resamples are streamed in a
   numba kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n); beyond
   ``BOOTSTRAP_MAX_N`` clusters the t interval is used alone, O(n) time.
 * ``proportion_ci``: the same for a pooled *proportion* of counts, widened to contain
@@ -45,7 +48,7 @@ from fastsim.errors import ConfigError
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
-BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the delta-method interval
+BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the linearised t interval alone
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class Estimate:
         if not np.isfinite(self.mean):
             return "n/a"
         m, lo, hi = (self.mean * scale, self.lo * scale, self.hi * scale)
+        if lo != lo:  # one replication, or replications that all agree
+            return f"{m:.{digits}f}{unit} (no interval)"
         return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
@@ -93,8 +98,15 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
 
 
 def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
-    """Pooled ratio ``sum(num) / sum(den)`` with a percentile cluster bootstrap (the
-    delta-method interval beyond ``BOOTSTRAP_MAX_N`` clusters)."""
+    """Pooled ratio ``sum(num) / sum(den)`` with the union of the percentile cluster
+    bootstrap and the linearised t interval (that alone beyond ``BOOTSTRAP_MAX_N``
+    clusters), within the values the ratio can take; NaN bounds when the clusters show
+    no spread (module docstring).
+
+    >>> e = bootstrap_ratio_ci([4.0, 2.0, 6.0], [2.0, 1.0, 3.0])  # every cluster: 2
+    >>> e.mean, e.lo, e.n
+    (2.0, nan, 3)
+    """
     pooled = PooledRatio()
     pooled.add(num, den)
     return pooled.ratio_ci(level, n_boot, seed)
@@ -103,9 +115,9 @@ def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed:
 def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
     """Pooled proportion ``sum(num) / sum(den)`` of per-replication counts.
 
-    The interval is the union of the cluster-bootstrap percentile interval (which
-    carries the correlation within a cluster) and the Clopper-Pearson interval of the
-    pooled counts (which never collapses at 0% or 100%).
+    The interval is the union of ``bootstrap_ratio_ci``'s (which carries the
+    correlation within a cluster) and the Clopper-Pearson interval of the pooled counts
+    (which never collapses at 0% or 100%), within [0, 1].
 
     Examples
     --------
@@ -117,7 +129,7 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     bad = (a < 0) | (a > b)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ConfigError(f"proportion_ci: num[{i}] = {a[i]!r} with den[{i}] = {b[i]!r}; "
+        raise ConfigError(f"proportion_ci: num[{i}] = {float(a[i])!r} with den[{i}] = {float(b[i])!r}; "
                           f"allowed: counts with 0 <= num <= den")
     pooled = PooledRatio()
     pooled.add(a, b)
@@ -131,6 +143,9 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     >>> [round(x, 4) for x in clopper_pearson(0, 300)]
     [0.0, 0.0122]
     """
+    _check_level(level)
+    if not 0 <= k <= n:
+        raise ConfigError(f"clopper_pearson: {k!r} of {n!r}; allowed: counts with 0 <= k <= n")
     alpha = (1.0 - level) / 2
     lo = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha))
     hi = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1.0 - alpha))
@@ -163,18 +178,16 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     >>> e.mean, e.lo, e.hi
     (3.0, 2.0, inf)
     """
-    _check_level(level, 1)
-    if not 0.0 < q < 1.0:
+    _check_level(level)
+    if not isinstance(q, (int, float, np.number)) or not 0.0 < q < 1.0:
         raise ConfigError(f"q {q!r}: allowed: a quantile strictly between 0 and 1")
-    v = np.asarray(values, np.float64).ravel()
+    v, floor = _censored(values, floor)
     seen = np.isfinite(v)
     n = int(v.size)
     if n == 0:
         return Estimate(np.nan, np.nan, np.nan, 0)
-    if floor is None:
-        floor = v[seen].max() if seen.any() else np.nan
     upper = np.sort(np.where(seen, v, np.inf))
-    lower = np.sort(np.where(seen, v, np.broadcast_to(np.asarray(floor, np.float64), v.shape)))
+    lower = np.sort(np.where(seen, v, floor))
     alpha = (1.0 - level) / 2
     # P(B <= k - 1) for k = 1..n: l is the largest k with it <= alpha, u the smallest >= 1 - alpha
     cdf = special.bdtr(np.arange(n), n, q)
@@ -186,6 +199,23 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     a, b = int(np.floor(h)), int(np.ceil(h))
     point = float(upper[a] + (h - a) * (upper[b] - upper[a])) if np.isfinite(upper[b]) else np.nan
     return Estimate(point, lo, hi, n)
+
+
+def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
+    """``quantile_ci``'s values and the floor of each (one per value, or one for all;
+    without one, the largest value seen), or one line naming what is wrong."""
+    try:
+        v = np.asarray(values, np.float64).ravel()
+        f = None if floor is None else np.asarray(floor, np.float64).ravel()
+    except (TypeError, ValueError):
+        raise ConfigError("quantile_ci: values and floor: allowed: numbers") from None
+    if f is None:
+        seen = np.isfinite(v)
+        f = np.array([v[seen].max() if seen.any() else np.nan])
+    if f.size not in (1, v.size):
+        raise ConfigError(f"quantile_ci: floor has {f.size} values for {v.size}; allowed: one "
+                          "for all, or one per value")
+    return v, np.broadcast_to(f, v.shape)
 
 
 def mcnemar_p(a, b) -> float:
@@ -216,13 +246,13 @@ def _paired_arrays(x, y, xname: str, yname: str, finite: bool = True):
         bad = ~(np.isfinite(a) & np.isfinite(b))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ConfigError(f"{xname}[{i}] = {a[i]!r}, {yname}[{i}] = {b[i]!r}: "
-                              f"allowed: finite numbers")
+            raise ConfigError(f"{xname}[{i}] = {float(a[i])!r}, {yname}[{i}] = "
+                              f"{float(b[i])!r}: allowed: finite numbers")
     return a, b
 
 
-def _check_level(level: float, n_boot: int) -> None:
-    if not 0.0 < level < 1.0:
+def _check_level(level, n_boot: int = 1) -> None:
+    if not isinstance(level, (int, float, np.number)) or not 0.0 < level < 1.0:
         raise ConfigError(f"level {level!r}: allowed: a number strictly between 0 and 1")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ConfigError(f"n_boot {n_boot!r}: allowed: an integer >= 1")
@@ -291,23 +321,6 @@ def _comoments(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float
     return ma, mb, float(da @ da), float(db @ db), float(da @ db)
 
 
-def _t_half_width(point: float, n: int, level: float, mean_num: float, mean_den: float,
-                  c_nn: float, c_dd: float, c_nd: float) -> float:
-    """Half-width of the linearised interval of a ratio of means: its variance is
-    Var(num_i - R den_i) / (n mean_den^2), with a t quantile on n - 1 degrees of
-    freedom; 0 when the clusters' ratios do not vary (to rounding)."""
-    resid = c_nn - 2.0 * point * c_nd + point * point * c_dd
-    # When every cluster has the same ratio, what is left is rounding: of the order of
-    # 1e-16 of the three sums (they cancel), or 1e-32 of the values' squares (the
-    # deviations of equal values); a ratio spread below 1e-10 counts as none.
-    rounding = 1e-12 * (c_nn + point * point * c_dd) \
-        + 1e-20 * n * (mean_num * mean_num + point * point * mean_den * mean_den)
-    if n < 2 or resid <= rounding:
-        return 0.0
-    se = np.sqrt(resid / (n - 1) / n) / abs(mean_den)
-    return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
-
-
 @dataclass
 class MeanMoments:
     """Count, mean and sum of squared deviations of the finite values seen so far,
@@ -316,13 +329,19 @@ class MeanMoments:
     n: int = 0
     mean: float = 0.0
     m2: float = 0.0
+    low: float = np.inf  # the range of the values seen: one value is no spread
+    high: float = -np.inf
 
     def add(self, values) -> None:
-        x = np.asarray(values, dtype=np.float64)
+        try:
+            x = np.asarray(values, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise ConfigError("values: allowed: numbers, one per replication") from None
         x = x[np.isfinite(x)]
         nb = int(x.size)
         if nb == 0:
             return
+        self.low, self.high = min(self.low, float(x.min())), max(self.high, float(x.max()))
         mb = float(x.mean())
         m2b = float(np.sum(np.abs(x - mb) ** 2))
         if self.n == 0:
@@ -335,15 +354,14 @@ class MeanMoments:
         self.n = n
 
     def mean_ci(self, level: float = LEVEL) -> Estimate:
+        _check_level(level)
         n = self.n
         if n == 0:
             return Estimate(np.nan, np.nan, np.nan, 0)
         m = self.mean
-        if n == 1:
-            return Estimate(m, np.nan, np.nan, 1)
+        if n == 1 or self.low == self.high:  # values that all agree show no spread
+            return Estimate(m, np.nan, np.nan, n)
         se = float(np.sqrt(self.m2 / (n - 1))) / np.sqrt(n)
-        if se == 0.0:
-            return Estimate(m, m, m, n)
         half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
         return Estimate(m, m - half, m + half, n)
 
@@ -353,8 +371,9 @@ class PooledRatio:
     """A pooled ratio ``sum num / sum den`` over clusters streamed in chunks.
 
     It keeps the clusters' values (for the bootstrap) only up to ``BOOTSTRAP_MAX_N``
-    clusters, and always the co-moments the linearised interval needs: memory is
-    bounded whatever the number of clusters.
+    clusters, and always the co-moments the linearised interval needs, the range of the
+    clusters' own ratios (no spread, no interval) and the signs that bound the ratio:
+    memory is bounded whatever the number of clusters.
     """
 
     n: int = 0
@@ -365,6 +384,11 @@ class PooledRatio:
     c_nn: float = 0.0  # sums of cross-deviations about the means
     c_dd: float = 0.0
     c_nd: float = 0.0
+    r_low: float = np.inf  # the range of num / den over clusters with den != 0
+    r_high: float = -np.inf
+    orphan: bool = False  # a cluster with num != 0 over den == 0: a spread no ratio shows
+    nonneg: bool = True  # every num and den >= 0: the ratio is >= 0
+    within: bool = True  # every num <= den as well: the ratio is <= 1
     _num: list = field(default_factory=list, repr=False)
     _den: list = field(default_factory=list, repr=False)
     # (n_boot, seed, resampled sums of num, of den) from ``bootstrap_together``
@@ -381,6 +405,7 @@ class PooledRatio:
             self._den.append(b.copy())
         else:
             self._num, self._den = [], []
+        self._add_shape(a, b)
         ma, mb, caa, cbb, cab = _comoments(a, b)
         n = self.n + nb
         dma, dmb = ma - self.mean_num, mb - self.mean_den
@@ -394,22 +419,33 @@ class PooledRatio:
         self.sum_den += float(b.sum())
         self.n = n
 
+    def _add_shape(self, a: np.ndarray, b: np.ndarray) -> None:
+        has = b != 0
+        if has.any():
+            r = a[has] / b[has]
+            self.r_low, self.r_high = min(self.r_low, float(r.min())), max(self.r_high, float(r.max()))
+        self.orphan |= bool(np.any(a[~has] != 0))
+        self.nonneg &= bool(np.all(a >= 0) and np.all(b >= 0))
+        self.within &= bool(np.all(a <= b))
+
+    def no_spread(self) -> bool:
+        """Every cluster gives the same ratio (to the rounding of one division)."""
+        scale = max(abs(self.r_low), abs(self.r_high))
+        return not self.orphan and self.r_high - self.r_low <= 1e-12 * scale
+
     def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
         """Point ratio and its interval: the union of the percentile bootstrap (up to
-        ``BOOTSTRAP_MAX_N`` clusters) and the linearised t interval."""
+        ``BOOTSTRAP_MAX_N`` clusters) and the linearised t interval, within the values
+        the ratio can take (>= 0 for non-negative sums, <= 1 for counts of their den)."""
         _check_level(level, n_boot)
         n = self.n
         if n == 0 or self.sum_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)
         point = float(self.sum_num / self.sum_den)
-        kept = (np.concatenate(self._num), np.concatenate(self._den)) if self._num else None
-        if kept is not None:  # from the values themselves: the same whatever the chunking
-            moments = _comoments(*kept)
-        else:
-            moments = (self.mean_num, self.mean_den, self.c_nn, self.c_dd, self.c_nd)
-        half = _t_half_width(point, n, level, *moments)
-        if n == 1 or half == 0.0:  # no spread between clusters seen: nothing to go on
+        if n == 1 or self.no_spread():  # no spread between clusters seen: nothing to go on
             return Estimate(point, np.nan, np.nan, n)
+        kept = (np.concatenate(self._num), np.concatenate(self._den)) if self._num else None
+        half = self._t_half_width(point, level, kept)
         lo, hi = point - half, point + half
         if kept is not None:
             done = self._resampled
@@ -419,7 +455,26 @@ class PooledRatio:
                 boot = _percentile_bootstrap(*kept, point, level, n_boot, seed)
             if np.isfinite(boot.lo):
                 lo, hi = min(lo, boot.lo), max(hi, boot.hi)
+        if self.nonneg:
+            lo = max(lo, 0.0)
+            hi = min(hi, 1.0) if self.within else hi
         return Estimate(point, lo, hi, n)
+
+    def _t_half_width(self, point: float, level: float, kept) -> float:
+        """Half-width of the linearised interval of a ratio of means: its variance is
+        Var(num_i - R den_i) / (n mean_den^2), with a t quantile on n - 1 degrees of
+        freedom.  From the kept values when there are (the same whatever the chunking),
+        else from the streamed co-moments."""
+        n = self.n
+        if kept is not None:
+            z = kept[0] - point * kept[1]
+            d = z - z.mean()
+            resid, mean_den = float(d @ d), float(kept[1].mean())
+        else:
+            resid = max(self.c_nn - 2.0 * point * self.c_nd + point * point * self.c_dd, 0.0)
+            mean_den = self.mean_den
+        se = np.sqrt(resid / (n - 1) / n) / abs(mean_den)
+        return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
 
     def proportion_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
         """``ratio_ci`` widened to contain the Clopper-Pearson interval of the pooled

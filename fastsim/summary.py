@@ -192,6 +192,6 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
                 d = max(d, 3)  # keep a narrow interval visibly an interval
             est = f"{r['mean'] * scale:.{d}f}{unit}"
             ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
-                  if r["lo"] is not None and np.isfinite(r["lo"]) else "")
+                  if r["lo"] is not None and np.isfinite(r["lo"]) else "(no interval)")
         lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
     return "\n".join(lines)

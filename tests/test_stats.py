@@ -63,8 +63,9 @@ def test_bootstrap_ratio_ci_covers_pooled_precision():
 
 def test_degenerate_inputs():
     assert mean_ci([]).n == 0 and np.isnan(mean_ci([]).mean)
-    e = mean_ci([2.0, 2.0, 2.0])
-    assert (e.mean, e.lo, e.hi) == (2.0, 2.0, 2.0)
+    e = mean_ci([2.0, 2.0, 2.0])  # values that all agree show no spread: no interval
+    assert e.mean == 2.0 and np.isnan(e.lo) and np.isnan(e.hi) and e.n == 3
+    assert e.fmt() == "2.000 (no interval)"
     assert paired_change_ci([1.0, 2.0], [0.0, 1.0]).n == 1  # zero baseline dropped
     assert np.isnan(bootstrap_ratio_ci([0, 0], [0, 0]).mean)
 
@@ -471,3 +472,54 @@ def test_quantile_ci_with_floors_covers_under_heavy_uneven_censoring():
         hits.append(e.lo <= 1.0 <= e.hi)
     assert coverage(hits) >= 0.93
     assert quantile_ci([1.0, np.nan, np.nan], q=0.1, floor=[0.0, 0.5, 0.7]).lo == -np.inf
+
+
+def test_a_ratio_interval_stays_where_the_ratio_can_be():
+    """A share of non-negative parts within [0, 1], a ratio of non-negative sums >= 0:
+    the t term alone would give 2.5% [-2.7%, 7.7%] for one job in 20 saving half its
+    steps; a ratio that can be negative is not cut."""
+    e = bootstrap_ratio_ci([50] + [0] * 19, [100] * 20)
+    assert e.lo == 0.0 and 0.025 < e.hi < 0.1
+    tight = bootstrap_ratio_ci([10, 300, 20], [100, 100, 100])  # a cost ratio
+    assert tight.lo == 0.0 and tight.hi > 1
+    signed = bootstrap_ratio_ci([50] + [-1] * 19, [100] * 20)
+    assert signed.lo < 0
+
+
+def test_spread_is_seen_whatever_the_scale_of_the_denominators():
+    # ratios 2 and 3 with denominators 1 and 1e6: a tolerance scaled by the co-moments
+    # took them for one ratio
+    e = bootstrap_ratio_ci([2.0, 3e6], [1.0, 1e6])
+    assert np.isfinite(e.lo) and e.lo <= 2.0 + 1e-9 and e.hi >= 3.0 - 1e-9
+    from fastsim.stats import PooledRatio
+
+    r = PooledRatio()
+    r.add([0.0, 0.0], [0.0, 5.0])
+    r.add([1.0], [0.0])  # something over nothing: a spread no ratio shows
+    assert not r.no_spread()
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, np.nan, 3.0], floor=[1.0, 2.0]),
+     "floor has 2 values for 3"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci(["a", "b"]), "allowed: numbers"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, 2.0], q="0.5"), "q '0.5'"),
+    (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level="0.95"), "level '0.95'"),
+    (lambda: mean_ci([1.0, 2.0], level=1.5), "level 1.5"),
+    (lambda: paired_change_ci([1.0, 2.0], [1.0, 3.0], level=0), "level 0"),
+    (lambda: __import__("fastsim.stats").stats.clopper_pearson(12, 10), "12 of 10"),
+    (lambda: mean_ci(["x"]), "allowed: numbers"),
+])
+def test_more_bad_arguments_are_one_line(call, names):
+    from fastsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="allowed") as err:
+        call()
+    assert names in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_non_finite_value_is_named_plainly():
+    from fastsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"num\[1\] = nan, den\[1\] = 1.0"):
+        bootstrap_ratio_ci([1.0, np.nan], [1.0, 1.0])

@@ -152,9 +152,9 @@ def _ci(r, name, pct=True):
     m, lo, hi = r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi")
     if m is None or m != m:
         return "n/a"
-    if pct:
-        return f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if lo == lo else f"{m:.1%}"
-    return f"{m:.3g} [{lo:.3g}, {hi:.3g}]" if lo == lo else f"{m:.3g}"
+    if lo is None or lo != lo:  # one job, or jobs that all agree: no spread to go on
+        return f"{m:.1%} (no interval)" if pct else f"{m:.3g} (no interval)"
+    return f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if pct else f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
 def _print_summary(summ: pl.DataFrame) -> None:

@@ -157,11 +157,21 @@ def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
     return out, min(out, key=lambda r: abs(r["gap"]))["metric"]
 
 
+NO_INTERVAL = "(no interval: no spread between clusters)"
+
+
+def _ci_pct(lo, hi) -> str:
+    """``[lo, hi]`` in percent; NaN bounds mean the clusters all agreed."""
+    if lo is None:
+        return ""
+    return NO_INTERVAL if lo != lo else f"[{_pct(lo)}, {_pct(hi)}]"
+
+
 def _delay_text(r: dict[str, Any]) -> str:
     if r["mean"] != r["mean"]:
         return "n/a"
     if r["lo"] != r["lo"]:  # every cluster with a detection gave the same delay
-        return f"{r['mean']:.2f} (no spread between clusters: no interval)"
+        return f"{r['mean']:.2f} {NO_INTERVAL}"
     return f"{r['mean']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
 
 
@@ -180,7 +190,7 @@ def k_table(summary: pl.DataFrame) -> str:
             if m == "detection_delay_evals":
                 cells.append(_delay_text(r))
             else:
-                cells.append(f"{_pct(r['mean'])} [{_pct(r['lo'])}, {_pct(r['hi'])}]")
+                cells.append(f"{_pct(r['mean'])} {_ci_pct(r['lo'], r['hi'])}")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -191,8 +201,7 @@ def _ours_text(r: dict[str, Any]) -> tuple[str, str]:
         return f"{_pct(r['ours'][0])} to {_pct(r['ours'][1])}", "(point estimates)"
     if isinstance(r["ours"], int):
         return f"k = {r['ours']}", ""
-    ci = "" if r["lo"] is None else f"[{_pct(r['lo'])}, {_pct(r['hi'])}]"
-    return _pct(r["ours"]), ci
+    return _pct(r["ours"]), _ci_pct(r["lo"], r["hi"])
 
 
 def _verdict_text(r: dict[str, Any], bold: bool) -> str:
@@ -333,7 +342,7 @@ def _estimate_table(rows: list[dict[str, Any]], extra: str = "") -> str:
     lines = [head, "|---|---|---|---|" + ("---|" if extra else "")]
     for r in rows:
         gap = f" {100 * r['gap']:+.1f} pp |" if extra else ""
-        lines.append(f"| {r['metric']} | {_pct(r['mean'])} | [{_pct(r['lo'])}, {_pct(r['hi'])}] "
+        lines.append(f"| {r['metric']} | {_pct(r['mean'])} | {_ci_pct(r['lo'], r['hi'])} "
                      f"| {r['n']} |{gap}")
     return "\n".join(lines)
 
