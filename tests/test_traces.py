@@ -134,7 +134,11 @@ def test_gao_run_medians_bootstrap_runs():
                                         ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
                                         ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),
                                         ({"kl_coefs": (0.1, 0.1)}, "kl_coefs.*0.1 appears twice"),
-                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice")])
+                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice"),
+                                        # values that differ but share a job id name its part
+                                        ({"seeds": (1, 1.5)}, r"1 and 1\.5 both name their runs s1 in"),
+                                        ({"n_comparisons": (100, 100.5)}, "both name their runs n00100 in"),
+                                        ({"kl_coefs": (0.1, 0.1 + 1e-9)}, "both name their runs kl0.1 in")])
 def test_config_validation(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         ToyRLHFConfig(**kw)

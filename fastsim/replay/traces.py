@@ -38,22 +38,44 @@ MAX_TOY_STEPS = 1_000_000
 MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
 
 
+def _n_key(n) -> str:
+    return f"n{int(n):05d}"
+
+
 def _kl_key(c) -> str:
-    return f"{float(c):g}"  # what a run's job_id shows of its KL coefficient (job_id_of)
+    return f"kl{float(c):g}"
 
 
-def _refuse_repeats(name: str, values, key) -> None:
-    """A value given twice would run the same (job_id, step) rows twice, which every later
-    fit then counts as independent runs: refused, naming the repeated value."""
-    seen = {}
+def _seed_key(s) -> str:
+    return f"s{int(s)}"
+
+
+# Each run parameter's part of a job id (job_id_of): two values with the same part would
+# name the same runs.
+_JOB_ID_PARTS = {"n_comparisons": _n_key, "kl_coefs": _kl_key, "seeds": _seed_key}
+
+
+def _repeat_in(name: str, values) -> str | None:
+    """What is repeated in ``values`` (a run parameter's list), or ``None``: a value given
+    twice, or two values whose runs would share job ids."""
+    key, seen = _JOB_ID_PARTS[name], {}
     for v in values:
         k = key(v)
         if k in seen:
-            same = (f"{v!r} appears twice" if v == seen[k] else
-                    f"{seen[k]!r} and {v!r} both name their runs kl{k} in the job ids")
-            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(values)!r}: {same}; allowed: "
-                              "distinct values")
+            return (f"{v!r} appears twice" if v == seen[k] else
+                    f"{seen[k]!r} and {v!r} both name their runs {k} in the job ids")
         seen[k] = v
+    return None
+
+
+def _refuse_repeats(cfg) -> None:
+    """A value given twice would run the same (job_id, step) rows twice, which every later
+    fit then counts as independent runs: refused, naming the repeated value."""
+    for name in _JOB_ID_PARTS:
+        same = _repeat_in(name, getattr(cfg, name))
+        if same:
+            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(getattr(cfg, name))!r}: {same}; "
+                              "allowed: distinct values")
 
 
 @dataclass(frozen=True)
@@ -117,8 +139,7 @@ class ToyRLHFConfig:
         if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
-        for name, key in (("n_comparisons", int), ("seeds", int), ("kl_coefs", _kl_key)):
-            _refuse_repeats(name, getattr(self, name), key)
+        _refuse_repeats(self)
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
             raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
@@ -396,7 +417,7 @@ def fit_gao(d, gain):
 
 
 def job_id_of(n_comparisons: int, kl_coef: float, seed: int) -> str:
-    return f"n{n_comparisons:05d}_kl{kl_coef:g}_s{seed}"
+    return f"{_n_key(n_comparisons)}_{_kl_key(kl_coef)}_{_seed_key(seed)}"
 
 
 def generate_toy_rlhf(cfg: ToyRLHFConfig = ToyRLHFConfig(), progress: bool = True) -> pl.DataFrame:
