@@ -162,6 +162,19 @@ def test_kl_coefficients_beyond_the_kl_steps_stability_bound_are_refused():
     ToyRLHFConfig(lr=0.0, kl_coefs=(1e6,))
 
 
+def test_the_kl_bound_keeps_3_digits_at_a_decade_boundary():
+    # at lr 0.50396 the exact bound is 9.996: 3 digits of it are 9.99, not 9.9
+    assert 2 / (0.50396 * kl_curvature(ToyRLHFConfig()) * prompt_moment(ToyRLHFConfig())) == \
+        pytest.approx(9.996, abs=1e-3)
+    assert max_kl_coef(ToyRLHFConfig(lr=0.50396)) == 9.99
+    assert ToyRLHFConfig(lr=0.50396, kl_coefs=(9.95,)).kl_coefs == (9.95,)
+    from fastsim.replay.traces import _floor_3_digits
+    # a value with 3 digits already stays (binary division takes 10.1 to 10.0), none rises
+    for x, want in ((20.1, 20.1), (10.1, 10.1), (20.15, 20.1), (99.96, 99.9), (100.0, 100.0),
+                    (0.0012345, 0.00123)):
+        assert _floor_3_digits(x) == want and _floor_3_digits(x) <= x
+
+
 def test_the_kl_bound_in_the_help_is_the_codes(capsys):
     from fastsim.cli import main
 

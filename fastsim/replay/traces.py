@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 import numpy as np
@@ -218,10 +219,27 @@ def max_kl_coef(cfg: ToyRLHFConfig) -> float:
     rate = cfg.lr * kl_curvature(cfg) * prompt_moment(cfg)
     if rate == 0:
         return math.inf  # no step (lr 0) or no curvature: any coefficient is stable
-    bound = 2.0 / rate
-    mant, exp = f"{bound:.2e}".split("e")  # decimal rounding, then down if it rounded up
-    top = float(f"{mant}e{exp}")
-    return top if top <= bound else float(f"{float(mant) - 0.01:.2f}e{exp}")
+    return _floor_3_digits(2.0 / rate)
+
+
+def _floor_3_digits(x: float) -> float:
+    """``x`` rounded down to 3 significant digits, never above ``x``.
+
+    Works on the decimal digits of ``repr(x)``, so a float that already has 3 digits stays
+    (in binary, 10.1 / 0.1 is 100.99999999999999, which floors to 10.0), and takes the
+    exponent from ``x`` itself (rounding first and taking it from the result turned 9.996
+    into 9.9).
+
+    Examples
+    --------
+    >>> _floor_3_digits(9.996), _floor_3_digits(20.1), _floor_3_digits(20.15)
+    (9.99, 20.1, 20.1)
+    """
+    if not math.isfinite(x):
+        return x
+    d = Decimal(repr(float(x)))  # numpy floats repr as np.float64(...)
+    # float() is monotone and repr round-trips, so the floored decimal stays <= x as a float
+    return float(d.quantize(Decimal(1).scaleb(d.adjusted() - 2), rounding=ROUND_FLOOR))
 
 
 CONFIG_KEY = "fastsim.toy_rlhf_config"  # Parquet metadata key: the generating parameters
