@@ -265,3 +265,52 @@ def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):
     err = capsys.readouterr().err
     assert why in err and CONFIG_KEY in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def _old_trace_files(tmp_path, **kw):
+    """traces and runs files as older fastsim wrote them: the config recorded unchecked
+    (150 steps: with KL 0.02 and 25 the first run hacks, which compare-sim needs)."""
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import ToyRLHFConfig as C, config_metadata
+
+    cfg = C._from_record(dict(n_comparisons=(100,), seeds=(0,), n_steps=150, **kw))
+    traces = generate_toy_rlhf(cfg, progress=False)
+    for name, df in (("traces", traces), ("runs", run_summary(traces))):
+        table_writer(df, tmp_path / f"{name}.parquet", config_metadata(cfg))(tmp_path / f"{name}.parquet")
+    return cfg
+
+
+def test_an_older_file_with_a_kl_coefficient_past_the_bound_reads_but_does_not_regenerate(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    cfg = _old_trace_files(tmp_path, kl_coefs=(0.02, 25.0))
+    with pytest.raises(ConfigError, match="25.0 is beyond"):
+        ToyRLHFConfig(**{f: getattr(cfg, f) for f in ToyRLHFConfig.field_names()})
+    assert read_trace_config(tmp_path / "traces.parquet") == cfg
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(tmp_path / "traces.parquet"), "--boot", "0"]) == 0
+    assert main(["traces", "compare-sim", str(tmp_path / "runs.parquet"), "--clusters", "2"]) == 0
+    assert capsys.readouterr().out.count("generated with world_seed 0, 2 runs, 150 steps") == 2
+    # regenerating would run the unstable penalty step again: one line, value and bound
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "runs.parquet"),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "25.0 is beyond" in err and "from 0 to 20.1" in err, err
+    assert not (tmp_path / "o").exists()
+    # the options override the record: within the bound, it regenerates
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "runs.parquet"), "--kl-coefs", "0.1",
+                 "--out", str(tmp_path / "o")]) == 0
+
+
+def test_an_older_file_made_with_repeated_values_is_refused_as_ambiguous(tmp_path, capsys):
+    from fastsim.cli import main
+
+    _old_trace_files(tmp_path, kl_coefs=(0.1, 0.1))
+    for argv in (["fit-curves", str(tmp_path / "traces.parquet"), "--boot", "0"],
+                 ["compare-sim", str(tmp_path / "runs.parquet"), "--clusters", "2"],
+                 ["toy-rlhf", "--like", str(tmp_path / "runs.parquet"), "--out", str(tmp_path / "o")]):
+        assert main(["traces", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "made with repeated kl_coefs (0.1, 0.1)" in err, err
+        assert "rows are ambiguous" in err and "regenerate" in err

@@ -110,6 +110,24 @@ class ToyRLHFConfig:
     hacking_margin: float = 0.05   # share of the gold gain lost after the peak
 
     def __post_init__(self):
+        self._check_values()
+        _refuse_repeats(self)
+        self._check_kl_step()
+
+    @classmethod
+    def _from_record(cls, values: dict) -> ToyRLHFConfig:
+        """The config a trace file records, with every check but two that older fastsim
+        did not make: repeated values and KL coefficients past the stability bound.  The
+        record describes a file already written, so it must stay readable; the caller
+        judges repeats (``read_trace_config``), and regenerating from it (``replace``)
+        applies every check."""
+        cfg = object.__new__(cls)  # a frozen dataclass: fields set past __init__'s checks
+        for f in fields(cls):
+            object.__setattr__(cfg, f.name, values.get(f.name, f.default))
+        cfg._check_values()
+        return cfg
+
+    def _check_values(self) -> None:
         ints = {"vocab": 2, "length": 2, "prompt_dim": 1, "n_steps": 1, "batch": 1, "group": 2,
                 "eval_every": 1, "n_eval_prompts": 1, "n_eval_samples": 1, "world_seed": 0}
         for name, lo in ints.items():
@@ -140,13 +158,11 @@ class ToyRLHFConfig:
         if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
-        _refuse_repeats(self)
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
             raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
                               f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
                               f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
-        self._check_kl_step()
 
     def _check_kl_step(self) -> None:
         """The KL penalty is an explicit gradient step: a coefficient past ``max_kl_coef``
@@ -255,7 +271,9 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     """The ``ToyRLHFConfig`` recorded in a file written by ``fastsim traces toy-rlhf``
     (``traces``, ``runs`` or ``gao_fits.parquet``), or ``None`` for a file that records none
     (written before the parameters were recorded, or by other code).  A recorded value that
-    is not valid is one ``ConfigError`` naming the file.
+    is not valid is one ``ConfigError`` naming the file.  KL coefficients past the stability
+    bound (older files) are read as recorded; repeated values are refused, since the file's
+    runs then share job ids.
 
     Examples
     --------
@@ -274,10 +292,24 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
         known = set(ToyRLHFConfig.field_names())
         if not isinstance(raw, dict) or not set(raw) <= known:
             raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
-        return ToyRLHFConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        cfg = ToyRLHFConfig._from_record({k: tuple(v) if isinstance(v, list) else v
+                                          for k, v in raw.items()})
     except (ValueError, TypeError, ConfigError) as exc:
         raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
                           "parameters fastsim traces toy-rlhf records") from None
+    _refuse_recorded_repeats(cfg, path)
+    return cfg
+
+
+def _refuse_recorded_repeats(cfg: ToyRLHFConfig, path: Path) -> None:
+    """Older fastsim wrote a repeated value's runs twice under the same job ids: the rows of
+    such a file cannot be told apart, so any fit on it would be wrong."""
+    for name in _JOB_ID_PARTS:
+        same = _repeat_in(name, getattr(cfg, name))
+        if same:
+            raise ConfigError(f"{path}: made with repeated {name} {tuple(getattr(cfg, name))!r} "
+                              f"({same}), so its rows are ambiguous; allowed: a file made with "
+                              "distinct values (regenerate it)")
 
 
 def trace_origin(path: Path) -> str:
