@@ -32,7 +32,9 @@ def register(subparsers) -> None:
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
         "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                   help="log files, or run directories holding trainer_state.json")
+                   help="log files, or run directories holding trainer_state.json; a log "
+                   "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "
+                   "once into memory, up to 256 MiB (docs/replay.md)")
     p.add_argument("--example", action="store_true",
                    help="replay the small CSV log shipped with fastsim instead of PATH (3 jobs "
                    "with out-of-order steps, a duplicate and a missing score); its path is "
