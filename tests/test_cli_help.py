@@ -34,6 +34,15 @@ def test_help_text_reads_as_text():
             assert bad not in text, f"{' '.join(path)} --help shows {bad!r}"
 
 
+def test_replay_path_help_says_a_log_may_come_through_a_pipe():
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "replay")]
+    text = " ".join(sub.format_help().split())
+    from fastsim.replay.logs import PIPE_LIMIT
+
+    assert "/dev/stdin" in text and "<(...)" in text
+    assert f"up to {PIPE_LIMIT // 2**20} MiB" in text  # the help's number is the code's
+
+
 import pytest  # noqa: E402
 
 from fastsim.cli import main  # noqa: E402

@@ -134,7 +134,11 @@ def test_gao_run_medians_bootstrap_runs():
                                         ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
                                         ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),
                                         ({"kl_coefs": (0.1, 0.1)}, "kl_coefs.*0.1 appears twice"),
-                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice")])
+                                        ({"kl_coefs": (1, 1.0)}, "kl_coefs.*1.0 appears twice"),
+                                        # values that differ but share a job id name its part
+                                        ({"seeds": (1, 1.5)}, r"1 and 1\.5 both name their runs s1 in"),
+                                        ({"n_comparisons": (100, 100.5)}, "both name their runs n00100 in"),
+                                        ({"kl_coefs": (0.1, 0.1 + 1e-9)}, "both name their runs kl0.1 in")])
 def test_config_validation(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         ToyRLHFConfig(**kw)
@@ -156,6 +160,19 @@ def test_kl_coefficients_beyond_the_kl_steps_stability_bound_are_refused():
     with pytest.raises(ConfigError, match="from 0 to 12 at this lr"):
         ToyRLHFConfig(batch=4, kl_coefs=(13.0,))
     ToyRLHFConfig(lr=0.0, kl_coefs=(1e6,))
+
+
+def test_the_kl_bound_keeps_3_digits_at_a_decade_boundary():
+    # at lr 0.50396 the exact bound is 9.996: 3 digits of it are 9.99, not 9.9
+    assert 2 / (0.50396 * kl_curvature(ToyRLHFConfig()) * prompt_moment(ToyRLHFConfig())) == \
+        pytest.approx(9.996, abs=1e-3)
+    assert max_kl_coef(ToyRLHFConfig(lr=0.50396)) == 9.99
+    assert ToyRLHFConfig(lr=0.50396, kl_coefs=(9.95,)).kl_coefs == (9.95,)
+    from fastsim.replay.traces import _floor_3_digits
+    # a value with 3 digits already stays (binary division takes 10.1 to 10.0), none rises
+    for x, want in ((20.1, 20.1), (10.1, 10.1), (20.15, 20.1), (99.96, 99.9), (100.0, 100.0),
+                    (0.0012345, 0.00123)):
+        assert _floor_3_digits(x) == want and _floor_3_digits(x) <= x
 
 
 def test_the_kl_bound_in_the_help_is_the_codes(capsys):
@@ -248,3 +265,52 @@ def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):
     err = capsys.readouterr().err
     assert why in err and CONFIG_KEY in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def _old_trace_files(tmp_path, **kw):
+    """traces and runs files as older fastsim wrote them: the config recorded unchecked
+    (150 steps: with KL 0.02 and 25 the first run hacks, which compare-sim needs)."""
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import ToyRLHFConfig as C, config_metadata
+
+    cfg = C._from_record(dict(n_comparisons=(100,), seeds=(0,), n_steps=150, **kw))
+    traces = generate_toy_rlhf(cfg, progress=False)
+    for name, df in (("traces", traces), ("runs", run_summary(traces))):
+        table_writer(df, tmp_path / f"{name}.parquet", config_metadata(cfg))(tmp_path / f"{name}.parquet")
+    return cfg
+
+
+def test_an_older_file_with_a_kl_coefficient_past_the_bound_reads_but_does_not_regenerate(tmp_path, capsys):
+    from fastsim.cli import main
+    from fastsim.replay.traces import read_trace_config
+
+    cfg = _old_trace_files(tmp_path, kl_coefs=(0.02, 25.0))
+    with pytest.raises(ConfigError, match="25.0 is beyond"):
+        ToyRLHFConfig(**{f: getattr(cfg, f) for f in ToyRLHFConfig.field_names()})
+    assert read_trace_config(tmp_path / "traces.parquet") == cfg
+    capsys.readouterr()
+    assert main(["traces", "fit-curves", str(tmp_path / "traces.parquet"), "--boot", "0"]) == 0
+    assert main(["traces", "compare-sim", str(tmp_path / "runs.parquet"), "--clusters", "2"]) == 0
+    assert capsys.readouterr().out.count("generated with world_seed 0, 2 runs, 150 steps") == 2
+    # regenerating would run the unstable penalty step again: one line, value and bound
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "runs.parquet"),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "25.0 is beyond" in err and "from 0 to 20.1" in err, err
+    assert not (tmp_path / "o").exists()
+    # the options override the record: within the bound, it regenerates
+    assert main(["traces", "toy-rlhf", "--like", str(tmp_path / "runs.parquet"), "--kl-coefs", "0.1",
+                 "--out", str(tmp_path / "o")]) == 0
+
+
+def test_an_older_file_made_with_repeated_values_is_refused_as_ambiguous(tmp_path, capsys):
+    from fastsim.cli import main
+
+    _old_trace_files(tmp_path, kl_coefs=(0.1, 0.1))
+    for argv in (["fit-curves", str(tmp_path / "traces.parquet"), "--boot", "0"],
+                 ["compare-sim", str(tmp_path / "runs.parquet"), "--clusters", "2"],
+                 ["toy-rlhf", "--like", str(tmp_path / "runs.parquet"), "--out", str(tmp_path / "o")]):
+        assert main(["traces", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "made with repeated kl_coefs (0.1, 0.1)" in err, err
+        assert "rows are ambiguous" in err and "regenerate" in err

@@ -32,7 +32,9 @@ def register(subparsers) -> None:
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
         "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                   help="log files, or run directories holding trainer_state.json")
+                   help="log files, or run directories holding trainer_state.json; a log "
+                   "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "
+                   "once into memory, up to 256 MiB (docs/replay.md)")
     p.add_argument("--example", action="store_true",
                    help="replay the small CSV log shipped with fastsim instead of PATH (3 jobs "
                    "with out-of-order steps, a duplicate and a missing score); its path is "
@@ -232,22 +234,27 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     return vals
 
 
+def _like_config(path):
+    """The parameters recorded in ``path`` (``--like``), refused when it records none."""
+    from fastsim.replay.traces import read_trace_config
+
+    why = file_kind(path)  # "no such file", or a pipe or device refused unread
+    if why is not None:
+        raise ConfigError(f"--like {path}: {why}; allowed: a .parquet file "
+                          "written by fastsim traces toy-rlhf")
+    base = read_trace_config(path)
+    if base is None:
+        raise ConfigError(f"--like {path}: records no generating parameters (written "
+                          "before fastsim recorded them); allowed: a file written by this "
+                          "fastsim, or the options themselves (defaults: world seed 0)")
+    return base
+
+
 def _cmd_toy(args) -> int:
     from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
-                                       gao_run_medians, generate_toy_rlhf, read_trace_config,
-                                       run_summary)
+                                       gao_run_medians, generate_toy_rlhf, run_summary)
 
-    base = ToyRLHFConfig()
-    if args.like is not None:
-        why = file_kind(args.like)  # "no such file", or a pipe or device refused unread
-        if why is not None:
-            raise ConfigError(f"--like {args.like}: {why}; allowed: a .parquet file "
-                              "written by fastsim traces toy-rlhf")
-        base = read_trace_config(args.like)
-        if base is None:
-            raise ConfigError(f"--like {args.like}: records no generating parameters (written "
-                              "before fastsim recorded them); allowed: a file written by this "
-                              "fastsim, or the options themselves (defaults: world seed 0)")
+    base = ToyRLHFConfig() if args.like is None else _like_config(args.like)
     kw = {}
     if args.quick:
         kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
@@ -264,7 +271,15 @@ def _cmd_toy(args) -> int:
         kw["n_steps"] = args.steps
     if args.world_seed is not None:
         kw["world_seed"] = args.world_seed
-    cfg = replace(base, **kw)
+    try:
+        cfg = replace(base, **kw)  # every check, the record's values included
+    except ConfigError as exc:
+        if args.like is None:
+            raise
+        # a file's record is read without the KL-step bound (older files); running it
+        # again would run the unstable penalty step, so it is refused here
+        raise ConfigError(f"--like {args.like}: cannot regenerate: {exc} (options given "
+                          "with --like override the file's)") from None
     check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())

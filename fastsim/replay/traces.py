@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 import numpy as np
@@ -38,22 +39,44 @@ MAX_TOY_STEPS = 1_000_000
 MAX_TRACE_ROWS = 10_000_000   # trace table rows (~1 GB)
 
 
+def _n_key(n) -> str:
+    return f"n{int(n):05d}"
+
+
 def _kl_key(c) -> str:
-    return f"{float(c):g}"  # what a run's job_id shows of its KL coefficient (job_id_of)
+    return f"kl{float(c):g}"
 
 
-def _refuse_repeats(name: str, values, key) -> None:
-    """A value given twice would run the same (job_id, step) rows twice, which every later
-    fit then counts as independent runs: refused, naming the repeated value."""
-    seen = {}
+def _seed_key(s) -> str:
+    return f"s{int(s)}"
+
+
+# Each run parameter's part of a job id (job_id_of): two values with the same part would
+# name the same runs.
+_JOB_ID_PARTS = {"n_comparisons": _n_key, "kl_coefs": _kl_key, "seeds": _seed_key}
+
+
+def _repeat_in(name: str, values) -> str | None:
+    """What is repeated in ``values`` (a run parameter's list), or ``None``: a value given
+    twice, or two values whose runs would share job ids."""
+    key, seen = _JOB_ID_PARTS[name], {}
     for v in values:
         k = key(v)
         if k in seen:
-            same = (f"{v!r} appears twice" if v == seen[k] else
-                    f"{seen[k]!r} and {v!r} both name their runs kl{k} in the job ids")
-            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(values)!r}: {same}; allowed: "
-                              "distinct values")
+            return (f"{v!r} appears twice" if v == seen[k] else
+                    f"{seen[k]!r} and {v!r} both name their runs {k} in the job ids")
         seen[k] = v
+    return None
+
+
+def _refuse_repeats(cfg) -> None:
+    """A value given twice would run the same (job_id, step) rows twice, which every later
+    fit then counts as independent runs: refused, naming the repeated value."""
+    for name in _JOB_ID_PARTS:
+        same = _repeat_in(name, getattr(cfg, name))
+        if same:
+            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(getattr(cfg, name))!r}: {same}; "
+                              "allowed: distinct values")
 
 
 @dataclass(frozen=True)
@@ -87,6 +110,24 @@ class ToyRLHFConfig:
     hacking_margin: float = 0.05   # share of the gold gain lost after the peak
 
     def __post_init__(self):
+        self._check_values()
+        _refuse_repeats(self)
+        self._check_kl_step()
+
+    @classmethod
+    def _from_record(cls, values: dict) -> ToyRLHFConfig:
+        """The config a trace file records, with every check but two that older fastsim
+        did not make: repeated values and KL coefficients past the stability bound.  The
+        record describes a file already written, so it must stay readable; the caller
+        judges repeats (``read_trace_config``), and regenerating from it (``replace``)
+        applies every check."""
+        cfg = object.__new__(cls)  # a frozen dataclass: fields set past __init__'s checks
+        for f in fields(cls):
+            object.__setattr__(cfg, f.name, values.get(f.name, f.default))
+        cfg._check_values()
+        return cfg
+
+    def _check_values(self) -> None:
         ints = {"vocab": 2, "length": 2, "prompt_dim": 1, "n_steps": 1, "batch": 1, "group": 2,
                 "eval_every": 1, "n_eval_prompts": 1, "n_eval_samples": 1, "world_seed": 0}
         for name, lo in ints.items():
@@ -117,14 +158,11 @@ class ToyRLHFConfig:
         if not self.seeds or any(not 0 <= int(s) <= 2**63 - 1 for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
-        for name, key in (("n_comparisons", int), ("seeds", int), ("kl_coefs", _kl_key)):
-            _refuse_repeats(name, getattr(self, name), key)
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
             raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
                               f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
                               f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
-        self._check_kl_step()
 
     def _check_kl_step(self) -> None:
         """The KL penalty is an explicit gradient step: a coefficient past ``max_kl_coef``
@@ -197,10 +235,27 @@ def max_kl_coef(cfg: ToyRLHFConfig) -> float:
     rate = cfg.lr * kl_curvature(cfg) * prompt_moment(cfg)
     if rate == 0:
         return math.inf  # no step (lr 0) or no curvature: any coefficient is stable
-    bound = 2.0 / rate
-    mant, exp = f"{bound:.2e}".split("e")  # decimal rounding, then down if it rounded up
-    top = float(f"{mant}e{exp}")
-    return top if top <= bound else float(f"{float(mant) - 0.01:.2f}e{exp}")
+    return _floor_3_digits(2.0 / rate)
+
+
+def _floor_3_digits(x: float) -> float:
+    """``x`` rounded down to 3 significant digits, never above ``x``.
+
+    Works on the decimal digits of ``repr(x)``, so a float that already has 3 digits stays
+    (in binary, 10.1 / 0.1 is 100.99999999999999, which floors to 10.0), and takes the
+    exponent from ``x`` itself (rounding first and taking it from the result turned 9.996
+    into 9.9).
+
+    Examples
+    --------
+    >>> _floor_3_digits(9.996), _floor_3_digits(20.1), _floor_3_digits(20.15)
+    (9.99, 20.1, 20.1)
+    """
+    if not math.isfinite(x):
+        return x
+    d = Decimal(repr(float(x)))  # numpy floats repr as np.float64(...)
+    # float() is monotone and repr round-trips, so the floored decimal stays <= x as a float
+    return float(d.quantize(Decimal(1).scaleb(d.adjusted() - 2), rounding=ROUND_FLOOR))
 
 
 CONFIG_KEY = "fastsim.toy_rlhf_config"  # Parquet metadata key: the generating parameters
@@ -216,7 +271,9 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     """The ``ToyRLHFConfig`` recorded in a file written by ``fastsim traces toy-rlhf``
     (``traces``, ``runs`` or ``gao_fits.parquet``), or ``None`` for a file that records none
     (written before the parameters were recorded, or by other code).  A recorded value that
-    is not valid is one ``ConfigError`` naming the file.
+    is not valid is one ``ConfigError`` naming the file.  KL coefficients past the stability
+    bound (older files) are read as recorded; repeated values are refused, since the file's
+    runs then share job ids.
 
     Examples
     --------
@@ -235,10 +292,24 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
         known = set(ToyRLHFConfig.field_names())
         if not isinstance(raw, dict) or not set(raw) <= known:
             raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
-        return ToyRLHFConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        cfg = ToyRLHFConfig._from_record({k: tuple(v) if isinstance(v, list) else v
+                                          for k, v in raw.items()})
     except (ValueError, TypeError, ConfigError) as exc:
         raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
                           "parameters fastsim traces toy-rlhf records") from None
+    _refuse_recorded_repeats(cfg, path)
+    return cfg
+
+
+def _refuse_recorded_repeats(cfg: ToyRLHFConfig, path: Path) -> None:
+    """Older fastsim wrote a repeated value's runs twice under the same job ids: the rows of
+    such a file cannot be told apart, so any fit on it would be wrong."""
+    for name in _JOB_ID_PARTS:
+        same = _repeat_in(name, getattr(cfg, name))
+        if same:
+            raise ConfigError(f"{path}: made with repeated {name} {tuple(getattr(cfg, name))!r} "
+                              f"({same}), so its rows are ambiguous; allowed: a file made with "
+                              "distinct values (regenerate it)")
 
 
 def trace_origin(path: Path) -> str:
@@ -396,7 +467,7 @@ def fit_gao(d, gain):
 
 
 def job_id_of(n_comparisons: int, kl_coef: float, seed: int) -> str:
-    return f"n{n_comparisons:05d}_kl{kl_coef:g}_s{seed}"
+    return f"{_n_key(n_comparisons)}_{_kl_key(kl_coef)}_{_seed_key(seed)}"
 
 
 def generate_toy_rlhf(cfg: ToyRLHFConfig = ToyRLHFConfig(), progress: bool = True) -> pl.DataFrame:
