@@ -314,3 +314,14 @@ def test_an_older_file_made_with_repeated_values_is_refused_as_ambiguous(tmp_pat
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "made with repeated kl_coefs (0.1, 0.1)" in err, err
         assert "rows are ambiguous" in err and "regenerate" in err
+
+
+def test_traces_without_a_hacking_run_are_one_line_for_compare_sim():
+    # the peak range was the minimum of an empty array: a raw ValueError
+    from fastsim.errors import ConfigError
+    from fastsim.replay.traces import trace_peak_range
+
+    runs = pl.DataFrame({"truth_hacking": [False, False], "truth_gold_peak_step": [10, 20],
+                         "final_step": [30, 30]})
+    with pytest.raises(ConfigError, match="no hacking run \\(of 2\\)"):
+        trace_peak_range(runs)

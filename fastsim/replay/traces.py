@@ -609,6 +609,10 @@ def trace_peak_range(runs: pl.DataFrame) -> tuple[float, float]:
     """``(lo, hi)``: the smallest and largest progress (peak step / final step) at which the
     traces' hacking runs reach their gold peak; the simulator draws ``u*`` uniformly there."""
     hack = runs.filter(pl.col("truth_hacking"))
+    if hack.height == 0:  # nothing to place the simulator's hacking peaks, nor to recall
+        raise ConfigError(f"the traces hold no hacking run (of {runs.height}), so the simulator "
+                          "has no peak range or recall to match; allowed: traces with at least "
+                          "one hacking run (longer runs or fewer comparisons over-optimise more)")
     u = (hack["truth_gold_peak_step"] / hack["final_step"]).to_numpy()
     return float(u.min()), float(u.max())
 
