@@ -180,3 +180,12 @@ def test_all_reached_still_has_a_reached_interval():
     s = summarize_sgd(run_sgd(pr, SGDConfig(replications=8, eps=0.1), progress=False), pr)
     assert (s["reached_frac"] == 1.0).all() and (s["reached_lo"] < 0.7).all()
     assert (s["n"] == 8).all() and s["cost_units_mean"].is_finite().all()
+
+
+def test_when_every_run_hits_the_cap_the_steps_median_still_has_a_lower_bound():
+    # every run is known to need more than max_steps: that is a lower bound, not NaN
+    pr = make_problem(ProblemConfig(n=200, d=5))
+    runs = run_sgd(pr, SGDConfig(replications=40, max_steps=3), progress=False)
+    assert not runs["reached"].any()
+    summary = summarize_sgd(runs, pr)
+    assert (summary["steps_median_lo"] == 3.0).all() and summary["steps_median"].is_nan().all()

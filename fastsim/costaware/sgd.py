@@ -218,8 +218,9 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     distribution, zero on dropped samples); they run after ``cfg.strategies``.
 
     Returns one row per (strategy, replication): ``cost_units`` (NaN if ``eps`` was not
-    reached within ``max_steps``), ``steps`` (-1 then), ``final_gap``, ``reached`` and
-    ``cost_units_at_cap`` (what a run that missed ``eps`` spent by the cap, else NaN).
+    reached within ``max_steps``), ``steps`` (-1 then), ``final_gap``, ``reached``,
+    ``cost_units_at_cap`` (what a run that missed ``eps`` spent by the cap, else NaN) and
+    ``steps_at_cap`` (``max_steps`` for such a run, else NaN).
 
     Examples
     --------
@@ -248,8 +249,9 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
             "replication": np.arange(cfg.replications),
             "cost_units": np.where(reached, cost, np.nan), "steps": steps, "final_gap": gap,
             "reached": reached,
-            # a censored run's cost to eps exceeds what it spent by the cap
+            # a censored run's cost to eps exceeds what it spent by the cap, its steps the cap
             "cost_units_at_cap": np.where(reached, np.nan, cost),
+            "steps_at_cap": np.where(reached, np.nan, float(cfg.max_steps)),
         }))
     return pl.concat(frames)
 
@@ -284,7 +286,8 @@ def _reached_columns(mine: pl.DataFrame) -> dict:
     k, n = int(reached.sum()), int(reached.size)
     lo, hi = clopper_pearson(k, n)
     med = quantile_ci(cost, floor=mine["cost_units_at_cap"].to_numpy())
-    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf))
+    floor = mine["steps_at_cap"].to_numpy() if "steps_at_cap" in mine.columns else None
+    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf), floor=floor)
     e = mean_ci(cost) if k == n else Estimate(np.nan, np.nan, np.nan, k)
     return {"n": n, "reached_frac": k / n, "reached_lo": lo, "reached_hi": hi,
             "cost_units_median": med.mean, "cost_units_median_lo": med.lo,
