@@ -179,3 +179,16 @@ def test_api_arguments_of_the_wrong_type_are_refused():
     for paths in (None, 5, b"x.csv"):
         with pytest.raises(ConfigError, match="is invalid; allowed: a path or a list of paths"):
             read_logs(paths)
+
+
+def test_a_tsv_log_without_its_name_reads_with_format_tsv(tmp_path):
+    # a pipe has no name: its TSV was read as CSV and failed on a missing column
+    from fastsim.replay.logs import detect_format, read_one
+
+    text = "job_id\tstep\tscore\na\t1\t0.5\na\t2\t0.6\n"
+    named, nameless = tmp_path / "log.tsv", tmp_path / "63"
+    named.write_text(text)
+    nameless.write_text(text)
+    assert detect_format(named) == "tsv"
+    table, _ = read_one(nameless, fmt="tsv")
+    assert table["metric"].to_list() == [0.5, 0.6]

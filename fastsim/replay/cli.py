@@ -18,6 +18,7 @@ from fastsim import registry as R
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
+from fastsim.replay.logs import FORMATS
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -53,7 +54,8 @@ def register(subparsers) -> None:
     sense.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
                        help="the metric improves upwards (default for every other name)")
     p.add_argument("--format", dest="fmt", default=None,
-                   choices=["csv", "jsonl", "parquet", "trainer_state"], help="force the format (default: detect)")
+                   choices=list(FORMATS), help="force the format (default: detect from the name "
+                   "and content; a pipe has no name, so a TSV through one needs --format tsv)")
     p.add_argument("--on-duplicate", choices=["last", "error"], default="last",
                    help="a (job_id, step) logged twice: keep the last row (default) or fail")
     p.add_argument("--gpus", type=float, default=None, metavar="N",

@@ -28,7 +28,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import decode_utf8, file_kind
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 
-FORMATS = ("csv", "jsonl", "parquet", "trainer_state")
+FORMATS = ("csv", "tsv", "jsonl", "parquet", "trainer_state")
 # Missing-value spellings: such an evaluation is skipped (docs/replay.md, rule "missing").
 MISSING_TOKENS = ("", "nan", "na", "n/a", "null", "none")
 # trainer_state eval_* keys that are bookkeeping, not a quality metric.
@@ -106,14 +106,16 @@ def read_log_bytes(path: Path) -> bytes:
 
 
 def detect_format(path: Path, data: bytes | None = None) -> str:
-    """``csv``, ``jsonl``, ``parquet`` or ``trainer_state`` from the name and the content
+    """``csv``, ``tsv``, ``jsonl``, ``parquet`` or ``trainer_state`` from the name and the content
     (``data``, the log's bytes; read from ``path`` when not given)."""
     name = path.name.lower()
     data = read_log_bytes(path) if data is None else data
     if not data:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
-    if name.endswith((".csv", ".tsv")):
+    if name.endswith(".csv"):
         return "csv"
+    if name.endswith(".tsv"):
+        return "tsv"
     if name.endswith((".jsonl", ".ndjson")):
         return "jsonl"
     if name.endswith((".parquet", ".pq")):
@@ -151,8 +153,11 @@ def resolve_path(path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- readers
-def _raw_csv(path: Path, data: bytes) -> pl.DataFrame:
-    sep = "\t" if path.name.lower().endswith(".tsv") else ","
+def _raw_tsv(path: Path, data: bytes) -> pl.DataFrame:
+    return _raw_csv(path, data, "\t")
+
+
+def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     try:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, separator=sep)
     except pl.exceptions.NoDataError:
@@ -567,7 +572,8 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     if fmt == "trainer_state":
         raw, name = _raw_trainer_state(path, data, metric, job_id)
     else:
-        raw = {"csv": _raw_csv, "jsonl": _raw_jsonl, "parquet": _raw_parquet}[fmt](path, data)
+        raw = {"csv": _raw_csv, "tsv": _raw_tsv, "jsonl": _raw_jsonl,
+               "parquet": _raw_parquet}[fmt](path, data)
         name = metric or "score"
     return _validate(raw, path, name), name
 
