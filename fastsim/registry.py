@@ -285,10 +285,24 @@ def _user_file(obj: Any) -> str | None:
     return path
 
 
+def _value_text(value: Any) -> str | None:
+    """A global value's text for the hash (numba compiles globals in as constants), or
+    None for what is not a plain value (modules and functions are followed instead)."""
+    if hasattr(value, "dtype") and hasattr(value, "tobytes"):  # a NumPy array or scalar
+        data = hashlib.sha256(value.tobytes()).hexdigest()
+        return f"{value.dtype}{getattr(value, 'shape', ())}{data}"
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None), tuple, list,
+                          frozenset, dict)):
+        return repr(value)
+    return None
+
+
 def _user_sources(fn: Any) -> list[str]:
     """The texts a user function's results depend on: the whole file that defines it (its
-    helpers and constants there included) and, in turn, the files of the user functions
-    and modules it names as globals (helpers imported from another file of the user's)."""
+    helpers and constants there included), the values of the plain globals it names (a
+    constant imported by name from another file: ``from consts import THRESH``) and, in
+    turn, the files of the user functions and modules it names as globals (helpers
+    imported from another file of the user's)."""
     texts, seen, todo = [], set(), [fn]
     while todo:
         item = todo.pop()
@@ -306,6 +320,8 @@ def _user_sources(fn: Any) -> list[str]:
             dep = getattr(obj, "__globals__", {}).get(name)
             if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
                 todo.append(dep)
+            elif (value := _value_text(dep)) is not None:
+                texts.append(f"{name}={value}")
     return texts
 
 
@@ -360,12 +376,12 @@ class StopPolicy(Declaration):
         (``scores``: the job's observed scores, for ``keep="best"``)."""
         if self.action == "demote":
             return n
-        if self.keep == "best":
-            best = 0
-            for e in range(1, trigger):
-                if scores[e] > scores[best]:
+        if self.keep == "best":  # the first highest score; an unscored evaluation never
+            best = -1            # (replay keeps them in the series, the monitor does not)
+            for e in range(trigger):
+                if scores[e] == scores[e] and (best < 0 or scores[e] > scores[best]):
                     best = e
-            return best + 1
+            return max(best, 0) + 1
         back = values[self.lookback] if isinstance(self.lookback, str) else self.lookback
         return trigger - back
 
@@ -600,6 +616,20 @@ def _user_params(params: Any) -> tuple[Param, ...]:
     return out
 
 
+def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:
+    """An int >= 0, or an int parameter that cannot go below 0: a negative lookback would
+    deliver a checkpoint from after the stop (replay), the best one (the engine's sentinel)
+    or fail (the monitor)."""
+    ints = [p.name for p in ps if p.kind == "int" and p.lo >= 0]
+    if isinstance(lookback, str):
+        if lookback not in ints:
+            raise ConfigError(f"lookback={lookback!r}: allowed: an integer >= 0 or the name of an "
+                              f"int parameter with lo >= 0 ({ints or 'none declared'})")
+    elif isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 0:
+        raise ConfigError(f"lookback={lookback!r}: allowed: an integer >= 0 or the name of an "
+                          f"int parameter with lo >= 0 ({ints or 'none declared'})")
+
+
 def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: str = "lookback",
                 min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
                 figure_label: str = "", help: str = "") -> Callable:
@@ -636,9 +666,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
                          "stop policy")
         _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = min_evals if callable(min_evals) else (lambda v, n=int(min_evals): n)
-        if isinstance(lookback, str) and lookback not in [p.name for p in ps]:
-            raise ConfigError(f"lookback={lookback!r} is not a parameter; allowed: an int or one "
-                              f"of {[p.name for p in ps]}")
+        _check_lookback(lookback, ps)
         if keep not in ("lookback", "best"):
             raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
         ref = f"{fn.__module__}:{fn.__name__}"

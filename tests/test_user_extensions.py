@@ -577,3 +577,62 @@ def test_the_code_hash_covers_helpers_in_the_same_and_other_files(tmp_path, monk
         assert decl.impl != before, name
         before = decl.impl
     assert R._user_file(np.mean) is None and R._user_file(importlib) is None
+
+
+def test_the_code_hash_covers_a_constant_imported_by_name(tmp_path, monkeypatch):
+    # `from consts import THRESH`: neither file's text changes with consts.py's value
+    # in the policy's file, and numba compiles the value in: a sweep reused old cells
+    import sys
+
+    from fastsim import registry as R
+
+    (tmp_path / "hash_consts.py").write_text("THRESH = 100\n")
+    (tmp_path / "hash_bynamepol.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n"
+        "from hash_consts import THRESH\n\n"
+        "@stop_policy(params=[], label='byname')\n@njit\n"
+        "def byname(scores, losses, attained_h, t_est_h):\n"
+        "    return scores.shape[0] if scores.shape[0] == THRESH else 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    decl = R.lookup("policy", "hash_bynamepol:byname")
+    before = decl.impl
+    monkeypatch.setattr(sys.modules["hash_bynamepol"], "THRESH", 3)  # as a new process would see it
+    R._source_hash.cache_clear()
+    assert decl.impl != before
+
+
+@pytest.mark.parametrize("lookback, param", [
+    (-1, None),
+    (1.5, None),
+    ("n", ("n", "int", 3, -5)),  # an int parameter that may go negative
+    ("n", ("n", "float", 1.0, 0)),  # a float parameter
+])
+def test_a_lookback_that_could_point_after_the_stop_is_refused(lookback, param):
+    # replay kept step 50 of a stop at 40, the engine the best evaluation, the monitor
+    # raised an IndexError: one declaration, three answers
+    from numba import njit
+
+    from fastsim.registry import Param, stop_policy
+
+    @njit
+    def bare(scores, losses, attained_h, t_est_h):
+        return 4 if scores.shape[0] >= 4 else 0
+
+    @njit
+    def with_n(scores, losses, attained_h, t_est_h, n):
+        return 4 if scores.shape[0] >= 4 else 0
+
+    declared = [Param(param[0], param[1], param[2], lo=param[3])] if param else []
+    with pytest.raises(ConfigError, match="lookback.*allowed: an integer >= 0"):
+        stop_policy(params=declared, lookback=lookback)(with_n if param else bare)
+
+
+def test_keep_best_never_delivers_an_unscored_evaluation():
+    # replay keeps unscored rows in a job's series; the monitor drops them: the first
+    # scored best is the same evaluation for both
+    from fastsim import registry as R
+
+    decl = R.lookup("policy", "cusum")
+    scores = np.array([np.nan, 0.5, 0.7, 0.6, 0.4])
+    assert decl.delivered(5, decl.defaults(), 5, scores) == 3
+    assert decl.delivered(1, decl.defaults(), 5, np.array([np.nan])) == 1
