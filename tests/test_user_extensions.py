@@ -636,3 +636,68 @@ def test_keep_best_never_delivers_an_unscored_evaluation():
     scores = np.array([np.nan, 0.5, 0.7, 0.6, 0.4])
     assert decl.delivered(5, decl.defaults(), 5, scores) == 3
     assert decl.delivered(1, decl.defaults(), 5, np.array([np.nan])) == 1
+
+
+RAISING_SRC = '''
+from numba import njit
+from fastsim.registry import stop_policy
+
+
+@stop_policy(params=[], label="raise_above_one")
+@njit
+def raise_above_one(scores, losses, attained_h, t_est_h):
+    if scores[-1] > 1.0:
+        raise ValueError("score above one")
+    return 4 if scores.shape[0] >= 4 else 0
+
+
+@stop_policy(params=[], label="writes")
+@njit
+def writes(scores, losses, attained_h, t_est_h):
+    scores[0] = 0.0
+    return 0
+'''
+
+
+@pytest.fixture(scope="module")
+def raising_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("raising")
+    (d / "toy_raising.py").write_text(RAISING_SRC)
+    sys.path.insert(0, str(d))
+    yield d
+    sys.path.remove(str(d))
+
+
+def test_a_failing_user_policy_leaves_no_trace_in_the_monitor(raising_dir):
+    # a call that raised had stored its score and step: every later call raised again,
+    # and the retried step was refused as "not after the previous step"
+    from fastsim.replay.monitor import StopMonitor
+
+    mon = StopMonitor("toy_raising:raise_above_one")
+    mon.observe("j", 10, 0.5)
+    with pytest.raises(ConfigError, match="stop policy toy_raising:raise_above_one failed"):
+        mon.observe("j", 20, 1.5)
+    assert not mon.observe("j", 20, 0.4).stop  # the same step again, now valid
+    assert not mon.observe("j", 30, 0.3).stop
+    assert mon.observe("j", 40, 0.2).stop  # the 4th evaluation, as if 1.5 never came
+
+
+def test_replay_says_a_failing_user_policy_in_one_line(raising_dir, tmp_path, capsys):
+    log = tmp_path / "l.csv"
+    log.write_text("job_id,step,score\n" + "".join(f"a,{s},{v}\n" for s, v in
+                                                  ((10, 0.5), (20, 1.5), (30, 0.4))))
+    for spec, needle in (("toy_raising:raise_above_one", "ValueError"),
+                         ("toy_raising:writes", "failed")):
+        assert main(["replay", str(log), "--policy", spec]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"stop policy {spec} failed" in err and needle in err
+        assert len(err.splitlines()) == 1, err
+
+
+def test_the_monitor_takes_the_steps_replay_takes():
+    from fastsim.replay.monitor import StopMonitor
+
+    mon = StopMonitor("evalstop:k=2")
+    mon.observe("j", 2**53 - 1, 0.5)
+    with pytest.raises(ConfigError, match="2\\^53-1"):
+        mon.observe("j", 2**53 + 1, 0.6)  # equal to 2^53 as a float: no longer "after"

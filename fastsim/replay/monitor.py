@@ -26,6 +26,7 @@ from fastsim.config import MAX_EVALS, PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
+from fastsim.replay.logs import MAX_STEP
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,12 @@ class _Series:
         self.losses.append(0.0 if math.isnan(loss) else loss)
         self.steps.append(float(step))
         arr = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
-        _, trig, _ = decide_series(self.p, arr(self.scores), arr(self.losses), arr(self.steps),
-                                   self.planned)
+        try:
+            _, trig, _ = decide_series(self.p, arr(self.scores), arr(self.losses),
+                                       arr(self.steps), self.planned)
+        except Exception:  # a call that fails leaves no trace: the same call may be retried
+            del self.scores[-1], self.losses[-1], self.steps[-1]
+            raise
         return trig > 0
 
 
@@ -295,9 +300,9 @@ class StopMonitor:
                 except (AttributeError, TypeError):
                     raise ConfigError(f"{name}.observe({job_id!r}): step = {step!r}; "
                                       "allowed: a non-negative integer") from None
-        if not 0 <= step < 2**63:
+        if not 0 <= step < MAX_STEP:  # steps are compared as floats, exact below 2^53
             raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
-                              "integer from 0 to 2^63-1")
+                              "integer from 0 to 2^53-1, as replay takes")
         for field, x in (("score", score), ("loss", loss)):
             if not _is_real(x):
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
@@ -316,14 +321,15 @@ class StopMonitor:
             raise ConfigError(f"{name}.observe({job_id!r}): step {step} is not after the "
                               f"previous step {st.last_step}; allowed: increasing steps "
                               "(call reset() to start the job over)")
-        st.last_step = step
         keep = st.recent_steps[-1] if st.recent_steps else None
         counted = loss if self._reads_loss else value
         if math.isnan(counted):
+            st.last_step = step
             return Decision(False, keep, f"step {step}: missing value skipped", st.n_evals,
                             st.stream.run)
         s = value if self.higher_is_better else -value
-        fired = st.stream.update(s, loss, step)
+        fired = st.stream.update(s, loss, step)  # a user policy that raises leaves no trace
+        st.last_step = step
         st.n_evals += 1
         st.recent_steps.append(step)
         if len(st.recent_steps) > self._lookback + 1:

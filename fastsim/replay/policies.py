@@ -15,7 +15,7 @@ import polars as pl
 
 from fastsim import registry as R
 from fastsim.config import PolicyConfig
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, readonly, user_code
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
@@ -54,8 +54,12 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                                    float(t_est))
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
-    trig = int(user_trigger_driver(d.user)(score, loss, attained, float(t_est), params,
-                                           *trigger_scratch(score.shape[0])))
+    # read-only, as the engine hands them over: a policy that writes into its series fails
+    # here as it does in a simulation, in one line naming it
+    with user_code("stop policy", d.name):
+        trig = int(user_trigger_driver(d.user)(readonly(score), readonly(loss), readonly(attained),
+                                               float(t_est), params,
+                                               *trigger_scratch(score.shape[0])))
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
