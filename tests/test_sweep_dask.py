@@ -340,3 +340,17 @@ def test_9_no_worker_for_the_grace_period_stops(monkeypatch):
     watch.check()  # 2 s: waiting still
     with pytest.raises(ClusterLostError, match="has had no worker for 5 s"):
         watch.check()
+
+
+def test_9_a_worker_without_fastsim_is_one_error_and_a_chunk_error_stays_its_own():
+    # anything a worker raises that is not fastsim's own came out as a raw traceback
+    from fastsim.errors import ClusterLostError, ConfigError
+    from fastsim.sweep.runner import _Watch
+
+    missing = ModuleNotFoundError("No module named 'fastsim'")
+    with pytest.raises(ClusterLostError, match="chunk 1 of cell c failed on a Dask worker: "
+                       "ModuleNotFoundError: No module named 'fastsim'; every worker needs"):
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", missing), "c", 1)
+    own = ConfigError("policy x: allowed: y")
+    with pytest.raises(ConfigError, match="policy x"):
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", own), "c", 1)

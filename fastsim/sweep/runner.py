@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
-from fastsim.errors import ClusterLostError, ConfigError
+from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid
@@ -326,7 +326,14 @@ class _Watch:
                                    f"that ran it died ({fut.exception().allowed_failures + 1} "
                                    f"attempts); {RESUME}")
         if fut.status == "error":
-            return fut.result()  # a chunk's own error (ConfigError...) is raised as it is
+            exc = fut.exception()
+            if isinstance(exc, (ConfigError, SimulationError)):
+                raise exc  # a chunk's own error, one line as in a local run
+            # anything else is the worker's (fastsim missing or older there, out of memory)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ClusterLostError(f"chunk {idx} of cell {cid} failed on a Dask worker: "
+                                   f"{type(exc).__name__}: {first}; every worker needs the "
+                                   f"same fastsim and Python packages as this process; {RESUME}")
         try:  # the worker holding it may die before it is fetched: the fetch then stalled
             # 30 or 60 s in tests (distributed's connect timeout is 30 s), or, with no worker
             # left, forever; a chunk is pure, so running it again is safe
