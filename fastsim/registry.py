@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
 import os
@@ -242,9 +243,22 @@ class Declaration:
             if key not in self.param_names:
                 allowed = ", ".join(self.param_names) or "none (it takes no parameters)"
                 raise ConfigError(f"{what} parameter {key!r} is not a parameter of {self.name}; "
-                                  f"allowed: {allowed}")
+                                  f"allowed: {allowed}{self._shadow_hint()}")
             out[key] = self.param(key).from_text(text, f"{what}.")
         return out
+
+    def _shadow_hint(self) -> str:
+        """A built-in's name is the built-in's: a user module of that name cannot be
+        addressed as ``NAME:attr`` (say so where that is the likely mistake)."""
+        if self.user is not None or ":" in self.name:
+            return ""
+        try:
+            found = importlib.util.find_spec(self.name) is not None
+        except (ImportError, ValueError):
+            found = False
+        return (f" (a module of yours named {self.name} cannot be addressed as "
+                f"{self.name}:ATTR, the built-in has that name: rename the module)"
+                if found else "")
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}

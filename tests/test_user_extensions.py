@@ -701,3 +701,17 @@ def test_the_monitor_takes_the_steps_replay_takes():
     mon.observe("j", 2**53 - 1, 0.5)
     with pytest.raises(ConfigError, match="2\\^53-1"):
         mon.observe("j", 2**53 + 1, 0.6)  # equal to 2^53 as a float: no longer "after"
+
+
+def test_a_user_module_named_like_a_built_in_is_told_to_rename(tmp_path, monkeypatch):
+    # `margin:mine` with a file margin.py said only "'mine' is not a parameter of margin"
+    from fastsim.config import PolicyConfig
+
+    (tmp_path / "margin.py").write_text("def mine():\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="a module of yours named margin cannot be addressed "
+                       "as margin:ATTR.*rename the module"):
+        PolicyConfig.parse("margin:mine")
+    with pytest.raises(ConfigError) as err:  # no such module: no hint
+        PolicyConfig.parse("evalstop:mine")
+    assert "module of yours" not in str(err.value)
