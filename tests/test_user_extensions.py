@@ -550,6 +550,19 @@ def test_replay_refuses_to_decide_on_hidden_truth(tmp_path, capsys):
     assert "truth_* columns are hidden truth" in capsys.readouterr().err
 
 
+def _policy_file(tmp_path, monkeypatch, module: str, name: str, head: str, returns: str):
+    """A user policy ``module:name`` written to a file on the path (``head``: its imports
+    and constants; ``returns``: the trigger's return expression), looked up."""
+    from fastsim import registry as R
+
+    (tmp_path / f"{module}.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n" + head + "\n"
+        f"@stop_policy(params=[], label='{name}')\n@njit\n"
+        f"def {name}(scores, losses, attained_h, t_est_h):\n    return {returns}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return R.lookup("policy", f"{module}:{name}")
+
+
 def test_the_code_hash_covers_helpers_in_the_same_and_other_files(tmp_path, monkeypatch):
     # A sweep resumed after a helper changed must not reuse the old cells: the hash that
     # ties cells to a user's code covers the file defining the policy and the files of the
@@ -560,14 +573,9 @@ def test_the_code_hash_covers_helpers_in_the_same_and_other_files(tmp_path, monk
 
     (tmp_path / "hash_helpers.py").write_text(
         "from numba import njit\n\n@njit\ndef shift(x):\n    return x - 0.0\n")
-    (tmp_path / "hash_policy.py").write_text(
-        "from numba import njit\nfrom fastsim.registry import stop_policy\n"
-        "from hash_helpers import shift\n\nLIMIT = 2\n\n"
-        "@stop_policy(params=[], label='shifted')\n@njit\n"
-        "def shifted(scores, losses, attained_h, t_est_h):\n"
-        "    return 1 if shift(scores[-1]) < scores[0] and scores.shape[0] > LIMIT else 0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    decl = R.lookup("policy", "hash_policy:shifted")
+    decl = _policy_file(tmp_path, monkeypatch, "hash_policy", "shifted",
+                        "from hash_helpers import shift\n\nLIMIT = 2\n",
+                        "1 if shift(scores[-1]) < scores[0] and scores.shape[0] > LIMIT else 0")
     before = decl.impl
     for name, old, new in (("hash_helpers.py", "x - 0.0", "x + 0.3"),
                            ("hash_policy.py", "LIMIT = 2", "LIMIT = 3")):
@@ -587,14 +595,9 @@ def test_the_code_hash_covers_a_constant_imported_by_name(tmp_path, monkeypatch)
     from fastsim import registry as R
 
     (tmp_path / "hash_consts.py").write_text("THRESH = 100\n")
-    (tmp_path / "hash_bynamepol.py").write_text(
-        "from numba import njit\nfrom fastsim.registry import stop_policy\n"
-        "from hash_consts import THRESH\n\n"
-        "@stop_policy(params=[], label='byname')\n@njit\n"
-        "def byname(scores, losses, attained_h, t_est_h):\n"
-        "    return scores.shape[0] if scores.shape[0] == THRESH else 0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    decl = R.lookup("policy", "hash_bynamepol:byname")
+    decl = _policy_file(tmp_path, monkeypatch, "hash_bynamepol", "byname",
+                        "from hash_consts import THRESH\n",
+                        "scores.shape[0] if scores.shape[0] == THRESH else 0")
     before = decl.impl
     monkeypatch.setattr(sys.modules["hash_bynamepol"], "THRESH", 3)  # as a new process would see it
     R._source_hash.cache_clear()
