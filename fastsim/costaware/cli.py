@@ -119,15 +119,19 @@ OUTPUTS = {
 }
 
 
+def _check_outputs(out: Path, cmd_name: str) -> None:
+    """``out`` and the files ``cmd_name`` will write there, before any work: a directory,
+    a socket or an unwritable place at one of those names was found only after the run."""
+    check_output_dir(out)
+    for name in OUTPUTS.get(cmd_name, ()):
+        check_output(out / name, "--out", allowed=(".parquet",))
+
+
 def _out_checked(cmd):
-    """``cmd`` with its ``--out`` directory and the files it will write there checked
-    before any work: a directory, a socket or an unwritable place at one of those names
-    was found only after the whole run."""
+    """``cmd`` with a given ``--out`` checked first (``_check_outputs``)."""
     def run(args):
         if getattr(args, "out", None) is not None:
-            check_output_dir(Path(args.out))
-            for name in OUTPUTS.get(cmd.__name__, ()):
-                check_output(Path(args.out) / name, "--out", allowed=(".parquet",))
+            _check_outputs(Path(args.out), cmd.__name__)
         return cmd(args)
     run.__name__ = cmd.__name__
     return run
@@ -254,10 +258,8 @@ def cmd_trl_gradnorm(args):
         raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
                           "pip install 'fastsim[trl]'")
     out = Path(args.out) if args.out else Path("results") / "costaware_trl"
-    # the default directory too, before minutes of training: a file or an unwritable place
-    # at its name was found only when the table was written
-    check_output_dir(out)
-    check_output(out / "costaware_trl_gradnorm.parquet", "--out", allowed=(".parquet",))
+    if args.out is None:  # the default directory too, before minutes of training
+        _check_outputs(out, "cmd_trl_gradnorm")
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
                                            toy_trainer)
 

@@ -209,7 +209,7 @@ def _moments(curves: pl.DataFrame, arm: str) -> tuple[np.ndarray, np.ndarray]:
     return m["S_sum"].to_numpy(), m["C_sum"].to_numpy()
 
 
-def _saving_rows(add, name, tu, tc, spent, what):
+def _saving_rows(add, name, reached_name, tu, tc, spent, what):
     """Token saving of the arm to reach ``what`` and the share of seeds that reached it.
 
     A seed whose arm never reached it is censored at the end of its run.  The pooled and
@@ -221,8 +221,7 @@ def _saving_rows(add, name, tu, tc, spent, what):
     target at the first evaluation) have no ratio and are left out of the savings."""
     reached = np.isfinite(tc)
     k, n = int(reached.sum()), int(tc.size)
-    add(f"reached_{'frac' if name == 'uniform_peak' else 'target_frac'}",
-        Estimate(k / n, *clopper_pearson(k, n), n),
+    add(reached_name, Estimate(k / n, *clopper_pearson(k, n), n),
         f"seeds where the arm reached {what} (exact binomial CI)")
     has = tu > 0
     ratio = np.where(reached[has], tc[has], np.inf) / tu[has]
@@ -266,10 +265,12 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
         rows.append({"arm": arm, "metric": metric, "mean": est.mean, "lo": est.lo, "hi": est.hi,
                      "n": est.n, "note": note})
 
-    for name, u, a, what in (
-            ("uniform_peak", "uniform_tokens_to_peak", "arm_tokens_to_peak", "the peak"),
-            ("target", "uniform_tokens_to_target", "arm_tokens_to_target", "the target")):
-        _saving_rows(add, name, per_seed[u].to_numpy(), per_seed[a].to_numpy(),
+    for name, reached, u, a, what in (
+            ("uniform_peak", "reached_frac", "uniform_tokens_to_peak", "arm_tokens_to_peak",
+             "the peak"),
+            ("target", "reached_target_frac", "uniform_tokens_to_target", "arm_tokens_to_target",
+             "the target")):
+        _saving_rows(add, name, reached, per_seed[u].to_numpy(), per_seed[a].to_numpy(),
                      per_seed["arm_total_tokens"].to_numpy(), what)
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")

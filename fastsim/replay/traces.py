@@ -69,14 +69,22 @@ def _repeat_in(name: str, values) -> str | None:
     return None
 
 
-def _refuse_repeats(cfg) -> None:
-    """A value given twice would run the same (job_id, step) rows twice, which every later
-    fit then counts as independent runs: refused, naming the repeated value."""
+def _first_repeat(cfg) -> tuple[str, str] | None:
+    """``(run parameter, what is repeated in it)`` for the first one with a repeat."""
     for name in _JOB_ID_PARTS:
         same = _repeat_in(name, getattr(cfg, name))
         if same:
-            raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(getattr(cfg, name))!r}: {same}; "
-                              "allowed: distinct values")
+            return name, same
+    return None
+
+
+def _refuse_repeats(cfg) -> None:
+    """A value given twice would run the same (job_id, step) rows twice, which every later
+    fit then counts as independent runs: refused, naming the repeated value."""
+    if (found := _first_repeat(cfg)) is not None:
+        name, same = found
+        raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(getattr(cfg, name))!r}: {same}; "
+                          "allowed: distinct values")
 
 
 @dataclass(frozen=True)
@@ -304,12 +312,11 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
 def _refuse_recorded_repeats(cfg: ToyRLHFConfig, path: Path) -> None:
     """Older fastsim wrote a repeated value's runs twice under the same job ids: the rows of
     such a file cannot be told apart, so any fit on it would be wrong."""
-    for name in _JOB_ID_PARTS:
-        same = _repeat_in(name, getattr(cfg, name))
-        if same:
-            raise ConfigError(f"{path}: made with repeated {name} {tuple(getattr(cfg, name))!r} "
-                              f"({same}), so its rows are ambiguous; allowed: a file made with "
-                              "distinct values (regenerate it)")
+    if (found := _first_repeat(cfg)) is not None:
+        name, same = found
+        raise ConfigError(f"{path}: made with repeated {name} {tuple(getattr(cfg, name))!r} "
+                          f"({same}), so its rows are ambiguous; allowed: a file made with "
+                          "distinct values (regenerate it)")
 
 
 def trace_origin(path: Path) -> str:

@@ -12,7 +12,6 @@
 
 The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``.
 """
-import contextlib
 import os
 import sys
 import types
@@ -32,26 +31,17 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     ``clusters``, ``chunk`` and ``seed`` override the file's values; ``backend="dask"``
     runs the chunks on ``address``, or on a local cluster of ``workers`` processes.
     """
-    from fastsim.io import check_output_dir
     from fastsim.resources import sweep_file
     from fastsim.sweep.aggregate import aggregate, read_summary
-    from fastsim.sweep.runner import DASK_TIMEOUT_S, check_run, dask_client, run_sweep
-    from fastsim.sweep.store import SweepStore
+    from fastsim.sweep.runner import check_run, held_run
 
     for name, value in (("file", file), ("out", out)):
         if not isinstance(value, (str, os.PathLike)):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
-    check_output_dir(Path(out))
-    SweepStore.check_manifest(Path(out), grid)
-    with contextlib.ExitStack() as held:
-        # the cluster answers, with a worker, before the directory is created, and a local
-        # one is closed before aggregating
-        with dask_client(backend, address, workers, DASK_TIMEOUT_S) as client:
-            store = held.enter_context(SweepStore.open(Path(out), grid))  # holds the lock
-            run_sweep(grid, store, backend=backend, address=client, workers=workers,
-                      keep_jobs=keep_jobs, progress=progress)
+    with held_run(grid, Path(out), backend=backend, address=address, workers=workers,
+                  keep_jobs=keep_jobs, progress=progress) as (store, _):
         aggregate(store, progress=progress)
     return read_summary(Path(out))
 

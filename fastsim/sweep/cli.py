@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -120,25 +119,17 @@ def check_backend(args) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from fastsim.io import check_output_dir
     from fastsim.resources import sweep_file
     from fastsim.sweep.grid import load_sweep
-    from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
-    from fastsim.sweep.store import SweepStore
+    from fastsim.sweep.runner import check_sweep_memory, held_run
 
     check_backend(args)
     grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
                       seed=args.seed)
     check_sweep_memory(grid, args.keep_jobs)
-    check_output_dir(args.out)
-    SweepStore.check_manifest(args.out, grid)  # another grid: refused before connecting
-    with contextlib.ExitStack() as held:
-        with dask_client(args.backend, args.address, args.workers, args.dask_timeout) as client:
-            store = held.enter_context(SweepStore.open(args.out, grid))  # answered: now write
-            rep = run_sweep(grid, store, backend=args.backend, address=client,
-                            workers=args.workers, timeout=args.dask_timeout,
-                            keep_jobs=args.keep_jobs, progress=args.progress)
-        # a local cluster is closed before aggregating: its workers' memory is free again
+    with held_run(grid, args.out, backend=args.backend, address=args.address,
+                  workers=args.workers, timeout=args.dask_timeout, keep_jobs=args.keep_jobs,
+                  progress=args.progress) as (store, rep):
         if rep.chunks_skipped:
             print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already "
                   "done (verified)", file=sys.stderr)

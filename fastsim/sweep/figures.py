@@ -75,8 +75,7 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
         return
     import polars as pl
 
-    from fastsim.io import parquet_metadata
-    from fastsim.io import file_kind
+    from fastsim.io import file_kind, parquet_metadata
     from fastsim.sweep.store import GRID_KEY
 
     why = file_kind(path)  # a named pipe would block the read

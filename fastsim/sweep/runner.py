@@ -195,6 +195,26 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 
 
 @contextlib.contextmanager
+def held_run(grid: Grid, out, *, backend: str = "local", address=None,
+             workers: int | None = None, timeout: float = DASK_TIMEOUT_S,
+             keep_jobs: bool = False, progress: bool = True):
+    """Run ``grid`` into the sweep directory ``out`` and yield ``(store, report)`` with
+    the directory still held (for aggregating).  Nothing is written before ``out`` is
+    known to be writable and of this grid and the Dask cluster, if any, answers with a
+    worker; a local cluster is closed before the caller goes on, freeing its memory."""
+    from fastsim.io import check_output_dir
+
+    check_output_dir(out)
+    SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
+    with contextlib.ExitStack() as held:
+        with dask_client(backend, address, workers, timeout) as client:
+            store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
+            rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
+                            timeout=timeout, keep_jobs=keep_jobs, progress=progress)
+        yield store, rep
+
+
+@contextlib.contextmanager
 def dask_client(backend: str, address, workers: int | None, timeout: float):
     """The Dask client a sweep runs on (None for the local backend), connected and with
     a worker before the caller writes anything in a sweep directory, so an unreachable
