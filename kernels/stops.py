@@ -147,6 +147,21 @@ def user_trigger_driver(trigger):
 
 
 @lru_cache(maxsize=None)
+def user_prefix_driver(trigger):
+    """A user's trigger asked about one prefix, the first ``e`` columns of ``shown``
+    (``[3, capacity]``, read-only, NaN beyond ``e``), with ``causal_trigger_nb``'s answer:
+    ``e`` if it answers ``e``, 0 for 0, -1 for anything else.  The monitor asks only about
+    the newest prefix: every shorter one was asked before and answered 0 (else the job
+    stopped, or the call was refused and undone), so its decisions are
+    ``causal_trigger_nb``'s at O(1) calls per evaluation, not O(evaluations)."""
+    @user_entry
+    def user_prefix_nb(shown, e, t_est_h, params):
+        r = trigger(shown[0, :e], shown[1, :e], shown[2, :e], t_est_h, *params)
+        return 0 if r == 0 else (e if r == e else -1)
+    return user_prefix_nb
+
+
+@lru_cache(maxsize=None)
 def user_stops_driver(trigger):
     """``resolve_stops_nb`` for a user's ``@njit`` trigger function (see
     ``fastsim.registry.stop_policy``), compiled once per function per process.

@@ -337,6 +337,45 @@ def test_monitor_streams_user_and_builtin_policies_like_replay(user_dir):
                 assert ds[-1].keep_step == row["delivered_step"], spec
 
 
+def test_monitor_asks_a_user_policy_once_per_evaluation_and_decides_as_the_engine(
+        user_dir, monkeypatch):
+    """Long series (the monitor's scratch grows past 16, 32 and 64 evaluations): the
+    monitor's decision is ``decide_series``'s (the engine's ``causal_trigger_nb`` over
+    every prefix), and it asks the trigger once per scored evaluation; it asked about
+    every prefix again at each evaluation (cubic in evaluations)."""
+    from fastsim.replay import monitor as M
+    from fastsim.replay.policies import decide_series
+
+    calls = []
+    real = M.user_prefix_driver
+
+    def counting(trigger):
+        f = real(trigger)
+        return lambda *a: calls.append(a[1]) or f(*a)
+    monkeypatch.setattr(M, "user_prefix_driver", counting)
+    rng = np.random.default_rng(7)
+    specs = [f"{POL}:k=3,drop=0.05", "toy_user_policies:drawdown:drop=0.3",
+             "toy_user_policies:flat_loss:w=3,tol=0.001", "toy_user_policies:peek_past"]
+    fired = 0
+    for _ in range(12):
+        n = int(rng.integers(20, 90))
+        sc = np.cumsum(rng.normal(0.01, 0.05, n))
+        lo = 2 - np.cumsum(rng.random(n)) / n
+        for spec in specs:
+            p = PolicyConfig.parse(spec)
+            _, trig, deliv = decide_series(p, sc.copy(), lo.copy(), np.arange(1.0, n + 1),
+                                           np.nan)
+            m, calls[:] = M.StopMonitor(spec), []
+            stop = next((e for e in range(1, n + 1)
+                         if m.observe("j", e, float(sc[e - 1]), float(lo[e - 1])).stop), 0)
+            assert stop == trig, spec
+            assert calls == list(range(1, (trig or n) + 1)), spec
+            if trig:
+                fired += 1
+                assert m.decision("j").keep_step == deliv, spec
+    assert fired > 12
+
+
 def test_monitor_refuses_policies_without_a_streaming_form():
     from fastsim.replay.monitor import StopMonitor
 

@@ -7,8 +7,8 @@ keep O(1) state per job (EvalStop: the decline counter, advanced by
 last ``k + 1`` steps; loss plateau: the last ``w + 1`` losses; stop-at: nothing; an
 online detector: its kernel state, advanced by ``kernels.detectors_online``'s step, of
 which the engine's batch form is a loop, and the best score's step); a user
-policy keeps the job's series and asks its trigger function about the whole prefix at
-each evaluation (O(evaluations) memory).  The monitor, ``fastsim replay`` and the
+policy keeps the job's series and asks its trigger function about the newest prefix at
+each evaluation (O(evaluations) memory, one call per evaluation).  The monitor, ``fastsim replay`` and the
 simulator make the same decision on the same sequence (tested).  Mess rules match
 replay's (docs/replay.md): a missing (NaN) value is skipped, neither a decline nor a
 reset; steps must increase; a stopped job stays stopped.
@@ -23,9 +23,10 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.config import MAX_EVALS, PolicyConfig
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
+from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
 from fastsim.replay.logs import MAX_STEP
 
 
@@ -125,29 +126,41 @@ class _Detector:
 
 
 class _Series:
-    """A user policy's streaming form: the series so far, and its trigger function asked
-    about the whole prefix at each evaluation (O(evaluations) memory)."""
+    """A user policy's streaming form: the job's series so far, in scratch that doubles as
+    it fills (NaN beyond the last evaluation, handed over read-only), and its trigger
+    asked about the newest prefix only: every shorter one answered 0 before (else the job
+    stopped, or the call was refused and undone), so this is the engine's
+    ``causal_trigger_nb`` at one call per evaluation (O(evaluations) memory)."""
 
     def __init__(self, p: PolicyConfig, planned: float):
         self.p, self.planned, self.run = p, planned, 0
-        self.scores: list[float] = []
-        self.losses: list[float] = []
-        self.steps: list[float] = []
+        self.params = tuple(v for k, v in p.values.items() if k != "scope")
+        self.n = 0
+        self.seen, self.shown = _nan_scratch(16)
 
     def update(self, score: float, loss: float, step: int) -> bool:
-        from fastsim.replay.policies import decide_series
-
-        self.scores.append(score)
-        self.losses.append(0.0 if math.isnan(loss) else loss)
-        self.steps.append(float(step))
-        arr = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
-        try:
-            _, trig, _ = decide_series(self.p, arr(self.scores), arr(self.losses),
-                                       arr(self.steps), self.planned)
-        except Exception:  # a call that fails leaves no trace: the same call may be retried
-            del self.scores[-1], self.losses[-1], self.steps[-1]
+        d, e = self.p.decl, self.n + 1
+        if e == self.seen.shape[1]:  # keep a NaN column past the newest prefix
+            seen, shown = _nan_scratch(2 * e)
+            seen[:, :self.n] = self.seen[:, :self.n]
+            self.seen, self.shown = seen, shown
+        self.seen[:, self.n] = score, 0.0 if math.isnan(loss) else loss, float(step)
+        try:  # a call that fails leaves no trace: the same call may be retried
+            with user_code("stop policy", d.name):
+                trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
+            if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):
+                raise ConfigError(R.trigger_error(d.name, self.p.values))
+        except Exception:
+            self.seen[:, self.n] = np.nan
             raise
+        self.n = e
         return trig > 0
+
+
+def _nan_scratch(capacity: int):
+    seen, shown = trigger_scratch(capacity - 1)  # [3, capacity], and a read-only alias
+    seen[:] = np.nan
+    return seen, shown
 
 
 def _stream(p: PolicyConfig, threshold: float, planned: float):
