@@ -18,7 +18,7 @@ import polars as pl
 from fastsim import detector_bounds as bounds
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import (bytes_writer, check_distinct, check_output_dir,
+from fastsim.io import (bytes_writer, check_distinct, check_output_dir, check_regular,
                         read_parquet_table, table_writer, write_all)
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
@@ -124,14 +124,13 @@ def _cmd(args: argparse.Namespace) -> int:
                           "to 1,000,000")
     if not 0 <= args.seed < 2**63:
         raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
-    if args.traces is not None and not args.traces.is_file():
-        raise ConfigError(f"traces={str(args.traces)!r} is not a file; allowed: a traces.parquet")
+    if args.traces is not None:
+        check_regular(args.traces, "a traces.parquet", "--traces")
     if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
         raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
                           "finite score-unit noise")
-    if args.doc is not None and not args.doc.is_file():
-        raise ConfigError(f"doc={str(args.doc)!r} is not a file; allowed: a markdown file with "
-                          "the fastsim-detectors block")
+    if args.doc is not None:
+        check_regular(args.doc, "a markdown file with the fastsim-detectors block", "--doc")
     if args.confirm is not None:
         return _cmd_confirm(args)
     check_output_dir(args.out)

@@ -214,11 +214,12 @@ def file_kind(path: Path) -> str | None:
     return next((why for test, why in _KINDS if test(mode)), "not a regular file")
 
 
-def check_regular(path: Path, allowed: str) -> None:
-    """Refuse, before opening it, a path that is not a regular file (module docstring)."""
+def check_regular(path: Path, allowed: str, option: str | None = None) -> None:
+    """Refuse, before opening it, a path that is not a regular file (module docstring);
+    ``option``: the flag that named it, for the message."""
     why = file_kind(path)
     if why is not None:
-        raise ConfigError(f"{path}: {why}; allowed: {allowed}")
+        raise ConfigError(f"{option + ' ' if option else ''}{path}: {why}; allowed: {allowed}")
 
 
 def check_tables_regular(directory: Path, allowed: str,

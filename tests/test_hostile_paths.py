@@ -363,7 +363,7 @@ def test_a_peak_before_any_evaluation_is_refused():
     (["--trace-noise", "-1"], "trace-noise=-1.0 is invalid"),
     (["--clusters", "99999999999999999999999"], "allowed: an integer from 2 to 1,000,000"),
     (["--seed", "99999999999999999999999"], "allowed: an integer from 0 to 2^63-1"),
-    (["--doc", "/no/such/doc.md"], "is not a file"),
+    (["--doc", "/no/such/doc.md"], "--doc /no/such/doc.md: no such file"),
 ])
 def test_detectors_checks_every_input_before_its_grid(tmp_path, capsys, argv, needle):
     """The synthetic grid takes minutes: a bad trace file, noise, size or doc is refused

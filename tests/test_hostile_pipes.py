@@ -80,6 +80,8 @@ def test_a_sweep_file_that_is_no_regular_file_is_refused_unread(path, fifo):
     ["traces", "compare-sim", "{p}", "--out", "o.parquet"],
     ["traces", "fit-curves", "{p}", "--out", "o.parquet"],
     ["traces", "toy-rlhf", "--like", "{p}", "--out", "o"],
+    ["detectors", "--traces", "{p}", "--out", "o"],
+    ["detectors", "--doc", "{p}", "--out", "o"],
 ])
 def test_cli_input_files_that_are_pipes_or_devices_are_one_line(argv, fifo, tmp_path):
     refused([a.format(p=fifo) for a in argv], tmp_path, "not a regular file")

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.errors import ConfigError
-from fastsim.io import check_output, check_output_dir, table_writer, write_all
+from fastsim.io import check_output, check_output_dir, check_regular, table_writer, write_all
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 
@@ -264,8 +264,7 @@ def cmd_trl_gradnorm(args):
                                            toy_trainer)
 
     prompts = Path(args.prompts) if args.prompts else PROMPTS
-    if not prompts.is_file():
-        raise ConfigError(f"--prompts={str(prompts)!r} is not a file; allowed: a JSONL prompt set")
+    check_regular(prompts, "a JSONL prompt set", "--prompts")
     args.prompts = prompts
 
     t0 = time.perf_counter()
