@@ -197,6 +197,13 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
     if rest and name not in _REGISTRY[what] and "=" not in rest[0] and rest[0] not in ("",):
         # MODULE:ATTR, unless the second part reads as parameters of a registered name
         name, rest = f"{name}:{rest[0]}", rest[1:]
+    elif (rest and name in _REGISTRY[what] and rest[0] in _REGISTRY[what][name].param_names
+          and _module_exists(name)):
+        # ``fifo:backfill`` with a fifo.py of the user's: the built-in's flag, or the
+        # module's function?  The built-in's name wins elsewhere; here it would be silent
+        raise ConfigError(f"{what}={spec!r} is ambiguous: {name} is a built-in {what} with a "
+                          f"flag {rest[0]}, and a module of yours is named {name}; allowed: "
+                          f"{name}:{rest[0]}=true for the built-in, or rename the module")
     if len(rest) > 1:
         raise ConfigError(f"{what}={spec!r} has too many ':'; allowed: NAME:key=value,... or "
                           "MODULE:ATTR:key=value,...")
@@ -209,6 +216,14 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
                               "each parameter once")
         params[key] = val.strip()
     return name, params
+
+
+def _module_exists(name: str) -> bool:
+    """An importable module of this name (a user's, shadowed by the built-in's name)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- declarations
@@ -250,15 +265,10 @@ class Declaration:
     def _shadow_hint(self) -> str:
         """A built-in's name is the built-in's: a user module of that name cannot be
         addressed as ``NAME:attr`` (say so where that is the likely mistake)."""
-        if self.user is not None or ":" in self.name:
+        if self.user is not None or ":" in self.name or not _module_exists(self.name):
             return ""
-        try:
-            found = importlib.util.find_spec(self.name) is not None
-        except (ImportError, ValueError):
-            found = False
         return (f" (a module of yours named {self.name} cannot be addressed as "
-                f"{self.name}:ATTR, the built-in has that name: rename the module)"
-                if found else "")
+                f"{self.name}:ATTR, the built-in has that name: rename the module)")
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}

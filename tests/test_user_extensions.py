@@ -757,3 +757,19 @@ def test_a_user_module_named_like_a_built_in_is_told_to_rename(tmp_path, monkeyp
     with pytest.raises(ConfigError) as err:  # no such module: no hint
         PolicyConfig.parse("evalstop:mine")
     assert "module of yours" not in str(err.value)
+
+
+def test_a_bare_flag_of_a_built_in_shadowed_by_a_user_module_is_ambiguous(tmp_path,
+                                                                           monkeypatch):
+    # `fifo:backfill` with a fifo.py defining backfill ran the built-in FIFO with backfill,
+    # silently; without such a module it still does, and `backfill=true` always does
+    from fastsim.config import SchedulerConfig
+
+    assert SchedulerConfig.parse("fifo:backfill").backfill
+    (tmp_path / "fifo.py").write_text("def backfill():\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="'fifo:backfill' is ambiguous.*fifo:backfill=true "
+                       "for the built-in, or rename the module"):
+        SchedulerConfig.parse("fifo:backfill")
+    assert SchedulerConfig.parse("fifo:backfill=true").backfill
+    assert main(["run", "--scheduler", "fifo:backfill", "--clusters", "2"]) == 2
