@@ -93,6 +93,10 @@ def test_not_comparable_without_estimate_or_with_a_wide_interval():
     assert v(PREC, None) == NOT_COMPARABLE
     assert v(ENDS, (math.nan, 0.2)) == NOT_COMPARABLE
     assert v(PREC, 0.983, 0.95, 1.0) == NOT_COMPARABLE  # CI +-2.5 pp > 1 pp tolerance
+    # a value with no interval (one cluster, or every cluster the same) was scored on
+    # its point estimate alone
+    assert v(PREC, 0.983, math.nan, math.nan) == NOT_COMPARABLE
+    assert v(PREC, 0.983, 0.982, 0.984) != NOT_COMPARABLE
     assert "wider than the tolerance" in verdict(PREC, 0.983, 0.95, 1.0).detail
 
 

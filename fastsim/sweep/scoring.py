@@ -186,6 +186,9 @@ def _raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ve
         return Verdict(MISS, f"{100 * (ours - (a if ours < a else b)):+.1f} pp outside")
     width = row.tol.width(row.paper)
     d = ours - row.paper
+    if lo is not None and not _finite(lo, hi):  # an interval was asked for, none exists
+        return Verdict(NOT_COMPARABLE, "no 95% CI (one cluster, or no spread between "
+                                       "clusters): its precision is unknown; run more clusters")
     if _finite(lo, hi) and (hi - lo) / 2 > width:
         return Verdict(NOT_COMPARABLE, f"our 95% CI ±{100 * (hi - lo) / 2:.2g} pp is wider "
                                        f"than the tolerance; run more clusters")
