@@ -396,12 +396,14 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
     """The arguments of ``simulate``: integers (no bool, no float), in range."""
     if not isinstance(cfg, SimConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
-    if not _is_int(n_clusters) or not 1 <= n_clusters <= MAX_CLUSTER:
+    # compared as Python ints: a numpy scalar (np.int32(3)) compared with 2^63-1 raises
+    # OverflowError under numpy's scalar promotion rules, instead of being checked
+    if not _is_int(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
         raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
                           "to 2^63-1 (cluster ids are 64-bit counters)")
-    if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
+    if not _is_int(seed) or not 0 <= int(seed) <= MAX_SEED:
         raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
-    if not _is_int(cluster_start) or not 0 <= cluster_start <= MAX_CLUSTER - n_clusters:
+    if not _is_int(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
         raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
                           f"from 0 to 2^63-1-n_clusters")
 
@@ -423,6 +425,8 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
+    # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
+    n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     for name, flag in (("keep_jobs", keep_jobs), ("record_segments", record_segments)):
         if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy
             raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")

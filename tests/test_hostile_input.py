@@ -105,6 +105,19 @@ def test_7_simulate_checks_its_arguments(kw, needle):
         simulate(cfg, **args)
 
 
+def test_7_simulate_takes_numpy_integers_of_any_width():
+    """np.int32 arguments were an OverflowError from comparing them with 2^63-1."""
+    cfg = SimConfig.from_specs(n_jobs=4)
+    want = simulate(cfg, 3, seed=5, cluster_start=7).clusters
+    for t in (np.int32, np.int64, np.uint32, np.uint64, np.int16):
+        got = simulate(cfg, t(3), seed=t(5), cluster_start=t(7)).clusters
+        assert got.equals(want)
+    with pytest.raises(ConfigError, match="n_clusters=np.int32"):
+        simulate(cfg, np.int32(0))
+    with pytest.raises(ConfigError, match="seed=np.int8"):
+        simulate(cfg, 2, seed=np.int8(-1))
+
+
 @pytest.mark.parametrize("field,value", [
     ("gpus", True), ("n_jobs", True), ("n_evals", True), ("load", 1e-300),
     ("median_lora_h", 1e308), ("median_rlhf_h", 1e308), ("median_dpo_h", float("inf")),
