@@ -184,7 +184,13 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 
 
 def _read_traces(path: Path) -> pl.DataFrame:
-    return read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
+    from fastsim.replay.traces import check_trace_table
+
+    traces = read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
+    need = ["job_id", "step", "score", "truth_gold", "truth_hacking"]
+    # every run a row of one [runs, evaluations] matrix (detectors.trace_arrays)
+    return check_trace_table(traces, path, need + (["seed"] if "seed" in traces.columns else []),
+                             equal_evals=True)
 
 
 def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:

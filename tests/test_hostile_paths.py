@@ -375,6 +375,74 @@ def test_detectors_checks_every_input_before_its_grid(tmp_path, capsys, argv, ne
     assert not out.exists()
 
 
+def _toy_traces(n_runs=4, n_evals=5) -> pl.DataFrame:
+    """A small table of the shape ``fastsim traces toy-rlhf`` writes (the columns the
+    trace commands read), the first run hacking."""
+    rows = [{"job_id": f"r{r}", "step": 15 * e, "score": 0.1 * e + 0.01 * r,
+             "truth_gold": 0.1 * e, "truth_kl_nats": 0.2 * e, "truth_hacking": r == 0,
+             "seed": r} for r in range(n_runs) for e in range(n_evals)]
+    return pl.DataFrame(rows)
+
+
+_BAD_TRACES = {
+    "no rows": (lambda t: t.head(0), "no rows"),
+    "another table": (lambda t: t.drop("step", "score"), "missing columns ['score', 'step']"),
+    "text labels": (lambda t: t.with_columns(pl.col("truth_hacking").cast(pl.String)),
+                    "column 'truth_hacking' holds String; allowed: booleans"),
+    "twice": (lambda t: pl.concat([t, t]), "row 1: run 'r0' step 0 appears twice"),
+    "nan score": (lambda t: t.with_columns(pl.when(pl.int_range(pl.len()) == 2)
+                                           .then(float("nan")).otherwise("score").alias("score")),
+                  "row 3: score is nan"),
+    "mixed label": (lambda t: t.with_columns(pl.when(pl.int_range(pl.len()) == 1)
+                                             .then(False).otherwise("truth_hacking")
+                                             .alias("truth_hacking")),
+                    "run 'r0' has both truth_hacking values"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_TRACES))
+@pytest.mark.parametrize("command", ["detectors", "fit-curves"])
+def test_a_damaged_trace_table_is_one_line_before_any_work(tmp_path, capsys, case, command):
+    """A trace table that toy-rlhf could not have written is refused naming the file and
+    what is wrong: it was a polars or numpy traceback (no rows, another table), or read
+    silently wrong (the text 'false' counted as a hacking run; a table concatenated
+    twice read as runs of twice the evaluations; a NaN score made the noise NaN and the
+    error named a policy threshold)."""
+    damage, needle = _BAD_TRACES[case]
+    p = tmp_path / "traces.parquet"
+    damage(_toy_traces()).write_parquet(p)
+    out = tmp_path / "det"
+    argv = (["detectors", "--quick", "--traces", str(p), "--out", str(out)]
+            if command == "detectors" else ["traces", "fit-curves", str(p), "--boot", "0"])
+    one_line(capsys, argv, needle)
+    assert not out.exists()
+
+
+def test_detectors_refuses_runs_of_unequal_length(tmp_path, capsys):
+    p = tmp_path / "traces.parquet"
+    t = _toy_traces()
+    t.filter(~((pl.col("job_id") == "r1") & (pl.col("step") == 60))).write_parquet(p)
+    one_line(capsys, ["detectors", "--quick", "--traces", str(p), "--out", str(tmp_path / "d")],
+             "run 'r1' has 4 evaluations, run 'r0' 5; allowed: the same number for every run")
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda r: r.with_columns(pl.col("truth_hacking").cast(pl.String)),
+     "column 'truth_hacking' holds String"),
+    (lambda r: pl.concat([r, r]), "row 1: run 'r0' appears twice"),
+    (lambda r: r.with_columns(pl.lit(float("nan")).alias("eval_noise_sd")),
+     "row 1: eval_noise_sd is nan"),
+])
+def test_compare_sim_refuses_a_damaged_runs_table(tmp_path, capsys, damage, needle):
+    runs = pl.DataFrame({"job_id": ["r0", "r1"], "truth_hacking": [True, False],
+                         "n_evals": [5, 5], "eval_noise_sd": [0.02, 0.03],
+                         "gold_gain": [1.0, 1.0], "truth_gold_peak_step": [30, 60],
+                         "final_step": [60, 60]})
+    p = tmp_path / "runs.parquet"
+    damage(runs).write_parquet(p)
+    one_line(capsys, ["traces", "compare-sim", str(p), "--clusters", "2"], needle)
+
+
 @pytest.mark.parametrize("body,needle", [
     ("job_id,step,score,job_type\na,1,0.5,RLFH\na,2,0.4,RLFH\n", "l.csv:2: field 'job_type'"),
     ("job_id,step,score,time_h\na,1,0.5,1\na,2,0.4,inf\n", "l.csv:3: field 'time_h': inf"),

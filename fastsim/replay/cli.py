@@ -320,13 +320,17 @@ def _cmd_toy(args) -> int:
 
 def _cmd_compare(args) -> int:
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import simulator_comparison, trace_origin
+    from fastsim.replay.traces import (RUNS_ALLOWED, check_trace_table, simulator_comparison,
+                                       trace_origin)
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")
+    check_trace_table(runs, args.runs, ["job_id", "truth_hacking", "n_evals", "eval_noise_sd",
+                                        "gold_gain", "truth_gold_peak_step", "final_step"],
+                      allowed=RUNS_ALLOWED, per_run=False)
     origin = trace_origin(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
     for s in specs:
@@ -349,7 +353,7 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from fastsim.replay.traces import fit_curve_knobs, trace_origin
+    from fastsim.replay.traces import check_trace_table, fit_curve_knobs, trace_origin
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
@@ -359,10 +363,8 @@ def _cmd_fit(args) -> int:
         raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
     traces = read_parquet_table(args.traces, "traces.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.traces)
-    need = {"job_id", "step", "score", "truth_gold", "truth_kl_nats", "truth_hacking"}
-    if not need <= set(traces.columns):
-        raise ConfigError(f"{args.traces}: missing columns {sorted(need - set(traces.columns))}; "
-                          "allowed: traces.parquet from fastsim traces toy-rlhf")
+    check_trace_table(traces, args.traces, ["job_id", "step", "score", "truth_gold",
+                                            "truth_kl_nats", "truth_hacking"])
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")

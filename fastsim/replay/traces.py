@@ -550,6 +550,85 @@ def _to_frame(out: np.ndarray, runs, cfg: ToyRLHFConfig) -> pl.DataFrame:
     })
 
 
+TRACES_ALLOWED = "traces.parquet from fastsim traces toy-rlhf"
+RUNS_ALLOWED = "runs.parquet from fastsim traces toy-rlhf"
+# The type of each column a trace or runs table is read for, as toy-rlhf writes it.
+_COLUMN_KINDS = {"job_id": "id", "step": "int", "seed": "int", "n_comparisons": "int",
+                 "final_step": "int", "truth_gold_peak_step": "int", "n_evals": "int",
+                 "truth_hacking": "bool"}
+_KIND_TEXT = {"id": "a string or integer run id", "int": "integers", "bool": "booleans",
+              "float": "finite numbers"}
+
+
+def _kind_ok(kind: str, dtype: pl.DataType) -> bool:
+    if kind == "bool":
+        return dtype == pl.Boolean
+    if kind == "int":
+        return dtype.is_integer()
+    if kind == "id":
+        return dtype == pl.String or dtype.is_integer()
+    return dtype.is_integer() or dtype.is_float()
+
+
+def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRACES_ALLOWED,
+                      per_run: bool = True, equal_evals: bool = False) -> pl.DataFrame:
+    """``table`` (read from ``path``) if it is a table toy-rlhf could have written, else one
+    ``ConfigError`` naming the file, the column or row, and what is allowed.
+
+    Checks the ``columns`` a command reads: present, of their type (``truth_hacking``
+    boolean: the text ``"false"`` would count as a hacking run), no missing or non-finite
+    value; at least one row; ``per_run``: one row per ``(job_id, step)`` (a table
+    concatenated twice would double every run's evaluations) and one ``truth_hacking``
+    label per run; ``equal_evals``: every run has the same number of evaluations.
+    """
+    missing = sorted(c for c in columns if c not in table.columns)
+    if missing:
+        raise ConfigError(f"{path}: missing columns {missing}; allowed: {allowed}")
+    if table.height == 0:
+        raise ConfigError(f"{path}: no rows; allowed: {allowed}")
+    for c in columns:
+        kind = _COLUMN_KINDS.get(c, "float")
+        dtype = table.schema[c]
+        if not _kind_ok(kind, dtype):
+            raise ConfigError(f"{path}: column {c!r} holds {dtype}; allowed: {_KIND_TEXT[kind]} "
+                              f"({allowed})")
+        col = table[c]
+        bad = col.is_null()
+        if kind == "float":
+            bad = bad | ~col.cast(pl.Float64).is_finite()
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: {c} is {col[i]!r}; allowed: "
+                              f"{_KIND_TEXT[kind]}, none missing ({allowed})")
+    if not per_run:
+        dup = table["job_id"].is_duplicated()
+        if dup.any():
+            i = int(dup.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: run {table['job_id'][i]!r} appears twice; "
+                              f"allowed: one row per run ({allowed})")
+        return table
+    dup = table.select("job_id", "step").is_duplicated()
+    if dup.any():
+        i = int(dup.arg_max())
+        raise ConfigError(f"{path}: row {i + 1}: run {table['job_id'][i]!r} step "
+                          f"{table['step'][i]} appears twice; allowed: one row per run and step "
+                          f"({allowed})")
+    per = table.group_by("job_id", maintain_order=True).agg(
+        pl.len().alias("n"),
+        *([pl.col("truth_hacking").n_unique().alias("labels")] if "truth_hacking" in columns else []))
+    if "labels" in per.columns and (per["labels"] > 1).any():
+        run = per.filter(pl.col("labels") > 1)["job_id"][0]
+        raise ConfigError(f"{path}: run {run!r} has both truth_hacking values; allowed: one label "
+                          f"per run ({allowed})")
+    if equal_evals and per["n"].n_unique() > 1:
+        first = per.row(0, named=True)
+        other = per.filter(pl.col("n") != first["n"]).row(0, named=True)
+        raise ConfigError(f"{path}: run {other['job_id']!r} has {other['n']} evaluations, run "
+                          f"{first['job_id']!r} {first['n']}; allowed: the same number for "
+                          f"every run ({allowed})")
+    return table
+
+
 def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     """One row per run: parameters, truth, noise level and the fit of Gao's RL form.
 
