@@ -115,3 +115,24 @@ def test_noise_level_matches_noise_over_gain_on_both_sides():
     ratio = np.std(w.score - w.gold, axis=2, ddof=1) / gain
     assert np.median(ratio) == pytest.approx(0.03, rel=1e-6)
     assert noise_level(runs) == pytest.approx(0.03 * 0.75)  # no workload: gain = mean h
+
+
+def test_an_infinite_estimate_keeps_its_interval_and_one_run_has_none():
+    """Infinite resamples (``ustar_healthy_hi`` out of reach) were dropped before the
+    percentiles, so an infinite estimate got a finite interval that missed it; a knob
+    from one run got a zero-width (or resampling-only) interval."""
+    from fastsim.replay.traces import _percentiles
+
+    inf = float("inf")
+    assert _percentiles(np.array([1.0, 2.0, 3.0]), (2.5, 97.5)) == list(
+        np.percentile([1.0, 2.0, 3.0], [2.5, 97.5]))
+    lo, hi = _percentiles(np.array([1.0, 2.0, inf, inf]), (2.5, 97.5))
+    assert lo == pytest.approx(1.075) and hi == inf
+    assert _percentiles(np.array([-inf, 1.0, 2.0]), (2.5, 97.5)) == [-inf, pytest.approx(1.95)]
+    one_hacking = synthetic_traces(n_runs=40)
+    keep = one_hacking.filter(~pl.col("truth_hacking") | (pl.col("job_id") == "r000"))
+    f = _fit(keep)
+    assert f["hack_sharpness"]["n_runs"] == 1 and np.isnan(f["hack_sharpness"]["lo"])
+    for r in f.values():
+        if r["lo"] == r["lo"]:
+            assert r["lo"] <= r["value"] <= r["hi"]

@@ -129,6 +129,15 @@ def test_gao_run_medians_bootstrap_runs():
     assert m[("healthy", "gao_alpha")]["hi"] > m[("healthy", "gao_alpha")]["lo"]
 
 
+def test_gao_run_medians_one_run_has_no_interval():
+    runs = pl.DataFrame({"truth_hacking": [False, False, True], "gao_alpha": [3.0, 3.2, 2.0],
+                         "gao_beta": [0.5, 0.6, 1.0], "gao_r2": [0.99, 0.98, 0.6]})
+    m = {(r["runs"], r["statistic"]): r for r in gao_run_medians(runs, n_boot=100).iter_rows(named=True)}
+    assert m[("hacking", "gao_alpha")]["n_runs"] == 1
+    assert np.isnan(m[("hacking", "gao_alpha")]["lo"]) and np.isnan(m[("hacking", "gao_alpha")]["hi"])
+    assert m[("healthy", "gao_alpha")]["lo"] <= 3.1 <= m[("healthy", "gao_alpha")]["hi"]
+
+
 @pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
                                         ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr"),
                                         ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),

@@ -311,8 +311,9 @@ def _cmd_toy(args) -> int:
         print(f"  n {r['n_comparisons']:>5} KL {r['kl_coef']:<5g} {cells}")
     print("Gao's form per run, medians [95% bootstrap interval over runs] (min):")
     for r in gao_run_medians(runs).iter_rows(named=True):
-        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} {r['median']:.3f} [{r['lo']:.3f}, "
-              f"{r['hi']:.3f}] (min {r['min']:.3f}), n {r['n_runs']} runs")
+        ci = "(no interval)" if r["lo"] != r["lo"] else f"[{r['lo']:.3f}, {r['hi']:.3f}]"
+        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} {r['median']:.3f} {ci} "
+              f"(min {r['min']:.3f}), n {r['n_runs']} runs")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
     return 0
@@ -369,7 +370,8 @@ def _cmd_fit(args) -> int:
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
     for r in res.iter_rows(named=True):
-        print(f"{r['statistic']:<22} {r['value']:>9.4g}  [{r['lo']:.4g}, {r['hi']:.4g}]  n {r['n_runs']}")
+        ci = "(no interval)" if r["lo"] != r["lo"] else f"[{r['lo']:.4g}, {r['hi']:.4g}]"
+        print(f"{r['statistic']:<22} {r['value']:>9.4g}  {ci}  n {r['n_runs']}")
     if args.out:
         _write(res, args.out)
         print(f"wrote {args.out}")

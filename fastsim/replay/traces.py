@@ -808,7 +808,9 @@ def gao_run_medians(runs: pl.DataFrame, n_boot: int = 2000, seed: int = 0) -> pl
                              "hi": np.nan, "min": np.nan, "n_runs": 0})
                 continue
             boot = np.median(x[rng.integers(0, x.size, (n_boot, x.size))], axis=1)
-            lo, hi = np.percentile(boot, [2.5, 97.5]) if n_boot else (np.nan, np.nan)
+            # one run: every resample is that run, a zero-width interval claiming certainty
+            lo, hi = (np.percentile(boot, [2.5, 97.5]) if n_boot and x.size >= 2
+                      else (np.nan, np.nan))
             rows.append({"runs": label, "statistic": name, "median": float(np.median(x)),
                          "lo": float(lo), "hi": float(hi), "min": float(x.min()),
                          "n_runs": int(x.size)})
@@ -953,10 +955,33 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
             boots[k].append(v)
     rows = []
     for k, v in point.items():
+        n_runs = (hk.size if k == "hack_sharpness" else
+                  ok.size if k in ("ustar_healthy_hi", "healthy_early_share") else st.height)
         b = np.asarray(boots[k], dtype=np.float64)
-        b = b[np.isfinite(b)]
-        lo, hi = (np.percentile(b, [2.5, 97.5]) if b.size else (np.nan, np.nan))
+        b = b[~np.isnan(b)]  # an infinite resample is a value (ustar_healthy_hi out of reach)
+        # one run has no spread between runs to resample: no interval
+        lo, hi = _percentiles(b, (2.5, 97.5)) if b.size and n_runs >= 2 else (np.nan, np.nan)
         rows.append({"statistic": k, "value": v, "lo": float(lo), "hi": float(hi),
-                     "n_runs": hk.size if k == "hack_sharpness" else
-                     (ok.size if k in ("ustar_healthy_hi", "healthy_early_share") else st.height)})
+                     "n_runs": n_runs})
     return pl.DataFrame(rows)
+
+
+def _percentiles(b: np.ndarray, qs) -> list[float]:
+    """``np.percentile`` (linear), also over infinite values: a percentile between a finite
+    and an infinite neighbour is that infinity (numpy's interpolation gives NaN there, and
+    dropping the infinities instead gives an interval that can miss its own estimate)."""
+    if np.isfinite(b).all():
+        return [float(x) for x in np.percentile(b, qs)]
+    s = np.sort(b)
+    out = []
+    for q in qs:
+        pos = q / 100.0 * (s.size - 1)
+        i = int(np.floor(pos))
+        j, t = min(i + 1, s.size - 1), pos - i
+        if t == 0 or s[i] == s[j]:
+            out.append(float(s[i]))
+        elif np.isinf(s[j]) or np.isinf(s[i]):
+            out.append(float(s[j] if np.isinf(s[j]) else s[i]))
+        else:
+            out.append(float(s[i] + t * (s[j] - s[i])))
+    return out
