@@ -38,6 +38,8 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     for name, value in (("file", file), ("out", out)):
         if not isinstance(value, (str, os.PathLike)):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
+    if not isinstance(progress, bool):  # "no" is truthy
+        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     with held_run(grid, Path(out), backend=backend, address=address, workers=workers,
