@@ -52,6 +52,24 @@ def test_bad_sweep_file(tmp_path):
         load_costaware_sweep(bad)
 
 
+@pytest.mark.parametrize("text,needle", [
+    ('experiment = "sgd"\naxes = 5\n', "axes=5 is invalid; allowed: a table"),
+    ('experiment = "sgd"\nbase = 5\n', "base=5 is invalid; allowed: a table"),
+    ('experiment = "subset"\ngamma_fracs = []\n', "gamma_fracs=[] is invalid"),
+    ('experiment = "subset"\ngamma_fracs = "0.1"\n', "gamma_fracs='0.1' is invalid"),
+])
+def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
+    """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars
+    ColumnNotFoundError after the SGD runs), or a string read letter by letter."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    out = tmp_path / "res"
+    assert main(["costaware", "sweep", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
 SGD_TINY = ["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1", "--replications", "4"]
 
 

@@ -76,6 +76,14 @@ def load_costaware_sweep(path) -> SweepSpec:
     experiment = raw.get("experiment")
     if experiment not in EXPERIMENTS:
         raise ConfigError(f"{path.name}: experiment={experiment!r}; allowed: {EXPERIMENTS}")
+    for key in ("base", "axes"):
+        if not isinstance(raw.get(key, {}), dict):
+            raise ConfigError(f"{path.name}: {key}={raw[key]!r} is invalid; allowed: a table "
+                              f"([{key}] with field = value lines)")
+    gamma_fracs = raw.get("gamma_fracs", SweepSpec.gamma_fracs)
+    if not isinstance(gamma_fracs, (list, tuple)) or not gamma_fracs:
+        raise ConfigError(f"{path.name}: gamma_fracs={gamma_fracs!r} is invalid; allowed: a "
+                          "non-empty list of fractions of mean(G) from 0 to 1")
     axes = raw.get("axes", {})
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
@@ -87,7 +95,7 @@ def load_costaware_sweep(path) -> SweepSpec:
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
-                     gamma_fracs=tuple(raw.get("gamma_fracs", SweepSpec.gamma_fracs)))
+                     gamma_fracs=tuple(gamma_fracs))
     for frac in spec.gamma_fracs:
         check_gamma_frac(frac, f"{path.name}: gamma_fracs")
     for point in spec.points():
