@@ -16,6 +16,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+import numpy as np
+
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError
@@ -40,6 +42,26 @@ def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
 
 
 _is_number = R.is_number
+
+
+def plain(v: Any) -> Any:
+    """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
+    float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with
+    numpy validate, hash into cell ids and serialise as the numbers they are."""
+    if isinstance(v, (list, tuple)):
+        return tuple(plain(x) for x in v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def _plain_fields(obj: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
 def _is_int(x: Any) -> bool:
@@ -97,11 +119,8 @@ class WorkloadConfig:
     noise_rho: float = D.NOISE_RHO
 
     def __post_init__(self) -> None:
-        # Normalise lists (from TOML/JSON) to tuples so configs stay hashable.
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, list):
-                object.__setattr__(self, f.name, tuple(v))
+        # lists (from TOML/JSON) as tuples so configs stay hashable; numpy scalars as Python's
+        _plain_fields(self, tuple(f.name for f in fields(self)))
         self.validate()
 
     @property
@@ -250,8 +269,7 @@ class SchedulerConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.thresholds_gpu_h, list):
-            object.__setattr__(self, "thresholds_gpu_h", tuple(self.thresholds_gpu_h))
+        _plain_fields(self, ("backfill", "thresholds_gpu_h"))
         _check(isinstance(self.name, str), "scheduler", self.name, "a scheduler name")
         decl = R.lookup("scheduler", self.name)
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
@@ -319,6 +337,7 @@ class PolicyConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
+        _plain_fields(self, ("k", "f", "w", "tol"))
         _check(isinstance(self.name, str), "policy", self.name, "a policy name")
         decl = R.lookup("policy", self.name)
         for p in (R.K_DECLINES, R.STOP_AT_F, R.PLATEAU_W, R.PLATEAU_TOL, R.SCOPE):

@@ -17,7 +17,7 @@ import pytest
 
 from fastsim.api import simulate
 from fastsim.cli import main
-from fastsim.config import SimConfig, WorkloadConfig
+from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import read_logs
 
@@ -116,6 +116,30 @@ def test_7_simulate_takes_numpy_integers_of_any_width():
         simulate(cfg, np.int32(0))
     with pytest.raises(ConfigError, match="seed=np.int8"):
         simulate(cfg, 2, seed=np.int8(-1))
+
+
+def test_7_configs_and_sweeps_take_numpy_scalars_as_the_numbers_they_are(tmp_path):
+    """np.int64(20) was refused as "n_jobs=np.int64(20) is invalid; allowed: an integer"
+    (the same in fastsim.sweep's clusters, chunk and seed); a numpy value now configures
+    exactly what the Python number does, and a non-integer or a bool is still refused."""
+    import fastsim
+
+    a = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=np.int64(20), sigma=np.float32(0.25),
+                             ustar_hacking=[np.float64(0.2), np.float32(0.5)])
+    b = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=20, sigma=float(np.float32(0.25)),
+                             ustar_hacking=(0.2, 0.5))
+    assert a == b and a.to_dict() == b.to_dict() and type(a.workload.n_jobs) is int
+    assert PolicyConfig(name="evalstop", k=np.int64(3)) == PolicyConfig(name="evalstop", k=3)
+    for bad in (np.float64(2.5), np.bool_(True)):
+        with pytest.raises(ConfigError, match="^n_jobs="):
+            WorkloadConfig(n_jobs=bad)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('clusters = 4\nchunk = 2\n[base]\nn_jobs = 8\n[axes]\n'
+                     'policy = ["evalstop:k=2"]\n')
+    one = fastsim.sweep(sweep, tmp_path / "a", clusters=np.int64(4), chunk=np.int32(2),
+                        seed=np.uint64(3), progress=False)
+    two = fastsim.sweep(sweep, tmp_path / "b", clusters=4, chunk=2, seed=3, progress=False)
+    assert one.equals(two)
 
 
 @pytest.mark.parametrize("field,value", [

@@ -42,7 +42,7 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
-from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig, plain
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
 
@@ -186,6 +186,7 @@ def _fail(source: str, msg: str) -> ConfigError:
 
 
 def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None) -> int:
+    value = plain(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
             hi is not None and value > hi):
         allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
