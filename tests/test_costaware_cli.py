@@ -1,4 +1,5 @@
 """``fastsim costaware`` end to end on tiny inputs: commands, sweep files, figures."""
+import math
 from pathlib import Path
 
 import polars as pl
@@ -57,6 +58,7 @@ def test_bad_sweep_file(tmp_path):
     ('experiment = "sgd"\nbase = 5\n', "base=5 is invalid; allowed: a table"),
     ('experiment = "subset"\ngamma_fracs = []\n', "gamma_fracs=[] is invalid"),
     ('experiment = "subset"\ngamma_fracs = "0.1"\n', "gamma_fracs='0.1' is invalid"),
+    ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
     """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars
@@ -68,6 +70,20 @@ def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, nee
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_an_axis_of_single_strategies_runs_each_alone(tmp_path, capsys):
+    # strategies = ["uniform"] was read letter by letter ('u' is not a strategy), and a
+    # run without the ratios' baseline (optimal) was a polars traceback after the SGD runs
+    f = tmp_path / "s.toml"
+    f.write_text('name = "one"\nexperiment = "sgd"\nreplications = 4\n[base]\nn = 16\nd = 2\n'
+                 'eps = 0.1\n[axes]\nstrategies = ["uniform", "optimal"]\n')
+    assert main(["costaware", "sweep", str(f), "--out", str(tmp_path / "o")]) == 0
+    t = pl.read_parquet(tmp_path / "o" / "one.summary.parquet")
+    assert t["strategy"].to_list() == ["uniform", "optimal"]
+    uni = t.row(0, named=True)  # predicted against optimal's J; no optimal runs to pair with
+    assert uni["predicted_ratio"] > 1 and uni["n_pairs"] == 0 and math.isnan(uni["simulated_ratio"])
+    assert t.row(1, named=True)["simulated_ratio"] == 1.0
 
 
 SGD_TINY = ["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1", "--replications", "4"]

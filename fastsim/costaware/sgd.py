@@ -308,15 +308,20 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     drop the slowest runs, unevenly between the two."""
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
-    pred = predicted_factors(problem, strategies, lam, distributions)
+    # the baseline's J is predicted even when it was not run (no simulated ratio then)
+    pred = predicted_factors(problem, list(dict.fromkeys([*strategies, baseline])), lam,
+                             distributions)
     j_base = pred.filter(pl.col("strategy") == baseline)["J_cost_units"].item()
     base = runs.filter(pl.col("strategy") == baseline).sort("replication")["cost_units"].to_numpy()
     rows = []
     for row in pred.iter_rows(named=True):
         s = row["strategy"]
+        if s not in strategies:
+            continue
         mine = runs.filter(pl.col("strategy") == s).sort("replication")
         cost = mine["cost_units"].to_numpy()
-        ok = np.isfinite(cost) & np.isfinite(base)
+        ok = (np.isfinite(cost) & np.isfinite(base) if base.size
+              else np.zeros(cost.size, dtype=bool))
         r = bootstrap_ratio_ci(cost, base) if ok.all() else Estimate(np.nan, np.nan, np.nan,
                                                                       int(ok.sum()))
         rows.append({

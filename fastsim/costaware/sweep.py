@@ -89,9 +89,11 @@ def load_costaware_sweep(path) -> SweepSpec:
         if not isinstance(v, list) or not v:
             raise ConfigError(f"{path.name}: axes.{k}={v!r} must be a non-empty list")
     name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+            or name.startswith(".")):
         raise ConfigError(f"{path.name}: name={name!r} is invalid; allowed: a non-empty string "
-                          "without '/' (it names the output files in --out)")
+                          "without '/', not starting with '.' (it names the output files in "
+                          "--out, which would be hidden)")
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
@@ -117,8 +119,9 @@ def _configs(spec: SweepSpec, point: dict):
     problem = ProblemConfig(**{k: v for k, v in point.items() if k in _PROBLEM_FIELDS})
     sgd_kw = {k: v for k, v in point.items()
               if k in _SGD_FIELDS and k not in ("seed", "replications")}
-    if "strategies" in sgd_kw:
-        sgd_kw["strategies"] = tuple(sgd_kw["strategies"])
+    if "strategies" in sgd_kw:  # one name (an axis of single strategies) or a list of them
+        v = sgd_kw["strategies"]
+        sgd_kw["strategies"] = (v,) if isinstance(v, str) else tuple(v)
     sgd = SGDConfig(**sgd_kw, replications=spec.replications, seed=spec.seed)
     return problem, sgd
 
