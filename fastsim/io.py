@@ -176,6 +176,9 @@ def check_output_dir(path: Path, option: str = "--out") -> None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: exists and is not a directory; allowed: a directory")
+    if path.is_symlink() and not path.exists():  # a directory cannot be made through it
+        raise ConfigError(f"{option} {path}: a link to {os.readlink(path)}, which does not "
+                          "exist; allowed: a directory, or a link to an existing one")
     _check_writable_dir(path, option, path)
 
 

@@ -549,3 +549,13 @@ def test_a_damaged_trace_table_is_one_line(tmp_path, capsys):
     t.write_bytes(bytes(data))
     one_line(capsys, ["traces", "fit-curves", str(t)], "not a readable Parquet table")
     one_line(capsys, ["traces", "compare-sim", str(t)], "not a readable Parquet table")
+
+
+def test_an_out_directory_through_a_dangling_link_is_one_line(tmp_path, capsys):
+    # it said "cannot create (File exists)", with no "allowed"
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('clusters = 2\n[base]\nn_jobs = 8\n[axes]\npolicy = ["evalstop:k=2"]\n')
+    os.symlink(tmp_path / "gone" / "x", tmp_path / "link")
+    one_line(capsys, ["sweep", str(sweep), "--out", str(tmp_path / "link"), "--no-progress"],
+             "which does not exist; allowed: a directory, or a link to an existing one")
+    assert not (tmp_path / "gone").exists()
