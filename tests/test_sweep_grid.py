@@ -156,3 +156,23 @@ def test_every_committed_simulator_sweep_expands_under_the_current_defaults():
         assert load_sweep(p).cells, p
         checked += 1
     assert checked >= 10
+
+
+def test_summary_txt_headings_name_the_workload_axes(tmp_path, capsys):
+    # cells that differ only in a workload axis (a noise sweep's sigma) must not share a
+    # heading in summary.txt; the scheduler and policy axes are already in the label
+    p = write(tmp_path, """
+clusters = 2
+[base]
+n_jobs = 10
+gpus = 16
+[axes]
+sigma = [0.01, 0.1]
+policy = ["evalstop:k=2"]
+""")
+    assert main(["sweep", str(p), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    capsys.readouterr()
+    headings = [ln for ln in (tmp_path / "out" / "summary.txt").read_text().splitlines()
+                if ln.startswith("== ")]
+    assert len(headings) == 4 and len({h.split("  [cell")[0] for h in headings}) == 4
+    assert sum("| evalstop(k=2) | sigma=0.1  [cell " in h for h in headings) == 1

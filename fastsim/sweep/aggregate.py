@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
-from fastsim.sweep.grid import axis_value
+from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import bytes_writer, table_writer, write_all
 from fastsim.sweep.store import GRID_KEY, SweepStore
 
@@ -77,12 +77,22 @@ def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> p
     return cell.table()
 
 
+def _cell_title(store: SweepStore, c) -> str:
+    """``== scheduler | policy | sigma=0.05  [cell id]``: the label names the scheduler and
+    the policy with their parameters; the workload axes are added, so cells that differ
+    only there (a noise sweep's) are told apart in ``summary.txt``."""
+    def text(v):
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    axes = [f"{a}={text(axis_value(c.config, a))}" for a in store.grid.axes if a in WORKLOAD_FIELDS]
+    return f"== {' | '.join([c.label, *axes])}  [cell {c.id}]"
+
+
 def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """One cell's summary rows, JCT histogram and text table."""
     s = _cell_summary(store, c.id, c.baseline)
     h = merge_histograms(store.read_each(c.id, "jct"))
     return (s.with_columns(pl.lit(c.id).alias("cell")), h.with_columns(pl.lit(c.id).alias("cell")),
-            format_table(s, title=f"== {c.label}  [cell {c.id}]"))
+            format_table(s, title=_cell_title(store, c)))
 
 
 def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
