@@ -1,5 +1,7 @@
 """The one exception type users see for bad input, and the fences around user code."""
 import contextlib
+import os
+import sys
 
 import numpy as np
 
@@ -45,3 +47,15 @@ def readonly(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def import_hint(module: str, exc: Exception) -> str:
+    """A hint for a user module that is not found but sits in the current directory,
+    which the ``fastsim`` command does not import from: ``"; mine.py is in ..."``."""
+    top = module.split(".")[0]
+    on_path = os.getcwd() in {os.path.abspath(p or ".") for p in sys.path}
+    if (isinstance(exc, ModuleNotFoundError) and exc.name == top and not on_path
+            and os.path.isfile(f"{top}.py")):
+        return (f"; {top}.py is in the current directory, which is not on the import path: "
+                f"put its directory on PYTHONPATH (PYTHONPATH=. fastsim ...)")
+    return ""

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from fastsim.errors import ConfigError, readonly, user_code
+from fastsim.errors import ConfigError, import_hint, readonly, user_code
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def lookup(ref: str) -> Metric:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"metric={ref!r} cannot be imported ({exc}); allowed: MODULE:FUNCTION "
-                              "of a @cluster_metric") from None
+                              f"of a @cluster_metric{import_hint(module, exc)}") from None
         if isinstance(obj, Metric):
             return obj
     raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a @cluster_metric")

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from fastsim import defaults as D
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, import_hint
 from fastsim.kernels import codes as K
 
 _TRUE = ("", "1", "true", "yes", "on")
@@ -578,7 +578,8 @@ def lookup(what: str, name: str) -> Declaration:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"{what}={name!r} cannot be imported ({exc}); allowed: "
-                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}") from None
+                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}"
+                              f"{import_hint(module, exc)}") from None
         kind = StopPolicy if what == "policy" else Scheduler
         if not isinstance(obj, kind):
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "

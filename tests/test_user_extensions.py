@@ -773,3 +773,18 @@ def test_a_bare_flag_of_a_built_in_shadowed_by_a_user_module_is_ambiguous(tmp_pa
         SchedulerConfig.parse("fifo:backfill")
     assert SchedulerConfig.parse("fifo:backfill=true").backfill
     assert main(["run", "--scheduler", "fifo:backfill", "--clusters", "2"]) == 2
+
+
+def test_a_user_module_left_off_the_import_path_gets_a_hint(tmp_path, monkeypatch):
+    # `fastsim run --policy mine:det` from the directory holding mine.py: the console
+    # script does not import from the current directory, so say so and how to fix it
+    from fastsim.metrics import lookup as metric_lookup
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine_not_on_path.py").write_text("x = 1\n")
+    for parse in (PolicyConfig.parse, SchedulerConfig.parse, metric_lookup):
+        with pytest.raises(ConfigError, match=r"mine_not_on_path\.py is in the current directory.*PYTHONPATH=\."):
+            parse("mine_not_on_path:det")
+    with pytest.raises(ConfigError, match="cannot be imported") as exc:
+        PolicyConfig.parse("no_such_module_xyz:det")  # no such file here: no hint
+    assert "PYTHONPATH" not in str(exc.value)
