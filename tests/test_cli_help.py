@@ -43,6 +43,14 @@ def test_replay_path_help_says_a_log_may_come_through_a_pipe():
     assert f"up to {PIPE_LIMIT // 2**20} MiB" in text  # the help's number is the code's
 
 
+def test_replay_help_names_every_lower_is_better_suffix():
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "replay")]
+    text = " ".join(sub.format_help().split())
+    from fastsim.replay.logs import LOWER_IS_BETTER_SUFFIXES
+
+    assert "ending in " + "/".join(LOWER_IS_BETTER_SUFFIXES) in text  # it listed 3 of the 6
+
+
 import pytest  # noqa: E402
 
 from fastsim.cli import main  # noqa: E402

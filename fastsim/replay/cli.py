@@ -18,7 +18,7 @@ from fastsim import registry as R
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
-from fastsim.replay.logs import FORMATS
+from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -50,7 +50,8 @@ def register(subparsers) -> None:
                    "for trainer_state the single non-loss eval_* metric, else eval_loss)")
     sense = p.add_mutually_exclusive_group()
     sense.add_argument("--lower-is-better", dest="higher_is_better", action="store_false", default=None,
-                       help="the metric improves downwards (default for names ending in loss/perplexity/error)")
+                       help="the metric improves downwards (default for names ending in "
+                       + "/".join(LOWER_IS_BETTER_SUFFIXES) + ")")
     sense.add_argument("--higher-is-better", dest="higher_is_better", action="store_true",
                        help="the metric improves upwards (default for every other name)")
     p.add_argument("--format", dest="fmt", default=None,
