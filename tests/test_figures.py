@@ -77,6 +77,14 @@ def test_missing_inputs_are_skipped_not_fatal(tmp_path):
     assert len(logs) == len(FIGURE_SCRIPTS)
 
 
+def test_a_sweep_no_figure_reads_is_named_with_how_figures_find_sweeps(tmp_path):
+    _tiny_sweep(tmp_path, "mine", 'sigma = [0.01, 0.1]')
+    logs = []
+    assert draw_all(tmp_path / "results" / "mine", tmp_path / "figs", log=logs.append) == []
+    assert len(logs) == len(FIGURE_SCRIPTS) + 1
+    assert "holds sweep mine, which no figure reads" in logs[-1] and "noise" in logs[-1]
+
+
 def _tiny_sweep(tmp_path, name, axes_toml):
     import fastsim
 

@@ -116,11 +116,17 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    needs: dict[str, None] = {}
     for name in scripts:
         module = load_script(name)
+        needs.update(dict.fromkeys(module.NEEDS))
         missing = [s for s in module.NEEDS if s not in sources]
         if missing:
             log(f"[figures] {name}: skipped, no results for {', '.join(missing)} in {results}")
             continue
         written += module.draw(sources, out, formats)
+    if not written and sources:  # a sweep of the user's own, under a name no figure reads
+        log(f"[figures] {results} holds sweep {', '.join(sorted(sources))}, which no figure "
+            f"reads: a figure knows a sweep by its name (name = ... in the sweep file, else "
+            f"the file's stem), one of {', '.join(n for n in needs if n != 'extracts')}")
     return written
