@@ -154,6 +154,18 @@ def test_gpus_default_fills_missing_counts(tmp_path):
     assert np.isnan(r["gpu_h_saved"])
 
 
+def test_cli_says_why_gpus_give_no_gpu_hours_without_times(tmp_path, capsys):
+    # a trainer_state.json of a run still training has no train_runtime, so no times
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,score\na,1,3\na,2,2\na,3,1\na,4,0\n")
+    assert main(["replay", str(p), "--gpus", "8"]) == 0
+    assert "--gpus is given, but the log has no time per evaluation" in capsys.readouterr().out
+    t = tmp_path / "timed.csv"
+    t.write_text("job_id,step,score,time\na,1,3,0\na,2,2,1\na,3,1,2\na,4,0,3\n")
+    assert main(["replay", str(t), "--gpus", "8"]) == 0
+    assert "no time per evaluation" not in capsys.readouterr().out
+
+
 def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
     import fastsim
     from fastsim.errors import ConfigError

@@ -212,6 +212,10 @@ def _cmd_replay(args) -> int:
           f"{log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
+    if args.gpus is not None and "time_h" not in log.table.columns:
+        print("  note: --gpus is given, but the log has no time per evaluation (a time, time_h "
+              "or time_s column; for trainer_state.json, the train_runtime Trainer logs when "
+              "training ends), so GPU-hours are not reported (nan)")
     if not args.summary_only:
         _print_jobs(res, log.metric)
         print()
