@@ -63,6 +63,17 @@ def test_bad_input_is_a_clear_error():
     assert m.observe("j", np.int64(2), 0.2).eval_index == 2
 
 
+def test_a_loss_policy_observed_without_a_loss_is_refused_not_silently_skipped():
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("loss_plateau:w=2,tol=0.01")
+    with pytest.raises(ConfigError, match="no loss given, and loss_plateau"):
+        m.observe("j", 1, 0.5)  # it used to skip every call as missing, and never stop
+    assert m.observe("j", 2, 0.5, loss=math.nan).reason.endswith("missing value skipped")
+    assert not m.observe("j", 3, 0.5, loss=2.0).stop
+    assert not StopMonitor("evalstop:k=2").observe("j", 1, 0.5).stop  # scores only: no loss needed
+
+
 # Scores on a coarse grid so ties are common; NaN marks a missing evaluation.
 scores = st.lists(st.one_of(st.integers(0, 4).map(float), st.just(math.nan)), min_size=0, max_size=25)
 

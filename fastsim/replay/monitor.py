@@ -295,15 +295,23 @@ class StopMonitor:
         st = self._jobs.get(self._job(job_id))
         return st.best_step if st else None
 
-    def observe(self, job_id, step: int, score: float, loss: float = math.nan) -> Decision:
+    def observe(self, job_id, step: int, score: float, loss: float | None = None) -> Decision:
         """Record the evaluation of ``job_id`` at ``step`` and decide.
 
-        ``loss``: the training loss at ``step`` (policies that read losses decide on it).
+        ``loss``: the training loss at ``step`` (policies that read losses decide on it,
+        and refuse a call without it, as replay refuses a log without a ``loss`` column;
+        NaN is a missing reading).
         Raises ``ConfigError`` if ``step`` is not after the job's previous step, or is not
         a non-negative integer, or ``score`` is not a number.
         """
         name = type(self).__name__
         job_id = self._job(job_id)
+        if loss is None:
+            if self._reads_loss:
+                raise ConfigError(f"{name}.observe({job_id!r}, step={step}): no loss given, and "
+                                  f"{self.policy.label} decides on the training loss; allowed: "
+                                  "observe(job_id, step, score, loss=...), NaN for a missing reading")
+            loss = math.nan
         if isinstance(step, bool) or not isinstance(step, int):
             if isinstance(step, (float, np.floating)) and float(step).is_integer():
                 step = int(step)
