@@ -76,6 +76,14 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
     assert list((tmp_path / "results" / "tiny" / "figures").glob("*.png"))
 
 
+def test_sweeps_doc_names_every_summary_metric():
+    from fastsim.metrics import mean_metrics, paired_metrics, pooled_metrics
+
+    text = (ROOT / "docs" / "sweeps.md").read_text()
+    names = [*mean_metrics(), *pooled_metrics(), *(f"{n}_change" for n in paired_metrics())]
+    assert [n for n in names if f"`{n}`" not in text] == []
+
+
 def _modules() -> list[str]:
     names = ["fastsim"] + [m.name for m in pkgutil.walk_packages(fastsim.__path__, "fastsim.")]
     # replay.hf needs the hf extra, costaware.trl(_toy) the trl extra (their own test groups)
