@@ -142,3 +142,16 @@ def test_the_registration_is_the_one_published():
     row fails here until the report is regenerated, i.e. deliberately and visibly."""
     report = Path(__file__).resolve().parents[1] / "REPRODUCTION.md"
     assert registration_table() in report.read_text()
+
+
+def test_reproduce_terminal_table_keeps_row_names_and_says_when_it_reused_chunks(tmp_path, capsys):
+    from fastsim.cli import main
+
+    argv = ["reproduce", "--clusters", "2", "--out", str(tmp_path / "r"), "--no-figures",
+            "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "k sweep: k balancing early detection and false positives " in first  # was cut at 52
+    assert "already done and reused" not in first
+    assert main(argv) == 0
+    assert "86 chunks already done and reused" in capsys.readouterr().out  # one per cell

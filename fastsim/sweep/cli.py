@@ -175,8 +175,10 @@ def cmd_reproduce(args) -> int:
           f"stated; {clusters} clusters per cell, paired on identical clusters\n")
     print(text_table(info["rows"]))
     print()
+    resumed = (f", {info['chunks_skipped']} chunks already done and reused"
+               if info["chunks_skipped"] else "")
     print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
-          f"{info['seconds_sweeps']:.0f} s (+ figures {info['seconds_figures']:.0f} s); "
+          f"{info['seconds_sweeps']:.0f} s{resumed} (+ figures {info['seconds_figures']:.0f} s); "
           f"{matched} of {held} held-out paper rows matched (pre-registered tolerances; "
           f"fitted rows not counted); report: {report}")
     return 0

@@ -223,7 +223,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def text_table(rows: list[dict[str, Any]]) -> str:
     """The comparison with the paper as a plain-text table for the terminal."""
-    head = (f"{'result':52s} {'paper':>13s} {'ours [95% CI]':>30s} {'n':>5s} "
+    w = max([52] + [len(r["result"]) for r in rows])  # a row's name is never cut
+    head = (f"{'result':{w}s} {'paper':>13s} {'ours [95% CI]':>30s} {'n':>5s} "
             f"{'tolerance':>21s}  {'fitted':6s}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -232,7 +233,7 @@ def text_table(rows: list[dict[str, Any]]) -> str:
             ours = f"{ours} {ci}"
         n = "" if r["n"] is None else str(r["n"])
         fitted = "yes" if r["fitted_by"] else "no"
-        lines.append(f"{r['result'][:52]:52s} {r['paper']:>13s} {ours:>30s} {n:>5s} "
+        lines.append(f"{r['result']:{w}s} {r['paper']:>13s} {ours:>30s} {n:>5s} "
                      f"{r['tolerance']:>21s}  {fitted:6s}  {_verdict_text(r, False)}")
     return "\n".join(lines)
 
