@@ -166,6 +166,18 @@ def test_cli_says_why_gpus_give_no_gpu_hours_without_times(tmp_path, capsys):
     assert "no time per evaluation" not in capsys.readouterr().out
 
 
+def test_cli_job_table_stays_aligned_for_long_policy_labels_and_metric_names(tmp_path, capsys):
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,eval_accuracy,loss\njob_a,1,3,2\njob_a,2,2,1.5\njob_a,3,1,1.4\n")
+    assert main(["replay", str(p), "--metric", "eval_accuracy",
+                 "--policy", "loss_plateau:w=1,tol=0.01", "--policy", "evalstop:k=1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("policy "))
+    col = lines[head].index("job_id")
+    assert [ln.index("job_a") for ln in lines[head + 1:head + 3]] == [col, col]
+    assert "kept eval_accuracy" in lines[head]  # the metric's name, not cut at 10 characters
+
+
 def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
     import fastsim
     from fastsim.errors import ConfigError

@@ -143,12 +143,19 @@ def _fmt(x, digits=3):
     return str(x)
 
 
+def _policy_width(table: pl.DataFrame) -> int:
+    """The policy column's width: 28, or the longest label (a user policy's can be longer)."""
+    return max([28] + [len(p) for p in table["policy"]])
+
+
 def _print_jobs(res: pl.DataFrame, metric: str) -> None:
-    print(f"{'policy':<28} {'job_id':<22} {'status':<14} {'trigger':>8} {'keep':>8} "
-          f"{'kept ' + metric[:10]:>16} {'final':>10} {'gain':>8} {'saved':>6} {'GPU-h saved':>12}")
+    w, kept = _policy_width(res), f"kept {metric}"
+    mw = max(16, len(kept))
+    print(f"{'policy':<{w}} {'job_id':<22} {'status':<14} {'trigger':>8} {'keep':>8} "
+          f"{kept:>{mw}} {'final':>10} {'gain':>8} {'saved':>6} {'GPU-h saved':>12}")
     for r in res.iter_rows(named=True):
-        print(f"{r['policy']:<28} {r['job_id'][:22]:<22} {r['status']:<14} {_fmt(r['trigger_step']):>8} "
-              f"{_fmt(r['delivered_step']):>8} {_fmt(r['delivered_metric'], 4):>16} "
+        print(f"{r['policy']:<{w}} {r['job_id'][:22]:<22} {r['status']:<14} {_fmt(r['trigger_step']):>8} "
+              f"{_fmt(r['delivered_step']):>8} {_fmt(r['delivered_metric'], 4):>{mw}} "
               f"{_fmt(r['final_metric'], 4):>10} {_fmt(r['delivered_gain'], 3):>8} "
               f"{r['compute_saved_share']:>6.1%} {_fmt(r['gpu_h_saved'], 4):>12}")
 
@@ -164,17 +171,18 @@ def _ci(r, name, pct=True):
 
 def _print_summary(summ: pl.DataFrame) -> None:
     truth = "precision" in summ.columns
+    w = _policy_width(summ)
     for r in summ.iter_rows(named=True):
-        line = (f"{r['policy']:<28} jobs {r['n_jobs']:>4}  stopped {r['n_stopped']:>4}  "
+        line = (f"{r['policy']:<{w}} jobs {r['n_jobs']:>4}  stopped {r['n_stopped']:>4}  "
                 f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
         print(line)
         if truth:
-            print(f"{'':<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
+            print(f"{'':<{w}} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
                   f"FPR {_ci(r, 'fpr')}  (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']})")
-            print(f"{'':<28} stop recall (stopped before the last evaluation) "
+            print(f"{'':<{w}} stop recall (stopped before the last evaluation) "
                   f"{_ci(r, 'stop_recall')}  triggers at the last evaluation "
                   f"{_ci(r, 'completion_share')}")
 
