@@ -14,8 +14,12 @@ the user expects, the detectors refine it from each job's own residuals.
 """
 from __future__ import annotations
 
+import itertools
+import sys
+
 import numpy as np
 import polars as pl
+from tqdm import tqdm
 
 from fastsim import defaults as D
 from fastsim import registry as R
@@ -121,28 +125,30 @@ def summarize(counts: dict[str, np.ndarray], base: dict[str, np.ndarray] | None 
 
 
 def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
-             **workload) -> pl.DataFrame:
+             progress: bool = False, **workload) -> pl.DataFrame:
     """One row per (sigma, base rate, detector setting): every metric's estimate,
-    95% interval and n.  ``settings``: a function ``sigma -> [(name, params), ...]``."""
+    95% interval and n.  ``settings``: a function ``sigma -> [(name, params), ...]``.
+    ``progress``: a bar over the (sigma, base rate) cells on stderr, on a terminal."""
     rows = []
-    for sigma in sigmas:
-        for br in base_rates:
-            cfg = WorkloadConfig(sigma=float(sigma), base_rate=float(br), **workload)
-            w = generate_workload(cfg, n_clusters, seed)
-            scope = w.job_type == RLHF
-            base = cluster_counts(w, *triggers("evalstop", {"k": 2}, w.score, scope))
-            for name, params in settings(sigma):
-                cnt = cluster_counts(w, *triggers(name, params, w.score, scope))
-                row = {"sigma": float(sigma), "base_rate": float(br), "detector": name,
-                       "setting": label(name, params, sigma), "n_clusters": n_clusters,
-                       "n_evals": cfg.n_evals}
-                for metric, est in summarize(cnt, base).items():
-                    row[metric] = est.mean
-                    row[f"{metric}_lo"] = est.lo
-                    row[f"{metric}_hi"] = est.hi
-                row["n_hacking"] = int((cnt["tp"] + cnt["fn"]).sum())
-                row["n_healthy"] = int((cnt["fp"] + cnt["tn"]).sum())
-                rows.append(row)
+    cells = list(itertools.product(sigmas, base_rates))
+    for sigma, br in tqdm(cells, unit="cell", desc="detectors", file=sys.stderr, leave=False,
+                          disable=None if progress else True, dynamic_ncols=True):
+        cfg = WorkloadConfig(sigma=float(sigma), base_rate=float(br), **workload)
+        w = generate_workload(cfg, n_clusters, seed)
+        scope = w.job_type == RLHF
+        base = cluster_counts(w, *triggers("evalstop", {"k": 2}, w.score, scope))
+        for name, params in settings(sigma):
+            cnt = cluster_counts(w, *triggers(name, params, w.score, scope))
+            row = {"sigma": float(sigma), "base_rate": float(br), "detector": name,
+                   "setting": label(name, params, sigma), "n_clusters": n_clusters,
+                   "n_evals": cfg.n_evals}
+            for metric, est in summarize(cnt, base).items():
+                row[metric] = est.mean
+                row[f"{metric}_lo"] = est.lo
+                row[f"{metric}_hi"] = est.hi
+            row["n_hacking"] = int((cnt["tp"] + cnt["fn"]).sum())
+            row["n_healthy"] = int((cnt["fp"] + cnt["tn"]).sum())
+            rows.append(row)
     return pl.DataFrame(rows)
 
 

@@ -144,8 +144,14 @@ def _cmd(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     n = 50 if args.quick else args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
-    synthetic = det.run_grid(SIGMAS, rates, settings, n_clusters=n, seed=args.seed)
-    bound = bounds.bounds(TABLE_SIGMAS, n_clusters=min(n, BOUND_CLUSTERS), seed=args.seed)
+    if sys.stderr.isatty():  # as the progress bars: on a terminal only
+        print(f"fastsim detectors: {len(SIGMAS)} noise levels x {len(rates)} base rate(s) at "
+              f"{n} clusters, then the bounds at {len(TABLE_SIGMAS)} noise levels (the slower "
+              f"part; {'about a minute' if args.quick else 'several minutes'} on 2 cores)",
+              file=sys.stderr)
+    synthetic = det.run_grid(SIGMAS, rates, settings, n_clusters=n, seed=args.seed, progress=True)
+    bound = bounds.bounds(TABLE_SIGMAS, n_clusters=min(n, BOUND_CLUSTERS), seed=args.seed,
+                          progress=True)
     table = markdown_table(synthetic, traces, bound)
     full = markdown_table(synthetic, traces, bound, short=False)
     doc = update_doc(args.doc, table) if args.doc is not None else None
