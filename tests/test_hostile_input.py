@@ -393,6 +393,7 @@ def test_15_toy_rlhf_refuses_what_it_cannot_run(tmp_path, capsys, option, value,
 @pytest.mark.parametrize("text,needle", [
     ("job_id,step,score\na,1,0.5\na,2\n", "r.csv:3: 2 fields"),              # truncated line
     ("job_id,step,score\na,1,0.5\n\"a\",2\n", "r.csv:3: 2 fields"),
+    ("job_id,step,score\na,1,0.5\na,2,0.4,9\n", "r.csv:3: 4 fields"),     # as docs/replay.md says
     ("job_id,job_id,step,score\na,b,1,0.5\n", "r.csv:1: column 'job_id' appears twice"),
     ("job_id,step,score,max_steps\na,1,0.5,-3\n", "r.csv:2: field 'max_steps'"),
     ("job_id,step,score,max_steps\na,1,0.5,2.5\n", "r.csv:2: field 'max_steps'"),

@@ -163,6 +163,7 @@ def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     except pl.exceptions.NoDataError:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}") from None
     except pl.exceptions.ComputeError as exc:
+        _csv_lines(path, data, sep, 0)  # a row with more fields than the header: its line
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
     return df.with_columns(pl.Series("line", _csv_lines(path, data, sep, df.height),
                                      dtype=pl.Int64))
@@ -191,9 +192,11 @@ def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
                                           "distinct column names")
                     seen.add(name)
             elif len(row) != len(header):
+                why = ("not a line cut short" if len(row) < len(header) else
+                       "a value holding the separator quoted")
                 raise ConfigError(f"{path}:{end + 1}: {len(row)} fields, the header has "
                                   f"{len(header)}; allowed: one value per column (empty for a "
-                                  "missing one), not a line cut short")
+                                  f"missing one), {why}")
             else:
                 starts.append(end + 1)
         end = reader.line_num
