@@ -188,3 +188,12 @@ def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
                                  (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400)):
         with pytest.raises(ConfigError):
             fastsim.replay(logs, policies, gpus=gpus)
+
+
+def test_oracle_on_a_real_log_lists_every_policy_that_runs_there():
+    from fastsim import registry as R
+
+    with pytest.raises(ConfigError, match="needs hidden truth") as exc:
+        replay(read_logs([EVALS]), ["oracle"])
+    for d in R.policies():  # it named five of the eleven built-ins, not the online detectors
+        assert (d.name in str(exc.value)) != d.uses_hidden_truth or d.name == "oracle"

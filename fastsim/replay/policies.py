@@ -136,9 +136,10 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
         return JobOutcome("continued", -1, last, int(rows.size))
     if p.uses_hidden_truth:  # the oracle, declared: stop hacking jobs at the gold peak
         if truth_hacking is None or truth_gold is None:
+            real = [d.name for d in R.policies() if not d.uses_hidden_truth]
             raise ConfigError("policy oracle: needs hidden truth (truth_hacking, truth_gold "
-                              "columns, as in a trace set); allowed on real logs: evalstop, "
-                              "deprioritize, stop_at, loss_plateau, none")
+                              f"columns, as in a trace set); allowed on real logs: "
+                              f"{', '.join(real)} or a user policy")
         if bool(truth_hacking):
             peak = int(rows[np.argmax(truth_gold[rows])])
             return JobOutcome("stopped", peak, peak, int(rows.size))
