@@ -43,6 +43,11 @@ def test_sweep_and_figures(tmp_path):
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
 
 
+def test_figures_of_a_directory_without_costaware_results_says_so(tmp_path, capsys):
+    assert main(["costaware", "figures", str(tmp_path)]) == 0  # printed nothing at all
+    assert "0 files written: no cost-aware results in" in capsys.readouterr().out
+
+
 def test_bad_sweep_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('experiment = "sgd"\n[axes]\ncost_sigma = [0.0, -1.0]\n')

@@ -307,9 +307,14 @@ def cmd_figures(args):
     from fastsim.sweep.store import hold_sweep_dirs
 
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
+    n = 0
     for name in FIGURE_SCRIPTS:
         for written in load_script(name).main(results, out):
             print(f"wrote {written}")
+            n += 1
+    if n == 0:  # as fastsim figures, say so rather than print nothing
+        print(f"0 files written: no cost-aware results in {results} (the costaware_*.parquet "
+              "tables of fastsim costaware sweep, or of costaware sgd or grpo with --out)")
 
 
 def register(subparsers):
