@@ -110,6 +110,9 @@ def lookup(ref: str) -> Metric:
         return _METRICS[ref]
     if isinstance(ref, str) and ":" in ref:
         module, _, attr = ref.partition(":")
+        if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
+            raise ConfigError(f"metric={ref!r}: {module!r} is not a module name; allowed: "
+                              "MODULE:FUNCTION of a @cluster_metric")
         try:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:

@@ -574,6 +574,9 @@ def lookup(what: str, name: str) -> Declaration:
         return table[name]
     if ":" in name:
         module, _, attr = name.partition(":")
+        if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
+            raise ConfigError(f"{what}={name!r}: {module!r} is not a module name; allowed: "
+                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
         try:
             obj = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:

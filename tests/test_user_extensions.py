@@ -788,3 +788,13 @@ def test_a_user_module_left_off_the_import_path_gets_a_hint(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match="cannot be imported") as exc:
         PolicyConfig.parse("no_such_module_xyz:det")  # no such file here: no hint
     assert "PYTHONPATH" not in str(exc.value)
+
+
+@pytest.mark.parametrize("spec", [":evalstop", ".mod:det", "my-mod:det"])
+def test_a_spec_whose_module_part_is_not_a_module_name_is_one_line(spec):
+    from fastsim.metrics import lookup as metric_lookup
+
+    # ':evalstop' was a ValueError traceback from importlib, '.mod:det' a TypeError one
+    for parse in (PolicyConfig.parse, SchedulerConfig.parse, metric_lookup):
+        with pytest.raises(ConfigError, match="is not a module name"):
+            parse(spec)
