@@ -442,8 +442,8 @@ DESCRIPTION = (
     "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
     "machine); it prints ratios and asserts nothing. About a minute on a quiet 2-core "
-    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s. The same as "
-    "python -m fastsim.bench.")
+    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s. fastsim bench "
+    "and python -m fastsim.bench are the same.")
 
 
 def register(subparsers) -> None:
