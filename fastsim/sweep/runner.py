@@ -237,10 +237,13 @@ def _quiet_client_logs() -> None:
     """distributed logs, on the client's side too, each lost worker, failed fetch and
     reconnection attempt, with tracebacks, and asyncio the tasks distributed abandons (when
     they are collected, at exit maybe); a run reports what they mean for the sweep in one
-    line, so both stay quiet for the rest of the process."""
+    line, so they stay quiet for the rest of the process."""
     import distributed  # noqa: F401 - its import sets these levels: first, then ours
 
-    for name in ("distributed.client", "asyncio"):
+    # distributed.batched: the client's send loop, which logs its closed connection with a
+    # traceback when the scheduler dies (seen once in a few runs, by timing)
+    for name in ("distributed.client", "distributed.batched", "distributed.comm",
+                 "distributed.core", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
