@@ -260,6 +260,157 @@ def test_6_a_damaged_manifest_is_one_line(sweep_file, tmp_path, capsys, grid):
     assert "was written for a different grid" in capsys.readouterr().err
 
 
+# -- 7. a damaged or deleted manifest --------------------------------------------------------
+def _counting_runs(monkeypatch) -> list:
+    """Patch the chunk runner to record each chunk it runs; returns the record."""
+    from fastsim.sweep import runner
+
+    runs = []
+    real = runner.run_chunk
+
+    def run_chunk(config, seed, start, n, keep_jobs):
+        runs.append((start, n))
+        return real(config, seed, start, n, keep_jobs)
+
+    monkeypatch.setattr(runner, "run_chunk", run_chunk)
+    return runs
+
+
+def _stamps(out: Path) -> dict:
+    return {p.relative_to(out): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in out.glob("cells/*/*")}
+
+
+@pytest.mark.parametrize("how", ["truncate", "empty", "not json", "no grid hash", "delete"])
+def test_7_a_damaged_manifest_is_rebuilt_from_chunk_records(sweep_file, tmp_path, capsys,
+                                                             monkeypatch, how):
+    """Every chunk record names the hash of the grid it was computed for (every cell's
+    config, clusters, chunk, seed): when they all name this grid, a truncated, empty or
+    deleted sweep.json is rebuilt and no verified chunk is run again; the outputs are the
+    same bytes as an undamaged run's.  It was a dead end ("use a new --out directory")."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    if how == "delete":
+        manifest.unlink()
+    else:
+        manifest.write_bytes({"truncate": manifest.read_bytes()[:40], "empty": b"",
+                              "not json": b"\x00" * 512, "no grid hash": b"{}"}[how])
+    for name in DERIVED:
+        (out / name).unlink()
+    before = _stamps(out)
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert runs == [] and _stamps(out) == before  # no chunk re-run or rewritten
+    assert len(err) == 2 and "rebuilt it: 6 chunk records in" in err[0], err
+    assert err[1] == "resumed: 6 of 6 chunks were already done (verified)"
+    assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()
+    for name in DERIVED:
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+    assert_same(ref, out)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another chunk's"])
+def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
+        sweep_file, tmp_path, capsys, monkeypatch, damage):
+    """A record that cannot be read, or is this grid's record of another chunk, neither
+    stops the rebuild nor is kept: its chunk is re-run, as on any resume."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    (out / "sweep.json").write_bytes(b"")
+    record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+    if damage == "truncated":
+        record.write_bytes(record.read_bytes()[:30])
+    else:
+        record.write_bytes(record.with_name("chunk-0000.json").read_bytes())
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err
+    assert "rebuilt it: 5 chunk records" in err
+    assert "1 chunk(s) whose record is unreadable or misplaced will be re-run" in err
+    assert runs == [(2, 2)]
+    assert_same(ref, out)
+
+
+@pytest.mark.parametrize("foreign", ["one chunk", "every chunk", "a cell", "a chunk index"])
+def test_7_a_damaged_manifest_beside_another_grids_chunk_is_refused(sweep_file, tmp_path,
+                                                                    capsys, foreign):
+    """Never rebuilt over results that are not all this grid's: one line naming the first
+    chunk or cell that is not, exit 2, and nothing written."""
+    import shutil
+
+    out, other = tmp_path / "out", tmp_path / "other"
+    assert sweep(sweep_file, out) == 0
+    grid = load_sweep(sweep_file)
+    if foreign == "one chunk":  # the same cell and chunk, from a run with another seed
+        assert sweep(sweep_file, other, "--seed", "2") == 0
+        for src in other.glob("cells/*/*-0001.*"):
+            shutil.copyfile(src, out / src.relative_to(other))
+        named = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+        needle = f"{named} is a chunk record of grid {load_sweep(sweep_file, seed=2).hash[:12]}"
+        argv = ()
+    elif foreign == "every chunk":  # the right directory, run without its --seed
+        named = sorted(out.glob("cells/*/chunk-0000.json"))[0]
+        needle = f"{named} is a chunk record of grid {grid.hash[:12]}"
+        argv = ("--seed", "2")
+    elif foreign == "a cell":  # a cell of another sweep copied in
+        other_file = tmp_path / "k3.toml"
+        other_file.write_text(SWEEP.replace("evalstop:k=2", "evalstop:k=3"))
+        assert sweep(other_file, other) == 0
+        k3 = next(c.id for c in load_sweep(other_file).cells if c.baseline)
+        shutil.copytree(other / "cells" / f"cell={k3}", out / "cells" / f"cell={k3}")
+        named = out / "cells" / f"cell={k3}"
+        needle = f"{named} is not a cell of {sweep_file}'s grid (hash {grid.hash[:12]})"
+        argv = ()
+    else:  # the same cells in chunks of 1: a chunk index the grid does not have
+        assert sweep(sweep_file, other, "--chunk", "1") == 0
+        for src in other.glob("cells/*/*-0005.*"):
+            shutil.copyfile(src, out / src.relative_to(other))
+        named = sorted(out.glob("cells/*/chunk-0005.json"))[0]
+        needle = f"{named} is chunk 5, but {sweep_file}'s grid"
+        argv = ()
+    (out / "sweep.json").write_bytes(b"")
+    before = _stamps(out)
+    capsys.readouterr()
+    assert sweep(sweep_file, out, *argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "sweep.json: unreadable sweep manifest" in err and needle in err, err
+    assert "refusing to mix results" in err
+    assert (out / "sweep.json").read_bytes() == b"" and _stamps(out) == before
+
+
+def test_7_a_damaged_manifest_and_no_chunk_record_is_refused(sweep_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    for record in out.glob("cells/*/chunk-*.json"):
+        record.unlink()
+    (out / "sweep.json").unlink()
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{out} holds sweep results but no sweep.json, and no chunk record in" in err
+    assert not (out / "sweep.json").exists()
+
+
+def test_7_reproduce_checks_a_damaged_manifest_before_writing_any(tmp_path, capsys):
+    out = tmp_path / "r"
+    (out / "noise" / "cells" / "cell=000000000000").mkdir(parents=True)
+    (out / "noise" / "sweep.json").write_bytes(b'{"format": 2, "name": "noi')
+    assert main(["reproduce", "--clusters", "2", "--out", str(out), "--no-figures",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "noise/cells/cell=000000000000 is not a cell of" in err
+    assert sorted(p.name for p in out.iterdir()) == ["noise"]  # headline's was not written
+
+
 def test_1_a_lock_that_is_a_symbolic_link_is_not_followed(sweep_file, tmp_path, capsys):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -22,7 +22,10 @@ only if its record names this grid and every file matches its checksum: resume a
 aggregation verify them, and a chunk that fails is re-run (``run_sweep`` says so) or, when
 reading, refused with the file named.  Since a chunk is a pure function of (config, seed,
 cluster range), a rewritten chunk is bit-identical to the lost one, so an interrupted or
-damaged run ends where an uninterrupted one does.
+damaged run ends where an uninterrupted one does.  A record names the hash of the whole
+grid (every cell's config, clusters, chunk, seed), so the records alone show whose results
+the directory holds: a damaged or deleted manifest is rebuilt when every readable record
+names the grid being opened, and refused, naming the chunk, when one does not.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -189,42 +193,24 @@ class SweepStore:
             raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
         store._lock = DirLock.acquire(store.root)
         path = store.root / MANIFEST
-        old = cls.check_manifest(store.root, grid)
+        old, rebuilt = _read_manifest(store.root, grid)
         if old is None or old.get("format") != FORMAT_VERSION:  # older chunks lack records
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
+            if rebuilt is not None:
+                print(rebuilt, file=sys.stderr)
         store.remove_temporaries()
         return store
 
     @staticmethod
     def check_manifest(root: Path, grid: Grid) -> dict | None:
-        """The manifest in ``root`` if it is for ``grid`` (None if there is none yet); a
+        """The manifest in ``root`` if it is for ``grid``; None if there is none yet, or if
+        it is missing or damaged (not a manifest) and the chunk records in ``root`` prove
+        that the results are ``grid``'s (``open`` then rebuilds it, and says so).  A
         ``ConfigError`` naming the differences if it is for another grid, and if it is
-        unreadable or damaged.  Reads only: ``reproduce`` checks every sweep's directory
+        unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
+        chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
         before it opens (and writes in) any."""
-        path = Path(root) / MANIFEST
-        if not path.exists():
-            if (Path(root) / "cells").exists():
-                raise ConfigError(f"{root} holds sweep results but no {MANIFEST}; "
-                                  "refusing to mix results: use a new --out directory")
-            return None
-        try:
-            old = json.loads(_read_regular(path))
-        except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise ConfigError(f"{path}: unreadable sweep manifest ({reason}); "
-                              "use a new --out directory") from None
-        if isinstance(old, dict) and old.get("grid_hash") == grid.hash:
-            return old
-        old = old if isinstance(old, dict) else {}
-        try:
-            diffs = diff_grids(old.get("grid", {}), grid.canonical())
-        except (AttributeError, TypeError, KeyError, ValueError):
-            diffs = ["its grid is damaged"]
-        raise ConfigError(
-            f"{path} was written for a different grid (hash {str(old.get('grid_hash'))[:12]}, "
-            f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
-            f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
-            + ". Use a new --out directory, or delete the old one to start over.")
+        return _read_manifest(Path(root), grid)[0]
 
     def close(self) -> None:
         """Release the directory (also done by the OS when the process exits)."""
@@ -399,3 +385,101 @@ class SweepStore:
             raise RuntimeError(f"cell {cell_id} in {self.root} holds {df.height} cluster rows, "
                                f"expected clusters 0..{n - 1} once each; re-run the sweep")
         return df
+
+
+def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
+    """``check_manifest``, and the line that says why the manifest is to be rebuilt (None
+    when it is not)."""
+    path = root / MANIFEST
+    if not path.exists():
+        if (root / "cells").exists():
+            return None, _rebuild_from_records(
+                root, grid, f"{root} holds sweep results but no {MANIFEST}")
+        return None, None
+    try:
+        old = json.loads(_read_regular(path))
+    except OSError as exc:  # not read, so not known to be damaged: it may name another grid
+        raise ConfigError(f"{path}: unreadable sweep manifest ({exc.strerror or exc}); "
+                          "use a new --out directory") from None
+    except ValueError as exc:
+        return None, _rebuild_from_records(root, grid,
+                                           f"{path}: unreadable sweep manifest ({exc})")
+    if not isinstance(old, dict) or not isinstance(old.get("grid_hash"), str):
+        return None, _rebuild_from_records(
+            root, grid, f"{path}: damaged sweep manifest (it names no grid hash)")
+    if old["grid_hash"] == grid.hash:
+        return old, None
+    try:
+        diffs = diff_grids(old.get("grid", {}), grid.canonical())
+    except (AttributeError, TypeError, KeyError, ValueError):
+        diffs = ["its grid is damaged"]
+    raise ConfigError(
+        f"{path} was written for a different grid (hash {old['grid_hash'][:12]}, "
+        f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
+        f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
+        + ". Use a new --out directory, or delete the old one to start over.")
+
+
+_CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-(\d{4,})\.(parquet|json)")
+
+
+def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
+    """The line saying that ``root``'s manifest is rebuilt for ``grid``, if its chunk
+    records prove that its results are ``grid``'s; else a ``ConfigError`` (``damage`` and
+    why not, naming the first cell or chunk that is not ``grid``'s).
+
+    A record names the hash of the whole grid (every cell's config, clusters, chunk, seed)
+    it was computed for, and its cell and chunk: a record naming ``grid.hash`` is a chunk
+    this grid would compute, so the manifest it was written under was ``grid``'s.  Every
+    readable record must name it, and at least one; every cell directory must be a cell of
+    ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable
+    (or is another chunk's) proves nothing and is re-run, as on any resume; a chunk's files
+    are verified against its record when resuming, as always."""
+    cells = root / "cells"
+    own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
+    refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
+              f"that {root} was run with, or a new --out directory")
+    cell_ids = {c.id for c in grid.cells}
+    kept = unproven = 0
+    try:
+        cell_dirs = sorted(d for d in cells.iterdir() if d.name.startswith("cell=")
+                           and d.is_dir()) if cells.is_dir() else []
+        for d in cell_dirs:
+            cell_id = d.name[len("cell="):]
+            if cell_id not in cell_ids:
+                raise ConfigError(f"{damage}, and {d} is not a cell of {own}{refuse}")
+            for f in sorted(d.iterdir()):
+                m = _CHUNK_FILE.fullmatch(f.name)
+                if m is None or (m[3] == "json" and m[1] != "chunk"):
+                    continue  # not ours (a temporary is removed on opening)
+                index = int(m[2])
+                if index >= grid.n_chunks:
+                    raise ConfigError(f"{damage}, and {f} is chunk {index}, but {own} has "
+                                      f"{grid.n_chunks} chunk(s) per cell{refuse}")
+                if m[3] != "json":
+                    continue
+                try:
+                    rec = json.loads(_read_regular(f))
+                except (OSError, ValueError):
+                    unproven += 1
+                    continue
+                names = rec.get("grid_hash") if isinstance(rec, dict) else None
+                if names != grid.hash:
+                    which = (f"grid {names[:12]}" if isinstance(names, str) else "no grid")
+                    raise ConfigError(f"{damage}, and {f} is a chunk record of {which}, not "
+                                      f"of {own}{refuse}")
+                if rec.get("cell") != cell_id or rec.get("index") != index:
+                    unproven += 1  # this grid's, of another chunk: fails its check, re-run
+                    continue
+                kept += 1
+    except OSError as exc:
+        raise ConfigError(f"{damage}, and {cells} cannot be read "
+                          f"({exc.strerror or exc}); use a new --out directory") from None
+    if kept == 0:
+        raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
+                          f"shows its results are this grid's: use a new --out directory, "
+                          f"or delete {root} to start over")
+    rerun = (f"; {unproven} chunk(s) whose record is unreadable or misplaced will be re-run"
+             if unproven else "")
+    return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
+            f"another grid, so their chunks are kept (each verified before use){rerun}")
