@@ -313,11 +313,11 @@ def test_7_a_damaged_manifest_is_rebuilt_from_chunk_records(sweep_file, tmp_path
     assert_same(ref, out)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "another chunk's"])
+@pytest.mark.parametrize("damage", ["truncated", "no grid", "another chunk's"])
 def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
         sweep_file, tmp_path, capsys, monkeypatch, damage):
-    """A record that cannot be read, or is this grid's record of another chunk, neither
-    stops the rebuild nor is kept: its chunk is re-run, as on any resume."""
+    """A record that cannot be read, names no grid, or is this grid's record of another
+    chunk neither stops the rebuild nor is kept: its chunk is re-run, as on any resume."""
     ref, out = tmp_path / "ref", tmp_path / "out"
     assert sweep(sweep_file, ref) == 0
     assert sweep(sweep_file, out) == 0
@@ -325,6 +325,8 @@ def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
     record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
     if damage == "truncated":
         record.write_bytes(record.read_bytes()[:30])
+    elif damage == "no grid":
+        record.write_text(record.read_text().replace('"grid_hash"', '"grid"'))
     else:
         record.write_bytes(record.with_name("chunk-0000.json").read_bytes())
     runs = _counting_runs(monkeypatch)
@@ -332,7 +334,7 @@ def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
     assert sweep(sweep_file, out) == 0
     err = capsys.readouterr().err
     assert "rebuilt it: 5 chunk records" in err
-    assert "1 chunk(s) whose record is unreadable or misplaced will be re-run" in err
+    assert "1 chunk(s) whose record is damaged or misplaced will be re-run" in err
     assert runs == [(2, 2)]
     assert_same(ref, out)
 

@@ -432,9 +432,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     it was computed for, and its cell and chunk: a record naming ``grid.hash`` is a chunk
     this grid would compute, so the manifest it was written under was ``grid``'s.  Every
     readable record must name it, and at least one; every cell directory must be a cell of
-    ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable
-    (or is another chunk's) proves nothing and is re-run, as on any resume; a chunk's files
-    are verified against its record when resuming, as always."""
+    ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable,
+    names no grid or is another chunk's proves nothing and is re-run, as on any resume; a
+    chunk's files are verified against its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
     refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
@@ -464,12 +464,11 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                     unproven += 1
                     continue
                 names = rec.get("grid_hash") if isinstance(rec, dict) else None
-                if names != grid.hash:
-                    which = (f"grid {names[:12]}" if isinstance(names, str) else "no grid")
-                    raise ConfigError(f"{damage}, and {f} is a chunk record of {which}, not "
-                                      f"of {own}{refuse}")
-                if rec.get("cell") != cell_id or rec.get("index") != index:
-                    unproven += 1  # this grid's, of another chunk: fails its check, re-run
+                if isinstance(names, str) and names != grid.hash:
+                    raise ConfigError(f"{damage}, and {f} is a chunk record of grid "
+                                      f"{names[:12]}, not of {own}{refuse}")
+                if names != grid.hash or rec.get("cell") != cell_id or rec.get("index") != index:
+                    unproven += 1  # damaged, or this grid's record of another chunk: re-run
                     continue
                 kept += 1
     except OSError as exc:
@@ -479,7 +478,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
         raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
                           f"shows its results are this grid's: use a new --out directory, "
                           f"or delete {root} to start over")
-    rerun = (f"; {unproven} chunk(s) whose record is unreadable or misplaced will be re-run"
+    rerun = (f"; {unproven} chunk(s) whose record is damaged or misplaced will be re-run"
              if unproven else "")
     return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
             f"another grid, so their chunks are kept (each verified before use){rerun}")
