@@ -94,6 +94,19 @@ def test_a_trigger_at_the_last_evaluation_with_training_logged_after_it_is_a_sto
     assert (s["n_stopped"], s["n_triggered_at_completion"]) == (1, 0)
 
 
+def test_the_tutorials_replay_output_is_as_printed(tmp_path, capsys, monkeypatch):
+    """docs/tutorial.md shows run_a's trigger at completion as printed; it must not drift."""
+    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text()
+    cmd = "$ fastsim replay evals.csv --policy evalstop:k=2 --policy evalstop:k=3\n"
+    shown = text.split(cmd, 1)[1].split("```", 1)[0]
+    rows = ["job_id,step,score"] + [f"run_a,{s},{v}" for s, v in enumerate(RUN_A, 1)]
+    rows += [f"run_b,{s},{v}" for s, v in enumerate([0.40, 0.47, 0.52, 0.55, 0.57, 0.58], 1)]
+    (tmp_path / "evals.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(cmd[2:].split()[1:]) == 0
+    assert capsys.readouterr().out == shown
+
+
 def test_scope_rlhf_leaves_other_job_types_alone():
     res = replay(read_logs([EVALS]), ["evalstop:k=1,scope=rlhf"])
     assert _row(res, "c")["status"] == "out_of_scope"
