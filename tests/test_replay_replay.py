@@ -76,10 +76,11 @@ def test_a_trigger_at_completion_is_a_detection_but_not_a_stop(tmp_path, capsys)
             s["evalstop(k=3)[scope=all]"]["n_triggered_at_completion"]) == (0, 1)
     assert (s["deprioritize(k=3)[scope=all]"]["n_demoted"],
             s["deprioritize(k=3)[scope=all]"]["n_triggered_at_completion"]) == (0, 1)
-    assert main(["replay", str(log), "--policy", "evalstop:k=3"]) == 0
+    assert main(["replay", str(log), "--policy", "evalstop:k=3", "--policy", "deprioritize:k=2"]) == 0
     text = capsys.readouterr().out
     assert "run_a                  triggered_at_completion        6        3" in text
-    assert "stopped    0  at completion   1" in text
+    assert "evalstop(k=3)[scope=all]     jobs    1  stopped    0  demoted   0  at completion   1" in text
+    assert "deprioritize(k=2)[scope=all] jobs    1  stopped    0  demoted   1  at completion   0" in text
 
 
 def test_a_trigger_at_the_last_evaluation_with_training_logged_after_it_is_a_stop(tmp_path):

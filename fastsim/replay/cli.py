@@ -176,7 +176,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
     w = _policy_width(summ)
     for r in summ.iter_rows(named=True):
         line = (f"{r['policy']:<{w}} jobs {r['n_jobs']:>4}  stopped {r['n_stopped']:>4}  "
-                f"at completion {r['n_triggered_at_completion']:>3}  "
+                f"demoted {r['n_demoted']:>3}  at completion {r['n_triggered_at_completion']:>3}  "
                 f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         if r["n_jobs_gpu_h_known"]:
