@@ -40,6 +40,74 @@ def test_evalstop_on_the_fixture_by_hand():
     assert c["status"] == "too_short" and c["n_evals"] == 2
 
 
+# the tutorial's run_a: peaks at step 3, then declines to the end of its log (step 6)
+RUN_A = [0.50, 0.58, 0.62, 0.60, 0.57, 0.55]
+
+
+def _run_a_log(tmp_path, extra_rows=()):
+    rows = ["job_id,step,score,loss,gpus,time"]
+    rows += [f"run_a,{s},{v},1.0,8,{s}" for s, v in enumerate(RUN_A, 1)]
+    rows += [f"run_a,{s},,1.0,8,{s}" for s in extra_rows]  # training logged, no evaluation
+    p = tmp_path / "evals.csv"
+    p.write_text("\n".join(rows) + "\n")
+    return p
+
+
+def test_a_trigger_at_completion_is_a_detection_but_not_a_stop(tmp_path, capsys):
+    """EvalStop(k=3)'s third decline is run_a's last logged step: the run is over, so the
+    stop frees no step and no GPU-hour; it is reported as such, not as a stop."""
+    log = _run_a_log(tmp_path)
+    res = replay(read_logs([log]), ["evalstop:k=2", "evalstop:k=3", "deprioritize:k=2",
+                                    "deprioritize:k=3"])
+    k2, k3 = _row(res, "run_a", "evalstop(k=2)[scope=all]"), _row(res, "run_a", "evalstop(k=3)[scope=all]")
+    assert (k2["status"], k2["stopped"], k2["detected"]) == ("stopped", True, True)
+    assert k2["trigger_step"] == 5 and k2["steps_saved"] == 1 and k2["gpu_h_saved"] == 8.0
+    assert (k3["status"], k3["stopped"], k3["detected"]) == ("triggered_at_completion", False, True)
+    assert k3["trigger_step"] == 6 and k3["delivered_step"] == 3  # still keeps the peak
+    assert k3["steps_saved"] == 0 and k3["compute_saved_share"] == 0.0 and k3["gpu_h_saved"] == 0.0
+    # a demotion at completion has nothing left to demote: the same status
+    assert _row(res, "run_a", "deprioritize(k=2)[scope=all]")["status"] == "demoted"
+    d3 = _row(res, "run_a", "deprioritize(k=3)[scope=all]")
+    assert (d3["status"], d3["detected"], d3["trigger_step"]) == ("triggered_at_completion", True, 6)
+    s = {r["policy"]: r for r in summarize_replay(res).iter_rows(named=True)}
+    assert (s["evalstop(k=2)[scope=all]"]["n_stopped"],
+            s["evalstop(k=2)[scope=all]"]["n_triggered_at_completion"]) == (1, 0)
+    assert (s["evalstop(k=3)[scope=all]"]["n_stopped"],
+            s["evalstop(k=3)[scope=all]"]["n_triggered_at_completion"]) == (0, 1)
+    assert (s["deprioritize(k=3)[scope=all]"]["n_demoted"],
+            s["deprioritize(k=3)[scope=all]"]["n_triggered_at_completion"]) == (0, 1)
+    assert main(["replay", str(log), "--policy", "evalstop:k=3", "--policy", "deprioritize:k=2"]) == 0
+    text = capsys.readouterr().out
+    assert "run_a                  triggered_at_completion        6        3" in text
+    assert "evalstop(k=3)[scope=all]     jobs    1  stopped    0  demoted   0  at completion   1" in text
+    assert "deprioritize(k=2)[scope=all] jobs    1  stopped    0  demoted   1  at completion   0" in text
+
+
+def test_a_trigger_at_the_last_evaluation_with_training_logged_after_it_is_a_stop(tmp_path):
+    """Completion is the log's last step, not its last evaluation: loss-only rows after the
+    trigger are steps the stop saves."""
+    res = replay(read_logs([_run_a_log(tmp_path, extra_rows=(7, 8))]), ["evalstop:k=3"])
+    r = _row(res, "run_a")
+    assert (r["status"], r["stopped"], r["detected"]) == ("stopped", True, True)
+    assert r["trigger_step"] == 6 and r["final_step"] == 8
+    assert r["steps_saved"] == 2 and r["gpu_h_saved"] == 16.0
+    s = summarize_replay(res).row(0, named=True)
+    assert (s["n_stopped"], s["n_triggered_at_completion"]) == (1, 0)
+
+
+def test_the_tutorials_replay_output_is_as_printed(tmp_path, capsys, monkeypatch):
+    """docs/tutorial.md shows run_a's trigger at completion as printed; it must not drift."""
+    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text()
+    cmd = "$ fastsim replay evals.csv --policy evalstop:k=2 --policy evalstop:k=3\n"
+    shown = text.split(cmd, 1)[1].split("```", 1)[0]
+    rows = ["job_id,step,score"] + [f"run_a,{s},{v}" for s, v in enumerate(RUN_A, 1)]
+    rows += [f"run_b,{s},{v}" for s, v in enumerate([0.40, 0.47, 0.52, 0.55, 0.57, 0.58], 1)]
+    (tmp_path / "evals.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(cmd[2:].split()[1:]) == 0
+    assert capsys.readouterr().out == shown
+
+
 def test_scope_rlhf_leaves_other_job_types_alone():
     res = replay(read_logs([EVALS]), ["evalstop:k=1,scope=rlhf"])
     assert _row(res, "c")["status"] == "out_of_scope"
@@ -98,10 +166,26 @@ def test_summary_detection_counts_against_truth():
     assert s["delay_steps"] == 2.0  # h1 triggers at step 4, peak at step 2
     # both triggers fire at the last evaluation: detections that free nothing
     assert s["stop_recall"] == 0.0 and s["completion_share"] == 1.0
+    assert (s["n_stopped"], s["n_triggered_at_completion"]) == (0, 2)
+    assert set(res.filter(pl.col("detected") & pl.col("policy").str.starts_with("evalstop"))
+               ["status"]) == {"triggered_at_completion"}
     o = summarize_replay(res).row(1, named=True)
     assert (o["tp"], o["fp"], o["fn"], o["tn"]) == (2, 0, 0, 1)
     assert o["regret_truth_gold"] == 0.0
     assert o["stop_recall"] == 1.0 and o["completion_share"] == 0.0
+    assert (o["n_stopped"], o["n_triggered_at_completion"]) == (2, 0)
+
+
+def test_the_oracle_at_a_gold_peak_on_the_last_evaluation_frees_nothing():
+    t = pl.DataFrame({"job_id": ["h"] * 3, "step": [1, 2, 3], "metric": [1.0, 2, 3],
+                      "truth_gold": [1.0, 2, 3], "truth_hacking": [True] * 3,
+                      "truth_gold_peak_step": [3] * 3}).with_columns(pl.col("metric").alias("score"))
+    res = replay(EvalLog(t, "score", True), ["oracle"])
+    r = _row(res, "h")
+    assert (r["status"], r["stopped"], r["detected"], r["steps_saved"]) == \
+        ("triggered_at_completion", False, True, 0)
+    s = summarize_replay(res).row(0, named=True)
+    assert s["recall"] == 1.0 and s["stop_recall"] == 0.0 and s["completion_share"] == 1.0
 
 
 def test_cli_replay_prints_and_writes(tmp_path, capsys):

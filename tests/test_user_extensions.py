@@ -286,7 +286,9 @@ def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, caps
     err = capsys.readouterr().err
     assert "reads the planned length (t_est_h): job 'long' has no max_steps" in err
     assert not out.exists()
-    log.write_text("job_id,step,score,max_steps\nshort,10,0.5,50\nlong,10,0.5,500\n")
+    # two evaluations each: a trigger at a job's only one would be at completion, not a stop
+    log.write_text("job_id,step,score,max_steps\nshort,10,0.5,50\nshort,20,0.6,50\n"
+                   "long,10,0.5,500\nlong,20,0.6,500\n")
     assert main(["replay", str(log), "--policy", "toy_user_policies:long_plan_said",
                  "--out", str(out)]) == 0
     status = dict(pl.read_csv(out).select("job_id", "status").iter_rows())

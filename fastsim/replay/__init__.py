@@ -33,7 +33,7 @@ def replay_logs(logs, policies, gpus: float | None = None):
     --------
     >>> import tempfile, pathlib, fastsim
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
-    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\na,5,0.3\\n")
     >>> fastsim.replay(p, "evalstop:k=2")["status"].to_list()
     ['stopped']
     """

@@ -151,10 +151,12 @@ def _policy_width(table: pl.DataFrame) -> int:
 def _print_jobs(res: pl.DataFrame, metric: str) -> None:
     w, kept = _policy_width(res), f"kept {metric}"
     mw = max(16, len(kept))
-    print(f"{'policy':<{w}} {'job_id':<22} {'status':<14} {'trigger':>8} {'keep':>8} "
+    # the status column widens to the longest status, as to triggered_at_completion
+    sw = max([14] + [len(s) for s in res["status"]])
+    print(f"{'policy':<{w}} {'job_id':<22} {'status':<{sw}} {'trigger':>8} {'keep':>8} "
           f"{kept:>{mw}} {'final':>10} {'gain':>8} {'saved':>6} {'GPU-h saved':>12}")
     for r in res.iter_rows(named=True):
-        print(f"{r['policy']:<{w}} {r['job_id'][:22]:<22} {r['status']:<14} {_fmt(r['trigger_step']):>8} "
+        print(f"{r['policy']:<{w}} {r['job_id'][:22]:<22} {r['status']:<{sw}} {_fmt(r['trigger_step']):>8} "
               f"{_fmt(r['delivered_step']):>8} {_fmt(r['delivered_metric'], 4):>{mw}} "
               f"{_fmt(r['final_metric'], 4):>10} {_fmt(r['delivered_gain'], 3):>8} "
               f"{r['compute_saved_share']:>6.1%} {_fmt(r['gpu_h_saved'], 4):>12}")
@@ -174,6 +176,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
     w = _policy_width(summ)
     for r in summ.iter_rows(named=True):
         line = (f"{r['policy']:<{w}} jobs {r['n_jobs']:>4}  stopped {r['n_stopped']:>4}  "
+                f"demoted {r['n_demoted']:>3}  at completion {r['n_triggered_at_completion']:>3}  "
                 f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         if r["n_jobs_gpu_h_known"]:
@@ -182,8 +185,8 @@ def _print_summary(summ: pl.DataFrame) -> None:
         if truth:
             print(f"{'':<{w}} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
                   f"FPR {_ci(r, 'fpr')}  (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']})")
-            print(f"{'':<{w}} stop recall (stopped before the last evaluation) "
-                  f"{_ci(r, 'stop_recall')}  triggers at the last evaluation "
+            print(f"{'':<{w}} stop recall (stopped before completion) "
+                  f"{_ci(r, 'stop_recall')}  triggers at completion "
                   f"{_ci(r, 'completion_share')}")
 
 

@@ -69,6 +69,20 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
 
 
+AT_COMPLETION = "triggered_at_completion"
+"""A trigger with no logged step after it: the run's completion (the simulator's
+``pos_at_completion``).  A stop there saves no step and no GPU-hour and a demotion
+leaves nothing to demote, so it is a detection but neither ``stopped`` nor ``demoted``."""
+
+
+def at_completion(step: np.ndarray, trigger_row: int) -> bool:
+    """Whether a trigger at ``trigger_row`` of a job's rows (sorted by step) is the run's
+    completion: no logged step after it, so a stop there saves ``final_step - trigger_step
+    = 0`` steps.  Loss-only rows or unscored steps after the last evaluation are logged
+    training, so a trigger at the last evaluation before them is not at completion."""
+    return trigger_row >= 0 and step[trigger_row] >= step[-1]
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     """One job under one policy (1-based evaluation indices over the used rows; 0 = never)."""
@@ -118,6 +132,8 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
     """Decide one job from its rows (sorted by step); NaN scores or losses are skipped.
 
     ``score`` is in the higher-is-better sense.  Returns row indices into the job's rows.
+    A trigger with no logged step after it is ``AT_COMPLETION`` (``at_completion``), not
+    ``stopped`` or ``demoted``.
     """
     eval_rows = np.flatnonzero(~np.isnan(score))
     last = int(eval_rows[-1]) if eval_rows.size else len(score) - 1
@@ -142,16 +158,22 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
                               f"{', '.join(real)} or a user policy")
         if bool(truth_hacking):
             peak = int(rows[np.argmax(truth_gold[rows])])
-            return JobOutcome("stopped", peak, peak, int(rows.size))
+            status = AT_COMPLETION if at_completion(step, peak) else "stopped"
+            return JobOutcome(status, peak, peak, int(rows.size))
         return JobOutcome("continued", -1, last, int(rows.size))
     s = np.ascontiguousarray(score[rows], dtype=np.float64)
     lo = np.ascontiguousarray(loss[rows], dtype=np.float64) if loss is not None else np.zeros(rows.size)
     attained = np.ascontiguousarray(step[rows], dtype=np.float64)
     action, trig, deliv = decide_series(p, s, lo, attained, planned_steps)
     if action == ACT_STOP:
-        return JobOutcome("stopped", int(rows[trig - 1]), int(rows[deliv - 1]), int(rows.size))
+        t_row = int(rows[trig - 1])
+        status = AT_COMPLETION if at_completion(step, t_row) else "stopped"
+        return JobOutcome(status, t_row, int(rows[deliv - 1]), int(rows.size))
     if action == ACT_DEMOTE:
-        return JobOutcome("demoted", int(rows[trig - 1]), last, int(rows.size))
+        t_row = int(rows[trig - 1])
+        # the job runs to its end either way: the delivered checkpoint is the last one
+        status = AT_COMPLETION if at_completion(step, t_row) else "demoted"
+        return JobOutcome(status, t_row, last, int(rows.size))
     status = "too_short" if rows.size < p.min_evals else "continued"
     return JobOutcome(status, -1, last, int(rows.size))
 
@@ -175,22 +197,26 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     policies : specs or ``PolicyConfig``s (see ``parse_policy``)
     gpus : GPU count for jobs whose log has none (GPU-hours need it and ``time``)
 
-    Columns: ``policy, job_id, status, stopped, n_evals, trigger_step, delivered_step,
-    final_step, delivered_metric, final_metric, delivered_gain`` (delivered minus final,
-    > 0 means better in the metric's sense), ``steps_saved, compute_saved_share``
-    (``steps_saved / final_step``), ``gpu_h_total, gpu_h_saved`` (NaN without time and
-    GPU counts) and, for trace sets, ``truth_hacking, truth_gold_peak_step,
-    delivered_truth_gold, best_truth_gold, regret_truth_gold``.
+    Columns: ``policy, job_id, status, stopped, detected, in_scope, n_evals, trigger_step,
+    delivered_step, final_step, delivered_metric, final_metric, delivered_gain`` (delivered
+    minus final, > 0 means better in the metric's sense), ``steps_saved,
+    compute_saved_share`` (``steps_saved / final_step``), ``gpu_h_total, gpu_h_saved``
+    (NaN without time and GPU counts) and, for trace sets, ``truth_hacking,
+    truth_gold_peak_step, delivered_truth_gold, best_truth_gold, regret_truth_gold``.
+    ``stopped`` is a stop that frees something (``steps_saved > 0``); a trigger at the
+    job's last logged step is status ``triggered_at_completion``: ``detected``, but not
+    ``stopped`` (``at_completion``).
 
     Examples
     --------
     >>> import tempfile, pathlib
     >>> from fastsim.replay.logs import read_logs
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
-    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\na,5,0.3\\n"
+    ...                  "b,1,0.5\\nb,2,0.6\\nb,3,0.5\\nb,4,0.4\\n")
     >>> r = replay(read_logs([p]), ["evalstop:k=2"])
-    >>> r.select("trigger_step", "delivered_step").row(0)
-    (4, 2)
+    >>> r.select("job_id", "status", "trigger_step", "delivered_step", "steps_saved").rows()
+    [('a', 'stopped', 4, 2, 1), ('b', 'triggered_at_completion', 4, 2, 0)]
     """
     from tqdm.auto import tqdm
 
@@ -233,7 +259,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
             # a user's policy never gets the hindsight length (_check_planned)
             plan = planned if known or p.decl.user is None else np.nan
             o = decide_job(p, score, loss, step, plan, scoped, th, tg)
-            stopped = o.status == "stopped"
+            stopped = o.status == "stopped"  # frees something: final_step > trigger_step
             trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
             saved = final_step - trig_step if stopped else 0
             total_gh = saved_gh = np.nan
@@ -243,7 +269,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
             final_row = int(np.flatnonzero(~np.isnan(score))[-1]) if (~np.isnan(score)).any() else d
             row = {
                 "policy": p.label, "job_id": job_id, "status": o.status,
-                "stopped": stopped, "detected": o.status in ("stopped", "demoted"),
+                "stopped": stopped, "detected": o.status in ("stopped", "demoted", AT_COMPLETION),
                 "in_scope": o.status != "out_of_scope", "n_evals": o.n_evals,
                 "trigger_step": trig_step, "delivered_step": int(step[d]), "final_step": final_step,
                 "delivered_metric": float(metric[d]), "final_metric": float(metric[final_row]),
@@ -276,11 +302,15 @@ def _put(out: dict, name: str, e: Estimate) -> None:
 
 def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
-    log carries hidden truth, precision / recall / FPR / stop recall (stopped before the
-    run's last evaluation) / share of triggers at the last evaluation, with job-bootstrap
-    intervals.
+    log carries hidden truth, precision / recall / FPR / stop recall (stopped before
+    completion: status ``stopped``) / share of triggers at completion (status
+    ``triggered_at_completion``), with job-bootstrap intervals.
 
-    Positive = the policy stopped (or demoted) the job; truth = ``truth_hacking``.
+    Counts: ``n_stopped`` (stops that free something), ``n_demoted``,
+    ``n_triggered_at_completion`` (triggers with no logged step after them), ``n_too_short``,
+    ``n_no_evaluations``.  Positive = the policy stopped or demoted the job, at completion
+    too; truth = ``truth_hacking``.
+
     Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
 
     Examples
@@ -288,9 +318,11 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     >>> import tempfile, pathlib
     >>> from fastsim.replay.logs import read_logs
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "log.csv"
-    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\n")
-    >>> summarize_replay(replay(read_logs([p]), ["evalstop:k=2"]))["n_stopped"].to_list()
-    [1]
+    >>> _ = p.write_text("job_id,step,score\\na,1,0.5\\na,2,0.6\\na,3,0.5\\na,4,0.4\\na,5,0.3\\n"
+    ...                  "b,1,0.5\\nb,2,0.6\\nb,3,0.5\\nb,4,0.4\\n")
+    >>> s = summarize_replay(replay(read_logs([p]), ["evalstop:k=2"]))
+    >>> s.select("n_stopped", "n_triggered_at_completion").row(0)
+    (1, 1)
     """
     out_rows = []
     for (label,), g in results.group_by("policy", maintain_order=True):
@@ -298,6 +330,7 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
         det = g["detected"].to_numpy().astype(np.float64)
         out = {"policy": label, "n_jobs": g.height, "n_stopped": int(g["stopped"].sum()),
                "n_demoted": int((g["status"] == "demoted").sum()),
+               "n_triggered_at_completion": int((g["status"] == AT_COMPLETION).sum()),
                "n_too_short": int((g["status"] == "too_short").sum()),
                "n_no_evaluations": int((g["status"] == "no_evaluations").sum())}
         trig = g.filter(pl.col("detected"))
@@ -318,9 +351,9 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
             _put(out, "precision", proportion_ci(tp, det))
             _put(out, "recall", proportion_ci(tp, hack))
             _put(out, "fpr", proportion_ci(fp, 1 - hack))
-            # a trigger at the last logged evaluation is the run's end: it frees nothing
-            at_end = det * (g["trigger_step"] == g["final_step"]).fill_null(False).to_numpy()
-            freed = g["stopped"].to_numpy() & (g["steps_saved"].to_numpy() > 0)
+            # one rule (at_completion) splits the detections: freed, or at completion
+            freed = g["stopped"].to_numpy().astype(np.float64)
+            at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
             _put(out, "stop_recall", proportion_ci(tp * freed, hack))
             _put(out, "completion_share", proportion_ci(at_end, det))
             _put(out, "regret_truth_gold", mean_ci(g["regret_truth_gold"].to_numpy()))
