@@ -82,7 +82,7 @@ BUILTIN_METRICS = (
        binomial=True, percent=True),
     _m("delay_sum", "detection delay, summed", "evaluations", aggregate="none"),
     _m("delay_count", "detections timed", "jobs", dtype="int", aggregate="none"),
-    _m("n_stopped", "jobs stopped", "jobs", dtype="int", aggregate="none"),
+    _m("n_stopped", "jobs stopped (at completion too)", "jobs", dtype="int", aggregate="none"),
     _m("tp_freed", "true positives stopped before completion", "jobs", dtype="int",
        aggregate="none"),
     _m("pos_at_completion", "triggers at completion", "jobs", dtype="int", aggregate="none"),
