@@ -42,7 +42,8 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
-from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig, plain
+from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
+                            parse_baseline, plain)
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
 
@@ -62,14 +63,11 @@ class Cell:
     id: str
     config: SimConfig
     baseline: str | None  # id of the paired baseline cell; None for baselines themselves
+    is_baseline: bool = False  # the baseline of its workload and scheduler (run once, shared)
 
     @property
     def label(self) -> str:
         return cell_label(self.config)
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.config.policy.name == "none"
 
 
 @dataclass(frozen=True)
@@ -85,6 +83,8 @@ class Grid:
     axes: tuple[str, ...]
     cells: tuple[Cell, ...]
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # The policy every cell is paired against (None: no baseline); the cells say the rest.
+    baseline: PolicyConfig | None = field(default=PolicyConfig(name="none"), compare=False)
 
     @property
     def n_chunks(self) -> int:
@@ -237,9 +237,11 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                          else doc.get("chunk", min(n_clusters, 250)), 1)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
                           0, 2**64 - 1)
-    baseline = doc.get("baseline", "none")
-    if baseline is not False and baseline != "none":
-        raise _fail(source, f"baseline={baseline!r} is invalid; allowed: \"none\" or false")
+    baseline_spec = doc.get("baseline", "none")
+    try:
+        baseline = parse_baseline(baseline_spec)
+    except ConfigError as exc:
+        raise _fail(source, str(exc)) from None
 
     base = doc.get("base", {})
     axes = doc.get("axes", {})
@@ -273,14 +275,23 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
             raise _fail(source, f"cell ({where}): {exc}") from None
         cid = config_id(cfg)
         base_id = None
-        if baseline is not False and cfg.policy.name != "none":
-            base_cfg = replace(cfg, policy=PolicyConfig(name="none"))
+        if baseline is not None:
+            try:
+                base_cfg = canonicalize(replace(cfg, policy=baseline))
+            except ConfigError as exc:
+                where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
+                raise _fail(source, f"baseline={baseline_spec!r} in cell ({where}): {exc}") from None
             base_id = config_id(base_cfg)
-            by_id.setdefault(base_id, Cell(base_id, base_cfg, None))
-        by_id.setdefault(cid, Cell(cid, cfg, base_id))
+            if base_id == cid:  # the cell is its own baseline: run once, paired with nothing
+                base_id = None
+            else:
+                by_id.setdefault(base_id, Cell(base_id, base_cfg, None, is_baseline=True))
+        by_id.setdefault(cid, Cell(cid, cfg, base_id, is_baseline=baseline is not None
+                                   and base_id is None))
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
-                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()))
+                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()),
+                baseline=baseline)
 
 
 def load_sweep(path: str | Path, **overrides: Any) -> Grid:
