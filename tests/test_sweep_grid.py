@@ -301,3 +301,51 @@ def test_cli_refuses_a_bad_baseline_in_one_line_before_creating_out(tmp_path, ca
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and str(p) in lines[0] and ": baseline" in lines[0], lines
     assert captured.out == "" and not out.exists()
+
+
+def test_a_sweep_against_a_policy_baseline_pairs_as_compare_does(tmp_path, capsys):
+    """End to end: every cell's changes are against the baseline policy on the same clusters,
+    equal to ``fastsim.compare`` of that cell against the same spec; the baseline cell has
+    none (it is not paired with itself)."""
+    import polars as pl
+
+    from fastsim.api import compare
+
+    p = write(tmp_path, """
+clusters = 6
+chunk = 4
+seed = 3
+baseline = "evalstop:k=3"
+[base]
+n_jobs = 12
+gpus = 16
+[axes]
+policy = ["evalstop:k=2", "loss_plateau", "evalstop:k=3"]
+""")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    g = load_sweep(p)
+    summary = pl.read_parquet(out / "summary.parquet")
+    changes = summary.filter(pl.col("kind") == "paired")
+    assert set(changes["policy"]) == {"evalstop(k=2)", "loss_plateau(w=2,tol=0.01)"}
+    assert set(changes["baseline_policy"]) == {"evalstop(k=3)"}
+    base = summary.filter(pl.col("policy") == "evalstop(k=3)")
+    assert base["is_baseline"].all() and base["baseline_policy"].is_null().all()
+    for c in g.cells:
+        if c.is_baseline:
+            continue
+        want = compare(c.config, baseline="evalstop:k=3", n_clusters=6, seed=3)
+        want = want.filter(pl.col("kind") == "paired").sort("metric")
+        got = changes.filter(pl.col("cell") == c.id).sort("metric")
+        assert got["metric"].to_list() == want["metric"].to_list() and want.height >= 6
+        assert got["n"].to_list() == want["n"].to_list() == [6] * want.height
+        for col in ("mean", "lo", "hi"):
+            assert got[col].to_list() == pytest.approx(want[col].to_list(), rel=1e-9, abs=1e-12,
+                                                         nan_ok=True)
+        assert any(abs(m) > 1e-9 for m in got["mean"].to_list())  # a real difference
+    text = (out / "summary.txt").read_text()
+    assert "changes are paired against evalstop(k=3)" in text
+    headings = [ln for ln in text.splitlines() if ln.startswith("== ")]
+    assert sum(" vs evalstop(k=3)  [cell " in h for h in headings) == 2
+    assert sum("| evalstop(k=3)  (the baseline)  [cell " in h for h in headings) == 1
