@@ -28,6 +28,7 @@ import numba
 import polars as pl
 from tqdm import tqdm
 
+from fastsim.errors import ConfigError
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
@@ -159,6 +160,25 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
                (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
                (out["text"], bytes_writer(text))])
     return out
+
+
+def paired_against(table: pl.DataFrame) -> set[str]:
+    """The baseline policies whose changes a ``cells`` or ``summary`` table holds (its
+    ``baseline_policy`` labels); a table from before that column, the empty set, as the
+    changes of such a table are against ``none``, the only baseline a sweep had then."""
+    if "baseline_policy" not in table.columns:
+        return set()
+    return set(table["baseline_policy"].drop_nulls().unique().to_list())
+
+
+def require_none_baseline(table: pl.DataFrame, what: str) -> None:
+    """Refuse, in one line, a table whose changes are against a policy other than ``none``
+    for ``what``, which reads them as changes against no stop policy (the paper's)."""
+    other = sorted(paired_against(table) - {"none"})
+    if other:
+        raise ConfigError(f"{what} reads changes against no stop policy, but this sweep's "
+                          f"are against {', '.join(other)}; allowed: a sweep with baseline "
+                          "= \"none\" (the default)")
 
 
 def read_summary(path: str | Path) -> pl.DataFrame:
