@@ -7,7 +7,7 @@ A sweep file is declarative::
     clusters = 2000                # clusters per cell
     chunk = 250                    # clusters per chunk (the unit of work and of resume)
     seed = 0
-    baseline = "none"              # policy of each cell's paired baseline; false = no baseline
+    baseline = "none"              # each cell's paired baseline policy; false = no baseline
 
     [base]                         # any config field, flat (see FIELDS)
     scheduler = "srtf_est"         # a SchedulerConfig.parse spec
@@ -23,10 +23,16 @@ also one that every cell overrides; a bad file raises one ``ConfigError`` naming
 and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
 policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
-their defaults, so cells that would simulate the same thing are one cell.  Each cell
-with a stop policy gets a baseline cell: the same workload and scheduler under policy
-``none`` (shared between all cells that need it).  A cell's id is a hash of its
-canonical config, so it is the same in every sweep that contains it.
+their defaults, so cells that would simulate the same thing are one cell.
+
+``baseline`` takes what ``fastsim run --baseline`` takes (``fastsim.config.parse_baseline``):
+a policy spec (``"none"``, ``"evalstop:k=3"``, ``"oracle"``, ``"MODULE:FUNCTION"``) or
+false.  Each cell gets a baseline cell: the same workload and scheduler under that policy,
+exactly as its spec says (``[base]`` and axis policy fields do not apply to it), shared
+between all cells that need it.  A cell whose config equals its baseline's is the
+baseline (``is_baseline``) and is paired with nothing.  ``"none"`` (the default) expands as
+it did before other baselines existed: same cells, ids and grid hash.  A cell's id is a
+hash of its canonical config, so it is the same in every sweep that contains it.
 """
 from __future__ import annotations
 
