@@ -349,3 +349,15 @@ policy = ["evalstop:k=2", "loss_plateau", "evalstop:k=3"]
     headings = [ln for ln in text.splitlines() if ln.startswith("== ")]
     assert sum(" vs evalstop(k=3)  [cell " in h for h in headings) == 2
     assert sum("| evalstop(k=3)  (the baseline)  [cell " in h for h in headings) == 1
+
+
+def test_an_oracle_baseline_is_accepted_as_run_accepts_it_and_said_to_use_hidden_truth(
+        tmp_path, capsys):
+    p = write(tmp_path, 'clusters = 2\nbaseline = "oracle"\n[base]\nn_jobs = 10\ngpus = 16\n'
+                        '[axes]\npolicy = ["evalstop:k=2"]\n')
+    assert main(["sweep", str(p), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    capsys.readouterr()
+    header = (tmp_path / "out" / "summary.txt").read_text().split("\n\n")[0]
+    assert header.endswith("changes are paired against oracle (hidden truth), on the same "
+                           "workload, scheduler and clusters; it uses hidden truth: an upper "
+                           "bound, not a policy")

@@ -106,8 +106,8 @@ def _header(grid) -> str:
                          f"{grid.hash[:12]}"]
     b = grid.baseline
     if b is not None and b.name != "none":
-        lines.append(f"changes are paired against {b.label} (same workload, scheduler and "
-                     "clusters)" + ("; it uses hidden truth: an upper bound, not a policy"
+        lines.append(f"changes are paired against {b.label}, on the same workload, scheduler "
+                     "and clusters" + ("; it uses hidden truth: an upper bound, not a policy"
                                     if b.uses_hidden_truth else ""))
     return "\n".join(lines) + "\n\n"
 
