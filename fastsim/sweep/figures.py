@@ -101,11 +101,11 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     missing = [s for s in needs if s not in sources]
     if missing:
         return f"no results for {', '.join(missing)} in {results}"
+    import polars as pl
+
+    from fastsim.sweep.aggregate import paired_against
+
     for name in needs if want is not None else ():
-        import polars as pl
-
-        from fastsim.sweep.aggregate import paired_against
-
         table = Path(sources[name]) / "summary.parquet"
         if table.is_file() and "baseline_policy" in pl.read_parquet_schema(table):
             other = sorted(paired_against(pl.read_parquet(table, columns=["baseline_policy"]))

@@ -274,18 +274,17 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     by_id: dict[str, Cell] = {}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
+        where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
         try:
             cfg = build_config(values, axis_names)
         except ConfigError as exc:
-            where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
             raise _fail(source, f"cell ({where}): {exc}") from None
         cid = config_id(cfg)
         base_id = None
         if baseline is not None:
             try:
                 base_cfg = canonicalize(replace(cfg, policy=baseline))
-            except ConfigError as exc:
-                where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
+            except ConfigError as exc:  # e.g. too few evaluations for the baseline policy
                 raise _fail(source, f"baseline={baseline_spec!r} in cell ({where}): {exc}") from None
             base_id = config_id(base_cfg)
             if base_id == cid:  # the cell is its own baseline: run once, paired with nothing
