@@ -20,7 +20,8 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER, run_workload, simulate
 from fastsim.compile_notice import compile_notice
-from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
+                            parse_baseline)
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
@@ -191,9 +192,9 @@ def run_command(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
                     tuple(args.metric))
-    base_cfg = None
-    if args.baseline != "off":
-        base_cfg = SimConfig(workload, cfg.scheduler, PolicyConfig.parse(args.baseline), cfg.metrics)
+    base_policy = parse_baseline(args.baseline, "--baseline")
+    base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,
+                                                          cfg.metrics)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
     check_output(args.out, "--out", (".parquet",))

@@ -411,6 +411,31 @@ class PolicyConfig:
         return _as_dict(self)
 
 
+def parse_baseline(value: Any, field_name: str = "baseline") -> PolicyConfig | None:
+    """The policy a paired comparison is against (``fastsim run --baseline`` and a sweep
+    file's ``baseline``): any ``PolicyConfig.parse`` spec, or ``False``/``"off"`` for no
+    baseline (None).  A bad value is one ``ConfigError`` naming ``field_name``.
+
+    Examples
+    --------
+    >>> parse_baseline("evalstop:k=3").label, parse_baseline(False)
+    ('evalstop(k=3)', None)
+    """
+    if value is False or (isinstance(value, str) and value == "off"):
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{field_name}={value!r} is invalid; allowed: a stop policy spec "
+                          "(\"none\", \"evalstop:k=3\", \"MODULE:FUNCTION\") or false for no "
+                          "baseline")
+    try:
+        return PolicyConfig.parse(value)
+    except ConfigError as exc:  # "policy.k=-1 is invalid; ..." -> "baseline.k=-1 is invalid; ..."
+        msg = str(exc)
+        if msg.startswith("policy"):
+            raise ConfigError(field_name + msg[len("policy"):]) from None
+        raise ConfigError(f"{field_name}={value!r}: {msg}") from None
+
+
 def _as_dict(cfg: Any) -> dict[str, Any]:
     """Fields as a dict; a built-in's empty ``params``/``impl`` are left out, so its
     canonical form (and every stored cell id) is what it was before user code existed."""

@@ -224,17 +224,18 @@ def plain_log_ticks(ax) -> None:
                                  else NullFormatter())
 
 
-def main(draw, needs) -> None:
-    """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``."""
-    from fastsim.sweep.figures import find_sources
+def main(draw, needs, baseline: str | None = None) -> None:
+    """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` as a
+    script's ``BASELINE`` (``fastsim.sweep.figures.skip_reason``)."""
+    from fastsim.sweep.figures import find_sources, skip_reason
 
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     out.mkdir(parents=True, exist_ok=True)
     sources = find_sources(results)
-    missing = [s for s in needs if s not in sources]
-    if missing:
-        sys.exit(f"no results for {', '.join(missing)} in {results}")
+    why = skip_reason(needs, baseline, sources, results)
+    if why is not None:
+        sys.exit(why)
     for p in draw(sources, out, ("png", "pdf")):
         print(p)
 

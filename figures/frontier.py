@@ -13,6 +13,7 @@ from fastsim.sweep.frontier import AXES, frontier_table
 from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("frontier",)
+BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 FLOOR = 0.02  # distances below this are drawn at it (log axes)
 
 
@@ -83,4 +84,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS)
+    S.main(draw, NEEDS, BASELINE)

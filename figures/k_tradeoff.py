@@ -4,6 +4,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("k_sweep",)
+BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
           ("stop_recall", "Stop recall (%): GPUs freed"),
           ("wasted_gpu_h_change", "Wasted compute change (%)"),
@@ -29,4 +30,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS)
+    S.main(draw, NEEDS, BASELINE)

@@ -222,3 +222,46 @@ def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduc
     fig = _drawn(monkeypatch, "trajectories", out / "results")
     title = fig._suptitle.get_text()
     assert title.startswith("EvalStop (k=2) under") and "evalstop(" not in title
+
+
+def test_figures_of_changes_against_no_policy_skip_a_sweep_with_another_baseline(tmp_path):
+    """A sweep under a figure's name whose changes are against evalstop(k=3): the figures
+    that plot changes against no stop policy say why they skip it; the others draw it."""
+    import fastsim
+
+    path = tmp_path / "headline.toml"
+    path.write_text('clusters = 3\nchunk = 3\nbaseline = "evalstop:k=3"\n[base]\nn_jobs = 30\n'
+                    '[axes]\npolicy = ["evalstop:k=2", "stop_at:f=0.65", "none"]\n')
+    fastsim.sweep(path, tmp_path / "results" / "headline")
+    logs = []
+    written = draw_all(tmp_path / "results", tmp_path / "figs", formats=("png",),
+                       log=logs.append)
+    assert [p.name for p in written] == ["jct_cdf.png"]
+    (line,) = [ln for ln in logs if ln.startswith("[figures] headline:")]
+    assert line == (f"[figures] headline: skipped, sweep headline in {tmp_path / 'results' / 'headline'}"
+                    " holds changes against evalstop(k=3); this figure plots changes against "
+                    "none (baseline = \"none\" in the sweep file)")
+
+
+def test_the_frontier_and_reproduce_refuse_a_baseline_other_than_none(tmp_path):
+    from fastsim.errors import ConfigError
+    from fastsim.resources import shipped
+    from fastsim.sweep.frontier import frontier_table
+
+    with pytest.raises(ConfigError, match=r"^the fidelity frontier reads changes against no "
+                       r"stop policy, but this sweep's are against oracle \(hidden truth\)"):
+        frontier_table(pl.DataFrame({"baseline_policy": [None, "oracle (hidden truth)"]}))
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    for name in PAPER_SWEEPS:
+        text = (shipped("sweeps") / f"{name}.toml").read_text()
+        (sweeps / f"{name}.toml").write_text(('baseline = "evalstop:k=3"\n' if name == "noise"
+                                              else "") + text)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as exc:
+        reproduce(out, clusters=3, figures_dir=None, report=None, sweeps_dir=sweeps,
+                  progress=False)
+    assert str(exc.value) == (f"{sweeps / 'noise.toml'}: baseline='evalstop(k=3)' cannot be "
+                              "scored against the paper's changes, which are against no stop "
+                              "policy; allowed: \"none\" (the default)")
+    assert not out.exists()

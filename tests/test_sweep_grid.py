@@ -116,9 +116,18 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_parse_sweep_rejects_bad_baseline():
-    with pytest.raises(ConfigError, match="baseline"):
-        parse_sweep({"baseline": "evalstop"}, "mem.toml")
+@pytest.mark.parametrize("value, words", [
+    ("evalstop:k=-1", "baseline.k=-1 is invalid"),
+    (3, "baseline=3 is invalid"),
+    (True, "baseline=True is invalid"),
+    ("nosuch", "baseline='nosuch' is invalid"),
+    ("evalstop:q=1", "baseline parameter 'q'"),
+    ("", "baseline='' is empty"),
+])
+def test_parse_sweep_rejects_bad_baseline(value, words):
+    with pytest.raises(ConfigError) as exc:
+        parse_sweep({"baseline": value}, "mem.toml")
+    assert str(exc.value).startswith(f"mem.toml: {words}") and "\n" not in str(exc.value)
 
 
 def test_online_detectors_are_sweep_policies(tmp_path):
@@ -176,3 +185,179 @@ policy = ["evalstop:k=2"]
                 if ln.startswith("== ")]
     assert len(headings) == 4 and len({h.split("  [cell")[0] for h in headings}) == 4
     assert sum("| evalstop(k=2) | sigma=0.1  [cell " in h for h in headings) == 1
+
+
+# Grid hashes of these files as expanded before a sweep's baseline could be any policy
+# (baseline "none", implied): a results directory holds its grid's hash in sweep.json and
+# resumes only under the same one.  A changed default in fastsim/defaults.py changes them
+# too, and is refused by such a directory for that reason; update them then, not otherwise.
+PINNED_HASHES = {
+    "headline": "69e0b8e03c69c8083c1fe932c069c867f96a8793ca655e2a9975a2c9738c13be",
+    "k_sweep": "db6dcc5ae3493a1b91b6d9ad10577bbd09b96b14b0e70c97813591e222aa88a0",
+    "composability": "bf5272b4ea1b21fc2e6a477a966f897b8fec7d90f96d29bc1d9cdc76ac84f28c",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_HASHES))
+def test_a_none_baseline_keeps_the_grid_hash_of_existing_results(name, tmp_path):
+    from pathlib import Path
+
+    shipped = Path(__file__).parent.parent / "sweeps" / f"{name}.toml"
+    assert load_sweep(shipped).hash == PINNED_HASHES[name]
+    explicit = write(tmp_path, 'baseline = "none"\n' + shipped.read_text(), shipped.name)
+    assert load_sweep(explicit).hash == PINNED_HASHES[name]
+
+
+def _cells_as_before(g):
+    """The cells a sweep expanded to when its baseline could only be "none": every cell of a
+    stop policy paired with its workload and scheduler under policy none."""
+    from dataclasses import replace
+
+    from fastsim.config import PolicyConfig
+    from fastsim.sweep.grid import config_id
+
+    out = set()
+    for c in g.cells:
+        if c.config.policy.name == "none":
+            out.add((c.id, None))
+        else:
+            base = config_id(replace(c.config, policy=PolicyConfig(name="none")))
+            out.add((c.id, base))
+    return out
+
+
+def test_every_committed_sweep_expands_as_before_under_a_none_baseline():
+    import tomllib
+    from pathlib import Path
+
+    for p in sorted((Path(__file__).parent.parent / "sweeps").glob("*.toml")):
+        doc = tomllib.loads(p.read_text())
+        if "experiment" in doc:
+            continue
+        g = load_sweep(p)
+        assert {(c.id, c.baseline) for c in g.cells} == _cells_as_before(g), p
+        assert all(c.is_baseline == (c.config.policy.name == "none") for c in g.cells), p
+        assert g.hash == parse_sweep({**doc, "baseline": "none"}, str(p)).hash, p
+
+
+def test_a_policy_baseline_is_shared_and_never_paired_with_itself(tmp_path):
+    p = write(tmp_path, """
+clusters = 4
+baseline = "evalstop:k=3"
+[base]
+n_jobs = 20
+[axes]
+sigma = [0.01, 0.05]
+policy = ["evalstop:k=2", "loss_plateau", "evalstop:k=3", "none"]
+""")
+    g = load_sweep(p)
+    assert g.baseline.label == "evalstop(k=3)"
+    # 2 sigmas x 4 policies; the evalstop(k=3) cells are the baselines (not run twice)
+    assert len(g.cells) == 8 and len({c.id for c in g.cells}) == 8
+    bases = [c for c in g.cells if c.is_baseline]
+    assert sorted(c.config.workload.sigma for c in bases) == [0.01, 0.05]
+    for c in g.cells:
+        if c.is_baseline:
+            assert c.baseline is None and c.config.policy.label == "evalstop(k=3)"
+        else:
+            b = g.cell(c.baseline)
+            assert b.is_baseline and b.id != c.id
+            assert b.config.workload == c.config.workload
+            assert b.config.scheduler == c.config.scheduler
+    # the same configs as in a sweep with a none baseline: the same cell ids
+    none = load_sweep(write(tmp_path, p.read_text().replace('"evalstop:k=3"\n[base]',
+                                                             '"none"\n[base]'), "n.toml"))
+    assert {c.id for c in none.cells} == {c.id for c in g.cells}
+    assert none.hash != g.hash  # the pairs differ
+
+
+def test_a_policy_baseline_not_on_an_axis_is_added_per_workload(tmp_path):
+    g = load_sweep(write(tmp_path, 'clusters = 4\nbaseline = "loss_plateau:w=3"\n'
+                                   '[axes]\nk = [1, 2]\n'))
+    assert [c.label for c in g.cells] == ["srtf_est | loss_plateau(w=3,tol=0.01)",
+                                          "srtf_est | evalstop(k=1)", "srtf_est | evalstop(k=2)"]
+    assert [c.is_baseline for c in g.cells] == [True, False, False]
+    # false: no baseline at all, no cell is one
+    g = load_sweep(write(tmp_path, 'clusters = 4\nbaseline = false\n[axes]\npolicy = '
+                                   '["none", "evalstop"]\n', "f.toml"))
+    assert [(c.baseline, c.is_baseline) for c in g.cells] == [(None, False)] * 2
+
+
+def test_a_baseline_that_a_cell_cannot_run_names_baseline_and_the_cell(tmp_path):
+    p = write(tmp_path, 'clusters = 4\nbaseline = "evalstop:k=9"\n[base]\nn_evals = 8\n'
+                        '[axes]\nsigma = [0.01]\n')
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(p)
+    assert str(exc.value) == (f"{p}: baseline='evalstop:k=9' in cell (sigma=0.01): n_evals=8 "
+                              "is invalid; allowed: at least k+1=10 evaluations for evalstop(k=9)")
+
+
+@pytest.mark.parametrize("value", ['"evalstop:k=-1"', "3", '"nosuch"'])
+def test_cli_refuses_a_bad_baseline_in_one_line_before_creating_out(tmp_path, capsys, value):
+    p = write(tmp_path, f"clusters = 2\nbaseline = {value}\n[base]\nn_jobs = 10\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and str(p) in lines[0] and ": baseline" in lines[0], lines
+    assert captured.out == "" and not out.exists()
+
+
+def test_a_sweep_against_a_policy_baseline_pairs_as_compare_does(tmp_path, capsys):
+    """End to end: every cell's changes are against the baseline policy on the same clusters,
+    equal to ``fastsim.compare`` of that cell against the same spec; the baseline cell has
+    none (it is not paired with itself)."""
+    import polars as pl
+
+    from fastsim.api import compare
+
+    p = write(tmp_path, """
+clusters = 6
+chunk = 4
+seed = 3
+baseline = "evalstop:k=3"
+[base]
+n_jobs = 12
+gpus = 16
+[axes]
+policy = ["evalstop:k=2", "loss_plateau", "evalstop:k=3"]
+""")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    g = load_sweep(p)
+    summary = pl.read_parquet(out / "summary.parquet")
+    changes = summary.filter(pl.col("kind") == "paired")
+    assert set(changes["policy"]) == {"evalstop(k=2)", "loss_plateau(w=2,tol=0.01)"}
+    assert set(changes["baseline_policy"]) == {"evalstop(k=3)"}
+    base = summary.filter(pl.col("policy") == "evalstop(k=3)")
+    assert base["is_baseline"].all() and base["baseline_policy"].is_null().all()
+    for c in g.cells:
+        if c.is_baseline:
+            continue
+        want = compare(c.config, baseline="evalstop:k=3", n_clusters=6, seed=3)
+        want = want.filter(pl.col("kind") == "paired").sort("metric")
+        got = changes.filter(pl.col("cell") == c.id).sort("metric")
+        assert got["metric"].to_list() == want["metric"].to_list() and want.height >= 6
+        assert got["n"].to_list() == want["n"].to_list() == [6] * want.height
+        for col in ("mean", "lo", "hi"):
+            assert got[col].to_list() == pytest.approx(want[col].to_list(), rel=1e-9, abs=1e-12,
+                                                         nan_ok=True)
+        assert any(abs(m) > 1e-9 for m in got["mean"].to_list())  # a real difference
+    text = (out / "summary.txt").read_text()
+    assert "changes are paired against evalstop(k=3)" in text
+    headings = [ln for ln in text.splitlines() if ln.startswith("== ")]
+    assert sum(" vs evalstop(k=3)  [cell " in h for h in headings) == 2
+    assert sum("| evalstop(k=3)  (the baseline)  [cell " in h for h in headings) == 1
+
+
+def test_an_oracle_baseline_is_accepted_as_run_accepts_it_and_said_to_use_hidden_truth(
+        tmp_path, capsys):
+    p = write(tmp_path, 'clusters = 2\nbaseline = "oracle"\n[base]\nn_jobs = 10\ngpus = 16\n'
+                        '[axes]\npolicy = ["evalstop:k=2"]\n')
+    assert main(["sweep", str(p), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    capsys.readouterr()
+    header = (tmp_path / "out" / "summary.txt").read_text().split("\n\n")[0]
+    assert header.endswith("changes are paired against oracle (hidden truth), on the same "
+                           "workload, scheduler and clusters; it uses hidden truth: an upper "
+                           "bound, not a policy")

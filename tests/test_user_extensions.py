@@ -314,6 +314,20 @@ def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
     assert r["trigger_step"] == 5 and r["delivered_step"] == 2  # 3 below 0.7, keep 3 back
 
 
+def test_a_sweep_baseline_may_be_a_user_policy(user_dir, tmp_path, capsys):
+    """A sweep file's baseline takes what run --baseline takes, a user's policy included:
+    the user cell is the shared baseline, and the others are paired against it."""
+    sweep = tmp_path / "ub.toml"
+    sweep.write_text(f'clusters = 4\nchunk = 2\nbaseline = "{POL}:k=2"\n[base]\nn_jobs = 20\n'
+                     f'[axes]\npolicy = ["{POL}:k=2", "evalstop:k=2", "none"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    capsys.readouterr()
+    cells = pl.read_parquet(tmp_path / "out" / "cells.parquet").sort("policy")
+    assert cells.select("policy", "baseline_policy", "is_baseline").rows() == [
+        ("below_best(k=2,drop=0)", None, True), ("evalstop(k=2)", "below_best(k=2,drop=0)", False),
+        ("none", "below_best(k=2,drop=0)", False)]
+
+
 def test_monitor_streams_user_and_builtin_policies_like_replay(user_dir):
     from fastsim.replay.logs import EvalLog
     from fastsim.replay.monitor import StopMonitor

@@ -1,7 +1,8 @@
 """Monte Carlo sweeps: TOML grid -> chunks of clusters -> Parquet -> aggregated table.
 
 * ``grid``: a sweep file expanded into cells (one ``SimConfig`` each, plus the
-  ``none`` baselines that paired comparisons need), with a hash of the expanded grid.
+  baselines that paired comparisons need: the file's ``baseline`` policy, ``none`` by
+  default), with a hash of the expanded grid.
 * ``store``: the output directory (manifest, atomic per-chunk Parquet, resume).
 * ``runner``: runs the missing chunks in-process or on a Dask cluster.
 * ``aggregate``: per-cell estimates with 95% intervals (through ``fastsim.summary``).

@@ -3,12 +3,14 @@
 Writes, atomically, into the sweep directory:
 
 * ``cells.parquet``: one row per cell: ``cell, label, scheduler, policy, policy_name,
-  baseline, is_baseline, uses_hidden_truth`` and one column per descriptive axis
-  (the sweep's axes plus ``k, sigma, base_rate, load, n_evals, mix``).
+  baseline`` (the id of the cell it is paired against), ``baseline_policy`` (that cell's
+  policy label, null if unpaired), ``is_baseline, uses_hidden_truth`` and one column per
+  descriptive axis (the sweep's axes plus ``k, sigma, base_rate, load, n_evals, mix``).
 * ``summary.parquet``: ``cells`` columns x ``fastsim.summary.summarize`` rows (``metric,
   kind, mean, lo, hi, n``), paired against the cell's baseline on identical clusters.
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
-* ``summary.txt``: the same estimates as plain-text tables.
+* ``summary.txt``: the same estimates as plain-text tables; under a baseline other than
+  ``none`` each heading says what its changes are against.
 
 Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
 baseline's same chunk beside them, and its JCT histograms are summed a batch of chunks at
@@ -26,6 +28,7 @@ import numba
 import polars as pl
 from tqdm import tqdm
 
+from fastsim.errors import ConfigError
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
@@ -48,9 +51,10 @@ def cell_table(store: SweepStore) -> pl.DataFrame:
     axes = [a for a in g.axes if a not in ("scheduler", "policy")]
     axes += [a for a in DESCRIPTIVE_AXES if a not in axes]
     cols: dict[str, list] = {k: [] for k in ("cell", "experiment", "label", "scheduler", "policy",
-                                             "policy_name", "baseline", "is_baseline",
-                                             "uses_hidden_truth")}
+                                             "policy_name", "baseline", "baseline_policy",
+                                             "is_baseline", "uses_hidden_truth")}
     cols.update({a: [] for a in axes})
+    policies = {c.id: c.config.policy.label for c in g.cells}
     for c in g.cells:
         cfg = c.config
         cols["cell"].append(c.id)
@@ -60,6 +64,7 @@ def cell_table(store: SweepStore) -> pl.DataFrame:
         cols["policy"].append(cfg.policy.label)
         cols["policy_name"].append(cfg.policy.name)
         cols["baseline"].append(c.baseline)
+        cols["baseline_policy"].append(policies.get(c.baseline))
         cols["is_baseline"].append(c.is_baseline)
         cols["uses_hidden_truth"].append(cfg.policy.uses_hidden_truth)
         for a in axes:
@@ -84,7 +89,27 @@ def _cell_title(store: SweepStore, c) -> str:
     def text(v):
         return f"{v:g}" if isinstance(v, float) else str(v)
     axes = [f"{a}={text(axis_value(c.config, a))}" for a in store.grid.axes if a in WORKLOAD_FIELDS]
-    return f"== {' | '.join([c.label, *axes])}  [cell {c.id}]"
+    return f"== {' | '.join([c.label, *axes])}{_paired_text(store.grid, c)}  [cell {c.id}]"
+
+
+def _paired_text(grid, c) -> str:
+    """What a cell's changes are against, where the baseline is a policy other than
+    ``none`` (under ``none``, the paper's, headings read as they always have)."""
+    b = grid.baseline
+    if b is None or b.name == "none":
+        return ""
+    return "  (the baseline)" if c.is_baseline else f"  vs {b.label}" if c.baseline else ""
+
+
+def _header(grid) -> str:
+    lines = [grid.title, f"{grid.clusters} clusters per cell, seed {grid.seed}, grid "
+                         f"{grid.hash[:12]}"]
+    b = grid.baseline
+    if b is not None and b.name != "none":
+        lines.append(f"changes are paired against {b.label}, on the same workload, scheduler "
+                     "and clusters" + ("; it uses hidden truth: an upper bound, not a policy"
+                                    if b.uses_hidden_truth else ""))
+    return "\n".join(lines) + "\n\n"
 
 
 def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
@@ -127,9 +152,7 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
         pl.concat(hists), on="cell", how="inner", maintain_order="right")
     out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
            "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
-    header = (f"{store.grid.title}\n{store.grid.clusters} clusters per cell, seed "
-              f"{store.grid.seed}, grid {store.grid.hash[:12]}\n\n")
-    text = (header + "\n\n".join(texts) + "\n").encode()
+    text = (_header(store.grid) + "\n\n".join(texts) + "\n").encode()
     # each table names its grid, so a table beside another sweep's manifest is refused
     tag = {GRID_KEY: store.grid.hash}
     write_all([(out["cells"], table_writer(cells, out["cells"], tag)),  # all four or none
@@ -137,6 +160,25 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
                (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
                (out["text"], bytes_writer(text))])
     return out
+
+
+def paired_against(table: pl.DataFrame) -> set[str]:
+    """The baseline policies whose changes a ``cells`` or ``summary`` table holds (its
+    ``baseline_policy`` labels); a table from before that column, the empty set, as the
+    changes of such a table are against ``none``, the only baseline a sweep had then."""
+    if "baseline_policy" not in table.columns:
+        return set()
+    return set(table["baseline_policy"].drop_nulls().unique().to_list())
+
+
+def require_none_baseline(table: pl.DataFrame, what: str) -> None:
+    """Refuse, in one line, a table whose changes are against a policy other than ``none``
+    for ``what``, which reads them as changes against no stop policy (the paper's)."""
+    other = sorted(paired_against(table) - {"none"})
+    if other:
+        raise ConfigError(f"{what} reads changes against no stop policy, but this sweep's "
+                          f"are against {', '.join(other)}; allowed: a sweep with baseline "
+                          "= \"none\" (the default)")
 
 
 def read_summary(path: str | Path) -> pl.DataFrame:

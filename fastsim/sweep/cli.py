@@ -29,9 +29,11 @@ def register(subparsers) -> None:
         "sweep", help="run a sweep file (resumable) and aggregate it",
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
         "per-cluster Parquet per cell and an aggregated table (mean, 95% CI, n; paired "
-        "against each cell's baseline). Re-running resumes, re-running any chunk that fails its "
-        "checksum; a changed grid is refused; a damaged or deleted sweep.json is rebuilt when "
-        "every chunk record names this grid; one process at a time owns --out (a lock).")
+        "against each cell's baseline: its workload and scheduler under the file's baseline "
+        "policy, any fastsim run --baseline spec, none by default). Re-running resumes, "
+        "re-running any chunk that fails its checksum; a changed grid is refused; a damaged or "
+        "deleted sweep.json is rebuilt when every chunk record names this grid; one process "
+        "at a time owns --out (a lock).")
     p.add_argument("file", type=Path, help="sweep definition: a TOML file, or the name of a "
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,

@@ -93,6 +93,30 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
                                  f"{grid_hash[:12]}")
 
 
+def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Path],
+                results: Path) -> str | None:
+    """Why a figure cannot be drawn from ``sources`` (None if it can): a sweep it needs is
+    missing, or holds changes against another baseline than ``want``, the one its axes
+    name (a script's ``BASELINE``: ``none`` where it plots changes against no stop policy)."""
+    missing = [s for s in needs if s not in sources]
+    if missing:
+        return f"no results for {', '.join(missing)} in {results}"
+    import polars as pl
+
+    from fastsim.sweep.aggregate import paired_against
+
+    for name in needs if want is not None else ():
+        table = Path(sources[name]) / "summary.parquet"
+        if table.is_file() and "baseline_policy" in pl.read_parquet_schema(table):
+            other = sorted(paired_against(pl.read_parquet(table, columns=["baseline_policy"]))
+                           - {want})
+            if other:
+                return (f"sweep {name} in {sources[name]} holds changes against "
+                        f"{', '.join(other)}; this figure plots changes against {want} "
+                        f"(baseline = \"{want}\" in the sweep file)")
+    return None
+
+
 def load_script(name: str):
     """The figure script ``figures/NAME.py`` as the module ``fastsim.figures.NAME``."""
     return importlib.import_module(f"fastsim.figures.{name}")
@@ -120,9 +144,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     for name in scripts:
         module = load_script(name)
         needs.update(dict.fromkeys(module.NEEDS))
-        missing = [s for s in module.NEEDS if s not in sources]
-        if missing:
-            log(f"[figures] {name}: skipped, no results for {', '.join(missing)} in {results}")
+        why = skip_reason(module.NEEDS, getattr(module, "BASELINE", None), sources, results)
+        if why is not None:
+            log(f"[figures] {name}: skipped, {why}")
             continue
         written += module.draw(sources, out, formats)
     if not written and sources:  # a sweep of the user's own, under a name no figure reads

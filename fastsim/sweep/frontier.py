@@ -10,8 +10,11 @@ rows together only if both distances are ``<= 1``.
 """
 from __future__ import annotations
 
+import sys
+
 import polars as pl
 
+from fastsim.errors import ConfigError
 from fastsim.sweep.scoring import ROWS_BY_KEY
 
 DETECTION = {"precision": "precision", "recall": "recall", "fpr": "fpr"}
@@ -23,6 +26,9 @@ def frontier_table(summary: pl.DataFrame) -> pl.DataFrame:
     """One row per family point: the five estimates, their distances (in tolerances),
     ``detection_distance``, ``system_distance``, ``rows_matched`` (of 5) and ``pareto``
     (no other point is at least as close on both distances and closer on one)."""
+    from fastsim.sweep.aggregate import require_none_baseline
+
+    require_none_baseline(summary, "the fidelity frontier")
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     rows = []
     for key_vals, g in ev.group_by([a for a in AXES if a in ev.columns], maintain_order=True):
@@ -69,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibration", action="store_true",
                    help="print the point that best matches the calibration rows")
     args = p.parse_args(argv)
-    table = frontier_table(read_summary(args.dir))
+    try:
+        table = frontier_table(read_summary(args.dir))
+    except ConfigError as exc:
+        print(f"{p.prog}: error: {exc}", file=sys.stderr)
+        return 2
     cols = ["n_evals", "ustar_hacking", "sigma", *DETECTION, *SYSTEM, "detection_distance",
             "system_distance", "rows_matched", "pareto"]
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=3):

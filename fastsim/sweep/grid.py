@@ -7,7 +7,7 @@ A sweep file is declarative::
     clusters = 2000                # clusters per cell
     chunk = 250                    # clusters per chunk (the unit of work and of resume)
     seed = 0
-    baseline = "none"              # policy of each cell's paired baseline; false = no baseline
+    baseline = "none"              # each cell's paired baseline policy; false = no baseline
 
     [base]                         # any config field, flat (see FIELDS)
     scheduler = "srtf_est"         # a SchedulerConfig.parse spec
@@ -23,10 +23,16 @@ also one that every cell overrides; a bad file raises one ``ConfigError`` naming
 and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
 policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
-their defaults, so cells that would simulate the same thing are one cell.  Each cell
-with a stop policy gets a baseline cell: the same workload and scheduler under policy
-``none`` (shared between all cells that need it).  A cell's id is a hash of its
-canonical config, so it is the same in every sweep that contains it.
+their defaults, so cells that would simulate the same thing are one cell.
+
+``baseline`` takes what ``fastsim run --baseline`` takes (``fastsim.config.parse_baseline``):
+a policy spec (``"none"``, ``"evalstop:k=3"``, ``"oracle"``, ``"MODULE:FUNCTION"``) or
+false.  Each cell gets a baseline cell: the same workload and scheduler under that policy,
+exactly as its spec says (``[base]`` and axis policy fields do not apply to it), shared
+between all cells that need it.  A cell whose config equals its baseline's is the
+baseline (``is_baseline``) and is paired with nothing.  ``"none"`` (the default) expands as
+it did before other baselines existed: same cells, ids and grid hash.  A cell's id is a
+hash of its canonical config, so it is the same in every sweep that contains it.
 """
 from __future__ import annotations
 
@@ -42,7 +48,8 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
-from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig, plain
+from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
+                            parse_baseline, plain)
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
 
@@ -62,14 +69,11 @@ class Cell:
     id: str
     config: SimConfig
     baseline: str | None  # id of the paired baseline cell; None for baselines themselves
+    is_baseline: bool = False  # the baseline of its workload and scheduler (run once, shared)
 
     @property
     def label(self) -> str:
         return cell_label(self.config)
-
-    @property
-    def is_baseline(self) -> bool:
-        return self.config.policy.name == "none"
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class Grid:
     axes: tuple[str, ...]
     cells: tuple[Cell, ...]
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # The policy every cell is paired against (None: no baseline); the cells say the rest.
+    baseline: PolicyConfig | None = field(default=PolicyConfig(name="none"), compare=False)
 
     @property
     def n_chunks(self) -> int:
@@ -237,9 +243,11 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                          else doc.get("chunk", min(n_clusters, 250)), 1)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
                           0, 2**64 - 1)
-    baseline = doc.get("baseline", "none")
-    if baseline is not False and baseline != "none":
-        raise _fail(source, f"baseline={baseline!r} is invalid; allowed: \"none\" or false")
+    baseline_spec = doc.get("baseline", "none")
+    try:
+        baseline = parse_baseline(baseline_spec)
+    except ConfigError as exc:
+        raise _fail(source, str(exc)) from None
 
     base = doc.get("base", {})
     axes = doc.get("axes", {})
@@ -266,21 +274,29 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     by_id: dict[str, Cell] = {}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
+        where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
         try:
             cfg = build_config(values, axis_names)
         except ConfigError as exc:
-            where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
             raise _fail(source, f"cell ({where}): {exc}") from None
         cid = config_id(cfg)
         base_id = None
-        if baseline is not False and cfg.policy.name != "none":
-            base_cfg = replace(cfg, policy=PolicyConfig(name="none"))
+        if baseline is not None:
+            try:
+                base_cfg = canonicalize(replace(cfg, policy=baseline))
+            except ConfigError as exc:  # e.g. too few evaluations for the baseline policy
+                raise _fail(source, f"baseline={baseline_spec!r} in cell ({where}): {exc}") from None
             base_id = config_id(base_cfg)
-            by_id.setdefault(base_id, Cell(base_id, base_cfg, None))
-        by_id.setdefault(cid, Cell(cid, cfg, base_id))
+            if base_id == cid:  # the cell is its own baseline: run once, paired with nothing
+                base_id = None
+            else:
+                by_id.setdefault(base_id, Cell(base_id, base_cfg, None, is_baseline=True))
+        by_id.setdefault(cid, Cell(cid, cfg, base_id, is_baseline=baseline is not None
+                                   and base_id is None))
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
-                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()))
+                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()),
+                baseline=baseline)
 
 
 def load_sweep(path: str | Path, **overrides: Any) -> Grid:

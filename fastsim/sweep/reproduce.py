@@ -289,6 +289,12 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     for name in PAPER_SWEEPS:  # expand (validate) everything before running anything
         grids[name] = load_sweep(sweeps_dir / f"{name}.toml", clusters=clusters, chunk=chunk,
                                  seed=seed, base_overrides=base_overrides)
+        b = grids[name].baseline
+        if b is None or b.name != "none":  # the paper's changes are against no stop policy
+            raise ConfigError(f"{grids[name].source}: baseline="
+                              f"{'false' if b is None else repr(b.label)} cannot be scored "
+                              "against the paper's changes, which are against no stop "
+                              "policy; allowed: \"none\" (the default)")
     for g in grids.values():
         check_sweep_memory(g)
     held = hold_outputs(out, figures_dir, report)
