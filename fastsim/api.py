@@ -26,7 +26,7 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
+from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig, parse_baseline
 from fastsim.errors import ConfigError, SimulationError, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
@@ -458,8 +458,14 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
     """
     from fastsim.summary import summarize
 
+    if not isinstance(baseline, PolicyConfig):  # checked before either arm runs
+        baseline = parse_baseline(baseline, "baseline")
+        if baseline is None:
+            raise ConfigError("baseline=off is invalid for compare; allowed: a stop policy "
+                              "spec (\"none\", \"evalstop:k=3\"); simulate runs one arm")
+    base_cfg = cfg.with_policy(baseline)
     policy = simulate(cfg, n_clusters, seed, cluster_start)
-    reference = simulate(cfg.with_policy(baseline), n_clusters, seed, cluster_start)
+    reference = simulate(base_cfg, n_clusters, seed, cluster_start)
     return summarize(policy.clusters, reference.clusters)
 
 

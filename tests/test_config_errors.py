@@ -226,3 +226,17 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
              "name a parameter twice")):
         with pytest.raises(ConfigError, match=re.escape(needle)):
             call()
+
+
+@pytest.mark.parametrize("baseline, needle", [
+    ("evalstop:k=-1", "baseline.k=-1 is invalid"), (3, "baseline=3 is invalid"),
+    ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare")])
+def test_compare_names_a_bad_baseline_before_running_either_arm(baseline, needle, monkeypatch):
+    import fastsim.api as api
+
+    def no_run(*a, **k):
+        raise AssertionError("simulated before the baseline was checked")
+    monkeypatch.setattr(api, "simulate", no_run)
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        api.compare(cfg, baseline=baseline, n_clusters=2)
