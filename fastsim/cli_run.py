@@ -221,8 +221,10 @@ def run_command(args: argparse.Namespace) -> int:
              "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "
              "the exact binomial interval); changes "
              "are paired on identical clusters")
-    if cfg.policy.uses_hidden_truth:
-        title += "\nNOTE: oracle uses hidden truth (hacking labels, gold peak): an upper bound, not a policy"
+    for arm, c in arms:
+        if c.policy.uses_hidden_truth:
+            title += (f"\nNOTE: the {arm}, {c.policy.label}, uses hidden truth (hacking labels, "
+                      "gold peak): an upper bound, not a policy")
     print(format_table(summary, title))
     outputs = []
     if args.out is not None:
