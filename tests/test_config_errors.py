@@ -90,11 +90,29 @@ def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, nee
         SchedulerConfig.parse(spec)
 
 
-@pytest.mark.parametrize("text", ["True", "true", "1", "yes", ""])
-def test_backfill_true_in_any_spelling_is_backfill(text):
+@pytest.mark.parametrize("text", ["True", "true", "TRUE", ""])
+def test_backfill_true_in_any_case_or_a_bare_key_is_backfill(text):
     spec = "fifo:backfill" + (f"={text}" if text else "")
     assert SchedulerConfig.parse(spec).backfill is True
     assert SchedulerConfig.parse("fifo:backfill=False").backfill is False
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "1", "0", "on", "off"])
+def test_a_flag_is_true_or_false_only_as_its_error_says(text, capsys, tmp_path):
+    spec = f"fifo:backfill={text}"
+    why = rf"scheduler.backfill='{text}' is invalid; allowed: true or false$"
+    with pytest.raises(ConfigError, match=why):
+        SimConfig.from_specs(spec, "evalstop:k=2")
+    out = tmp_path / "cells.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "5", "--scheduler", spec, "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(why, err[0]) and not out.exists()
+    from fastsim.sweep.grid import load_sweep
+    p = tmp_path / "s.toml"
+    p.write_text(f'clusters = 2\n[base]\nscheduler = "{spec}"\npolicy = "evalstop:k=2"\n')
+    with pytest.raises(ConfigError, match="backfill='"):
+        load_sweep(p)
 
 
 def test_backfill_true_in_a_sweep_file_is_backfill(tmp_path):
