@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import metrics as M
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci,
                            bootstrap_together, fmt_value, paired_change_ci, proportion_ci)
 
@@ -119,6 +119,7 @@ class CellSummary:
         return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
 
 
+@known_keywords("fastsim.summarize()")
 def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per metric: ``metric, kind, mean, lo, hi, n``.
 
@@ -174,6 +175,7 @@ def _is_percent(metric: str, kind: str) -> bool:
         return False
 
 
+@known_keywords("fastsim.format_table()")
 def format_table(summary: pl.DataFrame, title: str = "") -> str:
     """Plain-text table of a summary: metric, estimate, 95% CI, n."""
     lines = []

@@ -244,3 +244,52 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
              "name a parameter twice")):
         with pytest.raises(ConfigError, match=re.escape(needle)):
             call()
+
+
+def _misspelt_keyword_calls(tmp_path):
+    import fastsim
+    from fastsim.config import WorkloadConfig
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    return [
+        (lambda: fastsim.sweep("noise", tmp_path / "out", cluster=3), "fastsim.sweep()", "cluster",
+         "clusters"),
+        (lambda: fastsim.simulate(cfg, 2, seeds=1), "fastsim.simulate()", "seeds", "seed"),
+        (lambda: fastsim.compare(cfg, n_cluster=2), "fastsim.compare()", "n_cluster", "n_clusters"),
+        (lambda: fastsim.replay(tmp_path / "log.csv", "evalstop:k=2", gpu=2), "fastsim.replay()",
+         "gpu", "gpus"),
+        (lambda: fastsim.read_logs(tmp_path / "log.csv", metrc="loss"), "fastsim.read_logs()",
+         "metrc", "metric"),
+        (lambda: fastsim.summarize(None, base=None), "fastsim.summarize()", "base", "baseline"),
+        (lambda: fastsim.format_table(None, titel="x"), "fastsim.format_table()", "titel", "title"),
+        (lambda: fastsim.StopMonitor("evalstop:k=2", higher_better=False), "StopMonitor()",
+         "higher_better", "higher_is_better"),
+        (lambda: fastsim.EvalStopMonitor(kk=2), "EvalStopMonitor()", "kk", "k"),
+        (lambda: fastsim.SimConfig(workloads=None), "SimConfig()", "workloads", "workload"),
+        (lambda: WorkloadConfig(n_job=30), "WorkloadConfig()", "n_job", "n_jobs"),
+    ]
+
+
+def test_a_misspelt_keyword_of_the_api_is_one_line_naming_it(tmp_path):
+    """fastsim.sweep(..., cluster=3) was a TypeError traceback ('run_sweep_file() got an
+    unexpected keyword argument'); every exported function and class says what it takes."""
+    for call, what, key, near in _misspelt_keyword_calls(tmp_path):
+        with pytest.raises(ConfigError) as e:
+            call()
+        text = str(e.value)
+        assert text.startswith(f"{what} keyword {key!r} is unknown (did you mean {near}?); "
+                               "allowed: "), text
+        assert "\n" not in text and near in text.split("; allowed: ")[1].split(", ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_api_still_takes_positional_arguments():
+    import fastsim
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    assert fastsim.simulate(cfg, 2, 0).clusters.height == 2
+    assert fastsim.StopMonitor("evalstop:k=1", False).observe("j", 1, 0.5).keep_step == 1
+    assert fastsim.EvalStopMonitor(3).k == 3
+    assert SimConfig(WorkloadConfig(n_jobs=10)).workload.n_jobs == 10
+    with pytest.raises(ConfigError, match=r"fastsim.sweep\(\) keyword 'clusterz' is unknown \(did "):
+        fastsim.sweep("noise", "unused", clusterz=3)  # the callable package forwards keywords
