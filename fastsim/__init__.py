@@ -8,6 +8,7 @@ The API in one import::
     fastsim.compare(cfg, baseline="none")         # summary table with 95% intervals
     fastsim.sweep("noise", "results/noise")       # a sweep file (or a shipped sweep's name)
     fastsim.replay("logs.csv", "evalstop:k=2")    # stop policies on evaluation logs
+    fastsim.StopMonitor("peak:sigma0=0.02")       # any streaming policy in a training loop
 
 Attributes load on first use, so ``import fastsim`` stays cheap for the command line.
 """
@@ -19,7 +20,8 @@ _EXPORTS = {
     "simulate": "fastsim.api", "compare": "fastsim.api", "SimResult": "fastsim.api",
     "SimConfig": "fastsim.config", "ConfigError": "fastsim.errors",
     "summarize": "fastsim.summary", "format_table": "fastsim.summary",
-    "read_logs": "fastsim.replay.logs", "EvalStopMonitor": "fastsim.replay.monitor",
+    "read_logs": "fastsim.replay.logs", "StopMonitor": "fastsim.replay.monitor",
+    "EvalStopMonitor": "fastsim.replay.monitor", "Decision": "fastsim.replay.monitor",
 }
 __all__ = sorted([*_EXPORTS, "sweep", "replay", "__version__"])
 

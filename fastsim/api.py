@@ -27,7 +27,7 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig, parse_baseline
-from fastsim.errors import ConfigError, SimulationError, readonly, user_code
+from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
 from fastsim.kernels.codes import JOB_TYPE_LABELS, LOSS_AWARE, PATIENCE
@@ -408,6 +408,7 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
                           f"from 0 to 2^63-1-n_clusters")
 
 
+@known_keywords("fastsim.simulate()")
 def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
              keep_jobs: bool = False, record_segments: bool = False,
              extract: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> SimResult:
@@ -439,6 +440,7 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start, extract)
 
 
+@known_keywords("fastsim.compare()")
 def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: int = 200,
             seed: int = 0, cluster_start: int = 0) -> pl.DataFrame:
     """``cfg`` against the same scheduler under ``baseline`` on the same clusters.

@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -526,3 +526,8 @@ def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
         if k not in names:
             raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: {sorted(names)}")
     return dict(kw)
+
+
+# A misspelt field (WorkloadConfig(n_job=30)) is one ConfigError, as in from_specs and from_dict.
+for _cls in (WorkloadConfig, SchedulerConfig, PolicyConfig, SimConfig):
+    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)

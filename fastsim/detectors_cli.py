@@ -20,6 +20,7 @@ from fastsim import detectors as det
 from fastsim.errors import ConfigError
 from fastsim.io import (bytes_writer, check_distinct, check_output_dir, check_regular,
                         read_parquet_table, table_writer, write_all)
+from fastsim.stats import fmt_interval
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
@@ -212,8 +213,8 @@ def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
     if v is None or not np.isfinite(v):
         return "n/a"
     if lo is None or lo != lo:  # one replication, or replications that all agree
-        return f"{v * scale:.{digits}f} (no interval)"
-    return f"{v * scale:.{digits}f} [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+        lo = hi = np.nan
+    return fmt_interval(v * scale, lo * scale, hi * scale, f".{digits}f")
 
 
 RATE_COLS = ("precision", "recall", "stop_recall", "fpr")

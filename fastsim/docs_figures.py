@@ -5,8 +5,9 @@ fastsim's own commands, at the sizes the docs quote.  This command runs those co
 (``STEPS``, in order) into a results directory, then draws every figure into the output
 directory.  A step whose outputs all exist is reused, and says so (delete them to
 recompute); ``fastsim sweep`` resumes by itself, verifying every finished chunk.  The
-detector benchmark (``fastsim detectors``, about 12 minutes) is not run here: its
-figures are drawn when its results are in ``RESULTS/detectors``.
+detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
+docs/detectors.md) is not run here: its figures are drawn when its results are in
+``RESULTS/detectors``.
 """
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def register(subparsers) -> None:
         "draw every figure, PNG and PDF, into --out. Outputs that already exist are reused, "
         "and each reuse is printed (delete them to recompute); the sweep resumes, verifying "
         "its finished chunks. The detector benchmark is not run (fastsim detectors, about "
-        "12 minutes); its figure is drawn when its results are in RESULTS/detectors. About "
+        "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when its results are in RESULTS/detectors. About "
         "5 minutes of CPU from nothing.")
     p.add_argument("--results", type=Path, default=Path("results/docs"), metavar="DIR",
                    help="where the experiments write, and are reused from (default: "

@@ -1,5 +1,8 @@
 """The one exception type users see for bad input, and the fences around user code."""
 import contextlib
+import difflib
+import functools
+import inspect
 import os
 import sys
 
@@ -59,3 +62,25 @@ def import_hint(module: str, exc: Exception) -> str:
         return (f"; {top}.py is in the current directory, which is not on the import path: "
                 f"put its directory on PYTHONPATH (PYTHONPATH=. fastsim ...)")
     return ""
+
+
+def known_keywords(what: str):
+    """Decorate a public function (or ``__init__``) so that a keyword argument it does not
+    take is one ``ConfigError`` naming it, the nearest allowed one and all allowed ones,
+    instead of Python's ``TypeError``; positional arguments pass through untouched."""
+    def decorate(fn):
+        params = inspect.signature(fn).parameters.values()
+        allowed = tuple(p.name for p in params if p.name != "self" and p.kind in
+                        (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            for key in kwargs:
+                if key not in allowed:
+                    near = difflib.get_close_matches(key, allowed, n=1)
+                    hint = f" (did you mean {near[0]}?)" if near else ""
+                    raise ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: "
+                                      + ", ".join(allowed))
+            return fn(*args, **kwargs)
+        return checked
+    return decorate

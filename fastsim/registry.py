@@ -37,8 +37,11 @@ from fastsim import defaults as D
 from fastsim.errors import ConfigError, import_hint
 from fastsim.kernels import codes as K
 
-_TRUE = ("", "1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
+# What "true or false" means in a spec, in any case (``backfill=True`` as Python writes it);
+# "" is the bare key (``fifo:backfill``).  Nothing else: ``yes`` or ``1`` would be a second
+# grammar that the error message, TOML and the API do not have.
+_TRUE = ("", "true")
+_FALSE = ("false",)
 
 
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)

@@ -66,10 +66,23 @@ class Estimate:
     def fmt(self, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
         if not np.isfinite(self.mean):
             return "n/a"
-        m, lo, hi = (self.mean * scale, self.lo * scale, self.hi * scale)
-        if lo != lo:  # one replication, or replications that all agree
-            return f"{m:.{digits}f}{unit} (no interval)"
-        return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
+        return fmt_interval(self.mean * scale, self.lo * scale, self.hi * scale, f".{digits}f",
+                            unit)
+
+
+def fmt_value(x: float, spec: str) -> str:
+    """``x`` formatted with ``spec`` (``".1f"``, ``".1%"``, ``".3g"``); a value that rounds
+    to zero prints as ``0``, never ``-0`` (a bound of -0.0004 is ``[0, 0]``, not ``[-0, 0]``)."""
+    return format(x, "z" + spec)
+
+
+def fmt_interval(mean: float, lo: float, hi: float, spec: str, unit: str = "") -> str:
+    """``mean [lo, hi]`` through ``fmt_value``; a NaN ``lo`` (one replication, or
+    replications that all agree) is ``mean (no interval)``.  Every table's intervals
+    are printed here."""
+    if lo is None or lo != lo:
+        return f"{fmt_value(mean, spec)}{unit} (no interval)"
+    return f"{fmt_value(mean, spec)}{unit} [{fmt_value(lo, spec)}, {fmt_value(hi, spec)}]"
 
 
 def mean_ci(values, level: float = LEVEL) -> Estimate:

@@ -20,9 +20,9 @@ import numpy as np
 import polars as pl
 
 from fastsim import metrics as M
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (Estimate, MeanMoments, PooledRatio, bootstrap_ratio_ci,
-                           bootstrap_together, paired_change_ci, proportion_ci)
+                           bootstrap_together, fmt_value, paired_change_ci, proportion_ci)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
@@ -119,6 +119,7 @@ class CellSummary:
         return pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
 
 
+@known_keywords("fastsim.summarize()")
 def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per metric: ``metric, kind, mean, lo, hi, n``.
 
@@ -174,6 +175,7 @@ def _is_percent(metric: str, kind: str) -> bool:
         return False
 
 
+@known_keywords("fastsim.format_table()")
 def format_table(summary: pl.DataFrame, title: str = "") -> str:
     """Plain-text table of a summary: metric, estimate, 95% CI, n."""
     lines = []
@@ -190,8 +192,9 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
             width = (r["hi"] - r["lo"]) * scale if r["lo"] is not None else np.nan
             if np.isfinite(width) and 0 < width < 0.05:
                 d = max(d, 3)  # keep a narrow interval visibly an interval
-            est = f"{r['mean'] * scale:.{d}f}{unit}"
-            ci = (f"[{r['lo'] * scale:.{d}f}, {r['hi'] * scale:.{d}f}]{unit}"
+            spec = f".{d}f"
+            est = fmt_value(r["mean"] * scale, spec) + unit
+            ci = (f"[{fmt_value(r['lo'] * scale, spec)}, {fmt_value(r['hi'] * scale, spec)}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "(no interval)")
         lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
     return "\n".join(lines)

@@ -51,6 +51,19 @@ def test_replay_help_names_every_lower_is_better_suffix():
     assert "ending in " + "/".join(LOWER_IS_BETTER_SUFFIXES) in text  # it listed 3 of the 6
 
 
+def test_docs_figures_help_quotes_the_detector_benchmarks_measured_time():
+    """It said 'about 12 minutes' while docs/detectors.md measured 1,206 s."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "detectors.md").read_text()
+    seconds = re.search(r"([\d,]+) s on 2 cores", doc).group(1)
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "docs-figures")]
+    text = " ".join(sub.format_help().split())
+    minutes = round(int(seconds.replace(",", "")) / 60)
+    assert f"about {minutes} minutes: {seconds} s" in text
+
+
 import pytest  # noqa: E402
 
 from fastsim.cli import main  # noqa: E402

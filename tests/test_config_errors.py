@@ -90,11 +90,29 @@ def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, nee
         SchedulerConfig.parse(spec)
 
 
-@pytest.mark.parametrize("text", ["True", "true", "1", "yes", ""])
-def test_backfill_true_in_any_spelling_is_backfill(text):
+@pytest.mark.parametrize("text", ["True", "true", "TRUE", ""])
+def test_backfill_true_in_any_case_or_a_bare_key_is_backfill(text):
     spec = "fifo:backfill" + (f"={text}" if text else "")
     assert SchedulerConfig.parse(spec).backfill is True
     assert SchedulerConfig.parse("fifo:backfill=False").backfill is False
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "1", "0", "on", "off"])
+def test_a_flag_is_true_or_false_only_as_its_error_says(text, capsys, tmp_path):
+    spec = f"fifo:backfill={text}"
+    why = rf"scheduler.backfill='{text}' is invalid; allowed: true or false$"
+    with pytest.raises(ConfigError, match=why):
+        SimConfig.from_specs(spec, "evalstop:k=2")
+    out = tmp_path / "cells.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "5", "--scheduler", spec, "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(why, err[0]) and not out.exists()
+    from fastsim.sweep.grid import load_sweep
+    p = tmp_path / "s.toml"
+    p.write_text(f'clusters = 2\n[base]\nscheduler = "{spec}"\npolicy = "evalstop:k=2"\n')
+    with pytest.raises(ConfigError, match="backfill='"):
+        load_sweep(p)
 
 
 def test_backfill_true_in_a_sweep_file_is_backfill(tmp_path):
@@ -240,3 +258,52 @@ def test_compare_names_a_bad_baseline_before_running_either_arm(baseline, needle
     cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
     with pytest.raises(ConfigError, match=re.escape(needle)):
         api.compare(cfg, baseline=baseline, n_clusters=2)
+
+
+def _misspelt_keyword_calls(tmp_path):
+    import fastsim
+    from fastsim.config import WorkloadConfig
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    return [
+        (lambda: fastsim.sweep("noise", tmp_path / "out", cluster=3), "fastsim.sweep()", "cluster",
+         "clusters"),
+        (lambda: fastsim.simulate(cfg, 2, seeds=1), "fastsim.simulate()", "seeds", "seed"),
+        (lambda: fastsim.compare(cfg, n_cluster=2), "fastsim.compare()", "n_cluster", "n_clusters"),
+        (lambda: fastsim.replay(tmp_path / "log.csv", "evalstop:k=2", gpu=2), "fastsim.replay()",
+         "gpu", "gpus"),
+        (lambda: fastsim.read_logs(tmp_path / "log.csv", metrc="loss"), "fastsim.read_logs()",
+         "metrc", "metric"),
+        (lambda: fastsim.summarize(None, base=None), "fastsim.summarize()", "base", "baseline"),
+        (lambda: fastsim.format_table(None, titel="x"), "fastsim.format_table()", "titel", "title"),
+        (lambda: fastsim.StopMonitor("evalstop:k=2", higher_better=False), "StopMonitor()",
+         "higher_better", "higher_is_better"),
+        (lambda: fastsim.EvalStopMonitor(kk=2), "EvalStopMonitor()", "kk", "k"),
+        (lambda: fastsim.SimConfig(workloads=None), "SimConfig()", "workloads", "workload"),
+        (lambda: WorkloadConfig(n_job=30), "WorkloadConfig()", "n_job", "n_jobs"),
+    ]
+
+
+def test_a_misspelt_keyword_of_the_api_is_one_line_naming_it(tmp_path):
+    """fastsim.sweep(..., cluster=3) was a TypeError traceback ('run_sweep_file() got an
+    unexpected keyword argument'); every exported function and class says what it takes."""
+    for call, what, key, near in _misspelt_keyword_calls(tmp_path):
+        with pytest.raises(ConfigError) as e:
+            call()
+        text = str(e.value)
+        assert text.startswith(f"{what} keyword {key!r} is unknown (did you mean {near}?); "
+                               "allowed: "), text
+        assert "\n" not in text and near in text.split("; allowed: ")[1].split(", ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_api_still_takes_positional_arguments():
+    import fastsim
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    assert fastsim.simulate(cfg, 2, 0).clusters.height == 2
+    assert fastsim.StopMonitor("evalstop:k=1", False).observe("j", 1, 0.5).keep_step == 1
+    assert fastsim.EvalStopMonitor(3).k == 3
+    assert SimConfig(WorkloadConfig(n_jobs=10)).workload.n_jobs == 10
+    with pytest.raises(ConfigError, match=r"fastsim.sweep\(\) keyword 'clusterz' is unknown \(did "):
+        fastsim.sweep("noise", "unused", clusterz=3)  # the callable package forwards keywords

@@ -47,6 +47,19 @@ def _fit(traces, **kw):
     return {r["statistic"]: r for r in f.iter_rows(named=True)}
 
 
+def test_one_run_fits_without_numpy_warnings():
+    """The noise spread is a variance between runs: with one run it is NaN, and numpy's
+    'Degrees of freedom <= 0' and 'invalid value in divide' warnings reached the user."""
+    import warnings
+
+    one = synthetic_traces(n_runs=2).filter(pl.col("job_id") == "r001")  # a healthy run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        f = _fit(one)
+    assert np.isnan(f["sigma_spread"]["value"]) and f["sigma_spread"]["n_runs"] == 1
+    assert f["kl_gamma"]["value"] == pytest.approx(0.5)
+
+
 @pytest.mark.parametrize("gamma,sharp", [(0.5, 2.0), (0.8, 1.0), (1.0, 1.0)])
 def test_recovers_curvature_and_sharpness(gamma, sharp):
     f = _fit(synthetic_traces(gamma=gamma, sharp=sharp, noise=0.0 + 1e-6))

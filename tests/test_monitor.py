@@ -27,6 +27,17 @@ def test_stop_keeps_the_checkpoint_k_evaluations_back_and_stays_stopped():
     assert m.decision("other") is None
 
 
+def test_the_monitor_and_its_decision_are_exported_from_fastsim():
+    import fastsim
+    import fastsim.replay
+
+    for name in ("StopMonitor", "EvalStopMonitor", "Decision"):
+        assert getattr(fastsim, name) is getattr(fastsim.replay, name)
+        assert name in fastsim.__all__ and name in dir(fastsim)
+    d = fastsim.StopMonitor("evalstop:k=1").observe("j", 1, 0.5)
+    assert isinstance(d, fastsim.Decision) and not d.stop
+
+
 def test_nan_is_skipped_ties_reset_jobs_are_independent():
     m = EvalStopMonitor(k=2)
     for s, x in [(1, 0.5), (2, 0.4), (3, math.nan), (4, 0.3)]:

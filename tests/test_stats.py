@@ -523,3 +523,29 @@ def test_a_non_finite_value_is_named_plainly():
 
     with pytest.raises(ConfigError, match=r"num\[1\] = nan, den\[1\] = 1.0"):
         bootstrap_ratio_ci([1.0, np.nan], [1.0, 1.0])
+
+
+
+def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
+    """The detector table printed evalstop(k=3)'s lost GPU-h at sigma 0.02 as ``0 [-0, 0]``:
+    a lower bound a few thousandths below zero, to 0 decimals.  Every table's formatter."""
+    import polars as pl
+
+    from fastsim.detectors_cli import _fmt
+    from fastsim.replay.cli import _ci
+    from fastsim.stats import Estimate, fmt_interval
+    from fastsim.summary import format_table
+    from fastsim.sweep.reproduce import _delay_text, _pct
+
+    assert _fmt({"lost_gpu_h": 0.2, "lost_gpu_h_lo": -0.004, "lost_gpu_h_hi": 0.4},
+                "lost_gpu_h", 1, 0) == "0 [0, 0]"
+    assert Estimate(-1e-5, -2e-4, 3e-4, 5).fmt(100, 1) == "0.0 [0.0, 0.0]"
+    assert fmt_interval(-0.07, -0.13, -0.004, ".2f") == "-0.07 [-0.13, 0.00]"
+    assert fmt_interval(-0.4, -0.9, -0.1, ".0f") == "0 [-1, 0]"
+    assert _ci({"fpr": -1e-5, "fpr_lo": -1e-4, "fpr_hi": 2e-4}, "fpr") == "0.0% [0.0%, 0.0%]"
+    assert _pct(-4e-6) == "0.000%"
+    assert _delay_text({"mean": -1e-3, "lo": -2e-3, "hi": 0.0}) == "0.00 [0.00, 0.00]"
+    summary = pl.DataFrame({"metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0],
+                            "lo": [-0.001], "hi": [4.0], "n": [4]})
+    assert "[0.00, 4.00]" in format_table(summary)
+    assert fmt_interval(-1.5, -2.5, -0.6, ".0f") == "-2 [-2, -1]"  # real negatives keep their sign

@@ -101,6 +101,27 @@ def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("workers, said", [(1, "of 1 worker;"), (2, "of 2 workers;")])
+def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch, capsys):
+    """Printed 'a local cluster of 1 workers'; no cluster is started here."""
+    from fastsim.sweep import runner
+
+    class Fake:
+        dashboard_link = "http://127.0.0.1:8787/status"
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def wait_for_workers(self, n, timeout):
+            pass
+
+    monkeypatch.setattr(distributed, "LocalCluster", Fake)
+    monkeypatch.setattr(distributed, "Client", Fake)
+    runner._connect(None, workers, 5.0)
+    err = capsys.readouterr().err
+    assert f"dask: started a local cluster {said} dashboard: http" in err
+
+
 def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, monkeypatch):
     """--backend dask without --address starts a local cluster (dashboard link printed);
     a worker killed during warm-up is restarted by its nanny and the sweep completes."""

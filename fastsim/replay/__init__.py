@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 
 from fastsim.config import PolicyConfig
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.monitor import Decision, EvalStopMonitor, StopMonitor
 from fastsim.replay.policies import replay, summarize_replay
@@ -22,6 +22,7 @@ __all__ = ["Decision", "EvalLog", "EvalStopMonitor", "StopMonitor", "read_logs",
            "replay_logs", "summarize_replay"]
 
 
+@known_keywords("fastsim.replay()")
 def replay_logs(logs, policies, gpus: float | None = None):
     """Replay stop policies on evaluation logs; one row per (policy, job).
 
@@ -49,8 +50,8 @@ def replay_logs(logs, policies, gpus: float | None = None):
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, logs, policies, gpus: float | None = None):
-        return replay_logs(logs, policies, gpus)
+    def __call__(self, *args, **kwargs):
+        return replay_logs(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -19,6 +19,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
 from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
+from fastsim.stats import fmt_interval, fmt_value
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
@@ -166,9 +167,8 @@ def _ci(r, name, pct=True):
     m, lo, hi = r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi")
     if m is None or m != m:
         return "n/a"
-    if lo is None or lo != lo:  # one job, or jobs that all agree: no spread to go on
-        return f"{m:.1%} (no interval)" if pct else f"{m:.3g} (no interval)"
-    return f"{m:.1%} [{lo:.1%}, {hi:.1%}]" if pct else f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
+    # a NaN lo: one job, or jobs that all agree: no spread to go on
+    return fmt_interval(m, lo, hi, ".1%" if pct else ".3g")
 
 
 def _print_summary(summ: pl.DataFrame) -> None:
@@ -322,13 +322,14 @@ def _cmd_toy(args) -> int:
     print(f"Gao's form per cell: pooled fit (mean of the per-seed fits [95% t interval over "
           f"{lo if lo == hi else f'{lo}-{hi}'} seeds])")
     for r in fits.iter_rows(named=True):
-        cells = "  ".join(f"{n[4:]} {r[n]:.2f} ({r[n + '_seed_mean']:.2f} [{r[n + '_lo']:.2f}, "
-                          f"{r[n + '_hi']:.2f}])" for n in ("gao_alpha", "gao_beta", "gao_r2"))
+        cells = "  ".join(f"{n[4:]} {fmt_value(r[n], '.2f')} ("
+                          + fmt_interval(r[n + "_seed_mean"], r[n + "_lo"], r[n + "_hi"], ".2f") + ")"
+                          for n in ("gao_alpha", "gao_beta", "gao_r2"))
         print(f"  n {r['n_comparisons']:>5} KL {r['kl_coef']:<5g} {cells}")
     print("Gao's form per run, medians [95% bootstrap interval over runs] (min):")
     for r in gao_run_medians(runs).iter_rows(named=True):
-        ci = "(no interval)" if r["lo"] != r["lo"] else f"[{r['lo']:.3f}, {r['hi']:.3f}]"
-        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} {r['median']:.3f} {ci} "
+        print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} "
+              f"{fmt_interval(r['median'], r['lo'], r['hi'], '.3f')} "
               f"(min {r['min']:.3f}), n {r['n_runs']} runs")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
@@ -386,8 +387,9 @@ def _cmd_fit(args) -> int:
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
     for r in res.iter_rows(named=True):
-        ci = "(no interval)" if r["lo"] != r["lo"] else f"[{r['lo']:.4g}, {r['hi']:.4g}]"
-        print(f"{r['statistic']:<22} {r['value']:>9.4g}  {ci}  n {r['n_runs']}")
+        ci = ("(no interval)" if r["lo"] != r["lo"] else
+              f"[{fmt_value(r['lo'], '.4g')}, {fmt_value(r['hi'], '.4g')}]")
+        print(f"{r['statistic']:<22} {fmt_value(r['value'], '.4g'):>9}  {ci}  n {r['n_runs']}")
     if args.out:
         _write(res, args.out)
         print(f"wrote {args.out}")

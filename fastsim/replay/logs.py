@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.io import decode_utf8, file_kind
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 
@@ -581,6 +581,7 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     return _validate(raw, path, name), name
 
 
+@known_keywords("fastsim.read_logs()")
 def read_logs(paths, fmt: str | None = None, metric: str | None = None,
               higher_is_better: bool | None = None, on_duplicate: str = "last") -> EvalLog:
     """Read evaluation logs of any supported format into one validated ``EvalLog``.

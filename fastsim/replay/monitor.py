@@ -23,7 +23,7 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.config import MAX_EVALS, PolicyConfig
-from fastsim.errors import ConfigError, user_code
+from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
@@ -231,6 +231,7 @@ class StopMonitor:
     200
     """
 
+    @known_keywords("StopMonitor()")
     def __init__(self, policy: str | PolicyConfig = "evalstop:k=2", higher_is_better: bool = True,
                  threshold: float = 0.0, planned_steps: float | None = None):
         if not isinstance(policy, (str, PolicyConfig)):
@@ -389,6 +390,7 @@ class EvalStopMonitor(StopMonitor):
     [False, False, False, True]
     """
 
+    @known_keywords("EvalStopMonitor()")
     def __init__(self, k: int = 2, higher_is_better: bool = True, threshold: float = 0.0):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"EvalStopMonitor k = {k!r}: allowed: an integer >= 1 (consecutive declines)")

@@ -906,7 +906,10 @@ def _curve_statistics(st: pl.DataFrame, height, ustar_hacking_hi):
     rel = st["rel"].to_numpy()
     n_e = st["n"].to_numpy().astype(np.float64)
     # var ln(sigma_j / h_j) = s^2 + var ln h, plus the sampling error of a sd from n points.
-    s2 = np.var(np.log(rel), ddof=1) - np.mean(1.0 / (2.0 * (n_e - 1.0))) - _var_log_uniform(*height)
+    # One run has no variance between runs: NaN, without numpy's ddof warning (a user
+    # fitting one run saw two RuntimeWarnings).
+    s2 = (np.var(np.log(rel), ddof=1) - np.mean(1.0 / (2.0 * (n_e - 1.0)))
+          - _var_log_uniform(*height)) if rel.size >= 2 else np.nan
     healthy_share = float(st.filter(~pl.col("hacking"))["early"].median())
     return {"kl_gamma": gamma, "hack_sharpness": sharp, "sigma_spread": float(np.sqrt(max(s2, 0.0))),
             "noise_rho": float(st["lag_num"].sum() / st["lag_den"].sum()),

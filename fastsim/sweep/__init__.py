@@ -18,10 +18,11 @@ import sys
 import types
 from pathlib import Path
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.sweep.grid import Cell, Grid, load_sweep  # noqa: F401
 
 
+@known_keywords("fastsim.sweep()")
 def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None = None,
                    seed: int | None = None, backend: str = "local", address: str | None = None,
                    workers: int | None = None, keep_jobs: bool = False, progress: bool = False):
@@ -50,8 +51,8 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, file, out, **options):
-        return run_sweep_file(file, out, **options)
+    def __call__(self, *args, **kwargs):
+        return run_sweep_file(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

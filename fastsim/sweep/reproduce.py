@@ -23,6 +23,7 @@ import fastsim
 
 from fastsim.errors import ConfigError
 from fastsim.resources import shipped
+from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
@@ -82,7 +83,7 @@ def _pct(x: float) -> str:
         return "n/a"
     # an interval bound like 99.998% must not print as 100.0%: that would read as certainty
     near_edge = 0 < abs(x) < 0.0005 or 0.9995 < abs(x) < 1
-    return f"{100 * x:.3f}%" if near_edge else f"{100 * x:.1f}%"
+    return fmt_value(100 * x, ".3f" if near_edge else ".1f") + "%"
 
 
 def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "") -> dict[str, Any]:
@@ -171,8 +172,8 @@ def _delay_text(r: dict[str, Any]) -> str:
     if r["mean"] != r["mean"]:
         return "n/a"
     if r["lo"] != r["lo"]:  # every cluster with a detection gave the same delay
-        return f"{r['mean']:.2f} {NO_INTERVAL}"
-    return f"{r['mean']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+        return f"{fmt_value(r['mean'], '.2f')} {NO_INTERVAL}"
+    return fmt_interval(r["mean"], r["lo"], r["hi"], ".2f")
 
 
 def k_table(summary: pl.DataFrame) -> str:

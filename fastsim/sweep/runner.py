@@ -261,8 +261,8 @@ def _connect(address, workers: int | None, timeout: float):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                env={"NUMBA_NUM_THREADS": "1"})
         client = Client(cluster)
-        print(f"dask: started a local cluster of {n} workers; dashboard: {client.dashboard_link}",
-              file=sys.stderr)
+        print(f"dask: started a local cluster of {n} worker{'s' if n != 1 else ''}; dashboard: "
+              f"{client.dashboard_link}", file=sys.stderr)
     else:
         # a scheduler that refuses connections is retried until the timeout: a short one,
         # as an address is either up or wrong (workers may take longer to join)
