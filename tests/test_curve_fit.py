@@ -149,3 +149,18 @@ def test_an_infinite_estimate_keeps_its_interval_and_one_run_has_none():
     for r in f.values():
         if r["lo"] == r["lo"]:
             assert r["lo"] <= r["value"] <= r["hi"]
+
+
+@pytest.mark.parametrize("kind, missing", [
+    (True, ("ustar_healthy_hi", "healthy_early_share")), (False, ("hack_sharpness",))])
+def test_a_set_of_one_kind_fits_the_other_kinds_knobs_as_nan(tmp_path, capsys, kind, missing):
+    """A set with only hacking runs was a TypeError traceback (the healthy median of no
+    run is None); the knobs of the absent kind are NaN with n 0, said so in the table."""
+    path = tmp_path / "one_kind.parquet"
+    synthetic_traces().filter(pl.col("truth_hacking") == kind).write_parquet(path)
+    assert main(["traces", "fit-curves", str(path), "--boot", "20"]) == 0
+    out = capsys.readouterr().out
+    for name in missing:
+        line = next(x for x in out.splitlines() if x.startswith(name))
+        assert "nan" in line and "(no run of the kind it is fitted to)" in line and line.endswith("n 0")
+    assert "kl_gamma" in out and "(no run of the kind" not in out.split("kl_gamma")[1].splitlines()[0]

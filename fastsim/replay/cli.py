@@ -387,7 +387,8 @@ def _cmd_fit(args) -> int:
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
     for r in res.iter_rows(named=True):
-        ci = ("(no interval)" if r["lo"] != r["lo"] else
+        ci = ("(no run of the kind it is fitted to)" if r["n_runs"] == 0 else
+              "(no interval)" if r["lo"] != r["lo"] else
               f"[{fmt_value(r['lo'], '.4g')}, {fmt_value(r['hi'], '.4g')}]")
         print(f"{r['statistic']:<22} {fmt_value(r['value'], '.4g'):>9}  {ci}  n {r['n_runs']}")
     if args.out:

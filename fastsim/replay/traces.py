@@ -910,10 +910,14 @@ def _curve_statistics(st: pl.DataFrame, height, ustar_hacking_hi):
     # fitting one run saw two RuntimeWarnings).
     s2 = (np.var(np.log(rel), ddof=1) - np.mean(1.0 / (2.0 * (n_e - 1.0)))
           - _var_log_uniform(*height)) if rel.size >= 2 else np.nan
-    healthy_share = float(st.filter(~pl.col("hacking"))["early"].median())
+    healthy = st.filter(~pl.col("hacking"))
+    # no healthy run: nothing to fit the healthy knobs to (NaN, as a knob of no hacking run)
+    healthy_share = float(healthy["early"].median()) if healthy.height else np.nan
+    healthy_hi = (_healthy_hi(healthy_share, gamma, ustar_hacking_hi) if healthy.height
+                  else np.nan)
     return {"kl_gamma": gamma, "hack_sharpness": sharp, "sigma_spread": float(np.sqrt(max(s2, 0.0))),
             "noise_rho": float(st["lag_num"].sum() / st["lag_den"].sum()),
-            "ustar_healthy_hi": _healthy_hi(healthy_share, gamma, ustar_hacking_hi),
+            "ustar_healthy_hi": healthy_hi,
             "healthy_early_share": healthy_share, "noise_over_gain": float(np.median(rel))}
 
 
