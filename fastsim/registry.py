@@ -212,11 +212,14 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
                           "MODULE:ATTR:key=value,...")
     params: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in (rest[0] if rest else "").split(","))):
-        key, _, val = part.partition("=")
+        key, eq, val = part.partition("=")
         key = key.strip()
         if key in params:
             raise ConfigError(f"{what} parameter {key!r} is given twice in {spec!r}; allowed: "
                               "each parameter once")
+        if eq and not val.strip():  # "backfill=" is not the bare flag "backfill"
+            raise ConfigError(f"{what} parameter {key!r} has no value in {spec!r}; allowed: "
+                              f"{key}=VALUE (a true/false flag may be given bare, as in fifo:backfill)")
         params[key] = val.strip()
     return name, params
 

@@ -47,7 +47,7 @@ def test_bad_workload_value_names_the_field(field, value):
 
 
 @pytest.mark.parametrize("spec,field", [
-    ("evalstop:k=0", "k"), ("evalstop:k=x", "policy.k"), ("stop_at:f=0", "f"),
+    ("evalstop:k=0", "k"), ("evalstop:k=x", "policy.k"), ("evalstop:k=", "no value"), ("stop_at:f=0", "f"),
     ("loss_plateau:w=0", "w"), ("evalstop:scope=dpo", "scope"), ("early", "policy"),
     ("evalstop:q=1", "policy parameter"), ("", "policy"),
 ])
@@ -84,6 +84,8 @@ def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle
     ("fifo:backfill=maybe", r"scheduler.backfill='maybe' is invalid; allowed: true or false"),
     ("fifo:backfill,backfill=false", "'backfill' is given twice"),
     ("srtf_est:backfill", "'backfill' is not a parameter of srtf_est"),
+    ("fifo:backfill=", "'backfill' has no value in 'fifo:backfill='"),  # was read as the bare key
+    ("fifo:backfill= ", "'backfill' has no value"),
 ])
 def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
