@@ -1,5 +1,6 @@
 """``fastsim run`` end to end on a small cell."""
 import polars as pl
+import pytest
 
 from fastsim.cli import main
 
@@ -66,3 +67,17 @@ def test_cached_kernels_print_no_notice():
                             text=True)
     assert second.returncode == 0, second.stderr
     assert "compiling" not in second.stderr
+
+
+def test_a_boolean_workload_field_takes_true_or_false_only(monkeypatch):
+    """No workload field is a flag today; one added later must not read 'yes' or 'on' as
+    true and everything else, typos included, as false."""
+    import fastsim.cli_run as cr
+    from fastsim.errors import ConfigError
+
+    monkeypatch.setitem(cr.FIELD_HELP, "flag", "true or false")
+    assert cr._parse_field("flag", "True", False) is True
+    assert cr._parse_field("flag", "false", True) is False
+    for text in ("yes", "1", "on", "treu", ""):
+        with pytest.raises(ConfigError, match="--flag="):
+            cr._parse_field("flag", text, False)
