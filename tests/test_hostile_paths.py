@@ -331,8 +331,8 @@ def test_usage_errors_are_one_line(capsys, argv, needle):
 
 def test_api_arguments_of_the_wrong_type(tmp_path):
     cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
-    for call, needle in [(lambda: compare(cfg, baseline=None), "policy=None"),
-                         (lambda: compare(cfg, baseline=5), "policy=5"),
+    for call, needle in [(lambda: compare(cfg, baseline=None), "baseline=None"),
+                         (lambda: compare(cfg, baseline=5), "baseline=5"),
                          (lambda: SimConfig(policy="evalstop"), "allowed: a PolicyConfig"),
                          (lambda: SimConfig(workload=None), "workload=None"),
                          (lambda: SimConfig.from_dict(None), "config=None"),
