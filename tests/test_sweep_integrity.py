@@ -441,3 +441,37 @@ def test_kill_9_releases_the_lock_and_resume_is_byte_identical(tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
     assert sweep(p, out) == 0
     assert_same(ref, out)
+
+
+@pytest.mark.parametrize("manifest", ["intact", "deleted"])
+@pytest.mark.parametrize("what", ["a record", "a chunk file", "a cell", "cells"])
+def test_7_a_path_of_the_wrong_kind_is_refused_before_any_chunk_runs(
+        sweep_file, tmp_path, capsys, monkeypatch, manifest, what):
+    """A directory where a chunk's record or file goes, or a file where a cell's
+    directory (or cells/) goes, is one line naming it, exit 2, before any chunk runs and
+    before the manifest is rebuilt.  It was a traceback (IsADirectoryError,
+    NotADirectoryError from unlinking the record) or 'cannot write', after the chunk's
+    simulation had run, and after the rebuilt manifest had been written."""
+    import shutil
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    cell = sorted(out.glob("cells/cell=*"))[0]
+    named = {"a record": cell / "chunk-0001.json", "a chunk file": cell / "jct-0001.parquet",
+             "a cell": cell, "cells": out / "cells"}[what]
+    if named.is_dir():
+        shutil.rmtree(named)
+        named.write_text("")
+    else:
+        named.unlink()
+        named.mkdir()
+    if manifest == "deleted":
+        (out / "sweep.json").unlink()
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{named}: " in err and "allowed: " in err, err
+    assert runs == []
+    assert (out / "sweep.json").exists() == (manifest == "intact")

@@ -40,6 +40,7 @@ import socket
 import sys
 import time
 import weakref
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -387,9 +388,53 @@ class SweepStore:
         return df
 
 
+def _check_layout(root: Path, grid: Grid) -> None:
+    """Refuse, before anything is written, a path the sweep writes through that is of the
+    wrong kind: ``cells`` or one of ``grid``'s ``cell=<id>`` that is not a directory (a
+    file, a dangling link), or a directory where a chunk's file or record goes.  A chunk
+    there fails verification and is re-run, and writing it failed only after its
+    simulation, with a traceback (``unlink`` of a directory) or an error line."""
+    def refuse(path: Path, why: str, allowed: str):
+        return ConfigError(f"{path}: {why}; allowed: {allowed} (move it away, or use a new "
+                           "--out directory)")
+
+    def kind(path: Path) -> str:
+        if not path.exists():  # there (lexists), but a link to nothing
+            return "a symbolic link to nothing"
+        return file_kind(path) or "a file"
+
+    cells = root / "cells"
+    try:
+        if not os.path.lexists(cells):
+            return
+        if not cells.is_dir():
+            raise refuse(cells, kind(cells), "the sweep's directory of cells")
+        for c in grid.cells:
+            d = cells / f"cell={c.id}"
+            if not os.path.lexists(d):
+                continue
+            if not d.is_dir():
+                raise refuse(d, kind(d), "the directory of that cell's chunks")
+            for f in sorted(d.iterdir()):
+                if f.name in _chunk_names(grid.n_chunks) and f.is_dir() and not f.is_symlink():
+                    raise refuse(f, "is a directory", "the chunk's file, written by the sweep")
+    except OSError as exc:
+        raise ConfigError(f"{cells}: cannot be read ({exc.strerror or exc}); use a new "
+                          "--out directory") from None
+
+
+@lru_cache(maxsize=8)
+def _chunk_names(n_chunks: int) -> frozenset[str]:
+    """Every file name a cell directory of ``n_chunks`` chunks holds (``SweepStore.path``,
+    ``record_path``)."""
+    return frozenset([f"{k}-{i:04d}.parquet" for k in KINDS for i in range(n_chunks)]
+                     + [f"chunk-{i:04d}.json" for i in range(n_chunks)])
+
+
 def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
     """``check_manifest``, and the line that says why the manifest is to be rebuilt (None
     when it is not)."""
+    _check_layout(root, grid)
     path = root / MANIFEST
     if not path.exists():
         if (root / "cells").exists():
