@@ -475,3 +475,38 @@ def test_7_a_path_of_the_wrong_kind_is_refused_before_any_chunk_runs(
     assert f"{named}: " in err and "allowed: " in err, err
     assert runs == []
     assert (out / "sweep.json").exists() == (manifest == "intact")
+
+
+@pytest.mark.parametrize("damage", ["grid not a table", "another grid's cells", "no name"])
+def test_7_a_manifest_naming_this_grid_with_a_damaged_body_is_rewritten(
+        sweep_file, tmp_path, capsys, monkeypatch, damage):
+    """A sweep.json that is valid JSON and names this grid's hash, but whose grid is not
+    the one that hash is of, or that has no name, is damage: rewritten (one line), as a
+    damaged manifest is rebuilt, with no chunk run again.  It was taken as it was, so
+    'fastsim figures' refused it (KeyError: no name) and told the user to run the sweep
+    again, which left it as it was: a dead end."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    if damage == "grid not a table":
+        m["grid"] = 5
+    elif damage == "another grid's cells":
+        m["grid"]["cells"] = m["grid"]["cells"][:1]
+    else:
+        del m["name"]
+    manifest.write_text(json.dumps(m))
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert runs == []
+    assert len(err) == 2 and "damaged sweep manifest (it names this grid's hash" in err[0], err
+    assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 0
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0  # said once: the next run finds it intact
+    assert "damaged" not in capsys.readouterr().err

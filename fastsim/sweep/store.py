@@ -206,7 +206,8 @@ class SweepStore:
     def check_manifest(root: Path, grid: Grid) -> dict | None:
         """The manifest in ``root`` if it is for ``grid``; None if there is none yet, or if
         it is missing or damaged (not a manifest) and the chunk records in ``root`` prove
-        that the results are ``grid``'s (``open`` then rebuilds it, and says so).  A
+        that the results are ``grid``'s, or if it names ``grid``'s hash but its grid or
+        name is damaged (``open`` then rebuilds it, and says so).  A
         ``ConfigError`` naming the differences if it is for another grid, and if it is
         unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
         chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
@@ -453,6 +454,16 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         return None, _rebuild_from_records(
             root, grid, f"{path}: damaged sweep manifest (it names no grid hash)")
     if old["grid_hash"] == grid.hash:
+        # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
+        # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
+        # by it), is damage, rewritten as a damaged manifest is rebuilt
+        bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
+                               ("name", isinstance(old.get("name"), str))) if not ok]
+        if bad and old.get("format") == FORMAT_VERSION:
+            return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
+                          f"{grid.hash[:12]}, but its {' and '.join(bad)} "
+                          f"{'fields are' if len(bad) > 1 else 'field is'} not "
+                          f"{grid.source}'s); rewrote it for that grid")
         return old, None
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
