@@ -510,3 +510,34 @@ def test_7_a_manifest_naming_this_grid_with_a_damaged_body_is_rewritten(
     capsys.readouterr()
     assert sweep(sweep_file, out) == 0  # said once: the next run finds it intact
     assert "damaged" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["no files listed", "a copy under another name"])
+def test_7_the_rebuild_counts_as_kept_only_records_resume_keeps(
+        sweep_file, tmp_path, capsys, monkeypatch, damage):
+    """The rebuild line's 'N chunk records ... are kept' is the number of chunks resume
+    then keeps.  A record naming the grid, cell and chunk but listing no files (which
+    resume re-runs), or a copy of a record under a name the sweep never reads
+    (chunk-00001.json beside a deleted chunk-0001.json), was counted as kept: 6 kept, then
+    'resumed: 5 of 6'."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    (out / "sweep.json").unlink()
+    record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+    if damage == "no files listed":
+        rec = json.loads(record.read_text())
+        del rec["files"]
+        record.write_text(json.dumps(rec))
+    else:
+        record.rename(record.with_name("chunk-00001.json"))
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err
+    assert "rebuilt it: 5 chunk records in" in err, err
+    assert "resumed: 5 of 6 chunks were already done (verified)" in err, err
+    assert runs == [(2, 2)]
+    assert_same(ref, out)

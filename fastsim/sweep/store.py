@@ -155,6 +155,16 @@ def _read_regular(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def _record_ok(rec: Any, grid_hash: str, cell_id: str, index: int) -> bool:
+    """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk and lists
+    its files with a checksum and a row count each: what resume and aggregation use."""
+    return (isinstance(rec, dict) and rec.get("grid_hash") == grid_hash
+            and rec.get("cell") == cell_id and rec.get("index") == index
+            and isinstance(rec.get("files"), dict)
+            and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
+                    and type(e.get("rows")) is int for e in rec["files"].values()))
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -258,12 +268,7 @@ class SweepStore:
             rec = json.loads(_read_regular(self.record_path(cell_id, index)))
         except (OSError, ValueError):
             return None
-        ok = (isinstance(rec, dict) and rec.get("grid_hash") == self.grid.hash
-              and rec.get("cell") == cell_id and rec.get("index") == index
-              and isinstance(rec.get("files"), dict)
-              and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
-                      and type(e.get("rows")) is int for e in rec["files"].values()))
-        return rec if ok else None
+        return rec if _record_ok(rec, self.grid.hash, cell_id, index) else None
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
         """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
@@ -476,7 +481,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         + ". Use a new --out directory, or delete the old one to start over.")
 
 
-_CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-(\d{4,})\.(parquet|json)")
+_CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
 
 
 def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
@@ -489,8 +494,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     this grid would compute, so the manifest it was written under was ``grid``'s.  Every
     readable record must name it, and at least one; every cell directory must be a cell of
     ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable,
-    names no grid or is another chunk's proves nothing and is re-run, as on any resume; a
-    chunk's files are verified against its record when resuming, as always."""
+    names no grid, is another chunk's or lists no checksummed files proves nothing and is
+    re-run, as on any resume (``_record_ok``, the resume's own test, decides which are
+    kept); a chunk's files are verified against its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
     refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
@@ -506,8 +512,10 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 raise ConfigError(f"{damage}, and {d} is not a cell of {own}{refuse}")
             for f in sorted(d.iterdir()):
                 m = _CHUNK_FILE.fullmatch(f.name)
-                if m is None or (m[3] == "json" and m[1] != "chunk"):
-                    continue  # not ours (a temporary is removed on opening)
+                if m is None or (m[3] == "json" and m[1] != "chunk") or \
+                        m[2] != f"{int(m[2]):04d}":
+                    continue  # not ours (a temporary is removed on opening; the store
+                    # reads chunk-0001.json, never a copy named chunk-00001.json)
                 index = int(m[2])
                 if index >= grid.n_chunks:
                     raise ConfigError(f"{damage}, and {f} is chunk {index}, but {own} has "
@@ -523,9 +531,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 if isinstance(names, str) and names != grid.hash:
                     raise ConfigError(f"{damage}, and {f} is a chunk record of grid "
                                       f"{names[:12]}, not of {own}{refuse}")
-                if names != grid.hash or rec.get("cell") != cell_id or rec.get("index") != index:
+                if not _record_ok(rec, grid.hash, cell_id, index):
                     unproven += 1  # damaged, or this grid's record of another chunk: re-run
-                    continue
+                    continue  # (kept: exactly the records that resume reads as this chunk's)
                 kept += 1
     except OSError as exc:
         raise ConfigError(f"{damage}, and {cells} cannot be read "
