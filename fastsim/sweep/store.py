@@ -57,6 +57,9 @@ MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
 FORMAT_VERSION = 2  # 2: chunk records with checksums
 KINDS = ("chunk", "jct", "jobs")
+# A chunk's record is a few hundred bytes; a file at its name of more than this is not one
+# (read in full, a stray gigabyte there cost its size in memory on every resume).
+RECORD_MAX_BYTES = 1 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
 
 
@@ -146,13 +149,20 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     return locks
 
 
-def _read_regular(path: Path) -> bytes:
+def _read_regular(path: Path, limit: int | None = None) -> bytes:
     """A file's bytes; anything but a regular file is an ``OSError`` as a missing one is
-    (a named pipe planted in a results directory would block the read forever)."""
+    (a named pipe planted in a results directory would block the read forever), and so is
+    a file of more than ``limit`` bytes, of which no more than that is read."""
     why = file_kind(path)
     if why is not None:
         raise OSError(errno.EINVAL, why)
-    return path.read_bytes()
+    if limit is None:
+        return path.read_bytes()
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data
 
 
 def _record_ok(rec: Any, grid_hash: str, cell_id: str, index: int) -> bool:
@@ -265,7 +275,8 @@ class SweepStore:
     def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
         """The chunk's record if it is readable and names this grid and chunk."""
         try:
-            rec = json.loads(_read_regular(self.record_path(cell_id, index)))
+            rec = json.loads(_read_regular(self.record_path(cell_id, index),
+                                           RECORD_MAX_BYTES))
         except (OSError, ValueError):
             return None
         return rec if _record_ok(rec, self.grid.hash, cell_id, index) else None
@@ -523,7 +534,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 if m[3] != "json":
                     continue
                 try:
-                    rec = json.loads(_read_regular(f))
+                    rec = json.loads(_read_regular(f, RECORD_MAX_BYTES))
                 except (OSError, ValueError):
                     unproven += 1
                     continue
