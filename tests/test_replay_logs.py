@@ -192,3 +192,28 @@ def test_a_tsv_log_without_its_name_reads_with_format_tsv(tmp_path):
     assert detect_format(named) == "tsv"
     table, _ = read_one(nameless, fmt="tsv")
     assert table["metric"].to_list() == [0.5, 0.6]
+
+
+def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path):
+    """A loop that logs the evaluation and the training loss on separate rows of one step
+    (score, then loss): the loss row came last, so 'the last row wins' dropped every
+    evaluation, and the job was 'no_evaluations' (a note said only that duplicates were
+    dropped).  Now the scored row is kept and the note says what was dropped; a trigger at
+    the last evaluation is at completion, as for the same log on one row per step."""
+    from fastsim.replay.policies import replay
+
+    rows = ["job_id,step,score,loss"]
+    for step, score in enumerate([0.5, 0.6, 0.5, 0.4], start=1):
+        rows += [f"a,{step},{score},", f"a,{step},,{2.0 - step / 10}"]
+    rows.append("a,4,0.3,")  # a re-logged step with a score still replaces the earlier one
+    p = tmp_path / "long.csv"
+    p.write_text("\n".join(rows) + "\n")
+    log = read_logs([p])
+    assert log.table["score"].to_list() == [0.5, 0.6, 0.5, 0.3]
+    assert log.table["line"].to_list() == [2, 4, 6, 10]
+    assert ("duplicates: 4 rows without a score value dropped beside a row of the same "
+            "(job_id, step) that has one") in log.notes
+    assert "duplicates: 1 repeated (job_id, step) rows dropped, the last kept" in log.notes
+    r = replay(log, ["evalstop:k=2"])
+    assert r.select("status", "trigger_step", "steps_saved").row(0) == (
+        "triggered_at_completion", 4, 0)

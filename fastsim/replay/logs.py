@@ -587,7 +587,8 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
 
     Mess rules (docs/replay.md): rows of every file are validated first; a ``(job_id,
     step)`` logged twice keeps its last row in command-line and file order (a resumed run
-    re-logs a step), or raises with ``on_duplicate="error"``; rows are sorted by step;
+    re-logs a step), but never a row without a score over one with a score, or raises
+    with ``on_duplicate="error"``; rows are sorted by step;
     missing scores stay in the table as NaN (the decision skips them); wall-clock time
     must not run backwards within a job.
 
@@ -653,6 +654,18 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
             raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job "
                               f"{r['job_id']!r} logs step {r['step']} more than once; "
                               "allowed: one row per (job_id, step) (or --on-duplicate last)")
+        # A row without a value never displaces a scored row of its step: a loop that logs
+        # the training loss and the evaluation on separate rows of one step would lose the
+        # evaluation to whichever came last (and a trigger at the previous evaluation
+        # would read as a stop before completion).
+        scored = ~pl.col("metric").is_nan()
+        blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
+        if blank.any():
+            table = table.filter(~blank)
+            notes.append(f"duplicates: {int(blank.sum())} rows without a {name} value dropped "
+                         "beside a row of the same (job_id, step) that has one")
+        dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
+    if dup.any():
         n_extra = int(dup.sum()) - table.filter(dup).select(pl.struct("job_id", "step").n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)
         notes.append(f"duplicates: {n_extra} repeated (job_id, step) rows dropped, the last kept")
