@@ -572,3 +572,42 @@ def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
     assert runs == [(2, 2)]
     assert "re-running 1 chunk(s) that failed verification" in capsys.readouterr().err
     assert_same(ref, out)
+
+
+def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_path, capsys):
+    """A cell directory that is a symbolic link into another sweep directory is written
+    there (its temporaries removed, its chunks rewritten), so that directory is held as
+    --out is: refused, naming the link and the holder, while another process has it.
+    It was not: the sweep deleted the holder's temporaries and wrote chunks into its
+    directory while it ran."""
+    import shutil
+
+    other, out = tmp_path / "other", tmp_path / "out"
+    assert sweep(sweep_file, other) == 0
+    assert sweep(sweep_file, out) == 0
+    cell = sorted(out.glob("cells/cell=*"))[0]
+    shutil.rmtree(cell)
+    cell.symlink_to(other / "cells" / cell.name, target_is_directory=True)
+    (other / "cells" / cell.name / "chunk-0001.json").unlink()  # to be rewritten
+    pending = other / "cells" / cell.name / "chunk-0001.json.99999-abcdef.tmp"
+    pending.write_text("the holder's write in flight")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from fastsim.sweep.store import DirLock; l = DirLock.acquire(Path(sys.argv[1])); "
+         "print('held', flush=True); sys.stdin.read()", str(other)],
+        env=ENV, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert sweep(sweep_file, out) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{cell} is a link to" in err, err
+        assert f"is in use by pid {holder.pid}" in err, err
+        assert pending.exists()
+        assert not (other / "cells" / cell.name / "chunk-0001.json").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert sweep(sweep_file, out) == 0  # released: the same command now runs
+    assert (other / "cells" / cell.name / "chunk-0001.json").exists()
+    assert (other / "sweep.lock").read_text() == ""  # and lets it go again

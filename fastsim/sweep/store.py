@@ -213,6 +213,7 @@ class SweepStore:
         except OSError as exc:
             raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
         store._lock = DirLock.acquire(store.root)
+        store._outer += _hold_linked_cells(store.root)
         path = store.root / MANIFEST
         old, rebuilt = _read_manifest(store.root, grid)
         if old is None or old.get("format") != FORMAT_VERSION:  # older chunks lack records
@@ -403,6 +404,29 @@ class SweepStore:
             raise RuntimeError(f"cell {cell_id} in {self.root} holds {df.height} cluster rows, "
                                f"expected clusters 0..{n - 1} once each; re-run the sweep")
         return df
+
+
+def _hold_linked_cells(root: Path) -> list[DirLock]:
+    """Lock the sweep directories that ``cells/`` or a ``cells/cell=<id>`` reached through
+    a symbolic link lies in: this process removes the temporaries and writes the chunks
+    there, so it must own them as it owns ``root`` (``hold_sweep_dirs``: refused, naming
+    the holder, while another process has one)."""
+    cells = root / "cells"
+    here = os.path.join(os.path.realpath(root), "cells")
+    try:
+        dirs = [cells, *(cells.glob("cell=*") if cells.is_dir() else ())]
+    except OSError:
+        return []  # unreadable: _read_manifest refuses it, naming it
+    locks: list[DirLock] = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in (here, os.path.join(here, d.name)):
+            continue  # in root, which is held
+        try:
+            locks += hold_sweep_dirs(Path(real))
+        except ConfigError as exc:
+            raise ConfigError(f"{d} is a link to {real}: {exc}") from None
+    return locks
 
 
 def _check_layout(root: Path, grid: Grid) -> None:
