@@ -217,3 +217,34 @@ def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path
     r = replay(log, ["evalstop:k=2"])
     assert r.select("status", "trigger_step", "steps_saved").row(0) == (
         "triggered_at_completion", 4, 0)
+
+
+def test_trainer_state_training_logged_after_the_last_evaluation_is_in_the_log(tmp_path):
+    """A run evaluated every 5 steps up to step 35 that trained (and logged its loss and
+    closing summary) to step 40: its last logged step is 40, so a trigger at the step-35
+    evaluation is a stop saving 5 steps, as for the same run in a long CSV with a
+    loss-only row at 40.  It was read as ending at 35: 'triggered_at_completion', 0 steps
+    and 0 GPU-hours saved."""
+    import json
+
+    from fastsim.replay.policies import replay
+
+    state = json.loads((FIX / "hf_run" / "trainer_state.json").read_text())
+    state["log_history"] = [e for e in state["log_history"]
+                            if not ("eval_loss" in e and e["step"] == 40)]
+    evals = [e for e in state["log_history"] if "eval_loss" in e]
+    for e, value in zip(evals, [3.0, 2.9, 2.8, 2.7, 2.6, 2.65, 2.7]):
+        e["eval_loss"] = value  # lower is better: worse at 30 and 35
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    log = read_logs([run])
+    assert log.table["step"].to_list()[-2:] == [35, 40]
+    assert np.isnan(log.table["metric"][-1]) and log.table["loss"][-1] == pytest.approx(1.4620805)
+    r = replay(log, ["evalstop:k=2"], gpus=1).row(0, named=True)
+    assert (r["status"], r["trigger_step"], r["final_step"], r["steps_saved"]) == (
+        "stopped", 35, 40, 5)
+    assert r["gpu_h_saved"] > 0
+    # a run whose last evaluation is at its last logged step has no such row
+    assert read_logs([FIX / "hf_run"]).table["step"].to_list()[-1] == 40
+    assert not read_logs([FIX / "hf_run"]).table["metric"].is_nan().any()

@@ -372,10 +372,14 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     rows, rows_lines = [], []
     last_train_loss = None
     runtime_s = None
+    logged = (None, 0)  # (the last step logged by any entry, its line)
     for entry, line in zip(entries, lines):
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}:{line}: log_history entry is a {type(entry).__name__}; "
                               "allowed: a JSON object")
+        s = entry.get("step")
+        if isinstance(s, int) and not isinstance(s, bool) and (logged[0] is None or s >= logged[0]):
+            logged = (s, line)
         if "train_runtime" in entry:
             runtime_s = entry["train_runtime"]
             ok = (isinstance(runtime_s, (int, float)) and not isinstance(runtime_s, bool)
@@ -393,6 +397,15 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     if not rows:
         raise ConfigError(f"{path}: field 'log_history': no evaluation entries (eval_*); "
                           "allowed: a run evaluated at least once")
+    last_eval = rows[-1]["step"]
+    if (logged[0] is not None and isinstance(last_eval, int) and not isinstance(last_eval, bool)
+            and logged[0] > last_eval):
+        # training logged after the last evaluation (loss entries, the closing summary):
+        # a row without a score at its last step, as a long log's loss-only rows, so a
+        # trigger at the last evaluation is a stop that saves those steps, not one at
+        # the run's completion
+        rows.append({"job_id": job_id, "step": logged[0], name: None, "loss": last_train_loss})
+        rows_lines.append(logged[1])
     max_steps = state.get("max_steps")
     if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool)
                                       and 0 <= max_steps < MAX_STEP):
