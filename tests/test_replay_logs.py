@@ -192,3 +192,59 @@ def test_a_tsv_log_without_its_name_reads_with_format_tsv(tmp_path):
     assert detect_format(named) == "tsv"
     table, _ = read_one(nameless, fmt="tsv")
     assert table["metric"].to_list() == [0.5, 0.6]
+
+
+def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path):
+    """A loop that logs the evaluation and the training loss on separate rows of one step
+    (score, then loss): the loss row came last, so 'the last row wins' dropped every
+    evaluation, and the job was 'no_evaluations' (a note said only that duplicates were
+    dropped).  Now the scored row is kept and the note says what was dropped; a trigger at
+    the last evaluation is at completion, as for the same log on one row per step."""
+    from fastsim.replay.policies import replay
+
+    rows = ["job_id,step,score,loss"]
+    for step, score in enumerate([0.5, 0.6, 0.5, 0.4], start=1):
+        rows += [f"a,{step},{score},", f"a,{step},,{2.0 - step / 10}"]
+    rows.append("a,4,0.3,")  # a re-logged step with a score still replaces the earlier one
+    p = tmp_path / "long.csv"
+    p.write_text("\n".join(rows) + "\n")
+    log = read_logs([p])
+    assert log.table["score"].to_list() == [0.5, 0.6, 0.5, 0.3]
+    assert log.table["line"].to_list() == [2, 4, 6, 10]
+    assert ("duplicates: 4 rows without a score value dropped beside a row of the same "
+            "(job_id, step) that has one") in log.notes
+    assert "duplicates: 1 repeated (job_id, step) rows dropped, the last kept" in log.notes
+    r = replay(log, ["evalstop:k=2"])
+    assert r.select("status", "trigger_step", "steps_saved").row(0) == (
+        "triggered_at_completion", 4, 0)
+
+
+def test_trainer_state_training_logged_after_the_last_evaluation_is_in_the_log(tmp_path):
+    """A run evaluated every 5 steps up to step 35 that trained (and logged its loss and
+    closing summary) to step 40: its last logged step is 40, so a trigger at the step-35
+    evaluation is a stop saving 5 steps, as for the same run in a long CSV with a
+    loss-only row at 40.  It was read as ending at 35: 'triggered_at_completion', 0 steps
+    and 0 GPU-hours saved."""
+    import json
+
+    from fastsim.replay.policies import replay
+
+    state = json.loads((FIX / "hf_run" / "trainer_state.json").read_text())
+    state["log_history"] = [e for e in state["log_history"]
+                            if not ("eval_loss" in e and e["step"] == 40)]
+    evals = [e for e in state["log_history"] if "eval_loss" in e]
+    for e, value in zip(evals, [3.0, 2.9, 2.8, 2.7, 2.6, 2.65, 2.7]):
+        e["eval_loss"] = value  # lower is better: worse at 30 and 35
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    log = read_logs([run])
+    assert log.table["step"].to_list()[-2:] == [35, 40]
+    assert np.isnan(log.table["metric"][-1]) and log.table["loss"][-1] == pytest.approx(1.4620805)
+    r = replay(log, ["evalstop:k=2"], gpus=1).row(0, named=True)
+    assert (r["status"], r["trigger_step"], r["final_step"], r["steps_saved"]) == (
+        "stopped", 35, 40, 5)
+    assert r["gpu_h_saved"] > 0
+    # a run whose last evaluation is at its last logged step has no such row
+    assert read_logs([FIX / "hf_run"]).table["step"].to_list()[-1] == 40
+    assert not read_logs([FIX / "hf_run"]).table["metric"].is_nan().any()

@@ -281,3 +281,20 @@ def test_oracle_on_a_real_log_lists_every_policy_that_runs_there():
         replay(read_logs([EVALS]), ["oracle"])
     for d in R.policies():  # it named five of the eleven built-ins, not the online detectors
         assert (d.name in str(exc.value)) != d.uses_hidden_truth or d.name == "oracle"
+
+
+def test_the_step_columns_are_integers_when_nothing_triggers(tmp_path, capsys):
+    """trigger_step (and a trace set's truth_gold_peak_step) are integer columns, null
+    where there is none.  When no job triggered ('--policy none', or a policy that never
+    fires), the column was typed by its rows, Null, and --out wrote a Parquet column of
+    type null: a results table that could not be stacked with another run's (polars:
+    type Int64 incompatible with Null)."""
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.7\n")
+    out = tmp_path / "none.parquet"
+    assert main(["replay", str(log), "--policy", "none", "--summary-only", "--out", str(out)]) == 0
+    capsys.readouterr()
+    quiet = pl.read_parquet(out)
+    assert quiet.schema["trigger_step"] == pl.Int64 and quiet["trigger_step"].null_count() == 1
+    fired = replay(read_logs([example_log()]), ["evalstop:k=2"])
+    assert pl.concat([quiet, fired]).schema["trigger_step"] == pl.Int64

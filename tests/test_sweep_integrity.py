@@ -441,3 +441,173 @@ def test_kill_9_releases_the_lock_and_resume_is_byte_identical(tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
     assert sweep(p, out) == 0
     assert_same(ref, out)
+
+
+@pytest.mark.parametrize("manifest", ["intact", "deleted"])
+@pytest.mark.parametrize("what", ["a record", "a chunk file", "a cell", "cells"])
+def test_7_a_path_of_the_wrong_kind_is_refused_before_any_chunk_runs(
+        sweep_file, tmp_path, capsys, monkeypatch, manifest, what):
+    """A directory where a chunk's record or file goes, or a file where a cell's
+    directory (or cells/) goes, is one line naming it, exit 2, before any chunk runs and
+    before the manifest is rebuilt.  It was a traceback (IsADirectoryError,
+    NotADirectoryError from unlinking the record) or 'cannot write', after the chunk's
+    simulation had run, and after the rebuilt manifest had been written."""
+    import shutil
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    cell = sorted(out.glob("cells/cell=*"))[0]
+    named = {"a record": cell / "chunk-0001.json", "a chunk file": cell / "jct-0001.parquet",
+             "a cell": cell, "cells": out / "cells"}[what]
+    if named.is_dir():
+        shutil.rmtree(named)
+        named.write_text("")
+    else:
+        named.unlink()
+        named.mkdir()
+    if manifest == "deleted":
+        (out / "sweep.json").unlink()
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{named}: " in err and "allowed: " in err, err
+    assert runs == []
+    assert (out / "sweep.json").exists() == (manifest == "intact")
+
+
+@pytest.mark.parametrize("damage", ["grid not a table", "another grid's cells", "no name"])
+def test_7_a_manifest_naming_this_grid_with_a_damaged_body_is_rewritten(
+        sweep_file, tmp_path, capsys, monkeypatch, damage):
+    """A sweep.json that is valid JSON and names this grid's hash, but whose grid is not
+    the one that hash is of, or that has no name, is damage: rewritten (one line), as a
+    damaged manifest is rebuilt, with no chunk run again.  It was taken as it was, so
+    'fastsim figures' refused it (KeyError: no name) and told the user to run the sweep
+    again, which left it as it was: a dead end."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    if damage == "grid not a table":
+        m["grid"] = 5
+    elif damage == "another grid's cells":
+        m["grid"]["cells"] = m["grid"]["cells"][:1]
+    else:
+        del m["name"]
+    manifest.write_text(json.dumps(m))
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert runs == []
+    assert len(err) == 2 and "damaged sweep manifest (it names this grid's hash" in err[0], err
+    assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 0
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0  # said once: the next run finds it intact
+    assert "damaged" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["no files listed", "a copy under another name"])
+def test_7_the_rebuild_counts_as_kept_only_records_resume_keeps(
+        sweep_file, tmp_path, capsys, monkeypatch, damage):
+    """The rebuild line's 'N chunk records ... are kept' is the number of chunks resume
+    then keeps.  A record naming the grid, cell and chunk but listing no files (which
+    resume re-runs), or a copy of a record under a name the sweep never reads
+    (chunk-00001.json beside a deleted chunk-0001.json), was counted as kept: 6 kept, then
+    'resumed: 5 of 6'."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    (out / "sweep.json").unlink()
+    record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+    if damage == "no files listed":
+        rec = json.loads(record.read_text())
+        del rec["files"]
+        record.write_text(json.dumps(rec))
+    else:
+        record.rename(record.with_name("chunk-00001.json"))
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err
+    assert "rebuilt it: 5 chunk records in" in err, err
+    assert "resumed: 5 of 6 chunks were already done (verified)" in err, err
+    assert runs == [(2, 2)]
+    assert_same(ref, out)
+
+
+@pytest.mark.parametrize("manifest", ["intact", "deleted"])
+def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
+        sweep_file, tmp_path, capsys, monkeypatch, manifest):
+    """A chunk record is a few hundred bytes: a 256 MiB file at its name (sparse here) is
+    not one, and is re-run as an unreadable record without being read in full.  It was
+    read whole, three times per run (the manifest check, the rebuild, resume): a file of
+    1 GiB there took 2.2 GB of memory and 16 s."""
+    import tracemalloc
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    record = sorted(out.glob("cells/*/chunk-0001.json"))[0]
+    with open(record, "r+b") as fh:
+        fh.truncate(256 << 20)
+    if manifest == "deleted":
+        (out / "sweep.json").unlink()
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    tracemalloc.start()
+    try:
+        assert sweep(sweep_file, out) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
+    assert runs == [(2, 2)]
+    assert "re-running 1 chunk(s) that failed verification" in capsys.readouterr().err
+    assert_same(ref, out)
+
+
+def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_path, capsys):
+    """A cell directory that is a symbolic link into another sweep directory is written
+    there (its temporaries removed, its chunks rewritten), so that directory is held as
+    --out is: refused, naming the link and the holder, while another process has it.
+    It was not: the sweep deleted the holder's temporaries and wrote chunks into its
+    directory while it ran."""
+    import shutil
+
+    other, out = tmp_path / "other", tmp_path / "out"
+    assert sweep(sweep_file, other) == 0
+    assert sweep(sweep_file, out) == 0
+    cell = sorted(out.glob("cells/cell=*"))[0]
+    shutil.rmtree(cell)
+    cell.symlink_to(other / "cells" / cell.name, target_is_directory=True)
+    (other / "cells" / cell.name / "chunk-0001.json").unlink()  # to be rewritten
+    pending = other / "cells" / cell.name / "chunk-0001.json.99999-abcdef.tmp"
+    pending.write_text("the holder's write in flight")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from fastsim.sweep.store import DirLock; l = DirLock.acquire(Path(sys.argv[1])); "
+         "print('held', flush=True); sys.stdin.read()", str(other)],
+        env=ENV, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert sweep(sweep_file, out) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{cell} is a link to" in err, err
+        assert f"is in use by pid {holder.pid}" in err, err
+        assert pending.exists()
+        assert not (other / "cells" / cell.name / "chunk-0001.json").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert sweep(sweep_file, out) == 0  # released: the same command now runs
+    assert (other / "cells" / cell.name / "chunk-0001.json").exists()
+    assert (other / "sweep.lock").read_text() == ""  # and lets it go again

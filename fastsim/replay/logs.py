@@ -372,10 +372,14 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     rows, rows_lines = [], []
     last_train_loss = None
     runtime_s = None
+    logged = (None, 0)  # (the last step logged by any entry, its line)
     for entry, line in zip(entries, lines):
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}:{line}: log_history entry is a {type(entry).__name__}; "
                               "allowed: a JSON object")
+        s = entry.get("step")
+        if isinstance(s, int) and not isinstance(s, bool) and (logged[0] is None or s >= logged[0]):
+            logged = (s, line)
         if "train_runtime" in entry:
             runtime_s = entry["train_runtime"]
             ok = (isinstance(runtime_s, (int, float)) and not isinstance(runtime_s, bool)
@@ -393,6 +397,15 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     if not rows:
         raise ConfigError(f"{path}: field 'log_history': no evaluation entries (eval_*); "
                           "allowed: a run evaluated at least once")
+    last_eval = rows[-1]["step"]
+    if (logged[0] is not None and isinstance(last_eval, int) and not isinstance(last_eval, bool)
+            and logged[0] > last_eval):
+        # training logged after the last evaluation (loss entries, the closing summary):
+        # a row without a score at its last step, as a long log's loss-only rows, so a
+        # trigger at the last evaluation is a stop that saves those steps, not one at
+        # the run's completion
+        rows.append({"job_id": job_id, "step": logged[0], name: None, "loss": last_train_loss})
+        rows_lines.append(logged[1])
     max_steps = state.get("max_steps")
     if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool)
                                       and 0 <= max_steps < MAX_STEP):
@@ -588,7 +601,8 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
 
     Mess rules (docs/replay.md): rows of every file are validated first; a ``(job_id,
     step)`` logged twice keeps its last row in command-line and file order (a resumed run
-    re-logs a step), or raises with ``on_duplicate="error"``; rows are sorted by step;
+    re-logs a step), but never a row without a score over one with a score, or raises
+    with ``on_duplicate="error"``; rows are sorted by step;
     missing scores stay in the table as NaN (the decision skips them); wall-clock time
     must not run backwards within a job.
 
@@ -654,6 +668,18 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
             raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job "
                               f"{r['job_id']!r} logs step {r['step']} more than once; "
                               "allowed: one row per (job_id, step) (or --on-duplicate last)")
+        # A row without a value never displaces a scored row of its step: a loop that logs
+        # the training loss and the evaluation on separate rows of one step would lose the
+        # evaluation to whichever came last (and a trigger at the previous evaluation
+        # would read as a stop before completion).
+        scored = ~pl.col("metric").is_nan()
+        blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
+        if blank.any():
+            table = table.filter(~blank)
+            notes.append(f"duplicates: {int(blank.sum())} rows without a {name} value dropped "
+                         "beside a row of the same (job_id, step) that has one")
+        dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
+    if dup.any():
         n_extra = int(dup.sum()) - table.filter(dup).select(pl.struct("job_id", "step").n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)
         notes.append(f"duplicates: {n_extra} repeated (job_id, step) rows dropped, the last kept")

@@ -289,7 +289,10 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
                     "regret_truth_gold": best - float(tg[d]),
                 })
             rows.append(row)
-    return pl.DataFrame(rows)
+    # steps are integers, or null where there is none: typed so, not by the rows (a run
+    # where no job triggers would write a column of Parquet type null)
+    ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
+    return pl.DataFrame(rows, schema_overrides=ints)
 
 
 def _int_or_none(x) -> int | None:

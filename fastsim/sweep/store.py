@@ -40,6 +40,7 @@ import socket
 import sys
 import time
 import weakref
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -56,6 +57,9 @@ MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
 FORMAT_VERSION = 2  # 2: chunk records with checksums
 KINDS = ("chunk", "jct", "jobs")
+# A chunk's record is a few hundred bytes; a file at its name of more than this is not one
+# (read in full, a stray gigabyte there cost its size in memory on every resume).
+RECORD_MAX_BYTES = 1 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
 
 
@@ -145,13 +149,30 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     return locks
 
 
-def _read_regular(path: Path) -> bytes:
+def _read_regular(path: Path, limit: int | None = None) -> bytes:
     """A file's bytes; anything but a regular file is an ``OSError`` as a missing one is
-    (a named pipe planted in a results directory would block the read forever)."""
+    (a named pipe planted in a results directory would block the read forever), and so is
+    a file of more than ``limit`` bytes, of which no more than that is read."""
     why = file_kind(path)
     if why is not None:
         raise OSError(errno.EINVAL, why)
-    return path.read_bytes()
+    if limit is None:
+        return path.read_bytes()
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data
+
+
+def _record_ok(rec: Any, grid_hash: str, cell_id: str, index: int) -> bool:
+    """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk and lists
+    its files with a checksum and a row count each: what resume and aggregation use."""
+    return (isinstance(rec, dict) and rec.get("grid_hash") == grid_hash
+            and rec.get("cell") == cell_id and rec.get("index") == index
+            and isinstance(rec.get("files"), dict)
+            and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
+                    and type(e.get("rows")) is int for e in rec["files"].values()))
 
 
 def _sha256(data: bytes) -> str:
@@ -192,6 +213,7 @@ class SweepStore:
         except OSError as exc:
             raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
         store._lock = DirLock.acquire(store.root)
+        store._outer += _hold_linked_cells(store.root)
         path = store.root / MANIFEST
         old, rebuilt = _read_manifest(store.root, grid)
         if old is None or old.get("format") != FORMAT_VERSION:  # older chunks lack records
@@ -205,7 +227,8 @@ class SweepStore:
     def check_manifest(root: Path, grid: Grid) -> dict | None:
         """The manifest in ``root`` if it is for ``grid``; None if there is none yet, or if
         it is missing or damaged (not a manifest) and the chunk records in ``root`` prove
-        that the results are ``grid``'s (``open`` then rebuilds it, and says so).  A
+        that the results are ``grid``'s, or if it names ``grid``'s hash but its grid or
+        name is damaged (``open`` then rebuilds it, and says so).  A
         ``ConfigError`` naming the differences if it is for another grid, and if it is
         unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
         chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
@@ -253,15 +276,11 @@ class SweepStore:
     def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
         """The chunk's record if it is readable and names this grid and chunk."""
         try:
-            rec = json.loads(_read_regular(self.record_path(cell_id, index)))
+            rec = json.loads(_read_regular(self.record_path(cell_id, index),
+                                           RECORD_MAX_BYTES))
         except (OSError, ValueError):
             return None
-        ok = (isinstance(rec, dict) and rec.get("grid_hash") == self.grid.hash
-              and rec.get("cell") == cell_id and rec.get("index") == index
-              and isinstance(rec.get("files"), dict)
-              and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
-                      and type(e.get("rows")) is int for e in rec["files"].values()))
-        return rec if ok else None
+        return rec if _record_ok(rec, self.grid.hash, cell_id, index) else None
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
         """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
@@ -387,9 +406,76 @@ class SweepStore:
         return df
 
 
+def _hold_linked_cells(root: Path) -> list[DirLock]:
+    """Lock the sweep directories that ``cells/`` or a ``cells/cell=<id>`` reached through
+    a symbolic link lies in: this process removes the temporaries and writes the chunks
+    there, so it must own them as it owns ``root`` (``hold_sweep_dirs``: refused, naming
+    the holder, while another process has one)."""
+    cells = root / "cells"
+    here = os.path.join(os.path.realpath(root), "cells")
+    try:
+        dirs = [cells, *(cells.glob("cell=*") if cells.is_dir() else ())]
+    except OSError:
+        return []  # unreadable: _read_manifest refuses it, naming it
+    locks: list[DirLock] = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in (here, os.path.join(here, d.name)):
+            continue  # in root, which is held
+        try:
+            locks += hold_sweep_dirs(Path(real))
+        except ConfigError as exc:
+            raise ConfigError(f"{d} is a link to {real}: {exc}") from None
+    return locks
+
+
+def _check_layout(root: Path, grid: Grid) -> None:
+    """Refuse, before anything is written, a path the sweep writes through that is of the
+    wrong kind: ``cells`` or one of ``grid``'s ``cell=<id>`` that is not a directory (a
+    file, a dangling link), or a directory where a chunk's file or record goes.  A chunk
+    there fails verification and is re-run, and writing it failed only after its
+    simulation, with a traceback (``unlink`` of a directory) or an error line."""
+    def refuse(path: Path, why: str, allowed: str):
+        return ConfigError(f"{path}: {why}; allowed: {allowed} (move it away, or use a new "
+                           "--out directory)")
+
+    def kind(path: Path) -> str:
+        if not path.exists():  # there (lexists), but a link to nothing
+            return "a symbolic link to nothing"
+        return file_kind(path) or "a file"
+
+    cells = root / "cells"
+    try:
+        if not os.path.lexists(cells):
+            return
+        if not cells.is_dir():
+            raise refuse(cells, kind(cells), "the sweep's directory of cells")
+        for c in grid.cells:
+            d = cells / f"cell={c.id}"
+            if not os.path.lexists(d):
+                continue
+            if not d.is_dir():
+                raise refuse(d, kind(d), "the directory of that cell's chunks")
+            for f in sorted(d.iterdir()):
+                if f.name in _chunk_names(grid.n_chunks) and f.is_dir() and not f.is_symlink():
+                    raise refuse(f, "is a directory", "the chunk's file, written by the sweep")
+    except OSError as exc:
+        raise ConfigError(f"{cells}: cannot be read ({exc.strerror or exc}); use a new "
+                          "--out directory") from None
+
+
+@lru_cache(maxsize=8)
+def _chunk_names(n_chunks: int) -> frozenset[str]:
+    """Every file name a cell directory of ``n_chunks`` chunks holds (``SweepStore.path``,
+    ``record_path``)."""
+    return frozenset([f"{k}-{i:04d}.parquet" for k in KINDS for i in range(n_chunks)]
+                     + [f"chunk-{i:04d}.json" for i in range(n_chunks)])
+
+
 def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
     """``check_manifest``, and the line that says why the manifest is to be rebuilt (None
     when it is not)."""
+    _check_layout(root, grid)
     path = root / MANIFEST
     if not path.exists():
         if (root / "cells").exists():
@@ -408,6 +494,16 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         return None, _rebuild_from_records(
             root, grid, f"{path}: damaged sweep manifest (it names no grid hash)")
     if old["grid_hash"] == grid.hash:
+        # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
+        # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
+        # by it), is damage, rewritten as a damaged manifest is rebuilt
+        bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
+                               ("name", isinstance(old.get("name"), str))) if not ok]
+        if bad and old.get("format") == FORMAT_VERSION:
+            return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
+                          f"{grid.hash[:12]}, but its {' and '.join(bad)} "
+                          f"{'fields are' if len(bad) > 1 else 'field is'} not "
+                          f"{grid.source}'s); rewrote it for that grid")
         return old, None
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
@@ -420,7 +516,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         + ". Use a new --out directory, or delete the old one to start over.")
 
 
-_CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-(\d{4,})\.(parquet|json)")
+_CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
 
 
 def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
@@ -433,8 +529,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     this grid would compute, so the manifest it was written under was ``grid``'s.  Every
     readable record must name it, and at least one; every cell directory must be a cell of
     ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable,
-    names no grid or is another chunk's proves nothing and is re-run, as on any resume; a
-    chunk's files are verified against its record when resuming, as always."""
+    names no grid, is another chunk's or lists no checksummed files proves nothing and is
+    re-run, as on any resume (``_record_ok``, the resume's own test, decides which are
+    kept); a chunk's files are verified against its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
     refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
@@ -450,8 +547,10 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 raise ConfigError(f"{damage}, and {d} is not a cell of {own}{refuse}")
             for f in sorted(d.iterdir()):
                 m = _CHUNK_FILE.fullmatch(f.name)
-                if m is None or (m[3] == "json" and m[1] != "chunk"):
-                    continue  # not ours (a temporary is removed on opening)
+                if m is None or (m[3] == "json" and m[1] != "chunk") or \
+                        m[2] != f"{int(m[2]):04d}":
+                    continue  # not ours (a temporary is removed on opening; the store
+                    # reads chunk-0001.json, never a copy named chunk-00001.json)
                 index = int(m[2])
                 if index >= grid.n_chunks:
                     raise ConfigError(f"{damage}, and {f} is chunk {index}, but {own} has "
@@ -459,7 +558,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 if m[3] != "json":
                     continue
                 try:
-                    rec = json.loads(_read_regular(f))
+                    rec = json.loads(_read_regular(f, RECORD_MAX_BYTES))
                 except (OSError, ValueError):
                     unproven += 1
                     continue
@@ -467,9 +566,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 if isinstance(names, str) and names != grid.hash:
                     raise ConfigError(f"{damage}, and {f} is a chunk record of grid "
                                       f"{names[:12]}, not of {own}{refuse}")
-                if names != grid.hash or rec.get("cell") != cell_id or rec.get("index") != index:
+                if not _record_ok(rec, grid.hash, cell_id, index):
                     unproven += 1  # damaged, or this grid's record of another chunk: re-run
-                    continue
+                    continue  # (kept: exactly the records that resume reads as this chunk's)
                 kept += 1
     except OSError as exc:
         raise ConfigError(f"{damage}, and {cells} cannot be read "
