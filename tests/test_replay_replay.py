@@ -298,3 +298,27 @@ def test_the_step_columns_are_integers_when_nothing_triggers(tmp_path, capsys):
     assert quiet.schema["trigger_step"] == pl.Int64 and quiet["trigger_step"].null_count() == 1
     fired = replay(read_logs([example_log()]), ["evalstop:k=2"])
     assert pl.concat([quiet, fired]).schema["trigger_step"] == pl.Int64
+
+
+def test_kept_vs_final_says_how_many_triggers_kept_an_unscored_step(tmp_path, capsys):
+    """loss_plateau reads losses, so it can keep a loss-only step whose score is unknown:
+    the mean kept-vs-final is over the scored ones and the summary says so (it printed a
+    bare 'n/a', or a mean that silently left such jobs out)."""
+    rows = ["job_id,step,score,loss"]
+    for j, gap in (("a", True), ("b", True), ("c", False)):
+        for i, step in enumerate(range(10, 80, 10)):
+            score = "" if gap and i % 2 else f"{0.5 + 0.02 * i - 0.04 * max(0, i - 3):.2f}"
+            rows.append(f"{j},{step},{score},{1.0 if i == 0 else 0.9}")
+    p = tmp_path / "log.csv"
+    p.write_text("\n".join(rows) + "\n")
+    res = replay(read_logs([p]), ["loss_plateau"])
+    unscored = int(res["delivered_metric"].is_nan().sum())
+    assert unscored >= 1 and res["detected"].sum() > unscored
+    s = summarize_replay(res).row(0, named=True)
+    assert s["n_detected"] == int(res["detected"].sum())
+    assert s["n_delivered_gain_known"] == s["n_detected"] - unscored
+    known = res.filter(pl.col("detected") & pl.col("delivered_gain").is_not_nan())
+    assert s["delivered_gain"] == pytest.approx(known["delivered_gain"].mean())
+    assert main(["replay", str(p), "--policy", "loss_plateau", "--summary-only"]) == 0
+    assert (f"over {s['n_delivered_gain_known']} of {s['n_detected']} triggers "
+            f"({unscored} kept an unscored step)") in capsys.readouterr().out

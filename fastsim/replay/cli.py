@@ -179,6 +179,10 @@ def _print_summary(summ: pl.DataFrame) -> None:
                 f"demoted {r['n_demoted']:>3}  at completion {r['n_triggered_at_completion']:>3}  "
                 f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
+        unknown = r["n_detected"] - r["n_delivered_gain_known"]
+        if unknown:  # a checkpoint kept at a step with no score (a loss-reading policy)
+            line += (f" over {r['n_delivered_gain_known']} of {r['n_detected']} triggers "
+                     f"({unknown} kept an unscored step)")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
         print(line)

@@ -311,8 +311,10 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
 
     Counts: ``n_stopped`` (stops that free something), ``n_demoted``,
     ``n_triggered_at_completion`` (triggers with no logged step after them), ``n_too_short``,
-    ``n_no_evaluations``.  Positive = the policy stopped or demoted the job, at completion
-    too; truth = ``truth_hacking``.
+    ``n_no_evaluations``, ``n_detected`` (every trigger) and ``n_delivered_gain_known``
+    (triggers whose kept step has a score: a loss-reading policy may keep a loss-only
+    step; ``delivered_gain`` is the mean over these).  Positive = the policy stopped or
+    demoted the job, at completion too; truth = ``truth_hacking``.
 
     Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
 
@@ -337,7 +339,9 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
                "n_too_short": int((g["status"] == "too_short").sum()),
                "n_no_evaluations": int((g["status"] == "no_evaluations").sum())}
         trig = g.filter(pl.col("detected"))
-        _put(out, "delivered_gain", mean_ci(trig["delivered_gain"].to_numpy()))
+        gain = mean_ci(trig["delivered_gain"].to_numpy())  # known kept scores only
+        _put(out, "delivered_gain", gain)
+        out["n_detected"], out["n_delivered_gain_known"] = trig.height, gain.n
         _put(out, "compute_saved_share", bootstrap_ratio_ci(
             g["steps_saved"].to_numpy(), g["final_step"].to_numpy()))
         gh_t, gh_s = g["gpu_h_total"].to_numpy(), g["gpu_h_saved"].to_numpy()
