@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, known_keywords, unknown_keyword
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -488,7 +488,11 @@ class SimConfig:
     @classmethod
     def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY,
                    **workload: Any) -> "SimConfig":
-        return cls(WorkloadConfig(**_known(WorkloadConfig, workload)),
+        names = [f.name for f in fields(WorkloadConfig)]
+        for key in workload:
+            if key not in names:  # its keywords are the scheduler, the policy and the workload's
+                raise unknown_keyword("SimConfig.from_specs()", key, ["scheduler", "policy", *names])
+        return cls(WorkloadConfig(**workload),
                    SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
 
     def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":

@@ -77,10 +77,15 @@ def known_keywords(what: str):
         def checked(*args, **kwargs):
             for key in kwargs:
                 if key not in allowed:
-                    near = difflib.get_close_matches(key, allowed, n=1)
-                    hint = f" (did you mean {near[0]}?)" if near else ""
-                    raise ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: "
-                                      + ", ".join(allowed))
+                    raise unknown_keyword(what, key, allowed)
             return fn(*args, **kwargs)
         return checked
     return decorate
+
+
+def unknown_keyword(what: str, key: str, allowed) -> ConfigError:
+    """The one-line error for a keyword ``what`` does not take: the nearest allowed name
+    (difflib's, left out when none is close) and every allowed one."""
+    near = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: " + ", ".join(allowed))

@@ -283,6 +283,10 @@ def _misspelt_keyword_calls(tmp_path):
         (lambda: fastsim.EvalStopMonitor(kk=2), "EvalStopMonitor()", "kk", "k"),
         (lambda: fastsim.SimConfig(workloads=None), "SimConfig()", "workloads", "workload"),
         (lambda: WorkloadConfig(n_job=30), "WorkloadConfig()", "n_job", "n_jobs"),
+        # from_specs named WorkloadConfig and left its own scheduler and policy out
+        (lambda: SimConfig.from_specs(sheduler="fifo"), "SimConfig.from_specs()", "sheduler",
+         "scheduler"),
+        (lambda: SimConfig.from_specs(n_job=30), "SimConfig.from_specs()", "n_job", "n_jobs"),
     ]
 
 
