@@ -73,6 +73,8 @@ def test_bad_scheduler_spec(spec, field):
     ("oracle:k=3", r"policy parameter 'k' is not a parameter of oracle; allowed: scope$"),
     ("stop_at:k=2", r"'k' is not a parameter of stop_at; allowed: f, scope$"),
     ("none:k=2", r"'k' is not a parameter of none"),
+    # an integer's empty value was answered with a remark on true/false flags
+    ("evalstop:k=", r"'k' has no value in 'evalstop:k='; allowed: k=VALUE, an integer in \[1, "),
 ])
 def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -86,6 +88,7 @@ def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle
     ("srtf_est:backfill", "'backfill' is not a parameter of srtf_est"),
     ("fifo:backfill=", "'backfill' has no value in 'fifo:backfill='"),  # was read as the bare key
     ("fifo:backfill= ", "'backfill' has no value"),
+    ("fifo:backfill=", r"allowed: backfill=true, backfill=false or the bare flag backfill$"),
 ])
 def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
