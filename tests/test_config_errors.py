@@ -253,7 +253,10 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
 
 @pytest.mark.parametrize("baseline, needle", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"), (3, "baseline=3 is invalid"),
-    ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare")])
+    ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare"),
+    # None was told "or false for no baseline", which compare then refused
+    (None, "baseline=None is invalid for compare; allowed: a stop policy spec"),
+    (3, "baseline=3 is invalid for compare")])
 def test_compare_names_a_bad_baseline_before_running_either_arm(baseline, needle, monkeypatch):
     import fastsim.api as api
 
