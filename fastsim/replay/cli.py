@@ -183,6 +183,9 @@ def _print_summary(summ: pl.DataFrame) -> None:
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
+            if r["n_jobs_gpu_h_known"] < r["n_jobs"]:  # a sum over some jobs must say so
+                line += (f" (over {r['n_jobs_gpu_h_known']} of {r['n_jobs']} jobs; the others "
+                         "have no time per evaluation or no GPU count)")
         print(line)
         if truth:
             print(f"{'':<{w}} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
