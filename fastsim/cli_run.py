@@ -194,7 +194,7 @@ def run_command(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
                     tuple(args.metric))
-    base_policy = parse_baseline(args.baseline, "--baseline")
+    base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,
                                                           cfg.metrics)
     keep_jobs = args.jobs_out is not None

@@ -123,11 +123,24 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
     ("nosuch", "baseline='nosuch' is invalid"),
     ("evalstop:q=1", "baseline parameter 'q'"),
     ("", "baseline='' is empty"),
+    # "false" in quotes is a name; the error listed the policies and not how to say none
+    ("false", "baseline='false' is invalid; allowed: none, evalstop"),
 ])
 def test_parse_sweep_rejects_bad_baseline(value, words):
     with pytest.raises(ConfigError) as exc:
         parse_sweep({"baseline": value}, "mem.toml")
     assert str(exc.value).startswith(f"mem.toml: {words}") and "\n" not in str(exc.value)
+    if value in ("nosuch", "false"):
+        assert str(exc.value).endswith(', or false (no quotes) or "off" for no baseline')
+
+
+def test_run_baseline_unknown_name_says_off_is_no_baseline(capsys):
+    """'fastsim run --baseline false' listed every policy but not 'off'."""
+    from fastsim.cli import main
+
+    assert main(["run", "--baseline", "false", "--clusters", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("or off for no baseline") and "\n" not in err
 
 
 def test_online_detectors_are_sweep_policies(tmp_path):

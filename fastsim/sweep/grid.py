@@ -245,7 +245,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                           0, 2**64 - 1)
     baseline_spec = doc.get("baseline", "none")
     try:
-        baseline = parse_baseline(baseline_spec)
+        baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
     except ConfigError as exc:
         raise _fail(source, str(exc)) from None
 
