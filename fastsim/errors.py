@@ -64,10 +64,11 @@ def import_hint(module: str, exc: Exception) -> str:
     return ""
 
 
-def known_keywords(what: str):
+def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     """Decorate a public function (or ``__init__``) so that a keyword argument it does not
     take is one ``ConfigError`` naming it, the nearest allowed one and all allowed ones,
-    instead of Python's ``TypeError``; positional arguments pass through untouched."""
+    instead of Python's ``TypeError``; positional arguments pass through untouched.
+    ``elsewhere`` maps a keyword another function takes to where it goes, said after."""
     def decorate(fn):
         params = inspect.signature(fn).parameters.values()
         allowed = tuple(p.name for p in params if p.name != "self" and p.kind in
@@ -77,7 +78,10 @@ def known_keywords(what: str):
         def checked(*args, **kwargs):
             for key in kwargs:
                 if key not in allowed:
-                    raise unknown_keyword(what, key, allowed)
+                    exc = unknown_keyword(what, key, allowed)
+                    if elsewhere and key in elsewhere:
+                        exc = ConfigError(f"{exc}; {key} is {elsewhere[key]}")
+                    raise exc
             return fn(*args, **kwargs)
         return checked
     return decorate

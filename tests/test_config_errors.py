@@ -309,6 +309,18 @@ def test_a_misspelt_keyword_of_the_api_is_one_line_naming_it(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_replay_names_read_logs_for_a_keyword_of_reading(tmp_path):
+    """fastsim.replay(path, policy, metric="eval_loss") said only 'allowed: logs, policies,
+    gpus': nothing said that the metric is chosen by read_logs."""
+    import fastsim
+
+    with pytest.raises(ConfigError) as e:
+        fastsim.replay(tmp_path / "log.csv", "evalstop:k=2", metric="eval_loss")
+    assert str(e.value) == (
+        "fastsim.replay() keyword 'metric' is unknown; allowed: logs, policies, gpus; metric is "
+        "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(path, metric=...), policies)")
+
+
 def test_the_api_still_takes_positional_arguments():
     import fastsim
 
