@@ -61,6 +61,14 @@ def test_replay_help_names_the_at_completion_status():
     assert f"status {AT_COMPLETION}, not stopped" in text and "'at completion'" in text
 
 
+def test_figures_help_says_a_sweep_of_another_baseline_is_skipped():
+    """A sweep file's baseline may be any policy now; 'fastsim figures --help' said only that
+    a missing sweep is skipped, not why a sweep that is there is skipped too."""
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "figures")]
+    text = " ".join(sub.format_help().split())
+    assert "changes against no stop policy from a sweep whose baseline is another" in text
+
+
 def test_docs_figures_help_quotes_the_detector_benchmarks_measured_time():
     """It said 'about 12 minutes' while docs/detectors.md measured 1,206 s."""
     import re
