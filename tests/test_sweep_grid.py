@@ -134,6 +134,20 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
         assert str(exc.value).endswith(', or false (no quotes) or "off" for no baseline')
 
 
+def test_a_bad_override_is_not_blamed_on_the_file(tmp_path, capsys):
+    """'fastsim sweep tiny.toml --clusters 0' said 'tiny.toml: clusters=0 is invalid', of a
+    file that says clusters = 20."""
+    from fastsim.cli import main
+
+    p = write(tmp_path, "clusters = 20\n[base]\nn_jobs = 10\n")
+    for option, value in (("--clusters", "0"), ("--chunk", "0"), ("--seed", "-1")):
+        assert main(["sweep", str(p), "--out", str(tmp_path / "out"), option, value]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"{option[2:]}={value} (given in place of {p}'s) is invalid; allowed: "
+                            + err.split("allowed: ")[1]) and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_baseline_unknown_name_says_off_is_no_baseline(capsys):
     """'fastsim run --baseline false' listed every policy but not 'off'."""
     from fastsim.cli import main
