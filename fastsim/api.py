@@ -461,10 +461,14 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
     from fastsim.summary import summarize
 
     if not isinstance(baseline, PolicyConfig):  # checked before either arm runs
-        baseline = parse_baseline(baseline, "baseline")
-        if baseline is None:
-            raise ConfigError("baseline=off is invalid for compare; allowed: a stop policy "
-                              "spec (\"none\", \"evalstop:k=3\"); simulate runs one arm")
+        # parse_baseline's "or false for no baseline" is not compare's: it needs two arms
+        parsed = parse_baseline(baseline, "baseline") if isinstance(baseline, str) else None
+        if parsed is None:
+            shown = "off" if baseline is False or baseline == "off" else repr(baseline)
+            raise ConfigError(f"baseline={shown} is invalid for compare; allowed: a stop policy "
+                              "spec (\"none\", \"evalstop:k=3\", \"MODULE:FUNCTION\") or a "
+                              "PolicyConfig; simulate runs one arm")
+        baseline = parsed
     base_cfg = cfg.with_policy(baseline)
     policy = simulate(cfg, n_clusters, seed, cluster_start)
     reference = simulate(base_cfg, n_clusters, seed, cluster_start)

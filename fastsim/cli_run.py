@@ -194,7 +194,7 @@ def run_command(args: argparse.Namespace) -> int:
     workload = workload_from_args(args)
     cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
                     tuple(args.metric))
-    base_policy = parse_baseline(args.baseline, "--baseline")
+    base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,
                                                           cfg.metrics)
     keep_jobs = args.jobs_out is not None
@@ -221,8 +221,8 @@ def run_command(args: argparse.Namespace) -> int:
              f"{args.clusters} clusters, seed {args.seed}; {elapsed:.1f} s\n"
              "estimates are means over clusters with 95% t intervals; detection rates and delay "
              "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "
-             "the exact binomial interval); changes "
-             "are paired on identical clusters")
+             "the exact binomial interval)"
+             + ("; changes are paired on identical clusters" if base_cfg else ""))
     for arm, c in arms:
         if c.policy.uses_hidden_truth:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, uses hidden truth (hacking labels, "

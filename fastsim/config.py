@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, known_keywords, unknown_keyword
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -411,10 +411,12 @@ class PolicyConfig:
         return _as_dict(self)
 
 
-def parse_baseline(value: Any, field_name: str = "baseline") -> PolicyConfig | None:
+def parse_baseline(value: Any, field_name: str = "baseline",
+                   no_baseline: str = "") -> PolicyConfig | None:
     """The policy a paired comparison is against (``fastsim run --baseline`` and a sweep
     file's ``baseline``): any ``PolicyConfig.parse`` spec, or ``False``/``"off"`` for no
-    baseline (None).  A bad value is one ``ConfigError`` naming ``field_name``.
+    baseline (None).  A bad value is one ``ConfigError`` naming ``field_name``; an unknown
+    name's also says ``no_baseline``, how the caller's input writes "no baseline".
 
     Examples
     --------
@@ -431,6 +433,8 @@ def parse_baseline(value: Any, field_name: str = "baseline") -> PolicyConfig | N
         return PolicyConfig.parse(value)
     except ConfigError as exc:  # "policy.k=-1 is invalid; ..." -> "baseline.k=-1 is invalid; ..."
         msg = str(exc)
+        if no_baseline and msg.startswith(f"policy={value!r} is invalid; allowed: "):
+            msg += f", or {no_baseline} for no baseline"  # an unknown name: "false", say
         if msg.startswith("policy"):
             raise ConfigError(field_name + msg[len("policy"):]) from None
         raise ConfigError(f"{field_name}={value!r}: {msg}") from None
@@ -488,7 +492,11 @@ class SimConfig:
     @classmethod
     def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY,
                    **workload: Any) -> "SimConfig":
-        return cls(WorkloadConfig(**_known(WorkloadConfig, workload)),
+        names = [f.name for f in fields(WorkloadConfig)]
+        for key in workload:
+            if key not in names:  # its keywords are the scheduler, the policy and the workload's
+                raise unknown_keyword("SimConfig.from_specs()", key, ["scheduler", "policy", *names])
+        return cls(WorkloadConfig(**workload),
                    SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
 
     def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":

@@ -64,10 +64,11 @@ def import_hint(module: str, exc: Exception) -> str:
     return ""
 
 
-def known_keywords(what: str):
+def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     """Decorate a public function (or ``__init__``) so that a keyword argument it does not
     take is one ``ConfigError`` naming it, the nearest allowed one and all allowed ones,
-    instead of Python's ``TypeError``; positional arguments pass through untouched."""
+    instead of Python's ``TypeError``; positional arguments pass through untouched.
+    ``elsewhere`` maps a keyword another function takes to where it goes, said after."""
     def decorate(fn):
         params = inspect.signature(fn).parameters.values()
         allowed = tuple(p.name for p in params if p.name != "self" and p.kind in
@@ -77,10 +78,18 @@ def known_keywords(what: str):
         def checked(*args, **kwargs):
             for key in kwargs:
                 if key not in allowed:
-                    near = difflib.get_close_matches(key, allowed, n=1)
-                    hint = f" (did you mean {near[0]}?)" if near else ""
-                    raise ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: "
-                                      + ", ".join(allowed))
+                    exc = unknown_keyword(what, key, allowed)
+                    if elsewhere and key in elsewhere:
+                        exc = ConfigError(f"{exc}; {key} is {elsewhere[key]}")
+                    raise exc
             return fn(*args, **kwargs)
         return checked
     return decorate
+
+
+def unknown_keyword(what: str, key: str, allowed) -> ConfigError:
+    """The one-line error for a keyword ``what`` does not take: the nearest allowed name
+    (difflib's, left out when none is close) and every allowed one."""
+    near = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: " + ", ".join(allowed))

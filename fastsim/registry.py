@@ -218,8 +218,14 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
             raise ConfigError(f"{what} parameter {key!r} is given twice in {spec!r}; allowed: "
                               "each parameter once")
         if eq and not val.strip():  # "backfill=" is not the bare flag "backfill"
-            raise ConfigError(f"{what} parameter {key!r} has no value in {spec!r}; allowed: "
-                              f"{key}=VALUE (a true/false flag may be given bare, as in fifo:backfill)")
+            decl = _REGISTRY[what].get(name)
+            if decl is not None and key in decl.param_names:  # say what this one takes
+                param = decl.param(key)
+                allowed = (f"{key}=true, {key}=false or the bare flag {key}" if param.kind == "bool"
+                           else f"{key}=VALUE, {param.allowed()}")
+            else:
+                allowed = f"{key}=VALUE (a true/false flag may be given bare, as in fifo:backfill)"
+            raise ConfigError(f"{what} parameter {key!r} has no value in {spec!r}; allowed: {allowed}")
         params[key] = val.strip()
     return name, params
 

@@ -51,6 +51,24 @@ def test_replay_help_names_every_lower_is_better_suffix():
     assert "ending in " + "/".join(LOWER_IS_BETTER_SUFFIXES) in text  # it listed 3 of the 6
 
 
+def test_replay_help_names_the_at_completion_status():
+    """The status triggered_at_completion was in docs/replay.md only: replay's help never
+    said why a trigger could save nothing, or what the summary's 'at completion' counts."""
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "replay")]
+    text = " ".join(sub.format_help().split())
+    from fastsim.replay.policies import AT_COMPLETION
+
+    assert f"status {AT_COMPLETION}, not stopped" in text and "'at completion'" in text
+
+
+def test_figures_help_says_a_sweep_of_another_baseline_is_skipped():
+    """A sweep file's baseline may be any policy now; 'fastsim figures --help' said only that
+    a missing sweep is skipped, not why a sweep that is there is skipped too."""
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "figures")]
+    text = " ".join(sub.format_help().split())
+    assert "changes against no stop policy from a sweep whose baseline is another" in text
+
+
 def test_docs_figures_help_quotes_the_detector_benchmarks_measured_time():
     """It said 'about 12 minutes' while docs/detectors.md measured 1,206 s."""
     import re

@@ -73,6 +73,8 @@ def test_bad_scheduler_spec(spec, field):
     ("oracle:k=3", r"policy parameter 'k' is not a parameter of oracle; allowed: scope$"),
     ("stop_at:k=2", r"'k' is not a parameter of stop_at; allowed: f, scope$"),
     ("none:k=2", r"'k' is not a parameter of none"),
+    # an integer's empty value was answered with a remark on true/false flags
+    ("evalstop:k=", r"'k' has no value in 'evalstop:k='; allowed: k=VALUE, an integer in \[1, "),
 ])
 def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -86,6 +88,7 @@ def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle
     ("srtf_est:backfill", "'backfill' is not a parameter of srtf_est"),
     ("fifo:backfill=", "'backfill' has no value in 'fifo:backfill='"),  # was read as the bare key
     ("fifo:backfill= ", "'backfill' has no value"),
+    ("fifo:backfill=", r"allowed: backfill=true, backfill=false or the bare flag backfill$"),
 ])
 def test_scheduler_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -250,7 +253,10 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
 
 @pytest.mark.parametrize("baseline, needle", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"), (3, "baseline=3 is invalid"),
-    ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare")])
+    ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare"),
+    # None was told "or false for no baseline", which compare then refused
+    (None, "baseline=None is invalid for compare; allowed: a stop policy spec"),
+    (3, "baseline=3 is invalid for compare")])
 def test_compare_names_a_bad_baseline_before_running_either_arm(baseline, needle, monkeypatch):
     import fastsim.api as api
 
@@ -283,6 +289,10 @@ def _misspelt_keyword_calls(tmp_path):
         (lambda: fastsim.EvalStopMonitor(kk=2), "EvalStopMonitor()", "kk", "k"),
         (lambda: fastsim.SimConfig(workloads=None), "SimConfig()", "workloads", "workload"),
         (lambda: WorkloadConfig(n_job=30), "WorkloadConfig()", "n_job", "n_jobs"),
+        # from_specs named WorkloadConfig and left its own scheduler and policy out
+        (lambda: SimConfig.from_specs(sheduler="fifo"), "SimConfig.from_specs()", "sheduler",
+         "scheduler"),
+        (lambda: SimConfig.from_specs(n_job=30), "SimConfig.from_specs()", "n_job", "n_jobs"),
     ]
 
 
@@ -297,6 +307,18 @@ def test_a_misspelt_keyword_of_the_api_is_one_line_naming_it(tmp_path):
                                "allowed: "), text
         assert "\n" not in text and near in text.split("; allowed: ")[1].split(", ")
     assert not (tmp_path / "out").exists()
+
+
+def test_replay_names_read_logs_for_a_keyword_of_reading(tmp_path):
+    """fastsim.replay(path, policy, metric="eval_loss") said only 'allowed: logs, policies,
+    gpus': nothing said that the metric is chosen by read_logs."""
+    import fastsim
+
+    with pytest.raises(ConfigError) as e:
+        fastsim.replay(tmp_path / "log.csv", "evalstop:k=2", metric="eval_loss")
+    assert str(e.value) == (
+        "fastsim.replay() keyword 'metric' is unknown; allowed: logs, policies, gpus; metric is "
+        "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(path, metric=...), policies)")
 
 
 def test_the_api_still_takes_positional_arguments():

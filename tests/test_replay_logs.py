@@ -43,6 +43,9 @@ def test_mess_rules_unsorted_duplicate_missing():
     assert b.height == 1 and b["score"][0] == 0.49 and b["line"][0] == 13   # the last row wins
     notes = " ".join(log.notes)
     assert "duplicates: 1" in notes and "unsorted" in notes and "missing: 1" in notes
+    # "1 evaluations without a eval_loss value": not every such row is an evaluation
+    assert "missing: 1 row(s) with no score value skipped" in notes
+    assert "1 repeated (job_id, step) row(s) dropped" in notes
 
 
 def test_duplicate_as_error_names_file_line_field():
@@ -211,9 +214,9 @@ def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path
     log = read_logs([p])
     assert log.table["score"].to_list() == [0.5, 0.6, 0.5, 0.3]
     assert log.table["line"].to_list() == [2, 4, 6, 10]
-    assert ("duplicates: 4 rows without a score value dropped beside a row of the same "
+    assert ("duplicates: 4 row(s) with no score value dropped beside a row of the same "
             "(job_id, step) that has one") in log.notes
-    assert "duplicates: 1 repeated (job_id, step) rows dropped, the last kept" in log.notes
+    assert "duplicates: 1 repeated (job_id, step) row(s) dropped, the last kept" in log.notes
     r = replay(log, ["evalstop:k=2"])
     assert r.select("status", "trigger_step", "steps_saved").row(0) == (
         "triggered_at_completion", 4, 0)

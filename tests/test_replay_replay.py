@@ -250,6 +250,17 @@ def test_cli_says_why_gpus_give_no_gpu_hours_without_times(tmp_path, capsys):
     assert "no time per evaluation" not in capsys.readouterr().out
 
 
+def test_cli_summary_says_when_its_gpu_hours_cover_some_jobs_only(tmp_path, capsys):
+    """A finished run beside one still training (no train_runtime, so no times): the summary
+    printed the finished run's GPU-hours as the total, saying nothing of the other job."""
+    t = tmp_path / "mixed.csv"
+    t.write_text("job_id,step,score,time\na,1,3,0\na,2,2,1\na,3,1,2\na,4,0,3\n"
+                 "b,1,3,\nb,2,2,\nb,3,1,\nb,4,0,\n")
+    assert main(["replay", str(t), "--gpus", "8", "--summary-only"]) == 0
+    assert "GPU-h saved 8 of 24 (over 1 of 2 jobs; the others have no time per evaluation" \
+        in capsys.readouterr().out
+
+
 def test_cli_job_table_stays_aligned_for_long_policy_labels_and_metric_names(tmp_path, capsys):
     p = tmp_path / "t.csv"
     p.write_text("job_id,step,eval_accuracy,loss\njob_a,1,3,2\njob_a,2,2,1.5\njob_a,3,1,1.4\n")

@@ -123,11 +123,38 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
     ("nosuch", "baseline='nosuch' is invalid"),
     ("evalstop:q=1", "baseline parameter 'q'"),
     ("", "baseline='' is empty"),
+    # "false" in quotes is a name; the error listed the policies and not how to say none
+    ("false", "baseline='false' is invalid; allowed: none, evalstop"),
 ])
 def test_parse_sweep_rejects_bad_baseline(value, words):
     with pytest.raises(ConfigError) as exc:
         parse_sweep({"baseline": value}, "mem.toml")
     assert str(exc.value).startswith(f"mem.toml: {words}") and "\n" not in str(exc.value)
+    if value in ("nosuch", "false"):
+        assert str(exc.value).endswith(', or false (no quotes) or "off" for no baseline')
+
+
+def test_a_bad_override_is_not_blamed_on_the_file(tmp_path, capsys):
+    """'fastsim sweep tiny.toml --clusters 0' said 'tiny.toml: clusters=0 is invalid', of a
+    file that says clusters = 20."""
+    from fastsim.cli import main
+
+    p = write(tmp_path, "clusters = 20\n[base]\nn_jobs = 10\n")
+    for option, value in (("--clusters", "0"), ("--chunk", "0"), ("--seed", "-1")):
+        assert main(["sweep", str(p), "--out", str(tmp_path / "out"), option, value]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"{option[2:]}={value} (given in place of {p}'s) is invalid; allowed: "
+                            + err.split("allowed: ")[1]) and "\n" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_baseline_unknown_name_says_off_is_no_baseline(capsys):
+    """'fastsim run --baseline false' listed every policy but not 'off'."""
+    from fastsim.cli import main
+
+    assert main(["run", "--baseline", "false", "--clusters", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("or off for no baseline") and "\n" not in err
 
 
 def test_online_detectors_are_sweep_policies(tmp_path):

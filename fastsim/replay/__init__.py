@@ -22,7 +22,13 @@ __all__ = ["Decision", "EvalLog", "EvalStopMonitor", "StopMonitor", "read_logs",
            "replay_logs", "summarize_replay"]
 
 
-@known_keywords("fastsim.replay()")
+# how a log is read is read_logs' business; a user reaching for --metric here is told so
+_READ_OPTIONS = {key: "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(path, "
+                 f"{key}=...), policies)" for key in ("fmt", "metric", "higher_is_better",
+                                                      "on_duplicate")}
+
+
+@known_keywords("fastsim.replay()", _READ_OPTIONS)
 def replay_logs(logs, policies, gpus: float | None = None):
     """Replay stop policies on evaluation logs; one row per (policy, job).
 

@@ -32,7 +32,9 @@ def register(subparsers) -> None:
         "replay", help="replay stop policies on evaluation logs (CSV, JSONL, Parquet, trainer_state.json)",
         description="Replay stop policies on real evaluation logs: per job, whether and where "
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
-        "the compute a stop would have saved. Formats and mess rules: docs/replay.md.")
+        "the compute a stop would have saved. A trigger at a job's last logged step is status "
+        "triggered_at_completion, not stopped: it keeps its checkpoint but saves nothing (the "
+        "summary's 'at completion'). Formats and mess rules: docs/replay.md.")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json; a log "
                    "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "
@@ -185,6 +187,9 @@ def _print_summary(summ: pl.DataFrame) -> None:
                      f"({unknown} kept an unscored step)")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
+            if r["n_jobs_gpu_h_known"] < r["n_jobs"]:  # a sum over some jobs must say so
+                line += (f" (over {r['n_jobs_gpu_h_known']} of {r['n_jobs']} jobs; the others "
+                         "have no time per evaluation or no GPU count)")
         print(line)
         if truth:
             print(f"{'':<{w}} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "

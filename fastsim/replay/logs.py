@@ -676,13 +676,13 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
         if blank.any():
             table = table.filter(~blank)
-            notes.append(f"duplicates: {int(blank.sum())} rows without a {name} value dropped "
+            notes.append(f"duplicates: {int(blank.sum())} row(s) with no {name} value dropped "
                          "beside a row of the same (job_id, step) that has one")
         dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
     if dup.any():
         n_extra = int(dup.sum()) - table.filter(dup).select(pl.struct("job_id", "step").n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)
-        notes.append(f"duplicates: {n_extra} repeated (job_id, step) rows dropped, the last kept")
+        notes.append(f"duplicates: {n_extra} repeated (job_id, step) row(s) dropped, the last kept")
     if table.select((pl.col("step").diff().over("job_id") < 0).any()).item():
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
@@ -698,7 +698,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
                               "non-decreasing in step")
     n_missing = int(table["metric"].is_nan().sum())
     if n_missing:
-        notes.append(f"missing: {n_missing} evaluations without a {name} value are skipped "
+        notes.append(f"missing: {n_missing} row(s) with no {name} value skipped "
                      "(neither a decline nor a reset)")
     sign = 1.0 if hib else -1.0
     table = table.with_columns((pl.col("metric") * sign).alias("score")).drop("order")

@@ -55,7 +55,9 @@ def register(subparsers) -> None:
     f = subparsers.add_parser("figures", help="draw every figure from a results directory",
                               description="Draw the paper's figures (PNG and PDF) from "
                               "aggregated Parquet in DIR (a sweep or reproduce output); a "
-                              "figure whose sweep is not in DIR is skipped, and says so. The "
+                              "figure whose sweep is not in DIR is skipped, and says so, as is "
+                              "one that plots changes against no stop policy from a sweep whose "
+                              "baseline is another. The "
                               "cost-aware figures are drawn by fastsim costaware figures, the "
                               "documentation's by fastsim docs-figures.")
     f.add_argument("dir", type=Path, help="results directory: a sweep's --out, or a directory "

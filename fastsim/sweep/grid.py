@@ -191,11 +191,15 @@ def _fail(source: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {msg}")
 
 
-def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None) -> int:
+def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None,
+               override: bool = False) -> int:
     value = plain(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
             hi is not None and value > hi):
         allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
+        if override:  # --clusters 0 is the caller's value, not one the file holds
+            raise ConfigError(f"{key}={value!r} (given in place of {source}'s) is invalid; "
+                              f"allowed: {allowed}")
         raise _fail(source, f"{key}={value!r} is invalid; allowed: {allowed}")
     return value
 
@@ -238,14 +242,16 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     if not isinstance(name, str) or not name or "/" in name:
         raise _fail(source, f"name={name!r} is invalid; allowed: a non-empty string without '/'")
     n_clusters = _check_int(source, "clusters", clusters if clusters is not None
-                            else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER)
+                            else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
+                            override=clusters is not None)
     n_chunk = _check_int(source, "chunk", chunk if chunk is not None
-                         else doc.get("chunk", min(n_clusters, 250)), 1)
+                         else doc.get("chunk", min(n_clusters, 250)), 1,
+                         override=chunk is not None)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
-                          0, 2**64 - 1)
+                          0, 2**64 - 1, override=seed is not None)
     baseline_spec = doc.get("baseline", "none")
     try:
-        baseline = parse_baseline(baseline_spec)
+        baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
     except ConfigError as exc:
         raise _fail(source, str(exc)) from None
 
