@@ -80,3 +80,38 @@ def test_callback_lets_an_improving_run_finish(tmp_path):
     assert trainer.state.global_step == 30
     assert cb.decision is not None and not cb.decision.stop
     assert cb.keep_step is None
+
+
+def _args(tmp_path, **kw):
+    return transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=60, eval_strategy="steps", eval_steps=5,
+        save_strategy="steps", save_steps=5, report_to=[], use_cpu=True, **kw)
+
+
+def test_evaluate_after_training_at_the_last_evaluated_step_is_not_a_new_evaluation(tmp_path):
+    # trainer.train() then trainer.evaluate(): the final step was evaluated during training,
+    # and evaluating it again is neither an error nor a second observation of it
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=3", metric_for_best_model="eval_loss")
+    trainer = _trainer(tmp_path, eval_shift=1, callback=cb, max_steps=30)
+    trainer.train()
+    before = cb.decision
+    assert before is not None and not before.stop and trainer.state.global_step == 30
+    trainer.evaluate()
+    assert cb.decision == before
+
+
+def test_a_second_eval_dataset_at_the_same_step_is_skipped(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_a_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    with pytest.warns(UserWarning, match="eval_a_loss"):
+        for step, loss in [(5, 1.0), (10, 1.1), (15, 1.2)]:
+            state.global_step = step
+            cb.on_evaluate(args, state, control, metrics={"eval_a_loss": loss})
+            cb.on_evaluate(args, state, control, metrics={"eval_b_loss": 0.5})
+    assert cb.decision.stop and cb.keep_step == 5 and control.should_training_stop
+

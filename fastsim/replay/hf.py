@@ -101,6 +101,7 @@ class StopPolicyCallback(_TrainerCallback):
         self.keep_step: int | None = None
         self.keep_checkpoint: str | None = None
         self._warned_missing = False
+        self._observed_step: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         best = getattr(args, "metric_for_best_model", None)
@@ -115,6 +116,7 @@ class StopPolicyCallback(_TrainerCallback):
             planned = planned or 1.0
         self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
         self.decision, self.keep_step, self.keep_checkpoint = None, None, None
+        self._observed_step = None
         eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
         save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
         if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
@@ -130,14 +132,15 @@ class StopPolicyCallback(_TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.monitor is None:
             self.on_train_begin(args, state, control)
-        value = (metrics or {}).get(self.metric, math.nan)
-        if self.metric not in (metrics or {}) and not self._warned_missing:
+        metrics = metrics or {}
+        if self.metric not in metrics and not self._warned_missing:
             self._warned_missing = True
             warnings.warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
-                          f"metrics {sorted(metrics or {})}; such evaluations are skipped",
+                          f"metrics {sorted(metrics)}; such evaluations are skipped",
                           stacklevel=2)
-        loss = (metrics or {}).get("eval_loss", math.nan)
-        d = self.monitor.observe(self.job_id, int(state.global_step), value, loss)
+        d = self._observe(int(state.global_step), metrics, metrics.get("eval_loss", math.nan))
+        if d is None:
+            return control
         self.decision = d
         protect = self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False)
         best = self.monitor.best_step(self.job_id)
@@ -152,6 +155,18 @@ class StopPolicyCallback(_TrainerCallback):
             if protect:
                 state.best_model_checkpoint = str(ckpt)
         return control
+
+    def _observe(self, step: int, metrics: dict, loss: float) -> Decision | None:
+        """Feed one evaluation to the monitor; None when it is not one to decide on: a
+        step already decided (``trainer.evaluate()`` after training, the second of several
+        eval datasets) or, for a policy that reads scores only, one without the metric."""
+        if self._observed_step is not None and step <= self._observed_step:
+            return None
+        if self.metric not in metrics and "losses" not in self.policy.decl.reads:
+            return None
+        d = self.monitor.observe(self.job_id, step, metrics.get(self.metric, math.nan), loss)
+        self._observed_step = step
+        return d
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
