@@ -115,3 +115,25 @@ def test_a_second_eval_dataset_at_the_same_step_is_skipped(tmp_path):
             cb.on_evaluate(args, state, control, metrics={"eval_b_loss": 0.5})
     assert cb.decision.stop and cb.keep_step == 5 and control.should_training_stop
 
+def test_loss_reading_policy_decides_on_the_training_loss_as_replay_does(tmp_path):
+    # the training loss plateaus while the evaluation loss keeps falling: loss_plateau reads
+    # the training loss (replay's `loss` of a trainer_state.json), not eval_loss
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("loss_plateau:w=2,tol=0.01")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    for i, step in enumerate(range(5, 45, 5)):
+        state.global_step = step
+        state.log_history.append({"loss": 2.0 if i else 3.0, "step": step})
+        metrics = {"eval_loss": 1.0 - 0.1 * i}
+        state.log_history.append({**metrics, "step": step})
+        cb.on_evaluate(args, state, control, metrics=metrics)
+        if cb.decision.stop:
+            break
+    assert cb.decision.stop and state.global_step == 20
+    path = tmp_path / "trainer_state.json"
+    state.save_to_json(str(path))
+    r = replay(read_logs([path], metric="eval_loss"), ["loss_plateau:w=2,tol=0.01"]).row(0, named=True)
+    assert r["trigger_step"] == 20 and r["delivered_step"] == cb.keep_step
+

@@ -138,7 +138,7 @@ class StopPolicyCallback(_TrainerCallback):
             warnings.warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
                           f"metrics {sorted(metrics)}; such evaluations are skipped",
                           stacklevel=2)
-        d = self._observe(int(state.global_step), metrics, metrics.get("eval_loss", math.nan))
+        d = self._observe(int(state.global_step), metrics, _train_loss(getattr(state, "log_history", None)))
         if d is None:
             return control
         self.decision = d
@@ -184,6 +184,15 @@ class StopPolicyCallback(_TrainerCallback):
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _train_loss(log_history) -> float:
+    """The latest training loss the Trainer logged (``loss`` of a step's log entry), as
+    replay reads a trainer_state.json: the loss that loss-reading policies decide on."""
+    for entry in reversed(log_history or []):
+        if isinstance(entry, dict) and "loss" in entry and "step" in entry:
+            return entry["loss"]
+    return math.nan
 
 
 def _eval_name(metric: str) -> str:
