@@ -137,3 +137,31 @@ def test_loss_reading_policy_decides_on_the_training_loss_as_replay_does(tmp_pat
     r = replay(read_logs([path], metric="eval_loss"), ["loss_plateau:w=2,tol=0.01"]).row(0, named=True)
     assert r["trigger_step"] == 20 and r["delivered_step"] == cb.keep_step
 
+def test_resumed_training_carries_on_from_the_checkpoint_log(tmp_path):
+    # resume_from_checkpoint restores trainer_state.json's log_history: the two declines
+    # the run had logged still count, so one more triggers evalstop:k=3
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=3", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"loss": 2.0, "step": 5}, {"eval_loss": 1.0, "step": 5},
+                         {"loss": 1.9, "step": 10}, {"eval_loss": 1.1, "step": 10},
+                         {"loss": 1.8, "step": 15}, {"eval_loss": 1.2, "step": 15}]
+    cb.on_train_begin(args, state, control)
+    assert not control.should_training_stop and cb.decision.decline_run == 2
+    state.global_step = 20
+    cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.3})
+    assert cb.decision.stop and cb.keep_step == 5
+
+
+def test_resuming_a_run_whose_log_holds_the_stop_stops_again(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"eval_loss": 1.0, "step": 5}, {"eval_loss": 1.1, "step": 10},
+                         {"eval_loss": 1.2, "step": 15}]
+    cb.on_train_begin(args, state, control)
+    assert control.should_training_stop and cb.decision.stop and cb.keep_step == 5

@@ -8,7 +8,8 @@ records the checkpoint to keep (``keep_step``, ``keep_checkpoint``, and
 ``metric_for_best_model`` and ``greater_is_better`` (taken from ``TrainingArguments``
 when not given, as ``EarlyStoppingCallback`` does) and ``threshold`` (a drop of at most
 this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallback`` is
-the same class.  The class is importable without ``transformers``; creating one needs it.
+the same class.  A run resumed from a checkpoint carries on from the evaluations in its
+``log_history``.  The class is importable without ``transformers``; creating one needs it.
 
 The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop: ``k``)
 before the trigger, or, for the online detectors (``patience``, ``margin``, ``cusum``,
@@ -117,6 +118,25 @@ class StopPolicyCallback(_TrainerCallback):
         self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
         self.decision, self.keep_step, self.keep_checkpoint = None, None, None
         self._observed_step = None
+        # a run resumed from a checkpoint: its trainer_state.json holds every evaluation up
+        # to that step, so the monitor carries on from them instead of starting over
+        history = getattr(state, "log_history", None) or []
+        loss = math.nan
+        for entry in history:
+            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+                continue
+            if entry["step"] > state.global_step:
+                break
+            if "loss" in entry:
+                loss = entry["loss"]
+            if any(str(key).startswith("eval_") for key in entry):
+                d = self._observe(entry["step"], entry, loss)
+                self.decision = d or self.decision
+        if self.decision is not None and self.decision.stop:
+            # the resumed log already holds the stop: a stopped job stays stopped
+            control.should_training_stop = True
+            self.keep_step = self.decision.keep_step
+            self.keep_checkpoint = str(Path(args.output_dir) / f"checkpoint-{self.keep_step}")
         eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
         save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
         if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
