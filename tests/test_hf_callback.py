@@ -165,3 +165,32 @@ def test_resuming_a_run_whose_log_holds_the_stop_stops_again(tmp_path):
                          {"eval_loss": 1.2, "step": 15}]
     cb.on_train_begin(args, state, control)
     assert control.should_training_stop and cb.decision.stop and cb.keep_step == 5
+
+
+def test_evalstop_json_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import pathlib
+
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    for step, loss in [(5, 1.0), (10, 1.1), (15, 1.2)]:
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": loss})
+    record = tmp_path / "run" / "evalstop.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"stopped": false}\n')
+
+    def disk_full(self, data, *a, **kw):  # half the bytes reach the disk, then it is full
+        with open(self, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data[:len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", disk_full)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", disk_full)
+    with pytest.raises(Exception, match="No space left"), pytest.warns(UserWarning, match="not saved"):
+        cb.on_train_end(args, state, control)  # (no checkpoint directories here)
+    monkeypatch.undo()
+    assert record.read_text() == '{"stopped": false}\n'
+    assert sorted(p.name for p in record.parent.iterdir()) == ["evalstop.json"]

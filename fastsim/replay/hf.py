@@ -37,6 +37,7 @@ from pathlib import Path
 
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import default_higher_is_better
 from fastsim.replay.monitor import Decision, StopMonitor
 
@@ -198,9 +199,9 @@ class StopPolicyCallback(_TrainerCallback):
                       "keep_checkpoint": self.keep_checkpoint, "reason": self.decision.reason,
                       "policy": self.policy.label, "k": self.k, "metric": self.metric,
                       "global_step": int(state.global_step)}
-            out = Path(args.output_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "evalstop.json").write_text(json.dumps(record, indent=2) + "\n")
+            # whole or not at all: a crash mid-write keeps the previous record
+            atomic_write_bytes(Path(args.output_dir) / "evalstop.json",
+                               (json.dumps(record, indent=2) + "\n").encode())
 
 
 EvalStopCallback = StopPolicyCallback
