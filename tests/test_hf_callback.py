@@ -194,3 +194,30 @@ def test_evalstop_json_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert record.read_text() == '{"stopped": false}\n'
     assert sorted(p.name for p in record.parent.iterdir()) == ["evalstop.json"]
+
+
+@pytest.mark.parametrize("trainer_best, limit, warns", [
+    (None, 2, False),          # the callback's mark spares the kept checkpoint: k is enough
+    (None, 1, True),
+    ("eval_loss", 3, True),    # the Trainer resets the mark to its own best at every save
+    ("eval_loss", 4, False),
+])
+def test_rotation_warning_counts_the_trainers_own_best_checkpoint(tmp_path, trainer_best, limit,
+                                                                  warns):
+    # evalstop:k=2 keeps step t-10 of a trigger at t; with metric_for_best_model set, the
+    # Trainer keeps checkpoint-<its best> and the newest, and rotation with
+    # save_total_limit=3 deletes checkpoint-<t-10> (a real run: best 5, trigger 25, kept 15,
+    # left on disk 5, 20, 25)
+    import warnings
+
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args = _args(tmp_path, save_total_limit=limit, metric_for_best_model=trainer_best)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cb.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
+    hits = [str(x.message) for x in w if "save_total_limit" in str(x.message)]
+    assert bool(hits) == warns, hits
+    if warns:
+        assert f"save_total_limit={limit}" in hits[0] and "allowed: None or >=" in hits[0]

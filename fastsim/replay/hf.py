@@ -15,7 +15,9 @@ The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop
 before the trigger, or, for the online detectors (``patience``, ``margin``, ``cusum``,
 ``peak``, ``bocpd``), the one with the best score so far; so save at every evaluation
 (``save_strategy`` = ``eval_strategy``, equal steps) and keep enough checkpoints
-(``save_total_limit`` None or > lookback).  The callback marks that checkpoint as
+(``save_total_limit`` None or >= lookback; >= lookback + 2 when ``metric_for_best_model``
+is set in ``TrainingArguments``, since the Trainer then marks its own best at every
+save).  The callback marks that checkpoint as
 ``state.best_model_checkpoint`` (unless ``load_best_model_at_end`` uses it), which
 Trainer's checkpoint rotation never deletes: on a stop, and for a policy that keeps the
 best, at every new best.  ``StopPolicyCallback("patience:patience=3", threshold=0.01)`` is
@@ -145,10 +147,37 @@ class StopPolicyCallback(_TrainerCallback):
             warnings.warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
                           f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
                           "the checkpoint to keep may not exist", stacklevel=2)
+        self._warn_rotation(args, best)
+
+    def _warn_rotation(self, args, best: str | None) -> None:
+        """Warn when checkpoint rotation (``save_total_limit``) can delete the checkpoint
+        the policy keeps.  Rotation spares the newest checkpoint and
+        ``state.best_model_checkpoint``; when the Trainer tracks a best of its own
+        (``metric_for_best_model`` set, as ``load_best_model_at_end`` does) it resets that
+        mark to its own best at every save, so the callback's mark does not hold and the
+        kept checkpoint must survive among the newest: the trigger's, the ``k`` before it
+        and the Trainer's best take ``k + 2``."""
         limit = getattr(args, "save_total_limit", None)
-        if limit is not None and 0 < limit < self.k:
-            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} < {self.k} deletes the "
-                          "checkpoint the policy keeps", stacklevel=2)
+        if limit is None or limit <= 0:
+            return
+        owned = bool(getattr(args, "load_best_model_at_end", False)) or best is not None
+        marked = self.protect_checkpoint and not owned
+        if self.policy.decl.keep == "best":
+            # the Trainer's own best is this policy's only if it is the same metric and sense
+            same = owned and best is not None and _eval_name(best) == self.metric and (
+                bool(getattr(args, "greater_is_better", None)) == self.monitor.higher_is_better)
+            if not (marked or same):
+                warnings.warn(f"{type(self).__name__}: save_total_limit={limit} can delete the "
+                              f"best-{self.metric} checkpoint the policy keeps (rotation spares the "
+                              "Trainer's metric_for_best_model best only); allowed: None",
+                              stacklevel=3)
+            return
+        need = self.k + (0 if marked else 1) + (1 if owned else 0)
+        if limit < need:
+            why = (" (the Trainer keeps its own metric_for_best_model best from rotation, not this "
+                   "one)" if owned else "")
+            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} deletes the checkpoint "
+                          f"the policy keeps{why}; allowed: None or >= {need}", stacklevel=3)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.monitor is None:
