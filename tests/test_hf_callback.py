@@ -221,3 +221,21 @@ def test_rotation_warning_counts_the_trainers_own_best_checkpoint(tmp_path, trai
     assert bool(hits) == warns, hits
     if warns:
         assert f"save_total_limit={limit}" in hits[0] and "allowed: None or >=" in hits[0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    # a string's truth value is True: "False" read as higher-is-better
+    (dict(greater_is_better="False"), "greater_is_better = 'False': allowed: True or False"),
+    (dict(higher_is_better=0), "higher_is_better = 0: allowed: True or False"),
+    (dict(protect_checkpoint="no"), "protect_checkpoint = 'no': allowed: True or False"),
+    # the earlier name beside the new one: one of the two was dropped silently
+    (dict(policy="patience:patience=3", k=3), "policy='patience:patience=3' and k=3"),
+    (dict(metric_for_best_model="eval_acc", metric="eval_loss"), "metric='eval_loss'"),
+    (dict(greater_is_better=True, higher_is_better=False), "higher_is_better=False"),
+])
+def test_bad_callback_arguments_are_refused_at_construction(kwargs, message):
+    from fastsim.errors import ConfigError
+    from fastsim.replay.hf import StopPolicyCallback
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        StopPolicyCallback(**kwargs)

@@ -81,6 +81,22 @@ class StopPolicyCallback(_TrainerCallback):
         if _TrainerCallback is object:
             raise ImportError("fastsim.replay.hf needs the optional Hugging Face extra: "
                               "pip install 'fastsim[hf]'")
+        name = type(self).__name__
+        # each setting under one of its two names: given under both, one would be dropped
+        for new_name, new_value, old_name, old_value in (
+                ("policy", policy if policy != "evalstop:k=2" else None, "k", k),
+                ("metric_for_best_model", metric_for_best_model, "metric", metric),
+                ("greater_is_better", greater_is_better, "higher_is_better", higher_is_better)):
+            if new_value is not None and old_value is not None:
+                raise ConfigError(f"{name}: {new_name}={new_value!r} and {old_name}={old_value!r}; "
+                                  f"allowed: one of the two ({old_name} is the earlier name)")
+        for flag, value, none_ok in (("greater_is_better", greater_is_better, True),
+                                     ("higher_is_better", higher_is_better, True),
+                                     ("protect_checkpoint", protect_checkpoint, False)):
+            if not (isinstance(value, bool) or (none_ok and value is None)):
+                raise ConfigError(f"{name} {flag} = {value!r}: allowed: True or False"
+                                  + (" (or None: from TrainingArguments, else the metric's name)"
+                                     if none_ok else ""))
         if k is not None:
             policy = f"evalstop:k={k}"
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
