@@ -239,3 +239,21 @@ def test_bad_callback_arguments_are_refused_at_construction(kwargs, message):
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         StopPolicyCallback(**kwargs)
+
+
+def test_progress_policy_plans_an_epoch_based_run_by_the_trainers_step_count(tmp_path):
+    # TrainingArguments(num_train_epochs=3) leaves max_steps at -1; the Trainer has computed
+    # state.max_steps before on_train_begin, and stop_at reads progress against it
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("stop_at:f=0.5")
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), num_train_epochs=3, eval_strategy="steps",
+        eval_steps=10, save_steps=10, report_to=[], use_cpu=True)
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    state.max_steps = 120
+    cb.on_train_begin(args, state, control)
+    for step in (50, 60):
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+        assert cb.decision.stop == (step == 60)

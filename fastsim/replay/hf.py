@@ -131,9 +131,18 @@ class StopPolicyCallback(_TrainerCallback):
             hib = getattr(args, "greater_is_better", None)
         if hib is None:
             hib = default_higher_is_better(self.metric)
-        planned = float(args.max_steps) if getattr(args, "max_steps", 0) and args.max_steps > 0 else None
+        # the planned length: max_steps, or, for a run set by num_train_epochs, the steps
+        # the Trainer computed from it (state.max_steps, known before on_train_begin)
+        planned = next((float(n) for n in (getattr(args, "max_steps", 0),
+                                           getattr(state, "max_steps", 0))
+                        if isinstance(n, int) and n > 0), None)
         if "t_est_h" not in self.policy.decl.reads:
             planned = planned or 1.0
+        elif planned is None:
+            raise ConfigError(f"{type(self).__name__}: policy {self.policy.label} reads progress "
+                              "(step / planned steps), and the run has no planned length; "
+                              "allowed: TrainingArguments max_steps > 0 or num_train_epochs "
+                              "with a sized train dataset")
         self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
         self.decision, self.keep_step, self.keep_checkpoint = None, None, None
         self._observed_step = None
