@@ -75,15 +75,23 @@ class CostAware:
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(
                 self.budget, (int, np.integer)) or self.budget < 1):
             raise ConfigError(f"budget={self.budget!r} must be an integer >= 1")
+        # numbers only: a bool or a string would pass float() here and be read as a number
+        # (True as 1) or fail at the first generation batch, after the model has loaded
+        for name in ("token_budget", "lam", "floor"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_, str, bytes)):
+                raise ConfigError(f"{name}={value!r} must be a number, not a "
+                                  f"{type(value).__name__}")
         if self.token_budget is not None:
             check_nonnegative(self.token_budget, "token_budget", "a finite number > 0")
             if float(self.token_budget) <= 0:
                 raise ConfigError(f"token_budget={self.token_budget!r} must be > 0")
         check_lam(self.lam)
         check_nonnegative(self.floor, "floor")
+        # the draws' counter-based RNG takes a signed 64-bit seed
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
-                or self.seed < 0:
-            raise ConfigError(f"seed={self.seed!r} must be an integer >= 0")
+                or not 0 <= self.seed <= 2**63 - 1:
+            raise ConfigError(f"seed={self.seed!r} must be an integer from 0 to 2^63-1")
 
 
 def rollout_costs(batch: dict) -> torch.Tensor:
