@@ -149,3 +149,12 @@ def test_costaware_settings_of_the_wrong_type_are_refused_at_construction(kwargs
     with pytest.raises(ConfigError, match=message):
         ca.CostAware(**kwargs)
     ca.CostAware(budget=4, seed=2**63 - 1)  # the largest seed is fine
+
+
+def test_costaware_without_a_grpo_config_is_refused_before_training():
+    # args omitted (GRPOTrainer would build its default config): an IndexError before
+    _, ca, _ = _modules()
+    for kwargs in ({}, {"args": None}):
+        with pytest.raises(ConfigError, match="needs args=GRPOConfig"):
+            ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], costaware=ca.CostAware(budget=4),
+                                    **kwargs)

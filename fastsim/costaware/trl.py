@@ -164,7 +164,13 @@ class CostAwareGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args, costaware: CostAware | None = None, **kwargs):
         if costaware is not None:
-            _check_args(costaware, kwargs["args"] if "args" in kwargs else args[2])
+            # GRPOTrainer(model, reward_funcs, args=None, ...)
+            config = kwargs["args"] if "args" in kwargs else (args[2] if len(args) > 2 else None)
+            if config is None:
+                raise ConfigError("CostAwareGRPOTrainer with costaware=... needs args=GRPOConfig(...): "
+                                  "its loss_type, beta and steps_per_generation decide whether the "
+                                  "weighting is unbiased, so TRL's defaults are not assumed")
+            _check_args(costaware, config)
         super().__init__(*args, **kwargs)
         self.costaware = costaware
         self.costaware_history: list[dict] = []
