@@ -251,7 +251,7 @@ class StopMonitor:
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:
-            raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a number >= 0")
+            raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a finite number >= 0")
         if planned_steps is not None and not (_is_real(planned_steps)
                                               and 0 < planned_steps < math.inf):
             raise ConfigError(f"StopMonitor planned_steps = {planned_steps!r}: allowed: a "
