@@ -257,3 +257,25 @@ def test_progress_policy_plans_an_epoch_based_run_by_the_trainers_step_count(tmp
         state.global_step = step
         cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
         assert cb.decision.stop == (step == 60)
+
+
+def test_a_null_metric_or_loss_is_a_missing_reading_as_in_replay(tmp_path):
+    # trainer_state.json may hold null; replay skips it, and so does the callback (live and
+    # when a resumed run reads its log) instead of raising 'score = None' inside the Trainer
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 10
+    state.log_history = [{"loss": None, "step": 5}, {"eval_loss": 1.0, "step": 5},
+                         {"eval_loss": None, "step": 10}]
+    cb.on_train_begin(args, state, control)
+    for step, value in [(15, None), (20, 1.1), (25, 1.2)]:
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": value})
+    assert cb.decision.stop and cb.keep_step == 5 and cb.decision.eval_index == 3
+    lp = StopPolicyCallback("loss_plateau:w=2,tol=0.01")
+    lp.on_train_begin(args, transformers.TrainerState(), control)
+    state.global_step, state.log_history = 30, [{"loss": None, "step": 30}]
+    lp.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    assert not lp.decision.stop

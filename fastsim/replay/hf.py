@@ -239,7 +239,10 @@ class StopPolicyCallback(_TrainerCallback):
             return None
         if self.metric not in metrics and "losses" not in self.policy.decl.reads:
             return None
-        d = self.monitor.observe(self.job_id, step, metrics.get(self.metric, math.nan), loss)
+        # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
+        score = metrics.get(self.metric)
+        d = self.monitor.observe(self.job_id, step, math.nan if score is None else score,
+                                 math.nan if loss is None else loss)
         self._observed_step = step
         return d
 
