@@ -158,3 +158,18 @@ def test_costaware_without_a_grpo_config_is_refused_before_training():
         with pytest.raises(ConfigError, match="needs args=GRPOConfig"):
             ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], costaware=ca.CostAware(budget=4),
                                     **kwargs)
+
+
+def test_each_process_draws_with_its_own_process_index(tmp_path, monkeypatch):
+    _, ca, _ = _modules()
+    seen = []
+    draw = ca.cost_aware_draw
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("process"))
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(ca, "cost_aware_draw", spy)
+    trainer = _trainer(tmp_path, costaware=ca.CostAware(budget=8), steps=1)
+    trainer.train()
+    assert seen and set(seen) == {trainer.accelerator.process_index}

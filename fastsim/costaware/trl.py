@@ -58,7 +58,8 @@ class CostAware:
         Smallest ``|A|`` a rollout is scored with (0: zero-advantage rollouts are never drawn
         unless ``lam > 0``; their policy-gradient term is zero anyway).
     seed : int
-        Counter-based RNG seed of the draws (coordinates: seed, generation batch, draw).
+        Counter-based RNG seed of the draws (coordinates: seed, data-parallel process,
+        generation batch, draw).
     """
 
     budget: int | None = None
@@ -195,13 +196,17 @@ class CostAwareGRPOTrainer(GRPOTrainer):
                   "tokens_generated": float(cost.sum()), "zero_adv_share": float(zero.mean())}
         if self.costaware is not None:
             ca = self.costaware
+            # each data-parallel process draws from its own rollouts with its own stream; on
+            # one seed they would all take the same positions (same uniforms)
+            process = int(self.accelerator.process_index)
             if zero.all() and ca.floor == 0.0:
                 # no policy-gradient signal at all: any subset gives the same (zero) loss
                 draw = cost_aware_draw(adv, cost, self._draws(np.ones_like(adv), cost), lam=1.0,
-                                       floor=1.0, seed=ca.seed, step=self._costaware_batches)
+                                       floor=1.0, seed=ca.seed, step=self._costaware_batches,
+                                       process=process)
             else:
                 draw = cost_aware_draw(adv, cost, self._draws(adv, cost), ca.lam, ca.floor,
-                                       ca.seed, self._costaware_batches)
+                                       ca.seed, self._costaware_batches, process=process)
             batch = keep_rollouts(batch, draw.indices, draw.weights)
             record.update(rollouts_update=int(draw.indices.size), tokens_update=draw.tokens,
                           ess=effective_sample_size(draw.weights),
