@@ -279,3 +279,21 @@ def test_a_null_metric_or_loss_is_a_missing_reading_as_in_replay(tmp_path):
     state.global_step, state.log_history = 30, [{"loss": None, "step": 30}]
     lp.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
     assert not lp.decision.stop
+
+
+def test_a_run_that_never_saw_its_metric_replaces_an_earlier_runs_record(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    record = tmp_path / "run" / "evalstop.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"stopped": true, "keep_step": 5}\n')  # an earlier run's stop
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_accuracy")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    state.global_step = 10
+    with pytest.warns(UserWarning, match="eval_accuracy"):
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    cb.on_train_end(args, state, control)
+    got = json.loads(record.read_text())
+    assert got["stopped"] is False and got["keep_step"] is None and got["global_step"] == 10
+    assert "no evaluation reported eval_accuracy" in got["reason"]

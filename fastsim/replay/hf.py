@@ -251,9 +251,13 @@ class StopPolicyCallback(_TrainerCallback):
             warnings.warn(f"{type(self).__name__}: checkpoint {self.keep_checkpoint} was not saved",
                           stacklevel=2)
             self.keep_checkpoint = None
-        if self.decision is not None and getattr(args, "should_save", True):
-            record = {"stopped": self.decision.stop, "keep_step": self.decision.keep_step,
-                      "keep_checkpoint": self.keep_checkpoint, "reason": self.decision.reason,
+        if self.monitor is not None and getattr(args, "should_save", True):
+            # a run that never evaluated its metric writes its record too, or an earlier
+            # run's evalstop.json in the same output_dir would stand for this one
+            d = self.decision or Decision(False, None, f"no evaluation reported {self.metric}",
+                                          0, 0)
+            record = {"stopped": d.stop, "keep_step": d.keep_step,
+                      "keep_checkpoint": self.keep_checkpoint, "reason": d.reason,
                       "policy": self.policy.label, "k": self.k, "metric": self.metric,
                       "global_step": int(state.global_step)}
             # whole or not at all: a crash mid-write keeps the previous record
