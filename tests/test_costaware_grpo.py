@@ -156,3 +156,17 @@ def test_censored_seeds_make_pooled_savings_na_and_count_in_the_median():
         assert np.isnan(m[name]["mean"]) and "n/a" in m[name]["note"]
     med = m["token_saving_to_uniform_peak_median"]
     assert med["n"] == 8 and med["lo"] == -np.inf  # a never-reaching seed is the worst saving
+
+
+def test_data_parallel_processes_draw_independently():
+    # one seed on every process: the same uniforms took the same positions on each
+    from fastsim.costaware import cost_aware_draw
+
+    adv, cost = np.linspace(-1, 1, 64), np.full(64, 20.0)
+    p0 = cost_aware_draw(adv, cost, 32, lam=1.0, seed=3, step=5)
+    assert np.array_equal(cost_aware_draw(adv, cost, 32, lam=1.0, seed=3, step=5, process=0).indices,
+                          p0.indices)
+    p1 = cost_aware_draw(adv, cost, 32, lam=1.0, seed=3, step=5, process=1)
+    assert not np.array_equal(p0.indices, p1.indices)
+    with pytest.raises(ConfigError, match="process=-1 must be an integer from 0"):
+        cost_aware_draw(adv, cost, 32, process=-1)

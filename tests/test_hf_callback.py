@@ -80,3 +80,220 @@ def test_callback_lets_an_improving_run_finish(tmp_path):
     assert trainer.state.global_step == 30
     assert cb.decision is not None and not cb.decision.stop
     assert cb.keep_step is None
+
+
+def _args(tmp_path, **kw):
+    return transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=60, eval_strategy="steps", eval_steps=5,
+        save_strategy="steps", save_steps=5, report_to=[], use_cpu=True, **kw)
+
+
+def test_evaluate_after_training_at_the_last_evaluated_step_is_not_a_new_evaluation(tmp_path):
+    # trainer.train() then trainer.evaluate(): the final step was evaluated during training,
+    # and evaluating it again is neither an error nor a second observation of it
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=3", metric_for_best_model="eval_loss")
+    trainer = _trainer(tmp_path, eval_shift=1, callback=cb, max_steps=30)
+    trainer.train()
+    before = cb.decision
+    assert before is not None and not before.stop and trainer.state.global_step == 30
+    trainer.evaluate()
+    assert cb.decision == before
+
+
+def test_a_second_eval_dataset_at_the_same_step_is_skipped(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_a_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    with pytest.warns(UserWarning, match="eval_a_loss"):
+        for step, loss in [(5, 1.0), (10, 1.1), (15, 1.2)]:
+            state.global_step = step
+            cb.on_evaluate(args, state, control, metrics={"eval_a_loss": loss})
+            cb.on_evaluate(args, state, control, metrics={"eval_b_loss": 0.5})
+    assert cb.decision.stop and cb.keep_step == 5 and control.should_training_stop
+
+def test_loss_reading_policy_decides_on_the_training_loss_as_replay_does(tmp_path):
+    # the training loss plateaus while the evaluation loss keeps falling: loss_plateau reads
+    # the training loss (replay's `loss` of a trainer_state.json), not eval_loss
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("loss_plateau:w=2,tol=0.01")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    for i, step in enumerate(range(5, 45, 5)):
+        state.global_step = step
+        state.log_history.append({"loss": 2.0 if i else 3.0, "step": step})
+        metrics = {"eval_loss": 1.0 - 0.1 * i}
+        state.log_history.append({**metrics, "step": step})
+        cb.on_evaluate(args, state, control, metrics=metrics)
+        if cb.decision.stop:
+            break
+    assert cb.decision.stop and state.global_step == 20
+    path = tmp_path / "trainer_state.json"
+    state.save_to_json(str(path))
+    r = replay(read_logs([path], metric="eval_loss"), ["loss_plateau:w=2,tol=0.01"]).row(0, named=True)
+    assert r["trigger_step"] == 20 and r["delivered_step"] == cb.keep_step
+
+def test_resumed_training_carries_on_from_the_checkpoint_log(tmp_path):
+    # resume_from_checkpoint restores trainer_state.json's log_history: the two declines
+    # the run had logged still count, so one more triggers evalstop:k=3
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=3", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"loss": 2.0, "step": 5}, {"eval_loss": 1.0, "step": 5},
+                         {"loss": 1.9, "step": 10}, {"eval_loss": 1.1, "step": 10},
+                         {"loss": 1.8, "step": 15}, {"eval_loss": 1.2, "step": 15}]
+    cb.on_train_begin(args, state, control)
+    assert not control.should_training_stop and cb.decision.decline_run == 2
+    state.global_step = 20
+    cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.3})
+    assert cb.decision.stop and cb.keep_step == 5
+
+
+def test_resuming_a_run_whose_log_holds_the_stop_stops_again(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"eval_loss": 1.0, "step": 5}, {"eval_loss": 1.1, "step": 10},
+                         {"eval_loss": 1.2, "step": 15}]
+    cb.on_train_begin(args, state, control)
+    assert control.should_training_stop and cb.decision.stop and cb.keep_step == 5
+
+
+def test_evalstop_json_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import pathlib
+
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    for step, loss in [(5, 1.0), (10, 1.1), (15, 1.2)]:
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": loss})
+    record = tmp_path / "run" / "evalstop.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"stopped": false}\n')
+
+    def disk_full(self, data, *a, **kw):  # half the bytes reach the disk, then it is full
+        with open(self, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data[:len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", disk_full)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", disk_full)
+    with pytest.raises(Exception, match="No space left"), pytest.warns(UserWarning, match="not saved"):
+        cb.on_train_end(args, state, control)  # (no checkpoint directories here)
+    monkeypatch.undo()
+    assert record.read_text() == '{"stopped": false}\n'
+    assert sorted(p.name for p in record.parent.iterdir()) == ["evalstop.json"]
+
+
+@pytest.mark.parametrize("trainer_best, limit, warns", [
+    (None, 2, False),          # the callback's mark spares the kept checkpoint: k is enough
+    (None, 1, True),
+    ("eval_loss", 3, True),    # the Trainer resets the mark to its own best at every save
+    ("eval_loss", 4, False),
+])
+def test_rotation_warning_counts_the_trainers_own_best_checkpoint(tmp_path, trainer_best, limit,
+                                                                  warns):
+    # evalstop:k=2 keeps step t-10 of a trigger at t; with metric_for_best_model set, the
+    # Trainer keeps checkpoint-<its best> and the newest, and rotation with
+    # save_total_limit=3 deletes checkpoint-<t-10> (a real run: best 5, trigger 25, kept 15,
+    # left on disk 5, 20, 25)
+    import warnings
+
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args = _args(tmp_path, save_total_limit=limit, metric_for_best_model=trainer_best)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cb.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
+    hits = [str(x.message) for x in w if "save_total_limit" in str(x.message)]
+    assert bool(hits) == warns, hits
+    if warns:
+        assert f"save_total_limit={limit}" in hits[0] and "allowed: None or >=" in hits[0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    # a string's truth value is True: "False" read as higher-is-better
+    (dict(greater_is_better="False"), "greater_is_better = 'False': allowed: True or False"),
+    (dict(higher_is_better=0), "higher_is_better = 0: allowed: True or False"),
+    (dict(protect_checkpoint="no"), "protect_checkpoint = 'no': allowed: True or False"),
+    # the earlier name beside the new one: one of the two was dropped silently
+    (dict(policy="patience:patience=3", k=3), "policy='patience:patience=3' and k=3"),
+    (dict(metric_for_best_model="eval_acc", metric="eval_loss"), "metric='eval_loss'"),
+    (dict(greater_is_better=True, higher_is_better=False), "higher_is_better=False"),
+])
+def test_bad_callback_arguments_are_refused_at_construction(kwargs, message):
+    from fastsim.errors import ConfigError
+    from fastsim.replay.hf import StopPolicyCallback
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        StopPolicyCallback(**kwargs)
+
+
+def test_progress_policy_plans_an_epoch_based_run_by_the_trainers_step_count(tmp_path):
+    # TrainingArguments(num_train_epochs=3) leaves max_steps at -1; the Trainer has computed
+    # state.max_steps before on_train_begin, and stop_at reads progress against it
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("stop_at:f=0.5")
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), num_train_epochs=3, eval_strategy="steps",
+        eval_steps=10, save_steps=10, report_to=[], use_cpu=True)
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    state.max_steps = 120
+    cb.on_train_begin(args, state, control)
+    for step in (50, 60):
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+        assert cb.decision.stop == (step == 60)
+
+
+def test_a_null_metric_or_loss_is_a_missing_reading_as_in_replay(tmp_path):
+    # trainer_state.json may hold null; replay skips it, and so does the callback (live and
+    # when a resumed run reads its log) instead of raising 'score = None' inside the Trainer
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 10
+    state.log_history = [{"loss": None, "step": 5}, {"eval_loss": 1.0, "step": 5},
+                         {"eval_loss": None, "step": 10}]
+    cb.on_train_begin(args, state, control)
+    for step, value in [(15, None), (20, 1.1), (25, 1.2)]:
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": value})
+    assert cb.decision.stop and cb.keep_step == 5 and cb.decision.eval_index == 3
+    lp = StopPolicyCallback("loss_plateau:w=2,tol=0.01")
+    lp.on_train_begin(args, transformers.TrainerState(), control)
+    state.global_step, state.log_history = 30, [{"loss": None, "step": 30}]
+    lp.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    assert not lp.decision.stop
+
+
+def test_a_run_that_never_saw_its_metric_replaces_an_earlier_runs_record(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    record = tmp_path / "run" / "evalstop.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"stopped": true, "keep_step": 5}\n')  # an earlier run's stop
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_accuracy")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    cb.on_train_begin(args, state, control)
+    state.global_step = 10
+    with pytest.warns(UserWarning, match="eval_accuracy"):
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    cb.on_train_end(args, state, control)
+    got = json.loads(record.read_text())
+    assert got["stopped"] is False and got["keep_step"] is None and got["global_step"] == 10
+    assert "no evaluation reported eval_accuracy" in got["reason"]

@@ -322,3 +322,12 @@ def test_numpy_integer_job_ids_are_the_python_int_job():
     assert list(m._jobs) == [3] and type(next(iter(m._jobs))) is int
     m.observe("3", 10, 0.5)  # a string id is another job
     assert m.decision("3") is None
+
+
+@pytest.mark.parametrize("threshold", [math.inf, 1e400, math.nan, -0.1])
+def test_a_threshold_that_is_not_a_finite_number_names_what_is_allowed(threshold):
+    # inf is a number >= 0: the message has to say finite
+    from fastsim import StopMonitor
+
+    with pytest.raises(ConfigError, match=r"threshold = .*allowed: a finite number >= 0"):
+        StopMonitor("evalstop:k=2", threshold=threshold)

@@ -132,3 +132,44 @@ def test_per_sample_gradient_norms_match_trl_loss_one_rollout_at_a_time(tmp_path
     for i in range(got.size):
         norm = np.linalg.norm(_grad(trainer, ca.keep_rollouts(unit, [i], [1.0])))
         assert got[i] == pytest.approx(norm, rel=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    # accepted before, then read as a number (True as 1) or failed mid-training
+    (dict(token_budget=True), "token_budget=True must be a number"),
+    (dict(token_budget="200"), "token_budget='200' must be a number"),
+    (dict(budget=4, lam=True), "lam=True must be a number"),
+    (dict(budget=4, lam="0.5"), "lam='0.5' must be a number"),
+    (dict(budget=4, floor=True), "floor=True must be a number"),
+    # beyond the RNG's 64-bit seed: OverflowError at the first generation batch
+    (dict(budget=4, seed=2**63), "seed=9223372036854775808 must be an integer from 0 to 2"),
+])
+def test_costaware_settings_of_the_wrong_type_are_refused_at_construction(kwargs, message):
+    _, ca, _ = _modules()
+    with pytest.raises(ConfigError, match=message):
+        ca.CostAware(**kwargs)
+    ca.CostAware(budget=4, seed=2**63 - 1)  # the largest seed is fine
+
+
+def test_costaware_without_a_grpo_config_is_refused_before_training():
+    # args omitted (GRPOTrainer would build its default config): an IndexError before
+    _, ca, _ = _modules()
+    for kwargs in ({}, {"args": None}):
+        with pytest.raises(ConfigError, match="needs args=GRPOConfig"):
+            ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], costaware=ca.CostAware(budget=4),
+                                    **kwargs)
+
+
+def test_each_process_draws_with_its_own_process_index(tmp_path, monkeypatch):
+    _, ca, _ = _modules()
+    seen = []
+    draw = ca.cost_aware_draw
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("process"))
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(ca, "cost_aware_draw", spy)
+    trainer = _trainer(tmp_path, costaware=ca.CostAware(budget=8), steps=1)
+    trainer.train()
+    assert seen and set(seen) == {trainer.accelerator.process_index}

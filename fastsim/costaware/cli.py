@@ -261,10 +261,11 @@ def cmd_trl_gradnorm(args):
     if args.out is None:  # the default directory too, before minutes of training
         _check_outputs(out, "cmd_trl_gradnorm")
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
-                                           toy_trainer)
+                                           read_prompts, toy_trainer)
 
     prompts = Path(args.prompts) if args.prompts else PROMPTS
     check_regular(prompts, "a JSONL prompt set", "--prompts")
+    read_prompts(prompts)  # a malformed prompt set is refused before any model is built
     args.prompts = prompts
 
     t0 = time.perf_counter()
@@ -375,7 +376,9 @@ def register(subparsers):
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
     p.add_argument("--prompts", default=None, metavar="FILE",
-                   help="JSONL prompt set, one {\"prompt\": \"say: LETTERS ...\"} per line "
+                   help="JSONL prompt set, one {\"prompt\": \"say: LETTERS ...\"} per line, "
+                   "characters from 'abcdefghsy:. ' only; a malformed line is refused "
+                   "before any model is built "
                    "(default: the toy task's 32 prompts, shipped with fastsim)")
     p.add_argument("--batches", type=int, default=6, metavar="N",
                    help="generation batches of 16 rollouts per measurement, >= 1 (default: 6)")

@@ -133,13 +133,14 @@ def _draw_args(batch_size, seed, step):
 
 
 def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor: float = 0.0,
-                    seed: int = 0, step: int = 0) -> GRPOBatch:
+                    seed: int = 0, step: int = 0, process: int = 0) -> GRPOBatch:
     """A mini-batch drawn with ``p ∝ max(|A|, floor) / sqrt(c)`` from advantages you already have.
 
     The same sampler as ``cost_aware_batch``, for a trainer that computes its own
     advantages (TRL's ``GRPOTrainer`` scales by ``std + 1e-4``, or not at all) and whose
     cost is prompt + response tokens.  ``advantages`` and ``costs`` have the same number
-    of entries, in any shape; ``indices`` are flat.
+    of entries, in any shape; ``indices`` are flat.  ``process``: the data-parallel
+    process drawing (a coordinate of the RNG, so processes draw independently; 0 for one).
 
     Examples
     --------
@@ -148,11 +149,15 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     [0.6667, 0.3333, 0.0, 0.0]
     """
     _draw_args(batch_size, seed, step)
+    if isinstance(process, bool) or not isinstance(process, (int, np.integer)) \
+            or not 0 <= process < 2**31:
+        raise ConfigError(f"process={process!r} must be an integer from 0 to 2^31-1")
     adv = np.ascontiguousarray(advantages, dtype=np.float64)
     c = _lengths(costs, adv.size)
     p = cost_aware_probs(adv, c, lam, floor)
     idx = np.empty(int(batch_size), np.int64)
-    nb.sample_minibatch_nb(p, int(batch_size), int(seed), 0, int(step), nbc.S_GRPO_MINIBATCH, idx)
+    nb.sample_minibatch_nb(p, int(batch_size), int(seed), int(process), int(step),
+                           nbc.S_GRPO_MINIBATCH, idx)
     weights = 1.0 / (p.size * p[idx])
     return GRPOBatch(adv, p, idx, weights, float(c[idx].sum()))
 

@@ -58,7 +58,8 @@ class CostAware:
         Smallest ``|A|`` a rollout is scored with (0: zero-advantage rollouts are never drawn
         unless ``lam > 0``; their policy-gradient term is zero anyway).
     seed : int
-        Counter-based RNG seed of the draws (coordinates: seed, generation batch, draw).
+        Counter-based RNG seed of the draws (coordinates: seed, data-parallel process,
+        generation batch, draw).
     """
 
     budget: int | None = None
@@ -75,15 +76,23 @@ class CostAware:
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(
                 self.budget, (int, np.integer)) or self.budget < 1):
             raise ConfigError(f"budget={self.budget!r} must be an integer >= 1")
+        # numbers only: a bool or a string would pass float() here and be read as a number
+        # (True as 1) or fail at the first generation batch, after the model has loaded
+        for name in ("token_budget", "lam", "floor"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_, str, bytes)):
+                raise ConfigError(f"{name}={value!r} must be a number, not a "
+                                  f"{type(value).__name__}")
         if self.token_budget is not None:
             check_nonnegative(self.token_budget, "token_budget", "a finite number > 0")
             if float(self.token_budget) <= 0:
                 raise ConfigError(f"token_budget={self.token_budget!r} must be > 0")
         check_lam(self.lam)
         check_nonnegative(self.floor, "floor")
+        # the draws' counter-based RNG takes a signed 64-bit seed
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
-                or self.seed < 0:
-            raise ConfigError(f"seed={self.seed!r} must be an integer >= 0")
+                or not 0 <= self.seed <= 2**63 - 1:
+            raise ConfigError(f"seed={self.seed!r} must be an integer from 0 to 2^63-1")
 
 
 def rollout_costs(batch: dict) -> torch.Tensor:
@@ -156,7 +165,13 @@ class CostAwareGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args, costaware: CostAware | None = None, **kwargs):
         if costaware is not None:
-            _check_args(costaware, kwargs["args"] if "args" in kwargs else args[2])
+            # GRPOTrainer(model, reward_funcs, args=None, ...)
+            config = kwargs["args"] if "args" in kwargs else (args[2] if len(args) > 2 else None)
+            if config is None:
+                raise ConfigError("CostAwareGRPOTrainer with costaware=... needs args=GRPOConfig(...): "
+                                  "its loss_type, beta and steps_per_generation decide whether the "
+                                  "weighting is unbiased, so TRL's defaults are not assumed")
+            _check_args(costaware, config)
         super().__init__(*args, **kwargs)
         self.costaware = costaware
         self.costaware_history: list[dict] = []
@@ -181,13 +196,17 @@ class CostAwareGRPOTrainer(GRPOTrainer):
                   "tokens_generated": float(cost.sum()), "zero_adv_share": float(zero.mean())}
         if self.costaware is not None:
             ca = self.costaware
+            # each data-parallel process draws from its own rollouts with its own stream; on
+            # one seed they would all take the same positions (same uniforms)
+            process = int(self.accelerator.process_index)
             if zero.all() and ca.floor == 0.0:
                 # no policy-gradient signal at all: any subset gives the same (zero) loss
                 draw = cost_aware_draw(adv, cost, self._draws(np.ones_like(adv), cost), lam=1.0,
-                                       floor=1.0, seed=ca.seed, step=self._costaware_batches)
+                                       floor=1.0, seed=ca.seed, step=self._costaware_batches,
+                                       process=process)
             else:
                 draw = cost_aware_draw(adv, cost, self._draws(adv, cost), ca.lam, ca.floor,
-                                       ca.seed, self._costaware_batches)
+                                       ca.seed, self._costaware_batches, process=process)
             batch = keep_rollouts(batch, draw.indices, draw.weights)
             record.update(rollouts_update=int(draw.indices.size), tokens_update=draw.tokens,
                           ess=effective_sample_size(draw.weights),

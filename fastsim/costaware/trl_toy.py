@@ -52,12 +52,36 @@ def tiny_causal_lm(tokenizer, seed: int = 0, n_positions: int = 64):
 
 
 def read_prompts(path) -> list[dict]:
-    """The prompt set: one JSON object with a ``prompt`` string per line."""
+    """The prompt set: one JSON object with a ``prompt`` string per line, each a toy-task
+    prompt (``"say: LETTERS ....."``, characters of ``VOCAB`` only: the tokenizer would
+    read any other as padding, and ``letter_reward`` needs the letters).  A malformed line
+    is a ``ConfigError`` naming the file and the line, before any model is built."""
+    from fastsim.errors import ConfigError
     from fastsim.io import read_text  # refuses a pipe or device unread
 
-    rows = [json.loads(line) for line in read_text(Path(path), "JSONL prompt set").splitlines()
-            if line.strip()]
-    return [{"prompt": r["prompt"]} for r in rows]
+    path = Path(path)
+    allowed = ('allowed: {"prompt": "say: LETTERS ....."}, characters from '
+               f"{''.join(VOCAB)!r} only")
+    out = []
+    for n, line in enumerate(read_text(path, "JSONL prompt set").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}); {allowed}") from None
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if not isinstance(prompt, str):
+            raise ConfigError(f"{path}:{n}: field 'prompt': {prompt!r} is not a string; {allowed}")
+        bad = sorted(set(prompt) - set(VOCAB))
+        if bad or len(prompt.split()) < 2:
+            why = f"characters {''.join(bad)!r} are not in the vocabulary" if bad else \
+                "no letters after the first word"
+            raise ConfigError(f"{path}:{n}: field 'prompt': {prompt!r}: {why}; {allowed}")
+        out.append({"prompt": prompt})
+    if not out:
+        raise ConfigError(f"{path}: no prompts; {allowed}, one per line")
+    return out
 
 
 def letter_reward(prompts, completions, **_) -> list[float]:

@@ -8,13 +8,16 @@ records the checkpoint to keep (``keep_step``, ``keep_checkpoint``, and
 ``metric_for_best_model`` and ``greater_is_better`` (taken from ``TrainingArguments``
 when not given, as ``EarlyStoppingCallback`` does) and ``threshold`` (a drop of at most
 this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallback`` is
-the same class.  The class is importable without ``transformers``; creating one needs it.
+the same class.  A run resumed from a checkpoint carries on from the evaluations in its
+``log_history``.  The class is importable without ``transformers``; creating one needs it.
 
 The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop: ``k``)
 before the trigger, or, for the online detectors (``patience``, ``margin``, ``cusum``,
 ``peak``, ``bocpd``), the one with the best score so far; so save at every evaluation
 (``save_strategy`` = ``eval_strategy``, equal steps) and keep enough checkpoints
-(``save_total_limit`` None or > lookback).  The callback marks that checkpoint as
+(``save_total_limit`` None or >= lookback; >= lookback + 2 when ``metric_for_best_model``
+is set in ``TrainingArguments``, since the Trainer then marks its own best at every
+save).  The callback marks that checkpoint as
 ``state.best_model_checkpoint`` (unless ``load_best_model_at_end`` uses it), which
 Trainer's checkpoint rotation never deletes: on a stop, and for a policy that keeps the
 best, at every new best.  ``StopPolicyCallback("patience:patience=3", threshold=0.01)`` is
@@ -36,6 +39,7 @@ from pathlib import Path
 
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import default_higher_is_better
 from fastsim.replay.monitor import Decision, StopMonitor
 
@@ -77,6 +81,22 @@ class StopPolicyCallback(_TrainerCallback):
         if _TrainerCallback is object:
             raise ImportError("fastsim.replay.hf needs the optional Hugging Face extra: "
                               "pip install 'fastsim[hf]'")
+        name = type(self).__name__
+        # each setting under one of its two names: given under both, one would be dropped
+        for new_name, new_value, old_name, old_value in (
+                ("policy", policy if policy != "evalstop:k=2" else None, "k", k),
+                ("metric_for_best_model", metric_for_best_model, "metric", metric),
+                ("greater_is_better", greater_is_better, "higher_is_better", higher_is_better)):
+            if new_value is not None and old_value is not None:
+                raise ConfigError(f"{name}: {new_name}={new_value!r} and {old_name}={old_value!r}; "
+                                  f"allowed: one of the two ({old_name} is the earlier name)")
+        for flag, value, none_ok in (("greater_is_better", greater_is_better, True),
+                                     ("higher_is_better", higher_is_better, True),
+                                     ("protect_checkpoint", protect_checkpoint, False)):
+            if not (isinstance(value, bool) or (none_ok and value is None)):
+                raise ConfigError(f"{name} {flag} = {value!r}: allowed: True or False"
+                                  + (" (or None: from TrainingArguments, else the metric's name)"
+                                     if none_ok else ""))
         if k is not None:
             policy = f"evalstop:k={k}"
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
@@ -101,6 +121,7 @@ class StopPolicyCallback(_TrainerCallback):
         self.keep_step: int | None = None
         self.keep_checkpoint: str | None = None
         self._warned_missing = False
+        self._observed_step: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         best = getattr(args, "metric_for_best_model", None)
@@ -110,11 +131,40 @@ class StopPolicyCallback(_TrainerCallback):
             hib = getattr(args, "greater_is_better", None)
         if hib is None:
             hib = default_higher_is_better(self.metric)
-        planned = float(args.max_steps) if getattr(args, "max_steps", 0) and args.max_steps > 0 else None
+        # the planned length: max_steps, or, for a run set by num_train_epochs, the steps
+        # the Trainer computed from it (state.max_steps, known before on_train_begin)
+        planned = next((float(n) for n in (getattr(args, "max_steps", 0),
+                                           getattr(state, "max_steps", 0))
+                        if isinstance(n, int) and n > 0), None)
         if "t_est_h" not in self.policy.decl.reads:
             planned = planned or 1.0
+        elif planned is None:
+            raise ConfigError(f"{type(self).__name__}: policy {self.policy.label} reads progress "
+                              "(step / planned steps), and the run has no planned length; "
+                              "allowed: TrainingArguments max_steps > 0 or num_train_epochs "
+                              "with a sized train dataset")
         self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
         self.decision, self.keep_step, self.keep_checkpoint = None, None, None
+        self._observed_step = None
+        # a run resumed from a checkpoint: its trainer_state.json holds every evaluation up
+        # to that step, so the monitor carries on from them instead of starting over
+        history = getattr(state, "log_history", None) or []
+        loss = math.nan
+        for entry in history:
+            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+                continue
+            if entry["step"] > state.global_step:
+                break
+            if "loss" in entry:
+                loss = entry["loss"]
+            if any(str(key).startswith("eval_") for key in entry):
+                d = self._observe(entry["step"], entry, loss)
+                self.decision = d or self.decision
+        if self.decision is not None and self.decision.stop:
+            # the resumed log already holds the stop: a stopped job stays stopped
+            control.should_training_stop = True
+            self.keep_step = self.decision.keep_step
+            self.keep_checkpoint = str(Path(args.output_dir) / f"checkpoint-{self.keep_step}")
         eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
         save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
         if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
@@ -122,22 +172,50 @@ class StopPolicyCallback(_TrainerCallback):
             warnings.warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
                           f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
                           "the checkpoint to keep may not exist", stacklevel=2)
+        self._warn_rotation(args, best)
+
+    def _warn_rotation(self, args, best: str | None) -> None:
+        """Warn when checkpoint rotation (``save_total_limit``) can delete the checkpoint
+        the policy keeps.  Rotation spares the newest checkpoint and
+        ``state.best_model_checkpoint``; when the Trainer tracks a best of its own
+        (``metric_for_best_model`` set, as ``load_best_model_at_end`` does) it resets that
+        mark to its own best at every save, so the callback's mark does not hold and the
+        kept checkpoint must survive among the newest: the trigger's, the ``k`` before it
+        and the Trainer's best take ``k + 2``."""
         limit = getattr(args, "save_total_limit", None)
-        if limit is not None and 0 < limit < self.k:
-            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} < {self.k} deletes the "
-                          "checkpoint the policy keeps", stacklevel=2)
+        if limit is None or limit <= 0:
+            return
+        owned = bool(getattr(args, "load_best_model_at_end", False)) or best is not None
+        marked = self.protect_checkpoint and not owned
+        if self.policy.decl.keep == "best":
+            # the Trainer's own best is this policy's only if it is the same metric and sense
+            same = owned and best is not None and _eval_name(best) == self.metric and (
+                bool(getattr(args, "greater_is_better", None)) == self.monitor.higher_is_better)
+            if not (marked or same):
+                warnings.warn(f"{type(self).__name__}: save_total_limit={limit} can delete the "
+                              f"best-{self.metric} checkpoint the policy keeps (rotation spares the "
+                              "Trainer's metric_for_best_model best only); allowed: None",
+                              stacklevel=3)
+            return
+        need = self.k + (0 if marked else 1) + (1 if owned else 0)
+        if limit < need:
+            why = (" (the Trainer keeps its own metric_for_best_model best from rotation, not this "
+                   "one)" if owned else "")
+            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} deletes the checkpoint "
+                          f"the policy keeps{why}; allowed: None or >= {need}", stacklevel=3)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.monitor is None:
             self.on_train_begin(args, state, control)
-        value = (metrics or {}).get(self.metric, math.nan)
-        if self.metric not in (metrics or {}) and not self._warned_missing:
+        metrics = metrics or {}
+        if self.metric not in metrics and not self._warned_missing:
             self._warned_missing = True
             warnings.warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
-                          f"metrics {sorted(metrics or {})}; such evaluations are skipped",
+                          f"metrics {sorted(metrics)}; such evaluations are skipped",
                           stacklevel=2)
-        loss = (metrics or {}).get("eval_loss", math.nan)
-        d = self.monitor.observe(self.job_id, int(state.global_step), value, loss)
+        d = self._observe(int(state.global_step), metrics, _train_loss(getattr(state, "log_history", None)))
+        if d is None:
+            return control
         self.decision = d
         protect = self.protect_checkpoint and not getattr(args, "load_best_model_at_end", False)
         best = self.monitor.best_step(self.job_id)
@@ -153,22 +231,50 @@ class StopPolicyCallback(_TrainerCallback):
                 state.best_model_checkpoint = str(ckpt)
         return control
 
+    def _observe(self, step: int, metrics: dict, loss: float) -> Decision | None:
+        """Feed one evaluation to the monitor; None when it is not one to decide on: a
+        step already decided (``trainer.evaluate()`` after training, the second of several
+        eval datasets) or, for a policy that reads scores only, one without the metric."""
+        if self._observed_step is not None and step <= self._observed_step:
+            return None
+        if self.metric not in metrics and "losses" not in self.policy.decl.reads:
+            return None
+        # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
+        score = metrics.get(self.metric)
+        d = self.monitor.observe(self.job_id, step, math.nan if score is None else score,
+                                 math.nan if loss is None else loss)
+        self._observed_step = step
+        return d
+
     def on_train_end(self, args, state, control, **kwargs):
         if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
             warnings.warn(f"{type(self).__name__}: checkpoint {self.keep_checkpoint} was not saved",
                           stacklevel=2)
             self.keep_checkpoint = None
-        if self.decision is not None and getattr(args, "should_save", True):
-            record = {"stopped": self.decision.stop, "keep_step": self.decision.keep_step,
-                      "keep_checkpoint": self.keep_checkpoint, "reason": self.decision.reason,
+        if self.monitor is not None and getattr(args, "should_save", True):
+            # a run that never evaluated its metric writes its record too, or an earlier
+            # run's evalstop.json in the same output_dir would stand for this one
+            d = self.decision or Decision(False, None, f"no evaluation reported {self.metric}",
+                                          0, 0)
+            record = {"stopped": d.stop, "keep_step": d.keep_step,
+                      "keep_checkpoint": self.keep_checkpoint, "reason": d.reason,
                       "policy": self.policy.label, "k": self.k, "metric": self.metric,
                       "global_step": int(state.global_step)}
-            out = Path(args.output_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "evalstop.json").write_text(json.dumps(record, indent=2) + "\n")
+            # whole or not at all: a crash mid-write keeps the previous record
+            atomic_write_bytes(Path(args.output_dir) / "evalstop.json",
+                               (json.dumps(record, indent=2) + "\n").encode())
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _train_loss(log_history) -> float:
+    """The latest training loss the Trainer logged (``loss`` of a step's log entry), as
+    replay reads a trainer_state.json: the loss that loss-reading policies decide on."""
+    for entry in reversed(log_history or []):
+        if isinstance(entry, dict) and "loss" in entry and "step" in entry:
+            return entry["loss"]
+    return math.nan
 
 
 def _eval_name(metric: str) -> str:

@@ -9,7 +9,9 @@ online detector: its kernel state, advanced by ``kernels.detectors_online``'s st
 which the engine's batch form is a loop, and the best score's step); a user
 policy keeps the job's series and asks its trigger function about the newest prefix at
 each evaluation (O(evaluations) memory, one call per evaluation).  The monitor, ``fastsim replay`` and the
-simulator make the same decision on the same sequence (tested).  Mess rules match
+simulator trigger at the same evaluation and keep the same checkpoint on the same sequence
+(tested); the monitor cannot know which evaluation is a run's last, so a trigger there is
+``Decision.stop`` here and replay's status ``triggered_at_completion`` (docs/replay.md).  Mess rules match
 replay's (docs/replay.md): a missing (NaN) value is skipped, neither a decline nor a
 reset; steps must increase; a stopped job stays stopped.
 """
@@ -249,7 +251,7 @@ class StopMonitor:
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:
-            raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a number >= 0")
+            raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a finite number >= 0")
         if planned_steps is not None and not (_is_real(planned_steps)
                                               and 0 < planned_steps < math.inf):
             raise ConfigError(f"StopMonitor planned_steps = {planned_steps!r}: allowed: a "
@@ -302,8 +304,10 @@ class StopMonitor:
         ``loss``: the training loss at ``step`` (policies that read losses decide on it,
         and refuse a call without it, as replay refuses a log without a ``loss`` column;
         NaN is a missing reading).
-        Raises ``ConfigError`` if ``step`` is not after the job's previous step, or is not
-        a non-negative integer, or ``score`` is not a number.
+        Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
+        a number, or (while the job runs) ``step`` is not after the job's previous step.
+        Once the job has stopped, every valid call returns its stop decision and records
+        nothing: a stopped job stays stopped, whatever step comes next.
         """
         name = type(self).__name__
         job_id = self._job(job_id)
