@@ -225,8 +225,8 @@ def run_command(args: argparse.Namespace) -> int:
              + ("; changes are paired on identical clusters" if base_cfg else ""))
     for arm, c in arms:
         if c.policy.uses_hidden_truth:
-            title += (f"\nNOTE: the {arm}, {c.policy.label}, uses hidden truth (hacking labels, "
-                      "gold peak): an upper bound, not a policy")
+            title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "
+                      "gold peak: an upper bound, not a policy")
     print(format_table(summary, title))
     outputs = []
     if args.out is not None:

@@ -82,3 +82,13 @@ def test_a_boolean_workload_field_takes_true_or_false_only(monkeypatch):
     for text in ("yes", "1", "on", "treu", ""):
         with pytest.raises(ConfigError, match="--flag="):
             cr._parse_field("flag", text, False)
+
+
+@pytest.mark.parametrize("arm, argv", [("policy", ["--policy", "oracle"]),
+                                       ("baseline", ["--baseline", "oracle"])])
+def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, argv):
+    """--baseline oracle printed no note, though every change is then against an upper bound."""
+    assert main(["run", "--clusters", "3", "--n-jobs", "10", "--no-progress", *argv]) == 0
+    notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("NOTE:")]
+    assert notes == [f"NOTE: the {arm}, oracle (hidden truth), reads the hacking labels and "
+                     "gold peak: an upper bound, not a policy"]

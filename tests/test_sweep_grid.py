@@ -386,5 +386,5 @@ def test_an_oracle_baseline_is_accepted_as_run_accepts_it_and_said_to_use_hidden
     capsys.readouterr()
     header = (tmp_path / "out" / "summary.txt").read_text().split("\n\n")[0]
     assert header.endswith("changes are paired against oracle (hidden truth), on the same "
-                           "workload, scheduler and clusters; it uses hidden truth: an upper "
-                           "bound, not a policy")
+                           "workload, scheduler and clusters; it reads the hacking labels and "
+                           "gold peak: an upper bound, not a policy")

@@ -106,9 +106,9 @@ def _header(grid) -> str:
                          f"{grid.hash[:12]}"]
     b = grid.baseline
     if b is not None and b.name != "none":
+        truth = "; it reads the hacking labels and gold peak: an upper bound, not a policy"
         lines.append(f"changes are paired against {b.label}, on the same workload, scheduler "
-                     "and clusters" + ("; it uses hidden truth: an upper bound, not a policy"
-                                    if b.uses_hidden_truth else ""))
+                     "and clusters" + (truth if b.uses_hidden_truth else ""))
     return "\n".join(lines) + "\n\n"
 
 
