@@ -76,10 +76,8 @@ def _parse_field(name: str, text: str, default):
         if name in _LIST_FIELDS:
             cast = int if name.startswith("demands_") else float
             return tuple(cast(x) for x in text.split(","))
-        if isinstance(default, bool):  # as a spec's flag: true or false, nothing else
-            if text.strip().lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.strip().lower() == "true"
+        if isinstance(default, bool):
+            return R.flag_value(text)  # as a spec's flag: true or false, nothing else
         if isinstance(default, int):
             return int(text)
         return float(text)

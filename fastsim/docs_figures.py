@@ -116,8 +116,8 @@ def register(subparsers) -> None:
         "draw every figure, PNG and PDF, into --out. Outputs that already exist are reused, "
         "and each reuse is printed (delete them to recompute); the sweep resumes, verifying "
         "its finished chunks. The detector benchmark is not run (fastsim detectors, about "
-        "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when its results are in RESULTS/detectors. About "
-        "5 minutes of CPU from nothing.")
+        "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
+        "its results are in RESULTS/detectors. About 5 minutes of CPU from nothing.")
     p.add_argument("--results", type=Path, default=Path("results/docs"), metavar="DIR",
                    help="where the experiments write, and are reused from (default: "
                    "results/docs)")

@@ -37,11 +37,15 @@ from fastsim import defaults as D
 from fastsim.errors import ConfigError, import_hint
 from fastsim.kernels import codes as K
 
-# What "true or false" means in a spec, in any case (``backfill=True`` as Python writes it);
-# "" is the bare key (``fifo:backfill``).  Nothing else: ``yes`` or ``1`` would be a second
-# grammar that the error message, TOML and the API do not have.
-_TRUE = ("", "true")
-_FALSE = ("false",)
+def flag_value(text: str) -> bool:
+    """A flag's text: ``true`` or ``false`` in any case (``backfill=True`` as Python writes
+    it), else ``ValueError``.  Nothing else: ``yes`` or ``1`` would be a second grammar that
+    the error messages, TOML and the API do not have.  A spec's bare key (``fifo:backfill``)
+    is true before this is asked."""
+    t = text.strip().lower()
+    if t not in ("true", "false"):
+        raise ValueError(text)
+    return t == "true"
 
 
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
@@ -91,9 +95,7 @@ class Param:
         t = text.strip()
         try:
             if self.kind == "bool":
-                if t.lower() not in _TRUE + _FALSE:
-                    raise ValueError
-                value: Any = t.lower() in _TRUE
+                value: Any = t == "" or flag_value(t)  # "": the bare key
             elif self.kind == "int":
                 value = int(t)
             elif self.kind == "float":
