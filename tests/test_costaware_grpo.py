@@ -85,6 +85,16 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: cost_aware_probs([1.0, -1.0], [1, 1], floor=-1), "floor=-1"),
     (lambda: GRPOConfig(lam=-0.5), "lam=-0.5"),
     (lambda: GRPOConfig(group=1), "group=1"),
+    # sizes that would allocate tens of GB (or fail inside the kernel) are refused up front
+    (lambda: GRPOConfig(n_train=10**12),
+     r"n_train=1000000000000 must be an integer \[1, 1000000\]"),
+    (lambda: GRPOConfig(n_steps=10**12), r"n_steps=1000000000000 must be"),
+    (lambda: GRPOConfig(batch=10**12), r"batch=1000000000000 must be"),
+    (lambda: GRPOConfig(n_train=10**6, n_traces=100),
+     r"\(n_train\+n_test\)\*n_traces\*n_features"),
+    (lambda: GRPOConfig(prompts=100_000, group=200), r"prompts\*group=20000000 is too large"),
+    (lambda: GRPOConfig(seeds=100_000, eval_every=1),
+     r"seeds\*arms\*n_evals=120200000 .*eval_every"),
 ])
 def test_bad_grpo_inputs(call, message):
     with pytest.raises(ConfigError, match=message):

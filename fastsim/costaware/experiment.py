@@ -24,7 +24,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from fastsim.costaware.sampling import check_lam
-from fastsim.costaware.sgd import _positive_int, _real
+from fastsim.costaware.sgd import MAX_DESIGN, _positive_int, _real
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -34,6 +34,12 @@ from fastsim.kernels import grpo as nb
 TARGET_GAIN = 0.9
 #: mini-batch distributions, in the order of the ``kernels.grpo.ARM_*`` codes
 ARMS = ("uniform", "cost_aware", "cost_only", "advantage_only", "nonzero_uniform")
+#: responses sampled per step (``prompts * group``): each thread holds four float arrays
+#: of that length
+MAX_RESPONSES = 10_000_000
+#: evaluations kept in all (``seeds * arms * n_evals``): the curves, three float arrays
+#: and then a table row each
+MAX_CURVE_POINTS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -68,21 +74,29 @@ class GRPOConfig:
     def __post_init__(self):
         _positive_int("seeds", self.seeds, 2, 100_000)
         _positive_int("seed", self.seed, 0)
-        _positive_int("n_train", self.n_train, 1)
-        _positive_int("n_test", self.n_test, 1)
+        _positive_int("n_train", self.n_train, 1, 1_000_000)
+        _positive_int("n_test", self.n_test, 1, 1_000_000)
         _positive_int("n_traces", self.n_traces, 2, 1024)
         _positive_int("n_features", self.n_features, 2, 1024)
+        task = (self.n_train + self.n_test) * self.n_traces * self.n_features
+        if task > MAX_DESIGN:  # every thread draws its seed's task features, float64
+            raise ConfigError(f"(n_train+n_test)*n_traces*n_features={task} is too large; "
+                              f"allowed: at most {MAX_DESIGN:,} ({task * 8 / 2**30:.1f} GiB "
+                              f"a thread)")
         _real("median_len", self.median_len, 1.0)
         _real("len_sigma", self.len_sigma, 0.0, 3.0)
         _real("length_effect", self.length_effect, -10.0, 10.0)
         _real("difficulty_mean", self.difficulty_mean, -10.0, 10.0)
         _real("difficulty_sd", self.difficulty_sd, 0.0, 10.0)
         _real("noise_sd", self.noise_sd, 0.0, 10.0)
-        _positive_int("n_steps", self.n_steps, 1)
+        _positive_int("n_steps", self.n_steps, 1, 1_000_000)
         _real("cost_aware_step_factor", self.cost_aware_step_factor, 1.0, 100.0)
-        _positive_int("prompts", self.prompts, 1)
+        _positive_int("prompts", self.prompts, 1, MAX_RESPONSES)
         _positive_int("group", self.group, 2, 4096)
-        _positive_int("batch", self.batch, 1)
+        if self.prompts * self.group > MAX_RESPONSES:
+            raise ConfigError(f"prompts*group={self.prompts * self.group} is too large; "
+                              f"allowed: at most {MAX_RESPONSES:,} responses a step")
+        _positive_int("batch", self.batch, 1, MAX_RESPONSES)
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)
         check_lam(self.lam)
         _real("floor", self.floor, 0.0)
@@ -95,6 +109,11 @@ class GRPOConfig:
             raise ConfigError(f"arms={list(arms)!r} must start with 'uniform' (the baseline) and "
                               f"name distinct arms from {list(ARMS)}")
         object.__setattr__(self, "arms", arms)
+        points = self.seeds * len(arms) * self.n_evals
+        if points > MAX_CURVE_POINTS:
+            raise ConfigError(f"seeds*arms*n_evals={points} is too large; allowed: at most "
+                              f"{MAX_CURVE_POINTS:,} (n_evals={self.n_evals} is the longest "
+                              f"arm's steps over eval_every, plus 1: raise eval_every)")
 
     @property
     def steps_per_arm(self) -> tuple[int, ...]:
