@@ -623,6 +623,40 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     >>> read_logs([p]).table["score"].to_list()
     [0.5, 0.3]
     """
+    paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
+    resolved = [resolve_path(Path(p)) for p in paths]
+    datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again
+    formats = [fmt or detect_format(p, d) for p, d in zip(resolved, datas)]
+    run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
+    tables, names = [], []
+    for p, f, d in zip(resolved, formats, datas):
+        t, name = read_one(p, f, metric, run_ids.get(p), d)
+        tables.append(t)
+        names.append(name)
+    if len(set(names)) > 1:
+        raise ConfigError(f"files disagree on the metric ({sorted(set(names))}); allowed: one "
+                          "metric per replay (name it with --metric)")
+    name = names[0]
+    hib = default_higher_is_better(name) if higher_is_better is None else bool(higher_is_better)
+    table = pl.concat(tables, how="diagonal_relaxed").with_row_index("order")
+    table, notes = _drop_duplicates(table, name, on_duplicate)
+    if table.select((pl.col("step").diff().over("job_id") < 0).any()).item():
+        notes.append("unsorted: rows reordered by step within each job")
+    table = table.sort(["job_id", "step"], maintain_order=True)
+    _check_time_order(table)
+    n_missing = int(table["metric"].is_nan().sum())
+    if n_missing:
+        notes.append(f"missing: {n_missing} row(s) with no {name} value skipped "
+                     "(neither a decline nor a reset)")
+    sign = 1.0 if hib else -1.0
+    table = table.with_columns((pl.col("metric") * sign).alias("score")).drop("order")
+    first = ["job_id", "step", "metric", "score"]
+    table = table.select(first + [c for c in table.columns if c not in first])
+    return EvalLog(table=table, metric=name, higher_is_better=hib, notes=tuple(notes))
+
+
+def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list:
+    """``read_logs``' arguments checked before any file is opened; the paths as a list."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
@@ -642,66 +676,52 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
                           "decisions, never make them)")
     if on_duplicate not in ("last", "error"):
         raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
-    resolved = [resolve_path(Path(p)) for p in paths]
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
-    datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again
-    formats = [fmt or detect_format(p, d) for p, d in zip(resolved, datas)]
-    run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
-    tables, names = [], []
-    for p, f, d in zip(resolved, formats, datas):
-        t, name = read_one(p, f, metric, run_ids.get(p), d)
-        tables.append(t)
-        names.append(name)
-    if len(set(names)) > 1:
-        raise ConfigError(f"files disagree on the metric ({sorted(set(names))}); allowed: one "
-                          "metric per replay (name it with --metric)")
-    name = names[0]
-    hib = default_higher_is_better(name) if higher_is_better is None else bool(higher_is_better)
-    table = pl.concat(tables, how="diagonal_relaxed").with_row_index("order")
+    return list(paths)
+
+
+def _drop_duplicates(table: pl.DataFrame, name: str, on_duplicate: str):
+    """One row per ``(job_id, step)`` by the mess rules; the table and the notes it earns."""
     notes = []
-    dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
+    key = pl.struct("job_id", "step")
+    dup = table.select(key.is_duplicated()).to_series()
+    if not dup.any():
+        return table, notes
+    if on_duplicate == "error":
+        again = table.select(~key.is_first_distinct()).to_series()
+        r = table.filter(again).row(0, named=True)  # the first row that repeats one
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job "
+                          f"{r['job_id']!r} logs step {r['step']} more than once; "
+                          "allowed: one row per (job_id, step) (or --on-duplicate last)")
+    # A row without a value never displaces a scored row of its step: a loop that logs
+    # the training loss and the evaluation on separate rows of one step would lose the
+    # evaluation to whichever came last (and a trigger at the previous evaluation
+    # would read as a stop before completion).
+    scored = ~pl.col("metric").is_nan()
+    blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
+    if blank.any():
+        table = table.filter(~blank)
+        notes.append(f"duplicates: {int(blank.sum())} row(s) with no {name} value dropped "
+                     "beside a row of the same (job_id, step) that has one")
+    dup = table.select(key.is_duplicated()).to_series()
     if dup.any():
-        if on_duplicate == "error":
-            again = table.select(~pl.struct("job_id", "step").is_first_distinct()).to_series()
-            r = table.filter(again).row(0, named=True)  # the first row that repeats one
-            raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job "
-                              f"{r['job_id']!r} logs step {r['step']} more than once; "
-                              "allowed: one row per (job_id, step) (or --on-duplicate last)")
-        # A row without a value never displaces a scored row of its step: a loop that logs
-        # the training loss and the evaluation on separate rows of one step would lose the
-        # evaluation to whichever came last (and a trigger at the previous evaluation
-        # would read as a stop before completion).
-        scored = ~pl.col("metric").is_nan()
-        blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
-        if blank.any():
-            table = table.filter(~blank)
-            notes.append(f"duplicates: {int(blank.sum())} row(s) with no {name} value dropped "
-                         "beside a row of the same (job_id, step) that has one")
-        dup = table.select(pl.struct("job_id", "step").is_duplicated()).to_series()
-    if dup.any():
-        n_extra = int(dup.sum()) - table.filter(dup).select(pl.struct("job_id", "step").n_unique()).item()
+        n_extra = int(dup.sum()) - table.filter(dup).select(key.n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)
-        notes.append(f"duplicates: {n_extra} repeated (job_id, step) row(s) dropped, the last kept")
-    if table.select((pl.col("step").diff().over("job_id") < 0).any()).item():
-        notes.append("unsorted: rows reordered by step within each job")
-    table = table.sort(["job_id", "step"], maintain_order=True)
-    if "time_h" in table.columns:
-        # against the latest time logged before, so a missing time in between hides nothing
-        before = pl.col("time_h").fill_nan(None).cum_max().forward_fill().shift(1).over("job_id")
-        back = table.select((pl.col("time_h") < before).alias("b"))["b"].fill_null(False)
-        if back.any():
-            i = int(back.arg_max())
-            r = table.row(i, named=True)
-            raise ConfigError(f"{r['source']}:{r['line']}: field 'time': {r['time_h']:g} h is earlier "
-                              f"than job {r['job_id']!r}'s previous evaluation; allowed: wall-clock time "
-                              "non-decreasing in step")
-    n_missing = int(table["metric"].is_nan().sum())
-    if n_missing:
-        notes.append(f"missing: {n_missing} row(s) with no {name} value skipped "
-                     "(neither a decline nor a reset)")
-    sign = 1.0 if hib else -1.0
-    table = table.with_columns((pl.col("metric") * sign).alias("score")).drop("order")
-    first = ["job_id", "step", "metric", "score"]
-    table = table.select(first + [c for c in table.columns if c not in first])
-    return EvalLog(table=table, metric=name, higher_is_better=hib, notes=tuple(notes))
+        notes.append(f"duplicates: {n_extra} repeated (job_id, step) row(s) dropped, "
+                     "the last kept")
+    return table, notes
+
+
+def _check_time_order(table: pl.DataFrame) -> None:
+    """Wall-clock time must not run backwards within a job (the table sorted by step)."""
+    if "time_h" not in table.columns:
+        return
+    # against the latest time logged before, so a missing time in between hides nothing
+    before = pl.col("time_h").fill_nan(None).cum_max().forward_fill().shift(1).over("job_id")
+    back = table.select((pl.col("time_h") < before).alias("b"))["b"].fill_null(False)
+    if back.any():
+        r = table.row(int(back.arg_max()), named=True)
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'time': {r['time_h']:g} h is "
+                          f"earlier than job {r['job_id']!r}'s previous evaluation; allowed: "
+                          "wall-clock time non-decreasing in step")
