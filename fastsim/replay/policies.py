@@ -188,6 +188,90 @@ def _gpu_h(time_h: np.ndarray, gpus: np.ndarray, after_row: int) -> tuple[float,
     return total, saved
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One job's log as arrays, read once and replayed under every policy."""
+
+    score: np.ndarray
+    metric: np.ndarray
+    step: np.ndarray
+    loss: np.ndarray | None
+    planned: float  # the planned length in steps, or the logged length in hindsight
+    known: bool  # whether ``planned`` came from the log's max_steps
+    job_type: str | None
+    time_h: np.ndarray | None
+    gpus: np.ndarray
+    truth_hacking: bool | None
+    truth_gold: np.ndarray | None
+    truth_gold_peak_step: int | None
+
+    @classmethod
+    def of(cls, g: pl.DataFrame, gpus: float | None, has_truth: bool) -> "_Job":
+        def floats(c):
+            return g[c].to_numpy().astype(np.float64) if c in g.columns else None
+        step = g["step"].to_numpy()
+        planned = np.nan
+        if "max_steps" in g.columns:
+            ms = g["max_steps"].to_numpy()
+            ms = ms[np.isfinite(ms)]
+            planned = float(ms[0]) if ms.size else np.nan
+        known = bool(np.isfinite(planned) and planned > 0)
+        if not known:
+            planned = float(max(step[-1], 1))  # hindsight: the logged length (docs/replay.md)
+        g_gpus = floats("gpus") if "gpus" in g.columns else np.full(g.height, np.nan)
+        if gpus is not None:
+            g_gpus = np.where(np.isnan(g_gpus), float(gpus), g_gpus)
+        peak = g["truth_gold_peak_step"][0] if has_truth and "truth_gold_peak_step" in g.columns \
+            else None
+        return cls(score=floats("score"), metric=floats("metric"), step=step, loss=floats("loss"),
+                   planned=planned, known=known,
+                   job_type=g["job_type"][0] if "job_type" in g.columns else None,
+                   time_h=floats("time_h"), gpus=g_gpus,
+                   truth_hacking=bool(g["truth_hacking"][0]) if has_truth else None,
+                   truth_gold=floats("truth_gold") if has_truth else None,
+                   truth_gold_peak_step=_int_or_none(peak))
+
+
+def _replay_one(p: PolicyConfig, job: _Job, sign: float) -> dict:
+    """One policy on one job: ``replay``'s row without its policy and job_id."""
+    step, score, metric = job.step, job.score, job.metric
+    scoped = p.scope == "all" or job.job_type is None or job.job_type == "rlhf"
+    # a user's policy never gets the hindsight length (_check_planned)
+    plan = job.planned if job.known or p.decl.user is None else np.nan
+    o = decide_job(p, score, job.loss, step, plan, scoped, job.truth_hacking, job.truth_gold)
+    final_step = int(step[-1])
+    stopped = o.status == "stopped"  # frees something: final_step > trigger_step
+    trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
+    saved = final_step - trig_step if stopped else 0
+    total_gh = saved_gh = np.nan
+    if job.time_h is not None:
+        total_gh, saved_gh = _gpu_h(job.time_h, job.gpus, o.trigger_row if stopped else -1)
+    d = o.delivered_row
+    scored = ~np.isnan(score)
+    final_row = int(np.flatnonzero(scored)[-1]) if scored.any() else d
+    row = {
+        "status": o.status,
+        "stopped": stopped, "detected": o.status in ("stopped", "demoted", AT_COMPLETION),
+        "in_scope": o.status != "out_of_scope", "n_evals": o.n_evals,
+        "trigger_step": trig_step, "delivered_step": int(step[d]), "final_step": final_step,
+        "delivered_metric": float(metric[d]), "final_metric": float(metric[final_row]),
+        "delivered_gain": float((metric[d] - metric[final_row]) * sign),
+        "steps_saved": int(saved),
+        "compute_saved_share": saved / final_step if final_step > 0 else np.nan,
+        "gpu_h_total": total_gh, "gpu_h_saved": saved_gh,
+    }
+    if job.truth_gold is not None:
+        tg = job.truth_gold
+        best = float(np.max(tg[scored])) if scored.any() else np.nan
+        row.update({
+            "truth_hacking": job.truth_hacking,
+            "truth_gold_peak_step": job.truth_gold_peak_step,
+            "delivered_truth_gold": float(tg[d]), "best_truth_gold": best,
+            "regret_truth_gold": best - float(tg[d]),
+        })
+    return row
+
+
 def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = False) -> pl.DataFrame:
     """Replay each policy on each job of ``log``; one row per (policy, job).
 
@@ -233,61 +317,9 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     rows = []
     groups = list(t.group_by("job_id", maintain_order=True))
     for (job_id,), g in tqdm(groups, desc="replay", disable=not progress):
-        score = g["score"].to_numpy().astype(np.float64)
-        metric = g["metric"].to_numpy().astype(np.float64)
-        step = g["step"].to_numpy()
-        loss = g["loss"].to_numpy().astype(np.float64) if "loss" in g.columns else None
-        planned = np.nan
-        if "max_steps" in g.columns:
-            ms = g["max_steps"].to_numpy()
-            ms = ms[np.isfinite(ms)]
-            planned = float(ms[0]) if ms.size else np.nan
-        known = np.isfinite(planned) and planned > 0
-        if not known:
-            planned = float(max(step[-1], 1))  # hindsight: the logged length (docs/replay.md)
-        jtype = g["job_type"][0] if "job_type" in g.columns else None
-        time_h = g["time_h"].to_numpy().astype(np.float64) if "time_h" in g.columns else None
-        g_gpus = (g["gpus"].to_numpy().astype(np.float64) if "gpus" in g.columns
-                  else np.full(g.height, np.nan))
-        if gpus is not None:
-            g_gpus = np.where(np.isnan(g_gpus), float(gpus), g_gpus)
-        th = bool(g["truth_hacking"][0]) if has_truth else None
-        tg = g["truth_gold"].to_numpy().astype(np.float64) if has_truth else None
-        final_step = int(step[-1])
+        job = _Job.of(g, gpus, has_truth)
         for p in pols:
-            scoped = p.scope == "all" or jtype is None or jtype == "rlhf"
-            # a user's policy never gets the hindsight length (_check_planned)
-            plan = planned if known or p.decl.user is None else np.nan
-            o = decide_job(p, score, loss, step, plan, scoped, th, tg)
-            stopped = o.status == "stopped"  # frees something: final_step > trigger_step
-            trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
-            saved = final_step - trig_step if stopped else 0
-            total_gh = saved_gh = np.nan
-            if time_h is not None:
-                total_gh, saved_gh = _gpu_h(time_h, g_gpus, o.trigger_row if stopped else -1)
-            d = o.delivered_row
-            final_row = int(np.flatnonzero(~np.isnan(score))[-1]) if (~np.isnan(score)).any() else d
-            row = {
-                "policy": p.label, "job_id": job_id, "status": o.status,
-                "stopped": stopped, "detected": o.status in ("stopped", "demoted", AT_COMPLETION),
-                "in_scope": o.status != "out_of_scope", "n_evals": o.n_evals,
-                "trigger_step": trig_step, "delivered_step": int(step[d]), "final_step": final_step,
-                "delivered_metric": float(metric[d]), "final_metric": float(metric[final_row]),
-                "delivered_gain": float((metric[d] - metric[final_row]) * sign),
-                "steps_saved": int(saved),
-                "compute_saved_share": saved / final_step if final_step > 0 else np.nan,
-                "gpu_h_total": total_gh, "gpu_h_saved": saved_gh,
-            }
-            if has_truth:
-                ok = ~np.isnan(score)
-                best = float(np.max(tg[ok])) if ok.any() else np.nan
-                row.update({
-                    "truth_hacking": th,
-                    "truth_gold_peak_step": _int_or_none(g["truth_gold_peak_step"][0])
-                    if "truth_gold_peak_step" in g.columns else None,
-                    "delivered_truth_gold": float(tg[d]), "best_truth_gold": best,
-                    "regret_truth_gold": best - float(tg[d]),
-                })
+            row = {"policy": p.label, "job_id": job_id, **_replay_one(p, job, sign)}
             rows.append(row)
     # steps are integers, or null where there is none: typed so, not by the rows (a run
     # where no job triggers would write a column of Parquet type null)
