@@ -481,23 +481,42 @@ def run(a: argparse.Namespace) -> int:
         raise ConfigError(f"--clusters {n} --reps {reps}: allowed: clusters from 1 to 100,000 "
                           "and repetitions from 1 to 1,000")
     cfg = _config()
-    n_jobs, n_evals = cfg.workload.n_jobs, cfg.workload.n_evals
     for s in ALL_SCHEDULERS:  # compile or load from the cache before timing
         simulate(_config(s), 2, seed=1)
-    targets = []  # (what, measured, target, unit, verdict)
-    print(f"fastsim benchmark: {cfg.workload.mix}, {cfg.workload.gpus} GPUs, {n_jobs} jobs, "
-          f"{n_evals} evals per cluster; {cfg.scheduler.name} + {POLICY} unless stated; "
+    print(f"fastsim benchmark: {cfg.workload.mix}, {cfg.workload.gpus} GPUs, "
+          f"{cfg.workload.n_jobs} jobs, {cfg.workload.n_evals} evals per cluster; "
+          f"{cfg.scheduler.name} + {POLICY} unless stated; "
           f"numba {numba.__version__} ({numba.threading_layer()} threads), "
           f"{numba.config.NUMBA_NUM_THREADS} threads available; min of {reps} runs of {n} "
           "clusters; load average at start "
           + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    targets = _show_threads(n, reps, cfg)  # (what, measured, target, unit, verdict)
+    st = stages(n, reps)
+    e2e = end_to_end(n, reps)
+    _show_stages(st, e2e)
+    _show_reference(reference_speedup(n_ref, st), st)
+    targets += _show_end_to_end(e2e, n, reps)
+    _show_scaling(scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps))
+    if not a.no_rss:
+        targets += _show_rss((10_000, 100_000) if a.quick else (10_000, 100_000, 1_000_000))
+    if not a.no_compile:
+        targets += _show_compile()
+    print("\n== targets (timings are minima on this machine: see its load average above) ==")
+    for what, value, target, unit, verdict in targets:
+        bound = ">=" if unit == "x" else "<="
+        print(f"  {what:40s} {value:9.2f} {unit:2s}  target {bound} {target:7.2f} {unit:2s}  "
+              f"{verdict}")
+    return 0
 
+
+def _show_threads(n: int, reps: int, cfg) -> list:
     # Four times the clusters: at 100 a call's serial Python (allocation, the Polars frame)
     # is 4-6% of it and the ratio swings by more than the target's margin between runs.
     tp = throughput(THREADS_CLUSTERS_PER_RUN * n, reps, ("srtf_est", "tiresias"))
     print("\n== whole pipeline (simulate: workload, stop decisions, engine, metrics), "
           f"threads, min of {reps} runs of {THREADS_CLUSTERS_PER_RUN * n} clusters; "
           f"target 2 threads / 1 thread >= {TARGET_THREADS} ==")
+    targets = []
     for s, rate in tp.items():
         if 2 not in rate:  # one thread available (NUMBA_NUM_THREADS=1, one core)
             print(f"  {s:10s} 1 thread {rate[1]:8.0f} clusters/s   (one thread available: "
@@ -509,10 +528,11 @@ def run(a: argparse.Namespace) -> int:
         targets.append((f"threads, {s}: 2 / 1", ratio, TARGET_THREADS, "x",
                         _verdict(ratio, TARGET_THREADS, False)))
     print(f"  evaluation events per second per core (srtf_est, 1 thread): "
-          f"{tp['srtf_est'][1] * n_jobs * n_evals:,.0f}")
+          f"{tp['srtf_est'][1] * cfg.workload.n_jobs * cfg.workload.n_evals:,.0f}")
+    return targets
 
-    st = stages(n, reps)
-    e2e = end_to_end(n, reps)
+
+def _show_stages(st: dict, e2e: dict) -> None:
     print("\n== per-cluster time by stage, 1 thread (each stage on its own over all clusters) ==")
     print(f"  {'workload generation':24s} {st['generate']:8.1f} us   (into fresh arrays)")
     print(f"  {'  into reused buffers':24s} {st['generate_reuse']:8.1f} us   "
@@ -526,68 +546,71 @@ def run(a: argparse.Namespace) -> int:
               f"srtf_est); stages added up {st['sum'][s]:7.1f} us, simulate() in one pass "
               f"{e2e[s]:7.1f} us ({e2e[s] / st['sum'][s]:.2f} x)")
 
-    ref = reference_speedup(n_ref, st)
+
+def _show_reference(ref: dict | None, st: dict) -> None:
     print("\n== speed-up over the pure-Python reference (tests/reference.py), 1 thread ==")
     if ref is None:
-        print("  tests/reference.py is not beside this installation (it ships with the repository): row skipped")
-    else:
-        print(f"  workload generation: reference {ref['generate'] / 1e3:8.1f} ms/cluster, "
-              f"engine {st['generate']:7.1f} us  -> {ref['generate_x']:7.0f} x")
-        print(f"  simulation (srtf_est, stop decisions + engine): reference "
-              f"{ref['simulate'] / 1e3:8.1f} ms/cluster, engine "
-              f"{st['decide_stops'] + st['srtf_est']:7.1f} us  -> {ref['simulate_x']:7.0f} x")
+        print("  tests/reference.py is not beside this installation (it ships with the "
+              "repository): row skipped")
+        return
+    print(f"  workload generation: reference {ref['generate'] / 1e3:8.1f} ms/cluster, "
+          f"engine {st['generate']:7.1f} us  -> {ref['generate_x']:7.0f} x")
+    print(f"  simulation (srtf_est, stop decisions + engine): reference "
+          f"{ref['simulate'] / 1e3:8.1f} ms/cluster, engine "
+          f"{st['decide_stops'] + st['srtf_est']:7.1f} us  -> {ref['simulate_x']:7.0f} x")
 
+
+def _show_end_to_end(e2e: dict, n: int, reps: int) -> list:
     loop = plain_loop(max(4, n // 20), min(reps, 3))
     print("\n== end to end per cluster (simulate), 1 thread, against a plain Python event loop "
           f"(the loop alone, min of {min(reps, 3)} runs of {max(4, n // 20)} clusters: its "
           "workload, decisions and metrics are not timed) ==")
     print(f"  {'scheduler':10s} {'simulate':>10s} {'target':>8s}  {'verdict':18s} "
           f"{'plain loop':>11s} {'ratio':>7s}")
+    targets = []
     for s, us in e2e.items():
         target = TARGET_US.get(s, 80.0)
         verdict = _verdict(us, target)
         targets.append((f"end to end, {s}", us, target, "us", verdict))
         print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} "
               f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x")
+    return targets
 
-    sc = scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps)
+
+def _show_scaling(sc: dict) -> None:
     print("\n== growth with jobs per cluster (simulate, 1 thread) ==")
     for j, us in sc.items():
         print(f"  {j:5d} jobs: {us:9.1f} us/cluster   {us / sc[300]:5.2f} x the 300-job time "
               f"(jobs ratio {j / 300:.2f})")
 
-    if not a.no_rss:
-        print("\n== peak RSS of `fastsim run` (policy + baseline arm, chunks of 500), fresh "
-              "process ==")
-        counts = (10_000, 100_000) if a.quick else (10_000, 100_000, 1_000_000)
-        for n_c in counts:
-            mb, sec = peak_rss(n_c, **RSS_CLUSTER)
-            print(f"  {n_c:9,d} clusters of {RSS_CLUSTER['n_jobs']} jobs, "
-                  f"{RSS_CLUSTER['gpus']} GPUs: {mb:6.0f} MB   ({sec:6.1f} s)")
-            targets.append((f"peak RSS, {n_c:,} small clusters", mb, TARGET_RSS_MB, "MB",
-                             _verdict(mb, TARGET_RSS_MB)))
-        mb, sec = peak_rss(10_000)
-        print(f"  {10_000:9,d} default clusters:        {mb:6.0f} MB   ({sec:6.1f} s)   "
-              f"goal: < {TARGET_RSS_MB:.0f} MB for any N")
-        targets.append(("peak RSS, 10,000 default clusters", mb, TARGET_RSS_MB, "MB",
+
+def _show_rss(counts: tuple) -> list:
+    print("\n== peak RSS of `fastsim run` (policy + baseline arm, chunks of 500), fresh "
+          "process ==")
+    targets = []
+    for n_c in counts:
+        mb, sec = peak_rss(n_c, **RSS_CLUSTER)
+        print(f"  {n_c:9,d} clusters of {RSS_CLUSTER['n_jobs']} jobs, "
+              f"{RSS_CLUSTER['gpus']} GPUs: {mb:6.0f} MB   ({sec:6.1f} s)")
+        targets.append((f"peak RSS, {n_c:,} small clusters", mb, TARGET_RSS_MB, "MB",
                         _verdict(mb, TARGET_RSS_MB)))
+    mb, sec = peak_rss(10_000)
+    print(f"  {10_000:9,d} default clusters:        {mb:6.0f} MB   ({sec:6.1f} s)   "
+          f"goal: < {TARGET_RSS_MB:.0f} MB for any N")
+    targets.append(("peak RSS, 10,000 default clusters", mb, TARGET_RSS_MB, "MB",
+                    _verdict(mb, TARGET_RSS_MB)))
+    return targets
 
-    if not a.no_compile:
-        (cold_wall, cold_cpu), (warm_wall, warm_cpu) = compile_times()
-        print("\n== first `fastsim run --clusters 10 --seed 1` in a fresh interpreter "
-              "(CPU = user + system, the steadier reading on a shared machine) ==")
-        print(f"  cold numba cache: {cold_cpu:6.1f} s CPU   {cold_wall:6.1f} s wall")
-        print(f"  warm numba cache: {warm_cpu:6.1f} s CPU   {warm_wall:6.1f} s wall   "
-              f"ratio cold/warm (CPU) = {cold_cpu / warm_cpu:.1f}")
-        targets.append(("cold compile (first fastsim run, CPU)", cold_cpu, TARGET_COLD_S, "s",
-                        _verdict(cold_cpu, TARGET_COLD_S)))
 
-    print("\n== targets (timings are minima on this machine: see its load average above) ==")
-    for what, value, target, unit, verdict in targets:
-        bound = ">=" if unit == "x" else "<="
-        print(f"  {what:40s} {value:9.2f} {unit:2s}  target {bound} {target:7.2f} {unit:2s}  "
-              f"{verdict}")
-    return 0
+def _show_compile() -> list:
+    (cold_wall, cold_cpu), (warm_wall, warm_cpu) = compile_times()
+    print("\n== first `fastsim run --clusters 10 --seed 1` in a fresh interpreter "
+          "(CPU = user + system, the steadier reading on a shared machine) ==")
+    print(f"  cold numba cache: {cold_cpu:6.1f} s CPU   {cold_wall:6.1f} s wall")
+    print(f"  warm numba cache: {warm_cpu:6.1f} s CPU   {warm_wall:6.1f} s wall   "
+          f"ratio cold/warm (CPU) = {cold_cpu / warm_cpu:.1f}")
+    return [("cold compile (first fastsim run, CPU)", cold_cpu, TARGET_COLD_S, "s",
+             _verdict(cold_cpu, TARGET_COLD_S))]
 
 
 if __name__ == "__main__":
