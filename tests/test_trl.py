@@ -222,3 +222,25 @@ def test_a_resumed_run_continues_the_draws_counter(tmp_path, monkeypatch):
             resume_from_checkpoint=str(checkpoint))
     assert [s for s, _ in seen] == [2, 3]
 
+
+def test_a_budget_above_the_rollouts_is_refused_before_trl_loads_anything(tmp_path):
+    # budget=10^12 was accepted and allocated its draws (8 TB of indices) at the first
+    # generation batch, after the model had loaded
+    _, ca, _ = _modules()
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=16,
+                      num_generations=4, use_cpu=True, report_to=[])
+    for budget in (10**12, 17):
+        with pytest.raises(ConfigError, match=f"budget={budget} must be from 1 to "
+                           r"per_device_train_batch_size x steps_per_generation = 16"):
+            ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], args=args,
+                                    costaware=ca.CostAware(budget=budget))
+
+
+def test_a_huge_token_budget_draws_at_most_the_rollouts(tmp_path):
+    # token_budget=1e15 asked for 1e15 / C(p) draws: a MemoryError at the first batch
+    _, ca, _ = _modules()
+    trainer = _trainer(tmp_path, costaware=ca.CostAware(token_budget=1e15), steps=1)
+    trainer.train()
+    assert [r["rollouts_update"] for r in trainer.costaware_history] == [16]

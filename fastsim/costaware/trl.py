@@ -53,11 +53,13 @@ class CostAware:
     Parameters
     ----------
     budget : int, optional
-        Draws per generation batch (per process); a multiple of ``steps_per_generation``.
+        Draws per generation batch (per process); a multiple of ``steps_per_generation``,
+        at most ``N = per_device_train_batch_size * steps_per_generation`` (the rollouts
+        the process generated).
     token_budget : float, optional
         Instead of ``budget``: tokens (prompt + completion) per update; the number of draws
-        is ``token_budget / C(p)`` with ``C(p) = sum_i p_i c_i``, rounded down to a multiple of
-        ``steps_per_generation`` (at least one per step).
+        is ``token_budget / C(p)`` with ``C(p) = sum_i p_i c_i``, at most ``N``, rounded down
+        to a multiple of ``steps_per_generation`` (at least one per step).
     lam : float in [0, 1]
         Uniform mixing: every rollout keeps probability ``>= lam / N``.
     floor : float >= 0
@@ -154,6 +156,20 @@ def _check_args(costaware, args) -> None:
     if costaware.budget is not None and costaware.budget % args.steps_per_generation:
         raise ConfigError(f"budget={costaware.budget} must be a multiple of "
                           f"steps_per_generation={args.steps_per_generation}")
+    # draws are the update's rows: more than the process's rollouts would put more than
+    # per_device_train_batch_size rows in each forward pass (a huge budget allocated its
+    # draws and indexed every batch tensor with them after the model had loaded)
+    n = _rollouts_per_process(args)
+    if costaware.budget is not None and costaware.budget > n:
+        raise ConfigError(f"budget={costaware.budget} must be from 1 to "
+                          f"per_device_train_batch_size x steps_per_generation = {n} "
+                          "(the rollouts each process generates per generation batch)")
+
+
+def _rollouts_per_process(args) -> int:
+    """``N``: rollouts of one generation batch on one process (TRL splits it into
+    ``steps_per_generation`` micro-batches of ``per_device_train_batch_size``)."""
+    return args.per_device_train_batch_size * args.steps_per_generation
 
 
 class CostAwareGRPOTrainer(GRPOTrainer):
@@ -219,7 +235,10 @@ class CostAwareGRPOTrainer(GRPOTrainer):
             return int(ca.budget)
         p = cost_aware_probs(adv, cost, ca.lam, ca.floor)
         s = self.args.steps_per_generation
-        return max(s, int(ca.token_budget / float(p @ cost)) // s * s)
+        # at most N draws, as budget: a token_budget above the rollouts' own tokens asked
+        # for token_budget / C(p) draws, an array of that size
+        draws = min(int(ca.token_budget / float(p @ cost)), _rollouts_per_process(self.args))
+        return max(s, draws // s * s)
 
     def _generate_and_score_completions(self, inputs):
         batch = super()._generate_and_score_completions(inputs)
