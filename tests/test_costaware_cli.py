@@ -64,6 +64,9 @@ def test_bad_sweep_file(tmp_path):
     ('experiment = "subset"\ngamma_fracs = []\n', "gamma_fracs=[] is invalid"),
     ('experiment = "subset"\ngamma_fracs = "0.1"\n', "gamma_fracs='0.1' is invalid"),
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
+    # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
+    ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
+     "batch=1000000000000 must be an integer from 1 to prompts x group = 128"),
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
     """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars
@@ -141,3 +144,13 @@ def test_trl_gradnorm_checks_its_output_before_importing_trl(tmp_path, monkeypat
     Path("results/costaware_trl").write_text("a file where the default directory goes")
     assert main(["costaware", "trl-gradnorm"]) == 2
     assert "costaware_trl: exists and is not a directory" in capsys.readouterr().err
+
+
+def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
+    # --batch 10^8 (2 seeds, 2 steps of 128 responses) ran 170 s at 1.8 GB; 10^12 was a
+    # numba SystemError traceback
+    assert main(["costaware", "grpo", "--seeds", "2", "--n-steps", "2", "--eval-every", "1",
+                 "--batch", "100000000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "batch=100000000 must be an integer from 1 to prompts x group = 128" in err
+    assert len(err.splitlines()) == 1, err

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastsim.costaware import (GRPOConfig, cost_aware_batch, cost_aware_probs, group_advantages,
-                               run_grpo, summarize_grpo)
+from fastsim.costaware import (GRPOConfig, cost_aware_batch, cost_aware_draw, cost_aware_probs,
+                               group_advantages, run_grpo, summarize_grpo)
 from fastsim.errors import ConfigError
 from fastsim.kernels import grpo as nb
 
@@ -77,9 +77,9 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: cost_aware_batch([[1, 1], [0, 0]], [[1, 2], [3, 4]], 4), "all advantages are zero"),
-    (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 4, lam=1.2), "lam=1.2"),
-    (lambda: cost_aware_batch([[1, 0]], [[1, -2]], 4), r"lengths\[1\]=-2.0"),
-    (lambda: cost_aware_batch([[1, 0]], [[1, 2, 3]], 4), "lengths has 3 entries"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 2, lam=1.2), "lam=1.2"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, -2]], 2), r"lengths\[1\]=-2.0"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2, 3]], 2), "lengths has 3 entries"),
     (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 0), "batch_size=0"),
     (lambda: cost_aware_batch([1, 0], [1, 2], 2), "2-D array"),
     (lambda: cost_aware_probs([1.0, -1.0], [1, 1], floor=-1), "floor=-1"),
@@ -180,3 +180,21 @@ def test_data_parallel_processes_draw_independently():
     assert not np.array_equal(p0.indices, p1.indices)
     with pytest.raises(ConfigError, match="process=-1 must be an integer from 0"):
         cost_aware_draw(adv, cost, 32, process=-1)
+
+
+@pytest.mark.parametrize("call, message", [
+    # 10^12 draws of 4 responses: a MemoryError (7.3 TiB of indices), 10^8 took ~9 s and
+    # 1.5 GB before the weights' array ran out of memory
+    (lambda: cost_aware_draw([1.0, -1.0, 0.5, 0.0], [10, 40, 20, 30], 10**12),
+     r"batch_size=1000000000000 must be an integer from 1 to 4 \(the number of responses\)"),
+    (lambda: cost_aware_batch([[1, 0], [0, 1]], [[1, 2], [3, 4]], 5), "batch_size=5 must be"),
+    # the toy experiment's kernel allocated and drew `batch` per step in every seed
+    (lambda: GRPOConfig(batch=10**12), r"batch=1000000000000 must be an integer from 1 to "
+                                       r"prompts x group = 128"),
+    (lambda: GRPOConfig(prompts=2, group=4, batch=9), "batch=9 must be"),
+])
+def test_more_draws_than_responses_are_refused_before_any_allocation(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+    cost_aware_draw([1.0, -1.0, 0.5, 0.0], [10, 40, 20, 30], 4)  # all of them is fine
+    GRPOConfig(prompts=2, group=4, batch=8)

@@ -173,3 +173,74 @@ def test_each_process_draws_with_its_own_process_index(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path, costaware=ca.CostAware(budget=8), steps=1)
     trainer.train()
     assert seen and set(seen) == {trainer.accelerator.process_index}
+
+
+def _draw_steps(ca, monkeypatch):
+    """Spy on the trainer's draws: (RNG step, drawn indices) of each generation batch."""
+    import inspect
+
+    seen = []
+    draw = ca.cost_aware_draw
+    signature = inspect.signature(draw)
+
+    def spy(*args, **kwargs):
+        out = draw(*args, **kwargs)
+        seen.append((signature.bind(*args, **kwargs).arguments["step"], out.indices.tolist()))
+        return out
+
+    monkeypatch.setattr(ca, "cost_aware_draw", spy)
+    return seen
+
+
+def test_a_resumed_run_continues_the_draws_counter(tmp_path, monkeypatch):
+    """The RNG counter of the draws is saved with each checkpoint: a run resumed at step 2
+    draws generation batches 2 and 3 with the uninterrupted run's uniforms (it restarted at
+    0 before, reusing the first batches' uniforms)."""
+    _, ca, _ = _modules()
+    costaware = ca.CostAware(budget=8, lam=0.1, seed=0)
+    seen = _draw_steps(ca, monkeypatch)
+    whole = _trainer(tmp_path / "whole", costaware=costaware, save_strategy="steps", save_steps=2)
+    whole.train()
+    assert [s for s, _ in seen] == [0, 1, 2, 3]
+    checkpoint = tmp_path / "whole" / "run" / "checkpoint-2"
+    assert (checkpoint / ca.STATE_FILE).is_file()
+
+    uninterrupted = list(seen)
+    seen.clear()
+    resumed = _trainer(tmp_path / "resumed", costaware=costaware)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert seen == uninterrupted[2:]
+    assert [r["batch"] for r in resumed.costaware_history] == [2, 3]
+    assert resumed.costaware_history == whole.costaware_history[2:]
+
+    # a checkpoint without the file (written by TRL's own GRPOTrainer): the count is
+    # derived from the trainer state, one generation batch per optimizer step here
+    (checkpoint / ca.STATE_FILE).unlink()
+    seen.clear()
+    with pytest.warns(UserWarning, match=ca.STATE_FILE):
+        _trainer(tmp_path / "legacy", costaware=costaware).train(
+            resume_from_checkpoint=str(checkpoint))
+    assert [s for s, _ in seen] == [2, 3]
+
+
+def test_a_budget_above_the_rollouts_is_refused_before_trl_loads_anything(tmp_path):
+    # budget=10^12 was accepted and allocated its draws (8 TB of indices) at the first
+    # generation batch, after the model had loaded
+    _, ca, _ = _modules()
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=16,
+                      num_generations=4, use_cpu=True, report_to=[])
+    for budget in (10**12, 17):
+        with pytest.raises(ConfigError, match=f"budget={budget} must be from 1 to "
+                           r"per_device_train_batch_size x steps_per_generation = 16"):
+            ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], args=args,
+                                    costaware=ca.CostAware(budget=budget))
+
+
+def test_a_huge_token_budget_draws_at_most_the_rollouts(tmp_path):
+    # token_budget=1e15 asked for 1e15 / C(p) draws: a MemoryError at the first batch
+    _, ca, _ = _modules()
+    trainer = _trainer(tmp_path, costaware=ca.CostAware(token_budget=1e15), steps=1)
+    trainer.train()
+    assert [r["rollouts_update"] for r in trainer.costaware_history] == [16]

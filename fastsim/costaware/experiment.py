@@ -96,7 +96,12 @@ class GRPOConfig:
         if self.prompts * self.group > MAX_RESPONSES:
             raise ConfigError(f"prompts*group={self.prompts * self.group} is too large; "
                               f"allowed: at most {MAX_RESPONSES:,} responses a step")
-        _positive_int("batch", self.batch, 1, MAX_RESPONSES)
+        # a mini-batch of a step's responses (a huge one allocated its draws in every
+        # seed's kernel and drew them each step)
+        if isinstance(self.batch, bool) or not isinstance(self.batch, (int, np.integer)) \
+                or not 1 <= self.batch <= self.prompts * self.group:
+            raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts x "
+                              f"group = {self.prompts * self.group} (the responses of a step)")
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)
         check_lam(self.lam)
         _real("floor", self.floor, 0.0)

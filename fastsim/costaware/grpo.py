@@ -7,7 +7,7 @@ its gradient norm, so the cost-aware distribution over the ``N = P G`` responses
 
     q_i ∝ max(|A_i|, floor) / sqrt(len_i),      p_i = (1 - lam) q_i + lam / N
 
-Draw a mini-batch of ``B`` indices with replacement from ``p`` and weight each drawn
+Draw a mini-batch of ``B <= N`` indices with replacement from ``p`` and weight each drawn
 loss term by ``w_i = 1 / (N p_i)``: then ``E[(1/B) sum_b w_{i_b} loss_{i_b}] =
 (1/N) sum_i loss_i``, the full-batch GRPO loss, exactly.
 
@@ -123,10 +123,13 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     return p
 
 
-def _draw_args(batch_size, seed, step):
+def _draw_args(batch_size, seed, step, n: int):
+    # a mini-batch of the n responses: more draws only repeat them, and a huge batch_size
+    # allocated its index and weight arrays (8 bytes a draw each) before failing
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size!r} must be an integer >= 1")
+            or not 1 <= batch_size <= n:
+        raise ConfigError(f"batch_size={batch_size!r} must be an integer from 1 to {n} (the "
+                          "number of responses)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
             or not isinstance(step, (int, np.integer)) or step < 0:
         raise ConfigError(f"seed={seed!r} and step={step!r} must be integers >= 0")
@@ -148,11 +151,11 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     >>> b.probs.round(4).tolist()
     [0.6667, 0.3333, 0.0, 0.0]
     """
-    _draw_args(batch_size, seed, step)
+    adv = np.ascontiguousarray(advantages, dtype=np.float64)
+    _draw_args(batch_size, seed, step, adv.size)
     if isinstance(process, bool) or not isinstance(process, (int, np.integer)) \
             or not 0 <= process < 2**31:
         raise ConfigError(f"process={process!r} must be an integer from 0 to 2^31-1")
-    adv = np.ascontiguousarray(advantages, dtype=np.float64)
     c = _lengths(costs, adv.size)
     p = cost_aware_probs(adv, c, lam, floor)
     idx = np.empty(int(batch_size), np.int64)
@@ -173,7 +176,7 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     lengths : array_like (P, G)
         Token counts of those responses (the cost of their gradient).
     batch_size : int
-        Draws with replacement; the weighted mean loss over them is unbiased.
+        Draws with replacement, 1 to ``P G``; the weighted mean loss over them is unbiased.
     lam, floor : see ``cost_aware_probs``
     seed, step : counter-based RNG coordinates: the same ``(seed, step)`` gives the same
         batch on any machine and thread count.
@@ -191,5 +194,5 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     """
     r = _rewards(rewards)
     _lengths(lengths, r.size)
-    _draw_args(batch_size, seed, step)
+    _draw_args(batch_size, seed, step, r.size)
     return cost_aware_draw(group_advantages(r), lengths, batch_size, lam, floor, seed, step)

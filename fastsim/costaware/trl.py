@@ -24,10 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
 import math
+import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from fastsim.costaware.grpo import cost_aware_draw, cost_aware_probs
@@ -38,6 +42,8 @@ from fastsim.errors import ConfigError
 SUPPORTED_LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 #: keys of TRL's batch dict that are not one row per rollout
 _SCALARS = ("num_items_in_batch",)
+#: file in each checkpoint holding the generation batches done (the draws' RNG counter)
+STATE_FILE = "costaware_state.json"
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,13 @@ class CostAware:
     Parameters
     ----------
     budget : int, optional
-        Draws per generation batch (per process); a multiple of ``steps_per_generation``.
+        Draws per generation batch (per process); a multiple of ``steps_per_generation``,
+        at most ``N = per_device_train_batch_size * steps_per_generation`` (the rollouts
+        the process generated).
     token_budget : float, optional
         Instead of ``budget``: tokens (prompt + completion) per update; the number of draws
-        is ``token_budget / C(p)`` with ``C(p) = sum_i p_i c_i``, rounded down to a multiple of
-        ``steps_per_generation`` (at least one per step).
+        is ``token_budget / C(p)`` with ``C(p) = sum_i p_i c_i``, at most ``N``, rounded down
+        to a multiple of ``steps_per_generation`` (at least one per step).
     lam : float in [0, 1]
         Uniform mixing: every rollout keeps probability ``>= lam / N``.
     floor : float >= 0
@@ -148,6 +156,20 @@ def _check_args(costaware, args) -> None:
     if costaware.budget is not None and costaware.budget % args.steps_per_generation:
         raise ConfigError(f"budget={costaware.budget} must be a multiple of "
                           f"steps_per_generation={args.steps_per_generation}")
+    # draws are the update's rows: more than the process's rollouts would put more than
+    # per_device_train_batch_size rows in each forward pass (a huge budget allocated its
+    # draws and indexed every batch tensor with them after the model had loaded)
+    n = _rollouts_per_process(args)
+    if costaware.budget is not None and costaware.budget > n:
+        raise ConfigError(f"budget={costaware.budget} must be from 1 to "
+                          f"per_device_train_batch_size x steps_per_generation = {n} "
+                          "(the rollouts each process generates per generation batch)")
+
+
+def _rollouts_per_process(args) -> int:
+    """``N``: rollouts of one generation batch on one process (TRL splits it into
+    ``steps_per_generation`` micro-batches of ``per_device_train_batch_size``)."""
+    return args.per_device_train_batch_size * args.steps_per_generation
 
 
 class CostAwareGRPOTrainer(GRPOTrainer):
@@ -155,7 +177,9 @@ class CostAwareGRPOTrainer(GRPOTrainer):
 
     Takes every argument of ``GRPOTrainer`` plus ``costaware`` (a ``CostAware``, or
     ``None`` for plain GRPO with the same logging).  ``costaware_history`` holds one dict
-    per training generation batch.
+    per training generation batch of this ``train()`` call; its ``batch`` (the draws' RNG
+    counter) is saved with each checkpoint (``STATE_FILE``), so a resumed run continues the
+    numbering and draws as the uninterrupted run would.
 
     Examples
     --------
@@ -177,13 +201,44 @@ class CostAwareGRPOTrainer(GRPOTrainer):
         self.costaware_history: list[dict] = []
         self._costaware_batches = 0
 
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / \
+                f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            (folder / STATE_FILE).write_text(
+                json.dumps({"generation_batches": self._costaware_batches}) + "\n")
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        # train(resume_from_checkpoint=...) calls this once the trainer state is loaded:
+        # without the saved count a resumed run restarted the counter at 0 and drew its
+        # batches with the uniforms of the run's first ones
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = Path(checkpoint) / STATE_FILE
+        if path.is_file():
+            self._costaware_batches = int(json.loads(path.read_text())["generation_batches"])
+            return
+        # a checkpoint of TRL's own GRPOTrainer: the count of a run that generated every
+        # steps_per_generation * num_iterations micro-steps from the start
+        every = self.args.steps_per_generation * self.num_iterations
+        micro = self.state.global_step * self.args.gradient_accumulation_steps
+        self._costaware_batches = -(-micro // every)
+        warnings.warn(f"{path} is missing: generation batches done taken as "
+                      f"{self._costaware_batches} (optimizer steps x gradient_accumulation_steps "
+                      "/ (steps_per_generation x num_iterations), rounded up)", stacklevel=2)
+
     def _draws(self, adv: np.ndarray, cost: np.ndarray) -> int:
         ca = self.costaware
         if ca.budget is not None:
             return int(ca.budget)
         p = cost_aware_probs(adv, cost, ca.lam, ca.floor)
         s = self.args.steps_per_generation
-        return max(s, int(ca.token_budget / float(p @ cost)) // s * s)
+        # at most N draws, as budget: a token_budget above the rollouts' own tokens asked
+        # for token_budget / C(p) draws, an array of that size
+        draws = min(int(ca.token_budget / float(p @ cost)), _rollouts_per_process(self.args))
+        return max(s, draws // s * s)
 
     def _generate_and_score_completions(self, inputs):
         batch = super()._generate_and_score_completions(inputs)

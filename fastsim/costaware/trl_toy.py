@@ -136,12 +136,13 @@ def toy_trainer(prompts_path, out_dir, costaware=None, steps: int = 4, prompts: 
     from fastsim.costaware.trl import CostAwareGRPOTrainer
 
     tok = char_tokenizer()
+    extra = {"save_strategy": "no", **extra}  # a test of resuming saves checkpoints
     args = GRPOConfig(output_dir=str(out_dir), max_steps=steps,
                       per_device_train_batch_size=prompts * generations,
                       num_generations=generations, max_completion_length=24, learning_rate=1e-3,
                       logging_steps=1, report_to=[], use_cpu=True, seed=seed, disable_tqdm=True,
-                      save_strategy="no", dataloader_num_workers=0, loss_type=loss_type,
-                      bf16=False, gradient_checkpointing=False, **extra)
+                      dataloader_num_workers=0, loss_type=loss_type, bf16=False,
+                      gradient_checkpointing=False, **extra)
     return CostAwareGRPOTrainer(
         model=tiny_causal_lm(tok, seed=seed), args=args, reward_funcs=letter_reward,
         train_dataset=Dataset.from_list(read_prompts(prompts_path)), processing_class=tok,
