@@ -222,6 +222,13 @@ def test_a_resumed_run_continues_the_draws_counter(tmp_path, monkeypatch):
             resume_from_checkpoint=str(checkpoint))
     assert [s for s, _ in seen] == [2, 3]
 
+    # a damaged file is one line naming it, not a traceback from inside train()
+    for damaged in ("", "{", '{"generation_batches": -1}', '{"generation_batches": "2"}', "[]"):
+        (checkpoint / ca.STATE_FILE).write_text(damaged)
+        with pytest.raises(ConfigError, match=f"{ca.STATE_FILE}: field 'generation_batches'"):
+            _trainer(tmp_path / "damaged", costaware=costaware).train(
+                resume_from_checkpoint=str(checkpoint))
+
 
 def test_a_budget_above_the_rollouts_is_refused_before_trl_loads_anything(tmp_path):
     # budget=10^12 was accepted and allocated its draws (8 TB of indices) at the first

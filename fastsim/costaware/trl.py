@@ -37,6 +37,7 @@ from trl import GRPOTrainer
 from fastsim.costaware.grpo import cost_aware_draw, cost_aware_probs
 from fastsim.costaware.sampling import check_lam, check_nonnegative
 from fastsim.errors import ConfigError
+from fastsim.io import atomic_write_bytes
 
 #: loss types whose per-rollout term is linear in the advantage with fixed rollout weights
 SUPPORTED_LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
@@ -172,6 +173,18 @@ def _rollouts_per_process(args) -> int:
     return args.per_device_train_batch_size * args.steps_per_generation
 
 
+def _saved_batches(path: Path) -> int:
+    """The generation batches a checkpoint's ``STATE_FILE`` records."""
+    try:
+        n = json.loads(path.read_bytes()[:4096])["generation_batches"]
+    except (ValueError, TypeError, KeyError):
+        n = None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(f"{path}: field 'generation_batches' is missing or damaged; allowed: "
+                          "an integer >= 0 (the file this trainer writes with each checkpoint)")
+    return n
+
+
 class CostAwareGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` that updates on a cost-aware, importance-weighted subset of rollouts.
 
@@ -206,8 +219,8 @@ class CostAwareGRPOTrainer(GRPOTrainer):
         if self.args.should_save:
             folder = Path(self._get_output_dir(trial=trial)) / \
                 f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            (folder / STATE_FILE).write_text(
-                json.dumps({"generation_batches": self._costaware_batches}) + "\n")
+            atomic_write_bytes(folder / STATE_FILE, (json.dumps(
+                {"generation_batches": self._costaware_batches}) + "\n").encode())
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # train(resume_from_checkpoint=...) calls this once the trainer state is loaded:
@@ -218,7 +231,7 @@ class CostAwareGRPOTrainer(GRPOTrainer):
             return
         path = Path(checkpoint) / STATE_FILE
         if path.is_file():
-            self._costaware_batches = int(json.loads(path.read_text())["generation_batches"])
+            self._costaware_batches = _saved_batches(path)
             return
         # a checkpoint of TRL's own GRPOTrainer: the count of a run that generated every
         # steps_per_generation * num_iterations micro-steps from the start
