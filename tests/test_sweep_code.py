@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import fastsim
+import fastsim.metrics
 from fastsim.cli import main
 from fastsim.registry import _source_hash
 from fastsim.sweep.grid import load_sweep
@@ -63,6 +64,8 @@ def user_module(tmp_path, monkeypatch):
     code_dir.mkdir()
     monkeypatch.syspath_prepend(str(code_dir))
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no .pyc older than an edit
+    # the metric registers itself process-wide; gone after the test, as its module is
+    monkeypatch.setattr(fastsim.metrics, "_METRICS", dict(fastsim.metrics._METRICS))
 
     def write(module: str, text: str) -> None:
         (code_dir / f"{module}.py").write_text(text)
