@@ -363,6 +363,18 @@ def _user_sources(fn: Any) -> list[str]:
     return texts
 
 
+def source_sha256(fn: Any) -> str:
+    """SHA-256 of the texts a user function's results depend on (``_user_sources``): the
+    code a sweep records beside its results (``fastsim.sweep.grid.Grid.code``).
+
+    Whole files, not ``inspect.getsource`` of the function: its results also depend on
+    the other functions and constants of its file and of the user files it names, which
+    numba compiles in; and read from disk, as a resumed run or a Dask worker imports
+    them.  Not cached: a sweep reads it once per run, and a file edited since is what it
+    must see."""
+    return hashlib.sha256("\0".join(_user_sources(fn)).encode()).hexdigest()
+
+
 @lru_cache(maxsize=None)
 def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
     py = getattr(fn, "py_func", fn)

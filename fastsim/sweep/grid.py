@@ -45,6 +45,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import fastsim
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
@@ -52,6 +53,7 @@ from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadCo
                             parse_baseline, plain)
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml
+from fastsim.metrics import lookup as metric
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
@@ -120,6 +122,24 @@ class Grid:
         """Of ``canonical()``; cached, as every chunk's record is checked against it (the
         grid is frozen)."""
         return hashlib.sha256(_canonical_json(self.canonical()).encode()).hexdigest()
+
+    @cached_property
+    def code(self) -> dict[str, Any]:
+        """The code the results are computed by, which ``canonical()`` does not cover:
+        fastsim's version, and a SHA-256 of the source of each user function the cells
+        name (stop policy, scheduler key or metric, by ``MODULE:FUNCTION``;
+        ``registry.source_sha256``).  A user policy's or key's cells also carry a short
+        hash of it (``impl``), a metric's do not.  Kept out of ``hash``, so that the cells
+        and hashes of existing results stay what they are; the manifest and every chunk
+        record name it, and ``diff_code`` compares two.  Cached as ``hash`` is."""
+        user = {}
+        for c in self.cells:
+            for decl in (c.config.policy.decl, c.config.scheduler.decl):
+                if decl.user is not None:
+                    user[decl.ref] = R.source_sha256(decl.user)
+            for ref in c.config.metrics:
+                user[ref] = R.source_sha256(metric(ref).fn)
+        return {"fastsim": fastsim.__version__, "user": dict(sorted(user.items()))}
 
 
 def _canonical_json(obj: Any) -> str:
@@ -356,6 +376,22 @@ def diff_grids(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if changes:
             out.append("e.g. " + "; ".join(changes[:4]))
             break
+    return out
+
+
+def diff_code(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """How the code of two ``Grid.code`` dicts differs, in words: the fastsim version, and
+    each user function both name whose source changed (one that only one names is a change
+    of the cells, which ``diff_grids`` reports).  Empty: the same code."""
+    out = []
+    if old.get("fastsim") != new["fastsim"]:
+        out.append(f"they were computed by fastsim {old.get('fastsim')}, this is fastsim "
+                   f"{new['fastsim']}")
+    then = old.get("user", {})
+    for ref, sha in new["user"].items():
+        if ref in then and then[ref] != sha:
+            out.append(f"{ref} has been edited since they were computed (module "
+                       f"{ref.partition(':')[0]}, or a file of yours it uses)")
     return out
 
 

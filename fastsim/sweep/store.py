@@ -3,12 +3,13 @@
 Layout (``DIR`` is ``--out``)::
 
     DIR/sweep.lock                          held (OS file lock) by the one process using DIR
-    DIR/sweep.json                          manifest: grid hash and the expanded grid
+    DIR/sweep.json                          manifest: grid hash, the expanded grid and the
+                                            code (fastsim version, user functions' SHA-256)
     DIR/cells/cell=<id>/chunk-0003.parquet  per-cluster metrics of chunk 3 of a cell
     DIR/cells/cell=<id>/jct-0003.parquet    the chunk's JCT histogram (figures)
     DIR/cells/cell=<id>/jobs-0003.parquet   per-job records, only with --keep-jobs
-    DIR/cells/cell=<id>/chunk-0003.json     the chunk's record: grid hash, and the SHA-256
-                                            and row count of each of its files
+    DIR/cells/cell=<id>/chunk-0003.json     the chunk's record: grid hash, code, and the
+                                            SHA-256 and row count of each of its files
     DIR/summary.parquet, DIR/cells.parquet, DIR/jct_hist.parquet   (aggregate.py); each
                                             names its grid hash in its metadata (GRID_KEY)
 
@@ -26,6 +27,14 @@ damaged run ends where an uninterrupted one does.  A record names the hash of th
 grid (every cell's config, clusters, chunk, seed), so the records alone show whose results
 the directory holds: a damaged or deleted manifest is rebuilt when every readable record
 names the grid being opened, and refused, naming the chunk, when one does not.
+
+The grid hash does not cover the code the chunks were computed by: fastsim's version and
+the source of the user functions the cells name (``Grid.code``).  The manifest and every
+record name it too, and a directory whose manifest (or, rebuilding it, a record) names
+other code is refused, naming what changed, before anything runs: results of two versions
+of a function are never pooled.  A manifest written before the code was recorded names
+none; its chunks are taken to be this code's (said in one line) and the code is recorded
+from then on.
 """
 from __future__ import annotations
 
@@ -51,11 +60,11 @@ import pyarrow.parquet as pq
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
                         check_output_dir, file_kind, is_temporary, write_all)
-from fastsim.sweep.grid import Grid, diff_grids
+from fastsim.sweep.grid import Grid, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
-FORMAT_VERSION = 2  # 2: chunk records with checksums
+FORMAT_VERSION = 3  # 2: chunk records with checksums; 3: manifest and records name the code
 KINDS = ("chunk", "jct", "jobs")
 # A chunk's record is a few hundred bytes; a file at its name of more than this is not one
 # (read in full, a stray gigabyte there cost its size in memory on every resume).
@@ -165,14 +174,31 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
-def _record_ok(rec: Any, grid_hash: str, cell_id: str, index: int) -> bool:
-    """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk and lists
-    its files with a checksum and a row count each: what resume and aggregation use."""
-    return (isinstance(rec, dict) and rec.get("grid_hash") == grid_hash
+def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int) -> bool:
+    """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk, and this
+    code or none (a record written before the code was recorded), and lists its files
+    with a checksum and a row count each: what resume and aggregation use."""
+    return (isinstance(rec, dict) and rec.get("grid_hash") == grid.hash
             and rec.get("cell") == cell_id and rec.get("index") == index
+            and ("code" not in rec or (_code_ok(rec["code"])
+                                       and not diff_code(rec["code"], grid.code)))
             and isinstance(rec.get("files"), dict)
             and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
                     and type(e.get("rows")) is int for e in rec["files"].values()))
+
+
+def _code_ok(code: Any) -> bool:
+    """Whether a manifest's or record's ``code`` has the form of ``Grid.code``."""
+    return (isinstance(code, dict) and isinstance(code.get("fastsim"), str)
+            and isinstance(code.get("user"), dict)
+            and all(isinstance(v, str) for v in code["user"].values()))
+
+
+def _other_code(where: str, changes: list[str]) -> ConfigError:
+    """The refusal of results computed by other code than this run's (``diff_code``)."""
+    return ConfigError(f"{where} of other code than this run's: "
+                       + "; ".join(changes) + "; refusing to mix results of two versions: "
+                       "restore the code they were computed by, or use a new --out directory")
 
 
 def _sha256(data: bytes) -> str:
@@ -215,11 +241,12 @@ class SweepStore:
         store._lock = DirLock.acquire(store.root)
         store._outer += _hold_linked_cells(store.root)
         path = store.root / MANIFEST
-        old, rebuilt = _read_manifest(store.root, grid)
-        if old is None or old.get("format") != FORMAT_VERSION:  # older chunks lack records
+        old, note = _read_manifest(store.root, grid)
+        # older manifests: chunks without records (format 1), without the code (2)
+        if old is None or old.get("format") != FORMAT_VERSION:
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
-            if rebuilt is not None:
-                print(rebuilt, file=sys.stderr)
+            if note is not None:
+                print(note, file=sys.stderr)
         store.remove_temporaries()
         return store
 
@@ -229,7 +256,8 @@ class SweepStore:
         it is missing or damaged (not a manifest) and the chunk records in ``root`` prove
         that the results are ``grid``'s, or if it names ``grid``'s hash but its grid or
         name is damaged (``open`` then rebuilds it, and says so).  A
-        ``ConfigError`` naming the differences if it is for another grid, and if it is
+        ``ConfigError`` naming the differences if it is for another grid or names other
+        code (``Grid.code``: a user function edited, another fastsim), and if it is
         unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
         chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
         before it opens (and writes in) any."""
@@ -250,7 +278,7 @@ class SweepStore:
         g = self.grid
         return {
             "format": FORMAT_VERSION, "name": g.name, "title": g.title, "source": g.source,
-            "grid_hash": g.hash, "axes": list(g.axes),
+            "grid_hash": g.hash, "code": g.code, "axes": list(g.axes),
             "cells": [{"id": c.id, "label": c.label, "baseline": c.baseline} for c in g.cells],
             "grid": g.canonical(),
         }
@@ -274,13 +302,13 @@ class SweepStore:
         return self.cell_dir(cell_id) / f"chunk-{index:04d}.json"
 
     def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
-        """The chunk's record if it is readable and names this grid and chunk."""
+        """The chunk's record if it is readable and names this grid, code and chunk."""
         try:
             rec = json.loads(_read_regular(self.record_path(cell_id, index),
                                            RECORD_MAX_BYTES))
         except (OSError, ValueError):
             return None
-        return rec if _record_ok(rec, self.grid.hash, cell_id, index) else None
+        return rec if _record_ok(rec, self.grid, cell_id, index) else None
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
         """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
@@ -289,7 +317,7 @@ class SweepStore:
             return "missing"
         rec = self._record(cell_id, index)
         if rec is None:
-            return f"{rp}: unreadable, or written for another grid"
+            return f"{rp}: unreadable, or written for another grid or by other code"
         kinds = KINDS if keep_jobs else KINDS[:2]
         for kind in kinds:
             p = self.path(cell_id, kind, index)
@@ -337,8 +365,8 @@ class SweepStore:
                                f"{start}..{start + n - 1}")
         frames = {"jobs": jobs, "jct": jct_hist, "chunk": clusters}
         blobs = {k: _parquet_bytes(df) for k, df in frames.items() if df is not None}
-        record = {"grid_hash": self.grid.hash, "cell": cell_id, "index": index,
-                  "clusters": [start, n],
+        record = {"grid_hash": self.grid.hash, "code": self.grid.code, "cell": cell_id,
+                  "index": index, "clusters": [start, n],
                   "files": {self.path(cell_id, k, index).name:
                             {"sha256": _sha256(b), "rows": frames[k].height}
                             for k, b in blobs.items()}}
@@ -493,17 +521,32 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
     if not isinstance(old, dict) or not isinstance(old.get("grid_hash"), str):
         return None, _rebuild_from_records(
             root, grid, f"{path}: damaged sweep manifest (it names no grid hash)")
+    code = old.get("code")
+    if _code_ok(code) and (changes := diff_code(code, grid.code)):
+        # also when the hashes differ: an edited user policy or key changes its cells too
+        # (their ``impl``), and the edit, not those cells, is what to name
+        raise _other_code(f"{path}: the results in {root} are", changes)
+    current = old.get("format") == FORMAT_VERSION
     if old["grid_hash"] == grid.hash:
+        if current and not _code_ok(code):  # the records name the code: they decide
+            return None, _rebuild_from_records(
+                root, grid, f"{path}: damaged sweep manifest (its code field is damaged)")
         # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
         # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
         # by it), is damage, rewritten as a damaged manifest is rebuilt
         bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
                                ("name", isinstance(old.get("name"), str))) if not ok]
-        if bad and old.get("format") == FORMAT_VERSION:
+        if bad and current:
             return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
                           f"{grid.hash[:12]}, but its {' and '.join(bad)} "
                           f"{'fields are' if len(bad) > 1 else 'field is'} not "
                           f"{grid.source}'s); rewrote it for that grid")
+        if code is None:  # an older format's (``open`` rewrites it, and says this)
+            user = " and its user functions' sources" if grid.code["user"] else ""
+            return old, (f"{path} does not record the code its chunks were computed by "
+                         "(written before sweeps did), so they are kept as this code's, "
+                         f"unchecked; it records this code (fastsim {grid.code['fastsim']}"
+                         f"{user}) from now on")
         return old, None
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
@@ -527,24 +570,30 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     A record names the hash of the whole grid (every cell's config, clusters, chunk, seed)
     it was computed for, and its cell and chunk: a record naming ``grid.hash`` is a chunk
     this grid would compute, so the manifest it was written under was ``grid``'s.  Every
-    readable record must name it, and at least one; every cell directory must be a cell of
-    ``grid`` and every chunk file a chunk index it has.  A chunk whose record is unreadable,
-    names no grid, is another chunk's or lists no checksummed files proves nothing and is
-    re-run, as on any resume (``_record_ok``, the resume's own test, decides which are
-    kept); a chunk's files are verified against its record when resuming, as always."""
+    readable record must name it, and at least one, and none other code (``Grid.code``; a
+    record written before the code was recorded names none, and is kept as this code's);
+    every cell directory must be a cell of ``grid`` and every chunk file a chunk index it
+    has.  A chunk whose record is unreadable, names no grid, is another chunk's or lists
+    no checksummed files proves nothing and is re-run, as on any resume (``_record_ok``,
+    the resume's own test, decides which are kept); a chunk's files are verified against
+    its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
     refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
               f"that {root} was run with, or a new --out directory")
     cell_ids = {c.id for c in grid.cells}
-    kept = unproven = 0
+    kept = unproven = unknown = 0
+    # The first sign of another grid is named, unless a record names other code: an edited
+    # user policy or key changes its cells too (``impl``), and the edit is what to name.
+    other_grid: ConfigError | None = None
     try:
         cell_dirs = sorted(d for d in cells.iterdir() if d.name.startswith("cell=")
                            and d.is_dir()) if cells.is_dir() else []
         for d in cell_dirs:
             cell_id = d.name[len("cell="):]
             if cell_id not in cell_ids:
-                raise ConfigError(f"{damage}, and {d} is not a cell of {own}{refuse}")
+                other_grid = other_grid or ConfigError(
+                    f"{damage}, and {d} is not a cell of {own}{refuse}")
             for f in sorted(d.iterdir()):
                 m = _CHUNK_FILE.fullmatch(f.name)
                 if m is None or (m[3] == "json" and m[1] != "chunk") or \
@@ -553,8 +602,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                     # reads chunk-0001.json, never a copy named chunk-00001.json)
                 index = int(m[2])
                 if index >= grid.n_chunks:
-                    raise ConfigError(f"{damage}, and {f} is chunk {index}, but {own} has "
-                                      f"{grid.n_chunks} chunk(s) per cell{refuse}")
+                    other_grid = other_grid or ConfigError(
+                        f"{damage}, and {f} is chunk {index}, but {own} has "
+                        f"{grid.n_chunks} chunk(s) per cell{refuse}")
                 if m[3] != "json":
                     continue
                 try:
@@ -562,22 +612,34 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 except (OSError, ValueError):
                     unproven += 1
                     continue
+                code = rec.get("code") if isinstance(rec, dict) else None
+                if _code_ok(code) and (changes := diff_code(code, grid.code)):
+                    raise _other_code(f"{damage}, and {f} is a chunk record", changes)
                 names = rec.get("grid_hash") if isinstance(rec, dict) else None
                 if isinstance(names, str) and names != grid.hash:
-                    raise ConfigError(f"{damage}, and {f} is a chunk record of grid "
-                                      f"{names[:12]}, not of {own}{refuse}")
-                if not _record_ok(rec, grid.hash, cell_id, index):
+                    other_grid = other_grid or ConfigError(
+                        f"{damage}, and {f} is a chunk record of grid {names[:12]}, not of "
+                        f"{own}{refuse}")
+                if other_grid is not None:
+                    continue  # refused below, once every record's code is known
+                if not _record_ok(rec, grid, cell_id, index):
                     unproven += 1  # damaged, or this grid's record of another chunk: re-run
                     continue  # (kept: exactly the records that resume reads as this chunk's)
                 kept += 1
+                unknown += code is None
     except OSError as exc:
         raise ConfigError(f"{damage}, and {cells} cannot be read "
                           f"({exc.strerror or exc}); use a new --out directory") from None
+    if other_grid is not None:
+        raise other_grid
     if kept == 0:
         raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
                           f"shows its results are this grid's: use a new --out directory, "
                           f"or delete {root} to start over")
     rerun = (f"; {unproven} chunk(s) whose record is damaged or misplaced will be re-run"
              if unproven else "")
+    older = (f"; {unknown} of them do not record the code (written before records did) and "
+             "are kept as this code's, unchecked" if unknown else "")
     return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
-            f"another grid, so their chunks are kept (each verified before use){rerun}")
+            f"another grid or other code, so their chunks are kept (each verified before "
+            f"use){older}{rerun}")

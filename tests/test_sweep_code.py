@@ -1,0 +1,276 @@
+"""A sweep directory records the code its chunks were computed by (``Grid.code``: fastsim's
+version and the source of each user function its cells name), which the grid hash does
+not cover: resuming with other code is refused, in one line and before anything is run or
+written, instead of pooling chunks of two versions of a function into one interval.  A
+directory written before the code was recorded still resumes, and says so."""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import fastsim
+import fastsim.metrics
+from fastsim.cli import main
+from fastsim.registry import _source_hash
+from fastsim.sweep.grid import load_sweep
+
+METRIC_SRC = '''
+import numpy as np
+from fastsim.metrics import cluster_metric
+
+
+@cluster_metric(label="hacking share", unit="share")
+def hacking_share(jobs):
+    """Share of a cluster's jobs that hack."""
+    return jobs["hacking"].sum(axis=1) / SCALE
+
+
+SCALE = 20.0
+'''
+
+POLICY_SRC = '''
+from numba import njit
+from fastsim.registry import stop_policy
+
+
+@stop_policy(label="at_eval")
+@njit
+def at_eval(scores, losses, attained_h, t_est_h):
+    """Stop at the third evaluation."""
+    return 3 if scores.shape[0] >= 3 else 0
+'''
+
+# the edits: a constant beside the metric, the policy's own body
+EDITS = {"code_metric": ("SCALE = 20.0", "SCALE = 10.5"),
+         "code_policy": ("return 3 if scores.shape[0] >= 3", "return 4 if scores.shape[0] >= 4")}
+SOURCES = {"code_metric": METRIC_SRC, "code_policy": POLICY_SRC}
+
+
+def sweep_text(module: str | None) -> str:
+    user = {"code_metric": 'metrics = ["code_metric:hacking_share"]',
+            "code_policy": 'policy = "code_policy:at_eval"', None: ""}[module]
+    return f"clusters = 6\nchunk = 2\nseed = 3\n[base]\nn_jobs = 16\ngpus = 16\n{user}\n"
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """Write a user module on the import path; ``write(text)`` (re)writes it as a user's
+    edit between two runs would, and forgets the imported one, as a new process does."""
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    monkeypatch.syspath_prepend(str(code_dir))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no .pyc older than an edit
+    # the metric registers itself process-wide; gone after the test, as its module is
+    monkeypatch.setattr(fastsim.metrics, "_METRICS", dict(fastsim.metrics._METRICS))
+
+    def write(module: str, text: str) -> None:
+        (code_dir / f"{module}.py").write_text(text)
+        sys.modules.pop(module, None)
+        importlib.invalidate_caches()
+        _source_hash.cache_clear()
+    yield write
+    for module in SOURCES:
+        sys.modules.pop(module, None)
+
+
+def sweep(path, out, *extra):
+    return main(["sweep", str(path), "--out", str(out), "--no-progress", *extra])
+
+
+def files(out):
+    """Every file under ``out`` with its bytes: what a refused run must leave as it was."""
+    return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def interrupted(path, out, chunks: int):
+    """A run of ``path`` into ``out`` stopped after ``chunks`` chunks (as a kill would)."""
+    from fastsim.sweep.runner import run_sweep
+    from fastsim.sweep.store import SweepStore
+
+    grid = load_sweep(path)
+    with SweepStore.open(out, grid) as store:
+        run_sweep(grid, store, progress=False, max_chunks=chunks)
+    return grid
+
+
+@pytest.mark.parametrize("module", ["code_metric", "code_policy"])
+def test_an_edited_user_function_is_refused_then_the_restored_one_resumes(
+        user_module, tmp_path, capsys, module):
+    """A metric's source is in no cell's config, so its edit left the grid hash as it was
+    and the resume pooled chunks of both versions; a policy's edit changed its cells' hash
+    and was refused as "a different grid" without naming the edit.  Both now name it."""
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(module))
+    out = tmp_path / "out"
+    user_module(module, SOURCES[module])
+    grid = interrupted(path, out, 2)
+    before = files(out)
+    old, new = EDITS[module]
+    user_module(module, SOURCES[module].replace(old, new))
+    capsys.readouterr()
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    ref = f"{module}:{'hacking_share' if module == 'code_metric' else 'at_eval'}"
+    assert f"{out}/sweep.json: the results in {out} are of other code than this run's: " \
+           f"{ref} has been edited since they were computed (module {module}" in err, err
+    assert err.endswith("restore the code they were computed by, or use a new --out directory")
+    assert files(out) == before  # nothing run, nothing written
+    # deleted manifest: the chunk records name the code, and are asked instead (a
+    # policy's edit also changed its cells, but the edit is what is named)
+    (out / "sweep.json").unlink()
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not (out / "sweep.json").exists(), err
+    assert f"is a chunk record of other code than this run's: {ref} has been edited" in err
+    # the code as it was: the directory resumes (the manifest rebuilt from the records)
+    user_module(module, SOURCES[module])
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err
+    total = len(grid.cells) * grid.n_chunks
+    assert f"resumed: 2 of {total} chunks were already done (verified)" in err, err
+    assert json.loads((out / "sweep.json").read_text())["code"] == grid.code
+
+
+def test_another_fastsim_version_is_refused_on_every_backend(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(None))
+    out = tmp_path / "out"
+    monkeypatch.setattr(fastsim, "__version__", "0.0.9")
+    grid = interrupted(path, out, 1)
+    assert grid.code == {"fastsim": "0.0.9", "user": {}}
+    monkeypatch.undo()
+    before = files(out)
+    capsys.readouterr()
+    # Dask: refused before connecting (this address answers nothing), as the local backend
+    for extra in ((), ("--backend", "dask", "--address", "tcp://127.0.0.1:9")):
+        assert sweep(path, out, *extra) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert (f"of other code than this run's: they were computed by fastsim 0.0.9, this "
+                f"is fastsim {fastsim.__version__}; refusing to mix") in err, err
+        assert files(out) == before
+
+
+def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, tmp_path,
+                                                                 capsys):
+    """A manifest of format 2 and records without ``code``: kept as this code's (one
+    line says so), the manifest then records this code, so a later edit is refused."""
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text("code_metric"))
+    out = tmp_path / "out"
+    user_module("code_metric", METRIC_SRC)
+    grid = interrupted(path, out, 3)
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    del m["code"]
+    manifest.write_text(json.dumps({**m, "format": 2}, indent=1))
+    for rec in out.glob("cells/*/chunk-*.json"):
+        r = json.loads(rec.read_text())
+        del r["code"]
+        rec.write_text(json.dumps(r, indent=1))
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == (f"{manifest} does not record the code its chunks were computed by "
+                      "(written before sweeps did), so they are kept as this code's, "
+                      f"unchecked; it records this code (fastsim {fastsim.__version__} and "
+                      "its user functions' sources) from now on"), err
+    total = len(grid.cells) * grid.n_chunks
+    assert err[1] == f"resumed: 3 of {total} chunks were already done (verified)"
+    assert json.loads(manifest.read_text())["code"] == grid.code
+    assert sweep(path, out) == 0  # said once: the manifest records the code now
+    assert "does not record the code" not in capsys.readouterr().err
+    user_module("code_metric", METRIC_SRC.replace(*EDITS["code_metric"]))
+    assert sweep(path, out) == 2
+    assert "code_metric:hacking_share has been edited" in capsys.readouterr().err
+
+
+def test_a_rebuilt_manifest_keeps_older_records_and_says_so(user_module, tmp_path, capsys):
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text("code_metric"))
+    out = tmp_path / "out"
+    user_module("code_metric", METRIC_SRC)
+    interrupted(path, out, 2)
+    (out / "sweep.json").unlink()
+    older = sorted(out.glob("cells/*/chunk-*.json"))[0]
+    r = json.loads(older.read_text())
+    del r["code"]
+    older.write_text(json.dumps(r))
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "rebuilt it: 2 chunk records in" in err[0] and "none another grid or other code" \
+        in err[0] and "1 of them do not record the code" in err[0], err
+    assert "resumed: 2 of" in err[1]
+
+
+def test_a_manifest_whose_code_is_damaged_is_rebuilt_from_the_records(user_module, tmp_path,
+                                                                      capsys):
+    """Its code cannot be read, so the chunk records, which name it too, decide: kept when
+    they name this code, refused, naming the function, when one names other code."""
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text("code_metric"))
+    out = tmp_path / "out"
+    user_module("code_metric", METRIC_SRC)
+    grid = interrupted(path, out, 2)
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**m, "code": "damaged"}))
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"{manifest}: damaged sweep manifest (its code field is damaged)"
+                             "; rebuilt it: 2 chunk records in"), err
+    assert json.loads(manifest.read_text())["code"] == grid.code
+    manifest.write_text(json.dumps({**m, "code": "damaged"}))
+    user_module("code_metric", METRIC_SRC.replace(*EDITS["code_metric"]))
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is a chunk record of other code" in err, err
+
+
+def test_a_record_of_other_code_beside_this_codes_manifest_is_rerun(user_module, tmp_path,
+                                                                    capsys):
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text("code_metric"))
+    out = tmp_path / "out"
+    user_module("code_metric", METRIC_SRC)
+    interrupted(path, out, 2)
+    rec = sorted(out.glob("cells/*/chunk-*.json"))[0]
+    r = json.loads(rec.read_text())
+    r["code"]["user"]["code_metric:hacking_share"] = "0" * 64
+    rec.write_text(json.dumps(r))
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err
+    assert (f"re-running 1 chunk(s) that failed verification: {rec}: unreadable, or written "
+            "for another grid or by other code") in err, err
+    assert json.loads(rec.read_text())["code"] == json.loads(
+        (out / "sweep.json").read_text())["code"]
+
+
+def test_reproduce_checks_the_code_of_every_sweep_before_writing_any(tmp_path, capsys,
+                                                                      monkeypatch):
+    from fastsim.resources import shipped
+    from fastsim.sweep.store import SweepStore
+
+    out = tmp_path / "r"
+    grid = load_sweep(shipped("sweeps") / "noise.toml", clusters=2, seed=0)
+    monkeypatch.setattr(fastsim, "__version__", "0.0.9")
+    SweepStore.open(out / "noise", grid).close()  # its manifest, as an older fastsim wrote it
+    monkeypatch.undo()
+    before = files(out)
+    before.pop(Path("noise/sweep.lock"))  # held while reproduce runs: the lock's own line
+    assert main(["reproduce", "--clusters", "2", "--out", str(out), "--no-figures",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "noise/sweep.json: the results in" in err and "fastsim 0.0.9" in err, err
+    after = files(out)
+    after.pop(Path("noise/sweep.lock"))
+    assert after == before and sorted(p.name for p in out.iterdir()) == ["noise"]
