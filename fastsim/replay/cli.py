@@ -228,7 +228,9 @@ def _cmd_replay(args) -> int:
     sense = "higher" if log.higher_is_better else "lower"
     if args.example:
         print(f"example log: {args.paths[0]}")
-    print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
+    n_evals = int(log.table["metric"].is_not_nan().sum())  # a row may hold a loss only
+    rows = "" if n_evals == log.table.height else f" in {log.table.height} rows"
+    print(f"replay: {len(log.job_ids)} jobs, {n_evals} evaluations{rows}, metric "
           f"{log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
