@@ -17,7 +17,7 @@ import polars as pl
 
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import read_toml
+from fastsim.io import read_toml, toml_text
 from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
 
 START = "<!-- fastsim detectors confirm: start -->"
@@ -31,7 +31,8 @@ def read_plan(path: Path) -> dict:
     def field(section: str, key: str, kind, what: str):
         v = plan.get(section, {}).get(key) if isinstance(plan.get(section), dict) else None
         if not isinstance(v, kind) or isinstance(v, bool):
-            raise ConfigError(f"{path}: [{section}] {key} = {v!r}; allowed: {what}")
+            said = "is missing" if v is None else f"= {toml_text(v)}"
+            raise ConfigError(f"{path}: [{section}] {key} {said}; allowed: {what}")
         return v
 
     out = {}
@@ -58,7 +59,8 @@ def read_plan(path: Path) -> dict:
             "recall_rule": "candidate_recall >= baseline_recall"}
     for k, v in want.items():
         if test[k] != v:
-            raise ConfigError(f"{path}: [test] {k} = {test[k]!r}; allowed: {v!r}")
+            said = "is missing" if test[k] is None else f"= {toml_text(test[k])}"
+            raise ConfigError(f"{path}: [test] {k} {said}; allowed: {toml_text(v)}")
     out["alpha"] = float(field("test", "alpha", (int, float), "a number"))
     if not 0 < out["alpha"] < 1:
         raise ConfigError(f"{path}: [test] alpha = {out['alpha']!r}; allowed: 0 < alpha < 1")

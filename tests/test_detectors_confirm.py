@@ -125,6 +125,21 @@ def test_refuses_a_plan_off_the_declared_design(tmp_path, kw, field):
         cf.read_plan(_plan(tmp_path, **kw))
 
 
+def test_a_bad_plan_value_is_echoed_as_the_file_writes_it(tmp_path):
+    """'[test] alternative = 'less'; allowed: 'two-sided'' and '[traces] n_runs = True' were
+    Python's repr; a missing field read '= None'."""
+    p = _plan(tmp_path, alternative="less")
+    with pytest.raises(ConfigError, match='alternative = "less"; allowed: "two-sided"'):
+        cf.read_plan(p)
+    p.write_text(p.read_text().replace('alternative = "less"', 'alternative = "two-sided"')
+                 .replace("n_runs = 80", "n_runs = true").replace("world_seed = 0\n", ""))
+    with pytest.raises(ConfigError, match=r"\[traces\] n_runs = true; allowed: an integer"):
+        cf.read_plan(p)
+    p.write_text(p.read_text().replace("n_runs = true", "n_runs = 80"))
+    with pytest.raises(ConfigError, match=r"\[traces\] world_seed is missing; allowed"):
+        cf.read_plan(p)
+
+
 def test_the_committed_plan_is_the_explorations_best_setting():
     plan = cf.read_plan(ROOT / "docs/preregistration/detectors_goal3.toml")
     assert plan["candidate"][0] == "bocpd" and plan["baseline"] == ("evalstop", {"k": 2})
