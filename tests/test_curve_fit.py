@@ -99,10 +99,15 @@ def test_fit_curves_cli(tmp_path, capsys):
 @pytest.mark.parametrize("args,msg", [
     (["missing.parquet"], "no such file"),
     (["{p}", "--boot", "-1"], "--boot"),
+    # a traceback from numpy's generator, and a resampling loop of years
+    (["{p}", "--seed", "-1", "--out", "fit.csv"], "--seed -1: allowed: an integer >= 0"),
+    (["{p}", "--boot", "99999999999", "--out", "fit.csv"],
+     "--boot 99999999999: allowed: an integer from 0 to 100000"),
     (["{p}", "--out", "fit.txt"], "--out"),
     (["{bad}"], "missing columns"),
 ])
-def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, args, msg):
+def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, monkeypatch, args, msg):
+    monkeypatch.chdir(tmp_path)  # fit.csv, were it written
     p = tmp_path / "traces.parquet"
     synthetic_traces(n_runs=8).write_parquet(p)
     bad = tmp_path / "bad.parquet"
@@ -111,6 +116,7 @@ def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, args, msg):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+    assert not (tmp_path / "fit.csv").exists()
 
 
 def test_noise_level_matches_noise_over_gain_on_both_sides():

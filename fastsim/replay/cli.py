@@ -22,6 +22,8 @@ from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
 from fastsim.stats import fmt_interval, fmt_value
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
+# fit-curves resamples in Python, milliseconds a resample: a count past this runs for hours
+MAX_BOOT = 100_000
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
                   "loss_plateau:w=2,tol=0.01", "oracle")
 
@@ -123,9 +125,9 @@ def register(subparsers) -> None:
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=int, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
-                     ">= 0 (default: 1000)")
+                     f"from 0 to {MAX_BOOT} (default: 1000)")
     fit.add_argument("--seed", type=int, default=0, metavar="INT",
-                     help="bootstrap seed (default: 0)")
+                     help="bootstrap seed, an integer >= 0 (default: 0)")
     fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
     fit.set_defaults(func=_cmd_fit)
 
@@ -388,8 +390,10 @@ def _cmd_fit(args) -> int:
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
-    if args.boot < 0:
-        raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    if not 0 <= args.boot <= MAX_BOOT:
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer from 0 to {MAX_BOOT}")
+    if args.seed < 0:  # numpy's generator takes non-negative seeds only
+        raise ConfigError(f"--seed {args.seed}: allowed: an integer >= 0")
     traces = read_parquet_table(args.traces, "traces.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.traces)
     check_trace_table(traces, args.traces, ["job_id", "step", "score", "truth_gold",
