@@ -289,14 +289,15 @@ def _cmd_toy(args) -> int:
     kw = {}
     if args.quick:
         kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
-    if args.n_comparisons:
+    # an empty value is refused by the config (non-empty), not read as the default
+    if args.n_comparisons is not None:
         kw["n_comparisons"] = _ints(args.n_comparisons, "n-comparisons")
-    if args.kl_coefs:
+    if args.kl_coefs is not None:
         try:
             kw["kl_coefs"] = tuple(float(x) for x in args.kl_coefs.split(",") if x.strip())
         except ValueError:
             raise ConfigError(f"--kl-coefs {args.kl_coefs!r}: allowed: comma-separated numbers") from None
-    if args.seeds:
+    if args.seeds is not None:
         kw["seeds"] = _ints(args.seeds, "seeds")
     if args.steps is not None:
         kw["n_steps"] = args.steps
