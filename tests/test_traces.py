@@ -138,7 +138,11 @@ def test_gao_run_medians_one_run_has_no_interval():
     assert m[("healthy", "gao_alpha")]["lo"] <= 3.1 <= m[("healthy", "gao_alpha")]["hi"]
 
 
-@pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
+@pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"),
+                                        # one evaluation: NaN fits and numpy's warnings
+                                        ({"n_steps": 14}, "n_steps = 14: must be at least eval_every = 15"),
+                                        ({"n_steps": 9, "eval_every": 10}, "at least eval_every = 10"),
+                                        ({"vocab": 20, "length": 5}, "enumerable"),
                                         ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr"),
                                         ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
                                         ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),

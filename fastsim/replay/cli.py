@@ -92,8 +92,8 @@ def register(subparsers) -> None:
                      help="run seeds, distinct integers >= 0, comma-separated, or N for 0..N-1 "
                      "(default: 4); one run per data size x KL coefficient x seed")
     toy.add_argument("--steps", type=int, default=None, metavar="N",
-                     help="policy-gradient steps per run, an integer >= 1 (default: 300; an "
-                     "evaluation every 15)")
+                     help="policy-gradient steps per run, an integer >= 15 (an evaluation "
+                     "every 15, at least two; default: 300)")
     toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
                      help="seed of the gold reward, reference policy and prompts, >= 0 "
                      "(default: 0)")

@@ -119,6 +119,10 @@ class ToyRLHFConfig:
 
     def __post_init__(self):
         self._check_values()
+        if self.n_steps < self.eval_every:  # not in _check_values: a record is read as it is
+            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be at least "
+                              f"eval_every = {self.eval_every} (fewer steps leave one "
+                              "evaluation, at step 0: no curve to fit or stop on)")
         _refuse_repeats(self)
         self._check_kl_step()
 
