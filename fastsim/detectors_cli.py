@@ -135,6 +135,8 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.confirm is not None:
         return _cmd_confirm(args)
     check_output_dir(args.out)
+    if args.figures is not None:  # drawn last, after the tables: refused before any work
+        check_output_dir(args.figures, "--figures")
     if args.traces is not None:  # the traces table is written as OUT/traces.parquet
         check_distinct({"--out": args.out / "traces.parquet"}, inputs={"--traces": args.traces})
     if args.doc is not None:

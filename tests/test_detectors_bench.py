@@ -140,6 +140,11 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     doc.write_text("no markers")
     assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
     assert "markers" in capsys.readouterr().err
+    # --figures is drawn last: a file there failed after minutes of work, the tables written
+    (tmp_path / "a_file").write_text("")
+    assert main(["detectors", "--quick", "--figures", str(tmp_path / "a_file"),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "--figures " in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
