@@ -251,6 +251,15 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
             call()
 
 
+def test_compare_refuses_what_is_not_a_config_as_simulate_does():
+    """compare("srtf_est") was AttributeError: 'str' object has no attribute 'with_policy'."""
+    import fastsim
+
+    for cfg in ("srtf_est", None, SimConfig.from_specs("srtf_est", "none").policy):
+        with pytest.raises(ConfigError, match="is invalid; allowed: a SimConfig"):
+            fastsim.compare(cfg, n_clusters=2)
+
+
 @pytest.mark.parametrize("baseline, needle", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"), (3, "baseline=3 is invalid"),
     ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare"),
