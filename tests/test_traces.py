@@ -351,3 +351,25 @@ def test_an_empty_list_option_is_refused_not_read_as_the_default(tmp_path, capsy
     assert main(["traces", "toy-rlhf", flag, "", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("column, value, needle", [
+    ("eval_noise_sd", -1.0, "row 1: eval_noise_sd is -1.0; allowed: a standard deviation >= 0"),
+    ("gold_gain", -0.5, "row 1: gold_gain is -0.5; allowed: a gain >= 0"),
+    ("gold_gain", 0.0, "no run has a positive gold_gain"),
+    ("n_evals", 1, "row 1: n_evals is 1; allowed: an integer from 2 to 1000"),
+    ("final_step", 0, "row 1: final_step is 0; allowed: a positive step"),
+    ("truth_gold_peak_step", 10**6, "row 1: truth_gold_peak_step is 1000000; allowed: a step")])
+def test_compare_sim_names_the_runs_file_value_it_cannot_use(traces, tmp_path, capsys, column,
+                                                              value, needle):
+    """These were refused as the values derived from them, in no file's words: 'sigma=-0.15
+    is invalid', 'ustar_hacking=(inf, inf) is invalid', 'n_evals=1 is invalid'."""
+    from fastsim.cli import main
+
+    runs = run_summary(traces).with_columns(pl.lit(value).cast(pl.Int64 if isinstance(value, int)
+                                                               else pl.Float64).alias(column))
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    runs.write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {needle}" in err and len(err.strip().splitlines()) == 1 and not out.exists()

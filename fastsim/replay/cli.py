@@ -352,8 +352,8 @@ def _cmd_toy(args) -> int:
 
 def _cmd_compare(args) -> int:
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import (RUNS_ALLOWED, check_trace_table, simulator_comparison,
-                                       trace_origin)
+    from fastsim.replay.traces import (RUNS_ALLOWED, check_run_values, check_trace_table,
+                                       simulator_comparison, trace_origin)
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
@@ -363,6 +363,7 @@ def _cmd_compare(args) -> int:
     check_trace_table(runs, args.runs, ["job_id", "truth_hacking", "n_evals", "eval_noise_sd",
                                         "gold_gain", "truth_gold_peak_step", "final_step"],
                       allowed=RUNS_ALLOWED, per_run=False)
+    check_run_values(runs, args.runs)
     origin = trace_origin(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
     for s in specs:

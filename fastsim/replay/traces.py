@@ -633,6 +633,33 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
     return table
 
 
+def check_run_values(runs: pl.DataFrame, path) -> pl.DataFrame:
+    """``runs`` (a ``check_trace_table``-checked runs table read from ``path``) if every value
+    the simulator comparison derives its workload from is one toy-rlhf could write, else one
+    ``ConfigError`` naming the file, row and column: a negative noise or gain, or a peak past
+    the run's end, was refused as the derived ``sigma`` or ``ustar_hacking``, unnamed."""
+    from fastsim.config import MAX_EVALS
+
+    step, final = pl.col("truth_gold_peak_step"), pl.col("final_step")
+    rules = (("n_evals", pl.col("n_evals").is_between(2, MAX_EVALS),
+              f"an integer from 2 to {MAX_EVALS} (the simulator's evaluations per job)"),
+             ("final_step", final > 0, "a positive step"),
+             ("truth_gold_peak_step", (step >= 0) & (step <= final),
+              "a step from 0 to the run's final_step"),
+             ("eval_noise_sd", pl.col("eval_noise_sd") >= 0, "a standard deviation >= 0"),
+             ("gold_gain", pl.col("gold_gain") >= 0, "a gain >= 0 (gold peak minus start)"))
+    for c, ok, allowed in rules:
+        bad = ~runs.select(ok.alias("ok"))["ok"]
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: {c} is {runs[c][i]!r}; allowed: {allowed} "
+                              f"({RUNS_ALLOWED})")
+    if not (runs["gold_gain"] > 0).any():
+        raise ConfigError(f"{path}: no run has a positive gold_gain, so the noise has no scale "
+                          f"to be matched on; allowed: {RUNS_ALLOWED} with a run that improves")
+    return runs
+
+
 def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     """One row per run: parameters, truth, noise level and the fit of Gao's RL form.
 
