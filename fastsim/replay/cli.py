@@ -386,7 +386,8 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from fastsim.replay.traces import check_trace_table, fit_curve_knobs, trace_origin
+    from fastsim.replay.traces import (check_fit_values, check_trace_table, fit_curve_knobs,
+                                       trace_origin)
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
@@ -400,6 +401,7 @@ def _cmd_fit(args) -> int:
     origin = trace_origin(args.traces)
     check_trace_table(traces, args.traces, ["job_id", "step", "score", "truth_gold",
                                             "truth_kl_nats", "truth_hacking"])
+    check_fit_values(traces, args.traces)
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")

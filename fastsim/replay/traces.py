@@ -660,6 +660,38 @@ def check_run_values(runs: pl.DataFrame, path) -> pl.DataFrame:
     return runs
 
 
+def check_fit_values(traces: pl.DataFrame, path) -> pl.DataFrame:
+    """``traces`` (``check_trace_table``-checked, read from ``path``) if every run has what
+    ``fit_curve_knobs`` measures, else one ``ConfigError`` naming the file and the row or
+    run: steps and KL >= 0, at least 3 evaluations, KL above 0 at two of them after the
+    first (the KL exponent is a slope), a gold peak above the start (the scale of the noise
+    and of the shapes), and a score that differs from the gold somewhere (the noise).  Each
+    was a numpy traceback (TypeError, LinAlgError) or a ZeroDivisionError."""
+    for c, allowed in (("step", "a step >= 0"), ("truth_kl_nats", "a KL divergence >= 0")):
+        bad = traces[c] < 0
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: {c} is {traces[c][i]!r}; allowed: "
+                              f"{allowed} ({TRACES_ALLOWED})")
+    per = (traces.sort(["job_id", "step"]).group_by("job_id", maintain_order=True)
+           .agg(pl.len().alias("n"), (pl.col("truth_kl_nats").slice(1) > 0).sum().alias("kl"),
+                (pl.col("truth_gold").max() - pl.col("truth_gold").first()).alias("gain")))
+    for ok, what, allowed in (
+            (pl.col("n") >= 3, "fewer than 3 evaluations", "at least 3 per run"),
+            (pl.col("kl") >= 2, "truth_kl_nats above 0 at fewer than 2 evaluations after the "
+             "first", "a KL that grows from the first evaluation (its exponent is a slope)"),
+            (pl.col("gain") > 0, "no truth_gold above its first evaluation's", "a gold that "
+             "rises (its gain is the scale of the noise and of the shapes)")):
+        bad = per.filter(~ok)
+        if bad.height:
+            raise ConfigError(f"{path}: run {bad['job_id'][0]!r} has {what}; allowed: {allowed} "
+                              f"({TRACES_ALLOWED})")
+    if (traces["score"] == traces["truth_gold"]).all():
+        raise ConfigError(f"{path}: score equals truth_gold at every evaluation, so there is no "
+                          f"noise to measure; allowed: {TRACES_ALLOWED}")
+    return traces
+
+
 def run_summary(traces: pl.DataFrame) -> pl.DataFrame:
     """One row per run: parameters, truth, noise level and the fit of Gao's RL form.
 
