@@ -280,9 +280,15 @@ def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
     p = tmp_path / "l.csv"
     p.write_text("job_id,step,score\na,1,0.5\na,2,0.4\n")
     for logs, policies, gpus in ((p, None, None), (p, 5, None), (None, "evalstop:k=1", None),
-                                 (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400)):
+                                 (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400),
+                                 (p, "evalstop:k=1", np.bool_(True)),
+                                 (p, "evalstop:k=1", np.float64("nan"))):
         with pytest.raises(ConfigError):
             fastsim.replay(logs, policies, gpus=gpus)
+    # numpy's counts are counts: np.int64(8) was refused as 'allowed: a positive finite GPU count'
+    by_int = fastsim.replay(p, "evalstop:k=1", gpus=8)
+    for gpus in (np.int64(8), np.float32(8.0)):
+        assert fastsim.replay(p, "evalstop:k=1", gpus=gpus).equals(by_int)
 
 
 def test_oracle_on_a_real_log_lists_every_policy_that_runs_there():
