@@ -241,6 +241,8 @@ class StopMonitor:
                               "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
+        if isinstance(threshold, (np.integer, np.floating)):  # np.float32(0.1) is a number
+            threshold = threshold.item()
         if R.is_number(threshold) and threshold > 0:
             p = with_threshold(p, float(threshold))
             threshold = 0.0 if d.name == "patience" else threshold
