@@ -373,3 +373,15 @@ def test_compare_sim_names_the_runs_file_value_it_cannot_use(traces, tmp_path, c
     assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: {needle}" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_compare_sim_with_no_policy_but_none_is_one_line(traces, tmp_path, capsys):
+    """--policy none ran, skipped its only policy and then raised polars'
+    ColumnNotFoundError ('sigma' not found) printing the empty result."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--policy", "none", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--policy none only" in err and len(err.strip().splitlines()) == 1 and not out.exists()

@@ -366,8 +366,9 @@ def _cmd_compare(args) -> int:
     check_run_values(runs, args.runs)
     origin = trace_origin(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
-    for s in specs:
-        parse_policy(s)
+    if all(parse_policy(s).name == "none" for s in specs):  # the comparison skips none
+        raise ConfigError("--policy none only: none never stops, so there is nothing to "
+                          "compare; allowed: a stop policy, e.g. --policy evalstop:k=2")
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
     curves = D.PLAIN_CURVES if args.plain else None
