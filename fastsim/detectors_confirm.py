@@ -47,12 +47,15 @@ def read_plan(path: Path) -> dict:
     first, last = field("traces", "seeds_first", int, "an integer"), field("traces", "seeds_last", int, "an integer")
     if not 0 <= first <= last:
         raise ConfigError(f"{path}: [traces] seeds {first}..{last}; allowed: 0 <= seeds_first <= seeds_last")
+    out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
+    if last - first + 1 > max(out["n_runs"], 0):  # each seed has a run: a set no trace file holds
+        raise ConfigError(f"{path}: [traces] seeds {first}..{last} are {last - first + 1} seeds "
+                          f"for n_runs = {out['n_runs']}; allowed: at most one seed per run")
     out["seeds"] = set(range(first, last + 1))
     out["exploration_seeds"] = set(field("traces", "exploration_seeds", list, "a list of integers"))
     if out["seeds"] & out["exploration_seeds"]:
         raise ConfigError(f"{path}: [traces] the confirmation seeds overlap exploration_seeds; "
                           "allowed: disjoint seeds")
-    out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
     out["world_seed"] = field("traces", "world_seed", int, "an integer >= 0")
     test = {k: plan.get("test", {}).get(k) for k in ("primary", "test", "alternative", "recall_rule")}
     want = {"primary": "fpr", "test": "mcnemar_exact", "alternative": "two-sided",

@@ -119,7 +119,9 @@ def test_refuses_traces_from_another_world(tmp_path, capsys):
     assert "generated with world_seed 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative")])
+@pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative"),
+                                       # a set of 10^11 seeds was built, for minutes, in memory
+                                       ({"last": 10**11}, "seeds for n_runs = 80; allowed: at most one")])
 def test_refuses_a_plan_off_the_declared_design(tmp_path, kw, field):
     with pytest.raises(ConfigError, match=field):
         cf.read_plan(_plan(tmp_path, **kw))
