@@ -52,7 +52,12 @@ def read_plan(path: Path) -> dict:
         raise ConfigError(f"{path}: [traces] seeds {first}..{last} are {last - first + 1} seeds "
                           f"for n_runs = {out['n_runs']}; allowed: at most one seed per run")
     out["seeds"] = set(range(first, last + 1))
-    out["exploration_seeds"] = set(field("traces", "exploration_seeds", list, "a list of integers"))
+    explored = field("traces", "exploration_seeds", list, "a list of integers")
+    bad = [v for v in explored if not isinstance(v, int) or isinstance(v, bool) or v < 0]
+    if bad:  # a list in it was a TypeError (unhashable); true was read as seed 1
+        raise ConfigError(f"{path}: [traces] exploration_seeds holds {toml_text(bad[0])}; "
+                          "allowed: a list of integers >= 0")
+    out["exploration_seeds"] = set(explored)
     if out["seeds"] & out["exploration_seeds"]:
         raise ConfigError(f"{path}: [traces] the confirmation seeds overlap exploration_seeds; "
                           "allowed: disjoint seeds")

@@ -1,5 +1,6 @@
 """The pre-registered confirmation of goal 3 (``fastsim detectors --confirm``): it runs the
 plan's one comparison, counts it right, and refuses a trace set that is not the plan's."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,17 @@ def test_a_bad_plan_value_is_echoed_as_the_file_writes_it(tmp_path):
         cf.read_plan(p)
     p.write_text(p.read_text().replace("n_runs = true", "n_runs = 80"))
     with pytest.raises(ConfigError, match=r"\[traces\] world_seed is missing; allowed"):
+        cf.read_plan(p)
+
+
+@pytest.mark.parametrize("seeds, said", [("[[0], 1]", "[0]"), ("[true, 1]", "true"),
+                                         ('["0"]', '"0"'), ("[1.5]", "1.5"), ("[-1]", "-1")])
+def test_exploration_seeds_are_integers(tmp_path, seeds, said):
+    """[[0], 1] was TypeError: unhashable type: 'list'; [true] was read as seed 1."""
+    p = _plan(tmp_path)
+    p.write_text(p.read_text().replace("exploration_seeds = [0, 1]", f"exploration_seeds = {seeds}"))
+    with pytest.raises(ConfigError, match=re.escape(f"exploration_seeds holds {said}; allowed: "
+                                                    "a list of integers >= 0")):
         cf.read_plan(p)
 
 
