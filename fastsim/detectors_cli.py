@@ -130,6 +130,11 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
         raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
                           "finite score-unit noise")
+    if args.trace_noise is not None and (args.traces is None or args.confirm is not None):
+        # it sets the detectors' sigma0 on --traces; the plan of --confirm fixes its own
+        raise ConfigError("--trace-noise is given but would not be used (it applies to --traces, "
+                          "and --confirm's plan fixes sigma0); allowed: --trace-noise with "
+                          "--traces, without --confirm")
     if args.doc is not None:
         check_regular(args.doc, "a markdown file with the fastsim-detectors block", "--doc")
     if args.confirm is not None:

@@ -145,6 +145,9 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     assert main(["detectors", "--quick", "--figures", str(tmp_path / "a_file"),
                  "--out", str(tmp_path / "o")]) == 2
     assert "--figures " in capsys.readouterr().err
+    # --trace-noise without --traces was ignored, and the synthetic grid ran
+    assert main(["detectors", "--quick", "--trace-noise", "0.05", "--out", str(tmp_path / "o")]) == 2
+    assert "--trace-noise is given but would not be used" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
