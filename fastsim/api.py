@@ -460,6 +460,7 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
     """
     from fastsim.summary import summarize
 
+    check_run_args(cfg, n_clusters, seed, cluster_start)  # before with_policy reads cfg
     if not isinstance(baseline, PolicyConfig):  # checked before either arm runs
         # parse_baseline's "or false for no baseline" is not compare's: it needs two arms
         parsed = parse_baseline(baseline, "baseline") if isinstance(baseline, str) else None

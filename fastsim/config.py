@@ -435,6 +435,10 @@ def parse_baseline(value: Any, field_name: str = "baseline",
         msg = str(exc)
         if no_baseline and msg.startswith(f"policy={value!r} is invalid; allowed: "):
             msg += f", or {no_baseline} for no baseline"  # an unknown name: "false", say
+        if msg.startswith("policy.") and field_name.startswith("--"):
+            # a flag's value names the policy: "--baseline evalstop: k=0 is invalid; ..."
+            name = R.parse_spec(value, "policy")[0]
+            raise ConfigError(f"{field_name} {name}: {msg[len('policy.'):]}") from None
         if msg.startswith("policy"):
             raise ConfigError(field_name + msg[len("policy"):]) from None
         raise ConfigError(f"{field_name}={value!r}: {msg}") from None

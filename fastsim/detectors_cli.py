@@ -130,11 +130,18 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
         raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
                           "finite score-unit noise")
+    if args.trace_noise is not None and (args.traces is None or args.confirm is not None):
+        # it sets the detectors' sigma0 on --traces; the plan of --confirm fixes its own
+        raise ConfigError("--trace-noise is given but would not be used (it applies to --traces, "
+                          "and --confirm's plan fixes sigma0); allowed: --trace-noise with "
+                          "--traces, without --confirm")
     if args.doc is not None:
         check_regular(args.doc, "a markdown file with the fastsim-detectors block", "--doc")
     if args.confirm is not None:
         return _cmd_confirm(args)
     check_output_dir(args.out)
+    if args.figures is not None:  # drawn last, after the tables: refused before any work
+        check_output_dir(args.figures, "--figures")
     if args.traces is not None:  # the traces table is written as OUT/traces.parquet
         check_distinct({"--out": args.out / "traces.parquet"}, inputs={"--traces": args.traces})
     if args.doc is not None:
@@ -196,8 +203,24 @@ def _read_traces(path: Path) -> pl.DataFrame:
     traces = read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
     need = ["job_id", "step", "score", "truth_gold", "truth_hacking"]
     # every run a row of one [runs, evaluations] matrix (detectors.trace_arrays)
-    return check_trace_table(traces, path, need + (["seed"] if "seed" in traces.columns else []),
-                             equal_evals=True)
+    traces = check_trace_table(traces, path, need + (["seed"] if "seed" in traces.columns else []),
+                               equal_evals=True)
+    # the noise is a standard deviation over a run's evaluations and the compute saved a
+    # share of its last step: one evaluation, or steps that are not after 0, give NaN, which
+    # was refused as 'num[0] = nan, den[0] = 1.0', after numpy's warnings
+    allowed = "traces.parquet from `fastsim traces toy-rlhf`"
+    if traces.height == traces["job_id"].n_unique():
+        raise ConfigError(f"{path}: run {traces['job_id'][0]!r} has 1 evaluation; allowed: at "
+                          f"least 2 per run ({allowed})")
+    last = traces.group_by("job_id", maintain_order=True).agg(pl.col("step").max())
+    bad = traces["step"] < 0
+    if bad.any() or (last["step"] <= 0).any():
+        i = int(bad.arg_max()) if bad.any() else 0
+        where = (f"row {i + 1}: step is {traces['step'][i]}" if bad.any() else
+                 f"run {last.filter(pl.col('step') <= 0)['job_id'][0]!r} ends at step 0")
+        raise ConfigError(f"{path}: {where}; allowed: steps >= 0, each run's last after 0 "
+                          f"({allowed})")
+    return traces
 
 
 def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:

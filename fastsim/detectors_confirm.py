@@ -17,7 +17,7 @@ import polars as pl
 
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import read_toml
+from fastsim.io import read_toml, toml_text
 from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
 
 START = "<!-- fastsim detectors confirm: start -->"
@@ -31,7 +31,8 @@ def read_plan(path: Path) -> dict:
     def field(section: str, key: str, kind, what: str):
         v = plan.get(section, {}).get(key) if isinstance(plan.get(section), dict) else None
         if not isinstance(v, kind) or isinstance(v, bool):
-            raise ConfigError(f"{path}: [{section}] {key} = {v!r}; allowed: {what}")
+            said = "is missing" if v is None else f"= {toml_text(v)}"
+            raise ConfigError(f"{path}: [{section}] {key} {said}; allowed: {what}")
         return v
 
     out = {}
@@ -46,19 +47,28 @@ def read_plan(path: Path) -> dict:
     first, last = field("traces", "seeds_first", int, "an integer"), field("traces", "seeds_last", int, "an integer")
     if not 0 <= first <= last:
         raise ConfigError(f"{path}: [traces] seeds {first}..{last}; allowed: 0 <= seeds_first <= seeds_last")
+    out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
+    if last - first + 1 > max(out["n_runs"], 0):  # each seed has a run: a set no trace file holds
+        raise ConfigError(f"{path}: [traces] seeds {first}..{last} are {last - first + 1} seeds "
+                          f"for n_runs = {out['n_runs']}; allowed: at most one seed per run")
     out["seeds"] = set(range(first, last + 1))
-    out["exploration_seeds"] = set(field("traces", "exploration_seeds", list, "a list of integers"))
+    explored = field("traces", "exploration_seeds", list, "a list of integers")
+    bad = [v for v in explored if not isinstance(v, int) or isinstance(v, bool) or v < 0]
+    if bad:  # a list in it was a TypeError (unhashable); true was read as seed 1
+        raise ConfigError(f"{path}: [traces] exploration_seeds holds {toml_text(bad[0])}; "
+                          "allowed: a list of integers >= 0")
+    out["exploration_seeds"] = set(explored)
     if out["seeds"] & out["exploration_seeds"]:
         raise ConfigError(f"{path}: [traces] the confirmation seeds overlap exploration_seeds; "
                           "allowed: disjoint seeds")
-    out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
     out["world_seed"] = field("traces", "world_seed", int, "an integer >= 0")
     test = {k: plan.get("test", {}).get(k) for k in ("primary", "test", "alternative", "recall_rule")}
     want = {"primary": "fpr", "test": "mcnemar_exact", "alternative": "two-sided",
             "recall_rule": "candidate_recall >= baseline_recall"}
     for k, v in want.items():
         if test[k] != v:
-            raise ConfigError(f"{path}: [test] {k} = {test[k]!r}; allowed: {v!r}")
+            said = "is missing" if test[k] is None else f"= {toml_text(test[k])}"
+            raise ConfigError(f"{path}: [test] {k} {said}; allowed: {toml_text(v)}")
     out["alpha"] = float(field("test", "alpha", (int, float), "a number"))
     if not 0 < out["alpha"] < 1:
         raise ConfigError(f"{path}: [test] alpha = {out['alpha']!r}; allowed: 0 < alpha < 1")

@@ -15,6 +15,8 @@ as ``/dev/zero`` never ends, so either would hang the command or fill the memory
 """
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import re
 import secrets
@@ -266,6 +268,42 @@ def decode_utf8(path: Path, data: bytes, what: str) -> str:
         line = data[:exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte 0x{data[exc.start]:02x}); "
                           f"allowed: a UTF-8 {what}") from None
+
+
+def toml_text(value: Any) -> str:
+    """``value`` (as ``tomllib`` reads it) written as TOML writes it, for a message that
+    echoes a file: ``true``, ``"text"``, ``[1, "a"]``, ``{k = 2}``, ``1979-05-27``; Python's
+    repr (``True``, ``'text'``) is not what the file says.
+
+    Examples
+    --------
+    >>> toml_text([True, "a", 1.5, {"k": 2}])
+    '[true, "a", 1.5, {k = 2}]'
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string escapes as JSON does
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        keys = (k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k) for k in value)
+        return "{" + ", ".join(f"{k} = {toml_text(v)}" for k, v in zip(keys, value.values())) + "}"
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    return repr(value)  # a number: int, float, inf and nan read as TOML writes them
+
+
+def toml_echo(msg: str, values: dict[str, Any]) -> str:
+    """A validator's message with each ``key=repr(value)`` it echoes of a file's ``values``
+    written as the file writes it (``sigma=True`` -> ``sigma=true``, ``mix='x'`` ->
+    ``mix="x"``)."""
+    for key, value in values.items():
+        # a list is checked as a tuple: mix=[0.5, 0.5, true] is echoed as (0.5, 0.5, True)
+        for said in {repr(value), repr(tuple(value)) if isinstance(value, list) else repr(value)}:
+            msg = re.sub(rf"(?<![\w-]){re.escape(f'{key}={said}')}",
+                         lambda _: f"{key}={toml_text(value)}", msg)
+    return msg
 
 
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:

@@ -195,7 +195,10 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
     Refuses an empty spec and a key given twice; which keys are allowed is the
     declaration's business (``Declaration.values``).
     """
-    if not isinstance(spec, str) or not spec.strip():
+    if not isinstance(spec, str):
+        raise ConfigError(f"{what}={spec!r} is invalid; allowed: a string, NAME or "
+                          "NAME:key=value,...")
+    if not spec.strip():
         raise ConfigError(f"{what}={spec!r} is empty; allowed: NAME or NAME:key=value,...")
     parts = [p.strip() for p in spec.strip().split(":")]
     name, rest = parts[0], parts[1:]

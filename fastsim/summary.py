@@ -61,8 +61,9 @@ def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
         policy = clusters.join(baseline, on="cluster", how="inner", suffix="_base",
                                maintain_order="left")
         if policy.height != clusters.height or policy.height != baseline.height:
-            raise ValueError("policy and baseline must cover the same clusters for a paired "
-                             "comparison")
+            raise ConfigError("policy and baseline must cover the same clusters for a paired "
+                              "comparison; allowed: both arms simulated with the same "
+                              "n_clusters, seed and cluster_start")
         base = policy.select(pl.col(f"{m}_base").alias(m) for m in metrics)
     for m in metrics:
         yield m, policy[m].to_numpy(), base[m].to_numpy()
@@ -135,9 +136,33 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     >>> s.filter(pl.col("metric") == "precision")["n"][0]
     8
     """
+    _check_clusters(clusters, "clusters", baseline is not None)
+    if baseline is not None:
+        _check_clusters(baseline, "baseline", True)
     cell = CellSummary()
     cell.add(clusters, baseline)
     return cell.table()
+
+
+def _kind(value) -> str:
+    """What ``value`` is, in a message: ``a SimResult``, ``a pandas DataFrame``, ``5``."""
+    if isinstance(getattr(value, "clusters", None), pl.DataFrame):
+        return "a SimResult"
+    module = type(value).__module__.split(".")[0]
+    return repr(value)[:40] if module == "builtins" else f"a {module} {type(value).__name__}"
+
+
+def _check_clusters(frame, name: str, paired: bool) -> None:
+    """``frame`` is per-cluster metrics as ``simulate`` gives them: a polars DataFrame (not
+    the ``SimResult`` itself) with every column the pooled rates sum, and ``cluster`` when
+    a baseline is matched on it."""
+    allowed = "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)"
+    if not isinstance(frame, pl.DataFrame):
+        raise ConfigError(f"summarize(): {name} is {_kind(frame)}; {allowed}")
+    need = [c for m in M.pooled_metrics().values() for side in m.pooled for c in side]
+    missing = [c for c in dict.fromkeys(need + ["cluster"] * paired) if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"summarize(): {name} has no column {missing[0]!r}; {allowed}")
 
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
@@ -178,6 +203,14 @@ def _is_percent(metric: str, kind: str) -> bool:
 @known_keywords("fastsim.format_table()")
 def format_table(summary: pl.DataFrame, title: str = "") -> str:
     """Plain-text table of a summary: metric, estimate, 95% CI, n."""
+    allowed = "allowed: a table from fastsim.summarize or fastsim.compare"
+    if not isinstance(summary, pl.DataFrame):
+        raise ConfigError(f"format_table(): summary is {_kind(summary)}; {allowed}")
+    missing = [c for c in SUMMARY_SCHEMA if c not in summary.columns]
+    if missing:
+        raise ConfigError(f"format_table(): summary has no column {missing[0]!r}; {allowed}")
+    if not isinstance(title, str):
+        raise ConfigError(f"format_table(): title is {_kind(title)}; allowed: a string")
     lines = []
     if title:
         lines.append(title)

@@ -92,3 +92,16 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("NOTE:")]
     assert notes == [f"NOTE: the {arm}, oracle (hidden truth), reads the hacking labels and "
                      "gold peak: an upper bound, not a policy"]
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("evalstop:k=0", "--baseline evalstop: k=0 is invalid; allowed: an integer in [1, "),
+    ("peak:z=-1", "--baseline peak: z=-1.0 is invalid; allowed: a number in [0, 100]"),
+    ("evalstop:q=1", "--baseline parameter 'q' is not a parameter of evalstop"),
+    ("nosuch", "--baseline='nosuch' is invalid; allowed: none, evalstop")])
+def test_a_bad_baseline_flag_names_the_flag_and_the_policy(capsys, tmp_path, spec, needle):
+    """A bad parameter read '--baseline.k=0 is invalid', a field no one typed."""
+    out = tmp_path / "cells.parquet"
+    assert main(["run", "--baseline", spec, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists()

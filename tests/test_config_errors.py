@@ -251,6 +251,15 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
             call()
 
 
+def test_compare_refuses_what_is_not_a_config_as_simulate_does():
+    """compare("srtf_est") was AttributeError: 'str' object has no attribute 'with_policy'."""
+    import fastsim
+
+    for cfg in ("srtf_est", None, SimConfig.from_specs("srtf_est", "none").policy):
+        with pytest.raises(ConfigError, match="is invalid; allowed: a SimConfig"):
+            fastsim.compare(cfg, n_clusters=2)
+
+
 @pytest.mark.parametrize("baseline, needle", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"), (3, "baseline=3 is invalid"),
     ("nosuch", "baseline='nosuch'"), (False, "baseline=off is invalid for compare"),
@@ -331,3 +340,29 @@ def test_the_api_still_takes_positional_arguments():
     assert SimConfig(WorkloadConfig(n_jobs=10)).workload.n_jobs == 10
     with pytest.raises(ConfigError, match=r"fastsim.sweep\(\) keyword 'clusterz' is unknown \(did "):
         fastsim.sweep("noise", "unused", clusterz=3)  # the callable package forwards keywords
+
+
+def test_summarize_and_format_table_refuse_what_they_cannot_read():
+    """A SimResult (not its .clusters), a pandas frame, a frame without the pooled counts,
+    a non-string title: AttributeError, TypeError, polars' ColumnNotFoundError or KeyError."""
+    import polars as pl
+
+    import fastsim
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    res = fastsim.simulate(cfg, 3)
+    other = fastsim.simulate(cfg, 2, cluster_start=5).clusters
+    for call, needle in (
+            (lambda: fastsim.summarize(res), "clusters is a SimResult; allowed: the per-cluster"),
+            (lambda: fastsim.summarize(None), "clusters is None; allowed"),
+            (lambda: fastsim.summarize(res.clusters.to_pandas()), "clusters is a pandas DataFrame"),
+            (lambda: fastsim.summarize(pl.DataFrame({"x": [1]})), "clusters has no column 'tp'"),
+            (lambda: fastsim.summarize(res.clusters, res), "baseline is a SimResult"),
+            (lambda: fastsim.summarize(res.clusters, res.clusters.drop("cluster")),
+             "baseline has no column 'cluster'"),
+            (lambda: fastsim.summarize(res.clusters, other), "must cover the same clusters"),
+            (lambda: fastsim.format_table(5), "summary is 5; allowed: a table from"),
+            (lambda: fastsim.format_table(res.clusters), "summary has no column 'metric'"),
+            (lambda: fastsim.format_table(fastsim.summarize(res.clusters), 5), "title is 5")):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            call()

@@ -62,7 +62,14 @@ def test_bad_sweep_file(tmp_path):
     ('experiment = "sgd"\naxes = 5\n', "axes=5 is invalid; allowed: a table"),
     ('experiment = "sgd"\nbase = 5\n', "base=5 is invalid; allowed: a table"),
     ('experiment = "subset"\ngamma_fracs = []\n', "gamma_fracs=[] is invalid"),
-    ('experiment = "subset"\ngamma_fracs = "0.1"\n', "gamma_fracs='0.1' is invalid"),
+    ('experiment = "subset"\ngamma_fracs = "0.1"\n', 'gamma_fracs="0.1" is invalid'),
+    # values were echoed as Python's repr (experiment=True, name=True, seed='x')
+    ("experiment = true\n", 'experiment=true; allowed: "sgd", "subset", "grpo"'),
+    ('name = true\nexperiment = "sgd"\n', "bad.toml: name=true is invalid"),
+    ('experiment = "sgd"\nseed = "x"\n', 'bad.toml: seed="x" must be an integer'),
+    ('experiment = "sgd"\nreplications = true\n', "bad.toml: replications=true must be"),
+    ('experiment = "sgd"\n[axes]\nlam = true\n', "bad.toml: axes.lam=true must be"),
+    ('experiment = "grpo"\n[base]\nbatch = true\n', "bad.toml: batch=true must be"),
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',

@@ -99,10 +99,15 @@ def test_fit_curves_cli(tmp_path, capsys):
 @pytest.mark.parametrize("args,msg", [
     (["missing.parquet"], "no such file"),
     (["{p}", "--boot", "-1"], "--boot"),
+    # a traceback from numpy's generator, and a resampling loop of years
+    (["{p}", "--seed", "-1", "--out", "fit.csv"], "--seed -1: allowed: an integer >= 0"),
+    (["{p}", "--boot", "99999999999", "--out", "fit.csv"],
+     "--boot 99999999999: allowed: an integer from 0 to 100000"),
     (["{p}", "--out", "fit.txt"], "--out"),
     (["{bad}"], "missing columns"),
 ])
-def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, args, msg):
+def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, monkeypatch, args, msg):
+    monkeypatch.chdir(tmp_path)  # fit.csv, were it written
     p = tmp_path / "traces.parquet"
     synthetic_traces(n_runs=8).write_parquet(p)
     bad = tmp_path / "bad.parquet"
@@ -111,6 +116,30 @@ def test_fit_curves_cli_rejects_bad_input(tmp_path, capsys, args, msg):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+    assert not (tmp_path / "fit.csv").exists()
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda t: t.with_columns(pl.lit(-1.0).alias("truth_kl_nats")),
+     "row 1: truth_kl_nats is -1.0; allowed: a KL divergence >= 0"),
+    (lambda t: t.with_columns((pl.col("step") - 1000).alias("step")), "row 1: step is -1000"),
+    (lambda t: t.filter(pl.col("step") <= 1), "fewer than 3 evaluations"),
+    (lambda t: t.with_columns(pl.lit(0.0).alias("truth_kl_nats")),
+     "truth_kl_nats above 0 at fewer than 2 evaluations after the first"),
+    (lambda t: t.with_columns(pl.lit(0.5).alias("truth_gold")),
+     "no truth_gold above its first evaluation's"),
+    (lambda t: t.with_columns(pl.col("truth_gold").alias("score")),
+     "score equals truth_gold at every evaluation")])
+def test_fit_curves_names_a_trace_value_it_cannot_fit(tmp_path, capsys, monkeypatch, damage,
+                                                      needle):
+    """Each was a traceback (numpy's TypeError 'expected non-empty vector for x',
+    LinAlgError, a ZeroDivisionError), or negative steps a fit of kl_gamma -8."""
+    monkeypatch.chdir(tmp_path)
+    damage(synthetic_traces(n_runs=8)).write_parquet("t.parquet")
+    assert main(["traces", "fit-curves", "t.parquet", "--boot", "5", "--out", "fit.csv"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "fit.csv").exists()
 
 
 def test_noise_level_matches_noise_over_gain_on_both_sides():

@@ -140,6 +140,14 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     doc.write_text("no markers")
     assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
     assert "markers" in capsys.readouterr().err
+    # --figures is drawn last: a file there failed after minutes of work, the tables written
+    (tmp_path / "a_file").write_text("")
+    assert main(["detectors", "--quick", "--figures", str(tmp_path / "a_file"),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "--figures " in capsys.readouterr().err
+    # --trace-noise without --traces was ignored, and the synthetic grid ran
+    assert main(["detectors", "--quick", "--trace-noise", "0.05", "--out", str(tmp_path / "o")]) == 2
+    assert "--trace-noise is given but would not be used" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -199,3 +207,24 @@ def test_goal2_rows_carry_intervals_when_no_setting_meets_the_target():
     assert "none of its 2 settings; highest precision: evalstop(b) | 93.0 [92.0, 94.0] |" in es[0]
     assert "none of its 2 settings; highest recall: evalstop(a) | 90.0 [89.0, 91.0] |" in es[1]
     assert not any(ln.endswith("| | | |") for ln in lines)
+
+
+@pytest.mark.parametrize("steps, needle", [((0,), "has 1 evaluation; allowed: at least 2 per run"),
+                                           ((-30, -15), "row 1: step is -30; allowed: steps >= 0"),
+                                           ((0, 0), "appears twice")])
+def test_traces_the_detectors_cannot_score_are_one_line_before_work(tmp_path, capsys, steps,
+                                                                     needle):
+    """One evaluation per run was numpy's RuntimeWarnings and then 'num[0] = nan, den[0] =
+    1.0: allowed: finite numbers', a value the file does not hold."""
+    import polars as pl
+
+    from fastsim.cli import main
+
+    rows = [{"job_id": f"r{r}", "step": s, "score": 0.1 * i, "truth_gold": 0.1 * i,
+             "truth_hacking": r == 0} for r in range(4) for i, s in enumerate(steps)]
+    path, out = tmp_path / "traces.parquet", tmp_path / "o"
+    pl.DataFrame(rows).write_parquet(path)
+    assert main(["detectors", "--quick", "--traces", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

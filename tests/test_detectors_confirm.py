@@ -1,5 +1,6 @@
 """The pre-registered confirmation of goal 3 (``fastsim detectors --confirm``): it runs the
 plan's one comparison, counts it right, and refuses a trace set that is not the plan's."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,10 +120,38 @@ def test_refuses_traces_from_another_world(tmp_path, capsys):
     assert "generated with world_seed 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative")])
+@pytest.mark.parametrize("kw, field", [({"first": 0}, "overlap"), ({"alternative": "less"}, "alternative"),
+                                       # a set of 10^11 seeds was built, for minutes, in memory
+                                       ({"last": 10**11}, "seeds for n_runs = 80; allowed: at most one")])
 def test_refuses_a_plan_off_the_declared_design(tmp_path, kw, field):
     with pytest.raises(ConfigError, match=field):
         cf.read_plan(_plan(tmp_path, **kw))
+
+
+def test_a_bad_plan_value_is_echoed_as_the_file_writes_it(tmp_path):
+    """'[test] alternative = 'less'; allowed: 'two-sided'' and '[traces] n_runs = True' were
+    Python's repr; a missing field read '= None'."""
+    p = _plan(tmp_path, alternative="less")
+    with pytest.raises(ConfigError, match='alternative = "less"; allowed: "two-sided"'):
+        cf.read_plan(p)
+    p.write_text(p.read_text().replace('alternative = "less"', 'alternative = "two-sided"')
+                 .replace("n_runs = 80", "n_runs = true").replace("world_seed = 0\n", ""))
+    with pytest.raises(ConfigError, match=r"\[traces\] n_runs = true; allowed: an integer"):
+        cf.read_plan(p)
+    p.write_text(p.read_text().replace("n_runs = true", "n_runs = 80"))
+    with pytest.raises(ConfigError, match=r"\[traces\] world_seed is missing; allowed"):
+        cf.read_plan(p)
+
+
+@pytest.mark.parametrize("seeds, said", [("[[0], 1]", "[0]"), ("[true, 1]", "true"),
+                                         ('["0"]', '"0"'), ("[1.5]", "1.5"), ("[-1]", "-1")])
+def test_exploration_seeds_are_integers(tmp_path, seeds, said):
+    """[[0], 1] was TypeError: unhashable type: 'list'; [true] was read as seed 1."""
+    p = _plan(tmp_path)
+    p.write_text(p.read_text().replace("exploration_seeds = [0, 1]", f"exploration_seeds = {seeds}"))
+    with pytest.raises(ConfigError, match=re.escape(f"exploration_seeds holds {said}; allowed: "
+                                                    "a list of integers >= 0")):
+        cf.read_plan(p)
 
 
 def test_the_committed_plan_is_the_explorations_best_setting():

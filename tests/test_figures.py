@@ -265,3 +265,14 @@ def test_the_frontier_and_reproduce_refuse_a_baseline_other_than_none(tmp_path):
                               "scored against the paper's changes, which are against no stop "
                               "policy; allowed: \"none\" (the default)")
     assert not out.exists()
+
+
+def test_a_format_given_twice_is_drawn_and_counted_once(unusual_results, tmp_path, capsys):
+    """--formats png,png wrote each figure twice over one file and said so: '6 files written'
+    of 3 files."""
+    from fastsim.cli import main
+
+    out = tmp_path / "figs"
+    assert main(["figures", str(unusual_results), "--out", str(out), "--formats", "png,png"]) == 0
+    n = len(list(out.glob("*.png")))
+    assert n > 0 and f"{n} files written to {out}" in capsys.readouterr().out

@@ -303,7 +303,7 @@ def test_13_text_truth_hacking_is_read_as_a_boolean(tmp_path):
 def test_13_gpus_true_in_toml_names_gpus(tmp_path, capsys):
     p = tmp_path / "s.toml"
     p.write_text("clusters = 2\n[base]\ngpus = true\n")
-    one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o")], "gpus=True is invalid")
+    one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o")], "gpus=true is invalid")
 
 
 def test_13_negative_infinity_is_a_value_not_an_option(capsys):
@@ -433,7 +433,7 @@ def test_15_a_reader_that_stops_reading_is_no_traceback():
 # -- 16. values a sweep file sets that no cell uses, and writers into a held directory ---------
 @pytest.mark.parametrize("base,axes,needle", [
     ("sigma = -1", "sigma = [0.01, 0.02]", "base.sigma=-1 is invalid; allowed:"),
-    ('mix = "rlhf_hevy"', 'mix = ["mixed"]', "base.mix='rlhf_hevy' is invalid"),
+    ('mix = "rlhf_hevy"', 'mix = ["mixed"]', 'base.mix="rlhf_hevy" is invalid'),
     ('policy = "evalstp:k=2"', 'policy = ["evalstop:k=2"]', "base.policy='evalstp' is invalid"),
     ("k = 0", "k = [1, 2]", "base.k=0 is invalid"),
     ('policy = "evalstop:k=2"\nk = -1', "n_jobs = [4]", "base.k=-1 is invalid"),  # spec wins

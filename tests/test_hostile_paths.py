@@ -119,7 +119,7 @@ def test_costaware_sweep_names_stay_inside_out_and_hold_its_lock(tmp_path, capsy
     spec = ('name = "{}"\nexperiment = "sgd"\nreplications = 2\n[base]\nn = 16\nd = 2\n'
             'eps = 0.05\nmax_steps = 200\n')
     (tmp_path / "s.toml").write_text(spec.format("../../escaped"))
-    one_line(capsys, ["costaware", "sweep", "s.toml", "--out", "out"], "name='../../escaped'")
+    one_line(capsys, ["costaware", "sweep", "s.toml", "--out", "out"], 'name="../../escaped"')
     assert not any(tmp_path.parent.parent.glob("escaped*")) and not (tmp_path / "out").exists()
     (tmp_path / "s.toml").write_text(spec.format("ok"))
     (tmp_path / "out").mkdir()

@@ -69,6 +69,16 @@ def test_bad_input_is_a_clear_error():
         m.observe("j", 1.5, 0.1)
     with pytest.raises(ConfigError, match="k = 0"):
         EvalStopMonitor(k=0)
+    for bad in (True, np.bool_(True), 2.0, np.int64(0)):
+        with pytest.raises(ConfigError, match="k = "):
+            EvalStopMonitor(k=bad)
+    # numpy's integer is an integer: it was refused as 'allowed: an integer >= 1'
+    assert type(EvalStopMonitor(k=np.int64(2)).k) is int
+    # and numpy's numbers are thresholds ('allowed: a finite number >= 0' refused them)
+    assert EvalStopMonitor(threshold=np.float32(0.25)).threshold == 0.25
+    assert EvalStopMonitor(threshold=np.int64(0)).threshold == 0.0
+    with pytest.raises(ConfigError, match="threshold = "):
+        EvalStopMonitor(threshold=np.float64("nan"))
     m.reset("j")
     assert not m.observe("j", 1, 0.3).stop  # a reset job starts over
     assert m.observe("j", np.int64(2), 0.2).eval_index == 2

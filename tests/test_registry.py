@@ -45,3 +45,18 @@ def test_spec_grammar_one_parser():
     assert R.parse_spec("mod.sub:fn:k=3", "policy") == ("mod.sub:fn", {"k": "3"})
     assert R.parse_spec(" evalstop : k=2 , scope=all ", "policy") == (
         "evalstop", {"k": "2", "scope": "all"})
+
+
+def test_a_spec_that_is_not_a_string_is_not_called_empty():
+    """PolicyConfig.parse(3), from_specs(b"fifo", ...) said 'policy=3 is empty'."""
+    import pytest
+
+    from fastsim.config import PolicyConfig, SimConfig
+    from fastsim.errors import ConfigError
+
+    for call, needle in ((lambda: PolicyConfig.parse(3), "policy=3 is invalid; allowed: a string"),
+                         (lambda: SimConfig.from_specs(b"fifo", "none"),
+                          "scheduler=b'fifo' is invalid; allowed: a string"),
+                         (lambda: PolicyConfig.parse("  "), "policy='  ' is empty")):
+        with pytest.raises(ConfigError, match=needle):
+            call()

@@ -204,7 +204,7 @@ def test_cli_replay_prints_and_writes(tmp_path, capsys):
 def test_cli_replays_the_example_log_shipped_with_the_package(tmp_path, capsys):
     assert main(["replay", "--example", "--summary-only"]) == 0
     text = capsys.readouterr().out
-    assert f"example log: {example_log()}\n" in text and "replay: 3 jobs, 17 evaluations" in text
+    assert f"example log: {example_log()}\n" in text and "replay: 3 jobs, 16 evaluations in 17 rows" in text
     assert main(["replay", str(example_log()), "--summary-only"]) == 0
     assert capsys.readouterr().out == text.split("\n", 1)[1]  # the same replay as by path
     # the example is package data, not a test fixture: it lives inside the package
@@ -280,9 +280,15 @@ def test_replay_api_arguments_of_the_wrong_type_are_one_line(tmp_path):
     p = tmp_path / "l.csv"
     p.write_text("job_id,step,score\na,1,0.5\na,2,0.4\n")
     for logs, policies, gpus in ((p, None, None), (p, 5, None), (None, "evalstop:k=1", None),
-                                 (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400)):
+                                 (5, "evalstop:k=1", None), (p, "evalstop:k=1", 10**400),
+                                 (p, "evalstop:k=1", np.bool_(True)),
+                                 (p, "evalstop:k=1", np.float64("nan"))):
         with pytest.raises(ConfigError):
             fastsim.replay(logs, policies, gpus=gpus)
+    # numpy's counts are counts: np.int64(8) was refused as 'allowed: a positive finite GPU count'
+    by_int = fastsim.replay(p, "evalstop:k=1", gpus=8)
+    for gpus in (np.int64(8), np.float32(8.0)):
+        assert fastsim.replay(p, "evalstop:k=1", gpus=gpus).equals(by_int)
 
 
 def test_oracle_on_a_real_log_lists_every_policy_that_runs_there():
@@ -333,3 +339,16 @@ def test_kept_vs_final_says_how_many_triggers_kept_an_unscored_step(tmp_path, ca
     assert main(["replay", str(p), "--policy", "loss_plateau", "--summary-only"]) == 0
     assert (f"over {s['n_delivered_gain_known']} of {s['n_detected']} triggers "
             f"({unscored} kept an unscored step)") in capsys.readouterr().out
+
+
+def test_the_header_counts_evaluations_not_rows(tmp_path, capsys):
+    """A row may hold a training loss only (loss_plateau reads it): the header counted
+    every row as an evaluation; it counts the scored ones and says how many rows there are."""
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score,loss\na,10,0.5,1.0\na,20,,0.9\na,30,0.6,0.8\n"
+                 "b,10,0.4,1.0\nb,20,0.5,0.9\n")
+    assert main(["replay", str(p), "--summary-only"]) == 0
+    assert "replay: 2 jobs, 4 evaluations in 5 rows, metric score" in capsys.readouterr().out
+    p.write_text("job_id,step,score\na,10,0.5\na,20,0.6\n")
+    assert main(["replay", str(p), "--summary-only"]) == 0
+    assert "replay: 1 jobs, 2 evaluations, metric score" in capsys.readouterr().out

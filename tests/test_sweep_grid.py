@@ -90,7 +90,7 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("clusters = 4\n[base]\nn_job = 5\n", ["[base] field 'n_job' is unknown"]),
     ("clusters = 4\n[axes]\nsigma = [0.01, 7.0]\n", ["sigma=7.0", "sigma=7.0 is invalid"]),
     ("clusters = 4\n[axes]\npolicy = [\"evalstop:q=1\"]\n", ["policy parameter 'q'"]),
-    ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ["scheduler='lifo'"]),
+    ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ['scheduler="lifo"']),
     ("clusters = 0\n", ["clusters=0"]),
     ("clusters = 4\nbogus = 1\n", ["key 'bogus' is unknown"]),
     ("clusters = 4\n[axes]\nk = []\n", ["axis 'k'"]),
@@ -119,12 +119,12 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
 @pytest.mark.parametrize("value, words", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"),
     (3, "baseline=3 is invalid"),
-    (True, "baseline=True is invalid"),
-    ("nosuch", "baseline='nosuch' is invalid"),
+    (True, "baseline=true is invalid"),
+    ("nosuch", 'baseline="nosuch" is invalid'),
     ("evalstop:q=1", "baseline parameter 'q'"),
-    ("", "baseline='' is empty"),
+    ("", 'baseline="" is empty'),
     # "false" in quotes is a name; the error listed the policies and not how to say none
-    ("false", "baseline='false' is invalid; allowed: none, evalstop"),
+    ("false", 'baseline="false" is invalid; allowed: none, evalstop'),
 ])
 def test_parse_sweep_rejects_bad_baseline(value, words):
     with pytest.raises(ConfigError) as exc:
@@ -132,6 +132,28 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
     assert str(exc.value).startswith(f"mem.toml: {words}") and "\n" not in str(exc.value)
     if value in ("nosuch", "false"):
         assert str(exc.value).endswith(', or false (no quotes) or "off" for no baseline')
+
+
+@pytest.mark.parametrize("text, said", [
+    ("baseline = true\n", "exp.toml: baseline=true is invalid"),
+    ("clusters = false\n", "exp.toml: clusters=false is invalid"),
+    ("name = true\n", "exp.toml: name=true is invalid"),
+    ("[base]\nsigma = true\n", "cell (base): sigma=true is invalid"),
+    ("[base]\nmix = \"x\"\n", 'cell (base): mix="x" is invalid'),
+    ("[base]\nmix = [0.5, 0.5, true]\n", "cell (base): mix=[0.5, 0.5, true] is invalid"),
+    ("[base]\nsigma = 1979-05-27\n", "cell (base): sigma=1979-05-27 is invalid"),
+    ("[axes]\nsigma = [0.1]\n[base]\nsigma = \"x\"\n", 'exp.toml: base.sigma="x" is invalid'),
+    ("[axes]\nsigma = true\n", "must be a non-empty list of values, got true"),
+    ("[axes]\nscheduler = [true]\n", "cell (scheduler=true): scheduler=true is invalid"),
+    ("[axes]\npolicy = [\"bogus\"]\n", 'cell (policy="bogus"): policy="bogus" is invalid'),
+    ('baseline = "evalstop:k=9"\n[base]\nn_evals = 3\n', 'baseline="evalstop:k=9" in cell'),
+])
+def test_a_bad_value_is_echoed_as_the_file_writes_it(tmp_path, text, said):
+    """Values were echoed as Python's repr: baseline=True, mix='x', datetime.date(...)."""
+    p = write(tmp_path, "clusters = 4\n" + text if "clusters" not in text else text)
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(p)
+    assert said in str(exc.value), str(exc.value)
 
 
 def test_a_bad_override_is_not_blamed_on_the_file(tmp_path, capsys):
@@ -315,7 +337,7 @@ def test_a_baseline_that_a_cell_cannot_run_names_baseline_and_the_cell(tmp_path)
                         '[axes]\nsigma = [0.01]\n')
     with pytest.raises(ConfigError) as exc:
         load_sweep(p)
-    assert str(exc.value) == (f"{p}: baseline='evalstop:k=9' in cell (sigma=0.01): n_evals=8 "
+    assert str(exc.value) == (f"{p}: baseline=\"evalstop:k=9\" in cell (sigma=0.01): n_evals=8 "
                               "is invalid; allowed: at least k+1=10 evaluations for evalstop(k=9)")
 
 

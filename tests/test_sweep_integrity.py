@@ -574,6 +574,54 @@ def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
     assert_same(ref, out)
 
 
+def test_7_a_huge_file_at_the_manifests_name_is_damaged_and_rebuilt(
+        sweep_file, tmp_path, capsys, monkeypatch):
+    """A file of 1 GiB at sweep.json (sparse here) was read whole, as the figures read it:
+    its size in memory.  Past MANIFEST_MAX_BYTES it is a damaged manifest: rebuilt from the
+    chunk records, no chunk run again; `fastsim figures` refuses it as damaged."""
+    import tracemalloc
+
+    from fastsim.sweep.store import MANIFEST_MAX_BYTES
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    with open(out / "sweep.json", "r+b") as fh:
+        fh.truncate(1 << 30)
+    figs = tmp_path / "figs"
+    assert main(["figures", str(out), "--out", str(figs)]) == 2
+    err = capsys.readouterr().err
+    assert f"sweep.json: damaged (larger than {MANIFEST_MAX_BYTES} bytes" in err, err
+    assert len(err.strip().splitlines()) == 1 and not figs.exists()
+    runs = _counting_runs(monkeypatch)
+    tracemalloc.start()
+    try:
+        assert sweep(sweep_file, out) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MANIFEST_MAX_BYTES + (32 << 20), peak
+    err = capsys.readouterr().err
+    assert f"damaged sweep manifest (larger than {MANIFEST_MAX_BYTES} bytes" in err, err
+    assert "rebuilt it: 6 chunk records in" in err and runs == []
+    assert (out / "sweep.json").stat().st_size < 1 << 20
+    assert_same(ref, out)
+
+
+def test_7_the_largest_grid_a_sweep_file_may_expand_to_has_a_manifest_under_the_cap():
+    """MANIFEST_MAX_BYTES leaves a margin over the manifest of MAX_CELLS cells with a
+    baseline cell each, at the bytes per cell of the largest shipped sweep."""
+    import json
+
+    from fastsim.resources import shipped
+    from fastsim.sweep.grid import MAX_CELLS
+    from fastsim.sweep.store import MANIFEST_MAX_BYTES
+
+    g = load_sweep(shipped("sweeps") / "frontier.toml")
+    per_cell = len(json.dumps(SweepStore(Path("unused"), g).manifest(), indent=1)) / len(g.cells)
+    assert 1.5 * (2 * MAX_CELLS * per_cell) < MANIFEST_MAX_BYTES
+
+
 def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_path, capsys):
     """A cell directory that is a symbolic link into another sweep directory is written
     there (its temporaries removed, its chunks rewritten), so that directory is held as

@@ -138,7 +138,11 @@ def test_gao_run_medians_one_run_has_no_interval():
     assert m[("healthy", "gao_alpha")]["lo"] <= 3.1 <= m[("healthy", "gao_alpha")]["hi"]
 
 
-@pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"), ({"vocab": 20, "length": 5}, "enumerable"),
+@pytest.mark.parametrize("kw,pattern", [({"n_steps": 0}, "n_steps"),
+                                        # one evaluation: NaN fits and numpy's warnings
+                                        ({"n_steps": 14}, "n_steps = 14: must be at least eval_every = 15"),
+                                        ({"n_steps": 9, "eval_every": 10}, "at least eval_every = 10"),
+                                        ({"vocab": 20, "length": 5}, "enumerable"),
                                         ({"kl_coefs": (-1.0,)}, "kl_coefs"), ({"lr": float("nan")}, "lr"),
                                         ({"seeds": (0, 1, 0)}, r"seeds = \(0, 1, 0\): 0 appears twice"),
                                         ({"n_comparisons": (100, 100)}, "n_comparisons.*100 appears twice"),
@@ -334,3 +338,50 @@ def test_traces_without_a_hacking_run_are_one_line_for_compare_sim():
                          "final_step": [30, 30]})
     with pytest.raises(ConfigError, match="no hacking run \\(of 2\\)"):
         trace_peak_range(runs)
+
+
+@pytest.mark.parametrize("flag, needle", [("--kl-coefs", "kl_coefs = (): non-empty"),
+                                          ("--seeds", "seeds = (): non-empty"),
+                                          ("--n-comparisons", "n_comparisons = (): a non-empty")])
+def test_an_empty_list_option_is_refused_not_read_as_the_default(tmp_path, capsys, flag, needle):
+    """--kl-coefs "" generated the default 72-run set, as if the option were not given."""
+    from fastsim.cli import main
+
+    out = tmp_path / "o"
+    assert main(["traces", "toy-rlhf", flag, "", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("column, value, needle", [
+    ("eval_noise_sd", -1.0, "row 1: eval_noise_sd is -1.0; allowed: a standard deviation >= 0"),
+    ("gold_gain", -0.5, "row 1: gold_gain is -0.5; allowed: a gain >= 0"),
+    ("gold_gain", 0.0, "no run has a positive gold_gain"),
+    ("n_evals", 1, "row 1: n_evals is 1; allowed: an integer from 2 to 1000"),
+    ("final_step", 0, "row 1: final_step is 0; allowed: a positive step"),
+    ("truth_gold_peak_step", 10**6, "row 1: truth_gold_peak_step is 1000000; allowed: a step")])
+def test_compare_sim_names_the_runs_file_value_it_cannot_use(traces, tmp_path, capsys, column,
+                                                              value, needle):
+    """These were refused as the values derived from them, in no file's words: 'sigma=-0.15
+    is invalid', 'ustar_hacking=(inf, inf) is invalid', 'n_evals=1 is invalid'."""
+    from fastsim.cli import main
+
+    runs = run_summary(traces).with_columns(pl.lit(value).cast(pl.Int64 if isinstance(value, int)
+                                                               else pl.Float64).alias(column))
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    runs.write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {needle}" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_compare_sim_with_no_policy_but_none_is_one_line(traces, tmp_path, capsys):
+    """--policy none ran, skipped its only policy and then raised polars'
+    ColumnNotFoundError ('sigma' not found) printing the empty result."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--policy", "none", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--policy none only" in err and len(err.strip().splitlines()) == 1 and not out.exists()

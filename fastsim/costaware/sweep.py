@@ -32,7 +32,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.errors import ConfigError
-from fastsim.io import check_output_dir, read_toml, write_all
+from fastsim.io import check_output_dir, read_toml, toml_echo, toml_text, write_all
 from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
@@ -75,25 +75,26 @@ def load_costaware_sweep(path) -> SweepSpec:
             raise ConfigError(f"{path.name}: unknown key {key!r}; allowed: {sorted(allowed)}")
     experiment = raw.get("experiment")
     if experiment not in EXPERIMENTS:
-        raise ConfigError(f"{path.name}: experiment={experiment!r}; allowed: {EXPERIMENTS}")
+        raise ConfigError(f"{path.name}: experiment={toml_text(experiment)}; allowed: "
+                          f"{', '.join(map(toml_text, EXPERIMENTS))}")
     for key in ("base", "axes"):
         if not isinstance(raw.get(key, {}), dict):
-            raise ConfigError(f"{path.name}: {key}={raw[key]!r} is invalid; allowed: a table "
-                              f"([{key}] with field = value lines)")
+            raise ConfigError(f"{path.name}: {key}={toml_text(raw[key])} is invalid; allowed: "
+                              f"a table ([{key}] with field = value lines)")
     gamma_fracs = raw.get("gamma_fracs", SweepSpec.gamma_fracs)
     if not isinstance(gamma_fracs, (list, tuple)) or not gamma_fracs:
-        raise ConfigError(f"{path.name}: gamma_fracs={gamma_fracs!r} is invalid; allowed: a "
-                          "non-empty list of fractions of mean(G) from 0 to 1")
+        raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
+                          "allowed: a non-empty list of fractions of mean(G) from 0 to 1")
     axes = raw.get("axes", {})
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
-            raise ConfigError(f"{path.name}: axes.{k}={v!r} must be a non-empty list")
+            raise ConfigError(f"{path.name}: axes.{k}={toml_text(v)} must be a non-empty list")
     name = raw.get("name", path.stem)
     if (not isinstance(name, str) or not name or "/" in name or "\\" in name
             or name.startswith(".")):
-        raise ConfigError(f"{path.name}: name={name!r} is invalid; allowed: a non-empty string "
-                          "without '/', not starting with '.' (it names the output files in "
-                          "--out, which would be hidden)")
+        raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
+                          "non-empty string without '/', not starting with '.' (it names the "
+                          "output files in --out, which would be hidden)")
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
@@ -101,7 +102,11 @@ def load_costaware_sweep(path) -> SweepSpec:
     for frac in spec.gamma_fracs:
         check_gamma_frac(frac, f"{path.name}: gamma_fracs")
     for point in spec.points():
-        _configs(spec, point)  # raises ConfigError naming the bad field
+        try:
+            _configs(spec, point)  # raises ConfigError naming the bad field
+        except ConfigError as exc:
+            given = {**point, "replications": spec.replications, "seed": spec.seed}
+            raise ConfigError(f"{path.name}: {toml_echo(str(exc), given)}") from None
     return spec
 
 

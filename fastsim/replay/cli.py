@@ -22,6 +22,8 @@ from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
 from fastsim.stats import fmt_interval, fmt_value
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
+# fit-curves resamples in Python, milliseconds a resample: a count past this runs for hours
+MAX_BOOT = 100_000
 TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f=0.65",
                   "loss_plateau:w=2,tol=0.01", "oracle")
 
@@ -90,8 +92,8 @@ def register(subparsers) -> None:
                      help="run seeds, distinct integers >= 0, comma-separated, or N for 0..N-1 "
                      "(default: 4); one run per data size x KL coefficient x seed")
     toy.add_argument("--steps", type=int, default=None, metavar="N",
-                     help="policy-gradient steps per run, an integer >= 1 (default: 300; an "
-                     "evaluation every 15)")
+                     help="policy-gradient steps per run, an integer >= 15 (an evaluation "
+                     "every 15, at least two; default: 300)")
     toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
                      help="seed of the gold reward, reference policy and prompts, >= 0 "
                      "(default: 0)")
@@ -123,9 +125,9 @@ def register(subparsers) -> None:
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=int, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
-                     ">= 0 (default: 1000)")
+                     f"from 0 to {MAX_BOOT} (default: 1000)")
     fit.add_argument("--seed", type=int, default=0, metavar="INT",
-                     help="bootstrap seed (default: 0)")
+                     help="bootstrap seed, an integer >= 0 (default: 0)")
     fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
     fit.set_defaults(func=_cmd_fit)
 
@@ -228,7 +230,9 @@ def _cmd_replay(args) -> int:
     sense = "higher" if log.higher_is_better else "lower"
     if args.example:
         print(f"example log: {args.paths[0]}")
-    print(f"replay: {len(log.job_ids)} jobs, {log.table.height} evaluations, metric "
+    n_evals = int(log.table["metric"].is_not_nan().sum())  # a row may hold a loss only
+    rows = "" if n_evals == log.table.height else f" in {log.table.height} rows"
+    print(f"replay: {len(log.job_ids)} jobs, {n_evals} evaluations{rows}, metric "
           f"{log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
@@ -285,14 +289,15 @@ def _cmd_toy(args) -> int:
     kw = {}
     if args.quick:
         kw.update(n_comparisons=(100, 3200), kl_coefs=(0.02, 0.3), seeds=(0, 1, 2), n_steps=150)
-    if args.n_comparisons:
+    # an empty value is refused by the config (non-empty), not read as the default
+    if args.n_comparisons is not None:
         kw["n_comparisons"] = _ints(args.n_comparisons, "n-comparisons")
-    if args.kl_coefs:
+    if args.kl_coefs is not None:
         try:
             kw["kl_coefs"] = tuple(float(x) for x in args.kl_coefs.split(",") if x.strip())
         except ValueError:
             raise ConfigError(f"--kl-coefs {args.kl_coefs!r}: allowed: comma-separated numbers") from None
-    if args.seeds:
+    if args.seeds is not None:
         kw["seeds"] = _ints(args.seeds, "seeds")
     if args.steps is not None:
         kw["n_steps"] = args.steps
@@ -347,8 +352,8 @@ def _cmd_toy(args) -> int:
 
 def _cmd_compare(args) -> int:
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import (RUNS_ALLOWED, check_trace_table, simulator_comparison,
-                                       trace_origin)
+    from fastsim.replay.traces import (RUNS_ALLOWED, check_run_values, check_trace_table,
+                                       simulator_comparison, trace_origin)
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
@@ -358,10 +363,12 @@ def _cmd_compare(args) -> int:
     check_trace_table(runs, args.runs, ["job_id", "truth_hacking", "n_evals", "eval_noise_sd",
                                         "gold_gain", "truth_gold_peak_step", "final_step"],
                       allowed=RUNS_ALLOWED, per_run=False)
+    check_run_values(runs, args.runs)
     origin = trace_origin(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
-    for s in specs:
-        parse_policy(s)
+    if all(parse_policy(s).name == "none" for s in specs):  # the comparison skips none
+        raise ConfigError("--policy none only: none never stops, so there is nothing to "
+                          "compare; allowed: a stop policy, e.g. --policy evalstop:k=2")
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
     curves = D.PLAIN_CURVES if args.plain else None
@@ -380,18 +387,22 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
-    from fastsim.replay.traces import check_trace_table, fit_curve_knobs, trace_origin
+    from fastsim.replay.traces import (check_fit_values, check_trace_table, fit_curve_knobs,
+                                       trace_origin)
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
-    if args.boot < 0:
-        raise ConfigError(f"--boot {args.boot}: allowed: an integer >= 0")
+    if not 0 <= args.boot <= MAX_BOOT:
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer from 0 to {MAX_BOOT}")
+    if args.seed < 0:  # numpy's generator takes non-negative seeds only
+        raise ConfigError(f"--seed {args.seed}: allowed: an integer >= 0")
     traces = read_parquet_table(args.traces, "traces.parquet from fastsim traces toy-rlhf")
     origin = trace_origin(args.traces)
     check_trace_table(traces, args.traces, ["job_id", "step", "score", "truth_gold",
                                             "truth_kl_nats", "truth_hacking"])
+    check_fit_values(traces, args.traces)
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
     print(origin)
     print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")

@@ -241,6 +241,8 @@ class StopMonitor:
                               "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
+        if isinstance(threshold, (np.integer, np.floating)):  # np.float32(0.1) is a number
+            threshold = threshold.item()
         if R.is_number(threshold) and threshold > 0:
             p = with_threshold(p, float(threshold))
             threshold = 0.0 if d.name == "patience" else threshold
@@ -396,8 +398,9 @@ class EvalStopMonitor(StopMonitor):
 
     @known_keywords("EvalStopMonitor()")
     def __init__(self, k: int = 2, higher_is_better: bool = True, threshold: float = 0.0):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"EvalStopMonitor k = {k!r}: allowed: an integer >= 1 (consecutive declines)")
+        k = int(k)  # numpy's too, as StopMonitor's job ids and steps are
         super().__init__(PolicyConfig(name="evalstop", k=k, scope="all"), higher_is_better,
                          threshold)
         self.k = k

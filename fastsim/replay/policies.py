@@ -304,6 +304,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     """
     from tqdm.auto import tqdm
 
+    if isinstance(gpus, (np.integer, np.floating)):  # numpy's count is a count: np.int64(8)
+        gpus = gpus.item()
     if gpus is not None and not (R.is_number(gpus) and gpus > 0):
         raise ConfigError(f"gpus={gpus!r} is invalid; allowed: a positive finite GPU count")
     pols = [parse_policy(p) for p in policies]

@@ -119,6 +119,10 @@ class ToyRLHFConfig:
 
     def __post_init__(self):
         self._check_values()
+        if self.n_steps < self.eval_every:  # not in _check_values: a record is read as it is
+            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be at least "
+                              f"eval_every = {self.eval_every} (fewer steps leave one "
+                              "evaluation, at step 0: no curve to fit or stop on)")
         _refuse_repeats(self)
         self._check_kl_step()
 
@@ -627,6 +631,65 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
                           f"{first['job_id']!r} {first['n']}; allowed: the same number for "
                           f"every run ({allowed})")
     return table
+
+
+def check_run_values(runs: pl.DataFrame, path) -> pl.DataFrame:
+    """``runs`` (a ``check_trace_table``-checked runs table read from ``path``) if every value
+    the simulator comparison derives its workload from is one toy-rlhf could write, else one
+    ``ConfigError`` naming the file, row and column: a negative noise or gain, or a peak past
+    the run's end, was refused as the derived ``sigma`` or ``ustar_hacking``, unnamed."""
+    from fastsim.config import MAX_EVALS
+
+    step, final = pl.col("truth_gold_peak_step"), pl.col("final_step")
+    rules = (("n_evals", pl.col("n_evals").is_between(2, MAX_EVALS),
+              f"an integer from 2 to {MAX_EVALS} (the simulator's evaluations per job)"),
+             ("final_step", final > 0, "a positive step"),
+             ("truth_gold_peak_step", (step >= 0) & (step <= final),
+              "a step from 0 to the run's final_step"),
+             ("eval_noise_sd", pl.col("eval_noise_sd") >= 0, "a standard deviation >= 0"),
+             ("gold_gain", pl.col("gold_gain") >= 0, "a gain >= 0 (gold peak minus start)"))
+    for c, ok, allowed in rules:
+        bad = ~runs.select(ok.alias("ok"))["ok"]
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: {c} is {runs[c][i]!r}; allowed: {allowed} "
+                              f"({RUNS_ALLOWED})")
+    if not (runs["gold_gain"] > 0).any():
+        raise ConfigError(f"{path}: no run has a positive gold_gain, so the noise has no scale "
+                          f"to be matched on; allowed: {RUNS_ALLOWED} with a run that improves")
+    return runs
+
+
+def check_fit_values(traces: pl.DataFrame, path) -> pl.DataFrame:
+    """``traces`` (``check_trace_table``-checked, read from ``path``) if every run has what
+    ``fit_curve_knobs`` measures, else one ``ConfigError`` naming the file and the row or
+    run: steps and KL >= 0, at least 3 evaluations, KL above 0 at two of them after the
+    first (the KL exponent is a slope), a gold peak above the start (the scale of the noise
+    and of the shapes), and a score that differs from the gold somewhere (the noise).  Each
+    was a numpy traceback (TypeError, LinAlgError) or a ZeroDivisionError."""
+    for c, allowed in (("step", "a step >= 0"), ("truth_kl_nats", "a KL divergence >= 0")):
+        bad = traces[c] < 0
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}: row {i + 1}: {c} is {traces[c][i]!r}; allowed: "
+                              f"{allowed} ({TRACES_ALLOWED})")
+    per = (traces.sort(["job_id", "step"]).group_by("job_id", maintain_order=True)
+           .agg(pl.len().alias("n"), (pl.col("truth_kl_nats").slice(1) > 0).sum().alias("kl"),
+                (pl.col("truth_gold").max() - pl.col("truth_gold").first()).alias("gain")))
+    for ok, what, allowed in (
+            (pl.col("n") >= 3, "fewer than 3 evaluations", "at least 3 per run"),
+            (pl.col("kl") >= 2, "truth_kl_nats above 0 at fewer than 2 evaluations after the "
+             "first", "a KL that grows from the first evaluation (its exponent is a slope)"),
+            (pl.col("gain") > 0, "no truth_gold above its first evaluation's", "a gold that "
+             "rises (its gain is the scale of the noise and of the shapes)")):
+        bad = per.filter(~ok)
+        if bad.height:
+            raise ConfigError(f"{path}: run {bad['job_id'][0]!r} has {what}; allowed: {allowed} "
+                              f"({TRACES_ALLOWED})")
+    if (traces["score"] == traces["truth_gold"]).all():
+        raise ConfigError(f"{path}: score equals truth_gold at every evaluation, so there is no "
+                          f"noise to measure; allowed: {TRACES_ALLOWED}")
+    return traces
 
 
 def run_summary(traces: pl.DataFrame) -> pl.DataFrame:

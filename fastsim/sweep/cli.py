@@ -145,7 +145,8 @@ def cmd_sweep(args) -> int:
 def cmd_figures(args) -> int:
     from fastsim.sweep.figures import draw_all
 
-    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    # once each: png,png drew every figure twice over one file and counted both
+    formats = tuple(dict.fromkeys(f.strip() for f in args.formats.split(",") if f.strip()))
     bad = [f for f in formats if f not in ("png", "pdf", "svg")]
     if bad or not formats:
         raise ConfigError(f"formats={args.formats!r} is invalid; allowed: png, pdf, svg")

@@ -54,15 +54,20 @@ def _damaged(path: Path, why: str):
 
 def _read_manifest(manifest: Path) -> tuple[str, str]:
     """The sweep's name and grid hash."""
-    from fastsim.io import file_kind
+    import errno
 
-    why = file_kind(manifest)  # a named pipe would block the read
-    if why is not None:
-        raise _damaged(manifest, why)
+    from fastsim.sweep.store import MANIFEST_MAX_BYTES, _read_regular
+
+    try:  # not a regular file (a named pipe would block the read), or huge: read no further
+        data = _read_regular(manifest, MANIFEST_MAX_BYTES)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise _damaged(manifest, f"{why}, which no sweep's manifest is"
+                       if exc.errno == errno.EFBIG else why) from None
     try:
-        m = json.loads(manifest.read_text())
+        m = json.loads(data)
         return str(m["name"]), str(m["grid_hash"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise _damaged(manifest, type(exc).__name__) from None
 
 

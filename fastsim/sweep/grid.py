@@ -52,7 +52,7 @@ from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             parse_baseline, plain)
 from fastsim.errors import ConfigError
-from fastsim.io import read_toml
+from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
@@ -220,7 +220,7 @@ def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None
         if override:  # --clusters 0 is the caller's value, not one the file holds
             raise ConfigError(f"{key}={value!r} (given in place of {source}'s) is invalid; "
                               f"allowed: {allowed}")
-        raise _fail(source, f"{key}={value!r} is invalid; allowed: {allowed}")
+        raise _fail(source, f"{key}={toml_text(value)} is invalid; allowed: {allowed}")
     return value
 
 
@@ -238,10 +238,10 @@ def _check_base(source: str, base: dict[str, Any], axis_names: tuple[str, ...],
         try:
             build_config({**cell, key: value}, (*axis_names, key))
         except ConfigError as exc:
-            msg = str(exc)
+            msg = toml_echo(str(exc), {key: value})
             if msg.startswith(f"{key}="):  # "sigma=-1 is invalid; ..." -> "base.sigma=-1 ..."
                 raise _fail(source, f"base.{msg}") from None
-            raise _fail(source, f"base.{key}={value!r}: {msg}") from None
+            raise _fail(source, f"base.{key}={toml_text(value)}: {msg}") from None
 
 
 def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None,
@@ -260,7 +260,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
             raise _fail(source, f"key {key!r} is unknown; allowed: {', '.join(TOP_KEYS)}")
     name = doc.get("name", Path(source).stem)
     if not isinstance(name, str) or not name or "/" in name:
-        raise _fail(source, f"name={name!r} is invalid; allowed: a non-empty string without '/'")
+        raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-empty string "
+                    "without '/'")
     n_clusters = _check_int(source, "clusters", clusters if clusters is not None
                             else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
                             override=clusters is not None)
@@ -273,7 +274,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     try:
         baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
     except ConfigError as exc:
-        raise _fail(source, str(exc)) from None
+        raise _fail(source, toml_echo(str(exc), {"baseline": baseline_spec})) from None
 
     base = doc.get("base", {})
     axes = doc.get("axes", {})
@@ -289,7 +290,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                                     f"{', '.join(FIELDS)}")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
-            raise _fail(source, f"axis {key!r} must be a non-empty list of values, got {values!r}")
+            raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
+                                f"{toml_text(values)}")
     axis_names = tuple(axes)
     n_combos = math.prod(len(axes[a]) for a in axis_names)  # before any is built
     if n_combos > MAX_CELLS:
@@ -300,18 +302,19 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     by_id: dict[str, Cell] = {}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
-        where = ", ".join(f"{a}={v!r}" for a, v in zip(axis_names, combo)) or "base"
+        where = ", ".join(f"{a}={toml_text(v)}" for a, v in zip(axis_names, combo)) or "base"
         try:
             cfg = build_config(values, axis_names)
         except ConfigError as exc:
-            raise _fail(source, f"cell ({where}): {exc}") from None
+            raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}") from None
         cid = config_id(cfg)
         base_id = None
         if baseline is not None:
             try:
                 base_cfg = canonicalize(replace(cfg, policy=baseline))
             except ConfigError as exc:  # e.g. too few evaluations for the baseline policy
-                raise _fail(source, f"baseline={baseline_spec!r} in cell ({where}): {exc}") from None
+                raise _fail(source, f"baseline={toml_text(baseline_spec)} in cell ({where}): "
+                                    f"{exc}") from None
             base_id = config_id(base_cfg)
             if base_id == cid:  # the cell is its own baseline: run once, paired with nothing
                 base_id = None

@@ -69,6 +69,10 @@ KINDS = ("chunk", "jct", "jobs")
 # A chunk's record is a few hundred bytes; a file at its name of more than this is not one
 # (read in full, a stray gigabyte there cost its size in memory on every resume).
 RECORD_MAX_BYTES = 1 << 20
+# A manifest is 1.5-1.7 kB per cell: 0.4 MB for sweeps/frontier.toml's 250 cells, 34 MB for
+# the largest grid a sweep file may expand to (MAX_CELLS cells, each with its own baseline
+# cell).  A file at its name of more than about twice that is not a manifest: damaged.
+MANIFEST_MAX_BYTES = 64 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
 
 
@@ -168,7 +172,11 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
     if limit is None:
         return path.read_bytes()
     with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
+        size = os.fstat(fh.fileno()).st_size
+        # read(n) allocates n bytes first: ask for the file's size, not the limit's
+        data = fh.read(min(size, limit) + 1)
+        if len(data) > size:  # it grew since: the rest, up to the limit
+            data += fh.read(max(0, limit + 1 - len(data)))
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit} bytes")
     return data
@@ -511,8 +519,13 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
                 root, grid, f"{root} holds sweep results but no {MANIFEST}")
         return None, None
     try:
-        old = json.loads(_read_regular(path))
-    except OSError as exc:  # not read, so not known to be damaged: it may name another grid
+        old = json.loads(_read_regular(path, MANIFEST_MAX_BYTES))
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:  # no grid's manifest is this large: damaged
+            return None, _rebuild_from_records(
+                root, grid, f"{path}: damaged sweep manifest ({exc.strerror}, which no "
+                "grid's manifest is)")
+        # not read, so not known to be damaged: it may name another grid
         raise ConfigError(f"{path}: unreadable sweep manifest ({exc.strerror or exc}); "
                           "use a new --out directory") from None
     except ValueError as exc:
