@@ -86,6 +86,23 @@ def files(out):
     return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
+def edit_json(path, change) -> None:
+    """Rewrite the JSON file ``path`` as ``change`` makes it; a key set to None is removed
+    (a manifest or record written before the code was recorded has no ``code``)."""
+    doc = change(json.loads(path.read_text()))
+    path.write_text(json.dumps({k: v for k, v in doc.items() if v is not None}, indent=1))
+
+
+def metric_sweep(tmp_path, user_module, chunks: int):
+    """A sweep file naming the user metric ``code_metric``, interrupted after ``chunks``
+    chunks: the file, its --out and its grid."""
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text("code_metric"))
+    out = tmp_path / "out"
+    user_module("code_metric", METRIC_SRC)
+    return path, out, interrupted(path, out, chunks)
+
+
 def interrupted(path, out, chunks: int):
     """A run of ``path`` into ``out`` stopped after ``chunks`` chunks (as a kill would)."""
     from fastsim.sweep.runner import run_sweep
@@ -160,19 +177,11 @@ def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, t
                                                                  capsys):
     """A manifest of format 2 and records without ``code``: kept as this code's (one
     line says so), the manifest then records this code, so a later edit is refused."""
-    path = tmp_path / "s.toml"
-    path.write_text(sweep_text("code_metric"))
-    out = tmp_path / "out"
-    user_module("code_metric", METRIC_SRC)
-    grid = interrupted(path, out, 3)
+    path, out, grid = metric_sweep(tmp_path, user_module, 3)
     manifest = out / "sweep.json"
-    m = json.loads(manifest.read_text())
-    del m["code"]
-    manifest.write_text(json.dumps({**m, "format": 2}, indent=1))
+    edit_json(manifest, lambda m: {**m, "code": None, "format": 2})
     for rec in out.glob("cells/*/chunk-*.json"):
-        r = json.loads(rec.read_text())
-        del r["code"]
-        rec.write_text(json.dumps(r, indent=1))
+        edit_json(rec, lambda r: {**r, "code": None})
     capsys.readouterr()
     assert sweep(path, out) == 0
     err = capsys.readouterr().err.strip().splitlines()
@@ -191,16 +200,10 @@ def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, t
 
 
 def test_a_rebuilt_manifest_keeps_older_records_and_says_so(user_module, tmp_path, capsys):
-    path = tmp_path / "s.toml"
-    path.write_text(sweep_text("code_metric"))
-    out = tmp_path / "out"
-    user_module("code_metric", METRIC_SRC)
-    interrupted(path, out, 2)
+    path, out, _ = metric_sweep(tmp_path, user_module, 2)
     (out / "sweep.json").unlink()
     older = sorted(out.glob("cells/*/chunk-*.json"))[0]
-    r = json.loads(older.read_text())
-    del r["code"]
-    older.write_text(json.dumps(r))
+    edit_json(older, lambda r: {**r, "code": None})
     capsys.readouterr()
     assert sweep(path, out) == 0
     err = capsys.readouterr().err.strip().splitlines()
@@ -213,11 +216,7 @@ def test_a_manifest_whose_code_is_damaged_is_rebuilt_from_the_records(user_modul
                                                                       capsys):
     """Its code cannot be read, so the chunk records, which name it too, decide: kept when
     they name this code, refused, naming the function, when one names other code."""
-    path = tmp_path / "s.toml"
-    path.write_text(sweep_text("code_metric"))
-    out = tmp_path / "out"
-    user_module("code_metric", METRIC_SRC)
-    grid = interrupted(path, out, 2)
+    path, out, grid = metric_sweep(tmp_path, user_module, 2)
     manifest = out / "sweep.json"
     m = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**m, "code": "damaged"}))
@@ -236,11 +235,7 @@ def test_a_manifest_whose_code_is_damaged_is_rebuilt_from_the_records(user_modul
 
 def test_a_record_of_other_code_beside_this_codes_manifest_is_rerun(user_module, tmp_path,
                                                                     capsys):
-    path = tmp_path / "s.toml"
-    path.write_text(sweep_text("code_metric"))
-    out = tmp_path / "out"
-    user_module("code_metric", METRIC_SRC)
-    interrupted(path, out, 2)
+    path, out, _ = metric_sweep(tmp_path, user_module, 2)
     rec = sorted(out.glob("cells/*/chunk-*.json"))[0]
     r = json.loads(rec.read_text())
     r["code"]["user"]["code_metric:hacking_share"] = "0" * 64

@@ -543,6 +543,17 @@ def test_7_the_rebuild_counts_as_kept_only_records_resume_keeps(
     assert_same(ref, out)
 
 
+def _traced_peak(call):
+    """``call()``'s result and the peak of Python's traced memory while it ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("manifest", ["intact", "deleted"])
 def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
         sweep_file, tmp_path, capsys, monkeypatch, manifest):
@@ -550,8 +561,6 @@ def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
     not one, and is re-run as an unreadable record without being read in full.  It was
     read whole, three times per run (the manifest check, the rebuild, resume): a file of
     1 GiB there took 2.2 GB of memory and 16 s."""
-    import tracemalloc
-
     ref, out = tmp_path / "ref", tmp_path / "out"
     assert sweep(sweep_file, ref) == 0
     assert sweep(sweep_file, out) == 0
@@ -562,12 +571,8 @@ def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
         (out / "sweep.json").unlink()
     runs = _counting_runs(monkeypatch)
     capsys.readouterr()
-    tracemalloc.start()
-    try:
-        assert sweep(sweep_file, out) == 0
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    code, peak = _traced_peak(lambda: sweep(sweep_file, out))
+    assert code == 0
     assert peak < 64 << 20, peak
     assert runs == [(2, 2)]
     assert "re-running 1 chunk(s) that failed verification" in capsys.readouterr().err
@@ -579,8 +584,6 @@ def test_7_a_huge_file_at_the_manifests_name_is_damaged_and_rebuilt(
     """A file of 1 GiB at sweep.json (sparse here) was read whole, as the figures read it:
     its size in memory.  Past MANIFEST_MAX_BYTES it is a damaged manifest: rebuilt from the
     chunk records, no chunk run again; `fastsim figures` refuses it as damaged."""
-    import tracemalloc
-
     from fastsim.sweep.store import MANIFEST_MAX_BYTES
 
     ref, out = tmp_path / "ref", tmp_path / "out"
@@ -594,12 +597,8 @@ def test_7_a_huge_file_at_the_manifests_name_is_damaged_and_rebuilt(
     assert f"sweep.json: damaged (larger than {MANIFEST_MAX_BYTES} bytes" in err, err
     assert len(err.strip().splitlines()) == 1 and not figs.exists()
     runs = _counting_runs(monkeypatch)
-    tracemalloc.start()
-    try:
-        assert sweep(sweep_file, out) == 0
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    code, peak = _traced_peak(lambda: sweep(sweep_file, out))
+    assert code == 0
     assert peak < MANIFEST_MAX_BYTES + (32 << 20), peak
     err = capsys.readouterr().err
     assert f"damaged sweep manifest (larger than {MANIFEST_MAX_BYTES} bytes" in err, err
