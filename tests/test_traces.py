@@ -385,3 +385,19 @@ def test_compare_sim_with_no_policy_but_none_is_one_line(traces, tmp_path, capsy
     assert main(["traces", "compare-sim", str(path), "--policy", "none", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--policy none only" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _unit_runs():
+    return pl.DataFrame({"truth_hacking": [True, True, False, True],
+                         "truth_gold_peak_step": [30, 80, 100, 55], "final_step": [100] * 4,
+                         "n_evals": [11] * 4, "eval_noise_sd": [0.02] * 4, "gold_gain": [0.5] * 4})
+
+
+def test_simulator_comparison_labels_each_row_with_the_scope_it_ran():
+    """The rows said evalstop(k=2)[scope=all] (replay's default scope) while the
+    simulator ran the policy with scope rlhf."""
+    from fastsim.replay.traces import simulator_comparison
+
+    rows = simulator_comparison(_unit_runs(), ["evalstop:k=2", "stop_at:f=0.65,scope=all"],
+                                n_clusters=2, n_jobs=10, sigma=0.02)
+    assert rows["policy"].to_list() == ["evalstop(k=2)", "stop_at(f=0.65)"]

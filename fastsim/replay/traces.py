@@ -780,7 +780,8 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     WorkloadConfig fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  The
     peak position is a property of the traces, like their base rate: the paper-calibrated
     default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
-    recall / FPR and cluster-bootstrap intervals.
+    recall / FPR and cluster-bootstrap intervals, labelled as it ran: with scope ``rlhf``
+    (every simulated job is RLHF), whatever scope its spec gives.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
@@ -806,7 +807,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
-        out = {"policy": p.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
+        out = {"policy": pol.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
                "n_clusters": n_clusters, "n_jobs": n_jobs}
         for name, e in (("precision", proportion_ci(tp, tp + fp)),
                         ("recall", proportion_ci(tp, tp + fn)),
