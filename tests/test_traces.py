@@ -401,3 +401,16 @@ def test_simulator_comparison_labels_each_row_with_the_scope_it_ran():
     rows = simulator_comparison(_unit_runs(), ["evalstop:k=2", "stop_at:f=0.65,scope=all"],
                                 n_clusters=2, n_jobs=10, sigma=0.02)
     assert rows["policy"].to_list() == ["evalstop(k=2)", "stop_at(f=0.65)"]
+
+
+def test_compare_sim_runs_a_policy_given_twice_once(traces, tmp_path, capsys):
+    """--policy evalstop:k=2 --policy evalstop:k=2 printed (and wrote) the row twice."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--policy", "evalstop:k=2",
+                 "--policy", "evalstop:k=2", "--policy", "evalstop:k=2,scope=all",
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.count("evalstop(k=2) ") == 1
+    assert pl.read_csv(out)["policy"].to_list() == ["evalstop(k=2)"]

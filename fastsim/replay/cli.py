@@ -109,7 +109,8 @@ def register(subparsers) -> None:
     cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                      help="stop policy, repeatable, as for fastsim replay (default: "
+                      help="stop policy, repeatable, as for fastsim replay, run with scope "
+                      "rlhf (every simulated job is RLHF); one given twice runs once (default: "
                       + ", ".join(TRACE_POLICIES) + ")")
     cmp_.add_argument("--clusters", type=int, default=50, metavar="N",
                       help="simulated clusters per policy, an integer >= 2 (default: 50)")

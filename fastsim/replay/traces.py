@@ -781,7 +781,8 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     peak position is a property of the traces, like their base rate: the paper-calibrated
     default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
     recall / FPR and cluster-bootstrap intervals, labelled as it ran: with scope ``rlhf``
-    (every simulated job is RLHF), whatever scope its spec gives.
+    (every simulated job is RLHF), whatever scope its spec gives; a policy given twice is
+    one row.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
@@ -798,11 +799,10 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
                              n_evals=n_evals, **curves)
     sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
     rows = []
-    for spec in policies:
-        p = parse_policy(spec)
-        if p.name == "none":
+    # a policy given twice (or as two specs of one policy) is run once, one row
+    for pol in dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies):
+        if pol.name == "none":
             continue
-        pol = replace(p, scope="rlhf")
         wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
