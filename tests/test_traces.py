@@ -414,3 +414,17 @@ def test_compare_sim_runs_a_policy_given_twice_once(traces, tmp_path, capsys):
                  "--out", str(out)]) == 0
     assert capsys.readouterr().out.count("evalstop(k=2) ") == 1
     assert pl.read_csv(out)["policy"].to_list() == ["evalstop(k=2)"]
+
+
+@pytest.mark.parametrize("sigma", ["-1", "nan", "2"])
+def test_compare_sim_names_the_sigma_option_it_refuses(traces, tmp_path, capsys, sigma):
+    """The refusal named the workload field (sigma=-1.0 is invalid), not the option."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--sigma", sigma,
+                 "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and f"--sigma {float(sigma)}: allowed: " in cap.err, cap.err
+    assert "[0, 1]" in cap.err and not cap.out and not out.exists()

@@ -358,6 +358,10 @@ def _cmd_compare(args) -> int:
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
+    # the workload's own check would name its field, sigma=, not the option
+    if args.sigma is not None and not 0.0 <= args.sigma <= 1.0:
+        raise ConfigError(f"--sigma {args.sigma}: allowed: an evaluation-noise standard "
+                          "deviation in [0, 1]")
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")
