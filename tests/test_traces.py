@@ -428,3 +428,16 @@ def test_compare_sim_names_the_sigma_option_it_refuses(traces, tmp_path, capsys,
     cap = capsys.readouterr()
     assert cap.err.count("\n") == 1 and f"--sigma {float(sigma)}: allowed: " in cap.err, cap.err
     assert "[0, 1]" in cap.err and not cap.out and not out.exists()
+
+
+@pytest.mark.parametrize("boot", ["1", "199", "-1"])
+def test_fit_curves_refuses_too_few_resamples_for_a_95_interval(traces, tmp_path, capsys, boot):
+    """--boot 1 printed a '95% interval' of one resample, which can miss its own estimate."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "traces.parquet", tmp_path / "fit.csv"
+    traces.write_parquet(path)
+    assert main(["traces", "fit-curves", str(path), "--boot", boot, "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and f"--boot {boot}: allowed: an integer from 200 to " in cap.err
+    assert "or 0 for no intervals" in cap.err and not cap.out and not out.exists()

@@ -30,7 +30,7 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
-from fastsim.stats import mean_ci, proportion_ci
+from fastsim.stats import MIN_PERCENTILE_BOOT, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
 
@@ -1010,8 +1010,16 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
 
     ``value`` is the statistic on all runs; ``lo``/``hi`` a 95% percentile interval from
     ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
-    resample keeps the traces' base rate).  Returns one row per knob.
+    resample keeps the traces' base rate); ``n_boot`` is 0 (no intervals, NaN) or at least
+    ``fastsim.stats.MIN_PERCENTILE_BOOT``.  Returns one row per knob.
     """
+    if isinstance(n_boot, np.integer):  # numpy's count is a count
+        n_boot = int(n_boot)
+    if (isinstance(n_boot, bool) or not isinstance(n_boot, int)
+            or not (n_boot == 0 or n_boot >= MIN_PERCENTILE_BOOT)):
+        raise ConfigError(f"n_boot={n_boot!r} is invalid; allowed: an integer >= "
+                          f"{MIN_PERCENTILE_BOOT} (fewer cannot set the ends of a 95% "
+                          "interval), or 0 for no intervals")
     height = D.HEIGHT if height is None else height
     hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
     st = _per_run(_run_arrays(traces))
