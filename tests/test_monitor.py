@@ -58,6 +58,20 @@ def test_lower_is_better():
     assert d.stop and d.keep_step == 2
 
 
+def test_a_numpy_bool_is_a_sense_and_a_string_is_not():
+    """np.bool_(False) was refused as 'higher_is_better = False: allowed: True or False'."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("evalstop:k=1", higher_is_better=np.bool_(False))
+    assert m.higher_is_better is False
+    assert not m.observe("j", 1, 2.0).stop and not m.observe("j", 2, 1.5).stop
+    assert m.observe("j", 3, 1.7).stop  # a loss rising: a decline
+    assert EvalStopMonitor(k=1, higher_is_better=np.bool_(True)).higher_is_better is True
+    for bad in ("no", 0, None):
+        with pytest.raises(ConfigError, match="higher_is_better = .*allowed: True or False"):
+            StopMonitor("evalstop:k=1", higher_is_better=bad)
+
+
 def test_bad_input_is_a_clear_error():
     m = EvalStopMonitor(k=2)
     m.observe("j", 5, 0.1)

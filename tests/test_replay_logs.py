@@ -176,6 +176,13 @@ def test_a_hidden_label_is_one_per_job(tmp_path, labels, needle):
         read_logs([p])
 
 
+def test_a_numpy_bool_is_the_metrics_sense():
+    """np.bool_(False) was refused as 'higher_is_better=False is invalid'."""
+    for hib in (np.bool_(False), np.bool_(True)):
+        log = read_logs([EVALS], higher_is_better=hib)
+        assert log.higher_is_better is bool(hib)
+
+
 def test_api_arguments_of_the_wrong_type_are_refused():
     with pytest.raises(ConfigError, match="higher_is_better='no' is invalid"):
         read_logs([EVALS], higher_is_better="no")

@@ -623,6 +623,8 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     >>> read_logs([p]).table["score"].to_list()
     [0.5, 0.3]
     """
+    if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
+        higher_is_better = bool(higher_is_better)
     paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
     resolved = [resolve_path(Path(p)) for p in paths]
     datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again

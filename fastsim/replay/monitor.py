@@ -250,6 +250,8 @@ class StopMonitor:
             live = [x.name for x in _streaming()]
             raise ConfigError(f"policy {p.label} has no streaming form; allowed: {', '.join(live)} "
                               "or a user policy")
+        if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
+            higher_is_better = bool(higher_is_better)
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:
