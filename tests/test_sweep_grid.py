@@ -147,6 +147,13 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
     ("[axes]\nscheduler = [true]\n", "cell (scheduler=true): scheduler=true is invalid"),
     ("[axes]\npolicy = [\"bogus\"]\n", 'cell (policy="bogus"): policy="bogus" is invalid'),
     ('baseline = "evalstop:k=9"\n[base]\nn_evals = 3\n', 'baseline="evalstop:k=9" in cell'),
+    # the key the file uses, not the spec's (scheduler.thresholds=(1, True))
+    ('[base]\nscheduler = "tiresias"\nthresholds_gpu_h = [1, true]\n',
+     "cell (base): thresholds_gpu_h=[1, true] is invalid; allowed: increasing positive numbers"),
+    ('[axes]\nthresholds_gpu_h = [[3, 1]]\n[base]\nscheduler = "tiresias"\n',
+     "cell (thresholds_gpu_h=[3, 1]): thresholds_gpu_h=[3, 1] is invalid"),
+    ('[axes]\nthresholds_gpu_h = [[16]]\n[base]\nscheduler = "tiresias"\nthresholds_gpu_h = "16/64"\n',
+     'exp.toml: base.thresholds_gpu_h="16/64" is invalid'),
 ])
 def test_a_bad_value_is_echoed_as_the_file_writes_it(tmp_path, text, said):
     """Values were echoed as Python's repr: baseline=True, mix='x', datetime.date(...)."""
