@@ -29,7 +29,7 @@ from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
-from fastsim.replay.logs import MAX_STEP
+from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ class StopMonitor:
         and refuse a call without it, as replay refuses a log without a ``loss`` column;
         NaN is a missing reading).
         Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
-        a number, or (while the job runs) ``step`` is not after the job's previous step.
+        a number (or is finite beyond +-1e150, as replay refuses it), or (while the job runs) ``step`` is not after the job's previous step.
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
@@ -338,6 +338,10 @@ class StopMonitor:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
                                   "allowed: a number (NaN for a missing evaluation)")
         value, loss = float(score), float(loss)
+        if math.isfinite(value) and abs(value) > MAX_SCORE:
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {value:g}; "
+                              f"allowed: {SCORE_RANGE}, as replay takes (NaN for a missing "
+                              "evaluation)")
         if self.policy.decl.positive_losses and loss <= 0:
             raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
                               "allowed: " + self.policy.decl.loss_rule(self.policy.label))
