@@ -46,7 +46,8 @@ def register(subparsers) -> None:
                    "with out-of-order steps, a duplicate and a missing score); its path is "
                    "printed, to copy it as a template")
     p.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                   help="stop policy, repeatable (default evalstop:k=2): "
+                   help="stop policy, repeatable, one given twice runs once (default "
+                   "evalstop:k=2): "
                    + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
                    + ", or MODULE:FUNCTION[:key=value,...] of a user's @stop_policy; "
                    + ", ".join(d.name for d in R.policies() if d.uses_hidden_truth)
