@@ -441,3 +441,19 @@ def test_fit_curves_refuses_too_few_resamples_for_a_95_interval(traces, tmp_path
     cap = capsys.readouterr()
     assert cap.err.count("\n") == 1 and f"--boot {boot}: allowed: an integer from 200 to " in cap.err
     assert "or 0 for no intervals" in cap.err and not cap.out and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["traces", "fit-curves", "{p}", "--boot", "0"],
+                                  ["detectors", "--traces", "{p}", "--quick", "--out", "{o}"]])
+def test_a_trace_score_beyond_the_detectors_range_names_its_row(traces, tmp_path, capsys, argv):
+    """A trace score of 1e308 was read: the detectors' noise fits overflowed (they never
+    fired again in that run) and the fitted noise was inf; replay refuses it in a log."""
+    from fastsim.cli import main
+
+    p, o = tmp_path / "traces.parquet", tmp_path / "out"
+    traces.with_columns(pl.when(pl.int_range(pl.len()) == 2).then(1e308).otherwise(pl.col("score"))
+                        .alias("score")).write_parquet(p)
+    assert main([a.format(p=p, o=o) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: row 3: score is 1e+308; allowed: finite numbers from -1e150 to 1e150" in err
+    assert err.count("\n") == 1 and not o.exists()

@@ -30,6 +30,7 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
+from fastsim.replay.logs import MAX_SCORE
 from fastsim.stats import MIN_PERCENTILE_BOOT, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
@@ -604,6 +605,12 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
             i = int(bad.arg_max())
             raise ConfigError(f"{path}: row {i + 1}: {c} is {col[i]!r}; allowed: "
                               f"{_KIND_TEXT[kind]}, none missing ({allowed})")
+        if c == "score":  # as replay reads a log: the detectors' noise fits square it
+            big = col.cast(pl.Float64).abs() > MAX_SCORE
+            if big.any():
+                i = int(big.arg_max())
+                raise ConfigError(f"{path}: row {i + 1}: score is {col[i]!r}; allowed: finite "
+                                  f"numbers from -1e150 to 1e150 ({allowed})")
     if not per_run:
         dup = table["job_id"].is_duplicated()
         if dup.any():
