@@ -275,7 +275,11 @@ class SchedulerConfig:
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
         _check(not self.backfill or self.name == "fifo", "backfill", self.backfill,
                "backfill applies to fifo only")
-        R.THRESHOLDS.check(self.thresholds_gpu_h, "scheduler.")
+        try:
+            R.THRESHOLDS.check(self.thresholds_gpu_h)
+        except ConfigError:  # named as the field is (a spec's thresholds=A/B is checked by parse)
+            raise ConfigError(f"thresholds_gpu_h={self.thresholds_gpu_h!r} is invalid; allowed: "
+                              "increasing positive numbers (GPU-hours)") from None
         if decl.user is not None:
             object.__setattr__(self, "params", _user_values(decl, self.params, "scheduler"))
             _check_impl(decl, self.impl, "scheduler")

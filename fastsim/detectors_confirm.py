@@ -28,9 +28,10 @@ def read_plan(path: Path) -> dict:
     """The plan, with every field the test needs checked (``ConfigError`` names the field)."""
     plan = read_toml(path, "pre-registration plan")
 
-    def field(section: str, key: str, kind, what: str):
+    def field(section: str, key: str, kind, what: str, lo=None, hi=None):
         v = plan.get(section, {}).get(key) if isinstance(plan.get(section), dict) else None
-        if not isinstance(v, kind) or isinstance(v, bool):
+        if (not isinstance(v, kind) or isinstance(v, bool) or (lo is not None and v < lo)
+                or (hi is not None and v > hi)):
             said = "is missing" if v is None else f"= {toml_text(v)}"
             raise ConfigError(f"{path}: [{section}] {key} {said}; allowed: {what}")
         return v
@@ -47,8 +48,10 @@ def read_plan(path: Path) -> dict:
     first, last = field("traces", "seeds_first", int, "an integer"), field("traces", "seeds_last", int, "an integer")
     if not 0 <= first <= last:
         raise ConfigError(f"{path}: [traces] seeds {first}..{last}; allowed: 0 <= seeds_first <= seeds_last")
-    out["n_runs"], out["n_evals"] = field("traces", "n_runs", int, "an integer"), field("traces", "n_evals", int, "an integer")
-    if last - first + 1 > max(out["n_runs"], 0):  # each seed has a run: a set no trace file holds
+    # a trace set has a run, and toy-rlhf evaluates a run at least twice
+    out["n_runs"] = field("traces", "n_runs", int, "an integer >= 1", lo=1)
+    out["n_evals"] = field("traces", "n_evals", int, "an integer >= 2", lo=2)
+    if last - first + 1 > out["n_runs"]:  # each seed has a run: a set no trace file holds
         raise ConfigError(f"{path}: [traces] seeds {first}..{last} are {last - first + 1} seeds "
                           f"for n_runs = {out['n_runs']}; allowed: at most one seed per run")
     out["seeds"] = set(range(first, last + 1))
@@ -61,7 +64,8 @@ def read_plan(path: Path) -> dict:
     if out["seeds"] & out["exploration_seeds"]:
         raise ConfigError(f"{path}: [traces] the confirmation seeds overlap exploration_seeds; "
                           "allowed: disjoint seeds")
-    out["world_seed"] = field("traces", "world_seed", int, "an integer >= 0")
+    out["world_seed"] = field("traces", "world_seed", int, "an integer from 0 to 2^64-1",
+                              lo=0, hi=2**64 - 1)
     test = {k: plan.get("test", {}).get(k) for k in ("primary", "test", "alternative", "recall_rule")}
     want = {"primary": "fpr", "test": "mcnemar_exact", "alternative": "two-sided",
             "recall_rule": "candidate_recall >= baseline_recall"}

@@ -49,6 +49,9 @@ from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
 BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the linearised t interval alone
+# the fewest resamples behind a 95% percentile interval: 5 in each 2.5% tail (with fewer,
+# one resample sets an end, and an interval of 1 resample can miss its own estimate)
+MIN_PERCENTILE_BOOT = 200
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def synthetic_traces(gamma=0.5, sharp=2.0, spread=0.0, rho=0.0, n_runs=40, n_eva
 
 
 def _fit(traces, **kw):
-    f = fit_curve_knobs(traces, n_boot=50, **kw)
+    f = fit_curve_knobs(traces, n_boot=200, **kw)
     return {r["statistic"]: r for r in f.iter_rows(named=True)}
 
 
@@ -90,7 +90,7 @@ def test_healthy_range_starts_where_hacking_ends_and_grows_with_flatness():
 def test_fit_curves_cli(tmp_path, capsys):
     path = tmp_path / "traces.parquet"
     synthetic_traces().write_parquet(path)
-    assert main(["traces", "fit-curves", str(path), "--boot", "20", "--out",
+    assert main(["traces", "fit-curves", str(path), "--boot", "200", "--out",
                  str(tmp_path / "fit.csv")]) == 0
     out = capsys.readouterr().out
     assert "kl_gamma" in out and (tmp_path / "fit.csv").exists()
@@ -102,7 +102,7 @@ def test_fit_curves_cli(tmp_path, capsys):
     # a traceback from numpy's generator, and a resampling loop of years
     (["{p}", "--seed", "-1", "--out", "fit.csv"], "--seed -1: allowed: an integer >= 0"),
     (["{p}", "--boot", "99999999999", "--out", "fit.csv"],
-     "--boot 99999999999: allowed: an integer from 0 to 100000"),
+     "--boot 99999999999: allowed: an integer from 200 to 100000"),
     (["{p}", "--out", "fit.txt"], "--out"),
     (["{bad}"], "missing columns"),
 ])
@@ -136,7 +136,7 @@ def test_fit_curves_names_a_trace_value_it_cannot_fit(tmp_path, capsys, monkeypa
     LinAlgError, a ZeroDivisionError), or negative steps a fit of kl_gamma -8."""
     monkeypatch.chdir(tmp_path)
     damage(synthetic_traces(n_runs=8)).write_parquet("t.parquet")
-    assert main(["traces", "fit-curves", "t.parquet", "--boot", "5", "--out", "fit.csv"]) == 2
+    assert main(["traces", "fit-curves", "t.parquet", "--boot", "200", "--out", "fit.csv"]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "fit.csv").exists()
@@ -187,9 +187,25 @@ def test_a_set_of_one_kind_fits_the_other_kinds_knobs_as_nan(tmp_path, capsys, k
     run is None); the knobs of the absent kind are NaN with n 0, said so in the table."""
     path = tmp_path / "one_kind.parquet"
     synthetic_traces().filter(pl.col("truth_hacking") == kind).write_parquet(path)
-    assert main(["traces", "fit-curves", str(path), "--boot", "20"]) == 0
+    assert main(["traces", "fit-curves", str(path), "--boot", "200"]) == 0
     out = capsys.readouterr().out
     for name in missing:
         line = next(x for x in out.splitlines() if x.startswith(name))
         assert "nan" in line and "(no run of the kind it is fitted to)" in line and line.endswith("n 0")
     assert "kl_gamma" in out and "(no run of the kind" not in out.split("kl_gamma")[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("n_boot", [1, 50, True, 200.0])
+def test_too_few_resamples_for_a_95_interval_are_refused(n_boot):
+    """n_boot=1 gave a '95% percentile interval' of one resample, which can miss its own
+    estimate."""
+    from fastsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"n_boot={n_boot!r} is invalid; allowed: an integer >= 200"):
+        fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=n_boot)
+
+
+def test_no_resamples_is_no_interval_and_a_numpy_count_is_a_count():
+    f = fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=0)
+    assert f["lo"].is_nan().all() and f["hi"].is_nan().all()
+    assert fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=np.int64(200))["lo"].is_not_nan().any()

@@ -58,6 +58,36 @@ def test_lower_is_better():
     assert d.stop and d.keep_step == 2
 
 
+def test_a_numpy_bool_is_a_sense_and_a_string_is_not():
+    """np.bool_(False) was refused as 'higher_is_better = False: allowed: True or False'."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("evalstop:k=1", higher_is_better=np.bool_(False))
+    assert m.higher_is_better is False
+    assert not m.observe("j", 1, 2.0).stop and not m.observe("j", 2, 1.5).stop
+    assert m.observe("j", 3, 1.7).stop  # a loss rising: a decline
+    assert EvalStopMonitor(k=1, higher_is_better=np.bool_(True)).higher_is_better is True
+    for bad in ("no", 0, None):
+        with pytest.raises(ConfigError, match="higher_is_better = .*allowed: True or False"):
+            StopMonitor("evalstop:k=1", higher_is_better=bad)
+
+
+@pytest.mark.parametrize("policy", ["margin", "cusum", "peak", "bocpd", "evalstop:k=1"])
+def test_a_score_beyond_the_detectors_range_is_refused(policy):
+    """After observe('j', 3, 1e308) margin, cusum, peak and bocpd never fired again: their
+    noise fit's sum of squares overflowed."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor(policy)
+    m.observe("j", 1, 0.1)
+    for bad in (1e308, -1e151, np.float64(2e150)):
+        with pytest.raises(ConfigError, match=r"observe\('j', step=2\): score = .*; allowed: a "
+                           r"number from -1e150 to 1e150, inf or -inf"):
+            m.observe("j", 2, bad)
+    assert m.observe("j", 2, 1e150).eval_index == 2  # the refused calls recorded nothing
+    assert m.observe("j", 3, -math.inf).eval_index == 3
+
+
 def test_bad_input_is_a_clear_error():
     m = EvalStopMonitor(k=2)
     m.observe("j", 5, 0.1)

@@ -1,4 +1,5 @@
 """Log readers: every format from committed fixtures, every mess rule, every error."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +175,27 @@ def test_a_hidden_label_is_one_per_job(tmp_path, labels, needle):
                   "truth_hacking": labels, "truth_gold": [0.1, 0.2, 0.3]}).write_parquet(p)
     with pytest.raises(ConfigError, match=needle):
         read_logs([p])
+
+
+@pytest.mark.parametrize("value", ["1e308", "-2e150", "1.7e308"])
+def test_a_score_beyond_the_detectors_range_names_its_line(tmp_path, value):
+    """A score of 1e308 was read, and margin, cusum, peak and bocpd never fired again in
+    that job: their sums of squares overflowed to inf, their noise estimate to NaN."""
+    p = tmp_path / "log.csv"
+    p.write_text(f"job_id,step,score\na,1,0.1\na,2,{value}\na,3,0.2\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{p}:3: field 'score': '{value}' is too large; allowed: a number from -1e150 to "
+            "1e150, inf or -inf, or empty for missing")):
+        read_logs([p])
+    p.write_text("job_id,step,score\na,1,0.1\na,2,1e150\na,3,-1e150\na,4,inf\n")
+    assert read_logs([p]).table["metric"].to_list() == [0.1, 1e150, -1e150, np.inf]
+
+
+def test_a_numpy_bool_is_the_metrics_sense():
+    """np.bool_(False) was refused as 'higher_is_better=False is invalid'."""
+    for hib in (np.bool_(False), np.bool_(True)):
+        log = read_logs([EVALS], higher_is_better=hib)
+        assert log.higher_is_better is bool(hib)
 
 
 def test_api_arguments_of_the_wrong_type_are_refused():

@@ -352,3 +352,16 @@ def test_the_header_counts_evaluations_not_rows(tmp_path, capsys):
     p.write_text("job_id,step,score\na,10,0.5\na,20,0.6\n")
     assert main(["replay", str(p), "--summary-only"]) == 0
     assert "replay: 1 jobs, 2 evaluations, metric score" in capsys.readouterr().out
+
+
+def test_a_policy_given_twice_is_replayed_once(capsys):
+    """--policy evalstop:k=2 --policy evalstop:k=2 printed every job's row twice, and the
+    summary said 'jobs 6' of the example's 3 jobs."""
+    assert main(["replay", "--example", "--policy", "evalstop:k=2", "--policy", "evalstop",
+                 "--policy", "evalstop:k=2,scope=all"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("evalstop(k=2)[scope=all]     a ") == 1
+    summary = [x for x in out.splitlines() if " jobs " in x]
+    assert len(summary) == 1 and "jobs    3" in summary[0], summary
+    res = replay(read_logs([example_log()]), ["evalstop:k=2", "evalstop:k=2"])
+    assert res.height == 3

@@ -1,6 +1,8 @@
 """Sweep files: grid expansion, baselines, canonical cells, hashes, and refusal of bad files."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fastsim.cli import main
@@ -147,6 +149,13 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
     ("[axes]\nscheduler = [true]\n", "cell (scheduler=true): scheduler=true is invalid"),
     ("[axes]\npolicy = [\"bogus\"]\n", 'cell (policy="bogus"): policy="bogus" is invalid'),
     ('baseline = "evalstop:k=9"\n[base]\nn_evals = 3\n', 'baseline="evalstop:k=9" in cell'),
+    # the key the file uses, not the spec's (scheduler.thresholds=(1, True))
+    ('[base]\nscheduler = "tiresias"\nthresholds_gpu_h = [1, true]\n',
+     "cell (base): thresholds_gpu_h=[1, true] is invalid; allowed: increasing positive numbers"),
+    ('[axes]\nthresholds_gpu_h = [[3, 1]]\n[base]\nscheduler = "tiresias"\n',
+     "cell (thresholds_gpu_h=[3, 1]): thresholds_gpu_h=[3, 1] is invalid"),
+    ('[axes]\nthresholds_gpu_h = [[16]]\n[base]\nscheduler = "tiresias"\nthresholds_gpu_h = "16/64"\n',
+     'exp.toml: base.thresholds_gpu_h="16/64" is invalid'),
 ])
 def test_a_bad_value_is_echoed_as_the_file_writes_it(tmp_path, text, said):
     """Values were echoed as Python's repr: baseline=True, mix='x', datetime.date(...)."""
@@ -410,3 +419,25 @@ def test_an_oracle_baseline_is_accepted_as_run_accepts_it_and_said_to_use_hidden
     assert header.endswith("changes are paired against oracle (hidden truth), on the same "
                            "workload, scheduler and clusters; it reads the hacking labels and "
                            "gold peak: an upper bound, not a policy")
+
+
+@pytest.mark.parametrize("key", ["title", "description", "name"])
+def test_a_long_free_text_is_refused_before_it_reaches_the_manifest(tmp_path, capsys, key):
+    """A title of 10^6 characters was stored in sweep.json: enough of them past its read
+    cap, and a legitimate manifest is rebuilt on every open."""
+    p = write(tmp_path, f'clusters = 4\n{key} = "{"x" * 10_001}"\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: {key} is 10001 characters long; allowed: at most 10000" in err
+    assert err.count("\n") == 1 and len(err) < 400 and not out.exists()
+    write(tmp_path, f'clusters = 4\n{key} = "{"x" * 10_000}"\n')
+    assert load_sweep(p).clusters == 4
+
+
+@pytest.mark.parametrize("text, said", [("title = true", "title=true is invalid"),
+                                        ("description = [1]", "description=[1] is invalid")])
+def test_a_title_is_a_string(tmp_path, text, said):
+    """A title of another type was stored as Python's str() of it ('True')."""
+    with pytest.raises(ConfigError, match=re.escape(f"{said}; allowed: a string of at most 10000")):
+        load_sweep(write(tmp_path, f"clusters = 4\n{text}\n"))

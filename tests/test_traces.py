@@ -385,3 +385,75 @@ def test_compare_sim_with_no_policy_but_none_is_one_line(traces, tmp_path, capsy
     assert main(["traces", "compare-sim", str(path), "--policy", "none", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--policy none only" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _unit_runs():
+    return pl.DataFrame({"truth_hacking": [True, True, False, True],
+                         "truth_gold_peak_step": [30, 80, 100, 55], "final_step": [100] * 4,
+                         "n_evals": [11] * 4, "eval_noise_sd": [0.02] * 4, "gold_gain": [0.5] * 4})
+
+
+def test_simulator_comparison_labels_each_row_with_the_scope_it_ran():
+    """The rows said evalstop(k=2)[scope=all] (replay's default scope) while the
+    simulator ran the policy with scope rlhf."""
+    from fastsim.replay.traces import simulator_comparison
+
+    rows = simulator_comparison(_unit_runs(), ["evalstop:k=2", "stop_at:f=0.65,scope=all"],
+                                n_clusters=2, n_jobs=10, sigma=0.02)
+    assert rows["policy"].to_list() == ["evalstop(k=2)", "stop_at(f=0.65)"]
+
+
+def test_compare_sim_runs_a_policy_given_twice_once(traces, tmp_path, capsys):
+    """--policy evalstop:k=2 --policy evalstop:k=2 printed (and wrote) the row twice."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--policy", "evalstop:k=2",
+                 "--policy", "evalstop:k=2", "--policy", "evalstop:k=2,scope=all",
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.count("evalstop(k=2) ") == 1
+    assert pl.read_csv(out)["policy"].to_list() == ["evalstop(k=2)"]
+
+
+@pytest.mark.parametrize("sigma", ["-1", "nan", "2"])
+def test_compare_sim_names_the_sigma_option_it_refuses(traces, tmp_path, capsys, sigma):
+    """The refusal named the workload field (sigma=-1.0 is invalid), not the option."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
+    run_summary(traces).write_parquet(path)
+    assert main(["traces", "compare-sim", str(path), "--clusters", "2", "--sigma", sigma,
+                 "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and f"--sigma {float(sigma)}: allowed: " in cap.err, cap.err
+    assert "[0, 1]" in cap.err and not cap.out and not out.exists()
+
+
+@pytest.mark.parametrize("boot", ["1", "199", "-1"])
+def test_fit_curves_refuses_too_few_resamples_for_a_95_interval(traces, tmp_path, capsys, boot):
+    """--boot 1 printed a '95% interval' of one resample, which can miss its own estimate."""
+    from fastsim.cli import main
+
+    path, out = tmp_path / "traces.parquet", tmp_path / "fit.csv"
+    traces.write_parquet(path)
+    assert main(["traces", "fit-curves", str(path), "--boot", boot, "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and f"--boot {boot}: allowed: an integer from 200 to " in cap.err
+    assert "or 0 for no intervals" in cap.err and not cap.out and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["traces", "fit-curves", "{p}", "--boot", "0"],
+                                  ["detectors", "--traces", "{p}", "--quick", "--out", "{o}"]])
+def test_a_trace_score_beyond_the_detectors_range_names_its_row(traces, tmp_path, capsys, argv):
+    """A trace score of 1e308 was read: the detectors' noise fits overflowed (they never
+    fired again in that run) and the fitted noise was inf; replay refuses it in a log."""
+    from fastsim.cli import main
+
+    p, o = tmp_path / "traces.parquet", tmp_path / "out"
+    traces.with_columns(pl.when(pl.int_range(pl.len()) == 2).then(1e308).otherwise(pl.col("score"))
+                        .alias("score")).write_parquet(p)
+    assert main([a.format(p=p, o=o) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: row 3: score is 1e+308; allowed: finite numbers from -1e150 to 1e150" in err
+    assert err.count("\n") == 1 and not o.exists()

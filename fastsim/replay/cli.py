@@ -19,7 +19,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
 from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
-from fastsim.stats import fmt_interval, fmt_value
+from fastsim.stats import MIN_PERCENTILE_BOOT, fmt_interval, fmt_value
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 # fit-curves resamples in Python, milliseconds a resample: a count past this runs for hours
@@ -46,7 +46,8 @@ def register(subparsers) -> None:
                    "with out-of-order steps, a duplicate and a missing score); its path is "
                    "printed, to copy it as a template")
     p.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                   help="stop policy, repeatable (default evalstop:k=2): "
+                   help="stop policy, repeatable, one given twice runs once (default "
+                   "evalstop:k=2): "
                    + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
                    + ", or MODULE:FUNCTION[:key=value,...] of a user's @stop_policy; "
                    + ", ".join(d.name for d in R.policies() if d.uses_hidden_truth)
@@ -109,7 +110,8 @@ def register(subparsers) -> None:
     cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                      help="stop policy, repeatable, as for fastsim replay (default: "
+                      help="stop policy, repeatable, as for fastsim replay, run with scope "
+                      "rlhf (every simulated job is RLHF); one given twice runs once (default: "
                       + ", ".join(TRACE_POLICIES) + ")")
     cmp_.add_argument("--clusters", type=int, default=50, metavar="N",
                       help="simulated clusters per policy, an integer >= 2 (default: 50)")
@@ -125,7 +127,8 @@ def register(subparsers) -> None:
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=int, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
-                     f"from 0 to {MAX_BOOT} (default: 1000)")
+                     f"from {MIN_PERCENTILE_BOOT} to {MAX_BOOT}, or 0 for no intervals "
+                     "(default: 1000)")
     fit.add_argument("--seed", type=int, default=0, metavar="INT",
                      help="bootstrap seed, an integer >= 0 (default: 0)")
     fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
@@ -357,6 +360,10 @@ def _cmd_compare(args) -> int:
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
+    # the workload's own check would name its field, sigma=, not the option
+    if args.sigma is not None and not 0.0 <= args.sigma <= 1.0:
+        raise ConfigError(f"--sigma {args.sigma}: allowed: an evaluation-noise standard "
+                          "deviation in [0, 1]")
     if not args.runs.exists():
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")
@@ -394,8 +401,10 @@ def _cmd_fit(args) -> int:
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
-    if not 0 <= args.boot <= MAX_BOOT:
-        raise ConfigError(f"--boot {args.boot}: allowed: an integer from 0 to {MAX_BOOT}")
+    if not (args.boot == 0 or MIN_PERCENTILE_BOOT <= args.boot <= MAX_BOOT):
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer from {MIN_PERCENTILE_BOOT} "
+                          f"to {MAX_BOOT} (fewer cannot set the ends of a 95% interval), or 0 "
+                          "for no intervals")
     if args.seed < 0:  # numpy's generator takes non-negative seeds only
         raise ConfigError(f"--seed {args.seed}: allowed: an integer >= 0")
     traces = read_parquet_table(args.traces, "traces.parquet from fastsim traces toy-rlhf")

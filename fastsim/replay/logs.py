@@ -39,6 +39,11 @@ NUMERIC_OPTIONAL = ("loss", "proxy_reward", "gpus", "max_steps")
 # Steps are compared exactly as float64 by the decision kernels: beyond 2^53 two different
 # steps could become one (and beyond 2^63 they would not fit in int64 at all).
 MAX_STEP = 2**53
+# The live detectors' noise fits sum squared scores: beyond about 1e154 a square overflows
+# to inf, the fit turns NaN and the detector never fires again in that job.  A finite score
+# of larger magnitude is refused (inf itself is a reading the fits leave out).
+MAX_SCORE = 1e150
+SCORE_RANGE = "a number from -1e150 to 1e150, inf or -inf"
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 # A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
@@ -509,6 +514,13 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     out = {"job_id": job, "step": pl.Series("step", step.astype(np.int64)),
            "metric": _numeric(df, path, metric, "a number, or empty/NaN/null for a missing evaluation")
            .alias("metric")}
+    m = out["metric"].to_numpy()
+    big = np.isfinite(m) & (np.abs(m) > MAX_SCORE)
+    if big.any():
+        i = int(np.argmax(big))
+        raise ConfigError(f"{path}:{df['line'][i]}: field {metric!r}: {df[metric][i]!r} is too "
+                          f"large; allowed: {SCORE_RANGE}, or empty for missing (the "
+                          "detectors' sums of squares overflow beyond)")
     for field in NUMERIC_OPTIONAL:
         if field in df.columns and field != metric:
             out[field] = _numeric(df, path, field, "a number, or empty for missing").alias(field)
@@ -623,6 +635,8 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     >>> read_logs([p]).table["score"].to_list()
     [0.5, 0.3]
     """
+    if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
+        higher_is_better = bool(higher_is_better)
     paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
     resolved = [resolve_path(Path(p)) for p in paths]
     datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again

@@ -29,7 +29,7 @@ from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
-from fastsim.replay.logs import MAX_STEP
+from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,8 @@ class StopMonitor:
             live = [x.name for x in _streaming()]
             raise ConfigError(f"policy {p.label} has no streaming form; allowed: {', '.join(live)} "
                               "or a user policy")
+        if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
+            higher_is_better = bool(higher_is_better)
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:
@@ -307,7 +309,7 @@ class StopMonitor:
         and refuse a call without it, as replay refuses a log without a ``loss`` column;
         NaN is a missing reading).
         Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
-        a number, or (while the job runs) ``step`` is not after the job's previous step.
+        a number (or is finite beyond +-1e150, as replay refuses it), or (while the job runs) ``step`` is not after the job's previous step.
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
@@ -336,6 +338,10 @@ class StopMonitor:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
                                   "allowed: a number (NaN for a missing evaluation)")
         value, loss = float(score), float(loss)
+        if math.isfinite(value) and abs(value) > MAX_SCORE:
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {value:g}; "
+                              f"allowed: {SCORE_RANGE}, as replay takes (NaN for a missing "
+                              "evaluation)")
         if self.policy.decl.positive_losses and loss <= 0:
             raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
                               "allowed: " + self.policy.decl.loss_rule(self.policy.label))

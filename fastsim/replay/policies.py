@@ -278,7 +278,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     Parameters
     ----------
     log : EvalLog from ``read_logs``
-    policies : specs or ``PolicyConfig``s (see ``parse_policy``)
+    policies : specs or ``PolicyConfig``s (see ``parse_policy``); one given twice is
+        replayed once
     gpus : GPU count for jobs whose log has none (GPU-hours need it and ``time``)
 
     Columns: ``policy, job_id, status, stopped, detected, in_scope, n_evals, trigger_step,
@@ -308,7 +309,9 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
         gpus = gpus.item()
     if gpus is not None and not (R.is_number(gpus) and gpus > 0):
         raise ConfigError(f"gpus={gpus!r} is invalid; allowed: a positive finite GPU count")
-    pols = [parse_policy(p) for p in policies]
+    # a policy given twice (or as two specs of one policy) is replayed once: its rows
+    # twice over counted every job twice in its summary
+    pols = list(dict.fromkeys(parse_policy(p) for p in policies))
     if not pols:
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
     t = log.table

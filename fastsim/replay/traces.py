@@ -30,7 +30,8 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
-from fastsim.stats import mean_ci, proportion_ci
+from fastsim.replay.logs import MAX_SCORE
+from fastsim.stats import MIN_PERCENTILE_BOOT, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
 
@@ -604,6 +605,12 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
             i = int(bad.arg_max())
             raise ConfigError(f"{path}: row {i + 1}: {c} is {col[i]!r}; allowed: "
                               f"{_KIND_TEXT[kind]}, none missing ({allowed})")
+        if c == "score":  # as replay reads a log: the detectors' noise fits square it
+            big = col.cast(pl.Float64).abs() > MAX_SCORE
+            if big.any():
+                i = int(big.arg_max())
+                raise ConfigError(f"{path}: row {i + 1}: score is {col[i]!r}; allowed: finite "
+                                  f"numbers from -1e150 to 1e150 ({allowed})")
     if not per_run:
         dup = table["job_id"].is_duplicated()
         if dup.any():
@@ -780,7 +787,9 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     WorkloadConfig fields that override them, e.g. ``fastsim.defaults.PLAIN_CURVES``).  The
     peak position is a property of the traces, like their base rate: the paper-calibrated
     default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
-    recall / FPR and cluster-bootstrap intervals.
+    recall / FPR and cluster-bootstrap intervals, labelled as it ran: with scope ``rlhf``
+    (every simulated job is RLHF), whatever scope its spec gives; a policy given twice is
+    one row.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
@@ -797,16 +806,15 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
                              n_evals=n_evals, **curves)
     sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
     rows = []
-    for spec in policies:
-        p = parse_policy(spec)
-        if p.name == "none":
+    # a policy given twice (or as two specs of one policy) is run once, one row
+    for pol in dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies):
+        if pol.name == "none":
             continue
-        pol = replace(p, scope="rlhf")
         wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
-        out = {"policy": p.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
+        out = {"policy": pol.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
                "n_clusters": n_clusters, "n_jobs": n_jobs}
         for name, e in (("precision", proportion_ci(tp, tp + fp)),
                         ("recall", proportion_ci(tp, tp + fn)),
@@ -1009,8 +1017,16 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
 
     ``value`` is the statistic on all runs; ``lo``/``hi`` a 95% percentile interval from
     ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
-    resample keeps the traces' base rate).  Returns one row per knob.
+    resample keeps the traces' base rate); ``n_boot`` is 0 (no intervals, NaN) or at least
+    ``fastsim.stats.MIN_PERCENTILE_BOOT``.  Returns one row per knob.
     """
+    if isinstance(n_boot, np.integer):  # numpy's count is a count
+        n_boot = int(n_boot)
+    if (isinstance(n_boot, bool) or not isinstance(n_boot, int)
+            or not (n_boot == 0 or n_boot >= MIN_PERCENTILE_BOOT)):
+        raise ConfigError(f"n_boot={n_boot!r} is invalid; allowed: an integer >= "
+                          f"{MIN_PERCENTILE_BOOT} (fewer cannot set the ends of a 95% "
+                          "interval), or 0 for no intervals")
     height = D.HEIGHT if height is None else height
     hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
     st = _per_run(_run_arrays(traces))

@@ -62,6 +62,9 @@ POLICY_FIELDS = R.POLICY_FIELDS
 FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
 MAX_CELLS = 10_000
+# name, title and description are stored in sweep.json: a few short lines, and a megabyte
+# of them must not push a legitimate manifest past its read cap (store.MANIFEST_MAX_BYTES)
+MAX_TEXT = 10_000
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,14 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     for key in doc:
         if key not in TOP_KEYS:
             raise _fail(source, f"key {key!r} is unknown; allowed: {', '.join(TOP_KEYS)}")
+    for key in ("name", "title", "description"):
+        text = doc.get(key, "")
+        if key != "name" and not isinstance(text, str):  # a name's own check follows
+            raise _fail(source, f"{key}={toml_text(text)} is invalid; allowed: a string of at "
+                        f"most {MAX_TEXT} characters")
+        if isinstance(text, str) and len(text) > MAX_TEXT:
+            raise _fail(source, f"{key} is {len(text)} characters long; allowed: at most "
+                        f"{MAX_TEXT} (it is stored in the sweep's sweep.json)")
     name = doc.get("name", Path(source).stem)
     if not isinstance(name, str) or not name or "/" in name:
         raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-empty string "
