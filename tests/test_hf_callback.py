@@ -281,6 +281,27 @@ def test_a_null_metric_or_loss_is_a_missing_reading_as_in_replay(tmp_path):
     assert not lp.decision.stop
 
 
+def test_a_metric_beyond_the_monitors_range_is_a_missing_reading_with_a_warning(tmp_path):
+    # StopMonitor refuses a finite score beyond +-1e150 (the detectors' noise fits
+    # overflow); the callback must not end a live run over it, live or read from a log
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 10
+    state.log_history = [{"eval_loss": 1.0, "step": 5}, {"eval_loss": 1e300, "step": 10}]
+    with pytest.warns(UserWarning, match=r"eval_loss = 1e\+300 at step 10 is beyond \+-1e\+150"):
+        cb.on_train_begin(args, state, control)
+    for step, value in [(15, np.float32(3e38) * np.float64(1e150)), (20, 1.1), (25, 1.2)]:
+        state.global_step = step
+        if step == 15:
+            with pytest.warns(UserWarning, match="at step 15 is beyond"):
+                cb.on_evaluate(args, state, control, metrics={"eval_loss": value})
+        else:
+            cb.on_evaluate(args, state, control, metrics={"eval_loss": value})
+    assert cb.decision.stop and cb.keep_step == 5 and cb.decision.eval_index == 3
+
+
 def test_a_run_that_never_saw_its_metric_replaces_an_earlier_runs_record(tmp_path):
     from fastsim.replay.hf import StopPolicyCallback
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import warnings
 from pathlib import Path
 
 from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
-from fastsim.replay.logs import default_higher_is_better
+from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
 from fastsim.replay.monitor import Decision, StopMonitor
 
 try:
@@ -241,6 +242,14 @@ class StopPolicyCallback(_TrainerCallback):
             return None
         # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
         score = metrics.get(self.metric)
+        if _beyond_range(score):
+            # replay refuses such a log and StopMonitor such a reading (the noise fits of
+            # margin, cusum, peak and bocpd overflow); a live run is not stopped over it
+            warnings.warn(f"{type(self).__name__}: {self.metric} = {score!r} at step {step} "
+                          f"is beyond +-{MAX_SCORE:g}, the range replay and StopMonitor take; "
+                          "taken as a missing reading (neither a decline nor a reset)",
+                          stacklevel=2)
+            score = None
         d = self.monitor.observe(self.job_id, step, math.nan if score is None else score,
                                  math.nan if loss is None else loss)
         self._observed_step = step
@@ -266,6 +275,12 @@ class StopPolicyCallback(_TrainerCallback):
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _beyond_range(score) -> bool:
+    """A finite number beyond the monitor's range (``replay.logs.MAX_SCORE``)."""
+    return isinstance(score, numbers.Real) and not isinstance(score, bool) \
+        and math.isfinite(score) and abs(score) > MAX_SCORE
 
 
 def _train_loss(log_history) -> float:
