@@ -21,7 +21,7 @@ from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER, run_workload, simulate
 from fastsim.compile_notice import compile_notice
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
-                            parse_baseline)
+                            flag_message, parse_baseline)
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
@@ -96,12 +96,34 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
 
 
 def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
-    kw = {}
+    kw, given = {}, {}
     for f in dataclasses.fields(WorkloadConfig):
         text = getattr(args, f.name, None)
         if text is not None:
             kw[f.name] = _parse_field(f.name, text, f.default)
-    return WorkloadConfig(**kw)
+            given[f.name] = text
+    try:
+        return WorkloadConfig(**kw)
+    except ConfigError as exc:  # "sigma=-1.0 is invalid; ..." -> "--sigma=-1 is invalid; ..."
+        msg = str(exc)
+        name = msg.partition("=")[0]
+        if name in given and msg.startswith(f"{name}={kw[name]!r} "):
+            msg = f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
+        raise ConfigError(msg) from None
+
+
+def _flag_spec(parse, text: str, flag: str):
+    """``parse(text)``, a parameter's error worded as the flag gave it (``flag_message``)."""
+    what = flag.lstrip("-")
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        msg = str(exc)
+        if msg.startswith(f"{what}={text!r} "):  # an unknown name: "--policy=bogus is ..."
+            raise ConfigError(f"{flag}={text}{msg[len(f'{what}={text!r}'):]}") from None
+        if not msg.startswith(what + "."):
+            raise
+        raise ConfigError(flag_message(msg, text, flag, what)) from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -190,7 +212,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)
-    cfg = SimConfig(workload, SchedulerConfig.parse(args.scheduler), PolicyConfig.parse(args.policy),
+    cfg = SimConfig(workload, _flag_spec(SchedulerConfig.parse, args.scheduler, "--scheduler"),
+                    _flag_spec(PolicyConfig.parse, args.policy, "--policy"),
                     tuple(args.metric))
     base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,

@@ -415,6 +415,18 @@ class PolicyConfig:
         return _as_dict(self)
 
 
+def flag_message(msg: str, spec: str, flag: str, what: str) -> str:
+    """A spec's parameter error (``"policy.k=0 is invalid; ..."``) as the command line
+    gave it: ``"--policy evalstop: k=0 is invalid; ..."``, the value as typed (``thresholds=3/1``,
+    not the tuple it was read as)."""
+    name, params = R.parse_spec(spec, what)
+    rest = msg[len(what) + 1:]
+    key, _, tail = rest.partition("=")
+    if key in params and " is invalid" in tail:
+        rest = f"{key}={params[key]}{tail[tail.index(' is invalid'):]}"
+    return f"{flag} {name}: {rest}"
+
+
 def parse_baseline(value: Any, field_name: str = "baseline",
                    no_baseline: str = "") -> PolicyConfig | None:
     """The policy a paired comparison is against (``fastsim run --baseline`` and a sweep
@@ -440,9 +452,9 @@ def parse_baseline(value: Any, field_name: str = "baseline",
         if no_baseline and msg.startswith(f"policy={value!r} is invalid; allowed: "):
             msg += f", or {no_baseline} for no baseline"  # an unknown name: "false", say
         if msg.startswith("policy.") and field_name.startswith("--"):
-            # a flag's value names the policy: "--baseline evalstop: k=0 is invalid; ..."
-            name = R.parse_spec(value, "policy")[0]
-            raise ConfigError(f"{field_name} {name}: {msg[len('policy.'):]}") from None
+            raise ConfigError(flag_message(msg, value, field_name, "policy")) from None
+        if msg.startswith(f"policy={value!r} ") and field_name.startswith("--"):
+            raise ConfigError(f"{field_name}={value}{msg[len(f'policy={value!r}'):]}") from None
         if msg.startswith("policy"):
             raise ConfigError(field_name + msg[len("policy"):]) from None
         raise ConfigError(f"{field_name}={value!r}: {msg}") from None

@@ -94,14 +94,25 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
                      "gold peak: an upper bound, not a policy"]
 
 
-@pytest.mark.parametrize("spec, needle", [
-    ("evalstop:k=0", "--baseline evalstop: k=0 is invalid; allowed: an integer in [1, "),
-    ("peak:z=-1", "--baseline peak: z=-1.0 is invalid; allowed: a number in [0, 100]"),
-    ("evalstop:q=1", "--baseline parameter 'q' is not a parameter of evalstop"),
-    ("nosuch", "--baseline='nosuch' is invalid; allowed: none, evalstop")])
-def test_a_bad_baseline_flag_names_the_flag_and_the_policy(capsys, tmp_path, spec, needle):
+@pytest.mark.parametrize("argv, needle", [
+    (["--baseline", "evalstop:k=0"],
+     "--baseline evalstop: k=0 is invalid; allowed: an integer in [1, "),
+    (["--baseline", "peak:z=-1"], "--baseline peak: z=-1 is invalid; allowed: a number in [0, 100]"),
+    (["--baseline", "evalstop:q=1"], "--baseline parameter 'q' is not a parameter of evalstop"),
+    (["--baseline", "nosuch"], "--baseline=nosuch is invalid; allowed: none, evalstop"),
+    # the flags a run is given, as typed: they read 'policy.k=0', 'policy='bogus'',
+    # 'scheduler.thresholds=(3.0, 1.0)' and 'sigma=-1.0', names and values no one typed
+    (["--policy", "evalstop:k=0"], "--policy evalstop: k=0 is invalid; allowed: an integer"),
+    (["--policy", "bogus"], "--policy=bogus is invalid; allowed: none, evalstop"),
+    (["--scheduler", "tiresias:thresholds=3/1"],
+     "--scheduler tiresias: thresholds=3/1 is invalid; allowed: increasing positive numbers"),
+    (["--scheduler", "nope"], "--scheduler=nope is invalid; allowed: fifo, sjf_est"),
+    (["--sigma", "-1"], "--sigma=-1 is invalid; allowed: an evaluation-noise standard deviation"),
+    (["--n-jobs", "0"], "--n-jobs=0 is invalid; allowed: an integer from 1 to"),
+    (["--mix", "0.5,0.5"], "--mix=0.5,0.5 is invalid; allowed: three non-negative fractions")])
+def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv, needle):
     """A bad parameter read '--baseline.k=0 is invalid', a field no one typed."""
     out = tmp_path / "cells.parquet"
-    assert main(["run", "--baseline", spec, "--out", str(out), "--no-progress"]) == 2
+    assert main(["run", *argv, "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists(), err
