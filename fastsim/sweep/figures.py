@@ -136,12 +136,13 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(f"{results} is not a results directory")
-    from fastsim.sweep.store import hold_sweep_dirs
+    from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
 
-    held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
+    held = hold_sweep_dirs(out)  # a sweep directory is written by its owner only
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
+    remove_temporaries_in(out, held)  # a killed drawing's, in a directory this process holds
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

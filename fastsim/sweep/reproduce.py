@@ -31,7 +31,7 @@ from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes, atomic_write_parquet,
-                                 check_output_dir, hold_sweep_dirs)
+                                 check_output_dir, hold_sweep_dirs, remove_temporaries_in)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
 FULL_CLUSTERS = 2000
@@ -311,6 +311,11 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     with dask_client(backend, address, workers, timeout) as client:
         out.mkdir(parents=True, exist_ok=True)
         held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
+        # a killed run's half-written extracts or report (the sweeps remove their own, the
+        # figures theirs)
+        for d in (out, out / "extracts", report.parent if report is not None else None):
+            if d is not None:
+                remove_temporaries_in(d, hold_sweep_dirs(d))
         stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
         t0 = time.perf_counter()
         timings, skipped = {}, 0

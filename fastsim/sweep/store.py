@@ -162,6 +162,18 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     return locks
 
 
+def remove_temporaries_in(directory: Path, held: list[DirLock]) -> None:
+    """Our half-written files (``NAME.<pid>-<random>.tmp``, never a user's ``draft.tmp``)
+    directly in ``directory``, left by a writer killed mid-write, when ``held`` (this
+    process's locks, ``hold_sweep_dirs``) covers it: no other writer is active there.
+    Outside a held sweep directory another process may be writing: nothing is removed."""
+    if not held or not Path(directory).is_dir():
+        return
+    for tmp in Path(directory).glob(f"*{TMP_SUFFIX}"):
+        if is_temporary(tmp):
+            tmp.unlink(missing_ok=True)
+
+
 def _read_regular(path: Path, limit: int | None = None) -> bytes:
     """A file's bytes; anything but a regular file is an ``OSError`` as a missing one is
     (a named pipe planted in a results directory would block the read forever), and so is
