@@ -659,3 +659,22 @@ def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_
     assert sweep(sweep_file, out) == 0  # released: the same command now runs
     assert (other / "cells" / cell.name / "chunk-0001.json").exists()
     assert (other / "sweep.lock").read_text() == ""  # and lets it go again
+
+
+def test_1_an_output_that_is_a_link_out_of_a_held_directory_is_refused(sweep_file, tmp_path):
+    """``fastsim run --out DIR/link.parquet``, the link naming a file elsewhere, renames its
+    file over the link, in DIR: it was held only where the link led, so it wrote into a
+    sweep directory another process held.  Now refused, in one line, naming the holder."""
+    out = tmp_path / "out"
+    store = SweepStore.open(out, load_sweep(sweep_file))  # this process holds the lock
+    elsewhere = tmp_path / "elsewhere.parquet"
+    elsewhere.write_text("old")
+    (out / "link.parquet").symlink_to(elsewhere)
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--n-jobs", "5", "--out", str(out / "link.parquet"), "--no-progress"],
+                       env=ENV, capture_output=True, text=True)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and f"is in use by pid {os.getpid()}" in err, err
+    assert len(err.splitlines()) == 1
+    assert (out / "link.parquet").is_symlink() and elsewhere.read_text() == "old"
+    store.close()

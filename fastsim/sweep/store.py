@@ -148,17 +148,22 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
 
     A command writing into a sweep directory owns it while it writes, as ``fastsim sweep``
     does: refused with ``DirLock``'s message, before anything is written, while another
-    process holds it.  Keep the returned locks alive until the writing is done."""
+    process holds it.  Keep the returned locks alive until the writing is done.
+
+    A target that is a symbolic link is held where it lies as well as where it leads: a
+    file is written by renaming a new one over the link (``fastsim.io.write_all``), in
+    the link's directory."""
     locks: list[DirLock] = []
     seen: set[Path] = set()
     for target in targets:
         if target is None:
             continue
-        path = Path(os.path.realpath(target))
-        for d in (path, *path.parents):
-            if d not in seen and (d / LOCK).is_file():
-                locks.append(DirLock.acquire(d))
-            seen.add(d)
+        here = Path(os.path.realpath(Path(target).parent)) / Path(target).name
+        for path in (Path(os.path.realpath(target)), here):
+            for d in (path, *path.parents):
+                if d not in seen and (d / LOCK).is_file():
+                    locks.append(DirLock.acquire(d))
+                seen.add(d)
     return locks
 
 
