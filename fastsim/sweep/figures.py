@@ -37,6 +37,9 @@ def find_sources(results: Path) -> dict[str, Path]:
                                   f"{sources[name]} and {d}; allowed: one per sweep (move the "
                                   "other out of it)")
             sources[name] = d
+    for d in sources.values():  # aggregation writes both (summary.parquet last)
+        if not (d / "jct_hist.parquet").exists():
+            raise _damaged(d / "jct_hist.parquet", "missing beside summary.parquet")
     if (results / "extracts").is_dir():
         for table in sorted((results / "extracts").glob("*.parquet")):
             _check_table(table)
