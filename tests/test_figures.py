@@ -310,3 +310,25 @@ def test_a_killed_writers_temporaries_are_removed_where_the_run_holds_the_direct
     assert elsewhere.exists()
     for p in mine:
         p.unlink()
+
+
+def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, capsys):
+    """reproduce wrote the two extracts one after the other, so a kill between them left
+    trajectory_jobs.parquet without trajectory_points.parquet, and ``fastsim figures``
+    ended in a FileNotFoundError traceback.  Now written both or none (points first), and
+    one without the other is refused in one line; an empty extracts/ draws no trajectories."""
+    import shutil
+
+    from fastsim.cli import main
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "extracts", results / "extracts")
+    (results / "extracts" / "trajectory_points.parquet").unlink()
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trajectory_points.parquet: missing beside trajectory_jobs.parquet" in err, err
+    assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+    (results / "extracts" / "trajectory_jobs.parquet").unlink()
+    assert main(["figures", str(results), "--formats", "png"]) == 0
+    assert "trajectories: skipped, no results for extracts" in capsys.readouterr().out

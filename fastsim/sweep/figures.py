@@ -18,6 +18,7 @@ from pathlib import Path
 PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
                  "jct_cdf", "trajectories")
 FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
+EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
 
 
 def find_sources(results: Path) -> dict[str, Path]:
@@ -43,7 +44,17 @@ def find_sources(results: Path) -> dict[str, Path]:
     if (results / "extracts").is_dir():
         for table in sorted((results / "extracts").glob("*.parquet")):
             _check_table(table)
-        sources["extracts"] = results / "extracts"
+        # written together by reproduce; one without the other is a run killed between them
+        have = [(results / "extracts" / t).exists() for t in EXTRACTS]
+        if any(have) and not all(have):
+            from fastsim.errors import ConfigError
+
+            raise ConfigError(f"{results / 'extracts' / EXTRACTS[have.index(False)]}: "
+                              f"missing beside {EXTRACTS[have.index(True)]}; allowed: both, "
+                              "as `fastsim reproduce` writes them (run it again: it rewrites "
+                              "them)")
+        if all(have):
+            sources["extracts"] = results / "extracts"
     return sources
 
 
