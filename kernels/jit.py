@@ -12,7 +12,9 @@ gives a fresh cache, and identical code (e.g. every Dask worker) shares one.  Th
 directory is chosen per function by a cache locator that claims only the functions
 defined in this folder; ``numba.config.CACHE_DIR``, which would move every other
 package's cache too, is left alone.  (numba has no public per-function cache directory:
-the locator list is its documented extension point, ``numba/core/caching.py``.)
+the locator list is its documented extension point, ``numba/core/caching.py``.)  The
+cache is only an optimisation: a cache file that cannot be written (a full disk) or read
+(a damaged one) is compiled anew in memory (``_cache_is_optional``).
 
 Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the ``prange`` drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
@@ -94,9 +96,49 @@ def _plain_types(dispatcher):
     return dispatcher
 
 
+def _cache_is_optional(dispatcher):
+    """The on-disk cache only saves compile time: a cache file that cannot be written
+    (disk full, file too large) or read (truncated or damaged) is a miss, compiled in
+    memory as without a cache, never a traceback ending the command.  numba raises both
+    (it forgives only Windows' spurious ``EACCES``).  Only this function's cache."""
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not hasattr(cache, "save_overload"):
+        return dispatcher
+    load, save = cache.load_overload, cache.save_overload
+
+    def forget_index():
+        # a damaged index would fail every later load and save (a save reads it first):
+        # removed, the next save writes a new one
+        index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+        if index is not None:
+            try:
+                os.unlink(index)
+            except OSError:
+                pass
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except OSError:
+            return None
+        except Exception:  # pickle's errors, EOFError: a truncated or damaged cache file
+            forget_index()
+            return None
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except OSError:
+            pass  # the compiled code is in memory; a later run compiles (and saves) again
+        except Exception:
+            forget_index()
+    cache.load_overload, cache.save_overload = load_overload, save_overload
+    return dispatcher
+
+
 def _jit(**options):
     decorate = njit(**_OPTIONS, **options)
-    return lambda fn: _plain_types(decorate(fn))
+    return lambda fn: _plain_types(_cache_is_optional(decorate(fn)))
 
 
 def _kernels_only(dispatcher):
@@ -322,7 +364,11 @@ user_driver = _jit(cache=False, parallel=PARALLEL)
 user_entry = _jit(cache=False)
 # The parts a kernel is written in (one step of the engine's scheduling point, say):
 # inlined by numba into the caller before type inference, so a hot step costs no call.
-part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)
+_part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)
+
+
+def part(fn):
+    return _cache_is_optional(_part(fn))
 
 
 @part

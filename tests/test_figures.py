@@ -276,3 +276,59 @@ def test_a_format_given_twice_is_drawn_and_counted_once(unusual_results, tmp_pat
     assert main(["figures", str(unusual_results), "--out", str(out), "--formats", "png,png"]) == 0
     n = len(list(out.glob("*.png")))
     assert n > 0 and f"{n} files written to {out}" in capsys.readouterr().out
+
+
+def test_a_killed_writers_temporaries_are_removed_where_the_run_holds_the_directory(
+        tiny_reproduction, tmp_path):
+    """kill -9 while drawing a figure or writing the extracts or report left their
+    temporaries (``NAME.<pid>-<random>.tmp``) in OUT, OUT/extracts and OUT/figures for
+    good; every later run left them there (the sweeps removed only their own).  Now a run
+    that holds the directory removes them; a user's ``draft.tmp`` stays, and so does a
+    temporary in a directory no lock covers (another process may be writing it)."""
+    from fastsim.io import _tmp_path
+
+    out, _ = tiny_reproduction
+    results = out / "results"
+    (results / "figures").mkdir(exist_ok=True)
+    ours = [_tmp_path(results / "REPRODUCTION.md"),
+            _tmp_path(results / "extracts" / "trajectory_jobs.parquet"),
+            _tmp_path(results / "figures" / "headline.png")]
+    mine = [results / "draft.tmp", results / "figures" / "draft.tmp"]
+    for p in ours + mine:
+        p.write_text("half written")
+    reproduce(results, clusters=3, chunk=3, figures_dir=None, report=None, progress=False,
+              base_overrides={"n_jobs": 40}, command="fastsim reproduce (test)")
+    assert [p.exists() for p in ours] == [False, False, True]  # figures: not drawn
+    draw_all(results, results / "figures", formats=("png",), log=lambda *a: None,
+             scripts=("k_tradeoff",))
+    assert not ours[2].exists() and all(p.exists() for p in mine)
+    elsewhere = _tmp_path(tmp_path / "figs" / "headline.png")
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("another process's")
+    draw_all(results, tmp_path / "figs", formats=("png",), log=lambda *a: None,
+             scripts=("k_tradeoff",))
+    assert elsewhere.exists()
+    for p in mine:
+        p.unlink()
+
+
+def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, capsys):
+    """reproduce wrote the two extracts one after the other, so a kill between them left
+    trajectory_jobs.parquet without trajectory_points.parquet, and ``fastsim figures``
+    ended in a FileNotFoundError traceback.  Now written both or none (points first), and
+    one without the other is refused in one line; an empty extracts/ draws no trajectories."""
+    import shutil
+
+    from fastsim.cli import main
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "extracts", results / "extracts")
+    (results / "extracts" / "trajectory_points.parquet").unlink()
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trajectory_points.parquet: missing beside trajectory_jobs.parquet" in err, err
+    assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+    (results / "extracts" / "trajectory_jobs.parquet").unlink()
+    assert main(["figures", str(results), "--formats", "png"]) == 0
+    assert "trajectories: skipped, no results for extracts" in capsys.readouterr().out

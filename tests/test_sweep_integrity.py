@@ -658,3 +658,57 @@ def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_
     assert sweep(sweep_file, out) == 0  # released: the same command now runs
     assert (other / "cells" / cell.name / "chunk-0001.json").exists()
     assert (other / "sweep.lock").read_text() == ""  # and lets it go again
+
+
+def test_1_an_output_that_is_a_link_out_of_a_held_directory_is_refused(sweep_file, tmp_path):
+    """``fastsim run --out DIR/link.parquet``, the link naming a file elsewhere, renames its
+    file over the link, in DIR: it was held only where the link led, so it wrote into a
+    sweep directory another process held.  Now refused, in one line, naming the holder."""
+    out = tmp_path / "out"
+    store = SweepStore.open(out, load_sweep(sweep_file))  # this process holds the lock
+    elsewhere = tmp_path / "elsewhere.parquet"
+    elsewhere.write_text("old")
+    (out / "link.parquet").symlink_to(elsewhere)
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--n-jobs", "5", "--out", str(out / "link.parquet"), "--no-progress"],
+                       env=ENV, capture_output=True, text=True)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and f"is in use by pid {os.getpid()}" in err, err
+    assert len(err.splitlines()) == 1
+    assert (out / "link.parquet").is_symlink() and elsewhere.read_text() == "old"
+    store.close()
+
+
+def test_6_a_summary_appears_only_beside_the_tables_it_goes_with(sweep_file, tmp_path,
+                                                                 capsys, monkeypatch):
+    """kill -9 between the renames of an aggregation left summary.parquet beside no
+    jct_hist.parquet (renamed after it), and ``fastsim figures`` then failed with a
+    traceback (FileNotFoundError).  The summary is now renamed last, and a summary without
+    its histogram is refused in one line."""
+    import fastsim.io
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    for name in DERIVED:
+        (out / name).unlink()
+    real, renamed = os.replace, []
+
+    def replace_then_die(src, dst):  # the process ends after the first rename
+        if renamed:
+            raise KeyboardInterrupt
+        real(src, dst)
+        renamed.append(Path(dst).name)
+    monkeypatch.setattr(fastsim.io.os, "replace", replace_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        aggregate(SweepStore.open(out, load_sweep(sweep_file)))
+    monkeypatch.undo()
+    assert renamed == ["cells.parquet"] and not (out / "summary.parquet").exists()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 0  # nothing to draw
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    (out / "jct_hist.parquet").unlink()  # as a kill between the renames left it before
+    capsys.readouterr()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "jct_hist.parquet: damaged (missing beside summary.parquet)" in err, err
+    assert len(err.splitlines()) == 1

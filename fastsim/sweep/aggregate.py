@@ -155,10 +155,13 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     text = (_header(store.grid) + "\n\n".join(texts) + "\n").encode()
     # each table names its grid, so a table beside another sweep's manifest is refused
     tag = {GRID_KEY: store.grid.hash}
-    write_all([(out["cells"], table_writer(cells, out["cells"], tag)),  # all four or none
-               (out["summary"], table_writer(summary, out["summary"], tag)),
+    # all four or none; renamed in this order, so summary.parquet, which figures and
+    # reproduce know a sweep's results by, is there only once the other three are (a
+    # kill -9 between renames left a summary beside no jct_hist.parquet: a traceback)
+    write_all([(out["cells"], table_writer(cells, out["cells"], tag)),
                (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
-               (out["text"], bytes_writer(text))])
+               (out["text"], bytes_writer(text)),
+               (out["summary"], table_writer(summary, out["summary"], tag))])
     return out
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
                  "jct_cdf", "trajectories")
 FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
+EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
 
 
 def find_sources(results: Path) -> dict[str, Path]:
@@ -37,10 +38,23 @@ def find_sources(results: Path) -> dict[str, Path]:
                                   f"{sources[name]} and {d}; allowed: one per sweep (move the "
                                   "other out of it)")
             sources[name] = d
+    for d in sources.values():  # aggregation writes both (summary.parquet last)
+        if not (d / "jct_hist.parquet").exists():
+            raise _damaged(d / "jct_hist.parquet", "missing beside summary.parquet")
     if (results / "extracts").is_dir():
         for table in sorted((results / "extracts").glob("*.parquet")):
             _check_table(table)
-        sources["extracts"] = results / "extracts"
+        # written together by reproduce; one without the other is a run killed between them
+        have = [(results / "extracts" / t).exists() for t in EXTRACTS]
+        if any(have) and not all(have):
+            from fastsim.errors import ConfigError
+
+            raise ConfigError(f"{results / 'extracts' / EXTRACTS[have.index(False)]}: "
+                              f"missing beside {EXTRACTS[have.index(True)]}; allowed: both, "
+                              "as `fastsim reproduce` writes them (run it again: it rewrites "
+                              "them)")
+        if all(have):
+            sources["extracts"] = results / "extracts"
     return sources
 
 
@@ -136,12 +150,13 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(f"{results} is not a results directory")
-    from fastsim.sweep.store import hold_sweep_dirs
+    from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
 
-    held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
+    held = hold_sweep_dirs(out)  # a sweep directory is written by its owner only
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
+    remove_temporaries_in(out, held)  # a killed drawing's, in a directory this process holds
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

@@ -22,6 +22,7 @@ import polars as pl
 import fastsim
 
 from fastsim.errors import ConfigError
+from fastsim.io import table_writer, write_all
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
@@ -30,8 +31,8 @@ from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
-from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes, atomic_write_parquet,
-                                 check_output_dir, hold_sweep_dirs)
+from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes,
+                                 check_output_dir, hold_sweep_dirs, remove_temporaries_in)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
 FULL_CLUSTERS = 2000
@@ -251,8 +252,10 @@ def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None =
     d.mkdir(parents=True, exist_ok=True)
     cfg = build_config({**(base_overrides or {}), "scheduler": "srtf_est", "policy": "evalstop:k=2"})
     jobs, points = trajectories(cfg, seed=seed)
-    atomic_write_parquet(jobs, d / "trajectory_jobs.parquet")
-    atomic_write_parquet(points, d / "trajectory_points.parquet")
+    # both or none; figures refuse one without the other (a kill between the renames)
+    write_all([(d / name, table_writer(df, d / name))
+               for name, df in (("trajectory_points.parquet", points),
+                                ("trajectory_jobs.parquet", jobs))])
 
 
 def _git_commit() -> str:
@@ -311,6 +314,11 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     with dask_client(backend, address, workers, timeout) as client:
         out.mkdir(parents=True, exist_ok=True)
         held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
+        # a killed run's half-written extracts or report (the sweeps remove their own, the
+        # figures theirs)
+        for d in (out, out / "extracts", report.parent if report is not None else None):
+            if d is not None:
+                remove_temporaries_in(d, hold_sweep_dirs(d))
         stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
         t0 = time.perf_counter()
         timings, skipped = {}, 0

@@ -148,18 +148,35 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
 
     A command writing into a sweep directory owns it while it writes, as ``fastsim sweep``
     does: refused with ``DirLock``'s message, before anything is written, while another
-    process holds it.  Keep the returned locks alive until the writing is done."""
+    process holds it.  Keep the returned locks alive until the writing is done.
+
+    A target that is a symbolic link is held where it lies as well as where it leads: a
+    file is written by renaming a new one over the link (``fastsim.io.write_all``), in
+    the link's directory."""
     locks: list[DirLock] = []
     seen: set[Path] = set()
     for target in targets:
         if target is None:
             continue
-        path = Path(os.path.realpath(target))
-        for d in (path, *path.parents):
-            if d not in seen and (d / LOCK).is_file():
-                locks.append(DirLock.acquire(d))
-            seen.add(d)
+        here = Path(os.path.realpath(Path(target).parent)) / Path(target).name
+        for path in (Path(os.path.realpath(target)), here):
+            for d in (path, *path.parents):
+                if d not in seen and (d / LOCK).is_file():
+                    locks.append(DirLock.acquire(d))
+                seen.add(d)
     return locks
+
+
+def remove_temporaries_in(directory: Path, held: list[DirLock]) -> None:
+    """Our half-written files (``NAME.<pid>-<random>.tmp``, never a user's ``draft.tmp``)
+    directly in ``directory``, left by a writer killed mid-write, when ``held`` (this
+    process's locks, ``hold_sweep_dirs``) covers it: no other writer is active there.
+    Outside a held sweep directory another process may be writing: nothing is removed."""
+    if not held or not Path(directory).is_dir():
+        return
+    for tmp in Path(directory).glob(f"*{TMP_SUFFIX}"):
+        if is_temporary(tmp):
+            tmp.unlink(missing_ok=True)
 
 
 def _read_regular(path: Path, limit: int | None = None) -> bytes:

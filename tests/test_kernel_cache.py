@@ -1,0 +1,62 @@
+"""numba's on-disk cache of the kernels is an optimisation: a full disk while it is
+written, or a truncated or damaged cache file, compiles in memory and gives the same
+results, never a traceback ending the command (``kernels/jit.py``, ``_cache_is_optional``)."""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+
+KERNEL = """
+from fastsim.kernels.jit import entry
+
+
+@entry
+def add_nb(a, b):
+    return a + b
+
+
+print(add_nb(1, 2))
+"""
+
+
+def run_kernel(tmp_path, max_file_bytes=None):
+    script = tmp_path / "cached_kernel.py"
+    script.write_text(KERNEL)
+
+    def limit():  # a disk that takes no byte more (EFBIG, as a full disk's ENOSPC)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, preexec_fn=limit if max_file_bytes is not None else None,
+                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def cache_files(tmp_path, suffix):
+    return sorted((tmp_path / "cache").rglob(f"*{suffix}"))
+
+
+def test_a_cache_that_cannot_be_written_is_compiled_in_memory(tmp_path):
+    # before: OSError: [Errno 27] File too large from numba's cache save, a traceback
+    r = run_kernel(tmp_path, max_file_bytes=0)
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+    assert "Traceback" not in r.stderr
+    assert not [p for p in cache_files(tmp_path, "") if p.is_file() and p.stat().st_size]
+    r = run_kernel(tmp_path)  # room again: cached as usual
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+    assert cache_files(tmp_path, ".nbi") and cache_files(tmp_path, ".nbc")
+
+
+def test_a_damaged_cache_file_is_a_miss_and_is_rewritten(tmp_path):
+    r = run_kernel(tmp_path)
+    assert r.returncode == 0, r.stderr
+    indexes = cache_files(tmp_path, ".nbi")
+    assert indexes
+    for p in indexes:  # truncated, as by a copy or a sync tool cut short
+        p.write_bytes(p.read_bytes()[:20])
+    # before: _pickle.UnpicklingError: pickle data was truncated, a traceback, every run
+    r = run_kernel(tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+    assert "Traceback" not in r.stderr
+    assert all(p.stat().st_size > 20 for p in cache_files(tmp_path, ".nbi"))
