@@ -309,7 +309,8 @@ class StopMonitor:
         and refuse a call without it, as replay refuses a log without a ``loss`` column;
         NaN is a missing reading).
         Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
-        a number (or is finite beyond +-1e150, as replay refuses it), or (while the job runs) ``step`` is not after the job's previous step.
+        a number (or is finite beyond +-1e150, as replay refuses it), or (while the job
+        runs) ``step`` is not after the job's previous step.
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
