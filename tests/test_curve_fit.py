@@ -209,3 +209,14 @@ def test_no_resamples_is_no_interval_and_a_numpy_count_is_a_count():
     f = fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=0)
     assert f["lo"].is_nan().all() and f["hi"].is_nan().all()
     assert fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=np.int64(200))["lo"].is_not_nan().any()
+
+
+@pytest.mark.parametrize("boot, header", [("0", "(no intervals: --boot 0):"),
+                                          ("200", "(95% intervals: 200 resamples of the runs):")])
+def test_the_header_says_whether_there_are_intervals(tmp_path, capsys, boot, header):
+    # --boot 0 printed "95% intervals: 0 resamples of the runs" above rows of no interval
+    path = tmp_path / "t.parquet"
+    synthetic_traces(n_runs=4).write_parquet(path)
+    assert main(["traces", "fit-curves", str(path), "--boot", boot]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert next(x for x in out if x.startswith("curve knobs fitted to")).endswith(header), out

@@ -414,7 +414,9 @@ def _cmd_fit(args) -> int:
     check_fit_values(traces, args.traces)
     res = fit_curve_knobs(traces, n_boot=args.boot, seed=args.seed)
     print(origin)
-    print(f"curve knobs fitted to {args.traces} (95% intervals: {args.boot} resamples of the runs):")
+    print(f"curve knobs fitted to {args.traces} ("
+          + (f"95% intervals: {args.boot} resamples of the runs" if args.boot else "no intervals: "
+             "--boot 0") + "):")
     for r in res.iter_rows(named=True):
         ci = ("(no run of the kind it is fitted to)" if r["n_runs"] == 0 else
               "(no interval)" if r["lo"] != r["lo"] else
