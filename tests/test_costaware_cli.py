@@ -73,7 +73,7 @@ def test_bad_sweep_file(tmp_path):
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
-     "batch=1000000000000 must be an integer from 1 to prompts x group = 128"),
+     "batch=1000000000000 must be an integer from 1 to prompts*group = 128"),
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
     """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars
@@ -159,5 +159,5 @@ def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     assert main(["costaware", "grpo", "--seeds", "2", "--n-steps", "2", "--eval-every", "1",
                  "--batch", "100000000"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "batch=100000000 must be an integer from 1 to prompts x group = 128" in err
+    assert "batch=100000000 must be an integer from 1 to prompts*group = 128" in err
     assert len(err.splitlines()) == 1, err

@@ -190,7 +190,7 @@ def test_data_parallel_processes_draw_independently():
     (lambda: cost_aware_batch([[1, 0], [0, 1]], [[1, 2], [3, 4]], 5), "batch_size=5 must be"),
     # the toy experiment's kernel allocated and drew `batch` per step in every seed
     (lambda: GRPOConfig(batch=10**12), r"batch=1000000000000 must be an integer from 1 to "
-                                       r"prompts x group = 128"),
+                                       r"prompts\*group = 128"),
     (lambda: GRPOConfig(prompts=2, group=4, batch=9), "batch=9 must be"),
 ])
 def test_more_draws_than_responses_are_refused_before_any_allocation(call, message):

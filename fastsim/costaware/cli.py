@@ -64,7 +64,7 @@ FIELD_HELP = {
     "cost_aware_step_factor": "cost-aware arm's steps over the uniform arm's, 1 to 100",
     "prompts": "prompts per step, >= 1 (prompts*group at most 10,000,000)",
     "group": "responses sampled per prompt (the GRPO group), 2 to 4096",
-    "batch": "mini-batch of responses per gradient step, 1 to prompts x group",
+    "batch": "mini-batch of responses per gradient step, 1 to prompts*group",
     "lr": "learning rate, > 0",
     "floor": "floor added to response costs, tokens, >= 0",
     "eval_every": "steps between held-out evaluations, 1 to n_steps",

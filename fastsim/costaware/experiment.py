@@ -100,8 +100,8 @@ class GRPOConfig:
         # seed's kernel and drew them each step)
         if isinstance(self.batch, bool) or not isinstance(self.batch, (int, np.integer)) \
                 or not 1 <= self.batch <= self.prompts * self.group:
-            raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts x "
-                              f"group = {self.prompts * self.group} (the responses of a step)")
+            raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts*group "
+                              f"= {self.prompts * self.group} (the responses of a step)")
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)
         check_lam(self.lam)
         _real("floor", self.floor, 0.0)
