@@ -302,6 +302,18 @@ def test_a_metric_beyond_the_monitors_range_is_a_missing_reading_with_a_warning(
     assert cb.decision.stop and cb.keep_step == 5 and cb.decision.eval_index == 3
 
 
+def test_numpy_bools_are_bools_and_strings_are_not():
+    # np.bool_ was refused ('allowed: True or False'), as read_logs and StopMonitor take it
+    from fastsim.errors import ConfigError
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", greater_is_better=np.bool_(False),
+                            protect_checkpoint=np.bool_(True))
+    assert cb._sense_arg is False and cb.protect_checkpoint is True
+    with pytest.raises(ConfigError, match="greater_is_better = 'no': allowed: True or False"):
+        StopPolicyCallback("evalstop:k=2", greater_is_better="no")
+
+
 def test_a_run_that_never_saw_its_metric_replaces_an_earlier_runs_record(tmp_path):
     from fastsim.replay.hf import StopPolicyCallback
 
