@@ -118,12 +118,10 @@ def _flag_spec(parse, text: str, flag: str):
     try:
         return parse(text)
     except ConfigError as exc:
-        msg = str(exc)
-        if msg.startswith(f"{what}={text!r} "):  # an unknown name: "--policy=bogus is ..."
-            raise ConfigError(f"{flag}={text}{msg[len(f'{what}={text!r}'):]}") from None
-        if not msg.startswith(what + "."):
+        flagged = flag_message(str(exc), text, flag, what)
+        if flagged is None:
             raise
-        raise ConfigError(flag_message(msg, text, flag, what)) from None
+        raise ConfigError(flagged) from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -50,6 +50,12 @@ def plain(v: Any) -> Any:
     numpy validate, hash into cell ids and serialise as the numbers they are."""
     if isinstance(v, (list, tuple)):
         return tuple(plain(x) for x in v)
+    return plain_scalar(v)
+
+
+def plain_scalar(v: Any) -> Any:
+    """A numpy scalar as Python's (``np.bool_`` -> bool, ``np.int64`` -> int, ``np.float32``
+    -> float); anything else as it is, for the check that follows to name."""
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, np.integer):
@@ -415,10 +421,15 @@ class PolicyConfig:
         return _as_dict(self)
 
 
-def flag_message(msg: str, spec: str, flag: str, what: str) -> str:
-    """A spec's parameter error (``"policy.k=0 is invalid; ..."``) as the command line
-    gave it: ``"--policy evalstop: k=0 is invalid; ..."``, the value as typed (``thresholds=3/1``,
-    not the tuple it was read as)."""
+def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
+    """A spec's error as the command line gave it, or None if it names neither the spec
+    nor a parameter: ``"policy='bogus' is invalid; ..."`` -> ``"--policy=bogus is invalid;
+    ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
+    the value as typed (``thresholds=3/1``, not the tuple it was read as)."""
+    if msg.startswith(f"{what}={spec!r} "):  # an unknown name
+        return f"{flag}={spec}{msg[len(f'{what}={spec!r}'):]}"
+    if not msg.startswith(what + "."):
+        return None
     name, params = R.parse_spec(spec, what)
     rest = msg[len(what) + 1:]
     key, _, tail = rest.partition("=")
@@ -451,10 +462,9 @@ def parse_baseline(value: Any, field_name: str = "baseline",
         msg = str(exc)
         if no_baseline and msg.startswith(f"policy={value!r} is invalid; allowed: "):
             msg += f", or {no_baseline} for no baseline"  # an unknown name: "false", say
-        if msg.startswith("policy.") and field_name.startswith("--"):
-            raise ConfigError(flag_message(msg, value, field_name, "policy")) from None
-        if msg.startswith(f"policy={value!r} ") and field_name.startswith("--"):
-            raise ConfigError(f"{field_name}={value}{msg[len(f'policy={value!r}'):]}") from None
+        flagged = flag_message(msg, value, field_name, "policy")
+        if flagged is not None and field_name.startswith("--"):
+            raise ConfigError(flagged) from None
         if msg.startswith("policy"):
             raise ConfigError(field_name + msg[len("policy"):]) from None
         raise ConfigError(f"{field_name}={value!r}: {msg}") from None

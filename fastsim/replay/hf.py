@@ -38,9 +38,7 @@ import numbers
 import warnings
 from pathlib import Path
 
-import numpy as np
-
-from fastsim.config import PolicyConfig
+from fastsim.config import PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
@@ -87,8 +85,7 @@ class StopPolicyCallback(_TrainerCallback):
         name = type(self).__name__
         # numpy's bool is a bool (np.bool_(True)), as read_logs and StopMonitor take it
         greater_is_better, higher_is_better, protect_checkpoint = (
-            bool(v) if isinstance(v, np.bool_) else v
-            for v in (greater_is_better, higher_is_better, protect_checkpoint))
+            plain_scalar(v) for v in (greater_is_better, higher_is_better, protect_checkpoint))
         # each setting under one of its two names: given under both, one would be dropped
         for new_name, new_value, old_name, old_value in (
                 ("policy", policy if policy != "evalstop:k=2" else None, "k", k),

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fastsim.config import plain_scalar
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.io import decode_utf8, file_kind
 from fastsim.kernels.codes import JOB_TYPE_LABELS
@@ -635,8 +636,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     >>> read_logs([p]).table["score"].to_list()
     [0.5, 0.3]
     """
-    if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
-        higher_is_better = bool(higher_is_better)
+    higher_is_better = plain_scalar(higher_is_better)  # numpy's bool is a bool: np.bool_(True)
     paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
     resolved = [resolve_path(Path(p)) for p in paths]
     datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fastsim import registry as R
-from fastsim.config import MAX_EVALS, PolicyConfig
+from fastsim.config import MAX_EVALS, PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
@@ -241,8 +241,8 @@ class StopMonitor:
                               "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         d = p.decl
-        if isinstance(threshold, (np.integer, np.floating)):  # np.float32(0.1) is a number
-            threshold = threshold.item()
+        # numpy's numbers and bools are numbers and bools: np.float32(0.1), np.bool_(True)
+        threshold, higher_is_better = plain_scalar(threshold), plain_scalar(higher_is_better)
         if R.is_number(threshold) and threshold > 0:
             p = with_threshold(p, float(threshold))
             threshold = 0.0 if d.name == "patience" else threshold
@@ -250,8 +250,6 @@ class StopMonitor:
             live = [x.name for x in _streaming()]
             raise ConfigError(f"policy {p.label} has no streaming form; allowed: {', '.join(live)} "
                               "or a user policy")
-        if isinstance(higher_is_better, np.bool_):  # numpy's bool is a bool: np.bool_(True)
-            higher_is_better = bool(higher_is_better)
         if not isinstance(higher_is_better, bool):
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import registry as R
-from fastsim.config import PolicyConfig
+from fastsim.config import PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError, readonly, user_code
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
@@ -305,8 +305,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     """
     from tqdm.auto import tqdm
 
-    if isinstance(gpus, (np.integer, np.floating)):  # numpy's count is a count: np.int64(8)
-        gpus = gpus.item()
+    gpus = plain_scalar(gpus)  # numpy's count is a count: np.int64(8)
     if gpus is not None and not (R.is_number(gpus) and gpus > 0):
         raise ConfigError(f"gpus={gpus!r} is invalid; allowed: a positive finite GPU count")
     # a policy given twice (or as two specs of one policy) is replayed once: its rows
