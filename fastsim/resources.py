@@ -1,5 +1,5 @@
 """Files that ship inside the package: the sweep definitions, the figure scripts and an
-example evaluation log.
+example evaluation log; and a SHA-256 of the package's own source.
 
 In the repository they live at the top (``sweeps/``, ``figures/``); ``pyproject.toml``
 maps them into the package as ``fastsim.sweeps`` and ``fastsim.figures``, so an editable
@@ -7,10 +7,16 @@ install and a wheel find them the same way, and nothing reaches into a checkout.
 """
 from __future__ import annotations
 
+import hashlib
+from functools import lru_cache
 from importlib.resources import files
+from importlib.util import find_spec
 from pathlib import Path
 
 SHIPPED = ("sweeps", "figures")
+# The subpackages pyproject.toml maps from the repository's top (package-dir): in a wheel
+# they are folders of fastsim/, in an editable install they are not.
+MAPPED = ("kernels", "figures", "sweeps")
 
 
 def shipped(kind: str, name: str | None = None) -> Path:
@@ -74,3 +80,24 @@ def example_log() -> Path:
     'job_id,step,score,loss,proxy_reward,job_type,gpus,time'
     """
     return Path(str(files("fastsim.replay"))) / "example_evals.csv"
+
+
+@lru_cache(maxsize=None)
+def package_sha256() -> str:
+    """SHA-256 of fastsim's own source: every ``.py`` file of the package, by its path
+    inside the package and its bytes, in path order; so the same in a wheel and in an
+    editable install of the same commit, whose version (``__version__``) stays the same
+    from commit to commit.  A sweep records it beside the version (``Grid.code``).  Read
+    once per process (a few milliseconds): the code a process runs is what it imported."""
+    sources: dict[str, Path] = {}
+    for sub in ("", *MAPPED):
+        spec = find_spec("fastsim" + (f".{sub}" if sub else ""))  # imports fastsim only
+        for folder in map(Path, spec.submodule_search_locations):
+            for path in folder.rglob("*.py"):
+                if "__pycache__" not in path.parts:  # in a wheel a mapped file comes twice
+                    sources[Path(sub, path.relative_to(folder)).as_posix()] = path
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        data = sources[name].read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()

@@ -1,12 +1,14 @@
 """A sweep directory records the code its chunks were computed by (``Grid.code``: fastsim's
-version and the source of each user function its cells name), which the grid hash does
-not cover: resuming with other code is refused, in one line and before anything is run or
+version and source, and the source of each user function its cells name), which the grid
+hash does not cover: resuming with other code is refused, in one line and before anything is run or
 written, instead of pooling chunks of two versions of a function into one interval.  A
 directory written before the code was recorded still resumes, and says so."""
 from __future__ import annotations
 
 import importlib
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +18,8 @@ import fastsim
 import fastsim.metrics
 from fastsim.cli import main
 from fastsim.registry import _source_hash
+from fastsim.resources import MAPPED, package_sha256
+from fastsim.sweep import grid as grid_module
 from fastsim.sweep.grid import load_sweep
 
 METRIC_SRC = '''
@@ -48,6 +52,8 @@ def at_eval(scores, losses, attained_h, t_est_h):
 EDITS = {"code_metric": ("SCALE = 20.0", "SCALE = 10.5"),
          "code_policy": ("return 3 if scores.shape[0] >= 3", "return 4 if scores.shape[0] >= 4")}
 SOURCES = {"code_metric": METRIC_SRC, "code_policy": POLICY_SRC}
+# fastsim's own source at another commit of a development checkout (same version)
+OTHER_FASTSIM = "0" * 64
 
 
 def sweep_text(module: str | None) -> str:
@@ -75,6 +81,18 @@ def user_module(tmp_path, monkeypatch):
     yield write
     for module in SOURCES:
         sys.modules.pop(module, None)
+
+
+def set_code(module: str, monkeypatch, user_module, edited: bool) -> None:
+    """The code of ``module`` (a user module, or ``"fastsim"`` itself) as first run, or as
+    edited since: fastsim's is another commit's source first (an edit of the checkout
+    cannot be undone here), then this one's."""
+    if module == "fastsim":
+        monkeypatch.setattr(grid_module, "package_sha256",
+                            package_sha256 if edited else lambda: OTHER_FASTSIM)
+    else:
+        user_module(module, SOURCES[module].replace(*EDITS[module]) if edited
+                    else SOURCES[module])
 
 
 def sweep(path, out, *extra):
@@ -114,27 +132,32 @@ def interrupted(path, out, chunks: int):
     return grid
 
 
-@pytest.mark.parametrize("module", ["code_metric", "code_policy"])
+@pytest.mark.parametrize("module", ["code_metric", "code_policy", "fastsim"])
 def test_an_edited_user_function_is_refused_then_the_restored_one_resumes(
-        user_module, tmp_path, capsys, module):
+        user_module, tmp_path, capsys, monkeypatch, module):
     """A metric's source is in no cell's config, so its edit left the grid hash as it was
     and the resume pooled chunks of both versions; a policy's edit changed its cells' hash
-    and was refused as "a different grid" without naming the edit.  Both now name it."""
+    and was refused as "a different grid" without naming the edit.  Both now name it.  So
+    does an edit of fastsim's own code (a kernel, a metric) under one version, as in a
+    development checkout from commit to commit, which resumed and pooled silently."""
     path = tmp_path / "s.toml"
-    path.write_text(sweep_text(module))
+    path.write_text(sweep_text(module if module in SOURCES else None))
     out = tmp_path / "out"
-    user_module(module, SOURCES[module])
+    set_code(module, monkeypatch, user_module, edited=False)
     grid = interrupted(path, out, 2)
     before = files(out)
-    old, new = EDITS[module]
-    user_module(module, SOURCES[module].replace(old, new))
+    set_code(module, monkeypatch, user_module, edited=True)
     capsys.readouterr()
     assert sweep(path, out) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    ref = f"{module}:{'hacking_share' if module == 'code_metric' else 'at_eval'}"
+    ref = {"code_metric": "code_metric:hacking_share", "code_policy": "code_policy:at_eval",
+           "fastsim": "fastsim's own source"}[module]
+    said = (f"{ref} has been edited since they were computed " + (
+        f"(version {fastsim.__version__} both: a development checkout at another commit"
+        if module == "fastsim" else f"(module {module}"))
     assert f"{out}/sweep.json: the results in {out} are of other code than this run's: " \
-           f"{ref} has been edited since they were computed (module {module}" in err, err
+           f"{said}" in err, err
     assert err.endswith("restore the code they were computed by, or use a new --out directory")
     assert files(out) == before  # nothing run, nothing written
     # deleted manifest: the chunk records name the code, and are asked instead (a
@@ -143,14 +166,41 @@ def test_an_edited_user_function_is_refused_then_the_restored_one_resumes(
     assert sweep(path, out) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and not (out / "sweep.json").exists(), err
-    assert f"is a chunk record of other code than this run's: {ref} has been edited" in err
+    assert f"is a chunk record of other code than this run's: {said}" in err, err
     # the code as it was: the directory resumes (the manifest rebuilt from the records)
-    user_module(module, SOURCES[module])
+    set_code(module, monkeypatch, user_module, edited=False)
     assert sweep(path, out) == 0
     err = capsys.readouterr().err
     total = len(grid.cells) * grid.n_chunks
     assert f"resumed: 2 of {total} chunks were already done (verified)" in err, err
     assert json.loads((out / "sweep.json").read_text())["code"] == grid.code
+
+
+def test_fastsim_source_is_every_py_file_by_its_path_in_the_package(tmp_path):
+    """The hash a wheel install gives (kernels/, figures/ and sweeps/ inside fastsim/) is
+    the editable checkout's (they map from the repository's top there); a byte of a kernel
+    changes it, the compiled files Python writes beside the source do not."""
+    wheel = tmp_path / "fastsim"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(fastsim.__file__).parent, wheel, ignore=ignore)
+    for sub in MAPPED:
+        shutil.copytree(Path(importlib.import_module(f"fastsim.{sub}").__file__).parent,
+                        wheel / sub, ignore=ignore)
+
+    def sha() -> str:  # a new process: the hash is read once per process
+        code = "import fastsim.resources as r; print(r.__file__, r.package_sha256())"
+        where, digest = subprocess.run(
+            [sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)}, cwd=tmp_path,
+            capture_output=True, text=True, check=True).stdout.split()
+        assert where == str(wheel / "resources.py")
+        return digest
+
+    assert sha() == package_sha256()
+    assert list(wheel.glob("__pycache__/*.pyc"))  # written by that process: not source
+    assert sha() == package_sha256()
+    engine = wheel / "kernels" / "engine.py"
+    engine.write_text(engine.read_text() + "\n")
+    assert sha() != package_sha256()
 
 
 def test_another_fastsim_version_is_refused_on_every_backend(tmp_path, capsys, monkeypatch):
@@ -159,7 +209,7 @@ def test_another_fastsim_version_is_refused_on_every_backend(tmp_path, capsys, m
     out = tmp_path / "out"
     monkeypatch.setattr(fastsim, "__version__", "0.0.9")
     grid = interrupted(path, out, 1)
-    assert grid.code == {"fastsim": "0.0.9", "user": {}}
+    assert grid.code == {"fastsim": "0.0.9", "fastsim_sha256": package_sha256(), "user": {}}
     monkeypatch.undo()
     before = files(out)
     capsys.readouterr()
@@ -173,43 +223,62 @@ def test_another_fastsim_version_is_refused_on_every_backend(tmp_path, capsys, m
         assert files(out) == before
 
 
+def without_source(doc: dict) -> dict:
+    """A manifest or record as written before fastsim's source was recorded (format 3)."""
+    return {**doc, "code": {k: v for k, v in doc["code"].items() if k != "fastsim_sha256"}}
+
+
+@pytest.mark.parametrize("older", ["code", "fastsim_sha256"])
 def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, tmp_path,
-                                                                 capsys):
-    """A manifest of format 2 and records without ``code``: kept as this code's (one
-    line says so), the manifest then records this code, so a later edit is refused."""
+                                                                 capsys, monkeypatch, older):
+    """A manifest of format 2 and records without ``code``, or of format 3 without
+    fastsim's source: kept as this code's (one line says so), the manifest then records
+    this code, so a later edit is refused."""
     path, out, grid = metric_sweep(tmp_path, user_module, 3)
     manifest = out / "sweep.json"
-    edit_json(manifest, lambda m: {**m, "code": None, "format": 2})
+    strip = {"code": lambda doc: {**doc, "code": None}, "fastsim_sha256": without_source}[older]
+    edit_json(manifest, lambda m: {**strip(m), "format": 2 if older == "code" else 3})
     for rec in out.glob("cells/*/chunk-*.json"):
-        edit_json(rec, lambda r: {**r, "code": None})
+        edit_json(rec, strip)
     capsys.readouterr()
     assert sweep(path, out) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0] == (f"{manifest} does not record the code its chunks were computed by "
-                      "(written before sweeps did), so they are kept as this code's, "
-                      f"unchecked; it records this code (fastsim {fastsim.__version__} and "
-                      "its user functions' sources) from now on"), err
+    assert err[0] == {
+        "code": f"{manifest} does not record the code its chunks were computed by (written "
+                "before sweeps did), so they are kept as this code's, unchecked; it records "
+                f"this code (fastsim {fastsim.__version__} and its user functions' sources) "
+                "from now on",
+        "fastsim_sha256": f"{manifest} does not record fastsim's source its chunks were "
+                          f"computed by, only its version ({fastsim.__version__}, this one's; "
+                          "written before sweeps did), so they are kept as this source's, "
+                          "unchecked; it records this source from now on"}[older], err
     total = len(grid.cells) * grid.n_chunks
     assert err[1] == f"resumed: 3 of {total} chunks were already done (verified)"
     assert json.loads(manifest.read_text())["code"] == grid.code
     assert sweep(path, out) == 0  # said once: the manifest records the code now
-    assert "does not record the code" not in capsys.readouterr().err
-    user_module("code_metric", METRIC_SRC.replace(*EDITS["code_metric"]))
+    assert "does not record" not in capsys.readouterr().err
+    # an edit since: the metric's, or fastsim's (its source hashes as another commit's)
+    module = "code_metric" if older == "code" else "fastsim"
+    set_code(module, monkeypatch, user_module, edited=module != "fastsim")
     assert sweep(path, out) == 2
-    assert "code_metric:hacking_share has been edited" in capsys.readouterr().err
+    edited = "code_metric:hacking_share" if older == "code" else "fastsim's own source"
+    assert f"{edited} has been edited" in capsys.readouterr().err
 
 
 def test_a_rebuilt_manifest_keeps_older_records_and_says_so(user_module, tmp_path, capsys):
-    path, out, _ = metric_sweep(tmp_path, user_module, 2)
+    path, out, _ = metric_sweep(tmp_path, user_module, 3)
     (out / "sweep.json").unlink()
-    older = sorted(out.glob("cells/*/chunk-*.json"))[0]
+    older, sourceless = sorted(out.glob("cells/*/chunk-*.json"))[:2]
     edit_json(older, lambda r: {**r, "code": None})
+    edit_json(sourceless, without_source)
     capsys.readouterr()
     assert sweep(path, out) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert "rebuilt it: 2 chunk records in" in err[0] and "none another grid or other code" \
-        in err[0] and "1 of them do not record the code" in err[0], err
-    assert "resumed: 2 of" in err[1]
+    assert "rebuilt it: 3 chunk records in" in err[0] and "none another grid or other code" \
+        in err[0] and "1 of them do not record the code" in err[0] and "; 1 of them record " \
+        "fastsim's version but not its source (written before records did) and are kept as " \
+        "this source's, unchecked" in err[0], err
+    assert "resumed: 3 of" in err[1]
 
 
 def test_a_manifest_whose_code_is_damaged_is_rebuilt_from_the_records(user_module, tmp_path,

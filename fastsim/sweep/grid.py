@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import fastsim
 from fastsim import defaults as D
@@ -54,6 +54,7 @@ from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadCo
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
+from fastsim.resources import package_sha256
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
@@ -129,20 +130,29 @@ class Grid:
     @cached_property
     def code(self) -> dict[str, Any]:
         """The code the results are computed by, which ``canonical()`` does not cover:
-        fastsim's version, and a SHA-256 of the source of each user function the cells
-        name (stop policy, scheduler key or metric, by ``MODULE:FUNCTION``;
-        ``registry.source_sha256``).  A user policy's or key's cells also carry a short
-        hash of it (``impl``), a metric's do not.  Kept out of ``hash``, so that the cells
-        and hashes of existing results stay what they are; the manifest and every chunk
-        record name it, and ``diff_code`` compares two.  Cached as ``hash`` is."""
-        user = {}
-        for c in self.cells:
-            for decl in (c.config.policy.decl, c.config.scheduler.decl):
-                if decl.user is not None:
-                    user[decl.ref] = R.source_sha256(decl.user)
-            for ref in c.config.metrics:
-                user[ref] = R.source_sha256(metric(ref).fn)
-        return {"fastsim": fastsim.__version__, "user": dict(sorted(user.items()))}
+        fastsim's version and a SHA-256 of its own source (``resources.package_sha256``;
+        a development checkout keeps its version from commit to commit), and a SHA-256 of
+        the source of each user function the cells name (stop policy, scheduler key or
+        metric, by ``MODULE:FUNCTION``; ``registry.source_sha256``).  A user policy's or
+        key's cells also carry a short hash of it (``impl``), a metric's do not.  Kept out
+        of ``hash``, so that the cells and hashes of existing results stay what they are;
+        the manifest and every chunk record name it, and ``diff_code`` compares two.
+        Cached as ``hash`` is."""
+        return code_of(c.config for c in self.cells)
+
+
+def code_of(configs: Iterable[SimConfig]) -> dict[str, Any]:
+    """``Grid.code`` of cells of these configs, as this process reads the code (a Dask
+    worker checks its own against the grid's)."""
+    user = {}
+    for cfg in configs:
+        for decl in (cfg.policy.decl, cfg.scheduler.decl):
+            if decl.user is not None:
+                user[decl.ref] = R.source_sha256(decl.user)
+        for ref in cfg.metrics:
+            user[ref] = R.source_sha256(metric(ref).fn)
+    return {"fastsim": fastsim.__version__, "fastsim_sha256": package_sha256(),
+            "user": dict(sorted(user.items()))}
 
 
 def _canonical_json(obj: Any) -> str:
@@ -393,20 +403,32 @@ def diff_grids(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def diff_code(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """How the code of two ``Grid.code`` dicts differs, in words: the fastsim version, and
-    each user function both name whose source changed (one that only one names is a change
-    of the cells, which ``diff_grids`` reports).  Empty: the same code."""
-    out = []
+def code_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Which parts of two ``Grid.code`` dicts differ: ``"fastsim"`` (the version),
+    ``"fastsim_sha256"`` (its source, under one version; not compared when ``old`` was
+    written before it was recorded), and each user function both name whose source
+    differs (one that only one names is a change of the cells, which ``diff_grids``
+    reports).  Empty: the same code."""
     if old.get("fastsim") != new["fastsim"]:
-        out.append(f"they were computed by fastsim {old.get('fastsim')}, this is fastsim "
-                   f"{new['fastsim']}")
+        out = ["fastsim"]  # another version: its source differs too, as a matter of course
+    else:
+        out = ["fastsim_sha256"] if old.get("fastsim_sha256", new["fastsim_sha256"]) \
+            != new["fastsim_sha256"] else []
     then = old.get("user", {})
-    for ref, sha in new["user"].items():
-        if ref in then and then[ref] != sha:
-            out.append(f"{ref} has been edited since they were computed (module "
-                       f"{ref.partition(':')[0]}, or a file of yours it uses)")
-    return out
+    return out + [ref for ref, sha in new["user"].items() if ref in then and then[ref] != sha]
+
+
+def diff_code(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``code_changes`` of the code results were computed by (``old``) and this run's
+    (``new``), in words."""
+    words = {"fastsim": f"they were computed by fastsim {old.get('fastsim')}, this is "
+                        f"fastsim {new['fastsim']}",
+             "fastsim_sha256": "fastsim's own source has been edited since they were computed "
+                               f"(version {new['fastsim']} both: a development checkout at "
+                               "another commit, or an edited install)"}
+    return [words.get(part) or f"{part} has been edited since they were computed (module "
+            f"{part.partition(':')[0]}, or a file of yours it uses)"
+            for part in code_changes(old, new)]
 
 
 def _flat_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

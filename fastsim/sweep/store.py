@@ -29,12 +29,12 @@ the directory holds: a damaged or deleted manifest is rebuilt when every readabl
 names the grid being opened, and refused, naming the chunk, when one does not.
 
 The grid hash does not cover the code the chunks were computed by: fastsim's version and
-the source of the user functions the cells name (``Grid.code``).  The manifest and every
-record name it too, and a directory whose manifest (or, rebuilding it, a record) names
-other code is refused, naming what changed, before anything runs: results of two versions
-of a function are never pooled.  A manifest written before the code was recorded names
-none; its chunks are taken to be this code's (said in one line) and the code is recorded
-from then on.
+source, and the source of the user functions the cells name (``Grid.code``).  The manifest
+and every record name it too, and a directory whose manifest (or, rebuilding it, a record)
+names other code is refused, naming what changed, before anything runs: results of two
+versions of a function are never pooled.  A manifest written before the code was recorded names
+none, or (written before fastsim's source was recorded) its version only; its chunks are
+taken to be this code's (said in one line) and the code is recorded from then on.
 """
 from __future__ import annotations
 
@@ -65,6 +65,8 @@ from fastsim.sweep.grid import Grid, diff_code, diff_grids
 MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
 FORMAT_VERSION = 3  # 2: chunk records with checksums; 3: manifest and records name the code
+# (fastsim_sha256 came later, within format 3: a code without it is an older one's, kept and
+# said, as a format-2 manifest is; a new format would have older fastsims drop it unsaid)
 KINDS = ("chunk", "jct", "jobs")
 # A chunk's record is a few hundred bytes; a file at its name of more than this is not one
 # (read in full, a stray gigabyte there cost its size in memory on every resume).
@@ -213,8 +215,10 @@ def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int) -> bool:
 
 
 def _code_ok(code: Any) -> bool:
-    """Whether a manifest's or record's ``code`` has the form of ``Grid.code``."""
+    """Whether a manifest's or record's ``code`` has the form of ``Grid.code`` (without
+    ``fastsim_sha256`` if written before fastsim's source was recorded)."""
     return (isinstance(code, dict) and isinstance(code.get("fastsim"), str)
+            and isinstance(code.get("fastsim_sha256", ""), str)
             and isinstance(code.get("user"), dict)
             and all(isinstance(v, str) for v in code["user"].values()))
 
@@ -267,8 +271,9 @@ class SweepStore:
         store._outer += _hold_linked_cells(store.root)
         path = store.root / MANIFEST
         old, note = _read_manifest(store.root, grid)
-        # older manifests: chunks without records (format 1), without the code (2)
-        if old is None or old.get("format") != FORMAT_VERSION:
+        # older manifests: chunks without records (format 1), without the code (2), or
+        # without fastsim's source (the note says so)
+        if old is None or old.get("format") != FORMAT_VERSION or note is not None:
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
             if note is not None:
                 print(note, file=sys.stderr)
@@ -577,6 +582,11 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
                          "(written before sweeps did), so they are kept as this code's, "
                          f"unchecked; it records this code (fastsim {grid.code['fastsim']}"
                          f"{user}) from now on")
+        if _code_ok(code) and "fastsim_sha256" not in code:
+            return old, (f"{path} does not record fastsim's source its chunks were computed "
+                         f"by, only its version ({code['fastsim']}, this one's; written before "
+                         "sweeps did), so they are kept as this source's, unchecked; it "
+                         "records this source from now on")
         return old, None
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
@@ -612,7 +622,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
               f"that {root} was run with, or a new --out directory")
     cell_ids = {c.id for c in grid.cells}
-    kept = unproven = unknown = 0
+    kept = unproven = unknown = sourceless = 0
     # The first sign of another grid is named, unless a record names other code: an edited
     # user policy or key changes its cells too (``impl``), and the edit is what to name.
     other_grid: ConfigError | None = None
@@ -657,6 +667,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                     continue  # (kept: exactly the records that resume reads as this chunk's)
                 kept += 1
                 unknown += code is None
+                sourceless += code is not None and "fastsim_sha256" not in code
     except OSError as exc:
         raise ConfigError(f"{damage}, and {cells} cannot be read "
                           f"({exc.strerror or exc}); use a new --out directory") from None
@@ -670,6 +681,9 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
              if unproven else "")
     older = (f"; {unknown} of them do not record the code (written before records did) and "
              "are kept as this code's, unchecked" if unknown else "")
+    older += (f"; {sourceless} of them record fastsim's version but not its source (written "
+              "before records did) and are kept as this source's, unchecked"
+              if sourceless else "")
     return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
             f"another grid or other code, so their chunks are kept (each verified before "
             f"use){older}{rerun}")
