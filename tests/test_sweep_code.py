@@ -228,6 +228,49 @@ def without_source(doc: dict) -> dict:
     return {**doc, "code": {k: v for k, v in doc["code"].items() if k != "fastsim_sha256"}}
 
 
+@pytest.mark.parametrize("checked", ["on connecting", "with each chunk"])
+def test_a_dask_worker_running_other_code_is_refused(user_module, tmp_path, capsys,
+                                                     monkeypatch, checked):
+    """A worker of another fastsim source, or with another copy of a user's module,
+    computed chunks that the driver recorded as its own code's.  A worker's code is
+    checked on connecting, before anything is written, and with each chunk it returns (a
+    worker may join later), before the chunk is written."""
+    distributed = pytest.importorskip("dask.distributed")
+    from fastsim.sweep import runner
+
+    path, out = tmp_path / "s.toml", tmp_path / "out"
+    path.write_text(sweep_text("code_metric"))
+    user_module("code_metric", METRIC_SRC)
+    other = {"on connecting": {"fastsim_sha256": OTHER_FASTSIM},
+             "with each chunk": {"user": {"code_metric:hacking_share": "0" * 64}}}[checked]
+    if checked == "on connecting":
+        code = runner.worker_code
+        monkeypatch.setattr(runner, "worker_code", lambda configs: {**code(configs), **other})
+    else:
+        chunk = runner.run_chunk_on_worker
+
+        def other_chunk(*args):
+            worker, code, result = chunk(*args)
+            return worker, {**code, **other}, result
+        monkeypatch.setattr(runner, "run_chunk_on_worker", other_chunk)
+    monkeypatch.setattr(runner, "warm_up", lambda: "warm")  # compiling is beside the point
+    with distributed.LocalCluster(n_workers=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        assert sweep(path, out, "--backend", "dask", "--address",
+                     cluster.scheduler_address) == 2
+        worker = next(iter(cluster.workers.values())).address
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    said = {"on connecting": f"fastsim's own source differs (version {fastsim.__version__} "
+                             "both: a development checkout at another commit",
+            "with each chunk": "code_metric:hacking_share differs (module code_metric"}
+    assert (f"the Dask worker {worker} runs other code than this process: {said[checked]}"
+            in err), err
+    assert err.endswith("refusing to mix results of two versions: give every worker the "
+                        "code this process runs, then run the same command again"), err
+    assert not out.exists() if checked == "on connecting" else not list(out.glob("cells/*/*"))
+
+
 @pytest.mark.parametrize("older", ["code", "fastsim_sha256"])
 def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, tmp_path,
                                                                  capsys, monkeypatch, older):

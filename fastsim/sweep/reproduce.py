@@ -309,9 +309,9 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
                               "whose files the sweep owns; allowed: a file outside OUT's sweep "
                               "directories")
-    # the Dask cluster answers, with a worker, before anything is written; one client
-    # (or local cluster) serves every sweep
-    with dask_client(backend, address, workers, timeout) as client:
+    # the Dask cluster answers, with a worker running this code, before anything is
+    # written; one client (or local cluster) serves every sweep
+    with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
         out.mkdir(parents=True, exist_ok=True)
         held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
         # a killed run's half-written extracts or report (the sweeps remove their own, the

@@ -1,9 +1,11 @@
 """Run a sweep's missing chunks, in-process or on a Dask distributed cluster.
 
 A chunk is ``(cell, chunk index)``: ``fastsim.api.simulate`` on clusters
-``[i * chunk, (i + 1) * chunk)`` of the cell's config.  ``run_chunk`` is a top-level
-function so Dask can ship it to workers; workers return small DataFrames and the
-driver writes them (workers need no shared file system).  Results are identical
+``[i * chunk, (i + 1) * chunk)`` of the cell's config.  ``run_chunk_on_worker`` is a
+top-level function so Dask can ship it to workers; workers return small DataFrames and the
+driver writes them (workers need no shared file system), each with the code the worker ran
+(``worker_code``): a chunk computed by other code than the grid's (another fastsim, or
+another copy of a user's module) is refused before it is written.  Results are identical
 whatever the backend, worker count or chunk order: each cluster is a pure function of
 ``(seed, cluster index)`` and each chunk is written as computed.
 """
@@ -27,7 +29,7 @@ from fastsim.config import SimConfig
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
-from fastsim.sweep.grid import Grid
+from fastsim.sweep.grid import Grid, code_changes, code_of
 from fastsim.sweep.store import SweepStore
 
 BACKENDS = ("local", "dask")
@@ -61,6 +63,58 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
     res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=keep_jobs,
                    extract=jct_histogram)
     return res.clusters, res.extract, res.jobs
+
+
+def worker_code(configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``Grid.code`` of cells of these configs as this process reads the code: on a Dask
+    worker, what the driver checks against the grid's (fastsim's source is read once per
+    process, a user function's files on each call)."""
+    return code_of(SimConfig.from_dict(c) for c in configs)
+
+
+def run_chunk_on_worker(config: dict[str, Any], seed: int, start: int, n: int,
+                        keep_jobs: bool) -> tuple[str, dict[str, Any], tuple]:
+    """``(worker address, worker_code, run_chunk's result)``: a Dask task, whose result the
+    driver writes only if the worker's code is the grid's (``check_worker_code``)."""
+    from distributed import get_worker
+
+    return get_worker().address, worker_code([config]), run_chunk(config, seed, start, n,
+                                                                   keep_jobs)
+
+
+def check_worker_code(worker: str, theirs: dict[str, Any], grid: Grid) -> None:
+    """Refuse results of a Dask worker whose code (``worker_code``) is not the grid's,
+    which the records name: they would be pooled with this process's as one code's."""
+    ours = grid.code
+    words = {"fastsim": f"fastsim {theirs['fastsim']} there, {ours['fastsim']} here",
+             "fastsim_sha256": f"fastsim's own source differs (version {ours['fastsim']} both: "
+                               "a development checkout at another commit, or an edited "
+                               "install)"}
+    changes = [words.get(part) or f"{part} differs (module {part.partition(':')[0]}, or a "
+               "file of yours it uses)" for part in code_changes(ours, theirs)]
+    if changes:
+        raise ConfigError(f"the Dask worker {worker} runs other code than this process: "
+                          + "; ".join(changes) + "; refusing to mix results of two versions: "
+                          "give every worker the code this process runs, then run the same "
+                          "command again")
+
+
+def check_workers(client, grid: Grid) -> None:
+    """Every worker's code against ``grid``'s, before anything is written (a worker that
+    joins later is checked on each chunk it returns, as every worker is).  One config per
+    set of user functions the cells name, not every cell's, is sent to be hashed."""
+    probes: dict[tuple, dict[str, Any]] = {}
+    for c in grid.cells:
+        cfg = c.config
+        probes.setdefault((cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics),
+                          cfg.to_dict())
+    try:
+        answers = client.run(worker_code, list(probes.values()), on_error="return")
+    except Exception:  # noqa: BLE001 - a worker lost mid-call: its chunks are checked still
+        return
+    for worker, theirs in answers.items():
+        if isinstance(theirs, dict):  # else its error, which its chunks report in one line
+            check_worker_code(worker, theirs, grid)
 
 
 def warm_up() -> str:
@@ -207,7 +261,7 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
     check_output_dir(out)
     SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
     with contextlib.ExitStack() as held:
-        with dask_client(backend, address, workers, timeout) as client:
+        with dask_client(backend, address, workers, timeout, (grid,)) as client:
             store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress)
@@ -215,17 +269,26 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
 
 
 @contextlib.contextmanager
-def dask_client(backend: str, address, workers: int | None, timeout: float):
-    """The Dask client a sweep runs on (None for the local backend), connected and with
-    a worker before the caller writes anything in a sweep directory, so an unreachable
-    or empty cluster leaves no trace.  Closes what it opened; a given client is the
-    caller's to close."""
-    if backend != "dask" or hasattr(address, "submit"):
+def dask_client(backend: str, address, workers: int | None, timeout: float,
+                grids: tuple[Grid, ...] = ()):
+    """The Dask client a sweep runs on (None for the local backend), connected, with a
+    worker, and its workers' code checked against the ``grids``' (``check_workers``)
+    before the caller writes anything in a sweep directory, so an unreachable or empty
+    cluster, or one running other code, leaves no trace.  Closes what it opened; a given
+    client is the caller's to close."""
+    if backend != "dask":
+        yield address
+        return
+    if hasattr(address, "submit"):
+        for g in grids:
+            check_workers(address, g)
         yield address
         return
     _quiet_client_logs()
     client, cluster = _connect(address, workers, timeout)
     try:
+        for g in grids:
+            check_workers(client, g)
         yield client
     finally:
         client.close()
@@ -386,8 +449,8 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
         while queue and len(running) < window:
             cid, idx = queue.popleft()
             start, n = grid.chunk_range(idx)
-            running[client.submit(run_chunk, configs[cid], grid.seed, start, n, keep_jobs,
-                                  pure=False)] = (cid, idx)
+            running[client.submit(run_chunk_on_worker, configs[cid], grid.seed, start, n,
+                                  keep_jobs, pure=False)] = (cid, idx)
         try:  # a bounded wait, so a cluster that lost every worker is noticed
             with client.as_current():
                 done = wait(list(running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
@@ -404,4 +467,6 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
             if result is None:
                 queue.appendleft((cid, idx))
             else:
-                finished(cid, idx, result)
+                worker, code, chunk = result
+                check_worker_code(worker, code, grid)  # before the chunk is written
+                finished(cid, idx, chunk)
