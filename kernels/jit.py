@@ -14,7 +14,9 @@ defined in this folder; ``numba.config.CACHE_DIR``, which would move every other
 package's cache too, is left alone.  (numba has no public per-function cache directory:
 the locator list is its documented extension point, ``numba/core/caching.py``.)  The
 cache is only an optimisation: a cache file that cannot be written (a full disk) or read
-(a damaged one) is compiled anew in memory (``_cache_is_optional``).
+(a damaged one) is compiled anew in memory (``_cache_is_optional``), and machine code is
+loaded only if its file's SHA-256 and the signature it was saved for check out
+(``_checked_data``).
 
 Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the ``prange`` drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
@@ -22,6 +24,7 @@ on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
 """
 import hashlib
 import os
+import pickle
 import re
 from pathlib import Path
 from types import FunctionType
@@ -96,6 +99,52 @@ def _plain_types(dispatcher):
     return dispatcher
 
 
+# What starts every data file ``_checked_data`` writes (a file without it is another
+# writer's: a miss).
+_CHECKED = b"fastsim-checked-1\n"
+
+
+class _DamagedCacheFile(ValueError):
+    """A cache data file whose bytes or signature do not check out."""
+
+
+def _checked_data(cache_file):
+    """Every data file of numba's ``IndexDataCacheFile`` ``cache_file`` carries a SHA-256
+    of its bytes and the key (signature, CPU, code) it was saved for, both checked before
+    its machine code is trusted.  numba unpickles what it finds: a flipped byte inside the
+    object code loads, and runs, as is; a damaged index naming another specialisation's
+    file loads that code for this signature.  Either is now a miss (``_cache_is_optional``),
+    compiled anew and saved over."""
+    save, load = cache_file.save, cache_file.load
+
+    def save_data(name, data):
+        payload = cache_file._dump(data)
+        with cache_file._open_for_write(cache_file._data_path(name)) as f:
+            f.write(_CHECKED + hashlib.sha256(payload).digest() + payload)
+
+    def load_data(name):
+        with open(cache_file._data_path(name), "rb") as f:
+            blob = f.read()
+        n = len(_CHECKED)
+        payload = blob[n + 32:]
+        if blob[:n] != _CHECKED or hashlib.sha256(payload).digest() != blob[n:n + 32]:
+            raise _DamagedCacheFile(name)
+        return pickle.loads(payload)
+
+    def save_keyed(key, data):
+        save(key, (key, data))
+
+    def load_keyed(key):
+        found = load(key)
+        if found is None:
+            return None
+        if not (isinstance(found, tuple) and len(found) == 2 and found[0] == key):
+            raise _DamagedCacheFile(key)
+        return found[1]
+    cache_file._save_data, cache_file._load_data = save_data, load_data
+    cache_file.save, cache_file.load = save_keyed, load_keyed
+
+
 def _cache_is_optional(dispatcher):
     """The on-disk cache only saves compile time: a cache file that cannot be written
     (disk full, file too large) or read (truncated or damaged) is a miss, compiled in
@@ -105,6 +154,8 @@ def _cache_is_optional(dispatcher):
     if cache is None or not hasattr(cache, "save_overload"):
         return dispatcher
     load, save = cache.load_overload, cache.save_overload
+    if hasattr(cache, "_cache_file"):
+        _checked_data(cache._cache_file)
 
     def forget_index():
         # a damaged index would fail every later load and save (a save reads it first):

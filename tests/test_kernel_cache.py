@@ -1,6 +1,7 @@
 """numba's on-disk cache of the kernels is an optimisation: a full disk while it is
 written, or a truncated or damaged cache file, compiles in memory and gives the same
-results, never a traceback ending the command (``kernels/jit.py``, ``_cache_is_optional``)."""
+results, never a traceback ending the command (``kernels/jit.py``, ``_cache_is_optional``);
+machine code whose file does not check out is never loaded (``_checked_data``)."""
 from __future__ import annotations
 
 import os
@@ -19,11 +20,13 @@ def add_nb(a, b):
 
 print(add_nb(1, 2))
 """
+# two specialisations, and how many were loaded from the cache
+TWO = KERNEL + "print(add_nb(1.5, 2.25), sum(add_nb.stats.cache_hits.values()))\n"
 
 
-def run_kernel(tmp_path, max_file_bytes=None):
+def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL):
     script = tmp_path / "cached_kernel.py"
-    script.write_text(KERNEL)
+    script.write_text(source)
 
     def limit():  # a disk that takes no byte more (EFBIG, as a full disk's ENOSPC)
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
@@ -60,3 +63,29 @@ def test_a_damaged_cache_file_is_a_miss_and_is_rewritten(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
     assert "Traceback" not in r.stderr
     assert all(p.stat().st_size > 20 for p in cache_files(tmp_path, ".nbi"))
+
+
+def test_damaged_machine_code_is_never_loaded(tmp_path):
+    assert run_kernel(tmp_path, source=TWO).stdout.split() == ["3", "3.75", "0"]
+    assert run_kernel(tmp_path, source=TWO).stdout.split() == ["3", "3.75", "2"]
+    data = cache_files(tmp_path, ".nbc")
+    assert len(data) == 2
+    blob = bytearray(data[0].read_bytes())
+    blob[blob.find(b"\x7fELF") + 300] ^= 0xFF  # inside the object code: it unpickles fine
+    data[0].write_bytes(bytes(blob))
+    # before: loaded and run as is (2 cache hits); now a miss, and the index goes with it
+    r = run_kernel(tmp_path, source=TWO)
+    assert r.stdout.split() == ["3", "3.75", "0"], r.stderr
+    assert run_kernel(tmp_path, source=TWO).stdout.split()[-1] == "2"  # saved over
+
+
+def test_a_data_file_of_another_signature_is_never_loaded(tmp_path):
+    run_kernel(tmp_path, source=TWO)
+    ints, floats = cache_files(tmp_path, ".nbc")
+    a, b = ints.read_bytes(), floats.read_bytes()
+    ints.write_bytes(b)  # as an index damaged into naming the other file would
+    floats.write_bytes(a)
+    # before: each signature ran the other's machine code
+    r = run_kernel(tmp_path, source=TWO)
+    assert r.stdout.split() == ["3", "3.75", "0"], r.stderr
+    assert run_kernel(tmp_path, source=TWO).stdout.split()[-1] == "2"
