@@ -21,7 +21,7 @@ from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER, run_workload, simulate
 from fastsim.compile_notice import compile_notice
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
-                            flag_message, parse_baseline)
+                            parse_baseline, parse_flag)
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
@@ -112,18 +112,6 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
         raise ConfigError(msg) from None
 
 
-def _flag_spec(parse, text: str, flag: str):
-    """``parse(text)``, a parameter's error worded as the flag gave it (``flag_message``)."""
-    what = flag.lstrip("-")
-    try:
-        return parse(text)
-    except ConfigError as exc:
-        flagged = flag_message(str(exc), text, flag, what)
-        if flagged is None:
-            raise
-        raise ConfigError(flagged) from None
-
-
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Appends ``(default: X)`` only where the help does not already say it, and never
     ``(default: None)``."""
@@ -210,8 +198,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)
-    cfg = SimConfig(workload, _flag_spec(SchedulerConfig.parse, args.scheduler, "--scheduler"),
-                    _flag_spec(PolicyConfig.parse, args.policy, "--policy"),
+    cfg = SimConfig(workload, parse_flag(SchedulerConfig.parse, args.scheduler, "--scheduler"),
+                    parse_flag(PolicyConfig.parse, args.policy, "--policy"),
                     tuple(args.metric))
     base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,

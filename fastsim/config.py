@@ -438,6 +438,19 @@ def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     return f"{flag} {name}: {rest}"
 
 
+def parse_flag(parse: Any, text: str, flag: str) -> Any:
+    """``parse(text)`` of a spec the command line gave as ``flag`` (``--policy``,
+    ``--scheduler``), its error worded as typed (``flag_message``)."""
+    what = flag.lstrip("-")
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        flagged = flag_message(str(exc), text, flag, what)
+        if flagged is None:
+            raise
+        raise ConfigError(flagged) from None
+
+
 def parse_baseline(value: Any, field_name: str = "baseline",
                    no_baseline: str = "") -> PolicyConfig | None:
     """The policy a paired comparison is against (``fastsim run --baseline`` and a sweep

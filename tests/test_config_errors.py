@@ -176,6 +176,24 @@ def test_cli_prints_one_line_and_exits_2(argv, needle, capsys, tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("argv", [["replay", "--example"],
+                                  ["traces", "compare-sim", "runs.parquet"]])
+@pytest.mark.parametrize("spec,needle", [
+    ("evalstop:k=0", "--policy evalstop: k=0 is invalid; allowed: an integer"),
+    ("bogus", "--policy=bogus is invalid; allowed: none, evalstop"),
+])
+def test_replay_names_a_policy_flag_as_run_does(argv, spec, needle, capsys, tmp_path):
+    # before: 'policy.k=0 is invalid', a field no one typed
+    if argv[0] == "traces":  # a runs file, so the policies are what is refused
+        assert main(["traces", "toy-rlhf", "--n-comparisons", "100", "--kl-coefs", "0.1",
+                     "--seeds", "2", "--steps", "30", "--out", str(tmp_path / "t")]) == 0
+        argv = ["traces", "compare-sim", str(tmp_path / "t" / "runs.parquet")]
+    capsys.readouterr()
+    assert main(argv + ["--policy", spec]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
 def test_cli_subprocess_has_no_traceback():
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--policy", "bogus"],
                        capture_output=True, text=True)

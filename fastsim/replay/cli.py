@@ -15,6 +15,7 @@ import polars as pl
 
 from fastsim import defaults as D
 from fastsim import registry as R
+from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
 from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
                         read_parquet_table, table_writer, write_all)
@@ -225,7 +226,7 @@ def _cmd_replay(args) -> int:
     check_distinct({"--out": args.out, "--summary-out": args.summary_out}, inputs=logs)
     if args.gpus is not None and not 0 < args.gpus < float("inf"):
         raise ConfigError(f"--gpus={args.gpus} is invalid; allowed: a positive finite GPU count")
-    policies = [parse_policy(s) for s in (args.policy or DEFAULT_POLICIES)]
+    policies = [parse_flag(parse_policy, s, "--policy") for s in (args.policy or DEFAULT_POLICIES)]
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
     res = replay(log, policies, gpus=args.gpus)
@@ -373,7 +374,7 @@ def _cmd_compare(args) -> int:
     check_run_values(runs, args.runs)
     origin = trace_origin(args.runs)
     specs = [s for s in (args.policy or TRACE_POLICIES)]
-    if all(parse_policy(s).name == "none" for s in specs):  # the comparison skips none
+    if all(parse_flag(parse_policy, s, "--policy").name == "none" for s in specs):  # skips none
         raise ConfigError("--policy none only: none never stops, so there is nothing to "
                           "compare; allowed: a stop policy, e.g. --policy evalstop:k=2")
     if args.clusters < 2:
