@@ -36,6 +36,7 @@ from typing import Any, Callable
 from fastsim import defaults as D
 from fastsim.errors import ConfigError, import_hint
 from fastsim.kernels import codes as K
+from fastsim.resources import package_folders
 
 def flag_value(text: str) -> bool:
     """A flag's text: ``true`` or ``false`` in any case (``backfill=True`` as Python writes
@@ -308,11 +309,18 @@ class Declaration:
         return self.name + ":" + ",".join(f"{p.name}={p.text(p.default)}" for p in shown)
 
 
-# Files of installed packages and of Python itself: a user function's result never
-# depends on an edit there that a sweep should notice (a version change is the user's).
-_LIBRARY_DIRS = tuple(os.path.realpath(d) + os.sep for d in {
-    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    | {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+@lru_cache(maxsize=None)
+def _library_dirs() -> tuple[str, ...]:
+    """Folders of installed packages, of Python itself and of fastsim's own package: a
+    user function's result never depends on an edit there that a sweep should notice (a
+    version change is the user's; fastsim's source is recorded on its own, as
+    ``resources.package_sha256``).  fastsim's package folders, not the folder above
+    them: in an editable install that is the checkout, where users keep their modules
+    (``PYTHONPATH=. fastsim sweep``), whose edits then went unnoticed.  Read on first
+    use, once fastsim is imported."""
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs |= {str(d) for folders in package_folders().values() for d in folders}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
 def _user_file(obj: Any) -> str | None:
@@ -321,7 +329,7 @@ def _user_file(obj: Any) -> str | None:
         path = inspect.getsourcefile(getattr(obj, "py_func", obj))
     except TypeError:  # a builtin
         return None
-    if path is None or os.path.realpath(path).startswith(_LIBRARY_DIRS):
+    if path is None or os.path.realpath(path).startswith(_library_dirs()):
         return None
     return path
 

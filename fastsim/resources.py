@@ -82,6 +82,17 @@ def example_log() -> Path:
     return Path(str(files("fastsim.replay"))) / "example_evals.csv"
 
 
+def package_folders() -> dict[str, list[Path]]:
+    """The folders of fastsim's own source by subpackage (``""``: fastsim itself, then
+    ``MAPPED``): inside ``fastsim/`` in a wheel, at the repository's top in an editable
+    install, where they sit beside whatever else the checkout holds."""
+    folders = {}
+    for sub in ("", *MAPPED):
+        spec = find_spec("fastsim" + (f".{sub}" if sub else ""))  # imports fastsim only
+        folders[sub] = [Path(p) for p in spec.submodule_search_locations]
+    return folders
+
+
 @lru_cache(maxsize=None)
 def package_sha256() -> str:
     """SHA-256 of fastsim's own source: every ``.py`` file of the package, by its path
@@ -90,9 +101,8 @@ def package_sha256() -> str:
     from commit to commit.  A sweep records it beside the version (``Grid.code``).  Read
     once per process (a few milliseconds): the code a process runs is what it imported."""
     sources: dict[str, Path] = {}
-    for sub in ("", *MAPPED):
-        spec = find_spec("fastsim" + (f".{sub}" if sub else ""))  # imports fastsim only
-        for folder in map(Path, spec.submodule_search_locations):
+    for sub, folders in package_folders().items():
+        for folder in folders:
             for path in folder.rglob("*.py"):
                 if "__pycache__" not in path.parts:  # in a wheel a mapped file comes twice
                     sources[Path(sub, path.relative_to(folder)).as_posix()] = path

@@ -176,16 +176,23 @@ def test_an_edited_user_function_is_refused_then_the_restored_one_resumes(
     assert json.loads((out / "sweep.json").read_text())["code"] == grid.code
 
 
-def test_fastsim_source_is_every_py_file_by_its_path_in_the_package(tmp_path):
-    """The hash a wheel install gives (kernels/, figures/ and sweeps/ inside fastsim/) is
-    the editable checkout's (they map from the repository's top there); a byte of a kernel
-    changes it, the compiled files Python writes beside the source do not."""
-    wheel = tmp_path / "fastsim"
+def installed_copy(root: Path) -> Path:
+    """This fastsim copied into ``root`` as a wheel installs it (kernels/, figures/ and
+    sweeps/ inside fastsim/), whatever the install it was copied from: its fastsim/."""
+    wheel = root / "fastsim"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(Path(fastsim.__file__).parent, wheel, ignore=ignore)
     for sub in MAPPED:
         shutil.copytree(Path(importlib.import_module(f"fastsim.{sub}").__file__).parent,
                         wheel / sub, ignore=ignore)
+    return wheel
+
+
+def test_fastsim_source_is_every_py_file_by_its_path_in_the_package(tmp_path):
+    """The hash a wheel install gives (kernels/, figures/ and sweeps/ inside fastsim/) is
+    the editable checkout's (they map from the repository's top there); a byte of a kernel
+    changes it, the compiled files Python writes beside the source do not."""
+    wheel = installed_copy(tmp_path)
 
     def sha() -> str:  # a new process: the hash is read once per process
         code = "import fastsim.resources as r; print(r.__file__, r.package_sha256())"
@@ -201,6 +208,36 @@ def test_fastsim_source_is_every_py_file_by_its_path_in_the_package(tmp_path):
     engine = wheel / "kernels" / "engine.py"
     engine.write_text(engine.read_text() + "\n")
     assert sha() != package_sha256()
+
+
+def test_an_edited_user_module_beside_the_fastsim_folder_is_refused(tmp_path):
+    """A module in the folder that holds fastsim/ was taken for fastsim's own code and
+    hashed as nothing, so its edit resumed, pooling two versions: in an editable install
+    that folder is the checkout, where the README keeps a user's modules (``PYTHONPATH=.
+    fastsim sweep``).  Run in a new process on a copy of the package with the module
+    beside it, so the test means the same in an editable and in a wheel install."""
+    installed_copy(tmp_path)
+    path, out = tmp_path / "s.toml", tmp_path / "out"
+    path.write_text(sweep_text("code_metric"))
+    metric_file = tmp_path / "code_metric.py"
+    metric_file.write_text(METRIC_SRC)
+    env = {"PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def run(code: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env,
+                              cwd=tmp_path, capture_output=True, text=True)
+
+    # its manifest, as a run killed before its first chunk left it
+    opened = run("import sys, fastsim; from fastsim.sweep.grid import load_sweep; from "
+                 "fastsim.sweep.store import SweepStore; print(fastsim.__file__); "
+                 "SweepStore.open(sys.argv[2], load_sweep(sys.argv[1])).close()", path, out)
+    assert opened.stdout.strip() == str(tmp_path / "fastsim" / "__init__.py"), opened.stderr
+    metric_file.write_text(METRIC_SRC.replace(*EDITS["code_metric"]))
+    resumed = run("import sys; from fastsim.cli import main; sys.exit(main(sys.argv[1:]))",
+                  "sweep", path, "--out", out, "--no-progress")
+    assert resumed.returncode == 2, resumed.stderr
+    assert ("code_metric:hacking_share has been edited since they were computed "
+            "(module code_metric") in resumed.stderr, resumed.stderr
 
 
 def test_another_fastsim_version_is_refused_on_every_backend(tmp_path, capsys, monkeypatch):
