@@ -37,6 +37,7 @@
 """
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -51,7 +52,7 @@ LEVEL = 0.95
 BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the linearised t interval alone
 # the fewest resamples behind a 95% percentile interval: 5 in each 2.5% tail (with fewer,
 # one resample sets an end, and an interval of 1 resample can miss its own estimate)
-MIN_PERCENTILE_BOOT = 200
+MIN_PERCENTILE_BOOT = 200  # min_boot(0.95)
 
 
 @dataclass(frozen=True)
@@ -267,11 +268,31 @@ def _paired_arrays(x, y, xname: str, yname: str, finite: bool = True):
     return a, b
 
 
-def _check_level(level, n_boot: int = 1) -> None:
+def min_boot(level: float = LEVEL) -> int:
+    """The fewest resamples behind a percentile interval at ``level``: 5 in each tail
+    (``MIN_PERCENTILE_BOOT`` at 95%)."""
+    return math.ceil(round(10.0 / (1.0 - level), 9))
+
+
+def check_n_boot(n_boot, level: float = LEVEL, zero_ok: bool = False) -> int:
+    """``n_boot`` as an int if it is enough resamples for a percentile interval at
+    ``level`` (``min_boot``; or 0, for no interval, if ``zero_ok``), else one
+    ``ConfigError``: an interval from fewer has an end set by one resample, and one of 1
+    resample can miss its own estimate."""
+    need = min_boot(level)
+    if (isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer))
+            or not ((zero_ok and n_boot == 0) or n_boot >= need)):
+        raise ConfigError(f"n_boot={n_boot!r} is invalid; allowed: an integer >= {need} "
+                          f"(fewer cannot set the ends of a {100 * level:g}% interval)"
+                          + (", or 0 for no intervals" if zero_ok else ""))
+    return int(n_boot)
+
+
+def _check_level(level, n_boot: int | None = None) -> None:
     if not isinstance(level, (int, float, np.number)) or not 0.0 < level < 1.0:
         raise ConfigError(f"level {level!r}: allowed: a number strictly between 0 and 1")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
-        raise ConfigError(f"n_boot {n_boot!r}: allowed: an integer >= 1")
+    if n_boot is not None:
+        check_n_boot(n_boot, level)
 
 
 # Below this many draws a bootstrap runs on one thread: a pool costs about 0.2 ms to start.
@@ -320,6 +341,7 @@ def bootstrap_together(ratios, n_boot: int = 2000, seed: int = 0) -> None:
     for all of them (they depend on the seed, the resample and the cluster count only),
     so each ratio's sums, and its ``ratio_ci`` and ``proportion_ci`` with this
     ``n_boot`` and ``seed``, are exactly those of its own bootstrap."""
+    n_boot = check_n_boot(n_boot)
     todo = [r for r in ratios if r._num and r.sum_den != 0]
     for n in {r.n for r in todo}:
         group = [r for r in todo if r.n == n]

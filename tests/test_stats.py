@@ -9,6 +9,7 @@ bootstrap) fails.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 
 from fastsim.stats import bootstrap_ratio_ci, mean_ci, paired_change_ci
@@ -418,7 +419,16 @@ def test_the_t_term_is_the_same_whatever_the_chunking():
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0]), "differ in length"),
     (lambda: bootstrap_ratio_ci(["a", "b"], [2.0, 2.0]), "allowed: numbers"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level=95), "level 95"),
-    (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], n_boot=0), "n_boot 0"),
+    (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], n_boot=0), "n_boot=0"),
+    # before: a '95% interval' of 1 (or 199) resamples, one of which set each end
+    (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], n_boot=199), "n_boot=199"),
+    (lambda: __import__("fastsim.stats").stats.proportion_ci([1, 2], [2, 3], n_boot=1),
+     "n_boot=1"),
+    (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level=0.99, n_boot=999),
+     "integer >= 1000 (fewer cannot set the ends of a 99% interval)"),
+    (lambda: __import__("fastsim.replay.traces").replay.traces.gao_run_medians(
+        pl.DataFrame({"truth_hacking": [False], "gao_alpha": [1.0], "gao_beta": [1.0],
+                      "gao_r2": [1.0]}), n_boot=100), "n_boot=100"),
     (lambda: paired_change_ci([1.0, 2.0], [1.0]), "differ in length"),
 ])
 def test_bad_arrays_are_one_line_naming_them(call, names):

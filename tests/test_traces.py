@@ -132,7 +132,7 @@ def test_gao_run_medians_bootstrap_runs():
 def test_gao_run_medians_one_run_has_no_interval():
     runs = pl.DataFrame({"truth_hacking": [False, False, True], "gao_alpha": [3.0, 3.2, 2.0],
                          "gao_beta": [0.5, 0.6, 1.0], "gao_r2": [0.99, 0.98, 0.6]})
-    m = {(r["runs"], r["statistic"]): r for r in gao_run_medians(runs, n_boot=100).iter_rows(named=True)}
+    m = {(r["runs"], r["statistic"]): r for r in gao_run_medians(runs, n_boot=200).iter_rows(named=True)}
     assert m[("hacking", "gao_alpha")]["n_runs"] == 1
     assert np.isnan(m[("hacking", "gao_alpha")]["lo"]) and np.isnan(m[("hacking", "gao_alpha")]["hi"])
     assert m[("healthy", "gao_alpha")]["lo"] <= 3.1 <= m[("healthy", "gao_alpha")]["hi"]

@@ -31,7 +31,7 @@ from fastsim import defaults as D
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
-from fastsim.stats import MIN_PERCENTILE_BOOT, mean_ci, proportion_ci
+from fastsim.stats import check_n_boot, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
 
@@ -863,11 +863,13 @@ def gao_fit_groups(traces: pl.DataFrame, by=("n_comparisons", "kl_coef")) -> pl.
 
 def gao_run_medians(runs: pl.DataFrame, n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
     """Medians of the per-run fits of Gao's form (``run_summary``) over all, healthy and
-    hacking runs, with 95% percentile intervals from ``n_boot`` resamples of the runs.
+    hacking runs, with 95% percentile intervals from ``n_boot`` resamples of the runs
+    (``fastsim.stats.check_n_boot``; 0: no intervals).
 
     One row per ``(runs, statistic)``: ``runs`` in ``all, healthy, hacking``; statistics
     ``gao_alpha, gao_beta, gao_r2``; columns ``median, lo, hi, min, n_runs``.
     """
+    n_boot = check_n_boot(n_boot, zero_ok=True)
     rng = np.random.default_rng(seed)
     rows = []
     for label, sel in (("all", runs), ("healthy", runs.filter(~pl.col("truth_hacking"))),
@@ -1018,15 +1020,9 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     ``value`` is the statistic on all runs; ``lo``/``hi`` a 95% percentile interval from
     ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
     resample keeps the traces' base rate); ``n_boot`` is 0 (no intervals, NaN) or at least
-    ``fastsim.stats.MIN_PERCENTILE_BOOT``.  Returns one row per knob.
+    ``fastsim.stats.MIN_PERCENTILE_BOOT`` (``fastsim.stats.check_n_boot``).  Returns one row per knob.
     """
-    if isinstance(n_boot, np.integer):  # numpy's count is a count
-        n_boot = int(n_boot)
-    if (isinstance(n_boot, bool) or not isinstance(n_boot, int)
-            or not (n_boot == 0 or n_boot >= MIN_PERCENTILE_BOOT)):
-        raise ConfigError(f"n_boot={n_boot!r} is invalid; allowed: an integer >= "
-                          f"{MIN_PERCENTILE_BOOT} (fewer cannot set the ends of a 95% "
-                          "interval), or 0 for no intervals")
+    n_boot = check_n_boot(n_boot, zero_ok=True)
     height = D.HEIGHT if height is None else height
     hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
     st = _per_run(_run_arrays(traces))
