@@ -346,8 +346,10 @@ BIG = "99999999999999999999999"  # beyond int64
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["replay", "--example", "--policy", f"evalstop:k={BIG}"], f"policy.k={BIG} is invalid"),
-    (["replay", "--example", "--policy", f"loss_plateau:w={BIG}"], f"policy.w={BIG} is invalid"),
+    (["replay", "--example", "--policy", f"evalstop:k={BIG}"],
+     f"--policy evalstop: k={BIG} is invalid"),
+    (["replay", "--example", "--policy", f"loss_plateau:w={BIG}"],
+     f"--policy loss_plateau: w={BIG} is invalid"),
     (["run", "--clusters", "2", "--policy", f"evalstop:k={BIG}"],
      f"--policy evalstop: k={BIG} is invalid"),
 ])
