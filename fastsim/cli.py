@@ -86,10 +86,26 @@ def _check_threads_variable() -> None:
         sys.exit(2)
 
 
+def _command_parser(parser: argparse.ArgumentParser,
+                    args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` ran, ``fastsim sweep`` or ``fastsim traces
+    toy-rlhf``: an option it does not know is refused naming it, and its ``--help``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return _command_parser(action.choices[name], args)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     _check_threads_variable()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse leaves a subcommand's unknown options to the top parser, whose error named
+    # "fastsim" and pointed to fastsim --help, which does not list the subcommand's options
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         held = hold_outputs(args)  # noqa: F841 (released when the command returns)
         return int(args.func(args) or 0)

@@ -224,18 +224,30 @@ def plain_log_ticks(ax) -> None:
                                  else NullFormatter())
 
 
+def _usage() -> None:
+    """A script run without RESULTS_DIR (or with more than two arguments) says how to run
+    it, exit 2, as the command line does."""
+    if not 2 <= len(sys.argv) <= 3:
+        print(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
+              "RESULTS_DIR/figures)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(draw, needs, baseline: str | None = None) -> None:
     """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` as a
     script's ``BASELINE`` (``fastsim.sweep.figures.skip_reason``)."""
     from fastsim.sweep.figures import find_sources, skip_reason
 
+    _usage()
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
-    out.mkdir(parents=True, exist_ok=True)
+    if not results.is_dir():
+        sys.exit(f"{results} is not a results directory")  # as fastsim figures says
     sources = find_sources(results)
     why = skip_reason(needs, baseline, sources, results)
     if why is not None:
-        sys.exit(why)
+        sys.exit(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+    out.mkdir(parents=True, exist_ok=True)
     for p in draw(sources, out, ("png", "pdf")):
         print(p)
 
@@ -243,6 +255,7 @@ def main(draw, needs, baseline: str | None = None) -> None:
 def cli(main) -> None:
     """Standalone use of a ``main(results, out)`` script: ``python figures/NAME.py RESULTS
     [OUT_DIR]`` (default ``RESULTS/figures``); prints the files written."""
+    _usage()
     results = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else Path(results) / "figures"
     for p in main(results, out):

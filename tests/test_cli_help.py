@@ -100,3 +100,17 @@ def test_first_hour_mistakes_get_one_line_and_exit_2(argv, needle, capsys, tmp_p
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())  # nothing written before the error
+
+
+def test_an_unknown_option_points_to_its_own_command_help(capsys):
+    """argparse left a subcommand's unknown option to the top parser: 'fastsim: error:
+    unrecognized arguments: --chunks 5 (see fastsim --help)', whose help lists no option
+    of fastsim sweep."""
+    for argv, prog, unknown in (
+            (["sweep", "x.toml", "--out", "y", "--chunks", "5"], "fastsim sweep", "--chunks 5"),
+            (["traces", "toy-rlhf", "--bogus"], "fastsim traces toy-rlhf", "--bogus")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == (f"{prog}: error: unrecognized arguments: {unknown} "
+                                           f"(see {prog} --help)\n")

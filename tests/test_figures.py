@@ -2,6 +2,7 @@
 has every MODEL.md section 9 row."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -332,3 +333,24 @@ def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, 
     (results / "extracts" / "trajectory_jobs.parquet").unlink()
     assert main(["figures", str(results), "--formats", "png"]) == 0
     assert "trajectories: skipped, no results for extracts" in capsys.readouterr().out
+
+
+def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch, capsys):
+    """`python figures/noise_sweep.py DIR` (docs/sweeps.md): without DIR it ended in an
+    IndexError traceback, and on a mistyped DIR, or one without its sweep, it made
+    DIR/figures before finding nothing to draw."""
+    from fastsim.figures import _style as S
+
+    script = load_script("noise_sweep")
+    monkeypatch.setattr(sys, "argv", ["noise_sweep.py"])
+    with pytest.raises(SystemExit) as exc:
+        S.main(script.draw, script.NEEDS)
+    assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: ")
+    (tmp_path / "other").mkdir()
+    for results, why in (("typo", "is not a results directory"),
+                         ("other", "no results for noise")):
+        monkeypatch.setattr(sys, "argv", ["noise_sweep.py", str(tmp_path / results)])
+        with pytest.raises(SystemExit) as exc:
+            S.main(script.draw, script.NEEDS)
+        assert why in str(exc.value.code)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
