@@ -224,13 +224,18 @@ def plain_log_ticks(ax) -> None:
                                  else NullFormatter())
 
 
+def _refuse(message: str) -> None:
+    """One line on stderr, exit 2, as the command line refuses bad input."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def _usage() -> None:
     """A script run without RESULTS_DIR (or with more than two arguments) says how to run
-    it, exit 2, as the command line does."""
+    it."""
     if not 2 <= len(sys.argv) <= 3:
-        print(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
-              "RESULTS_DIR/figures)", file=sys.stderr)
-        sys.exit(2)
+        _refuse(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
+                "RESULTS_DIR/figures)")
 
 
 def main(draw, needs, baseline: str | None = None) -> None:
@@ -242,11 +247,11 @@ def main(draw, needs, baseline: str | None = None) -> None:
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
-        sys.exit(f"{results} is not a results directory")  # as fastsim figures says
+        _refuse(f"{results} is not a results directory")  # as fastsim figures says
     sources = find_sources(results)
     why = skip_reason(needs, baseline, sources, results)
     if why is not None:
-        sys.exit(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+        _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
     out.mkdir(parents=True, exist_ok=True)
     for p in draw(sources, out, ("png", "pdf")):
         print(p)
