@@ -310,6 +310,18 @@ def test_reproduce_checks_every_sweep_directory_before_writing_any(tmp_path, cap
              "inside the sweep directory")
 
 
+def test_reproduce_and_figures_name_their_flags_as_typed(tmp_path, capsys):
+    out = tmp_path / "r"
+    # before: --clusters 0 was taken for no value, and the run went on with 2,000
+    one_line(capsys, ["reproduce", "--clusters", "0", "--out", str(out), "--no-figures"],
+             "--clusters=0 is invalid; allowed: at least 2 per cell")
+    assert not out.exists()
+    one_line(capsys, ["reproduce", "--quick", "--clusters", "1", "--out", str(out)],
+             "--clusters=1 is invalid")
+    one_line(capsys, ["figures", str(tmp_path), "--formats", "jpg"],  # read 'formats='jpg''
+             "--formats=jpg is invalid; allowed: png, pdf, svg")
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_a_bad_thread_count_variable_is_one_line(value):
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,

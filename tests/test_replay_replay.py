@@ -351,7 +351,7 @@ def test_the_header_counts_evaluations_not_rows(tmp_path, capsys):
     assert "replay: 2 jobs, 4 evaluations in 5 rows, metric score" in capsys.readouterr().out
     p.write_text("job_id,step,score\na,10,0.5\na,20,0.6\n")
     assert main(["replay", str(p), "--summary-only"]) == 0
-    assert "replay: 1 jobs, 2 evaluations, metric score" in capsys.readouterr().out
+    assert "replay: 1 job, 2 evaluations, metric score" in capsys.readouterr().out
 
 
 def test_a_policy_given_twice_is_replayed_once(capsys):

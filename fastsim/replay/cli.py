@@ -205,6 +205,11 @@ def _print_summary(summ: pl.DataFrame) -> None:
                   f"{_ci(r, 'completion_share')}")
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 job``, ``3 jobs``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _cmd_replay(args) -> int:
     from fastsim.replay.logs import read_logs, resolve_path
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
@@ -236,8 +241,8 @@ def _cmd_replay(args) -> int:
         print(f"example log: {args.paths[0]}")
     n_evals = int(log.table["metric"].is_not_nan().sum())  # a row may hold a loss only
     rows = "" if n_evals == log.table.height else f" in {log.table.height} rows"
-    print(f"replay: {len(log.job_ids)} jobs, {n_evals} evaluations{rows}, metric "
-          f"{log.metric} ({sense} is better)")
+    print(f"replay: {_count(len(log.job_ids), 'job')}, {_count(n_evals, 'evaluation')}{rows}, "
+          f"metric {log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
     if args.gpus is not None and "time_h" not in log.table.columns:

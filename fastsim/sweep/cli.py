@@ -149,7 +149,8 @@ def cmd_figures(args) -> int:
     formats = tuple(dict.fromkeys(f.strip() for f in args.formats.split(",") if f.strip()))
     bad = [f for f in formats if f not in ("png", "pdf", "svg")]
     if bad or not formats:
-        raise ConfigError(f"formats={args.formats!r} is invalid; allowed: png, pdf, svg")
+        raise ConfigError(f"--formats={args.formats} is invalid; allowed: png, pdf, svg "
+                          "(comma-separated)")
     written = draw_all(args.dir, args.out or args.dir / "figures", formats)
     print(f"{len(written)} files written to {args.out or args.dir / 'figures'}")
     return 0
@@ -159,7 +160,9 @@ def cmd_reproduce(args) -> int:
     from fastsim.sweep.reproduce import check_clusters, default_command, hold_outputs, reproduce
 
     check_backend(args)
-    clusters = check_clusters(args.clusters or (QUICK_CLUSTERS if args.quick else FULL_CLUSTERS))
+    default = QUICK_CLUSTERS if args.quick else FULL_CLUSTERS
+    # 0 is a value given, refused: ``or`` took it for no value and ran the default
+    clusters = check_clusters(default if args.clusters is None else args.clusters, "--clusters=")
     out = args.out or Path("results") / ("reproduce-quick" if args.quick else "reproduce")
     figures = args.figures_dir or out / "figures"
     report = args.report or out / "REPRODUCTION.md"

@@ -459,9 +459,11 @@ def default_command(argv: list[str] | None) -> str:
     return "fastsim " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
 
 
-def check_clusters(clusters: int) -> int:
+def check_clusters(clusters: int, name: str = "clusters=") -> int:
+    """``clusters`` if a cell's interval can be formed (``name``: how the caller's input
+    writes it, ``--clusters=`` on the command line)."""
     if clusters < 2:
-        raise ConfigError(f"clusters={clusters} is invalid; allowed: at least 2 per cell "
+        raise ConfigError(f"{name}{clusters} is invalid; allowed: at least 2 per cell "
                           "(intervals need two replications)")
     return clusters
 
