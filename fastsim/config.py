@@ -425,9 +425,12 @@ def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     """A spec's error as the command line gave it, or None if it names neither the spec
     nor a parameter: ``"policy='bogus' is invalid; ..."`` -> ``"--policy=bogus is invalid;
     ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
-    the value as typed (``thresholds=3/1``, not the tuple it was read as)."""
+    the value as typed (``thresholds=3/1``, not the tuple it was read as), and ``"policy
+    parameter 'K' is not ..."`` -> ``"--policy evalstop: parameter 'K' is not ..."``."""
     if msg.startswith(f"{what}={spec!r} "):  # an unknown name
         return f"{flag}={spec}{msg[len(f'{what}={spec!r}'):]}"
+    if msg.startswith(f"{what} parameter "):  # an unknown parameter, named as typed already
+        return f"{flag} {R.parse_spec(spec, what)[0]}: {msg[len(what) + 1:]}"
     if not msg.startswith(what + "."):
         return None
     name, params = R.parse_spec(spec, what)

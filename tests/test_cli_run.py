@@ -98,7 +98,9 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     (["--baseline", "evalstop:k=0"],
      "--baseline evalstop: k=0 is invalid; allowed: an integer in [1, "),
     (["--baseline", "peak:z=-1"], "--baseline peak: z=-1 is invalid; allowed: a number in [0, 100]"),
-    (["--baseline", "evalstop:q=1"], "--baseline parameter 'q' is not a parameter of evalstop"),
+    (["--baseline", "evalstop:q=1"],
+     "--baseline evalstop: parameter 'q' is not a parameter of evalstop"),
+    (["--policy", "evalstop:K=2"], "--policy evalstop: parameter 'K' is not a parameter of"),
     (["--baseline", "nosuch"], "--baseline=nosuch is invalid; allowed: none, evalstop"),
     # the flags a run is given, as typed: they read 'policy.k=0', 'policy='bogus'',
     # 'scheduler.thresholds=(3.0, 1.0)' and 'sigma=-1.0', names and values no one typed
