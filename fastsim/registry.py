@@ -150,10 +150,11 @@ class Param:
 def trigger_error(name: str, values: dict) -> str:
     """What a user stop policy that broke its contract is told
     (``kernels.stops.causal_trigger_nb``)."""
+    given = ",".join(f"{k}={v}" for k, v in values.items())  # as a spec writes them
     return (f"stop policy {name} answered a prefix of a job's series with neither 0 nor the "
             "evaluation the prefix ends at, or stopped a job at or before its lookback "
-            f"({values}); allowed: 0, or the prefix's last evaluation (it decides online, "
-            "on what it has seen: docs/extending.md)")
+            f"(run as {name}:{given}); allowed: 0, or the prefix's last evaluation (it "
+            "decides online, on what it has seen: docs/extending.md)")
 
 
 def is_number(x: Any) -> bool:

@@ -245,8 +245,10 @@ def test_a_user_policy_sees_no_evaluation_to_come(user_dir, tmp_path, capsys, na
     time T in the last service, a score to come) gets what it has seen so far, and its
     answers, not those of an online decision, are refused in one line."""
     cfg = SimConfig.from_specs("srtf_est", f"toy_user_policies:{name}:scope=all", n_jobs=20)
-    with pytest.raises(ConfigError, match="neither 0 nor the evaluation the prefix ends at"):
+    with pytest.raises(ConfigError, match="neither 0 nor the evaluation the prefix ends") as e:
         simulate(cfg, 4, seed=0)
+    # its parameters as a spec writes them: the line ended in a Python dict
+    assert f"(run as toy_user_policies:{name}:scope=all)" in str(e.value)
     if name != "peek_last":  # replay's attained service never exceeds 2 t_est: no stop
         return
     log = tmp_path / "l.csv"
