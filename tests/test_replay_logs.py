@@ -217,6 +217,9 @@ def test_a_tsv_log_without_its_name_reads_with_format_tsv(tmp_path):
     assert detect_format(named) == "tsv"
     table, _ = read_one(nameless, fmt="tsv")
     assert table["metric"].to_list() == [0.5, 0.6]
+    # without it, the refusal says how to read it (it showed the header with its tabs only)
+    with pytest.raises(ConfigError, match=r"\(tab-separated\? --format tsv, or "):
+        read_one(nameless)
 
 
 def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path):

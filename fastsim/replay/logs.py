@@ -484,10 +484,14 @@ def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
 
 
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
+    found = [c for c in df.columns if c != "line"]
+    # a header read as one column holding tabs: a TSV read as CSV (a pipe has no suffix)
+    tsv = (" (tab-separated? --format tsv, or read_logs(fmt='tsv'))"
+           if len(found) == 1 and "\t" in found[0] else "")
     for field in ("job_id", "step"):
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
-                              f"columns job_id, step, score (found {[c for c in df.columns if c != 'line']})")
+                              f"columns job_id, step, score (found {found}){tsv}")
     if metric not in df.columns:
         raise ConfigError(f"{path}:1: field {metric!r}: missing column; allowed: one of "
                           f"{[c for c in df.columns if c not in ('line', 'job_id', 'step')]} via --metric")
