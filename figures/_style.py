@@ -230,6 +230,18 @@ def _refuse(message: str) -> None:
     sys.exit(2)
 
 
+def _held(out) -> list:
+    """``fastsim.sweep.figures.held_output``: a script run alone writes into a sweep
+    directory only while no other process holds it, as ``fastsim figures`` does."""
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.figures import held_output
+
+    try:
+        return held_output(Path(out))
+    except ConfigError as exc:
+        _refuse(str(exc))
+
+
 def _usage() -> None:
     """A script run without RESULTS_DIR (or with more than two arguments) says how to run
     it."""
@@ -252,6 +264,7 @@ def main(draw, needs, baseline: str | None = None) -> None:
     why = skip_reason(needs, baseline, sources, results)
     if why is not None:
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+    held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
     for p in draw(sources, out, ("png", "pdf")):
         print(p)
@@ -263,5 +276,6 @@ def cli(main) -> None:
     _usage()
     results = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else Path(results) / "figures"
+    held = _held(out)  # noqa: F841 (released when the script ends)
     for p in main(results, out):
         print(p)

@@ -141,6 +141,20 @@ def load_script(name: str):
     return importlib.import_module(f"fastsim.figures.{name}")
 
 
+def held_output(out: Path) -> list:
+    """Hold the sweep directory ``out`` lies in, if any (a sweep directory is written by
+    its owner only: refused, naming the holder, while another process has it), check
+    that ``out`` can be written, and remove a killed drawing's temporaries there.  Keep
+    the returned locks until the drawing is done."""
+    from fastsim.io import check_output_dir
+    from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
+
+    held = hold_sweep_dirs(out)
+    check_output_dir(out)
+    remove_temporaries_in(out, held)  # only in a directory this process holds
+    return held
+
+
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``; returns the
@@ -150,13 +164,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(f"{results} is not a results directory")
-    from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
-
-    held = hold_sweep_dirs(out)  # a sweep directory is written by its owner only
-    from fastsim.io import check_output_dir
-
-    check_output_dir(out)
-    remove_temporaries_in(out, held)  # a killed drawing's, in a directory this process holds
+    held = held_output(out)  # noqa: F841 (released when the drawing is done)
     sources = find_sources(results)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
