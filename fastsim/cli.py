@@ -86,15 +86,21 @@ def _check_threads_variable() -> None:
         sys.exit(2)
 
 
-def _command_parser(parser: argparse.ArgumentParser,
-                    args: argparse.Namespace) -> argparse.ArgumentParser:
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    argv: list[str], unknown: list[str]) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``args`` ran, ``fastsim sweep`` or ``fastsim traces
-    toy-rlhf``: an option it does not know is refused naming it, and its ``--help``."""
+    toy-rlhf``, or of the command before whose subcommand an ``unknown`` option was given
+    (``fastsim --bogus sweep``: fastsim's): an option it does not know is refused naming
+    it, and its ``--help``."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             name = getattr(args, action.dest, None)
             if name in action.choices:
-                return _command_parser(action.choices[name], args)
+                # the subcommand is the first word that is not an option (argparse's rule)
+                i = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+                if any(a in unknown for a in argv[:i]):
+                    return parser
+                return _command_parser(action.choices[name], args, argv[i + 1:], unknown)
     return parser
 
 
@@ -103,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # argparse leaves a subcommand's unknown options to the top parser, whose error named
     # "fastsim" and pointed to fastsim --help, which does not list the subcommand's options
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+        _command_parser(parser, args, argv, unknown).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     try:
         held = hold_outputs(args)  # noqa: F841 (released when the command returns)
         return int(args.func(args) or 0)

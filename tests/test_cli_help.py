@@ -108,7 +108,11 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
     of fastsim sweep."""
     for argv, prog, unknown in (
             (["sweep", "x.toml", "--out", "y", "--chunks", "5"], "fastsim sweep", "--chunks 5"),
-            (["traces", "toy-rlhf", "--bogus"], "fastsim traces toy-rlhf", "--bogus")):
+            (["traces", "toy-rlhf", "--bogus"], "fastsim traces toy-rlhf", "--bogus"),
+            # given before the subcommand, it is the command's before it (it read
+            # 'fastsim sweep: error: ... --bogus', whose help is not where it was typed)
+            (["--bogus", "sweep", "x.toml", "--out", "y"], "fastsim", "--bogus"),
+            (["costaware", "--bogus=1", "sgd"], "fastsim costaware", "--bogus=1")):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
