@@ -418,3 +418,26 @@ def test_reproduce_checks_the_code_of_every_sweep_before_writing_any(tmp_path, c
     after = files(out)
     after.pop(Path("noise/sweep.lock"))
     assert after == before and sorted(p.name for p in out.iterdir()) == ["noise"]
+
+
+@pytest.mark.parametrize("field", ["code", "grid"])
+def test_a_damaged_manifests_values_are_named_in_one_short_line(tmp_path, capsys, field):
+    """A version (or a name, a source, a grid value) read from a damaged manifest went
+    into the message as it was: a line break there made two lines, a megabyte a megabyte
+    of message."""
+    path, out = tmp_path / "s.toml", tmp_path / "out"
+    path.write_text(sweep_text(None))
+    interrupted(path, out, 1)
+    damaged = "9.9\nTraceback (most recent call last):" + "x" * (1 << 20)
+    edit_json(out / "sweep.json", lambda m: {
+        **m, **({"code": {**m["code"], "fastsim": damaged}} if field == "code" else
+                {"grid_hash": damaged, "name": damaged, "source": damaged,
+                 "grid": {**m["grid"], "seed": damaged}})})
+    before = files(out)
+    capsys.readouterr()
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and len(err) < 1000, err[:2000]
+    assert ("they were computed by fastsim 9.9\\nTraceback (most recent call last):xxx"
+            if field == "code" else "seed: 9.9\\nTraceback") in err, err
+    assert files(out) == before

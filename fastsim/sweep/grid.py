@@ -384,8 +384,8 @@ def axis_value(cfg: SimConfig, axis: str) -> Any:
 
 def diff_grids(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable differences between two ``Grid.canonical()`` dicts."""
-    out = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in ("clusters", "chunk", "seed")
-           if old.get(k) != new.get(k)]
+    out = [f"{k}: {clipped(str(old.get(k)))} -> {new.get(k)}"
+           for k in ("clusters", "chunk", "seed") if old.get(k) != new.get(k)]
     old_cells = {c["id"]: c for c in old.get("cells", [])}
     new_cells = {c["id"]: c for c in new.get("cells", [])}
     removed = [c for i, c in old_cells.items() if i not in new_cells]
@@ -421,14 +421,23 @@ def code_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def diff_code(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``code_changes`` of the code results were computed by (``old``) and this run's
     (``new``), in words."""
-    words = {"fastsim": f"they were computed by fastsim {old.get('fastsim')}, this is "
-                        f"fastsim {new['fastsim']}",
+    words = {"fastsim": f"they were computed by fastsim {clipped(str(old.get('fastsim')))}, "
+                        f"this is fastsim {new['fastsim']}",
              "fastsim_sha256": "fastsim's own source has been edited since they were computed "
                                f"(version {new['fastsim']} both: a development checkout at "
                                "another commit, or an edited install)"}
     return [words.get(part) or f"{part} has been edited since they were computed (module "
             f"{part.partition(':')[0]}, or a file of yours it uses)"
             for part in code_changes(old, new)]
+
+
+def clipped(text: str, limit: int = 60) -> str:
+    """Text read from a file (a version, a name, a value's ``repr``) for a one-line
+    message: a line break or other unprintable character escaped as ``repr`` escapes it,
+    cut to ``limit`` characters (a damaged manifest's megabyte made a megabyte of message)."""
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _flat_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
@@ -438,5 +447,5 @@ def _flat_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[s
         if isinstance(va, dict) and isinstance(vb, dict):
             out += _flat_diff(va, vb, f"{prefix}{k}.")
         elif va != vb:
-            out.append(f"{prefix}{k}: {va!r} -> {vb!r}")
+            out.append(f"{prefix}{k}: {clipped(repr(va))} -> {vb!r}")
     return out

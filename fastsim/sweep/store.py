@@ -60,7 +60,7 @@ import pyarrow.parquet as pq
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
                         check_output_dir, file_kind, is_temporary, write_all)
-from fastsim.sweep.grid import Grid, diff_code, diff_grids
+from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
 LOCK = "sweep.lock"
@@ -593,8 +593,9 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
     except (AttributeError, TypeError, KeyError, ValueError):
         diffs = ["its grid is damaged"]
     raise ConfigError(
-        f"{path} was written for a different grid (hash {old['grid_hash'][:12]}, "
-        f"sweep {old.get('name')!r} from {old.get('source')}); {grid.source} now "
+        f"{path} was written for a different grid (hash {clipped(old['grid_hash'][:12])}, "
+        f"sweep {clipped(repr(old.get('name')))} from {clipped(str(old.get('source')), 200)});"
+        f" {grid.source} now "
         f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
         + ". Use a new --out directory, or delete the old one to start over.")
 
@@ -658,8 +659,8 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                 names = rec.get("grid_hash") if isinstance(rec, dict) else None
                 if isinstance(names, str) and names != grid.hash:
                     other_grid = other_grid or ConfigError(
-                        f"{damage}, and {f} is a chunk record of grid {names[:12]}, not of "
-                        f"{own}{refuse}")
+                        f"{damage}, and {f} is a chunk record of grid {clipped(names[:12])}, "
+                        f"not of {own}{refuse}")
                 if other_grid is not None:
                     continue  # refused below, once every record's code is known
                 if not _record_ok(rec, grid, cell_id, index):
