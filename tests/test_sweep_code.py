@@ -441,3 +441,23 @@ def test_a_damaged_manifests_values_are_named_in_one_short_line(tmp_path, capsys
     assert ("they were computed by fastsim 9.9\\nTraceback (most recent call last):xxx"
             if field == "code" else "seed: 9.9\\nTraceback") in err, err
     assert files(out) == before
+
+
+def test_a_code_that_does_not_name_the_grids_user_functions_is_damaged(user_module, tmp_path,
+                                                                        capsys):
+    """A manifest's or record's code that names none of the metric's source was taken for
+    this code's, the metric unchecked: after an edit, the chunk of such a record was pooled
+    with the edited metric's.  The cells name their user functions, so another set is
+    damage: the manifest is rebuilt from the records, which name the edit."""
+    path, out, grid = metric_sweep(tmp_path, user_module, 2)
+    without_user = lambda doc: {**doc, "code": {**doc["code"], "user": {}}}  # noqa: E731
+    edit_json(out / "sweep.json", without_user)
+    edit_json(sorted(out.glob("cells/*/chunk-*.json"))[0], without_user)
+    user_module("code_metric", METRIC_SRC.replace(*EDITS["code_metric"]))
+    capsys.readouterr()
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(
+        f"fastsim sweep: error: {out}/sweep.json: damaged sweep manifest (its code field is "
+        "damaged), and ") and ("is a chunk record of other code than this run's: "
+                               "code_metric:hacking_share has been edited") in err, err

@@ -207,20 +207,23 @@ def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int) -> bool:
     with a checksum and a row count each: what resume and aggregation use."""
     return (isinstance(rec, dict) and rec.get("grid_hash") == grid.hash
             and rec.get("cell") == cell_id and rec.get("index") == index
-            and ("code" not in rec or (_code_ok(rec["code"])
+            and ("code" not in rec or (_code_ok(rec["code"], grid)
                                        and not diff_code(rec["code"], grid.code)))
             and isinstance(rec.get("files"), dict)
             and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
                     and type(e.get("rows")) is int for e in rec["files"].values()))
 
 
-def _code_ok(code: Any) -> bool:
+def _code_ok(code: Any, grid: Grid | None = None) -> bool:
     """Whether a manifest's or record's ``code`` has the form of ``Grid.code`` (without
-    ``fastsim_sha256`` if written before fastsim's source was recorded)."""
+    ``fastsim_sha256`` if written before fastsim's source was recorded) and, given the
+    ``grid`` whose hash it is written under, names exactly its user functions: its cells
+    name them, so another set is damage (a function it does not name goes unchecked)."""
     return (isinstance(code, dict) and isinstance(code.get("fastsim"), str)
             and isinstance(code.get("fastsim_sha256", ""), str)
             and isinstance(code.get("user"), dict)
-            and all(isinstance(v, str) for v in code["user"].values()))
+            and all(isinstance(v, str) for v in code["user"].values())
+            and (grid is None or code["user"].keys() == grid.code["user"].keys()))
 
 
 def _other_code(where: str, changes: list[str]) -> ConfigError:
@@ -563,7 +566,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         raise _other_code(f"{path}: the results in {root} are", changes)
     current = old.get("format") == FORMAT_VERSION
     if old["grid_hash"] == grid.hash:
-        if current and not _code_ok(code):  # the records name the code: they decide
+        if current and not _code_ok(code, grid):  # the records name the code: they decide
             return None, _rebuild_from_records(
                 root, grid, f"{path}: damaged sweep manifest (its code field is damaged)")
         # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
