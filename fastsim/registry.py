@@ -30,7 +30,7 @@ import math
 import os
 import sysconfig
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 from fastsim import defaults as D
@@ -352,26 +352,48 @@ def _user_sources(fn: Any) -> list[str]:
     helpers and constants there included), the values of the plain globals it names (a
     constant imported by name from another file: ``from consts import THRESH``) and, in
     turn, the files of the user functions and modules it names as globals (helpers
-    imported from another file of the user's)."""
-    texts, seen, todo = [], set(), [fn]
+    imported from another file of the user's); of a ``functools.partial``, its function's
+    and the values it binds; of an object called as a function, its class's ``__call__``
+    and its attributes (hashed as nothing, their edits went unnoticed)."""
+    texts, seen, done, todo = [], set(), set(), [fn]
+
+    def follow(name: Any, dep: Any) -> None:  # a value the code uses: its files, or its text
+        if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
+            todo.append(dep)
+        elif (value := _value_text(dep)) is not None:
+            texts.append(f"{name}={value}")
+
     while todo:
         item = todo.pop()
         obj = getattr(item, "py_func", item)
-        path = _user_file(obj)
-        if path is None or path in seen:
+        if id(obj) in done:
             continue
-        seen.add(path)
-        try:
-            texts.append(open(path, encoding="utf-8", errors="replace").read())
-        except OSError:  # gone since import: its compiled code stands for it
-            code = getattr(obj, "__code__", None)
-            texts.append(repr(code.co_code) + repr(code.co_consts) if code else path)
+        done.add(id(obj))
+        if isinstance(obj, partial):  # its function, and the values it binds
+            todo.append(obj.func)
+            for name, dep in [*enumerate(obj.args), *obj.keywords.items()]:
+                follow(name, dep)
+            continue
+        if callable(obj) and not (inspect.isroutine(obj) or inspect.isclass(obj)):
+            # an object called as a function: its class's method, and its attributes
+            todo.append(type(obj).__call__)
+            for name, dep in getattr(obj, "__dict__", {}).items():
+                follow(name, dep)
+            continue
+        path = _user_file(obj)
+        if path is None:
+            continue
+        if path not in seen:
+            seen.add(path)
+            try:
+                texts.append(open(path, encoding="utf-8", errors="replace").read())
+            except OSError:  # gone since import: its compiled code stands for it
+                code = getattr(obj, "__code__", None)
+                texts.append(repr(code.co_code) + repr(code.co_consts) if code else path)
+        # each function's names, also of a file already read (a function it calls in the
+        # same file, naming a constant imported from another file)
         for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
-            dep = getattr(obj, "__globals__", {}).get(name)
-            if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
-                todo.append(dep)
-            elif (value := _value_text(dep)) is not None:
-                texts.append(f"{name}={value}")
+            follow(name, getattr(obj, "__globals__", {}).get(name))
     return texts
 
 

@@ -668,6 +668,39 @@ def test_the_code_hash_covers_a_constant_imported_by_name(tmp_path, monkeypatch)
     assert decl.impl != before
 
 
+def test_the_code_hash_covers_partials_objects_and_functions_beside(tmp_path, monkeypatch):
+    # a functools.partial and an object called as a function have no source file of their
+    # own: hashed as nothing, an edit of theirs resumed a sweep on old chunks; and a function
+    # it calls in the same file was read, not followed: a constant that one imports by name
+    # was not
+    import importlib
+    import sys
+
+    from fastsim import registry as R
+
+    (tmp_path / "hash_k.py").write_text("K = 2.0\n")
+    path = tmp_path / "hash_callables.py"
+    path.write_text("import functools\nfrom hash_k import K\n\n\ndef double(x):\n"
+                    "    return x * K\n\n\ndef scaled(jobs, scale):\n"
+                    "    return double(jobs) / scale\n\n\nclass Scaled:\n"
+                    "    def __init__(self, scale):\n        self.scale = scale\n\n"
+                    "    def __call__(self, jobs):\n        return double(jobs) / self.scale\n"
+                    "\n\nby_partial = functools.partial(scaled, scale=20.0)\n"
+                    "by_object = Scaled(20.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("hash_callables")
+    for fn in (mod.by_partial, mod.by_object):
+        before = R.source_sha256(fn)
+        path.write_text(path.read_text() + "\n# edited\n")
+        assert R.source_sha256(fn) != before, fn
+    for fn in (mod.by_partial, mod.by_object, mod.scaled):
+        before = R.source_sha256(fn)
+        monkeypatch.setattr(mod, "K", 3.0)  # hash_k.py edited, as a new process sees it
+        assert R.source_sha256(fn) != before, fn
+        monkeypatch.setattr(mod, "K", 2.0)
+    sys.modules.pop("hash_callables")
+
+
 @pytest.mark.parametrize("lookback, param", [
     (-1, None),
     (1.5, None),
