@@ -335,16 +335,35 @@ def _user_file(obj: Any) -> str | None:
     return path
 
 
-def _value_text(value: Any) -> str | None:
+def _value_text(value: Any, found: list | None = None,
+                within: frozenset = frozenset()) -> str | None:
     """A global value's text for the hash (numba compiles globals in as constants), or
-    None for what is not a plain value (modules and functions are followed instead)."""
+    None for what is not a plain value (modules and functions are followed instead; those
+    inside a tuple, list, set or dict are added to ``found``).  The same in every
+    process: a set's items sorted (a set of strings iterates in an order salted per
+    process), anything else in a container named by its type (its repr held its address:
+    the hash changed from run to run, and a resume was refused as edited)."""
     if hasattr(value, "dtype") and hasattr(value, "tobytes"):  # a NumPy array or scalar
         data = hashlib.sha256(value.tobytes()).hexdigest()
         return f"{value.dtype}{getattr(value, 'shape', ())}{data}"
-    if isinstance(value, (bool, int, float, complex, str, bytes, type(None), tuple, list,
-                          frozenset, dict)):
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
         return repr(value)
-    return None
+    if not isinstance(value, (tuple, list, set, frozenset, dict)) or id(value) in within:
+        return None  # not plain, or a container holding itself
+
+    def text(item: Any) -> str:
+        if (t := _value_text(item, found, within | {id(value)})) is not None:
+            return t
+        if found is not None and (inspect.ismodule(item)
+                                  or callable(getattr(item, "py_func", item))):
+            found.append(item)
+        return f"<{getattr(item, '__qualname__', type(item).__qualname__)}>"
+
+    pairs = value.items() if isinstance(value, dict) else ((item,) for item in value)
+    items = [":".join(map(text, pair)) for pair in pairs]
+    if isinstance(value, (set, frozenset)):
+        items.sort()
+    return f"{type(value).__name__}[{', '.join(items)}]"
 
 
 def _user_sources(fn: Any) -> list[str]:
@@ -360,7 +379,7 @@ def _user_sources(fn: Any) -> list[str]:
     def follow(name: Any, dep: Any) -> None:  # a value the code uses: its files, or its text
         if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
             todo.append(dep)
-        elif (value := _value_text(dep)) is not None:
+        elif (value := _value_text(dep, todo)) is not None:
             texts.append(f"{name}={value}")
 
     while todo:

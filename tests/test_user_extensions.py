@@ -701,6 +701,23 @@ def test_the_code_hash_covers_partials_objects_and_functions_beside(tmp_path, mo
     sys.modules.pop("hash_callables")
 
 
+def test_the_code_hash_of_a_set_or_an_object_in_a_container_is_every_processs(tmp_path):
+    # a set of strings iterates in an order salted per process, and an object's repr holds
+    # its address: the hash changed from run to run, so each resume was refused as edited
+    (tmp_path / "hash_sets.py").write_text(
+        "import numpy as np\n\nCOLS = frozenset({'gpus', 'jct_h', 'stopped', 'hacking'})\n"
+        "HOW = {'rlhf': (np.mean, object())}\n\n\ndef cols(jobs):\n"
+        "    return HOW['rlhf'][0](jobs[min(COLS)], axis=1)\n")
+    code = ("from fastsim import registry as R; import hash_sets; "
+            "print(R.source_sha256(hash_sets.cols))")
+    digests = {subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
+                              capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(tmp_path),
+                                   "PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2", "3")}
+    assert len(digests) == 1, digests
+
+
 @pytest.mark.parametrize("lookback, param", [
     (-1, None),
     (1.5, None),
