@@ -406,14 +406,26 @@ def _user_sources(fn: Any) -> list[str]:
             seen.add(path)
             try:
                 texts.append(open(path, encoding="utf-8", errors="replace").read())
-            except OSError:  # gone since import: its compiled code stands for it
-                code = getattr(obj, "__code__", None)
-                texts.append(repr(code.co_code) + repr(code.co_consts) if code else path)
+            except OSError:  # in a zip: its loader reads it; gone since import: its
+                texts.append(_loaded_text(obj) or path)  # compiled code stands for it
         # each function's names, also of a file already read (a function it calls in the
         # same file, naming a constant imported from another file)
         for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
             follow(name, getattr(obj, "__globals__", {}).get(name))
     return texts
+
+
+def _loaded_text(obj: Any) -> str | None:
+    """The source of the module defining ``obj`` as its loader reads it (a module in a zip
+    on the path: only the function's own compiled code was hashed, edits of the functions
+    it calls went unnoticed), else ``obj``'s compiled code (a file deleted since import), else None."""
+    module = inspect.getmodule(obj)
+    try:
+        text = module.__loader__.get_source(module.__name__)
+    except (AttributeError, ImportError, OSError):
+        text = None
+    code = getattr(obj, "__code__", None)
+    return text or (repr(code.co_code) + repr(code.co_consts) if code else None)
 
 
 def source_sha256(fn: Any) -> str:

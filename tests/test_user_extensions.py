@@ -718,6 +718,28 @@ def test_the_code_hash_of_a_set_or_an_object_in_a_container_is_every_processs(tm
     assert len(digests) == 1, digests
 
 
+def test_the_code_hash_of_a_module_in_a_zip_covers_all_its_functions(tmp_path):
+    # a zip's module has no file to read: only the function's own compiled code was
+    # hashed, so an edit of a function it calls resumed a sweep on old chunks
+    import zipfile
+
+    def digest(factor: str) -> str:
+        archive = tmp_path / f"code{factor}.zip"
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("hash_zipped.py", f"def double(x):\n    return x * {factor}\n\n\n"
+                                         "def share(jobs):\n    return double(jobs)\n")
+        code = ("from fastsim import registry as R; import hash_zipped as m; "
+                "print(m.__file__, R.source_sha256(m.share))")
+        where, sha = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
+                                    capture_output=True, text=True,
+                                    env={**os.environ, "PYTHONPATH": str(archive)}
+                                    ).stdout.split()
+        assert where == str(archive / "hash_zipped.py")
+        return sha
+
+    assert digest("2.0") != digest("3.0")
+
+
 @pytest.mark.parametrize("lookback, param", [
     (-1, None),
     (1.5, None),
