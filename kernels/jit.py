@@ -26,6 +26,7 @@ import hashlib
 import os
 import pickle
 import re
+import stat
 from pathlib import Path
 from types import FunctionType
 
@@ -115,7 +116,21 @@ def _checked_data(cache_file):
     object code loads, and runs, as is; a damaged index naming another specialisation's
     file loads that code for this signature.  Either is now a miss (``_cache_is_optional``),
     compiled anew and saved over."""
-    save, load = cache_file.save, cache_file.load
+    save, load, load_index = cache_file.save, cache_file.load, cache_file._load_index
+
+    def regular(path):
+        # a named pipe would block its open forever, a link to /dev/zero read in full
+        # fill the memory: not a regular file, a damaged one (a missing one: numba's miss)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return
+        if not stat.S_ISREG(mode):
+            raise _DamagedCacheFile(path)
+
+    def checked_index():
+        regular(cache_file._index_path)
+        return load_index()
 
     def save_data(name, data):
         payload = cache_file._dump(data)
@@ -123,6 +138,7 @@ def _checked_data(cache_file):
             f.write(_CHECKED + hashlib.sha256(payload).digest() + payload)
 
     def load_data(name):
+        regular(cache_file._data_path(name))
         with open(cache_file._data_path(name), "rb") as f:
             blob = f.read()
         n = len(_CHECKED)
@@ -142,6 +158,7 @@ def _checked_data(cache_file):
             raise _DamagedCacheFile(key)
         return found[1]
     cache_file._save_data, cache_file._load_data = save_data, load_data
+    cache_file._load_index = checked_index
     cache_file.save, cache_file.load = save_keyed, load_keyed
 
 

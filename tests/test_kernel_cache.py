@@ -9,6 +9,8 @@ import resource
 import subprocess
 import sys
 
+import pytest
+
 KERNEL = """
 from fastsim.kernels.jit import entry
 
@@ -24,15 +26,18 @@ print(add_nb(1, 2))
 TWO = KERNEL + "print(add_nb(1.5, 2.25), sum(add_nb.stats.cache_hits.values()))\n"
 
 
-def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL):
+def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL, max_memory_bytes=None):
     script = tmp_path / "cached_kernel.py"
     script.write_text(source)
 
-    def limit():  # a disk that takes no byte more (EFBIG, as a full disk's ENOSPC)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    def limit():
+        if max_file_bytes is not None:  # a disk that takes no byte more (EFBIG, as ENOSPC)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+        if max_memory_bytes is not None:  # a runaway read ends, it does not fill the host
+            resource.setrlimit(resource.RLIMIT_AS, (max_memory_bytes, max_memory_bytes))
 
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, preexec_fn=limit if max_file_bytes is not None else None,
+                          timeout=300, preexec_fn=limit,
                           env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")})
 
 
@@ -89,3 +94,23 @@ def test_a_data_file_of_another_signature_is_never_loaded(tmp_path):
     r = run_kernel(tmp_path, source=TWO)
     assert r.stdout.split() == ["3", "3.75", "0"], r.stderr
     assert run_kernel(tmp_path, source=TWO).stdout.split()[-1] == "2"
+
+
+@pytest.mark.parametrize("suffix,planted", [(".nbc", "/dev/zero"), (".nbc", "fifo"),
+                                            (".nbi", "fifo")])
+def test_a_cache_file_that_is_not_a_regular_file_is_a_miss(tmp_path, suffix, planted):
+    # before: a data file linked to /dev/zero was read in full (here, with the memory
+    # capped, to a gigabyte or more), a named pipe at a data file's or the index's name
+    # blocked its open forever
+    peak = TWO + "print(int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]))\n"
+    run_kernel(tmp_path, source=peak)
+    for p in cache_files(tmp_path, suffix):
+        p.unlink()
+        if planted == "fifo":
+            os.mkfifo(p)
+        else:
+            p.symlink_to(planted)
+    r = run_kernel(tmp_path, source=peak, max_memory_bytes=3 << 30)
+    assert r.stdout.split()[:3] == ["3", "3.75", "0"] and "Traceback" not in r.stderr, r.stderr
+    assert int(r.stdout.split()[3]) < 1 << 20, r.stdout  # kB: under a gigabyte
+    assert run_kernel(tmp_path, source=peak).stdout.split()[2] == "2"  # saved over
