@@ -204,8 +204,25 @@ def _cache_is_optional(dispatcher):
     return dispatcher
 
 
+def _njit(**options):
+    """``njit(**options)``, whose function is compiled in memory, as with
+    ``FASTSIM_NO_CACHE=1``, when numba finds no writable place for its cache (neither
+    ``CACHE_DIR``, nor beside the source, nor the user's cache: a read-only install and
+    home), where decorating it raised a ``RuntimeError`` ending every command."""
+    cached, plain = njit(**options), njit(**{**options, "cache": False})
+
+    def decorate(fn):
+        try:
+            return cached(fn)
+        except RuntimeError as exc:
+            if "no locator available" not in str(exc):
+                raise
+            return plain(fn)
+    return decorate
+
+
 def _jit(**options):
-    decorate = njit(**_OPTIONS, **options)
+    decorate = _njit(**_OPTIONS, **options)
     return lambda fn: _plain_types(_cache_is_optional(decorate(fn)))
 
 
@@ -432,7 +449,7 @@ user_driver = _jit(cache=False, parallel=PARALLEL)
 user_entry = _jit(cache=False)
 # The parts a kernel is written in (one step of the engine's scheduling point, say):
 # inlined by numba into the caller before type inference, so a hot step costs no call.
-_part = njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)
+_part = _njit(inline="always", cache=CACHE, fastmath=FASTMATH, nogil=True)
 
 
 def part(fn):

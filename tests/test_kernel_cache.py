@@ -26,7 +26,7 @@ print(add_nb(1, 2))
 TWO = KERNEL + "print(add_nb(1.5, 2.25), sum(add_nb.stats.cache_hits.values()))\n"
 
 
-def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL, max_memory_bytes=None):
+def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL, max_memory_bytes=None, env=()):
     script = tmp_path / "cached_kernel.py"
     script.write_text(source)
 
@@ -38,7 +38,8 @@ def run_kernel(tmp_path, max_file_bytes=None, source=KERNEL, max_memory_bytes=No
 
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, preexec_fn=limit,
-                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+                               **dict(env)})
 
 
 def cache_files(tmp_path, suffix):
@@ -114,3 +115,14 @@ def test_a_cache_file_that_is_not_a_regular_file_is_a_miss(tmp_path, suffix, pla
     assert r.stdout.split()[:3] == ["3", "3.75", "0"] and "Traceback" not in r.stderr, r.stderr
     assert int(r.stdout.split()[3]) < 1 << 20, r.stdout  # kB: under a gigabyte
     assert run_kernel(tmp_path, source=peak).stdout.split()[2] == "2"  # saved over
+
+
+def test_no_writable_place_for_the_cache_compiles_in_memory(tmp_path):
+    # before: RuntimeError: cannot cache function 'add_nb': no locator available, a
+    # traceback ending every command (a read-only install, a home that is not writable)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    (tmp_path / "__pycache__").write_text("")  # beside the source: not a directory
+    r = run_kernel(tmp_path, env={"NUMBA_CACHE_DIR": str(blocked / "cache"),
+                                  "HOME": str(blocked), "XDG_CACHE_HOME": str(blocked)})
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
