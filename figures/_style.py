@@ -230,16 +230,21 @@ def _refuse(message: str) -> None:
     sys.exit(2)
 
 
+def _or_refuse(call, *args):
+    """``call(*args)``, its ``ConfigError`` (a damaged results directory, a held one) one
+    line and exit 2, as the command line's (it was a traceback, exit 1)."""
+    try:
+        return call(*args)
+    except ConfigError as exc:
+        _refuse(str(exc))
+
+
 def _held(out) -> list:
     """``fastsim.sweep.figures.held_output``: a script run alone writes into a sweep
     directory only while no other process holds it, as ``fastsim figures`` does."""
-    from fastsim.errors import ConfigError
     from fastsim.sweep.figures import held_output
 
-    try:
-        return held_output(Path(out))
-    except ConfigError as exc:
-        _refuse(str(exc))
+    return _or_refuse(held_output, Path(out), "OUT_DIR")
 
 
 def _usage() -> None:
@@ -260,7 +265,7 @@ def main(draw, needs, baseline: str | None = None) -> None:
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
         _refuse(f"{results} is not a results directory")  # as fastsim figures says
-    sources = find_sources(results)
+    sources = _or_refuse(find_sources, results)
     why = skip_reason(needs, baseline, sources, results)
     if why is not None:
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
@@ -274,8 +279,18 @@ def cli(main) -> None:
     """Standalone use of a ``main(results, out)`` script: ``python figures/NAME.py RESULTS
     [OUT_DIR]`` (default ``RESULTS/figures``); prints the files written."""
     _usage()
-    results = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) > 2 else Path(results) / "figures"
+    results = Path(sys.argv[1])
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
+    if not results.is_dir():
+        _refuse(f"{results} is not a results directory")  # as fastsim figures says
     held = _held(out)  # noqa: F841 (released when the script ends)
-    for p in main(results, out):
+    try:
+        written = main(results, out)
+    except (OSError, pl.exceptions.PolarsError) as exc:  # a damaged table: a traceback
+        _refuse(f"{results}: a table {Path(sys.argv[0]).stem} reads is damaged "
+                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                "allowed: the output of the command that writes it (run it again)")
+    if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
+        _refuse(f"no results for {Path(sys.argv[0]).stem} in {results}")
+    for p in written:
         print(p)

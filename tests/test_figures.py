@@ -356,6 +356,41 @@ def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch,
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
 
 
+def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
+        tmp_path, monkeypatch, capsys):
+    """A damaged manifest ended a script run alone in a ConfigError traceback, exit 1; a
+    script of the cost-aware or trace figures (``_style.cli``) exited 0 on a mistyped DIR,
+    drawing nothing, and ended in a polars traceback on a damaged table; an OUT_DIR that is
+    a file was named '--out', an option no script has."""
+    from fastsim.figures import _style as S
+
+    damaged = tmp_path / "damaged"
+    (damaged / "noise").mkdir(parents=True)
+    (damaged / "noise" / "sweep.json").write_text("{")
+    (damaged / "noise" / "summary.parquet").write_text("")
+    (damaged / "traces.parquet").write_text("garbage")
+    (tmp_path / "afile").write_text("")
+    noise, curves = load_script("noise_sweep"), load_script("real_traces_curves")
+    for script, argv, why in (
+            (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (JSONDecodeError)"),
+            (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory"),
+            (curves, [tmp_path / "afile"], "afile is not a results directory"),
+            (curves, [tmp_path], f"no results for real_traces_curves in {tmp_path}"),
+            (curves, [damaged], f"{damaged}: a table real_traces_curves reads is damaged"),
+            (curves, [damaged, tmp_path / "afile"],
+             f"OUT_DIR {tmp_path}/afile: exists and is not a directory")):
+        monkeypatch.setattr(sys, "argv", [f"{script.__name__.rpartition('.')[2]}.py",
+                                          *map(str, argv)])
+        with pytest.raises(SystemExit) as exc:
+            if script is noise:
+                S.main(script.draw, script.NEEDS)
+            else:
+                S.cli(script.main)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and why in err and len(err.splitlines()) == 1, err
+    assert not list(tmp_path.rglob("figures"))
+
+
 def test_a_script_run_alone_writes_no_sweep_directory_another_process_holds(
         unusual_results, tmp_path, monkeypatch, capsys):
     """`fastsim figures` is refused in a sweep directory another process holds; a script

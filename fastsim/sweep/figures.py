@@ -141,16 +141,16 @@ def load_script(name: str):
     return importlib.import_module(f"fastsim.figures.{name}")
 
 
-def held_output(out: Path) -> list:
+def held_output(out: Path, option: str = "--out") -> list:
     """Hold the sweep directory ``out`` lies in, if any (a sweep directory is written by
     its owner only: refused, naming the holder, while another process has it), check
-    that ``out`` can be written, and remove a killed drawing's temporaries there.  Keep
+    that ``out`` can be written (``option``: how the command names it), and remove a killed drawing's temporaries there.  Keep
     the returned locks until the drawing is done."""
     from fastsim.io import check_output_dir
     from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
 
     held = hold_sweep_dirs(out)
-    check_output_dir(out)
+    check_output_dir(out, option)
     remove_temporaries_in(out, held)  # only in a directory this process holds
     return held
 
