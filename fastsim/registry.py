@@ -346,8 +346,9 @@ def _value_text(value: Any, found: list | None = None,
     if hasattr(value, "dtype") and hasattr(value, "tobytes"):  # a NumPy array or scalar
         data = hashlib.sha256(value.tobytes()).hexdigest()
         return f"{value.dtype}{getattr(value, 'shape', ())}{data}"
-    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
-        return repr(value)
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))) or \
+            _plain_data(value):
+        return repr(value)  # the same in every process, and as hashed before sets were
     if not isinstance(value, (tuple, list, set, frozenset, dict)) or id(value) in within:
         return None  # not plain, or a container holding itself
 
@@ -364,6 +365,18 @@ def _value_text(value: Any, found: list | None = None,
     if isinstance(value, (set, frozenset)):
         items.sort()
     return f"{type(value).__name__}[{', '.join(items)}]"
+
+
+def _plain_data(value: Any, depth: int = 0) -> bool:
+    """A tuple, list or dict of numbers, strings, bytes and None (nested too): its repr is
+    the same in every process (no set, whose order of strings is salted per process, and
+    no object, whose repr holds its address)."""
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
+        return depth > 0
+    if depth > 20 or not isinstance(value, (tuple, list, dict)):
+        return False
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    return all(_plain_data(item, depth + 1) for item in items)
 
 
 def _user_sources(fn: Any) -> list[str]:
