@@ -284,13 +284,16 @@ def cli(main) -> None:
     if not results.is_dir():
         _refuse(f"{results} is not a results directory")  # as fastsim figures says
     held = _held(out)  # noqa: F841 (released when the script ends)
+    name = Path(sys.argv[0]).stem
     try:
         written = main(results, out)
-    except (OSError, pl.exceptions.PolarsError) as exc:  # a damaged table: a traceback
-        _refuse(f"{results}: a table {Path(sys.argv[0]).stem} reads is damaged "
+    except pl.exceptions.PolarsError as exc:  # a damaged table: a traceback
+        _refuse(f"{results}: a table {name} reads is damaged "
                 f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
                 "allowed: the output of the command that writes it (run it again)")
+    except OSError as exc:  # a file it reads or writes (a full disk): named, not 'damaged'
+        _refuse(f"{name}: {exc.filename or results}: {exc.strerror or exc}")
     if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
-        _refuse(f"no results for {Path(sys.argv[0]).stem} in {results}")
+        _refuse(f"no results for {name} in {results}")
     for p in written:
         print(p)
