@@ -308,6 +308,23 @@ def test_a_dask_worker_running_other_code_is_refused(user_module, tmp_path, caps
     assert not out.exists() if checked == "on connecting" else not list(out.glob("cells/*/*"))
 
 
+def test_a_dask_worker_of_another_version_is_named_in_one_short_line(tmp_path, user_module):
+    """A worker's version, read from another process, is escaped and cut as a version
+    read from a damaged manifest is (``clipped``): one line, the two versions named."""
+    from fastsim.config import ConfigError
+    from fastsim.sweep.runner import check_worker_code
+
+    _, _, grid = metric_sweep(tmp_path, user_module, 1)
+    long = "0.0.9\n" + "x" * 100
+    for version, shown in [("0.0.9", "0.0.9"), (long, "0.0.9\\n" + "x" * 53 + "...")]:
+        with pytest.raises(ConfigError) as refused:
+            check_worker_code("tcp://w:1", {**grid.code, "fastsim": version}, grid)
+        said = str(refused.value)
+        assert len(said.splitlines()) == 1, said
+        assert (f"the Dask worker tcp://w:1 runs other code than this process: fastsim "
+                f"{shown} there, {fastsim.__version__} here; refusing") in said, said
+
+
 @pytest.mark.parametrize("older", ["code", "fastsim_sha256"])
 def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, tmp_path,
                                                                  capsys, monkeypatch, older):

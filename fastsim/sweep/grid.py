@@ -418,17 +418,19 @@ def code_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out + [ref for ref, sha in new["user"].items() if ref in then and then[ref] != sha]
 
 
-def diff_code(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def diff_code(old: dict[str, Any], new: dict[str, Any], *,
+              changed: str = "has been edited since they were computed",
+              versions: str = "they were computed by fastsim {old}, this is fastsim {new}",
+              ) -> list[str]:
     """``code_changes`` of the code results were computed by (``old``) and this run's
-    (``new``), in words."""
-    words = {"fastsim": f"they were computed by fastsim {clipped(str(old.get('fastsim')))}, "
-                        f"this is fastsim {new['fastsim']}",
-             "fastsim_sha256": "fastsim's own source has been edited since they were computed "
-                               f"(version {new['fastsim']} both: a development checkout at "
-                               "another commit, or an edited install)"}
-    return [words.get(part) or f"{part} has been edited since they were computed (module "
-            f"{part.partition(':')[0]}, or a file of yours it uses)"
-            for part in code_changes(old, new)]
+    (``new``), in words; ``changed`` and ``versions`` word them for another comparison
+    (a Dask worker's code against this process's)."""
+    version = clipped(str(new["fastsim"]))
+    words = {"fastsim": versions.format(old=clipped(str(old.get("fastsim"))), new=version),
+             "fastsim_sha256": f"fastsim's own source {changed} (version {version} both: a "
+                               "development checkout at another commit, or an edited install)"}
+    return [words.get(part) or f"{part} {changed} (module {part.partition(':')[0]}, or a "
+            "file of yours it uses)" for part in code_changes(old, new)]
 
 
 def clipped(text: str, limit: int = 60) -> str:

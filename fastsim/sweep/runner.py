@@ -29,7 +29,7 @@ from fastsim.config import SimConfig
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
-from fastsim.sweep.grid import Grid, code_changes, code_of
+from fastsim.sweep.grid import Grid, code_of, diff_code
 from fastsim.sweep.store import SweepStore
 
 BACKENDS = ("local", "dask")
@@ -85,13 +85,8 @@ def run_chunk_on_worker(config: dict[str, Any], seed: int, start: int, n: int,
 def check_worker_code(worker: str, theirs: dict[str, Any], grid: Grid) -> None:
     """Refuse results of a Dask worker whose code (``worker_code``) is not the grid's,
     which the records name: they would be pooled with this process's as one code's."""
-    ours = grid.code
-    words = {"fastsim": f"fastsim {theirs['fastsim']} there, {ours['fastsim']} here",
-             "fastsim_sha256": f"fastsim's own source differs (version {ours['fastsim']} both: "
-                               "a development checkout at another commit, or an edited "
-                               "install)"}
-    changes = [words.get(part) or f"{part} differs (module {part.partition(':')[0]}, or a "
-               "file of yours it uses)" for part in code_changes(ours, theirs)]
+    changes = diff_code(grid.code, theirs, changed="differs",
+                        versions="fastsim {new} there, {old} here")
     if changes:
         raise ConfigError(f"the Dask worker {worker} runs other code than this process: "
                           + "; ".join(changes) + "; refusing to mix results of two versions: "
