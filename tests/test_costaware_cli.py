@@ -43,9 +43,13 @@ def test_sweep_and_figures(tmp_path):
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
 
 
-def test_figures_of_a_directory_without_costaware_results_says_so(tmp_path, capsys):
-    assert main(["costaware", "figures", str(tmp_path)]) == 0  # printed nothing at all
-    assert "0 files written: no cost-aware results in" in capsys.readouterr().out
+def test_figures_of_a_directory_without_costaware_results_is_refused(tmp_path, capsys):
+    """It printed nothing at all, then "0 files written" with exit 0 and an empty
+    DIR/figures made; `fastsim figures` and the scripts run alone refuse it, exit 2."""
+    assert main(["costaware", "figures", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{tmp_path} holds no cost-aware results (" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_sweep_file(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fastsim.errors import ConfigError
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
 from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
 from fastsim.sweep.scoring import FITTED, PAPER_ROWS
@@ -72,18 +73,52 @@ def test_figure_scripts_read_parquet_only():
             assert banned not in text, f"figures/{name}.py uses {banned}"
 
 
-def test_missing_inputs_are_skipped_not_fatal(tmp_path):
+def test_a_directory_with_nothing_to_draw_is_refused_before_anything_is_made(tmp_path, capsys):
+    """`fastsim figures DIR` on a directory with no sweep results (a mistyped --out, or
+    the sweep's parent) exited 0 with "0 files written" and an empty DIR/figures made; the
+    figure scripts run alone already refused it.  One line, exit 2, nothing made."""
+    from fastsim.cli import main
+
     logs = []
-    assert draw_all(tmp_path, tmp_path / "figs", log=logs.append) == []
-    assert len(logs) == len(FIGURE_SCRIPTS)
+    with pytest.raises(ConfigError, match=f"^{tmp_path} holds no sweep results"):
+        draw_all(tmp_path, tmp_path / "figs", log=logs.append)
+    assert logs == [] and not (tmp_path / "figs").exists()
+    assert main(["figures", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
+    assert "nothing to draw; allowed: a sweep's --out, or a directory of them" in captured.err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_sweep_no_figure_reads_is_named_with_how_figures_find_sweeps(tmp_path):
     _tiny_sweep(tmp_path, "mine", 'sigma = [0.01, 0.1]')
     logs = []
-    assert draw_all(tmp_path / "results" / "mine", tmp_path / "figs", log=logs.append) == []
-    assert len(logs) == len(FIGURE_SCRIPTS) + 1
-    assert "holds sweep mine, which no figure reads" in logs[-1] and "noise" in logs[-1]
+    with pytest.raises(ConfigError) as refused:
+        draw_all(tmp_path / "results" / "mine", tmp_path / "figs", log=logs.append)
+    said = str(refused.value)
+    assert logs == [] and not (tmp_path / "figs").exists()
+    assert said.startswith(f"{tmp_path / 'results' / 'mine'} holds sweep mine, which no "
+                           "figure reads: nothing to draw; a figure knows a sweep by its "
+                           "name"), said
+    assert "noise" in said and "extracts" not in said, said
+
+
+def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):
+    """Every figure that reads the sweep skips it (changes against another baseline): the
+    refusal gives the reason once."""
+    path = tmp_path / "k_sweep.toml"
+    path.write_text('clusters = 3\nchunk = 3\nbaseline = "evalstop:k=3"\n[base]\nn_jobs = 30\n'
+                    '[axes]\npolicy = ["evalstop:k=2", "none"]\n')
+    import fastsim
+
+    fastsim.sweep(path, tmp_path / "results" / "k_sweep")
+    with pytest.raises(ConfigError) as refused:
+        draw_all(tmp_path / "results", tmp_path / "figs", log=print)
+    said = str(refused.value)
+    assert said.startswith(f"no figure can be drawn from {tmp_path / 'results'}: sweep "
+                           "k_sweep in "), said
+    assert said.count("holds changes against evalstop(k=3)") == 1, said
+    assert not (tmp_path / "figs").exists()
 
 
 def _tiny_sweep(tmp_path, name, axes_toml):
@@ -317,7 +352,7 @@ def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, 
     """reproduce wrote the two extracts one after the other, so a kill between them left
     trajectory_jobs.parquet without trajectory_points.parquet, and ``fastsim figures``
     ended in a FileNotFoundError traceback.  Now written both or none (points first), and
-    one without the other is refused in one line; an empty extracts/ draws no trajectories."""
+    one without the other is refused in one line; an empty extracts/ is no results."""
     import shutil
 
     from fastsim.cli import main
@@ -331,8 +366,8 @@ def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, 
     assert "trajectory_points.parquet: missing beside trajectory_jobs.parquet" in err, err
     assert len(err.splitlines()) == 1 and not (results / "figures").exists()
     (results / "extracts" / "trajectory_jobs.parquet").unlink()
-    assert main(["figures", str(results), "--formats", "png"]) == 0
-    assert "trajectories: skipped, no results for extracts" in capsys.readouterr().out
+    assert main(["figures", str(results), "--formats", "png"]) == 2  # nothing left to draw
+    assert "holds no sweep results" in capsys.readouterr().err
 
 
 def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch, capsys):

@@ -506,8 +506,8 @@ def test_7_a_manifest_naming_this_grid_with_a_damaged_body_is_rewritten(
     assert runs == []
     assert len(err) == 2 and "damaged sweep manifest (it names this grid's hash" in err[0], err
     assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()
-    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 0
-    capsys.readouterr()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 2  # read, not refused
+    assert "holds sweep s, which no figure reads" in capsys.readouterr().err
     assert sweep(sweep_file, out) == 0  # said once: the next run finds it intact
     assert "damaged" not in capsys.readouterr().err
 
@@ -703,8 +703,8 @@ def test_6_a_summary_appears_only_beside_the_tables_it_goes_with(sweep_file, tmp
         aggregate(SweepStore.open(out, load_sweep(sweep_file)))
     monkeypatch.undo()
     assert renamed == ["cells.parquet"] and not (out / "summary.parquet").exists()
-    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 0  # nothing to draw
-    capsys.readouterr()
+    assert main(["figures", str(out), "--out", str(tmp_path / "figs")]) == 2  # nothing to draw
+    assert f"{out} holds a sweep not yet aggregated" in capsys.readouterr().err
     assert sweep(sweep_file, out) == 0
     (out / "jct_hist.parquet").unlink()  # as a kill between the renames left it before
     capsys.readouterr()

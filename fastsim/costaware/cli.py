@@ -20,6 +20,8 @@ from fastsim.errors import ConfigError
 from fastsim.io import check_output, check_output_dir, check_regular, table_writer, write_all
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
+FIGURE_TABLES = ("costaware_sgd.summary.parquet", "costaware_grpo.curves.parquet",
+                 "costaware_grpo_sweep.curves.parquet")  # what the scripts read
 
 
 # Meaning, unit and allowed values of every option generated from a config field; the
@@ -305,6 +307,10 @@ def cmd_figures(args):
     from fastsim.io import check_tables_regular
 
     check_tables_regular(results, "the tables `fastsim costaware sweep` writes")
+    if not any((results / table).is_file() for table in FIGURE_TABLES):  # before OUT is made
+        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(FIGURE_TABLES)}"
+                          "): nothing to draw; allowed: the --out of fastsim costaware sweep, "
+                          "sgd or grpo")
     out = Path(args.out) if args.out else results / "figures"
     from fastsim.sweep.store import hold_sweep_dirs
 
@@ -314,9 +320,7 @@ def cmd_figures(args):
         for written in load_script(name).main(results, out):
             print(f"wrote {written}")
             n += 1
-    if n == 0:  # as fastsim figures, say so rather than print nothing
-        print(f"0 files written: no cost-aware results in {results} (the costaware_*.parquet "
-              "tables of fastsim costaware sweep, or of costaware sgd or grpo with --out)")
+    print(f"{n} files written to {out}")
 
 
 def register(subparsers):

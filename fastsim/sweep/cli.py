@@ -57,7 +57,7 @@ def register(subparsers) -> None:
                               "aggregated Parquet in DIR (a sweep or reproduce output); a "
                               "figure whose sweep is not in DIR is skipped, and says so, as is "
                               "one that plots changes against no stop policy from a sweep whose "
-                              "baseline is another. The "
+                              "baseline is another; a DIR with nothing to draw is refused. The "
                               "cost-aware figures are drawn by fastsim costaware figures, the "
                               "documentation's by fastsim docs-figures.")
     f.add_argument("dir", type=Path, help="results directory: a sweep's --out, or a directory "

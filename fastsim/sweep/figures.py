@@ -136,6 +136,30 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     return None
 
 
+def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
+                     why_not: dict[str, str | None]) -> str:
+    """Why no figure can be drawn from ``results``, in one line."""
+    unfinished = [d for d in [results, *results.iterdir()] if (d / "sweep.json").is_file()
+                  and not (d / "summary.parquet").exists()]
+    if not sources and unfinished:  # killed before its tables were written
+        return (f"{unfinished[0]} holds a sweep not yet aggregated (sweep.json without "
+                "summary.parquet): nothing to draw; run `fastsim sweep FILE --out "
+                f"{unfinished[0]}` again, which finishes it")
+    if not sources:
+        return (f"{results} holds no sweep results (sweep.json beside summary.parquet, in it "
+                "or in a directory in it): nothing to draw; allowed: a sweep's --out, or a "
+                "directory of them (fastsim reproduce's --out)")
+    needs = dict.fromkeys(s for m in modules.values() for s in m.NEEDS if s != "extracts")
+    if not set(sources) & set(needs):  # a sweep of the user's own, under a name no figure reads
+        return (f"{results} holds sweep {', '.join(sorted(sources))}, which no figure reads: "
+                "nothing to draw; a figure knows a sweep by its name (name = ... in the sweep "
+                f"file, else the file's stem), one of {', '.join(needs)}")
+    # the figures that have their sweeps say why they skip them; the others only lack them
+    have = [why for name, why in why_not.items() if set(modules[name].NEEDS) <= set(sources)]
+    return f"no figure can be drawn from {results}: " + "; ".join(
+        dict.fromkeys(have or why_not.values()))
+
+
 def load_script(name: str):
     """The figure script ``figures/NAME.py`` as the module ``fastsim.figures.NAME``."""
     return importlib.import_module(f"fastsim.figures.{name}")
@@ -144,8 +168,9 @@ def load_script(name: str):
 def held_output(out: Path, option: str = "--out") -> list:
     """Hold the sweep directory ``out`` lies in, if any (a sweep directory is written by
     its owner only: refused, naming the holder, while another process has it), check
-    that ``out`` can be written (``option``: how the command names it), and remove a killed drawing's temporaries there.  Keep
-    the returned locks until the drawing is done."""
+    that ``out`` can be written (``option``: how the command names it), and remove a
+    killed drawing's temporaries there.  Keep the returned locks until the drawing is
+    done."""
     from fastsim.io import check_output_dir
     from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
 
@@ -166,19 +191,18 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         raise ConfigError(f"{results} is not a results directory")
     held = held_output(out)  # noqa: F841 (released when the drawing is done)
     sources = find_sources(results)
+    modules = {name: load_script(name) for name in scripts}
+    why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results)
+               for name, m in modules.items()}
+    if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
+        from fastsim.errors import ConfigError
+
+        raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    needs: dict[str, None] = {}
-    for name in scripts:
-        module = load_script(name)
-        needs.update(dict.fromkeys(module.NEEDS))
-        why = skip_reason(module.NEEDS, getattr(module, "BASELINE", None), sources, results)
-        if why is not None:
-            log(f"[figures] {name}: skipped, {why}")
+    for name, module in modules.items():
+        if why_not[name] is not None:
+            log(f"[figures] {name}: skipped, {why_not[name]}")
             continue
         written += module.draw(sources, out, formats)
-    if not written and sources:  # a sweep of the user's own, under a name no figure reads
-        log(f"[figures] {results} holds sweep {', '.join(sorted(sources))}, which no figure "
-            f"reads: a figure knows a sweep by its name (name = ... in the sweep file, else "
-            f"the file's stem), one of {', '.join(n for n in needs if n != 'extracts')}")
     return written
