@@ -33,6 +33,22 @@ POLICIES = tuple(d.usage() for d in R.BUILTIN_POLICIES)
 POLICY_NAMES = R.BUILTIN_POLICY_NAMES
 
 
+def one_line(capsys, argv, needle):
+    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
+    from fastsim.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert needle in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return cap.out
+
+
 @pytest.fixture(scope="session", autouse=True)
 def warm_kernels():
     """Touch every kernel once so compile time is paid here, not inside a test's timing."""

@@ -16,22 +16,13 @@ import polars as pl
 import pytest
 
 from fastsim.api import simulate
+from conftest import one_line
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import read_logs
 
 CSV_OK = "job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n"
-
-
-def one_line(capsys, argv, needle):
-    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
-    assert main(argv) == 2
-    cap = capsys.readouterr()
-    err = cap.err.strip()
-    assert needle in err, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err
-    return cap.out
 
 
 # -- 2. replay steps beyond exact float64 / int64 ------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 import fastsim
 from fastsim.api import compare, simulate
+from conftest import one_line
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
@@ -21,20 +22,6 @@ from fastsim.replay.monitor import StopMonitor
 from fastsim.resources import shipped, sweep_file
 
 LOG = "job_id,step,score,loss\na,1,0.5,{}\na,2,0.6,{}\na,3,0.5,{}\na,4,0.4,{}\n"
-
-
-def one_line(capsys, argv, needle):
-    """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    assert code == 2
-    cap = capsys.readouterr()
-    err = cap.err.strip()
-    assert needle in err, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return cap.out
 
 
 # -- a path names the file it names ----------------------------------------------------------
