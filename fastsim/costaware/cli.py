@@ -307,14 +307,14 @@ def cmd_figures(args):
     from fastsim.io import check_tables_regular
 
     check_tables_regular(results, "the tables `fastsim costaware sweep` writes")
-    if not any((results / table).is_file() for table in FIGURE_TABLES):  # before OUT is made
-        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(FIGURE_TABLES)}"
-                          "): nothing to draw; allowed: the --out of fastsim costaware sweep, "
-                          "sgd or grpo")
     out = Path(args.out) if args.out else results / "figures"
     from fastsim.sweep.store import hold_sweep_dirs
 
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
+    if not any((results / table).is_file() for table in FIGURE_TABLES):  # before OUT is made
+        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(FIGURE_TABLES)}"
+                          "): nothing to draw; allowed: the --out of fastsim costaware sweep, "
+                          "sgd or grpo")
     n = 0
     for name in FIGURE_SCRIPTS:
         for written in load_script(name).main(results, out):
