@@ -104,12 +104,32 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return parser
 
 
+def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a command's option typed before the command (``fastsim --out x sweep``):
+    argparse took its value for the command and said "invalid choice: 'x'"."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        j = next((j for j, a in enumerate(argv) if a in action.choices), None)
+        if j is None:
+            return
+        command = action.choices[argv[j]]
+        for a in argv[:j]:
+            option = a.partition("=")[0]
+            if (a.startswith("-") and option not in parser._option_string_actions
+                    and option in command._option_string_actions):
+                command.error(f"{option} is given before {argv[j]!r}; allowed: after it")
+        _check_option_order(command, argv[j + 1:])
+        return
+
+
 def main(argv: list[str] | None = None) -> int:
     _check_threads_variable()
     parser = build_parser()
     # argparse leaves a subcommand's unknown options to the top parser, whose error named
     # "fastsim" and pointed to fastsim --help, which does not list the subcommand's options
     argv = sys.argv[1:] if argv is None else list(argv)
+    _check_option_order(parser, argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _command_parser(parser, args, argv, unknown).error(

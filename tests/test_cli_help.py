@@ -118,3 +118,19 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
         assert exc.value.code == 2
         assert capsys.readouterr().err == (f"{prog}: error: unrecognized arguments: {unknown} "
                                            f"(see {prog} --help)\n")
+
+
+def test_a_commands_option_typed_before_the_command_is_named(capsys):
+    """`fastsim --out x sweep` read 'x' as the command: "invalid choice: 'x' (choose from
+    'run', ...)", which names neither --out nor where it goes."""
+    for argv, prog, option in ((["--out", "x", "sweep", "s.toml"], "fastsim sweep", "--out"),
+                               (["--clusters=5", "run"], "fastsim run", "--clusters"),
+                               (["costaware", "--out", "x", "sgd"], "fastsim costaware sgd",
+                                "--out")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        command = prog.rpartition(" ")[2]
+        assert capsys.readouterr().err == (f"{prog}: error: {option} is given before "
+                                           f"'{command}'; allowed: after it (see {prog} "
+                                           "--help)\n")
