@@ -9,7 +9,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from fastsim.kernels.jit import CACHE, CACHE_DIR
+from fastsim.kernels.jit import CACHE, CACHE_DIR, UNCACHED
 
 
 def engine_is_cached(scheduler: int | None = None) -> bool:
@@ -25,6 +25,16 @@ def engine_is_cached(scheduler: int | None = None) -> bool:
     return any(Path(CACHE_DIR).glob(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi"))
 
 
+def _afterwards() -> str:
+    """What the next run does: load the cache, or compile again (and why)."""
+    if not CACHE:
+        return "FASTSIM_NO_CACHE=1: every run compiles again"
+    if UNCACHED:  # decorated in memory (``fastsim.kernels.jit._njit``)
+        return (f"no writable cache directory ({CACHE_DIR} or the user's cache): every run "
+                "compiles again; set NUMBA_CACHE_DIR to a writable directory")
+    return "first run only, cached afterwards"
+
+
 @contextmanager
 def compile_notice(scheduler: int | None = None, stream=None):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
@@ -33,7 +43,7 @@ def compile_notice(scheduler: int | None = None, stream=None):
     if engine_is_cached(scheduler):
         yield
         return
-    text = "compiling the simulation kernels (first run only, about 10-40 s by machine load; cached afterwards)"
+    text = f"compiling the simulation kernels (about 10-40 s by machine load; {_afterwards()})"
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield

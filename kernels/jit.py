@@ -36,6 +36,7 @@ from numba.core import caching, types
 from numba.core.dispatcher import Dispatcher
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
+UNCACHED: list[str] = []  # kernels compiled in memory for want of a writable cache (``_njit``)
 PARALLEL = os.environ.get("FASTSIM_NO_PARALLEL", "0") != "1"
 FASTMATH = {"nsz"}
 
@@ -217,6 +218,7 @@ def _njit(**options):
         except RuntimeError as exc:
             if "no locator available" not in str(exc):
                 raise
+            UNCACHED.append(fn.__name__)
             return plain(fn)
     return decorate
 

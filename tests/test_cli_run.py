@@ -41,13 +41,22 @@ def test_workload_options_reach_the_config(capsys):
     assert "changes are paired" not in text  # the header spoke of changes there are none of
 
 
-def test_first_compile_is_announced_in_one_line(capsys, monkeypatch):
+@pytest.mark.parametrize("cache,then", [
+    ("on", "first run only, cached afterwards)"),
+    # both said "first run only ... cached afterwards" at every run
+    ("off", "FASTSIM_NO_CACHE=1: every run compiles again)"),
+    ("unwritable", "every run compiles again; set NUMBA_CACHE_DIR to a writable directory)")])
+def test_first_compile_is_announced_in_one_line(capsys, monkeypatch, cache, then):
     import fastsim.compile_notice
 
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *scheduler: False)
+    monkeypatch.setattr(fastsim.compile_notice, "CACHE", cache != "off")
+    monkeypatch.setattr(fastsim.compile_notice, "UNCACHED",
+                        ["pipeline_nb"] * (cache == "unwritable"))
     assert main(["run", "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("compiling the simulation kernels")
+    assert len(err) == 1 and err[0].startswith("compiling the simulation kernels"), err
+    assert err[0].endswith(then), err
 
 
 def test_cached_kernels_print_no_notice():

@@ -123,6 +123,9 @@ def test_no_writable_place_for_the_cache_compiles_in_memory(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("")
     (tmp_path / "__pycache__").write_text("")  # beside the source: not a directory
-    r = run_kernel(tmp_path, env={"NUMBA_CACHE_DIR": str(blocked / "cache"),
-                                  "HOME": str(blocked), "XDG_CACHE_HOME": str(blocked)})
-    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+    said = KERNEL + "from fastsim.kernels.jit import UNCACHED\nprint(UNCACHED)\n"
+    r = run_kernel(tmp_path, source=said,
+                   env={"NUMBA_CACHE_DIR": str(blocked / "cache"), "HOME": str(blocked),
+                        "XDG_CACHE_HOME": str(blocked)})
+    # the compile notice reads UNCACHED to say every run compiles again
+    assert r.returncode == 0 and r.stdout.split() == ["3", "['add_nb']"], r.stderr
