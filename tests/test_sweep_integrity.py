@@ -712,3 +712,108 @@ def test_6_a_summary_appears_only_beside_the_tables_it_goes_with(sweep_file, tmp
     err = capsys.readouterr().err.strip()
     assert "jct_hist.parquet: damaged (missing beside summary.parquet)" in err, err
     assert len(err.splitlines()) == 1
+
+
+# -- the directory a run holds stays the one it holds -----------------------------------------
+@pytest.mark.parametrize("change", ["lock deleted", "directory moved"])
+def test_a_run_whose_lock_file_or_directory_changes_under_it_stops(sweep_file, tmp_path,
+                                                                    capsys, monkeypatch, change):
+    """With ``sweep.lock`` deleted mid-run, a second ``fastsim sweep`` locked a new file
+    and both wrote the directory at once (one removed the other's temporaries); with the
+    directory moved, the run made a new one, unlocked, at the old path and wrote its
+    chunks there.  Now the next write stops, in one line, exit 2."""
+    out = tmp_path / "out"
+    real = SweepStore.write_chunk
+    calls = []
+
+    def write_then_change(store, *args, **kwargs):
+        real(store, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            if change == "lock deleted":
+                (out / "sweep.lock").unlink()
+            else:
+                out.rename(tmp_path / "moved")
+    monkeypatch.setattr(SweepStore, "write_chunk", write_then_change)
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
+    assert len(calls) == 1
+    if change == "directory moved":
+        assert not out.exists()  # not made again, unlocked
+        out = tmp_path / "moved"
+    monkeypatch.undo()
+    assert sweep(sweep_file, out) == 0  # the same command again finishes it
+    assert "no longer" not in capsys.readouterr().err
+
+
+def test_a_lock_file_that_is_a_named_pipe_is_refused(sweep_file, tmp_path, capsys):
+    """A named pipe at ``sweep.lock`` read "cannot create sweep.lock (None)", and
+    ``fastsim figures`` wrote into the directory without any lock."""
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "sweep.lock")
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{out / 'sweep.lock'}: not a regular file; allowed: the lock file "
+                        "fastsim sweep makes (remove it)"), err
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.lock"]
+
+
+def test_a_cell_directory_linked_to_another_cell_is_refused(sweep_file, tmp_path, capsys):
+    """``cells/cell=A`` a link to ``cells/cell=B``: each run re-ran one cell's chunks over
+    the other's and ended "chunk 0 of cell B is not complete", alternating, for ever."""
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    a, b = sorted((out / "cells").iterdir())
+    for p in a.iterdir():
+        p.unlink()
+    a.rmdir()
+    a.symlink_to(b.name)
+    before = sorted(p.name for p in b.iterdir())
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{a}: the same directory as {b.name} (a symbolic link); allowed: a directory of " \
+           "its own for each cell" in err, err
+    assert sorted(p.name for p in b.iterdir()) == before
+
+
+@pytest.mark.parametrize("renamed", ["in the manifest", "in the sweep file"])
+def test_a_sweep_renamed_is_recorded_under_the_sweep_files_name(sweep_file, tmp_path, capsys,
+                                                                 renamed):
+    """The name is not part of the grid hash.  A manifest edited to name another sweep kept
+    that name on resume, and ``fastsim figures`` drew it as that sweep; a name changed in
+    the sweep file was not recorded, so figures did not know the sweep by it."""
+    import json
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    if renamed == "in the manifest":
+        m = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps({**m, "name": "noise"}))
+        want = "s"
+    else:
+        sweep_file.write_text('name = "noise"\n' + SWEEP)
+        want = "noise"
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err
+    assert f"it records {want!r} from now on (fastsim figures knows a sweep by its name)" in err
+    assert json.loads(manifest.read_text())["name"] == want
+    assert sweep(sweep_file, out) == 0
+    assert "from now on" not in capsys.readouterr().err
+
+
+def test_a_sweep_directory_without_its_lock_file_is_still_held_by_writers(sweep_file, tmp_path):
+    """A sweep directory was known by its lock file, so with it deleted ``fastsim figures``
+    wrote there without taking the lock; its manifest says what it is too."""
+    from fastsim.sweep.store import hold_sweep_dirs
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    (out / "sweep.lock").unlink()
+    held = hold_sweep_dirs(out / "figures")
+    assert [lock.root for lock in held] == [out] and (out / "sweep.lock").is_file()

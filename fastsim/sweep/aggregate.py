@@ -158,6 +158,7 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     # all four or none; renamed in this order, so summary.parquet, which figures and
     # reproduce know a sweep's results by, is there only once the other three are (a
     # kill -9 between renames left a summary beside no jct_hist.parquet: a traceback)
+    store.check_held()
     write_all([(out["cells"], table_writer(cells, out["cells"], tag)),
                (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
                (out["text"], bytes_writer(text)),

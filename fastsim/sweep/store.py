@@ -46,6 +46,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import time
 import weakref
@@ -99,11 +100,15 @@ class DirLock:
             return held
         try:  # never through a symbolic link: the lock truncates what it opens
             fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
-            fh = os.fdopen(fd, "a+")
         except OSError as exc:
             why = ("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror)
             raise ConfigError(f"{root}: cannot create {LOCK} ({why}); "
                               "allowed: a writable --out directory") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a named pipe: no lock at all
+            os.close(fd)
+            raise ConfigError(f"{root / LOCK}: not a regular file; allowed: the lock file "
+                              "fastsim sweep makes (remove it)")
+        fh = os.fdopen(fd, "a+")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -111,15 +116,34 @@ class DirLock:
             fh.close()
             raise ConfigError(f"{root} is in use by {holder}; wait for it to finish, or use "
                               "another --out directory") from None
+        lock = cls(root, fh)
+        lock.check()  # the file locked is still the one its name names (see ``check``)
         fh.seek(0)
         fh.truncate()
         command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))
         fh.write(f"pid {os.getpid()} on {socket.gethostname()} since "
                  f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({command})\n")
         fh.flush()
-        lock = cls(root, fh)
         cls._held[key] = lock
         return lock
+
+    def check(self) -> None:
+        """Refuse to go on if ``DIR/sweep.lock`` is no longer the file this lock holds: the
+        directory was moved or renamed (a write would make a new, unlocked one at the old
+        path), or the lock file deleted or replaced (a second process would lock the new
+        one and write beside this one).  Called before each write."""
+        try:
+            there = os.stat(self.root / LOCK, follow_symlinks=False)
+        except OSError:
+            there = None
+        ours = os.fstat(self._fh.fileno())
+        if there is None or (there.st_dev, there.st_ino) != (ours.st_dev, ours.st_ino):
+            self.release()
+            raise ConfigError(f"{self.root / LOCK} is no longer this process's lock (the "
+                              "directory was moved or renamed, or its lock file deleted or "
+                              "replaced, while this process held it): stopped, so that no "
+                              "second process writes it too; finished work is kept: run the "
+                              "same command again")
 
     @staticmethod
     def _read_holder(fh, wait: float = 2.0) -> str:
@@ -163,7 +187,8 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
         here = Path(os.path.realpath(Path(target).parent)) / Path(target).name
         for path in (Path(os.path.realpath(target)), here):
             for d in (path, *path.parents):
-                if d not in seen and (d / LOCK).is_file():
+                # a sweep.json without its lock file is a sweep directory still
+                if d not in seen and ((d / LOCK).exists() or (d / MANIFEST).is_file()):
                     locks.append(DirLock.acquire(d))
                 seen.add(d)
     return locks
@@ -388,9 +413,15 @@ class SweepStore:
                     out.append(((c.id, i), why))
         return out
 
+    def check_held(self) -> None:
+        """``DirLock.check`` of this store's lock: before every write into it."""
+        if self._lock is not None:
+            self._lock.check()
+
     def write_chunk(self, cell_id: str, index: int, clusters: pl.DataFrame,
                     jct_hist: pl.DataFrame, jobs: pl.DataFrame | None = None) -> None:
         """Write one chunk's files, then its record (the completion marker)."""
+        self.check_held()
         start, n = self.grid.chunk_range(index)
         ids = clusters["cluster"]
         if clusters.height != n or ids.min() != start or ids.max() != start + n - 1:
@@ -511,12 +542,17 @@ def _check_layout(root: Path, grid: Grid) -> None:
             return
         if not cells.is_dir():
             raise refuse(cells, kind(cells), "the sweep's directory of cells")
+        where: dict[str, Path] = {}
         for c in grid.cells:
             d = cells / f"cell={c.id}"
             if not os.path.lexists(d):
                 continue
             if not d.is_dir():
                 raise refuse(d, kind(d), "the directory of that cell's chunks")
+            other = where.setdefault(os.path.realpath(d), d)
+            if other != d:  # a link to another cell's: each run re-ran one cell over the other
+                raise refuse(d, f"the same directory as {other.name} (a symbolic link)",
+                             "a directory of its own for each cell")
             for f in sorted(d.iterdir()):
                 if f.name in _chunk_names(grid.n_chunks) and f.is_dir() and not f.is_symlink():
                     raise refuse(f, "is a directory", "the chunk's file, written by the sweep")
@@ -590,6 +626,10 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
                          f"by, only its version ({code['fastsim']}, this one's; written before "
                          "sweeps did), so they are kept as this source's, unchecked; it "
                          "records this source from now on")
+        if old["name"] != grid.name:  # renamed in the sweep file, or the manifest edited
+            return old, (f"{path} names the sweep {clipped(repr(old['name']))}, and "
+                         f"{grid.source} {grid.name!r}: it records {grid.name!r} from now "
+                         "on (fastsim figures knows a sweep by its name)")
         return old, None
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
