@@ -64,6 +64,34 @@ def import_hint(module: str, exc: Exception) -> str:
     return ""
 
 
+def import_ref(field: str, ref: str, allowed: str):
+    """The object ``MODULE:ATTR`` (``ref``, given as ``field``) names.  A module name that
+    is not one, a module that cannot be found or lacks ``ATTR``, and a module that raises
+    while it is imported (a syntax error, an exception at its top level) are each one
+    ``ConfigError`` naming ``field``; the last gave the user's traceback."""
+    import importlib
+    import traceback
+
+    module, _, attr = ref.partition(":")
+    if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
+        raise ConfigError(f"{field}={ref!r}: {module!r} is not a module name; allowed: "
+                          f"{allowed}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
+                          f"{import_hint(module, exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
+        if isinstance(exc, SyntaxError):
+            where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
+        else:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{frame.filename}, line {frame.lineno}"
+            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} "
+                          f"({where}); allowed: a module that imports") from None
+
+
 def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     """Decorate a public function (or ``__init__``) so that a keyword argument it does not
     take is one ``ConfigError`` naming it, the nearest allowed one and all allowed ones,

@@ -20,13 +20,12 @@ and its place among the paired rows).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from fastsim.errors import ConfigError, import_hint, readonly, user_code
+from fastsim.errors import ConfigError, import_ref, readonly, user_code
 
 
 @dataclass(frozen=True)
@@ -109,15 +108,7 @@ def lookup(ref: str) -> Metric:
     if ref in _METRICS:
         return _METRICS[ref]
     if isinstance(ref, str) and ":" in ref:
-        module, _, attr = ref.partition(":")
-        if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
-            raise ConfigError(f"metric={ref!r}: {module!r} is not a module name; allowed: "
-                              "MODULE:FUNCTION of a @cluster_metric")
-        try:
-            obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"metric={ref!r} cannot be imported ({exc}); allowed: MODULE:FUNCTION "
-                              f"of a @cluster_metric{import_hint(module, exc)}") from None
+        obj = import_ref("metric", ref, "MODULE:FUNCTION of a @cluster_metric")
         if isinstance(obj, Metric):
             return obj
     raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a @cluster_metric")

@@ -23,7 +23,6 @@ so an edited function never reuses stored sweep cells.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import inspect
 import math
@@ -34,7 +33,7 @@ from functools import lru_cache, partial
 from typing import Any, Callable
 
 from fastsim import defaults as D
-from fastsim.errors import ConfigError, import_hint
+from fastsim.errors import ConfigError, import_ref
 from fastsim.kernels import codes as K
 from fastsim.resources import package_folders
 
@@ -677,16 +676,7 @@ def lookup(what: str, name: str) -> Declaration:
     if name in table:
         return table[name]
     if ":" in name:
-        module, _, attr = name.partition(":")
-        if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
-            raise ConfigError(f"{what}={name!r}: {module!r} is not a module name; allowed: "
-                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
-        try:
-            obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"{what}={name!r} cannot be imported ({exc}); allowed: "
-                              f"{', '.join(table)} or MODULE:ATTR of a declared {what}"
-                              f"{import_hint(module, exc)}") from None
+        obj = import_ref(what, name, f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
         kind = StopPolicy if what == "policy" else Scheduler
         if not isinstance(obj, kind):
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "

@@ -528,3 +528,25 @@ def test_a_hand_built_workload_needs_finite_losses_under_loss_aware_only():
     with pytest.raises(ConfigError, match=rf"workload.score has shape \(2, 300, {E - 1}\); "
                        rf"allowed: \(2, 300, {E}\)"):
         run_workload(cfg, w.with_arrays(score=w.score[:, :, :-1].copy()))
+
+
+@pytest.mark.parametrize("source,said", [
+    ("def f(:\n", "raised SyntaxError: invalid syntax ({path}, line 1)"),
+    ("import os\nraise RuntimeError('at import\\nsecond line')\n",
+     "raised RuntimeError: at import ({path}, line 2)")])
+@pytest.mark.parametrize("flag,command", [("--policy", "run"), ("--metric", "run"),
+                                          ("--policy", "replay")])
+def test_a_user_module_that_raises_while_imported_is_one_line(tmp_path, capsys, monkeypatch,
+                                                              source, said, flag, command):
+    """Only ImportError and AttributeError were caught: a syntax error, or an exception at
+    the module's top level, ended the command in the user's traceback, exit 1."""
+    name = f"raising_{abs(hash((source, flag, command)))}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "log.csv"
+    log.write_text(CSV_OK)
+    argv = ([command, "--clusters", "2", "--n-jobs", "4"] if command == "run"
+            else [command, str(log)]) + [flag, f"{name}:f"]
+    one_line(capsys, argv, f"{name}:f': importing {name} " + said.format(path=path)
+             + "; allowed: a module that imports")
