@@ -550,3 +550,20 @@ def test_a_user_module_that_raises_while_imported_is_one_line(tmp_path, capsys, 
             else [command, str(log)]) + [flag, f"{name}:f"]
     one_line(capsys, argv, f"{name}:f': importing {name} " + said.format(path=path)
              + "; allowed: a module that imports")
+
+
+@pytest.mark.parametrize("extra,said", [
+    (["--dask-timeout", "5"], "--dask-timeout applies to --backend dask only"),
+    (["--workers", "2", "--dask-timeout", "5"],
+     "--workers and --dask-timeout apply to --backend dask only")])
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_dask_option_without_the_dask_backend_is_refused(tmp_path, capsys, extra, said,
+                                                           command):
+    """--dask-timeout was taken without a word and never used, where --address and
+    --workers were refused."""
+    from fastsim.resources import sweep_file
+
+    argv = ([command, str(sweep_file("noise")), "--out", str(tmp_path / "o")]
+            if command == "sweep" else [command, "--quick", "--out", str(tmp_path / "o")])
+    one_line(capsys, argv + extra, said)
+    assert not (tmp_path / "o").exists()

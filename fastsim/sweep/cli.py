@@ -8,6 +8,8 @@ from pathlib import Path
 from fastsim.errors import ConfigError
 from fastsim.sweep.reproduce import FULL_CLUSTERS, QUICK_CLUSTERS
 
+DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
+
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("local", "dask"), default="local",
@@ -16,10 +18,10 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
                    "it, --backend dask starts a local cluster and prints its dashboard link")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
-    p.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
+    p.add_argument("--dask-timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
                    "when none is left before stopping (resumable); the scheduler must answer "
-                   "within 10 s or this, whichever is shorter (default 60)")
+                   f"within 10 s or this, whichever is shorter (default {DASK_TIMEOUT:g})")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar")
 
@@ -112,10 +114,16 @@ def check_backend(args) -> None:
     """The Dask options, checked before any work."""
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers={args.workers} is invalid; allowed: an integer >= 1")
+    given = [flag for flag, value in (("--address", args.address), ("--workers", args.workers),
+                                      ("--dask-timeout", args.dask_timeout)) if value is not None]
+    if args.backend != "dask" and given:  # taken without a word, and never used
+        named = " and ".join([", ".join(given[:-1]), given[-1]] if len(given) > 1 else given)
+        raise ConfigError(f"{named} appl{'ies' if len(given) == 1 else 'y'} to --backend dask "
+                          "only")
+    if args.dask_timeout is None:
+        args.dask_timeout = DASK_TIMEOUT
     if not (args.dask_timeout > 0 and args.dask_timeout < float("inf")):
         raise ConfigError(f"--dask-timeout={args.dask_timeout} is invalid; allowed: seconds > 0")
-    if args.backend != "dask" and (args.address or args.workers):
-        raise ConfigError("--address and --workers apply to --backend dask only")
     if args.address is not None and args.workers is not None:
         raise ConfigError("--workers sizes a local cluster; with --address the scheduler's "
                           "own workers run the chunks")
