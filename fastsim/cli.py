@@ -123,6 +123,19 @@ def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         return
 
 
+def _check_repeats(command: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse an option that takes one value given twice (``fastsim run --policy A
+    --policy B``): argparse kept the last without a word, where ``replay`` takes several."""
+    seen: set[str] = set()
+    for a in argv:
+        action = command._option_string_actions.get(a.partition("=")[0])
+        if type(action) is not argparse._StoreAction:  # flags, counts, lists: may repeat
+            continue
+        if action.dest in seen:
+            command.error(f"{action.option_strings[-1]} is given twice; allowed: once")
+        seen.add(action.dest)
+
+
 def main(argv: list[str] | None = None) -> int:
     _check_threads_variable()
     parser = build_parser()
@@ -134,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         _command_parser(parser, args, argv, unknown).error(
             f"unrecognized arguments: {' '.join(unknown)}")
+    _check_repeats(_command_parser(parser, args, argv, []), argv)
     try:
         held = hold_outputs(args)  # noqa: F841 (released when the command returns)
         return int(args.func(args) or 0)

@@ -134,3 +134,18 @@ def test_a_commands_option_typed_before_the_command_is_named(capsys):
         assert capsys.readouterr().err == (f"{prog}: error: {option} is given before "
                                            f"'{command}'; allowed: after it (see {prog} "
                                            "--help)\n")
+
+
+def test_an_option_of_one_value_given_twice_is_refused(capsys):
+    """`fastsim run --policy evalstop:k=2 --policy evalstop:k=3` ran k=3 alone without a
+    word (replay takes several --policy, so both were expected); so did --seed, --out."""
+    for argv, prog, option in ((["run", "--policy", "evalstop:k=2", "--policy=evalstop:k=3"],
+                                "fastsim run", "--policy"),
+                               (["run", "--seed", "1", "--seed", "2"], "fastsim run", "--seed"),
+                               (["costaware", "sgd", "--out", "a", "--out", "b"],
+                                "fastsim costaware sgd", "--out")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == (f"{prog}: error: {option} is given twice; allowed: "
+                                           f"once (see {prog} --help)\n")
