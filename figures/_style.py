@@ -255,9 +255,10 @@ def _usage() -> None:
                 "RESULTS_DIR/figures)")
 
 
-def main(draw, needs, baseline: str | None = None) -> None:
-    """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` as a
-    script's ``BASELINE`` (``fastsim.sweep.figures.skip_reason``)."""
+def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None = None) -> None:
+    """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` and
+    ``plots`` as a script's ``BASELINE`` and ``PLOTS``
+    (``fastsim.sweep.figures.skip_reason``)."""
     from fastsim.sweep.figures import find_sources, skip_reason
 
     _usage()
@@ -266,7 +267,7 @@ def main(draw, needs, baseline: str | None = None) -> None:
     if not results.is_dir():
         _refuse(f"{results} is not a results directory")  # as fastsim figures says
     sources = _or_refuse(find_sources, results)
-    why = skip_reason(needs, baseline, sources, results)
+    why = skip_reason(needs, baseline, sources, results, plots)
     if why is not None:
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
     held = _held(out)  # noqa: F841 (released when the script ends)

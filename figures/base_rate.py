@@ -4,6 +4,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("base_rate",)
+PLOTS = ("base_rate",)  # a cell per value of these (and of policy): one cell each
 POLICIES = ("evalstop", "stop_at")
 
 
@@ -27,4 +28,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS)
+    S.main(draw, NEEDS, None, PLOTS)

@@ -5,6 +5,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("composability",)
+PLOTS = ("scheduler",)  # a cell per value of these (and of policy): one cell each
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 
 
@@ -40,4 +41,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS, BASELINE)
+    S.main(draw, NEEDS, BASELINE, PLOTS)

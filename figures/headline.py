@@ -6,6 +6,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
+PLOTS = ()  # one cell per policy
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 POLICIES = ("evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
 
@@ -55,4 +56,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS, BASELINE)
+    S.main(draw, NEEDS, BASELINE, PLOTS)

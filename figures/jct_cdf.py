@@ -5,6 +5,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("headline",)
+PLOTS = ()  # one cell per policy
 POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
 
 
@@ -31,4 +32,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS)
+    S.main(draw, NEEDS, None, PLOTS)

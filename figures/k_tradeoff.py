@@ -4,6 +4,7 @@ import polars as pl
 from fastsim.figures import _style as S
 
 NEEDS = ("k_sweep",)
+PLOTS = ("k",)  # a cell per value of these (and of policy): one cell each
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
           ("stop_recall", "Stop recall (%): GPUs freed"),
@@ -30,4 +31,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS, BASELINE)
+    S.main(draw, NEEDS, BASELINE, PLOTS)

@@ -121,6 +121,18 @@ def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp
     assert not (tmp_path / "figs").exists()
 
 
+def test_a_sweep_that_varies_an_axis_a_figure_does_not_plot_is_skipped(tmp_path):
+    """A sweep named ``headline`` that also varies sigma: the headline figure drew the first
+    cell of each policy without a word, the others dropped."""
+    _tiny_sweep(tmp_path, "headline", 'policy = ["none", "evalstop:k=2"]\nsigma = [0.01, 0.1]')
+    with pytest.raises(ConfigError) as refused:
+        draw_all(tmp_path / "results", tmp_path / "figs", log=print)
+    assert str(refused.value) == (
+        f"no figure can be drawn from {tmp_path / 'results'}: sweep headline in "
+        f"{tmp_path / 'results' / 'headline'} has several cells per policy (it varies sigma), "
+        "where this figure draws one (a sweep of its own under another name keeps them apart)")
+
+
 def _tiny_sweep(tmp_path, name, axes_toml):
     import fastsim
 

@@ -113,10 +113,12 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
 
 
 def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Path],
-                results: Path) -> str | None:
+                results: Path, plots: tuple[str, ...] | None = None) -> str | None:
     """Why a figure cannot be drawn from ``sources`` (None if it can): a sweep it needs is
-    missing, or holds changes against another baseline than ``want``, the one its axes
-    name (a script's ``BASELINE``: ``none`` where it plots changes against no stop policy)."""
+    missing, holds changes against another baseline than ``want``, the one its axes
+    name (a script's ``BASELINE``: ``none`` where it plots changes against no stop policy),
+    or has several cells where the figure draws one (a script's ``PLOTS``: the summary
+    columns it draws a cell per value of)."""
     missing = [s for s in needs if s not in sources]
     if missing:
         return f"no results for {', '.join(missing)} in {results}"
@@ -124,6 +126,10 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
 
     from fastsim.sweep.aggregate import paired_against
 
+    for name in needs if plots is not None else ():
+        why = _several_cells(name, Path(sources[name]), plots)
+        if why is not None:
+            return why
     for name in needs if want is not None else ():
         table = Path(sources[name]) / "summary.parquet"
         if table.is_file() and "baseline_policy" in pl.read_parquet_schema(table):
@@ -134,6 +140,26 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
                         f"{', '.join(other)}; this figure plots changes against {want} "
                         f"(baseline = \"{want}\" in the sweep file)")
     return None
+
+
+def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None:
+    """A sweep that varies an axis a figure does not plot (a sweep named ``headline`` that
+    also varies ``sigma``) has several cells where the figure draws one, and the figure
+    took the first without a word."""
+    import polars as pl
+
+    table = sweep / "summary.parquet"
+    keys = ["policy", *plots, "metric"]
+    if not table.is_file() or not set(keys) <= set(pl.read_parquet_schema(table)):
+        return None
+    rows = pl.read_parquet(table, columns=keys).group_by(keys).len()
+    if rows["len"].max() <= 1:
+        return None
+    axes = json.loads((sweep / "sweep.json").read_text()).get("axes", [])
+    other = [a for a in axes if a not in ("policy", *plots)]
+    return (f"sweep {name} in {sweep} has several cells per {' and '.join(['policy', *plots])}"
+            f" (it varies {', '.join(other) or 'more than those'}), where this figure draws "
+            "one (a sweep of its own under another name keeps them apart)")
 
 
 def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
@@ -192,8 +218,8 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     held = held_output(out)  # noqa: F841 (released when the drawing is done)
     sources = find_sources(results)
     modules = {name: load_script(name) for name in scripts}
-    why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results)
-               for name, m in modules.items()}
+    why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
+                                 getattr(m, "PLOTS", None)) for name, m in modules.items()}
     if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
         from fastsim.errors import ConfigError
 
