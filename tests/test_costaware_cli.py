@@ -5,6 +5,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import one_line
 from fastsim.cli import main
 from fastsim.costaware.sweep import load_costaware_sweep
 from fastsim.errors import ConfigError
@@ -89,6 +90,37 @@ def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, nee
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('experiment = "sgd"\nreplications = 2\n[axes]\nreplications = [2, 50]\n',
+     "bad.toml: [axes] replications is not allowed there; allowed: replications = N at the "
+     "top level"),
+    ('experiment = "subset"\n[base]\nreplications = 8\n', "[base] replications is not"),
+    ('experiment = "grpo"\n[base]\nseeds = 8\n', "[base] seeds is not allowed there; "
+     "allowed: replications = N at the top level"),
+    ('experiment = "grpo"\n[axes]\nseed = [1, 2]\n', "[axes] seed is not allowed there; "
+     "allowed: seed = N at the top level"),
+])
+def test_replications_and_seeds_are_top_level_only(tmp_path, capsys, text, needle):
+    """The loader allowed them in [base] and [axes], then every point ran with the
+    top-level value: [axes] replications = [2, 50] ran both points with 64."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    one_line(capsys, ["costaware", "sweep", str(bad), "--out", str(tmp_path / "o")], needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_repeated_axis_value_runs_once(tmp_path):
+    # cost_sigma = [0.5, 0.5] ran the point twice and wrote it twice; fastsim sweep runs a
+    # cell once
+    f = tmp_path / "s.toml"
+    f.write_text('name = "dup"\nexperiment = "sgd"\nreplications = 2\n[base]\nn = 16\n'
+                 'd = 2\nmax_steps = 50\nstrategies = ["optimal"]\n'
+                 '[axes]\ncost_sigma = [0.5, 0.5, 1]\n')
+    assert len(load_costaware_sweep(f).points()) == 2
+    assert main(["costaware", "sweep", str(f), "--out", str(tmp_path / "o")]) == 0
+    assert pl.read_parquet(tmp_path / "o" / "dup.summary.parquet").height == 2
 
 
 def test_an_axis_of_single_strategies_runs_each_alone(tmp_path, capsys):

@@ -4,12 +4,14 @@ Format::
 
     name = "costaware_sgd"        # output file stem
     experiment = "sgd"            # "sgd", "subset" or "grpo"
-    replications = 128            # SGD replications, or GRPO seeds
-    seed = 1
+    replications = 128            # SGD replications, or GRPO seeds (top level only)
+    seed = 1                      # seed of the replications (top level only)
     [base]                        # fields of ProblemConfig + SGDConfig, or GRPOConfig
     kind = "least_squares"
     [axes]                        # every combination of these lists is run
     cost_sigma = [0.0, 1.0, 2.0]
+
+Points with equal configs (an axis value given twice) run once.
 
 ``subset`` also takes ``gamma_fracs = [...]`` at top level.  Outputs in ``--out DIR``:
 ``NAME.summary.parquet`` (aggregated, with CIs: what figures read), ``NAME.runs.parquet``
@@ -52,13 +54,21 @@ class SweepSpec:
     gamma_fracs: tuple = (0.01, 0.02, 0.05, 0.1)
 
     def points(self) -> list[dict]:
-        """Every combination of the axes over the base, in file order."""
+        """Every combination of the axes over the base, in file order; a point whose
+        configs equal an earlier one's (an axis value given twice) is left out, as
+        ``fastsim sweep`` runs a cell once."""
         keys = list(self.axes)
-        out = []
+        out, seen = [], []
         for combo in itertools.product(*(self.axes[k] for k in keys)):
             point = dict(self.base)
             point.update(zip(keys, combo))
-            out.append(point)
+            try:
+                cfgs = _configs(self, point)
+            except ConfigError:  # kept: the loader names the bad field of this point
+                cfgs = None
+            if cfgs is None or cfgs not in seen:
+                seen.append(cfgs)
+                out.append(point)
         return out
 
 
@@ -81,6 +91,7 @@ def load_costaware_sweep(path) -> SweepSpec:
         if not isinstance(raw.get(key, {}), dict):
             raise ConfigError(f"{path.name}: {key}={toml_text(raw[key])} is invalid; allowed: "
                               f"a table ([{key}] with field = value lines)")
+        _check_top_level_only(path, key, raw.get(key, {}), experiment)
     gamma_fracs = raw.get("gamma_fracs", SweepSpec.gamma_fracs)
     if not isinstance(gamma_fracs, (list, tuple)) or not gamma_fracs:
         raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
@@ -108,6 +119,20 @@ def load_costaware_sweep(path) -> SweepSpec:
             given = {**point, "replications": spec.replications, "seed": spec.seed}
             raise ConfigError(f"{path.name}: {toml_echo(str(exc), given)}") from None
     return spec
+
+
+# fields the top-level `replications` and `seed` set in every point; given in [base] or
+# [axes] they were overwritten by the top-level value, silently
+_TOP_LEVEL_ONLY = {"sgd": {"replications": "replications"},
+                   "subset": {"replications": "replications"},
+                   "grpo": {"seeds": "replications", "seed": "seed"}}
+
+
+def _check_top_level_only(path: Path, section: str, table: dict, experiment: str) -> None:
+    for key, top in _TOP_LEVEL_ONLY[experiment].items():
+        if key in table:
+            raise ConfigError(f"{path.name}: [{section}] {key} is not allowed there; allowed: "
+                              f"{top} = N at the top level (one value for every point)")
 
 
 def _configs(spec: SweepSpec, point: dict):
