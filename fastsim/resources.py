@@ -37,16 +37,17 @@ def shipped(kind: str, name: str | None = None) -> Path:
     return path if name is None else path / name
 
 
-def _shipped_sweeps() -> str:
-    return ", ".join(sorted(p.stem for p in shipped("sweeps").glob("*.toml")))
+def _shipped_sweeps(prefix: str = "") -> str:
+    return ", ".join(sorted(p.stem for p in shipped("sweeps").glob(f"{prefix}*.toml")))
 
 
-def sweep_file(file: str | Path) -> Path:
+def sweep_file(file: str | Path, prefix: str = "") -> Path:
     """A sweep file by path, or by the name of a shipped one (``"noise"``,
     ``"sweeps/noise.toml"``) when no such file exists here.  Only a bare name, or one
     under a relative ``sweeps/``, names a shipped file: a missing file at any other path
     is an error, never another file of the same name.  A path that exists but is not a
     regular file (a directory, a named pipe, a device) is an error before it is read.
+    ``prefix``: the shipped sweeps an error lists (``"costaware_"`` for that command's).
 
     Examples
     --------
@@ -59,14 +60,14 @@ def sweep_file(file: str | Path) -> Path:
     path = Path(file)
     if path.exists():
         # a named pipe would block the read, /dev/zero fill the memory: refused unread
-        check_regular(path, f"a TOML file, or one of {_shipped_sweeps()}")
+        check_regular(path, f"a TOML file, or one of {_shipped_sweeps(prefix)}")
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
     if path.parent in (Path("."), Path("sweeps")) and candidate.is_file():
         return candidate
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
-                      f"TOML file, or one of {_shipped_sweeps()}")
+                      f"TOML file, or one of {_shipped_sweeps(prefix)}")
 
 
 def example_log() -> Path:

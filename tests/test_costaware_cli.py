@@ -123,6 +123,24 @@ def test_a_repeated_axis_value_runs_once(tmp_path):
     assert pl.read_parquet(tmp_path / "o" / "dup.summary.parquet").height == 2
 
 
+def test_subset_check_n_names_the_flag_and_its_limit(capsys):
+    """--check-n 40 was refused by the exact search as "method='exact' with n=40", never
+    naming the flag, after --help had said only >= 1."""
+    one_line(capsys, ["costaware", "subset", "--check-n", "40"],
+             "--check-n=40 is invalid; allowed: an integer from 1 to 22")
+    with pytest.raises(SystemExit):
+        main(["costaware", "subset", "--help"])
+    assert "1 to 22 (default: 14)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_unknown_sweep_lists_the_cost_aware_ones(tmp_path, capsys):
+    # it listed every shipped sweep (headline, noise, ...), which this command refuses
+    assert main(["costaware", "sweep", "nosuch", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "one of costaware_ablation, costaware_grpo, costaware_pareto" in err, err
+    assert "headline" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_an_axis_of_single_strategies_runs_each_alone(tmp_path, capsys):
     # strategies = ["uniform"] was read letter by letter ('u' is not a strategy), and a
     # run without the ratios' baseline (optimal) was a polars traceback after the SGD runs

@@ -201,7 +201,9 @@ def cmd_subset(args):
     for g in gammas:
         check_gamma_frac(g, "--gammas")
     _build(ProblemConfig, args), _build(SGDConfig, args, seed=args.sgd_seed)  # validate first
-    for option, hi in (("check_instances", 100_000), ("check_n", 100_000),
+    from fastsim.costaware.subset import EXACT_MAX_N  # the check runs the exact search
+
+    for option, hi in (("check_instances", 100_000), ("check_n", EXACT_MAX_N),
                        ("check_seed", 2**63 - 1)):
         lo = 0 if option == "check_seed" else 1
         if not lo <= getattr(args, option) <= hi:
@@ -292,7 +294,7 @@ def cmd_sweep(args):
     t0 = time.perf_counter()
     from fastsim.resources import sweep_file
 
-    paths = run_costaware_sweep(sweep_file(args.file), args.out)
+    paths = run_costaware_sweep(sweep_file(args.file, prefix="costaware_"), args.out)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
@@ -327,6 +329,7 @@ def register(subparsers):
     """Add ``costaware`` and its sub-subcommands to the ``fastsim`` parser."""
     from fastsim.costaware.experiment import GRPOConfig
     from fastsim.costaware.sgd import ProblemConfig, SGDConfig
+    from fastsim.costaware.subset import EXACT_MAX_N
 
     top = subparsers.add_parser("costaware", help="cost-aware learning (arXiv 2604.28020)",
                                 description=__doc__,
@@ -364,7 +367,8 @@ def register(subparsers):
     p.add_argument("--check-instances", type=int, default=200, metavar="INT",
                    help="random instances of the greedy-vs-exact check, >= 1 (default: 200)")
     p.add_argument("--check-n", type=int, default=14, metavar="INT",
-                   help="samples per check instance (exact search is 2^n), >= 1 (default: 14)")
+                   help="samples per check instance (exact search is 2^n), 1 to "
+                   f"{EXACT_MAX_N} (default: 14)")
     p.add_argument("--check-seed", type=int, default=0, metavar="INT",
                    help="seed of the check instances (default: 0)")
     p.add_argument("--out", metavar="DIR",
