@@ -37,26 +37,52 @@ S_GRPO_RESPONSE = 131
 S_GRPO_MINIBATCH = 132
 
 
+# The smallest normal float64.  A sum of scores below it (or not finite) lost the scores'
+# ratios: the subnormals they rounded to carry fewer bits, or underflowed to 0.  At or
+# above it, a subnormal score's rounding error (<= 2^-1075) is at most half an ulp of 1
+# relative to the total, so the plain sum is as good as a rescaled one.
+MIN_NORMAL = 2.2250738585072014e-308
+
+
+@entry
+def normal_total_nb(total):
+    """Whether a sum of non-negative scores can normalise them (finite and not subnormal)."""
+    return MIN_NORMAL <= total < np.inf
+
+
+@entry
+def strategy_scores_nb(G, c, strategy, g_scale, out):
+    """Write the scores of ``strategy`` with ``G / g_scale`` into ``out``; return their sum."""
+    total = 0.0
+    for i in range(G.shape[0]):
+        if strategy == UNIFORM:
+            s = 1.0
+        elif strategy == GRADIENT_NORM:
+            s = G[i] / g_scale
+        elif strategy == COST_ONLY:
+            s = 1.0 / math.sqrt(c[i])
+        else:
+            s = G[i] / g_scale / math.sqrt(c[i])
+        out[i] = s
+        total += s
+    return total
+
+
 @entry
 def sampling_probs_nb(G, c, strategy, lam, out):
     """Write into ``out`` (n,) the distribution of ``strategy`` mixed with uniform.
 
     ``p = (1 - lam) q + lam / n`` with ``q`` proportional to 1, ``G``, ``1/sqrt(c)`` or
-    ``G/sqrt(c)``.  A score vector that sums to zero falls back to uniform.
+    ``G/sqrt(c)``.  A sum of scores that overflows or underflows is taken again with
+    ``G / max(G)`` (the same ``q``; ``x / 1`` is exact, so other inputs keep every bit).
+    A score vector that sums to zero falls back to uniform.
     """
     n = G.shape[0]
-    total = 0.0
-    for i in range(n):
-        if strategy == UNIFORM:
-            s = 1.0
-        elif strategy == GRADIENT_NORM:
-            s = G[i]
-        elif strategy == COST_ONLY:
-            s = 1.0 / math.sqrt(c[i])
-        else:
-            s = G[i] / math.sqrt(c[i])
-        out[i] = s
-        total += s
+    total = strategy_scores_nb(G, c, strategy, 1.0, out)
+    if not normal_total_nb(total):
+        top = np.max(G)
+        if top > 0.0:  # all zero: the uniform fallback below
+            total = strategy_scores_nb(G, c, strategy, top, out)
     for i in range(n):
         q = out[i] / total if total > 0.0 else 1.0 / n
         out[i] = (1.0 - lam) * q + lam / n

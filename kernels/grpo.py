@@ -17,7 +17,8 @@ from numba import prange
 
 from .costaware import (S_GRPO_MINIBATCH, S_GRPO_PROMPT, S_GRPO_RESPONSE,
                                S_TASK_DIFFICULTY, S_TASK_FEATURE, S_TASK_LENGTH, S_TASK_NOISE,
-                               S_TASK_PROMPT_LENGTH, S_TASK_QUALITY, draw_index_nb)
+                               S_TASK_PROMPT_LENGTH, S_TASK_QUALITY, draw_index_nb,
+                               normal_total_nb)
 from .jit import driver, entry
 from .rng import normal_nb, uniform_nb
 
@@ -32,22 +33,59 @@ N_ARMS = 5
 
 
 @entry
+def group_moments_nb(rewards, g, scale):
+    """Mean and population variance of ``rewards[g] / scale``."""
+    G = rewards.shape[1]
+    m = 0.0
+    for j in range(G):
+        m += rewards[g, j] / scale
+    m /= G
+    v = 0.0
+    for j in range(G):
+        v += (rewards[g, j] / scale - m) ** 2
+    return m, v / G
+
+
+@entry
 def group_advantages_nb(rewards, out):
     """``out[g, j] = (r[g, j] - mean_g) / std_g`` (population std) for rewards (P, G);
-    a group with ``std_g == 0`` carries no signal and gets advantage 0."""
+    a group with ``std_g == 0`` carries no signal and gets advantage 0.
+
+    A group whose mean or variance overflows is taken again in units of its largest
+    ``|r|`` (advantages do not depend on the unit; ``x / 1`` is exact, so other groups
+    keep every bit)."""
     P, G = rewards.shape
     for g in range(P):
-        m = 0.0
+        scale = 1.0
+        m, var = group_moments_nb(rewards, g, scale)
+        if not var < np.inf:
+            scale = np.max(np.abs(rewards[g]))
+            m, var = group_moments_nb(rewards, g, scale)
+        sd = math.sqrt(var)
         for j in range(G):
-            m += rewards[g, j]
-        m /= G
-        v = 0.0
-        for j in range(G):
-            v += (rewards[g, j] - m) ** 2
-        sd = math.sqrt(v / G)
-        for j in range(G):
-            # 1e-12: equal rewards in float arithmetic, not a regulariser
-            out[g, j] = (rewards[g, j] - m) / sd if sd > 1e-12 else 0.0
+            # 1e-12 (in the rewards' unit): equal rewards in float arithmetic, not a
+            # regulariser
+            out[g, j] = (rewards[g, j] / scale - m) / sd if sd * scale > 1e-12 else 0.0
+
+
+@entry
+def arm_scores_nb(adv, lengths, arm, floor, a_scale, out):
+    """Write the scores of ``arm`` with ``a = max(|A|, floor) / a_scale`` into ``out``;
+    return their sum."""
+    total = 0.0
+    for i in range(adv.shape[0]):
+        a = max(abs(adv[i]), floor)
+        if arm == ARM_COST_AWARE:
+            s = a / a_scale / math.sqrt(lengths[i])
+        elif arm == ARM_COST_ONLY:
+            s = 1.0 / math.sqrt(lengths[i])
+        elif arm == ARM_ADVANTAGE_ONLY:
+            s = a / a_scale
+        else:
+            s = 1.0 if a > 0.0 else 0.0
+        out[i] = s
+        total += s
+    return total
 
 
 @entry
@@ -56,26 +94,19 @@ def grpo_probs_nb(adv, lengths, arm, lam, floor, out):
 
     Uniform arm: ``1/N``.  Others: ``(1 - lam) q + lam / N`` with ``q`` proportional to
     the arm's score of ``a = max(|A|, floor)`` and cost ``c``: ``a / sqrt(c)`` (cost-aware),
-    ``1 / sqrt(c)``, ``a``, or ``1[a > 0]``.  The caller guarantees a positive total.
+    ``1 / sqrt(c)``, ``a``, or ``1[a > 0]``.  A sum of scores that overflows or underflows
+    is taken again with ``a / max(a)`` (the same ``q``; ``x / 1`` is exact, so other
+    inputs keep every bit).  The caller guarantees a positive ``a`` somewhere.
     """
     n = adv.shape[0]
     if arm == ARM_UNIFORM:
         for i in range(n):
             out[i] = 1.0 / n
         return
-    total = 0.0
-    for i in range(n):
-        a = max(abs(adv[i]), floor)
-        if arm == ARM_COST_AWARE:
-            s = a / math.sqrt(lengths[i])
-        elif arm == ARM_COST_ONLY:
-            s = 1.0 / math.sqrt(lengths[i])
-        elif arm == ARM_ADVANTAGE_ONLY:
-            s = a
-        else:
-            s = 1.0 if a > 0.0 else 0.0
-        out[i] = s
-        total += s
+    total = arm_scores_nb(adv, lengths, arm, floor, 1.0, out)
+    if not normal_total_nb(total):
+        top = max(np.max(np.abs(adv)), floor)
+        total = arm_scores_nb(adv, lengths, arm, floor, top, out)
     for i in range(n):
         out[i] = (1.0 - lam) * out[i] / total + lam / n
 

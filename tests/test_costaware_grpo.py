@@ -101,6 +101,20 @@ def test_bad_grpo_inputs(call, message):
         call()
 
 
+def test_huge_and_tiny_advantages_still_normalise():
+    """Advantages of +-1e308 overflowed the sum of scores (p summed to lam = 0.1, the draw's
+    weights were wrong), 5e-324 underflowed it (p was NaN), and rewards of +-1e308
+    overflowed the group's variance (advantages 0 in a group of distinct rewards)."""
+    p = cost_aware_probs(np.array([1e308, -1e308] * 2), np.ones(4))
+    np.testing.assert_array_equal(p, [0.25] * 4)
+    b = cost_aware_draw(np.array([1e308, -1e308] * 2), np.ones(4), 4)
+    np.testing.assert_array_equal(b.weights, np.ones(4))
+    p = cost_aware_probs([5e-324, 0.0, 5e-324], [4.0, 1.0, 1.0], lam=0.0)
+    np.testing.assert_allclose(p, [1 / 3, 0, 2 / 3])
+    a = group_advantages(np.array([[1e308, -1e308], [0.0, 1.0], [1e308, 1e308]]))
+    np.testing.assert_array_equal(a, [[1, -1], [-1, 1], [0, 0]])
+
+
 def test_floor_keeps_all_zero_batches_usable():
     b = cost_aware_batch([[1, 1], [0, 0]], [[1, 4], [1, 4]], 4, lam=0.0, floor=0.5)
     np.testing.assert_allclose(b.probs, [1 / 3, 1 / 6, 1 / 3, 1 / 6])

@@ -110,3 +110,17 @@ def test_draws_follow_p_and_skip_zero_mass():
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
         call()
+
+
+@pytest.mark.parametrize("strategy", ["gradient_norm", "optimal"])
+@pytest.mark.parametrize("G", [1e308, 5e-324])
+def test_scores_that_overflow_or_underflow_still_normalise(strategy, G):
+    """A sum of scores that overflowed gave p = 0 everywhere ([1e308] * 3), one that
+    underflowed lost the cost ([5e-324] * 3 with c = 1, 1, 4 gave .5, .5, 0): finite inputs
+    that pass the checks, probabilities that are not a distribution."""
+    c = [1.0, 1.0, 4.0]
+    want = sampling_distribution([1.0] * 3, c, strategy, 0.1)
+    got = sampling_distribution([G] * 3, c, strategy, 0.1)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    np.testing.assert_allclose(sampling_distribution([G, G, 0.0], [5e-324, 1.0, 4.0],
+                                                     strategy).sum(), 1.0)
