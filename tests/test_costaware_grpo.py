@@ -115,6 +115,20 @@ def test_huge_and_tiny_advantages_still_normalise():
     np.testing.assert_array_equal(a, [[1, -1], [-1, 1], [0, 0]])
 
 
+@pytest.mark.parametrize("kw, message", [
+    # 2^64 was a numba TypingError, 2^63 an OverflowError, from inside the draw
+    (dict(seed=2**64), r"seed=18446744073709551616 must be an integer from 0 to 2\^63-1"),
+    (dict(step=2**63), r"step=9223372036854775808 must be an integer from 0 to 2\^63-1"),
+    (dict(seed=-1), r"seed=-1 must be an integer from 0 to 2\^63-1"),
+])
+def test_rng_coordinates_are_bounded(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        cost_aware_draw([1.0, -1.0], [1, 2], 2, **kw)
+    with pytest.raises(ConfigError, match=message):
+        cost_aware_batch([[1.0, 0.0]], [[1, 2]], 2, **kw)
+    cost_aware_draw([1.0, -1.0], [1, 2], 2, seed=2**63 - 1, step=2**63 - 1)  # the largest
+
+
 def test_floor_keeps_all_zero_batches_usable():
     b = cost_aware_batch([[1, 1], [0, 0]], [[1, 4], [1, 4]], 4, lam=0.0, floor=0.5)
     np.testing.assert_allclose(b.probs, [1 / 3, 1 / 6, 1 / 3, 1 / 6])

@@ -130,9 +130,12 @@ def _draw_args(batch_size, seed, step, n: int):
             or not 1 <= batch_size <= n:
         raise ConfigError(f"batch_size={batch_size!r} must be an integer from 1 to {n} (the "
                           "number of responses)")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 \
-            or not isinstance(step, (int, np.integer)) or step < 0:
-        raise ConfigError(f"seed={seed!r} and step={step!r} must be integers >= 0")
+    for name, value in (("seed", seed), ("step", step)):
+        # RNG coordinates are int64 in the kernel: 2^63 was an OverflowError, 2^64 a
+        # numba TypingError
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or not 0 <= value <= 2**63 - 1:
+            raise ConfigError(f"{name}={value!r} must be an integer from 0 to 2^63-1")
 
 
 def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor: float = 0.0,
@@ -178,7 +181,8 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     batch_size : int
         Draws with replacement, 1 to ``P G``; the weighted mean loss over them is unbiased.
     lam, floor : see ``cost_aware_probs``
-    seed, step : counter-based RNG coordinates: the same ``(seed, step)`` gives the same
+    seed, step : counter-based RNG coordinates, integers from 0 to 2^63-1: the same
+        ``(seed, step)`` gives the same
         batch on any machine and thread count.
 
     Raises
