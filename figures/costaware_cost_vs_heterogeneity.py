@@ -17,6 +17,14 @@ STEPS = (("convex", "-"), ("strongly_convex", "--"))
 
 
 def _panel(ax, sub: pl.DataFrame, colors) -> None:
+    """The cost curves of one panel, or a note in it when no run reached eps (every cost
+    is NaN: a log axis of no positive value was a matplotlib ValueError)."""
+    cost = sub["cost_units_mean"]
+    if not (cost.is_finite() & (cost > 0)).any():  # polars orders NaN above every number
+        ax.text(0.5, 0.5, "no run reached eps\n(no cost to plot)", ha="center", va="center",
+                transform=ax.transAxes, fontsize=9, color="0.4")
+        ax.set_yticks([])
+        return
     for s in ORDER:
         for step, ls in STEPS:
             d = sub.filter((pl.col("strategy") == s) & (pl.col("sgd_step") == step)) \
@@ -28,6 +36,7 @@ def _panel(ax, sub: pl.DataFrame, colors) -> None:
             ax.fill_between(x, d["cost_units_lo"].to_numpy(), d["cost_units_hi"].to_numpy(),
                             color=colors[s], alpha=0.15, lw=0)
     ax.set_yscale("log")
+    S.plain_log_ticks(ax)  # after drawing, once the limits are known
 
 
 def _legend_handles(colors, steps):
@@ -56,7 +65,6 @@ def main(results, out):
             _panel(ax, df.filter((pl.col("problem_kind") == kind)
                                  & (pl.col("problem_cost_corr") == corr)), colors)
             ax.set_title(f"{S.PROBLEM_NAMES[kind]}, corr(log c, log G) = {corr:g}", fontsize=9)
-            S.plain_log_ticks(ax)
             if r == len(kinds) - 1:
                 ax.set_xlabel("cost heterogeneity\n(lognormal σ of the costs $c_i$)")
             if c == 0:

@@ -44,6 +44,18 @@ def test_sweep_and_figures(tmp_path):
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
 
 
+def test_figures_when_no_run_reached_eps(tmp_path, capsys):
+    """Every cost NaN (no run reached eps): the log axis of the cost figure was a
+    matplotlib ValueError traceback; the panel now says so."""
+    out = tmp_path / "res"
+    assert main(["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "1e-6", "--max-steps",
+                 "2", "--replications", "2", "--out", str(out)]) == 0
+    assert pl.read_parquet(out / "costaware_sgd.summary.parquet")["reached_frac"].max() == 0
+    assert main(["costaware", "figures", str(out)]) == 0
+    assert (out / "figures" / "costaware_cost_vs_heterogeneity.png").stat().st_size > 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_figures_of_a_directory_without_costaware_results_is_refused(tmp_path, capsys):
     """It printed nothing at all, then "0 files written" with exit 0 and an empty
     DIR/figures made; `fastsim figures` and the scripts run alone refuse it, exit 2."""
