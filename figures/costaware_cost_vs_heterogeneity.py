@@ -14,6 +14,10 @@ from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only", "optimal"]
 STEPS = (("convex", "-"), ("strongly_convex", "--"))
+# the tables this script reads and their columns it uses (checked by `costaware figures`)
+READS = {"costaware_sgd.summary.parquet": (
+    "strategy", "sgd_step", "problem_kind", "problem_cost_corr", "problem_cost_sigma",
+    "cost_units_mean", "cost_units_lo", "cost_units_hi")}
 
 
 def _panel(ax, sub: pl.DataFrame, colors) -> None:

@@ -11,6 +11,11 @@ import polars as pl
 from fastsim.figures import _style as S
 
 ARMS = ("uniform", "cost_aware", "cost_only", "advantage_only", "nonzero_uniform")
+_CURVES = ("arm", "eval", "tokens_mean", "accuracy_mean", "accuracy_lo", "accuracy_hi",
+           "n_seeds")
+# the tables this script reads and their columns it uses (checked by `costaware figures`)
+READS = {"costaware_grpo.curves.parquet": _CURVES,
+         "costaware_grpo_sweep.curves.parquet": _CURVES + ("grpo_lam", "grpo_len_sigma")}
 
 
 def _panel(ax, df, title):

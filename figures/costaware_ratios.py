@@ -11,6 +11,11 @@ from matplotlib.lines import Line2D
 from fastsim.figures import _style as S
 
 ORDER = ["uniform", "gradient_norm", "cost_only"]
+# the tables this script reads and their columns it uses (checked by `costaware figures`)
+READS = {"costaware_sgd.summary.parquet": (
+    "strategy", "sgd_step", "problem_kind", "problem_cost_corr", "problem_cost_sigma",
+    "predicted_ratio", "simulated_ratio", "simulated_ratio_lo", "simulated_ratio_hi",
+    "n_pairs")}
 
 
 def _panel(ax, d: pl.DataFrame, color) -> None:

@@ -56,6 +56,25 @@ def test_figures_when_no_run_reached_eps(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("damage, needle", [
+    (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
+    (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
+     "missing column(s) strategy; allowed: the tables `fastsim costaware sweep`"),
+])
+def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle):
+    """A truncated table, or one without a column a script uses, was a polars traceback
+    from inside the figure script."""
+    out = tmp_path / "res"
+    assert main(["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1",
+                 "--replications", "2", "--out", str(out)]) == 0
+    table = out / "costaware_sgd.summary.parquet"
+    damage(table)
+    capsys.readouterr()
+    one_line(capsys, ["costaware", "figures", str(out)], f"{table}: ")
+    one_line(capsys, ["costaware", "figures", str(out)], needle)
+    assert not (out / "figures").exists()
+
+
 def test_figures_of_a_directory_without_costaware_results_is_refused(tmp_path, capsys):
     """It printed nothing at all, then "0 files written" with exit 0 and an empty
     DIR/figures made; `fastsim figures` and the scripts run alone refuse it, exit 2."""

@@ -20,8 +20,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import check_output, check_output_dir, check_regular, table_writer, write_all
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
-FIGURE_TABLES = ("costaware_sgd.summary.parquet", "costaware_grpo.curves.parquet",
-                 "costaware_grpo_sweep.curves.parquet")  # what the scripts read
+FIGURE_INPUTS = "the tables `fastsim costaware sweep`, `sgd --out` or `grpo --out` write"
 
 
 # Meaning, unit and allowed values of every option generated from a config field; the
@@ -300,6 +299,32 @@ def cmd_sweep(args):
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
 
 
+def _figure_tables() -> dict[str, set]:
+    """``{table: columns}`` the figure scripts read (each script's ``READS``)."""
+    from fastsim.sweep.figures import load_script
+
+    tables: dict[str, set] = {}
+    for name in FIGURE_SCRIPTS:
+        for table, columns in load_script(name).READS.items():
+            tables.setdefault(table, set()).update(columns)
+    return tables
+
+
+def _check_figure_tables(results: Path, tables: dict[str, set]) -> None:
+    """Each table present read in full and holding the columns the scripts use, before
+    any is drawn: a truncated table or a missing column was a polars traceback from
+    inside a script, after the figures before it were written."""
+    from fastsim.io import read_parquet_table
+
+    for table, columns in tables.items():
+        path = results / table
+        if path.is_file():
+            missing = sorted(columns - set(read_parquet_table(path, FIGURE_INPUTS).columns))
+            if missing:
+                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
+                                  f"{FIGURE_INPUTS}")
+
+
 def cmd_figures(args):
     from fastsim.sweep.figures import load_script
 
@@ -313,10 +338,12 @@ def cmd_figures(args):
     from fastsim.sweep.store import hold_sweep_dirs
 
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
-    if not any((results / table).is_file() for table in FIGURE_TABLES):  # before OUT is made
-        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(FIGURE_TABLES)}"
+    tables = _figure_tables()
+    if not any((results / table).is_file() for table in tables):  # before OUT is made
+        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(tables)}"
                           "): nothing to draw; allowed: the --out of fastsim costaware sweep, "
                           "sgd or grpo")
+    _check_figure_tables(results, tables)
     n = 0
     for name in FIGURE_SCRIPTS:
         for written in load_script(name).main(results, out):
