@@ -1,4 +1,6 @@
 """Cost-Aware GRPO sampler (unbiasedness, errors) and the toy GRPO experiment."""
+import warnings
+
 import numba
 import numpy as np
 import pytest
@@ -194,6 +196,21 @@ def test_censored_seeds_make_pooled_savings_na_and_count_in_the_median():
         assert np.isnan(m[name]["mean"]) and "n/a" in m[name]["note"]
     med = m["token_saving_to_uniform_peak_median"]
     assert med["n"] == 8 and med["lo"] == -np.inf  # a never-reaching seed is the worst saving
+
+
+def test_seeds_where_uniform_spent_no_tokens_have_no_share_and_no_warning(capsys):
+    """A task every response solves (all advantages zero, every batch skipped): the share
+    that reached the uniform peak was 1.0 next to savings of n = 0 seeds, and
+    token_saving_per_step divided 0 tokens by 0 with a numpy RuntimeWarning."""
+    cfg = GRPOConfig(**{**TINY, "seeds": 2, "n_steps": 1, "eval_every": 1,
+                        "difficulty_mean": 8.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = _metrics(summarize_grpo(run_grpo(cfg, progress=False)))
+    for name in ("reached_frac", "reached_target_frac", "token_saving_to_uniform_peak_median",
+                 "token_saving_per_step"):
+        assert np.isnan(m[name]["mean"]) and m[name]["n"] == 0, (name, m[name])
+    assert "n/a: 2 seeds where uniform reached it at 0 tokens" in m["reached_frac"]["note"]
 
 
 def test_data_parallel_processes_draw_independently():

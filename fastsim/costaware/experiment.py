@@ -242,12 +242,17 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
     (``stats.quantile_ci``): a censored seed counts as a saving of -inf for the point and
     the lower bound, and at the tokens it had ``spent`` (its arm's total, which its tokens
     to reach it exceed) for the upper bound.  Seeds where uniform needed no tokens (its
-    target at the first evaluation) have no ratio and are left out of the savings."""
-    reached = np.isfinite(tc)
-    k, n = int(reached.sum()), int(tc.size)
-    add(reached_name, Estimate(k / n, *clopper_pearson(k, n), n),
-        f"seeds where the arm reached {what} (exact binomial CI)")
+    target at the first evaluation) have no ratio and are left out of the savings and of
+    the share that reached it (every arm reaches it at 0 tokens there: a share of 1 next
+    to savings of no seed)."""
     has = tu > 0
+    reached = np.isfinite(tc)
+    k, n = int(reached[has].sum()), int(has.sum())
+    free = f"; n/a: {tc.size - n} seeds where uniform reached it at 0 tokens" if n < tc.size \
+        else ""
+    share = Estimate(k / n, *clopper_pearson(k, n), n) if n else Estimate(np.nan, np.nan,
+                                                                           np.nan, 0)
+    add(reached_name, share, f"seeds where the arm reached {what} (exact binomial CI){free}")
     ratio = np.where(reached[has], tc[has], np.inf) / tu[has]
     if reached[has].all() and has.any():
         r = bootstrap_ratio_ci(tc[has], tu[has])
@@ -307,8 +312,9 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
         "arm - uniform, paired, arm within the uniform token budget")
     add("final_accuracy_arm_end", mean_ci(col("arm_final_accuracy")),
         "end of the longer run of the arm")
-    add("token_saving_per_step", mean_ci(1.0 - col("arm_tokens_same_steps")
-                                         / col("uniform_total_tokens")),
+    spent = col("uniform_total_tokens") > 0  # a run of skipped batches has no ratio (0/0)
+    add("token_saving_per_step", mean_ci(1.0 - col("arm_tokens_same_steps")[spent]
+                                         / col("uniform_total_tokens")[spent]),
         "same number of steps: 1 - tokens_arm / tokens_u")
     s_u, c_u = _moments(curves, "uniform")
     s_a, c_a = _moments(curves, arm)
