@@ -10,6 +10,7 @@ from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog, read_logs
 from fastsim.replay.policies import parse_policy, replay, summarize_replay
 from fastsim.resources import example_log
+from conftest import one_line
 
 FIX = Path(__file__).parent / "fixtures"
 EVALS = example_log()  # the messy CSV log shipped with the package (fastsim replay --example)
@@ -365,3 +366,30 @@ def test_a_policy_given_twice_is_replayed_once(capsys):
     assert len(summary) == 1 and "jobs    3" in summary[0], summary
     res = replay(read_logs([example_log()]), ["evalstop:k=2", "evalstop:k=2"])
     assert res.height == 3
+
+
+@pytest.mark.parametrize("gold,line", [(["", "", "", ""], 2), (["0.1", "0.5", "", "0.2"], 4),
+                                       (["0.1", "0.5", "nan", "0.2"], 4)])
+def test_a_missing_truth_gold_is_refused_by_line(tmp_path, capsys, gold, line):
+    """The oracle's argmax over a missing truth_gold stopped at the NaN row (step 3 of
+    0.1, 0.5, blank, 0.2; step 1 when all blank), exit 0: every comparison against it
+    was wrong."""
+    p = tmp_path / "og.csv"
+    p.write_text("job_id,step,score,truth_hacking,truth_gold\n" + "".join(
+        f"a,{s},0.5,true,{g}\n" for s, g in zip([1, 2, 3, 4], gold)))
+    out = tmp_path / "r.csv"
+    one_line(capsys, ["replay", str(p), "--policy", "oracle", "--out", str(out)],
+             f"og.csv:{line}: field 'truth_gold': missing; allowed: a finite number")
+    assert not out.exists()
+
+
+def test_a_gold_peak_step_the_job_never_logged_is_refused_by_line(tmp_path, capsys):
+    """truth_gold_peak_step 99999 in a job logging steps 1-4 was copied into --out and
+    scored every detection delay against it, exit 0."""
+    p = tmp_path / "pk.csv"
+    p.write_text("job_id,step,score,truth_hacking,truth_gold,truth_gold_peak_step\n"
+                 "a,1,0.5,true,0.1,2\na,2,0.6,true,0.5,2\na,3,0.7,true,0.3,99999\n")
+    out = tmp_path / "r.csv"
+    one_line(capsys, ["replay", str(p), "--policy", "oracle", "--out", str(out)],
+             "pk.csv:4: field 'truth_gold_peak_step': 99999 is not a step job 'a' logs")
+    assert not out.exists()

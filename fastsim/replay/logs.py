@@ -483,6 +483,39 @@ def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
     return true.alias("truth_hacking")
 
 
+def _truth_number(df: pl.DataFrame, path: Path, field: str) -> pl.Series:
+    """``truth_gold`` or ``truth_gold_peak_step``: hidden truth scores every decision (the
+    oracle stops at the gold peak), so it is never missing: a blank would move the peak."""
+    allowed = ("a finite number on every row (hidden truth)" if field == "truth_gold" else
+               "a non-negative integer on every row, a step the job logs (hidden truth)")
+    col = _numeric(df, path, field, allowed)
+    v = col.to_numpy()
+    bad = ~np.isfinite(v)
+    if field == "truth_gold_peak_step":
+        bad |= np.isfinite(v) & ((v < 0) | (v >= MAX_STEP) | (v != np.floor(v)))
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = df[field][i]
+        shown = "missing" if np.isnan(v[i]) else repr(value)
+        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {shown}; allowed: {allowed}")
+    return col.alias(field)
+
+
+def _check_peak_steps(table: pl.DataFrame) -> None:
+    """``truth_gold_peak_step`` names one of its job's logged steps: another would score
+    every detection delay against a step the job never reached (or never logged)."""
+    if "truth_gold_peak_step" not in table.columns:
+        return
+    peak = pl.col("truth_gold_peak_step").cast(pl.Int64)
+    logged = peak.is_in(pl.col("step").implode()).over("job_id")
+    bad = table.select((~logged).alias("b"))["b"]
+    if bad.any():
+        r = table.row(int(bad.arg_max()), named=True)
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'truth_gold_peak_step': "
+                          f"{r['truth_gold_peak_step']:g} is not a step job {r['job_id']!r} "
+                          "logs; allowed: one of the job's logged steps (hidden truth)")
+
+
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     found = [c for c in df.columns if c != "line"]
     # a header read as one column holding tabs: a TSV read as CSV (a pipe has no suffix)
@@ -576,7 +609,7 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
                                   f"{df['job_id'][i]!r} is labelled both true and false; allowed: "
                                   "one label per job")
         elif col in TRUTH_NUMERIC:
-            out[col] = _numeric(df, path, col, "a number (hidden truth)").alias(col)
+            out[col] = _truth_number(df, path, col)
         elif col.startswith("truth_"):
             out[col] = df[col]
     out["source"] = pl.Series("source", [str(path)] * df.height, dtype=pl.String)
@@ -662,6 +695,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
     _check_time_order(table)
+    _check_peak_steps(table)
     n_missing = int(table["metric"].is_nan().sum())
     if n_missing:
         notes.append(f"missing: {n_missing} row(s) with no {name} value skipped "
