@@ -61,12 +61,12 @@ def test_4_gpus_column_must_be_finite(tmp_path):
 
 
 # -- 5. Hugging Face runs whose directories share a name ------------------------------------
-def _trainer_state(d, scores):
+def _trainer_state(d, scores, max_steps=None):
     d.mkdir(parents=True)
     hist = [{"step": 10 * (i + 1), "eval_accuracy": s} for i, s in enumerate(scores)]
     (d / "trainer_state.json").write_text(json.dumps(
-        {"global_step": 10 * len(scores), "max_steps": 10 * len(scores), "log_history": hist},
-        indent=2))
+        {"global_step": 10 * len(scores), "max_steps": max_steps or 10 * len(scores),
+         "log_history": hist}, indent=2))
 
 
 def test_5_hf_runs_sharing_a_basename_stay_apart(tmp_path):
@@ -77,7 +77,7 @@ def test_5_hf_runs_sharing_a_basename_stay_apart(tmp_path):
     assert log.table.height == 8 and not log.notes
     # one run's checkpoints are still one job
     ck = tmp_path / "run" / "checkpoint-20"
-    _trainer_state(ck, [0.5, 0.6])
+    _trainer_state(ck, [0.5, 0.6], max_steps=40)  # one run: one plan
     _trainer_state(tmp_path / "run" / "checkpoint-40", [0.5, 0.6, 0.7, 0.6])
     log = read_logs([ck / "trainer_state.json", tmp_path / "run"])
     assert log.job_ids == ["run"]

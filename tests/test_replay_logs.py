@@ -168,7 +168,8 @@ def test_time_going_back_across_a_missing_time_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("labels,needle", [([None, True, True], "'truth_hacking': None"),
-                                           ([True, False, True], "labelled both true and false")])
+                                           ([True, False, True],
+                                            "'truth_hacking': job 'a' has False here and True")])
 def test_a_hidden_label_is_one_per_job(tmp_path, labels, needle):
     p = tmp_path / "t.parquet"
     pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4],
@@ -276,3 +277,32 @@ def test_trainer_state_training_logged_after_the_last_evaluation_is_in_the_log(t
     # a run whose last evaluation is at its last logged step has no such row
     assert read_logs([FIX / "hf_run"]).table["step"].to_list()[-1] == 40
     assert not read_logs([FIX / "hf_run"]).table["metric"].is_nan().any()
+
+
+@pytest.mark.parametrize("column,values,needle", [
+    ("job_type", ["lora", "", "rlhf"],
+     "t.csv:4: field 'job_type': job 'a' has 'rlhf' here and 'lora'"),
+    ("max_steps", ["10", "", "4"], "t.csv:4: field 'max_steps': job 'a' has 4 here and 10"),
+    ("truth_gold_peak_step", ["2", "2", "3"],
+     "t.csv:4: field 'truth_gold_peak_step': job 'a' has 3"),
+])
+def test_a_per_job_field_is_one_value_per_job(tmp_path, column, values, needle):
+    """Replay read a per-job field from the job's first row: job_type lora then rlhf put an
+    RLHF job out of scope=rlhf, max_steps 10 then 4 kept stop_at:f=0.5 from firing, exit 0.
+    Only truth_hacking refused a conflict."""
+    p = tmp_path / "t.csv"
+    truth = ",truth_hacking,truth_gold" if column.startswith("truth_") else ""
+    p.write_text(f"job_id,step,score,{column}{truth}\n" + "".join(
+        f"a,{s},0.5,{v}{',true,0.5' if truth else ''}\n" for s, v in zip([1, 2, 3], values)))
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read_logs([p])
+
+
+def test_a_per_job_field_agrees_across_files(tmp_path):
+    """A job merged from two files took the first file's max_steps (10) over the second's (4)."""
+    (tmp_path / "a.csv").write_text("job_id,step,score,max_steps\na,1,0.5,10\n")
+    (tmp_path / "b.csv").write_text("job_id,step,score,max_steps\na,2,0.6,4\n")
+    with pytest.raises(ConfigError, match=r"b.csv:2: field 'max_steps': job 'a' has 4 here"):
+        read_logs([tmp_path / "a.csv", tmp_path / "b.csv"])
+    (tmp_path / "b.csv").write_text("job_id,step,score,max_steps\na,2,0.6,\nb,1,0.5,4\n")
+    assert read_logs([tmp_path / "a.csv", tmp_path / "b.csv"]).table.height == 3

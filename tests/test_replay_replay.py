@@ -388,8 +388,17 @@ def test_a_gold_peak_step_the_job_never_logged_is_refused_by_line(tmp_path, caps
     scored every detection delay against it, exit 0."""
     p = tmp_path / "pk.csv"
     p.write_text("job_id,step,score,truth_hacking,truth_gold,truth_gold_peak_step\n"
-                 "a,1,0.5,true,0.1,2\na,2,0.6,true,0.5,2\na,3,0.7,true,0.3,99999\n")
+                 "a,1,0.5,true,0.1,99999\na,2,0.6,true,0.5,99999\na,3,0.7,true,0.3,99999\n")
     out = tmp_path / "r.csv"
     one_line(capsys, ["replay", str(p), "--policy", "oracle", "--out", str(out)],
-             "pk.csv:4: field 'truth_gold_peak_step': 99999 is not a step job 'a' logs")
+             "pk.csv:2: field 'truth_gold_peak_step': 99999 is not a step job 'a' logs")
     assert not out.exists()
+
+
+def test_a_job_type_given_on_a_later_row_is_the_jobs(tmp_path):
+    """A job whose first row left job_type empty read as untyped, so scope=rlhf replayed a
+    LoRA job."""
+    p = tmp_path / "t.csv"
+    p.write_text("job_id,step,score,job_type\na,1,0.5,\na,2,0.4,lora\na,3,0.3,\n")
+    res = replay(read_logs([p]), ["evalstop:k=1,scope=rlhf"])
+    assert _row(res, "a")["status"] == "out_of_scope"

@@ -46,6 +46,8 @@ MAX_STEP = 2**53
 MAX_SCORE = 1e150
 SCORE_RANGE = "a number from -1e150 to 1e150, inf or -inf"
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
+# Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
+PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 # A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
 # pipe): it is read once, to its end, into memory, and refused beyond this size (a log
@@ -501,6 +503,28 @@ def _truth_number(df: pl.DataFrame, path: Path, field: str) -> pl.Series:
     return col.alias(field)
 
 
+def _check_one_per_job(table: pl.DataFrame) -> None:
+    """A per-job field (``PER_JOB``) holds one value per job, over all its rows and files:
+    replay reads a single one, so rows that disagree (``max_steps`` 10 then 4, ``job_type``
+    lora then rlhf) would silently decide on whichever it read.  Empty cells take the job's
+    value.  The table is in command-line then file order."""
+    for field in (f for f in PER_JOB if f in table.columns):
+        value = pl.col(field).fill_nan(None) if table[field].dtype.is_float() else pl.col(field)
+        first = value.drop_nulls().first().over("job_id")
+        other = table.select((value != first).fill_null(False).alias("b"))["b"]
+        if other.any():
+            r = table.row(int(other.arg_max()), named=True)
+            was = table.filter(pl.col("job_id") == r["job_id"])[field].drop_nulls()
+            was = was.filter(was.is_not_nan()) if was.dtype.is_float() else was
+            raise ConfigError(f"{r['source']}:{r['line']}: field {field!r}: job {r['job_id']!r} "
+                              f"has {_shown(r[field])} here and {_shown(was[0])} on an earlier "
+                              "row; allowed: one value per job (empty cells take it)")
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
 def _check_peak_steps(table: pl.DataFrame) -> None:
     """``truth_gold_peak_step`` names one of its job's logged steps: another would score
     every detection delay against a step the job never reached (or never logged)."""
@@ -600,14 +624,6 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     for col in df.columns:
         if col == "truth_hacking":
             out[col] = _truth_hacking(df, path)
-            # a label of the job, not of a row: the scoring reads the first row's
-            mixed = (pl.DataFrame({"j": df["job_id"], "h": out[col]})
-                     .select(pl.col("h").n_unique().over("j") > 1)["h"])
-            if mixed.any():
-                i = int(mixed.arg_max())
-                raise ConfigError(f"{path}:{df['line'][i]}: field 'truth_hacking': job "
-                                  f"{df['job_id'][i]!r} is labelled both true and false; allowed: "
-                                  "one label per job")
         elif col in TRUTH_NUMERIC:
             out[col] = _truth_number(df, path, col)
         elif col.startswith("truth_"):
@@ -690,6 +706,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     name = names[0]
     hib = default_higher_is_better(name) if higher_is_better is None else bool(higher_is_better)
     table = pl.concat(tables, how="diagonal_relaxed").with_row_index("order")
+    _check_one_per_job(table)
     table, notes = _drop_duplicates(table, name, on_duplicate)
     if table.select((pl.col("step").diff().over("job_id") < 0).any()).item():
         notes.append("unsorted: rows reordered by step within each job")

@@ -221,11 +221,9 @@ class _Job:
         g_gpus = floats("gpus") if "gpus" in g.columns else np.full(g.height, np.nan)
         if gpus is not None:
             g_gpus = np.where(np.isnan(g_gpus), float(gpus), g_gpus)
-        peak = g["truth_gold_peak_step"][0] if has_truth and "truth_gold_peak_step" in g.columns \
-            else None
+        peak = _one(g, "truth_gold_peak_step") if has_truth else None
         return cls(score=floats("score"), metric=floats("metric"), step=step, loss=floats("loss"),
-                   planned=planned, known=known,
-                   job_type=g["job_type"][0] if "job_type" in g.columns else None,
+                   planned=planned, known=known, job_type=_one(g, "job_type"),
                    time_h=floats("time_h"), gpus=g_gpus,
                    truth_hacking=bool(g["truth_hacking"][0]) if has_truth else None,
                    truth_gold=floats("truth_gold") if has_truth else None,
@@ -329,6 +327,15 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # where no job triggers would write a column of Parquet type null)
     ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
     return pl.DataFrame(rows, schema_overrides=ints)
+
+
+def _one(g: pl.DataFrame, field: str):
+    """A per-job field's value: its rows agree where given (``read_logs`` refuses rows that
+    disagree), and a row that leaves it empty says nothing."""
+    if field not in g.columns:
+        return None
+    given = g[field].drop_nulls()
+    return given[0] if given.len() else None
 
 
 def _int_or_none(x) -> int | None:
