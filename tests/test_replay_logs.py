@@ -9,6 +9,7 @@ import pytest
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import detect_format, read_logs
 from fastsim.resources import example_log
+from conftest import one_line
 
 FIX = Path(__file__).parent / "fixtures"
 EVALS = example_log()  # the messy CSV log shipped with the package (fastsim replay --example)
@@ -306,3 +307,11 @@ def test_a_per_job_field_agrees_across_files(tmp_path):
         read_logs([tmp_path / "a.csv", tmp_path / "b.csv"])
     (tmp_path / "b.csv").write_text("job_id,step,score,max_steps\na,2,0.6,\nb,1,0.5,4\n")
     assert read_logs([tmp_path / "a.csv", tmp_path / "b.csv"]).table.height == 3
+
+
+def test_two_time_columns_are_refused(tmp_path, capsys):
+    """A log with time and time_s used time and ignored time_s, even running backwards, exit 0."""
+    p = tmp_path / "tt.csv"
+    p.write_text("job_id,step,score,time,time_s\na,1,0.5,1,7200\na,2,0.6,2,3600\n")
+    one_line(capsys, ["replay", str(p), "--gpus", "1"],
+             "tt.csv:1: fields 'time' and 'time_s': two time columns; allowed: one of time")

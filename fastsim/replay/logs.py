@@ -46,6 +46,8 @@ MAX_STEP = 2**53
 MAX_SCORE = 1e150
 SCORE_RANGE = "a number from -1e150 to 1e150, inf or -inf"
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
+# Wall-clock columns, each with its scale to hours; a log gives one of them.
+TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
@@ -540,6 +542,27 @@ def _check_peak_steps(table: pl.DataFrame) -> None:
                           "logs; allowed: one of the job's logged steps (hidden truth)")
 
 
+def _time_h(df: pl.DataFrame, path: Path) -> pl.Series | None:
+    """The wall clock in hours from the one time column a log has (``TIME_FIELDS``), or None.
+    Two are refused: they may disagree (one may even run backwards), and reading one
+    would silently drop the other."""
+    given = [f for f in TIME_FIELDS if f in df.columns]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise ConfigError(f"{path}:1: fields {' and '.join(map(repr, given))}: two time columns; "
+                          "allowed: one of time (hours), time_h (hours) or time_s (seconds)")
+    field = given[0]
+    t = _numeric(df, path, field, "a number of hours (time_s: seconds), or empty for missing")
+    t = (t * TIME_FIELDS[field]).alias("time_h")
+    hours = t.to_numpy()  # infinite: GPU-hours of 0 (a score may be: inf)
+    if np.isinf(hours).any():
+        i = int(np.argmax(np.isinf(hours)))
+        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {hours[i]}; allowed: "
+                          "a finite time, or empty for missing")
+    return t
+
+
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     found = [c for c in df.columns if c != "line"]
     # a header read as one column holding tabs: a TSV read as CSV (a pipe has no suffix)
@@ -602,16 +625,9 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             i = int(np.argmax(bad))
             raise ConfigError(f"{path}:{df['line'][i]}: field 'gpus': {g[i]:g}; allowed: a "
                               "positive finite number")
-    for field, scale in (("time", 1.0), ("time_h", 1.0), ("time_s", 1.0 / 3600.0)):
-        if field in df.columns:
-            out["time_h"] = (_numeric(df, path, field, "a number of hours (time_s: seconds), or "
-                                      "empty for missing") * scale).alias("time_h")
-            t = out["time_h"].to_numpy()  # infinite: GPU-hours of 0 (a score may be: inf)
-            if np.isinf(t).any():
-                i = int(np.argmax(np.isinf(t)))
-                raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {t[i]}; allowed: "
-                                  "a finite time, or empty for missing")
-            break
+    time_h = _time_h(df, path)
+    if time_h is not None:
+        out["time_h"] = time_h
     if "job_type" in df.columns:
         _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
         out["job_type"] = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
