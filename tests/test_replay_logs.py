@@ -1,4 +1,5 @@
 """Log readers: every format from committed fixtures, every mess rule, every error."""
+import json
 import re
 from pathlib import Path
 
@@ -315,3 +316,26 @@ def test_two_time_columns_are_refused(tmp_path, capsys):
     p.write_text("job_id,step,score,time,time_s\na,1,0.5,1,7200\na,2,0.6,2,3600\n")
     one_line(capsys, ["replay", str(p), "--gpus", "1"],
              "tt.csv:1: fields 'time' and 'time_s': two time columns; allowed: one of time")
+
+
+@pytest.mark.parametrize("global_step,shown", [(10, "10"), (0, "0"), (None, "missing"),
+                                               (True, "True"), (40.5, "40.5")])
+def test_trainer_state_global_step_covers_the_logged_steps(tmp_path, capsys, global_step, shown):
+    """global_step was not checked: 10 while evaluations reach step 40 made GPU-hours 4x
+    (time_h = step * train_runtime / global_step), exit 0; 0 gave NaN GPU-hours and a note
+    saying the log had no train_runtime."""
+    hist = [{"eval_loss": 1.0 - 0.01 * i, "step": 10 * i} for i in range(1, 5)]
+    state = {"max_steps": 40, "log_history": hist + [{"train_runtime": 3600.0, "step": 40}]}
+    if global_step is not None:
+        state["global_step"] = global_step
+    p = tmp_path / "run" / "trainer_state.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(state, indent=2))
+    one_line(capsys, ["replay", str(p), "--gpus", "1"],
+             f"field 'global_step': {shown}; allowed: an integer >= 40, the largest step")
+    state["global_step"] = 40
+    p.write_text(json.dumps(state, indent=2))
+    assert read_logs([p]).table["time_h"].to_list()[-1] == pytest.approx(1.0)
+    del state["global_step"], state["log_history"][-1]  # a run still training: no runtime
+    p.write_text(json.dumps(state, indent=2))
+    assert "time_h" not in read_logs([p]).table.columns

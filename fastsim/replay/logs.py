@@ -373,6 +373,23 @@ def _key_line(text: str, key: str) -> int:
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 
+def _global_step(path: Path, text: str, state: dict, largest: int | None, needed: bool):
+    """trainer_state's ``global_step``, the steps ``train_runtime`` covers: ``time_h`` is
+    ``step * train_runtime / global_step``, so one below the logged steps would inflate
+    GPU-hours (10 while evaluations reach 40: 4x) and 0 would make them NaN.  Optional
+    without a ``train_runtime`` (a run still training), checked wherever given."""
+    g = state.get("global_step")
+    if g is None and not needed:
+        return None
+    least = max(largest or 0, 1)
+    if not (isinstance(g, int) and not isinstance(g, bool) and least <= g < MAX_STEP):
+        got = "missing" if g is None else repr(g)
+        raise ConfigError(f"{path}:{_key_line(text, 'global_step')}: field 'global_step': {got}; "
+                          f"allowed: an integer >= {least}, the largest step the log holds "
+                          "(train_runtime covers global_step steps)")
+    return g
+
+
 def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str | None = None):
     text = decode_utf8(path, data, "trainer_state.json")
     state, lines = _hf_entries(path, text)
@@ -425,8 +442,8 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     df = df.with_columns(pl.lit(_cell_text(max_steps), dtype=pl.String).alias("max_steps"))
     # Trainer logs no wall clock per evaluation; train_runtime / global_step gives a
     # per-step time, an estimate that assumes steps of equal cost.
-    global_step = state.get("global_step")
-    if isinstance(runtime_s, (int, float)) and isinstance(global_step, int) and global_step > 0:
+    global_step = _global_step(path, text, state, logged[0], runtime_s is not None)
+    if runtime_s is not None:
         step_num = df["step"].cast(pl.Float64, strict=False)
         df = df.with_columns((step_num * (float(runtime_s) / global_step / 3600.0))
                              .cast(pl.String).alias("time_h"))
