@@ -339,3 +339,15 @@ def test_trainer_state_global_step_covers_the_logged_steps(tmp_path, capsys, glo
     del state["global_step"], state["log_history"][-1]  # a run still training: no runtime
     p.write_text(json.dumps(state, indent=2))
     assert "time_h" not in read_logs([p]).table.columns
+
+
+@pytest.mark.parametrize("job_id", ["1.0", "1e0", "true", "[1]"])
+def test_a_jsonl_job_id_is_a_string_or_an_integer(tmp_path, capsys, job_id):
+    """JSONL job ids 1 and "1" merged into one job, but 1.0 read as another job, "1.0",
+    exit 0."""
+    p = tmp_path / "j.jsonl"
+    same = '{"job_id": 1, "step": 1, "score": 0.5}\n{"job_id": "1", "step": 2, "score": 0.6}\n'
+    p.write_text(same + f'{{"job_id": {job_id}, "step": 3, "score": 0.4}}\n')
+    one_line(capsys, ["replay", str(p)], "j.jsonl:3: field 'job_id': ")
+    p.write_text(same)
+    assert read_logs([p]).job_ids == ["1"]

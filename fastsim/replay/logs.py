@@ -252,9 +252,20 @@ def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
+        _check_json_job_id(path, lineno, obj.get("job_id"))
         rows.append(obj)
         lines.append(lineno)
     return _rows_to_frame(rows, lines)
+
+
+def _check_json_job_id(path: Path, lineno: int, job_id) -> None:
+    """A JSON job id is a string or an integer, as ``StopMonitor``'s: ``1`` and ``"1"`` are
+    one job, but ``1.0`` would read as another, ``"1.0"``; None is left to the check of
+    missing ids."""
+    if job_id is None or (isinstance(job_id, (str, int)) and not isinstance(job_id, bool)):
+        return
+    raise ConfigError(f"{path}:{lineno}: field 'job_id': {json.dumps(job_id)}; allowed: a "
+                      "string or an integer (a float such as 1.0 would be a job apart from 1)")
 
 
 def _cell_text(value):
