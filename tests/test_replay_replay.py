@@ -402,3 +402,18 @@ def test_a_job_type_given_on_a_later_row_is_the_jobs(tmp_path):
     p.write_text("job_id,step,score,job_type\na,1,0.5,\na,2,0.4,lora\na,3,0.3,\n")
     res = replay(read_logs([p]), ["evalstop:k=1,scope=rlhf"])
     assert _row(res, "a")["status"] == "out_of_scope"
+
+
+@pytest.mark.parametrize("gpus,time", [("", "1"), ("8", "")])
+def test_a_missing_gpu_count_or_time_leaves_both_gpu_hours_unknown(tmp_path, gpus, time):
+    """A blank gpus (or time) cell made gpu_h_total NaN while gpu_h_saved was 8.0: the
+    saved part of an unknown total."""
+    p = tmp_path / "g.csv"
+    p.write_text("job_id,step,score,time,gpus\na,1,0.5,0,8\n"
+                 f"a,2,0.6,{time},{gpus}\na,3,0.5,2,8\na,4,0.4,3,8\na,5,0.3,4,8\n")
+    r = _row(replay(read_logs([p]), ["evalstop:k=2"]), "a")
+    assert r["status"] == "stopped" and r["steps_saved"] == 1
+    assert np.isnan(r["gpu_h_total"]) and np.isnan(r["gpu_h_saved"])
+    if not gpus:  # --gpus fills the blank: both known
+        r = _row(replay(read_logs([p]), ["evalstop:k=2"], gpus=8), "a")
+        assert (r["gpu_h_total"], r["gpu_h_saved"]) == (32.0, 8.0)

@@ -183,6 +183,8 @@ def _gpu_h(time_h: np.ndarray, gpus: np.ndarray, after_row: int) -> tuple[float,
     if time_h.size < 2:
         return 0.0, 0.0
     held = gpus[1:] * np.diff(time_h)
+    if np.isnan(held).any():  # a missing GPU count or time: both unknown, not a part of one
+        return np.nan, np.nan
     total = float(held.sum())
     saved = float(held[after_row:].sum()) if after_row >= 0 else 0.0
     return total, saved
