@@ -1,4 +1,5 @@
 """Replay decisions on fixtures, computed by hand, and the CLI end to end."""
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -417,3 +418,15 @@ def test_a_missing_gpu_count_or_time_leaves_both_gpu_hours_unknown(tmp_path, gpu
     if not gpus:  # --gpus fills the blank: both known
         r = _row(replay(read_logs([p]), ["evalstop:k=2"], gpus=8), "a")
         assert (r["gpu_h_total"], r["gpu_h_saved"]) == (32.0, 8.0)
+
+
+def test_an_infinite_kept_and_final_score_gains_nothing_without_a_warning(tmp_path):
+    """inf kept against inf final printed 'RuntimeWarning: invalid value encountered in
+    scalar subtract' and gave a NaN gain, counted as an unscored kept step."""
+    p = tmp_path / "inf.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,inf\na,3,0.4\na,4,inf\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = replay(read_logs([p]), ["evalstop:k=1"])
+    r = _row(res, "a")
+    assert (r["delivered_metric"], r["final_metric"], r["delivered_gain"]) == (np.inf, np.inf, 0)

@@ -255,7 +255,7 @@ def _replay_one(p: PolicyConfig, job: _Job, sign: float) -> dict:
         "in_scope": o.status != "out_of_scope", "n_evals": o.n_evals,
         "trigger_step": trig_step, "delivered_step": int(step[d]), "final_step": final_step,
         "delivered_metric": float(metric[d]), "final_metric": float(metric[final_row]),
-        "delivered_gain": float((metric[d] - metric[final_row]) * sign),
+        "delivered_gain": _gain(metric[d], metric[final_row], sign),
         "steps_saved": int(saved),
         "compute_saved_share": saved / final_step if final_step > 0 else np.nan,
         "gpu_h_total": total_gh, "gpu_h_saved": saved_gh,
@@ -329,6 +329,14 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # where no job triggers would write a column of Parquet type null)
     ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
     return pl.DataFrame(rows, schema_overrides=ints)
+
+
+def _gain(kept: float, final: float, sign: float) -> float:
+    """Kept minus final metric in its better direction.  Equal values gain nothing, inf
+    and inf too (a metric may be: docs/replay.md), where the subtraction would be NaN."""
+    if kept == final:
+        return 0.0
+    return float((kept - final) * sign)
 
 
 def _one(g: pl.DataFrame, field: str):
