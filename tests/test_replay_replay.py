@@ -430,3 +430,17 @@ def test_an_infinite_kept_and_final_score_gains_nothing_without_a_warning(tmp_pa
         res = replay(read_logs([p]), ["evalstop:k=1"])
     r = _row(res, "a")
     assert (r["delivered_metric"], r["final_metric"], r["delivered_gain"]) == (np.inf, np.inf, 0)
+
+
+def test_an_infinite_gain_is_not_called_an_unscored_kept_step(tmp_path, capsys):
+    """A trigger kept at an inf score against a finite final one has an infinite gain,
+    which the mean leaves out; the summary said it 'kept an unscored step'."""
+    p = tmp_path / "inf.csv"
+    p.write_text("job_id,step,score,loss\na,1,0.5,1\na,2,inf,1\na,3,0.4,1\na,4,0.3,1\n"
+                 "b,1,0.5,1\nb,2,0.6,1\nb,3,0.4,1\nb,4,0.3,1\n")
+    assert main(["replay", str(p), "--policy", "evalstop:k=1", "--summary-only"]) == 0
+    out = capsys.readouterr().out
+    assert "kept-vs-final 0.3 (no interval) over 1 of 2 triggers (1 had an infinite gain)" in out
+    s = summarize_replay(replay(read_logs([p]), ["evalstop:k=1"])).row(0, named=True)
+    assert (s["n_detected"], s["n_delivered_gain_known"], s["n_delivered_gain_infinite"]) == \
+        (2, 1, 1)

@@ -179,6 +179,14 @@ def _ci(r, name, pct=True):
     return fmt_interval(m, lo, hi, ".1%" if pct else ".3g")
 
 
+def _gains_left_out(unknown: int, infinite: int) -> str:
+    """Why some triggers are not in the mean gain: a checkpoint kept at a step with no
+    score (a loss-reading policy), or a gain that is infinite (inf is a score)."""
+    why = [f"{unknown - infinite} kept an unscored step" if unknown > infinite else "",
+           f"{infinite} had an infinite gain" if infinite else ""]
+    return ", ".join(w for w in why if w)
+
+
 def _print_summary(summ: pl.DataFrame) -> None:
     truth = "precision" in summ.columns
     w = _policy_width(summ)
@@ -188,9 +196,9 @@ def _print_summary(summ: pl.DataFrame) -> None:
                 f"too short {r['n_too_short']:>3}  compute saved {_ci(r, 'compute_saved_share')}  "
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         unknown = r["n_detected"] - r["n_delivered_gain_known"]
-        if unknown:  # a checkpoint kept at a step with no score (a loss-reading policy)
+        if unknown:
             line += (f" over {r['n_delivered_gain_known']} of {r['n_detected']} triggers "
-                     f"({unknown} kept an unscored step)")
+                     f"({_gains_left_out(unknown, r['n_delivered_gain_infinite'])})")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
             if r["n_jobs_gpu_h_known"] < r["n_jobs"]:  # a sum over some jobs must say so

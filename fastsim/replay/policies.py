@@ -366,7 +366,9 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     ``n_triggered_at_completion`` (triggers with no logged step after them), ``n_too_short``,
     ``n_no_evaluations``, ``n_detected`` (every trigger) and ``n_delivered_gain_known``
     (triggers whose kept step has a score: a loss-reading policy may keep a loss-only
-    step; ``delivered_gain`` is the mean over these).  Positive = the policy stopped or
+    step; ``delivered_gain`` is the mean over these), ``n_delivered_gain_infinite`` (triggers
+    kept at an infinite score against a finite final one, or the reverse: left out of the
+    mean, which they would make infinite).  Positive = the policy stopped or
     demoted the job, at completion too; truth = ``truth_hacking``.
 
     Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
@@ -392,9 +394,11 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
                "n_too_short": int((g["status"] == "too_short").sum()),
                "n_no_evaluations": int((g["status"] == "no_evaluations").sum())}
         trig = g.filter(pl.col("detected"))
-        gain = mean_ci(trig["delivered_gain"].to_numpy())  # known kept scores only
+        gains = trig["delivered_gain"].to_numpy()
+        gain = mean_ci(gains)  # finite gains only: scored kept and final steps, finite apart
         _put(out, "delivered_gain", gain)
         out["n_detected"], out["n_delivered_gain_known"] = trig.height, gain.n
+        out["n_delivered_gain_infinite"] = int(np.isinf(gains).sum())
         _put(out, "compute_saved_share", bootstrap_ratio_ci(
             g["steps_saved"].to_numpy(), g["final_step"].to_numpy()))
         gh_t, gh_s = g["gpu_h_total"].to_numpy(), g["gpu_h_saved"].to_numpy()
