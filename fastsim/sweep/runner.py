@@ -300,8 +300,10 @@ def _quiet_client_logs() -> None:
 
     # distributed.batched: the client's send loop, which logs its closed connection with a
     # traceback when the scheduler dies (seen once in a few runs, by timing)
+    # distributed.scheduler and .nanny: a local cluster's, in this process, which log a
+    # killed worker ("broadcast failed", "Restarting worker") as it is replaced
     for name in ("distributed.client", "distributed.batched", "distributed.comm",
-                 "distributed.core", "asyncio"):
+                 "distributed.core", "distributed.scheduler", "distributed.nanny", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
