@@ -123,17 +123,23 @@ def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         return
 
 
-def _check_repeats(command: argparse.ArgumentParser, argv: list[str]) -> None:
+def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an option that takes one value given twice (``fastsim run --policy A
-    --policy B``): argparse kept the last without a word, where ``replay`` takes several."""
+    --policy B``: argparse kept the last without a word, where ``replay`` takes several),
+    and an output path given empty (``--out ''`` read as ``.``: written into the current
+    directory)."""
     seen: set[str] = set()
-    for a in argv:
-        action = command._option_string_actions.get(a.partition("=")[0])
+    for i, a in enumerate(argv):
+        option, eq, value = a.partition("=")
+        action = command._option_string_actions.get(option)
         if type(action) is not argparse._StoreAction:  # flags, counts, lists: may repeat
             continue
         if action.dest in seen:
             command.error(f"{action.option_strings[-1]} is given twice; allowed: once")
         seen.add(action.dest)
+        value = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+        if action.dest in OUTPUT_OPTIONS and value is not None and not value.strip():
+            command.error(f"{action.option_strings[-1]} is empty; allowed: a path")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         _command_parser(parser, args, argv, unknown).error(
             f"unrecognized arguments: {' '.join(unknown)}")
-    _check_repeats(_command_parser(parser, args, argv, []), argv)
+    _check_options(_command_parser(parser, args, argv, []), argv)
     try:
         held = hold_outputs(args)  # noqa: F841 (released when the command returns)
         return int(args.func(args) or 0)

@@ -149,3 +149,18 @@ def test_an_option_of_one_value_given_twice_is_refused(capsys):
         assert exc.value.code == 2
         assert capsys.readouterr().err == (f"{prog}: error: {option} is given twice; allowed: "
                                            f"once (see {prog} --help)\n")
+
+
+def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
+    """`--out ''` is the path '.', so `fastsim costaware sgd --out ''` wrote its tables
+    into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    for argv, prog in ((["costaware", "sgd", "--n", "4", "--out", ""], "fastsim costaware sgd"),
+                       (["run", "--clusters", "2", "--out="], "fastsim run"),
+                       (["sweep", "noise", "--out", " "], "fastsim sweep")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == (f"{prog}: error: --out is empty; allowed: a path "
+                                           f"(see {prog} --help)\n")
+    assert list(tmp_path.iterdir()) == []
