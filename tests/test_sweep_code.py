@@ -352,6 +352,8 @@ def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, t
     total = len(grid.cells) * grid.n_chunks
     assert err[1] == f"resumed: 3 of {total} chunks were already done (verified)"
     assert json.loads(manifest.read_text())["code"] == grid.code
+    assert all(json.loads(r.read_text())["code"] == grid.code  # and so does each record
+               for r in out.glob("cells/*/chunk-*.json"))
     assert sweep(path, out) == 0  # said once: the manifest records the code now
     assert "does not record" not in capsys.readouterr().err
     # an edit since: the metric's, or fastsim's (its source hashes as another commit's)
@@ -360,6 +362,23 @@ def test_a_directory_written_before_the_code_was_recorded_resumes(user_module, t
     assert sweep(path, out) == 2
     edited = "code_metric:hacking_share" if older == "code" else "fastsim's own source"
     assert f"{edited} has been edited" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("older", ["code", "fastsim_sha256"])
+def test_an_older_record_beside_a_manifest_that_records_the_code_is_re_run(
+        user_module, tmp_path, capsys, older):
+    """A record naming no code (or not fastsim's source) beside a manifest that records
+    it was copied in from an older directory, not adopted on opening: its chunk, computed
+    by code nobody can name, is re-run, never pooled with this code's."""
+    path, out, grid = metric_sweep(tmp_path, user_module, 3)
+    strip = {"code": lambda doc: {**doc, "code": None}, "fastsim_sha256": without_source}[older]
+    copied = sorted(out.glob("cells/*/chunk-*.json"))[0]
+    edit_json(copied, strip)
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err
+    assert f"resumed: 2 of {len(grid.cells) * grid.n_chunks} chunks were already done" in err
+    assert json.loads(copied.read_text())["code"] == grid.code  # rewritten by the re-run
 
 
 def test_a_rebuilt_manifest_keeps_older_records_and_says_so(user_module, tmp_path, capsys):

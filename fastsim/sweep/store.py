@@ -226,14 +226,20 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
-def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int) -> bool:
+def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int, older: bool = False) -> bool:
     """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk, and this
-    code or none (a record written before the code was recorded), and lists its files
-    with a checksum and a row count each: what resume and aggregation use."""
+    code, and lists its files with a checksum and a row count each: what resume and
+    aggregation use.  ``older``: a record that names no code, or fastsim's version but not
+    its source (written before records did), passes too; only opening a directory whose
+    manifest is that old (or rebuilt) asks, and rewrites it with this code
+    (``SweepStore._adopt_older_records``), so that a record copied in from an older
+    directory beside a manifest that records the code is re-run, never pooled."""
+    code = rec.get("code") if isinstance(rec, dict) else None
     return (isinstance(rec, dict) and rec.get("grid_hash") == grid.hash
             and rec.get("cell") == cell_id and rec.get("index") == index
-            and ("code" not in rec or (_code_ok(rec["code"], grid)
-                                       and not diff_code(rec["code"], grid.code)))
+            and (older if code is None else
+                 (_code_ok(code, grid) and not diff_code(code, grid.code)
+                  and (older or "fastsim_sha256" in code)))
             and isinstance(rec.get("files"), dict)
             and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
                     and type(e.get("rows")) is int for e in rec["files"].values()))
@@ -302,6 +308,9 @@ class SweepStore:
         # older manifests: chunks without records (format 1), without the code (2), or
         # without fastsim's source (the note says so)
         if old is None or old.get("format") != FORMAT_VERSION or note is not None:
+            if old is None or not _code_ok(old.get("code")) \
+                    or "fastsim_sha256" not in old["code"]:
+                store._adopt_older_records()  # before the manifest: a crash between re-runs
             atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
             if note is not None:
                 print(note, file=sys.stderr)
@@ -367,6 +376,22 @@ class SweepStore:
         except (OSError, ValueError):
             return None
         return rec if _record_ok(rec, self.grid, cell_id, index) else None
+
+    def _adopt_older_records(self) -> None:
+        """Record this code in each chunk record written before records named it (or
+        fastsim's source), as the note of ``_read_manifest`` says its chunks are kept: from
+        then on every record names the code, and ``_record_ok`` asks it of each."""
+        for cell in self.grid.cells:
+            for index in range(self.grid.n_chunks):
+                path = self.record_path(cell.id, index)
+                try:
+                    rec = json.loads(_read_regular(path, RECORD_MAX_BYTES))
+                except (OSError, ValueError):
+                    continue  # missing or damaged: re-run, as on any resume
+                if _record_ok(rec, self.grid, cell.id, index, older=True) and \
+                        not _record_ok(rec, self.grid, cell.id, index):
+                    rec["code"] = self.grid.code
+                    atomic_write_bytes(path, json.dumps(rec, indent=1).encode())
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
         """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
@@ -706,7 +731,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                         f"not of {own}{refuse}")
                 if other_grid is not None:
                     continue  # refused below, once every record's code is known
-                if not _record_ok(rec, grid, cell_id, index):
+                if not _record_ok(rec, grid, cell_id, index, older=True):
                     unproven += 1  # damaged, or this grid's record of another chunk: re-run
                     continue  # (kept: exactly the records that resume reads as this chunk's)
                 kept += 1
