@@ -307,13 +307,19 @@ def toml_echo(msg: str, values: dict[str, Any]) -> str:
 
 
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
-    """Parse a TOML file; a missing or unreadable file or bad TOML is a ``ConfigError``."""
+    """Parse a TOML file; a missing or unreadable file, bad TOML or a file with no key is
+    a ``ConfigError`` (an empty file is a truncated or unsaved one far more often than a
+    wish for every default: it would run a sweep nobody wrote)."""
     path = Path(path)
     text = read_text(path, what)
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except RecursionError:  # the parser recurses once per nested array or table
         raise ConfigError(f"{path}: arrays or tables nested too deeply to read; allowed: "
                           "a sweep's values (a few levels)") from None
+    if not doc:
+        raise ConfigError(f"{path}: the {what} holds no key (empty, or comments only); "
+                          "allowed: at least one key, as in the files of sweeps/")
+    return doc

@@ -173,6 +173,18 @@ def test_huge_integers_and_deep_nesting_in_a_sweep_file(tmp_path, capsys, body, 
         SimConfig.from_specs(sigma=10**400)
 
 
+@pytest.mark.parametrize("command", [["sweep"], ["costaware", "sweep"]])
+@pytest.mark.parametrize("body", ["", "# every key is a comment\n\n"])
+def test_an_empty_sweep_file_is_refused_not_run_as_the_defaults(tmp_path, capsys, command,
+                                                                  body):
+    p = tmp_path / "t.toml"  # truncated, or never saved: it ran a 2-cell default sweep
+    p.write_text(body)
+    one_line(capsys, [*command, str(p), "--out", str(tmp_path / "o")],
+             f"{p}: the sweep file holds no key (empty, or comments only); allowed: at least "
+             "one key")
+    assert not (tmp_path / "o").exists()
+
+
 def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
     d = tmp_path / "r"
     d.mkdir()
