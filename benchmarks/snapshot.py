@@ -29,6 +29,7 @@ import polars as pl
 
 from fastsim.api import run_workload, simulate
 from fastsim.defaults import PLAIN_CURVES
+from fastsim.io import read_parquet_table, write_parquet
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
@@ -138,14 +139,14 @@ def main(argv=None):
             if isinstance(item, dict):
                 np.savez(a.dir / f"{name}.npz", **item)
             else:
-                item.write_parquet(a.dir / f"{name}.parquet")
+                write_parquet(item, a.dir / f"{name}.parquet")
             print(f"saved {name}")
             continue
         if isinstance(item, dict):
             with np.load(a.dir / f"{name}.npz") as z:
                 old = {k: z[k] for k in z.files}
         else:
-            old = pl.read_parquet(a.dir / f"{name}.parquet")
+            old = read_parquet_table(a.dir / f"{name}.parquet", "a snapshot this script saved")
         before = WORST["n"]
         p = compare(old, item, name)
         exact = not p and WORST["n"] == before

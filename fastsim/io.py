@@ -8,6 +8,10 @@ only once every one is written, so a command leaves all of its outputs or none. 
 paths are checked with ``check_output`` before any work.  A failed write (disk full,
 read-only directory) is one ``ConfigError`` naming the file and the reason.
 
+Every Parquet file fastsim writes goes through ``write_parquet`` and every one it reads
+through ``read_parquet_table``: each page carries a CRC-32 of its data, verified as it
+is read, so a flipped bit in a page is a refusal naming the file, never other numbers.
+
 Input errors (an unreadable file, invalid TOML or UTF-8) become one ``ConfigError``
 naming the file.  A file read whole must be a regular file (``check_regular``): a named
 pipe blocks its reader until some writer comes, forever if none does, and a device such
@@ -95,15 +99,33 @@ def table_writer(df: pl.DataFrame, path: Path,
         if metadata:
             raise ConfigError(f"output {path}: CSV cannot record metadata; allowed: a .parquet file")
         return lambda tmp: df.write_csv(tmp)
-    if metadata:
-        import pyarrow.parquet as pq  # polars' own metadata option is newer than polars 1.0
+    return lambda tmp: write_parquet(df, tmp, metadata)
 
-        def write(tmp):
-            table = df.to_arrow()
-            pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                                          **metadata}), tmp)
-        return write
-    return lambda tmp: df.write_parquet(tmp)
+
+# Key-value metadata of every Parquet file ``write_parquet`` makes: its pages carry
+# checksums.  A sweep's table without it is an older fastsim's (``read_parquet_table``).
+PAGE_CHECKSUMS_KEY = "fastsim.page_checksums"
+
+
+def write_parquet(df: pl.DataFrame, target, metadata: dict[str, str] | None = None) -> None:
+    """Write ``df`` as Parquet to ``target`` (a path or a binary buffer): the one writer of
+    the Parquet files fastsim makes.  polars writes pages without checksums and reads
+    them unchecked, so a flipped bit in a page came back as other numbers (or as an
+    error only where it broke the compression); pyarrow writes a CRC-32 per page, and
+    the file says so (``PAGE_CHECKSUMS_KEY``) beside ``metadata``.  The bytes depend on
+    ``df`` and the pyarrow version only (no time stamp): a rewritten chunk is identical."""
+    import pyarrow as pa  # imported here, as in ``read_parquet_table``
+    import pyarrow.parquet as pq
+
+    table = df.to_arrow()
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **(metadata or {}),
+                                           PAGE_CHECKSUMS_KEY: "1"})
+    # a dictionary for text only (labels repeat): numbers are mostly distinct, and pyarrow's
+    # default built one per column before falling back, 4x polars' time for a chunk's jobs
+    text = [f.name for f in table.schema if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)]
+    pq.write_table(table, target, compression="zstd", use_dictionary=text,
+                   write_page_checksum=True)
 
 
 def parquet_metadata(path: Path) -> dict[str, str]:
@@ -238,15 +260,47 @@ def check_tables_regular(directory: Path, allowed: str,
             check_regular(p, allowed)
 
 
-def read_parquet_table(path: Path, allowed: str) -> pl.DataFrame:
-    """A Parquet table read in full; a missing, truncated or damaged one is a
-    ``ConfigError`` naming it and ``allowed`` (what the command takes)."""
-    check_regular(path, allowed)
+class DamagedParquet(ConfigError):
+    """A Parquet file that cannot be read in full, or whose pages fail their checksums;
+    ``reason`` says which, for a caller that words its own refusal (``_check_table``)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def read_parquet_table(source: Path | bytes, allowed: str, *, name: Path | None = None,
+                       columns: list[str] | None = None,
+                       require_page_checksums: bool = False) -> pl.DataFrame:
+    """A Parquet table (a path, or a file's bytes that ``name`` names) read in full, every
+    page that carries a checksum verified; a missing, truncated or damaged one is a
+    ``DamagedParquet`` (a ``ConfigError``) naming it and ``allowed`` (what the command
+    takes).  ``require_page_checksums``: a table fastsim wrote and re-reads (a sweep's),
+    which must carry them: one written without them is an older fastsim's, refused
+    naming it.  A user's file (a log, traces) is verified as far as it has checksums."""
+    import pyarrow as pa  # imported here: a command that reads no Parquet spares 0.1 s
+    import pyarrow.parquet as pq
+
+    if isinstance(source, bytes):
+        where = pa.BufferReader(source)  # no copy
+    else:
+        name, where = Path(source), str(source)
+        check_regular(source, allowed)
     try:
-        return pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise ConfigError(f"{path}: not a readable Parquet table ({_reason(exc)}); "
-                          f"allowed: {allowed}") from None
+        with pq.ParquetFile(where, page_checksum_verification=True) as parquet:
+            written = parquet.schema_arrow.metadata or {}
+            if not require_page_checksums or PAGE_CHECKSUMS_KEY.encode() in written:
+                return pl.from_arrow(parquet.read(columns=columns))
+    except Exception as exc:  # noqa: BLE001 - pyarrow and polars raise several types for a
+        # bad file (OSError, ArrowInvalid, a thrift error, a type polars cannot take)
+        reason = _reason(exc)
+        if "CRC checksum verification failed" in reason:  # pyarrow's words, page ordinal aside
+            raise DamagedParquet(f"{name}: damaged (a page fails its checksum); allowed: "
+                                 f"{allowed}", "a page fails its checksum") from None
+        raise DamagedParquet(f"{name}: not a readable Parquet table ({reason}); allowed: "
+                             f"{allowed}", reason) from None
+    raise ConfigError(f"{name}: has no page checksums (written by an older fastsim, or not "
+                      f"by fastsim); allowed: {allowed}")
 
 
 def read_text(path: Path, what: str) -> str:

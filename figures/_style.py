@@ -129,8 +129,25 @@ def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
+def sweep_table(path: Path) -> pl.DataFrame:
+    """A sweep's table (``summary.parquet``, ``jct_hist.parquet``, an extract), its pages
+    verified; one without page checksums (an older fastsim's) is refused."""
+    from fastsim.sweep.figures import read_table
+
+    return read_table(Path(path))
+
+
+def table(path: Path) -> pl.DataFrame:
+    """A results table a cost-aware or trace figure reads, its pages verified where it
+    carries checksums (traces may come from elsewhere)."""
+    from fastsim.io import read_parquet_table
+
+    return read_parquet_table(Path(path), "the output of the command that writes it (run it "
+                              "again)")
+
+
 def summary(sources: dict, sweep: str) -> pl.DataFrame:
-    return pl.read_parquet(Path(sources[sweep]) / "summary.parquet")
+    return sweep_table(Path(sources[sweep]) / "summary.parquet")
 
 
 def metric(df: pl.DataFrame, name: str) -> pl.DataFrame:
@@ -272,7 +289,7 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
     held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
-    for p in draw(sources, out, ("png", "pdf")):
+    for p in _or_refuse(draw, sources, out, ("png", "pdf")):  # a table damaged since
         print(p)
 
 
@@ -288,6 +305,8 @@ def cli(main) -> None:
     name = Path(sys.argv[0]).stem
     try:
         written = main(results, out)
+    except ConfigError as exc:  # a table that fails its checksums, or is not Parquet
+        _refuse(str(exc))
     except pl.exceptions.PolarsError as exc:  # a damaged table: a traceback
         _refuse(f"{results}: a table {name} reads is damaged "
                 f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "

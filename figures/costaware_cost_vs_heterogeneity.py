@@ -56,7 +56,7 @@ def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER))
+    df = S.table(src).filter(pl.col("strategy").is_in(ORDER))
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     corrs = sorted(df["problem_cost_corr"].unique().to_list())
     colors = dict(zip(ORDER, S.sns.color_palette("colorblind", len(ORDER))))

@@ -42,7 +42,7 @@ def main(results, out):
     written = []
     src = results / "costaware_grpo.curves.parquet"
     if src.exists():
-        df = pl.read_parquet(src)
+        df = S.table(src)
         fig, ax = S.subplots(figsize=(5.2, 3.4))
         _panel(ax, df, "GRPO on the toy reasoning task")
         ax.set_xlabel("training tokens (millions, mean over seeds)")
@@ -53,7 +53,7 @@ def main(results, out):
         written += S.save(fig, out, "costaware_grpo")
     src = results / "costaware_grpo_sweep.curves.parquet"
     if src.exists():
-        df = pl.read_parquet(src)
+        df = S.table(src)
         lams = sorted(df["grpo_lam"].unique().to_list())
         sigmas = sorted(df["grpo_len_sigma"].unique().to_list())
         fig, axes = S.subplots(len(sigmas), len(lams), figsize=(3.2 * len(lams) + 2.0,

@@ -33,7 +33,7 @@ def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    df = pl.read_parquet(src).filter(pl.col("strategy").is_in(ORDER)
+    df = S.table(src).filter(pl.col("strategy").is_in(ORDER)
                                      & (pl.col("problem_cost_corr") == 0.0))
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     steps = df["sgd_step"].unique(maintain_order=True).to_list()

@@ -35,7 +35,7 @@ def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
 @S.themed
 def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
     written = []
-    syn = pl.read_parquet(Path(results) / "synthetic.parquet").filter(pl.col("base_rate") == 0.6)
+    syn = S.table(Path(results) / "synthetic.parquet").filter(pl.col("base_rate") == 0.6)
     sigmas = sorted(syn["sigma"].unique().to_list())
     cols = 4
     rows = (len(sigmas) + cols - 1) // cols
@@ -62,7 +62,7 @@ def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
     written += S.save(fig, out, "detectors_pareto", formats)
     tr = Path(results) / "traces.parquet"
     if tr.exists():
-        df = pl.read_parquet(tr)
+        df = S.table(tr)
         fig, ax = S.subplots(figsize=(4.8, 3.4))
         _points(ax, df, "compute_saved", 100.0)
         ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs, {df['n_hacking'][0]} hacking)")

@@ -11,7 +11,7 @@ POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
 
 @S.themed
 def draw(sources, out, formats):
-    h = pl.read_parquet(sources["headline"] / "jct_hist.parquet")
+    h = S.sweep_table(sources["headline"] / "jct_hist.parquet")
     fig, axes = S.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, (group, title) in zip(axes, (("all", "All jobs"), ("rlhf", "RLHF jobs"))):
         for p in POLICIES:

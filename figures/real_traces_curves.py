@@ -16,7 +16,7 @@ def main(results, out):
     src = Path(results) / "traces.parquet"
     if not src.exists():
         return []
-    t = pl.read_parquet(src)
+    t = S.table(src)
     kl = sorted(t["kl_coef"].unique())[0]
     sizes = sorted(t["n_comparisons"].unique())
     pick = sorted({sizes[0], sizes[-1]})

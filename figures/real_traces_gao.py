@@ -18,8 +18,8 @@ def main(results, out):
     results = Path(results)
     if not (results / "traces.parquet").exists() or not (results / "gao_fits.parquet").exists():
         return []
-    t = pl.read_parquet(results / "traces.parquet").sort("job_id", "step")
-    fits = pl.read_parquet(results / "gao_fits.parquet")
+    t = S.table(results / "traces.parquet").sort("job_id", "step")
+    fits = S.table(results / "gao_fits.parquet")
     t = t.with_columns((pl.col("truth_gold") - pl.col("truth_gold").first().over("job_id")).alias("gain"),
                        pl.col("truth_kl_nats").clip(lower_bound=0).sqrt().alias("d"))
     kls = sorted(t["kl_coef"].unique())

@@ -26,8 +26,8 @@ def main(results, out):
     results = Path(results)
     if not (results / "replay_summary.parquet").exists() or not (results / "simulator.parquet").exists():
         return []
-    rep = pl.read_parquet(results / "replay_summary.parquet")
-    sim = pl.read_parquet(results / "simulator.parquet")
+    rep = S.table(results / "replay_summary.parquet")
+    sim = S.table(results / "simulator.parquet")
     # a policy is matched by its spec: the replay's label carries a [scope=...] suffix
     spec = {p: p.split("[")[0] for p in rep["policy"].to_list() + sim["policy"].to_list()}
     pols = [p for p in rep["policy"].to_list()

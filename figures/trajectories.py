@@ -10,8 +10,8 @@ NEEDS = ("extracts",)
 
 @S.themed
 def draw(sources, out, formats):
-    jobs = pl.read_parquet(sources["extracts"] / "trajectory_jobs.parquet")
-    pts = pl.read_parquet(sources["extracts"] / "trajectory_points.parquet")
+    jobs = S.sweep_table(sources["extracts"] / "trajectory_jobs.parquet")
+    pts = S.sweep_table(sources["extracts"] / "trajectory_points.parquet")
     n = jobs.height
     fig, axes = S.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False)
     c = S.sns.color_palette("colorblind", 5)

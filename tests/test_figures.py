@@ -423,7 +423,8 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
             (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory"),
             (curves, [tmp_path / "afile"], "afile is not a results directory"),
             (curves, [tmp_path], f"no results for real_traces_curves in {tmp_path}"),
-            (curves, [damaged], f"{damaged}: a table real_traces_curves reads is damaged"),
+            # the reader names the table itself (pages verified, fastsim.io.read_parquet_table)
+            (curves, [damaged], f"{damaged}/traces.parquet: not a readable Parquet table"),
             (curves, [damaged, tmp_path / "afile"],
              f"OUT_DIR {tmp_path}/afile: exists and is not a directory")):
         monkeypatch.setattr(sys, "argv", [f"{script.__name__.rpartition('.')[2]}.py",

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from fastsim.api import simulate
@@ -220,19 +221,19 @@ def test_11_sweep_out_must_be_a_writable_directory(tmp_path, capsys):
 def test_12_disk_full_and_read_only_are_one_line(tmp_path, capsys, monkeypatch):
     out = tmp_path / "r.parquet"
 
-    def full(self, *a, **k):
+    def full(table, where, *a, **k):  # every Parquet file is written by pyarrow's writer
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
+    monkeypatch.setattr(pq, "write_table", full)
     one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "5", "--out", str(out)],
              "No space left on device")
     assert not out.exists() and not list(tmp_path.iterdir())
 
     # read-only: the cleanup of the temporary file fails too, and must not mask the cause
-    def read_only(self, *a, **k):
+    def read_only(table, where, *a, **k):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", read_only)
+    monkeypatch.setattr(pq, "write_table", read_only)
     real_unlink = type(out).unlink
 
     def unlink(self, missing_ok=False):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
-from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -34,7 +33,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.errors import ConfigError
-from fastsim.io import check_output_dir, read_toml, toml_echo, toml_text, write_all
+from fastsim.io import check_output_dir, read_toml, table_writer, toml_echo, toml_text, write_all
 from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
@@ -210,11 +209,7 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     tables = {"summary": summaries, "runs": runs_all, "curves": curves_all}
     paths = {kind: out / f"{spec.name}.{kind}.parquet" for kind, parts in tables.items() if parts}
     # all of them or none: never a summary beside another run's records
-    write_all((paths[kind], partial(_write_parquet, pl.concat(tables[kind],
-                                                              how="diagonal_relaxed")))
+    write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
+                                         paths[kind]))
               for kind in paths)
     return paths
-
-
-def _write_parquet(df: pl.DataFrame, path: Path) -> None:
-    df.write_parquet(path)

@@ -33,7 +33,7 @@ from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import bytes_writer, table_writer, write_all
-from fastsim.sweep.store import GRID_KEY, SweepStore
+from fastsim.sweep.store import GRID_KEY, RERUN, SweepStore
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -186,9 +186,11 @@ def require_none_baseline(table: pl.DataFrame, what: str) -> None:
 
 
 def read_summary(path: str | Path) -> pl.DataFrame:
-    """The aggregated table of a sweep directory (or the file itself)."""
+    """The aggregated table of a sweep directory (or the file itself), its pages verified;
+    one without page checksums (an older fastsim's) is refused, naming it."""
     from fastsim.io import read_parquet_table
 
     p = Path(path)
     return read_parquet_table(p / "summary.parquet" if p.is_dir() else p,
-                              "a sweep's --out directory, or its summary.parquet")
+                              "a sweep's --out directory, or its summary.parquet, as this "
+                              f"fastsim writes it: {RERUN}", require_page_checksums=True)

@@ -86,30 +86,38 @@ def _read_manifest(manifest: Path) -> tuple[str, str]:
 
 
 def _check_table(path: Path, grid_hash: str | None = None) -> None:
-    """A Parquet table that reads in full (a truncated file has no footer; a damaged page
-    fails its decompression) and, beside a manifest, was aggregated from that manifest's
-    grid (a table copied from another run of the same sweep name is not), before any
-    figure is drawn."""
+    """A Parquet table that reads in full, its pages passing their checksums (a truncated
+    file has no footer; a damaged page fails its checksum; one without checksums is an
+    older fastsim's) and, beside a manifest, was aggregated from that manifest's grid (a
+    table copied from another run of the same sweep name is not), before any figure is
+    drawn."""
     if not path.exists():
         return
-    import polars as pl
-
-    from fastsim.io import file_kind, parquet_metadata
+    from fastsim.io import DamagedParquet, file_kind, parquet_metadata
     from fastsim.sweep.store import GRID_KEY
 
     why = file_kind(path)  # a named pipe would block the read
     if why is not None:
         raise _damaged(path, why)
     try:
-        pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise _damaged(path, str(exc).splitlines()[0]) from None
+        read_table(path)
+    except DamagedParquet as exc:
+        raise _damaged(path, exc.reason) from None
     if grid_hash is not None:
         written = parquet_metadata(path).get(GRID_KEY)
         if written != grid_hash:
             source = "names no grid" if written is None else f"is of grid {written[:12]}"
             raise _damaged(path, f"it {source}, but the manifest beside it is grid "
                                  f"{grid_hash[:12]}")
+
+
+def read_table(path: Path, columns: list[str] | None = None):
+    """A sweep's aggregated table (``summary.parquet``, ``jct_hist.parquet``) or an
+    extract, as the figures read it: verified page by page, refused without checksums."""
+    from fastsim.io import read_parquet_table
+    from fastsim.sweep.store import REWRITE
+
+    return read_parquet_table(path, REWRITE, columns=columns, require_page_checksums=True)
 
 
 def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Path],
@@ -133,7 +141,7 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     for name in needs if want is not None else ():
         table = Path(sources[name]) / "summary.parquet"
         if table.is_file() and "baseline_policy" in pl.read_parquet_schema(table):
-            other = sorted(paired_against(pl.read_parquet(table, columns=["baseline_policy"]))
+            other = sorted(paired_against(read_table(table, columns=["baseline_policy"]))
                            - {want})
             if other:
                 return (f"sweep {name} in {sources[name]} holds changes against "
@@ -152,7 +160,7 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
     keys = ["policy", *plots, "metric"]
     if not table.is_file() or not set(keys) <= set(pl.read_parquet_schema(table)):
         return None
-    rows = pl.read_parquet(table, columns=keys).group_by(keys).len()
+    rows = read_table(table, columns=keys).group_by(keys).len()
     if rows["len"].max() <= 1:
         return None
     axes = json.loads((sweep / "sweep.json").read_text()).get("axes", [])

@@ -19,11 +19,12 @@ the holder, while another process has it; ``hold_sweep_dirs`` does the same for 
 writer (``fastsim figures``, ``fastsim reproduce``) into a sweep directory or below it.  Every file is written under a temporary name
 unique to its writer and renamed into place (``os.replace`` is atomic on POSIX); a chunk's
 record is renamed last, so it exists only for a complete chunk.  A chunk counts as done
-only if its record names this grid and every file matches its checksum: resume and
-aggregation verify them, and a chunk that fails is re-run (``run_sweep`` says so) or, when
-reading, refused with the file named.  Since a chunk is a pure function of (config, seed,
-cluster range), a rewritten chunk is bit-identical to the lost one, so an interrupted or
-damaged run ends where an uninterrupted one does.  A record names the hash of the whole
+only if its record names this grid and every file matches its checksum and carries page
+checksums (``fastsim.io.write_parquet``; a chunk of an older fastsim has none): resume and
+aggregation verify them, aggregation each page's too, and a chunk that fails is re-run
+(``run_sweep`` says so) or, when reading, refused with the file named.  Since a chunk is
+a pure function of (config, seed, cluster range), a rewritten chunk is bit-identical to
+the lost one, so an interrupted or damaged run ends where an uninterrupted one does.  A record names the hash of the whole
 grid (every cell's config, clusters, chunk, seed), so the records alone show whose results
 the directory holds: a damaged or deleted manifest is rebuilt when every readable record
 names the grid being opened, and refused, naming the chunk, when one does not.
@@ -59,8 +60,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
-from fastsim.io import (TMP_SUFFIX, atomic_write_bytes, atomic_write_parquet,  # noqa: F401
-                        check_output_dir, file_kind, is_temporary, write_all)
+from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
+                        atomic_write_bytes, atomic_write_parquet, check_output_dir, file_kind,
+                        is_temporary, read_parquet_table, write_all, write_parquet)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -77,6 +79,11 @@ RECORD_MAX_BYTES = 1 << 20
 # cell).  A file at its name of more than about twice that is not a manifest: damaged.
 MANIFEST_MAX_BYTES = 64 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
+# What a sweep's table without page checksums (an older fastsim's) asks for: the same
+# command rewrites it, unless the code changed since, which that directory refuses.
+RERUN = ("run the sweep again (same command; into a new --out directory if the code "
+         "changed since)")
+REWRITE = f"a sweep's table as this fastsim writes it: {RERUN}"
 
 
 class DirLock:
@@ -270,7 +277,7 @@ def _sha256(data: bytes) -> str:
 
 def _parquet_bytes(df: pl.DataFrame) -> bytes:
     buf = io.BytesIO()
-    df.write_parquet(buf)
+    write_parquet(df, buf)
     return buf.getvalue()
 
 
@@ -414,11 +421,15 @@ class SweepStore:
             if _sha256(data) != entry.get("sha256"):
                 return f"{p}: checksum mismatch (damaged or replaced)"
             try:  # the footer's row count against the record's (an edited record)
-                rows = pq.read_metadata(io.BytesIO(data)).num_rows
+                footer = pq.read_metadata(io.BytesIO(data))
             except (OSError, ValueError, pa.ArrowException):
                 return f"{p}: not a readable Parquet file"
-            if rows != entry["rows"]:
-                return f"{p}: {rows} rows, its record says {entry['rows']}"
+            if footer.num_rows != entry["rows"]:
+                return f"{p}: {footer.num_rows} rows, its record says {entry['rows']}"
+            if PAGE_CHECKSUMS_KEY.encode() not in (footer.metadata or {}):
+                # an older fastsim's (this grid's, by code taken to be this one's: see the
+                # module docstring): rewritten, the same values with checksums
+                return f"{p}: has no page checksums (an older fastsim's)"
         return None
 
     def is_done(self, cell_id: str, index: int, keep_jobs: bool = False) -> bool:
@@ -480,7 +491,13 @@ class SweepStore:
             raise ConfigError(f"{p}: {exc.strerror or exc}{hint}") from None
         if _sha256(data) != entry.get("sha256"):
             raise ConfigError(f"{p}: checksum mismatch (damaged or replaced){hint}")
-        df = pl.read_parquet(io.BytesIO(data))
+        try:  # its pages' checksums too: the record's SHA-256 vouches only for the bytes
+            # it was written beside (bytes damaged before they were hashed, an edited record)
+            df = read_parquet_table(data, REWRITE, name=p, require_page_checksums=True)
+        except DamagedParquet as exc:  # resume trusts the record: it must go for a re-run
+            raise ConfigError(f"{p}: damaged ({exc.reason}), though its record's SHA-256 "
+                              f"matches; remove {self.record_path(cell_id, index)} and re-run "
+                              "the sweep (same command) to recompute it") from None
         if df.height != entry.get("rows"):
             raise ConfigError(f"{p}: {df.height} rows, its record says {entry.get('rows')}{hint}")
         return df

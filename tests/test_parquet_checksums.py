@@ -1,0 +1,215 @@
+"""Every Parquet file fastsim writes carries page checksums, and every one it reads back is
+verified: a flipped byte inside a data page is one line naming the file (exit 2, or a
+``ConfigError``), never other numbers.  polars neither writes nor checks them, so such a
+byte was read back silently as long as the page still decompressed."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from polars.testing import assert_frame_equal
+
+from conftest import one_line
+from fastsim.cli import main
+from fastsim.errors import ConfigError
+from fastsim.io import PAGE_CHECKSUMS_KEY, read_parquet_table, write_parquet
+from fastsim.sweep.aggregate import read_summary
+from fastsim.sweep.grid import load_sweep
+from fastsim.sweep.store import GRID_KEY, SweepStore
+
+SWEEP = """
+clusters = 4
+chunk = 2
+seed = 1
+[base]
+n_jobs = 12
+gpus = 16
+[axes]
+policy = ["evalstop:k=2"]
+"""
+PAGE = "a page fails its checksum"
+RERUN = re.escape("run the sweep again (same command; into a new --out directory if the code "
+                  "changed since)")
+
+
+def flip_in_data_page(path: Path, column: int = 0) -> None:
+    """Flip one byte of a data page's body, found from the footer: the last byte of a
+    column chunk is the end of its last data page, past every page header (a byte of a
+    header, its statistics say, is not what the page checksum covers)."""
+    meta = pq.ParquetFile(path).metadata.row_group(0).column(column)
+    first = min(o for o in (meta.dictionary_page_offset, meta.data_page_offset) if o is not None)
+    data = bytearray(path.read_bytes())
+    data[first + meta.total_compressed_size - 1] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def without_checksums(path: Path) -> None:
+    """Rewrite a table as an older fastsim did (polars' writer: no page checksums, no
+    flag), keeping its other metadata (the grid hash)."""
+    table = pq.read_table(path)
+    meta = {k: v for k, v in (table.schema.metadata or {}).items()
+            if k != PAGE_CHECKSUMS_KEY.encode()}
+    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+
+
+@pytest.fixture
+def swept(tmp_path):
+    """A finished sweep directory."""
+    p = tmp_path / "s.toml"
+    p.write_text(SWEEP)
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    return p, out
+
+
+def _rehash(record: Path, chunk: Path) -> None:
+    """The chunk's record made to vouch for its present bytes: what the SHA-256 cannot
+    catch (bytes damaged before they were hashed, or a record rewritten to match)."""
+    rec = json.loads(record.read_text())
+    rec["files"][chunk.name]["sha256"] = hashlib.sha256(chunk.read_bytes()).hexdigest()
+    record.write_text(json.dumps(rec))
+
+
+def test_every_table_a_sweep_writes_carries_the_flag(swept):
+    _, out = swept
+    tables = [*out.glob("cells/*/*.parquet"), *out.glob("*.parquet")]
+    assert len(tables) == 2 * 2 * 2 + 3  # 2 cells (and baseline) x 2 chunks x (chunk, jct) + 3
+    for t in tables:
+        assert pq.read_schema(t).metadata[PAGE_CHECKSUMS_KEY.encode()] == b"1", t
+
+
+def test_a_damaged_page_of_a_sweep_chunk_is_one_line(swept, capsys):
+    """(a) The record's SHA-256 catches it first (the chunk is re-run: test_sweep_integrity);
+    with a record that vouches for the damaged bytes, the page checksum refuses it when
+    the chunk is aggregated, and says how to have it recomputed."""
+    p, out = swept
+    chunk = next(out.glob("cells/*/chunk-0001.parquet"))
+    good = chunk.read_bytes()
+    flip_in_data_page(chunk, column=1)
+    record = chunk.with_suffix(".json")
+    _rehash(record, chunk)
+    capsys.readouterr()
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # after the line saying what resumed
+    assert err[-1].endswith(f"{chunk}: damaged ({PAGE}), though its record's SHA-256 matches; "
+                            f"remove {record} and re-run the sweep (same command) to "
+                            "recompute it"), err
+    assert len(err) == 2 and "Traceback" not in "".join(err)
+    store = SweepStore(out, load_sweep(p))
+    with pytest.raises(ConfigError, match=PAGE):
+        store.read_chunk(chunk.parent.name.removeprefix("cell="), 1)
+    record.unlink()  # as the message says: the chunk is recomputed, bit for bit
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    assert chunk.read_bytes() == good
+
+
+def test_a_damaged_page_of_summary_parquet_is_one_line(swept, capsys):
+    """(b) ``fastsim figures`` before it draws anything, and ``read_summary``."""
+    _, out = swept
+    summary = out / "summary.parquet"
+    flip_in_data_page(summary, column=len(pq.read_schema(summary)) - 1)
+    capsys.readouterr()
+    one_line(capsys, ["figures", str(out), "--formats", "png"],
+             f"{summary}: damaged ({PAGE})")
+    assert not (out / "figures").exists()
+    with pytest.raises(ConfigError, match=f"summary.parquet: damaged \\({PAGE}\\)"):
+        read_summary(out)
+
+
+def test_a_damaged_page_of_a_run_output_is_refused_when_read(tmp_path, capsys):
+    """(c) ``fastsim run --out``: the same numbers read back, and a damaged page refused."""
+    out = tmp_path / "x.parquet"
+    assert main(["run", "--clusters", "3", "--n-jobs", "5", "--out", str(out)]) == 0
+    assert pq.read_schema(out).metadata[PAGE_CHECKSUMS_KEY.encode()] == b"1"
+    assert_frame_equal(read_parquet_table(out, "a run's table"), pl.read_parquet(out),
+                       check_exact=True)
+    flip_in_data_page(out, column=0)
+    with pytest.raises(ConfigError) as exc:
+        read_parquet_table(out, "a run's table")
+    assert str(exc.value).startswith(f"{out}: damaged ({PAGE}); allowed: a run's table")
+    assert len(str(exc.value).splitlines()) == 1
+
+
+def test_a_replay_log_is_verified_if_it_has_checksums(tmp_path, capsys):
+    """(d) A user's log: without checksums (another program's) it is read as before; with
+    them, a damaged page is one line."""
+    log = pl.DataFrame({"job_id": ["a"] * 6 + ["b"] * 6, "step": list(range(1, 7)) * 2,
+                        "score": [0.1, 0.3, 0.5, 0.6, 0.55, 0.5, 0.2, 0.4, 0.5, 0.52, 0.53, 0.5]})
+    plain, checked = tmp_path / "plain.parquet", tmp_path / "checked.parquet"
+    log.write_parquet(plain)
+    write_parquet(log, checked)
+    assert main(["replay", str(plain)]) == 0
+    assert main(["replay", str(checked)]) == 0
+    capsys.readouterr()
+    flip_in_data_page(checked, column=2)
+    one_line(capsys, ["replay", str(checked)], f"{checked}: damaged ({PAGE})")
+
+
+def test_a_sweep_chunk_without_checksums_is_rerun_or_refused(swept, capsys):
+    """An older fastsim's chunk (no flag): the same command rewrites it, identical but for
+    the checksums; read without that (the store's own reader) it is refused with the hint."""
+    p, out = swept
+    chunk = next(out.glob("cells/*/chunk-0000.parquet"))
+    before = chunk.read_bytes()
+    without_checksums(chunk)
+    _rehash(chunk.with_suffix(".json"), chunk)
+    store = SweepStore(out, load_sweep(p))
+    with pytest.raises(ConfigError, match=f"{re.escape(str(chunk))}: has no page checksums.*{RERUN}"):
+        store.read_chunk(chunk.parent.name.removeprefix("cell="), 0)
+    capsys.readouterr()
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    assert f"{chunk}: has no page checksums" in capsys.readouterr().err
+    assert chunk.read_bytes() == before
+
+
+def test_a_summary_without_checksums_is_refused_with_the_hint(swept, capsys):
+    _, out = swept
+    summary = out / "summary.parquet"
+    without_checksums(summary)
+    assert GRID_KEY.encode() in pq.read_schema(summary).metadata  # only the flag is gone
+    capsys.readouterr()
+    one_line(capsys, ["figures", str(out), "--formats", "png"],
+             f"{summary}: has no page checksums")
+    with pytest.raises(ConfigError, match=RERUN):
+        read_summary(out)
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda b: b[: len(b) // 2], "not a readable Parquet table (Parquet magic bytes"),
+    (lambda b: b"not parquet at all", "not a readable Parquet table"),
+    (lambda b: b"", "not a readable Parquet table"),
+])
+def test_truncated_or_not_parquet_is_one_line_naming_the_file(damage, reason):
+    buf = io.BytesIO()
+    write_parquet(pl.DataFrame({"x": [1.5, 2.5]}), buf)
+    with pytest.raises(ConfigError) as exc:
+        read_parquet_table(damage(buf.getvalue()), "a table", name=Path("t.parquet"))
+    assert str(exc.value).startswith(f"t.parquet: {reason}")
+    assert len(str(exc.value).splitlines()) == 1
+
+
+def test_an_ordinary_round_trip_is_identical_and_deterministic(tmp_path):
+    """Every type fastsim's tables hold, nulls and an empty table included; the bytes are
+    the same on every write (no time stamp: a rewritten chunk is bit-identical)."""
+    df = pl.DataFrame({
+        "f": [0.1, float("inf"), float("nan"), None], "i": [1, -2, None, 2**62],
+        "u": pl.Series([0, 1, 255, 7], dtype=pl.UInt8), "b": [True, False, None, True],
+        "s": ["a", None, "ü", ""], "n": pl.Series([None] * 4, dtype=pl.Null),
+        "i32": pl.Series([1, 2, 3, None], dtype=pl.Int32)})
+    for frame in (df, df.clear()):
+        a, b = io.BytesIO(), io.BytesIO()
+        write_parquet(frame, a, {GRID_KEY: "h"})
+        write_parquet(frame, b, {GRID_KEY: "h"})
+        assert a.getvalue() == b.getvalue()
+        back = read_parquet_table(a.getvalue(), "t", name=Path("t"), require_page_checksums=True)
+        assert_frame_equal(back, frame, check_exact=True)
+        assert pl.read_parquet(io.BytesIO(a.getvalue())).equals(frame)  # polars reads it too
+        meta = pq.ParquetFile(pa.BufferReader(a.getvalue())).schema_arrow.metadata
+        assert meta[GRID_KEY.encode()] == b"h" and meta[PAGE_CHECKSUMS_KEY.encode()] == b"1"
