@@ -98,9 +98,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, default=Path("results/detectors"), metavar="DIR",
                    help="directory for synthetic.parquet, traces.parquet, table.md, figures "
                    "(default: results/detectors)")
-    p.add_argument("--clusters", type=int, default=200, metavar="N",
-                   help="clusters per cell, an integer >= 2 (default: 200)")
-    p.add_argument("--seed", type=int, default=0, metavar="INT",
+    # None when not given: --quick sizes an unsized run, and --confirm refuses them
+    p.add_argument("--clusters", type=int, default=None, metavar="N",
+                   help="clusters per cell, an integer >= 2 (default: 200; 50 with --quick)")
+    p.add_argument("--seed", type=int, default=None, metavar="INT",
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=Path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
@@ -111,7 +112,7 @@ def register(subparsers) -> None:
     p.add_argument("--doc", type=Path, default=None,
                    help="a markdown file whose fastsim-detectors block gets the tables")
     p.add_argument("--quick", action="store_true",
-                   help="50 clusters per cell (instead of --clusters), base rate 0.6 only")
+                   help="base rate 0.6 only, and 50 clusters per cell unless --clusters is given")
     p.add_argument("--confirm", type=Path, default=None, metavar="PLAN",
                    help="run only the pre-registered comparison of PLAN (a TOML file, e.g. "
                    "docs/preregistration/detectors_goal3.toml) on --traces, which must be the "
@@ -120,21 +121,20 @@ def register(subparsers) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    if not 2 <= args.clusters <= 1_000_000:
-        raise ConfigError(f"clusters={args.clusters!r} is invalid; allowed: an integer from 2 "
+    clusters = (50 if args.quick else 200) if args.clusters is None else args.clusters
+    seed = 0 if args.seed is None else args.seed
+    if not 2 <= clusters <= 1_000_000:
+        raise ConfigError(f"clusters={clusters!r} is invalid; allowed: an integer from 2 "
                           "to 1,000,000")
-    if not 0 <= args.seed < 2**63:
-        raise ConfigError(f"seed={args.seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
     if args.traces is not None:
         check_regular(args.traces, "a traces.parquet", "--traces")
     if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
         raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
                           "finite score-unit noise")
-    if args.trace_noise is not None and (args.traces is None or args.confirm is not None):
-        # it sets the detectors' sigma0 on --traces; the plan of --confirm fixes its own
-        raise ConfigError("--trace-noise is given but would not be used (it applies to --traces, "
-                          "and --confirm's plan fixes sigma0); allowed: --trace-noise with "
-                          "--traces, without --confirm")
+    _check_unused(args)  # a value is checked first: wrong wherever it is given
+    args.clusters, args.seed = clusters, seed
     if args.doc is not None:
         check_regular(args.doc, "a markdown file with the fastsim-detectors block", "--doc")
     if args.confirm is not None:
@@ -150,7 +150,7 @@ def _cmd(args: argparse.Namespace) -> int:
     traces = None if args.traces is None else trace_table(_read_traces(args.traces),
                                                           args.trace_noise)
     t0 = time.perf_counter()
-    n = 50 if args.quick else args.clusters
+    n = args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
     if sys.stderr.isatty():  # as the progress bars: on a terminal only
         print(f"fastsim detectors: {len(SIGMAS)} noise levels x {len(rates)} base rate(s) at "
@@ -176,6 +176,27 @@ def _cmd(args: argparse.Namespace) -> int:
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
     return 0
+
+
+# what only the synthetic benchmark reads: --confirm's plan fixes its own
+BENCHMARK_ONLY = ("clusters", "seed", "quick", "figures", "trace_noise")
+
+
+def _check_unused(args: argparse.Namespace) -> None:
+    """An option given where it would not be used is refused, not dropped without a word
+    (``--confirm --quick`` ran the plan as if ``--quick`` had not been typed)."""
+    if args.trace_noise is not None and args.traces is None:
+        # it sets the detectors' sigma0 on --traces
+        raise ConfigError("--trace-noise is given but would not be used (it applies to "
+                          "--traces); allowed: --trace-noise with --traces")
+    if args.confirm is None:
+        return
+    for name in BENCHMARK_ONLY:
+        if getattr(args, name) not in (None, False):
+            option = "--" + name.replace("_", "-")
+            raise ConfigError(f"{option} is given but would not be used (--confirm runs only "
+                              f"its plan's comparison, with the plan's settings); allowed: "
+                              f"{option} without --confirm")
 
 
 def _cmd_confirm(args: argparse.Namespace) -> int:

@@ -228,3 +228,35 @@ def test_traces_the_detectors_cannot_score_are_one_line_before_work(tmp_path, ca
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("option", [["--quick"], ["--clusters", "10"], ["--seed", "3"],
+                                    ["--figures", "figs"], ["--trace-noise", "0.05"]])
+def test_confirm_refuses_an_option_it_would_not_use(tmp_path, capsys, option):
+    """--confirm runs the plan's comparison with the plan's settings: --quick, --clusters,
+    --seed and --figures were dropped without a word, as if they had not been typed."""
+    from conftest import one_line
+
+    traces = tmp_path / "traces.parquet"
+    traces.write_bytes(b"")
+    argv = ["detectors", "--confirm", "docs/preregistration/detectors_goal3.toml",
+            "--traces", str(traces), "--out", str(tmp_path / "o"), *option]
+    one_line(capsys, argv, f"{option[0]} is given but would not be used")
+    assert not (tmp_path / "o").exists()
+
+
+def test_quick_takes_the_clusters_given(tmp_path, monkeypatch):
+    """--quick --clusters N measured 50 clusters per cell, N dropped without a word; as in
+    fastsim bench and fastsim reproduce, --clusters sizes a quick run too."""
+    from fastsim.cli import main
+
+    seen = {}
+
+    def stop(*args, n_clusters, **kw):
+        seen["n"] = n_clusters
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(det, "run_grid", stop)
+    for argv, n in ((["--quick", "--clusters", "7"], 7), (["--quick"], 50)):
+        assert main(["detectors", *argv, "--out", str(tmp_path / "o")]) == 130
+        assert seen.pop("n") == n
