@@ -441,3 +441,17 @@ def test_a_title_is_a_string(tmp_path, text, said):
     """A title of another type was stored as Python's str() of it ('True')."""
     with pytest.raises(ConfigError, match=re.escape(f"{said}; allowed: a string of at most 10000")):
         load_sweep(write(tmp_path, f"clusters = 4\n{text}\n"))
+
+
+@pytest.mark.parametrize("argv", [["sweep", "{toml}", "--out", "{out}"],
+                                  ["reproduce", "--clusters", "10000000000000", "--out", "{out}"]])
+def test_a_sweep_of_too_many_chunks_is_refused_before_any_work(tmp_path, capsys, argv):
+    """10^13 clusters in chunks of 250 listed every chunk to check before the first ran:
+    minutes and gigabytes, then years of work; now one line, nothing written."""
+    from conftest import one_line
+
+    toml = write(tmp_path, "clusters = 10000000000000\n[axes]\nk = [1, 2]\n")
+    out = tmp_path / "out"
+    argv = [a.format(toml=toml, out=out) for a in argv] + ["--no-progress"]
+    one_line(capsys, argv, "chunks; allowed: at most 1,000,000 in a sweep")
+    assert not out.exists()

@@ -63,6 +63,9 @@ POLICY_FIELDS = R.POLICY_FIELDS
 FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
 MAX_CELLS = 10_000
+# every chunk is files on disk and an entry of the list a run (or resume) checks first: a
+# sweep of 10^13 clusters in chunks of 250 spent minutes and gigabytes building that list
+MAX_CHUNKS = 1_000_000
 # name, title and description are stored in sweep.json: a few short lines, and a megabyte
 # of them must not push a legitimate manifest past its read cap (store.MANIFEST_MAX_BYTES)
 MAX_TEXT = 10_000
@@ -257,6 +260,14 @@ def _check_base(source: str, base: dict[str, Any], axis_names: tuple[str, ...],
             raise _fail(source, f"base.{key}={toml_text(value)}: {msg}") from None
 
 
+def _check_chunk_count(source: str, n_cells: int, clusters: int, chunk: int) -> None:
+    total = n_cells * -(-clusters // chunk)
+    if total > MAX_CHUNKS:
+        raise _fail(source, f"{n_cells} cells of clusters={clusters} in chunks of chunk={chunk} "
+                    f"make {total:,} chunks; allowed: at most {MAX_CHUNKS:,} in a sweep (a "
+                    "larger chunk, fewer clusters)")
+
+
 def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None,
                 chunk: int | None = None, seed: int | None = None,
                 base_overrides: dict[str, Any] | None = None) -> Grid:
@@ -343,6 +354,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                 by_id.setdefault(base_id, Cell(base_id, base_cfg, None, is_baseline=True))
         by_id.setdefault(cid, Cell(cid, cfg, base_id, is_baseline=baseline is not None
                                    and base_id is None))
+    _check_chunk_count(source, len(by_id), n_clusters, n_chunk)
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
                 chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()),
