@@ -568,3 +568,12 @@ def test_a_dask_option_without_the_dask_backend_is_refused(tmp_path, capsys, ext
             if command == "sweep" else [command, "--quick", "--out", str(tmp_path / "o")])
     one_line(capsys, argv + extra, said)
     assert not (tmp_path / "o").exists()
+
+
+def test_reproduce_refuses_a_figures_dir_it_would_not_draw_in(tmp_path, capsys):
+    """--no-figures --figures-dir DIR ran every sweep and drew nothing, DIR dropped
+    without a word."""
+    argv = ["reproduce", "--quick", "--no-figures", "--figures-dir", str(tmp_path / "f"),
+            "--out", str(tmp_path / "o")]
+    one_line(capsys, argv, "--figures-dir is given with --no-figures")
+    assert not (tmp_path / "o").exists()

@@ -168,6 +168,9 @@ def cmd_reproduce(args) -> int:
     from fastsim.sweep.reproduce import check_clusters, default_command, hold_outputs, reproduce
 
     check_backend(args)
+    if args.no_figures and args.figures_dir is not None:  # taken without a word, never used
+        raise ConfigError("--figures-dir is given with --no-figures, which draws no figure; "
+                          "allowed: one of them")
     default = QUICK_CLUSTERS if args.quick else FULL_CLUSTERS
     # 0 is a value given, refused: ``or`` took it for no value and ran the default
     clusters = check_clusters(default if args.clusters is None else args.clusters, "--clusters=")
