@@ -154,15 +154,27 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     for ref in refs:
         m = lookup(ref)
         with user_code("metric", m.name):
-            v = np.asarray(m.fn(view), dtype=np.float64)
+            v = np.asarray(m.fn(view))
+            if np.iscomplexobj(v):  # float64 would drop the imaginary part, with a warning
+                raise ConfigError(f"metric {m.name} returned complex values; allowed: real "
+                                  "numbers, one per cluster")
+            v = v.astype(np.float64)
         if v.shape != (n,):
             raise ConfigError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "
                               "value per cluster")
-        if m.dtype == "int" and not np.isfinite(v).all():
-            raise ConfigError(f"metric {m.name} (dtype int) returned {v[~np.isfinite(v)][0]}; "
-                              "allowed: finite integers")
+        if m.dtype == "int":
+            _check_integers(m.name, v)
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
+
+
+def _check_integers(name: str, v: np.ndarray) -> None:
+    """A dtype-int metric's values must be int64s as they are: 1.5 was stored as 1, and
+    1e30 as -2^63 after a RuntimeWarning."""
+    bad = ~(np.isfinite(v) & (v == np.round(v)) & (np.abs(v) < 2.0**63))
+    if bad.any():
+        raise ConfigError(f"metric {name} (dtype int) returned {float(v[bad][0])!r}; allowed: "
+                          "integers from -2^63 to 2^63-1 (dtype float for other values)")
 
 
 def mean_metrics() -> dict[str, str]:

@@ -561,6 +561,21 @@ def mutating(jobs):
 @cluster_metric(dtype="int")
 def int_nan(jobs):
     return np.full(jobs["gpus"].shape[0], np.nan)
+
+
+@cluster_metric(dtype="int")
+def int_half(jobs):
+    return np.full(jobs["gpus"].shape[0], 1.5)
+
+
+@cluster_metric(dtype="int")
+def int_huge(jobs):
+    return np.full(jobs["gpus"].shape[0], 1e30)
+
+
+@cluster_metric()
+def complex_values(jobs):
+    return np.full(jobs["gpus"].shape[0], 1 + 2j)
 '''
 
 
@@ -585,6 +600,11 @@ def hostile_dir(tmp_path_factory):
      "raising_policy failed: ValueError: policy boom"),  # its own message, from a parallel kernel
     (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
     (["--metric", "toy_hostile_user:int_nan"], "metric int_nan (dtype int) returned nan"),
+    # stored as 1, and as -2^63 after numpy's RuntimeWarning
+    (["--metric", "toy_hostile_user:int_half"], "metric int_half (dtype int) returned 1.5"),
+    (["--metric", "toy_hostile_user:int_huge"], "metric int_huge (dtype int) returned 1e+30"),
+    # the imaginary part was dropped, after numpy's ComplexWarning
+    (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
      "both fill 'waste'"),
 ])
