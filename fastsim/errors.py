@@ -25,10 +25,14 @@ class ClusterLostError(SimulationError):
     kept and the same command resumes.  Printed as one line, exit 1, like its base."""
 
 
+NJIT_ALLOWED = "a pure @njit function of its declared arguments (docs/extending.md)"
+
+
 @contextlib.contextmanager
-def user_code(what: str, name: str):
+def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
     """A user's function that fails (raises, or cannot be compiled for the arguments it
-    is given: a write into a read-only observation, say) is one line naming it."""
+    is given: a write into a read-only observation, say) is one line naming it and what
+    such a function is (``allowed``: a metric is plain Python, not @njit)."""
     try:
         yield
     except ConfigError:
@@ -40,8 +44,7 @@ def user_code(what: str, name: str):
             exc = exc.__cause__ or exc.__context__
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
         raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
-                          "a pure @njit function of its declared arguments "
-                          "(docs/extending.md)") from None
+                          f"{allowed}") from None
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

@@ -153,7 +153,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)
-        with user_code("metric", m.name):
+        with user_code("metric", m.name, METRIC_ALLOWED):
             v = np.asarray(m.fn(view))
             if np.iscomplexobj(v):  # float64 would drop the imaginary part, with a warning
                 raise ConfigError(f"metric {m.name} returned complex values; allowed: real "
@@ -166,6 +166,10 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
             _check_integers(m.name, v)
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
+
+
+# a metric is plain Python over numpy arrays (docs/extending.md), not an @njit kernel
+METRIC_ALLOWED = "a pure function of the per-job arrays, one value per cluster (docs/extending.md)"
 
 
 def _check_integers(name: str, v: np.ndarray) -> None:

@@ -599,6 +599,8 @@ def hostile_dir(tmp_path_factory):
     (["--policy", "toy_hostile_user:raising_policy"],
      "raising_policy failed: ValueError: policy boom"),  # its own message, from a parallel kernel
     (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
+    # a metric is plain Python: the error said it must be "a pure @njit function"
+    (["--metric", "toy_hostile_user:mutating"], "allowed: a pure function of the per-job arrays"),
     (["--metric", "toy_hostile_user:int_nan"], "metric int_nan (dtype int) returned nan"),
     # stored as 1, and as -2^63 after numpy's RuntimeWarning
     (["--metric", "toy_hostile_user:int_half"], "metric int_half (dtype int) returned 1.5"),
