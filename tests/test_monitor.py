@@ -371,3 +371,12 @@ def test_a_threshold_that_is_not_a_finite_number_names_what_is_allowed(threshold
 
     with pytest.raises(ConfigError, match=r"threshold = .*allowed: a finite number >= 0"):
         StopMonitor("evalstop:k=2", threshold=threshold)
+
+
+def test_a_bool_step_is_refused_as_a_bool_job_id_is():
+    """observe('j', True, x) recorded an evaluation at step 1."""
+    m = EvalStopMonitor(k=2)
+    for step in (True, np.bool_(False)):
+        with pytest.raises(ConfigError, match=r"step = (True|np.False_|False); allowed: a non-neg"):
+            m.observe("j", step, 0.5)
+    assert m.decision("j") is None and m.best_step("j") is None  # nothing recorded

@@ -312,7 +312,7 @@ class StopMonitor:
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
-        name = type(self).__name__
+        name, raw_step = type(self).__name__, step
         job_id = self._job(job_id)
         if loss is None:
             if self._reads_loss:
@@ -324,11 +324,13 @@ class StopMonitor:
             if isinstance(step, (float, np.floating)) and float(step).is_integer():
                 step = int(step)
             else:
-                try:
-                    step = int(step.__index__())
+                try:  # a bool has __index__: True was step 1 (as a job id, it is refused)
+                    step = int(step.__index__()) if not isinstance(step, bool) else None
                 except (AttributeError, TypeError):
-                    raise ConfigError(f"{name}.observe({job_id!r}): step = {step!r}; "
-                                      "allowed: a non-negative integer") from None
+                    step = None
+                if step is None:
+                    raise ConfigError(f"{name}.observe({job_id!r}): step = {raw_step!r}; "
+                                      "allowed: a non-negative integer")
         if not 0 <= step < MAX_STEP:  # steps are compared as floats, exact below 2^53
             raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
                               "integer from 0 to 2^53-1, as replay takes")
