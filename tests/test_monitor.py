@@ -380,3 +380,9 @@ def test_a_bool_step_is_refused_as_a_bool_job_id_is():
         with pytest.raises(ConfigError, match=r"step = (True|np.False_|False); allowed: a non-neg"):
             m.observe("j", step, 0.5)
     assert m.decision("j") is None and m.best_step("j") is None  # nothing recorded
+
+
+def test_an_unknown_observe_keyword_is_one_line_naming_the_nearest():
+    """observe('j', 1, 0.5, los=2.0) was Python's TypeError, unlike StopMonitor(...)."""
+    with pytest.raises(ConfigError, match=r"keyword 'los' is unknown \(did you mean loss\?\)"):
+        EvalStopMonitor(k=2).observe("j", 1, 0.5, los=2.0)

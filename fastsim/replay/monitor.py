@@ -300,6 +300,7 @@ class StopMonitor:
         st = self._jobs.get(self._job(job_id))
         return st.best_step if st else None
 
+    @known_keywords("StopMonitor.observe()")  # observe(..., los=x) was Python's TypeError
     def observe(self, job_id, step: int, score: float, loss: float | None = None) -> Decision:
         """Record the evaluation of ``job_id`` at ``step`` and decide.
 
