@@ -122,6 +122,36 @@ def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch,
     assert f"dask: started a local cluster {said} dashboard: http" in err
 
 
+def test_a_second_local_cluster_names_its_dashboard_port_once(monkeypatch, capsys):
+    """With port 8787 taken (another sweep's dashboard), distributed warns in five lines
+    that it hosts the dashboard on another port, which the notice names anyway."""
+    import warnings
+
+    from fastsim.sweep import runner
+
+    class Taken:
+        def __init__(self, *args, **kwargs):  # distributed.node's words
+            warnings.warn("Port 8787 is already in use.\nPerhaps you already have a cluster "
+                          "running?\nHosting the HTTP server on port 46687 instead", UserWarning)
+
+    class Client:
+        dashboard_link = "http://127.0.0.1:46687/status"
+
+        def __init__(self, cluster):
+            pass
+
+        def wait_for_workers(self, n, timeout):
+            pass
+
+    monkeypatch.setattr(distributed, "LocalCluster", Taken)
+    monkeypatch.setattr(distributed, "Client", Client)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        runner._connect(None, 1, 5.0)
+    assert not shown
+    assert "dashboard: http://127.0.0.1:46687/status" in capsys.readouterr().err
+
+
 def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, monkeypatch):
     """--backend dask without --address starts a local cluster (dashboard link printed);
     a worker killed during warm-up is restarted by its nanny and the sweep completes."""

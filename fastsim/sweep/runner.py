@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -318,8 +319,11 @@ def _connect(address, workers: int | None, timeout: float):
     if address is None:
         n = workers or os.cpu_count() or 1
         # one numba thread per worker process: the processes are the parallelism
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               env={"NUMBA_NUM_THREADS": "1"})
+        with warnings.catch_warnings():  # a second sweep's dashboard takes another port,
+            # which the line below names: distributed's five-line warning says it again
+            warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   env={"NUMBA_NUM_THREADS": "1"})
         client = Client(cluster)
         print(f"dask: started a local cluster of {n} worker{'s' if n != 1 else ''}; dashboard: "
               f"{client.dashboard_link}", file=sys.stderr)
