@@ -73,7 +73,6 @@ def import_ref(field: str, ref: str, allowed: str):
     while it is imported (a syntax error, an exception at its top level) are each one
     ``ConfigError`` naming ``field``; the last gave the user's traceback."""
     import importlib
-    import traceback
 
     module, _, attr = ref.partition(":")
     if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
@@ -84,15 +83,33 @@ def import_ref(field: str, ref: str, allowed: str):
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
                           f"{import_hint(module, exc)}") from None
+    except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
+        raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
+                          f"{exc}") from None
     except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
         if isinstance(exc, SyntaxError):
             where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
         else:
-            frame = traceback.extract_tb(exc.__traceback__)[-1]
-            where = f"{frame.filename}, line {frame.lineno}"
+            where = _user_line(exc)
             what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         raise ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} "
                           f"({where}); allowed: a module that imports") from None
+
+
+def _user_line(exc: BaseException) -> str:
+    """``FILE, line N`` of the last line of ``exc``'s traceback outside fastsim's own
+    folders and Python's import machinery: the user's line that called into fastsim (a
+    ``@cluster_metric`` declaring a taken name), not fastsim's line that refused it."""
+    import traceback
+
+    from fastsim.resources import package_folders
+
+    ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [f for f in frames if not f.filename.startswith(ours)
+              and not f.filename.startswith("<frozen ")]
+    frame = (theirs or frames)[-1]
+    return f"{frame.filename}, line {frame.lineno}"
 
 
 def known_keywords(what: str, elsewhere: dict[str, str] | None = None):

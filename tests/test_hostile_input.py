@@ -553,6 +553,26 @@ def test_a_user_module_that_raises_while_imported_is_one_line(tmp_path, capsys, 
              + "; allowed: a module that imports")
 
 
+@pytest.mark.parametrize("flag,declare,said", [
+    ("--metric", "from fastsim.metrics import cluster_metric\n\n@cluster_metric()\n"
+     "def jct_mean_h(jobs):\n    return jobs['jct_h'].mean(axis=1)\n",
+     "metric 'jct_mean_h' is a built-in column; allowed: a new name"),
+    ("--policy", "from fastsim.registry import stop_policy\n\n@stop_policy()\n"
+     "def f(scores, losses, attained_h, t_est_h):\n    return 0\n",
+     "stop policy 'f' is not an @njit function; allowed: numba.njit-decorated functions")])
+def test_a_declaration_refused_while_imported_names_the_users_line(tmp_path, capsys,
+                                                                    monkeypatch, flag,
+                                                                    declare, said):
+    """The line named fastsim's own file (metrics.py, where the refusal is raised), and
+    said 'allowed' twice; it names the user's line that declared."""
+    name = f"declaring_{flag[2:]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(declare)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "4", flag, f"{name}:f"],
+             f"{name}:f': importing {name}, {path}, line 3: {said}")
+
+
 @pytest.mark.parametrize("extra,said", [
     (["--dask-timeout", "5"], "--dask-timeout applies to --backend dask only"),
     (["--workers", "2", "--dask-timeout", "5"],
