@@ -444,6 +444,14 @@ def test_detectors_refuses_runs_of_unequal_length(tmp_path, capsys):
     (lambda r: pl.concat([r, r]), "row 1: run 'r0' appears twice"),
     (lambda r: r.with_columns(pl.lit(float("nan")).alias("eval_noise_sd")),
      "row 1: eval_noise_sd is nan"),
+    # settings derived from the runs named as such (they named ustar_hacking=, sigma=, which
+    # the user never wrote)
+    (lambda r: r.with_columns(pl.lit(0).alias("truth_gold_peak_step")),
+     "runs.parquet: the simulator setting derived from the traces (the hacking runs' "
+     "truth_gold_peak_step / final_step) is refused: ustar_hacking=(0.0, 0.0) is invalid"),
+    (lambda r: r.with_columns(pl.lit(1e299).alias("eval_noise_sd")),
+     "runs.parquet: the simulator setting derived from the traces (the median eval_noise_sd / "
+     "gold_gain, on the simulator's scale) is refused: sigma="),
 ])
 def test_compare_sim_refuses_a_damaged_runs_table(tmp_path, capsys, damage, needle):
     runs = pl.DataFrame({"job_id": ["r0", "r1"], "truth_hacking": [True, False],

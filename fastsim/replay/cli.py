@@ -393,7 +393,8 @@ def _cmd_compare(args) -> int:
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
     curves = D.PLAIN_CURVES if args.plain else None
-    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma, curves=curves)
+    res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma,
+                               curves=curves, source=str(args.runs))
     print(origin)
     print(f"simulator ({'plain' if args.plain else 'trace-grounded'} curves) at sigma "
           f"{res['sigma'][0]:.4f}, base rate {res['base_rate'][0]:.1%}, "

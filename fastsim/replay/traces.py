@@ -20,6 +20,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
@@ -773,9 +775,33 @@ def trace_peak_range(runs: pl.DataFrame) -> tuple[float, float]:
     return float(u.min()), float(u.max())
 
 
+# What each workload field ``simulator_comparison`` derives from the traces is made of.
+_DERIVED = {"ustar_hacking": "the hacking runs' truth_gold_peak_step / final_step",
+            "ustar_healthy": "the hacking runs' latest truth_gold_peak_step / final_step",
+            "base_rate": "the share of runs with truth_hacking",
+            "n_evals": "the median n_evals",
+            "sigma": "the median eval_noise_sd / gold_gain, on the simulator's scale"}
+
+
+@contextmanager
+def _derived_from(source: str, derived: set[str]):
+    """A simulator setting derived from the traces (one of ``derived``) and refused
+    (``ustar_hacking=(0.0, 0.0) is invalid``, from runs that all peak at step 0) names the
+    traces and what it was derived from: the user wrote no such setting."""
+    try:
+        yield
+    except ConfigError as exc:
+        field = re.match(r"(\w+)=", str(exc))
+        if field is None or field[1] not in derived:
+            raise
+        origin = _DERIVED[field[1]]
+        raise ConfigError(f"{source}: the simulator setting derived from the traces ({origin}) "
+                          f"is refused: {exc}") from None
+
+
 def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
                          seed: int = 0, sigma: float | None = None,
-                         curves: dict | None = None) -> pl.DataFrame:
+                         curves: dict | None = None, source: str = "the traces") -> pl.DataFrame:
     """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
 
     Runs ``fastsim.api.simulate`` on an all-RLHF workload with ``sigma`` from
@@ -789,12 +815,14 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
     recall / FPR and cluster-bootstrap intervals, labelled as it ran: with scope ``rlhf``
     (every simulated job is RLHF), whatever scope its spec gives; a policy given twice is
-    one row.
+    one row.  ``source`` names the traces in an error.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
     from fastsim.replay.policies import parse_policy
 
+    derived = {"base_rate", "n_evals"} | ({"sigma"} if sigma is None else set()) \
+        | set(_DERIVED) - set(curves or {}) - {"sigma"}
     curves = dict(curves or {})
     if "ustar_hacking" not in curves:
         curves["ustar_hacking"] = trace_peak_range(runs)
@@ -802,15 +830,16 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
             curves["ustar_healthy"] = (curves["ustar_hacking"][1], D.USTAR_HEALTHY[1])
     base_rate = float(runs["truth_hacking"].mean())
     n_evals = int(runs["n_evals"].median())
-    matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
-                             n_evals=n_evals, **curves)
-    sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
+    with _derived_from(source, derived):
+        matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
+                                 n_evals=n_evals, **curves)
+        sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
+        wl = replace(matched, sigma=sigma)
     rows = []
     # a policy given twice (or as two specs of one policy) is run once, one row
     for pol in dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies):
         if pol.name == "none":
             continue
-        wl = replace(matched, sigma=sigma)
         res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
