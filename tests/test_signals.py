@@ -1,0 +1,72 @@
+"""Ctrl-C: at any moment the command ends with one line on stderr (no
+traceback), removes the temporary file of a write in progress and leaves its outputs
+whole or absent, so that running it again finishes as an uninterrupted run does.
+
+The signal is sent from inside the command at a chosen moment (a patched function), so
+each test is deterministic; commands that must die run in a subprocess with a timeout.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fastsim import cli
+
+
+def run_script(script: str, cwd, timeout=60):
+    """``script`` in a fresh interpreter: (exit code, stderr lines)."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=cwd,
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stderr.strip().splitlines()
+
+
+def test_ctrl_c_while_starting_is_one_line(monkeypatch, capsys):
+    # the subcommands' modules import numba and polars: seconds in which Ctrl-C is likely
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    try:
+        code = cli.main(["run"])
+    except KeyboardInterrupt:  # caught here, or it would stop the whole test session
+        pytest.fail("Ctrl-C while starting escaped fastsim's main")
+    assert code == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "fastsim: interrupted; finished work is kept", err
+
+
+@pytest.mark.parametrize("signum", ["SIGINT"])
+def test_signal_during_a_sweep_resumes_to_the_same_tables(tmp_path, signum):
+    toml = tmp_path / "s.toml"
+    toml.write_text('clusters = 4\nchunk = 1\n[base]\nn_jobs = 10\n[axes]\n'
+                    'policy = ["none", "oracle"]\n')
+    argv = ["sweep", str(toml), "--no-progress", "--out"]
+    code, err = run_script(f"""
+        import os, signal
+        import fastsim.sweep.store as store
+        from fastsim.cli import main
+
+        real, calls = store.SweepStore.write_chunk, []
+
+        def stopped_after_two(self, *args, **kwargs):
+            real(self, *args, **kwargs)
+            calls.append(1)
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.{signum})
+
+        store.SweepStore.write_chunk = stopped_after_two
+        raise SystemExit(main({argv + ["cut"]!r}))
+    """, tmp_path)
+    assert code == (130 if signum == "SIGINT" else 143), err
+    assert len(err) == 1 and "finished work is kept" in err[0], err
+    assert not [p for p in (tmp_path / "cut").rglob("*") if p.name.endswith(".tmp")]
+    assert not (tmp_path / "cut" / "summary.parquet").exists()
+    assert (tmp_path / "cut" / "sweep.lock").read_text() == ""  # no holder named
+    for out in ("cut", "whole"):
+        assert cli.main([*argv, str(tmp_path / out)]) == 0
+    for table in ("summary.parquet", "cells.parquet", "jct_hist.parquet"):
+        assert ((tmp_path / "cut" / table).read_bytes()
+                == (tmp_path / "whole" / table).read_bytes()), table
