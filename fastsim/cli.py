@@ -4,7 +4,8 @@ Each subcommand lives in its own module exposing ``register(subparsers)``; this 
 only wires them, takes the lock of any sweep directory a command writes in, and turns
 ``ConfigError`` into a one-line message and exit code 2
 (``SimulationError``: exit code 1).  A reader that stops reading (``fastsim ... | head``)
-ends the command quietly, exit code 141 as for SIGPIPE.
+ends the command quietly, exit code 141 as for SIGPIPE.  Ctrl-C and SIGTERM end it in one
+line, exit code 130 or 143, its temporary files removed.
 """
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
+import threading
 
 from fastsim import __version__
-from fastsim.errors import ConfigError, SimulationError
+from fastsim.errors import ConfigError, SimulationError, Terminated
 
 # Every subcommand module; each module's register() adds its parsers.
 SUBCOMMAND_MODULES = [
@@ -142,16 +145,27 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             command.error(f"{action.option_strings[-1]} is empty; allowed: a path")
 
 
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Ctrl-C at any moment, parsing and importing included (seconds: the subcommands
-    import numba and polars), ends the command with one line, exit 130, where Python
-    printed the traceback of ``KeyboardInterrupt``."""
+    """Ctrl-C or SIGTERM at any moment, parsing and importing included, ends the command
+    with one line (Python's traceback of ``KeyboardInterrupt`` otherwise), after every
+    ``finally`` has removed its temporary files: exit 130, or 143 for SIGTERM."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # only it may set a handler
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
-        print(f"{name}: interrupted; finished work is kept", file=sys.stderr)
-        return 130
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        print(f"{name}: {how}; finished work is kept", file=sys.stderr)
+        return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above

@@ -19,6 +19,13 @@ class SimulationError(RuntimeError):
     e.g. on non-finite times); the CLI prints the message without a traceback, exit 1."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a job scheduler's stop), raised where the process stands as
+    Ctrl-C's ``KeyboardInterrupt`` is (``fastsim.cli``): Python's default for SIGTERM ends
+    the process on the spot, leaving the temporary file of a write in progress, and the
+    lock line of a sweep directory naming a process that is gone."""
+
+
 class ClusterLostError(SimulationError):
     """The Dask cluster running a sweep went away mid-run (no worker left, a chunk lost
     with every worker that ran it, or the scheduler gone): chunks already written are

@@ -1,4 +1,4 @@
-"""Ctrl-C: at any moment the command ends with one line on stderr (no
+"""Ctrl-C and SIGTERM: at any moment the command ends with one line on stderr (no
 traceback), removes the temporary file of a write in progress and leaves its outputs
 whole or absent, so that running it again finishes as an uninterrupted run does.
 
@@ -38,7 +38,27 @@ def test_ctrl_c_while_starting_is_one_line(monkeypatch, capsys):
     assert err == "fastsim: interrupted; finished work is kept", err
 
 
-@pytest.mark.parametrize("signum", ["SIGINT"])
+def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
+    code, err = run_script("""
+        import os, signal
+        import fastsim.io as io
+        from fastsim.cli import main
+
+        real = io.write_parquet
+
+        def stopped_midway(df, target, metadata=None):
+            real(df, target, metadata)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        io.write_parquet = stopped_midway
+        raise SystemExit(main(["run", "--clusters", "2", "--n-jobs", "10", "--out", "o.parquet"]))
+    """, tmp_path)
+    assert code == 143, err
+    assert err == ["fastsim run: terminated; finished work is kept"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_signal_during_a_sweep_resumes_to_the_same_tables(tmp_path, signum):
     toml = tmp_path / "s.toml"
     toml.write_text('clusters = 4\nchunk = 1\n[base]\nn_jobs = 10\n[axes]\n'
