@@ -125,14 +125,26 @@ class DirLock:
                               "another --out directory") from None
         lock = cls(root, fh)
         lock.check()  # the file locked is still the one its name names (see ``check``)
-        fh.seek(0)
-        fh.truncate()
-        command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since "
-                 f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({command})\n")
-        fh.flush()
+        lock._write_holder()
         cls._held[key] = lock
         return lock
+
+    def _write_holder(self) -> None:
+        """Name this process in the lock file, for a refused one to say who has the
+        directory.  Written unbuffered: a buffered line that a full disk refused stayed
+        pending, and the flush retried by ``release`` at exit raised too (a traceback,
+        then an ignored exception); now a failed write is one ``ConfigError``."""
+        command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))
+        line = (f"pid {os.getpid()} on {socket.gethostname()} since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')} ({command})\n").encode()
+        fd = self._fh.fileno()
+        try:
+            os.ftruncate(fd, 0)
+            if os.write(fd, line) < len(line):  # a short write: the disk filled up
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            self.release()
+            raise ConfigError(f"cannot write {self.root / LOCK} ({exc.strerror})") from None
 
     def check(self) -> None:
         """Refuse to go on if ``DIR/sweep.lock`` is no longer the file this lock holds: the

@@ -1,0 +1,63 @@
+"""A full disk, for real: a small tmpfs filled to the last byte (root only; skipped
+elsewhere).  Every command says so in one line naming the file, exit 2, with no
+traceback, and leaves nothing half-written.
+
+Commands run in a subprocess: an exception Python ignores at exit (in a ``__del__``) is
+printed only there, after the command's own line.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOML = 'clusters = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ["none"]\n'
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str = "1m"):
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Take every free byte of ``disk`` (a file of all of them)."""
+    with open(disk / "filler", "wb", buffering=0) as fh:
+        with contextlib.suppress(OSError):
+            while True:
+                fh.write(b"\0" * 4096)
+
+
+def cli(argv, cwd):
+    """``fastsim ARGV`` in a subprocess: (exit code, stderr lines)."""
+    r = subprocess.run([sys.executable, "-c", "from fastsim.cli import main; "
+                        "raise SystemExit(main())", *map(str, argv)], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stderr.strip().splitlines()
+
+
+def test_lock_of_a_sweep_directory_on_a_full_disk(tmp_path):
+    (tmp_path / "s.toml").write_text(TOML)
+    with small_tmpfs(tmp_path / "disk") as disk:
+        (disk / "out").mkdir()
+        (disk / "out" / "sweep.lock").touch()  # a sweep directory, as a run leaves it
+        fill(disk)
+        code, err = cli(["sweep", tmp_path / "s.toml", "--no-progress", "--out",
+                         disk / "out"], tmp_path)
+        assert code == 2, err
+        assert len(err) == 1 and "No space left on device" in err[0], err
+        assert "out/sweep.lock" in err[0], err
+        assert (disk / "out" / "sweep.lock").read_text() == ""
