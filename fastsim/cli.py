@@ -9,6 +9,7 @@ line, exit code 130 or 143, its temporary files removed.
 """
 from __future__ import annotations
 
+import _thread
 import argparse
 import importlib
 import os
@@ -16,6 +17,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 from fastsim import __version__
 from fastsim.errors import ConfigError, SimulationError, Terminated
@@ -149,15 +151,48 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _redeliver(unraisable) -> None:
+    """A signal's exception raised while a finaliser or a weak reference's callback ran
+    (matplotlib and numba make many) is dropped by Python, which prints 'Exception
+    ignored' and goes on: Ctrl-C was lost and the command ran to its end.  Deliver it
+    again to the main thread, where the command's code takes it, from another thread a
+    moment later: raised in this hook, it would be dropped as well.  Should it land in a
+    finaliser again, it comes back here, and again, until it lands in the command."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        return sys.__unraisablehook__(unraisable)
+    signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    threading.Thread(target=_interrupt_soon, args=(signum,), daemon=True).start()
+
+
+# Whether ``main`` is running a command, under a lock: a signal delivered again after
+# it returned would be a traceback at exit (the command finished meanwhile: nothing lost)
+_DELIVERY = threading.Lock()
+_RUNNING: list[bool] = [False]
+
+
+def _interrupt_soon(signum: int) -> None:
+    time.sleep(0.02)  # the hook that started this thread has returned by then
+    with _DELIVERY:
+        if _RUNNING[0]:
+            _thread.interrupt_main(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Ctrl-C or SIGTERM at any moment, parsing and importing included, ends the command
     with one line (Python's traceback of ``KeyboardInterrupt`` otherwise), after every
     ``finally`` has removed its temporary files: exit 130, or 143 for SIGTERM."""
-    previous = None
+    previous, hook = None, sys.unraisablehook
     if threading.current_thread() is threading.main_thread():  # only it may set a handler
         previous = signal.signal(signal.SIGTERM, _terminate)
+        sys.unraisablehook = _redeliver
     try:
-        return _main(argv)
+        _RUNNING[0] = True
+        try:
+            return _main(argv)
+        finally:
+            with _DELIVERY:
+                _RUNNING[0] = False
     except KeyboardInterrupt as exc:
         name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
         how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
@@ -166,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
 
 
 _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above

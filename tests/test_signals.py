@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -90,3 +91,25 @@ def test_signal_during_a_sweep_resumes_to_the_same_tables(tmp_path, signum):
     for table in ("summary.parquet", "cells.parquet", "jct_hist.parquet"):
         assert ((tmp_path / "cut" / table).read_bytes()
                 == (tmp_path / "whole" / table).read_bytes()), table
+
+
+def test_ctrl_c_landing_in_a_finaliser_still_stops_the_command(monkeypatch, capsys):
+    # Python drops an exception raised in a finaliser ('Exception ignored in ...'): a
+    # Ctrl-C landing there, while figures were drawn, let the command run to its end
+    class Finalised:
+        def __del__(self):
+            raise KeyboardInterrupt  # where the signal's handler ran
+
+    def hold_outputs(args):
+        Finalised()
+        time.sleep(1)  # the command's work, where the signal is taken
+        return []
+
+    monkeypatch.setattr(cli, "hold_outputs", hold_outputs)
+    try:
+        code = cli.main(["run", "--clusters", "2", "--n-jobs", "10"])
+    except KeyboardInterrupt:  # caught here, or it would stop the whole test session
+        pytest.fail("Ctrl-C escaped fastsim's main")
+    err = capsys.readouterr().err.strip()
+    assert code == 130, err
+    assert err == "fastsim run: interrupted; finished work is kept", err
