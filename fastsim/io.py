@@ -4,8 +4,10 @@ Output is crash-safe: every file fastsim writes appears whole or not at all.  Da
 to a temporary name beside the target (``NAME.<pid>-<random>.tmp``, unique per writer,
 so two writers never share one), is flushed to disk, then renamed into place
 (``os.replace`` is atomic on POSIX).  ``write_all`` stages several files and renames them
-only once every one is written, so a command leaves all of its outputs or none.  Output
-paths are checked with ``check_output`` before any work.  A failed write (disk full,
+only once every one is written, so a command leaves all of its outputs or none, and
+renames them holding a lock on their directories, so two commands writing the same
+files at once leave all of one's, never some of each.
+Output paths are checked with ``check_output`` before any work.  A failed write (disk full,
 read-only directory) is one ``ConfigError`` naming the file and the reason.
 
 Every Parquet file fastsim writes goes through ``write_parquet`` and every one it reads
@@ -19,7 +21,9 @@ as ``/dev/zero`` never ends, so either would hang the command or fill the memory
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import re
@@ -80,15 +84,39 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
                     os.fsync(fh.fileno())
             except (OSError, pl.exceptions.PolarsError) as exc:
                 raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
-        for tmp, path in staged:
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
+        with _renaming_in(path.parent for _, path in staged):
+            for tmp, path in staged:
+                try:
+                    os.replace(tmp, path)
+                except OSError as exc:
+                    raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
         staged = []
     finally:
         for tmp, _ in staged:
             _discard(tmp)
+
+
+@contextlib.contextmanager
+def _renaming_in(directories: Iterable[Path]):
+    """Hold an exclusive ``flock`` on each directory while a command's files are renamed
+    into it: two commands writing the same files at once (two ``fastsim run --out o.parquet
+    --jobs-out j.parquet``) each rename theirs in one go, so the files are all one
+    command's, never an ``o.parquet`` of one beside a ``j.parquet`` of the other.  Taken
+    in one order (sorted), so two writers never wait on each other in a cycle."""
+    fds: list[int] = []
+    try:
+        for d in sorted({os.path.realpath(d) for d in directories}):
+            try:
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # the rename reports what is wrong with the directory
+            fds.append(fd)
+            with contextlib.suppress(OSError):  # a file system without flock: unlocked
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)  # closing releases the flock
 
 
 def table_writer(df: pl.DataFrame, path: Path,
