@@ -28,8 +28,10 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import tempfile
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -84,7 +86,7 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
                     os.fsync(fh.fileno())
             except (OSError, pl.exceptions.PolarsError) as exc:
                 raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
-        with _renaming_in(path.parent for _, path in staged):
+        with _signals_held(), _renaming_in(path.parent for _, path in staged):
             for tmp, path in staged:
                 try:
                     os.replace(tmp, path)
@@ -94,6 +96,29 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
     finally:
         for tmp, _ in staged:
             _discard(tmp)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold Ctrl-C and SIGTERM back while a command's files are renamed, and take them
+    once all are: stopped between two renames, a command left some of its new outputs
+    beside the old or missing others.  A handler only the main thread may set; another
+    thread's writes (a Dask worker's chunk) are not held."""
+    signums = (signal.SIGINT, signal.SIGTERM)
+    if (threading.current_thread() is not threading.main_thread()
+            or any(signal.getsignal(s) is None for s in signums)):  # set outside Python
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])  # its own handler now: KeyboardInterrupt, ...
 
 
 @contextlib.contextmanager

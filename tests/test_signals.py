@@ -7,6 +7,8 @@ each test is deterministic; commands that must die run in a subprocess with a ti
 """
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -113,3 +115,20 @@ def test_ctrl_c_landing_in_a_finaliser_still_stops_the_command(monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert code == 130, err
     assert err == "fastsim run: interrupted; finished work is kept", err
+
+
+def test_ctrl_c_between_two_renames_still_renames_both(tmp_path, monkeypatch):
+    from fastsim import io
+
+    real = os.replace
+
+    def interrupted_after(src, dst):
+        real(src, dst)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between this rename and the next
+
+    monkeypatch.setattr(io.os, "replace", interrupted_after)
+    targets = [tmp_path / "o.parquet", tmp_path / "jobs.parquet"]
+    with pytest.raises(KeyboardInterrupt):  # taken once both are in place
+        io.write_all([(t, io.bytes_writer(b"new")) for t in targets])
+    assert [t.read_bytes() for t in targets] == [b"new", b"new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.parquet", "o.parquet"]
