@@ -405,3 +405,30 @@ def test_9_a_worker_without_fastsim_is_one_error_and_a_chunk_error_stays_its_own
     own = ConfigError("policy x: allowed: y")
     with pytest.raises(ConfigError, match="policy x"):
         _Watch(FakeClient(1), 60).result(FakeFuture("error", own), "c", 1)
+
+
+def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):
+    # Ctrl-C reaches the terminal's whole process group: the worker processes too
+    toml = tmp_path / "long.toml"
+    toml.write_text('clusters = 20000\nchunk = 50\n[base]\nn_jobs = 300\n[axes]\n'
+                    'policy = ["none", "oracle"]\n')
+    p = subprocess.Popen([sys.executable, "-c", "from fastsim.cli import main; "
+                          "raise SystemExit(main())", "sweep", str(toml), "--backend", "dask",
+                          "--workers", "1", "--no-progress", "--out", str(tmp_path / "out")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        started = p.stderr.readline()
+        assert started.startswith("dask: started a local cluster"), started
+        time.sleep(2.0)  # the worker settled and running chunks (it printed nothing sooner)
+        os.killpg(p.pid, signal.SIGINT)
+        err = p.communicate(timeout=60)[1].strip().splitlines()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, err
+    assert err[-1] == "fastsim sweep: interrupted; finished work is kept", err
+    # a worker stopped mid-chunk may log one warning line of distributed's (its task
+    # cancelled), but no worker prints a traceback
+    assert not [line for line in err if "Traceback" in line or "KeyboardInterrupt" in line], err
+    assert len(err) <= 2, err

@@ -15,7 +15,9 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -308,6 +310,25 @@ def _quiet_client_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+@contextlib.contextmanager
+def _workers_deaf_to_ctrl_c():
+    """Start the local cluster's worker processes ignoring SIGINT: Ctrl-C goes to the
+    terminal's whole process group, and each worker printed its own KeyboardInterrupt
+    traceback (two dozen lines a worker) around fastsim's one line, while fastsim, which
+    takes the Ctrl-C, stops them anyway.  An ignored SIGINT is inherited across exec and
+    kept by Python at start-up.  Ctrl-C in the seconds the workers take to start is lost
+    (pressed again, it stops the sweep)."""
+    if (threading.current_thread() is not threading.main_thread()  # only it may set it
+            or signal.getsignal(signal.SIGINT) is None):  # a handler set outside Python
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _connect(address, workers: int | None, timeout: float):
     """``(client, cluster or None)``: a client of ``address``, or of a new local cluster.
 
@@ -322,8 +343,9 @@ def _connect(address, workers: int | None, timeout: float):
         with warnings.catch_warnings():  # a second sweep's dashboard takes another port,
             # which the line below names: distributed's five-line warning says it again
             warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   env={"NUMBA_NUM_THREADS": "1"})
+            with _workers_deaf_to_ctrl_c():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       env={"NUMBA_NUM_THREADS": "1"})
         client = Client(cluster)
         print(f"dask: started a local cluster of {n} worker{'s' if n != 1 else ''}; dashboard: "
               f"{client.dashboard_link}", file=sys.stderr)
