@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ``finally`` has removed its temporary files: exit 130, or 143 for SIGTERM."""
     previous, hook = None, sys.unraisablehook
     if threading.current_thread() is threading.main_thread():  # only it may set a handler
-        previous = signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # one set by whoever runs
+            previous = signal.signal(signal.SIGTERM, _terminate)  # fastsim is theirs
         sys.unraisablehook = _redeliver
     try:
         _RUNNING[0] = True

@@ -132,3 +132,16 @@ def test_ctrl_c_between_two_renames_still_renames_both(tmp_path, monkeypatch):
         io.write_all([(t, io.bytes_writer(b"new")) for t in targets])
     assert [t.read_bytes() for t in targets] == [b"new", b"new"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.parquet", "o.parquet"]
+
+
+
+def test_sigterm_ignored_by_whoever_runs_fastsim_stays_ignored(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "hold_outputs", lambda args: seen.append(signal.getsignal(
+        signal.SIGTERM)) or [])
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        assert cli.main(["run", "--clusters", "2", "--n-jobs", "10"]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIG_IGN]
