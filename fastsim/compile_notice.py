@@ -35,6 +35,20 @@ def _afterwards() -> str:
     return "first run only, cached afterwards"
 
 
+def notice_text() -> str:
+    return f"compiling the simulation kernels (about 10-40 s by machine load; {_afterwards()})"
+
+
+def sweep_notice(schedulers, stream=None) -> None:
+    """The notice, once, before a sweep's progress bar on a terminal, if a kernel of one
+    of ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent,
+    while they compiled (a newcomer's first ``fastsim reproduce --quick``).  Not in a log
+    (no terminal), where each line of a sweep's output is what it did."""
+    stream = stream or sys.stderr
+    if stream.isatty() and not all(engine_is_cached(code) for code in set(schedulers)):
+        print(notice_text(), file=stream, flush=True)
+
+
 @contextmanager
 def compile_notice(scheduler: int | None = None, stream=None):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
@@ -43,7 +57,7 @@ def compile_notice(scheduler: int | None = None, stream=None):
     if engine_is_cached(scheduler):
         yield
         return
-    text = f"compiling the simulation kernels (about 10-40 s by machine load; {_afterwards()})"
+    text = notice_text()
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield

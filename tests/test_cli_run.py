@@ -59,6 +59,31 @@ def test_first_compile_is_announced_in_one_line(capsys, monkeypatch, cache, then
     assert err[0].endswith(then), err
 
 
+@pytest.mark.parametrize("terminal,cached,said", [(True, False, True), (True, True, False),
+                                                  (False, False, False)])
+def test_a_sweep_announces_a_first_compile_on_a_terminal(tmp_path, monkeypatch, terminal,
+                                                         cached, said):
+    """Its progress bar sat at the first chunk, silent, while the kernels compiled (a
+    newcomer's first fastsim reproduce --quick); a log (no terminal) gets no such line."""
+    import io
+
+    import fastsim.compile_notice
+
+    class Stderr(io.StringIO):
+        def isatty(self):
+            return terminal
+
+    err = Stderr()
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: cached)
+    monkeypatch.setattr("sys.stderr", err)
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 0
+    lines = err.getvalue().splitlines()
+    assert (lines[0].startswith("compiling the simulation kernels (about 10-40 s") == said
+            and sum("compiling" in line for line in lines) == said), lines
+
+
 def test_cached_kernels_print_no_notice():
     """Run in fresh processes with the on-disk cache on whatever this process uses, so the
     check never depends on how the suite was started: the first run caches the kernels

@@ -134,7 +134,6 @@ def test_ctrl_c_between_two_renames_still_renames_both(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.parquet", "o.parquet"]
 
 
-
 def test_sigterm_ignored_by_whoever_runs_fastsim_stays_ignored(monkeypatch):
     seen = []
     monkeypatch.setattr(cli, "hold_outputs", lambda args: seen.append(signal.getsignal(

@@ -215,6 +215,11 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
         todo = todo[:max_chunks]
     left0 = dict(left)
     cells_done = sum(1 for v in left.values() if v == 0)
+    if backend == "local" and progress:  # a Dask worker compiles in its own process
+        from fastsim.compile_notice import sweep_notice
+
+        code = {c.id: c.config.scheduler.code for c in grid.cells}
+        sweep_notice(code[cid] for cid, _ in todo)
     bar = _progress(total, total - sum(left.values()), len(grid.cells), cells_done, progress)
     configs = {c.id: c.config.to_dict() for c in grid.cells}
 
