@@ -24,10 +24,11 @@ checksums (``fastsim.io.write_parquet``; a chunk of an older fastsim has none): 
 aggregation verify them, aggregation each page's too, and a chunk that fails is re-run
 (``run_sweep`` says so) or, when reading, refused with the file named.  Since a chunk is
 a pure function of (config, seed, cluster range), a rewritten chunk is bit-identical to
-the lost one, so an interrupted or damaged run ends where an uninterrupted one does.  A record names the hash of the whole
-grid (every cell's config, clusters, chunk, seed), so the records alone show whose results
-the directory holds: a damaged or deleted manifest is rebuilt when every readable record
-names the grid being opened, and refused, naming the chunk, when one does not.
+the lost one, so an interrupted or damaged run ends where an uninterrupted one does.  A
+record names the hash of the whole grid (every cell's config, clusters, chunk, seed), so
+the records alone show whose results the directory holds: a damaged or deleted manifest
+is rebuilt when every readable record names the grid being opened, and refused, naming
+the chunk, when one does not.
 
 The grid hash does not cover the code the chunks were computed by: fastsim's version and
 source, and the source of the user functions the cells name (``Grid.code``).  The manifest
