@@ -99,26 +99,35 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
 
 
 @contextlib.contextmanager
-def _signals_held():
-    """Hold Ctrl-C and SIGTERM back while a command's files are renamed, and take them
-    once all are: stopped between two renames, a command left some of its new outputs
-    beside the old or missing others.  A handler only the main thread may set; another
-    thread's writes (a Dask worker's chunk) are not held."""
-    signums = (signal.SIGINT, signal.SIGTERM)
+def signal_handlers(handlers: dict[int, Any]):
+    """Set ``handlers`` (signal number to handler) for the block, and restore the previous
+    ones after it.  Yields whether they were set: only the main thread may set a handler,
+    and one set outside Python (``getsignal`` None) could not be restored, so neither
+    case changes anything."""
     if (threading.current_thread() is not threading.main_thread()
-            or any(signal.getsignal(s) is None for s in signums)):  # set outside Python
-        yield
+            or any(signal.getsignal(s) is None for s in handlers)):
+        yield False
         return
-    caught: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
-                for s in signums}
+    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
     try:
-        yield
+        yield True
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if caught:
-            signal.raise_signal(caught[0])  # its own handler now: KeyboardInterrupt, ...
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold Ctrl-C and SIGTERM back while a command's files are renamed, and take them
+    once all are: stopped between two renames, a command left some of its new outputs
+    beside the old or missing others.  Another thread's writes (a Dask worker's chunk)
+    are not held (``signal_handlers``)."""
+    caught: list[int] = []
+    hold = lambda signum, frame: caught.append(signum)  # noqa: E731
+    with signal_handlers({signal.SIGINT: hold, signal.SIGTERM: hold}):
+        yield
+    if caught:
+        signal.raise_signal(caught[0])  # its own handler now: KeyboardInterrupt, ...
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import sys
-import threading
 import time
 import warnings
 from collections import deque
@@ -315,7 +314,6 @@ def _quiet_client_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-@contextlib.contextmanager
 def _workers_deaf_to_ctrl_c():
     """Start the local cluster's worker processes ignoring SIGINT: Ctrl-C goes to the
     terminal's whole process group, and each worker printed its own KeyboardInterrupt
@@ -323,15 +321,9 @@ def _workers_deaf_to_ctrl_c():
     takes the Ctrl-C, stops them anyway.  An ignored SIGINT is inherited across exec and
     kept by Python at start-up.  Ctrl-C in the seconds the workers take to start is lost
     (pressed again, it stops the sweep)."""
-    if (threading.current_thread() is not threading.main_thread()  # only it may set it
-            or signal.getsignal(signal.SIGINT) is None):  # a handler set outside Python
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    from fastsim.io import signal_handlers
+
+    return signal_handlers({signal.SIGINT: signal.SIG_IGN})
 
 
 def _connect(address, workers: int | None, timeout: float):
