@@ -427,10 +427,13 @@ def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
     the value as typed (``thresholds=3/1``, not the tuple it was read as), and ``"policy
     parameter 'K' is not ..."`` -> ``"--policy evalstop: parameter 'K' is not ..."``."""
-    if msg.startswith(f"{what}={spec!r} "):  # an unknown name
+    if msg.startswith(f"{what}={spec!r} "):  # the spec's form, or an unknown name alone
         return f"{flag}={spec}{msg[len(f'{what}={spec!r}'):]}"
-    if msg.startswith(f"{what} parameter "):  # an unknown parameter, named as typed already
-        return f"{flag} {R.parse_spec(spec, what)[0]}: {msg[len(what) + 1:]}"
+    name = R.split_name(spec, what)[0]
+    if msg.startswith(f"{what}={name!r} "):  # an unknown name with parameters
+        return f"{flag}={name}{msg[len(f'{what}={name!r}'):]}"
+    if msg.startswith(f"{what} parameter "):  # a parameter, named as typed already
+        return f"{flag} {name}: {msg[len(what) + 1:]}"
     if not msg.startswith(what + "."):
         return None
     name, params = R.parse_spec(spec, what)

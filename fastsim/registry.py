@@ -12,7 +12,9 @@ The spec grammar has one parser, ``parse_spec``::
     NAME[:key=value,...]           a registered name (built-in, or registered by a module)
     MODULE:ATTR[:key=value,...]    a declaration importable as MODULE.ATTR (user code)
 
-A bare key (``fifo:backfill``) is ``key=true``.  Unknown and repeated keys are refused.
+A bare key (``fifo:backfill``) is ``key=true``.  Unknown and repeated keys are refused,
+as are spaces, empty parts (``evalstop:``, ``k=2,``) and numbers not written in ASCII
+digits (``+2``, ``0x2``, ``1_000``; ``2.0`` for an integer).
 
 User code declares a stop policy with ``@stop_policy`` over an ``@njit`` trigger
 function and a scheduler with ``@scheduler_key`` over an ``@njit`` static key function
@@ -27,6 +29,7 @@ import importlib.util
 import inspect
 import math
 import os
+import re
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -49,6 +52,19 @@ def flag_value(text: str) -> bool:
 
 
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
+
+_INT_TEXT = re.compile(r"-?[0-9]+")
+_FLOAT_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+_WRITTEN = {"int": ", written in digits 0-9 with an optional leading '-' (as k=3)",
+            "float": ", written in digits 0-9 with an optional '-', '.' and exponent "
+                     "(as 0.65 or 1e-3)",
+            "floats": ", each written in digits 0-9 with an optional '.' and exponent"}
+
+
+def _number_text(text: str, form: re.Pattern) -> str:
+    if not form.fullmatch(text):
+        raise ValueError(text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -87,25 +103,30 @@ class Param:
         return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(top)}{hi}"
                 + (f" ({self.unit})" if self.unit else ""))
 
-    def _fail(self, where: str, value: Any) -> ConfigError:
-        return ConfigError(f"{where}{self.name}={value!r} is invalid; allowed: {self.allowed()}")
+    def _fail(self, where: str, value: Any, written: str = "") -> ConfigError:
+        return ConfigError(f"{where}{self.name}={value!r} is invalid; allowed: "
+                           f"{self.allowed()}{written}")
 
     def from_text(self, text: str, where: str = "") -> Any:
-        """A value from its spec text (``k=3``, ``backfill``, ``thresholds=16/64``)."""
-        t = text.strip()
+        """A value from its spec text (``k=3``, ``backfill``, ``thresholds=16/64``).
+
+        Numbers are read as written in ASCII digits only: Python's ``int`` and ``float``
+        would also take ``+2``, ``1_000`` and ``٢``, spellings that the error messages, the
+        canonical form and TOML do not have."""
+        t = text
         try:
             if self.kind == "bool":
                 value: Any = t == "" or flag_value(t)  # "": the bare key
             elif self.kind == "int":
-                value = int(t)
+                value = int(_number_text(t, _INT_TEXT))
             elif self.kind == "float":
-                value = float(t)
+                value = float(_number_text(t, _FLOAT_TEXT))
             elif self.kind == "floats":
-                value = tuple(float(x) for x in t.split("/"))
+                value = tuple(float(_number_text(x, _FLOAT_TEXT)) for x in t.split("/"))
             else:
                 value = t
         except ValueError:
-            raise self._fail(where, t) from None
+            raise self._fail(where, t, _WRITTEN.get(self.kind, "")) from None
         return self.check(value, where)
 
     def check(self, value: Any, where: str = "") -> Any:
@@ -190,20 +211,45 @@ def _fmt(x: float) -> str:
 
 # --------------------------------------------------------------------------- the grammar
 
+_SPEC_FORM = "NAME or NAME:key=value,... with no spaces"
+
+
 def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
     """``(name, {key: text})`` of a spec; ``name`` is a registered name or ``MODULE:ATTR``.
 
-    Refuses an empty spec and a key given twice; which keys are allowed is the
-    declaration's business (``Declaration.values``).
+    Refuses an empty spec, a space, an empty part (``evalstop:``, ``k=2,``, ``=2``) and a
+    key given twice; which keys are allowed is the declaration's business
+    (``Declaration.values``).  One spelling per spec: a sweep cell's canonical form, the
+    CLI, TOML and the API then agree on what was asked for.
     """
     if not isinstance(spec, str):
-        raise ConfigError(f"{what}={spec!r} is invalid; allowed: a string, NAME or "
-                          "NAME:key=value,...")
+        raise ConfigError(f"{what}={spec!r} is invalid; allowed: a string, {_SPEC_FORM}")
     if not spec.strip():
-        raise ConfigError(f"{what}={spec!r} is empty; allowed: NAME or NAME:key=value,...")
-    parts = [p.strip() for p in spec.strip().split(":")]
+        raise ConfigError(f"{what}={spec!r} is empty; allowed: {_SPEC_FORM}")
+    if any(c.isspace() for c in spec):
+        raise ConfigError(f"{what}={spec!r} has a space; allowed: {_SPEC_FORM}")
+    name, rest = split_name(spec, what)
+    params: dict[str, str] = {}
+    for part in rest.split(",") if rest is not None else ():
+        key, eq, val = part.partition("=")
+        if not key:
+            raise ConfigError(f"{what}={spec!r} has a parameter with no key (a stray ':' or "
+                              f"',', or '=VALUE' alone); allowed: {_SPEC_FORM}")
+        if key in params:
+            raise ConfigError(f"{what} parameter {key!r} is given twice in {spec!r}; allowed: "
+                              "each parameter once")
+        if eq and not val:  # "backfill=" is not the bare flag "backfill"
+            raise ConfigError(f"{what} parameter {key!r} has no value in {spec!r}; allowed: "
+                              f"{_value_form(what, name, key)}")
+        params[key] = val
+    return name, params
+
+
+def split_name(spec: str, what: str) -> tuple[str, str | None]:
+    """``(name, parameter text or None)`` of a spec without spaces."""
+    parts = spec.split(":")
     name, rest = parts[0], parts[1:]
-    if rest and name not in _REGISTRY[what] and "=" not in rest[0] and rest[0] not in ("",):
+    if rest and name not in _REGISTRY[what] and "=" not in rest[0] and rest[0]:
         # MODULE:ATTR, unless the second part reads as parameters of a registered name
         name, rest = f"{name}:{rest[0]}", rest[1:]
     elif (rest and name in _REGISTRY[what] and rest[0] in _REGISTRY[what][name].param_names
@@ -216,24 +262,20 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
     if len(rest) > 1:
         raise ConfigError(f"{what}={spec!r} has too many ':'; allowed: NAME:key=value,... or "
                           "MODULE:ATTR:key=value,...")
-    params: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in (rest[0] if rest else "").split(","))):
-        key, eq, val = part.partition("=")
-        key = key.strip()
-        if key in params:
-            raise ConfigError(f"{what} parameter {key!r} is given twice in {spec!r}; allowed: "
-                              "each parameter once")
-        if eq and not val.strip():  # "backfill=" is not the bare flag "backfill"
-            decl = _REGISTRY[what].get(name)
-            if decl is not None and key in decl.param_names:  # say what this one takes
-                param = decl.param(key)
-                allowed = (f"{key}=true, {key}=false or the bare flag {key}" if param.kind == "bool"
-                           else f"{key}=VALUE, {param.allowed()}")
-            else:
-                allowed = f"{key}=VALUE (a true/false flag may be given bare, as in fifo:backfill)"
-            raise ConfigError(f"{what} parameter {key!r} has no value in {spec!r}; allowed: {allowed}")
-        params[key] = val.strip()
-    return name, params
+    if not name:  # ":evalstop" is MODULE:ATTR with an empty module: import_ref says so
+        raise ConfigError(f"{what}={spec!r} has no name before ':'; allowed: {_SPEC_FORM}")
+    return name, rest[0] if rest else None
+
+
+def _value_form(what: str, name: str, key: str) -> str:
+    """What ``key=`` of ``name`` takes, for a key given with no value."""
+    decl = _REGISTRY[what].get(name)
+    if decl is None or key not in decl.param_names:
+        return f"{key}=VALUE (a true/false flag may be given bare, as in fifo:backfill)"
+    param = decl.param(key)
+    if param.kind == "bool":
+        return f"{key}=true, {key}=false or the bare flag {key}"
+    return f"{key}=VALUE, {param.allowed()}"
 
 
 def _module_exists(name: str) -> bool:

@@ -43,8 +43,15 @@ def test_capabilities_are_what_config_and_replay_read():
 def test_spec_grammar_one_parser():
     assert R.parse_spec("fifo:backfill", "scheduler") == ("fifo", {"backfill": ""})
     assert R.parse_spec("mod.sub:fn:k=3", "policy") == ("mod.sub:fn", {"k": "3"})
-    assert R.parse_spec(" evalstop : k=2 , scope=all ", "policy") == (
+    assert R.parse_spec("evalstop:k=2,scope=all", "policy") == (
         "evalstop", {"k": "2", "scope": "all"})
+    import pytest
+
+    from fastsim.errors import ConfigError
+
+    # spaces were stripped: one spec had many spellings, none of them the canonical one
+    with pytest.raises(ConfigError, match=r"has a space; allowed: .* with no spaces$"):
+        R.parse_spec(" evalstop : k=2 , scope=all ", "policy")
 
 
 def test_a_spec_that_is_not_a_string_is_not_called_empty():
