@@ -120,7 +120,9 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
     columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
     ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays.  Metrics are accounting, so they
-    may read hidden truth.  The column is named after the function.
+    may read hidden truth.  The column is named after the function.  A float metric
+    returns finite numbers, or NaN where it is undefined on a cluster (left out of the
+    mean and its n); an infinity is refused (docs/extending.md, walkthrough 3).
 
     Examples
     --------
@@ -164,6 +166,8 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
                               "value per cluster")
         if m.dtype == "int":
             _check_integers(m.name, v)
+        else:
+            _check_floats(m.name, v)
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
 
@@ -178,7 +182,19 @@ def _check_integers(name: str, v: np.ndarray) -> None:
     bad = ~(np.isfinite(v) & (v == np.round(v)) & (np.abs(v) < 2.0**63))
     if bad.any():
         raise ConfigError(f"metric {name} (dtype int) returned {float(v[bad][0])!r}; allowed: "
-                          "integers from -2^63 to 2^63-1 (dtype float for other values)")
+                          "integers from -2^63 to 2^63-1 (dtype float for other finite "
+                          "values or NaN)")
+
+
+def _check_floats(name: str, v: np.ndarray) -> None:
+    """NaN is a cluster the metric is undefined on (left out of the mean and its n, as a
+    built-in's NaN is); an infinity was left out the same way, so a metric that was inf on
+    every cluster read "n/a" with n 0, as if undefined everywhere."""
+    bad = np.isinf(v)
+    if bad.any():
+        raise ConfigError(f"metric {name} returned {float(v[bad][0])!r}; allowed: finite "
+                          "numbers, or NaN on a cluster where the metric is undefined (left "
+                          "out of the mean and its n)")
 
 
 def mean_metrics() -> dict[str, str]:

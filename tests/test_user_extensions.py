@@ -574,6 +574,30 @@ def int_huge(jobs):
 
 
 @cluster_metric()
+def float_inf(jobs):
+    return np.full(jobs["gpus"].shape[0], np.inf)
+
+
+@cluster_metric()
+def float_minus_inf_once(jobs):
+    v = np.zeros(jobs["gpus"].shape[0], np.float32)  # float32's inf too
+    v[-1] = -np.inf
+    return v
+
+
+@cluster_metric()
+def float_nan_once(jobs):
+    v = np.ones(jobs["gpus"].shape[0])
+    v[0] = np.nan
+    return v
+
+
+@cluster_metric(dtype="int")
+def int_inf(jobs):
+    return np.full(jobs["gpus"].shape[0], np.inf)
+
+
+@cluster_metric()
 def complex_values(jobs):
     return np.full(jobs["gpus"].shape[0], 1 + 2j)
 '''
@@ -605,6 +629,12 @@ def hostile_dir(tmp_path_factory):
     # stored as 1, and as -2^63 after numpy's RuntimeWarning
     (["--metric", "toy_hostile_user:int_half"], "metric int_half (dtype int) returned 1.5"),
     (["--metric", "toy_hostile_user:int_huge"], "metric int_huge (dtype int) returned 1e+30"),
+    # an infinity was left out of the mean as NaN is: "n/a" with n 0, and exit 0
+    (["--metric", "toy_hostile_user:float_inf"], "metric float_inf returned inf; allowed: "
+     "finite numbers, or NaN on a cluster where the metric is undefined"),
+    (["--metric", "toy_hostile_user:float_minus_inf_once"],
+     "metric float_minus_inf_once returned -inf"),
+    (["--metric", "toy_hostile_user:int_inf"], "metric int_inf (dtype int) returned inf"),
     # the imaginary part was dropped, after numpy's ComplexWarning
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
@@ -620,6 +650,16 @@ def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, ar
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_float_metric_is_nan_where_undefined_and_left_out_of_its_n(hostile_dir):
+    from fastsim.summary import summarize
+
+    base = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=10)
+    cfg = SimConfig(base.workload, base.scheduler, base.policy,
+                    metrics=("toy_hostile_user:float_nan_once",))
+    row = summarize(simulate(cfg, 3).clusters).filter(pl.col("metric") == "float_nan_once")
+    assert row["n"][0] == 2 and row["mean"][0] == 1.0
 
 
 def test_replay_refuses_to_decide_on_hidden_truth(tmp_path, capsys):
