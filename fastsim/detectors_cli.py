@@ -106,7 +106,9 @@ def register(subparsers) -> None:
     p.add_argument("--traces", type=Path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
     p.add_argument("--trace-noise", type=float, default=None,
-                   help="sigma0 on the traces, in score units (default: median per-run noise)")
+                   help="sigma0 on the traces, in score units, >= 0 (default: the median "
+                   "run's sd of score - truth_gold; 0, as for scores equal to gold, leaves "
+                   "the detectors to each run's residuals)")
     p.add_argument("--figures", type=Path, default=None,
                    help="where the Pareto figures go (default: OUT)")
     p.add_argument("--doc", type=Path, default=None,
@@ -130,9 +132,8 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
     if args.traces is not None:
         check_regular(args.traces, "a traces.parquet", "--traces")
-    if args.trace_noise is not None and not 0 < args.trace_noise < float("inf"):
-        raise ConfigError(f"trace-noise={args.trace_noise!r} is invalid; allowed: a positive "
-                          "finite score-unit noise")
+    if args.trace_noise is not None:
+        trace_sigma0(args.trace_noise, "trace-noise")
     _check_unused(args)  # a value is checked first: wrong wherever it is given
     args.clusters, args.seed = clusters, seed
     if args.doc is not None:
@@ -244,10 +245,24 @@ def _read_traces(path: Path) -> pl.DataFrame:
     return traces
 
 
-def trace_table(traces: pl.DataFrame, noise: float | None) -> pl.DataFrame:
+def trace_sigma0(noise: float, where: str) -> float:
+    """``noise`` as the detectors' ``sigma0`` on the traces, in its declared range.  0 is
+    one: the detectors then rely on each run's residuals alone (their noise estimate is
+    floored, ``SIGMA_FLOOR``), as at the synthetic grid's noise 0, so a given 0 and a
+    measured 0 (scores equal to gold) are read alike."""
+    from fastsim.registry import SIGMA0
+    try:
+        return SIGMA0.check(noise)
+    except ConfigError:  # worded for the option or the file, not for a spec's sigma0=
+        raise ConfigError(f"{where}={noise!r} is invalid; allowed: {SIGMA0.allowed()}") from None
+
+
+def trace_table(traces: pl.DataFrame, noise: float | None, path: Path | str = "traces"
+                ) -> pl.DataFrame:
     arrays = det.trace_arrays(traces)
-    if noise is None:
-        noise = float(np.median(np.std(arrays["score"] - arrays["gold"], axis=1, ddof=1)))
+    if noise is None:  # the median run's sd of score - gold: 0 if the scores are gold
+        noise = trace_sigma0(float(np.median(np.std(arrays["score"] - arrays["gold"], axis=1,
+                                                    ddof=1))), f"{path}: measured noise")
     rows = [det.trace_row(arrays, name, params) for name, params in trace_settings(noise)]
     return pl.DataFrame(rows).with_columns(pl.lit(noise).alias("sigma0"))
 

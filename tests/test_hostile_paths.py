@@ -579,3 +579,20 @@ def test_an_out_directory_through_a_dangling_link_is_one_line(tmp_path, capsys):
     one_line(capsys, ["sweep", str(sweep), "--out", str(tmp_path / "link"), "--no-progress"],
              "which does not exist; allowed: a directory, or a link to an existing one")
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_trace_noise_of_0_is_read_as_a_measured_0(tmp_path, capsys):
+    """Scores equal to gold were run at a measured noise of 0 while ``--trace-noise 0`` was
+    refused; sigma0's declared range starts at 0 (the synthetic grid runs noise 0 with
+    sigma0 0), so both are taken, alike."""
+    from fastsim.detectors_cli import trace_table
+
+    gold = _toy_traces().with_columns(pl.col("truth_gold").alias("score"))
+    measured = trace_table(gold, None)
+    assert measured["sigma0"].unique().to_list() == [0.0]
+    assert measured.equals(trace_table(gold, 0.0))
+    # the option's value passes its check (this refusal comes after it)
+    one_line(capsys, ["detectors", "--trace-noise", "0", "--out", str(tmp_path / "o")],
+             "--trace-noise is given but would not be used")
+    one_line(capsys, ["detectors", "--trace-noise", "2e6", "--out", str(tmp_path / "o")],
+             "trace-noise=2000000.0 is invalid; allowed: a number in [0, 1e+06]")
