@@ -1,5 +1,6 @@
 """EvalStopMonitor: unit behaviour, and monitor == replay == engine on random sequences."""
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -386,3 +387,26 @@ def test_an_unknown_observe_keyword_is_one_line_naming_the_nearest():
     """observe('j', 1, 0.5, los=2.0) was Python's TypeError, unlike StopMonitor(...)."""
     with pytest.raises(ConfigError, match=r"keyword 'los' is unknown \(did you mean loss\?\)"):
         EvalStopMonitor(k=2).observe("j", 1, 0.5, los=2.0)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"policy": "evalstop:k=0"}, "k=0 is invalid"),
+    ({"policy": "oracle"}, "oracle"),
+    ({"greater_is_better": "yes"}, "greater_is_better = 'yes': allowed: True or False"),
+    ({"metric_for_best_model": ""}, "metric_for_best_model = '': allowed: a metric name"),
+    ({"k": 3, "policy": "evalstop:k=3"}, "allowed: one of the two"),
+    ({"job_id": 1.5}, "job_id"),
+])
+def test_callback_arguments_are_checked_before_transformers_is_asked_for(monkeypatch, kwargs,
+                                                                         needle):
+    """Without transformers, a wrong argument was hidden behind the ImportError: installing
+    the extra was the first thing a user was told to do, the argument error the second."""
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", object)  # as when transformers is missing
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        hf.StopPolicyCallback(**kwargs)
+    with pytest.raises(ImportError) as exc:
+        hf.StopPolicyCallback("evalstop:k=2")
+    msg = str(exc.value)
+    assert "\n" not in msg and "pip install 'fastsim[hf]'" in msg and "transformers" in msg

@@ -9,7 +9,8 @@ records the checkpoint to keep (``keep_step``, ``keep_checkpoint``, and
 when not given, as ``EarlyStoppingCallback`` does) and ``threshold`` (a drop of at most
 this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallback`` is
 the same class.  A run resumed from a checkpoint carries on from the evaluations in its
-``log_history``.  The class is importable without ``transformers``; creating one needs it.
+``log_history``.  The class is importable without ``transformers``; creating one needs it,
+and checks its arguments first.
 
 The checkpoint to keep is the one saved at the evaluation ``lookback`` (EvalStop: ``k``)
 before the trigger, or, for the online detectors (``patience``, ``margin``, ``cusum``,
@@ -79,9 +80,6 @@ class StopPolicyCallback(_TrainerCallback):
                  threshold: float = 0.0, protect_checkpoint: bool = True, job_id: str = "trainer",
                  *, k: int | None = None, metric: str | None = None,
                  higher_is_better: bool | None = None):
-        if _TrainerCallback is object:
-            raise ImportError("fastsim.replay.hf needs the optional Hugging Face extra: "
-                              "pip install 'fastsim[hf]'")
         name = type(self).__name__
         # numpy's bool is a bool (np.bool_(True)), as read_logs and StopMonitor take it
         greater_is_better, higher_is_better, protect_checkpoint = (
@@ -117,6 +115,11 @@ class StopPolicyCallback(_TrainerCallback):
         job_id = probe._job(job_id)  # a bad id is refused here, not at the first evaluation
         lookback = self.policy.decl.lookback
         self.k = self.policy.values[lookback] if isinstance(lookback, str) else int(lookback)
+        # after the arguments: they are checked without transformers, and a wrong one is
+        # worth knowing before installing a few GB of extra
+        if _TrainerCallback is object:
+            raise ImportError(f"{name} needs transformers, which is not installed: pip install "
+                              "'fastsim[hf]' (the optional Hugging Face extra)")
         self.metric = _eval_name(metric or "eval_loss")
         self.job_id = job_id
         self.protect_checkpoint = protect_checkpoint
