@@ -106,6 +106,10 @@ def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch,
     """Printed 'a local cluster of 1 workers'; no cluster is started here."""
     from fastsim.sweep import runner
 
+    from fastsim.sweep.worker_plugin import NAME, SweepWorkerPlugin
+
+    plugins = []
+
     class Fake:
         dashboard_link = "http://127.0.0.1:8787/status"
 
@@ -115,11 +119,15 @@ def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch,
         def wait_for_workers(self, n, timeout):
             pass
 
+        def register_plugin(self, plugin, name=None):
+            plugins.append((type(plugin), name))
+
     monkeypatch.setattr(distributed, "LocalCluster", Fake)
     monkeypatch.setattr(distributed, "Client", Fake)
     runner._connect(None, workers, 5.0)
     err = capsys.readouterr().err
     assert f"dask: started a local cluster {said} dashboard: http" in err
+    assert plugins == [(SweepWorkerPlugin, NAME)]  # for every worker, restarted ones too
 
 
 def test_a_second_local_cluster_names_its_dashboard_port_once(monkeypatch, capsys):
@@ -141,6 +149,9 @@ def test_a_second_local_cluster_names_its_dashboard_port_once(monkeypatch, capsy
             pass
 
         def wait_for_workers(self, n, timeout):
+            pass
+
+        def register_plugin(self, plugin, name=None):
             pass
 
     monkeypatch.setattr(distributed, "LocalCluster", Taken)
@@ -169,13 +180,26 @@ def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, mo
             os._exit(1)
         return "warm"
 
+    # the worker that runs the chunks is the nanny's replacement (the first one died): it
+    # started after fastsim's own SIGINT handler was back, and ignores SIGINT all the same
+    handlers = tmp_path / "sigint"
+    run_chunk = runner.run_chunk_on_worker
+
+    def run_chunk_noting_sigint(*args, **kwargs):
+        import signal
+        with open(handlers, "a") as f:
+            f.write(f"{signal.getsignal(signal.SIGINT)!r}\n")
+        return run_chunk(*args, **kwargs)
+
     monkeypatch.setattr(runner, "warm_up", die_once)
+    monkeypatch.setattr(runner, "run_chunk_on_worker", run_chunk_noting_sigint)
     local, remote = tmp_path / "local", tmp_path / "dask"
     assert main(["sweep", str(p), "--out", str(local), "--no-progress"]) == 0
     assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend", "dask",
                  "--workers", "1"]) == 0
     assert "dashboard: http" in capsys.readouterr().err
     assert (tmp_path / "killed").exists()
+    assert set(handlers.read_text().splitlines()) == {"<Handlers.SIG_IGN: 1>"}
     assert_frame_equal(pl.read_parquet(local / "summary.parquet"),
                        pl.read_parquet(remote / "summary.parquet"))
 
@@ -200,6 +224,24 @@ def write_then_kill(self, *a, **k):
 SweepStore.write_chunk = write_then_kill
 sys.exit(main(sys.argv[1:]))
 """
+
+
+def test_the_worker_plugin_ignores_sigint_and_the_closing_cancel_warning():
+    """What ``setup`` does in a worker process, checked in a child process (setting SIGINT
+    here would change the test run's own)."""
+    code = ("import logging, signal\n"
+            "from fastsim.sweep.worker_plugin import STATE_MACHINE_LOGGER, SweepWorkerPlugin\n"
+            "SweepWorkerPlugin().setup(None)\n"
+            "SweepWorkerPlugin().setup(None)  # set up twice: still one filter\n"
+            "log = logging.getLogger(STATE_MACHINE_LOGGER)\n"
+            "def shown(msg, level=logging.WARNING):\n"
+            "    return log.filter(log.makeRecord(log.name, level, 'f', 1, msg, (), None))\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, len(log.filters),\n"
+            "      bool(shown('Async instruction for <Task pending> ended with CancelledError')),\n"
+            "      bool(shown('Unhandled exception in async instruction', logging.ERROR)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                       timeout=120)
+    assert r.stdout.split() == ["True", "1", "False", "True"], r.stderr
 
 
 class DaskProcesses:
@@ -428,7 +470,7 @@ def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130, err
     assert err[-1] == "fastsim sweep: interrupted; finished work is kept", err
-    # a worker stopped mid-chunk may log one warning line of distributed's (its task
-    # cancelled), but no worker prints a traceback
+    # no worker prints a traceback, nor distributed's warning of a task cancelled as its
+    # worker closes ("Async instruction ... ended with CancelledError": worker_plugin)
     assert not [line for line in err if "Traceback" in line or "KeyboardInterrupt" in line], err
-    assert len(err) <= 2, err
+    assert len(err) == 1, err

@@ -320,7 +320,8 @@ def _workers_deaf_to_ctrl_c():
     traceback (two dozen lines a worker) around fastsim's one line, while fastsim, which
     takes the Ctrl-C, stops them anyway.  An ignored SIGINT is inherited across exec and
     kept by Python at start-up.  Ctrl-C in the seconds the workers take to start is lost
-    (pressed again, it stops the sweep)."""
+    (pressed again, it stops the sweep).  A worker distributed starts later, to replace
+    one, inherits fastsim's handler instead: ``worker_plugin`` ignores SIGINT in it."""
     from fastsim.io import signal_handlers
 
     return signal_handlers({signal.SIGINT: signal.SIG_IGN})
@@ -344,6 +345,8 @@ def _connect(address, workers: int | None, timeout: float):
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        env={"NUMBA_NUM_THREADS": "1"})
         client = Client(cluster)
+        from fastsim.sweep.worker_plugin import NAME, SweepWorkerPlugin
+        client.register_plugin(SweepWorkerPlugin(), name=NAME)  # restarted workers too
         print(f"dask: started a local cluster of {n} worker{'s' if n != 1 else ''}; dashboard: "
               f"{client.dashboard_link}", file=sys.stderr)
     else:
