@@ -20,7 +20,7 @@ import threading
 import time
 
 from fastsim import __version__
-from fastsim.errors import ConfigError, SimulationError, Terminated
+from fastsim.errors import ConfigError, SimulationError, Terminated, signal_handlers
 
 # Every subcommand module; each module's register() adds its parsers.
 SUBCOMMAND_MODULES = [
@@ -182,27 +182,27 @@ def main(argv: list[str] | None = None) -> int:
     """Ctrl-C or SIGTERM at any moment, parsing and importing included, ends the command
     with one line (Python's traceback of ``KeyboardInterrupt`` otherwise), after every
     ``finally`` has removed its temporary files: exit 130, or 143 for SIGTERM."""
-    previous, hook = None, sys.unraisablehook
-    if threading.current_thread() is threading.main_thread():  # only it may set a handler
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # one set by whoever runs
-            previous = signal.signal(signal.SIGTERM, _terminate)  # fastsim is theirs
-        sys.unraisablehook = _redeliver
-    try:
-        _RUNNING[0] = True
+    hook = sys.unraisablehook
+    # a SIGTERM handler set by whoever runs fastsim (SIG_IGN, say) is theirs: kept
+    default = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    term = {signal.SIGTERM: _terminate} if default else {}
+    with signal_handlers(term) as main_thread:  # only the main thread may set handlers
+        if main_thread:
+            sys.unraisablehook = _redeliver
         try:
-            return _main(argv)
+            _RUNNING[0] = True
+            try:
+                return _main(argv)
+            finally:
+                with _DELIVERY:
+                    _RUNNING[0] = False
+        except KeyboardInterrupt as exc:
+            name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
+            how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+            print(f"{name}: {how}; finished work is kept", file=sys.stderr)
+            return code
         finally:
-            with _DELIVERY:
-                _RUNNING[0] = False
-    except KeyboardInterrupt as exc:
-        name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
-        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-        print(f"{name}: {how}; finished work is kept", file=sys.stderr)
-        return code
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        sys.unraisablehook = hook
+            sys.unraisablehook = hook
 
 
 _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above

@@ -1,10 +1,14 @@
-"""The one exception type users see for bad input, and the fences around user code."""
+"""The one exception type users see for bad input, the fences around user code, and the
+one context that sets signal handlers for a block."""
 import contextlib
 import difflib
 import functools
 import inspect
 import os
+import signal
 import sys
+import threading
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +34,26 @@ class ClusterLostError(SimulationError):
     """The Dask cluster running a sweep went away mid-run (no worker left, a chunk lost
     with every worker that ran it, or the scheduler gone): chunks already written are
     kept and the same command resumes.  Printed as one line, exit 1, like its base."""
+
+
+@contextlib.contextmanager
+def signal_handlers(handlers: dict[int, Any]):
+    """Set ``handlers`` (signal number to handler) for the block, and restore the previous
+    ones after it.  Yields whether they were set: only the main thread may set a handler,
+    and one set outside Python (``getsignal`` None) could not be restored, so neither
+    case changes anything.  Here, not in ``fastsim.io``, because ``fastsim.cli`` sets its
+    SIGTERM handler with it before importing anything heavy (``fastsim.io`` brings polars)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or any(signal.getsignal(s) is None for s in handlers)):
+        yield False
+        return
+    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
+    try:
+        yield True
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
 
 
 NJIT_ALLOWED = "a pure @njit function of its declared arguments (docs/extending.md)"

@@ -31,14 +31,13 @@ import secrets
 import signal
 import stat
 import tempfile
-import threading
 import tomllib
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import polars as pl
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, signal_handlers
 
 TABLE_SUFFIXES = (".parquet", ".csv")
 TMP_SUFFIX = ".tmp"
@@ -96,24 +95,6 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
     finally:
         for tmp, _ in staged:
             _discard(tmp)
-
-
-@contextlib.contextmanager
-def signal_handlers(handlers: dict[int, Any]):
-    """Set ``handlers`` (signal number to handler) for the block, and restore the previous
-    ones after it.  Yields whether they were set: only the main thread may set a handler,
-    and one set outside Python (``getsignal`` None) could not be restored, so neither
-    case changes anything."""
-    if (threading.current_thread() is not threading.main_thread()
-            or any(signal.getsignal(s) is None for s in handlers)):
-        yield False
-        return
-    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
-    try:
-        yield True
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextlib.contextmanager

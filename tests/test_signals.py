@@ -144,3 +144,14 @@ def test_sigterm_ignored_by_whoever_runs_fastsim_stays_ignored(monkeypatch):
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert seen == [signal.SIG_IGN]
+
+
+def test_sigterm_handler_and_unraisable_hook_are_set_for_the_command_then_restored(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "hold_outputs", lambda args: seen.append(
+        (signal.getsignal(signal.SIGTERM), sys.unraisablehook)) or [])
+    before = (signal.getsignal(signal.SIGTERM), sys.unraisablehook)
+    assert before[0] is signal.SIG_DFL
+    assert cli.main(["run", "--clusters", "2", "--n-jobs", "10"]) == 0
+    assert seen == [(cli._terminate, cli._redeliver)]
+    assert (signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before

@@ -322,7 +322,7 @@ def _workers_deaf_to_ctrl_c():
     kept by Python at start-up.  Ctrl-C in the seconds the workers take to start is lost
     (pressed again, it stops the sweep).  A worker distributed starts later, to replace
     one, inherits fastsim's handler instead: ``worker_plugin`` ignores SIGINT in it."""
-    from fastsim.io import signal_handlers
+    from fastsim.errors import signal_handlers
 
     return signal_handlers({signal.SIGINT: signal.SIG_IGN})
 
