@@ -33,6 +33,13 @@ POLICIES = tuple(d.usage() for d in R.BUILTIN_POLICIES)
 POLICY_NAMES = R.BUILTIN_POLICY_NAMES
 
 
+def small_sweep(clusters: int) -> str:
+    """A sweep file of one cell (and its baseline) on 12-job clusters in chunks of 2: the
+    smallest sweep directory with several chunks, for tests of its files."""
+    return (f"clusters = {clusters}\nchunk = 2\nseed = 1\n[base]\nn_jobs = 12\ngpus = 16\n"
+            '[axes]\npolicy = ["evalstop:k=2"]\n')
+
+
 def one_line(capsys, argv, needle):
     """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
     from fastsim.cli import main

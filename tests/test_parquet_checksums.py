@@ -17,6 +17,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import one_line
+from conftest import small_sweep
 from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.io import PAGE_CHECKSUMS_KEY, read_parquet_table, write_parquet
@@ -24,16 +25,7 @@ from fastsim.sweep.aggregate import read_summary
 from fastsim.sweep.grid import load_sweep
 from fastsim.sweep.store import GRID_KEY, SweepStore
 
-SWEEP = """
-clusters = 4
-chunk = 2
-seed = 1
-[base]
-n_jobs = 12
-gpus = 16
-[axes]
-policy = ["evalstop:k=2"]
-"""
+SWEEP = small_sweep(4)  # two chunks a cell
 PAGE = "a page fails its checksum"
 RERUN = re.escape("run the sweep again (same command; into a new --out directory if the code "
                   "changed since)")

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal as _assert_frame_equal
 
+from conftest import small_sweep
 from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
@@ -28,16 +29,7 @@ def assert_frame_equal(left, right):
     _assert_frame_equal(left, right, check_exact=True)
 
 
-SWEEP = """
-clusters = 6
-chunk = 2
-seed = 1
-[base]
-n_jobs = 12
-gpus = 16
-[axes]
-policy = ["evalstop:k=2"]
-"""
+SWEEP = small_sweep(6)  # three chunks a cell
 DERIVED = ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt")
 ENV = {**os.environ, "FASTSIM_PROGRESS": "0"}
 
@@ -428,7 +420,7 @@ def test_kill_9_releases_the_lock_and_resume_is_byte_identical(tmp_path):
     """A sweep killed with SIGKILL mid-run leaves no lock behind (the OS drops it) and the
     same command finishes it, bit-identical to an uninterrupted run."""
     p = tmp_path / "k.toml"
-    p.write_text(SWEEP.replace("clusters = 6", "clusters = 40"))
+    p.write_text(small_sweep(40))
     ref, out = tmp_path / "ref", tmp_path / "out"
     assert sweep(p, ref) == 0
     proc = spawn(p, out)
