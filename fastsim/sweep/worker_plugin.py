@@ -11,7 +11,8 @@ joins, a replaced one too; ``runner._connect`` registers it).
   worker closed while it fetches or runs a chunk logs it (distributed: "this should
   exclusively happen in Worker.close()"), and fastsim closes them on Ctrl-C.
 
-Imported by ``runner`` only on the Dask backend: ``distributed`` costs a second to import.
+Imported by ``runner`` only on the Dask backend, as ``distributed`` is (the in-process
+backend never loads it).
 """
 from __future__ import annotations
 
