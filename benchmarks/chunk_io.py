@@ -5,8 +5,9 @@
 Runs the ``headline`` sweep at 250 clusters, one chunk a cell, with ``--keep-jobs`` into a
 temporary directory, then times on its first cell's chunk, per file (``chunk``, ``jct``,
 ``jobs``): the encoding ``SweepStore.write_chunk`` does before its renames and fsyncs
-(``_parquet_bytes``), and aggregation's read of the file (``SweepStore._load``: its bytes,
-their SHA-256 against the record, its pages).  Medians of ``--repeat``, in milliseconds.
+(``fastsim.io.parquet_bytes``: encoded, read back and compared with the frame; before it,
+``store._parquet_bytes``, encoded only), and aggregation's read of the file
+(``SweepStore._load``: its bytes, their SHA-256 against the record, its pages).  Medians of ``--repeat``, in milliseconds.
 Only what both ends of a change have is called, so one checkout's numbers compare with
 another's (docs/performance.md).
 """
@@ -24,7 +25,15 @@ import polars as pl
 from fastsim.cli import main as fastsim
 from fastsim.resources import sweep_file
 from fastsim.sweep.grid import load_sweep
-from fastsim.sweep.store import SweepStore, _parquet_bytes
+from fastsim.sweep.store import SweepStore
+
+try:
+    from fastsim.io import parquet_bytes
+except ImportError:  # a checkout from before chunks were verified as encoded
+    from fastsim.sweep.store import _parquet_bytes
+
+    def parquet_bytes(df, path):
+        return _parquet_bytes(df)
 
 ARGS = {"clusters": 250, "chunk": 250}
 
@@ -54,7 +63,7 @@ def main(argv=None) -> int:
         for kind in ("chunk", "jct", "jobs"):
             path = store.path(cell, kind, 0)
             df = pl.read_parquet(path)
-            w = median_ms(lambda: _parquet_bytes(df), a.repeat)
+            w = median_ms(lambda: parquet_bytes(df, path), a.repeat)
             r = median_ms(lambda: store._load(cell, kind, 0), a.repeat)
             total_w, total_r = total_w + w, total_r + r
             print(f"{kind:6s} {df.height:7,d} rows {path.stat().st_size:10,d} B   "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import io
 import json
 import os
 import re
@@ -169,6 +170,28 @@ def write_parquet(df: pl.DataFrame, target, metadata: dict[str, str] | None = No
             or pa.types.is_large_string(f.type)]
     pq.write_table(table, target, compression="zstd", use_dictionary=text,
                    write_page_checksum=True)
+
+
+def parquet_bytes(df: pl.DataFrame, name: Path,
+                  metadata: dict[str, str] | None = None) -> bytes:
+    """``df`` as a Parquet file's bytes (``write_parquet``), verified before they are
+    returned: read back, every page's checksum checked, and equal to ``df``.  A SHA-256 of
+    these bytes (a sweep chunk's record, an aggregated table's in ``sweep.json``) then
+    vouches for ``df`` itself, so any later damage fails it; hashed unverified, bytes
+    damaged between encoding and hashing were vouched for, and only a page checksum
+    found them, at aggregation.  ``name``: the file they are for, named by the refusal."""
+    buf = io.BytesIO()
+    write_parquet(df, buf, metadata)
+    data = buf.getvalue()
+    try:
+        back = read_parquet_table(data, "a table read back as written", name=name)
+    except DamagedParquet as exc:
+        raise ConfigError(f"cannot write {name} (its encoding fails verification: "
+                          f"{exc.reason})") from None
+    if not back.equals(df):
+        raise ConfigError(f"cannot write {name} (its encoding fails verification: it "
+                          "reads back as another table)")
+    return data
 
 
 def parquet_metadata(path: Path) -> dict[str, str]:

@@ -35,11 +35,17 @@ def flip_in_data_page(path: Path, column: int = 0) -> None:
     """Flip one byte of a data page's body, found from the footer: the last byte of a
     column chunk is the end of its last data page, past every page header (a byte of a
     header, its statistics say, is not what the page checksum covers)."""
-    meta = pq.ParquetFile(path).metadata.row_group(0).column(column)
+    path.write_bytes(flipped_in_data_page(path.read_bytes(), column))
+
+
+def flipped_in_data_page(data: bytes, column: int = 0) -> bytes:
+    """A Parquet file's bytes with one byte of a data page's body flipped
+    (``flip_in_data_page``)."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(column)
     first = min(o for o in (meta.dictionary_page_offset, meta.data_page_offset) if o is not None)
-    data = bytearray(path.read_bytes())
+    data = bytearray(data)
     data[first + meta.total_compressed_size - 1] ^= 0x01
-    path.write_bytes(bytes(data))
+    return bytes(data)
 
 
 def without_checksums(path: Path) -> None:
@@ -100,6 +106,38 @@ def test_a_damaged_page_of_a_sweep_chunk_is_one_line(swept, capsys):
     record.unlink()  # as the message says: the chunk is recomputed, bit for bit
     assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
     assert chunk.read_bytes() == good
+
+
+def test_a_chunk_damaged_as_it_is_encoded_is_never_recorded(swept, monkeypatch):
+    """Bytes damaged after pyarrow encoded them and before their SHA-256 was taken (memory,
+    an encoder's fault) were vouched for by the record, and resume kept the chunk; now the
+    bytes are read back and compared with the frame first, and the write refused: no
+    record, so the chunk is still to run."""
+    p, out = swept
+    store = SweepStore.open(out, load_sweep(p))
+    cell = store.grid.cells[0].id
+    frames = [pl.read_parquet(store.path(cell, k, 1)) for k in ("chunk", "jct")]
+    store.record_path(cell, 1).unlink()  # the chunk to run
+    real = write_parquet
+
+    def damaging(df, target, metadata=None):
+        real(df, target, metadata)
+        if isinstance(target, io.BytesIO):  # the chunk's bytes, before they are hashed
+            data = flipped_in_data_page(target.getvalue(), column=1)
+            target.seek(0)
+            target.write(data)
+
+    monkeypatch.setattr("fastsim.io.write_parquet", damaging)
+    monkeypatch.setattr("fastsim.sweep.store.write_parquet", damaging, raising=False)
+    with pytest.raises(ConfigError) as exc:
+        store.write_chunk(cell, 1, *frames)
+    assert str(exc.value) == (f"cannot write {store.path(cell, 'jct', 1)} (its encoding fails "
+                              f"verification: {PAGE})")
+    assert store.check(cell, 1) == "missing"
+    monkeypatch.undo()
+    store.write_chunk(cell, 1, *frames)
+    assert store.is_done(cell, 1)
+    store.close()
 
 
 def test_a_damaged_page_of_summary_parquet_is_one_line(swept, capsys):

@@ -62,8 +62,8 @@ import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
-                        atomic_write_bytes, atomic_write_parquet, check_output_dir, file_kind,
-                        is_temporary, read_parquet_table, write_all, write_parquet)
+                        atomic_write_bytes, atomic_write_parquet, bytes_writer, check_output_dir, file_kind,
+                        is_temporary, parquet_bytes, read_parquet_table, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -288,12 +288,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _parquet_bytes(df: pl.DataFrame) -> bytes:
-    buf = io.BytesIO()
-    write_parquet(df, buf)
-    return buf.getvalue()
-
-
 class SweepStore:
     """The directory of one sweep.  ``open`` locks it and checks (or writes) the manifest."""
 
@@ -477,16 +471,17 @@ class SweepStore:
             raise RuntimeError(f"chunk {index} of cell {cell_id} must hold clusters "
                                f"{start}..{start + n - 1}")
         frames = {"jobs": jobs, "jct": jct_hist, "chunk": clusters}
-        blobs = {k: _parquet_bytes(df) for k, df in frames.items() if df is not None}
+        # hashed as encoded and verified: a record vouches only for bytes holding the frame
+        blobs = {k: parquet_bytes(df, self.path(cell_id, k, index))
+                 for k, df in frames.items() if df is not None}
         record = {"grid_hash": self.grid.hash, "code": self.grid.code, "cell": cell_id,
                   "index": index, "clusters": [start, n],
                   "files": {self.path(cell_id, k, index).name:
                             {"sha256": _sha256(b), "rows": frames[k].height}
                             for k, b in blobs.items()}}
-        items = [(self.path(cell_id, k, index), (lambda b: lambda tmp: Path(tmp).write_bytes(b))(b))
-                 for k, b in blobs.items()]
-        rec_bytes = json.dumps(record, indent=1).encode()
-        items.append((self.record_path(cell_id, index), lambda tmp: Path(tmp).write_bytes(rec_bytes)))
+        items = [(self.path(cell_id, k, index), bytes_writer(b)) for k, b in blobs.items()]
+        items.append((self.record_path(cell_id, index),
+                      bytes_writer(json.dumps(record, indent=1).encode())))
         self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
         write_all(items)
 
@@ -505,7 +500,8 @@ class SweepStore:
         if _sha256(data) != entry.get("sha256"):
             raise ConfigError(f"{p}: checksum mismatch (damaged or replaced){hint}")
         try:  # its pages' checksums too: the record's SHA-256 vouches only for the bytes
-            # it was written beside (bytes damaged before they were hashed, an edited record)
+            # it was written beside (an edited record; a chunk written before fastsim
+            # verified a chunk's bytes before hashing them, ``parquet_bytes``)
             df = read_parquet_table(data, REWRITE, name=p, require_page_checksums=True)
         except DamagedParquet as exc:  # resume trusts the record: it must go for a re-run
             raise ConfigError(f"{p}: damaged ({exc.reason}), though its record's SHA-256 "
