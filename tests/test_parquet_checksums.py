@@ -23,7 +23,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import PAGE_CHECKSUMS_KEY, read_parquet_table, write_parquet
 from fastsim.sweep.aggregate import read_summary
 from fastsim.sweep.grid import load_sweep
-from fastsim.sweep.store import GRID_KEY, SweepStore
+from fastsim.sweep.store import GRID_KEY, TABLES, SweepStore
 
 SWEEP = small_sweep(4)  # two chunks a cell
 PAGE = "a page fails its checksum"
@@ -55,6 +55,21 @@ def without_checksums(path: Path) -> None:
     meta = {k: v for k, v in (table.schema.metadata or {}).items()
             if k != PAGE_CHECKSUMS_KEY.encode()}
     pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+
+
+def older_manifest(out: Path) -> None:
+    """The manifest as a fastsim from before the aggregated tables were hashed wrote it."""
+    m = json.loads((out / "sweep.json").read_text())
+    del m[TABLES]
+    (out / "sweep.json").write_text(json.dumps(m))
+
+
+def flip_in_footer(path: Path) -> None:
+    """Flip a byte of the footer's name of the writer: the file still parses and its pages
+    pass their checksums, which do not cover the footer."""
+    data = bytearray(path.read_bytes())
+    data[data.rfind(b"parquet-cpp-arrow")] ^= 0x01
+    path.write_bytes(bytes(data))
 
 
 @pytest.fixture
@@ -143,6 +158,7 @@ def test_a_chunk_damaged_as_it_is_encoded_is_never_recorded(swept, monkeypatch):
 def test_a_damaged_page_of_summary_parquet_is_one_line(swept, capsys):
     """(b) ``fastsim figures`` before it draws anything, and ``read_summary``."""
     _, out = swept
+    older_manifest(out)  # else the manifest's SHA-256 refuses it first (tests below)
     summary = out / "summary.parquet"
     flip_in_data_page(summary, column=len(pq.read_schema(summary)) - 1)
     capsys.readouterr()
@@ -151,6 +167,70 @@ def test_a_damaged_page_of_summary_parquet_is_one_line(swept, capsys):
     assert not (out / "figures").exists()
     with pytest.raises(ConfigError, match=f"summary.parquet: damaged \\({PAGE}\\)"):
         read_summary(out)
+
+
+AGGREGATED = ("cells.parquet", "jct_hist.parquet", "summary.txt", "summary.parquet")
+SHA = "its SHA-256 is not the one sweep.json records"
+
+
+def test_aggregation_records_each_files_sha256_in_the_manifest(swept):
+    _, out = swept
+    tables = json.loads((out / "sweep.json").read_text())[TABLES]
+    assert sorted(tables) == sorted(AGGREGATED)
+    for name in AGGREGATED:
+        assert tables[name]["sha256"] == hashlib.sha256((out / name).read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("table", ["summary.parquet", "jct_hist.parquet"])
+def test_a_flip_in_a_tables_footer_that_still_parses_is_one_line(swept, capsys, table):
+    """The page checksums do not cover the footer: such a table was read as it was."""
+    _, out = swept
+    path = out / table
+    flip_in_footer(path)
+    pq.read_table(path, page_checksum_verification=True)  # parses, its pages pass
+    capsys.readouterr()
+    one_line(capsys, ["figures", str(out), "--formats", "png"],
+             f"{path}: damaged ({SHA}); allowed: the sweep's own output (run `fastsim sweep "
+             "FILE --out DIR` again: it verifies its chunks and rewrites the tables)")
+    assert not (out / "figures").exists()
+    if table == "summary.parquet":  # fastsim reproduce's report, frontier, fastsim.sweep
+        with pytest.raises(ConfigError, match=f"summary.parquet: damaged \\({SHA}\\); "
+                           f"allowed: .*{RERUN}"):
+            read_summary(out)
+
+
+def test_an_older_directorys_tables_are_read_unhashed_until_the_sweep_runs_again(swept,
+                                                                                  capsys):
+    """As before tables were hashed (page checksums only); the sweep run again (same
+    command) aggregates again and records them from then on."""
+    p, out = swept
+    older_manifest(out)
+    before = read_summary(out)
+    flip_in_footer(out / "summary.parquet")
+    assert_frame_equal(read_summary(out), before)  # unnoticed, as it was
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    assert sorted(json.loads((out / "sweep.json").read_text())[TABLES]) == sorted(AGGREGATED)
+    flip_in_footer(out / "summary.parquet")
+    with pytest.raises(ConfigError, match=SHA):
+        read_summary(out)
+
+
+def test_a_rebuilt_manifest_vouches_for_no_table_until_aggregated(swept, capsys):
+    """A deleted manifest is rebuilt from the chunk records, which say nothing of the
+    tables: they are refused until the sweep, run again, aggregates; a manifest rewritten
+    for its name keeps the tables' hashes, which are still this grid's."""
+    p, out = swept
+    m = json.loads((out / "sweep.json").read_text())
+    (out / "sweep.json").write_text(json.dumps({**m, "name": "renamed"}))
+    SweepStore.open(out, load_sweep(p)).close()
+    assert json.loads((out / "sweep.json").read_text())[TABLES] == m[TABLES]
+    read_summary(out)
+    (out / "sweep.json").unlink()
+    SweepStore.open(out, load_sweep(p)).close()
+    with pytest.raises(ConfigError, match="sweep.json records no SHA-256 for it"):
+        read_summary(out)
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    read_summary(out)
 
 
 def test_a_damaged_page_of_a_run_output_is_refused_when_read(tmp_path, capsys):
@@ -201,6 +281,7 @@ def test_a_sweep_chunk_without_checksums_is_rerun_or_refused(swept, capsys):
 
 def test_a_summary_without_checksums_is_refused_with_the_hint(swept, capsys):
     _, out = swept
+    older_manifest(out)  # as an older fastsim left it: tables unhashed, pages unchecked
     summary = out / "summary.parquet"
     without_checksums(summary)
     assert GRID_KEY.encode() in pq.read_schema(summary).metadata  # only the flag is gone

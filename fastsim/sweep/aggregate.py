@@ -11,6 +11,8 @@ Writes, atomically, into the sweep directory:
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
 * ``summary.txt``: the same estimates as plain-text tables; under a baseline other than
   ``none`` each heading says what its changes are against.
+* ``sweep.json``'s ``tables``: the SHA-256 of each of these four, renamed after them
+  (``SweepStore.write_aggregated``), which every reader checks (``read_sweep_table``).
 
 Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
 baseline's same chunk beside them, and its JCT histograms are summed a batch of chunks at
@@ -32,8 +34,8 @@ from fastsim.errors import ConfigError
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
-from fastsim.io import bytes_writer, table_writer, write_all
-from fastsim.sweep.store import GRID_KEY, RERUN, SweepStore
+from fastsim.io import parquet_bytes
+from fastsim.sweep.store import GRID_KEY, RERUN, SweepStore, read_sweep_table
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -157,12 +159,11 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
     tag = {GRID_KEY: store.grid.hash}
     # all four or none; renamed in this order, so summary.parquet, which figures and
     # reproduce know a sweep's results by, is there only once the other three are (a
-    # kill -9 between renames left a summary beside no jct_hist.parquet: a traceback)
-    store.check_held()
-    write_all([(out["cells"], table_writer(cells, out["cells"], tag)),
-               (out["jct_hist"], table_writer(jct, out["jct_hist"], tag)),
-               (out["text"], bytes_writer(text)),
-               (out["summary"], table_writer(summary, out["summary"], tag))])
+    # kill -9 between renames left a summary beside no jct_hist.parquet: a traceback);
+    # encoded and verified in memory, so the manifest hashes the tables as meant
+    tables = {"cells": cells, "jct_hist": jct, "text": None, "summary": summary}
+    store.write_aggregated({out[k]: text if df is None else parquet_bytes(df, out[k], tag)
+                            for k, df in tables.items()})
     return out
 
 
@@ -186,11 +187,10 @@ def require_none_baseline(table: pl.DataFrame, what: str) -> None:
 
 
 def read_summary(path: str | Path) -> pl.DataFrame:
-    """The aggregated table of a sweep directory (or the file itself), its pages verified;
-    one without page checksums (an older fastsim's) is refused, naming it."""
-    from fastsim.io import read_parquet_table
-
+    """The aggregated table of a sweep directory (or the file itself), checked against
+    the SHA-256 its manifest records and its pages verified; one without page checksums
+    (an older fastsim's) is refused, naming it."""
     p = Path(path)
-    return read_parquet_table(p / "summary.parquet" if p.is_dir() else p,
-                              "a sweep's --out directory, or its summary.parquet, as this "
-                              f"fastsim writes it: {RERUN}", require_page_checksums=True)
+    return read_sweep_table(p / "summary.parquet" if p.is_dir() else p,
+                            "a sweep's --out directory, or its summary.parquet, as this "
+                            f"fastsim writes it: {RERUN}")

@@ -113,11 +113,11 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
 
 def read_table(path: Path, columns: list[str] | None = None):
     """A sweep's aggregated table (``summary.parquet``, ``jct_hist.parquet``) or an
-    extract, as the figures read it: verified page by page, refused without checksums."""
-    from fastsim.io import read_parquet_table
-    from fastsim.sweep.store import REWRITE
+    extract, as the figures read it: verified page by page, refused without checksums,
+    and a sweep's against the SHA-256 its manifest records (``read_sweep_table``)."""
+    from fastsim.sweep.store import REWRITE, read_sweep_table
 
-    return read_parquet_table(path, REWRITE, columns=columns, require_page_checksums=True)
+    return read_sweep_table(path, REWRITE, columns=columns)
 
 
 def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Path],

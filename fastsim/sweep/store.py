@@ -11,7 +11,8 @@ Layout (``DIR`` is ``--out``)::
     DIR/cells/cell=<id>/chunk-0003.json     the chunk's record: grid hash, code, and the
                                             SHA-256 and row count of each of its files
     DIR/summary.parquet, DIR/cells.parquet, DIR/jct_hist.parquet   (aggregate.py); each
-                                            names its grid hash in its metadata (GRID_KEY)
+                                            names its grid hash in its metadata (GRID_KEY),
+                                            and the manifest records its SHA-256 (TABLES)
 
 One process at a time owns a directory: ``open`` takes an exclusive ``flock`` on
 ``sweep.lock`` (released by the OS on any exit, ``kill -9`` included) and refuses, naming
@@ -80,6 +81,9 @@ RECORD_MAX_BYTES = 1 << 20
 # cell).  A file at its name of more than about twice that is not a manifest: damaged.
 MANIFEST_MAX_BYTES = 64 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
+# The manifest's field recording the SHA-256 of each file aggregation wrote (``write_aggregated``);
+# added within format 3: a manifest without it is an older fastsim's, its tables read unhashed
+TABLES = "tables"
 # What a sweep's table without page checksums (an older fastsim's) asks for: the same
 # command rewrites it, unless the code changed since, which that directory refuses.
 RERUN = ("run the sweep again (same command; into a new --out directory if the code "
@@ -288,6 +292,56 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _tables_ok(tables: Any) -> bool:
+    """Whether a manifest's ``TABLES`` has the form ``write_aggregated`` writes."""
+    return isinstance(tables, dict) and all(
+        isinstance(e, dict) and isinstance(e.get("sha256"), str) for e in tables.values())
+
+
+def read_sweep_table(path: Path, allowed: str,
+                     columns: list[str] | None = None) -> pl.DataFrame:
+    """A sweep's aggregated table (``summary.parquet``, ``jct_hist.parquet``, ...), its
+    bytes checked against the SHA-256 the manifest beside it records and its pages
+    against their checksums; one without page checksums (an older fastsim's) refused.  A
+    damaged table is a ``DamagedParquet`` naming it and ``allowed`` (what to run)."""
+    path = Path(path)
+    data = _recorded_bytes(path, allowed)
+    return read_parquet_table(path if data is None else data, allowed, name=path,
+                              columns=columns, require_page_checksums=True)
+
+
+def _recorded_bytes(path: Path, allowed: str) -> bytes | None:
+    """``path``'s bytes, matching the SHA-256 that the manifest beside it records; None
+    where none is recorded to check: no manifest there (a table copied out of its
+    directory), one from before manifests recorded them (older, read as before), or no
+    such file (``read_parquet_table`` names what is wrong with it)."""
+    manifest = path.parent / MANIFEST
+    if file_kind(path) is not None or not os.path.lexists(manifest):
+        return None
+    try:
+        m = json.loads(_read_regular(manifest, MANIFEST_MAX_BYTES))
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"{manifest}: unreadable sweep manifest ({reason}); "
+                          f"allowed: {allowed}") from None
+    if isinstance(m, dict) and TABLES not in m:
+        return None
+    if not isinstance(m, dict) or not _tables_ok(m[TABLES]):
+        raise ConfigError(f"{manifest}: damaged sweep manifest (its {TABLES} field); "
+                          f"allowed: {allowed}")
+    entry = m[TABLES].get(path.name)
+    try:
+        data = _read_regular(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}; allowed: {allowed}") from None
+    why = (f"{MANIFEST} records no SHA-256 for it" if entry is None else
+           f"its SHA-256 is not the one {MANIFEST} records" if _sha256(data) != entry["sha256"]
+           else None)
+    if why is not None:
+        raise DamagedParquet(f"{path}: damaged ({why}); allowed: {allowed}", why)
+    return data
+
+
 class SweepStore:
     """The directory of one sweep.  ``open`` locks it and checks (or writes) the manifest."""
 
@@ -325,7 +379,10 @@ class SweepStore:
             if old is None or not _code_ok(old.get("code")) \
                     or "fastsim_sha256" not in old["code"]:
                 store._adopt_older_records()  # before the manifest: a crash between re-runs
-            atomic_write_bytes(path, json.dumps(store.manifest(), indent=1).encode())
+            manifest = store.manifest()
+            if old is not None and _tables_ok(old.get(TABLES)):  # still this grid's tables
+                manifest[TABLES] = old[TABLES]
+            atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
             if note is not None:
                 print(note, file=sys.stderr)
         store.remove_temporaries()
@@ -361,8 +418,20 @@ class SweepStore:
             "format": FORMAT_VERSION, "name": g.name, "title": g.title, "source": g.source,
             "grid_hash": g.hash, "code": g.code, "axes": list(g.axes),
             "cells": [{"id": c.id, "label": c.label, "baseline": c.baseline} for c in g.cells],
-            "grid": g.canonical(),
+            "grid": g.canonical(), TABLES: {},  # none aggregated yet (``write_aggregated``)
         }
+
+    def write_aggregated(self, files: dict[Path, bytes]) -> None:
+        """Write aggregation's files (renamed in the order given), then the manifest with
+        each one's SHA-256 (``TABLES``), all or none: a page checksum does not cover a
+        table's footer, so a flip there that still parses was read as the table.  Renamed
+        last, as a chunk's record is: killed between, the manifest names the tables it
+        replaced, and the new ones are refused until the sweep is run again."""
+        self.check_held()
+        manifest = self.manifest()
+        manifest[TABLES] = {p.name: {"sha256": _sha256(b)} for p, b in files.items()}
+        write_all([*((p, bytes_writer(b)) for p, b in files.items()),
+                   (self.root / MANIFEST, bytes_writer(json.dumps(manifest, indent=1).encode()))])
 
     def remove_temporaries(self) -> None:
         """Half-written files of an interrupted run (never renamed into place).  Safe
