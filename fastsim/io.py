@@ -3,10 +3,13 @@
 Output is crash-safe: every file fastsim writes appears whole or not at all.  Data goes
 to a temporary name beside the target (``NAME.<pid>-<random>.tmp``, unique per writer,
 so two writers never share one), is flushed to disk, then renamed into place
-(``os.replace`` is atomic on POSIX).  ``write_all`` stages several files and renames them
-only once every one is written, so a command leaves all of its outputs or none, and
-renames them holding a lock on their directories, so two commands writing the same
-files at once leave all of one's, never some of each.
+(``os.replace`` is atomic on POSIX).  A temporary that a killed writer (``kill -9``)
+left is removed at the next write to its target once its writer is known to be gone: no
+process has the PID in its name and none holds the ``flock`` each writer keeps on its
+temporary while writing it (``_remove_stale_temporaries``).  ``write_all`` stages several
+files and renames them only once every one is written, so a command leaves all of its
+outputs or none, and renames them holding a lock on their directories, so two commands
+writing the same files at once leave all of one's, never some of each.
 Output paths are checked with ``check_output`` before any work.  A failed write (disk full,
 read-only directory) is one ``ConfigError`` naming the file and the reason.
 
@@ -54,8 +57,8 @@ def _tmp_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TMP_SUFFIX}")
 
 
-# what ``_tmp_path`` names, and nothing a user would name a file
-TMP_NAME = re.compile(r".+\.\d+-[0-9a-f]{8}" + re.escape(TMP_SUFFIX))
+# what ``_tmp_path`` names, and nothing a user would name a file: (target, writer's PID)
+TMP_NAME = re.compile(r"(.+)\.(\d+)-[0-9a-f]{8}" + re.escape(TMP_SUFFIX))
 
 
 def is_temporary(path: Path) -> bool:
@@ -70,16 +73,83 @@ def _discard(tmp: Path) -> None:
         pass  # the write's own error is the one worth reporting
 
 
+def _claim(tmp: Path) -> int:
+    """Create ``tmp`` and hold an ``flock`` on it while it is written (closing the returned
+    descriptor releases it): what tells ``_remove_stale_temporaries`` that its writer is
+    alive, on any machine sharing the directory, where the PID in its name says nothing."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with contextlib.suppress(OSError):  # a file system without flock: the PID decides
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's process, or no PID we could make
+        return True
+    return True
+
+
+def _remove_stale_temporaries(paths: list[Path]) -> None:
+    """Remove the temporaries of ``paths`` (``_tmp_path``) that a writer killed mid-write
+    (``kill -9``, a crash) left, at the next write to them, when both say the writer is
+    gone: no process here has the PID the name records, and no one holds the ``flock`` its
+    writer held (``_claim``; a writer on another machine has a PID meaningless here).  A
+    live writer's is never removed; one whose PID a new process took stays until that one
+    ends.  One listing per directory (a sweep's cell holds thousands of files)."""
+    targets: dict[Path, set[str]] = {}
+    for p in paths:
+        targets.setdefault(p.parent, set()).add(p.name)
+    for directory, names in targets.items():
+        try:
+            found = [(e.name, int(m[2])) for e in os.scandir(directory)
+                     if e.name.endswith(TMP_SUFFIX) and (m := TMP_NAME.fullmatch(e.name))
+                     and m[1] in names]
+        except OSError:
+            continue  # the write itself reports what is wrong with the directory
+        for tmp, pid in found:
+            if pid != os.getpid() and not _pid_alive(pid):
+                _remove_unheld(directory / tmp)
+
+
+def _remove_unheld(tmp: Path) -> None:
+    """Remove ``tmp`` unless a writer holds its ``flock`` (``_claim``)."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # gone already, or a symbolic link: not ours
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # held: its writer lives, on another machine
+        except OSError:
+            pass  # a file system without flock: the PID decided
+        with contextlib.suppress(OSError):  # removed by another writer meanwhile
+            os.unlink(tmp)
+    finally:
+        os.close(fd)
+
+
 def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
     """Write every ``(path, write)`` or none: ``write(tmp)`` fills a temporary file, and
-    the temporaries are renamed into place only after all of them are complete."""
+    the temporaries are renamed into place only after all of them are complete.  Stale
+    temporaries of each path (a killed writer's) are removed first."""
+    items = [(Path(path), write) for path, write in items]
+    _remove_stale_temporaries([path for path, _ in items])
     staged: list[tuple[Path, Path]] = []
+    claims: list[int] = []
     try:
         for path, write in items:
-            path = Path(path)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = _tmp_path(path)
+                claims.append(_claim(tmp))
                 staged.append((tmp, path))
                 write(tmp)
                 with open(tmp, "rb") as fh:
@@ -96,6 +166,8 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
     finally:
         for tmp, _ in staged:
             _discard(tmp)
+        for fd in claims:
+            os.close(fd)  # after the renames or removals: held while the file is ours
 
 
 @contextlib.contextmanager

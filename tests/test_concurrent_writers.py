@@ -4,12 +4,14 @@ so the outputs are all of one command's, never some of each.
 """
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 import textwrap
 import time
 
-from fastsim.io import bytes_writer, write_all
+from fastsim.cli import main
+from fastsim.io import atomic_write_bytes, bytes_writer, write_all
 
 
 def test_two_writers_never_leave_files_of_each(tmp_path):
@@ -34,3 +36,66 @@ def test_two_writers_never_leave_files_of_each(tmp_path):
                (tmp_path / "b.txt", bytes_writer(b"second"))])
     assert first.wait(timeout=30) == 0
     assert (tmp_path / "a.txt").read_text() == (tmp_path / "b.txt").read_text()
+
+
+def _dead_pid() -> int:
+    """The PID of a process that has ended."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_killed_writers_temporary_is_removed_at_the_next_write_never_a_live_ones(tmp_path):
+    """``kill -9`` during a write left ``x.parquet.<pid>-<random>.tmp`` beside the output
+    for good; the next write to it removes it, once its writer is gone."""
+    out = tmp_path / "x.parquet"
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from pathlib import Path
+        from fastsim.io import write_all
+
+        def half(tmp):
+            Path(tmp).write_bytes(b"half")
+            print("writing", flush=True)
+            time.sleep(120)
+
+        write_all([(Path(sys.argv[1]), half)])
+    """), str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        [tmp] = tmp_path.glob("x.parquet.*.tmp")
+        atomic_write_bytes(out, b"first")
+        assert tmp.exists()  # its writer lives
+    finally:
+        writer.kill()
+        writer.wait()
+    assert main(["run", "--clusters", "2", "--n-jobs", "5", "--out", str(out)]) == 0
+    assert not tmp.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.parquet"]
+
+
+def test_only_a_gone_writers_temporaries_of_that_target_are_removed(tmp_path):
+    out = tmp_path / "x.csv"
+    dead = _dead_pid()
+    stale = tmp_path / f"x.csv.{dead}-0123abcd.tmp"
+    other_target = tmp_path / f"y.csv.{dead}-0123abcd.tmp"
+    users = tmp_path / "x.csv.draft.tmp"
+    # its PID means nothing here (a writer on another machine), but it holds the lock
+    elsewhere = tmp_path / f"x.csv.{dead}-4567cdef.tmp"
+    for p in (stale, other_target, users, elsewhere):
+        p.write_bytes(b"half")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        alive = tmp_path / f"x.csv.{live.pid}-89abcdef.tmp"
+        alive.write_bytes(b"half")
+        with open(elsewhere, "rb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+            atomic_write_bytes(out, b"a,b\n")
+        assert not stale.exists()
+        assert all(p.exists() for p in (other_target, users, elsewhere, alive))
+    finally:
+        live.kill()
+        live.wait()
+    atomic_write_bytes(out, b"a,b\n")
+    assert not elsewhere.exists() and not alive.exists()
+    assert other_target.exists() and users.exists()
