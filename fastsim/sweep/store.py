@@ -63,8 +63,9 @@ import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
-                        atomic_write_bytes, atomic_write_parquet, bytes_writer, check_output_dir, file_kind,
-                        is_temporary, parquet_bytes, read_parquet_table, write_all)
+                        atomic_write_bytes, atomic_write_parquet, bytes_writer,
+                        check_output_dir, file_kind, is_temporary, parquet_bytes,
+                        read_parquet_table, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
