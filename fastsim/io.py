@@ -136,12 +136,16 @@ def _remove_unheld(tmp: Path) -> None:
         os.close(fd)
 
 
-def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]]) -> None:
+def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
+              tidy: bool = True) -> None:
     """Write every ``(path, write)`` or none: ``write(tmp)`` fills a temporary file, and
     the temporaries are renamed into place only after all of them are complete.  Stale
-    temporaries of each path (a killed writer's) are removed first."""
+    temporaries of each path (a killed writer's) are removed first, unless ``tidy`` is
+    false: a sweep removes its own when it opens its directory, under its lock, and a
+    listing of a cell holding thousands of chunks at every chunk would cost O(chunks^2)."""
     items = [(Path(path), write) for path, write in items]
-    _remove_stale_temporaries([path for path, _ in items])
+    if tidy:
+        _remove_stale_temporaries([path for path, _ in items])
     staged: list[tuple[Path, Path]] = []
     claims: list[int] = []
     try:

@@ -553,7 +553,7 @@ class SweepStore:
         items.append((self.record_path(cell_id, index),
                       bytes_writer(json.dumps(record, indent=1).encode())))
         self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
-        write_all(items)
+        write_all(items, tidy=False)  # ``remove_temporaries`` did, when the store opened
 
     def _load(self, cell_id: str, kind: str, index: int) -> pl.DataFrame:
         """One verified file: read once, checked against its record, then parsed."""
