@@ -137,11 +137,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "@stop_policy): " + R.help_text("policy").replace("%", "%%")
                    + "; every policy takes scope=rlhf|all (default rlhf)")
     p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
-                   help="also compute this user metric (a @cluster_metric) per cluster; repeatable")
+                   help="also compute this user metric (a @cluster_metric) per cluster; "
+                   "repeatable (default: none)")
     p.add_argument("--baseline", default="none",
-                   help="policy to compare against on the same clusters, or 'off'")
-    p.add_argument("--clusters", type=int, default=D.CLUSTERS, help="independent clusters to simulate, an integer from 1 to 2^63-1")
-    p.add_argument("--seed", type=int, default=D.SEED, help="random seed, an integer >= 0; cluster i of a seed is the same cluster under every policy")
+                   help="policy to compare against on the same clusters, any --policy spec, "
+                   "or 'off' (no baseline, no change rows) (default: none, the policy that "
+                   "never stops)")
+    p.add_argument("--clusters", type=int, default=D.CLUSTERS,
+                   help="independent clusters to simulate, an integer from 1 to 2^63-1")
+    p.add_argument("--seed", type=int, default=D.SEED,
+                   help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
+                   "under every policy")
     p.add_argument("--out", type=Path, default=None,
                    help="write per-cluster results (both arms) to this Parquet file")
     p.add_argument("--jobs-out", type=Path, default=None,
