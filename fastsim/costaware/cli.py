@@ -2,9 +2,10 @@
 
 Actions: ratios (predicted J(p)/J(p*)), sgd (simulated cost to reach eps), subset
 (greedy vs exact knapsack and the cost/bias trade), grpo (the toy GRPO experiment),
-sweep FILE --out DIR (a sweeps/costaware_*.toml file) and figures DIR.  The options
-mirror the fields of the config dataclasses, which validate them: a bad value gets one
-line naming the option and what is allowed.
+trl-gradnorm (|A| vs per-sample gradient norms in TRL; needs fastsim[trl]), sweep FILE
+--out DIR (a sweeps/costaware_*.toml file) and figures DIR.  The options mirror the
+fields of the config dataclasses, which validate them: a bad value gets one line naming
+the option and what is allowed.
 """
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ FIELD_HELP = {
     "lr": "learning rate, > 0",
     "floor": "floor added to response costs, tokens, >= 0",
     "eval_every": "steps between held-out evaluations, 1 to n_steps",
+    "prompt_median_len": "median prompt length, tokens, >= 0; every response to a prompt "
+                         "pays its prompt's tokens too (0: cost is response tokens only)",
+    "prompt_len_sigma": "log-normal sigma of prompt lengths, 0 to 3 (used when "
+                        "--prompt-median-len > 0)",
 }
 
 
@@ -390,14 +395,16 @@ def register(subparsers):
     p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--gammas", default="0.01,0.02,0.05,0.1", metavar="G,G,...",
-                   help="bias budgets as fractions of mean(G), comma-separated")
+                   help="bias budgets as fractions of mean(G), each from 0 to 1, comma-separated "
+                   "(default: 0.01,0.02,0.05,0.1)")
     p.add_argument("--check-instances", type=int, default=200, metavar="INT",
-                   help="random instances of the greedy-vs-exact check, >= 1 (default: 200)")
+                   help="random instances of the greedy-vs-exact check, 1 to 100,000 "
+                   "(default: 200)")
     p.add_argument("--check-n", type=int, default=14, metavar="INT",
                    help="samples per check instance (exact search is 2^n), 1 to "
                    f"{EXACT_MAX_N} (default: 14)")
     p.add_argument("--check-seed", type=int, default=0, metavar="INT",
-                   help="seed of the check instances (default: 0)")
+                   help="seed of the check instances, >= 0 (default: 0)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_subset.summary.parquet into this directory")
     p.set_defaults(func=_out_checked(cmd_subset))
