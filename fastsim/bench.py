@@ -2,8 +2,8 @@
 
 Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about a minute on a quiet
 2-core machine, 20 s of it the million-cluster memory row and 10 s the cold compile) or
-``fastsim bench --quick`` (about 20 s; with ``--no-compile --no-rss`` about 5 s) from
-the repository root.  Every time is the minimum over repetitions of
+``fastsim bench --quick`` (about 20 s; with ``--no-compile --no-rss`` about 5 s; a first
+run also compiles every scheduler's kernels, about 30 s of CPU) from the repository root.  Every time is the minimum over repetitions of
 one call on a batch of clusters, divided by the batch size; on a shared machine the
 minimum is the least noisy estimate of what the code costs.
 
@@ -425,9 +425,11 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
                     help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
                     "clusters (about 20 s on a quiet machine)")
     ap.add_argument("--clusters", type=int, default=None,
-                    help="clusters per timed batch (default 400; 100 with --quick)")
+                    help="clusters per timed batch, 1 to 100,000 (default 400; 100 with "
+                    "--quick; the threads rows run 4 times as many)")
     ap.add_argument("--reps", type=int, default=None,
-                    help="repetitions per timing, the minimum is kept (default 10; 5 with --quick)")
+                    help="repetitions per timing, the minimum is kept, 1 to 1,000 (default 10; 5 "
+                    "with --quick)")
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
     ap.add_argument("--no-rss", action="store_true",
@@ -436,14 +438,16 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
 
 DESCRIPTION = (
     "Throughput of the engine on MODEL.md's default cluster (rlhf_heavy, 64 GPUs, 300 jobs, "
-    "10 evaluations; srtf_est and evalstop:k=2 unless a row says otherwise): clusters per "
+    "10 evaluations, pinned here: fastsim run's default is 7; srtf_est and evalstop:k=2 "
+    "unless a row says otherwise): clusters per "
     "second with 1 and 2 threads, time per stage, speed-up over the reference simulator, "
     "end to end against a plain Python event loop per scheduler, growth with jobs per "
     "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
     "machine); it prints ratios and asserts nothing. About a minute on a quiet 2-core "
-    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s. fastsim bench "
-    "and python -m fastsim.bench are the same.")
+    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s, once numba has "
+    "compiled every scheduler's kernels (a first run compiles them: about 30 s of CPU "
+    "more). fastsim bench and python -m fastsim.bench are the same.")
 
 
 def register(subparsers) -> None:
