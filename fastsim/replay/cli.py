@@ -78,7 +78,13 @@ def register(subparsers) -> None:
                               description="Trace sets with hidden truth for replay (docs/real-traces.md).")
     tsub = t.add_subparsers(dest="traces_command", metavar="KIND")
     tsub.required = True
-    toy = tsub.add_parser("toy-rlhf", help="toy RLHF: gold RM, Bradley-Terry proxy, GRPO-style policy")
+    toy = tsub.add_parser(
+        "toy-rlhf", help="toy RLHF: gold RM, Bradley-Terry proxy, GRPO-style policy",
+        description="Run a toy RLHF loop per data size x KL coefficient x seed (a proxy reward "
+        "model fitted to comparisons labelled by a gold one, a policy trained on the proxy) and "
+        "write its evaluation traces with hidden truth (gold score, gold peak, hacking or "
+        "healthy), for fastsim replay, compare-sim, fit-curves and fastsim detectors. The "
+        "default set is 72 runs (docs/real-traces.md).")
     toy.add_argument("--out", type=Path, default=Path("results/traces"), metavar="DIR",
                      help="directory for traces.parquet, runs.parquet, gao_fits.parquet "
                      "(default: results/traces)")
@@ -108,7 +114,11 @@ def register(subparsers) -> None:
                        "runs.parquet or gao_fits.parquet written by toy-rlhf; every file "
                        "records them, world seed included); the options above override them")
     toy.set_defaults(func=_cmd_toy)
-    cmp_ = tsub.add_parser("compare-sim", help="the simulator's detection numbers at the traces' noise")
+    cmp_ = tsub.add_parser(
+        "compare-sim", help="the simulator's detection numbers at the traces' noise",
+        description="Simulate RLHF-only clusters at the traces' noise, base rate and "
+        "evaluation count, and print each policy's precision, recall and FPR with 95% "
+        "intervals, to set beside fastsim replay on the same traces (docs/real-traces.md).")
     cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC",
                       help="stop policy, repeatable, as for fastsim replay, run with scope "
@@ -124,7 +134,11 @@ def register(subparsers) -> None:
                       help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
     cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
-    fit = tsub.add_parser("fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set")
+    fit = tsub.add_parser(
+        "fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set",
+        description="Fit the simulator's trace-grounded curve knobs (KL curvature, hacking "
+        "sharpness, per-job and AR(1) noise, peak positions) to a toy-rlhf trace set, with "
+        "run-bootstrap 95% intervals (docs/real-traces.md).")
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=int, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
