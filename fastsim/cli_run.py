@@ -109,6 +109,10 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
         name = msg.partition("=")[0]
         if name in given and msg.startswith(f"{name}={kw[name]!r} "):
             msg = f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
+        elif name in FIELD_HELP and name not in given and given:
+            # a default that the options given rule out (--gpus 4 and the default DPO
+            # demands 2,4,8): name the option that sets it
+            msg += f" (the default of --{name.replace('_', '-')}, which the options given rule out)"
         raise ConfigError(msg) from None
 
 
