@@ -40,10 +40,32 @@ NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infini
 
 def _numbers_are_values(parser: argparse.ArgumentParser) -> None:
     parser._negative_number_matcher = NEGATIVE_NUMBER
+    parser.formatter_class = _whole_words(parser.formatter_class)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 _numbers_are_values(sub)
+
+
+_WHOLE_WORDS: dict = {}
+
+
+def _whole_words(base: type) -> type:
+    """``base`` with option help wrapped between words only: argparse cut a word longer
+    than the help column inside it, so a spec meant to be copied from ``--help``
+    (``peak:z=1.65,sigma0=0.015,min_evals=4,...``) read ``sigma0=0.0`` / ``15``."""
+    if base not in _WHOLE_WORDS:
+        import textwrap
+
+        class WholeWords(base):
+            def _split_lines(self, text, width):
+                if isinstance(self, argparse.RawTextHelpFormatter):
+                    return super()._split_lines(text, width)
+                text = self._whitespace_matcher.sub(" ", text).strip()
+                return textwrap.wrap(text, width, break_long_words=False)
+
+        _WHOLE_WORDS[base] = WholeWords
+    return _WHOLE_WORDS[base]
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -164,3 +164,18 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
         assert capsys.readouterr().err == (f"{prog}: error: --out is empty; allowed: a path "
                                            f"(see {prog} --help)\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spec_in_the_help_is_never_cut_inside():
+    """argparse wrapped a word longer than the help column inside it: `fastsim replay
+    --help` listed 'peak:z=1.65,sigma0=0.0' and '15,min_evals=4,...' on two lines, a spec
+    that could not be copied."""
+    from fastsim import registry as R
+
+    parsers = dict(_parsers(build_parser()))
+    for path in (("fastsim", "run"), ("fastsim", "replay")):
+        words = parsers[path].format_help().split()
+        for spec in R.help_text("policy").split():
+            spec = spec.rstrip(";,")
+            if spec.startswith("peak:"):
+                assert any(w.startswith(spec) for w in words), (path, spec)
