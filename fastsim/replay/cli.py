@@ -74,8 +74,12 @@ def register(subparsers) -> None:
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
     p.set_defaults(func=_cmd_replay)
 
-    t = subparsers.add_parser("traces", help="generate genuine over-optimisation traces",
-                              description="Trace sets with hidden truth for replay (docs/real-traces.md).")
+    t = subparsers.add_parser("traces", help="genuine over-optimisation traces: generate, fit "
+                              "the curve knobs, compare with the simulator",
+                              description="Trace sets with hidden truth for replay "
+                              "(docs/real-traces.md): generate them (toy-rlhf), fit the "
+                              "simulator's curve knobs to them (fit-curves), and run the "
+                              "simulator at their noise (compare-sim).")
     tsub = t.add_subparsers(dest="traces_command", metavar="KIND")
     tsub.required = True
     toy = tsub.add_parser(

@@ -54,7 +54,8 @@ def register(subparsers) -> None:
     _add_backend(p)
     p.set_defaults(func=cmd_sweep)
 
-    f = subparsers.add_parser("figures", help="draw every figure from a results directory",
+    f = subparsers.add_parser("figures",
+                              help="draw the paper figures from a sweep or reproduce directory",
                               description="Draw the paper's figures (PNG and PDF) from "
                               "aggregated Parquet in DIR (a sweep or reproduce output); a "
                               "figure whose sweep is not in DIR is skipped, and says so, as is "
