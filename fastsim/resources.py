@@ -38,7 +38,10 @@ def shipped(kind: str, name: str | None = None) -> Path:
 
 
 def _shipped_sweeps(prefix: str = "") -> str:
-    return ", ".join(sorted(p.stem for p in shipped("sweeps").glob(f"{prefix}*.toml")))
+    names = sorted(p.stem for p in shipped("sweeps").glob(f"{prefix}*.toml"))
+    if not prefix:  # fastsim sweep's: the cost-aware files are fastsim costaware sweep's
+        names = [n for n in names if not n.startswith("costaware_")]
+    return ", ".join(names)
 
 
 def sweep_file(file: str | Path, prefix: str = "") -> Path:
@@ -47,7 +50,8 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
     under a relative ``sweeps/``, names a shipped file: a missing file at any other path
     is an error, never another file of the same name.  A path that exists but is not a
     regular file (a directory, a named pipe, a device) is an error before it is read.
-    ``prefix``: the shipped sweeps an error lists (``"costaware_"`` for that command's).
+    ``prefix``: the shipped sweeps an error lists (``"costaware_"`` for that command's;
+    without one, every other shipped sweep).
 
     Examples
     --------

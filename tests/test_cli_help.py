@@ -179,3 +179,11 @@ def test_a_spec_in_the_help_is_never_cut_inside():
             spec = spec.rstrip(";,")
             if spec.startswith("peak:"):
                 assert any(w.startswith(spec) for w in words), (path, spec)
+
+
+def test_fastsim_sweep_lists_only_the_sweeps_it_runs(capsys, tmp_path):
+    """'fastsim sweep nope' listed costaware_sgd and the other cost-aware files among the
+    shipped sweeps it allows, which it then refuses (they are fastsim costaware sweep's)."""
+    assert main(["sweep", "nope", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "one of base_rate," in err and "noise" in err and "costaware_" not in err
