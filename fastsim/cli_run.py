@@ -104,16 +104,33 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
             given[f.name] = text
     try:
         return WorkloadConfig(**kw)
-    except ConfigError as exc:  # "sigma=-1.0 is invalid; ..." -> "--sigma=-1 is invalid; ..."
-        msg = str(exc)
-        name = msg.partition("=")[0]
-        if name in given and msg.startswith(f"{name}={kw[name]!r} "):
-            msg = f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
-        elif name in FIELD_HELP and name not in given and given:
-            # a default that the options given rule out (--gpus 4 and the default DPO
-            # demands 2,4,8): name the option that sets it
-            msg += f" (the default of --{name.replace('_', '-')}, which the options given rule out)"
-        raise ConfigError(msg) from None
+    except ConfigError as exc:
+        raise ConfigError(_as_option(str(exc), kw, given)) from None
+
+
+def _as_option(msg: str, kw: dict, given: dict) -> str:
+    """A workload field's refusal in the words of its option: "sigma=-1.0 is invalid; ..."
+    -> "--sigma=-1 is invalid; ...", as typed; a default the options given rule out
+    (``--gpus 4`` and the default DPO demands 2,4,8) names the option that sets it."""
+    name = msg.partition("=")[0]
+    if name in given and msg.startswith(f"{name}={kw[name]!r} "):
+        return f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
+    if name in FIELD_HELP and name not in given:
+        return msg + f" (the default of --{name.replace('_', '-')}, which the options given rule out)"
+    return msg
+
+
+def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, policy,
+                metrics: tuple) -> SimConfig:
+    """``SimConfig``, whose checks across parts (``--n-evals`` against the policy's ``k``)
+    are worded as the options were typed, as ``workload_from_args`` words the workload's."""
+    try:
+        return SimConfig(workload, scheduler, policy, metrics)
+    except ConfigError as exc:
+        kw = {f.name: getattr(workload, f.name) for f in dataclasses.fields(WorkloadConfig)}
+        given = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)
+                 if getattr(args, f.name, None) is not None}
+        raise ConfigError(_as_option(str(exc), kw, given)) from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -208,12 +225,13 @@ def run_command(args: argparse.Namespace) -> int:
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)
-    cfg = SimConfig(workload, parse_flag(SchedulerConfig.parse, args.scheduler, "--scheduler"),
-                    parse_flag(PolicyConfig.parse, args.policy, "--policy"),
-                    tuple(args.metric))
+    cfg = _sim_config(args, workload,
+                      parse_flag(SchedulerConfig.parse, args.scheduler, "--scheduler"),
+                      parse_flag(PolicyConfig.parse, args.policy, "--policy"),
+                      tuple(args.metric))
     base_policy = parse_baseline(args.baseline, "--baseline", "off")
-    base_cfg = None if base_policy is None else SimConfig(workload, cfg.scheduler, base_policy,
-                                                          cfg.metrics)
+    base_cfg = None if base_policy is None else _sim_config(args, workload, cfg.scheduler,
+                                                            base_policy, cfg.metrics)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
     check_output(args.out, "--out", (".parquet",))

@@ -145,7 +145,12 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     (["--scheduler", "nope"], "--scheduler=nope is invalid; allowed: fifo, sjf_est"),
     (["--sigma", "-1"], "--sigma=-1 is invalid; allowed: an evaluation-noise standard deviation"),
     (["--n-jobs", "0"], "--n-jobs=0 is invalid; allowed: an integer from 1 to"),
-    (["--mix", "0.5,0.5"], "--mix=0.5,0.5 is invalid; allowed: three non-negative fractions")])
+    (["--mix", "0.5,0.5"], "--mix=0.5,0.5 is invalid; allowed: three non-negative fractions"),
+    # checked across options (SimConfig), it read 'n_evals=2 is invalid'
+    (["--n-evals", "2"], "--n-evals=2 is invalid; allowed: at least k+1=3 evaluations"),
+    (["--policy", "evalstop:k=9"], "n_evals=7 is invalid; allowed: at least k+1=10 evaluations "
+     "for evalstop(k=9) (the default of --n-evals, which the options given rule out)"),
+    (["--baseline", "evalstop:k=7"], "(the default of --n-evals, which the options given")])
 def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv, needle):
     """A bad parameter read '--baseline.k=0 is invalid', a field no one typed."""
     out = tmp_path / "cells.parquet"
