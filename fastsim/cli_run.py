@@ -257,7 +257,8 @@ def run_command(args: argparse.Namespace) -> int:
              "estimates are means over clusters with 95% t intervals; detection rates and delay "
              "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "
              "the exact binomial interval)"
-             + ("; changes are paired on identical clusters" if base_cfg else ""))
+             + ("; changes are means of per-cluster relative changes (policy / baseline - 1), "
+                "paired on identical clusters" if base_cfg else ""))
     for arm, c in arms:
         if c.policy.uses_hidden_truth:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "

@@ -342,6 +342,28 @@ def test_paired_changes_match_clusters_whatever_the_row_order():
         list(_paired_changes(policy, base.head(39)))
 
 
+def test_a_change_is_the_mean_of_per_cluster_changes_not_the_change_of_the_mean():
+    """docs/model.md, "What a change estimates": ``*_change`` rows (and the README's "cuts
+    mean JCT by") are the mean of each cluster's ``policy / baseline - 1``.  Here the
+    cluster with the longer JCT gains more, so the change of the mean (38 h / 60 h - 1 =
+    -36.7%) is larger than the mean change (-30%), which is what the summary reports."""
+    from fastsim.summary import summarize
+
+    frames = []
+    for jct in ([8.0, 30.0], [10.0, 50.0]):  # policy, baseline: -20% and -40%
+        f = pl.DataFrame({"cluster": [0, 1], "jct_mean_h": jct})
+        for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
+                  "pos_at_completion"):
+            f = f.with_columns(pl.lit(0).alias(c))
+        frames.append(f)
+    row = summarize(frames[0], frames[1]).filter(pl.col("metric") == "jct_mean_h_change")
+    assert row["kind"][0] == "paired" and row["n"][0] == 2
+    assert row["mean"][0] == pytest.approx(-0.30)
+    assert abs(row["mean"][0] - (38.0 / 60.0 - 1.0)) > 0.06  # not the change of the mean
+    e = paired_change_ci([8.0, 30.0], [10.0, 50.0])
+    assert e.mean == pytest.approx(-0.30) and e.contains(-0.30)
+
+
 def test_one_cluster_gives_a_ratio_without_an_interval():
     # A percentile bootstrap of one cluster resamples that cluster alone: a zero-width
     # interval that claims certainty. One cluster says nothing of the spread between
