@@ -399,9 +399,10 @@ else the machine is doing).
 **{matched} of {held} held-out rows match** the paper under the pre-registered tolerances
 below; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
 
-Ours: the estimate over clusters with its 95% interval (paired per-cluster relative changes:
-Student-t; precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap
-widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
+Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
+per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
+precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap joined with a
+t interval of the ratio, widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` before any parameter was fitted: `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match), `miss`, `not comparable` (no estimate, no interval, or our interval wider
