@@ -1,5 +1,9 @@
 """The one exception type users see for bad input, the fences around user code, and the
-one context that sets signal handlers for a block."""
+one context that sets signal handlers for a block.
+
+No numpy here: ``fastsim.cli`` imports this module before it sets its signal handlers."""
+from __future__ import annotations
+
 import contextlib
 import difflib
 import functools
@@ -8,9 +12,10 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
 
 
 class ConfigError(ValueError):
