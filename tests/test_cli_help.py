@@ -187,3 +187,18 @@ def test_fastsim_sweep_lists_only_the_sweeps_it_runs(capsys, tmp_path):
     assert main(["sweep", "nope", "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert "one of base_rate," in err and "noise" in err and "costaware_" not in err
+
+
+def test_the_callable_packages_show_their_functions_signature():
+    """``fastsim.sweep`` and ``fastsim.replay`` are called as functions; their signature
+    and help() showed ``(*args, **kwargs)``."""
+    import inspect
+
+    import fastsim
+    from fastsim.replay import replay_logs
+    from fastsim.sweep import run_sweep_file
+
+    assert inspect.signature(fastsim.sweep) == inspect.signature(run_sweep_file)
+    assert inspect.signature(fastsim.replay) == inspect.signature(replay_logs)
+    assert "progress" in inspect.signature(fastsim.sweep).parameters
+    assert list(inspect.signature(fastsim.replay).parameters) == ["logs", "policies", "gpus"]

@@ -13,19 +13,24 @@ This package is the API over the numba kernels in ``kernels/costaware*.py`` and
 * ``experiment``: a small real GRPO experiment, uniform vs cost-aware mini-batches;
 * ``sweep``: TOML sweeps writing Parquet for ``figures/costaware_*.py``.
 """
-from fastsim.costaware.experiment import (GRPOConfig, ablation_table, curve_summary, run_grpo,
-                                          summarize_grpo,
-                                          tokens_to_uniform_peak)
-from fastsim.costaware.grpo import (GRPOBatch, cost_aware_batch, cost_aware_draw, cost_aware_probs,
-                                    group_advantages)
-from fastsim.costaware.sampling import (STRATEGIES, Strategy, cost_factor, expected_cost,
-                                        optimal_cost_factor, ratio_table, sampling_distribution,
-                                        second_moment)
-from fastsim.costaware.sgd import (Problem, ProblemConfig, SGDConfig, make_problem, run_sgd,
-                                   summarize_sgd)
-from fastsim.costaware.subset import (SubsetSelection, select_subset, subset_distribution,
-                                      subset_report)
-from fastsim.costaware.sweep import load_costaware_sweep, run_costaware_sweep
+import importlib
+
+# The names above, by module; they load on first use: ``fastsim costaware --help``
+# imports this package, and its modules bring numba and polars.
+_EXPORTS = {
+    **dict.fromkeys(["GRPOConfig", "ablation_table", "curve_summary", "run_grpo",
+                     "summarize_grpo", "tokens_to_uniform_peak"], "experiment"),
+    **dict.fromkeys(["GRPOBatch", "cost_aware_batch", "cost_aware_draw", "cost_aware_probs",
+                     "group_advantages"], "grpo"),
+    **dict.fromkeys(["STRATEGIES", "Strategy", "cost_factor", "expected_cost",
+                     "optimal_cost_factor", "ratio_table", "sampling_distribution",
+                     "second_moment"], "sampling"),
+    **dict.fromkeys(["Problem", "ProblemConfig", "SGDConfig", "make_problem", "run_sgd",
+                     "summarize_sgd"], "sgd"),
+    **dict.fromkeys(["SubsetSelection", "select_subset", "subset_distribution",
+                     "subset_report"], "subset"),
+    **dict.fromkeys(["load_costaware_sweep", "run_costaware_sweep"], "sweep"),
+}
 
 __all__ = [
     "GRPOBatch", "GRPOConfig", "ablation_table", "Problem", "ProblemConfig", "SGDConfig", "STRATEGIES", "Strategy",
@@ -35,3 +40,9 @@ __all__ = [
     "select_subset", "subset_distribution", "subset_report", "summarize_grpo", "summarize_sgd",
     "tokens_to_uniform_peak",
 ]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"fastsim.costaware.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

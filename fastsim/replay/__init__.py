@@ -7,19 +7,28 @@
 * ``traces``: toy RLHF runs that over-optimise a learned proxy for real.
 
 The package is also callable: ``fastsim.replay(logs, policies)`` is ``replay_logs``.
+Its other names load on first use: ``fastsim replay --help`` imports this package, and
+``logs``, ``monitor`` and ``policies`` bring numba and polars.
 """
+import importlib
+import inspect
 import sys
 import types
 from pathlib import Path
 
-from fastsim.config import PolicyConfig
 from fastsim.errors import ConfigError, known_keywords
-from fastsim.replay.logs import EvalLog, read_logs
-from fastsim.replay.monitor import Decision, EvalStopMonitor, StopMonitor
-from fastsim.replay.policies import replay, summarize_replay
 
-__all__ = ["Decision", "EvalLog", "EvalStopMonitor", "StopMonitor", "read_logs", "replay",
-           "replay_logs", "summarize_replay"]
+_EXPORTS = {"EvalLog": "fastsim.replay.logs", "read_logs": "fastsim.replay.logs",
+            "Decision": "fastsim.replay.monitor", "EvalStopMonitor": "fastsim.replay.monitor",
+            "StopMonitor": "fastsim.replay.monitor", "replay": "fastsim.replay.policies",
+            "summarize_replay": "fastsim.replay.policies"}
+__all__ = sorted([*_EXPORTS, "replay_logs"])
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # how a log is read is read_logs' business; a user reaching for --metric here is told so
@@ -44,6 +53,10 @@ def replay_logs(logs, policies, gpus: float | None = None):
     >>> fastsim.replay(p, "evalstop:k=2")["status"].to_list()
     ['stopped']
     """
+    from fastsim.config import PolicyConfig
+    from fastsim.replay.logs import EvalLog, read_logs
+    from fastsim.replay.policies import replay
+
     if not isinstance(logs, EvalLog):
         logs = read_logs([logs] if isinstance(logs, (str, Path)) else
                          list(logs) if isinstance(logs, (list, tuple)) else logs)
@@ -58,6 +71,10 @@ def replay_logs(logs, policies, gpus: float | None = None):
 class _CallablePackage(types.ModuleType):
     def __call__(self, *args, **kwargs):
         return replay_logs(*args, **kwargs)
+
+    @property
+    def __signature__(self):  # inspect.signature(fastsim.replay), help(): not (*args, **kwargs)
+        return inspect.signature(replay_logs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

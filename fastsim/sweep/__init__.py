@@ -12,14 +12,26 @@
 * ``frontier``: how close the model family comes to the detection and system rows together.
 
 The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``.
+``Cell``, ``Grid`` and ``load_sweep`` load on first use: ``fastsim sweep --help`` imports
+this package, and ``grid`` brings numba and polars.
 """
+import importlib
+import inspect
 import os
 import sys
 import types
 from pathlib import Path
 
 from fastsim.errors import ConfigError, known_keywords
-from fastsim.sweep.grid import Cell, Grid, load_sweep  # noqa: F401
+
+_EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
+            "load_sweep": "fastsim.sweep.grid"}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @known_keywords("fastsim.sweep()")
@@ -35,6 +47,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     """
     from fastsim.resources import sweep_file
     from fastsim.sweep.aggregate import aggregate, read_summary
+    from fastsim.sweep.grid import load_sweep
     from fastsim.sweep.runner import check_run, held_run
 
     for name, value in (("file", file), ("out", out)):
@@ -53,6 +66,10 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
 class _CallablePackage(types.ModuleType):
     def __call__(self, *args, **kwargs):
         return run_sweep_file(*args, **kwargs)
+
+    @property
+    def __signature__(self):  # inspect.signature(fastsim.sweep), help(): not (*args, **kwargs)
+        return inspect.signature(run_sweep_file)
 
 
 sys.modules[__name__].__class__ = _CallablePackage
