@@ -189,3 +189,11 @@ def test_when_every_run_hits_the_cap_the_steps_median_still_has_a_lower_bound():
     assert not runs["reached"].any()
     summary = summarize_sgd(runs, pr)
     assert (summary["steps_median_lo"] == 3.0).all() and summary["steps_median"].is_nan().all()
+
+
+def test_sgd_configs_default_strategies_are_every_sampling_strategy():
+    """``fastsim.costaware.configs`` spells the strategies out (the parser imports it, and
+    ``sampling`` brings the kernels): the two lists must agree."""
+    from fastsim.costaware import configs, sampling
+
+    assert configs.STRATEGIES == sampling.STRATEGIES == SGDConfig().strategies

@@ -17,119 +17,19 @@ random coordinate (common random numbers), so differences are paired.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from fastsim.costaware.sampling import check_lam
-from fastsim.costaware.sgd import MAX_DESIGN, _positive_int, _real
-from fastsim.errors import ConfigError
+from fastsim.costaware.configs import ARMS, GRPOConfig
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import grpo as nb
 
 #: share of the uniform run's final gain that defines the tokens-to-target metric
 TARGET_GAIN = 0.9
-#: mini-batch distributions, in the order of the ``kernels.grpo.ARM_*`` codes
-ARMS = ("uniform", "cost_aware", "cost_only", "advantage_only", "nonzero_uniform")
-#: responses sampled per step (``prompts * group``): each thread holds four float arrays
-#: of that length
-MAX_RESPONSES = 10_000_000
-#: evaluations kept in all (``seeds * arms * n_evals``): the curves, three float arrays
-#: and then a table row each
-MAX_CURVE_POINTS = 20_000_000
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """Knobs of the toy GRPO experiment (defaults run in well under a minute)."""
-
-    seeds: int = 128
-    seed: int = 7
-    n_train: int = 256
-    n_test: int = 256
-    n_traces: int = 8
-    n_features: int = 8
-    median_len: float = 300.0
-    len_sigma: float = 0.7
-    length_effect: float = 0.3
-    difficulty_mean: float = -0.5
-    difficulty_sd: float = 1.0
-    noise_sd: float = 0.5
-    n_steps: int = 300
-    cost_aware_step_factor: float = 2.0
-    prompts: int = 16
-    group: int = 8
-    batch: int = 32
-    lr: float = 0.1
-    lam: float = 0.1
-    floor: float = 0.0
-    eval_every: int = 5
-    prompt_median_len: float = 0.0
-    prompt_len_sigma: float = 0.0
-    arms: tuple = ("uniform", "cost_aware")
-
-    def __post_init__(self):
-        _positive_int("seeds", self.seeds, 2, 100_000)
-        _positive_int("seed", self.seed, 0)
-        _positive_int("n_train", self.n_train, 1, 1_000_000)
-        _positive_int("n_test", self.n_test, 1, 1_000_000)
-        _positive_int("n_traces", self.n_traces, 2, 1024)
-        _positive_int("n_features", self.n_features, 2, 1024)
-        task = (self.n_train + self.n_test) * self.n_traces * self.n_features
-        if task > MAX_DESIGN:  # every thread draws its seed's task features, float64
-            raise ConfigError(f"(n_train+n_test)*n_traces*n_features={task} is too large; "
-                              f"allowed: at most {MAX_DESIGN:,} ({task * 8 / 2**30:.1f} GiB "
-                              f"a thread)")
-        _real("median_len", self.median_len, 1.0)
-        _real("len_sigma", self.len_sigma, 0.0, 3.0)
-        _real("length_effect", self.length_effect, -10.0, 10.0)
-        _real("difficulty_mean", self.difficulty_mean, -10.0, 10.0)
-        _real("difficulty_sd", self.difficulty_sd, 0.0, 10.0)
-        _real("noise_sd", self.noise_sd, 0.0, 10.0)
-        _positive_int("n_steps", self.n_steps, 1, 1_000_000)
-        _real("cost_aware_step_factor", self.cost_aware_step_factor, 1.0, 100.0)
-        _positive_int("prompts", self.prompts, 1, MAX_RESPONSES)
-        _positive_int("group", self.group, 2, 4096)
-        if self.prompts * self.group > MAX_RESPONSES:
-            raise ConfigError(f"prompts*group={self.prompts * self.group} is too large; "
-                              f"allowed: at most {MAX_RESPONSES:,} responses a step")
-        # a mini-batch of a step's responses (a huge one allocated its draws in every
-        # seed's kernel and drew them each step)
-        if isinstance(self.batch, bool) or not isinstance(self.batch, (int, np.integer)) \
-                or not 1 <= self.batch <= self.prompts * self.group:
-            raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts*group "
-                              f"= {self.prompts * self.group} (the responses of a step)")
-        _real("lr", self.lr, 0.0, 1e6, lo_open=True)
-        check_lam(self.lam)
-        _real("floor", self.floor, 0.0)
-        _positive_int("eval_every", self.eval_every, 1, self.n_steps)
-        _real("prompt_median_len", self.prompt_median_len, 0.0)
-        _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
-        arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms)
-        if not arms or arms[0] != "uniform" or len(set(arms)) != len(arms) \
-                or not set(arms) <= set(ARMS):
-            raise ConfigError(f"arms={list(arms)!r} must start with 'uniform' (the baseline) and "
-                              f"name distinct arms from {list(ARMS)}")
-        object.__setattr__(self, "arms", arms)
-        points = self.seeds * len(arms) * self.n_evals
-        if points > MAX_CURVE_POINTS:
-            raise ConfigError(f"seeds*arms*n_evals={points} is too large; allowed: at most "
-                              f"{MAX_CURVE_POINTS:,} (n_evals={self.n_evals} is the longest "
-                              f"arm's steps over eval_every, plus 1: raise eval_every)")
-
-    @property
-    def steps_per_arm(self) -> tuple[int, ...]:
-        """Training steps per arm: every arm but uniform may run longer so that it can
-        reach the uniform run's peak even when that peak is at the very end."""
-        longer = int(round(self.n_steps * self.cost_aware_step_factor))
-        return (self.n_steps,) + (longer,) * (len(self.arms) - 1)
-
-    @property
-    def n_evals(self) -> int:
-        return max(self.steps_per_arm) // self.eval_every + 1
 
 
 def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,

@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from fastsim.costaware.sampling import (STRATEGIES, check_lam, parse_strategy,
-                                        sampling_distribution)
+from fastsim.costaware.configs import ProblemConfig, SGDConfig
+from fastsim.costaware.sampling import STRATEGIES, sampling_distribution
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -29,125 +29,6 @@ from fastsim.kernels import costaware_sgd as nbs
 PROBLEMS = {"least_squares": nbs.LEAST_SQUARES, "logistic": nbs.LOGISTIC}
 COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}
 STEP_RULES = {"convex": nbs.STEP_CONVEX, "strongly_convex": nbs.STEP_STRONGLY_CONVEX}
-
-
-MAX_DESIGN = 50_000_000  # n * d: 0.4 GB of float64 a copy
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
-
-
-def _positive_int(name, value, lo=1, hi=2**63 - 1):
-    """An integer in ``[lo, hi]``; ``hi`` defaults to int64's top (the kernels take it so)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo or (
-            value > hi):
-        rng = f"[{lo}, {hi}]" if hi != 2**63 - 1 else f"from {lo} to 2^63-1"
-        raise ConfigError(f"{name}={value!r} must be an integer {rng}")
-
-
-def _real(name, value, lo=None, hi=None, lo_open=False):
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} must be a number") from None
-    if not np.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo))) or (
-            hi is not None and x > hi):
-        lo_s = "-inf" if lo is None else lo
-        hi_s = "inf" if hi is None else hi
-        raise ConfigError(f"{name}={value!r} must be in {'(' if lo_open else '['}{lo_s}, {hi_s}]")
-
-
-@dataclass(frozen=True)
-class ProblemConfig:
-    """One finite-sum problem instance.
-
-    Attributes
-    ----------
-    kind : "least_squares" or "logistic"
-    n, d : samples and dimension
-    reg : L2 regularisation (the strong-convexity floor)
-    scale_sigma : log-sd of row norms (heterogeneity of the gradient bounds ``G``)
-    noise : target noise (least squares) or label noise (logistic)
-    cost_dist : "lognormal" (heterogeneity ``cost_sigma``) or "pareto" (tail ``cost_alpha``)
-    cost_corr : correlation of log-cost with log row norm, in [-1, 1]
-    radius_factor : projection ball radius over ``|x*|`` (> 1 so ``x*`` is inside)
-    seed, instance : RNG coordinates of the instance
-    """
-
-    kind: str = "least_squares"
-    n: int = 256
-    d: int = 8
-    reg: float = 0.01
-    scale_sigma: float = 0.5
-    noise: float = 0.5
-    cost_dist: str = "lognormal"
-    cost_sigma: float = 1.0
-    cost_alpha: float = 1.5
-    cost_corr: float = 0.0
-    radius_factor: float = 1.5
-    seed: int = 2026
-    instance: int = 0
-
-    def __post_init__(self):
-        _choice("kind", self.kind, PROBLEMS)
-        _positive_int("n", self.n, 2, 1_000_000)
-        _positive_int("d", self.d, 1, 10_000)
-        if self.n * self.d > MAX_DESIGN:  # the design matrix, float64, and its copies
-            raise ConfigError(f"n*d={self.n * self.d} is too large; allowed: at most "
-                              f"{MAX_DESIGN:,} (n={self.n}, d={self.d}: "
-                              f"{self.n * self.d * 8 / 2**30:.1f} GiB a copy)")
-        _real("reg", self.reg, 0.0, 1e6)
-        _real("scale_sigma", self.scale_sigma, 0.0, 5.0)
-        _real("noise", self.noise, 0.0, 1e6)
-        _choice("cost_dist", self.cost_dist, COST_DISTS)
-        _real("cost_sigma", self.cost_sigma, 0.0, 5.0)
-        _real("cost_alpha", self.cost_alpha, 0.5, 100.0, lo_open=True)
-        _real("cost_corr", self.cost_corr, -1.0, 1.0)
-        _real("radius_factor", self.radius_factor, 1.0, 100.0, lo_open=True)
-        _positive_int("seed", self.seed, 0)
-        _positive_int("instance", self.instance, 0)
-        if self.kind == "logistic" and self.reg <= 0.0:
-            raise ConfigError("reg=0 with kind='logistic': the optimum may be at infinity; "
-                              "use reg > 0")
-
-
-@dataclass(frozen=True)
-class SGDConfig:
-    """How SGD runs: step-size rule, target error and replications.
-
-    Attributes
-    ----------
-    step : "strongly_convex" (``eta_t = 2 / (mu (t + 2))``, weighted averaging) or
-        "convex" (``eta_t = 2 R / sqrt(S(p) (t + 1))``, uniform averaging)
-    eps : target relative gap ``(f(xbar) - f*) / (f(0) - f*)``, in (0, 1)
-    max_steps : cap per replication; runs that miss ``eps`` report NaN cost (censored:
-        ``summarize_sgd`` counts them as +inf)
-    replications, seed : independent SGD runs and their RNG seed
-    strategies : strategies to run (all see the same uniforms)
-    lam : uniform mixing weight of every strategy
-    """
-
-    step: str = "strongly_convex"
-    eps: float = 0.01
-    max_steps: int = 2_000_000
-    replications: int = 64
-    seed: int = 1
-    strategies: tuple = STRATEGIES
-    lam: float = 0.0
-
-    def __post_init__(self):
-        _choice("step", self.step, STEP_RULES)
-        _real("eps", self.eps, 0.0, 1.0, lo_open=True)
-        _positive_int("max_steps", self.max_steps, 1)
-        _positive_int("replications", self.replications, 2, 1_000_000)
-        _positive_int("seed", self.seed, 0)
-        object.__setattr__(self, "strategies",
-                           tuple(parse_strategy(s, "strategies").label for s in self.strategies))
-        if not self.strategies:
-            raise ConfigError("strategies is empty; allowed: any of " + ", ".join(STRATEGIES))
-        check_lam(self.lam)
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from fastsim.costaware.configs import EXACT_MAX_N
 from fastsim.costaware.sampling import (check_costs, check_gradient_bounds, check_lam,
                                         check_nonnegative)
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nb
 from fastsim.kernels import costaware_sgd as nbs
 
-EXACT_MAX_N = 22  # 2^22 subsets: about a second; beyond that use the greedy
 
 
 @dataclass(frozen=True)
