@@ -45,14 +45,12 @@ import numba
 import numpy as np
 from scipy import special
 
+from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
 from fastsim.errors import ConfigError
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
 BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the linearised t interval alone
-# the fewest resamples behind a 95% percentile interval: 5 in each 2.5% tail (with fewer,
-# one resample sets an end, and an interval of 1 resample can miss its own estimate)
-MIN_PERCENTILE_BOOT = 200  # min_boot(0.95)
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,12 @@ from fastsim.config import plain_scalar
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.io import decode_utf8, file_kind, read_parquet_table
 from fastsim.kernels.codes import JOB_TYPE_LABELS
+from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
-FORMATS = ("csv", "tsv", "jsonl", "parquet", "trainer_state")
 # Missing-value spellings: such an evaluation is skipped (docs/replay.md, rule "missing").
 MISSING_TOKENS = ("", "nan", "na", "n/a", "null", "none")
 # trainer_state eval_* keys that are bookkeeping, not a quality metric.
 HF_BOOKKEEPING = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")
-# A metric whose name ends with one of these is lower-is-better unless told otherwise.
-LOWER_IS_BETTER_SUFFIXES = ("loss", "perplexity", "ppl", "error", "wer", "cer")
 NUMERIC_OPTIONAL = ("loss", "proxy_reward", "gpus", "max_steps")
 # Steps are compared exactly as float64 by the decision kernels: beyond 2^53 two different
 # steps could become one (and beyond 2^63 they would not fit in int64 at all).
