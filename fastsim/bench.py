@@ -11,6 +11,9 @@ The cluster is MODEL.md's default: ``rlhf_heavy``, 64 GPUs, 300 jobs, 10 evaluat
 (pinned here, whatever ``fastsim.defaults`` says), scheduler ``srtf_est`` and
 ``evalstop:k=2`` unless a row says otherwise.
 
+numba and the engine are imported by the functions that use them: ``fastsim``'s parser
+imports this module for ``fastsim bench``'s options, and its ``--help`` needs neither.
+
 Examples
 --------
 >>> from fastsim.bench import main
@@ -30,13 +33,8 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-import numba
-import numpy as np
-
-from fastsim.api import _assemble, account, decide_stops, run_engine, simulate
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
-from fastsim.workload import generate_workload
 
 SCHEDULERS = ("fifo", "srtf_est", "loss_aware", "tiresias")
 ALL_SCHEDULERS = ("fifo", "sjf_est", "srtf_est", "loss_aware", "tiresias")
@@ -72,6 +70,10 @@ def _us(seconds: float, n: int) -> float:
 def throughput(n_clusters: int, reps: int, schedulers=("srtf_est",)) -> dict:
     """Clusters per second of the whole pipeline (``simulate``) with 1 and 2 threads, per
     scheduler: ``{scheduler: {1: rate, 2: rate}}``."""
+    import numba
+
+    from fastsim.api import simulate
+
     out = {}
     for s in schedulers:
         cfg = _config(s)
@@ -92,6 +94,11 @@ def stages(n_clusters: int, reps: int) -> dict:
     generation, stop decisions, the engine of every scheduler, metrics with the assembly
     of the results; ``{"sum": {scheduler: stages added up}}`` to set against ``simulate``,
     which runs them in one pass."""
+    import numba
+
+    from fastsim.api import _assemble, account, decide_stops, run_engine
+    from fastsim.workload import generate_workload
+
     numba.set_num_threads(1)
     cfg = _config()
     w = generate_workload(cfg.workload, n_clusters, seed=1)
@@ -114,6 +121,10 @@ def stages(n_clusters: int, reps: int) -> dict:
 def end_to_end(n_clusters: int, reps: int) -> dict:
     """Per-cluster microseconds of ``simulate`` (workload, decisions, engine, metrics),
     1 thread, for every scheduler."""
+    import numba
+
+    from fastsim.api import simulate
+
     numba.set_num_threads(1)
     out = {}
     for s in ALL_SCHEDULERS:
@@ -297,6 +308,8 @@ def plain_loop_cluster(capacity: int, jobs: PlainJobs, scheduler: str,
 
 def plain_jobs(w, d, c: int) -> PlainJobs:
     """Cluster ``c`` of workload ``w`` with its stop decisions ``d`` as ``PlainJobs``."""
+    import numpy as np
+
     last_eval = np.where(d.stopped[c], d.trigger_eval[c], w.n_evals)
     return PlainJobs(w.gpus[c].tolist(), w.arrival_h[c].tolist(), w.t_est_h[c].tolist(),
                      w.duration_h[c].tolist(), last_eval.tolist(), w.loss[c].tolist(),
@@ -308,6 +321,9 @@ def plain_loop(n_clusters: int, reps: int) -> dict:
     bench's clusters, the minimum of ``reps`` passes (their stop decisions from
     ``decide_stops``; generation, decisions and metrics are not timed: the yardstick is
     the event loop alone)."""
+    from fastsim.api import decide_stops
+    from fastsim.workload import generate_workload
+
     cfg = _config()
     w = generate_workload(cfg.workload, n_clusters, seed=1)
     d = decide_stops(cfg, w)
@@ -385,6 +401,10 @@ def reference_speedup(n_ref: int, engine_us: dict) -> dict | None:
 
 def scaling(n_jobs_list, n_clusters: int, reps: int) -> dict:
     """Per-cluster microseconds of ``simulate`` (1 thread) against jobs per cluster."""
+    import numba
+
+    from fastsim.api import simulate
+
     numba.set_num_threads(1)
     out = {}
     for n_jobs in n_jobs_list:
@@ -478,6 +498,10 @@ def _verdict(value: float, target: float, at_most: bool = True) -> str:
 def run(a: argparse.Namespace) -> int:
     """Run the benchmark with parsed options ``a`` (``quick``, ``clusters``, ``reps``,
     ``no_compile``, ``no_rss``)."""
+    import numba
+
+    from fastsim.api import simulate
+
     n, reps, n_ref = (100, 5, 1) if a.quick else (400, 10, 3)
     n = n if a.clusters is None else a.clusters
     reps = reps if a.reps is None else a.reps

@@ -22,7 +22,10 @@ import time
 from fastsim import __version__
 from fastsim.errors import ConfigError, SimulationError, Terminated, signal_handlers
 
-# Every subcommand module; each module's register() adds its parsers.
+# Every subcommand module; each module's register() adds its parsers.  Every one is
+# imported for any command line, --help and usage errors included: a module imports its
+# heavy dependencies (numba, polars, scipy, numpy) in the functions that run the command
+# (tests/test_cli_help.py checks it).
 SUBCOMMAND_MODULES = [
     "fastsim.cli_run",
     "fastsim.sweep.cli",

@@ -2,7 +2,8 @@
 
 Every workload knob of ``WorkloadConfig`` is an option, generated from the dataclass so
 ``--help`` can never drift from the code; units and defaults come from the field's
-description below and ``fastsim.defaults``.
+description below and ``fastsim.defaults``.  The simulation's modules (numba, polars,
+scipy) are imported by the functions that run it, so ``fastsim run --help`` starts fast.
 """
 from __future__ import annotations
 
@@ -12,21 +13,16 @@ import os
 import sys
 import time
 from pathlib import Path
-
-import polars as pl
-from tqdm import tqdm
+from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.api import MAX_CLUSTER, run_workload, simulate
-from fastsim.compile_notice import compile_notice
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             parse_baseline, parse_flag)
 from fastsim.errors import ConfigError
-from fastsim.io import check_distinct, check_output, table_writer, write_all
-from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
-from fastsim.summary import CellSummary, format_table
-from fastsim.workload import generate_workload
+
+if TYPE_CHECKING:  # annotations only
+    from tqdm import tqdm
 
 # What each workload field means, with its unit (MODEL.md section 3-4).
 FIELD_HELP = {
@@ -182,6 +178,10 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
               keep_jobs: bool, bar: tqdm | None):
     """Simulate the arms chunk by chunk on the same clusters and summarise as they come,
     so memory does not grow with ``n`` unless per-cluster or per-job rows are kept."""
+    from fastsim.api import run_workload
+    from fastsim.summary import CellSummary
+    from fastsim.workload import generate_workload
+
     cell = CellSummary()
     kept = {name: ([], []) for name, _ in arms}
     reuse = not (keep_clusters or keep_jobs)  # kept frames may share the buffer's memory
@@ -210,6 +210,8 @@ def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_clusters: bool,
                   keep_jobs: bool) -> None:
     """Per chunk a simulation; kept only for --out / --jobs-out: every cluster's metrics
     (and every job) of every arm; the streamed summary is bounded."""
+    from fastsim.memory import check_fits, results_bytes, simulate_bytes, summary_bytes
+
     def need(c: int) -> int:
         kept = n_arms * results_bytes(c, w.n_jobs, keep_jobs) if keep_clusters or keep_jobs else 0
         return (simulate_bytes(min(CHUNK, c), w.n_jobs, w.n_evals, keep_jobs) + kept
@@ -219,6 +221,14 @@ def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_clusters: bool,
 
 
 def run_command(args: argparse.Namespace) -> int:
+    # imported here, not at the top: the parser, --help and usage errors need none of them
+    from tqdm import tqdm
+
+    from fastsim.api import MAX_CLUSTER, simulate
+    from fastsim.compile_notice import compile_notice
+    from fastsim.io import check_distinct, check_output
+    from fastsim.summary import format_table
+
     if not 1 <= args.clusters <= MAX_CLUSTER:
         raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer from 1 "
                           "to 2^63-1")
@@ -264,6 +274,16 @@ def run_command(args: argparse.Namespace) -> int:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "
                       "gold peak: an upper bound, not a policy")
     print(format_table(summary, title))
+    _write_outputs(args, arms, kept)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> None:
+    """--out (per-cluster rows of both arms) and --jobs-out, both written or neither."""
+    import polars as pl
+
+    from fastsim.io import table_writer, write_all
+
     outputs = []
     if args.out is not None:
         frames = [pl.concat(kept[name][0]).with_columns(
@@ -271,11 +291,10 @@ def run_command(args: argparse.Namespace) -> int:
                       pl.lit(c.scheduler.label).alias("scheduler"))
                   for name, c in arms]
         outputs.append((args.out, pl.concat(frames)))
-    if keep_jobs:
+    if args.jobs_out is not None:
         frames = [pl.concat(kept[name][1]).with_columns(pl.lit(name).alias("arm"))
                   for name, _ in arms]
         outputs.append((args.jobs_out, pl.concat(frames)))
     write_all([(path, table_writer(df, path)) for path, df in outputs])  # all or none
     for path, _ in outputs:
         print(f"wrote {path}")
-    return 0

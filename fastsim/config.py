@@ -13,10 +13,9 @@ Examples
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
-
-import numpy as np
 
 from fastsim import defaults as D
 from fastsim import registry as R
@@ -56,6 +55,11 @@ def plain(v: Any) -> Any:
 def plain_scalar(v: Any) -> Any:
     """A numpy scalar as Python's (``np.bool_`` -> bool, ``np.int64`` -> int, ``np.float32``
     -> float); anything else as it is, for the check that follows to name."""
+    # numpy not imported: v is no numpy scalar (the command line's parser imports this
+    # module, and its --help needs no numpy)
+    np = sys.modules.get("numpy")
+    if np is None:
+        return v
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, np.integer):

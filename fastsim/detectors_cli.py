@@ -4,6 +4,8 @@ Synthetic workloads at each noise level and base rate, every detector setting of
 ``SETTINGS`` applied to the observed scores, and (given a trace set) the same
 detectors on the toy-RLHF traces.  Writes ``synthetic.parquet``, ``traces.parquet``,
 ``table.md`` and the Pareto figures; nothing is written until everything is computed.
+The benchmark's modules (numba, polars, scipy) are imported by the functions that use
+them: the parser, ``--help`` and usage errors need none of them.
 """
 from __future__ import annotations
 
@@ -11,16 +13,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import polars as pl
-
-from fastsim import detector_bounds as bounds
-from fastsim import detectors as det
 from fastsim.errors import ConfigError
-from fastsim.io import (bytes_writer, check_distinct, check_output_dir, check_regular,
-                        read_parquet_table, table_writer, write_all)
-from fastsim.stats import fmt_interval
+
+if TYPE_CHECKING:  # annotations only
+    import polars as pl
 
 SIGMAS = (0.0, 0.01, 0.02, 0.05, 0.08, 0.12, 0.15)
 BASE_RATES = (0.2, 0.4, 0.6, 0.8)
@@ -31,6 +29,8 @@ BOUND_CLUSTERS = 100  # the bounds integrate a grid per job: fewer clusters than
 def settings(sigma: float) -> list[tuple[str, dict]]:
     """Every setting the benchmark measures at noise ``sigma``: each detector's default
     (``det.default_params``) and a few neighbours along its main knob."""
+    from fastsim import detectors as det
+
     out = [("evalstop", {"k": 2}), ("evalstop", {"k": 3})]
     for p in (1, 2, 3):
         for a in (0.0, 1.0, 2.0):
@@ -123,6 +123,14 @@ def register(subparsers) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
+    # imported here, not at the top: the parser, --help and usage errors need none of them
+    import polars as pl
+
+    from fastsim import detector_bounds as bounds
+    from fastsim import detectors as det
+    from fastsim.io import (bytes_writer, check_distinct, check_output_dir, check_regular,
+                            table_writer, write_all)
+
     clusters = (50 if args.quick else 200) if args.clusters is None else args.clusters
     seed = 0 if args.seed is None else args.seed
     if not 2 <= clusters <= 1_000_000:
@@ -203,6 +211,7 @@ def _check_unused(args: argparse.Namespace) -> None:
 def _cmd_confirm(args: argparse.Namespace) -> int:
     """The pre-registered test (``fastsim.detectors_confirm``), checks before any work."""
     from fastsim import detectors_confirm as cf
+    from fastsim.io import bytes_writer, write_all
     if args.traces is None:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
     plan = cf.read_plan(args.confirm)
@@ -220,6 +229,9 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 
 
 def _read_traces(path: Path) -> pl.DataFrame:
+    import polars as pl
+
+    from fastsim.io import read_parquet_table
     from fastsim.replay.traces import check_trace_table
 
     traces = read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
@@ -259,6 +271,11 @@ def trace_sigma0(noise: float, where: str) -> float:
 
 def trace_table(traces: pl.DataFrame, noise: float | None, path: Path | str = "traces"
                 ) -> pl.DataFrame:
+    import numpy as np
+    import polars as pl
+
+    from fastsim import detectors as det
+
     arrays = det.trace_arrays(traces)
     if noise is None:  # the median run's sd of score - gold: 0 if the scores are gold
         noise = trace_sigma0(float(np.median(np.std(arrays["score"] - arrays["gold"], axis=1,
@@ -268,6 +285,10 @@ def trace_table(traces: pl.DataFrame, noise: float | None, path: Path | str = "t
 
 
 def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
+    import numpy as np
+
+    from fastsim.stats import fmt_interval
+
     v, lo, hi = row[m], row[f"{m}_lo"], row[f"{m}_hi"]
     if v is None or not np.isfinite(v):
         return "n/a"
@@ -304,6 +325,8 @@ def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
     """The tables of docs/detectors.md: per noise level (base rate 0.6) rates in %, delay
     in evaluations, GPU-hours per cluster with the paired change against EvalStop(k=2);
     the traces; the Bayes bound.  ``short``: the rows of ``SHORT`` only."""
+    import polars as pl
+
     lines = []
     for sigma in TABLE_SIGMAS:
         cell = synthetic.filter((pl.col("sigma") == sigma) & (pl.col("base_rate") == 0.6))
@@ -351,6 +374,10 @@ def goal2_table(synthetic: pl.DataFrame, bound: pl.DataFrame, target: float = 0.
     (point estimates), then the bounds of ``fastsim.detector_bounds`` (not detectors).
     Where no setting meets a target the row still carries numbers with intervals: those of
     the setting closest to it (highest precision, or highest recall), marked as a miss."""
+    import polars as pl
+
+    from fastsim import detectors as det
+
     lines = []
     for sigma in bound["sigma"].unique(maintain_order=True):
         cell = synthetic.filter((pl.col("sigma") == sigma) & (pl.col("base_rate") == 0.6))
@@ -389,6 +416,8 @@ def goal3_table(traces: pl.DataFrame, top: int = 6) -> list[str]:
     (same runs), lowest paired FPR change first, with the exact McNemar p-value of that
     change and the same p-value Bonferroni-corrected for every setting tried on these
     traces (``TRACE_SEARCH_SIZE`` included)."""
+    import polars as pl
+
     m = traces.height + TRACE_SEARCH_SIZE
     es_recall = traces.filter(pl.col("setting") == "evalstop(k=2)")["recall"][0]
     d = (traces.filter((pl.col("recall") >= es_recall) & (pl.col("setting") != "evalstop(k=2)"))
@@ -411,6 +440,8 @@ def goal_table(synthetic: pl.DataFrame) -> list[str]:
     """Goal 1 of the issue, per noise level and base rate: among the settings whose FPR is
     no higher than EvalStop(k=2)'s on the same clusters, the one that reclaims the most
     (paired change per cluster); ``holds`` when that change's interval is above 0."""
+    import polars as pl
+
     base = synthetic.filter(pl.col("setting") == "evalstop(k=2)").select(
         "sigma", "base_rate", pl.col("fpr").alias("es_fpr"), pl.col("fpr_lo").alias("es_fpr_lo"),
         pl.col("fpr_hi").alias("es_fpr_hi"))

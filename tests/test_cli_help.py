@@ -189,6 +189,37 @@ def test_fastsim_sweep_lists_only_the_sweeps_it_runs(capsys, tmp_path):
     assert "one of base_rate," in err and "noise" in err and "costaware_" not in err
 
 
+# What the command line's --help and usage errors must not import: together about 1 s of
+# every such call (docs/performance.md, round 30); numpy about 0.1 s
+HEAVY = ("numba", "polars", "scipy", "pyarrow", "numpy")
+# One usage error per command line (a bad value, a missing argument, an unknown option)
+USAGE_ERRORS = [["run", "--clusters", "x"], ["sweep"], ["--bogus"], ["replay", "--format", "x"],
+                ["costaware", "sgd", "--n", "x"], ["traces", "fit-curves"],
+                ["bench", "--reps", "x"], ["detectors", "--seed", "x"],
+                ["run", "--policy", "a", "--policy", "b"]]
+
+
+def test_help_and_usage_errors_import_no_heavy_module():
+    """``fastsim --help``, every command's and subcommand's ``--help`` and argparse's usage
+    errors run in a fresh process without numba, polars, scipy, pyarrow or numpy: the
+    parser imported every command's modules, and each such call took 1.1 s."""
+    import json
+    import subprocess
+    import sys
+
+    calls = [[*path[1:], "--help"] for path, _ in _parsers(build_parser())] + USAGE_ERRORS
+    code = ("import json, sys\nfrom fastsim.cli import main\n"
+            f"for argv in json.loads({json.dumps(json.dumps(calls))}):\n"
+            "    try:\n        main(argv)\n    except SystemExit as exc:\n"
+            "        assert exc.code in (0, 2), (argv, exc.code)\n"
+            "    else:\n        raise AssertionError(f'{argv} did not exit')\n"
+            f"    loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+            "    assert not loaded, f'fastsim {\" \".join(argv)} imported {loaded}'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(calls) > 20  # every command and subcommand was called
+
+
 def test_the_callable_packages_show_their_functions_signature():
     """``fastsim.sweep`` and ``fastsim.replay`` are called as functions; their signature
     and help() showed ``(*args, **kwargs)``."""

@@ -273,13 +273,15 @@ def test_commands_refuse_to_overwrite_what_they_read(tmp_path, capsys):
 def test_detectors_writes_its_tables_and_doc_all_or_none(tmp_path, capsys, monkeypatch):
     """A write that fails part-way (here the fifth of six) leaves no table of the new run
     beside the old ones, and the doc as it was."""
+    from fastsim import detector_bounds, detectors, io
     from fastsim import detectors_cli as dc
     table = pl.DataFrame({"x": [1]})
-    monkeypatch.setattr(dc.det, "run_grid", lambda *a, **k: table)
-    monkeypatch.setattr(dc.bounds, "bounds", lambda *a, **k: table)
+    # the command imports these when it runs (its parser imports none of them)
+    monkeypatch.setattr(detectors, "run_grid", lambda *a, **k: table)
+    monkeypatch.setattr(detector_bounds, "bounds", lambda *a, **k: table)
     monkeypatch.setattr(dc, "markdown_table", lambda *a, **k: "table")
     monkeypatch.setattr(dc, "update_doc", lambda doc, text, *a: f"<{text}>")
-    real = dc.bytes_writer
+    real = io.bytes_writer
 
     def failing(data):
         if data == b"table":  # table_full.md; table.md is the same text and written before
@@ -288,7 +290,7 @@ def test_detectors_writes_its_tables_and_doc_all_or_none(tmp_path, capsys, monke
                 return lambda tmp: (_ for _ in ()).throw(OSError(28, "No space left on device"))
         return real(data)
     failing.calls = 0
-    monkeypatch.setattr(dc, "bytes_writer", failing)
+    monkeypatch.setattr(io, "bytes_writer", failing)
     doc = tmp_path / "doc.md"
     doc.write_text("old doc")
     out = tmp_path / "det"

@@ -13,12 +13,16 @@ import argparse
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
-
-import numpy as np
-import polars as pl
+from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
-from fastsim.io import check_output, check_output_dir, check_regular, table_writer, write_all
+
+# The experiments' modules (numba, polars) are imported by the functions that run them:
+# the parser, --help and usage errors need none of them.  (The docstring above is
+# fastsim costaware --help's text.)
+
+if TYPE_CHECKING:  # annotations only
+    import polars as pl
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 FIGURE_INPUTS = "the tables `fastsim costaware sweep`, `sgd --out` or `grpo --out` write"
@@ -109,6 +113,8 @@ def _build(cls, args, **extra):
 
 
 def _show(df: pl.DataFrame, title: str):
+    import polars as pl
+
     print(f"\n{title}")
     with pl.Config(tbl_rows=200, tbl_cols=30, tbl_width_chars=200, float_precision=4,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
@@ -129,6 +135,8 @@ OUTPUTS = {
 def _check_outputs(out: Path, cmd_name: str) -> None:
     """``out`` and the files ``cmd_name`` will write there, before any work: a directory,
     a socket or an unwritable place at one of those names was found only after the run."""
+    from fastsim.io import check_output, check_output_dir
+
     check_output_dir(out)
     for name in OUTPUTS.get(cmd_name, ()):
         check_output(out / name, "--out", allowed=(".parquet",))
@@ -147,6 +155,8 @@ def _out_checked(cmd):
 def _write(out, tables: dict[str, pl.DataFrame]):
     """Write every ``{name: table}`` into ``out`` or none of them (``io.write_all``), so a
     failure on the last file leaves no summary beside another run's records."""
+    from fastsim.io import table_writer, write_all
+
     if out is None:
         return
     paths = {name: Path(out) / name for name in tables}
@@ -169,6 +179,8 @@ def cmd_ratios(args):
 
 
 def cmd_sgd(args):
+    import polars as pl
+
     from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
                                        run_sgd, summarize_sgd)
 
@@ -197,6 +209,8 @@ def cmd_sgd(args):
 
 
 def cmd_subset(args):
+    import numpy as np
+
     from fastsim.costaware.sgd import ProblemConfig, SGDConfig
     from fastsim.costaware.subset import check_gamma_frac, select_subset
     from fastsim.costaware.sweep import subset_experiment
@@ -269,8 +283,11 @@ def cmd_trl_gradnorm(args):
     out = Path(args.out) if args.out else Path("results") / "costaware_trl"
     if args.out is None:  # the default directory too, before minutes of training
         _check_outputs(out, "cmd_trl_gradnorm")
+    import polars as pl
+
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
                                            read_prompts, toy_trainer)
+    from fastsim.io import check_regular
 
     prompts = Path(args.prompts) if args.prompts else PROMPTS
     check_regular(prompts, "a JSONL prompt set", "--prompts")
@@ -359,9 +376,7 @@ def cmd_figures(args):
 
 def register(subparsers):
     """Add ``costaware`` and its sub-subcommands to the ``fastsim`` parser."""
-    from fastsim.costaware.experiment import GRPOConfig
-    from fastsim.costaware.sgd import ProblemConfig, SGDConfig
-    from fastsim.costaware.subset import EXACT_MAX_N
+    from fastsim.costaware.configs import EXACT_MAX_N, GRPOConfig, ProblemConfig, SGDConfig
 
     top = subparsers.add_parser("costaware", help="cost-aware learning (arXiv 2604.28020)",
                                 description=__doc__,

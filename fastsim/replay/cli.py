@@ -2,6 +2,8 @@
 
 Everything is read, validated and computed before anything is written, and files are
 written through a temporary name, so a malformed input never leaves partial output.
+The reading and computing modules (polars, numba, scipy) are imported by the functions
+that use them: the parser, ``--help`` and usage errors need none of them.
 """
 from __future__ import annotations
 
@@ -10,17 +12,16 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
-from fastsim.io import (atomic_write_table, check_distinct, check_output, check_output_dir, file_kind,
-                        read_parquet_table, table_writer, write_all)
-from fastsim.replay.logs import FORMATS, LOWER_IS_BETTER_SUFFIXES
-from fastsim.stats import MIN_PERCENTILE_BOOT, fmt_interval, fmt_value
+from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
+
+if TYPE_CHECKING:  # annotations only
+    import polars as pl
 
 DEFAULT_POLICIES = ("evalstop:k=2",)
 # fit-curves resamples in Python, milliseconds a resample: a count past this runs for hours
@@ -146,7 +147,7 @@ def register(subparsers) -> None:
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=int, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
-                     f"from {MIN_PERCENTILE_BOOT} to {MAX_BOOT}, or 0 for no intervals "
+                     f"from {D.MIN_PERCENTILE_BOOT} to {MAX_BOOT}, or 0 for no intervals "
                      "(default: 1000)")
     fit.add_argument("--seed", type=int, default=0, metavar="INT",
                      help="bootstrap seed, an integer >= 0 (default: 0)")
@@ -155,10 +156,14 @@ def register(subparsers) -> None:
 
 
 def _write(df: pl.DataFrame, path: Path) -> None:
+    from fastsim.io import atomic_write_table
+
     atomic_write_table(df, path)
 
 
 def _check_out(path: Path | None, option: str = "--out") -> None:
+    from fastsim.io import check_output
+
     check_output(path, option)
 
 
@@ -190,6 +195,8 @@ def _print_jobs(res: pl.DataFrame, metric: str) -> None:
 
 
 def _ci(r, name, pct=True):
+    from fastsim.stats import fmt_interval
+
     m, lo, hi = r.get(name), r.get(f"{name}_lo"), r.get(f"{name}_hi")
     if m is None or m != m:
         return "n/a"
@@ -237,6 +244,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _cmd_replay(args) -> int:
+    from fastsim.io import check_distinct, table_writer, write_all
     from fastsim.replay.logs import read_logs, resolve_path
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
@@ -302,6 +310,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 
 def _like_config(path):
     """The parameters recorded in ``path`` (``--like``), refused when it records none."""
+    from fastsim.io import file_kind
     from fastsim.replay.traces import read_trace_config
 
     why = file_kind(path)  # "no such file", or a pipe or device refused unread
@@ -317,8 +326,12 @@ def _like_config(path):
 
 
 def _cmd_toy(args) -> int:
+    import polars as pl
+
+    from fastsim.io import check_output_dir, table_writer, write_all
     from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
                                        gao_run_medians, generate_toy_rlhf, run_summary)
+    from fastsim.stats import fmt_interval, fmt_value
 
     base = ToyRLHFConfig() if args.like is None else _like_config(args.like)
     kw = {}
@@ -386,6 +399,7 @@ def _cmd_toy(args) -> int:
 
 
 def _cmd_compare(args) -> int:
+    from fastsim.io import check_distinct, read_parquet_table
     from fastsim.replay.policies import parse_policy
     from fastsim.replay.traces import (RUNS_ALLOWED, check_run_values, check_trace_table,
                                        simulator_comparison, trace_origin)
@@ -427,15 +441,17 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_fit(args) -> int:
+    from fastsim.io import check_distinct, read_parquet_table
     from fastsim.replay.traces import (check_fit_values, check_trace_table, fit_curve_knobs,
                                        trace_origin)
+    from fastsim.stats import fmt_value
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not args.traces.exists():
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
-    if not (args.boot == 0 or MIN_PERCENTILE_BOOT <= args.boot <= MAX_BOOT):
-        raise ConfigError(f"--boot {args.boot}: allowed: an integer from {MIN_PERCENTILE_BOOT} "
+    if not (args.boot == 0 or D.MIN_PERCENTILE_BOOT <= args.boot <= MAX_BOOT):
+        raise ConfigError(f"--boot {args.boot}: allowed: an integer from {D.MIN_PERCENTILE_BOOT} "
                           f"to {MAX_BOOT} (fewer cannot set the ends of a 95% interval), or 0 "
                           "for no intervals")
     if args.seed < 0:  # numpy's generator takes non-negative seeds only

@@ -6,9 +6,12 @@ import sys
 from pathlib import Path
 
 from fastsim.errors import ConfigError
-from fastsim.sweep.reproduce import FULL_CLUSTERS, QUICK_CLUSTERS
 
 DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
+# fastsim reproduce's clusters per cell; here, not in fastsim.sweep.reproduce, whose imports
+# (numba, polars) --help would pay for
+FULL_CLUSTERS = 2000
+QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:

@@ -35,10 +35,6 @@ from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes,
                                  check_output_dir, hold_sweep_dirs, remove_temporaries_in)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
-FULL_CLUSTERS = 2000
-QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
-
-
 
 
 EVALSTOP = {"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2}
