@@ -122,14 +122,10 @@ def register(subparsers) -> None:
     p.set_defaults(func=_cmd)
 
 
-def _cmd(args: argparse.Namespace) -> int:
-    # imported here, not at the top: the parser, --help and usage errors need none of them
-    import polars as pl
-
-    from fastsim import detector_bounds as bounds
-    from fastsim import detectors as det
-    from fastsim.io import (bytes_writer, check_distinct, check_output_dir, check_regular,
-                            table_writer, write_all)
+def _check_values(args: argparse.Namespace) -> None:
+    """Every value given, checked before any work; --clusters and --seed get their
+    defaults (which --quick sets)."""
+    from fastsim.io import check_regular
 
     clusters = (50 if args.quick else 200) if args.clusters is None else args.clusters
     seed = 0 if args.seed is None else args.seed
@@ -146,6 +142,17 @@ def _cmd(args: argparse.Namespace) -> int:
     args.clusters, args.seed = clusters, seed
     if args.doc is not None:
         check_regular(args.doc, "a markdown file with the fastsim-detectors block", "--doc")
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    # imported here, not at the top: the parser, --help and usage errors need none of them
+    import polars as pl
+
+    from fastsim import detector_bounds as bounds
+    from fastsim import detectors as det
+    from fastsim.io import bytes_writer, check_distinct, check_output_dir, table_writer, write_all
+
+    _check_values(args)
     if args.confirm is not None:
         return _cmd_confirm(args)
     check_output_dir(args.out)

@@ -326,12 +326,9 @@ def _like_config(path):
 
 
 def _cmd_toy(args) -> int:
-    import polars as pl
-
     from fastsim.io import check_output_dir, table_writer, write_all
     from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
-                                       gao_run_medians, generate_toy_rlhf, run_summary)
-    from fastsim.stats import fmt_interval, fmt_value
+                                       generate_toy_rlhf, run_summary)
 
     base = ToyRLHFConfig() if args.like is None else _like_config(args.like)
     kw = {}
@@ -372,6 +369,17 @@ def _cmd_toy(args) -> int:
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
           "{traces,runs,gao_fits}.parquet")
+    _print_toy(cfg, runs, fits)
+    return 0
+
+
+def _print_toy(cfg, runs: pl.DataFrame, fits: pl.DataFrame) -> None:
+    """The toy-RLHF runs by comparison count, and Gao's form fitted per cell and per run."""
+    import polars as pl
+
+    from fastsim.replay.traces import gao_run_medians
+    from fastsim.stats import fmt_interval, fmt_value
+
     by_n = runs.group_by("n_comparisons").agg(
         pl.col("truth_hacking").mean().alias("hacking_share"),
         pl.col("gold_gain").mean(), (pl.col("gold_peak") - pl.col("gold_final")).mean().alias("gold_drop"),
@@ -395,7 +403,6 @@ def _cmd_toy(args) -> int:
               f"(min {r['min']:.3f}), n {r['n_runs']} runs")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
-    return 0
 
 
 def _cmd_compare(args) -> int:
