@@ -163,7 +163,7 @@ def test_unknown_fields_are_refused():
     (["run", "--scheduler", "lifo"], "--scheduler=lifo is invalid"),
     (["run", "--base-rate", "1.2"], "--base-rate=1.2 is invalid"),
     (["run", "--load", "3"], "--load=3 is invalid"),
-    (["run", "--n-evals", "2"], "n_evals=2 is invalid"),
+    (["run", "--n-evals", "2"], "--n-evals=2 is invalid"),
     (["run", "--clusters", "0"], "--clusters=0 is invalid"),
     (["run", "--sigma", "abc"], "--sigma='abc' is not a valid value"),
 ])
