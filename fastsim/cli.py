@@ -41,13 +41,15 @@ OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "report", "re
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
 
 
-def _numbers_are_values(parser: argparse.ArgumentParser) -> None:
+def _every_parser(parser: argparse.ArgumentParser) -> None:
+    """What every (sub)parser does alike: a negative number is a value, never an option,
+    and help wraps between words only (``_whole_words``)."""
     parser._negative_number_matcher = NEGATIVE_NUMBER
     parser.formatter_class = _whole_words(parser.formatter_class)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                _numbers_are_values(sub)
+                _every_parser(sub)
 
 
 _WHOLE_WORDS: dict = {}
@@ -90,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    _numbers_are_values(parser)
+    _every_parser(parser)
     return parser
 
 
