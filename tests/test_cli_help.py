@@ -233,3 +233,29 @@ def test_the_callable_packages_show_their_functions_signature():
     assert inspect.signature(fastsim.replay) == inspect.signature(replay_logs)
     assert "progress" in inspect.signature(fastsim.sweep).parameters
     assert list(inspect.signature(fastsim.replay).parameters) == ["logs", "policies", "gpus"]
+
+
+def test_the_lazy_packages_still_reach_their_submodules_as_attributes():
+    """``fastsim.sweep``, ``fastsim.replay`` and ``fastsim.costaware`` imported their
+    modules when imported, so ``fastsim.replay.logs.read_logs`` or ``fastsim.costaware.sgd``
+    worked after ``import fastsim.replay``; loading names on first use made them an
+    AttributeError, and ``dir()`` of the package lost its names.  In a fresh process, as
+    the test run has imported the modules already."""
+    import subprocess
+    import sys
+
+    code = ("import fastsim.sweep, fastsim.replay, fastsim.costaware\n"
+            "assert callable(fastsim.replay.logs.read_logs)\n"
+            "assert fastsim.replay.monitor.StopMonitor is fastsim.replay.StopMonitor\n"
+            "assert callable(fastsim.replay.policies.replay)\n"
+            "assert fastsim.sweep.grid.Grid is fastsim.sweep.Grid\n"
+            "assert fastsim.costaware.sgd.SGDConfig is fastsim.costaware.SGDConfig\n"
+            "assert callable(fastsim.costaware.sweep.run_costaware_sweep)\n"
+            "for pkg in (fastsim.sweep, fastsim.replay, fastsim.costaware):\n"
+            "    missing = set(pkg._EXPORTS) - set(dir(pkg))\n"
+            "    assert not missing, (pkg.__name__, missing)\n"
+            "    try:\n        pkg.no_such_name\n    except AttributeError as exc:\n"
+            "        assert 'no_such_name' in str(exc)\n"
+            "    else:\n        raise AssertionError(pkg.__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -45,4 +45,14 @@ __all__ = [
 def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(f"fastsim.costaware.{_EXPORTS[name]}"), name)
+    if not name.startswith("_"):  # a submodule not imported yet, as the package once did
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_EXPORTS})
