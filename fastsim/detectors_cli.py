@@ -164,7 +164,7 @@ def _cmd(args: argparse.Namespace) -> int:
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
     # the traces are read, and refused, before the synthetic grid's minutes of work
     traces = None if args.traces is None else trace_table(_read_traces(args.traces),
-                                                          args.trace_noise)
+                                                          args.trace_noise, args.traces)
     t0 = time.perf_counter()
     n = args.clusters
     rates = (0.6,) if args.quick else BASE_RATES

@@ -598,3 +598,16 @@ def test_a_trace_noise_of_0_is_read_as_a_measured_0(tmp_path, capsys):
              "--trace-noise is given but would not be used")
     one_line(capsys, ["detectors", "--trace-noise", "2e6", "--out", str(tmp_path / "o")],
              "trace-noise=2000000.0 is invalid; allowed: a number in [0, 1e+06]")
+
+
+def test_a_measured_trace_noise_out_of_range_names_the_file(tmp_path, capsys):
+    """The median run's noise is checked against sigma0's range as --trace-noise is; the
+    refusal names the traces file it was measured on (it said 'traces: measured noise')."""
+    p = tmp_path / "traces.parquet"
+    _toy_traces().with_columns(
+        (pl.col("truth_gold") + pl.when(pl.col("step") % 30 == 0).then(1e7).otherwise(-1e7))
+        .alias("score")).write_parquet(p)
+    out = tmp_path / "det"
+    one_line(capsys, ["detectors", "--quick", "--traces", str(p), "--out", str(out)],
+             f"{p}: measured noise=")
+    assert not out.exists()
