@@ -26,6 +26,7 @@ from fastsim.io import table_writer, write_all
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
+from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
