@@ -197,3 +197,15 @@ def test_sgd_configs_default_strategies_are_every_sampling_strategy():
     from fastsim.costaware import configs, sampling
 
     assert configs.STRATEGIES == sampling.STRATEGIES == SGDConfig().strategies
+
+
+def test_the_limits_keep_the_names_of_the_modules_that_defined_them():
+    """The configurations moved to ``fastsim.costaware.configs`` with their limits;
+    ``sgd`` and ``experiment`` import the configurations under the same names, and the
+    limits they defined too (``from fastsim.costaware.sgd import MAX_DESIGN`` was an
+    ImportError)."""
+    from fastsim.costaware import configs, experiment, sgd
+
+    assert sgd.MAX_DESIGN == configs.MAX_DESIGN
+    assert (experiment.MAX_RESPONSES, experiment.MAX_CURVE_POINTS) == (
+        configs.MAX_RESPONSES, configs.MAX_CURVE_POINTS)

@@ -23,7 +23,8 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from fastsim.costaware.configs import ARMS, GRPOConfig
+from fastsim.costaware.configs import (ARMS, MAX_CURVE_POINTS, MAX_RESPONSES,  # noqa: F401
+                                       GRPOConfig)
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import grpo as nb

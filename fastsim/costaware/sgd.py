@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from fastsim.costaware.configs import ProblemConfig, SGDConfig
+from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
 from fastsim.costaware.sampling import STRATEGIES, sampling_distribution
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
