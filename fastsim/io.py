@@ -211,6 +211,26 @@ def _renaming_in(directories: Iterable[Path]):
             os.close(fd)  # closing releases the flock
 
 
+@contextlib.contextmanager
+def renames_settled(directory: Path):
+    """Hold a shared ``flock`` on ``directory`` for the block: ``write_all`` renames a
+    command's files into it holding an exclusive one (``_renaming_in``), so the files read
+    in the block are all of one command's, never one renamed and the next not yet (a
+    sweep's table and the manifest recording its SHA-256).  Unlocked where the directory
+    cannot be opened or locked, as ``_renaming_in`` is."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):  # a file system without flock: unlocked
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
 def table_writer(df: pl.DataFrame, path: Path,
                  metadata: dict[str, str] | None = None) -> Callable[[Path], None]:
     """The writer of ``df`` as Parquet or CSV, chosen by ``path``'s suffix.  ``metadata``

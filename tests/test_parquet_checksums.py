@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -324,3 +325,39 @@ def test_an_ordinary_round_trip_is_identical_and_deterministic(tmp_path):
         assert pl.read_parquet(io.BytesIO(a.getvalue())).equals(frame)  # polars reads it too
         meta = pq.ParquetFile(pa.BufferReader(a.getvalue())).schema_arrow.metadata
         assert meta[GRID_KEY.encode()] == b"h" and meta[PAGE_CHECKSUMS_KEY.encode()] == b"1"
+
+
+def test_a_table_is_never_read_beside_the_manifest_of_another_aggregation(swept):
+    """Aggregation renames its tables, then the manifest with their SHA-256, holding the
+    directory's lock for renames (``fastsim.io._renaming_in``); a reader between two of
+    those renames (fastsim figures --out elsewhere during a re-run) read a new table
+    beside the old manifest and called it damaged.  It reads both once the renames are
+    done: here, a writer holds the lock, swaps a table and its hash, then lets go."""
+    import fcntl
+    import threading
+
+    _, out = swept
+    summary, manifest = out / "summary.parquet", out / "sweep.json"
+    got: list = []
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        reader = threading.Thread(target=lambda: got.append(_read_or_error(out)))
+        reader.start()
+        reader.join(timeout=0.5)
+        assert reader.is_alive()  # waits for the renames
+        flip_in_footer(summary)  # another aggregation's table (it still parses) ...
+        m = json.loads(manifest.read_text())  # ... and its manifest, renamed after it
+        m[TABLES]["summary.parquet"]["sha256"] = hashlib.sha256(summary.read_bytes()).hexdigest()
+        manifest.write_text(json.dumps(m))
+    finally:
+        os.close(fd)
+    reader.join(timeout=30)
+    assert len(got) == 1 and isinstance(got[0], pl.DataFrame), got
+
+
+def _read_or_error(out: Path):
+    try:
+        return read_summary(out)
+    except ConfigError as exc:
+        return exc

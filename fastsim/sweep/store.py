@@ -65,7 +65,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
                         atomic_write_bytes, atomic_write_parquet, bytes_writer,
                         check_output_dir, file_kind, is_temporary, parquet_bytes,
-                        read_parquet_table, write_all)
+                        read_parquet_table, renames_settled, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -319,22 +319,25 @@ def _recorded_bytes(path: Path, allowed: str) -> bytes | None:
     manifest = path.parent / MANIFEST
     if file_kind(path) is not None or not os.path.lexists(manifest):
         return None
-    try:
-        m = json.loads(_read_regular(manifest, MANIFEST_MAX_BYTES))
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ConfigError(f"{manifest}: unreadable sweep manifest ({reason}); "
-                          f"allowed: {allowed}") from None
-    if isinstance(m, dict) and TABLES not in m:
-        return None
-    if not isinstance(m, dict) or not _tables_ok(m[TABLES]):
-        raise ConfigError(f"{manifest}: damaged sweep manifest (its {TABLES} field); "
-                          f"allowed: {allowed}")
-    entry = m[TABLES].get(path.name)
-    try:
-        data = _read_regular(path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}; allowed: {allowed}") from None
+    # both read between two aggregations' renames, never a table of one beside the
+    # manifest of the other (a reader not holding the sweep's lock: fastsim figures)
+    with renames_settled(path.parent):
+        try:
+            m = json.loads(_read_regular(manifest, MANIFEST_MAX_BYTES))
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise ConfigError(f"{manifest}: unreadable sweep manifest ({reason}); "
+                              f"allowed: {allowed}") from None
+        if isinstance(m, dict) and TABLES not in m:
+            return None
+        if not isinstance(m, dict) or not _tables_ok(m[TABLES]):
+            raise ConfigError(f"{manifest}: damaged sweep manifest (its {TABLES} field); "
+                              f"allowed: {allowed}")
+        entry = m[TABLES].get(path.name)
+        try:
+            data = _read_regular(path)
+        except OSError as exc:
+            raise ConfigError(f"{path}: {exc.strerror or exc}; allowed: {allowed}") from None
     why = (f"{MANIFEST} records no SHA-256 for it" if entry is None else
            f"its SHA-256 is not the one {MANIFEST} records" if _sha256(data) != entry["sha256"]
            else None)
