@@ -54,7 +54,9 @@ def flag_value(text: str) -> bool:
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
 
 _INT_TEXT = re.compile(r"-?[0-9]+")
-_FLOAT_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+# digits, then '.' and more digits only after a '.': "[0-9]+\.?[0-9]*" split a run of
+# digits every way, quadratic in its length before a refusal
+_FLOAT_TEXT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 _WRITTEN = {"int": ", written in digits 0-9 with an optional leading '-' (as k=3)",
             "float": ", written in digits 0-9 with an optional '-', '.' and exponent "
                      "(as 0.65 or 1e-3)",

@@ -453,3 +453,16 @@ def test_numbers_written_in_digits_are_still_read(spec):
         PolicyConfig.parse(spec)
     except ConfigError as exc:  # out of range is the declaration's business, not the grammar's
         assert "written in digits" not in str(exc)
+
+
+def test_a_long_number_in_a_spec_is_refused_at_once():
+    """The grammar's number pattern backtracked quadratically on a long run of digits
+    that did not end as a number: 30,000 characters took about 17 s to refuse (a sweep
+    file's or a command line's spec can be that long), float() took microseconds."""
+    import time
+
+    for spec in ("stop_at:f=" + "1" * 30_000 + "x", "tiresias:thresholds=1/" + "2" * 30_000 + "x"):
+        t0 = time.perf_counter()
+        with pytest.raises(ConfigError, match="is invalid"):
+            (SchedulerConfig if spec.startswith("tiresias") else PolicyConfig).parse(spec)
+        assert time.perf_counter() - t0 < 1.0, spec[:20]
