@@ -26,6 +26,9 @@ from fastsim.errors import ConfigError, known_keywords
 
 _EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
             "load_sweep": "fastsim.sweep.grid"}
+# ``from fastsim.sweep import *``: without a list it took the names defined at import,
+# and the lazy ones are not
+__all__ = sorted([*_EXPORTS, "run_sweep_file"])
 
 
 def __getattr__(name: str):
