@@ -38,7 +38,10 @@ SUBCOMMAND_MODULES = [
 # Options naming a file or directory a command writes (argparse destinations).
 OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "report", "results", "doc")
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
-NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+# digits, then '.' and more digits only after a '.': "\d+\.?\d*" split a run of digits
+# every way, quadratic in its length before a refusal
+NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
+                             re.I)
 
 
 def _every_parser(parser: argparse.ArgumentParser) -> None:
