@@ -144,7 +144,6 @@ def test_a_chunk_damaged_as_it_is_encoded_is_never_recorded(swept, monkeypatch):
             target.write(data)
 
     monkeypatch.setattr("fastsim.io.write_parquet", damaging)
-    monkeypatch.setattr("fastsim.sweep.store.write_parquet", damaging, raising=False)
     with pytest.raises(ConfigError) as exc:
         store.write_chunk(cell, 1, *frames)
     assert str(exc.value) == (f"cannot write {store.path(cell, 'jct', 1)} (its encoding fails "
