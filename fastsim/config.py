@@ -431,8 +431,10 @@ def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
     the value as typed (``thresholds=3/1``, not the tuple it was read as), and ``"policy
     parameter 'K' is not ..."`` -> ``"--policy evalstop: parameter 'K' is not ..."``."""
-    if msg.startswith(f"{what}={spec!r} "):  # the spec's form, or an unknown name alone
-        return f"{flag}={spec}{msg[len(f'{what}={spec!r}'):]}"
+    head = f"{what}={spec!r}"
+    if msg.startswith(head) and msg[len(head):len(head) + 1] in (" ", ":"):
+        # the spec's form, an unknown name alone, or a MODULE:ATTR that names no module
+        return f"{flag}={spec}{msg[len(head):]}"
     name = R.split_name(spec, what)[0]
     if msg.startswith(f"{what}={name!r} "):  # an unknown name with parameters
         return f"{flag}={name}{msg[len(f'{what}={name!r}'):]}"

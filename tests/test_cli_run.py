@@ -150,7 +150,10 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     (["--n-evals", "2"], "--n-evals=2 is invalid; allowed: at least k+1=3 evaluations"),
     (["--policy", "evalstop:k=9"], "n_evals=7 is invalid; allowed: at least k+1=10 evaluations "
      "for evalstop(k=9) (the default of --n-evals, which the options given rule out)"),
-    (["--baseline", "evalstop:k=7"], "(the default of --n-evals, which the options given")])
+    (["--baseline", "evalstop:k=7"], "(the default of --n-evals, which the options given"),
+    # a MODULE:ATTR naming no module read "policy=':evalstop': ..."
+    (["--policy", ":evalstop"], "--policy=:evalstop: '' is not a module name; allowed: none"),
+    (["--scheduler", ":x"], "--scheduler=:x: '' is not a module name; allowed: fifo")])
 def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv, needle):
     """A bad parameter read '--baseline.k=0 is invalid', a field no one typed."""
     out = tmp_path / "cells.parquet"
