@@ -20,6 +20,7 @@ and its place among the paired rows).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,6 +41,9 @@ class Metric:
     column: bool = True                  # a per-cluster column (False: pooled only)
     percent: bool = False                # shown as a percentage
     paired: tuple[str, int] | None = None  # (label of the change, its rank)
+    # The values a cluster's value can take: a mean's interval is cut to them, and a paired
+    # change of a metric that cannot be negative to -100% and above (summary._row)
+    bounds: tuple[float, float] = (-math.inf, math.inf)
     help: str = ""
     fn: Callable | None = None           # a user metric: jobs -> [C] values
     ref: str = ""
@@ -49,22 +53,26 @@ def _m(name, label, unit, **kw) -> Metric:
     return Metric(name, label, unit, **kw)
 
 
+_NON_NEGATIVE = (0.0, math.inf)  # times and GPU-hours
+_SHARE = (0.0, 1.0)
+
 BUILTIN_METRICS = (
-    _m("jct_mean_h", "mean JCT (h)", "h", paired=("mean JCT change", 0)),
-    _m("jct_p50_h", "p50 JCT (h)", "h"),
-    _m("jct_p95_h", "p95 JCT (h)", "h", paired=("p95 JCT change", 4)),
-    _m("jct_p99_h", "p99 JCT (h)", "h"),
-    _m("makespan_h", "makespan (h)", "h", paired=("makespan change", 5)),
-    _m("utilization", "GPU utilisation", "share", percent=True),
-    _m("queue_mean_h", "mean queueing delay (h)", "h"),
+    _m("jct_mean_h", "mean JCT (h)", "h", paired=("mean JCT change", 0), bounds=_NON_NEGATIVE),
+    _m("jct_p50_h", "p50 JCT (h)", "h", bounds=_NON_NEGATIVE),
+    _m("jct_p95_h", "p95 JCT (h)", "h", paired=("p95 JCT change", 4), bounds=_NON_NEGATIVE),
+    _m("jct_p99_h", "p99 JCT (h)", "h", bounds=_NON_NEGATIVE),
+    _m("makespan_h", "makespan (h)", "h", paired=("makespan change", 5), bounds=_NON_NEGATIVE),
+    _m("utilization", "GPU utilisation", "share", percent=True, bounds=_SHARE),
+    _m("queue_mean_h", "mean queueing delay (h)", "h", bounds=_NON_NEGATIVE),
     # The paper does not define "wasted compute": three readings, each a paired change
     # (MODEL.md section 8).
-    _m("gpu_h_total", "GPU-hours used (all jobs)", "GPU-h", paired=("all GPU-hours change", 3)),
+    _m("gpu_h_total", "GPU-hours used (all jobs)", "GPU-h", paired=("all GPU-hours change", 3),
+       bounds=_NON_NEGATIVE),
     _m("wasted_gpu_h", "wasted GPU-hours (hacking, post-peak)", "GPU-h",
-       paired=("wasted compute change (post-peak)", 1)),
+       paired=("wasted compute change (post-peak)", 1), bounds=_NON_NEGATIVE),
     _m("hacking_gpu_h", "GPU-hours of hacking jobs", "GPU-h",
-       paired=("hacking jobs' GPU-hours change", 2)),
-    _m("wasted_share", "wasted share of GPU-hours", "share", percent=True),
+       paired=("hacking jobs' GPU-hours change", 2), bounds=_NON_NEGATIVE),
+    _m("wasted_share", "wasted share of GPU-hours", "share", percent=True, bounds=_SHARE),
     _m("gold_hacking", "delivered gold, hacking jobs", "gold"),
     _m("gold_healthy_rlhf", "delivered gold, healthy RLHF", "gold"),
     _m("gold_all", "delivered gold, all jobs", "gold"),
@@ -101,6 +109,19 @@ _METRICS: dict[str, Metric] = {m.name: m for m in BUILTIN_METRICS}
 def metrics() -> tuple[Metric, ...]:
     """Every declared metric: the built-ins, then user metrics registered so far."""
     return tuple(_METRICS.values())
+
+
+def estimate_range(metric: str, kind: str) -> tuple[float, float]:
+    """The values a summary row's estimate can take: a mean's, its metric's ``bounds``; a
+    paired change's (``kind == "paired"``, ``metric`` the changed column), -100% and above
+    where the metric cannot be negative; anything else (pooled ratios are cut by their own
+    interval; a name no longer declared) unbounded."""
+    m = _METRICS.get(metric)
+    if m is None or kind not in ("mean", "paired"):
+        return (-math.inf, math.inf)
+    if kind == "paired":
+        return (-1.0, math.inf) if m.bounds[0] >= 0.0 else (-math.inf, math.inf)
+    return m.bounds
 
 
 def lookup(ref: str) -> Metric:

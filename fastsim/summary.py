@@ -30,7 +30,14 @@ SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
 
 
 def _row(metric: str, kind: str, e: Estimate) -> dict:
-    return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
+    """A summary row; its interval cut to the values the estimate can take (a t interval of
+    a few clusters' GPU-hours reached below 0): the truth lies there, so coverage is the
+    same.  A NaN bound (no interval) stays NaN."""
+    base = metric[:-len("_change")] if kind == "paired" else metric
+    floor, ceiling = M.estimate_range(base, kind)
+    lo = max(e.lo, floor) if e.lo == e.lo else e.lo
+    hi = min(e.hi, ceiling) if e.hi == e.hi else e.hi
+    return {"metric": metric, "kind": kind, "mean": e.mean, "lo": lo, "hi": hi, "n": e.n}
 
 
 def _pooled_counts(clusters: pl.DataFrame, metrics) -> dict[str, tuple[np.ndarray, np.ndarray]]:

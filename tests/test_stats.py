@@ -364,6 +364,33 @@ def test_a_change_is_the_mean_of_per_cluster_changes_not_the_change_of_the_mean(
     assert e.mean == pytest.approx(-0.30) and e.contains(-0.30)
 
 
+def test_an_interval_is_cut_to_the_values_its_estimate_can_take():
+    """A t interval of three clusters' waste reached below 0 GPU-hours ([-9.61, 52.27] in
+    a 3-cluster run), and a change of a quantity that cannot be negative below -100%; the
+    truth lies within those values, so the cut costs no coverage.  A metric that can be
+    negative keeps its interval."""
+    from fastsim.summary import summarize
+
+    def frame(waste, gold):
+        f = pl.DataFrame({"cluster": [0, 1, 2], "wasted_gpu_h": waste, "utilization": waste,
+                          "gold_all": gold})
+        for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
+                  "pos_at_completion"):
+            f = f.with_columns(pl.lit(0).alias(c))
+        return f
+
+    policy, base = frame([0.0, 0.0, 0.9], [-1.0, 0.0, 5.0]), frame([0.1, 0.1, 100.0], [0.0] * 3)
+    rows = {r["metric"]: r for r in summarize(policy, base).iter_rows(named=True)}
+    t = mean_ci([0.0, 0.0, 0.9])
+    assert t.lo < 0.0 and t.hi > 1.0 and rows["wasted_gpu_h"]["lo"] == 0.0
+    assert rows["wasted_gpu_h"]["hi"] == t.hi and rows["wasted_gpu_h"]["mean"] == t.mean
+    assert (rows["utilization"]["lo"], rows["utilization"]["hi"]) == (0.0, 1.0)  # a share
+    assert rows["gold_all"]["lo"] == mean_ci([-1.0, 0.0, 5.0]).lo < 0.0  # unbounded
+    change = paired_change_ci([0.0, 0.0, 0.9], [0.1, 0.1, 100.0])  # -100%, -100%, -99.1%
+    assert change.lo < -1.0 and rows["wasted_gpu_h_change"]["lo"] == -1.0
+    assert rows["wasted_gpu_h_change"]["hi"] == change.hi
+
+
 def test_one_cluster_gives_a_ratio_without_an_interval():
     # A percentile bootstrap of one cluster resamples that cluster alone: a zero-width
     # interval that claims certainty. One cluster says nothing of the spread between
