@@ -136,14 +136,16 @@ def lookup(ref: str) -> Metric:
 
 
 def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
-                   aggregate: str = "mean", percent: bool = False,
-                   paired: str = "") -> Callable:
+                   aggregate: str = "mean", percent: bool = False, paired: str = "",
+                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
     """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
     columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
     ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays.  Metrics are accounting, so they
     may read hidden truth.  The column is named after the function.  A float metric
     returns finite numbers, or NaN where it is undefined on a cluster (left out of the
     mean and its n); an infinity is refused (docs/extending.md, walkthrough 3).
+    ``bounds``: the values it can take (``(0, math.inf)`` for a time): its interval is cut
+    to them, as the built-ins' are, and a value outside them is refused.
 
     Examples
     --------
@@ -155,6 +157,11 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     if dtype not in ("float", "int") or aggregate not in ("mean", "none"):
         raise ConfigError(f"cluster_metric dtype={dtype!r}, aggregate={aggregate!r}; allowed: "
                           "dtype float or int, aggregate mean or none")
+    if not (isinstance(bounds, tuple) and len(bounds) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+            and bounds[0] < bounds[1]):
+        raise ConfigError(f"cluster_metric bounds={bounds!r}; allowed: a tuple (low, high) of "
+                          "two numbers, low < high (math.inf for none)")
 
     def wrap(fn: Callable) -> Metric:
         name = fn.__name__
@@ -162,6 +169,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
+                   bounds=(float(bounds[0]), float(bounds[1])),
                    help=(fn.__doc__ or "").strip().split("\n")[0], fn=fn,
                    ref=f"{fn.__module__}:{name}")
         _METRICS[name] = m
@@ -189,6 +197,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
             _check_integers(m.name, v)
         else:
             _check_floats(m.name, v)
+        _check_bounds(m, v)
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
 
@@ -216,6 +225,15 @@ def _check_floats(name: str, v: np.ndarray) -> None:
         raise ConfigError(f"metric {name} returned {float(v[bad][0])!r}; allowed: finite "
                           "numbers, or NaN on a cluster where the metric is undefined (left "
                           "out of the mean and its n)")
+
+
+def _check_bounds(m: Metric, v: np.ndarray) -> None:
+    """A value outside the metric's declared ``bounds``: its interval, cut to them, would
+    be wrong."""
+    bad = (v < m.bounds[0]) | (v > m.bounds[1])  # NaN compares False: undefined, kept
+    if bad.any():
+        raise ConfigError(f"metric {m.name} returned {float(v[bad][0])!r}; allowed: values "
+                          f"in its declared bounds [{m.bounds[0]!r}, {m.bounds[1]!r}]")
 
 
 def mean_metrics() -> dict[str, str]:

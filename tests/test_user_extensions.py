@@ -9,6 +9,7 @@ processes must give different results (a cache keyed on the driver alone would n
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -578,6 +579,11 @@ def float_inf(jobs):
     return np.full(jobs["gpus"].shape[0], np.inf)
 
 
+@cluster_metric(bounds=(0, 1))
+def out_of_bounds(jobs):
+    return np.full(jobs["gpus"].shape[0], 1.5)
+
+
 @cluster_metric()
 def float_minus_inf_once(jobs):
     v = np.zeros(jobs["gpus"].shape[0], np.float32)  # float32's inf too
@@ -635,6 +641,9 @@ def hostile_dir(tmp_path_factory):
     (["--metric", "toy_hostile_user:float_minus_inf_once"],
      "metric float_minus_inf_once returned -inf"),
     (["--metric", "toy_hostile_user:int_inf"], "metric int_inf (dtype int) returned inf"),
+    # declared bounds cut its interval: a value outside them would make that cut wrong
+    (["--metric", "toy_hostile_user:out_of_bounds"], "metric out_of_bounds returned 1.5; "
+     "allowed: values in its declared bounds [0.0, 1.0]"),
     # the imaginary part was dropped, after numpy's ComplexWarning
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
@@ -967,3 +976,27 @@ def test_a_spec_whose_module_part_is_not_a_module_name_is_one_line(spec):
     for parse in (PolicyConfig.parse, SchedulerConfig.parse, metric_lookup):
         with pytest.raises(ConfigError, match="is not a module name"):
             parse(spec)
+
+
+def test_a_user_metrics_declared_bounds_cut_its_interval():
+    from fastsim import metrics as M
+    from fastsim.stats import mean_ci
+    from fastsim.summary import summarize
+
+    for bad in ((1.0, 0.0), (0, "x"), (0.0,), [0.0, 1.0], (True, 2)):
+        with pytest.raises(ConfigError, match="bounds=.*allowed: a tuple"):
+            M.cluster_metric(bounds=bad)
+    try:
+        @M.cluster_metric(bounds=(0, math.inf))
+        def cut_me(jobs):
+            return jobs
+
+        f = pl.DataFrame({"cluster": [0, 1, 2], "cut_me": [0.0, 0.0, 0.9]})
+        for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
+                  "pos_at_completion"):
+            f = f.with_columns(pl.lit(0).alias(c))
+        row = summarize(f).filter(pl.col("metric") == "cut_me").row(0, named=True)
+        t = mean_ci([0.0, 0.0, 0.9])
+        assert t.lo < 0.0 and (row["lo"], row["hi"]) == (0.0, t.hi)
+    finally:
+        M._METRICS.pop("cut_me", None)  # declared for this test only
