@@ -123,10 +123,15 @@ def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, p
     try:
         return SimConfig(workload, scheduler, policy, metrics)
     except ConfigError as exc:
+        msg = str(exc)
+        for ref in metrics:  # "metric='m:f' cannot be imported" -> "--metric=m:f cannot ..."
+            for head in (f"metric={ref!r}", f"metrics={ref!r}"):
+                if msg.startswith(head):
+                    raise ConfigError(f"--metric={ref}{msg[len(head):]}") from None
         kw = {f.name: getattr(workload, f.name) for f in dataclasses.fields(WorkloadConfig)}
         given = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)
                  if getattr(args, f.name, None) is not None}
-        raise ConfigError(_as_option(str(exc), kw, given)) from None
+        raise ConfigError(_as_option(msg, kw, given)) from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

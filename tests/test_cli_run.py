@@ -153,7 +153,10 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     (["--baseline", "evalstop:k=7"], "(the default of --n-evals, which the options given"),
     # a MODULE:ATTR naming no module read "policy=':evalstop': ..."
     (["--policy", ":evalstop"], "--policy=:evalstop: '' is not a module name; allowed: none"),
-    (["--scheduler", ":x"], "--scheduler=:x: '' is not a module name; allowed: fifo")])
+    (["--scheduler", ":x"], "--scheduler=:x: '' is not a module name; allowed: fifo"),
+    # read "metric='nosuchmod:f' cannot be imported"
+    (["--metric", "nosuchmod:f"], "--metric=nosuchmod:f cannot be imported (No module named"),
+    (["--metric", "nocolon"], "--metric=nocolon is invalid; allowed: MODULE:FUNCTION")])
 def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv, needle):
     """A bad parameter read '--baseline.k=0 is invalid', a field no one typed."""
     out = tmp_path / "cells.parquet"

@@ -549,7 +549,7 @@ def test_a_user_module_that_raises_while_imported_is_one_line(tmp_path, capsys, 
     log.write_text(CSV_OK)
     argv = ([command, "--clusters", "2", "--n-jobs", "4"] if command == "run"
             else [command, str(log)]) + [flag, f"{name}:f"]
-    one_line(capsys, argv, f"{name}:f': importing {name} " + said.format(path=path)
+    one_line(capsys, argv, f"{flag}={name}:f: importing {name} " + said.format(path=path)
              + "; allowed: a module that imports")
 
 
@@ -570,7 +570,7 @@ def test_a_declaration_refused_while_imported_names_the_users_line(tmp_path, cap
     path.write_text(declare)
     monkeypatch.syspath_prepend(str(tmp_path))
     one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "4", flag, f"{name}:f"],
-             f"{name}:f': importing {name}, {path}, line 3: {said}")
+             f"{flag}={name}:f: importing {name}, {path}, line 3: {said}")
 
 
 @pytest.mark.parametrize("extra,said", [
