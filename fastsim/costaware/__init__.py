@@ -13,7 +13,7 @@ This package is the API over the numba kernels in ``kernels/costaware*.py`` and
 * ``experiment``: a small real GRPO experiment, uniform vs cost-aware mini-batches;
 * ``sweep``: TOML sweeps writing Parquet for ``figures/costaware_*.py``.
 """
-import importlib
+from fastsim.lazy import lazy_names
 
 # The names above, by module; they load on first use: ``fastsim costaware --help``
 # imports this package, and its modules bring numba and polars.
@@ -42,17 +42,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"fastsim.costaware.{_EXPORTS[name]}"), name)
-    if not name.startswith("_"):  # a submodule not imported yet, as the package once did
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()}, globals())

@@ -10,13 +10,13 @@ The package is also callable: ``fastsim.replay(logs, policies)`` is ``replay_log
 Its other names load on first use: ``fastsim replay --help`` imports this package, and
 ``logs``, ``monitor`` and ``policies`` bring numba and polars.
 """
-import importlib
 import inspect
 import sys
 import types
 from pathlib import Path
 
 from fastsim.errors import ConfigError, known_keywords
+from fastsim.lazy import lazy_names
 
 _EXPORTS = {"EvalLog": "fastsim.replay.logs", "read_logs": "fastsim.replay.logs",
             "Decision": "fastsim.replay.monitor", "EvalStopMonitor": "fastsim.replay.monitor",
@@ -25,20 +25,7 @@ _EXPORTS = {"EvalLog": "fastsim.replay.logs", "read_logs": "fastsim.replay.logs"
 __all__ = sorted([*_EXPORTS, "replay_logs"])
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if not name.startswith("_"):  # a submodule not imported yet, as the package once did
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 # how a log is read is read_logs' business; a user reaching for --metric here is told so

@@ -15,7 +15,6 @@ The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``
 ``Cell``, ``Grid`` and ``load_sweep`` load on first use: ``fastsim sweep --help`` imports
 this package, and ``grid`` brings numba and polars.
 """
-import importlib
 import inspect
 import os
 import sys
@@ -23,6 +22,7 @@ import types
 from pathlib import Path
 
 from fastsim.errors import ConfigError, known_keywords
+from fastsim.lazy import lazy_names
 
 _EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
             "load_sweep": "fastsim.sweep.grid"}
@@ -31,20 +31,7 @@ _EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
 __all__ = sorted([*_EXPORTS, "run_sweep_file"])
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if not name.startswith("_"):  # a submodule not imported yet, as the package once did
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 @known_keywords("fastsim.sweep()")
