@@ -1,5 +1,6 @@
 """Session-wide set-up: numba compiles (or loads its cache) once, before any test."""
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -7,6 +8,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("FASTSIM_PROGRESS", "0")
+
+# The Ctrl-C tests press Ctrl-C as at a terminal.  A shell starting the suite in the
+# background (`cmd &` in a script) ignores SIGINT in it, and an ignored signal is inherited
+# by every process it starts (fastsim keeps it ignored, as a supervisor may want): give the
+# suite, and so the commands it runs, Python's own Ctrl-C handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Hypothesis's timing checks fail at random on a loaded machine: a slow example (deadline)
 # or slow data generation (too_slow) says nothing about the property.  Every @settings
