@@ -7,9 +7,9 @@ temporary directory, then times on its first cell's chunk, per file (``chunk``, 
 ``jobs``): the encoding ``SweepStore.write_chunk`` does before its renames and fsyncs
 (``fastsim.io.parquet_bytes``: encoded, read back and compared with the frame; before it,
 ``store._parquet_bytes``, encoded only), and aggregation's read of the file
-(``SweepStore._load``: its bytes, their SHA-256 against the record, its pages).  Medians of ``--repeat``, in milliseconds.
-Only what both ends of a change have is called, so one checkout's numbers compare with
-another's (docs/performance.md).
+(``SweepStore._load``: its bytes, their SHA-256 against the record, its pages).
+Medians of ``--repeat``, in milliseconds.  Only what both ends of a change have is
+called, so one checkout's numbers compare with another's (docs/performance.md).
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about a minute on a quiet
 2-core machine, 20 s of it the million-cluster memory row and 10 s the cold compile) or
 ``fastsim bench --quick`` (about 20 s; with ``--no-compile --no-rss`` about 5 s; a first
-run also compiles every scheduler's kernels, about 30 s of CPU) from the repository root.  Every time is the minimum over repetitions of
-one call on a batch of clusters, divided by the batch size; on a shared machine the
-minimum is the least noisy estimate of what the code costs.
+run also compiles every scheduler's kernels, about 30 s of CPU) from the repository
+root.  Every time is the minimum over repetitions of one call on a batch of clusters,
+divided by the batch size; on a shared machine the minimum is the least noisy estimate
+of what the code costs.
 
 The cluster is MODEL.md's default: ``rlhf_heavy``, 64 GPUs, 300 jobs, 10 evaluations
 (pinned here, whatever ``fastsim.defaults`` says), scheduler ``srtf_est`` and

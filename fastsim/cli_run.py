@@ -112,7 +112,8 @@ def _as_option(msg: str, kw: dict, given: dict) -> str:
     if name in given and msg.startswith(f"{name}={kw[name]!r} "):
         return f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
     if name in FIELD_HELP and name not in given:
-        return msg + f" (the default of --{name.replace('_', '-')}, which the options given rule out)"
+        option = f"--{name.replace('_', '-')}"
+        return msg + f" (the default of {option}, which the options given rule out)"
     return msg
 
 
