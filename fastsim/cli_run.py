@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
-                            parse_baseline, parse_flag)
+                            parse_baseline, parse_flag, typed_head)
 from fastsim.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only
@@ -126,9 +126,10 @@ def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, p
     except ConfigError as exc:
         msg = str(exc)
         for ref in metrics:  # "metric='m:f' cannot be imported" -> "--metric=m:f cannot ..."
-            for head in (f"metric={ref!r}", f"metrics={ref!r}"):
-                if msg.startswith(head):
-                    raise ConfigError(f"--metric={ref}{msg[len(head):]}") from None
+            for what in ("metric", "metrics"):
+                typed = typed_head(msg, ref, "--metric", what)
+                if typed is not None:
+                    raise ConfigError(typed) from None
         kw = {f.name: getattr(workload, f.name) for f in dataclasses.fields(WorkloadConfig)}
         given = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)
                  if getattr(args, f.name, None) is not None}

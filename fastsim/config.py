@@ -425,16 +425,25 @@ class PolicyConfig:
         return _as_dict(self)
 
 
+def typed_head(msg: str, spec: str, flag: str, what: str) -> str | None:
+    """``msg`` that names ``what={spec!r}`` first, as the command line gave it:
+    ``"metric='m:f' cannot be imported ..."`` -> ``"--metric=m:f cannot be imported ..."``;
+    None if it starts otherwise."""
+    head = f"{what}={spec!r}"
+    if msg.startswith(head) and msg[len(head):len(head) + 1] in (" ", ":"):
+        return f"{flag}={spec}{msg[len(head):]}"
+    return None
+
+
 def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     """A spec's error as the command line gave it, or None if it names neither the spec
     nor a parameter: ``"policy='bogus' is invalid; ..."`` -> ``"--policy=bogus is invalid;
     ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
     the value as typed (``thresholds=3/1``, not the tuple it was read as), and ``"policy
     parameter 'K' is not ..."`` -> ``"--policy evalstop: parameter 'K' is not ..."``."""
-    head = f"{what}={spec!r}"
-    if msg.startswith(head) and msg[len(head):len(head) + 1] in (" ", ":"):
-        # the spec's form, an unknown name alone, or a MODULE:ATTR that names no module
-        return f"{flag}={spec}{msg[len(head):]}"
+    typed = typed_head(msg, spec, flag, what)
+    if typed is not None:  # the spec's form, an unknown name alone, a MODULE:ATTR not found
+        return typed
     name = R.split_name(spec, what)[0]
     if msg.startswith(f"{what}={name!r} "):  # an unknown name with parameters
         return f"{flag}={name}{msg[len(f'{what}={name!r}'):]}"

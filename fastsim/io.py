@@ -188,47 +188,41 @@ def _signals_held():
         signal.raise_signal(caught[0])  # its own handler now: KeyboardInterrupt, ...
 
 
-@contextlib.contextmanager
 def _renaming_in(directories: Iterable[Path]):
     """Hold an exclusive ``flock`` on each directory while a command's files are renamed
     into it: two commands writing the same files at once (two ``fastsim run --out o.parquet
     --jobs-out j.parquet``) each rename theirs in one go, so the files are all one
-    command's, never an ``o.parquet`` of one beside a ``j.parquet`` of the other.  Taken
-    in one order (sorted), so two writers never wait on each other in a cycle."""
+    command's, never an ``o.parquet`` of one beside a ``j.parquet`` of the other."""
+    return _directories_locked(directories, fcntl.LOCK_EX)
+
+
+def renames_settled(directory: Path):
+    """Hold a shared ``flock`` on ``directory`` for the block: ``write_all`` renames a
+    command's files into it holding an exclusive one (``_renaming_in``), so the files read
+    in the block are all of one command's, never one renamed and the next not yet (a
+    sweep's table and the manifest recording its SHA-256)."""
+    return _directories_locked([directory], fcntl.LOCK_SH)
+
+
+@contextlib.contextmanager
+def _directories_locked(directories: Iterable[Path], operation: int):
+    """``flock(operation)`` on each directory for the block, taken in one order (sorted),
+    so two holders never wait on each other in a cycle; a directory that cannot be opened
+    or locked is left unlocked (the rename or read reports what is wrong with it)."""
     fds: list[int] = []
     try:
         for d in sorted({os.path.realpath(d) for d in directories}):
             try:
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
             except OSError:
-                continue  # the rename reports what is wrong with the directory
+                continue
             fds.append(fd)
             with contextlib.suppress(OSError):  # a file system without flock: unlocked
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, operation)
         yield
     finally:
         for fd in fds:
             os.close(fd)  # closing releases the flock
-
-
-@contextlib.contextmanager
-def renames_settled(directory: Path):
-    """Hold a shared ``flock`` on ``directory`` for the block: ``write_all`` renames a
-    command's files into it holding an exclusive one (``_renaming_in``), so the files read
-    in the block are all of one command's, never one renamed and the next not yet (a
-    sweep's table and the manifest recording its SHA-256).  Unlocked where the directory
-    cannot be opened or locked, as ``_renaming_in`` is."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        yield
-        return
-    try:
-        with contextlib.suppress(OSError):  # a file system without flock: unlocked
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing releases the flock
 
 
 def table_writer(df: pl.DataFrame, path: Path,
