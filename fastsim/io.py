@@ -9,7 +9,8 @@ process has the PID in its name and none holds the ``flock`` each writer keeps o
 temporary while writing it (``_remove_stale_temporaries``).  ``write_all`` stages several
 files and renames them only once every one is written, so a command leaves all of its
 outputs or none, and renames them holding a lock on their directories, so two commands
-writing the same files at once leave all of one's, never some of each.
+writing the same files at once leave all of one's, never some of each; a command kept
+waiting for that lock more than a second (its holder stopped, say) says so in one line.
 Output paths are checked with ``check_output`` before any work.  A failed write (disk full,
 read-only directory) is one ``ConfigError`` naming the file and the reason.
 
@@ -34,7 +35,9 @@ import re
 import secrets
 import signal
 import stat
+import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -45,6 +48,8 @@ from fastsim.errors import ConfigError, signal_handlers
 
 TABLE_SUFFIXES = (".parquet", ".csv")
 TMP_SUFFIX = ".tmp"
+# How long a directory's lock may be held before a command waiting for it says so.
+LOCK_NOTICE_S = 1.0
 
 
 def _reason(exc: BaseException) -> str:
@@ -218,11 +223,32 @@ def _directories_locked(directories: Iterable[Path], operation: int):
                 continue
             fds.append(fd)
             with contextlib.suppress(OSError):  # a file system without flock: unlocked
-                fcntl.flock(fd, operation)
+                _flock_saying_so(fd, operation, d)
         yield
     finally:
         for fd in fds:
             os.close(fd)  # closing releases the flock
+
+
+def _flock_saying_so(fd: int, operation: int, directory: str,
+                     after_s: float = LOCK_NOTICE_S) -> None:
+    """``flock(fd, operation)``, saying in one line on stderr that the command waits if
+    the lock is still held after ``after_s`` seconds.  fastsim holds it only while it
+    renames files, milliseconds; a holder that is stopped (Ctrl-Z) or another program's
+    would otherwise leave the command waiting in silence."""
+    deadline = time.monotonic() + after_s
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+    print(f"fastsim: waiting for the lock on {directory}, held by another process "
+          "(fastsim holds it while it renames files into the directory) ...",
+          file=sys.stderr, flush=True)
+    fcntl.flock(fd, operation)
 
 
 def table_writer(df: pl.DataFrame, path: Path,

@@ -99,3 +99,33 @@ def test_only_a_gone_writers_temporaries_of_that_target_are_removed(tmp_path):
     atomic_write_bytes(out, b"a,b\n")
     assert not elsewhere.exists() and not alive.exists()
     assert other_target.exists() and users.exists()
+
+
+def test_a_command_waiting_for_a_held_directory_lock_says_so_then_writes(tmp_path):
+    """A directory's lock is held for milliseconds by fastsim; a holder that is stopped
+    (or another program's) leaves the writer waiting: it says so in one line, and writes
+    once the lock is free."""
+    script = textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(2.5)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    writer = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from fastsim.io import atomic_write_bytes; "
+         "atomic_write_bytes(Path(sys.argv[1]), b'x')", str(tmp_path / "o.bin")],
+        capture_output=True, text=True, timeout=60)
+    holder.wait(timeout=60)
+    assert writer.returncode == 0, writer.stderr
+    lines = writer.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"fastsim: waiting for the lock on {tmp_path}")
+    assert (tmp_path / "o.bin").read_bytes() == b"x"
+
+
+def test_a_free_directory_lock_is_taken_in_silence(tmp_path, capsys):
+    atomic_write_bytes(tmp_path / "o.bin", b"x")
+    assert capsys.readouterr().err == ""
