@@ -13,7 +13,8 @@ def test_run_prints_table_and_writes_both_arms(capsys, tmp_path):
     assert rc == 0
     text = capsys.readouterr().out
     for needle in ("evalstop(k=2) over fifo+backfill vs none", "mean JCT (h)", "precision",
-                   "mean JCT change", "wasted compute change", "30 clusters, seed 4"):
+                   "mean JCT change", "wasted compute change",
+                   "30 clusters, seed 4; simulated in "):
         assert needle in text
     cells = pl.read_parquet(out)
     assert cells.height == 60 and set(cells["arm"]) == {"policy", "baseline"}
