@@ -467,3 +467,34 @@ def test_a_script_run_alone_writes_no_sweep_directory_another_process_holds(
         holder.wait(timeout=60)
     S.main(script.draw, script.NEEDS, getattr(script, "BASELINE", None))  # released: it draws
     assert list(out.glob("*.png"))
+
+
+def test_figures_says_each_figure_as_it_is_drawn(tmp_path, capsys):
+    """`fastsim figures` drew for seconds in silence, then said "1 files written"; each
+    figure drawn is now a line naming its files, and one file is "1 file"."""
+    from fastsim.cli import main
+
+    _tiny_sweep(tmp_path, "noise", 'sigma = [0.01, 0.1]\npolicy = ["evalstop:k=2"]')
+    out = tmp_path / "figs"
+    assert main(["figures", str(tmp_path / "results" / "noise"), "--out", str(out),
+                 "--formats", "png"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "[figures] noise_sweep: noise_sweep.png" in lines, lines
+    assert lines[-1] == f"1 file written to {out}", lines
+
+
+def test_reproduce_says_when_its_time_includes_compiling(tiny_reproduction, monkeypatch,
+                                                         tmp_path, capsys):
+    """A newcomer's first `fastsim reproduce --quick` printed 'in 43 s' against README's
+    'about 16 s once numba has compiled', without saying the 43 s included compiling."""
+    import fastsim.sweep.reproduce as rep
+    from fastsim.cli import main
+
+    _, info = tiny_reproduction
+    for compiled, said in ((True, True), (False, False)):
+        monkeypatch.setattr(rep, "reproduce", lambda *a, **k: {**info, "compiled": compiled})
+        assert main(["reproduce", "--out", str(tmp_path / "r"), "--no-figures",
+                     "--no-progress"]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert ("numba's one-time compilation included" in last) is said, last
+    assert info["compiled"] in (True, False)

@@ -164,7 +164,8 @@ def cmd_figures(args) -> int:
         raise ConfigError(f"--formats={args.formats} is invalid; allowed: png, pdf, svg "
                           "(comma-separated)")
     written = draw_all(args.dir, args.out or args.dir / "figures", formats)
-    print(f"{len(written)} files written to {args.out or args.dir / 'figures'}")
+    print(f"{len(written)} file{'s' if len(written) != 1 else ''} written to "
+          f"{args.out or args.dir / 'figures'}")
     return 0
 
 
@@ -201,8 +202,10 @@ def cmd_reproduce(args) -> int:
     print()
     resumed = (f", {info['chunks_skipped']} chunks already done and reused"
                if info["chunks_skipped"] else "")
+    compiled = ", numba's one-time compilation included" if info.get("compiled") else ""
     print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
-          f"{info['seconds_sweeps']:.0f} s{resumed} (+ figures {info['seconds_figures']:.0f} s); "
+          f"{info['seconds_sweeps']:.0f} s{compiled}{resumed} (+ figures "
+          f"{info['seconds_figures']:.0f} s); "
           f"{matched} of {held} held-out paper rows matched (pre-registered tolerances; "
           f"fitted rows not counted); report: {report}")
     return 0

@@ -238,5 +238,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         if why_not[name] is not None:
             log(f"[figures] {name}: skipped, {why_not[name]}")
             continue
-        written += module.draw(sources, out, formats)
+        files = module.draw(sources, out, formats)
+        log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+        written += files
     return written

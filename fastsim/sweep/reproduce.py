@@ -317,6 +317,10 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             if d is not None:
                 remove_temporaries_in(d, hold_sweep_dirs(d))
         stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
+        from fastsim.compile_notice import engine_is_cached
+        # whether the sweeps' time below includes numba's one-time compilation (here)
+        compiled = backend == "local" and not all(
+            engine_is_cached(c.config.scheduler.code) for g in grids.values() for c in g.cells)
         t0 = time.perf_counter()
         timings, skipped = {}, 0
         for name, g in grids.items():
@@ -335,12 +339,18 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     drawn: list[Path] = []
     if figures_dir is not None:
         from fastsim.sweep.figures import PAPER_FIGURES, draw_all
-        drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES)
+        if progress:
+            print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}", file=sys.stderr)
+        # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
+        # table); a figure skipped is said whatever --no-progress
+        drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
+                         log=lambda line: (progress or ": skipped, " in line)
+                         and print(line, file=sys.stderr))
     t_figures = time.perf_counter() - t1
     summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
     rows = comparison_rows(summaries)
     info = {"clusters": clusters, "seconds_sweeps": t_sweeps, "seconds_figures": t_figures,
-            "timings": timings, "chunks_skipped": skipped,
+            "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
             "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
             "figures": drawn}
     if report is not None:
