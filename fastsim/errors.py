@@ -103,6 +103,22 @@ def import_hint(module: str, exc: Exception) -> str:
     return ""
 
 
+def _declared_in(module: str, exc: BaseException) -> str:
+    """What a user module that imported but lacks the name asked for does declare:
+    ``"; mine declares below_best (a stop policy)"`` (a typo, or a function renamed)."""
+    mod = sys.modules.get(module)
+    if not isinstance(exc, AttributeError) or mod is None:
+        return ""
+    from fastsim.metrics import Metric
+    from fastsim.registry import Scheduler, StopPolicy
+
+    kinds = ((StopPolicy, "a stop policy"), (Scheduler, "a scheduler key"), (Metric, "a metric"))
+    found = [f"{name} ({kind})" for name, obj in vars(mod).items() if not name.startswith("_")
+             for cls, kind in kinds if isinstance(obj, cls)]
+    return (f"; {module} declares {', '.join(found)}" if found else
+            f"; {module} declares no @stop_policy, @scheduler_key or @cluster_metric")
+
+
 def import_ref(field: str, ref: str, allowed: str):
     """The object ``MODULE:ATTR`` (``ref``, given as ``field``) names.  A module name that
     is not one, a module that cannot be found or lacks ``ATTR``, and a module that raises
@@ -118,7 +134,7 @@ def import_ref(field: str, ref: str, allowed: str):
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
-                          f"{import_hint(module, exc)}") from None
+                          f"{import_hint(module, exc)}{_declared_in(module, exc)}") from None
     except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
         raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
                           f"{exc}") from None

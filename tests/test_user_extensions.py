@@ -179,6 +179,16 @@ def test_spec_grammar_resolves_user_code(user_dir):
         PolicyConfig.parse("no_such_module_xyz:det")
     with pytest.raises(ConfigError, match="differs"):
         PolicyConfig(name=POL, params=(("k", 2),), impl="0" * 16)
+    # a misspelt function is refused with what the module does declare
+    with pytest.raises(ConfigError, match=r"has no attribute 'below'\); allowed: .*; "
+                       r"toy_user_policies declares below_best \(a stop policy\), "):
+        PolicyConfig.parse("toy_user_policies:below")
+    with pytest.raises(ConfigError, match=r"toy_user_schedulers declares small_first \(a "
+                       r"scheduler key\)"):
+        SchedulerConfig.parse("toy_user_schedulers:small")
+    with pytest.raises(ConfigError, match=r"; json declares no @stop_policy, @scheduler_key "
+                       r"or @cluster_metric$"):
+        PolicyConfig.parse("json:nothing_here")
     s = SchedulerConfig.parse("toy_user_schedulers:small_first:per_gpu_h=2")
     assert s.params == (("per_gpu_h", 2.0),) and s.label == "small_first"
     cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=2")
