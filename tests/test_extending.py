@@ -82,3 +82,16 @@ def test_a_sweep_and_replay_run_all_three(walkthroughs, tmp_path, capsys):
     assert main(["run", "--scheduler", KEY, "--policy", f"{POLICY}:k=2", "--metric", METRIC,
                  "--clusters", "4", "--n-jobs", "20"]) == 0
     assert "wasted GPU-h per hacking job" in capsys.readouterr().out
+
+
+def test_the_check_against_the_reference_runs_as_written(walkthroughs, monkeypatch, capsys):
+    """The walkthrough's engine-vs-reference check of a user's policy, run from the root
+    of the checkout as it says (the doc gave no way to check one's own policy)."""
+    text = (ROOT / "docs" / "extending.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+                if "test_engine_vs_reference" in b]
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    exec(compile(block, "extending.md:check", "exec"), {"__name__": "__doc_example__"})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all("engine == reference on 100 jobs" in ln for ln in lines), lines
