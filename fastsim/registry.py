@@ -24,6 +24,7 @@ so an edited function never reuses stored sweep cells.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import inspect
@@ -726,8 +727,9 @@ def lookup(what: str, name: str) -> Declaration:
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
                               f"by @{'stop_policy' if what == 'policy' else 'scheduler_key'}")
         return obj
+    near = difflib.get_close_matches(name.lower(), table, n=1) if isinstance(name, str) else []
     raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
-                      f"of a user's declaration")
+                      f"of a user's declaration" + (f" (did you mean {near[0]}?)" if near else ""))
 
 
 def policies() -> tuple[StopPolicy, ...]:

@@ -466,3 +466,16 @@ def test_a_long_number_in_a_spec_is_refused_at_once():
         with pytest.raises(ConfigError, match="is invalid"):
             (SchedulerConfig if spec.startswith("tiresias") else PolicyConfig).parse(spec)
         assert time.perf_counter() - t0 < 1.0, spec[:20]
+
+
+@pytest.mark.parametrize("parse,spec,near", [
+    (SchedulerConfig.parse, "srtf", "srtf_est"), (SchedulerConfig.parse, "SJF", "sjf_est"),
+    (PolicyConfig.parse, "evalstp:k=2", "evalstop"), (PolicyConfig.parse, "stopat", "stop_at"),
+    (PolicyConfig.parse, "bogus", None),
+])
+def test_a_misspelt_name_is_refused_with_the_nearest_one(parse, spec, near):
+    """'srtf' was refused with the list alone, as keywords were before their hint."""
+    with pytest.raises(ConfigError) as exc:
+        parse(spec)
+    said = str(exc.value)
+    assert said.endswith(f" (did you mean {near}?)" if near else "user's declaration"), said
