@@ -88,8 +88,11 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("clusters = 4\n[axes]\nsigmaa = [0.1]\n", ["field 'sigmaa' is unknown"]),
-    ("clusters = 4\n[base]\nn_job = 5\n", ["[base] field 'n_job' is unknown"]),
+    ("clusters = 4\n[axes]\nsigmaa = [0.1]\n",
+     ["field 'sigmaa' is unknown (did you mean sigma?); allowed: "]),
+    ("clusters = 4\n[base]\nn_job = 5\n",
+     ["[base] field 'n_job' is unknown (did you mean n_jobs?)"]),
+    ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),
     ("clusters = 4\n[axes]\nsigma = [0.01, 7.0]\n", ["sigma=7.0", "sigma=7.0 is invalid"]),
     ("clusters = 4\n[axes]\npolicy = [\"evalstop:q=1\"]\n", ["policy parameter 'q'"]),
     ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ['scheduler="lifo"']),

@@ -36,6 +36,7 @@ hash of its canonical config, so it is the same in every sweep that contains it.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -223,6 +224,12 @@ def _fields_of(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
+def _near(key, allowed) -> str:
+    """`` (did you mean n_jobs?)`` for a misspelt key (``njobs``), as a keyword gets."""
+    near = difflib.get_close_matches(str(key), list(allowed), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
 def _fail(source: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {msg}")
 
@@ -281,7 +288,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                     f"`fastsim costaware sweep {source} --out DIR`")
     for key in doc:
         if key not in TOP_KEYS:
-            raise _fail(source, f"key {key!r} is unknown; allowed: {', '.join(TOP_KEYS)}")
+            raise _fail(source, f"key {key!r} is unknown{_near(key, TOP_KEYS)}; allowed: "
+                        f"{', '.join(TOP_KEYS)}")
     for key in ("name", "title", "description"):
         text = doc.get(key, "")
         if key != "name" and not isinstance(text, str):  # a name's own check follows
@@ -318,8 +326,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     for section, table in (("base", base), ("axes", axes)):
         for key in table:
             if key not in FIELDS:
-                raise _fail(source, f"[{section}] field {key!r} is unknown; allowed: "
-                                    f"{', '.join(FIELDS)}")
+                raise _fail(source, f"[{section}] field {key!r} is unknown"
+                                    f"{_near(key, FIELDS)}; allowed: {', '.join(FIELDS)}")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
