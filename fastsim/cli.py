@@ -139,6 +139,20 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return parser
 
 
+def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """`` (did you mean --n-jobs?)`` for the first unknown option (``--njobs``, ``--n_jobs``)
+    near one of the command's own, as a misspelt keyword or sweep field gets."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for word in unknown:
+        if word.startswith("--"):
+            typed = word.partition("=")[0]
+            near = difflib.get_close_matches(typed.replace("_", "-"), options, n=1, cutoff=0.8)
+            return f" (did you mean {near[0]}?)" if near and near[0] != typed else ""
+    return ""
+
+
 def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse a command's option typed before the command (``fastsim --out x sweep``):
     argparse took its value for the command and said "invalid choice: 'x'"."""
@@ -248,8 +262,9 @@ def _main(argv: list[str] | None) -> int:
     _check_option_order(parser, argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        _command_parser(parser, args, argv, unknown).error(
-            f"unrecognized arguments: {' '.join(unknown)}")
+        command = _command_parser(parser, args, argv, unknown)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}"
+                      f"{_nearest_option(command, unknown)}")
     _check_options(_command_parser(parser, args, argv, []), argv)
     _COMMAND.append(args.command)
     try:

@@ -107,7 +107,11 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
     unrecognized arguments: --chunks 5 (see fastsim --help)', whose help lists no option
     of fastsim sweep."""
     for argv, prog, unknown in (
-            (["sweep", "x.toml", "--out", "y", "--chunks", "5"], "fastsim sweep", "--chunks 5"),
+            (["sweep", "x.toml", "--out", "y", "--chunks", "5"], "fastsim sweep",
+             "--chunks 5 (did you mean --chunk?)"),
+            (["run", "--n_jobs", "5"], "fastsim run", "--n_jobs 5 (did you mean --n-jobs?)"),
+            (["run", "--base_rate=0.3"], "fastsim run",
+             "--base_rate=0.3 (did you mean --base-rate?)"),
             (["traces", "toy-rlhf", "--bogus"], "fastsim traces toy-rlhf", "--bogus"),
             # given before the subcommand, it is the command's before it (it read
             # 'fastsim sweep: error: ... --bogus', whose help is not where it was typed)
