@@ -1010,3 +1010,36 @@ def test_a_user_metrics_declared_bounds_cut_its_interval():
         assert t.lo < 0.0 and (row["lo"], row["hi"]) == (0.0, t.hi)
     finally:
         M._METRICS.pop("cut_me", None)  # declared for this test only
+
+
+def test_a_policy_declared_in_a_script_is_named_by_main(tmp_path):
+    """docs/extending.md: a policy declared in a script (or a notebook) rather than a
+    module is ``__main__:FUNCTION`` there, for simulate and an in-process sweep."""
+    script = tmp_path / "experiment.py"
+    script.write_text(textwrap.dedent('''
+        import pathlib
+        from numba import njit
+        import fastsim
+        from fastsim.registry import Param, stop_policy
+
+        @stop_policy(params=[Param("k", "int", 2, lo=1)], label="down(k={k})", lookback="k")
+        @njit
+        def down(scores, losses, attained_h, t_est_h, k):
+            run = 0
+            for e in range(1, scores.shape[0]):
+                run = run + 1 if scores[e] < scores[e - 1] else 0
+                if run >= k:
+                    return e + 1
+            return 0
+
+        cfg = fastsim.SimConfig.from_specs("srtf_est", "__main__:down:k=2", n_jobs=20)
+        print("simulate", fastsim.simulate(cfg, 3).clusters["n_stopped"].sum() > 0)
+        pathlib.Path("s.toml").write_text(
+            'clusters = 4\\n[base]\\nn_jobs = 20\\n[axes]\\npolicy = ["__main__:down:k=2"]\\n')
+        s = fastsim.sweep("s.toml", "out")
+        print("sweep", sorted(set(s["policy"])))
+    '''))
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["simulate True", "sweep ['down(k=2)', 'none']"], r.stdout
