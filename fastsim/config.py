@@ -554,14 +554,19 @@ class SimConfig:
                f"at least {rule + '=' if rule else ''}{need} evaluations for {p.label}")
 
     @classmethod
-    def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY,
+    def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY, *,
+                   metrics: tuple[str, ...] | list[str] | str = (),
                    **workload: Any) -> "SimConfig":
+        """A cell from specs: ``from_specs("srtf_est", "evalstop:k=2", sigma=0.05,
+        metrics=["mymetrics:waste_per_hacking_job"])``; every other keyword is a
+        ``WorkloadConfig`` field."""
         names = [f.name for f in fields(WorkloadConfig)]
         for key in workload:
             if key not in names:  # its keywords are the scheduler, the policy and the workload's
-                raise unknown_keyword("SimConfig.from_specs()", key, ["scheduler", "policy", *names])
+                raise unknown_keyword("SimConfig.from_specs()", key,
+                                      ["scheduler", "policy", "metrics", *names])
         return cls(WorkloadConfig(**workload),
-                   SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
+                   SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy), metrics)
 
     def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":
         if isinstance(policy, str):

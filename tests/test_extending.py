@@ -95,3 +95,15 @@ def test_the_check_against_the_reference_runs_as_written(walkthroughs, monkeypat
     exec(compile(block, "extending.md:check", "exec"), {"__name__": "__doc_example__"})
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all("engine == reference on 100 jobs" in ln for ln in lines), lines
+
+
+def test_the_metric_walkthrough_switches_it_on_in_from_specs(walkthroughs, capsys):
+    """The walkthrough built a config, then a second one around it to add the metric
+    (from_specs took no metrics); its block runs as written."""
+    text = (ROOT / "docs" / "extending.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+                if "metrics=" in b]
+    namespace = {"__name__": "__doc_example__", "SimConfig": SimConfig, "simulate": simulate}
+    exec(compile(block, "extending.md:metric", "exec"), namespace)
+    assert namespace["cfg"].metrics == ("mymetrics:waste_per_hacking_job",)
+    assert float(capsys.readouterr().out) > 0
