@@ -458,3 +458,21 @@ def test_a_sweep_of_too_many_chunks_is_refused_before_any_work(tmp_path, capsys,
     argv = [a.format(toml=toml, out=out) for a in argv] + ["--no-progress"]
     one_line(capsys, argv, "chunks; allowed: at most 1,000,000 in a sweep")
     assert not out.exists()
+
+
+def test_a_policy_field_that_applies_to_no_cell_is_refused(tmp_path):
+    """`k = [1, 2]` beside a user's policy whose k is a spec parameter (or a policy with no
+    k at all) was reset in every cell, without a word: the two values were one cell."""
+    p = write(tmp_path, 'clusters = 4\n[base]\nn_jobs = 20\n[axes]\nk = [1, 2]\n'
+                        'policy = ["stop_at:f=0.5", "none"]\n')
+    with pytest.raises(ConfigError, match=r"axis 'k' applies to no cell: no policy of the grid "
+                       r"has the field 'k' \(none, stop_at\)$"):
+        load_sweep(p)
+    p = write(tmp_path, 'clusters = 4\n[base]\ntol = 0.1\n[axes]\npolicy = ["evalstop:k=2"]\n',
+              "b.toml")
+    with pytest.raises(ConfigError, match=r"\[base\] field 'tol' applies to no cell"):
+        load_sweep(p)
+    # where it applies to some cells it is reset in the others, as before
+    p = write(tmp_path, 'clusters = 4\n[axes]\nk = [1, 2]\npolicy = ["evalstop", "stop_at"]\n',
+              "c.toml")
+    assert len(load_sweep(p).cells) == 4  # evalstop k=1, k=2, stop_at, none

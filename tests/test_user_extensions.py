@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -1043,3 +1044,16 @@ def test_a_policy_declared_in_a_script_is_named_by_main(tmp_path):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["simulate True", "sweep ['down(k=2)', 'none']"], r.stdout
+
+
+def test_an_axis_of_a_user_policys_parameter_says_it_goes_in_the_spec(user_dir, tmp_path):
+    """`k = [1, 2]` beside `policy = "toy_user_policies:below_best"` ran one cell (k=2),
+    twice over: a user's parameters are its spec's, never config fields."""
+    from fastsim.sweep.grid import load_sweep
+
+    p = tmp_path / "mine.toml"
+    p.write_text(f'clusters = 4\n[base]\npolicy = "{POL}"\n[axes]\nk = [1, 2]\n')
+    with pytest.raises(ConfigError, match=re.escape(
+            f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({POL}); a "
+            f"user's policy takes its parameters in its spec, as policy = [\"{POL}:k=...\"]")):
+        load_sweep(p)

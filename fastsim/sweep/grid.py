@@ -23,7 +23,8 @@ also one that every cell overrides; a bad file raises one ``ConfigError`` naming
 and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
 policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
-their defaults, so cells that would simulate the same thing are one cell.
+their defaults, so cells that would simulate the same thing are one cell; one that applies
+to no cell (``k`` beside a user's policy, whose parameters are its spec's) is refused.
 
 ``baseline`` takes what ``fastsim run --baseline`` takes (``fastsim.config.parse_baseline``):
 a policy spec (``"none"``, ``"evalstop:k=3"``, ``"oracle"``, ``"MODULE:FUNCTION"``) or
@@ -340,6 +341,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
 
     _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}
+    # policy fields given (k, f, w, tol, scope) -> the policies of the cells they apply to
+    unused = {f: set() for f in POLICY_FIELDS if f in axes or f in base}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
         where = ", ".join(f"{a}={toml_text(v)}" for a, v in zip(axis_names, combo)) or "base"
@@ -347,6 +350,11 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
             cfg = build_config(values, axis_names)
         except ConfigError as exc:
             raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}") from None
+        for f in list(unused):
+            if axis_value(cfg, f) is None:
+                unused[f].add(cfg.policy.name)
+            else:
+                del unused[f]  # it applies to a cell
         cid = config_id(cfg)
         base_id = None
         if baseline is not None:
@@ -362,6 +370,13 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                 by_id.setdefault(base_id, Cell(base_id, base_cfg, None, is_baseline=True))
         by_id.setdefault(cid, Cell(cid, cfg, base_id, is_baseline=baseline is not None
                                    and base_id is None))
+    for f, names in unused.items():  # given, and dropped from every cell without a word
+        where = "axis" if f in axes else "[base] field"
+        user = sorted(n for n in names if ":" in n)
+        hint = (f"; a user's policy takes its parameters in its spec, as "
+                f"policy = [\"{user[0]}:{f}=...\"]" if user else "")
+        raise _fail(source, f"{where} {f!r} applies to no cell: no policy of the grid has the "
+                    f"field {f!r} ({', '.join(sorted(names))}){hint}")
     _check_chunk_count(source, len(by_id), n_clusters, n_chunk)
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
