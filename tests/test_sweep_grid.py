@@ -476,3 +476,13 @@ def test_a_policy_field_that_applies_to_no_cell_is_refused(tmp_path):
     p = write(tmp_path, 'clusters = 4\n[axes]\nk = [1, 2]\npolicy = ["evalstop", "stop_at"]\n',
               "c.toml")
     assert len(load_sweep(p).cells) == 4  # evalstop k=1, k=2, stop_at, none
+
+
+def test_a_spec_parameter_given_as_a_field_says_where_it_goes(tmp_path):
+    """`sigma0 = [0.01, 0.05]` beside `peak`: "field 'sigma0' is unknown" and 39 fields,
+    none of them it; the parameter goes in the spec."""
+    p = write(tmp_path, 'clusters = 4\n[axes]\npolicy = ["peak", "evalstop"]\n'
+                        'sigma0 = [0.01, 0.05]\n')
+    with pytest.raises(ConfigError, match=r"\[axes\] field 'sigma0' is unknown \(peak takes "
+                       r"sigma0 in its spec: \"peak:sigma0=\.\.\.\"\); allowed: "):
+        load_sweep(p)

@@ -231,6 +231,23 @@ def _near(key, allowed) -> str:
     return f" (did you mean {near[0]}?)" if near else ""
 
 
+def _spec_param(key: str, base: dict, axes: dict) -> str:
+    """For an unknown field that is a parameter of a policy or scheduler the file names
+    (``drop`` of a user's policy): where it goes instead."""
+    for what in ("policy", "scheduler"):
+        given = axes.get(what, [base.get(what)])
+        for spec in given if isinstance(given, list) else [given]:
+            if not isinstance(spec, str):
+                continue
+            try:
+                name = R.parse_spec(spec, what)[0]
+                if key in R.lookup(what, name).param_names:
+                    return f" ({name} takes {key} in its spec: \"{name}:{key}=...\")"
+            except ConfigError:  # a bad spec is refused, naming it, when its cell is built
+                continue
+    return ""
+
+
 def _fail(source: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {msg}")
 
@@ -328,7 +345,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         for key in table:
             if key not in FIELDS:
                 raise _fail(source, f"[{section}] field {key!r} is unknown"
-                                    f"{_near(key, FIELDS)}; allowed: {', '.join(FIELDS)}")
+                                    f"{_spec_param(key, base, axes) or _near(key, FIELDS)}; "
+                                    f"allowed: {', '.join(FIELDS)}")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
