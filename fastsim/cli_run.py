@@ -113,6 +113,13 @@ def _as_option(msg: str, kw: dict, given: dict) -> str:
         return f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
     if name in FIELD_HELP and name not in given:
         option = f"--{name.replace('_', '-')}"
+        v = kw[name] if name in kw else next(
+            f.default for f in dataclasses.fields(WorkloadConfig) if f.name == name)
+        head = f"{name}={v!r} "
+        if msg.startswith(head):  # "demands_dpo=(2, 4, 8)" as the option would be typed
+            shown = (",".join(map(str, v)) if isinstance(v, tuple)
+                     else f"{v:g}" if isinstance(v, float) else str(v))
+            msg = f"{option}={shown} {msg[len(head):]}"
         return msg + f" (the default of {option}, which the options given rule out)"
     return msg
 

@@ -149,8 +149,14 @@ def test_the_arm_that_reads_hidden_truth_is_named_an_upper_bound(capsys, arm, ar
     (["--mix", "0.5,0.5"], "--mix=0.5,0.5 is invalid; allowed: three non-negative fractions"),
     # checked across options (SimConfig), it read 'n_evals=2 is invalid'
     (["--n-evals", "2"], "--n-evals=2 is invalid; allowed: at least k+1=3 evaluations"),
-    (["--policy", "evalstop:k=9"], "n_evals=7 is invalid; allowed: at least k+1=10 evaluations "
-     "for evalstop(k=9) (the default of --n-evals, which the options given rule out)"),
+    (["--policy", "evalstop:k=9"], "--n-evals=7 is invalid; allowed: at least k+1=10 "
+     "evaluations for evalstop(k=9) (the default of --n-evals, which the options given rule "
+     "out)"),
+    # a default the options rule out read 'demands_dpo=(2, 4, 8) is invalid', a field and a
+    # Python tuple no one typed
+    (["--gpus", "3"], "error: --demands-dpo=2,4,8 is invalid; allowed: a non-empty list of "
+     "integers from 1 to gpus=3 (the default of --demands-dpo, which the options given rule "
+     "out)"),
     (["--baseline", "evalstop:k=7"], "(the default of --n-evals, which the options given"),
     # a MODULE:ATTR naming no module read "policy=':evalstop': ..."
     (["--policy", ":evalstop"], "--policy=:evalstop: '' is not a module name; allowed: none"),
