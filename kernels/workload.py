@@ -135,8 +135,8 @@ def _ar1_nb(rho, n_jobs, n_evals, noise):
     c = math.sqrt(1.0 - rho * rho)
     for e in range(1, n_evals):
         for j in range(n_jobs):
-            i = j * n_evals + e
-            noise[i] = rho * noise[i - 1] + c * noise[i]
+            i = np.uint64(j * n_evals + e)  # unsigned: no wrap-around test per index
+            noise[i] = rho * noise[i - np.uint64(1)] + c * noise[i]
 
 
 @kernel
