@@ -165,7 +165,9 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
                     os.fsync(fh.fileno())
             except (OSError, pl.exceptions.PolarsError) as exc:
                 raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
-        with _signals_held(), _renaming_in(path.parent for _, path in staged):
+        # the lock first, then the signals: a command left waiting for a lock held by a
+        # stopped holder is stopped by Ctrl-C, before any of its files is renamed
+        with _renaming_in(path.parent for _, path in staged), _signals_held():
             for tmp, path in staged:
                 try:
                     os.replace(tmp, path)
@@ -237,18 +239,25 @@ def _flock_saying_so(fd: int, operation: int, directory: str,
     renames files, milliseconds; a holder that is stopped (Ctrl-Z) or another program's
     would otherwise leave the command waiting in silence."""
     deadline = time.monotonic() + after_s
-    while True:
-        try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.01)
-    print(f"fastsim: waiting for the lock on {directory}, held by another process "
-          "(fastsim holds it while it renames files into the directory) ...",
-          file=sys.stderr, flush=True)
-    fcntl.flock(fd, operation)
+    said = False
+    while not _flocked(fd, operation):
+        if not said and time.monotonic() >= deadline:
+            print(f"fastsim: waiting for the lock on {directory}, held by another process "
+                  "(fastsim holds it while it renames files into the directory) ...",
+                  file=sys.stderr, flush=True)
+            said = True
+        # polled, never a blocking flock: Ctrl-C arriving just before one entered it was
+        # lost, and the command waited on a stopped holder for good
+        time.sleep(0.1 if said else 0.01)
+
+
+def _flocked(fd: int, operation: int) -> bool:
+    """Whether ``flock(fd, operation)`` took the lock without waiting."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def table_writer(df: pl.DataFrame, path: Path,

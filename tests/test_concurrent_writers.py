@@ -5,6 +5,7 @@ so the outputs are all of one command's, never some of each.
 from __future__ import annotations
 
 import fcntl
+import signal
 import subprocess
 import sys
 import textwrap
@@ -129,3 +130,36 @@ def test_a_command_waiting_for_a_held_directory_lock_says_so_then_writes(tmp_pat
 def test_a_free_directory_lock_is_taken_in_silence(tmp_path, capsys):
     atomic_write_bytes(tmp_path / "o.bin", b"x")
     assert capsys.readouterr().err == ""
+
+
+def test_ctrl_c_stops_a_command_waiting_for_a_held_directory_lock(tmp_path):
+    """The wait for a directory's lock comes before any rename, so Ctrl-C ends it: the
+    notice invites it, and a holder stopped with Ctrl-Z may never let go."""
+    script = textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(60)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        writer = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from pathlib import Path; "
+             "from fastsim.io import atomic_write_bytes; "
+             "atomic_write_bytes(Path(sys.argv[1]), b'x')", str(tmp_path / "o.bin")],
+            stderr=subprocess.PIPE, text=True)
+        assert writer.stderr.readline().startswith("fastsim: waiting for the lock on")
+        writer.send_signal(signal.SIGINT)
+        try:
+            writer.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+            raise AssertionError("Ctrl-C did not end the wait for the lock") from None
+        assert writer.returncode != 0
+        assert not (tmp_path / "o.bin").exists()
+        assert [p.name for p in tmp_path.iterdir()] == []  # its temporary removed too
+    finally:
+        holder.kill()
+        holder.wait()
