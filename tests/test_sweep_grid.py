@@ -93,6 +93,8 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("clusters = 4\n[base]\nn_job = 5\n",
      ["[base] field 'n_job' is unknown (did you mean n_jobs?)"]),
     ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),
+    ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
+     ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
     ("clusters = 4\n[axes]\nsigma = [0.01, 7.0]\n", ["sigma=7.0", "sigma=7.0 is invalid"]),
     ("clusters = 4\n[axes]\npolicy = [\"evalstop:q=1\"]\n", ["policy parameter 'q'"]),
     ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ['scheduler="lifo"']),

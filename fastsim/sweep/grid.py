@@ -231,6 +231,14 @@ def _near(key, allowed) -> str:
     return f" (did you mean {near[0]}?)" if near else ""
 
 
+def _top_key_hint(key: str) -> str:
+    """A field written above ``[base]`` belongs under it: ``base_rate = 0.3`` there is not
+    a misspelt ``base``, which a file cannot set to a number."""
+    if key in FIELDS:
+        return " (a field: under [base], or under [axes] as a list)"
+    return _near(key, TOP_KEYS)
+
+
 def _spec_param(key: str, base: dict, axes: dict) -> str:
     """For an unknown field that is a parameter of a policy or scheduler the file names
     (``drop`` of a user's policy): where it goes instead."""
@@ -306,7 +314,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                     f"`fastsim costaware sweep {source} --out DIR`")
     for key in doc:
         if key not in TOP_KEYS:
-            raise _fail(source, f"key {key!r} is unknown{_near(key, TOP_KEYS)}; allowed: "
+            raise _fail(source, f"key {key!r} is unknown{_top_key_hint(key)}; allowed: "
                         f"{', '.join(TOP_KEYS)}")
     for key in ("name", "title", "description"):
         text = doc.get(key, "")
