@@ -148,9 +148,18 @@ def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     for word in unknown:
         if word.startswith("--"):
             typed = word.partition("=")[0]
-            near = difflib.get_close_matches(typed.replace("_", "-"), options, n=1, cutoff=0.8)
+            wanted = typed.replace("_", "-")
+            # never the typed flag's opposite: --no-figures is not a misspelt --figures
+            near = difflib.get_close_matches(
+                wanted, [o for o in options if not _negation(o, wanted)], n=1, cutoff=0.8)
             return f" (did you mean {near[0]}?)" if near and near[0] != typed else ""
     return ""
+
+
+def _negation(a: str, b: str) -> bool:
+    """Whether options ``a`` and ``b`` are one flag and its ``--no-`` form."""
+    bare = lambda o: o[2:].removeprefix("no-")  # noqa: E731
+    return a != b and bare(a) == bare(b)
 
 
 def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> None:

@@ -113,6 +113,9 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
             (["run", "--base_rate=0.3"], "fastsim run",
              "--base_rate=0.3 (did you mean --base-rate?)"),
             (["traces", "toy-rlhf", "--bogus"], "fastsim traces toy-rlhf", "--bogus"),
+            # never a flag's opposite (detectors' --figures takes where they go)
+            (["detectors", "--no-figures"], "fastsim detectors", "--no-figures"),
+            (["sweep", "x.toml", "--out", "y", "--progress"], "fastsim sweep", "--progress"),
             # given before the subcommand, it is the command's before it (it read
             # 'fastsim sweep: error: ... --bogus', whose help is not where it was typed)
             (["--bogus", "sweep", "x.toml", "--out", "y"], "fastsim", "--bogus"),
