@@ -727,7 +727,10 @@ def lookup(what: str, name: str) -> Declaration:
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
                               f"by @{'stop_policy' if what == 'policy' else 'scheduler_key'}")
         return obj
-    near = difflib.get_close_matches(name.lower(), table, n=1) if isinstance(name, str) else []
+    # a bare word only: a label typed as a spec ('evalstop(k=3)', 'fifo+backfill') near
+    # 'evalstop' would be offered it, which drops the parameters it names
+    near = (difflib.get_close_matches(name.lower(), table, n=1)
+            if isinstance(name, str) and re.fullmatch(r"[\w-]+", name) else [])
     raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
                       f"of a user's declaration" + (f" (did you mean {near[0]}?)" if near else ""))
 

@@ -472,6 +472,8 @@ def test_a_long_number_in_a_spec_is_refused_at_once():
     (SchedulerConfig.parse, "srtf", "srtf_est"), (SchedulerConfig.parse, "SJF", "sjf_est"),
     (PolicyConfig.parse, "evalstp:k=2", "evalstop"), (PolicyConfig.parse, "stopat", "stop_at"),
     (PolicyConfig.parse, "bogus", None),
+    # a label is not a misspelt name: 'evalstop' would drop its k=3
+    (PolicyConfig.parse, "evalstop(k=3)", None), (SchedulerConfig.parse, "tiresias(8/32)", None),
 ])
 def test_a_misspelt_name_is_refused_with_the_nearest_one(parse, spec, near):
     """'srtf' was refused with the list alone, as keywords were before their hint."""
