@@ -93,6 +93,10 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("clusters = 4\n[base]\nn_job = 5\n",
      ["[base] field 'n_job' is unknown (did you mean n_jobs?)"]),
     ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),
+    # a detector's parameter, though no policy of the file's: not 'did you mean sigma?'
+    ("clusters = 4\n[axes]\nsigma0 = [0.01, 0.05]\n",
+     ["[axes] field 'sigma0' is unknown (a parameter of margin, cusum, peak, bocpd, "
+      "given in its spec: \"margin:sigma0=...\"); allowed: "]),
     ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
      ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
     ("clusters = 4\n[axes]\nsigma = [0.01, 7.0]\n", ["sigma=7.0", "sigma=7.0 is invalid"]),

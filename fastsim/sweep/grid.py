@@ -256,6 +256,22 @@ def _spec_param(key: str, base: dict, axes: dict) -> str:
     return ""
 
 
+# Each parameter name of a built-in policy or scheduler -> the built-ins that take it.
+_BUILTIN_PARAMS: dict[str, list[str]] = {}
+for _d in R.BUILTIN_POLICIES + R.BUILTIN_SCHEDULERS:
+    for _p in _d.param_names:
+        _BUILTIN_PARAMS.setdefault(_p, []).append(_d.name)
+
+
+def _builtin_param(key: str) -> str:
+    """For an unknown field that is a built-in's parameter though none of the file's
+    (``sigma0`` of peak, cusum, bocpd): where it goes, not ``did you mean sigma?``, the
+    evaluation noise, which runs a different experiment; else the nearest field."""
+    owners = _BUILTIN_PARAMS.get(key, [])
+    return (f" (a parameter of {', '.join(owners)}, given in its spec: "
+            f"\"{owners[0]}:{key}=...\")" if owners else _near(key, FIELDS))
+
+
 def _fail(source: str, msg: str) -> ConfigError:
     return ConfigError(f"{source}: {msg}")
 
@@ -353,7 +369,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         for key in table:
             if key not in FIELDS:
                 raise _fail(source, f"[{section}] field {key!r} is unknown"
-                                    f"{_spec_param(key, base, axes) or _near(key, FIELDS)}; "
+                                    f"{_spec_param(key, base, axes) or _builtin_param(key)}; "
                                     f"allowed: {', '.join(FIELDS)}")
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
