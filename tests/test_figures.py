@@ -497,4 +497,20 @@ def test_reproduce_says_when_its_time_includes_compiling(tiny_reproduction, monk
                      "--no-progress"]) == 0
         last = capsys.readouterr().out.strip().splitlines()[-1]
         assert ("numba's one-time compilation included" in last) is said, last
-    assert info["compiled"] in (True, False)
+
+
+def test_reproduce_compiles_here_only_for_a_local_cell_whose_kernel_is_not_cached(monkeypatch):
+    import fastsim.compile_notice as notice
+    from fastsim.sweep.reproduce import compiles_here
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.resources import shipped
+
+    grid = load_sweep(shipped("sweeps") / "composability.toml", clusters=2, chunk=2, seed=0)
+    codes = {c.config.scheduler.code for c in grid.cells}
+    assert len(codes) > 1
+    uncached = min(codes)
+    monkeypatch.setattr(notice, "engine_is_cached", lambda code=None: code != uncached)
+    assert compiles_here([grid], "local")
+    assert not compiles_here([grid], "dask")
+    monkeypatch.setattr(notice, "engine_is_cached", lambda code=None: True)
+    assert not compiles_here([grid], "local")

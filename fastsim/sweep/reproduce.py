@@ -268,6 +268,16 @@ def _git_commit() -> str:
     return commit if Path(top).resolve() / "fastsim" == package else "?"
 
 
+def compiles_here(grids, backend: str) -> bool:
+    """Whether the sweeps' time will include numba's one-time compilation: a local run of a
+    cell whose scheduler's one-pass kernel is not cached (Dask workers compile in their own
+    processes, whatever this one has cached)."""
+    from fastsim.compile_notice import engine_is_cached
+
+    return backend == "local" and not all(
+        engine_is_cached(c.config.scheduler.code) for g in grids for c in g.cells)
+
+
 def hold_outputs(out: Path, figures_dir: Path | None, report: Path | None) -> list[DirLock]:
     """Own every sweep directory the run writes in (OUT's own, each sweep's, any holding the
     figures or the report) for the whole run; a held one is refused before any write."""
@@ -317,10 +327,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             if d is not None:
                 remove_temporaries_in(d, hold_sweep_dirs(d))
         stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
-        from fastsim.compile_notice import engine_is_cached
-        # whether the sweeps' time below includes numba's one-time compilation (here)
-        compiled = backend == "local" and not all(
-            engine_is_cached(c.config.scheduler.code) for g in grids.values() for c in g.cells)
+        compiled = compiles_here(grids.values(), backend)
         t0 = time.perf_counter()
         timings, skipped = {}, 0
         for name, g in grids.items():
