@@ -148,10 +148,13 @@ def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     for word in unknown:
         if word.startswith("--"):
             typed = word.partition("=")[0]
-            wanted = typed.replace("_", "-")
-            # never the typed flag's opposite: --no-figures is not a misspelt --figures
+            wanted = typed.replace("_", "-").lower()
+            # never the typed flag's opposite (--no-figures is not a misspelt --figures), and
+            # only an option of the same first letter: short names are close by ratio alone
+            # (--reps and --eps, --est-sigma and --cost-sigma), and a slip is rarely first
             near = difflib.get_close_matches(
-                wanted, [o for o in options if not _negation(o, wanted)], n=1, cutoff=0.8)
+                wanted, [o for o in options if not _negation(o, wanted) and o[2:3] == wanted[2:3]],
+                n=1, cutoff=0.8)
             return f" (did you mean {near[0]}?)" if near and near[0] != typed else ""
     return ""
 

@@ -116,6 +116,9 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
             # never a flag's opposite (detectors' --figures takes where they go)
             (["detectors", "--no-figures"], "fastsim detectors", "--no-figures"),
             (["sweep", "x.toml", "--out", "y", "--progress"], "fastsim sweep", "--progress"),
+            # nor another option that is near by ratio alone: --eps is not a misspelt --reps
+            (["costaware", "sgd", "--reps", "3"], "fastsim costaware sgd", "--reps 3"),
+            (["run", "--Seed", "3"], "fastsim run", "--Seed 3 (did you mean --seed?)"),
             # given before the subcommand, it is the command's before it (it read
             # 'fastsim sweep: error: ... --bogus', whose help is not where it was typed)
             (["--bogus", "sweep", "x.toml", "--out", "y"], "fastsim", "--bogus"),
