@@ -83,3 +83,17 @@ def test_bad_subset_inputs():
         select_subset([1.0], [1.0], 0.1, "dp")
     with pytest.raises(ConfigError, match=r"costs\[0\]"):
         select_subset([1.0], [-1.0], 0.1)
+
+
+@pytest.mark.parametrize("fracs", [(0.02, 0.05), (0.0123456789,)])
+def test_subset_experiment_reports_the_simulated_ratio_of_every_budget(fracs):
+    # the subsets' simulated columns were all null: summarize_sgd dropped every strategy
+    # given as a distribution, and a frac printed with 6 digits matched no report row
+    from fastsim.costaware.sgd import SGDConfig
+    from fastsim.costaware.sweep import subset_experiment
+
+    report, _ = subset_experiment(ProblemConfig(n=64), SGDConfig(replications=4, eps=0.1),
+                                  fracs)
+    assert report["gamma_frac"].to_list() == list(fracs)
+    assert report["reached_frac"].null_count() == 0
+    assert report["predicted_ratio"].null_count() == 0

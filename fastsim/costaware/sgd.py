@@ -187,6 +187,7 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     ``J / J(baseline)``.  The pooled ratio, like the mean, is given only when every
     replication of both strategies reached ``eps``: over the pairs that did, it would
     drop the slowest runs, unevenly between the two."""
+    ran = set(runs["strategy"].unique())
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
     # the baseline's J is predicted even when it was not run (no simulated ratio then)
@@ -197,7 +198,7 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     rows = []
     for row in pred.iter_rows(named=True):
         s = row["strategy"]
-        if s not in strategies:
+        if s not in ran:  # the baseline predicted for its J only; a distribution's row stays
             continue
         mine = runs.filter(pl.col("strategy") == s).sort("replication")
         cost = mine["cost_units"].to_numpy()

@@ -164,7 +164,10 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
     dists = {}
     for frac in gamma_fracs:
         sel = select_subset(problem.G, problem.c, frac * float(problem.G.mean()))
-        dists[f"subset_{frac:g}"] = subset_distribution(problem.G, problem.c, sel.keep, sgd_cfg.lam)
+        # labelled by the shortest text that reads back as frac (:g kept 6 digits, and a
+        # frac such as 0.0123456789 matched no row of the report in the join below)
+        dists[f"subset_{float(frac)!r}"] = subset_distribution(problem.G, problem.c, sel.keep,
+                                                                sgd_cfg.lam)
     cfg = SGDConfig(**{**{f.name: getattr(sgd_cfg, f.name) for f in fields(SGDConfig)},
                        "strategies": ("optimal",)})
     runs = run_sgd(problem, cfg, progress=progress, distributions=dists)
