@@ -354,12 +354,44 @@ def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> 
     write_all([(path, table_writer(df, path))])
 
 
+# what ``_tmp_path`` adds to a name at most (a Linux PID has up to 7 digits)
+_TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
+
+
+def check_names_fit(directory: Path, names: Iterable[str], option: str, target: Path) -> None:
+    """Each of ``names``, to be made in ``directory`` (or below it), with the temporary
+    suffix it is first written under, within the file system's name length: a longer
+    one was refused by the file system after the work (or a traceback on its lookup)."""
+    try:
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for name in names:
+        if len(os.fsencode(name)) + _TMP_EXTRA > limit:
+            raise ConfigError(f"{option} {target}: a name of {len(os.fsencode(name))} bytes; "
+                              f"allowed: names of at most {limit - _TMP_EXTRA} bytes (the file "
+                              f"system's {limit}, less {_TMP_EXTRA} for the temporary name a "
+                              "file is written under)")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    d = path.absolute()
+    while not os.path.exists(d) and d != d.parent:  # False, not OSError, on a too-long name
+        d = d.parent
+    return d
+
+
+def _check_new_names(path: Path, option: str) -> None:
+    """The names ``path`` would create, checked before it is looked up: the lookup of a
+    too-long one is an ``OSError``."""
+    d = _existing_ancestor(path)
+    check_names_fit(d, path.absolute().relative_to(d).parts, option, path)
+
+
 def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
     """``directory`` (or, if it does not exist yet, its nearest existing ancestor) must
     accept a new file: probed by creating and removing one, so nothing is left behind."""
-    d = directory.absolute()
-    while not d.exists() and d != d.parent:
-        d = d.parent
+    d = _existing_ancestor(directory)
     if not d.is_dir():
         raise ConfigError(f"{option} {target}: {d} is not a directory; allowed: a writable path")
     try:
@@ -379,6 +411,7 @@ def check_output(path: Path | None, option: str = "--out",
     path = Path(path)
     if allowed is not None and path.suffix.lower() not in allowed:
         raise ConfigError(f"{option} {path}: allowed: a file ending in {' or '.join(allowed)}")
+    _check_new_names(path, option)
     if path.is_dir():
         raise ConfigError(f"{option} {path}: is a directory; allowed: a file path")
     if path.exists() and not path.is_file():
@@ -389,6 +422,7 @@ def check_output(path: Path | None, option: str = "--out",
 def check_output_dir(path: Path, option: str = "--out") -> None:
     """Refuse, before any work, an output directory that could not be written."""
     path = Path(path)
+    _check_new_names(path, option)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: exists and is not a directory; allowed: a directory")
     if path.is_symlink() and not path.exists():  # a directory cannot be made through it

@@ -611,3 +611,26 @@ def test_a_measured_trace_noise_out_of_range_names_the_file(tmp_path, capsys):
     one_line(capsys, ["detectors", "--quick", "--traces", str(p), "--out", str(out)],
              f"{p}: measured noise=")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("length", [240, 260])
+def test_an_output_name_too_long_to_write_is_refused_before_work(tmp_path, capsys, length):
+    # 240: the file system took the name, not its temporary one: refused after the replay;
+    # 260: the lookup of the name was an OSError traceback
+    log = tmp_path / "log.csv"
+    log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+    long = "b" * length
+    for out in (tmp_path / f"{long}.csv", tmp_path / long / "r.csv"):
+        assert one_line(capsys, ["replay", str(log), "--out", str(out)], "a name of") == ""
+    one_line(capsys, ["sweep", "k_sweep", "--out", str(tmp_path / long)], "a name of")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+def test_a_costaware_sweep_name_too_long_for_its_files_is_refused_before_work(tmp_path,
+                                                                              capsys):
+    (tmp_path / "s.toml").write_text(f'name = "{"a" * 230}"\nexperiment = "sgd"\n'
+                                     'replications = 2\n[base]\nn = 16\nd = 2\neps = 0.05\n')
+    out = tmp_path / "out"
+    one_line(capsys, ["costaware", "sweep", str(tmp_path / "s.toml"), "--out", str(out)],
+             "s.toml: name aaa")
+    assert not out.exists()

@@ -213,7 +213,8 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
         for path in (Path(os.path.realpath(target)), here):
             for d in (path, *path.parents):
                 # a sweep.json without its lock file is a sweep directory still
-                if d not in seen and ((d / LOCK).exists() or (d / MANIFEST).is_file()):
+                # os.path's: False, not an OSError, for a name too long to look up
+                if d not in seen and (os.path.exists(d / LOCK) or os.path.isfile(d / MANIFEST)):
                     locks.append(DirLock.acquire(d))
                 seen.add(d)
     return locks
