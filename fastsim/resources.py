@@ -8,6 +8,7 @@ install and a wheel find them the same way, and nothing reaches into a checkout.
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import lru_cache
 from importlib.resources import files
 from importlib.util import find_spec
@@ -62,13 +63,13 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
     from fastsim.io import check_regular
 
     path = Path(file)
-    if path.exists():
+    if os.path.exists(path):  # os.path's: False, not OSError, for a name too long
         # a named pipe would block the read, /dev/zero fill the memory: refused unread
         check_regular(path, f"a TOML file, or one of {_shipped_sweeps(prefix)}")
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
-    if path.parent in (Path("."), Path("sweeps")) and candidate.is_file():
+    if path.parent in (Path("."), Path("sweeps")) and os.path.isfile(candidate):
         return candidate
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
                       f"TOML file, or one of {_shipped_sweeps(prefix)}")

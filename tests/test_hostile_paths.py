@@ -634,3 +634,20 @@ def test_a_costaware_sweep_name_too_long_for_its_files_is_refused_before_work(tm
     one_line(capsys, ["costaware", "sweep", str(tmp_path / "s.toml"), "--out", str(out)],
              "s.toml: name aaa")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["replay", "{}.csv"], "no such file"), (["sweep", "{}.toml", "--out", "o"], "no such file"),
+    (["figures", "{}"], "not a results directory"),
+    (["traces", "fit-curves", "{}.parquet"], "no such file"),
+    (["traces", "compare-sim", "{}.parquet"], "no such file"),
+    (["costaware", "sweep", "{}.toml", "--out", "o"], "no such file"),
+    (["costaware", "figures", "{}"], "does not exist")])
+def test_an_input_name_too_long_to_look_up_is_one_line(tmp_path, capsys, monkeypatch, argv,
+                                                       needle):
+    # each was an OSError traceback (File name too long) from pathlib's exists or is_dir
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, [a.format("c" * 300) for a in argv], needle)
+    with pytest.raises(ConfigError, match="no such file"):
+        fastsim.replay("c" * 300 + ".csv", "evalstop:k=2")
+    assert not list(tmp_path.iterdir())

@@ -10,6 +10,7 @@ the option and what is allowed.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -351,7 +352,7 @@ def cmd_figures(args):
     from fastsim.sweep.figures import load_script
 
     results = Path(args.dir)
-    if not results.is_dir():
+    if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
         raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
     from fastsim.io import check_tables_regular
 

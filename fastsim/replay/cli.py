@@ -8,6 +8,7 @@ that use them: the parser, ``--help`` and usage errors need none of them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -417,7 +418,7 @@ def _cmd_compare(args) -> int:
     if args.sigma is not None and not 0.0 <= args.sigma <= 1.0:
         raise ConfigError(f"--sigma {args.sigma}: allowed: an evaluation-noise standard "
                           "deviation in [0, 1]")
-    if not args.runs.exists():
+    if not os.path.exists(args.runs):  # not OSError for a too-long name
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")
     check_trace_table(runs, args.runs, ["job_id", "truth_hacking", "n_evals", "eval_noise_sd",
@@ -455,7 +456,7 @@ def _cmd_fit(args) -> int:
 
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
-    if not args.traces.exists():
+    if not os.path.exists(args.traces):  # not OSError for a too-long name
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
     if not (args.boot == 0 or D.MIN_PERCENTILE_BOOT <= args.boot <= MAX_BOOT):
         raise ConfigError(f"--boot {args.boot}: allowed: an integer from {D.MIN_PERCENTILE_BOOT} "

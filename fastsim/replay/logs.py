@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,8 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
 
 def resolve_path(path: Path) -> Path:
     """A directory stands for its ``trainer_state.json``, else its latest checkpoint's."""
-    if not path.exists():
+    # os.path's: False, not an OSError traceback, for a name too long to look up
+    if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file or directory")
     if not path.is_dir():
         return path

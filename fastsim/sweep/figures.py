@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 # The paper's figures (fastsim reproduce draws these), then the fidelity frontier's (its own
@@ -219,7 +220,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     """Draw every figure of ``scripts`` whose inputs exist in ``results``; returns the
     files written."""
     results, out = Path(results), Path(out)
-    if not results.is_dir():
+    if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
         from fastsim.errors import ConfigError
 
         raise ConfigError(f"{results} is not a results directory")
