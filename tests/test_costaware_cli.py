@@ -75,6 +75,20 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     assert not (out / "figures").exists()
 
 
+def test_figures_refuse_a_sweep_axis_they_do_not_plot(tmp_path, capsys):
+    """A sweep named costaware_sgd with a further axis (lam) drew two points at each
+    cost sigma of every line, one over the other, and said nowhere which was which."""
+    toml = tmp_path / "s.toml"
+    toml.write_text('name = "costaware_sgd"\nexperiment = "sgd"\nreplications = 2\n'
+                    '[base]\nn = 16\nd = 2\neps = 0.1\n'
+                    '[axes]\ncost_sigma = [0.0, 1.0]\nlam = [0.0, 0.5]\n')
+    out = tmp_path / "res"
+    assert main(["costaware", "sweep", str(toml), "--out", str(out)]) == 0
+    capsys.readouterr()
+    one_line(capsys, ["costaware", "figures", str(out)], "sgd_lam varies within a plotted point")
+    assert not (out / "figures").exists()
+
+
 def test_figures_of_a_directory_without_costaware_results_is_refused(tmp_path, capsys):
     """It printed nothing at all, then "0 files written" with exit 0 and an empty
     DIR/figures made; `fastsim figures` and the scripts run alone refuse it, exit 2."""

@@ -342,10 +342,35 @@ def _check_figure_tables(results: Path, tables: dict[str, set]) -> None:
     for table, columns in tables.items():
         path = results / table
         if path.is_file():
-            missing = sorted(columns - set(read_parquet_table(path, FIGURE_INPUTS).columns))
+            df = read_parquet_table(path, FIGURE_INPUTS)
+            missing = sorted(columns - set(df.columns))
             if missing:
                 raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
                                   f"{FIGURE_INPUTS}")
+            _check_one_row_per_point(path, df)
+
+
+# the columns that tell a figure's points apart (its panels, lines and x); any other knob
+# taking two values (a sweep's further axis: lam, n, ...) put two rows on one point, drawn
+# on top of each other, and said nowhere
+_POINT_KEYS = {
+    "costaware_sgd.summary.parquet": ("problem_kind", "problem_cost_corr", "sgd_step",
+                                      "strategy", "problem_cost_sigma"),
+    "costaware_grpo.curves.parquet": ("arm", "eval"),
+    "costaware_grpo_sweep.curves.parquet": ("grpo_lam", "grpo_len_sigma", "arm", "eval")}
+_KNOBS = ("problem_", "sgd_", "grpo_")  # config_columns' prefixes
+
+
+def _check_one_row_per_point(path: Path, df) -> None:
+    keys = _POINT_KEYS.get(path.name, ())
+    n_points = df.select(keys).unique().height if keys else df.height
+    if not keys or n_points == df.height:
+        return
+    varying = [c for c in df.columns if c.startswith(_KNOBS) and c not in keys
+               and df.select(*keys, c).unique().height > n_points]
+    raise ConfigError(f"{path}: {', '.join(varying) or 'a knob'} varies within a plotted "
+                      f"point ({', '.join(keys)}); allowed: one value of each other knob "
+                      "per table (a sweep with a further axis draws no figure)")
 
 
 def cmd_figures(args):
