@@ -201,6 +201,11 @@ class _Exact(float):
         return short
 
 
+def exact_text(x: float) -> str:
+    """``x`` as ``:g`` writes it, with every digit it needs (``_Exact``)."""
+    return format(_Exact(x), "g")
+
+
 def _exact(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _Exact(v) if isinstance(v, float) else
             tuple(_Exact(x) for x in v) if isinstance(v, tuple) else v for k, v in values.items()}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+import polars as pl
 import pytest
 
 from fastsim.cli import main
@@ -252,6 +253,29 @@ policy = ["evalstop:k=2"]
                 if ln.startswith("== ")]
     assert len(headings) == 4 and len({h.split("  [cell")[0] for h in headings}) == 4
     assert sum("| evalstop(k=2) | sigma=0.1  [cell " in h for h in headings) == 1
+
+
+def test_close_workload_values_keep_their_digits_in_cells_and_headings(tmp_path, capsys):
+    # a 6-digit :g made (0.1, 0.5) and (0.1000001, 0.5) one ustar_hacking in cells.parquet
+    # and summary.parquet, and sigma 0.05 and 0.0500001 one heading in summary.txt
+    p = write(tmp_path, """
+clusters = 2
+[base]
+n_jobs = 10
+[axes]
+ustar_hacking = [[0.1, 0.5], [0.1000001, 0.5]]
+sigma = [0.05, 0.0500001]
+policy = ["evalstop:k=2"]
+""")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    cells = pl.read_parquet(out / "cells.parquet")
+    assert sorted(set(cells["ustar_hacking"])) == ["0.1/0.5", "0.1000001/0.5"]
+    headings = [ln.split("  [cell")[0] for ln in (out / "summary.txt").read_text().splitlines()
+                if ln.startswith("== ")]
+    assert len(headings) == 8 == len(set(headings))
+    assert sum("sigma=0.0500001" in h for h in headings) == 4
 
 
 # Grid hashes of these files as expanded before a sweep's baseline could be any policy

@@ -31,6 +31,7 @@ import polars as pl
 from tqdm import tqdm
 
 from fastsim.errors import ConfigError
+from fastsim.registry import exact_text
 from fastsim.summary import CellSummary, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
@@ -88,8 +89,8 @@ def _cell_title(store: SweepStore, c) -> str:
     """``== scheduler | policy | sigma=0.05  [cell id]``: the label names the scheduler and
     the policy with their parameters; the workload axes are added, so cells that differ
     only there (a noise sweep's) are told apart in ``summary.txt``."""
-    def text(v):
-        return f"{v:g}" if isinstance(v, float) else str(v)
+    def text(v):  # every digit, or sigma 0.05 and 0.0500001 made one title
+        return exact_text(v) if isinstance(v, float) else str(v)
     axes = [f"{a}={text(axis_value(c.config, a))}" for a in store.grid.axes if a in WORKLOAD_FIELDS]
     return f"== {' | '.join([c.label, *axes])}{_paired_text(store.grid, c)}  [cell {c.id}]"
 

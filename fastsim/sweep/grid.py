@@ -455,7 +455,8 @@ def axis_value(cfg: SimConfig, axis: str) -> Any:
     else:
         v = getattr(cfg.workload, axis)
     if isinstance(v, (tuple, list)):
-        return "/".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
+        # every digit: a 6-digit :g printed (0.1, 0.5) and (0.1000001, 0.5) as one value
+        return "/".join(R.exact_text(x) if isinstance(x, float) else str(x) for x in v)
     return v
 
 
