@@ -43,6 +43,11 @@ STEPS = (
 )
 
 
+TRACE_FIGURES = ("real_traces_curves", "real_traces_gao", "real_traces_replay")
+TRACE_INPUTS = ("the tables `fastsim traces toy-rlhf`, `replay --summary-out` and `traces "
+                "compare-sim --out` write")
+
+
 def run_steps(results: Path, log=print) -> None:
     """Run every step of ``STEPS`` whose outputs are not all in ``results``."""
     from fastsim.cli import main
@@ -69,14 +74,18 @@ def _check_results(results: Path) -> None:
 
 def draw(results: Path, out: Path, log=print) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written."""
-    from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
+    from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE, check_figure_inputs
     from fastsim.sweep.figures import find_sources, load_script
 
     _check_results(results)
+    # as costaware figures does: a table without a column the scripts use was a polars
+    # traceback after the figures before it were written
+    check_figure_inputs(results / "costaware")
+    check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
     written: list[Path] = []
     if (results / "frontier").is_dir():
         written += load_script("frontier").draw(find_sources(results), out, ("png", "pdf"))
-    for name in ("real_traces_curves", "real_traces_gao", "real_traces_replay"):
+    for name in TRACE_FIGURES:
         written += load_script(name).main(results / "traces", out)
     for name in COSTAWARE:
         written += load_script(name).main(results / "costaware", out)

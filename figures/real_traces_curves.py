@@ -10,6 +10,10 @@ from matplotlib.lines import Line2D
 
 from fastsim.figures import _style as S
 
+# the tables this script reads and their columns it uses (checked by `docs-figures`)
+READS = {"traces.parquet": ("job_id", "step", "score", "kl_coef", "n_comparisons", "truth_gold",
+                            "truth_proxy", "truth_hacking")}
+
 
 @S.themed
 def main(results, out):

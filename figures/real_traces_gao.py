@@ -12,6 +12,11 @@ import polars as pl
 
 from fastsim.figures import _style as S
 
+# the tables this script reads and their columns it uses (checked by `docs-figures`)
+READS = {"traces.parquet": ("job_id", "step", "kl_coef", "n_comparisons", "truth_gold",
+                            "truth_kl_nats"),
+         "gao_fits.parquet": ("kl_coef", "n_comparisons", "gao_alpha", "gao_beta")}
+
 
 @S.themed
 def main(results, out):

@@ -12,6 +12,9 @@ import polars as pl
 from fastsim.figures import _style as S
 
 METRICS = (("precision", "Precision"), ("recall", "Recall"), ("fpr", "False-positive rate"))
+_COLUMNS = ("policy", *(f"{m}{end}" for m, _ in METRICS for end in ("", "_lo", "_hi")))
+# the tables this script reads and their columns it uses (checked by `docs-figures`)
+READS = {"replay_summary.parquet": _COLUMNS, "simulator.parquet": _COLUMNS}
 
 
 def _label(table_label: str) -> str:

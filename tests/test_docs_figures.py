@@ -177,6 +177,25 @@ def test_docs_figures_command_draws_what_it_finds(tmp_path):
                  "--out", str(tmp_path / "figs")]) == 2
 
 
+@pytest.mark.parametrize("table,column", [("traces/traces.parquet", "truth_gold"),
+                                          ("traces/simulator.parquet", "fpr_hi"),
+                                          ("costaware/costaware_sgd.summary.parquet",
+                                           "problem_cost_corr")])
+def test_docs_figures_refuse_a_table_without_a_column_it_draws(tmp_path, capsys, table,
+                                                                column):
+    # a polars ColumnNotFoundError traceback from inside a figure script; costaware
+    # figures already refused it in one line, before any figure
+    from conftest import one_line
+
+    results = tmp_path / "results"
+    results.mkdir()
+    _traces(results), _costaware(results)
+    pl.read_parquet(results / table).drop(column).write_parquet(results / table)
+    one_line(capsys, ["docs-figures", "--results", str(results), "--out", str(tmp_path / "f"),
+                      "--draw-only"], f"missing column(s) {column}")
+    assert not (tmp_path / "f").exists()
+
+
 def test_every_docs_figure_has_a_maker():
     """Each committed docs figure is one that ``fastsim docs-figures`` (or, for the
     detector benchmark, ``fastsim detectors``) draws."""

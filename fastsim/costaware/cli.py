@@ -322,18 +322,24 @@ def cmd_sweep(args):
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
 
 
-def _figure_tables() -> dict[str, set]:
+def _figure_tables(scripts=FIGURE_SCRIPTS) -> dict[str, set]:
     """``{table: columns}`` the figure scripts read (each script's ``READS``)."""
     from fastsim.sweep.figures import load_script
 
     tables: dict[str, set] = {}
-    for name in FIGURE_SCRIPTS:
+    for name in scripts:
         for table, columns in load_script(name).READS.items():
             tables.setdefault(table, set()).update(columns)
     return tables
 
 
-def _check_figure_tables(results: Path, tables: dict[str, set]) -> None:
+def check_figure_inputs(results: Path, scripts=FIGURE_SCRIPTS, allowed=FIGURE_INPUTS) -> None:
+    """What ``costaware figures`` checks before drawing, for ``docs-figures`` too (which
+    draws the trace figures' ``scripts`` with the same ``READS`` declarations)."""
+    _check_figure_tables(results, _figure_tables(scripts), allowed)
+
+
+def _check_figure_tables(results: Path, tables: dict[str, set], allowed=FIGURE_INPUTS) -> None:
     """Each table present read in full and holding the columns the scripts use, before
     any is drawn: a truncated table or a missing column was a polars traceback from
     inside a script, after the figures before it were written."""
@@ -342,11 +348,11 @@ def _check_figure_tables(results: Path, tables: dict[str, set]) -> None:
     for table, columns in tables.items():
         path = results / table
         if path.is_file():
-            df = read_parquet_table(path, FIGURE_INPUTS)
+            df = read_parquet_table(path, allowed)
             missing = sorted(columns - set(df.columns))
             if missing:
                 raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
-                                  f"{FIGURE_INPUTS}")
+                                  f"{allowed}")
             _check_one_row_per_point(path, df)
 
 
