@@ -110,6 +110,10 @@ def cmd_docs_figures(args) -> int:
     if not args.draw_only:
         run_steps(args.results)
     written = draw(args.results, args.out)
+    if not written:  # as fastsim figures and costaware figures refuse a DIR with nothing
+        raise ConfigError(f"--results={args.results} holds nothing to draw (no frontier "
+                          "sweep, traces, costaware or detectors results); allowed: the "
+                          "results of an earlier fastsim docs-figures run")
     for p in written:
         print(f"wrote {p}")
     print(f"docs-figures: {len(written)} files written to {args.out}")
@@ -133,5 +137,6 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, default=Path("docs/figures"), metavar="DIR",
                    help="where the PNG and PDF figures go (default: docs/figures)")
     p.add_argument("--draw-only", action="store_true",
-                   help="run nothing: draw from what is in --results")
+                   help="run nothing: draw from what is in --results (refused when it "
+                   "holds nothing to draw)")
     p.set_defaults(func=cmd_docs_figures)

@@ -175,6 +175,11 @@ def test_docs_figures_command_draws_what_it_finds(tmp_path):
         "real_traces_curves.png", "real_traces_gao.png", "real_traces_replay.png"]
     assert main(["docs-figures", "--results", str(tmp_path / "missing"), "--draw-only",
                  "--out", str(tmp_path / "figs")]) == 2
+    # a directory with nothing to draw: "0 files written", exit 0
+    (tmp_path / "empty").mkdir()
+    assert main(["docs-figures", "--results", str(tmp_path / "empty"), "--draw-only",
+                 "--out", str(tmp_path / "none")]) == 2
+    assert not (tmp_path / "none").exists()
 
 
 @pytest.mark.parametrize("table,column", [("traces/traces.parquet", "truth_gold"),
