@@ -651,3 +651,26 @@ def test_an_input_name_too_long_to_look_up_is_one_line(tmp_path, capsys, monkeyp
     with pytest.raises(ConfigError, match="no such file"):
         fastsim.replay("c" * 300 + ".csv", "evalstop:k=2")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--clusters", "2", "--n-jobs", "10", "--out", "{d}/summary.parquet"],
+    ["replay", "{log}", "--summary-out", "{d}/summary.txt"],
+    ["replay", "{log}", "--out", "{d}/cells/x.csv"],
+    ["sweep", "k_sweep", "--out", "{d}/cells"],
+    ["figures", "{d}", "--out", "{d}/cells/figs"],
+    ["reproduce", "--quick", "--out", "{d}/../r", "--report", "{d}/summary.txt"]])
+def test_no_output_replaces_a_sweep_directorys_own_files(tmp_path, capsys, argv):
+    # reproduce --report DIR/summary.txt of another sweep wrote its report over the
+    # sweep's table text, and a sweep --out DIR/cells put a second sweep among the chunks
+    log = tmp_path / "log.csv"
+    log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+    d = tmp_path / "sw"
+    (tmp_path / "s.toml").write_text("clusters = 2\n[base]\nn_jobs = 10\n[axes]\n"
+                                     'policy = ["evalstop:k=2"]\n')
+    assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(d), "--no-progress"]) == 0
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    one_line(capsys, [a.format(d=d, log=log) for a in argv], "which its sweep writes")
+    assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "r").exists()

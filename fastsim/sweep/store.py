@@ -220,6 +220,27 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     return locks
 
 
+# what a sweep writes at the top of its directory (the manifest, the lock, aggregate.py's
+# tables); below its cells/ every file is the sweep's
+OWNED = (MANIFEST, LOCK, "summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt")
+
+
+def check_not_owned(target: Path | None, option: str) -> None:
+    """An output of another command is never one of a sweep directory's own files, nor in
+    its cells/: it replaced the sweep's verified results (reproduce's --report into
+    another sweep's summary.txt), or put a second sweep among the chunks."""
+    if target is None:
+        return
+    here = Path(os.path.realpath(Path(target).parent)) / Path(target).name  # where it is renamed
+    for d in here.parents:
+        if os.path.exists(d / LOCK) or os.path.isfile(d / MANIFEST):
+            rel = here.relative_to(d).parts
+            if rel[0] == "cells" or (len(rel) == 1 and rel[0] in OWNED):
+                raise ConfigError(f"{option} {target}: among the files of the sweep "
+                                  f"directory {d}, which its sweep writes; allowed: a path "
+                                  f"outside its cells/, and none of its {', '.join(OWNED)}")
+
+
 def remove_temporaries_in(directory: Path, held: list[DirLock]) -> None:
     """Our half-written files (``NAME.<pid>-<random>.tmp``, never a user's ``draft.tmp``)
     directly in ``directory``, left by a writer killed mid-write, when ``held`` (this
