@@ -540,9 +540,11 @@ def read_text(path: Path, what: str) -> str:
 
 
 def decode_utf8(path: Path, data: bytes, what: str) -> str:
-    """``data`` read from ``path`` as text; invalid UTF-8 is a ``ConfigError`` with the line."""
+    """``data`` read from ``path`` as text; invalid UTF-8 is a ``ConfigError`` with the line.
+    A leading byte-order mark (some Windows editors write one) is dropped, as CSV logs'
+    is: JSON and TOML parsers refused it, TOML as an "invalid statement" at line 1."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte 0x{data[exc.start]:02x}); "

@@ -351,3 +351,20 @@ def test_a_jsonl_job_id_is_a_string_or_an_integer(tmp_path, capsys, job_id):
     one_line(capsys, ["replay", str(p)], "j.jsonl:3: field 'job_id': ")
     p.write_text(same)
     assert read_logs([p]).job_ids == ["1"]
+
+
+def test_a_byte_order_mark_is_skipped_in_every_text_format(tmp_path):
+    # a CSV log with a BOM was read; JSONL and trainer_state.json were refused
+    # ("Unexpected UTF-8 BOM"), the same log written by another editor
+    bom = b"\xef\xbb\xbf"
+    csv = "job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.4\n"
+    jsonl = "".join(json.dumps({"job_id": "a", "step": s, "score": v}) + "\n"
+                    for s, v in ((1, 0.5), (2, 0.6), (3, 0.4)))
+    state = json.dumps({"log_history": [{"step": s, "eval_score": v}
+                                        for s, v in ((1, 0.5), (2, 0.6), (3, 0.4))]})
+    tables = []
+    for name, text in (("a.csv", csv), ("a.jsonl", jsonl), ("trainer_state.json", state)):
+        (tmp_path / name).write_bytes(bom + text.encode())
+        metric = "eval_score" if name.endswith(".json") else "score"
+        tables.append(read_logs([tmp_path / name], metric=metric).table["metric"].to_list())
+    assert tables == [[0.5, 0.6, 0.4]] * 3

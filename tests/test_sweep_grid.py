@@ -255,6 +255,13 @@ policy = ["evalstop:k=2"]
     assert sum("| evalstop(k=2) | sigma=0.1  [cell " in h for h in headings) == 1
 
 
+def test_a_sweep_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    # tomllib refused it as "Invalid statement (at line 1, column 1)"
+    p = tmp_path / "bom.toml"
+    p.write_bytes(b"\xef\xbb\xbfclusters = 2\n[base]\nn_jobs = 10\n")
+    assert load_sweep(p).clusters == 2
+
+
 def test_close_workload_values_keep_their_digits_in_cells_and_headings(tmp_path, capsys):
     # a 6-digit :g made (0.1, 0.5) and (0.1000001, 0.5) one ustar_hacking in cells.parquet
     # and summary.parquet, and sigma 0.05 and 0.0500001 one heading in summary.txt
