@@ -75,6 +75,39 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     assert not (out / "figures").exists()
 
 
+def test_a_huge_costaware_grid_is_refused_before_it_is_built(tmp_path):
+    # 40 values on 6 axes: every one of the 4e9 points was built and validated first
+    import subprocess
+    import sys
+
+    axes = ("cost_sigma", "cost_corr", "noise", "reg", "scale_sigma", "lam")
+    values = ", ".join(f"0.{i:03d}" for i in range(40))
+    toml = tmp_path / "huge.toml"
+    toml.write_text('experiment = "sgd"\nreplications = 2\n[axes]\n'
+                    + "".join(f"{a} = [{values}]\n" for a in axes))
+    run = subprocess.run([sys.executable, "-m", "fastsim.cli", "costaware", "sweep", str(toml),
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "cross to 4096000000 points; at most 10000" in run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_costaware_points_are_deduplicated_in_linear_time(tmp_path, monkeypatch):
+    # an axis value given twice runs once; the check compared each point with every
+    # earlier one (a list), 26 s for a 10,000-point grid before any run
+    from fastsim.costaware.configs import ProblemConfig
+
+    calls = []
+    eq = ProblemConfig.__eq__
+    monkeypatch.setattr(ProblemConfig, "__eq__", lambda a, b: calls.append(1) or eq(a, b))
+    values = ", ".join(f"0.{i:02d}" for i in range(20))
+    toml = tmp_path / "s.toml"
+    toml.write_text('experiment = "sgd"\nreplications = 2\n[base]\nn = 16\n[axes]\n'
+                    f"cost_sigma = [{values}]\nnoise = [{values}, 0.00]\n")
+    assert len(load_costaware_sweep(toml).points()) == 400
+    assert len(calls) < 2_000
+
+
 def test_figures_refuse_a_sweep_axis_they_do_not_plot(tmp_path, capsys):
     """A sweep named costaware_sgd with a further axis (lam) drew two points at each
     cost sigma of every line, one over the other, and said nowhere which was which."""

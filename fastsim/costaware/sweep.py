@@ -20,6 +20,7 @@ Points with equal configs (an axis value given twice) run once.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from fastsim.io import (check_names_fit, check_output_dir, read_toml, table_writ
 from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
+MAX_POINTS = 10_000  # as fastsim sweep's cells (fastsim.sweep.grid.MAX_CELLS)
 _PROBLEM_FIELDS = {f.name for f in fields(ProblemConfig)}
 _SGD_FIELDS = {f.name for f in fields(SGDConfig)}
 _GRPO_FIELDS = {f.name for f in fields(GRPOConfig)}
@@ -58,7 +60,7 @@ class SweepSpec:
         configs equal an earlier one's (an axis value given twice) is left out, as
         ``fastsim sweep`` runs a cell once."""
         keys = list(self.axes)
-        out, seen = [], []
+        out, seen = [], set()  # the configs are frozen: a list made this quadratic
         for combo in itertools.product(*(self.axes[k] for k in keys)):
             point = dict(self.base)
             point.update(zip(keys, combo))
@@ -67,7 +69,7 @@ class SweepSpec:
             except ConfigError:  # kept: the loader names the bad field of this point
                 cfgs = None
             if cfgs is None or cfgs not in seen:
-                seen.append(cfgs)
+                seen.add(cfgs)
                 out.append(point)
         return out
 
@@ -100,6 +102,11 @@ def load_costaware_sweep(path) -> SweepSpec:
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
             raise ConfigError(f"{path.name}: axes.{k}={toml_text(v)} must be a non-empty list")
+    # counted before any point is built: 40 values on 6 axes was hours of validation
+    n_points = math.prod(len(v) for v in axes.values())
+    if n_points > MAX_POINTS:
+        raise ConfigError(f"{path.name}: the axes cross to {n_points} points; at most "
+                          f"{MAX_POINTS} allowed")
     name = raw.get("name", path.stem)
     if (not isinstance(name, str) or not name or "/" in name or "\\" in name
             or name.startswith(".")):
