@@ -444,3 +444,18 @@ def test_an_infinite_gain_is_not_called_an_unscored_kept_step(tmp_path, capsys):
     s = summarize_replay(replay(read_logs([p]), ["evalstop:k=1"])).row(0, named=True)
     assert (s["n_detected"], s["n_delivered_gain_known"], s["n_delivered_gain_infinite"]) == \
         (2, 1, 1)
+
+
+@pytest.mark.parametrize("times,gpus", [(("1", "1e308", "1.7e308"), "8"),
+                                        (("0", "1", "2"), "1e308"),
+                                        (("0", "1e300", "1e300"), "1e8")])
+def test_gpu_hours_beyond_a_float_are_refused_in_one_line(tmp_path, capsys, times, gpus):
+    # finite times and GPU counts whose products overflow: inf GPU-hours were written to
+    # --out and printed, after numpy's overflow warnings on stderr
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score,time\n" + "".join(
+        f"{j},{s},{v},{t}\n" for j in "ab" for s, v, t in zip((1, 2, 3), (0.5, 0.6, 0.4), times)))
+    out = tmp_path / "out.csv"
+    one_line(capsys, ["replay", str(log), "--gpus", gpus, "--out", str(out)],
+             "beyond a float's range")
+    assert not out.exists()

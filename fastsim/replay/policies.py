@@ -182,11 +182,12 @@ def _gpu_h(time_h: np.ndarray, gpus: np.ndarray, after_row: int) -> tuple[float,
     """(total, held after ``after_row``) GPU-hours; interval ``i-1 -> i`` at ``gpus[i]``."""
     if time_h.size < 2:
         return 0.0, 0.0
-    held = gpus[1:] * np.diff(time_h)
-    if np.isnan(held).any():  # a missing GPU count or time: both unknown, not a part of one
-        return np.nan, np.nan
-    total = float(held.sum())
-    saved = float(held[after_row:].sum()) if after_row >= 0 else 0.0
+    with np.errstate(over="ignore"):  # an overflow is refused by _check_gpu_h, in one line
+        held = gpus[1:] * np.diff(time_h)
+        if np.isnan(held).any():  # a missing GPU count or time: both unknown, not a part of one
+            return np.nan, np.nan
+        total = float(held.sum())
+        saved = float(held[after_row:].sum()) if after_row >= 0 else 0.0
     return total, saved
 
 
@@ -319,9 +320,10 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     has_truth = "truth_hacking" in t.columns and "truth_gold" in t.columns
     sign = 1.0 if log.higher_is_better else -1.0
     rows = []
-    groups = list(t.group_by("job_id", maintain_order=True))
-    for (job_id,), g in tqdm(groups, desc="replay", disable=not progress):
-        job = _Job.of(g, gpus, has_truth)
+    jobs = [(job_id, _Job.of(g, gpus, has_truth))
+            for (job_id,), g in t.group_by("job_id", maintain_order=True)]
+    _check_gpu_h(jobs)  # before any job is replayed
+    for job_id, job in tqdm(jobs, desc="replay", disable=not progress):
         for p in pols:
             row = {"policy": p.label, "job_id": job_id, **_replay_one(p, job, sign)}
             rows.append(row)
@@ -329,6 +331,21 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # where no job triggers would write a column of Parquet type null)
     ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
     return pl.DataFrame(rows, schema_overrides=ints)
+
+
+def _check_gpu_h(jobs: list) -> None:
+    """Finite times and GPU counts can still hold infinite GPU-hours (1e308 h apart, or
+    --gpus 1e308), in a job or in the summary's sum over jobs: they were reported as inf
+    GPU-hours, with numpy's overflow warning."""
+    total = 0.0
+    for job_id, job in jobs:
+        held = _gpu_h(job.time_h, job.gpus, -1)[0] if job.time_h is not None else np.nan
+        total += 0.0 if np.isnan(held) else held
+        if np.isinf(total):
+            where = f"job {job_id!r}" if np.isinf(held) else f"the jobs up to {job_id!r}"
+            raise ConfigError(f"{where}: GPU-hours held (gpus x hours between evaluations) "
+                              "beyond a float's range; allowed: times and GPU counts whose "
+                              "products, and their sum, are finite")
 
 
 def _gain(kept: float, final: float, sign: float) -> float:
