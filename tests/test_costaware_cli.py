@@ -75,6 +75,24 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     assert not (out / "figures").exists()
 
 
+@pytest.mark.parametrize("experiment,line,said", [
+    ("grpo", 'median_len = "300"', 'median_len="300" must be a number'),
+    ("grpo", "median_len = true", "median_len=true must be a number"),
+    ("grpo", "lam = true", "lam=true must be a number in [0, 1]"),
+    ("grpo", "median_len = 1e308", "must be in [1.0, 1000000.0]"),
+    ("sgd", 'eps = "0.1"', 'eps="0.1" must be a number'),
+    ("sgd", "cost_corr = false", "cost_corr=false must be a number")])
+def test_a_costaware_number_given_as_text_or_a_bool_is_refused(tmp_path, capsys, experiment,
+                                                               line, said):
+    # float() read true as 1.0 (run silently) and "300" as 300, which reached the kernels
+    # as text: a numba TypingError traceback after the work began; a median length of
+    # 1e308 tokens summed to inf and the token savings read NaN
+    toml = tmp_path / "s.toml"
+    toml.write_text(f'experiment = "{experiment}"\nreplications = 2\n[base]\n{line}\n')
+    one_line(capsys, ["costaware", "sweep", str(toml), "--out", str(tmp_path / "o")], said)
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_huge_costaware_grid_is_refused_before_it_is_built(tmp_path):
     # 40 values on 6 axes: every one of the 4e9 points was built and validated first
     import subprocess

@@ -61,7 +61,7 @@ FIELD_HELP = {
     "n_test": "held-out prompts, 1 to 1,000,000",
     "n_traces": "candidate responses per prompt, 2 to 1024",
     "n_features": "policy features per response, 2 to 1024",
-    "median_len": "median response length, tokens, >= 1",
+    "median_len": "median response length, tokens, 1 to 1,000,000",
     "len_sigma": "log-normal sigma of response lengths, 0 to 3",
     "length_effect": "effect of log length on correctness (logit), -10 to 10",
     "difficulty_mean": "mean prompt difficulty (logit), -10 to 10",
@@ -72,11 +72,13 @@ FIELD_HELP = {
     "prompts": "prompts per step, >= 1 (prompts*group at most 10,000,000)",
     "group": "responses sampled per prompt (the GRPO group), 2 to 4096",
     "batch": "mini-batch of responses per gradient step, 1 to prompts*group",
-    "lr": "learning rate, > 0",
-    "floor": "floor added to response costs, tokens, >= 0",
+    "lr": "learning rate, > 0 and at most 1,000,000",
+    "floor": "smallest |A| a response is scored with (q ∝ max(|A|, floor) / sqrt(tokens)), "
+             "0 to 1,000,000",
     "eval_every": "steps between held-out evaluations, 1 to n_steps",
-    "prompt_median_len": "median prompt length, tokens, >= 0; every response to a prompt "
-                         "pays its prompt's tokens too (0: cost is response tokens only)",
+    "prompt_median_len": "median prompt length, tokens, 0 to 1,000,000; every response to "
+                         "a prompt pays its prompt's tokens too (0: cost is response tokens "
+                         "only)",
     "prompt_len_sigma": "log-normal sigma of prompt lengths, 0 to 3 (used when "
                         "--prompt-median-len > 0)",
 }

@@ -7,6 +7,7 @@ modules import the configurations from here, under the same names.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from dataclasses import dataclass
 
@@ -42,11 +43,16 @@ def _positive_int(name, value, lo=1, hi=2**63 - 1):
         raise ConfigError(f"{name}={value!r} must be an integer {rng}")
 
 
+def is_real(value) -> bool:
+    """An int or a float (numpy's too), not a bool nor text: float() read a sweep file's
+    true as 1.0 and "300" as 300, which then reached the kernels as text (a traceback)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _real(name, value, lo=None, hi=None, lo_open=False):
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} must be a number") from None
+    if not is_real(value):
+        raise ConfigError(f"{name}={value!r} must be a number")
+    x = float(value)
     if not math.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo))) or (
             hi is not None and x > hi):
         lo_s = "-inf" if lo is None else lo
@@ -159,6 +165,8 @@ MAX_RESPONSES = 10_000_000
 #: evaluations kept in all (``seeds * arms * n_evals``): the curves, three float arrays
 #: and then a table row each
 MAX_CURVE_POINTS = 20_000_000
+MAX_TOKENS = 1e6  # a response's (or prompt's) median length, in tokens
+MAX_FLOOR = 1e6  # the advantage floor, in |A| (group-normalised: about 1)
 
 
 @dataclass(frozen=True)
@@ -204,7 +212,9 @@ class GRPOConfig:
             raise ConfigError(f"(n_train+n_test)*n_traces*n_features={task} is too large; "
                               f"allowed: at most {MAX_DESIGN:,} ({task * 8 / 2**30:.1f} GiB "
                               f"a thread)")
-        _real("median_len", self.median_len, 1.0)
+        # token counts are summed over every step's responses: 1e308 overflowed to inf
+        # tokens, and the savings read NaN (an upper bound, as lr's)
+        _real("median_len", self.median_len, 1.0, MAX_TOKENS)
         _real("len_sigma", self.len_sigma, 0.0, 3.0)
         _real("length_effect", self.length_effect, -10.0, 10.0)
         _real("difficulty_mean", self.difficulty_mean, -10.0, 10.0)
@@ -224,9 +234,9 @@ class GRPOConfig:
                               f"= {self.prompts * self.group} (the responses of a step)")
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)
         check_lam(self.lam)
-        _real("floor", self.floor, 0.0)
+        _real("floor", self.floor, 0.0, MAX_FLOOR)
         _positive_int("eval_every", self.eval_every, 1, self.n_steps)
-        _real("prompt_median_len", self.prompt_median_len, 0.0)
+        _real("prompt_median_len", self.prompt_median_len, 0.0, MAX_TOKENS)
         _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
         arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms)
         if not arms or arms[0] != "uniform" or len(set(arms)) != len(arms) \

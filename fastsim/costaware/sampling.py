@@ -17,6 +17,7 @@ from enum import IntEnum
 import numpy as np
 import polars as pl
 
+from fastsim.costaware.configs import is_real
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nb
 
@@ -51,10 +52,9 @@ def parse_strategy(name, field: str = "strategy") -> Strategy:
 
 def check_lam(lam, field: str = "lam") -> float:
     """``lam`` as float in [0, 1], else ``ConfigError``."""
-    try:
-        x = float(lam)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field}={lam!r} must be a number in [0, 1]") from None
+    if not is_real(lam):  # true and "0.1" are no weights (float() read them as 1, 0.1)
+        raise ConfigError(f"{field}={lam!r} must be a number in [0, 1]")
+    x = float(lam)
     if not 0.0 <= x <= 1.0:
         raise ConfigError(f"{field}={lam!r} is outside [0, 1] (0 = pure strategy, "
                           "1 = uniform)")
@@ -64,10 +64,9 @@ def check_lam(lam, field: str = "lam") -> float:
 def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -> float:
     """``value`` as a finite float >= 0, else ``ConfigError`` saying it ``must be
     {requirement}``."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field}={value!r} must be a number >= 0") from None
+    if not is_real(value):  # a bool or text is no number (float() read them)
+        raise ConfigError(f"{field}={value!r} must be a number >= 0")
+    x = float(value)
     if not np.isfinite(x) or x < 0.0:
         raise ConfigError(f"{field}={value!r} must be {requirement}")
     return x
