@@ -3,6 +3,7 @@ import warnings
 
 import numba
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,3 +244,20 @@ def test_more_draws_than_responses_are_refused_before_any_allocation(call, messa
         call()
     cost_aware_draw([1.0, -1.0, 0.5, 0.0], [10, 40, 20, 30], 4)  # all of them is fine
     GRPOConfig(prompts=2, group=4, batch=8)
+
+
+def test_grpo_intervals_stay_within_what_accuracies_and_ratios_can_be():
+    # with 2 seeds the t intervals reached below 0 and above 1 for accuracies, and below 0
+    # for ratios of positive moments; fastsim.summary cuts a metric's interval the same way
+    from fastsim.costaware.experiment import (GRPOConfig, ablation_table, curve_summary,
+                                              run_grpo)
+
+    curves = run_grpo(GRPOConfig(seeds=2, n_steps=10, n_train=16, n_test=16, eval_every=10))
+    t = ablation_table(curves)
+    acc = t.filter(pl.col("metric").str.contains("accuracy")
+                   & ~pl.col("metric").str.contains("diff"))
+    assert acc.height and acc["lo"].min() >= 0 and acc["hi"].max() <= 1
+    ratios = t.filter(pl.col("metric").str.starts_with("predicted_"))
+    assert ratios.height and ratios["lo"].min() >= 0
+    c = curve_summary(curves)
+    assert c["accuracy_lo"].min() >= 0 and c["accuracy_hi"].max() <= 1

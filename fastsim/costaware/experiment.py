@@ -171,6 +171,14 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
         "median of 1 - tokens_arm / tokens_u, a seed that never reached it counted as -inf")
 
 
+def _within(e: Estimate, lo: float, hi: float) -> Estimate:
+    """``e`` with its interval cut to the values the quantity can take, as fastsim.summary
+    cuts a metric's: a t interval over a few seeds put accuracies below 0 and above 1 and
+    ratios of positive moments below 0.  A NaN bound (no interval) stays NaN."""
+    return Estimate(e.mean, max(e.lo, lo) if e.lo == e.lo else e.lo,
+                    min(e.hi, hi) if e.hi == e.hi else e.hi, e.n)
+
+
 def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Headline numbers of ``arm`` against uniform with 95% CIs over seeds, one row per metric.
 
@@ -204,25 +212,35 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
                      per_seed["arm_total_tokens"].to_numpy(), what)
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
-    add("uniform_peak_accuracy", mean_ci(col("uniform_peak_accuracy")))
-    add("final_accuracy_uniform", mean_ci(fu), "at the uniform horizon")
-    add("final_accuracy_arm_same_steps", mean_ci(col("arm_accuracy_same_steps")))
-    add("final_accuracy_diff_same_steps", mean_ci(col("arm_accuracy_same_steps") - fu),
+    def accuracy(values):
+        return _within(mean_ci(values), 0.0, 1.0)
+
+    def difference(values):
+        return _within(mean_ci(values), -1.0, 1.0)
+
+    def ratio(values):
+        return _within(mean_ci(values), 0.0, np.inf)
+
+    add("uniform_peak_accuracy", accuracy(col("uniform_peak_accuracy")))
+    add("final_accuracy_uniform", accuracy(fu), "at the uniform horizon")
+    add("final_accuracy_arm_same_steps", accuracy(col("arm_accuracy_same_steps")))
+    add("final_accuracy_diff_same_steps", difference(col("arm_accuracy_same_steps") - fu),
         "arm - uniform, paired, same number of steps")
-    add("final_accuracy_diff_same_tokens", mean_ci(col("arm_accuracy_same_tokens") - fu),
+    add("final_accuracy_diff_same_tokens", difference(col("arm_accuracy_same_tokens") - fu),
         "arm - uniform, paired, arm within the uniform token budget")
-    add("final_accuracy_arm_end", mean_ci(col("arm_final_accuracy")),
+    add("final_accuracy_arm_end", accuracy(col("arm_final_accuracy")),
         "end of the longer run of the arm")
     spent = col("uniform_total_tokens") > 0  # a run of skipped batches has no ratio (0/0)
-    add("token_saving_per_step", mean_ci(1.0 - col("arm_tokens_same_steps")[spent]
-                                         / col("uniform_total_tokens")[spent]),
+    add("token_saving_per_step", _within(mean_ci(1.0 - col("arm_tokens_same_steps")[spent]
+                                                 / col("uniform_total_tokens")[spent]),
+                                         -np.inf, 1.0),
         "same number of steps: 1 - tokens_arm / tokens_u")
     s_u, c_u = _moments(curves, "uniform")
     s_a, c_a = _moments(curves, arm)
     if (s_u > 0).all() and (c_u > 0).all():
-        add("predicted_S_ratio", mean_ci(s_a / s_u), "S(p_arm) / S(uniform), uniform's batches")
-        add("predicted_C_ratio", mean_ci(c_a / c_u), "C(p_arm) / C(uniform), uniform's batches")
-        add("predicted_J_ratio", mean_ci(s_a * c_a / (s_u * c_u)), "J = S C over uniform's")
+        add("predicted_S_ratio", ratio(s_a / s_u), "S(p_arm) / S(uniform), uniform's batches")
+        add("predicted_C_ratio", ratio(c_a / c_u), "C(p_arm) / C(uniform), uniform's batches")
+        add("predicted_J_ratio", ratio(s_a * c_a / (s_u * c_u)), "J = S C over uniform's")
     return pl.DataFrame(rows)
 
 
@@ -236,8 +254,8 @@ def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
     """Per arm and evaluation: mean cumulative tokens and accuracy with a 95% CI."""
     rows = []
     for (arm, e), g in curves.group_by(["arm", "eval"], maintain_order=True):
-        a = mean_ci(g["accuracy"].to_numpy())
-        t = mean_ci(g["tokens"].to_numpy())
+        a = _within(mean_ci(g["accuracy"].to_numpy()), 0.0, 1.0)
+        t = _within(mean_ci(g["tokens"].to_numpy()), 0.0, np.inf)
         rows.append({"arm": arm, "eval": e, "step": int(g["step"][0]), "tokens_mean": t.mean,
                      "tokens_lo": t.lo, "tokens_hi": t.hi, "accuracy_mean": a.mean,
                      "accuracy_lo": a.lo, "accuracy_hi": a.hi, "n_seeds": a.n})
