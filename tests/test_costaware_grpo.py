@@ -259,5 +259,6 @@ def test_grpo_intervals_stay_within_what_accuracies_and_ratios_can_be():
     assert acc.height and acc["lo"].min() >= 0 and acc["hi"].max() <= 1
     ratios = t.filter(pl.col("metric").str.starts_with("predicted_"))
     assert ratios.height and ratios["lo"].min() >= 0
+    assert t.filter(pl.col("metric").str.contains("saving"))["hi"].max() <= 1
     c = curve_summary(curves)
     assert c["accuracy_lo"].min() >= 0 and c["accuracy_hi"].max() <= 1

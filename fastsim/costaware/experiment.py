@@ -158,7 +158,7 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
     if reached[has].all() and has.any():
         r = bootstrap_ratio_ci(tc[has], tu[has])
         pooled = Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n)
-        paired = mean_ci(1.0 - ratio)
+        paired = _within(mean_ci(1.0 - ratio), -np.inf, 1.0)  # tokens are >= 0
     else:
         pooled = paired = Estimate(np.nan, np.nan, np.nan, int(has.sum()))
     censored = f"; n/a: {n - k} of {n} seeds never reached it" if k < n else ""
@@ -167,7 +167,8 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
         f"1 - sum(tokens_arm) / sum(tokens_u) to reach {what}{censored}")
     add(f"token_saving_to_{name}_paired_mean", paired,
         f"mean of 1 - tokens_arm / tokens_u{censored}")
-    add(f"token_saving_to_{name}_median", Estimate(1 - med.mean, 1 - med.hi, 1 - med.lo, med.n),
+    add(f"token_saving_to_{name}_median",
+        _within(Estimate(1 - med.mean, 1 - med.hi, 1 - med.lo, med.n), -np.inf, 1.0),
         "median of 1 - tokens_arm / tokens_u, a seed that never reached it counted as -inf")
 
 
