@@ -674,3 +674,20 @@ def test_no_output_replaces_a_sweep_directorys_own_files(tmp_path, capsys, argv)
     one_line(capsys, [a.format(d=d, log=log) for a in argv], "which its sweep writes")
     assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "r").exists()
+
+
+def test_a_directory_locked_without_a_sweep_keeps_its_names_free(tmp_path, capsys):
+    # a cost-aware sweep's --out (and reproduce's OUT) hold a sweep.lock and no sweep.json:
+    # run --out DIR/summary.parquet there was refused as "among the files of the sweep
+    # directory", which no sweep writes there
+    from fastsim.sweep.store import DirLock
+
+    d = tmp_path / "costaware"
+    d.mkdir()
+    DirLock.acquire(d).release()
+    assert main(["run", "--clusters", "2", "--n-jobs", "10",
+                 "--out", str(d / "summary.parquet")]) == 0
+    assert (d / "summary.parquet").is_file()
+    capsys.readouterr()
+    one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "10", "--out", str(d / "sweep.lock")],
+             "the lock file of")

@@ -233,12 +233,17 @@ def check_not_owned(target: Path | None, option: str) -> None:
         return
     here = Path(os.path.realpath(Path(target).parent)) / Path(target).name  # where it is renamed
     for d in here.parents:
-        if os.path.exists(d / LOCK) or os.path.isfile(d / MANIFEST):
-            rel = here.relative_to(d).parts
+        rel = here.relative_to(d).parts
+        if os.path.isfile(d / MANIFEST):
             if rel[0] == "cells" or (len(rel) == 1 and rel[0] in OWNED):
                 raise ConfigError(f"{option} {target}: among the files of the sweep "
                                   f"directory {d}, which its sweep writes; allowed: a path "
                                   f"outside its cells/, and none of its {', '.join(OWNED)}")
+        # a lock without a manifest (reproduce's OUT, a cost-aware sweep's --out) guards a
+        # directory whose tables are not these: its other names are free
+        elif rel == (LOCK,) and os.path.exists(d / LOCK):
+            raise ConfigError(f"{option} {target}: the lock file of {d}, which a sweep "
+                              "holds while it writes there; allowed: any other name")
 
 
 def remove_temporaries_in(directory: Path, held: list[DirLock]) -> None:
