@@ -358,20 +358,22 @@ def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> 
 _TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
 
 
-def check_names_fit(directory: Path, names: Iterable[str], option: str, target: Path) -> None:
-    """Each of ``names``, to be made in ``directory`` (or below it), with the temporary
-    suffix it is first written under, within the file system's name length: a longer
-    one was refused by the file system after the work (or a traceback on its lookup)."""
+def check_names_fit(directory: Path, names: Iterable[str], option: str, target: Path,
+                    extra: int = _TMP_EXTRA) -> None:
+    """Each of ``names``, to be made in ``directory`` (or below it), with the ``extra``
+    bytes of the temporary name a file is first written under, within the file system's
+    name length: a longer one was refused by the file system after the work (or a
+    traceback on its lookup).  A directory is made under its own name: ``extra=0``."""
     try:
         limit = os.pathconf(directory, "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
+    why = (f"the file system's {limit}, less {extra} for the temporary name a file is "
+           "written under" if extra else "the file system's limit")
     for name in names:
-        if len(os.fsencode(name)) + _TMP_EXTRA > limit:
+        if len(os.fsencode(name)) + extra > limit:
             raise ConfigError(f"{option} {target}: a name of {len(os.fsencode(name))} bytes; "
-                              f"allowed: names of at most {limit - _TMP_EXTRA} bytes (the file "
-                              f"system's {limit}, less {_TMP_EXTRA} for the temporary name a "
-                              "file is written under)")
+                              f"allowed: names of at most {limit - extra} bytes ({why})")
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -381,11 +383,15 @@ def _existing_ancestor(path: Path) -> Path:
     return d
 
 
-def _check_new_names(path: Path, option: str) -> None:
+def _check_new_names(path: Path, option: str, file: bool = False) -> None:
     """The names ``path`` would create, checked before it is looked up: the lookup of a
-    too-long one is an ``OSError``."""
+    too-long one is an ``OSError``.  Only a ``file`` is written under a longer temporary
+    name (an existing one too, when it is replaced); its new directories are made as named."""
     d = _existing_ancestor(path)
-    check_names_fit(d, path.absolute().relative_to(d).parts, option, path)
+    new = path.absolute().relative_to(d).parts
+    check_names_fit(d, new[:-1] if file else new, option, path, extra=0)
+    if file:
+        check_names_fit(d, [path.name], option, path)
 
 
 def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
@@ -411,7 +417,7 @@ def check_output(path: Path | None, option: str = "--out",
     path = Path(path)
     if allowed is not None and path.suffix.lower() not in allowed:
         raise ConfigError(f"{option} {path}: allowed: a file ending in {' or '.join(allowed)}")
-    _check_new_names(path, option)
+    _check_new_names(path, option, file=True)
     if path.is_dir():
         raise ConfigError(f"{option} {path}: is a directory; allowed: a file path")
     if path.exists() and not path.is_file():

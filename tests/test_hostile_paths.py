@@ -620,10 +620,28 @@ def test_an_output_name_too_long_to_write_is_refused_before_work(tmp_path, capsy
     log = tmp_path / "log.csv"
     log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
     long = "b" * length
-    for out in (tmp_path / f"{long}.csv", tmp_path / long / "r.csv"):
+    outs = [tmp_path / f"{long}.csv"]
+    if length > 255:  # a directory is made under its own name: 240 bytes are one
+        outs.append(tmp_path / long / "r.csv")
+        one_line(capsys, ["sweep", "k_sweep", "--out", str(tmp_path / long)], "a name of")
+    for out in outs:
         assert one_line(capsys, ["replay", str(log), "--out", str(out)], "a name of") == ""
-    one_line(capsys, ["sweep", "k_sweep", "--out", str(tmp_path / long)], "a name of")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+def test_a_long_directory_name_the_file_system_takes_is_an_output(tmp_path, capsys):
+    # a new directory is made under its name (no temporary one): 240 bytes were refused as
+    # if it were a file's; a file replaced keeps its temporary name's limit
+    log = tmp_path / "log.csv"
+    log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+    out = tmp_path / ("d" * 240) / "r.csv"
+    assert main(["replay", str(log), "--out", str(out)]) == 0
+    assert out.is_file()
+    capsys.readouterr()
+    existing = tmp_path / ("e" * 240 + ".csv")
+    existing.write_text("kept")
+    one_line(capsys, ["replay", str(log), "--out", str(existing)], "a name of 244 bytes")
+    assert existing.read_text() == "kept"
 
 
 def test_a_costaware_sweep_name_too_long_for_its_files_is_refused_before_work(tmp_path,
