@@ -368,3 +368,18 @@ def test_a_byte_order_mark_is_skipped_in_every_text_format(tmp_path):
         metric = "eval_score" if name.endswith(".json") else "score"
         tables.append(read_logs([tmp_path / name], metric=metric).table["metric"].to_list())
     assert tables == [[0.5, 0.6, 0.4]] * 3
+
+
+def test_a_byte_order_mark_does_not_hide_json_from_the_format_detection(tmp_path):
+    # a JSONL log or trainer state named neither .jsonl nor .json, with a BOM, was taken
+    # for a CSV ("missing column ... found ['{\"job_id\": \"a\"', ...]")
+    bom = b"\xef\xbb\xbf"
+    jsonl = "".join(json.dumps({"job_id": "a", "step": s, "score": v}) + "\n"
+                    for s, v in ((1, 0.5), (2, 0.6), (3, 0.4)))
+    state = json.dumps({"log_history": [{"step": 1, "eval_score": 0.5}]})
+    (tmp_path / "log.txt").write_bytes(bom + jsonl.encode())
+    (tmp_path / "state.log").write_bytes(bom + state.encode())
+    assert detect_format(tmp_path / "log.txt") == "jsonl"
+    assert detect_format(tmp_path / "state.log") == "trainer_state"
+    assert read_logs([tmp_path / "log.txt"], metric="score").table["metric"].to_list() == \
+        [0.5, 0.6, 0.4]

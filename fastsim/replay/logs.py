@@ -134,7 +134,8 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
         return "parquet"
     if name.endswith(".json"):
         return "trainer_state"
-    text = head.decode("utf-8", errors="replace").lstrip()
+    # a byte-order mark is skipped when the log is read: so here, or JSON read as a CSV
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff").lstrip()
     if text.startswith("{") and '"log_history"' in text:
         return "trainer_state"
     if text.startswith("{"):
