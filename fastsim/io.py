@@ -388,10 +388,24 @@ def _check_new_names(path: Path, option: str, file: bool = False) -> None:
     too-long one is an ``OSError``.  Only a ``file`` is written under a longer temporary
     name (an existing one too, when it is replaced); its new directories are made as named."""
     d = _existing_ancestor(path)
+    _check_path_fits(d, path, option, _TMP_EXTRA if file else 0)
     new = path.absolute().relative_to(d).parts
     check_names_fit(d, new[:-1] if file else new, option, path, extra=0)
     if file:
         check_names_fit(d, [path.name], option, path)
+
+
+def _check_path_fits(directory: Path, path: Path, option: str, extra: int) -> None:
+    """``path`` as given (what its lookups pass) within the file system's path length,
+    with ``extra`` bytes of a temporary name: past it, each lookup is an ``OSError``."""
+    try:
+        limit = os.pathconf(directory, "PC_PATH_MAX") - 1  # less the terminating NUL
+    except (OSError, ValueError):
+        limit = 4095
+    size = len(os.fsencode(str(path)))
+    if size + extra > limit:
+        raise ConfigError(f"{option} {path}: a path of {size} bytes; allowed: paths of at "
+                          f"most {limit - extra} bytes")
 
 
 def _check_writable_dir(directory: Path, option: str, target: Path) -> None:

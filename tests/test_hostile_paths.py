@@ -709,3 +709,13 @@ def test_a_directory_locked_without_a_sweep_keeps_its_names_free(tmp_path, capsy
     capsys.readouterr()
     one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "10", "--out", str(d / "sweep.lock")],
              "the lock file of")
+
+
+def test_an_output_path_too_long_to_look_up_is_one_line(tmp_path, capsys, monkeypatch):
+    # each name short, the whole past the file system's path length: check_output's
+    # is_dir was an OSError traceback (File name too long)
+    monkeypatch.chdir(tmp_path)
+    deep = "x/" * 3000
+    one_line(capsys, ["run", "--clusters", "2", "--out", deep + "r.parquet"], "a path of 6009 bytes")
+    one_line(capsys, ["sweep", "k_sweep", "--out", deep + "d"], "a path of 6001 bytes")
+    assert not list(tmp_path.iterdir())
