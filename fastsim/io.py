@@ -355,11 +355,11 @@ def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> 
 
 
 # what ``_tmp_path`` adds to a name at most (a Linux PID has up to 7 digits)
-_TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
+TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
 
 
 def check_names_fit(directory: Path, names: Iterable[str], option: str, target: Path,
-                    extra: int = _TMP_EXTRA) -> None:
+                    extra: int = TMP_EXTRA) -> None:
     """Each of ``names``, to be made in ``directory`` (or below it), with the ``extra``
     bytes of the temporary name a file is first written under, within the file system's
     name length: a longer one was refused by the file system after the work (or a
@@ -368,8 +368,8 @@ def check_names_fit(directory: Path, names: Iterable[str], option: str, target: 
         limit = os.pathconf(directory, "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
-    why = (f"the file system's {limit}, less {extra} for the temporary name a file is "
-           "written under" if extra else "the file system's limit")
+    why = (f"the file system's {limit}, less the {extra} added in the temporary name a "
+           "file is written under" if extra else "the file system's limit")
     for name in names:
         if len(os.fsencode(name)) + extra > limit:
             raise ConfigError(f"{option} {target}: a name of {len(os.fsencode(name))} bytes; "
@@ -388,7 +388,7 @@ def _check_new_names(path: Path, option: str, file: bool = False) -> None:
     too-long one is an ``OSError``.  Only a ``file`` is written under a longer temporary
     name (an existing one too, when it is replaced); its new directories are made as named."""
     d = _existing_ancestor(path)
-    _check_path_fits(d, path, option, _TMP_EXTRA if file else 0)
+    _check_path_fits(d, path, option, TMP_EXTRA if file else 0)
     new = path.absolute().relative_to(d).parts
     check_names_fit(d, new[:-1] if file else new, option, path, extra=0)
     if file:

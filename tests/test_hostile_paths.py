@@ -649,8 +649,10 @@ def test_a_costaware_sweep_name_too_long_for_its_files_is_refused_before_work(tm
     (tmp_path / "s.toml").write_text(f'name = "{"a" * 230}"\nexperiment = "sgd"\n'
                                      'replications = 2\n[base]\nn = 16\nd = 2\neps = 0.05\n')
     out = tmp_path / "out"
+    # the name as typed, and what it may be (it read "a name of 246 bytes; allowed: names of
+    # at most 234 bytes", the name with .summary.parquet, which no one typed)
     one_line(capsys, ["costaware", "sweep", str(tmp_path / "s.toml"), "--out", str(out)],
-             "s.toml: name aaa")
+             f"s.toml: name {'a' * 230}: a name of 230 bytes; allowed: names of at most 218 ")
     assert not out.exists()
 
 

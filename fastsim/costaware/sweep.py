@@ -34,8 +34,8 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.errors import ConfigError
-from fastsim.io import (check_names_fit, check_output_dir, read_toml, table_writer, toml_echo,
-                        toml_text, write_all)
+from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
+                        toml_echo, toml_text, write_all)
 from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
@@ -192,9 +192,10 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     spec = load_costaware_sweep(path)
     out = Path(out_dir)
     check_output_dir(out, "--out")
-    # the file's name names the outputs: too long, their write failed after every run
-    longest = f"{spec.name}.summary.parquet"
-    check_names_fit(out, [longest], f"{Path(path).name}: name", Path(longest))
+    # the file's name names the outputs: too long, their write failed after every run.
+    # The name is checked as typed, less what its longest file adds to it
+    check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
+                    extra=TMP_EXTRA + len(".summary.parquet"))
     out.mkdir(parents=True, exist_ok=True)
     held = DirLock.acquire(out)  # noqa: F841 (one writer per directory, as fastsim sweep)
     summaries, runs_all, curves_all = [], [], []
