@@ -718,6 +718,7 @@ def test_an_output_path_too_long_to_look_up_is_one_line(tmp_path, capsys, monkey
     # is_dir was an OSError traceback (File name too long)
     monkeypatch.chdir(tmp_path)
     deep = "x/" * 3000
-    one_line(capsys, ["run", "--clusters", "2", "--out", deep + "r.parquet"], "a path of 6009 bytes")
+    one_line(capsys, ["run", "--clusters", "2", "--out", deep + "r.parquet"],
+             "a path of 6009 bytes")
     one_line(capsys, ["sweep", "k_sweep", "--out", deep + "d"], "a path of 6001 bytes")
     assert not list(tmp_path.iterdir())
