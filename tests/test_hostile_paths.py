@@ -722,3 +722,24 @@ def test_an_output_path_too_long_to_look_up_is_one_line(tmp_path, capsys, monkey
              "a path of 6009 bytes")
     one_line(capsys, ["sweep", "k_sweep", "--out", deep + "d"], "a path of 6001 bytes")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_sweep_never_writes_among_another_directorys_files(tmp_path, capsys):
+    """`fastsim sweep k_sweep --out /` (as root) wrote a whole sweep into /, its cells/ and
+    tables among the system's directories."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine\n")
+    (home / "src").mkdir()
+    assert main(["sweep", "k_sweep", "--out", str(home), "--clusters", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "holds files that are not a sweep's (notes.txt, src)" in err
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "src"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["sweep", "k_sweep", "--out", str(empty), "--clusters", "2",
+                 "--no-progress"]) == 0
+    (empty / "figures").mkdir()
+    (empty / "sweep.json").unlink()  # a sweep's own directory, its manifest rebuilt
+    assert main(["sweep", "k_sweep", "--out", str(empty), "--clusters", "2",
+                 "--no-progress"]) == 0
