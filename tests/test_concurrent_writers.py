@@ -102,24 +102,33 @@ def test_only_a_gone_writers_temporaries_of_that_target_are_removed(tmp_path):
     assert other_target.exists() and users.exists()
 
 
+def _hold_lock(directory, seconds):
+    """Another process holding ``directory``'s lock for ``seconds``, once it holds it."""
+    script = textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({str(directory)!r}, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep({seconds})
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _writer_argv(target):
+    return [sys.executable, "-c", "import sys; from pathlib import Path; "
+            "from fastsim.io import atomic_write_bytes; "
+            "atomic_write_bytes(Path(sys.argv[1]), b'x')", str(target)]
+
+
 def test_a_command_waiting_for_a_held_directory_lock_says_so_then_writes(tmp_path):
     """A directory's lock is held for milliseconds by fastsim; a holder that is stopped
     (or another program's) leaves the writer waiting: it says so in one line, and writes
     once the lock is free."""
-    script = textwrap.dedent(f"""
-        import fcntl, os, sys, time
-        fd = os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        print("held", flush=True)
-        time.sleep(2.5)
-    """)
-    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline() == "held\n"
-    writer = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; "
-         "from fastsim.io import atomic_write_bytes; "
-         "atomic_write_bytes(Path(sys.argv[1]), b'x')", str(tmp_path / "o.bin")],
-        capture_output=True, text=True, timeout=60)
+    holder = _hold_lock(tmp_path, seconds=2.5)
+    writer = subprocess.run(_writer_argv(tmp_path / "o.bin"), capture_output=True, text=True,
+                            timeout=60)
     holder.wait(timeout=60)
     assert writer.returncode == 0, writer.stderr
     lines = writer.stderr.splitlines()
@@ -135,21 +144,10 @@ def test_a_free_directory_lock_is_taken_in_silence(tmp_path, capsys):
 def test_ctrl_c_stops_a_command_waiting_for_a_held_directory_lock(tmp_path):
     """The wait for a directory's lock comes before any rename, so Ctrl-C ends it: the
     notice invites it, and a holder stopped with Ctrl-Z may never let go."""
-    script = textwrap.dedent(f"""
-        import fcntl, os, time
-        fd = os.open({str(tmp_path)!r}, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        print("held", flush=True)
-        time.sleep(60)
-    """)
-    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(tmp_path, seconds=60)
     try:
-        assert holder.stdout.readline() == "held\n"
-        writer = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from fastsim.io import atomic_write_bytes; "
-             "atomic_write_bytes(Path(sys.argv[1]), b'x')", str(tmp_path / "o.bin")],
-            stderr=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(_writer_argv(tmp_path / "o.bin"), stderr=subprocess.PIPE,
+                                  text=True)
         assert writer.stderr.readline().startswith("fastsim: waiting for the lock on")
         writer.send_signal(signal.SIGINT)
         try:
