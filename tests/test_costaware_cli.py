@@ -81,7 +81,11 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     ("grpo", "lam = true", "lam=true must be a number in [0, 1]"),
     ("grpo", "median_len = 1e308", "must be in [1.0, 1000000.0]"),
     ("sgd", 'eps = "0.1"', 'eps="0.1" must be a number'),
-    ("sgd", "cost_corr = false", "cost_corr=false must be a number")])
+    ("sgd", "cost_corr = false", "cost_corr=false must be a number"),
+    # a list or table where a name goes: 'unhashable type' tracebacks
+    ("sgd", "kind = [1]", "kind=[1] is not allowed; allowed: least_squares, logistic"),
+    ("sgd", "cost_dist = {a = 1}", "cost_dist={a = 1} is not allowed"),
+    ("grpo", 'arms = ["uniform", ["x"]]', "must start with 'uniform'")])
 def test_a_costaware_number_given_as_text_or_a_bool_is_refused(tmp_path, capsys, experiment,
                                                                line, said):
     # float() read true as 1.0 (run silently) and "300" as 300, which reached the kernels

@@ -24,7 +24,8 @@ EXACT_MAX_N = 22
 
 
 def _choice(name, value, allowed):
-    if value not in allowed:
+    # a name, not a list or table from a sweep file (``in`` hashes it: a TypeError)
+    if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
 
 
@@ -239,8 +240,8 @@ class GRPOConfig:
         _real("prompt_median_len", self.prompt_median_len, 0.0, MAX_TOKENS)
         _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
         arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms)
-        if not arms or arms[0] != "uniform" or len(set(arms)) != len(arms) \
-                or not set(arms) <= set(ARMS):
+        if not arms or not all(isinstance(a, str) for a in arms) or arms[0] != "uniform" \
+                or len(set(arms)) != len(arms) or not set(arms) <= set(ARMS):
             raise ConfigError(f"arms={list(arms)!r} must start with 'uniform' (the baseline) and "
                               f"name distinct arms from {list(ARMS)}")
         object.__setattr__(self, "arms", arms)
