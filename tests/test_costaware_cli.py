@@ -317,3 +317,22 @@ def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     err = capsys.readouterr().err.strip()
     assert "batch=100000000 must be an integer from 1 to prompts*group = 128" in err
     assert len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["ratios", "--lams", "0,0.0"], "--lams='0,0.0' is invalid; allowed: uniform mixing "
+     "weights in [0, 1], each value once"),
+    (["subset", "--gammas", "0.1,0.1"], "each value once")])
+def test_a_costaware_value_given_twice_is_refused(tmp_path, capsys, argv, said):
+    # each value is a row of the table: the same row was written twice
+    out = tmp_path / "o.parquet"
+    one_line(capsys, ["costaware", *argv, "--out", str(out)], said)
+    assert not out.exists()
+
+
+def test_a_costaware_sweeps_gamma_fraction_given_twice_is_refused(tmp_path, capsys):
+    toml = tmp_path / "s.toml"
+    toml.write_text('experiment = "subset"\nreplications = 2\ngamma_fracs = [0.1, 0.1]\n')
+    one_line(capsys, ["costaware", "sweep", str(toml), "--out", str(tmp_path / "o")],
+             "gamma_fracs=[0.1, 0.1] is invalid; allowed: each fraction once")
+    assert not (tmp_path / "o").exists()

@@ -105,6 +105,8 @@ def _floats(text: str, option: str, what: str) -> list[float]:
                           "(e.g. 0,0.1,0.5)") from None
     if any(v != v for v in values):
         raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, not NaN")
+    if len(set(values)) != len(values):  # each value is a row of the table: two would be one
+        raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, each value once")
     return values
 
 

@@ -119,6 +119,9 @@ def load_costaware_sweep(path) -> SweepSpec:
                      gamma_fracs=tuple(gamma_fracs))
     for frac in spec.gamma_fracs:
         check_gamma_frac(frac, f"{path.name}: gamma_fracs")
+    if len(set(spec.gamma_fracs)) != len(spec.gamma_fracs):  # a row each: two would be one
+        raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
+                          "allowed: each fraction once")
     for point in spec.points():
         try:
             _configs(spec, point)  # raises ConfigError naming the bad field
