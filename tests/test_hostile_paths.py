@@ -502,10 +502,14 @@ def test_stop_monitor_arguments():
     (["ratios", "--seed", "99999999999999999999999"], "must be an integer from 0 to 2^63-1"),
     (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),
     (["subset", "--check-instances", "99999999999999999999"], "--check-instances="),
-    (["subset", "--gammas", "inf"], "--gammas=inf must be a fraction of mean(G) from 0 to 1"),
+    (["subset", "--gammas", "inf"], "--gammas=inf must be a fraction of mean(G) from 0 to "
+                                    "below 1"),
+    # 1 drops every sample: SGD on none was refused after the check, as a bool mask
+    (["subset", "--gammas", "0.1,1"], "--gammas=1.0 must be a fraction of mean(G) from 0 to "
+                                      "below 1 (1 allows dropping every sample, leaving none"),
     # 1e308 * mean(G) overflowed to an infinite budget after the check line was printed
     (["subset", "--gammas", "0.1,1e308"], "--gammas=1e+308 must be a fraction of mean(G) "
-                                           "from 0 to 1 (1 already allows dropping every"),
+                                           "from 0 to below 1 (1 allows dropping every"),
 ])
 def test_costaware_numbers_are_checked_before_work(capsys, argv, needle):
     assert one_line(capsys, ["costaware", *argv], needle) == ""  # nothing printed before

@@ -59,12 +59,12 @@ def check_gamma(gamma, field: str = "gamma") -> float:
 
 
 def check_gamma_frac(frac, field: str = "gamma_frac") -> float:
-    """A bias budget as a fraction of ``mean(G)``: at most 1, which already allows dropping
-    every sample (a larger one overflowed to an infinite budget)."""
-    x = check_nonnegative(frac, field, "a fraction of mean(G) from 0 to 1")
-    if x > 1.0:
-        raise ConfigError(f"{field}={frac!r} must be a fraction of mean(G) from 0 to 1 "
-                          "(1 already allows dropping every sample)")
+    """A bias budget as a fraction of ``mean(G)``: below 1, which allows dropping every
+    sample and leaves none to run SGD on (a larger one overflowed to an infinite budget)."""
+    x = check_nonnegative(frac, field, "a fraction of mean(G) from 0 to below 1")
+    if x >= 1.0:
+        raise ConfigError(f"{field}={frac!r} must be a fraction of mean(G) from 0 to below 1 "
+                          "(1 allows dropping every sample, leaving none to run SGD on)")
     return x
 
 

@@ -97,7 +97,7 @@ def load_costaware_sweep(path) -> SweepSpec:
     gamma_fracs = raw.get("gamma_fracs", SweepSpec.gamma_fracs)
     if not isinstance(gamma_fracs, (list, tuple)) or not gamma_fracs:
         raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
-                          "allowed: a non-empty list of fractions of mean(G) from 0 to 1")
+                          "allowed: a non-empty list of fractions of mean(G) from 0 to below 1")
     axes = raw.get("axes", {})
     for k, v in axes.items():
         if not isinstance(v, list) or not v:
