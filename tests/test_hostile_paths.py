@@ -502,6 +502,10 @@ def test_stop_monitor_arguments():
     (["ratios", "--seed", "99999999999999999999999"], "must be an integer from 0 to 2^63-1"),
     (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),
     (["subset", "--check-instances", "99999999999999999999"], "--check-instances="),
+    # each in range, together hours of exact search
+    (["subset", "--check-n", "22", "--check-instances", "100000"],
+     "--check-instances=100000 with --check-n=22 enumerate 419,430,400,000 subsets; allowed: "
+     "check-instances x 2^check-n at most 4,294,967,296"),
     (["subset", "--gammas", "inf"], "--gammas=inf must be a fraction of mean(G) from 0 to "
                                     "below 1"),
     # 1 drops every sample: SGD on none was refused after the check, as a bool mask

@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # annotations only
 
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 FIGURE_INPUTS = "the tables `fastsim costaware sweep`, `sgd --out` or `grpo --out` write"
+# subsets the greedy-vs-exact check of `costaware subset` may enumerate: 1,024 instances of
+# n = 22, about 3 minutes
+MAX_CHECK_SUBSETS = 2**32
 
 
 # Meaning, unit and allowed values of every option generated from a config field; the
@@ -232,6 +235,14 @@ def cmd_subset(args):
         if not lo <= getattr(args, option) <= hi:
             raise ConfigError(f"--{option.replace('_', '-')}={getattr(args, option)} is "
                               f"invalid; allowed: an integer from {lo} to {hi:,}")
+    # the exact search enumerates 2^n subsets per instance (about 0.2 s at n = 22): each
+    # option in range, their product still ran for hours
+    subsets = args.check_instances * 2**args.check_n
+    if subsets > MAX_CHECK_SUBSETS:
+        raise ConfigError(f"--check-instances={args.check_instances} with "
+                          f"--check-n={args.check_n} enumerate {subsets:,} subsets; allowed: "
+                          f"check-instances x 2^check-n at most {MAX_CHECK_SUBSETS:,} (e.g. "
+                          f"{MAX_CHECK_SUBSETS >> EXACT_MAX_N:,} instances of n={EXACT_MAX_N})")
     t0 = time.perf_counter()
     # greedy vs exact on small random instances: the gap must stay within the LP bound
     rng = np.random.default_rng(args.check_seed)
@@ -446,11 +457,11 @@ def register(subparsers):
     p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--gammas", default="0.01,0.02,0.05,0.1", metavar="G,G,...",
-                   help="bias budgets as fractions of mean(G), each from 0 to below 1, comma-separated "
-                   "(default: 0.01,0.02,0.05,0.1)")
+                   help="bias budgets as fractions of mean(G), each from 0 to below 1, "
+                   "comma-separated (default: 0.01,0.02,0.05,0.1)")
     p.add_argument("--check-instances", type=int, default=200, metavar="INT",
-                   help="random instances of the greedy-vs-exact check, 1 to 100,000 "
-                   "(default: 200)")
+                   help="random instances of the greedy-vs-exact check, 1 to 100,000, and "
+                   "at most 2^32 / 2^check-n: 1,024 at n=22 (default: 200)")
     p.add_argument("--check-n", type=int, default=14, metavar="INT",
                    help="samples per check instance (exact search is 2^n), 1 to "
                    f"{EXACT_MAX_N} (default: 14)")
