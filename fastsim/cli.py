@@ -20,7 +20,8 @@ import threading
 import time
 
 from fastsim import __version__
-from fastsim.errors import ConfigError, SimulationError, Terminated, signal_handlers
+from fastsim.errors import (ConfigError, SimulationError, Terminated, did_you_mean,
+                            signal_handlers)
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
 # imported for any command line, --help and usage errors included: a module imports its
@@ -144,8 +145,6 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
 def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     """`` (did you mean --n-jobs?)`` for the first unknown option (``--njobs``, ``--n_jobs``)
     near one of the command's own, as a misspelt keyword or sweep field gets."""
-    import difflib
-
     options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     for word in unknown:
         if word.startswith("--"):
@@ -154,10 +153,8 @@ def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
             # never the typed flag's opposite (--no-figures is not a misspelt --figures), and
             # only an option of the same first letter: short names are close by ratio alone
             # (--reps and --eps, --est-sigma and --cost-sigma), and a slip is rarely first
-            near = difflib.get_close_matches(
-                wanted, [o for o in options if not _negation(o, wanted) and o[2:3] == wanted[2:3]],
-                n=1, cutoff=0.8)
-            return f" (did you mean {near[0]}?)" if near and near[0] != typed else ""
+            return did_you_mean(wanted, [o for o in options if o[2:3] == wanted[2:3]
+                                         and not _negation(o, wanted)], cutoff=0.8)
     return ""
 
 

@@ -187,9 +187,15 @@ def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     return decorate
 
 
+def did_you_mean(word: str, allowed, cutoff: float = 0.6) -> str:
+    """`` (did you mean n_jobs?)``: the allowed name nearest ``word`` (difflib's), or ""
+    when none is close; every refusal of an unknown name words its hint so."""
+    near = difflib.get_close_matches(word, list(allowed), n=1, cutoff=cutoff)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
 def unknown_keyword(what: str, key: str, allowed) -> ConfigError:
     """The one-line error for a keyword ``what`` does not take: the nearest allowed name
-    (difflib's, left out when none is close) and every allowed one."""
-    near = difflib.get_close_matches(key, allowed, n=1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
-    return ConfigError(f"{what} keyword {key!r} is unknown{hint}; allowed: " + ", ".join(allowed))
+    (left out when none is close) and every allowed one."""
+    return ConfigError(f"{what} keyword {key!r} is unknown{did_you_mean(key, allowed)}; "
+                       "allowed: " + ", ".join(allowed))

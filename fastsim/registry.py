@@ -24,7 +24,6 @@ so an edited function never reuses stored sweep cells.
 """
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import inspect
@@ -37,7 +36,7 @@ from functools import lru_cache, partial
 from typing import Any, Callable
 
 from fastsim import defaults as D
-from fastsim.errors import ConfigError, import_ref
+from fastsim.errors import ConfigError, did_you_mean, import_ref
 from fastsim.kernels import codes as K
 from fastsim.resources import package_folders
 
@@ -734,10 +733,10 @@ def lookup(what: str, name: str) -> Declaration:
         return obj
     # a bare word only: a label typed as a spec ('evalstop(k=3)', 'fifo+backfill') near
     # 'evalstop' would be offered it, which drops the parameters it names
-    near = (difflib.get_close_matches(name.lower(), table, n=1)
-            if isinstance(name, str) and re.fullmatch(r"[\w-]+", name) else [])
+    hint = (did_you_mean(name.lower(), table)
+            if isinstance(name, str) and re.fullmatch(r"[\w-]+", name) else "")
     raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
-                      f"of a user's declaration" + (f" (did you mean {near[0]}?)" if near else ""))
+                      f"of a user's declaration{hint}")
 
 
 def policies() -> tuple[StopPolicy, ...]:

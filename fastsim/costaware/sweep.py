@@ -36,10 +36,11 @@ from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_di
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
                         toml_echo, toml_text, write_all)
+from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import DirLock
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
-MAX_POINTS = 10_000  # as fastsim sweep's cells (fastsim.sweep.grid.MAX_CELLS)
+MAX_POINTS = MAX_CELLS  # as fastsim sweep's cells
 _PROBLEM_FIELDS = {f.name for f in fields(ProblemConfig)}
 _SGD_FIELDS = {f.name for f in fields(SGDConfig)}
 _GRPO_FIELDS = {f.name for f in fields(GRPOConfig)}

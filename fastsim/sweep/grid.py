@@ -37,7 +37,6 @@ hash of its canonical config, so it is the same in every sweep that contains it.
 """
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import json
@@ -53,7 +52,7 @@ from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             parse_baseline, plain)
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, did_you_mean
 from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
@@ -225,18 +224,12 @@ def _fields_of(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
-def _near(key, allowed) -> str:
-    """`` (did you mean n_jobs?)`` for a misspelt key (``njobs``), as a keyword gets."""
-    near = difflib.get_close_matches(str(key), list(allowed), n=1)
-    return f" (did you mean {near[0]}?)" if near else ""
-
-
 def _top_key_hint(key: str) -> str:
     """A field written above ``[base]`` belongs under it: ``base_rate = 0.3`` there is not
     a misspelt ``base``, which a file cannot set to a number."""
     if key in FIELDS:
         return " (a field: under [base], or under [axes] as a list)"
-    return _near(key, TOP_KEYS)
+    return did_you_mean(str(key), TOP_KEYS)
 
 
 def _spec_param(key: str, base: dict, axes: dict) -> str:
@@ -269,7 +262,7 @@ def _builtin_param(key: str) -> str:
     evaluation noise, which runs a different experiment; else the nearest field."""
     owners = _BUILTIN_PARAMS.get(key, [])
     return (f" (a parameter of {', '.join(owners)}, given in its spec: "
-            f"\"{owners[0]}:{key}=...\")" if owners else _near(key, FIELDS))
+            f"\"{owners[0]}:{key}=...\")" if owners else did_you_mean(str(key), FIELDS))
 
 
 def _fail(source: str, msg: str) -> ConfigError:
