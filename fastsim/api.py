@@ -26,7 +26,8 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig, parse_baseline
+from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, is_integer,
+                            parse_baseline)
 from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
@@ -388,22 +389,18 @@ MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.p
 MAX_CLUSTER = 2**63 - 1
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
 def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
     """The arguments of ``simulate``: integers (no bool, no float), in range."""
     if not isinstance(cfg, SimConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
     # compared as Python ints: a numpy scalar (np.int32(3)) compared with 2^63-1 raises
     # OverflowError under numpy's scalar promotion rules, instead of being checked
-    if not _is_int(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
+    if not is_integer(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
         raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
                           "to 2^63-1 (cluster ids are 64-bit counters)")
-    if not _is_int(seed) or not 0 <= int(seed) <= MAX_SEED:
+    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
         raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
-    if not _is_int(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
+    if not is_integer(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
         raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
                           f"from 0 to 2^63-1-n_clusters")
 

@@ -13,6 +13,7 @@ Examples
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -74,8 +75,18 @@ def _plain_fields(obj: Any, names: tuple[str, ...]) -> None:
         object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+def is_integer(v: Any) -> bool:
+    """An int or a numpy integer, not a bool: what a count or a seed may be (while numpy is
+    not imported, no value is a numpy integer)."""
+    np = sys.modules.get("numpy")
+    return not isinstance(v, bool) and (
+        isinstance(v, int) or (np is not None and isinstance(v, np.integer)))
+
+
+def is_real(v: Any) -> bool:
+    """An int or a float (numpy's too), not a bool nor text: float() read a file's true as
+    1.0 and "300" as 300, which then reached the kernels as text."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:
@@ -154,9 +165,9 @@ class WorkloadConfig:
         return self.load * self.gpus / work
 
     def validate(self) -> None:
-        _check(_is_int(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
+        _check(is_integer(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
                f"an integer from 1 to {MAX_GPUS}")
-        _check(_is_int(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
+        _check(is_integer(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
                self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
         _check(_is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
                f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
@@ -180,7 +191,7 @@ class WorkloadConfig:
             _check(_is_number(v) and lo <= v <= hi, name, v, f"hours in [{lo:g}, {hi:g}]")
         _check(_is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
                "a log-normal sigma in [0, 3]")
-        _check(_is_int(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
+        _check(is_integer(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
                self.n_evals, f"an integer from 2 to {MAX_EVALS}")
         for name in ("base_rate", "dpo_base_rate"):
             v = getattr(self, name)

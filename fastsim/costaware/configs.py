@@ -7,10 +7,9 @@ modules import the configurations from here, under the same names.
 from __future__ import annotations
 
 import math
-import numbers
-import sys
 from dataclasses import dataclass
 
+from fastsim.config import is_integer, is_real
 from fastsim.errors import ConfigError
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
@@ -29,25 +28,11 @@ def _choice(name, value, allowed):
         raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
 
 
-def _is_int(value) -> bool:
-    """An int or a numpy integer, not a bool.  numpy is not imported here, for the parser:
-    while it is not imported, no value is a numpy integer."""
-    np = sys.modules.get("numpy")
-    return not isinstance(value, bool) and (
-        isinstance(value, int) or (np is not None and isinstance(value, np.integer)))
-
-
 def _positive_int(name, value, lo=1, hi=2**63 - 1):
     """An integer in ``[lo, hi]``; ``hi`` defaults to int64's top (the kernels take it so)."""
-    if not _is_int(value) or value < lo or value > hi:
+    if not is_integer(value) or value < lo or value > hi:
         rng = f"[{lo}, {hi}]" if hi != 2**63 - 1 else f"from {lo} to 2^63-1"
         raise ConfigError(f"{name}={value!r} must be an integer {rng}")
-
-
-def is_real(value) -> bool:
-    """An int or a float (numpy's too), not a bool nor text: float() read a sweep file's
-    true as 1.0 and "300" as 300, which then reached the kernels as text (a traceback)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _real(name, value, lo=None, hi=None, lo_open=False):
@@ -230,7 +215,7 @@ class GRPOConfig:
                               f"allowed: at most {MAX_RESPONSES:,} responses a step")
         # a mini-batch of a step's responses (a huge one allocated its draws in every
         # seed's kernel and drew them each step)
-        if not _is_int(self.batch) or not 1 <= self.batch <= self.prompts * self.group:
+        if not is_integer(self.batch) or not 1 <= self.batch <= self.prompts * self.group:
             raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts*group "
                               f"= {self.prompts * self.group} (the responses of a step)")
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)

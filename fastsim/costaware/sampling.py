@@ -17,7 +17,7 @@ from enum import IntEnum
 import numpy as np
 import polars as pl
 
-from fastsim.costaware.configs import is_real
+from fastsim.config import is_real
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nb
 

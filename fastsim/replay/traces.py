@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import defaults as D
+from fastsim.config import is_integer, is_real
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
@@ -145,24 +146,18 @@ class ToyRLHFConfig:
     def _check_values(self) -> None:
         # a bool is no count nor number (True ran as 1), and int() read 1.7 as 1 and "100"
         # as 100 (text that reached the kernels: a traceback, as float text in kl_coefs)
-        def count(v) -> bool:
-            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-        def real(v) -> bool:
-            return count(v) or isinstance(v, (float, np.floating))
-
         ints = {"vocab": 2, "length": 2, "prompt_dim": 1, "n_steps": 1, "batch": 1, "group": 2,
                 "eval_every": 1, "n_eval_prompts": 1, "n_eval_samples": 1, "world_seed": 0}
         for name, lo in ints.items():
             v = getattr(self, name)
-            if not count(v) or v < lo:
+            if not is_integer(v) or v < lo:
                 raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be an integer >= {lo}")
         if self.vocab ** self.length > 20000:
             raise ConfigError(f"ToyRLHFConfig: vocab**length = {self.vocab ** self.length} "
                               "responses; at most 20000 are enumerable here")
         for name in ("rep_penalty", "ref_rep_aversion", "l2", "lr", "hacking_margin"):
             v = getattr(self, name)
-            if not (real(v) and np.isfinite(v) and v >= 0):
+            if not (is_real(v) and np.isfinite(v) and v >= 0):
                 raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be a finite number >= 0")
         # Bounds the run can honour: seeds are int64 in the kernels (the world seed only
         # feeds numpy, 64 bits), and the comparison pool and the trace table must fit memory.
@@ -172,14 +167,14 @@ class ToyRLHFConfig:
         if self.n_steps > MAX_TOY_STEPS:
             raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be an integer "
                               f"from 1 to {MAX_TOY_STEPS}")
-        if not self.n_comparisons or any(not (count(n) and 1 <= n <= MAX_COMPARISONS)
+        if not self.n_comparisons or any(not (is_integer(n) and 1 <= n <= MAX_COMPARISONS)
                                          for n in self.n_comparisons):
             raise ConfigError(f"ToyRLHFConfig.n_comparisons = {self.n_comparisons!r}: "
                               f"a non-empty list of integers from 1 to {MAX_COMPARISONS}")
-        if not self.kl_coefs or any(not (real(c) and 0 <= c < np.inf) for c in self.kl_coefs):
+        if not self.kl_coefs or any(not (is_real(c) and 0 <= c < np.inf) for c in self.kl_coefs):
             raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each a "
                               "finite number >= 0")
-        if not self.seeds or any(not (count(s) and 0 <= s <= 2**63 - 1) for s in self.seeds):
+        if not self.seeds or any(not (is_integer(s) and 0 <= s <= 2**63 - 1) for s in self.seeds):
             raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
                               "integer from 0 to 2^63-1")
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
