@@ -65,6 +65,14 @@ class Estimate:
     def contains(self, value: float) -> bool:
         return bool(self.lo <= value <= self.hi)
 
+    def within(self, floor: float, ceiling: float) -> "Estimate":
+        """Its interval cut to the values the estimate can take (a t interval of a few
+        clusters' GPU-hours reached below 0): the truth lies there, so coverage is the
+        same.  A NaN bound (no interval) stays NaN."""
+        lo = max(self.lo, floor) if self.lo == self.lo else self.lo
+        hi = min(self.hi, ceiling) if self.hi == self.hi else self.hi
+        return Estimate(self.mean, lo, hi, self.n)
+
     def fmt(self, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
         if not np.isfinite(self.mean):
             return "n/a"

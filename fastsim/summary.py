@@ -30,14 +30,11 @@ SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
 
 
 def _row(metric: str, kind: str, e: Estimate) -> dict:
-    """A summary row; its interval cut to the values the estimate can take (a t interval of
-    a few clusters' GPU-hours reached below 0): the truth lies there, so coverage is the
-    same.  A NaN bound (no interval) stays NaN."""
+    """A summary row; its interval cut to the values the estimate can take
+    (``Estimate.within``, the metric's declared range)."""
     base = metric[:-len("_change")] if kind == "paired" else metric
-    floor, ceiling = M.estimate_range(base, kind)
-    lo = max(e.lo, floor) if e.lo == e.lo else e.lo
-    hi = min(e.hi, ceiling) if e.hi == e.hi else e.hi
-    return {"metric": metric, "kind": kind, "mean": e.mean, "lo": lo, "hi": hi, "n": e.n}
+    e = e.within(*M.estimate_range(base, kind))
+    return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
 
 
 def _pooled_counts(clusters: pl.DataFrame, metrics) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -158,7 +158,7 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
     if reached[has].all() and has.any():
         r = bootstrap_ratio_ci(tc[has], tu[has])
         pooled = Estimate(1 - r.mean, 1 - r.hi, 1 - r.lo, r.n)
-        paired = _within(mean_ci(1.0 - ratio), -np.inf, 1.0)  # tokens are >= 0
+        paired = mean_ci(1.0 - ratio).within(-np.inf, 1.0)  # tokens are >= 0
     else:
         pooled = paired = Estimate(np.nan, np.nan, np.nan, int(has.sum()))
     censored = f"; n/a: {n - k} of {n} seeds never reached it" if k < n else ""
@@ -168,16 +168,8 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
     add(f"token_saving_to_{name}_paired_mean", paired,
         f"mean of 1 - tokens_arm / tokens_u{censored}")
     add(f"token_saving_to_{name}_median",
-        _within(Estimate(1 - med.mean, 1 - med.hi, 1 - med.lo, med.n), -np.inf, 1.0),
+        Estimate(1 - med.mean, 1 - med.hi, 1 - med.lo, med.n).within(-np.inf, 1.0),
         "median of 1 - tokens_arm / tokens_u, a seed that never reached it counted as -inf")
-
-
-def _within(e: Estimate, lo: float, hi: float) -> Estimate:
-    """``e`` with its interval cut to the values the quantity can take, as fastsim.summary
-    cuts a metric's: a t interval over a few seeds put accuracies below 0 and above 1 and
-    ratios of positive moments below 0.  A NaN bound (no interval) stays NaN."""
-    return Estimate(e.mean, max(e.lo, lo) if e.lo == e.lo else e.lo,
-                    min(e.hi, hi) if e.hi == e.hi else e.hi, e.n)
 
 
 def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
@@ -214,13 +206,13 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
     col = lambda name: per_seed[name].to_numpy()  # noqa: E731
     fu = col("uniform_final_accuracy")
     def accuracy(values):
-        return _within(mean_ci(values), 0.0, 1.0)
+        return mean_ci(values).within(0.0, 1.0)
 
     def difference(values):
-        return _within(mean_ci(values), -1.0, 1.0)
+        return mean_ci(values).within(-1.0, 1.0)
 
     def ratio(values):
-        return _within(mean_ci(values), 0.0, np.inf)
+        return mean_ci(values).within(0.0, np.inf)
 
     add("uniform_peak_accuracy", accuracy(col("uniform_peak_accuracy")))
     add("final_accuracy_uniform", accuracy(fu), "at the uniform horizon")
@@ -232,9 +224,8 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
     add("final_accuracy_arm_end", accuracy(col("arm_final_accuracy")),
         "end of the longer run of the arm")
     spent = col("uniform_total_tokens") > 0  # a run of skipped batches has no ratio (0/0)
-    add("token_saving_per_step", _within(mean_ci(1.0 - col("arm_tokens_same_steps")[spent]
-                                                 / col("uniform_total_tokens")[spent]),
-                                         -np.inf, 1.0),
+    add("token_saving_per_step", mean_ci(1.0 - col("arm_tokens_same_steps")[spent]
+                                         / col("uniform_total_tokens")[spent]).within(-np.inf, 1.0),
         "same number of steps: 1 - tokens_arm / tokens_u")
     s_u, c_u = _moments(curves, "uniform")
     s_a, c_a = _moments(curves, arm)
@@ -255,8 +246,8 @@ def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
     """Per arm and evaluation: mean cumulative tokens and accuracy with a 95% CI."""
     rows = []
     for (arm, e), g in curves.group_by(["arm", "eval"], maintain_order=True):
-        a = _within(mean_ci(g["accuracy"].to_numpy()), 0.0, 1.0)
-        t = _within(mean_ci(g["tokens"].to_numpy()), 0.0, np.inf)
+        a = mean_ci(g["accuracy"].to_numpy()).within(0.0, 1.0)
+        t = mean_ci(g["tokens"].to_numpy()).within(0.0, np.inf)
         rows.append({"arm": arm, "eval": e, "step": int(g["step"][0]), "tokens_mean": t.mean,
                      "tokens_lo": t.lo, "tokens_hi": t.hi, "accuracy_mean": a.mean,
                      "accuracy_lo": a.lo, "accuracy_hi": a.hi, "n_seeds": a.n})
