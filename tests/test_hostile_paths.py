@@ -751,3 +751,30 @@ def test_a_sweep_never_writes_among_another_directorys_files(tmp_path, capsys):
     (empty / "sweep.json").unlink()  # a sweep's own directory, its manifest rebuilt
     assert main(["sweep", "k_sweep", "--out", str(empty), "--clusters", "2",
                  "--no-progress"]) == 0
+
+
+def test_reproduce_never_writes_among_another_directorys_files(tmp_path, capsys):
+    """`fastsim reproduce --out DIR` wrote its six sweep directories, extracts/ and figures/
+    among DIR's files, and its report over a REPRODUCTION.md of the user's there."""
+    from fastsim.sweep.reproduce import OWN_NAMES
+    from fastsim.sweep.store import check_no_other_files
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine\n")
+    (home / "REPRODUCTION.md").write_text("my own report\n")
+    before = {p: p.read_bytes() for p in home.rglob("*")}
+    one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(home), "--no-figures"],
+             "holds files that are not fastsim reproduce's (notes.txt)")
+    assert {p: p.read_bytes() for p in home.rglob("*")} == before
+    sweep = tmp_path / "sweep"  # a sweep's directory is not reproduce's either
+    assert main(["sweep", "k_sweep", "--out", str(sweep), "--clusters", "2",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(sweep), "--no-figures"],
+             "holds files that are not fastsim reproduce's (cells, cells.parquet")
+    own = tmp_path / "own"  # a reproduction's own directory resumes
+    for name in OWN_NAMES:
+        (own / name).mkdir(parents=True)
+    (own / "REPRODUCTION.md.123-0badcafe.tmp").write_text("")  # a killed run's temporary
+    check_no_other_files(own, OWN_NAMES, "fastsim reproduce's")

@@ -94,7 +94,8 @@ def register(subparsers) -> None:
     r.add_argument("--out", type=Path, metavar="DIR",
                    help="results directory (default results/reproduce, or "
                    "results/reproduce-quick with --quick), locked while the run lasts; "
-                   "refused while another process holds it or a sweep directory in it")
+                   "refused while another process holds it or a sweep directory in it, "
+                   "and if it holds files that are not a reproduction's own")
     r.add_argument("--figures-dir", type=Path, metavar="DIR",
                    help="where the PNG and PDF figures go (default OUT/figures; the "
                    "repository's committed ones are made with --figures-dir figures)")

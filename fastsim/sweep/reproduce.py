@@ -32,10 +32,14 @@ from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
-from fastsim.sweep.store import (DirLock, SweepStore, atomic_write_bytes,
-                                 check_output_dir, hold_sweep_dirs, remove_temporaries_in)
+from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
+                                 check_no_other_files, check_output_dir, hold_sweep_dirs,
+                                 remove_temporaries_in)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
+# every name reproduce writes directly in OUT (its lock, sweeps, extracts, default figures
+# directory and report)
+OWN_NAMES = (LOCK, *PAPER_SWEEPS, "extracts", "figures", "REPRODUCTION.md")
 
 
 EVALSTOP = {"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2}
@@ -310,6 +314,9 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         check_sweep_memory(g)
     held = hold_outputs(out, figures_dir, report)
     check_output_dir(out)
+    # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
+    # extracts, figures and report went among a user's files (--out ~), over their own
+    check_no_other_files(out, OWN_NAMES, "fastsim reproduce's")
     for name, g in grids.items():  # every sweep's directory checked before any is written
         SweepStore.check_manifest(out / name, g)
         if report is not None and (out / name).resolve() in report.resolve().parents:

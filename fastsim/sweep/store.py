@@ -672,23 +672,23 @@ def _hold_linked_cells(root: Path) -> list[DirLock]:
     return locks
 
 
-def _check_no_other_files(root: Path) -> None:
-    """Refuse a new sweep's ``--out`` that already holds files of its own: the sweep's
-    ``cells/`` and tables would go among them (``--out ~``, ``--out /`` as root), and they
-    would be left there by anyone who removes the sweep by its files.  A sweep's own names,
-    its figures and our temporaries are not another's files."""
+def check_no_other_files(root: Path, own: tuple[str, ...] = (*OWNED, "figures"),
+                         whose: str = "a sweep's") -> None:
+    """Refuse an ``--out`` that already holds files not among ``own`` (the names the
+    command writes there; by default a sweep's own, its figures): its outputs would go
+    among them (``--out ~``, ``--out /`` as root), and be left there by anyone who removes
+    them by their files.  Our temporaries are not another's files."""
     try:
         names = sorted(e.name for e in os.scandir(root))
     except (FileNotFoundError, NotADirectoryError):
-        return  # made by the sweep, or refused as not a directory where it is checked
+        return  # made by the command, or refused as not a directory where it is checked
     except OSError:
         return  # not listed, so not known to hold anything: writing there says what is wrong
-    other = [n for n in names
-             if n not in OWNED and n != "figures" and not is_temporary(root / n)]
+    other = [n for n in names if n not in own and not is_temporary(root / n)]
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
-        raise ConfigError(f"--out {root}: holds files that are not a sweep's ({shown}); "
-                          "allowed: a new or empty directory, or a sweep's own (use a new "
+        raise ConfigError(f"--out {root}: holds files that are not {whose} ({shown}); "
+                          f"allowed: a new or empty directory, or {whose} own (use a new "
                           "--out directory)")
 
 
@@ -749,7 +749,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         if (root / "cells").exists():
             return None, _rebuild_from_records(
                 root, grid, f"{root} holds sweep results but no {MANIFEST}")
-        _check_no_other_files(root)
+        check_no_other_files(root)
         return None, None
     try:
         old = json.loads(_read_regular(path, MANIFEST_MAX_BYTES))
