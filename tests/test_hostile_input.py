@@ -455,7 +455,6 @@ def _listing(d):
     ("reproduce --clusters 2 --no-progress --out {d}", "noise"),  # one of its sweeps is held
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --figures-dir {d}", ""),
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --report {d}/R.md", ""),
-    ("sweep {tmp}/s.toml --no-progress --out {d}/inner", ""),
     ("run --clusters 2 --n-jobs 5 --out {d}/run.parquet", ""),
     ("replay --example --out {d}/replay.parquet", ""),
     ("costaware ratios --out {d}", ""),

@@ -778,3 +778,24 @@ def test_reproduce_never_writes_among_another_directorys_files(tmp_path, capsys)
         (own / name).mkdir(parents=True)
     (own / "REPRODUCTION.md.123-0badcafe.tmp").write_text("")  # a killed run's temporary
     check_no_other_files(own, OWN_NAMES, "fastsim reproduce's")
+
+
+def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
+    """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
+    it for one of SW's sources, and refused SW's figures when both ran one file."""
+    sw = tmp_path / "sw"
+    argv = ["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out"]
+    assert main([*argv, str(sw)]) == 0
+    capsys.readouterr()
+    before = _listing(sw)
+    for inner in (sw / "sub", sw / "figures" / "deeper"):
+        one_line(capsys, [*argv, str(inner)], f"--out {inner}: inside the sweep directory {sw}")
+    link = tmp_path / "link"  # through a symbolic link too
+    link.symlink_to(sw)
+    one_line(capsys, [*argv, str(link / "sub")], f"inside the sweep directory {sw}")
+    assert _listing(sw) == before
+    assert main([*argv, str(sw)]) == 0  # SW itself resumes
+
+
+def _listing(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))

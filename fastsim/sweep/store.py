@@ -692,6 +692,22 @@ def check_no_other_files(root: Path, own: tuple[str, ...] = (*OWNED, "figures"),
                           "--out directory)")
 
 
+def _check_not_nested(root: Path) -> None:
+    """Refuse a new sweep inside another sweep's directory (``--out SW/sub``): ``fastsim
+    figures SW`` and reproduce's readers take every sweep directory directly below SW for
+    one of SW's sources, and refused SW's figures as two directories of one sweep when the
+    inner one ran the same file.  The reverse, a new sweep around another, is refused by
+    ``check_no_other_files``.  A sweep nested before this check resumes (it has a
+    manifest, so is not new)."""
+    here = Path(os.path.realpath(root.parent)) / root.name
+    for path in (Path(os.path.realpath(root)), here):
+        for d in path.parents:
+            if os.path.isfile(d / MANIFEST):
+                raise ConfigError(f"--out {root}: inside the sweep directory {d}; allowed: a "
+                                  "directory outside every sweep directory (its figures "
+                                  "would take this sweep for one of its own)")
+
+
 def _check_layout(root: Path, grid: Grid) -> None:
     """Refuse, before anything is written, a path the sweep writes through that is of the
     wrong kind: ``cells`` or one of ``grid``'s ``cell=<id>`` that is not a directory (a
@@ -750,6 +766,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
             return None, _rebuild_from_records(
                 root, grid, f"{root} holds sweep results but no {MANIFEST}")
         check_no_other_files(root)
+        _check_not_nested(root)
         return None, None
     try:
         old = json.loads(_read_regular(path, MANIFEST_MAX_BYTES))
