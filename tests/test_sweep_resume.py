@@ -3,6 +3,7 @@ uninterrupted one; a changed grid is refused; chunks are never double-counted.""
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -161,3 +162,38 @@ def test_aggregation_is_the_same_on_any_number_of_threads(sweep_file, tmp_path, 
     aggregate(store2)
     for name in ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt"):
         assert (out / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+def test_cells_and_chunks_of_another_run_are_refused_not_read_beside(sweep_file, tmp_path):
+    """A cell directory of another run (another seed) or a chunk at an index the grid has
+    not, copied into cells/: resume and aggregation read only the grid's own and said
+    nothing, while the documented ``pl.scan_parquet("DIR/cells/*/chunk-*.parquet")``
+    read them as this sweep's clusters.  Now refused by name before anything runs."""
+    import shutil
+
+    out, other = tmp_path / "a", tmp_path / "b"
+    grid, store, _ = run_all(sweep_file, out)
+    aggregate(store)
+    store.close()
+    store = SweepStore.open(other, load_sweep(sweep_file, seed=8))
+    run_sweep(store.grid, store, progress=False)
+    store.close()
+    cell = grid.cells[0].id
+    foreign = out / "cells" / "cell=0123456789ab"
+    shutil.copytree(other / "cells" / f"cell={cell}", foreign)
+    stray = out / "cells" / f"cell={cell}" / f"chunk-{grid.n_chunks:04d}.parquet"
+    shutil.copy(out / "cells" / f"cell={cell}" / "chunk-0000.parquet", stray)
+    (out / "cells" / f"cell={cell}" / "notes.txt").write_text("mine")  # no chunk: kept
+    copy = stray.with_name("chunk-0001 (conflicted copy).parquet")  # a sync tool's
+    shutil.copy(stray, copy)
+    for path, why in ((foreign, f"not a cell of {sweep_file}'s grid"),
+                      (copy, f"not a chunk of {sweep_file}'s grid"),
+                      (stray, f"not a chunk of {sweep_file}'s grid")):
+        needle = "^" + re.escape(f"{path}: {why}")
+        with pytest.raises(ConfigError, match=needle):
+            SweepStore.check_manifest(out, grid)
+        with pytest.raises(ConfigError, match=needle):
+            SweepStore.open(out, grid)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    _, store, rep = run_all(sweep_file, out)
+    assert rep.chunks_skipped == rep.chunks_total

@@ -748,6 +748,42 @@ def _check_layout(root: Path, grid: Grid) -> None:
                           "--out directory") from None
 
 
+# what a reader's glob of a cell's files matches (``chunk-*.parquet``): a sync tool's
+# ``chunk-0001 (conflicted copy).parquet`` too
+_GLOBBED = re.compile(r"(chunk|jct|jobs)-.*\.parquet")
+
+
+def _check_only_grid_chunks(root: Path, grid: Grid) -> None:
+    """Refuse a ``cells/`` holding a ``cell=<id>`` that is not one of ``grid``'s cells, or
+    in one of its cells a chunk file at an index ``grid`` has not (copied in from another
+    run).  Resume and aggregation read only the grid's own and said nothing, but
+    ``pl.scan_parquet("DIR/cells/*/chunk-*.parquet")``, which the docs give for reading
+    every cluster, read them too, as this sweep's clusters.  A manifest rebuilt from the
+    records refuses them the same way (``_rebuild_from_records``, which names an edit of
+    the code first)."""
+    cells = root / "cells"
+    ids, names = {c.id for c in grid.cells}, _chunk_names(grid.n_chunks)
+    own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
+
+    def refuse(path: Path, why: str) -> ConfigError:
+        return ConfigError(f"{path}: {why}; allowed: only its cells and chunks in {cells}, "
+                           "where reading every chunk-*.parquet would count it as this "
+                           "sweep's (move it away, or use a new --out directory)")
+
+    try:
+        for d in sorted(cells.iterdir()) if cells.is_dir() else ():
+            if not d.name.startswith("cell="):
+                continue
+            if d.name[len("cell="):] not in ids:
+                raise refuse(d, f"not a cell of {own}")
+            for f in sorted(d.iterdir()):
+                if _GLOBBED.fullmatch(f.name) and f.name not in names:
+                    raise refuse(f, f"not a chunk of {own}, which has {grid.n_chunks} per cell")
+    except OSError as exc:
+        raise ConfigError(f"{cells}: cannot be read ({exc.strerror or exc}); use a new "
+                          "--out directory") from None
+
+
 @lru_cache(maxsize=8)
 def _chunk_names(n_chunks: int) -> frozenset[str]:
     """Every file name a cell directory of ``n_chunks`` chunks holds (``SweepStore.path``,
@@ -794,6 +830,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         if current and not _code_ok(code, grid):  # the records name the code: they decide
             return None, _rebuild_from_records(
                 root, grid, f"{path}: damaged sweep manifest (its code field is damaged)")
+        _check_only_grid_chunks(root, grid)
         # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
         # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
         # by it), is damage, rewritten as a damaged manifest is rebuilt
