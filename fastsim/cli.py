@@ -187,11 +187,20 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an option that takes one value given twice (``fastsim run --policy A
     --policy B``: argparse kept the last without a word, where ``replay`` takes several),
     and an output path given empty (``--out ''`` read as ``.``: written into the current
-    directory)."""
+    directory), or a positional one (``fastsim figures "$DIR"`` with DIR unset drew the
+    current directory's sweep, ``fastsim replay ''`` replayed its trainer_state.json)."""
     seen: set[str] = set()
+    is_value = False  # the token is the value of the option before it
     for i, a in enumerate(argv):
+        if is_value:
+            is_value = False
+            continue
         option, eq, value = a.partition("=")
         action = command._option_string_actions.get(option)
+        if action is None and not a.strip():  # every command's positionals are paths
+            names = [x.metavar or x.dest.upper() for x in command._positionals._group_actions]
+            command.error(f"{'/'.join(names) or 'an argument'} is empty; allowed: a path")
+        is_value = action is not None and not eq and action.nargs != 0
         if type(action) is not argparse._StoreAction:  # flags, counts, lists: may repeat
             continue
         if action.dest in seen:

@@ -799,3 +799,19 @@ def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
 
 def _listing(d):
     return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+
+def test_an_empty_positional_path_is_refused_not_read_as_here(tmp_path, capsys, monkeypatch):
+    """`fastsim figures "$DIR"` with DIR unset drew the figures of the sweep in the current
+    directory (Path('') is '.'), as `--out ''` once wrote there; now one line naming the
+    argument, as for an empty --out."""
+    sw = tmp_path / "sw"
+    assert main(["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out", str(sw)]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(sw)
+    one_line(capsys, ["figures", "", "--formats", "png"], "DIR is empty; allowed: a path")
+    assert not (sw / "figures").exists()
+    for argv, name in ((["replay", " "], "PATH"), (["sweep", "", "--out", "x"], "FILE"),
+                       (["traces", "fit-curves", ""], "TRACES"),
+                       (["costaware", "figures", ""], "DIR")):
+        one_line(capsys, argv, f"{name} is empty; allowed: a path")
