@@ -266,10 +266,14 @@ def _held(out) -> list:
 
 def _usage() -> None:
     """A script run without RESULTS_DIR (or with more than two arguments) says how to run
-    it."""
+    it; an empty one is refused, as fastsim figures refuses it: Path('') is '.', so
+    ``"$DIR"`` with DIR unset drew the current directory's sweep, or wrote there."""
     if not 2 <= len(sys.argv) <= 3:
         _refuse(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
                 "RESULTS_DIR/figures)")
+    for name, arg in zip(("RESULTS_DIR", "OUT_DIR"), sys.argv[1:]):
+        if not arg.strip():
+            _refuse(f"{name} is empty; allowed: a path")
 
 
 def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None = None) -> None:

@@ -403,6 +403,27 @@ def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch,
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
 
 
+def test_a_script_run_alone_refuses_an_empty_argument(tiny_reproduction, tmp_path,
+                                                      monkeypatch, capsys):
+    """`python figures/noise_sweep.py "$DIR"` with DIR unset drew the figures of the
+    results in the current directory (Path('') is '.'), and `... DIR ""` wrote them into
+    it; now refused in one line, as `fastsim figures ""` is."""
+    from fastsim.figures import _style as S
+
+    results = tiny_reproduction[0] / "results"
+    before = sorted(results.rglob("*"))
+    script = load_script("noise_sweep")
+    for cwd, argv, name in ((results, [""], "RESULTS_DIR"),
+                            (tmp_path, [str(results), " "], "OUT_DIR")):
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", ["noise_sweep.py", *argv])
+        with pytest.raises(SystemExit) as exc:
+            S.main(script.draw, script.NEEDS)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == f"{name} is empty; allowed: a path\n"
+    assert sorted(results.rglob("*")) == before and not list(tmp_path.iterdir())
+
+
 def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
         tmp_path, monkeypatch, capsys):
     """A damaged manifest ended a script run alone in a ConfigError traceback, exit 1; a
