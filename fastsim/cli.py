@@ -36,8 +36,10 @@ SUBCOMMAND_MODULES = [
     "fastsim.docs_figures",
     "fastsim.bench",
 ]
-# Options naming a file or directory a command writes (argparse destinations).
-OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "report", "results", "doc")
+# Options naming a file or directory a command writes (argparse destinations; ``figures``
+# is fastsim detectors' --figures directory).
+OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "figures", "report",
+                  "results", "doc")
 # argparse reads "--load -inf" or "--gpus -1e3" as an unknown option; every number is a value.
 # digits, then '.' and more digits only after a '.': "\d+\.?\d*" split a run of digits
 # every way, quadratic in its length before a refusal

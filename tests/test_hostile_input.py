@@ -456,6 +456,7 @@ def _listing(d):
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --figures-dir {d}", ""),
     ("reproduce --clusters 2 --no-progress --out {tmp}/r --report {d}/R.md", ""),
     ("run --clusters 2 --n-jobs 5 --out {d}/run.parquet", ""),
+    ("detectors --quick --clusters 2 --out {tmp}/det --figures {d}/figs", ""),
     ("replay --example --out {d}/replay.parquet", ""),
     ("costaware ratios --out {d}", ""),
     ("costaware figures {d}", ""),

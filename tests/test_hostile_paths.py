@@ -813,5 +813,7 @@ def test_an_empty_positional_path_is_refused_not_read_as_here(tmp_path, capsys, 
     assert not (sw / "figures").exists()
     for argv, name in ((["replay", " "], "PATH"), (["sweep", "", "--out", "x"], "FILE"),
                        (["traces", "fit-curves", ""], "TRACES"),
-                       (["costaware", "figures", ""], "DIR")):
+                       (["costaware", "figures", ""], "DIR"),
+                       # an output directory that is no --out: its figure went to '.'
+                       (["detectors", "--quick", "--figures", ""], "--figures")):
         one_line(capsys, argv, f"{name} is empty; allowed: a path")
