@@ -817,3 +817,25 @@ def test_an_empty_positional_path_is_refused_not_read_as_here(tmp_path, capsys, 
                        # an output directory that is no --out: its figure went to '.'
                        (["detectors", "--quick", "--figures", ""], "--figures")):
         one_line(capsys, argv, f"{name} is empty; allowed: a path")
+
+
+def test_the_python_api_refuses_an_empty_path_not_reading_it_as_here(tmp_path, monkeypatch):
+    """fastsim.sweep(file, "") swept into the current directory, and
+    fastsim.read_logs("") replayed the run there (Path('') is '.'), as the command line
+    no longer does."""
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\nchunk = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ['none']\n")
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "trainer_state.json").write_text(
+        '{"global_step": 20, "log_history": [{"step": 10, "eval_loss": 0.5}, '
+        '{"step": 20, "eval_loss": 0.6}]}')
+    monkeypatch.chdir(here)
+    for call, needle in ((lambda: fastsim.sweep(p, ""), "out='' is invalid; allowed: a path"),
+                         (lambda: fastsim.sweep(" ", tmp_path / "o"), "file=' ' is invalid"),
+                         (lambda: fastsim.read_logs(""), "paths='' is invalid"),
+                         (lambda: fastsim.read_logs(["run", ""]), "is invalid; allowed: a path")):
+        with pytest.raises(ConfigError, match=needle):
+            call()
+    assert sorted(p.name for p in here.iterdir()) == ["trainer_state.json"]
+    assert not (tmp_path / "o").exists()

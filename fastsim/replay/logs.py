@@ -769,10 +769,13 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
 
 def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list:
     """``read_logs``' arguments checked before any file is opened; the paths as a list."""
+    given = paths
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
-        raise ConfigError(f"paths={paths!r} is invalid; allowed: a path or a list of paths")
+    # an empty string is Path('') = '.': read_logs("") read the current directory's run
+    if not isinstance(paths, (list, tuple)) or not all(
+            isinstance(p, Path) or (isinstance(p, str) and p.strip()) for p in paths):
+        raise ConfigError(f"paths={given!r} is invalid; allowed: a path or a list of paths")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")
     if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy

@@ -51,7 +51,9 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.runner import check_run, held_run
 
     for name, value in (("file", file), ("out", out)):
-        if not isinstance(value, (str, os.PathLike)):
+        # an empty string is Path('') = '.': out="" swept into the current directory
+        if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str)
+                                                          and not value.strip()):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     if not isinstance(progress, bool):  # "no" is truthy
         raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
