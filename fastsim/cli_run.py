@@ -287,13 +287,16 @@ def run_command(args: argparse.Namespace) -> int:
         if c.policy.uses_hidden_truth:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "
                       "gold peak: an upper bound, not a policy")
+    written = _write_outputs(args, arms, kept)  # first: a failed write prints no results
     print(format_table(summary, title))
-    _write_outputs(args, arms, kept)
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> None:
-    """--out (per-cluster rows of both arms) and --jobs-out, both written or neither."""
+def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> list:
+    """--out (per-cluster rows of both arms) and --jobs-out, both written or neither; the
+    paths written."""
     import polars as pl
 
     from fastsim.io import table_writer, write_all
@@ -310,5 +313,4 @@ def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> None:
                   for name, _ in arms]
         outputs.append((args.jobs_out, pl.concat(frames)))
     write_all([(path, table_writer(df, path)) for path, df in outputs])  # all or none
-    for path, _ in outputs:
-        print(f"wrote {path}")
+    return [path for path, _ in outputs]

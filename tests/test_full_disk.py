@@ -41,12 +41,12 @@ def fill(disk: Path) -> None:
                 fh.write(b"\0" * 4096)
 
 
-def cli(argv, cwd):
-    """``fastsim ARGV`` in a subprocess: (exit code, stderr lines)."""
+def cli(argv, cwd, stdout=False):
+    """``fastsim ARGV`` in a subprocess: (exit code, stderr lines[, stdout])."""
     r = subprocess.run([sys.executable, "-c", "from fastsim.cli import main; "
                         "raise SystemExit(main())", *map(str, argv)], cwd=cwd,
                        capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stderr.strip().splitlines()
+    return (r.returncode, r.stderr.strip().splitlines()) + ((r.stdout,) if stdout else ())
 
 
 def test_lock_of_a_sweep_directory_on_a_full_disk(tmp_path):
@@ -61,3 +61,19 @@ def test_lock_of_a_sweep_directory_on_a_full_disk(tmp_path):
         assert len(err) == 1 and "No space left on device" in err[0], err
         assert "out/sweep.lock" in err[0], err
         assert (disk / "out" / "sweep.lock").read_text() == ""
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--clusters", "2", "--n-jobs", "10", "--gpus", "16", "--no-progress"],
+    ["replay", "--example"],
+], ids=["run", "replay"])
+def test_results_printed_only_once_written(tmp_path, argv):
+    """A command whose --out cannot be written prints no results: it printed its whole
+    table, then the refusal, so a reader of the output saw results that were not saved."""
+    with small_tmpfs(tmp_path / "disk") as disk:
+        fill(disk)
+        code, err, out = cli([*argv, "--out", disk / "r.parquet"], tmp_path, stdout=True)
+        assert code == 2, err
+        assert len(err) == 1 and "No space left on device" in err[0], err
+        assert out == "", out
+        assert not (disk / "r.parquet").exists()

@@ -271,6 +271,9 @@ def _cmd_replay(args) -> int:
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
     res = replay(log, policies, gpus=args.gpus)
     summ = summarize_replay(res)
+    # written first, both or neither: a write that fails (a full disk) prints no results
+    outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
+    write_all([(p, table_writer(df, p)) for p, df in outputs])
     sense = "higher" if log.higher_is_better else "lower"
     if args.example:
         print(f"example log: {args.paths[0]}")
@@ -289,8 +292,6 @@ def _cmd_replay(args) -> int:
         print()
     print("summary (95% intervals; rates resample jobs):")
     _print_summary(summ)
-    outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
-    write_all([(p, table_writer(df, p)) for p, df in outputs])  # both or neither
     for p, _ in outputs:
         print(f"wrote {p}")
     return 0
