@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from fastsim import __version__
 from fastsim.errors import (ConfigError, SimulationError, Terminated, did_you_mean,
@@ -188,8 +189,8 @@ def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> Non
 def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an option that takes one value given twice (``fastsim run --policy A
     --policy B``: argparse kept the last without a word, where ``replay`` takes several),
-    and an output path given empty (``--out ''`` read as ``.``: written into the current
-    directory), or a positional one (``fastsim figures "$DIR"`` with DIR unset drew the
+    and a path given empty (``--out ''`` read as ``.``: written into the current
+    directory; ``--like ''`` refused as "--like .: is a directory"), or a positional one (``fastsim figures "$DIR"`` with DIR unset drew the
     current directory's sweep, ``fastsim replay ''`` replayed its trainer_state.json)."""
     seen: set[str] = set()
     is_value = False  # the token is the value of the option before it
@@ -209,7 +210,8 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             command.error(f"{action.option_strings[-1]} is given twice; allowed: once")
         seen.add(action.dest)
         value = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-        if action.dest in OUTPUT_OPTIONS and value is not None and not value.strip():
+        is_path = action.dest in OUTPUT_OPTIONS or action.type is Path  # inputs too
+        if is_path and value is not None and not value.strip():
             command.error(f"{action.option_strings[-1]} is empty; allowed: a path")
 
 

@@ -815,7 +815,11 @@ def test_an_empty_positional_path_is_refused_not_read_as_here(tmp_path, capsys, 
                        (["traces", "fit-curves", ""], "TRACES"),
                        (["costaware", "figures", ""], "DIR"),
                        # an output directory that is no --out: its figure went to '.'
-                       (["detectors", "--quick", "--figures", ""], "--figures")):
+                       (["detectors", "--quick", "--figures", ""], "--figures"),
+                       # an input file given empty was named '.', "is a directory"
+                       (["detectors", "--quick", "--traces", ""], "--traces"),
+                       (["detectors", "--confirm=", "--quick"], "--confirm"),
+                       (["traces", "toy-rlhf", "--like", " "], "--like")):
         one_line(capsys, argv, f"{name} is empty; allowed: a path")
 
 
