@@ -843,3 +843,19 @@ def test_the_python_api_refuses_an_empty_path_not_reading_it_as_here(tmp_path, m
             call()
     assert sorted(p.name for p in here.iterdir()) == ["trainer_state.json"]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_summary_read_from_an_empty_path_is_refused(tmp_path, monkeypatch, capsys):
+    """read_summary("") read the sweep in the current directory, and so did `python -m
+    fastsim.sweep.frontier ""`."""
+    from fastsim.sweep import frontier
+    from fastsim.sweep.aggregate import read_summary
+
+    sw = tmp_path / "sw"
+    assert main(["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out", str(sw)]) == 0
+    monkeypatch.chdir(sw)
+    with pytest.raises(ConfigError, match="path='' is invalid; allowed: a sweep directory"):
+        read_summary("")
+    capsys.readouterr()
+    assert frontier.main([" "]) == 2
+    assert "path=' ' is invalid" in capsys.readouterr().err

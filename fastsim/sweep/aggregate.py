@@ -191,6 +191,9 @@ def read_summary(path: str | Path) -> pl.DataFrame:
     """The aggregated table of a sweep directory (or the file itself), checked against
     the SHA-256 its manifest records and its pages verified; one without page checksums
     (an older fastsim's) is refused, naming it."""
+    if isinstance(path, str) and not path.strip():  # Path('') is '.': the current directory
+        raise ConfigError(f"path={path!r} is invalid; allowed: a sweep directory or its "
+                          "summary.parquet")
     p = Path(path)
     return read_sweep_table(p / "summary.parquet" if p.is_dir() else p,
                             "a sweep's --out directory, or its summary.parquet, as this "
