@@ -186,6 +186,17 @@ def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> Non
         return
 
 
+def _option_action(command: argparse.ArgumentParser, option: str):
+    """The action ``option`` names as argparse reads it: whole, or abbreviated (``--pol``
+    for ``--policy``; argparse refused an ambiguous one). Read whole only, ``--ou ''``
+    was refused as an empty FILE, and ``--policy A --pol B`` ran B alone without a word."""
+    action = command._option_string_actions.get(option)
+    if action is None and option.startswith("--") and command.allow_abbrev:
+        found = {a for o, a in command._option_string_actions.items() if o.startswith(option)}
+        action = found.pop() if len(found) == 1 else None
+    return action
+
+
 def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an option that takes one value given twice (``fastsim run --policy A
     --policy B``: argparse kept the last without a word, where ``replay`` takes several),
@@ -199,7 +210,7 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             is_value = False
             continue
         option, eq, value = a.partition("=")
-        action = command._option_string_actions.get(option)
+        action = _option_action(command, option)
         if action is None and not a.strip():  # every command's positionals are paths
             names = [x.metavar or x.dest.upper() for x in command._positionals._group_actions]
             command.error(f"{'/'.join(names) or 'an argument'} is empty; allowed: a path")

@@ -176,6 +176,26 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_abbreviated_option_is_checked_as_the_option_it_names(capsys, tmp_path,
+                                                                  monkeypatch):
+    """argparse takes `--ou` for `--out`, but the checks read options whole: `fastsim sweep
+    noise --ou ''` was refused as "FILE is empty", `fastsim run --pol ''` as an empty
+    path, and `--policy A --pol B` ran B alone without a word."""
+    monkeypatch.chdir(tmp_path)
+    for argv, prog, message in (
+            (["sweep", "noise", "--ou", ""], "fastsim sweep", "--out is empty; allowed: a path"),
+            (["run", "--clusters", "2", "--ou="], "fastsim run", "--out is empty; allowed: a path"),
+            (["run", "--policy", "none", "--pol", "evalstop"], "fastsim run",
+             "--policy is given twice; allowed: once")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == f"{prog}: error: {message} (see {prog} --help)\n"
+    assert main(["run", "--pol", ""]) == 2  # a policy's own message, not a path's
+    assert "--policy= is empty; allowed: NAME" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_spec_in_the_help_is_never_cut_inside():
     """argparse wrapped a word longer than the help column inside it: `fastsim replay
     --help` listed 'peak:z=1.65,sigma0=0.0' and '15,min_evals=4,...' on two lines, a spec
