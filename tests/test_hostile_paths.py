@@ -780,6 +780,32 @@ def test_reproduce_never_writes_among_another_directorys_files(tmp_path, capsys)
     check_no_other_files(own, OWN_NAMES, "fastsim reproduce's")
 
 
+def test_reproduce_resumes_with_its_report_and_figures_inside_its_out(tmp_path,
+                                                                    monkeypatch):
+    """`fastsim reproduce --out R --report R/notes.md --figures-dir R/figs`, run again,
+    was refused: R held notes.md and figs/, which the first run wrote there."""
+    from fastsim.sweep import reproduce as R
+
+    out = tmp_path / "R"
+    for name in R.PAPER_SWEEPS + ("extracts", "figs"):  # what a first run left
+        (out / name).mkdir(parents=True)
+    (out / "notes.md").write_text("the first run's report\n")
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args):  # every check before any work passed
+        raise Reached
+
+    monkeypatch.setattr(R, "dask_client", reached)
+    kw = dict(clusters=2, figures_dir=out / "figs", report=out / "notes.md", progress=False)
+    with pytest.raises(Reached):
+        R.reproduce(out, **kw)
+    (out / "notes.txt").write_text("mine\n")  # a file of neither is refused still
+    with pytest.raises(ConfigError, match=r"not fastsim reproduce's \(notes.txt\)"):
+        R.reproduce(out, **kw)
+
+
 def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
     it for one of SW's sources, and refused SW's figures when both ran one file."""

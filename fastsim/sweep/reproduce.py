@@ -289,6 +289,18 @@ def hold_outputs(out: Path, figures_dir: Path | None, report: Path | None) -> li
                            report.parent if report is not None else None)
 
 
+def own_names(out: Path, *outputs: Path | None) -> tuple[str, ...]:
+    """``OWN_NAMES``, and the name in OUT of each of ``outputs`` (--figures-dir, --report)
+    given inside it: ``--report OUT/notes.md`` wrote it there, so the same command resumes."""
+    base = Path(os.path.realpath(out))
+    names = []
+    for p in (Path(p) for p in outputs if p is not None):
+        here = Path(os.path.realpath(p.parent)) / p.name  # a link is renamed over where it lies
+        if base in here.parents:
+            names.append(here.relative_to(base).parts[0])
+    return (*OWN_NAMES, *names)
+
+
 def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int = 0,
               figures_dir: Path | None, report: Path | None, sweeps_dir: Path | None = None,
               backend: str = "local", address: str | None = None, workers: int | None = None,
@@ -316,7 +328,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     check_output_dir(out)
     # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
     # extracts, figures and report went among a user's files (--out ~), over their own
-    check_no_other_files(out, OWN_NAMES, "fastsim reproduce's")
+    check_no_other_files(out, own_names(out, figures_dir, report), "fastsim reproduce's")
     for name, g in grids.items():  # every sweep's directory checked before any is written
         SweepStore.check_manifest(out / name, g)
         if report is not None and (out / name).resolve() in report.resolve().parents:
