@@ -823,6 +823,18 @@ def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     assert main([*argv, str(sw)]) == 0  # SW itself resumes
 
 
+def test_another_tools_sweep_json_makes_no_sweep_directory_to_nest_in(tmp_path, capsys):
+    """A project whose top holds a tuner's sweep.json refused every sweep below it, as
+    "inside the sweep directory" of the project."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "sweep.json").write_text('{"method": "bayes", "metric": {"name": "loss"}}\n')
+    out = project / "results" / "k"
+    assert main(["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out",
+                 str(out)]) == 0
+    assert (out / "summary.parquet").exists()
+
+
 def _listing(d):
     return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 

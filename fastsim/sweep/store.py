@@ -692,6 +692,22 @@ def check_no_other_files(root: Path, own: tuple[str, ...] = (*OWNED, "figures"),
                           "--out directory)")
 
 
+def _is_sweep_dir(d: Path) -> bool:
+    """Whether ``d`` is a sweep's directory: its ``sweep.json`` names a grid, or lies beside
+    the ``cells/`` a sweep writes (a damaged manifest's).  Another tool's ``sweep.json``
+    (a tuner's configuration at the top of a project) makes none: every sweep below it
+    was refused as nested."""
+    if not os.path.isfile(d / MANIFEST):
+        return False
+    if os.path.isdir(d / "cells"):
+        return True
+    try:
+        manifest = json.loads(_read_regular(d / MANIFEST, MANIFEST_MAX_BYTES))
+    except (OSError, ValueError):
+        return False  # not a manifest, nor beside a sweep's results
+    return isinstance(manifest, dict) and "grid_hash" in manifest
+
+
 def _check_not_nested(root: Path) -> None:
     """Refuse a new sweep inside another sweep's directory (``--out SW/sub``): ``fastsim
     figures SW`` and reproduce's readers take every sweep directory directly below SW for
@@ -702,7 +718,7 @@ def _check_not_nested(root: Path) -> None:
     here = Path(os.path.realpath(root.parent)) / root.name
     for path in (Path(os.path.realpath(root)), here):
         for d in path.parents:
-            if os.path.isfile(d / MANIFEST):
+            if _is_sweep_dir(d):
                 raise ConfigError(f"--out {root}: inside the sweep directory {d}; allowed: a "
                                   "directory outside every sweep directory (its figures "
                                   "would take this sweep for one of its own)")
