@@ -69,6 +69,8 @@ JOB = np.dtype([
     # that chose it, how many jobs that walk passed over before it, HAS_RUN | DEMOTED
     ("key", np.float64), ("status", np.int64), ("evals_seen", np.int64),
     ("chosen_at", np.int64), ("block", np.int64), ("flags", np.int64),
+    # loss_aware: the service at its last evaluation seen and at its next one
+    ("eval_last", np.float64), ("eval_next", np.float64),
 ], align=True)
 
 
@@ -136,7 +138,7 @@ def _new_job_nb(job, gpus, t_est, duration, end, demote, account_from):
     job.gpus, job.t_est, job.duration = gpus, t_est, duration
     job.end, job.demote, job.account_from = end, demote, account_from
     job.since = job.attained0 = job.owed0 = job.next_point = 0.0
-    job.seg_open = job.held = job.held_after = job.key = 0.0
+    job.seg_open = job.held = job.held_after = job.key = job.eval_last = job.eval_next = 0.0
     job.status = job.evals_seen = job.chosen_at = job.block = job.flags = 0
 
 
@@ -167,7 +169,7 @@ def _plan_nb(job, t, scheduler, preemptive, n_evals, thresholds_gpu_h):
     if preemptive and not job.flags & DEMOTED and job.demote < p:
         p = job.demote
     if scheduler == LOSS_AWARE:
-        pe = job.duration * ((job.evals_seen + 1) / n_evals)
+        pe = job.eval_next
         if pe < p:
             p = pe
     # the first threshold (in order) above the job's service: scanned from the top, as a
@@ -201,16 +203,20 @@ def _start_nb(job, t, overhead_h):
 @part
 def _reached_evaluation_nb(job, n_evals):
     """``loss_aware``: whether a running job's service reached its next evaluation, which
-    it then counts as seen."""
-    e = job.evals_seen + 1
-    if job.attained0 >= job.duration * (e / n_evals):
+    it then counts as seen; and the service at the evaluation seen before it, for the
+    rate."""
+    before = job.eval_last
+    reached = job.attained0 >= job.eval_next
+    if reached:
+        e = job.evals_seen + 1
         job.evals_seen = e
-        return True
-    return False
+        job.eval_last = job.eval_next
+        job.eval_next = job.duration * ((e + 1) / n_evals)
+    return reached, before
 
 
 @kernel
-def _evaluation_rate_nb(job, loss, c, j, n_evals):
+def _evaluation_rate_nb(job, before_h, loss, c, j):
     """``loss_aware``: the loss rate between a job's last two evaluations seen (0 before the
     second)."""
     e = job.evals_seen
@@ -218,7 +224,7 @@ def _evaluation_rate_nb(job, loss, c, j, n_evals):
     before, last = loss[c, j, max_nb(e - 2, 0)], loss[c, j, e - 1]
     rate = 0.0
     if e >= 2:
-        between = job.gpus * (job.duration * (e / n_evals) - job.duration * ((e - 1) / n_evals))
+        between = job.gpus * (job.eval_last - before_h)
         rate = loss_aware_rate_nb(before, last, between)
     return rate
 
@@ -226,16 +232,19 @@ def _evaluation_rate_nb(job, loss, c, j, n_evals):
 @part
 def _next_point_nb(t_arrival, t_pending, next_time, running, n_running):
     """The next scheduling point ``t``: the next arrival, the earliest planned event of a
-    running job or Tiresias' pending point, whichever comes first; and ``first``, the
-    first position in ``running`` whose event is at ``t`` (``n_running`` if none).  The
-    positions before it hold later events, so the events at ``t`` are taken from there
-    on, in list order."""
-    first = n_running
+    running job or Tiresias' pending point, whichever comes first; and ``(first,
+    last)``, the first position in ``running`` whose event is at ``t`` (``n_running`` if
+    none) and the last one holding the earliest planned event.  The positions outside
+    them hold later events, so the events at ``t`` are taken from ``first`` to ``last``,
+    in list order."""
+    first = last = n_running
     t_run = np.inf
     for i in range(n_running):
         if next_time[running[i]] < t_run:
             t_run = next_time[running[i]]
             first = i
+        if next_time[running[i]] == t_run:
+            last = i
     t = t_arrival
     if t_run <= t:
         t = t_run
@@ -243,7 +252,7 @@ def _next_point_nb(t_arrival, t_pending, next_time, running, n_running):
         first = n_running
     if t_pending < t:
         t, first = t_pending, n_running
-    return t, first
+    return t, (first, last)
 
 
 @part
@@ -533,10 +542,11 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
     return n_running, n_seg, freed
 
 
-def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
+def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_active, passed,
                    n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
                    pending, n_evals, thresholds_gpu_h):
-    """The running jobs' own events at ``t`` (from position ``first`` of ``running``):
+    """The running jobs' own events at ``t`` (positions ``span = (first, last)`` of
+    ``running``, ``last`` following the job an end moves into a freed position):
     ends (recorded in ``end_h`` and the segments ``segs``), demotions, ``loss_aware``'s
     evaluations (a new key) and Tiresias' crossings (a new ``pending`` point, a tuple
     ``(time, job, service)``).  Returns the counts and GPU totals after them, whether
@@ -544,8 +554,8 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
     seg_job, seg_start, seg_end = segs
     t_pending, pending_job, pending_point = pending
     realloc = moved = False
-    i = first
-    while i < n_running:
+    i, last = span
+    while i < n_running and i <= last:
         j = running[i]
         job = jobs[j]
         if next_time[j] != t:
@@ -560,6 +570,7 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             n_seg += 1
             running[i] = running[n_running - 1]
             n_running -= 1
+            last = min_nb(last, n_running - 1)
             if PREEMPTIVE:  # else the job left ``active`` when it started
                 n_active = _remove_nb(active, n_active, j)
             free += job.gpus
@@ -569,8 +580,11 @@ def _own_events_nb(c, t, first, jobs, next_time, running, n_running, active, n_a
             continue
         if _demoted_nb(job, PREEMPTIVE):
             realloc = moved = True
-        if SCHEDULER == LOSS_AWARE and _reached_evaluation_nb(job, n_evals):
-            rate = _evaluation_rate_nb(job, loss, c, j, n_evals)
+        reached, before_h = False, 0.0
+        if SCHEDULER == LOSS_AWARE:
+            reached, before_h = _reached_evaluation_nb(job, n_evals)
+        if reached:
+            rate = _evaluation_rate_nb(job, before_h, loss, c, j)
             job.key = priority_key_nb(SCHEDULER, job.t_est, job.attained0, job.gpus,
                                       job.evals_seen, rate, thresholds_gpu_h)
             moved = True
@@ -663,7 +677,7 @@ def _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running, n_running,
 
 
 @part
-def _new_jobs_nb(c, workload, service):
+def _new_jobs_nb(c, workload, service, scheduler):
     """The records of row ``c``'s jobs before any arrives."""
     gpus, arrival_h, t_est_h, loss, duration_h = workload
     end_service, demote_service, account_from_h = service
@@ -671,6 +685,8 @@ def _new_jobs_nb(c, workload, service):
     for j in range(gpus.shape[1]):
         _new_job_nb(jobs[j], gpus[c, j], t_est_h[c, j], duration_h[c, j], end_service[c, j],
                     demote_service[c, j], account_from_h[c, j])
+        if scheduler == LOSS_AWARE:
+            jobs[j].eval_next = duration_h[c, j] * (1 / loss.shape[2])
     return jobs
 
 
@@ -697,7 +713,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
     n_jobs, n_evals = loss.shape[1], loss.shape[2]
     strict = SCHEDULER == FIFO and not backfill
     arrival = workload[1][c]
-    jobs = _new_jobs_nb(c, workload, service)
+    jobs = _new_jobs_nb(c, workload, service, SCHEDULER)
     next_time = np.empty(n_jobs)  # of a running job's next event; apart: the scan reads it
     # active: arrived, not ended (non-preemptive: not started), in priority order;
     # starts: to start at this point, in priority order; passed: loss_aware, the jobs the
@@ -722,13 +738,13 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             break
         # the next point: an arrival, a running job's own event or Tiresias' pending point
         t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-        t, first = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
+        t, (first, last) = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
         realloc = t_pending == t
         if realloc:
             t_pending = np.inf
             if _reach_pending_nb(jobs[pending_job], t, pending_point):
                 next_time[pending_job] = t
-                first = 0  # the job may sit anywhere in ``running``
+                first, last = 0, n_running - 1  # the job may sit anywhere in ``running``
         if next_arrival < n_jobs and t_arrival == t:
             next_arrival, n_active, demand = _arrive_nb(t, arrival, next_arrival, jobs, active,
                                                         n_active, SCHEDULER, thresholds_gpu_h)
@@ -738,7 +754,7 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 moved = True  # arrival took its place in order
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
-            c, t, first, jobs, next_time, running, n_running, active, n_active, passed,
+            c, t, (first, last), jobs, next_time, running, n_running, active, n_active, passed,
             n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
             (t_pending, pending_job, pending_point), n_evals, thresholds_gpu_h)
         t_pending, pending_job, pending_point = pending
