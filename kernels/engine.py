@@ -218,7 +218,7 @@ def _reached_evaluation_nb(job, n_evals):
 @kernel
 def _evaluation_rate_nb(job, before_h, loss, c, j):
     """``loss_aware``: the loss rate between a job's last two evaluations seen (0 before the
-    second)."""
+    second); ``before_h``: its service at the first of the two."""
     e = job.evals_seen
     # both readings loaded on every path, so the array needs no reference count here
     before, last = loss[c, j, max_nb(e - 2, 0)], loss[c, j, e - 1]
