@@ -36,8 +36,9 @@ from functools import lru_cache, partial
 from typing import Any, Callable
 
 from fastsim import defaults as D
-from fastsim.errors import ConfigError, did_you_mean, import_ref
+from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref
 from fastsim.kernels import codes as K
+from fastsim.purity import impurity
 from fastsim.resources import package_folders
 
 def flag_value(text: str) -> bool:
@@ -772,6 +773,16 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
                               "allowed: int, float or bool")
 
 
+def _check_pure(fn: Any, what: str) -> None:
+    """Refuse object mode and random generators in a user's decision function
+    (``fastsim.purity`` says why), when it is declared: before any workload exists."""
+    found = impurity(fn, lambda obj: _user_file(obj) is not None)
+    if found is not None:
+        raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {NJIT_ALLOWED}, without "
+                          "object mode (it could read hidden truth) or a random generator "
+                          "(its draws follow thread timing)")
+
+
 def _check_label(label: str, params: tuple[Param, ...], what: str) -> None:
     try:
         label.format(**{p.name: p.default for p in params})
@@ -839,6 +850,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
         ps = _user_params(params) + (SCOPE,)
         _check_signature(fn, ("scores", "losses", "attained_h", "t_est_h"), ps[:-1],
                          "stop policy")
+        _check_pure(fn, "stop policy")
         _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = min_evals if callable(min_evals) else (lambda v, n=int(min_evals): n)
         _check_lookback(lookback, ps)
@@ -868,6 +880,7 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
                               "function; allowed: numba.njit-decorated functions")
         ps = _user_params(params)
         _check_signature(fn, ("t_est_h", "gpus", "job_type", "arrival_h"), ps, "scheduler key")
+        _check_pure(fn, "scheduler key")
         _check_label(label or (name or fn.__name__), ps, "scheduler key")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = Scheduler(ref, ps, label or (name or fn.__name__),

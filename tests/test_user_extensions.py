@@ -1057,3 +1057,72 @@ def test_an_axis_of_a_user_policys_parameter_says_it_goes_in_the_spec(user_dir, 
             f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({POL}); a "
             f"user's policy takes its parameters in its spec, as policy = [\"{POL}:k=...\"]")):
         load_sweep(p)
+
+
+PEEKING_SRC = '''
+import random
+import sys
+
+import numpy as np
+from numba import njit, objmode
+from fastsim.registry import scheduler_key, stop_policy
+
+
+def _peak_of(t_est_h):
+    """The hidden peak of the job with this duration estimate, from the caller's frames."""
+    f = sys._getframe()
+    while f is not None and not hasattr(f.f_locals.get("w"), "peak_eval"):
+        f = f.f_back
+    if f is None:
+        return 0
+    w = f.f_locals["w"]
+    c, j = np.argwhere(w.t_est_h == t_est_h)[0]
+    return int(w.peak_eval[c, j]) if w.hacking[c, j] else 0
+
+
+@njit
+def _peek(t_est_h):
+    with objmode(p="int64"):
+        p = _peak_of(t_est_h)
+    return p
+
+
+@njit
+def {name}(scores, losses, attained_h, t_est_h):
+    {body}
+'''
+
+
+@pytest.mark.parametrize("name,body,needle", [
+    # object mode walked the frames to the workload: precision and recall 1, FPR 0
+    ("at_the_peak", "return scores.shape[0] if scores.shape[0] == _peek(t_est_h) + 1 else 0",
+     "_peek has a with block (numba's object mode)"),
+    # numba's generator is per thread: results changed from run to run
+    ("coin", "return scores.shape[0] if np.random.random() < 0.3 else 0",
+     "coin uses np.random (a random generator's state)"),
+    ("coin_stdlib", "return scores.shape[0] if random.random() < 0.3 else 0",
+     "coin_stdlib uses random (a random generator's state)"),
+])
+@pytest.mark.parametrize("kind", ["policy", "scheduler"])
+def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypatch, capsys,
+                                                              name, body, needle, kind):
+    """The information boundary holds for user code beyond its arguments: a function that
+    runs Python (object mode) or draws from a generator is refused in one line when it is
+    declared, before any workload exists."""
+    module = f"toy_peeking_{kind}_{name}"
+    src = PEEKING_SRC.format(name=name, body=body)
+    if kind == "scheduler":
+        src = src.replace("(scores, losses, attained_h, t_est_h)",
+                          "(t_est_h, gpus, job_type, arrival_h)")
+        src = src.replace("return scores.shape[0] if ", "return 1.0 if ").replace(" else 0", " else 2.0")
+        src = src.replace("scores.shape[0] == _peek(t_est_h) + 1", "_peek(t_est_h) > 0")
+    (tmp_path / f"{module}.py").write_text(src + f"\n{name} = "
+                                           f"{'stop_policy' if kind == 'policy' else 'scheduler_key'}"
+                                           f"()({name})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", f"--{kind}", f"{module}:{name}",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "allowed: a pure @njit function" in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()

@@ -1,0 +1,91 @@
+"""What a user's decision function (a stop policy's trigger, a scheduler's key) may not
+do, checked when it is declared, before any workload exists.
+
+Its arguments carry observations only (the information boundary is the drivers'
+signature), but two things reach past them:
+
+- numba's object mode (``with objmode(...)``) runs plain Python inside the compiled
+  function, which can walk the interpreter's frames up to the workload and read its
+  hidden truth (gold, peaks, hacking labels), or read a clock;
+- a random number generator's state (``numpy.random``, ``random``): numba keeps one per
+  thread, so in a parallel kernel the draws follow thread timing, and results changed
+  from run to run and with the thread count.
+
+Both are found in the function's bytecode and in that of the user functions it calls
+(library code, numpy's and numba's, is not followed).  Code that builds its way around
+this (ctypes, numba's extension API) is beyond what a check can see: review it.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import types
+from typing import Any, Callable, Iterator
+
+_WITH = frozenset({"SETUP_WITH", "BEFORE_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH"})
+_RANDOM = ("random", "numpy.random")
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code of the functions defined inside it."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _named(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, Any]]:
+    """The globals ``code`` loads and, of those that are modules, the attributes it loads
+    (``np.random``: ``numpy`` and ``numpy.random``)."""
+    glob, loads, attrs = fn.__globals__, [], set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in glob:
+            loads.append((ins.argval, glob[ins.argval]))
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            attrs.add(ins.argval)
+    yield from loads
+    for mod_name, mod in loads:
+        if inspect.ismodule(mod):
+            for attr in sorted(attrs):
+                if hasattr(mod, attr):
+                    yield f"{mod_name}.{attr}", getattr(mod, attr)
+
+
+def _is_random(value: Any) -> bool:
+    """A random module, one of its functions, or a generator's bound method."""
+    def random_module(name: Any) -> bool:
+        return isinstance(name, str) and any(name == m or name.startswith(m + ".")
+                                             for m in _RANDOM)
+
+    if inspect.ismodule(value):
+        return random_module(value.__name__)
+    owner = getattr(value, "__self__", None)
+    return (random_module(getattr(value, "__module__", None))
+            or (owner is not None and random_module(type(owner).__module__)))
+
+
+def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
+    """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
+    mode or a random generator, in words; None if nothing.  ``is_users(obj)``: whether a
+    function is the user's code (followed) rather than a library's."""
+    todo, done = [fn], set()
+    while todo:
+        item = todo.pop()
+        py = getattr(item, "py_func", item)
+        if not isinstance(py, types.FunctionType) or id(py) in done:
+            continue
+        done.add(id(py))
+        for code in _codes(py.__code__):
+            if any(i.opname in _WITH for i in dis.get_instructions(code)):
+                return f"{py.__qualname__} has a with block (numba's object mode)"
+            for name, value in _named(py, code):
+                if _is_random(value):
+                    return f"{py.__qualname__} uses {name} (a random generator's state)"
+                if callable(getattr(value, "py_func", value)) and is_users(value):
+                    todo.append(value)
+        for cell in py.__closure__ or ():
+            try:
+                todo.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+    return None
