@@ -75,6 +75,22 @@ def _plain_fields(obj: Any, names: tuple[str, ...]) -> None:
         object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
+def _store_floats(obj: Any) -> None:
+    """The numbers of ``obj``'s float fields stored as floats, once they are checked: 1 and
+    1.0 are one value, so one config, cell id and label (a sweep axis ``load = [1, 1.0]``
+    ran one simulation as two cells under one heading, and ``load = 1`` never resumed a
+    grid written with ``1.0``).  Integer-only fields (``n_jobs``, ``demands_*``) keep ints."""
+    for f in fields(obj):
+        if "float" not in str(f.type):
+            continue
+        v = getattr(obj, f.name)
+        if isinstance(v, tuple):
+            v = tuple(float(x) if is_real(x) else x for x in v)
+        elif is_real(v):
+            v = float(v)
+        object.__setattr__(obj, f.name, v)
+
+
 def is_integer(v: Any) -> bool:
     """An int or a numpy integer, not a bool: what a count or a seed may be (while numpy is
     not imported, no value is a numpy integer)."""
@@ -143,6 +159,7 @@ class WorkloadConfig:
         # lists (from TOML/JSON) as tuples so configs stay hashable; numpy scalars as Python's
         _plain_fields(self, tuple(f.name for f in fields(self)))
         self.validate()
+        _store_floats(self)
 
     @property
     def mix_fractions(self) -> tuple[float, float, float]:
@@ -301,6 +318,7 @@ class SchedulerConfig:
         except ConfigError:  # named as the field is (a spec's thresholds=A/B is checked by parse)
             raise ConfigError(f"thresholds_gpu_h={self.thresholds_gpu_h!r} is invalid; allowed: "
                               "increasing positive numbers (GPU-hours)") from None
+        _store_floats(self)
         if decl.user is not None:
             object.__setattr__(self, "params", _user_values(decl, self.params, "scheduler"))
             _check_impl(decl, self.impl, "scheduler")
@@ -371,6 +389,7 @@ class PolicyConfig:
                 p.check(v)
             else:
                 p.check(float(v) if R.is_number(v) else v)  # an int beyond floats: refused
+        _store_floats(self)
         if decl.stores_params:
             object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))
             _check_impl(decl, self.impl, "policy")

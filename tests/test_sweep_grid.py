@@ -58,6 +58,20 @@ def test_baseline_added_when_not_an_axis_value_and_ids_are_stable(tmp_path):
     assert cell.id == [c.id for c in g.cells if c.label.endswith("(k=2)")][0]
 
 
+def test_an_int_and_a_float_of_one_value_are_one_cell(tmp_path):
+    # load = [1, 1.0] ran one simulation as two cells under one heading, and a file
+    # writing 1 never shared a cell id with one writing 1.0
+    g = load_sweep(write(tmp_path, 'clusters = 4\n[base]\npolicy = "stop_at"\n'
+                         "[axes]\nload = [1, 1.0]\nf = [1, 1.0]\nmix = [[0, 0, 1], [0.0, 0.0, 1.0]]\n"))
+    assert len(g.cells) == 2 and len({c.id for c in g.cells}) == 2
+    ints, floats = (load_sweep(write(tmp_path, f'clusters = 4\n[base]\nscheduler = "tiresias"\n'
+                                     f"load = {load}\nheight = {pair}\nthresholds_gpu_h = "
+                                     f"{pair}\n", f"{name}.toml"))
+                    for name, load, pair in (("ints", "1", "[1, 2]"),
+                                             ("floats", "1.0", "[1.0, 2.0]")))
+    assert [c.id for c in ints.cells] == [c.id for c in floats.cells]
+
+
 def test_irrelevant_parameters_collapse_and_precedence(tmp_path):
     p = write(tmp_path, """
 clusters = 4
