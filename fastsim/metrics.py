@@ -198,6 +198,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
         else:
             _check_floats(m.name, v)
         _check_bounds(m, v)
+        _check_own_cluster(m, view, v)
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
 
@@ -225,6 +226,23 @@ def _check_floats(name: str, v: np.ndarray) -> None:
         raise ConfigError(f"metric {name} returned {float(v[bad][0])!r}; allowed: finite "
                           "numbers, or NaN on a cluster where the metric is undefined (left "
                           "out of the mean and its n)")
+
+
+def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) -> None:
+    """The last cluster's value, asked again with that cluster's jobs alone, must be the
+    same to the bit: a metric that read other clusters (divided by the batch's mean)
+    changed with a sweep's chunk size and a run's batch, and nothing said so."""
+    if v.shape[0] < 2:
+        return
+    alone = {k: a[-1:] for k, a in view.items()}
+    with user_code("metric", m.name, METRIC_ALLOWED):
+        again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
+    if not (again.shape == (1,) and (again[0] == v[-1] or (again[0] != again[0]
+                                                           and v[-1] != v[-1]))):
+        raise ConfigError(f"metric {m.name} returned {float(v[-1])!r} for a cluster among "
+                          f"{v.shape[0]} and {float(again[0]) if again.size else None!r} for the "
+                          "same cluster alone; allowed: a value computed from the cluster's "
+                          "own jobs (axis=1), the same in any batch or chunk")
 
 
 def _check_bounds(m: Metric, v: np.ndarray) -> None:

@@ -604,9 +604,8 @@ def float_minus_inf_once(jobs):
 
 @cluster_metric()
 def float_nan_once(jobs):
-    v = np.ones(jobs["gpus"].shape[0])
-    v[0] = np.nan
-    return v
+    # undefined on a cluster with fewer than 6 hacking jobs: one of the test's three
+    return np.where(jobs["hacking"].sum(axis=1) < 6, np.nan, 1.0)
 
 
 @cluster_metric(dtype="int")
@@ -617,6 +616,11 @@ def int_inf(jobs):
 @cluster_metric()
 def complex_values(jobs):
     return np.full(jobs["gpus"].shape[0], 1 + 2j)
+
+
+@cluster_metric()
+def relative_to_batch(jobs):
+    return jobs["jct_h"].mean(axis=1) / jobs["jct_h"].mean()
 '''
 
 
@@ -659,6 +663,8 @@ def hostile_dir(tmp_path_factory):
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
      "both fill 'waste'"),
+    # it read the other clusters of the batch: its values changed with a sweep's chunk
+    (["--metric", "toy_hostile_user:relative_to_batch"], "metric relative_to_batch returned "),
 ])
 def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, argv, needle):
     """User code runs on read-only views of what both arms of a run share, and a failure
@@ -670,6 +676,20 @@ def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, ar
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_metric_reading_other_clusters_is_refused_in_a_sweep_of_any_chunk(hostile_dir,
+                                                                             tmp_path, capsys):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('clusters = 4\n[base]\nn_jobs = 10\nmetrics = '
+                     '["toy_hostile_user:relative_to_batch"]\n[axes]\nsigma = [0.01]\n')
+    for chunk in ("2", "4"):
+        assert main(["sweep", str(sweep), "--chunk", chunk, "--out", str(tmp_path / chunk),
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "for the same cluster alone; allowed: a value computed from the cluster's own " \
+               "jobs" in err, err
+        assert not list((tmp_path / chunk).glob("cells/*/chunk-*.parquet"))
 
 
 def test_a_float_metric_is_nan_where_undefined_and_left_out_of_its_n(hostile_dir):
