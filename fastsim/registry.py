@@ -816,6 +816,32 @@ def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:
                           f"int parameter with lo >= 0 ({ints or 'none declared'})")
 
 
+def _min_evals_rule(min_evals: Callable[[dict], int] | int, ref: str,
+                    ps: tuple[Param, ...]) -> Callable[[dict], int]:
+    """A user's ``min_evals`` (an integer, or a function of the parameter values) as a rule
+    that answers an integer >= 1 or refuses in one line naming the policy: it ran, unguarded,
+    in every config of the policy (a traceback for a function that raised), and ``int()``
+    made 2.7 into 2 and "3" into 3.  Asked once at the defaults here, when declared."""
+    from fastsim.config import is_integer  # config imports this module
+
+    allowed = ("allowed: an integer >= 1, or a function of the parameter values (a dict) "
+               "returning one")
+
+    def rule(values: dict) -> int:
+        try:
+            n = min_evals(values) if callable(min_evals) else min_evals
+        except Exception as exc:  # noqa: BLE001 - the user's function, named in the message
+            raise ConfigError(f"stop policy {ref}: min_evals({values}) raised "
+                              f"{type(exc).__name__}: {exc}; {allowed}") from None
+        if not is_integer(n) or n < 1:
+            shown = f"min_evals({values}) returned " if callable(min_evals) else "min_evals="
+            raise ConfigError(f"stop policy {ref}: {shown}{n!r}; {allowed}")
+        return int(n)
+
+    rule({p.name: p.default for p in ps})
+    return rule
+
+
 def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: str = "lookback",
                 min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
                 figure_label: str = "", help: str = "") -> Callable:
@@ -852,7 +878,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
                          "stop policy")
         _check_pure(fn, "stop policy")
         _check_label(label or (name or fn.__name__), ps, "stop policy")
-        need = min_evals if callable(min_evals) else (lambda v, n=int(min_evals): n)
+        need = _min_evals_rule(min_evals, f"{fn.__module__}:{fn.__name__}", ps)
         _check_lookback(lookback, ps)
         if keep not in ("lookback", "best"):
             raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")

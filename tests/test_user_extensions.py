@@ -878,6 +878,41 @@ def test_a_lookback_that_could_point_after_the_stop_is_refused(lookback, param):
         stop_policy(params=declared, lookback=lookback)(with_n if param else bare)
 
 
+@pytest.mark.parametrize("min_evals, said", [
+    (lambda v: 1 / 0, r"min_evals\(\{'k': 2, 'scope': 'rlhf'\}\) raised ZeroDivisionError"),
+    (lambda v: "three", r"min_evals.* returned 'three'"),  # int() raised ValueError: a traceback
+    (lambda v: 2.7, r"min_evals.* returned 2.7"),  # int() made it 2
+    ("3", r"min_evals='3'"),  # int() made it 3
+    (-5, r"min_evals=-5"),
+    (True, r"min_evals=True"),
+])
+def test_a_min_evals_that_is_no_count_is_refused_when_declared(min_evals, said):
+    from numba import njit
+
+    from fastsim.registry import Param, stop_policy
+
+    @njit
+    def quiet(scores, losses, attained_h, t_est_h, k):
+        return 0
+
+    with pytest.raises(ConfigError, match=r"stop policy .*quiet: " + said +
+                       r".*; allowed: an integer >= 1, or a function"):
+        stop_policy(params=[Param("k", "int", 2, lo=1)], min_evals=min_evals)(quiet)
+
+
+def test_a_min_evals_that_fails_for_some_values_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "toy_min_evals.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import Param, stop_policy\n"
+        "@stop_policy(params=[Param('k', 'int', 2, lo=1)],\n"
+        "             min_evals=lambda v: v['k'] + 1 if v['k'] < 5 else v['missing'])\n"
+        "@njit\ndef quiet(scores, losses, attained_h, t_est_h, k):\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--policy", "toy_min_evals:quiet:k=5", "--clusters", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "stop policy toy_min_evals:quiet: min_evals({'k': 5, 'scope': 'rlhf'}) raised " \
+           "KeyError: 'missing'" in err and len(err.splitlines()) == 1, err
+
+
 def test_keep_best_never_delivers_an_unscored_evaluation():
     # replay keeps unscored rows in a job's series; the monitor drops them: the first
     # scored best is the same evaluation for both
