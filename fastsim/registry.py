@@ -816,6 +816,19 @@ def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:
                           f"int parameter with lo >= 0 ({ints or 'none declared'})")
 
 
+SERIES = ("scores", "losses", "attained_h", "t_est_h")  # what a stop policy is given
+
+
+def _check_reads(reads: Any) -> None:
+    """``reads`` names series a stop policy is given: a string was taken letter by letter
+    (``reads="losses"`` read no loss: replay asked for no ``loss`` column, and the monitor
+    filled the series with NaN), and an unknown name (``"loss"``) was passed over."""
+    if (not isinstance(reads, (tuple, list))
+            or not all(isinstance(r, str) and r in SERIES for r in reads)):
+        raise ConfigError(f"reads={reads!r} is invalid; allowed: a tuple of names from "
+                          f"{', '.join(SERIES)} (as reads=(\"scores\", \"losses\"))")
+
+
 def _min_evals_rule(min_evals: Callable[[dict], int] | int, ref: str,
                     ps: tuple[Param, ...]) -> Callable[[dict], int]:
     """A user's ``min_evals`` (an integer, or a function of the parameter values) as a rule
@@ -880,6 +893,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
         _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = _min_evals_rule(min_evals, f"{fn.__module__}:{fn.__name__}", ps)
         _check_lookback(lookback, ps)
+        _check_reads(reads)
         if keep not in ("lookback", "best"):
             raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
         ref = f"{fn.__module__}:{fn.__name__}"

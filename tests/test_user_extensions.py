@@ -900,6 +900,22 @@ def test_a_min_evals_that_is_no_count_is_refused_when_declared(min_evals, said):
         stop_policy(params=[Param("k", "int", 2, lo=1)], min_evals=min_evals)(quiet)
 
 
+@pytest.mark.parametrize("reads", ["losses", ("scores", "loss"), ("gold",), None])
+def test_reads_that_name_no_series_are_refused_when_declared(reads):
+    # reads="losses" was read letter by letter: replay and the monitor gave it no loss
+    from numba import njit
+
+    from fastsim.registry import stop_policy
+
+    @njit
+    def on_loss(scores, losses, attained_h, t_est_h):
+        return 0
+
+    with pytest.raises(ConfigError, match=r"reads=.* is invalid; allowed: a tuple of names "
+                       r"from scores, losses, attained_h, t_est_h"):
+        stop_policy(reads=reads)(on_loss)
+
+
 def test_a_min_evals_that_fails_for_some_values_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "toy_min_evals.py").write_text(
         "from numba import njit\nfrom fastsim.registry import Param, stop_policy\n"
