@@ -783,12 +783,28 @@ def _check_pure(fn: Any, what: str) -> None:
                           "(its draws follow thread timing)")
 
 
+_SHORT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def _check_words(what: str, name: Any, **texts: Any) -> None:
+    """A short ``name`` a spec can name, and labels and help that are text.  A name with a
+    space, ':', ',' or '=' (which the spec grammar splits on) was registered, and no spec
+    could name it; a label of 3 was an AttributeError."""
+    for key, value in texts.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"{what} {key}={value!r} is invalid; allowed: a string")
+    if not isinstance(name, str) or (name and not _SHORT_NAME.fullmatch(name)):
+        raise ConfigError(f"{what} name={name!r} is invalid; allowed: a word of ASCII letters, "
+                          "digits and '_' that starts with a letter (as specs write names), "
+                          "or '' for none")
+
+
 def _check_label(label: str, params: tuple[Param, ...], what: str) -> None:
     try:
         label.format(**{p.name: p.default for p in params})
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(f"{what} label {label!r} cannot be formatted ({exc!r}); allowed: "
-                          "{{name}} or {{name:g}} of declared parameters") from None
+                          "{name} or {name:g} of declared parameters") from None
 
 
 def _user_params(params: Any) -> tuple[Param, ...]:
@@ -867,7 +883,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
     evaluations before the trigger the delivered checkpoint is (an int or a parameter
     name); ``keep="best"`` delivers the evaluation with the highest score up to the
     trigger instead (as the online detectors do).  ``name`` also registers a short name
-    for specs in this process.
+    for specs in this process (a word: ASCII letters, digits and '_', from a letter).
 
     Examples
     --------
@@ -890,6 +906,7 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
         _check_signature(fn, ("scores", "losses", "attained_h", "t_est_h"), ps[:-1],
                          "stop policy")
         _check_pure(fn, "stop policy")
+        _check_words("stop policy", name, label=label, figure_label=figure_label, help=help)
         _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = _min_evals_rule(min_evals, f"{fn.__module__}:{fn.__name__}", ps)
         _check_lookback(lookback, ps)
@@ -921,6 +938,7 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
         ps = _user_params(params)
         _check_signature(fn, ("t_est_h", "gpus", "job_type", "arrival_h"), ps, "scheduler key")
         _check_pure(fn, "scheduler key")
+        _check_words("scheduler key", name, label=label, figure_label=figure_label, help=help)
         _check_label(label or (name or fn.__name__), ps, "scheduler key")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = Scheduler(ref, ps, label or (name or fn.__name__),

@@ -916,6 +916,34 @@ def test_reads_that_name_no_series_are_refused_when_declared(reads):
         stop_policy(reads=reads)(on_loss)
 
 
+@pytest.mark.parametrize("kw, said", [
+    ({"name": "my policy"}, "name='my policy' is invalid"),  # registered, and no spec named it
+    ({"name": "a:b"}, "name='a:b' is invalid"),
+    ({"name": "k=2"}, "name='k=2' is invalid"),
+    ({"name": "x,y"}, "name='x,y' is invalid"),
+    ({"name": 3}, "name=3 is invalid"),
+    ({"label": 3}, "label=3 is invalid; allowed: a string"),  # an AttributeError
+    ({"help": None}, "help=None is invalid; allowed: a string"),
+])
+@pytest.mark.parametrize("kind", ["policy", "scheduler"])
+def test_a_name_no_spec_can_write_or_a_label_not_text_is_refused(kw, said, kind):
+    from numba import njit
+
+    from fastsim.registry import scheduler_key, stop_policy
+
+    @njit
+    def never(scores, losses, attained_h, t_est_h):
+        return 0
+
+    @njit
+    def flat(t_est_h, gpus, job_type, arrival_h):
+        return 0.0
+
+    declare, fn = (stop_policy, never) if kind == "policy" else (scheduler_key, flat)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        declare(**kw)(fn)
+
+
 def test_a_min_evals_that_fails_for_some_values_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "toy_min_evals.py").write_text(
         "from numba import njit\nfrom fastsim.registry import Param, stop_policy\n"
