@@ -47,8 +47,12 @@ _is_number = R.is_number
 def plain(v: Any) -> Any:
     """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
     float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with
-    numpy validate, hash into cell ids and serialise as the numbers they are."""
-    if isinstance(v, (list, tuple)):
+    numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
+    array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
+    integers")."""
+    np = sys.modules.get("numpy")
+    if isinstance(v, (list, tuple)) or (np is not None and isinstance(v, np.ndarray)
+                                        and v.ndim == 1):
         return tuple(plain(x) for x in v)
     return plain_scalar(v)
 

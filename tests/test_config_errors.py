@@ -270,6 +270,18 @@ def test_api_config_arguments_of_the_wrong_shape_are_one_line():
             call()
 
 
+def test_a_list_computed_with_numpy_is_a_list():
+    # "demands_rlhf=array([1, 2, 3, 4]) is invalid; allowed: a non-empty list of integers"
+    import numpy as np
+
+    cfg = SimConfig.from_specs("tiresias", "evalstop", mix=np.array([0.2, 0.3, 0.5]),
+                               demands_rlhf=np.arange(1, 5), height=np.array([0.5, 0.9]))
+    assert cfg == SimConfig.from_specs("tiresias", "evalstop", mix=(0.2, 0.3, 0.5),
+                                       demands_rlhf=(1, 2, 3, 4), height=(0.5, 0.9))
+    assert SchedulerConfig(name="tiresias", thresholds_gpu_h=np.array([16, 64])) == \
+        SchedulerConfig(name="tiresias", thresholds_gpu_h=(16.0, 64.0))
+
+
 def test_compare_refuses_what_is_not_a_config_as_simulate_does():
     """compare("srtf_est") was AttributeError: 'str' object has no attribute 'with_policy'."""
     import fastsim
