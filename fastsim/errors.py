@@ -9,6 +9,7 @@ import difflib
 import functools
 import inspect
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,6 +22,12 @@ if TYPE_CHECKING:  # annotations only
 class ConfigError(ValueError):
     """A value outside what fastsim accepts: the message names the field, the value
     and what is allowed.  The CLI prints it without a traceback and exits with 2."""
+
+    def __init__(self, message: Any = "", *args: Any) -> None:
+        # one line whatever a value's repr spans: a 2-D numpy array's is one line per row
+        if isinstance(message, str) and "\n" in message:
+            message = re.sub(r"\s*\n\s*", " ", message.strip())
+        super().__init__(message, *args)
 
 
 class SimulationError(RuntimeError):

@@ -282,6 +282,19 @@ def test_a_list_computed_with_numpy_is_a_list():
         SchedulerConfig(name="tiresias", thresholds_gpu_h=(16.0, 64.0))
 
 
+def test_a_value_whose_repr_spans_lines_is_named_in_one_line():
+    # a 2-D array's repr is one line per row, and the message was as many lines
+    import numpy as np
+
+    from fastsim.api import simulate
+
+    for call in (lambda: SimConfig.from_specs(demands_rlhf=np.ones((3, 2), int)),
+                 lambda: simulate(SimConfig.from_specs(n_jobs=10), np.ones((3, 2), int))):
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert "\n" not in str(info.value) and "[1, 1], [1, 1], [1, 1]" in str(info.value)
+
+
 def test_compare_refuses_what_is_not_a_config_as_simulate_does():
     """compare("srtf_est") was AttributeError: 'str' object has no attribute 'with_policy'."""
     import fastsim
