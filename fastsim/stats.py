@@ -33,7 +33,8 @@
   covers whatever the censoring and is exact while it stays below the censored runs.
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
   time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
-  its cluster count; one chunk gives exactly the batch functions' result.
+  its cluster count.  They keep exact sums (``_exact_sum``: ints, not rounded running
+  moments), so any chunking, in any order, gives the batch functions' result bit for bit.
 """
 from __future__ import annotations
 
@@ -358,21 +359,108 @@ def bootstrap_together(ratios, n_boot: int = 2000, seed: int = 0) -> None:
             r._resampled = (n_boot, seed, sums[:, 2 * q], sums[:, 2 * q + 1])
 
 
-def _comoments(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float, float]:
-    """Means of ``a`` and ``b`` and their sums of squared and cross deviations."""
-    ma, mb = float(a.mean()), float(b.mean())
-    da, db = a - ma, b - mb
-    return ma, mb, float(da @ da), float(db @ db), float(da @ db)
+# Exact sums (see ``_exact_sum``): a sum is an int in units of 2**-SUM_UNIT, a sum of
+# products in units of 2**-PRODUCT_UNIT, so adding chunks is integer addition: the same
+# whatever the split, the order or the backend.
+SUM_UNIT = 1127  # every finite double is mant * 2**(e - 53), e >= -1073: a whole number of these
+PRODUCT_UNIT = 2 * SUM_UNIT
+_BLOCK = 2**20  # 2**20 parts below 2**27 sum below 2**47: bincount's float sums stay exact
+_SPLIT_SAFE = (2.0**-450, 2.0**450)  # Dekker's product neither overflows nor underflows here
+
+
+def _exact_sum(x) -> int:
+    """The exact sum of finite float64 ``x``, an int in units of 2**-SUM_UNIT.
+
+    Each value is its 53-bit integer mantissa times a power of two (``np.frexp``); the
+    mantissas, split in halves of 27 bits, are summed per exponent by ``np.bincount``
+    (exact: every partial sum is an integer below 2**53), then shifted into place as
+    Python ints: a superaccumulator (Kulisch & Miranker 1981) vectorised.
+    """
+    x = np.asarray(x, dtype=np.float64).ravel()
+    return sum((_block_sum(x[i:i + _BLOCK]) for i in range(0, x.size, _BLOCK)), 0)
+
+
+def _block_sum(x: np.ndarray) -> int:
+    m, e = np.frexp(x)
+    mant = (m * 2.0**53).astype(np.int64)  # x == mant * 2**(e - 53), exactly
+    hi = mant >> 27
+    lo = mant - (hi << 27)  # 0 <= lo < 2**27, |hi| < 2**26
+    bins = e + 1073  # e >= -1073 for a nonzero double; 0.0 has e == 0
+    s_hi = np.bincount(bins, weights=hi.astype(np.float64))
+    s_lo = np.bincount(bins, weights=lo.astype(np.float64))
+    total = 0
+    for b in np.flatnonzero((s_hi != 0) | (s_lo != 0)).tolist():
+        # in units of 2**-1127, mant * 2**(e - 53) is mant << (e + 1074), and e + 1074 == b + 1
+        total += (int(s_hi[b]) << (b + 28)) + (int(s_lo[b]) << (b + 1))
+    return total
+
+
+def _exact_dot(a, b) -> int:
+    """The exact ``sum(a * b)`` of finite float64 arrays, an int in units of
+    2**-PRODUCT_UNIT: each product is ``p + err`` exactly, ``p = a * b`` rounded and
+    ``err`` its rounding error by Dekker's (1971) product with Veltkamp's splitting, both
+    summed by ``_exact_sum``.  Values outside ``_SPLIT_SAFE`` (where a term of Dekker's
+    product would overflow or underflow) are multiplied as Python ints, rarely."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    safe = _split_safe(a) & _split_safe(b)
+    rare = not safe.all()  # usually none: skip the copies
+    x, y = (a[safe], b[safe]) if rare else (a, b)
+    p = x * y
+    xh, xl = _veltkamp(x)
+    yh, yl = _veltkamp(y)
+    err = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+    total = _exact_sum(np.concatenate([p, err])) << (PRODUCT_UNIT - SUM_UNIT)
+    if rare:
+        for u, v in zip(a[~safe].tolist(), b[~safe].tolist()):
+            total += _int_product(u, v)
+    return total
+
+
+def _split_safe(x: np.ndarray) -> np.ndarray:
+    ax = np.abs(x)
+    return (ax == 0.0) | ((ax >= _SPLIT_SAFE[0]) & (ax <= _SPLIT_SAFE[1]))
+
+
+def _veltkamp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` as ``hi + lo`` exactly, each of at most 26 significant bits (Veltkamp)."""
+    split = 134217729.0 * x  # 2**27 + 1
+    hi = split - (split - x)
+    return hi, x - hi
+
+
+def _int_product(u: float, v: float) -> int:
+    """``u * v`` exactly, in units of 2**-PRODUCT_UNIT."""
+    mu, eu = math.frexp(u)
+    mv, ev = math.frexp(v)
+    # u * v == mant_u * mant_v * 2**(eu + ev - 106); eu, ev >= -1073, so the shift is >= 2
+    return (int(mu * 2.0**53) * int(mv * 2.0**53)) << (eu + ev + 2 * 1074)
+
+
+def _to_float(num: int, den: int) -> float:
+    """``num / den`` correctly rounded (Python's int division is), inf beyond the doubles."""
+    try:
+        return num / den
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
+def _centred(n: int, s_a: int, s_b: int, s_ab: int) -> int:
+    """``n`` times the sum of cross deviations about the means, exactly, from the exact
+    sums of ``a``, ``b`` (units 2**-SUM_UNIT) and ``a * b`` (units 2**-PRODUCT_UNIT)."""
+    return n * s_ab - s_a * s_b
 
 
 @dataclass
 class MeanMoments:
-    """Count, mean and sum of squared deviations of the finite values seen so far,
-    merged chunk by chunk (Chan, Golub & LeVeque 1983); ``mean_ci`` as the batch one."""
+    """Count, exact sum and exact sum of squares of the finite values seen so far
+    (``_exact_sum``, ``_exact_dot``), so ``mean`` (correctly rounded) and ``m2`` (the sum
+    of squared deviations, ``S2 - S1**2 / n`` in exact arithmetic, then rounded once) are
+    the same bits for any chunking, order or backend; ``mean_ci`` as the batch one."""
 
     n: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
+    s1: int = 0  # sum of x, in units of 2**-SUM_UNIT
+    s2: int = 0  # sum of x * x, in units of 2**-PRODUCT_UNIT
     low: float = np.inf  # the range of the values seen: one value is no spread
     high: float = -np.inf
 
@@ -382,20 +470,27 @@ class MeanMoments:
         except (TypeError, ValueError):
             raise ConfigError("values: allowed: numbers, one per replication") from None
         x = x[np.isfinite(x)]
-        nb = int(x.size)
-        if nb == 0:
+        if x.size == 0:
             return
         self.low, self.high = min(self.low, float(x.min())), max(self.high, float(x.max()))
-        mb = float(x.mean())
-        m2b = float(np.sum(np.abs(x - mb) ** 2))
-        if self.n == 0:
-            self.n, self.mean, self.m2 = nb, mb, m2b
-            return
-        n = self.n + nb
-        delta = mb - self.mean
-        self.mean += delta * nb / n
-        self.m2 += m2b + delta * delta * self.n * nb / n
-        self.n = n
+        self.n += int(x.size)
+        self.s1 += _exact_sum(x)
+        self.s2 += _exact_dot(x, x)
+
+    def merge(self, other: "MeanMoments") -> None:
+        """Add another's values: the sums are exact, so this is ``add`` of its values."""
+        self.n, self.s1, self.s2 = self.n + other.n, self.s1 + other.s1, self.s2 + other.s2
+        self.low, self.high = min(self.low, other.low), max(self.high, other.high)
+
+    @property
+    def mean(self) -> float:
+        return _to_float(self.s1, self.n << SUM_UNIT) if self.n else 0.0
+
+    @property
+    def m2(self) -> float:
+        if not self.n:
+            return 0.0
+        return _to_float(_centred(self.n, self.s1, self.s1, self.s2), self.n << PRODUCT_UNIT)
 
     def mean_ci(self, level: float = LEVEL) -> Estimate:
         _check_level(level)
@@ -415,19 +510,18 @@ class PooledRatio:
     """A pooled ratio ``sum num / sum den`` over clusters streamed in chunks.
 
     It keeps the clusters' values (for the bootstrap) only up to ``BOOTSTRAP_MAX_N``
-    clusters, and always the co-moments the linearised interval needs, the range of the
+    clusters, and always the exact sums the point and the linearised interval need
+    (``_exact_sum``, ``_exact_dot``: the same for any chunking), the range of the
     clusters' own ratios (no spread, no interval) and the signs that bound the ratio:
     memory is bounded whatever the number of clusters.
     """
 
     n: int = 0
-    sum_num: float = 0.0
-    sum_den: float = 0.0
-    mean_num: float = 0.0
-    mean_den: float = 0.0
-    c_nn: float = 0.0  # sums of cross-deviations about the means
-    c_dd: float = 0.0
-    c_nd: float = 0.0
+    s_num: int = 0  # exact sums, in units of 2**-SUM_UNIT
+    s_den: int = 0
+    s_nn: int = 0  # exact sums of products, in units of 2**-PRODUCT_UNIT
+    s_dd: int = 0
+    s_nd: int = 0
     r_low: float = np.inf  # the range of num / den over clusters with den != 0
     r_high: float = -np.inf
     orphan: bool = False  # a cluster with num != 0 over den == 0: a spread no ratio shows
@@ -450,18 +544,20 @@ class PooledRatio:
         else:
             self._num, self._den = [], []
         self._add_shape(a, b)
-        ma, mb, caa, cbb, cab = _comoments(a, b)
-        n = self.n + nb
-        dma, dmb = ma - self.mean_num, mb - self.mean_den
-        w = self.n * nb / n
-        self.c_nn += caa + dma * dma * w
-        self.c_dd += cbb + dmb * dmb * w
-        self.c_nd += cab + dma * dmb * w
-        self.mean_num += dma * nb / n
-        self.mean_den += dmb * nb / n
-        self.sum_num += float(a.sum())
-        self.sum_den += float(b.sum())
-        self.n = n
+        self.s_num += _exact_sum(a)
+        self.s_den += _exact_sum(b)
+        self.s_nn += _exact_dot(a, a)
+        self.s_dd += _exact_dot(b, b)
+        self.s_nd += _exact_dot(a, b)
+        self.n += nb
+
+    @property
+    def sum_num(self) -> float:
+        return _to_float(self.s_num, 1 << SUM_UNIT)
+
+    @property
+    def sum_den(self) -> float:
+        return _to_float(self.s_den, 1 << SUM_UNIT)
 
     def _add_shape(self, a: np.ndarray, b: np.ndarray) -> None:
         has = b != 0
@@ -483,9 +579,9 @@ class PooledRatio:
         the ratio can take (>= 0 for non-negative sums, <= 1 for counts of their den)."""
         _check_level(level, n_boot)
         n = self.n
-        if n == 0 or self.sum_den == 0:
+        if n == 0 or self.s_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)
-        point = float(self.sum_num / self.sum_den)
+        point = _to_float(self.s_num, self.s_den)  # the exact ratio, rounded once
         if n == 1 or self.no_spread():  # no spread between clusters seen: nothing to go on
             return Estimate(point, np.nan, np.nan, n)
         kept = (np.concatenate(self._num), np.concatenate(self._den)) if self._num else None
@@ -515,15 +611,24 @@ class PooledRatio:
             d = z - z.mean()
             resid, mean_den = float(d @ d), float(kept[1].mean())
         else:
-            resid = max(self.c_nn - 2.0 * point * self.c_nd + point * point * self.c_dd, 0.0)
-            mean_den = self.mean_den
+            resid, mean_den = self._streamed_resid(point), _to_float(self.s_den, n << SUM_UNIT)
         se = np.sqrt(resid / (n - 1) / n) / abs(mean_den)
         return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
+
+    def _streamed_resid(self, point: float) -> float:
+        """Sum of squared deviations of ``num_i - point den_i`` about their mean, from the
+        exact sums: ``C_nn - 2 R C_nd + R^2 C_dd`` with ``R = p / q`` exactly, rounded once."""
+        n, (p, q) = self.n, point.as_integer_ratio()
+        c_nn = _centred(n, self.s_num, self.s_num, self.s_nn)
+        c_dd = _centred(n, self.s_den, self.s_den, self.s_dd)
+        c_nd = _centred(n, self.s_num, self.s_den, self.s_nd)
+        return _to_float(q * q * c_nn - 2 * p * q * c_nd + p * p * c_dd,
+                         (n * q * q) << PRODUCT_UNIT)
 
     def proportion_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
         """``ratio_ci`` widened to contain the Clopper-Pearson interval of the pooled
         counts, within [0, 1]."""
-        if not 0.0 <= self.sum_num <= self.sum_den:
+        if not 0 <= self.s_num <= self.s_den:
             raise ConfigError(f"proportion_ci: pooled counts {self.sum_num!r} of "
                               f"{self.sum_den!r}; allowed: 0 <= num <= den")
         boot = self.ratio_ci(level, n_boot, seed)

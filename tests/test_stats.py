@@ -147,10 +147,8 @@ def test_streaming_in_chunks_equals_one_batch():
             moments.add(num[lo:lo + 700])
         whole, streamed = proportion_ci(num, den), pooled.proportion_ci()
         assert streamed.n == whole.n == n
-        assert np.allclose([streamed.mean, streamed.lo, streamed.hi],
-                           [whole.mean, whole.lo, whole.hi], rtol=1e-12, atol=0)
-        m = mean_ci(num)
-        assert np.allclose([moments.mean_ci().lo, moments.mean_ci().hi], [m.lo, m.hi], rtol=1e-12)
+        assert streamed == whole  # exact sums: bit for bit
+        assert moments.mean_ci() == mean_ci(num)
 
 
 def test_pooled_ratio_memory_is_flat_in_clusters():
@@ -629,3 +627,92 @@ def test_rates_near_0_and_1_cover_at_few_clusters(rate, trials, n):
         e = proportion_ci(num, den, n_boot=400, seed=int(rng.integers(1 << 30)))
         hits += e.lo <= rate <= e.hi
     assert hits / runs >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / runs)
+
+
+def _awkward_values(rng, n):
+    """Values over every exponent of the doubles, subnormals, zeros of both signs and
+    negatives: what an exact sum must get right."""
+    x = rng.standard_normal(n) * 2.0 ** rng.integers(-1100, 1000, n)
+    x = np.concatenate([x, [0.0, -0.0, 5e-324, -5e-324, 2.5e-320, 2.2e-308, 1e300, -1e300,
+                            1.7e308, 2.0**-450, 3.0 * 2.0**-451, 2.0**450, 1.0]])
+    return rng.permutation(x[np.isfinite(x)])
+
+
+def test_exact_sums_and_products_are_exact():
+    """``_exact_sum`` and ``_exact_dot`` (Dekker's product, and ints outside its safe
+    range) against rational arithmetic."""
+    from fractions import Fraction
+
+    from fastsim.stats import PRODUCT_UNIT, SUM_UNIT, _exact_dot, _exact_sum
+
+    rng = np.random.default_rng(34)
+    for n in (0, 1, 7, 3000):
+        x = _awkward_values(rng, n)
+        y = rng.permutation(x)
+        assert Fraction(_exact_sum(x), 2**SUM_UNIT) == sum(map(Fraction, x))
+        assert Fraction(_exact_dot(x, x), 2**PRODUCT_UNIT) == sum(Fraction(v)**2 for v in x)
+        assert (Fraction(_exact_dot(x, y), 2**PRODUCT_UNIT)
+                == sum(Fraction(u) * Fraction(v) for u, v in zip(x, y)))
+    ones = np.full(3 * 2**20 + 5, 1.0 + 2.0**-52)  # past one block of bincount's sums
+    assert Fraction(_exact_sum(ones), 2**SUM_UNIT) == Fraction(1.0 + 2.0**-52) * ones.size
+
+
+def test_mean_moments_are_the_same_bits_for_any_split():
+    """The summary's promise: the same values in any chunks, in any order, give the same
+    mean, m2 and interval (Chan's merge of rounded moments moved the last bits)."""
+    from fastsim.stats import MeanMoments
+
+    rng = np.random.default_rng(35)
+    for x in (rng.lognormal(2.0, 1.0, 997), 1e6 + rng.standard_normal(500) * 1e-3,
+              _awkward_values(rng, 300)):
+        whole = MeanMoments()
+        whole.add(x)
+        ref = (whole.mean, whole.m2, mean_ci(x))
+        assert ref[2] == whole.mean_ci()
+        for _ in range(25):
+            cuts = np.sort(rng.integers(0, x.size + 1, rng.integers(1, 12)))
+            parts = np.split(rng.permutation(x) if rng.random() < 0.5 else x, cuts)
+            streamed, merged = MeanMoments(), MeanMoments()
+            for part in parts:
+                streamed.add(part)
+                other = MeanMoments()
+                other.add(part)
+                merged.merge(other)
+            for m in (streamed, merged):
+                got = (m.mean, m.m2, m.mean_ci())
+                assert np.array_equal(np.array(got[:2]), np.array(ref[:2]))
+                assert got[2] == ref[2] or np.isnan(ref[2].lo)
+
+
+def test_pooled_ratio_beyond_the_bootstrap_is_the_same_bits_for_any_split():
+    """Past ``BOOTSTRAP_MAX_N`` the t interval comes from the streamed sums alone."""
+    from fastsim.stats import BOOTSTRAP_MAX_N, PooledRatio
+
+    rng = np.random.default_rng(36)
+    n = BOOTSTRAP_MAX_N + 1000
+    num, den = rng.gamma(2.0, 1.3, n), rng.gamma(3.0, 1.1, n)
+    ref = None
+    for size in (n, 7, 4096):
+        r = PooledRatio()
+        for lo in range(0, n, size):
+            r.add(num[lo:lo + size], den[lo:lo + size])
+        ref = ref or r.ratio_ci()
+        assert r.ratio_ci() == ref
+
+
+def test_mean_moments_m2_is_correctly_rounded():
+    """At mean 1e6 and sd 1e-3 the squares cancel in all but their last few digits: the
+    exact sums still give the sum of squared deviations correctly rounded."""
+    from fractions import Fraction
+
+    from fastsim.stats import MeanMoments
+
+    rng = np.random.default_rng(37)
+    x = 1e6 + rng.standard_normal(2000) * 1e-3
+    m = MeanMoments()
+    for part in np.array_split(x, 9):
+        m.add(part)
+    exact = [Fraction(v) for v in x]
+    mean = sum(exact) / len(exact)
+    assert m.mean == float(mean)
+    assert m.m2 == float(sum((v - mean) ** 2 for v in exact))

@@ -17,8 +17,8 @@ Writes, atomically, into the sweep directory:
 Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the
 baseline's same chunk beside them, and its JCT histograms are summed a batch of chunks at
 a time (``merge_histograms``): memory does not grow with the cluster count, and the
-estimates (bootstrap included) depend only on which clusters ran, not on chunk order or
-resumes.
+estimates (bootstrap included) depend only on which clusters ran, not on the chunk size,
+chunk order or resumes (``fastsim.stats`` sums exactly).
 """
 from __future__ import annotations
 
