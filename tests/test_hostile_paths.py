@@ -825,7 +825,9 @@ def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
 
 def test_another_tools_sweep_json_makes_no_sweep_directory_to_nest_in(tmp_path, capsys):
     """A project whose top holds a tuner's sweep.json refused every sweep below it, as
-    "inside the sweep directory" of the project."""
+    "inside the sweep directory" of the project, and every command writing below it took
+    it for a sweep directory: locked it (leaving a sweep.lock there) and refused a
+    cells.parquet there as a sweep's own file."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "sweep.json").write_text('{"method": "bayes", "metric": {"name": "loss"}}\n')
@@ -833,6 +835,13 @@ def test_another_tools_sweep_json_makes_no_sweep_directory_to_nest_in(tmp_path, 
     assert main(["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out",
                  str(out)]) == 0
     assert (out / "summary.parquet").exists()
+    assert not (project / "sweep.lock").exists()
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--gpus", "16", "--no-progress",
+                 "--out", str(project / "cells.parquet")]) == 0
+    assert main(["sweep", "k_sweep", "--clusters", "2", "--no-progress", "--out",
+                 str(out)]) == 0  # resumed
+    assert sorted(p.name for p in project.iterdir()) == ["cells.parquet", "results",
+                                                         "sweep.json"]
 
 
 def _listing(d):

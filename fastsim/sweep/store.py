@@ -194,6 +194,23 @@ class DirLock:
         self.release()
 
 
+def is_sweep_dir(d: Path) -> bool:
+    """Whether ``d`` is a sweep's directory: its ``sweep.json`` names a grid, or lies beside
+    the ``cells/`` a sweep writes (a damaged manifest's).  Another tool's ``sweep.json``
+    (a tuner's configuration at the top of a project) makes none: every sweep below it
+    was refused as nested, and every command writing below it locked it.  The one test of
+    what a sweep directory is, for locking, nesting and a sweep's own files."""
+    if not os.path.isfile(d / MANIFEST):
+        return False
+    if os.path.isdir(d / "cells"):
+        return True
+    try:
+        manifest = json.loads(_read_regular(d / MANIFEST, MANIFEST_MAX_BYTES))
+    except (OSError, ValueError):
+        return False  # not a manifest, nor beside a sweep's results
+    return isinstance(manifest, dict) and "grid_hash" in manifest
+
+
 def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     """Lock every sweep directory (one with a ``sweep.lock``) that is or holds a target.
 
@@ -212,9 +229,9 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
         here = Path(os.path.realpath(Path(target).parent)) / Path(target).name
         for path in (Path(os.path.realpath(target)), here):
             for d in (path, *path.parents):
-                # a sweep.json without its lock file is a sweep directory still
+                # a sweep's manifest without its lock file is a sweep directory still
                 # os.path's: False, not an OSError, for a name too long to look up
-                if d not in seen and (os.path.exists(d / LOCK) or os.path.isfile(d / MANIFEST)):
+                if d not in seen and (os.path.exists(d / LOCK) or is_sweep_dir(d)):
                     locks.append(DirLock.acquire(d))
                 seen.add(d)
     return locks
@@ -234,7 +251,7 @@ def check_not_owned(target: Path | None, option: str) -> None:
     here = Path(os.path.realpath(Path(target).parent)) / Path(target).name  # where it is renamed
     for d in here.parents:
         rel = here.relative_to(d).parts
-        if os.path.isfile(d / MANIFEST):
+        if is_sweep_dir(d):
             if rel[0] == "cells" or (len(rel) == 1 and rel[0] in OWNED):
                 raise ConfigError(f"{option} {target}: among the files of the sweep "
                                   f"directory {d}, which its sweep writes; allowed: a path "
@@ -692,22 +709,6 @@ def check_no_other_files(root: Path, own: tuple[str, ...] = (*OWNED, "figures"),
                           "--out directory)")
 
 
-def _is_sweep_dir(d: Path) -> bool:
-    """Whether ``d`` is a sweep's directory: its ``sweep.json`` names a grid, or lies beside
-    the ``cells/`` a sweep writes (a damaged manifest's).  Another tool's ``sweep.json``
-    (a tuner's configuration at the top of a project) makes none: every sweep below it
-    was refused as nested."""
-    if not os.path.isfile(d / MANIFEST):
-        return False
-    if os.path.isdir(d / "cells"):
-        return True
-    try:
-        manifest = json.loads(_read_regular(d / MANIFEST, MANIFEST_MAX_BYTES))
-    except (OSError, ValueError):
-        return False  # not a manifest, nor beside a sweep's results
-    return isinstance(manifest, dict) and "grid_hash" in manifest
-
-
 def _check_not_nested(root: Path) -> None:
     """Refuse a new sweep inside another sweep's directory (``--out SW/sub``): ``fastsim
     figures SW`` and reproduce's readers take every sweep directory directly below SW for
@@ -718,7 +719,7 @@ def _check_not_nested(root: Path) -> None:
     here = Path(os.path.realpath(root.parent)) / root.name
     for path in (Path(os.path.realpath(root)), here):
         for d in path.parents:
-            if _is_sweep_dir(d):
+            if is_sweep_dir(d):
                 raise ConfigError(f"--out {root}: inside the sweep directory {d}; allowed: a "
                                   "directory outside every sweep directory (its figures "
                                   "would take this sweep for one of its own)")
