@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 _WITH = frozenset({"SETUP_WITH", "BEFORE_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH"})
 _RANDOM = ("random", "numpy.random")
+_MISSING = object()
 
 
 def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
@@ -35,20 +36,22 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 
 def _named(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, Any]]:
-    """The globals ``code`` loads and, of those that are modules, the attributes it loads
-    (``np.random``: ``numpy`` and ``numpy.random``)."""
-    glob, loads, attrs = fn.__globals__, [], set()
+    """The globals ``code`` loads, each with the attributes then loaded from it in turn
+    (``np.random.rand``: ``np``, ``np.random``, ``np.random.rand``).  Following the chain,
+    not pairing every global with every attribute name the code loads, keeps an
+    attribute of an argument (``params.random``) from reading as ``np.random``."""
+    glob, name, value = fn.__globals__, None, None
     for ins in dis.get_instructions(code):
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in glob:
-            loads.append((ins.argval, glob[ins.argval]))
-        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-            attrs.add(ins.argval)
-    yield from loads
-    for mod_name, mod in loads:
-        if inspect.ismodule(mod):
-            for attr in sorted(attrs):
-                if hasattr(mod, attr):
-                    yield f"{mod_name}.{attr}", getattr(mod, attr)
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            name, value = (ins.argval, glob[ins.argval]) if ins.argval in glob else (None, None)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and name is not None:
+            name, value = f"{name}.{ins.argval}", getattr(value, ins.argval, _MISSING)
+            if value is _MISSING:
+                name = None
+        else:
+            name = None
+        if name is not None:
+            yield name, value
 
 
 def _is_random(value: Any) -> bool:

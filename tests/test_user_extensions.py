@@ -1225,3 +1225,49 @@ def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypa
     err = capsys.readouterr().err.strip()
     assert needle in err and "allowed: a pure @njit function" in err, err
     assert len(err.splitlines()) == 1 and not out.exists()
+
+
+CHAIN_SRC = '''
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+from fastsim.registry import stop_policy
+
+import {pkg}.inner
+
+Limits = namedtuple("Limits", "random floor")
+LIMITS = Limits(0.5, 0.0)
+
+
+@njit
+def chain_{pkg}_attr(scores, losses, attained_h, t_est_h):
+    return scores.shape[0] if np.mean(scores) > LIMITS.random else 0
+
+
+@njit
+def chain_{pkg}_deep(scores, losses, attained_h, t_est_h):
+    return scores.shape[0] if {pkg}.inner.peek(t_est_h) > 0 else 0
+'''
+
+
+def test_purity_follows_each_attribute_from_its_own_global(tmp_path, monkeypatch):
+    """An attribute is read from what it is loaded on: a field named random on a global
+    tuple was taken for np.random (the code also loaded np), and a user function reached
+    as pkg.inner.peek was never followed to the object mode inside it."""
+    import importlib
+
+    from fastsim.registry import stop_policy
+
+    pkg = "purity_chain_pkg"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "inner.py").write_text(
+        "from numba import njit, objmode\n\n\n@njit\ndef peek(t):\n"
+        "    with objmode(p='int64'):\n        p = 1\n    return p\n")
+    (tmp_path / "purity_chain.py").write_text(CHAIN_SRC.format(pkg=pkg))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("purity_chain")
+    stop_policy()(getattr(mod, f"chain_{pkg}_attr"))
+    with pytest.raises(ConfigError, match=r"peek has a with block \(numba's object mode\)"):
+        stop_policy()(getattr(mod, f"chain_{pkg}_deep"))
