@@ -36,14 +36,18 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 
 def _named(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, Any]]:
-    """The globals ``code`` loads, each with the attributes then loaded from it in turn
-    (``np.random.rand``: ``np``, ``np.random``, ``np.random.rand``).  Following the chain,
-    not pairing every global with every attribute name the code loads, keeps an
-    attribute of an argument (``params.random``) from reading as ``np.random``."""
-    glob, name, value = fn.__globals__, None, None
+    """The globals and closure variables ``code`` loads (numba takes both in as
+    constants), each with the attributes then loaded from it in turn (``np.random.rand``:
+    ``np``, ``np.random``, ``np.random.rand``).  Following the chain, not pairing every
+    global with every attribute name the code loads, keeps an attribute of an argument
+    (``params.random``) from reading as ``np.random``."""
+    scopes = {"LOAD_GLOBAL": fn.__globals__, "LOAD_NAME": fn.__globals__,
+              "LOAD_DEREF": _closure(fn)}
+    name, value = None, None
     for ins in dis.get_instructions(code):
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            name, value = (ins.argval, glob[ins.argval]) if ins.argval in glob else (None, None)
+        if ins.opname in scopes:
+            scope = scopes[ins.opname]
+            name, value = (ins.argval, scope[ins.argval]) if ins.argval in scope else (None, None)
         elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and name is not None:
             name, value = f"{name}.{ins.argval}", getattr(value, ins.argval, _MISSING)
             if value is _MISSING:
@@ -52,6 +56,17 @@ def _named(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, 
             name = None
         if name is not None:
             yield name, value
+
+
+def _closure(fn: types.FunctionType) -> dict[str, Any]:
+    """``fn``'s closure variables by name (an empty cell, not yet assigned, left out)."""
+    found = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return found
 
 
 def _is_random(value: Any) -> bool:
@@ -86,9 +101,4 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
                     return f"{py.__qualname__} uses {name} (a random generator's state)"
                 if callable(getattr(value, "py_func", value)) and is_users(value):
                     todo.append(value)
-        for cell in py.__closure__ or ():
-            try:
-                todo.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                pass
     return None

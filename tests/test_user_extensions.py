@@ -1271,3 +1271,51 @@ def test_purity_follows_each_attribute_from_its_own_global(tmp_path, monkeypatch
     stop_policy()(getattr(mod, f"chain_{pkg}_attr"))
     with pytest.raises(ConfigError, match=r"peek has a with block \(numba's object mode\)"):
         stop_policy()(getattr(mod, f"chain_{pkg}_deep"))
+
+
+CLOSURE_SRC = '''
+import numpy as np
+from numba import njit, objmode
+
+
+@njit
+def _peek(t):
+    with objmode(p="int64"):
+        p = 1
+    return p
+
+
+def made(draw, floor):
+    @njit
+    def closure_policy(scores, losses, attained_h, t_est_h):
+        return scores.shape[0] if draw(t_est_h) > floor else 0
+    return closure_policy
+
+
+@njit
+def _mean_of(t):
+    return np.mean(np.arange(3.0)) * t
+'''
+
+
+@pytest.mark.parametrize("draw,refused", [
+    ("np.random.random", "uses draw (a random generator's state)"),
+    ("mod._peek", "_peek has a with block"),
+    ("mod._mean_of", None),
+])
+def test_purity_reads_a_closures_variables(tmp_path, monkeypatch, draw, refused):
+    """A policy made by a factory loads what it captured from its closure: a generator or
+    an object-mode function captured there was accepted (numba compiles both in)."""
+    import importlib
+
+    from fastsim.registry import stop_policy
+
+    (tmp_path / "purity_closure.py").write_text(CLOSURE_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("purity_closure")
+    fn = mod.made(eval(draw, {"np": np, "mod": mod}), 0.5)
+    if refused is None:
+        stop_policy(name=f"closure_ok_{tmp_path.name}")(fn)
+        return
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        stop_policy(name=f"closure_{tmp_path.name}")(fn)
