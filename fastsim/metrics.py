@@ -231,7 +231,9 @@ def _check_floats(name: str, v: np.ndarray) -> None:
 def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) -> None:
     """The last cluster's value, asked again with that cluster's jobs alone, must be the
     same to the bit: a metric that read other clusters (divided by the batch's mean)
-    changed with a sweep's chunk size and a run's batch, and nothing said so."""
+    changed with a sweep's chunk size and a run's batch, and nothing said so.  Bits, not
+    a tolerance: a sweep's results are the same bits for any --chunk, and a value that
+    rounds by batch size would break that too."""
     if v.shape[0] < 2:
         return
     alone = {k: a[-1:] for k, a in view.items()}
@@ -239,10 +241,23 @@ def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) ->
         again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
     if not (again.shape == (1,) and (again[0] == v[-1] or (again[0] != again[0]
                                                            and v[-1] != v[-1]))):
+        got = float(again[0]) if again.size else None
         raise ConfigError(f"metric {m.name} returned {float(v[-1])!r} for a cluster among "
-                          f"{v.shape[0]} and {float(again[0]) if again.size else None!r} for the "
-                          "same cluster alone; allowed: a value computed from the cluster's "
-                          "own jobs (axis=1), the same in any batch or chunk")
+                          f"{v.shape[0]} and {got!r} for the same cluster alone"
+                          f"{_rounding_hint(float(v[-1]), got)}; allowed: a value computed "
+                          "from the cluster's own jobs (axis=1), the same in any batch or chunk")
+
+
+def _rounding_hint(batch: float, alone: float | None) -> str:
+    """Why two values that differ in their last bits differ: not another cluster's data
+    but an operation whose rounding follows the batch's shape (a BLAS matrix product,
+    numpy's reduction over a transposed array), which a row sum avoids."""
+    if alone is None or not (math.isfinite(batch) and math.isfinite(alone)) or \
+            abs(batch - alone) > 1e-12 * max(abs(batch), abs(alone)):
+        return ""
+    return (" (a rounding difference: a matrix product (@, np.dot) or a reduction along a "
+            "transposed or Fortran-order array rounds by batch size; a row sum such as "
+            "(x * w).sum(axis=1) on the jobs' arrays does not)")
 
 
 def _check_bounds(m: Metric, v: np.ndarray) -> None:

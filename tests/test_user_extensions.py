@@ -1319,3 +1319,32 @@ def test_purity_reads_a_closures_variables(tmp_path, monkeypatch, draw, refused)
         return
     with pytest.raises(ConfigError, match=re.escape(refused)):
         stop_policy(name=f"closure_{tmp_path.name}")(fn)
+
+
+def test_a_metric_refused_for_rounding_by_batch_is_told_so():
+    """A metric of the cluster's own jobs whose last bits follow the batch's shape (here a
+    sum along a Fortran-order copy; a BLAS product does the same) is refused, since a
+    sweep's results are the same bits for any chunk, with the cause and the fix named: it
+    read as if it used other clusters.  One that does use them gets no such note."""
+    from fastsim import metrics as M
+
+    x = np.random.default_rng(0).lognormal(1.0, 2.0, (5, 300))
+    jobs = {"held_h": x}
+
+    def fortran_sum(j):
+        return np.asfortranarray(j["held_h"]).sum(axis=1)
+
+    def relative(j):
+        return j["held_h"].mean(axis=1) / j["held_h"].mean()
+
+    try:
+        for fn in (fortran_sum, relative):
+            M.cluster_metric()(fn)
+        with pytest.raises(ConfigError, match=r"returned .* alone \(a rounding difference: a "
+                                              r"matrix product .*\(x \* w\)\.sum\(axis=1\)"):
+            M.user_columns(("fortran_sum",), jobs)
+        with pytest.raises(ConfigError, match=r"for the same cluster alone; allowed"):
+            M.user_columns(("relative",), jobs)
+    finally:
+        for name in ("fortran_sum", "relative"):
+            M._METRICS.pop(name, None)  # declared for this test only
