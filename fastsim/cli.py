@@ -201,8 +201,9 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse an option that takes one value given twice (``fastsim run --policy A
     --policy B``: argparse kept the last without a word, where ``replay`` takes several),
     and a path given empty (``--out ''`` read as ``.``: written into the current
-    directory; ``--like ''`` refused as "--like .: is a directory"), or a positional one (``fastsim figures "$DIR"`` with DIR unset drew the
-    current directory's sweep, ``fastsim replay ''`` replayed its trainer_state.json)."""
+    directory; ``--like ''`` refused as "--like .: is a directory"), or a positional one
+    (``fastsim figures "$DIR"`` with DIR unset drew the current directory's sweep,
+    ``fastsim replay ''`` replayed its trainer_state.json)."""
     seen: set[str] = set()
     is_value = False  # the token is the value of the option before it
     for i, a in enumerate(argv):
