@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -107,6 +108,12 @@ def is_real(v: Any) -> bool:
     """An int or a float (numpy's too), not a bool nor text: float() read a file's true as
     1.0 and "300" as 300, which then reached the kernels as text."""
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def is_path(v: Any) -> bool:
+    """A path a user gave: a path object, or text that is not blank (``Path('')`` is
+    ``.``, so ``out=""`` wrote into the current directory and ``read_logs("")`` read it)."""
+    return isinstance(v, os.PathLike) or (isinstance(v, str) and bool(v.strip()))
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:

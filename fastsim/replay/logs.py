@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fastsim.config import plain_scalar
+from fastsim.config import is_path, plain_scalar
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.io import decode_utf8, file_kind, read_parquet_table
 from fastsim.kernels.codes import JOB_TYPE_LABELS
@@ -772,9 +772,7 @@ def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list
     given = paths
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    # an empty string is Path('') = '.': read_logs("") read the current directory's run
-    if not isinstance(paths, (list, tuple)) or not all(
-            isinstance(p, Path) or (isinstance(p, str) and p.strip()) for p in paths):
+    if not isinstance(paths, (list, tuple)) or not all(is_path(p) for p in paths):
         raise ConfigError(f"paths={given!r} is invalid; allowed: a path or a list of paths")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")

@@ -16,7 +16,6 @@ The package is also callable: ``fastsim.sweep(file, out)`` is ``run_sweep_file``
 this package, and ``grid`` brings numba and polars.
 """
 import inspect
-import os
 import sys
 import types
 from pathlib import Path
@@ -50,10 +49,10 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.grid import load_sweep
     from fastsim.sweep.runner import check_run, held_run
 
+    from fastsim.config import is_path
+
     for name, value in (("file", file), ("out", out)):
-        # an empty string is Path('') = '.': out="" swept into the current directory
-        if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str)
-                                                          and not value.strip()):
+        if not is_path(value):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     if not isinstance(progress, bool):  # "no" is truthy
         raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")

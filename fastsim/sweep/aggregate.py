@@ -30,6 +30,7 @@ import numba
 import polars as pl
 from tqdm import tqdm
 
+from fastsim.config import is_path
 from fastsim.errors import ConfigError
 from fastsim.registry import exact_text
 from fastsim.summary import CellSummary, format_table
@@ -191,7 +192,7 @@ def read_summary(path: str | Path) -> pl.DataFrame:
     """The aggregated table of a sweep directory (or the file itself), checked against
     the SHA-256 its manifest records and its pages verified; one without page checksums
     (an older fastsim's) is refused, naming it."""
-    if isinstance(path, str) and not path.strip():  # Path('') is '.': the current directory
+    if isinstance(path, str) and not is_path(path):
         raise ConfigError(f"path={path!r} is invalid; allowed: a sweep directory or its "
                           "summary.parquet")
     p = Path(path)

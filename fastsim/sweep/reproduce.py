@@ -34,7 +34,7 @@ from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
-                                 remove_temporaries_in)
+                                 lies_at, remove_temporaries_in)
 
 PAPER_SWEEPS = ("headline", "composability", "noise", "base_rate", "k_sweep", "mixed")
 # every name reproduce writes directly in OUT (its lock, sweeps, extracts, default figures
@@ -295,7 +295,7 @@ def own_names(out: Path, *outputs: Path | None) -> tuple[str, ...]:
     base = Path(os.path.realpath(out))
     names = []
     for p in (Path(p) for p in outputs if p is not None):
-        here = Path(os.path.realpath(p.parent)) / p.name  # a link is renamed over where it lies
+        here = lies_at(p)
         if base in here.parents:
             names.append(here.relative_to(base).parts[0])
     return (*OWN_NAMES, *names)

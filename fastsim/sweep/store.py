@@ -194,6 +194,19 @@ class DirLock:
         self.release()
 
 
+def lies_at(target: Path) -> Path:
+    """Where ``target`` lies: its directory resolved, not its own name.  A file is written
+    by renaming a new one over it (``fastsim.io.write_all``), so a link is replaced where
+    it lies, in the link's directory, not where it leads."""
+    target = Path(target)
+    return Path(os.path.realpath(target.parent)) / target.name
+
+
+def _both_places(target: Path) -> tuple[Path, Path]:
+    """Where ``target`` leads (every link resolved) and where it lies (``lies_at``)."""
+    return Path(os.path.realpath(target)), lies_at(target)
+
+
 def is_sweep_dir(d: Path) -> bool:
     """Whether ``d`` is a sweep's directory: its ``sweep.json`` names a grid, or lies beside
     the ``cells/`` a sweep writes (a damaged manifest's).  Another tool's ``sweep.json``
@@ -226,8 +239,7 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     for target in targets:
         if target is None:
             continue
-        here = Path(os.path.realpath(Path(target).parent)) / Path(target).name
-        for path in (Path(os.path.realpath(target)), here):
+        for path in _both_places(target):
             for d in (path, *path.parents):
                 # a sweep's manifest without its lock file is a sweep directory still
                 # os.path's: False, not an OSError, for a name too long to look up
@@ -248,7 +260,7 @@ def check_not_owned(target: Path | None, option: str) -> None:
     another sweep's summary.txt), or put a second sweep among the chunks."""
     if target is None:
         return
-    here = Path(os.path.realpath(Path(target).parent)) / Path(target).name  # where it is renamed
+    here = lies_at(target)
     for d in here.parents:
         rel = here.relative_to(d).parts
         if is_sweep_dir(d):
@@ -716,8 +728,7 @@ def _check_not_nested(root: Path) -> None:
     inner one ran the same file.  The reverse, a new sweep around another, is refused by
     ``check_no_other_files``.  A sweep nested before this check resumes (it has a
     manifest, so is not new)."""
-    here = Path(os.path.realpath(root.parent)) / root.name
-    for path in (Path(os.path.realpath(root)), here):
+    for path in _both_places(root):
         for d in path.parents:
             if is_sweep_dir(d):
                 raise ConfigError(f"--out {root}: inside the sweep directory {d}; allowed: a "
