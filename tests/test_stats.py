@@ -608,6 +608,26 @@ def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     assert fmt_interval(-1.5, -2.5, -0.6, ".0f") == "-2 [-2, -1]"  # real negatives keep their sign
 
 
+def test_a_table_says_when_its_t_intervals_rest_on_few_clusters():
+    """Below 30 clusters the t intervals of skewed metrics cover 88-93% (docs/model.md):
+    a table of them says so under it; pooled rates (which over-cover there), rows with no
+    interval and tables of 30 clusters or more say nothing."""
+    import polars as pl
+
+    from fastsim.summary import format_table
+
+    def table(kind, n, lo=1.0):
+        return format_table(pl.DataFrame({"metric": ["jct_mean_h"], "kind": [kind],
+                                          "mean": [2.0], "lo": [lo], "hi": [3.0], "n": [n]}))
+
+    note = "rest on fewer than 30 clusters"
+    assert note in table("mean", 29).splitlines()[-1]
+    assert note in table("paired", 5)
+    assert note not in table("mean", 30)
+    assert note not in table("pooled", 5)
+    assert note not in table("mean", 1, lo=float("nan"))
+
+
 @pytest.mark.parametrize("rate, trials, n", [(0.015, 100, 10), (0.015, 100, 30),
                                              (0.99, 50, 10), (0.99, 50, 30)])
 def test_rates_near_0_and_1_cover_at_few_clusters(rate, trials, n):
