@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -239,11 +240,15 @@ def _service(e: int, T: float, E: int) -> float:
     return e * T / E
 
 
-def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceRun:
+def reference_simulate(cfg, jobs: dict, trace: list | None = None,
+                       exact: bool = False) -> ReferenceRun:
     """Simulate one cluster exactly, event by event.  ``jobs`` as ``reference_workload``
     returns it (``cluster`` optional, default 0).  ``trace``, if a list, receives
     ``(time, [(job, demoted, key, running, attained, owed), ...])`` after every
-    scheduling point, in priority order (for debugging disagreements).
+    scheduling point, in priority order (for debugging disagreements).  ``exact``: times,
+    service and overhead as ``fractions.Fraction`` (the float inputs' exact values, so no
+    sum rounds and two events meet exactly when their instants are equal: the tie rule
+    as docs/model.md states it; ``benchmarks/ties.py``); the outputs are floats either way.
 
     Resolutions of points docs/model.md leaves implicit:
     * ``in_scope`` follows ``policy.scope`` for every policy, ``none`` included (so under
@@ -254,7 +259,9 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
     * ``stopped`` is true for a stop trigger at the last evaluation too (``demoted``
       likewise for ``deprioritize``); ``regret_mean`` is over all jobs."""
     G = cfg.workload.gpus
-    overhead = cfg.workload.preempt_overhead_h
+    num = Fraction if exact else float
+    zero = num(0)
+    overhead = num(cfg.workload.preempt_overhead_h)
     sched = cfg.scheduler.name
     backfill = cfg.scheduler.backfill
     thresholds = cfg.scheduler.thresholds_gpu_h
@@ -269,8 +276,9 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
     for j in range(J):
         t = int(jobs["job_type"][j])
         js.append(_Job(
-            j=j, type=t, gpus=int(jobs["gpus"][j]), arrival=float(jobs["arrival_h"][j]),
-            T=float(jobs["duration_h"][j]), T_est=float(jobs["t_est_h"][j]),
+            j=j, type=t, gpus=int(jobs["gpus"][j]), arrival=num(float(jobs["arrival_h"][j])),
+            T=num(float(jobs["duration_h"][j])), T_est=num(float(jobs["t_est_h"][j])),
+            attained=zero, owed=zero,
             hacking=bool(jobs["hacking"][j]),
             in_scope=(pol.scope == "all" or t == K.RLHF),
             peak=int(jobs["peak_eval"][j])))
@@ -280,14 +288,14 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
 
     def key(x: _Job) -> float:
         if user_key is not None:  # a user's static key, from arrival-time observations
-            return float(user_key.py_func(x.T_est, x.gpus, x.type, x.arrival,
+            return float(user_key.py_func(float(x.T_est), x.gpus, x.type, float(x.arrival),
                                           *(v for _, v in cfg.scheduler.params)))
         if sched == "fifo":
             return 0.0
         if sched == "sjf_est":
             return x.T_est
         if sched == "srtf_est":
-            return max(x.T_est - x.attained, 0.0)
+            return max(x.T_est - x.attained, zero)
         if sched == "loss_aware":
             e = x.evals_done
             if e < 2:
@@ -308,7 +316,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
         if not x.in_scope or x.demoted:
             return None
         if user_stop is not None:  # the user's plain-Python function on what is seen so far
-            attained = np.array([_service(i, x.T, E) for i in range(1, e + 1)])
+            attained = np.array([float(_service(i, x.T, E)) for i in range(1, e + 1)])
             trig = user_stop.py_func(score[x.j, :e], loss[x.j, :e], attained, x.T_est,
                                      *(v for _, v in pol.params))
             if trig > 0:
@@ -364,7 +372,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
             ev = now + x.owed + (_service(x.evals_done + 1, x.T, E) - x.attained)
             if ev == t_next:
                 firing.append(x)
-                x.owed = 0.0
+                x.owed = zero
                 x.attained = _service(x.evals_done + 1, x.T, E)
             else:
                 pay = min(x.owed, dt)
@@ -431,24 +439,25 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None) -> ReferenceR
 
     rows, segments = [], []
     for x in js:
-        held = sum(b - a for a, b in x.segments)
+        held = sum((b - a for a, b in x.segments), zero)
         jct = x.end - x.arrival
         delivered_gold = float(gold[x.j, x.delivered - 1])
         best_gold = float(gold[x.j, x.peak - 1])
-        wasted = 0.0
+        wasted = zero
         if x.hacking and not math.isnan(x.peak_time):  # else it ended before its peak
-            wasted = x.gpus * sum(max(0.0, b - max(a, x.peak_time)) for a, b in x.segments)
+            wasted = x.gpus * sum((max(zero, b - max(a, x.peak_time)) for a, b in x.segments),
+                                  zero)
         rows.append({
-            "cluster": cluster, "job": x.j, "start_h": x.start, "end_h": x.end,
-            "held_h": held, "jct_h": jct, "queue_h": jct - held,
+            "cluster": cluster, "job": x.j, "start_h": float(x.start), "end_h": float(x.end),
+            "held_h": float(held), "jct_h": float(jct), "queue_h": float(jct - held),
             "stopped": x.stopped, "demoted": x.demoted,
             "positive": x.in_scope and (x.stopped or x.demoted), "in_scope": x.in_scope,
             "trigger_eval": x.trigger, "delivered_eval": x.delivered,
             "delivered_gold": delivered_gold, "best_gold": best_gold,
-            "regret": best_gold - delivered_gold, "wasted_gpu_h": wasted,
+            "regret": best_gold - delivered_gold, "wasted_gpu_h": float(wasted),
             "n_preemptions": x.n_preempt,
         })
-        segments.extend((x.j, a, b) for a, b in x.segments)
+        segments.extend((x.j, float(a), float(b)) for a, b in x.segments)
     segments.sort(key=lambda s: (s[1], s[0]))
     return ReferenceRun(rows, segments)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import replace
+from fractions import Fraction
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -144,12 +146,16 @@ def describe(cfg: SimConfig, seed: int, cluster: int) -> str:
 # --------------------------------------------------------------------------- comparison
 
 def compare(cfg: SimConfig, seed: int, cluster_start: int, n_clusters: int,
-            rtol: float = RTOL, atol: float = ATOL) -> int:
+            rtol: float = RTOL, atol: float = ATOL, workload=None,
+            reference=reference_simulate) -> int:
     """Run the engine once over the clusters and the reference on each; assert agreement.
-    Returns how many jobs were compared."""
+    Returns how many jobs were compared.  ``workload``: the clusters' draws, if not
+    ``cfg``'s (``benchmarks/ties.py`` puts arrivals on a grid); ``reference``: the
+    reference's simulation of one cluster, ``(cfg, jobs) -> ReferenceRun``."""
     from fastsim.api import run_workload
 
-    w = generate_workload(cfg.workload, n_clusters, seed=seed, cluster_start=cluster_start)
+    w = workload if workload is not None else generate_workload(
+        cfg.workload, n_clusters, seed=seed, cluster_start=cluster_start)
     res = run_workload(cfg, w, keep_jobs=True, record_segments=True)
     eng_jobs = res.jobs.sort(["cluster", "job"])
     eng_clusters = res.clusters.sort("cluster")
@@ -160,7 +166,7 @@ def compare(cfg: SimConfig, seed: int, cluster_start: int, n_clusters: int,
         cid = int(w.cluster_ids[row])
         where = describe(cfg, seed, cid)
         jobs = jobs_of(w, row)
-        ref = reference_simulate(cfg, jobs)
+        ref = reference(cfg, jobs)
         ref_m = reference_cluster_metrics(cfg, jobs, ref.jobs)
         eng = eng_jobs.filter(eng_jobs["cluster"] == cid)
         assert eng.height == len(ref.jobs), where
@@ -269,6 +275,23 @@ def test_reference_invariants(scheduler, policy, case_seed):
         if cfg.scheduler.name == "fifo" and not cfg.scheduler.backfill:
             starts = [r["start_h"] for r in run.jobs]
             assert starts == sorted(starts), "strict FIFO starts jobs in arrival order"
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_engine_matches_the_reference_in_exact_arithmetic(scheduler):
+    """The reference with every time a ``Fraction`` (``exact=True``, which
+    ``benchmarks/ties.py`` counts tie-breaks against) agrees with the engine where no two
+    events tie, as on random cases: a check of the exact reference, and that the engine's
+    float times stay within 1e-9 of the exact ones."""
+    rng = np.random.default_rng(31 + SCHEDULERS.index(scheduler))
+    for policy in POLICIES:
+        cfg, seed, start = random_case(rng, scheduler, policy)
+        compare(cfg, seed, start, 2, reference=partial(reference_simulate, exact=True))
+    trace = []  # and no float creeps into its times, service or overhead
+    w = generate_workload(cfg.workload, 1, seed=seed, cluster_start=start)
+    reference_simulate(cfg, jobs_of(w, 0), trace, exact=True)
+    assert trace and all(isinstance(v, Fraction) for t, jobs in trace
+                         for v in (t, *(x for job in jobs for x in job[4:])))
 
 
 # Full-size clusters: 300 jobs and ~500 h of busy time, every scheduler x policy pair.
