@@ -312,6 +312,21 @@ def test_reproduce_checks_every_sweep_directory_before_writing_any(tmp_path, cap
              "inside the sweep directory")
 
 
+def test_reproduce_never_writes_its_report_over_a_figure_or_extract_it_makes(tmp_path, capsys):
+    """`fastsim reproduce --report OUT/figures/headline.png` drew the figure, then wrote the
+    report over it, and exited 0: the figure was Markdown."""
+    out = tmp_path / "r"
+    argv = ["reproduce", "--clusters", "2", "--out", str(out), "--no-progress"]
+    one_line(capsys, [*argv, "--report", str(out / "figures" / "headline.png")],
+             f"--report {out / 'figures' / 'headline.png'}: the same file as the figure")
+    report = tmp_path / "f" / ".." / "f" / "jct_cdf.pdf"
+    one_line(capsys, [*argv, "--figures-dir", str(tmp_path / "f"), "--report", str(report)],
+             "the same file as the figure")
+    one_line(capsys, [*argv, "--report", str(out / "extracts" / "trajectory_jobs.parquet")],
+             "the same file as the extract")
+    assert not out.exists() and not (tmp_path / "f").exists()
+
+
 def test_reproduce_and_figures_name_their_flags_as_typed(tmp_path, capsys):
     out = tmp_path / "r"
     # before: --clusters 0 was taken for no value, and the run went on with 2,000

@@ -22,12 +22,13 @@ import polars as pl
 import fastsim
 
 from fastsim.errors import ConfigError
-from fastsim.io import table_writer, write_all
+from fastsim.io import check_distinct, table_writer, write_all
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
+from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
@@ -335,6 +336,14 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
                               "whose files the sweep owns; allowed: a file outside OUT's sweep "
                               "directories")
+    # the report is written last: over a figure or an extract of this run, it replaced it
+    # with Markdown (--report OUT/figures/headline.png), and the run said nothing
+    figure_files = [] if figures_dir is None else [figures_dir / f"{name}.{fmt}"
+                                                   for name in PAPER_FIGURES for fmt in formats]
+    check_distinct({"--report": report}, inputs={
+        **{f"the figure {p} the run draws": p for p in figure_files},
+        **{f"the extract {p} the run writes": p for p in (out / "extracts" / n
+                                                           for n in EXTRACTS)}})
     # the Dask cluster answers, with a worker running this code, before anything is
     # written; one client (or local cluster) serves every sweep
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
@@ -364,7 +373,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     t1 = time.perf_counter()
     drawn: list[Path] = []
     if figures_dir is not None:
-        from fastsim.sweep.figures import PAPER_FIGURES, draw_all
+        from fastsim.sweep.figures import draw_all
         if progress:
             print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}", file=sys.stderr)
         # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
