@@ -6,6 +6,11 @@ from matplotlib.lines import Line2D
 from fastsim.figures import _style as S
 
 NEEDS = ("extracts",)
+# the extracts this script reads and their columns it uses (checked by `fastsim figures`)
+READS = {"trajectory_jobs.parquet": ("role", "n_evals", "stopped", "trigger_eval",
+                                     "delivered_eval", "peak_eval", "hacking", "ustar",
+                                     "sigma", "policy"),
+         "trajectory_points.parquet": ("role", "kind", "u", "proxy", "gold", "score", "loss")}
 
 
 @S.themed

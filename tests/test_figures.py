@@ -382,6 +382,27 @@ def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, 
     assert "holds no sweep results" in capsys.readouterr().err
 
 
+def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduction, tmp_path,
+                                                                  capsys):
+    """Reproduce's OUT keeps its names free for other commands, so `fastsim run --out
+    OUT/extracts/trajectory_jobs.parquet` wrote a table of its own there; `fastsim figures
+    OUT` then ended in a KeyError traceback from inside the trajectories script."""
+    import shutil
+
+    from fastsim.cli import main
+    from fastsim.io import write_parquet
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "extracts", results / "extracts")
+    write_parquet(pl.DataFrame({"cluster": [0], "policy": ["evalstop(k=2)"]}),
+                  results / "extracts" / "trajectory_jobs.parquet")
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trajectory_jobs.parquet: missing column(s) delivered_eval" in err, err
+    assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+
+
 def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch, capsys):
     """`python figures/noise_sweep.py DIR` (docs/sweeps.md): without DIR it ended in an
     IndexError traceback, and on a mistyped DIR, or one without its sweep, it made

@@ -55,6 +55,13 @@ def find_sources(results: Path) -> dict[str, Path]:
                               "as `fastsim reproduce` writes them (run it again: it rewrites "
                               "them)")
         if all(have):
+            from fastsim.costaware.cli import check_figure_inputs
+
+            # they lie in OUT, whose names other commands may write (fastsim run --out
+            # OUT/extracts/trajectory_jobs.parquet): a missing column was a KeyError
+            # traceback from inside the script
+            check_figure_inputs(results / "extracts", ("trajectories",),
+                                "the extracts `fastsim reproduce` writes")
             sources["extracts"] = results / "extracts"
     return sources
 
