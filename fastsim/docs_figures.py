@@ -4,7 +4,8 @@ Each figure of the docs is drawn by a script of ``figures/`` from the output of 
 fastsim's own commands, at the sizes the docs quote.  This command runs those commands
 (``STEPS``, in order) into a results directory, then draws every figure into the output
 directory.  A step whose outputs all exist is reused, and says so (delete them to
-recompute); ``fastsim sweep`` resumes by itself, verifying every finished chunk.  The
+recompute; a trace set recording other parameters than the docs' is refused); ``fastsim
+sweep`` resumes by itself, verifying every finished chunk.  The
 detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
 docs/detectors.md) is not run here: its figures are drawn when its results are in
 ``RESULTS/detectors``.
@@ -18,14 +19,13 @@ from pathlib import Path
 from fastsim.errors import ConfigError, SimulationError
 from fastsim.replay.cli import TRACE_POLICIES
 
+TOY_RLHF_OUTPUTS = ("traces/traces.parquet", "traces/runs.parquet", "traces/gao_fits.parquet")
 # (what, outputs under RESULTS, the fastsim command with {r} = RESULTS); docs/calibration.md,
 # docs/real-traces.md and docs/costaware.md quote these commands and sizes.
 STEPS = (
     ("fidelity frontier (125 points x 100 clusters)", (),
      ["sweep", "frontier", "--out", "{r}/frontier", "--no-progress"]),
-    ("toy-RLHF traces (72 runs)", ("traces/traces.parquet", "traces/runs.parquet",
-                                    "traces/gao_fits.parquet"),
-     ["traces", "toy-rlhf", "--out", "{r}/traces"]),
+    ("toy-RLHF traces (72 runs)", TOY_RLHF_OUTPUTS, ["traces", "toy-rlhf", "--out", "{r}/traces"]),
     ("stop policies replayed on the traces", ("traces/replay_summary.parquet",),
      ["replay", "{r}/traces/traces.parquet", "--summary-only",
       *[a for p in TRACE_POLICIES for a in ("--policy", p)],
@@ -46,6 +46,21 @@ STEPS = (
 TRACE_FIGURES = ("real_traces_curves", "real_traces_gao", "real_traces_replay")
 TRACE_INPUTS = ("the tables `fastsim traces toy-rlhf`, `replay --summary-out` and `traces "
                 "compare-sim --out` write")
+
+
+def _check_reused_traces(results: Path) -> None:
+    """Trace sets record the parameters they were made with: one made with others (``fastsim
+    traces toy-rlhf --seeds 0 --out RESULTS/traces``) was reused, said to be the docs' 72
+    runs, and drawn into the docs' figures."""
+    from fastsim.replay.traces import ToyRLHFConfig, read_trace_config
+
+    for path in (results / o for o in TOY_RLHF_OUTPUTS):
+        recorded = read_trace_config(path) if path.is_file() else None
+        if recorded not in (None, ToyRLHFConfig()):
+            raise ConfigError(f"{path}: made with other parameters than the docs' trace set "
+                              f"({recorded.n_runs} runs, not {ToyRLHFConfig().n_runs}); allowed: "
+                              f"the output of fastsim traces toy-rlhf --out {results}/traces "
+                              "(delete it, and the tables made from it, to recompute)")
 
 
 def run_steps(results: Path, log=print) -> None:
@@ -108,6 +123,7 @@ def cmd_docs_figures(args) -> int:
                           "of an earlier fastsim docs-figures run")
     _check_results(args.results)  # before the steps, which reuse what exists
     if not args.draw_only:
+        _check_reused_traces(args.results)
         run_steps(args.results)
     written = draw(args.results, args.out)
     if not written:  # as fastsim figures and costaware figures refuse a DIR with nothing
@@ -127,7 +143,8 @@ def register(subparsers) -> None:
         "the docs quote (the fidelity frontier sweep, the toy-RLHF traces with their replay "
         "and simulator comparison, the cost-aware SGD and GRPO runs) into --results, then "
         "draw every figure, PNG and PDF, into --out. Outputs that already exist are reused, "
-        "and each reuse is printed (delete them to recompute); the sweep resumes, verifying "
+        "and each reuse is printed (delete them to recompute; a trace set made with other "
+        "parameters than the docs' is refused); the sweep resumes, verifying "
         "its finished chunks. The detector benchmark is not run (fastsim detectors, about "
         "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
         "its results are in RESULTS/detectors. About 5 minutes of CPU from nothing.")

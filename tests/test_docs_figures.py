@@ -208,3 +208,31 @@ def test_every_docs_figure_has_a_maker():
     committed = {p.stem for p in (ROOT / "docs" / "figures").iterdir()
                  if p.suffix in (".png", ".pdf")}
     assert committed <= made, committed - made
+
+
+def test_docs_figures_refuse_to_reuse_a_trace_set_made_with_other_parameters(tmp_path,
+                                                                            capsys,
+                                                                            monkeypatch):
+    """`fastsim traces toy-rlhf --seeds 0 --out RESULTS/traces` left a smaller trace set where
+    docs-figures looks: it was reused, said to be the docs' 72 runs, and drawn."""
+    from conftest import one_line
+
+    from fastsim import docs_figures
+    from fastsim.io import table_writer
+    from fastsim.replay.traces import ToyRLHFConfig, config_metadata
+
+    def ran(results, log=print):
+        raise AssertionError("a step ran")
+
+    monkeypatch.setattr(docs_figures, "run_steps", ran)
+    results = tmp_path / "results"
+    results.mkdir()
+    d = _traces(results)
+    for name in ("traces", "runs", "gao_fits"):
+        path = d / f"{name}.parquet"
+        table_writer(pl.read_parquet(d / "traces.parquet"), path,
+                     config_metadata(ToyRLHFConfig(seeds=(0,))))(path)
+    one_line(capsys, ["docs-figures", "--results", str(results), "--out", str(tmp_path / "f")],
+             f"{d / 'traces.parquet'}: made with other parameters than the docs' trace set "
+             f"({ToyRLHFConfig(seeds=(0,)).n_runs} runs, not 72)")
+    assert not (tmp_path / "f").exists()
