@@ -64,14 +64,19 @@ def _check_reused_traces(results: Path) -> None:
 
 
 def run_steps(results: Path, log=print) -> None:
-    """Run every step of ``STEPS`` whose outputs are not all in ``results``."""
+    """Run every step of ``STEPS`` whose outputs are not all in ``results``, and every step
+    that reads an output recomputed here: its own outputs are of the input before (trace
+    sets regenerated beside the replay and simulator tables of the deleted ones)."""
     from fastsim.cli import main
 
+    recomputed: set[str] = set()
     for what, outputs, argv in STEPS:
         argv = [a.format(r=results) for a in argv]
-        if outputs and all((results / o).exists() for o in outputs):
+        if (outputs and all((results / o).exists() for o in outputs)
+                and not recomputed & set(argv)):
             log(f"[docs-figures] {what}: reused {', '.join(outputs)} under {results}")
             continue
+        recomputed |= {str(results / o) for o in outputs}
         log(f"[docs-figures] {what}: fastsim {' '.join(argv)}")
         t0 = time.perf_counter()
         if main(argv) != 0:

@@ -236,3 +236,23 @@ def test_docs_figures_refuse_to_reuse_a_trace_set_made_with_other_parameters(tmp
              f"{d / 'traces.parquet'}: made with other parameters than the docs' trace set "
              f"({ToyRLHFConfig(seeds=(0,)).n_runs} runs, not 72)")
     assert not (tmp_path / "f").exists()
+
+
+def test_docs_figures_rerun_each_step_reading_an_output_it_recomputed(tmp_path, monkeypatch):
+    """With RESULTS/traces/traces.parquet deleted, the trace set was made again, and the
+    replay and simulator tables of the deleted one were reused beside it, and drawn."""
+    from fastsim import cli, docs_figures
+
+    results = tmp_path / "results"
+    results.mkdir()
+    _traces(results), _costaware(results)
+    pl.DataFrame({"x": [1]}).write_parquet(results / "traces" / "runs.parquet")
+    for name in ("costaware_grpo.curves.parquet", "costaware_grpo_sweep.curves.parquet"):
+        (results / "costaware" / name).write_bytes(b"")
+    (results / "traces" / "traces.parquet").unlink()
+    ran = []
+    monkeypatch.setattr(cli, "main", lambda argv: ran.append(argv[:2]) or 0)
+    docs_figures.run_steps(results, log=lambda line: None)
+    assert ran == [["sweep", "frontier"], ["traces", "toy-rlhf"],
+                   ["replay", f"{results}/traces/traces.parquet"],
+                   ["traces", "compare-sim"]]
