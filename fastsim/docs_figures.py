@@ -95,7 +95,7 @@ def _check_results(results: Path) -> None:
 def draw(results: Path, out: Path, log=print) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written."""
     from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE, check_figure_inputs
-    from fastsim.sweep.figures import find_sources, load_script
+    from fastsim.sweep.figures import find_sources, load_script, skip_reason
 
     _check_results(results)
     # as costaware figures does: a table without a column the scripts use was a polars
@@ -104,7 +104,14 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
     check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
     written: list[Path] = []
     if (results / "frontier").is_dir():
-        written += load_script("frontier").draw(find_sources(results), out, ("png", "pdf"))
+        frontier, sources = load_script("frontier"), find_sources(results)
+        # a frontier sweep killed before its tables, or another sweep there, was a KeyError
+        # traceback from inside the script
+        why = skip_reason(frontier.NEEDS, frontier.BASELINE, sources, results)
+        if why is None:
+            written += frontier.draw(sources, out, ("png", "pdf"))
+        else:
+            log(f"[docs-figures] frontier: skipped, {why}")
     for name in TRACE_FIGURES:
         written += load_script(name).main(results / "traces", out)
     for name in COSTAWARE:

@@ -256,3 +256,17 @@ def test_docs_figures_rerun_each_step_reading_an_output_it_recomputed(tmp_path, 
     assert ran == [["sweep", "frontier"], ["traces", "toy-rlhf"],
                    ["replay", f"{results}/traces/traces.parquet"],
                    ["traces", "compare-sim"]]
+
+
+def test_docs_figures_skip_a_frontier_directory_without_the_frontier_sweep(tmp_path, capsys):
+    """RESULTS/frontier of a frontier sweep killed before its tables (or holding another
+    sweep) was a KeyError traceback from inside the frontier script, under --draw-only."""
+    results = tmp_path / "results"
+    results.mkdir()
+    _traces(results)
+    (results / "frontier").mkdir()
+    assert main(["docs-figures", "--results", str(results), "--out", str(tmp_path / "f"),
+                 "--draw-only"]) == 0
+    said = capsys.readouterr().out
+    assert f"frontier: skipped, no results for frontier in {results}" in said, said
+    assert not list((tmp_path / "f").glob("frontier.*"))
