@@ -265,6 +265,28 @@ def test_frontier_sweep_table_and_figure(tmp_path):
     assert [p.name for p in written] == ["frontier.png"]
 
 
+def test_the_frontier_refuses_a_sweep_without_one_evalstop_cell_per_point(tiny_reproduction,
+                                                                         capsys):
+    """`python -m fastsim.sweep.frontier DIR` of a sweep varying k took each point's first
+    EvalStop cell (k=1's) without a word; of one without EvalStop it was a polars
+    traceback.  The frontier figure reads the same table."""
+    from fastsim.sweep.aggregate import read_summary
+    from fastsim.sweep.frontier import frontier_table, main
+
+    out, _ = tiny_reproduction
+    assert main([str(out / "results" / "k_sweep")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("reads one EvalStop cell per point (n_evals, sigma), and this sweep "
+                        "has several (it varies k); allowed: a sweep varying n_evals, "
+                        "ustar_hacking and sigma only"), err
+    assert len(err.splitlines()) == 1
+    with pytest.raises(ConfigError, match="it varies scheduler"):
+        frontier_table(read_summary(out / "results" / "composability"))
+    summary = read_summary(out / "results" / "headline")
+    with pytest.raises(ConfigError, match="reads EvalStop's cells, and this sweep has none"):
+        frontier_table(summary.filter(pl.col("policy_name") != "evalstop"))
+
+
 def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduction):
     out, _ = tiny_reproduction
     fig = _drawn(monkeypatch, "trajectories", out / "results")

@@ -30,9 +30,11 @@ def frontier_table(summary: pl.DataFrame) -> pl.DataFrame:
 
     require_none_baseline(summary, "the fidelity frontier")
     ev = summary.filter(pl.col("policy_name") == "evalstop")
+    axes = [a for a in AXES if a in ev.columns]
+    _check_one_cell_per_point(ev, axes)
     rows = []
-    for key_vals, g in ev.group_by([a for a in AXES if a in ev.columns], maintain_order=True):
-        point = dict(zip([a for a in AXES if a in ev.columns], key_vals))
+    for key_vals, g in ev.group_by(axes, maintain_order=True):
+        point = dict(zip(axes, key_vals))
         row = {a: point.get(a) for a in AXES}  # u* reads "lo/hi", as in cells.parquet
         for key, metric in {**DETECTION, **SYSTEM}.items():
             m = g.filter(pl.col("metric") == metric)
@@ -49,6 +51,30 @@ def frontier_table(summary: pl.DataFrame) -> pl.DataFrame:
     pareto = [not any((d[j] <= d[i] and s[j] <= s[i]) and (d[j] < d[i] or s[j] < s[i])
                       for j in range(len(d))) for i in range(len(d))]
     return df.with_columns(pl.Series("pareto", pareto))
+
+
+# a summary's columns that are not a cell's config (its id, labels and estimates)
+_NOT_CONFIG = ("cell", "label", "policy", "baseline", "metric", "kind", "mean", "lo", "hi", "n")
+
+
+def _check_one_cell_per_point(ev: pl.DataFrame, axes: list[str]) -> None:
+    """A point is one EvalStop cell: a sweep with none had no table (a polars traceback),
+    and one varying more than the family's axes (k, the scheduler) took each point's first
+    cell, without a word."""
+    if ev.is_empty():
+        raise ConfigError("the fidelity frontier reads EvalStop's cells, and this sweep has "
+                          "none; allowed: a sweep of EvalStop over n_evals, ustar_hacking and "
+                          "sigma (sweeps/frontier.toml, sweeps/calibration_fit.toml)")
+    keys = [*axes, "metric"]
+    points = ev.select(keys).unique().height
+    if points == ev.height:
+        return
+    varying = [c for c in ev.columns if c not in (*keys, *_NOT_CONFIG)
+               and ev.select(*keys, c).unique().height > points]
+    raise ConfigError(f"the fidelity frontier reads one EvalStop cell per point "
+                      f"({', '.join(axes) or 'the sweep'}), and this sweep has several (it "
+                      f"varies {', '.join(varying) or 'more than those'}); allowed: a sweep "
+                      "varying n_evals, ustar_hacking and sigma only")
 
 
 CALIBRATION_ROWS = ("jct", "waste", "precision")
