@@ -821,6 +821,31 @@ def test_reproduce_resumes_with_its_report_and_figures_inside_its_out(tmp_path,
         R.reproduce(out, **kw)
 
 
+def test_reproduce_resumes_with_its_figures_dir_its_out(tmp_path, monkeypatch):
+    """`fastsim reproduce --out R --figures-dir R` drew its figures among the sweep
+    directories, and the same command, run again, was refused: R held headline.png, ..."""
+    from fastsim.sweep import reproduce as R
+
+    out = tmp_path / "R"
+    for name in R.PAPER_SWEEPS + ("extracts",):  # what a first run left
+        (out / name).mkdir(parents=True)
+    for name in R.PAPER_FIGURES:
+        for fmt in ("png", "pdf"):
+            (out / f"{name}.{fmt}").write_bytes(b"a figure")
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args):  # every check before any work passed
+        raise Reached
+
+    monkeypatch.setattr(R, "dask_client", reached)
+    with pytest.raises(Reached):
+        R.reproduce(out, clusters=2, figures_dir=out, report=None, progress=False)
+    with pytest.raises(ConfigError, match=r"not fastsim reproduce's \(base_rate.pdf"):
+        R.reproduce(out, clusters=2, figures_dir=None, report=None, progress=False)
+
+
 def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
     it for one of SW's sources, and refused SW's figures when both ran one file."""

@@ -290,15 +290,19 @@ def hold_outputs(out: Path, figures_dir: Path | None, report: Path | None) -> li
                            report.parent if report is not None else None)
 
 
-def own_names(out: Path, *outputs: Path | None) -> tuple[str, ...]:
-    """``OWN_NAMES``, and the name in OUT of each of ``outputs`` (--figures-dir, --report)
-    given inside it: ``--report OUT/notes.md`` wrote it there, so the same command resumes."""
+def own_names(out: Path, figures_dir: Path | None, report: Path | None,
+              formats: tuple[str, ...] = ("png", "pdf")) -> tuple[str, ...]:
+    """``OWN_NAMES``, and the name in OUT of ``figures_dir`` and ``report`` given inside it
+    (``--report OUT/notes.md`` wrote it there), or of each figure when ``figures_dir`` is OUT
+    itself: the same command resumes."""
     base = Path(os.path.realpath(out))
     names = []
-    for p in (Path(p) for p in outputs if p is not None):
+    for p in (Path(p) for p in (figures_dir, report) if p is not None):
         here = lies_at(p)
         if base in here.parents:
             names.append(here.relative_to(base).parts[0])
+    if figures_dir is not None and Path(os.path.realpath(figures_dir)) == base:
+        names += [f"{name}.{fmt}" for name in PAPER_FIGURES for fmt in formats]
     return (*OWN_NAMES, *names)
 
 
@@ -329,7 +333,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     check_output_dir(out)
     # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
     # extracts, figures and report went among a user's files (--out ~), over their own
-    check_no_other_files(out, own_names(out, figures_dir, report), "fastsim reproduce's")
+    check_no_other_files(out, own_names(out, figures_dir, report, formats),
+                         "fastsim reproduce's")
     for name, g in grids.items():  # every sweep's directory checked before any is written
         SweepStore.check_manifest(out / name, g)
         if report is not None and (out / name).resolve() in report.resolve().parents:
