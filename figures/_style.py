@@ -93,6 +93,16 @@ SCHEDULER_NAMES = _Labels(
     (label, d.figure_label + suffix) for d in R.schedulers()
     for label, suffix in [(d.name, "")] + [(f"{d.name}+{p.name}", f"+{p.name}")
                                            for p in d.params if p.kind == "bool"])
+
+
+def scheduler_label(rows: pl.DataFrame) -> str:
+    """The figure label of the one scheduler ``rows`` ran under ("SRTF-Est"), read from
+    their ``scheduler`` column: a sweep under the headline's name run with FIFO was
+    labelled SRTF-Est."""
+    found = rows["scheduler"].unique().to_list()
+    return SCHEDULER_NAMES[found[0]] if len(found) == 1 else "the base scheduler"
+
+
 # The paper's policies, then the no-policy baseline (the colours the figures have always
 # had), then the online detectors, in dark shades past the colour-blind palette's ten.
 _ORDER = ([d.name for d in R.policies() if not d.vector and d.name != "none"] + ["none"]

@@ -46,7 +46,7 @@ def draw(sources, out, formats):
     _bars(axes[1], df, ("jct_mean_h_change", "wasted_gpu_h_change", "hacking_gpu_h_change",
                         "gpu_h_total_change", "jct_p95_h_change"),
           ("mean JCT", "waste\n(post-peak)", "hacking\nGPU-h", "all\nGPU-h", "p95 JCT"))
-    axes[1].set_ylabel("% change vs SRTF-Est alone")
+    axes[1].set_ylabel(f"% change vs {S.scheduler_label(df)} alone")
     axes[1].set_title("Paired change vs no stop policy")
     axes[1].axhline(0, color="0.3", lw=0.8)
     S.legend_outside(axes[-1], axes[0], fontsize=7)

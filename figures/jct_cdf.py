@@ -23,7 +23,7 @@ def draw(sources, out, formats):
             ax.step(edges, cdf, where="post", color=S.PALETTE[p], label=S.policy_label(p, rows))
         ax.set_xscale("log")
         ax.set_xlabel("job completion time (h)")
-        ax.set_title(f"{title}, SRTF-Est")
+        ax.set_title(f"{title}, {S.scheduler_label(h)}")
     axes[0].set_ylabel("fraction of jobs")
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "headline", what="JCT histograms pooled over all jobs of")

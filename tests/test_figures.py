@@ -186,6 +186,16 @@ def test_legends_name_the_parameters_the_sweep_used(monkeypatch, unusual_results
     assert labels == ["EvalStop (k=3)", "StopAt-0.3", "Oracle (hidden truth)"]
 
 
+def test_the_headline_figures_name_the_scheduler_the_sweep_ran(monkeypatch, tmp_path):
+    """A sweep under the headline's name run with FIFO was drawn as 'vs SRTF-Est alone'
+    and 'All jobs, SRTF-Est'."""
+    _tiny_sweep(tmp_path, "headline", 'scheduler = ["fifo"]\npolicy = ["evalstop:k=2"]')
+    fig = _drawn(monkeypatch, "headline", tmp_path / "results")
+    assert fig.axes[1].get_ylabel() == "% change vs FIFO alone"
+    fig = _drawn(monkeypatch, "jct_cdf", tmp_path / "results")
+    assert [ax.get_title() for ax in fig.axes] == ["All jobs, FIFO", "RLHF jobs, FIFO"]
+
+
 def test_a_label_never_claims_default_parameters_it_cannot_see():
     import polars as pl
 
