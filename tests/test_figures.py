@@ -133,6 +133,21 @@ def test_a_sweep_that_varies_an_axis_a_figure_does_not_plot_is_skipped(tmp_path)
         "where this figure draws one (a sweep of its own under another name keeps them apart)")
 
 
+def test_a_sweep_running_one_policy_at_several_settings_is_skipped(tmp_path):
+    """A sweep named ``headline`` with EvalStop at k=2 and k=3: the figures pick rows by
+    policy name, so the headline drew k=2's bars alone and the JCT CDF pooled both cells'
+    histograms into one curve, each labelled plain "EvalStop"."""
+    _tiny_sweep(tmp_path, "headline", 'policy = ["none", "evalstop:k=2", "evalstop:k=3"]')
+    with pytest.raises(ConfigError) as refused:
+        draw_all(tmp_path / "results", tmp_path / "figs", log=print)
+    assert str(refused.value) == (
+        f"no figure can be drawn from {tmp_path / 'results'}: sweep headline in "
+        f"{tmp_path / 'results' / 'headline'} has several cells per policy (it runs one "
+        "policy at several settings), where this figure draws one (a sweep of its own under "
+        "another name keeps them apart)")
+    assert not (tmp_path / "figs").exists()
+
+
 def _tiny_sweep(tmp_path, name, axes_toml):
     import fastsim
 
@@ -305,13 +320,15 @@ def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduc
 
 
 def test_figures_of_changes_against_no_policy_skip_a_sweep_with_another_baseline(tmp_path):
-    """A sweep under a figure's name whose changes are against evalstop(k=3): the figures
-    that plot changes against no stop policy say why they skip it; the others draw it."""
+    """A sweep under a figure's name whose changes are against the loss plateau: the figures
+    that plot changes against no stop policy say why they skip it; the others draw it.  (A
+    baseline of a policy the sweep also runs, evalstop(k=3) beside evalstop(k=2), is one
+    policy at two settings, which no figure draws.)"""
     import fastsim
 
     path = tmp_path / "headline.toml"
-    path.write_text('clusters = 3\nchunk = 3\nbaseline = "evalstop:k=3"\n[base]\nn_jobs = 30\n'
-                    '[axes]\npolicy = ["evalstop:k=2", "stop_at:f=0.65", "none"]\n')
+    path.write_text('clusters = 3\nchunk = 3\nbaseline = "loss_plateau:w=3"\n[base]\n'
+                    'n_jobs = 30\n[axes]\npolicy = ["evalstop:k=2", "stop_at:f=0.65", "none"]\n')
     fastsim.sweep(path, tmp_path / "results" / "headline")
     logs = []
     written = draw_all(tmp_path / "results", tmp_path / "figs", formats=("png",),
@@ -319,8 +336,8 @@ def test_figures_of_changes_against_no_policy_skip_a_sweep_with_another_baseline
     assert [p.name for p in written] == ["jct_cdf.png"]
     (line,) = [ln for ln in logs if ln.startswith("[figures] headline:")]
     assert line == (f"[figures] headline: skipped, sweep headline in {tmp_path / 'results' / 'headline'}"
-                    " holds changes against evalstop(k=3); this figure plots changes against "
-                    "none (baseline = \"none\" in the sweep file)")
+                    " holds changes against loss_plateau(w=3,tol=0.01); this figure plots "
+                    "changes against none (baseline = \"none\" in the sweep file)")
 
 
 def test_the_frontier_and_reproduce_refuse_a_baseline_other_than_none(tmp_path):

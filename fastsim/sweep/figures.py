@@ -165,7 +165,9 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
     import polars as pl
 
     table = sweep / "summary.parquet"
-    keys = ["policy", *plots, "metric"]
+    # by policy name, as the figures pick rows: EvalStop at k=2 and k=3 are two labels of
+    # one name, whose rows a figure took the first of, or pooled, without a word
+    keys = ["policy_name", *plots, "metric"]
     if not table.is_file() or not set(keys) <= set(pl.read_parquet_schema(table)):
         return None
     rows = read_table(table, columns=keys).group_by(keys).len()
@@ -173,9 +175,11 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
         return None
     axes = json.loads((sweep / "sweep.json").read_text()).get("axes", [])
     other = [a for a in axes if a not in ("policy", *plots)]
+    varies = (f"it varies {', '.join(other)}" if other else "it runs one policy at several "
+              "settings" if "policy" in axes else "it varies more than those")
     return (f"sweep {name} in {sweep} has several cells per {' and '.join(['policy', *plots])}"
-            f" (it varies {', '.join(other) or 'more than those'}), where this figure draws "
-            "one (a sweep of its own under another name keeps them apart)")
+            f" ({varies}), where this figure draws one (a sweep of its own under another "
+            "name keeps them apart)")
 
 
 def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
