@@ -327,6 +327,18 @@ def test_reproduce_never_writes_its_report_over_a_figure_or_extract_it_makes(tmp
     assert not out.exists() and not (tmp_path / "f").exists()
 
 
+def test_reproduce_never_takes_a_directory_it_makes_for_its_report(tmp_path, capsys):
+    """`fastsim reproduce --figures-dir F --report F` ran every sweep, drew every figure into
+    F, then failed: 'cannot write F (Is a directory)'."""
+    out = tmp_path / "r"
+    argv = ["reproduce", "--clusters", "2", "--out", str(out), "--no-progress", "--report"]
+    for report, extra in ((tmp_path / "f", ["--figures-dir", str(tmp_path / "f")]),
+                          (out, []), (out / "headline", []), (out / "extracts", [])):
+        one_line(capsys, [*argv, str(report), *extra],
+                 f"--report {report}: the same file as the directory {report} the run makes")
+    assert not out.exists() and not (tmp_path / "f").exists()
+
+
 def test_reproduce_and_figures_name_their_flags_as_typed(tmp_path, capsys):
     out = tmp_path / "r"
     # before: --clusters 0 was taken for no value, and the run went on with 2,000

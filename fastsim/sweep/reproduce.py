@@ -342,10 +342,13 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
                               "whose files the sweep owns; allowed: a file outside OUT's sweep "
                               "directories")
     # the report is written last: over a figure or an extract of this run, it replaced it
-    # with Markdown (--report OUT/figures/headline.png), and the run said nothing
+    # with Markdown (--report OUT/figures/headline.png), and the run said nothing; at a
+    # directory the run makes (--report equal to --figures-dir), it failed after all the work
     figure_files = [] if figures_dir is None else [figures_dir / f"{name}.{fmt}"
                                                    for name in PAPER_FIGURES for fmt in formats]
+    made = [out, *(out / name for name in (*PAPER_SWEEPS, "extracts")), figures_dir]
     check_distinct({"--report": report}, inputs={
+        **{f"the directory {d} the run makes": d for d in made if d is not None},
         **{f"the figure {p} the run draws": p for p in figure_files},
         **{f"the extract {p} the run writes": p for p in (out / "extracts" / n
                                                            for n in EXTRACTS)}})
