@@ -212,6 +212,14 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             continue
         option, eq, value = a.partition("=")
         action = _option_action(command, option)
+        if (action is not None and len(option) == 3 and option.startswith("--")
+                and option not in command._option_string_actions):
+            # one letter abbreviates too readily: `run --k 1`, meant as EvalStop's k, ran
+            # with --kl-gamma 1 and k=2, without a word
+            spec = (", and a policy's parameters go in its spec (--policy evalstop:k=3)"
+                    if "--policy" in command._option_string_actions else "")
+            command.error(f"{option} abbreviates {action.option_strings[-1]} to one letter; "
+                          f"allowed: two letters of an option or more{spec}")
         if action is None and not a.strip():  # every command's positionals are paths
             names = [x.metavar or x.dest.upper() for x in command._positionals._group_actions]
             command.error(f"{'/'.join(names) or 'an argument'} is empty; allowed: a path")

@@ -196,6 +196,23 @@ def test_an_abbreviated_option_is_checked_as_the_option_it_names(capsys, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_one_letter_abbreviation_is_refused(capsys, tmp_path, monkeypatch):
+    """argparse took `fastsim run --policy evalstop --k 1` for --kl-gamma 1: it ran EvalStop
+    at k=2 on another workload, without a word."""
+    monkeypatch.chdir(tmp_path)
+    for argv, prog, message in (
+            (["run", "--policy", "evalstop", "--k", "1"], "fastsim run",
+             "--k abbreviates --kl-gamma to one letter; allowed: two letters of an option or "
+             "more, and a policy's parameters go in its spec (--policy evalstop:k=3)"),
+            (["sweep", "noise", "--o=x"], "fastsim sweep",
+             "--o abbreviates --out to one letter; allowed: two letters of an option or more")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == f"{prog}: error: {message} (see {prog} --help)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_spec_in_the_help_is_never_cut_inside():
     """argparse wrapped a word longer than the help column inside it: `fastsim replay
     --help` listed 'peak:z=1.65,sigma0=0.0' and '15,min_evals=4,...' on two lines, a spec
