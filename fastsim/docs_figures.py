@@ -107,7 +107,7 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
         frontier, sources = load_script("frontier"), find_sources(results)
         # a frontier sweep killed before its tables, or another sweep there, was a KeyError
         # traceback from inside the script
-        why = skip_reason(frontier.NEEDS, frontier.BASELINE, sources, results)
+        why = skip_reason(frontier.NEEDS, frontier.BASELINE, sources, results, frontier.PLOTS)
         if why is None:
             written += frontier.draw(sources, out, ("png", "pdf"))
         else:

@@ -13,6 +13,7 @@ from fastsim.sweep.frontier import AXES, frontier_table
 from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("frontier",)
+PLOTS = AXES  # one EvalStop cell per family point (skipped otherwise)
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 FLOOR = 0.02  # distances below this are drawn at it (log axes)
 
@@ -84,4 +85,4 @@ def draw(sources, out, formats):
 
 
 if __name__ == "__main__":
-    S.main(draw, NEEDS, BASELINE)
+    S.main(draw, NEEDS, BASELINE, PLOTS)

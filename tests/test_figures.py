@@ -312,6 +312,17 @@ def test_the_frontier_refuses_a_sweep_without_one_evalstop_cell_per_point(tiny_r
         frontier_table(summary.filter(pl.col("policy_name") != "evalstop"))
 
 
+def test_a_frontier_sweep_varying_k_is_skipped_before_any_figure(tmp_path):
+    """`fastsim figures` of a sweep named frontier that also varies k drew each family
+    point's first EvalStop cell (k=2's), labelled as the frontier."""
+    _tiny_sweep(tmp_path, "frontier", 'n_evals = [7]\nustar_hacking = [[0.5, 0.8]]\n'
+                'sigma = [0.015]\npolicy = ["evalstop:k=2", "evalstop:k=3"]')
+    with pytest.raises(ConfigError, match="several cells per policy and n_evals and "
+                       "ustar_hacking and sigma"):
+        draw_all(tmp_path / "results", tmp_path / "figs", log=print)
+    assert not (tmp_path / "figs").exists()
+
+
 def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduction):
     out, _ = tiny_reproduction
     fig = _drawn(monkeypatch, "trajectories", out / "results")
