@@ -16,7 +16,7 @@ import argparse
 import time
 from pathlib import Path
 
-from fastsim.errors import ConfigError, SimulationError
+from fastsim.errors import ConfigError
 from fastsim.replay.cli import TRACE_POLICIES
 
 TOY_RLHF_OUTPUTS = ("traces/traces.parquet", "traces/runs.parquet", "traces/gao_fits.parquet")
@@ -63,10 +63,11 @@ def _check_reused_traces(results: Path) -> None:
                               "(delete it, and the tables made from it, to recompute)")
 
 
-def run_steps(results: Path, log=print) -> None:
+def run_steps(results: Path, log=print) -> int:
     """Run every step of ``STEPS`` whose outputs are not all in ``results``, and every step
     that reads an output recomputed here: its own outputs are of the input before (trace
-    sets regenerated beside the replay and simulator tables of the deleted ones)."""
+    sets regenerated beside the replay and simulator tables of the deleted ones).  Returns
+    0, or the exit status of the step that failed, which has said why in its own line."""
     from fastsim.cli import main
 
     recomputed: set[str] = set()
@@ -79,9 +80,11 @@ def run_steps(results: Path, log=print) -> None:
         recomputed |= {str(results / o) for o in outputs}
         log(f"[docs-figures] {what}: fastsim {' '.join(argv)}")
         t0 = time.perf_counter()
-        if main(argv) != 0:
-            raise SimulationError(f"step failed: fastsim {' '.join(argv)}")
+        status = main(argv)
+        if status != 0:  # a second line would only repeat the step's (a refusal: exit 2)
+            return status
         log(f"[docs-figures] {what}: {time.perf_counter() - t0:.0f} s")
+    return 0
 
 
 def _check_results(results: Path) -> None:
@@ -136,7 +139,9 @@ def cmd_docs_figures(args) -> int:
     _check_results(args.results)  # before the steps, which reuse what exists
     if not args.draw_only:
         _check_reused_traces(args.results)
-        run_steps(args.results)
+        status = run_steps(args.results)
+        if status != 0:
+            return status
     written = draw(args.results, args.out)
     if not written:  # as fastsim figures and costaware figures refuse a DIR with nothing
         raise ConfigError(f"--results={args.results} holds nothing to draw (no frontier "

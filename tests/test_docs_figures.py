@@ -270,3 +270,16 @@ def test_docs_figures_skip_a_frontier_directory_without_the_frontier_sweep(tmp_p
     said = capsys.readouterr().out
     assert f"frontier: skipped, no results for frontier in {results}" in said, said
     assert not list((tmp_path / "f").glob("frontier.*"))
+
+
+def test_a_step_that_refuses_its_input_is_its_one_line_and_exit_2(tmp_path, capsys):
+    """A step's refusal (here the frontier sweep's: RESULTS/frontier is a file) was its line,
+    then docs-figures' own 'step failed' and exit 1."""
+    from conftest import one_line
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "frontier").write_text("x")
+    one_line(capsys, ["docs-figures", "--results", str(results), "--out", str(tmp_path / "f")],
+             f"--out {results / 'frontier'}: exists and is not a directory")
+    assert not (tmp_path / "f").exists()
