@@ -97,3 +97,17 @@ def test_subset_experiment_reports_the_simulated_ratio_of_every_budget(fracs):
     assert report["gamma_frac"].to_list() == list(fracs)
     assert report["reached_frac"].null_count() == 0
     assert report["predicted_ratio"].null_count() == 0
+
+
+@pytest.mark.parametrize("G, c, want", [
+    ([1e308, 1e308, 3.0], [1.0, 1.0, 1.0], [0.5, 0.5, 0.0]),
+    ([5e-324, 5e-324, 3.0], [1.0, 4.0, 1.0], [2 / 3, 1 / 3, 0.0]),
+    ([1e300, 1.0, 3.0], [1e-300, 1.0, 1.0], [1.0, 0.0, 0.0]),
+])
+def test_subset_distribution_whose_scores_overflow_or_underflow_is_a_distribution(G, c, want):
+    """Kept scores summing to inf gave p = 0 everywhere, ones summing to a subnormal lost
+    the costs (2/3, 1/3 read 1, 0): finite inputs that pass the checks."""
+    keep = np.array([True, True, False])
+    np.testing.assert_allclose(subset_distribution(G, c, keep), want, rtol=1e-12, atol=1e-300)
+    mixed = subset_distribution(G, c, keep, lam=0.5)
+    np.testing.assert_allclose(mixed, 0.5 * np.array(want) + 0.25 * keep, rtol=1e-12)

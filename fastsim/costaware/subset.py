@@ -122,10 +122,20 @@ def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
     if keep.shape != c.shape or not keep.any():
         raise ConfigError("keep must be a bool mask of the samples' shape with at least one "
                           "kept sample")
-    score = np.where(keep, G / np.sqrt(c), 0.0)
-    if score.sum() <= 0.0:
-        score = keep.astype(np.float64)
-    return (1.0 - lam) * score / score.sum() + lam * keep / keep.sum()
+    with np.errstate(over="ignore"):  # an overflow is caught below, not warned of
+        score = np.where(keep, G / np.sqrt(c), 0.0)
+        total = score.sum()
+    if not nb.normal_total_nb(total):
+        # a sum that overflowed made p = 0 everywhere (G = 1e308, 1e308), one that
+        # underflowed lost the costs (G = 5e-324 twice, c = 1, 4 gave 1, 0): the kept
+        # samples' optimal distribution from the kernel, which rescales G (and falls back
+        # to uniform over them when every kept G is 0)
+        p = np.zeros(c.size)
+        kept = np.empty(int(keep.sum()))
+        nb.sampling_probs_nb(G[keep], c[keep], nb.OPTIMAL, lam, kept)
+        p[keep] = kept
+        return p
+    return (1.0 - lam) * score / total + lam * keep / keep.sum()
 
 
 def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
