@@ -85,6 +85,13 @@ def test_bad_subset_inputs():
         select_subset([1.0], [-1.0], 0.1)
 
 
+@pytest.mark.parametrize("keep", [["False", "True"], [0.5, 0.0], [1, 0]])
+def test_subset_distribution_refuses_a_mask_that_is_not_bool(keep):
+    """Cast to bool, the text "False" kept its sample (p = 0.5, 0.5), as 0.5 did."""
+    with pytest.raises(ConfigError, match="keep must be a bool mask"):
+        subset_distribution([1.0, 1.0], [1.0, 1.0], keep)
+
+
 @pytest.mark.parametrize("fracs", [(0.02, 0.05), (0.0123456789,)])
 def test_subset_experiment_reports_the_simulated_ratio_of_every_budget(fracs):
     # the subsets' simulated columns were all null: summarize_sgd dropped every strategy

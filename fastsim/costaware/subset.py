@@ -118,7 +118,11 @@ def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
     c = check_costs(c)
     G = check_gradient_bounds(G, c.size)
     lam = check_lam(lam)
-    keep = np.asarray(keep, dtype=bool)
+    keep = np.asarray(keep)
+    # a cast read any text as True ("False" kept a sample) and indices [0, 2] as a mask
+    if keep.dtype != np.bool_:
+        raise ConfigError(f"keep must be a bool mask (True keeps a sample), got {keep.dtype} "
+                          "values")
     if keep.shape != c.shape or not keep.any():
         raise ConfigError("keep must be a bool mask of the samples' shape with at least one "
                           "kept sample")
