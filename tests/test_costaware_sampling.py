@@ -124,3 +124,19 @@ def test_scores_that_overflow_or_underflow_still_normalise(strategy, G):
     np.testing.assert_allclose(got, want, rtol=1e-15)
     np.testing.assert_allclose(sampling_distribution([G, G, 0.0], [5e-324, 1.0, 4.0],
                                                      strategy).sum(), 1.0)
+
+
+@pytest.mark.parametrize("scale_G, scale_c", [(1e200, 1.0), (1e-200, 1.0), (1.0, 1e-320),
+                                              (1e160, 1e-300)])
+def test_ratio_table_ratios_survive_an_overflow_or_underflow(scale_G, scale_c):
+    """J / J(p*) does not change with the scale of G or c; G = 1e200 gave inf / inf = NaN
+    for every strategy, and G = 1e-200 a ZeroDivisionError (J(p*) underflowed to 0)."""
+    G, c = np.array([1.0, 2.0, 0.5]), np.array([1.0, 4.0, 2.0])
+    want = ratio_table(G, c, lams=(0.0, 0.5))["j_over_jopt"].to_numpy()
+    got = ratio_table(G * scale_G, c * scale_c, lams=(0.0, 0.5))["j_over_jopt"].to_numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_ratio_table_refuses_scales_no_float_holds():
+    with pytest.raises(ConfigError, match="J\\(p\\*\\) underflows"):
+        ratio_table([1.0, 5e-324], [5e-324, 1.0])

@@ -189,6 +189,17 @@ def optimal_cost_factor(G, c) -> float:
     return float(nb.optimal_j_nb(G, c))
 
 
+def _unit_scaled(G: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``G / max(G)``, ``c / max(c)`` and their ``J(p*)``, which must be a normal float."""
+    G_unit, c_unit = G / G.max(), c / c.max()
+    j_opt = float(nb.optimal_j_nb(G_unit, c_unit))
+    if not nb.normal_total_nb(j_opt):
+        raise ConfigError("gradient_bounds and costs: J(p*) underflows to 0 even with G and "
+                          "c scaled by their maxima; allowed: the largest G_i sqrt(c_i) at "
+                          "least about 1e-150 of max(G) sqrt(max(c))")
+    return G_unit, c_unit, j_opt
+
+
 def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     """``S``, ``C``, ``J`` and ``J / J(p*)`` of each strategy and uniform mix.
 
@@ -203,12 +214,24 @@ def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     c = check_costs(c)
     G = check_gradient_bounds(G, c.size)
     j_opt = float(nb.optimal_j_nb(G, c))
+    unit = None  # G, c and J(p*) scaled by their maxima, made when a ratio needs them
     rows = []
     for lam in lams:
         for s in strategies:
             p = sampling_distribution(G, c, s, lam)
             S = float(nb.second_moment_nb(G, p))
             C = float(nb.expected_cost_nb(c, p))
+            J = S * C
+            if nb.normal_total_nb(J) and nb.normal_total_nb(j_opt):
+                ratio = J / j_opt
+            else:
+                # J / J(p*) is the same for G and c scaled by any factor: where J or J(p*)
+                # overflows or underflows (G = 1e200 read inf / inf = NaN, G = 1e-200
+                # divided by a J(p*) of 0) it is taken on G / max(G) and c / max(c), as
+                # sampling_probs_nb rescales its scores; other inputs keep every bit
+                unit = unit or _unit_scaled(G, c)
+                ratio = (float(nb.second_moment_nb(unit[0], p))
+                         * float(nb.expected_cost_nb(unit[1], p)) / unit[2])
             rows.append({"strategy": parse_strategy(s).label, "lam": float(lam), "S": S,
-                         "C_cost_units": C, "J_cost_units": S * C, "j_over_jopt": S * C / j_opt})
+                         "C_cost_units": C, "J_cost_units": J, "j_over_jopt": ratio})
     return pl.DataFrame(rows)
