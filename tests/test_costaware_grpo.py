@@ -87,6 +87,11 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: cost_aware_batch([1, 0], [1, 2], 2), "2-D array"),
     (lambda: cost_aware_probs([1.0, -1.0], [1, 1], floor=-1), "floor=-1"),
     (lambda: GRPOConfig(lam=-0.5), "lam=-0.5"),
+    # numpy's cast of text was a ValueError traceback, 'could not convert string to float'
+    (lambda: cost_aware_probs(["a", 1.0], [1, 1]), "advantages must be numbers"),
+    (lambda: cost_aware_probs([1.0, -1.0], ["x", 1]), "lengths must be numbers"),
+    (lambda: group_advantages([["x", "y"]]), "rewards must be numbers"),
+    (lambda: cost_aware_draw([1.0, None], [1, 1], 2), "advantages must be numbers"),
     (lambda: GRPOConfig(group=1), "group=1"),
     # sizes that would allocate tens of GB (or fail inside the kernel) are refused up front
     (lambda: GRPOConfig(n_train=10**12),

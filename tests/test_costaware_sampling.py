@@ -106,6 +106,10 @@ def test_draws_follow_p_and_skip_zero_mass():
     (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], "best"), "strategy='best'"),
     (lambda: ProblemConfig(cost_corr=2.0), "cost_corr=2.0"),
     (lambda: ProblemConfig(kind="svm"), "kind='svm'"),
+    (lambda: sampling_distribution(["a", 1.0], [1.0, 1.0]), "gradient_bounds must be numbers"),
+    (lambda: sampling_distribution([1.0, 1.0], [None, 1.0]), "costs must be numbers"),
+    (lambda: sampling_distribution([1.0, 1j], [1.0, 1.0]), "gradient_bounds must be numbers"),
+    (lambda: second_moment([1.0, 1.0], ["0.5", "0.5"]), "p must be numbers"),
 ])
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastsim.costaware.sampling import check_lam, check_nonnegative
+from fastsim.costaware.sampling import check_lam, check_nonnegative, real_array
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nbc
 from fastsim.kernels import grpo as nb
@@ -59,7 +59,7 @@ class GRPOBatch:
 
 
 def _rewards(rewards) -> np.ndarray:
-    r = np.ascontiguousarray(rewards, dtype=np.float64)
+    r = real_array(rewards, "rewards")
     if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 2:
         raise ConfigError(f"rewards must be a 2-D array (prompts, group) with a group of at "
                           f"least 2 responses, got shape {r.shape}")
@@ -69,7 +69,7 @@ def _rewards(rewards) -> np.ndarray:
 
 
 def _lengths(lengths, n: int) -> np.ndarray:
-    x = np.ascontiguousarray(lengths, dtype=np.float64).reshape(-1)
+    x = real_array(lengths, "lengths").reshape(-1)
     if x.size != n:
         raise ConfigError(f"lengths has {x.size} entries but there are {n} responses")
     bad = ~np.isfinite(x) | (x <= 0)
@@ -108,7 +108,7 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     >>> cost_aware_probs([1.0, -1.0, 0.0], [1.0, 4.0, 1.0], lam=0.0).round(4).tolist()
     [0.6667, 0.3333, 0.0]
     """
-    a = np.ascontiguousarray(advantages, dtype=np.float64).reshape(-1)
+    a = real_array(advantages, "advantages").reshape(-1)
     if not np.isfinite(a).all():
         raise ConfigError("advantages contain NaN or inf")
     lens = _lengths(lengths, a.size)
@@ -154,7 +154,7 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     >>> b.probs.round(4).tolist()
     [0.6667, 0.3333, 0.0, 0.0]
     """
-    adv = np.ascontiguousarray(advantages, dtype=np.float64)
+    adv = real_array(advantages, "advantages")
     _draw_args(batch_size, seed, step, adv.size)
     if isinstance(process, bool) or not isinstance(process, (int, np.integer)) \
             or not 0 <= process < 2**31:

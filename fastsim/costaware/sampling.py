@@ -72,9 +72,19 @@ def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -
     return x
 
 
+def real_array(values, field: str) -> np.ndarray:
+    """``values`` as a contiguous float64 array; text, None or complex numbers among them
+    raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
+    traceback, 'could not convert string to float')."""
+    x = np.asarray(values)
+    if x.dtype.kind not in "biuf":
+        raise ConfigError(f"{field} must be numbers, got {x.dtype} values")
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
 def check_costs(c, field: str = "costs") -> np.ndarray:
     """1-D float64 array of finite, strictly positive costs, else ``ConfigError``."""
-    x = np.ascontiguousarray(c, dtype=np.float64)
+    x = real_array(c, field)
     if x.ndim != 1 or x.size == 0:
         raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
     bad = ~np.isfinite(x) | (x <= 0.0)
@@ -87,7 +97,7 @@ def check_costs(c, field: str = "costs") -> np.ndarray:
 
 def check_gradient_bounds(G, n: int | None = None, field: str = "gradient_bounds") -> np.ndarray:
     """1-D float64 array of finite, non-negative bounds, not all zero, else ``ConfigError``."""
-    x = np.ascontiguousarray(G, dtype=np.float64)
+    x = real_array(G, field)
     if x.ndim != 1 or x.size == 0:
         raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
     if n is not None and x.size != n:
@@ -133,7 +143,7 @@ def sampling_distribution(G, c, strategy="optimal", lam: float = 0.0) -> np.ndar
 
 
 def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
-    x = np.ascontiguousarray(p, dtype=np.float64)
+    x = real_array(p, field)
     if x.shape != (n,):
         raise ConfigError(f"{field} has shape {x.shape}; expected ({n},)")
     if not np.isfinite(x).all() or (x < 0).any() or not np.isclose(x.sum(), 1.0, atol=1e-9):
