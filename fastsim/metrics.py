@@ -167,11 +167,19 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
         name = fn.__name__
         if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "job"):
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
+        ref = f"{fn.__module__}:{name}"
+        taken = _METRICS.get(name)
+        if taken is not None and taken.ref != ref:
+            # summaries find a metric's label, bounds and pairing by its column's name: a
+            # second module's metric of the same name replaced the first's, whose runs were
+            # then summarised with the other's label and bounds (an interval cut to them)
+            raise ConfigError(f"metric {name!r}: {taken.ref} and {ref} both fill {name!r}; "
+                              "allowed: a new name")
         m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
                    bounds=(float(bounds[0]), float(bounds[1])),
                    help=(fn.__doc__ or "").strip().split("\n")[0], fn=fn,
-                   ref=f"{fn.__module__}:{name}")
+                   ref=ref)
         _METRICS[name] = m
         return m
     return wrap

@@ -531,6 +531,31 @@ def test_declarations_match_their_functions_and_replay_takes_bare_names(user_dir
         cluster_metric()(cluster)
 
 
+def test_a_metric_name_another_module_declared_is_refused(monkeypatch):
+    """Summaries find a metric's label, bounds and pairing by its column's name: a second
+    module's metric of the same name replaced the first's, so a run of the first was
+    summarised with the second's bounds (an interval of a mean 2,445 cut to hi 0)."""
+    import fastsim.metrics as M
+
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+
+    def share(jobs):
+        return jobs["gpus"].sum(axis=1) * 1.0
+
+    share.__module__ = "toy_share_a"
+    first = M.cluster_metric(bounds=(0, math.inf))(share)
+
+    def share(jobs):  # noqa: F811 - the same name, in another module
+        return -jobs["gpus"].sum(axis=1) * 1.0
+
+    share.__module__ = "toy_share_b"
+    with pytest.raises(ConfigError, match="toy_share_a:share and toy_share_b:share both fill "
+                                          "'share'; allowed: a new name"):
+        M.cluster_metric(bounds=(-math.inf, 0))(share)
+    assert M.estimate_range("share", "mean") == (0.0, math.inf)
+    M.cluster_metric(bounds=(0, math.inf))(first.fn)  # its own module again (a reload)
+
+
 HOSTILE_SRC = '''
 import numpy as np
 from numba import njit
