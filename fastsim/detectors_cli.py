@@ -475,10 +475,17 @@ START, END = "<!-- fastsim detectors: start -->", "<!-- fastsim detectors: end -
 
 
 def update_doc(path: Path, table: str, start: str = START, end: str = END) -> str:
-    """``path``'s text with the part between the ``start`` and ``end`` markers replaced."""
-    text = path.read_text()
+    """``path``'s text with the part between the ``start`` and ``end`` markers replaced;
+    the rest as it was, line ends included."""
+    from fastsim.io import read_text
+
+    # Path.read_text was a UnicodeDecodeError traceback on invalid UTF-8, and turned a
+    # CRLF doc's every line end into LF, which the rewrite then saved over the whole file
+    text = read_text(path, "markdown file")
     a, b = text.find(start), text.find(end)
     if a < 0 or b < a:
         raise ConfigError(f"doc={str(path)!r} has no '{start}' ... '{end}' block; allowed: a "
                           "markdown file with both markers")
-    return text[:a + len(start)] + "\n" + table + "\n" + text[b:]
+    newline = "\r\n" if "\r\n" in text else "\n"
+    block = ("\n" + table + "\n").replace("\n", newline)
+    return text[:a + len(start)] + block + text[b:]

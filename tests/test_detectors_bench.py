@@ -140,6 +140,10 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     doc.write_text("no markers")
     assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
     assert "markers" in capsys.readouterr().err
+    # Path.read_text's UnicodeDecodeError was a traceback (exit 1)
+    doc.write_bytes(b"\xff\xfe<!-- fastsim detectors: start -->\n")
+    assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
+    assert "doc.md:1: invalid UTF-8 (byte 0xff)" in capsys.readouterr().err
     # --figures is drawn last: a file there failed after minutes of work, the tables written
     (tmp_path / "a_file").write_text("")
     assert main(["detectors", "--quick", "--figures", str(tmp_path / "a_file"),
@@ -260,3 +264,16 @@ def test_quick_takes_the_clusters_given(tmp_path, monkeypatch):
     for argv, n in ((["--quick", "--clusters", "7"], 7), (["--quick"], 50)):
         assert main(["detectors", *argv, "--out", str(tmp_path / "o")]) == 130
         assert seen.pop("n") == n
+
+
+def test_doc_block_is_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
+    """Path.read_text turned a CRLF doc's line ends into LF, and the rewrite saved that
+    over the whole file, outside the block too."""
+    from fastsim.detectors_cli import END, START, update_doc
+
+    doc = tmp_path / "doc.md"
+    doc.write_bytes(f"# Title\r\nintro\r\n{START}\r\nold\r\n{END}\r\ntail\r\n".encode())
+    assert update_doc(doc, "| a |\n| 1 |") == \
+        f"# Title\r\nintro\r\n{START}\r\n| a |\r\n| 1 |\r\n{END}\r\ntail\r\n"
+    doc.write_text(f"x\n{START}\nold\n{END}\n")
+    assert update_doc(doc, "new") == f"x\n{START}\nnew\n{END}\n"
