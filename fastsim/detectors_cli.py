@@ -161,6 +161,7 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.traces is not None:  # the traces table is written as OUT/traces.parquet
         check_distinct({"--out": args.out / "traces.parquet"}, inputs={"--traces": args.traces})
     if args.doc is not None:
+        _check_doc_apart(args, TABLES)
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
     # the traces are read, and refused, before the synthetic grid's minutes of work
     traces = None if args.traces is None else trace_table(_read_traces(args.traces),
@@ -180,9 +181,8 @@ def _cmd(args: argparse.Namespace) -> int:
     full = markdown_table(synthetic, traces, bound, short=False)
     doc = update_doc(args.doc, table) if args.doc is not None else None
     # every table and the doc, or none of them (a kill or a full disk leaves no mix of runs)
-    outputs = [(args.out / "synthetic.parquet", synthetic), (args.out / "bounds.parquet", bound),
-               (args.out / "traces.parquet", traces), (args.out / "table.md", table),
-               (args.out / "table_full.md", full), (args.doc, doc)]
+    outputs = [*((args.out / name, data) for name, data in
+                 zip(TABLES, (synthetic, bound, traces, table, full))), (args.doc, doc)]
     write_all((path, table_writer(data, path) if isinstance(data, pl.DataFrame)
                else bytes_writer(data.encode()))
               for path, data in outputs if data is not None)
@@ -192,6 +192,23 @@ def _cmd(args: argparse.Namespace) -> int:
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
     return 0
+
+
+# what the benchmark writes under --out, in its order; --confirm writes CONFIRMED
+TABLES = ("synthetic.parquet", "bounds.parquet", "traces.parquet", "table.md", "table_full.md")
+CONFIRMED = "confirm.md"
+
+
+def _check_doc_apart(args: argparse.Namespace, names: tuple[str, ...]) -> None:
+    """--doc is rewritten in place: named as a file written under --out (OUT/table.md),
+    one of the two writes replaced the other without a word; named as a file read, it
+    would be written over."""
+    from fastsim.io import check_distinct
+
+    reads = {option: path for option, path in (("--traces", args.traces),
+                                               ("--confirm", args.confirm)) if path is not None}
+    check_distinct({"--doc": args.doc},
+                   inputs={**{f"--out's {name}": args.out / name for name in names}, **reads})
 
 
 # what only the synthetic benchmark reads: --confirm's plan fixes its own
@@ -221,6 +238,8 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
     from fastsim.io import bytes_writer, write_all
     if args.traces is None:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
+    if args.doc is not None:
+        _check_doc_apart(args, (CONFIRMED,))
     plan = cf.read_plan(args.confirm)
     arrays = cf.check_traces(_read_traces(args.traces), plan, args.traces)
     from fastsim.replay.traces import trace_origin
@@ -230,7 +249,7 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
     text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
     doc = update_doc(args.doc, text, cf.START, cf.END) if args.doc is not None else None
     write_all((path, bytes_writer(data.encode()))
-              for path, data in ((args.out / "confirm.md", text), (args.doc, doc)) if data is not None)
+              for path, data in ((args.out / CONFIRMED, text), (args.doc, doc)) if data is not None)
     print(text)
     return 0
 

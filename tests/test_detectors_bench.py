@@ -144,6 +144,13 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     doc.write_bytes(b"\xff\xfe<!-- fastsim detectors: start -->\n")
     assert main(["detectors", "--doc", str(doc), "--out", str(tmp_path / "o")]) == 2
     assert "doc.md:1: invalid UTF-8 (byte 0xff)" in capsys.readouterr().err
+    # the doc rewritten in place as one of --out's tables: one write replaced the other
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "table.md").write_text("<!-- fastsim detectors: start -->\n"
+                                               "<!-- fastsim detectors: end -->\n")
+    assert main(["detectors", "--quick", "--doc", str(tmp_path / "old" / "table.md"),
+                 "--out", str(tmp_path / "old")]) == 2
+    assert "the same file as --out's table.md" in capsys.readouterr().err
     # --figures is drawn last: a file there failed after minutes of work, the tables written
     (tmp_path / "a_file").write_text("")
     assert main(["detectors", "--quick", "--figures", str(tmp_path / "a_file"),

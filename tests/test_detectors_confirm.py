@@ -87,6 +87,21 @@ def test_confirm_counts_the_declared_comparison(tmp_path):
     assert f"{r['only_baseline']} / {r['only_candidate']}" in text
 
 
+def test_confirm_refuses_its_outputs_before_the_comparison(tmp_path, capsys, monkeypatch):
+    """A --doc that is OUT/confirm.md was written over by the doc's text, or the other way
+    round, without a word."""
+    path = tmp_path / "traces.parquet"
+    _traces(range(10, 14)).write_parquet(path)
+    monkeypatch.setattr(cf, "confirm", lambda *a: pytest.fail("the comparison ran"))
+    argv = ["detectors", "--confirm", str(_plan(tmp_path)), "--traces", str(path)]
+    out = tmp_path / "o"
+    out.mkdir()
+    doc = out / "confirm.md"
+    doc.write_text(f"head\n{cf.START}\n{cf.END}\n")
+    assert main([*argv, "--out", str(out), "--doc", str(doc)]) == 2
+    assert "--doc " + str(doc) + ": the same file as --out's confirm.md" in capsys.readouterr().err
+
+
 def test_a_candidate_equal_to_the_baseline_confirms_nothing(tmp_path):
     plan = cf.read_plan(_plan(tmp_path))
     plan["candidate"] = plan["baseline"]
