@@ -235,9 +235,10 @@ def _check_unused(args: argparse.Namespace) -> None:
 def _cmd_confirm(args: argparse.Namespace) -> int:
     """The pre-registered test (``fastsim.detectors_confirm``), checks before any work."""
     from fastsim import detectors_confirm as cf
-    from fastsim.io import bytes_writer, write_all
+    from fastsim.io import bytes_writer, check_output_dir, write_all
     if args.traces is None:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
+    check_output_dir(args.out)  # an --out that is a file failed after the comparison
     if args.doc is not None:
         _check_doc_apart(args, (CONFIRMED,))
     plan = cf.read_plan(args.confirm)

@@ -88,12 +88,17 @@ def test_confirm_counts_the_declared_comparison(tmp_path):
 
 
 def test_confirm_refuses_its_outputs_before_the_comparison(tmp_path, capsys, monkeypatch):
-    """A --doc that is OUT/confirm.md was written over by the doc's text, or the other way
-    round, without a word."""
+    """An --out that is a file was refused only when confirm.md was written, after the
+    comparison ('cannot write OUT/confirm.md (File exists)'); a --doc that is OUT/confirm.md
+    was written over by the doc's text, or the other way round, without a word."""
     path = tmp_path / "traces.parquet"
     _traces(range(10, 14)).write_parquet(path)
     monkeypatch.setattr(cf, "confirm", lambda *a: pytest.fail("the comparison ran"))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
     argv = ["detectors", "--confirm", str(_plan(tmp_path)), "--traces", str(path)]
+    assert main([*argv, "--out", str(a_file)]) == 2
+    assert "--out " in capsys.readouterr().err and a_file.read_text() == "kept"
     out = tmp_path / "o"
     out.mkdir()
     doc = out / "confirm.md"
