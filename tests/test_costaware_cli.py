@@ -176,6 +176,9 @@ def test_bad_sweep_file(tmp_path):
     ('experiment = "sgd"\n[axes]\nlam = true\n', "bad.toml: axes.lam=true must be"),
     ('experiment = "grpo"\n[base]\nbatch = true\n', "bad.toml: batch=true must be"),
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
+    # a NUL was a ValueError traceback when the outputs were written, after every run
+    ('name = "a\\u0000b"\nexperiment = "sgd"\n', 'name="a\\u0000b" is invalid'),
+    ('name = "a\\nb"\nexperiment = "sgd"\n', 'name="a\\nb" is invalid'),
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
      "batch=1000000000000 must be an integer from 1 to prompts*group = 128"),

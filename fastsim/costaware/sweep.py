@@ -109,11 +109,15 @@ def load_costaware_sweep(path) -> SweepSpec:
         raise ConfigError(f"{path.name}: the axes cross to {n_points} points; at most "
                           f"{MAX_POINTS} allowed")
     name = raw.get("name", path.stem)
+    # it names the output files in --out: a NUL (TOML's "\u0000") could name none, and
+    # failed as a ValueError traceback after every run; a line break names a file no
+    # listing shows on one line
     if (not isinstance(name, str) or not name or "/" in name or "\\" in name
-            or name.startswith(".")):
+            or name.startswith(".") or not name.isprintable()):
         raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
-                          "non-empty string without '/', not starting with '.' (it names the "
-                          "output files in --out, which would be hidden)")
+                          "non-empty string of printable characters without '/', not "
+                          "starting with '.' (it names the output files in --out, which "
+                          "would be hidden)")
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
