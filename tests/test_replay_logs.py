@@ -162,6 +162,23 @@ def test_a_key_given_twice_in_one_json_object_is_an_error(tmp_path):
         read_logs([state])
 
 
+def test_half_a_surrogate_pair_in_json_text_is_an_error(tmp_path):
+    # json.loads takes "\ud800" alone, which no UTF-8 text holds: polars' UnicodeEncodeError
+    # was a traceback, for a job id and for an eval_* key alike
+    jsonl = tmp_path / "half.jsonl"
+    jsonl.write_text('{"job_id": "a", "step": 1, "score": 0.5}\n'
+                     '{"job_id": "\\ud800", "step": 2, "score": 0.6}\n')
+    with pytest.raises(ConfigError, match=r"half\.jsonl:2: key 'job_id' or its value holds a "
+                                          r"\\u escape of half a UTF-16 surrogate pair"):
+        read_logs([jsonl])
+    state = tmp_path / "trainer_state.json"
+    state.write_text('{"global_step": 1, "log_history": [{"step": 1, "eval_\\udfff": 0.5}]}')
+    with pytest.raises(ConfigError, match=r"trainer_state\.json: key 'eval_\\udfff' or its"):
+        read_logs([state])
+    jsonl.write_text('{"job_id": "\\ud83d\\ude00", "step": 1, "score": 0.5}\n')  # a whole pair
+    assert read_logs([jsonl]).table["job_id"].to_list() == ["\U0001f600"]
+
+
 def test_time_going_back_across_a_missing_time_is_an_error(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("job_id,step,score,time\na,1,0.5,5\na,2,0.4,\na,3,0.3,1\n")

@@ -221,13 +221,36 @@ class _DuplicateKey(ValueError):
     """A JSON object naming one key twice (json.loads would keep the last silently)."""
 
 
+class _LoneSurrogate(ValueError):
+    """A key or text naming half of a UTF-16 surrogate pair ("\\ud800"): json.loads takes
+    the escape, but no UTF-8 text holds it (polars' UnicodeEncodeError was a traceback)."""
+
+
 def _unique_keys(pairs: list) -> dict:
     obj = {}
     for key, value in pairs:
         if key in obj:
             raise _DuplicateKey(key)
+        if not (_utf8_holds(key) and (not isinstance(value, str) or _utf8_holds(value))):
+            raise _LoneSurrogate(key)
         obj[key] = value
     return obj
+
+
+def _utf8_holds(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate_text(exc: _LoneSurrogate) -> str:
+    return (f"key {ascii(exc.args[0])} or its value "
+            "holds a \\u escape of half a UTF-16 surrogate pair (\\ud800-\\udfff alone); "
+            "allowed: text UTF-8 can hold")
 
 
 def _json(text: str):
@@ -247,6 +270,8 @@ def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
         except _DuplicateKey as exc:
             raise ConfigError(f"{path}:{lineno}: key {exc.args[0]!r} appears twice in one "
                               "object; allowed: each key once") from None
+        except _LoneSurrogate as exc:
+            raise ConfigError(f"{path}:{lineno}: {_surrogate_text(exc)}") from None
         except RecursionError:  # json recurses once per nesting level
             raise ConfigError(f"{path}:{lineno}: not valid JSON (nested too deeply); allowed: "
                               "one flat JSON object per line") from None
@@ -307,6 +332,8 @@ def _hf_entries(path: Path, text: str):
     except _DuplicateKey as exc:  # json gives no position: name the key
         raise ConfigError(f"{path}: key {exc.args[0]!r} appears twice in one object; allowed: "
                           "each key once") from None
+    except _LoneSurrogate as exc:
+        raise ConfigError(f"{path}: {_surrogate_text(exc)}") from None
     except RecursionError:  # json recurses once per nesting level
         raise ConfigError(f"{path}: not valid JSON (nested too deeply); allowed: a "
                           "trainer_state.json as written by transformers.Trainer") from None
