@@ -142,6 +142,8 @@ class Param:
                   and self._in_range(v))  # the kernels take it as an int64
         elif self.kind == "float":
             ok = is_number(v) and self._in_range(v)
+            if ok and v == 0:  # -0 is 0: one cell and label (threshold=-0 ran as a cell apart)
+                v = abs(v)
         elif self.kind == "floats":
             v = tuple(v) if isinstance(v, (list, tuple)) else v
             ok = (isinstance(v, tuple) and len(v) >= 1 and all(is_number(x) and x > 0 for x in v)

@@ -72,6 +72,19 @@ def test_an_int_and_a_float_of_one_value_are_one_cell(tmp_path):
     assert [c.id for c in ints.cells] == [c.id for c in floats.cells]
 
 
+def test_minus_zero_and_zero_are_one_cell(tmp_path):
+    # sigma = [0.0, -0.0] and threshold=0 / threshold=-0 ran one simulation as two cells,
+    # headed "sigma 0" and "sigma -0" (the canonical JSON writes -0.0 apart)
+    g = load_sweep(write(tmp_path, 'clusters = 4\n[axes]\nsigma = [0.0, -0.0]\npolicy = '
+                         '["patience:patience=2,threshold=0", "patience:patience=2,threshold=-0"]'
+                         '\npreempt_overhead_h = [0.0, -0.0]\n'))
+    assert len(g.cells) == 2 and len({c.id for c in g.cells}) == 2
+    zero = load_sweep(write(tmp_path, 'clusters = 4\n[base]\nsigma = 0.0\npolicy = '
+                            '"patience:patience=2,threshold=0"\n', "zero.toml"))
+    assert [c.id for c in zero.cells] == [c.id for c in g.cells]
+    assert "-0" not in " ".join(c.label for c in g.cells)
+
+
 def test_irrelevant_parameters_collapse_and_precedence(tmp_path):
     p = write(tmp_path, """
 clusters = 4
