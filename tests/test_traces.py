@@ -404,6 +404,21 @@ def test_simulator_comparison_labels_each_row_with_the_scope_it_ran():
     assert rows["policy"].to_list() == ["evalstop(k=2)", "stop_at(f=0.65)"]
 
 
+def test_a_policy_the_traces_are_too_short_for_is_refused_before_any_run(monkeypatch):
+    """The policies were checked against the traces' evaluation count one by one as they
+    ran: evalstop:k=20 was refused after evalstop:k=2 had run, as 'n_evals=11 is invalid',
+    an option nobody typed, not naming the traces."""
+    import fastsim.api
+    from fastsim.replay.traces import simulator_comparison
+
+    monkeypatch.setattr(fastsim.api, "simulate", lambda *a, **k: pytest.fail("a run began"))
+    with pytest.raises(ConfigError, match=r"^runs\.parquet: the simulator setting derived from "
+                                          r"the traces \(the median n_evals\) is refused: "
+                                          r"n_evals=11 is invalid"):
+        simulator_comparison(_unit_runs(), ["evalstop:k=2", "evalstop:k=20"], n_clusters=2,
+                             n_jobs=10, sigma=0.02, source="runs.parquet")
+
+
 def test_compare_sim_runs_a_policy_given_twice_once(traces, tmp_path, capsys):
     """--policy evalstop:k=2 --policy evalstop:k=2 printed (and wrote) the row twice."""
     from fastsim.cli import main

@@ -839,12 +839,17 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
                                  n_evals=n_evals, **curves)
         sigma = noise_level(runs, matched, seed=seed + 1) if sigma is None else float(sigma)
         wl = replace(matched, sigma=sigma)
+        # every policy checked against the derived workload before the first runs (a
+        # policy needing more evaluations than the traces have was refused after the
+        # ones before it, as 'n_evals=2 is invalid', which no option sets)
+        # a policy given twice (or as two specs of one policy) is run once, one row
+        cfgs = [SimConfig(workload=wl, policy=pol) for pol in
+                dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies)
+                if pol.name != "none"]
     rows = []
-    # a policy given twice (or as two specs of one policy) is run once, one row
-    for pol in dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies):
-        if pol.name == "none":
-            continue
-        res = simulate(SimConfig(workload=wl, policy=pol), n_clusters=n_clusters, seed=seed)
+    for cfg in cfgs:
+        pol = cfg.policy
+        res = simulate(cfg, n_clusters=n_clusters, seed=seed)
         c = res.clusters
         tp, fp, fn, tn = (c[x].to_numpy().astype(np.float64) for x in ("tp", "fp", "fn", "tn"))
         out = {"policy": pol.label, "sigma": sigma, "base_rate": base_rate, "n_evals": n_evals,
