@@ -83,6 +83,10 @@ def test_bad_subset_inputs():
         select_subset([1.0], [1.0], 0.1, "dp")
     with pytest.raises(ConfigError, match=r"costs\[0\]"):
         select_subset([1.0], [-1.0], 0.1)
+    # W(K) / W(all) was inf / inf: a NaN predicted saving, and an exact search among infinities
+    for method in ("greedy", "exact"):
+        with pytest.raises(ConfigError, match=r"W = sum G_i sqrt\(c_i\) is beyond a float's"):
+            select_subset([1e308, 1e308, 1.0], [1.0, 1.0, 1.0], 1e307, method)
 
 
 @pytest.mark.parametrize("keep", [["False", "True"], [0.5, 0.0], [1, 0]])

@@ -14,6 +14,7 @@ sample ``k``, the first one that no longer fit the budget.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,6 +89,15 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
     c = check_costs(c)
     G = check_gradient_bounds(G, c.size)
     gamma = check_gamma(gamma)
+    with np.errstate(over="ignore"):  # refused below, not warned of
+        value = G * np.sqrt(c)
+        w_all = float(value.sum())
+    if not math.isfinite(w_all):
+        # W(K) / W(all) was inf / inf: the predicted saving NaN, and the exact search
+        # compared infinite values (any set holding one looked as good)
+        raise ConfigError("gradient_bounds and costs: W = sum G_i sqrt(c_i) is beyond a "
+                          "float's range; allowed: a finite W (scale G and gamma down "
+                          "together)")
     keep = np.empty(c.size, np.bool_)
     critical = 0.0
     if method == "greedy":
@@ -101,9 +111,8 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
         nb.subset_exact_nb(G, c, gamma, keep)
     else:
         raise ConfigError(f"method={method!r} is not allowed; allowed: greedy, exact")
-    value = G * np.sqrt(c)
     return SubsetSelection(method, gamma, keep, float(G[~keep].sum() / c.size),
-                           float(value[keep].sum()), float(value.sum()), critical)
+                           float(value[keep].sum()), w_all, critical)
 
 
 def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
