@@ -182,6 +182,18 @@ def test_all_reached_still_has_a_reached_interval():
     assert (s["n"] == 8).all() and s["cost_units_mean"].is_finite().all()
 
 
+def test_cost_and_steps_intervals_stay_at_zero_and_above():
+    """With 2 replications the t interval of the mean cost reached below 0 ([-31.6, 64.3]),
+    and the medians' lower bounds were -inf (too few runs for an order statistic): costs
+    and steps are >= 0, and fastsim run's and the GRPO summary's intervals are cut so."""
+    pr = make_problem(ProblemConfig(n=16, d=2))
+    s = summarize_sgd(run_sgd(pr, SGDConfig(replications=2), progress=False), pr)
+    assert (s["reached_frac"] == 1.0).all()
+    for col in ("cost_units_lo", "cost_units_median_lo", "steps_median_lo"):
+        assert (s[col] >= 0.0).all(), col
+    assert (s["cost_units_lo"] <= s["cost_units_mean"]).all()
+
+
 def test_when_every_run_hits_the_cap_the_steps_median_still_has_a_lower_bound():
     # every run is known to need more than max_steps: that is a lower bound, not NaN
     pr = make_problem(ProblemConfig(n=200, d=5))

@@ -166,10 +166,14 @@ def _reached_columns(mine: pl.DataFrame) -> dict:
     cost = mine["cost_units"].to_numpy()
     k, n = int(reached.sum()), int(reached.size)
     lo, hi = clopper_pearson(k, n)
-    med = quantile_ci(cost, floor=mine["cost_units_at_cap"].to_numpy())
+    # costs and steps are >= 0: their intervals are cut there, as fastsim run's and the
+    # GRPO summary's are (with 2 replications the mean cost read [-31.6, 64.3], and a
+    # median of too few runs for an order-statistic bound had -inf below it)
+    med = quantile_ci(cost, floor=mine["cost_units_at_cap"].to_numpy()).within(0.0, np.inf)
     floor = mine["steps_at_cap"].to_numpy() if "steps_at_cap" in mine.columns else None
-    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf), floor=floor)
-    e = mean_ci(cost) if k == n else Estimate(np.nan, np.nan, np.nan, k)
+    med_steps = quantile_ci(np.where(reached, mine["steps"].to_numpy(), np.inf),
+                            floor=floor).within(0.0, np.inf)
+    e = mean_ci(cost).within(0.0, np.inf) if k == n else Estimate(np.nan, np.nan, np.nan, k)
     return {"n": n, "reached_frac": k / n, "reached_lo": lo, "reached_hi": hi,
             "cost_units_median": med.mean, "cost_units_median_lo": med.lo,
             "cost_units_median_hi": med.hi,
