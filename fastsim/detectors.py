@@ -114,8 +114,10 @@ def summarize(counts: dict[str, np.ndarray], base: dict[str, np.ndarray] | None 
         "stop_recall": proportion_ci(c["stop_tp"], c["tp"] + c["fn"]),
         "fpr": proportion_ci(c["fp"], c["fp"] + c["tn"]),
         "delay_evals": bootstrap_ratio_ci(c["delay"], c["tp"]),
-        "reclaimed_gpu_h": mean_ci(c["reclaimed_gpu_h"]),
-        "lost_gpu_h": mean_ci(c["lost_gpu_h"]),
+        # GPU-hours are >= 0: a t interval of a few clusters reached below, and is cut
+        # there as fastsim run's are
+        "reclaimed_gpu_h": mean_ci(c["reclaimed_gpu_h"]).within(0.0, np.inf),
+        "lost_gpu_h": mean_ci(c["lost_gpu_h"]).within(0.0, np.inf),
         "regret": bootstrap_ratio_ci(c["regret"], c["n_scope"]),
     }
     if base is not None:
@@ -196,8 +198,11 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
     }
     es = triggers("evalstop", {"k": 2}, score[None], np.ones((1, n_runs), np.bool_))[0][0] > 0
     healthy = ~hack
-    rates["d_fpr"] = mean_ci((pos[healthy].astype(float) - es[healthy].astype(float)))
-    rates["d_recall"] = mean_ci((pos[hack].astype(float) - es[hack].astype(float)))
+    # differences of two 0/1 outcomes: a t interval over a few runs reached past +-1
+    rates["d_fpr"] = mean_ci((pos[healthy].astype(float)
+                              - es[healthy].astype(float))).within(-1.0, 1.0)
+    rates["d_recall"] = mean_ci((pos[hack].astype(float)
+                                 - es[hack].astype(float))).within(-1.0, 1.0)
     fpr_p = mcnemar_p(pos[healthy], es[healthy])
     row = {"detector": name, "setting": label(name, params, params.get("sigma0")), "n_runs": n_runs,
            "n_hacking": int(hack.sum()), "n_evals": n}

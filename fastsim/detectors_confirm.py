@@ -124,10 +124,11 @@ def confirm(arrays: dict, plan: dict) -> dict:
         out[f"{role}_recall"] = proportion_ci(per_seed(pos & hack), per_seed(hack))
     c, b = fired["candidate"], fired["baseline"]
     diff = c[healthy].astype(float) - b[healthy].astype(float)
-    out["d_fpr"] = mean_ci(diff)
+    # differences of two 0/1 outcomes lie in [-1, 1], as detectors.trace_row cuts them
+    out["d_fpr"] = mean_ci(diff).within(-1.0, 1.0)
     out["d_fpr_seed"] = bootstrap_ratio_ci(per_seed(np.where(healthy, c.astype(float) - b, 0.0)),
                                            per_seed(healthy))
-    out["d_recall"] = mean_ci(c[hack].astype(float) - b[hack].astype(float))
+    out["d_recall"] = mean_ci(c[hack].astype(float) - b[hack].astype(float)).within(-1.0, 1.0)
     out["only_baseline"] = int((b & ~c & healthy).sum())
     out["only_candidate"] = int((c & ~b & healthy).sum())
     out["p"] = mcnemar_p(c[healthy], b[healthy])

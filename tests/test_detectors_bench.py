@@ -284,3 +284,22 @@ def test_doc_block_is_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
         f"# Title\r\nintro\r\n{START}\r\n| a |\r\n| 1 |\r\n{END}\r\ntail\r\n"
     doc.write_text(f"x\n{START}\nold\n{END}\n")
     assert update_doc(doc, "new") == f"x\n{START}\nnew\n{END}\n"
+
+
+def test_intervals_stay_within_what_their_quantity_can_take():
+    """With 2 clusters the t interval of reclaimed GPU-hours read [-58.5, 68.5], and with 2
+    healthy runs a difference of false-positive rates reached past 1: cut to [0, inf) and
+    [-1, 1], as fastsim run's intervals are."""
+    zero = np.zeros(2)
+    counts = {"tp": np.array([1.0, 0.0]), "fp": zero, "fn": zero, "tn": np.ones(2),
+              "stop_tp": zero, "delay": zero, "reclaimed_gpu_h": np.array([0.0, 10.0]),
+              "lost_gpu_h": np.array([5.0, 0.0]), "regret": zero, "n_scope": np.ones(2)}
+    out = det.summarize(counts)
+    assert out["reclaimed_gpu_h"].lo == 0.0 and out["lost_gpu_h"].lo == 0.0
+    assert out["reclaimed_gpu_h"].hi > 10.0
+    # healthy runs: one declines once at the end (k=1 triggers, k=2 does not), one rises
+    score = np.array([[1.0, 2.0, 3.0, 2.5], [1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 1.0]])
+    arrays = {"score": score, "gold": score, "step": np.tile(np.arange(4) * 10, (3, 1)),
+              "hacking": np.array([False, False, True])}
+    row = det.trace_row(arrays, "evalstop", {"k": 1})
+    assert row["d_fpr"] == 0.5 and row["d_fpr_hi"] == 1.0 and row["d_fpr_lo"] >= -1.0
