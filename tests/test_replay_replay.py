@@ -178,6 +178,22 @@ def test_summary_detection_counts_against_truth():
     assert (o["n_stopped"], o["n_triggered_at_completion"]) == (2, 0)
 
 
+def test_the_regret_interval_stays_at_zero_and_above():
+    """Regrets 0, 0.5 and 2 over three jobs gave a t interval reaching below 0: a kept
+    checkpoint's gold is never above the best, and the interval is cut there."""
+    t = pl.DataFrame({
+        "job_id": ["h1"] * 4 + ["h2"] * 4 + ["ok"] * 4, "step": [1, 2, 3, 4] * 3,
+        "metric": [1.0, 3, 2, 1] + [1.0, 2, 3, 4] + [1.0, 2, 1.5, 1.2],
+        "truth_gold": [1.0, 3, 2, 1] + [1.0, 2, 3, 2.5] + [1.0, 2, 3, 4],
+        "truth_hacking": [True] * 8 + [False] * 4,
+        "truth_gold_peak_step": [2] * 4 + [3] * 4 + [4] * 4,
+    }).with_columns(pl.col("metric").alias("score"))
+    res = replay(EvalLog(t, "score", True), ["evalstop:k=2"])
+    assert sorted(res["regret_truth_gold"].to_list()) == [0.0, 0.5, 2.0]
+    s = summarize_replay(res).row(0, named=True)
+    assert s["regret_truth_gold_lo"] == 0.0 < s["regret_truth_gold"] < s["regret_truth_gold_hi"]
+
+
 def test_the_oracle_at_a_gold_peak_on_the_last_evaluation_frees_nothing():
     t = pl.DataFrame({"job_id": ["h"] * 3, "step": [1, 2, 3], "metric": [1.0, 2, 3],
                       "truth_gold": [1.0, 2, 3], "truth_hacking": [True] * 3,

@@ -437,7 +437,10 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
             at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
             _put(out, "stop_recall", proportion_ci(tp * freed, hack))
             _put(out, "completion_share", proportion_ci(at_end, det))
-            _put(out, "regret_truth_gold", mean_ci(g["regret_truth_gold"].to_numpy()))
+            # the best gold minus the kept one is >= 0: a t interval of a few jobs reached
+            # below, and is cut there as fastsim run's are
+            _put(out, "regret_truth_gold",
+                 mean_ci(g["regret_truth_gold"].to_numpy()).within(0.0, np.inf))
             tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
             delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()
             _put(out, "delay_steps", mean_ci(delay))
