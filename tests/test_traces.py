@@ -419,6 +419,16 @@ def test_a_policy_the_traces_are_too_short_for_is_refused_before_any_run(monkeyp
                              n_jobs=10, sigma=0.02, source="runs.parquet")
 
 
+def test_the_wasted_share_interval_stays_within_0_and_1():
+    """With 2 clusters the t interval of the wasted share read [-1.53, 1.94]."""
+    from fastsim.replay.traces import simulator_comparison
+
+    rows = simulator_comparison(_unit_runs(), ["stop_at:f=0.65"], n_clusters=2, n_jobs=10,
+                                sigma=0.02, seed=1)
+    assert rows["wasted_share_lo"][0] < rows["wasted_share"][0] < rows["wasted_share_hi"][0]
+    assert (rows["wasted_share_lo"] >= 0.0).all() and (rows["wasted_share_hi"] <= 1.0).all()
+
+
 def test_compare_sim_runs_a_policy_given_twice_once(traces, tmp_path, capsys):
     """--policy evalstop:k=2 --policy evalstop:k=2 printed (and wrote) the row twice."""
     from fastsim.cli import main
