@@ -349,6 +349,29 @@ def test_9_last_worker_killed_stops_with_one_line_and_resumes(dask_procs, in_pro
     same_results(local, out)
 
 
+def test_a_client_that_fails_to_close_leaves_the_runs_own_error(monkeypatch):
+    """With the scheduler killed, the sweep's one line (ClusterLostError) was replaced, in
+    one run of a few, by distributed failing to close the client ("RuntimeError: Cannot
+    change state of expiring Timeout"): two tracebacks.  Closing after a failure is quiet."""
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep import runner
+
+    closed = []
+
+    class Broken:
+        def close(self):
+            closed.append(self)
+            raise RuntimeError("Cannot change state of expiring Timeout")
+
+    client, cluster = Broken(), Broken()
+    monkeypatch.setattr(runner, "_connect", lambda *a: (client, cluster))
+    monkeypatch.setattr(runner, "_quiet_client_logs", lambda: None)
+    with pytest.raises(ClusterLostError, match="lost"):
+        with runner.dask_client("dask", "tcp://x:1", None, 1.0):
+            raise ClusterLostError("lost the connection to the Dask scheduler")
+    assert closed == [client, cluster]
+
+
 @pytest.mark.slow  # about 20 s: a scheduler, workers and the sweep as processes
 def test_9_scheduler_killed_mid_sweep_is_one_line(dask_procs, in_process, tmp_path):
     """kill -9 of the scheduler mid-sweep: one line (no traceback), exit 1, chunks kept."""

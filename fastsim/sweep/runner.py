@@ -292,10 +292,17 @@ def dask_client(backend: str, address, workers: int | None, timeout: float,
         for g in grids:
             check_workers(client, g)
         yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    except BaseException:
+        # The run's own error says what happened.  Closing a client whose scheduler is
+        # gone can fail inside distributed ("RuntimeError: Cannot change state of expiring
+        # Timeout", by timing), which replaced that one line with two tracebacks.
+        for close in (client.close, *((cluster.close,) if cluster is not None else ())):
+            with contextlib.suppress(Exception):
+                close()
+        raise
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _quiet_client_logs() -> None:
