@@ -2,6 +2,7 @@
 has every MODEL.md section 9 row."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -312,13 +313,17 @@ def test_the_frontier_refuses_a_sweep_without_one_evalstop_cell_per_point(tiny_r
         frontier_table(summary.filter(pl.col("policy_name") != "evalstop"))
 
 
-def test_a_frontier_sweep_varying_k_is_skipped_before_any_figure(tmp_path):
+@pytest.mark.parametrize("axes,per", [
+    ('n_evals = [7]\nustar_hacking = [[0.5, 0.8]]\nsigma = [0.015]\n',
+     "n_evals and ustar_hacking and sigma"),
+    # an axis of the family not varied has no column: the other figures were drawn, then
+    # the frontier's own check refused mid-drawing
+    ('n_evals = [5, 6]\n', "n_evals and sigma (it runs")])
+def test_a_frontier_sweep_varying_k_is_skipped_before_any_figure(tmp_path, axes, per):
     """`fastsim figures` of a sweep named frontier that also varies k drew each family
     point's first EvalStop cell (k=2's), labelled as the frontier."""
-    _tiny_sweep(tmp_path, "frontier", 'n_evals = [7]\nustar_hacking = [[0.5, 0.8]]\n'
-                'sigma = [0.015]\npolicy = ["evalstop:k=2", "evalstop:k=3"]')
-    with pytest.raises(ConfigError, match="several cells per policy and n_evals and "
-                       "ustar_hacking and sigma"):
+    _tiny_sweep(tmp_path, "frontier", axes + 'policy = ["evalstop:k=2", "evalstop:k=3"]')
+    with pytest.raises(ConfigError, match=f"several cells per policy and {re.escape(per)}"):
         draw_all(tmp_path / "results", tmp_path / "figs", log=print)
     assert not (tmp_path / "figs").exists()
 

@@ -165,10 +165,16 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
     import polars as pl
 
     table = sweep / "summary.parquet"
+    if not table.is_file():
+        return None
+    schema = pl.read_parquet_schema(table)
+    # an axis the sweep does not vary has no column: the cells are grouped by those it does
+    # (a frontier sweep over n_evals alone that also varied k was not checked at all)
+    plots = tuple(p for p in plots if p in schema)
     # by policy name, as the figures pick rows: EvalStop at k=2 and k=3 are two labels of
     # one name, whose rows a figure took the first of, or pooled, without a word
     keys = ["policy_name", *plots, "metric"]
-    if not table.is_file() or not set(keys) <= set(pl.read_parquet_schema(table)):
+    if not {"policy_name", "metric"} <= set(schema):
         return None
     rows = read_table(table, columns=keys).group_by(keys).len()
     if rows["len"].max() <= 1:
