@@ -324,6 +324,9 @@ def test_reproduce_never_writes_its_report_over_a_figure_or_extract_it_makes(tmp
              "the same file as the figure")
     one_line(capsys, [*argv, "--report", str(out / "extracts" / "trajectory_jobs.parquet")],
              "the same file as the extract")
+    # and not over the lock the run holds (refused only once a first run had made it)
+    one_line(capsys, [*argv, "--report", str(out / "sweep.lock")],
+             "the same file as the lock file")
     assert not out.exists() and not (tmp_path / "f").exists()
 
 

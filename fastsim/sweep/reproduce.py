@@ -349,6 +349,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     made = [out, *(out / name for name in (*PAPER_SWEEPS, "extracts")), figures_dir]
     check_distinct({"--report": report}, inputs={
         **{f"the directory {d} the run makes": d for d in made if d is not None},
+        f"the lock file {out / LOCK} the run holds": out / LOCK,
         **{f"the figure {p} the run draws": p for p in figure_files},
         **{f"the extract {p} the run writes": p for p in (out / "extracts" / n
                                                            for n in EXTRACTS)}})
