@@ -13,6 +13,7 @@ docs/detectors.md) is not run here: its figures are drawn when its results are i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -54,13 +55,17 @@ def _check_reused_traces(results: Path) -> None:
     runs, and drawn into the docs' figures."""
     from fastsim.replay.traces import ToyRLHFConfig, read_trace_config
 
+    docs = ToyRLHFConfig()
     for path in (results / o for o in TOY_RLHF_OUTPUTS):
         recorded = read_trace_config(path) if path.is_file() else None
-        if recorded not in (None, ToyRLHFConfig()):
+        if recorded not in (None, docs):
+            differ = ", ".join(f"{f.name}={getattr(recorded, f.name)}, not "
+                               f"{getattr(docs, f.name)}" for f in dataclasses.fields(docs)
+                               if getattr(recorded, f.name) != getattr(docs, f.name))
             raise ConfigError(f"{path}: made with other parameters than the docs' trace set "
-                              f"({recorded.n_runs} runs, not {ToyRLHFConfig().n_runs}); allowed: "
-                              f"the output of fastsim traces toy-rlhf --out {results}/traces "
-                              "(delete it, and the tables made from it, to recompute)")
+                              f"({differ}); allowed: the output of fastsim traces toy-rlhf "
+                              f"--out {results}/traces (delete it, and the tables made from "
+                              "it, to recompute)")
 
 
 def run_steps(results: Path, log=print) -> int:

@@ -228,13 +228,17 @@ def test_docs_figures_refuse_to_reuse_a_trace_set_made_with_other_parameters(tmp
     results = tmp_path / "results"
     results.mkdir()
     d = _traces(results)
-    for name in ("traces", "runs", "gao_fits"):
-        path = d / f"{name}.parquet"
-        table_writer(pl.read_parquet(d / "traces.parquet"), path,
-                     config_metadata(ToyRLHFConfig(seeds=(0,))))(path)
-    one_line(capsys, ["docs-figures", "--results", str(results), "--out", str(tmp_path / "f")],
-             f"{d / 'traces.parquet'}: made with other parameters than the docs' trace set "
-             f"({ToyRLHFConfig(seeds=(0,)).n_runs} runs, not 72)")
+    # as many runs as the docs' (72), or fewer: the fields that differ are named
+    for other, differ in ((ToyRLHFConfig(seeds=(0,)), "seeds=(0,), not (0, 1, 2, 3)"),
+                          (ToyRLHFConfig(world_seed=3), "world_seed=3, not 0")):
+        for name in ("traces", "runs", "gao_fits"):
+            path = d / f"{name}.parquet"
+            table_writer(pl.read_parquet(d / "traces.parquet"), path,
+                         config_metadata(other))(path)
+        one_line(capsys, ["docs-figures", "--results", str(results), "--out",
+                          str(tmp_path / "f")],
+                 f"{d / 'traces.parquet'}: made with other parameters than the docs' trace "
+                 f"set ({differ})")
     assert not (tmp_path / "f").exists()
 
 
