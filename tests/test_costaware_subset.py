@@ -84,9 +84,12 @@ def test_bad_subset_inputs():
     with pytest.raises(ConfigError, match=r"costs\[0\]"):
         select_subset([1.0], [-1.0], 0.1)
     # W(K) / W(all) was inf / inf: a NaN predicted saving, and an exact search among infinities
+    # or W underflowed to 0: x / 0, a ZeroDivisionError traceback
     for method in ("greedy", "exact"):
-        with pytest.raises(ConfigError, match=r"W = sum G_i sqrt\(c_i\) is beyond a float's"):
-            select_subset([1e308, 1e308, 1.0], [1.0, 1.0, 1.0], 1e307, method)
+        for G, c, gamma in (([1e308, 1e308, 1.0], [1.0, 1.0, 1.0], 1e307),
+                            ([1e-320, 2e-320, 3e-320], [1e-10, 2e-10, 3e-10], 0.0)):
+            with pytest.raises(ConfigError, match=r"W = sum G_i sqrt\(c_i\) is beyond a "):
+                select_subset(G, c, gamma, method).predicted_cost_saving
 
 
 @pytest.mark.parametrize("keep", [["False", "True"], [0.5, 0.0], [1, 0]])

@@ -89,14 +89,15 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
     c = check_costs(c)
     G = check_gradient_bounds(G, c.size)
     gamma = check_gamma(gamma)
-    with np.errstate(over="ignore"):  # refused below, not warned of
+    with np.errstate(over="ignore", under="ignore"):  # refused below, not warned of
         value = G * np.sqrt(c)
         w_all = float(value.sum())
-    if not math.isfinite(w_all):
-        # W(K) / W(all) was inf / inf: the predicted saving NaN, and the exact search
-        # compared infinite values (any set holding one looked as good)
+    if not (math.isfinite(w_all) and w_all > 0.0):
+        # W(K) / W(all) was inf / inf (the predicted saving NaN, and the exact search
+        # compared infinite values: any set holding one looked as good), or x / 0 when W
+        # underflowed (a ZeroDivisionError traceback)
         raise ConfigError("gradient_bounds and costs: W = sum G_i sqrt(c_i) is beyond a "
-                          "float's range; allowed: a finite W (scale G and gamma down "
+                          "float's range; allowed: a finite W above 0 (scale G and gamma "
                           "together)")
     keep = np.empty(c.size, np.bool_)
     critical = 0.0
