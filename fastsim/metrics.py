@@ -169,7 +169,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         ref = f"{fn.__module__}:{name}"
         taken = _METRICS.get(name)
-        if taken is not None and taken.ref != ref:
+        if taken is not None and taken.ref != ref and not _same_source(taken.fn, fn):
             # summaries find a metric's label, bounds and pairing by its column's name: a
             # second module's metric of the same name replaced the first's, whose runs were
             # then summarised with the other's label and bounds (an interval cut to them)
@@ -183,6 +183,14 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
         _METRICS[name] = m
         return m
     return wrap
+
+
+def _same_source(a: Callable, b: Callable) -> bool:
+    """Whether two functions are one definition loaded twice: a script run as ``__main__``
+    that a sweep file then names by its module (``mymetrics:share``) imports it again."""
+    ca, cb = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    return (ca is not None and cb is not None and a.__qualname__ == b.__qualname__
+            and (ca.co_filename, ca.co_firstlineno) == (cb.co_filename, cb.co_firstlineno))
 
 
 def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -556,6 +556,23 @@ def test_a_metric_name_another_module_declared_is_refused(monkeypatch):
     M.cluster_metric(bounds=(0, math.inf))(first.fn)  # its own module again (a reload)
 
 
+def test_a_metric_loaded_again_under_its_module_name_is_the_same_metric(tmp_path, monkeypatch):
+    """A script declaring a metric, run as __main__, whose sweep file names it by module
+    (``mymet:gpu_total``) imports it a second time: that was refused as two metrics."""
+    import importlib.util
+
+    import fastsim.metrics as M
+
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+    src = tmp_path / "toy_mymet.py"
+    src.write_text("from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\n"
+                   "def gpu_total(jobs):\n    return jobs['gpus'].sum(axis=1) * 1.0\n")
+    for module in ("__main__", "toy_mymet"):  # the script, then its import by name
+        spec = importlib.util.spec_from_file_location(module, src)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert M.lookup("gpu_total").ref == "toy_mymet:gpu_total"
+
+
 HOSTILE_SRC = '''
 import numpy as np
 from numba import njit
