@@ -497,6 +497,8 @@ START, END = "<!-- fastsim detectors: start -->", "<!-- fastsim detectors: end -
 def update_doc(path: Path, table: str, start: str = START, end: str = END) -> str:
     """``path``'s text with the part between the ``start`` and ``end`` markers replaced;
     the rest as it was, line ends included."""
+    import codecs
+
     from fastsim.io import read_text
 
     # Path.read_text was a UnicodeDecodeError traceback on invalid UTF-8, and turned a
@@ -508,4 +510,5 @@ def update_doc(path: Path, table: str, start: str = START, end: str = END) -> st
                           "markdown file with both markers")
     newline = "\r\n" if "\r\n" in text else "\n"
     block = ("\n" + table + "\n").replace("\n", newline)
-    return text[:a + len(start)] + block + text[b:]
+    bom = "\ufeff" if path.read_bytes().startswith(codecs.BOM_UTF8) else ""  # read_text drops it
+    return bom + text[:a + len(start)] + block + text[b:]

@@ -284,6 +284,8 @@ def test_doc_block_is_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
         f"# Title\r\nintro\r\n{START}\r\n| a |\r\n| 1 |\r\n{END}\r\ntail\r\n"
     doc.write_text(f"x\n{START}\nold\n{END}\n")
     assert update_doc(doc, "new") == f"x\n{START}\nnew\n{END}\n"
+    doc.write_text(f"\ufeffx\n{START}\nold\n{END}\n")  # a byte-order mark stays
+    assert update_doc(doc, "new") == f"\ufeffx\n{START}\nnew\n{END}\n"
 
 
 def test_intervals_stay_within_what_their_quantity_can_take():
