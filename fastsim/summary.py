@@ -206,9 +206,9 @@ def _is_percent(metric: str, kind: str) -> bool:
 
 
 @known_keywords("fastsim.format_table()")
-def format_table(summary: pl.DataFrame, title: str = "") -> str:
-    """Plain-text table of a summary: metric, estimate, 95% CI, n; and a note under it if
-    a t interval (a mean or a change) rests on fewer than ``T_FULL_COVERAGE_N`` clusters."""
+def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> str:
+    """Plain-text table of a summary: metric, estimate, 95% CI, n; and, unless ``note`` is
+    false, ``few_clusters_note`` under it."""
     allowed = "allowed: a table from fastsim.summarize or fastsim.compare"
     if not isinstance(summary, pl.DataFrame):
         raise ConfigError(f"format_table(): summary is {_kind(summary)}; {allowed}")
@@ -217,11 +217,12 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
         raise ConfigError(f"format_table(): summary has no column {missing[0]!r}; {allowed}")
     if not isinstance(title, str):
         raise ConfigError(f"format_table(): title is {_kind(title)}; allowed: a string")
+    if not isinstance(note, bool):
+        raise ConfigError(f"format_table(): note is {_kind(note)}; allowed: True or False")
     lines = []
     if title:
         lines.append(title)
     lines.append(f"{'metric':42s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
-    few = False
     for r in summary.iter_rows(named=True):
         pct = _is_percent(r["metric"], r["kind"])
         scale, unit = (100.0, "%") if pct else (1.0, "")
@@ -237,10 +238,18 @@ def format_table(summary: pl.DataFrame, title: str = "") -> str:
             ci = (f"[{fmt_value(r['lo'] * scale, spec)}, {fmt_value(r['hi'] * scale, spec)}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "(no interval)")
         lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
-        few = few or (ci.startswith("[") and r["kind"] != "pooled"
-                      and r["n"] < T_FULL_COVERAGE_N)
-    if few:
-        lines.append(f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; "
-                     "those of skewed metrics (JCT percentiles, queueing delay, mean JCT, their "
-                     "changes) cover about 88-93% at 5-10 clusters, not 95% (docs/model.md)")
+    if note and few_clusters_note(summary):
+        lines.append(few_clusters_note(summary))
     return "\n".join(lines)
+
+
+def few_clusters_note(summary: pl.DataFrame) -> str:
+    """A line saying that the summary's t intervals (of means and changes) rest on fewer
+    than ``T_FULL_COVERAGE_N`` clusters, where those of skewed metrics under-cover; or ""."""
+    few = summary.filter((pl.col("kind") != "pooled") & (pl.col("n") < T_FULL_COVERAGE_N)
+                         & pl.col("lo").is_finite())
+    if few.is_empty():
+        return ""
+    return (f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; those of "
+            "skewed metrics (JCT percentiles, queueing delay, mean JCT, their changes) cover "
+            "about 88-93% at 5-10 clusters, not 95% (docs/model.md)")

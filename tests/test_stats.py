@@ -608,7 +608,7 @@ def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     assert fmt_interval(-1.5, -2.5, -0.6, ".0f") == "-2 [-2, -1]"  # real negatives keep their sign
 
 
-def test_a_table_says_when_its_t_intervals_rest_on_few_clusters():
+def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):
     """Below 30 clusters the t intervals of skewed metrics cover 88-93% (docs/model.md):
     a table of them says so under it; pooled rates (which over-cover there), rows with no
     interval and tables of 30 clusters or more say nothing."""
@@ -622,10 +622,22 @@ def test_a_table_says_when_its_t_intervals_rest_on_few_clusters():
 
     note = "rest on fewer than 30 clusters"
     assert note in table("mean", 29).splitlines()[-1]
+    assert note not in format_table(pl.DataFrame({
+        "metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0], "lo": [1.0], "hi": [3.0],
+        "n": [5]}), note=False)
     assert note in table("paired", 5)
     assert note not in table("mean", 30)
     assert note not in table("pooled", 5)
     assert note not in table("mean", 1, lo=float("nan"))
+    # a sweep's summary.txt says it once, under its last cell's table
+    import fastsim
+
+    toml = tmp_path / "s.toml"
+    toml.write_text('clusters = 3\nchunk = 3\n[base]\nn_jobs = 20\n[axes]\n'
+                    'sigma = [0.01, 0.02]\npolicy = ["evalstop:k=2"]\n')
+    fastsim.sweep(toml, tmp_path / "out", progress=False)
+    text = (tmp_path / "out" / "summary.txt").read_text()
+    assert text.count(note) == 1 and text.rstrip().splitlines()[-1].startswith("note:")
 
 
 @pytest.mark.parametrize("rate, trials, n", [(0.015, 100, 10), (0.015, 100, 30),

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from fastsim.config import is_path
 from fastsim.errors import ConfigError
 from fastsim.registry import exact_text
-from fastsim.summary import CellSummary, format_table
+from fastsim.summary import CellSummary, few_clusters_note, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import parquet_bytes
@@ -121,7 +121,7 @@ def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     s = _cell_summary(store, c.id, c.baseline)
     h = merge_histograms(store.read_each(c.id, "jct"))
     return (s.with_columns(pl.lit(c.id).alias("cell")), h.with_columns(pl.lit(c.id).alias("cell")),
-            format_table(s, title=_cell_title(store, c)))
+            format_table(s, title=_cell_title(store, c), note=False))
 
 
 def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
@@ -156,7 +156,8 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
         pl.concat(hists), on="cell", how="inner", maintain_order="right")
     out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
            "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
-    text = (_header(store.grid) + "\n\n".join(texts) + "\n").encode()
+    note = few_clusters_note(pl.concat(summaries))  # once, under every cell's table
+    text = (_header(store.grid) + "\n\n".join(texts) + "\n" + (note and f"\n{note}\n")).encode()
     # each table names its grid, so a table beside another sweep's manifest is refused
     tag = {GRID_KEY: store.grid.hash}
     # all four or none; renamed in this order, so summary.parquet, which figures and
