@@ -480,7 +480,8 @@ def register(subparsers) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m fastsim.bench", description=DESCRIPTION)
+    ap = argparse.ArgumentParser(prog="python -m fastsim.bench", description=DESCRIPTION,
+                                 allow_abbrev=False)  # as fastsim's commands: options in full
     _add_options(ap)
     try:
         run(ap.parse_args(argv))

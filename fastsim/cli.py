@@ -50,8 +50,11 @@ NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^-(inf|infi
 
 def _every_parser(parser: argparse.ArgumentParser) -> None:
     """What every (sub)parser does alike: a negative number is a value, never an option,
-    and help wraps between words only (``_whole_words``)."""
+    an option is written in full, and help wraps between words only (``_whole_words``).
+    argparse took any unambiguous prefix, so a guess stood for what was typed: ``run --k
+    1``, meant as EvalStop's k, ran ``--kl-gamma 1``; ``--noise 0.1`` set ``--noise-rho``."""
     parser._negative_number_matcher = NEGATIVE_NUMBER
+    parser.allow_abbrev = False
     parser.formatter_class = _whole_words(parser.formatter_class)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -147,17 +150,38 @@ def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
 def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     """`` (did you mean --n-jobs?)`` for the first unknown option (``--njobs``, ``--n_jobs``)
-    near one of the command's own, as a misspelt keyword or sweep field gets."""
+    near one of the command's own, as a misspelt keyword or sweep field gets; for the
+    start of some (``--pol``), those options, which are never abbreviated."""
     options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     for word in unknown:
         if word.startswith("--"):
             typed = word.partition("=")[0]
+            spec = _spec_parameter(parser, typed[2:])
+            if spec:
+                return spec
+            longer = [o for o in options if o.startswith(typed)]
+            if longer:
+                return (f" (options are written in full: did you mean "
+                        f"{' or '.join(longer[:4])}{' or ...' if len(longer) > 4 else ''}?)")
             wanted = typed.replace("_", "-").lower()
             # never the typed flag's opposite (--no-figures is not a misspelt --figures), and
             # only an option of the same first letter: short names are close by ratio alone
             # (--reps and --eps, --est-sigma and --cost-sigma), and a slip is rarely first
             return did_you_mean(wanted, [o for o in options if o[2:3] == wanted[2:3]
                                          and not _negation(o, wanted)], cutoff=0.8)
+    return ""
+
+
+def _spec_parameter(parser: argparse.ArgumentParser, name: str) -> str:
+    """`` (k is a parameter of evalstop: ...)`` if ``name`` is a built-in policy's or
+    scheduler's parameter and the command takes that spec (``run --k 3``)."""
+    from fastsim import registry as R
+
+    for option, decls in (("--policy", R.BUILTIN_POLICIES), ("--scheduler", R.BUILTIN_SCHEDULERS)):
+        owners = [d.name for d in decls if any(p.name == name for p in d.params)]
+        if owners and option in parser._option_string_actions:
+            return (f" ({name} is a parameter of {', '.join(owners[:3])}: it goes in the spec, "
+                    f"{option} {owners[0]}:{name}=...)")
     return ""
 
 
@@ -169,7 +193,8 @@ def _negation(a: str, b: str) -> bool:
 
 def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Refuse a command's option typed before the command (``fastsim --out x sweep``):
-    argparse took its value for the command and said "invalid choice: 'x'"."""
+    argparse took its value for the command and said "invalid choice: 'x'"; and the start
+    of an option (``--ou``), which argparse took for the option before ``allow_abbrev``."""
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
             continue
@@ -184,17 +209,14 @@ def _check_option_order(parser: argparse.ArgumentParser, argv: list[str]) -> Non
                 command.error(f"{option} is given before {argv[j]!r}; allowed: after it")
         _check_option_order(command, argv[j + 1:])
         return
-
-
-def _option_action(command: argparse.ArgumentParser, option: str):
-    """The action ``option`` names as argparse reads it: whole, or abbreviated (``--pol``
-    for ``--policy``; argparse refused an ambiguous one). Read whole only, ``--ou ''``
-    was refused as an empty FILE, and ``--policy A --pol B`` ran B alone without a word."""
-    action = command._option_string_actions.get(option)
-    if action is None and option.startswith("--") and command.allow_abbrev:
-        found = {a for o, a in command._option_string_actions.items() if o.startswith(option)}
-        action = found.pop() if len(found) == 1 else None
-    return action
+    for a in argv:  # a command's own options, each written in full
+        option = a.partition("=")[0]
+        if a == "--":
+            return
+        if (option.startswith("--") and option not in parser._option_string_actions
+                and any(o.startswith(option) for o in parser._option_string_actions)):
+            # before parsing: a required option abbreviated was "required: --out"
+            parser.error(f"unrecognized arguments: {a}{_nearest_option(parser, [a])}")
 
 
 def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -211,15 +233,7 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             is_value = False
             continue
         option, eq, value = a.partition("=")
-        action = _option_action(command, option)
-        if (action is not None and len(option) == 3 and option.startswith("--")
-                and option not in command._option_string_actions):
-            # one letter abbreviates too readily: `run --k 1`, meant as EvalStop's k, ran
-            # with --kl-gamma 1 and k=2, without a word
-            spec = (", and a policy's parameters go in its spec (--policy evalstop:k=3)"
-                    if "--policy" in command._option_string_actions else "")
-            command.error(f"{option} abbreviates {action.option_strings[-1]} to one letter; "
-                          f"allowed: two letters of an option or more{spec}")
+        action = command._option_string_actions.get(option)
         if action is None and not a.strip():  # every command's positionals are paths
             names = [x.metavar or x.dest.upper() for x in command._positionals._group_actions]
             command.error(f"{'/'.join(names) or 'an argument'} is empty; allowed: a path")

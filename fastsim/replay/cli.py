@@ -7,7 +7,6 @@ that use them: the parser, ``--help`` and usage errors need none of them.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -484,10 +483,3 @@ def _cmd_fit(args) -> int:
         _write(res, args.out)
         print(f"wrote {args.out}")
     return 0
-
-
-def main(argv=None) -> int:  # pragma: no cover - convenience for python -m
-    parser = argparse.ArgumentParser(prog="fastsim")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return args.func(args)

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fastsim.sweep.aggregate import read_summary
 
-    p = argparse.ArgumentParser(prog="python -m fastsim.sweep.frontier")
+    p = argparse.ArgumentParser(prog="python -m fastsim.sweep.frontier", allow_abbrev=False)
     p.add_argument("dir", help="an aggregated sweep directory (frontier or calibration_fit)")
     p.add_argument("--calibration", action="store_true",
                    help="print the point that best matches the calibration rows")
