@@ -39,6 +39,21 @@ def test_reproduce_writes_every_sweep_and_the_report(tiny_reproduction):
     assert "all GPU-hours of hacking jobs" in text
 
 
+def test_the_report_names_the_command_that_draws_its_figures_again(tiny_reproduction,
+                                                                    tmp_path):
+    """With --figures-dir elsewhere the report said its figures were drawn 'by fastsim
+    figures OUT', which draws them into OUT/figures."""
+    from fastsim.sweep.aggregate import read_summary
+    from fastsim.sweep.reproduce import render_report
+
+    out, info = tiny_reproduction
+    summaries = {name: read_summary(out / "results" / name) for name in PAPER_SWEEPS}
+    text = render_report(info, summaries, "fastsim reproduce (test)", out / "results",
+                         tmp_path / "figs")
+    assert (f"`fastsim figures {out / 'results'} --out {tmp_path / 'figs'}` draws them "
+            "again") in text
+
+
 def test_report_never_counts_a_fitted_row(tiny_reproduction):
     """Each row keeps its pre-registered fitted mark and verdict, and the headline counts
     only the held-out rows (the scoring's own tests do not see the report's rows)."""

@@ -428,8 +428,10 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
     resumed = (f" ({info['chunks_skipped']} chunks were already done and skipped, so this is "
                "not the time of a full run)" if info["chunks_skipped"] else "")
     per = ", ".join(f"{k} {v:.0f} s" for k, v in info["timings"].items())
-    fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only "
-                f"by `fastsim figures {out}`." if figures_dir else "Figures: not drawn.")
+    # the command that draws them again, wherever --figures-dir put them
+    fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only: "
+                f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
+                else "Figures: not drawn.")
     split = detection_split(summaries["headline"])
     waste, closest = waste_readings(summaries["headline"])
     factor = PAPER_WASTE / waste[-1]["mean"] if waste[-1]["mean"] else float("nan")
