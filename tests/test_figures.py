@@ -137,30 +137,23 @@ def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp
     assert not (tmp_path / "figs").exists()
 
 
-def test_a_sweep_that_varies_an_axis_a_figure_does_not_plot_is_skipped(tmp_path):
-    """A sweep named ``headline`` that also varies sigma: the headline figure drew the first
-    cell of each policy without a word, the others dropped."""
-    _tiny_sweep(tmp_path, "headline", 'policy = ["none", "evalstop:k=2"]\nsigma = [0.01, 0.1]')
+@pytest.mark.parametrize("axes,varies", [
+    # the headline figure drew the first cell of each policy without a word
+    ('policy = ["none", "evalstop:k=2"]\nsigma = [0.01, 0.1]', "it varies sigma"),
+    # the figures pick rows by policy name: the headline drew k=2's bars alone and the JCT
+    # CDF pooled both cells' histograms into one curve, each labelled plain "EvalStop"
+    ('policy = ["none", "evalstop:k=2", "evalstop:k=3"]',
+     "it runs one policy at several settings")])
+def test_a_sweep_with_several_cells_where_a_figure_draws_one_is_skipped(tmp_path, axes,
+                                                                        varies):
+    """A sweep named ``headline`` that also varies sigma, or runs EvalStop at k=2 and k=3."""
+    _tiny_sweep(tmp_path, "headline", axes)
     with pytest.raises(ConfigError) as refused:
         draw_all(tmp_path / "results", tmp_path / "figs", log=print)
     assert str(refused.value) == (
         f"no figure can be drawn from {tmp_path / 'results'}: sweep headline in "
-        f"{tmp_path / 'results' / 'headline'} has several cells per policy (it varies sigma), "
-        "where this figure draws one (a sweep of its own under another name keeps them apart)")
-
-
-def test_a_sweep_running_one_policy_at_several_settings_is_skipped(tmp_path):
-    """A sweep named ``headline`` with EvalStop at k=2 and k=3: the figures pick rows by
-    policy name, so the headline drew k=2's bars alone and the JCT CDF pooled both cells'
-    histograms into one curve, each labelled plain "EvalStop"."""
-    _tiny_sweep(tmp_path, "headline", 'policy = ["none", "evalstop:k=2", "evalstop:k=3"]')
-    with pytest.raises(ConfigError) as refused:
-        draw_all(tmp_path / "results", tmp_path / "figs", log=print)
-    assert str(refused.value) == (
-        f"no figure can be drawn from {tmp_path / 'results'}: sweep headline in "
-        f"{tmp_path / 'results' / 'headline'} has several cells per policy (it runs one "
-        "policy at several settings), where this figure draws one (a sweep of its own under "
-        "another name keeps them apart)")
+        f"{tmp_path / 'results' / 'headline'} has several cells per policy ({varies}), where "
+        "this figure draws one (a sweep of its own under another name keeps them apart)")
     assert not (tmp_path / "figs").exists()
 
 
