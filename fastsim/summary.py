@@ -238,9 +238,8 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
             ci = (f"[{fmt_value(r['lo'] * scale, spec)}, {fmt_value(r['hi'] * scale, spec)}]{unit}"
                   if r["lo"] is not None and np.isfinite(r["lo"]) else "(no interval)")
         lines.append(f"{display_name(r['metric']):42s} {est:>12s}  {ci:>25s} {r['n']:>7d}")
-    if note and few_clusters_note(summary):
-        lines.append(few_clusters_note(summary))
-    return "\n".join(lines)
+    few = few_clusters_note(summary) if note else ""
+    return "\n".join(lines + [few] if few else lines)
 
 
 def few_clusters_note(summary: pl.DataFrame) -> str:

@@ -330,29 +330,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     for g in grids.values():
         check_sweep_memory(g)
     held = hold_outputs(out, figures_dir, report)
-    check_output_dir(out)
-    # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
-    # extracts, figures and report went among a user's files (--out ~), over their own
-    check_no_other_files(out, own_names(out, figures_dir, report, formats),
-                         "fastsim reproduce's")
-    for name, g in grids.items():  # every sweep's directory checked before any is written
-        SweepStore.check_manifest(out / name, g)
-        if report is not None and (out / name).resolve() in report.resolve().parents:
-            raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
-                              "whose files the sweep owns; allowed: a file outside OUT's sweep "
-                              "directories")
-    # the report is written last: over a figure or an extract of this run, it replaced it
-    # with Markdown (--report OUT/figures/headline.png), and the run said nothing; at a
-    # directory the run makes (--report equal to --figures-dir), it failed after all the work
-    figure_files = [] if figures_dir is None else [figures_dir / f"{name}.{fmt}"
-                                                   for name in PAPER_FIGURES for fmt in formats]
-    made = [out, *(out / name for name in (*PAPER_SWEEPS, "extracts")), figures_dir]
-    check_distinct({"--report": report}, inputs={
-        **{f"the directory {d} the run makes": d for d in made if d is not None},
-        f"the lock file {out / LOCK} the run holds": out / LOCK,
-        **{f"the figure {p} the run draws": p for p in figure_files},
-        **{f"the extract {p} the run writes": p for p in (out / "extracts" / n
-                                                           for n in EXTRACTS)}})
+    _check_outputs(out, grids, figures_dir, report, formats)
     # the Dask cluster answers, with a worker running this code, before anything is
     # written; one client (or local cluster) serves every sweep
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
@@ -403,6 +381,35 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         atomic_write_bytes(report, text.encode())
     return info
 
+
+
+def _check_outputs(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
+                   formats: tuple[str, ...]) -> None:
+    """Where the run writes, checked before anything is: OUT, its sweep directories, and a
+    report that lands on nothing the run makes."""
+    check_output_dir(out)
+    # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
+    # extracts, figures and report went among a user's files (--out ~), over their own
+    check_no_other_files(out, own_names(out, figures_dir, report, formats),
+                         "fastsim reproduce's")
+    for name, g in grids.items():  # every sweep's directory checked before any is written
+        SweepStore.check_manifest(out / name, g)
+        if report is not None and (out / name).resolve() in report.resolve().parents:
+            raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
+                              "whose files the sweep owns; allowed: a file outside OUT's sweep "
+                              "directories")
+    # the report is written last: over a figure or an extract of this run, it replaced it
+    # with Markdown (--report OUT/figures/headline.png), and the run said nothing; at a
+    # directory the run makes (--report equal to --figures-dir), it failed after all the work
+    figure_files = [] if figures_dir is None else [figures_dir / f"{name}.{fmt}"
+                                                   for name in PAPER_FIGURES for fmt in formats]
+    made = [out, *(out / name for name in (*PAPER_SWEEPS, "extracts")), figures_dir]
+    check_distinct({"--report": report}, inputs={
+        **{f"the directory {d} the run makes": d for d in made if d is not None},
+        f"the lock file {out / LOCK} the run holds": out / LOCK,
+        **{f"the figure {p} the run draws": p for p in figure_files},
+        **{f"the extract {p} the run writes": p for p in (out / "extracts" / n
+                                                           for n in EXTRACTS)}})
 
 def _estimate_table(rows: list[dict[str, Any]], extra: str = "") -> str:
     head = "| reading | ours | 95% CI | n |" + (f" {extra} |" if extra else "")
