@@ -502,11 +502,15 @@ def test_a_long_free_text_is_refused_before_it_reaches_the_manifest(tmp_path, ca
     assert load_sweep(p).clusters == 4
 
 
-@pytest.mark.parametrize("text, said", [("title = true", "title=true is invalid"),
-                                        ("description = [1]", "description=[1] is invalid")])
+@pytest.mark.parametrize("text, said", [
+    ("title = true", "title=true is invalid; allowed: a string of at most 10000"),
+    ("description = [1]", "description=[1] is invalid; allowed: a string of at most 10000"),
+    # one field under two names: the description was dropped without a word
+    ('title = "A"\ndescription = "B"', "has both title and description, which are one "
+     "field (the tables' heading); allowed: one of them")])
 def test_a_title_is_a_string(tmp_path, text, said):
     """A title of another type was stored as Python's str() of it ('True')."""
-    with pytest.raises(ConfigError, match=re.escape(f"{said}; allowed: a string of at most 10000")):
+    with pytest.raises(ConfigError, match=re.escape(said)):
         load_sweep(write(tmp_path, f"clusters = 4\n{text}\n"))
 
 

@@ -333,6 +333,9 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         if isinstance(text, str) and len(text) > MAX_TEXT:
             raise _fail(source, f"{key} is {len(text)} characters long; allowed: at most "
                         f"{MAX_TEXT} (it is stored in the sweep's sweep.json)")
+    if "title" in doc and "description" in doc:  # one field, two names: one was unused
+        raise _fail(source, "has both title and description, which are one field (the "
+                    "tables' heading); allowed: one of them")
     name = doc.get("name", Path(source).stem)
     if not isinstance(name, str) or not name or "/" in name:
         raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-empty string "
