@@ -317,7 +317,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None,
             return None
         if user_stop is not None:  # the user's plain-Python function on what is seen so far
             attained = np.array([float(_service(i, x.T, E)) for i in range(1, e + 1)])
-            trig = user_stop.py_func(score[x.j, :e], loss[x.j, :e], attained, x.T_est,
+            trig = user_stop.py_func(score[x.j, :e], loss[x.j, :e], attained, float(x.T_est),
                                      *(v for _, v in pol.params))
             if trig > 0:
                 return "demote" if pol.decl.action == "demote" else "stop"

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import zlib
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -207,13 +208,15 @@ def test_spec_grammar_resolves_user_code(user_dir):
 def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
     # a stable seed: hash() of a str changes with every process (PYTHONHASHSEED)
     rng = np.random.default_rng(zlib.crc32(f"{scheduler} {policy}".encode()))
-    for _ in range(2):
+    # the second case against the reference in exact arithmetic: user code sees floats there
+    for reference in (reference_simulate, partial(reference_simulate, exact=True)):
         wc = WorkloadConfig(gpus=16, n_jobs=int(rng.integers(6, 14)), load=1.2,
                             demands_rlhf=(4, 8, 16), n_evals=int(rng.integers(3, 7)),
                             sigma=0.05, mix="mixed", preempt_overhead_h=0.1,
                             est_sigma=float(rng.uniform(0, 1)))
         cfg = SimConfig(wc, SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
-        compare(cfg, seed=int(rng.integers(0, 1000)), cluster_start=0, n_clusters=4)
+        compare(cfg, seed=int(rng.integers(0, 1000)), cluster_start=0, n_clusters=4,
+                reference=reference)
 
 
 def test_user_policy_equals_the_builtin_it_rewrites(user_dir):
