@@ -87,6 +87,14 @@ import pytest  # noqa: E402
 from fastsim.cli import main  # noqa: E402
 
 
+def _refused(capsys, argv: list[str]) -> str:
+    """The stderr of ``fastsim ARGV``, which its parser refuses with exit 2."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["sweep", "no_such_sweep", "--out", "{tmp}/a"], "nor a sweep shipped with fastsim"),
     (["costaware", "sweep", "noise", "--out", "{tmp}/b"], "run it with `fastsim sweep"),
@@ -123,11 +131,8 @@ def test_an_unknown_option_points_to_its_own_command_help(capsys):
             # 'fastsim sweep: error: ... --bogus', whose help is not where it was typed)
             (["--bogus", "sweep", "x.toml", "--out", "y"], "fastsim", "--bogus"),
             (["costaware", "--bogus=1", "sgd"], "fastsim costaware", "--bogus=1")):
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        assert exc.value.code == 2
-        assert capsys.readouterr().err == (f"{prog}: error: unrecognized arguments: {unknown} "
-                                           f"(see {prog} --help)\n")
+        assert _refused(capsys, argv) == (f"{prog}: error: unrecognized arguments: {unknown} "
+                                          f"(see {prog} --help)\n")
 
 
 def test_a_commands_option_typed_before_the_command_is_named(capsys):
@@ -137,13 +142,10 @@ def test_a_commands_option_typed_before_the_command_is_named(capsys):
                                (["--clusters=5", "run"], "fastsim run", "--clusters"),
                                (["costaware", "--out", "x", "sgd"], "fastsim costaware sgd",
                                 "--out")):
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        assert exc.value.code == 2
         command = prog.rpartition(" ")[2]
-        assert capsys.readouterr().err == (f"{prog}: error: {option} is given before "
-                                           f"'{command}'; allowed: after it (see {prog} "
-                                           "--help)\n")
+        assert _refused(capsys, argv) == (f"{prog}: error: {option} is given before "
+                                          f"'{command}'; allowed: after it (see {prog} "
+                                          "--help)\n")
 
 
 def test_an_option_of_one_value_given_twice_is_refused(capsys):
@@ -154,11 +156,8 @@ def test_an_option_of_one_value_given_twice_is_refused(capsys):
                                (["run", "--seed", "1", "--seed", "2"], "fastsim run", "--seed"),
                                (["costaware", "sgd", "--out", "a", "--out", "b"],
                                 "fastsim costaware sgd", "--out")):
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        assert exc.value.code == 2
-        assert capsys.readouterr().err == (f"{prog}: error: {option} is given twice; allowed: "
-                                           f"once (see {prog} --help)\n")
+        assert _refused(capsys, argv) == (f"{prog}: error: {option} is given twice; allowed: "
+                                          f"once (see {prog} --help)\n")
 
 
 def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
@@ -168,11 +167,8 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
     for argv, prog in ((["costaware", "sgd", "--n", "4", "--out", ""], "fastsim costaware sgd"),
                        (["run", "--clusters", "2", "--out="], "fastsim run"),
                        (["sweep", "noise", "--out", " "], "fastsim sweep")):
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        assert exc.value.code == 2
-        assert capsys.readouterr().err == (f"{prog}: error: --out is empty; allowed: a path "
-                                           f"(see {prog} --help)\n")
+        assert _refused(capsys, argv) == (f"{prog}: error: --out is empty; allowed: a path "
+                                          f"(see {prog} --help)\n")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -195,11 +191,8 @@ def test_an_empty_output_path_is_refused(capsys, tmp_path, monkeypatch):
 def test_an_abbreviated_option_is_refused_naming_the_whole_one(capsys, tmp_path, monkeypatch,
                                                                argv, prog, hint):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    assert capsys.readouterr().err == (f"{prog}: error: unrecognized arguments: {hint} "
-                                       f"(see {prog} --help)\n")
+    assert _refused(capsys, argv) == (f"{prog}: error: unrecognized arguments: {hint} "
+                                      f"(see {prog} --help)\n")
     assert list(tmp_path.iterdir()) == []
 
 

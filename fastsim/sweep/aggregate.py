@@ -156,7 +156,7 @@ def aggregate(store: SweepStore, progress: bool = False) -> dict[str, Path]:
         pl.concat(hists), on="cell", how="inner", maintain_order="right")
     out = {"cells": store.root / "cells.parquet", "summary": store.root / "summary.parquet",
            "jct_hist": store.root / "jct_hist.parquet", "text": store.root / "summary.txt"}
-    note = few_clusters_note(pl.concat(summaries))  # once, under every cell's table
+    note = few_clusters_note(summary)  # once, under every cell's table
     text = (_header(store.grid) + "\n\n".join(texts) + "\n" + (note and f"\n{note}\n")).encode()
     # each table names its grid, so a table beside another sweep's manifest is refused
     tag = {GRID_KEY: store.grid.hash}
