@@ -3,17 +3,21 @@
 Each figure of the docs is drawn by a script of ``figures/`` from the output of one of
 fastsim's own commands, at the sizes the docs quote.  This command runs those commands
 (``STEPS``, in order) into a results directory, then draws every figure into the output
-directory.  A step whose outputs all exist is reused, and says so (delete them to
-recompute; a trace set recording other parameters than the docs' is refused); ``fastsim
-sweep`` resumes by itself, verifying every finished chunk.  The
+directory.  A step is reused, and says so, only when ``RESULTS/docs-figures.json`` records
+it with the same command and code and every file it read and wrote still has the SHA-256
+recorded; otherwise it runs again and says why (a trace set recording other parameters
+than the docs' is refused).  ``fastsim sweep`` resumes by itself, verifying every
+finished chunk.  One process at a time owns RESULTS (a lock).  The
 detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
 docs/detectors.md) is not run here: its figures are drawn when its results are in
 ``RESULTS/detectors``.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import hashlib
+import json
+import os
 import time
 from pathlib import Path
 
@@ -44,6 +48,10 @@ STEPS = (
 )
 
 
+# Each step's command, code and the SHA-256 of what it read and wrote (``_entry``), in
+# RESULTS: a step is reused only when all of it still holds (``_why_rerun``).
+RECORD = "docs-figures.json"
+
 TRACE_FIGURES = ("real_traces_curves", "real_traces_gao", "real_traces_replay")
 TRACE_INPUTS = ("the tables `fastsim traces toy-rlhf`, `replay --summary-out` and `traces "
                 "compare-sim --out` write")
@@ -69,27 +77,119 @@ def _check_reused_traces(results: Path) -> None:
 
 
 def run_steps(results: Path, log=print) -> int:
-    """Run every step of ``STEPS`` whose outputs are not all in ``results``, and every step
-    that reads an output recomputed here: its own outputs are of the input before (trace
-    sets regenerated beside the replay and simulator tables of the deleted ones).  Returns
-    0, or the exit status of the step that failed, which has said why in its own line."""
+    """Run every step of ``STEPS`` whose outputs ``_why_rerun`` does not verify against
+    ``RECORD``, and record each step run.  Returns 0, or the exit status of the step that
+    failed, which has said why in its own line."""
     from fastsim.cli import main
 
-    recomputed: set[str] = set()
-    for what, outputs, argv in STEPS:
-        argv = [a.format(r=results) for a in argv]
-        if (outputs and all((results / o).exists() for o in outputs)
-                and not recomputed & set(argv)):
-            log(f"[docs-figures] {what}: reused {', '.join(outputs)} under {results}")
+    steps = _read_record(results, log)
+    for what, outputs, template in STEPS:
+        argv = [a.format(r=results) for a in template]
+        why = _why_rerun(steps.get(what), template, results, outputs)
+        if why is None:
+            log(f"[docs-figures] {what}: reused {', '.join(outputs)} under {results} "
+                f"(verified against {RECORD})")
             continue
-        recomputed |= {str(results / o) for o in outputs}
-        log(f"[docs-figures] {what}: fastsim {' '.join(argv)}")
+        log(f"[docs-figures] {what}: {why + ', so ' if why else ''}fastsim {' '.join(argv)}")
         t0 = time.perf_counter()
         status = main(argv)
         if status != 0:  # a second line would only repeat the step's (a refusal: exit 2)
             return status
+        if outputs:
+            steps[what] = _entry(template, results, outputs)
+            _write_record(results, steps)
         log(f"[docs-figures] {what}: {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def _inputs(template: list[str]) -> list[str]:
+    """The outputs of other steps a step's command reads (``{r}/traces/runs.parquet``)."""
+    made = {f"{{r}}/{o}": o for _, outputs, _ in STEPS for o in outputs}
+    return [made[a] for a in template if a in made]
+
+
+def _sha256(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes; None for one that cannot be read as a file."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def _code() -> dict[str, str]:
+    """The code a step's outputs are computed by, as a sweep records it (``Grid.code``)."""
+    import fastsim
+    from fastsim.resources import package_sha256
+
+    return {"fastsim": fastsim.__version__, "fastsim_sha256": package_sha256(), "user": {}}
+
+
+def _entry(template: list[str], results: Path, outputs: tuple[str, ...]) -> dict:
+    """What ``RECORD`` keeps of a step just run: its command, the code, and the SHA-256 of
+    each file it read and wrote."""
+    return {"argv": template, "code": _code(),
+            "inputs": {i: _sha256(results / i) for i in _inputs(template)},
+            "outputs": {o: _sha256(results / o) for o in outputs}}
+
+
+def _why_rerun(entry, template: list[str], results: Path,
+               outputs: tuple[str, ...]) -> str | None:
+    """Why a step's outputs are not reused (None: they are); "" when one is missing.
+    Existing outputs were trusted as they were: a truncated table was drawn, or a replay
+    table of a trace set regenerated since, or one computed by another fastsim."""
+    from fastsim.sweep.grid import diff_code
+
+    if not outputs or not all((results / o).exists() for o in outputs):
+        return ""  # the sweep has none: it resumes by itself, verifying its chunks
+    if not isinstance(entry, dict) or not _entry_ok(entry):
+        return f"its outputs are not in {RECORD} (made by another command)"
+    if entry["argv"] != template:
+        return "its outputs were recorded for another command"
+    if changes := diff_code(entry["code"], _code()):
+        return f"its outputs are of other code ({'; '.join(changes)})"
+    for kind, files in (("read", entry["inputs"]), ("wrote", entry["outputs"])):
+        for name, sha in files.items():
+            if _sha256(results / name) != sha:
+                return f"{name}, which it {kind}, changed since (its SHA-256 is not {RECORD}'s)"
+    return None
+
+
+def _entry_ok(entry: dict) -> bool:
+    """Whether a ``RECORD`` entry has the form ``_entry`` writes."""
+    code = entry.get("code")
+    return (isinstance(entry.get("argv"), list) and isinstance(code, dict)
+            and isinstance(code.get("fastsim"), str) and isinstance(code.get("user"), dict)
+            and all(isinstance(entry.get(k), dict) for k in ("inputs", "outputs")))
+
+
+def _read_record(results: Path, log) -> dict:
+    """``RECORD``'s steps; a damaged record is said and read as empty (every step runs)."""
+    from fastsim.io import check_regular
+
+    path = results / RECORD
+    if not os.path.lexists(path):
+        return {}
+    try:
+        check_regular(path, "the record fastsim docs-figures writes")
+        record = json.loads(path.read_bytes())
+    except (ConfigError, OSError, ValueError) as exc:
+        record = None
+        log(f"[docs-figures] {path}: unreadable ({str(exc).splitlines()[0][:80]}); "
+            "every step is run again")
+    if record is not None and not (isinstance(record, dict) and record.get("format") == 1
+                                   and isinstance(record.get("steps"), dict)):
+        log(f"[docs-figures] {path}: damaged (not the record this command writes); every "
+            "step is run again")
+        return {}
+    return record["steps"] if record else {}
+
+
+def _write_record(results: Path, steps: dict) -> None:
+    from fastsim.io import atomic_write_bytes
+
+    data = json.dumps({"format": 1, "steps": steps}, indent=1, sort_keys=True) + "\n"
+    atomic_write_bytes(results / RECORD, data.encode())
 
 
 def _check_results(results: Path) -> None:
@@ -133,8 +233,25 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
     return written
 
 
+def _check_recorded(results: Path) -> None:
+    """Under ``--draw-only``: a table ``RECORD`` names whose bytes changed since (a
+    truncated or damaged copy) is refused before any figure; tables it does not name
+    (yours) are drawn as they are."""
+    steps = _read_record(results, log=print)
+    for entry in steps.values():
+        if isinstance(entry, dict) and _entry_ok(entry):
+            for name, sha in entry["outputs"].items():
+                path = results / name
+                if path.exists() and _sha256(path) != sha:
+                    raise ConfigError(f"{path}: changed since fastsim docs-figures wrote it "
+                                      f"(its SHA-256 is not the one in {results / RECORD}); "
+                                      "allowed: the table as written (run without "
+                                      "--draw-only to compute it again)")
+
+
 def cmd_docs_figures(args) -> int:
     from fastsim.io import check_output_dir
+    from fastsim.sweep.store import DirLock
 
     check_output_dir(args.results, "--results")
     check_output_dir(args.out, "--out")
@@ -142,8 +259,12 @@ def cmd_docs_figures(args) -> int:
         raise ConfigError(f"--results={args.results} is not a directory; allowed: the results "
                           "of an earlier fastsim docs-figures run")
     _check_results(args.results)  # before the steps, which reuse what exists
-    if not args.draw_only:
+    if args.draw_only:
+        _check_recorded(args.results)
+    else:
         _check_reused_traces(args.results)
+        args.results.mkdir(parents=True, exist_ok=True)
+        lock = DirLock.acquire(args.results)  # noqa: F841 (RESULTS is this run's while held)
         status = run_steps(args.results)
         if status != 0:
             return status
@@ -164,10 +285,12 @@ def register(subparsers) -> None:
         description="Run the experiments behind the documentation's figures at the sizes "
         "the docs quote (the fidelity frontier sweep, the toy-RLHF traces with their replay "
         "and simulator comparison, the cost-aware SGD and GRPO runs) into --results, then "
-        "draw every figure, PNG and PDF, into --out. Outputs that already exist are reused, "
-        "and each reuse is printed (delete them to recompute; a trace set made with other "
-        "parameters than the docs' is refused); the sweep resumes, verifying "
-        "its finished chunks. The detector benchmark is not run (fastsim detectors, about "
+        "draw every figure, PNG and PDF, into --out. A step's outputs are reused, and each "
+        "reuse printed, when RESULTS/docs-figures.json records the same command and code "
+        "and the SHA-256 of every file it read and wrote; otherwise the step runs again, "
+        "saying why (a trace set made with other parameters than the docs' is refused); "
+        "the sweep resumes, verifying its finished chunks; one process at a time owns "
+        "--results (a lock). The detector benchmark is not run (fastsim detectors, about "
         "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
         "its results are in RESULTS/detectors. About 5 minutes of CPU from nothing.")
     p.add_argument("--results", type=Path, default=Path("results/docs"), metavar="DIR",
@@ -177,5 +300,6 @@ def register(subparsers) -> None:
                    help="where the PNG and PDF figures go (default: docs/figures)")
     p.add_argument("--draw-only", action="store_true",
                    help="run nothing: draw from what is in --results (refused when it "
-                   "holds nothing to draw)")
+                   "holds nothing to draw, or a table whose SHA-256 is not the one "
+                   "docs-figures.json records)")
     p.set_defaults(func=cmd_docs_figures)
