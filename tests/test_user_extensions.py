@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import own_lines
+from conftest import POLICIES, own_lines
 
 from fastsim.api import run_workload, simulate
 from fastsim.cli import main
@@ -217,6 +217,21 @@ def test_engine_matches_reference_with_user_code(user_dir, scheduler, policy):
         cfg = SimConfig(wc, SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
         compare(cfg, seed=int(rng.integers(0, 1000)), cluster_start=0, n_clusters=4,
                 reference=reference)
+
+
+@pytest.mark.parametrize("scheduler", ["toy_user_schedulers:small_first",
+                                       "toy_user_schedulers:typed"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_user_keys_match_the_reference_under_every_builtin_policy(user_dir, scheduler, policy):
+    # docs/extending.md: a user's key runs the sjf_est path, checked against the reference
+    # for every stop policy, the built-ins' each with its default parameters
+    rng = np.random.default_rng(zlib.crc32(f"{scheduler} {policy}".encode()))
+    wc = WorkloadConfig(gpus=16, n_jobs=int(rng.integers(6, 14)), load=1.2,
+                        demands_rlhf=(4, 8, 16), n_evals=int(rng.integers(5, 8)),
+                        sigma=0.05, mix="mixed", preempt_overhead_h=0.1,
+                        est_sigma=float(rng.uniform(0, 1)))
+    cfg = SimConfig(wc, SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy))
+    compare(cfg, seed=int(rng.integers(0, 1000)), cluster_start=0, n_clusters=4)
 
 
 def test_user_policy_equals_the_builtin_it_rewrites(user_dir):
