@@ -614,6 +614,26 @@ def test_reproduce_says_when_its_time_includes_compiling(tiny_reproduction, monk
         assert ("numba's one-time compilation included" in last) is said, last
 
 
+def test_reproduce_without_figures_gives_no_figures_time(tiny_reproduction, monkeypatch,
+                                                         tmp_path, capsys):
+    """`reproduce --no-figures` printed '(+ figures 0 s)' and its report 'figures 0 s', for
+    figures it never drew."""
+    import fastsim.sweep.reproduce as rep
+    from fastsim.cli import main
+
+    out, info = tiny_reproduction
+    text = (out / "REPRODUCTION.md").read_text()
+    assert "no figures drawn (--no-figures), from one run" in text
+    assert "figures\n0 s" not in text
+    for figures_dir, said in ((None, False), (tmp_path / "f", True)):
+        monkeypatch.setattr(rep, "reproduce",
+                            lambda *a, **k: {**info, "figures_dir": figures_dir})
+        assert main(["reproduce", "--out", str(tmp_path / "r"), "--no-figures",
+                     "--no-progress"]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert ("(+ figures 0 s);" in last) is said and ("figures 0" in last) is said, last
+
+
 def test_reproduce_compiles_here_only_for_a_local_cell_whose_kernel_is_not_cached(monkeypatch):
     import fastsim.compile_notice as notice
     from fastsim.sweep.reproduce import compiles_here

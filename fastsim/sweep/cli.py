@@ -29,6 +29,11 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
                    help="no progress bar")
 
 
+def _figures_time(info: dict) -> str:
+    """`` (+ figures 6 s)``; nothing under ``--no-figures``, which drew none in 0 s."""
+    return "" if info["figures_dir"] is None else f" (+ figures {info['seconds_figures']:.0f} s)"
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="run a sweep file (resumable) and aggregate it",
@@ -205,8 +210,7 @@ def cmd_reproduce(args) -> int:
                if info["chunks_skipped"] else "")
     compiled = ", numba's one-time compilation included" if info.get("compiled") else ""
     print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
-          f"{info['seconds_sweeps']:.0f} s{compiled}{resumed} (+ figures "
-          f"{info['seconds_figures']:.0f} s); "
+          f"{info['seconds_sweeps']:.0f} s{compiled}{resumed}{_figures_time(info)}; "
           f"{matched} of {held} held-out paper rows matched (pre-registered tolerances; "
           f"fitted rows not counted); report: {report}")
     return 0

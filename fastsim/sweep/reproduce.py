@@ -374,7 +374,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     info = {"clusters": clusters, "seconds_sweeps": t_sweeps, "seconds_figures": t_figures,
             "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
             "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
-            "figures": drawn}
+            "figures": drawn, "figures_dir": figures_dir}
     if report is not None:
         text = render_report(info, summaries, command or "fastsim reproduce", out, figures_dir)
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -435,6 +435,8 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
     resumed = (f" ({info['chunks_skipped']} chunks were already done and skipped, so this is "
                "not the time of a full run)" if info["chunks_skipped"] else "")
     per = ", ".join(f"{k} {v:.0f} s" for k, v in info["timings"].items())
+    figures = (f"figures\n{info['seconds_figures']:.0f} s" if figures_dir is not None
+               else "no figures drawn (--no-figures)")
     # the command that draws them again, wherever --figures-dir put them
     fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only: "
                 f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
@@ -452,8 +454,7 @@ at commit `{_git_commit()}` with fastsim {fastsim.__version__}, Python {platform
 {os.cpu_count()} CPU cores, numba threads {threads}. {info['n_cells']} cells x {info['clusters']} clusters
 (each cell paired with its `none` baseline on identical clusters), seed 0.
 
-Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), figures
-{info['seconds_figures']:.0f} s{resumed}, from one run (wall-clock times vary with whatever
+Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), {figures}{resumed}, from one run (wall-clock times vary with whatever
 else the machine is doing).
 
 **{matched} of {held} held-out rows match** the paper under the pre-registered tolerances
