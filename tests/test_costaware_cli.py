@@ -339,3 +339,12 @@ def test_a_costaware_sweeps_gamma_fraction_given_twice_is_refused(tmp_path, caps
     one_line(capsys, ["costaware", "sweep", str(toml), "--out", str(tmp_path / "o")],
              "gamma_fracs=[0.1, 0.1] is invalid; allowed: each fraction once")
     assert not (tmp_path / "o").exists()
+
+
+def test_figures_of_a_file_say_it_is_not_a_directory(tmp_path, capsys):
+    """`costaware figures /dev/zero` (or a file) said the path "does not exist"."""
+    (tmp_path / "afile").write_text("x")
+    one_line(capsys, ["costaware", "figures", str(tmp_path / "afile")],
+             f"results directory '{tmp_path / 'afile'}' is not a directory")
+    one_line(capsys, ["costaware", "figures", str(tmp_path / "typo")],
+             f"results directory '{tmp_path / 'typo'}' does not exist")

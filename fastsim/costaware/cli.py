@@ -399,7 +399,9 @@ def cmd_figures(args):
 
     results = Path(args.dir)
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
-        raise ConfigError(f"figures: results directory {str(results)!r} does not exist")
+        # a device or a file: "does not exist" sent the user looking for a typo
+        why = "is not a directory" if os.path.lexists(results) else "does not exist"
+        raise ConfigError(f"figures: results directory {str(results)!r} {why}")
     from fastsim.io import check_tables_regular
 
     check_tables_regular(results, "the tables `fastsim costaware sweep` writes")
