@@ -77,3 +77,13 @@ def test_bench_options_out_of_range_and_one_thread(monkeypatch, capsys):
         assert "allowed: clusters from 1 to 100,000" in capsys.readouterr().err
     monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)  # one core: no 2-thread row
     assert set(bench.throughput(4, 1)["srtf_est"]) == {1}
+
+
+def test_a_near_miss_is_given_in_percent():
+    """80.04 us against a target of 80 read "misses by 1.00 x"."""
+    from fastsim.bench import _verdict
+
+    assert _verdict(80.04, 80) == "misses by 0.1%"
+    assert _verdict(160, 80) == "misses by 2.00 x"
+    assert _verdict(1.80, 1.85, at_most=False) == "misses by 2.8%"
+    assert _verdict(80, 80) == "holds"
