@@ -201,7 +201,9 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     for ref in refs:
         m = lookup(ref)
         with user_code("metric", m.name, METRIC_ALLOWED):
-            v = np.asarray(m.fn(view))
+            # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
+            # drops one changed what every later metric, and the check below, read
+            v = np.asarray(m.fn(dict(view)))
             if np.iscomplexobj(v):  # float64 would drop the imaginary part, with a warning
                 raise ConfigError(f"metric {m.name} returned complex values; allowed: real "
                                   "numbers, one per cluster")
@@ -252,7 +254,7 @@ def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) ->
     rounds by batch size would break that too."""
     if v.shape[0] < 2:
         return
-    alone = {k: a[-1:] for k, a in view.items()}
+    alone = {k: a[-1:] for k, a in view.items()}  # a fresh dict, as user_columns gives
     with user_code("metric", m.name, METRIC_ALLOWED):
         again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
     if not (again.shape == (1,) and (again[0] == v[-1] or (again[0] != again[0]

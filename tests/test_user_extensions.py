@@ -1409,3 +1409,35 @@ def test_a_metric_refused_for_rounding_by_batch_is_told_so():
     finally:
         for name in ("fortran_sum", "relative"):
             M._METRICS.pop(name, None)  # declared for this test only
+
+
+def test_a_metric_that_rebinds_or_drops_a_key_changes_no_other_metric():
+    """Each metric gets a dict of its own: one that rebinds a key (a unit conversion,
+    ``jobs["jct_h"] = jobs["jct_h"] / 24``) or drops one changed what every later metric
+    read, and what its own check against the cluster alone read (refused as if it used
+    other clusters)."""
+    from fastsim import metrics as M
+
+    x = np.random.default_rng(0).lognormal(1.0, 1.0, (4, 30))
+    jobs = {"jct_h": x, "held_h": x / 2}
+
+    def in_days(j):
+        j["jct_h"] = j["jct_h"] / 24
+        return j["jct_h"].mean(axis=1)
+
+    def held_only(j):
+        return j.pop("held_h").sum(axis=1)
+
+    def in_hours(j):
+        return j["jct_h"].mean(axis=1) + 0 * j["held_h"][:, 0]
+
+    try:
+        for fn in (in_days, held_only, in_hours):
+            M.cluster_metric()(fn)
+        out = M.user_columns(("in_days", "held_only", "in_hours"), jobs)
+        assert np.array_equal(out["in_days"], (x / 24).mean(axis=1))
+        assert np.array_equal(out["in_hours"], x.mean(axis=1))
+        assert set(jobs) == {"jct_h", "held_h"} and jobs["jct_h"] is x
+    finally:
+        for name in ("in_days", "held_only", "in_hours"):
+            M._METRICS.pop(name, None)  # declared for this test only
