@@ -418,8 +418,8 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
 
     ``extract``: a function of the per-job arrays (the per-job table's columns as
     ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
-    ``SimResult.extract``.  The arrays are valid during the call only (``simulate``
-    reuses them), so it keeps what it needs, small: a sweep's JCT histogram is one
+    ``SimResult.extract``.  The arrays are read-only and valid during the call only
+    (``simulate`` reuses them, and the per-job table shares them), so it keeps what it needs, small: a sweep's JCT histogram is one
     (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
@@ -507,7 +507,18 @@ def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accoun
         jobs = pl.DataFrame({"cluster": np.repeat(w.cluster_ids, J),
                              "job": np.tile(np.arange(J, dtype=np.int64), C), **flat})
     return SimResult(cfg, clusters, jobs, _segments(w, o, record_segments),
-                     None if extract is None else extract(per_job))
+                     None if extract is None else _extract(extract, per_job))
+
+
+EXTRACT_ALLOWED = "a function that reads the per-job arrays (read-only) and returns what it keeps"
+
+
+def _extract(fn: Callable, per_job: dict[str, np.ndarray]) -> Any:
+    """``fn`` over read-only views of the per-job arrays: the per-job table shares their
+    memory, so an extract that sorted or scaled one in place changed the table returned
+    beside it; a failure is one line naming it, as a user metric's is."""
+    with user_code("extract", getattr(fn, "__name__", repr(fn)), EXTRACT_ALLOWED):
+        return fn({k: readonly(v) for k, v in per_job.items()})
 
 
 def _frame(cols: dict[str, np.ndarray]) -> pl.DataFrame:

@@ -8,6 +8,7 @@ import pytest
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
+from fastsim.errors import ConfigError
 from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_histogram
 
 N_BINS = len(JCT_EDGES_H) - 1
@@ -64,3 +65,22 @@ def test_the_histogram_from_arrays_counts_what_the_table_holds(scheduler, mix):
     assert light.extract.equals(_from_table(kept.jobs))
     assert light.extract.schema == {"group": pl.String, "bin": pl.Int32, "count": pl.Int64}
     assert simulate(cfg, 4).extract is None
+
+
+def test_an_extract_cannot_change_the_per_job_table_beside_it():
+    """The per-job table shares the arrays an extract reads: one that sorted or scaled an
+    array in place changed the table ``simulate`` returned with it.  The arrays are
+    read-only, and a write is one line naming the extract."""
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=20)
+
+    def sorts_in_place(per_job):
+        per_job["jct_h"].sort(axis=1)
+        return per_job["jct_h"][:, -1]
+
+    before = simulate(cfg, 4, seed=1, keep_jobs=True).jobs
+    with pytest.raises(ConfigError, match=r"^extract sorts_in_place failed: ValueError: .*"
+                                          r"read-only"):
+        simulate(cfg, 4, seed=1, keep_jobs=True, extract=sorts_in_place)
+    kept = simulate(cfg, 4, seed=1, keep_jobs=True, extract=lambda a: a["jct_h"].max(axis=1))
+    assert kept.jobs.equals(before)
+    assert np.array_equal(kept.extract, before["jct_h"].to_numpy().reshape(4, 20).max(axis=1))
