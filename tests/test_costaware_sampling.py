@@ -1,4 +1,6 @@
 """Sampling distributions, S/C/J and unbiasedness of importance-weighted gradients."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -144,3 +146,13 @@ def test_ratio_table_ratios_survive_an_overflow_or_underflow(scale_G, scale_c):
 def test_ratio_table_refuses_scales_no_float_holds():
     with pytest.raises(ConfigError, match="J\\(p\\*\\) underflows"):
         ratio_table([1.0, 5e-324], [5e-324, 1.0])
+
+
+@pytest.mark.parametrize("kw, said", [({"lams": 0.5}, "lams=0.5"), ({"lams": ()}, "lams=()"),
+                                      ({"strategies": "optimal"}, "strategies='optimal'"),
+                                      ({"strategies": []}, "strategies=[]")])
+def test_ratio_table_refuses_a_lone_value_or_none_in_place_of_a_list(kw, said):
+    """A single lam was a TypeError traceback, a strategy's name was read letter by letter
+    ('o' is not a strategy) and an empty list gave an empty table without a word."""
+    with pytest.raises(ConfigError, match=re.escape(said) + " is invalid; allowed: a non-empty list"):
+        ratio_table([1.0, 2.0], [1.0, 4.0], **kw)

@@ -1,5 +1,6 @@
 """Bias-budgeted subset selection: greedy vs exact within the knapsack bound."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -125,3 +126,11 @@ def test_subset_distribution_whose_scores_overflow_or_underflow_is_a_distributio
     np.testing.assert_allclose(subset_distribution(G, c, keep), want, rtol=1e-12, atol=1e-300)
     mixed = subset_distribution(G, c, keep, lam=0.5)
     np.testing.assert_allclose(mixed, 0.5 * np.array(want) + 0.25 * keep, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kw, said", [({"gammas": 0.1}, "gammas=0.1"), ({"gammas": []}, "gammas=[]"),
+                                      ({"gammas": [0.1], "methods": "exact"}, "methods='exact'")])
+def test_subset_report_refuses_a_lone_value_or_none_in_place_of_a_list(kw, said):
+    pr = make_problem(ProblemConfig(n=8, d=2))
+    with pytest.raises(ConfigError, match=re.escape(said) + " is invalid; allowed: a non-empty list"):
+        subset_report(pr, **kw)

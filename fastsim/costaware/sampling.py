@@ -72,6 +72,17 @@ def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -
     return x
 
 
+def check_choices(values, field: str, allowed: str) -> list:
+    """``values`` as a non-empty list: a single number was a TypeError traceback ('float'
+    object is not iterable), a string was read letter by letter, and none gave an empty
+    table without a word."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)) \
+            or len(values) == 0:
+        raise ConfigError(f"{field}={values!r} is invalid; allowed: a non-empty list of "
+                          f"{allowed}")
+    return list(values)
+
+
 def real_array(values, field: str) -> np.ndarray:
     """``values`` as a contiguous float64 array; text, None or complex numbers among them
     raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
@@ -223,6 +234,8 @@ def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     """
     c = check_costs(c)
     G = check_gradient_bounds(G, c.size)
+    strategies = check_choices(strategies, "strategies", ", ".join(STRATEGIES))
+    lams = check_choices(lams, "lams", "uniform weights in [0, 1]")
     j_opt = float(nb.optimal_j_nb(G, c))
     unit = None  # G, c and J(p*) scaled by their maxima, made when a ratio needs them
     rows = []

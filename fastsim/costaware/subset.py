@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 
 from fastsim.costaware.configs import EXACT_MAX_N
-from fastsim.costaware.sampling import (check_costs, check_gradient_bounds, check_lam,
-                                        check_nonnegative)
+from fastsim.costaware.sampling import (check_choices, check_costs, check_gradient_bounds,
+                                        check_lam, check_nonnegative)
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nb
 from fastsim.kernels import costaware_sgd as nbs
@@ -160,6 +160,8 @@ def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
     share kept, and the bias actually paid ``excess_loss = f(x*_K) - f*``, where
     ``x*_K`` minimises what SGD on ``K`` converges to, ``(1/n) sum_K f_i``.
     """
+    gammas = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
+    methods = check_choices(methods, "methods", "greedy, exact")
     rows = []
     g_mean = float(problem.G.mean())
     for frac in gammas:
