@@ -211,6 +211,25 @@ def test_a_score_beyond_the_detectors_range_names_its_line(tmp_path, value):
     assert read_logs([p]).table["metric"].to_list() == [0.1, 1e150, -1e150, np.inf]
 
 
+@pytest.mark.parametrize("name,text,field", [
+    ("log.csv", "job_id,step,score\na,1,0.1\na,2,-1e400\n", "score"),
+    ("log.jsonl", '{"job_id": "a", "step": 1, "score": 0.1}\n'
+                  '{"job_id": "a", "step": 2, "score": 1e400}\n', "score"),
+    ("log.jsonl", '{"job_id": "a", "step": 1, "score": 0.1, "loss": 1}\n'
+                  '{"job_id": "a", "step": 2, "score": 0.2, "loss": 1' + "0" * 400 + '}\n', "loss"),
+    ("trainer_state.json", json.dumps({"log_history": [{"step": 1, "eval_acc": 0.1}]})
+     .replace("0.1", "1e400"), "eval_acc")])
+def test_a_number_beyond_a_floats_range_is_refused_not_read_as_inf(tmp_path, name, text, field):
+    """1e400 was read as inf (an ordinary value: a JSON parser and a CSV cast both round it
+    so) where 1e200 is refused as too large; an infinite score is the best of all, and it
+    moved every decision after it."""
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(p))}:\d+: field '{field}': "
+                                          r"'[-0-9e]+' is beyond a float's range; allowed: "):
+        read_logs([p])
+
+
 def test_a_numpy_bool_is_the_metrics_sense():
     """np.bool_(False) was refused as 'higher_is_better=False is invalid'."""
     for hib in (np.bool_(False), np.bool_(True)):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -253,8 +254,16 @@ def _surrogate_text(exc: _LoneSurrogate) -> str:
             "allowed: text UTF-8 can hold")
 
 
+def _float_or_text(text: str):
+    """A JSON number as a float, or as its text when a float cannot hold it (``1e400``):
+    json read it as inf, an ordinary score, where ``1e200`` is refused as too large; the
+    text is refused by ``_numeric``, naming its line."""
+    x = float(text)
+    return x if math.isfinite(x) else text
+
+
 def _json(text: str):
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_float=_float_or_text)
 
 
 def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
@@ -504,6 +513,13 @@ def _numeric(df: pl.DataFrame, path: Path, field: str, allowed: str) -> pl.Serie
         i = int(bad.arg_max())
         raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {col[i]!r} is not a number; "
                           f"allowed: {allowed}")
+    # a finite number beyond a float's range (1e400) was read as inf, a value apart from
+    # what the log holds; "inf" itself is an ordinary value
+    over = values.is_infinite() & ~text.str.to_lowercase().str.contains("inf")
+    if over.any():
+        i = int(over.arg_max())
+        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {col[i]!r} is beyond a "
+                          f"float's range; allowed: {allowed}")
     return pl.Series(field, np.where(missing.to_numpy(), np.nan, values.fill_null(0.0).to_numpy()))
 
 
