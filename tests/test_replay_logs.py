@@ -230,6 +230,20 @@ def test_a_number_beyond_a_floats_range_is_refused_not_read_as_inf(tmp_path, nam
         read_logs([p])
 
 
+@pytest.mark.parametrize("header", ["job_id,step,line", "job_id,step,score"])
+def test_a_metric_named_line_is_refused_not_read_as_line_numbers(tmp_path, header):
+    """The readers keep each row's line in a column ``line``, which replaced a log's own
+    column of that name: ``--metric line`` decided on the line numbers 2, 3, 4, 5 (never a
+    decline) instead of the log's 0.9, 0.8, 0.7, 0.95, and on a log without such a column
+    it found one all the same."""
+    p = tmp_path / "log.csv"
+    p.write_text(header + "\na,1,0.9\na,2,0.8\na,3,0.7\na,4,0.95\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{p}:1: field 'line': the name replay gives each row's line number; allowed: a "
+            "metric column of another name (rename it)")):
+        read_logs([p], metric="line")
+
+
 def test_a_numpy_bool_is_the_metrics_sense():
     """np.bool_(False) was refused as 'higher_is_better=False is invalid'."""
     for hib in (np.bool_(False), np.bool_(True)):

@@ -642,6 +642,11 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
                               f"columns job_id, step, score (found {found}){tsv}")
+    if metric == "line":
+        # the readers' column of each row's line, which replaces a log's own column of that
+        # name: --metric line decided on line numbers, whatever the log held
+        raise ConfigError(f"{path}:1: field 'line': the name replay gives each row's line "
+                          "number; allowed: a metric column of another name (rename it)")
     if metric not in df.columns:
         raise ConfigError(f"{path}:1: field {metric!r}: missing column; allowed: one of "
                           f"{[c for c in df.columns if c not in ('line', 'job_id', 'step')]} via --metric")
