@@ -259,7 +259,7 @@ def split_name(spec: str, what: str) -> tuple[str, str | None]:
     """``(name, parameter text or None)`` of a spec without spaces."""
     parts = spec.split(":")
     name, rest = parts[0], parts[1:]
-    if rest and name not in _REGISTRY[what] and "=" not in rest[0] and rest[0]:
+    if rest and "=" not in rest[0] and rest[0] and _module_part(what, name, rest[0]):
         # MODULE:ATTR, unless the second part reads as parameters of a registered name
         name, rest = f"{name}:{rest[0]}", rest[1:]
     elif (rest and name in _REGISTRY[what] and rest[0] in _REGISTRY[what][name].param_names
@@ -275,6 +275,16 @@ def split_name(spec: str, what: str) -> tuple[str, str | None]:
     if not name:  # ":evalstop" is MODULE:ATTR with an empty module: import_ref says so
         raise ConfigError(f"{what}={spec!r} has no name before ':'; allowed: {_SPEC_FORM}")
     return name, rest[0] if rest else None
+
+
+def _module_part(what: str, name: str, second: str) -> bool:
+    """Whether ``name`` in ``name:second`` is a module: not a registered name, or the short
+    name a user declaration registered (``name="below_best"`` in below_best.py) when
+    ``second`` is none of its parameters.  Once that module was imported, its own
+    ``below_best:below_best:k=2`` read as the short name with two parameter parts, and
+    was refused, though the same spec had been taken before the import."""
+    decl = _REGISTRY[what].get(name)
+    return decl is None or (decl.user is not None and second not in decl.param_names)
 
 
 def _value_form(what: str, name: str, key: str) -> str:

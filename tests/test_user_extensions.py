@@ -1441,3 +1441,25 @@ def test_a_metric_that_rebinds_or_drops_a_key_changes_no_other_metric():
     finally:
         for name in ("in_days", "held_only", "in_hours"):
             M._METRICS.pop(name, None)  # declared for this test only
+
+
+def test_a_module_named_like_its_policys_short_name_is_still_module_attr(tmp_path,
+                                                                          monkeypatch):
+    """``name="samename"`` declared in samename.py registers the short name on import; its
+    ``samename:samename:k=3`` was taken before the import and refused after it ("too many
+    ':'"), so the second cell of a sweep naming it failed where the first ran."""
+    from fastsim import registry as R
+
+    (tmp_path / "samename.py").write_text(POLICY_SRC.replace(
+        'min_evals=lambda v: v["k"] + 1)', 'min_evals=lambda v: v["k"] + 1, name="samename")')
+        .replace("def below_best(", "def samename("))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "samename", raising=False)
+    try:
+        for spec in ("samename:samename:k=3", "samename:samename:k=3", "samename:k=3"):
+            p = PolicyConfig.parse(spec)
+            assert (p.name, p.values["k"]) == ("samename:samename", 3)
+        assert PolicyConfig.parse("samename:samename").values["k"] == 2
+    finally:
+        R._REGISTRY["policy"].pop("samename", None)  # registered for this test only
+        sys.modules.pop("samename", None)
