@@ -1463,3 +1463,22 @@ def test_a_module_named_like_its_policys_short_name_is_still_module_attr(tmp_pat
     finally:
         R._REGISTRY["policy"].pop("samename", None)  # registered for this test only
         sys.modules.pop("samename", None)
+
+
+def test_replay_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
+    """Rows and summaries name a policy by its label: the same declaration in two modules
+    (both ``below_best(k=2,drop=0)``) was summarised as one policy over twice the jobs."""
+    from fastsim.replay.logs import read_logs
+    from fastsim.replay.policies import replay
+
+    for mod in ("label_twin_a", "label_twin_b"):
+        (tmp_path / f"{mod}.py").write_text(POLICY_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\na,5,0.3\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "policies label_twin_a:below_best and label_twin_b:below_best are both labelled "
+            "'below_best(k=2,drop=0)[scope=all]'; allowed: policies whose labels differ")):
+        replay(read_logs([log]), ["label_twin_a:below_best", "label_twin_b:below_best"])
+    table = replay(read_logs([log]), ["label_twin_a:below_best", "label_twin_a:below_best:k=2"])
+    assert table.height == 1  # one policy given twice is still replayed once

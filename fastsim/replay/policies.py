@@ -314,6 +314,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     pols = list(dict.fromkeys(parse_policy(p) for p in policies))
     if not pols:
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
+    _check_labels(pols)
     t = log.table
     _check_losses(t, pols)
     _check_planned(t, pols)
@@ -331,6 +332,19 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # where no job triggers would write a column of Parquet type null)
     ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
     return pl.DataFrame(rows, schema_overrides=ints)
+
+
+def _check_labels(pols: list[PolicyConfig]) -> None:
+    """Rows and summaries name a policy by its label: two policies of one label (two users'
+    modules declaring ``drops(k={k})``) were summarised as one policy over twice the jobs,
+    and their rows could not be told apart."""
+    seen: dict[str, PolicyConfig] = {}
+    for p in pols:
+        other = seen.setdefault(p.label, p)
+        if other is not p:
+            raise ConfigError(f"policies {other.name} and {p.name} are both labelled "
+                              f"{p.label!r}; allowed: policies whose labels differ (declare "
+                              "one with a label of its own)")
 
 
 def _check_gpu_h(jobs: list) -> None:
