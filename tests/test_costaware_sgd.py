@@ -132,6 +132,17 @@ def test_bad_sgd_config():
         ProblemConfig(kind="logistic", reg=0.0)
 
 
+def test_a_strategy_named_twice_or_a_lone_name_is_refused():
+    """("uniform", "optimal", "optimal") ran optimal twice and summarize_sgd then paired
+    its 2n runs with n baseline runs: a numpy broadcast traceback; a lone name was read
+    letter by letter ('o' is not a sampling strategy)."""
+    with pytest.raises(ConfigError, match=r"strategies=\['uniform', 'optimal', 'optimal'\] "
+                                          r"names optimal twice; allowed: distinct strategies"):
+        SGDConfig(strategies=("uniform", "optimal", "Optimal"))
+    with pytest.raises(ConfigError, match=r"strategies='optimal' is invalid; allowed: a list"):
+        SGDConfig(strategies="optimal")
+
+
 def _capped_and_uncapped(max_steps, summarize=True):
     pr = make_problem(ProblemConfig(n=200, d=5))
     runs = [run_sgd(pr, SGDConfig(replications=200, max_steps=m), progress=False)

@@ -135,10 +135,17 @@ class SGDConfig:
         _positive_int("max_steps", self.max_steps, 1)
         _positive_int("replications", self.replications, 2, 1_000_000)
         _positive_int("seed", self.seed, 0)
+        if isinstance(self.strategies, str):  # read letter by letter: 'o' is no strategy
+            raise ConfigError(f"strategies={self.strategies!r} is invalid; allowed: a list of "
+                              "strategies from " + ", ".join(STRATEGIES))
         object.__setattr__(self, "strategies",
                            tuple(parse_strategy(s, "strategies").label for s in self.strategies))
         if not self.strategies:
             raise ConfigError("strategies is empty; allowed: any of " + ", ".join(STRATEGIES))
+        twice = next((s for i, s in enumerate(self.strategies) if s in self.strategies[:i]), None)
+        if twice is not None:  # run twice, then paired row for row: a broadcast traceback
+            raise ConfigError(f"strategies={list(self.strategies)!r} names {twice} twice; "
+                              "allowed: distinct strategies from " + ", ".join(STRATEGIES))
         check_lam(self.lam)
 
 
