@@ -317,6 +317,47 @@ def test_patience_callback_is_early_stopping_with_the_best_checkpoint(monkeypatc
         hf.StopPolicyCallback("cusum", threshold=0.015)
 
 
+def test_callback_takes_a_reading_the_monitor_refuses_as_missing_with_a_warning(monkeypatch,
+                                                                               tmp_path):
+    """A metric that is no number (a compute_metrics string) and, under loss_plateau, a
+    training loss <= 0 (GRPO logs them) raised StopMonitor's ConfigError inside the Trainer
+    and ended the run; they are missing readings with a warning, as a score beyond
+    +-1e150 is, live and when a resumed run reads its log."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True,
+                           max_steps=100, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path), load_best_model_at_end=False)
+
+    def run(cb, values, losses, history=()):
+        state = SimpleNamespace(global_step=len(history) * 10, log_history=list(history))
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_train_begin(args, state, control)
+        for v, loss in zip(values, losses):
+            state.global_step += 10
+            state.log_history.append({"loss": loss, "step": state.global_step})
+            cb.on_evaluate(args, state, control, metrics={"eval_accuracy": v})
+        return cb.decision
+
+    with pytest.warns(UserWarning, match=r"eval_accuracy = 'n/a' at step 20 is not a number; "
+                                         r"taken as a missing reading"):
+        d = run(hf.StopPolicyCallback("evalstop:k=2"), [0.6, "n/a", 0.5, 0.4], [1.0] * 4)
+    assert d.stop and d.keep_step == 10 and d.eval_index == 3
+    with pytest.warns(UserWarning, match=r"loss = -0\.1 at step 20 is not allowed: a positive "
+                                         r"loss for loss_plateau"):
+        d = run(hf.StopPolicyCallback("loss_plateau:w=2,tol=0.01"), [0.5] * 5,
+                [0.5, -0.1, 0.2, 0.2, 0.2])
+    assert d.stop and d.eval_index == 4
+    history = [{"loss": 0.0, "step": 10}, {"eval_accuracy": 0.5, "step": 10}]
+    with pytest.warns(UserWarning, match=r"loss = 0\.0 at step 10 is not allowed"):
+        d = run(hf.StopPolicyCallback("loss_plateau:w=2,tol=0.01"), [0.5], [0.5], history)
+    assert not d.stop and d.eval_index == 1
+
+
 def test_monitor_arguments_a_float_cannot_hold_are_one_line():
     import numpy as np
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import warnings
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from fastsim.config import PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
-from fastsim.replay.monitor import Decision, StopMonitor
+from fastsim.replay.monitor import Decision, StopMonitor, _is_real
 
 try:
     from transformers import TrainerCallback as _TrainerCallback
@@ -247,19 +246,28 @@ class StopPolicyCallback(_TrainerCallback):
         if self.metric not in metrics and "losses" not in self.policy.decl.reads:
             return None
         # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
-        score = metrics.get(self.metric)
-        if _beyond_range(score):
-            # replay refuses such a log and StopMonitor such a reading (the noise fits of
-            # margin, cusum, peak and bocpd overflow); a live run is not stopped over it
-            warnings.warn(f"{type(self).__name__}: {self.metric} = {score!r} at step {step} "
-                          f"is beyond +-{MAX_SCORE:g}, the range replay and StopMonitor take; "
-                          "taken as a missing reading (neither a decline nor a reset)",
-                          stacklevel=2)
-            score = None
+        score = self._usable(self.metric, metrics.get(self.metric), step, _score_problem(
+            metrics.get(self.metric)))
+        if "losses" in self.policy.decl.reads:
+            loss = self._usable("loss", loss, step, _loss_problem(loss, self.policy))
+        elif not _is_real(loss):  # read by no one: not worth a warning, nor a refusal
+            loss = None
         d = self.monitor.observe(self.job_id, step, math.nan if score is None else score,
                                  math.nan if loss is None else loss)
         self._observed_step = step
         return d
+
+    def _usable(self, name: str, value, step: int, problem: str | None):
+        """``value``, or None (a missing reading) with a warning naming ``problem``: replay
+        refuses such a log and StopMonitor such a reading, but a live run is not ended
+        over it (a string metric, or a GRPO loss <= 0 under loss_plateau, raised inside
+        the Trainer and killed the run)."""
+        if problem is None:
+            return value
+        warnings.warn(f"{type(self).__name__}: {name} = {value!r} at step {step} is "
+                      f"{problem}; taken as a missing reading (neither a decline nor a reset)",
+                      stacklevel=3)
+        return None
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
@@ -283,10 +291,27 @@ class StopPolicyCallback(_TrainerCallback):
 EvalStopCallback = StopPolicyCallback
 
 
-def _beyond_range(score) -> bool:
-    """A finite number beyond the monitor's range (``replay.logs.MAX_SCORE``)."""
-    return isinstance(score, numbers.Real) and not isinstance(score, bool) \
-        and math.isfinite(score) and abs(score) > MAX_SCORE
+def _score_problem(score) -> str | None:
+    """Why StopMonitor would refuse a reported score (None: it takes it, or it is None)."""
+    if score is None:
+        return None
+    if not _is_real(score):
+        return "not a number"
+    if math.isfinite(float(score)) and abs(float(score)) > MAX_SCORE:
+        # the noise fits of margin, cusum, peak and bocpd overflow beyond
+        return f"beyond +-{MAX_SCORE:g}, the range replay and StopMonitor take"
+    return None
+
+
+def _loss_problem(loss, policy: PolicyConfig) -> str | None:
+    """Why StopMonitor would refuse the training loss for ``policy`` (None: it takes it)."""
+    if loss is None:
+        return None
+    if not _is_real(loss):
+        return "not a number"
+    if policy.decl.positive_losses and float(loss) <= 0:
+        return "not allowed: " + policy.decl.loss_rule(policy.label)
+    return None
 
 
 def _train_loss(log_history) -> float:
