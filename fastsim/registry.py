@@ -820,6 +820,9 @@ def _check_label(label: str, params: tuple[Param, ...], what: str) -> None:
 
 
 def _user_params(params: Any) -> tuple[Param, ...]:
+    if not isinstance(params, (list, tuple)):  # a lone Param, or None: a TypeError traceback
+        raise ConfigError(f"params={params!r} is invalid; allowed: a list of "
+                          "fastsim.registry.Param(...), as params=[Param(\"k\", \"int\", 2)]")
     out = tuple(params)
     for p in out:
         if not isinstance(p, Param):

@@ -28,6 +28,7 @@ from fastsim.api import run_workload, simulate
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
+from fastsim.registry import Param
 from fastsim.workload import generate_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -985,6 +986,9 @@ def test_reads_that_name_no_series_are_refused_when_declared(reads):
     ({"name": 3}, "name=3 is invalid"),
     ({"label": 3}, "label=3 is invalid; allowed: a string"),  # an AttributeError
     ({"help": None}, "help=None is invalid; allowed: a string"),
+    # a lone Param or None was a TypeError traceback ('Param' object is not iterable)
+    ({"params": Param("k", "int", 2)}, "params=Param(name='k'"),
+    ({"params": None}, "params=None is invalid; allowed: a list of fastsim.registry.Param"),
 ])
 @pytest.mark.parametrize("kind", ["policy", "scheduler"])
 def test_a_name_no_spec_can_write_or_a_label_not_text_is_refused(kw, said, kind):
