@@ -1486,3 +1486,32 @@ def test_replay_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
         replay(read_logs([log]), ["label_twin_a:below_best", "label_twin_b:below_best"])
     table = replay(read_logs([log]), ["label_twin_a:below_best", "label_twin_a:below_best:k=2"])
     assert table.height == 1  # one policy given twice is still replayed once
+
+
+def test_a_keep_best_policy_on_losses_with_no_score_yet_keeps_the_first_evaluation(
+        tmp_path, monkeypatch):
+    """A ``keep="best"`` policy that reads losses may fire before any score: replay (and
+    the engine) deliver the first evaluation, the monitor said "keep the checkpoint of
+    step None" (the transformers callback then kept ``checkpoint-None``)."""
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import replay
+    from fastsim.replay.logs import read_logs
+
+    (tmp_path / "loss_best.py").write_text(textwrap.dedent('''
+        from numba import njit
+        from fastsim.registry import stop_policy
+
+        @stop_policy(keep="best", reads=("scores", "losses"), min_evals=2)
+        @njit
+        def at_two(scores, losses, attained_h, t_est_h):
+            return 2 if scores.shape[0] == 2 else 0
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score,loss\nj,10,,1.0\nj,20,,0.9\nj,30,0.5,0.8\n")
+    row = replay(read_logs([log]), ["loss_best:at_two"]).row(0, named=True)
+    m = StopMonitor("loss_best:at_two")
+    for step, loss in ((10, 1.0), (20, 0.9)):
+        d = m.observe("j", step, math.nan, loss=loss)
+    assert (row["trigger_step"], row["delivered_step"]) == (20, 10)
+    assert d.stop and d.keep_step == 10 and "step None" not in d.reason

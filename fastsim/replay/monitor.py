@@ -193,6 +193,7 @@ class _JobState:
     recent_steps: deque = field(default_factory=deque)   # steps of the last lookback+1 evaluations
     best: float = -math.inf                              # best score so far and its step,
     best_step: int | None = None                         # for policies that keep the best
+    first_step: int | None = None                        # the first evaluation's step
     stopped: Decision | None = None
 
 
@@ -367,14 +368,18 @@ class StopMonitor:
         fired = st.stream.update(s, loss, step)  # a user policy that raises leaves no trace
         st.last_step = step
         st.n_evals += 1
+        st.first_step = step if st.first_step is None else st.first_step
         st.recent_steps.append(step)
         if len(st.recent_steps) > self._lookback + 1:
             st.recent_steps.popleft()
         if s > st.best:  # strict: the first of equal scores, as the engine keeps it
             st.best, st.best_step = s, step
         if fired:
-            # evaluation trigger - lookback, or the best score's, as the engine delivers
-            keep = st.best_step if self._keep_best else st.recent_steps[0]
+            # evaluation trigger - lookback, or the best score's, as the engine delivers;
+            # with no score yet (a policy that reads losses), the first evaluation's, as
+            # replay and the engine deliver it (None named checkpoint-None)
+            best = st.best_step if st.best_step is not None else st.first_step
+            keep = best if self._keep_best else st.recent_steps[0]
             st.stopped = Decision(True, keep, f"{self.policy.label} triggers at step {step} "
                                   f"(evaluation {st.n_evals}); keep the checkpoint of step {keep}",
                                   st.n_evals, st.stream.run)
