@@ -19,6 +19,9 @@ def test_the_shipped_prompt_set_reads():
     ('{"prompt": "say: xyz ..."}\n', r"prompts.jsonl:1: field 'prompt': .*characters 'xz'"),
     ('{"prompt": "say:"}\n', r"prompts.jsonl:1: field 'prompt': 'say:': no letters"),
     ("\n\n", r"prompts.jsonl: no prompts"),
+    # json recurses once per level: a RecursionError traceback
+    ('{"prompt": "say: abc ..."}\n' + "[" * 100_000 + "]" * 100_000 + "\n",
+     r"prompts.jsonl:2: invalid JSON \(nested too deeply\)"),
 ])
 def test_a_malformed_prompt_set_is_one_line_naming_the_line(tmp_path, text, message):
     path = tmp_path / "prompts.jsonl"

@@ -70,6 +70,8 @@ def read_prompts(path) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}); {allowed}") from None
+        except RecursionError:  # json recurses once per nesting level: was a traceback
+            raise ConfigError(f"{path}:{n}: invalid JSON (nested too deeply); {allowed}") from None
         prompt = row.get("prompt") if isinstance(row, dict) else None
         if not isinstance(prompt, str):
             raise ConfigError(f"{path}:{n}: field 'prompt': {prompt!r} is not a string; {allowed}")
