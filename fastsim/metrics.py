@@ -164,7 +164,12 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
                           "two numbers, low < high (math.inf for none)")
 
     def wrap(fn: Callable) -> Metric:
-        name = fn.__name__
+        name = getattr(fn, "__name__", "")
+        if not (isinstance(name, str) and name.isidentifier()):
+            # a lambda is "<lambda>": a column no spec names, and a second lambda of its
+            # module replaced the first, whose runs then computed the second
+            raise ConfigError(f"metric {name or fn!r}: the column is named after the function; "
+                              "allowed: a function defined with def")
         if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "job"):
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         ref = f"{fn.__module__}:{name}"

@@ -1515,3 +1515,14 @@ def test_a_keep_best_policy_on_losses_with_no_score_yet_keeps_the_first_evaluati
         d = m.observe("j", step, math.nan, loss=loss)
     assert (row["trigger_step"], row["delivered_step"]) == (20, 10)
     assert d.stop and d.keep_step == 10 and "step None" not in d.reason
+
+
+def test_a_metric_that_is_a_lambda_is_refused():
+    """Its column was "<lambda>", which no spec names, and a second lambda of the same
+    module replaced the first in the registry: runs of the first computed the second."""
+    from fastsim import metrics as M
+
+    with pytest.raises(ConfigError, match=r"metric '<lambda>': the column is named after the "
+                                          r"function; allowed: a function defined with def"):
+        M.cluster_metric(label="first")(lambda jobs: jobs["jct_h"].mean(axis=1))
+    assert "<lambda>" not in M._METRICS
