@@ -1488,6 +1488,29 @@ def test_replay_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
     assert table.height == 1  # one policy given twice is still replayed once
 
 
+def test_a_sweep_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
+    """A sweep over the same declaration in two modules ran two cells that summary.txt
+    headed alike and a figure drew under one legend entry; refused before any work."""
+    from fastsim.sweep.grid import load_sweep
+
+    for mod in ("sweep_twin_a", "sweep_twin_b"):
+        (tmp_path / f"{mod}.py").write_text(POLICY_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toml = tmp_path / "twins.toml"
+    for policies, baseline in ((["sweep_twin_a:below_best", "sweep_twin_b:below_best"], ""),
+                               (["sweep_twin_a:below_best"],
+                                'baseline = "sweep_twin_b:below_best"\n')):
+        toml.write_text(f"clusters = 4\n{baseline}[base]\nn_jobs = 20\n[axes]\n"
+                        f"policy = {policies!r}\n".replace("'", '"'))
+        with pytest.raises(ConfigError, match=re.escape(
+                "are both labelled 'below_best(k=2,drop=0)'; allowed: policy labels that "
+                "differ")):
+            load_sweep(toml)
+    toml.write_text('clusters = 4\n[base]\nn_jobs = 20\n[axes]\npolicy = '
+                    '["sweep_twin_a:below_best", "sweep_twin_a:below_best:k=3"]\n')
+    assert len(load_sweep(toml).cells) == 3  # one module's policy at two settings: fine
+
+
 def test_a_keep_best_policy_on_losses_with_no_score_yet_keeps_the_first_evaluation(
         tmp_path, monkeypatch):
     """A ``keep="best"`` policy that reads losses may fire before any score: replay (and

@@ -415,11 +415,27 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                 f"policy = [\"{user[0]}:{f}=...\"]" if user else "")
         raise _fail(source, f"{where} {f!r} applies to no cell: no policy of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
+    _check_labels(source, by_id.values())
     _check_chunk_count(source, len(by_id), n_clusters, n_chunk)
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
                 chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()),
                 baseline=baseline)
+
+
+def _check_labels(source, cells: Iterable[Cell]) -> None:
+    """Tables, summaries and figures name a policy or a scheduler by its label: two of one
+    label (the same declaration in two users' modules) were two cells under one heading
+    in ``summary.txt``, one line's legend in a figure, that no reader could tell apart."""
+    for kind in ("policy", "scheduler"):
+        seen: dict[str, Any] = {}
+        for cell in cells:
+            part = getattr(cell.config, kind)
+            other = seen.setdefault(part.label, part)
+            if other.name != part.name:
+                raise _fail(source, f"{kind} {other.name} and {part.name} are both labelled "
+                            f"{part.label!r}; allowed: {kind} labels that differ (declare one "
+                            "with a label of its own)")
 
 
 def load_sweep(path: str | Path, **overrides: Any) -> Grid:
