@@ -861,6 +861,32 @@ def test_reproduce_resumes_with_its_figures_dir_its_out(tmp_path, monkeypatch):
         R.reproduce(out, clusters=2, figures_dir=None, report=None, progress=False)
 
 
+@pytest.mark.parametrize("plant", ["file", "dangling link", "directory at a table"])
+def test_reproduce_refuses_an_extracts_path_it_cannot_write_before_any_work(
+        tmp_path, monkeypatch, plant):
+    """OUT/extracts is written after every sweep has run: a file or a dangling link there,
+    or a directory at one of its tables, failed only then, with a traceback."""
+    from fastsim.sweep import reproduce as R
+
+    out = tmp_path / "R"
+    out.mkdir()
+    extracts = out / "extracts"
+    if plant == "file":
+        extracts.write_text("not a directory\n")
+    elif plant == "dangling link":
+        extracts.symlink_to(tmp_path / "nowhere")
+    else:
+        (extracts / R.EXTRACTS[0]).mkdir(parents=True)
+
+    def reached(*args):  # a check before any work should have refused it
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(R, "dask_client", reached)
+    with pytest.raises(ConfigError, match=r"--out .*extracts.*(not a directory|does not "
+                                          r"exist|is a directory); allowed"):
+        R.reproduce(out, clusters=2, figures_dir=None, report=None, progress=False)
+
+
 def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
     it for one of SW's sources, and refused SW's figures when both ran one file."""

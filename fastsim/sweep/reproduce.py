@@ -22,7 +22,7 @@ import polars as pl
 import fastsim
 
 from fastsim.errors import ConfigError
-from fastsim.io import check_distinct, table_writer, write_all
+from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
@@ -388,6 +388,11 @@ def _check_outputs(out: Path, grids: dict, figures_dir: Path | None, report: Pat
     """Where the run writes, checked before anything is: OUT, its sweep directories, and a
     report that lands on nothing the run makes."""
     check_output_dir(out)
+    # the extracts are written after every sweep has run: a file or a dangling link at
+    # OUT/extracts, or a directory at one of its tables, failed there with a traceback
+    check_output_dir(out / "extracts")
+    for name in EXTRACTS:
+        check_output(out / "extracts" / name, "--out", None)
     # OUT holds the run's own names only, as a sweep's --out does: its sweep directories,
     # extracts, figures and report went among a user's files (--out ~), over their own
     check_no_other_files(out, own_names(out, figures_dir, report, formats),
