@@ -54,6 +54,19 @@ def test_the_report_names_the_command_that_draws_its_figures_again(tiny_reproduc
             "again") in text
 
 
+def test_the_report_names_the_seed_the_sweeps_ran_with(tiny_reproduction):
+    """The report said "seed 0" whatever seed ``reproduce`` was given."""
+    from fastsim.sweep.aggregate import read_summary
+    from fastsim.sweep.reproduce import render_report
+
+    out, info = tiny_reproduction
+    assert info["seed"] == 0
+    summaries = {name: read_summary(out / "results" / name) for name in PAPER_SWEEPS}
+    text = render_report({**info, "seed": 7}, summaries, "fastsim reproduce (test)",
+                         out / "results", None)
+    assert "identical clusters), seed 7." in text
+
+
 def test_report_never_counts_a_fitted_row(tiny_reproduction):
     """Each row keeps its pre-registered fitted mark and verdict, and the headline counts
     only the held-out rows (the scoring's own tests do not see the report's rows)."""

@@ -371,7 +371,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     t_figures = time.perf_counter() - t1
     summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
     rows = comparison_rows(summaries)
-    info = {"clusters": clusters, "seconds_sweeps": t_sweeps, "seconds_figures": t_figures,
+    info = {"clusters": clusters, "seed": seed, "seconds_sweeps": t_sweeps,
+            "seconds_figures": t_figures,
             "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
             "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
             "figures": drawn, "figures_dir": figures_dir}
@@ -457,7 +458,7 @@ Made by
 
 at commit `{_git_commit()}` with fastsim {fastsim.__version__}, Python {platform.python_version()},
 {os.cpu_count()} CPU cores, numba threads {threads}. {info['n_cells']} cells x {info['clusters']} clusters
-(each cell paired with its `none` baseline on identical clusters), seed 0.
+(each cell paired with its `none` baseline on identical clusters), seed {info['seed']}.
 
 Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), {figures}{resumed}, from one run (wall-clock times vary with whatever
 else the machine is doing).
