@@ -469,6 +469,29 @@ def test_7_a_path_of_the_wrong_kind_is_refused_before_any_chunk_runs(
     assert (out / "sweep.json").exists() == (manifest == "intact")
 
 
+@pytest.mark.parametrize("resume", [False, True])
+@pytest.mark.parametrize("table", DERIVED)
+def test_7_a_directory_where_a_table_goes_is_refused_before_any_chunk_runs(
+        sweep_file, tmp_path, capsys, monkeypatch, resume, table):
+    """A directory at the name of an aggregated table (summary.txt, ...) was found only
+    by aggregation, after every chunk had run: 'cannot write DIR/summary.txt'."""
+    import shutil
+
+    out = tmp_path / "out"
+    if resume:
+        assert sweep(sweep_file, out) == 0
+        shutil.rmtree(next(out.glob("cells/cell=*")))  # a cell to run again
+        (out / table).unlink()
+    (out / table).mkdir(parents=True)
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{out / table}: is a directory; allowed: " in err, err
+    assert runs == []
+
+
 @pytest.mark.parametrize("damage", ["grid not a table", "another grid's cells", "no name"])
 def test_7_a_manifest_naming_this_grid_with_a_damaged_body_is_rewritten(
         sweep_file, tmp_path, capsys, monkeypatch, damage):

@@ -251,7 +251,8 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
 
 # what a sweep writes at the top of its directory (the manifest, the lock, aggregate.py's
 # tables); below its cells/ every file is the sweep's
-OWNED = (MANIFEST, LOCK, "summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt")
+AGGREGATED = ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt")
+OWNED = (MANIFEST, LOCK, *AGGREGATED)
 
 
 def check_not_owned(target: Path | None, option: str) -> None:
@@ -741,7 +742,9 @@ def _check_layout(root: Path, grid: Grid) -> None:
     wrong kind: ``cells`` or one of ``grid``'s ``cell=<id>`` that is not a directory (a
     file, a dangling link), or a directory where a chunk's file or record goes.  A chunk
     there fails verification and is re-run, and writing it failed only after its
-    simulation, with a traceback (``unlink`` of a directory) or an error line."""
+    simulation, with a traceback (``unlink`` of a directory) or an error line.  So is a
+    directory where an aggregated table goes: aggregation, after every chunk had run,
+    failed to rename its table over it."""
     def refuse(path: Path, why: str, allowed: str):
         return ConfigError(f"{path}: {why}; allowed: {allowed} (move it away, or use a new "
                            "--out directory)")
@@ -751,6 +754,9 @@ def _check_layout(root: Path, grid: Grid) -> None:
             return "a symbolic link to nothing"
         return file_kind(path) or "a file"
 
+    for name in AGGREGATED:  # a link is replaced where it lies; only a directory blocks
+        if (root / name).is_dir() and not (root / name).is_symlink():
+            raise refuse(root / name, "is a directory", "the table the sweep aggregates there")
     cells = root / "cells"
     try:
         if not os.path.lexists(cells):
