@@ -887,6 +887,37 @@ def test_reproduce_refuses_an_extracts_path_it_cannot_write_before_any_work(
         R.reproduce(out, clusters=2, figures_dir=None, report=None, progress=False)
 
 
+def test_a_directory_where_a_figure_goes_is_refused_before_any_is_drawn(tmp_path, capsys):
+    """`fastsim figures` drew the figures before it, then failed at a directory where a
+    figure's file goes ('cannot write'): some figures new, some not."""
+    sweep = tmp_path / "k_sweep.toml"
+    sweep.write_text('clusters = 2\nchunk = 2\n[base]\nn_jobs = 12\ngpus = 16\n'
+                     'policy = "evalstop"\n[axes]\nk = [1, 2]\n')
+    results = tmp_path / "r"
+    assert main(["sweep", str(sweep), "--out", str(results), "--no-progress"]) == 0
+    (results / "figures" / "k_tradeoff.pdf").mkdir(parents=True)
+    capsys.readouterr()
+    one_line(capsys, ["figures", str(results)],
+             f"--out {results / 'figures' / 'k_tradeoff.pdf'}: is a directory; allowed: ")
+    assert [p.name for p in (results / "figures").iterdir()] == ["k_tradeoff.pdf"]
+
+
+def test_reproduce_refuses_a_directory_where_a_figure_goes_before_any_work(
+        tmp_path, monkeypatch):
+    """reproduce draws its figures after every sweep has run, and failed only then."""
+    from fastsim.sweep import reproduce as R
+
+    figs = tmp_path / "figs"
+    (figs / "trajectories.png").mkdir(parents=True)
+
+    def reached(*args):  # a check before any work should have refused it
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(R, "dask_client", reached)
+    with pytest.raises(ConfigError, match=r"--figures-dir .*trajectories.png: is a directory"):
+        R.reproduce(tmp_path / "R", clusters=2, figures_dir=figs, report=None, progress=False)
+
+
 def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
     it for one of SW's sources, and refused SW's figures when both ran one file."""

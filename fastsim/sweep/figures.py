@@ -232,6 +232,18 @@ def held_output(out: Path, option: str = "--out") -> list:
     return held
 
 
+def check_figure_files(out: Path, names, formats: tuple[str, ...],
+                       option: str = "--out") -> None:
+    """Refuse, before any figure is drawn, a directory (or another file that cannot be
+    replaced) where one of ``names``' ``out/NAME.FMT`` goes: drawing failed there after
+    the figures before it were written, and in ``fastsim reproduce`` after every sweep."""
+    from fastsim.io import check_output
+
+    for name in names:
+        for fmt in formats:
+            check_output(Path(out) / f"{name}.{fmt}", option, None)
+
+
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``; returns the
@@ -250,6 +262,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
+    check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name, module in modules.items():

@@ -28,7 +28,7 @@ from fastsim.stats import fmt_interval, fmt_value
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
-from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES
+from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
@@ -407,6 +407,8 @@ def _check_outputs(out: Path, grids: dict, figures_dir: Path | None, report: Pat
     # the report is written last: over a figure or an extract of this run, it replaced it
     # with Markdown (--report OUT/figures/headline.png), and the run said nothing; at a
     # directory the run makes (--report equal to --figures-dir), it failed after all the work
+    if figures_dir is not None:  # drawn after every sweep has run
+        check_figure_files(figures_dir, PAPER_FIGURES, formats, "--figures-dir")
     figure_files = [] if figures_dir is None else [figures_dir / f"{name}.{fmt}"
                                                    for name in PAPER_FIGURES for fmt in formats]
     made = [out, *(out / name for name in (*PAPER_SWEEPS, "extracts")), figures_dir]
