@@ -168,6 +168,11 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
         # the lock first, then the signals: a command left waiting for a lock held by a
         # stopped holder is stopped by Ctrl-C, before any of its files is renamed
         with _renaming_in(path.parent for _, path in staged), _signals_held():
+            # a directory is the one target a rename cannot replace: found at the second
+            # of two renames, the first output was new beside the second's old one
+            for _, path in staged:
+                if path.is_dir() and not path.is_symlink():
+                    raise ConfigError(f"cannot write {path} (Is a directory)")
             for tmp, path in staged:
                 try:
                     os.replace(tmp, path)

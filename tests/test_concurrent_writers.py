@@ -39,6 +39,22 @@ def test_two_writers_never_leave_files_of_each(tmp_path):
     assert (tmp_path / "a.txt").read_text() == (tmp_path / "b.txt").read_text()
 
 
+def test_a_directory_at_one_target_leaves_every_target_as_it_was(tmp_path):
+    """A directory where the second of two files goes failed its rename after the first
+    was renamed: the first output new beside the second's old one."""
+    import pytest
+
+    from fastsim.errors import ConfigError
+
+    (tmp_path / "a.txt").write_text("old")
+    (tmp_path / "b.txt").mkdir()
+    with pytest.raises(ConfigError, match=r"cannot write .*b\.txt \(Is a directory\)"):
+        write_all([(tmp_path / "a.txt", bytes_writer(b"new")),
+                   (tmp_path / "b.txt", bytes_writer(b"new"))])
+    assert (tmp_path / "a.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
 def _dead_pid() -> int:
     """The PID of a process that has ended."""
     p = subprocess.Popen([sys.executable, "-c", "pass"])
