@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,6 +100,35 @@ def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "no worker joined the scheduler within 2 s" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("via", ["cli", "api"])
+def test_more_local_workers_than_memory_holds_is_one_line_before_any_start(
+        tmp_path, monkeypatch, capsys, via):
+    """--workers 1000 started a thousand worker processes of a few hundred MiB each, with
+    no check: the machine ran out of memory instead of the run saying so."""
+    from fastsim import memory
+
+    class NoCluster:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a local cluster was started")
+
+    monkeypatch.setattr(distributed, "LocalCluster", NoCluster)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 8 << 30)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(SWEEP)
+    out = tmp_path / "o"
+    needle = r"workers 1000 with n_jobs=30, n_evals=7, chunk 4 needs about .* GiB of memory, " \
+             r"8.0 GiB available; largest feasible: workers \d+$"
+    if via == "cli":
+        assert main(["sweep", str(sweep), "--out", str(out), "--no-progress",
+                     "--backend", "dask", "--workers", "1000"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and re.search(needle, err), err
+    else:
+        with pytest.raises(fastsim.ConfigError, match=needle):
+            fastsim.sweep(sweep, out, backend="dask", workers=1000)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("workers, said", [(1, "of 1 worker;"), (2, "of 2 workers;")])

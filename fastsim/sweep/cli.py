@@ -144,12 +144,13 @@ def check_backend(args) -> None:
 def cmd_sweep(args) -> int:
     from fastsim.resources import sweep_file
     from fastsim.sweep.grid import load_sweep
-    from fastsim.sweep.runner import check_sweep_memory, held_run
+    from fastsim.sweep.runner import check_sweep_memory, held_run, local_workers
 
     check_backend(args)
     grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
                       seed=args.seed)
-    check_sweep_memory(grid, args.keep_jobs)
+    check_sweep_memory(grid, args.keep_jobs,
+                       local_workers(args.backend, args.address, args.workers))
     with held_run(grid, args.out, backend=args.backend, address=args.address,
                   workers=args.workers, timeout=args.dask_timeout, keep_jobs=args.keep_jobs,
                   progress=args.progress) as (store, rep):
