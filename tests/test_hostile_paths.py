@@ -918,6 +918,20 @@ def test_reproduce_refuses_a_directory_where_a_figure_goes_before_any_work(
         R.reproduce(tmp_path / "R", clusters=2, figures_dir=figs, report=None, progress=False)
 
 
+def test_reproduce_refuses_a_file_at_its_last_sweeps_directory_before_making_any(tmp_path):
+    """A file at OUT/mixed, the last sweep's directory, was refused only when that sweep
+    was opened: the five sweep directories before it had been made, each with its
+    manifest."""
+    from fastsim.sweep import reproduce as R
+
+    out = tmp_path / "R"
+    out.mkdir()
+    (out / R.PAPER_SWEEPS[-1]).write_text("not a directory\n")
+    with pytest.raises(ConfigError, match=r"--out .*mixed: exists and is not a directory"):
+        R.reproduce(out, clusters=2, figures_dir=None, report=None, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [R.PAPER_SWEEPS[-1]]
+
+
 def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     """`fastsim sweep --out SW/sub` made a sweep inside SW: `fastsim figures SW` then took
     it for one of SW's sources, and refused SW's figures when both ran one file."""
