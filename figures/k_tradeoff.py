@@ -24,7 +24,8 @@ def draw(sources, out, formats):
         ax.set_xlabel("k (consecutive declines)")
         ax.set_xticks(rows["k"].to_list())
         if m in ("precision", "recall"):  # a rate axis spans at least 10 points
-            S.rate_axis(ax, 100 * rows["lo"].min(), 100 * rows["hi"].max())
+            # None without an EvalStop row (100 * None was a TypeError), NaN if none triggered
+            S.rate_axis(ax, (100 * rows["lo"]).min(), (100 * rows["hi"]).max())
     S.footnote(fig, sources, "k_sweep")
     fig.tight_layout()
     return S.save(fig, out, "k_tradeoff", formats)

@@ -662,3 +662,22 @@ def test_reproduce_compiles_here_only_for_a_local_cell_whose_kernel_is_not_cache
     assert not compiles_here([grid], "dask")
     monkeypatch.setattr(notice, "engine_is_cached", lambda code=None: True)
     assert not compiles_here([grid], "local")
+
+
+@pytest.mark.parametrize("policy, k", [("evalstop", 6), ("stop_at", None)])
+def test_k_tradeoff_draws_a_k_sweep_whose_evalstop_never_triggers_or_is_absent(
+        tmp_path, policy, k):
+    """k = 6 of 7 evaluations never triggers on tiny clusters, so every rate's interval is
+    NaN: matplotlib refused the NaN axis limit (a ValueError traceback).  A k_sweep without
+    an EvalStop cell was a TypeError (100 * None)."""
+    from fastsim.cli import main
+
+    sweep = tmp_path / "k_sweep.toml"
+    axes = f"[axes]\nk = [{k}]\n" if k else "[axes]\nf = [0.5]\n"
+    sweep.write_text(f'clusters = 2\nchunk = 2\n[base]\nn_jobs = 12\ngpus = 16\n'
+                     f'policy = "{policy}"\n{axes}')
+    results = tmp_path / "r"
+    assert main(["sweep", str(sweep), "--out", str(results), "--no-progress"]) == 0
+    written = draw_all(results, tmp_path / "figs", formats=("png",), log=lambda *a: None,
+                       scripts=("k_tradeoff",))
+    assert [p.name for p in written] == ["k_tradeoff.png"]
