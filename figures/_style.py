@@ -216,10 +216,13 @@ def note(fig, text: str) -> None:
 
 
 def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None:
-    """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``)."""
+    """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``).  N is the
+    largest n: a metric undefined in some clusters (no hacking job, no trigger) has a
+    smaller one, and its least (0 without any hacking job) was printed as the cells' size."""
     df = summary(sources, sweep)
-    n = int(df["n"].min()) if df.height else 0
-    note(fig, f"{sweep}: {what} n = {n} clusters per cell")
+    n, least = (int(df["n"].max()), int(df["n"].min())) if df.height else (0, 0)
+    fewer = f" (as few as {least} for a metric undefined in some)" if least < n else ""
+    note(fig, f"{sweep}: {what} n = {n} clusters per cell{fewer}")
 
 
 def rate_axis(ax, lo: float | None, hi: float | None, min_span: float = 10.0) -> None:

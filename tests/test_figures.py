@@ -681,3 +681,14 @@ def test_k_tradeoff_draws_a_k_sweep_whose_evalstop_never_triggers_or_is_absent(
     written = draw_all(results, tmp_path / "figs", formats=("png",), log=lambda *a: None,
                        scripts=("k_tradeoff",))
     assert [p.name for p in written] == ["k_tradeoff.png"]
+
+
+def test_the_footnote_names_the_clusters_per_cell_not_a_metrics_least_n(monkeypatch,
+                                                                        tmp_path):
+    """Without any hacking job, a hacking metric has n = 0, and the footnote said 'n = 0
+    clusters per cell' of cells of 3 clusters."""
+    _tiny_sweep(tmp_path, "headline", 'base_rate = [0.0]\npolicy = ["evalstop:k=2"]')
+    fig = _drawn(monkeypatch, "headline", tmp_path / "results")
+    (note,) = fig.texts
+    assert note.get_text() == ("headline: 95% CIs over n = 3 clusters per cell (as few as 0 "
+                               "for a metric undefined in some)")
