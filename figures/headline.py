@@ -28,7 +28,8 @@ def _bars(ax, df, metrics, names, sign=1.0):
         mean = np.array([sign * v["mean"] for v in r]) * 100
         lo = np.array([min(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
         hi = np.array([max(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
-        mean = np.nan_to_num(mean)
+        # an undefined estimate (precision without a trigger, a rate without a hacking
+        # job) has no bar: drawn as 0 it read as a measured 0%
         ax.bar(x + (i - len(present) / 2 + 0.5) * width, mean, width,
                yerr=[np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)], capsize=2,
                color=S.PALETTE[p], label=S.policy_label(p, df.filter(pl.col("policy_name") == p)))

@@ -692,3 +692,15 @@ def test_the_footnote_names_the_clusters_per_cell_not_a_metrics_least_n(monkeypa
     (note,) = fig.texts
     assert note.get_text() == ("headline: 95% CIs over n = 3 clusters per cell (as few as 0 "
                                "for a metric undefined in some)")
+
+
+def test_the_headline_draws_no_bar_for_an_undefined_estimate(monkeypatch, tmp_path):
+    """Without any hacking job, recall and stop recall are undefined (NaN), and their bars
+    were drawn at 0%, a value never measured."""
+    _tiny_sweep(tmp_path, "headline", 'base_rate = [0.0]\npolicy = ["evalstop:k=2"]')
+    summary = pl.read_parquet(tmp_path / "results" / "headline" / "summary.parquet")
+    recall = summary.filter((pl.col("metric") == "recall") & (pl.col("policy_name") == "evalstop"))
+    assert np.isnan(recall["mean"][0])
+    fig = _drawn(monkeypatch, "headline", tmp_path / "results")
+    heights = [b.get_height() for b in fig.axes[0].patches]  # precision, recall, stop recall, ...
+    assert np.isnan(heights[1]) and np.isnan(heights[2])
