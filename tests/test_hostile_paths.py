@@ -949,6 +949,18 @@ def test_a_new_sweep_is_never_made_inside_another(tmp_path, capsys):
     assert main([*argv, str(sw)]) == 0  # SW itself resumes
 
 
+def test_another_tools_sweep_lock_is_never_locked_nor_truncated(tmp_path):
+    """Any file named sweep.lock in a directory above an output made that directory a
+    locked one: `fastsim run --out project/sub/o.parquet` truncated a project's own
+    sweep.lock to nothing."""
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "sweep.lock").write_text("held by another tool\n")
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--gpus", "16", "--no-progress",
+                 "--out", str(project / "sub" / "o.parquet")]) == 0
+    assert (project / "sweep.lock").read_text() == "held by another tool\n"
+
+
 def test_another_tools_sweep_json_makes_no_sweep_directory_to_nest_in(tmp_path, capsys):
     """A project whose top holds a tuner's sweep.json refused every sweep below it, as
     "inside the sweep directory" of the project, and every command writing below it took

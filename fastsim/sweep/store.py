@@ -224,6 +224,28 @@ def is_sweep_dir(d: Path) -> bool:
     return isinstance(manifest, dict) and "grid_hash" in manifest
 
 
+_HOLDER = re.compile(rb"pid [0-9]+ on ")  # the start of ``DirLock._write_holder``'s line
+
+
+def is_fastsim_lock(path: Path) -> bool:
+    """Whether a directory's ``sweep.lock`` at ``path`` may be fastsim's: empty (released,
+    or just taken), naming its holder as ``DirLock`` does, or not a regular file (which
+    ``DirLock.acquire`` refuses, naming it).  Another tool's ``sweep.lock`` makes no sweep
+    directory: every command writing below it locked it, truncating the file to nothing."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False  # none there (``os.path.exists``'s answer)
+    if not stat.S_ISREG(mode):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return True  # unreadable: ``DirLock.acquire`` says what is wrong with it
+    return not head or _HOLDER.match(head) is not None
+
+
 def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
     """Lock every sweep directory (one with a ``sweep.lock``) that is or holds a target.
 
@@ -243,7 +265,7 @@ def hold_sweep_dirs(*targets: Path | None) -> list[DirLock]:
             for d in (path, *path.parents):
                 # a sweep's manifest without its lock file is a sweep directory still
                 # os.path's: False, not an OSError, for a name too long to look up
-                if d not in seen and (os.path.exists(d / LOCK) or is_sweep_dir(d)):
+                if d not in seen and (is_fastsim_lock(d / LOCK) or is_sweep_dir(d)):
                     locks.append(DirLock.acquire(d))
                 seen.add(d)
     return locks
