@@ -468,6 +468,24 @@ def test_one_extract_without_the_other_is_one_line(tiny_reproduction, tmp_path, 
     assert "holds no sweep results" in capsys.readouterr().err
 
 
+def test_a_damaged_extract_names_the_command_that_rewrites_it(tiny_reproduction, tmp_path,
+                                                              capsys):
+    """A truncated extract was refused telling the user to run `fastsim sweep` again,
+    which never writes the extracts; reproduce does."""
+    import shutil
+
+    from fastsim.cli import main
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "extracts", results / "extracts")
+    (results / "extracts" / "trajectory_points.parquet").write_bytes(b"")
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fastsim sweep" not in err, err
+    assert "trajectory_points.parquet: damaged" in err and "`fastsim reproduce`" in err, err
+
+
 def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduction, tmp_path,
                                                                   capsys):
     """Reproduce's OUT keeps its names free for other commands, so `fastsim run --out

@@ -44,7 +44,7 @@ def find_sources(results: Path) -> dict[str, Path]:
             raise _damaged(d / "jct_hist.parquet", "missing beside summary.parquet")
     if (results / "extracts").is_dir():
         for table in sorted((results / "extracts").glob("*.parquet")):
-            _check_table(table)
+            _check_table(table, allowed=REPRODUCE_OUTPUT)
         # written together by reproduce; one without the other is a run killed between them
         have = [(results / "extracts" / t).exists() for t in EXTRACTS]
         if any(have) and not all(have):
@@ -66,12 +66,17 @@ def find_sources(results: Path) -> dict[str, Path]:
     return sources
 
 
-def _damaged(path: Path, why: str):
+SWEEP_OUTPUT = ("the sweep's own output (run `fastsim sweep FILE --out DIR` again: it "
+                "verifies its chunks and rewrites the tables)")
+# an extract is written by reproduce, which rewrites it; a sweep never does
+REPRODUCE_OUTPUT = ("the extracts `fastsim reproduce` writes (run it again, the same "
+                    "command: it rewrites them)")
+
+
+def _damaged(path: Path, why: str, allowed: str = SWEEP_OUTPUT):
     from fastsim.errors import ConfigError
 
-    return ConfigError(f"{path}: damaged ({why}); allowed: the sweep's own output (run "
-                       "`fastsim sweep FILE --out DIR` again: it verifies its chunks and "
-                       "rewrites the tables)")
+    return ConfigError(f"{path}: damaged ({why}); allowed: {allowed}")
 
 
 def _read_manifest(manifest: Path) -> tuple[str, str]:
@@ -93,7 +98,8 @@ def _read_manifest(manifest: Path) -> tuple[str, str]:
         raise _damaged(manifest, type(exc).__name__) from None
 
 
-def _check_table(path: Path, grid_hash: str | None = None) -> None:
+def _check_table(path: Path, grid_hash: str | None = None,
+                 allowed: str = SWEEP_OUTPUT) -> None:
     """A Parquet table that reads in full, its pages passing their checksums (a truncated
     file has no footer; a damaged page fails its checksum; one without checksums is an
     older fastsim's) and, beside a manifest, was aggregated from that manifest's grid (a
@@ -106,11 +112,11 @@ def _check_table(path: Path, grid_hash: str | None = None) -> None:
 
     why = file_kind(path)  # a named pipe would block the read
     if why is not None:
-        raise _damaged(path, why)
+        raise _damaged(path, why, allowed)
     try:
         read_table(path)
     except DamagedParquet as exc:
-        raise _damaged(path, exc.reason) from None
+        raise _damaged(path, exc.reason, allowed) from None
     if grid_hash is not None:
         written = parquet_metadata(path).get(GRID_KEY)
         if written != grid_hash:
