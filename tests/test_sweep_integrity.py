@@ -594,6 +594,28 @@ def test_7_a_huge_file_at_a_records_name_is_not_read_into_memory(
     assert_same(ref, out)
 
 
+@pytest.mark.parametrize("kind", ["chunk", "jct"])
+def test_7_a_huge_file_at_a_chunks_name_is_not_read_into_memory(
+        sweep_file, tmp_path, capsys, monkeypatch, kind):
+    """A chunk's file was read whole to be hashed: a 1 GiB file at its name (sparse here)
+    took its size in memory on every resume, and one larger than memory a MemoryError
+    traceback.  No file of a chunk is larger than the memory that computed it: such a file
+    is re-run, read no further than that bound."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    with open(sorted(out.glob(f"cells/*/{kind}-0001.parquet"))[0], "r+b") as fh:
+        fh.truncate(1 << 30)
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    code, peak = _traced_peak(lambda: sweep(sweep_file, out))
+    assert code == 0
+    assert peak < 64 << 20, peak
+    assert runs == [(2, 2)]
+    assert "bytes" in capsys.readouterr().err  # "larger than N bytes", the reason said
+    assert_same(ref, out)
+
+
 def test_7_a_huge_file_at_the_manifests_name_is_damaged_and_rebuilt(
         sweep_file, tmp_path, capsys, monkeypatch):
     """A file of 1 GiB at sweep.json (sparse here) was read whole, as the figures read it:

@@ -53,7 +53,7 @@ import stat
 import sys
 import time
 import weakref
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -81,6 +81,9 @@ RECORD_MAX_BYTES = 1 << 20
 # the largest grid a sweep file may expand to (MAX_CELLS cells, each with its own baseline
 # cell).  A file at its name of more than about twice that is not a manifest: damaged.
 MANIFEST_MAX_BYTES = 64 << 20
+# A chunk's file is smaller than the memory its computation took (``chunk_max_bytes``) plus
+# this, far more than any Parquet footer: a larger file at its name is not the chunk's
+CHUNK_SLACK_BYTES = 16 << 20
 GRID_KEY = "fastsim.grid_hash"  # Parquet metadata key of the aggregated tables: their grid
 # The manifest's field recording the SHA-256 of each file aggregation wrote (``write_aggregated``);
 # added within format 3: a manifest without it is an older fastsim's, its tables read unhashed
@@ -525,6 +528,21 @@ class SweepStore:
             tmp.unlink(missing_ok=True)
 
     # -- chunks -------------------------------------------------------------------------
+    @cached_property
+    def _workloads(self) -> dict[str, Any]:
+        return {c.id: c.config.workload for c in self.grid.cells}
+
+    def chunk_max_bytes(self, cell_id: str, index: int) -> int:
+        """The most bytes a file of this chunk can hold: no more than the memory that
+        computed it (``fastsim.memory.simulate_bytes``, per-job records and their Parquet
+        bytes counted), and ``CHUNK_SLACK_BYTES``.  A larger file at its name (a sparse
+        100 GB file) was read whole into memory to be hashed, on every resume."""
+        from fastsim.memory import simulate_bytes
+
+        w, (_, n) = self._workloads[cell_id], self.grid.chunk_range(index)
+        return (CHUNK_SLACK_BYTES + simulate_bytes(n, w.n_jobs, w.n_evals, True)
+                + n * w.n_jobs * 250)
+
     def cell_dir(self, cell_id: str) -> Path:
         return self.root / "cells" / f"cell={cell_id}"
 
@@ -574,7 +592,7 @@ class SweepStore:
             if entry is None:
                 return "missing" if kind == "jobs" else f"{rp}: does not list {p.name}"
             try:
-                data = _read_regular(p)
+                data = _read_regular(p, self.chunk_max_bytes(cell_id, index))
             except OSError as exc:
                 return f"{p}: {exc.strerror or exc}"
             if _sha256(data) != entry.get("sha256"):
@@ -646,7 +664,7 @@ class SweepStore:
         if entry is None:
             raise ConfigError(f"{p}: chunk {index} of cell {cell_id} is not complete{hint}")
         try:
-            data = _read_regular(p)
+            data = _read_regular(p, self.chunk_max_bytes(cell_id, index))
         except OSError as exc:
             raise ConfigError(f"{p}: {exc.strerror or exc}{hint}") from None
         if _sha256(data) != entry.get("sha256"):
