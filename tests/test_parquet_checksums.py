@@ -181,6 +181,29 @@ def test_aggregation_records_each_files_sha256_in_the_manifest(swept):
         assert tables[name]["sha256"] == hashlib.sha256((out / name).read_bytes()).hexdigest()
 
 
+def test_a_huge_file_at_a_tables_name_is_not_read_into_memory(swept, capsys):
+    """A table was read whole to be hashed: a 1 GiB file at summary.parquet (sparse here)
+    took its size in memory in `fastsim figures`.  The manifest records each table's size,
+    and a reader reads no further."""
+    import tracemalloc
+
+    _, out = swept
+    size = (out / "summary.parquet").stat().st_size
+    assert json.loads((out / "sweep.json").read_text())[TABLES]["summary.parquet"][
+        "bytes"] == size
+    with open(out / "summary.parquet", "r+b") as fh:
+        fh.truncate(1 << 30)
+    capsys.readouterr()
+    tracemalloc.start()
+    try:
+        one_line(capsys, ["figures", str(out), "--formats", "png"],
+                 f"summary.parquet: damaged (larger than the {size} bytes sweep.json records)")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
+
+
 @pytest.mark.parametrize("table", ["summary.parquet", "jct_hist.parquet"])
 def test_a_flip_in_a_tables_footer_that_still_parses_is_one_line(swept, capsys, table):
     """The page checksums do not cover the footer: such a table was read as it was."""

@@ -11,7 +11,7 @@ Writes, atomically, into the sweep directory:
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
 * ``summary.txt``: the same estimates as plain-text tables; under a baseline other than
   ``none`` each heading says what its changes are against.
-* ``sweep.json``'s ``tables``: the SHA-256 of each of these four, renamed after them
+* ``sweep.json``'s ``tables``: the SHA-256 and size of each of these four, renamed after them
   (``SweepStore.write_aggregated``), which every reader checks (``read_sweep_table``).
 
 Each cell's clusters are read chunk by chunk in cluster order (``CellSummary``), with the

@@ -378,7 +378,9 @@ def _sha256(data: bytes) -> str:
 def _tables_ok(tables: Any) -> bool:
     """Whether a manifest's ``TABLES`` has the form ``write_aggregated`` writes."""
     return isinstance(tables, dict) and all(
-        isinstance(e, dict) and isinstance(e.get("sha256"), str) for e in tables.values())
+        isinstance(e, dict) and isinstance(e.get("sha256"), str)
+        and type(e.get("bytes", 0)) is int and e.get("bytes", 0) >= 0
+        for e in tables.values())
 
 
 def read_sweep_table(path: Path, allowed: str,
@@ -416,16 +418,22 @@ def _recorded_bytes(path: Path, allowed: str) -> bytes | None:
             raise ConfigError(f"{manifest}: damaged sweep manifest (its {TABLES} field); "
                               f"allowed: {allowed}")
         entry = m[TABLES].get(path.name)
-        try:
-            data = _read_regular(path)
+        if entry is None:
+            raise _damaged_table(path, f"{MANIFEST} records no SHA-256 for it", allowed)
+        try:  # no further than the size recorded (a manifest before sizes were: all of it)
+            data = _read_regular(path, entry.get("bytes"))
         except OSError as exc:
+            if exc.errno == errno.EFBIG:  # a huge file there was read whole into memory
+                raise _damaged_table(path, f"larger than the {entry['bytes']} bytes "
+                                     f"{MANIFEST} records", allowed) from None
             raise ConfigError(f"{path}: {exc.strerror or exc}; allowed: {allowed}") from None
-    why = (f"{MANIFEST} records no SHA-256 for it" if entry is None else
-           f"its SHA-256 is not the one {MANIFEST} records" if _sha256(data) != entry["sha256"]
-           else None)
-    if why is not None:
-        raise DamagedParquet(f"{path}: damaged ({why}); allowed: {allowed}", why)
+    if _sha256(data) != entry["sha256"]:
+        raise _damaged_table(path, f"its SHA-256 is not the one {MANIFEST} records", allowed)
     return data
+
+
+def _damaged_table(path: Path, why: str, allowed: str) -> DamagedParquet:
+    return DamagedParquet(f"{path}: damaged ({why}); allowed: {allowed}", why)
 
 
 class SweepStore:
@@ -515,7 +523,9 @@ class SweepStore:
         replaced, and the new ones are refused until the sweep is run again."""
         self.check_held()
         manifest = self.manifest()
-        manifest[TABLES] = {p.name: {"sha256": _sha256(b)} for p, b in files.items()}
+        # the size too: a reader reads no further (a huge file there, not the table)
+        manifest[TABLES] = {p.name: {"sha256": _sha256(b), "bytes": len(b)}
+                            for p, b in files.items()}
         write_all([*((p, bytes_writer(b)) for p, b in files.items()),
                    (self.root / MANIFEST, bytes_writer(json.dumps(manifest, indent=1).encode()))])
 
