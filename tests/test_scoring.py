@@ -72,6 +72,21 @@ def test_range_matches_only_if_both_ends_match():
     assert verdict(ENDS, (0.122, 0.206)).detail == "ends +3.3 / -4.6 pp"
 
 
+def test_a_deviation_equal_to_its_tolerance_matches():
+    """Within the tolerance includes its edge: 39.3% against 38.3% +- 1 pp is 1 pp off in
+    decimals, but 0.393 - 0.383 is 0.010000000000000009 in floats, and was a miss."""
+    recall = PaperRow("r_h", "recall", "38.3%", "value", 0.383, rate_tolerance(0.383), "test")
+    assert v(recall, 0.393, 0.392, 0.394) == MATCH
+    assert v(recall, 0.373, 0.372, 0.374) == MATCH
+    assert v(PaperRow("p_h", "precision", "57.0%", "value", 0.570, rate_tolerance(0.57),
+                      "test"), 0.58, 0.579, 0.581) == MATCH
+    assert v(recall, 0.3931, 0.392, 0.394) == MISS
+    assert v(ENDS, (0.089 - 0.089 * 0.15, 0.252)) == MATCH  # the low end exactly 15% off
+    assert v(ENDS, (0.0755, 0.252)) == MISS
+    assert v(BOUND, 9.1 / 10) == MATCH  # 0.9099999999999999: the bound, as decimals
+    assert v(WITHIN, 0.089) == MATCH and v(WITHIN, 0.252) == MATCH
+
+
 def test_category():
     assert v(CAT, 2) == MATCH and v(CAT, 1) == MISS and v(CAT, None) == NOT_COMPARABLE
 
