@@ -87,6 +87,29 @@ def test_a_deviation_equal_to_its_tolerance_matches():
     assert v(WITHIN, 0.089) == MATCH and v(WITHIN, 0.252) == MATCH
 
 
+def test_a_deviation_reads_on_the_side_of_the_tolerance_its_verdict_is():
+    """The detail's deviation is printed with the digits it needs: at one decimal a miss
+    by 1.004 pp of a 1 pp band read "miss (+1.0 pp)", a bound missed by 0.04 pp "miss
+    (-0.0 pp from the bound)", a value 0.01 pp outside a range "+0.0 pp outside", a match
+    at 0.75 pp of a 0.75 pp band "+0.8 pp", and a CI of +-1.04 pp "+-1 pp is wider than the
+    tolerance" of +-1 pp."""
+    recall = PaperRow("r_h", "recall", "38.3%", "value", 0.383, rate_tolerance(0.383), "test")
+    assert verdict(recall, 0.39304, 0.392, 0.394).text == "miss (+1.004 pp)"
+    assert verdict(recall, 0.3929, 0.392, 0.394).text == "match (+1.0 pp)"
+    assert verdict(BOUND, 0.9096).text == "miss (-0.04 pp from the bound)"
+    assert verdict(BOUND, 0.95).text == "match (+4.0 pp from the bound)"
+    assert verdict(WITHIN, 0.2521).text == "miss (+0.01 pp outside)"
+    assert verdict(FPR, 0.0225, 0.022, 0.023).text == "match (+0.75 pp)"
+    assert verdict(ENDS, (0.0755, 0.252)).text == "miss (ends -1.35 / +0.0 pp)"
+    assert "CI ±1.04 pp is wider" in verdict(PREC, 0.983, 0.9726, 0.9934).detail
+    # the printed band of the waste row is rounded (15% of 21.8 pp: 3.27, printed 3.3)
+    waste = PaperRow("w_h", "waste", "-21.8%", "value", -0.218, SYSTEM, "test")
+    assert waste.tol.text(-0.218) == "±15% rel. (±3.3 pp)"
+    assert verdict(waste, -0.218 + 0.0328, -0.186, -0.184).text == \
+        "miss (+3.28 pp (the tolerance is ±3.27 pp unrounded))"
+    assert verdict(waste, -0.218 + 0.0327, -0.186, -0.184).text == "match (+3.27 pp)"
+
+
 def test_category():
     assert v(CAT, 2) == MATCH and v(CAT, 1) == MISS and v(CAT, None) == NOT_COMPARABLE
 

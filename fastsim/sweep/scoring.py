@@ -53,10 +53,14 @@ class Tolerance:
             return self.abs
         return abs(paper) * self.rel
 
+    def shown_pp(self, paper: float) -> float:
+        """The band's half-width in pp as ``text`` prints it (two significant digits)."""
+        return float(f"{100 * self.width(paper):.2g}")
+
     def text(self, paper: float) -> str:
         if self.abs is not None:
-            return f"±{100 * self.abs:.2g} pp"
-        return f"±{100 * self.rel:.0f}% rel. (±{100 * self.width(paper):.2g} pp)"
+            return f"±{self.shown_pp(paper):g} pp"
+        return f"±{100 * self.rel:.0f}% rel. (±{self.shown_pp(paper):g} pp)"
 
 
 def rate_tolerance(paper: float) -> Tolerance:
@@ -162,6 +166,28 @@ def _at_most(x: float, limit: float) -> bool:
     return x <= limit + _SLACK
 
 
+def _pp(x: float, limit: float, within: bool, shown: float | None = None) -> str:
+    """``x`` (a fraction) as ``+1.0 pp``, with the fewest decimals, from one, at which its
+    size reads on the side of ``limit`` (a fraction; ``shown``: that limit in pp as the
+    table prints it) that the verdict ``within`` says.  At one decimal a miss by 1.004 pp
+    of a 1 pp band read "+1.0 pp", a bound missed by 0.04 pp "-0.0 pp from the bound", a
+    CI of ±1.04 pp "±1 pp is wider than the tolerance" of ±1 pp.  Where the printed limit
+    is itself rounded across ``x`` (a miss by 3.28 pp of a band of 3.27 pp printed ±3.3),
+    the unrounded limit is said."""
+    size, bound = abs(100 * x), 100 * limit
+
+    def reads_right(digits: int, against: float) -> bool:
+        return (round(size, digits) <= against + 100 * _SLACK) == within
+
+    digits = next((d for d in range(1, 7) if reads_right(d, bound)
+                   and (shown is None or reads_right(d, shown))), None)
+    if digits is not None:
+        return f"{100 * x:+.{digits}f} pp"
+    digits = next((d for d in range(1, 7) if reads_right(d, bound)
+                   and round(size, d) != shown), 6)
+    return f"{100 * x:+.{digits}f} pp (the tolerance is ±{bound:.4g} pp unrounded)"
+
+
 def _finite(*xs) -> bool:
     return all(x is not None and isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
 
@@ -184,27 +210,35 @@ def _raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ve
         if not _finite(m_lo, m_hi):
             return Verdict(NOT_COMPARABLE, "no estimate")
         d_lo, d_hi = m_lo - p_lo, m_hi - p_hi
-        ok = _at_most(abs(d_lo), row.tol.width(p_lo)) and _at_most(abs(d_hi), row.tol.width(p_hi))
-        return Verdict(MATCH if ok else MISS, f"ends {100 * d_lo:+.1f} / {100 * d_hi:+.1f} pp")
+        w_lo, w_hi = row.tol.width(p_lo), row.tol.width(p_hi)
+        ok_lo, ok_hi = _at_most(abs(d_lo), w_lo), _at_most(abs(d_hi), w_hi)
+        return Verdict(MATCH if ok_lo and ok_hi else MISS,
+                       f"ends {_pp(d_lo, w_lo, ok_lo)[:-3]} / {_pp(d_hi, w_hi, ok_hi)}")
     if not _finite(ours):
         return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
     if row.kind == "bound":
         d = ours - row.paper
-        return Verdict(MATCH if _at_most(-d, 0.0) else MISS, f"{100 * d:+.1f} pp from the bound")
+        ok = _at_most(-d, 0.0)
+        # a shortfall shows as one: below the bound by any amount is never "-0.0"
+        shown = f"{100 * d:+.1f} pp" if ok else _pp(d, 0.0, False)
+        return Verdict(MATCH if ok else MISS, f"{shown} from the bound")
     if row.kind == "within":
         a, b = row.paper
         if _at_most(a, ours) and _at_most(ours, b):
             return Verdict(MATCH, "")
-        return Verdict(MISS, f"{100 * (ours - (a if ours < a else b)):+.1f} pp outside")
+        return Verdict(MISS, f"{_pp(ours - (a if ours < a else b), 0.0, False)} outside")
     width = row.tol.width(row.paper)
     d = ours - row.paper
     if lo is not None and not _finite(lo, hi):  # an interval was asked for, none exists
         return Verdict(NOT_COMPARABLE, "no 95% CI (one cluster, or no spread between "
                                        "clusters): its precision is unknown; run more clusters")
-    if _finite(lo, hi) and (hi - lo) / 2 > width:
-        return Verdict(NOT_COMPARABLE, f"our 95% CI ±{100 * (hi - lo) / 2:.2g} pp is wider "
-                                       f"than the tolerance; run more clusters")
-    return Verdict(MATCH if _at_most(abs(d), width) else MISS, f"{100 * d:+.1f} pp")
+    shown = row.tol.shown_pp(row.paper)
+    if _finite(lo, hi) and not _at_most((hi - lo) / 2, width):
+        half = _pp((hi - lo) / 2, width, False, shown).lstrip("+")
+        return Verdict(NOT_COMPARABLE, f"our 95% CI ±{half} is wider than the tolerance; "
+                                       "run more clusters")
+    ok = _at_most(abs(d), width)
+    return Verdict(MATCH if ok else MISS, _pp(d, width, ok, shown))
 
 
 def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
