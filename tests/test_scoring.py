@@ -164,6 +164,58 @@ def test_k_balance_uses_stop_recall():
     assert best == 2 and f1s[0][1] == pytest.approx(2 * 0.8 * 0.5 / 1.3)
 
 
+def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), gains=(0.095, 0.15, 0.24, 0.12),
+               k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8), (3, 1.0, 0.3))):
+    """Hand-made aggregated tables of the paper's sweeps, as ``comparison_rows`` reads them."""
+    def frame(rows):
+        full = [{"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2, "sigma": 0.05,
+                 "base_rate": 0.6, "lo": None, "hi": None, "n": 10, **r} for r in rows]
+        for r in full:
+            ok = r["mean"] == r["mean"]
+            r["lo"] = r["mean"] - 0.001 if ok else math.nan
+            r["hi"] = r["mean"] + 0.001 if ok else math.nan
+        return pl.DataFrame(full)
+    head = [{"metric": m, "mean": 0.5, "policy_name": p}
+            for p in ("evalstop", "stop_at", "loss_plateau")
+            for m in ("jct_mean_h_change", "wasted_gpu_h_change", "precision", "recall", "fpr")]
+    return {
+        "headline": frame(head),
+        "noise": frame([{"metric": "precision", "mean": x, "sigma": sg}
+                        for x, sg in zip(noise, (0.01, 0.03, 0.05))]
+                       + [{"metric": "precision", "mean": 0.8, "sigma": 0.12}]),
+        "base_rate": frame([{"metric": "precision", "mean": x, "base_rate": b}
+                            for x, b in zip(base_rate, (0.2, 0.8))]),
+        "composability": frame([{"metric": "jct_mean_h_change", "mean": -g, "scheduler": sc}
+                                for g, sc in zip(gains, ("fifo", "sjf_est", "srtf_est",
+                                                         "loss_aware"))]),
+        "k_sweep": frame([{"metric": m, "mean": x, "k": k} for k, p, r in k_f1
+                          for m, x in (("precision", p), ("stop_recall", r))]),
+    }
+
+
+def _scored(**kw):
+    from fastsim.sweep.reproduce import comparison_rows
+
+    return {r["key"]: r for r in comparison_rows(_summaries(**kw))}
+
+
+def test_a_missing_estimate_is_never_dropped_from_a_minimum_or_a_range():
+    """A cell with no estimate (NaN) among those a bound's minimum or the gains' range is
+    taken over makes that row not comparable: sorted, NaN came last and the bound was
+    scored on the other cells; min() and max() skip a NaN anywhere but first, so the range
+    of three gains was scored as the four's, a match."""
+    ok = _scored()
+    assert ok["noise_bound"]["verdict"] == MATCH and ok["gain_range"]["verdict"] == MATCH
+    assert ok["base_rate_bound"]["verdict"] == MATCH
+    rows = _scored(noise=(0.95, math.nan, 0.92), base_rate=(math.nan, 0.94),
+                   gains=(0.095, math.nan, 0.24, 0.12))
+    for key, note in (("noise_bound", "at sigma = 0.03"), ("base_rate_bound",
+                                                           "at base rate = 0.2")):
+        assert rows[key]["verdict"] == NOT_COMPARABLE and rows[key]["note"] == note
+    assert rows["gain_range"]["verdict"] == NOT_COMPARABLE
+    assert rows["gain_sjf_est"]["verdict"] == NOT_COMPARABLE
+
+
 def test_paper_values_are_the_numbers_their_text_states():
     """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
     nowhere else: the scored number must be the one printed."""

@@ -8,6 +8,7 @@ tolerances of ``fastsim.sweep.scoring``: match, miss, not comparable, or fitted.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shlex
@@ -106,12 +107,12 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
         rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"]))
     noise = summaries["noise"].filter((pl.col("metric") == "precision")
                                       & (pl.col("policy_name") == "evalstop"))
-    low = noise.filter(pl.col("sigma") <= 0.05 + 1e-9).sort("mean").row(0, named=True)
+    low = _lowest(noise.filter(pl.col("sigma") <= 0.05 + 1e-9))
     rows.append(_row(ROWS_BY_KEY["noise_bound"], low["mean"], low["lo"], low["hi"], low["n"],
                      note=f"at sigma = {low['sigma']:g}"))
     br = summaries["base_rate"].filter((pl.col("metric") == "precision")
                                        & (pl.col("policy_name") == "evalstop"))
-    worst = br.sort("mean").row(0, named=True)
+    worst = _lowest(br)
     rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
                      worst["n"], note=f"at base rate = {worst['base_rate']:g}"))
     gains = []
@@ -120,13 +121,24 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
                     {"scheduler": sched, "policy_name": "evalstop"})
         gains.append(-r["mean"])
         rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"]))
-    rows.append(_row(ROWS_BY_KEY["gain_range"], (min(gains), max(gains)), None, None, None))
+    # a gain with no estimate leaves the range's ends unknown: min() and max() skipped a
+    # NaN anywhere but first, and the range of the other three was scored as the four's
+    ends = (min(gains), max(gains)) if all(g == g for g in gains) else (math.nan, math.nan)
+    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, None, None, None))
     best_k, f1s = k_balance(summaries["k_sweep"])
     rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, None,
                      note="F1(precision, stop recall): " + ", ".join(
                          f"k={k}: {100 * f:.1f}%" for k, f in f1s)))
     order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
     return sorted(rows, key=lambda r: order[r["key"]])
+
+
+def _lowest(cells: pl.DataFrame) -> dict[str, Any]:
+    """The row of ``cells`` with the lowest estimate, for a bound over them; a cell with no
+    estimate (NaN: no trigger at all) is returned instead, as the minimum is then unknown
+    (sorted, NaN came last, and the bound was scored on the other cells alone)."""
+    unknown = cells.filter(~pl.col("mean").is_finite())
+    return (unknown if unknown.height else cells.sort("mean")).row(0, named=True)
 
 
 def k_balance(summary: pl.DataFrame) -> tuple[int, list[tuple[int, float]]]:
