@@ -216,6 +216,24 @@ def test_a_missing_estimate_is_never_dropped_from_a_minimum_or_a_range():
     assert rows["gain_sjf_est"]["verdict"] == NOT_COMPARABLE
 
 
+def test_k_balance_gives_no_k_on_a_tie_or_an_undefined_f1():
+    """The first k won a tie of F1 (k = 1 and 2 both at precision and stop recall 100%
+    read "k = 1", k = 2 and 3 "k = 2", a match); a k with no hacking job to count (stop
+    recall NaN) scored F1 0 and another k won."""
+    best, _ = k_balance(_summaries(k_f1=((1, 1.0, 1.0), (2, 1.0, 1.0), (3, 1.0, 0.3)))["k_sweep"])
+    assert best is None
+    best, _ = k_balance(_summaries(k_f1=((1, 0.8, 0.5), (2, 1.0, 1.0), (3, 1.0, 1.0)))["k_sweep"])
+    assert best is None
+    best, f1s = k_balance(_summaries(k_f1=((1, 0.8, math.nan), (2, 1.0, 0.9),
+                                           (3, math.nan, 0.0)))["k_sweep"])
+    assert best is None and math.isnan(f1s[0][1]) and f1s[2][1] == 0.0
+    best, f1s = k_balance(_summaries(k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8),
+                                           (3, math.nan, 0.0)))["k_sweep"])
+    assert best == 2 and f1s[2] == (3, 0.0)  # nothing detected early: F1 0
+    row = _scored(k_f1=((1, 0.8, 0.5), (2, 1.0, 1.0), (3, 1.0, 1.0)))["k_balance"]
+    assert row["verdict"] == NOT_COMPARABLE and row["note"].endswith("; k = 2 and 3 tie")
+
+
 def test_paper_values_are_the_numbers_their_text_states():
     """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
     nowhere else: the scored number must be the one printed."""

@@ -127,8 +127,7 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     rows.append(_row(ROWS_BY_KEY["gain_range"], ends, None, None, None))
     best_k, f1s = k_balance(summaries["k_sweep"])
     rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, None,
-                     note="F1(precision, stop recall): " + ", ".join(
-                         f"k={k}: {100 * f:.1f}%" for k, f in f1s)))
+                     note=_f1_note(best_k, f1s)))
     order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
     return sorted(rows, key=lambda r: order[r["key"]])
 
@@ -141,17 +140,40 @@ def _lowest(cells: pl.DataFrame) -> dict[str, Any]:
     return (unknown if unknown.height else cells.sort("mean")).row(0, named=True)
 
 
-def k_balance(summary: pl.DataFrame) -> tuple[int, list[tuple[int, float]]]:
+def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]]]:
     """The k maximising F1 of pooled precision and stop recall (a trigger at completion
-    detects nothing early), and every k's F1."""
+    detects nothing early), and every k's F1.  F1 is 0 where nothing is detected early
+    (stop recall 0), NaN where stop recall has no hacking job to count; the best k is None
+    (no estimate) where some k's F1 is NaN or several k share the highest F1: the first k
+    won the tie, so k = 1 and 2 both at 100% read "k = 1", a miss, and k = 2 and 3 a match."""
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     f1s = []
     for k in sorted(ev["k"].unique().to_list()):
         p = _select(ev, "precision", {"k": k})["mean"]
         r = _select(ev, "stop_recall", {"k": k})["mean"]
-        ok = p == p and r == r and p + r > 0
-        f1s.append((int(k), 2 * p * r / (p + r) if ok else 0.0))
-    return max(f1s, key=lambda t: t[1])[0], f1s
+        if r != r:
+            f1 = math.nan
+        elif r == 0 or p + r == 0:  # no early detection (precision NaN: no trigger at all)
+            f1 = 0.0
+        else:
+            f1 = 2 * p * r / (p + r)
+        f1s.append((int(k), f1))
+    values = [f for _, f in f1s]
+    if not values or any(f != f for f in values):
+        return None, f1s
+    best = [k for k, f in f1s if f == max(values)]
+    return (best[0] if len(best) == 1 else None), f1s
+
+
+def _f1_note(best: int | None, f1s: list[tuple[int, float]]) -> str:
+    """The k row's note: every k's F1, and why no k is ours when none is."""
+    text = "F1(precision, stop recall): " + ", ".join(
+        f"k={k}: {'n/a' if f != f else f'{100 * f:.1f}%'}" for k, f in f1s)
+    finite = [f for _, f in f1s if f == f]
+    if best is None and finite and len(finite) == len(f1s):
+        tied = [str(k) for k, f in f1s if f == max(finite)]
+        text += f"; k = {' and '.join(tied)} tie"
+    return text
 
 
 def detection_split(summary: pl.DataFrame) -> list[dict[str, Any]]:
