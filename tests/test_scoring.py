@@ -234,6 +234,37 @@ def test_k_balance_gives_no_k_on_a_tie_or_an_undefined_f1():
     assert row["verdict"] == NOT_COMPARABLE and row["note"].endswith("; k = 2 and 3 tie")
 
 
+def test_an_estimate_and_its_interval_print_with_the_same_decimals_and_never_at_an_edge():
+    """Each number chose its own decimals: precision 99.950% with [99.93%, 99.97%] printed
+    "100.0% [99.9%, 99.970%]" (the point outside its printed interval, and 100% read as
+    certainty), 99.906% [99.86%, 99.961%] "99.9% [99.9%, 99.961%]", and 1 in 30 million
+    "0.000%"."""
+    from fastsim.sweep.reproduce import _pct, k_table, markdown_table
+
+    row = {**_row_of(ROWS_BY_KEY["noise_001"], 0.9995, 0.9993, 0.9997)}
+    assert "| 99.95% | [99.93%, 99.97%] |" in markdown_table([row])
+    ks = _summaries()["k_sweep"]
+    rows = [{**ks.row(0, named=True), "metric": m, "mean": x, "lo": lo, "hi": hi}
+            for m, x, lo, hi in (("precision", 0.99906, 0.9986, 0.99961),
+                                 ("recall", 0.5, 0.49, 0.51), ("stop_recall", 0.3, 0.29, 0.31),
+                                 ("completion_share", 1.0, 0.292, 1.0),
+                                 ("fpr", 3e-8, 0.0, 2e-7), ("detection_delay_evals", 2, 1.9, 2.1),
+                                 ("jct_mean_h_change", -2e-6, -4e-6, 0.0),
+                                 ("wasted_gpu_h_change", -0.2, -0.21, -0.19))]
+    line = k_table(pl.DataFrame(rows)).splitlines()[-1]
+    assert "| 99.91% [99.86%, 99.96%] |" in line
+    assert "| 100.0% [29.2%, 100.0%] |" in line  # exactly 100%: one decimal
+    assert "| 0.000003% [0.000000%, 0.000020%] |" in line
+    assert "| -0.0002% [-0.0004%, 0.0000%] |" in line
+    assert _pct(0.99999996) == "99.999996%" and _pct(1.0) == "100.0%" and _pct(0.0) == "0.0%"
+
+
+def _row_of(paper_row, ours, lo, hi, n=10):
+    from fastsim.sweep.reproduce import _row
+
+    return _row(paper_row, ours, lo, hi, n)
+
+
 def test_paper_values_are_the_numbers_their_text_states():
     """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
     nowhere else: the scored number must be the one printed."""

@@ -600,7 +600,7 @@ def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     assert fmt_interval(-0.07, -0.13, -0.004, ".2f") == "-0.07 [-0.13, 0.00]"
     assert fmt_interval(-0.4, -0.9, -0.1, ".0f") == "0 [-1, 0]"
     assert _ci({"fpr": -1e-5, "fpr_lo": -1e-4, "fpr_hi": 2e-4}, "fpr") == "0.0% [0.0%, 0.0%]"
-    assert _pct(-4e-6) == "0.000%"
+    assert _pct(-4e-6) == "-0.0004%"  # a real negative, not 0 (nor -0)
     assert _delay_text({"mean": -1e-3, "lo": -2e-3, "hi": 0.0}) == "0.00 [0.00, 0.00]"
     summary = pl.DataFrame({"metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0],
                             "lo": [-0.001], "hi": [4.0], "n": [4]})

@@ -82,12 +82,29 @@ def _select(summary: pl.DataFrame, metric: str, where: dict[str, Any]) -> dict[s
     return df.row(0, named=True)
 
 
-def _pct(x: float) -> str:
+def _pct_digits(*xs) -> int:
+    """The decimals (1 to 6) that an estimate and its bounds ``xs`` (fractions) are printed
+    with in percent, together: the fewest at which none that is not exactly 0 or +-100%
+    prints as 0 or 100.  An interval bound like 99.998% must not print as 100.0%, which
+    reads as certainty; chosen for each number alone, a precision of 99.950% printed
+    "100.0%" beside its upper bound "99.970%" (its interval seemed to exclude it), and a
+    point "99.9%" beside "[99.9%, 99.961%]"."""
+    vals = [abs(100 * x) for x in xs if x is not None and x == x and abs(x) not in (0.0, 1.0)]
+    return next((d for d in range(1, 6)
+                 if all(round(v, d) not in (0.0, 100.0) for v in vals)), 6)
+
+
+def _pct(x: float, digits: int | None = None) -> str:
+    """``x`` in percent with ``digits`` decimals (by default ``_pct_digits(x)``)."""
     if x is None or x != x:
         return "n/a"
-    # an interval bound like 99.998% must not print as 100.0%: that would read as certainty
-    near_edge = 0 < abs(x) < 0.0005 or 0.9995 < abs(x) < 1
-    return fmt_value(100 * x, ".3f" if near_edge else ".1f") + "%"
+    return fmt_value(100 * x, f".{digits or _pct_digits(x)}f") + "%"
+
+
+def _pct_ci(mean, lo, hi) -> tuple[str, str]:
+    """An estimate and its ``[lo, hi]`` in percent, with the same decimals."""
+    d = _pct_digits(mean, lo, hi)
+    return _pct(mean, d), _ci_pct(lo, hi, d)
 
 
 def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "") -> dict[str, Any]:
@@ -198,11 +215,12 @@ def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
 NO_INTERVAL = "(no interval: no spread between clusters)"
 
 
-def _ci_pct(lo, hi) -> str:
+def _ci_pct(lo, hi, digits: int | None = None) -> str:
     """``[lo, hi]`` in percent; NaN bounds mean the clusters all agreed."""
     if lo is None:
         return ""
-    return NO_INTERVAL if lo != lo else f"[{_pct(lo)}, {_pct(hi)}]"
+    digits = digits or _pct_digits(lo, hi)
+    return NO_INTERVAL if lo != lo else f"[{_pct(lo, digits)}, {_pct(hi, digits)}]"
 
 
 def _delay_text(r: dict[str, Any]) -> str:
@@ -228,7 +246,7 @@ def k_table(summary: pl.DataFrame) -> str:
             if m == "detection_delay_evals":
                 cells.append(_delay_text(r))
             else:
-                cells.append(f"{_pct(r['mean'])} {_ci_pct(r['lo'], r['hi'])}")
+                cells.append(" ".join(_pct_ci(r["mean"], r["lo"], r["hi"])))
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -236,10 +254,11 @@ def k_table(summary: pl.DataFrame) -> str:
 def _ours_text(r: dict[str, Any]) -> tuple[str, str]:
     """(ours, 95% CI) as printed."""
     if isinstance(r["ours"], tuple):
-        return f"{_pct(r['ours'][0])} to {_pct(r['ours'][1])}", "(point estimates)"
+        d = _pct_digits(*r["ours"])
+        return f"{_pct(r['ours'][0], d)} to {_pct(r['ours'][1], d)}", "(point estimates)"
     if isinstance(r["ours"], int):
         return f"k = {r['ours']}", ""
-    return _pct(r["ours"]), _ci_pct(r["lo"], r["hi"])
+    return _pct_ci(r["ours"], r["lo"], r["hi"])
 
 
 def _verdict_text(r: dict[str, Any], bold: bool) -> str:
@@ -460,8 +479,8 @@ def _estimate_table(rows: list[dict[str, Any]], extra: str = "") -> str:
     lines = [head, "|---|---|---|---|" + ("---|" if extra else "")]
     for r in rows:
         gap = f" {100 * r['gap']:+.1f} pp |" if extra else ""
-        lines.append(f"| {r['metric']} | {_pct(r['mean'])} | {_ci_pct(r['lo'], r['hi'])} "
-                     f"| {r['n']} |{gap}")
+        mean, ci = _pct_ci(r["mean"], r["lo"], r["hi"])
+        lines.append(f"| {r['metric']} | {mean} | {ci} | {r['n']} |{gap}")
     return "\n".join(lines)
 
 
