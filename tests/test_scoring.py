@@ -259,6 +259,22 @@ def test_an_estimate_and_its_interval_print_with_the_same_decimals_and_never_at_
     assert _pct(0.99999996) == "99.999996%" and _pct(1.0) == "100.0%" and _pct(0.0) == "0.0%"
 
 
+def test_the_k_table_says_its_n():
+    """Every printed estimate says its n: the k sweep's table had no n column, and a
+    change over fewer pairs than the cell's clusters (a baseline of 0 dropped) looked like
+    the others."""
+    from fastsim.sweep.reproduce import k_table
+
+    ks = _summaries()["k_sweep"]
+    rows = [{**ks.row(0, named=True), "metric": m, "mean": 0.5, "lo": 0.4, "hi": 0.6,
+             "n": 7 if m == "wasted_gpu_h_change" else 10}
+            for m in ("precision", "recall", "stop_recall", "completion_share", "fpr",
+                      "detection_delay_evals", "jct_mean_h_change", "wasted_gpu_h_change")]
+    head, _, line = k_table(pl.DataFrame(rows)).splitlines()
+    assert head.endswith("| n |") and line.endswith("| 10 |")
+    assert line.count("(n = 7)") == 1 and line.endswith("50.0% [40.0%, 60.0%] (n = 7) | 10 |")
+
+
 def _row_of(paper_row, ours, lo, hi, n=10):
     from fastsim.sweep.reproduce import _row
 

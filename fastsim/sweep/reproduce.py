@@ -237,17 +237,19 @@ def k_table(summary: pl.DataFrame) -> str:
                ("fpr", "FPR"), ("detection_delay_evals", "delay (evals)"),
                ("jct_mean_h_change", "mean JCT"), ("wasted_gpu_h_change", "wasted compute")]
     ev = summary.filter(pl.col("policy_name") == "evalstop")
-    lines = ["| k | " + " | ".join(n for _, n in metrics) + " |",
-             "|---|" + "---|" * len(metrics)]
+    lines = ["| k | " + " | ".join(n for _, n in metrics) + " | n |",
+             "|---|" + "---|" * (len(metrics) + 1)]
     for k in sorted(ev["k"].unique().to_list()):
+        rows = [_select(ev, m, {"k": k}) for m, _ in metrics]
+        # n: the clusters (pairs); a change over fewer pairs (a baseline of 0 has no
+        # relative change) says its own n, as the table had no n at all
+        n = max(r["n"] for r in rows)
         cells = []
-        for m, _ in metrics:
-            r = _select(ev, m, {"k": k})
-            if m == "detection_delay_evals":
-                cells.append(_delay_text(r))
-            else:
-                cells.append(" ".join(_pct_ci(r["mean"], r["lo"], r["hi"])))
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+        for (m, _), r in zip(metrics, rows):
+            text = (_delay_text(r) if m == "detection_delay_evals"
+                    else " ".join(_pct_ci(r["mean"], r["lo"], r["hi"])))
+            cells.append(text + (f" (n = {r['n']})" if r["n"] != n else ""))
+        lines.append(f"| {k} | " + " | ".join(cells) + f" | {n} |")
     return "\n".join(lines)
 
 
