@@ -19,7 +19,9 @@
   measurement).  The union is cut to the values the ratio can take: >= 0 when every
   num and den is, <= 1 when every num is also at most its den.  Clusters that all give
   one ratio show no spread between clusters, so no interval is claimed (NaN), as for
-  one cluster.  The resamples are streamed in a
+  one cluster.  Clusters whose num and den are both 0 (recall in a cluster with no
+  hacking job) bear on nothing and are left out, of ``n`` too.  The resamples are
+  streamed in a
   numba kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n); beyond
   ``BOOTSTRAP_MAX_N`` clusters the t interval is used alone, O(n) time.
 * ``proportion_ci``: the same for a pooled *proportion* of counts, widened to contain
@@ -520,7 +522,7 @@ class PooledRatio:
     memory is bounded whatever the number of clusters.
     """
 
-    n: int = 0
+    n: int = 0  # clusters with a num or den other than 0: those the ratio rests on
     s_num: int = 0  # exact sums, in units of 2**-SUM_UNIT
     s_den: int = 0
     s_nn: int = 0  # exact sums of products, in units of 2**-PRODUCT_UNIT
@@ -538,6 +540,13 @@ class PooledRatio:
 
     def add(self, num, den) -> None:
         a, b = _paired_arrays(num, den, "num", "den")
+        # A cluster with num = den = 0 (no job the rate is over: recall in a cluster with
+        # no hacking job) says nothing of the ratio: counted, it made n the cell's clusters
+        # (recall over 2 clusters that had hacking jobs, among 2,000, read n = 2,000) and
+        # its t quantile one on 1,999 degrees of freedom, not 1.
+        used = (a != 0) | (b != 0)
+        if not used.all():
+            a, b = a[used], b[used]
         nb = int(a.size)
         if nb == 0:
             return

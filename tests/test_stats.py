@@ -583,6 +583,27 @@ def test_a_non_finite_value_is_named_plainly():
 
 
 
+def test_a_pooled_rate_rests_on_the_clusters_with_jobs_it_is_over():
+    """A cluster with num = den = 0 (recall in a cluster with no hacking job) says nothing
+    of the ratio.  Counted, 3 clusters with hacking jobs among 2,000 read n = 2,000, and the
+    t term ran on 1,999 degrees of freedom, not 2: recall 0.5, 0.75, 0.4 in three clusters
+    gave [35.0%, 75.0%], narrower than those three clusters alone support (the percentile
+    bootstrap alone covers 67% at three clusters, docs/model.md)."""
+    from fastsim.stats import PooledRatio, proportion_ci
+
+    num, den = [1.0, 3.0, 2.0], [2.0, 4.0, 5.0]
+    padded = (num + [0.0] * 1997, den + [0.0] * 1997)
+    assert bootstrap_ratio_ci(*padded) == bootstrap_ratio_ci(num, den)
+    assert bootstrap_ratio_ci(*padded).n == 3
+    assert proportion_ci(*padded) == proportion_ci(num, den)
+    assert proportion_ci([0.0] * 5, [0.0] * 5).n == 0
+    # in chunks, with empty clusters anywhere, the same
+    streamed = PooledRatio()
+    for lo, hi in ((0, 2), (2, 900), (900, 2000)):
+        streamed.add(padded[0][lo:hi], padded[1][lo:hi])
+    assert streamed.ratio_ci() == bootstrap_ratio_ci(num, den)
+
+
 def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     """The detector table printed evalstop(k=3)'s lost GPU-h at sigma 0.02 as ``0 [-0, 0]``:
     a lower bound a few thousandths below zero, to 0 decimals.  Every table's formatter."""
