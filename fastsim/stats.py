@@ -93,6 +93,18 @@ def fmt_value(x: float, spec: str) -> str:
     return format(x, "z" + spec)
 
 
+def interval_decimals(lo: float, hi: float, digits: int, most: int = 6) -> int:
+    """``digits``, or more (up to ``most``) until an interval with ``lo < hi`` prints its
+    two ends apart: at two decimals a delay of 0.905 to 0.914 evaluations printed
+    ``0.91 [0.91, 0.91]``, an interval of no width, which no interval here is (one whose
+    clusters all agree is printed "no interval")."""
+    if not (lo == lo and hi == hi and np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        return digits
+    while digits < most and fmt_value(lo, f".{digits}f") == fmt_value(hi, f".{digits}f"):
+        digits += 1
+    return digits
+
+
 def fmt_interval(mean: float, lo: float, hi: float, spec: str, unit: str = "") -> str:
     """``mean [lo, hi]`` through ``fmt_value``; a NaN ``lo`` (one replication, or
     replications that all agree) is ``mean (no interval)``.  Every table's intervals

@@ -22,7 +22,8 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (T_FULL_COVERAGE_N, Estimate, MeanMoments, PooledRatio,
-                           bootstrap_ratio_ci, bootstrap_together, fmt_value, paired_change_ci,
+                           bootstrap_ratio_ci, bootstrap_together, fmt_value,
+                           interval_decimals, paired_change_ci,
                            proportion_ci)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
@@ -233,6 +234,8 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
             width = (r["hi"] - r["lo"]) * scale if r["lo"] is not None else np.nan
             if np.isfinite(width) and 0 < width < 0.05:
                 d = max(d, 3)  # keep a narrow interval visibly an interval
+            if r["lo"] is not None and r["hi"] is not None:
+                d = interval_decimals(r["lo"] * scale, r["hi"] * scale, d)
             spec = f".{d}f"
             est = fmt_value(r["mean"] * scale, spec) + unit
             ci = (f"[{fmt_value(r['lo'] * scale, spec)}, {fmt_value(r['hi'] * scale, spec)}]{unit}"

@@ -622,11 +622,30 @@ def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     assert fmt_interval(-0.4, -0.9, -0.1, ".0f") == "0 [-1, 0]"
     assert _ci({"fpr": -1e-5, "fpr_lo": -1e-4, "fpr_hi": 2e-4}, "fpr") == "0.0% [0.0%, 0.0%]"
     assert _pct(-4e-6) == "-0.0004%"  # a real negative, not 0 (nor -0)
-    assert _delay_text({"mean": -1e-3, "lo": -2e-3, "hi": 0.0}) == "0.00 [0.00, 0.00]"
+    assert _delay_text({"mean": -1e-3, "lo": -2e-3, "hi": 0.0}) == "-0.001 [-0.002, 0.000]"
     summary = pl.DataFrame({"metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0],
                             "lo": [-0.001], "hi": [4.0], "n": [4]})
     assert "[0.00, 4.00]" in format_table(summary)
     assert fmt_interval(-1.5, -2.5, -0.6, ".0f") == "-2 [-2, -1]"  # real negatives keep their sign
+
+
+def test_an_interval_is_never_printed_with_no_width():
+    """An interval with lo < hi prints its two ends apart: at a fixed two decimals the k
+    table printed the delay 0.91 [0.905, 0.914] as "0.91 [0.91, 0.91]", and a summary
+    table's three decimals a width of 4e-4 as one of none, which reads as the no-spread
+    case, whose tables say "no interval"."""
+    import polars as pl
+
+    from fastsim.summary import format_table
+    from fastsim.sweep.reproduce import _delay_text
+
+    assert _delay_text({"mean": 0.912, "lo": 0.905, "hi": 0.914}) == "0.912 [0.905, 0.914]"
+    assert _delay_text({"mean": 1.92, "lo": 1.90, "hi": 1.95}) == "1.92 [1.90, 1.95]"
+    assert _delay_text({"mean": 3.0, "lo": np.nan, "hi": np.nan}).startswith("3.00 (no")
+    summary = pl.DataFrame({"metric": ["jct_mean_h"], "kind": ["mean"], "mean": [12.2361],
+                            "lo": [12.2360], "hi": [12.2364], "n": [2000]})
+    line = format_table(summary, note=False).splitlines()[-1]
+    assert line.split()[-4:] == ["12.2361", "[12.2360,", "12.2364]", "2000"]
 
 
 def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):

@@ -25,7 +25,7 @@ import fastsim
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.resources import shipped
-from fastsim.stats import fmt_interval, fmt_value
+from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
@@ -228,7 +228,7 @@ def _delay_text(r: dict[str, Any]) -> str:
         return "n/a"
     if r["lo"] != r["lo"]:  # every cluster with a detection gave the same delay
         return f"{fmt_value(r['mean'], '.2f')} {NO_INTERVAL}"
-    return fmt_interval(r["mean"], r["lo"], r["hi"], ".2f")
+    return fmt_interval(r["mean"], r["lo"], r["hi"], f".{interval_decimals(r['lo'], r['hi'], 2)}f")
 
 
 def k_table(summary: pl.DataFrame) -> str:
