@@ -8,7 +8,6 @@ cost-aware scripts have ``main(results, out)`` and run standalone through ``cli`
 from __future__ import annotations
 
 import functools
-import math
 import re
 import sys
 from pathlib import Path
@@ -216,23 +215,20 @@ def note(fig, text: str) -> None:
 
 
 def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None:
-    """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``).  N is the
-    largest n: a metric undefined in some clusters (no hacking job, no trigger) has a
-    smaller one, and its least (0 without any hacking job) was printed as the cells' size."""
+    """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``), and the fewest
+    an estimate rests on where some rest on fewer (a change drops a cluster whose baseline
+    is 0, a rate one with no job it is over): the fewest was given as the clusters per
+    cell, so one change over 1,998 pairs made a sweep of 2,000 read "n = 1998"."""
     df = summary(sources, sweep)
-    n, least = (int(df["n"].max()), int(df["n"].min())) if df.height else (0, 0)
-    fewer = f" (as few as {least} for a metric undefined in some)" if least < n else ""
-    note(fig, f"{sweep}: {what} n = {n} clusters per cell{fewer}")
+    n = int(df["n"].max()) if df.height else 0
+    fewest = int(df["n"].min()) if df.height else 0
+    text = f"{sweep}: {what} n = {n} clusters per cell"
+    note(fig, text + (f"; some estimates rest on fewer (n >= {fewest})" if fewest < n else ""))
 
 
-def rate_axis(ax, lo: float | None, hi: float | None, min_span: float = 10.0) -> None:
+def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
     """Y range of a percentage panel: the data's range, at least ``min_span`` points wide,
-    inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff.  No
-    range (None: no row; NaN: no interval, as of a policy that never triggered) is the
-    whole of [0, 100]: matplotlib refused a NaN limit with a traceback."""
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        ax.set_ylim(-1.0, 101.0)
-        return
+    inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff."""
     span = max(hi - lo, min_span)
     bottom, top = (lo + hi) / 2 - span / 2, (lo + hi) / 2 + span / 2
     if top > 100:

@@ -279,6 +279,23 @@ def test_legends_sit_outside_the_data_and_the_footnote_below_it(monkeypatch, unu
             assert note.get_window_extent(renderer).y1 <= ax.get_tightbbox(renderer).y0 + 1
 
 
+def test_the_footnote_gives_the_clusters_per_cell_and_the_fewest_an_estimate_rests_on(
+        monkeypatch):
+    """The footnote's n was the smallest n of any row: a sweep of 2,000 clusters per cell
+    with one change over 1,998 pairs (a baseline of 0 dropped) read "n = 1998 clusters per
+    cell"."""
+    from fastsim.figures import _style as S
+
+    notes = []
+    monkeypatch.setattr(S, "note", lambda fig, text: notes.append(text))
+    for ns in ([2000, 2000], [2000, 1998, 3]):
+        monkeypatch.setattr(S, "summary", lambda sources, sweep, ns=ns: pl.DataFrame({"n": ns}))
+        S.footnote(None, {}, "k_sweep")
+    assert notes == ["k_sweep: 95% CIs over n = 2000 clusters per cell",
+                     "k_sweep: 95% CIs over n = 2000 clusters per cell; some estimates rest "
+                     "on fewer (n >= 3)"]
+
+
 def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
     import matplotlib
 
