@@ -28,11 +28,15 @@ def _bars(ax, df, metrics, names, sign=1.0):
         mean = np.array([sign * v["mean"] for v in r]) * 100
         lo = np.array([min(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
         hi = np.array([max(sign * v["lo"], sign * v["hi"]) for v in r]) * 100
-        # an undefined estimate (precision without a trigger, a rate without a hacking
-        # job) has no bar: drawn as 0 it read as a measured 0%
-        ax.bar(x + (i - len(present) / 2 + 0.5) * width, mean, width,
+        # an estimate that does not exist (precision of a policy that never fired) has no
+        # bar and says "n/a": drawn as 0 it read as a precision of 0%
+        at = x + (i - len(present) / 2 + 0.5) * width
+        ax.bar(at, mean, width,
                yerr=[np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)], capsize=2,
                color=S.PALETTE[p], label=S.policy_label(p, df.filter(pl.col("policy_name") == p)))
+        for xi in at[~np.isfinite(mean)]:
+            ax.annotate("n/a", (xi, 0), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=6, rotation=90, color=S.PALETTE[p])
     ax.set_xticks(x, names)
 
 

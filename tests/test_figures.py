@@ -296,6 +296,21 @@ def test_the_footnote_gives_the_clusters_per_cell_and_the_fewest_an_estimate_res
                      "on fewer (n >= 3)"]
 
 
+def test_headline_draws_no_bar_for_an_estimate_that_does_not_exist():
+    """A policy that never fired has no precision (NaN): its bar was drawn at 0, which
+    reads as a precision of 0%, with no error bar to say otherwise."""
+    import matplotlib.pyplot as plt
+
+    rows = [{"policy_name": "evalstop", "policy": "evalstop(k=2)", "metric": m, "mean": x,
+             "lo": x - 0.01, "hi": x + 0.01} for m, x in (("precision", np.nan), ("fpr", 0.2))]
+    fig, ax = plt.subplots()
+    load_script("headline")._bars(ax, pl.DataFrame(rows), ("precision", "fpr"), ("p", "f"))
+    heights = [b.get_height() for b in ax.patches]
+    assert np.isnan(heights[0]) and heights[1] == pytest.approx(20.0)
+    assert [t.get_text() for t in ax.texts] == ["n/a"]
+    plt.close(fig)
+
+
 def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
     import matplotlib
 
