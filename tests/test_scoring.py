@@ -281,6 +281,16 @@ def _row_of(paper_row, ours, lo, hi, n=10):
     return _row(paper_row, ours, lo, hi, n)
 
 
+def test_the_range_and_k_rows_say_their_n():
+    """Every printed estimate says its n: the range of gains and the k sweep's best k were
+    printed with an empty n."""
+    from fastsim.sweep.reproduce import markdown_table
+
+    rows = _scored()
+    assert rows["gain_range"]["n"] == 10 and rows["k_balance"]["n"] == 10
+    assert "| (point estimates) | 10 |" in markdown_table([rows["gain_range"]])
+
+
 def test_paper_values_are_the_numbers_their_text_states():
     """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
     nowhere else: the scored number must be the one printed."""

@@ -132,19 +132,23 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     worst = _lowest(br)
     rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
                      worst["n"], note=f"at base rate = {worst['base_rate']:g}"))
-    gains = []
+    gains, gain_n = [], []
     for sched in GAIN_SCHEDULERS:
         r = _select(summaries["composability"], "jct_mean_h_change",
                     {"scheduler": sched, "policy_name": "evalstop"})
         gains.append(-r["mean"])
+        gain_n.append(r["n"])
         rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"]))
     # a gain with no estimate leaves the range's ends unknown: min() and max() skipped a
     # NaN anywhere but first, and the range of the other three was scored as the four's
     ends = (min(gains), max(gains)) if all(g == g for g in gains) else (math.nan, math.nan)
-    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, None, None, None))
+    # n: the fewest clusters (pairs) any of the estimates they are taken from rests on
+    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, None, None, min(gain_n)))
     best_k, f1s = k_balance(summaries["k_sweep"])
-    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, None,
-                     note=_f1_note(best_k, f1s)))
+    ks = summaries["k_sweep"].filter((pl.col("policy_name") == "evalstop")
+                                     & pl.col("metric").is_in(["precision", "stop_recall"]))
+    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None,
+                     int(ks["n"].min()) if ks.height else None, note=_f1_note(best_k, f1s)))
     order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
     return sorted(rows, key=lambda r: order[r["key"]])
 
