@@ -13,7 +13,7 @@ import pytest
 from fastsim.errors import ConfigError
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
 from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
-from fastsim.sweep.scoring import FITTED, PAPER_ROWS
+from fastsim.sweep.scoring import FITTED, NOT_COMPARABLE, PAPER_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,11 @@ def test_report_never_counts_a_fitted_row(tiny_reproduction):
     assert held == sum(not r.fitted_by for r in PAPER_ROWS) == 14
     text = (out / "REPRODUCTION.md").read_text()
     assert f"**{matched} of {held} held-out rows match**" in text
+    # rows that could not be scored are said, not left to read as misses
+    unscored = sum(r["verdict"] == NOT_COMPARABLE for r in info["rows"] if not r["fitted_by"])
+    assert unscored  # three clusters of 40 jobs leave some rows without a verdict
+    assert (f"**{matched} of {held} held-out rows match** ({unscored} of them not comparable: "
+            "no estimate or too few clusters) the paper") in text
 
 
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):

@@ -32,7 +32,7 @@ from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_sweep_memory, dask_client, local_workers, run_sweep
-from fastsim.sweep.scoring import (MATCH, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
+from fastsim.sweep.scoring import (MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
@@ -301,6 +301,14 @@ def text_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def not_comparable_note(rows: list[dict[str, Any]]) -> str:
+    """What the headline's count leaves unsaid: how many held-out rows that did not match
+    could not be scored (no estimate, or an interval wider than the tolerance), which are
+    not misses; "" if none.  "3 of 14 match" read as eleven misses."""
+    n = sum(r["verdict"] == NOT_COMPARABLE for r in rows if not r["fitted_by"])
+    return f" ({n} of them not comparable: no estimate or too few clusters)" if n else ""
+
+
 def headline_count(rows: list[dict[str, Any]]) -> tuple[int, int]:
     """(matched held-out rows, held-out rows)."""
     held = [r for r in rows if not r["fitted_by"]]
@@ -526,7 +534,7 @@ at commit `{_git_commit()}` with fastsim {fastsim.__version__}, Python {platform
 Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), {figures}{resumed}, from one run (wall-clock times vary with whatever
 else the machine is doing).
 
-**{matched} of {held} held-out rows match** the paper under the pre-registered tolerances
+**{matched} of {held} held-out rows match**{not_comparable_note(rows)} the paper under the pre-registered tolerances
 below; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
 
 Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
