@@ -30,9 +30,10 @@ def draw(sources, out, formats):
         ax.set_xticks(x, [S.SCHEDULER_NAMES.get(s, s) for s in order], rotation=20)
         ax.set_ylabel("% (relative to the same scheduler alone)")
         ax.set_title(title)
-        for xi, g in zip(x, gain):
-            ax.annotate(f"{g:.1f}%", (xi, g), xytext=(0, 3), textcoords="offset points",
-                        ha="center", fontsize=8)
+        for xi, g in zip(x, gain):  # a gain with no estimate has no bar: "n/a", not "nan%"
+            ok = np.isfinite(g)
+            ax.annotate(f"{g:.1f}%" if ok else "n/a", (xi, g if ok else 0.0), xytext=(0, 3),
+                        textcoords="offset points", ha="center", fontsize=8)
     axes[0].axhspan(8.9, 25.2, color="0.85", zorder=0, label="paper range 8.9-25.2%")
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "composability")

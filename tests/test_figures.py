@@ -316,6 +316,23 @@ def test_headline_draws_no_bar_for_an_estimate_that_does_not_exist():
     plt.close(fig)
 
 
+def test_composability_labels_a_gain_with_no_estimate_n_a(monkeypatch):
+    """A scheduler whose change has no estimate (NaN) was labelled "nan%" above no bar."""
+    from fastsim.figures import _style as S
+
+    rows = [{"policy_name": "evalstop", "scheduler": sc, "metric": m, "mean": x,
+             "lo": x - 0.01, "hi": x + 0.01, "n": 5}
+            for sc, x in (("fifo", -0.15), ("sjf_est", np.nan))
+            for m in ("jct_mean_h_change", "wasted_gpu_h_change")]
+    figs = []
+    monkeypatch.setattr(S, "summary", lambda sources, sweep: pl.DataFrame(rows))
+    monkeypatch.setattr(S, "footnote", lambda *a, **k: None)
+    monkeypatch.setattr(S, "save", lambda fig, *a, **k: figs.append(fig) or [])
+    load_script("composability").draw({}, None, ("png",))
+    texts = [t.get_text() for t in figs[0].axes[0].texts]
+    assert texts == ["15.0%", "n/a"]
+
+
 def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
     import matplotlib
 
