@@ -239,7 +239,7 @@ def test_an_estimate_and_its_interval_print_with_the_same_decimals_and_never_at_
     "100.0% [99.9%, 99.970%]" (the point outside its printed interval, and 100% read as
     certainty), 99.906% [99.86%, 99.961%] "99.9% [99.9%, 99.961%]", and 1 in 30 million
     "0.000%"."""
-    from fastsim.sweep.reproduce import _pct, k_table, markdown_table
+    from fastsim.sweep.reproduce import _pct, _pct_ci, k_table, markdown_table
 
     row = {**_row_of(ROWS_BY_KEY["noise_001"], 0.9995, 0.9993, 0.9997)}
     assert "| 99.95% | [99.93%, 99.97%] |" in markdown_table([row])
@@ -257,6 +257,8 @@ def test_an_estimate_and_its_interval_print_with_the_same_decimals_and_never_at_
     assert "| 0.000003% [0.000000%, 0.000020%] |" in line
     assert "| -0.0002% [-0.0004%, 0.0000%] |" in line
     assert _pct(0.99999996) == "99.999996%" and _pct(1.0) == "100.0%" and _pct(0.0) == "0.0%"
+    assert _pct_ci(0.00035, 0.00027, 0.00044) == ("0.035%", "[0.027%, 0.044%]")
+    assert _pct_ci(0.5, 0.4996, 0.5004) == ("50.00%", "[49.96%, 50.04%]")  # ends apart
 
 
 def test_the_k_table_says_its_n():

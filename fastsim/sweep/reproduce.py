@@ -90,7 +90,8 @@ def _pct_digits(*xs) -> int:
     "100.0%" beside its upper bound "99.970%" (its interval seemed to exclude it), and a
     point "99.9%" beside "[99.9%, 99.961%]"."""
     vals = [abs(100 * x) for x in xs if x is not None and x == x and abs(x) not in (0.0, 1.0)]
-    return next((d for d in range(1, 6)
+    first = 3 if any(v < 0.05 for v in vals) else 1  # 0.035%, not 0.03%
+    return next((d for d in range(first, 6)
                  if all(round(v, d) not in (0.0, 100.0) for v in vals)), 6)
 
 
@@ -104,6 +105,8 @@ def _pct(x: float, digits: int | None = None) -> str:
 def _pct_ci(mean, lo, hi) -> tuple[str, str]:
     """An estimate and its ``[lo, hi]`` in percent, with the same decimals."""
     d = _pct_digits(mean, lo, hi)
+    if lo is not None and hi is not None:  # an interval's two ends printed apart
+        d = interval_decimals(100 * lo, 100 * hi, d)
     return _pct(mean, d), _ci_pct(lo, hi, d)
 
 
