@@ -232,6 +232,9 @@ def test_k_balance_gives_no_k_on_a_tie_or_an_undefined_f1():
     assert best == 2 and f1s[2] == (3, 0.0)  # nothing detected early: F1 0
     row = _scored(k_f1=((1, 0.8, 0.5), (2, 1.0, 1.0), (3, 1.0, 1.0)))["k_balance"]
     assert row["verdict"] == NOT_COMPARABLE and row["note"].endswith("; k = 2 and 3 tie")
+    # an F1 that is not 0 does not print as 0
+    row = _scored(k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8), (3, 0.9999, 1e-5)))["k_balance"]
+    assert row["note"].endswith("k=3: 0.002%") and ("k=1: 61.5%" in row["note"])
 
 
 def test_an_estimate_and_its_interval_print_with_the_same_decimals_and_never_at_an_edge():

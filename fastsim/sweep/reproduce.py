@@ -194,7 +194,7 @@ def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]
 def _f1_note(best: int | None, f1s: list[tuple[int, float]]) -> str:
     """The k row's note: every k's F1, and why no k is ours when none is."""
     text = "F1(precision, stop recall): " + ", ".join(
-        f"k={k}: {'n/a' if f != f else f'{100 * f:.1f}%'}" for k, f in f1s)
+        f"k={k}: {_pct(f)}" for k, f in f1s)  # an F1 of 0.002% is not "0.0%"
     finite = [f for _, f in f1s if f == f]
     if best is None and finite and len(finite) == len(f1s):
         tied = [str(k) for k, f in f1s if f == max(finite)]
