@@ -41,6 +41,7 @@
 from __future__ import annotations
 
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -111,7 +112,21 @@ def fmt_interval(mean: float, lo: float, hi: float, spec: str, unit: str = "") -
     are printed here."""
     if lo is None or lo != lo:
         return f"{fmt_value(mean, spec)}{unit} (no interval)"
+    spec = _ends_apart(lo, hi, spec)
     return f"{fmt_value(mean, spec)}{unit} [{fmt_value(lo, spec)}, {fmt_value(hi, spec)}]"
+
+
+def _ends_apart(lo: float, hi: float, spec: str, most: int = 6) -> str:
+    """``spec`` (``".2f"``, ``".1%"``, ``".3g"``) with more digits, up to ``most``, until an
+    interval with ``lo < hi`` prints its two ends apart (``interval_decimals``): the
+    detector table printed an FPR of 0.0138 to 0.0143 as ``0.014 [0.014, 0.014]``."""
+    m = re.fullmatch(r"\.(\d+)([f%g])", spec)
+    if m is None or not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        return spec
+    digits, kind = int(m[1]), m[2]
+    while digits < most and fmt_value(lo, f".{digits}{kind}") == fmt_value(hi, f".{digits}{kind}"):
+        digits += 1
+    return f".{digits}{kind}"
 
 
 def mean_ci(values, level: float = LEVEL) -> Estimate:

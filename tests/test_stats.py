@@ -616,11 +616,11 @@ def test_a_bound_that_rounds_to_zero_prints_as_0_not_minus_0():
     from fastsim.sweep.reproduce import _delay_text, _pct
 
     assert _fmt({"lost_gpu_h": 0.2, "lost_gpu_h_lo": -0.004, "lost_gpu_h_hi": 0.4},
-                "lost_gpu_h", 1, 0) == "0 [0, 0]"
-    assert Estimate(-1e-5, -2e-4, 3e-4, 5).fmt(100, 1) == "0.0 [0.0, 0.0]"
+                "lost_gpu_h", 1, 0) == "0.2 [0.0, 0.4]"  # ends apart (see below)
+    assert Estimate(-1e-5, -2e-4, 3e-4, 5).fmt(100, 1) == "0.00 [-0.02, 0.03]"
     assert fmt_interval(-0.07, -0.13, -0.004, ".2f") == "-0.07 [-0.13, 0.00]"
     assert fmt_interval(-0.4, -0.9, -0.1, ".0f") == "0 [-1, 0]"
-    assert _ci({"fpr": -1e-5, "fpr_lo": -1e-4, "fpr_hi": 2e-4}, "fpr") == "0.0% [0.0%, 0.0%]"
+    assert _ci({"fpr": -1e-5, "fpr_lo": -1e-4, "fpr_hi": 2e-4}, "fpr") == "0.00% [-0.01%, 0.02%]"
     assert _pct(-4e-6) == "-0.0004%"  # a real negative, not 0 (nor -0)
     assert _delay_text({"mean": -1e-3, "lo": -2e-3, "hi": 0.0}) == "-0.001 [-0.002, 0.000]"
     summary = pl.DataFrame({"metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0],
@@ -646,6 +646,13 @@ def test_an_interval_is_never_printed_with_no_width():
                             "lo": [12.2360], "hi": [12.2364], "n": [2000]})
     line = format_table(summary, note=False).splitlines()[-1]
     assert line.split()[-4:] == ["12.2361", "[12.2360,", "12.2364]", "2000"]
+    # every table's intervals (fmt_interval): the detector table printed an FPR of 0.0138
+    # to 0.0143 as "0.014 [0.014, 0.014]"
+    from fastsim.stats import fmt_interval
+
+    assert fmt_interval(0.0140, 0.0138, 0.0143, ".3f") == "0.0140 [0.0138, 0.0143]"
+    assert fmt_interval(0.5, 0.4999, 0.5002, ".1%") == "50.00% [49.99%, 50.02%]"
+    assert fmt_interval(2.0, 2.0, 2.0, ".2f") == "2.00 [2.00, 2.00]"  # no width: as it is
 
 
 def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):
