@@ -296,6 +296,21 @@ def test_the_range_and_k_rows_say_their_n():
     assert "| (point estimates) | 10 |" in markdown_table([rows["gain_range"]])
 
 
+def test_a_waste_reading_with_no_estimate_is_not_the_closest():
+    """min() over the readings' gaps kept a NaN gap that came first: a reading with no
+    estimate was named the closest to the paper's -21.8%."""
+    from fastsim.sweep.reproduce import waste_readings
+
+    def head(means):
+        return pl.DataFrame([{"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2,
+                              "metric": m, "mean": x, "lo": x, "hi": x, "n": 5}
+                             for m, x in zip(("wasted_gpu_h_change", "hacking_gpu_h_change",
+                                              "gpu_h_total_change"), means)])
+    _, closest = waste_readings(head([math.nan, -0.07, -0.04]))
+    assert closest == "all GPU-hours of hacking jobs"
+    assert waste_readings(head([math.nan] * 3))[1].startswith("none")
+
+
 def test_paper_values_are_the_numbers_their_text_states():
     """A bound or value loosened after fitting (0.91 -> 0.90 behind ">= 91%") would show
     nowhere else: the scored number must be the one printed."""

@@ -218,7 +218,11 @@ def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
         r = _select(summary, metric, EVALSTOP)
         out.append({"metric": label, "mean": r["mean"], "lo": r["lo"], "hi": r["hi"],
                     "n": r["n"], "gap": r["mean"] - PAPER_WASTE})
-    return out, min(out, key=lambda r: abs(r["gap"]))["metric"]
+    # a reading with no estimate (NaN) is nobody's closest: min() kept a NaN gap that came
+    # first, as neither compares below the other
+    known = [r for r in out if r["gap"] == r["gap"]]
+    return out, (min(known, key=lambda r: abs(r["gap"]))["metric"] if known
+                 else "none (no reading has an estimate)")
 
 
 NO_INTERVAL = "(no interval: no spread between clusters)"
