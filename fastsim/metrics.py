@@ -76,7 +76,8 @@ BUILTIN_METRICS = (
     _m("gold_hacking", "delivered gold, hacking jobs", "gold"),
     _m("gold_healthy_rlhf", "delivered gold, healthy RLHF", "gold"),
     _m("gold_all", "delivered gold, all jobs", "gold"),
-    _m("regret_mean", "regret vs best evaluation", "gold"),
+    # best evaluation's gold minus the delivered one's, the best of the same evaluations
+    _m("regret_mean", "regret vs best evaluation", "gold", bounds=_NON_NEGATIVE),
     _m("tp", "true positives", "jobs", dtype="int", aggregate="none"),
     _m("fp", "false positives", "jobs", dtype="int", aggregate="none"),
     _m("fn", "false negatives", "jobs", dtype="int", aggregate="none"),

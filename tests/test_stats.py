@@ -8,6 +8,8 @@ bootstrap) fails.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -653,6 +655,18 @@ def test_an_interval_is_never_printed_with_no_width():
     assert fmt_interval(0.0140, 0.0138, 0.0143, ".3f") == "0.0140 [0.0138, 0.0143]"
     assert fmt_interval(0.5, 0.4999, 0.5002, ".1%") == "50.00% [49.99%, 50.02%]"
     assert fmt_interval(2.0, 2.0, 2.0, ".2f") == "2.00 [2.00, 2.00]"  # no width: as it is
+
+
+def test_a_mean_regret_interval_stays_at_or_above_zero():
+    """A job's regret is its best evaluation's gold less its delivered one's, never below
+    0; undeclared, its mean's t interval over two clusters of 0.001 and 0.05 reached -0.29."""
+    from fastsim.metrics import estimate_range
+    from fastsim.summary import _row
+
+    assert estimate_range("regret_mean", "mean") == (0.0, math.inf)
+    e = mean_ci([0.001, 0.05])
+    assert e.lo < 0
+    assert _row("regret_mean", "mean", e)["lo"] == 0.0
 
 
 def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):
