@@ -193,7 +193,7 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
         "stop_recall": proportion_ci(tp * (trig < n), hack.astype(float)),
         "fpr": proportion_ci(fp, (~hack).astype(float)),
         "delay_evals": bootstrap_ratio_ci(np.where(tp > 0, trig - peak, 0), tp),
-        "compute_saved": bootstrap_ratio_ci((last - stop_step) / last, one),
+        "compute_saved": bootstrap_ratio_ci((last - stop_step) / last, one, share=True),
         "regret": bootstrap_ratio_ci(regret, one),
     }
     es = triggers("evalstop", {"k": 2}, score[None], np.ones((1, n_runs), np.bool_))[0][0] > 0

@@ -17,7 +17,7 @@
   at n = 20); the t term restores the coverage there and is inside the bootstrap's
   interval, to Monte Carlo error, once n is large (docs/model.md gives the
   measurement).  The union is cut to the values the ratio can take: >= 0 when every
-  num and den is, <= 1 when every num is also at most its den.  Clusters that all give
+  num and den is, <= 1 for a share (each num a part of its den; ``share=True``).  Clusters that all give
   one ratio show no spread between clusters, so no interval is claimed (NaN), as for
   one cluster.  Clusters whose num and den are both 0 (recall in a cluster with no
   hacking job) bear on nothing and are left out, of ``n`` too.  The resamples are
@@ -154,11 +154,13 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
     return mean_ci(p[ok] / b[ok] - 1.0, level)
 
 
-def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
+def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
+                       share: bool = False) -> Estimate:
     """Pooled ratio ``sum(num) / sum(den)`` with the union of the percentile cluster
     bootstrap and the linearised t interval (that alone beyond ``BOOTSTRAP_MAX_N``
     clusters), within the values the ratio can take; NaN bounds when the clusters show
-    no spread (module docstring).
+    no spread (module docstring).  ``share``: each num is a part of its den (steps saved
+    of a job's steps), so the ratio is at most 1 and its interval is cut there.
 
     >>> e = bootstrap_ratio_ci([4.0, 2.0, 6.0], [2.0, 1.0, 3.0])  # every cluster: 2
     >>> e.mean, e.lo, e.n
@@ -166,7 +168,7 @@ def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed:
     """
     pooled = PooledRatio()
     pooled.add(num, den)
-    return pooled.ratio_ci(level, n_boot, seed)
+    return pooled.ratio_ci(level, n_boot, seed, share)
 
 
 def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
@@ -613,10 +615,15 @@ class PooledRatio:
         scale = max(abs(self.r_low), abs(self.r_high))
         return not self.orphan and self.r_high - self.r_low <= 1e-12 * scale
 
-    def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
+                 share: bool = False) -> Estimate:
         """Point ratio and its interval: the union of the percentile bootstrap (up to
         ``BOOTSTRAP_MAX_N`` clusters) and the linearised t interval, within the values
-        the ratio can take (>= 0 for non-negative sums, <= 1 for counts of their den)."""
+        the ratio can take: >= 0 for non-negative sums, and <= 1 for a ``share`` (each
+        num a part of its den).  That every num seen is at most its den does not make a
+        ratio a share: a delay of 0.9 and 1.0 evaluations per detection in two clusters,
+        or a cost ratio below 1 in every seed, was cut at 1.0, though the truth can lie
+        above; ``proportion_ci`` cuts its counts at 1 itself."""
         _check_level(level, n_boot)
         n = self.n
         if n == 0 or self.s_den == 0:
@@ -637,7 +644,7 @@ class PooledRatio:
                 lo, hi = min(lo, boot.lo), max(hi, boot.hi)
         if self.nonneg:
             lo = max(lo, 0.0)
-            hi = min(hi, 1.0) if self.within else hi
+            hi = min(hi, 1.0) if share and self.within else hi
         return Estimate(point, lo, hi, n)
 
     def _t_half_width(self, point: float, level: float, kept) -> float:

@@ -657,6 +657,20 @@ def test_an_interval_is_never_printed_with_no_width():
     assert fmt_interval(2.0, 2.0, 2.0, ".2f") == "2.00 [2.00, 2.00]"  # no width: as it is
 
 
+def test_only_a_share_is_cut_at_one():
+    """The <= 1 cut was taken from the data (every num at most its den), not from what the
+    ratio is: a delay of 0.9 and 1.0 evaluations per detection in two clusters got
+    [0.40, 1.0], and a cost ratio below 1 in every seed an interval ending at 1.0, though
+    either can be above 1.  Rates and declared shares keep the cut."""
+    delay = bootstrap_ratio_ci([0.9, 2.0], [1.0, 2.0])
+    assert delay.hi > 1.0 and delay.mean < 1.0
+    saved = bootstrap_ratio_ci([0.9, 2.0], [1.0, 2.0], share=True)
+    assert saved.hi == 1.0 and saved.lo == delay.lo
+    from fastsim.stats import proportion_ci
+
+    assert proportion_ci([9, 20], [10, 20]).hi == 1.0
+
+
 def test_a_mean_regret_interval_stays_at_or_above_zero():
     """A job's regret is its best evaluation's gold less its delivered one's, never below
     0; undeclared, its mean's t interval over two clusters of 0.001 and 0.05 reached -0.29."""

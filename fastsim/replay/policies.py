@@ -431,7 +431,7 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
         out["n_detected"], out["n_delivered_gain_known"] = trig.height, gain.n
         out["n_delivered_gain_infinite"] = int(np.isinf(gains).sum())
         _put(out, "compute_saved_share", bootstrap_ratio_ci(
-            g["steps_saved"].to_numpy(), g["final_step"].to_numpy()))
+            g["steps_saved"].to_numpy(), g["final_step"].to_numpy(), share=True))
         gh_t, gh_s = g["gpu_h_total"].to_numpy(), g["gpu_h_saved"].to_numpy()
         known = np.isfinite(gh_t) & np.isfinite(gh_s)
         out["gpu_h_saved"] = float(gh_s[known].sum()) if known.any() else np.nan
