@@ -126,8 +126,10 @@ def confirm(arrays: dict, plan: dict) -> dict:
     diff = c[healthy].astype(float) - b[healthy].astype(float)
     # differences of two 0/1 outcomes lie in [-1, 1], as detectors.trace_row cuts them
     out["d_fpr"] = mean_ci(diff).within(-1.0, 1.0)
+    # a difference: >= 0 in every seed does not make it >= 0 (it was cut there), and it
+    # lies in [-1, 1] as d_fpr does
     out["d_fpr_seed"] = bootstrap_ratio_ci(per_seed(np.where(healthy, c.astype(float) - b, 0.0)),
-                                           per_seed(healthy))
+                                           per_seed(healthy), signed=True).within(-1.0, 1.0)
     out["d_recall"] = mean_ci(c[hack].astype(float) - b[hack].astype(float)).within(-1.0, 1.0)
     out["only_baseline"] = int((b & ~c & healthy).sum())
     out["only_candidate"] = int((c & ~b & healthy).sum())

@@ -155,12 +155,14 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
 
 
 def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
-                       share: bool = False) -> Estimate:
+                       share: bool = False, signed: bool = False) -> Estimate:
     """Pooled ratio ``sum(num) / sum(den)`` with the union of the percentile cluster
     bootstrap and the linearised t interval (that alone beyond ``BOOTSTRAP_MAX_N``
     clusters), within the values the ratio can take; NaN bounds when the clusters show
     no spread (module docstring).  ``share``: each num is a part of its den (steps saved
     of a job's steps), so the ratio is at most 1 and its interval is cut there.
+    ``signed``: a num can be negative (a difference), so no num seen below 0 does not
+    cut the interval at 0.
 
     >>> e = bootstrap_ratio_ci([4.0, 2.0, 6.0], [2.0, 1.0, 3.0])  # every cluster: 2
     >>> e.mean, e.lo, e.n
@@ -168,7 +170,7 @@ def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed:
     """
     pooled = PooledRatio()
     pooled.add(num, den)
-    return pooled.ratio_ci(level, n_boot, seed, share)
+    return pooled.ratio_ci(level, n_boot, seed, share, signed)
 
 
 def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
@@ -616,14 +618,15 @@ class PooledRatio:
         return not self.orphan and self.r_high - self.r_low <= 1e-12 * scale
 
     def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
-                 share: bool = False) -> Estimate:
+                 share: bool = False, signed: bool = False) -> Estimate:
         """Point ratio and its interval: the union of the percentile bootstrap (up to
         ``BOOTSTRAP_MAX_N`` clusters) and the linearised t interval, within the values
         the ratio can take: >= 0 for non-negative sums, and <= 1 for a ``share`` (each
         num a part of its den).  That every num seen is at most its den does not make a
         ratio a share: a delay of 0.9 and 1.0 evaluations per detection in two clusters,
         or a cost ratio below 1 in every seed, was cut at 1.0, though the truth can lie
-        above; ``proportion_ci`` cuts its counts at 1 itself."""
+        above; ``proportion_ci`` cuts its counts at 1 itself.  Likewise a ``signed`` num
+        (a difference) that was >= 0 in every cluster seen is not cut at 0."""
         _check_level(level, n_boot)
         n = self.n
         if n == 0 or self.s_den == 0:
@@ -642,7 +645,7 @@ class PooledRatio:
                 boot = _percentile_bootstrap(*kept, point, level, n_boot, seed)
             if np.isfinite(boot.lo):
                 lo, hi = min(lo, boot.lo), max(hi, boot.hi)
-        if self.nonneg:
+        if self.nonneg and not signed:
             lo = max(lo, 0.0)
             hi = min(hi, 1.0) if share and self.within else hi
         return Estimate(point, lo, hi, n)

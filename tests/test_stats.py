@@ -671,6 +671,15 @@ def test_only_a_share_is_cut_at_one():
     assert proportion_ci([9, 20], [10, 20]).hi == 1.0
 
 
+def test_a_difference_that_was_never_negative_is_not_cut_at_zero():
+    """The seed-clustered FPR change of detectors confirm is a ratio of differences: when
+    the candidate fired at least as often in every seed, its interval was cut at 0 (taken
+    as a ratio of non-negative sums), though the change can be negative."""
+    num, den = [1.0, 0.0, 2.0], [10.0, 10.0, 10.0]
+    assert bootstrap_ratio_ci(num, den).lo == 0.0
+    assert bootstrap_ratio_ci(num, den, signed=True).lo < 0.0
+
+
 def test_a_mean_regret_interval_stays_at_or_above_zero():
     """A job's regret is its best evaluation's gold less its delivered one's, never below
     0; undeclared, its mean's t interval over two clusters of 0.001 and 0.05 reached -0.29."""
