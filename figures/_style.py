@@ -221,7 +221,8 @@ def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None
     cell, so one change over 1,998 pairs made a sweep of 2,000 read "n = 1998"."""
     df = summary(sources, sweep)
     n = int(df["n"].max()) if df.height else 0
-    fewest = int(df["n"].min()) if df.height else 0
+    shown = df.filter(pl.col("mean").is_finite())  # a row with no estimate draws nothing
+    fewest = int(shown["n"].min()) if shown.height else n
     text = f"{sweep}: {what} n = {n} clusters per cell"
     note(fig, text + (f"; some estimates rest on fewer (n >= {fewest})" if fewest < n else ""))
 

@@ -293,8 +293,11 @@ def test_the_footnote_gives_the_clusters_per_cell_and_the_fewest_an_estimate_res
 
     notes = []
     monkeypatch.setattr(S, "note", lambda fig, text: notes.append(text))
-    for ns in ([2000, 2000], [2000, 1998, 3]):
-        monkeypatch.setattr(S, "summary", lambda sources, sweep, ns=ns: pl.DataFrame({"n": ns}))
+    # a row with no estimate (a baseline cell's precision: n 0) draws nothing: not counted
+    for ns in ([2000, 2000, 0], [2000, 1998, 3, 0]):
+        means = [0.5] * (len(ns) - 1) + [np.nan]
+        monkeypatch.setattr(S, "summary", lambda sources, sweep, ns=ns, means=means:
+                            pl.DataFrame({"n": ns, "mean": means}))
         S.footnote(None, {}, "k_sweep")
     assert notes == ["k_sweep: 95% CIs over n = 2000 clusters per cell",
                      "k_sweep: 95% CIs over n = 2000 clusters per cell; some estimates rest "
