@@ -164,7 +164,8 @@ def test_k_balance_uses_stop_recall():
     assert best == 2 and f1s[0][1] == pytest.approx(2 * 0.8 * 0.5 / 1.3)
 
 
-def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), gains=(0.095, 0.15, 0.24, 0.12),
+def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8),
+               gains=(0.095, 0.15, 0.24, 0.12),
                k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8), (3, 1.0, 0.3))):
     """Hand-made aggregated tables of the paper's sweeps, as ``comparison_rows`` reads them."""
     def frame(rows):
@@ -184,7 +185,7 @@ def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), gains=(0.095, 0
                         for x, sg in zip(noise, (0.01, 0.03, 0.05))]
                        + [{"metric": "precision", "mean": 0.8, "sigma": 0.12}]),
         "base_rate": frame([{"metric": "precision", "mean": x, "base_rate": b}
-                            for x, b in zip(base_rate, (0.2, 0.8))]),
+                            for x, b in zip(base_rate, rates)]),
         "composability": frame([{"metric": "jct_mean_h_change", "mean": -g, "scheduler": sc}
                                 for g, sc in zip(gains, ("fifo", "sjf_est", "srtf_est",
                                                          "loss_aware"))]),
@@ -214,6 +215,13 @@ def test_a_missing_estimate_is_never_dropped_from_a_minimum_or_a_range():
         assert rows[key]["verdict"] == NOT_COMPARABLE and rows[key]["note"] == note
     assert rows["gain_range"]["verdict"] == NOT_COMPARABLE
     assert rows["gain_sjf_est"]["verdict"] == NOT_COMPARABLE
+
+
+def test_the_base_rate_bound_is_over_the_papers_range_only():
+    """"min over base rate 0.2-0.8" took every cell of the sweep: one at base rate 0.1
+    with precision 80% made the bound a miss (the noise bound takes sigma <= 0.05 only)."""
+    row = _scored(base_rate=(0.80, 0.95, 0.94), rates=(0.1, 0.2, 0.8))["base_rate_bound"]
+    assert row["verdict"] == MATCH and row["note"] == "at base rate = 0.8"
 
 
 def test_k_balance_gives_no_k_on_a_tie_or_an_undefined_f1():
