@@ -8,6 +8,7 @@ cost-aware scripts have ``main(results, out)`` and run standalone through ``cli`
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from pathlib import Path
@@ -227,9 +228,14 @@ def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None
     note(fig, text + (f"; some estimates rest on fewer (n >= {fewest})" if fewest < n else ""))
 
 
-def rate_axis(ax, lo: float, hi: float, min_span: float = 10.0) -> None:
+def rate_axis(ax, lo: float | None, hi: float | None, min_span: float = 10.0) -> None:
     """Y range of a percentage panel: the data's range, at least ``min_span`` points wide,
-    inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff."""
+    inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff.  No
+    range (None: no row; NaN: no interval, as of a policy that never triggered) is the
+    whole of [0, 100]: matplotlib refused a NaN limit with a traceback."""
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        ax.set_ylim(-1.0, 101.0)
+        return
     span = max(hi - lo, min_span)
     bottom, top = (lo + hi) / 2 - span / 2, (lo + hi) / 2 + span / 2
     if top > 100:
