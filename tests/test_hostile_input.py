@@ -597,3 +597,14 @@ def test_reproduce_refuses_a_figures_dir_it_would_not_draw_in(tmp_path, capsys):
             "--out", str(tmp_path / "o")]
     one_line(capsys, argv, "--figures-dir is given with --no-figures")
     assert not (tmp_path / "o").exists()
+
+
+def test_reproduce_api_refuses_one_cluster_as_the_command_line_does(tmp_path):
+    """``reproduce(clusters=1)`` ran every sweep and scored every row "not comparable"
+    (no interval from one cluster); ``fastsim reproduce --clusters 1`` was refused."""
+    from fastsim.sweep.reproduce import reproduce
+
+    with pytest.raises(ConfigError, match=r"clusters=1 is invalid; allowed: at least 2 per "
+                                          r"cell"):
+        reproduce(tmp_path / "r", clusters=1, figures_dir=None, report=None, progress=False)
+    assert not (tmp_path / "r").exists()

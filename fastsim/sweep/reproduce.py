@@ -405,6 +405,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
                               f"{'false' if b is None else repr(b.label)} cannot be scored "
                               "against the paper's changes, which are against no stop "
                               "policy; allowed: \"none\" (the default)")
+    check_clusters(clusters)  # the command line's check: one cluster scores every row n/a
     for g in grids.values():
         check_sweep_memory(g, workers=local_workers(backend, address, workers))
     held = hold_outputs(out, figures_dir, report)
