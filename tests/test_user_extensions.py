@@ -1488,6 +1488,26 @@ def test_replay_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
     assert table.height == 1  # one policy given twice is still replayed once
 
 
+def test_replay_names_one_policy_at_two_settings_its_label_cannot_tell_apart(
+        tmp_path, monkeypatch):
+    """One declaration whose label leaves out a parameter (none given: its name alone),
+    replayed at two settings: refused as "policies X and X are both labelled", telling the
+    user to declare one with a label of its own, which a second module cannot mend."""
+    from fastsim.replay.logs import read_logs
+    from fastsim.replay.policies import replay
+
+    (tmp_path / "label_unnamed.py").write_text(
+        POLICY_SRC.replace('label="below_best(k={k},drop={drop:g})", ', ""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\na,5,0.3\n")
+    with pytest.raises(ConfigError, match=re.escape(
+            "policy label_unnamed:below_best at two settings (k=2 and k=3) is labelled "
+            "'below_best[scope=all]' at both: its label leaves out what they differ in; "
+            "allowed: one setting, or a label naming every parameter")):
+        replay(read_logs([log]), ["label_unnamed:below_best", "label_unnamed:below_best:k=3"])
+
+
 def test_a_sweep_refuses_two_policies_of_one_label(tmp_path, monkeypatch):
     """A sweep over the same declaration in two modules ran two cells that summary.txt
     headed alike and a figure drew under one legend entry; refused before any work."""

@@ -341,6 +341,16 @@ def _check_labels(pols: list[PolicyConfig]) -> None:
     seen: dict[str, PolicyConfig] = {}
     for p in pols:
         other = seen.setdefault(p.label, p)
+        if other is not p and other.name == p.name:
+            # one declaration at two settings: its label leaves out what they differ in
+            # (a user's label, or none: the name alone), which another module cannot mend
+            text = p.decl.param
+            differ = ", ".join(f"{k}={text(k).text(other.values[k])} and {k}={text(k).text(v)}"
+                               for k, v in p.values.items() if other.values.get(k) != v)
+            raise ConfigError(f"policy {p.name} at two settings ({differ}) is labelled "
+                              f"{p.label!r} at both: its label leaves out what they differ "
+                              "in; allowed: one setting, or a label naming every parameter "
+                              "(label=\"name(k={k})\" in its declaration)")
         if other is not p:
             raise ConfigError(f"policies {other.name} and {p.name} are both labelled "
                               f"{p.label!r}; allowed: policies whose labels differ (declare "
