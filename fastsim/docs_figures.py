@@ -163,8 +163,9 @@ def _entry_ok(entry: dict) -> bool:
             and all(isinstance(entry.get(k), dict) for k in ("inputs", "outputs")))
 
 
-def _read_record(results: Path, log) -> dict:
-    """``RECORD``'s steps; a damaged record is said and read as empty (every step runs)."""
+def _read_record(results: Path, log, then: str = "every step is run again") -> dict:
+    """``RECORD``'s steps; a damaged record is said and read as empty: every step runs,
+    or, under ``--draw-only`` (``then`` says so), no table is checked against it."""
     from fastsim.io import check_regular
 
     path = results / RECORD
@@ -175,12 +176,10 @@ def _read_record(results: Path, log) -> dict:
         record = json.loads(path.read_bytes())
     except (ConfigError, OSError, ValueError) as exc:
         record = None
-        log(f"[docs-figures] {path}: unreadable ({str(exc).splitlines()[0][:80]}); "
-            "every step is run again")
+        log(f"[docs-figures] {path}: unreadable ({str(exc).splitlines()[0][:80]}); {then}")
     if record is not None and not (isinstance(record, dict) and record.get("format") == 1
                                    and isinstance(record.get("steps"), dict)):
-        log(f"[docs-figures] {path}: damaged (not the record this command writes); every "
-            "step is run again")
+        log(f"[docs-figures] {path}: damaged (not the record this command writes); {then}")
         return {}
     return record["steps"] if record else {}
 
@@ -237,7 +236,9 @@ def _check_recorded(results: Path) -> None:
     """Under ``--draw-only``: a table ``RECORD`` names whose bytes changed since (a
     truncated or damaged copy) is refused before any figure; tables it does not name
     (yours) are drawn as they are."""
-    steps = _read_record(results, log=print)
+    # nothing runs here: "every step is run again" was said of a run that ran none
+    steps = _read_record(results, log=print, then="its tables are drawn unchecked (run "
+                         "without --draw-only to compute and record them again)")
     for entry in steps.values():
         if isinstance(entry, dict) and _entry_ok(entry):
             for name, sha in entry["outputs"].items():

@@ -336,6 +336,25 @@ def test_draw_only_refuses_a_recorded_table_changed_since(tmp_path, capsys):
     assert not (tmp_path / "f").exists()
 
 
+@pytest.mark.parametrize("record", ["{", "[]"])
+def test_draw_only_says_an_unreadable_record_checks_nothing(tmp_path, monkeypatch, capsys,
+                                                            record):
+    """--draw-only runs no step, yet a record it could not read was said to mean "every
+    step is run again"; the tables were drawn unchecked, and it now says so."""
+    from fastsim import docs_figures
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / docs_figures.RECORD).write_text(record)
+    monkeypatch.setattr(docs_figures, "draw", lambda results, out: [out / "x.png"])
+    assert main(["docs-figures", "--draw-only", "--results", str(results), "--out",
+                 str(tmp_path / "f")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "docs-figures.json" in line]
+    assert len(said) == 1 and "every step is run again" not in said[0], said
+    assert said[0].endswith("its tables are drawn unchecked (run without --draw-only to "
+                            "compute and record them again)"), said
+
+
 def test_docs_figures_results_belong_to_one_process(tmp_path, monkeypatch):
     """Two docs-figures runs on one RESULTS both ran every step into it, and each one's
     record could name the other's tables; now the run holds RESULTS' lock while its steps
