@@ -134,6 +134,30 @@ def test_more_local_workers_than_memory_holds_is_one_line_before_any_start(
     assert not out.exists()
 
 
+def test_local_workers_beyond_the_sweeps_chunks_are_counted_without_a_chunk(tmp_path,
+                                                                             monkeypatch):
+    """Each local worker was counted with a chunk of its own, though a worker runs one at a
+    time and one beyond the sweep's chunks runs none: a one-chunk sweep was refused two
+    workers on a machine that holds both processes and the one chunk."""
+    from fastsim import memory
+    from fastsim.memory import simulate_bytes
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import WORKER_BYTES, check_sweep_memory
+
+    sweep = tmp_path / "one.toml"
+    sweep.write_text("clusters = 3000\nchunk = 3000\nbaseline = false\n[base]\n"
+                     "n_jobs = 200\n")
+    grid = load_sweep(sweep)
+    assert len(grid.cells) * grid.n_chunks == 1
+    chunk = simulate_bytes(3000, 200, grid.cells[0].config.workload.n_evals, True)
+    # two worker processes and one chunk fit, with room; two chunks would not
+    monkeypatch.setattr(memory, "available_bytes",
+                        lambda: int((2 * WORKER_BYTES + 1.5 * chunk) / memory.BUDGET_SHARE))
+    check_sweep_memory(grid, False, 2)
+    with pytest.raises(fastsim.ConfigError, match=r"^workers 1000 .*largest feasible: workers"):
+        check_sweep_memory(grid, False, 1000)  # each process is still counted
+
+
 @pytest.mark.parametrize("workers, said", [(1, "of 1 worker;"), (2, "of 2 workers;")])
 def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch, capsys):
     """Printed 'a local cluster of 1 workers'; no cluster is started here."""

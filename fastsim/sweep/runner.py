@@ -170,8 +170,9 @@ def local_workers(backend: str, address, workers: int | None) -> int:
 def check_sweep_memory(grid: Grid, keep_jobs: bool = False, workers: int = 0) -> None:
     """Refuse, before anything is written, a sweep whose chunk or whose aggregation
     (one cell and its baseline in memory, with the cluster bootstrap) cannot fit, or
-    whose ``workers`` local Dask worker processes (``local_workers``), each running a
-    chunk, cannot: ``--workers 1000`` started a thousand processes of a few hundred MiB."""
+    whose ``workers`` local Dask worker processes (``local_workers``), as many of them
+    as the sweep has chunks each running one, cannot: ``--workers 1000`` started a
+    thousand processes of a few hundred MiB."""
     shapes = {(c.config.workload.n_jobs, c.config.workload.n_evals) for c in grid.cells}
     J, E = max(shapes, key=lambda s: simulate_bytes(1, *s, True))
     settings = f"n_jobs={J}, n_evals={E}" + (", --keep-jobs" if keep_jobs else "")
@@ -184,8 +185,11 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False, workers: int = 0) ->
                "clusters", settings + f", chunk {grid.chunk}")
     if workers:
         c = min(grid.chunk, grid.clusters)
-        check_fits(lambda w: w * (WORKER_BYTES + chunk_need(c)), workers, "workers",
-                   settings + f", chunk {c}")
+        # each worker runs one chunk at a time: a worker beyond the sweep's chunks runs
+        # none, and is its process alone (a one-chunk sweep was refused two workers)
+        chunks = len(grid.cells) * grid.n_chunks
+        check_fits(lambda w: w * WORKER_BYTES + min(w, chunks) * chunk_need(c), workers,
+                   "workers", settings + f", chunk {c}")
 
 
 def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool) -> tqdm:
