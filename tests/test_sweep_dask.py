@@ -158,6 +158,27 @@ def test_local_workers_beyond_the_sweeps_chunks_are_counted_without_a_chunk(tmp_
         check_sweep_memory(grid, False, 1000)  # each process is still counted
 
 
+@pytest.mark.parametrize("workers", [-1, 0, True, "2", 2.5])
+def test_reproduce_refuses_a_worker_count_before_any_start(tmp_path, monkeypatch, workers):
+    """reproduce() took any workers: -1 passed the local workers' memory check (negative
+    bytes), started a local cluster of -1 workers and waited for one, then blamed
+    '--address None'; "2" was a TypeError from the memory check.  Refused as a sweep
+    refuses it, before any cluster starts or anything is written."""
+    from fastsim.sweep import reproduce as R
+
+    class NoCluster:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a local cluster was started")
+
+    monkeypatch.setattr(distributed, "LocalCluster", NoCluster)
+    out = tmp_path / "R"
+    with pytest.raises(fastsim.ConfigError, match=re.escape(
+            f"workers={workers!r} is invalid; allowed: an integer >= 1")):
+        R.reproduce(out, clusters=2, figures_dir=None, report=None, backend="dask",
+                    workers=workers, timeout=2.0, progress=False)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("workers, said", [(1, "of 1 worker;"), (2, "of 2 workers;")])
 def test_the_local_cluster_notice_counts_its_workers(workers, said, monkeypatch, capsys):
     """Printed 'a local cluster of 1 workers'; no cluster is started here."""

@@ -31,7 +31,7 @@ from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this 
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
-from fastsim.sweep.runner import check_sweep_memory, dask_client, local_workers, run_sweep
+from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
                                    registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
@@ -406,8 +406,9 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
                               "against the paper's changes, which are against no stop "
                               "policy; allowed: \"none\" (the default)")
     check_clusters(clusters)  # the command line's check: one cluster scores every row n/a
-    for g in grids.values():
-        check_sweep_memory(g, workers=local_workers(backend, address, workers))
+    for g in grids.values():  # the options too, as a sweep checks them: workers=-1 passed
+        # the memory check (negative bytes) and started a local cluster of -1 workers
+        check_run(g, backend, workers, address=address)
     held = hold_outputs(out, figures_dir, report)
     _check_outputs(out, grids, figures_dir, report, formats)
     # the Dask cluster answers, with a worker running this code, before anything is
