@@ -17,12 +17,11 @@
   at n = 20); the t term restores the coverage there and is inside the bootstrap's
   interval, to Monte Carlo error, once n is large (docs/model.md gives the
   measurement).  The union is cut to the values the ratio can take: >= 0 when every
-  num and den is, <= 1 for a share (each num a part of its den; ``share=True``).  Clusters that all give
-  one ratio show no spread between clusters, so no interval is claimed (NaN), as for
-  one cluster.  Clusters whose num and den are both 0 (recall in a cluster with no
-  hacking job) bear on nothing and are left out, of ``n`` too.  The resamples are
-  streamed in a
-  numba kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n); beyond
+  num and den is, <= 1 for a share (each num a part of its den; ``share=True``).
+  Clusters that all give one ratio show no spread between clusters, so no interval is
+  claimed (NaN), as for one cluster.  Clusters whose num and den are both 0 (recall in
+  a cluster with no hacking job) bear on nothing and are left out, of ``n`` too.  The
+  resamples are streamed in a numba kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n); beyond
   ``BOOTSTRAP_MAX_N`` clusters the t interval is used alone, O(n) time.
 * ``proportion_ci``: the same for a pooled *proportion* of counts, widened to contain
   the Clopper-Pearson exact interval of the pooled counts.  When an event never occurs
@@ -94,14 +93,16 @@ def fmt_value(x: float, spec: str) -> str:
     return format(x, "z" + spec)
 
 
-def interval_decimals(lo: float, hi: float, digits: int, most: int = 6) -> int:
+def interval_decimals(lo: float, hi: float, digits: int, most: int = 6,
+                      kind: str = "f") -> int:
     """``digits``, or more (up to ``most``) until an interval with ``lo < hi`` prints its
-    two ends apart: at two decimals a delay of 0.905 to 0.914 evaluations printed
-    ``0.91 [0.91, 0.91]``, an interval of no width, which no interval here is (one whose
-    clusters all agree is printed "no interval")."""
-    if not (lo == lo and hi == hi and np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+    two ends apart in format ``kind`` (``f``, ``%``, ``g``): at two decimals a delay of
+    0.905 to 0.914 evaluations printed ``0.91 [0.91, 0.91]``, an interval of no width,
+    which no interval here is (one whose clusters all agree is printed "no interval")."""
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         return digits
-    while digits < most and fmt_value(lo, f".{digits}f") == fmt_value(hi, f".{digits}f"):
+    while digits < most and (fmt_value(lo, f".{digits}{kind}")
+                             == fmt_value(hi, f".{digits}{kind}")):
         digits += 1
     return digits
 
@@ -116,17 +117,14 @@ def fmt_interval(mean: float, lo: float, hi: float, spec: str, unit: str = "") -
     return f"{fmt_value(mean, spec)}{unit} [{fmt_value(lo, spec)}, {fmt_value(hi, spec)}]"
 
 
-def _ends_apart(lo: float, hi: float, spec: str, most: int = 6) -> str:
-    """``spec`` (``".2f"``, ``".1%"``, ``".3g"``) with more digits, up to ``most``, until an
-    interval with ``lo < hi`` prints its two ends apart (``interval_decimals``): the
-    detector table printed an FPR of 0.0138 to 0.0143 as ``0.014 [0.014, 0.014]``."""
+def _ends_apart(lo: float, hi: float, spec: str) -> str:
+    """``spec`` (``".2f"``, ``".1%"``, ``".3g"``) with as many more digits as
+    ``interval_decimals`` gives: the detector table printed an FPR of 0.0138 to 0.0143 as
+    ``0.014 [0.014, 0.014]``."""
     m = re.fullmatch(r"\.(\d+)([f%g])", spec)
-    if m is None or not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+    if m is None:
         return spec
-    digits, kind = int(m[1]), m[2]
-    while digits < most and fmt_value(lo, f".{digits}{kind}") == fmt_value(hi, f".{digits}{kind}"):
-        digits += 1
-    return f".{digits}{kind}"
+    return f".{interval_decimals(lo, hi, int(m[1]), kind=m[2])}{m[2]}"
 
 
 def mean_ci(values, level: float = LEVEL) -> Estimate:

@@ -243,7 +243,7 @@ def _delay_text(r: dict[str, Any]) -> str:
         return "n/a"
     if r["lo"] != r["lo"]:  # every cluster with a detection gave the same delay
         return f"{fmt_value(r['mean'], '.2f')} {NO_INTERVAL}"
-    return fmt_interval(r["mean"], r["lo"], r["hi"], f".{interval_decimals(r['lo'], r['hi'], 2)}f")
+    return fmt_interval(r["mean"], r["lo"], r["hi"], ".2f")  # more digits if its ends need
 
 
 def k_table(summary: pl.DataFrame) -> str:

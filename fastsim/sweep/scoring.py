@@ -213,7 +213,8 @@ def _raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ve
         w_lo, w_hi = row.tol.width(p_lo), row.tol.width(p_hi)
         ok_lo, ok_hi = _at_most(abs(d_lo), w_lo), _at_most(abs(d_hi), w_hi)
         return Verdict(MATCH if ok_lo and ok_hi else MISS,
-                       f"ends {_pp(d_lo, w_lo, ok_lo)[:-3]} / {_pp(d_hi, w_hi, ok_hi)}")
+                       f"ends {_pp(d_lo, w_lo, ok_lo).replace(' pp', '', 1)} / "
+                       f"{_pp(d_hi, w_hi, ok_hi)}")
     if not _finite(ours):
         return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
     if row.kind == "bound":
