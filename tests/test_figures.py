@@ -585,6 +585,20 @@ def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch,
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
 
 
+def test_a_sweep_begun_but_not_aggregated_is_said_to_be_so(tmp_path):
+    """`fastsim figures` on a reproduce directory whose noise sweep had chunks but no
+    tables yet (stopped, or still running) said only "no results for noise"."""
+    from fastsim.sweep.figures import skip_reason
+
+    (tmp_path / "noise").mkdir()
+    assert skip_reason(("noise",), None, {}, tmp_path, None) == (
+        f"no results for noise in {tmp_path}")
+    (tmp_path / "noise" / "sweep.json").write_text("{}")
+    assert skip_reason(("noise",), None, {}, tmp_path, None) == (
+        f"no results for noise in {tmp_path} ({tmp_path / 'noise'}: begun, not aggregated "
+        "yet; the command that runs it finishes it)")
+
+
 def test_a_script_run_alone_refuses_an_empty_argument(tiny_reproduction, tmp_path,
                                                       monkeypatch, capsys):
     """`python figures/noise_sweep.py "$DIR"` with DIR unset drew the figures of the

@@ -143,7 +143,11 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     columns it draws a cell per value of)."""
     missing = [s for s in needs if s not in sources]
     if missing:
-        return f"no results for {', '.join(missing)} in {results}"
+        # a sweep stopped before its tables (killed, or still running) read as absent
+        begun = [str(results / s) for s in missing if (results / s / "sweep.json").is_file()]
+        return (f"no results for {', '.join(missing)} in {results}"
+                + (f" ({', '.join(begun)}: begun, not aggregated yet; the command that "
+                   "runs it finishes it)" if begun else ""))
     import polars as pl
 
     from fastsim.sweep.aggregate import paired_against
