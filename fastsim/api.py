@@ -419,8 +419,9 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     ``extract``: a function of the per-job arrays (the per-job table's columns as
     ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
     ``SimResult.extract``.  The arrays are read-only and valid during the call only
-    (``simulate`` reuses them, and the per-job table shares them), so it keeps what it needs, small: a sweep's JCT histogram is one
-    (``fastsim.sweep.extracts.jct_histogram``), without the per-job table.
+    (``simulate`` reuses them, and the per-job table shares them), so it keeps what it
+    needs, small: a sweep's JCT histogram is one (``fastsim.sweep.extracts.jct_histogram``),
+    without the per-job table.
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic

@@ -21,8 +21,9 @@
   Clusters that all give one ratio show no spread between clusters, so no interval is
   claimed (NaN), as for one cluster.  Clusters whose num and den are both 0 (recall in
   a cluster with no hacking job) bear on nothing and are left out, of ``n`` too.  The
-  resamples are streamed in a numba kernel (``kernels.bootstrap``): memory O(n), time O(n_boot n); beyond
-  ``BOOTSTRAP_MAX_N`` clusters the t interval is used alone, O(n) time.
+  resamples are streamed in a numba kernel (``kernels.bootstrap``): memory O(n), time
+  O(n_boot n); beyond ``BOOTSTRAP_MAX_N`` clusters the t interval is used alone, O(n)
+  time.
 * ``proportion_ci``: the same for a pooled *proportion* of counts, widened to contain
   the Clopper-Pearson exact interval of the pooled counts.  When an event never occurs
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the

@@ -42,7 +42,7 @@ from fastsim.config import PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
-from fastsim.replay.monitor import Decision, StopMonitor, _is_real
+from fastsim.replay.monitor import Decision, StopMonitor, is_real_scalar
 
 try:
     from transformers import TrainerCallback as _TrainerCallback
@@ -250,7 +250,7 @@ class StopPolicyCallback(_TrainerCallback):
             metrics.get(self.metric)))
         if "losses" in self.policy.decl.reads:
             loss = self._usable("loss", loss, step, _loss_problem(loss, self.policy))
-        elif not _is_real(loss):  # read by no one: not worth a warning, nor a refusal
+        elif not is_real_scalar(loss):  # read by no one: not worth a warning, nor a refusal
             loss = None
         d = self.monitor.observe(self.job_id, step, math.nan if score is None else score,
                                  math.nan if loss is None else loss)
@@ -295,7 +295,7 @@ def _score_problem(score) -> str | None:
     """Why StopMonitor would refuse a reported score (None: it takes it, or it is None)."""
     if score is None:
         return None
-    if not _is_real(score):
+    if not is_real_scalar(score):
         return "not a number"
     if math.isfinite(float(score)) and abs(float(score)) > MAX_SCORE:
         # the noise fits of margin, cusum, peak and bocpd overflow beyond
@@ -307,7 +307,7 @@ def _loss_problem(loss, policy: PolicyConfig) -> str | None:
     """Why StopMonitor would refuse the training loss for ``policy`` (None: it takes it)."""
     if loss is None:
         return None
-    if not _is_real(loss):
+    if not is_real_scalar(loss):
         return "not a number"
     if policy.decl.positive_losses and float(loss) <= 0:
         return "not allowed: " + policy.decl.loss_rule(policy.label)

@@ -84,7 +84,7 @@ class _Progress:
         return step / self.planned >= self.f
 
 
-def _is_real(x) -> bool:
+def is_real_scalar(x) -> bool:
     """A real scalar (Python's, numpy's, a framework's: what has ``__float__``) that a
     float holds: not a bool, a string that would parse as one, a complex number, an
     array, nor an int beyond a float's range."""
@@ -255,7 +255,7 @@ class StopMonitor:
             raise ConfigError(f"StopMonitor higher_is_better = {higher_is_better!r}: allowed: True or False")
         if not R.is_number(threshold) or threshold < 0:
             raise ConfigError(f"StopMonitor threshold = {threshold!r}: allowed: a finite number >= 0")
-        if planned_steps is not None and not (_is_real(planned_steps)
+        if planned_steps is not None and not (is_real_scalar(planned_steps)
                                               and 0 < planned_steps < math.inf):
             raise ConfigError(f"StopMonitor planned_steps = {planned_steps!r}: allowed: a "
                               "positive finite number of steps, or None")
@@ -337,7 +337,7 @@ class StopMonitor:
             raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
                               "integer from 0 to 2^53-1, as replay takes")
         for field, x in (("score", score), ("loss", loss)):
-            if not _is_real(x):
+            if not is_real_scalar(x):
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
                                   "allowed: a number (NaN for a missing evaluation)")
         value, loss = float(score), float(loss)
