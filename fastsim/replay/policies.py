@@ -344,8 +344,8 @@ def _check_labels(pols: list[PolicyConfig]) -> None:
         if other is not p and other.name == p.name:
             # one declaration at two settings: its label leaves out what they differ in
             # (a user's label, or none: the name alone), which another module cannot mend
-            text = p.decl.param
-            differ = ", ".join(f"{k}={text(k).text(other.values[k])} and {k}={text(k).text(v)}"
+            param = p.decl.param  # a parameter's declaration, which prints its values
+            differ = ", ".join(f"{k}={param(k).text(other.values[k])} and {k}={param(k).text(v)}"
                                for k, v in p.values.items() if other.values.get(k) != v)
             raise ConfigError(f"policy {p.name} at two settings ({differ}) is labelled "
                               f"{p.label!r} at both: its label leaves out what they differ "
