@@ -117,12 +117,12 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-def _code() -> dict[str, str]:
-    """The code a step's outputs are computed by, as a sweep records it (``Grid.code``)."""
-    import fastsim
-    from fastsim.resources import package_sha256
+def _code() -> dict:
+    """The code a step's outputs are computed by, as a sweep records it (``Grid.code`` of
+    no user function)."""
+    from fastsim.sweep.grid import code_of
 
-    return {"fastsim": fastsim.__version__, "fastsim_sha256": package_sha256(), "user": {}}
+    return code_of(())
 
 
 def _entry(template: list[str], results: Path, outputs: tuple[str, ...]) -> dict:
