@@ -7,7 +7,8 @@ directory.  A step is reused, and says so, only when ``RESULTS/docs-figures.json
 it with the same command and code and every file it read and wrote still has the SHA-256
 recorded; otherwise it runs again and says why (a trace set recording other parameters
 than the docs' is refused).  ``fastsim sweep`` resumes by itself, verifying every
-finished chunk.  One process at a time owns RESULTS (a lock).  The
+finished chunk; a sweep directory of other code that this command ran is computed again
+from nothing.  One process at a time owns RESULTS (a lock).  The
 detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
 docs/detectors.md) is not run here: its figures are drawn when its results are in
 ``RESULTS/detectors``.
@@ -90,6 +91,10 @@ def run_steps(results: Path, log=print) -> int:
             log(f"[docs-figures] {what}: reused {', '.join(outputs)} under {results} "
                 f"(verified against {RECORD})")
             continue
+        if not outputs:  # a sweep: its directory is this command's from the first run on
+            why = _clear_stale_sweep(Path(argv[argv.index("--out") + 1]), steps.get(what))
+            steps[what] = _entry(template, results, outputs)
+            _write_record(results, steps)
         log(f"[docs-figures] {what}: {why + ', so ' if why else ''}fastsim {' '.join(argv)}")
         t0 = time.perf_counter()
         status = main(argv)
@@ -100,6 +105,34 @@ def run_steps(results: Path, log=print) -> int:
             _write_record(results, steps)
         log(f"[docs-figures] {what}: {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def _clear_stale_sweep(out: Path, entry) -> str:
+    """Why a sweep step's directory is computed again from nothing ("" when it is resumed).
+    A sweep refuses a directory of other code ("use a new --out directory"), which this
+    command cannot do: after any change of fastsim's source every run stopped there.  A
+    directory ``RECORD`` shows this command ran the sweep into is its own, and is removed;
+    another is refused, saying how to go on."""
+    import shutil
+
+    from fastsim.sweep.grid import diff_code
+    from fastsim.sweep.store import DirLock, recorded_code
+
+    code = recorded_code(out) if out.is_dir() else None
+    changes = diff_code(code, _code()) if code is not None else []
+    if not changes:
+        return ""
+    said = "; ".join(changes)
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{out}: a sweep of other code ({said}) that {RECORD} does not "
+                          "record as this command's; allowed: the sweep fastsim docs-figures "
+                          "runs there (delete the directory to compute it again)")
+    lock = DirLock.acquire(out)  # refused while a sweep still runs in it
+    trash = out.with_name(f".{out.name}.stale-{os.getpid()}")
+    os.rename(out, trash)  # the sweep is gone from its name at once, even if killed here
+    lock.release()
+    shutil.rmtree(trash)
+    return f"{out} held the sweep this command ran with other code ({said}): removed"
 
 
 def _inputs(template: list[str]) -> list[str]:
@@ -290,7 +323,8 @@ def register(subparsers) -> None:
         "reuse printed, when RESULTS/docs-figures.json records the same command and code "
         "and the SHA-256 of every file it read and wrote; otherwise the step runs again, "
         "saying why (a trace set made with other parameters than the docs' is refused); "
-        "the sweep resumes, verifying its finished chunks; one process at a time owns "
+        "the sweep resumes, verifying its finished chunks (one this command ran with other "
+        "code is computed again from nothing); one process at a time owns "
         "--results (a lock). The detector benchmark is not run (fastsim detectors, about "
         "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
         "its results are in RESULTS/detectors. About 5 minutes of CPU from nothing.")

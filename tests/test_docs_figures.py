@@ -410,3 +410,55 @@ def test_a_step_that_refuses_its_input_is_its_one_line_and_exit_2(tmp_path, caps
     one_line(capsys, ["docs-figures", "--results", str(results), "--out", str(tmp_path / "f")],
              f"--out {results / 'frontier'}: exists and is not a directory")
     assert not (tmp_path / "f").exists()
+
+
+def test_docs_figures_recompute_their_sweep_of_other_code(tmp_path, monkeypatch):
+    """After any change of fastsim's source every docs-figures run stopped at the frontier
+    sweep's refusal of a directory of other code ("use a new --out directory"), which
+    docs-figures cannot do.  A sweep directory its record shows it ran into is removed and
+    computed again, saying why; one it has no record of is refused, saying how to go on;
+    one of this code is resumed, and one a process still holds is refused."""
+    import fcntl
+    import os
+
+    from fastsim import docs_figures
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import LOCK
+
+    results, said = tmp_path / "results", []
+    frontier = results / "frontier"
+    ran = _fake_steps(monkeypatch, results, [0])
+
+    def sweep_of(code):
+        (frontier / "cells").mkdir(parents=True, exist_ok=True)
+        (frontier / "cells" / "x").write_text("old")
+        (frontier / "sweep.json").write_text(json.dumps({"grid_hash": "ab", "code": code}))
+
+    other = {"fastsim": "0.0", "fastsim_sha256": "x", "user": {}}
+    sweep_of(other)
+    with pytest.raises(ConfigError, match="a sweep of other code .* that docs-figures.json "
+                       "does not record as this command's; allowed: .*delete the directory"):
+        docs_figures.run_steps(results, log=said.append)
+    assert (frontier / "cells" / "x").exists() and not ran
+    (frontier / "sweep.json").unlink()  # as if deleted by hand: the run records the sweep
+    assert docs_figures.run_steps(results, log=said.append) == 0
+    sweep_of(other)  # then the code changed
+    fd = os.open(frontier / LOCK, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a sweep still running there
+    with pytest.raises(ConfigError, match="is in use by"):
+        docs_figures.run_steps(results, log=said.append)
+    os.close(fd)
+    assert (frontier / "cells" / "x").exists()
+    said.clear()
+    assert docs_figures.run_steps(results, log=said.append) == 0
+    assert said[0].startswith(f"[docs-figures] fidelity frontier (125 points x 100 clusters): "
+                              f"{frontier} held the sweep this command ran with other code "
+                              "(they were computed by fastsim 0.0"), said
+    assert not frontier.exists() and sorted(os.listdir(results)) == sorted(
+        ["docs-figures.json", "traces", "costaware"])  # the fake sweep writes nothing
+    sweep_of(docs_figures._code())  # this code's: resumed as it is
+    said.clear()
+    assert docs_figures.run_steps(results, log=said.append) == 0
+    assert (frontier / "cells" / "x").exists()
+    assert said[0] == (f"[docs-figures] fidelity frontier (125 points x 100 clusters): fastsim "
+                       f"sweep frontier --out {frontier} --no-progress"), said

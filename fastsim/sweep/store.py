@@ -364,6 +364,18 @@ def _code_ok(code: Any, grid: Grid | None = None) -> bool:
             and (grid is None or code["user"].keys() == grid.code["user"].keys()))
 
 
+def recorded_code(root: Path) -> dict | None:
+    """The code (``Grid.code``) a sweep directory's manifest says its results were computed
+    by; None when it has no readable manifest recording one (a resume then decides, as on
+    any damage)."""
+    try:
+        manifest = json.loads(_read_regular(Path(root) / MANIFEST, MANIFEST_MAX_BYTES))
+    except (OSError, ValueError):
+        return None
+    code = manifest.get("code") if isinstance(manifest, dict) else None
+    return code if _code_ok(code) else None
+
+
 def _other_code(where: str, changes: list[str]) -> ConfigError:
     """The refusal of results computed by other code than this run's (``diff_code``)."""
     return ConfigError(f"{where} of other code than this run's: "
