@@ -33,6 +33,8 @@
   order-statistic interval; runs censored at a cap (reported as NaN or inf) count at
   what they had spent for the lower bound and as +inf for the upper one, so the interval
   covers whatever the censoring and is exact while it stays below the censored runs.
+* ``cluster_corr_ci``: a Pearson or Spearman correlation over rows with an interval
+  that resamples clusters of rows (the rollouts of one prompt), not rows.
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
   time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
   its cluster count.  They keep exact sums (``_exact_sum``: ints, not rounded running
@@ -194,6 +196,62 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     pooled = PooledRatio()
     pooled.add(a, b)
     return pooled.proportion_ci(level, n_boot, seed)
+
+
+def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
+                    n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """Pearson (or, with ``rank``, Spearman) correlation of ``x`` and ``y`` over rows,
+    with an interval that resamples ``clusters`` (one label per row), not rows.
+
+    Rows of one cluster are not independent (the rollouts of one prompt share it and
+    its group-normalised advantages), so the Fisher-z interval over rows, whose standard
+    error is ``1 / sqrt(rows - 3)``, is too narrow: with groups of 4 rollouts its 95%
+    interval held the truth in 66-74% of simulated data sets.  Here the standard error of
+    ``arctanh(r)`` is that of the cluster bootstrap, with Student-t quantiles on
+    ``clusters - 1`` degrees of freedom (91-96% in the same simulations, 24 clusters of 4
+    rows, tests/test_stats.py).  ``n`` is the number of clusters.
+    """
+    _check_level(level, n_boot)
+    a, b = _paired_arrays(x, y, "x", "y")
+    _, cid = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
+    if cid.size != a.size:
+        raise ConfigError(f"cluster_corr_ci: {cid.size} cluster labels for {a.size} rows; "
+                          "allowed: one label per row")
+    g = int(cid.max()) + 1 if cid.size else 0
+    one = np.ones((1, a.size))
+    point = float(_weighted_corr(a, b, one, rank)[0]) if g else np.nan
+    if g < 3 or not np.isfinite(point) or abs(point) == 1.0:
+        return Estimate(point, np.nan, np.nan, g)
+    counts = np.random.default_rng(seed).multinomial(g, np.full(g, 1.0 / g), size=n_boot)
+    boot = _weighted_corr(a, b, counts[:, cid].astype(np.float64), rank)
+    z = np.arctanh(np.clip(boot[np.isfinite(boot)], -1 + 1e-12, 1 - 1e-12))
+    half = float(special.stdtrit(g - 1, 0.5 + level / 2)) * float(z.std(ddof=1))
+    return Estimate(point, float(np.tanh(np.arctanh(point) - half)),
+                    float(np.tanh(np.arctanh(point) + half)), g)
+
+
+def _weighted_corr(x: np.ndarray, y: np.ndarray, w: np.ndarray, rank: bool) -> np.ndarray:
+    """Correlation of the sample that repeats row ``i`` ``w[k, i]`` times, one per row of
+    ``w``; with ``rank``, of that sample's average ranks (Spearman, ties included)."""
+    if rank:
+        x, y = _weighted_ranks(x, w), _weighted_ranks(y, w)
+    s = w.sum(axis=1, keepdims=True)
+    dx = x - (w * x).sum(axis=1, keepdims=True) / s
+    dy = y - (w * y).sum(axis=1, keepdims=True) / s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (w * dx * dy).sum(axis=1) / np.sqrt((w * dx * dx).sum(axis=1)
+                                                   * (w * dy * dy).sum(axis=1))
+
+
+def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Average rank of each row's value in the sample repeating row ``i`` ``w[k, i]``
+    times: the weight of the smaller values plus the middle of its ties."""
+    values, inv = np.unique(x, return_inverse=True)
+    tied = np.zeros((w.shape[0], values.size))
+    for k in range(values.size):
+        tied[:, k] = w[:, inv == k].sum(axis=1)
+    below = np.cumsum(tied, axis=1) - tied
+    return (below + (tied + 1.0) / 2.0)[:, inv]
 
 
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:

@@ -832,3 +832,39 @@ def test_mean_moments_m2_is_correctly_rounded():
     mean = sum(exact) / len(exact)
     assert m.mean == float(mean)
     assert m.m2 == float(sum((v - mean) ** 2 for v in exact))
+
+
+def test_cluster_corr_ci_spearman_is_that_of_the_resampled_rows():
+    from scipy import stats
+
+    from fastsim.stats import _weighted_corr
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 5, 30).astype(float), rng.normal(size=30)  # ties in x
+    w = rng.integers(0, 3, (4, 30)).astype(float)
+    for k in range(4):
+        rows = np.repeat(np.arange(30), w[k].astype(int))
+        assert _weighted_corr(x, y, w[k:k + 1], True)[0] == pytest.approx(
+            stats.spearmanr(x[rows], y[rows])[0], abs=1e-12)
+        assert _weighted_corr(x, y, w[k:k + 1], False)[0] == pytest.approx(
+            stats.pearsonr(x[rows], y[rows])[0], abs=1e-12)
+
+
+@pytest.mark.parametrize("rank", [False, True])
+def test_cluster_corr_ci_covers_with_correlated_rows(rank):
+    # 24 clusters of 4 near-copies of one draw, true correlation 0.7 / 1.09 (Pearson)
+    from fastsim.stats import cluster_corr_ci
+
+    rng = np.random.default_rng(1)
+    truth = 0.7 / 1.09
+    truth = 6 / np.pi * np.arcsin(truth / 2) if rank else truth
+    held, reps = 0, 150
+    for rep in range(reps):
+        gx = rng.normal(size=24)
+        gy = 0.7 * gx + np.sqrt(1 - 0.49) * rng.normal(size=24)
+        x = np.repeat(gx, 4) + 0.3 * rng.normal(size=96)
+        y = np.repeat(gy, 4) + 0.3 * rng.normal(size=96)
+        e = cluster_corr_ci(x, y, np.repeat(np.arange(24), 4), rank, n_boot=500, seed=rep)
+        assert e.n == 24
+        held += e.contains(truth)
+    assert held / reps >= 0.86, held / reps

@@ -319,7 +319,7 @@ def cmd_trl_gradnorm(args):
             trainer.train()
         frames.append(gradnorm_study(trainer, args.batches).with_columns(phase=pl.lit(phase)))
         _show(gradnorm_correlations(frames[-1]), f"{phase} ({steps} GRPO steps): correlations "
-              f"over {frames[-1].height} rollouts (95% Fisher-z intervals)")
+              f"over {frames[-1].height} rollouts (95% intervals over prompt groups, n groups)")
     rollouts = pl.concat(frames)
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(out, {"costaware_trl_gradnorm.parquet": rollouts})

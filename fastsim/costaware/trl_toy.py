@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fastsim.stats import cluster_corr_ci
+
 VOCAB = list("abcdefghsy:. ")
 PROMPTS = Path(__file__).with_name("trl_prompts.jsonl")  # the 32 prompts of the toy task
 SPECIAL = ("<pad>", "<eos>")
@@ -100,7 +102,9 @@ def gradnorm_study(trainer, batches: int = 4) -> pl.DataFrame:
     """Per rollout: ``|A|``, cost and gradient norms of the GRPO loss term, ``batches``
     generation batches of ``trainer`` (a ``CostAwareGRPOTrainer`` with ``costaware=None``).
 
-    Columns: ``batch``, ``abs_advantage``, ``prompt_tokens``, ``completion_tokens``,
+    Columns: ``batch``, ``group`` (the prompt whose ``num_generations`` rollouts share it
+    and its advantages' normalisation, numbered across batches), ``abs_advantage``,
+    ``prompt_tokens``, ``completion_tokens``,
     ``logprob_grad_norm_{grpo,dapo}`` (``||grad m_i||``) and ``grad_norm_{grpo,dapo}``
     (``|A_i| ||grad m_i||``, the per-sample gradient norm).
     """
@@ -115,7 +119,11 @@ def gradnorm_study(trainer, batches: int = 4) -> pl.DataFrame:
         with torch.no_grad():
             batch = trainer._generate_and_score_completions(next(loader))
         a = batch["advantages"].abs().double().cpu().numpy()
-        row = {"batch": np.full(a.size, b), "abs_advantage": a,
+        # TRL lays out each prompt's rollouts next to each other (its advantages are
+        # normalised over rows reshaped to (-1, num_generations))
+        per = trainer.num_generations
+        group = b * (a.size // per) + np.arange(a.size) // per
+        row = {"batch": np.full(a.size, b), "group": group, "abs_advantage": a,
                "prompt_tokens": batch["prompt_mask"].sum(1).cpu().numpy(),
                "completion_tokens": batch["completion_mask"].sum(1).cpu().numpy()}
         # grpo's term is dapo's divided by the completion length (a constant per rollout)
@@ -151,18 +159,11 @@ def toy_trainer(prompts_path, out_dir, costaware=None, steps: int = 4, prompts: 
         costaware=costaware)
 
 
-def _corr_ci(x, y, rank: bool = False):
-    """Pearson (or Spearman) correlation with a Fisher-z 95% interval."""
-    from scipy import stats
-
-    r = (stats.spearmanr(x, y)[0] if rank else stats.pearsonr(x, y)[0])
-    z, se = np.arctanh(r), 1.0 / np.sqrt(len(x) - 3)
-    return float(r), float(np.tanh(z - 1.96 * se)), float(np.tanh(z + 1.96 * se))
-
-
 def gradnorm_correlations(rollouts: pl.DataFrame) -> pl.DataFrame:
     """Correlations over rollouts: ``|A|`` vs the per-sample gradient norm, and the
-    advantage-free factor ``||grad m_i||`` vs ``|A|`` and vs completion tokens."""
+    advantage-free factor ``||grad m_i||`` vs ``|A|`` and vs completion tokens, each with
+    a 95% interval over prompt groups (``stats.cluster_corr_ci``; ``n`` counts groups)."""
+    groups = rollouts["group"].to_numpy()
     a = rollouts["abs_advantage"].to_numpy()
     n_tok = rollouts["completion_tokens"].to_numpy().astype(float)
     rows = []
@@ -173,7 +174,8 @@ def gradnorm_correlations(rollouts: pl.DataFrame) -> pl.DataFrame:
                            (f"|A| vs ||grad m|| ({loss_type})", a, m),
                            (f"completion tokens vs ||grad m|| ({loss_type})", n_tok, m)):
             for rank in (False, True):
-                r, lo, hi = _corr_ci(x, y, rank)
+                e = cluster_corr_ci(x, y, groups, rank)
                 rows.append({"pair": name, "kind": "spearman" if rank else "pearson",
-                             "r": r, "lo": lo, "hi": hi, "n": len(x)})
+                             "r": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n,
+                             "rollouts": len(x)})
     return pl.DataFrame(rows)
