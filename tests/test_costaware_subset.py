@@ -134,3 +134,18 @@ def test_subset_report_refuses_a_lone_value_or_none_in_place_of_a_list(kw, said)
     pr = make_problem(ProblemConfig(n=8, d=2))
     with pytest.raises(ConfigError, match=re.escape(said) + " is invalid; allowed: a non-empty list"):
         subset_report(pr, **kw)
+
+
+def test_greedy_vs_exact_gives_each_share_and_the_mean_gap_an_interval_over_instances():
+    # the check printed 'greedy optimal in 15.5%, mean gap 0.0599' of 200 instances with
+    # no interval; the shares get exact binomial ones, the mean gap a t interval
+    from fastsim.costaware.subset import greedy_vs_exact
+    from fastsim.stats import clopper_pearson
+
+    r = greedy_vs_exact(40, 8, seed=3)
+    opt = r["greedy_optimal"]
+    assert opt.n == 40 and (opt.lo, opt.hi) == clopper_pearson(round(opt.mean * 40), 40)
+    gap = r["mean_gap"]
+    assert gap.n == 40 and 0.0 <= gap.lo < gap.mean < gap.hi
+    assert r["violations"].mean == 0.0 and r["violations"].hi == clopper_pearson(0, 40)[1]
+    assert r["max_gap"].mean <= r["max_gap"].hi  # within the knapsack bound

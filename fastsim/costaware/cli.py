@@ -217,10 +217,8 @@ def cmd_sgd(args):
 
 
 def cmd_subset(args):
-    import numpy as np
-
     from fastsim.costaware.sgd import ProblemConfig, SGDConfig
-    from fastsim.costaware.subset import check_gamma_frac, select_subset
+    from fastsim.costaware.subset import check_gamma_frac, greedy_vs_exact
     from fastsim.costaware.sweep import subset_experiment
 
     gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
@@ -245,22 +243,14 @@ def cmd_subset(args):
                           f"{MAX_CHECK_SUBSETS >> EXACT_MAX_N:,} instances of n={EXACT_MAX_N})")
     t0 = time.perf_counter()
     # greedy vs exact on small random instances: the gap must stay within the LP bound
-    rng = np.random.default_rng(args.check_seed)
-    gaps, bounds, viol = [], [], 0
-    for _ in range(args.check_instances):
-        G = rng.lognormal(0.0, 1.0, args.check_n)
-        c = rng.lognormal(0.0, 1.0, args.check_n)
-        gamma = rng.uniform(0.0, 0.5) * G.mean()
-        g = select_subset(G, c, gamma, "greedy")
-        e = select_subset(G, c, gamma, "exact")
-        gaps.append((g.w_kept - e.w_kept) / e.w_all)
-        bounds.append(g.critical_value / e.w_all)
-        viol += int(g.w_kept - e.w_kept > g.critical_value + 1e-9 or g.bias_bound > gamma + 1e-12)
-    gaps = np.array(gaps)
-    print(f"greedy vs exact on {args.check_instances} instances of n={args.check_n}: "
-          f"greedy optimal in {np.mean(gaps < 1e-12):.1%}, mean gap {gaps.mean():.4f} of W(all), "
-          f"max gap {gaps.max():.4f} (its bound there {bounds[int(gaps.argmax())]:.4f}); "
-          f"bound or budget violations: {viol}")
+    check = greedy_vs_exact(args.check_instances, args.check_n, args.check_seed)
+    opt, gap, worst, viol = (check[k] for k in ("greedy_optimal", "mean_gap", "max_gap",
+                                                "violations"))
+    print(f"greedy vs exact on n = {args.check_instances} instances of {args.check_n} samples "
+          f"(95% CIs over instances): greedy optimal in {opt.fmt(100, 1, '%')}, mean gap "
+          f"{gap.fmt(1, 4)} of W(all), max gap {worst.mean:.4f} (its bound there "
+          f"{worst.hi:.4f}); bound or budget violations: {round(viol.mean * viol.n)} "
+          f"({viol.fmt(100, 1, '%')})")
     report, _ = subset_experiment(_build(ProblemConfig, args),
                                   _build(SGDConfig, args, seed=args.sgd_seed), gammas,
                                   progress=True)
