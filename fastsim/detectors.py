@@ -113,7 +113,8 @@ def summarize(counts: dict[str, np.ndarray], base: dict[str, np.ndarray] | None 
         "recall": proportion_ci(c["tp"], c["tp"] + c["fn"]),
         "stop_recall": proportion_ci(c["stop_tp"], c["tp"] + c["fn"]),
         "fpr": proportion_ci(c["fp"], c["fp"] + c["tn"]),
-        "delay_evals": bootstrap_ratio_ci(c["delay"], c["tp"]),
+        # a detector can fire before the gold peak: a delay is signed, never cut at 0
+        "delay_evals": bootstrap_ratio_ci(c["delay"], c["tp"], signed=True),
         # GPU-hours are >= 0: a t interval of a few clusters reached below, and is cut
         # there as fastsim run's are
         "reclaimed_gpu_h": mean_ci(c["reclaimed_gpu_h"]).within(0.0, np.inf),
@@ -192,7 +193,7 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
         "recall": proportion_ci(tp, hack.astype(float)),
         "stop_recall": proportion_ci(tp * (trig < n), hack.astype(float)),
         "fpr": proportion_ci(fp, (~hack).astype(float)),
-        "delay_evals": bootstrap_ratio_ci(np.where(tp > 0, trig - peak, 0), tp),
+        "delay_evals": bootstrap_ratio_ci(np.where(tp > 0, trig - peak, 0), tp, signed=True),
         "compute_saved": bootstrap_ratio_ci((last - stop_step) / last, one, share=True),
         "regret": bootstrap_ratio_ci(regret, one),
     }

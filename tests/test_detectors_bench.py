@@ -305,3 +305,22 @@ def test_intervals_stay_within_what_their_quantity_can_take():
               "hacking": np.array([False, False, True])}
     row = det.trace_row(arrays, "evalstop", {"k": 1})
     assert row["d_fpr"] == 0.5 and row["d_fpr_hi"] == 1.0 and row["d_fpr_lo"] >= -1.0
+
+
+def test_a_delay_interval_is_not_cut_at_zero():
+    """A detector can fire before the gold peak (the traces' peak(z=1) delay is -0.53
+    evaluations): clusters whose delays were all >= 0 still bound a true mean below 0,
+    so its interval is not cut there as a non-negative quantity's is."""
+    ones, zero = np.ones(4), np.zeros(4)
+    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero,
+              "delay": np.array([0.0, 0.0, 0.0, 1.0]), "reclaimed_gpu_h": ones,
+              "lost_gpu_h": ones, "regret": zero, "n_scope": ones}
+    assert det.summarize(counts)["delay_evals"].lo < 0.0
+    # traces: 4 hacking runs whose scores first fall at evaluation 3; three peak in gold
+    # there (delay 0), one an evaluation before (delay 1)
+    score = np.array([[1.0, 3.0, 2.0, 1.0]] * 4)
+    gold = np.array([[1.0, 2.0, 3.0, 1.0]] * 3 + [[1.0, 3.0, 2.0, 1.0]])
+    arrays = {"score": score, "gold": gold, "step": np.tile(np.arange(4) * 10, (4, 1)),
+              "hacking": np.ones(4, bool)}
+    row = det.trace_row(arrays, "evalstop", {"k": 1})
+    assert row["delay_evals"] == 0.25 and row["delay_evals_lo"] < 0.0
