@@ -369,6 +369,32 @@ def test_frontier_sweep_table_and_figure(tmp_path):
     assert [p.name for p in written] == ["frontier.png"]
 
 
+def test_the_frontier_scores_a_row_as_the_reproduction_does():
+    """A point whose FPR sat within the tolerance with an interval wider than it was
+    counted as a match, where the pre-registered scoring says 'not comparable: run more
+    clusters'; its rows now carry their intervals and n."""
+    import polars as pl
+
+    from fastsim.sweep.frontier import frontier_table
+    from fastsim.sweep.scoring import ROWS_BY_KEY
+
+    metrics = {"precision": "precision", "recall": "recall", "fpr": "fpr",
+               "jct": "jct_mean_h_change", "waste": "wasted_gpu_h_change"}
+    rows = []
+    for i, half in enumerate((0.001, 0.02)):  # FPR's tolerance is 0.0075
+        for key, metric in metrics.items():
+            paper = ROWS_BY_KEY[key].paper
+            h = half if key == "fpr" else 0.001
+            rows.append({"policy_name": "evalstop", "n_evals": 7 + i, "ustar_hacking": "0.5/0.8",
+                         "sigma": 0.015, "metric": metric, "mean": paper, "lo": paper - h,
+                         "hi": paper + h, "n": 100})
+    table = frontier_table(pl.DataFrame(rows)).sort("n_evals")
+    assert table["rows_matched"].to_list() == [5, 4]
+    assert table["rows_not_comparable"].to_list() == [0, 1]
+    assert table["fpr_hi"][1] == pytest.approx(ROWS_BY_KEY["fpr"].paper + 0.02)
+    assert table["fpr_n"].to_list() == [100, 100]
+
+
 def test_the_frontier_refuses_a_sweep_without_one_evalstop_cell_per_point(tiny_reproduction,
                                                                          capsys):
     """`python -m fastsim.sweep.frontier DIR` of a sweep varying k took each point's first

@@ -200,7 +200,9 @@ def tolerance_text(row: PaperRow) -> str:
     return {"bound": "bound holds", "within": "inside range", "category": "equal"}[row.kind]
 
 
-def _raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
+def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
+    """``verdict`` before a fitted row is marked ``fitted``: how far a point of the model
+    family is from the row (the fidelity frontier scores fitted rows too)."""
     if row.kind == "category":
         if ours is None:
             return Verdict(NOT_COMPARABLE, "no estimate")
@@ -253,7 +255,7 @@ def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict
     >>> verdict(ROWS_BY_KEY["jct"], -0.122, -0.124, -0.120).text
     'fitted (-2.8 pp)'
     """
-    v = _raw_verdict(row, ours, lo, hi)
+    v = raw_verdict(row, ours, lo, hi)
     if row.fitted_by:
         return Verdict(FITTED, v.detail)
     return v
