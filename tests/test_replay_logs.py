@@ -175,6 +175,17 @@ def test_empty_and_unknown_inputs(tmp_path):
         read_logs([EVALS, FIX / "hf_run"])
 
 
+def test_a_pattern_that_matches_no_file_is_named_as_one(tmp_path, capsys, monkeypatch):
+    # `fastsim replay logs/*.csv` with no logs there: the shell passes the pattern as
+    # written, and "no such file" alone sent the user looking for a file with a star
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, ["replay", "logs/*.csv"],
+             "logs/*.csv: no such file or directory; it is a pattern that matches no file")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match=r"nope\.csv: no such file or directory$"):
+        read_logs([tmp_path / "nope.csv"])
+
+
 def test_a_key_given_twice_in_one_json_object_is_an_error(tmp_path):
     # json.loads keeps the last of two equal keys: a score logged twice in one record
     # would be read as whichever came second, silently.

@@ -146,11 +146,21 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
     raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
 
 
+def _unmatched_pattern(path: Path) -> str:
+    # a shell passes a pattern that matches no file as it is (logs/*.csv): say so, or the
+    # newcomer looks for a file named with a star
+    if not re.search(r"[*?[]", str(path)):
+        return ""
+    return ("; it is a pattern that matches no file (the shell passes it as written); "
+            "allowed: log files or run directories that exist (fastsim replay --example: "
+            "the log shipped with fastsim)")
+
+
 def resolve_path(path: Path) -> Path:
     """A directory stands for its ``trainer_state.json``, else its latest checkpoint's."""
     # os.path's: False, not an OSError traceback, for a name too long to look up
     if not os.path.exists(path):
-        raise ConfigError(f"{path}: no such file or directory")
+        raise ConfigError(f"{path}: no such file or directory{_unmatched_pattern(path)}")
     if not path.is_dir():
         return path
     direct = path / "trainer_state.json"
