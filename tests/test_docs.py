@@ -10,6 +10,7 @@ import io
 import pkgutil
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,24 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch):
     assert run_blocks(ROOT / "docs" / "tutorial.md", tmp_path, monkeypatch) >= 8
     assert (tmp_path / "results" / "tiny" / "summary.parquet").exists()
     assert list((tmp_path / "results" / "tiny" / "figures").glob("*.png"))
+
+
+def test_extending_replay_lines_run_as_written(tmp_path, monkeypatch, capsys):
+    # its replay line named logs/*.csv, which a reader does not have: refused, exit 2
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mydetectors", raising=False)
+    for kind, body in blocks(ROOT / "docs" / "extending.md"):
+        if kind == "python" and body.startswith("# file: "):
+            (tmp_path / body.splitlines()[0][len("# file: "):].strip()).write_text(body)
+    lines = [shlex.split(line[2:], comments=True)
+             for kind, body in blocks(ROOT / "docs" / "extending.md") if kind == "console"
+             for line in body.splitlines() if line.startswith("$ ")]
+    replays = [argv[2:] for argv in lines if argv[:3] == ["PYTHONPATH=.", "fastsim", "replay"]]
+    assert replays
+    for argv in replays:
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+    assert "below_best(k=3" in capsys.readouterr().out
 
 
 def test_sweeps_doc_names_every_summary_metric():
