@@ -10,6 +10,7 @@ import io
 import pkgutil
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,6 +94,17 @@ def test_extending_replay_lines_run_as_written(tmp_path, monkeypatch, capsys):
     for argv in replays:
         assert main(argv) == 0, (argv, capsys.readouterr().err)
     assert "below_best(k=3" in capsys.readouterr().out
+
+
+def test_costaware_doc_counts_its_tests():
+    # the table said 158 tests for files that held 168; collecting them takes about 1.5 s
+    text = (ROOT / "docs" / "costaware.md").read_text()
+    row = re.search(r"\| `tests/test_costaware_\{(.*?)\}\.py` \| (\d+) tests,", text)
+    files = [f"tests/test_costaware_{name}.py" for name in row.group(1).split(",")]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *files],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert f"{row.group(2)} tests collected" in done.stdout, done.stdout[-200:]
+    assert sorted(ROOT.glob("tests/test_costaware_*.py")) == sorted(ROOT / f for f in files)
 
 
 def test_sweeps_doc_names_every_summary_metric():
