@@ -302,13 +302,13 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` and
     ``plots`` as a script's ``BASELINE`` and ``PLOTS``
     (``fastsim.sweep.figures.skip_reason``)."""
-    from fastsim.sweep.figures import find_sources, skip_reason
+    from fastsim.sweep.figures import find_sources, not_a_results_dir, skip_reason
 
     _usage()
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
-        _refuse(f"{results} is not a results directory")  # as fastsim figures says
+        _refuse(not_a_results_dir(results))
     sources = _or_refuse(find_sources, results)
     why = skip_reason(needs, baseline, sources, results, plots)
     if why is not None:
@@ -326,7 +326,7 @@ def cli(main) -> None:
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
-        _refuse(f"{results} is not a results directory")  # as fastsim figures says
+        _refuse(f"{results} is not a results directory")
     held = _held(out)  # noqa: F841 (released when the script ends)
     name = Path(sys.argv[0]).stem
     try:

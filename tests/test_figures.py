@@ -13,6 +13,7 @@ import pytest
 from fastsim.errors import ConfigError
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
 from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
+from conftest import one_line
 from fastsim.sweep.scoring import FITTED, NOT_COMPARABLE, PAPER_ROWS
 
 
@@ -819,3 +820,14 @@ def test_the_headline_draws_no_bar_for_an_undefined_estimate(monkeypatch, tmp_pa
     fig = _drawn(monkeypatch, "headline", tmp_path / "results")
     heights = [b.get_height() for b in fig.axes[0].patches]  # precision, recall, stop recall, ...
     assert np.isnan(heights[1]) and np.isnan(heights[2])
+
+
+def test_a_dir_that_is_no_directory_is_refused_saying_what_to_give(tmp_path, capsys):
+    """`fastsim figures results/nope` said only "is not a results directory": neither that
+    nothing is there nor what to give instead."""
+    (tmp_path / "afile").write_text("")
+    for name, what in (("nope", "no such directory"), ("afile", "a file")):
+        one_line(capsys, ["figures", str(tmp_path / name)],
+                 f"{tmp_path / name} is not a results directory ({what}); allowed: a sweep's "
+                 "--out, or a directory of them (fastsim reproduce's --out)")
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"]

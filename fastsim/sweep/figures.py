@@ -198,6 +198,14 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
             "name keeps them apart)")
 
 
+def not_a_results_dir(results: Path) -> str:
+    """The refusal of a DIR that is no directory, for ``fastsim figures`` and the scripts
+    run alone: what it is, and what to give instead."""
+    what = "a file" if os.path.isfile(results) else "no such directory"
+    return (f"{results} is not a results directory ({what}); allowed: a sweep's --out, or a "
+            "directory of them (fastsim reproduce's --out)")
+
+
 def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
                      why_not: dict[str, str | None]) -> str:
     """Why no figure can be drawn from ``results``, in one line."""
@@ -262,7 +270,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
         from fastsim.errors import ConfigError
 
-        raise ConfigError(f"{results} is not a results directory")
+        raise ConfigError(not_a_results_dir(results))
     held = held_output(out)  # noqa: F841 (released when the drawing is done)
     sources = find_sources(results)
     modules = {name: load_script(name) for name in scripts}
