@@ -344,7 +344,9 @@ def test_a_costaware_sweeps_gamma_fraction_given_twice_is_refused(tmp_path, caps
 def test_figures_of_a_file_say_it_is_not_a_directory(tmp_path, capsys):
     """`costaware figures /dev/zero` (or a file) said the path "does not exist"."""
     (tmp_path / "afile").write_text("x")
+    allowed = "; allowed: the --out of fastsim costaware sweep, sgd or grpo"
     one_line(capsys, ["costaware", "figures", str(tmp_path / "afile")],
-             f"results directory '{tmp_path / 'afile'}' is not a directory")
+             f"results directory '{tmp_path / 'afile'}' is not a directory{allowed}")
+    # a mistyped DIR also says what the command takes
     one_line(capsys, ["costaware", "figures", str(tmp_path / "typo")],
-             f"results directory '{tmp_path / 'typo'}' does not exist")
+             f"results directory '{tmp_path / 'typo'}' does not exist{allowed}")

@@ -384,6 +384,9 @@ def _check_one_row_per_point(path: Path, df) -> None:
                       "per table (a sweep with a further axis draws no figure)")
 
 
+FIGURES_ALLOWED = "allowed: the --out of fastsim costaware sweep, sgd or grpo"
+
+
 def cmd_figures(args):
     from fastsim.sweep.figures import load_script
 
@@ -391,7 +394,7 @@ def cmd_figures(args):
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
         # a device or a file: "does not exist" sent the user looking for a typo
         why = "is not a directory" if os.path.lexists(results) else "does not exist"
-        raise ConfigError(f"figures: results directory {str(results)!r} {why}")
+        raise ConfigError(f"figures: results directory {str(results)!r} {why}; {FIGURES_ALLOWED}")
     from fastsim.io import check_tables_regular
 
     check_tables_regular(results, "the tables `fastsim costaware sweep` writes")
@@ -402,8 +405,7 @@ def cmd_figures(args):
     tables = _figure_tables()
     if not any((results / table).is_file() for table in tables):  # before OUT is made
         raise ConfigError(f"{results} holds no cost-aware results ({', '.join(tables)}"
-                          "): nothing to draw; allowed: the --out of fastsim costaware sweep, "
-                          "sgd or grpo")
+                          f"): nothing to draw; {FIGURES_ALLOWED}")
     _check_figure_tables(results, tables)
     n = 0
     for name in FIGURE_SCRIPTS:
