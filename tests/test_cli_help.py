@@ -69,6 +69,17 @@ def test_figures_help_says_a_sweep_of_another_baseline_is_skipped():
     assert "changes against no stop policy from a sweep whose baseline is another" in text
 
 
+def test_reproduce_no_progress_help_says_it_silences_the_stage_lines():
+    """'no progress bar' it said, shared with fastsim sweep; reproduce's --no-progress also
+    drops its line per sweep and per figure, so a run of a minute printed nothing at all
+    until the table (sweep's, without a bar, prints its closing line only, as it says)."""
+    subs = dict((path, parser) for path, parser in _parsers(build_parser()))
+    text = " ".join(subs[("fastsim", "reproduce")].format_help().split())
+    assert "no progress bars, nor the line per sweep and per figure drawn" in text
+    assert " ".join(subs[("fastsim", "sweep")].format_help().split()).endswith(
+        "--no-progress no progress bar")
+
+
 def test_docs_figures_help_quotes_the_detector_benchmarks_measured_time():
     """It said 'about 12 minutes' while docs/detectors.md measured 1,206 s."""
     import re

@@ -14,7 +14,7 @@ FULL_CLUSTERS = 2000
 QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
 
 
-def _add_backend(p: argparse.ArgumentParser) -> None:
+def _add_backend(p: argparse.ArgumentParser, quiet: str = "no progress bar") -> None:
     p.add_argument("--backend", choices=("local", "dask"), default="local",
                    help="run chunks in this process (default) or on a Dask cluster")
     p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786; without "
@@ -25,8 +25,7 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
                    "when none is left before stopping (resumable); the scheduler must answer "
                    f"within 10 s or this, whichever is shorter (default {DASK_TIMEOUT:g})")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help=quiet)
 
 
 def _figures_time(info: dict) -> str:
@@ -108,7 +107,8 @@ def register(subparsers) -> None:
                    help="the Markdown report (default OUT/REPRODUCTION.md; the repository's is "
                    "made with --report REPRODUCTION.md)")
     r.add_argument("--no-figures", action="store_true", help="skip drawing figures")
-    _add_backend(r)
+    _add_backend(r, quiet="no progress bars, nor the line per sweep and per figure drawn "
+                 "(a figure skipped is still said): silent until the table")
     r.set_defaults(func=cmd_reproduce)
 
 
