@@ -72,6 +72,15 @@ def test_readme_python_examples_run_as_written(tmp_path, monkeypatch):
     assert "import fastsim\n" in (ROOT / "README.md").read_text()
 
 
+def test_readme_says_how_fastsim_gets_on_the_path_before_using_it_bare():
+    # its setup line runs .venv/bin/fastsim; every later example runs `fastsim`, which a
+    # shell without the environment activated does not find
+    for doc in ("README.md", "docs/tutorial.md"):
+        text = (ROOT / doc).read_text()
+        bare = re.search(r"^\$ (PYTHONPATH=\S+ )?fastsim ", text, re.M)
+        assert bare and "source .venv/bin/activate" in text[:bare.start()], doc
+
+
 def test_tutorial_runs_as_written(tmp_path, monkeypatch):
     assert run_blocks(ROOT / "docs" / "tutorial.md", tmp_path, monkeypatch) >= 8
     assert (tmp_path / "results" / "tiny" / "summary.parquet").exists()
