@@ -350,3 +350,16 @@ def test_figures_of_a_file_say_it_is_not_a_directory(tmp_path, capsys):
     # a mistyped DIR also says what the command takes
     one_line(capsys, ["costaware", "figures", str(tmp_path / "typo")],
              f"results directory '{tmp_path / 'typo'}' does not exist{allowed}")
+
+
+def test_importing_the_trl_module_without_its_extra_names_the_extra(monkeypatch):
+    """`from fastsim.costaware.trl import CostAware` without TRL ended in "No module named
+    'torch'", which did not say that `pip install 'fastsim[trl]'` provides it."""
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, "fastsim.costaware.trl", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"^fastsim\.costaware\.trl needs torch, which is "
+                       r"not installed: pip install 'fastsim\[trl\]'"):
+        importlib.import_module("fastsim.costaware.trl")

@@ -30,9 +30,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOTrainer
+
+try:
+    import torch
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+    from trl import GRPOTrainer
+except ModuleNotFoundError as exc:  # the extra is missing: "No module named 'torch'" alone
+    # did not say that fastsim has an extra for it
+    raise ImportError(f"fastsim.costaware.trl needs {exc.name}, which is not installed: pip "
+                      "install 'fastsim[trl]' (the optional TRL extra)") from exc
 
 from fastsim.costaware.grpo import cost_aware_draw, cost_aware_probs
 from fastsim.costaware.sampling import check_lam, check_nonnegative
