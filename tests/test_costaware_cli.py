@@ -363,3 +363,20 @@ def test_importing_the_trl_module_without_its_extra_names_the_extra(monkeypatch)
     with pytest.raises(ImportError, match=r"^fastsim\.costaware\.trl needs torch, which is "
                        r"not installed: pip install 'fastsim\[trl\]'"):
         importlib.import_module("fastsim.costaware.trl")
+
+
+def test_no_progress_silences_the_bars_of_every_costaware_run(tmp_path, capsys):
+    """`fastsim sweep` and `reproduce` took --no-progress; the cost-aware commands with a bar
+    refused it, so the loop of docs/costaware.md logged to a file was bar redraws."""
+    toml = tmp_path / "tiny.toml"
+    toml.write_text('experiment = "sgd"\nreplications = 2\n[base]\nn = 16\nd = 2\neps = 0.1\n'
+                    '[axes]\ncost_sigma = [0.0, 1.0]\n')
+    small = ["--n", "16", "--d", "2", "--eps", "0.1", "--replications", "2"]
+    for argv in (["sweep", str(toml), "--out", str(tmp_path / "o")], ["sgd", *small],
+                 ["subset", *small, "--check-instances", "1", "--check-n", "4"],
+                 ["grpo", "--seeds", "2", "--n-steps", "10", "--n-train", "8", "--n-test", "8"]):
+        capsys.readouterr()
+        assert main(["costaware", *argv, "--no-progress"]) == 0, argv
+        assert "it/s" not in capsys.readouterr().err, argv
+    assert main(["costaware", "sgd", *small]) == 0  # the bar the option silences
+    assert "it/s" in capsys.readouterr().err

@@ -173,6 +173,12 @@ def _write(out, tables: dict[str, pl.DataFrame]):
         print(f"wrote {path}")
 
 
+def _add_no_progress(p: argparse.ArgumentParser) -> None:
+    # as fastsim sweep's: a run logged to a file is otherwise full of bar redraws
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar")
+
+
 def cmd_ratios(args):
     from fastsim.costaware.sampling import ratio_table
     from fastsim.costaware.sgd import ProblemConfig, make_problem
@@ -196,7 +202,7 @@ def cmd_sgd(args):
     sgd_cfg = _build(SGDConfig, args, seed=args.sgd_seed)
     t0 = time.perf_counter()
     problem = make_problem(problem_cfg)
-    runs = run_sgd(problem, sgd_cfg)
+    runs = run_sgd(problem, sgd_cfg, progress=args.progress)
     # the sweep's schema: rows tagged with the config, so `costaware figures` reads either
     tags = {k: pl.lit(v) for k, v in config_columns(problem_cfg, sgd_cfg).items()}
     summary = summarize_sgd(runs, problem, sgd_cfg.lam).with_columns(**tags)
@@ -253,7 +259,7 @@ def cmd_subset(args):
           f"({viol.fmt(100, 1, '%')})")
     report, _ = subset_experiment(_build(ProblemConfig, args),
                                   _build(SGDConfig, args, seed=args.sgd_seed), gammas,
-                                  progress=True)
+                                  progress=args.progress)
     _show(report, "greedy subsets: predicted saving 1 - J(K)/J(all), bias bound, bias paid "
           "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
@@ -265,7 +271,7 @@ def cmd_grpo(args):
 
     cfg = _build(GRPOConfig, args)
     t0 = time.perf_counter()
-    curves = run_grpo(cfg)
+    curves = run_grpo(cfg, progress=args.progress)
     summary = summarize_grpo(curves)
     _show(summary, f"GRPO, uniform vs cost-aware mini-batches, {cfg.seeds} seeds "
           f"(tokens = summed lengths of mini-batch responses in gradient steps)")
@@ -321,7 +327,8 @@ def cmd_sweep(args):
     t0 = time.perf_counter()
     from fastsim.resources import sweep_file
 
-    paths = run_costaware_sweep(sweep_file(args.file, prefix="costaware_"), args.out)
+    paths = run_costaware_sweep(sweep_file(args.file, prefix="costaware_"), args.out,
+                                progress=args.progress)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
@@ -442,6 +449,7 @@ def register(subparsers):
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_sgd.{summary,runs}.parquet into this directory, "
                    "in the schema of `fastsim costaware sweep` (`costaware figures DIR` reads it)")
+    _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_sgd))
 
     p = sub.add_parser("subset", help="bias-budgeted subset selection: greedy vs exact, "
@@ -463,6 +471,7 @@ def register(subparsers):
                    help="seed of the check instances, >= 0 (default: 0)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_subset.summary.parquet into this directory")
+    _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_subset))
 
     p = sub.add_parser("grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
@@ -470,6 +479,7 @@ def register(subparsers):
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_grpo.{summary,curves,runs}.parquet into this "
                    "directory")
+    _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_grpo))
 
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
@@ -497,6 +507,7 @@ def register(subparsers):
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output directory (created): NAME.summary.parquet, NAME.runs.parquet "
                    "(and NAME.curves.parquet for grpo)")
+    _add_no_progress(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("figures", help="draw figures from a results directory")
