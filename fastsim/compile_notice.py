@@ -25,6 +25,12 @@ def engine_is_cached(scheduler: int | None = None) -> bool:
     return any(Path(CACHE_DIR).glob(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi"))
 
 
+def kernels_cached(*names: str) -> bool:
+    """Whether every kernel of ``names`` (``"costaware.optimal_j_nb"``: its module under
+    ``kernels/`` and its name) is in numba's on-disk cache for this source."""
+    return CACHE and all(any(Path(CACHE_DIR).glob(f"*/{name}-*.nbi")) for name in names)
+
+
 def _afterwards() -> str:
     """What the next run does: load the cache, or compile again (and why)."""
     if not CACHE:
@@ -35,8 +41,8 @@ def _afterwards() -> str:
     return "first run only, cached afterwards"
 
 
-def notice_text() -> str:
-    return f"compiling the simulation kernels (about 10-40 s by machine load; {_afterwards()})"
+def notice_text(what: str = "the simulation kernels", seconds: str = "10-40") -> str:
+    return f"compiling {what} (about {seconds} s by machine load; {_afterwards()})"
 
 
 def sweep_notice(schedulers, stream=None) -> None:
@@ -50,14 +56,16 @@ def sweep_notice(schedulers, stream=None) -> None:
 
 
 @contextmanager
-def compile_notice(scheduler: int | None = None, stream=None):
+def compile_notice(scheduler: int | None = None, stream=None, *, cached: bool | None = None,
+                   what: str = "the simulation kernels", seconds: str = "10-40"):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
-    are not cached yet, and spin on a terminal until the block ends."""
+    are not cached yet, or if not ``cached`` (other kernels: ``what``, compiled in about
+    ``seconds``), and spin on a terminal until the block ends."""
     stream = stream or sys.stderr
-    if engine_is_cached(scheduler):
+    if engine_is_cached(scheduler) if cached is None else cached:
         yield
         return
-    text = notice_text()
+    text = notice_text(what, seconds)
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield

@@ -380,3 +380,23 @@ def test_no_progress_silences_the_bars_of_every_costaware_run(tmp_path, capsys):
         assert "it/s" not in capsys.readouterr().err, argv
     assert main(["costaware", "sgd", *small]) == 0  # the bar the option silences
     assert "it/s" in capsys.readouterr().err
+
+
+def test_ratios_says_when_it_compiles_first(monkeypatch, capsys):
+    """`costaware ratios`, the one cost-aware command without a bar, sat 8-10 s in silence
+    on its first run while numba compiled its kernels."""
+    import fastsim.compile_notice as notice
+    from fastsim.costaware.cli import RATIO_KERNELS
+    from fastsim.kernels.jit import CACHE, UNCACHED
+
+    argv = ["costaware", "ratios", "--n", "16", "--d", "2"]
+    assert main(argv) == 0
+    # the names are the kernels' own: once they ran, they are found in the cache
+    assert notice.kernels_cached(*RATIO_KERNELS) == (CACHE and not UNCACHED)
+    capsys.readouterr()
+    monkeypatch.setattr(notice, "kernels_cached", lambda *names: False)  # as on a first run
+    assert main(argv) == 0
+    assert "compiling the cost-aware kernels (about 5-20 s" in capsys.readouterr().err
+    monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)
+    assert main(argv) == 0
+    assert "compiling" not in capsys.readouterr().err

@@ -179,15 +179,23 @@ def _add_no_progress(p: argparse.ArgumentParser) -> None:
                    help="no progress bar")
 
 
+RATIO_KERNELS = ("costaware_sgd.make_problem_nb", "costaware_sgd.optimum_nb",
+                 "costaware.optimal_j_nb")
+
+
 def cmd_ratios(args):
+    from fastsim.compile_notice import compile_notice, kernels_cached
     from fastsim.costaware.sampling import ratio_table
     from fastsim.costaware.sgd import ProblemConfig, make_problem
 
     lams = _floats(args.lams, "lams", "uniform mixing weights in [0, 1]")
     if any(not 0 <= v <= 1 for v in lams):
         raise ConfigError(f"--lams={args.lams!r} is invalid; allowed: weights in [0, 1]")
-    problem = make_problem(_build(ProblemConfig, args))
-    table = ratio_table(problem.G, problem.c, lams=lams)
+    # the one cost-aware command without a bar: 8-10 s of first compilation in silence
+    with compile_notice(cached=kernels_cached(*RATIO_KERNELS), what="the cost-aware kernels",
+                        seconds="5-20"):
+        problem = make_problem(_build(ProblemConfig, args))
+        table = ratio_table(problem.G, problem.c, lams=lams)
     _show(table, f"predicted cost factor J(p) = S(p) C(p) over J(p*)  [{problem.config}]")
     _write(args.out, {"costaware_ratios.parquet": table})
 
