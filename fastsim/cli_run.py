@@ -236,7 +236,7 @@ def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_clusters: bool,
 
 def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: the parser, --help and usage errors need none of them
-    from tqdm import tqdm
+    from fastsim.progress import progress_bar
 
     from fastsim.api import MAX_CLUSTER, simulate
     from fastsim.compile_notice import compile_notice
@@ -267,8 +267,8 @@ def run_command(args: argparse.Namespace) -> int:
         simulate(cfg, 1, seed=args.seed)  # compile, or load the cache, before the clock
     t0 = time.perf_counter()
     show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"
-    with tqdm(total=total, unit="cluster", desc="simulating", disable=not show,
-              mininterval=0.5, delay=2.0) as bar:
+    with progress_bar(total=total, unit="cluster", desc="simulating", enabled=show,
+                      mininterval=0.5, delay=2.0) as bar:
         summary, kept = _run_arms(arms, args.clusters, args.seed, args.out is not None,
                                   keep_jobs, bar)
     elapsed = time.perf_counter() - t0

@@ -26,17 +26,16 @@ used here is the label (to score) and, for the noiseless oracle, the gold curve.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import polars as pl
 from scipy.special import ndtr, ndtri
-from tqdm import tqdm
 
 from fastsim.config import WorkloadConfig
 from fastsim.kernels.codes import RLHF
 from fastsim.stats import proportion_ci
 from fastsim.workload import generate_workload
+from fastsim.progress import progress_bar
 
 
 def _shapes(cfg: WorkloadConfig, hacking: bool, n_ustar: int, n_run: int) -> np.ndarray:
@@ -148,10 +147,10 @@ def bounds(sigmas, n_clusters: int = 50, seed: int = 0, target: float = 0.95,
     """One row per noise level and bound (base rate 0.6 unless ``workload`` says):
     out-of-sample precision, recall and FPR at the threshold that reaches ``target``
     precision on the other half of the clusters.  ``progress``: a bar over the noise
-    levels on stderr, on a terminal."""
+    levels on stderr (lines, in a log)."""
     rows = []
-    for sigma in tqdm(sigmas, unit="noise level", desc="bounds", file=sys.stderr, leave=False,
-                      disable=None if progress else True, dynamic_ncols=True):
+    for sigma in progress_bar(sigmas, unit="noise level", desc="bounds", leave=False,
+                              enabled=progress, dynamic_ncols=True):
         cfg = WorkloadConfig(sigma=float(sigma), **workload)
         w = generate_workload(cfg, n_clusters, seed)
         scope = w.job_type == RLHF

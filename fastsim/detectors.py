@@ -15,11 +15,9 @@ the user expects, the detectors refine it from each job's own residuals.
 from __future__ import annotations
 
 import itertools
-import sys
 
 import numpy as np
 import polars as pl
-from tqdm import tqdm
 
 from fastsim import defaults as D
 from fastsim import registry as R
@@ -28,6 +26,7 @@ from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
 from fastsim.workload import generate_workload
 from fastsim.kernels.codes import LORA, RLHF
 from fastsim.kernels.stops import resolve_stops_nb
+from fastsim.progress import progress_bar
 
 # EvalStop and every online detector declared in fastsim.registry: a setting of the
 # benchmark is a stop policy, decided by the simulator's own decision driver.
@@ -131,11 +130,11 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
              progress: bool = False, **workload) -> pl.DataFrame:
     """One row per (sigma, base rate, detector setting): every metric's estimate,
     95% interval and n.  ``settings``: a function ``sigma -> [(name, params), ...]``.
-    ``progress``: a bar over the (sigma, base rate) cells on stderr, on a terminal."""
+    ``progress``: a bar over the (sigma, base rate) cells on stderr (lines, in a log)."""
     rows = []
     cells = list(itertools.product(sigmas, base_rates))
-    for sigma, br in tqdm(cells, unit="cell", desc="detectors", file=sys.stderr, leave=False,
-                          disable=None if progress else True, dynamic_ncols=True):
+    for sigma, br in progress_bar(cells, unit="cell", desc="detectors", leave=False,
+                                  enabled=progress, dynamic_ncols=True):
         cfg = WorkloadConfig(sigma=float(sigma), base_rate=float(br), **workload)
         w = generate_workload(cfg, n_clusters, seed)
         scope = w.job_type == RLHF

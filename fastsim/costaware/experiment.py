@@ -21,13 +21,13 @@ from dataclasses import asdict
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
 from fastsim.costaware.configs import (ARMS, MAX_CURVE_POINTS, MAX_RESPONSES,  # noqa: F401
                                        GRPOConfig)
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import grpo as nb
+from fastsim.progress import progress_bar
 
 #: share of the uniform run's final gain that defines the tokens-to-target metric
 TARGET_GAIN = 0.9
@@ -56,7 +56,7 @@ def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
     acc = np.empty((cfg.seeds, n_arms, E))
     skipped = np.empty((cfg.seeds, n_arms), np.int64)
     moments = np.empty((cfg.seeds, nb.N_ARMS, 2))
-    with tqdm(total=cfg.seeds, desc="GRPO seeds", disable=not progress, leave=False) as bar:
+    with progress_bar(total=cfg.seeds, desc="GRPO seeds", enabled=progress, leave=False) as bar:
         for lo in range(0, cfg.seeds, chunk):
             hi = min(cfg.seeds, lo + chunk)
             nb.grpo_experiment_nb(

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
 from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
 from fastsim.costaware.sampling import STRATEGIES, sampling_distribution
@@ -25,6 +24,7 @@ from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_c
                            quantile_ci)
 from fastsim.kernels import costaware as nbc
 from fastsim.kernels import costaware_sgd as nbs
+from fastsim.progress import progress_bar
 
 PROBLEMS = {"least_squares": nbs.LEAST_SQUARES, "logistic": nbs.LOGISTIC}
 COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}
@@ -115,7 +115,7 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
         runs.append((label, np.ascontiguousarray(p, dtype=np.float64)))
     gap_target = cfg.eps * (problem.f0 - problem.f_star)
     frames = []
-    for label, p in tqdm(runs, desc="cost-aware SGD", disable=not progress, leave=False):
+    for label, p in progress_bar(runs, desc="cost-aware SGD", enabled=progress, leave=False):
         s_bound = _second_moment_sampled(problem.G, p)
         cost = np.empty(cfg.replications)
         steps = np.empty(cfg.replications, np.int64)

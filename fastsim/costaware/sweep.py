@@ -25,7 +25,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import polars as pl
-from tqdm.auto import tqdm
 
 from fastsim.costaware.experiment import (GRPOConfig, ablation_table,
                                           config_columns as grpo_columns, curve_summary, run_grpo)
@@ -38,6 +37,7 @@ from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml,
                         toml_echo, toml_text, write_all)
 from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import DirLock
+from fastsim.progress import progress_bar
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
 MAX_POINTS = MAX_CELLS  # as fastsim sweep's cells
@@ -207,7 +207,7 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     out.mkdir(parents=True, exist_ok=True)
     held = DirLock.acquire(out)  # noqa: F841 (one writer per directory, as fastsim sweep)
     summaries, runs_all, curves_all = [], [], []
-    for point in tqdm(spec.points(), desc=spec.name, disable=not progress):
+    for point in progress_bar(spec.points(), desc=spec.name, enabled=progress):
         cfgs = _configs(spec, point)
         if spec.experiment == "grpo":
             (cfg,) = cfgs  # one summary row per metric and non-uniform arm

@@ -304,7 +304,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     >>> r.select("job_id", "status", "trigger_step", "delivered_step", "steps_saved").rows()
     [('a', 'stopped', 4, 2, 1), ('b', 'triggered_at_completion', 4, 2, 0)]
     """
-    from tqdm.auto import tqdm
+    from fastsim.progress import progress_bar
 
     gpus = plain_scalar(gpus)  # numpy's count is a count: np.int64(8)
     if gpus is not None and not (R.is_number(gpus) and gpus > 0):
@@ -324,7 +324,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     jobs = [(job_id, _Job.of(g, gpus, has_truth))
             for (job_id,), g in t.group_by("job_id", maintain_order=True)]
     _check_gpu_h(jobs)  # before any job is replayed
-    for job_id, job in tqdm(jobs, desc="replay", disable=not progress):
+    for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
         for p in pols:
             row = {"policy": p.label, "job_id": job_id, **_replay_one(p, job, sign)}
             rows.append(row)

@@ -503,7 +503,7 @@ def generate_toy_rlhf(cfg: ToyRLHFConfig = ToyRLHFConfig(), progress: bool = Tru
     >>> generate_toy_rlhf(cfg, progress=False).height
     3
     """
-    from tqdm.auto import tqdm
+    from fastsim.progress import progress_bar
 
     world = build_world(cfg)
     runs = [(int(n), float(c), int(s)) for n in cfg.n_comparisons for c in cfg.kl_coefs
@@ -511,7 +511,7 @@ def generate_toy_rlhf(cfg: ToyRLHFConfig = ToyRLHFConfig(), progress: bool = Tru
     n_max = max(int(n) for n in cfg.n_comparisons)
     proxies = np.empty((len(runs),) + world.w_gold.shape)
     pools = {}
-    for r, (n, _, s) in enumerate(tqdm(runs, desc="proxy reward models", disable=not progress)):
+    for r, (n, _, s) in enumerate(progress_bar(runs, desc="proxy reward models", enabled=progress)):
         if s not in pools:  # nested data: the n-comparison proxy sees the first n of one pool
             pools[s] = comparison_pool(world, n_max, s, cfg.world_seed)
         x, lab = pools[s]
@@ -523,7 +523,7 @@ def generate_toy_rlhf(cfg: ToyRLHFConfig = ToyRLHFConfig(), progress: bool = Tru
     seeds = np.array([s for _, _, s in runs], dtype=np.int64)
     # Chunks only to show progress; every run is independent, so chunking changes nothing.
     chunk = 8
-    bar = tqdm(total=len(runs), desc="toy RLHF runs", disable=not progress)
+    bar = progress_bar(total=len(runs), desc="toy RLHF runs", enabled=progress)
     for lo in range(0, len(runs), chunk):
         hi = min(lo + chunk, len(runs))
         k.toy_rlhf_nb(fi, fv, world.w_ref, world.w_gold, proxies[lo:hi], world.z_eval,

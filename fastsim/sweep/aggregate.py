@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numba
 import polars as pl
-from tqdm import tqdm
 
 from fastsim.config import is_path
 from fastsim.errors import ConfigError
@@ -38,6 +37,7 @@ from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import parquet_bytes
 from fastsim.sweep.store import GRID_KEY, RERUN, SweepStore, read_sweep_table
+from fastsim.progress import progress_bar
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
 
@@ -129,8 +129,8 @@ def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
     decoding Parquet and the bootstrap release the GIL); results in grid order, and the
     first failing cell in grid order is the error raised."""
     cells = store.grid.cells
-    bar = tqdm(total=len(cells), unit="cell", desc="aggregate", disable=not progress,
-               dynamic_ncols=True, file=sys.stderr, leave=False)
+    bar = progress_bar(total=len(cells), unit="cell", desc="aggregate", enabled=progress,
+                       dynamic_ncols=True, leave=False)
     pool = ThreadPoolExecutor(max(1, min(numba.get_num_threads(), len(cells))))
     try:
         parts = []

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import polars as pl
-from tqdm import tqdm
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
@@ -33,6 +32,7 @@ from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
 from fastsim.sweep.store import SweepStore
+from fastsim.progress import progress_bar
 
 BACKENDS = ("local", "dask")
 DASK_TIMEOUT_S = 60.0  # for a first worker to join, and without any worker mid-sweep
@@ -192,9 +192,9 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False, workers: int = 0) ->
                    "workers", settings + f", chunk {c}")
 
 
-def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool) -> tqdm:
-    bar = tqdm(total=total, initial=initial, unit="chunk", disable=not enabled,
-               dynamic_ncols=True, file=sys.stderr, smoothing=0.05)
+def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool):
+    bar = progress_bar(total=total, initial=initial, unit="chunk", enabled=enabled,
+                       dynamic_ncols=True, smoothing=0.05)
     bar.set_postfix_str(f"cells {cells_done}/{n_cells}")
     return bar
 

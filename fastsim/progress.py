@@ -1,0 +1,51 @@
+"""Progress bars for long work, one rule for every command.
+
+On a terminal (or in a notebook) a bar redraws itself in place.  Into a file or a pipe
+(``fastsim sweep ... > log 2>&1``, a batch job's output) a redrawn bar is a run of
+carriage returns that grows by a copy every tenth of a second: a 26-minute sweep wrote
+thousands of them into one "line" of its log.  There the bar writes a plain line instead,
+at most every ``LOG_INTERVAL`` seconds, plus its first and last state.
+"""
+from __future__ import annotations
+
+import sys
+
+LOG_INTERVAL = 30.0  # seconds between a bar's lines in a log
+LOG_WIDTH = 100  # a log has no width to fit: a fixed one, as a terminal's default
+
+
+class _Lines:
+    """A stream that writes each state tqdm draws as its own line (tqdm draws a state as
+    ``"\\r" + text``, and clears a finished ``leave=False`` bar with blanks)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.replace("\r", "").strip()
+        if text:
+            self.stream.write(text + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _interactive(stream) -> bool:
+    """A terminal, or a Jupyter kernel's stream (whose bar is a widget)."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) or type(stream).__module__.startswith("ipykernel")
+
+
+def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
+    """A ``tqdm`` bar on stderr (``disable=not enabled``); in a log, lines (see above)."""
+    import tqdm
+    import tqdm.auto
+
+    stream = kwargs.pop("file", sys.stderr)
+    if enabled and not _interactive(stream):
+        kwargs.update(file=_Lines(stream), mininterval=LOG_INTERVAL, dynamic_ncols=False,
+                      ncols=LOG_WIDTH, ascii=True)
+        bar = tqdm.tqdm  # the plain bar: tqdm.auto's notebook widget is not text
+    else:
+        kwargs["file"], bar = stream, tqdm.auto.tqdm
+    return bar(iterable, disable=not enabled, **kwargs)

@@ -1,0 +1,36 @@
+"""Progress bars: redrawn in place on a terminal, written as lines into a log."""
+from __future__ import annotations
+
+import io
+
+from fastsim.progress import progress_bar
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_into_a_log_writes_lines_not_redraws():
+    """Into a file or pipe a bar redrew itself with carriage returns: a sweep's log was one
+    ever-growing 'line' of every state.  It writes its first and last state as lines, and
+    at most one line per LOG_INTERVAL between."""
+    log = io.StringIO()
+    for _ in progress_bar(range(100_000), desc="cells", file=log):
+        pass
+    text = log.getvalue()
+    assert "\r" not in text, text[:200]
+    lines = text.splitlines()
+    assert 1 <= len(lines) <= 3, lines
+    assert lines[-1].startswith("cells: 100%") and "100000/100000" in lines[-1], lines
+
+
+def test_a_bar_on_a_terminal_redraws_in_place_and_none_is_drawn_when_disabled():
+    tty = _Terminal()
+    for _ in progress_bar(range(10), desc="cells", file=tty, mininterval=0):
+        pass
+    assert "\r" in tty.getvalue() and "10/10" in tty.getvalue()
+    quiet = io.StringIO()
+    for _ in progress_bar(range(10), desc="cells", file=quiet, enabled=False):
+        pass
+    assert quiet.getvalue() == ""
