@@ -1,0 +1,95 @@
+"""The engine agrees with the reference on the edges of the workload's ranges.
+
+``test_engine_vs_reference`` draws its cells from the middle of every range; here each
+cell sits on one edge, for every base scheduler and a user's key x every stop policy
+(built-in at its defaults, and a user's): one GPU, a single job, zero noise, every job
+hacking or none, the largest noise the config allows, estimates as wide as allowed,
+the most evaluations a policy may look back (k = n_evals - 1) and the fewest
+evaluations there are (2), and equal priority keys (every job of a type alike: ties are
+broken by arrival).  Exact ties in *time* are the documented exception
+(docs/model.md, "Round-off and exact ties"), counted by ``benchmarks/ties.py``.
+
+Jobs wider than the cluster and a policy needing more evaluations than a job has are
+refused by the config (checked at the end), so they never reach the engine.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import POLICIES, SCHEDULERS  # noqa: E402
+from test_engine_vs_reference import compare  # noqa: E402
+from test_user_extensions import user_dir  # noqa: E402,F401  (the toy user modules)
+
+BASE = WorkloadConfig(gpus=8, n_jobs=8, load=1.3, mix="mixed", demands_lora=(1, 2),
+                      demands_dpo=(2, 4), demands_rlhf=(4, 8), n_evals=5, sigma=0.05,
+                      loss_sigma=0.01, preempt_overhead_h=0.1)
+ONE_GPU = dict(gpus=1, demands_lora=(1,), demands_dpo=(1,), demands_rlhf=(1,))
+EDGES = {
+    "one_gpu": ONE_GPU,
+    "single_job": dict(n_jobs=1),
+    "zero_noise": dict(sigma=0.0, loss_sigma=0.0, noise_rho=0.0),
+    "all_hacking": dict(mix=(0.0, 0.5, 0.5), base_rate=1.0, dpo_base_rate=1.0),
+    "none_hacking": dict(base_rate=0.0, dpo_base_rate=0.0),
+    "max_sigma": dict(sigma=1.0, sigma_spread=1.0),
+    "wide_estimates": dict(est_sigma=3.0, log_sd=3.0),
+    "two_evals": dict(n_evals=2),
+    "equal_keys": dict(log_sd=0.0, est_sigma=0.0, demands_lora=(1,), demands_dpo=(2,),
+                       demands_rlhf=(4,)),
+}
+USER_POLICIES = ("toy_user_policies:below_best:k=1", "toy_user_policies:drawdown",
+                 "toy_user_policies:flat_loss:w=1,tol=0.05", "toy_user_policies:halfway")
+USER_KEYS = ("toy_user_schedulers:typed",)
+
+
+def _policy_fits(policy: PolicyConfig, n_evals: int) -> PolicyConfig | None:
+    """The policy at its defaults, or with its look-back cut to its least; None where
+    even that needs more than ``n_evals`` evaluations (``peak`` on 2)."""
+    if policy.min_evals <= n_evals:
+        return policy
+    values = dict(policy.params) if policy.decl.stores_params else {}
+    for p in policy.decl.params:
+        if p.name in ("k", "w", "patience", "min_evals"):
+            values[p.name] = int(max(p.lo, 1))
+    spec = policy.name + ("" if not values else ":" + ",".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()))
+    policy = PolicyConfig.parse(spec)
+    return policy if policy.min_evals <= n_evals else None
+
+
+@pytest.mark.parametrize("edge", list(EDGES))
+def test_engine_matches_reference_on_edges(user_dir, edge):  # noqa: F811
+    wc = replace(BASE, **EDGES[edge])
+    for s in SCHEDULERS + USER_KEYS:
+        for p in POLICIES + USER_POLICIES:
+            policy = _policy_fits(PolicyConfig.parse(p), wc.n_evals)
+            if policy is None:
+                continue
+            cfg = SimConfig(wc, SchedulerConfig.parse(s), policy)
+            compare(cfg, seed=3, cluster_start=SCHEDULERS.index(s) if s in SCHEDULERS else 7,
+                    n_clusters=2)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_the_longest_lookback_matches_the_reference(scheduler):
+    # k = n_evals - 1: the policy can trigger at the last evaluation only
+    wc = replace(BASE, n_evals=4, sigma=0.15)
+    for p in ("evalstop:k=3", "deprioritize:k=3", "patience:patience=3,threshold=0",
+              "loss_plateau:w=3,tol=0.3"):
+        compare(SimConfig(wc, SchedulerConfig.parse(scheduler), PolicyConfig.parse(p)),
+                seed=5, cluster_start=0, n_clusters=3)
+
+
+@pytest.mark.parametrize("kw, field", [(dict(gpus=4, demands_rlhf=(8,), demands_dpo=(2,)),
+                                        "demands_rlhf"),
+                                       (dict(n_evals=3), "evaluations for evalstop(k=3)")])
+def test_what_the_engine_never_sees_is_refused(kw, field):
+    with pytest.raises(ConfigError, match=field.replace("(", r"\(").replace(")", r"\)")):
+        SimConfig.from_specs("fifo", "evalstop:k=3", **kw)
