@@ -45,18 +45,20 @@ def test_dask_local_cluster_equals_in_process(tmp_path):
     p = tmp_path / "d.toml"
     p.write_text(SWEEP)
     local, remote = tmp_path / "local", tmp_path / "dask"
-    assert main(["sweep", str(p), "--out", str(local), "--no-progress"]) == 0
+    assert main(["sweep", str(p), "--out", str(local), "--no-progress", "--keep-jobs"]) == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend",
-                     "dask", "--address", cluster.scheduler_address]) == 0
+                     "dask", "--address", cluster.scheduler_address, "--keep-jobs"]) == 0
     files = sorted(x.relative_to(local) for x in local.glob("cells/*/*.parquet"))
     assert files == sorted(x.relative_to(remote) for x in remote.glob("cells/*/*.parquet"))
-    assert len(files) == 9 * 3 * 2  # 9 cells x 3 chunks x (clusters, JCT histogram)
+    # 9 cells x 3 chunks x (clusters, JCT histogram, per-job records)
+    assert len(files) == 9 * 3 * 3
     for rel in files:
         assert_frame_equal(pl.read_parquet(local / rel), pl.read_parquet(remote / rel))
-    assert_frame_equal(pl.read_parquet(local / "summary.parquet"),
-                       pl.read_parquet(remote / "summary.parquet"))
+    # and every aggregated table and the text summary, the same bytes
+    for name in ("summary.parquet", "cells.parquet", "jct_hist.parquet", "summary.txt"):
+        assert (local / name).read_bytes() == (remote / name).read_bytes(), name
 
 
 def test_million_sweep_file_on_dask_equals_in_process(tmp_path):
