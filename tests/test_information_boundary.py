@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import POLICIES, SCHEDULERS
+from test_user_extensions import user_dir  # noqa: F401  (the toy user modules)
 from fastsim.api import run_workload
 from fastsim.config import SimConfig
 from fastsim.workload import HIDDEN, OBSERVED, generate_workload
@@ -105,3 +106,84 @@ def test_scrambled_truth_changes_no_decision(scheduler):
             assert not real.equals(blind), "the oracle should react to the hidden labels"
         else:
             assert real.equals(blind), f"{policy} over {scheduler} reacted to hidden truth"
+
+
+# --------------------------------------------------------------------------- user code
+# Each decision a user can register, through each path that calls it: a stop policy (the
+# engine under every scheduler; keep="best", one reading losses, one reading the service
+# and the planned length), a scheduler key, and the live monitor's Trainer callback
+# (replay's: test_user_extensions).  A user's metric is accounting and may read the truth.
+
+USER_KEYS = ("toy_user_schedulers:small_first", "toy_user_schedulers:typed")
+USER_POLICIES = ("toy_user_policies:below_best:k=1", "toy_user_policies:drawdown:drop=0.02",
+                 "toy_user_policies:flat_loss:w=1,tol=0.02", "toy_user_policies:halfway:f=0.4")
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS + USER_KEYS)
+def test_scrambled_truth_changes_no_decision_of_user_code(user_dir, scheduler):  # noqa: F811
+    cfg = SimConfig.from_specs(scheduler, "none", n_jobs=30, gpus=32, preempt_overhead_h=0.2,
+                               sigma=0.05, loss_sigma=0.01)
+    w = generate_workload(cfg.workload, 4, seed=9)
+    fake = _scramble(w, 1)
+    stopped = 0
+    for policy in USER_POLICIES:
+        c = cfg.with_policy(policy)
+        real = run_workload(c, w).jobs.select(DECISIONS)
+        assert real.equals(run_workload(c, fake).jobs.select(DECISIONS)), \
+            f"{policy} over {scheduler} reacted to hidden truth"
+        stopped += real["stopped"].sum()
+    assert stopped > 0  # the policies did decide: the comparison is not vacuous
+
+
+@pytest.mark.parametrize("scheduler", USER_KEYS)
+def test_a_user_key_is_a_function_of_arrival_observations_only(user_dir, scheduler):  # noqa: F811
+    # the run time and the curves too: a key is computed at arrival, before any service
+    from fastsim.api import static_keys
+
+    cfg = SimConfig.from_specs(scheduler, "none", n_jobs=30, gpus=32)
+    w = generate_workload(cfg.workload, 3, seed=4)
+    fake = _scramble(w, 2).with_arrays(duration_h=w.duration_h[:, ::-1] * 3.0)
+    keys = static_keys(cfg, w)
+    assert np.array_equal(keys, static_keys(cfg, fake))
+    assert not np.array_equal(keys, static_keys(cfg, w.with_arrays(t_est_h=w.t_est_h * 2.0)))
+
+
+def _callback_stop(spec, values, tmp_path, monkeypatch):
+    """The step a ``StopPolicyCallback`` stops a stand-in Trainer's run at (100 planned
+    steps, an evaluation every 10), or None."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True,
+                           max_steps=100, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path), load_best_model_at_end=False)
+    cb = hf.StopPolicyCallback(spec)
+    state, control = SimpleNamespace(global_step=0), SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, state, control)
+    for i, v in enumerate(values):
+        state.global_step = 10 * (i + 1)
+        cb.on_evaluate(args, state, control, metrics={"eval_accuracy": v})
+        if control.should_training_stop:
+            return state.global_step
+    return None
+
+
+def test_the_trainer_callback_shows_user_code_no_evaluation_to_come(
+        user_dir, tmp_path, monkeypatch):  # noqa: F811
+    """The callback asks a user's policy about what the run has seen: a look past the
+    newest evaluation reads NaN (never stops), the last service of the series is the
+    newest step, not the run's end (knows_T, stopping if it exceeds twice the plan, never
+    does), and the plan is max_steps; an answer no online decision gives is refused."""
+    from fastsim.errors import ConfigError
+
+    acc = [0.5, 0.9, 0.8, 0.7, 0.1, 0.0]
+    assert _callback_stop("toy_user_policies:peek_past:scope=all", acc, tmp_path,
+                          monkeypatch) is None
+    assert _callback_stop("toy_user_policies:knows_T", acc, tmp_path, monkeypatch) is None
+    assert _callback_stop("toy_user_policies:below_best:k=2", acc, tmp_path, monkeypatch) == 40
+    assert _callback_stop("toy_user_policies:halfway:f=0.3", acc, tmp_path, monkeypatch) == 30
+    with pytest.raises(ConfigError, match="neither 0 nor the evaluation the prefix ends at"):
+        _callback_stop("toy_user_policies:peek_last", acc, tmp_path, monkeypatch)
