@@ -4,8 +4,9 @@
 a sweep's chunk files, per-job records, aggregated tables and ``summary.txt``, the
 reproduce extracts the figures read, the cost-aware sweeps' tables and the detector
 benchmark's tables, each written by a fresh process with ``NUMBA_NUM_THREADS`` 1 and 2
-(numba reads it once, at import), and the sweep again in chunks of another size.  The
-Dask backend is checked in ``test_sweep_dask``.
+(numba reads it once, at import), and the sweep again in chunks of another size; and a
+user's policy and key, whose drivers numba compiles per function.  The Dask backend is
+checked in ``test_sweep_dask``.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from fastsim.cli import main
+from test_user_extensions import user_dir  # noqa: F401  (the toy user modules)
 
 SWEEP = """clusters = 6
 chunk = 2
@@ -127,3 +129,30 @@ def test_every_sweep_output_is_the_same_for_any_chunk_size(written, tmp_path):
         jct = [_chunks(d, "jct").group_by("group", "bin").agg(pl.col("count").sum())
                .sort("group", "bin") for d in (a, b)]
         assert_frame_equal(*jct, check_exact=True)
+
+
+def test_user_code_gives_the_same_results_on_any_thread_count_and_chunking(user_dir):  # noqa: F811
+    """A user's policy and key run through drivers numba compiles per function: the same
+    results on one and two threads and in two chunks as in one."""
+    import numba
+
+    from fastsim.api import simulate
+    from fastsim.config import SimConfig
+
+    cfg = SimConfig.from_specs("toy_user_schedulers:typed", "toy_user_policies:drawdown",
+                               n_jobs=30, sigma=0.05)
+    before = numba.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            runs.append(simulate(cfg, 6, seed=3, keep_jobs=True))
+    finally:
+        numba.set_num_threads(before)
+    parts = [simulate(cfg, n, seed=3, cluster_start=s, keep_jobs=True) for s, n in ((0, 2), (2, 4))]
+    one, two = runs
+    for name in ("jobs", "clusters"):
+        assert_frame_equal(getattr(one, name), getattr(two, name), check_exact=True)
+        assert_frame_equal(getattr(one, name), pl.concat([getattr(p, name) for p in parts]),
+                           check_exact=True)
+    assert one.jobs["stopped"].sum() > 0
