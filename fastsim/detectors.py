@@ -22,7 +22,8 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, WorkloadConfig
-from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
+from fastsim.stats import (bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mcnemar_p, mean_ci,
+                           proportion_ci)
 from fastsim.workload import generate_workload
 from fastsim.kernels.codes import LORA, RLHF
 from fastsim.kernels.stops import resolve_stops_nb
@@ -157,7 +158,7 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
 def trace_arrays(traces: pl.DataFrame):
     """Per-run arrays of a traces table (``fastsim traces toy-rlhf``): observed
     ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold``, the label and
-    the run seed (runs of one seed share their random draws)."""
+    the run seed (runs of one seed share their random draws: the unit of replication)."""
     t = traces.sort(["job_id", "step"])
     runs = t["job_id"].unique(maintain_order=True)
     n_runs = runs.len()
@@ -166,14 +167,17 @@ def trace_arrays(traces: pl.DataFrame):
         raise ValueError("every run of the traces must have the same number of evaluations")
     shape = (n_runs, n_evals)
     hacking = t["truth_hacking"].to_numpy().reshape(shape)[:, 0]
-    seed = t["seed"].to_numpy().reshape(shape)[:, 0] if "seed" in t.columns else np.zeros(n_runs, np.int64)
+    # without a seed column nothing says which runs share draws: each run is its own
+    seed = t["seed"].to_numpy().reshape(shape)[:, 0] if "seed" in t.columns else np.arange(n_runs)
     return {"seed": seed, "score": t["score"].to_numpy().reshape(shape).astype(np.float64),
             "step": t["step"].to_numpy().reshape(shape), "gold": t["truth_gold"].to_numpy().reshape(shape),
             "hacking": hacking.astype(bool)}
 
 
 def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
-    """Detection on real traces: one run is one replication (run-bootstrap intervals)."""
+    """Detection on real traces.  A seed is one replication: the runs of one seed share
+    their comparison pool and every draw of the policy (``fastsim.replay.traces``), so
+    intervals resample seeds (``fastsim.stats.cluster_sums``), n = the seeds."""
     score = arrays["score"]
     n_runs, n = score.shape
     trig, deliv = triggers(name, params, score[None], np.ones((1, n_runs), np.bool_))
@@ -185,27 +189,30 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
     gold = arrays["gold"]
     regret = gold.max(axis=1) - gold[np.arange(n_runs), deliv - 1]
     peak = gold.argmax(axis=1) + 1
-    one = np.ones(n_runs)
     tp, fp = (pos & hack).astype(float), (pos & ~hack).astype(float)
+    seed = arrays.get("seed", np.arange(n_runs))  # no seeds known: each run its own (trace_arrays)
+    per_seed = lambda *x: cluster_sums(seed, *x)  # noqa: E731
     rates = {
-        "precision": proportion_ci(tp, tp + fp),
-        "recall": proportion_ci(tp, hack.astype(float)),
-        "stop_recall": proportion_ci(tp * (trig < n), hack.astype(float)),
-        "fpr": proportion_ci(fp, (~hack).astype(float)),
-        "delay_evals": bootstrap_ratio_ci(np.where(tp > 0, trig - peak, 0), tp, signed=True),
-        "compute_saved": bootstrap_ratio_ci((last - stop_step) / last, one, share=True),
-        "regret": bootstrap_ratio_ci(regret, one),
+        "precision": proportion_ci(*per_seed(tp, tp + fp)),
+        "recall": proportion_ci(*per_seed(tp, hack)),
+        "stop_recall": proportion_ci(*per_seed(tp * (trig < n), hack)),
+        "fpr": proportion_ci(*per_seed(fp, ~hack)),
+        "delay_evals": bootstrap_ratio_ci(*per_seed(np.where(tp > 0, trig - peak, 0), tp),
+                                          signed=True),
+        "compute_saved": bootstrap_ratio_ci(*per_seed((last - stop_step) / last, np.ones(n_runs)),
+                                            share=True),
+        "regret": cluster_mean_ci(regret, seed, signed=False),
     }
     es = triggers("evalstop", {"k": 2}, score[None], np.ones((1, n_runs), np.bool_))[0][0] > 0
     healthy = ~hack
-    # differences of two 0/1 outcomes: a t interval over a few runs reached past +-1
-    rates["d_fpr"] = mean_ci((pos[healthy].astype(float)
-                              - es[healthy].astype(float))).within(-1.0, 1.0)
-    rates["d_recall"] = mean_ci((pos[hack].astype(float)
-                                 - es[hack].astype(float))).within(-1.0, 1.0)
+    # differences of two 0/1 outcomes lie in [-1, 1]: a t interval over a few seeds reached past
+    rates["d_fpr"] = cluster_mean_ci(pos[healthy].astype(float) - es[healthy],
+                                     seed[healthy]).within(-1.0, 1.0)
+    rates["d_recall"] = cluster_mean_ci(pos[hack].astype(float) - es[hack],
+                                        seed[hack]).within(-1.0, 1.0)
     fpr_p = mcnemar_p(pos[healthy], es[healthy])
     row = {"detector": name, "setting": label(name, params, params.get("sigma0")), "n_runs": n_runs,
-           "n_hacking": int(hack.sum()), "n_evals": n}
+           "n_seeds": int(np.unique(seed).size), "n_hacking": int(hack.sum()), "n_evals": n}
     for metric, est in rates.items():
         row[metric], row[f"{metric}_lo"], row[f"{metric}_hi"] = est.mean, est.lo, est.hi
     row["d_fpr_p"] = fpr_p

@@ -33,6 +33,8 @@
   order-statistic interval; runs censored at a cap (reported as NaN or inf) count at
   what they had spent for the lower bound and as +inf for the upper one, so the interval
   covers whatever the censoring and is exact while it stays below the censored runs.
+* ``cluster_sums`` and ``cluster_mean_ci``: rows that share their draws (the runs of one
+  toy-RLHF seed) summed per cluster, so the rates and means above resample clusters.
 * ``cluster_corr_ci``: a Pearson or Spearman correlation over rows with an interval
   that resamples clusters of rows (the rollouts of one prompt), not rows.
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
@@ -196,6 +198,49 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     pooled = PooledRatio()
     pooled.add(a, b)
     return pooled.proportion_ci(level, n_boot, seed)
+
+
+def cluster_sums(clusters, *values) -> tuple[np.ndarray, ...]:
+    """Each of ``values`` (one number per row) summed per cluster (``clusters``: one label
+    per row), clusters in sorted order: the replications to hand ``proportion_ci`` or
+    ``bootstrap_ratio_ci`` when rows of one cluster share their random draws (the runs of
+    one toy-RLHF seed), so that they resample clusters, not rows, and ``n`` is clusters.
+
+    >>> cluster_sums([0, 0, 1], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0])
+    (array([2., 0.]), array([2., 1.]))
+    """
+    _, cid = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
+    g = int(cid.max()) + 1 if cid.size else 0
+    out = []
+    for j, v in enumerate(values):
+        a = np.asarray(v, dtype=np.float64).ravel()
+        if a.size != cid.size:
+            raise ConfigError(f"cluster_sums: values[{j}] has {a.size} rows for {cid.size} "
+                              "cluster labels; allowed: one label per row")
+        out.append(np.bincount(cid, weights=a, minlength=g))
+    return tuple(out)
+
+
+def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True) -> Estimate:
+    """Mean of the finite ``values`` over rows, with an interval that resamples
+    ``clusters`` (one label per row): the pooled ratio of the clusters' sums to their
+    counts (``bootstrap_ratio_ci``), so ``n`` is the number of clusters and its t
+    quantile has clusters - 1 degrees of freedom.  The point is ``mean_ci``'s.
+    ``signed=False``: every value is >= 0 by definition (a regret), so the interval is
+    cut at 0.
+
+    >>> e = cluster_mean_ci([1.0, 1.0, 3.0, 3.0], [0, 0, 1, 1])
+    >>> e.mean, e.n
+    (2.0, 2)
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    labels = np.asarray(clusters).ravel()
+    if labels.size != x.size:
+        raise ConfigError(f"cluster_mean_ci: {labels.size} cluster labels for {x.size} values; "
+                          "allowed: one label per value")
+    ok = np.isfinite(x)
+    total, count = cluster_sums(labels[ok], x[ok], np.ones(int(ok.sum())))
+    return bootstrap_ratio_ci(total, count, level, signed=signed)
 
 
 def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,

@@ -60,21 +60,32 @@ def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
                 "per panel")
     fig.tight_layout()
     written += S.save(fig, out, "detectors_pareto", formats)
-    tr = Path(results) / "traces.parquet"
-    if tr.exists():
-        df = S.table(tr)
-        fig, ax = S.subplots(figsize=(4.8, 3.4))
-        _points(ax, df, "compute_saved", 100.0)
-        ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs, {df['n_hacking'][0]} hacking)")
-        ax.set_xlabel("FPR on healthy runs (%)")
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(-0.1, 110)
-        ax.set_ylabel("compute saved (% of steps)")
-        S.legend_outside(ax, fontsize=7, frameon=False)
-        S.note(fig, "bars: 95% intervals over the runs")
-        fig.tight_layout()
-        written += S.save(fig, out, "detectors_traces", formats)
+    written += traces_figure(results, out, formats)
     return written
+
+
+@S.themed
+def traces_figure(results: Path, out: Path, formats=("png",)) -> list[Path]:
+    """``detectors_traces.png`` from ``traces.parquet`` alone, if there is one: the
+    traces' table is made in seconds (``detectors_cli.trace_table``), the grid in minutes."""
+    tr = Path(results) / "traces.parquet"
+    if not tr.exists():
+        return []
+    df = S.table(tr)
+    fig, ax = S.subplots(figsize=(4.8, 3.4))
+    _points(ax, df, "compute_saved", 100.0)
+    # a table written before the intervals resampled seeds has no n_seeds: its resample runs
+    seeds = f" of {df['n_seeds'][0]} seeds" if "n_seeds" in df.columns else ""
+    ax.set_title(f"toy-RLHF traces ({df['n_runs'][0]} runs{seeds}, {df['n_hacking'][0]} hacking)")
+    ax.set_xlabel("FPR on healthy runs (%)")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(-0.1, 110)
+    ax.set_ylabel("compute saved (% of steps)")
+    S.legend_outside(ax, fontsize=7, frameon=False)
+    S.note(fig, "bars: 95% intervals resampling the seeds" if seeds else
+           "bars: 95% intervals over the runs")
+    fig.tight_layout()
+    return S.save(fig, out, "detectors_traces", formats)
 
 
 if __name__ == "__main__":

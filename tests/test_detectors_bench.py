@@ -324,3 +324,32 @@ def test_a_delay_interval_is_not_cut_at_zero():
               "hacking": np.ones(4, bool)}
     row = det.trace_row(arrays, "evalstop", {"k": 1})
     assert row["delay_evals"] == 0.25 and row["delay_evals_lo"] < 0.0
+
+
+def _one_run_per_seed_or_six(six: bool):
+    """4 healthy seeds: two decline at the end (EvalStop k=1 fires), two keep rising; with
+    ``six``, every seed has 6 runs that are copies of its one (runs of a seed perfectly
+    correlated, as runs sharing every draw can be)."""
+    fall, rise = [1.0, 2.0, 3.0, 2.5, 2.6], [1.0, 2.0, 3.0, 4.0, 5.0]
+    score = np.array([fall, fall, rise, rise])
+    seed = np.arange(4)
+    if six:
+        score, seed = np.repeat(score, 6, axis=0), np.repeat(seed, 6)
+    gold = np.tile(rise, (score.shape[0], 1))  # a stop at the fall loses 2 of gold
+    return {"score": score, "gold": gold, "step": np.tile(np.arange(5) * 10, (score.shape[0], 1)),
+            "hacking": np.zeros(score.shape[0], bool), "seed": seed}
+
+
+def test_trace_intervals_count_seeds_not_the_runs_that_share_them():
+    """The runs of one toy-RLHF seed share their comparison pool and every policy draw, so
+    the seed is the replication: 24 runs that are 6 copies of each of 4 seeds' runs carry
+    no more evidence than the 4, and must get the same intervals.  Counted as 24
+    independent runs, FPR 50% read [29.1, 70.9] (the exact binomial interval of 12/24)."""
+    copies = det.trace_row(_one_run_per_seed_or_six(True), "evalstop", {"k": 1})
+    seeds = det.trace_row(_one_run_per_seed_or_six(False), "evalstop", {"k": 1})
+    for m in ("fpr", "compute_saved", "regret", "d_fpr"):
+        assert copies[m] == pytest.approx(seeds[m])
+        assert copies[f"{m}_lo"] == pytest.approx(seeds[f"{m}_lo"])
+        assert copies[f"{m}_hi"] == pytest.approx(seeds[f"{m}_hi"])
+    assert copies["fpr_lo"] < 0.2 and copies["fpr_hi"] > 0.8
+    assert copies["n_runs"] == 24 and copies["n_seeds"] == seeds["n_seeds"] == 4
