@@ -475,3 +475,47 @@ def test_gpu_hours_beyond_a_float_are_refused_in_one_line(tmp_path, capsys, time
     one_line(capsys, ["replay", str(log), "--gpus", gpus, "--out", str(out)],
              "beyond a float's range")
     assert not out.exists()
+
+
+def _seed_log(tmp_path, copies: int) -> Path:
+    """A trace-shaped log of 4 healthy seeds, ``copies`` runs each that are copies of one
+    (runs of a seed perfectly correlated): seeds 0 and 1 fall twice at the end (EvalStop
+    k=2 fires, a false positive that keeps a worse checkpoint), 2 and 3 keep rising."""
+    fall, rise = [1.0, 2.0, 3.0, 2.5, 2.4, 2.4], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rows = []
+    for seed, curve in enumerate([fall, [1.0, 2.0, 3.0, 2.8, 2.6, 2.6], rise, rise]):
+        for c in range(copies):
+            rows += [{"job_id": f"s{seed}_{c}", "step": 10 * (i + 1), "score": v, "seed": seed,
+                      "truth_gold": rise[i], "truth_hacking": False, "truth_gold_peak_step": 60}
+                     for i, v in enumerate(curve)]
+    path = tmp_path / f"traces_{copies}.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    return path
+
+
+def test_a_trace_sets_summary_resamples_seeds_not_the_jobs_that_share_them(tmp_path, capsys):
+    """The runs of one toy-RLHF seed share their draws: 24 jobs that are 6 copies of each of
+    4 seeds' jobs carry no more evidence than the 4, and get their intervals.  Counted as
+    24 independent jobs, FPR 50% read [29.1, 70.9]."""
+    summ = {}
+    for copies in (1, 6):
+        res = replay(read_logs([_seed_log(tmp_path, copies)]), ["evalstop:k=2"])
+        summ[copies] = summarize_replay(res).row(0, named=True)
+    for m in ("fpr", "compute_saved_share", "regret_truth_gold", "delivered_gain"):
+        for end in ("", "_lo", "_hi"):
+            assert summ[6][m + end] == pytest.approx(summ[1][m + end]), m + end
+    assert summ[6]["fpr_lo"] < 0.2 and summ[6]["fpr_hi"] > 0.8
+    assert summ[6]["n_seeds"] == summ[1]["n_seeds"] == 4 and summ[6]["n_jobs"] == 24
+    main(["replay", str(_seed_log(tmp_path, 6)), "--summary-only", "--policy", "evalstop:k=2"])
+    assert "resample the 4 seeds" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seeds, needle", [
+    ([1.5] * 6, "field 'seed': a column of type Float64; allowed: an integer or a text label"),
+    ([0, 0, 0, 1, 1, 1], "field 'seed': job 'a' has '1' here and '0' on an earlier row"),
+])
+def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys, seeds, needle):
+    path = tmp_path / "log.parquet"
+    pl.DataFrame({"job_id": ["a"] * 6, "step": list(range(1, 7)), "score": [1.0, 2, 3, 2, 1, 0],
+                  "seed": seeds}).write_parquet(path)
+    one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"], needle)

@@ -289,7 +289,9 @@ def _cmd_replay(args) -> int:
     if not args.summary_only:
         _print_jobs(res, log.metric)
         print()
-    print("summary (95% intervals; rates resample jobs):")
+    unit = (f"rates and means resample the {summ['n_seeds'][0]} seeds (jobs of a seed share "
+            "their draws)" if "n_seeds" in summ.columns else "rates resample jobs")
+    print(f"summary (95% intervals; {unit}):")
     _print_summary(summ)
     for p, _ in outputs:
         print(f"wrote {p}")

@@ -49,7 +49,7 @@ TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 # Wall-clock columns, each with its scale to hours; a log gives one of them.
 TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
-PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step")
+PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 # A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
 # pipe): it is read once, to its end, into memory, and refused beyond this size (a log
@@ -546,6 +546,17 @@ def _check_text_column(df: pl.DataFrame, path: Path, field: str, allowed: str) -
                           f"allowed: {allowed}")
 
 
+def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
+    """``seed`` as text: the replication a job belongs to.  Jobs of one seed share their
+    random draws (the runs of one toy-RLHF seed share its comparison pool and policy
+    draws), so the summary's intervals resample seeds, not jobs; an empty cell is none."""
+    if not df["seed"].dtype.is_integer():
+        _check_text_column(df, path, "seed", "an integer or a text label, one per job (jobs "
+                           "that share their random draws share it), or empty")
+    text = pl.col("seed").cast(pl.String).str.strip_chars()
+    return df.select(pl.when(text == "").then(None).otherwise(text).alias("seed"))["seed"]
+
+
 def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
     """``truth_hacking`` as booleans: true/false, 1/0 (text or numbers)."""
     col = df["truth_hacking"]
@@ -726,6 +737,8 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             i = int(unknown.arg_max())
             raise ConfigError(f"{path}:{df['line'][i]}: field 'job_type': {df['job_type'][i]!r}; "
                               "allowed: lora, dpo or rlhf (any case), or empty")
+    if "seed" in df.columns:
+        out["seed"] = _seed_labels(df, path)
     for col in df.columns:
         if col == "truth_hacking":
             out[col] = _truth_hacking(df, path)

@@ -17,7 +17,8 @@ from fastsim import registry as R
 from fastsim.config import PolicyConfig, plain_scalar
 from fastsim.errors import ConfigError, readonly, user_code
 from fastsim.replay.logs import EvalLog
-from fastsim.stats import Estimate, bootstrap_ratio_ci, mean_ci, proportion_ci
+from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
+                           proportion_ci)
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from fastsim.kernels.detectors import stop_decision_1j_nb
 from fastsim.kernels.stops import trigger_scratch, user_trigger_driver
@@ -207,6 +208,7 @@ class _Job:
     truth_hacking: bool | None
     truth_gold: np.ndarray | None
     truth_gold_peak_step: int | None
+    seed: str | None  # the replication: jobs of one seed share their random draws
 
     @classmethod
     def of(cls, g: pl.DataFrame, gpus: float | None, has_truth: bool) -> "_Job":
@@ -230,7 +232,7 @@ class _Job:
                    time_h=floats("time_h"), gpus=g_gpus,
                    truth_hacking=bool(g["truth_hacking"][0]) if has_truth else None,
                    truth_gold=floats("truth_gold") if has_truth else None,
-                   truth_gold_peak_step=_int_or_none(peak))
+                   truth_gold_peak_step=_int_or_none(peak), seed=_one(g, "seed"))
 
 
 def _replay_one(p: PolicyConfig, job: _Job, sign: float) -> dict:
@@ -288,7 +290,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     minus final, > 0 means better in the metric's sense), ``steps_saved,
     compute_saved_share`` (``steps_saved / final_step``), ``gpu_h_total, gpu_h_saved``
     (NaN without time and GPU counts) and, for trace sets, ``truth_hacking,
-    truth_gold_peak_step, delivered_truth_gold, best_truth_gold, regret_truth_gold``.
+    truth_gold_peak_step, delivered_truth_gold, best_truth_gold, regret_truth_gold``; a
+    log with a ``seed`` column adds ``seed`` after ``job_id``.
     ``stopped`` is a stop that frees something (``steps_saved > 0``); a trigger at the
     job's last logged step is status ``triggered_at_completion``: ``detected``, but not
     ``stopped`` (``at_completion``).
@@ -324,14 +327,16 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     jobs = [(job_id, _Job.of(g, gpus, has_truth))
             for (job_id,), g in t.group_by("job_id", maintain_order=True)]
     _check_gpu_h(jobs)  # before any job is replayed
+    seeded = "seed" in t.columns
     for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
         for p in pols:
-            row = {"policy": p.label, "job_id": job_id, **_replay_one(p, job, sign)}
+            row = {"policy": p.label, "job_id": job_id, **({"seed": job.seed} if seeded else {}),
+                   **_replay_one(p, job, sign)}
             rows.append(row)
     # steps are integers, or null where there is none: typed so, not by the rows (a run
-    # where no job triggers would write a column of Parquet type null)
-    ints = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
-    return pl.DataFrame(rows, schema_overrides=ints)
+    # where no job triggers would write a column of Parquet type null); seeds are labels
+    types = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
+    return pl.DataFrame(rows, schema_overrides=types | ({"seed": pl.String} if seeded else {}))
 
 
 def _check_labels(pols: list[PolicyConfig]) -> None:
@@ -412,7 +417,11 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     mean, which they would make infinite).  Positive = the policy stopped or
     demoted the job, at completion too; truth = ``truth_hacking``.
 
-    Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``); means use ``mean_ci``.
+    Intervals resample jobs (``fastsim.stats.bootstrap_ratio_ci``; means ``mean_ci``), or,
+    when ``results`` has a ``seed`` column (a log with one: a trace set), seeds: the jobs of
+    one seed share their random draws, so the seed is the replication (rates and compute
+    saved from the seeds' sums, means ``cluster_mean_ci``; a job without a seed is its own),
+    and ``n_seeds`` says how many there are.
 
     Examples
     --------
@@ -426,8 +435,10 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     (1, 1)
     """
     out_rows = []
+    seeded = "seed" in results.columns
     for (label,), g in results.group_by("policy", maintain_order=True):
-        g = g.filter(pl.col("in_scope"))
+        g = g.filter(pl.col("in_scope")).with_columns(_replication(seeded))
+        sums, mean = _estimators(g["_rep"].to_numpy() if seeded else None)
         det = g["detected"].to_numpy().astype(np.float64)
         out = {"policy": label, "n_jobs": g.height, "n_stopped": int(g["stopped"].sum()),
                "n_demoted": int((g["status"] == "demoted").sum()),
@@ -436,12 +447,12 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
                "n_no_evaluations": int((g["status"] == "no_evaluations").sum())}
         trig = g.filter(pl.col("detected"))
         gains = trig["delivered_gain"].to_numpy()
-        gain = mean_ci(gains)  # finite gains only: scored kept and final steps, finite apart
-        _put(out, "delivered_gain", gain)
-        out["n_detected"], out["n_delivered_gain_known"] = trig.height, gain.n
+        # finite gains only: scored kept and final steps, finite apart
+        _put(out, "delivered_gain", mean(gains, trig["_rep"]))
+        out["n_detected"], out["n_delivered_gain_known"] = trig.height, int(np.isfinite(gains).sum())
         out["n_delivered_gain_infinite"] = int(np.isinf(gains).sum())
         _put(out, "compute_saved_share", bootstrap_ratio_ci(
-            g["steps_saved"].to_numpy(), g["final_step"].to_numpy(), share=True))
+            *sums(g["steps_saved"].to_numpy(), g["final_step"].to_numpy()), share=True))
         gh_t, gh_s = g["gpu_h_total"].to_numpy(), g["gpu_h_saved"].to_numpy()
         known = np.isfinite(gh_t) & np.isfinite(gh_s)
         out["gpu_h_saved"] = float(gh_s[known].sum()) if known.any() else np.nan
@@ -453,20 +464,40 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
             fn, tn = (1 - det) * hack, (1 - det) * (1 - hack)
             out.update({"tp": int(tp.sum()), "fp": int(fp.sum()), "fn": int(fn.sum()),
                         "tn": int(tn.sum())})
-            _put(out, "precision", proportion_ci(tp, det))
-            _put(out, "recall", proportion_ci(tp, hack))
-            _put(out, "fpr", proportion_ci(fp, 1 - hack))
+            _put(out, "precision", proportion_ci(*sums(tp, det)))
+            _put(out, "recall", proportion_ci(*sums(tp, hack)))
+            _put(out, "fpr", proportion_ci(*sums(fp, 1 - hack)))
             # one rule (at_completion) splits the detections: freed, or at completion
             freed = g["stopped"].to_numpy().astype(np.float64)
             at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
-            _put(out, "stop_recall", proportion_ci(tp * freed, hack))
-            _put(out, "completion_share", proportion_ci(at_end, det))
+            _put(out, "stop_recall", proportion_ci(*sums(tp * freed, hack)))
+            _put(out, "completion_share", proportion_ci(*sums(at_end, det)))
             # the best gold minus the kept one is >= 0: a t interval of a few jobs reached
             # below, and is cut there as fastsim run's are
             _put(out, "regret_truth_gold",
-                 mean_ci(g["regret_truth_gold"].to_numpy()).within(0.0, np.inf))
+                 mean(g["regret_truth_gold"].to_numpy(), g["_rep"]).within(0.0, np.inf))
             tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
             delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()
-            _put(out, "delay_steps", mean_ci(delay))
+            _put(out, "delay_steps", mean(delay, tps["_rep"]))
+        if seeded:
+            out["n_seeds"] = g["_rep"].n_unique()
         out_rows.append(out)
     return pl.DataFrame(out_rows)
+
+
+def _replication(seeded: bool) -> pl.Expr:
+    """Each job's replication label ``_rep``: its seed, or (no seed) the job itself."""
+    if not seeded:
+        return pl.col("job_id").alias("_rep")
+    return (pl.when(pl.col("seed").is_null()).then(pl.lit("job ") + pl.col("job_id"))
+            .otherwise(pl.lit("seed ") + pl.col("seed")).alias("_rep"))
+
+
+def _estimators(reps):
+    """``(sums, mean)`` for the summary: with replication labels ``reps`` (seeds), rates
+    are pooled from each replication's sums (``cluster_sums``) and means resample
+    replications (``cluster_mean_ci``); without, every job is one (``mean_ci``)."""
+    if reps is None:
+        return (lambda *x: x), (lambda values, _: mean_ci(values))
+    return ((lambda *x: cluster_sums(reps, *x)),
+            (lambda values, labels: cluster_mean_ci(values, labels.to_numpy())))
