@@ -54,8 +54,10 @@ def main(results, out):
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     n_runs = int(rep["n_jobs"].max()) if "n_jobs" in rep.columns else 0
     n_clusters = int(sim["n_clusters"].max()) if "n_clusters" in sim.columns else 0
-    S.note(fig, f"95% intervals: traces over n = {n_runs} runs (resampled); simulator over "
-                f"n = {n_clusters} clusters")
+    # a summary of a log with seeds resamples them (the runs of a seed share its draws)
+    traces = (f"n = {n_runs} runs of {int(rep['n_seeds'].max())} seeds (seeds resampled)"
+              if "n_seeds" in rep.columns else f"n = {n_runs} runs (resampled)")
+    S.note(fig, f"95% intervals: traces over {traces}; simulator over n = {n_clusters} clusters")
     fig.tight_layout()
     return S.save(fig, out, "real_traces_replay")
 
