@@ -406,7 +406,8 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
     log carries hidden truth, precision / recall / FPR / stop recall (stopped before
     completion: status ``stopped``) / share of triggers at completion (status
-    ``triggered_at_completion``), with job-bootstrap intervals.
+    ``triggered_at_completion``), with job-bootstrap intervals (seed-bootstrap on a log
+    with seeds).
 
     Counts: ``n_stopped`` (stops that free something), ``n_demoted``,
     ``n_triggered_at_completion`` (triggers with no logged step after them), ``n_too_short``,
