@@ -18,7 +18,7 @@ import polars as pl
 from fastsim import detectors as det
 from fastsim.errors import ConfigError
 from fastsim.io import read_toml, toml_text
-from fastsim.stats import bootstrap_ratio_ci, mcnemar_p, mean_ci, proportion_ci
+from fastsim.stats import bootstrap_ratio_ci, cluster_sums, mcnemar_p, mean_ci, proportion_ci
 
 START = "<!-- fastsim detectors confirm: start -->"
 END = "<!-- fastsim detectors confirm: end -->"
@@ -111,9 +111,9 @@ def confirm(arrays: dict, plan: dict) -> dict:
     fired = {role: det.triggers(*plan[role], score, every)[0][0] > 0 for role in ("candidate", "baseline")}
     hack, seed = arrays["hacking"], arrays["seed"]
     healthy = ~hack
-    seeds, idx = np.unique(seed, return_inverse=True)
-    per_seed = lambda x: np.bincount(idx, weights=x.astype(np.float64), minlength=seeds.size)  # noqa: E731
-    out = {"n_runs": int(hack.size), "n_seeds": int(seeds.size), "n_healthy": int(healthy.sum()),
+    per_seed = lambda x: cluster_sums(seed, x)[0]  # noqa: E731
+    out = {"n_runs": int(hack.size), "n_seeds": int(np.unique(seed).size),
+           "n_healthy": int(healthy.sum()),
            "n_hacking": int(hack.sum()), "alpha": plan["alpha"]}
     for role in ("candidate", "baseline"):
         pos = fired[role]
