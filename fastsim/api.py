@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, is_integer,
 from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
-from fastsim.kernels.codes import JOB_TYPE_LABELS, LOSS_AWARE, PATIENCE
+from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, LOSS_AWARE, PATIENCE, RLHF
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
@@ -149,24 +149,15 @@ def _first_bad(values: np.ndarray, bad: np.ndarray) -> str:
 def check_workload(cfg: SimConfig, w: Workload) -> None:
     """``ConfigError`` naming the first value of a given workload (built by hand, say)
     that the engine cannot run: it admits jobs in index order, divides by GPU demands and
-    run times, and orders by keys that must not be NaN.  A generated workload passes."""
-    if w.n_evals != cfg.workload.n_evals:
-        raise ConfigError(f"workload has {w.n_evals} evaluations, config says "
-                          f"{cfg.workload.n_evals}")
-    shape = (w.n_clusters, w.n_jobs)
-    for name in ("gpus", "arrival_h", "duration_h", "t_est_h", "hacking", "peak_eval"):
-        if getattr(w, name).shape != shape:
-            raise ConfigError(f"workload.{name} has shape {getattr(w, name).shape}; allowed: "
-                              f"{shape}, as job_type")
-    for name in ("gold", "score", "loss"):
-        if getattr(w, name).shape != (*shape, w.n_evals):
-            raise ConfigError(f"workload.{name} has shape {getattr(w, name).shape}; allowed: "
-                              f"{(*shape, w.n_evals)}")
+    run times, orders by keys that must not be NaN, and indexes by job type and peak
+    evaluation (an index out of range reads other memory).  A generated workload passes."""
+    _check_arrays(cfg, w)
     # Each check screens with a reduction (a pass without temporaries: NaN propagates
     # through min, max and sum) and builds the mask that locates a bad value only if the
     # screen fails, so a valid chunk of 500 default clusters costs well under a millisecond.
     cap = cfg.workload.gpus
     gpus, dur, est, arr = w.gpus, w.duration_h, w.t_est_h, w.arrival_h
+    jt, peak = w.job_type, w.peak_eval
     checks = (
         ("gpus", lambda: gpus.min() < 1 or gpus.max() > cap, lambda: (gpus < 1) | (gpus > cap),
          f"an integer from 1 to {cap} (the cluster's GPUs)"),
@@ -175,6 +166,11 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
         ("t_est_h", lambda: not (est.min() >= 0 and est.max() < np.inf),
          lambda: ~((est >= 0) & (est < np.inf)), "finite and >= 0"),
         ("arrival_h", lambda: not np.isfinite(arr.sum()), lambda: ~np.isfinite(arr), "finite"),
+        ("job_type", lambda: jt.min() < LORA or jt.max() > RLHF,
+         lambda: (jt < LORA) | (jt > RLHF), f"a job type code from {LORA} to {RLHF} "
+         f"({', '.join(JOB_TYPE_LABELS)})"),
+        ("peak_eval", lambda: peak.min() < 1 or peak.max() > w.n_evals,
+         lambda: (peak < 1) | (peak > w.n_evals), f"an evaluation from 1 to {w.n_evals}"),
         ("arrival_h", lambda: (arr[:, 1:] < arr[:, :-1]).any(),
          lambda: np.pad(arr[:, 1:] < arr[:, :-1], ((0, 0), (1, 0))),
          "non-decreasing along each cluster row (jobs arrive in index order)"),
@@ -188,6 +184,45 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
         if bad is not None and bad.any():
             raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), bad)}; "
                               f"allowed: {allowed}")
+
+
+# The kind of number each array holds (the engine indexes by the integer ones and reads
+# the bool one as a label); a float array of GPUs, say, would be truncated without a word.
+_INTEGER_ARRAYS = ("cluster_ids", "job_type", "gpus", "peak_eval")
+_BOOL_ARRAYS = ("hacking",)
+
+
+def _check_arrays(cfg: SimConfig, w: Workload) -> None:
+    """``ConfigError`` naming the first argument or array of ``check_workload`` of the
+    wrong type, kind of number or shape."""
+    if not isinstance(cfg, SimConfig):
+        raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
+    if not isinstance(w, Workload):
+        raise ConfigError(f"workload {type(w).__name__} is invalid; allowed: a Workload "
+                          "(fastsim.workload.generate_workload, or allocate and fill)")
+    for f in fields(w):
+        a = getattr(w, f.name)
+        if not isinstance(a, np.ndarray):
+            raise ConfigError(f"workload.{f.name} is a {type(a).__name__}; allowed: a numpy "
+                              "array")
+        kinds = "b" if f.name in _BOOL_ARRAYS else "iu" if f.name in _INTEGER_ARRAYS else "iuf"
+        if a.dtype.kind not in kinds:
+            raise ConfigError(f"workload.{f.name} has dtype {a.dtype}; allowed: "
+                              f"{dict(b='bool', iu='integers', iuf='real numbers')[kinds]}")
+    if w.job_type.ndim != 2 or w.gold.ndim != 3:
+        raise ConfigError(f"workload.job_type has shape {w.job_type.shape} and workload.gold "
+                          f"{w.gold.shape}; allowed: [clusters, jobs] and [clusters, jobs, "
+                          "evaluations]")
+    if w.n_evals != cfg.workload.n_evals:
+        raise ConfigError(f"workload has {w.n_evals} evaluations, config says "
+                          f"{cfg.workload.n_evals}")
+    shape = (w.n_clusters, w.n_jobs)
+    for f in fields(w):
+        want = {"cluster_ids": shape[:1], "gold": (*shape, w.n_evals),
+                "score": (*shape, w.n_evals), "loss": (*shape, w.n_evals)}.get(f.name, shape)
+        if getattr(w, f.name).shape != want:
+            raise ConfigError(f"workload.{f.name} has shape {getattr(w, f.name).shape}; "
+                              f"allowed: {want}, as job_type and gold")
 
 
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:

@@ -608,3 +608,43 @@ def test_reproduce_api_refuses_one_cluster_as_the_command_line_does(tmp_path):
                                           r"cell"):
         reproduce(tmp_path / "r", clusters=1, figures_dir=None, report=None, progress=False)
     assert not (tmp_path / "r").exists()
+
+
+# The engine indexes by job type and peak evaluation without bounds checks (an index out
+# of range read other memory, or wrapped to the last evaluation), truncated a float GPU
+# demand, and failed inside Polars or by AttributeError on a missing or ill-shaped array.
+@pytest.mark.parametrize("name,value,needle", [
+    ("job_type", np.full((3, 300), 7, np.int8), "workload.job_type at cluster row 0, job 0 is "
+     "7; allowed: a job type code from 0 to 2 (lora, dpo, rlhf)"),
+    ("peak_eval", np.full((3, 300), 99, np.int32), "workload.peak_eval at cluster row 0, job 0 "
+     "is 99; allowed: an evaluation from 1 to "),
+    ("peak_eval", np.zeros((3, 300), np.int32), "workload.peak_eval at cluster row 0, job 0 is 0"),
+    ("gpus", np.full((3, 300), 1.5), "workload.gpus has dtype float64; allowed: integers"),
+    ("hacking", np.ones((3, 300), np.int64), "workload.hacking has dtype int64; allowed: bool"),
+    ("gpus", [[1] * 300] * 3, "workload.gpus is a list; allowed: a numpy array"),
+    ("cluster_ids", np.arange(5), "workload.cluster_ids has shape (5,); allowed: (3,)"),
+    ("score", np.zeros((3, 300, 2), "U1"), "workload.score has dtype <U1; allowed: real numbers"),
+])
+def test_a_hand_built_workload_of_wrong_kinds_or_indices_is_refused(name, value, needle):
+    from fastsim.api import decide_stops, run_engine, run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
+    w = generate_workload(cfg.workload, 3, seed=2)
+    bad = w.with_arrays(**{name: value})
+    for run in (lambda: run_workload(cfg, bad), lambda: run_engine(cfg, bad, decide_stops(cfg, w))):
+        with pytest.raises(ConfigError) as e:
+            run()
+        assert needle in str(e.value)
+
+
+def test_run_workload_refuses_what_is_not_a_config_or_workload():
+    from fastsim.api import run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
+    w = generate_workload(cfg.workload, 1, seed=2)
+    with pytest.raises(ConfigError, match=r"^cfg=None is invalid; allowed: a SimConfig$"):
+        run_workload(None, w)
+    with pytest.raises(ConfigError, match=r"^workload dict is invalid; allowed: a Workload"):
+        run_workload(cfg, w.observed())
