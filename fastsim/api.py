@@ -286,6 +286,7 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     record_segments : also return every run segment (for invariant tests; small runs).
     """
     check_workload(cfg, w)
+    check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
     return _run(cfg, w, keep_jobs, record_segments)
 
 
@@ -413,6 +414,8 @@ def run_stages(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     """``run_workload`` stage by stage (decisions, engine, metrics: one kernel each over
     all clusters).  Same results to the bit; kept to time the stages apart and to check
     the one-pass pipeline against."""
+    check_workload(cfg, w)
+    check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
     d = decide_stops(cfg, w)
     max_seg = w.n_jobs * (2 * w.n_evals + 4) * 4 if record_segments else 0
     o = run_engine(cfg, w, d, max_seg)
@@ -440,6 +443,13 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
                           f"from 0 to 2^63-1-n_clusters")
 
 
+def check_flags(**flags: Any) -> None:
+    """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy)."""
+    for name, flag in flags.items():
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
+
+
 @known_keywords("fastsim.simulate()")
 def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
              keep_jobs: bool = False, record_segments: bool = False,
@@ -461,9 +471,7 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     check_run_args(cfg, n_clusters, seed, cluster_start)
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
-    for name, flag in (("keep_jobs", keep_jobs), ("record_segments", record_segments)):
-        if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy
-            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
+    check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
     if extract is not None and not callable(extract):
         raise ConfigError(f"extract={extract!r} is invalid; allowed: None or a function of the "
                           "per-job arrays")

@@ -648,3 +648,15 @@ def test_run_workload_refuses_what_is_not_a_config_or_workload():
         run_workload(None, w)
     with pytest.raises(ConfigError, match=r"^workload dict is invalid; allowed: a Workload"):
         run_workload(cfg, w.observed())
+
+
+@pytest.mark.parametrize("flag", ["keep_jobs", "record_segments"])
+def test_run_workload_and_run_stages_refuse_a_flag_that_is_not_a_bool(flag):
+    from fastsim.api import run_stages, run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
+    w = generate_workload(cfg.workload, 1, seed=2)
+    for run in (run_workload, run_stages):  # "no" is truthy: it kept the jobs table
+        with pytest.raises(ConfigError, match=rf"^{flag}='no' is invalid; allowed: True or False$"):
+            run(cfg, w, **{flag: "no"})
