@@ -210,9 +210,12 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
             # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
             # drops one changed what every later metric, and the check below, read
             v = np.asarray(m.fn(dict(view)))
-            if np.iscomplexobj(v):  # float64 would drop the imaginary part, with a warning
-                raise ConfigError(f"metric {m.name} returned complex values; allowed: real "
-                                  "numbers, one per cluster")
+            # float64 would drop an imaginary part (with a warning), read text as the number
+            # it spells ("1.5"), None as NaN and a datetime as its count of units
+            if v.dtype.kind not in "biuf":
+                what = "complex values" if v.dtype.kind == "c" else f"values of dtype {v.dtype}"
+                raise ConfigError(f"metric {m.name} returned {what}; allowed: real numbers, "
+                                  "one per cluster (NaN where it is undefined)")
             v = v.astype(np.float64)
         if v.shape != (n,):
             raise ConfigError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "

@@ -681,6 +681,21 @@ def complex_values(jobs):
 
 
 @cluster_metric()
+def text_values(jobs):
+    return np.full(jobs["gpus"].shape[0], "1.5")
+
+
+@cluster_metric()
+def none_values(jobs):
+    return [None] * jobs["gpus"].shape[0]
+
+
+@cluster_metric()
+def datetime_values(jobs):
+    return np.zeros(jobs["gpus"].shape[0], "datetime64[s]")
+
+
+@cluster_metric()
 def relative_to_batch(jobs):
     return jobs["jct_h"].mean(axis=1) / jobs["jct_h"].mean()
 '''
@@ -723,6 +738,12 @@ def hostile_dir(tmp_path_factory):
      "allowed: values in its declared bounds [0.0, 1.0]"),
     # the imaginary part was dropped, after numpy's ComplexWarning
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
+    # numpy's cast read the text "1.5" as 1.5, None as NaN and a datetime as its count
+    (["--metric", "toy_hostile_user:text_values"], "metric text_values returned values of "
+     "dtype <U3; allowed: real numbers, one per cluster"),
+    (["--metric", "toy_hostile_user:none_values"], "none_values returned values of dtype object"),
+    (["--metric", "toy_hostile_user:datetime_values"],
+     "datetime_values returned values of dtype datetime64[s]"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
      "both fill 'waste'"),
     # it read the other clusters of the batch: its values changed with a sweep's chunk
