@@ -31,7 +31,7 @@ import math
 import os
 import re
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Callable
 
@@ -133,8 +133,11 @@ class Param:
         return self.check(value, where)
 
     def check(self, value: Any, where: str = "") -> Any:
-        """``value`` validated and normalised (lists become tuples), or ConfigError."""
-        v = value
+        """``value`` validated and normalised (lists become tuples, numpy scalars Python's
+        numbers, as a config's own fields are), or ConfigError."""
+        from fastsim.config import plain  # config imports this module
+
+        v = plain(value)
         if self.kind == "bool":
             ok = isinstance(v, bool)
         elif self.kind == "int":
@@ -823,14 +826,15 @@ def _user_params(params: Any) -> tuple[Param, ...]:
     if not isinstance(params, (list, tuple)):  # a lone Param, or None: a TypeError traceback
         raise ConfigError(f"params={params!r} is invalid; allowed: a list of "
                           "fastsim.registry.Param(...), as params=[Param(\"k\", \"int\", 2)]")
-    out = tuple(params)
-    for p in out:
+    out = []
+    for p in params:
         if not isinstance(p, Param):
             raise ConfigError(f"parameter {p!r} is invalid; allowed: fastsim.registry.Param(...)")
         if p.name == "scope":
             raise ConfigError("parameter 'scope' is reserved (every policy has it)")
-        p.check(p.default, "default of ")
-    return out
+        # kept as checked: np.int64(2) as 2, the default every label and cell id shows
+        out.append(replace(p, default=p.check(p.default, "default of ")))
+    return tuple(out)
 
 
 def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:

@@ -1590,3 +1590,28 @@ def test_a_metric_that_is_a_lambda_is_refused():
                                           r"function; allowed: a function defined with def"):
         M.cluster_metric(label="first")(lambda jobs: jobs["jct_h"].mean(axis=1))
     assert "<lambda>" not in M._METRICS
+
+
+def test_numpy_scalars_are_a_user_parameters_numbers_as_a_built_ins(tmp_path, monkeypatch):
+    """A value or default computed with numpy (np.int64(3)) was refused as 'allowed: an
+    integer', where a built-in's k=np.int64(3) was taken as 3."""
+    (tmp_path / "toy_np_scalars.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from numba import njit
+        from fastsim.registry import Param, stop_policy
+
+        @stop_policy(params=[Param("k", "int", np.int64(2), lo=1),
+                             Param("drop", "float", np.float32(0.5), lo=0)],
+                     label="np_scalars(k={k},drop={drop:g})")
+        @njit
+        def np_scalars(scores, losses, attained_h, t_est_h, k, drop):
+            return 0
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_np_scalars
+
+    assert [type(p.default) for p in toy_np_scalars.np_scalars.params[:2]] == [int, float]
+    name = "toy_np_scalars:np_scalars"
+    p = PolicyConfig(name=name, params={"k": np.int64(3), "drop": np.float64(0.25)})
+    assert p.params == (("k", 3), ("drop", 0.25)) and type(p.params[0][1]) is int
+    assert p == PolicyConfig(name=name, params={"k": 3, "drop": 0.25})
