@@ -28,6 +28,7 @@ import hashlib
 import importlib.util
 import inspect
 import math
+import numbers
 import os
 import re
 import sysconfig
@@ -775,17 +776,12 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
                      what: str) -> None:
     """The function's arguments are the ``fixed`` ones (any names) then the declared
     parameters, by name and in order: they are passed by position, so a swapped pair
-    would arrive swapped.  A declared parameter must also be a number or a bool (the
-    compiled call takes it so)."""
+    would arrive swapped (``_check_param`` checked each parameter's kind)."""
     got = tuple(inspect.signature(fn.py_func).parameters)
     want = fixed + tuple(p.name for p in params)
     if len(got) != len(want) or got[len(fixed):] != want[len(fixed):]:
         raise ConfigError(f"{what} {fn.__name__}{got}: arguments differ from the declaration; "
                           f"allowed: ({', '.join(want)}), the declared parameters in order")
-    for p in params:
-        if p.kind not in ("int", "float", "bool"):
-            raise ConfigError(f"{what} {fn.__name__}: parameter {p.name!r} of kind {p.kind!r}; "
-                              "allowed: int, float or bool")
 
 
 def _check_pure(fn: Any, what: str) -> None:
@@ -832,9 +828,29 @@ def _user_params(params: Any) -> tuple[Param, ...]:
             raise ConfigError(f"parameter {p!r} is invalid; allowed: fastsim.registry.Param(...)")
         if p.name == "scope":
             raise ConfigError("parameter 'scope' is reserved (every policy has it)")
+        _check_param(p)
         # kept as checked: np.int64(2) as 2, the default every label and cell id shows
         out.append(replace(p, default=p.check(p.default, "default of ")))
     return tuple(out)
+
+
+def _check_param(p: Param) -> None:
+    """A user's ``Param`` is one its function can take and its checks can read: a kind
+    out of the list read every default as 'not a number in [-inf, inf)', text bounds and
+    a name that is not text were a TypeError traceback, a NaN bound refused every value."""
+    where = f"Param({p.name!r}, {p.kind!r}, ...)"
+    if not isinstance(p.name, str) or not p.name.isidentifier():
+        raise ConfigError(f"{where}: name {p.name!r} is invalid; allowed: a Python identifier, "
+                          "the function's argument name")
+    if p.kind not in ("int", "float", "bool"):  # what the compiled call takes
+        raise ConfigError(f"{where}: kind {p.kind!r} is invalid; allowed: int, float or bool")
+    for bound in ("lo", "hi"):
+        v = getattr(p, bound)
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(v):
+            raise ConfigError(f"{where}: {bound}={v!r} is invalid; allowed: a number or "
+                              "+-math.inf")
+    if p.lo > p.hi:
+        raise ConfigError(f"{where}: lo={p.lo!r} is above hi={p.hi!r}; allowed: lo <= hi")
 
 
 def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:

@@ -535,7 +535,8 @@ def test_declarations_match_their_functions_and_replay_takes_bare_names(user_dir
     with pytest.raises(ConfigError, match=r"arguments differ from the declaration; allowed: "
                                           r"\(scores, losses, attained_h, t_est_h, k, drop\)"):
         stop_policy(params=two)(njit(swapped))
-    with pytest.raises(ConfigError, match="parameter 'th' of kind 'floats'"):
+    with pytest.raises(ConfigError, match=r"Param\('th', 'floats', ...\): kind 'floats' is "
+                                          "invalid; allowed: int, float or bool"):
         stop_policy(params=[Param("th", "floats", (1.0,))])(
             njit(lambda scores, losses, attained_h, t_est_h, th: 0))
     with pytest.raises(ConfigError, match=r"label 'a \{x\}' cannot be formatted"):
@@ -1615,3 +1616,21 @@ def test_numpy_scalars_are_a_user_parameters_numbers_as_a_built_ins(tmp_path, mo
     p = PolicyConfig(name=name, params={"k": np.int64(3), "drop": np.float64(0.25)})
     assert p.params == (("k", 3), ("drop", 0.25)) and type(p.params[0][1]) is int
     assert p == PolicyConfig(name=name, params={"k": 3, "drop": 0.25})
+
+
+@pytest.mark.parametrize("param,said", [
+    # read as 'default of a=2 is invalid; allowed: a number in [-inf, inf)'
+    (Param("a", "integer", 2), "kind 'integer' is invalid; allowed: int, float or bool"),
+    (Param("a", "float", 1.0, lo="0"), "lo='0' is invalid; allowed: a number"),  # TypeError
+    (Param("a", "float", 1.0, hi=math.nan), "hi=nan is invalid"),  # 'a number in [-inf, nan]'
+    (Param("a", "float", 1.0, lo=2, hi=0), "lo=2 is above hi=0; allowed: lo <= hi"),
+    (Param(1, "float", 1.0), "name 1 is invalid; allowed: a Python identifier"),  # TypeError
+])
+def test_a_param_its_function_cannot_take_is_refused_when_declared(param, said):
+    from numba import njit
+
+    from fastsim.registry import scheduler_key
+
+    with pytest.raises(ConfigError) as e:
+        scheduler_key(params=[param])(njit(lambda t_est_h, gpus, job_type, arrival_h, a: 0.0))
+    assert said in str(e.value) and str(e.value).startswith(f"Param({param.name!r}, ")
