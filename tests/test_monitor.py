@@ -376,6 +376,25 @@ def test_monitor_arguments_a_float_cannot_hold_are_one_line():
             call()
 
 
+def test_a_reading_beyond_a_floats_range_is_not_read_as_inf():
+    """A long double or a Decimal of 1e4000 became inf, an ordinary reading, where replay
+    refuses 1e400 in a log; inf itself stays a reading."""
+    from decimal import Decimal
+
+    import numpy as np
+
+    from fastsim.errors import ConfigError
+    from fastsim.replay.monitor import StopMonitor
+
+    for big in (np.longdouble("1e4000"), -np.longdouble("1e4000"), Decimal("1e400")):
+        with pytest.raises(ConfigError, match=r"score = .*; allowed: a number"):
+            StopMonitor().observe("a", 1, big)
+        with pytest.raises(ConfigError, match=r"loss = .*; allowed: a number"):
+            StopMonitor().observe("a", 1, 0.5, loss=big)
+    for inf in (np.longdouble("inf"), Decimal("-Infinity"), math.inf):
+        assert not StopMonitor().observe("a", 1, inf).stop
+
+
 @pytest.mark.parametrize("job_id", [1.5, 1.0, float("nan"), np.float64(2.0), np.nan, None, True,
                                     np.bool_(False), ("exp", 1), 1 + 0j, b"run"])
 def test_a_job_id_is_a_string_or_an_integer(job_id):

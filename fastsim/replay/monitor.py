@@ -87,14 +87,16 @@ class _Progress:
 def is_real_scalar(x) -> bool:
     """A real scalar (Python's, numpy's, a framework's: what has ``__float__``) that a
     float holds: not a bool, a string that would parse as one, a complex number, an
-    array, nor an int beyond a float's range."""
+    array, nor a number beyond a float's range (an int raises; a long double or a
+    Decimal of 1e4000 becomes inf, a value apart from the one given, as replay refuses
+    1e400 in a log)."""
     if isinstance(x, (bool, np.bool_, str, bytes, complex, np.complexfloating, np.ndarray)):
         return False
     try:
-        float(x)
-    except (OverflowError, TypeError, ValueError, AttributeError):
+        f = float(x)
+        return not math.isinf(f) or bool(x == f)
+    except (OverflowError, TypeError, ValueError, AttributeError, ArithmeticError):
         return False
-    return True
 
 
 class _Plateau:
