@@ -150,7 +150,7 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     return cell.table()
 
 
-def _kind(value) -> str:
+def value_kind(value) -> str:
     """What ``value`` is, in a message: ``a SimResult``, ``a pandas DataFrame``, ``5``."""
     if isinstance(getattr(value, "clusters", None), pl.DataFrame):
         return "a SimResult"
@@ -164,7 +164,7 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
     a baseline is matched on it."""
     allowed = "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)"
     if not isinstance(frame, pl.DataFrame):
-        raise ConfigError(f"summarize(): {name} is {_kind(frame)}; {allowed}")
+        raise ConfigError(f"summarize(): {name} is {value_kind(frame)}; {allowed}")
     need = [c for m in M.pooled_metrics().values() for side in m.pooled for c in side]
     missing = [c for c in dict.fromkeys(need + ["cluster"] * paired) if c not in frame.columns]
     if missing:
@@ -212,14 +212,14 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
     false, ``few_clusters_note`` under it."""
     allowed = "allowed: a table from fastsim.summarize or fastsim.compare"
     if not isinstance(summary, pl.DataFrame):
-        raise ConfigError(f"format_table(): summary is {_kind(summary)}; {allowed}")
+        raise ConfigError(f"format_table(): summary is {value_kind(summary)}; {allowed}")
     missing = [c for c in SUMMARY_SCHEMA if c not in summary.columns]
     if missing:
         raise ConfigError(f"format_table(): summary has no column {missing[0]!r}; {allowed}")
     if not isinstance(title, str):
-        raise ConfigError(f"format_table(): title is {_kind(title)}; allowed: a string")
+        raise ConfigError(f"format_table(): title is {value_kind(title)}; allowed: a string")
     if not isinstance(note, bool):
-        raise ConfigError(f"format_table(): note is {_kind(note)}; allowed: True or False")
+        raise ConfigError(f"format_table(): note is {value_kind(note)}; allowed: True or False")
     lines = []
     if title:
         lines.append(title)

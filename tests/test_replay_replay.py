@@ -519,3 +519,18 @@ def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys
     pl.DataFrame({"job_id": ["a"] * 6, "step": list(range(1, 7)), "score": [1.0, 2, 3, 2, 1, 0],
                   "seed": seeds}).write_parquet(path)
     one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"], needle)
+
+
+def test_summarize_replay_refuses_what_is_not_replays_rows():
+    """A frame without replay's columns, or a frame of rows with truth_hacking but not the
+    truth columns scored with it, was a Polars ColumnNotFoundError traceback."""
+    rows = replay(read_logs([example_log()]), ["evalstop:k=2"])
+    with pytest.raises(ConfigError, match=r"^summarize_replay\(\): results has no column "
+                                          r"'policy'; allowed: the rows of fastsim.replay"):
+        summarize_replay(pl.DataFrame({"a": [1]}))
+    with pytest.raises(ConfigError, match=r"results is a polars LazyFrame"):
+        summarize_replay(rows.lazy())
+    with pytest.raises(ConfigError, match=r"results has no column 'regret_truth_gold'"):
+        summarize_replay(rows.with_columns(truth_hacking=pl.lit(True)).drop(
+            "regret_truth_gold", strict=False))
+    assert summarize_replay(rows).height == 1

@@ -402,6 +402,25 @@ def _put(out: dict, name: str, e: Estimate) -> None:
     out[name], out[f"{name}_lo"], out[f"{name}_hi"] = e.mean, e.lo, e.hi
 
 
+# What summarize_replay reads of replay's rows; the truth_* ones when the log has them.
+SUMMARY_INPUTS = ("policy", "in_scope", "detected", "stopped", "status", "delivered_gain",
+                  "steps_saved", "final_step", "gpu_h_total", "gpu_h_saved")
+TRUTH_INPUTS = ("regret_truth_gold", "trigger_step", "truth_gold_peak_step")
+
+
+def _check_results(results) -> None:
+    """``results`` is replay's table: anything else was a Polars ColumnNotFoundError."""
+    from fastsim.summary import value_kind
+
+    allowed = "allowed: the rows of fastsim.replay (or fastsim.replay.replay)"
+    if not isinstance(results, pl.DataFrame):
+        raise ConfigError(f"summarize_replay(): results is {value_kind(results)}; {allowed}")
+    need = SUMMARY_INPUTS + (TRUTH_INPUTS if "truth_hacking" in results.columns else ())
+    missing = [c for c in need if c not in results.columns]
+    if missing:
+        raise ConfigError(f"summarize_replay(): results has no column {missing[0]!r}; {allowed}")
+
+
 def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
     log carries hidden truth, precision / recall / FPR / stop recall (stopped before
@@ -435,6 +454,7 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     >>> s.select("n_stopped", "n_triggered_at_completion").row(0)
     (1, 1)
     """
+    _check_results(results)
     out_rows = []
     seeded = "seed" in results.columns
     for (label,), g in results.group_by("policy", maintain_order=True):
