@@ -471,3 +471,22 @@ def test_a_byte_order_mark_does_not_hide_json_from_the_format_detection(tmp_path
     assert detect_format(tmp_path / "state.log") == "trainer_state"
     assert read_logs([tmp_path / "log.txt"], metric="score").table["metric"].to_list() == \
         [0.5, 0.6, 0.4]
+
+
+def test_a_table_in_place_of_paths_or_policies_is_refused_in_one_line(tmp_path):
+    """A DataFrame given as the logs or the policies was refused with its repr, a dozen
+    lines of table inside the message."""
+    import fastsim
+    from fastsim.errors import ConfigError
+
+    table = pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4]})
+    with pytest.raises(ConfigError) as e:
+        fastsim.read_logs(table)
+    assert str(e.value) == ("paths=a polars DataFrame is invalid; allowed: a path or a list "
+                            "of paths")
+    p = tmp_path / "log.csv"
+    table.write_csv(p)
+    with pytest.raises(ConfigError) as e:
+        fastsim.replay(p, table)
+    assert str(e.value).startswith("policies=a polars DataFrame is invalid;")
+    assert "\n" not in str(e.value)

@@ -60,7 +60,9 @@ def replay_logs(logs, policies, gpus: float | None = None):
     policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
     if not isinstance(policies, (list, tuple)) or not all(
             isinstance(p, (str, PolicyConfig)) for p in policies):
-        raise ConfigError(f"policies={policies!r} is invalid; allowed: a policy spec "
+        from fastsim.summary import value_kind  # a DataFrame's repr is many lines
+
+        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: a policy spec "
                           "(\"evalstop:k=2\") or a list of them")
     return replay(logs, policies, gpus=gpus)
 

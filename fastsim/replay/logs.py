@@ -848,7 +848,10 @@ def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)) or not all(is_path(p) for p in paths):
-        raise ConfigError(f"paths={given!r} is invalid; allowed: a path or a list of paths")
+        from fastsim.summary import value_kind  # a DataFrame's repr is many lines
+
+        raise ConfigError(f"paths={value_kind(given)} is invalid; allowed: a path or a list of "
+                          "paths")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")
     if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy
