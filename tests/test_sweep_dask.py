@@ -577,3 +577,32 @@ def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):
     # worker closes ("Async instruction ... ended with CancelledError": worker_plugin)
     assert not [line for line in err if "Traceback" in line or "KeyboardInterrupt" in line], err
     assert len(err) == 1, err
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"workers": 2}, "workers=2 applies to backend='dask' only"),
+    ({"address": "tcp://127.0.0.1:8786"}, "address='tcp://127.0.0.1:8786' applies to "
+     "backend='dask' only"),
+    ({"backend": "dask", "address": "tcp://127.0.0.1:8786", "workers": 2},
+     "workers sizes a local cluster; with an address"),
+])
+def test_the_python_api_refuses_dask_options_it_would_not_use(tmp_path, kw, said):
+    """fastsim.sweep(file, out, workers=2) ran in this process, workers dropped without a
+    word, as the command line refuses --workers without --backend dask."""
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\nchunk = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ['none']\n")
+    with pytest.raises(fastsim.ConfigError, match=re.escape(said)):
+        fastsim.sweep(p, tmp_path / "o", **kw)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_numpy_worker_count_is_a_count(tmp_path):
+    """workers=np.int64(2) was refused as 'allowed: an integer >= 1'."""
+    import numpy as np
+
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.runner import check_run
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\nchunk = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ['none']\n")
+    check_run(load_sweep(p), "dask", np.int64(2))

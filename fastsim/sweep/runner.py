@@ -26,7 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from fastsim.api import simulate
-from fastsim.config import SimConfig
+from fastsim.config import SimConfig, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
@@ -151,9 +151,17 @@ def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
     if backend not in BACKENDS:
         raise ConfigError(f"backend={backend!r} is unknown; allowed: {', '.join(BACKENDS)}")
     check_address(address)
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
-                                or workers < 1):
+    if workers is not None and (not is_integer(workers) or workers < 1):
         raise ConfigError(f"workers={workers!r} is invalid; allowed: an integer >= 1")
+    # as the command line refuses --workers and --address without --backend dask: taken
+    # without a word and never used
+    given = [f"{n}={v!r}" for n, v in (("address", address), ("workers", workers)) if v is not None]
+    if backend != "dask" and given:
+        raise ConfigError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to "
+                          "backend='dask' only")
+    if address is not None and workers is not None:
+        raise ConfigError("workers sizes a local cluster; with an address the scheduler's own "
+                          "workers run the chunks")
     if not isinstance(keep_jobs, bool):  # "no" is truthy
         raise ConfigError(f"keep_jobs={keep_jobs!r} is invalid; allowed: True or False")
     check_sweep_memory(grid, keep_jobs, local_workers(backend, address, workers))
