@@ -456,6 +456,10 @@ def test_an_unknown_observe_keyword_is_one_line_naming_the_nearest():
     ({"metric_for_best_model": ""}, "metric_for_best_model = '': allowed: a metric name"),
     ({"k": 3, "policy": "evalstop:k=3"}, "allowed: one of the two"),
     ({"job_id": 1.5}, "job_id"),
+    # k went into the spec as text: "3,scope=all" set the scope, True read policy.k='True'
+    ({"k": "3,scope=all"}, "StopPolicyCallback k = '3,scope=all': allowed: an integer >= 1"),
+    ({"k": True}, "StopPolicyCallback k = True: allowed: an integer >= 1"),
+    ({"k": 2.0}, "StopPolicyCallback k = 2.0: allowed: an integer >= 1"),
 ])
 def test_callback_arguments_are_checked_before_transformers_is_asked_for(monkeypatch, kwargs,
                                                                          needle):

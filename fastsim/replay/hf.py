@@ -99,6 +99,12 @@ class StopPolicyCallback(_TrainerCallback):
                                   + (" (or None: from TrainingArguments, else the metric's name)"
                                      if none_ok else ""))
         if k is not None:
+            # an integer, not text: k="3,scope=all" set the scope through the spec, and
+            # k=True was refused as policy.k='True'
+            k = plain_scalar(k)
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ConfigError(f"{name} k = {k!r}: allowed: an integer >= 1 (consecutive "
+                                  "declines; the earlier name of policy=\"evalstop:k=K\")")
             policy = f"evalstop:k={k}"
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         metric = metric_for_best_model if metric_for_best_model is not None else metric
