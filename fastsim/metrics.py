@@ -21,6 +21,7 @@ and its place among the paired rows).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -136,6 +137,36 @@ def lookup(ref: str) -> Metric:
     raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a @cluster_metric")
 
 
+def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -> None:
+    """``cluster_metric``'s arguments, when declared: percent="no" (truthy) showed the
+    metric times 100 with a %, paired=True labelled its change 'True', and a bound beyond
+    a float's range (10**400) was an OverflowError traceback."""
+    if dtype not in ("float", "int") or aggregate not in ("mean", "none"):
+        raise ConfigError(f"cluster_metric dtype={dtype!r}, aggregate={aggregate!r}; allowed: "
+                          "dtype float or int, aggregate mean or none")
+    for name, value in (("label", label), ("unit", unit), ("paired", paired)):
+        if not isinstance(value, str):
+            raise ConfigError(f"cluster_metric {name}={value!r}; allowed: text"
+                              + (" (the label of its paired change; empty for none)"
+                                 if name == "paired" else ""))
+    if not isinstance(percent, bool):
+        raise ConfigError(f"cluster_metric percent={percent!r}; allowed: True or False")
+    if not (isinstance(bounds, tuple) and len(bounds) == 2
+            and all(isinstance(b, numbers.Real) and not isinstance(b, bool)
+                    and not math.isnan(_as_float(b)) for b in bounds)
+            and bounds[0] < bounds[1]):
+        raise ConfigError(f"cluster_metric bounds={bounds!r}; allowed: a tuple (low, high) of "
+                          "two numbers, low < high (math.inf for none)")
+
+
+def _as_float(x) -> float:
+    """``x`` as a float, NaN where no float holds it (10**400)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.nan
+
+
 def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
                    aggregate: str = "mean", percent: bool = False, paired: str = "",
                    bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
@@ -155,14 +186,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     ...     n = jobs["stopped"].sum(axis=1)
     ...     return (jobs["gpus"] * jobs["stopped"]).sum(axis=1) / np.maximum(n, 1)
     """
-    if dtype not in ("float", "int") or aggregate not in ("mean", "none"):
-        raise ConfigError(f"cluster_metric dtype={dtype!r}, aggregate={aggregate!r}; allowed: "
-                          "dtype float or int, aggregate mean or none")
-    if not (isinstance(bounds, tuple) and len(bounds) == 2
-            and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-            and bounds[0] < bounds[1]):
-        raise ConfigError(f"cluster_metric bounds={bounds!r}; allowed: a tuple (low, high) of "
-                          "two numbers, low < high (math.inf for none)")
+    _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds)
 
     def wrap(fn: Callable) -> Metric:
         name = getattr(fn, "__name__", "")

@@ -1634,3 +1634,23 @@ def test_a_param_its_function_cannot_take_is_refused_when_declared(param, said):
     with pytest.raises(ConfigError) as e:
         scheduler_key(params=[param])(njit(lambda t_est_h, gpus, job_type, arrival_h, a: 0.0))
     assert said in str(e.value) and str(e.value).startswith(f"Param({param.name!r}, ")
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"percent": "no"}, "percent='no'; allowed: True or False"),  # shown x100 with a %
+    ({"paired": True}, "paired=True; allowed: text"),  # its change labelled 'True'
+    ({"label": 5}, "label=5; allowed: text"),
+    ({"bounds": (0, 10**400)}, "bounds=(0, 1000"),  # an OverflowError traceback
+])
+def test_a_metric_declaration_of_the_wrong_kinds_is_refused_in_one_line(kw, said):
+    from fastsim import metrics as M
+
+    with pytest.raises(ConfigError) as e:
+        M.cluster_metric(**kw)
+    assert said in str(e.value) and str(e.value).startswith("cluster_metric ")
+
+
+def test_a_metric_bound_may_be_a_numpy_number():
+    from fastsim import metrics as M
+
+    M.cluster_metric(bounds=(np.int64(0), np.float32(1.0)))  # refused as 'two numbers'
