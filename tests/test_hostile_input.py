@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 import errno
 import json
+import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -608,6 +610,35 @@ def test_reproduce_api_refuses_one_cluster_as_the_command_line_does(tmp_path):
                                           r"cell"):
         reproduce(tmp_path / "r", clusters=1, figures_dir=None, report=None, progress=False)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"formats": "png"}, "formats='png' is invalid; allowed: a list of png, pdf, svg"),
+    ({"formats": ("png", "jpg")}, "formats=('png', 'jpg') is invalid"),
+    ({"progress": "no"}, "progress='no' is invalid; allowed: True or False"),
+    ({"timeout": math.nan}, "timeout=nan is invalid; allowed: seconds > 0"),
+])
+def test_reproduce_api_checks_what_the_command_line_parses(tmp_path, kw, said):
+    """reproduce(formats="png") read the formats letter by letter, and matplotlib refused
+    'p' after every sweep had run; a str out was a TypeError before any check."""
+    from fastsim.sweep.reproduce import reproduce
+
+    out = tmp_path / "r"
+    args = {"clusters": 2, "figures_dir": tmp_path / "f", "report": None, "progress": False,
+            "base_overrides": {"n_jobs": 5}, **kw}
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        reproduce(out, **args)
+    assert not out.exists() and not (tmp_path / "f").exists()
+
+
+def test_reproduce_api_takes_its_paths_as_text(tmp_path):
+    """reproduce("results", ...) was a TypeError ('str' / 'str') before any work."""
+    from fastsim.sweep.reproduce import reproduce
+
+    info = reproduce(str(tmp_path / "r"), clusters=2, figures_dir=None,
+                     report=str(tmp_path / "report.md"), progress=False,
+                     base_overrides={"n_jobs": 5})
+    assert info["rows"] and (tmp_path / "report.md").is_file()
 
 
 # The engine indexes by job type and peak evaluation without bounds checks (an index out

@@ -19,6 +19,7 @@ from pathlib import Path
 PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
                  "jct_cdf", "trajectories")
 FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
+FORMATS = ("png", "pdf", "svg")  # the file formats a figure is drawn in
 EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
 
 

@@ -22,6 +22,7 @@ import polars as pl
 
 import fastsim
 
+from fastsim.config import is_path, is_real
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.resources import shipped
@@ -29,7 +30,7 @@ from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
-from fastsim.sweep.figures import EXTRACTS, PAPER_FIGURES, check_figure_files
+from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
@@ -394,6 +395,8 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
 
     ``base_overrides`` changes workload fields of every sweep (tests use tiny clusters).
     """
+    out, figures_dir, report, formats = _check_args(out, figures_dir, report, formats,
+                                                    progress, timeout)
     sweeps_dir = sweeps_dir or shipped("sweeps")
     grids = {}
     for name in PAPER_SWEEPS:  # expand (validate) everything before running anything
@@ -609,6 +612,28 @@ the detection rows and the system rows can be matched together in this model fam
 
 def default_command(argv: list[str] | None) -> str:
     return "fastsim " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+
+
+def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
+    """``reproduce``'s arguments the command line checks as it parses them, checked before
+    any work; the paths as ``Path``, the formats once each.  Through the Python API a str
+    out was a TypeError, and formats="png" was read letter by letter, refused by
+    matplotlib after every sweep had run."""
+    for name, value, none_ok in (("out", out, False), ("figures_dir", figures_dir, True),
+                                 ("report", report, True)):
+        if not (is_path(value) or (none_ok and value is None)):
+            raise ConfigError(f"{name}={value!r} is invalid; allowed: a path"
+                              + (" or None" if none_ok else ""))
+    if (not isinstance(formats, (tuple, list)) or not formats
+            or not all(isinstance(f, str) and f in FORMATS for f in formats)):
+        raise ConfigError(f"formats={formats!r} is invalid; allowed: a list of "
+                          f"{', '.join(FORMATS)}, as formats=(\"png\", \"pdf\")")
+    if not isinstance(progress, bool):  # "no" is truthy
+        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    if not (is_real(timeout) and 0 < timeout < math.inf):
+        raise ConfigError(f"timeout={timeout!r} is invalid; allowed: seconds > 0")
+    paths = tuple(None if p is None else Path(p) for p in (out, figures_dir, report))
+    return (*paths, tuple(dict.fromkeys(formats)))
 
 
 def check_clusters(clusters: int, name: str = "clusters=") -> int:
