@@ -853,10 +853,13 @@ def _check_param(p: Param) -> None:
         raise ConfigError(f"{where}: lo={p.lo!r} is above hi={p.hi!r}; allowed: lo <= hi")
 
 
-def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:
-    """An int >= 0, or an int parameter that cannot go below 0: a negative lookback would
-    deliver a checkpoint from after the stop (replay), the best one (the engine's sentinel)
-    or fail (the monitor)."""
+def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> str | int:
+    """``lookback`` as declared: an int >= 0 (numpy's as Python's), or an int parameter
+    that cannot go below 0: a negative lookback would deliver a checkpoint from after the
+    stop (replay), the best one (the engine's sentinel) or fail (the monitor)."""
+    from fastsim.config import plain_scalar  # config imports this module
+
+    lookback = plain_scalar(lookback)  # np.int64(1) was refused as 'allowed: an integer'
     ints = [p.name for p in ps if p.kind == "int" and p.lo >= 0]
     if isinstance(lookback, str):
         if lookback not in ints:
@@ -865,6 +868,7 @@ def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> None:
     elif isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 0:
         raise ConfigError(f"lookback={lookback!r}: allowed: an integer >= 0 or the name of an "
                           f"int parameter with lo >= 0 ({ints or 'none declared'})")
+    return lookback
 
 
 SERIES = ("scores", "losses", "attained_h", "t_est_h")  # what a stop policy is given
@@ -944,14 +948,14 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
         _check_words("stop policy", name, label=label, figure_label=figure_label, help=help)
         _check_label(label or (name or fn.__name__), ps, "stop policy")
         need = _min_evals_rule(min_evals, f"{fn.__module__}:{fn.__name__}", ps)
-        _check_lookback(lookback, ps)
+        back = _check_lookback(lookback, ps)
         _check_reads(reads)
         if keep not in ("lookback", "best"):
             raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
                           help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,
-                          ref=ref, lookback=lookback, keep=keep, min_evals=need, reads=tuple(reads))
+                          ref=ref, lookback=back, keep=keep, min_evals=need, reads=tuple(reads))
         _register("policy", decl, name or None)
         return decl
     return wrap

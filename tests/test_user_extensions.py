@@ -962,6 +962,20 @@ def test_a_lookback_that_could_point_after_the_stop_is_refused(lookback, param):
         stop_policy(params=declared, lookback=lookback)(with_n if param else bare)
 
 
+def test_a_numpy_lookback_is_the_integer_it_is():
+    """lookback=np.int64(1) was refused as 'allowed: an integer >= 0'."""
+    from numba import njit
+
+    from fastsim.registry import stop_policy
+
+    @njit
+    def numpy_lookback(scores, losses, attained_h, t_est_h):
+        return 0
+
+    decl = stop_policy(lookback=np.int64(1))(numpy_lookback)
+    assert decl.lookback == 1 and type(decl.lookback) is int
+
+
 @pytest.mark.parametrize("min_evals, said", [
     (lambda v: 1 / 0, r"min_evals\(\{'k': 2, 'scope': 'rlhf'\}\) raised ZeroDivisionError"),
     (lambda v: "three", r"min_evals.* returned 'three'"),  # int() raised ValueError: a traceback
