@@ -400,3 +400,24 @@ def test_ratios_says_when_it_compiles_first(monkeypatch, capsys):
     monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)
     assert main(argv) == 0
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_the_sweep_api_refuses_an_empty_or_missing_path(tmp_path, monkeypatch):
+    """run_costaware_sweep(file, "") wrote its tables into the current directory
+    (Path('') is '.'), as `fastsim costaware sweep --out ''` no longer does; None was a
+    TypeError, and progress='no' was truthy."""
+    from fastsim.costaware.sweep import run_costaware_sweep
+
+    p = tmp_path / "s.toml"
+    p.write_text('name = "t"\nexperiment = "subset"\nreplications = 2\n[base]\nn = 16\n')
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for call, said in ((lambda: run_costaware_sweep(p, ""), "out_dir='' is invalid"),
+                       (lambda: run_costaware_sweep(p, None), "out_dir=None is invalid"),
+                       (lambda: run_costaware_sweep(p, tmp_path / "o", progress="no"),
+                        "progress='no' is invalid"),
+                       (lambda: load_costaware_sweep(None), "path=None is invalid")):
+        with pytest.raises(ConfigError, match=said):
+            call()
+    assert list(here.iterdir()) == [] and not (tmp_path / "o").exists()
