@@ -245,3 +245,24 @@ def test_numpy_integers_are_checked_as_the_numbers_they_are():
         GRPOConfig(prompts=np.int32(2**20), group=np.int32(4096))
     cfg = ProblemConfig(n=np.int32(300), d=np.int64(4), reg=np.float32(0.5))
     assert (cfg, type(cfg.n)) == (ProblemConfig(n=300, d=4, reg=0.5), int)
+
+
+@pytest.mark.parametrize("dist, said", [
+    ({"mine": [0.5, 0.5]}, r"distributions\['mine'\] has shape \(2,\); expected \(32,\)"),
+    ({"mine": -np.ones(32) / 32}, r"distributions\['mine'\] must be finite, >= 0 and sum to 1"),
+    ({"mine": np.full(32, np.nan)}, r"distributions\['mine'\] must be finite"),
+    ({"mine": np.ones(32)}, r"distributions\['mine'\] must be .* sum to 1"),
+    ({"uniform": np.ones(32) / 32}, r"distributions label 'uniform' is invalid"),
+    ([np.ones(32) / 32], r"distributions=list is invalid"),
+])
+def test_run_sgd_refuses_an_explicit_distribution_that_is_none(dist, said):
+    """A vector of another length was a numpy broadcast traceback; a negative, NaN or
+    unnormalised one ran SGD on it and reported its costs without a word."""
+    pr = make_problem(ProblemConfig(n=32, d=2))
+    cfg = SGDConfig(replications=2, strategies=("uniform",), max_steps=100)
+    with pytest.raises(ConfigError, match=said):
+        run_sgd(pr, cfg, progress=False, distributions=dist)
+    with pytest.raises(ConfigError, match=r"cfg=dict is invalid; allowed: a SGDConfig"):
+        run_sgd(pr, {"eps": 0.1})
+    ok = run_sgd(pr, cfg, progress=False, distributions={"mine": np.ones(32) / 32})
+    assert set(ok["strategy"]) == {"uniform", "mine"}

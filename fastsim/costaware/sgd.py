@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
-from fastsim.costaware.sampling import STRATEGIES, sampling_distribution
+from fastsim.costaware.sampling import STRATEGIES, check_probabilities, sampling_distribution
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -91,6 +91,26 @@ def _second_moment_sampled(G, p) -> float:
     return float(nbc.second_moment_nb(np.where(p > 0.0, G, 0.0), p))
 
 
+def explicit_distributions(distributions, problem: Problem,
+                           strategies) -> list[tuple[str, np.ndarray]]:
+    """``distributions`` (label -> probability vector over the problem's samples), each
+    checked: one of another length was a numpy broadcast traceback, and a negative, NaN or
+    unnormalised one ran SGD without a word (draws and importance weights assume a
+    distribution); a label of a strategy also run made two arms of one name."""
+    if distributions is None:
+        return []
+    if not isinstance(distributions, dict):
+        raise ConfigError(f"distributions={type(distributions).__name__} is invalid; allowed: "
+                          "a dict of label -> probability vector")
+    out = []
+    for label, p in distributions.items():
+        if not isinstance(label, str) or not label or label in strategies:
+            raise ConfigError(f"distributions label {label!r} is invalid; allowed: a name "
+                              f"other than the strategies ({', '.join(strategies)})")
+        out.append((label, check_probabilities(p, problem.G.size, f"distributions[{label!r}]")))
+    return out
+
+
 def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = True,
             distributions: dict | None = None) -> pl.DataFrame:
     """Cost to reach ``eps`` for every strategy and replication.
@@ -110,9 +130,14 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     >>> sorted(set(df["strategy"]))
     ['cost_only', 'gradient_norm', 'optimal', 'uniform']
     """
+    for name, value, cls in (("problem", problem, Problem), ("cfg", cfg, SGDConfig)):
+        if not isinstance(value, cls):
+            raise ConfigError(f"{name}={type(value).__name__} is invalid; allowed: a "
+                              f"{cls.__name__}")
+    if not isinstance(progress, bool):  # "no" is truthy
+        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
     runs = [(s, sampling_distribution(problem.G, problem.c, s, cfg.lam)) for s in cfg.strategies]
-    for label, p in (distributions or {}).items():
-        runs.append((label, np.ascontiguousarray(p, dtype=np.float64)))
+    runs += explicit_distributions(distributions, problem, cfg.strategies)
     gap_target = cfg.eps * (problem.f0 - problem.f_star)
     frames = []
     for label, p in progress_bar(runs, desc="cost-aware SGD", enabled=progress, leave=False):
@@ -143,7 +168,7 @@ def predicted_factors(problem: Problem, strategies=STRATEGIES, lam: float = 0.0,
     j_opt = float(nbc.optimal_j_nb(problem.G, problem.c))
     rows = []
     items = [(s, sampling_distribution(problem.G, problem.c, s, lam)) for s in strategies]
-    items += list((distributions or {}).items())
+    items += explicit_distributions(distributions, problem, strategies)
     for label, p in items:
         S = _second_moment_sampled(problem.G, p)
         C = float(nbc.expected_cost_nb(problem.c, p))
