@@ -267,3 +267,27 @@ def test_grpo_intervals_stay_within_what_accuracies_and_ratios_can_be():
     assert t.filter(pl.col("metric").str.contains("saving"))["hi"].max() <= 1
     c = curve_summary(curves)
     assert c["accuracy_lo"].min() >= 0 and c["accuracy_hi"].max() <= 1
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"chunk": -1}, "chunk=-1 is invalid; allowed: an integer >= 1"),  # rows of garbage
+    ({"chunk": 0}, "chunk=0 is invalid"),  # range()'s ValueError
+    ({"progress": "no"}, "progress='no' is invalid"),
+    ({"cfg": {"seeds": 2}}, "cfg=dict is invalid; allowed: a GRPOConfig"),  # AttributeError
+])
+def test_run_grpo_refuses_its_arguments_before_any_seed(kw, said):
+    """chunk=-1 made the loop over seeds empty, and run_grpo returned its uninitialised
+    arrays as accuracies and token counts (4.7e-310, 94581766794017 skipped batches)."""
+    from fastsim.costaware.experiment import run_grpo
+
+    args = {"cfg": GRPOConfig(seeds=2, n_steps=10, n_train=16, n_test=16), "progress": False,
+            **kw}
+    with pytest.raises(ConfigError, match=said):
+        run_grpo(**args)
+
+
+def test_make_problem_refuses_what_is_not_a_problem_config():
+    from fastsim.costaware.sgd import make_problem
+
+    with pytest.raises(ConfigError, match=r"cfg=dict is invalid; allowed: a ProblemConfig"):
+        make_problem({"n": 10})

@@ -24,6 +24,8 @@ import polars as pl
 
 from fastsim.costaware.configs import (ARMS, MAX_CURVE_POINTS, MAX_RESPONSES,  # noqa: F401
                                        GRPOConfig)
+from fastsim.config import is_integer
+from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import grpo as nb
@@ -49,6 +51,15 @@ def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
     >>> df.shape[0], sorted(set(df["arm"]))
     (16, ['cost_aware', 'uniform'])
     """
+    # chunk=-1 gave an empty range of seeds: every row read the uninitialised arrays
+    if not isinstance(cfg, GRPOConfig):
+        raise ConfigError(f"cfg={type(cfg).__name__} is invalid; allowed: a GRPOConfig")
+    if not isinstance(progress, bool):  # "no" is truthy
+        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    if not is_integer(chunk) or chunk < 1:
+        raise ConfigError(f"chunk={chunk!r} is invalid; allowed: an integer >= 1 (seeds a "
+                          "kernel call trains)")
+    chunk = int(chunk)
     E = cfg.n_evals
     n_arms = len(cfg.arms)
     codes = np.array([ARMS.index(a) for a in cfg.arms], np.int64)

@@ -61,6 +61,8 @@ def make_problem(cfg: ProblemConfig = ProblemConfig()) -> Problem:
     >>> pr.A.shape, bool(pr.f_star <= pr.f0), round(float(pr.c.mean()), 6)
     ((32, 3), True, 1.0)
     """
+    if not isinstance(cfg, ProblemConfig):  # a dict was an AttributeError
+        raise ConfigError(f"cfg={type(cfg).__name__} is invalid; allowed: a ProblemConfig")
     kind = PROBLEMS[cfg.kind]
     A = np.empty((cfg.n, cfg.d))
     b = np.empty(cfg.n)
