@@ -75,8 +75,11 @@ def plain_scalar(v: Any) -> Any:
     return v
 
 
-def _plain_fields(obj: Any, names: tuple[str, ...]) -> None:
-    for name in names:
+def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:
+    """``plain`` on the fields ``names`` (default: all) of the frozen dataclass ``obj``,
+    before its checks: products of numpy's fixed-width integers wrap (np.int32(524288) *
+    np.int32(8192) is 0), which a size check then passed."""
+    for name in names if names is not None else tuple(f.name for f in fields(obj)):
         object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
@@ -175,7 +178,7 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         # lists (from TOML/JSON) as tuples so configs stay hashable; numpy scalars as Python's
-        _plain_fields(self, tuple(f.name for f in fields(self)))
+        plain_fields(self)
         self.validate()
         _store_floats(self)
 
@@ -325,7 +328,7 @@ class SchedulerConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        _plain_fields(self, ("backfill", "thresholds_gpu_h"))
+        plain_fields(self, ("backfill", "thresholds_gpu_h"))
         _check(isinstance(self.name, str), "scheduler", self.name, "a scheduler name")
         decl = R.lookup("scheduler", self.name)
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
@@ -398,7 +401,7 @@ class PolicyConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        _plain_fields(self, ("k", "f", "w", "tol"))
+        plain_fields(self, ("k", "f", "w", "tol"))
         _check(isinstance(self.name, str), "policy", self.name, "a policy name")
         decl = R.lookup("policy", self.name)
         for p in (R.K_DECLINES, R.STOP_AT_F, R.PLATEAU_W, R.PLATEAU_TOL, R.SCOPE):

@@ -495,3 +495,14 @@ def test_toy_rlhf_counts_and_numbers_are_not_bools_text_or_fractions(kw):
 
     with pytest.raises(ConfigError, match=f"ToyRLHFConfig.{next(iter(kw))} = "):
         ToyRLHFConfig(**kw)
+
+
+def test_numpy_integers_are_checked_as_the_numbers_they_are():
+    """vocab=np.int16(256) ** length=np.int16(4) wrapped to 0 and passed the check of at
+    most 20000 enumerable responses (2^32 of them)."""
+    with pytest.raises(ConfigError, match=r"vocab\*\*length = 4294967296 responses"):
+        ToyRLHFConfig(vocab=np.int16(256), length=np.int16(4), kl_coefs=(0.0,))
+    cfg = ToyRLHFConfig(n_comparisons=(np.int64(100),), kl_coefs=(0.02,), seeds=(0,),
+                        n_steps=np.int32(30))
+    assert cfg == ToyRLHFConfig(n_comparisons=(100,), kl_coefs=(0.02,), seeds=(0,), n_steps=30)
+    assert type(cfg.n_steps) is int

@@ -7,9 +7,9 @@ modules import the configurations from here, under the same names.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from fastsim.config import is_integer, is_real, plain
+from fastsim.config import is_integer, is_real, plain_fields
 from fastsim.errors import ConfigError
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
@@ -20,14 +20,6 @@ MAX_DESIGN = 50_000_000  # n * d: 0.4 GB of float64 a copy
 # select_subset's exact search (fastsim.costaware.subset), here for the parser's help:
 # 2^22 subsets: about a second; beyond that use the greedy
 EXACT_MAX_N = 22
-
-
-def _plain_fields(cfg) -> None:
-    """Every field of ``cfg`` with numpy scalars as Python's numbers, before the checks:
-    products of numpy's fixed-width integers wrap (n=np.int32(524288) * d=np.int32(8192)
-    is 0), so a size check passed a design of 34 GB."""
-    for f in fields(cfg):
-        object.__setattr__(cfg, f.name, plain(getattr(cfg, f.name)))
 
 
 def _choice(name, value, allowed):
@@ -88,7 +80,7 @@ class ProblemConfig:
     def __post_init__(self):
         from fastsim.costaware.sgd import COST_DISTS, PROBLEMS  # the kernels' codes of each name
 
-        _plain_fields(self)
+        plain_fields(self)  # n=np.int32(524288) * d=np.int32(8192) was 0
         _choice("kind", self.kind, PROBLEMS)
         _positive_int("n", self.n, 2, 1_000_000)
         _positive_int("d", self.d, 1, 10_000)
@@ -139,7 +131,7 @@ class SGDConfig:
         from fastsim.costaware.sampling import check_lam, parse_strategy
         from fastsim.costaware.sgd import STEP_RULES
 
-        _plain_fields(self)
+        plain_fields(self)
         _choice("step", self.step, STEP_RULES)
         _real("eps", self.eps, 0.0, 1.0, lo_open=True)
         _positive_int("max_steps", self.max_steps, 1)
@@ -204,7 +196,7 @@ class GRPOConfig:
     def __post_init__(self):
         from fastsim.costaware.sampling import check_lam
 
-        _plain_fields(self)
+        plain_fields(self)
         _positive_int("seeds", self.seeds, 2, 100_000)
         _positive_int("seed", self.seed, 0)
         _positive_int("n_train", self.n_train, 1, 1_000_000)

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import defaults as D
-from fastsim.config import is_integer, is_real
+from fastsim.config import is_integer, is_real, plain_fields
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
@@ -122,6 +122,7 @@ class ToyRLHFConfig:
     hacking_margin: float = 0.05   # share of the gold gain lost after the peak
 
     def __post_init__(self):
+        plain_fields(self)  # vocab=np.int16(256) ** length=np.int16(4) was 0 responses
         self._check_values()
         if self.n_steps < self.eval_every:  # not in _check_values: a record is read as it is
             raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be at least "
@@ -140,6 +141,7 @@ class ToyRLHFConfig:
         cfg = object.__new__(cls)  # a frozen dataclass: fields set past __init__'s checks
         for f in fields(cls):
             object.__setattr__(cfg, f.name, values.get(f.name, f.default))
+        plain_fields(cfg)
         cfg._check_values()
         return cfg
 
