@@ -431,6 +431,12 @@ def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
     """The arguments of ``simulate``: integers (no bool, no float), in range."""
     if not isinstance(cfg, SimConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
+    check_counts(n_clusters, seed, cluster_start)
+
+
+def check_counts(n_clusters, seed, cluster_start) -> None:
+    """Which clusters to draw (``simulate``, ``generate_workload``): integers (no bool, no
+    float: seed=1.5 drew seed 1's clusters), in range."""
     # compared as Python ints: a numpy scalar (np.int32(3)) compared with 2^63-1 raises
     # OverflowError under numpy's scalar promotion rules, instead of being checked
     if not is_integer(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from fastsim.config import SchedulerConfig, WorkloadConfig
+from fastsim.errors import ConfigError
 from fastsim.kernels.workload import WorkloadParams
 
 OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
@@ -114,6 +115,24 @@ def allocate(n_clusters: int, n_jobs: int, n_evals: int) -> Workload:
     )
 
 
+def check_out(out: Workload, shape: tuple[int, int, int]) -> None:
+    """``out`` holds every array ``allocate(*shape)`` would, of its dtype and shape: the
+    kernel writes each one without bounds checks (a gpus of one row for two clusters was
+    written past its end, into other memory)."""
+    if not isinstance(out, Workload):
+        raise ConfigError(f"out={type(out).__name__} is invalid; allowed: a Workload (allocate)")
+    C, J, E = shape
+    ref = allocate(0, 0, 0)
+    for f in fields(out):
+        a, want = getattr(out, f.name), getattr(ref, f.name)
+        need = (C,) if f.name == "cluster_ids" else (C, J, E) if want.ndim == 3 else (C, J)
+        if not isinstance(a, np.ndarray) or a.dtype != want.dtype or a.shape != need \
+                or not a.flags.c_contiguous or not a.flags.writeable:
+            got = (f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__)
+            raise ConfigError(f"out.{f.name} is {got}; allowed: a writable C-contiguous "
+                              f"{want.dtype} array of shape {need}, as allocate{shape} makes")
+
+
 def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
                       cluster_start: int = 0, out: Workload | None = None,
                       scheduler: SchedulerConfig | None = None) -> Workload:
@@ -139,13 +158,20 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
     True
     """
+    from fastsim.api import check_counts, generate_into  # here: fastsim.api imports this module
+
+    if not isinstance(cfg, WorkloadConfig):
+        raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a WorkloadConfig")
+    if not (scheduler is None or isinstance(scheduler, SchedulerConfig)):
+        raise ConfigError(f"scheduler={scheduler!r} is invalid; allowed: None or a "
+                          "SchedulerConfig")
+    check_counts(n_clusters, seed, cluster_start)
+    n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     if out is None:
         w = allocate(n_clusters, cfg.n_jobs, cfg.n_evals)
-    elif out.gold.shape != (n_clusters, cfg.n_jobs, cfg.n_evals):
-        raise ValueError(f"out has shape {out.gold.shape}, need {(n_clusters, cfg.n_jobs, cfg.n_evals)}")
     else:
+        check_out(out, (n_clusters, cfg.n_jobs, cfg.n_evals))
         w = out
     w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
-    from fastsim.api import generate_into  # here: fastsim.api imports this module
     generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
     return w

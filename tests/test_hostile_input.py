@@ -691,3 +691,28 @@ def test_run_workload_and_run_stages_refuse_a_flag_that_is_not_a_bool(flag):
     for run in (run_workload, run_stages):  # "no" is truthy: it kept the jobs table
         with pytest.raises(ConfigError, match=rf"^{flag}='no' is invalid; allowed: True or False$"):
             run(cfg, w, **{flag: "no"})
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"seed": 1.5}, "seed=1.5 is invalid"),  # drew seed 1's clusters
+    ({"cluster_start": -5}, "cluster_start=-5 is invalid"),  # clusters -5 and -4
+    ({"n_clusters": True}, "n_clusters=True is invalid"),  # numpy's TypeError
+    ({"seed": -1}, "seed=-1 is invalid"),  # an OverflowError
+    ({"scheduler": "fifo"}, "scheduler='fifo' is invalid; allowed: None or a SchedulerConfig"),
+    ({"out": "gpus_one_row"}, "out.gpus is int32 (1, 300); allowed: a writable C-contiguous "
+     "int32 array of shape (2, 300)"),  # written past its end, into other memory
+    ({"out": "gpus_float"}, "out.gpus is float64 (2, 300)"),
+])
+def test_generate_workload_checks_what_it_draws_and_writes_into(kw, said):
+    from fastsim.config import WorkloadConfig
+    from fastsim.workload import allocate, generate_workload
+
+    wc = WorkloadConfig()
+    args = {"n_clusters": 2, **kw}
+    if "out" in kw:
+        out = allocate(2, wc.n_jobs, wc.n_evals)
+        out.gpus = (np.empty((1, wc.n_jobs), np.int32) if kw["out"] == "gpus_one_row"
+                    else np.empty((2, wc.n_jobs)))
+        args["out"] = out
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        generate_workload(wc, **args)
