@@ -1,4 +1,5 @@
 """Replay decisions on fixtures, computed by hand, and the CLI end to end."""
+import re
 import warnings
 from pathlib import Path
 
@@ -534,3 +535,22 @@ def test_summarize_replay_refuses_what_is_not_replays_rows():
         summarize_replay(rows.with_columns(truth_hacking=pl.lit(True)).drop(
             "regret_truth_gold", strict=False))
     assert summarize_replay(rows).height == 1
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda t: t.reverse(), "log.table row 1: job 'a' step 4 is negative or not after"),
+    (lambda t: t.with_columns(step=pl.lit(1)), "row 1: job 'a' step 1 is negative"),
+    (lambda t: t.with_columns(step=pl.col("step") - 10), "row 0: job 'a' step -9"),
+    (lambda t: t.with_columns(score=pl.col("score").cast(pl.String)),
+     "log.table column 'score' is of type String; allowed: a column of numbers"),
+    (lambda t: t.drop("score"), "log.table column 'score' is missing"),
+])
+def test_replay_checks_a_log_built_by_hand(change, said):
+    """An EvalLog built by hand was replayed as given: rows in reverse order decided on the
+    series reversed ('continued' for a job that declines), a repeated step on two
+    evaluations at once, text scores as numbers; no score column was a numpy TypeError."""
+    t = pl.DataFrame({"job_id": ["a"] * 5, "step": [1, 2, 3, 4, 5],
+                      "metric": [.5, .6, .5, .4, .3]}).with_columns(score=pl.col("metric"))
+    assert replay(EvalLog(t, "metric", True), ["evalstop:k=2"])["status"].to_list() == ["stopped"]
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        replay(EvalLog(change(t), "metric", True), ["evalstop:k=2"])

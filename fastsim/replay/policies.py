@@ -318,6 +318,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     if not pols:
         raise ConfigError("no policy given; allowed: e.g. --policy evalstop:k=2")
     _check_labels(pols)
+    _check_log(log)
     t = log.table
     _check_losses(t, pols)
     _check_planned(t, pols)
@@ -337,6 +338,34 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # where no job triggers would write a column of Parquet type null); seeds are labels
     types = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
     return pl.DataFrame(rows, schema_overrides=types | ({"seed": pl.String} if seeded else {}))
+
+
+def _check_log(log) -> None:
+    """``log`` as ``read_logs`` makes it, for one built by hand: replay reads each job's rows
+    in order, so steps out of order decided on the series reversed, a repeated step on two
+    evaluations at once, and text scores were read as numbers; a table that is not one was
+    an AttributeError, and one without its columns a numpy TypeError."""
+    made = "as fastsim.read_logs makes it"
+    if not isinstance(log, EvalLog) or not isinstance(log.table, pl.DataFrame):
+        raise ConfigError(f"log is {type(log).__name__}; allowed: an EvalLog of a polars "
+                          f"DataFrame, {made}")
+    if not isinstance(log.higher_is_better, bool):  # "no" is truthy
+        raise ConfigError(f"log.higher_is_better={log.higher_is_better!r}; allowed: True or False")
+    t = log.table
+    for col, ok, what in (("job_id", lambda d: True, "job ids"),
+                          ("step", lambda d: d.is_integer(), "integers"),
+                          ("score", lambda d: d.is_numeric(), "numbers")):
+        if col not in t.columns or not ok(t.schema[col]):
+            got = f"of type {t.schema[col]}" if col in t.columns else "missing"
+            raise ConfigError(f"log.table column {col!r} is {got}; allowed: a column of {what}, "
+                              f"{made}")
+    bad = t.with_row_index("row").filter(
+        (pl.col("step") < 0) | (pl.col("step").diff().over("job_id") <= 0))
+    if bad.height:
+        r = bad.row(0, named=True)
+        raise ConfigError(f"log.table row {r['row']}: job {r['job_id']!r} step {r['step']} is "
+                          "negative or not after the job's previous row; allowed: steps >= 0, "
+                          f"increasing within each job, {made}")
 
 
 def _check_labels(pols: list[PolicyConfig]) -> None:
