@@ -98,6 +98,7 @@ class SimResult:
 
 def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     """Resolve every job's stop decision (observed data only, except the labelled oracle)."""
+    check_workload(cfg, w)
     d = _decisions((w.n_clusters, w.n_jobs))
     p = cfg.policy
     decl = p.decl
@@ -128,6 +129,22 @@ def _decisions(shape: tuple[int, int]) -> Decisions:
     return Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_),
                      np.empty(shape, np.bool_), np.empty(shape, np.int32),
                      np.empty(shape, np.int32))
+
+
+def check_like(given: Any, made: Any, name: str, maker: str) -> None:
+    """``given`` holds ``made``'s arrays, of their dtypes and shapes: the stage kernels
+    index them by the workload's clusters and jobs without bounds checks (the decisions
+    of one cluster given for four read past their end into the engine's schedule, and
+    the metrics stage crashed the process)."""
+    if type(given) is not type(made):
+        raise ConfigError(f"{name} is {type(given).__name__}; allowed: a "
+                          f"{type(made).__name__}, as {maker} returns")
+    for f in fields(made):
+        a, want = getattr(given, f.name), getattr(made, f.name)
+        if not isinstance(a, np.ndarray) or a.dtype != want.dtype or a.shape != want.shape:
+            got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise ConfigError(f"{name}.{f.name} is {got}; allowed: {want.dtype} {want.shape} "
+                              f"for this workload, as {maker} returns")
 
 
 def _outcome(shape: tuple[int, int], max_segments: int) -> Outcome:
@@ -229,6 +246,7 @@ def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0)
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
     check_workload(cfg, w)
     shape = (w.n_clusters, w.n_jobs)
+    check_like(d, _decisions(shape), "decisions", "decide_stops(cfg, w)")
     end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
     service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
                       w.n_evals, end_service, demote_service, account_from)
@@ -397,7 +415,11 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
 def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Accounting, np.ndarray]:
     """The metrics stage on its own: accounting ``[C, J]`` and ``out[N_METRICS, C]``
     (what ``pipeline_nb`` computes in its pass; for the stage-by-stage path)."""
+    check_workload(cfg, w)
     shape = (w.n_clusters, w.n_jobs)
+    check_like(d, _decisions(shape), "decisions", "decide_stops(cfg, w)")
+    segments = o.seg_job.shape[1] if isinstance(o, Outcome) and o.seg_job.ndim == 2 else 0
+    check_like(o, _outcome(shape, segments), "outcome", "run_engine(cfg, w, d)")
     acc = Accounting(np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, np.bool_))
     accounting_nb(w.gold, w.peak_eval, w.hacking, w.gpus, o.held_after_h, d.in_scope, d.stopped,
                   d.demoted, d.delivered_eval, acc.delivered_gold, acc.best_gold,

@@ -716,3 +716,24 @@ def test_generate_workload_checks_what_it_draws_and_writes_into(kw, said):
         args["out"] = out
     with pytest.raises(ConfigError, match=re.escape(said)):
         generate_workload(wc, **args)
+
+
+def test_the_stages_refuse_decisions_or_outcomes_of_another_workload():
+    """run_engine(cfg, w, decide_stops(cfg, one_cluster)) read past the decisions' end into
+    the schedule of the other clusters, and account() with them crashed the process."""
+    from fastsim.api import account, decide_stops, run_engine
+    from fastsim.config import SimConfig
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
+    w = generate_workload(cfg.workload, 4, seed=1)
+    one = w.take([0])
+    d_one, d = decide_stops(cfg, one), decide_stops(cfg, w)
+    with pytest.raises(ConfigError, match=re.escape(
+            "decisions.in_scope is bool (1, 20); allowed: bool (4, 20) for this workload")):
+        run_engine(cfg, w, d_one)
+    with pytest.raises(ConfigError, match=re.escape("outcome.start_h is float64 (1, 20)")):
+        account(cfg, w, d, run_engine(cfg, one, d_one))
+    with pytest.raises(ConfigError, match=r"decisions is dict; allowed: a Decisions"):
+        run_engine(cfg, w, {})
+    assert account(cfg, w, d, run_engine(cfg, w, d))[1].shape[1] == 4
