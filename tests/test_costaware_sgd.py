@@ -266,3 +266,20 @@ def test_run_sgd_refuses_an_explicit_distribution_that_is_none(dist, said):
         run_sgd(pr, {"eps": 0.1})
     ok = run_sgd(pr, cfg, progress=False, distributions={"mine": np.ones(32) / 32})
     assert set(ok["strategy"]) == {"uniform", "mine"}
+
+
+def test_what_is_not_a_problem_or_runs_is_refused_in_one_line():
+    """subset_report(G-list, ...) and run_sgd(None, ...) were AttributeErrors, and
+    summarize_sgd of another table a Polars ColumnNotFoundError."""
+    import polars as pl
+
+    from fastsim.costaware.sgd import summarize_sgd
+    from fastsim.costaware.subset import subset_report
+
+    pr = make_problem(ProblemConfig(n=32, d=2))
+    with pytest.raises(ConfigError, match=r"^problem=list is invalid; allowed: a Problem"):
+        subset_report([1.0, 2.0], [0.1])
+    with pytest.raises(ConfigError, match=r"^problem=NoneType is invalid"):
+        run_sgd(None, SGDConfig(replications=2))
+    with pytest.raises(ConfigError, match=r"runs has no column 'strategy'; allowed: the rows"):
+        summarize_sgd(pl.DataFrame({"a": [1]}), pr)

@@ -93,6 +93,13 @@ def _second_moment_sampled(G, p) -> float:
     return float(nbc.second_moment_nb(np.where(p > 0.0, G, 0.0), p))
 
 
+def check_problem(problem) -> None:
+    """``problem`` is ``make_problem``'s (another object was an AttributeError)."""
+    if not isinstance(problem, Problem):
+        raise ConfigError(f"problem={type(problem).__name__} is invalid; allowed: a Problem, "
+                          "as make_problem returns")
+
+
 def explicit_distributions(distributions, problem: Problem,
                            strategies) -> list[tuple[str, np.ndarray]]:
     """``distributions`` (label -> probability vector over the problem's samples), each
@@ -132,10 +139,9 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     >>> sorted(set(df["strategy"]))
     ['cost_only', 'gradient_norm', 'optimal', 'uniform']
     """
-    for name, value, cls in (("problem", problem, Problem), ("cfg", cfg, SGDConfig)):
-        if not isinstance(value, cls):
-            raise ConfigError(f"{name}={type(value).__name__} is invalid; allowed: a "
-                              f"{cls.__name__}")
+    check_problem(problem)
+    if not isinstance(cfg, SGDConfig):
+        raise ConfigError(f"cfg={type(cfg).__name__} is invalid; allowed: a SGDConfig")
     if not isinstance(progress, bool):  # "no" is truthy
         raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
     runs = [(s, sampling_distribution(problem.G, problem.c, s, cfg.lam)) for s in cfg.strategies]
@@ -209,6 +215,11 @@ def _reached_columns(mine: pl.DataFrame) -> dict:
             "cost_units_mean": e.mean, "cost_units_lo": e.lo, "cost_units_hi": e.hi}
 
 
+# what summarize_sgd reads of run_sgd's rows
+RUN_COLUMNS = ("strategy", "replication", "cost_units", "steps", "reached",
+               "cost_units_at_cap")
+
+
 def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
                   distributions: dict | None = None, baseline: str = "optimal") -> pl.DataFrame:
     """Per strategy: the share of runs reaching ``eps`` (exact binomial CI), the median
@@ -218,6 +229,12 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     ``J / J(baseline)``.  The pooled ratio, like the mean, is given only when every
     replication of both strategies reached ``eps``: over the pairs that did, it would
     drop the slowest runs, unevenly between the two."""
+    check_problem(problem)
+    missing = ([c for c in RUN_COLUMNS if c not in runs.columns]
+               if isinstance(runs, pl.DataFrame) else ["strategy"])
+    if missing:  # a Polars ColumnNotFoundError
+        raise ConfigError(f"summarize_sgd(): runs has no column {missing[0]!r}; allowed: the "
+                          "rows of run_sgd")
     ran = set(runs["strategy"].unique())
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]

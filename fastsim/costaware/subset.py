@@ -161,6 +161,9 @@ def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
     share kept, and the bias actually paid ``excess_loss = f(x*_K) - f*``, where
     ``x*_K`` minimises what SGD on ``K`` converges to, ``(1/n) sum_K f_i``.
     """
+    from fastsim.costaware.sgd import check_problem  # the SGD module, loaded for its problems
+
+    check_problem(problem)
     gammas = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
     methods = check_choices(methods, "methods", "greedy, exact")
     rows = []
