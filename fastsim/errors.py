@@ -92,10 +92,12 @@ def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
 
 def readonly(a: np.ndarray) -> np.ndarray:
     """A view user code cannot write through (what it reads is shared by both arms of a
-    run, and reused between chunks)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
+    run, and reused between chunks).  Made over a read-only buffer: a plain view's flag
+    could be set back (``x.flags.writeable = True``, numpy allows it while the array it
+    views is writable), and a metric that did so rewrote the per-job table."""
+    import numpy as np  # here: the command line imports this module before numpy
+
+    return np.asarray(memoryview(a).toreadonly())
 
 
 def import_hint(module: str, exc: Exception) -> str:

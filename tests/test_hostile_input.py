@@ -737,3 +737,21 @@ def test_the_stages_refuse_decisions_or_outcomes_of_another_workload():
     with pytest.raises(ConfigError, match=r"decisions is dict; allowed: a Decisions"):
         run_engine(cfg, w, {})
     assert account(cfg, w, d, run_engine(cfg, w, d))[1].shape[1] == 4
+
+
+def test_an_extract_cannot_make_the_per_job_arrays_writable_again():
+    """A read-only view's flag could be set back (numpy allows it on a view of writable
+    memory): an extract that did so and sorted jct_h in place reordered the per-job table
+    returned beside it."""
+    from fastsim.config import SimConfig
+
+    def sort_in_place(jobs):
+        x = jobs["jct_h"]
+        x.flags.writeable = True
+        x.sort(axis=1)
+        return 0
+
+    cfg = SimConfig.from_specs("fifo", "none", n_jobs=10)
+    with pytest.raises(ConfigError, match="extract sort_in_place failed: ValueError: cannot "
+                                          "set WRITEABLE flag"):
+        simulate(cfg, 3, keep_jobs=True, extract=sort_in_place)

@@ -682,6 +682,14 @@ def complex_values(jobs):
 
 
 @cluster_metric()
+def rewritable(jobs):
+    x = jobs["jct_h"]
+    x.flags.writeable = True  # numpy allowed it on a view of writable memory
+    x[:] = 0.0
+    return jobs["gpus"].sum(axis=1) * 1.0
+
+
+@cluster_metric()
 def text_values(jobs):
     return np.full(jobs["gpus"].shape[0], "1.5")
 
@@ -739,6 +747,9 @@ def hostile_dir(tmp_path_factory):
      "allowed: values in its declared bounds [0.0, 1.0]"),
     # the imaginary part was dropped, after numpy's ComplexWarning
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
+    # it set its view writable again and zeroed the per-job table's JCTs, exit 0
+    (["--metric", "toy_hostile_user:rewritable"], "metric rewritable failed: ValueError: "
+     "cannot set WRITEABLE flag to True of this array"),
     # numpy's cast read the text "1.5" as 1.5, None as NaN and a datetime as its count
     (["--metric", "toy_hostile_user:text_values"], "metric text_values returned values of "
      "dtype <U3; allowed: real numbers, one per cluster"),
