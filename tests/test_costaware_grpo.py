@@ -291,3 +291,13 @@ def test_make_problem_refuses_what_is_not_a_problem_config():
 
     with pytest.raises(ConfigError, match=r"cfg=dict is invalid; allowed: a ProblemConfig"):
         make_problem({"n": 10})
+
+
+def test_no_advantages_is_refused_as_none():
+    """cost_aware_probs([], []) was refused as 'all advantages are zero (every group has
+    identical rewards)', and cost_aware_draw([], [], 1) as 'batch_size=1 must be an integer
+    from 1 to 0'."""
+    for call in (lambda: cost_aware_probs([], []), lambda: cost_aware_draw([], [], 1)):
+        with pytest.raises(ConfigError, match=r"^advantages is empty; allowed: the advantages "
+                                              r"of one or more responses$"):
+            call()

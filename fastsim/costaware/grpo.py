@@ -79,6 +79,18 @@ def _lengths(lengths, n: int) -> np.ndarray:
     return x
 
 
+def _advantages(advantages) -> np.ndarray:
+    """The advantages as one flat float64 array: finite, at least one (none was refused
+    as 'all advantages are zero', or as a batch_size beyond 0 responses)."""
+    a = real_array(advantages, "advantages").reshape(-1)
+    if a.size == 0:
+        raise ConfigError("advantages is empty; allowed: the advantages of one or more "
+                          "responses")
+    if not np.isfinite(a).all():
+        raise ConfigError("advantages contain NaN or inf")
+    return a
+
+
 def group_advantages(rewards) -> np.ndarray:
     """Group-normalised advantages ``(r - mean) / std`` per row; rows of equal rewards -> 0.
 
@@ -108,9 +120,7 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     >>> cost_aware_probs([1.0, -1.0, 0.0], [1.0, 4.0, 1.0], lam=0.0).round(4).tolist()
     [0.6667, 0.3333, 0.0]
     """
-    a = real_array(advantages, "advantages").reshape(-1)
-    if not np.isfinite(a).all():
-        raise ConfigError("advantages contain NaN or inf")
+    a = _advantages(advantages)
     lens = _lengths(lengths, a.size)
     lam = check_lam(lam)
     floor = check_nonnegative(floor, "floor")
@@ -155,6 +165,7 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     [0.6667, 0.3333, 0.0, 0.0]
     """
     adv = real_array(advantages, "advantages")
+    _advantages(adv)
     _draw_args(batch_size, seed, step, adv.size)
     if isinstance(process, bool) or not isinstance(process, (int, np.integer)) \
             or not 0 <= process < 2**31:
