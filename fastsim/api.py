@@ -26,8 +26,8 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, is_integer,
-                            parse_baseline)
+from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
+                            is_integer, parse_baseline)
 from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
@@ -104,6 +104,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     decl = p.decl
     scope_all = p.scope == "all"
     if decl.user is not None:
+        check_code(p, "policy")
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
         back = -1 if decl.keep == "best" else back
@@ -283,6 +284,7 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     decl = cfg.scheduler.decl
     if decl.user is None:
         return w.t_est_h
+    check_code(cfg.scheduler, "scheduler")
     keys = np.empty(w.t_est_h.shape)
     with user_code("scheduler key", decl.name):
         user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h,

@@ -307,6 +307,14 @@ def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str,
     return tuple(out)
 
 
+def check_code(part: "SchedulerConfig | PolicyConfig", what: str) -> None:
+    """The user declaration ``part`` names still has the source ``part`` was made with: a
+    script or notebook that declares the function again ran the new code under the
+    config (and cell id) of the old, without a word."""
+    if part.impl:
+        _check_impl(part.decl, part.impl, what)
+
+
 def _check_impl(decl: R.Declaration, impl: str, what: str) -> None:
     if impl and impl != decl.impl:
         raise ConfigError(f"{what}={decl.name!r}: its source here (hash {decl.impl}) differs from "

@@ -1679,3 +1679,37 @@ def test_a_metric_bound_may_be_a_numpy_number():
     from fastsim import metrics as M
 
     M.cluster_metric(bounds=(np.int64(0), np.float32(1.0)))  # refused as 'two numbers'
+
+
+def test_a_config_made_before_its_policy_was_declared_again_is_refused(tmp_path, monkeypatch):
+    """A notebook cell that declares a policy again (or a module reloaded) replaced the
+    code a config made before names: simulate ran the new trigger under the old config
+    (its impl hash, hence its sweep cell), and the monitor and replay did the same."""
+    import importlib
+
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import parse_policy
+
+    src = ("from numba import njit\nfrom fastsim.registry import stop_policy, scheduler_key\n"
+           "@stop_policy()\n@njit\ndef mine(scores, losses, attained_h, t_est_h):\n"
+           "    return {policy}\n"
+           "@scheduler_key()\n@njit\ndef key(t_est_h, gpus, job_type, arrival_h):\n"
+           "    return {key}\n")
+    mod = tmp_path / "toy_redeclared.py"
+    mod.write_text(src.format(policy="0", key="t_est_h"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_redeclared
+
+    cfg = SimConfig.from_specs("toy_redeclared:key", "toy_redeclared:mine", n_jobs=10)
+    simulate(cfg, 2)
+    mod.write_text(src.format(policy="2 if scores.shape[0] >= 2 else 0", key="-t_est_h"))
+    importlib.reload(toy_redeclared)
+    for call in (lambda: simulate(cfg, 2), lambda: StopMonitor(cfg.policy),
+                 lambda: parse_policy(cfg.policy),
+                 lambda: simulate(cfg.with_policy("none"), 2)):
+        with pytest.raises(ConfigError, match=r"'toy_redeclared:(mine|key)': its source here "
+                                              r"\(hash \w+\) differs from the one the config "
+                                              r"was made with"):
+            call()
+    fresh = SimConfig.from_specs("toy_redeclared:key", "toy_redeclared:mine", n_jobs=10)
+    assert simulate(fresh, 2).clusters.height == 2

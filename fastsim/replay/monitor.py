@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fastsim import registry as R
-from fastsim.config import MAX_EVALS, PolicyConfig, plain_scalar
+from fastsim.config import MAX_EVALS, PolicyConfig, check_code, plain_scalar
 from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
@@ -243,6 +243,7 @@ class StopMonitor:
             raise ConfigError(f"StopMonitor policy = {policy!r}: allowed: a policy spec "
                               "(\"evalstop:k=2\") or a PolicyConfig")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
+        check_code(p, "policy")
         d = p.decl
         # numpy's numbers and bools are numbers and bools: np.float32(0.1), np.bool_(True)
         threshold, higher_is_better = plain_scalar(threshold), plain_scalar(higher_is_better)

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import registry as R
-from fastsim.config import PolicyConfig, plain_scalar
+from fastsim.config import PolicyConfig, check_code, plain_scalar
 from fastsim.errors import ConfigError, readonly, user_code
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
@@ -36,6 +36,7 @@ def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
     'evalstop(k=3)[scope=all]'
     """
     if isinstance(spec, PolicyConfig):
+        check_code(spec, "policy")
         return spec
     name, params = R.parse_spec(spec, "policy")  # ``module:function`` has a colon too
     if "scope" not in params:
