@@ -155,6 +155,24 @@ def test_resumed_training_carries_on_from_the_checkpoint_log(tmp_path):
     assert cb.decision.stop and cb.keep_step == 5
 
 
+@pytest.mark.parametrize("step", [True, -5, 2.5])
+def test_a_resumed_log_entry_at_no_step_is_skipped_with_a_warning(tmp_path, step):
+    """A resumed run's log_history entry whose step is a bool or negative raised a
+    ConfigError inside the Trainer and ended training, where every other reading the
+    monitor cannot use is warned about and skipped."""
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=3", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"eval_loss": 1.0, "step": 5}, {"eval_loss": 9.0, "step": step},
+                         {"eval_loss": 1.1, "step": 10}, {"eval_loss": 1.2, "step": 15}]
+    with pytest.warns(UserWarning, match=f"entry at step {step!r} is skipped; allowed: "
+                      "steps that are integers >= 0"):
+        cb.on_train_begin(args, state, control)
+    assert not control.should_training_stop and cb.decision.decline_run == 2
+
+
 def test_resuming_a_run_whose_log_holds_the_stop_stops_again(tmp_path):
     from fastsim.replay.hf import StopPolicyCallback
 

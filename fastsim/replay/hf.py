@@ -50,6 +50,14 @@ except ImportError:  # the optional extra is missing: the class exists, instance
     _TrainerCallback = object
 
 
+
+def _is_step(step) -> bool:
+    """A Trainer step as ``log_history`` holds one: True is an int to Python, and a negative
+    step, which the monitor refuses, ended training from inside it on a resumed run, where
+    any other reading it cannot use is warned about and skipped."""
+    return isinstance(step, int) and not isinstance(step, bool) and step >= 0
+
+
 class StopPolicyCallback(_TrainerCallback):
     """Stop a ``transformers.Trainer`` run when a stop policy triggers on an evaluation metric.
 
@@ -163,7 +171,11 @@ class StopPolicyCallback(_TrainerCallback):
         history = getattr(state, "log_history", None) or []
         loss = math.nan
         for entry in history:
-            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+            if not isinstance(entry, dict) or not _is_step(entry.get("step")):
+                if isinstance(entry, dict) and "step" in entry:  # a reading: say it is skipped
+                    warnings.warn(f"{type(self).__name__}: log_history entry at step "
+                                  f"{entry['step']!r} is skipped; allowed: steps that are "
+                                  "integers >= 0", stacklevel=2)
                 continue
             if entry["step"] > state.global_step:
                 break
