@@ -285,13 +285,29 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     if decl.user is None:
         return w.t_est_h
     check_code(cfg.scheduler, "scheduler")
-    keys = np.empty(w.t_est_h.shape)
+    keys, params = np.empty(w.t_est_h.shape), tuple(v for _, v in cfg.scheduler.params)
     with user_code("scheduler key", decl.name):
-        user_keys_driver(decl.user)(tuple(v for _, v in cfg.scheduler.params), w.t_est_h,
-                                    w.gpus, w.job_type, w.arrival_h, keys)
+        user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
+    _check_integer_keys(decl, params, keys, w)
     return keys
+
+
+def _check_integer_keys(decl, params: tuple, keys: np.ndarray, w: Workload) -> None:
+    """The engine orders by float64 keys: integers beyond 2^53 collapse there (2^62 + 1 and
+    2^62 + 2 are one float), so a key of them ran its jobs by arrival alone, silently."""
+    if keys.size == 0 or not np.any(np.abs(keys[np.isfinite(keys)]) > 2.0**53):
+        return
+    c, j = np.unravel_index(int(np.argmax(np.where(np.isfinite(keys), np.abs(keys), 0))),
+                            keys.shape)
+    with user_code("scheduler key", decl.name):  # the job's own key, as the driver typed it
+        one = decl.user(w.t_est_h[c, j], w.gpus[c, j], w.job_type[c, j], w.arrival_h[c, j],
+                        *params)
+    if isinstance(one, (int, np.integer)):
+        raise ConfigError(f"scheduler {decl.name} returned the integer key {int(one)}, beyond "
+                          "2^53, where float64 keys no longer order integers exactly; allowed: "
+                          "integer keys within +-2^53, or float keys")
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,

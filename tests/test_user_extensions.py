@@ -619,6 +619,12 @@ def raising_key(t_est_h, gpus, job_type, arrival_h):
     raise ValueError("boom")
 
 
+@scheduler_key()
+@njit
+def huge_int_key(t_est_h, gpus, job_type, arrival_h):
+    return np.int64(2**62) + gpus  # every job the same float64: scheduled by arrival alone
+
+
 @stop_policy(params=[])
 @njit
 def raising_policy(scores, losses, attained_h, t_est_h):
@@ -727,6 +733,10 @@ def hostile_dir(tmp_path_factory):
     (["--policy", "toy_hostile_user:flatten"], "stop policy toy_hostile_user:flatten failed"),
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
     (["--scheduler", "toy_hostile_user:raising_key"], "toy_hostile_user:raising_key failed"),
+    (["--scheduler", "toy_hostile_user:huge_int_key"], "scheduler toy_hostile_user:huge_int_key returned the "
+     "integer key 46116860184273879"),
+    (["--scheduler", "toy_hostile_user:huge_int_key"], ", beyond 2^53, where float64 keys no "
+     "longer order integers exactly; allowed: integer keys within +-2^53, or float keys"),
     (["--policy", "toy_hostile_user:raising_policy"],
      "raising_policy failed: ValueError: policy boom"),  # its own message, from a parallel kernel
     (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
