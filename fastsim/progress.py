@@ -39,13 +39,15 @@ def _interactive(stream) -> bool:
 def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
     """A ``tqdm`` bar on stderr (``disable=not enabled``); in a log, lines (see above)."""
     import tqdm
-    import tqdm.auto
 
-    stream = kwargs.pop("file", sys.stderr)
+    stream, bar = kwargs.pop("file", sys.stderr), tqdm.tqdm
     if enabled and not _interactive(stream):
         kwargs.update(file=_Lines(stream), mininterval=LOG_INTERVAL, dynamic_ncols=False,
                       ncols=LOG_WIDTH, ascii=True)
-        bar = tqdm.tqdm  # the plain bar: tqdm.auto's notebook widget is not text
     else:
-        kwargs["file"], bar = stream, tqdm.auto.tqdm
+        kwargs["file"] = stream
+        if "ipykernel" in sys.modules:  # a notebook's widget (tqdm.auto imports IPython)
+            import tqdm.auto
+
+            bar = tqdm.auto.tqdm
     return bar(iterable, disable=not enabled, **kwargs)
