@@ -641,6 +641,24 @@ def test_reproduce_api_takes_its_paths_as_text(tmp_path):
     assert info["rows"] and (tmp_path / "report.md").is_file()
 
 
+@pytest.mark.parametrize("overrides", [[1], "n_jobs=5", 5])
+def test_base_overrides_that_are_no_dict_are_refused(tmp_path, overrides):
+    """reproduce(..., base_overrides=[1]) and load_sweep(..., base_overrides=[1]) were a
+    TypeError traceback ('dict' and 'list' cannot be merged)."""
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.reproduce import reproduce
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[axes]\nk = [1, 2]\n")
+    said = f"base_overrides={overrides!r} is invalid; allowed: a dict"
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_sweep(p, base_overrides=overrides)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        reproduce(tmp_path / "r", clusters=2, figures_dir=None, report=None, progress=False,
+                  base_overrides=overrides)
+    assert not (tmp_path / "r").exists()
+
+
 # The engine indexes by job type and peak evaluation without bounds checks (an index out
 # of range read other memory, or wrapped to the last evaluation), truncated a float GPU
 # demand, and failed inside Polars or by AttributeError on a missing or ill-shaped array.

@@ -360,6 +360,9 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         raise _fail(source, "[base] must be a table of field = value")
     if not isinstance(axes, dict):
         raise _fail(source, "[axes] must be a table of field = [values]")
+    if base_overrides is not None and not isinstance(base_overrides, dict):
+        raise ConfigError(f"base_overrides={base_overrides!r:.60} is invalid; allowed: a dict "
+                          "of [base] field = value, or None")
     base = {**base, **(base_overrides or {})}
     for section, table in (("base", base), ("axes", axes)):
         for key in table:
