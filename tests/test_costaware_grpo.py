@@ -92,6 +92,9 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: cost_aware_probs([1.0, -1.0], ["x", 1]), "lengths must be numbers"),
     (lambda: group_advantages([["x", "y"]]), "rewards must be numbers"),
     (lambda: cost_aware_draw([1.0, None], [1, 1], 2), "advantages must be numbers"),
+    # a length or advantage of True was read as 1 (pass/fail rewards stay allowed)
+    (lambda: cost_aware_probs([True, False], [1, 1]), "advantages must be numbers, got True"),
+    (lambda: cost_aware_probs([1.0, -1.0], [True, 1]), "lengths must be numbers, got True"),
     (lambda: GRPOConfig(group=1), "group=1"),
     # sizes that would allocate tens of GB (or fail inside the kernel) are refused up front
     (lambda: GRPOConfig(n_train=10**12),
@@ -301,3 +304,9 @@ def test_no_advantages_is_refused_as_none():
         with pytest.raises(ConfigError, match=r"^advantages is empty; allowed: the advantages "
                                               r"of one or more responses$"):
             call()
+
+
+def test_pass_fail_rewards_may_be_bools():
+    """A 0/1 reward is a bool reward; only gradient bounds, costs, lengths, advantages and
+    probabilities refuse True and False."""
+    assert np.array_equal(group_advantages([[True, False]]), group_advantages([[1.0, 0.0]]))

@@ -112,6 +112,12 @@ def test_draws_follow_p_and_skip_zero_mass():
     (lambda: sampling_distribution([1.0, 1.0], [None, 1.0]), "costs must be numbers"),
     (lambda: sampling_distribution([1.0, 1j], [1.0, 1.0]), "gradient_bounds must be numbers"),
     (lambda: second_moment([1.0, 1.0], ["0.5", "0.5"]), "p must be numbers"),
+    # bools were read as 1 and 0 without a word
+    (lambda: sampling_distribution([True, False], [1.0, 1.0]), "gradient_bounds must be "
+     "numbers, got True or False"),
+    (lambda: sampling_distribution([1.0, 1.0], [True, 2.0]), "costs must be numbers, got True"),
+    (lambda: sampling_distribution(np.array([True, True]), [1.0, 1.0]), "gradient_bounds"),
+    (lambda: second_moment([1.0, 1.0], [False, True]), "p must be numbers, got True"),
 ])
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):

@@ -59,7 +59,7 @@ class GRPOBatch:
 
 
 def _rewards(rewards) -> np.ndarray:
-    r = real_array(rewards, "rewards")
+    r = real_array(rewards, "rewards", bools=True)  # pass/fail rewards
     if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 2:
         raise ConfigError(f"rewards must be a 2-D array (prompts, group) with a group of at "
                           f"least 2 responses, got shape {r.shape}")

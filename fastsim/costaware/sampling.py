@@ -83,14 +83,26 @@ def check_choices(values, field: str, allowed: str) -> list:
     return list(values)
 
 
-def real_array(values, field: str) -> np.ndarray:
+def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     """``values`` as a contiguous float64 array; text, None or complex numbers among them
     raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
-    traceback, 'could not convert string to float')."""
+    traceback, 'could not convert string to float').  Bools are refused unless ``bools``
+    (a 0/1 reward is one; a gradient bound or cost of True was read as 1 without a word)."""
     x = np.asarray(values)
     if x.dtype.kind not in "biuf":
         raise ConfigError(f"{field} must be numbers, got {x.dtype} values")
+    if not bools and (x.dtype.kind == "b" or _holds_bool(values)):
+        raise ConfigError(f"{field} must be numbers, got True or False; allowed: ints or "
+                          "floats")
     return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def _holds_bool(values) -> bool:
+    """Whether a (nested) list or tuple holds a bool, which numpy casts to 1 or 0 beside
+    other numbers ([True, 2.0] is a float64 array)."""
+    if isinstance(values, (list, tuple)):
+        return any(_holds_bool(v) for v in values)
+    return isinstance(values, (bool, np.bool_))
 
 
 def check_costs(c, field: str = "costs") -> np.ndarray:
