@@ -202,6 +202,31 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
         if bad is not None and bad.any():
             raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), bad)}; "
                               f"allowed: {allowed}")
+    _check_resolution(w)
+
+
+# A run time must stay a run time on the engine's float64 clock: one below the clock's
+# resolution where the job runs vanished (1e-300 h at arrival 1e6 h: JCT 0.0, exit 0).
+# 2^-32 of the cluster's time scale keeps its run time to 2^-20 (six digits).
+RESOLUTION = 2.0**-32
+
+
+def _check_resolution(w: Workload) -> None:
+    """``ConfigError`` naming the first run time too small for its cluster's clock."""
+    if w.n_jobs == 0:
+        return
+    arr, dur = w.arrival_h, w.duration_h
+    # every time the engine reaches in a row is at most this large in magnitude
+    scale = np.abs(arr).max(axis=1) + dur.sum(axis=1)
+    low = dur.min(axis=1) < scale * RESOLUTION
+    if low.any():
+        c = int(np.argmax(low))
+        j = int(np.argmin(dur[c]))
+        raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is {float(dur[c, j])!r}; "
+                          f"allowed: at least 2^-32 of the cluster row's time scale (its "
+                          f"largest arrival plus all run times, {scale[c]:.6g} h: >= "
+                          f"{scale[c] * RESOLUTION:.3g} h), so the float64 clock keeps a run "
+                          "time to six digits")
 
 
 # The kind of number each array holds (the engine indexes by the integer ones and reads

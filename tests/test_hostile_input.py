@@ -687,6 +687,23 @@ def test_a_hand_built_workload_of_wrong_kinds_or_indices_is_refused(name, value,
         assert needle in str(e.value)
 
 
+def test_a_run_time_below_the_clocks_resolution_is_refused():
+    """A hand-built job of 1e-300 h arriving at 1e6 h ran with JCT 0.0, exit 0: its run
+    time vanished in arrival + duration."""
+    from fastsim.api import run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2")
+    w = generate_workload(cfg.workload, 2, seed=2)
+    arr, dur = w.arrival_h.copy(), w.duration_h.copy()
+    arr[1] += 1e6
+    dur[1, 3] = 1e-300
+    with pytest.raises(ConfigError, match=r"^workload.duration_h at cluster row 1, job 3 is "
+                       r"1e-300; allowed: at least 2\^-32 of the cluster row's time scale"):
+        run_workload(cfg, w.with_arrays(arrival_h=arr, duration_h=dur))
+    run_workload(cfg, w.with_arrays(arrival_h=arr))  # late arrivals alone are fine
+
+
 def test_run_workload_refuses_what_is_not_a_config_or_workload():
     from fastsim.api import run_workload
     from fastsim.workload import generate_workload
