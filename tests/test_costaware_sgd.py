@@ -283,3 +283,13 @@ def test_what_is_not_a_problem_or_runs_is_refused_in_one_line():
         run_sgd(None, SGDConfig(replications=2))
     with pytest.raises(ConfigError, match=r"runs has no column 'strategy'; allowed: the rows"):
         summarize_sgd(pl.DataFrame({"a": [1]}), pr)
+
+
+def test_max_steps_beyond_the_cap_is_refused():
+    """SGDConfig(max_steps=2**62) with an eps out of reach was a run that never ended."""
+    from fastsim.costaware.configs import MAX_SGD_STEPS
+
+    with pytest.raises(ConfigError, match=r"^max_steps=4611686018427387904 must be an integer "
+                       r"\[1, 1000000000\]$"):
+        SGDConfig(max_steps=2**62)
+    assert SGDConfig(max_steps=MAX_SGD_STEPS).max_steps == MAX_SGD_STEPS

@@ -103,6 +103,12 @@ class ProblemConfig:
                               "use reg > 0")
 
 
+#: steps a SGD run may take: a run takes roughly 10^7 steps a second a core at d = 8 (fewer
+#: as d grows), so 10^9 is minutes a run and hours for a default 64 replications x 4
+#: strategies when ``eps`` is out of reach; 2^62 was a run that never ended
+MAX_SGD_STEPS = 1_000_000_000
+
+
 @dataclass(frozen=True)
 class SGDConfig:
     """How SGD runs: step-size rule, target error and replications.
@@ -111,9 +117,9 @@ class SGDConfig:
     ----------
     step : "strongly_convex" (``eta_t = 2 / (mu (t + 2))``, weighted averaging) or
         "convex" (``eta_t = 2 R / sqrt(S(p) (t + 1))``, uniform averaging)
-    eps : target relative gap ``(f(xbar) - f*) / (f(0) - f*)``, in (0, 1)
-    max_steps : cap per replication; runs that miss ``eps`` report NaN cost (censored:
-        ``summarize_sgd`` counts them as +inf)
+    eps : target relative gap ``(f(xbar) - f*) / (f(0) - f*)``, in (0, 1]
+    max_steps : cap per replication, at most ``MAX_SGD_STEPS``; runs that miss ``eps``
+        report NaN cost (censored: ``summarize_sgd`` counts them as +inf)
     replications, seed : independent SGD runs and their RNG seed
     strategies : strategies to run (all see the same uniforms)
     lam : uniform mixing weight of every strategy
@@ -134,7 +140,7 @@ class SGDConfig:
         plain_fields(self)
         _choice("step", self.step, STEP_RULES)
         _real("eps", self.eps, 0.0, 1.0, lo_open=True)
-        _positive_int("max_steps", self.max_steps, 1)
+        _positive_int("max_steps", self.max_steps, 1, MAX_SGD_STEPS)
         _positive_int("replications", self.replications, 2, 1_000_000)
         _positive_int("seed", self.seed, 0)
         if isinstance(self.strategies, str):  # read letter by letter: 'o' is no strategy
