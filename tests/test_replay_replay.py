@@ -1,4 +1,5 @@
 """Replay decisions on fixtures, computed by hand, and the CLI end to end."""
+import math
 import re
 import warnings
 from pathlib import Path
@@ -509,6 +510,20 @@ def test_a_trace_sets_summary_resamples_seeds_not_the_jobs_that_share_them(tmp_p
     assert summ[6]["n_seeds"] == summ[1]["n_seeds"] == 4 and summ[6]["n_jobs"] == 24
     main(["replay", str(_seed_log(tmp_path, 6)), "--summary-only", "--policy", "evalstop:k=2"])
     assert "resample the 4 seeds" in capsys.readouterr().out
+
+
+def test_rates_from_one_seed_claim_no_interval(tmp_path):
+    """Jobs that all share one seed are one replication: its rates had the Clopper-Pearson
+    interval of its jobs' counts as if they were independent (6 copies of seed 0: FPR
+    100% [54.1%, 100%]); every rate now has none, as its compute saved and means had."""
+    log = pl.read_parquet(_seed_log(tmp_path, 6)).filter(pl.col("seed") == 0)
+    log.write_parquet(tmp_path / "one.parquet")
+    row = summarize_replay(replay(read_logs([tmp_path / "one.parquet"]), ["evalstop:k=2"])
+                           ).row(0, named=True)
+    assert row["n_seeds"] == 1 and row["fpr"] == 1.0
+    for m in ("precision", "recall", "fpr", "stop_recall", "completion_share",
+              "compute_saved_share", "delivered_gain", "regret_truth_gold"):
+        assert math.isnan(row[m + "_lo"]) and math.isnan(row[m + "_hi"]), m
 
 
 @pytest.mark.parametrize("seeds, needle", [
