@@ -537,6 +537,18 @@ def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys
     one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"], needle)
 
 
+@pytest.mark.parametrize("seed", ["1.5", "1.0", "true", "[1]", "{\"a\": 1}"])
+def test_a_jsonl_seed_that_is_no_label_is_one_line(tmp_path, capsys, seed):
+    """A JSONL seed of 1.5, true or a list was read as its text ('1.5', 'true', '[1]'),
+    where docs/replay.md refuses it and a Parquet column of them is refused; 1.0 was a
+    seed apart from 1."""
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(f'{{"job_id": "a", "step": {i}, "score": {v}, "seed": {seed}}}\n'
+                            for i, v in enumerate([1.0, 2, 3, 2, 1, 0], 1)))
+    one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"],
+             f"log.jsonl:1: field 'seed': {seed}; allowed: an integer or a text label")
+
+
 def test_summarize_replay_refuses_what_is_not_replays_rows():
     """A frame without replay's columns, or a frame of rows with truth_hacking but not the
     truth columns scored with it, was a Polars ColumnNotFoundError traceback."""

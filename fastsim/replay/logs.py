@@ -298,6 +298,7 @@ def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
         _check_json_job_id(path, lineno, obj.get("job_id"))
+        _check_json_seed(path, lineno, obj.get("seed"))
         rows.append(obj)
         lines.append(lineno)
     return _rows_to_frame(rows, lines)
@@ -311,6 +312,16 @@ def _check_json_job_id(path: Path, lineno: int, job_id) -> None:
         return
     raise ConfigError(f"{path}:{lineno}: field 'job_id': {json.dumps(job_id)}; allowed: a "
                       "string or an integer (a float such as 1.0 would be a job apart from 1)")
+
+
+def _check_json_seed(path: Path, lineno: int, seed) -> None:
+    """A JSON seed is a label as a Parquet one is: an integer or a string (null: none); a
+    float (1.5, or 1.0, a seed apart from 1), true or a list was taken as its text."""
+    if seed is None or (isinstance(seed, (str, int)) and not isinstance(seed, bool)):
+        return
+    raise ConfigError(f"{path}:{lineno}: field 'seed': {json.dumps(seed)}; allowed: an "
+                      "integer or a text label, one per job (jobs that share their random "
+                      "draws share it), or null")
 
 
 def _cell_text(value):
