@@ -512,6 +512,18 @@ def test_a_trace_sets_summary_resamples_seeds_not_the_jobs_that_share_them(tmp_p
     assert "resample the 4 seeds" in capsys.readouterr().out
 
 
+def test_the_summary_line_counts_seeds_and_jobs_without_one_apart(tmp_path, capsys):
+    """A log of one seed's 6 jobs and 6 jobs without a seed said 'resample the 7 seeds'."""
+    log = pl.read_parquet(_seed_log(tmp_path, 6)).filter(pl.col("seed") < 2)
+    log = log.with_columns(pl.when(pl.col("seed") == 1).then(None).otherwise(pl.col("seed"))
+                           .alias("seed"))
+    log.write_parquet(tmp_path / "mixed.parquet")
+    main(["replay", str(tmp_path / "mixed.parquet"), "--summary-only", "--policy",
+          "evalstop:k=2"])
+    assert ("rates and means resample the 1 seed (jobs of a seed share their draws) and the "
+            "6 jobs without one, each its own):") in capsys.readouterr().out
+
+
 def test_rates_from_one_seed_claim_no_interval(tmp_path):
     """Jobs that all share one seed are one replication: its rates had the Clopper-Pearson
     interval of its jobs' counts as if they were independent (6 copies of seed 0: FPR

@@ -238,6 +238,16 @@ def _print_summary(summ: pl.DataFrame) -> None:
                   f"{_ci(r, 'completion_share')}")
 
 
+def _unit(res) -> str:
+    """What the summary of a log with seeds resamples: its seeds, and each job without a
+    seed on its own (printed as more seeds, 1 seed and 3 such jobs read '4 seeds')."""
+    jobs = res.unique("job_id")
+    alone = jobs["seed"].null_count()
+    return (f"rates and means resample the {_count(jobs['seed'].drop_nulls().n_unique(), 'seed')}"
+            " (jobs of a seed share their draws)"
+            + (f" and the {_count(alone, 'job')} without one, each its own" if alone else ""))
+
+
 def _count(n: int, noun: str) -> str:
     """``1 job``, ``3 jobs``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -289,8 +299,7 @@ def _cmd_replay(args) -> int:
     if not args.summary_only:
         _print_jobs(res, log.metric)
         print()
-    unit = (f"rates and means resample the {summ['n_seeds'][0]} seeds (jobs of a seed share "
-            "their draws)" if "n_seeds" in summ.columns else "rates resample jobs")
+    unit = _unit(res) if "n_seeds" in summ.columns else "rates resample jobs"
     print(f"summary (95% intervals; {unit}):")
     _print_summary(summ)
     for p, _ in outputs:
