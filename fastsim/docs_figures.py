@@ -8,7 +8,7 @@ it with the same command and code and every file it read and wrote still has the
 recorded; otherwise it runs again and says why (a trace set recording other parameters
 than the docs' is refused).  ``fastsim sweep`` resumes by itself, verifying every
 finished chunk; a sweep directory of other code that this command ran is computed again
-from nothing.  One process at a time owns RESULTS (a lock).  The
+from nothing (a symbolic link to one is refused: its target is not this command's).  One process at a time owns RESULTS (a lock).  The
 detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
 docs/detectors.md) is not run here: its figures are drawn when its results are in
 ``RESULTS/detectors``.
@@ -118,11 +118,21 @@ def _clear_stale_sweep(out: Path, entry) -> str:
     from fastsim.sweep.grid import diff_code
     from fastsim.sweep.store import DirLock, recorded_code
 
+    # RESULTS is this process's (its lock): a trash name is a killed run's, never removed
+    for trash in out.parent.glob(f".{out.name}.stale-*"):
+        if trash.is_dir() and not trash.is_symlink():
+            shutil.rmtree(trash)
+        else:
+            trash.unlink()
     code = recorded_code(out) if out.is_dir() else None
     changes = diff_code(code, _code()) if code is not None else []
     if not changes:
         return ""
     said = "; ".join(changes)
+    if out.is_symlink():  # its target is not this command's to remove (rmtree refuses it)
+        raise ConfigError(f"{out}: a symbolic link to a sweep of other code ({said}); "
+                          "allowed: a directory, which docs-figures removes and computes "
+                          "again (delete the link, or the sweep it points to, to go on)")
     if not isinstance(entry, dict):
         raise ConfigError(f"{out}: a sweep of other code ({said}) that {RECORD} does not "
                           "record as this command's; allowed: the sweep fastsim docs-figures "

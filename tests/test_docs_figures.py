@@ -462,3 +462,48 @@ def test_docs_figures_recompute_their_sweep_of_other_code(tmp_path, monkeypatch)
     assert (frontier / "cells" / "x").exists()
     assert said[0] == (f"[docs-figures] fidelity frontier (125 points x 100 clusters): fastsim "
                        f"sweep frontier --out {frontier} --no-progress"), said
+
+
+def _stale_frontier(tmp_path, monkeypatch, frontier_at):
+    """RESULTS whose record shows docs-figures ran the frontier sweep, now holding a sweep
+    of other code at ``frontier_at`` (the directory RESULTS/frontier is or points to)."""
+    from fastsim import docs_figures
+
+    results = tmp_path / "results"
+    _fake_steps(monkeypatch, results, [0])
+    assert docs_figures.run_steps(results, log=lambda _: None) == 0  # recorded
+    (frontier_at / "cells").mkdir(parents=True, exist_ok=True)
+    (frontier_at / "cells" / "x").write_text("old")
+    (frontier_at / "sweep.json").write_text(json.dumps(
+        {"grid_hash": "ab", "code": {"fastsim": "0.0", "fastsim_sha256": "x", "user": {}}}))
+    return results
+
+
+def test_docs_figures_refuse_a_frontier_link_to_a_sweep_of_other_code(tmp_path, monkeypatch):
+    """RESULTS/frontier a symbolic link to a sweep of other code: the link was renamed away
+    and removing it was an OSError traceback ('Cannot call rmtree on a symbolic link'),
+    the link lost; it is refused in one line, link and sweep left as they are."""
+    from fastsim import docs_figures
+    from fastsim.errors import ConfigError
+
+    elsewhere = tmp_path / "elsewhere"
+    results = _stale_frontier(tmp_path, monkeypatch, elsewhere)
+    (results / "frontier").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match=r"frontier: a symbolic link to a sweep of other "
+                       r"code .*; allowed: a directory"):
+        docs_figures.run_steps(results, log=lambda _: None)
+    assert (results / "frontier").is_symlink() and (elsewhere / "cells" / "x").exists()
+    assert [p.name for p in results.iterdir() if "stale" in p.name] == []
+
+
+def test_docs_figures_remove_the_trash_of_a_killed_run(tmp_path, monkeypatch):
+    """A run killed between renaming its stale sweep away and removing it left
+    RESULTS/.frontier.stale-PID, a whole sweep, there for good; the next run removes it."""
+    from fastsim import docs_figures
+
+    results = _stale_frontier(tmp_path, monkeypatch, tmp_path / "results" / "frontier")
+    trash = results / ".frontier.stale-12345"
+    (trash / "cells").mkdir(parents=True)
+    (trash / "cells" / "y").write_text("old")
+    assert docs_figures.run_steps(results, log=lambda _: None) == 0
+    assert not trash.exists() and not (results / "frontier").exists()
