@@ -133,7 +133,7 @@ def _clear_stale_sweep(out: Path, entry) -> str:
         raise ConfigError(f"{out}: a symbolic link to a sweep of other code ({said}); "
                           "allowed: a directory, which docs-figures removes and computes "
                           "again (delete the link, or the sweep it points to, to go on)")
-    if not isinstance(entry, dict):
+    if not isinstance(entry, dict) or not _entry_ok(entry):  # a damaged one shows nothing
         raise ConfigError(f"{out}: a sweep of other code ({said}) that {RECORD} does not "
                           "record as this command's; allowed: the sweep fastsim docs-figures "
                           "runs there (delete the directory to compute it again)")

@@ -507,3 +507,19 @@ def test_docs_figures_remove_the_trash_of_a_killed_run(tmp_path, monkeypatch):
     (trash / "cells" / "y").write_text("old")
     assert docs_figures.run_steps(results, log=lambda _: None) == 0
     assert not trash.exists() and not (results / "frontier").exists()
+
+
+def test_docs_figures_do_not_take_a_damaged_record_as_owning_the_sweep(tmp_path, monkeypatch):
+    """A record whose frontier entry was damaged to {} (or any dict) counted as proof that
+    this command ran the sweep there, so a sweep of other code was removed; it is refused
+    as one the record does not show, the sweep left as it is."""
+    from fastsim import docs_figures
+    from fastsim.errors import ConfigError
+
+    results = _stale_frontier(tmp_path, monkeypatch, tmp_path / "results" / "frontier")
+    record = json.loads((results / docs_figures.RECORD).read_text())
+    record["steps"]["fidelity frontier (125 points x 100 clusters)"] = {"argv": 1}
+    (results / docs_figures.RECORD).write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="does not record as this command's"):
+        docs_figures.run_steps(results, log=lambda _: None)
+    assert (results / "frontier" / "cells" / "x").exists()
