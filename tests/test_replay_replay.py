@@ -561,6 +561,31 @@ def test_a_jsonl_seed_that_is_no_label_is_one_line(tmp_path, capsys, seed):
              f"log.jsonl:1: field 'seed': {seed}; allowed: an integer or a text label")
 
 
+@pytest.mark.parametrize("seed", ["1.0", "NaN", "1e3", "1.5"])
+def test_a_csv_seed_written_as_a_non_integer_number_is_one_line(tmp_path, capsys, seed):
+    """A CSV cell has no type: '1.0' (pandas' integer column with a gap) was the label
+    '1.0', a seed apart from a Parquet log's 1 and from a JSONL log's, which refuse 1.0."""
+    path = tmp_path / "log.csv"
+    path.write_text("job_id,step,score,seed\n" + "".join(
+        f"a,{i},{v},{seed}\n" for i, v in enumerate([1.0, 2, 3, 2, 1, 0], 1)))
+    one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"],
+             f"log.csv:2: field 'seed': '{seed}' is a number that is not written as an integer")
+
+
+def test_a_seed_written_01_in_csv_is_the_seed_1_of_another_file(tmp_path):
+    """'01' and '+1' in a CSV, where every cell is text, were seeds apart from a Parquet
+    log's 1: one seed's jobs counted as three replications."""
+    curve = [1.0, 2, 3, 2, 1, 0]
+    (tmp_path / "a.csv").write_text("job_id,step,score,seed\n" + "".join(
+        f"{j},{i},{v},{s}\n" for j, s in (("a", "01"), ("b", "+1"))
+        for i, v in enumerate(curve, 1)))
+    pl.DataFrame({"job_id": ["c"] * 6, "step": list(range(1, 7)), "score": curve,
+                  "seed": [1] * 6}).write_parquet(tmp_path / "c.parquet")
+    res = replay(read_logs([tmp_path / "a.csv", tmp_path / "c.parquet"]), ["evalstop:k=2"])
+    assert res["seed"].to_list() == ["1", "1", "1"]
+    assert summarize_replay(res)["n_seeds"].to_list() == [1]
+
+
 def test_summarize_replay_refuses_what_is_not_replays_rows():
     """A frame without replay's columns, or a frame of rows with truth_hacking but not the
     truth columns scored with it, was a Polars ColumnNotFoundError traceback."""

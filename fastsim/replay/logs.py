@@ -564,8 +564,20 @@ def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
     if not df["seed"].dtype.is_integer():
         _check_text_column(df, path, "seed", "an integer or a text label, one per job (jobs "
                            "that share their random draws share it), or empty")
-    text = pl.col("seed").cast(pl.String).str.strip_chars()
-    return df.select(pl.when(text == "").then(None).otherwise(text).alias("seed"))["seed"]
+    text = df["seed"].cast(pl.String).str.strip_chars()
+    # a CSV cell has no type: "1.0" (pandas writes an integer column with a gap so) would
+    # be a seed apart from another file's 1, and "01" or "+1" too
+    integer = text.str.contains(r"^[+-]?[0-9]+$")
+    number = text.cast(pl.Float64, strict=False).is_not_null() & ~integer
+    if number.any():
+        i = int(number.arg_max())
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {text[i]!r} is a number "
+                          "that is not written as an integer; allowed: an integer or a text "
+                          "label, one per job (an integer column with gaps: leave them empty)")
+    as_int = text.cast(pl.Int64, strict=False).cast(pl.String)  # "01" -> "1"; 2^70 stays
+    return pl.select(pl.when(text == "").then(None)
+                     .when(integer & as_int.is_not_null()).then(as_int)
+                     .otherwise(text).alias("seed"))["seed"]
 
 
 def _truth_hacking(df: pl.DataFrame, path: Path) -> pl.Series:
