@@ -561,7 +561,7 @@ def test_a_jsonl_seed_that_is_no_label_is_one_line(tmp_path, capsys, seed):
              f"log.jsonl:1: field 'seed': {seed}; allowed: an integer or a text label")
 
 
-@pytest.mark.parametrize("seed", ["1.0", "NaN", "1e3", "1.5"])
+@pytest.mark.parametrize("seed", ["1.0", "inf", "1e3", "1.5"])
 def test_a_csv_seed_written_as_a_non_integer_number_is_one_line(tmp_path, capsys, seed):
     """A CSV cell has no type: '1.0' (pandas' integer column with a gap) was the label
     '1.0', a seed apart from a Parquet log's 1 and from a JSONL log's, which refuse 1.0."""
@@ -570,6 +570,17 @@ def test_a_csv_seed_written_as_a_non_integer_number_is_one_line(tmp_path, capsys
         f"a,{i},{v},{seed}\n" for i, v in enumerate([1.0, 2, 3, 2, 1, 0], 1)))
     one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"],
              f"log.csv:2: field 'seed': '{seed}' is a number that is not written as an integer")
+
+
+@pytest.mark.parametrize("gap", ["NA", "null", "NaN", "none", "n/a"])
+def test_a_csv_seed_spelled_as_missing_is_no_seed(tmp_path, gap):
+    """R writes a gap as NA: two jobs without a seed were one seed 'NA', one replication."""
+    curve = [1.0, 2, 3, 2, 1, 0]
+    (tmp_path / "a.csv").write_text("job_id,step,score,seed\n" + "".join(
+        f"{j},{i},{v},{gap}\n" for j in "ab" for i, v in enumerate(curve, 1)))
+    res = replay(read_logs([tmp_path / "a.csv"]), ["evalstop:k=2"])
+    assert res["seed"].to_list() == [None, None]
+    assert summarize_replay(res)["n_seeds"].to_list() == [2]
 
 
 def test_a_seed_written_01_in_csv_is_the_seed_1_of_another_file(tmp_path):

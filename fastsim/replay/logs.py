@@ -560,11 +560,15 @@ def _check_text_column(df: pl.DataFrame, path: Path, field: str, allowed: str) -
 def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
     """``seed`` as text: the replication a job belongs to.  Jobs of one seed share their
     random draws (the runs of one toy-RLHF seed share its comparison pool and policy
-    draws), so the summary's intervals resample seeds, not jobs; an empty cell is none."""
+    draws), so the summary's intervals resample seeds, not jobs; an empty cell, or a
+    missing-value spelling (``MISSING_TOKENS``: NA, null, nan...), is none."""
     if not df["seed"].dtype.is_integer():
         _check_text_column(df, path, "seed", "an integer or a text label, one per job (jobs "
                            "that share their random draws share it), or empty")
     text = df["seed"].cast(pl.String).str.strip_chars()
+    # "NA" (R's gap) was the label 'NA', one seed of every job without one
+    text = pl.select(pl.when(text.str.to_lowercase().is_in(list(MISSING_TOKENS)))
+                     .then(pl.lit("")).otherwise(text).alias("seed"))["seed"]
     # a CSV cell has no type: "1.0" (pandas writes an integer column with a gap so) would
     # be a seed apart from another file's 1, and "01" or "+1" too
     integer = text.str.contains(r"^[+-]?[0-9]+$")
