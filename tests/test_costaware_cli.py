@@ -182,6 +182,11 @@ def test_bad_sweep_file(tmp_path):
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
      "batch=1000000000000 must be an integer from 1 to prompts*group = 128"),
+    # bias budgets given to an experiment that has none were ignored, exit 0
+    ('experiment = "sgd"\ngamma_fracs = [0.1]\n', 'bad.toml: gamma_fracs is given to '
+     'experiment = "sgd", which has no bias budget; allowed: gamma_fracs with experiment = '
+     '"subset" only'),
+    ('experiment = "grpo"\ngamma_fracs = [0.1]\n', 'experiment = "grpo", which has no'),
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
     """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars

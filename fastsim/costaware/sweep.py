@@ -13,7 +13,7 @@ Format::
 
 Points with equal configs (an axis value given twice) run once.
 
-``subset`` also takes ``gamma_fracs = [...]`` at top level.  Outputs in ``--out DIR``:
+``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others).  Outputs in ``--out DIR``:
 ``NAME.summary.parquet`` (aggregated, with CIs: what figures read), ``NAME.runs.parquet``
 (replication level) and, for GRPO, ``NAME.curves.parquet`` (accuracy vs tokens).
 """
@@ -104,6 +104,10 @@ def load_costaware_sweep(path) -> SweepSpec:
             raise ConfigError(f"{path.name}: {key}={toml_text(raw[key])} is invalid; allowed: "
                               f"a table ([{key}] with field = value lines)")
         _check_top_level_only(path, key, raw.get(key, {}), experiment)
+    if "gamma_fracs" in raw and experiment != "subset":  # read by subset only: unused
+        raise ConfigError(f"{path.name}: gamma_fracs is given to experiment = "
+                          f"{toml_text(experiment)}, which has no bias budget; allowed: "
+                          'gamma_fracs with experiment = "subset" only')
     gamma_fracs = raw.get("gamma_fracs", SweepSpec.gamma_fracs)
     if not isinstance(gamma_fracs, (list, tuple)) or not gamma_fracs:
         raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
