@@ -597,6 +597,25 @@ def test_a_seed_written_01_in_csv_is_the_seed_1_of_another_file(tmp_path):
     assert summarize_replay(res)["n_seeds"].to_list() == [1]
 
 
+@pytest.mark.parametrize("seeds, needle", [
+    ([1.5] * 6, "log.table column 'seed' is of type Float64; allowed: text labels or integers"),
+    ([True] * 6, "log.table column 'seed' is of type Boolean"),
+    (["1"] * 3 + ["2"] * 3, "log.table column 'seed': job 'a' has 2 seeds; allowed: one"),
+])
+def test_a_hand_built_logs_seeds_are_checked(seeds, needle):
+    """An EvalLog built by hand with seeds 1.5 or True was replayed under the labels '1.5'
+    and 'true' (read_logs refuses both), and a job of two seeds took its first."""
+    from fastsim.replay.logs import EvalLog
+
+    table = pl.DataFrame({"job_id": ["a"] * 6, "step": list(range(1, 7)),
+                          "metric": [1.0, 2, 3, 2, 1, 0], "score": [1.0, 2, 3, 2, 1, 0],
+                          "seed": seeds})
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        replay(EvalLog(table, "score", True), ["evalstop:k=2"])
+    ok = table.with_columns(pl.lit(3).alias("seed"))  # integers are labels, as in a file
+    assert replay(EvalLog(ok, "score", True), ["evalstop:k=2"])["seed"].to_list() == ["3"]
+
+
 def test_summarize_replay_refuses_what_is_not_replays_rows():
     """A frame without replay's columns, or a frame of rows with truth_hacking but not the
     truth columns scored with it, was a Polars ColumnNotFoundError traceback."""

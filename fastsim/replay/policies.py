@@ -367,6 +367,23 @@ def _check_log(log) -> None:
         raise ConfigError(f"log.table row {r['row']}: job {r['job_id']!r} step {r['step']} is "
                           "negative or not after the job's previous row; allowed: steps >= 0, "
                           f"increasing within each job, {made}")
+    if "seed" in t.columns:
+        _check_seed_column(t, made)
+
+
+def _check_seed_column(t: pl.DataFrame, made: str) -> None:
+    """A hand-built log's seeds: labels (text or integers), one per job.  1.5 or True were taken as
+    the labels '1.5' and 'true' (read_logs refuses them), and a job's later seed was
+    dropped for its first."""
+    dtype = t.schema["seed"]
+    if dtype not in (pl.String, pl.Null) and not dtype.is_integer():
+        raise ConfigError(f"log.table column 'seed' is of type {dtype}; allowed: text labels "
+                          f"or integers (None for no seed), {made}")
+    twice = t.group_by("job_id", maintain_order=True).agg(
+        pl.col("seed").drop_nulls().n_unique().alias("n")).filter(pl.col("n") > 1)
+    if twice.height:
+        raise ConfigError(f"log.table column 'seed': job {twice['job_id'][0]!r} has "
+                          f"{twice['n'][0]} seeds; allowed: one seed per job, {made}")
 
 
 def _check_labels(pols: list[PolicyConfig]) -> None:
