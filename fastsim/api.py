@@ -217,7 +217,7 @@ def _check_resolution(w: Workload) -> None:
         return
     arr, dur = w.arrival_h, w.duration_h
     # every time the engine reaches in a row is at most this large in magnitude
-    scale = np.abs(arr).max(axis=1) + dur.sum(axis=1)
+    scale = np.maximum(arr.max(axis=1), -arr.min(axis=1)) + dur.sum(axis=1)  # reductions
     low = dur.min(axis=1) < scale * RESOLUTION
     if low.any():
         c = int(np.argmax(low))
