@@ -538,8 +538,27 @@ def test_rates_from_one_seed_claim_no_interval(tmp_path):
         assert math.isnan(row[m + "_lo"]) and math.isnan(row[m + "_hi"]), m
 
 
+def test_seeds_written_as_whole_floats_are_the_integer_seeds(tmp_path):
+    """pandas writes an integer column with a missing value as floats (1.0, NaN): such a
+    trace set's seeds were refused as 'a column of type Float64'; they are the integers,
+    and NaN is an empty seed."""
+    path = _seed_log(tmp_path, 2)
+    t = pl.read_parquet(path)
+    floats = tmp_path / "floats.parquet"
+    t.with_columns(seed=pl.when(pl.col("job_id") == "s3_1").then(None)
+                   .otherwise(pl.col("seed")).cast(pl.Float64).fill_null(np.nan)
+                   ).write_parquet(floats)
+    ints = tmp_path / "ints.parquet"
+    t.with_columns(seed=pl.when(pl.col("job_id") == "s3_1").then(None)
+                   .otherwise(pl.col("seed"))).write_parquet(ints)
+    got, want = (summarize_replay(replay(read_logs([p]), ["evalstop:k=2"]))
+                 for p in (floats, ints))
+    assert got.equals(want) and got["n_seeds"][0] == 5
+
+
 @pytest.mark.parametrize("seeds, needle", [
-    ([1.5] * 6, "field 'seed': a column of type Float64; allowed: an integer or a text label"),
+    ([1.0] * 3 + [1.5] * 3, "log.parquet:4: field 'seed': 1.5; allowed: an integer or a text "
+     "label"),
     ([0, 0, 0, 1, 1, 1], "field 'seed': job 'a' has '1' here and '0' on an earlier row"),
 ])
 def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys, seeds, needle):

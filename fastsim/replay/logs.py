@@ -562,15 +562,24 @@ def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
     random draws (the runs of one toy-RLHF seed share its comparison pool and policy
     draws), so the summary's intervals resample seeds, not jobs; an empty cell, or a
     missing-value spelling (``MISSING_TOKENS``: NA, null, nan...), is none."""
-    if not df["seed"].dtype.is_integer():
-        _check_text_column(df, path, "seed", "an integer or a text label, one per job (jobs "
-                           "that share their random draws share it), or empty")
+    allowed = ("an integer or a text label, one per job (jobs that share their random draws "
+               "share it), or empty")
+    if df["seed"].dtype.is_float():  # pandas writes integers with a missing one as 1.0, NaN
+        seed = df["seed"].fill_nan(None)
+        bad = seed.is_not_null() & ((seed % 1 != 0) | seed.is_infinite())
+        if bad.any():
+            i = int(bad.arg_max())
+            raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {seed[i]!r}; "
+                              f"allowed: {allowed}")
+        df = df.with_columns(seed.cast(pl.Int64))
+    elif not df["seed"].dtype.is_integer():
+        _check_text_column(df, path, "seed", allowed)
     text = df["seed"].cast(pl.String).str.strip_chars()
     # "NA" (R's gap) was the label 'NA', one seed of every job without one
     text = pl.select(pl.when(text.str.to_lowercase().is_in(list(MISSING_TOKENS)))
                      .then(pl.lit("")).otherwise(text).alias("seed"))["seed"]
-    # a CSV cell has no type: "1.0" (pandas writes an integer column with a gap so) would
-    # be a seed apart from another file's 1, and "01" or "+1" too
+    # a CSV cell has no type: "1.0" would be a seed apart from another file's 1, and "01"
+    # or "+1" too
     integer = text.str.contains(r"^[+-]?[0-9]+$")
     number = text.cast(pl.Float64, strict=False).is_not_null() & ~integer
     if number.any():
