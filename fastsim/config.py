@@ -120,6 +120,15 @@ def is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+def float_or_nan(x: Any) -> float:
+    """``x`` as a float, NaN where no float holds it (a bound of 10**400: math.isnan and
+    float() raise OverflowError on it)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.nan
+
+
 def is_path(v: Any) -> bool:
     """A path a user gave: a path object, or text that is not blank (``Path('')`` is
     ``.``, so ``out=""`` wrote into the current directory and ``read_logs("")`` read it)."""

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from fastsim.config import float_or_nan
 from fastsim.errors import ConfigError, import_ref, readonly, user_code
 
 
@@ -153,18 +154,10 @@ def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -
         raise ConfigError(f"cluster_metric percent={percent!r}; allowed: True or False")
     if not (isinstance(bounds, tuple) and len(bounds) == 2
             and all(isinstance(b, numbers.Real) and not isinstance(b, bool)
-                    and not math.isnan(_as_float(b)) for b in bounds)
+                    and not math.isnan(float_or_nan(b)) for b in bounds)
             and bounds[0] < bounds[1]):
         raise ConfigError(f"cluster_metric bounds={bounds!r}; allowed: a tuple (low, high) of "
                           "two numbers, low < high (math.inf for none)")
-
-
-def _as_float(x) -> float:
-    """``x`` as a float, NaN where no float holds it (10**400)."""
-    try:
-        return float(x)
-    except OverflowError:
-        return math.nan
 
 
 def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",

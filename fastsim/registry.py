@@ -844,9 +844,11 @@ def _check_param(p: Param) -> None:
                           "the function's argument name")
     if p.kind not in ("int", "float", "bool"):  # what the compiled call takes
         raise ConfigError(f"{where}: kind {p.kind!r} is invalid; allowed: int, float or bool")
+    from fastsim.config import float_or_nan  # config imports this module
+
     for bound in ("lo", "hi"):
         v = getattr(p, bound)
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(v):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(float_or_nan(v)):
             raise ConfigError(f"{where}: {bound}={v!r} is invalid; allowed: a number or "
                               "+-math.inf")
     if p.lo > p.hi:

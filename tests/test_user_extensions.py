@@ -1658,6 +1658,7 @@ def test_numpy_scalars_are_a_user_parameters_numbers_as_a_built_ins(tmp_path, mo
     (Param("a", "integer", 2), "kind 'integer' is invalid; allowed: int, float or bool"),
     (Param("a", "float", 1.0, lo="0"), "lo='0' is invalid; allowed: a number"),  # TypeError
     (Param("a", "float", 1.0, hi=math.nan), "hi=nan is invalid"),  # 'a number in [-inf, nan]'
+    (Param("a", "int", 1, hi=10**400), "hi=1000"),  # an OverflowError traceback
     (Param("a", "float", 1.0, lo=2, hi=0), "lo=2 is above hi=0; allowed: lo <= hi"),
     (Param(1, "float", 1.0), "name 1 is invalid; allowed: a Python identifier"),  # TypeError
 ])
