@@ -326,7 +326,9 @@ def cli(main) -> None:
     results = Path(sys.argv[1])
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
-        _refuse(f"{results} is not a results directory")
+        from fastsim.sweep.figures import not_a_results_dir
+
+        _refuse(not_a_results_dir(results))
     held = _held(out)  # noqa: F841 (released when the script ends)
     name = Path(sys.argv[0]).stem
     try:

@@ -664,8 +664,9 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
     noise, curves = load_script("noise_sweep"), load_script("real_traces_curves")
     for script, argv, why in (
             (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (JSONDecodeError)"),
-            (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory"),
-            (curves, [tmp_path / "afile"], "afile is not a results directory"),
+            (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory (no "
+             "such directory); allowed: a sweep's --out"),
+            (curves, [tmp_path / "afile"], "afile is not a results directory (a file); allowed:"),
             (curves, [tmp_path], f"no results for real_traces_curves in {tmp_path}"),
             # the reader names the table itself (pages verified, fastsim.io.read_parquet_table)
             (curves, [damaged], f"{damaged}/traces.parquet: not a readable Parquet table"),
