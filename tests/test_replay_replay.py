@@ -657,6 +657,8 @@ def test_summarize_replay_refuses_what_is_not_replays_rows():
     (lambda t: t.with_columns(score=pl.col("score").cast(pl.String)),
      "log.table column 'score' is of type String; allowed: a column of numbers"),
     (lambda t: t.drop("score"), "log.table column 'score' is missing"),
+    # each kept and final value is read from it: "'NoneType' object is not subscriptable"
+    (lambda t: t.drop("metric"), "log.table column 'metric' is missing"),
 ])
 def test_replay_checks_a_log_built_by_hand(change, said):
     """An EvalLog built by hand was replayed as given: rows in reverse order decided on the

@@ -355,7 +355,8 @@ def _check_log(log) -> None:
     t = log.table
     for col, ok, what in (("job_id", lambda d: True, "job ids"),
                           ("step", lambda d: d.is_integer(), "integers"),
-                          ("score", lambda d: d.is_numeric(), "numbers")):
+                          ("score", lambda d: d.is_numeric(), "numbers"),
+                          ("metric", lambda d: d.is_numeric(), "numbers")):
         if col not in t.columns or not ok(t.schema[col]):
             got = f"of type {t.schema[col]}" if col in t.columns else "missing"
             raise ConfigError(f"log.table column {col!r} is {got}; allowed: a column of {what}, "
