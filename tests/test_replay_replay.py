@@ -556,6 +556,18 @@ def test_seeds_written_as_whole_floats_are_the_integer_seeds(tmp_path):
     assert got.equals(want) and got["n_seeds"][0] == 5
 
 
+def test_a_log_built_by_hand_with_numbered_jobs_and_seeds_is_summarised():
+    """Job ids and seeds as integers, one job without a seed (its own replication): the
+    summary was a Polars InvalidOperationError ('arithmetic on dtypes str and i64')."""
+    t = pl.DataFrame({"job_id": [1, 1, 1, 2, 2, 2, 3, 3, 3], "step": [1, 2, 3] * 3,
+                      "score": [1.0, 0.5, 0.2, 1.0, 2.0, 3.0, 1.0, 0.9, 0.8],
+                      "seed": [0, 0, 0, 0, 0, 0, None, None, None]})
+    res = replay(EvalLog(t.with_columns(metric=pl.col("score")), "score", True),
+                 ["evalstop:k=2"])
+    s = summarize_replay(res).row(0, named=True)
+    assert (s["n_jobs"], s["n_seeds"], s["n_stopped"]) == (3, 2, 0)
+
+
 @pytest.mark.parametrize("seeds, needle", [
     ([1.0] * 3 + [1.5] * 3, "log.parquet:4: field 'seed': 1.5; allowed: an integer or a text "
      "label"),

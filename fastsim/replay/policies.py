@@ -570,8 +570,10 @@ def _replication(seeded: bool) -> pl.Expr:
     """Each job's replication label ``_rep``: its seed, or (no seed) the job itself."""
     if not seeded:
         return pl.col("job_id").alias("_rep")
-    return (pl.when(pl.col("seed").is_null()).then(pl.lit("job ") + pl.col("job_id"))
-            .otherwise(pl.lit("seed ") + pl.col("seed")).alias("_rep"))
+    # as text: a log built by hand may number its jobs (or seeds), and text + int is an error
+    job, seed = pl.col("job_id").cast(pl.String), pl.col("seed").cast(pl.String)
+    return (pl.when(seed.is_null()).then(pl.lit("job ") + job)
+            .otherwise(pl.lit("seed ") + seed).alias("_rep"))
 
 
 def _estimators(reps):
