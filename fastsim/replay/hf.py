@@ -50,7 +50,6 @@ except ImportError:  # the optional extra is missing: the class exists, instance
     _TrainerCallback = object
 
 
-
 def _is_step(step) -> bool:
     """A Trainer step as ``log_history`` holds one: True is an int to Python, and a negative
     step, which the monitor refuses, ended training from inside it on a resumed run, where

@@ -22,7 +22,6 @@ chunk order or resumes (``fastsim.stats`` sums exactly).
 """
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
