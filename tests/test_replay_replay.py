@@ -556,6 +556,17 @@ def test_seeds_written_as_whole_floats_are_the_integer_seeds(tmp_path):
     assert got.equals(want) and got["n_seeds"][0] == 5
 
 
+def test_a_log_built_by_hand_may_say_higher_is_better_with_numpys_bool():
+    """np.True_ was refused as 'log.higher_is_better=np.True_; allowed: True or False',
+    where read_logs(higher_is_better=np.True_) takes it, as replay did before it checked."""
+    t = pl.DataFrame({"job_id": ["a"] * 5, "step": [1, 2, 3, 4, 5],
+                      "metric": [.5, .6, .5, .4, .3]}).with_columns(score=pl.col("metric"))
+    got = replay(EvalLog(t, "metric", np.True_), ["evalstop:k=2"])
+    assert got.equals(replay(EvalLog(t, "metric", True), ["evalstop:k=2"]))
+    with pytest.raises(ConfigError, match=r"log.higher_is_better='no'; allowed: True or False"):
+        replay(EvalLog(t, "metric", "no"), ["evalstop:k=2"])
+
+
 def test_a_log_built_by_hand_with_numbered_jobs_and_seeds_is_summarised():
     """Job ids and seeds as integers, one job without a seed (its own replication): the
     summary was a Polars InvalidOperationError ('arithmetic on dtypes str and i64')."""

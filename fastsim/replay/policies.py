@@ -350,7 +350,8 @@ def _check_log(log) -> None:
     if not isinstance(log, EvalLog) or not isinstance(log.table, pl.DataFrame):
         raise ConfigError(f"log is {type(log).__name__}; allowed: an EvalLog of a polars "
                           f"DataFrame, {made}")
-    if not isinstance(log.higher_is_better, bool):  # "no" is truthy
+    # "no" is truthy; numpy's bool is a bool, as read_logs takes it
+    if not isinstance(plain_scalar(log.higher_is_better), bool):
         raise ConfigError(f"log.higher_is_better={log.higher_is_better!r}; allowed: True or False")
     t = log.table
     for col, ok, what in (("job_id", lambda d: True, "job ids"),
