@@ -27,7 +27,7 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
-                            is_integer, parse_baseline)
+                            check_flags, is_integer, parse_baseline)
 from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
@@ -512,13 +512,6 @@ def check_counts(n_clusters, seed, cluster_start) -> None:
     if not is_integer(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
         raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
                           f"from 0 to 2^63-1-n_clusters")
-
-
-def check_flags(**flags: Any) -> None:
-    """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy)."""
-    for name, flag in flags.items():
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
 
 
 @known_keywords("fastsim.simulate()")

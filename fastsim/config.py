@@ -120,6 +120,14 @@ def is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
+def check_flags(**flags: Any) -> None:
+    """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy);
+    numpy's bool is one."""
+    for name, flag in flags.items():
+        if not isinstance(plain_scalar(flag), bool):
+            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
+
+
 def float_or_nan(x: Any) -> float:
     """``x`` as a float, NaN where no float holds it (a bound of 10**400: math.isnan and
     float() raise OverflowError on it)."""

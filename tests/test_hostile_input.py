@@ -790,3 +790,20 @@ def test_an_extract_cannot_make_the_per_job_arrays_writable_again():
     with pytest.raises(ConfigError, match="extract sort_in_place failed: ValueError: cannot "
                                           "set WRITEABLE flag"):
         simulate(cfg, 3, keep_jobs=True, extract=sort_in_place)
+
+
+def test_a_progress_flag_may_be_numpys_bool():
+    """run_sgd, run_grpo (and fastsim.sweep, reproduce, run_costaware_sweep, by the same
+    check_flags) refused progress=np.False_ as 'allowed: True or False', where simulate's
+    keep_jobs=np.False_ is a bool; text is still refused ("no" is truthy)."""
+    from fastsim.costaware.experiment import GRPOConfig, run_grpo
+    from fastsim.costaware.sgd import ProblemConfig, SGDConfig, make_problem, run_sgd
+
+    pr = make_problem(ProblemConfig(n=32, d=2))
+    sgd = SGDConfig(replications=2, strategies=("uniform",), max_steps=100)
+    grpo = GRPOConfig(seeds=2, n_steps=10, n_train=16, n_test=16, eval_every=10)
+    for run in (lambda progress: run_sgd(pr, sgd, progress=progress),
+                lambda progress: run_grpo(grpo, progress=progress)):
+        assert run(np.False_).equals(run(False))
+        with pytest.raises(ConfigError, match=r"^progress='no' is invalid; allowed: True or False$"):
+            run("no")

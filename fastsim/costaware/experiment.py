@@ -24,7 +24,7 @@ import polars as pl
 
 from fastsim.costaware.configs import (ARMS, MAX_CURVE_POINTS, MAX_RESPONSES,  # noqa: F401
                                        GRPOConfig)
-from fastsim.config import is_integer
+from fastsim.config import check_flags, is_integer
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -54,8 +54,7 @@ def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
     # chunk=-1 gave an empty range of seeds: every row read the uninitialised arrays
     if not isinstance(cfg, GRPOConfig):
         raise ConfigError(f"cfg={type(cfg).__name__} is invalid; allowed: a GRPOConfig")
-    if not isinstance(progress, bool):  # "no" is truthy
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    check_flags(progress=progress)
     if not is_integer(chunk) or chunk < 1:
         raise ConfigError(f"chunk={chunk!r} is invalid; allowed: an integer >= 1 (seeds a "
                           "kernel call trains)")

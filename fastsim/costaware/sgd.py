@@ -19,6 +19,7 @@ import polars as pl
 
 from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
 from fastsim.costaware.sampling import STRATEGIES, check_probabilities, sampling_distribution
+from fastsim.config import check_flags
 from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -142,8 +143,7 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     check_problem(problem)
     if not isinstance(cfg, SGDConfig):
         raise ConfigError(f"cfg={type(cfg).__name__} is invalid; allowed: a SGDConfig")
-    if not isinstance(progress, bool):  # "no" is truthy
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    check_flags(progress=progress)
     runs = [(s, sampling_distribution(problem.G, problem.c, s, cfg.lam)) for s in cfg.strategies]
     runs += explicit_distributions(distributions, problem, cfg.strategies)
     gap_target = cfg.eps * (problem.f0 - problem.f_star)

@@ -32,7 +32,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
                                    run_sgd, summarize_sgd)
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
-from fastsim.config import is_path
+from fastsim.config import check_flags, is_path
 from fastsim.errors import ConfigError
 from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
                         toml_echo, toml_text, write_all)
@@ -211,8 +211,7 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
 def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
     """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
     _check_path("out_dir", out_dir)  # '' is Path('.'): the tables went into the current directory
-    if not isinstance(progress, bool):  # "no" is truthy
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    check_flags(progress=progress)
     spec = load_costaware_sweep(path)
     out = Path(out_dir)
     check_output_dir(out, "--out")

@@ -49,13 +49,12 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.grid import load_sweep
     from fastsim.sweep.runner import check_run, held_run
 
-    from fastsim.config import is_path
+    from fastsim.config import check_flags, is_path
 
     for name, value in (("file", file), ("out", out)):
         if not is_path(value):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
-    if not isinstance(progress, bool):  # "no" is truthy
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    check_flags(progress=progress)
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     with held_run(grid, Path(out), backend=backend, address=address, workers=workers,

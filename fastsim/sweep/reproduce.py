@@ -22,7 +22,7 @@ import polars as pl
 
 import fastsim
 
-from fastsim.config import is_path, is_real
+from fastsim.config import check_flags, is_path, is_real
 from fastsim.errors import ConfigError
 from fastsim.io import check_distinct, check_output, table_writer, write_all
 from fastsim.resources import shipped
@@ -628,8 +628,7 @@ def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
             or not all(isinstance(f, str) and f in FORMATS for f in formats)):
         raise ConfigError(f"formats={formats!r} is invalid; allowed: a list of "
                           f"{', '.join(FORMATS)}, as formats=(\"png\", \"pdf\")")
-    if not isinstance(progress, bool):  # "no" is truthy
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True or False")
+    check_flags(progress=progress)
     if not (is_real(timeout) and 0 < timeout < math.inf):
         raise ConfigError(f"timeout={timeout!r} is invalid; allowed: seconds > 0")
     paths = tuple(None if p is None else Path(p) for p in (out, figures_dir, report))
