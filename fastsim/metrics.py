@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from fastsim.config import float_or_nan
+from fastsim.config import float_or_nan, plain_scalar
 from fastsim.errors import ConfigError, import_ref, readonly, user_code
 
 
@@ -179,6 +179,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     ...     n = jobs["stopped"].sum(axis=1)
     ...     return (jobs["gpus"] * jobs["stopped"]).sum(axis=1) / np.maximum(n, 1)
     """
+    percent = plain_scalar(percent)  # np.True_ is a bool, as a config's own fields read it
     _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds)
 
     def wrap(fn: Callable) -> Metric:

@@ -1692,6 +1692,20 @@ def test_a_metric_bound_may_be_a_numpy_number():
     M.cluster_metric(bounds=(np.int64(0), np.float32(1.0)))  # refused as 'two numbers'
 
 
+def test_a_metric_declared_a_percentage_by_numpys_bool_is_one():
+    """percent=np.True_ was refused as 'allowed: True or False' (it was taken before the
+    declaration's checks); it is declared with the bool it is."""
+    from fastsim import metrics as M
+
+    def np_percent_share(jobs):
+        return jobs["stopped"].mean(axis=1)
+
+    try:
+        assert M.cluster_metric(percent=np.True_)(np_percent_share).percent is True
+    finally:
+        M._METRICS.pop("np_percent_share", None)
+
+
 def test_a_config_made_before_its_policy_was_declared_again_is_refused(tmp_path, monkeypatch):
     """A notebook cell that declares a policy again (or a module reloaded) replaced the
     code a config made before names: simulate ran the new trigger under the old config
