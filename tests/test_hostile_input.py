@@ -576,9 +576,11 @@ def test_a_declaration_refused_while_imported_names_the_users_line(tmp_path, cap
 
 
 @pytest.mark.parametrize("extra,said", [
-    (["--dask-timeout", "5"], "--dask-timeout applies to --backend dask only"),
+    (["--dask-timeout", "5"], "--dask-timeout applies to --backend dask only; allowed: "
+     "--backend dask with it, or without it"),
     (["--workers", "2", "--dask-timeout", "5"],
-     "--workers and --dask-timeout apply to --backend dask only")])
+     "--workers and --dask-timeout apply to --backend dask only; allowed: --backend dask "
+     "with them, or without them")])
 @pytest.mark.parametrize("command", ["sweep", "reproduce"])
 def test_a_dask_option_without_the_dask_backend_is_refused(tmp_path, capsys, extra, said,
                                                            command):
@@ -807,3 +809,13 @@ def test_a_progress_flag_may_be_numpys_bool():
         assert run(np.False_).equals(run(False))
         with pytest.raises(ConfigError, match=r"^progress='no' is invalid; allowed: True or False$"):
             run("no")
+
+
+def test_workers_and_an_address_together_say_what_is_allowed(tmp_path, capsys):
+    from fastsim.resources import sweep_file
+
+    one_line(capsys, ["sweep", str(sweep_file("noise")), "--out", str(tmp_path / "o"),
+                      "--backend", "dask", "--workers", "2", "--address", "tcp://127.0.0.1:8786"],
+             "--workers sizes a local cluster; with --address the scheduler's own workers run "
+             "the chunks; allowed: one of --workers and --address")
+    assert not (tmp_path / "o").exists()

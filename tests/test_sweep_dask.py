@@ -580,11 +580,13 @@ def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("kw, said", [
-    ({"workers": 2}, "workers=2 applies to backend='dask' only"),
+    ({"workers": 2}, "workers=2 applies to backend='dask' only; allowed: backend='dask' with "
+     "it, or None"),
     ({"address": "tcp://127.0.0.1:8786"}, "address='tcp://127.0.0.1:8786' applies to "
      "backend='dask' only"),
     ({"backend": "dask", "address": "tcp://127.0.0.1:8786", "workers": 2},
-     "workers sizes a local cluster; with an address"),
+     "workers sizes a local cluster; with an address the scheduler's own workers run the "
+     "chunks; allowed: one of workers and address"),
 ])
 def test_the_python_api_refuses_dask_options_it_would_not_use(tmp_path, kw, said):
     """fastsim.sweep(file, out, workers=2) ran in this process, workers dropped without a

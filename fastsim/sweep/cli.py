@@ -129,14 +129,15 @@ def check_backend(args) -> None:
     if args.backend != "dask" and given:  # taken without a word, and never used
         named = " and ".join([", ".join(given[:-1]), given[-1]] if len(given) > 1 else given)
         raise ConfigError(f"{named} appl{'ies' if len(given) == 1 else 'y'} to --backend dask "
-                          "only")
+                          f"only; allowed: --backend dask with {'it' if len(given) == 1 else 'them'}, "
+                          f"or without {'it' if len(given) == 1 else 'them'}")
     if args.dask_timeout is None:
         args.dask_timeout = DASK_TIMEOUT
     if not (args.dask_timeout > 0 and args.dask_timeout < float("inf")):
         raise ConfigError(f"--dask-timeout={args.dask_timeout} is invalid; allowed: seconds > 0")
     if args.address is not None and args.workers is not None:
         raise ConfigError("--workers sizes a local cluster; with --address the scheduler's "
-                          "own workers run the chunks")
+                          "own workers run the chunks; allowed: one of --workers and --address")
     from fastsim.sweep.runner import check_address
     check_address(args.address)
 

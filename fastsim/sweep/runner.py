@@ -158,10 +158,11 @@ def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
     given = [f"{n}={v!r}" for n, v in (("address", address), ("workers", workers)) if v is not None]
     if backend != "dask" and given:
         raise ConfigError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to "
-                          "backend='dask' only")
+                          f"backend='dask' only; allowed: backend='dask' with "
+                          f"{'it' if len(given) == 1 else 'them'}, or None")
     if address is not None and workers is not None:
         raise ConfigError("workers sizes a local cluster; with an address the scheduler's own "
-                          "workers run the chunks")
+                          "workers run the chunks; allowed: one of workers and address")
     if not isinstance(keep_jobs, bool):  # "no" is truthy
         raise ConfigError(f"keep_jobs={keep_jobs!r} is invalid; allowed: True or False")
     check_sweep_memory(grid, keep_jobs, local_workers(backend, address, workers))
