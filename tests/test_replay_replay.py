@@ -682,6 +682,13 @@ def test_summarize_replay_refuses_what_is_not_replays_rows():
     (lambda t: t.drop("score"), "log.table column 'score' is missing"),
     # each kept and final value is read from it: "'NoneType' object is not subscriptable"
     (lambda t: t.drop("metric"), "log.table column 'metric' is missing"),
+    # replayed as an evaluation without a step, and as a job named null
+    (lambda t: t.with_columns(step=pl.when(pl.col("step") == 3).then(None)
+                              .otherwise(pl.col("step"))),
+     "log.table row 2: step is empty; allowed: a step on every row"),
+    (lambda t: t.with_columns(job_id=pl.when(pl.col("step") == 2).then(None)
+                              .otherwise(pl.col("job_id"))),
+     "log.table row 1: job_id is empty; allowed: a job_id on every row"),
 ])
 def test_replay_checks_a_log_built_by_hand(change, said):
     """An EvalLog built by hand was replayed as given: rows in reverse order decided on the

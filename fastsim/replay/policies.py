@@ -362,6 +362,10 @@ def _check_log(log) -> None:
             got = f"of type {t.schema[col]}" if col in t.columns else "missing"
             raise ConfigError(f"log.table column {col!r} is {got}; allowed: a column of {what}, "
                               f"{made}")
+    for col in ("job_id", "step"):  # an empty one passed the comparisons below
+        if t[col].null_count():
+            raise ConfigError(f"log.table row {int(t[col].is_null().arg_max())}: {col} is empty; "
+                              f"allowed: a {col} on every row, {made}")
     bad = t.with_row_index("row").filter(
         (pl.col("step") < 0) | (pl.col("step").diff().over("job_id") <= 0))
     if bad.height:
