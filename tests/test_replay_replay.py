@@ -582,6 +582,7 @@ def test_a_log_built_by_hand_with_numbered_jobs_and_seeds_is_summarised():
 @pytest.mark.parametrize("seeds, needle", [
     ([1.0] * 3 + [1.5] * 3, "log.parquet:4: field 'seed': 1.5; allowed: an integer or a text "
      "label"),
+    ([1e20] * 6, "log.parquet:1: field 'seed': 1e+20; allowed: an integer"),
     ([0, 0, 0, 1, 1, 1], "field 'seed': job 'a' has '1' here and '0' on an earlier row"),
 ])
 def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys, seeds, needle):

@@ -566,7 +566,8 @@ def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
                "share it), or empty")
     if df["seed"].dtype.is_float():  # pandas writes integers with a missing one as 1.0, NaN
         seed = df["seed"].fill_nan(None)
-        bad = seed.is_not_null() & ((seed % 1 != 0) | seed.is_infinite())
+        # beyond an int64 (1e20) the cast below would fail: refused as a non-integer is
+        bad = seed.is_not_null() & ((seed % 1 != 0) | ~(seed.abs() < 2.0**63))
         if bad.any():
             i = int(bad.arg_max())
             raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {seed[i]!r}; "
