@@ -173,6 +173,20 @@ def test_a_resumed_log_entry_at_no_step_is_skipped_with_a_warning(tmp_path, step
     assert not control.should_training_stop and cb.decision.decline_run == 2
 
 
+def test_a_resumed_log_of_numpy_steps_is_read(tmp_path):
+    """A log_history kept in memory may hold numpy integers: they are the steps they are,
+    not readings to skip."""
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args, state, control = _args(tmp_path), transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 15
+    state.log_history = [{"eval_loss": v, "step": np.int64(s)}
+                         for s, v in ((5, 1.0), (10, 1.1), (15, 1.2))]
+    cb.on_train_begin(args, state, control)
+    assert control.should_training_stop and cb.keep_step == 5
+
+
 def test_resuming_a_run_whose_log_holds_the_stop_stops_again(tmp_path):
     from fastsim.replay.hf import StopPolicyCallback
 

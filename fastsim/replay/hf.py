@@ -54,6 +54,7 @@ def _is_step(step) -> bool:
     """A Trainer step as ``log_history`` holds one: True is an int to Python, and a negative
     step, which the monitor refuses, ended training from inside it on a resumed run, where
     any other reading it cannot use is warned about and skipped."""
+    step = plain_scalar(step)  # np.int64(5) is the step 5
     return isinstance(step, int) and not isinstance(step, bool) and step >= 0
 
 
@@ -176,12 +177,13 @@ class StopPolicyCallback(_TrainerCallback):
                                   f"{entry['step']!r} is skipped; allowed: steps that are "
                                   "integers >= 0", stacklevel=2)
                 continue
-            if entry["step"] > state.global_step:
+            step = int(plain_scalar(entry["step"]))
+            if step > state.global_step:
                 break
             if "loss" in entry:
                 loss = entry["loss"]
             if any(str(key).startswith("eval_") for key in entry):
-                d = self._observe(entry["step"], entry, loss)
+                d = self._observe(step, entry, loss)
                 self.decision = d or self.decision
         if self.decision is not None and self.decision.stop:
             # the resumed log already holds the stop: a stopped job stays stopped
