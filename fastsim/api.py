@@ -226,10 +226,10 @@ def _check_resolution(w: Workload) -> None:
         c = int(np.argmax(low))
         j = int(np.argmin(dur[c]))
         raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
-                          f"{float(dur[c, j])!r}; allowed: at least 2^-32 of the cluster row's time scale (its "
-                          f"largest arrival plus all run times, {scale[c]:.6g} h: >= "
-                          f"{scale[c] * RESOLUTION:.3g} h), so the float64 clock keeps a run "
-                          "time to six digits")
+                          f"{float(dur[c, j])!r}; allowed: at least 2^-32 of the cluster row's "
+                          f"time scale (its largest arrival plus all run times, "
+                          f"{scale[c]:.6g} h: >= {scale[c] * RESOLUTION:.3g} h), so the float64 "
+                          "clock keeps a run time to six digits")
 
 
 # The kind of number each array holds (the engine indexes by the integer ones and reads

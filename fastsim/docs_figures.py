@@ -8,10 +8,10 @@ it with the same command and code and every file it read and wrote still has the
 recorded; otherwise it runs again and says why (a trace set recording other parameters
 than the docs' is refused).  ``fastsim sweep`` resumes by itself, verifying every
 finished chunk; a sweep directory of other code that this command ran is computed again
-from nothing (a symbolic link to one is refused: its target is not this command's).  One process at a time owns RESULTS (a lock).  The
-detector benchmark (``fastsim detectors``, about 20 minutes: 1,206 s measured in
-docs/detectors.md) is not run here: its figures are drawn when its results are in
-``RESULTS/detectors``.
+from nothing (a symbolic link to one is refused: its target is not this command's).  One
+process at a time owns RESULTS (a lock).  The detector benchmark (``fastsim detectors``,
+about 20 minutes: 1,206 s measured in docs/detectors.md) is not run here: its figures are
+drawn when its results are in ``RESULTS/detectors``.
 """
 from __future__ import annotations
 

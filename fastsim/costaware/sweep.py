@@ -13,9 +13,10 @@ Format::
 
 Points with equal configs (an axis value given twice) run once.
 
-``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others).  Outputs in ``--out DIR``:
-``NAME.summary.parquet`` (aggregated, with CIs: what figures read), ``NAME.runs.parquet``
-(replication level) and, for GRPO, ``NAME.curves.parquet`` (accuracy vs tokens).
+``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others).
+Outputs in ``--out DIR``: ``NAME.summary.parquet`` (aggregated, with CIs: what figures
+read), ``NAME.runs.parquet`` (replication level) and, for GRPO, ``NAME.curves.parquet``
+(accuracy vs tokens).
 """
 from __future__ import annotations
 

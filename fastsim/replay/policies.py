@@ -523,7 +523,8 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
         gains = trig["delivered_gain"].to_numpy()
         # finite gains only: scored kept and final steps, finite apart
         _put(out, "delivered_gain", mean(gains, trig["_rep"]))
-        out["n_detected"], out["n_delivered_gain_known"] = trig.height, int(np.isfinite(gains).sum())
+        out["n_detected"] = trig.height
+        out["n_delivered_gain_known"] = int(np.isfinite(gains).sum())
         out["n_delivered_gain_infinite"] = int(np.isinf(gains).sum())
         _put(out, "compute_saved_share", bootstrap_ratio_ci(
             *sums(g["steps_saved"].to_numpy(), g["final_step"].to_numpy()), share=True))

@@ -128,9 +128,9 @@ def check_backend(args) -> None:
                                       ("--dask-timeout", args.dask_timeout)) if value is not None]
     if args.backend != "dask" and given:  # taken without a word, and never used
         named = " and ".join([", ".join(given[:-1]), given[-1]] if len(given) > 1 else given)
+        them = "it" if len(given) == 1 else "them"
         raise ConfigError(f"{named} appl{'ies' if len(given) == 1 else 'y'} to --backend dask "
-                          f"only; allowed: --backend dask with {'it' if len(given) == 1 else 'them'}, "
-                          f"or without {'it' if len(given) == 1 else 'them'}")
+                          f"only; allowed: --backend dask with {them}, or without {them}")
     if args.dask_timeout is None:
         args.dask_timeout = DASK_TIMEOUT
     if not (args.dask_timeout > 0 and args.dask_timeout < float("inf")):
