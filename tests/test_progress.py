@@ -34,3 +34,15 @@ def test_a_bar_on_a_terminal_redraws_in_place_and_none_is_drawn_when_disabled():
     for _ in progress_bar(range(10), desc="cells", file=quiet, enabled=False):
         pass
     assert quiet.getvalue() == ""
+
+
+def test_a_sweeps_bar_says_its_cells_from_its_first_line(capsys):
+    """The sweep's bar set its cell count after its first state: two lines a sweep in a log,
+    the first without the count."""
+    from fastsim.sweep.runner import _progress
+
+    bar = _progress(total=4, initial=0, n_cells=2, cells_done=0, enabled=True)
+    bar.update(4)
+    bar.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("cells 0/2" in line for line in lines), lines

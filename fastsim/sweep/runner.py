@@ -202,10 +202,9 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False, workers: int = 0) ->
 
 
 def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool):
-    bar = progress_bar(total=total, initial=initial, unit="chunk", enabled=enabled,
-                       dynamic_ncols=True, smoothing=0.05)
-    bar.set_postfix_str(f"cells {cells_done}/{n_cells}")
-    return bar
+    # the cell count from the first state on: set after it, it was a second line in a log
+    return progress_bar(total=total, initial=initial, unit="chunk", enabled=enabled,
+                        dynamic_ncols=True, smoothing=0.05, postfix=f"cells {cells_done}/{n_cells}")
 
 
 def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
