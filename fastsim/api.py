@@ -99,6 +99,13 @@ class SimResult:
 def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     """Resolve every job's stop decision (observed data only, except the labelled oracle)."""
     check_workload(cfg, w)
+    return _decide_stops(cfg, w)
+
+
+# The stages' bodies, on what their public functions checked: ``run_stages`` and the bench
+# check a workload once, not at every stage (the check costs about a third of the
+# decisions stage on default clusters).
+def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     d = _decisions((w.n_clusters, w.n_jobs))
     p = cfg.policy
     decl = p.decl
@@ -274,8 +281,12 @@ def _check_arrays(cfg: SimConfig, w: Workload) -> None:
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
     check_workload(cfg, w)
+    check_like(d, _decisions((w.n_clusters, w.n_jobs)), "decisions", "decide_stops(cfg, w)")
+    return _run_engine(cfg, w, d, max_segments)
+
+
+def _run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     shape = (w.n_clusters, w.n_jobs)
-    check_like(d, _decisions(shape), "decisions", "decide_stops(cfg, w)")
     end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
     service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
                       w.n_evals, end_service, demote_service, account_from)
@@ -466,6 +477,12 @@ def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Acco
     check_like(d, _decisions(shape), "decisions", "decide_stops(cfg, w)")
     segments = o.seg_job.shape[1] if isinstance(o, Outcome) and o.seg_job.ndim == 2 else 0
     check_like(o, _outcome(shape, segments), "outcome", "run_engine(cfg, w, d)")
+    return _account(cfg, w, d, o)
+
+
+def _account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome
+             ) -> tuple[Accounting, np.ndarray]:
+    shape = (w.n_clusters, w.n_jobs)
     acc = Accounting(np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, np.bool_))
     accounting_nb(w.gold, w.peak_eval, w.hacking, w.gpus, o.held_after_h, d.in_scope, d.stopped,
                   d.demoted, d.delivered_eval, acc.delivered_gold, acc.best_gold,
@@ -484,10 +501,10 @@ def run_stages(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     the one-pass pipeline against."""
     check_workload(cfg, w)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
-    d = decide_stops(cfg, w)
+    d = _decide_stops(cfg, w)
     max_seg = w.n_jobs * (2 * w.n_evals + 4) * 4 if record_segments else 0
-    o = run_engine(cfg, w, d, max_seg)
-    acc, out = account(cfg, w, d, o)
+    o = _run_engine(cfg, w, d, max_seg)
+    acc, out = _account(cfg, w, d, o)
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
 
 

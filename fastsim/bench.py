@@ -94,27 +94,28 @@ def stages(n_clusters: int, reps: int) -> dict:
     """Per-cluster microseconds (1 thread) of each stage run on its own over all clusters:
     generation, stop decisions, the engine of every scheduler, metrics with the assembly
     of the results; ``{"sum": {scheduler: stages added up}}`` to set against ``simulate``,
-    which runs them in one pass."""
+    which runs them in one pass, on a generated workload it does not check: so neither do
+    the stages timed here (the stage functions' bodies)."""
     import numba
 
-    from fastsim.api import _assemble, account, decide_stops, run_engine
+    from fastsim.api import _account, _assemble, _decide_stops, _run_engine
     from fastsim.workload import generate_workload
 
     numba.set_num_threads(1)
     cfg = _config()
     w = generate_workload(cfg.workload, n_clusters, seed=1)
-    d = decide_stops(cfg, w)
-    o = run_engine(cfg, w, d)
+    d = _decide_stops(cfg, w)
+    o = _run_engine(cfg, w, d)
     us = lambda fn: _us(_best(fn, reps), n_clusters)  # noqa: E731
     out = {"generate": us(lambda: generate_workload(cfg.workload, n_clusters, seed=1)),
            "generate_reuse": us(lambda: generate_workload(cfg.workload, n_clusters, seed=1,
                                                           out=w)),
-           "decide_stops": us(lambda: decide_stops(cfg, w)),
-           "metrics": us(lambda: _assemble(cfg, w, d, o, *account(cfg, w, d, o), False, False))}
+           "decide_stops": us(lambda: _decide_stops(cfg, w)),
+           "metrics": us(lambda: _assemble(cfg, w, d, o, *_account(cfg, w, d, o), False, False))}
     out["sum"] = {}
     for s in ALL_SCHEDULERS:
         c = _config(s)
-        out[s] = us(lambda: run_engine(c, w, d))
+        out[s] = us(lambda: _run_engine(c, w, d))
         out["sum"][s] = out["generate_reuse"] + out["decide_stops"] + out[s] + out["metrics"]
     return out
 

@@ -50,12 +50,13 @@ except ImportError:  # the optional extra is missing: the class exists, instance
     _TrainerCallback = object
 
 
-def _is_step(step) -> bool:
-    """A Trainer step as ``log_history`` holds one: True is an int to Python, and a negative
-    step, which the monitor refuses, ended training from inside it on a resumed run, where
-    any other reading it cannot use is warned about and skipped."""
-    step = plain_scalar(step)  # np.int64(5) is the step 5
-    return isinstance(step, int) and not isinstance(step, bool) and step >= 0
+def _step_of(entry) -> int | None:
+    """The step of a ``log_history`` entry (numpy's integers are steps), None where it has
+    none a Trainer writes: True is an int to Python, and a negative step, which the monitor
+    refuses, ended training from inside it on a resumed run, where any other reading it
+    cannot use is warned about and skipped."""
+    step = plain_scalar(entry.get("step")) if isinstance(entry, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
 
 
 class StopPolicyCallback(_TrainerCallback):
@@ -171,13 +172,13 @@ class StopPolicyCallback(_TrainerCallback):
         history = getattr(state, "log_history", None) or []
         loss = math.nan
         for entry in history:
-            if not isinstance(entry, dict) or not _is_step(entry.get("step")):
+            step = _step_of(entry)
+            if step is None:
                 if isinstance(entry, dict) and "step" in entry:  # a reading: say it is skipped
                     warnings.warn(f"{type(self).__name__}: log_history entry at step "
                                   f"{entry['step']!r} is skipped; allowed: steps that are "
                                   "integers >= 0", stacklevel=2)
                 continue
-            step = int(plain_scalar(entry["step"]))
             if step > state.global_step:
                 break
             if "loss" in entry:
