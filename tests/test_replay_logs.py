@@ -490,3 +490,24 @@ def test_a_table_in_place_of_paths_or_policies_is_refused_in_one_line(tmp_path):
         fastsim.replay(p, table)
     assert str(e.value).startswith("policies=a polars DataFrame is invalid;")
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("column, field", [("Seed", "seed"), ("Job_Type", "job_type"),
+                                           ("truth hacking", "truth_hacking"), ("GPUS", "gpus"),
+                                           ("Time-S", "time_s")])
+def test_a_field_spelt_in_another_case_is_refused_not_ignored(tmp_path, column, field):
+    """An unknown column is ignored, so ``Seed`` lost every job's seed without a word."""
+    p, v = tmp_path / "log.csv", "rlhf" if field == "job_type" else "1"
+    p.write_text(f"job_id,step,score,{column}\na,1,0.5,{v}\na,2,0.4,{v}\n")
+    with pytest.raises(ConfigError) as err:
+        read_logs([p])
+    assert "\n" not in str(err.value)
+    assert f"field {column!r}" in str(err.value) and f"allowed: {field!r}" in str(err.value)
+    p.write_text(f"job_id,step,score,{field}\na,1,0.5,{v}\na,2,0.4,{v}\n")
+    read_logs([p])
+
+
+def test_a_metric_named_like_a_field_is_read_as_the_metric(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,Loss\na,1,0.5\na,2,0.4\n")
+    assert read_logs([p], metric="Loss").table["metric"].to_list() == [0.5, 0.4]

@@ -50,6 +50,9 @@ TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
+# Every column name replay reads as a field of its own (the metric aside).
+KNOWN_FIELDS = frozenset(("job_id", "step", "truth_hacking", *PER_JOB, *NUMERIC_OPTIONAL,
+                          *TIME_FIELDS, *TRUTH_NUMERIC))
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 # A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
 # pipe): it is read once, to its end, into memory, and refused beyond this size (a log
@@ -695,7 +698,19 @@ def _time_h(df: pl.DataFrame, path: Path) -> pl.Series | None:
     return t
 
 
+def _check_field_names(df: pl.DataFrame, path: Path, metric: str) -> None:
+    """A column named like one of replay's fields but not exactly (``Seed``, ``job type``)
+    would be read as an unknown column and ignored: its jobs' seeds, types or truth lost
+    without a word (a lost seed column narrows every interval)."""
+    for col in df.columns:
+        key = col.strip().lower().replace("-", "_").replace(" ", "_")
+        if col != metric and col != key and key in KNOWN_FIELDS and key not in df.columns:
+            raise ConfigError(f"{path}:1: field {col!r}: replay reads field names exactly; "
+                              f"allowed: {key!r} (rename the column)")
+
+
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
+    _check_field_names(df, path, metric)
     found = [c for c in df.columns if c != "line"]
     # a header read as one column holding tabs: a TSV read as CSV (a pipe has no suffix)
     tsv = (" (tab-separated? --format tsv, or read_logs(fmt='tsv'))"
