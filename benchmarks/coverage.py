@@ -19,7 +19,8 @@ values are the exact truth (the mean of a metric, of a per-cluster change, the p
 ratio): no disjoint sets are needed, and n can be 2,000 from a pool of 60,000.  Prints,
 per metric and n, the coverage among the cells with an interval +- 1.96 sqrt(p (1 - p) /
 cells).  The last row holds the mean JCT change's interval against the ratio of means
-(``sum policy / sum baseline - 1``), which it is not an interval for.
+(``sum policy / sum baseline - 1``), which it is not an interval for.  First, for each
+rate, the pool's variance over clusters against the binomial one (``binomial_spread``).
 
     python benchmarks/coverage.py skew [scheduler] [pool] [runs]     # srtf_est 60000 20000
 
@@ -81,9 +82,27 @@ def _pool(sched, pool):
     return policy, base, values
 
 
+def binomial_spread(counts, boot=400, seed=0):
+    """Over the pool's clusters, the variance of ``num - rate * den`` against the binomial
+    ``rate (1 - rate) den``: 1 when a rate's jobs are independent, more when clusters'
+    own rates differ (what the exact binomial widening assumes away).  Percentile
+    bootstrap over clusters."""
+    def spread(num, den):
+        rate = num.sum() / den.sum()
+        return (num - rate * den).var(ddof=1) / np.mean(rate * (1 - rate) * den)
+    rng = np.random.default_rng(seed)
+    for m, (num, den) in counts.items():
+        if M.lookup(m).binomial:
+            idx = [rng.integers(0, num.size, num.size) for _ in range(boot)]
+            lo, hi = np.percentile([spread(num[i], den[i]) for i in idx], [2.5, 97.5])
+            print(f"  {m:22s} variance / binomial variance {spread(num, den):.4f} "
+                  f"[{lo:.4f}, {hi:.4f}] over {num.size} clusters", flush=True)
+
+
 def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7):
     policy, base, values = _pool(sched, pool)
     counts = _pooled_counts(policy, list(M.pooled_metrics()))
+    binomial_spread(counts)
     truth = {m: num.sum() / den.sum() for m, (num, den) in counts.items()}
     truth.update({m: float(np.nanmean(np.where(np.isfinite(v), v, np.nan)))
                   for m, v in values.items()})
