@@ -36,6 +36,7 @@ from reference import jobs_of, reference_simulate  # noqa: E402
 from test_engine_vs_reference import compare  # noqa: E402
 
 POLICY_SRC = '''
+import numpy as np
 from numba import njit
 from fastsim.registry import Param, stop_policy
 
@@ -124,6 +125,19 @@ def peek_past(scores, losses, attained_h, t_est_h):
     """Reads one past its prefix (numba checks no bounds): stops if the next score is lower."""
     e = scores.shape[0]
     return e if scores[e] < scores[e - 1] or losses[e] == losses[e] else 0
+
+
+@stop_policy(params=[], label="scan_length")
+@njit
+def scan_length(scores, losses, attained_h, t_est_h):
+    """Reads on past its prefix, through the NaN, to where its scratch's next row begins:
+    that distance was the job's number of evaluations.  Stops at what it takes to be the
+    last one."""
+    e = scores.shape[0]
+    i = e
+    while np.isnan(scores[i]):
+        i += 1
+    return e if e == i - 1 else 0
 
 
 @stop_policy(params=[], label="peek_last")
@@ -301,6 +315,19 @@ def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
 
     m = StopMonitor("toy_user_policies:peek_past:scope=all")
     assert not any(m.observe("a", s, x).stop for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
+
+
+def test_replay_scratch_does_not_tell_a_user_policy_the_jobs_length(user_dir, tmp_path):
+    """Replay asked a job's prefixes in scratch sized to the job, so a policy reading past
+    its prefix (numba checks no bounds) found the job's length where the NaN ended, and
+    stopped each job exactly at its last logged evaluation.  The scratch now grows with
+    the prefix, as the monitor's does, and tells nothing the prefix does not."""
+    from fastsim.replay.policies import decide_series, parse_policy
+
+    p = parse_policy("toy_user_policies:scan_length")
+    for n in (3, 5, 9):
+        s = np.linspace(0.1, 0.9, n)
+        assert decide_series(p, s, np.zeros(n), np.arange(1.0, n + 1), math.nan)[1] == 0, n
 
 
 def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, capsys):

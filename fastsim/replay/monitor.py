@@ -28,8 +28,9 @@ from fastsim.config import MAX_EVALS, PolicyConfig, check_code, plain_scalar
 from fastsim.errors import ConfigError, known_keywords, user_code
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
-from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
+from fastsim.kernels.stops import user_prefix_driver
 from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE
+from fastsim.replay.policies import series_scratch
 
 
 @dataclass(frozen=True)
@@ -140,14 +141,11 @@ class _Series:
         self.p, self.planned, self.run = p, planned, 0
         self.params = tuple(v for k, v in p.values.items() if k != "scope")
         self.n = 0
-        self.seen, self.shown = _nan_scratch(16)
+        self.seen, self.shown = series_scratch(None, None, 0)
 
     def update(self, score: float, loss: float, step: int) -> bool:
         d, e = self.p.decl, self.n + 1
-        if e == self.seen.shape[1]:  # keep a NaN column past the newest prefix
-            seen, shown = _nan_scratch(2 * e)
-            seen[:, :self.n] = self.seen[:, :self.n]
-            self.seen, self.shown = seen, shown
+        self.seen, self.shown = series_scratch(self.seen, self.shown, self.n)
         self.seen[:, self.n] = score, 0.0 if math.isnan(loss) else loss, float(step)
         try:  # a call that fails leaves no trace: the same call may be retried
             with user_code("stop policy", d.name):
@@ -159,12 +157,6 @@ class _Series:
             raise
         self.n = e
         return trig > 0
-
-
-def _nan_scratch(capacity: int):
-    seen, shown = trigger_scratch(capacity - 1)  # [3, capacity], and a read-only alias
-    seen[:] = np.nan
-    return seen, shown
 
 
 def _stream(p: PolicyConfig, threshold: float, planned: float):

@@ -15,13 +15,13 @@ import polars as pl
 
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, check_code, plain_scalar
-from fastsim.errors import ConfigError, readonly, user_code
+from fastsim.errors import ConfigError, user_code
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
                            proportion_ci)
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
 from fastsim.kernels.detectors import stop_decision_1j_nb
-from fastsim.kernels.stops import trigger_scratch, user_trigger_driver
+from fastsim.kernels.stops import trigger_scratch, user_prefix_driver
 
 
 def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
@@ -56,12 +56,8 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                                    float(t_est))
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
-    # read-only, as the engine hands them over: a policy that writes into its series fails
-    # here as it does in a simulation, in one line naming it
     with user_code("stop policy", d.name):
-        trig = int(user_trigger_driver(d.user)(readonly(score), readonly(loss), readonly(attained),
-                                               float(t_est), params,
-                                               *trigger_scratch(score.shape[0])))
+        trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params)
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
@@ -69,6 +65,37 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     if trig < 0 or deliv < 1:
         raise ConfigError(R.trigger_error(d.name, values))
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
+
+
+def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple) -> int:
+    """``kernels.stops.causal_trigger_nb``'s answer (the first prefix the trigger answers
+    with its own length; 0; -1 for any other answer), asked one prefix at a time in
+    ``series_scratch``, as the monitor asks: scratch sized to the job told a trigger that
+    reads past its prefix how many evaluations the log holds."""
+    ask = user_prefix_driver(trigger)
+    seen = shown = None
+    for n in range(score.shape[0]):
+        seen, shown = series_scratch(seen, shown, n)
+        seen[:, n] = score[n], loss[n], attained[n]
+        r = int(ask(shown, n + 1, t_est, params))
+        if r != 0:
+            return r
+    return 0
+
+
+def series_scratch(seen, shown, n: int):
+    """Scratch for a job's first ``n + 1`` evaluations (``[3, capacity]``, NaN past what
+    was written, and ``shown``, its read-only alias): ``seen, shown`` themselves while a
+    NaN column is left past them, else twice as wide with the first ``n`` columns copied
+    (None: new).  Its width follows the prefix, never the job's length, which a trigger
+    reading past its prefix (numba checks no bounds) finds where the NaN ends."""
+    if seen is not None and n + 1 < seen.shape[1]:
+        return seen, shown
+    wider, alias = trigger_scratch(max(16, 2 * (n + 1)) - 1)  # [3, capacity]
+    wider[:] = np.nan
+    if seen is not None:
+        wider[:, :n] = seen[:, :n]
+    return wider, alias
 
 
 AT_COMPLETION = "triggered_at_completion"
