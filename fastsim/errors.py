@@ -86,8 +86,37 @@ def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
         while isinstance(exc, SystemError) and (exc.__cause__ or exc.__context__) is not None:
             exc = exc.__cause__ or exc.__context__
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
-        raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {lines[0]}; allowed: "
+        said = _typing_cause(lines) if type(exc).__name__ == "TypingError" else lines[0]
+        raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {said}; allowed: "
                           f"{allowed}") from None
+
+
+_PIPELINE = "Failed in nopython mode pipeline"
+_AT_LINE = re.compile(r'File "(.+)", line (\d+):')
+
+
+def _typing_cause(lines: list[str]) -> str:
+    """What a numba typing error says went wrong, and where in the user's code: its first
+    line is only the compiler stage ("Failed in nopython mode pipeline (step: nopython
+    frontend)").  The cause is its innermost rejection (``NumbaTypeError: ...``), else its
+    first line past the stage; the place is the first source line it quotes outside
+    fastsim, the line above the caret."""
+    causes = [ln.split(":", 1)[1].strip() for ln in lines if re.match(r"Numba\w*Error:", ln)]
+    rest = [ln for ln in lines if not ln.startswith(_PIPELINE)] or lines
+    cause = causes[-1] if causes else rest[0]
+    if not causes and cause.endswith(":") and len(rest) > 1:  # "... for signature:" ">>> f(...)"
+        cause = f"{cause} {rest[1].lstrip('> ')}"
+    import importlib.util  # here: only a failure pays for it
+
+    ours = [os.path.dirname(os.path.abspath(__file__)),
+            *importlib.util.find_spec("fastsim.kernels").submodule_search_locations]
+    for i, ln in enumerate(lines):
+        found = _AT_LINE.match(ln)
+        if found and not any(os.path.abspath(found[1]).startswith(os.path.abspath(d) + os.sep)
+                             for d in ours):
+            code = next((lines[k - 1] for k in range(i + 1, len(lines)) if lines[k] == "^"), "")
+            return f"{cause} ({os.path.basename(found[1])}, line {found[2]}: {code})"
+    return cause
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

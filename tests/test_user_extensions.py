@@ -758,6 +758,10 @@ def hostile_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("argv,needle", [
     (["--policy", "toy_hostile_user:flatten"], "stop policy toy_hostile_user:flatten failed"),
+    # numba's typing error said only "Failed in nopython mode pipeline (step: nopython
+    # frontend)": the cause and the user's line are further down its text
+    (["--policy", "toy_hostile_user:flatten"], "TypingError: Cannot modify readonly array"),
+    (["--policy", "toy_hostile_user:flatten"], "(toy_hostile_user.py, line 11: scores[0] = 0.0)"),
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
     (["--scheduler", "toy_hostile_user:raising_key"], "toy_hostile_user:raising_key failed"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], "scheduler toy_hostile_user:huge_int_key returned the "
