@@ -121,6 +121,7 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
                 d.trigger_eval, d.delivered_eval, *trigger_scratch(w.n_clusters, w.n_evals))
+        R.check_trigger_returns(decl)
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
     elif p.uses_hidden_truth:

@@ -176,6 +176,20 @@ class Param:
         return str(value).lower() if self.kind == "bool" else str(value)
 
 
+def check_trigger_returns(decl: Any) -> None:
+    """A user trigger compiled to return anything but an integer is refused naming the
+    type: a bool's True read as evaluation 1 (every job stopped there), and a float was
+    taken wherever it happened to equal the prefix's length.  Checked after the drivers
+    ran, when numba has typed it for the arguments they gave."""
+    from numba.core import types  # here: numba is imported by then, the registry need not
+
+    for sig in decl.user.nopython_signatures:
+        if not isinstance(sig.return_type, types.Integer):
+            raise ConfigError(f"stop policy {decl.name} returns {sig.return_type}; allowed: "
+                              "an integer, the 1-based evaluation at which it stops the job, "
+                              "or 0")
+
+
 def trigger_error(name: str, values: dict) -> str:
     """What a user stop policy that broke its contract is told
     (``kernels.stops.causal_trigger_nb``)."""

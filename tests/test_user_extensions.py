@@ -140,6 +140,20 @@ def scan_length(scores, losses, attained_h, t_est_h):
     return e if e == i - 1 else 0
 
 
+@stop_policy(params=[], label="says_yes")
+@njit
+def says_yes(scores, losses, attained_h, t_est_h):
+    """Answers whether to stop (a bool), not where: its True read as evaluation 1."""
+    return scores.shape[0] >= 1
+
+
+@stop_policy(params=[], label="says_half")
+@njit
+def says_half(scores, losses, attained_h, t_est_h):
+    """Returns a float: 2.0 read as evaluation 2."""
+    return scores.shape[0] / 2.0 if scores.shape[0] == 4 else 0.0
+
+
 @stop_policy(params=[], label="peek_last")
 @njit
 def peek_last(scores, losses, attained_h, t_est_h):
@@ -328,6 +342,26 @@ def test_replay_scratch_does_not_tell_a_user_policy_the_jobs_length(user_dir, tm
     for n in (3, 5, 9):
         s = np.linspace(0.1, 0.9, n)
         assert decide_series(p, s, np.zeros(n), np.arange(1.0, n + 1), math.nan)[1] == 0, n
+
+
+@pytest.mark.parametrize("name,returns", [("says_yes", "bool"), ("says_half", "float64")])
+def test_a_trigger_that_returns_no_integer_is_refused_naming_its_type(user_dir, name, returns):
+    """A trigger returning a bool stopped every job at evaluation 1 (True == 1), and one
+    returning a float was taken where it happened to equal the prefix's length: each is
+    now refused in one line naming the type, in the simulator, replay and the monitor."""
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import decide_series, parse_policy
+
+    spec = f"toy_user_policies:{name}:scope=all"
+    said = f"stop policy toy_user_policies:{name} returns {returns}; allowed: an integer"
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        simulate(SimConfig.from_specs("fifo", spec, n_jobs=10), 2, seed=0)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        decide_series(parse_policy(spec), np.ones(5), np.zeros(5), np.arange(1.0, 6), math.nan)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        m = StopMonitor(spec)
+        for step in range(1, 6):
+            m.observe("a", step, 0.5)
 
 
 def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, capsys):
