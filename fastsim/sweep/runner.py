@@ -165,7 +165,21 @@ def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
                           "workers run the chunks; allowed: one of workers and address")
     if not isinstance(keep_jobs, bool):  # "no" is truthy
         raise ConfigError(f"keep_jobs={keep_jobs!r} is invalid; allowed: True or False")
+    if backend == "dask":
+        _check_importable(grid)
     check_sweep_memory(grid, keep_jobs, local_workers(backend, address, workers))
+
+
+def _check_importable(grid: Grid) -> None:
+    """A Dask worker imports user code by its module's name, and a function declared in
+    the running script is ``__main__:FUNCTION`` (``__mp_main__`` in a spawned process):
+    a worker ran the cells it could and failed on the others with an error of its own (a
+    local worker re-ran the script as ``__mp_main__``, and numba's thread count clashed)."""
+    for ref in grid.code["user"]:
+        if ref.split(":")[0] in ("__main__", "__mp_main__"):
+            raise ConfigError(f"{ref} is declared in the script this process runs, which Dask "
+                              "workers do not import; allowed with backend='dask': a module on "
+                              "the workers' PYTHONPATH (docs/extending.md)")
 
 
 def local_workers(backend: str, address, workers: int | None) -> int:
