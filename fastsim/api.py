@@ -121,7 +121,7 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
                 d.trigger_eval, d.delivered_eval, *trigger_scratch(w.n_clusters, w.n_evals))
-        R.check_trigger_returns(decl)
+        R.check_returns(decl, "stop policy")
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
     elif p.uses_hidden_truth:
@@ -326,8 +326,13 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
         return w.t_est_h
     check_code(cfg.scheduler, "scheduler")
     keys, params = np.empty(w.t_est_h.shape), tuple(v for _, v in cfg.scheduler.params)
-    with user_code("scheduler key", decl.name):
-        user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
+    try:
+        with user_code("scheduler key", decl.name):
+            user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
+    except ConfigError as exc:  # numba could not type it: its return value may say why
+        if "failed: TypingError" in str(exc):
+            R.check_returns(decl, "scheduler key")
+        raise
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     _check_integer_keys(decl, params, keys, w)

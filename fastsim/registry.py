@@ -176,18 +176,23 @@ class Param:
         return str(value).lower() if self.kind == "bool" else str(value)
 
 
-def check_trigger_returns(decl: Any) -> None:
-    """A user trigger compiled to return anything but an integer is refused naming the
-    type: a bool's True read as evaluation 1 (every job stopped there), and a float was
-    taken wherever it happened to equal the prefix's length.  Checked after the drivers
-    ran, when numba has typed it for the arguments they gave."""
+def check_returns(decl: Any, what: str) -> None:
+    """A user function compiled to return the wrong kind of value is refused naming the
+    type.  A stop policy's trigger returns an integer: a bool's True was read as
+    evaluation 1 (every job stopped there), and a float was taken wherever it happened to
+    equal the prefix's length.  A scheduler key returns a number: an array failed in
+    numba's typing of the engine's key array, a message that named neither.  Checked
+    after the drivers were compiled, when numba has typed it for their arguments."""
     from numba.core import types  # here: numba is imported by then, the registry need not
 
+    if what == "stop policy":
+        kinds, allowed = (types.Integer,), ("an integer, the 1-based evaluation at which it "
+                                            "stops the job, or 0")
+    else:
+        kinds, allowed = (types.Number, types.Boolean), "a number, the job's key (smaller first)"
     for sig in decl.user.nopython_signatures:
-        if not isinstance(sig.return_type, types.Integer):
-            raise ConfigError(f"stop policy {decl.name} returns {sig.return_type}; allowed: "
-                              "an integer, the 1-based evaluation at which it stops the job, "
-                              "or 0")
+        if not isinstance(sig.return_type, kinds):
+            raise ConfigError(f"{what} {decl.name} returns {sig.return_type}; allowed: {allowed}")
 
 
 def trigger_error(name: str, values: dict) -> str:

@@ -676,6 +676,12 @@ def nan_key(t_est_h, gpus, job_type, arrival_h):
 
 @scheduler_key()
 @njit
+def array_key(t_est_h, gpus, job_type, arrival_h):
+    return np.array([t_est_h, gpus])
+
+
+@scheduler_key()
+@njit
 def raising_key(t_est_h, gpus, job_type, arrival_h):
     raise ValueError("boom")
 
@@ -797,7 +803,12 @@ def hostile_dir(tmp_path_factory):
     (["--policy", "toy_hostile_user:flatten"], "TypingError: Cannot modify readonly array"),
     (["--policy", "toy_hostile_user:flatten"], "(toy_hostile_user.py, line 11: scores[0] = 0.0)"),
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
-    (["--scheduler", "toy_hostile_user:raising_key"], "toy_hostile_user:raising_key failed"),
+    # it always raises, so it never returns a key: numba types its return as none
+    (["--scheduler", "toy_hostile_user:raising_key"], "scheduler key toy_hostile_user:raising_key "
+     "returns none; allowed: a number"),
+    # the typing error named numba's setitem of the engine's key array
+    (["--scheduler", "toy_hostile_user:array_key"], "scheduler key toy_hostile_user:array_key "
+     "returns array(float64, 1d, C); allowed: a number"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], "scheduler toy_hostile_user:huge_int_key returned the "
      "integer key 46116860184273879"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], ", beyond 2^53, where float64 keys no "

@@ -150,7 +150,7 @@ class _Series:
         try:  # a call that fails leaves no trace: the same call may be retried
             with user_code("stop policy", d.name):
                 trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
-            R.check_trigger_returns(d)
+            R.check_returns(d, "stop policy")
             if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):
                 raise ConfigError(R.trigger_error(d.name, self.p.values))
         except Exception:

@@ -58,7 +58,7 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     params = tuple(v for k, v in values.items() if k != "scope")
     with user_code("stop policy", d.name):
         trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params)
-    R.check_trigger_returns(d)
+    R.check_returns(d, "stop policy")
     n = score.shape[0]
     if trig == 0:
         return ACT_CONTINUE, 0, n
