@@ -26,6 +26,7 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
+from fastsim.compile_notice import first_run
 from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
                             check_flags, is_integer, parse_baseline)
 from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
@@ -568,7 +569,9 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     w = cfg.workload
     check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
                "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
-    return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start, extract)
+    with first_run(cfg.scheduler.code):
+        return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start,
+                    extract)
 
 
 @known_keywords("fastsim.compare()")

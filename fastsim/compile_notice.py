@@ -11,6 +11,9 @@ from pathlib import Path
 
 from fastsim.kernels.jit import CACHE, CACHE_DIR, UNCACHED
 
+_OPEN = threading.local()  # notices (and quiet blocks) open in this thread: ``depth``
+_WARM: set[int] = set()  # schedulers whose engine ran in this process, compiled in memory
+
 
 def engine_is_cached(scheduler: int | None = None) -> bool:
     """Whether the one-pass simulation kernel of ``scheduler`` (a code, default the default
@@ -56,16 +59,43 @@ def sweep_notice(schedulers, stream=None) -> None:
 
 
 @contextmanager
+def quiet():
+    """No notice inside the block: its caller says it its own way (a sweep, once before
+    its bar and never in a log) or already has (an open notice)."""
+    _OPEN.depth = getattr(_OPEN, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _OPEN.depth -= 1
+
+
+@contextmanager
+def first_run(scheduler: int):
+    """The notice around a run of the engine of ``scheduler`` (a code) from the API
+    (``simulate``, ``compare``): a notebook's first call compiled for 10-40 s in silence.
+    Once per scheduler and process: later runs do not look at the cache again."""
+    with compile_notice(scheduler, cached=True if scheduler in _WARM else None):
+        yield
+    _WARM.add(scheduler)
+
+
+@contextmanager
 def compile_notice(scheduler: int | None = None, stream=None, *, cached: bool | None = None,
                    what: str = "the simulation kernels", seconds: str = "10-40"):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
     are not cached yet, or if not ``cached`` (other kernels: ``what``, compiled in about
     ``seconds``), and spin on a terminal until the block ends."""
     stream = stream or sys.stderr
-    if engine_is_cached(scheduler) if cached is None else cached:
+    if getattr(_OPEN, "depth", 0) or (engine_is_cached(scheduler) if cached is None else cached):
         yield
         return
-    text = notice_text(what, seconds)
+    with quiet():
+        yield from _announce(stream, notice_text(what, seconds))
+
+
+def _announce(stream, text: str):
+    """Print ``text`` to ``stream``; on a terminal, spin with the seconds elapsed until the
+    block ends (a generator: ``compile_notice``'s block runs at its ``yield``)."""
     if not stream.isatty():
         print(text, file=stream, flush=True)
         yield

@@ -170,3 +170,24 @@ def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv
     assert main(["run", *argv, "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists(), err
+
+
+def test_the_api_announces_a_first_compile_once(capsys, monkeypatch):
+    """fastsim.simulate and fastsim.compare compiled for 10-40 s in silence on a first
+    call from Python (a notebook's first cell), where fastsim run says so: the notice is
+    one line, once per scheduler and process, after the arguments are checked."""
+    import fastsim
+    import fastsim.compile_notice
+    from fastsim.errors import ConfigError
+
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set(), raising=False)
+    cfg = fastsim.SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=8)
+    with pytest.raises(ConfigError):
+        fastsim.simulate(cfg, n_clusters="2")
+    assert capsys.readouterr().err == ""  # bad input: refused before any notice
+    fastsim.simulate(cfg, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compiling the simulation kernels"), err
+    fastsim.compare(cfg, n_clusters=2)  # the same scheduler: compiled already
+    assert capsys.readouterr().err == ""

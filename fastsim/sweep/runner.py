@@ -26,6 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from fastsim.api import simulate
+from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
@@ -65,8 +66,9 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
     Takes the config as a plain dict so that a Dask task pickles only data.
     """
     cfg = SimConfig.from_dict(config)
-    res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=keep_jobs,
-                   extract=jct_histogram)
+    with quiet():  # a sweep says it compiles once, before its bar, and never in a log
+        res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=keep_jobs,
+                       extract=jct_histogram)
     return res.clusters, res.extract, res.jobs
 
 
@@ -125,7 +127,8 @@ def warm_up() -> str:
     scheds, pols = R.BUILTIN_SCHEDULERS, R.BUILTIN_POLICIES
     for i in range(max(len(scheds), len(pols))):  # every built-in at least once
         sched, pol = scheds[i % len(scheds)].usage(), pols[i % len(pols)].usage()
-        simulate(SimConfig.from_specs(sched, pol, n_jobs=8), n_clusters=2, keep_jobs=True)
+        with quiet():  # on a Dask worker, whose output nobody reads
+            simulate(SimConfig.from_specs(sched, pol, n_jobs=8), n_clusters=2, keep_jobs=True)
     return f"pid {os.getpid()} warm"
 
 
