@@ -50,9 +50,11 @@ def small_sweep(clusters: int) -> str:
 
 def own_lines(err: str) -> list[str]:
     """stderr's lines but numba's one-time compile notice, which a command prints first when
-    its kernels are not cached yet (a test run alone on an empty cache)."""
+    its kernels are not cached yet (a test run alone on an empty cache): the simulation
+    kernels', or the stop-policy kernels' of a replay."""
     return [line for line in err.strip().splitlines()
-            if not line.startswith("compiling the simulation kernels")]
+            if not line.startswith(("compiling the simulation kernels",
+                                    "compiling the stop-policy kernels"))]
 
 
 def one_line(capsys, argv, needle):

@@ -700,3 +700,24 @@ def test_replay_checks_a_log_built_by_hand(change, said):
     assert replay(EvalLog(t, "metric", True), ["evalstop:k=2"])["status"].to_list() == ["stopped"]
     with pytest.raises(ConfigError, match=re.escape(said)):
         replay(EvalLog(change(t), "metric", True), ["evalstop:k=2"])
+
+
+def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monkeypatch):
+    """The first replay on a machine compiled the stop-policy kernels for 5-15 s in
+    silence (fastsim.replay in a notebook, fastsim replay); it says so once, after the
+    log and the policies are checked, and not once they are cached."""
+    import fastsim
+    import fastsim.compile_notice
+
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n")
+    monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: False)
+    with pytest.raises(ConfigError):
+        fastsim.replay(p, "evalstp:k=2")
+    assert capsys.readouterr().err == ""
+    fastsim.replay(p, "evalstop:k=2")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compiling the stop-policy kernels"), err
+    monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
+    fastsim.replay(p, "evalstop:k=2")
+    assert capsys.readouterr().err == ""

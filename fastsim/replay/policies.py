@@ -336,6 +336,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     >>> r.select("job_id", "status", "trigger_step", "delivered_step", "steps_saved").rows()
     [('a', 'stopped', 4, 2, 1), ('b', 'triggered_at_completion', 4, 2, 0)]
     """
+    from fastsim.compile_notice import compile_notice, kernels_cached
     from fastsim.progress import progress_bar
 
     gpus = plain_scalar(gpus)  # numpy's count is a count: np.int64(8)
@@ -358,11 +359,14 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
             for (job_id,), g in t.group_by("job_id", maintain_order=True)]
     _check_gpu_h(jobs)  # before any job is replayed
     seeded = "seed" in t.columns
-    for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
-        for p in pols:
-            row = {"policy": p.label, "job_id": job_id, **({"seed": job.seed} if seeded else {}),
-                   **_replay_one(p, job, sign)}
-            rows.append(row)
+    # the first replay on a machine compiled the decision kernel for 5-15 s in silence
+    with compile_notice(cached=kernels_cached("detectors.stop_decision_1j_nb"),
+                        what="the stop-policy kernels", seconds="5-15"):
+        for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
+            for p in pols:
+                row = {"policy": p.label, "job_id": job_id,
+                       **({"seed": job.seed} if seeded else {}), **_replay_one(p, job, sign)}
+                rows.append(row)
     # steps are integers, or null where there is none: typed so, not by the rows (a run
     # where no job triggers would write a column of Parquet type null); seeds are labels
     types = {c: pl.Int64 for c in ("trigger_step", "truth_gold_peak_step") if c in rows[0]}
