@@ -177,9 +177,9 @@ def _spec_parameter(parser: argparse.ArgumentParser, name: str) -> str:
     scheduler's parameter and the command takes that spec (``run --k 3``)."""
     from fastsim import registry as R
 
-    for option, decls in (("--policy", R.BUILTIN_POLICIES), ("--scheduler", R.BUILTIN_SCHEDULERS)):
-        owners = [d.name for d in decls if any(p.name == name for p in d.params)]
-        if owners and option in parser._option_string_actions:
+    for spec, owners in R.spec_owners(name):
+        option = f"--{spec}"
+        if option in parser._option_string_actions:
             return (f" ({name} is a parameter of {', '.join(owners[:3])}: it goes in the spec, "
                     f"{option} {owners[0]}:{name}=...)")
     return ""

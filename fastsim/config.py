@@ -639,6 +639,10 @@ class SimConfig:
         names = [f.name for f in fields(WorkloadConfig)]
         for key in workload:
             if key not in names:  # its keywords are the scheduler, the policy and the workload's
+                for spec, owners in R.spec_owners(key)[:1]:  # k=3: evalstop's, in its spec
+                    raise ConfigError(f"SimConfig.from_specs() keyword {key!r} is unknown: "
+                                      f"{key} is a parameter of {', '.join(owners[:3])}; it goes "
+                                      f"in the spec, {spec}=\"{owners[0]}:{key}=...\"")
                 raise unknown_keyword("SimConfig.from_specs()", key,
                                       ["scheduler", "policy", "metrics", *names])
         return cls(WorkloadConfig(**workload),

@@ -744,6 +744,18 @@ BUILTIN_SCHEDULERS = (
               label_fn=lambda v: _tiresias_label(v["thresholds"])),
 )
 
+def spec_owners(name: str) -> list[tuple[str, list[str]]]:
+    """``(spec, owners)``, for ``"policy"`` then ``"scheduler"``: the built-ins of which
+    ``name`` is a parameter (``k``: evalstop, deprioritize, ...), where there are any; for
+    the refusal of such a parameter given where a spec's parameters do not go."""
+    homes = []
+    for spec, decls in (("policy", BUILTIN_POLICIES), ("scheduler", BUILTIN_SCHEDULERS)):
+        owners = [d.name for d in decls if any(p.name == name for p in d.params)]
+        if owners:
+            homes.append((spec, owners))
+    return homes
+
+
 _REGISTRY: dict[str, dict[str, Declaration]] = {
     "policy": {d.name: d for d in BUILTIN_POLICIES},
     "scheduler": {d.name: d for d in BUILTIN_SCHEDULERS},

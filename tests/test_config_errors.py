@@ -506,3 +506,15 @@ def test_a_misspelt_name_is_refused_with_the_nearest_one(parse, spec, near):
         parse(spec)
     said = str(exc.value)
     assert said.endswith(f" (did you mean {near}?)" if near else "user's declaration"), said
+
+
+@pytest.mark.parametrize("key,home", [("k", 'policy="evalstop:k=..."'),
+                                      ("backfill", 'scheduler="fifo:backfill=..."')])
+def test_a_spec_parameter_given_to_from_specs_says_where_it_goes(key, home):
+    """SimConfig.from_specs("fifo", "evalstop", k=3) said only that k is unknown, among the
+    workload's 30 fields; fastsim run --k 3 says it goes in the policy spec, and so does
+    the API now."""
+    with pytest.raises(ConfigError) as e:
+        SimConfig.from_specs("fifo", "evalstop", **{key: 3})
+    text = str(e.value)
+    assert "\n" not in text and f"it goes in the spec, {home}" in text, text
