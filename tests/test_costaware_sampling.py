@@ -162,3 +162,21 @@ def test_ratio_table_refuses_a_lone_value_or_none_in_place_of_a_list(kw, said):
     ('o' is not a strategy) and an empty list gave an empty table without a word."""
     with pytest.raises(ConfigError, match=re.escape(said) + " is invalid; allowed: a non-empty list"):
         ratio_table([1.0, 2.0], [1.0, 4.0], **kw)
+
+
+def test_every_cost_aware_name_refuses_a_misspelt_keyword_in_one_line():
+    """GRPOConfig(steps=20) (its field is n_steps), ProblemConfig(nn=32) and the functions'
+    keyword slips were Python's TypeError ('__init__() got an unexpected keyword
+    argument'), with no hint; as fastsim's own names do, each says the nearest one and all
+    it takes."""
+    import fastsim.costaware as ca
+
+    for name in ca.__all__:
+        obj = getattr(ca, name)
+        if not callable(obj) or name == "Strategy":  # an IntEnum: Strategy(3), no keywords
+            continue
+        with pytest.raises(ConfigError, match=r"keyword 'lamda' is unknown.*; allowed: "):
+            obj(lamda=0.1)
+    with pytest.raises(ConfigError, match=r"^GRPOConfig\(\) keyword 'steps' is unknown "
+                                          r"\(did you mean n_steps\?\); allowed: seeds, seed, "):
+        ca.GRPOConfig(steps=20)

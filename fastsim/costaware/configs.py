@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from fastsim.config import is_integer, is_real, plain_fields
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
 # kernels (numba); tests/test_costaware_sgd.py checks that the two agree
@@ -263,3 +263,7 @@ class GRPOConfig:
     def n_evals(self) -> int:
         return max(self.steps_per_arm) // self.eval_every + 1
 
+
+# A misspelt keyword (GRPOConfig(steps=20)) is one ConfigError naming the nearest field.
+for _cls in (ProblemConfig, SGDConfig, GRPOConfig):
+    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)

@@ -25,7 +25,7 @@ import polars as pl
 from fastsim.costaware.configs import (ARMS, MAX_CURVE_POINTS, MAX_RESPONSES,  # noqa: F401
                                        GRPOConfig)
 from fastsim.config import check_flags, is_integer
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import grpo as nb
@@ -35,6 +35,7 @@ from fastsim.progress import progress_bar
 TARGET_GAIN = 0.9
 
 
+@known_keywords("fastsim.costaware.run_grpo()")
 def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
              chunk: int = 16) -> pl.DataFrame:
     """Train every arm on every seed; one row per (seed, arm, evaluation).
@@ -96,6 +97,7 @@ def _arm(curves: pl.DataFrame, arm: str):
     return c["tokens"].to_numpy().reshape(shape), c["accuracy"].to_numpy().reshape(shape)
 
 
+@known_keywords("fastsim.costaware.tokens_to_uniform_peak()")
 def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Per seed: the uniform run's peak accuracy and the tokens it took to reach it, the
     tokens ``arm`` took to first reach the same accuracy (NaN if never), ``arm``'s
@@ -182,6 +184,7 @@ def _saving_rows(add, name, reached_name, tu, tc, spent, what):
         "median of 1 - tokens_arm / tokens_u, a seed that never reached it counted as -inf")
 
 
+@known_keywords("fastsim.costaware.summarize_grpo()")
 def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFrame:
     """Headline numbers of ``arm`` against uniform with 95% CIs over seeds, one row per metric.
 
@@ -246,12 +249,14 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
     return pl.DataFrame(rows)
 
 
+@known_keywords("fastsim.costaware.ablation_table()")
 def ablation_table(curves: pl.DataFrame) -> pl.DataFrame:
     """``summarize_grpo`` for every non-uniform arm in ``curves``, stacked."""
     arms = [a for a in ARMS if a != "uniform" and a in set(curves["arm"])]
     return pl.concat([summarize_grpo(curves, a) for a in arms], how="diagonal_relaxed")
 
 
+@known_keywords("fastsim.costaware.curve_summary()")
 def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
     """Per arm and evaluation: mean cumulative tokens and accuracy with a 95% CI."""
     rows = []

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fastsim.costaware.sampling import check_lam, check_nonnegative, real_array
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nbc
 from fastsim.kernels import grpo as nb
 
@@ -91,6 +91,7 @@ def _advantages(advantages) -> np.ndarray:
     return a
 
 
+@known_keywords("fastsim.costaware.group_advantages()")
 def group_advantages(rewards) -> np.ndarray:
     """Group-normalised advantages ``(r - mean) / std`` per row; rows of equal rewards -> 0.
 
@@ -105,6 +106,7 @@ def group_advantages(rewards) -> np.ndarray:
     return out
 
 
+@known_keywords("fastsim.costaware.cost_aware_probs()")
 def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) -> np.ndarray:
     """``p_i = (1 - lam) q_i + lam / N`` with ``q_i ∝ max(|A_i|, floor) / sqrt(len_i)``.
 
@@ -148,6 +150,7 @@ def _draw_args(batch_size, seed, step, n: int):
             raise ConfigError(f"{name}={value!r} must be an integer from 0 to 2^63-1")
 
 
+@known_keywords("fastsim.costaware.cost_aware_draw()")
 def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor: float = 0.0,
                     seed: int = 0, step: int = 0, process: int = 0) -> GRPOBatch:
     """A mini-batch drawn with ``p ∝ max(|A|, floor) / sqrt(c)`` from advantages you already have.
@@ -179,6 +182,7 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     return GRPOBatch(adv, p, idx, weights, float(c[idx].sum()))
 
 
+@known_keywords("fastsim.costaware.cost_aware_batch()")
 def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor: float = 0.0,
                      seed: int = 0, step: int = 0) -> GRPOBatch:
     """Advantages, cost-aware probabilities, a mini-batch and its importance weights.
@@ -211,3 +215,8 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     _lengths(lengths, r.size)
     _draw_args(batch_size, seed, step, r.size)
     return cost_aware_draw(group_advantages(r), lengths, batch_size, lam, floor, seed, step)
+
+
+# Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
+for _cls in (GRPOBatch,):
+    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import is_real
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nb
 
 
@@ -134,6 +134,7 @@ def check_gradient_bounds(G, n: int | None = None, field: str = "gradient_bounds
     return x
 
 
+@known_keywords("fastsim.costaware.sampling_distribution()")
 def sampling_distribution(G, c, strategy="optimal", lam: float = 0.0) -> np.ndarray:
     """Sampling probabilities ``p`` (n,) of a strategy mixed with uniform.
 
@@ -174,6 +175,7 @@ def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
     return x
 
 
+@known_keywords("fastsim.costaware.second_moment()")
 def second_moment(G, p) -> float:
     """``S(p) = sum_i G_i^2 / (n^2 p_i)`` (inf if a sample with ``G_i > 0`` has ``p_i = 0``).
 
@@ -186,6 +188,7 @@ def second_moment(G, p) -> float:
     return float(nb.second_moment_nb(G, check_probabilities(p, G.size)))
 
 
+@known_keywords("fastsim.costaware.expected_cost()")
 def expected_cost(c, p) -> float:
     """``C(p) = sum_i p_i c_i``, the expected cost of one stochastic gradient (cost units).
 
@@ -198,6 +201,7 @@ def expected_cost(c, p) -> float:
     return float(nb.expected_cost_nb(c, check_probabilities(p, c.size)))
 
 
+@known_keywords("fastsim.costaware.cost_factor()")
 def cost_factor(G, c, p) -> float:
     """``J(p) = S(p) C(p)``: total cost to reach a given error is proportional to it.
 
@@ -209,6 +213,7 @@ def cost_factor(G, c, p) -> float:
     return second_moment(G, p) * expected_cost(c, p)
 
 
+@known_keywords("fastsim.costaware.optimal_cost_factor()")
 def optimal_cost_factor(G, c) -> float:
     """Closed form ``J(p*) = ((1/n) sum_i G_i sqrt(c_i))^2``.
 
@@ -233,6 +238,7 @@ def _unit_scaled(G: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return G_unit, c_unit, j_opt
 
 
+@known_keywords("fastsim.costaware.ratio_table()")
 def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     """``S``, ``C``, ``J`` and ``J / J(p*)`` of each strategy and uniform mix.
 

@@ -20,7 +20,7 @@ import polars as pl
 from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
 from fastsim.costaware.sampling import STRATEGIES, check_probabilities, sampling_distribution
 from fastsim.config import check_flags
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
 from fastsim.kernels import costaware as nbc
@@ -53,6 +53,7 @@ class Problem:
         return PROBLEMS[self.config.kind]
 
 
+@known_keywords("fastsim.costaware.make_problem()")
 def make_problem(cfg: ProblemConfig = ProblemConfig()) -> Problem:
     """Draw the instance of ``cfg`` and solve it exactly.
 
@@ -121,6 +122,7 @@ def explicit_distributions(distributions, problem: Problem,
     return out
 
 
+@known_keywords("fastsim.costaware.run_sgd()")
 def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = True,
             distributions: dict | None = None) -> pl.DataFrame:
     """Cost to reach ``eps`` for every strategy and replication.
@@ -220,6 +222,7 @@ RUN_COLUMNS = ("strategy", "replication", "cost_units", "steps", "reached",
                "cost_units_at_cap")
 
 
+@known_keywords("fastsim.costaware.summarize_sgd()")
 def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
                   distributions: dict | None = None, baseline: str = "optimal") -> pl.DataFrame:
     """Per strategy: the share of runs reaching ``eps`` (exact binomial CI), the median
@@ -269,3 +272,8 @@ def config_columns(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig) -> dict:
     d = {f"problem_{k}": v for k, v in asdict(problem_cfg).items()}
     d.update({f"sgd_{k}": v for k, v in asdict(sgd_cfg).items() if k != "strategies"})
     return d
+
+
+# Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
+for _cls in (Problem,):
+    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)

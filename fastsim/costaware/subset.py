@@ -23,7 +23,7 @@ import polars as pl
 from fastsim.costaware.configs import EXACT_MAX_N
 from fastsim.costaware.sampling import (check_choices, check_costs, check_gradient_bounds,
                                         check_lam, check_nonnegative)
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import Estimate, clopper_pearson, mean_ci
 from fastsim.kernels import costaware as nb
 from fastsim.kernels import costaware_sgd as nbs
@@ -70,6 +70,7 @@ def check_gamma_frac(frac, field: str = "gamma_frac") -> float:
     return x
 
 
+@known_keywords("fastsim.costaware.select_subset()")
 def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection:
     """Min-cost subset whose dropped samples have bias bound ``(1/n) sum G <= gamma``.
 
@@ -117,6 +118,7 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
                            float(value[keep].sum()), w_all, critical)
 
 
+@known_keywords("fastsim.costaware.subset_distribution()")
 def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
     """``p ∝ G / sqrt(c)`` on the kept samples, mixed with uniform over the kept ones;
     zero on dropped samples.
@@ -153,6 +155,7 @@ def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
     return (1.0 - lam) * score / total + lam * keep / keep.sum()
 
 
+@known_keywords("fastsim.costaware.subset_report()")
 def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
     """Subset selection on a ``Problem`` for each bias budget.
 
@@ -211,3 +214,8 @@ def greedy_vs_exact(instances: int, n: int, seed: int = 0) -> dict[str, Estimate
             "max_gap": Estimate(float(gaps[worst]), np.nan, float(bounds[worst]), instances),
             "violations": Estimate(viol / instances, *clopper_pearson(viol, instances),
                                    instances)}
+
+
+# Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
+for _cls in (SubsetSelection,):
+    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)

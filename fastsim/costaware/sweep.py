@@ -34,7 +34,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.config import check_flags, is_path
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
                         toml_echo, toml_text, write_all)
 from fastsim.sweep.grid import MAX_CELLS
@@ -84,6 +84,7 @@ def _check_path(name: str, value) -> None:
         raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
 
 
+@known_keywords("fastsim.costaware.load_costaware_sweep()")
 def load_costaware_sweep(path) -> SweepSpec:
     """Parse and validate a sweep TOML (every point is validated before anything runs)."""
     _check_path("path", path)
@@ -209,6 +210,7 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
     return report.join(sim, on="gamma_frac", how="left"), runs
 
 
+@known_keywords("fastsim.costaware.run_costaware_sweep()")
 def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
     """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
     _check_path("out_dir", out_dir)  # '' is Path('.'): the tables went into the current directory
