@@ -310,3 +310,28 @@ def test_pass_fail_rewards_may_be_bools():
     """A 0/1 reward is a bool reward; only gradient bounds, costs, lengths, advantages and
     probabilities refuse True and False."""
     assert np.array_equal(group_advantages([[True, False]]), group_advantages([[1.0, 0.0]]))
+
+
+def test_grpo_summaries_refuse_what_they_cannot_read_in_one_line():
+    """summarize_grpo(curves, arm="cost_awar") was numpy's 'cannot reshape array of size 0',
+    a pandas frame a TypeError about Index(...), a frame without run_grpo's columns a
+    Polars ColumnNotFoundError: each is one line naming the argument and what it takes."""
+    from fastsim.costaware import ablation_table, curve_summary, tokens_to_uniform_peak
+
+    curves = run_grpo(GRPOConfig(**{**TINY, "n_steps": 10}), progress=False)
+    calls = [
+        (lambda: summarize_grpo(curves, arm="cost_awar"),
+         r"^summarize_grpo\(\): arm='cost_awar' is not an arm of curves \(did you mean "
+         r"cost_aware\?\); allowed: cost_aware"),
+        (lambda: tokens_to_uniform_peak(curves.filter(pl.col("arm") != "uniform")),
+         r"^tokens_to_uniform_peak\(\): curves has no uniform arm"),
+        (lambda: summarize_grpo(curves.to_pandas()),
+         r"^summarize_grpo\(\): curves is a pandas DataFrame; allowed: the rows of run_grpo"),
+        (lambda: curve_summary(curves.to_pandas()), r"^curve_summary\(\): curves is a pandas"),
+        (lambda: ablation_table(curves.drop("tokens")),
+         r"^ablation_table\(\): curves has no column 'tokens'; allowed: the rows of run_grpo"),
+    ]
+    for call, message in calls:
+        with pytest.raises(ConfigError, match=message) as e:
+            call()
+        assert "\n" not in str(e.value)

@@ -91,6 +91,34 @@ def run_grpo(cfg: GRPOConfig = GRPOConfig(), progress: bool = True,
     }).filter(pl.col("accuracy").is_not_nan())
 
 
+CURVE_COLUMNS = ("seed", "arm", "eval", "step", "tokens", "accuracy", "S_sum", "C_sum")
+
+
+def _check_curves(curves, what: str, arm: str | None = None) -> None:
+    """``curves`` is ``run_grpo``'s table, holding the uniform arm and ``arm`` when an arm
+    is compared: anything else was a pandas TypeError about ``Index(...)``, a Polars
+    ColumnNotFoundError, or (an arm it does not hold) numpy's 'cannot reshape array'."""
+    from fastsim.errors import did_you_mean
+    from fastsim.summary import value_kind
+
+    allowed = "allowed: the rows of run_grpo"
+    if not isinstance(curves, pl.DataFrame):
+        raise ConfigError(f"{what}(): curves is {value_kind(curves)}; {allowed}")
+    missing = [c for c in CURVE_COLUMNS if c not in curves.columns]
+    if missing:
+        raise ConfigError(f"{what}(): curves has no column {missing[0]!r}; {allowed}")
+    if arm is None:
+        return
+    arms = curves["arm"].unique(maintain_order=True).to_list()
+    if "uniform" not in arms:
+        raise ConfigError(f"{what}(): curves has no uniform arm, which the others are compared "
+                          f"with; {allowed} with 'uniform' among GRPOConfig.arms")
+    others = [a for a in arms if a != "uniform"]
+    if arm not in others:
+        raise ConfigError(f"{what}(): arm={arm!r} is not an arm of curves"
+                          f"{did_you_mean(str(arm), others)}; allowed: {', '.join(others)}")
+
+
 def _arm(curves: pl.DataFrame, arm: str):
     c = curves.filter(pl.col("arm") == arm).sort(["seed", "eval"])
     shape = (c["seed"].n_unique(), -1)
@@ -104,6 +132,11 @@ def tokens_to_uniform_peak(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.
     accuracies at the uniform horizon (same steps) and at the uniform token budget, and
     its total tokens (which a seed that never reached the peak or the target would exceed
     to reach it)."""
+    _check_curves(curves, "tokens_to_uniform_peak", arm)
+    return _tokens_to_uniform_peak(curves, arm)
+
+
+def _tokens_to_uniform_peak(curves: pl.DataFrame, arm: str) -> pl.DataFrame:
     tok_u, acc_u = _arm(curves, "uniform")
     tok_c, acc_c = _arm(curves, arm)
     rows = np.arange(acc_u.shape[0])
@@ -202,7 +235,8 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
       arm's distribution over uniform's, on the uniform run's batches (pooled over steps,
       mean over seeds); ``1 - predicted_J_ratio`` is the saving ``J`` predicts.
     """
-    per_seed = tokens_to_uniform_peak(curves, arm)
+    _check_curves(curves, "summarize_grpo", arm)
+    per_seed = _tokens_to_uniform_peak(curves, arm)
     rows = []
 
     def add(metric, est, note=""):
@@ -252,6 +286,7 @@ def summarize_grpo(curves: pl.DataFrame, arm: str = "cost_aware") -> pl.DataFram
 @known_keywords("fastsim.costaware.ablation_table()")
 def ablation_table(curves: pl.DataFrame) -> pl.DataFrame:
     """``summarize_grpo`` for every non-uniform arm in ``curves``, stacked."""
+    _check_curves(curves, "ablation_table")
     arms = [a for a in ARMS if a != "uniform" and a in set(curves["arm"])]
     return pl.concat([summarize_grpo(curves, a) for a in arms], how="diagonal_relaxed")
 
@@ -259,6 +294,7 @@ def ablation_table(curves: pl.DataFrame) -> pl.DataFrame:
 @known_keywords("fastsim.costaware.curve_summary()")
 def curve_summary(curves: pl.DataFrame) -> pl.DataFrame:
     """Per arm and evaluation: mean cumulative tokens and accuracy with a 95% CI."""
+    _check_curves(curves, "curve_summary")
     rows = []
     for (arm, e), g in curves.group_by(["arm", "eval"], maintain_order=True):
         a = mean_ci(g["accuracy"].to_numpy()).within(0.0, 1.0)
