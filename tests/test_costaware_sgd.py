@@ -293,3 +293,13 @@ def test_max_steps_beyond_the_cap_is_refused():
                        r"\[1, 1000000000\]$"):
         SGDConfig(max_steps=2**62)
     assert SGDConfig(max_steps=MAX_SGD_STEPS).max_steps == MAX_SGD_STEPS
+
+
+def test_summarize_sgd_names_a_frame_of_another_library():
+    """A pandas frame of run_sgd's rows was refused as 'runs has no column 'strategy'',
+    though it has one: the message names what runs is, as summarize's does."""
+    pr = make_problem(ProblemConfig(n=16, d=2))
+    runs = run_sgd(pr, SGDConfig(replications=2, eps=0.2), progress=False)
+    with pytest.raises(ConfigError, match=r"^summarize_sgd\(\): runs is a pandas DataFrame; "
+                                          r"allowed: the rows of run_sgd"):
+        summarize_sgd(runs.to_pandas(), pr)

@@ -233,11 +233,14 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     replication of both strategies reached ``eps``: over the pairs that did, it would
     drop the slowest runs, unevenly between the two."""
     check_problem(problem)
-    missing = ([c for c in RUN_COLUMNS if c not in runs.columns]
-               if isinstance(runs, pl.DataFrame) else ["strategy"])
+    from fastsim.summary import value_kind
+
+    allowed = "allowed: the rows of run_sgd"
+    if not isinstance(runs, pl.DataFrame):
+        raise ConfigError(f"summarize_sgd(): runs is {value_kind(runs)}; {allowed}")
+    missing = [c for c in RUN_COLUMNS if c not in runs.columns]
     if missing:  # a Polars ColumnNotFoundError
-        raise ConfigError(f"summarize_sgd(): runs has no column {missing[0]!r}; allowed: the "
-                          "rows of run_sgd")
+        raise ConfigError(f"summarize_sgd(): runs has no column {missing[0]!r}; {allowed}")
     ran = set(runs["strategy"].unique())
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
