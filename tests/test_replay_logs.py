@@ -169,7 +169,7 @@ def test_empty_and_unknown_inputs(tmp_path):
         read_logs([header_only])
     with pytest.raises(ConfigError, match="no such file"):
         read_logs([tmp_path / "nope.csv"])
-    with pytest.raises(ConfigError, match="unknown"):
+    with pytest.raises(ConfigError, match=r"^fmt='xml' is invalid; allowed: csv, "):
         read_logs([EVALS], fmt="xml")
     with pytest.raises(ConfigError, match="one metric per replay"):
         read_logs([EVALS, FIX / "hf_run"])
@@ -511,3 +511,21 @@ def test_a_metric_named_like_a_field_is_read_as_the_metric(tmp_path):
     p = tmp_path / "log.csv"
     p.write_text("job_id,step,Loss\na,1,0.5\na,2,0.4\n")
     assert read_logs([p], metric="Loss").table["metric"].to_list() == [0.5, 0.4]
+
+
+def test_read_logs_names_its_own_arguments_and_the_nearest_value(tmp_path):
+    """read_logs(p, fmt="cvs") said "--format 'cvs': unknown", a flag the API has not, and
+    read_logs(p, metric="scor") "... via --metric"; each names the argument read_logs
+    takes, with the nearest allowed value, in one line."""
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,0.4\n")
+    with pytest.raises(ConfigError, match=r"^fmt='cvs' is invalid \(did you mean csv\?\); "
+                                          r"allowed: csv, tsv, jsonl, parquet, trainer_state$"):
+        read_logs(p, fmt="cvs")
+    with pytest.raises(ConfigError) as e:
+        read_logs(p, metric="scor")
+    text = str(e.value)
+    assert "(did you mean score?)" in text and "read_logs(metric=...)" in text, text
+    with pytest.raises(ConfigError, match=r"^on_duplicate='frist' is invalid; allowed: last, "
+                                          r"error$"):
+        read_logs(p, on_duplicate="frist")

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import is_path, plain_scalar
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, did_you_mean, known_keywords
 from fastsim.io import decode_utf8, file_kind, read_parquet_table
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
@@ -709,6 +709,14 @@ def _check_field_names(df: pl.DataFrame, path: Path, metric: str) -> None:
                               f"allowed: {key!r} (rename the column)")
 
 
+def check_format(fmt) -> None:
+    """``fmt`` is None (detect) or one of ``FORMATS``: the API's argument (the command
+    line's ``--format`` takes only these)."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"fmt={fmt!r} is invalid{did_you_mean(str(fmt), FORMATS)}; "
+                          f"allowed: {', '.join(FORMATS)}")
+
+
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     _check_field_names(df, path, metric)
     found = [c for c in df.columns if c != "line"]
@@ -725,8 +733,10 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
         raise ConfigError(f"{path}:1: field 'line': the name replay gives each row's line "
                           "number; allowed: a metric column of another name (rename it)")
     if metric not in df.columns:
-        raise ConfigError(f"{path}:1: field {metric!r}: missing column; allowed: one of "
-                          f"{[c for c in df.columns if c not in ('line', 'job_id', 'step')]} via --metric")
+        metrics = [c for c in df.columns if c not in ("line", "job_id", "step")]
+        raise ConfigError(f"{path}:1: field {metric!r}: missing column"
+                          f"{did_you_mean(str(metric), metrics)}; allowed: one of {metrics} "
+                          "(--metric, or read_logs(metric=...))")
     if df.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: at least one evaluation")
     if not df["job_id"].dtype.is_integer():
@@ -817,8 +827,7 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     [0.5, 0.4]
     """
     path = resolve_path(Path(path))
-    if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
+    check_format(fmt)
     data = read_log_bytes(path) if data is None else data
     fmt = fmt or detect_format(path, data)
     if fmt == "trainer_state":
@@ -918,9 +927,8 @@ def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list
                           "eval_* name (truth_* columns are hidden truth: they score the "
                           "decisions, never make them)")
     if on_duplicate not in ("last", "error"):
-        raise ConfigError(f"on_duplicate {on_duplicate!r}: allowed: 'last', 'error'")
-    if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: unknown; allowed: {FORMATS}")
+        raise ConfigError(f"on_duplicate={on_duplicate!r} is invalid; allowed: last, error")
+    check_format(fmt)
     return list(paths)
 
 
