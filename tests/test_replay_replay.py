@@ -721,3 +721,20 @@ def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monk
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
     fastsim.replay(p, "evalstop:k=2")
     assert capsys.readouterr().err == ""
+
+
+def test_a_frame_given_as_a_log_is_refused_naming_the_argument_and_the_way(tmp_path):
+    """fastsim.replay(df, ...) with a frame in memory said 'paths=a polars DataFrame is
+    invalid', an argument replay has not (its is logs), and not how to replay a frame."""
+    import fastsim
+
+    df = pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4]})
+    for given, kind in ((df, "a polars DataFrame"), (df.to_pandas(), "a pandas DataFrame")):
+        with pytest.raises(ConfigError) as e:
+            fastsim.replay(given, "evalstop:k=2")
+        text = str(e.value)
+        assert text.startswith(f"logs={kind} is invalid; allowed: a path, a list of paths or "
+                               "an EvalLog") and "write it to a file first" in text, text
+        with pytest.raises(ConfigError, match=r"^paths=.* \(a frame in memory: write it to a "
+                                              r"file first"):
+            fastsim.read_logs(given)

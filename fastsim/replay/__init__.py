@@ -50,18 +50,20 @@ def replay_logs(logs, policies, gpus: float | None = None):
     >>> fastsim.replay(p, "evalstop:k=2")["status"].to_list()
     ['stopped']
     """
-    from fastsim.config import PolicyConfig
-    from fastsim.replay.logs import EvalLog, read_logs
+    from fastsim.config import PolicyConfig, is_path
+    from fastsim.replay.logs import FRAME_HINT, EvalLog, read_logs
     from fastsim.replay.policies import replay
+    from fastsim.summary import value_kind  # a DataFrame's repr is many lines
 
+    if not (isinstance(logs, (EvalLog, list, tuple)) or is_path(logs)):  # a frame, say
+        raise ConfigError(f"logs={value_kind(logs)} is invalid; allowed: a path, a list of "
+                          f"paths or an EvalLog from fastsim.read_logs{FRAME_HINT}")
     if not isinstance(logs, EvalLog):
         logs = read_logs([logs] if isinstance(logs, (str, Path)) else
                          list(logs) if isinstance(logs, (list, tuple)) else logs)
     policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
     if not isinstance(policies, (list, tuple)) or not all(
             isinstance(p, (str, PolicyConfig)) for p in policies):
-        from fastsim.summary import value_kind  # a DataFrame's repr is many lines
-
         raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: a policy spec "
                           "(\"evalstop:k=2\") or a list of them")
     return replay(logs, policies, gpus=gpus)

@@ -903,6 +903,11 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     return EvalLog(table=table, metric=name, higher_is_better=hib, notes=tuple(notes))
 
 
+# A frame is read as a file is, so that the same mess rules apply and errors name a line.
+FRAME_HINT = (" (a frame in memory: write it to a file first, as df.write_csv('evals.csv'), "
+              "and pass that path)")
+
+
 def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list:
     """``read_logs``' arguments checked before any file is opened; the paths as a list."""
     given = paths
@@ -912,7 +917,7 @@ def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list
         from fastsim.summary import value_kind  # a DataFrame's repr is many lines
 
         raise ConfigError(f"paths={value_kind(given)} is invalid; allowed: a path or a list of "
-                          "paths")
+                          f"paths{FRAME_HINT}")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths")
     if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy
