@@ -84,8 +84,17 @@ class Accounting:
 class SimResult:
     """Results of one cell.
 
-    ``clusters``: one row per cluster (metric columns of ``fastsim.kernels.metrics.METRIC_NAMES``);
-    ``jobs``: one row per cluster x job, or None unless asked for;
+    ``clusters``: one row per cluster: ``cluster`` (its id) and the metric columns of
+    ``fastsim.kernels.metrics.METRIC_NAMES``, with their unit in the name (``_h`` hours,
+    ``_gpu_h`` GPU-hours) or declared (``fastsim.metrics.lookup("utilization").unit`` is
+    ``share``: a fraction in [0, 1], as ``wasted_share``, ``precision``, ``recall``,
+    ``fpr`` and ``stop_recall`` are; ``gold_*`` and ``regret_mean`` are gold scores;
+    ``tp, fp, fn, tn`` and the other integer columns count jobs);
+    ``fastsim.metrics.metrics()`` lists each with its label and unit.  A cluster's rate
+    is NaN where it has nothing to count (``summarize`` pools the counts over clusters).
+    ``jobs``: one row per cluster x job (times in hours; ``trigger_eval`` and
+    ``delivered_eval`` are 1-based evaluations, ``trigger_eval`` 0 where none fired), or
+    None unless ``keep_jobs``;
     ``segments``: run segments (cluster, job, start_h, end_h) when recorded;
     ``extract``: what ``simulate``'s ``extract`` returned, if given.
     """
@@ -551,6 +560,34 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     policy (common random numbers), in any chunking and thread count.  Bad arguments
     (a float or bool count, a seed outside ``[0, 2^64)``, a negative ``cluster_start``,
     more memory than available) raise ``ConfigError`` before anything is allocated.
+    The first call of a scheduler on a machine compiles its kernels (10-40 s, said in one
+    line on stderr); later calls load them from numba's cache.
+
+    Parameters
+    ----------
+    cfg : SimConfig
+        The cell: ``SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=60)``.
+    n_clusters : int
+        Independent clusters to simulate (``cfg.workload.gpus`` GPUs and ``n_jobs`` jobs
+        each).
+    seed : int, default 0
+        The draws' seed, in ``[0, 2^64)``.
+    cluster_start : int, default 0
+        Id of the first cluster: ``simulate(cfg, 500, cluster_start=500)`` continues a run
+        of 500.
+    keep_jobs : bool, default False
+        Also return the per-job table (memory grows with clusters x jobs).
+    record_segments : bool, default False
+        Also return every run segment (for invariant tests; small runs).
+    extract : function, optional
+        See below.
+
+    Returns
+    -------
+    SimResult
+        ``.clusters``: one row per cluster and metric column (units in ``SimResult``'s
+        docstring); ``.jobs``, ``.segments``, ``.extract`` as asked.  ``summarize`` turns
+        ``.clusters`` into estimates with 95% intervals; ``compare`` runs a baseline too.
 
     ``extract``: a function of the per-job arrays (the per-job table's columns as
     ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
@@ -558,6 +595,13 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (``simulate`` reuses them, and the per-job table shares them), so it keeps what it
     needs, small: a sweep's JCT histogram is one (``fastsim.sweep.extracts.jct_histogram``),
     without the per-job table.
+
+    Examples
+    --------
+    >>> from fastsim.config import SimConfig
+    >>> res = simulate(SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=20), 3, keep_jobs=True)
+    >>> res.clusters.height, res.jobs.height, res.clusters["jct_mean_h"].dtype
+    (3, 60, Float64)
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
@@ -583,7 +627,9 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
     ``metric, kind, mean, lo, hi, n``; ``kind`` is ``mean`` (over clusters, Student-t
     95% interval), ``pooled`` (precision, recall, FPR, delay: cluster bootstrap) or
     ``paired`` (``*_change``: per-cluster relative change against the baseline on
-    identical clusters, t interval).  ``fastsim.summary.format_table`` prints it.
+    identical clusters, t interval).  ``mean, lo, hi`` are in the metric's unit; shares,
+    rates and changes are fractions (0.05 is 5%, as ``format_table`` prints it); ``n`` is
+    the number of clusters behind the row.  ``fastsim.summary.format_table`` prints it.
 
     Examples
     --------

@@ -41,6 +41,9 @@ def replay_logs(logs, policies, gpus: float | None = None):
     ``logs`` is an ``EvalLog`` or one or more paths (CSV, JSONL, Parquet,
     ``trainer_state.json``); ``policies`` one spec (``"evalstop:k=2"``) or a list.
     ``summarize_replay`` turns the rows into one row per policy with 95% intervals.
+    The columns (``policy, job_id, status, stopped, trigger_step, delivered_step, ...``,
+    steps in the log's units, ``gpu_h_*`` in GPU-hours) are those of
+    ``fastsim.replay.replay``, whose docstring says what each means.
 
     Examples
     --------

@@ -397,6 +397,8 @@ class EvalStopMonitor(StopMonitor):
     ----------
     k : consecutive strict declines that trigger a stop (>= 1)
     higher_is_better : sense of the score (False for a loss)
+    threshold : a drop of at most this much (in the score's units) is not a decline,
+        as ``StopMonitor``'s
 
     Examples
     --------

@@ -43,6 +43,14 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     ``file`` is a path, or the name of a shipped sweep (``"noise"``, ``"headline"``).
     ``clusters``, ``chunk`` and ``seed`` override the file's values; ``backend="dask"``
     runs the chunks on ``address``, or on a local cluster of ``workers`` processes.
+    ``progress``: a bar on stderr (and the notice of a first compile on a terminal).
+
+    The table's columns: the cell (``cell`` id, ``experiment``, ``label``, ``scheduler``,
+    ``policy`` label, ``policy_name``, the ``baseline`` cell it is paired against and its
+    ``baseline_policy``, ``is_baseline``, ``uses_hidden_truth``), one column per axis of
+    the grid plus ``sigma, k, base_rate, load, n_evals, mix``, then ``metric, kind, mean,
+    lo, hi, n`` as in ``fastsim.summarize`` (``n``: clusters).  ``OUT/cells/`` keeps the
+    per-cluster rows behind each interval.
     """
     from fastsim.resources import sweep_file
     from fastsim.sweep.aggregate import aggregate, read_summary
