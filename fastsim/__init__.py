@@ -9,10 +9,13 @@ The API in one import::
     fastsim.sweep("noise", "results/noise")       # a sweep file (or a shipped sweep's name)
     fastsim.replay("logs.csv", "evalstop:k=2")    # stop policies on evaluation logs
     fastsim.StopMonitor("peak:sigma0=0.02")       # any streaming policy in a training loop
+    fastsim.costaware.sampling_distribution(G, c) # cost-aware learning (its own __all__)
 
-Attributes load on first use, so ``import fastsim`` stays cheap for the command line.
+Attributes load on first use, so ``import fastsim`` stays cheap for the command line; so
+do the other modules (``fastsim.metrics``, ``fastsim.stats``, ...) when named.
 """
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -23,14 +26,17 @@ _EXPORTS = {
     "read_logs": "fastsim.replay.logs", "StopMonitor": "fastsim.replay.monitor",
     "EvalStopMonitor": "fastsim.replay.monitor", "Decision": "fastsim.replay.monitor",
 }
-__all__ = sorted([*_EXPORTS, "sweep", "replay", "__version__"])
+__all__ = sorted([*_EXPORTS, "sweep", "replay", "costaware", "__version__"])
 
 
 def __getattr__(name: str):
-    if name in ("sweep", "replay"):  # callable subpackages: fastsim.sweep(...), fastsim.replay(...)
-        return importlib.import_module(f"fastsim.{name}")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    # a module named after import fastsim (fastsim.costaware.run_sgd, fastsim.metrics), as
+    # the callable subpackages fastsim.sweep(...) and fastsim.replay(...) are
+    public = name.isidentifier() and not name.startswith("_")
+    if public and importlib.util.find_spec(f"fastsim.{name}") is not None:
+        return importlib.import_module(f"fastsim.{name}")
     raise AttributeError(f"module 'fastsim' has no attribute {name!r}")
 
 

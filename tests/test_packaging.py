@@ -298,3 +298,15 @@ def test_the_engines_load_from_the_cache_in_a_new_process(tmp_path):
                            capture_output=True, text=True).stdout.split() for _ in range(2)]
     assert runs[0] == ["0/1", "0/1", "0/1", "0/1", "[]"], runs  # hits/misses: compiled, saved
     assert runs[1] == ["1/0", "1/0", "0/0", "0/0", "[]"], runs  # loaded, engines inside
+
+
+def test_the_subpackages_the_docs_name_are_attributes_of_fastsim():
+    """After `import fastsim`, fastsim.costaware.sampling_distribution (the cost-aware API)
+    and fastsim.metrics.metrics() (the columns' units) were AttributeErrors ('module
+    'fastsim' has no attribute 'costaware''): they load on first use, as fastsim.sweep
+    does, and costaware is listed in dir(fastsim)."""
+    code = ("import fastsim; assert 'costaware' in dir(fastsim) and 'costaware' in fastsim.__all__; "
+            "fastsim.costaware.sampling_distribution; fastsim.metrics.metrics(); "
+            "import sys; sys.exit(0 if fastsim.summary.format_table is fastsim.format_table else 3)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
