@@ -832,3 +832,17 @@ def test_a_dir_that_is_no_directory_is_refused_saying_what_to_give(tmp_path, cap
                  f"{tmp_path / name} is not a results directory ({what}); allowed: a sweep's "
                  "--out, or a directory of them (fastsim reproduce's --out)")
     assert [p.name for p in tmp_path.iterdir()] == ["afile"]
+
+
+@pytest.mark.parametrize("formats,needle", [(("pgn",), "formats=('pgn',) is invalid"),
+                                            ("png,svgg", "formats='png,svgg' is invalid"),
+                                            ((), "formats=() is invalid")])
+def test_draw_all_checks_its_formats_before_anything(tmp_path, formats, needle):
+    """draw_all(results, out, formats="png") drew in formats 'p', 'n', 'g' and failed with
+    matplotlib's ValueError on the first figure, after making out/ (formats=("pgn",) too);
+    the formats are checked first, as fastsim figures --formats checks them."""
+    from fastsim.sweep.figures import draw_all
+
+    with pytest.raises(ConfigError, match=re.escape(needle) + r"; allowed: png, pdf, svg"):
+        draw_all(tmp_path / "results", tmp_path / "out", formats=formats)
+    assert not (tmp_path / "out").exists()

@@ -163,14 +163,9 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from fastsim.sweep.figures import FORMATS, draw_all
+    from fastsim.sweep.figures import draw_all, parse_formats
 
-    # once each: png,png drew every figure twice over one file and counted both
-    formats = tuple(dict.fromkeys(f.strip() for f in args.formats.split(",") if f.strip()))
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise ConfigError(f"--formats={args.formats} is invalid; allowed: {', '.join(FORMATS)} "
-                          "(comma-separated)")
+    formats = parse_formats(args.formats, "--formats")
     written = draw_all(args.dir, args.out or args.dir / "figures", formats)
     print(f"{len(written)} file{'s' if len(written) != 1 else ''} written to "
           f"{args.out or args.dir / 'figures'}")

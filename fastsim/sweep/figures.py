@@ -263,10 +263,28 @@ def check_figure_files(out: Path, names, formats: tuple[str, ...],
             check_output(Path(out) / f"{name}.{fmt}", option, None)
 
 
+def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
+    """The file formats of ``formats`` (a list, or text comma-separated), each once: png,png
+    drew every figure twice over one file and counted both, and a text taken for a list
+    ("png") drew in formats 'p', 'n', 'g', failing in matplotlib after making the output
+    directory.  ``option``: the command line's name of the value (``--formats``)."""
+    from fastsim.errors import ConfigError
+
+    text = isinstance(formats, str)
+    listed = isinstance(formats, (tuple, list)) and all(isinstance(f, str) for f in formats)
+    items = formats.split(",") if text else formats if listed else []
+    parsed = tuple(dict.fromkeys(f.strip() for f in items if f.strip()))
+    if not parsed or any(f not in FORMATS for f in parsed):
+        shown = f"{option}={formats}" if option else f"formats={formats!r}"
+        raise ConfigError(f"{shown} is invalid; allowed: {', '.join(FORMATS)} (comma-separated)")
+    return parsed
+
+
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
-    """Draw every figure of ``scripts`` whose inputs exist in ``results``; returns the
-    files written."""
+    """Draw every figure of ``scripts`` whose inputs exist in ``results``, in ``formats``
+    (png, pdf, svg; a list, or text comma-separated); returns the files written."""
+    formats = parse_formats(formats)
     results, out = Path(results), Path(out)
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
         from fastsim.errors import ConfigError
