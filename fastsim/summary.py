@@ -206,6 +206,18 @@ def _is_percent(metric: str, kind: str) -> bool:
         return False
 
 
+def _check_one_cell(summary: pl.DataFrame) -> None:
+    """A metric once: a sweep's table (every cell's rows) was printed cell after cell
+    under one header, with nothing to say which cell a row is of."""
+    repeated = summary.filter(pl.col("metric").is_duplicated())["metric"]
+    if repeated.len():
+        k = int((summary["metric"] == repeated[0]).sum())
+        raise ConfigError(f"format_table(): summary holds metric {repeated[0]!r} {k} times (the "
+                          f"rows of {k} cells?); allowed: one cell's rows, as summary.filter("
+                          "pl.col('cell') == ...) of a sweep's table (its summary.txt prints "
+                          "each cell under its title)")
+
+
 @known_keywords("fastsim.format_table()")
 def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> str:
     """Plain-text table of a summary: metric, estimate, 95% CI, n; and, unless ``note`` is
@@ -220,6 +232,7 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
         raise ConfigError(f"format_table(): title is {value_kind(title)}; allowed: a string")
     if not isinstance(note, bool):
         raise ConfigError(f"format_table(): note is {value_kind(note)}; allowed: True or False")
+    _check_one_cell(summary)
     lines = []
     if title:
         lines.append(title)

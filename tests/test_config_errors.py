@@ -518,3 +518,21 @@ def test_a_spec_parameter_given_to_from_specs_says_where_it_goes(key, home):
         SimConfig.from_specs("fifo", "evalstop", **{key: 3})
     text = str(e.value)
     assert "\n" not in text and f"it goes in the spec, {home}" in text, text
+
+
+def test_format_table_refuses_the_rows_of_several_cells(tmp_path):
+    """format_table(fastsim.sweep(...)) printed every cell's rows one after another with
+    nothing to say which cell a row is of (the policy and its baseline under one header);
+    a table holding a metric twice is refused, naming how to pick one cell."""
+    import polars as pl
+
+    import fastsim
+
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=8)
+    one = fastsim.summarize(fastsim.simulate(cfg, 2).clusters)
+    two = pl.concat([one.with_columns(pl.lit(c).alias("label")) for c in ("a", "b")])
+    with pytest.raises(ConfigError, match=r"^format_table\(\): summary holds metric "
+                                          r"'jct_mean_h' 2 times \(the rows of 2 cells\?\); "
+                                          r"allowed: one cell's rows, as summary.filter"):
+        fastsim.format_table(two)
+    assert fastsim.format_table(one).count("mean JCT (h)") == 1
