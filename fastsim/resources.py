@@ -38,11 +38,15 @@ def shipped(kind: str, name: str | None = None) -> Path:
     return path if name is None else path / name
 
 
-def _shipped_sweeps(prefix: str = "") -> str:
+def _shipped_names(prefix: str = "") -> list[str]:
     names = sorted(p.stem for p in shipped("sweeps").glob(f"{prefix}*.toml"))
     if not prefix:  # fastsim sweep's: the cost-aware files are fastsim costaware sweep's
         names = [n for n in names if not n.startswith("costaware_")]
-    return ", ".join(names)
+    return names
+
+
+def _shipped_sweeps(prefix: str = "") -> str:
+    return ", ".join(_shipped_names(prefix))
 
 
 def sweep_file(file: str | Path, prefix: str = "") -> Path:
@@ -59,7 +63,7 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
     >>> sweep_file("noise") == shipped("sweeps", "noise.toml")
     True
     """
-    from fastsim.errors import ConfigError
+    from fastsim.errors import ConfigError, did_you_mean
     from fastsim.io import check_regular
 
     path = Path(file)
@@ -69,10 +73,13 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
         return path
     name = path.name if path.suffix == ".toml" else path.name + ".toml"
     candidate = shipped("sweeps", name)
-    if path.parent in (Path("."), Path("sweeps")) and os.path.isfile(candidate):
+    shipped_form = path.parent in (Path("."), Path("sweeps"))
+    if shipped_form and os.path.isfile(candidate):
         return candidate
-    raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim; allowed: a "
-                      f"TOML file, or one of {_shipped_sweeps(prefix)}")
+    # a name near a shipped one, given as shipped names are (noize: noise)
+    near = did_you_mean(path.stem, _shipped_names(prefix)) if shipped_form else ""
+    raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim{near}; allowed: "
+                      f"a TOML file, or one of {_shipped_sweeps(prefix)}")
 
 
 def example_log() -> Path:

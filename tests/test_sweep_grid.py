@@ -554,3 +554,14 @@ def test_a_spec_parameter_given_as_a_field_says_where_it_goes(tmp_path):
     with pytest.raises(ConfigError, match=r"\[axes\] field 'sigma0' is unknown \(peak takes "
                        r"sigma0 in its spec: \"peak:sigma0=\.\.\.\"\); allowed: "):
         load_sweep(p)
+
+
+def test_a_misspelt_shipped_sweep_name_gets_the_nearest_one(tmp_path):
+    """fastsim.sweep("noize", out) listed 18 shipped sweeps without saying which was meant;
+    a name near one of them (bare, as shipped names are given) gets it."""
+    import fastsim
+
+    with pytest.raises(ConfigError, match=r"^noize: no such file, nor a sweep shipped with "
+                                          r"fastsim \(did you mean noise\?\); allowed: "):
+        fastsim.sweep("noize", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
