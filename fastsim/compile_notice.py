@@ -58,6 +58,17 @@ def sweep_notice(schedulers, stream=None) -> None:
         print(notice_text(), file=stream, flush=True)
 
 
+def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
+    """``fastsim.sweep``'s notice: in a notebook (no terminal, and no bar by default) a first
+    sweep compiled in silence.  Printed where ``sweep_notice`` would not (it is, before a
+    bar on a terminal), if a kernel of one of ``schedulers`` (codes) is not cached yet."""
+    stream = stream or sys.stderr
+    if progress and stream.isatty():
+        return
+    if not all(engine_is_cached(code) for code in set(schedulers)):
+        print(notice_text(), file=stream, flush=True)
+
+
 @contextmanager
 def quiet():
     """No notice inside the block: its caller says it its own way (a sweep, once before

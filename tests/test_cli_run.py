@@ -191,3 +191,22 @@ def test_the_api_announces_a_first_compile_once(capsys, monkeypatch):
     assert len(err) == 1 and err[0].startswith("compiling the simulation kernels"), err
     fastsim.compare(cfg, n_clusters=2)  # the same scheduler: compiled already
     assert capsys.readouterr().err == ""
+
+
+def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
+    """fastsim.sweep(...) in a notebook (no terminal, no bar by default) compiled its
+    schedulers' kernels in silence, where fastsim sweep says so on a terminal; it says so
+    in one line, after the file is checked, and nothing once they are cached."""
+    import fastsim
+    import fastsim.compile_notice
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
+    fastsim.sweep(p, tmp_path / "a")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert sum("compiling" in line for line in err) == 1, err
+    assert err[0].startswith("compiling the simulation kernels"), err
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
+    fastsim.sweep(p, tmp_path / "b")
+    assert "compiling" not in capsys.readouterr().err

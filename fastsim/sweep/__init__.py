@@ -43,7 +43,8 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     ``file`` is a path, or the name of a shipped sweep (``"noise"``, ``"headline"``).
     ``clusters``, ``chunk`` and ``seed`` override the file's values; ``backend="dask"``
     runs the chunks on ``address``, or on a local cluster of ``workers`` processes.
-    ``progress``: a bar on stderr (and the notice of a first compile on a terminal).
+    ``progress``: a bar on stderr.  A first compile of the cells' kernels (10-40 s per
+    scheduler) is said in one line on stderr.
 
     The table's columns: the cell (``cell`` id, ``experiment``, ``label``, ``scheduler``,
     ``policy`` label, ``policy_name``, the ``baseline`` cell it is paired against and its
@@ -65,6 +66,10 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     check_flags(progress=progress)
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
+    if backend == "local":  # a Dask worker compiles in its own process
+        from fastsim.compile_notice import api_sweep_notice
+
+        api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
     with held_run(grid, Path(out), backend=backend, address=address, workers=workers,
                   keep_jobs=keep_jobs, progress=progress) as (store, _):
         aggregate(store, progress=progress)
