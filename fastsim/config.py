@@ -21,7 +21,7 @@ from typing import Any
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.errors import ConfigError, known_keywords, unknown_keyword
+from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -227,8 +227,10 @@ class WorkloadConfig:
         _check(_is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
                f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
         if isinstance(self.mix, str):
-            _check(self.mix in D.MIXES, "mix", self.mix,
-                   f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)")
+            if self.mix not in D.MIXES:
+                raise ConfigError(f"mix={self.mix!r} is invalid{did_you_mean(self.mix, D.MIXES)}; "
+                                  f"allowed: one of {sorted(D.MIXES)} or three fractions "
+                                  "(lora, dpo, rlhf)")
         else:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3

@@ -536,3 +536,11 @@ def test_format_table_refuses_the_rows_of_several_cells(tmp_path):
                                           r"allowed: one cell's rows, as summary.filter"):
         fastsim.format_table(two)
     assert fastsim.format_table(one).count("mean JCT (h)") == 1
+
+
+def test_a_misspelt_mix_gets_the_nearest_one():
+    """mix='rlhf_havy' listed the two mixes without saying which was meant, as a
+    misspelt scheduler or policy does."""
+    with pytest.raises(ConfigError, match=r"^mix='rlhf_havy' is invalid \(did you mean "
+                                          r"rlhf_heavy\?\); allowed: one of \['mixed', "):
+        SimConfig.from_specs("fifo", "none", mix="rlhf_havy")
