@@ -738,3 +738,15 @@ def test_a_frame_given_as_a_log_is_refused_naming_the_argument_and_the_way(tmp_p
         with pytest.raises(ConfigError, match=r"^paths=.* \(a frame in memory: write it to a "
                                               r"file first"):
             fastsim.read_logs(given)
+
+
+def test_replay_without_a_policy_names_the_argument(tmp_path):
+    """fastsim.replay("evals.csv") was Python's TypeError 'replay_logs() missing 1 required
+    positional argument', naming a function the user never called."""
+    import fastsim
+
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,0.4\n")
+    with pytest.raises(ConfigError, match=r"^fastsim.replay\(\): policies is missing; allowed: "
+                                          r"a policy spec \(\"evalstop:k=2\"\) or a list of them$"):
+        fastsim.replay(p)

@@ -34,8 +34,11 @@ _READ_OPTIONS = {key: "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(p
                                                       "on_duplicate")}
 
 
+_POLICIES = "a policy spec (\"evalstop:k=2\") or a list of them"
+
+
 @known_keywords("fastsim.replay()", _READ_OPTIONS)
-def replay_logs(logs, policies, gpus: float | None = None):
+def replay_logs(logs, policies=None, gpus: float | None = None):
     """Replay stop policies on evaluation logs; one row per (policy, job).
 
     ``logs`` is an ``EvalLog`` or one or more paths (CSV, JSONL, Parquet,
@@ -61,14 +64,15 @@ def replay_logs(logs, policies, gpus: float | None = None):
     if not (isinstance(logs, (EvalLog, list, tuple)) or is_path(logs)):  # a frame, say
         raise ConfigError(f"logs={value_kind(logs)} is invalid; allowed: a path, a list of "
                           f"paths or an EvalLog from fastsim.read_logs{FRAME_HINT}")
-    if not isinstance(logs, EvalLog):
-        logs = read_logs([logs] if isinstance(logs, (str, Path)) else
-                         list(logs) if isinstance(logs, (list, tuple)) else logs)
+    if policies is None:  # required, but named as the user's call names it, not replay_logs
+        raise ConfigError(f"fastsim.replay(): policies is missing; allowed: {_POLICIES}")
     policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
     if not isinstance(policies, (list, tuple)) or not all(
             isinstance(p, (str, PolicyConfig)) for p in policies):
-        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: a policy spec "
-                          "(\"evalstop:k=2\") or a list of them")
+        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
+    if not isinstance(logs, EvalLog):  # read once every argument is checked
+        logs = read_logs([logs] if isinstance(logs, (str, Path)) else
+                         list(logs) if isinstance(logs, (list, tuple)) else logs)
     return replay(logs, policies, gpus=gpus)
 
 
