@@ -17,45 +17,13 @@ from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
-                            parse_baseline, parse_flag, typed_head)
+from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
+                            WorkloadConfig, parse_baseline, parse_flag, typed_head)
 from fastsim.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only
     from tqdm import tqdm
 
-# What each workload field means, with its unit (MODEL.md section 3-4).
-FIELD_HELP = {
-    "gpus": "GPUs per cluster",
-    "n_jobs": "jobs per cluster",
-    "load": "offered load rho = lambda E[gpus T] / G, in [0.01, 2]",
-    "mix": "workload mix: rlhf_heavy, mixed, or fractions LORA,DPO,RLHF",
-    "demands_lora": "GPU demand choices of LoRA jobs (comma-separated)",
-    "demands_dpo": "GPU demand choices of DPO jobs",
-    "demands_rlhf": "GPU demand choices of RLHF jobs",
-    "median_lora_h": "median LoRA run time at full allocation, hours in [0.001, 10000]",
-    "median_dpo_h": "median DPO run time, hours in [0.001, 10000]",
-    "median_rlhf_h": "median RLHF run time, hours in [0.001, 10000]",
-    "log_sd": "log-normal sigma of run times",
-    "n_evals": "evaluations per job, evenly spaced in progress",
-    "base_rate": "probability an RLHF job is hacking",
-    "dpo_base_rate": "probability a DPO job is hacking",
-    "est_sigma": "log-normal sigma of the duration estimate T_est / T",
-    "sigma": "evaluation-score noise (standard deviation)",
-    "loss_sigma": "training-loss reading noise (standard deviation)",
-    "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
-    "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
-    "ustar_healthy": "u* of healthy RLHF jobs, range LO,HI (LO >= ustar_hacking's HI)",
-    "height": "peak gold score h, range LO,HI",
-    "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
-    "loss0": "initial training loss L_0, range LO,HI",
-    "loss_inf": "asymptotic training loss L_inf, range LO,HI",
-    "loss_tau": "training-loss time constant tau_L, progress range",
-    "kl_gamma": "KL curvature: sqrt(KL) grows like u^kl_gamma (1 = linear, the plain model)",
-    "hack_sharpness": "hacking gold is Gao's form in (d/d*)^m, m = this (1 = plain)",
-    "sigma_spread": "per-job noise spread s: sigma_j = sigma exp(s Z - s^2/2) (0 = plain)",
-    "noise_rho": "AR(1) coefficient of each job's evaluation noise (0 = independent)",
-}
 # Fields that are ranges/lists are parsed from "a,b,...".
 _LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or f in
                 ("height", "tau", "loss0", "loss_inf", "loss_tau")}

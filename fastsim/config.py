@@ -156,6 +156,41 @@ def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = F
     _check(ok, name, pair, f"a pair (lo, hi) with lo <= hi, lo {side} {lo}, hi <= {hi}")
 
 
+# What each workload field means, with its unit (MODEL.md section 3-4): fastsim run --help
+# and WorkloadConfig's docstring (help(), SimConfig.from_specs' keywords).
+FIELD_HELP = {
+    "gpus": "GPUs per cluster",
+    "n_jobs": "jobs per cluster",
+    "load": "offered load rho = lambda E[gpus T] / G, in [0.01, 2]",
+    "mix": "workload mix: rlhf_heavy, mixed, or fractions LORA,DPO,RLHF",
+    "demands_lora": "GPU demand choices of LoRA jobs (comma-separated)",
+    "demands_dpo": "GPU demand choices of DPO jobs",
+    "demands_rlhf": "GPU demand choices of RLHF jobs",
+    "median_lora_h": "median LoRA run time at full allocation, hours in [0.001, 10000]",
+    "median_dpo_h": "median DPO run time, hours in [0.001, 10000]",
+    "median_rlhf_h": "median RLHF run time, hours in [0.001, 10000]",
+    "log_sd": "log-normal sigma of run times",
+    "n_evals": "evaluations per job, evenly spaced in progress",
+    "base_rate": "probability an RLHF job is hacking",
+    "dpo_base_rate": "probability a DPO job is hacking",
+    "est_sigma": "log-normal sigma of the duration estimate T_est / T",
+    "sigma": "evaluation-score noise (standard deviation)",
+    "loss_sigma": "training-loss reading noise (standard deviation)",
+    "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
+    "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
+    "ustar_healthy": "u* of healthy RLHF jobs, range LO,HI (LO >= ustar_hacking's HI)",
+    "height": "peak gold score h, range LO,HI",
+    "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
+    "loss0": "initial training loss L_0, range LO,HI",
+    "loss_inf": "asymptotic training loss L_inf, range LO,HI",
+    "loss_tau": "training-loss time constant tau_L, progress range",
+    "kl_gamma": "KL curvature: sqrt(KL) grows like u^kl_gamma (1 = linear, the plain model)",
+    "hack_sharpness": "hacking gold is Gao's form in (d/d*)^m, m = this (1 = plain)",
+    "sigma_spread": "per-job noise spread s: sigma_j = sigma exp(s Z - s^2/2) (0 = plain)",
+    "noise_rho": "AR(1) coefficient of each job's evaluation noise (0 = independent)",
+}
+
+
 @dataclass(frozen=True)
 class WorkloadConfig:
     """One cluster's workload (MODEL.md section 3); times in hours.
@@ -637,7 +672,8 @@ class SimConfig:
                    **workload: Any) -> "SimConfig":
         """A cell from specs: ``from_specs("srtf_est", "evalstop:k=2", sigma=0.05,
         metrics=["mymetrics:waste_per_hacking_job"])``; every other keyword is a
-        ``WorkloadConfig`` field."""
+        ``WorkloadConfig`` field (``help(fastsim.config.WorkloadConfig)`` lists each with
+        its unit and default)."""
         names = [f.name for f in fields(WorkloadConfig)]
         for key in workload:
             if key not in names:  # its keywords are the scheduler, the policy and the workload's
@@ -685,6 +721,16 @@ def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
         if k not in names:
             raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: {sorted(names)}")
     return dict(kw)
+
+
+def _fields_doc() -> str:
+    """``Attributes``: each workload field with its meaning, unit and default."""
+    rows = [f"    {f.name} : {FIELD_HELP[f.name]} (default {f.default!r})"
+            for f in fields(WorkloadConfig)]
+    return "\n    Attributes\n    ----------\n" + "\n".join(rows) + "\n"
+
+
+WorkloadConfig.__doc__ += _fields_doc()
 
 
 # A misspelt field (WorkloadConfig(n_job=30)) is one ConfigError, as in from_specs and from_dict.
