@@ -12,7 +12,7 @@ from pathlib import Path
 from fastsim.kernels.jit import CACHE, CACHE_DIR, UNCACHED
 
 _OPEN = threading.local()  # notices (and quiet blocks) open in this thread: ``depth``
-_WARM: set[int] = set()  # schedulers whose engine ran in this process, compiled in memory
+_WARM: set = set()  # schedulers (codes) and kernels (names) run in this process: compiled
 
 
 def engine_is_cached(scheduler: int | None = None) -> bool:
@@ -88,6 +88,17 @@ def first_run(scheduler: int):
     with compile_notice(scheduler, cached=True if scheduler in _WARM else None):
         yield
     _WARM.add(scheduler)
+
+
+@contextmanager
+def first_call(name: str, *, what: str, seconds: str):
+    """The notice around a call of the kernel ``name`` (``"costaware_sgd.sgd_cost_to_eps_nb"``)
+    from the API, once per process: without the on-disk cache (``FASTSIM_NO_CACHE=1``) a
+    loop of calls would say it at each."""
+    with compile_notice(cached=name in _WARM or kernels_cached(name), what=what,
+                        seconds=seconds):
+        yield
+    _WARM.add(name)
 
 
 @contextmanager

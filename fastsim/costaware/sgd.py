@@ -148,7 +148,19 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
     check_flags(progress=progress)
     runs = [(s, sampling_distribution(problem.G, problem.c, s, cfg.lam)) for s in cfg.strategies]
     runs += explicit_distributions(distributions, problem, cfg.strategies)
+    from fastsim.compile_notice import first_call
+
     gap_target = cfg.eps * (problem.f0 - problem.f_star)
+    # a first call compiled for 10-20 s in silence (a bar, if any, sat at its first step)
+    with first_call("costaware_sgd.sgd_cost_to_eps_nb", what="the cost-aware kernels",
+                    seconds="5-20"):
+        frames = _cost_to_eps(problem, cfg, runs, gap_target, progress)
+    return pl.concat(frames)
+
+
+def _cost_to_eps(problem: Problem, cfg: SGDConfig, runs: list, gap_target: float,
+                 progress: bool) -> list[pl.DataFrame]:
+    """``run_sgd``'s rows of each ``(label, p)`` of ``runs``, one frame each."""
     frames = []
     for label, p in progress_bar(runs, desc="cost-aware SGD", enabled=progress, leave=False):
         s_bound = _second_moment_sampled(problem.G, p)
@@ -169,7 +181,7 @@ def run_sgd(problem: Problem, cfg: SGDConfig = SGDConfig(), progress: bool = Tru
             "cost_units_at_cap": np.where(reached, np.nan, cost),
             "steps_at_cap": np.where(reached, np.nan, float(cfg.max_steps)),
         }))
-    return pl.concat(frames)
+    return frames
 
 
 def predicted_factors(problem: Problem, strategies=STRATEGIES, lam: float = 0.0,
