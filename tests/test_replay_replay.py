@@ -712,12 +712,16 @@ def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monk
     p = tmp_path / "log.csv"
     p.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n")
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: False)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
     with pytest.raises(ConfigError):
         fastsim.replay(p, "evalstp:k=2")
     assert capsys.readouterr().err == ""
     fastsim.replay(p, "evalstop:k=2")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("compiling the stop-policy kernels"), err
+    fastsim.replay(p, "evalstop:k=2")  # compiled: in memory, with or without the cache
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
     fastsim.replay(p, "evalstop:k=2")
     assert capsys.readouterr().err == ""

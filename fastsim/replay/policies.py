@@ -336,7 +336,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     >>> r.select("job_id", "status", "trigger_step", "delivered_step", "steps_saved").rows()
     [('a', 'stopped', 4, 2, 1), ('b', 'triggered_at_completion', 4, 2, 0)]
     """
-    from fastsim.compile_notice import compile_notice, kernels_cached
+    from fastsim.compile_notice import first_call
     from fastsim.progress import progress_bar
 
     gpus = plain_scalar(gpus)  # numpy's count is a count: np.int64(8)
@@ -360,8 +360,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     _check_gpu_h(jobs)  # before any job is replayed
     seeded = "seed" in t.columns
     # the first replay on a machine compiled the decision kernel for 5-15 s in silence
-    with compile_notice(cached=kernels_cached("detectors.stop_decision_1j_nb"),
-                        what="the stop-policy kernels", seconds="5-15"):
+    with first_call("detectors.stop_decision_1j_nb", what="the stop-policy kernels",
+                    seconds="5-15"):
         for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
             for p in pols:
                 row = {"policy": p.label, "job_id": job_id,
