@@ -61,11 +61,12 @@ def sweep_notice(schedulers, stream=None) -> None:
 def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
     """``fastsim.sweep``'s notice: in a notebook (no terminal, and no bar by default) a first
     sweep compiled in silence.  Printed where ``sweep_notice`` would not (it is, before a
-    bar on a terminal), if a kernel of one of ``schedulers`` (codes) is not cached yet."""
+    bar on a terminal), if a kernel of one of ``schedulers`` (codes) is neither cached nor
+    compiled in this process yet."""
     stream = stream or sys.stderr
     if progress and stream.isatty():
         return
-    if not all(engine_is_cached(code) for code in set(schedulers)):
+    if not all(code in _WARM or engine_is_cached(code) for code in set(schedulers)):
         print(notice_text(), file=stream, flush=True)
 
 

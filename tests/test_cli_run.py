@@ -203,10 +203,14 @@ def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
     p = tmp_path / "s.toml"
     p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
     fastsim.sweep(p, tmp_path / "a")
     err = capsys.readouterr().err.strip().splitlines()
     assert sum("compiling" in line for line in err) == 1, err
     assert err[0].startswith("compiling the simulation kernels"), err
+    fastsim.sweep(p, tmp_path / "c")  # compiled in this process, with or without the cache
+    assert "compiling" not in capsys.readouterr().err
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     fastsim.sweep(p, tmp_path / "b")
     assert "compiling" not in capsys.readouterr().err
