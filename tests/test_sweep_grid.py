@@ -565,3 +565,16 @@ def test_a_misspelt_shipped_sweep_name_gets_the_nearest_one(tmp_path):
                                           r"fastsim \(did you mean noise\?\); allowed: "):
         fastsim.sweep("noize", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("values", ["[[], []]", '[["a:b"]]', '["a:b"]'])
+def test_metrics_is_no_axis(tmp_path, capsys, values):
+    """A metrics axis expanded, ran every cell, then failed with an AttributeError while
+    tabulating (no cell column holds a metric list), leaving a half-written --out."""
+    p = write(tmp_path, f"clusters = 1\n[base]\nn_jobs = 10\n[axes]\nmetrics = {values}\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "axis 'metrics'" in err and "[base] metrics" in err
+    assert not out.exists()

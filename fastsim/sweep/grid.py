@@ -14,7 +14,7 @@ A sweep file is declarative::
     policy = "evalstop:k=2"        # a PolicyConfig.parse spec
     mix = "rlhf_heavy"
 
-    [axes]                         # crossed: one cell per combination
+    [axes]                         # crossed: one cell per combination (metrics: [base] only)
     sigma = [0.0, 0.05, 0.1]
     policy = ["evalstop:k=2", "stop_at:f=0.65"]
 
@@ -371,6 +371,9 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                                     f"{_spec_param(key, base, axes) or _builtin_param(key)}; "
                                     f"allowed: {', '.join(FIELDS)}")
     for key, values in axes.items():
+        if key == "metrics":  # columns of every cell, not cells: no table column holds them
+            raise _fail(source, "axis 'metrics' is not allowed; allowed: [base] metrics = "
+                        "[\"MODULE:FUNCTION\", ...], computed in every cell")
         if not isinstance(values, list) or not values:
             raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
                                 f"{toml_text(values)}")
