@@ -407,6 +407,18 @@ def test_ratios_says_when_it_compiles_first(monkeypatch, capsys):
     assert "compiling" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("bad", [["--kind", "foo"], ["--n", "1"], ["--cost-corr", "2"]])
+def test_ratios_refuses_a_bad_value_before_saying_it_compiles(monkeypatch, capsys, bad):
+    """On a first run `costaware ratios --kind foo` said it was compiling the kernels, then
+    refused the value: two lines, the first about work that never ran."""
+    import fastsim.compile_notice as notice
+
+    monkeypatch.setattr(notice, "kernels_cached", lambda *names: False)  # as on a first run
+    assert main(["costaware", "ratios", *bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "compiling" not in err and len(err.splitlines()) == 1, err
+
+
 def test_the_sweep_api_refuses_an_empty_or_missing_path(tmp_path, monkeypatch):
     """run_costaware_sweep(file, "") wrote its tables into the current directory
     (Path('') is '.'), as `fastsim costaware sweep --out ''` no longer does; None was a

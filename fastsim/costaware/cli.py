@@ -192,10 +192,11 @@ def cmd_ratios(args):
     lams = _floats(args.lams, "lams", "uniform mixing weights in [0, 1]")
     if any(not 0 <= v <= 1 for v in lams):
         raise ConfigError(f"--lams={args.lams!r} is invalid; allowed: weights in [0, 1]")
+    config = _build(ProblemConfig, args)  # a bad value is refused before the notice
     # the one cost-aware command without a bar: 8-10 s of first compilation in silence
     with compile_notice(cached=kernels_cached(*RATIO_KERNELS), what="the cost-aware kernels",
                         seconds="5-20"):
-        problem = make_problem(_build(ProblemConfig, args))
+        problem = make_problem(config)
         table = ratio_table(problem.G, problem.c, lams=lams)
     _show(table, f"predicted cost factor J(p) = S(p) C(p) over J(p*)  [{problem.config}]")
     _write(args.out, {"costaware_ratios.parquet": table})
