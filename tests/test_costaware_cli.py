@@ -219,6 +219,25 @@ def test_replications_and_seeds_are_top_level_only(tmp_path, capsys, text, needl
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("text,needle", [
+    # TypeErrors: 'int' object is not iterable
+    ('experiment = "sgd"\n[base]\nstrategies = 3\n', "strategies=3 is invalid; allowed: a "
+     "list of strategies from"),
+    ('experiment = "sgd"\n[axes]\nstrategies = [true]\n', "strategies=true is invalid"),
+    # the subset experiment runs SGD at the optimal distribution on each subset: the
+    # strategies were ignored, exit 0
+    ('experiment = "subset"\n[base]\nstrategies = ["uniform"]\n', 'strategies is not used '
+     'by experiment = "subset"'),
+    ('experiment = "subset"\n[axes]\nstrategies = ["uniform", "optimal"]\n',
+     'strategies is not used by experiment = "subset"'),
+])
+def test_strategies_that_are_no_list_or_unused_are_refused(tmp_path, capsys, text, needle):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    one_line(capsys, ["costaware", "sweep", str(bad), "--out", str(tmp_path / "o")], needle)
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_repeated_axis_value_runs_once(tmp_path):
     # cost_sigma = [0.5, 0.5] ran the point twice and wrote it twice; fastsim sweep runs a
     # cell once

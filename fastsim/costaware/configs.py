@@ -143,7 +143,8 @@ class SGDConfig:
         _positive_int("max_steps", self.max_steps, 1, MAX_SGD_STEPS)
         _positive_int("replications", self.replications, 2, 1_000_000)
         _positive_int("seed", self.seed, 0)
-        if isinstance(self.strategies, str):  # read letter by letter: 'o' is no strategy
+        # text was read letter by letter ('o' is no strategy), a number was a TypeError
+        if not isinstance(self.strategies, (list, tuple)):
             raise ConfigError(f"strategies={self.strategies!r} is invalid; allowed: a list of "
                               "strategies from " + ", ".join(STRATEGIES))
         object.__setattr__(self, "strategies",

@@ -13,7 +13,8 @@ Format::
 
 Points with equal configs (an axis value given twice) run once.
 
-``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others).
+``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others), and
+no ``strategies`` (it runs SGD at the optimal distribution on each subset).
 Outputs in ``--out DIR``: ``NAME.summary.parquet`` (aggregated, with CIs: what figures
 read), ``NAME.runs.parquet`` (replication level) and, for GRPO, ``NAME.curves.parquet``
 (accuracy vs tokens).
@@ -176,12 +177,17 @@ def _configs(spec: SweepSpec, point: dict):
     if unknown:
         raise ConfigError(f"unknown field(s) {sorted(unknown)}; allowed: "
                           f"{sorted(_PROBLEM_FIELDS | _SGD_FIELDS)}")
+    if spec.experiment == "subset" and "strategies" in point:  # it would be ignored
+        raise ConfigError('strategies is not used by experiment = "subset", which runs SGD '
+                          "at the optimal distribution on each subset; allowed: strategies "
+                          'with experiment = "sgd"')
     problem = ProblemConfig(**{k: v for k, v in point.items() if k in _PROBLEM_FIELDS})
     sgd_kw = {k: v for k, v in point.items()
               if k in _SGD_FIELDS and k not in ("seed", "replications")}
     if "strategies" in sgd_kw:  # one name (an axis of single strategies) or a list of them
         v = sgd_kw["strategies"]
-        sgd_kw["strategies"] = (v,) if isinstance(v, str) else tuple(v)
+        sgd_kw["strategies"] = (v,) if isinstance(v, str) else tuple(v) if isinstance(
+            v, list) else v  # anything else is SGDConfig's to refuse
     sgd = SGDConfig(**sgd_kw, replications=spec.replications, seed=spec.seed)
     return problem, sgd
 
