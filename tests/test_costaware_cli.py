@@ -179,6 +179,7 @@ def test_bad_sweep_file(tmp_path):
     # a NUL was a ValueError traceback when the outputs were written, after every run
     ('name = "a\\u0000b"\nexperiment = "sgd"\n', 'name="a\\u0000b" is invalid'),
     ('name = "a\\nb"\nexperiment = "sgd"\n', 'name="a\\nb" is invalid'),
+    ('name = " "\nexperiment = "sgd"\n', 'name=" " is invalid'),  # out/ .summary.parquet
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
      "batch=1000000000000 must be an integer from 1 to prompts*group = 128"),

@@ -578,3 +578,14 @@ def test_metrics_is_no_axis(tmp_path, capsys, values):
     assert len(err.splitlines()) == 1
     assert "axis 'metrics'" in err and "[base] metrics" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["a\\nb", "a\\u0000b", " ", "\\t"])
+def test_a_sweep_name_that_prints_as_no_one_line_is_refused(tmp_path, name):
+    """The name heads the sweep's line and fills the tables' experiment column: "a\\nb"
+    printed that line as two, a NUL or a blank name as nothing readable (cost-aware sweeps
+    already refused the first two)."""
+    p = write(tmp_path, f'name = "{name}"\nclusters = 4\n')
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(p)
+    assert "is invalid; allowed: a non-blank string of printable characters" in str(exc.value)

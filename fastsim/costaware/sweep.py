@@ -128,10 +128,10 @@ def load_costaware_sweep(path) -> SweepSpec:
     # it names the output files in --out: a NUL (TOML's "\u0000") could name none, and
     # failed as a ValueError traceback after every run; a line break names a file no
     # listing shows on one line
-    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+    if (not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name
             or name.startswith(".") or not name.isprintable()):
         raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
-                          "non-empty string of printable characters without '/', not "
+                          "non-blank string of printable characters without '/', not "
                           "starting with '.' (it names the output files in --out, which "
                           "would be hidden)")
     spec = SweepSpec(name=name, experiment=experiment,

@@ -337,9 +337,12 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         raise _fail(source, "has both title and description, which are one field (the "
                     "tables' heading); allowed: one of them")
     name = doc.get("name", Path(source).stem)
-    if not isinstance(name, str) or not name or "/" in name:
-        raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-empty string "
-                    "without '/'")
+    # it heads the sweep's line and fills the tables' experiment column: a line break
+    # split that line in two, a NUL or blank name showed nothing readable
+    if (not isinstance(name, str) or not name.strip() or "/" in name
+            or not name.isprintable()):
+        raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-blank string "
+                    "of printable characters without '/'")
     n_clusters = _check_int(source, "clusters", clusters if clusters is not None
                             else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
                             override=clusters is not None)
