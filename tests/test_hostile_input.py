@@ -380,6 +380,11 @@ def test_15_cluster_counts_fit_the_64_bit_counters(tmp_path):
     # beyond the KL step's stability bound the policy oscillates about the reference
     ("--kl-coefs", "0.1,20.2", "kl_coefs = (0.1, 20.2): 20.2 is beyond"),
     ("--kl-coefs", "1000", "allowed: numbers from 0 to 20.1 at this lr"),
+    # an empty item was dropped: 1,,2 ran as 1,2 and "4," as seed 4 alone
+    ("--n-comparisons", "100,,200", "--n-comparisons '100,,200' has an empty item; allowed: "
+     "comma-separated integers"),
+    ("--kl-coefs", "0.1,", "--kl-coefs '0.1,' has an empty item; allowed: comma-separated numbers"),
+    ("--seeds", "4,", "--seeds '4,' has an empty item"),
 ])
 def test_15_toy_rlhf_refuses_what_it_cannot_run(tmp_path, capsys, option, value, needle):
     out = tmp_path / "t"

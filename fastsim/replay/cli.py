@@ -307,9 +307,23 @@ def _cmd_replay(args) -> int:
     return 0
 
 
+def _items(text: str, name: str, what: str) -> list[str]:
+    """The comma-separated items of an option; none for a blank one, which the config
+    refuses as empty (not read as the default).  An empty item among others is refused:
+    dropped, 1,,2 ran as 1,2 and --seeds 4, as seed 4 alone."""
+    if not text.strip():
+        return []
+    items = text.split(",")
+    if any(not x.strip() for x in items):
+        raise ConfigError(f"--{name} {text!r} has an empty item; allowed: comma-separated "
+                          f"{what}")
+    return items
+
+
 def _ints(text: str, name: str) -> tuple[int, ...]:
+    items = _items(text, name, "integers")
     try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
+        vals = tuple(int(x) for x in items)
     except ValueError:
         raise ConfigError(f"--{name} {text!r}: allowed: comma-separated integers") from None
     if name == "seeds" and len(vals) == 1 and "," not in text:
@@ -350,8 +364,9 @@ def _cmd_toy(args) -> int:
     if args.n_comparisons is not None:
         kw["n_comparisons"] = _ints(args.n_comparisons, "n-comparisons")
     if args.kl_coefs is not None:
+        items = _items(args.kl_coefs, "kl-coefs", "numbers")
         try:
-            kw["kl_coefs"] = tuple(float(x) for x in args.kl_coefs.split(",") if x.strip())
+            kw["kl_coefs"] = tuple(float(x) for x in items)
         except ValueError:
             raise ConfigError(f"--kl-coefs {args.kl_coefs!r}: allowed: comma-separated numbers") from None
     if args.seeds is not None:
