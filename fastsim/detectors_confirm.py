@@ -22,6 +22,9 @@ from fastsim.stats import bootstrap_ratio_ci, cluster_sums, mcnemar_p, mean_ci, 
 
 START = "<!-- fastsim detectors confirm: start -->"
 END = "<!-- fastsim detectors confirm: end -->"
+# a plan's seeds are held as a set, one per run at most: n_runs = 10^11 let a set of 10^11
+# seeds be built for minutes before any trace was read (the plan's set is 1,080 runs)
+MAX_RUNS = 1_000_000
 
 
 def read_plan(path: Path) -> dict:
@@ -49,7 +52,8 @@ def read_plan(path: Path) -> dict:
     if not 0 <= first <= last:
         raise ConfigError(f"{path}: [traces] seeds {first}..{last}; allowed: 0 <= seeds_first <= seeds_last")
     # a trace set has a run, and toy-rlhf evaluates a run at least twice
-    out["n_runs"] = field("traces", "n_runs", int, "an integer >= 1", lo=1)
+    out["n_runs"] = field("traces", "n_runs", int, f"an integer from 1 to {MAX_RUNS}", lo=1,
+                          hi=MAX_RUNS)
     out["n_evals"] = field("traces", "n_evals", int, "an integer >= 2", lo=2)
     if last - first + 1 > out["n_runs"]:  # each seed has a run: a set no trace file holds
         raise ConfigError(f"{path}: [traces] seeds {first}..{last} are {last - first + 1} seeds "

@@ -164,14 +164,17 @@ def test_a_bad_plan_value_is_echoed_as_the_file_writes_it(tmp_path):
 
 
 @pytest.mark.parametrize("line, said", [
-    ("n_runs = -80", "n_runs = -80; allowed: an integer >= 1"),
-    ("n_runs = 0", "n_runs = 0; allowed: an integer >= 1"),
+    ("n_runs = -80", "n_runs = -80; allowed: an integer from 1 to 1000000"),
+    ("n_runs = 0", "n_runs = 0; allowed: an integer from 1 to 1000000"),
     ("n_evals = 0", "n_evals = 0; allowed: an integer >= 2"),
     ("n_evals = -12", "n_evals = -12; allowed: an integer >= 2"),
-    ("world_seed = -1", "world_seed = -1; allowed: an integer from 0 to 2^64-1")])
+    ("world_seed = -1", "world_seed = -1; allowed: an integer from 0 to 2^64-1"),
+    ("n_runs = 100000000000", "n_runs = 100000000000; allowed: an integer from 1 to 1000000")])
 def test_plan_counts_and_world_seed_are_in_range(tmp_path, line, said):
     """n_runs = -80 was refused as '4 seeds for n_runs = -80' (no word on the range);
-    n_evals = 0 and world_seed = -1 were accepted, and no trace set could ever match."""
+    n_evals = 0 and world_seed = -1 were accepted, and no trace set could ever match.
+    n_runs = 10^11 let seeds_last = 10^11 through, whose set of seeds was built for
+    minutes, in memory, before any trace was read."""
     p = _plan(tmp_path)
     key = line.split(" = ")[0]
     text = re.sub(rf"(?m)^{key} = .*$", line, p.read_text())
