@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import detectors as det
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, did_you_mean
 from fastsim.io import read_toml, toml_text
 from fastsim.stats import bootstrap_ratio_ci, cluster_sums, mcnemar_p, mean_ci, proportion_ci
 
@@ -27,9 +27,32 @@ END = "<!-- fastsim detectors confirm: end -->"
 MAX_RUNS = 1_000_000
 
 
+# every key read_plan reads, by table: a plan is a pre-registration, and a key it does
+# not read (alpah beside alpha, seeds_last under [test]) was passed over in silence
+PLAN_KEYS = {"candidate": ("detector", "params"), "baseline": ("detector", "params"),
+             "traces": ("seeds_first", "seeds_last", "exploration_seeds", "world_seed",
+                        "n_runs", "n_evals"),
+             "test": ("primary", "test", "alternative", "alpha", "recall_rule")}
+
+
+def _check_keys(plan: dict, path: Path) -> None:
+    for table, value in plan.items():
+        if table not in PLAN_KEYS:
+            what = f"table [{table}]" if isinstance(value, dict) else f"key {table!r}"
+            raise ConfigError(f"{path}: {what} is unknown"
+                              f"{did_you_mean(table, PLAN_KEYS)}; allowed: "
+                              + ", ".join(f"[{t}]" for t in PLAN_KEYS))
+        for key in value if isinstance(value, dict) else ():  # a non-table: named below
+            if key not in PLAN_KEYS[table]:
+                raise ConfigError(f"{path}: [{table}] key {key!r} is unknown"
+                                  f"{did_you_mean(key, PLAN_KEYS[table])}; allowed: "
+                                  + ", ".join(PLAN_KEYS[table]))
+
+
 def read_plan(path: Path) -> dict:
     """The plan, with every field the test needs checked (``ConfigError`` names the field)."""
     plan = read_toml(path, "pre-registration plan")
+    _check_keys(plan, path)
 
     def field(section: str, key: str, kind, what: str, lo=None, hi=None):
         v = plan.get(section, {}).get(key) if isinstance(plan.get(section), dict) else None

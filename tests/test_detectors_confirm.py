@@ -194,6 +194,23 @@ def test_exploration_seeds_are_integers(tmp_path, seeds, said):
         cf.read_plan(p)
 
 
+@pytest.mark.parametrize("old, new, said", [
+    # beside the real key, a misspelt one was read as nothing
+    ("alpha = 0.05", "alpha = 0.05\nalpah = 0.01", "[test] key 'alpah' is unknown (did you mean "
+     "alpha?); allowed: primary, test, alternative, alpha, recall_rule"),
+    # in another table than its own, the plan's own value was used
+    ("alpha = 0.05", "alpha = 0.05\nseeds_last = 11", "[test] key 'seeds_last' is unknown"),
+    ("[baseline]", "[baseline]\nk = 3", "[baseline] key 'k' is unknown"),
+    ("[test]", "[tset]\nx = 1\n[test]", "table [tset] is unknown (did you mean test?)"),
+    ("world_seed = 0", "world_seed = 0\nbonus = true", "key 'bonus' is unknown"),
+])
+def test_a_plan_key_it_does_not_read_is_refused(tmp_path, old, new, said):
+    p = _plan(tmp_path)
+    p.write_text(re.sub(rf"(?m)^{re.escape(old)}$", new.replace("\\", "\\\\"), p.read_text(), count=1))
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        cf.read_plan(p)
+
+
 def test_the_committed_plan_is_the_explorations_best_setting():
     plan = cf.read_plan(ROOT / "docs/preregistration/detectors_goal3.toml")
     assert plan["candidate"][0] == "bocpd" and plan["baseline"] == ("evalstop", {"k": 2})
