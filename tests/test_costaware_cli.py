@@ -239,6 +239,17 @@ def test_strategies_that_are_no_list_or_unused_are_refused(tmp_path, capsys, tex
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("text", ['experiment = "grpo"\n[base]\narms = 3\n',
+                                  'experiment = "grpo"\n[axes]\narms = [true]\n'])
+def test_grpo_arms_that_are_no_list_are_refused(tmp_path, capsys, text):
+    """A TypeError traceback: 'int' object is not iterable."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    one_line(capsys, ["costaware", "sweep", str(bad), "--out", str(tmp_path / "o")],
+             "must start with 'uniform' (the baseline)")
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_repeated_axis_value_runs_once(tmp_path):
     # cost_sigma = [0.5, 0.5] ran the point twice and wrote it twice; fastsim sweep runs a
     # cell once

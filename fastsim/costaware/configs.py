@@ -241,10 +241,13 @@ class GRPOConfig:
         _positive_int("eval_every", self.eval_every, 1, self.n_steps)
         _real("prompt_median_len", self.prompt_median_len, 0.0, MAX_TOKENS)
         _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
-        arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms)
+        # one name is an arm; anything but a list of them (a number was a TypeError) is none
+        arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms) \
+            if isinstance(self.arms, (list, tuple)) else ()
         if not arms or not all(isinstance(a, str) for a in arms) or arms[0] != "uniform" \
                 or len(set(arms)) != len(arms) or not set(arms) <= set(ARMS):
-            raise ConfigError(f"arms={list(arms)!r} must start with 'uniform' (the baseline) and "
+            given = list(arms) if arms else self.arms
+            raise ConfigError(f"arms={given!r} must start with 'uniform' (the baseline) and "
                               f"name distinct arms from {list(ARMS)}")
         object.__setattr__(self, "arms", arms)
         points = self.seeds * len(arms) * self.n_evals
