@@ -130,6 +130,21 @@ def _check_threads_variable() -> None:
         sys.exit(2)
 
 
+# read as on only when exactly "1" (kernels/jit.py, cli_run.py): yes, true or " 1" was off
+SWITCH_VARIABLES = ("FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS")
+
+
+def _switch_variables_ok() -> bool:
+    """False, having said which in one line, when a switch variable is neither 0 nor 1."""
+    for name in SWITCH_VARIABLES:
+        value = os.environ.get(name)
+        if value not in (None, "", "0", "1"):  # empty is unset, as a shell's NAME= means
+            print(f"fastsim: error: {name}={value!r} is invalid; allowed: 1 (on), 0 or unset "
+                  "(off)", file=sys.stderr)
+            return False
+    return True
+
+
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace,
                     argv: list[str], unknown: list[str]) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``args`` ran, ``fastsim sweep`` or ``fastsim traces
@@ -313,6 +328,8 @@ _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the messa
 def _main(argv: list[str] | None) -> int:
     _COMMAND.clear()
     _check_threads_variable()
+    if not _switch_variables_ok():
+        return 2
     parser = build_parser()
     # argparse leaves a subcommand's unknown options to the top parser, whose error named
     # "fastsim" and pointed to fastsim --help, which does not list the subcommand's options

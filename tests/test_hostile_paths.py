@@ -364,6 +364,22 @@ def test_a_bad_thread_count_variable_is_one_line(value):
                                              "(one thread per core)"]
 
 
+@pytest.mark.parametrize("name", ["FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS"])
+@pytest.mark.parametrize("value", ["yes", "true", " 1"])
+def test_a_switch_variable_other_than_0_or_1_is_one_line(tmp_path, monkeypatch, capsys, name,
+                                                          value):
+    """Only "1" turns these on: FASTSIM_NO_CACHE=yes kept the cache, FASTSIM_NO_PARALLEL=true
+    the threads, FASTSIM_PROGRESS=yes the bar off, all without a word."""
+    monkeypatch.setenv(name, value)
+    out = tmp_path / "c.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fastsim: error: {name}={value!r} is invalid; allowed: 1 (on), 0 or unset (off)"]
+    assert not out.exists()
+    monkeypatch.setenv(name, "0")
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--no-progress"]) == 0
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["run", "--clusters", "1e3"], "argument --clusters: invalid int value: '1e3'"),
     (["sweep", "k_sweep", "--out", "o", "--chunk", "2.5"], "argument --chunk"),
