@@ -250,6 +250,13 @@ def test_grpo_arms_that_are_no_list_are_refused(tmp_path, capsys, text):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("cmd", ["sgd", "subset"])
+def test_a_bad_sgd_seed_is_named_as_its_option(capsys, cmd):
+    """It was named seed=..., which is --seed, the instance's seed, a valid value."""
+    one_line(capsys, ["costaware", cmd, "--sgd-seed", "-1"],
+             "--sgd-seed=-1 must be an integer from 0 to 2^63-1")
+
+
 def test_a_repeated_axis_value_runs_once(tmp_path):
     # cost_sigma = [0.5, 0.5] ran the point twice and wrote it twice; fastsim sweep runs a
     # cell once

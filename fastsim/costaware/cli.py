@@ -121,6 +121,19 @@ def _build(cls, args, **extra):
     return cls(**kw)
 
 
+def _sgd_config(args):
+    """SGDConfig of the options; its seed is --sgd-seed's, and an error says so (it said
+    seed=..., the name of --seed, the instance's seed)."""
+    from fastsim.costaware.sgd import SGDConfig
+
+    try:
+        return _build(SGDConfig, args, seed=args.sgd_seed)
+    except ConfigError as exc:
+        if str(exc).startswith("seed="):
+            raise ConfigError(f"--sgd-{exc}") from None
+        raise
+
+
 def _show(df: pl.DataFrame, title: str):
     import polars as pl
 
@@ -205,11 +218,11 @@ def cmd_ratios(args):
 def cmd_sgd(args):
     import polars as pl
 
-    from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, make_problem,
-                                       run_sgd, summarize_sgd)
+    from fastsim.costaware.sgd import (ProblemConfig, config_columns, make_problem, run_sgd,
+                                       summarize_sgd)
 
     problem_cfg = _build(ProblemConfig, args)
-    sgd_cfg = _build(SGDConfig, args, seed=args.sgd_seed)
+    sgd_cfg = _sgd_config(args)
     t0 = time.perf_counter()
     problem = make_problem(problem_cfg)
     runs = run_sgd(problem, sgd_cfg, progress=args.progress)
@@ -233,14 +246,14 @@ def cmd_sgd(args):
 
 
 def cmd_subset(args):
-    from fastsim.costaware.sgd import ProblemConfig, SGDConfig
+    from fastsim.costaware.sgd import ProblemConfig
     from fastsim.costaware.subset import check_gamma_frac, greedy_vs_exact
     from fastsim.costaware.sweep import subset_experiment
 
     gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
     for g in gammas:
         check_gamma_frac(g, "--gammas")
-    _build(ProblemConfig, args), _build(SGDConfig, args, seed=args.sgd_seed)  # validate first
+    _build(ProblemConfig, args), _sgd_config(args)  # validate first
     from fastsim.costaware.subset import EXACT_MAX_N  # the check runs the exact search
 
     for option, hi in (("check_instances", 100_000), ("check_n", EXACT_MAX_N),
@@ -268,7 +281,7 @@ def cmd_subset(args):
           f"{worst.hi:.4f}); bound or budget violations: {round(viol.mean * viol.n)} "
           f"({viol.fmt(100, 1, '%')})")
     report, _ = subset_experiment(_build(ProblemConfig, args),
-                                  _build(SGDConfig, args, seed=args.sgd_seed), gammas,
+                                  _sgd_config(args), gammas,
                                   progress=args.progress)
     _show(report, "greedy subsets: predicted saving 1 - J(K)/J(all), bias bound, bias paid "
           "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all")
