@@ -640,7 +640,7 @@ class SimConfig:
     metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from fastsim.metrics import lookup
+        from fastsim.metrics import lookup, metrics
 
         for name, kind in (("workload", WorkloadConfig), ("scheduler", SchedulerConfig),
                            ("policy", PolicyConfig)):
@@ -654,6 +654,11 @@ class SimConfig:
                "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions")
         columns: dict[str, str] = {}
         for ref in self.metrics:
+            names = [m.name for m in metrics()]
+            if ":" not in ref and ref not in names:  # a misspelt name: lookup cannot say
+                raise ConfigError(f"metrics={ref!r} is invalid{did_you_mean(ref, names)}; allowed: "
+                                  "MODULE:FUNCTION of a @cluster_metric (the built-in metrics "
+                                  "are always computed)")
             if lookup(ref).fn is None:
                 raise ConfigError(f"metrics={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
                                   "@cluster_metric (the built-in metrics are always computed)")

@@ -544,3 +544,11 @@ def test_a_misspelt_mix_gets_the_nearest_one():
     with pytest.raises(ConfigError, match=r"^mix='rlhf_havy' is invalid \(did you mean "
                                           r"rlhf_heavy\?\); allowed: one of \['mixed', "):
         SimConfig.from_specs("fifo", "none", mix="rlhf_havy")
+
+
+def test_a_misspelt_builtin_metric_gets_the_nearest_one():
+    """metrics=['jct_mean'] was refused as not MODULE:FUNCTION without saying that the
+    metric meant (jct_mean_h) is a built-in one, always computed."""
+    with pytest.raises(ConfigError, match=r"^metrics='jct_mean' is invalid \(did you mean "
+                                          r"jct_mean_h\?\); allowed: MODULE:FUNCTION .*always"):
+        SimConfig.from_specs("fifo", "none", metrics=["jct_mean"])
