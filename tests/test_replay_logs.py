@@ -530,3 +530,18 @@ def test_read_logs_names_its_own_arguments_and_the_nearest_value(tmp_path):
     with pytest.raises(ConfigError, match=r"^on_duplicate='frist' is invalid; allowed: last, "
                                           r"error$"):
         read_logs(p, on_duplicate="frist")
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t")])
+def test_a_last_row_without_a_line_break_may_be_cut_short_and_is_refused(tmp_path, suffix,
+                                                                            sep):
+    # a log read while its writer appends: 0.68 cut to 0.6 read as a second decline, and
+    # replay reported an EvalStop trigger that the whole row does not make
+    rows = ["job_id,step,score", "a,1,0.70", "a,2,0.65", "a,3,0.6"]
+    cut = tmp_path / f"log.{suffix}"
+    cut.write_text("\n".join(r.replace(",", sep) for r in rows))
+    with pytest.raises(ConfigError, match=rf"log\.{suffix}:4: the last row has no line "
+                       "break after it, so it may be cut short"):
+        read_logs([cut])
+    cut.write_text("\n".join(r.replace(",", sep) for r in rows) + "\r\n")
+    assert read_logs([cut]).table["metric"].to_list() == [0.70, 0.65, 0.6]

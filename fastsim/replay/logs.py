@@ -190,8 +190,22 @@ def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     except pl.exceptions.ComputeError as exc:
         _csv_lines(path, data, sep, 0)  # a row with more fields than the header: its line
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
-    return df.with_columns(pl.Series("line", _csv_lines(path, data, sep, df.height),
-                                     dtype=pl.Int64))
+    lines = _csv_lines(path, data, sep, df.height)
+    if df.height and not data.rstrip(b" \t").endswith((b"\n", b"\r")):
+        _check_line_ended(path, lines[-1])
+    return df.with_columns(pl.Series("line", lines, dtype=pl.Int64))
+
+
+def _check_line_ended(path: Path, line: int) -> None:
+    """A table's last row must end in a line break.  A log read while its writer appends
+    to it (a buffered writer flushes at any byte, pandas rewrites the whole file) ends
+    mid-row: one cut within its last value (``0.6`` of ``0.65``, ``12`` of ``1200``) has
+    every field, so it was read as that other number, and could trigger a stop that the
+    whole row does not (a cut before the last field is refused by ``_csv_lines``)."""
+    raise ConfigError(f"{path}:{line}: the last row has no line break after it, so it may "
+                      "be cut short (a log read while it is written: 0.6 of 0.65); allowed: "
+                      "rows that each end in a line break (add one at the end of the file "
+                      "once its writer has finished the row)")
 
 
 def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
