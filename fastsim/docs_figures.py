@@ -243,15 +243,29 @@ def _check_results(results: Path) -> None:
 
 
 def draw(results: Path, out: Path, log=print) -> list[Path]:
-    """Draw every docs figure whose inputs are in ``results``; returns the files written."""
-    from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE, check_figure_inputs
-    from fastsim.sweep.figures import find_sources, load_script, skip_reason
+    """Draw every docs figure whose inputs are in ``results``; returns the files written
+    (all of this drawing's, never some of each of two into one ``out`` at once)."""
+    from fastsim.costaware.cli import check_figure_inputs
+    from fastsim.io import holding_directory
 
     _check_results(results)
     # as costaware figures does: a table without a column the scripts use was a polars
     # traceback after the figures before it were written
     check_figure_inputs(results / "costaware")
     check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
+    made = not os.path.isdir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with holding_directory(out):
+        written = _draw_held(results, out, log)
+    if made and not written:  # refused by the caller: nothing made, OUT included
+        out.rmdir()
+    return written
+
+
+def _draw_held(results: Path, out: Path, log) -> list[Path]:
+    from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
+    from fastsim.sweep.figures import find_sources, load_script, skip_reason
+
     written: list[Path] = []
     if (results / "frontier").is_dir():
         frontier, sources = load_script("frontier"), find_sources(results)

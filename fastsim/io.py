@@ -216,14 +216,36 @@ def renames_settled(directory: Path):
     return _directories_locked([directory], fcntl.LOCK_SH)
 
 
+# Directories this process holds for a whole block (``holding_directory``): its own
+# renames and reads there take no second flock, which would wait on the first.
+_HELD_DIRECTORIES: set[str] = set()
+
+
+@contextlib.contextmanager
+def holding_directory(*directories: Path):
+    """Hold each directory's exclusive ``flock`` for the block (taken in one order, as
+    ``write_all`` takes them for one rename): a command writing files into one after
+    another (figures, each its own ``write_all``, then a report naming them) leaves all of
+    its files, never some of each of two commands drawing there at once.  The second
+    waits, saying so.  A directory held further out in this process is not taken again."""
+    keys = {os.path.realpath(d) for d in directories} - _HELD_DIRECTORIES
+    with _directories_locked(keys, fcntl.LOCK_EX):
+        _HELD_DIRECTORIES.update(keys)
+        try:
+            yield
+        finally:
+            _HELD_DIRECTORIES.difference_update(keys)
+
+
 @contextlib.contextmanager
 def _directories_locked(directories: Iterable[Path], operation: int):
     """``flock(operation)`` on each directory for the block, taken in one order (sorted),
     so two holders never wait on each other in a cycle; a directory that cannot be opened
-    or locked is left unlocked (the rename or read reports what is wrong with it)."""
+    or locked is left unlocked (the rename or read reports what is wrong with it), and
+    one this process holds already (``holding_directory``) is not locked again."""
     fds: list[int] = []
     try:
-        for d in sorted({os.path.realpath(d) for d in directories}):
+        for d in sorted({os.path.realpath(d) for d in directories} - _HELD_DIRECTORIES):
             try:
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
             except OSError:
@@ -241,15 +263,16 @@ def _flock_saying_so(fd: int, operation: int, directory: str,
                      after_s: float = LOCK_NOTICE_S) -> None:
     """``flock(fd, operation)``, saying in one line on stderr that the command waits if
     the lock is still held after ``after_s`` seconds.  fastsim holds it only while it
-    renames files, milliseconds; a holder that is stopped (Ctrl-Z) or another program's
-    would otherwise leave the command waiting in silence."""
+    renames files, milliseconds, or draws figures (``holding_directory``); a holder that
+    is stopped (Ctrl-Z) or another program's would otherwise leave the command waiting in
+    silence."""
     deadline = time.monotonic() + after_s
     said = False
     while not _flocked(fd, operation):
         if not said and time.monotonic() >= deadline:
             print(f"fastsim: waiting for the lock on {directory}, held by another process "
-                  "(fastsim holds it while it renames files into the directory) ...",
-                  file=sys.stderr, flush=True)
+                  "(fastsim holds it while it renames files into the directory, or "
+                  "draws figures there) ...", file=sys.stderr, flush=True)
             said = True
         # polled, never a blocking flock: Ctrl-C arriving just before one entered it was
         # lost, and the command waited on a stopped holder for good

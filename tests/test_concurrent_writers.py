@@ -177,3 +177,48 @@ def test_ctrl_c_stops_a_command_waiting_for_a_held_directory_lock(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+# ``draw_all`` with its figure scripts replaced by two that each write one file, the
+# first of them pausing after its write, as a figure takes a while to draw
+_DRAWING = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from types import SimpleNamespace
+    from fastsim.io import bytes_writer, write_all
+
+    def script(name, text, pause):
+        def draw(sources, out, formats):
+            write_all([(Path(out) / f"{name}.png", bytes_writer(text.encode()))])
+            time.sleep(pause)
+            return [Path(out) / f"{name}.png"]
+        return SimpleNamespace(NEEDS=(), draw=draw)
+
+    def drawing(figures, out, text, pause):
+        scripts = {"a": script("a", text, pause), "b": script("b", text, 0)}
+        figures.find_sources = lambda results: {}
+        figures.skip_reason = lambda *args: None
+        figures.load_script = scripts.__getitem__
+        figures.draw_all(out, out, formats=("png",), scripts=tuple(scripts), log=print)
+""")
+
+
+def test_two_drawings_into_one_directory_never_leave_figures_of_each(tmp_path, monkeypatch):
+    # fastsim figures D1 --out F beside fastsim figures D2 --out F (or two reproduce runs
+    # with one --figures-dir): each figure was renamed in as drawn, so F held a.png of the
+    # second drawing beside b.png of the first
+    from fastsim.sweep import figures
+
+    first = subprocess.Popen([sys.executable, "-c", _DRAWING + "from fastsim.sweep import "
+                              "figures\ndrawing(figures, Path(sys.argv[1]), 'first', 0.4)",
+                              str(tmp_path)])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "a.png").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for name in ("find_sources", "skip_reason", "load_script"):  # restored after the test
+        monkeypatch.setattr(figures, name, getattr(figures, name))
+    here: dict = {}
+    exec(_DRAWING, here)
+    here["drawing"](figures, tmp_path, "second", 0)
+    assert first.wait(timeout=30) == 0
+    assert (tmp_path / "a.png").read_text() == (tmp_path / "b.png").read_text() == "second"

@@ -437,11 +437,15 @@ def cmd_figures(args):
         raise ConfigError(f"{results} holds no cost-aware results ({', '.join(tables)}"
                           f"): nothing to draw; {FIGURES_ALLOWED}")
     _check_figure_tables(results, tables)
+    from fastsim.io import holding_directory
+
     n = 0
-    for name in FIGURE_SCRIPTS:
-        for written in load_script(name).main(results, out):
-            print(f"wrote {written}")
-            n += 1
+    out.mkdir(parents=True, exist_ok=True)
+    with holding_directory(out):  # all of one drawing's figures, never some of two
+        for name in FIGURE_SCRIPTS:
+            for written in load_script(name).main(results, out):
+                print(f"wrote {written}")
+                n += 1
     print(f"{n} files written to {out}")
 
 

@@ -284,6 +284,8 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``, in ``formats``
     (png, pdf, svg; a list, or text comma-separated); returns the files written."""
+    from fastsim.io import holding_directory
+
     formats = parse_formats(formats)
     results, out = Path(results), Path(out)
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
@@ -302,11 +304,12 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name, module in modules.items():
-        if why_not[name] is not None:
-            log(f"[figures] {name}: skipped, {why_not[name]}")
-            continue
-        files = module.draw(sources, out, formats)
-        log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
-        written += files
+    with holding_directory(out):  # all of one drawing's figures, never some of two
+        for name, module in modules.items():
+            if why_not[name] is not None:
+                log(f"[figures] {name}: skipped, {why_not[name]}")
+                continue
+            files = module.draw(sources, out, formats)
+            log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+            written += files
     return written

@@ -24,7 +24,8 @@ import fastsim
 
 from fastsim.config import check_flags, is_path, is_real
 from fastsim.errors import ConfigError
-from fastsim.io import check_distinct, check_output, table_writer, write_all
+from fastsim.io import (check_distinct, check_output, holding_directory, table_writer,
+                        write_all)
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
@@ -440,31 +441,45 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             timings[name] = time.perf_counter() - t
     write_extracts(out, seed, base_overrides)
     t_sweeps = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    drawn: list[Path] = []
-    if figures_dir is not None:
-        from fastsim.sweep.figures import draw_all
-        if progress:
-            print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}", file=sys.stderr)
-        # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
-        # table); a figure skipped is said whatever --no-progress
-        drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
-                         log=lambda line: (progress or ": skipped, " in line)
-                         and print(line, file=sys.stderr))
-    t_figures = time.perf_counter() - t1
-    summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
-    rows = comparison_rows(summaries)
-    info = {"clusters": clusters, "seed": seed, "seconds_sweeps": t_sweeps,
-            "seconds_figures": t_figures,
-            "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
-            "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
-            "figures": drawn, "figures_dir": figures_dir}
-    if report is not None:
-        text = render_report(info, summaries, command or "fastsim reproduce", out, figures_dir)
-        report.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(report, text.encode())
+    # the figures and the report naming them are all of one run's, never some of each of
+    # two runs drawing into one --figures-dir at once
+    with _figures_held(figures_dir, report):
+        t1 = time.perf_counter()
+        drawn: list[Path] = []
+        if figures_dir is not None:
+            from fastsim.sweep.figures import draw_all
+            if progress:
+                print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}",
+                      file=sys.stderr)
+            # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
+            # table); a figure skipped is said whatever --no-progress
+            drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
+                             log=lambda line: (progress or ": skipped, " in line)
+                             and print(line, file=sys.stderr))
+        t_figures = time.perf_counter() - t1
+        summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
+        rows = comparison_rows(summaries)
+        info = {"clusters": clusters, "seed": seed, "seconds_sweeps": t_sweeps,
+                "seconds_figures": t_figures,
+                "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
+                "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
+                "figures": drawn, "figures_dir": figures_dir}
+        if report is not None:
+            text = render_report(info, summaries, command or "fastsim reproduce", out,
+                                 figures_dir)
+            report.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(report, text.encode())
     return info
 
+
+def _figures_held(figures_dir: Path | None, report: Path | None):
+    """Hold the figures' directory and the report's (``holding_directory``) while the run
+    writes them: all of one run's figures, beside its own report."""
+    held = [d for d in (figures_dir, report.parent if report is not None else None)
+            if d is not None]
+    for d in held:
+        d.mkdir(parents=True, exist_ok=True)
+    return holding_directory(*held)
 
 
 def _check_outputs(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
