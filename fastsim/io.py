@@ -78,10 +78,16 @@ def _discard(tmp: Path) -> None:
         pass  # the write's own error is the one worth reporting
 
 
+# The temporaries this process is writing (``_claim`` to the end of ``write_all``): those
+# with its PID that are not among them are a killed writer's that had the PID before it.
+_OWN_TEMPORARIES: set[str] = set()
+
+
 def _claim(tmp: Path) -> int:
     """Create ``tmp`` and hold an ``flock`` on it while it is written (closing the returned
     descriptor releases it): what tells ``_remove_stale_temporaries`` that its writer is
     alive, on any machine sharing the directory, where the PID in its name says nothing."""
+    _OWN_TEMPORARIES.add(tmp.name)  # first: another thread may list it before the flock
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     with contextlib.suppress(OSError):  # a file system without flock: the PID decides
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,7 +110,9 @@ def _remove_stale_temporaries(paths: list[Path]) -> None:
     gone: no process here has the PID the name records, and no one holds the ``flock`` its
     writer held (``_claim``; a writer on another machine has a PID meaningless here).  A
     live writer's is never removed; one whose PID a new process took stays until that one
-    ends.  One listing per directory (a sweep's cell holds thousands of files)."""
+    ends, unless this process took it: then one this process is not writing, and no one
+    holds the ``flock`` of, is removed.  One listing per directory (a sweep's cell holds
+    thousands of files)."""
     targets: dict[Path, set[str]] = {}
     for p in paths:
         targets.setdefault(p.parent, set()).add(p.name)
@@ -116,12 +124,19 @@ def _remove_stale_temporaries(paths: list[Path]) -> None:
         except OSError:
             continue  # the write itself reports what is wrong with the directory
         for tmp, pid in found:
-            if pid != os.getpid() and not _pid_alive(pid):
+            # this process's own PID in the name, not one it writes: a writer killed before
+            # this process took the PID (a container's commands get the same PIDs run after
+            # run)
+            if pid == os.getpid():
+                if tmp not in _OWN_TEMPORARIES:
+                    _remove_unheld(directory / tmp, pid_gone=False)
+            elif not _pid_alive(pid):
                 _remove_unheld(directory / tmp)
 
 
-def _remove_unheld(tmp: Path) -> None:
-    """Remove ``tmp`` unless a writer holds its ``flock`` (``_claim``)."""
+def _remove_unheld(tmp: Path, pid_gone: bool = True) -> None:
+    """Remove ``tmp`` unless a writer holds its ``flock`` (``_claim``); on a file system
+    without ``flock``, only if ``pid_gone`` (its writer's PID said it is gone)."""
     try:
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -132,9 +147,11 @@ def _remove_unheld(tmp: Path) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return  # held: its writer lives, on another machine
+            return  # held: its writer lives, on another machine or in another thread
         except OSError:
-            pass  # a file system without flock: the PID decided
+            if not pid_gone:
+                return
+            # a file system without flock: the PID decided
         with contextlib.suppress(OSError):  # removed by another writer meanwhile
             os.unlink(tmp)
     finally:
@@ -153,11 +170,13 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
         _remove_stale_temporaries([path for path, _ in items])
     staged: list[tuple[Path, Path]] = []
     claims: list[int] = []
+    named: list[str] = []
     try:
         for path, write in items:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = _tmp_path(path)
+                named.append(tmp.name)
                 claims.append(_claim(tmp))
                 staged.append((tmp, path))
                 write(tmp)
@@ -184,6 +203,7 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
             _discard(tmp)
         for fd in claims:
             os.close(fd)  # after the renames or removals: held while the file is ours
+        _OWN_TEMPORARIES.difference_update(named)
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ so the outputs are all of one command's, never some of each.
 from __future__ import annotations
 
 import fcntl
+import os
 import signal
 import subprocess
 import sys
@@ -222,3 +223,17 @@ def test_two_drawings_into_one_directory_never_leave_figures_of_each(tmp_path, m
     here["drawing"](figures, tmp_path, "second", 0)
     assert first.wait(timeout=30) == 0
     assert (tmp_path / "a.png").read_text() == (tmp_path / "b.png").read_text() == "second"
+
+
+def test_a_killed_writers_temporary_under_this_process_pid_is_removed(tmp_path):
+    # in a container each command gets the same PID run after run: the temporary of one
+    # killed mid-write named this process's PID, and was kept at every later write
+    out = tmp_path / "x.csv"
+    stale = tmp_path / f"x.csv.{os.getpid()}-0123abcd.tmp"
+    live = tmp_path / f"x.csv.{os.getpid()}-4567cdef.tmp"  # another thread's, writing
+    stale.write_bytes(b"half")
+    live.write_bytes(b"half")
+    with open(live, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        atomic_write_bytes(out, b"a,b\n")
+    assert not stale.exists() and live.exists() and out.read_bytes() == b"a,b\n"
