@@ -153,7 +153,10 @@ def peak_trigger(scores, z, sigma0, min_evals, origin, window, gamma):
             slope, quad, rss, dof = fit_solve_origin(scores[:e], t, gamma)
         else:
             slope, quad, rss, dof = fit_solve(scores[:e], t, 1, gamma)
-        if math.isnan(slope):
+        # quad is a positive quadratic form, but round-off on a near-singular fit (gamma
+        # near 0: every t^gamma near 1) can make it negative: no standard error, no
+        # decision at e, as the kernel's NaN comparison gives
+        if math.isnan(slope) or quad < 0.0:
             continue
         sd = max(math.sqrt((rss + PRIOR_DOF * sigma0 * sigma0) / (dof + PRIOR_DOF)), SIGMA_FLOOR)
         if slope < -z * sd * math.sqrt(quad):

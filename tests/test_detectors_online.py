@@ -214,3 +214,17 @@ def test_bocpd_starts_afresh_where_no_run_length_explains_a_score(bad):
     scores = [0.1, 0.2, 0.3, bad, 0.25, 0.2, 0.1, 0.0, -0.1]
     params = (0.2, 0.5, 0.015, 0.1)
     assert streaming_trigger("bocpd", scores, params) == R.REFERENCE["bocpd"](scores, *params)
+
+
+@pytest.mark.parametrize("origin, window", [(0.0, 0), (0.0, 4)])
+@pytest.mark.parametrize("scores", [[0.0, 0.1, 0.2, 0.3, 0.4, 0.5], [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]])
+def test_peak_with_gamma_near_zero_matches_the_reference(scores, origin, window):
+    # gamma = 1e-9 (allowed: gamma > 0) makes every t^gamma about 1, and round-off turns
+    # the fit's positive quadratic form negative: the reference raised on its square root
+    # (a math domain error in the simulator's reference run) where the kernel makes no
+    # decision at that evaluation.
+    params = (1.65, 0.015, 3.0, origin, window, 1e-9)
+    assert R.fit_solve(scores[:3], 3.0 ** 1e-9, 1, 1e-9)[1] < 0.0  # the case is the case
+    ref = R.REFERENCE["peak"](scores, *params)
+    assert streaming_trigger("peak", scores, params) == ref
+    assert D.detector_trigger_nb(CODE["peak"], np.asarray(params), np.asarray(scores)) == ref
