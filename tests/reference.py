@@ -240,6 +240,15 @@ def _service(e: int, T: float, E: int) -> float:
     return e * T / E
 
 
+def _observed_service(e: int, T, E: int):
+    """The service a policy reads at evaluation ``e``: ``T`` times the progress ``e / E``,
+    the fraction taken first, so that a grid point with an exact binary fraction (1/2,
+    1/4) gives exactly ``T / 2``: with a perfect estimate (``est_sigma = 0``) ``stop_at``
+    at ``f = 0.5`` then triggers at evaluation ``E / 2``, as MODEL.md's rule reads, where
+    ``e * T / E`` rounds twice and could fall one ulp short, one evaluation late."""
+    return T * (Fraction(e, E) if isinstance(T, Fraction) else e / E)
+
+
 def reference_simulate(cfg, jobs: dict, trace: list | None = None,
                        exact: bool = False) -> ReferenceRun:
     """Simulate one cluster exactly, event by event.  ``jobs`` as ``reference_workload``
@@ -316,7 +325,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None,
         if not x.in_scope or x.demoted:
             return None
         if user_stop is not None:  # the user's plain-Python function on what is seen so far
-            attained = np.array([float(_service(i, x.T, E)) for i in range(1, e + 1)])
+            attained = np.array([float(_observed_service(i, x.T, E)) for i in range(1, e + 1)])
             trig = user_stop.py_func(score[x.j, :e], loss[x.j, :e], attained, float(x.T_est),
                                      *(v for _, v in pol.params))
             if trig > 0:
@@ -330,7 +339,7 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None,
             return "stop"
         if name == "deprioritize" and x.decline_run >= pol.k:
             return "demote"
-        if name == "stop_at" and _service(e, x.T, E) / x.T_est >= pol.f:
+        if name == "stop_at" and _observed_service(e, x.T, E) / x.T_est >= pol.f:
             return "stop"
         if name == "loss_plateau" and e > pol.w:
             l_then = loss[x.j, e - pol.w - 1]

@@ -108,3 +108,17 @@ def test_a_job_wider_than_the_cluster_in_a_given_workload_is_refused():
     with pytest.raises(ConfigError, match=re.escape(
             "workload.gpus at cluster row 1, job 2 is 17; allowed: an integer from 1 to 16")):
         run_workload(cfg, w.with_arrays(gpus=gpus))
+
+
+@pytest.mark.parametrize("policy", ["stop_at:f=0.5,scope=all",
+                                    "toy_user_policies:halfway:f=0.5,scope=all"])
+def test_a_perfect_estimate_meets_stop_at_on_its_grid_point(user_dir, policy):  # noqa: F811
+    # est_sigma = 0: T_est = T, so the estimated progress at evaluation e is exactly e / 10
+    # and f = 0.5 is met at evaluation 5, by every job.  The reference read the service as
+    # e * T / E, which rounds twice and fell one ulp short for some jobs (trigger at 6).
+    cfg = SimConfig(replace(BASE, est_sigma=0.0, n_evals=10, n_jobs=4, gpus=16,
+                            demands_rlhf=(4, 8, 16)),
+                    SchedulerConfig.parse("fifo"), PolicyConfig.parse(policy))
+    assert compare(cfg, seed=15, cluster_start=0, n_clusters=2) == 8
+    w = generate_workload(cfg.workload, 2, seed=15)
+    assert run_workload(cfg, w).jobs["trigger_eval"].to_list() == [5] * 8
