@@ -229,25 +229,51 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
 RESOLUTION = 2.0**-32
 
 
-def _check_resolution(w: Workload) -> None:
-    """``ConfigError`` naming the first run time too small for its cluster's clock."""
+def _unresolved(w: Workload) -> tuple[int, int, float] | None:
+    """(cluster row, job, the row's time scale) of the first run time below ``RESOLUTION``
+    of its row's time scale, or None."""
     if w.n_jobs == 0:
-        return
+        return None
     arr, dur = w.arrival_h, w.duration_h
-    # every time the engine reaches in a row is at most this large in magnitude
+    # every time the engine reaches in a row is at most this large in magnitude (arrivals
+    # are in order along a row: drawn so, and checked so in a built workload)
     with np.errstate(over="ignore"):  # an overflowing row is left to the engine (below)
-        scale = np.maximum(arr.max(axis=1), -arr.min(axis=1)) + dur.sum(axis=1)
+        scale = np.maximum(arr[:, -1], -arr[:, 0]) + dur.sum(axis=1)
     # a row whose times overflow has no clock to resolve: the engine's bound on scheduling
     # points stops it, naming the cluster (tests/test_engine_bound.py)
     low = np.isfinite(scale) & (dur.min(axis=1) < scale * RESOLUTION)
-    if low.any():
-        c = int(np.argmax(low))
-        j = int(np.argmin(dur[c]))
+    if not low.any():
+        return None
+    c = int(np.argmax(low))
+    return c, int(np.argmin(dur[c])), float(scale[c])
+
+
+def _check_resolution(w: Workload) -> None:
+    """``ConfigError`` naming the first run time too small for its cluster's clock."""
+    bad = _unresolved(w)
+    if bad is not None:
+        c, j, scale = bad
         raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
-                          f"{float(dur[c, j])!r}; allowed: at least 2^-32 of the cluster row's "
-                          f"time scale (its largest arrival plus all run times, "
-                          f"{scale[c]:.6g} h: >= {scale[c] * RESOLUTION:.3g} h), so the float64 "
+                          f"{float(w.duration_h[c, j])!r}; allowed: at least 2^-32 of the "
+                          f"cluster row's time scale (its largest arrival plus all run times, "
+                          f"{scale:.6g} h: >= {scale * RESOLUTION:.3g} h), so the float64 "
                           "clock keeps a run time to six digits")
+
+
+def check_drawn_resolution(w: Workload) -> None:
+    """``_check_resolution`` of a drawn workload, in the words of its settings:
+    ``WorkloadConfig`` bounds the arrival span alone, so settings it lets through (a
+    shortest median of 0.001 h beside RLHF runs of 1e4 h that queue) could still draw a
+    cluster whose run times sum beyond what its shortest run resolves against."""
+    bad = _unresolved(w)
+    if bad is not None:
+        c, j, scale = bad
+        raise ConfigError(f"workload: cluster {int(w.cluster_ids[c])} drew a run time of "
+                          f"{float(w.duration_h[c, j]):.3g} h, below 2^-32 of its time scale "
+                          f"({scale:.6g} h: its largest arrival plus all run times); allowed: "
+                          "settings whose runs the float64 clock keeps to six digits: a "
+                          "longer shortest median, shorter long ones, a smaller log_sd or "
+                          "fewer jobs")
 
 
 # The kind of number each array holds (the engine indexes by the integer ones and reads
@@ -455,6 +481,8 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
                 (acc.delivered_gold, acc.best_gold, acc.wasted_gpu_h, acc.positive), out)
     _check_finished(cfg, w, o)
+    if generate:  # drawn by the one-pass kernel, which runs before its times are seen
+        check_drawn_resolution(w)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)

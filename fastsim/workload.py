@@ -158,7 +158,8 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
     True
     """
-    from fastsim.api import check_counts, generate_into  # here: fastsim.api imports this module
+    # here: fastsim.api imports this module
+    from fastsim.api import check_counts, check_drawn_resolution, generate_into
 
     if not isinstance(cfg, WorkloadConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a WorkloadConfig")
@@ -174,4 +175,5 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
         w = out
     w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
     generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
+    check_drawn_resolution(w)
     return w

@@ -711,6 +711,26 @@ def test_a_run_time_below_the_clocks_resolution_is_refused():
     run_workload(cfg, w.with_arrays(arrival_h=arr))  # late arrivals alone are fine
 
 
+@pytest.mark.parametrize("policy", ["none", "peak"])
+def test_drawn_run_times_below_the_clocks_resolution_are_refused(policy):
+    """WorkloadConfig bounds the arrival span alone: a shortest median of 0.001 h beside
+    RLHF runs of 1e4 h that queue drew clusters whose run times sum to 5e5 h, and
+    simulate ran them, the shortest jobs' held hours off by up to 1e-5 (run_workload, on
+    the same draws, refused them)."""
+    from fastsim.api import simulate
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("fifo", policy, n_jobs=30, gpus=16, mix=(0.25, 0.0, 0.75),
+                               median_lora_h=0.001, median_rlhf_h=1e4, demands_rlhf=(1, 15),
+                               demands_lora=(1, 8, 16))
+    with pytest.raises(ConfigError, match=r"^workload: cluster 1 drew a run time of 9.17e-05 h, "
+                       r"below 2\^-32 of its time scale \(521482 h: .*; allowed: settings"):
+        simulate(cfg, 5, seed=4)
+    with pytest.raises(ConfigError, match=r"^workload: cluster 1 drew a run time"):
+        generate_workload(cfg.workload, 5, seed=4)  # fastsim run's path
+    simulate(cfg, 1, seed=4)  # cluster 0 alone resolves
+
+
 def test_run_workload_refuses_what_is_not_a_config_or_workload():
     from fastsim.api import run_workload
     from fastsim.workload import generate_workload
