@@ -145,8 +145,12 @@ def _new_job_nb(job, gpus, t_est, duration, end, demote, account_from):
 @part
 def _pin_nb(job, t, point):
     """Move a running job's base to ``t`` at one of its own events, its service pinned to
-    the planned ``point``, so accounting cannot fall on the wrong side of it by round-off."""
-    job.held_after += _held_after_nb(t, job.since, job.attained0, job.owed0, job.account_from)
+    the planned ``point``, so accounting cannot fall on the wrong side of it by round-off:
+    a job that reaches at most ``account_from`` by ``t`` held nothing after it, whatever
+    ``t`` and the crossing instant, computed along different sums, read."""
+    if point > job.account_from:
+        job.held_after += _held_after_nb(t, job.since, job.attained0, job.owed0,
+                                         job.account_from)
     job.since = t
     job.attained0 = point
     job.owed0 = 0.0
