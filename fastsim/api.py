@@ -220,7 +220,7 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
         if bad is not None and bad.any():
             raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), bad)}; "
                               f"allowed: {allowed}")
-    _check_resolution(w)
+    check_resolution(w)
 
 
 # A run time must stay a run time on the engine's float64 clock: one below the clock's
@@ -248,32 +248,28 @@ def _unresolved(w: Workload) -> tuple[int, int, float] | None:
     return c, int(np.argmin(dur[c])), float(scale[c])
 
 
-def _check_resolution(w: Workload) -> None:
-    """``ConfigError`` naming the first run time too small for its cluster's clock."""
+def check_resolution(w: Workload, drawn: bool = False) -> None:
+    """``ConfigError`` naming the first run time too small for its cluster's clock: of a
+    built workload, by its row and job; of a ``drawn`` one, in its settings' words
+    (``WorkloadConfig`` bounds the arrival span alone, so settings it lets through, a
+    shortest median of 0.001 h beside RLHF runs of 1e4 h that queue, could still draw a
+    cluster whose run times sum beyond what its shortest run resolves against)."""
     bad = _unresolved(w)
-    if bad is not None:
-        c, j, scale = bad
-        raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
-                          f"{float(w.duration_h[c, j])!r}; allowed: at least 2^-32 of the "
-                          f"cluster row's time scale (its largest arrival plus all run times, "
-                          f"{scale:.6g} h: >= {scale * RESOLUTION:.3g} h), so the float64 "
-                          "clock keeps a run time to six digits")
-
-
-def check_drawn_resolution(w: Workload) -> None:
-    """``_check_resolution`` of a drawn workload, in the words of its settings:
-    ``WorkloadConfig`` bounds the arrival span alone, so settings it lets through (a
-    shortest median of 0.001 h beside RLHF runs of 1e4 h that queue) could still draw a
-    cluster whose run times sum beyond what its shortest run resolves against."""
-    bad = _unresolved(w)
-    if bad is not None:
-        c, j, scale = bad
+    if bad is None:
+        return
+    c, j, scale = bad
+    if drawn:
         raise ConfigError(f"workload: cluster {int(w.cluster_ids[c])} drew a run time of "
                           f"{float(w.duration_h[c, j]):.3g} h, below 2^-32 of its time scale "
                           f"({scale:.6g} h: its largest arrival plus all run times); allowed: "
                           "settings whose runs the float64 clock keeps to six digits: a "
                           "longer shortest median, shorter long ones, a smaller log_sd or "
                           "fewer jobs")
+    raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
+                      f"{float(w.duration_h[c, j])!r}; allowed: at least 2^-32 of the "
+                      f"cluster row's time scale (its largest arrival plus all run times, "
+                      f"{scale:.6g} h: >= {scale * RESOLUTION:.3g} h), so the float64 "
+                      "clock keeps a run time to six digits")
 
 
 # The kind of number each array holds (the engine indexes by the integer ones and reads
@@ -482,7 +478,7 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
                 (acc.delivered_gold, acc.best_gold, acc.wasted_gpu_h, acc.positive), out)
     _check_finished(cfg, w, o)
     if generate:  # drawn by the one-pass kernel, which runs before its times are seen
-        check_drawn_resolution(w)
+        check_resolution(w, drawn=True)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)

@@ -82,24 +82,25 @@ def quiet():
 
 
 @contextmanager
+def _once(key, cached, **notice):
+    """The notice around a block that compiles what ``key`` names, unless ``key`` ran in
+    this process or ``cached()`` finds it on disk: without the on-disk cache
+    (``FASTSIM_NO_CACHE=1``) a loop of calls would say it at each."""
+    with compile_notice(cached=key in _WARM or cached(), **notice):
+        yield
+    _WARM.add(key)
+
+
 def first_run(scheduler: int):
     """The notice around a run of the engine of ``scheduler`` (a code) from the API
-    (``simulate``, ``compare``): a notebook's first call compiled for 10-40 s in silence.
-    Once per scheduler and process: later runs do not look at the cache again."""
-    with compile_notice(scheduler, cached=True if scheduler in _WARM else None):
-        yield
-    _WARM.add(scheduler)
+    (``simulate``, ``compare``): a notebook's first call compiled for 10-40 s in silence."""
+    return _once(scheduler, lambda: engine_is_cached(scheduler))
 
 
-@contextmanager
 def first_call(name: str, *, what: str, seconds: str):
     """The notice around a call of the kernel ``name`` (``"costaware_sgd.sgd_cost_to_eps_nb"``)
-    from the API, once per process: without the on-disk cache (``FASTSIM_NO_CACHE=1``) a
-    loop of calls would say it at each."""
-    with compile_notice(cached=name in _WARM or kernels_cached(name), what=what,
-                        seconds=seconds):
-        yield
-    _WARM.add(name)
+    from the API, once per process."""
+    return _once(name, lambda: kernels_cached(name), what=what, seconds=seconds)
 
 
 @contextmanager

@@ -263,6 +263,7 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
 
 
 def _draw_held(results: Path, out: Path, log) -> list[Path]:
+    """``draw``'s figures, ``out`` held."""
     from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
     from fastsim.sweep.figures import find_sources, load_script, skip_reason
 

@@ -744,6 +744,7 @@ BUILTIN_SCHEDULERS = (
               label_fn=lambda v: _tiresias_label(v["thresholds"])),
 )
 
+
 def spec_owners(name: str) -> list[tuple[str, list[str]]]:
     """``(spec, owners)``, for ``"policy"`` then ``"scheduler"``: the built-ins of which
     ``name`` is a parameter (``k``: evalstop, deprioritize, ...), where there are any; for

@@ -158,17 +158,24 @@ def value_kind(value) -> str:
     return repr(value)[:40] if module == "builtins" else f"a {module} {type(value).__name__}"
 
 
+def check_table(value, where: str, name: str, columns, allowed: str) -> None:
+    """``value`` is a polars DataFrame holding ``columns``: anything else was a pandas
+    TypeError or a Polars ColumnNotFoundError deep inside ``where``; one line naming
+    ``name`` and what is ``allowed`` instead."""
+    if not isinstance(value, pl.DataFrame):
+        raise ConfigError(f"{where}(): {name} is {value_kind(value)}; {allowed}")
+    missing = [c for c in columns if c not in value.columns]
+    if missing:
+        raise ConfigError(f"{where}(): {name} has no column {missing[0]!r}; {allowed}")
+
+
 def _check_clusters(frame, name: str, paired: bool) -> None:
     """``frame`` is per-cluster metrics as ``simulate`` gives them: a polars DataFrame (not
     the ``SimResult`` itself) with every column the pooled rates sum, and ``cluster`` when
     a baseline is matched on it."""
-    allowed = "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)"
-    if not isinstance(frame, pl.DataFrame):
-        raise ConfigError(f"summarize(): {name} is {value_kind(frame)}; {allowed}")
     need = [c for m in M.pooled_metrics().values() for side in m.pooled for c in side]
-    missing = [c for c in dict.fromkeys(need + ["cluster"] * paired) if c not in frame.columns]
-    if missing:
-        raise ConfigError(f"summarize(): {name} has no column {missing[0]!r}; {allowed}")
+    check_table(frame, "summarize", name, dict.fromkeys(need + ["cluster"] * paired),
+                "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
 
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
@@ -222,12 +229,8 @@ def _check_one_cell(summary: pl.DataFrame) -> None:
 def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> str:
     """Plain-text table of a summary: metric, estimate, 95% CI, n; and, unless ``note`` is
     false, ``few_clusters_note`` under it."""
-    allowed = "allowed: a table from fastsim.summarize or fastsim.compare"
-    if not isinstance(summary, pl.DataFrame):
-        raise ConfigError(f"format_table(): summary is {value_kind(summary)}; {allowed}")
-    missing = [c for c in SUMMARY_SCHEMA if c not in summary.columns]
-    if missing:
-        raise ConfigError(f"format_table(): summary has no column {missing[0]!r}; {allowed}")
+    check_table(summary, "format_table", "summary", SUMMARY_SCHEMA,
+                "allowed: a table from fastsim.summarize or fastsim.compare")
     if not isinstance(title, str):
         raise ConfigError(f"format_table(): title is {value_kind(title)}; allowed: a string")
     if not isinstance(note, bool):

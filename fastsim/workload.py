@@ -159,7 +159,7 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     True
     """
     # here: fastsim.api imports this module
-    from fastsim.api import check_counts, check_drawn_resolution, generate_into
+    from fastsim.api import check_counts, check_resolution, generate_into
 
     if not isinstance(cfg, WorkloadConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a WorkloadConfig")
@@ -175,5 +175,5 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
         w = out
     w.cluster_ids[:] = np.arange(cluster_start, cluster_start + n_clusters, dtype=np.int64)
     generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
-    check_drawn_resolution(w)
+    check_resolution(w, drawn=True)
     return w

@@ -99,14 +99,10 @@ def _check_curves(curves, what: str, arm: str | None = None) -> None:
     is compared: anything else was a pandas TypeError about ``Index(...)``, a Polars
     ColumnNotFoundError, or (an arm it does not hold) numpy's 'cannot reshape array'."""
     from fastsim.errors import did_you_mean
-    from fastsim.summary import value_kind
+    from fastsim.summary import check_table
 
     allowed = "allowed: the rows of run_grpo"
-    if not isinstance(curves, pl.DataFrame):
-        raise ConfigError(f"{what}(): curves is {value_kind(curves)}; {allowed}")
-    missing = [c for c in CURVE_COLUMNS if c not in curves.columns]
-    if missing:
-        raise ConfigError(f"{what}(): curves has no column {missing[0]!r}; {allowed}")
+    check_table(curves, what, "curves", CURVE_COLUMNS, allowed)
     if arm is None:
         return
     arms = curves["arm"].unique(maintain_order=True).to_list()

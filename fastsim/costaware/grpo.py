@@ -218,5 +218,4 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
 
 
 # Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
-for _cls in (GRPOBatch,):
-    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)
+GRPOBatch.__init__ = known_keywords("GRPOBatch()")(GRPOBatch.__init__)

@@ -245,14 +245,9 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     replication of both strategies reached ``eps``: over the pairs that did, it would
     drop the slowest runs, unevenly between the two."""
     check_problem(problem)
-    from fastsim.summary import value_kind
+    from fastsim.summary import check_table
 
-    allowed = "allowed: the rows of run_sgd"
-    if not isinstance(runs, pl.DataFrame):
-        raise ConfigError(f"summarize_sgd(): runs is {value_kind(runs)}; {allowed}")
-    missing = [c for c in RUN_COLUMNS if c not in runs.columns]
-    if missing:  # a Polars ColumnNotFoundError
-        raise ConfigError(f"summarize_sgd(): runs has no column {missing[0]!r}; {allowed}")
+    check_table(runs, "summarize_sgd", "runs", RUN_COLUMNS, "allowed: the rows of run_sgd")
     ran = set(runs["strategy"].unique())
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
@@ -290,5 +285,4 @@ def config_columns(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig) -> dict:
 
 
 # Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
-for _cls in (Problem,):
-    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)
+Problem.__init__ = known_keywords("Problem()")(Problem.__init__)

@@ -217,5 +217,4 @@ def greedy_vs_exact(instances: int, n: int, seed: int = 0) -> dict[str, Estimate
 
 
 # Built by hand too: a misspelt keyword is one ConfigError naming the nearest field.
-for _cls in (SubsetSelection,):
-    _cls.__init__ = known_keywords(f"{_cls.__name__}()")(_cls.__init__)
+SubsetSelection.__init__ = known_keywords("SubsetSelection()")(SubsetSelection.__init__)

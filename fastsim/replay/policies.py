@@ -495,15 +495,12 @@ TRUTH_INPUTS = ("regret_truth_gold", "trigger_step", "truth_gold_peak_step")
 
 def _check_results(results) -> None:
     """``results`` is replay's table: anything else was a Polars ColumnNotFoundError."""
-    from fastsim.summary import value_kind
+    from fastsim.summary import check_table
 
-    allowed = "allowed: the rows of fastsim.replay (or fastsim.replay.replay)"
-    if not isinstance(results, pl.DataFrame):
-        raise ConfigError(f"summarize_replay(): results is {value_kind(results)}; {allowed}")
-    need = SUMMARY_INPUTS + (TRUTH_INPUTS if "truth_hacking" in results.columns else ())
-    missing = [c for c in need if c not in results.columns]
-    if missing:
-        raise ConfigError(f"summarize_replay(): results has no column {missing[0]!r}; {allowed}")
+    truth = isinstance(results, pl.DataFrame) and "truth_hacking" in results.columns
+    check_table(results, "summarize_replay", "results",
+                SUMMARY_INPUTS + (TRUTH_INPUTS if truth else ()),
+                "allowed: the rows of fastsim.replay (or fastsim.replay.replay)")
 
 
 def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
