@@ -476,3 +476,32 @@ def test_the_sweep_api_refuses_an_empty_or_missing_path(tmp_path, monkeypatch):
         with pytest.raises(ConfigError, match=said):
             call()
     assert list(here.iterdir()) == [] and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("change", ["directory moved", "lock deleted"])
+def test_a_sweep_whose_lock_changed_mid_run_writes_nothing(tmp_path, capsys, monkeypatch,
+                                                            change):
+    """costaware sweep never looked at its lock again after taking it: with --out moved
+    mid-run it made a new, unlocked directory at the old path and wrote its tables there;
+    with sweep.lock deleted, a second sweep could lock a new one and write beside it.
+    Now it stops before writing, in one line (as fastsim sweep does)."""
+    import fastsim.costaware.sweep as cs
+
+    toml = tmp_path / "s.toml"
+    toml.write_text('experiment = "sgd"\nreplications = 2\n[base]\nn = 16\nd = 2\n')
+    out = tmp_path / "res"
+    real = cs.run_sgd
+
+    def run_then_change(*args, **kwargs):
+        if change == "lock deleted":
+            (out / "sweep.lock").unlink()
+        else:
+            out.rename(tmp_path / "moved")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cs, "run_sgd", run_then_change)
+    assert main(["costaware", "sweep", str(toml), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is no longer this process's lock" in err, err
+    written = out if change == "lock deleted" else tmp_path / "moved"
+    assert not list(written.glob("*.parquet")) and (change == "lock deleted" or not out.exists())

@@ -229,7 +229,7 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
                     extra=TMP_EXTRA + len(".summary.parquet"))
     out.mkdir(parents=True, exist_ok=True)
-    held = DirLock.acquire(out)  # noqa: F841 (one writer per directory, as fastsim sweep)
+    held = DirLock.acquire(out)  # one writer per directory, as fastsim sweep
     summaries, runs_all, curves_all = [], [], []
     for point in progress_bar(spec.points(), desc=spec.name, enabled=progress):
         cfgs = _configs(spec, point)
@@ -255,6 +255,8 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
         runs_all.append(runs.with_columns(**tags))
     tables = {"summary": summaries, "runs": runs_all, "curves": curves_all}
     paths = {kind: out / f"{spec.name}.{kind}.parquet" for kind, parts in tables.items() if parts}
+    # the lock still ours: --out moved mid-run would be made again, unlocked, by the write
+    held.check()
     # all of them or none: never a summary beside another run's records
     write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
                                          paths[kind]))
