@@ -72,6 +72,10 @@ PEAK_Z_HIGH_NOISE = 1.0
 
 SEED = 0
 CLUSTERS = 200
+# `fastsim reproduce`'s clusters per cell, and with --quick: tight enough intervals to read
+# the table, about 20 s on 2 cores
+FULL_CLUSTERS = 2000
+QUICK_CLUSTERS = 500
 # The fewest bootstrap resamples behind a 95% percentile interval: 5 in each 2.5% tail (with
 # fewer, one resample sets an end, and an interval of 1 resample can miss its own
 # estimate); fastsim.stats.min_boot(0.95).  Here, not in fastsim.stats (scipy, numba), for

@@ -245,13 +245,14 @@ def _check_results(results: Path) -> None:
 def draw(results: Path, out: Path, log=print) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written
     (all of this drawing's, never some of each of two into one ``out`` at once)."""
-    from fastsim.costaware.cli import check_figure_inputs
+    from fastsim.costaware.cli import FIGURE_INPUTS, FIGURE_SCRIPTS
     from fastsim.io import holding_directory
+    from fastsim.sweep.figures import check_figure_inputs
 
     _check_results(results)
     # as costaware figures does: a table without a column the scripts use was a polars
     # traceback after the figures before it were written
-    check_figure_inputs(results / "costaware")
+    check_figure_inputs(results / "costaware", FIGURE_SCRIPTS, FIGURE_INPUTS)
     check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
     made = not os.path.isdir(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -306,9 +306,9 @@ def test_the_lazy_packages_still_reach_their_submodules_as_attributes():
 
 
 def test_reproduces_cluster_counts_keep_their_module_names():
-    """FULL_CLUSTERS and QUICK_CLUSTERS moved to ``fastsim.sweep.cli`` (its parser's help
-    quotes them without importing numba); ``fastsim.sweep.reproduce``, which defined them,
-    still has them, as ``fastsim.replay.logs`` keeps FORMATS."""
+    """FULL_CLUSTERS and QUICK_CLUSTERS live in ``fastsim.defaults`` (the parser's help of
+    ``fastsim.sweep.cli`` quotes them without importing numba); ``fastsim.sweep.reproduce``,
+    which defined them, still has them, as ``fastsim.replay.logs`` keeps FORMATS."""
     from fastsim.sweep import cli, reproduce
 
     assert (reproduce.FULL_CLUSTERS, reproduce.QUICK_CLUSTERS) == (cli.FULL_CLUSTERS,

@@ -357,68 +357,11 @@ def cmd_sweep(args):
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
 
 
-def _figure_tables(scripts=FIGURE_SCRIPTS) -> dict[str, set]:
-    """``{table: columns}`` the figure scripts read (each script's ``READS``)."""
-    from fastsim.sweep.figures import load_script
-
-    tables: dict[str, set] = {}
-    for name in scripts:
-        for table, columns in load_script(name).READS.items():
-            tables.setdefault(table, set()).update(columns)
-    return tables
-
-
-def check_figure_inputs(results: Path, scripts=FIGURE_SCRIPTS, allowed=FIGURE_INPUTS) -> None:
-    """What ``costaware figures`` checks before drawing, for ``docs-figures`` too (which
-    draws the trace figures' ``scripts`` with the same ``READS`` declarations)."""
-    _check_figure_tables(results, _figure_tables(scripts), allowed)
-
-
-def _check_figure_tables(results: Path, tables: dict[str, set], allowed=FIGURE_INPUTS) -> None:
-    """Each table present read in full and holding the columns the scripts use, before
-    any is drawn: a truncated table or a missing column was a polars traceback from
-    inside a script, after the figures before it were written."""
-    from fastsim.io import read_parquet_table
-
-    for table, columns in tables.items():
-        path = results / table
-        if path.is_file():
-            df = read_parquet_table(path, allowed)
-            missing = sorted(columns - set(df.columns))
-            if missing:
-                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
-                                  f"{allowed}")
-            _check_one_row_per_point(path, df)
-
-
-# the columns that tell a figure's points apart (its panels, lines and x); any other knob
-# taking two values (a sweep's further axis: lam, n, ...) put two rows on one point, drawn
-# on top of each other, and said nowhere
-_POINT_KEYS = {
-    "costaware_sgd.summary.parquet": ("problem_kind", "problem_cost_corr", "sgd_step",
-                                      "strategy", "problem_cost_sigma"),
-    "costaware_grpo.curves.parquet": ("arm", "eval"),
-    "costaware_grpo_sweep.curves.parquet": ("grpo_lam", "grpo_len_sigma", "arm", "eval")}
-_KNOBS = ("problem_", "sgd_", "grpo_")  # config_columns' prefixes
-
-
-def _check_one_row_per_point(path: Path, df) -> None:
-    keys = _POINT_KEYS.get(path.name, ())
-    n_points = df.select(keys).unique().height if keys else df.height
-    if not keys or n_points == df.height:
-        return
-    varying = [c for c in df.columns if c.startswith(_KNOBS) and c not in keys
-               and df.select(*keys, c).unique().height > n_points]
-    raise ConfigError(f"{path}: {', '.join(varying) or 'a knob'} varies within a plotted "
-                      f"point ({', '.join(keys)}); allowed: one value of each other knob "
-                      "per table (a sweep with a further axis draws no figure)")
-
-
 FIGURES_ALLOWED = "allowed: the --out of fastsim costaware sweep, sgd or grpo"
 
 
 def cmd_figures(args):
-    from fastsim.sweep.figures import load_script
+    from fastsim.sweep.figures import check_figure_tables, figure_tables, load_script
 
     results = Path(args.dir)
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
@@ -432,11 +375,11 @@ def cmd_figures(args):
     from fastsim.sweep.store import hold_sweep_dirs
 
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
-    tables = _figure_tables()
+    tables = figure_tables(FIGURE_SCRIPTS)
     if not any((results / table).is_file() for table in tables):  # before OUT is made
         raise ConfigError(f"{results} holds no cost-aware results ({', '.join(tables)}"
                           f"): nothing to draw; {FIGURES_ALLOWED}")
-    _check_figure_tables(results, tables)
+    check_figure_tables(results, tables, FIGURE_INPUTS)
     from fastsim.io import holding_directory
 
     n = 0

@@ -5,13 +5,12 @@ import argparse
 import sys
 from pathlib import Path
 
+# fastsim reproduce's clusters per cell from the light defaults module, not from
+# fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
+from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
 from fastsim.errors import ConfigError
 
 DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
-# fastsim reproduce's clusters per cell; here, not in fastsim.sweep.reproduce, whose imports
-# (numba, polars) --help would pay for
-FULL_CLUSTERS = 2000
-QUICK_CLUSTERS = 500  # tight enough CIs to read the table; ~20 s on 2 cores
 
 
 def _add_backend(p: argparse.ArgumentParser, quiet: str = "no progress bar") -> None:

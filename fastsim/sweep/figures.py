@@ -56,8 +56,6 @@ def find_sources(results: Path) -> dict[str, Path]:
                               "as `fastsim reproduce` writes them (run it again: it rewrites "
                               "them)")
         if all(have):
-            from fastsim.costaware.cli import check_figure_inputs
-
             # they lie in OUT, whose names other commands may write (fastsim run --out
             # OUT/extracts/trajectory_jobs.parquet): a missing column was a KeyError
             # traceback from inside the script
@@ -234,6 +232,65 @@ def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
 def load_script(name: str):
     """The figure script ``figures/NAME.py`` as the module ``fastsim.figures.NAME``."""
     return importlib.import_module(f"fastsim.figures.{name}")
+
+
+def figure_tables(scripts: tuple[str, ...]) -> dict[str, set]:
+    """``{table: columns}`` the figure scripts read (each script's ``READS``)."""
+    tables: dict[str, set] = {}
+    for name in scripts:
+        for table, columns in load_script(name).READS.items():
+            tables.setdefault(table, set()).update(columns)
+    return tables
+
+
+def check_figure_inputs(results: Path, scripts: tuple[str, ...], allowed: str) -> None:
+    """The tables in ``results`` that the figure ``scripts`` read, checked before any is
+    drawn (``costaware figures``, ``docs-figures``, the extracts of ``fastsim figures``);
+    ``allowed`` says in an error what the tables should be."""
+    check_figure_tables(results, figure_tables(scripts), allowed)
+
+
+def check_figure_tables(results: Path, tables: dict[str, set], allowed: str) -> None:
+    """Each table present read in full and holding the columns the scripts use, before
+    any is drawn: a truncated table or a missing column was a polars traceback from
+    inside a script, after the figures before it were written."""
+    from fastsim.errors import ConfigError
+    from fastsim.io import read_parquet_table
+
+    for table, columns in tables.items():
+        path = results / table
+        if path.is_file():
+            df = read_parquet_table(path, allowed)
+            missing = sorted(columns - set(df.columns))
+            if missing:
+                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
+                                  f"{allowed}")
+            _check_one_row_per_point(path, df)
+
+
+# the columns that tell a figure's points apart (its panels, lines and x); any other knob
+# taking two values (a sweep's further axis: lam, n, ...) put two rows on one point, drawn
+# on top of each other, and said nowhere
+_POINT_KEYS = {
+    "costaware_sgd.summary.parquet": ("problem_kind", "problem_cost_corr", "sgd_step",
+                                      "strategy", "problem_cost_sigma"),
+    "costaware_grpo.curves.parquet": ("arm", "eval"),
+    "costaware_grpo_sweep.curves.parquet": ("grpo_lam", "grpo_len_sigma", "arm", "eval")}
+_KNOBS = ("problem_", "sgd_", "grpo_")  # config_columns' prefixes
+
+
+def _check_one_row_per_point(path: Path, df) -> None:
+    from fastsim.errors import ConfigError
+
+    keys = _POINT_KEYS.get(path.name, ())
+    n_points = df.select(keys).unique().height if keys else df.height
+    if not keys or n_points == df.height:
+        return
+    varying = [c for c in df.columns if c.startswith(_KNOBS) and c not in keys
+               and df.select(*keys, c).unique().height > n_points]
+    raise ConfigError(f"{path}: {', '.join(varying) or 'a knob'} varies within a plotted "
+                      f"point ({', '.join(keys)}); allowed: one value of each other knob "
+                      "per table (a sweep with a further axis draws no figure)")
 
 
 def held_output(out: Path, option: str = "--out") -> list:

@@ -29,7 +29,7 @@ from fastsim.io import (check_distinct, check_output, holding_directory, table_w
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
-from fastsim.sweep.cli import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
+from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
