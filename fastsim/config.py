@@ -13,15 +13,14 @@ Examples
 from __future__ import annotations
 
 import math
-import numbers
-import os
-import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
+from fastsim.values import (as_float, check_flags, float_or_nan, is_integer,  # noqa: F401
+                            is_number, is_path, is_real, plain, plain_fields, plain_scalar)
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -42,45 +41,10 @@ def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
 
 
-_is_number = R.is_number
 
 
-def plain(v: Any) -> Any:
-    """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
-    float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with
-    numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
-    array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
-    integers")."""
-    np = sys.modules.get("numpy")
-    if isinstance(v, (list, tuple)) or (np is not None and isinstance(v, np.ndarray)
-                                        and v.ndim == 1):
-        return tuple(plain(x) for x in v)
-    return plain_scalar(v)
 
 
-def plain_scalar(v: Any) -> Any:
-    """A numpy scalar as Python's (``np.bool_`` -> bool, ``np.int64`` -> int, ``np.float32``
-    -> float); anything else as it is, for the check that follows to name."""
-    # numpy not imported: v is no numpy scalar (the command line's parser imports this
-    # module, and its --help needs no numpy)
-    np = sys.modules.get("numpy")
-    if np is None:
-        return v
-    if isinstance(v, np.bool_):
-        return bool(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    return v
-
-
-def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:
-    """``plain`` on the fields ``names`` (default: all) of the frozen dataclass ``obj``,
-    before its checks: products of numpy's fixed-width integers wrap (np.int32(524288) *
-    np.int32(8192) is 0), which a size check then passed."""
-    for name in names if names is not None else tuple(f.name for f in fields(obj)):
-        object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
 def _store_floats(obj: Any) -> None:
@@ -101,53 +65,23 @@ def _store_floats(obj: Any) -> None:
         object.__setattr__(obj, f.name, v)
 
 
-def as_float(v: Any) -> float:
-    """A checked number as the float that stands for it: ``-0.0 + 0.0`` is ``0.0``."""
-    return float(v) + 0.0
 
 
-def is_integer(v: Any) -> bool:
-    """An int or a numpy integer, not a bool: what a count or a seed may be (while numpy is
-    not imported, no value is a numpy integer)."""
-    np = sys.modules.get("numpy")
-    return not isinstance(v, bool) and (
-        isinstance(v, int) or (np is not None and isinstance(v, np.integer)))
 
 
-def is_real(v: Any) -> bool:
-    """An int or a float (numpy's too), not a bool nor text: float() read a file's true as
-    1.0 and "300" as 300, which then reached the kernels as text."""
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def check_flags(**flags: Any) -> None:
-    """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy);
-    numpy's bool is one."""
-    for name, flag in flags.items():
-        if not isinstance(plain_scalar(flag), bool):
-            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
 
 
-def float_or_nan(x: Any) -> float:
-    """``x`` as a float, NaN where no float holds it (a bound of 10**400: math.isnan and
-    float() raise OverflowError on it)."""
-    try:
-        return float(x)
-    except OverflowError:
-        return math.nan
 
 
-def is_path(v: Any) -> bool:
-    """A path a user gave: a path object, or text that is not blank (``Path('')`` is
-    ``.``, so ``out=""`` wrote into the current directory and ``read_logs("")`` read it)."""
-    return isinstance(v, os.PathLike) or (isinstance(v, str) and bool(v.strip()))
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:
     ok = (
         isinstance(pair, (tuple, list))
         and len(pair) == 2
-        and all(_is_number(v) for v in pair)
+        and all(is_number(v) for v in pair)
         and pair[0] <= pair[1]
         and (pair[0] > lo if strict_lo else pair[0] >= lo)
         and pair[1] <= hi
@@ -259,7 +193,7 @@ class WorkloadConfig:
                f"an integer from 1 to {MAX_GPUS}")
         _check(is_integer(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
                self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
-        _check(_is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
+        _check(is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
                f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
         if isinstance(self.mix, str):
             if self.mix not in D.MIXES:
@@ -269,7 +203,7 @@ class WorkloadConfig:
         else:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3
-                  and all(_is_number(x) and x >= 0 for x in m) and abs(sum(m) - 1.0) < 1e-9)
+                  and all(is_number(x) and x >= 0 for x in m) and abs(sum(m) - 1.0) < 1e-9)
             _check(ok, "mix", m, "three non-negative fractions (lora, dpo, rlhf) summing to 1")
         for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
             v = getattr(self, name)
@@ -280,21 +214,21 @@ class WorkloadConfig:
         for name in ("median_lora_h", "median_dpo_h", "median_rlhf_h"):
             v = getattr(self, name)
             lo, hi = MEDIAN_H_RANGE
-            _check(_is_number(v) and lo <= v <= hi, name, v, f"hours in [{lo:g}, {hi:g}]")
-        _check(_is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
+            _check(is_number(v) and lo <= v <= hi, name, v, f"hours in [{lo:g}, {hi:g}]")
+        _check(is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
                "a log-normal sigma in [0, 3]")
         _check(is_integer(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
                self.n_evals, f"an integer from 2 to {MAX_EVALS}")
         for name in ("base_rate", "dpo_base_rate"):
             v = getattr(self, name)
-            _check(_is_number(v) and 0.0 <= v <= 1.0, name, v, "a probability in [0, 1]")
-        _check(_is_number(self.est_sigma) and 0 <= self.est_sigma <= 3, "est_sigma",
+            _check(is_number(v) and 0.0 <= v <= 1.0, name, v, "a probability in [0, 1]")
+        _check(is_number(self.est_sigma) and 0 <= self.est_sigma <= 3, "est_sigma",
                self.est_sigma, "a log-normal sigma in [0, 3]")
-        _check(_is_number(self.sigma) and 0 <= self.sigma <= 1, "sigma", self.sigma,
+        _check(is_number(self.sigma) and 0 <= self.sigma <= 1, "sigma", self.sigma,
                "an evaluation-noise standard deviation in [0, 1]")
-        _check(_is_number(self.loss_sigma) and 0 <= self.loss_sigma <= 1, "loss_sigma",
+        _check(is_number(self.loss_sigma) and 0 <= self.loss_sigma <= 1, "loss_sigma",
                self.loss_sigma, "a loss-noise standard deviation in [0, 1]")
-        _check(_is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
+        _check(is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
                "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
         # A peak before a thousandth of the run lies before the first evaluation of the
         # finest grid (MAX_EVALS), and its gold overflows floats near u* = 1e-300.
@@ -307,14 +241,14 @@ class WorkloadConfig:
         _check_range("loss0", self.loss0, 0.0, 1e6, strict_lo=True)
         _check_range("loss_inf", self.loss_inf, 0.0, 1e6)
         _check_range("loss_tau", self.loss_tau, 0.0, 1e6, strict_lo=True)
-        _check(_is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
+        _check(is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
                self.kl_gamma, "an exponent in [0.05, 2] (sqrt(KL) grows like u^kl_gamma; 1 = linear)")
-        _check(_is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
+        _check(is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
                "hack_sharpness", self.hack_sharpness,
                "an exponent in [0.25, 4] (hacking gold is Gao's form in (d/d*)^m; 1 = plain)")
-        _check(_is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
+        _check(is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
                self.sigma_spread, "a log-normal sigma in [0, 2] of the per-job noise (0 = every job sigma)")
-        _check(_is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
+        _check(is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
                self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
@@ -471,7 +405,7 @@ class PolicyConfig:
             if not (p.kind == "float" and isinstance(v, int) and not isinstance(v, bool)):
                 p.check(v)
             else:
-                p.check(float(v) if R.is_number(v) else v)  # an int beyond floats: refused
+                p.check(float(v) if is_number(v) else v)  # an int beyond floats: refused
         _store_floats(self)
         if decl.stores_params:
             object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))

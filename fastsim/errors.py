@@ -147,12 +147,11 @@ def _declared_in(module: str, exc: BaseException) -> str:
     mod = sys.modules.get(module)
     if not isinstance(exc, AttributeError) or mod is None:
         return ""
-    from fastsim.metrics import Metric
-    from fastsim.registry import Scheduler, StopPolicy
-
-    kinds = ((StopPolicy, "a stop policy"), (Scheduler, "a scheduler key"), (Metric, "a metric"))
-    found = [f"{name} ({kind})" for name, obj in vars(mod).items() if not name.startswith("_")
-             for cls, kind in kinds if isinstance(obj, cls)]
+    # a declaration's class says what it declares (StopPolicy, Scheduler, Metric): this
+    # module, which they import, never imports them
+    found = [f"{name} ({type(obj).DECLARED_AS})" for name, obj in vars(mod).items()
+             if not name.startswith("_")
+             and isinstance(getattr(type(obj), "DECLARED_AS", None), str)]
     return (f"; {module} declares {', '.join(found)}" if found else
             f"; {module} declares no @stop_policy, @scheduler_key or @cluster_metric")
 

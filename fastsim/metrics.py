@@ -23,16 +23,17 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
-from fastsim.config import float_or_nan, plain_scalar
+from fastsim.values import float_or_nan, plain_scalar
 from fastsim.errors import ConfigError, import_ref, readonly, user_code
 
 
 @dataclass(frozen=True)
 class Metric:
+    DECLARED_AS: ClassVar[str] = "a metric"
     name: str
     label: str
     unit: str

@@ -34,13 +34,14 @@ import re
 import sysconfig
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from fastsim import defaults as D
 from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref
 from fastsim.kernels import codes as K
 from fastsim.purity import impurity
 from fastsim.resources import package_folders
+from fastsim.values import float_or_nan, is_integer, is_number, plain, plain_scalar
 
 def flag_value(text: str) -> bool:
     """A flag's text: ``true`` or ``false`` in any case (``backfill=True`` as Python writes
@@ -136,8 +137,6 @@ class Param:
     def check(self, value: Any, where: str = "") -> Any:
         """``value`` validated and normalised (lists become tuples, numpy scalars Python's
         numbers, as a config's own fields are), or ConfigError."""
-        from fastsim.config import plain  # config imports this module
-
         v = plain(value)
         if self.kind == "bool":
             ok = isinstance(v, bool)
@@ -205,14 +204,6 @@ def trigger_error(name: str, values: dict) -> str:
             "decides online, on what it has seen: docs/extending.md)")
 
 
-def is_number(x: Any) -> bool:
-    """A finite int or float (not a bool); an int beyond a float's range is not one."""
-    if not isinstance(x, (int, float)) or isinstance(x, bool):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # math.isfinite(10**400)
-        return False
 
 
 class _Exact(float):
@@ -560,6 +551,7 @@ class StopPolicy(Declaration):
     float64 array in declared order and live in ``PolicyConfig.params`` (the online
     detectors), not in named config fields."""
 
+    DECLARED_AS: ClassVar[str] = "a stop policy"  # named when a user's module lacks a name
     code: int = -1
     action: str = "stop"
     lookback: str | int = 0
@@ -604,6 +596,7 @@ class Scheduler(Declaration):
     static key (computed once per job from what is observed at its arrival) run through
     the engine's static-key path, non-preemptive."""
 
+    DECLARED_AS: ClassVar[str] = "a scheduler key"
     code: int = -1
     preemptive: bool = False
     label_fn: Callable[[dict], str] | None = None
@@ -876,8 +869,6 @@ def _check_param(p: Param) -> None:
                           "the function's argument name")
     if p.kind not in ("int", "float", "bool"):  # what the compiled call takes
         raise ConfigError(f"{where}: kind {p.kind!r} is invalid; allowed: int, float or bool")
-    from fastsim.config import float_or_nan  # config imports this module
-
     for bound in ("lo", "hi"):
         v = getattr(p, bound)
         if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(float_or_nan(v)):
@@ -891,8 +882,6 @@ def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> str | int:
     """``lookback`` as declared: an int >= 0 (numpy's as Python's), or an int parameter
     that cannot go below 0: a negative lookback would deliver a checkpoint from after the
     stop (replay), the best one (the engine's sentinel) or fail (the monitor)."""
-    from fastsim.config import plain_scalar  # config imports this module
-
     lookback = plain_scalar(lookback)  # np.int64(1) was refused as 'allowed: an integer'
     ints = [p.name for p in ps if p.kind == "int" and p.lo >= 0]
     if isinstance(lookback, str):
@@ -924,8 +913,6 @@ def _min_evals_rule(min_evals: Callable[[dict], int] | int, ref: str,
     that answers an integer >= 1 or refuses in one line naming the policy: it ran, unguarded,
     in every config of the policy (a traceback for a function that raised), and ``int()``
     made 2.7 into 2 and "3" into 3.  Asked once at the defaults here, when declared."""
-    from fastsim.config import is_integer  # config imports this module
-
     allowed = ("allowed: an integer >= 1, or a function of the parameter values (a dict) "
                "returning one")
 

@@ -1,0 +1,107 @@
+"""What kind of value a user gave: the type checks every layer shares.
+
+A number, an integer, a path or a flag as the user may write it (Python's or numpy's, not a
+bool where a number is meant), and numpy scalars turned into Python's.  The bottom of the
+package: it imports nothing of fastsim but ``ConfigError``, so ``fastsim.config``,
+``fastsim.registry`` and ``fastsim.metrics`` all use it without importing each other.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import sys
+from dataclasses import fields
+from typing import Any
+
+from fastsim.errors import ConfigError
+
+
+def plain(v: Any) -> Any:
+    """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
+    float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with
+    numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
+    array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
+    integers")."""
+    np = sys.modules.get("numpy")
+    if isinstance(v, (list, tuple)) or (np is not None and isinstance(v, np.ndarray)
+                                        and v.ndim == 1):
+        return tuple(plain(x) for x in v)
+    return plain_scalar(v)
+
+
+def plain_scalar(v: Any) -> Any:
+    """A numpy scalar as Python's (``np.bool_`` -> bool, ``np.int64`` -> int, ``np.float32``
+    -> float); anything else as it is, for the check that follows to name."""
+    # numpy not imported: v is no numpy scalar (the command line's parser imports this
+    # module, and its --help needs no numpy)
+    np = sys.modules.get("numpy")
+    if np is None:
+        return v
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:
+    """``plain`` on the fields ``names`` (default: all) of the frozen dataclass ``obj``,
+    before its checks: products of numpy's fixed-width integers wrap (np.int32(524288) *
+    np.int32(8192) is 0), which a size check then passed."""
+    for name in names if names is not None else tuple(f.name for f in fields(obj)):
+        object.__setattr__(obj, name, plain(getattr(obj, name)))
+
+
+def as_float(v: Any) -> float:
+    """A checked number as the float that stands for it: ``-0.0 + 0.0`` is ``0.0``."""
+    return float(v) + 0.0
+
+
+def is_integer(v: Any) -> bool:
+    """An int or a numpy integer, not a bool: what a count or a seed may be (while numpy is
+    not imported, no value is a numpy integer)."""
+    np = sys.modules.get("numpy")
+    return not isinstance(v, bool) and (
+        isinstance(v, int) or (np is not None and isinstance(v, np.integer)))
+
+
+def is_real(v: Any) -> bool:
+    """An int or a float (numpy's too), not a bool nor text: float() read a file's true as
+    1.0 and "300" as 300, which then reached the kernels as text."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def is_number(x: Any) -> bool:
+    """A finite int or float (not a bool); an int beyond a float's range is not one."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # math.isfinite(10**400)
+        return False
+
+
+def check_flags(**flags: Any) -> None:
+    """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy);
+    numpy's bool is one."""
+    for name, flag in flags.items():
+        if not isinstance(plain_scalar(flag), bool):
+            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
+
+
+def float_or_nan(x: Any) -> float:
+    """``x`` as a float, NaN where no float holds it (a bound of 10**400: math.isnan and
+    float() raise OverflowError on it)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.nan
+
+
+def is_path(v: Any) -> bool:
+    """A path a user gave: a path object, or text that is not blank (``Path('')`` is
+    ``.``, so ``out=""`` wrote into the current directory and ``read_logs("")`` read it)."""
+    return isinstance(v, os.PathLike) or (isinstance(v, str) and bool(v.strip()))
