@@ -237,3 +237,36 @@ def test_a_killed_writers_temporary_under_this_process_pid_is_removed(tmp_path):
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         atomic_write_bytes(out, b"a,b\n")
     assert not stale.exists() and live.exists() and out.read_bytes() == b"a,b\n"
+
+
+def test_a_sweep_directory_held_by_one_thread_is_refused_to_another(tmp_path):
+    """Two sweeps into one directory from two threads of a process both took its lock
+    (``flock`` cannot tell threads apart, and the lock was shared within the process):
+    each removed the other's temporaries, named by the process's PID, and one failed
+    half-way with "cannot write out/sweep.json (No such file or directory)".  The second
+    thread is refused, naming the holder; the holding thread still shares its lock."""
+    import threading
+
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import DirLock
+
+    lock = DirLock.acquire(tmp_path)
+    assert DirLock.acquire(tmp_path) is lock  # a store reopened in its own thread
+    seen = []
+
+    def other():
+        try:
+            DirLock.acquire(tmp_path)
+            seen.append("taken")
+        except ConfigError as exc:
+            seen.append(str(exc))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(seen) == 1 and "in use by another thread of this process (pid " in seen[0]
+    lock.release()
+    t = threading.Thread(target=other)  # released: the other thread takes it
+    t.start()
+    t.join()
+    assert seen[1] == "taken"

@@ -51,6 +51,7 @@ import re
 import socket
 import stat
 import sys
+import threading
 import time
 import weakref
 from functools import cached_property, lru_cache
@@ -99,20 +100,28 @@ class DirLock:
     """An exclusive ``flock`` on ``DIR/sweep.lock``, held while this object lives.
 
     The file holds a line naming the holder (pid, host, start time, command) so that a
-    refused process can say who has the directory.  Within one process the lock is
-    shared (``acquire`` returns the live holder), so reopening a store never deadlocks.
+    refused process can say who has the directory.  Within one thread the lock is shared
+    (``acquire`` returns the live holder), so reopening a store never deadlocks; another
+    thread of the process is refused as another process is: ``flock`` cannot tell two
+    threads apart, and two sweeps into one directory from two threads removed each
+    other's temporaries (this process's own, by its PID) and failed half-way.
     """
 
     _held: "weakref.WeakValueDictionary[str, DirLock]" = weakref.WeakValueDictionary()
 
     def __init__(self, root: Path, fh):
         self.root, self._fh = root, fh
+        self._thread = threading.get_ident()
 
     @classmethod
     def acquire(cls, root: Path) -> "DirLock":
         key = os.path.realpath(root)
         held = cls._held.get(key)
         if held is not None and not held._fh.closed:
+            if held._thread != threading.get_ident():
+                raise ConfigError(f"{root} is in use by another thread of this process "
+                                  f"({cls._read_holder(held._fh)}); wait for it to finish, "
+                                  "or use another --out directory")
             return held
         try:  # never through a symbolic link: the lock truncates what it opens
             fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
