@@ -293,7 +293,7 @@ def test_api_arguments_of_the_wrong_type_are_refused():
     with pytest.raises(ConfigError, match="higher_is_better='no' is invalid"):
         read_logs([EVALS], higher_is_better="no")
     for paths in (None, 5, b"x.csv"):
-        with pytest.raises(ConfigError, match="is invalid; allowed: a path or a list of paths"):
+        with pytest.raises(ConfigError, match="is invalid; allowed: a path, a DataFrame, or a list of them"):
             read_logs(paths)
 
 
@@ -474,16 +474,16 @@ def test_a_byte_order_mark_does_not_hide_json_from_the_format_detection(tmp_path
 
 
 def test_a_table_in_place_of_paths_or_policies_is_refused_in_one_line(tmp_path):
-    """A DataFrame given as the logs or the policies was refused with its repr, a dozen
-    lines of table inside the message."""
+    """A DataFrame given as the policies (or a lazy frame as the logs) was refused with its
+    repr, a dozen lines of table inside the message."""
     import fastsim
     from fastsim.errors import ConfigError
 
     table = pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4]})
     with pytest.raises(ConfigError) as e:
-        fastsim.read_logs(table)
-    assert str(e.value).startswith("paths=a polars DataFrame is invalid; allowed: a path or a "
-                                   "list of paths (a frame in memory: write it to a file first")
+        fastsim.read_logs(table.lazy())
+    assert str(e.value).startswith("paths=a polars LazyFrame is invalid; allowed: a path, a "
+                                   "DataFrame, or a list of them"), str(e.value)
     assert "\n" not in str(e.value)
     p = tmp_path / "log.csv"
     table.write_csv(p)

@@ -727,21 +727,28 @@ def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monk
     assert capsys.readouterr().err == ""
 
 
-def test_a_frame_given_as_a_log_is_refused_naming_the_argument_and_the_way(tmp_path):
-    """fastsim.replay(df, ...) with a frame in memory said 'paths=a polars DataFrame is
-    invalid', an argument replay has not (its is logs), and not how to replay a frame."""
+def test_a_frame_in_memory_is_replayed_as_the_same_log_in_a_file(tmp_path):
+    """fastsim.replay(df, ...) and read_logs(df) refused a frame in memory, asking the user
+    to write it to a file first.  A Polars or pandas frame is read as a Parquet log is, by
+    the same rules: the same rows as the file's replay; an error names the frame by its
+    place and the row; a column no table holds is one line."""
     import fastsim
 
-    df = pl.DataFrame({"job_id": ["a"] * 3, "step": [1, 2, 3], "score": [0.5, 0.6, 0.4]})
-    for given, kind in ((df, "a polars DataFrame"), (df.to_pandas(), "a pandas DataFrame")):
-        with pytest.raises(ConfigError) as e:
-            fastsim.replay(given, "evalstop:k=2")
-        text = str(e.value)
-        assert text.startswith(f"logs={kind} is invalid; allowed: a path, a list of paths or "
-                               "an EvalLog") and "write it to a file first" in text, text
-        with pytest.raises(ConfigError, match=r"^paths=.* \(a frame in memory: write it to a "
-                                              r"file first"):
-            fastsim.read_logs(given)
+    df = pl.DataFrame({"job_id": ["a"] * 5 + ["b"] * 3, "step": [1, 2, 3, 4, 5, 1, 2, 3],
+                       "score": [0.5, 0.6, 0.5, 0.4, 0.3, 0.2, 0.3, 0.4]})
+    p = tmp_path / "log.csv"
+    df.write_csv(p)
+    want = fastsim.replay(p, ["evalstop:k=2", "patience:patience=2"])
+    for given in (df, df.to_pandas(), [df]):
+        assert fastsim.replay(given, ["evalstop:k=2", "patience:patience=2"]).equals(want)
+    both = fastsim.read_logs([p, df.with_columns(pl.col("job_id") + "2")])
+    assert both.table["job_id"].unique().sort().to_list() == ["a", "a2", "b", "b2"]
+    bad = df.with_columns(pl.Series("step", [1, 2, -3, 4, 5, 1, 2, 3]))
+    with pytest.raises(ConfigError, match=r"^DataFrame #2:3: field 'step'"):
+        fastsim.read_logs([p, bad])
+    odd = df.with_columns(pl.Series("score", [object()] * 8, dtype=pl.Object))
+    with pytest.raises(ConfigError, match=r"^DataFrame #1: cannot be read as a table \("):
+        fastsim.replay(odd, "evalstop:k=2")
 
 
 def test_replay_without_a_policy_names_the_argument(tmp_path):

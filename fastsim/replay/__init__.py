@@ -41,8 +41,10 @@ _POLICIES = "a policy spec (\"evalstop:k=2\") or a list of them"
 def replay_logs(logs, policies=None, gpus: float | None = None):
     """Replay stop policies on evaluation logs; one row per (policy, job).
 
-    ``logs`` is an ``EvalLog`` or one or more paths (CSV, JSONL, Parquet,
-    ``trainer_state.json``); ``policies`` one spec (``"evalstop:k=2"``) or a list.
+    ``logs`` is an ``EvalLog``, or one or more paths (CSV, JSONL, Parquet,
+    ``trainer_state.json``) or Polars/pandas DataFrames with a log's columns
+    (``job_id, step, score``, ...; read by the same rules); ``policies`` one spec
+    (``"evalstop:k=2"``) or a list.
     ``summarize_replay`` turns the rows into one row per policy with 95% intervals.
     The columns (``policy, job_id, status, stopped, trigger_step, delivered_step, ...``,
     steps in the log's units, ``gpu_h_*`` in GPU-hours) are those of
@@ -57,13 +59,13 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
     ['stopped']
     """
     from fastsim.config import PolicyConfig, is_path
-    from fastsim.replay.logs import FRAME_HINT, EvalLog, read_logs
+    from fastsim.replay.logs import EvalLog, is_frame, read_logs
     from fastsim.replay.policies import replay
     from fastsim.summary import value_kind  # a DataFrame's repr is many lines
 
-    if not (isinstance(logs, (EvalLog, list, tuple)) or is_path(logs)):  # a frame, say
-        raise ConfigError(f"logs={value_kind(logs)} is invalid; allowed: a path, a list of "
-                          f"paths or an EvalLog from fastsim.read_logs{FRAME_HINT}")
+    if not (isinstance(logs, (EvalLog, list, tuple)) or is_path(logs) or is_frame(logs)):
+        raise ConfigError(f"logs={value_kind(logs)} is invalid; allowed: a path, a DataFrame, "
+                          "a list of them, or an EvalLog from fastsim.read_logs")
     if policies is None:  # required, but named as the user's call names it, not replay_logs
         raise ConfigError(f"fastsim.replay(): policies is missing; allowed: {_POLICIES}")
     policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
@@ -71,7 +73,7 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
             isinstance(p, (str, PolicyConfig)) for p in policies):
         raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
     if not isinstance(logs, EvalLog):  # read once every argument is checked
-        logs = read_logs([logs] if isinstance(logs, (str, Path)) else
+        logs = read_logs([logs] if isinstance(logs, (str, Path)) or is_frame(logs) else
                          list(logs) if isinstance(logs, (list, tuple)) else logs)
     return replay(logs, policies, gpus=gpus)
 

@@ -830,7 +830,8 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
 def read_one(path, fmt: str | None = None, metric: str | None = None,
              job_id: str | None = None, data: bytes | None = None) -> tuple[pl.DataFrame, str]:
     """Read and validate one log; returns ``(table, metric name)`` before the mess rules.
-    ``data``: the log's bytes if already read (a pipe can be read only once).
+    ``data``: the log's bytes if already read (a pipe can be read only once), ``path``
+    then as resolved, or a frame's name.
 
     Examples
     --------
@@ -840,9 +841,10 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     >>> read_one(p)[0]["metric"].to_list()
     [0.5, 0.4]
     """
-    path = resolve_path(Path(path))
     check_format(fmt)
-    data = read_log_bytes(path) if data is None else data
+    if data is None:
+        path = resolve_path(Path(path))
+        data = read_log_bytes(path)
     fmt = fmt or detect_format(path, data)
     if fmt == "trainer_state":
         raw, name = _raw_trainer_state(path, data, metric, job_id)
@@ -867,8 +869,10 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
 
     Parameters
     ----------
-    paths : path or list of paths (files, or run directories holding trainer_state.json)
-    fmt : one of ``FORMATS``, or None to detect per file
+    paths : path, DataFrame, or list of them (files, run directories holding
+        trainer_state.json, or Polars/pandas frames with a log table's columns, read as a
+        Parquet log is)
+    fmt : one of ``FORMATS``, or None to detect per file (a frame needs none)
     metric : column (long tables) or ``eval_*`` name (trainer_state); default ``score``
         for tables, the single non-loss ``eval_*`` metric (else ``eval_loss``) for HF
     higher_is_better : the metric's sense; None infers it from the name
@@ -884,9 +888,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     """
     higher_is_better = plain_scalar(higher_is_better)  # numpy's bool is a bool: np.bool_(True)
     paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
-    resolved = [resolve_path(Path(p)) for p in paths]
-    datas = [read_log_bytes(p) for p in resolved]  # once each: a pipe cannot be read again
-    formats = [fmt or detect_format(p, d) for p, d in zip(resolved, datas)]
+    resolved, datas, formats = zip(*(_read_source(p, i, fmt) for i, p in enumerate(paths)))
     run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
     tables, names = [], []
     for p, f, d in zip(resolved, formats, datas):
@@ -917,23 +919,43 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     return EvalLog(table=table, metric=name, higher_is_better=hib, notes=tuple(notes))
 
 
-# A frame is read as a file is, so that the same mess rules apply and errors name a line.
-FRAME_HINT = (" (a frame in memory: write it to a file first, as df.write_csv('evals.csv'), "
-              "and pass that path)")
+def is_frame(v) -> bool:
+    """A Polars or pandas DataFrame (pandas is not imported to ask)."""
+    return isinstance(v, pl.DataFrame) or (type(v).__name__ == "DataFrame"
+                                           and type(v).__module__.startswith("pandas"))
+
+
+def _read_source(p, i: int, fmt: str | None) -> tuple[Path, bytes, str]:
+    """Log ``i``'s name, bytes (read once: a pipe cannot be read again) and format.  A
+    frame in memory is read as a Parquet log is, by the same rules, named ``DataFrame #N``
+    by its place among the logs, its rows numbered from 1 where a file's lines are."""
+    if not is_frame(p):
+        path = resolve_path(Path(p))
+        data = read_log_bytes(path)
+        return path, data, fmt or detect_format(path, data)
+    name = Path(f"DataFrame #{i + 1}")
+    buf = io.BytesIO()
+    try:
+        (p if isinstance(p, pl.DataFrame) else pl.from_pandas(p)).write_parquet(buf)
+    except Exception as exc:  # noqa: BLE001 - polars' or pyarrow's error on a column's type
+        raise ConfigError(f"{name}: cannot be read as a table ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); allowed: "
+                          "columns of numbers and text") from None
+    return name, buf.getvalue(), "parquet"
 
 
 def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list:
-    """``read_logs``' arguments checked before any file is opened; the paths as a list."""
+    """``read_logs``' arguments checked before any file is opened; the logs as a list."""
     given = paths
-    if isinstance(paths, (str, Path)):
+    if isinstance(paths, (str, Path)) or is_frame(paths):
         paths = [paths]
-    if not isinstance(paths, (list, tuple)) or not all(is_path(p) for p in paths):
+    if not isinstance(paths, (list, tuple)) or not all(is_path(p) or is_frame(p) for p in paths):
         from fastsim.summary import value_kind  # a DataFrame's repr is many lines
 
-        raise ConfigError(f"paths={value_kind(given)} is invalid; allowed: a path or a list of "
-                          f"paths{FRAME_HINT}")
+        raise ConfigError(f"paths={value_kind(given)} is invalid; allowed: a path, a "
+                          "DataFrame, or a list of them")
     if not paths:
-        raise ConfigError("no log files given; allowed: one or more paths")
+        raise ConfigError("no log files given; allowed: one or more paths or DataFrames")
     if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy
         raise ConfigError(f"higher_is_better={higher_is_better!r} is invalid; allowed: True, "
                           "False or None (inferred from the metric's name)")
