@@ -318,6 +318,32 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     ``clusters``, ``chunk``, ``seed`` and ``base_overrides`` replace the file's values
     (the reproduction uses them to size the same experiments differently).
     """
+    name = _check_top_level(doc, source)
+    n_clusters = _check_int(source, "clusters", clusters if clusters is not None
+                            else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
+                            override=clusters is not None)
+    n_chunk = _check_int(source, "chunk", chunk if chunk is not None
+                         else doc.get("chunk", min(n_clusters, 250)), 1,
+                         override=chunk is not None)
+    the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
+                          0, 2**64 - 1, override=seed is not None)
+    baseline_spec = doc.get("baseline", "none")
+    try:
+        baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
+    except ConfigError as exc:
+        raise _fail(source, toml_echo(str(exc), {"baseline": baseline_spec})) from None
+    base, axes = _check_tables(source, doc, base_overrides)
+    cells = _expand_cells(source, base, axes, baseline, baseline_spec)
+    _check_labels(source, cells)
+    _check_chunk_count(source, len(cells), n_clusters, n_chunk)
+    title = doc.get("title", doc.get("description", name))
+    return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
+                chunk=n_chunk, seed=the_seed, axes=tuple(axes), cells=cells,
+                baseline=baseline)
+
+
+def _check_top_level(doc: dict[str, Any], source: str) -> str:
+    """The document's own keys and texts checked; the sweep's name."""
     if "experiment" in doc and "experiment" not in TOP_KEYS:
         raise _fail(source, "is a cost-aware sweep (it has 'experiment'); run it with "
                     f"`fastsim costaware sweep {source} --out DIR`")
@@ -343,20 +369,13 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
             or not name.isprintable()):
         raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-blank string "
                     "of printable characters without '/'")
-    n_clusters = _check_int(source, "clusters", clusters if clusters is not None
-                            else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
-                            override=clusters is not None)
-    n_chunk = _check_int(source, "chunk", chunk if chunk is not None
-                         else doc.get("chunk", min(n_clusters, 250)), 1,
-                         override=chunk is not None)
-    the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
-                          0, 2**64 - 1, override=seed is not None)
-    baseline_spec = doc.get("baseline", "none")
-    try:
-        baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
-    except ConfigError as exc:
-        raise _fail(source, toml_echo(str(exc), {"baseline": baseline_spec})) from None
+    return name
 
+
+def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, Any] | None
+                  ) -> tuple[dict[str, Any], dict[str, list]]:
+    """``[base]`` (with ``base_overrides`` over it) and ``[axes]``: tables of known fields,
+    every axis a non-empty list, and not too many cells to build."""
     base = doc.get("base", {})
     axes = doc.get("axes", {})
     if not isinstance(base, dict):
@@ -380,12 +399,18 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
         if not isinstance(values, list) or not values:
             raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
                                 f"{toml_text(values)}")
-    axis_names = tuple(axes)
-    n_combos = math.prod(len(axes[a]) for a in axis_names)  # before any is built
+    n_combos = math.prod(len(v) for v in axes.values())  # before any is built
     if n_combos > MAX_CELLS:
         raise _fail(source, f"the axes cross to {n_combos} cells; at most {MAX_CELLS} allowed")
-    combos = list(itertools.product(*(axes[a] for a in axis_names)))
+    return base, axes
 
+
+def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
+                  baseline: PolicyConfig | None, baseline_spec: Any) -> tuple[Cell, ...]:
+    """Every combination of the axes over ``base`` as a checked cell, with the baseline
+    cell it is paired against; equal simulations are one cell."""
+    axis_names = tuple(axes)
+    combos = list(itertools.product(*axes.values()))
     _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}
     # policy fields given (k, f, w, tol, scope) -> the policies of the cells they apply to
@@ -417,19 +442,20 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                 by_id.setdefault(base_id, Cell(base_id, base_cfg, None, is_baseline=True))
         by_id.setdefault(cid, Cell(cid, cfg, base_id, is_baseline=baseline is not None
                                    and base_id is None))
-    for f, names in unused.items():  # given, and dropped from every cell without a word
+    _check_used(source, unused, axes)
+    return tuple(by_id.values())
+
+
+def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> None:
+    """A policy field given that no cell's policy has (``k`` beside only ``stop_at``) was
+    dropped from every cell without a word."""
+    for f, names in unused.items():
         where = "axis" if f in axes else "[base] field"
         user = sorted(n for n in names if ":" in n)
         hint = (f"; a user's policy takes its parameters in its spec, as "
                 f"policy = [\"{user[0]}:{f}=...\"]" if user else "")
         raise _fail(source, f"{where} {f!r} applies to no cell: no policy of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
-    _check_labels(source, by_id.values())
-    _check_chunk_count(source, len(by_id), n_clusters, n_chunk)
-    title = doc.get("title", doc.get("description", name))
-    return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
-                chunk=n_chunk, seed=the_seed, axes=axis_names, cells=tuple(by_id.values()),
-                baseline=baseline)
 
 
 def _check_labels(source, cells: Iterable[Cell]) -> None:
