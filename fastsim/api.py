@@ -17,6 +17,7 @@ Examples
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -26,10 +27,12 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.compile_notice import first_run
+from fastsim.compile_notice import first_run, is_quiet
 from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
-                            check_flags, is_integer, parse_baseline)
-from fastsim.errors import ConfigError, SimulationError, known_keywords, readonly, user_code
+                            check_flags, inert_settings, is_integer, parse_baseline,
+                            reads_losses)
+from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
+                            readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
 from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, LOSS_AWARE, PATIENCE, RLHF
@@ -463,8 +466,7 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
         generate_workload(wc, C, seed, cluster_start, out=w, scheduler=s)
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
-    # Loss readings are drawn only for what reads them (no result column holds them).
-    draw_loss = s.code == LOSS_AWARE or "losses" in p.decl.reads
+    draw_loss = reads_losses(s, p)  # no result column holds a loss
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
     run_pipeline(s.code, C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed),
@@ -628,6 +630,15 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (3, 60, Float64)
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
+    warn_inert(cfg, "simulate")
+    return _simulate(cfg, n_clusters, seed, cluster_start, keep_jobs, record_segments, extract)
+
+
+def _simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
+              keep_jobs: bool = False, record_segments: bool = False,
+              extract: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> SimResult:
+    """``simulate`` without its notes of inert settings (``compare`` says them of both arms)."""
+    check_run_args(cfg, n_clusters, seed, cluster_start)
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
@@ -640,6 +651,17 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     with first_run(cfg.scheduler.code):
         return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start,
                     extract)
+
+
+def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None) -> None:
+    """One ``InertSettingWarning`` per workload setting, changed from its default, that no
+    result depends on (``inert_settings``); Python shows each once per calling line.  Not
+    inside ``quiet()``: a sweep says its own, once, and the command line its own."""
+    if is_quiet():
+        return
+    for name, why in inert_settings(cfg, baseline).items():
+        warnings.warn(f"fastsim.{what}(): {name}={getattr(cfg.workload, name)!r} has no "
+                      f"effect: {why}", InertSettingWarning, stacklevel=4)
 
 
 @known_keywords("fastsim.compare()")
@@ -675,8 +697,9 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
                               "PolicyConfig; simulate runs one arm")
         baseline = parsed
     base_cfg = cfg.with_policy(baseline)
-    policy = simulate(cfg, n_clusters, seed, cluster_start)
-    reference = simulate(base_cfg, n_clusters, seed, cluster_start)
+    warn_inert(cfg, "compare", baseline)  # of both arms, once
+    policy = _simulate(cfg, n_clusters, seed, cluster_start)
+    reference = _simulate(base_cfg, n_clusters, seed, cluster_start)
     return summarize(policy.clusters, reference.clusters)
 
 

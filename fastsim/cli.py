@@ -18,11 +18,12 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from fastsim import __version__
-from fastsim.errors import (ConfigError, SimulationError, Terminated, did_you_mean,
-                            signal_handlers)
+from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
+                            did_you_mean, signal_handlers)
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
 # imported for any command line, --help and usage errors included: a module imports its
@@ -344,7 +345,10 @@ def _main(argv: list[str] | None) -> int:
     _COMMAND.append(args.command)
     try:
         held = hold_outputs(args)  # noqa: F841 (released when the command returns)
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # the API's notes of inert settings: a command says its own, as note: lines
+            warnings.simplefilter("ignore", InertSettingWarning)
+            return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
         return 2

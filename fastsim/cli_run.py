@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
-                            WorkloadConfig, parse_baseline, parse_flag, typed_head)
+                            WorkloadConfig, inert_settings, parse_baseline, parse_flag,
+                            typed_head)
 from fastsim.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only
@@ -109,6 +110,15 @@ def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, p
         given = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)
                  if getattr(args, f.name, None) is not None}
         raise ConfigError(_as_option(msg, kw, given)) from None
+
+
+def note_inert(args: argparse.Namespace, cfg: SimConfig, baseline) -> None:
+    """One ``note:`` line on stderr per workload option given that changes no result
+    (``inert_settings``): the run goes on, but whoever typed it thought it mattered."""
+    given = [f.name for f in dataclasses.fields(WorkloadConfig)
+             if getattr(args, f.name, None) is not None]
+    for name, why in inert_settings(cfg, baseline, given).items():
+        print(f"note: --{name.replace('_', '-')} has no effect: {why}", file=sys.stderr)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -224,6 +234,7 @@ def run_command(args: argparse.Namespace) -> int:
     base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else _sim_config(args, workload, cfg.scheduler,
                                                             base_policy, cfg.metrics)
+    note_inert(args, cfg, base_policy)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
     check_output(args.out, "--out", (".parquet",))

@@ -72,13 +72,19 @@ def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
 
 @contextmanager
 def quiet():
-    """No notice inside the block: its caller says it its own way (a sweep, once before
-    its bar and never in a log) or already has (an open notice)."""
+    """No notice inside the block, of compiling or of inert settings (``fastsim.api``):
+    its caller says it its own way (a sweep, once before its bar and never in a log) or
+    already has (an open notice)."""
     _OPEN.depth = getattr(_OPEN, "depth", 0) + 1
     try:
         yield
     finally:
         _OPEN.depth -= 1
+
+
+def is_quiet() -> bool:
+    """Whether this thread is inside ``quiet()`` (or an open notice)."""
+    return bool(getattr(_OPEN, "depth", 0))
 
 
 @contextmanager
@@ -110,7 +116,7 @@ def compile_notice(scheduler: int | None = None, stream=None, *, cached: bool | 
     are not cached yet, or if not ``cached`` (other kernels: ``what``, compiled in about
     ``seconds``), and spin on a terminal until the block ends."""
     stream = stream or sys.stderr
-    if getattr(_OPEN, "depth", 0) or (engine_is_cached(scheduler) if cached is None else cached):
+    if is_quiet() or (engine_is_cached(scheduler) if cached is None else cached):
         yield
         return
     with quiet():

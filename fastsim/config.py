@@ -654,6 +654,55 @@ class SimConfig:
                    tuple(d.get("metrics", ())))
 
 
+# What a draw feeds, when nothing else reads it (no result column holds a loss or a score).
+LOSS_FIELDS = ("loss_sigma", "loss0", "loss_inf", "loss_tau")
+SCORE_FIELDS = ("sigma", "sigma_spread", "noise_rho")
+_TYPE_NAMES = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
+
+
+def reads_losses(scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
+    """Whether a run reads training losses (the engine draws them only then): the
+    loss-aware scheduler orders by them, a policy declaring ``reads`` losses stops on them."""
+    return scheduler.code == R.K.LOSS_AWARE or "losses" in policy.decl.reads
+
+
+def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
+                   given: Any = None) -> dict[str, str]:
+    """The workload fields of ``given`` (default: those differing from their default) that
+    no result of ``cfg`` and of its ``baseline`` on the same clusters depends on, each with
+    why: a user who set one believes they changed the run.  ``tests/test_inert_settings.py``
+    checks that changing each changes no result."""
+    w, s = cfg.workload, cfg.scheduler
+    policies = [cfg.policy] + ([baseline] if baseline is not None else [])
+    labels = " and ".join(dict.fromkeys(p.label for p in policies))
+    why: dict[str, str] = {}
+    if not s.decl.preemptive:
+        why["preempt_overhead_h"] = f"{s.label} never preempts a job, so none resumes"
+    if not any(reads_losses(s, p) for p in policies):
+        why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
+                                 f"{labels}; loss_aware and loss_plateau do)"))
+    if not any("scores" in p.decl.reads for p in policies):
+        why.update(dict.fromkeys(SCORE_FIELDS, f"no stop policy here reads evaluation scores "
+                                 f"({labels})"))
+    for (t, name), share in zip(_TYPE_NAMES.items(), w.mix_fractions):
+        if share == 0:
+            why.update(dict.fromkeys((f"demands_{t}", f"median_{t}_h"),
+                                     f"the mix has no {name} jobs"))
+    _, dpo, rlhf = w.mix_fractions
+    if rlhf == 0:
+        why.update(dict.fromkeys(("base_rate", "ustar_healthy"), "the mix has no RLHF jobs"))
+    elif w.base_rate == 1:
+        why["ustar_healthy"] = "base_rate=1: every RLHF job is hacking"
+    if dpo == 0:
+        why["dpo_base_rate"] = "the mix has no DPO jobs"
+    if (rlhf == 0 or w.base_rate == 0) and (dpo == 0 or w.dpo_base_rate == 0):
+        why.update(dict.fromkeys(("ustar_hacking", "hack_sharpness"), "no job can be hacking "
+                                 "(no RLHF job or base_rate=0, and no DPO job or dpo_base_rate=0)"))
+    if given is None:
+        given = [f.name for f in fields(WorkloadConfig) if getattr(w, f.name) != f.default]
+    return {name: why[name] for name in given if name in why}
+
+
 def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     for k in kw:

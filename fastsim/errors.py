@@ -30,6 +30,12 @@ class ConfigError(ValueError):
         super().__init__(message, *args)
 
 
+class InertSettingWarning(UserWarning):
+    """A workload setting the API was given that no result of the run depends on (a
+    hacking rate of a job type the mix leaves out, say): ``fastsim.config.inert_settings``
+    says which.  The command line says its own ``note:`` lines instead."""
+
+
 class SimulationError(RuntimeError):
     """The engine could not finish a cluster (it reached its bound on scheduling points,
     e.g. on non-finite times); the CLI prints the message without a traceback, exit 1."""

@@ -18,9 +18,10 @@ this package, and ``grid`` brings numba and polars.
 import inspect
 import sys
 import types
+import warnings
 from pathlib import Path
 
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, InertSettingWarning, known_keywords
 from fastsim.lazy import lazy_names
 
 _EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
@@ -66,6 +67,8 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     check_flags(progress=progress)
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
+    for line in grid.inert_notes():
+        warnings.warn(line, InertSettingWarning, stacklevel=3)
     if backend == "local":  # a Dask worker compiles in its own process
         from fastsim.compile_notice import api_sweep_notice
 

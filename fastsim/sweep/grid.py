@@ -51,7 +51,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
-                            parse_baseline, plain)
+                            inert_settings, parse_baseline, plain)
 from fastsim.errors import ConfigError, did_you_mean
 from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
@@ -101,6 +101,14 @@ class Grid:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # The policy every cell is paired against (None: no baseline); the cells say the rest.
     baseline: PolicyConfig | None = field(default=PolicyConfig(name="none"), compare=False)
+    # workload fields the file sets that no cell's result depends on, each with why
+    inert: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def inert_notes(self) -> list[str]:
+        """One line per workload field the file sets that changes no result of any cell
+        (``fastsim.config.inert_settings`` of every cell): said once per sweep."""
+        return [f"{self.source}: {name} has no effect in any cell: {why}"
+                for name, why in self.inert.items()]
 
     @property
     def n_chunks(self) -> int:
@@ -339,7 +347,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
                 chunk=n_chunk, seed=the_seed, axes=tuple(axes), cells=cells,
-                baseline=baseline)
+                baseline=baseline, inert=_inert_in_every_cell(cells, baseline,
+                                                              [*base, *axes]))
 
 
 def _check_top_level(doc: dict[str, Any], source: str) -> str:
@@ -456,6 +465,18 @@ def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> N
                 f"policy = [\"{user[0]}:{f}=...\"]" if user else "")
         raise _fail(source, f"{where} {f!r} applies to no cell: no policy of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
+
+
+def _inert_in_every_cell(cells: Iterable[Cell], baseline: PolicyConfig | None,
+                         given: list[str]) -> dict[str, str]:
+    """The workload fields of ``given`` inert in every cell, each with the distinct reasons
+    (a field inert under one scheduler of an axis but read under another is no news)."""
+    why: dict[str, dict[str, None]] = {f: {} for f in given if f in WORKLOAD_FIELDS}
+    for cell in cells:  # a baseline cell's readers are a subset of its paired cells'
+        said = inert_settings(cell.config, baseline, list(why))
+        why = {f: {**reasons, said[f]: None} for f, reasons in why.items() if f in said}
+    return {f: "; ".join(list(reasons)[:3]) + ("; ..." if len(reasons) > 3 else "")
+            for f, reasons in why.items()}
 
 
 def _check_labels(source, cells: Iterable[Cell]) -> None:
