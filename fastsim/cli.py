@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fastsim import __version__
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
-                            did_you_mean, signal_handlers)
+                            did_you_mean, one_line, signal_handlers)
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
 # imported for any command line, --help and usage errors included: a module imports its
@@ -89,7 +89,7 @@ class OneLineParser(argparse.ArgumentParser):
     (argparse prints the whole usage first, a dozen lines at a subcommand)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,8 +126,8 @@ def _check_threads_variable() -> None:
     on a bad value: refuse it here, in one line, before anything imports numba."""
     value = os.environ.get("NUMBA_NUM_THREADS")
     if value is not None and not (value.strip().isdigit() and int(value) >= 1):
-        print(f"fastsim: error: NUMBA_NUM_THREADS={value!r} is invalid; allowed: a positive "
-              "integer, or unset (one thread per core)", file=sys.stderr)
+        print("fastsim: error: " + one_line(f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: "
+              "a positive integer, or unset (one thread per core)"), file=sys.stderr)
         sys.exit(2)
 
 
@@ -140,8 +140,8 @@ def _switch_variables_ok() -> bool:
     for name in SWITCH_VARIABLES:
         value = os.environ.get(name)
         if value not in (None, "", "0", "1"):  # empty is unset, as a shell's NAME= means
-            print(f"fastsim: error: {name}={value!r} is invalid; allowed: 1 (on), 0 or unset "
-                  "(off)", file=sys.stderr)
+            print("fastsim: error: " + one_line(f"{name}={value!r} is invalid; allowed: 1 (on), "
+                  "0 or unset (off)"), file=sys.stderr)
             return False
     return True
 
@@ -352,8 +352,8 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as exc:
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except SimulationError as exc:
-        print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
+    except SimulationError as exc:  # a lost Dask cluster's may echo an address given
+        print(f"fastsim {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # Python would report the closed pipe again when it flushes stdout at exit.

@@ -19,14 +19,43 @@ if TYPE_CHECKING:  # annotations only
     import numpy as np
 
 
+# An echoed word longer than this is cut in its middle: a value of 5,000 characters was
+# echoed whole.  Room for a file name the file system allows (255 bytes) and its option,
+# whole.  A message of many long words is cut to MAX_MESSAGE.
+MAX_WORD = 300
+MAX_MESSAGE = 2000
+_LAYOUT = re.compile(r"\n[ \t]+")  # a repr's line break and indent (numpy's 2-D arrays)
+_LONG_WORD = re.compile(r"\S{%d,}" % (MAX_WORD + 1))
+
+
+def one_line(message: str) -> str:
+    """``message`` as the one line an error prints: a repr's own line breaks (a 2-D numpy
+    array's, one line per row) read as spaces; any other control character escaped as
+    Python writes it (``\\n``, ``\\x1b``), since a value's newline broke the line and its
+    escape sequence reached the terminal; a word longer than ``MAX_WORD`` and a message
+    longer than ``MAX_MESSAGE`` cut in the middle, saying how long they were."""
+    text = _LAYOUT.sub(" ", message.strip())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = _LONG_WORD.sub(lambda m: _cut(m.group(), MAX_WORD), text)
+    return _cut(text, MAX_MESSAGE)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = limit - 30
+    return f"{text[:keep * 2 // 3]}...({len(text)} characters)...{text[-(keep // 3):]}"
+
+
 class ConfigError(ValueError):
     """A value outside what fastsim accepts: the message names the field, the value
-    and what is allowed.  The CLI prints it without a traceback and exits with 2."""
+    and what is allowed.  The CLI prints it without a traceback and exits with 2; the
+    message is ``one_line``, whatever value it echoes."""
 
     def __init__(self, message: Any = "", *args: Any) -> None:
-        # one line whatever a value's repr spans: a 2-D numpy array's is one line per row
-        if isinstance(message, str) and "\n" in message:
-            message = re.sub(r"\s*\n\s*", " ", message.strip())
+        if isinstance(message, str):
+            message = one_line(message)
         super().__init__(message, *args)
 
 
