@@ -114,8 +114,12 @@ def hold_outputs(args: argparse.Namespace) -> list:
     targets = [getattr(args, name, None) for name in OUTPUT_OPTIONS]
     if not any(t is not None for t in targets):
         return []
+    from fastsim.values import check_path_text
     from fastsim.sweep.store import check_not_owned, hold_sweep_dirs
 
+    for name, target in zip(OUTPUT_OPTIONS, targets):
+        if target is not None:  # every output option, before any command looks at it
+            check_path_text(target, "--" + name.replace("_", "-"))
     for name, target in zip(OUTPUT_OPTIONS, targets):
         check_not_owned(target, "--" + name.replace("_", "-"))
     return hold_sweep_dirs(*targets)

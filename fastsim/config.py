@@ -19,8 +19,9 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
-from fastsim.values import (as_float, check_flags, float_or_nan, is_integer,  # noqa: F401
-                            is_number, is_path, is_real, plain, plain_fields, plain_scalar)
+from fastsim.values import (as_float, check_flags, check_path_text,  # noqa: F401
+                            float_or_nan, is_integer, is_number, is_path, is_real, plain,
+                            plain_fields, plain_scalar)
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -41,12 +42,6 @@ def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
 
 
-
-
-
-
-
-
 def _store_floats(obj: Any) -> None:
     """The numbers of ``obj``'s float fields stored as floats, once they are checked: 1 and
     1.0 are one value, so one config, cell id and label (a sweep axis ``load = [1, 1.0]``
@@ -63,18 +58,6 @@ def _store_floats(obj: Any) -> None:
         elif is_real(v):
             v = as_float(v)
         object.__setattr__(obj, f.name, v)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
+from fastsim.values import check_path_text
 from fastsim.errors import ConfigError, signal_handlers
 
 TABLE_SUFFIXES = (".parquet", ".csv")
@@ -435,6 +436,7 @@ def _check_new_names(path: Path, option: str, file: bool = False) -> None:
     """The names ``path`` would create, checked before it is looked up: the lookup of a
     too-long one is an ``OSError``.  Only a ``file`` is written under a longer temporary
     name (an existing one too, when it is replaced); its new directories are made as named."""
+    check_path_text(path, option)
     d = _existing_ancestor(path)
     _check_path_fits(d, path, option, TMP_EXTRA if file else 0)
     new = path.absolute().relative_to(d).parts

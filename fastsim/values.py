@@ -11,6 +11,7 @@ import math
 import numbers
 import os
 import sys
+import unicodedata
 from dataclasses import fields
 from typing import Any
 
@@ -105,3 +106,14 @@ def is_path(v: Any) -> bool:
     """A path a user gave: a path object, or text that is not blank (``Path('')`` is
     ``.``, so ``out=""`` wrote into the current directory and ``read_logs("")`` read it)."""
     return isinstance(v, os.PathLike) or (isinstance(v, str) and bool(v.strip()))
+
+
+def check_path_text(path: Any, option: str) -> None:
+    """Refuse an output path holding a control character (a newline, a tab, an escape):
+    a file so named breaks every tool that reads names a line at a time (ls, xargs, a
+    shell loop) and every log line that names it.  Named as ``option``, as typed."""
+    text = os.fsdecode(os.fspath(path))
+    bad = next((c for c in text if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ConfigError(f"{option}={text!r} holds a control character ({bad!r}); allowed: "
+                          "a path without control characters")
