@@ -1,4 +1,5 @@
 """Replay decisions on fixtures, computed by hand, and the CLI end to end."""
+import json
 import math
 import re
 import warnings
@@ -580,9 +581,9 @@ def test_a_log_built_by_hand_with_numbered_jobs_and_seeds_is_summarised():
 
 
 @pytest.mark.parametrize("seeds, needle", [
-    ([1.0] * 3 + [1.5] * 3, "log.parquet:4: field 'seed': 1.5; allowed: an integer or a text "
-     "label"),
-    ([1e20] * 6, "log.parquet:1: field 'seed': 1e+20; allowed: an integer"),
+    ([1.0] * 3 + [1.5] * 3, "log.parquet:4: field 'seed': '1.5' is a number that is not an "
+     "integer (below 2^63 in size); allowed: an integer or a text label"),
+    ([1e20] * 6, "log.parquet:1: field 'seed': '1e+20' is a number that is not an integer"),
     ([0, 0, 0, 1, 1, 1], "field 'seed': job 'a' has '1' here and '0' on an earlier row"),
 ])
 def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys, seeds, needle):
@@ -592,11 +593,10 @@ def test_a_seed_that_is_no_label_or_not_one_per_job_is_one_line(tmp_path, capsys
     one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"], needle)
 
 
-@pytest.mark.parametrize("seed", ["1.5", "1.0", "true", "[1]", "{\"a\": 1}"])
+@pytest.mark.parametrize("seed", ["true", "[1]", "{\"a\": 1}"])
 def test_a_jsonl_seed_that_is_no_label_is_one_line(tmp_path, capsys, seed):
-    """A JSONL seed of 1.5, true or a list was read as its text ('1.5', 'true', '[1]'),
-    where docs/replay.md refuses it and a Parquet column of them is refused; 1.0 was a
-    seed apart from 1."""
+    """A JSONL seed of true or a list was read as its text ('true', '[1]'), where
+    docs/replay.md refuses it and a Parquet column of them is refused."""
     path = tmp_path / "log.jsonl"
     path.write_text("".join(f'{{"job_id": "a", "step": {i}, "score": {v}, "seed": {seed}}}\n'
                             for i, v in enumerate([1.0, 2, 3, 2, 1, 0], 1)))
@@ -604,15 +604,44 @@ def test_a_jsonl_seed_that_is_no_label_is_one_line(tmp_path, capsys, seed):
              f"log.jsonl:1: field 'seed': {seed}; allowed: an integer or a text label")
 
 
-@pytest.mark.parametrize("seed", ["1.0", "inf", "1e3", "1.5"])
+def _two_seed_log(tmp_path, fmt: str, seeds: list) -> Path:
+    """Jobs a and b over six steps, job a's seed ``seeds[0]``, b's ``seeds[1]``."""
+    rows = [{"job_id": j, "step": i, "score": float(i % 4), "seed": s}
+            for j, s in zip("ab", seeds) for i in range(1, 7)]
+    path = tmp_path / f"log.{fmt}"
+    if fmt == "parquet":
+        pl.DataFrame(rows, schema_overrides={"seed": pl.Float64}).write_parquet(path)
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        path.write_text("job_id,step,score,seed\n" + "".join(
+            f"{r['job_id']},{r['step']},{r['score']},{r['seed']!r}\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+def test_an_integral_float_seed_is_that_integer_in_every_format(tmp_path, fmt):
+    """pandas writes an integer column with a gap as floats: 1.0 in a Parquet column was
+    the seed 1, but "1.0" in a CSV cell (and 1.0 in JSONL) was refused."""
+    res = replay(read_logs([_two_seed_log(tmp_path, fmt, [1.0, 1])]), ["evalstop:k=2"])
+    assert res["seed"].to_list() == ["1", "1"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+def test_a_non_integral_seed_is_refused_in_every_format_naming_its_line(tmp_path, capsys, fmt):
+    path = _two_seed_log(tmp_path, fmt, [1.0, 2.5])
+    one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"],
+             f"log.{fmt}:{7 + (fmt == 'csv')}: field 'seed': '2.5' is a number that is not "
+             "an integer")
+
+
+@pytest.mark.parametrize("seed", ["inf", "1.5", "1e20"])
 def test_a_csv_seed_written_as_a_non_integer_number_is_one_line(tmp_path, capsys, seed):
-    """A CSV cell has no type: '1.0' (pandas' integer column with a gap) was the label
-    '1.0', a seed apart from a Parquet log's 1 and from a JSONL log's, which refuse 1.0."""
     path = tmp_path / "log.csv"
     path.write_text("job_id,step,score,seed\n" + "".join(
         f"a,{i},{v},{seed}\n" for i, v in enumerate([1.0, 2, 3, 2, 1, 0], 1)))
     one_line(capsys, ["replay", str(path), "--policy", "evalstop:k=2"],
-             f"log.csv:2: field 'seed': '{seed}' is a number that is not written as an integer")
+             f"log.csv:2: field 'seed': '{seed}' is a number that is not an integer")
 
 
 @pytest.mark.parametrize("gap", ["NA", "null", "NaN", "none", "n/a"])

@@ -332,9 +332,10 @@ def _check_json_job_id(path: Path, lineno: int, job_id) -> None:
 
 
 def _check_json_seed(path: Path, lineno: int, seed) -> None:
-    """A JSON seed is a label as a Parquet one is: an integer or a string (null: none); a
-    float (1.5, or 1.0, a seed apart from 1), true or a list was taken as its text."""
-    if seed is None or (isinstance(seed, (str, int)) and not isinstance(seed, bool)):
+    """A JSON seed is a label as a Parquet one is: an integer or a string (null: none), or
+    a number ``_seed_labels`` reads as the integer it equals (1.0) or refuses (1.5); true
+    or a list was taken as its text."""
+    if seed is None or (isinstance(seed, (str, int, float)) and not isinstance(seed, bool)):
         return
     raise ConfigError(f"{path}:{lineno}: field 'seed': {json.dumps(seed)}; allowed: an "
                       "integer or a text label, one per job (jobs that share their random "
@@ -581,33 +582,31 @@ def _seed_labels(df: pl.DataFrame, path: Path) -> pl.Series:
     missing-value spelling (``MISSING_TOKENS``: NA, null, nan...), is none."""
     allowed = ("an integer or a text label, one per job (jobs that share their random draws "
                "share it), or empty")
-    if df["seed"].dtype.is_float():  # pandas writes integers with a missing one as 1.0, NaN
-        seed = df["seed"].fill_nan(None)
-        # beyond an int64 (1e20) the cast below would fail: refused as a non-integer is
-        bad = seed.is_not_null() & ((seed % 1 != 0) | ~(seed.abs() < 2.0**63))
-        if bad.any():
-            i = int(bad.arg_max())
-            raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {seed[i]!r}; "
-                              f"allowed: {allowed}")
-        df = df.with_columns(seed.cast(pl.Int64))
-    elif not df["seed"].dtype.is_integer():
+    seed = df["seed"]
+    if seed.dtype.is_float():
+        seed = seed.fill_nan(None)  # a gap
+    elif not seed.dtype.is_integer():
         _check_text_column(df, path, "seed", allowed)
-    text = df["seed"].cast(pl.String).str.strip_chars()
+    text = seed.cast(pl.String).str.strip_chars()
     # "NA" (R's gap) was the label 'NA', one seed of every job without one
     text = pl.select(pl.when(text.str.to_lowercase().is_in(list(MISSING_TOKENS)))
                      .then(pl.lit("")).otherwise(text).alias("seed"))["seed"]
-    # a CSV cell has no type: "1.0" would be a seed apart from another file's 1, and "01"
-    # or "+1" too
+    # Every format alike: pandas writes an integer column with a gap as floats, 1.0 in a
+    # Parquet or JSONL column and "1.0" in a CSV cell; each is the seed 1 ("01" and "+1"
+    # too), and 1.5 none (a CSV's "1.0" was refused where a Parquet's 1.0 was read as 1).
     integer = text.str.contains(r"^[+-]?[0-9]+$")
-    number = text.cast(pl.Float64, strict=False).is_not_null() & ~integer
-    if number.any():
-        i = int(number.arg_max())
-        raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {text[i]!r} is a number "
-                          "that is not written as an integer; allowed: an integer or a text "
-                          "label, one per job (an integer column with gaps: leave them empty)")
-    as_int = text.cast(pl.Int64, strict=False).cast(pl.String)  # "01" -> "1"; 2^70 stays
+    number = text.cast(pl.Float64, strict=False)
+    written = number.is_not_null() & ~integer  # 1.0, 1e3, 1.5, inf
+    whole = written & (number % 1 == 0) & (number.abs() < 2.0**63)
+    if (written & ~whole).any():
+        i = int((written & ~whole).arg_max())
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'seed': {text[i]!r} is a number that "
+                          f"is not an integer (below 2^63 in size); allowed: {allowed}")
+    as_int = pl.select(pl.when(whole).then(number.cast(pl.Int64, strict=False))
+                       .otherwise(text.cast(pl.Int64, strict=False)).cast(pl.String)
+                       .alias("seed"))["seed"]  # "01" -> "1", "1.0" -> "1"; 2^70 stays
     return pl.select(pl.when(text == "").then(None)
-                     .when(integer & as_int.is_not_null()).then(as_int)
+                     .when((integer | whole) & as_int.is_not_null()).then(as_int)
                      .otherwise(text).alias("seed"))["seed"]
 
 
