@@ -52,7 +52,7 @@ from fastsim import registry as R
 from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             inert_settings, parse_baseline, plain)
-from fastsim.errors import ConfigError, did_you_mean
+from fastsim.errors import ConfigError, did_you_mean, one_line
 from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
@@ -107,7 +107,7 @@ class Grid:
     def inert_notes(self) -> list[str]:
         """One line per workload field the file sets that changes no result of any cell
         (``fastsim.config.inert_settings`` of every cell): said once per sweep."""
-        return [f"{self.source}: {name} has no effect in any cell: {why}"
+        return [one_line(f"{self.source}: {name} has no effect in any cell: {why}")
                 for name, why in self.inert.items()]
 
     @property
