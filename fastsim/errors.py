@@ -5,6 +5,7 @@ No numpy here: ``fastsim.cli`` imports this module before it sets its signal han
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import difflib
 import functools
 import inspect
@@ -48,14 +49,41 @@ def _cut(text: str, limit: int) -> str:
     return f"{text[:keep * 2 // 3]}...({len(text)} characters)...{text[-(keep // 3):]}"
 
 
+# The API's own names of the command-line options whose checks it shares, inside
+# ``api_words`` (None: the command line's words, the options as typed)
+_API_WORDS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "api_words", default=None)
+
+
+@contextlib.contextmanager
+def api_words(names: dict[str, str]):
+    """Inside the block, an error names each option of ``names`` as the API's argument it
+    is (``{"--out": "out"}``: ``--out DIR: exists...`` -> ``out=DIR: exists...``, ``a new
+    --out directory`` -> ``a new out directory``): ``fastsim.sweep(out=...)`` shares the
+    checks of ``fastsim sweep --out``, whose messages name the option."""
+    token = _API_WORDS.set({**(_API_WORDS.get() or {}), **names})
+    try:
+        yield
+    finally:
+        _API_WORDS.reset(token)
+
+
+def _in_api_words(message: str) -> str:
+    for option, name in (_API_WORDS.get() or {}).items():
+        message = re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])(=| (?!directory\b))?",
+                         lambda m: name + ("=" if m.group(1) else ""), message)
+    return message
+
+
 class ConfigError(ValueError):
     """A value outside what fastsim accepts: the message names the field, the value
     and what is allowed.  The CLI prints it without a traceback and exits with 2; the
-    message is ``one_line``, whatever value it echoes."""
+    message is ``one_line``, whatever value it echoes, and in the API's words inside
+    ``api_words``."""
 
     def __init__(self, message: Any = "", *args: Any) -> None:
         if isinstance(message, str):
-            message = one_line(message)
+            message = one_line(_in_api_words(message))
         super().__init__(message, *args)
 
 

@@ -21,7 +21,7 @@ import types
 import warnings
 from pathlib import Path
 
-from fastsim.errors import ConfigError, InertSettingWarning, known_keywords
+from fastsim.errors import ConfigError, InertSettingWarning, api_words, known_keywords
 from fastsim.lazy import lazy_names
 
 _EXPORTS = {"Cell": "fastsim.sweep.grid", "Grid": "fastsim.sweep.grid",
@@ -73,8 +73,9 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
         from fastsim.compile_notice import api_sweep_notice
 
         api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
-    with held_run(grid, Path(out), backend=backend, address=address, workers=workers,
-                  keep_jobs=keep_jobs, progress=progress) as (store, _):
+    with api_words({"--out": "out"}), held_run(
+            grid, Path(out), backend=backend, address=address, workers=workers,
+            keep_jobs=keep_jobs, progress=progress) as (store, _):
         aggregate(store, progress=progress)
     return read_summary(Path(out))
 
