@@ -153,7 +153,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or 'off' (no baseline, no change rows) (default: none, the policy that "
                    "never stops)")
     p.add_argument("--clusters", type=int, default=D.CLUSTERS,
-                   help="independent clusters to simulate, an integer from 1 to 2^63-1")
+                   help="independent clusters to simulate, an integer from 1 to 2^63-1 (the "
+                   "cluster ids' range); a run its first 500 clusters show to need more than a "
+                   "minute says how long, in one line on stderr")
     p.add_argument("--seed", type=int, default=D.SEED,
                    help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
                    "under every policy")
@@ -178,6 +180,7 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
     kept = {name: ([], []) for name, _ in arms}
     reuse = not (keep_clusters or keep_jobs)  # kept frames may share the buffer's memory
     w = None
+    t0 = time.perf_counter()
     for start in range(0, n, CHUNK):
         size = min(CHUNK, n - start)
         # Both arms run on the same clusters: one workload, into one buffer per run.
@@ -195,7 +198,31 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
             if bar is not None:
                 bar.update(r.clusters.height)
         cell.add(chunk["policy"], chunk.get("baseline"))
+        if start == 0 and n > size:
+            say_estimate(n, size, time.perf_counter() - t0)
     return cell.table(), kept
+
+
+ESTIMATE_FROM_S = 60.0  # a run estimated to take longer says how long, once
+
+
+def say_estimate(n: int, done: int, elapsed_s: float) -> None:
+    """How long the rest of a run of ``n`` clusters takes at the pace of its first ``done``,
+    one line on stderr if past ``ESTIMATE_FROM_S``: without a terminal there is no bar, and
+    ``--clusters 9223372036854775807`` (every cluster id the counters hold) ran in silence
+    for what would be millions of years."""
+    left = elapsed_s / done * (n - done)
+    if left >= ESTIMATE_FROM_S:
+        print(f"note: --clusters {n}: about {_duration(left)} to go at {elapsed_s / done * 1e6:.0f}"
+              f" us a cluster (the first {done}, every arm); Ctrl-C stops it", file=sys.stderr,
+              flush=True)
+
+
+def _duration(s: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s:.0f} s"
 
 
 def _check_memory(w: WorkloadConfig, n: int, n_arms: int, keep_clusters: bool,

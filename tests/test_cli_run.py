@@ -214,3 +214,20 @@ def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     fastsim.sweep(p, tmp_path / "b")
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_a_long_run_says_how_long_after_its_first_chunk(capsys, monkeypatch):
+    """--clusters 9223372036854775807 ran in silence without a terminal (no bar) for what
+    its pace made about 10^8 years; a run past a minute now says so after its first chunk."""
+    import fastsim.cli_run as run
+
+    argv = ["run", "--clusters", "700", "--n-jobs", "8", "--no-progress"]
+    assert main(argv) == 0
+    assert "to go at" not in capsys.readouterr().err  # a short run says nothing
+    monkeypatch.setattr(run, "ESTIMATE_FROM_S", 0.0)
+    assert main(argv) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "to go at" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: --clusters 700: about "), notes
+    assert notes[0].endswith(" us a cluster (the first 500, every arm); Ctrl-C stops it")
+    run.say_estimate(2**63 - 1, 500, 0.025)
+    assert "about 1.46e+07 years to go at 50 us" in capsys.readouterr().err
