@@ -353,3 +353,23 @@ def test_trace_intervals_count_seeds_not_the_runs_that_share_them():
         assert copies[f"{m}_hi"] == pytest.approx(seeds[f"{m}_hi"])
     assert copies["fpr_lo"] < 0.2 and copies["fpr_hi"] > 0.8
     assert copies["n_runs"] == 24 and copies["n_seeds"] == seeds["n_seeds"] == 4
+
+
+def test_a_delay_interval_stays_within_the_run():
+    """A delay (trigger minus gold peak) lies in [1 - E, E - 1] evaluations, but over a few
+    seeds its t interval reached past: margin(k=1,z=2) on the 21-evaluation traces read
+    4.25 [-25.93, 34.43].  Here two seeds of one hacking run each, delays 3 and -1 on 4
+    evaluations: the interval is cut to [-3, 3], on the traces and in the grid alike."""
+    score = np.array([[1.0, 2.0, 3.0, 1.0], [1.0, 3.0, 2.0, 1.0]])  # k=1 fires at 4 and 3
+    gold = np.array([[3.0, 2.0, 1.0, 0.0], [1.0, 2.0, 3.0, 4.0]])  # peaks at 1 and 4
+    arrays = {"score": score, "gold": gold, "step": np.tile(np.arange(4) * 10, (2, 1)),
+              "hacking": np.ones(2, bool), "seed": np.array([0, 1])}
+    row = det.trace_row(arrays, "evalstop", {"k": 1})
+    assert row["delay_evals"] == 1.0
+    assert (row["delay_evals_lo"], row["delay_evals_hi"]) == (-3.0, 3.0)
+    ones, zero = np.ones(2), np.zeros(2)
+    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero,
+              "delay": np.array([3.0, -1.0]), "reclaimed_gpu_h": ones, "lost_gpu_h": ones,
+              "regret": zero, "n_scope": ones}
+    est = det.summarize(counts, n_evals=4)["delay_evals"]
+    assert (est.mean, est.lo, est.hi) == (1.0, -3.0, 3.0)
