@@ -136,7 +136,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="simulate one scheduler + stop policy against a baseline",
         description="Simulate CLUSTERS independent clusters under a base scheduler and a stop "
         "policy, and the same clusters (common random numbers) under the baseline policy; print "
-        "every metric with its 95% confidence interval and the paired change.",
+        "every metric with its 95% confidence interval and the paired change.  A workload "
+        "option given that no result reads (--base-rate with no RLHF job in --mix, "
+        "--preempt-overhead-h under a non-preemptive scheduler) is said in one note: line on "
+        "stderr, and the run goes on.",
         formatter_class=_HelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
                    help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "
