@@ -321,13 +321,18 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as exc:
             name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
             how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-            print(f"{name}: {how}; finished work is kept", file=sys.stderr)
+            kept = ("finished work is kept: the same command resumes it"
+                    if _COMMAND and _COMMAND[0] in _RESUMES else "nothing half-written is left")
+            print(f"{name}: {how}; {kept}", file=sys.stderr)
             return code
         finally:
             sys.unraisablehook = hook
 
 
 _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above
+# the subcommands that keep each finished chunk and resume from them when run again; the
+# others write their outputs whole or not at all, so an interrupted one kept nothing
+_RESUMES = ("sweep", "reproduce", "docs-figures")
 
 
 def _main(argv: list[str] | None) -> int:

@@ -38,7 +38,7 @@ def test_ctrl_c_while_starting_is_one_line(monkeypatch, capsys):
         pytest.fail("Ctrl-C while starting escaped fastsim's main")
     assert code == 130
     err = capsys.readouterr().err.strip()
-    assert err == "fastsim: interrupted; finished work is kept", err
+    assert err == "fastsim: interrupted; nothing half-written is left", err
 
 
 def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
@@ -57,7 +57,7 @@ def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
         raise SystemExit(main(["run", "--clusters", "2", "--n-jobs", "10", "--out", "o.parquet"]))
     """, tmp_path)
     assert code == 143, err
-    assert err == ["fastsim run: terminated; finished work is kept"], err
+    assert err == ["fastsim run: terminated; nothing half-written is left"], err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -84,7 +84,7 @@ def test_signal_during_a_sweep_resumes_to_the_same_tables(tmp_path, signum):
         raise SystemExit(main({argv + ["cut"]!r}))
     """, tmp_path)
     assert code == (130 if signum == "SIGINT" else 143), err
-    assert len(err) == 1 and "finished work is kept" in err[0], err
+    assert len(err) == 1 and "finished work is kept: the same command resumes it" in err[0], err
     assert not [p for p in (tmp_path / "cut").rglob("*") if p.name.endswith(".tmp")]
     assert not (tmp_path / "cut" / "summary.parquet").exists()
     assert (tmp_path / "cut" / "sweep.lock").read_text() == ""  # no holder named
@@ -114,7 +114,7 @@ def test_ctrl_c_landing_in_a_finaliser_still_stops_the_command(monkeypatch, caps
         pytest.fail("Ctrl-C escaped fastsim's main")
     err = capsys.readouterr().err.strip()
     assert code == 130, err
-    assert err == "fastsim run: interrupted; finished work is kept", err
+    assert err == "fastsim run: interrupted; nothing half-written is left", err
 
 
 def test_ctrl_c_between_two_renames_still_renames_both(tmp_path, monkeypatch):
@@ -155,3 +155,17 @@ def test_sigterm_handler_and_unraisable_hook_are_set_for_the_command_then_restor
     assert cli.main(["run", "--clusters", "2", "--n-jobs", "10"]) == 0
     assert seen == [(cli._terminate, cli._redeliver)]
     assert (signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_an_interrupted_run_does_not_claim_to_keep_work(monkeypatch, capsys):
+    """Ctrl-C of fastsim run said "finished work is kept", though run keeps nothing (its
+    outputs are written whole at the end): only the commands that resume say so."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "hold_outputs", interrupted)
+    for argv, said in ((["run", "--clusters", "2"], "nothing half-written is left"),
+                       (["sweep", "noise", "--out", "x"],
+                        "finished work is kept: the same command resumes it")):
+        assert cli.main(argv) == 130
+        assert capsys.readouterr().err.strip() == f"fastsim {argv[0]}: interrupted; {said}"

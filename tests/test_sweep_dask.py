@@ -572,7 +572,7 @@ def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130, err
-    assert err[-1] == "fastsim sweep: interrupted; finished work is kept", err
+    assert err[-1] == "fastsim sweep: interrupted; finished work is kept: the same command resumes it", err
     # no worker prints a traceback, nor distributed's warning of a task cancelled as its
     # worker closes ("Async instruction ... ended with CancelledError": worker_plugin)
     assert not [line for line in err if "Traceback" in line or "KeyboardInterrupt" in line], err
