@@ -44,6 +44,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
+from .libm import bits_nb
 from .jit import (bind, driver, engine_kernel, entry, kernel, last_use_nb, max_nb, min_nb, one_of,
                   part)
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
@@ -395,14 +396,6 @@ def _insert_nb(jobs, order, n, j):
 
 
 @kernel
-def _sort_nb(jobs, order, n):
-    """Insertion sort of ``order[:n]``: the order changes little between points, so this
-    is about linear.  Keys are never NaN, so the order is strict and total."""
-    for a in range(1, n):
-        _insert_nb(jobs, order, a, order[a])
-
-
-@kernel
 def _queue_rank_nb(jobs, j):
     """Tiresias: job ``j``'s place in the order ``(demoted, key, index)`` as one integer,
     its keys being queue indices (fewer than 2^30 queues and 2^32 jobs, far above any
@@ -413,8 +406,9 @@ def _queue_rank_nb(jobs, j):
 
 @kernel
 def _sort_by_queue_nb(jobs, order, n):
-    """Tiresias: ``_sort_nb`` comparing one integer per job instead of three fields, the
-    largest so far kept (it stays at the end of the sorted part after an insertion)."""
+    """Tiresias: insertion sort of ``order[:n]`` by ``_queue_rank_nb``, the largest rank
+    so far kept (it stays at the end of the sorted part after an insertion): the order
+    changes little between points, so this is about linear."""
     last = _queue_rank_nb(jobs, order[0]) if n > 0 else 0
     for a in range(1, n):
         j = order[a]
@@ -428,6 +422,36 @@ def _sort_by_queue_nb(jobs, order, n):
             order[b + 1] = order[b]
             b -= 1
         order[b + 1] = j
+
+
+@kernel
+def _float_rank_nb(jobs, j):
+    """Job ``j``'s place in the order ``(demoted, key, index)`` as integers: the key's bits
+    mapped so that integer order is float order (``-0.0`` read as ``+0.0``, equal to it)."""
+    job = jobs[j]
+    b = bits_nb(job.key + 0.0)
+    u = b ^ ((np.uint64(0) - (b >> np.uint64(63))) | np.uint64(1 << 63))
+    return (np.uint64(job.flags >> 1), u, j)
+
+
+@part
+def _sort_by_float_rank_nb(jobs, order, n):
+    """``srtf_est``, ``loss_aware``: ``_sort_by_queue_nb`` by ``_float_rank_nb``.  Keys are
+    never NaN, so the order is ``precedes_nb``'s, strict and total."""
+    last = _float_rank_nb(jobs, order[0]) if n > 0 else (np.uint64(0), np.uint64(0), np.uint64(0))
+    for a in range(1, n):
+        j = order[a]
+        rank = _float_rank_nb(jobs, j)
+        if rank > last:
+            last = rank
+            continue
+        order[a] = order[a - 1]
+        b = a - 2
+        while b >= 0 and _float_rank_nb(jobs, order[b]) > rank:
+            order[b + 1] = order[b]
+            b -= 1
+        order[b + 1] = j
+    return last_use_nb(0, (jobs, order))
 
 
 @part
@@ -678,7 +702,7 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
             if SCHEDULER == TIRESIAS:
                 _sort_by_queue_nb(jobs, active, n_active)
             else:
-                _sort_nb(jobs, active, n_active)
+                _sort_by_float_rank_nb(jobs, active, n_active)
         n_realloc += 1
         if SCHEDULER == LOSS_AWARE:
             n_start, n_passed = _choose_in_blocks_nb(jobs, active, n_active, capacity,
