@@ -10,7 +10,7 @@ than the docs' is refused).  ``fastsim sweep`` resumes by itself, verifying ever
 finished chunk; a sweep directory of other code that this command ran is computed again
 from nothing (a symbolic link to one is refused: its target is not this command's).  One
 process at a time owns RESULTS (a lock).  The detector benchmark (``fastsim detectors``,
-about 20 minutes: 1,206 s measured in docs/detectors.md) is not run here: its figures are
+about 9 minutes: 533 s measured in docs/detectors.md) is not run here: its figures are
 drawn when its results are in ``RESULTS/detectors``.
 """
 from __future__ import annotations
@@ -352,7 +352,7 @@ def register(subparsers) -> None:
         "the sweep resumes, verifying its finished chunks (one this command ran with other "
         "code is computed again from nothing); one process at a time owns "
         "--results (a lock). The detector benchmark is not run (fastsim detectors, about "
-        "20 minutes: 1,206 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
+        "9 minutes: 533 s on 2 shared cores, docs/detectors.md); its figure is drawn when "
         "its results are in RESULTS/detectors. About 5 minutes of CPU from nothing.")
     p.add_argument("--results", type=Path, default=Path("results/docs"), metavar="DIR",
                    help="where the experiments write, and are reused from (default: "
