@@ -56,6 +56,7 @@ RECORD = "docs-figures.json"
 TRACE_FIGURES = ("real_traces_curves", "real_traces_gao", "real_traces_replay")
 TRACE_INPUTS = ("the tables `fastsim traces toy-rlhf`, `replay --summary-out` and `traces "
                 "compare-sim --out` write")
+DETECTOR_INPUTS = "the tables `fastsim detectors` writes"
 
 
 def _check_reused_traces(results: Path) -> None:
@@ -247,13 +248,16 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
     (all of this drawing's, never some of each of two into one ``out`` at once)."""
     from fastsim.costaware.cli import FIGURE_INPUTS, FIGURE_SCRIPTS
     from fastsim.io import holding_directory
-    from fastsim.sweep.figures import check_figure_inputs
+    from fastsim.sweep.figures import check_figure_inputs, load_script
 
     _check_results(results)
     # as costaware figures does: a table without a column the scripts use was a polars
     # traceback after the figures before it were written
     check_figure_inputs(results / "costaware", FIGURE_SCRIPTS, FIGURE_INPUTS)
     check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
+    if (results / "detectors" / "synthetic.parquet").is_file():
+        check_figure_inputs(results / "detectors", ("detectors_pareto",), DETECTOR_INPUTS)
+        load_script("detectors_pareto").plotted(results / "detectors")
     made = not os.path.isdir(out)
     out.mkdir(parents=True, exist_ok=True)
     with holding_directory(out):

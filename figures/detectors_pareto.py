@@ -13,8 +13,16 @@ from pathlib import Path
 
 import polars as pl
 
+from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
 
+_POINT = ("detector", "setting", "fpr", "fpr_lo", "fpr_hi")
+# the tables this script reads and their columns it uses (checked by `docs-figures`)
+READS = {"synthetic.parquet": (*_POINT, "sigma", "base_rate", "n_clusters", "reclaimed_gpu_h",
+                               "reclaimed_gpu_h_lo", "reclaimed_gpu_h_hi"),
+         "traces.parquet": (*_POINT, "compute_saved", "compute_saved_lo", "compute_saved_hi",
+                            "n_runs", "n_hacking")}
+BASE_RATE = 0.6
 
 def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
     """One colour per detector family (every setting of it), in the results' order."""
@@ -32,10 +40,29 @@ def _points(ax, df: pl.DataFrame, y: str, scale: float = 1.0) -> None:
                    zorder=5, label=S.policy_label("evalstop", base.rename({"setting": "policy"})))
 
 
+def plotted(results: Path) -> pl.DataFrame:
+    """The rows of ``synthetic.parquet`` the figure draws (base rate 0.6).  A table with
+    none, or with text where a number goes (a hand-edited one), is a ``ConfigError``
+    naming it: it was a matplotlib or format traceback from inside the figure."""
+    path = Path(results) / "synthetic.parquet"
+    syn = S.table(path)
+    text = [c for c in READS[path.name] if c in syn.columns and c not in ("detector", "setting")
+            and not syn.schema[c].is_numeric()]
+    if text:
+        raise ConfigError(f"{path}: column(s) {', '.join(text)} hold no numbers; allowed: "
+                          "synthetic.parquet as fastsim detectors writes it")
+    syn = syn.filter((pl.col("base_rate") == BASE_RATE) & pl.col("sigma").is_finite())
+    if syn.is_empty():
+        raise ConfigError(f"{path}: no row at base_rate {BASE_RATE} with a finite sigma, the "
+                          "rows the figure draws; allowed: synthetic.parquet as fastsim "
+                          "detectors writes it")
+    return syn
+
+
 @S.themed
 def main(results: Path, out: Path, formats=("png",)) -> list[Path]:
     written = []
-    syn = S.table(Path(results) / "synthetic.parquet").filter(pl.col("base_rate") == 0.6)
+    syn = plotted(results)
     sigmas = sorted(syn["sigma"].unique().to_list())
     cols = 4
     rows = (len(sigmas) + cols - 1) // cols

@@ -523,3 +523,45 @@ def test_docs_figures_do_not_take_a_damaged_record_as_owning_the_sweep(tmp_path,
     with pytest.raises(ConfigError, match="does not record as this command's"):
         docs_figures.run_steps(results, log=lambda _: None)
     assert (results / "frontier" / "cells" / "x").exists()
+
+
+def _detector_grid(results: Path) -> Path:
+    """A two-row ``fastsim detectors`` grid, written where docs-figures looks for it."""
+    point = {"fpr": 0.1, "fpr_lo": 0.0, "fpr_hi": 0.3, "reclaimed_gpu_h": 5.0,
+             "reclaimed_gpu_h_lo": 2.0, "reclaimed_gpu_h_hi": 8.0}
+    grid = pl.DataFrame([{"sigma": 0.05, "base_rate": 0.6, "detector": d, "setting": s,
+                          "n_clusters": 2, **point}
+                         for d, s in (("evalstop", "evalstop(k=2)"), ("cusum", "cusum(h=2)"))])
+    (results / "detectors").mkdir(parents=True)
+    grid.write_parquet(results / "detectors" / "synthetic.parquet")
+    return results / "detectors" / "synthetic.parquet"
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda g: g.drop("sigma"), "missing column(s) sigma"),
+    (lambda g: g.head(0), "no row at base_rate 0.6"),
+    (lambda g: g.with_columns(pl.lit(0.2).alias("base_rate")), "no row at base_rate 0.6"),
+    (lambda g: g.with_columns(pl.lit(None, pl.Float64).alias("base_rate")), "no row at base_rate"),
+    (lambda g: g.with_columns(pl.lit(float("nan")).alias("sigma")), "with a finite sigma"),
+    (lambda g: g.with_columns(pl.col("sigma").cast(pl.String)), "column(s) sigma hold no numbers"),
+    (lambda g: g.with_columns(pl.col("fpr_hi").cast(pl.String)), "column(s) fpr_hi hold no"),
+])
+def test_docs_figures_refuse_a_detector_grid_they_cannot_draw_in_one_line(tmp_path, capsys,
+                                                                          edit, needle):
+    """A hand-edited or partial RESULTS/detectors/synthetic.parquet was a polars,
+    matplotlib or format traceback from inside the figure script (exit 1), after the
+    figures before it were written; it is one line, exit 2, before any figure."""
+    from conftest import one_line
+
+    table = _detector_grid(tmp_path / "results")
+    edit(pl.read_parquet(table)).write_parquet(table)
+    one_line(capsys, ["docs-figures", "--results", str(tmp_path / "results"), "--out",
+                      str(tmp_path / "f"), "--draw-only"], needle)
+    assert not (tmp_path / "f").exists()
+
+
+def test_docs_figures_draw_a_detector_grid(tmp_path):
+    _detector_grid(tmp_path / "results")
+    assert main(["docs-figures", "--results", str(tmp_path / "results"), "--out",
+                 str(tmp_path / "f"), "--draw-only"]) == 0
+    assert [p.name for p in (tmp_path / "f").glob("*.png")] == ["detectors_pareto.png"]
