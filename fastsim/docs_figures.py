@@ -243,6 +243,21 @@ def _check_results(results: Path) -> None:
         check_tables_regular(results / sub, "the tables `fastsim docs-figures` writes")
 
 
+def _check_trace_set(results: Path) -> None:
+    """The trace set the trace figures draw, checked as every command that reads one checks
+    it (``check_trace_table``): an empty one, or text where a number goes, was an
+    IndexError or format traceback from inside a figure, and steps written as text drew
+    each run's curve in the text's order."""
+    from fastsim.io import read_parquet_table
+    from fastsim.replay.traces import TRACES_ALLOWED, check_trace_table
+    from fastsim.sweep.figures import load_script
+
+    path = results / "traces.parquet"
+    if path.is_file():
+        columns = {c for name in TRACE_FIGURES for c in load_script(name).READS.get(path.name, ())}
+        check_trace_table(read_parquet_table(path, TRACES_ALLOWED), path, sorted(columns))
+
+
 def draw(results: Path, out: Path, log=print) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written
     (all of this drawing's, never some of each of two into one ``out`` at once)."""
@@ -255,6 +270,7 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
     # traceback after the figures before it were written
     check_figure_inputs(results / "costaware", FIGURE_SCRIPTS, FIGURE_INPUTS)
     check_figure_inputs(results / "traces", TRACE_FIGURES, TRACE_INPUTS)
+    _check_trace_set(results / "traces")
     if (results / "detectors" / "synthetic.parquet").is_file():
         check_figure_inputs(results / "detectors", ("detectors_pareto",), DETECTOR_INPUTS)
         load_script("detectors_pareto").plotted(results / "detectors")

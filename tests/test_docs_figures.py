@@ -565,3 +565,26 @@ def test_docs_figures_draw_a_detector_grid(tmp_path):
     assert main(["docs-figures", "--results", str(tmp_path / "results"), "--out",
                  str(tmp_path / "f"), "--draw-only"]) == 0
     assert [p.name for p in (tmp_path / "f").glob("*.png")] == ["detectors_pareto.png"]
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda t: t.head(0), "traces.parquet: no rows"),
+    (lambda t: t.with_columns(pl.col("kl_coef").cast(pl.String)), "column 'kl_coef' holds String"),
+    (lambda t: t.with_columns(pl.col("step").cast(pl.String)), "column 'step' holds String"),
+    (lambda t: t.with_columns(pl.lit(float("nan")).alias("truth_gold")), "truth_gold is nan"),
+    (lambda t: t.with_columns(pl.lit(None, pl.Int64).alias("n_comparisons")),
+     "n_comparisons is None"),
+])
+def test_docs_figures_refuse_a_trace_set_they_cannot_draw_in_one_line(tmp_path, capsys, edit,
+                                                                     needle):
+    """An empty or hand-edited RESULTS/traces/traces.parquet was an IndexError or format
+    traceback from inside a trace figure, or (steps as text, NaN gold) a figure drawn
+    wrong; it is refused as fastsim traces and detectors refuse it, before any figure."""
+    from conftest import one_line
+
+    (tmp_path / "results").mkdir()
+    table = _traces(tmp_path / "results") / "traces.parquet"
+    edit(pl.read_parquet(table)).write_parquet(table)
+    one_line(capsys, ["docs-figures", "--results", str(tmp_path / "results"), "--out",
+                      str(tmp_path / "f"), "--draw-only"], needle)
+    assert not (tmp_path / "f").exists()
