@@ -60,10 +60,17 @@ def test_figures_when_no_run_reached_eps(tmp_path, capsys):
     (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
     (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
      "missing column(s) strategy; allowed: the tables `fastsim costaware sweep`"),
+    # no row: a matplotlib traceback; costs as text: a polars one; cost sigmas as text:
+    # drawn as categories in the order met, without a word
+    (lambda p: pl.read_parquet(p).head(0).write_parquet(p), "no rows; allowed: the tables"),
+    (lambda p: pl.read_parquet(p).with_columns(pl.col("cost_units_mean").cast(pl.String))
+     .write_parquet(p), "column(s) cost_units_mean hold no numbers"),
+    (lambda p: pl.read_parquet(p).with_columns(pl.col("problem_cost_sigma").cast(pl.String))
+     .write_parquet(p), "column(s) problem_cost_sigma hold no numbers"),
 ])
 def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle):
-    """A truncated table, or one without a column a script uses, was a polars traceback
-    from inside the figure script."""
+    """A truncated table, one without a column a script uses, with no row or with text
+    where a figure draws numbers, was a traceback from inside the figure script."""
     out = tmp_path / "res"
     assert main(["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1",
                  "--replications", "2", "--out", str(out)]) == 0

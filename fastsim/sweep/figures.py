@@ -265,7 +265,31 @@ def check_figure_tables(results: Path, tables: dict[str, set], allowed: str) -> 
             if missing:
                 raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
                                   f"{allowed}")
+            _check_drawable(path, df, columns, allowed)
             _check_one_row_per_point(path, df)
+
+
+# the columns a figure reads as labels (a panel's, a line's, a legend entry's); every other
+# column it reads it draws or computes with, so it holds numbers
+_LABEL_COLUMNS = {"strategy", "sgd_step", "problem_kind", "arm", "policy", "job_id", "detector",
+                  "setting", "role", "kind"}
+
+
+def _check_drawable(path: Path, df, columns: set, allowed: str) -> None:
+    """A table with no row, or with text in a column a figure draws (a hand-edited one):
+    a matplotlib or format traceback from inside a script, or a figure drawn wrong
+    (matplotlib plots text as categories, in the order it meets them)."""
+    import polars as pl
+
+    from fastsim.errors import ConfigError
+
+    if df.height == 0:
+        raise ConfigError(f"{path}: no rows; allowed: {allowed}")
+    text = sorted(c for c in columns - _LABEL_COLUMNS
+                  if not (df.schema[c].is_numeric() or df.schema[c] == pl.Boolean))
+    if text:
+        raise ConfigError(f"{path}: column(s) {', '.join(text)} hold no numbers; allowed: "
+                          f"{allowed}")
 
 
 # the columns that tell a figure's points apart (its panels, lines and x); any other knob
