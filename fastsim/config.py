@@ -21,7 +21,7 @@ from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
 from fastsim.values import (as_float, check_flags, check_path_text,  # noqa: F401
                             float_or_nan, is_integer, is_number, is_path, is_real, plain,
-                            plain_fields, plain_scalar)
+                            plain_fields, plain_scalar, store_floats)
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -40,24 +40,6 @@ MAX_GPUS = 1_000_000
 def _check(cond: bool, field_name: str, value: Any, allowed: str) -> None:
     if not cond:
         raise ConfigError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
-
-
-def _store_floats(obj: Any) -> None:
-    """The numbers of ``obj``'s float fields stored as floats, once they are checked: 1 and
-    1.0 are one value, so one config, cell id and label (a sweep axis ``load = [1, 1.0]``
-    ran one simulation as two cells under one heading, and ``load = 1`` never resumed a
-    grid written with ``1.0``).  -0 is 0 the same way (``sigma = [0.0, -0.0]`` ran one
-    simulation as two cells, headed ``sigma 0`` and ``sigma -0``).  Integer-only fields
-    (``n_jobs``, ``demands_*``) keep ints."""
-    for f in fields(obj):
-        if "float" not in str(f.type):
-            continue
-        v = getattr(obj, f.name)
-        if isinstance(v, tuple):
-            v = tuple(as_float(x) if is_real(x) else x for x in v)
-        elif is_real(v):
-            v = as_float(v)
-        object.__setattr__(obj, f.name, v)
 
 
 def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = False) -> None:
@@ -149,7 +131,7 @@ class WorkloadConfig:
         # lists (from TOML/JSON) as tuples so configs stay hashable; numpy scalars as Python's
         plain_fields(self)
         self.validate()
-        _store_floats(self)
+        store_floats(self)
 
     @property
     def mix_fractions(self) -> tuple[float, float, float]:
@@ -318,7 +300,7 @@ class SchedulerConfig:
         except ConfigError:  # named as the field is (a spec's thresholds=A/B is checked by parse)
             raise ConfigError(f"thresholds_gpu_h={self.thresholds_gpu_h!r} is invalid; allowed: "
                               "increasing positive numbers (GPU-hours)") from None
-        _store_floats(self)
+        store_floats(self)
         if decl.user is not None:
             object.__setattr__(self, "params", _user_values(decl, self.params, "scheduler"))
             _check_impl(decl, self.impl, "scheduler")
@@ -389,7 +371,7 @@ class PolicyConfig:
                 p.check(v)
             else:
                 p.check(float(v) if is_number(v) else v)  # an int beyond floats: refused
-        _store_floats(self)
+        store_floats(self)
         if decl.stores_params:
             object.__setattr__(self, "params", _user_values(decl, self.params, "policy"))
             _check_impl(decl, self.impl, "policy")

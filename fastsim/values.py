@@ -56,6 +56,24 @@ def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:
         object.__setattr__(obj, name, plain(getattr(obj, name)))
 
 
+def store_floats(obj: Any) -> None:
+    """The numbers of ``obj``'s float fields stored as floats, once they are checked: 1 and
+    1.0 are one value, so one config, cell id and label (a sweep axis ``load = [1, 1.0]``
+    ran one simulation as two cells under one heading, and ``load = 1`` never resumed a
+    grid written with ``1.0``).  -0 is 0 the same way (``sigma = [0.0, -0.0]`` ran one
+    simulation as two cells, headed ``sigma 0`` and ``sigma -0``).  Integer-only fields
+    (``n_jobs``, ``demands_*``) keep ints."""
+    for f in fields(obj):
+        if "float" not in str(f.type):
+            continue
+        v = getattr(obj, f.name)
+        if isinstance(v, tuple):
+            v = tuple(as_float(x) if is_real(x) else x for x in v)
+        elif is_real(v):
+            v = as_float(v)
+        object.__setattr__(obj, f.name, v)
+
+
 def as_float(v: Any) -> float:
     """A checked number as the float that stands for it: ``-0.0 + 0.0`` is ``0.0``."""
     return float(v) + 0.0

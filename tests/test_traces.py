@@ -506,3 +506,17 @@ def test_numpy_integers_are_checked_as_the_numbers_they_are():
                         n_steps=np.int32(30))
     assert cfg == ToyRLHFConfig(n_comparisons=(100,), kl_coefs=(0.02,), seeds=(0,), n_steps=30)
     assert type(cfg.n_steps) is int
+
+
+@pytest.mark.parametrize("given", [(-0.0,), (0,), (-0.0, 0.3)])
+def test_a_kl_coefficient_of_minus_zero_or_an_int_is_the_float_it_stands_for(given):
+    """--kl-coefs -0 ran as kl_coef -0.0: its runs were named n00100_kl-0_s0, not
+    n00100_kl0_s0 as the same run made with 0 is, and the file recorded -0.0; 0 and 0.0
+    were two records of one set."""
+    from fastsim.replay.traces import job_id_of
+
+    cfg = ToyRLHFConfig(n_comparisons=(100,), kl_coefs=given, seeds=(0,), n_steps=30)
+    assert all(type(c) is float and np.copysign(1.0, c) == 1.0 for c in cfg.kl_coefs)
+    assert job_id_of(100, cfg.kl_coefs[0], 0) == "n00100_kl0_s0"
+    assert cfg.kl_coefs[0] == 0.0 and repr(cfg) == repr(ToyRLHFConfig(
+        n_comparisons=(100,), kl_coefs=(0.0,) + tuple(given[1:]), seeds=(0,), n_steps=30))

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import defaults as D
-from fastsim.config import is_integer, is_real, plain_fields
+from fastsim.values import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
@@ -130,6 +130,7 @@ class ToyRLHFConfig:
                               "evaluation, at step 0: no curve to fit or stop on)")
         _refuse_repeats(self)
         self._check_kl_step()
+        store_floats(self)  # -0.0 as 0.0 (run ids n00100_kl0_s0, not kl-0), 0 as 0.0
 
     @classmethod
     def _from_record(cls, values: dict) -> ToyRLHFConfig:
