@@ -512,3 +512,24 @@ def test_a_sweep_whose_lock_changed_mid_run_writes_nothing(tmp_path, capsys, mon
     assert len(err.splitlines()) == 1 and "is no longer this process's lock" in err, err
     written = out if change == "lock deleted" else tmp_path / "moved"
     assert not list(written.glob("*.parquet")) and (change == "lock deleted" or not out.exists())
+
+
+@pytest.mark.parametrize("cls,field,given", [
+    ("ProblemConfig", "cost_corr", -0.0), ("ProblemConfig", "reg", 1), ("SGDConfig", "lam", -0.0),
+    ("GRPOConfig", "floor", -0.0), ("GRPOConfig", "lr", 1)])
+def test_a_float_setting_of_minus_zero_or_an_int_is_stored_as_the_float(cls, field, given):
+    """--cost-corr -0.0 or --lam -0.0 ran with -0.0, written to the tables as problem_cost_corr
+    -0.0 beside another run's 0.0 (two values of one setting) and printed as -0.0000; an
+    int (reg=1) stayed an int in the config."""
+    from fastsim.costaware import configs
+
+    value = getattr(getattr(configs, cls)(**{field: given}), field)
+    assert type(value) is float and value == given and math.copysign(1.0, value) == 1.0
+
+
+def test_a_uniform_weight_of_minus_zero_is_zero(tmp_path, capsys):
+    assert main(["costaware", "ratios", "--n", "16", "--d", "2", "--lams=-0,0.5",
+                 "--out", str(tmp_path)]) == 0
+    lams = pl.read_parquet(tmp_path / "costaware_ratios.parquet")["lam"].unique().to_list()
+    assert sorted(lams) == [0.0, 0.5] and all(math.copysign(1.0, x) == 1.0 for x in lams)
+    assert "-0.0000" not in capsys.readouterr().out

@@ -103,7 +103,7 @@ def _add_fields(parser, cls, skip=()):
 def _floats(text: str, option: str, what: str) -> list[float]:
     """A comma-separated list of numbers, or one ``ConfigError`` naming the option."""
     try:
-        values = [float(x) for x in text.split(",")]
+        values = [float(x) + 0.0 for x in text.split(",")]  # -0 as 0: one row, one label
     except ValueError:
         raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, comma-separated "
                           "(e.g. 0,0.1,0.5)") from None

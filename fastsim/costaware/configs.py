@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fastsim.config import is_integer, is_real, plain_fields
+from fastsim.config import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError, known_keywords
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
@@ -101,6 +101,7 @@ class ProblemConfig:
         if self.kind == "logistic" and self.reg <= 0.0:
             raise ConfigError("reg=0 with kind='logistic': the optimum may be at infinity; "
                               "use reg > 0")
+        store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
 
 #: steps a SGD run may take: a run takes roughly 10^7 steps a second a core at d = 8 (fewer
@@ -156,6 +157,7 @@ class SGDConfig:
             raise ConfigError(f"strategies={list(self.strategies)!r} names {twice} twice; "
                               "allowed: distinct strategies from " + ", ".join(STRATEGIES))
         check_lam(self.lam)
+        store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
 
 
@@ -255,6 +257,7 @@ class GRPOConfig:
             raise ConfigError(f"seeds*arms*n_evals={points} is too large; allowed: at most "
                               f"{MAX_CURVE_POINTS:,} (n_evals={self.n_evals} is the longest "
                               f"arm's steps over eval_every, plus 1: raise eval_every)")
+        store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
     @property
     def steps_per_arm(self) -> tuple[int, ...]:
