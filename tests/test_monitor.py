@@ -474,3 +474,31 @@ def test_callback_arguments_are_checked_before_transformers_is_asked_for(monkeyp
         hf.StopPolicyCallback("evalstop:k=2")
     msg = str(exc.value)
     assert "\n" not in msg and "pip install 'fastsim[hf]'" in msg and "transformers" in msg
+
+
+def test_an_evaluation_before_training_of_a_run_with_no_planned_length_yet_is_no_error(
+        monkeypatch, tmp_path):
+    """trainer.evaluate() before train() (a baseline) in a run set by num_train_epochs
+    (max_steps -1, the Trainer's state.max_steps still 0) under a policy that reads
+    progress raised 'the run has no planned length' from inside evaluate(); it decides
+    nothing, and training plans the run by the steps the Trainer computed."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model=None, greater_is_better=None, max_steps=-1,
+                           eval_strategy="steps", save_strategy="steps", eval_steps=10,
+                           save_steps=10, save_total_limit=None, output_dir=str(tmp_path),
+                           load_best_model_at_end=False)
+    cb = hf.StopPolicyCallback("stop_at:f=0.5")
+    state = SimpleNamespace(global_step=0, max_steps=0, log_history=[])
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    assert cb.decision is None and not control.should_training_stop
+    state.max_steps = 40  # train(): the Trainer has computed the steps of its epochs
+    cb.on_train_begin(args, state, control)
+    for step in (10, 20):
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+    assert control.should_training_stop and cb.decision.eval_index == 2

@@ -152,11 +152,7 @@ class StopPolicyCallback(_TrainerCallback):
             hib = getattr(args, "greater_is_better", None)
         if hib is None:
             hib = default_higher_is_better(self.metric)
-        # the planned length: max_steps, or, for a run set by num_train_epochs, the steps
-        # the Trainer computed from it (state.max_steps, known before on_train_begin)
-        planned = next((float(n) for n in (getattr(args, "max_steps", 0),
-                                           getattr(state, "max_steps", 0))
-                        if isinstance(n, int) and n > 0), None)
+        planned = _planned_steps(args, state)
         if "t_est_h" not in self.policy.decl.reads:
             planned = planned or 1.0
         elif planned is None:
@@ -232,6 +228,11 @@ class StopPolicyCallback(_TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self.monitor is None:
+            if "t_est_h" in self.policy.decl.reads and _planned_steps(args, state) is None:
+                # trainer.evaluate() before train() (a baseline) in a run set by
+                # num_train_epochs: no planned length yet, and train() starts the monitor
+                # over; it was a ConfigError raised from inside evaluate()
+                return control
             self.on_train_begin(args, state, control)
         metrics = metrics or {}
         if self.metric not in metrics and not self._warned_missing:
@@ -309,6 +310,14 @@ class StopPolicyCallback(_TrainerCallback):
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _planned_steps(args, state) -> float | None:
+    """The run's planned length: ``max_steps``, or, for a run set by ``num_train_epochs``,
+    the steps the Trainer computed from it (``state.max_steps``, known before
+    ``on_train_begin``); None before either is known."""
+    return next((float(n) for n in (getattr(args, "max_steps", 0), getattr(state, "max_steps", 0))
+                 if isinstance(n, int) and n > 0), None)
 
 
 def _score_problem(score) -> str | None:
