@@ -8,8 +8,10 @@ processes must give different results (a cache keyed on the driver alone would n
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import re
 import os
 import subprocess
@@ -1822,3 +1824,18 @@ def test_a_config_made_before_its_policy_was_declared_again_is_refused(tmp_path,
             call()
     fresh = SimConfig.from_specs("toy_redeclared:key", "toy_redeclared:mine", n_jobs=10)
     assert simulate(fresh, 2).clusters.height == 2
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])
+def test_a_copied_monitor_of_a_user_policy_decides_as_the_original(user_dir, clone):
+    """A StopMonitor copied mid-run (copy.deepcopy, or pickled to a checkpoint and loaded)
+    held its user policy's read-only view of the series as an array of its own, frozen at
+    the copy: the trigger never saw a later score, and the copy never stopped."""
+    from fastsim.replay.monitor import StopMonitor
+
+    m = StopMonitor("toy_user_policies:drawdown:drop=0.1,scope=all")
+    for step, score in ((1, 0.5), (2, 0.6)):
+        assert not m.observe("j", step, score).stop
+    copied = clone(m)
+    assert copied.observe("j", 3, 0.45) == m.observe("j", 3, 0.45)
+    assert m.decision("j").stop and m.decision("j").keep_step == 2

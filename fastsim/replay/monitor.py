@@ -143,6 +143,16 @@ class _Series:
         self.n = 0
         self.seen, self.shown = series_scratch(None, None, 0)
 
+    def __getstate__(self):
+        # ``shown`` is a view of ``seen``: copied (copy.deepcopy, pickle) it became an array
+        # of its own, frozen at the copy, and the trigger never saw a later score
+        return {k: v for k, v in vars(self).items() if k != "shown"}
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        self.shown = self.seen.view()
+        self.shown.flags.writeable = False
+
     def update(self, score: float, loss: float, step: int) -> bool:
         d, e = self.p.decl, self.n + 1
         self.seen, self.shown = series_scratch(self.seen, self.shown, self.n)
