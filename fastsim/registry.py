@@ -493,7 +493,8 @@ def _user_sources(fn: Any) -> list[str]:
         if path not in seen:
             seen.add(path)
             try:
-                texts.append(open(path, encoding="utf-8", errors="replace").read())
+                with open(path, encoding="utf-8", errors="replace") as fh:  # closed now
+                    texts.append(fh.read())
             except OSError:  # in a zip: its loader reads it; gone since import: its
                 texts.append(_loaded_text(obj) or path)  # compiled code stands for it
         # each function's names, also of a file already read (a function it calls in the

@@ -1839,3 +1839,18 @@ def test_a_copied_monitor_of_a_user_policy_decides_as_the_original(user_dir, clo
     copied = clone(m)
     assert copied.observe("j", 3, 0.45) == m.observe("j", 3, 0.45)
     assert m.decision("j").stop and m.decision("j").keep_step == 2
+
+
+def test_reading_a_user_policy_closes_the_files_it_reads(user_dir):
+    """Each file of a user's code was opened for its hash and left for the garbage
+    collector to close: a ResourceWarning per file (an error under -W error)."""
+    import gc
+    import warnings
+
+    from fastsim.replay.monitor import StopMonitor
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        StopMonitor("toy_user_policies:says_half:scope=all")
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
