@@ -502,3 +502,30 @@ def test_an_evaluation_before_training_of_a_run_with_no_planned_length_yet_is_no
         state.global_step = step
         cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
     assert control.should_training_stop and cb.decision.eval_index == 2
+
+
+@pytest.mark.parametrize("max_steps, stops_at", [(np.int64(40), 20), (True, None)])
+def test_a_numpy_max_steps_plans_the_run_and_a_bool_does_not(monkeypatch, tmp_path, max_steps,
+                                                             stops_at):
+    """TrainingArguments(max_steps=np.int64(40)) under stop_at was 'the run has no planned
+    length' (a ConfigError that ended training), and max_steps=True planned a run of one
+    step (stop_at stopped at the first evaluation)."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model=None, greater_is_better=None,
+                           max_steps=max_steps, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path), load_best_model_at_end=False)
+    cb = hf.StopPolicyCallback("stop_at:f=0.5")
+    state = SimpleNamespace(global_step=0, max_steps=0 if stops_at else 80, log_history=[])
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, state, control)
+    for step in (10, 20, 30):
+        state.global_step = step
+        cb.on_evaluate(args, state, control, metrics={"eval_loss": 1.0})
+        if control.should_training_stop:
+            break
+    assert state.global_step == (stops_at or 30) and control.should_training_stop == bool(stops_at)

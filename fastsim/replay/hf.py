@@ -315,9 +315,11 @@ EvalStopCallback = StopPolicyCallback
 def _planned_steps(args, state) -> float | None:
     """The run's planned length: ``max_steps``, or, for a run set by ``num_train_epochs``,
     the steps the Trainer computed from it (``state.max_steps``, known before
-    ``on_train_begin``); None before either is known."""
-    return next((float(n) for n in (getattr(args, "max_steps", 0), getattr(state, "max_steps", 0))
-                 if isinstance(n, int) and n > 0), None)
+    ``on_train_begin``); None before either is known.  A numpy integer is the int it is;
+    a bool is no length."""
+    lengths = (plain_scalar(getattr(x, "max_steps", 0)) for x in (args, state))
+    return next((float(n) for n in lengths
+                 if isinstance(n, int) and not isinstance(n, bool) and n > 0), None)
 
 
 def _score_problem(score) -> str | None:
