@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fastsim.config import is_integer, is_real, plain_fields, store_floats
+from fastsim.values import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError, known_keywords
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
