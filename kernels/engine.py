@@ -437,7 +437,9 @@ def _float_rank_nb(jobs, j):
 @part
 def _sort_by_float_rank_nb(jobs, order, n):
     """``srtf_est``, ``loss_aware``: ``_sort_by_queue_nb`` by ``_float_rank_nb``.  Keys are
-    never NaN, so the order is ``precedes_nb``'s, strict and total."""
+    never NaN, so the order is ``precedes_nb``'s, strict and total.  The loop is written
+    twice, not once with the rank as an argument: numba does not cache a kernel that takes
+    a function, so every process would compile the engine anew."""
     last = _float_rank_nb(jobs, order[0]) if n > 0 else (np.uint64(0), np.uint64(0), np.uint64(0))
     for a in range(1, n):
         j = order[a]
