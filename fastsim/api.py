@@ -637,8 +637,8 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
 def _simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int = 0,
               keep_jobs: bool = False, record_segments: bool = False,
               extract: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> SimResult:
-    """``simulate`` without its notes of inert settings (``compare`` says them of both arms)."""
-    check_run_args(cfg, n_clusters, seed, cluster_start)
+    """``simulate``, its arguments checked, without its notes of inert settings
+    (``compare`` says them of both arms)."""
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)

@@ -1,5 +1,5 @@
 """An output path holding a control character is refused before any work, in one line
-naming its option (``fastsim.config.check_path_text``): a file named with a newline or an
+naming its option (``fastsim.values.check_path_text``): a file named with a newline or an
 escape breaks every tool that lists names a line at a time."""
 import os
 
