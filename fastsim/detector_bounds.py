@@ -88,12 +88,14 @@ def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: in
     return m[:, 0] + np.log(np.exp(out - m).mean(1))
 
 
-def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, upto: int | None = None) -> np.ndarray:
+def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, upto: int | None = None,
+                    **grid: int) -> np.ndarray:
     """``P(hacking | scores 1..upto)`` of each RLHF job ``[N, E]`` under ``cfg``'s model
-    (a bound, not a detector: see the module docstring)."""
+    (a bound, not a detector: see the module docstring); ``grid``: ``log_marginal``'s
+    ``n_ustar`` and ``n_sigma``."""
     prior = math.log(cfg.base_rate) - math.log1p(-cfg.base_rate)
-    return 1.0 / (1.0 + np.exp(-(log_marginal(score, cfg, True, upto)
-                                 - log_marginal(score, cfg, False, upto) + prior)))
+    return 1.0 / (1.0 + np.exp(-(log_marginal(score, cfg, True, upto, **grid)
+                                 - log_marginal(score, cfg, False, upto, **grid) + prior)))
 
 
 def bayes_posterior_unknown_run(score: np.ndarray, cfg: WorkloadConfig, factor: int = 3) -> np.ndarray:
