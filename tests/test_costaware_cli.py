@@ -533,3 +533,19 @@ def test_a_uniform_weight_of_minus_zero_is_zero(tmp_path, capsys):
     lams = pl.read_parquet(tmp_path / "costaware_ratios.parquet")["lam"].unique().to_list()
     assert sorted(lams) == [0.0, 0.5] and all(math.copysign(1.0, x) == 1.0 for x in lams)
     assert "-0.0000" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n_seeds", [float("nan"), None])
+def test_figures_of_a_nan_or_null_seed_count_is_one_line(tmp_path, capsys, n_seeds):
+    """A NaN or null n_seeds in the GRPO curves was an int() traceback from inside the
+    figure script (its note says how many seeds), after the figure was begun."""
+    out = tmp_path / "res"
+    out.mkdir()
+    table = out / "costaware_grpo.curves.parquet"
+    pl.DataFrame({"arm": ["uniform", "cost_aware"], "eval": [0, 0], "tokens_mean": [1e6, 1e6],
+                  "accuracy_mean": [0.5, 0.6], "accuracy_lo": [0.4, 0.5],
+                  "accuracy_hi": [0.6, 0.7], "n_seeds": [n_seeds, n_seeds]},
+                 schema_overrides={"n_seeds": pl.Float64}).write_parquet(table)
+    one_line(capsys, ["costaware", "figures", str(out)],
+             f"{table}: column(s) n_seeds hold a NaN or null count")
+    assert not (out / "figures").exists()

@@ -573,7 +573,7 @@ def test_docs_figures_draw_a_detector_grid(tmp_path):
     (lambda t: t.with_columns(pl.col("step").cast(pl.String)), "column(s) step hold no numbers"),
     (lambda t: t.with_columns(pl.lit(float("nan")).alias("truth_gold")), "truth_gold is nan"),
     (lambda t: t.with_columns(pl.lit(None, pl.Int64).alias("n_comparisons")),
-     "n_comparisons is None"),
+     "column(s) n_comparisons hold a NaN or null count"),
 ])
 def test_docs_figures_refuse_a_trace_set_they_cannot_draw_in_one_line(tmp_path, capsys, edit,
                                                                      needle):

@@ -276,9 +276,11 @@ _LABEL_COLUMNS = {"strategy", "sgd_step", "problem_kind", "arm", "policy", "job_
 
 
 def _check_drawable(path: Path, df, columns: set, allowed: str) -> None:
-    """A table with no row, or with text in a column a figure draws (a hand-edited one):
-    a matplotlib or format traceback from inside a script, or a figure drawn wrong
-    (matplotlib plots text as categories, in the order it meets them)."""
+    """A table with no row, with text in a column a figure draws (a hand-edited one), or
+    with a NaN or null count (``n_*``: ``n_seeds``): a matplotlib, format or ``int()``
+    traceback from inside a script, or a figure drawn wrong (matplotlib plots text as
+    categories, in the order it meets them).  A NaN among the values a figure plots is
+    drawn as a gap, as a table of runs that reached no target holds them."""
     import polars as pl
 
     from fastsim.errors import ConfigError
@@ -290,6 +292,11 @@ def _check_drawable(path: Path, df, columns: set, allowed: str) -> None:
     if text:
         raise ConfigError(f"{path}: column(s) {', '.join(text)} hold no numbers; allowed: "
                           f"{allowed}")
+    missing = sorted(c for c in columns - _LABEL_COLUMNS if c.startswith("n_") and (
+        df[c].null_count() or (df.schema[c].is_float() and df[c].is_nan().any())))
+    if missing:
+        raise ConfigError(f"{path}: column(s) {', '.join(missing)} hold a NaN or null count, "
+                          f"which a figure writes as a number; allowed: {allowed}")
 
 
 # the columns that tell a figure's points apart (its panels, lines and x); any other knob
