@@ -571,13 +571,16 @@ class SimConfig:
                f"at least {rule + '=' if rule else ''}{need} evaluations for {p.label}")
 
     @classmethod
-    def from_specs(cls, scheduler: str = D.SCHEDULER, policy: str = D.POLICY, *,
+    def from_specs(cls, scheduler: str | SchedulerConfig = D.SCHEDULER,
+                   policy: str | PolicyConfig = D.POLICY, *,
                    metrics: tuple[str, ...] | list[str] | str = (),
                    **workload: Any) -> "SimConfig":
         """A cell from specs: ``from_specs("srtf_est", "evalstop:k=2", sigma=0.05,
         metrics=["mymetrics:waste_per_hacking_job"])``; every other keyword is a
         ``WorkloadConfig`` field (``help(fastsim.config.WorkloadConfig)`` lists each with
-        its unit and default)."""
+        its unit and default).  The scheduler and the policy may also be given as a
+        ``SchedulerConfig`` and a ``PolicyConfig``, taken as they are (as ``with_policy``
+        takes one)."""
         names = [f.name for f in fields(WorkloadConfig)]
         for key in workload:
             if key not in names:  # its keywords are the scheduler, the policy and the workload's
@@ -587,15 +590,11 @@ class SimConfig:
                                       f"in the spec, {spec}=\"{owners[0]}:{key}=...\"")
                 raise unknown_keyword("SimConfig.from_specs()", key,
                                       ["scheduler", "policy", "metrics", *names])
-        return cls(WorkloadConfig(**workload),
-                   SchedulerConfig.parse(scheduler), PolicyConfig.parse(policy), metrics)
+        return cls(WorkloadConfig(**workload), _spec_or_config(SchedulerConfig, scheduler),
+                   _spec_or_config(PolicyConfig, policy), metrics)
 
     def with_policy(self, policy: PolicyConfig | str) -> "SimConfig":
-        if isinstance(policy, str):
-            policy = PolicyConfig.parse(policy)
-        _check(isinstance(policy, PolicyConfig), "policy", policy,
-               "a policy spec (\"none\", \"evalstop:k=2\") or a PolicyConfig")
-        return replace(self, policy=policy)
+        return replace(self, policy=_spec_or_config(PolicyConfig, policy))
 
     def to_dict(self) -> dict[str, Any]:
         d = {"workload": asdict(self.workload), "scheduler": self.scheduler.to_dict(),
@@ -617,6 +616,17 @@ class SimConfig:
                    SchedulerConfig(**_known(SchedulerConfig, d.get("scheduler", {}))),
                    PolicyConfig(**_known(PolicyConfig, d.get("policy", {}))),
                    tuple(d.get("metrics", ())))
+
+
+def _spec_or_config(kind: type, value: Any) -> Any:
+    """``value`` as a ``kind`` (``SchedulerConfig``, ``PolicyConfig``): a spec parsed, a
+    config object taken as it is; anything else one error that names both forms."""
+    if isinstance(value, kind):
+        return value
+    what = "scheduler" if kind is SchedulerConfig else "policy"
+    _check(isinstance(value, str), what, value, f"a {what} spec (\"{getattr(D, what.upper())}\", "
+           f"\"NAME:key=value,...\") or a {kind.__name__}")
+    return kind.parse(value)
 
 
 # What a draw feeds, when nothing else reads it (no result column holds a loss or a score).

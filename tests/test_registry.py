@@ -63,7 +63,24 @@ def test_a_spec_that_is_not_a_string_is_not_called_empty():
 
     for call, needle in ((lambda: PolicyConfig.parse(3), "policy=3 is invalid; allowed: a string"),
                          (lambda: SimConfig.from_specs(b"fifo", "none"),
-                          "scheduler=b'fifo' is invalid; allowed: a string"),
+                          "scheduler=b'fifo' is invalid; allowed: a scheduler spec"),
                          (lambda: PolicyConfig.parse("  "), "policy='  ' is empty")):
         with pytest.raises(ConfigError, match=needle):
             call()
+
+
+def test_from_specs_takes_config_objects_as_with_policy_does():
+    """from_specs(scheduler=SchedulerConfig(...), policy=PolicyConfig(...)) was refused
+    ('allowed: a string') while with_policy and StopMonitor take a PolicyConfig."""
+    import pytest
+
+    from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig
+    from fastsim.errors import ConfigError
+
+    policy = PolicyConfig.parse("evalstop:k=3")
+    cfg = SimConfig.from_specs(scheduler=SchedulerConfig(name="fifo"), policy=policy, n_jobs=20)
+    assert cfg == SimConfig.from_specs("fifo", "evalstop:k=3", n_jobs=20)
+    assert cfg.with_policy(policy) == cfg
+    with pytest.raises(ConfigError, match=r"policy=SchedulerConfig\(.* is invalid; allowed: "
+                       r"a policy spec .* or a PolicyConfig"):
+        SimConfig.from_specs(policy=SchedulerConfig())
