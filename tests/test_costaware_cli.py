@@ -485,6 +485,21 @@ def test_the_sweep_api_refuses_an_empty_or_missing_path(tmp_path, monkeypatch):
     assert list(here.iterdir()) == [] and not (tmp_path / "o").exists()
 
 
+def test_the_sweep_api_names_its_argument_where_the_command_names_its_option(tmp_path, capsys):
+    """run_costaware_sweep(file, FILE) said '--out FILE: exists and is not a directory', an
+    option the Python call has not; the command still says --out."""
+    from fastsim.costaware.sweep import run_costaware_sweep
+
+    p = tmp_path / "s.toml"
+    p.write_text('name = "t"\nexperiment = "subset"\nreplications = 2\n[base]\nn = 16\n')
+    taken = tmp_path / "a_file"
+    taken.write_text("")
+    with pytest.raises(ConfigError, match=r"^out_dir=\S*a_file: exists and is not a directory"):
+        run_costaware_sweep(p, taken, progress=False)
+    one_line(capsys, ["costaware", "sweep", str(p), "--out", str(taken)],
+             f"--out {taken}: exists and is not a directory")
+
+
 @pytest.mark.parametrize("change", ["directory moved", "lock deleted"])
 def test_a_sweep_whose_lock_changed_mid_run_writes_nothing(tmp_path, capsys, monkeypatch,
                                                             change):

@@ -345,13 +345,14 @@ def cmd_trl_gradnorm(args):
 
 
 def cmd_sweep(args):
-    from fastsim.costaware.sweep import run_costaware_sweep
+    from fastsim.costaware.sweep import load_costaware_sweep, write_costaware_sweep
 
     t0 = time.perf_counter()
     from fastsim.resources import sweep_file
 
-    paths = run_costaware_sweep(sweep_file(args.file, prefix="costaware_"), args.out,
-                                progress=args.progress)
+    path = sweep_file(args.file, prefix="costaware_")
+    paths = write_costaware_sweep(load_costaware_sweep(path), path, Path(args.out),
+                                  args.progress)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")

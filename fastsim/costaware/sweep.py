@@ -35,7 +35,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.config import check_flags, is_path
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, api_words, known_keywords
 from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
                         toml_echo, toml_text, write_all)
 from fastsim.sweep.grid import MAX_CELLS
@@ -132,8 +132,8 @@ def load_costaware_sweep(path) -> SweepSpec:
             or name.startswith(".") or not name.isprintable()):
         raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
                           "non-blank string of printable characters without '/', not "
-                          "starting with '.' (it names the output files in --out, which "
-                          "would be hidden)")
+                          "starting with '.' (it names the output files, which would be "
+                          "hidden)")
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
@@ -218,11 +218,18 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
 
 @known_keywords("fastsim.costaware.run_costaware_sweep()")
 def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]:
-    """Run every point of a sweep file and write its Parquet outputs; returns their paths."""
+    """Run every point of a sweep file and write its Parquet outputs; returns their paths.
+    Its errors name ``out_dir`` where ``fastsim costaware sweep`` says ``--out``."""
     _check_path("out_dir", out_dir)  # '' is Path('.'): the tables went into the current directory
     check_flags(progress=progress)
     spec = load_costaware_sweep(path)
-    out = Path(out_dir)
+    with api_words({"--out": "out_dir"}):
+        return write_costaware_sweep(spec, path, Path(out_dir), progress)
+
+
+def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> dict[str, Path]:
+    """``run_costaware_sweep`` of a loaded ``spec`` into ``out``, its errors in the command
+    line's words (``--out``)."""
     check_output_dir(out, "--out")
     # the file's name names the outputs: too long, their write failed after every run.
     # The name is checked as typed, less what its longest file adds to it
