@@ -529,3 +529,35 @@ def test_a_numpy_max_steps_plans_the_run_and_a_bool_does_not(monkeypatch, tmp_pa
         if control.should_training_stop:
             break
     assert state.global_step == (stops_at or 30) and control.should_training_stop == bool(stops_at)
+
+
+def test_callback_warnings_are_one_bounded_line(monkeypatch, tmp_path):
+    """The callback's warnings echoed the Trainer's values whole: a metric value of 15,000
+    characters made a warning of 15,000, and a checkpoint path's line break broke its
+    line; they are one line, bounded, as a ConfigError's message is."""
+    import warnings
+    from types import SimpleNamespace
+
+    from fastsim.errors import MAX_WORD
+    from fastsim.replay import hf
+
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True,
+                           max_steps=100, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path / "run\nx"), load_best_model_at_end=False)
+    cb = hf.StopPolicyCallback("evalstop:k=1")
+    state = SimpleNamespace(global_step=0, log_history=[])
+    control = SimpleNamespace(should_training_stop=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cb.on_train_begin(args, state, control)
+        for step, value in ((10, 0.6), (20, "bad" * 5000), (30, 0.5)):
+            state.global_step = step
+            cb.on_evaluate(args, state, control, metrics={"eval_accuracy": value})
+        assert control.should_training_stop
+        cb.on_train_end(args, state, control)
+    said = [str(w.message) for w in caught]
+    assert any("eval_accuracy = 'badbad" in m for m in said)
+    assert any("was not saved" in m and "run\\nx" in m for m in said), said
+    assert all(len(m) < 2 * MAX_WORD and "\n" not in m for m in said), said

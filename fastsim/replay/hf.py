@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 
 from fastsim.config import PolicyConfig, plain_scalar
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, one_line
 from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
 from fastsim.replay.monitor import Decision, StopMonitor, is_real_scalar
@@ -48,6 +48,13 @@ try:
     from transformers import TrainerCallback as _TrainerCallback
 except ImportError:  # the optional extra is missing: the class exists, instances need it
     _TrainerCallback = object
+
+
+def _warn(message: str, stacklevel: int) -> None:
+    """``warnings.warn`` of ``message`` as the one bounded line a ``ConfigError`` is
+    (``one_line``): a warning echoes what the Trainer gave (a metric's value, a step, a
+    path), and a value of thousands of characters was echoed whole."""
+    warnings.warn(one_line(message), stacklevel=stacklevel + 1)
 
 
 def _step_of(entry) -> int | None:
@@ -171,7 +178,7 @@ class StopPolicyCallback(_TrainerCallback):
             step = _step_of(entry)
             if step is None:
                 if isinstance(entry, dict) and "step" in entry:  # a reading: say it is skipped
-                    warnings.warn(f"{type(self).__name__}: log_history entry at step "
+                    _warn(f"{type(self).__name__}: log_history entry at step "
                                   f"{entry['step']!r} is skipped; allowed: steps that are "
                                   "integers >= 0", stacklevel=2)
                 continue
@@ -191,7 +198,7 @@ class StopPolicyCallback(_TrainerCallback):
         save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
         if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
                                                     and args.save_steps != args.eval_steps)):
-            warnings.warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
+            _warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
                           f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
                           "the checkpoint to keep may not exist", stacklevel=2)
         self._warn_rotation(args, best)
@@ -214,7 +221,7 @@ class StopPolicyCallback(_TrainerCallback):
             same = owned and best is not None and _eval_name(best) == self.metric and (
                 bool(getattr(args, "greater_is_better", None)) == self.monitor.higher_is_better)
             if not (marked or same):
-                warnings.warn(f"{type(self).__name__}: save_total_limit={limit} can delete the "
+                _warn(f"{type(self).__name__}: save_total_limit={limit} can delete the "
                               f"best-{self.metric} checkpoint the policy keeps (rotation spares the "
                               "Trainer's metric_for_best_model best only); allowed: None",
                               stacklevel=3)
@@ -223,7 +230,7 @@ class StopPolicyCallback(_TrainerCallback):
         if limit < need:
             why = (" (the Trainer keeps its own metric_for_best_model best from rotation, not this "
                    "one)" if owned else "")
-            warnings.warn(f"{type(self).__name__}: save_total_limit={limit} deletes the checkpoint "
+            _warn(f"{type(self).__name__}: save_total_limit={limit} deletes the checkpoint "
                           f"the policy keeps{why}; allowed: None or >= {need}", stacklevel=3)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -237,7 +244,7 @@ class StopPolicyCallback(_TrainerCallback):
         metrics = metrics or {}
         if self.metric not in metrics and not self._warned_missing:
             self._warned_missing = True
-            warnings.warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
+            _warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
                           f"metrics {sorted(metrics)}; such evaluations are skipped",
                           stacklevel=2)
         d = self._observe(int(state.global_step), metrics, _train_loss(getattr(state, "log_history", None)))
@@ -285,14 +292,14 @@ class StopPolicyCallback(_TrainerCallback):
         the Trainer and killed the run)."""
         if problem is None:
             return value
-        warnings.warn(f"{type(self).__name__}: {name} = {value!r} at step {step} is "
+        _warn(f"{type(self).__name__}: {name} = {value!r} at step {step} is "
                       f"{problem}; taken as a missing reading (neither a decline nor a reset)",
                       stacklevel=3)
         return None
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.keep_checkpoint is not None and not Path(self.keep_checkpoint).is_dir():
-            warnings.warn(f"{type(self).__name__}: checkpoint {self.keep_checkpoint} was not saved",
+            _warn(f"{type(self).__name__}: checkpoint {self.keep_checkpoint} was not saved",
                           stacklevel=2)
             self.keep_checkpoint = None
         if self.monitor is not None and getattr(args, "should_save", True):
