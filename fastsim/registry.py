@@ -32,6 +32,7 @@ import numbers
 import os
 import re
 import sysconfig
+import unicodedata
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Callable, ClassVar
@@ -236,6 +237,16 @@ def _fmt(x: float) -> str:
 # --------------------------------------------------------------------------- the grammar
 
 _SPEC_FORM = "NAME or NAME:key=value,... with no spaces"
+_BLANK_NAMES = {" ": "a space", "\t": "a tab", "\n": "a line break", "\r": "a carriage return"}
+
+
+def _blank_name(c: str) -> str:
+    """What the white-space character ``c`` is, in words: a spec's line break was called
+    'a space' beside its echo ``x\\ny``."""
+    if c in _BLANK_NAMES:
+        return _BLANK_NAMES[c]
+    name = unicodedata.name(c, "white-space character").lower()
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} (U+{ord(c):04X})"
 
 
 def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
@@ -250,8 +261,9 @@ def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
         raise ConfigError(f"{what}={spec!r} is invalid; allowed: a string, {_SPEC_FORM}")
     if not spec.strip():
         raise ConfigError(f"{what}={spec!r} is empty; allowed: {_SPEC_FORM}")
-    if any(c.isspace() for c in spec):
-        raise ConfigError(f"{what}={spec!r} has a space; allowed: {_SPEC_FORM}")
+    blank = next((c for c in spec if c.isspace()), None)
+    if blank is not None:
+        raise ConfigError(f"{what}={spec!r} has {_blank_name(blank)}; allowed: {_SPEC_FORM}")
     name, rest = split_name(spec, what)
     params: dict[str, str] = {}
     for part in rest.split(",") if rest is not None else ():

@@ -552,3 +552,13 @@ def test_a_misspelt_builtin_metric_gets_the_nearest_one():
     with pytest.raises(ConfigError, match=r"^metrics='jct_mean' is invalid \(did you mean "
                                           r"jct_mean_h\?\); allowed: MODULE:FUNCTION .*always"):
         SimConfig.from_specs("fifo", "none", metrics=["jct_mean"])
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("x\ny", r"x\ny has a line break;"), ("x\ty", r"x\ty has a tab;"),
+    ("x\u00a0", r"x\xa0 has a no-break space (U+00A0);"), ("x y", "x y has a space;")])
+def test_a_spec_names_the_white_space_it_holds(capsys, spec, said):
+    """fastsim run --scheduler $'x\\ny' echoed x\\ny and called the line break 'a space'."""
+    from conftest import one_line
+
+    one_line(capsys, ["run", "--scheduler", spec], f"--scheduler={said}")
