@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import struct
 import sys
 import unicodedata
 from dataclasses import fields
@@ -46,6 +47,20 @@ def plain_scalar(v: Any) -> Any:
     if isinstance(v, np.floating):
         return float(v)
     return v
+
+
+FLOAT32_EPS = 2.0 ** -23
+
+
+def float32_exact(values: Any) -> bool:
+    """Whether each of the numbers ``values`` is a float32 exactly, as numpy's float32
+    values are once widened (``np.float32(0.2)`` is 0.20000000298023224): fractions given
+    in float32 sum to 1 only to float32's precision.  Read from the values, not from their
+    type, so that a config re-read from its dict passes the check it passed when given."""
+    try:
+        return all(struct.unpack("f", struct.pack("f", x))[0] == x for x in values)
+    except (OverflowError, struct.error, TypeError):
+        return False
 
 
 def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:

@@ -562,3 +562,21 @@ def test_a_spec_names_the_white_space_it_holds(capsys, spec, said):
     from conftest import one_line
 
     one_line(capsys, ["run", "--scheduler", spec], f"--scheduler={said}")
+
+
+def test_a_float32_mix_is_taken_to_float32_precision():
+    """WorkloadConfig(mix=np.float32([.2, .3, .5])) was refused: widened, its fractions sum
+    to 1 + 1.5e-8, beyond the 1e-9 a float64 mix is held to.  It is taken (as the widened
+    values, as a float32 is in any other field), also when re-read from its dict; a float64
+    mix and a float32 one off by 1e-4 are still refused."""
+    import dataclasses
+
+    import numpy as np
+
+    cfg = SimConfig.from_specs(mix=np.array([.2, .3, .5], dtype=np.float32))
+    assert cfg.workload.mix == (float(np.float32(.2)), float(np.float32(.3)), 0.5)
+    assert SimConfig.from_dict(cfg.to_dict()) == cfg
+    assert dataclasses.replace(cfg.workload, load=0.8).mix == cfg.workload.mix
+    for mix in ((0.2, 0.3, 0.5000001), np.array([.2, .3, .5001], dtype=np.float32)):
+        with pytest.raises(ConfigError, match="summing to 1"):
+            WorkloadConfig(mix=mix)
