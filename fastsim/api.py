@@ -215,9 +215,14 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
          "non-decreasing along each cluster row (jobs arrive in index order)"),
     )
     if cfg.scheduler.code == LOSS_AWARE:
+        # The rate divides by every reading but the last: two zeros in a row made a NaN key
+        divisors = w.loss[:, :, :-1]
         checks += (("loss", lambda: not np.isfinite(w.loss.sum()),
                     lambda: ~np.isfinite(w.loss).all(axis=2),
-                    "finite readings (loss_aware orders by them)"),)
+                    "finite readings (loss_aware orders by them)"),
+                   ("loss", lambda: np.count_nonzero(divisors) < divisors.size,
+                    lambda: (divisors == 0).any(axis=2),
+                    "no reading 0 but the last (loss_aware divides by them)"))
     for name, screen, mask, allowed in checks:
         bad = mask() if screen() else None
         if bad is not None and bad.any():

@@ -538,6 +538,24 @@ def test_a_hand_built_workload_needs_finite_losses_under_loss_aware_only():
         run_workload(cfg, w.with_arrays(score=w.score[:, :, :-1].copy()))
 
 
+def test_a_hand_built_workload_needs_nonzero_losses_under_loss_aware():
+    # Readings 0 then 0 gave the rate 0 / 0: a NaN key, which the engine and the reference
+    # placed differently in their orders (other schedules, other JCTs), silently.
+    from fastsim.api import run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("loss_aware", "none", n_jobs=4, gpus=8, n_evals=4,
+                               demands_lora=(8,), demands_dpo=(8,), demands_rlhf=(8,))
+    w = generate_workload(cfg.workload, 1, seed=1)
+    bad = w.with_arrays(loss=w.loss.copy())
+    bad.loss[0, 1, 1:] = 0.0
+    with pytest.raises(ConfigError, match=r"workload.loss at cluster row 0, job 1 has readings "
+                       r".*; allowed: no reading 0 but the last \(loss_aware divides by them\)"):
+        run_workload(cfg, bad)
+    bad.loss[0, 1, :-1] = w.loss[0, 1, :-1]  # the last reading divides nothing
+    run_workload(cfg, bad)
+
+
 @pytest.mark.parametrize("source,said", [
     ("def f(:\n", "raised SyntaxError: invalid syntax ({path}, line 1)"),
     ("import os\nraise RuntimeError('at import\\nsecond line')\n",
