@@ -35,7 +35,7 @@ from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, k
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
-from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, LOSS_AWARE, PATIENCE, RLHF
+from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, LOSS_AWARE, PATIENCE, RLHF, STOP_AT
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
@@ -214,6 +214,9 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
          lambda: np.pad(arr[:, 1:] < arr[:, :-1], ((0, 0), (1, 0))),
          "non-decreasing along each cluster row (jobs arrive in index order)"),
     )
+    if cfg.policy.code == STOP_AT:  # its progress is attained / T_est
+        checks += (("t_est_h", lambda: not est.min() > 0, lambda: ~(est > 0),
+                    "> 0 under stop_at (it divides by it)"),)
     if cfg.scheduler.code == LOSS_AWARE:
         # The rate divides by every reading but the last: two zeros in a row made a NaN key
         divisors = w.loss[:, :, :-1]

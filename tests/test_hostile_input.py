@@ -556,6 +556,22 @@ def test_a_hand_built_workload_needs_nonzero_losses_under_loss_aware():
     run_workload(cfg, bad)
 
 
+def test_a_hand_built_workload_needs_positive_estimates_under_stop_at():
+    # stop_at reads progress as attained / T_est: T_est = 0 raised a bare ZeroDivisionError
+    # from inside the engine's kernels.
+    from fastsim.api import run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("fifo", "stop_at:f=0.5,scope=all", n_jobs=4)
+    w = generate_workload(cfg.workload, 2, seed=1)
+    bad = w.with_arrays(t_est_h=w.t_est_h.copy())
+    bad.t_est_h[1, 2] = 0.0
+    with pytest.raises(ConfigError, match=r"^workload.t_est_h at cluster row 1, job 2 is 0.0; "
+                       r"allowed: > 0 under stop_at \(it divides by it\)$"):
+        run_workload(cfg, bad)
+    run_workload(SimConfig.from_specs("sjf_est", "evalstop:k=2", n_jobs=4), bad)  # 0 sorts
+
+
 @pytest.mark.parametrize("source,said", [
     ("def f(:\n", "raised SyntaxError: invalid syntax ({path}, line 1)"),
     ("import os\nraise RuntimeError('at import\\nsecond line')\n",
