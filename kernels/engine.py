@@ -429,7 +429,9 @@ def _float_rank_nb(jobs, j):
     """Job ``j``'s place in the order ``(demoted, key, index)`` as integers: the key's bits
     mapped so that integer order is float order (``-0.0`` read as ``+0.0``, equal to it)."""
     job = jobs[j]
-    b = bits_nb(job.key + 0.0)
+    b = bits_nb(job.key)
+    # -0.0 made +0.0 on the bits: under fastmath's nsz the compiler drops a ``+ 0.0``
+    b &= ~(np.uint64(b == np.uint64(1 << 63)) << np.uint64(63))
     u = b ^ ((np.uint64(0) - (b >> np.uint64(63))) | np.uint64(1 << 63))
     return (np.uint64(job.flags >> 1), u, j)
 
