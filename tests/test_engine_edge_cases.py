@@ -157,3 +157,13 @@ def test_loss_aware_ties_a_key_of_minus_zero_with_plus_zero():
     flat = (np.arange(12) % 4 != 3)[None, :, None]  # every fourth job's losses fall
     compare(cfg, seed=4, cluster_start=0, n_clusters=2,
             workload=w.with_arrays(loss=np.where(flat, sign * np.ones_like(w.loss), w.loss)))
+
+
+@pytest.mark.parametrize("scheduler", ["srtf_est", "tiresias:thresholds=2/8/32"])
+def test_equal_keys_of_jobs_arriving_together_go_by_index(scheduler):
+    """srtf_est: estimates of 0 or a tenth of the run time, so keys reach exactly 0 and stay
+    there; Tiresias: three queues, jobs crossing into them one by one.  Equal keys go by job
+    index, not by where a job stood after the last sort."""
+    cfg, w = _all_at_once(scheduler)
+    est = np.where(np.arange(12) % 3 == 0, 0.0, 0.1 * w.duration_h)
+    compare(cfg, seed=4, cluster_start=0, n_clusters=2, workload=w.with_arrays(t_est_h=est))
