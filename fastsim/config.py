@@ -180,7 +180,8 @@ class WorkloadConfig:
         else:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3
-                  and all(is_number(x) and x >= 0 for x in m) and abs(sum(m) - 1.0) < _mix_tolerance(m))
+                  and all(is_number(x) and x >= 0 for x in m)
+                  and abs(sum(m) - 1.0) < _mix_tolerance(m))
             _check(ok, "mix", m, "three non-negative fractions (lora, dpo, rlhf) summing to 1")
         for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
             v = getattr(self, name)
