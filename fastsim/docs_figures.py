@@ -250,11 +250,11 @@ def _check_trace_set(results: Path) -> None:
     each run's curve in the text's order."""
     from fastsim.io import read_parquet_table
     from fastsim.replay.traces import TRACES_ALLOWED, check_trace_table
-    from fastsim.sweep.figures import load_script
+    from fastsim.sweep.figures import figure_tables
 
     path = results / "traces.parquet"
     if path.is_file():
-        columns = {c for name in TRACE_FIGURES for c in load_script(name).READS.get(path.name, ())}
+        columns = figure_tables(TRACE_FIGURES).get(path.name, set())
         check_trace_table(read_parquet_table(path, TRACES_ALLOWED), path, sorted(columns))
 
 
