@@ -35,7 +35,7 @@ from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, k
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
 from fastsim.workload import Workload, allocate, generate_workload, kernel_params
-from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, LOSS_AWARE, PATIENCE, RLHF, STOP_AT
+from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, PATIENCE, RLHF, STOP_AT
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
 from fastsim.kernels.oracle import oracle_stops_nb
@@ -217,21 +217,35 @@ def check_workload(cfg: SimConfig, w: Workload) -> None:
     if cfg.policy.code == STOP_AT:  # its progress is attained / T_est
         checks += (("t_est_h", lambda: not est.min() > 0, lambda: ~(est > 0),
                     "> 0 under stop_at (it divides by it)"),)
-    if cfg.scheduler.code == LOSS_AWARE:
-        # The rate divides by every reading but the last: two zeros in a row made a NaN key
-        divisors = w.loss[:, :, :-1]
-        checks += (("loss", lambda: not np.isfinite(w.loss.sum()),
-                    lambda: ~np.isfinite(w.loss).all(axis=2),
-                    "finite readings (loss_aware orders by them)"),
-                   ("loss", lambda: np.count_nonzero(divisors) < divisors.size,
-                    lambda: (divisors == 0).any(axis=2),
-                    "no reading 0 but the last (loss_aware divides by them)"))
+    checks += _loss_checks(cfg, w)
     for name, screen, mask, allowed in checks:
         bad = mask() if screen() else None
         if bad is not None and bad.any():
             raise ConfigError(f"workload.{name} at {_first_bad(getattr(w, name), bad)}; "
                               f"allowed: {allowed}")
     check_resolution(w)
+
+
+def _loss_checks(cfg: SimConfig, w: Workload) -> tuple:
+    """``check_workload``'s checks of the loss readings that a ``positive_losses`` reader
+    of the run takes as relative drops: ``loss_aware`` every job's, a policy those of the
+    jobs in its scope.  A reading <= 0 reversed the drop (a negative loss falling read as
+    rising) or made a NaN key (0 / 0), placed differently by the engine and the reference:
+    other schedules, silently."""
+    s, p = cfg.scheduler, cfg.policy
+    readers = [d for d in (s.decl, p.decl) if d.positive_losses]
+    if not readers:
+        return ()
+    loss = w.loss
+    if s.decl.positive_losses or p.scope == "all":
+        def mask():
+            return ~((loss > 0) & (loss < np.inf)).all(axis=2)
+    else:
+        def mask():
+            return ~((loss > 0) & (loss < np.inf)).all(axis=2) & (w.job_type == RLHF)
+    label = s.label if s.decl.positive_losses else p.label
+    return (("loss", lambda: not (loss.min() > 0 and loss.max() < np.inf), mask,
+             "finite readings, each " + readers[0].loss_rule(label)),)
 
 
 # A run time must stay a run time on the engine's float64 clock: one below the clock's

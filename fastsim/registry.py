@@ -346,6 +346,14 @@ class Declaration:
     kernel: str = ""           # "module:function" of the kernel that runs it
     user: Any = None           # the user's @njit function (None for built-ins)
     ref: str = ""              # "module:attr" a process imports to find a user declaration
+    # reads a relative drop of the training loss, so a loss <= 0 that a log, a caller or
+    # a hand-built workload supplies is refused (``loss_rule`` says why)
+    positive_losses: bool = False
+
+    def loss_rule(self, label: str) -> str:
+        """What a ``positive_losses`` declaration allows, for the messages that refuse a loss."""
+        return (f"a positive loss for {label} (a relative drop; its rule is undefined at 0 "
+                "and reversed below)")
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -559,8 +567,7 @@ class StopPolicy(Declaration):
     evaluations before the trigger the delivered checkpoint is; ``keep``: ``lookback``, or
     ``best`` (the evaluation with the highest observed score up to the trigger, first on
     ties); ``min_evals``: evaluations needed before it can trigger at all; ``reads``: the
-    observed series it decides on; ``positive_losses``: it reads a relative drop of the
-    loss, so a loss <= 0 that a log or a caller supplies is refused; ``vector``: its parameters reach the kernel as one
+    observed series it decides on; ``vector``: its parameters reach the kernel as one
     float64 array in declared order and live in ``PolicyConfig.params`` (the online
     detectors), not in named config fields."""
 
@@ -575,13 +582,7 @@ class StopPolicy(Declaration):
     uses_hidden_truth: bool = False
     streaming: bool = True     # has a one-update-per-evaluation form (live monitor, callback)
     scoped: bool = True        # whether ``scope`` matters (not for ``none``)
-    positive_losses: bool = False
     vector: bool = False
-
-    def loss_rule(self, label: str) -> str:
-        """What a ``positive_losses`` policy allows, for the messages that refuse a loss."""
-        return (f"a positive loss for {label} (a relative drop; its rule is undefined at 0 "
-                "and reversed below)")
 
     @property
     def stores_params(self) -> bool:
@@ -743,7 +744,7 @@ BUILTIN_SCHEDULERS = (
               code=K.SRTF_EST, preemptive=True),
     Scheduler("loss_aware", (), figure_label="LossAware", help="largest loss drop per GPU-hour "
               "first (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.LOSS_AWARE, preemptive=True),
+              code=K.LOSS_AWARE, preemptive=True, positive_losses=True),
     Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
               "GPU-hours (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
               code=K.TIRESIAS, preemptive=True,

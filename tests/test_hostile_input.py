@@ -23,6 +23,7 @@ from conftest import one_line
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
+from fastsim.kernels.codes import RLHF
 from fastsim.replay.logs import read_logs
 
 CSV_OK = "job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n"
@@ -538,22 +539,42 @@ def test_a_hand_built_workload_needs_finite_losses_under_loss_aware_only():
         run_workload(cfg, w.with_arrays(score=w.score[:, :, :-1].copy()))
 
 
-def test_a_hand_built_workload_needs_nonzero_losses_under_loss_aware():
-    # Readings 0 then 0 gave the rate 0 / 0: a NaN key, which the engine and the reference
-    # placed differently in their orders (other schedules, other JCTs), silently.
+def test_a_hand_built_workload_needs_positive_losses_where_a_relative_drop_reads_them():
+    # loss_aware and loss_plateau read (L_prev - L) / L_prev: readings 0 then 0 gave a NaN
+    # key, which the engine and the reference placed differently in their orders (other
+    # schedules, other JCTs), and a negative loss that falls read as rising: both silent.
     from fastsim.api import run_workload
     from fastsim.workload import generate_workload
 
-    cfg = SimConfig.from_specs("loss_aware", "none", n_jobs=4, gpus=8, n_evals=4,
-                               demands_lora=(8,), demands_dpo=(8,), demands_rlhf=(8,))
+    def config(scheduler, policy):
+        return SimConfig.from_specs(scheduler, policy, n_jobs=8, gpus=8, n_evals=4,
+                                    demands_lora=(8,), demands_dpo=(8,), demands_rlhf=(8,))
+    cfg = config("loss_aware", "none")
     w = generate_workload(cfg.workload, 1, seed=1)
+    rule = (r"; allowed: finite readings, each a positive loss for {} \(a relative drop; its "
+            r"rule is undefined at 0 and reversed below\)$")
+    for readings in ([1.0, 0.0, 0.0, 0.0], [1.0, 0.5, 0.25, 0.0], [-1.0, -2.0, -3.0, -4.0]):
+        bad = w.with_arrays(loss=w.loss.copy())
+        bad.loss[0, 1] = readings
+        with pytest.raises(ConfigError, match=r"^workload.loss at cluster row 0, job 1 has "
+                           r"readings \[.*\]" + rule.format("loss_aware")):
+            run_workload(cfg, bad)
+    run_workload(config("srtf_est", "none"), bad)  # nothing reads them
+    # a policy reads the losses of the jobs in its scope only
+    plateau = config("fifo", "loss_plateau:w=1,tol=0.01")
+    jt = w.job_type[0]
+    assert (jt == RLHF).any() and (jt != RLHF).any()
+    other, rlhf = int(np.argmax(jt != RLHF)), int(np.argmax(jt == RLHF))
     bad = w.with_arrays(loss=w.loss.copy())
-    bad.loss[0, 1, 1:] = 0.0
-    with pytest.raises(ConfigError, match=r"workload.loss at cluster row 0, job 1 has readings "
-                       r".*; allowed: no reading 0 but the last \(loss_aware divides by them\)"):
-        run_workload(cfg, bad)
-    bad.loss[0, 1, :-1] = w.loss[0, 1, :-1]  # the last reading divides nothing
-    run_workload(cfg, bad)
+    bad.loss[0, other] = -1.0
+    run_workload(plateau, bad)
+    with pytest.raises(ConfigError, match=rf"^workload.loss at cluster row 0, job {other} "
+                       r"has readings \[.*\]" + rule.format(r"loss_plateau\(w=1,tol=0.01\)"
+                                                              + r"\[scope=all\]")):
+        run_workload(plateau.with_policy("loss_plateau:w=1,tol=0.01,scope=all"), bad)
+    bad.loss[0, rlhf] = 0.0
+    with pytest.raises(ConfigError, match=rf"^workload.loss at cluster row 0, job {rlhf} "):
+        run_workload(plateau, bad)
 
 
 def test_a_hand_built_workload_needs_positive_estimates_under_stop_at():
