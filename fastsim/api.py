@@ -488,12 +488,13 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
         generate_workload(wc, C, seed, cluster_start, out=w, scheduler=s)
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
-    draw_loss = reads_losses(s, p)  # no result column holds a loss
+    # no result column holds a score or a loss: only the decisions read them
+    draw_score, draw_loss = "scores" in p.decl.reads, reads_losses(s, p)
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
-    run_pipeline(s.code, C, generate, False, draw_loss, kernel_params(wc), np.uint64(seed),
-                np.int64(cluster_start), decide, p.code, int(p.k), float(p.f), int(p.w),
-                float(p.tol), p.scope == "all", bool(s.backfill),
+    run_pipeline(s.code, C, generate, False, draw_score, draw_loss, kernel_params(wc),
+                np.uint64(seed), np.int64(cluster_start), decide, p.code, int(p.k), float(p.f),
+                int(p.w), float(p.tol), p.scope == "all", bool(s.backfill),
                 np.asarray(s.thresholds_gpu_h, dtype=np.float64), float(wc.preempt_overhead_h),
                 wc.gpus, static_keys(cfg, w), _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
@@ -524,7 +525,8 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
     the call matches its compiled signature."""
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
-    run_pipeline(scheduler, w.n_clusters, True, True, True, kernel_params(wc), np.uint64(seed),
+    run_pipeline(scheduler, w.n_clusters, True, True, True, True, kernel_params(wc),
+                np.uint64(seed),
                 np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False, np.empty(0),
                 0.0, 0, w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),

@@ -32,7 +32,8 @@ from .workload import workload_1c_nb
 def _pipeline(scheduler):
     """``pipeline_nb`` for one scheduler code, which runs that scheduler's engine
     (``kernels.engine``): only its code is compiled."""
-    def pipeline_nb(lo, hi, generate, generate_only, draw_loss, p, seed, cluster_start, decide,
+    def pipeline_nb(lo, hi, generate, generate_only, draw_score, draw_loss, p, seed,
+                    cluster_start, decide,
                     policy, k, f, w, tol, scope_all, backfill, thresholds_gpu_h, overhead_h,
                     capacity, keys, workload, decisions, service, outcome, segments, accounting,
                     out):
@@ -40,8 +41,8 @@ def _pipeline(scheduler):
         threads).
 
         ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
-        numbered from ``cluster_start``) into ``workload`` (its loss readings only if
-        ``draw_loss``), else read it as given; ``generate_only``: stop there (what
+        numbered from ``cluster_start``) into ``workload`` (its scores only if ``draw_score``,
+        its loss readings only if ``draw_loss``), else read it as given; ``generate_only``: stop there (what
         ``fastsim.workload.generate_workload`` runs, so that generation is compiled once, here;
         every later argument is then unused);
         ``decide``: resolve the stop policy ``policy``, a rule policy or the oracle
@@ -72,7 +73,7 @@ def _pipeline(scheduler):
             if generate:
                 workload_1c_nb(p, seed, cluster_start + c, c, job_type, gpus, arrival_h,
                                duration_h, t_est_h, hacking, ustar, height, tau, loss0, loss_inf,
-                               loss_tau, gold, score, loss, peak_eval, draw_loss)
+                               loss_tau, gold, score, loss, peak_eval, draw_score, draw_loss)
             if generate_only:
                 continue
             if decide and policy == ORACLE:

@@ -142,13 +142,14 @@ def _ar1_nb(rho, n_jobs, n_evals, noise):
 @kernel
 def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t_est_h,
                    hacking, ustar, height, tau, loss0, loss_inf, loss_tau, gold, score, loss,
-                   peak_eval, draw_loss=True):
+                   peak_eval, draw_score=True, draw_loss=True):
     """Fill row ``c`` of every output with cluster number ``cluster``'s draws.
 
-    ``draw_loss=False`` leaves the loss readings (NaN in ``loss``) and their noise
-    undrawn, for a run that never reads them (no ``loss_aware``, no loss-based stop
-    policy, no per-job loss output): every other value is the same, since each draw has
-    its own counter.
+    ``draw_score=False`` leaves the evaluation scores (NaN in ``score``) and their noise
+    undrawn, for a run whose decisions never read them (no stop policy, ``stop_at``,
+    ``loss_plateau``, the oracle: no result column holds a score); ``draw_loss=False``
+    the loss readings, for a run that never reads them (no ``loss_aware``, no loss-based
+    stop policy).  Every other value is the same, since each draw has its own counter.
 
     Every value is bit-identical to the table of docs/model.md computed draw by draw;
     only the order of work differs: each stream's draws are made for all jobs at once
@@ -158,23 +159,25 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
     n_draws = n_jobs * n_evals
-    n_noise = 2 * n_draws if draw_loss else n_draws
+    n_noise = (np.int64(draw_score) + np.int64(draw_loss)) * n_draws
     spread = p.sigma_spread
     n_streams = _N_UNIFORM + (3 if spread != 0.0 else 2)
     # Each kind of draw is made at one call site (a loop over streams) and every normal
     # in one call of ``_normals_nb``: the compiled kernel then holds one copy of their
     # vectorised loops instead of one per call (docs/performance.md, round 16).
     # ``draws``: a row of ``n_jobs`` uniforms per stream of ``_JOB_STREAMS``, then the
-    # evaluation noise's uniforms (scores, then losses); normals of all but the first
-    # ``_N_UNIFORM`` rows.
+    # evaluation noise's uniforms (scores, then losses, those drawn); normals of all but
+    # the first ``_N_UNIFORM`` rows.
     draws = np.empty(n_streams * n_jobs + n_noise)
     for k in range(n_streams):
         _uniforms_nb(seed, cluster, _JOB_STREAMS[k], 0, k >= _N_UNIFORM, n_jobs,
                      draws[k * n_jobs:(k + 1) * n_jobs])
     first_eval = n_streams * n_jobs
-    for k in range(2 if draw_loss else 1):
-        _eval_uniforms_nb(seed, cluster, _EVAL_STREAMS[k], n_jobs, n_evals,
-                          draws[first_eval + k * n_draws:first_eval + (k + 1) * n_draws])
+    skip = np.int64(not draw_score)  # the streams drawn: _EVAL_STREAMS[skip:skip + n_noise / n_draws]
+    for k in range(n_noise // n_draws if n_draws > 0 else 0):
+        at = first_eval + k * n_draws
+        _eval_uniforms_nb(seed, cluster, _EVAL_STREAMS[skip + k], n_jobs, n_evals,
+                          draws[at:at + n_draws])
     u_type, u_gpus = draws[0:n_jobs], draws[n_jobs:2 * n_jobs]
     u_hacking, u_ustar = draws[2 * n_jobs:3 * n_jobs], draws[3 * n_jobs:4 * n_jobs]
     u_height, u_tau = draws[4 * n_jobs:5 * n_jobs], draws[5 * n_jobs:6 * n_jobs]
@@ -183,7 +186,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     z = np.empty(draws.shape[0] - _N_UNIFORM * n_jobs)
     _normals_nb(draws[_N_UNIFORM * n_jobs:], z)  # element by element: the same values
     z_duration, z_estimate, z_scale = z[:n_jobs], z[n_jobs:2 * n_jobs], z[2 * n_jobs:3 * n_jobs]
-    noise = z[first_eval - _N_UNIFORM * n_jobs:]
+    noise = z[first_eval - _N_UNIFORM * n_jobs:]  # the scores' noise (if drawn), the losses'
+    loss_noise = np.uint64(n_draws if draw_score else 0)
     # Float buffers are one-dimensional and sliced: numba compiles ``np.empty`` once per
     # shape and dtype, a few hundredths of a second of a cold start each.
     progress = np.empty(2 * n_evals)  # u_e = e / E and log(u_e)
@@ -246,8 +250,9 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
             for e in range(n_evals):
                 arg[first + np.uint64(e)] = gold_saturating_exponent_nb(progress[e], tau[c, j])
     exp_array_nb(arg, ex)
-    # Evaluation noise: noise[j * E + e - 1] for scores, noise[J * E + j * E + e - 1] for losses.
-    if p.noise_rho != 0.0:
+    # Evaluation noise: noise[j * E + e - 1] for scores, noise[loss_noise + j * E + e - 1]
+    # for losses.
+    if draw_score and p.noise_rho != 0.0:
         _ar1_nb(p.noise_rho, n_jobs, n_evals, noise[:n_draws])
     for j in range(n_jobs):
         dur = p.median_h[job_type[c, j]] * ex[j]
@@ -285,11 +290,12 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         if spread != 0.0:
             sj = p.sigma * ex[2 * n_jobs + j]
         first_noise = np.uint64(j * n_evals)
-        for e in range(n_evals):
-            s[e] = g[e] + sj * noise[first_noise + np.uint64(e)]
+        for e in range(n_evals):  # one loop on both paths: ``s`` then needs no count per job
+            s[e] = g[e] + sj * noise[first_noise + np.uint64(e)] if draw_score else np.nan
         if not draw_loss:
             ls[:] = np.nan
             continue
+        first_noise += loss_noise
         for e in range(n_evals):
             ls[e] = (loss_nb(progress[e], l0, li, lt)
-                     + p.loss_sigma * noise[first_noise + np.uint64(n_draws + e)])
+                     + p.loss_sigma * noise[first_noise + np.uint64(e)])
