@@ -703,7 +703,9 @@ DETECTOR_POLICIES = (
         _det("peak", "origin", "int", 0, 1, "1: the curve starts at 0 (no offset)"),
         _det("peak", "window", "int", 0, 1000, "fit the last window evaluations (0: all)",
              unit="evaluations"),
-        _det("peak", "gamma", "float", 0, 2, "sqrt(KL) grows like progress^gamma", lo_open=True)),
+        # from 0.05, as the workload's kl_gamma: below, d = t^gamma is nearly constant and
+        # the fit's columns nearly collinear (gamma 1e-6 stopped 40% of healthy jobs)
+        _det("peak", "gamma", "float", 0.05, 2, "sqrt(KL) grows like progress^gamma")),
         "peak(z={z:g},sigma0={sigma0:g},min_evals={min_evals},origin={origin},window={window},"
         "gamma={gamma:g})", "Peak test (z={z:g})",
         "sequential test that the peak has passed: slope of a Gao-form fit below -z se",
