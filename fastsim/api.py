@@ -654,7 +654,7 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     (3, 60, Float64)
     """
     check_run_args(cfg, n_clusters, seed, cluster_start)
-    warn_inert(cfg, "simulate")
+    warn_inert(cfg, "simulate", jobs=keep_jobs or extract is not None)
     return _simulate(cfg, n_clusters, seed, cluster_start, keep_jobs, record_segments, extract)
 
 
@@ -677,13 +677,15 @@ def _simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int
                     extract)
 
 
-def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None) -> None:
+def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,
+               jobs: bool = False) -> None:
     """One ``InertSettingWarning`` per workload setting, changed from its default, that no
-    result depends on (``inert_settings``); Python shows each once per calling line.  Not
-    inside ``quiet()``: a sweep says its own, once, and the command line its own."""
+    result depends on (``inert_settings``; ``jobs``: the per-job arrays are kept or read);
+    Python shows each once per calling line.  Not inside ``quiet()``: a sweep says its
+    own, once, and the command line its own."""
     if is_quiet():
         return
-    for name, why in inert_settings(cfg, baseline).items():
+    for name, why in inert_settings(cfg, baseline, jobs=jobs).items():
         warnings.warn(f"fastsim.{what}(): {name}={getattr(cfg.workload, name)!r} has no "
                       f"effect: {why}", InertSettingWarning, stacklevel=4)
 

@@ -117,7 +117,8 @@ def note_inert(args: argparse.Namespace, cfg: SimConfig, baseline) -> None:
     (``inert_settings``): the run goes on, but whoever typed it thought it mattered."""
     given = [f.name for f in dataclasses.fields(WorkloadConfig)
              if getattr(args, f.name, None) is not None]
-    for name, why in inert_settings(cfg, baseline, given).items():
+    jobs = args.jobs_out is not None  # the per-job records carry t_est_h
+    for name, why in inert_settings(cfg, baseline, given, jobs=jobs).items():
         print(f"note: --{name.replace('_', '-')} has no effect: {why}", file=sys.stderr)
 
 

@@ -648,18 +648,33 @@ SCORE_FIELDS = ("sigma", "sigma_spread", "noise_rho")
 _TYPE_NAMES = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
 
 
+def reads(series: str, scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
+    """Whether a run reads the observed ``series`` (``fastsim.registry.SERIES``), as the
+    scheduler's and the policy's declarations say (``reads``)."""
+    return series in scheduler.decl.reads or series in policy.decl.reads
+
+
 def reads_losses(scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
     """Whether a run reads training losses (the engine draws them only then): the
     loss-aware scheduler orders by them, a policy declaring ``reads`` losses stops on them."""
-    return scheduler.code == R.K.LOSS_AWARE or "losses" in policy.decl.reads
+    return reads("losses", scheduler, policy)
+
+
+def _readers(series: str) -> str:
+    """The built-in schedulers and stop policies that read ``series``, for a reason."""
+    names = [d.name for d in (*R.schedulers(), *R.policies())
+             if d.user is None and series in d.reads]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
 
 
 def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
-                   given: Any = None) -> dict[str, str]:
+                   given: Any = None, jobs: bool = False) -> dict[str, str]:
     """The workload fields of ``given`` (default: those differing from their default) that
     no result of ``cfg`` and of its ``baseline`` on the same clusters depends on, each with
-    why: a user who set one believes they changed the run.  ``tests/test_inert_settings.py``
-    checks that changing each changes no result."""
+    why: a user who set one believes they changed the run.  ``jobs``: the run's per-job
+    arrays are kept or read (``keep_jobs``, an ``extract``, ``--jobs-out``), which carry
+    ``t_est_h``, as do ``cfg``'s user metrics.  ``tests/test_inert_settings.py`` checks
+    that changing each changes no result."""
     w, s = cfg.workload, cfg.scheduler
     policies = [cfg.policy] + ([baseline] if baseline is not None else [])
     labels = " and ".join(dict.fromkeys(p.label for p in policies))
@@ -668,15 +683,21 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
         why["preempt_overhead_h"] = f"{s.label} never preempts a job, so none resumes"
     if not any(reads_losses(s, p) for p in policies):
         why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
-                                 f"{labels}; loss_aware and loss_plateau do)"))
+                                 f"{labels}; {_readers('losses')} do)"))
     if not any("scores" in p.decl.reads for p in policies):
         why.update(dict.fromkeys(SCORE_FIELDS, f"no stop policy here reads evaluation scores "
                                  f"({labels})"))
+    elif w.sigma == 0:
+        why.update(dict.fromkeys(("sigma_spread", "noise_rho"),
+                                 "sigma=0: evaluation scores carry no noise"))
+    if not (jobs or cfg.metrics or any(reads("t_est_h", s, p) for p in policies)):
+        why["est_sigma"] = (f"nothing reads the run-time estimate t_est_h ({s.label} with "
+                            f"{labels}; {_readers('t_est_h')} do, and per-job records carry it)")
     for (t, name), share in zip(_TYPE_NAMES.items(), w.mix_fractions):
         if share == 0:
             why.update(dict.fromkeys((f"demands_{t}", f"median_{t}_h"),
                                      f"the mix has no {name} jobs"))
-    _, dpo, rlhf = w.mix_fractions
+    lora, dpo, rlhf = w.mix_fractions
     if rlhf == 0:
         why.update(dict.fromkeys(("base_rate", "ustar_healthy"), "the mix has no RLHF jobs"))
     elif w.base_rate == 1:
@@ -686,6 +707,14 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     if (rlhf == 0 or w.base_rate == 0) and (dpo == 0 or w.dpo_base_rate == 0):
         why.update(dict.fromkeys(("ustar_hacking", "hack_sharpness"), "no job can be hacking "
                                  "(no RLHF job or base_rate=0, and no DPO job or dpo_base_rate=0)"))
+    # gold curves (MODEL.md section 4): RLHF and hacking DPO jobs take the RL form (kl_gamma),
+    # LoRA and healthy DPO jobs the saturating one (tau)
+    if rlhf == 0 and (dpo == 0 or w.dpo_base_rate == 0):
+        why["kl_gamma"] = ("no job has an RL-form gold curve (no RLHF job, and no DPO job or "
+                           "dpo_base_rate=0)")
+    if lora == 0 and (dpo == 0 or w.dpo_base_rate == 1):
+        why["tau"] = ("no job has a saturating gold curve (no LoRA job, and no DPO job or "
+                      "dpo_base_rate=1)")
     if given is None:
         given = [f.name for f in fields(WorkloadConfig) if getattr(w, f.name) != f.default]
     return {name: why[name] for name in given if name in why}

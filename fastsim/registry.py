@@ -608,11 +608,13 @@ class StopPolicy(Declaration):
 class Scheduler(Declaration):
     """A base scheduler: ``code`` is the engine's integer code; a user scheduler is a
     static key (computed once per job from what is observed at its arrival) run through
-    the engine's static-key path, non-preemptive."""
+    the engine's static-key path, non-preemptive.  ``reads``: the observed series its
+    order depends on (names of ``SERIES``; a user key is handed ``t_est_h``)."""
 
     DECLARED_AS: ClassVar[str] = "a scheduler key"
     code: int = -1
     preemptive: bool = False
+    reads: tuple[str, ...] = ()
     label_fn: Callable[[dict], str] | None = None
 
     def format_label(self, values: dict[str, Any]) -> str:
@@ -740,16 +742,17 @@ BUILTIN_SCHEDULERS = (
               kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.FIFO,
               label_fn=lambda v: "fifo+backfill" if v.get("backfill") else "fifo"),
     Scheduler("sjf_est", (), figure_label="SJF-Est", help="shortest estimated job first",
-              kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.SJF_EST),
+              kernel="fastsim.kernels.schedulers:priority_key_nb", code=K.SJF_EST,
+              reads=("t_est_h",)),
     Scheduler("srtf_est", (), figure_label="SRTF-Est", help="shortest estimated remaining time "
               "first (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.SRTF_EST, preemptive=True),
+              code=K.SRTF_EST, preemptive=True, reads=("t_est_h", "attained_h")),
     Scheduler("loss_aware", (), figure_label="LossAware", help="largest loss drop per GPU-hour "
               "first (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.LOSS_AWARE, preemptive=True, positive_losses=True),
+              code=K.LOSS_AWARE, preemptive=True, reads=("losses",), positive_losses=True),
     Scheduler("tiresias", (THRESHOLDS,), figure_label="Tiresias", help="2D-LAS over attained "
               "GPU-hours (preemptive)", kernel="fastsim.kernels.schedulers:priority_key_nb",
-              code=K.TIRESIAS, preemptive=True,
+              code=K.TIRESIAS, preemptive=True, reads=("attained_h",),
               label_fn=lambda v: _tiresias_label(v["thresholds"])),
 )
 
@@ -1020,7 +1023,7 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
         decl = Scheduler(ref, ps, label or (name or fn.__name__),
                          figure_label or (name or fn.__name__),
                          help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn, ref=ref,
-                         code=K.SJF_EST)
+                         code=K.SJF_EST, reads=("t_est_h",))
         _register("scheduler", decl, name or None)
         return decl
     return wrap

@@ -14,30 +14,82 @@ CHANGED = {"preempt_overhead_h": 0.5, "loss_sigma": 0.02, "loss0": (1.0, 2.0),
            "noise_rho": 0.5, "demands_lora": (2,), "median_lora_h": 2.0, "demands_dpo": (4,),
            "median_dpo_h": 1.0, "demands_rlhf": (8,), "median_rlhf_h": 4.0, "base_rate": 0.2,
            "dpo_base_rate": 0.5, "ustar_hacking": (0.3, 0.5), "ustar_healthy": (0.9, 3.0),
-           "hack_sharpness": 1.0}
+           "hack_sharpness": 1.0, "est_sigma": 0.3, "kl_gamma": 0.7, "tau": (0.5, 0.9)}
 
 CELLS = [  # (scheduler, policy, baseline, workload)
     ("fifo", "evalstop:k=2", "none", {"mix": (1.0, 0.0, 0.0)}),
     ("sjf_est", "oracle", "none", {"mix": (0.5, 0.5, 0.0), "dpo_base_rate": 0.0}),
     ("srtf_est", "stop_at", "none", {"mix": (0.2, 0.0, 0.8), "base_rate": 1.0}),
     ("tiresias", "evalstop:k=2", "none", {"mix": (0.5, 0.0, 0.5), "base_rate": 0.0}),
+    ("fifo:backfill", "margin", "evalstop:k=2", {"mix": (0.0, 0.3, 0.7), "dpo_base_rate": 1.0,
+                                                 "sigma": 0.0}),
+    ("loss_aware", "loss_plateau", "none", {"mix": (0.0, 0.0, 1.0)}),
 ]
 
 
+@pytest.mark.parametrize("jobs", [True, False])
 @pytest.mark.parametrize("scheduler,policy,baseline,workload", CELLS)
-def test_what_is_called_inert_changes_no_result(scheduler, policy, baseline, workload):
+def test_what_is_called_inert_changes_no_result(scheduler, policy, baseline, workload, jobs):
+    """Without per-job records (jobs=False), what no cluster row depends on."""
     base = SimConfig.from_specs(scheduler, policy, n_jobs=12, **workload)
-    named = inert_settings(base, PolicyConfig.parse(baseline), given=CHANGED)
+    named = inert_settings(base, PolicyConfig.parse(baseline), given=CHANGED, jobs=jobs)
     assert named, "each cell has inert settings"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InertSettingWarning)
-        want = fastsim.simulate(base, 4, seed=3, keep_jobs=True)
+        want = fastsim.simulate(base, 4, seed=3, keep_jobs=jobs)
+        want_base = fastsim.simulate(base.with_policy(baseline), 4, seed=3, keep_jobs=jobs)
         for name in named:
             changed = SimConfig.from_specs(scheduler, policy, n_jobs=12,
                                            **{**workload, name: CHANGED[name]})
-            got = fastsim.simulate(changed, 4, seed=3, keep_jobs=True)
+            assert getattr(changed.workload, name) != getattr(base.workload, name), name
+            got = fastsim.simulate(changed, 4, seed=3, keep_jobs=jobs)
             assert got.clusters.equals(want.clusters), name
-            assert got.jobs.equals(want.jobs), name
+            got = fastsim.simulate(changed.with_policy(baseline), 4, seed=3, keep_jobs=jobs)
+            assert got.clusters.equals(want_base.clusters), name
+            if jobs:
+                assert got.jobs.equals(want_base.jobs), name
+
+
+def test_every_rule_is_tested():
+    """Each field inert_settings can name is named in some cell above, with and without
+    per-job records (est_sigma: without only; they carry t_est_h)."""
+    def named(jobs):
+        return {n for s, p, b, w in CELLS for n in inert_settings(
+            SimConfig.from_specs(s, p, n_jobs=12, **w), PolicyConfig.parse(b), CHANGED, jobs)}
+    assert named(False) == set(CHANGED), set(CHANGED) - named(False)
+    assert named(True) == set(CHANGED) - {"est_sigma"}
+
+
+@pytest.mark.parametrize("scheduler,policy,jobs,metrics", [
+    ("sjf_est", "evalstop:k=2", False, ()),    # orders by the estimate
+    ("srtf_est", "none", False, ()),
+    ("fifo", "stop_at", False, ()),            # stops on attained / estimate
+    ("fifo", "evalstop:k=2", True, ()),        # the per-job records carry t_est_h
+    ("tiresias", "none", False, ("toy_estimate_metric:mean_estimate",)),  # a user's metric
+])
+def test_the_estimate_error_is_said_only_where_nothing_reads_the_estimate(
+        scheduler, policy, jobs, metrics, tmp_path, monkeypatch):
+    (tmp_path / "toy_estimate_metric.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\n"
+        "def mean_estimate(jobs):\n    return jobs['t_est_h'].mean(axis=1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    crowded = {"gpus": 16, "load": 2.0, "n_jobs": 24}  # jobs wait: their order matters
+    cfg = SimConfig.from_specs(scheduler, policy, est_sigma=0.3, metrics=metrics, **crowded)
+    assert "est_sigma" not in inert_settings(cfg, jobs=jobs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertSettingWarning)
+        changed = [fastsim.simulate(cfg if sigma else SimConfig.from_specs(
+            scheduler, policy, est_sigma=0.0, metrics=metrics, **crowded), 4, seed=3,
+            keep_jobs=jobs) for sigma in (1, 0)]
+    assert not (changed[0].clusters.equals(changed[1].clusters)
+                and (not jobs or changed[0].jobs.equals(changed[1].jobs)))
+
+
+def test_the_estimate_error_is_said_with_its_readers():
+    cfg = SimConfig.from_specs("tiresias", "evalstop:k=2", est_sigma=0.3)
+    assert inert_settings(cfg) == {"est_sigma": (
+        "nothing reads the run-time estimate t_est_h (tiresias with evalstop(k=2); sjf_est, "
+        "srtf_est and stop_at do, and per-job records carry it)")}
 
 
 def test_inert_settings_are_said_only_when_given():
@@ -57,6 +109,19 @@ def test_command_line_notes_each_inert_option_once(capsys):
     assert notes == ["note: --base-rate has no effect: the mix has no RLHF jobs",
                      "note: --preempt-overhead-h has no effect: fifo never preempts a job, "
                      "so none resumes"], err
+
+
+def test_the_estimate_error_is_noted_unless_the_per_job_records_are_written(tmp_path, capsys):
+    """--jobs-out writes t_est_h: there --est-sigma changes a result, and is not noted."""
+    args = ["run", "--scheduler", "tiresias", "--est-sigma", "0.5", "--clusters", "2",
+            "--n-jobs", "8", "--no-progress"]
+    assert main(args) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == ["note: --est-sigma has no effect: nothing reads the run-time estimate "
+                     "t_est_h (tiresias with evalstop(k=2) and none; sjf_est, srtf_est and "
+                     "stop_at do, and per-job records carry it)"], notes
+    assert main(args + ["--jobs-out", str(tmp_path / "j.parquet")]) == 0
+    assert "note: " not in capsys.readouterr().err
 
 
 def test_the_api_warns_once_per_call_site():
@@ -99,3 +164,15 @@ def test_the_sweep_api_warns_of_it(tmp_path):
     with pytest.warns(InertSettingWarning) as seen:
         fastsim.sweep(str(p), tmp_path / "o")
     assert [str(w.message) for w in seen] == [f"{p}: base_rate {BASE_RATE_NOTE}"]
+
+
+@pytest.mark.parametrize("keep_jobs", [False, True])
+def test_a_sweep_keeping_jobs_does_not_call_the_estimate_error_inert(tmp_path, keep_jobs):
+    """--keep-jobs writes the per-job records, which carry t_est_h."""
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\nest_sigma = 0.5\n"
+                 "[axes]\nscheduler = ['fifo', 'tiresias']\n")
+    with pytest.warns(InertSettingWarning) if not keep_jobs else warnings.catch_warnings():
+        if keep_jobs:
+            warnings.simplefilter("error", InertSettingWarning)
+        fastsim.sweep(str(p), tmp_path / "o", keep_jobs=keep_jobs)

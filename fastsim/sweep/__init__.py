@@ -67,7 +67,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     check_flags(progress=progress)
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
-    for line in grid.inert_notes():
+    for line in grid.inert_notes(keep_jobs):
         warnings.warn(line, InertSettingWarning, stacklevel=3)
     if backend == "local":  # a Dask worker compiles in its own process
         from fastsim.compile_notice import api_sweep_notice

@@ -151,7 +151,7 @@ def cmd_sweep(args) -> int:
                       seed=args.seed)
     check_sweep_memory(grid, args.keep_jobs,
                        local_workers(args.backend, args.address, args.workers))
-    for line in grid.inert_notes():
+    for line in grid.inert_notes(args.keep_jobs):
         print(f"note: {line}", file=sys.stderr)
     with held_run(grid, args.out, backend=args.backend, address=args.address,
                   workers=args.workers, timeout=args.dask_timeout, keep_jobs=args.keep_jobs,

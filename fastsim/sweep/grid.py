@@ -104,11 +104,14 @@ class Grid:
     # workload fields the file sets that no cell's result depends on, each with why
     inert: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def inert_notes(self) -> list[str]:
+    def inert_notes(self, keep_jobs: bool = False) -> list[str]:
         """One line per workload field the file sets that changes no result of any cell
-        (``fastsim.config.inert_settings`` of every cell): said once per sweep."""
+        (``fastsim.config.inert_settings`` of every cell): said once per sweep.  With
+        ``keep_jobs`` the per-job records are results too (they carry ``t_est_h``)."""
+        inert = (_inert_in_every_cell(self.cells, self.baseline, list(self.inert), jobs=True)
+                 if keep_jobs else self.inert)
         return [one_line(f"{self.source}: {name} has no effect in any cell: {why}")
-                for name, why in self.inert.items()]
+                for name, why in inert.items()]
 
     @property
     def n_chunks(self) -> int:
@@ -468,12 +471,12 @@ def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> N
 
 
 def _inert_in_every_cell(cells: Iterable[Cell], baseline: PolicyConfig | None,
-                         given: list[str]) -> dict[str, str]:
+                         given: list[str], jobs: bool = False) -> dict[str, str]:
     """The workload fields of ``given`` inert in every cell, each with the distinct reasons
     (a field inert under one scheduler of an axis but read under another is no news)."""
     why: dict[str, dict[str, None]] = {f: {} for f in given if f in WORKLOAD_FIELDS}
     for cell in cells:  # a baseline cell's readers are a subset of its paired cells'
-        said = inert_settings(cell.config, baseline, list(why))
+        said = inert_settings(cell.config, baseline, list(why), jobs=jobs)
         why = {f: {**reasons, said[f]: None} for f, reasons in why.items() if f in said}
     return {f: "; ".join(list(reasons)[:3]) + ("; ..." if len(reasons) > 3 else "")
             for f, reasons in why.items()}
