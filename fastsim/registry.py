@@ -236,7 +236,7 @@ def _fmt(x: float) -> str:
 
 # --------------------------------------------------------------------------- the grammar
 
-_SPEC_FORM = "NAME or NAME:key=value,... with no spaces"
+_SPEC_FORM = "NAME or NAME:key=value,... with no white space"
 _BLANK_NAMES = {" ": "a space", "\t": "a tab", "\n": "a line break", "\r": "a carriage return"}
 
 
@@ -252,10 +252,10 @@ def _blank_name(c: str) -> str:
 def parse_spec(spec: Any, what: str) -> tuple[str, dict[str, str]]:
     """``(name, {key: text})`` of a spec; ``name`` is a registered name or ``MODULE:ATTR``.
 
-    Refuses an empty spec, a space, an empty part (``evalstop:``, ``k=2,``, ``=2``) and a
-    key given twice; which keys are allowed is the declaration's business
-    (``Declaration.values``).  One spelling per spec: a sweep cell's canonical form, the
-    CLI, TOML and the API then agree on what was asked for.
+    Refuses an empty spec, white space (a space, a tab, a line break, ...), an empty part
+    (``evalstop:``, ``k=2,``, ``=2``) and a key given twice; which keys are allowed is the
+    declaration's business (``Declaration.values``).  One spelling per spec: a sweep cell's
+    canonical form, the CLI, TOML and the API then agree on what was asked for.
     """
     if not isinstance(spec, str):
         raise ConfigError(f"{what}={spec!r} is invalid; allowed: a string, {_SPEC_FORM}")

@@ -2,6 +2,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 from fastsim import registry as R
 from fastsim.kernels import codes as K
 from fastsim.kernels.schedulers import is_preemptive_nb
@@ -50,8 +52,20 @@ def test_spec_grammar_one_parser():
     from fastsim.errors import ConfigError
 
     # spaces were stripped: one spec had many spellings, none of them the canonical one
-    with pytest.raises(ConfigError, match=r"has a space; allowed: .* with no spaces$"):
+    with pytest.raises(ConfigError, match=r"has a space; allowed: .* with no white space$"):
         R.parse_spec(" evalstop : k=2 , scope=all ", "policy")
+
+
+@pytest.mark.parametrize("blank,said", [("\t", "a tab"), ("\n", "a line break"),
+                                        ("\u00a0", "a no-break space (U+00A0)")])
+def test_white_space_in_a_spec_is_named_and_refused_as_white_space(blank, said, capsys):
+    """A tab was 'a tab; allowed: ... with no spaces': the rule named the wrong character."""
+    from fastsim.cli import main
+
+    assert main(["run", "--policy", f"evalstop:k=2{blank}", "--clusters", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith(
+        f"has {said}; allowed: NAME or NAME:key=value,... with no white space\n"), err
 
 
 def test_a_spec_that_is_not_a_string_is_not_called_empty():
