@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only
@@ -49,19 +50,23 @@ def _cut(text: str, limit: int) -> str:
     return f"{text[:keep * 2 // 3]}...({len(text)} characters)...{text[-(keep // 3):]}"
 
 
-# The API's own names of the command-line options whose checks it shares, inside
-# ``api_words`` (None: the command line's words, the options as typed)
-_API_WORDS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
-    "api_words", default=None)
+# The API's own names of the command-line options whose checks it shares, and the texts
+# its caller gave, inside ``api_words`` (None: the command line's words, the options as typed)
+_API_WORDS: contextvars.ContextVar[tuple[dict[str, str], tuple[str, ...]] | None] = \
+    contextvars.ContextVar("api_words", default=None)
 
 
 @contextlib.contextmanager
-def api_words(names: dict[str, str]):
+def api_words(names: dict[str, str], values: Any = ()):
     """Inside the block, an error names each option of ``names`` as the API's argument it
     is (``{"--out": "out"}``: ``--out DIR: exists...`` -> ``out=DIR: exists...``, ``a new
     --out directory`` -> ``a new out directory``): ``fastsim.sweep(out=...)`` shares the
-    checks of ``fastsim sweep --out``, whose messages name the option."""
-    token = _API_WORDS.set({**(_API_WORDS.get() or {}), **names})
+    checks of ``fastsim sweep --out``, whose messages name the option.  ``values``: the
+    paths the caller gave, echoed as given: an option's name inside one of them, or inside
+    any path (``x/--out/y``), is the user's text and stays as it is."""
+    words, kept = _API_WORDS.get() or ({}, ())
+    texts = {t for v in values for t in (os.fspath(v), str(Path(v))) if t}
+    token = _API_WORDS.set(({**words, **names}, (*kept, *texts)))
     try:
         yield
     finally:
@@ -69,9 +74,23 @@ def api_words(names: dict[str, str]):
 
 
 def _in_api_words(message: str) -> str:
-    for option, name in (_API_WORDS.get() or {}).items():
-        message = re.sub(rf"(?<![\w-]){re.escape(option)}(?![\w-])(=| (?!directory\b))?",
-                         lambda m: name + ("=" if m.group(1) else ""), message)
+    words, kept = _API_WORDS.get() or ({}, ())
+
+    def one_of(texts) -> str:  # longest first
+        return "|".join(re.escape(t) for t in sorted(set(texts), key=len, reverse=True))
+    for option, name in words.items():
+        opt = rf"(?<![\w/\\.-]){re.escape(option)}"  # not inside a word or a path
+        pattern = rf"(?P<word>{opt}(?![\w/\\-]|\.\w)(?P<eq>=| (?!directory\b))?)"
+        if kept:  # the head "--out VALUE", then the caller's texts elsewhere, kept as given
+            others = one_of(t for t in kept if t not in words)  # "--out" alone: the head's
+            pattern = (rf"(?P<head>{opt}[= ])(?P<value>{one_of(kept)})(?![\w-])|"
+                       + (rf"(?P<given>{others})|" if others else "") + pattern)
+
+        def say(m: re.Match, name: str = name) -> str:
+            if m.group("word") is not None:
+                return name + ("=" if m.group("eq") else "")
+            return name + "=" + m.group("value") if m.group("head") else m.group()
+        message = re.sub(pattern, say, message)
     return message
 
 

@@ -223,7 +223,7 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     _check_path("out_dir", out_dir)  # '' is Path('.'): the tables went into the current directory
     check_flags(progress=progress)
     spec = load_costaware_sweep(path)
-    with api_words({"--out": "out_dir"}):
+    with api_words({"--out": "out_dir"}, (path, out_dir)):
         return write_costaware_sweep(spec, path, Path(out_dir), progress)
 
 

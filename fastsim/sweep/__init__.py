@@ -73,7 +73,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
         from fastsim.compile_notice import api_sweep_notice
 
         api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
-    with api_words({"--out": "out"}), held_run(
+    with api_words({"--out": "out"}, (file, out)), held_run(
             grid, Path(out), backend=backend, address=address, workers=workers,
             keep_jobs=keep_jobs, progress=progress) as (store, _):
         aggregate(store, progress=progress)
