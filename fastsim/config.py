@@ -19,10 +19,10 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
-from fastsim.values import (FLOAT32_EPS, as_float, check_flags,  # noqa: F401
-                            check_path_text, float32_exact, float_or_nan, is_integer,
-                            is_number, is_path, is_real, plain, plain_fields, plain_scalar,
-                            store_floats)
+from fastsim.values import (SUMS_TO_ONE, as_float, check_flags,  # noqa: F401
+                            check_path_text, float_or_nan, is_integer, is_number, is_path,
+                            is_real, plain, plain_fields, plain_scalar, store_floats,
+                            sums_to_one)
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
 MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a single job's
@@ -91,22 +91,15 @@ FIELD_HELP = {
 }
 
 
-def _mix_tolerance(fractions: Any) -> float:
-    """How far from 1 the sum of the mix's ``fractions`` may be: 1e-9, or four float32
-    epsilons (4.8e-7) for fractions that are float32 values (``np.float32([.2, .3, .5])``
-    widens to a sum of 1 + 1.5e-8, and fractions normalised in float32 miss 1 by up to
-    1.2 epsilons)."""
-    return 4 * FLOAT32_EPS if float32_exact(fractions) else 1e-9
-
-
 @dataclass(frozen=True)
 class WorkloadConfig:
     """One cluster's workload (MODEL.md section 3); times in hours.
 
     ``mix`` is a named mix (``rlhf_heavy``, ``mixed``) or fractions of (LoRA, DPO, RLHF)
-    summing to 1 within 1e-9, or within float32's precision when they are float32 values
-    (``np.float32([.2, .3, .5])``, taken as the float64 values it widens to, as a numpy
-    float32 is in every other field).
+    summing to 1 within 1e-9, or within four float32 epsilons (4.8e-7) when they are float32
+    values (``np.float32([.2, .3, .5])``, taken as the float64 values it widens to, as a
+    numpy float32 is in every other field): ``fastsim.values.sums_to_one``, the rule
+    sampling probabilities follow too.
     """
 
     gpus: int = D.GPUS
@@ -181,8 +174,8 @@ class WorkloadConfig:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3
                   and all(is_number(x) and x >= 0 for x in m)
-                  and abs(sum(m) - 1.0) < _mix_tolerance(m))
-            _check(ok, "mix", m, "three non-negative fractions (lora, dpo, rlhf) summing to 1")
+                  and sums_to_one(m))
+            _check(ok, "mix", m, f"three non-negative fractions (lora, dpo, rlhf) {SUMS_TO_ONE}")
         for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
             v = getattr(self, name)
             ok = (isinstance(v, tuple) and len(v) >= 1

@@ -180,3 +180,24 @@ def test_every_cost_aware_name_refuses_a_misspelt_keyword_in_one_line():
     with pytest.raises(ConfigError, match=r"^GRPOConfig\(\) keyword 'steps' is unknown "
                                           r"\(did you mean n_steps\?\); allowed: seeds, seed, "):
         ca.GRPOConfig(steps=20)
+
+
+def test_probabilities_sum_to_one_as_a_workload_mix_does():
+    """p summing to 1 - 5e-6 was taken (numpy's isclose adds a relative 1e-5 to its atol),
+    a mix 1e-9 off refused: one rule now, fastsim.values.sums_to_one."""
+    from fastsim.config import WorkloadConfig
+
+    off = [0.5, 0.5 - 5e-6]
+    with pytest.raises(ConfigError, match=r"^p must be finite and >= 0, summing to 1 within "
+                                          r"1e-09 \(4\.8e-07 for float32 values\); its sum is"):
+        second_moment([1.0, 1.0], off)
+    with pytest.raises(ConfigError, match=r"^mix=.* summing to 1 within 1e-09"):
+        WorkloadConfig(mix=(0.5, 0.0, 0.5 - 5e-6))
+    # probabilities normalised in float32, and float64 ones cast to float32, are taken,
+    # as float32 fractions of a mix are
+    w = np.random.default_rng(1).random(1000).astype(np.float32) ** 3
+    for p in (w / w.sum(), (w.astype(np.float64) / w.sum(dtype=np.float64)).astype(np.float32)):
+        assert abs(float(p.sum(dtype=np.float64)) - 1) > 1e-9
+        assert second_moment(np.ones(1000), p) > 0
+    mix = WorkloadConfig(mix=tuple(np.float32([0.2, 0.3, 0.5]))).mix_fractions
+    assert mix[0] == np.float32(0.2)

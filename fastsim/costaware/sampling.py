@@ -12,6 +12,7 @@ Inputs are validated here; the kernels in ``fastsim.kernels.costaware`` trust th
 """
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 
 import numpy as np
@@ -20,6 +21,7 @@ import polars as pl
 from fastsim.config import is_real
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nb
+from fastsim.values import SUMS_TO_ONE, sums_to_one
 
 
 class Strategy(IntEnum):
@@ -170,8 +172,9 @@ def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
     x = real_array(p, field)
     if x.shape != (n,):
         raise ConfigError(f"{field} has shape {x.shape}; expected ({n},)")
-    if not np.isfinite(x).all() or (x < 0).any() or not np.isclose(x.sum(), 1.0, atol=1e-9):
-        raise ConfigError(f"{field} must be finite, >= 0 and sum to 1 (sum={x.sum()!r})")
+    if not np.isfinite(x).all() or (x < 0).any() or not sums_to_one(x):
+        raise ConfigError(f"{field} must be finite and >= 0, {SUMS_TO_ONE}; its sum is "
+                          f"{math.fsum(x)!r}")
     return x
 
 
