@@ -503,8 +503,9 @@ def test_a_long_free_text_is_refused_before_it_reaches_the_manifest(tmp_path, ca
 
 
 @pytest.mark.parametrize("text, said", [
-    ("title = true", "title=true is invalid; allowed: a string of at most 10000"),
-    ("description = [1]", "description=[1] is invalid; allowed: a string of at most 10000"),
+    ("title = true", "title=true is invalid; allowed: a string of at most 10000 printable"),
+    ("description = [1]", "description=[1] is invalid; allowed: a string of at most 10000 "
+     "printable"),
     # one field under two names: the description was dropped without a word
     ('title = "A"\ndescription = "B"', "has both title and description, which are one "
      "field (the tables' heading); allowed: one of them")])
@@ -512,6 +513,21 @@ def test_a_title_is_a_string(tmp_path, text, said):
     """A title of another type was stored as Python's str() of it ('True')."""
     with pytest.raises(ConfigError, match=re.escape(said)):
         load_sweep(write(tmp_path, f"clusters = 4\n{text}\n"))
+
+
+@pytest.mark.parametrize("text", ['title = "Noise\\nsweep"', 'description = "a\\u0000b"',
+                                  "title = \"\"\"Noise\nsweep\"\"\""])
+def test_a_title_with_a_control_character_is_refused(tmp_path, capsys, text):
+    """The title heads summary.txt: a line break split its first line in two, a NUL was
+    written into it as it was; the name was held to printable characters, not the title."""
+    p = write(tmp_path, f"clusters = 2\n{text}\n[base]\nn_jobs = 8\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    key = text.split(" ")[0]
+    assert err.count("\n") == 1 and not out.exists(), err
+    assert f"{p}: {key}=" in err and err.endswith(
+        f"is invalid; allowed: a string of at most 10000 printable characters\n"), err
 
 
 @pytest.mark.parametrize("argv", [["sweep", "{toml}", "--out", "{out}"],

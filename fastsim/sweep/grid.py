@@ -365,9 +365,11 @@ def _check_top_level(doc: dict[str, Any], source: str) -> str:
                         f"{', '.join(TOP_KEYS)}")
     for key in ("name", "title", "description"):
         text = doc.get(key, "")
-        if key != "name" and not isinstance(text, str):  # a name's own check follows
+        # a name's own check follows; the title heads summary.txt, where a line break split
+        # its first line in two and a NUL was written as it was
+        if key != "name" and not (isinstance(text, str) and text.isprintable()):
             raise _fail(source, f"{key}={toml_text(text)} is invalid; allowed: a string of at "
-                        f"most {MAX_TEXT} characters")
+                        f"most {MAX_TEXT} printable characters")
         if isinstance(text, str) and len(text) > MAX_TEXT:
             raise _fail(source, f"{key} is {len(text)} characters long; allowed: at most "
                         f"{MAX_TEXT} (it is stored in the sweep's sweep.json)")
