@@ -562,6 +562,26 @@ def test_a_policy_field_that_applies_to_no_cell_is_refused(tmp_path):
     assert len(load_sweep(p).cells) == 4  # evalstop k=1, k=2, stop_at, none
 
 
+def test_a_scheduler_field_that_applies_to_no_cell_is_refused(tmp_path, capsys):
+    """thresholds_gpu_h beside no tiresias cell was reset in every cell without a word (a
+    policy field was refused so): the sweep ran srtf_est as if it had not been given."""
+    p = write(tmp_path, "clusters = 2\n[base]\nn_jobs = 8\n[axes]\nthresholds_gpu_h = [[1, 2]]\n"
+                        'scheduler = ["srtf_est", "fifo"]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"{p}: axis 'thresholds_gpu_h' applies to no cell: no scheduler of the "
+                        "grid has the field 'thresholds_gpu_h' (fifo, srtf_est)\n"), err
+    assert err.count("\n") == 1 and not out.exists()
+    p = write(tmp_path, '[base]\nbackfill = false\nscheduler = "sjf_est"\n', "b.toml")
+    with pytest.raises(ConfigError, match=r"\[base\] field 'backfill' applies to no cell"):
+        load_sweep(p)
+    # where it applies to some cells it is reset in the others, as before
+    p = write(tmp_path, '[axes]\nthresholds_gpu_h = [[1, 2], [4]]\n'
+                        'scheduler = ["tiresias", "fifo"]\n', "c.toml")
+    assert len(load_sweep(p).cells) == 6  # tiresias under each, fifo once; with baselines
+
+
 def test_a_spec_parameter_given_as_a_field_says_where_it_goes(tmp_path):
     """`sigma0 = [0.01, 0.05]` beside `peak`: "field 'sigma0' is unknown" and 39 fields,
     none of them it; the parameter goes in the spec."""

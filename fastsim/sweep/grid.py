@@ -188,9 +188,8 @@ def canonicalize(cfg: SimConfig) -> SimConfig:
     p, s = cfg.policy, cfg.scheduler
     pol = PolicyConfig(name=p.name, params=p.params,
                        **{k: getattr(p, k) for k in _policy_fields(p)})
-    keep = {q.target for q in s.decl.params if s.decl.user is None}
     sch = SchedulerConfig(name=s.name, params=s.params,
-                          **{k: getattr(s, k) for k in SCHEDULER_FIELDS if k in keep})
+                          **{k: getattr(s, k) for k in _scheduler_fields(s)})
     return SimConfig(cfg.workload, sch, pol, cfg.metrics)
 
 
@@ -199,6 +198,12 @@ def _policy_fields(p: PolicyConfig) -> tuple[str, ...]:
     d = p.decl
     names = () if d.stores_params else tuple(q.name for q in d.params)
     return tuple(n for n in names + ("scope",) if n != "scope" or d.scoped)
+
+
+def _scheduler_fields(s: SchedulerConfig) -> tuple[str, ...]:
+    """The config fields that matter for scheduler ``s`` (``thresholds_gpu_h`` for
+    ``tiresias``; a user's scheduler keeps its parameters in ``params``)."""
+    return () if s.decl.user is not None else tuple(q.target for q in s.decl.params)
 
 
 def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> SimConfig:
@@ -427,8 +432,9 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
     combos = list(itertools.product(*axes.values()))
     _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}
-    # policy fields given (k, f, w, tol, scope) -> the policies of the cells they apply to
-    unused = {f: set() for f in POLICY_FIELDS if f in axes or f in base}
+    # policy and scheduler fields given (k, f, w, tol, scope, backfill, thresholds_gpu_h)
+    # -> the policies or schedulers of the cells, while they apply to none
+    unused = {f: set() for f in POLICY_FIELDS + SCHEDULER_FIELDS if f in axes or f in base}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
         where = ", ".join(f"{a}={toml_text(v)}" for a, v in zip(axis_names, combo)) or "base"
@@ -437,8 +443,9 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
         except ConfigError as exc:
             raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}") from None
         for f in list(unused):
-            if axis_value(cfg, f) is None:
-                unused[f].add(cfg.policy.name)
+            part = cfg.policy if f in POLICY_FIELDS else cfg.scheduler
+            if f not in (_policy_fields if f in POLICY_FIELDS else _scheduler_fields)(part):
+                unused[f].add(part.name)
             else:
                 del unused[f]  # it applies to a cell
         cid = config_id(cfg)
@@ -461,14 +468,16 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
 
 
 def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> None:
-    """A policy field given that no cell's policy has (``k`` beside only ``stop_at``) was
-    dropped from every cell without a word."""
+    """A policy or scheduler field given that no cell's policy or scheduler has (``k``
+    beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``) was dropped
+    from every cell without a word."""
     for f, names in unused.items():
         where = "axis" if f in axes else "[base] field"
+        kind = "policy" if f in POLICY_FIELDS else "scheduler"
         user = sorted(n for n in names if ":" in n)
-        hint = (f"; a user's policy takes its parameters in its spec, as "
-                f"policy = [\"{user[0]}:{f}=...\"]" if user else "")
-        raise _fail(source, f"{where} {f!r} applies to no cell: no policy of the grid has the "
+        hint = (f"; a user's {kind} takes its parameters in its spec, as "
+                f"{kind} = [\"{user[0]}:{f}=...\"]" if user else "")
+        raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
 
 
