@@ -29,8 +29,7 @@ from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.compile_notice import first_run, is_quiet
 from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
-                            check_flags, inert_settings, is_integer, parse_baseline,
-                            reads_losses)
+                            check_flags, inert_settings, is_integer, parse_baseline, reads)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
@@ -489,7 +488,7 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
     # no result column holds a score or a loss: only the decisions read them
-    draw_score, draw_loss = "scores" in p.decl.reads, reads_losses(s, p)
+    draw_score, draw_loss = reads("scores", s, p), reads("losses", s, p)
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
     run_pipeline(s.code, C, generate, False, draw_score, draw_loss, kernel_params(wc),

@@ -643,14 +643,9 @@ _TYPE_NAMES = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
 
 def reads(series: str, scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
     """Whether a run reads the observed ``series`` (``fastsim.registry.SERIES``), as the
-    scheduler's and the policy's declarations say (``reads``)."""
+    scheduler's and the policy's declarations say (``reads``): ``simulate`` draws the scores
+    and the loss readings only then."""
     return series in scheduler.decl.reads or series in policy.decl.reads
-
-
-def reads_losses(scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
-    """Whether a run reads training losses (the engine draws them only then): the
-    loss-aware scheduler orders by them, a policy declaring ``reads`` losses stops on them."""
-    return reads("losses", scheduler, policy)
 
 
 def _readers(series: str) -> str:
@@ -674,7 +669,7 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     why: dict[str, str] = {}
     if not s.decl.preemptive:
         why["preempt_overhead_h"] = f"{s.label} never preempts a job, so none resumes"
-    if not any(reads_losses(s, p) for p in policies):
+    if not any(reads("losses", s, p) for p in policies):
         why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
                                  f"{labels}; {_readers('losses')} do)"))
     if not any("scores" in p.decl.reads for p in policies):
