@@ -672,7 +672,7 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     if not any(reads("losses", s, p) for p in policies):
         why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
                                  f"{labels}; {_readers('losses')} do)"))
-    if not any("scores" in p.decl.reads for p in policies):
+    if not any(reads("scores", s, p) for p in policies):
         why.update(dict.fromkeys(SCORE_FIELDS, f"no stop policy here reads evaluation scores "
                                  f"({labels})"))
     elif w.sigma == 0:
