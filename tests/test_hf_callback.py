@@ -362,3 +362,36 @@ def test_a_run_that_never_saw_its_metric_replaces_an_earlier_runs_record(tmp_pat
     got = json.loads(record.read_text())
     assert got["stopped"] is False and got["keep_step"] is None and got["global_step"] == 10
     assert "no evaluation reported eval_accuracy" in got["reason"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    # TrainingArguments keeps text it is given (parse_dict, a YAML/JSON config, a field set
+    # after construction): "False" was read as True, and the callback stopped on the wrong
+    # direction of eval_accuracy
+    ("greater_is_better", "False", "greater_is_better = 'False' (str); allowed: True, False or None"),
+    ("greater_is_better", 0, "greater_is_better = 0 (int); allowed: True, False or None"),
+    ("load_best_model_at_end", "no", "load_best_model_at_end = 'no' (str); allowed: True or False"),
+    ("metric_for_best_model", 5, "metric_for_best_model = 5 (int); allowed: a metric name"),
+    ("save_total_limit", "2", "save_total_limit = '2' (str); allowed: None or an integer"),
+])
+def test_trainer_settings_the_callback_would_misread_are_refused_in_one_line(tmp_path, field,
+                                                                             value, message):
+    from fastsim.errors import ConfigError
+    from fastsim.replay.hf import StopPolicyCallback
+
+    args = _args(tmp_path, metric_for_best_model="accuracy", greater_is_better=False)
+    setattr(args, field, value)
+    cb = StopPolicyCallback("evalstop:k=2")
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cb.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
+    assert cb.monitor is None
+
+
+def test_trainer_settings_as_numpy_scalars_are_read_as_the_values_they_are(tmp_path):
+    from fastsim.replay.hf import StopPolicyCallback
+
+    args = _args(tmp_path, metric_for_best_model="accuracy")
+    args.greater_is_better, args.save_total_limit = np.bool_(False), np.int64(5)
+    cb = StopPolicyCallback("evalstop:k=2")
+    cb.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
+    assert cb.metric == "eval_accuracy" and cb.monitor.higher_is_better is False

@@ -152,11 +152,11 @@ class StopPolicyCallback(_TrainerCallback):
         self._observed_step: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        best = getattr(args, "metric_for_best_model", None)
+        best, args_sense = _trainer_settings(args, type(self).__name__)
         self.metric = _eval_name(self._metric_arg or best or "eval_loss")
         hib = self._sense_arg
         if hib is None and best and _eval_name(best) == self.metric:
-            hib = getattr(args, "greater_is_better", None)
+            hib = args_sense
         if hib is None:
             hib = default_higher_is_better(self.metric)
         planned = _planned_steps(args, state)
@@ -201,9 +201,9 @@ class StopPolicyCallback(_TrainerCallback):
             _warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
                           f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
                           "the checkpoint to keep may not exist", stacklevel=2)
-        self._warn_rotation(args, best)
+        self._warn_rotation(args, best, args_sense)
 
-    def _warn_rotation(self, args, best: str | None) -> None:
+    def _warn_rotation(self, args, best: str | None, args_sense: bool | None) -> None:
         """Warn when checkpoint rotation (``save_total_limit``) can delete the checkpoint
         the policy keeps.  Rotation spares the newest checkpoint and
         ``state.best_model_checkpoint``; when the Trainer tracks a best of its own
@@ -211,7 +211,7 @@ class StopPolicyCallback(_TrainerCallback):
         mark to its own best at every save, so the callback's mark does not hold and the
         kept checkpoint must survive among the newest: the trigger's, the ``k`` before it
         and the Trainer's best take ``k + 2``."""
-        limit = getattr(args, "save_total_limit", None)
+        limit = plain_scalar(getattr(args, "save_total_limit", None))
         if limit is None or limit <= 0:
             return
         owned = bool(getattr(args, "load_best_model_at_end", False)) or best is not None
@@ -219,7 +219,7 @@ class StopPolicyCallback(_TrainerCallback):
         if self.policy.decl.keep == "best":
             # the Trainer's own best is this policy's only if it is the same metric and sense
             same = owned and best is not None and _eval_name(best) == self.metric and (
-                bool(getattr(args, "greater_is_better", None)) == self.monitor.higher_is_better)
+                bool(args_sense) == self.monitor.higher_is_better)
             if not (marked or same):
                 _warn(f"{type(self).__name__}: save_total_limit={limit} can delete the "
                               f"best-{self.metric} checkpoint the policy keeps (rotation spares the "
@@ -317,6 +317,35 @@ class StopPolicyCallback(_TrainerCallback):
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _trainer_settings(args, name: str) -> tuple[str | None, bool | None]:
+    """``args.metric_for_best_model`` and ``args.greater_is_better``, after refusing, in
+    one line, a value of the ``TrainingArguments`` fields the callback reads that it could
+    only misread.  TrainingArguments keeps what it is given (``parse_dict``, a YAML or JSON
+    config read as text, a field set after construction): ``greater_is_better="False"``
+    was read as True, here and by the Trainer's own best-model tracking and
+    ``EarlyStoppingCallback``, which take its truth value, so the callback stopped on the
+    wrong direction of the metric; only HfArgumentParser's command line turns text into a
+    bool.  A refusal, not a reading of the text, keeps the callback and the Trainer
+    agreeing.  A numpy bool or integer is the bool or int it is."""
+    def refuse(field: str, value, allowed: str) -> ConfigError:
+        return ConfigError(f"{name}: TrainingArguments {field} = {value!r} "
+                           f"({type(value).__name__}); allowed: {allowed}")
+
+    best = plain_scalar(getattr(args, "metric_for_best_model", None))
+    if best is not None and (not isinstance(best, str) or not best.strip()):
+        raise refuse("metric_for_best_model", best, "a metric name, or None")
+    for field, none_ok in (("greater_is_better", True), ("load_best_model_at_end", False)):
+        value = plain_scalar(getattr(args, field, None if none_ok else False))
+        if not (isinstance(value, bool) or (none_ok and value is None)):
+            raise refuse(field, value, ("True, False or None" if none_ok else "True or False")
+                         + (" (the Trainer takes any text as true, 'False' too)"
+                            if isinstance(value, str) else ""))
+    limit = plain_scalar(getattr(args, "save_total_limit", None))
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+        raise refuse("save_total_limit", limit, "None or an integer")
+    return best, plain_scalar(getattr(args, "greater_is_better", None))
 
 
 def _planned_steps(args, state) -> float | None:
