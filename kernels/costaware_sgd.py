@@ -100,6 +100,55 @@ def full_loss_nb(kind, A, b, reg, x):
     return s / n + 0.5 * reg * xx
 
 
+NEWTON_MAX_ITER = 100  # damped Newton steps of optimum_nb at most
+NEWTON_TOL = 1e-26  # squared gradient norm at which optimum_nb stops
+
+
+@entry
+def newton_step_nb(kind, A, b, reg, weight, wsum, x):
+    """One damped Newton step of ``optimum_nb`` from ``x`` (d,), ``wsum`` the summed
+    weights: ``(next x, squared gradient norm at x)``; ``x`` itself when that norm is below
+    ``NEWTON_TOL``.  Building the Hessian is O(n d^2) and solving it O(d^3)."""
+    n, d = A.shape
+    g = np.zeros(d)
+    H = np.zeros((d, d))
+    for i in range(n):
+        if weight[i] == 0.0:
+            continue
+        z = 0.0
+        for j in range(d):
+            z += A[i, j] * x[j]
+        s = margin_slope_nb(kind, z, b[i])
+        if kind == LEAST_SQUARES:
+            h = 1.0
+        else:
+            sg = 1.0 / (1.0 + math.exp(-z))
+            h = sg * (1.0 - sg)
+        for j in range(d):
+            g[j] += weight[i] * s * A[i, j] / n
+            for k in range(d):
+                H[j, k] += weight[i] * h * A[i, j] * A[i, k] / n
+    for j in range(d):
+        g[j] += reg * wsum / n * x[j]
+        H[j, j] += reg * wsum / n
+    gn = 0.0
+    for j in range(d):
+        gn += g[j] * g[j]
+    if gn < NEWTON_TOL:
+        return x, gn
+    step = np.linalg.solve(H, g)
+    # Newton on a convex smooth function: halve until the objective decreases.
+    f0 = weighted_loss_nb(kind, A, b, reg, weight, x)
+    t = 1.0
+    xn = x - step
+    for _ in range(50):
+        xn = x - t * step
+        if weighted_loss_nb(kind, A, b, reg, weight, xn) <= f0:
+            break
+        t *= 0.5
+    return xn, gn
+
+
 @entry
 def optimum_nb(kind, A, b, reg, weight):
     """Minimiser of ``(1/n) sum_i weight_i f_i(x)`` by damped Newton (exact for least squares).
@@ -111,45 +160,9 @@ def optimum_nb(kind, A, b, reg, weight):
     for i in range(n):
         wsum += weight[i]
     x = np.zeros(d)
-    for _ in range(100):
-        g = np.zeros(d)
-        H = np.zeros((d, d))
-        for i in range(n):
-            if weight[i] == 0.0:
-                continue
-            z = 0.0
-            for j in range(d):
-                z += A[i, j] * x[j]
-            s = margin_slope_nb(kind, z, b[i])
-            if kind == LEAST_SQUARES:
-                h = 1.0
-            else:
-                sg = 1.0 / (1.0 + math.exp(-z))
-                h = sg * (1.0 - sg)
-            for j in range(d):
-                g[j] += weight[i] * s * A[i, j] / n
-                for k in range(d):
-                    H[j, k] += weight[i] * h * A[i, j] * A[i, k] / n
-        for j in range(d):
-            g[j] += reg * wsum / n * x[j]
-            H[j, j] += reg * wsum / n
-        gn = 0.0
-        for j in range(d):
-            gn += g[j] * g[j]
-        if gn < 1e-26:
-            break
-        step = np.linalg.solve(H, g)
-        # Newton on a convex smooth function: halve until the objective decreases.
-        f0 = weighted_loss_nb(kind, A, b, reg, weight, x)
-        t = 1.0
-        xn = x - step
-        for _ in range(50):
-            xn = x - t * step
-            if weighted_loss_nb(kind, A, b, reg, weight, xn) <= f0:
-                break
-            t *= 0.5
-        x = xn
-        if kind == LEAST_SQUARES:
+    for _ in range(NEWTON_MAX_ITER):
+        x, gn = newton_step_nb(kind, A, b, reg, weight, wsum, x)
+        if gn < NEWTON_TOL or kind == LEAST_SQUARES:
             break
     return x
 

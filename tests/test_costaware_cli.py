@@ -564,3 +564,28 @@ def test_figures_of_a_nan_or_null_seed_count_is_one_line(tmp_path, capsys, n_see
     one_line(capsys, ["costaware", "figures", str(out)],
              f"{table}: column(s) n_seeds hold a NaN or null count")
     assert not (out / "figures").exists()
+
+
+def test_ratios_shows_the_newton_steps_of_a_large_instance(monkeypatch, capsys):
+    """`costaware ratios --d 10000` ran for minutes to hours in silence: each Newton step
+    of the instance's solve is O(n d^2 + d^3).  A large instance (here: any, by the
+    threshold) shows its steps on a bar, and --no-progress silences it; the optimum is
+    optimum_nb's to the last bit."""
+    import numpy as np
+
+    import fastsim.costaware.sgd as sgd
+    from fastsim.kernels import costaware_sgd as nbs
+
+    argv = ["costaware", "ratios", "--kind", "logistic", "--n", "16", "--d", "3"]
+    assert main(argv) == 0
+    assert "Newton" not in capsys.readouterr().err  # a small instance: no bar
+    monkeypatch.setattr(sgd, "BAR_FROM_WORK", 0)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "solving the instance (n=16, d=3): Newton steps, at most 100" in err, err
+    assert main([*argv, "--no-progress"]) == 0
+    assert "Newton" not in capsys.readouterr().err
+    for kind in ("least_squares", "logistic"):
+        pr = sgd.make_problem(sgd.ProblemConfig(kind=kind, n=40, d=6), progress=True)
+        exact = nbs.optimum_nb(pr.code, pr.A, pr.b, pr.config.reg, np.ones(40))
+        assert pr.x_star.tobytes() == exact.tobytes()

@@ -196,7 +196,7 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
                       progress: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Greedy subsets per bias budget: predicted saving, bias paid, and the simulated cost
     of SGD on the subset (``p ∝ G/sqrt(c)`` on it) against optimal SGD on all samples."""
-    problem = make_problem(problem_cfg)
+    problem = make_problem(problem_cfg, progress=progress)
     report = subset_report(problem, gamma_fracs)
     dists = {}
     for frac in gamma_fracs:
