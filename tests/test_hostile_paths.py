@@ -560,6 +560,10 @@ def test_stop_monitor_arguments():
     # 1e308 * mean(G) overflowed to an infinite budget after the check line was printed
     (["subset", "--gammas", "0.1,1e308"], "--gammas=1e+308 must be a fraction of mean(G) "
                                            "from 0 to below 1 (1 allows dropping every"),
+    # below 1, yet within the budget's 1e-12 slack of it: it dropped every sample too, and
+    # was refused after the check line, as "keep must be a bool mask", naming no option
+    (["subset", "--gammas", "0.999999999999"], "--gammas=0.999999999999 must be a fraction "
+                                               "of mean(G) from 0 to below 1"),
 ])
 def test_costaware_numbers_are_checked_before_work(capsys, argv, needle):
     assert one_line(capsys, ["costaware", *argv], needle) == ""  # nothing printed before

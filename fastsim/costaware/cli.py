@@ -437,8 +437,8 @@ def register(subparsers):
     p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--gammas", default="0.01,0.02,0.05,0.1", metavar="G,G,...",
-                   help="bias budgets as fractions of mean(G), each from 0 to below 1, "
-                   "comma-separated (default: 0.01,0.02,0.05,0.1)")
+                   help="bias budgets as fractions of mean(G), each from 0 to below 1 (at most "
+                   "0.999999999), comma-separated (default: 0.01,0.02,0.05,0.1)")
     p.add_argument("--check-instances", type=int, default=200, metavar="INT",
                    help="random instances of the greedy-vs-exact check, 1 to 100,000, and "
                    "at most 2^32 / 2^check-n: 1,024 at n=22 (default: 200)")

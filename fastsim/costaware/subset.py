@@ -60,13 +60,23 @@ def check_gamma(gamma, field: str = "gamma") -> float:
     return check_nonnegative(gamma, field, "a finite bias budget >= 0")
 
 
+#: the largest bias budget a fraction of ``mean(G)`` may be.  Below 1 by more than the
+#: budget's slack (``kernels.costaware.BUDGET_RTOL``, 1e-12) and the rounding of
+#: ``mean(G) * n`` against the greedy's running sum of ``G`` (at most n ulps, 1e-10 at a
+#: million samples): 0.999999999999 dropped every sample as 1 does.
+MAX_GAMMA_FRAC = 1.0 - 1e-9
+
+
 def check_gamma_frac(frac, field: str = "gamma_frac") -> float:
     """A bias budget as a fraction of ``mean(G)``: below 1, which allows dropping every
-    sample and leaves none to run SGD on (a larger one overflowed to an infinite budget)."""
+    sample and leaves none to run SGD on (a larger one overflowed to an infinite budget),
+    and at most ``MAX_GAMMA_FRAC``."""
     x = check_nonnegative(frac, field, "a fraction of mean(G) from 0 to below 1")
-    if x >= 1.0:
+    if x > MAX_GAMMA_FRAC:
         raise ConfigError(f"{field}={frac!r} must be a fraction of mean(G) from 0 to below 1 "
-                          "(1 allows dropping every sample, leaving none to run SGD on)")
+                          f"(1 allows dropping every sample, leaving none to run SGD on, and "
+                          f"so does one within 1e-9 of 1, by the budget's slack): at most "
+                          f"{MAX_GAMMA_FRAC!r}")
     return x
 
 
