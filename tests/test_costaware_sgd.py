@@ -328,3 +328,28 @@ def test_a_first_run_sgd_announces_its_compile_in_one_line(capsys, monkeypatch):
     monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)  # another process
     run_sgd(pr, SGDConfig(replications=2, eps=0.2), progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_an_integer_beyond_a_floats_range_is_refused_by_name(tmp_path):
+    """ProblemConfig(reg=10**400), SGDConfig(lam=10**400), select_subset(gamma=10**400) and a
+    sweep file's `reg = 1000...0` raised OverflowError from float() inside the checks."""
+    import fastsim.costaware as ca
+    from fastsim.cli import main
+    from fastsim.errors import ConfigError
+
+    huge = 10**400
+    for make, field in [(lambda: ca.ProblemConfig(reg=huge), "reg"),
+                        (lambda: ca.ProblemConfig(cost_corr=-huge), "cost_corr"),
+                        (lambda: ca.SGDConfig(lam=huge), "lam"),
+                        (lambda: ca.SGDConfig(eps=huge), "eps"),
+                        (lambda: ca.GRPOConfig(lr=huge), "lr"),
+                        (lambda: ca.select_subset([1.0], [1.0], huge), "gamma"),
+                        (lambda: ca.cost_aware_probs([1.0, -1.0], [1.0, 1.0], floor=huge),
+                         "floor"),
+                        (lambda: ca.sampling_distribution([1.0], [1.0], "optimal", huge), "lam")]:
+        with pytest.raises(ConfigError, match=f"^{field}=-?1000"):
+            make()
+    sweep = tmp_path / "big.toml"
+    sweep.write_text(f'experiment = "subset"\ngamma_fracs = [{huge}]\n')
+    assert main(["costaware", "sweep", str(sweep), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()

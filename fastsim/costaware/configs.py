@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fastsim.values import is_integer, is_real, plain_fields, store_floats
+from fastsim.values import float_or_nan, is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError, known_keywords
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
@@ -38,7 +38,7 @@ def _positive_int(name, value, lo=1, hi=2**63 - 1):
 def _real(name, value, lo=None, hi=None, lo_open=False):
     if not is_real(value):
         raise ConfigError(f"{name}={value!r} must be a number")
-    x = float(value)
+    x = float_or_nan(value)  # 10**400: NaN, refused below (float() raised OverflowError)
     if not math.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo))) or (
             hi is not None and x > hi):
         lo_s = "-inf" if lo is None else lo

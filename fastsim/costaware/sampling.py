@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import is_real
+from fastsim.values import float_or_nan
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nb
 from fastsim.values import SUMS_TO_ONE, sums_to_one
@@ -56,7 +57,7 @@ def check_lam(lam, field: str = "lam") -> float:
     """``lam`` as float in [0, 1], else ``ConfigError``."""
     if not is_real(lam):  # true and "0.1" are no weights (float() read them as 1, 0.1)
         raise ConfigError(f"{field}={lam!r} must be a number in [0, 1]")
-    x = float(lam)
+    x = float_or_nan(lam)  # 10**400: NaN, refused below (float() raised OverflowError)
     if not 0.0 <= x <= 1.0:
         raise ConfigError(f"{field}={lam!r} is outside [0, 1] (0 = pure strategy, "
                           "1 = uniform)")
@@ -68,7 +69,7 @@ def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -
     {requirement}``."""
     if not is_real(value):  # a bool or text is no number (float() read them)
         raise ConfigError(f"{field}={value!r} must be a number >= 0")
-    x = float(value)
+    x = float_or_nan(value)  # 10**400: NaN, refused below (float() raised OverflowError)
     if not np.isfinite(x) or x < 0.0:
         raise ConfigError(f"{field}={value!r} must be {requirement}")
     return x
