@@ -201,3 +201,20 @@ def test_probabilities_sum_to_one_as_a_workload_mix_does():
         assert second_moment(np.ones(1000), p) > 0
     mix = WorkloadConfig(mix=tuple(np.float32([0.2, 0.3, 0.5]))).mix_fractions
     assert mix[0] == np.float32(0.2)
+
+
+def test_ratio_table_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
+    """ratio_table(lams=[0.0, -0.0]) gave every strategy twice, once headed lam -0.0, and
+    strategies=["optimal", "optimal"] two identical rows; `costaware ratios --lams` refuses
+    a value given twice (each is a row of the table), and SGDConfig a strategy named twice."""
+    from fastsim.costaware.sampling import ratio_table
+    from fastsim.errors import ConfigError
+
+    G, c = [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]
+    with pytest.raises(ConfigError, match=r"^lams=\[0.0, -0.0\] gives 0.0 twice; allowed: "):
+        ratio_table(G, c, lams=[0.0, -0.0])
+    with pytest.raises(ConfigError, match=r"^strategies=\['optimal', 'optimal'\] names optimal "
+                       "twice; allowed: "):
+        ratio_table(G, c, strategies=["optimal", "optimal"])
+    lams = ratio_table(G, c, strategies=["optimal"], lams=[-0.0, 0.5])["lam"].to_list()
+    assert lams == [0.0, 0.5] and str(lams[0]) == "0.0"

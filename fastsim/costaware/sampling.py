@@ -258,10 +258,22 @@ def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     G = check_gradient_bounds(G, c.size)
     strategies = check_choices(strategies, "strategies", ", ".join(STRATEGIES))
     lams = check_choices(lams, "lams", "uniform weights in [0, 1]")
+    # each (strategy, lam) is a row: one given twice was two identical rows, and -0.0 a
+    # second row of 0 headed "-0.0" (as --lams and SGDConfig refuse and read them)
+    labels = [parse_strategy(s, "strategies").label for s in strategies]
+    twice = next((s for i, s in enumerate(labels) if s in labels[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"strategies={list(strategies)!r} names {twice} twice; allowed: "
+                          "distinct strategies from " + ", ".join(STRATEGIES))
+    weights = [check_lam(lam, "lams") + 0.0 for lam in lams]
+    twice = next((w for i, w in enumerate(weights) if w in weights[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"lams={list(lams)!r} gives {twice!r} twice; allowed: distinct "
+                          "uniform weights in [0, 1]")
     j_opt = float(nb.optimal_j_nb(G, c))
     unit = None  # G, c and J(p*) scaled by their maxima, made when a ratio needs them
     rows = []
-    for lam in lams:
+    for lam in weights:
         for s in strategies:
             p = sampling_distribution(G, c, s, lam)
             S = float(nb.second_moment_nb(G, p))
