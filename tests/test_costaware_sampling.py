@@ -213,7 +213,7 @@ def test_ratio_table_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
     G, c = [1.0, 2.0, 3.0], [1.0, 1.0, 4.0]
     with pytest.raises(ConfigError, match=r"^lams=\[0.0, -0.0\] gives 0.0 twice; allowed: "):
         ratio_table(G, c, lams=[0.0, -0.0])
-    with pytest.raises(ConfigError, match=r"^strategies=\['optimal', 'optimal'\] names optimal "
+    with pytest.raises(ConfigError, match=r"^strategies=\['optimal', 'optimal'\] gives 'optimal' "
                        "twice; allowed: "):
         ratio_table(G, c, strategies=["optimal", "optimal"])
     lams = ratio_table(G, c, strategies=["optimal"], lams=[-0.0, 0.5])["lam"].to_list()

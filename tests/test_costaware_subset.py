@@ -149,3 +149,20 @@ def test_greedy_vs_exact_gives_each_share_and_the_mean_gap_an_interval_over_inst
     assert gap.n == 40 and 0.0 <= gap.lo < gap.mean < gap.hi
     assert r["violations"].mean == 0.0 and r["violations"].hi == clopper_pearson(0, 40)[1]
     assert r["max_gap"].mean <= r["max_gap"].hi  # within the knapsack bound
+
+
+def test_subset_report_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
+    """subset_report(problem, [-0.0, 0.0]) gave the same budget twice, once headed -0.0,
+    and methods=["greedy", "greedy"] two identical rows, without a word; `costaware subset
+    --gammas` and a sweep's gamma_fracs refuse a value given twice."""
+    from fastsim.costaware import ProblemConfig, make_problem, subset_report
+    from fastsim.errors import ConfigError
+
+    problem = make_problem(ProblemConfig(n=16, d=2))
+    with pytest.raises(ConfigError, match=r"^gammas=\[-0.0, 0.0\] gives 0.0 twice; allowed: "):
+        subset_report(problem, [-0.0, 0.0])
+    with pytest.raises(ConfigError, match=r"^methods=\['greedy', 'greedy'\] gives 'greedy' "
+                       "twice; allowed: "):
+        subset_report(problem, [0.1], methods=["greedy", "greedy"])
+    fracs = subset_report(problem, [-0.0, 0.1])["gamma_frac"].to_list()
+    assert fracs == [0.0, 0.1] and str(fracs[0]) == "0.0"

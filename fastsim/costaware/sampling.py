@@ -86,6 +86,16 @@ def check_choices(values, field: str, allowed: str) -> list:
     return list(values)
 
 
+def check_distinct(given, values: list, field: str, allowed: str) -> list:
+    """``values`` (``given`` as checked: labels, floats with -0.0 as 0.0), refused in one
+    line when one is given twice: each is a row of a table, and one given twice was two
+    identical rows (and -0.0 beside 0.0 a second row headed -0.0)."""
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"{field}={list(given)!r} gives {twice!r} twice; allowed: {allowed}")
+    return values
+
+
 def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     """``values`` as a contiguous float64 array; text, None or complex numbers among them
     raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
@@ -260,16 +270,10 @@ def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     lams = check_choices(lams, "lams", "uniform weights in [0, 1]")
     # each (strategy, lam) is a row: one given twice was two identical rows, and -0.0 a
     # second row of 0 headed "-0.0" (as --lams and SGDConfig refuse and read them)
-    labels = [parse_strategy(s, "strategies").label for s in strategies]
-    twice = next((s for i, s in enumerate(labels) if s in labels[:i]), None)
-    if twice is not None:
-        raise ConfigError(f"strategies={list(strategies)!r} names {twice} twice; allowed: "
-                          "distinct strategies from " + ", ".join(STRATEGIES))
-    weights = [check_lam(lam, "lams") + 0.0 for lam in lams]
-    twice = next((w for i, w in enumerate(weights) if w in weights[:i]), None)
-    if twice is not None:
-        raise ConfigError(f"lams={list(lams)!r} gives {twice!r} twice; allowed: distinct "
-                          "uniform weights in [0, 1]")
+    check_distinct(strategies, [parse_strategy(s, "strategies").label for s in strategies],
+                   "strategies", "distinct strategies from " + ", ".join(STRATEGIES))
+    weights = check_distinct(lams, [check_lam(lam, "lams") + 0.0 for lam in lams], "lams",
+                             "distinct uniform weights in [0, 1]")
     j_opt = float(nb.optimal_j_nb(G, c))
     unit = None  # G, c and J(p*) scaled by their maxima, made when a ratio needs them
     rows = []

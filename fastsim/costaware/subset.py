@@ -22,7 +22,7 @@ import polars as pl
 
 from fastsim.costaware.configs import EXACT_MAX_N
 from fastsim.costaware.sampling import (check_choices, check_costs, check_gradient_bounds,
-                                        check_lam, check_nonnegative)
+                                        check_distinct, check_lam, check_nonnegative)
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import Estimate, clopper_pearson, mean_ci
 from fastsim.kernels import costaware as nb
@@ -177,12 +177,14 @@ def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
     from fastsim.costaware.sgd import check_problem  # the SGD module, loaded for its problems
 
     check_problem(problem)
-    gammas = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
+    given = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
+    gammas = check_distinct(given, [check_gamma_frac(f, "gammas") + 0.0 for f in given],
+                            "gammas", "distinct fractions of mean(G) from 0 to below 1")
     methods = check_choices(methods, "methods", "greedy, exact")
+    check_distinct(methods, methods, "methods", "distinct methods from greedy, exact")
     rows = []
     g_mean = float(problem.G.mean())
     for frac in gammas:
-        check_gamma_frac(frac)
         for method in methods:
             sel = select_subset(problem.G, problem.c, frac * g_mean, method)
             weight = sel.keep.astype(np.float64)

@@ -199,7 +199,7 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
     problem = make_problem(problem_cfg, progress=progress)
     report = subset_report(problem, gamma_fracs)
     dists = {}
-    for frac in gamma_fracs:
+    for frac in report["gamma_frac"].to_list():  # as checked: -0.0 is the row of 0.0
         sel = select_subset(problem.G, problem.c, frac * float(problem.G.mean()))
         # labelled by the shortest text that reads back as frac (:g kept 6 digits, and a
         # frac such as 0.0123456789 matched no row of the report in the join below)
