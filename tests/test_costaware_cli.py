@@ -362,6 +362,16 @@ def test_trl_gradnorm_checks_its_output_before_importing_trl(tmp_path, monkeypat
     assert "costaware_trl: exists and is not a directory" in capsys.readouterr().err
 
 
+def test_trl_gradnorm_refuses_a_seed_transformers_cannot_take(capsys):
+    """--seed 4294967296 passed '>= 0' and reached transformers' set_seed inside the
+    Trainer ("Seed must be between 0 and 2**32 - 1", a traceback); it is refused first,
+    before the extra is even looked for."""
+    assert main(["costaware", "trl-gradnorm", "--seed", str(2**32)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--seed=4294967296 is invalid; allowed: an integer from 0 to 4,294,967,295" in err
+    assert len(err.splitlines()) == 1, err
+
+
 def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     # --batch 10^8 (2 seeds, 2 steps of 128 responses) ran 170 s at 1.8 GB; 10^12 was a
     # numba SystemError traceback

@@ -25,6 +25,8 @@ from fastsim.errors import ConfigError
 if TYPE_CHECKING:  # annotations only
     import polars as pl
 
+# transformers' set_seed (numpy's legacy seeding) takes 0 to 2^32-1
+TRL_MAX_SEED = 2**32 - 1
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 FIGURE_INPUTS = "the tables `fastsim costaware sweep`, `sgd --out` or `grpo --out` write"
 # subsets the greedy-vs-exact check of `costaware subset` may enumerate: 1,024 instances of
@@ -317,6 +319,9 @@ def cmd_trl_gradnorm(args):
                               ("seed", args.seed, 0)):
         if value < lo:
             raise ConfigError(f"--{option}={value} is invalid; allowed: an integer >= {lo}")
+    if args.seed > TRL_MAX_SEED:  # transformers' set_seed raised it inside the Trainer
+        raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to "
+                          f"{TRL_MAX_SEED:,} (the seeds transformers takes)")
     missing = [m for m in ("trl", "datasets", "torch") if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(f"trl-gradnorm needs {', '.join(missing)}; install the extra: "
@@ -472,7 +477,7 @@ def register(subparsers):
     p.add_argument("--train-steps", type=int, default=10, metavar="N",
                    help="GRPO steps between the two measurements, >= 0 (default: 10)")
     p.add_argument("--seed", type=int, default=0, metavar="INT",
-                   help="seed of the tiny model and of generation, >= 0 (default: 0)")
+                   help="seed of the tiny model and of generation, 0 to 2^32-1 (default: 0)")
     p.add_argument("--out", metavar="DIR", help="directory for costaware_trl_gradnorm.parquet "
                    "and the trainers' run folders (default: results/costaware_trl)")
     p.set_defaults(func=_out_checked(cmd_trl_gradnorm))
