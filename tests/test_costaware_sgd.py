@@ -353,3 +353,24 @@ def test_an_integer_beyond_a_floats_range_is_refused_by_name(tmp_path):
     sweep.write_text(f'experiment = "subset"\ngamma_fracs = [{huge}]\n')
     assert main(["costaware", "sweep", str(sweep), "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unregularised_least_squares_instance_with_fewer_samples_than_dimensions_is_refused(
+        capsys):
+    """reg=0 with n < d: A'A is singular, so x* is not unique.  Some instances were refused
+    after the solve ('not strongly convex (mu=-6e-17)', advising step='convex', which
+    changes nothing), one raised numpy's 'Matrix is singular', and one (n=7, d=8) passed
+    with mu = 1.3e-17 from rounding: strongly convex steps of 1e17."""
+    import fastsim.costaware as ca
+    from fastsim.cli import main
+    from fastsim.errors import ConfigError
+
+    for n, seed in [(7, 0), (3, 1), (2, 0)]:
+        with pytest.raises(ConfigError, match=rf"^reg=0.0 with kind='least_squares' and "
+                           rf"n={n} < d=8: .*allowed: reg > 0, or n >= d"):
+            ca.ProblemConfig(reg=0.0, n=n, d=8, seed=seed)
+    assert ca.ProblemConfig(reg=0.0, n=8, d=8).reg == 0.0  # n >= d: A'A is invertible
+    assert main(["costaware", "ratios", "--reg", "0", "--n", "3", "--d", "8",
+                 "--seed", "1"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1, cap.err

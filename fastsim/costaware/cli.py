@@ -43,7 +43,8 @@ FIELD_HELP = {
     "d": "dimension, 1 to 10,000; solving the instance costs O(n d^2 + d^3) a Newton step "
          "(least squares: one, logistic: up to 100), seconds at d = 1,000 and minutes to "
          "hours at 10,000, shown on a progress bar",
-    "reg": "L2 regularisation (the strong-convexity floor), 0 to 1e6",
+    "reg": "L2 regularisation (the strong-convexity floor), 0 to 1e6; above 0 for "
+           "logistic, and for least squares with n < d",
     "scale_sigma": "log-normal sigma of row norms (spread of the gradient bounds G_i), 0 to 5",
     "noise": "target noise (least squares) or label-flip noise (logistic), 0 to 1e6",
     "cost_dist": "distribution of per-sample costs c_i: lognormal or pareto",

@@ -101,6 +101,13 @@ class ProblemConfig:
         if self.kind == "logistic" and self.reg <= 0.0:
             raise ConfigError("reg=0 with kind='logistic': the optimum may be at infinity; "
                               "use reg > 0")
+        if self.kind == "least_squares" and self.reg <= 0.0 and self.n < self.d:
+            # A'A of rank n < d: the solve raised 'Matrix is singular', or gave mu of +-1e-17
+            # from rounding, refused after it or (positive) taken for strong convexity
+            raise ConfigError(f"reg={float(self.reg)!r} with kind='least_squares' and "
+                              f"n={self.n} < d={self.d}: A'A is singular, so the optimum is "
+                              "not unique and the instance not strongly convex; allowed: "
+                              "reg > 0, or n >= d")
         store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
 
