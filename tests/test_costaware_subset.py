@@ -166,3 +166,25 @@ def test_subset_report_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
         subset_report(problem, [0.1], methods=["greedy", "greedy"])
     fracs = subset_report(problem, [-0.0, 0.1])["gamma_frac"].to_list()
     assert fracs == [0.0, 0.1] and str(fracs[0]) == "0.0"
+
+
+def test_subset_report_shows_the_newton_steps_of_its_solves(monkeypatch, capsys):
+    """`costaware subset` at a large d showed the instance's solve on a bar, then solved
+    once per budget in silence (each solve as long as the instance's); the optima are
+    optimum_nb's to the last bit."""
+    import fastsim.costaware.sgd as sgd
+    from fastsim.kernels import costaware_sgd as nbs
+
+    problem = make_problem(ProblemConfig(kind="logistic", n=40, d=6))
+    quiet = subset_report(problem, [0.05, 0.2], progress=True)  # small: no bar
+    assert "Newton" not in capsys.readouterr().err
+    monkeypatch.setattr(sgd, "BAR_FROM_WORK", 0)
+    shown = subset_report(problem, [0.05, 0.2], progress=True)
+    assert "subset optima (2 solves, n=40, d=6): Newton steps" in capsys.readouterr().err
+    assert shown.equals(quiet)
+    sel = select_subset(problem.G, problem.c, 0.2 * float(problem.G.mean()))
+    x_k = nbs.optimum_nb(problem.code, problem.A, problem.b, problem.config.reg,
+                         sel.keep.astype(np.float64))
+    excess = float(nbs.full_loss_nb(problem.code, problem.A, problem.b, problem.config.reg,
+                                    x_k)) - problem.f_star
+    assert shown["excess_loss"][1] == max(excess, 0.0)

@@ -84,14 +84,9 @@ def make_problem(cfg: ProblemConfig = ProblemConfig(), progress: bool = False) -
     nbs.make_problem_nb(kind, cfg.seed, cfg.instance, cfg.scale_sigma, cfg.noise,
                         COST_DISTS[cfg.cost_dist], param, cfg.cost_corr, A, b, c)
     least_squares = kind == nbs.LEAST_SQUARES
-    steps = 1 if least_squares else nbs.NEWTON_MAX_ITER
-    work = cfg.n * cfg.d ** 2 + cfg.d ** 3
-    with progress_bar(total=steps + least_squares, unit="step", leave=False,
-                      enabled=progress and work >= BAR_FROM_WORK,
-                      desc=f"solving the instance (n={cfg.n}, d={cfg.d}): Newton steps, "
-                           f"at most {steps}" + (" and eigenvalues" if least_squares else "")
-                      ) as bar:
-        x_star = _optimum(kind, A, b, cfg.reg, steps, bar)
+    with newton_bar("solving the instance", cfg.n, cfg.d, newton_steps(kind) + least_squares,
+                    progress, extra=" and eigenvalues" if least_squares else "") as bar:
+        x_star = optimum(kind, A, b, cfg.reg, np.ones(cfg.n), bar)
         f_star = float(nbs.full_loss_nb(kind, A, b, cfg.reg, x_star))
         f0 = float(nbs.full_loss_nb(kind, A, b, cfg.reg, np.zeros(cfg.d)))
         # global strong convexity: the logistic curvature can vanish far out, so only reg
@@ -110,16 +105,34 @@ def make_problem(cfg: ProblemConfig = ProblemConfig(), progress: bool = False) -
     return Problem(cfg, A, b, c, G, x_star, f_star, f0, mu, radius)
 
 
-def _optimum(kind: int, A: np.ndarray, b: np.ndarray, reg: float, steps: int, bar) -> np.ndarray:
-    """``nbs.optimum_nb`` of every sample, a step at a time so that ``bar`` counts them:
-    the same steps, so the same optimum to the last bit."""
-    weight = np.ones(A.shape[0])
+def newton_steps(kind: int) -> int:
+    """The Newton steps ``optimum`` takes at most for a problem of ``kind`` (a code)."""
+    return 1 if kind == nbs.LEAST_SQUARES else nbs.NEWTON_MAX_ITER
+
+
+def newton_bar(what: str, n: int, d: int, steps: int, progress: bool, count: str = "",
+               extra: str = ""):
+    """The bar of Newton solves (``make_problem``'s, ``subset_report``'s), shown when
+    ``progress`` and a step's work ``n d^2 + d^3`` is at least ``BAR_FROM_WORK``."""
+    return progress_bar(total=steps, unit="step", leave=False,
+                        enabled=progress and n * d ** 2 + d ** 3 >= BAR_FROM_WORK,
+                        desc=f"{what} ({count}n={n}, d={d}): Newton steps, at most "
+                             f"{steps}{extra}")
+
+
+def optimum(kind: int, A: np.ndarray, b: np.ndarray, reg: float, weight: np.ndarray,
+            bar) -> np.ndarray:
+    """``nbs.optimum_nb``, a step at a time so that ``bar`` counts them (the steps a solve
+    that converges early leaves are counted as done): the same steps, so the same optimum
+    to the last bit (``weight`` is 0/1, whose sum is exact in any order)."""
     x = np.zeros(A.shape[1])
-    for _ in range(steps):
+    steps = newton_steps(kind)
+    for taken in range(1, steps + 1):
         x, grad_sq = nbs.newton_step_nb(kind, A, b, reg, weight, float(weight.sum()), x)
         bar.update()
         if grad_sq < nbs.NEWTON_TOL:
             break
+    bar.update(steps - taken)
     return x
 
 

@@ -166,15 +166,18 @@ def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
 
 
 @known_keywords("fastsim.costaware.subset_report()")
-def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
+def subset_report(problem, gammas, methods=("greedy",), progress: bool = False) -> pl.DataFrame:
     """Subset selection on a ``Problem`` for each bias budget.
 
     ``gammas`` are fractions of ``mean(G)`` (the bound of dropping everything).  Columns:
     kept samples, bias bound, predicted cost saving ``1 - J(K)/J(all)``, the raw cost
     share kept, and the bias actually paid ``excess_loss = f(x*_K) - f*``, where
-    ``x*_K`` minimises what SGD on ``K`` converges to, ``(1/n) sum_K f_i``.
+    ``x*_K`` minimises what SGD on ``K`` converges to, ``(1/n) sum_K f_i``: a Newton solve
+    each, as long as ``make_problem``'s, whose steps ``progress`` shows on a bar as it does.
     """
-    from fastsim.costaware.sgd import check_problem  # the SGD module, loaded for its problems
+    from fastsim.costaware.sgd import (  # the SGD module, loaded for its problems
+        check_problem, newton_bar, newton_steps, optimum)
+    from fastsim.values import check_flags
 
     check_problem(problem)
     given = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
@@ -182,23 +185,30 @@ def subset_report(problem, gammas, methods=("greedy",)) -> pl.DataFrame:
                             "gammas", "distinct fractions of mean(G) from 0 to below 1")
     methods = check_choices(methods, "methods", "greedy, exact")
     check_distinct(methods, methods, "methods", "distinct methods from greedy, exact")
+    check_flags(progress=progress)
     rows = []
     g_mean = float(problem.G.mean())
-    for frac in gammas:
-        for method in methods:
-            sel = select_subset(problem.G, problem.c, frac * g_mean, method)
-            weight = sel.keep.astype(np.float64)
-            x_k = nbs.optimum_nb(problem.code, problem.A, problem.b, problem.config.reg, weight)
-            excess = float(nbs.full_loss_nb(problem.code, problem.A, problem.b,
-                                            problem.config.reg, x_k)) - problem.f_star
-            rows.append({
-                "gamma_frac": float(frac), "method": method, "n_kept": sel.n_kept,
-                "bias_bound": sel.bias_bound, "predicted_cost_saving": sel.predicted_cost_saving,
-                "raw_cost_share_kept": float(problem.c[sel.keep].sum() / problem.c.sum()),
-                "excess_loss": max(excess, 0.0),
-                "excess_loss_rel": max(excess, 0.0) / (problem.f0 - problem.f_star),
-                "greedy_bound_W": sel.critical_value,
-            })
+    solves = len(gammas) * len(methods)
+    n, d = problem.A.shape
+    with newton_bar("subset optima", n, d, solves * newton_steps(problem.code), progress,
+                    count=f"{solves} solve{'s' * (solves > 1)}, ") as bar:
+        for frac in gammas:
+            for method in methods:
+                sel = select_subset(problem.G, problem.c, frac * g_mean, method)
+                weight = sel.keep.astype(np.float64)
+                x_k = optimum(problem.code, problem.A, problem.b, problem.config.reg, weight,
+                              bar)
+                excess = float(nbs.full_loss_nb(problem.code, problem.A, problem.b,
+                                                problem.config.reg, x_k)) - problem.f_star
+                rows.append({
+                    "gamma_frac": float(frac), "method": method, "n_kept": sel.n_kept,
+                    "bias_bound": sel.bias_bound,
+                    "predicted_cost_saving": sel.predicted_cost_saving,
+                    "raw_cost_share_kept": float(problem.c[sel.keep].sum() / problem.c.sum()),
+                    "excess_loss": max(excess, 0.0),
+                    "excess_loss_rel": max(excess, 0.0) / (problem.f0 - problem.f_star),
+                    "greedy_bound_W": sel.critical_value,
+                })
     return pl.DataFrame(rows)
 
 

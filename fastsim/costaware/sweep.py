@@ -197,7 +197,7 @@ def subset_experiment(problem_cfg: ProblemConfig, sgd_cfg: SGDConfig, gamma_frac
     """Greedy subsets per bias budget: predicted saving, bias paid, and the simulated cost
     of SGD on the subset (``p ∝ G/sqrt(c)`` on it) against optimal SGD on all samples."""
     problem = make_problem(problem_cfg, progress=progress)
-    report = subset_report(problem, gamma_fracs)
+    report = subset_report(problem, gamma_fracs, progress=progress)
     dists = {}
     for frac in report["gamma_frac"].to_list():  # as checked: -0.0 is the row of 0.0
         sel = select_subset(problem.G, problem.c, frac * float(problem.G.mean()))
