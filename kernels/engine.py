@@ -299,14 +299,14 @@ def _demoted_nb(job, preemptive):
 def _arrive_nb(t, arrival, next_arrival, jobs, active, n_active, scheduler, thresholds_gpu_h):
     """Admit the jobs arriving at ``t`` (from ``next_arrival`` on) to ``active``; returns
     the next job to arrive, ``n_active`` and the GPUs they demand.  Under a static order
-    (``sjf_est``) each takes its place in ``active``, which so stays in order; fifo's
-    arrival order is its order."""
+    (``sjf_est``) and under Tiresias each takes its place in ``active``, which so stays in
+    order; fifo's arrival order is its order."""
     demand = 0
     while next_arrival < arrival.shape[0] and arrival[next_arrival] == t:
         job = jobs[next_arrival]
         job.status = WAITING
         job.key = priority_key_nb(scheduler, job.t_est, 0.0, job.gpus, 0, 0.0, thresholds_gpu_h)
-        if scheduler == SJF_EST:
+        if scheduler == SJF_EST or scheduler == TIRESIAS:
             n_active = _insert_nb(jobs, active, n_active, next_arrival)
         else:
             active[n_active] = next_arrival
@@ -358,13 +358,18 @@ def _next_evaluation_nb(t, j, jobs, next_time, running, n_running, n_evals, pend
 def _rebase_running_nb(t, jobs, running, n_running, rekey, thresholds_gpu_h):
     """Tiresias: move every running job's base to ``t`` and, if ``rekey`` (a full
     reallocation follows), key it by its service at ``t``, the new base's ``attained0``:
-    one pass over the running jobs instead of two."""
+    one pass over the running jobs instead of two.  Returns whether a key changed (a job
+    changed queue): only then does the re-key leave ``active`` out of order."""
+    changed = False
     for r in range(n_running):
         job = jobs[running[r]]
         _rebase_nb(job, t)
         if rekey:
-            job.key = priority_key_nb(TIRESIAS, job.t_est, job.attained0, job.gpus, 0, 0.0,
-                                      thresholds_gpu_h)
+            key = priority_key_nb(TIRESIAS, job.t_est, job.attained0, job.gpus, 0, 0.0,
+                                  thresholds_gpu_h)
+            changed |= key != job.key
+            job.key = key
+    return last_use_nb(changed, (jobs, running, thresholds_gpu_h))
 
 
 @part
@@ -674,13 +679,14 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
     chosen.  ``lists = (active, running, starts, passed)``.  Returns how many start, and
     ``n_active, n_running, n_seg, free, moved, n_realloc, n_passed`` after it."""
     active, running, starts, passed = lists
+    requeued = False
     if SCHEDULER == TIRESIAS:
         # Tiresias alone moves every running job's base here: its threshold crossings and
         # pinned pending points chain event times through long busy periods, and reading
         # service lazily (fewer, different roundings) lets those times drift from the
         # eager results by 2e-11 h (2e-12 relative in jct_h).
-        _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
-                           thresholds_gpu_h)
+        requeued = _rebase_running_nb(t, jobs, running, n_running, active_demand > capacity,
+                                      thresholds_gpu_h)
     n_start = 0
     if not PREEMPTIVE:
         # ``active`` holds the waiting jobs, in their static order (no re-key, no sort);
@@ -697,9 +703,11 @@ def _reallocate_nb(c, t, jobs, next_time, lists, n_active, n_running, n_passed, 
         # whenever an input changes, which only happens to a running job: its service
         # (srtf_est, tiresias: re-keyed here) or its loss readings (loss_aware).
         if REKEY and n_running > 0:
-            if SCHEDULER == SRTF_EST:  # Tiresias: re-keyed as it rebased, above
+            if SCHEDULER == SRTF_EST:
                 _rekey_running_nb(t, jobs, running, n_running, SCHEDULER, thresholds_gpu_h)
-            moved = True
+                moved = True
+            else:  # Tiresias, re-keyed as it rebased, above (arrivals took their place)
+                moved = moved or requeued
         # else nothing moved since the last sort: ``active`` is in order
         if moved:
             moved = False
@@ -813,8 +821,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                                                         n_active, SCHEDULER, thresholds_gpu_h)
             active_demand += demand
             realloc = True
-            if PREEMPTIVE:  # else keys are static (fifo, sjf_est, a user's) and every
-                moved = True  # arrival took its place in order
+            if PREEMPTIVE and SCHEDULER != TIRESIAS:  # else every arrival took its place
+                moved = True  # in order (fifo's, sjf_est's and a user's keys are static)
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
             c, t, (first, last), jobs, next_time, running, n_running, active, n_active, passed,
