@@ -546,3 +546,25 @@ def test_a_last_row_without_a_line_break_may_be_cut_short_and_is_refused(tmp_pat
         read_logs([cut])
     cut.write_text("\n".join(r.replace(",", sep) for r in rows) + "\r\n")
     assert read_logs([cut]).table["metric"].to_list() == [0.70, 0.65, 0.6]
+
+
+@pytest.mark.parametrize("module,kind,tool", [("gzip", "gzip", "zcat"), ("bz2", "bzip2", "bzcat"),
+                                              ("lzma", "xz", "xzcat")])
+def test_a_compressed_log_is_refused_saying_how_to_replay_it(tmp_path, capsys, module, kind,
+                                                             tool):
+    # `fastsim replay evals.csv.gz` was refused for a last row "without a line break" (polars
+    # decompressed the rows, the check read the gzip trailer), and a .bz2 log's header was
+    # named as its binary first line: one line, the compression, and the pipe that reads it
+    import importlib
+
+    text = "job_id,step,score\na,1,0.5\na,2,0.4\na,3,0.3\n"
+    p = tmp_path / f"evals.csv.{kind}"
+    p.write_bytes(importlib.import_module(module).compress(text.encode()))
+    one_line(capsys, ["replay", str(p)], f"{p}: a log compressed with {kind}; allowed: an "
+             f"uncompressed log (decompress it first, or replay it through a pipe: {tool} {p} "
+             "| fastsim replay /dev/stdin)")
+    with pytest.raises(ConfigError, match=f"compressed with {kind}"):
+        read_logs(p, fmt="csv")
+    plain = tmp_path / "BZh.csv"  # a log whose first bytes only look like a magic number
+    plain.write_text("BZh9," + text.replace("\na,", "\nx,a,"))
+    assert read_logs(plain).table.height == 3

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,15 @@ PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "se
 KNOWN_FIELDS = frozenset(("job_id", "step", "truth_hacking", *PER_JOB, *NUMERIC_OPTIONAL,
                           *TIME_FIELDS, *TRUTH_NUMERIC))
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
+# A compressed log's first bytes, and the tool that decompresses it: polars' CSV reader
+# decompressed gzip and zstd itself but the rest of the reader saw the compressed bytes
+# (a gzip log was refused for a last row "without a line break"), and the other kinds
+# were read as text (a bzip2 log's header named as its binary first line).
+COMPRESSED = ((rb"\x1f\x8b", "gzip", "zcat", "zcat"),
+              (rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", "bzip2", "bzcat", "bzcat"),
+              (rb"\xfd7zXZ\x00", "xz", "xzcat", "xzcat"),
+              (rb"\x28\xb5\x2f\xfd", "zstd", "zstdcat", "zstdcat"),
+              (rb"PK\x03\x04", "zip", "unzip -p", "funzip"))  # magic, name, for a file, in a pipe
 # A log may come through a pipe (`fastsim replay /dev/stdin`, bash's `<(...)`, a named
 # pipe): it is read once, to its end, into memory, and refused beyond this size (a log
 # that large belongs in a file, which has no limit).
@@ -116,6 +126,20 @@ def read_log_bytes(path: Path) -> bytes:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); allowed: a readable "
                           "log") from None
     return b"".join(chunks)
+
+
+def check_uncompressed(path: Path, data: bytes) -> None:
+    """A compressed log is refused in one line saying how to replay it: decompressed
+    first, or through a pipe (``zcat evals.csv.gz | fastsim replay /dev/stdin``)."""
+    for magic, kind, tool, in_pipe in COMPRESSED:
+        if not re.match(magic, data):
+            continue
+        how = (f"decompress it first, or replay it through a pipe: {tool} "
+               f"{shlex.quote(str(path))} | fastsim replay /dev/stdin"
+               if file_kind(path) is None else  # a regular file; else the pipe it came by
+               f"decompress it in the pipe: ... | {in_pipe} | fastsim replay /dev/stdin")
+        raise ConfigError(f"{path}: a log compressed with {kind}; allowed: an uncompressed "
+                          f"log ({how})")
 
 
 def detect_format(path: Path, data: bytes | None = None) -> str:
@@ -844,6 +868,7 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     if data is None:
         path = resolve_path(Path(path))
         data = read_log_bytes(path)
+    check_uncompressed(path, data)
     fmt = fmt or detect_format(path, data)
     if fmt == "trainer_state":
         raw, name = _raw_trainer_state(path, data, metric, job_id)
