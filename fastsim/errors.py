@@ -287,11 +287,20 @@ def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     """Decorate a public function (or ``__init__``) so that a keyword argument it does not
     take is one ``ConfigError`` naming it, the nearest allowed one and all allowed ones,
     instead of Python's ``TypeError``; positional arguments pass through untouched.
-    ``elsewhere`` maps a keyword another function takes to where it goes, said after."""
+    ``elsewhere`` maps a keyword another function takes to where it goes, said after.
+    A required argument left out is one ``ConfigError`` too, naming it as the caller's
+    call names it (``fastsim.sweep(): out is missing``), where Python's ``TypeError``
+    named the function behind it (``run_sweep_file() missing 1 required ...``)."""
     def decorate(fn):
         params = inspect.signature(fn).parameters.values()
         allowed = tuple(p.name for p in params if p.name != "self" and p.kind in
                         (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        required = [p for p in params if p.default is p.empty and p.kind in
+                    (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        shape = [p.name for p in required if p.name != "self"]
+        if len(shape) < len(allowed):
+            shape.append("...")
+        call = f"{what.removesuffix('()')}({', '.join(shape)})"
 
         @functools.wraps(fn)
         def checked(*args, **kwargs):
@@ -301,6 +310,12 @@ def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
                     if elsewhere and key in elsewhere:
                         exc = ConfigError(f"{exc}; {key} is {elsewhere[key]}")
                     raise exc
+            missing = [p.name for i, p in enumerate(required) if p.name not in kwargs and
+                       (p.kind is p.KEYWORD_ONLY or i >= len(args))]
+            if missing:
+                raise ConfigError(f"{what}: {' and '.join(missing)} "
+                                  f"{'is' if len(missing) == 1 else 'are'} missing; allowed: "
+                                  f"{call}")
             return fn(*args, **kwargs)
         return checked
     return decorate

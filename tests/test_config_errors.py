@@ -362,6 +362,27 @@ def test_a_misspelt_keyword_of_the_api_is_one_line_naming_it(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("call, text", [
+    # Python's TypeError named the function behind the call: 'run_sweep_file() missing 1
+    # required positional argument', 'replay_logs() ...', for fastsim.sweep and fastsim.replay
+    (lambda f: f.sweep("noise"),
+     "fastsim.sweep(): out is missing; allowed: fastsim.sweep(file, out, ...)"),
+    (lambda f: f.sweep(out="results"),
+     "fastsim.sweep(): file is missing; allowed: fastsim.sweep(file, out, ...)"),
+    (lambda f: f.replay(), "fastsim.replay(): logs is missing; allowed: fastsim.replay(logs, ...)"),
+    (lambda f: f.simulate(), "fastsim.simulate(): cfg and n_clusters are missing; allowed: "
+     "fastsim.simulate(cfg, n_clusters, ...)"),
+    (lambda f: f.StopMonitor("evalstop:k=2").observe("run-1", 1), "StopMonitor.observe(): "
+     "score is missing; allowed: StopMonitor.observe(job_id, step, score, ...)"),
+])
+def test_a_required_argument_left_out_is_one_line_naming_the_call(call, text):
+    import fastsim
+
+    with pytest.raises(ConfigError) as e:
+        call(fastsim)
+    assert str(e.value) == text
+
+
 def test_replay_names_read_logs_for_a_keyword_of_reading(tmp_path):
     """fastsim.replay(path, policy, metric="eval_loss") said only 'allowed: logs, policies,
     gpus': nothing said that the metric is chosen by read_logs."""
