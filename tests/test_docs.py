@@ -1,6 +1,7 @@
-"""The documentation runs as written: README's Python examples, every block of
-docs/tutorial.md (shell commands through the real CLI, Python in one session, TOML files
-written where they say), and every module's doctests under its package name."""
+"""The documentation runs as written: README's Python examples and its command lines
+(printing the output it shows), every block of docs/tutorial.md (shell commands through
+the real CLI, Python in one session, TOML files written where they say), and every
+module's doctests under its package name."""
 from __future__ import annotations
 
 import contextlib
@@ -70,6 +71,93 @@ def run_blocks(path: Path, tmp_path: Path, monkeypatch, kinds=("python", "consol
 def test_readme_python_examples_run_as_written(tmp_path, monkeypatch):
     assert run_blocks(ROOT / "README.md", tmp_path, monkeypatch, kinds=("python",)) >= 1
     assert "import fastsim\n" in (ROOT / "README.md").read_text()
+
+
+def shown_runs(block: str) -> list[tuple[list[str], str]]:
+    """Each ``$ `` line of a console block, split as a shell would, with the text shown
+    under it (up to the next ``$ `` line)."""
+    runs = []
+    for line in block.splitlines(keepends=True):
+        if line.startswith("$ "):
+            runs.append((shlex.split(line[2:]), []))
+        elif runs:
+            runs[-1][1].append(line)
+    return [(argv, "".join(shown)) for argv, shown in runs]
+
+
+def cli(argv: list[str]) -> tuple[int, str, str]:
+    """``fastsim ARGV`` in process: exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def as_shown(text: str) -> str:
+    """What a doc shows of an output: a wall time and a checkout's own path elided."""
+    text = re.sub(r"simulated in [\d.]+ s", "simulated in ... s", text)
+    return re.sub(r"example log: .*/fastsim/replay/", "example log: .../fastsim/replay/", text)
+
+
+def readme_console_blocks() -> list[str]:
+    return [body for kind, body in blocks(ROOT / "README.md") if kind == "console"]
+
+
+def readme_runs() -> list[tuple[list[str], str]]:
+    return [run for block in readme_console_blocks() for run in shown_runs(block)
+            if run[0][:2] == ["fastsim", "run"]]
+
+
+def check_shown(argv: list[str], shown: str) -> None:
+    code, out, err = cli(argv[1:])
+    # the output shown is the command's stdout, or, for a refusal or notes, its stderr
+    printed = err if shown.startswith(("note:", "fastsim run: error")) else out
+    assert as_shown(printed).strip("\n") == as_shown(shown).strip("\n"), (argv, printed)
+    assert code == (2 if "error:" in shown else 0), (argv, err)
+
+
+# README's worked example, its refusal and its notes are what a newcomer compares first;
+# no test ran them, so a change of output or numbers left them showing another program's
+def test_readme_refusal_and_notes_print_what_it_shows():
+    runs = [run for run in readme_runs() if "--clusters" not in run[0]]
+    assert len(runs) == 2
+    for argv, shown in runs:
+        check_shown(argv, shown)
+
+
+def test_readme_worked_example_prints_what_it_shows():
+    # every row and interval of its 2,000 clusters (about 1 s on a quiet machine)
+    (argv, shown), = [run for run in readme_runs() if "--clusters" in run[0]]
+    check_shown(argv, shown)
+
+
+def test_readme_own_policy_example_runs_as_shown(tmp_path, monkeypatch):
+    # its sweep file is the one shown, of 4 cells (the sweep itself, 40,000 clusters, is
+    # tests/test_extending.py's at a smaller size); its replay prints the block after it
+    from fastsim.sweep.grid import load_sweep
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mydetectors", raising=False)
+    for kind, body in blocks(ROOT / "README.md"):
+        if kind == "python" and body.startswith("# file: mydetectors.py"):
+            (tmp_path / "mydetectors.py").write_text(body)
+    consoles = readme_console_blocks()
+    i = next(i for i, b in enumerate(consoles) if b.startswith("$ cat mine.toml"))
+    (cat, toml), (sweep, _), (replay, _) = shown_runs(consoles[i])
+    (tmp_path / cat[1]).write_text(toml)
+    assert sweep[:3] == ["PYTHONPATH=.", "fastsim", "sweep"] and sweep[3] == cat[1]
+    grid = load_sweep(tmp_path / cat[1])
+    assert (len(grid.cells), grid.clusters) == (4, 10000)
+    readme = (ROOT / "README.md").read_text()
+    assert "The sweep (4 cells with the shared baseline, 40,000 simulated clusters)" in readme
+    assert replay[:3] == ["PYTHONPATH=.", "fastsim", "replay"]
+    code, out, err = cli(replay[2:])
+    assert code == 0, err
+    assert as_shown(out).strip("\n") == consoles[i + 1].strip("\n")
 
 
 def test_readme_says_how_fastsim_gets_on_the_path_before_using_it_bare():
