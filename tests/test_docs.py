@@ -193,6 +193,34 @@ def test_extending_replay_lines_run_as_written(tmp_path, monkeypatch, capsys):
     assert "below_best(k=3" in capsys.readouterr().out
 
 
+def test_sweeps_doc_examples_run_as_written(tmp_path, monkeypatch):
+    # docs/sweeps.md's sweep files and the commands under them: no test read them, so a
+    # renamed field or option would have left the page showing files fastsim refuses
+    from fastsim.sweep.grid import load_sweep
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "sweeps.md").read_text()
+    files = [body for kind, body in blocks(ROOT / "docs" / "sweeps.md") if kind == "toml"]
+    (tmp_path / "format.toml").write_text(files[0])  # the annotated format: it must parse
+    assert len(load_sweep(tmp_path / "format.toml").cells) == 9  # 3 sigmas x (2 + none)
+    assert files[1].startswith("# file: k_vs_plateau.toml\n")
+    (tmp_path / "k_vs_plateau.toml").write_text(files[1])
+    grid = load_sweep(tmp_path / "k_vs_plateau.toml")
+    command = "fastsim sweep k_vs_plateau.toml --out results/k_vs_plateau"
+    assert f"```\n{command}\n```\nruns 6 cells" in text and len(grid.cells) == 6
+    # at 20 clusters, not the file's 400: the first cell's changes are those of the run line
+    code, out, err = cli([*shlex.split(command)[1:], "--clusters", "20", "--chunk", "10",
+                          "--no-progress"])
+    assert code == 0 and "6 cells x 20 clusters" in out, err
+    run = re.search(r"`(fastsim run --policy evalstop:k=2 [^`]*)`", text).group(1).split()
+    assert run[-2:] == ["--clusters", str(grid.clusters)]
+    code, out, err = cli([*run[1:-1], "20", "--no-progress"])
+    change = next(line for line in out.splitlines() if line.startswith("mean JCT change"))
+    summary = (tmp_path / "results" / "k_vs_plateau" / "summary.txt").read_text()
+    first = summary.split("== srtf_est | evalstop(k=2) | sigma=0.02  vs evalstop(k=3)")[1]
+    assert f"\n{change}\n" in first.split("\n== ")[0], (change, first)
+
+
 def test_costaware_doc_counts_its_tests():
     # the table said 158 tests for files that held 168; collecting them takes about 1.5 s
     text = (ROOT / "docs" / "costaware.md").read_text()
