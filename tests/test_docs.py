@@ -221,6 +221,17 @@ def test_sweeps_doc_examples_run_as_written(tmp_path, monkeypatch):
     assert f"\n{change}\n" in first.split("\n== ")[0], (change, first)
 
 
+def test_replay_doc_monitor_example_runs_as_written():
+    # it used step and eval_loss without defining them: a NameError for whoever ran it
+    code = [body for kind, body in blocks(ROOT / "docs" / "replay.md") if kind == "python"
+            and "fastsim.replay.hf" not in body]  # the Trainer one needs the hf extra
+    assert len(code) == 1
+    namespace: dict = {}
+    exec(compile(code[0], "replay.md:python", "exec"), namespace)
+    assert namespace["keep"] == re.search(r"# (checkpoint-\d+)", code[0]).group(1)
+    assert namespace["d"].stop
+
+
 def test_costaware_doc_counts_its_tests():
     # the table said 158 tests for files that held 168; collecting them takes about 1.5 s
     text = (ROOT / "docs" / "costaware.md").read_text()
