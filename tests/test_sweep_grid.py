@@ -132,7 +132,7 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ['scheduler="lifo"']),
     ("clusters = 0\n", ["clusters=0"]),
     ("clusters = 4\nbogus = 1\n", ["key 'bogus' is unknown"]),
-    ("clusters = 4\n[axes]\nk = []\n", ["axis 'k'"]),
+    ("clusters = 4\n[axes]\nk = []\n", ["axes.k=[] is invalid"]),
     ("clusters = 4\n[axes]\nk = [1, 2\n", ["invalid TOML"]),
     ("clusters = 4\n[base]\nn_evals = 3\n[axes]\nk = [3]\n", ["n_evals=3"]),
 ])
@@ -182,7 +182,13 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
     ("[base]\nmix = [0.5, 0.5, true]\n", "cell (base): mix=[0.5, 0.5, true] is invalid"),
     ("[base]\nsigma = 1979-05-27\n", "cell (base): sigma=1979-05-27 is invalid"),
     ("[axes]\nsigma = [0.1]\n[base]\nsigma = \"x\"\n", 'exp.toml: base.sigma="x" is invalid'),
-    ("[axes]\nsigma = true\n", "must be a non-empty list of values, got true"),
+    ("[axes]\nsigma = true\n", "exp.toml: axes.sigma=true is invalid; allowed: a non-empty "
+     "list of values, as sigma = [true] (or sigma = true under [base]: every cell's)"),
+    # a single value without brackets said only 'must be a non-empty list', not where one goes
+    ("[axes]\nsigma = 0.1\n", "exp.toml: axes.sigma=0.1 is invalid; allowed: a non-empty "
+     "list of values, as sigma = [0.1] (or sigma = 0.1 under [base]: every cell's)"),
+    ("[axes]\nsigma = []\n", "exp.toml: axes.sigma=[] is invalid; allowed: a non-empty list "
+     "of values"),
     ("[axes]\nscheduler = [true]\n", "cell (scheduler=true): scheduler=true is invalid"),
     ("[axes]\npolicy = [\"bogus\"]\n", 'cell (policy="bogus"): policy="bogus" is invalid'),
     ('baseline = "evalstop:k=9"\n[base]\nn_evals = 3\n', 'baseline="evalstop:k=9" in cell'),

@@ -416,8 +416,12 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
             raise _fail(source, "axis 'metrics' is not allowed; allowed: [base] metrics = "
                         "[\"MODULE:FUNCTION\", ...], computed in every cell")
         if not isinstance(values, list) or not values:
-            raise _fail(source, f"axis {key!r} must be a non-empty list of values, got "
-                                f"{toml_text(values)}")
+            text = toml_text(values)
+            # a single value written without brackets: say both places it can go
+            one = ("" if isinstance(values, (list, dict)) else
+                   f", as {key} = [{text}] (or {key} = {text} under [base]: every cell's)")
+            raise _fail(source, f"axes.{key}={text} is invalid; allowed: a non-empty list "
+                                f"of values{one}")
     n_combos = math.prod(len(v) for v in axes.values())  # before any is built
     if n_combos > MAX_CELLS:
         raise _fail(source, f"the axes cross to {n_combos} cells; at most {MAX_CELLS} allowed")
