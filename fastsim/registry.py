@@ -787,10 +787,15 @@ def lookup(what: str, name: str) -> Declaration:
         return table[name]
     if ":" in name:
         obj = import_ref(what, name, f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
-        kind = StopPolicy if what == "policy" else Scheduler
+        kind, other = ((StopPolicy, Scheduler) if what == "policy" else (Scheduler, StopPolicy))
+        words = {StopPolicy: ("@stop_policy", "stop policy"),
+                 Scheduler: ("@scheduler_key", "scheduler key")}
         if not isinstance(obj, kind):
+            # a scheduler key named as the policy (or the reverse): say which it is
+            hint = (f" ({name} is a {words[other][1]}, not a {words[kind][1]})"
+                    if isinstance(obj, other) else "")
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
-                              f"by @{'stop_policy' if what == 'policy' else 'scheduler_key'}")
+                              f"by {words[kind][0]}{hint}")
         return obj
     # a bare word only: a label typed as a spec ('evalstop(k=3)', 'fifo+backfill') near
     # 'evalstop' would be offered it, which drops the parameters it names

@@ -223,6 +223,16 @@ def test_spec_grammar_resolves_user_code(user_dir):
     with pytest.raises(ConfigError, match=r"; json declares no @stop_policy, @scheduler_key "
                        r"or @cluster_metric$"):
         PolicyConfig.parse("json:nothing_here")
+    # one kind named where the other goes said only what was allowed, not what it is
+    with pytest.raises(ConfigError, match=r"^policy='toy_user_schedulers:small_first' is not a "
+                       r"declared policy; allowed: an object made by @stop_policy "
+                       r"\(toy_user_schedulers:small_first is a scheduler key, not a stop "
+                       r"policy\)$"):
+        PolicyConfig.parse("toy_user_schedulers:small_first")
+    with pytest.raises(ConfigError, match=rf"^scheduler='{POL}' is not a declared scheduler; "
+                       rf"allowed: an object made by @scheduler_key \({POL} is a stop policy, "
+                       r"not a scheduler key\)$"):
+        SchedulerConfig.parse(POL)
     s = SchedulerConfig.parse("toy_user_schedulers:small_first:per_gpu_h=2")
     assert s.params == (("per_gpu_h", 2.0),) and s.label == "small_first"
     cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=2")
