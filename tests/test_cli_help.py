@@ -61,6 +61,19 @@ def test_replay_help_names_the_at_completion_status():
     assert f"status {AT_COMPLETION}, not stopped" in text and "'at completion'" in text
 
 
+def test_replay_help_names_its_default_scope():
+    """Replay's policies default to scope=all, fastsim run's to rlhf; replay's help never
+    said scope at all, so a reader of run's help took rlhf for replay's too."""
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "replay")]
+    text = " ".join(sub.format_help().split())
+    from fastsim.config import PolicyConfig
+    from fastsim.replay.policies import parse_policy
+
+    here, run = parse_policy("evalstop").scope, PolicyConfig.parse("evalstop").scope
+    assert here != run
+    assert f"every policy takes scope=all|rlhf (default {here} here, unlike fastsim run" in text
+
+
 def test_figures_help_says_a_sweep_of_another_baseline_is_skipped():
     """A sweep file's baseline may be any policy now; 'fastsim figures --help' said only that
     a missing sweep is skipped, not why a sweep that is there is skipped too."""

@@ -53,7 +53,9 @@ def register(subparsers) -> None:
                    + ", ".join(d.usage() for d in R.policies() if not d.uses_hidden_truth)
                    + ", or MODULE:FUNCTION[:key=value,...] of a user's @stop_policy; "
                    + ", ".join(d.name for d in R.policies() if d.uses_hidden_truth)
-                   + " on trace sets only (uses hidden truth)")
+                   + " on trace sets only (uses hidden truth); every policy takes "
+                   "scope=all|rlhf (default all here, unlike fastsim run: rlhf leaves out the "
+                   "jobs whose job_type is given and is not rlhf)")
     p.add_argument("--metric", default=None, help="metric column / eval_* name (default: score; "
                    "for trainer_state the single non-loss eval_* metric, else eval_loss)")
     sense = p.add_mutually_exclusive_group()
