@@ -158,7 +158,10 @@ def test_an_edited_user_function_is_refused_then_the_restored_one_resumes(
         if module == "fastsim" else f"(module {module}"))
     assert f"{out}/sweep.json: the results in {out} are of other code than this run's: " \
            f"{said}" in err, err
-    assert err.endswith("restore the code they were computed by, or use a new --out directory")
+    # after updating fastsim, deleting the old results is the usual way on: say so, as the
+    # refusal of a different grid does
+    assert err.endswith("restore the code they were computed by, use a new --out directory, "
+                        "or delete the old one to compute them again with this code")
     assert files(out) == before  # nothing run, nothing written
     # deleted manifest: the chunk records name the code, and are asked instead (a
     # policy's edit also changed its cells, but the edit is what is named)

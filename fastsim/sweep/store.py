@@ -389,7 +389,8 @@ def _other_code(where: str, changes: list[str]) -> ConfigError:
     """The refusal of results computed by other code than this run's (``diff_code``)."""
     return ConfigError(f"{where} of other code than this run's: "
                        + "; ".join(changes) + "; refusing to mix results of two versions: "
-                       "restore the code they were computed by, or use a new --out directory")
+                       "restore the code they were computed by, use a new --out directory, "
+                       "or delete the old one to compute them again with this code")
 
 
 def _sha256(data: bytes) -> str:
