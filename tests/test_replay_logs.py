@@ -568,3 +568,21 @@ def test_a_compressed_log_is_refused_saying_how_to_replay_it(tmp_path, capsys, m
     plain = tmp_path / "BZh.csv"  # a log whose first bytes only look like a magic number
     plain.write_text("BZh9," + text.replace("\na,", "\nx,a,"))
     assert read_logs(plain).table.height == 3
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t")])
+def test_a_blank_line_holds_no_row(tmp_path, suffix, sep):
+    # polars reads a blank line as a row of nulls: a log ending in an empty line (an editor's,
+    # or two logs pasted together) was refused as "log.csv:4: field 'job_id': missing"
+    rows = ["job_id,step,score", "a,1,0.5", "", "a,2,0.4", "a,3,0.3", "", ""]
+    p = tmp_path / f"log.{suffix}"
+    p.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
+    log = read_logs(p)
+    assert log.table["metric"].to_list() == [0.5, 0.4, 0.3]
+    assert log.table["line"].to_list() == [2, 4, 5]
+    p.write_text(p.read_text().replace(f"a{sep}3{sep}0.3", f"a{sep}3{sep}abc"))
+    with pytest.raises(ConfigError, match=rf"log\.{suffix}:5: field 'score': 'abc'"):
+        read_logs(p)
+    p.write_text(p.read_text().replace(f"a{sep}3{sep}abc", sep * 2))  # empty fields: a row
+    with pytest.raises(ConfigError, match=rf"log\.{suffix}:5: field 'job_id': missing"):
+        read_logs(p)

@@ -212,9 +212,17 @@ def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     except pl.exceptions.NoDataError:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}") from None
     except pl.exceptions.ComputeError as exc:
-        _csv_lines(path, data, sep, 0)  # a row with more fields than the header: its line
+        _csv_lines(path, data, sep)  # a row with more fields than the header: its line
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
-    lines = _csv_lines(path, data, sep, df.height)
+    lines, blank = _csv_lines(path, data, sep)
+    if df.height == lines.size and blank.any():
+        # polars reads a blank line as a row of nulls (a log's trailing empty line was
+        # refused as "field 'job_id': missing"); it holds no row, as in the csv module
+        df, lines = df.filter(pl.Series(~blank)), lines[~blank]
+    elif df.height == int((~blank).sum()):
+        lines = lines[~blank]
+    else:  # the csv module and polars disagree: fall back to row order
+        lines = np.arange(2, df.height + 2)
     if df.height and not data.rstrip(b" \t").endswith((b"\n", b"\r")):
         _check_line_ended(path, lines[-1])
     return df.with_columns(pl.Series("line", lines, dtype=pl.Int64))
@@ -232,8 +240,9 @@ def _check_line_ended(path: Path, line: int) -> None:
                       "once its writer has finished the row)")
 
 
-def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
-    """The line each data row starts on (header = line 1); a quoted field may span lines.
+def _csv_lines(path: Path, data: bytes, sep: str) -> tuple[np.ndarray, np.ndarray]:
+    """For each record after the header, the line it starts on (header = line 1; a quoted
+    field may span lines) and whether it is a blank line, which holds no row.
 
     Also what polars lets through: a header naming a column twice (polars renames one) and
     a row with fewer fields than the header (polars fills them with nulls, which would read
@@ -243,9 +252,12 @@ def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
 
     text = data.decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
-    header, starts, end = None, [], 0
+    header, starts, blank, end = None, [], [], 0
     for row in reader:
-        if row:  # blank lines hold no row (as in polars)
+        if header is not None:
+            starts.append(end + 1)
+            blank.append(not row)
+        if row:
             if header is None:
                 header = row
                 seen = set()
@@ -260,13 +272,8 @@ def _csv_lines(path: Path, data: bytes, sep: str, n_rows: int) -> np.ndarray:
                 raise ConfigError(f"{path}:{end + 1}: {len(row)} fields, the header has "
                                   f"{len(header)}; allowed: one value per column (empty for a "
                                   f"missing one), {why}")
-            else:
-                starts.append(end + 1)
         end = reader.line_num
-    out = np.asarray(starts[:n_rows], dtype=np.int64)
-    if out.size < n_rows:  # the csv module and polars disagree: fall back to row order
-        return np.arange(2, n_rows + 2)
-    return out
+    return np.asarray(starts, dtype=np.int64), np.asarray(blank, dtype=bool)
 
 
 class _DuplicateKey(ValueError):
