@@ -586,3 +586,18 @@ def test_a_blank_line_holds_no_row(tmp_path, suffix, sep):
     p.write_text(p.read_text().replace(f"a{sep}3{sep}abc", sep * 2))  # empty fields: a row
     with pytest.raises(ConfigError, match=rf"log\.{suffix}:5: field 'job_id': missing"):
         read_logs(p)
+
+
+def test_a_semicolon_separated_log_is_named_as_one(tmp_path):
+    # a spreadsheet saves a CSV with ';' where the decimal mark is ',': it was refused for a
+    # missing job_id column, 'found ['job_id;step;score']', without saying why
+    hint = (r" \(semicolon-separated\? the values of a row are separated by commas, or by "
+            r"tabs with --format tsv: save it so, with '\.' as the decimal mark\)$")
+    p = tmp_path / "log.csv"
+    p.write_text("job_id;step;score\na;1;0.5\na;2;0.4\n")
+    with pytest.raises(ConfigError, match=r"log\.csv:1: field 'job_id': missing column; .*"
+                       r"\(found \['job_id;step;score'\]\)" + hint):
+        read_logs(p)
+    p.write_text("job_id;step;score\na;1;0,5\na;2;0,4\n")  # a decimal comma splits the row
+    with pytest.raises(ConfigError, match=r"log\.csv:2: 2 fields, the header has 1; .*" + hint):
+        read_logs(p)

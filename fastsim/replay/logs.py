@@ -240,6 +240,18 @@ def _check_line_ended(path: Path, line: int) -> None:
                       "once its writer has finished the row)")
 
 
+def _separator_hint(header: list[str]) -> str:
+    """Why a header read as one column may be: holding tabs, a TSV read as CSV (a pipe has
+    no suffix); holding semicolons, a spreadsheet's CSV where the decimal mark is a comma."""
+    one = header[0] if len(header) == 1 else ""
+    if "\t" in one:
+        return " (tab-separated? --format tsv, or read_logs(fmt='tsv'))"
+    if ";" in one:
+        return (" (semicolon-separated? the values of a row are separated by commas, or by "
+                "tabs with --format tsv: save it so, with '.' as the decimal mark)")
+    return ""
+
+
 def _csv_lines(path: Path, data: bytes, sep: str) -> tuple[np.ndarray, np.ndarray]:
     """For each record after the header, the line it starts on (header = line 1; a quoted
     field may span lines) and whether it is a blank line, which holds no row.
@@ -271,7 +283,7 @@ def _csv_lines(path: Path, data: bytes, sep: str) -> tuple[np.ndarray, np.ndarra
                        "a value holding the separator quoted")
                 raise ConfigError(f"{path}:{end + 1}: {len(row)} fields, the header has "
                                   f"{len(header)}; allowed: one value per column (empty for a "
-                                  f"missing one), {why}")
+                                  f"missing one), {why}{_separator_hint(header)}")
         end = reader.line_num
     return np.asarray(starts, dtype=np.int64), np.asarray(blank, dtype=bool)
 
@@ -764,9 +776,7 @@ def check_format(fmt) -> None:
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     _check_field_names(df, path, metric)
     found = [c for c in df.columns if c != "line"]
-    # a header read as one column holding tabs: a TSV read as CSV (a pipe has no suffix)
-    tsv = (" (tab-separated? --format tsv, or read_logs(fmt='tsv'))"
-           if len(found) == 1 and "\t" in found[0] else "")
+    tsv = _separator_hint(found)
     for field in ("job_id", "step"):
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
