@@ -601,3 +601,18 @@ def test_a_semicolon_separated_log_is_named_as_one(tmp_path):
     p.write_text("job_id;step;score\na;1;0,5\na;2;0,4\n")  # a decimal comma splits the row
     with pytest.raises(ConfigError, match=r"log\.csv:2: 2 fields, the header has 1; .*" + hint):
         read_logs(p)
+
+
+def test_a_json_array_of_rows_is_told_to_be_one_object_per_line(tmp_path):
+    # pandas' to_json(orient="records") writes a table as one array: a .json log was read as
+    # a trainer_state.json and refused for its log_history, with no word of JSONL
+    p = tmp_path / "log.json"
+    p.write_text('[{"job_id": "a", "step": 1, "score": 0.5}, {"job_id": "a", "step": 2, '
+                 '"score": 0.4}]\n')
+    with pytest.raises(ConfigError, match=r"log\.json:1: field 'log_history': missing; .*"
+                       r"\(a JSON array of rows\? a long table in JSON is one object per line, "
+                       r"a \.jsonl file\)$"):
+        read_logs(p)
+    p.write_text('{"a": 1}\n')  # not rows: no such hint
+    with pytest.raises(ConfigError, match=r"\(a list of log entries\)$"):
+        read_logs(p)

@@ -429,8 +429,12 @@ def _hf_entries(path: Path, text: str):
         raise ConfigError(f"{path}: not valid JSON (nested too deeply); allowed: a "
                           "trainer_state.json as written by transformers.Trainer") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+        # a table written as one JSON array of rows (pandas' to_json(orient="records"))
+        rows = (" (a JSON array of rows? a long table in JSON is one object per line, a "
+                ".jsonl file)" if isinstance(state, list) and state
+                and all(isinstance(r, dict) for r in state) else "")
         raise ConfigError(f"{path}:1: field 'log_history': missing; allowed: a trainer_state.json "
-                          "as written by transformers.Trainer (a list of log entries)")
+                          f"as written by transformers.Trainer (a list of log entries){rows}")
     decoder = json.JSONDecoder()
     m = re.search(r'"log_history"\s*:\s*\[', text)
     pos = m.end() if m else 0
