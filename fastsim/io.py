@@ -657,6 +657,19 @@ def toml_echo(msg: str, values: dict[str, Any]) -> str:
     return msg
 
 
+def _bare_word_hint(error: str, text: str) -> str:
+    """For tomllib's "Invalid value (at line L, column C)" at a word written without
+    quotes (``scheduler = fifo``, ``policy = [evalstop:k=2]``): how TOML writes text."""
+    at = re.fullmatch(r"Invalid value \(at line (\d+), column (\d+)\)", error)
+    lines = text.splitlines()
+    if not at or int(at[1]) > len(lines):
+        return ""
+    word = re.match(r"[A-Za-z_][^\s,\]\}#]*", lines[int(at[1]) - 1][int(at[2]) - 1:])
+    if word and word[0].lower() in ("true", "false"):
+        return "; allowed: true or false, in lower case"
+    return f"; allowed: text in double quotes, as \"{word[0]}\"" if word else ""
+
+
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
     """Parse a TOML file; a missing or unreadable file, bad TOML or a file with no key is
     a ``ConfigError`` (an empty file is a truncated or unsaved one far more often than a
@@ -666,7 +679,7 @@ def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{path}: invalid TOML: {exc}{_bare_word_hint(str(exc), text)}") from None
     except RecursionError:  # the parser recurses once per nested array or table
         raise ConfigError(f"{path}: arrays or tables nested too deeply to read; allowed: "
                           "a sweep's values (a few levels)") from None

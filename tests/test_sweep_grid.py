@@ -134,6 +134,13 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("clusters = 4\nbogus = 1\n", ["key 'bogus' is unknown"]),
     ("clusters = 4\n[axes]\nk = []\n", ["axes.k=[] is invalid"]),
     ("clusters = 4\n[axes]\nk = [1, 2\n", ["invalid TOML"]),
+    # a word without quotes said only 'Invalid value (at line 3, column 11)'
+    ("clusters = 4\n[axes]\npolicy = [evalstop:k=2]\n", ["invalid TOML: Invalid value (at line "
+     "3, column 11); allowed: text in double quotes, as \"evalstop:k=2\""]),
+    ("clusters = 4\n[base]\nscheduler = fifo # FIFO\n", ["allowed: text in double quotes, as "
+     "\"fifo\""]),
+    ("clusters = 4\n[base]\nbackfill = True\n", ["(at line 3, column 12); allowed: true or "
+     "false, in lower case"]),
     ("clusters = 4\n[base]\nn_evals = 3\n[axes]\nk = [3]\n", ["n_evals=3"]),
 ])
 def test_bad_sweep_files_name_file_and_field(tmp_path, text, words):
