@@ -19,6 +19,7 @@ import pytest
 
 import fastsim
 from fastsim.cli import main
+from fastsim.config import SimConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
@@ -191,6 +192,33 @@ def test_extending_replay_lines_run_as_written(tmp_path, monkeypatch, capsys):
     for argv in replays:
         assert main(argv) == 0, (argv, capsys.readouterr().err)
     assert "below_best(k=3" in capsys.readouterr().out
+
+
+def test_extending_run_lines_name_what_they_declare(tmp_path, monkeypatch):
+    # its three 'fastsim run' lines (a policy with a parameter, a scheduler key with one, a
+    # metric) were in no test as written: tests/test_extending.py runs its own argv (and
+    # compiles the user code, a few seconds); here each line's options are parsed by the
+    # command line's parser and its specs resolved against the page's own modules
+    from fastsim.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("mydetectors", "mykeys", "mymetrics"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    for kind, body in blocks(ROOT / "docs" / "extending.md"):
+        if kind == "python" and body.startswith("# file: "):
+            (tmp_path / body.splitlines()[0][len("# file: "):].strip()).write_text(body)
+    runs = [argv for kind, body in blocks(ROOT / "docs" / "extending.md") if kind == "console"
+            for argv, _ in shown_runs(body) if argv[:3] == ["PYTHONPATH=.", "fastsim", "run"]]
+    labels = []
+    for argv in runs:
+        args = build_parser().parse_args(argv[2:])
+        cfg = SimConfig.from_specs(args.scheduler or "srtf_est", args.policy or "evalstop:k=2",
+                                   metrics=args.metric or ())
+        labels.append((cfg.scheduler.label, cfg.policy.label, cfg.metrics))
+    assert labels == [("srtf_est", "below_best(k=2,drop=0.01)", ()),
+                      ("gpu_h_first(per_gpu=0.5)", "evalstop(k=2)", ()),
+                      ("srtf_est", "evalstop(k=2)", ("mymetrics:waste_per_hacking_job",))]
 
 
 def test_sweeps_doc_examples_run_as_written(tmp_path, monkeypatch):
