@@ -616,3 +616,17 @@ def test_a_json_array_of_rows_is_told_to_be_one_object_per_line(tmp_path):
     p.write_text('{"a": 1}\n')  # not rows: no such hint
     with pytest.raises(ConfigError, match=r"\(a list of log entries\)$"):
         read_logs(p)
+
+
+def test_a_directory_of_logs_is_told_the_pattern_that_passes_them(tmp_path, capsys):
+    # 'fastsim replay logs/' said only 'pass log files instead'; it names the pattern now
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("a.csv", "b.csv", "c.jsonl"):
+        (logs / name).write_text("job_id,step,score\na,1,0.5\n")
+    one_line(capsys, ["replay", str(logs)], f"{logs}: a directory without trainer_state.json "
+             "(nor in a checkpoint-N/ subdirectory); allowed: a run directory, or log files "
+             f"({logs}/*.csv, {logs}/*.jsonl)")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"allowed: a run directory, or log files$"):
+        read_logs(tmp_path / "empty")

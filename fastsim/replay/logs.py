@@ -55,6 +55,9 @@ PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "se
 KNOWN_FIELDS = frozenset(("job_id", "step", "truth_hacking", *PER_JOB, *NUMERIC_OPTIONAL,
                           *TIME_FIELDS, *TRUTH_NUMERIC))
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
+# A long table's format by its name's ending (else by its first bytes: detect_format).
+TABLE_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                  ".parquet": "parquet", ".pq": "parquet"}
 # A compressed log's first bytes, and the tool that decompresses it: polars' CSV reader
 # decompressed gzip and zstd itself but the rest of the reader saw the compressed bytes
 # (a gzip log was refused for a last row "without a line break"), and the other kinds
@@ -149,14 +152,9 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
     data = read_log_bytes(path) if data is None else data
     if not data:
         raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith(".tsv"):
-        return "tsv"
-    if name.endswith((".jsonl", ".ndjson")):
-        return "jsonl"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
+    for suffix, fmt in TABLE_SUFFIXES.items():
+        if name.endswith(suffix):
+            return fmt
     head = data[:4096]
     if head.startswith(b"PAR1"):
         return "parquet"
@@ -196,8 +194,16 @@ def resolve_path(path: Path) -> Path:
     ckpts = [p for p in path.glob("checkpoint-*/trainer_state.json")
              if re.fullmatch(r"checkpoint-\d+", p.parent.name)]
     if not ckpts:
+        # a directory of logs: name the pattern that passes them (replay reads no directory)
+        try:
+            logs = sorted({q.suffix for q in path.iterdir()
+                           if q.suffix.lower() in TABLE_SUFFIXES and q.is_file()})
+        except OSError:  # an unreadable directory: no pattern to name
+            logs = []
         raise ConfigError(f"{path}: a directory without trainer_state.json (nor in a "
-                          "checkpoint-N/ subdirectory); pass log files instead")
+                          "checkpoint-N/ subdirectory); allowed: a run directory, or log files"
+                          + (" (" + ", ".join(f"{shlex.quote(str(path))}/*{x}" for x in logs)
+                             + ")" if logs else ""))
     return max(ckpts, key=lambda p: int(p.parent.name.split("-")[1]))
 
 
