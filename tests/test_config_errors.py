@@ -1,4 +1,5 @@
 """Bad input: one clear error naming the field, the value and what is allowed."""
+import importlib
 import re
 import subprocess
 import sys
@@ -346,6 +347,10 @@ def _misspelt_keyword_calls(tmp_path):
         (lambda: SimConfig.from_specs(sheduler="fifo"), "SimConfig.from_specs()", "sheduler",
          "scheduler"),
         (lambda: SimConfig.from_specs(n_job=30), "SimConfig.from_specs()", "n_job", "n_jobs"),
+        # docs/tutorial.md's way to draw from Python: it was Python's TypeError
+        (lambda: importlib.import_module("fastsim.sweep.figures").draw_all(
+            tmp_path, tmp_path / "out", fromats="png"), "fastsim.sweep.figures.draw_all()",
+         "fromats", "formats"),
     ]
 
 

@@ -14,6 +14,8 @@ import json
 import os
 from pathlib import Path
 
+from fastsim.errors import known_keywords
+
 # The paper's figures (fastsim reproduce draws these), then the fidelity frontier's (its own
 # sweep, sweeps/frontier.toml).
 PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
@@ -368,6 +370,7 @@ def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
     return parsed
 
 
+@known_keywords("fastsim.sweep.figures.draw_all()")
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``, in ``formats``
