@@ -50,11 +50,15 @@ def test_2_replay_refuses_steps_at_or_above_2_53(tmp_path, capsys):
 
 
 # -- 4. replay --gpus ------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["-8", "0", "nan", "inf", "-inf"])
+@pytest.mark.parametrize("value", ["-8", "0", "nan", "inf", "-inf", "1e400", "abc"])
 def test_4_replay_gpus_must_be_positive_and_finite(tmp_path, capsys, value):
+    # echoed as typed, as README says every error line does: it was '--gpus=-8.0', and
+    # 1e400 '--gpus=inf'; 'abc' was argparse's 'invalid float value'
     p = tmp_path / "t.csv"
     p.write_text("job_id,step,score,time\na,1,0.5,1\na,2,0.6,2\na,3,0.5,3\na,4,0.4,4\n")
-    one_line(capsys, ["replay", str(p), "--gpus", value], "--gpus=")
+    one_line(capsys, ["replay", str(p), "--gpus", value],
+             f"fastsim replay: error: --gpus={value} is invalid; allowed: a positive finite GPU "
+             "count")
 
 
 def test_4_gpus_column_must_be_finite(tmp_path):

@@ -7,6 +7,7 @@ that use them: the parser, ``--help`` and usage errors need none of them.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -69,7 +70,7 @@ def register(subparsers) -> None:
                    "and content; a pipe has no name, so a TSV through one needs --format tsv)")
     p.add_argument("--on-duplicate", choices=["last", "error"], default="last",
                    help="a (job_id, step) logged twice: keep the last row (default) or fail")
-    p.add_argument("--gpus", type=float, default=None, metavar="N",
+    p.add_argument("--gpus", default=None, metavar="N",  # text: a refusal echoes it as typed
                    help="GPUs held by jobs whose log has no gpus column, a positive number; "
                    "sets the GPU-hours saved (default: none, GPU-hours not reported)")
     p.add_argument("--out", type=Path, default=None, help="per-job results, .parquet or .csv")
@@ -250,6 +251,20 @@ def _unit(res) -> str:
             + (f" and the {_count(alone, 'job')} without one, each its own" if alone else ""))
 
 
+def _gpus(text: str | None) -> float | None:
+    """``--gpus`` as a number; refused as typed (``--gpus=-2``, not ``-2.0``; ``1e400``, not
+    ``inf``) unless a positive finite count."""
+    if text is None:
+        return None
+    try:
+        gpus = float(text)
+    except ValueError:
+        gpus = math.nan
+    if not 0 < gpus < math.inf:
+        raise ConfigError(f"--gpus={text} is invalid; allowed: a positive finite GPU count")
+    return gpus
+
+
 def _count(n: int, noun: str) -> str:
     """``1 job``, ``3 jobs``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -275,12 +290,11 @@ def _cmd_replay(args) -> int:
     _check_out(args.summary_out, "--summary-out")
     logs = {f"the log {p}": resolve_path(Path(p)) for p in args.paths}  # the files read
     check_distinct({"--out": args.out, "--summary-out": args.summary_out}, inputs=logs)
-    if args.gpus is not None and not 0 < args.gpus < float("inf"):
-        raise ConfigError(f"--gpus={args.gpus} is invalid; allowed: a positive finite GPU count")
+    gpus = _gpus(args.gpus)
     policies = [parse_flag(parse_policy, s, "--policy") for s in (args.policy or DEFAULT_POLICIES)]
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
                     higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
-    res = replay(log, policies, gpus=args.gpus)
+    res = replay(log, policies, gpus=gpus)
     summ = summarize_replay(res)
     # written first, both or neither: a write that fails (a full disk) prints no results
     outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
@@ -294,7 +308,7 @@ def _cmd_replay(args) -> int:
           f"metric {log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
-    if args.gpus is not None and "time_h" not in log.table.columns:
+    if gpus is not None and "time_h" not in log.table.columns:
         print("  note: --gpus is given, but the log has no time per evaluation (a time, time_h "
               "or time_s column; for trainer_state.json, the train_runtime Trainer logs when "
               "training ends), so GPU-hours are not reported (nan)")
