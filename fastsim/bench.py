@@ -36,6 +36,7 @@ from typing import Callable, NamedTuple
 
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
+from fastsim.values import integer_option
 
 SCHEDULERS = ("fifo", "srtf_est", "loss_aware", "tiresias")
 ALL_SCHEDULERS = ("fifo", "sjf_est", "srtf_est", "loss_aware", "tiresias")
@@ -446,10 +447,10 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
                     "clusters (about 20 s on a quiet machine)")
-    ap.add_argument("--clusters", type=int, default=None,
+    ap.add_argument("--clusters", type=integer_option, default=None,
                     help="clusters per timed batch, 1 to 100,000 (default 400; 100 with "
                     "--quick; the threads rows run 4 times as many)")
-    ap.add_argument("--reps", type=int, default=None,
+    ap.add_argument("--reps", type=integer_option, default=None,
                     help="repetitions per timing, the minimum is kept, 1 to 1,000 (default 10; 5 "
                     "with --quick)")
     ap.add_argument("--no-compile", action="store_true",

@@ -89,7 +89,13 @@ class OneLineParser(argparse.ArgumentParser):
     (argparse prints the whole usage first, a dozen lines at a subcommand)."""
 
     def error(self, message: str):
+        # a value an option's type refused (fastsim.values.integer_option), echoed quoted:
+        # "argument --seed: '1_0' is invalid" said as every other refusal, "--seed='1_0' ..."
+        message = _TYPE_REFUSAL.sub(r"\1=\2", message)
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+_TYPE_REFUSAL = re.compile(r"^argument ([^\s:]+): (')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,10 +134,16 @@ def hold_outputs(args: argparse.Namespace) -> list:
 def _check_threads_variable() -> None:
     """numba reads ``NUMBA_NUM_THREADS`` when first imported and fails with a traceback
     on a bad value: refuse it here, in one line, before anything imports numba."""
+    from fastsim.values import NumberTextError, number_text
+
     value = os.environ.get("NUMBA_NUM_THREADS")
-    if value is not None and not (value.strip().isdigit() and int(value) >= 1):
+    try:
+        ok = value is None or number_text(value, integer=True) >= 1
+    except NumberTextError:  # "²" passed isdigit(), and int() failed with a traceback
+        ok = False
+    if not ok:
         print("fastsim: error: " + one_line(f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: "
-              "a positive integer, or unset (one thread per core)"), file=sys.stderr)
+              "a positive integer written in digits 0-9, or unset (one thread per core)"), file=sys.stderr)
         sys.exit(2)
 
 

@@ -21,6 +21,7 @@ from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             typed_head)
 from fastsim.errors import ConfigError
+from fastsim.values import integer_option, read_number, read_numbers
 
 if TYPE_CHECKING:  # annotations only
     from tqdm import tqdm
@@ -33,22 +34,18 @@ MAX_SEED = 2**64 - 1  # seeds are unsigned 64-bit counters (kernels/rng.py)
 
 
 def _parse_field(name: str, text: str, default):
-    try:
-        if name == "mix":
-            if "," in text:
-                return tuple(float(x) for x in text.split(","))
-            return text
-        if name in _LIST_FIELDS:
-            cast = int if name.startswith("demands_") else float
-            return tuple(cast(x) for x in text.split(","))
-        if isinstance(default, bool):
+    option = f"--{name.replace('_', '-')}"
+    if name == "mix" and "," not in text:
+        return text  # a mix's name
+    if name == "mix" or name in _LIST_FIELDS:
+        return read_numbers(text, option, name.startswith("demands_"), FIELD_HELP[name])
+    if isinstance(default, bool):
+        try:
             return R.flag_value(text)  # as a spec's flag: true or false, nothing else
-        if isinstance(default, int):
-            return int(text)
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"--{name.replace('_', '-')}={text!r} is not a valid value; "
-                          f"expected {FIELD_HELP[name]}") from None
+        except ValueError:
+            raise ConfigError(f"{option}={text!r} is not a valid value; expected "
+                              f"{FIELD_HELP[name]}") from None
+    return read_number(text, option, isinstance(default, int), FIELD_HELP[name])
 
 
 def add_workload_options(p: argparse.ArgumentParser) -> None:
@@ -156,11 +153,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="policy to compare against on the same clusters, any --policy spec, "
                    "or 'off' (no baseline, no change rows) (default: none, the policy that "
                    "never stops)")
-    p.add_argument("--clusters", type=int, default=D.CLUSTERS,
+    p.add_argument("--clusters", type=integer_option, default=D.CLUSTERS,
                    help="independent clusters to simulate, an integer from 1 to 2^63-1 (the "
                    "cluster ids' range); a run its first 500 clusters show to need more than a "
                    "minute says how long, in one line on stderr")
-    p.add_argument("--seed", type=int, default=D.SEED,
+    p.add_argument("--seed", type=integer_option, default=D.SEED,
                    help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
                    "under every policy")
     p.add_argument("--out", type=Path, default=None,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
+from fastsim.values import integer_option, number_option
 
 if TYPE_CHECKING:  # annotations only
     import polars as pl
@@ -99,13 +100,13 @@ def register(subparsers) -> None:
                    help="directory for synthetic.parquet, traces.parquet, table.md, figures "
                    "(default: results/detectors)")
     # None when not given: --quick sizes an unsized run, and --confirm refuses them
-    p.add_argument("--clusters", type=int, default=None, metavar="N",
+    p.add_argument("--clusters", type=integer_option, default=None, metavar="N",
                    help="clusters per cell, an integer >= 2 (default: 200; 50 with --quick)")
-    p.add_argument("--seed", type=int, default=None, metavar="INT",
+    p.add_argument("--seed", type=integer_option, default=None, metavar="INT",
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=Path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
-    p.add_argument("--trace-noise", type=float, default=None,
+    p.add_argument("--trace-noise", type=number_option, default=None,
                    help="sigma0 on the traces, in score units, >= 0 (default: the median "
                    "run's sd of score - truth_gold; 0, as for scores equal to gold, leaves "
                    "the detectors to each run's residuals)")

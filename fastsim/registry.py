@@ -42,7 +42,8 @@ from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref
 from fastsim.kernels import codes as K
 from fastsim.purity import impurity
 from fastsim.resources import package_folders
-from fastsim.values import float_or_nan, is_integer, is_number, plain, plain_scalar
+from fastsim.values import (NumberTextError, float_or_nan, is_integer, is_number,
+                            number_text, plain, plain_scalar)
 
 def flag_value(text: str) -> bool:
     """A flag's text: ``true`` or ``false`` in any case (``backfill=True`` as Python writes
@@ -56,22 +57,6 @@ def flag_value(text: str) -> bool:
 
 
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
-
-_INT_TEXT = re.compile(r"-?[0-9]+")
-# digits, then '.' and more digits only after a '.': "[0-9]+\.?[0-9]*" split a run of
-# digits every way, quadratic in its length before a refusal
-_FLOAT_TEXT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
-_WRITTEN = {"int": ", written in digits 0-9 with an optional leading '-' (as k=3)",
-            "float": ", written in digits 0-9 with an optional '-', '.' and exponent "
-                     "(as 0.65 or 1e-3)",
-            "floats": ", each written in digits 0-9 with an optional '.' and exponent"}
-
-
-def _number_text(text: str, form: re.Pattern) -> str:
-    if not form.fullmatch(text):
-        raise ValueError(text)
-    return text
-
 
 @dataclass(frozen=True)
 class Param:
@@ -109,30 +94,35 @@ class Param:
         return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(top)}{hi}"
                 + (f" ({self.unit})" if self.unit else ""))
 
-    def _fail(self, where: str, value: Any, written: str = "") -> ConfigError:
+    def _fail(self, where: str, value: Any) -> ConfigError:
         return ConfigError(f"{where}{self.name}={value!r} is invalid; allowed: "
-                           f"{self.allowed()}{written}")
+                           f"{self.allowed()}")
 
     def from_text(self, text: str, where: str = "") -> Any:
         """A value from its spec text (``k=3``, ``backfill``, ``thresholds=16/64``).
 
-        Numbers are read as written in ASCII digits only: Python's ``int`` and ``float``
-        would also take ``+2``, ``1_000`` and ``٢``, spellings that the error messages, the
-        canonical form and TOML do not have."""
+        Numbers are read as every number given as text is (``fastsim.values.number_text``:
+        ASCII digits only; Python's ``int`` and ``float`` would also take ``+2``, ``1_000``
+        and ``٢``)."""
         t = text
         try:
             if self.kind == "bool":
                 value: Any = t == "" or flag_value(t)  # "": the bare key
             elif self.kind == "int":
-                value = int(_number_text(t, _INT_TEXT))
+                value = number_text(t, integer=True)
             elif self.kind == "float":
-                value = float(_number_text(t, _FLOAT_TEXT))
+                value = number_text(t)
             elif self.kind == "floats":
-                value = tuple(float(_number_text(x, _FLOAT_TEXT)) for x in t.split("/"))
+                value = tuple(number_text(x) for x in t.split("/"))
             else:
                 value = t
+        except NumberTextError as exc:
+            said = f"{t!r}: {exc}" if self.kind == "floats" else str(exc)
+            each = "each " if self.kind == "floats" else ""
+            raise ConfigError(f"{where}{self.name}={said}; allowed: {self.allowed()}, "
+                              f"{each}{exc.written}") from None
         except ValueError:
-            raise self._fail(where, t, _WRITTEN.get(self.kind, "")) from None
+            raise self._fail(where, t) from None
         return self.check(value, where)
 
     def check(self, value: Any, where: str = "") -> Any:

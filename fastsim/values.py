@@ -7,9 +7,11 @@ package: it imports nothing of fastsim but ``ConfigError``, so ``fastsim.config`
 """
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 import os
+import re
 import struct
 import sys
 import unicodedata
@@ -153,6 +155,84 @@ def float_or_nan(x: Any) -> float:
         return float(x)
     except OverflowError:
         return math.nan
+
+
+# How a number is written wherever fastsim reads one from text (an option, a spec's
+# parameter, an item of a comma-separated list): ASCII digits, an optional leading '-', and
+# for a real number '.' and an exponent.  Python's int() and float() also take '+2', '1_000',
+# ' 2 ', 'inf', and digits of any script ('٢', '２'): spellings that error messages, canonical
+# forms and TOML do not write, and that some readers took and others refused.
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+# digits, then '.' and more digits only after a '.': "[0-9]+\.?[0-9]*" split a run of
+# digits every way, quadratic in its length before a refusal
+_REAL_TEXT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+INTEGER_WRITTEN = "written in digits 0-9 with an optional leading '-' (as 3)"
+REAL_WRITTEN = "written in digits 0-9 with an optional '-', '.' and exponent (as 0.65 or 1e-3)"
+
+
+class NumberTextError(ValueError):
+    """Text that is not a number as ``number_text`` reads one: ``str()`` is the text and
+    what is wrong with it (``'1_0' is invalid``); ``written`` how it would be right
+    (``written in digits 0-9 ...``), ``allowed`` the same with what it is (``an integer
+    written in ...``)."""
+
+    def __init__(self, text: Any, why: str, integer: bool, written: str) -> None:
+        super().__init__(f"{text!r} {why}")
+        self.written = written
+        self.allowed = ("an integer " if integer else "a number ") + written
+
+
+def number_text(text: str, integer: bool = False) -> int | float:
+    """The number ``text`` writes, an int when ``integer``: the one reading of a number
+    given as text (``_INTEGER_TEXT``, ``_REAL_TEXT``), else ``NumberTextError``."""
+    form, written = (_INTEGER_TEXT, INTEGER_WRITTEN) if integer else (_REAL_TEXT, REAL_WRITTEN)
+    if not isinstance(text, str) or not form.fullmatch(text):
+        raise NumberTextError(text, "is invalid", integer, written)
+    if integer:
+        try:
+            return int(text)
+        except ValueError:  # beyond Python's limit on digits (4300)
+            raise NumberTextError(text, "has too many digits", integer, "of at most "
+                                  f"{sys.get_int_max_str_digits()} digits") from None
+    return float(text)
+
+
+def read_number(text: str, name: str, integer: bool = False, allowed: str = "") -> int | float:
+    """``number_text(text)``, else one ``ConfigError`` naming ``name`` (an option as typed,
+    ``--sigma``), what is wrong and what is allowed (``allowed``, then how it is written)."""
+    try:
+        return number_text(text, integer)
+    except NumberTextError as exc:
+        raise ConfigError(f"{name}={exc}; allowed: {allowed + ', ' if allowed else ''}"
+                          f"{exc.allowed}") from None
+
+
+def read_numbers(text: str, name: str, integer: bool = False, allowed: str = "",
+                 sep: str = ",") -> tuple:
+    """The numbers of ``text``, ``sep``-separated, each read by ``number_text``; one
+    ``ConfigError`` naming ``name``, the whole text and the item at fault otherwise."""
+    try:
+        return tuple(number_text(x, integer) for x in text.split(sep))
+    except NumberTextError as exc:
+        raise ConfigError(f"{name}={text!r}: {exc}; allowed: "
+                          f"{allowed + ', ' if allowed else ''}each {exc.allowed}") from None
+
+
+def integer_option(text: str) -> int:
+    """argparse's ``type`` for an integer option: ``number_text``'s reading, its refusal
+    said as ``argument --seed: '1_0' is invalid; allowed: ...``."""
+    try:
+        return number_text(text, integer=True)
+    except NumberTextError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; allowed: {exc.allowed}") from None
+
+
+def number_option(text: str) -> float:
+    """argparse's ``type`` for a real-valued option, as ``integer_option``."""
+    try:
+        return number_text(text)
+    except NumberTextError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; allowed: {exc.allowed}") from None
 
 
 def is_path(v: Any) -> bool:

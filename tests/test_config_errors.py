@@ -166,7 +166,7 @@ def test_unknown_fields_are_refused():
     (["run", "--load", "3"], "--load=3 is invalid"),
     (["run", "--n-evals", "2"], "--n-evals=2 is invalid"),
     (["run", "--clusters", "0"], "--clusters=0 is invalid"),
-    (["run", "--sigma", "abc"], "--sigma='abc' is not a valid value"),
+    (["run", "--sigma", "abc"], "--sigma='abc' is invalid; allowed: evaluation-score noise"),
 ])
 def test_cli_prints_one_line_and_exits_2(argv, needle, capsys, tmp_path):
     out = tmp_path / "r.parquet"
@@ -606,3 +606,51 @@ def test_a_float32_mix_is_taken_to_float32_precision():
     for mix in ((0.2, 0.3, 0.5000001), np.array([.2, .3, .5001], dtype=np.float32)):
         with pytest.raises(ConfigError, match="summing to 1"):
             WorkloadConfig(mix=mix)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    # Python's int() and float() read these: --sigma ٠.١ ran with 0.1, --n-jobs 1_0 with 10,
+    # while a spec's parameter (evalstop:k=1_0) refused them
+    (["run", "--sigma", "\u0660.\u0661"], "--sigma='\u0660.\u0661' is invalid; allowed: "
+     "evaluation-score noise (standard deviation), a number written in digits 0-9"),
+    (["run", "--mix", "\u0661,0,0"], "--mix='\u0661,0,0': '\u0661' is invalid; allowed: "),
+    (["run", "--n-jobs", "1_0"], "--n-jobs='1_0' is invalid; allowed: jobs per cluster, an "
+     "integer written in digits 0-9"),
+    (["run", "--demands-dpo", "2,+4"], "--demands-dpo='2,+4': '+4' is invalid"),
+    (["run", "--clusters", "1_0"], "--clusters='1_0' is invalid; allowed: an integer written"),
+    (["run", "--seed", " 3"], "--seed=' 3' is invalid"),
+    (["run", "--load", "inf"], "--load='inf' is invalid"),
+    (["sweep", "s.toml", "--out", "o", "--workers", "\u0662"], "--workers='\u0662' is invalid"),
+    (["sweep", "s.toml", "--out", "o", "--dask-timeout", "1_0"], "--dask-timeout='1_0' is "),
+    (["costaware", "ratios", "--reg", "\uff11"], "--reg='\uff11' is invalid"),
+    (["costaware", "subset", "--gammas", "0.1,1_0"], "--gammas='0.1,1_0': '1_0' is invalid"),
+    (["traces", "toy-rlhf", "--seeds", "1,\u0662"], "--seeds='1,\u0662': '\u0662' is "),
+    (["traces", "toy-rlhf", "--kl-coefs", "0.1,nan"], "--kl-coefs='0.1,nan': 'nan' is "),
+    (["replay", "--example", "--gpus", "\u0668"], "--gpus='\u0668' is invalid"),
+    (["detectors", "--trace-noise", "0.0_1"], "--trace-noise='0.0_1' is invalid"),
+])
+def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_path,
+                                                      monkeypatch):
+    from conftest import one_line
+
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, argv, needle)
+    assert not list(tmp_path.iterdir())
+
+
+def test_no_option_reads_its_number_with_python_int_or_float():
+    """Each numeric option reads through fastsim.values.number_text, as spec parameters do
+    (a new type=int option would take '1_0' and '٢' again)."""
+    import argparse
+
+    from fastsim.cli import build_parser
+
+    def actions(parser):
+        for action in parser._actions:
+            yield parser.prog, action
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from actions(sub)
+    loose = [(prog, a.dest) for prog, a in actions(build_parser()) if a.type in (int, float)]
+    assert not loose
+

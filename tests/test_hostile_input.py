@@ -306,7 +306,7 @@ def test_13_gpus_true_in_toml_names_gpus(tmp_path, capsys):
 
 
 def test_13_negative_infinity_is_a_value_not_an_option(capsys):
-    one_line(capsys, ["run", "--load", "-inf"], "load=-inf is invalid")
+    one_line(capsys, ["run", "--load", "-inf"], "--load='-inf' is invalid")
     one_line(capsys, ["run", "--sigma", "-1e-3"], "--sigma=-1e-3 is invalid")
 
 
@@ -373,7 +373,7 @@ def test_15_cluster_counts_fit_the_64_bit_counters(tmp_path):
 
 
 @pytest.mark.parametrize("option,value,needle", [
-    ("--kl-coefs", "inf", "kl_coefs"), ("--kl-coefs", "0.1,nan", "kl_coefs"),
+    ("--kl-coefs", "inf", "--kl-coefs='inf'"), ("--kl-coefs", "0.1,nan", "'nan' is invalid"),
     ("--n-comparisons", "99999999999999", "n_comparisons"), ("--seeds", BIG, "--seeds"),
     ("--seeds", f"1,{BIG}", "seeds"), ("--steps", BIG, "n_steps"),
     ("--world-seed", str(2**64), "world_seed"),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
+from fastsim.values import integer_option, number_option, read_numbers
 
 # The experiments' modules (numba, polars) are imported by the functions that run them:
 # the parser, --help and usage errors need none of them.  (The docstring above is
@@ -100,20 +101,17 @@ def _add_fields(parser, cls, skip=()):
             continue
         kind = type(f.default)
         meaning = FIELD_HELP.get(f.name, f.name.replace("_", " "))
-        group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None,
+        group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
+                           type={int: integer_option, float: number_option}.get(kind, kind),
                            metavar=kind.__name__.upper(),
                            help=f"{meaning} (default: {f.default})")
 
 
 def _floats(text: str, option: str, what: str) -> list[float]:
     """A comma-separated list of numbers, or one ``ConfigError`` naming the option."""
-    try:
-        values = [float(x) + 0.0 for x in text.split(",")]  # -0 as 0: one row, one label
-    except ValueError:
-        raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, comma-separated "
-                          "(e.g. 0,0.1,0.5)") from None
-    if any(v != v for v in values):
-        raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, not NaN")
+    # -0 as 0: one row, one label
+    values = [v + 0.0 for v in read_numbers(text, f"--{option}", allowed=f"{what}, "
+                                            "comma-separated (e.g. 0,0.1,0.5)")]
     if len(set(values)) != len(values):  # each value is a row of the table: two would be one
         raise ConfigError(f"--{option}={text!r} is invalid; allowed: {what}, each value once")
     return values
@@ -428,7 +426,7 @@ def register(subparsers):
     p = sub.add_parser("sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
-    p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
+    p.add_argument("--sgd-seed", type=integer_option, default=1, metavar="INT",
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_sgd.{summary,runs}.parquet into this directory, "
@@ -440,18 +438,18 @@ def register(subparsers):
                                       "cost saved and bias paid")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
-    p.add_argument("--sgd-seed", type=int, default=1, metavar="INT",
+    p.add_argument("--sgd-seed", type=integer_option, default=1, metavar="INT",
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--gammas", default="0.01,0.02,0.05,0.1", metavar="G,G,...",
                    help="bias budgets as fractions of mean(G), each from 0 to below 1 (at most "
                    "0.999999999), comma-separated (default: 0.01,0.02,0.05,0.1)")
-    p.add_argument("--check-instances", type=int, default=200, metavar="INT",
+    p.add_argument("--check-instances", type=integer_option, default=200, metavar="INT",
                    help="random instances of the greedy-vs-exact check, 1 to 100,000, and "
                    "at most 2^32 / 2^check-n: 1,024 at n=22 (default: 200)")
-    p.add_argument("--check-n", type=int, default=14, metavar="INT",
+    p.add_argument("--check-n", type=integer_option, default=14, metavar="INT",
                    help="samples per check instance (exact search is 2^n), 1 to "
                    f"{EXACT_MAX_N} (default: 14)")
-    p.add_argument("--check-seed", type=int, default=0, metavar="INT",
+    p.add_argument("--check-seed", type=integer_option, default=0, metavar="INT",
                    help="seed of the check instances, >= 0 (default: 0)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_subset.summary.parquet into this directory")
@@ -473,11 +471,11 @@ def register(subparsers):
                    "characters from 'abcdefghsy:. ' only; a malformed line is refused "
                    "before any model is built "
                    "(default: the toy task's 32 prompts, shipped with fastsim)")
-    p.add_argument("--batches", type=int, default=6, metavar="N",
+    p.add_argument("--batches", type=integer_option, default=6, metavar="N",
                    help="generation batches of 16 rollouts per measurement, >= 1 (default: 6)")
-    p.add_argument("--train-steps", type=int, default=10, metavar="N",
+    p.add_argument("--train-steps", type=integer_option, default=10, metavar="N",
                    help="GRPO steps between the two measurements, >= 0 (default: 10)")
-    p.add_argument("--seed", type=int, default=0, metavar="INT",
+    p.add_argument("--seed", type=integer_option, default=0, metavar="INT",
                    help="seed of the tiny model and of generation, 0 to 2^32-1 (default: 0)")
     p.add_argument("--out", metavar="DIR", help="directory for costaware_trl_gradnorm.parquet "
                    "and the trainers' run folders (default: results/costaware_trl)")

@@ -19,6 +19,8 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
+from fastsim.values import (NumberTextError, integer_option, number_option, number_text,
+                            read_numbers)
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
 if TYPE_CHECKING:  # annotations only
@@ -107,10 +109,10 @@ def register(subparsers) -> None:
     toy.add_argument("--seeds", default=None, metavar="S,S,...|N",
                      help="run seeds, distinct integers >= 0, comma-separated, or N for 0..N-1 "
                      "(default: 4); one run per data size x KL coefficient x seed")
-    toy.add_argument("--steps", type=int, default=None, metavar="N",
+    toy.add_argument("--steps", type=integer_option, default=None, metavar="N",
                      help="policy-gradient steps per run, an integer >= 15 (an evaluation "
                      "every 15, at least two; default: 300)")
-    toy.add_argument("--world-seed", type=int, default=None, metavar="INT",
+    toy.add_argument("--world-seed", type=integer_option, default=None, metavar="INT",
                      help="seed of the gold reward, reference policy and prompts, >= 0 "
                      "(default: 0)")
     start = toy.add_mutually_exclusive_group()
@@ -132,9 +134,9 @@ def register(subparsers) -> None:
                       help="stop policy, repeatable, as for fastsim replay, run with scope "
                       "rlhf (every simulated job is RLHF); one given twice runs once (default: "
                       + ", ".join(TRACE_POLICIES) + ")")
-    cmp_.add_argument("--clusters", type=int, default=50, metavar="N",
+    cmp_.add_argument("--clusters", type=integer_option, default=50, metavar="N",
                       help="simulated clusters per policy, an integer >= 2 (default: 50)")
-    cmp_.add_argument("--sigma", type=float, default=None, metavar="X",
+    cmp_.add_argument("--sigma", type=number_option, default=None, metavar="X",
                       help="evaluation noise of the simulator, a standard deviation in score "
                       "units (default: matched to the traces: their median noise over gold "
                       "gain, on the simulator's scale)")
@@ -148,11 +150,11 @@ def register(subparsers) -> None:
         "sharpness, per-job and AR(1) noise, peak positions) to a toy-rlhf trace set, with "
         "run-bootstrap 95% intervals (docs/real-traces.md).")
     fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
-    fit.add_argument("--boot", type=int, default=1000, metavar="N",
+    fit.add_argument("--boot", type=integer_option, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
                      f"from {D.MIN_PERCENTILE_BOOT} to {MAX_BOOT}, or 0 for no intervals "
                      "(default: 1000)")
-    fit.add_argument("--seed", type=int, default=0, metavar="INT",
+    fit.add_argument("--seed", type=integer_option, default=0, metavar="INT",
                      help="bootstrap seed, an integer >= 0 (default: 0)")
     fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
     fit.set_defaults(func=_cmd_fit)
@@ -257,8 +259,8 @@ def _gpus(text: str | None) -> float | None:
     if text is None:
         return None
     try:
-        gpus = float(text)
-    except ValueError:
+        gpus = number_text(text)
+    except NumberTextError:
         gpus = math.nan
     if not 0 < gpus < math.inf:
         raise ConfigError(f"--gpus={text} is invalid; allowed: a positive finite GPU count")
@@ -337,11 +339,8 @@ def _items(text: str, name: str, what: str) -> list[str]:
 
 
 def _ints(text: str, name: str) -> tuple[int, ...]:
-    items = _items(text, name, "integers")
-    try:
-        vals = tuple(int(x) for x in items)
-    except ValueError:
-        raise ConfigError(f"--{name} {text!r}: allowed: comma-separated integers") from None
+    vals = read_numbers(text, f"--{name}", True, "comma-separated integers") if _items(
+        text, name, "integers") else ()
     if name == "seeds" and len(vals) == 1 and "," not in text:
         if not 1 <= vals[0] <= 100_000:
             raise ConfigError(f"--seeds {text!r}: allowed: N from 1 to 100000 (seeds 0..N-1), "
@@ -380,11 +379,9 @@ def _cmd_toy(args) -> int:
     if args.n_comparisons is not None:
         kw["n_comparisons"] = _ints(args.n_comparisons, "n-comparisons")
     if args.kl_coefs is not None:
-        items = _items(args.kl_coefs, "kl-coefs", "numbers")
-        try:
-            kw["kl_coefs"] = tuple(float(x) for x in items)
-        except ValueError:
-            raise ConfigError(f"--kl-coefs {args.kl_coefs!r}: allowed: comma-separated numbers") from None
+        kw["kl_coefs"] = read_numbers(args.kl_coefs, "--kl-coefs", False,
+                                      "comma-separated numbers") if _items(
+            args.kl_coefs, "kl-coefs", "numbers") else ()
     if args.seeds is not None:
         kw["seeds"] = _ints(args.seeds, "seeds")
     if args.steps is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 # fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
 from fastsim.errors import ConfigError
+from fastsim.values import integer_option, number_option
 
 DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
 
@@ -18,9 +19,9 @@ def _add_backend(p: argparse.ArgumentParser, quiet: str = "no progress bar") -> 
                    help="run chunks in this process (default) or on a Dask cluster")
     p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786; without "
                    "it, --backend dask starts a local cluster and prints its dashboard link")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=integer_option, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
-    p.add_argument("--dask-timeout", type=float, default=None, metavar="S",
+    p.add_argument("--dask-timeout", type=number_option, default=None, metavar="S",
                    help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
                    "when none is left before stopping (resumable); the scheduler must answer "
                    f"within 10 s or this, whichever is shorter (default {DASK_TIMEOUT:g})")
@@ -46,13 +47,13 @@ def register(subparsers) -> None:
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
                    help="output directory (created; locked while the sweep runs)")
-    p.add_argument("--clusters", type=int, metavar="N",
+    p.add_argument("--clusters", type=integer_option, metavar="N",
                    help="clusters per cell, an integer >= 1; 95%% intervals need >= 2 (default: "
                    "the file's)")
-    p.add_argument("--chunk", type=int, metavar="N",
+    p.add_argument("--chunk", type=integer_option, metavar="N",
                    help="clusters per chunk, the unit of work and of resume, >= 1 (default: "
                    "the file's)")
-    p.add_argument("--seed", type=int, metavar="INT",
+    p.add_argument("--seed", type=integer_option, metavar="INT",
                    help="seed, an integer >= 0; cluster i of a seed is the same cluster in "
                    "every cell (default: the file's)")
     p.add_argument("--keep-jobs", action="store_true",
@@ -88,10 +89,10 @@ def register(subparsers) -> None:
     r.add_argument("--quick", action="store_true",
                    help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 16 s on 2 "
                    "cores once numba has compiled), written under results/reproduce-quick")
-    r.add_argument("--clusters", type=int, metavar="N",
+    r.add_argument("--clusters", type=integer_option, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
                    f"{QUICK_CLUSTERS})")
-    r.add_argument("--chunk", type=int, metavar="N",
+    r.add_argument("--chunk", type=integer_option, metavar="N",
                    help="clusters per chunk, the unit of work and of resume (default: each "
                    "sweep file's)")
     r.add_argument("--out", type=Path, metavar="DIR",
