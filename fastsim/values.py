@@ -166,6 +166,9 @@ _INTEGER_TEXT = re.compile(r"-?[0-9]+")
 # digits, then '.' and more digits only after a '.': "[0-9]+\.?[0-9]*" split a run of
 # digits every way, quadratic in its length before a refusal
 _REAL_TEXT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+_ZERO_TEXT = re.compile(r"-?0*\.?0*([eE].*)?")  # text that means 0: 0, 0.0, -0, .0, 0e5
+FLOAT64_MIN, FLOAT64_MAX = sys.float_info.min, sys.float_info.max
+FLOAT64_RANGE = f"of magnitude 0 or from {FLOAT64_MIN!r} to {FLOAT64_MAX!r}"
 INTEGER_WRITTEN = "written in digits 0-9 with an optional leading '-' (as 3)"
 REAL_WRITTEN = "written in digits 0-9 with an optional '-', '.' and exponent (as 0.65 or 1e-3)"
 
@@ -194,7 +197,16 @@ def number_text(text: str, integer: bool = False) -> int | float:
         except ValueError:  # beyond Python's limit on digits (4300)
             raise NumberTextError(text, "has too many digits", integer, "of at most "
                                   f"{sys.get_int_max_str_digits()} digits") from None
-    return float(text)
+    value = float(text)
+    # float() rounds what a float64 cannot hold without a word: 1e-400 to 0 (--sigma 1e-400
+    # ran with no noise), 1e-310 to a subnormal, 1e400 to inf
+    if math.isinf(value):
+        raise NumberTextError(text, f"is beyond the largest float64 ({FLOAT64_MAX!r})",
+                              integer, FLOAT64_RANGE)
+    if abs(value) < FLOAT64_MIN and not _ZERO_TEXT.fullmatch(text):
+        raise NumberTextError(text, f"is below the smallest float64 ({FLOAT64_MIN!r}, the "
+                              "smallest normal one) and is not 0", integer, FLOAT64_RANGE)
+    return value
 
 
 def read_number(text: str, name: str, integer: bool = False, allowed: str = "") -> int | float:

@@ -654,3 +654,32 @@ def test_no_option_reads_its_number_with_python_int_or_float():
     loose = [(prog, a.dest) for prog, a in actions(build_parser()) if a.type in (int, float)]
     assert not loose
 
+
+
+@pytest.mark.parametrize("argv,needle", [
+    # float() read 1e-400 as 0: --sigma 1e-400 ran with no noise, without a word
+    (["run", "--sigma", "1e-400"], "--sigma='1e-400' is below the smallest float64"),
+    (["run", "--sigma", "-1e-400"], "--sigma='-1e-400' is below the smallest float64"),
+    (["run", "--sigma", "1e-310"], "--sigma='1e-310' is below the smallest float64"),  # subnormal
+    (["run", "--load", "1e400"], "--load='1e400' is beyond the largest float64"),
+    (["run", "--ustar-hacking", "1e-400,0.5"], "'1e-400' is below the smallest float64"),
+    (["run", "--policy", "stop_at:f=1e-400"], "f='1e-400' is below the smallest float64"),
+    (["sweep", "s.toml", "--out", "o", "--dask-timeout", "1e999"], "--dask-timeout='1e999' "
+     "is beyond the largest float64"),
+    (["costaware", "subset", "--gammas", "0,1e-320"], "'1e-320' is below the smallest float64"),
+])
+def test_a_number_float64_cannot_hold_is_refused_not_rounded(argv, needle, capsys, tmp_path,
+                                                             monkeypatch):
+    from conftest import one_line
+
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, argv, needle)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("text", ["0", "0.0", "-0", ".0", "0e-999", "-0.000e5",
+                                  "2.2250738585072014e-308", "1.7976931348623157e308"])
+def test_text_that_means_0_or_a_normal_float64_is_read(text):
+    from fastsim.values import number_text
+
+    assert number_text(text) == float(text)
