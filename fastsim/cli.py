@@ -24,6 +24,7 @@ from pathlib import Path
 from fastsim import __version__
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
                             did_you_mean, one_line, signal_handlers)
+from fastsim.values import file_or_dir_path, file_path
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
 # imported for any command line, --help and usage errors included: a module imports its
@@ -47,6 +48,10 @@ OUTPUT_OPTIONS = ("out", "jobs_out", "summary_out", "figures_dir", "figures", "r
 # every way, quadratic in its length before a refusal
 NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
                              re.I)
+
+
+# an argument of one of these types names a file or a directory
+PATH_TYPES = (Path, file_path, file_or_dir_path)
 
 
 def _every_parser(parser: argparse.ArgumentParser) -> None:
@@ -276,7 +281,7 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             command.error(f"{action.option_strings[-1]} is given twice; allowed: once")
         seen.add(action.dest)
         value = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-        is_path = action.dest in OUTPUT_OPTIONS or action.type is Path  # inputs too
+        is_path = action.dest in OUTPUT_OPTIONS or action.type in PATH_TYPES  # inputs too
         if is_path and value is not None and not value.strip():
             command.error(f"{action.option_strings[-1]} is empty; allowed: a path")
 

@@ -12,7 +12,6 @@ import dataclasses
 import os
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
@@ -21,7 +20,7 @@ from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             typed_head)
 from fastsim.errors import ConfigError
-from fastsim.values import integer_option, read_number, read_numbers
+from fastsim.values import file_path, integer_option, read_number, read_numbers
 
 if TYPE_CHECKING:  # annotations only
     from tqdm import tqdm
@@ -160,9 +159,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=integer_option, default=D.SEED,
                    help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
                    "under every policy")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=file_path, default=None,
                    help="write per-cluster results (both arms) to this Parquet file")
-    p.add_argument("--jobs-out", type=Path, default=None,
+    p.add_argument("--jobs-out", type=file_path, default=None,
                    help="also write per-job records of both arms to this Parquet file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_workload_options(p)

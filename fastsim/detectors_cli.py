@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
-from fastsim.values import integer_option, number_option
+from fastsim.values import file_path, integer_option, number_option
 
 if TYPE_CHECKING:  # annotations only
     import polars as pl
@@ -104,7 +104,7 @@ def register(subparsers) -> None:
                    help="clusters per cell, an integer >= 2 (default: 200; 50 with --quick)")
     p.add_argument("--seed", type=integer_option, default=None, metavar="INT",
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
-    p.add_argument("--traces", type=Path, default=None,
+    p.add_argument("--traces", type=file_path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
     p.add_argument("--trace-noise", type=number_option, default=None,
                    help="sigma0 on the traces, in score units, >= 0 (default: the median "
@@ -112,11 +112,11 @@ def register(subparsers) -> None:
                    "the detectors to each run's residuals)")
     p.add_argument("--figures", type=Path, default=None,
                    help="where the Pareto figures go (default: OUT)")
-    p.add_argument("--doc", type=Path, default=None,
+    p.add_argument("--doc", type=file_path, default=None,
                    help="a markdown file whose fastsim-detectors block gets the tables")
     p.add_argument("--quick", action="store_true",
                    help="base rate 0.6 only, and 50 clusters per cell unless --clusters is given")
-    p.add_argument("--confirm", type=Path, default=None, metavar="PLAN",
+    p.add_argument("--confirm", type=file_path, default=None, metavar="PLAN",
                    help="run only the pre-registered comparison of PLAN (a TOML file, e.g. "
                    "docs/preregistration/detectors_goal3.toml) on --traces, which must be the "
                    "plan's fresh trace set; writes OUT/confirm.md and the doc's confirmation block")

@@ -16,6 +16,7 @@ import struct
 import sys
 import unicodedata
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from fastsim.errors import ConfigError
@@ -245,6 +246,33 @@ def number_option(text: str) -> float:
         return number_text(text)
     except NumberTextError as exc:
         raise argparse.ArgumentTypeError(f"{exc}; allowed: {exc.allowed}") from None
+
+
+def _names_a_directory(text: str) -> bool:
+    """Whether ``text`` ends in a path separator: on POSIX it then names a directory (open()
+    of ``ok.toml/`` fails), but ``Path`` drops the separator (``Path('ok.toml/')`` is
+    ``ok.toml``), so a file argument read through it took the file."""
+    return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep))
+
+
+def file_path(text: str) -> Path:
+    """argparse's ``type`` for an argument naming a file (read or written): its ``Path``,
+    refused when the text ends in a separator, as any path that is not a file is
+    (``--report='r.md/' ends in '/': it names a directory; allowed: a file path``)."""
+    if _names_a_directory(text):
+        raise argparse.ArgumentTypeError(f"{text!r} ends in {text[-1]!r}: it names a "
+                                         "directory; allowed: a file path")
+    return Path(text)
+
+
+def file_or_dir_path(text: str) -> Path:
+    """argparse's ``type`` for an argument naming a file or a directory (a log, a run's
+    directory): a text ending in a separator must be a directory."""
+    if _names_a_directory(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} ends in {text[-1]!r}: it names a "
+                                         "directory, and is not one; allowed: a file path, or "
+                                         "a directory's")
+    return Path(text)
 
 
 def is_path(v: Any) -> bool:

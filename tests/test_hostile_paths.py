@@ -4,6 +4,7 @@ instead of being refused.  Each refusal is one line, exit 2 (``ConfigError`` in 
 API), before any work and before any output is written."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -1063,3 +1064,38 @@ def test_a_summary_read_from_an_empty_path_is_refused(tmp_path, monkeypatch, cap
     capsys.readouterr()
     assert frontier.main([" "]) == 2
     assert "path=' ' is invalid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    # Path('ok.toml/') is ok.toml: fastsim sweep ok.toml/ read the file the slash says is a
+    # directory (open() of it fails on POSIX)
+    ["sweep", "{f}/", "--out", "o"],
+    ["run", "--out", "r.parquet/"], ["run", "--jobs-out", "j.parquet/"],
+    ["reproduce", "--quick", "--report", "r.md/"],
+    ["replay", "{f}/"], ["replay", "--example", "--out", "r.csv/"],
+    ["replay", "--example", "--summary-out", "s.csv/"],
+    ["traces", "toy-rlhf", "--like", "{f}/"], ["traces", "compare-sim", "{f}/"],
+    ["traces", "compare-sim", "{f}", "--out", "c.csv/"], ["traces", "fit-curves", "{f}/"],
+    ["traces", "fit-curves", "{f}", "--out", "c.csv/"],
+    ["detectors", "--traces", "{f}/"], ["detectors", "--doc", "{f}/"],
+    ["detectors", "--confirm", "{f}/"],
+    ["costaware", "sweep", "{f}/", "--out", "o"], ["costaware", "trl-gradnorm", "--prompts", "{f}/"],
+])
+def test_a_file_argument_ending_in_a_slash_is_refused(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.toml").write_text("clusters = 2\n[base]\nn_jobs = 3\n")
+    argv = [a.format(f="ok.toml") for a in argv]
+    one_line(capsys, argv, "ends in '/': it names a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.toml"]
+
+
+def test_a_run_directory_ending_in_a_slash_is_still_replayed(tmp_path, capsys):
+    from fastsim.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    hist = [{"step": 10 * (i + 1), "eval_accuracy": s} for i, s in enumerate([.5, .6, .5, .4])]
+    (run / "trainer_state.json").write_text(json.dumps(
+        {"global_step": 40, "max_steps": 40, "log_history": hist}))
+    assert main(["replay", f"{run}/", "--policy", "evalstop:k=2"]) == 0
+    assert "replay: 1 job" in capsys.readouterr().out

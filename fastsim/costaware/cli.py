@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
-from fastsim.values import integer_option, number_option, read_numbers
+from fastsim.values import file_path, integer_option, number_option, read_numbers
 
 # The experiments' modules (numba, polars) are imported by the functions that run them:
 # the parser, --help and usage errors need none of them.  (The docstring above is
@@ -466,7 +466,7 @@ def register(subparsers):
 
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
-    p.add_argument("--prompts", default=None, metavar="FILE",
+    p.add_argument("--prompts", type=file_path, default=None, metavar="FILE",
                    help="JSONL prompt set, one {\"prompt\": \"say: LETTERS ...\"} per line, "
                    "characters from 'abcdefghsy:. ' only; a malformed line is refused "
                    "before any model is built "
@@ -483,7 +483,7 @@ def register(subparsers):
 
     p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
                        "costaware_grpo, ...)")
-    p.add_argument("file", help="a cost-aware sweep file (TOML with experiment = sgd, subset "
+    p.add_argument("file", type=file_path, help="a cost-aware sweep file (TOML with experiment = sgd, subset "
                    "or grpo), or the name of one shipped with fastsim: costaware_sgd, "
                    "costaware_pareto, costaware_subset, costaware_grpo, costaware_ablation")
     p.add_argument("--out", required=True, metavar="DIR",

@@ -19,8 +19,8 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
-from fastsim.values import (NumberTextError, integer_option, number_option, number_text,
-                            read_numbers)
+from fastsim.values import (NumberTextError, file_or_dir_path, file_path, integer_option,
+                            number_option, number_text, read_numbers)
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
 if TYPE_CHECKING:  # annotations only
@@ -42,7 +42,7 @@ def register(subparsers) -> None:
         "the compute a stop would have saved. A trigger at a job's last logged step is status "
         "triggered_at_completion, not stopped: it keeps its checkpoint but saves nothing (the "
         "summary's 'at completion'). Formats and mess rules: docs/replay.md.")
-    p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+    p.add_argument("paths", nargs="*", type=file_or_dir_path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json; a log "
                    "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "
                    "once into memory, up to 256 MiB (docs/replay.md)")
@@ -75,8 +75,8 @@ def register(subparsers) -> None:
     p.add_argument("--gpus", default=None, metavar="N",  # text: a refusal echoes it as typed
                    help="GPUs held by jobs whose log has no gpus column, a positive number; "
                    "sets the GPU-hours saved (default: none, GPU-hours not reported)")
-    p.add_argument("--out", type=Path, default=None, help="per-job results, .parquet or .csv")
-    p.add_argument("--summary-out", type=Path, default=None, help="per-policy summary, .parquet or .csv")
+    p.add_argument("--out", type=file_path, default=None, help="per-job results, .parquet or .csv")
+    p.add_argument("--summary-out", type=file_path, default=None, help="per-policy summary, .parquet or .csv")
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
     p.set_defaults(func=_cmd_replay)
 
@@ -119,7 +119,7 @@ def register(subparsers) -> None:
     start.add_argument("--quick", action="store_true",
                        help="a 12-run set for a smoke test (100 and 3200 comparisons, KL 0.02 "
                        "and 0.3, 3 seeds, 150 steps)")
-    start.add_argument("--like", type=Path, default=None, metavar="FILE",
+    start.add_argument("--like", type=file_path, default=None, metavar="FILE",
                        help="start from the parameters recorded in FILE (traces.parquet, "
                        "runs.parquet or gao_fits.parquet written by toy-rlhf; every file "
                        "records them, world seed included); the options above override them")
@@ -129,7 +129,7 @@ def register(subparsers) -> None:
         description="Simulate RLHF-only clusters at the traces' noise, base rate and "
         "evaluation count, and print each policy's precision, recall and FPR with 95% "
         "intervals, to set beside fastsim replay on the same traces (docs/real-traces.md).")
-    cmp_.add_argument("runs", type=Path, help="runs.parquet written by toy-rlhf")
+    cmp_.add_argument("runs", type=file_path, help="runs.parquet written by toy-rlhf")
     cmp_.add_argument("--policy", action="append", default=None, metavar="SPEC",
                       help="stop policy, repeatable, as for fastsim replay, run with scope "
                       "rlhf (every simulated job is RLHF); one given twice runs once (default: "
@@ -142,21 +142,21 @@ def register(subparsers) -> None:
                       "gain, on the simulator's scale)")
     cmp_.add_argument("--plain", action="store_true",
                       help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
-    cmp_.add_argument("--out", type=Path, default=None, help="simulator comparison, .parquet or .csv")
+    cmp_.add_argument("--out", type=file_path, default=None, help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
     fit = tsub.add_parser(
         "fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set",
         description="Fit the simulator's trace-grounded curve knobs (KL curvature, hacking "
         "sharpness, per-job and AR(1) noise, peak positions) to a toy-rlhf trace set, with "
         "run-bootstrap 95% intervals (docs/real-traces.md).")
-    fit.add_argument("traces", type=Path, help="traces.parquet written by toy-rlhf")
+    fit.add_argument("traces", type=file_path, help="traces.parquet written by toy-rlhf")
     fit.add_argument("--boot", type=integer_option, default=1000, metavar="N",
                      help="bootstrap resamples of the runs for the 95%% intervals, an integer "
                      f"from {D.MIN_PERCENTILE_BOOT} to {MAX_BOOT}, or 0 for no intervals "
                      "(default: 1000)")
     fit.add_argument("--seed", type=integer_option, default=0, metavar="INT",
                      help="bootstrap seed, an integer >= 0 (default: 0)")
-    fit.add_argument("--out", type=Path, default=None, help="fitted values, .parquet or .csv")
+    fit.add_argument("--out", type=file_path, default=None, help="fitted values, .parquet or .csv")
     fit.set_defaults(func=_cmd_fit)
 
 

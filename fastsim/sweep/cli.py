@@ -9,7 +9,7 @@ from pathlib import Path
 # fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
 from fastsim.errors import ConfigError
-from fastsim.values import integer_option, number_option
+from fastsim.values import file_path, integer_option, number_option
 
 DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
 
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
         "re-running any chunk that fails its checksum; a changed grid is refused; a damaged or "
         "deleted sweep.json is rebuilt when every chunk record names this grid; one process "
         "at a time owns --out (a lock).")
-    p.add_argument("file", type=Path, help="sweep definition: a TOML file, or the name of a "
+    p.add_argument("file", type=file_path, help="sweep definition: a TOML file, or the name of a "
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
                    help="output directory (created; locked while the sweep runs)")
@@ -103,7 +103,7 @@ def register(subparsers) -> None:
     r.add_argument("--figures-dir", type=Path, metavar="DIR",
                    help="where the PNG and PDF figures go (default OUT/figures; the "
                    "repository's committed ones are made with --figures-dir figures)")
-    r.add_argument("--report", type=Path, metavar="FILE",
+    r.add_argument("--report", type=file_path, metavar="FILE",
                    help="the Markdown report (default OUT/REPRODUCTION.md; the repository's is "
                    "made with --report REPRODUCTION.md)")
     r.add_argument("--no-figures", action="store_true", help="skip drawing figures")
