@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
-from fastsim.values import check_path_text
+from fastsim.values import NumberTextError, check_path_text, float64_text
 from fastsim.errors import ConfigError, signal_handlers
 
 TABLE_SUFFIXES = (".parquet", ".csv")
@@ -670,16 +670,28 @@ def _bare_word_hint(error: str, text: str) -> str:
     return f"; allowed: text in double quotes, as \"{word[0]}\"" if word else ""
 
 
+def _line_of(text: str, literal: str) -> int:
+    """The line of ``text`` (a TOML file) whose value holds the number ``literal``, outside
+    a comment; 1 if none does."""
+    number = re.compile(rf"(?<![\w.+-]){re.escape(literal)}(?![\w.])")
+    return next((i for i, line in enumerate(text.splitlines(), 1)
+                 if number.search(line.partition("#")[0])), 1)
+
+
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
-    """Parse a TOML file; a missing or unreadable file, bad TOML or a file with no key is
-    a ``ConfigError`` (an empty file is a truncated or unsaved one far more often than a
-    wish for every default: it would run a sweep nobody wrote)."""
+    """Parse a TOML file; a missing or unreadable file, bad TOML, a float a float64 cannot
+    hold (``1e-400``, which tomllib reads as 0: ``fastsim.values.float64_text``) or a file
+    with no key is a ``ConfigError`` (an empty file is a truncated or unsaved one far more
+    often than a wish for every default: it would run a sweep nobody wrote)."""
     path = Path(path)
     text = read_text(path, what)
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text, parse_float=float64_text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}{_bare_word_hint(str(exc), text)}") from None
+    except NumberTextError as exc:  # sigma = 1e-400 read as 0
+        raise ConfigError(f"{path}:{_line_of(text, exc.text)}: {exc}; allowed: "
+                          f"{exc.allowed}") from None
     except RecursionError:  # the parser recurses once per nested array or table
         raise ConfigError(f"{path}: arrays or tables nested too deeply to read; allowed: "
                           "a sweep's values (a few levels)") from None

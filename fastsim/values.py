@@ -167,7 +167,7 @@ _INTEGER_TEXT = re.compile(r"-?[0-9]+")
 # digits, then '.' and more digits only after a '.': "[0-9]+\.?[0-9]*" split a run of
 # digits every way, quadratic in its length before a refusal
 _REAL_TEXT = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
-_ZERO_TEXT = re.compile(r"-?0*\.?0*([eE].*)?")  # text that means 0: 0, 0.0, -0, .0, 0e5
+_ZERO_TEXT = re.compile(r"0*\.?0*([eE].*)?")  # unsigned text that means 0: 0, 0.0, .0, 0e5
 FLOAT64_MIN, FLOAT64_MAX = sys.float_info.min, sys.float_info.max
 FLOAT64_RANGE = f"of magnitude 0 or from {FLOAT64_MIN!r} to {FLOAT64_MAX!r}"
 INTEGER_WRITTEN = "written in digits 0-9 with an optional leading '-' (as 3)"
@@ -182,6 +182,7 @@ class NumberTextError(ValueError):
 
     def __init__(self, text: Any, why: str, integer: bool, written: str) -> None:
         super().__init__(f"{text!r} {why}")
+        self.text = text
         self.written = written
         self.allowed = ("an integer " if integer else "a number ") + written
 
@@ -198,15 +199,23 @@ def number_text(text: str, integer: bool = False) -> int | float:
         except ValueError:  # beyond Python's limit on digits (4300)
             raise NumberTextError(text, "has too many digits", integer, "of at most "
                                   f"{sys.get_int_max_str_digits()} digits") from None
+    return float64_text(text)
+
+
+def float64_text(text: str) -> float:
+    """``float(text)`` of a text ``float()`` reads (a number ``number_text`` let through, a
+    TOML file's float: ``read_toml``), refused (``NumberTextError``) where a float64
+    cannot hold it: ``float()`` rounds 1e-400 to 0 (``--sigma 1e-400`` ran with no noise
+    without a word), 1e-310 to a subnormal and 1e400 to inf.  Text that is 0 (``0``,
+    ``-0.0``, ``0e5``) or infinity (TOML's ``inf``) is read as it says."""
     value = float(text)
-    # float() rounds what a float64 cannot hold without a word: 1e-400 to 0 (--sigma 1e-400
-    # ran with no noise), 1e-310 to a subnormal, 1e400 to inf
-    if math.isinf(value):
+    digits = text.replace("_", "").lstrip("+-")  # TOML writes 1_000.5 and +0.5
+    if math.isinf(value) and "inf" not in digits:
         raise NumberTextError(text, f"is beyond the largest float64 ({FLOAT64_MAX!r})",
-                              integer, FLOAT64_RANGE)
-    if abs(value) < FLOAT64_MIN and not _ZERO_TEXT.fullmatch(text):
+                              False, FLOAT64_RANGE)
+    if abs(value) < FLOAT64_MIN and not _ZERO_TEXT.fullmatch(digits):
         raise NumberTextError(text, f"is below the smallest float64 ({FLOAT64_MIN!r}, the "
-                              "smallest normal one) and is not 0", integer, FLOAT64_RANGE)
+                              "smallest normal one) and is not 0", False, FLOAT64_RANGE)
     return value
 
 

@@ -683,3 +683,21 @@ def test_text_that_means_0_or_a_normal_float64_is_read(text):
     from fastsim.values import number_text
 
     assert number_text(text) == float(text)
+
+
+@pytest.mark.parametrize("command", [["sweep"], ["costaware", "sweep"]])
+@pytest.mark.parametrize("value,needle", [
+    # tomllib reads floats with float(): sigma = 1e-400 ran a sweep with no noise
+    ("1e-400", "s.toml:4: '1e-400' is below the smallest float64"),
+    ("-1_0e-400", "s.toml:4: '-1_0e-400' is below the smallest float64"),
+    ("1e400", "s.toml:4: '1e400' is beyond the largest float64"),
+])
+def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, needle, capsys,
+                                                               tmp_path, monkeypatch):
+    from conftest import one_line
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(f"clusters = 2\n# sigma = {value}\n[base]\n"
+                                     f"sigma = {value}\n")
+    one_line(capsys, [*command, "s.toml", "--out", "o"], needle)
+    assert not (tmp_path / "o").exists()
