@@ -8,6 +8,7 @@ at most every ``LOG_INTERVAL`` seconds, plus its first and last state.
 """
 from __future__ import annotations
 
+import functools
 import sys
 
 LOG_INTERVAL = 30.0  # seconds between a bar's lines in a log
@@ -50,4 +51,13 @@ def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
             import tqdm.auto
 
             bar = tqdm.auto.tqdm
-    return bar(iterable, disable=not enabled, **kwargs)
+    return _unmonitored(bar)(iterable, disable=not enabled, **kwargs)
+
+
+@functools.cache
+def _unmonitored(bar: type) -> type:
+    """``bar`` without tqdm's monitor thread: the first bar started it and it ran until the
+    process exited, so ``fastsim.sweep(...)`` returned leaving a thread behind it.  Every
+    bar here is updated as its work advances, and redraws then (tqdm's
+    ``monitor_interval = 0``)."""
+    return type(bar.__name__, (bar,), {"monitor_interval": 0})

@@ -46,3 +46,19 @@ def test_a_sweeps_bar_says_its_cells_from_its_first_line(capsys):
     bar.close()
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and all("cells 0/2" in line for line in lines), lines
+
+
+def test_a_closed_bar_leaves_no_thread_running():
+    """tqdm's monitor thread, started by the first bar, outlived it until the process
+    exited: ``fastsim.sweep(...)`` returned leaving a thread running."""
+    import threading
+
+    import tqdm
+
+    if tqdm.tqdm.monitor is not None:  # another library's bar's, in this process: stopped,
+        tqdm.tqdm.monitor.exit()  # so that one a bar here started would show
+        tqdm.tqdm.monitor = None
+    before = set(threading.enumerate())
+    for _ in progress_bar(range(10), desc="cells", file=io.StringIO()):
+        pass
+    assert set(threading.enumerate()) <= before, threading.enumerate()
