@@ -499,7 +499,7 @@ def _check_outputs(out: Path, grids: dict, figures_dir: Path | None, report: Pat
     for name, g in grids.items():  # every sweep's directory checked before any is written
         # (``SweepStore.open`` checks it too, but only after the sweeps before it were made)
         check_output_dir(out / name)
-        SweepStore.check_manifest(out / name, g)
+        SweepStore.check_manifest(out / name, g, whole=out)
         if report is not None and (out / name).resolve() in report.resolve().parents:
             raise ConfigError(f"--report {report}: inside the sweep directory {out / name}, "
                               "whose files the sweep owns; allowed: a file outside OUT's sweep "

@@ -385,12 +385,19 @@ def recorded_code(root: Path) -> dict | None:
     return code if _code_ok(code) else None
 
 
-def _other_code(where: str, changes: list[str]) -> ConfigError:
-    """The refusal of results computed by other code than this run's (``diff_code``)."""
+def _other_code(where: str, changes: list[str], whole: Path | None = None) -> ConfigError:
+    """The refusal of results computed by other code than this run's (``diff_code``);
+    ``whole`` is the --out directory a sweep directory is part of (``reproduce``'s), the one
+    to delete: deleting the sweep directory alone moved the refusal to the next one."""
     return ConfigError(f"{where} of other code than this run's: "
                        + "; ".join(changes) + "; refusing to mix results of two versions: "
                        "restore the code they were computed by, use a new --out directory, "
-                       "or delete the old one to compute them again with this code")
+                       f"or delete {_old_out(whole)} to compute them again with this code")
+
+
+def _old_out(whole: Path | None) -> str:
+    """What a refusal says to delete to start over: the --out directory, all of it."""
+    return "the old one" if whole is None else f"the whole of {whole}, not one sweep in it"
 
 
 def _sha256(data: bytes) -> str:
@@ -505,7 +512,7 @@ class SweepStore:
         return store
 
     @staticmethod
-    def check_manifest(root: Path, grid: Grid) -> dict | None:
+    def check_manifest(root: Path, grid: Grid, whole: Path | None = None) -> dict | None:
         """The manifest in ``root`` if it is for ``grid``; None if there is none yet, or if
         it is missing or damaged (not a manifest) and the chunk records in ``root`` prove
         that the results are ``grid``'s, or if it names ``grid``'s hash but its grid or
@@ -514,8 +521,9 @@ class SweepStore:
         code (``Grid.code``: a user function edited, another fastsim), and if it is
         unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
         chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
-        before it opens (and writes in) any."""
-        return _read_manifest(Path(root), grid)[0]
+        before it opens (and writes in) any, giving its OUT as ``whole``: the directory a
+        refusal says to delete to start over."""
+        return _read_manifest(Path(root), grid, whole)[0]
 
     def close(self) -> None:
         """Release the directory (also done by the OS when the process exits)."""
@@ -898,7 +906,8 @@ def _chunk_names(n_chunks: int) -> frozenset[str]:
                      + [f"chunk-{i:04d}.json" for i in range(n_chunks)])
 
 
-def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
+def _read_manifest(root: Path, grid: Grid,
+                   whole: Path | None = None) -> tuple[dict | None, str | None]:
     """``check_manifest``, and the line that says why the manifest is to be rebuilt (None
     when it is not)."""
     _check_layout(root, grid)
@@ -930,7 +939,7 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
     if _code_ok(code) and (changes := diff_code(code, grid.code)):
         # also when the hashes differ: an edited user policy or key changes its cells too
         # (their ``impl``), and the edit, not those cells, is what to name
-        raise _other_code(f"{path}: the results in {root} are", changes)
+        raise _other_code(f"{path}: the results in {root} are", changes, whole)
     current = old.get("format") == FORMAT_VERSION
     if old["grid_hash"] == grid.hash:
         if current and not _code_ok(code, grid):  # the records name the code: they decide
@@ -972,7 +981,8 @@ def _read_manifest(root: Path, grid: Grid) -> tuple[dict | None, str | None]:
         f"sweep {clipped(repr(old.get('name')))} from {clipped(str(old.get('source')), 200)});"
         f" {grid.source} now "
         f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
-        + ". Use a new --out directory, or delete the old one to start over.")
+        + ". Use a new --out directory, or delete "
+        + _old_out(whole) + " to start over.")
 
 
 _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
