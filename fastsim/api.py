@@ -29,7 +29,8 @@ from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.compile_notice import first_run, is_quiet
 from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
-                            check_flags, inert_settings, is_integer, parse_baseline, reads)
+                            check_flags, inert_settings, is_integer, parse_baseline, reads,
+                            self_baseline)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
@@ -679,7 +680,8 @@ def _simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int
 def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,
                jobs: bool = False) -> None:
     """One ``InertSettingWarning`` per workload setting, changed from its default, that no
-    result depends on (``inert_settings``; ``jobs``: the per-job arrays are kept or read);
+    result depends on (``inert_settings``; ``jobs``: the per-job arrays are kept or read),
+    and one for a ``baseline`` that is the policy itself (``self_baseline``);
     Python shows each once per calling line.  Not inside ``quiet()``: a sweep says its
     own, once, and the command line its own."""
     if is_quiet():
@@ -687,6 +689,8 @@ def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,
     for name, why in inert_settings(cfg, baseline, jobs=jobs).items():
         warnings.warn(f"fastsim.{what}(): {name}={getattr(cfg.workload, name)!r} has no "
                       f"effect: {why}", InertSettingWarning, stacklevel=4)
+    if (why := self_baseline(cfg.policy, baseline)) is not None:
+        warnings.warn(f"fastsim.{what}(): {why}", InertSettingWarning, stacklevel=4)
 
 
 @known_keywords("fastsim.compare()")

@@ -18,7 +18,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
-                            typed_head)
+                            self_baseline, typed_head)
 from fastsim.errors import ConfigError
 from fastsim.values import file_path, integer_option, read_number, read_numbers
 
@@ -116,6 +116,9 @@ def note_inert(args: argparse.Namespace, cfg: SimConfig, baseline) -> None:
     jobs = args.jobs_out is not None  # the per-job records carry t_est_h
     for name, why in inert_settings(cfg, baseline, given, jobs=jobs).items():
         print(f"note: --{name.replace('_', '-')} has no effect: {why}", file=sys.stderr)
+    if (why := self_baseline(cfg.policy, baseline)) is not None:
+        print(f"note: --baseline {args.baseline} is --policy {args.policy}: {why}",
+              file=sys.stderr)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -708,6 +708,15 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     return {name: why[name] for name in given if name in why}
 
 
+def self_baseline(policy: PolicyConfig, baseline: PolicyConfig | None) -> str | None:
+    """Why every change of a run is 0 when its ``baseline`` is its ``policy`` itself (None
+    when it is not): the changes print as 0.00%, and whoever wrote it meant another."""
+    if baseline is None or baseline != policy:
+        return None
+    return (f"the baseline is the policy itself, {policy.label}, on the same clusters: "
+            "every change is 0 by construction")
+
+
 def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     for k in kw:

@@ -109,7 +109,8 @@ class ConfigError(ValueError):
 class InertSettingWarning(UserWarning):
     """A workload setting the API was given that no result of the run depends on (a
     hacking rate of a job type the mix leaves out, say): ``fastsim.config.inert_settings``
-    says which.  The command line says its own ``note:`` lines instead."""
+    says which; or a baseline that is the policy itself (``self_baseline``), whose changes
+    are all 0.  The command line says its own ``note:`` lines instead."""
 
 
 class SimulationError(RuntimeError):

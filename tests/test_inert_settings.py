@@ -176,3 +176,25 @@ def test_a_sweep_keeping_jobs_does_not_call_the_estimate_error_inert(tmp_path, k
         if keep_jobs:
             warnings.simplefilter("error", InertSettingWarning)
         fastsim.sweep(str(p), tmp_path / "o", keep_jobs=keep_jobs)
+
+
+def test_a_baseline_that_is_the_policy_itself_is_noted(capsys):
+    """--baseline evalstop with --policy evalstop printed 0.00% changes without a word."""
+    assert main(["run", "--policy", "evalstop", "--baseline", "evalstop:k=2", "--clusters", "2",
+                 "--n-jobs", "8", "--no-progress"]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == ["note: --baseline evalstop:k=2 is --policy evalstop: the baseline is the "
+                     "policy itself, evalstop(k=2), on the same clusters: every change is 0 "
+                     "by construction"], notes
+    assert main(["run", "--policy", "evalstop:k=3", "--baseline", "evalstop:k=2",
+                 "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
+    assert "note: " not in capsys.readouterr().err
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=8)
+    with pytest.warns(InertSettingWarning) as seen:
+        fastsim.compare(cfg, "evalstop", n_clusters=2)
+    assert [str(w.message) for w in seen] == [
+        "fastsim.compare(): the baseline is the policy itself, evalstop(k=2), on the same "
+        "clusters: every change is 0 by construction"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InertSettingWarning)
+        fastsim.compare(cfg, "none", n_clusters=2)

@@ -864,7 +864,7 @@ def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, ar
     of its own (an exception, a write, a NaN key) is one line naming it; the baseline arm
     is never run on what a policy or metric changed."""
     out = tmp_path / "o.parquet"
-    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--baseline", "evalstop:k=2",
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--baseline", "evalstop:k=3",
                  "--out", str(out), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(own_lines(err)) == 1, err
