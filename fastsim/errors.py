@@ -224,6 +224,17 @@ def import_hint(module: str, exc: Exception) -> str:
     return ""
 
 
+def _near_module(module: str, exc: Exception) -> str:
+    """`` (did you mean mydetectors?)`` for a user module not found (``mydetector``): the
+    nearest module of the user's files on the import path (``registry.user_module_names``)."""
+    top = module.split(".")[0]
+    if not (isinstance(exc, ModuleNotFoundError) and exc.name == top):
+        return ""  # found: a module it imports is missing, or it lacks ATTR
+    from fastsim.registry import user_module_names  # registry imports this module
+
+    return did_you_mean(top, user_module_names())
+
+
 def _declared_in(module: str, exc: BaseException) -> str:
     """What a user module that imported but lacks the name asked for does declare:
     ``"; mine declares below_best (a stop policy)"`` (a typo, or a function renamed)."""
@@ -253,8 +264,9 @@ def import_ref(field: str, ref: str, allowed: str):
     try:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
-                          f"{import_hint(module, exc)}{_declared_in(module, exc)}") from None
+        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}){_near_module(module, exc)}"
+                          f"; allowed: {allowed}{import_hint(module, exc)}"
+                          f"{_declared_in(module, exc)}") from None
     except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
         raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
                           f"{exc}") from None

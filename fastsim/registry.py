@@ -409,6 +409,18 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
+def user_module_names() -> list[str]:
+    """The modules a ``MODULE:ATTR`` can name from a user's files: those of the import
+    path's folders outside ``_library_dirs`` (Python's own, installed packages', fastsim's),
+    where ``import_ref`` imports a user's module from; offered for a misspelt one."""
+    import pkgutil
+    import sys
+
+    dirs = [d for d in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path)
+            if os.path.isdir(d) and not (os.path.realpath(d) + os.sep).startswith(_library_dirs())]
+    return sorted({m.name for m in pkgutil.iter_modules(dirs)})
+
+
 def _user_file(obj: Any) -> str | None:
     """The source file of a user's function or module (None for library code)."""
     try:

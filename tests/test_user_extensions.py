@@ -1864,3 +1864,22 @@ def test_reading_a_user_policy_closes_the_files_it_reads(user_dir):
         StopMonitor("toy_user_policies:says_half:scope=all")
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_misspelt_user_module_is_offered_the_nearest_one(tmp_path, monkeypatch):
+    # --policy mydetector:below_best with mydetectors.py on the import path said only
+    # "No module named 'mydetector'"
+    from fastsim.metrics import lookup as metric_lookup
+
+    (tmp_path / "mydetectors_typo.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for what, parse in (("policy", PolicyConfig.parse), ("scheduler", SchedulerConfig.parse),
+                        ("metric", metric_lookup)):
+        with pytest.raises(ConfigError) as exc:
+            parse("mydetector_typo:below_best")
+        assert str(exc.value).startswith(
+            f"{what}='mydetector_typo:below_best' cannot be imported (No module named "
+            "'mydetector_typo') (did you mean mydetectors_typo?); allowed: "), exc.value
+    with pytest.raises(ConfigError) as exc:
+        PolicyConfig.parse("zzq_unlike_any:det")  # nothing near: no hint
+    assert "did you mean" not in str(exc.value)
