@@ -235,6 +235,14 @@ def _near_module(module: str, exc: Exception) -> str:
     return did_you_mean(top, user_module_names())
 
 
+def wrong_kind(ref: str, obj: Any, wanted: str) -> str:
+    """`` (mykeys:gpu_h_first is a scheduler key, not a stop policy)``: ``obj``, named by
+    ``ref`` where ``wanted`` goes (a ``DECLARED_AS``: "a stop policy", "a scheduler key",
+    "a metric"), is a declaration of another kind; "" when it is none."""
+    kind = getattr(type(obj), "DECLARED_AS", None)
+    return f" ({ref} is {kind}, not {wanted})" if isinstance(kind, str) and kind != wanted else ""
+
+
 def _declared_in(module: str, exc: BaseException) -> str:
     """What a user module that imported but lacks the name asked for does declare:
     ``"; mine declares below_best (a stop policy)"`` (a typo, or a function renamed)."""

@@ -28,7 +28,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from fastsim.values import float_or_nan, plain_scalar
-from fastsim.errors import ConfigError, import_ref, readonly, user_code
+from fastsim.errors import ConfigError, import_ref, readonly, user_code, wrong_kind
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,14 @@ def lookup(ref: str) -> Metric:
     """A declared metric by name, or a user metric by ``MODULE:FUNCTION`` (imported)."""
     if ref in _METRICS:
         return _METRICS[ref]
+    hint = ""
     if isinstance(ref, str) and ":" in ref:
         obj = import_ref("metric", ref, "MODULE:FUNCTION of a @cluster_metric")
         if isinstance(obj, Metric):
             return obj
-    raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a @cluster_metric")
+        hint = wrong_kind(ref, obj, Metric.DECLARED_AS)  # a policy or a scheduler key
+    raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
+                      f"@cluster_metric{hint}")
 
 
 def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -> None:

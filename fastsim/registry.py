@@ -38,7 +38,7 @@ from functools import lru_cache, partial
 from typing import Any, Callable, ClassVar
 
 from fastsim import defaults as D
-from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref
+from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, wrong_kind
 from fastsim.kernels import codes as K
 from fastsim.purity import impurity
 from fastsim.resources import package_folders
@@ -789,15 +789,12 @@ def lookup(what: str, name: str) -> Declaration:
         return table[name]
     if ":" in name:
         obj = import_ref(what, name, f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
-        kind, other = ((StopPolicy, Scheduler) if what == "policy" else (Scheduler, StopPolicy))
-        words = {StopPolicy: ("@stop_policy", "stop policy"),
-                 Scheduler: ("@scheduler_key", "scheduler key")}
+        kind, made_by = ((StopPolicy, "@stop_policy") if what == "policy"
+                         else (Scheduler, "@scheduler_key"))
         if not isinstance(obj, kind):
-            # a scheduler key named as the policy (or the reverse): say which it is
-            hint = (f" ({name} is a {words[other][1]}, not a {words[kind][1]})"
-                    if isinstance(obj, other) else "")
+            # a scheduler key or a metric named as the policy (and so on): say which it is
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
-                              f"by {words[kind][0]}{hint}")
+                              f"by {made_by}{wrong_kind(name, obj, kind.DECLARED_AS)}")
         return obj
     # a bare word only: a label typed as a spec ('evalstop(k=3)', 'fifo+backfill') near
     # 'evalstop' would be offered it, which drops the parameters it names

@@ -200,7 +200,9 @@ def user_dir(tmp_path_factory):
 POL = "toy_user_policies:below_best"
 
 
-def test_spec_grammar_resolves_user_code(user_dir):
+def test_spec_grammar_resolves_user_code(user_dir, monkeypatch):
+    from fastsim.metrics import lookup as metric_lookup
+
     p = PolicyConfig.parse(f"{POL}:k=3,drop=0.01")
     assert p.name == POL and dict(p.params) == {"k": 3, "drop": 0.01}
     assert p.label == "below_best(k=3,drop=0.01)" and p.min_evals == 4 and len(p.impl) == 16
@@ -233,6 +235,25 @@ def test_spec_grammar_resolves_user_code(user_dir):
                        rf"allowed: an object made by @scheduler_key \({POL} is a stop policy, "
                        r"not a scheduler key\)$"):
         SchedulerConfig.parse(POL)
+    # a metric named as a scheduler or a policy, and the reverse, said only what was allowed
+    import fastsim.metrics as M
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+    (user_dir / "toy_user_kind_metric.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\n"
+        "def gpu_total(jobs):\n    return jobs['gpus'].sum(axis=1) * 1.0\n")
+    met = "toy_user_kind_metric:gpu_total"
+    with pytest.raises(ConfigError, match=rf"^scheduler='{met}' is not a declared scheduler; "
+                       rf"allowed: an object made by @scheduler_key \({met} is a metric, not a "
+                       r"scheduler key\)$"):
+        SchedulerConfig.parse(met)
+    with pytest.raises(ConfigError, match=rf"\({met} is a metric, not a stop policy\)$"):
+        PolicyConfig.parse(met)
+    for ref, kind in (("toy_user_schedulers:small_first", "scheduler key"),
+                      (POL, "stop policy")):
+        with pytest.raises(ConfigError, match=rf"^metric='{ref}' is invalid; allowed: "
+                           rf"MODULE:FUNCTION of a @cluster_metric \({ref} is a {kind}, not a "
+                           r"metric\)$"):
+            metric_lookup(ref)
     s = SchedulerConfig.parse("toy_user_schedulers:small_first:per_gpu_h=2")
     assert s.params == (("per_gpu_h", 2.0),) and s.label == "small_first"
     cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=2")
