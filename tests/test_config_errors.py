@@ -626,7 +626,7 @@ def test_a_float32_mix_is_taken_to_float32_precision():
     (["costaware", "subset", "--gammas", "0.1,1_0"], "--gammas='0.1,1_0': '1_0' is invalid"),
     (["traces", "toy-rlhf", "--seeds", "1,\u0662"], "--seeds='1,\u0662': '\u0662' is "),
     (["traces", "toy-rlhf", "--kl-coefs", "0.1,nan"], "--kl-coefs='0.1,nan': 'nan' is "),
-    (["replay", "--example", "--gpus", "\u0668"], "--gpus='\u0668' is invalid"),
+    (["replay", "--example", "--gpus", "\u0668"], "--gpus=\u0668 is invalid"),
     (["detectors", "--trace-noise", "0.0_1"], "--trace-noise='0.0_1' is invalid"),
 ])
 def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_path,
