@@ -102,6 +102,16 @@ def full_loss_nb(kind, A, b, reg, x):
 
 NEWTON_MAX_ITER = 100  # damped Newton steps of optimum_nb at most
 NEWTON_TOL = 1e-26  # squared gradient norm at which optimum_nb stops
+# ... or at its round-off floor: two steps in a row each leave more than NEWTON_STALL of the
+# squared gradient norm, once it is below NEWTON_NEAR of its value at x = 0 but above
+# NEWTON_FLOOR_MIN.  There the decrease a Newton step promises is below the rounding of
+# the objective, so the line search halves the step until the objective reads the same: a
+# logistic instance of n = 256, d = 1,000 stalls at 6.7e-20 after 5 steps and took 95 more,
+# each leaving 99.999% of it.  A floor within a few powers of ten of NEWTON_TOL is
+# sometimes crept under after a stall of a few steps, so there NEWTON_TOL alone decides
+NEWTON_STALL = 0.9
+NEWTON_NEAR = 1e-12
+NEWTON_FLOOR_MIN = 1e-22
 
 
 @entry
@@ -150,6 +160,23 @@ def newton_step_nb(kind, A, b, reg, weight, wsum, x):
 
 
 @entry
+def newton_done_nb(gn, seen):
+    """Whether ``optimum_nb`` stops after its step from a point of squared gradient norm
+    ``gn``: below ``NEWTON_TOL``, or stalled at its round-off floor (``NEWTON_STALL``,
+    ``NEWTON_NEAR``, ``NEWTON_FLOOR_MIN``).  ``seen`` (3,) float64, all ``inf`` before the
+    first step, holds the norm at ``x = 0`` and those before the last two steps; updated in
+    place."""
+    if seen[0] == np.inf:
+        seen[0] = gn
+    done = gn < NEWTON_TOL or (NEWTON_FLOOR_MIN < gn <= NEWTON_NEAR * seen[0]
+                               and gn > NEWTON_STALL * seen[1]
+                               and seen[1] > NEWTON_STALL * seen[2])
+    seen[2] = seen[1]
+    seen[1] = gn
+    return done
+
+
+@entry
 def optimum_nb(kind, A, b, reg, weight):
     """Minimiser of ``(1/n) sum_i weight_i f_i(x)`` by damped Newton (exact for least squares).
 
@@ -160,9 +187,10 @@ def optimum_nb(kind, A, b, reg, weight):
     for i in range(n):
         wsum += weight[i]
     x = np.zeros(d)
+    seen = np.full(3, np.inf)
     for _ in range(NEWTON_MAX_ITER):
         x, gn = newton_step_nb(kind, A, b, reg, weight, wsum, x)
-        if gn < NEWTON_TOL or kind == LEAST_SQUARES:
+        if newton_done_nb(gn, seen) or kind == LEAST_SQUARES:
             break
     return x
 

@@ -32,6 +32,32 @@ def test_optimum_is_stationary_and_bounds_hold(kind):
             assert np.linalg.norm(g) <= pr.G[i] * (1 + 1e-12)
 
 
+def test_a_solve_stops_at_its_round_off_floor(monkeypatch):
+    """The squared gradient norm of this instance falls to about 2.9e-17 in 7 steps and
+    stays there, above NEWTON_TOL: the solve took all 100 steps (a logistic instance of
+    n = 256, d = 1,000 ran 29-51 s for the 5 it needed).  It stops a few steps after it stalls,
+    at an optimum as good as the 100 steps' to the objective's last bits."""
+    import fastsim.costaware.sgd as sgd
+
+    cfg = ProblemConfig(kind="logistic", n=300, d=1, noise=2.0, seed=159)
+    taken = []
+    step = nbs.newton_step_nb
+    monkeypatch.setattr(nbs, "newton_step_nb", lambda *a: taken.append(a) or step(*a))
+    pr = sgd.make_problem(cfg)
+    assert 6 <= len(taken) <= 10
+    monkeypatch.undo()
+    x, weight = np.zeros(1), np.ones(300)
+    for _ in range(nbs.NEWTON_MAX_ITER):  # the 100 steps it took
+        x, grad_sq = nbs.newton_step_nb(pr.code, pr.A, pr.b, cfg.reg, weight, 300.0, x)
+    assert grad_sq > nbs.NEWTON_TOL  # at the floor: the threshold was never met
+    f_100 = nbs.full_loss_nb(pr.code, pr.A, pr.b, cfg.reg, x)
+    assert abs(pr.f_star - f_100) <= 4 * np.spacing(f_100)
+    at_stop = nbs.newton_step_nb(pr.code, pr.A, pr.b, cfg.reg, weight, 300.0, pr.x_star)[1]
+    assert at_stop <= 2 * grad_sq
+    # the kernel's solve stops where make_problem's does, to the last bit
+    assert nbs.optimum_nb(pr.code, pr.A, pr.b, cfg.reg, weight).tobytes() == pr.x_star.tobytes()
+
+
 def test_costs_are_normalised_and_correlated_as_asked():
     def rank_corr(a, b):
         ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))

@@ -42,8 +42,9 @@ FIELD_HELP = {
     "kind": "finite-sum problem: least_squares or logistic",
     "n": "samples in the finite sum, 2 to 1,000,000 (n*d at most 50,000,000)",
     "d": "dimension, 1 to 10,000; solving the instance costs O(n d^2 + d^3) a Newton step "
-         "(least squares: one, logistic: up to 100), seconds at d = 1,000 and minutes to "
-         "hours at 10,000, shown on a progress bar",
+         "(least squares: one, logistic: up to 100, fewer once it stalls at its round-off "
+         "floor), seconds at d = 1,000 and minutes to hours at 10,000, shown on a progress "
+         "bar",
     "reg": "L2 regularisation (the strong-convexity floor), 0 to 1e6; above 0 for "
            "logistic, and for least squares with n < d",
     "scale_sigma": "log-normal sigma of row norms (spread of the gradient bounds G_i), 0 to 5",
@@ -197,6 +198,7 @@ def _add_no_progress(p: argparse.ArgumentParser) -> None:
 
 
 RATIO_KERNELS = ("costaware_sgd.make_problem_nb", "costaware_sgd.newton_step_nb",
+                 "costaware_sgd.newton_done_nb",
                  "costaware.optimal_j_nb")
 
 

@@ -63,7 +63,8 @@ def make_problem(cfg: ProblemConfig = ProblemConfig(), progress: bool = False) -
     """Draw the instance of ``cfg`` and solve it exactly.
 
     Solving takes damped Newton steps of O(n d^2 + d^3) each (one for least squares, then
-    an eigenvalue decomposition of ``A'A``, O(n d^2 + d^3) too; up to 100 for logistic):
+    an eigenvalue decomposition of ``A'A``, O(n d^2 + d^3) too; up to 100 for logistic,
+    fewer once the gradient stalls at its round-off floor, ``nbs.newton_done_nb``):
     seconds at d = 1,000, minutes to hours at d = 10,000.  ``progress``: show the steps on
     a bar (on stderr) when one takes about a second or more (``BAR_FROM_WORK``).
 
@@ -127,10 +128,11 @@ def optimum(kind: int, A: np.ndarray, b: np.ndarray, reg: float, weight: np.ndar
     to the last bit (``weight`` is 0/1, whose sum is exact in any order)."""
     x = np.zeros(A.shape[1])
     steps = newton_steps(kind)
+    seen = np.full(3, np.inf)
     for taken in range(1, steps + 1):
         x, grad_sq = nbs.newton_step_nb(kind, A, b, reg, weight, float(weight.sum()), x)
         bar.update()
-        if grad_sq < nbs.NEWTON_TOL:
+        if nbs.newton_done_nb(grad_sq, seen):
             break
     bar.update(steps - taken)
     return x
