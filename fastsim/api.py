@@ -526,9 +526,8 @@ def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int
     d, o = _decisions((0, 0)), _outcome((0, 0), 0)
     none = np.empty((0, 0))
     run_pipeline(scheduler, w.n_clusters, True, True, True, True, kernel_params(wc),
-                np.uint64(seed),
-                np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False, np.empty(0),
-                0.0, 0, w.t_est_h, _workload_arrays(w),
+                np.uint64(seed), np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False,
+                np.empty(0), 0.0, 0, w.t_est_h, _workload_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
                 (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),

@@ -148,7 +148,8 @@ def _check_threads_variable() -> None:
         ok = False
     if not ok:
         print("fastsim: error: " + one_line(f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: "
-              "a positive integer written in digits 0-9, or unset (one thread per core)"), file=sys.stderr)
+              "a positive integer written in digits 0-9, or unset (one thread per core)"),
+              file=sys.stderr)
         sys.exit(2)
 
 

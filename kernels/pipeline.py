@@ -42,9 +42,9 @@ def _pipeline(scheduler):
 
         ``generate``: draw the workload (``p``: ``kernels.workload.WorkloadParams``, clusters
         numbered from ``cluster_start``) into ``workload`` (its scores only if ``draw_score``,
-        its loss readings only if ``draw_loss``), else read it as given; ``generate_only``: stop there (what
-        ``fastsim.workload.generate_workload`` runs, so that generation is compiled once, here;
-        every later argument is then unused);
+        its loss readings only if ``draw_loss``), else read it as given; ``generate_only``:
+        stop there (what ``fastsim.workload.generate_workload`` runs, so that generation is
+        compiled once, here; every later argument is then unused);
         ``decide``: resolve the stop policy ``policy``, a rule policy or the oracle
         (``ORACLE``; ``k``, ``f``, ``w``, ``tol`` as ``kernels.stops.resolve_stops_nb`` takes
         them), into ``decisions``, else read them as given.  An online detector is never

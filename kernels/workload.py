@@ -159,7 +159,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
     n_jobs = job_type.shape[1]
     n_evals = gold.shape[2]
     n_draws = n_jobs * n_evals
-    n_noise = (np.int64(draw_score) + np.int64(draw_loss)) * n_draws
+    n_series = np.int64(draw_score) + np.int64(draw_loss)  # of evaluation noise drawn
+    n_noise = n_series * n_draws
     spread = p.sigma_spread
     n_streams = _N_UNIFORM + (3 if spread != 0.0 else 2)
     # Each kind of draw is made at one call site (a loop over streams) and every normal
@@ -173,8 +174,8 @@ def workload_1c_nb(p, seed, cluster, c, job_type, gpus, arrival_h, duration_h, t
         _uniforms_nb(seed, cluster, _JOB_STREAMS[k], 0, k >= _N_UNIFORM, n_jobs,
                      draws[k * n_jobs:(k + 1) * n_jobs])
     first_eval = n_streams * n_jobs
-    skip = np.int64(not draw_score)  # the streams drawn: _EVAL_STREAMS[skip:skip + n_noise / n_draws]
-    for k in range(n_noise // n_draws if n_draws > 0 else 0):
+    skip = np.int64(not draw_score)  # the streams drawn: _EVAL_STREAMS[skip:skip + n_series]
+    for k in range(n_series):
         at = first_eval + k * n_draws
         _eval_uniforms_nb(seed, cluster, _EVAL_STREAMS[skip + k], n_jobs, n_evals,
                           draws[at:at + n_draws])

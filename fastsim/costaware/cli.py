@@ -485,8 +485,8 @@ def register(subparsers):
 
     p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
                        "costaware_grpo, ...)")
-    p.add_argument("file", type=file_path, help="a cost-aware sweep file (TOML with experiment = sgd, subset "
-                   "or grpo), or the name of one shipped with fastsim: costaware_sgd, "
+    p.add_argument("file", type=file_path, help="a cost-aware sweep file (TOML with experiment "
+                   "= sgd, subset or grpo), or the name of one shipped with fastsim: costaware_sgd, "
                    "costaware_pareto, costaware_subset, costaware_grpo, costaware_ablation")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output directory (created): NAME.summary.parquet, NAME.runs.parquet "

@@ -76,7 +76,8 @@ def register(subparsers) -> None:
                    help="GPUs held by jobs whose log has no gpus column, a positive number; "
                    "sets the GPU-hours saved (default: none, GPU-hours not reported)")
     p.add_argument("--out", type=file_path, default=None, help="per-job results, .parquet or .csv")
-    p.add_argument("--summary-out", type=file_path, default=None, help="per-policy summary, .parquet or .csv")
+    p.add_argument("--summary-out", type=file_path, default=None,
+                   help="per-policy summary, .parquet or .csv")
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
     p.set_defaults(func=_cmd_replay)
 
@@ -142,7 +143,8 @@ def register(subparsers) -> None:
                       "gain, on the simulator's scale)")
     cmp_.add_argument("--plain", action="store_true",
                       help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
-    cmp_.add_argument("--out", type=file_path, default=None, help="simulator comparison, .parquet or .csv")
+    cmp_.add_argument("--out", type=file_path, default=None,
+                      help="simulator comparison, .parquet or .csv")
     cmp_.set_defaults(func=_cmd_compare)
     fit = tsub.add_parser(
         "fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set",
