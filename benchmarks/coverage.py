@@ -32,6 +32,13 @@ the interval's ends, in standard errors of the mean.  The t interval is computed
 arrays, as ``mean_ci`` computes it, so 20,000 cells of up to 2,000 clusters take about
 two minutes.  Neither candidate was adopted (docs/model.md gives the measurement).
 
+    python benchmarks/coverage.py cdf [scheduler] [pool] [runs]      # srtf_est 20000 2000
+
+The JCT CDF's pointwise interval (``stats.pooled_cdf_band``, drawn in ``jct_cdf.png``) at
+1, 3, 10, 30 and 100 h, the same way: a pool of the headline cell, cells of n clusters
+drawn with replacement, the pool's pooled CDF the truth; per point and n, the coverage
+among the cells with an interval +- 1.96 MC s.e.
+
     python benchmarks/coverage.py beta [cells]                        # 2000
 
 A pooled FPR of 1.5% whose clusters' own rates differ: each cluster's rate drawn from a
@@ -142,6 +149,34 @@ def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7):
                   flush=True)
 
 
+CDF_POINTS_H = (1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+def cdf_band(sched="srtf_est", pool=20_000, runs=2000, seed=7):
+    """Coverage of the pooled JCT CDF's pointwise band (``stats.pooled_cdf_band``)."""
+    cfg = SimConfig.from_specs(sched, "evalstop:k=2", mix="rlhf_heavy")
+    points = np.array(CDF_POINTS_H)
+    a = simulate(cfg, pool, seed=777, extract=lambda job: np.stack(
+        [(job["jct_h"] <= x).sum(axis=1) for x in points], axis=1)).extract  # [cluster, point]
+    n_jobs = cfg.workload.n_jobs
+    truth = a.sum(axis=0) / (pool * n_jobs)
+    rng = np.random.default_rng(seed)
+    print(f"{sched} + evalstop:k=2, rlhf_heavy, {pool} clusters drawn with replacement into "
+          f"{runs} cells per n; the CDF's coverage % +- 1.96 MC s.e. at "
+          + ", ".join(f"{x:g} h (truth {t:.4f})" for x, t in zip(points, truth)))
+    for n in RESAMPLED_SIZES:
+        hit = np.zeros(points.size)
+        for _ in range(runs):
+            c = a[rng.integers(0, pool, n)]
+            _, lo, hi = stats.pooled_cdf_band(
+                np.full(points.size, n), c.sum(axis=0), np.full(points.size, n * n_jobs),
+                (c * c).sum(axis=0), (c * n_jobs).sum(axis=0), np.full(points.size, n * n_jobs ** 2))
+            hit += (lo <= truth) & (truth <= hi)
+        cov = hit / runs
+        print(f"  n={n:<5d} " + "  ".join(f"{100 * v:5.1f} +- {196 * np.sqrt(v * (1 - v) / runs):.1f}"
+                                          for v in cov), flush=True)
+
+
 def hall_quantiles(q, skew, n):
     """Lower and upper quantiles of the studentized mean ``T = (mean - mu) / se`` of ``n``
     values of sample skewness ``skew`` (central moments with divisor n), by Hall (1992, "On
@@ -239,6 +274,10 @@ def spread_rates(runs=2000, rate=0.015, jobs=100):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "beta":
         return spread_rates(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+    if len(sys.argv) > 1 and sys.argv[1] == "cdf":
+        a = sys.argv[2:]
+        return cdf_band(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 20_000,
+                        int(a[2]) if len(a) > 2 else 2000)
     if len(sys.argv) > 1 and sys.argv[1] == "skew":
         a = sys.argv[2:]
         return skewed(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 60_000,

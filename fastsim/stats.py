@@ -29,6 +29,9 @@
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the
   percentile interval collapses to [0, 0]; the exact binomial bound still says how
   large the rate could be.
+* ``pooled_cdf_band``: a pooled empirical CDF (the JCT histogram's) with the interval
+  ``proportion_ci`` gives beyond ``BOOTSTRAP_MAX_N`` clusters at each point, from the
+  exact integer sums over clusters a sweep's chunks add up.
 * ``quantile_ci``: a quantile (the median by default) with the distribution-free
   order-statistic interval; runs censored at a cap (reported as NaN or inf) count at
   what they had spent for the lower bound and as +inf for the upper one, so the interval
@@ -198,6 +201,42 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     pooled = PooledRatio()
     pooled.add(a, b)
     return pooled.proportion_ci(level, n_boot, seed)
+
+
+def pooled_cdf_band(clusters, s_a, s_n, s_aa, s_an, s_nn, level: float = LEVEL
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A pooled empirical CDF and its pointwise interval, from sums over clusters.
+
+    At each point the CDF is a pooled proportion ``sum A / sum N`` (``A``: a cluster's
+    values at or below the point, ``N``: its values), and its interval is
+    ``PooledRatio.proportion_ci``'s beyond ``BOOTSTRAP_MAX_N`` clusters: the linearised t
+    interval of the ratio of cluster sums joined with the Clopper-Pearson interval of the
+    pooled counts, within [0, 1]; no bootstrap, so one pass over the bins of a histogram.
+    Arrays of integers, one value per point: ``clusters`` (with ``N > 0``), the sums of
+    ``A``, ``N``, ``A^2``, ``A N`` and ``N^2`` (``kernels.metrics.jct_counts_nb``).
+    Returns ``(cdf, lo, hi)``."""
+    _check_level(level)
+    n = np.asarray(clusters, dtype=np.int64)
+    a, d = (np.asarray(x, dtype=np.int64) for x in (s_a, s_n))
+    if np.any((a < 0) | (a > d)):
+        raise ConfigError("pooled_cdf_band: allowed: counts with 0 <= sum A <= sum N")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cdf = a / d
+        # S_N^2 times the squared deviations of A - cdf N: exact in Python integers (the
+        # terms reach 1e28 at a million clusters), rounded once
+        big = [np.asarray(x, dtype=np.int64).astype(object) for x in (s_a, s_n, s_aa, s_an, s_nn)]
+        resid = (big[1] * big[1] * big[2] - 2 * big[0] * big[1] * big[3]
+                 + big[0] * big[0] * big[4]).astype(np.float64)
+        var = resid * n / ((n - 1) * d.astype(np.float64) ** 4)
+        half = special.stdtrit(np.maximum(n - 1, 1), 0.5 + level / 2) * np.sqrt(var)
+    spread = (n > 1) & (resid > 0)
+    alpha = (1.0 - level) / 2
+    exact_lo = np.where(a > 0, special.betaincinv(np.maximum(a, 1), d - a + 1, alpha), 0.0)
+    exact_hi = np.where(a < d, special.betaincinv(a + 1, np.maximum(d - a, 1), 1.0 - alpha), 1.0)
+    lo = np.where(spread, np.maximum(0.0, np.minimum(cdf - half, exact_lo)), exact_lo)
+    hi = np.where(spread, np.minimum(1.0, np.maximum(cdf + half, exact_hi)), exact_hi)
+    empty = d == 0
+    return (np.where(empty, np.nan, cdf), np.where(empty, np.nan, lo), np.where(empty, np.nan, hi))
 
 
 def cluster_sums(clusters, *values) -> tuple[np.ndarray, ...]:

@@ -243,15 +243,25 @@ def cluster_metrics_nb(capacity, n_evals, job_type, gpus, arrival_h, end_h, held
 
 
 @entry
-def jct_counts_nb(jct_h, job_type, edges, counts):
+def jct_counts_nb(jct_h, job_type, edges, counts, spread, sizes):
     """Count each job's completion time ``jct_h`` ``[C, J]`` in ``counts[0]`` (every job)
     and ``counts[1 + job_type]``, at the bin ``b`` of ``edges`` with ``edges[b] <= jct <
     edges[b + 1]``: ``np.searchsorted(edges, jct, "right") - 1`` clipped to the bins, so
     a value below the first edge counts in the first bin, and NaN (which numpy sorts
     last) in the last.  ``edges``: 0, log-spaced edges 40 a decade from 0.01 h
-    (``fastsim.sweep.extracts.JCT_EDGES_H``), then inf."""
-    last = edges.shape[0] - 2
+    (``fastsim.sweep.extracts.JCT_EDGES_H``), then inf.
+
+    Adds, over clusters, what the pooled CDF's interval needs (a ratio of cluster sums,
+    ``fastsim.stats.pooled_cdf_band``): with ``A`` a cluster's count of the group's jobs
+    in bins ``0..b`` and ``N`` its count of the group's jobs, ``spread[g, b]`` gets ``A^2``
+    and ``A N``, and ``sizes[g]`` the clusters with ``N > 0``, ``N`` and ``N^2``.  All
+    integers: the same sums in any chunking."""
+    n_groups, n_bins = counts.shape
+    last = n_bins - 1
+    own = np.zeros((n_groups, n_bins), np.int64)
+    size = np.zeros(n_groups, np.int64)
     for c in range(jct_h.shape[0]):
+        size[:] = 0
         for j in range(jct_h.shape[1]):
             x = jct_h[c, j]
             x = x if x == x else np.inf
@@ -263,5 +273,22 @@ def jct_counts_nb(jct_h, job_type, edges, counts):
                 b -= 1
             while b < last and edges[b + 1] <= x:
                 b += 1
-            counts[0, b] += 1
-            counts[1 + job_type[c, j], b] += 1
+            t = 1 + job_type[c, j]
+            own[0, b] += 1
+            own[t, b] += 1
+            size[0] += 1
+            size[t] += 1
+        for g in range(n_groups):
+            n = size[g]
+            if n == 0:
+                continue
+            sizes[g, 0] += 1
+            sizes[g, 1] += n
+            sizes[g, 2] += n * n
+            a = np.int64(0)
+            for b in range(n_bins):
+                a += own[g, b]
+                counts[g, b] += own[g, b]
+                own[g, b] = 0
+                spread[g, b, 0] += a * a
+                spread[g, b, 1] += a * n

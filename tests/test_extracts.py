@@ -1,15 +1,20 @@
 """The sweeps' JCT histogram, taken from ``simulate``'s per-job arrays (an ``extract``)
-instead of a per-job table: the same counts as a search of the edges over that table."""
+instead of a per-job table: the same counts as a search of the edges over that table, and
+the sums over clusters behind the pooled CDF's interval: those of each cluster counted
+alone, the same in any chunking, and an interval that covers the CDF."""
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 import pytest
+from scipy.special import ndtr
 
 from fastsim.api import simulate
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
-from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_histogram
+from fastsim.stats import PooledRatio, clopper_pearson, pooled_cdf_band
+from fastsim.sweep.extracts import (JCT_EDGES_H, JCT_GROUPS, JCT_SCHEMA, jct_histogram,
+                                    merge_histograms)
 
 N_BINS = len(JCT_EDGES_H) - 1
 
@@ -28,7 +33,7 @@ def test_bins_are_those_of_a_search_of_the_edges_to_the_bit():
     for g, group in enumerate(JCT_GROUPS):
         sel = expected if g == 0 else expected[types == g - 1]
         counts = np.bincount(sel, minlength=N_BINS)
-        h = hist.filter(pl.col("group") == group)
+        h = hist.filter((pl.col("group") == group) & (pl.col("count") > 0))
         assert np.array_equal(h["bin"].to_numpy(), np.flatnonzero(counts)), group
         assert np.array_equal(h["count"].to_numpy(), counts[counts > 0]), group
 
@@ -62,8 +67,9 @@ def test_the_histogram_from_arrays_counts_what_the_table_holds(scheduler, mix):
     assert all(s == (40, 60) for s in shapes[0].values())
     assert light.jobs is None and light.clusters.equals(kept.clusters)
     assert light.extract.equals(kept.extract)
-    assert light.extract.equals(_from_table(kept.jobs))
-    assert light.extract.schema == {"group": pl.String, "bin": pl.Int32, "count": pl.Int64}
+    filled = light.extract.filter(pl.col("count") > 0).select("group", "bin", "count")
+    assert filled.equals(_from_table(kept.jobs))
+    assert light.extract.schema == JCT_SCHEMA
     assert simulate(cfg, 4).extract is None
 
 
@@ -84,3 +90,111 @@ def test_an_extract_cannot_change_the_per_job_table_beside_it():
     kept = simulate(cfg, 4, seed=1, keep_jobs=True, extract=lambda a: a["jct_h"].max(axis=1))
     assert kept.jobs.equals(before)
     assert np.array_equal(kept.extract, before["jct_h"].to_numpy().reshape(4, 20).max(axis=1))
+
+
+def _cluster_by_cluster(jct: np.ndarray, types: np.ndarray) -> dict[str, np.ndarray]:
+    """The CDF's sums the slow way: each cluster's histogram per group on its own, summed."""
+    n_bins = len(JCT_EDGES_H) - 1
+    out = {k: np.zeros((len(JCT_GROUPS), n_bins), np.int64) for k in ("a_sq", "a_n")}
+    out.update({k: np.zeros(len(JCT_GROUPS), np.int64) for k in ("clusters", "n_sum", "n_sq")})
+    bins = np.clip(np.searchsorted(JCT_EDGES_H, jct, side="right") - 1, 0, n_bins - 1)
+    for c in range(jct.shape[0]):
+        for g in range(len(JCT_GROUPS)):
+            mine = bins[c] if g == 0 else bins[c][types[c] == g - 1]
+            if mine.size == 0:
+                continue
+            a = np.cumsum(np.bincount(mine, minlength=n_bins))
+            n = mine.size
+            out["a_sq"][g] += a * a
+            out["a_n"][g] += a * n
+            out["clusters"][g] += 1
+            out["n_sum"][g] += n
+            out["n_sq"][g] += n * n
+    return out
+
+
+def test_the_cdf_sums_are_those_of_each_cluster_counted_alone():
+    rng = np.random.default_rng(3)
+    jct = 10 ** rng.uniform(-3, 5, (9, 50))
+    jct[2, :5] = np.nan
+    types = rng.integers(0, 2, jct.shape).astype(np.int8)  # the third type in no cluster
+    types[4] = 0  # a cluster with jobs of one type only
+    hist = jct_histogram({"jct_h": jct, "job_type": types})
+    want = _cluster_by_cluster(jct, types)
+    for g, group in enumerate(JCT_GROUPS):
+        h = hist.filter(pl.col("group") == group)
+        for k in ("a_sq", "a_n"):
+            assert np.array_equal(h[k].to_numpy(), want[k][g]), (group, k)
+        for k in ("clusters", "n_sum", "n_sq"):
+            assert (h[k] == want[k][g]).all(), (group, k)
+    assert want["clusters"][3] == 0 and want["clusters"][1] == 9 and want["clusters"][2] == 8
+
+
+def _linearised(a: np.ndarray, n: np.ndarray):
+    """``PooledRatio.proportion_ci`` with its bootstrap off (beyond ``BOOTSTRAP_MAX_N``)."""
+    r = PooledRatio()
+    r._num, r._den = [], []
+    r.add(a, n)
+    r._num, r._den = [], []  # no kept values: the streamed linearised interval
+    return r.proportion_ci()
+
+
+@pytest.mark.parametrize("case", ["spread", "zeros", "ones", "one cluster", "no spread",
+                                  "empty clusters"])
+def test_the_band_is_pooled_ratios_linearised_interval_widened_to_the_exact_one(case):
+    rng = np.random.default_rng(len(case))
+    n = rng.integers(1, 400, 60)
+    a = rng.binomial(n, rng.beta(2, 3, n.size))
+    if case == "zeros":
+        a[:] = 0
+    elif case == "ones":
+        a = n.copy()
+    elif case == "one cluster":
+        a, n = a[:1], n[:1]
+    elif case == "no spread":
+        n = np.full(n.size, 40)
+        a = np.full(n.size, 10)
+    elif case == "empty clusters":
+        a[::3], n[::3] = 0, 0
+    used = n > 0
+    cdf, lo, hi = pooled_cdf_band([int(used.sum())], [a.sum()], [n.sum()], [(a * a).sum()],
+                                  [(a * n).sum()], [(n * n).sum()])
+    e = _linearised(a, n)
+    assert cdf[0] == e.mean
+    assert np.allclose([lo[0], hi[0]], [e.lo, e.hi], rtol=1e-12, atol=1e-15), (lo, hi, e)
+    exact = clopper_pearson(int(a.sum()), int(n.sum()))
+    assert lo[0] <= exact[0] and hi[0] >= exact[1]
+
+
+def test_the_merged_band_is_the_same_in_any_chunking():
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", mix="mixed", n_jobs=40)
+    whole = merge_histograms([simulate(cfg, 30, seed=2, extract=jct_histogram).extract])
+    parts = merge_histograms(simulate(cfg, 10, seed=2, cluster_start=s,
+                                      extract=jct_histogram).extract for s in (20, 0, 10))
+    assert whole.equals(parts)
+    assert whole.filter(pl.col("group") == "all")["clusters"].to_list() == [30] * 242
+    inside = whole.filter((pl.col("cdf_lo") > pl.col("cdf")) | (pl.col("cdf_hi") < pl.col("cdf")))
+    assert inside.height == 0 and whole["cdf_lo"].min() >= 0 and whole["cdf_hi"].max() <= 1
+
+
+def test_the_cdf_band_covers_the_cdf_of_clustered_jobs():
+    """Jobs of one cluster share its load (a log-normal scale per cluster), so they are not
+    independent: the exact binomial interval of the pooled counts alone covers the CDF far
+    less often than 95%; the band, which resamples clusters in effect, covers it."""
+    rng = np.random.default_rng(11)
+    points = np.array([-1.0, 0.0, 1.0])  # log JCT
+    truth = ndtr(points / np.sqrt(1 + 0.5 ** 2))
+    band_hits, exact_hits, reps = np.zeros(3), np.zeros(3), 400
+    for _ in range(reps):
+        n = rng.integers(20, 61, 40)
+        mu = rng.normal(0.0, 0.5, n.size)
+        a = np.array([[np.sum(rng.normal(m, 1.0, k) <= x) for x in points]
+                      for m, k in zip(mu, n)])  # [cluster, point]
+        _, lo, hi = pooled_cdf_band(np.full(3, n.size), a.sum(0), np.full(3, n.sum()),
+                                    (a * a).sum(0), (a * n[:, None]).sum(0),
+                                    np.full(3, (n * n).sum()))
+        band_hits += (lo <= truth) & (truth <= hi)
+        exact = [clopper_pearson(int(k), int(n.sum())) for k in a.sum(0)]
+        exact_hits += [e[0] <= t <= e[1] for e, t in zip(exact, truth)]
+    assert np.all(np.abs(band_hits / reps - 0.95) <= 0.035), band_hits / reps  # 3 s.e.
+    assert np.all(exact_hits / reps < 0.8), exact_hits / reps

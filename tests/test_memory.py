@@ -49,15 +49,15 @@ import numpy as np, polars as pl
 from fastsim.api import simulate
 from fastsim.bench import own_peak_rss_mb
 from fastsim.sweep.aggregate import aggregate
-from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS
+from fastsim.sweep.extracts import JCT_EDGES_H, JCT_GROUPS, jct_histogram
 from fastsim.sweep.grid import load_sweep
 from fastsim.sweep.store import SweepStore
 
 os.fsync = lambda fd: None  # durability is not under test: keep a thousand small writes fast
-n_bins = len(JCT_EDGES_H) - 1  # the largest a chunk's JCT histogram can be: every bin filled
-hist = pl.DataFrame({"group": [g for g in JCT_GROUPS for _ in range(n_bins)],
-                     "bin": np.tile(np.arange(n_bins, dtype=np.int32), len(JCT_GROUPS)),
-                     "count": np.ones(len(JCT_GROUPS) * n_bins, dtype=np.int64)})
+n_bins = len(JCT_EDGES_H) - 1  # a chunk's JCT histogram holds every bin of every group
+types = len(JCT_GROUPS) - 1  # one cluster with a job of every type in every bin
+hist = jct_histogram({"jct_h": np.tile(JCT_EDGES_H[:-1], types)[None],
+                      "job_type": np.repeat(np.arange(types, dtype=np.int8), n_bins)[None]})
 for n, out in zip(map(int, sys.argv[2:4]), sys.argv[4:6]):
     grid = load_sweep(sys.argv[1], clusters=n, chunk=1)
     cell = grid.cells[0]
@@ -108,7 +108,7 @@ def test_aggregation_holds_one_chunk_of_a_cell_at_a_time(tmp_path, monkeypatch):
     from fastsim.api import simulate
     from fastsim.sweep import store as S
     from fastsim.sweep.aggregate import aggregate
-    from fastsim.sweep.extracts import JCT_GROUPS, MERGE_BATCH
+    from fastsim.sweep.extracts import JCT_GROUPS, JCT_SCHEMA, MERGE_BATCH
     from fastsim.sweep.grid import load_sweep
 
     monkeypatch.setattr(os, "fsync", lambda fd: None)  # durability is not under test
@@ -133,8 +133,8 @@ def test_aggregation_holds_one_chunk_of_a_cell_at_a_time(tmp_path, monkeypatch):
     cell = grid.cells[0]
     one = simulate(cell.config, 1).clusters
     hist = pl.DataFrame({"group": list(JCT_GROUPS), "bin": [0] * len(JCT_GROUPS),
-                         "count": [1] * len(JCT_GROUPS)},
-                        schema={"group": pl.String, "bin": pl.Int32, "count": pl.Int64})
+                         **{c: [1] * len(JCT_GROUPS) for c in list(JCT_SCHEMA)[2:]}},
+                        schema=JCT_SCHEMA)
     with S.SweepStore.open(tmp_path / "out", grid) as store:
         for i in range(n):
             store.write_chunk(cell.id, i, one.with_columns(pl.lit(i, pl.Int64).alias("cluster")),

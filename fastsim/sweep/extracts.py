@@ -1,7 +1,8 @@
 """Small per-job extracts that figures need, so figures never touch per-job data.
 
 * ``jct_histogram``: counts of job completion times on fixed log-spaced bins, per job
-  group, taken from ``simulate``'s per-job arrays (an ``extract``).  Counts add exactly
+  group, taken from ``simulate``'s per-job arrays (an ``extract``), with the sums over
+  clusters that the pooled CDF's pointwise interval needs.  Integer sums add exactly
   across chunks, so the merged histogram does not depend on chunking or on a resume,
   and it stays a few kB for any number of clusters.
 * ``trajectories``: a handful of example RLHF jobs (noise-free proxy reward, loss and
@@ -22,46 +23,70 @@ from fastsim.workload import generate_workload
 from fastsim.kernels.codes import RLHF
 from fastsim.kernels.curves import gold_rl_curved_nb, loss_nb, proxy_reward_nb
 from fastsim.kernels.metrics import jct_counts_nb
+from fastsim.stats import pooled_cdf_band
 
 # Bin edges (hours): 0, then 40 log-spaced bins per decade from 0.01 h to 10^4 h, then inf.
 JCT_EDGES_H = np.concatenate([[0.0], np.logspace(-2, 4, 6 * 40 + 1), [np.inf]])
 JCT_GROUPS = ("all",) + JOB_TYPE_LABELS
 
 
+# A chunk's histogram: every bin of every group, so that summing chunks adds each bin's
+# sums over clusters (``jct_counts_nb``) as they are; its size does not depend on the chunk.
+JCT_SCHEMA = {"group": pl.String, "bin": pl.Int32, "count": pl.Int64, "a_sq": pl.Int64,
+              "a_n": pl.Int64, "clusters": pl.Int64, "n_sum": pl.Int64, "n_sq": pl.Int64}
+SUMMED = [c for c in JCT_SCHEMA if c not in ("group", "bin")]
+
+
 def jct_histogram(per_job: Mapping[str, np.ndarray]) -> pl.DataFrame:
-    """``group, bin, count`` of the jobs' ``jct_h`` on ``JCT_EDGES_H`` (empty bins
-    omitted), from the per-job arrays ``simulate`` hands an ``extract`` (``jct_h`` and the
-    ``job_type`` codes, ``[C, J]``): no per-job table is built."""
-    counts = np.zeros((len(JCT_GROUPS), len(JCT_EDGES_H) - 1), dtype=np.int64)
-    jct_counts_nb(per_job["jct_h"], per_job["job_type"], JCT_EDGES_H, counts)
-    groups, bins = np.nonzero(counts)  # row by row: groups in JCT_GROUPS order, bins rising
-    return pl.DataFrame({"group": pl.Series(JCT_GROUPS).gather(groups),
-                         "bin": bins.astype(np.int32), "count": counts[groups, bins]})
+    """``group, bin, count`` of the jobs' ``jct_h`` on ``JCT_EDGES_H``, from the per-job
+    arrays ``simulate`` hands an ``extract`` (``jct_h`` and the ``job_type`` codes, ``[C,
+    J]``): no per-job table is built.  Beside the counts, the sums over clusters that the
+    pooled CDF's interval needs (``a_sq``, ``a_n``: per bin; ``clusters``, ``n_sum``,
+    ``n_sq``: per group, on each of its rows; ``kernels.metrics.jct_counts_nb``)."""
+    n_groups, n_bins = len(JCT_GROUPS), len(JCT_EDGES_H) - 1
+    counts = np.zeros((n_groups, n_bins), dtype=np.int64)
+    spread = np.zeros((n_groups, n_bins, 2), dtype=np.int64)
+    sizes = np.zeros((n_groups, 3), dtype=np.int64)
+    jct_counts_nb(per_job["jct_h"], per_job["job_type"], JCT_EDGES_H, counts, spread, sizes)
+    each = np.repeat(sizes, n_bins, axis=0)
+    return pl.DataFrame({"group": np.repeat(np.array(JCT_GROUPS), n_bins),
+                         "bin": np.tile(np.arange(n_bins, dtype=np.int32), n_groups),
+                         "count": counts.ravel(), "a_sq": spread[..., 0].ravel(),
+                         "a_n": spread[..., 1].ravel(), "clusters": each[:, 0],
+                         "n_sum": each[:, 1], "n_sq": each[:, 2]}, schema=JCT_SCHEMA)
 
 
 MERGE_BATCH = 64  # chunk histograms held at once while merging
 
 
 def _sum_counts(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    return pl.concat(frames).group_by(["group", "bin"]).agg(pl.col("count").sum())
+    return pl.concat(frames).group_by(["group", "bin"]).agg(pl.col(SUMMED).sum())
 
 
 def merge_histograms(frames: Iterable[pl.DataFrame]) -> pl.DataFrame:
-    """Sum chunk histograms; add the bin edges in hours.
+    """Sum chunk histograms; add the bin edges in hours and the pooled CDF at each bin's
+    upper edge with its pointwise 95% interval over clusters (``cdf``, ``cdf_lo``,
+    ``cdf_hi``; ``clusters``: those with a job of the group; ``stats.pooled_cdf_band``).
+    Groups with no job are left out.
 
     ``frames`` may be a generator: it is summed ``MERGE_BATCH`` frames at a time into a
     running total, so memory is that of one batch whatever the number of chunks (a
-    million-cluster cell has 2,000).  Integer counts: the same total in any grouping."""
+    million-cluster cell has 2,000).  Integer sums: the same total in any grouping."""
     total: list[pl.DataFrame] = []
     batch: list[pl.DataFrame] = []
     for f in frames:
         batch.append(f)
         if len(batch) == MERGE_BATCH:
             total, batch = [_sum_counts(total + batch)], []
-    h = _sum_counts(total + batch).sort(["group", "bin"])
+    h = (_sum_counts(total + batch).filter(pl.col("n_sum") > 0)
+         .sort(pl.col("group").replace_strict({g: i for i, g in enumerate(JCT_GROUPS)}), "bin"))
     b = h["bin"].to_numpy()
-    return h.with_columns(pl.Series("bin_lo_h", JCT_EDGES_H[b]),
-                          pl.Series("bin_hi_h", JCT_EDGES_H[b + 1]))
+    s_a = h.select(pl.col("count").cum_sum().over("group"))["count"].to_numpy()
+    cdf, lo, hi = pooled_cdf_band(h["clusters"].to_numpy(), s_a,
+                                  *(h[c].to_numpy() for c in ("n_sum", "a_sq", "a_n", "n_sq")))
+    return h.select("group", "bin", "count", "clusters").with_columns(
+        pl.Series("bin_lo_h", JCT_EDGES_H[b]), pl.Series("bin_hi_h", JCT_EDGES_H[b + 1]),
+        pl.Series("cdf", cdf), pl.Series("cdf_lo", lo), pl.Series("cdf_hi", hi))
 
 
 def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: int = 201
