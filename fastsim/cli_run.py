@@ -18,9 +18,9 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
-                            self_baseline, typed_head)
+                            self_baseline)
 from fastsim.errors import ConfigError
-from fastsim.values import file_path, integer_option, read_number, read_numbers
+from fastsim.values import as_typed, file_path, integer_option, read_number, read_numbers
 
 if TYPE_CHECKING:  # annotations only
     from tqdm import tqdm
@@ -74,8 +74,10 @@ def _as_option(msg: str, kw: dict, given: dict) -> str:
     -> "--sigma=-1 is invalid; ...", as typed; a default the options given rule out
     (``--gpus 4`` and the default DPO demands 2,4,8) names the option that sets it."""
     name = msg.partition("=")[0]
-    if name in given and msg.startswith(f"{name}={kw[name]!r} "):
-        return f"--{name.replace('_', '-')}={given[name]}{msg[len(f'{name}={kw[name]!r}'):]}"
+    typed = (as_typed(msg, name, kw[name], f"--{name.replace('_', '-')}", given[name])
+             if name in given else None)
+    if typed is not None:
+        return typed
     if name in FIELD_HELP and name not in given:
         option = f"--{name.replace('_', '-')}"
         v = kw[name] if name in kw else next(
@@ -99,7 +101,7 @@ def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, p
         msg = str(exc)
         for ref in metrics:  # "metric='m:f' cannot be imported" -> "--metric=m:f cannot ..."
             for what in ("metric", "metrics"):
-                typed = typed_head(msg, ref, "--metric", what)
+                typed = as_typed(msg, what, ref, "--metric", ref)
                 if typed is not None:
                     raise ConfigError(typed) from None
         kw = {f.name: getattr(workload, f.name) for f in dataclasses.fields(WorkloadConfig)}

@@ -19,7 +19,7 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
-from fastsim.values import (SUMS_TO_ONE, as_float, check_flags,  # noqa: F401
+from fastsim.values import (SUMS_TO_ONE, as_float, as_typed, check_flags,  # noqa: F401
                             check_path_text, float_or_nan, is_integer, is_number, is_path,
                             is_real, plain, plain_fields, plain_scalar, store_floats,
                             sums_to_one)
@@ -443,23 +443,13 @@ class PolicyConfig:
         return _as_dict(self)
 
 
-def typed_head(msg: str, spec: str, flag: str, what: str) -> str | None:
-    """``msg`` that names ``what={spec!r}`` first, as the command line gave it:
-    ``"metric='m:f' cannot be imported ..."`` -> ``"--metric=m:f cannot be imported ..."``;
-    None if it starts otherwise."""
-    head = f"{what}={spec!r}"
-    if msg.startswith(head) and msg[len(head):len(head) + 1] in (" ", ":"):
-        return f"{flag}={spec}{msg[len(head):]}"
-    return None
-
-
 def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     """A spec's error as the command line gave it, or None if it names neither the spec
     nor a parameter: ``"policy='bogus' is invalid; ..."`` -> ``"--policy=bogus is invalid;
     ..."``, ``"policy.k=0 is invalid; ..."`` -> ``"--policy evalstop: k=0 is invalid; ..."``,
     the value as typed (``thresholds=3/1``, not the tuple it was read as), and ``"policy
     parameter 'K' is not ..."`` -> ``"--policy evalstop: parameter 'K' is not ..."``."""
-    typed = typed_head(msg, spec, flag, what)
+    typed = as_typed(msg, what, spec, flag, spec)
     if typed is not None:  # the spec's form, an unknown name alone, a MODULE:ATTR not found
         return typed
     name = R.split_name(spec, what)[0]

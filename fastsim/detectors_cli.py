@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
-from fastsim.values import file_path, integer_option, number_option
+from fastsim.values import file_path, integer_option, kept_as_typed, number_option, read_number
 
 if TYPE_CHECKING:  # annotations only
     import polars as pl
@@ -106,7 +106,8 @@ def register(subparsers) -> None:
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=file_path, default=None,
                    help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
-    p.add_argument("--trace-noise", type=number_option, default=None,
+    # read by _check_values, whose refusal echoes the text (-1, not -1.0)
+    p.add_argument("--trace-noise", type=kept_as_typed(number_option), default=None,
                    help="sigma0 on the traces, in score units, >= 0 (default: the median "
                    "run's sd of score - truth_gold; 0, as for scores equal to gold, leaves "
                    "the detectors to each run's residuals)")
@@ -138,7 +139,8 @@ def _check_values(args: argparse.Namespace) -> None:
     if args.traces is not None:
         check_regular(args.traces, "a traces.parquet", "--traces")
     if args.trace_noise is not None:
-        trace_sigma0(args.trace_noise, "trace-noise")
+        noise = read_number(args.trace_noise, "--trace-noise")
+        args.trace_noise = trace_sigma0(noise, "--trace-noise", args.trace_noise)
     _check_unused(args)  # a value is checked first: wrong wherever it is given
     args.clusters, args.seed = clusters, seed
     if args.doc is not None:
@@ -285,16 +287,18 @@ def _read_traces(path: Path) -> pl.DataFrame:
     return traces
 
 
-def trace_sigma0(noise: float, where: str) -> float:
+def trace_sigma0(noise: float, where: str, typed: str | None = None) -> float:
     """``noise`` as the detectors' ``sigma0`` on the traces, in its declared range.  0 is
     one: the detectors then rely on each run's residuals alone (their noise estimate is
     floored, ``SIGMA_FLOOR``), as at the synthetic grid's noise 0, so a given 0 and a
-    measured 0 (scores equal to gold) are read alike."""
+    measured 0 (scores equal to gold) are read alike.  ``typed``: the text an option gave,
+    which its refusal echoes."""
     from fastsim.registry import SIGMA0
     try:
         return SIGMA0.check(noise)
     except ConfigError:  # worded for the option or the file, not for a spec's sigma0=
-        raise ConfigError(f"{where}={noise!r} is invalid; allowed: {SIGMA0.allowed()}") from None
+        shown = repr(noise) if typed is None else typed
+        raise ConfigError(f"{where}={shown} is invalid; allowed: {SIGMA0.allowed()}") from None
 
 
 def trace_table(traces: pl.DataFrame, noise: float | None, path: Path | str = "traces"

@@ -240,6 +240,18 @@ def read_numbers(text: str, name: str, integer: bool = False, allowed: str = "",
                           f"{allowed + ', ' if allowed else ''}each {exc.allowed}") from None
 
 
+def as_typed(msg: str, name: str, value: Any, option: str, text: str) -> str | None:
+    """``msg``, a refusal naming ``name={value!r}`` first, as the command line gave the
+    value: ``option`` and ``text`` as typed (``"eps=0.0 must be in ..."`` -> ``"--eps=0 must
+    be in ..."``, ``"metric='m:f' cannot ..."`` -> ``"--metric=m:f cannot ..."``): an option's
+    refusal echoes what was typed, never Python's form of what it was read as; None if
+    ``msg`` starts otherwise."""
+    head = f"{name}={value!r}"
+    if msg.startswith(head) and msg[len(head):len(head) + 1] in (" ", ":"):
+        return f"{option}={text}{msg[len(head):]}"
+    return None
+
+
 def integer_option(text: str) -> int:
     """argparse's ``type`` for an integer option: ``number_text``'s reading, its refusal
     said as ``argument --seed: '1_0' is invalid; allowed: ...``."""
@@ -255,6 +267,17 @@ def number_option(text: str) -> float:
         return number_text(text)
     except NumberTextError as exc:
         raise argparse.ArgumentTypeError(f"{exc}; allowed: {exc.allowed}") from None
+
+
+def kept_as_typed(option_type):
+    """argparse's ``type`` that refuses what ``option_type`` (``number_option``,
+    ``integer_option``) refuses, as the option is parsed, and keeps the text as typed: an
+    option whose range is checked later reads it then (``read_number``), and a refusal
+    echoes it (``--sigma=1.50 is invalid``, not Python's ``1.5``: ``as_typed``)."""
+    def check(text: str) -> str:
+        option_type(text)
+        return text
+    return check
 
 
 def _names_a_directory(text: str) -> bool:

@@ -638,6 +638,30 @@ def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("argv,needle", [
+    # each echoed Python's float of the text (--dask-timeout=0.0, trace-noise=-1.0,
+    # --sigma 1.5, eps=0.0), where fastsim run's options say it as typed (--sigma=-1.50)
+    (["sweep", "s.toml", "--out", "o", "--backend", "dask", "--dask-timeout", "0.00"],
+     "--dask-timeout=0.00 is invalid; allowed: seconds > 0"),
+    (["reproduce", "--backend", "dask", "--dask-timeout", "-1"],
+     "--dask-timeout=-1 is invalid; allowed: seconds > 0"),
+    (["detectors", "--trace-noise", "-1"], "--trace-noise=-1 is invalid; allowed: a number in "),
+    (["detectors", "--trace-noise", "2e6"], "--trace-noise=2e6 is invalid; allowed: "),
+    (["traces", "compare-sim", "runs.parquet", "--sigma", "1.50"],
+     "--sigma=1.50 is invalid; allowed: an evaluation-noise standard deviation in [0, 1]"),
+    (["costaware", "sgd", "--eps", "0"], "--eps=0 must be in (0.0, 1.0]"),
+    (["costaware", "sgd", "--lam", "1.50"], "--lam=1.50 is outside [0, 1]"),
+    (["costaware", "grpo", "--len-sigma", "4"], "--len-sigma=4 must be in [0.0, 3.0]"),
+    (["costaware", "sgd", "--replications", "01"], "--replications=01 must be an integer"),
+])
+def test_a_range_refusal_says_the_value_as_typed(argv, needle, capsys, tmp_path, monkeypatch):
+    from conftest import one_line
+
+    monkeypatch.chdir(tmp_path)
+    one_line(capsys, argv, needle)
+    assert not list(tmp_path.iterdir())
+
+
 def test_no_option_reads_its_number_with_python_int_or_float():
     """Each numeric option reads through fastsim.values.number_text, as spec parameters do
     (a new type=int option would take '1_0' and '٢' again)."""

@@ -17,7 +17,7 @@ def test_ratios_and_bad_input(capsys):
     assert main(["costaware", "ratios", "--n", "16", "--d", "2"]) == 0
     assert "j_over_jopt" in capsys.readouterr().out
     assert main(["costaware", "ratios", "--n", "16", "--cost-corr", "3"]) == 2
-    assert "cost_corr=3.0" in capsys.readouterr().err
+    assert "--cost-corr=3 must be in" in capsys.readouterr().err
 
 
 def test_shipped_sweeps_parse():

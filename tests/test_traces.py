@@ -449,7 +449,7 @@ def test_compare_sim_names_the_sigma_option_it_refuses(traces, tmp_path, capsys,
 
     path, out = tmp_path / "runs.parquet", tmp_path / "cmp.csv"
     run_summary(traces).write_parquet(path)
-    try:  # nan is refused as the option is parsed: argparse exits
+    try:  # argparse exits on its own usage errors
         code = main(["traces", "compare-sim", str(path), "--clusters", "2", "--sigma", sigma,
                      "--out", str(out)])
     except SystemExit as exc:
@@ -457,8 +457,8 @@ def test_compare_sim_names_the_sigma_option_it_refuses(traces, tmp_path, capsys,
     assert code == 2
     cap = capsys.readouterr()
     said = ("--sigma='nan' is invalid; allowed: a number" if sigma == "nan"
-            else f"--sigma {float(sigma)}: allowed: an evaluation-noise standard deviation in "
-            "[0, 1]")
+            else f"--sigma={sigma} is invalid; allowed: an evaluation-noise standard deviation "
+            "in [0, 1]")
     assert cap.err.count("\n") == 1 and said in cap.err, cap.err
     assert not cap.out and not out.exists()
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastsim.errors import ConfigError
-from fastsim.values import file_path, integer_option, number_option, read_numbers
+from fastsim.values import (as_typed, file_path, integer_option, kept_as_typed, number_option,
+                            read_number, read_numbers)
 
 # The experiments' modules (numba, polars) are imported by the functions that run them:
 # the parser, --help and usage errors need none of them.  (The docstring above is
@@ -102,8 +103,10 @@ def _add_fields(parser, cls, skip=()):
             continue
         kind = type(f.default)
         meaning = FIELD_HELP.get(f.name, f.name.replace("_", " "))
+        # a number is read by _build, whose refusal echoes the text
+        number = {int: integer_option, float: number_option}.get(kind)
         group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
-                           type={int: integer_option, float: number_option}.get(kind, kind),
+                           type=kind if number is None else kept_as_typed(number),
                            metavar=kind.__name__.upper(),
                            help=f"{meaning} (default: {f.default})")
 
@@ -119,10 +122,29 @@ def _floats(text: str, option: str, what: str) -> list[float]:
 
 
 def _build(cls, args, **extra):
-    kw = {f.name: getattr(args, f.name) for f in fields(cls)
-          if getattr(args, f.name, None) is not None}
+    """``cls`` of the options given; a refusal names the option and the value as typed
+    (``--eps=0 must be in ...``; the dataclass's own says ``eps=0.0``)."""
+    kw, typed = {}, {}
+    for f in fields(cls):
+        value = getattr(args, f.name, None)
+        if value is None:
+            continue
+        typed[f.name] = value
+        if type(f.default) in (int, float):
+            value = read_number(value, _option(f.name), type(f.default) is int)
+        kw[f.name] = value
     kw.update(extra)
-    return cls(**kw)
+    try:
+        return cls(**kw)
+    except ConfigError as exc:
+        name = str(exc).partition("=")[0]
+        said = (as_typed(str(exc), name, kw[name], _option(name), typed[name])
+                if name in typed and name not in extra else None)
+        raise ConfigError(said or str(exc)) from None
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _sgd_config(args):

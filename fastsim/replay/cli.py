@@ -20,7 +20,8 @@ from fastsim import registry as R
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
 from fastsim.values import (NumberTextError, file_or_dir_path, file_path, integer_option,
-                            number_option, number_text, read_numbers)
+                            kept_as_typed, number_option, number_text, read_number,
+                            read_numbers)
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
 if TYPE_CHECKING:  # annotations only
@@ -137,7 +138,8 @@ def register(subparsers) -> None:
                       + ", ".join(TRACE_POLICIES) + ")")
     cmp_.add_argument("--clusters", type=integer_option, default=50, metavar="N",
                       help="simulated clusters per policy, an integer >= 2 (default: 50)")
-    cmp_.add_argument("--sigma", type=number_option, default=None, metavar="X",
+    # read by _cmd_compare, whose refusal echoes the text (1.50, not 1.5)
+    cmp_.add_argument("--sigma", type=kept_as_typed(number_option), default=None, metavar="X",
                       help="evaluation noise of the simulator, a standard deviation in score "
                       "units (default: matched to the traces: their median noise over gold "
                       "gain, on the simulator's scale)")
@@ -456,9 +458,12 @@ def _cmd_compare(args) -> int:
     _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
     # the workload's own check would name its field, sigma=, not the option
-    if args.sigma is not None and not 0.0 <= args.sigma <= 1.0:
-        raise ConfigError(f"--sigma {args.sigma}: allowed: an evaluation-noise standard "
-                          "deviation in [0, 1]")
+    if args.sigma is not None:
+        sigma = read_number(args.sigma, "--sigma")
+        if not 0.0 <= sigma <= 1.0:
+            raise ConfigError(f"--sigma={args.sigma} is invalid; allowed: an evaluation-noise "
+                              "standard deviation in [0, 1]")
+        args.sigma = sigma
     if not os.path.exists(args.runs):  # not OSError for a too-long name
         raise ConfigError(f"{args.runs}: no such file; allowed: runs.parquet from fastsim traces toy-rlhf")
     runs = read_parquet_table(args.runs, "runs.parquet from fastsim traces toy-rlhf")

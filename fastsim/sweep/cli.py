@@ -9,7 +9,8 @@ from pathlib import Path
 # fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
 from fastsim.errors import ConfigError
-from fastsim.values import file_path, integer_option, number_option
+from fastsim.values import (file_path, integer_option, kept_as_typed, number_option,
+                            read_number)
 
 DASK_TIMEOUT = 60.0  # seconds, --dask-timeout's default
 
@@ -21,7 +22,9 @@ def _add_backend(p: argparse.ArgumentParser, quiet: str = "no progress bar") -> 
                    "it, --backend dask starts a local cluster and prints its dashboard link")
     p.add_argument("--workers", type=integer_option, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
-    p.add_argument("--dask-timeout", type=number_option, default=None, metavar="S",
+    # read by check_backend, whose refusal echoes the text (0.00, not 0.0)
+    p.add_argument("--dask-timeout", type=kept_as_typed(number_option), default=None,
+                   metavar="S",
                    help="seconds to wait for a first Dask worker, and mid-sweep for a worker "
                    "when none is left before stopping (resumable); the scheduler must answer "
                    f"within 10 s or this, whichever is shorter (default {DASK_TIMEOUT:g})")
@@ -121,7 +124,13 @@ def _finish_sweep(args, grid, store) -> None:
 
 
 def check_backend(args) -> None:
-    """The Dask options, checked before any work."""
+    """The Dask options, checked before any work; a value first, wrong wherever it is given."""
+    timeout = args.dask_timeout
+    if timeout is not None:  # a float64 by number_text: finite
+        timeout = read_number(args.dask_timeout, "--dask-timeout")
+        if not timeout > 0:
+            raise ConfigError(f"--dask-timeout={args.dask_timeout} is invalid; allowed: "
+                              "seconds > 0")
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers={args.workers} is invalid; allowed: an integer >= 1")
     given = [flag for flag, value in (("--address", args.address), ("--workers", args.workers),
@@ -131,10 +140,7 @@ def check_backend(args) -> None:
         them = "it" if len(given) == 1 else "them"
         raise ConfigError(f"{named} appl{'ies' if len(given) == 1 else 'y'} to --backend dask "
                           f"only; allowed: --backend dask with {them}, or without {them}")
-    if args.dask_timeout is None:
-        args.dask_timeout = DASK_TIMEOUT
-    if not (args.dask_timeout > 0 and args.dask_timeout < float("inf")):
-        raise ConfigError(f"--dask-timeout={args.dask_timeout} is invalid; allowed: seconds > 0")
+    args.dask_timeout = DASK_TIMEOUT if timeout is None else timeout
     if args.address is not None and args.workers is not None:
         raise ConfigError("--workers sizes a local cluster; with --address the scheduler's "
                           "own workers run the chunks; allowed: one of --workers and --address")
