@@ -287,24 +287,43 @@ def _names_a_directory(text: str) -> bool:
     return text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep))
 
 
+def _not_a_file(text: str, or_dir: bool) -> str | None:
+    """What is wrong with ``text`` as a file's path (``or_dir``: or a directory's), None
+    if nothing: the one rule of ``file_path``, ``file_or_dir_path`` and ``check_file_path``."""
+    if not _names_a_directory(text):
+        return None
+    if not or_dir:
+        return f"{text!r} ends in {text[-1]!r}: it names a directory; allowed: a file path"
+    if not os.path.isdir(text):
+        return (f"{text!r} ends in {text[-1]!r}: it names a directory, and is not one; "
+                "allowed: a file path, or a directory's")
+    return None
+
+
 def file_path(text: str) -> Path:
     """argparse's ``type`` for an argument naming a file (read or written): its ``Path``,
     refused when the text ends in a separator, as any path that is not a file is
     (``--report='r.md/' ends in '/': it names a directory; allowed: a file path``)."""
-    if _names_a_directory(text):
-        raise argparse.ArgumentTypeError(f"{text!r} ends in {text[-1]!r}: it names a "
-                                         "directory; allowed: a file path")
+    if (why := _not_a_file(text, or_dir=False)) is not None:
+        raise argparse.ArgumentTypeError(why)
     return Path(text)
 
 
 def file_or_dir_path(text: str) -> Path:
     """argparse's ``type`` for an argument naming a file or a directory (a log, a run's
     directory): a text ending in a separator must be a directory."""
-    if _names_a_directory(text) and not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} ends in {text[-1]!r}: it names a "
-                                         "directory, and is not one; allowed: a file path, or "
-                                         "a directory's")
+    if (why := _not_a_file(text, or_dir=True)) is not None:
+        raise argparse.ArgumentTypeError(why)
     return Path(text)
+
+
+def check_file_path(path: Any, name: str, or_dir: bool = False) -> None:
+    """The API's ``file_path`` (``or_dir``: ``file_or_dir_path``): a path given as text
+    ending in a separator is one ``ConfigError`` naming the argument ``name``
+    (``fastsim.read_logs('log.csv/')`` read log.csv, which ``fastsim replay log.csv/``
+    refuses).  A path object has no trailing separator (``Path('a/')`` is ``a``)."""
+    if isinstance(path, str) and (why := _not_a_file(path, or_dir)) is not None:
+        raise ConfigError(f"{name}={why}")
 
 
 def is_path(v: Any) -> bool:

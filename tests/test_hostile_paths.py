@@ -1089,6 +1089,27 @@ def test_a_file_argument_ending_in_a_slash_is_refused(argv, tmp_path, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.toml"]
 
 
+@pytest.mark.parametrize("call,said", [
+    # the command line refused these (fastsim.values.file_path); the API read the file
+    (lambda: fastsim.sweep.load_sweep("ok.toml/"), "path='ok.toml/'"),
+    (lambda: fastsim.sweep("ok.toml/", "o"), "file='ok.toml/'"),
+    (lambda: fastsim.read_logs("log.csv/"), "paths='log.csv/'"),
+    (lambda: fastsim.read_logs(["log.csv", "log.csv/"]), "paths='log.csv/'"),
+    (lambda: fastsim.replay("log.csv/", "evalstop:k=2"), "logs='log.csv/'"),
+    (lambda: fastsim.costaware.load_costaware_sweep("ca.toml/"), "path='ca.toml/'"),
+    (lambda: fastsim.costaware.run_costaware_sweep("ca.toml/", "o"), "path='ca.toml/'"),
+])
+def test_the_api_refuses_a_file_argument_ending_in_a_slash(call, said, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.toml").write_text("clusters = 2\n[base]\nn_jobs = 3\n")
+    (tmp_path / "ca.toml").write_text('experiment = "sgd"\nreplications = 2\n')
+    (tmp_path / "log.csv").write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+    with pytest.raises(ConfigError) as info:
+        call()
+    assert str(info.value).startswith(f"{said} ends in '/': it names a directory"), info.value
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.toml", "log.csv", "ok.toml"]
+
+
 def test_a_run_directory_ending_in_a_slash_is_still_replayed(tmp_path, capsys):
     from fastsim.cli import main
 

@@ -41,6 +41,7 @@ from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml,
 from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import DirLock
 from fastsim.progress import progress_bar
+from fastsim.values import check_file_path
 
 EXPERIMENTS = ("sgd", "subset", "grpo")
 MAX_POINTS = MAX_CELLS  # as fastsim sweep's cells
@@ -89,6 +90,7 @@ def _check_path(name: str, value) -> None:
 def load_costaware_sweep(path) -> SweepSpec:
     """Parse and validate a sweep TOML (every point is validated before anything runs)."""
     _check_path("path", path)
+    check_file_path(path, "path")
     path = Path(path)
     raw = read_toml(path)
     if "experiment" not in raw:

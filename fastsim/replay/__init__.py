@@ -62,6 +62,7 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
     from fastsim.replay.logs import EvalLog, is_frame, read_logs
     from fastsim.replay.policies import replay
     from fastsim.summary import value_kind  # a DataFrame's repr is many lines
+    from fastsim.values import check_file_path
 
     if not (isinstance(logs, (EvalLog, list, tuple)) or is_path(logs) or is_frame(logs)):
         raise ConfigError(f"logs={value_kind(logs)} is invalid; allowed: a path, a DataFrame, "
@@ -72,6 +73,8 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
     if not isinstance(policies, (list, tuple)) or not all(
             isinstance(p, (str, PolicyConfig)) for p in policies):
         raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
+    for p in logs if isinstance(logs, (list, tuple)) else [logs]:
+        check_file_path(p, "logs", or_dir=True)
     if not isinstance(logs, EvalLog):  # read once every argument is checked
         logs = read_logs([logs] if isinstance(logs, (str, Path)) or is_frame(logs) else
                          list(logs) if isinstance(logs, (list, tuple)) else logs)

@@ -32,6 +32,7 @@ from fastsim.errors import ConfigError, did_you_mean, known_keywords
 from fastsim.io import decode_utf8, file_kind, read_parquet_table
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
+from fastsim.values import check_file_path
 
 # Missing-value spellings: such an evaluation is skipped (docs/replay.md, rule "missing").
 MISSING_TOKENS = ("", "nan", "na", "n/a", "null", "none")
@@ -1007,6 +1008,8 @@ def _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate) -> list
                           "DataFrame, or a list of them")
     if not paths:
         raise ConfigError("no log files given; allowed: one or more paths or DataFrames")
+    for p in paths:
+        check_file_path(p, "paths", or_dir=True)  # a run directory holds trainer_state.json
     if higher_is_better is not None and not isinstance(higher_is_better, bool):  # "no" is truthy
         raise ConfigError(f"higher_is_better={higher_is_better!r} is invalid; allowed: True, "
                           "False or None (inferred from the metric's name)")

@@ -60,10 +60,12 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.runner import check_run, held_run
 
     from fastsim.config import check_flags, is_path
+    from fastsim.values import check_file_path
 
     for name, value in (("file", file), ("out", out)):
         if not is_path(value):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
+    check_file_path(file, "file")
     check_flags(progress=progress)
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written

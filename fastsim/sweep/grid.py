@@ -56,6 +56,7 @@ from fastsim.errors import ConfigError, did_you_mean, one_line
 from fastsim.io import read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
+from fastsim.values import check_file_path
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
@@ -524,6 +525,7 @@ def load_sweep(path: str | Path, **overrides: Any) -> Grid:
     >>> [c.label for c in load_sweep(p).cells]
     ['srtf_est | none', 'srtf_est | evalstop(k=1)', 'srtf_est | evalstop(k=2)']
     """
+    check_file_path(path, "path")
     return parse_sweep(read_toml(path), str(path), **overrides)
 
 
