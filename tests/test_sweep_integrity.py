@@ -405,6 +405,31 @@ def test_7_reproduce_checks_a_damaged_manifest_before_writing_any(tmp_path, caps
     assert sorted(p.name for p in out.iterdir()) == ["noise"]  # headline's was not written
 
 
+@pytest.mark.parametrize("cell", ["its", "another"])
+def test_7_reproduce_names_its_out_directory_to_act_on(tmp_path, capsys, cell):
+    """A damaged manifest that the records cannot rebuild: reproduce's refusal said
+    "delete OUT/noise to start over" (or "the sweep file ... that OUT/noise was run
+    with"), a directory reproduce made; deleting it moved the refusal to the next sweep."""
+    from fastsim.resources import shipped
+    from fastsim.sweep.grid import load_sweep
+
+    out = tmp_path / "r"
+    grid = load_sweep(shipped("sweeps") / "noise.toml", clusters=2, seed=0)
+    cell_id = grid.cells[0].id if cell == "its" else "000000000000"
+    (out / "noise" / "cells" / f"cell={cell_id}").mkdir(parents=True)
+    (out / "noise" / "sweep.json").write_bytes(b'{"format": 2, "name": "noi')
+    assert main(["reproduce", "--clusters", "2", "--out", str(out), "--no-figures",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"fastsim reproduce: error: {out / 'noise' / 'sweep.json'}: "), err
+    said = err.partition(" is not a cell of " if cell == "another" else ", so nothing ")[2]
+    to_act_on = (f"use the --quick, --clusters and --chunk that {out} was run with"
+                 if cell == "another" else f"delete the whole of {out}, not one sweep in it")
+    assert str(out / "noise") not in said and to_act_on in said, err
+    assert sorted(p.name for p in out.iterdir()) == ["noise"]
+
+
 def test_1_a_lock_that_is_a_symbolic_link_is_not_followed(sweep_file, tmp_path, capsys):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -915,7 +915,7 @@ def _read_manifest(root: Path, grid: Grid,
     if not path.exists():
         if (root / "cells").exists():
             return None, _rebuild_from_records(
-                root, grid, f"{root} holds sweep results but no {MANIFEST}")
+                root, grid, whole, f"{root} holds sweep results but no {MANIFEST}")
         check_no_other_files(root)
         _check_not_nested(root)
         return None, None
@@ -924,17 +924,17 @@ def _read_manifest(root: Path, grid: Grid,
     except OSError as exc:
         if exc.errno == errno.EFBIG:  # no grid's manifest is this large: damaged
             return None, _rebuild_from_records(
-                root, grid, f"{path}: damaged sweep manifest ({exc.strerror}, which no "
-                "grid's manifest is)")
+                root, grid, whole, f"{path}: damaged sweep manifest ({exc.strerror}, which "
+                "no grid's manifest is)")
         # not read, so not known to be damaged: it may name another grid
         raise ConfigError(f"{path}: unreadable sweep manifest ({exc.strerror or exc}); "
                           "use a new --out directory") from None
     except ValueError as exc:
-        return None, _rebuild_from_records(root, grid,
+        return None, _rebuild_from_records(root, grid, whole,
                                            f"{path}: unreadable sweep manifest ({exc})")
     if not isinstance(old, dict) or not isinstance(old.get("grid_hash"), str):
         return None, _rebuild_from_records(
-            root, grid, f"{path}: damaged sweep manifest (it names no grid hash)")
+            root, grid, whole, f"{path}: damaged sweep manifest (it names no grid hash)")
     code = old.get("code")
     if _code_ok(code) and (changes := diff_code(code, grid.code)):
         # also when the hashes differ: an edited user policy or key changes its cells too
@@ -944,7 +944,8 @@ def _read_manifest(root: Path, grid: Grid,
     if old["grid_hash"] == grid.hash:
         if current and not _code_ok(code, grid):  # the records name the code: they decide
             return None, _rebuild_from_records(
-                root, grid, f"{path}: damaged sweep manifest (its code field is damaged)")
+                root, grid, whole,
+                f"{path}: damaged sweep manifest (its code field is damaged)")
         _check_only_grid_chunks(root, grid)
         # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
         # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
@@ -988,7 +989,7 @@ def _read_manifest(root: Path, grid: Grid,
 _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
 
 
-def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
+def _rebuild_from_records(root: Path, grid: Grid, whole: Path | None, damage: str) -> str:
     """The line saying that ``root``'s manifest is rebuilt for ``grid``, if its chunk
     records prove that its results are ``grid``'s; else a ``ConfigError`` (``damage`` and
     why not, naming the first cell or chunk that is not ``grid``'s).
@@ -1005,8 +1006,12 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
-    refuse = ("; refusing to mix results: use the sweep file, --clusters, --chunk and --seed "
-              f"that {root} was run with, or a new --out directory")
+    # ``whole``: reproduce's OUT, the directory its user gave and can act on (it has no
+    # sweep file nor --seed); OUT/noise is one of the sweeps it made
+    refuse = ("; refusing to mix results: use the "
+              + (f"sweep file, --clusters, --chunk and --seed that {root}" if whole is None else
+                 f"--quick, --clusters and --chunk that {whole}")
+              + " was run with, or a new --out directory")
     cell_ids = {c.id for c in grid.cells}
     kept = unproven = unknown = sourceless = 0
     # The first sign of another grid is named, unless a record names other code: an edited
@@ -1040,7 +1045,7 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
                     continue
                 code = rec.get("code") if isinstance(rec, dict) else None
                 if _code_ok(code) and (changes := diff_code(code, grid.code)):
-                    raise _other_code(f"{damage}, and {f} is a chunk record", changes)
+                    raise _other_code(f"{damage}, and {f} is a chunk record", changes, whole)
                 names = rec.get("grid_hash") if isinstance(rec, dict) else None
                 if isinstance(names, str) and names != grid.hash:
                     other_grid = other_grid or ConfigError(
@@ -1062,7 +1067,8 @@ def _rebuild_from_records(root: Path, grid: Grid, damage: str) -> str:
     if kept == 0:
         raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
                           f"shows its results are this grid's: use a new --out directory, "
-                          f"or delete {root} to start over")
+                          f"or delete {root if whole is None else _old_out(whole)} to start "
+                          "over")
     rerun = (f"; {unproven} chunk(s) whose record is damaged or misplaced will be re-run"
              if unproven else "")
     older = (f"; {unknown} of them do not record the code (written before records did) and "
