@@ -29,6 +29,14 @@ if TYPE_CHECKING:  # annotations only
 _LIST_FIELDS = {f for f in FIELD_HELP if f.startswith(("demands_", "ustar_")) or f in
                 ("height", "tau", "loss0", "loss_inf", "loss_tau")}
 CHUNK = 500  # clusters per progress step; chunking never changes results
+# A run streams its chunks (memory does not grow with --clusters unless rows are kept for
+# --out, which the memory check bounds) and cannot resume: its bound is time.  At 50-400 us
+# a cluster for both arms (docs/performance.md; the note after the first chunk says this
+# machine's pace) 10^8 clusters take 1.5-12 hours; more is a sweep's work, in chunks that
+# resume.  --clusters 9223372036854775807, every cluster id, ran for millions of years.
+MAX_RUN_CLUSTERS = 100_000_000
+RUN_CLUSTERS_ALLOWED = (f"an integer from 1 to {MAX_RUN_CLUSTERS:,} (1.5-12 hours of "
+                        "simulation; a run does not resume: run more as a sweep)")
 MAX_SEED = 2**64 - 1  # seeds are unsigned 64-bit counters (kernels/rng.py)
 
 
@@ -158,9 +166,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or 'off' (no baseline, no change rows) (default: none, the policy that "
                    "never stops)")
     p.add_argument("--clusters", type=integer_option, default=D.CLUSTERS,
-                   help="independent clusters to simulate, an integer from 1 to 2^63-1 (the "
-                   "cluster ids' range); a run its first 500 clusters show to need more than a "
-                   "minute says how long, in one line on stderr")
+                   help=f"independent clusters to simulate, {RUN_CLUSTERS_ALLOWED}; a run its "
+                   "first 500 clusters show to need more than a minute says how long, in one "
+                   "line on stderr")
     p.add_argument("--seed", type=integer_option, default=D.SEED,
                    help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
                    "under every policy")
@@ -214,8 +222,7 @@ ESTIMATE_FROM_S = 60.0  # a run estimated to take longer says how long, once
 def say_estimate(n: int, done: int, elapsed_s: float) -> None:
     """How long the rest of a run of ``n`` clusters takes at the pace of its first ``done``,
     one line on stderr if past ``ESTIMATE_FROM_S``: without a terminal there is no bar, and
-    ``--clusters 9223372036854775807`` (every cluster id the counters hold) ran in silence
-    for what would be millions of years."""
+    a run of hours (up to ``MAX_RUN_CLUSTERS``) ran in silence."""
     left = elapsed_s / done * (n - done)
     if left >= ESTIMATE_FROM_S:
         print(f"note: --clusters {n}: about {_duration(left)} to go at {elapsed_s / done * 1e6:.0f}"
@@ -248,14 +255,14 @@ def run_command(args: argparse.Namespace) -> int:
     # imported here, not at the top: the parser, --help and usage errors need none of them
     from fastsim.progress import progress_bar
 
-    from fastsim.api import MAX_CLUSTER, simulate
+    from fastsim.api import simulate
     from fastsim.compile_notice import compile_notice
     from fastsim.io import check_distinct, check_output
     from fastsim.summary import format_table
 
-    if not 1 <= args.clusters <= MAX_CLUSTER:
-        raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: an integer from 1 "
-                          "to 2^63-1")
+    if not 1 <= args.clusters <= MAX_RUN_CLUSTERS:
+        raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: "
+                          f"{RUN_CLUSTERS_ALLOWED}")
     if not 0 <= args.seed <= MAX_SEED:
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to 2^64-1")
     workload = workload_from_args(args)

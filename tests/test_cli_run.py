@@ -216,6 +216,18 @@ def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
     assert "compiling" not in capsys.readouterr().err
 
 
+def test_a_run_beyond_hours_is_refused_before_work(capsys):
+    """--clusters 9223372036854775807 (every cluster id the counters hold) passed: the
+    run streams its chunks, so memory never refused it, and it ran for what its pace made
+    millions of years.  A run does not resume: past 10^8 clusters it is a sweep's work."""
+    from conftest import one_line
+
+    out = one_line(capsys, ["run", "--clusters", "9223372036854775807", "--no-progress"],
+                   "--clusters=9223372036854775807 is invalid; allowed: an integer from 1 to "
+                   "100,000,000 (")
+    assert out == ""
+
+
 def test_a_long_run_says_how_long_after_its_first_chunk(capsys, monkeypatch):
     """--clusters 9223372036854775807 ran in silence without a terminal (no bar) for what
     its pace made about 10^8 years; a run past a minute now says so after its first chunk."""

@@ -372,6 +372,17 @@ def test_trl_gradnorm_refuses_a_seed_transformers_cannot_take(capsys):
     assert len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("option,bound", [("--batches", "1,000"), ("--train-steps", "10,000")])
+def test_trl_gradnorm_bounds_its_work(capsys, option, bound):
+    """--batches 10**12 and --train-steps 10**12 were taken: hours of training per
+    thousand steps on CPU, a typo an endless run; refused first, before the extra is
+    looked for."""
+    assert main(["costaware", "trl-gradnorm", option, str(10**12)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{option}=1000000000000 is invalid; allowed: an integer from " in err, err
+    assert f" to {bound} (" in err and len(err.splitlines()) == 1, err
+
+
 def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     # --batch 10^8 (2 seeds, 2 steps of 128 responses) ran 170 s at 1.8 GB; 10^12 was a
     # numba SystemError traceback

@@ -176,7 +176,7 @@ def test_10_run_refuses_what_cannot_fit(tmp_path):
     p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 100000\nn_evals = 1000\n")
     out = tmp_path / "out"
     # A run's summary is streamed (flat in clusters); rows kept for --out are not.
-    for argv in (["run", "--clusters", "1000000000", "--out", str(tmp_path / "c.parquet")],
+    for argv in (["run", "--clusters", "100000000", "--out", str(tmp_path / "c.parquet")],
                  ["run", "--n-jobs", "100000", "--n-evals", "1000"],
                  ["sweep", str(p), "--out", str(out)]):
         r = run_fenced(argv)

@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # annotations only
 
 # transformers' set_seed (numpy's legacy seeding) takes 0 to 2^32-1
 TRL_MAX_SEED = 2**32 - 1
+# trl-gradnorm's work on CPU: its default (6 batches a measurement, 10 steps) takes under
+# a minute (docs/costaware.md), each batch a few seconds (a gradient per rollout) and each
+# step about one; these are hours, and 10**12 was taken as a run that never ends
+TRL_MAX_BATCHES = 1_000
+TRL_MAX_TRAIN_STEPS = 10_000
 FIGURE_SCRIPTS = ("costaware_cost_vs_heterogeneity", "costaware_ratios", "costaware_grpo")
 FIGURE_INPUTS = "the tables `fastsim costaware sweep`, `sgd --out` or `grpo --out` write"
 # subsets the greedy-vs-exact check of `costaware subset` may enumerate: 1,024 instances of
@@ -338,10 +343,14 @@ def cmd_grpo(args):
 def cmd_trl_gradnorm(args):
     import importlib.util
 
-    for option, value, lo in (("batches", args.batches, 1), ("train-steps", args.train_steps, 0),
-                              ("seed", args.seed, 0)):
-        if value < lo:
-            raise ConfigError(f"--{option}={value} is invalid; allowed: an integer >= {lo}")
+    for option, value, lo, hi in (("batches", args.batches, 1, TRL_MAX_BATCHES),
+                                  ("train-steps", args.train_steps, 0, TRL_MAX_TRAIN_STEPS)):
+        if not lo <= value <= hi:
+            raise ConfigError(f"--{option}={value} is invalid; allowed: an integer from {lo} "
+                              f"to {hi:,} (hours of work on CPU; a typo must not start an "
+                              "endless run)")
+    if args.seed < 0:
+        raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer >= 0")
     if args.seed > TRL_MAX_SEED:  # transformers' set_seed raised it inside the Trainer
         raise ConfigError(f"--seed={args.seed} is invalid; allowed: an integer from 0 to "
                           f"{TRL_MAX_SEED:,} (the seeds transformers takes)")
@@ -496,9 +505,11 @@ def register(subparsers):
                    "before any model is built "
                    "(default: the toy task's 32 prompts, shipped with fastsim)")
     p.add_argument("--batches", type=integer_option, default=6, metavar="N",
-                   help="generation batches of 16 rollouts per measurement, >= 1 (default: 6)")
+                   help="generation batches of 16 rollouts per measurement, 1 to "
+                   f"{TRL_MAX_BATCHES:,} (hours on CPU) (default: 6)")
     p.add_argument("--train-steps", type=integer_option, default=10, metavar="N",
-                   help="GRPO steps between the two measurements, >= 0 (default: 10)")
+                   help="GRPO steps between the two measurements, 0 to "
+                   f"{TRL_MAX_TRAIN_STEPS:,} (hours on CPU) (default: 10)")
     p.add_argument("--seed", type=integer_option, default=0, metavar="INT",
                    help="seed of the tiny model and of generation, 0 to 2^32-1 (default: 0)")
     p.add_argument("--out", metavar="DIR", help="directory for costaware_trl_gradnorm.parquet "
