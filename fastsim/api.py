@@ -685,9 +685,11 @@ def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,
     own, once, and the command line its own."""
     if is_quiet():
         return
+    policies = {"policy": cfg.policy, "baseline": baseline}
     for name, why in inert_settings(cfg, baseline, jobs=jobs).items():
-        warnings.warn(f"fastsim.{what}(): {name}={getattr(cfg.workload, name)!r} has no "
-                      f"effect: {why}", InertSettingWarning, stacklevel=4)
+        value = policies[name].label if name in policies else getattr(cfg.workload, name)
+        warnings.warn(f"fastsim.{what}(): {name}={value!r} has no effect: {why}",
+                      InertSettingWarning, stacklevel=4)
     if (why := self_baseline(cfg.policy, baseline)) is not None:
         warnings.warn(f"fastsim.{what}(): {why}", InertSettingWarning, stacklevel=4)
 

@@ -122,7 +122,7 @@ def note_inert(args: argparse.Namespace, cfg: SimConfig, baseline) -> None:
     """One ``note:`` line on stderr per workload option given that changes no result
     (``inert_settings``): the run goes on, but whoever typed it thought it mattered."""
     given = [f.name for f in dataclasses.fields(WorkloadConfig)
-             if getattr(args, f.name, None) is not None]
+             if getattr(args, f.name, None) is not None] + ["policy", "baseline"]
     jobs = args.jobs_out is not None  # the per-job records carry t_est_h
     for name, why in inert_settings(cfg, baseline, given, jobs=jobs).items():
         print(f"note: --{name.replace('_', '-')} has no effect: {why}", file=sys.stderr)

@@ -649,7 +649,9 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
                    given: Any = None, jobs: bool = False) -> dict[str, str]:
     """The workload fields of ``given`` (default: those differing from their default) that
     no result of ``cfg`` and of its ``baseline`` on the same clusters depends on, each with
-    why: a user who set one believes they changed the run.  ``jobs``: the run's per-job
+    why: a user who set one believes they changed the run.  ``policy`` and ``baseline``
+    (always given by default) when that policy acts on no job: every result is then the
+    policy ``none``'s, as if it were not there.  ``jobs``: the run's per-job
     arrays are kept or read (``keep_jobs``, an ``extract``, ``--jobs-out``), which carry
     ``t_est_h``, as do ``cfg``'s user metrics.  ``tests/test_inert_settings.py`` checks
     that changing each changes no result."""
@@ -693,8 +695,14 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     if lora == 0 and (dpo == 0 or w.dpo_base_rate == 1):
         why["tau"] = ("no job has a saturating gold curve (no LoRA job, and no DPO job or "
                       "dpo_base_rate=1)")
+    for name, p in (("policy", cfg.policy), ("baseline", baseline)):
+        # scope=rlhf (the default): the policy decides on RLHF jobs alone
+        if p is not None and p.decl.scoped and p.scope == "rlhf" and rlhf == 0:
+            why[name] = (f"{p.label} acts on RLHF jobs only (scope=rlhf), and the mix has no "
+                         "RLHF jobs: every result is the policy none's")
     if given is None:
         given = [f.name for f in fields(WorkloadConfig) if getattr(w, f.name) != f.default]
+        given += ["policy", "baseline"]
     return {name: why[name] for name in given if name in why}
 
 

@@ -50,6 +50,47 @@ def test_what_is_called_inert_changes_no_result(scheduler, policy, baseline, wor
                 assert got.jobs.equals(want_base.jobs), name
 
 
+@pytest.mark.parametrize("policy", ["evalstop:k=2", "oracle", "deprioritize:k=2",
+                                    "peak:sigma0=0.02", "stop_at"])
+def test_a_policy_acting_on_rlhf_jobs_only_is_inert_in_a_mix_without_any(policy):
+    """scope=rlhf (every policy's default) in a mix of LoRA and DPO jobs acts on no job:
+    every row is the policy none's, and it was run and compared without a word."""
+    cfg = SimConfig.from_specs("srtf_est", policy, n_jobs=12, mix=(0.5, 0.5, 0.0),
+                               dpo_base_rate=0.5)
+    named = inert_settings(cfg, PolicyConfig.parse("none"), given=["policy", "baseline"])
+    assert list(named) == ["policy"], named
+    assert named["policy"].endswith("acts on RLHF jobs only (scope=rlhf), and the mix has no "
+                                    "RLHF jobs: every result is the policy none's"), named
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertSettingWarning)
+        got = fastsim.simulate(cfg, 4, seed=3, keep_jobs=True)
+        want = fastsim.simulate(cfg.with_policy("none"), 4, seed=3, keep_jobs=True)
+    assert got.clusters.equals(want.clusters) and got.jobs.equals(want.jobs)
+    # scope=all acts on the LoRA and DPO jobs too: not inert
+    everyone = cfg.with_policy(policy + ("," if ":" in policy else ":") + "scope=all")
+    assert inert_settings(everyone, None, given=["policy"]) == {}
+    # nor in a mix with RLHF jobs
+    assert inert_settings(SimConfig.from_specs("srtf_est", policy), None, ["policy"]) == {}
+
+
+def test_a_policy_acting_on_no_job_is_said(capsys):
+    assert main(["run", "--mix", "0.5,0.5,0", "--policy", "oracle", "--baseline",
+                 "evalstop:k=2", "--clusters", "2", "--n-jobs", "8", "--no-progress"]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == [
+        "note: --policy has no effect: oracle (hidden truth) acts on RLHF jobs only "
+        "(scope=rlhf), and the mix has no RLHF jobs: every result is the policy none's",
+        "note: --baseline has no effect: evalstop(k=2) acts on RLHF jobs only (scope=rlhf), "
+        "and the mix has no RLHF jobs: every result is the policy none's"], notes
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=8, mix=(1.0, 0.0, 0.0))
+    with pytest.warns(InertSettingWarning) as seen:
+        fastsim.simulate(cfg, 2)
+    assert [str(w.message) for w in seen] == [
+        "fastsim.simulate(): policy='evalstop(k=2)' has no effect: evalstop(k=2) acts on "
+        "RLHF jobs only (scope=rlhf), and the mix has no RLHF jobs: every result is the "
+        "policy none's"]
+
+
 def test_every_rule_is_tested():
     """Each field inert_settings can name is named in some cell above, with and without
     per-job records (est_sigma: without only; they carry t_est_h)."""
@@ -94,7 +135,8 @@ def test_the_estimate_error_is_said_with_its_readers():
 
 def test_inert_settings_are_said_only_when_given():
     cfg = SimConfig.from_specs("fifo", "oracle", mix=(1.0, 0.0, 0.0), base_rate=0.3)
-    assert set(inert_settings(cfg)) == {"base_rate"}  # sigma is inert too, but not set
+    # sigma is inert too, but not set; the policy is always given
+    assert set(inert_settings(cfg)) == {"base_rate", "policy"}
     assert set(inert_settings(cfg, given=["preempt_overhead_h", "load"])) == {
         "preempt_overhead_h"}
     assert inert_settings(SimConfig.from_specs("loss_aware", "evalstop:k=2")) == {}
@@ -108,7 +150,10 @@ def test_command_line_notes_each_inert_option_once(capsys):
     notes = [ln for ln in err if ln.startswith("note: ")]
     assert notes == ["note: --base-rate has no effect: the mix has no RLHF jobs",
                      "note: --preempt-overhead-h has no effect: fifo never preempts a job, "
-                     "so none resumes"], err
+                     "so none resumes",
+                     "note: --policy has no effect: evalstop(k=2) acts on RLHF jobs only "
+                     "(scope=rlhf), and the mix has no RLHF jobs: every result is the policy "
+                     "none's"], err
 
 
 def test_the_estimate_error_is_noted_unless_the_per_job_records_are_written(tmp_path, capsys):
