@@ -1,10 +1,11 @@
 """Throughput benchmark of the engine (prints ratios, asserts nothing).
 
-Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about a minute on a quiet
-2-core machine, 20 s of it the million-cluster memory row and 10 s the cold compile) or
-``fastsim bench --quick`` (about 20 s; with ``--no-compile --no-rss`` about 5 s; a first
-run also compiles every scheduler's kernels, about 30 s of CPU) from the repository
-root.  Every time is the minimum over repetitions of one call on a batch of clusters,
+Run ``fastsim bench`` (the same as ``python -m fastsim.bench``; about 3 minutes on a
+shared 2-core machine at load 5, 113 s of CPU, 55 s of it the million-cluster memory row
+and 34 s the cold compile) or ``fastsim bench --quick`` (about 70 s there, 42 s of CPU,
+most of it the fresh processes of the memory and compile rows; with ``--no-compile
+--no-rss`` about 10 s, 7 s of CPU; a first run also compiles every scheduler's kernels,
+about 30 s of CPU) from the repository root.  Every time is the minimum over repetitions of one call on a batch of clusters,
 divided by the batch size; on a shared machine the minimum is the least noisy estimate
 of what the code costs.
 
@@ -446,7 +447,8 @@ def compile_times() -> tuple[tuple[float, float], tuple[float, float]]:
 def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
-                    "clusters (about 20 s on a quiet machine)")
+                    "clusters (about 70 s, 42 s of CPU, on a shared 2-core machine; about 10 s "
+                    "with --no-compile --no-rss)")
     ap.add_argument("--clusters", type=integer_option, default=None,
                     help="clusters per timed batch, 1 to 100,000 (default 400; 100 with "
                     "--quick; the threads rows run 4 times as many)")
@@ -456,7 +458,8 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-compile", action="store_true",
                     help="skip the cold/warm compile-time row (two subprocesses)")
     ap.add_argument("--no-rss", action="store_true",
-                    help="skip the peak-RSS rows (fresh processes; about 20 s at a million clusters)")
+                    help="skip the peak-RSS rows (fresh processes; about a minute at a million "
+                    "clusters on a shared 2-core machine)")
 
 
 DESCRIPTION = (
@@ -467,10 +470,12 @@ DESCRIPTION = (
     "end to end against a plain Python event loop per scheduler, growth with jobs per "
     "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
-    "machine); it prints ratios and asserts nothing. About a minute on a quiet 2-core "
-    "machine; --quick about 20 s, --quick --no-compile --no-rss about 5 s, once numba has "
-    "compiled every scheduler's kernels (a first run compiles them: about 30 s of CPU "
-    "more). fastsim bench and python -m fastsim.bench are the same.")
+    "machine); it prints ratios and asserts nothing. About 3 minutes on a shared 2-core "
+    "machine at load 5 (113 s of CPU); --quick about 70 s (42 s of CPU, most of it the "
+    "fresh processes of the memory and compile rows), --quick --no-compile --no-rss about "
+    "10 s (7 s of CPU), once numba has compiled every scheduler's kernels (a first run "
+    "compiles them: about 30 s of CPU more). fastsim bench and python -m fastsim.bench are "
+    "the same.")
 
 
 def register(subparsers) -> None:

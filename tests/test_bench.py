@@ -87,3 +87,20 @@ def test_a_near_miss_is_given_in_percent():
     assert _verdict(160, 80) == "misses by 2.00 x"
     assert _verdict(1.80, 1.85, at_most=False) == "misses by 2.8%"
     assert _verdict(80, 80) == "holds"
+
+
+def test_the_help_says_how_long_the_bench_takes_as_measured():
+    """--help said --quick took about 20 s (and --quick --no-compile --no-rss about 5 s);
+    `python -m fastsim.bench --quick` took 70 s on a shared 2-core machine (42 s of CPU),
+    its fresh processes (the peak-RSS rows, the cold compile) most of it."""
+    import argparse
+
+    import fastsim.bench as bench
+
+    ap = argparse.ArgumentParser()
+    bench._add_options(ap)
+    helps = {a.dest: a.help for a in ap._actions}
+    for text in (bench.__doc__, bench.DESCRIPTION, helps["quick"]):
+        assert "about 20 s" not in text and "about 5 s" not in text, text
+    assert "about 70 s" in helps["quick"] and "about 70 s" in bench.DESCRIPTION
+    assert "about 10 s" in bench.DESCRIPTION and "About 3 minutes" in bench.DESCRIPTION
