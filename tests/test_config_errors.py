@@ -653,6 +653,12 @@ def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_
     (["costaware", "sgd", "--lam", "1.50"], "--lam=1.50 is outside [0, 1]"),
     (["costaware", "grpo", "--len-sigma", "4"], "--len-sigma=4 must be in [0.0, 3.0]"),
     (["costaware", "sgd", "--replications", "01"], "--replications=01 must be an integer"),
+    # a list's item said as a float (--gammas=1.5), a list as the config's field and tuple
+    # (ToyRLHFConfig.kl_coefs = (-1.0,): ...)
+    (["costaware", "subset", "--gammas", "0.1,1.50"], "--gammas=0.1,1.50 must be a fraction"),
+    (["traces", "toy-rlhf", "--kl-coefs", "0,-1", "--out", "t"],
+     "--kl-coefs=0,-1: non-empty, each a finite number >= 0"),
+    (["traces", "toy-rlhf", "--steps", "0", "--out", "t"], "--steps=0: must be an integer >= 1"),
 ])
 def test_a_range_refusal_says_the_value_as_typed(argv, needle, capsys, tmp_path, monkeypatch):
     from conftest import one_line

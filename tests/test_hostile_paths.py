@@ -555,10 +555,10 @@ def test_stop_monitor_arguments():
      "check-instances x 2^check-n at most 4,294,967,296"),
     (["subset", "--gammas", "inf"], "--gammas='inf': 'inf' is invalid; allowed: bias budgets"),
     # 1 drops every sample: SGD on none was refused after the check, as a bool mask
-    (["subset", "--gammas", "0.1,1"], "--gammas=1.0 must be a fraction of mean(G) from 0 to "
+    (["subset", "--gammas", "0.1,1"], "--gammas=0.1,1 must be a fraction of mean(G) from 0 to "
                                       "below 1 (1 allows dropping every sample, leaving none"),
     # 1e308 * mean(G) overflowed to an infinite budget after the check line was printed
-    (["subset", "--gammas", "0.1,1e308"], "--gammas=1e+308 must be a fraction of mean(G) "
+    (["subset", "--gammas", "0.1,1e308"], "--gammas=0.1,1e308 must be a fraction of mean(G) "
                                            "from 0 to below 1 (1 allows dropping every"),
     # below 1, yet within the budget's 1e-12 slack of it: it dropped every sample too, and
     # was refused after the check line, as "keep must be a bool mask", naming no option

@@ -287,8 +287,12 @@ def cmd_subset(args):
     from fastsim.costaware.sweep import subset_experiment
 
     gammas = _floats(args.gammas, "gammas", "bias budgets as fractions of mean(G), >= 0")
-    for g in gammas:
-        check_gamma_frac(g, "--gammas")
+    for g in gammas:  # refused as typed: --gammas=0.1,1.50, not Python's 1.5
+        try:
+            check_gamma_frac(g, "--gammas")
+        except ConfigError as exc:
+            raise ConfigError(as_typed(str(exc), "--gammas", g, "--gammas", args.gammas)
+                              or str(exc)) from None
     _build(ProblemConfig, args), _sgd_config(args)  # validate first
     from fastsim.costaware.subset import EXACT_MAX_N  # the check runs the exact search
 

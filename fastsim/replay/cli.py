@@ -370,6 +370,23 @@ def _like_config(path):
     return base
 
 
+# the options of toy-rlhf that set a ToyRLHFConfig field: (its dest, the option)
+TOY_OPTIONS = {"n_comparisons": ("n_comparisons", "--n-comparisons"),
+               "kl_coefs": ("kl_coefs", "--kl-coefs"), "seeds": ("seeds", "--seeds"),
+               "n_steps": ("steps", "--steps"), "world_seed": ("world_seed", "--world-seed")}
+
+
+def _toy_option_refusal(msg: str, kw: dict, args) -> str | None:
+    """A config's refusal of a value an option gave, as typed: ``ToyRLHFConfig.kl_coefs =
+    (-1.0,): ...`` -> ``--kl-coefs=-1: ...``; None for any other."""
+    for field, (dest, option) in TOY_OPTIONS.items():
+        text = getattr(args, dest)
+        head = f"ToyRLHFConfig.{field} = {kw.get(field)!r}: "
+        if text is not None and field in kw and msg.startswith(head):
+            return f"{option}={text}: {msg[len(head):]}"
+    return None
+
+
 def _cmd_toy(args) -> int:
     from fastsim.io import check_output_dir, table_writer, write_all
     from fastsim.replay.traces import (ToyRLHFConfig, config_metadata, gao_fit_groups,
@@ -395,6 +412,9 @@ def _cmd_toy(args) -> int:
     try:
         cfg = replace(base, **kw)  # every check, the record's values included
     except ConfigError as exc:
+        typed = _toy_option_refusal(str(exc), kw, args)
+        if typed is not None:
+            raise ConfigError(typed) from None
         if args.like is None:
             raise
         # a file's record is read without the KL-step bound (older files); running it
