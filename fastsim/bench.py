@@ -5,9 +5,9 @@ shared 2-core machine at load 5, 113 s of CPU, 55 s of it the million-cluster me
 and 34 s the cold compile) or ``fastsim bench --quick`` (about 70 s there, 42 s of CPU,
 most of it the fresh processes of the memory and compile rows; with ``--no-compile
 --no-rss`` about 10 s, 7 s of CPU; a first run also compiles every scheduler's kernels,
-about 30 s of CPU) from the repository root.  Every time is the minimum over repetitions of one call on a batch of clusters,
-divided by the batch size; on a shared machine the minimum is the least noisy estimate
-of what the code costs.
+about 30 s of CPU) from the repository root.  Every time is the minimum over repetitions
+of one call on a batch of clusters, divided by the batch size; on a shared machine the
+minimum is the least noisy estimate of what the code costs.
 
 The cluster is MODEL.md's default: ``rlhf_heavy``, 64 GPUs, 300 jobs, 10 evaluations
 (pinned here, whatever ``fastsim.defaults`` says), scheduler ``srtf_est`` and
