@@ -9,7 +9,9 @@ signature), but two things reach past them:
   hidden truth (gold, peaks, hacking labels), or read a clock;
 - a random number generator's state (``numpy.random``, ``random``): numba keeps one per
   thread, so in a parallel kernel the draws follow thread timing, and results changed
-  from run to run and with the thread count.
+  from run to run and with the thread count;
+- which thread runs it, or how many there are (``numba.get_thread_id``,
+  ``numba.get_num_threads``): a decision by either changed with ``NUMBA_NUM_THREADS``.
 
 Both are found in the function's bytecode and in that of the user functions it calls
 (library code, numpy's and numba's, is not followed).  Code that builds its way around
@@ -24,6 +26,7 @@ from typing import Any, Callable, Iterator
 
 _WITH = frozenset({"SETUP_WITH", "BEFORE_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH"})
 _RANDOM = ("random", "numpy.random")
+_THREADS = ("numba.np.ufunc.parallel",)  # get_thread_id, get_num_threads, ...
 _MISSING = object()
 
 
@@ -69,23 +72,25 @@ def _closure(fn: types.FunctionType) -> dict[str, Any]:
     return found
 
 
-def _is_random(value: Any) -> bool:
-    """A random module, one of its functions, or a generator's bound method."""
-    def random_module(name: Any) -> bool:
+def _is_from(value: Any, modules: tuple[str, ...]) -> bool:
+    """One of ``modules`` (or a submodule), one of their functions, or a bound method of
+    an object of theirs (a generator's)."""
+    def in_modules(name: Any) -> bool:
         return isinstance(name, str) and any(name == m or name.startswith(m + ".")
-                                             for m in _RANDOM)
+                                             for m in modules)
 
     if inspect.ismodule(value):
-        return random_module(value.__name__)
+        return in_modules(value.__name__)
     owner = getattr(value, "__self__", None)
-    return (random_module(getattr(value, "__module__", None))
-            or (owner is not None and random_module(type(owner).__module__)))
+    return (in_modules(getattr(value, "__module__", None))
+            or (owner is not None and in_modules(type(owner).__module__)))
 
 
 def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
     """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
-    mode or a random generator, in words; None if nothing.  ``is_users(obj)``: whether a
-    function is the user's code (followed) rather than a library's."""
+    mode, a random generator or numba's thread functions, in words; None if nothing.
+    ``is_users(obj)``: whether a function is the user's code (followed) rather than a
+    library's."""
     todo, done = [fn], set()
     while todo:
         item = todo.pop()
@@ -97,8 +102,10 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
             if any(i.opname in _WITH for i in dis.get_instructions(code)):
                 return f"{py.__qualname__} has a with block (numba's object mode)"
             for name, value in _named(py, code):
-                if _is_random(value):
+                if _is_from(value, _RANDOM):
                     return f"{py.__qualname__} uses {name} (a random generator's state)"
+                if _is_from(value, _THREADS):
+                    return f"{py.__qualname__} uses {name} (which thread runs it, or how many)"
                 if callable(getattr(value, "py_func", value)) and is_users(value):
                     todo.append(value)
     return None

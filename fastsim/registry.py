@@ -833,13 +833,14 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
 
 
 def _check_pure(fn: Any, what: str) -> None:
-    """Refuse object mode and random generators in a user's decision function
-    (``fastsim.purity`` says why), when it is declared: before any workload exists."""
+    """Refuse object mode, random generators and numba's thread functions in a user's
+    decision function (``fastsim.purity`` says why), when it is declared: before any
+    workload exists."""
     found = impurity(fn, lambda obj: _user_file(obj) is not None)
     if found is not None:
         raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {NJIT_ALLOWED}, without "
-                          "object mode (it could read hidden truth) or a random generator "
-                          "(its draws follow thread timing)")
+                          "object mode (it could read hidden truth), a random generator or "
+                          "a thread's id or count (they follow thread timing)")
 
 
 _SHORT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

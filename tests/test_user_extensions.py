@@ -1401,6 +1401,7 @@ PEEKING_SRC = '''
 import random
 import sys
 
+import numba
 import numpy as np
 from numba import njit, objmode
 from fastsim.registry import scheduler_key, stop_policy
@@ -1440,6 +1441,11 @@ def {name}(scores, losses, attained_h, t_est_h):
      "coin uses np.random (a random generator's state)"),
     ("coin_stdlib", "return scores.shape[0] if random.random() < 0.3 else 0",
      "coin_stdlib uses random (a random generator's state)"),
+    # the job's thread decided: results changed with NUMBA_NUM_THREADS, exit 0
+    ("by_thread", "return scores.shape[0] if numba.get_thread_id() == 1 else 0",
+     "by_thread uses numba.get_thread_id (which thread runs it, or how many)"),
+    ("by_threads", "return scores.shape[0] if numba.get_num_threads() > 1 else 0",
+     "by_threads uses numba.get_num_threads (which thread runs it, or how many)"),
 ])
 @pytest.mark.parametrize("kind", ["policy", "scheduler"])
 def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypatch, capsys,
