@@ -269,9 +269,11 @@ def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str,
 def check_code(part: "SchedulerConfig | PolicyConfig", what: str) -> None:
     """The user declaration ``part`` names still has the source ``part`` was made with: a
     script or notebook that declares the function again ran the new code under the
-    config (and cell id) of the old, without a word."""
+    config (and cell id) of the old, without a word.  And it is still pure, now that the
+    helpers it calls exist (``registry.check_pure``)."""
     if part.impl:
         _check_impl(part.decl, part.impl, what)
+        R.check_pure(part.decl)
 
 
 def _check_impl(decl: R.Declaration, impl: str, what: str) -> None:

@@ -835,12 +835,21 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
 def _check_pure(fn: Any, what: str) -> None:
     """Refuse object mode, random generators and numba's thread functions in a user's
     decision function (``fastsim.purity`` says why), when it is declared: before any
-    workload exists."""
+    workload exists.  ``check_pure`` asks again before it runs."""
     found = impurity(fn, lambda obj: _user_file(obj) is not None)
     if found is not None:
         raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {NJIT_ALLOWED}, without "
                           "object mode (it could read hidden truth), a random generator or "
                           "a thread's id or count (they follow thread timing)")
+
+
+def check_pure(decl: Declaration) -> None:
+    """``_check_pure`` of a user declaration, again where it runs (``config.check_code``):
+    at its declaration a helper defined further down its module is not there yet, and
+    numba compiles it in at the first call (a ``coin()`` below the policy, drawing from
+    ``np.random``, passed, and results changed from run to run)."""
+    if decl.user is not None:
+        _check_pure(decl.user, "stop policy" if isinstance(decl, StopPolicy) else "scheduler key")
 
 
 _SHORT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

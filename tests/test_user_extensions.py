@@ -1472,6 +1472,53 @@ def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypa
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
+HELPER_BELOW_SRC = '''
+import numpy as np
+from numba import njit
+from fastsim.registry import scheduler_key, stop_policy
+
+
+@stop_policy()
+@njit
+def coin_below(scores, losses, attained_h, t_est_h):
+    return scores.shape[0] if coin() else 0
+
+
+@scheduler_key()
+@njit
+def coin_key(t_est_h, gpus, job_type, arrival_h):
+    return 1.0 if coin() else 2.0
+
+
+@njit
+def coin():  # defined after the declarations that call it: not there when they are made
+    return np.random.random() < 0.3
+'''
+
+
+@pytest.mark.parametrize("argv", [["--policy", "toy_helper_below:coin_below"],
+                                  ["--scheduler", "toy_helper_below:coin_key"]])
+def test_a_random_helper_defined_below_its_policy_is_refused_before_it_runs(
+        tmp_path, monkeypatch, capsys, argv):
+    """Declared, a policy's helper further down the module does not exist yet, so the
+    purity check passed it; numba compiled it in at the first call, and the run's results
+    changed from run to run (exit 0).  It is asked again where the code runs, and by a
+    sweep before it writes a chunk."""
+    (tmp_path / "toy_helper_below.py").write_text(HELPER_BELOW_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "coin uses np.random (a random generator's state)" in err, err
+    assert len(own_lines(err)) == 1 and not out.exists()
+    sweep = tmp_path / "s.toml"
+    option, spec = argv
+    sweep.write_text(f'clusters = 2\n[base]\nn_jobs = 10\n[axes]\n{option[2:]} = ["{spec}"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--no-progress"]) == 2
+    assert "coin uses np.random" in capsys.readouterr().err
+    assert not list((tmp_path / "sw").glob("cells/**/*.parquet"))
+
+
 CHAIN_SRC = '''
 from collections import namedtuple
 

@@ -164,6 +164,7 @@ def code_of(configs: Iterable[SimConfig]) -> dict[str, Any]:
     for cfg in configs:
         for decl in (cfg.policy.decl, cfg.scheduler.decl):
             if decl.user is not None:
+                R.check_pure(decl)  # before any chunk is written, its helpers all defined
                 user[decl.ref] = R.source_sha256(decl.user)
         for ref in cfg.metrics:
             user[ref] = R.source_sha256(metric(ref).fn)
