@@ -61,6 +61,14 @@ def _named(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, 
             yield name, value
 
 
+def loaded_names(fn: types.FunctionType) -> Iterator[tuple[str, Any]]:
+    """Each global and closure variable the code of ``fn`` (and of the functions defined
+    in it) loads, and each attribute loaded from it in turn, with its value (``_named``):
+    ``helpers``, ``helpers.f`` for ``helpers.f(x)``."""
+    for code in _codes(fn.__code__):
+        yield from _named(fn, code)
+
+
 def _closure(fn: types.FunctionType) -> dict[str, Any]:
     """``fn``'s closure variables by name (an empty cell, not yet assigned, left out)."""
     found = {}

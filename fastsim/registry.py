@@ -32,6 +32,7 @@ import numbers
 import os
 import re
 import sysconfig
+import types
 import unicodedata
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
@@ -40,7 +41,7 @@ from typing import Any, Callable, ClassVar
 from fastsim import defaults as D
 from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, wrong_kind
 from fastsim.kernels import codes as K
-from fastsim.purity import impurity
+from fastsim.purity import impurity, loaded_names
 from fastsim.resources import package_folders
 from fastsim.values import (NumberTextError, float_or_nan, is_integer, is_number,
                             number_text, plain, plain_scalar)
@@ -523,7 +524,20 @@ def _user_sources(fn: Any) -> list[str]:
         # same file, naming a constant imported from another file)
         for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
             follow(name, getattr(obj, "__globals__", {}).get(name))
+        # and what it reaches through a module of the user's (``helpers.f(x)``,
+        # ``consts.THRESH``): the module's file was read, but not the names its functions
+        # import from other files, nor a value it imported (an edit of ``THRESH`` in a third
+        # file reused a sweep's cells)
+        if isinstance(obj, types.FunctionType):
+            for name, dep in loaded_names(obj):
+                head = name.partition(".")[0]
+                if "." in name and _user_module(obj.__globals__.get(head)):
+                    follow(name, dep)
     return texts
+
+
+def _user_module(obj: Any) -> bool:
+    return inspect.ismodule(obj) and _user_file(obj) is not None
 
 
 def _loaded_text(obj: Any) -> str | None:

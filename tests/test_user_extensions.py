@@ -984,6 +984,35 @@ def test_the_code_hash_covers_a_constant_imported_by_name(tmp_path, monkeypatch)
     assert decl.impl != before
 
 
+@pytest.mark.parametrize("name,returns", [
+    ("via_call", "scores.shape[0] if hash_{name}_mod.below(scores[-1]) else 0"),  # its import
+    ("via_value", "scores.shape[0] if scores[-1] < hash_{name}_mod.THRESH else 0"),  # imported
+])
+def test_the_code_hash_covers_what_a_module_attribute_reaches(tmp_path, monkeypatch, name,
+                                                              returns):
+    # `import helpers; helpers.below(x)`: the module's file was hashed, but not the file it
+    # imports THRESH from by name: `fastsim sweep` of such a policy, THRESH edited there,
+    # and the same command said "resumed: 2 of 2 chunks were already done (verified)" and
+    # kept the old results
+    import importlib
+
+    from fastsim import registry as R
+
+    const, mod = f"hash_{name}_const", f"hash_{name}_mod"
+    (tmp_path / f"{const}.py").write_text("THRESH = 0.1\n")
+    (tmp_path / f"{mod}.py").write_text(
+        f"from numba import njit\nfrom {const} import THRESH\n\n\n@njit\n"
+        "def below(x):\n    return x < THRESH\n")
+    decl = _policy_file(tmp_path, monkeypatch, f"hash_{name}", name, f"import {mod}\n",
+                        returns.format(name=name))
+    before, digest = decl.impl, R.source_sha256(decl.user)
+    (tmp_path / f"{const}.py").write_text("THRESH = 0.9\n")
+    for module in (const, mod):  # as a new process would see them
+        importlib.reload(sys.modules[module])
+    R._source_hash.cache_clear()
+    assert decl.impl != before and R.source_sha256(decl.user) != digest
+
+
 def test_the_code_hash_covers_partials_objects_and_functions_beside(tmp_path, monkeypatch):
     # a functools.partial and an object called as a function have no source file of their
     # own: hashed as nothing, an edit of theirs resumed a sweep on old chunks; and a function
