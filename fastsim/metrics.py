@@ -203,6 +203,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
             # then summarised with the other's label and bounds (an interval cut to them)
             raise ConfigError(f"metric {name!r}: {taken.ref} and {ref} both fill {name!r}; "
                               "allowed: a new name")
+        _check_change_row(name, paired)
         m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
                    bounds=(float(bounds[0]), float(bounds[1])),
@@ -211,6 +212,21 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
         _METRICS[name] = m
         return m
     return wrap
+
+
+def _check_change_row(name: str, paired: str) -> None:
+    """A summary names a paired metric's change ``NAME_change``: a metric of that name made
+    a second row of it (``fastsim run`` wrote its results, then failed saying the table
+    held the rows of two cells; ``compare`` returned both, and a filter on the name took
+    either)."""
+    stem = name.removesuffix("_change")
+    if stem != name and stem in _METRICS and _METRICS[stem].paired:
+        raise ConfigError(f"metric {name!r}: a summary names the paired change of {stem} so; "
+                          "allowed: another name")
+    other = _METRICS.get(f"{name}_change")
+    if paired and other is not None:
+        raise ConfigError(f"metric {name!r}: a summary would name its paired change "
+                          f"{name}_change, the column {other.ref} fills; allowed: another name")
 
 
 def _same_source(a: Callable, b: Callable) -> bool:

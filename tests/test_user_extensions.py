@@ -670,6 +670,32 @@ def test_a_metric_name_another_module_declared_is_refused(monkeypatch):
     M.cluster_metric(bounds=(0, math.inf))(first.fn)  # its own module again (a reload)
 
 
+def test_a_metric_named_as_a_paired_change_is_refused_when_declared(monkeypatch):
+    """A summary names a paired metric's change NAME_change: a user metric of that name made
+    a second row of it, and `fastsim run --metric m:jct_mean_h_change` wrote its results,
+    then failed saying the table held "the rows of 2 cells"."""
+    from fastsim import metrics as M
+
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+
+    def jct_mean_h_change(jobs):
+        return jobs["jct_h"].mean(axis=1)
+
+    with pytest.raises(ConfigError, match="a summary names the paired change of jct_mean_h so"):
+        M.cluster_metric()(jct_mean_h_change)
+
+    def toy_stops_change(jobs):  # no metric toy_stops yet: a column like any other
+        return jobs["stopped"].sum(axis=1) * 1.0
+
+    def toy_stops(jobs):
+        return jobs["stopped"].sum(axis=1) * 1.0
+
+    M.cluster_metric()(toy_stops_change)
+    with pytest.raises(ConfigError, match="would name its paired change toy_stops_change"):
+        M.cluster_metric(paired="stops change")(toy_stops)
+    M.cluster_metric()(toy_stops)  # not paired: no change row
+
+
 def test_a_metric_loaded_again_under_its_module_name_is_the_same_metric(tmp_path, monkeypatch):
     """A script declaring a metric, run as __main__, whose sweep file names it by module
     (``mymet:gpu_total``) imports it a second time: that was refused as two metrics."""
