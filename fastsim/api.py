@@ -642,7 +642,8 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
     ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
     ``SimResult.extract``.  The arrays are read-only and valid during the call only
     (``simulate`` reuses them, and the per-job table shares them), so it keeps what it
-    needs, small: a sweep's JCT histogram is one (``fastsim.sweep.extracts.jct_histogram``),
+    needs, small, computed or copied (a result holding one of them, or a view of one, is
+    refused): a sweep's JCT histogram is one (``fastsim.sweep.extracts.jct_histogram``),
     without the per-job table.
 
     Examples
@@ -776,9 +777,30 @@ EXTRACT_ALLOWED = "a function that reads the per-job arrays (read-only) and retu
 def _extract(fn: Callable, per_job: dict[str, np.ndarray]) -> Any:
     """``fn`` over read-only views of the per-job arrays: the per-job table shares their
     memory, so an extract that sorted or scaled one in place changed the table returned
-    beside it; a failure is one line naming it, as a user metric's is."""
-    with user_code("extract", getattr(fn, "__name__", repr(fn)), EXTRACT_ALLOWED):
-        return fn({k: readonly(v) for k, v in per_job.items()})
+    beside it; a failure is one line naming it, as a user metric's is.  What it returns
+    may not hold one of them, or a view of one (``_kept_view``)."""
+    name = getattr(fn, "__name__", repr(fn))
+    with user_code("extract", name, EXTRACT_ALLOWED):
+        kept = fn({k: readonly(v) for k, v in per_job.items()})
+    if (found := _kept_view(kept, per_job)) is not None:
+        raise ConfigError(f"extract {name} returned {found}, which the next simulate of this "
+                          "shape overwrites; allowed: a copy (np.array(x)) or values computed "
+                          "from the arrays")
+    return kept
+
+
+def _kept_view(value: Any, per_job: dict[str, np.ndarray], depth: int = 0) -> str | None:
+    """Where ``value`` (an array, or a dict, list or tuple holding some, nested) holds the
+    memory of a per-job array, in words; None if nowhere.  ``simulate`` reuses those
+    arrays for its next call of the same shape in the thread: an extract that returned
+    ``jobs["start_h"]`` (or a slice) read the next run's values afterwards, silently."""
+    if isinstance(value, np.ndarray):
+        hit = next((k for k, a in per_job.items() if np.may_share_memory(value, a)), None)
+        return None if hit is None else f"a view of the per-job array {hit!r}"
+    if depth < 4 and isinstance(value, (dict, list, tuple)):
+        items = value.values() if isinstance(value, dict) else value
+        return next((f for v in items if (f := _kept_view(v, per_job, depth + 1))), None)
+    return None
 
 
 def _frame(cols: dict[str, np.ndarray]) -> pl.DataFrame:

@@ -92,6 +92,24 @@ def test_an_extract_cannot_change_the_per_job_table_beside_it():
     assert np.array_equal(kept.extract, before["jct_h"].to_numpy().reshape(4, 20).max(axis=1))
 
 
+@pytest.mark.parametrize("keeps,said", [
+    (lambda a: a["start_h"], "'start_h'"),
+    (lambda a: {"first": [a["duration_h"][:, 0]]}, "'duration_h'"),  # a slice, nested
+    (lambda a: a, "'job_type'"),
+])
+def test_an_extract_that_keeps_a_per_job_array_is_refused(keeps, said):
+    """``simulate`` reuses the per-job arrays for its next run of the same shape: an
+    extract that returned one, or a view of one, held the next run's values afterwards."""
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=20)
+    with pytest.raises(ConfigError, match=rf"^extract <lambda> returned a view of the per-job "
+                                          rf"array {said}, which the next simulate"):
+        simulate(cfg, 4, seed=1, extract=keeps)
+    copied = simulate(cfg, 4, seed=1, extract=lambda a: np.array(a["start_h"])).extract
+    simulate(cfg, 4, seed=2)
+    assert np.array_equal(copied, simulate(cfg, 4, seed=1, keep_jobs=True).jobs["start_h"]
+                          .to_numpy().reshape(4, 20))
+
+
 def _cluster_by_cluster(jct: np.ndarray, types: np.ndarray) -> dict[str, np.ndarray]:
     """The CDF's sums the slow way: each cluster's histogram per group on its own, summed."""
     n_bins = len(JCT_EDGES_H) - 1
