@@ -187,3 +187,37 @@ def test_the_trainer_callback_shows_user_code_no_evaluation_to_come(
     assert _callback_stop("toy_user_policies:halfway:f=0.3", acc, tmp_path, monkeypatch) == 30
     with pytest.raises(ConfigError, match="neither 0 nor the evaluation the prefix ends at"):
         _callback_stop("toy_user_policies:peek_last", acc, tmp_path, monkeypatch)
+
+
+PLANNED_SRC = '''
+from numba import njit
+from fastsim.registry import Param, stop_policy
+
+
+@stop_policy(params=[Param("over", "float", 1.0, lo=0)], reads=("scores", "t_est_h"))
+@njit
+def planned_long(scores, losses, attained_h, t_est_h, over):
+    """A decline, in a job planned longer than over hours."""
+    e = scores.shape[0]
+    return e if e >= 2 and t_est_h > over and scores[e - 1] < scores[e - 2] else 0
+'''
+
+
+def test_a_user_policy_reading_the_plan_does_not_see_the_true_run_time(tmp_path, monkeypatch):
+    """The scrambles above keep the true run time, which the physics needs, so they passed
+    a driver that handed a user's policy the run time as its plan (``duration_h`` for
+    ``t_est_h``).  A policy deciding on the scores and the plan, not on the service, must
+    decide the same whatever the run times are."""
+    (tmp_path / "toy_planned.py").write_text(PLANNED_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = SimConfig.from_specs("fifo", "none", n_jobs=30, gpus=32, sigma=0.05)
+    w = generate_workload(cfg.workload, 4, seed=9)
+    cfg = cfg.with_policy(f"toy_planned:planned_long:over={float(np.median(w.t_est_h)):.6g}")
+    decisions = ["in_scope", "stopped", "demoted", "trigger_eval", "delivered_eval"]
+    real = run_workload(cfg, w).jobs.select(decisions)
+    longer = w.with_arrays(duration_h=w.duration_h[:, ::-1] * 3.0)
+    assert real.equals(run_workload(cfg, longer).jobs.select(decisions))
+    # not vacuous: it stops jobs, and by their plan
+    assert real["stopped"].sum() > 0
+    planned = w.with_arrays(t_est_h=w.t_est_h[:, ::-1] * 3.0)
+    assert not real.equals(run_workload(cfg, planned).jobs.select(decisions))
