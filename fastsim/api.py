@@ -438,6 +438,7 @@ class _Buffers:
     service: tuple[np.ndarray, np.ndarray, np.ndarray]
     o: Outcome
     acc: Accounting
+    in_use: bool = False  # by a ``_run`` of this thread that has not returned
 
 
 # Buffers reused by the next call of the same shape in the same thread (a chunk loop):
@@ -450,10 +451,12 @@ _LOCAL = threading.local()
 def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
              reuse: bool) -> _Buffers:
     """The arrays of one run, reused from this thread's previous run of the same shape when
-    ``reuse`` (nothing returned earlier may share their memory: no per-job table)."""
+    ``reuse`` (nothing returned earlier may share their memory: no per-job table), unless
+    that run has not returned: a user metric or extract that calls ``simulate`` of the same
+    shape overwrote the per-job arrays that the run's later metrics and extract read."""
     shape = (n_clusters, n_jobs, n_evals, max_segments)
     b = getattr(_LOCAL, "buffers", None)
-    if reuse and b is not None and b.shape == shape:
+    if reuse and b is not None and b.shape == shape and not b.in_use:
         return b
     cj = shape[:2]
     b = _Buffers(shape, allocate(*shape[:3]), _decisions(cj), tuple(np.empty(cj) for _ in range(3)),
@@ -476,6 +479,21 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
                                                                       w.n_evals)
     max_seg = J * (2 * E + 4) * 4 if record_segments else 0  # preemptions are bounded by events
     b = _buffers(C, J, E, max_seg, reuse=not keep_jobs)
+    b.in_use = True
+    try:
+        return _run_on(b, cfg, w, keep_jobs, record_segments, n_clusters, seed, cluster_start,
+                       extract)
+    finally:
+        b.in_use = False
+
+
+def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
+            record_segments: bool, n_clusters: int, seed: int, cluster_start: int,
+            extract: Callable | None) -> SimResult:
+    """``_run``'s body, on the buffers ``b`` it holds."""
+    wc = cfg.workload
+    C = n_clusters if w is None else w.n_clusters
+    max_seg = b.shape[3]
     generate = w is None
     if generate:
         w = b.w

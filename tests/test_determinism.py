@@ -66,6 +66,20 @@ def test_reused_buffers_leave_earlier_results_alone():
     assert not other.clusters.equals(kept)
 
 
+def test_a_simulate_inside_an_extract_leaves_the_running_one_alone():
+    """A user's extract (or metric) that calls ``simulate`` of the same shape got the
+    running call's reused arrays and overwrote them: what the running call read after it
+    (its later metrics, its extract) was the inner run's."""
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=10)
+
+    def nested(per_job):
+        simulate(cfg.with_policy("none"), 4, seed=123)
+        return per_job["start_h"].sum(axis=1)
+
+    alone = simulate(cfg, 4, seed=1, extract=lambda a: a["start_h"].sum(axis=1)).extract
+    assert np.array_equal(simulate(cfg, 4, seed=1, extract=nested).extract, alone)
+
+
 # With one numba thread allowed, "1 and 2 threads" would compare 1 with 1 and pass unseen;
 # test_numba_num_threads_env_bit_identical still compares fresh processes there.
 needs_two_threads = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
