@@ -128,7 +128,7 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
         back = -1 if decl.keep == "best" else back
-        with user_code("stop policy", decl.name):
+        with R.calling(decl, "stop policy"):
             user_stops_driver(decl.user)(
                 tuple(v for k, v in values.items() if k != "scope"), int(back),
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
@@ -383,13 +383,8 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
         return w.t_est_h
     check_code(cfg.scheduler, "scheduler")
     keys, params = np.empty(w.t_est_h.shape), tuple(v for _, v in cfg.scheduler.params)
-    try:
-        with user_code("scheduler key", decl.name):
-            user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
-    except ConfigError as exc:  # numba could not type it: its return value may say why
-        if "failed: TypingError" in str(exc):
-            R.check_returns(decl, "scheduler key")
-        raise
+    with R.calling(decl, "scheduler key"):
+        user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     _check_integer_keys(decl, params, keys, w)

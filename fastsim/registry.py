@@ -24,6 +24,7 @@ so an edited function never reuses stored sweep cells.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -39,7 +40,8 @@ from functools import lru_cache, partial
 from typing import Any, Callable, ClassVar
 
 from fastsim import defaults as D
-from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, wrong_kind
+from fastsim.errors import (NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, user_code,
+                            wrong_kind)
 from fastsim.kernels import codes as K
 from fastsim.purity import impurity, loaded_names
 from fastsim.resources import package_folders
@@ -179,11 +181,28 @@ def check_returns(decl: Any, what: str) -> None:
     if what == "stop policy":
         kinds, allowed = (types.Integer,), ("an integer, the 1-based evaluation at which it "
                                             "stops the job, or 0")
-    else:
-        kinds, allowed = (types.Number, types.Boolean), "a number, the job's key (smaller first)"
+    else:  # not a complex number: the engine orders real keys
+        kinds = (types.Integer, types.Float, types.Boolean)
+        allowed = "a real number, the job's key (smaller first)"
     for sig in decl.user.nopython_signatures:
         if not isinstance(sig.return_type, kinds):
             raise ConfigError(f"{what} {decl.name} returns {sig.return_type}; allowed: {allowed}")
+
+
+@contextlib.contextmanager
+def calling(decl: Any, what: str):
+    """``user_code`` around a driver's calls of a user function: one that failed because
+    it returns the wrong kind of value (a tuple, a complex key, None on some path) is said
+    so (``check_returns``), not as the operator of the driver's that numba could not type
+    for it (``ne(Tuple(...), Literal[int](0))``) or the conversion that failed
+    (``expected int64, got None``)."""
+    try:
+        with user_code(what, decl.name):
+            yield
+    except ConfigError as exc:
+        if re.search(r" failed: (TypingError|TypeError): ", str(exc)):
+            check_returns(decl, what)
+        raise
 
 
 def trigger_error(name: str, values: dict) -> str:

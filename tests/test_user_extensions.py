@@ -741,6 +741,26 @@ def array_key(t_est_h, gpus, job_type, arrival_h):
 
 @scheduler_key()
 @njit
+def complex_key(t_est_h, gpus, job_type, arrival_h):
+    return complex(t_est_h, 1.0)
+
+
+@stop_policy(params=[])
+@njit
+def tuple_policy(scores, losses, attained_h, t_est_h):
+    return (scores.shape[0], 0)
+
+
+@stop_policy(params=[])
+@njit
+def sometimes_none(scores, losses, attained_h, t_est_h):
+    if scores.shape[0] > 3:
+        return scores.shape[0]
+    return None
+
+
+@scheduler_key()
+@njit
 def raising_key(t_est_h, gpus, job_type, arrival_h):
     raise ValueError("boom")
 
@@ -864,10 +884,19 @@ def hostile_dir(tmp_path_factory):
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
     # it always raises, so it never returns a key: numba types its return as none
     (["--scheduler", "toy_hostile_user:raising_key"], "scheduler key toy_hostile_user:raising_key "
-     "returns none; allowed: a number"),
+     "returns none; allowed: a real number"),
     # the typing error named numba's setitem of the engine's key array
     (["--scheduler", "toy_hostile_user:array_key"], "scheduler key toy_hostile_user:array_key "
-     "returns array(float64, 1d, C); allowed: a number"),
+     "returns array(float64, 1d, C); allowed: a real number"),
+    # numba's typing of the engine's key array was the message: setitem(..., complex128)
+    (["--scheduler", "toy_hostile_user:complex_key"], "scheduler key toy_hostile_user:complex_key "
+     "returns complex128; allowed: a real number"),
+    # the driver's comparison with 0 was the message: ne(Tuple(...), Literal[int](0))
+    (["--policy", "toy_hostile_user:tuple_policy"], "stop policy toy_hostile_user:tuple_policy "
+     "returns Tuple(int64, Literal[int](0)); allowed: an integer"),
+    # "TypeError: expected int64, got None"
+    (["--policy", "toy_hostile_user:sometimes_none"], "stop policy "
+     "toy_hostile_user:sometimes_none returns OptionalType(int64); allowed: an integer"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], "scheduler toy_hostile_user:huge_int_key returned the "
      "integer key 46116860184273879"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], ", beyond 2^53, where float64 keys no "

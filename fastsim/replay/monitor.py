@@ -25,7 +25,7 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.config import MAX_EVALS, PolicyConfig, check_code, plain_scalar
-from fastsim.errors import ConfigError, known_keywords, user_code
+from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import user_prefix_driver
@@ -158,7 +158,7 @@ class _Series:
         self.seen, self.shown = series_scratch(self.seen, self.shown, self.n)
         self.seen[:, self.n] = score, 0.0 if math.isnan(loss) else loss, float(step)
         try:  # a call that fails leaves no trace: the same call may be retried
-            with user_code("stop policy", d.name):
+            with R.calling(d, "stop policy"):
                 trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
             R.check_returns(d, "stop policy")
             if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):

@@ -15,7 +15,7 @@ import polars as pl
 
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, check_code, plain_scalar
-from fastsim.errors import ConfigError, user_code
+from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
                            proportion_ci)
@@ -56,7 +56,7 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                                    float(t_est))
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
-    with user_code("stop policy", d.name):
+    with R.calling(d, "stop policy"):
         trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params)
     R.check_returns(d, "stop policy")
     n = score.shape[0]
