@@ -847,9 +847,15 @@ def schedulers() -> tuple[Scheduler, ...]:
 
 def _register(what: str, decl: Declaration, alias: str | None) -> None:
     table = _REGISTRY[what]
+    other = "scheduler" if what == "policy" else "policy"
     for name in filter(None, (alias,)):
         if name in table and table[name].ref != decl.ref:
             raise ConfigError(f"{what} name {name!r} is already registered; allowed: a new name")
+        if name in _REGISTRY[other] and _REGISTRY[other][name].user is None:
+            # a policy named fifo ran as "fifo over evalstop": its run's heading, a sweep's
+            # tables and figures read as the built-in scheduler's
+            raise ConfigError(f"{what} name {name!r} is the built-in {other} {name}'s; allowed: "
+                              "a new name")
         table[name] = decl
 
 
@@ -1009,7 +1015,8 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
     evaluations before the trigger the delivered checkpoint is (an int or a parameter
     name); ``keep="best"`` delivers the evaluation with the highest score up to the
     trigger instead (as the online detectors do).  ``name`` also registers a short name
-    for specs in this process (a word: ASCII letters, digits and '_', from a letter).
+    for specs in this process (a word: ASCII letters, digits and '_', from a letter; not the
+    name of a built-in policy or scheduler).
 
     Examples
     --------

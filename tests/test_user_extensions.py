@@ -1348,6 +1348,28 @@ def test_the_monitor_takes_the_steps_replay_takes():
         mon.observe("j", 2**53 + 1, 0.6)  # equal to 2^53 as a float: no longer "after"
 
 
+@pytest.mark.parametrize("kind,name,said", [
+    ("policy", "fifo", "policy name 'fifo' is the built-in scheduler fifo's"),
+    ("scheduler", "evalstop", "scheduler name 'evalstop' is the built-in policy evalstop's"),
+])
+def test_a_short_name_of_a_built_in_of_the_other_kind_is_refused(kind, name, said):
+    """A policy declared with name="fifo" ran as "fifo over evalstop" under a user key
+    named evalstop: the run's heading and a sweep's tables read as the built-ins'."""
+    from numba import njit
+
+    from fastsim.registry import scheduler_key, stop_policy
+
+    def trigger(scores, losses, attained_h, t_est_h):
+        return 0
+
+    def key(t_est_h, gpus, job_type, arrival_h):
+        return t_est_h
+
+    declare, fn = (stop_policy, trigger) if kind == "policy" else (scheduler_key, key)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        declare(name=name)(njit(fn))
+
+
 def test_a_user_module_named_like_a_built_in_is_told_to_rename(tmp_path, monkeypatch):
     # `margin:mine` with a file margin.py said only "'mine' is not a parameter of margin"
     from fastsim.config import PolicyConfig
