@@ -11,7 +11,10 @@ signature), but two things reach past them:
   thread, so in a parallel kernel the draws follow thread timing, and results changed
   from run to run and with the thread count;
 - which thread runs it, or how many there are (``numba.get_thread_id``,
-  ``numba.get_num_threads``): a decision by either changed with ``NUMBA_NUM_THREADS``.
+  ``numba.get_num_threads``): a decision by either changed with ``NUMBA_NUM_THREADS``;
+- numba's on-disk cache (``@njit(cache=True)``), which keys compiled code by its own
+  file alone: with a constant or a helper it imports from another file edited, the old
+  machine code ran (and a sweep, whose hash saw the edit, computed new cells with it).
 
 Both are found in the function's bytecode and in that of the user functions it calls
 (library code, numpy's and numba's, is not followed).  Code that builds its way around
@@ -94,9 +97,16 @@ def _is_from(value: Any, modules: tuple[str, ...]) -> bool:
             or (owner is not None and in_modules(type(owner).__module__)))
 
 
+def _disk_cached(dispatcher: Any) -> bool:
+    """Whether an ``@njit`` function keeps its compiled code on disk (``cache=True``)."""
+    cache = getattr(dispatcher, "_cache", None)
+    return cache is not None and type(cache).__name__ != "NullCache"
+
+
 def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
     """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
-    mode, a random generator or numba's thread functions, in words; None if nothing.
+    mode, a random generator or numba's thread functions, or is cached on disk, in words;
+    None if nothing.
     ``is_users(obj)``: whether a function is the user's code (followed) rather than a
     library's."""
     todo, done = [fn], set()
@@ -106,6 +116,9 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
         if not isinstance(py, types.FunctionType) or id(py) in done:
             continue
         done.add(id(py))
+        if _disk_cached(item):
+            return (f"{py.__qualname__} is compiled with cache=True (numba's cache notices no "
+                    "edit outside its own file)")
         for code in _codes(py.__code__):
             if any(i.opname in _WITH for i in dis.get_instructions(code)):
                 return f"{py.__qualname__} has a with block (numba's object mode)"

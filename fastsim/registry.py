@@ -872,14 +872,15 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
 
 
 def _check_pure(fn: Any, what: str) -> None:
-    """Refuse object mode, random generators and numba's thread functions in a user's
-    decision function (``fastsim.purity`` says why), when it is declared: before any
-    workload exists.  ``check_pure`` asks again before it runs."""
+    """Refuse object mode, random generators, numba's thread functions and its on-disk
+    cache in a user's decision function (``fastsim.purity`` says why), when it is
+    declared: before any workload exists.  ``check_pure`` asks again before it runs."""
     found = impurity(fn, lambda obj: _user_file(obj) is not None)
     if found is not None:
         raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {NJIT_ALLOWED}, without "
                           "object mode (it could read hidden truth), a random generator or "
-                          "a thread's id or count (they follow thread timing)")
+                          "a thread's id or count (they follow thread timing), and without "
+                          "cache=True (its results could be an older version's)")
 
 
 def check_pure(decl: Declaration) -> None:

@@ -1625,6 +1625,32 @@ def test_a_random_helper_defined_below_its_policy_is_refused_before_it_runs(
     assert not list((tmp_path / "sw").glob("cells/**/*.parquet"))
 
 
+@pytest.mark.parametrize("cached", ["policy", "helper"])
+def test_a_policy_compiled_with_numbas_disk_cache_is_refused(tmp_path, monkeypatch, cached):
+    """numba's cache=True keys compiled code by the function's own file: THRESH edited in
+    the file its helper imports it from, a StopMonitor of the policy still stopped at a
+    decline of 15 against THRESH = 50 (the machine code of THRESH = 0.5 ran)."""
+    import importlib
+
+    from fastsim.registry import stop_policy
+
+    (tmp_path / f"disk_{cached}_helper.py").write_text(
+        "from numba import njit\nTHRESH = 0.5\n\n\n"
+        f"@njit{'(cache=True)' if cached == 'helper' else ''}\n"
+        "def below(d):\n    return d > THRESH\n")
+    (tmp_path / f"disk_{cached}.py").write_text(
+        f"from numba import njit\nimport disk_{cached}_helper\n\n\n"
+        f"@njit{'(cache=True)' if cached == 'policy' else ''}\n"
+        "def cached(scores, losses, attained_h, t_est_h):\n    e = scores.shape[0]\n"
+        f"    return e if e >= 2 and disk_{cached}_helper.below(scores[e - 2] - scores[e - 1]) "
+        "else 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fn = importlib.import_module(f"disk_{cached}").cached
+    with pytest.raises(ConfigError, match=r"(cached|below) is compiled with cache=True \(numba's "
+                                          r"cache notices no edit outside its own file\)"):
+        stop_policy()(fn)
+
+
 CHAIN_SRC = '''
 from collections import namedtuple
 
