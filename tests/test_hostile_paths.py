@@ -127,6 +127,33 @@ def test_costaware_sweep_names_stay_inside_out_and_hold_its_lock(tmp_path, capsy
         holder.wait()
 
 
+def test_the_api_costaware_sweep_holds_a_sweep_directory_as_the_command_does(tmp_path,
+                                                                            monkeypatch):
+    # fastsim.costaware.run_costaware_sweep wrote its tables into a sweep directory that
+    # another process held, and into its cells/, where the command refuses both
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('name = "ok"\nexperiment = "sgd"\nreplications = 2\n'
+                                     '[base]\nn = 16\nd = 2\neps = 0.05\nmax_steps = 200\n')
+    (tmp_path / "sw" / "cells").mkdir(parents=True)
+    (tmp_path / "sw" / "sweep.json").write_text('{"grid_hash": "0"}')
+    with pytest.raises(ConfigError, match=r"^out_dir=sw/cells: among the files of the sweep"):
+        fastsim.costaware.run_costaware_sweep("s.toml", "sw/cells", progress=False)
+    holder = subprocess.Popen([sys.executable, "-c", "import time\n"
+                               "from pathlib import Path\n"
+                               "from fastsim.sweep.store import DirLock\n"
+                               "lock = DirLock.acquire(Path('sw'))\n"
+                               "print('held', flush=True)\ntime.sleep(120)\n"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match="sw is in use by pid"):
+            fastsim.costaware.run_costaware_sweep("s.toml", "sw/ca", progress=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not list((tmp_path / "sw").rglob("*.parquet")) and not (tmp_path / "sw" / "ca").exists()
+
+
 def test_a_sweep_keeps_the_users_own_tmp_files(tmp_path):
     from fastsim.io import _tmp_path
     from fastsim.sweep.store import SweepStore

@@ -39,7 +39,7 @@ from fastsim.errors import ConfigError, api_words, known_keywords
 from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
                         toml_echo, toml_text, write_all)
 from fastsim.sweep.grid import MAX_CELLS
-from fastsim.sweep.store import DirLock
+from fastsim.sweep.store import DirLock, check_not_owned, hold_sweep_dirs
 from fastsim.progress import progress_bar
 from fastsim.values import check_file_path
 
@@ -232,13 +232,18 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
 def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> dict[str, Path]:
     """``run_costaware_sweep`` of a loaded ``spec`` into ``out``, its errors in the command
     line's words (``--out``)."""
+    # as the command line holds its --out (``fastsim.cli.hold_outputs``), before even the
+    # writability probe: through the API the tables went into a sweep directory that
+    # another process held, and into its cells/
+    check_not_owned(out, "--out")
+    held = hold_sweep_dirs(out)  # noqa: F841 (held until the tables are written)
     check_output_dir(out, "--out")
     # the file's name names the outputs: too long, their write failed after every run.
     # The name is checked as typed, less what its longest file adds to it
     check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
                     extra=TMP_EXTRA + len(".summary.parquet"))
     out.mkdir(parents=True, exist_ok=True)
-    held = DirLock.acquire(out)  # one writer per directory, as fastsim sweep
+    lock = DirLock.acquire(out)  # one writer per directory, as fastsim sweep
     summaries, runs_all, curves_all = [], [], []
     for point in progress_bar(spec.points(), desc=spec.name, enabled=progress):
         cfgs = _configs(spec, point)
@@ -265,7 +270,7 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
     tables = {"summary": summaries, "runs": runs_all, "curves": curves_all}
     paths = {kind: out / f"{spec.name}.{kind}.parquet" for kind, parts in tables.items() if parts}
     # the lock still ours: --out moved mid-run would be made again, unlocked, by the write
-    held.check()
+    lock.check()
     # all of them or none: never a summary beside another run's records
     write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
                                          paths[kind]))
