@@ -154,6 +154,33 @@ def test_the_api_costaware_sweep_holds_a_sweep_directory_as_the_command_does(tmp
     assert not list((tmp_path / "sw").rglob("*.parquet")) and not (tmp_path / "sw" / "ca").exists()
 
 
+def test_a_failed_api_costaware_sweep_leaves_no_directory_held(tmp_path, monkeypatch):
+    # its locks were locals of the frame that the kept exception's traceback holds (IPython
+    # keeps the last one): the directories stayed held, every other process refused
+    import fcntl
+
+    import fastsim.costaware.sweep as cs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text('name = "ok"\nexperiment = "sgd"\nreplications = 2\n'
+                                     '[base]\nn = 16\nd = 2\neps = 0.05\nmax_steps = 200\n')
+    (tmp_path / "sw" / "cells").mkdir(parents=True)
+    (tmp_path / "sw" / "sweep.json").write_text('{"grid_hash": "0"}')
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("a point failed")
+    monkeypatch.setattr(cs, "run_sgd", fails)
+    with pytest.raises(RuntimeError, match="a point failed") as kept:
+        cs.run_costaware_sweep("s.toml", "sw/ca", progress=False)
+    assert kept.traceback  # still held here, as a notebook holds it
+    for d in ("sw", "sw/ca"):
+        fd = os.open(tmp_path / d / "sweep.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
+        finally:
+            os.close(fd)
+
+
 def test_a_sweep_keeps_the_users_own_tmp_files(tmp_path):
     from fastsim.io import _tmp_path
     from fastsim.sweep.store import SweepStore

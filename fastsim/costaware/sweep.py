@@ -236,14 +236,34 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
     # writability probe: through the API the tables went into a sweep directory that
     # another process held, and into its cells/
     check_not_owned(out, "--out")
-    held = hold_sweep_dirs(out)  # noqa: F841 (held until the tables are written)
-    check_output_dir(out, "--out")
-    # the file's name names the outputs: too long, their write failed after every run.
-    # The name is checked as typed, less what its longest file adds to it
-    check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
-                    extra=TMP_EXTRA + len(".summary.parquet"))
-    out.mkdir(parents=True, exist_ok=True)
-    lock = DirLock.acquire(out)  # one writer per directory, as fastsim sweep
+    # A lock goes with its last reference, and a traceback the caller keeps (IPython keeps
+    # the last one) keeps this frame's: the locks live in a list emptied on any exit, or an
+    # interrupted or failed run left its directories held, every other process refused.
+    held = hold_sweep_dirs(out)
+    try:
+        check_output_dir(out, "--out")
+        # the file's name names the outputs: too long, their write failed after every run.
+        # The name is checked as typed, less what its longest file adds to it
+        check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
+                        extra=TMP_EXTRA + len(".summary.parquet"))
+        out.mkdir(parents=True, exist_ok=True)
+        held.append(DirLock.acquire(out))  # one writer per directory, as fastsim sweep
+        tables = _point_tables(spec, progress)
+        paths = {kind: out / f"{spec.name}.{kind}.parquet"
+                 for kind, parts in tables.items() if parts}
+        # the lock still ours: --out moved mid-run would be made again, unlocked, by the write
+        held[-1].check()
+        # all of them or none: never a summary beside another run's records
+        write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
+                                             paths[kind]))
+                  for kind in paths)
+        return paths
+    finally:
+        held.clear()
+
+
+def _point_tables(spec: SweepSpec, progress: bool) -> dict[str, list[pl.DataFrame]]:
+    """Every point of ``spec`` run: its ``summary``, ``runs`` and (GRPO) ``curves`` tables."""
     summaries, runs_all, curves_all = [], [], []
     for point in progress_bar(spec.points(), desc=spec.name, enabled=progress):
         cfgs = _configs(spec, point)
@@ -267,12 +287,4 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
             summary, runs = subset_experiment(problem_cfg, sgd_cfg, spec.gamma_fracs)
         summaries.append(summary.with_columns(**tags))
         runs_all.append(runs.with_columns(**tags))
-    tables = {"summary": summaries, "runs": runs_all, "curves": curves_all}
-    paths = {kind: out / f"{spec.name}.{kind}.parquet" for kind, parts in tables.items() if parts}
-    # the lock still ours: --out moved mid-run would be made again, unlocked, by the write
-    lock.check()
-    # all of them or none: never a summary beside another run's records
-    write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
-                                         paths[kind]))
-              for kind in paths)
-    return paths
+    return {"summary": summaries, "runs": runs_all, "curves": curves_all}
