@@ -125,6 +125,29 @@ def test_a_directory_with_nothing_to_draw_is_refused_before_anything_is_made(tmp
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_refused_drawing_leaves_the_sweep_directory_free_for_the_run_it_asks_for(tmp_path):
+    """draw_all holds the sweep directory it draws into; refused (here: a sweep not yet
+    aggregated, "run `fastsim sweep FILE --out DIR` again"), its lock stayed held for as
+    long as the caller kept the exception (a notebook keeps the last one), and that run was
+    refused as "in use" by the caller's process."""
+    import fcntl
+    import os
+
+    (tmp_path / "sw" / "cells").mkdir(parents=True)
+    (tmp_path / "sw" / "sweep.json").write_text('{"grid_hash": "0"}')
+    (tmp_path / "sw" / "notes").write_text("")
+    for figures, refusal in (("figures", "fastsim sweep FILE --out .* again"),
+                             ("notes", "exists and is not a directory")):
+        with pytest.raises(ConfigError, match=refusal) as kept:
+            draw_all(tmp_path / "sw", tmp_path / "sw" / figures, log=print)
+        assert kept.traceback  # still held here
+        fd = os.open(tmp_path / "sw" / "sweep.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
+        finally:
+            os.close(fd)
+
+
 def test_a_sweep_no_figure_reads_is_named_with_how_figures_find_sweeps(tmp_path):
     _tiny_sweep(tmp_path, "mine", 'sigma = [0.01, 0.1]')
     logs = []

@@ -336,8 +336,12 @@ def held_output(out: Path, option: str = "--out") -> list:
     from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
 
     held = hold_sweep_dirs(out)
-    check_output_dir(out, option)
-    remove_temporaries_in(out, held)  # only in a directory this process holds
+    try:
+        check_output_dir(out, option)
+        remove_temporaries_in(out, held)  # only in a directory this process holds
+    except BaseException:
+        held.clear()  # not kept by a traceback the caller keeps (``draw_all``)
+        raise
     return held
 
 
@@ -383,24 +387,31 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         from fastsim.errors import ConfigError
 
         raise ConfigError(not_a_results_dir(results))
-    held = held_output(out)  # noqa: F841 (released when the drawing is done)
-    sources = find_sources(results)
-    modules = {name: load_script(name) for name in scripts}
-    why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
-                                 getattr(m, "PLOTS", None)) for name, m in modules.items()}
-    if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
-        from fastsim.errors import ConfigError
+    # A lock goes with its last reference, and a traceback the caller keeps (IPython keeps
+    # the last one) keeps this frame's: emptied on any exit, or a drawing refused on a
+    # damaged table left the sweep directory held, and the run of the sweep that the
+    # refusal asks for was refused as "in use" by this process.
+    held = held_output(out)
+    try:
+        sources = find_sources(results)
+        modules = {name: load_script(name) for name in scripts}
+        why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
+                                     getattr(m, "PLOTS", None)) for name, m in modules.items()}
+        if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
+            from fastsim.errors import ConfigError
 
-        raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
-    check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    with holding_directory(out):  # all of one drawing's figures, never some of two
-        for name, module in modules.items():
-            if why_not[name] is not None:
-                log(f"[figures] {name}: skipped, {why_not[name]}")
-                continue
-            files = module.draw(sources, out, formats)
-            log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
-            written += files
-    return written
+            raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
+        check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        with holding_directory(out):  # all of one drawing's figures, never some of two
+            for name, module in modules.items():
+                if why_not[name] is not None:
+                    log(f"[figures] {name}: skipped, {why_not[name]}")
+                    continue
+                files = module.draw(sources, out, formats)
+                log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+                written += files
+        return written
+    finally:
+        held.clear()
