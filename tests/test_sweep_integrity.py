@@ -812,6 +812,32 @@ def test_a_run_whose_lock_file_or_directory_changes_under_it_stops(sweep_file, t
     assert "no longer" not in capsys.readouterr().err
 
 
+def test_a_refusal_after_the_lock_leaves_the_directory_free(sweep_file, tmp_path,
+                                                              monkeypatch):
+    """fastsim.sweep refused after taking the lock (a full disk under the manifest: cannot
+    write sweep.json) kept the directory held for as long as the caller kept the exception
+    (a notebook keeps the last one): the store that held it was a local of
+    ``SweepStore.open``'s frame, in the traceback, and the same run again, from another
+    process, was refused as "in use" by the caller's."""
+    import fcntl
+
+    import fastsim
+    import fastsim.sweep.store as st
+
+    def full(path, data):
+        raise ConfigError(f"cannot write {path} (No space left on device)")
+    monkeypatch.setattr(st, "atomic_write_bytes", full)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="sweep.json .No space left on device") as kept:
+        fastsim.sweep(sweep_file, out)
+    assert kept.traceback  # still held here
+    fd = os.open(out / "sweep.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
+    finally:
+        os.close(fd)
+
+
 def test_a_lock_file_that_is_a_named_pipe_is_refused(sweep_file, tmp_path, capsys):
     """A named pipe at ``sweep.lock`` read "cannot create sweep.lock (None)", and
     ``fastsim figures`` wrote into the directory without any lock."""

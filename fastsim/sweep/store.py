@@ -484,32 +484,44 @@ class SweepStore:
         or model default; the message names the manifest and the differences).
         """
         store = cls(root, grid)
+        try:
+            store._take()
+        except BaseException:
+            # the caller may keep the traceback (IPython keeps the last one), and with it
+            # this store: its locks go now, or a refusal after the lock was taken (a full
+            # disk under the manifest) left the directory held by this process, and the
+            # same command run again was refused as "in use"
+            store.close()
+            raise
+        return store
+
+    def _take(self) -> None:
+        """``open``'s work: hold the directory, check its manifest (or write one)."""
         # Held already (this directory, or a sweep directory holding it): refused before
         # even the writability probe creates a file in it.
-        store._outer = hold_sweep_dirs(store.root)
-        check_output_dir(store.root)
+        self._outer = hold_sweep_dirs(self.root)
+        check_output_dir(self.root)
         try:
-            store.root.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"--out {store.root}: cannot create ({exc.strerror})") from None
-        store._lock = DirLock.acquire(store.root)
-        store._outer += _hold_linked_cells(store.root)
-        path = store.root / MANIFEST
-        old, note = _read_manifest(store.root, grid)
+            raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
+        self._lock = DirLock.acquire(self.root)
+        self._outer += _hold_linked_cells(self.root)
+        path = self.root / MANIFEST
+        old, note = _read_manifest(self.root, self.grid)
         # older manifests: chunks without records (format 1), without the code (2), or
         # without fastsim's source (the note says so)
         if old is None or old.get("format") != FORMAT_VERSION or note is not None:
             if old is None or not _code_ok(old.get("code")) \
                     or "fastsim_sha256" not in old["code"]:
-                store._adopt_older_records()  # before the manifest: a crash between re-runs
-            manifest = store.manifest()
+                self._adopt_older_records()  # before the manifest: a crash between re-runs
+            manifest = self.manifest()
             if old is not None and _tables_ok(old.get(TABLES)):  # still this grid's tables
                 manifest[TABLES] = old[TABLES]
             atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
             if note is not None:
                 print(note, file=sys.stderr)
-        store.remove_temporaries()
-        return store
+        self.remove_temporaries()
 
     @staticmethod
     def check_manifest(root: Path, grid: Grid, whole: Path | None = None) -> dict | None:
