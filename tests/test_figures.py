@@ -148,6 +148,16 @@ def test_a_refused_drawing_leaves_the_sweep_directory_free_for_the_run_it_asks_f
             os.close(fd)
 
 
+def test_figures_are_never_drawn_among_a_sweeps_cells(tmp_path):
+    """`fastsim figures DIR --out DIR/cells` is refused; draw_all and a figure script run
+    alone (``python figures/k_tradeoff.py DIR DIR/cells``) drew there."""
+    _tiny_sweep(tmp_path, "k_sweep", 'policy = ["evalstop:k=1", "evalstop:k=2"]')
+    sw = tmp_path / "results" / "k_sweep"
+    with pytest.raises(ConfigError, match=f"^--out {sw / 'cells'}: among the files of the "):
+        draw_all(sw, sw / "cells", formats="png", log=print)
+    assert [p.name for p in (sw / "cells").iterdir() if not p.name.startswith("cell=")] == []
+
+
 def test_a_sweep_no_figure_reads_is_named_with_how_figures_find_sweeps(tmp_path):
     _tiny_sweep(tmp_path, "mine", 'sigma = [0.01, 0.1]')
     logs = []

@@ -329,12 +329,15 @@ def _check_one_row_per_point(path: Path, df) -> None:
 def held_output(out: Path, option: str = "--out") -> list:
     """Hold the sweep directory ``out`` lies in, if any (a sweep directory is written by
     its owner only: refused, naming the holder, while another process has it), check
-    that ``out`` can be written (``option``: how the command names it), and remove a
-    killed drawing's temporaries there.  Keep the returned locks until the drawing is
-    done."""
+    that ``out`` can be written (``option``: how the command names it) and is none of a
+    sweep's own files nor in its cells/ (``check_not_owned``), and remove a killed
+    drawing's temporaries there.  Keep the returned locks until the drawing is done."""
     from fastsim.io import check_output_dir
-    from fastsim.sweep.store import hold_sweep_dirs, remove_temporaries_in
+    from fastsim.sweep.store import check_not_owned, hold_sweep_dirs, remove_temporaries_in
 
+    # as fastsim figures --out is checked (``fastsim.cli.hold_outputs``): a script run alone
+    # or draw_all put its figures among a sweep's cells
+    check_not_owned(out, option)
     held = hold_sweep_dirs(out)
     try:
         check_output_dir(out, option)
