@@ -585,7 +585,10 @@ def read_parquet_table(source: Path | bytes, allowed: str, *, name: Path | None 
         with pq.ParquetFile(where, page_checksum_verification=True) as parquet:
             written = parquet.schema_arrow.metadata or {}
             if not require_page_checksums or PAGE_CHECKSUMS_KEY.encode() in written:
-                return pl.from_arrow(parquet.read(columns=columns))
+                # one thread: pyarrow's pool, once started in a process that loaded polars
+                # first, could abort the process at exit after its work was done
+                # ("terminate called without an active exception", rc 134: apache/arrow#34314)
+                return pl.from_arrow(parquet.read(columns=columns, use_threads=False))
     except Exception as exc:  # noqa: BLE001 - pyarrow and polars raise several types for a
         # bad file (OSError, ArrowInvalid, a thrift error, a type polars cannot take)
         reason = _reason(exc)

@@ -383,3 +383,22 @@ def _read_or_error(out: Path):
         return read_summary(out)
     except ConfigError as exc:
         return exc
+
+
+def test_a_table_is_decoded_on_one_thread(tmp_path, monkeypatch):
+    """pyarrow's thread pool, once a read started it in a process that had loaded polars
+    first (every fastsim process), aborted the process at exit in 7 of 40 runs of
+    ``read_summary`` ("terminate called without an active exception", exit 134, after the
+    work was done; apache/arrow#34314); reading on one thread, 0 of 100."""
+    import pyarrow.parquet as pq
+
+    from fastsim.io import atomic_write_parquet, read_parquet_table
+
+    path = tmp_path / "t.parquet"
+    atomic_write_parquet(pl.DataFrame({"a": [1, 2]}), path)
+    calls, read = [], pq.ParquetFile.read
+    monkeypatch.setattr(pq.ParquetFile, "read",
+                        lambda self, *a, **kw: calls.append(kw) or read(self, *a, **kw))
+    for source in (path, path.read_bytes()):
+        assert read_parquet_table(source, "a table", name=path)["a"].to_list() == [1, 2]
+    assert [kw.get("use_threads", True) for kw in calls] == [False, False]
