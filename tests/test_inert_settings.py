@@ -7,6 +7,7 @@ import fastsim
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SimConfig, inert_settings
 from fastsim.errors import InertSettingWarning
+from fastsim.sweep.grid import load_sweep
 
 # a value other than the default for every field inert_settings can name
 CHANGED = {"preempt_overhead_h": 0.5, "loss_sigma": 0.02, "loss0": (1.0, 2.0),
@@ -192,6 +193,9 @@ def test_the_api_warns_once_per_call_site():
 SWEEP = ("clusters = 2\n[base]\nn_jobs = 8\nmix = [1.0, 0.0, 0.0]\npreempt_overhead_h = 0.5\n"
          "[axes]\nscheduler = ['fifo', 'srtf_est']\nbase_rate = [0.1, 0.3]\n")
 BASE_RATE_NOTE = "has no effect in any cell: the mix has no RLHF jobs"
+SWEEP_POLICY_NOTE = ("policy has no effect in any cell: evalstop(k=2) acts on RLHF jobs only "
+                     "(scope=rlhf), and the mix has no RLHF jobs: every result is the policy "
+                     "none's")
 
 
 def test_a_sweep_notes_a_field_inert_in_every_cell_once(tmp_path, capsys):
@@ -200,7 +204,8 @@ def test_a_sweep_notes_a_field_inert_in_every_cell_once(tmp_path, capsys):
     p.write_text(SWEEP)
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 0
     notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
-    assert notes == [f"note: {p}: base_rate {BASE_RATE_NOTE}"], notes
+    assert notes == [f"note: {p}: base_rate {BASE_RATE_NOTE}",
+                     f"note: {p}: {SWEEP_POLICY_NOTE}"], notes
 
 
 def test_the_sweep_api_warns_of_it(tmp_path):
@@ -208,7 +213,8 @@ def test_the_sweep_api_warns_of_it(tmp_path):
     p.write_text(SWEEP)
     with pytest.warns(InertSettingWarning) as seen:
         fastsim.sweep(str(p), tmp_path / "o")
-    assert [str(w.message) for w in seen] == [f"{p}: base_rate {BASE_RATE_NOTE}"]
+    assert [str(w.message) for w in seen] == [f"{p}: base_rate {BASE_RATE_NOTE}",
+                                              f"{p}: {SWEEP_POLICY_NOTE}"]
 
 
 @pytest.mark.parametrize("keep_jobs", [False, True])
@@ -243,3 +249,33 @@ def test_a_baseline_that_is_the_policy_itself_is_noted(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error", InertSettingWarning)
         fastsim.compare(cfg, "none", n_clusters=2)
+
+
+NO_RLHF_SWEEP = ("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nmix = [[0.5, 0.5, 0.0], "
+                 "[0.4, 0.3, 0.3]]\nscheduler = ['fifo', 'srtf_est']\n")
+POLICY_NOTE = ("policy has no effect in 2 of 4 cells: evalstop(k=2) acts on RLHF jobs only "
+               "(scope=rlhf), and the mix has no RLHF jobs: every result is the policy none's")
+
+
+def test_a_sweep_notes_a_policy_acting_on_no_job_once(tmp_path, capsys):
+    """fastsim run notes --policy acting on no job of a mix without RLHF jobs; a sweep of
+    such cells ran and compared them without a word.  One note for the cells it touches,
+    as the other notes of a sweep, before any work."""
+    p = tmp_path / "s.toml"
+    p.write_text(NO_RLHF_SWEEP)
+    grid = load_sweep(p)
+    assert grid.inert_notes() == [f"{p}: {POLICY_NOTE}"]
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == [f"note: {p}: {POLICY_NOTE}"], notes
+    # every cell without RLHF jobs, and a baseline acting on none of their jobs either
+    p.write_text("clusters = 2\nbaseline = 'oracle'\n[base]\nn_jobs = 8\nmix = [0.5, 0.5, 0.0]\n"
+                 "[axes]\nscheduler = ['fifo', 'srtf_est']\n")
+    assert load_sweep(p).inert_notes() == [
+        f"{p}: policy has no effect in any cell: evalstop(k=2) acts on RLHF jobs only "
+        "(scope=rlhf), and the mix has no RLHF jobs: every result is the policy none's",
+        f"{p}: baseline has no effect in any cell: oracle (hidden truth) acts on RLHF jobs "
+        "only (scope=rlhf), and the mix has no RLHF jobs: every result is the policy none's"]
+    # scope=all acts on every job: no note
+    p.write_text(NO_RLHF_SWEEP + "policy = ['evalstop:k=2,scope=all']\n")
+    assert load_sweep(p).inert_notes() == []

@@ -107,12 +107,24 @@ class Grid:
 
     def inert_notes(self, keep_jobs: bool = False) -> list[str]:
         """One line per workload field the file sets that changes no result of any cell
-        (``fastsim.config.inert_settings`` of every cell): said once per sweep.  With
+        (``fastsim.config.inert_settings`` of every cell), and per reason the policy or
+        the baseline acts on no job of some cells (how many): said once per sweep.  With
         ``keep_jobs`` the per-job records are results too (they carry ``t_est_h``)."""
         inert = (_inert_in_every_cell(self.cells, self.baseline, list(self.inert), jobs=True)
                  if keep_jobs else self.inert)
-        return [one_line(f"{self.source}: {name} has no effect in any cell: {why}")
-                for name, why in inert.items()]
+        notes = [f"{name} has no effect in any cell: {why}" for name, why in inert.items()]
+        # the policy and the baseline, by the rule of a run's (``inert_settings``): one
+        # note per reason, for the cells it holds in; a baseline cell is the baseline
+        paired = [c for c in self.cells if not c.is_baseline]
+        cells: dict[tuple[str, str], int] = {}
+        for cell in paired:
+            for name, why in inert_settings(cell.config, self.baseline,
+                                            ["policy", "baseline"]).items():
+                cells[name, why] = cells.get((name, why), 0) + 1
+        notes += [f"{name} has no effect in "
+                  f"{'any cell' if n == len(paired) else f'{n} of {len(paired)} cells'}: {why}"
+                  for (name, why), n in cells.items()]
+        return [one_line(f"{self.source}: {note}") for note in notes]
 
     @property
     def n_chunks(self) -> int:
