@@ -659,20 +659,23 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     that changing each changes no result."""
     w, s = cfg.workload, cfg.scheduler
     policies = [cfg.policy] + ([baseline] if baseline is not None else [])
-    labels = " and ".join(dict.fromkeys(p.label for p in policies))
+    # a policy acting on no job reads nothing: every result is the policy none's
+    acting = [p for p in policies if not _acts_on_no_job([p], w)] or [PolicyConfig(name="none")]
+    idle = _acts_on_no_job(policies, w)
+    labels = " and ".join(dict.fromkeys(p.label for p in policies)) + (f"; {idle}" if idle else "")
     why: dict[str, str] = {}
     if not s.decl.preemptive:
         why["preempt_overhead_h"] = f"{s.label} never preempts a job, so none resumes"
-    if not any(reads("losses", s, p) for p in policies):
+    if not any(reads("losses", s, p) for p in acting):
         why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
                                  f"{labels}; {_readers('losses')} do)"))
-    if not any(reads("scores", s, p) for p in policies):
+    if not any(reads("scores", s, p) for p in acting):
         why.update(dict.fromkeys(SCORE_FIELDS, f"no stop policy here reads evaluation scores "
                                  f"({labels})"))
     elif w.sigma == 0:
         why.update(dict.fromkeys(("sigma_spread", "noise_rho"),
                                  "sigma=0: evaluation scores carry no noise"))
-    if not (jobs or cfg.metrics or any(reads("t_est_h", s, p) for p in policies)):
+    if not (jobs or cfg.metrics or any(reads("t_est_h", s, p) for p in acting)):
         why["est_sigma"] = (f"nothing reads the run-time estimate t_est_h ({s.label} with "
                             f"{labels}; {_readers('t_est_h')} do, and per-job records carry it)")
     for (t, name), share in zip(_TYPE_NAMES.items(), w.mix_fractions):
@@ -698,14 +701,24 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
         why["tau"] = ("no job has a saturating gold curve (no LoRA job, and no DPO job or "
                       "dpo_base_rate=1)")
     for name, p in (("policy", cfg.policy), ("baseline", baseline)):
-        # scope=rlhf (the default): the policy decides on RLHF jobs alone
-        if p is not None and p.decl.scoped and p.scope == "rlhf" and rlhf == 0:
-            why[name] = (f"{p.label} acts on RLHF jobs only (scope=rlhf), and the mix has no "
-                         "RLHF jobs: every result is the policy none's")
+        if p is not None and (idle := _acts_on_no_job([p], w)):
+            why[name] = f"{idle}: every result is the policy none's"
     if given is None:
         given = [f.name for f in fields(WorkloadConfig) if getattr(w, f.name) != f.default]
         given += ["policy", "baseline"]
     return {name: why[name] for name in given if name in why}
+
+
+def _acts_on_no_job(policies: list[PolicyConfig], w: WorkloadConfig) -> str:
+    """Which of ``policies`` act on no job of workload ``w``, and why ("" if each acts on
+    some): with scope=rlhf (the default) a policy decides on RLHF jobs alone, and the mix
+    may have none."""
+    idle = list(dict.fromkeys(p.label for p in policies
+                              if p.decl.scoped and p.scope == "rlhf" and w.mix_fractions[2] == 0))
+    if not idle:
+        return ""
+    return (f"{' and '.join(idle)} act{'s' if len(idle) == 1 else ''} on RLHF jobs only "
+            "(scope=rlhf), and the mix has no RLHF jobs")
 
 
 def self_baseline(policy: PolicyConfig, baseline: PolicyConfig | None) -> str | None:

@@ -5,7 +5,7 @@ import pytest
 
 import fastsim
 from fastsim.cli import main
-from fastsim.config import PolicyConfig, SimConfig, inert_settings
+from fastsim.config import LOSS_FIELDS, SCORE_FIELDS, PolicyConfig, SimConfig, inert_settings
 from fastsim.errors import InertSettingWarning
 from fastsim.sweep.grid import load_sweep
 
@@ -72,6 +72,46 @@ def test_a_policy_acting_on_rlhf_jobs_only_is_inert_in_a_mix_without_any(policy)
     assert inert_settings(everyone, None, given=["policy"]) == {}
     # nor in a mix with RLHF jobs
     assert inert_settings(SimConfig.from_specs("srtf_est", policy), None, ["policy"]) == {}
+
+
+@pytest.mark.parametrize("jobs", [False, True])
+@pytest.mark.parametrize("policy,series_fields", [
+    ("evalstop:k=2", SCORE_FIELDS), ("loss_plateau", LOSS_FIELDS), ("stop_at", ("est_sigma",))])
+def test_what_only_a_policy_acting_on_no_job_reads_is_inert(policy, series_fields, jobs):
+    """A policy acting on no job reads nothing: the scores' noise (sigma, sigma_spread,
+    noise_rho), the losses' and the estimate's settings were said to matter beside
+    evalstop, loss_plateau and stop_at in a mix without RLHF jobs, though every row is the
+    policy none's.  Each field called inert is changed here, every row compared."""
+    base = SimConfig.from_specs("fifo", policy, n_jobs=12, mix=(0.5, 0.5, 0.0),
+                                dpo_base_rate=0.5)
+    named = inert_settings(base, PolicyConfig.parse("none"), given=CHANGED, jobs=jobs)
+    want_named = set(series_fields) - ({"est_sigma"} if jobs else set())  # records carry it
+    assert want_named <= set(named), set(named)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertSettingWarning)
+        want = fastsim.simulate(base, 4, seed=3, keep_jobs=jobs)
+        for name in named:
+            changed = SimConfig.from_specs("fifo", policy, n_jobs=12, mix=(0.5, 0.5, 0.0),
+                                           dpo_base_rate=0.5, **{name: CHANGED[name]})
+            got = fastsim.simulate(changed, 4, seed=3, keep_jobs=jobs)
+            assert got.clusters.equals(want.clusters), name
+            if jobs:
+                assert got.jobs.equals(want.jobs), name
+    # scope=all acts on the LoRA and DPO jobs: what it reads matters again
+    everyone = base.with_policy(policy + ("," if ":" in policy else ":") + "scope=all")
+    assert not set(series_fields) & set(inert_settings(everyone, None, CHANGED))
+
+
+def test_the_score_noise_beside_a_policy_acting_on_no_job_is_said(capsys):
+    assert main(["run", "--mix", "1,0,0", "--sigma", "0.1", "--clusters", "2", "--n-jobs", "8",
+                 "--no-progress"]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: -")]
+    assert notes == [
+        "note: --sigma has no effect: no stop policy here reads evaluation scores "
+        "(evalstop(k=2) and none; evalstop(k=2) acts on RLHF jobs only (scope=rlhf), and the "
+        "mix has no RLHF jobs)",
+        "note: --policy has no effect: evalstop(k=2) acts on RLHF jobs only (scope=rlhf), and "
+        "the mix has no RLHF jobs: every result is the policy none's"], notes
 
 
 def test_a_policy_acting_on_no_job_is_said(capsys):
