@@ -242,8 +242,8 @@ def read_numbers(text: str, name: str, integer: bool = False, allowed: str = "",
 
 def as_typed(msg: str, name: str, value: Any, option: str, text: str) -> str | None:
     """``msg``, a refusal naming ``name={value!r}`` first, as the command line gave the
-    value: ``option`` and ``text`` as typed (``"eps=0.0 must be in ..."`` -> ``"--eps=0 must
-    be in ..."``, ``"metric='m:f' cannot ..."`` -> ``"--metric=m:f cannot ..."``): an option's
+    value: ``option`` and ``text`` as typed (``"eps=0.0 is invalid; ..."`` -> ``"--eps=0 is
+    invalid; ..."``, ``"metric='m:f' cannot ..."`` -> ``"--metric=m:f cannot ..."``): an option's
     refusal echoes what was typed, never Python's form of what it was read as; None if
     ``msg`` starts otherwise."""
     head = f"{name}={value!r}"

@@ -8,6 +8,7 @@ import pytest
 
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.costaware.configs import GRPOConfig, ProblemConfig, SGDConfig
 from fastsim.errors import ConfigError
 
 BAD_WORKLOAD = [
@@ -649,10 +650,12 @@ def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_
     (["detectors", "--trace-noise", "2e6"], "--trace-noise=2e6 is invalid; allowed: "),
     (["traces", "compare-sim", "runs.parquet", "--sigma", "1.50"],
      "--sigma=1.50 is invalid; allowed: an evaluation-noise standard deviation in [0, 1]"),
-    (["costaware", "sgd", "--eps", "0"], "--eps=0 must be in (0.0, 1.0]"),
-    (["costaware", "sgd", "--lam", "1.50"], "--lam=1.50 is outside [0, 1]"),
-    (["costaware", "grpo", "--len-sigma", "4"], "--len-sigma=4 must be in [0.0, 3.0]"),
-    (["costaware", "sgd", "--replications", "01"], "--replications=01 must be an integer"),
+    (["costaware", "sgd", "--eps", "0"], "--eps=0 is invalid; allowed: a number in (0, 1]"),
+    (["costaware", "sgd", "--lam", "1.50"], "--lam=1.50 is invalid; allowed: a number in [0, 1]"),
+    (["costaware", "grpo", "--len-sigma", "4"], "--len-sigma=4 is invalid; allowed: a number "
+     "in [0, 3]"),
+    (["costaware", "sgd", "--replications", "01"], "--replications=01 is invalid; allowed: an "
+     "integer from 2 to 1000000"),
     # a list's item said as a float (--gammas=1.5), a list as the config's field and tuple
     # (ToyRLHFConfig.kl_coefs = (-1.0,): ...)
     (["costaware", "subset", "--gammas", "0.1,1.50"], "--gammas=0.1,1.50 must be a fraction"),
@@ -666,6 +669,46 @@ def test_a_range_refusal_says_the_value_as_typed(argv, needle, capsys, tmp_path,
     monkeypatch.chdir(tmp_path)
     one_line(capsys, argv, needle)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv,line", [
+    # bounds said as Python's floats ((0.0, 1.0]), no "allowed:"; across fields, the
+    # fields' names and Python's values (reg=0 with kind='logistic')
+    (["sgd", "--eps", "0"], "--eps=0 is invalid; allowed: a number in (0, 1]"),
+    (["ratios", "--reg", "1e308"], "--reg=1e308 is invalid; allowed: a number in [0, 1e+06]"),
+    (["sgd", "--max-steps", "0"], "--max-steps=0 is invalid; allowed: an integer from 1 to "
+     "1000000000"),
+    (["ratios", "--kind", "logistic", "--reg", "0"], "--reg=0 is invalid; allowed: a number "
+     "above 0 with --kind=logistic, whose optimum may otherwise be at infinity"),
+    (["ratios", "--reg", "0.0", "--n", "4"], "--reg=0.0 is invalid; allowed: a number above 0 "
+     "with --kind=least_squares and --n=4 < --d=8 (A'A is singular, so the optimum is not "
+     "unique and the instance not strongly convex), or at least as many samples as dimensions"),
+    (["grpo", "--prompts", "2", "--group", "4"], "--batch=32 is invalid; allowed: an integer "
+     "from 1 to prompts*group = 8 (the responses of a step) (the default of --batch, which "
+     "the options given rule out)"),
+    (["sgd", "--sgd-seed", "-1"], "--sgd-seed=-1 is invalid; allowed: an integer from 0 to "
+     "2^63-1"),
+])
+def test_a_costaware_refusal_names_the_options_and_what_is_allowed(argv, line, capsys):
+    """`fastsim costaware`'s refusals read as fastsim run's: the options as typed, then
+    what is allowed; the Python API's name its keyword arguments."""
+    assert main(["costaware", *argv]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"fastsim costaware: error: {line}"]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: SGDConfig(eps=0), "eps=0 is invalid; allowed: a number in (0, 1]"),
+    (lambda: SGDConfig(lam=2), "lam=2 is invalid; allowed: a number in [0, 1] (0 = pure "
+     "strategy, 1 = uniform)"),
+    (lambda: ProblemConfig(kind="logistic", reg=0), "reg=0 is invalid; allowed: a number "
+     "above 0 with kind='logistic', whose optimum may otherwise be at infinity"),
+    (lambda: GRPOConfig(prompts=2, group=4), "batch=32 is invalid; allowed: an integer from 1 "
+     "to prompts*group = 8 (the responses of a step)"),
+])
+def test_a_costaware_config_refusal_names_its_keywords(make, message):
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert str(info.value) == message
 
 
 def test_no_option_reads_its_number_with_python_int_or_float():

@@ -17,7 +17,7 @@ def test_ratios_and_bad_input(capsys):
     assert main(["costaware", "ratios", "--n", "16", "--d", "2"]) == 0
     assert "j_over_jopt" in capsys.readouterr().out
     assert main(["costaware", "ratios", "--n", "16", "--cost-corr", "3"]) == 2
-    assert "--cost-corr=3 must be in" in capsys.readouterr().err
+    assert "--cost-corr=3 is invalid; allowed: a number in [-1, 1]" in capsys.readouterr().err
 
 
 def test_shipped_sweeps_parse():
@@ -83,16 +83,16 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
 
 
 @pytest.mark.parametrize("experiment,line,said", [
-    ("grpo", 'median_len = "300"', 'median_len="300" must be a number'),
-    ("grpo", "median_len = true", "median_len=true must be a number"),
-    ("grpo", "lam = true", "lam=true must be a number in [0, 1]"),
-    ("grpo", "median_len = 1e308", "must be in [1.0, 1000000.0]"),
-    ("sgd", 'eps = "0.1"', 'eps="0.1" must be a number'),
-    ("sgd", "cost_corr = false", "cost_corr=false must be a number"),
+    ("grpo", 'median_len = "300"', 'median_len="300" is invalid; allowed: a number'),
+    ("grpo", "median_len = true", "median_len=true is invalid; allowed: a number"),
+    ("grpo", "lam = true", "lam=true is invalid; allowed: a number in [0, 1]"),
+    ("grpo", "median_len = 1e308", "is invalid; allowed: a number in [1, 1e+06]"),
+    ("sgd", 'eps = "0.1"', 'eps="0.1" is invalid; allowed: a number'),
+    ("sgd", "cost_corr = false", "cost_corr=false is invalid; allowed: a number"),
     # a list or table where a name goes: 'unhashable type' tracebacks
     ("sgd", "kind = [1]", "kind=[1] is not allowed; allowed: least_squares, logistic"),
     ("sgd", "cost_dist = {a = 1}", "cost_dist={a = 1} is not allowed"),
-    ("grpo", 'arms = ["uniform", ["x"]]', "must start with 'uniform'")])
+    ("grpo", 'arms = ["uniform", ["x"]]', "starting with 'uniform'")])
 def test_a_costaware_number_given_as_text_or_a_bool_is_refused(tmp_path, capsys, experiment,
                                                                line, said):
     # float() read true as 1.0 (run silently) and "300" as 300, which reached the kernels
@@ -178,10 +178,11 @@ def test_bad_sweep_file(tmp_path):
     # values were echoed as Python's repr (experiment=True, name=True, seed='x')
     ("experiment = true\n", 'experiment=true; allowed: "sgd", "subset", "grpo"'),
     ('name = true\nexperiment = "sgd"\n', "bad.toml: name=true is invalid"),
-    ('experiment = "sgd"\nseed = "x"\n', 'bad.toml: seed="x" must be an integer'),
-    ('experiment = "sgd"\nreplications = true\n', "bad.toml: replications=true must be"),
+    ('experiment = "sgd"\nseed = "x"\n', 'bad.toml: seed="x" is invalid; allowed: an '
+     'integer'),
+    ('experiment = "sgd"\nreplications = true\n', "bad.toml: replications=true is invalid"),
     ('experiment = "sgd"\n[axes]\nlam = true\n', "bad.toml: axes.lam=true must be"),
-    ('experiment = "grpo"\n[base]\nbatch = true\n', "bad.toml: batch=true must be"),
+    ('experiment = "grpo"\n[base]\nbatch = true\n', "bad.toml: batch=true is invalid"),
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
     # a NUL was a ValueError traceback when the outputs were written, after every run
     ('name = "a\\u0000b"\nexperiment = "sgd"\n', 'name="a\\u0000b" is invalid'),
@@ -189,7 +190,7 @@ def test_bad_sweep_file(tmp_path):
     ('name = " "\nexperiment = "sgd"\n', 'name=" " is invalid'),  # out/ .summary.parquet
     # 10^12 draws per step: a numba SystemError traceback after the kernel tried to allocate
     ('experiment = "grpo"\n[axes]\nbatch = [32, 1000000000000]\n',
-     "batch=1000000000000 must be an integer from 1 to prompts*group = 128"),
+     "batch=1000000000000 is invalid; allowed: an integer from 1 to prompts*group = 128"),
     # bias budgets given to an experiment that has none were ignored, exit 0
     ('experiment = "sgd"\ngamma_fracs = [0.1]\n', 'bad.toml: gamma_fracs is given to '
      'experiment = "sgd", which has no bias budget; allowed: gamma_fracs with experiment = '
@@ -253,7 +254,7 @@ def test_grpo_arms_that_are_no_list_are_refused(tmp_path, capsys, text):
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     one_line(capsys, ["costaware", "sweep", str(bad), "--out", str(tmp_path / "o")],
-             "must start with 'uniform' (the baseline)")
+             "starting with 'uniform' (the baseline)")
     assert not (tmp_path / "o").exists()
 
 
@@ -261,7 +262,7 @@ def test_grpo_arms_that_are_no_list_are_refused(tmp_path, capsys, text):
 def test_a_bad_sgd_seed_is_named_as_its_option(capsys, cmd):
     """It was named seed=..., which is --seed, the instance's seed, a valid value."""
     one_line(capsys, ["costaware", cmd, "--sgd-seed", "-1"],
-             "--sgd-seed=-1 must be an integer from 0 to 2^63-1")
+             "--sgd-seed=-1 is invalid; allowed: an integer from 0 to 2^63-1")
 
 
 def test_a_repeated_axis_value_runs_once(tmp_path):
@@ -389,7 +390,8 @@ def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     assert main(["costaware", "grpo", "--seeds", "2", "--n-steps", "2", "--eval-every", "1",
                  "--batch", "100000000"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "batch=100000000 must be an integer from 1 to prompts*group = 128" in err
+    assert ("--batch=100000000 is invalid; allowed: an integer from 1 to prompts*group = 128"
+            in err)
     assert len(err.splitlines()) == 1, err
 
 

@@ -598,9 +598,10 @@ def test_stop_monitor_arguments():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["ratios", "--reg", "1e308"], "--reg=1e308 must be in [0.0, 1000000.0]"),
+    (["ratios", "--reg", "1e308"], "--reg=1e308 is invalid; allowed: a number in [0, 1e+06]"),
     (["ratios", "--n", "1000000", "--d", "10000"], "n*d=10000000000 is too large"),
-    (["ratios", "--seed", "99999999999999999999999"], "must be an integer from 0 to 2^63-1"),
+    (["ratios", "--seed", "99999999999999999999999"], "is invalid; allowed: an integer from 0 "
+     "to 2^63-1"),
     (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),
     (["subset", "--check-instances", "99999999999999999999"], "--check-instances="),
     # each in range, together hours of exact search

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -127,8 +128,8 @@ def _floats(text: str, option: str, what: str) -> list[float]:
 
 
 def _build(cls, args, **extra):
-    """``cls`` of the options given; a refusal names the option and the value as typed
-    (``--eps=0 must be in ...``; the dataclass's own says ``eps=0.0``)."""
+    """``cls`` of the options given; a refusal names the options and the values as typed
+    (``--eps=0 is invalid; ...``; the dataclass's own says ``eps=0.0``): ``_as_options``."""
     kw, typed = {}, {}
     for f in fields(cls):
         value = getattr(args, f.name, None)
@@ -142,10 +143,28 @@ def _build(cls, args, **extra):
     try:
         return cls(**kw)
     except ConfigError as exc:
-        name = str(exc).partition("=")[0]
-        said = (as_typed(str(exc), name, kw[name], _option(name), typed[name])
-                if name in typed and name not in extra else None)
-        raise ConfigError(said or str(exc)) from None
+        raise ConfigError(_as_options(str(exc), cls, kw, typed, extra)) from None
+
+
+def _as_options(msg: str, cls, kw: dict, typed: dict, extra: dict) -> str:
+    """A refusal of ``cls`` in the words of the command line: each field of an option it
+    echoes as ``name=value`` (``reg=0.0``, ``kind='logistic'``), first or across fields, as
+    that option with the text typed (``--reg=0``, ``--kind=logistic``, as ``as_typed`` says
+    one option's), or its default's (``--d=8``); a default refused first says so, as
+    ``fastsim run``'s do.  A field another option gives (``extra``: ``--sgd-seed``'s seed)
+    is left to it."""
+    head = msg.partition("=")[0]
+    for f in fields(cls):
+        if f.name in extra or f.default is MISSING or isinstance(f.default, tuple):
+            continue  # no option of its own
+        value = kw.get(f.name, f.default)
+        text = typed.get(f.name, value if isinstance(value, str) else repr(value))
+        echo = re.compile(rf"(?<![\w*+.-]){re.escape(f.name)}={re.escape(repr(value))}"
+                          r"(?=[\s:;,)]|$)")
+        msg = echo.sub(lambda _, text=text, f=f: f"{_option(f.name)}={text}", msg)
+        if f.name == head and f.name not in typed and msg.startswith(_option(f.name) + "="):
+            msg += f" (the default of {_option(f.name)}, which the options given rule out)"
+    return msg
 
 
 def _option(name: str) -> str:

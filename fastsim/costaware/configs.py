@@ -31,19 +31,18 @@ def _choice(name, value, allowed):
 def _positive_int(name, value, lo=1, hi=2**63 - 1):
     """An integer in ``[lo, hi]``; ``hi`` defaults to int64's top (the kernels take it so)."""
     if not is_integer(value) or value < lo or value > hi:
-        rng = f"[{lo}, {hi}]" if hi != 2**63 - 1 else f"from {lo} to 2^63-1"
-        raise ConfigError(f"{name}={value!r} must be an integer {rng}")
+        top = hi if hi != 2**63 - 1 else "2^63-1"
+        raise ConfigError(f"{name}={value!r} is invalid; allowed: an integer from {lo} to {top}")
 
 
 def _real(name, value, lo=None, hi=None, lo_open=False):
-    if not is_real(value):
-        raise ConfigError(f"{name}={value!r} must be a number")
-    x = float_or_nan(value)  # 10**400: NaN, refused below (float() raised OverflowError)
+    x = float_or_nan(value) if is_real(value) else math.nan  # 10**400: NaN (float() raised)
     if not math.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo))) or (
             hi is not None and x > hi):
-        lo_s = "-inf" if lo is None else lo
-        hi_s = "inf" if hi is None else hi
-        raise ConfigError(f"{name}={value!r} must be in {'(' if lo_open else '['}{lo_s}, {hi_s}]")
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf" if hi is None else f"{hi:g}"
+        raise ConfigError(f"{name}={value!r} is invalid; allowed: a number in "
+                          f"{'(' if lo_open else '['}{lo_s}, {hi_s}]")
 
 
 @dataclass(frozen=True)
@@ -98,16 +97,17 @@ class ProblemConfig:
         _real("radius_factor", self.radius_factor, 1.0, 100.0, lo_open=True)
         _positive_int("seed", self.seed, 0)
         _positive_int("instance", self.instance, 0)
+        # the fields named as name=value, which the command line says as its options
         if self.kind == "logistic" and self.reg <= 0.0:
-            raise ConfigError("reg=0 with kind='logistic': the optimum may be at infinity; "
-                              "use reg > 0")
+            raise ConfigError(f"reg={self.reg!r} is invalid; allowed: a number above 0 with "
+                              f"kind={self.kind!r}, whose optimum may otherwise be at infinity")
         if self.kind == "least_squares" and self.reg <= 0.0 and self.n < self.d:
             # A'A of rank n < d: the solve raised 'Matrix is singular', or gave mu of +-1e-17
             # from rounding, refused after it or (positive) taken for strong convexity
-            raise ConfigError(f"reg={float(self.reg)!r} with kind='least_squares' and "
-                              f"n={self.n} < d={self.d}: A'A is singular, so the optimum is "
-                              "not unique and the instance not strongly convex; allowed: "
-                              "reg > 0, or n >= d")
+            raise ConfigError(f"reg={self.reg!r} is invalid; allowed: a number above 0 with "
+                              f"kind={self.kind!r} and n={self.n} < d={self.d} (A'A is "
+                              "singular, so the optimum is not unique and the instance not "
+                              "strongly convex), or at least as many samples as dimensions")
         store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
 
@@ -242,8 +242,9 @@ class GRPOConfig:
         # a mini-batch of a step's responses (a huge one allocated its draws in every
         # seed's kernel and drew them each step)
         if not is_integer(self.batch) or not 1 <= self.batch <= self.prompts * self.group:
-            raise ConfigError(f"batch={self.batch!r} must be an integer from 1 to prompts*group "
-                              f"= {self.prompts * self.group} (the responses of a step)")
+            raise ConfigError(f"batch={self.batch!r} is invalid; allowed: an integer from 1 to "
+                              f"prompts*group = {self.prompts * self.group} (the responses of "
+                              "a step)")
         _real("lr", self.lr, 0.0, 1e6, lo_open=True)
         check_lam(self.lam)
         _real("floor", self.floor, 0.0, MAX_FLOOR)
@@ -256,8 +257,8 @@ class GRPOConfig:
         if not arms or not all(isinstance(a, str) for a in arms) or arms[0] != "uniform" \
                 or len(set(arms)) != len(arms) or not set(arms) <= set(ARMS):
             given = list(arms) if arms else self.arms
-            raise ConfigError(f"arms={given!r} must start with 'uniform' (the baseline) and "
-                              f"name distinct arms from {list(ARMS)}")
+            raise ConfigError(f"arms={given!r} is invalid; allowed: distinct arms from "
+                              f"{list(ARMS)}, starting with 'uniform' (the baseline)")
         object.__setattr__(self, "arms", arms)
         points = self.seeds * len(arms) * self.n_evals
         if points > MAX_CURVE_POINTS:

@@ -55,12 +55,12 @@ def parse_strategy(name, field: str = "strategy") -> Strategy:
 
 def check_lam(lam, field: str = "lam") -> float:
     """``lam`` as float in [0, 1], else ``ConfigError``."""
-    if not is_real(lam):  # true and "0.1" are no weights (float() read them as 1, 0.1)
-        raise ConfigError(f"{field}={lam!r} must be a number in [0, 1]")
-    x = float_or_nan(lam)  # 10**400: NaN, refused below (float() raised OverflowError)
+    # true and "0.1" are no weights (float() read them as 1, 0.1); 10**400 is NaN here
+    # (float() raised OverflowError), refused too
+    x = float_or_nan(lam) if is_real(lam) else math.nan
     if not 0.0 <= x <= 1.0:
-        raise ConfigError(f"{field}={lam!r} is outside [0, 1] (0 = pure strategy, "
-                          "1 = uniform)")
+        raise ConfigError(f"{field}={lam!r} is invalid; allowed: a number in [0, 1] (0 = pure "
+                          "strategy, 1 = uniform)")
     return x
 
 
