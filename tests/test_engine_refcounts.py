@@ -16,39 +16,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fastsim.registry import BUILTIN_SCHEDULER_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_no_reference_count_is_left_in_any_engine_loop():
+@pytest.fixture(scope="module")
+def counted_out():
+    """The script's report on every engine, then on the pipeline's other kernels: one
+    process, so the workload and stop kernels both need compile once, not twice."""
     env = {**os.environ, "FASTSIM_NO_CACHE": "1"}  # machine code is inspected as compiled
-    r = subprocess.run([sys.executable, "engine_refcounts.py", str(ROOT / "kernels" / "engine.py")],
-                       cwd=ROOT / "benchmarks", env=env, capture_output=True, text=True, check=True)
+    return subprocess.run([sys.executable, "engine_refcounts.py", str(ROOT / "kernels" / "engine.py"),
+                           "--pipeline"], cwd=ROOT / "benchmarks", env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_no_reference_count_is_left_in_any_engine_loop(counted_out):
     counted = {}
-    for line in r.stdout.splitlines():
+    for line in counted_out.splitlines():
         m = re.search(r"cluster_(\w+)_1c_nb +incref +\d+ \((\d+) in loops\), decref +\d+ "
                       r"\((\d+) in loops\); calls left: (.*)$", line)
         if m:
             counted[m.group(1)] = (int(m.group(2)), int(m.group(3)), m.group(4))
-    assert set(counted) == set(BUILTIN_SCHEDULER_NAMES), r.stdout
+    assert set(counted) == set(BUILTIN_SCHEDULER_NAMES), counted_out
     for scheduler, (increfs, decrefs, calls) in counted.items():
-        assert (increfs, decrefs) == (0, 0), f"{scheduler}: counts left in the loop\n{r.stdout}"
+        assert (increfs, decrefs) == (0, 0), f"{scheduler}: counts left in the loop\n{counted_out}"
         # a kernel LLVM leaves as a call brings its status check, a raise path, into the loop
         assert calls == "-", f"{scheduler}: calls left in the loop: {calls}"
 
 
-def test_no_reference_count_is_paid_per_job_around_the_engine():
+def test_no_reference_count_is_paid_per_job_around_the_engine(counted_out):
     """The one-pass pipeline's other per-cluster kernels (workload, stop decisions, service
     points, metrics) hold no count in a loop either: the stop decisions paid two pairs
     per job through the row views they hand the decision rule, about a tenth of a
     cluster's time end to end (docs/performance.md, round 21)."""
-    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
-    r = subprocess.run([sys.executable, "engine_refcounts.py", "--pipeline"], cwd=ROOT / "benchmarks",
-                       env=env, capture_output=True, text=True, check=True)
     counted = re.findall(r"kernel (\S+) +incref +\d+ \((\d+) in loops\), decref +\d+ \((\d+) in loops\)",
-                         r.stdout)
+                         counted_out)
     assert {name for name, _, _ in counted} >= {"stops.resolve_rule_stops_1c_nb",
-                                               "workload.workload_1c_nb"}, r.stdout
+                                               "workload.workload_1c_nb"}, counted_out
     for name, increfs, decrefs in counted:
-        assert (increfs, decrefs) == ("0", "0"), f"{name}: counts left in a loop\n{r.stdout}"
+        assert (increfs, decrefs) == ("0", "0"), f"{name}: counts left in a loop\n{counted_out}"
