@@ -8,7 +8,7 @@ from fastsim.kernels.metrics import percentiles_nb
 QS = (50.0, 95.0, 99.0)
 
 
-@njit
+@njit(cache=True)  # np.percentile takes about 10 s to compile: once per cache
 def _numba_percentiles(x):
     return np.array([np.percentile(x, 50.0), np.percentile(x, 95.0), np.percentile(x, 99.0)])
 
