@@ -41,15 +41,22 @@ policy = ["evalstop:k=2", "oracle"]
 """
 
 
-def test_dask_local_cluster_equals_in_process(tmp_path):
+@pytest.fixture(scope="module")
+def two_workers():
+    """A LocalCluster of 2 worker processes, started once for the tests that only sweep on
+    it (each start is a scheduler and two interpreters importing fastsim): its address."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def test_dask_local_cluster_equals_in_process(tmp_path, two_workers):
     p = tmp_path / "d.toml"
     p.write_text(SWEEP)
     local, remote = tmp_path / "local", tmp_path / "dask"
     assert main(["sweep", str(p), "--out", str(local), "--no-progress", "--keep-jobs"]) == 0
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend",
-                     "dask", "--address", cluster.scheduler_address, "--keep-jobs"]) == 0
+    assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend", "dask",
+                 "--address", two_workers, "--keep-jobs"]) == 0
     files = sorted(x.relative_to(local) for x in local.glob("cells/*/*.parquet"))
     assert files == sorted(x.relative_to(remote) for x in remote.glob("cells/*/*.parquet"))
     # 9 cells x 3 chunks x (clusters, JCT histogram, per-job records)
@@ -61,17 +68,15 @@ def test_dask_local_cluster_equals_in_process(tmp_path):
         assert (local / name).read_bytes() == (remote / name).read_bytes(), name
 
 
-def test_million_sweep_file_on_dask_equals_in_process(tmp_path):
+def test_million_sweep_file_on_dask_equals_in_process(tmp_path, two_workers):
     """``sweeps/million.toml`` itself, cut to 8 clusters per cell: 2 Dask workers give the
     in-process aggregate bit for bit (the full file differs only in ``--clusters``)."""
     sweep = Path(__file__).resolve().parents[1] / "sweeps" / "million.toml"
     small = ["--clusters", "8", "--chunk", "4", "--no-progress"]
     local, remote = tmp_path / "local", tmp_path / "dask"
     assert main(["sweep", str(sweep), "--out", str(local), *small]) == 0
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        assert main(["sweep", str(sweep), "--out", str(remote), *small, "--backend", "dask",
-                     "--address", cluster.scheduler_address]) == 0
+    assert main(["sweep", str(sweep), "--out", str(remote), *small, "--backend", "dask",
+                 "--address", two_workers]) == 0
     summary = pl.read_parquet(local / "summary.parquet")
     # every cell ran its 8 clusters (a rate over jobs a cell never has, the precision of
     # no stop policy, rests on none: n 0)
