@@ -296,8 +296,11 @@ def check_not_owned(target: Path | None, option: str) -> None:
     if target is None:
         return
     here = lies_at(target)
-    for d in here.parents:
-        rel = here.relative_to(d).parts
+    parts = here.parts
+    # each parent's relative path sliced from one split: relative_to splits the path
+    # again per parent, seconds for a path of thousands of names that is then refused
+    for depth, d in enumerate(here.parents, start=1):
+        rel = parts[len(parts) - depth:]
         if is_sweep_dir(d):
             if rel[0] == "cells" or (len(rel) == 1 and rel[0] in OWNED):
                 raise ConfigError(f"{option} {target}: among the files of the sweep "
