@@ -43,11 +43,18 @@ def test_importing_the_kernels_leaves_numba_cache_dir_alone():
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
 
 
-def test_one_compiled_pipeline_serves_generation_and_simulation():
+# What a process compiling every kernel afresh (FASTSIM_NO_CACHE=1) does first, then
+# second: ``uncached_parts`` runs both in one child, as two scripts, each in its own
+# namespace, and reports each one's outcome.  A cold compile of a pipeline is most of
+# either; the second compiles only its own pipeline, its callees being linked in compiled.
+def test_one_compiled_pipeline_serves_generation_and_simulation(uncached_parts):
     """``generate_workload`` runs the one-pass kernel in its generate-only mode with the
     argument types ``simulate`` passes, so the cold start compiles it once, not twice; and
     only the run's scheduler's pipeline and engine are compiled (``kernels.engine._engine``)."""
-    code = ("from fastsim.config import SimConfig\n"
+    assert uncached_parts["one_pipeline"] == "ok", uncached_parts["one_pipeline"]
+
+
+ONE_PIPELINE = ("from fastsim.config import SimConfig\n"
             "from fastsim.api import simulate, run_workload\n"
             "from fastsim.workload import generate_workload\n"
             "from fastsim.kernels import engine\n"
@@ -63,8 +70,6 @@ def test_one_compiled_pipeline_serves_generation_and_simulation():
             "assert engines == [0, 0, 1, 0, 0], engines\n"
             "assert not engine._choose_in_blocks_nb.signatures  # loss_aware's walk\n"
             "assert not engine._next_eval_nb.signatures  # Tiresias' pending point\n")
-    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}  # a cached pipeline loads no callee
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env)
 
 
 def _reachable_kernels(fn) -> set:
@@ -127,12 +132,15 @@ def test_a_kernel_only_kernels_call_refuses_a_call_from_python():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def test_a_kernel_has_no_machine_code_of_its_own_and_refuses_what_needs_it():
+def test_a_kernel_has_no_machine_code_of_its_own_and_refuses_what_needs_it(uncached_parts):
     """A ``kernel`` is compiled for linking only (``fastsim.kernels.jit``): its callers'
     machine code holds it, it has none of its own, and its cache entry is bitcode.  Such
     a kernel has no Python environment set, so one whose code reads it (``print``) must
     be refused by name when it compiles, not fail when called."""
-    code = ("from fastsim.kernels.jit import entry, kernel\n"
+    assert uncached_parts["link_only"] == "ok", uncached_parts["link_only"]
+
+
+LINK_ONLY = ("from fastsim.kernels.jit import entry, kernel\n"
             "from fastsim.kernels.metrics import accounting_1c_nb\n"
             "from fastsim.config import SimConfig\n"
             "from fastsim.api import simulate\n"
@@ -152,9 +160,31 @@ def test_a_kernel_has_no_machine_code_of_its_own_and_refuses_what_needs_it():
             "    assert 'noisy_nb' in str(e) and 'entry' in str(e), e\n"
             "else:\n"
             "    raise SystemExit('a kernel reading the environment compiled')\n")
+
+PARTS = """
+import sys
+for name, code in (("one_pipeline", sys.argv[1]), ("link_only", sys.argv[2])):
+    try:
+        exec(compile(code, name, "exec"), {"__name__": "__main__"})
+    except BaseException as exc:
+        print(name, "failed:", repr(exc).replace(chr(10), " "))
+    else:
+        print(name, "ok")
+"""
+
+
+@pytest.fixture(scope="module")
+def uncached_parts() -> dict[str, str]:
+    """``ONE_PIPELINE`` then ``LINK_ONLY`` in one process compiling afresh (a cached
+    pipeline loads no callee): each one's "ok" or "failed: ERROR"."""
     env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
-    # unrefused, the call reads the null environment without the GIL: it hangs
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, timeout=300)
+    # unrefused, LINK_ONLY's call reads the null environment without the GIL: it hangs
+    r = subprocess.run([sys.executable, "-c", PARTS, ONE_PIPELINE, LINK_ONLY], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=600)
+    parts = dict(line.split(" ", 1) for line in r.stdout.splitlines()
+                 if line.startswith(("one_pipeline ", "link_only ")))
+    assert r.returncode == 0 and len(parts) == 2, (r.stdout, r.stderr)
+    return parts
 
 
 def test_every_package_is_listed_for_the_wheel():
