@@ -1,6 +1,8 @@
 """Session-wide set-up: numba compiles (or loads its cache) once, before any test."""
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,6 +73,23 @@ def one_line(capsys, argv, needle):
     assert needle in err, err
     assert len(own_lines(err)) == 1 and "Traceback" not in err, err
     return cap.out
+
+
+@contextlib.contextmanager
+def held_elsewhere(directory, env=None):
+    """Another process holding ``directory``'s sweep lock (``DirLock``) while the block
+    runs; yields that process."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from fastsim.sweep.store import DirLock; l = DirLock.acquire(Path(sys.argv[1])); "
+         "print('held', flush=True); sys.stdin.read()", str(directory)],
+        env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,7 @@ import pytest
 from fastsim.errors import ConfigError
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
 from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
-from conftest import one_line
+from conftest import held_elsewhere, one_line
 from fastsim.sweep.scoring import FITTED, NOT_COMPARABLE, PAPER_ROWS
 
 
@@ -722,28 +722,17 @@ def test_a_script_run_alone_writes_no_sweep_directory_another_process_holds(
         unusual_results, tmp_path, monkeypatch, capsys):
     """`fastsim figures` is refused in a sweep directory another process holds; a script
     run alone wrote its figures there while a sweep was writing it."""
-    import subprocess
-
     from fastsim.figures import _style as S
 
     script = load_script("headline")
     out = unusual_results / "headline" / "alone"
     monkeypatch.setattr(sys, "argv", ["headline.py", str(unusual_results), str(out)])
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; "
-         "from fastsim.sweep.store import DirLock; l = DirLock.acquire(Path(sys.argv[1])); "
-         "print('held', flush=True); sys.stdin.read()", str(unusual_results / "headline")],
-        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(unusual_results / "headline") as holder:
         with pytest.raises(SystemExit) as exc:
             S.main(script.draw, script.NEEDS, getattr(script, "BASELINE", None))
         err = capsys.readouterr().err
         assert exc.value.code == 2 and f"is in use by pid {holder.pid}" in err, err
         assert not out.exists()
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
     S.main(script.draw, script.NEEDS, getattr(script, "BASELINE", None))  # released: it draws
     assert list(out.glob("*.png"))
 

@@ -15,7 +15,7 @@ import pytest
 
 import fastsim
 from fastsim.api import compare, simulate
-from conftest import one_line
+from conftest import held_elsewhere, one_line
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
@@ -112,19 +112,9 @@ def test_costaware_sweep_names_stay_inside_out_and_hold_its_lock(tmp_path, capsy
     assert not any(tmp_path.parent.parent.glob("escaped*")) and not (tmp_path / "out").exists()
     (tmp_path / "s.toml").write_text(spec.format("ok"))
     (tmp_path / "out").mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from pathlib import Path\n"
-                               "from fastsim.sweep.store import DirLock\n"
-                               "lock = DirLock.acquire(Path('out'))\n"
-                               "print('held', flush=True)\ntime.sleep(120)\n"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(tmp_path / "out"):
         one_line(capsys, ["costaware", "sweep", "s.toml", "--out", "out"], "is in use by pid")
         assert not list((tmp_path / "out").glob("*.parquet"))
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_the_api_costaware_sweep_holds_a_sweep_directory_as_the_command_does(tmp_path,
@@ -138,19 +128,9 @@ def test_the_api_costaware_sweep_holds_a_sweep_directory_as_the_command_does(tmp
     (tmp_path / "sw" / "sweep.json").write_text('{"grid_hash": "0"}')
     with pytest.raises(ConfigError, match=r"^out_dir=sw/cells: among the files of the sweep"):
         fastsim.costaware.run_costaware_sweep("s.toml", "sw/cells", progress=False)
-    holder = subprocess.Popen([sys.executable, "-c", "import time\n"
-                               "from pathlib import Path\n"
-                               "from fastsim.sweep.store import DirLock\n"
-                               "lock = DirLock.acquire(Path('sw'))\n"
-                               "print('held', flush=True)\ntime.sleep(120)\n"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(tmp_path / "sw"):
         with pytest.raises(ConfigError, match="sw is in use by pid"):
             fastsim.costaware.run_costaware_sweep("s.toml", "sw/ca", progress=False)
-    finally:
-        holder.kill()
-        holder.wait()
     assert not list((tmp_path / "sw").rglob("*.parquet")) and not (tmp_path / "sw" / "ca").exists()
 
 

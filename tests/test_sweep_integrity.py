@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal as _assert_frame_equal
 
-from conftest import small_sweep
+from conftest import held_elsewhere, small_sweep
 from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.io import atomic_write_bytes
@@ -702,13 +702,7 @@ def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_
     (other / "cells" / cell.name / "chunk-0001.json").unlink()  # to be rewritten
     pending = other / "cells" / cell.name / "chunk-0001.json.99999-abcdef.tmp"
     pending.write_text("the holder's write in flight")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; "
-         "from fastsim.sweep.store import DirLock; l = DirLock.acquire(Path(sys.argv[1])); "
-         "print('held', flush=True); sys.stdin.read()", str(other)],
-        env=ENV, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(other, ENV) as holder:
         capsys.readouterr()
         assert sweep(sweep_file, out) == 2
         err = capsys.readouterr().err.strip()
@@ -716,9 +710,6 @@ def test_1_a_cell_linked_into_a_held_sweep_directory_is_refused(sweep_file, tmp_
         assert f"is in use by pid {holder.pid}" in err, err
         assert pending.exists()
         assert not (other / "cells" / cell.name / "chunk-0001.json").exists()
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
     assert sweep(sweep_file, out) == 0  # released: the same command now runs
     assert (other / "cells" / cell.name / "chunk-0001.json").exists()
     assert (other / "sweep.lock").read_text() == ""  # and lets it go again
