@@ -648,6 +648,19 @@ def toml_text(value: Any) -> str:
     return repr(value)  # a number: int, float, inf and nan read as TOML writes them
 
 
+def axis_refusal(key: str, values: Any) -> str | None:
+    """What is wrong with ``values`` as a sweep file's ``[axes]`` entry ``key`` (a
+    non-empty list of values), None if nothing: ``fastsim sweep`` and ``fastsim costaware
+    sweep`` refuse an axis in these words.  A single value written without brackets is told
+    both places it can go."""
+    if isinstance(values, list) and values:
+        return None
+    text = toml_text(values)
+    one = ("" if isinstance(values, (list, dict)) else
+           f", as {key} = [{text}] (or {key} = {text} under [base]: every cell's)")
+    return f"axes.{key}={text} is invalid; allowed: a non-empty list of values{one}"
+
+
 def toml_echo(msg: str, values: dict[str, Any]) -> str:
     """A validator's message with each ``key=repr(value)`` it echoes of a file's ``values``
     written as the file writes it (``sigma=True`` -> ``sigma=true``, ``mix='x'`` ->

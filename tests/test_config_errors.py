@@ -774,3 +774,18 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
                                      f"sigma = {value}\n")
     one_line(capsys, [*command, "s.toml", "--out", "o"], needle)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv,line", [
+    # said "axes.lam=true must be a non-empty list", where fastsim sweep says what is allowed
+    (["costaware", "sweep", "{dir}/bad.toml", "--out", "{dir}/o"], "fastsim costaware: error: "
+     "bad.toml: axes.lam=true is invalid; allowed: a non-empty list of values, as lam = "
+     "[true] (or lam = true under [base]: every cell's)"),
+])
+def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
+    """Every refusal a user meets is one line: the option or field as typed, "is invalid",
+    then what is allowed, as fastsim run's are; nothing is written."""
+    (tmp_path / "bad.toml").write_text('experiment = "sgd"\n[axes]\nlam = true\n')
+    assert main([a.format(dir=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

@@ -181,7 +181,7 @@ def test_bad_sweep_file(tmp_path):
     ('experiment = "sgd"\nseed = "x"\n', 'bad.toml: seed="x" is invalid; allowed: an '
      'integer'),
     ('experiment = "sgd"\nreplications = true\n', "bad.toml: replications=true is invalid"),
-    ('experiment = "sgd"\n[axes]\nlam = true\n', "bad.toml: axes.lam=true must be"),
+    ('experiment = "sgd"\n[axes]\nlam = true\n', "bad.toml: axes.lam=true is invalid; allowed: a non-empty list"),
     ('experiment = "grpo"\n[base]\nbatch = true\n', "bad.toml: batch=true is invalid"),
     ('name = ".."\nexperiment = "sgd"\n', "not starting with '.'"),  # '...summary.parquet'
     # a NUL was a ValueError traceback when the outputs were written, after every run

@@ -36,8 +36,8 @@ from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_di
                                       subset_report)
 from fastsim.config import check_flags, is_path
 from fastsim.errors import ConfigError, api_words, known_keywords
-from fastsim.io import (TMP_EXTRA, check_names_fit, check_output_dir, read_toml, table_writer,
-                        toml_echo, toml_text, write_all)
+from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir, read_toml,
+                        table_writer, toml_echo, toml_text, write_all)
 from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import DirLock, check_not_owned, hold_sweep_dirs
 from fastsim.progress import progress_bar
@@ -119,8 +119,8 @@ def load_costaware_sweep(path) -> SweepSpec:
                           "allowed: a non-empty list of fractions of mean(G) from 0 to below 1")
     axes = raw.get("axes", {})
     for k, v in axes.items():
-        if not isinstance(v, list) or not v:
-            raise ConfigError(f"{path.name}: axes.{k}={toml_text(v)} must be a non-empty list")
+        if (why := axis_refusal(k, v)) is not None:  # in fastsim sweep's words
+            raise ConfigError(f"{path.name}: {why}")
     # counted before any point is built: 40 values on 6 axes was hours of validation
     n_points = math.prod(len(v) for v in axes.values())
     if n_points > MAX_POINTS:

@@ -53,7 +53,7 @@ from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             inert_settings, parse_baseline, plain)
 from fastsim.errors import ConfigError, did_you_mean, one_line
-from fastsim.io import read_toml, toml_echo, toml_text
+from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
 from fastsim.values import check_file_path
@@ -429,13 +429,8 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
         if key == "metrics":  # columns of every cell, not cells: no table column holds them
             raise _fail(source, "axis 'metrics' is not allowed; allowed: [base] metrics = "
                         "[\"MODULE:FUNCTION\", ...], computed in every cell")
-        if not isinstance(values, list) or not values:
-            text = toml_text(values)
-            # a single value written without brackets: say both places it can go
-            one = ("" if isinstance(values, (list, dict)) else
-                   f", as {key} = [{text}] (or {key} = {text} under [base]: every cell's)")
-            raise _fail(source, f"axes.{key}={text} is invalid; allowed: a non-empty list "
-                                f"of values{one}")
+        if (why := axis_refusal(key, values)) is not None:
+            raise _fail(source, why)
     n_combos = math.prod(len(v) for v in axes.values())  # before any is built
     if n_combos > MAX_CELLS:
         raise _fail(source, f"the axes cross to {n_combos} cells; at most {MAX_CELLS} allowed")
