@@ -99,6 +99,21 @@ class OneLineParser(argparse.ArgumentParser):
         message = _TYPE_REFUSAL.sub(r"\1=\2", message)
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
+    def _check_value(self, action: argparse.Action, value) -> None:
+        # a value outside an option's choices said as every refusal of a value is,
+        # "--backend=x is invalid; allowed: local, dask", where argparse said "argument
+        # --backend: invalid choice: 'x' (choose from 'local', 'dask')"; a command or a
+        # kind by its place, "command 'runn' is invalid (did you mean run?); allowed: ..."
+        if action.choices is None or value in action.choices:
+            return
+        allowed = [str(c) for c in action.choices]
+        if action.option_strings:
+            said = f"{max(action.option_strings, key=len)}={value}"
+        else:
+            said = f"{(action.metavar or action.dest).lower()} {value!r}"
+        raise argparse.ArgumentError(None, f"{said} is invalid{did_you_mean(str(value), allowed)}"
+                                           f"; allowed: {', '.join(allowed)}")
+
 
 _TYPE_REFUSAL = re.compile(r"^argument ([^\s:]+): (')")
 

@@ -781,11 +781,23 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
     (["costaware", "sweep", "{dir}/bad.toml", "--out", "{dir}/o"], "fastsim costaware: error: "
      "bad.toml: axes.lam=true is invalid; allowed: a non-empty list of values, as lam = "
      "[true] (or lam = true under [base]: every cell's)"),
+    # a value outside the choices said "is not allowed" (a config's field) or "invalid
+    # choice: 'x' (choose from 'a', 'b')" (argparse's choices)
+    (["costaware", "ratios", "--kind", "x"], "fastsim costaware: error: --kind=x is invalid; "
+     "allowed: least_squares, logistic"),
+    (["sweep", "{dir}/bad.toml", "--out", "{dir}/o", "--backend", "x"], "fastsim sweep: error: "
+     "--backend=x is invalid; allowed: local, dask (see fastsim sweep --help)"),
+    (["traces", "toy"], "fastsim traces: error: kind 'toy' is invalid; allowed: toy-rlhf, "
+     "compare-sim, fit-curves (see fastsim traces --help)"),
 ])
 def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
     """Every refusal a user meets is one line: the option or field as typed, "is invalid",
     then what is allowed, as fastsim run's are; nothing is written."""
     (tmp_path / "bad.toml").write_text('experiment = "sgd"\n[axes]\nlam = true\n')
-    assert main([a.format(dir=tmp_path) for a in argv]) == 2
+    try:
+        code = main([a.format(dir=tmp_path) for a in argv])
+    except SystemExit as exc:  # argparse's refusals exit from the parser
+        code = exc.code
+    assert code == 2
     assert capsys.readouterr().err.splitlines() == [line]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

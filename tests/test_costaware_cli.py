@@ -90,8 +90,8 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     ("sgd", 'eps = "0.1"', 'eps="0.1" is invalid; allowed: a number'),
     ("sgd", "cost_corr = false", "cost_corr=false is invalid; allowed: a number"),
     # a list or table where a name goes: 'unhashable type' tracebacks
-    ("sgd", "kind = [1]", "kind=[1] is not allowed; allowed: least_squares, logistic"),
-    ("sgd", "cost_dist = {a = 1}", "cost_dist={a = 1} is not allowed"),
+    ("sgd", "kind = [1]", "kind=[1] is invalid; allowed: least_squares, logistic"),
+    ("sgd", "cost_dist = {a = 1}", "cost_dist={a = 1} is invalid"),
     ("grpo", 'arms = ["uniform", ["x"]]', "starting with 'uniform'")])
 def test_a_costaware_number_given_as_text_or_a_bool_is_refused(tmp_path, capsys, experiment,
                                                                line, said):

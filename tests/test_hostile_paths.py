@@ -418,7 +418,7 @@ def test_a_switch_variable_other_than_0_or_1_is_one_line(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("argv,needle", [
     (["run", "--clusters", "1e3"], "--clusters='1e3' is invalid; allowed: an integer written"),
     (["sweep", "k_sweep", "--out", "o", "--chunk", "2.5"], "--chunk='2.5' is invalid"),
-    (["runn"], "invalid choice: 'runn'"),
+    (["runn"], "command 'runn' is invalid (did you mean run?); allowed: run, sweep"),
 ])
 def test_usage_errors_are_one_line(capsys, argv, needle):
     one_line(capsys, argv, needle)

@@ -25,7 +25,7 @@ EXACT_MAX_N = 22
 def _choice(name, value, allowed):
     # a name, not a list or table from a sweep file (``in`` hashes it: a TypeError)
     if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+        raise ConfigError(f"{name}={value!r} is invalid; allowed: {', '.join(allowed)}")
 
 
 def _positive_int(name, value, lo=1, hi=2**63 - 1):

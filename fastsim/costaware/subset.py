@@ -123,7 +123,7 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
                               f"n <= {EXACT_MAX_N}; use method='greedy'")
         nb.subset_exact_nb(G, c, gamma, keep)
     else:
-        raise ConfigError(f"method={method!r} is not allowed; allowed: greedy, exact")
+        raise ConfigError(f"method={method!r} is invalid; allowed: greedy, exact")
     return SubsetSelection(method, gamma, keep, float(G[~keep].sum() / c.size),
                            float(value[keep].sum()), w_all, critical)
 

@@ -815,7 +815,7 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     bad = ~np.isfinite(step) | (step < 0) | (step != np.floor(step))
     if bad.any():
         i = int(np.argmax(bad))
-        raise ConfigError(f"{path}:{df['line'][i]}: field 'step': {df['step'][i]!r} is not allowed; "
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'step': {df['step'][i]!r} is invalid; "
                           "allowed: a non-negative integer (every evaluation needs its step)")
     big = step >= MAX_STEP
     if big.any():
