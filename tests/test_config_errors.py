@@ -658,7 +658,8 @@ def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_
      "integer from 2 to 1000000"),
     # a list's item said as a float (--gammas=1.5), a list as the config's field and tuple
     # (ToyRLHFConfig.kl_coefs = (-1.0,): ...)
-    (["costaware", "subset", "--gammas", "0.1,1.50"], "--gammas=0.1,1.50 must be a fraction"),
+    (["costaware", "subset", "--gammas", "0.1,1.50"], "--gammas=0.1,1.50 is invalid; allowed: a "
+     "fraction"),
     (["traces", "toy-rlhf", "--kl-coefs", "0,-1", "--out", "t"],
      "--kl-coefs=0,-1: non-empty, each a finite number >= 0"),
     (["traces", "toy-rlhf", "--steps", "0", "--out", "t"], "--steps=0: must be an integer >= 1"),
@@ -789,6 +790,11 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
      "--backend=x is invalid; allowed: local, dask (see fastsim sweep --help)"),
     (["traces", "toy"], "fastsim traces: error: kind 'toy' is invalid; allowed: toy-rlhf, "
      "compare-sim, fit-curves (see fastsim traces --help)"),
+    # said "--gammas=0.1,1.50 must be a fraction of mean(G) ...: at most 0.999999999"
+    (["costaware", "subset", "--gammas", "0.1,1.50"], "fastsim costaware: error: --gammas=0.1,1.50 "
+     "is invalid; allowed: a fraction of mean(G) from 0 to 0.999999999 (1 allows dropping every "
+     "sample, leaving none to run SGD on, and so does one within 1e-9 of 1, by the budget's "
+     "slack)"),
 ])
 def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
     """Every refusal a user meets is one line: the option or field as typed, "is invalid",

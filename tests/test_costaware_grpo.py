@@ -82,19 +82,22 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: cost_aware_batch([[1, 1], [0, 0]], [[1, 2], [3, 4]], 4), "all advantages are zero"),
     (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 2, lam=1.2), "lam=1.2"),
     (lambda: cost_aware_batch([[1, 0]], [[1, -2]], 2), r"lengths\[1\]=-2.0"),
-    (lambda: cost_aware_batch([[1, 0]], [[1, 2, 3]], 2), "lengths has 3 entries"),
+    (lambda: cost_aware_batch([[1, 0]], [[1, 2, 3]], 2), r"lengths is invalid \(3 "
+     r"entries, 2 responses\); allowed: one per response"),
     (lambda: cost_aware_batch([[1, 0]], [[1, 2]], 0), "batch_size=0"),
     (lambda: cost_aware_batch([1, 0], [1, 2], 2), "2-D array"),
     (lambda: cost_aware_probs([1.0, -1.0], [1, 1], floor=-1), "floor=-1"),
     (lambda: GRPOConfig(lam=-0.5), "lam=-0.5"),
     # numpy's cast of text was a ValueError traceback, 'could not convert string to float'
-    (lambda: cost_aware_probs(["a", 1.0], [1, 1]), "advantages must be numbers"),
-    (lambda: cost_aware_probs([1.0, -1.0], ["x", 1]), "lengths must be numbers"),
-    (lambda: group_advantages([["x", "y"]]), "rewards must be numbers"),
-    (lambda: cost_aware_draw([1.0, None], [1, 1], 2), "advantages must be numbers"),
+    (lambda: cost_aware_probs(["a", 1.0], [1, 1]), "advantages is invalid"),
+    (lambda: cost_aware_probs([1.0, -1.0], ["x", 1]), "lengths is invalid"),
+    (lambda: group_advantages([["x", "y"]]), "rewards is invalid"),
+    (lambda: cost_aware_draw([1.0, None], [1, 1], 2), "advantages is invalid"),
     # a length or advantage of True was read as 1 (pass/fail rewards stay allowed)
-    (lambda: cost_aware_probs([True, False], [1, 1]), "advantages must be numbers, got True"),
-    (lambda: cost_aware_probs([1.0, -1.0], [True, 1]), "lengths must be numbers, got True"),
+    (lambda: cost_aware_probs([True, False], [1, 1]), r"advantages is invalid \(True "
+     r"or False among them\); allowed: numbers"),
+    (lambda: cost_aware_probs([1.0, -1.0], [True, 1]), r"lengths is invalid \(True or "
+     r"False among them\); allowed: numbers"),
     (lambda: GRPOConfig(group=1), "group=1"),
     # sizes that would allocate tens of GB (or fail inside the kernel) are refused up front
     (lambda: GRPOConfig(n_train=10**12),

@@ -102,22 +102,24 @@ def test_draws_follow_p_and_skip_zero_mass():
     (lambda: sampling_distribution([1.0, 1.0], [1.0, 0.0]), "costs[1]"),
     (lambda: sampling_distribution([1.0, -1.0], [1.0, 1.0]), "gradient_bounds[1]"),
     (lambda: sampling_distribution([0.0, 0.0], [1.0, 1.0]), "all zero"),
-    (lambda: sampling_distribution([1.0], [1.0, 1.0]), "must match"),
+    (lambda: sampling_distribution([1.0], [1.0, 1.0]), "allowed: one per cost"),
     (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], lam=1.5), "lam=1.5"),
     (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], lam=-0.1), "lam=-0.1"),
     (lambda: sampling_distribution([1.0, 1.0], [1.0, 1.0], "best"), "strategy='best'"),
     (lambda: ProblemConfig(cost_corr=2.0), "cost_corr=2.0"),
     (lambda: ProblemConfig(kind="svm"), "kind='svm'"),
-    (lambda: sampling_distribution(["a", 1.0], [1.0, 1.0]), "gradient_bounds must be numbers"),
-    (lambda: sampling_distribution([1.0, 1.0], [None, 1.0]), "costs must be numbers"),
-    (lambda: sampling_distribution([1.0, 1j], [1.0, 1.0]), "gradient_bounds must be numbers"),
-    (lambda: second_moment([1.0, 1.0], ["0.5", "0.5"]), "p must be numbers"),
+    (lambda: sampling_distribution(["a", 1.0], [1.0, 1.0]), "gradient_bounds is invalid"),
+    (lambda: sampling_distribution([1.0, 1.0], [None, 1.0]), "costs is invalid"),
+    (lambda: sampling_distribution([1.0, 1j], [1.0, 1.0]), "gradient_bounds is invalid"),
+    (lambda: second_moment([1.0, 1.0], ["0.5", "0.5"]), "p is invalid"),
     # bools were read as 1 and 0 without a word
-    (lambda: sampling_distribution([True, False], [1.0, 1.0]), "gradient_bounds must be "
-     "numbers, got True or False"),
-    (lambda: sampling_distribution([1.0, 1.0], [True, 2.0]), "costs must be numbers, got True"),
+    (lambda: sampling_distribution([True, False], [1.0, 1.0]), r"gradient_bounds is invalid "
+     r"\(True or False among them\); allowed: numbers"),
+    (lambda: sampling_distribution([1.0, 1.0], [True, 2.0]), r"costs is invalid \(True or "
+     r"False among them\); allowed: numbers"),
     (lambda: sampling_distribution(np.array([True, True]), [1.0, 1.0]), "gradient_bounds"),
-    (lambda: second_moment([1.0, 1.0], [False, True]), "p must be numbers, got True"),
+    (lambda: second_moment([1.0, 1.0], [False, True]), r"p is invalid \(True or False "
+     r"among them\); allowed: numbers"),
 ])
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
@@ -188,8 +190,9 @@ def test_probabilities_sum_to_one_as_a_workload_mix_does():
     from fastsim.config import WorkloadConfig
 
     off = [0.5, 0.5 - 5e-6]
-    with pytest.raises(ConfigError, match=r"^p must be finite and >= 0, summing to 1 within "
-                                          r"1e-09 \(4\.8e-07 for float32 values\); its sum is"):
+    with pytest.raises(ConfigError, match=r"^p is invalid \(its sum is .*\); allowed: probabilities "
+                       r"finite and >= 0, summing to 1 within 1e-09 \(4\.8e-07 for float32 "
+                       r"values\)$"):
         second_moment([1.0, 1.0], off)
     with pytest.raises(ConfigError, match=r"^mix=.* summing to 1 within 1e-09"):
         WorkloadConfig(mix=(0.5, 0.0, 0.5 - 5e-6))

@@ -274,12 +274,12 @@ def test_numpy_integers_are_checked_as_the_numbers_they_are():
 
 
 @pytest.mark.parametrize("dist, said", [
-    ({"mine": [0.5, 0.5]}, r"distributions\['mine'\] has shape \(2,\); expected \(32,\)"),
-    ({"mine": -np.ones(32) / 32}, r"distributions\['mine'\] must be finite and >= 0, summing "
-     r"to 1"),
-    ({"mine": np.full(32, np.nan)}, r"distributions\['mine'\] must be finite"),
-    ({"mine": np.ones(32)}, r"distributions\['mine'\] must be .* summing to 1 .*; its sum "
-     r"is 32"),
+    ({"mine": [0.5, 0.5]}, r"distributions\['mine'\] has shape \(2,\); allowed: \(32,\)"),
+    ({"mine": -np.ones(32) / 32}, r"distributions\['mine'\] is invalid \(its sum is .*\); "
+     r"allowed: probabilities finite and >= 0, summing to 1"),
+    ({"mine": np.full(32, np.nan)}, r"distributions\['mine'\] is invalid .*; allowed: "
+     r"probabilities finite"),
+    ({"mine": np.ones(32)}, r"distributions\['mine'\] is invalid \(its sum is 32"),
     ({"uniform": np.ones(32) / 32}, r"distributions label 'uniform' is invalid"),
     ([np.ones(32) / 32], r"distributions=list is invalid"),
 ])

@@ -590,15 +590,16 @@ def test_stop_monitor_arguments():
      "check-instances x 2^check-n at most 4,294,967,296"),
     (["subset", "--gammas", "inf"], "--gammas='inf': 'inf' is invalid; allowed: bias budgets"),
     # 1 drops every sample: SGD on none was refused after the check, as a bool mask
-    (["subset", "--gammas", "0.1,1"], "--gammas=0.1,1 must be a fraction of mean(G) from 0 to "
-                                      "below 1 (1 allows dropping every sample, leaving none"),
+    (["subset", "--gammas", "0.1,1"], "--gammas=0.1,1 is invalid; allowed: a fraction of mean(G) "
+                                      "from 0 to 0.999999999 (1 allows dropping every sample, "
+                                      "leaving none"),
     # 1e308 * mean(G) overflowed to an infinite budget after the check line was printed
-    (["subset", "--gammas", "0.1,1e308"], "--gammas=0.1,1e308 must be a fraction of mean(G) "
-                                           "from 0 to below 1 (1 allows dropping every"),
+    (["subset", "--gammas", "0.1,1e308"], "--gammas=0.1,1e308 is invalid; allowed: a fraction "
+                                           "of mean(G) from 0 to 0.999999999 (1 allows"),
     # below 1, yet within the budget's 1e-12 slack of it: it dropped every sample too, and
-    # was refused after the check line, as "keep must be a bool mask", naming no option
-    (["subset", "--gammas", "0.999999999999"], "--gammas=0.999999999999 must be a fraction "
-                                               "of mean(G) from 0 to below 1"),
+    # was refused after the check line, as a bad bool mask, naming no option
+    (["subset", "--gammas", "0.999999999999"], "--gammas=0.999999999999 is invalid; allowed: "
+                                               "a fraction of mean(G) from 0 to 0.999999999"),
 ])
 def test_costaware_numbers_are_checked_before_work(capsys, argv, needle):
     assert one_line(capsys, ["costaware", *argv], needle) == ""  # nothing printed before
@@ -609,7 +610,8 @@ def test_costaware_sweep_gamma_fracs_are_checked_when_the_file_is_read(tmp_path)
 
     p = tmp_path / "s.toml"
     p.write_text('experiment = "subset"\ngamma_fracs = [0.01, 2.0]\n[axes]\nn = [200]\n')
-    with pytest.raises(ConfigError, match=r"^s.toml: gamma_fracs=2.0 must be a fraction"):
+    with pytest.raises(ConfigError, match=r"^s.toml: gamma_fracs=2.0 is invalid; "
+                                        r"allowed: a fraction"):
         load_costaware_sweep(p)
 
 

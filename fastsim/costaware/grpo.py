@@ -61,21 +61,23 @@ class GRPOBatch:
 def _rewards(rewards) -> np.ndarray:
     r = real_array(rewards, "rewards", bools=True)  # pass/fail rewards
     if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 2:
-        raise ConfigError(f"rewards must be a 2-D array (prompts, group) with a group of at "
-                          f"least 2 responses, got shape {r.shape}")
+        raise ConfigError(f"rewards is invalid (shape {r.shape}); allowed: a 2-D array "
+                          "(prompts, group) with a group of at least 2 responses")
     if not np.isfinite(r).all():
-        raise ConfigError("rewards contain NaN or inf")
+        raise ConfigError("rewards contain NaN or inf; allowed: finite rewards")
     return r
 
 
 def _lengths(lengths, n: int) -> np.ndarray:
     x = real_array(lengths, "lengths").reshape(-1)
     if x.size != n:
-        raise ConfigError(f"lengths has {x.size} entries but there are {n} responses")
+        raise ConfigError(f"lengths is invalid ({x.size} entries, {n} responses); allowed: "
+                          "one per response")
     bad = ~np.isfinite(x) | (x <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"lengths[{i}]={float(x[i])!r}: token counts must be finite and > 0")
+        raise ConfigError(f"lengths[{i}]={float(x[i])!r} is invalid; allowed: a finite token "
+                          "count above 0")
     return x
 
 

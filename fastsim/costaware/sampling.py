@@ -64,14 +64,14 @@ def check_lam(lam, field: str = "lam") -> float:
     return x
 
 
-def check_nonnegative(value, field: str, requirement: str = "finite and >= 0") -> float:
-    """``value`` as a finite float >= 0, else ``ConfigError`` saying it ``must be
-    {requirement}``."""
-    if not is_real(value):  # a bool or text is no number (float() read them)
-        raise ConfigError(f"{field}={value!r} must be a number >= 0")
-    x = float_or_nan(value)  # 10**400: NaN, refused below (float() raised OverflowError)
+def check_nonnegative(value, field: str, allowed: str = "a finite number >= 0") -> float:
+    """``value`` as a finite float >= 0, else ``ConfigError``: ``field=value is invalid;
+    allowed: {allowed}``."""
+    # a bool or text is no number (float() read them); 10**400 is NaN here (float() raised
+    # OverflowError), refused too
+    x = float_or_nan(value) if is_real(value) else math.nan
     if not np.isfinite(x) or x < 0.0:
-        raise ConfigError(f"{field}={value!r} must be {requirement}")
+        raise ConfigError(f"{field}={value!r} is invalid; allowed: {allowed}")
     return x
 
 
@@ -103,10 +103,11 @@ def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     (a 0/1 reward is one; a gradient bound or cost of True was read as 1 without a word)."""
     x = np.asarray(values)
     if x.dtype.kind not in "biuf":
-        raise ConfigError(f"{field} must be numbers, got {x.dtype} values")
-    if not bools and (x.dtype.kind == "b" or _holds_bool(values)):
-        raise ConfigError(f"{field} must be numbers, got True or False; allowed: ints or "
+        raise ConfigError(f"{field} is invalid ({x.dtype} values); allowed: numbers, ints or "
                           "floats")
+    if not bools and (x.dtype.kind == "b" or _holds_bool(values)):
+        raise ConfigError(f"{field} is invalid (True or False among them); allowed: numbers, "
+                          "ints or floats")
     return np.ascontiguousarray(x, dtype=np.float64)
 
 
@@ -122,12 +123,13 @@ def check_costs(c, field: str = "costs") -> np.ndarray:
     """1-D float64 array of finite, strictly positive costs, else ``ConfigError``."""
     x = real_array(c, field)
     if x.ndim != 1 or x.size == 0:
-        raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
+        raise ConfigError(f"{field} is invalid (shape {x.shape}); allowed: a non-empty 1-D "
+                          "array")
     bad = ~np.isfinite(x) | (x <= 0.0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"{field}[{i}]={float(x[i])!r}: every cost must be finite and > 0 "
-                          "(a sample that costs nothing makes J(p) meaningless)")
+        raise ConfigError(f"{field}[{i}]={float(x[i])!r} is invalid; allowed: a finite cost "
+                          "above 0 (a sample that costs nothing makes J(p) meaningless)")
     return x
 
 
@@ -135,15 +137,19 @@ def check_gradient_bounds(G, n: int | None = None, field: str = "gradient_bounds
     """1-D float64 array of finite, non-negative bounds, not all zero, else ``ConfigError``."""
     x = real_array(G, field)
     if x.ndim != 1 or x.size == 0:
-        raise ConfigError(f"{field} must be a non-empty 1-D array, got shape {x.shape}")
+        raise ConfigError(f"{field} is invalid (shape {x.shape}); allowed: a non-empty 1-D "
+                          "array")
     if n is not None and x.size != n:
-        raise ConfigError(f"{field} has {x.size} entries but costs have {n}; they must match")
+        raise ConfigError(f"{field} is invalid ({x.size} entries, costs have {n}); allowed: "
+                          "one per cost")
     bad = ~np.isfinite(x) | (x < 0.0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"{field}[{i}]={float(x[i])!r}: gradient-norm bounds must be finite and >= 0")
+        raise ConfigError(f"{field}[{i}]={float(x[i])!r} is invalid; allowed: a finite "
+                          "gradient-norm bound >= 0")
     if not (x > 0.0).any():
-        raise ConfigError(f"{field} are all zero: every gradient vanishes, nothing to sample")
+        raise ConfigError(f"{field} are all zero: every gradient vanishes, nothing to sample; "
+                          "allowed: at least one above 0")
     return x
 
 
@@ -182,10 +188,10 @@ def sampling_distribution(G, c, strategy="optimal", lam: float = 0.0) -> np.ndar
 def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
     x = real_array(p, field)
     if x.shape != (n,):
-        raise ConfigError(f"{field} has shape {x.shape}; expected ({n},)")
+        raise ConfigError(f"{field} has shape {x.shape}; allowed: ({n},)")
     if not np.isfinite(x).all() or (x < 0).any() or not sums_to_one(x):
-        raise ConfigError(f"{field} must be finite and >= 0, {SUMS_TO_ONE}; its sum is "
-                          f"{math.fsum(x)!r}")
+        raise ConfigError(f"{field} is invalid (its sum is {math.fsum(x)!r}); allowed: "
+                          f"probabilities finite and >= 0, {SUMS_TO_ONE}")
     return x
 
 

@@ -65,18 +65,18 @@ def check_gamma(gamma, field: str = "gamma") -> float:
 #: ``mean(G) * n`` against the greedy's running sum of ``G`` (at most n ulps, 1e-10 at a
 #: million samples): 0.999999999999 dropped every sample as 1 does.
 MAX_GAMMA_FRAC = 1.0 - 1e-9
+GAMMA_FRAC_ALLOWED = (f"a fraction of mean(G) from 0 to {MAX_GAMMA_FRAC!r} (1 allows dropping "
+                      "every sample, leaving none to run SGD on, and so does one within 1e-9 "
+                      "of 1, by the budget's slack)")
 
 
 def check_gamma_frac(frac, field: str = "gamma_frac") -> float:
     """A bias budget as a fraction of ``mean(G)``: below 1, which allows dropping every
     sample and leaves none to run SGD on (a larger one overflowed to an infinite budget),
     and at most ``MAX_GAMMA_FRAC``."""
-    x = check_nonnegative(frac, field, "a fraction of mean(G) from 0 to below 1")
+    x = check_nonnegative(frac, field, GAMMA_FRAC_ALLOWED)
     if x > MAX_GAMMA_FRAC:
-        raise ConfigError(f"{field}={frac!r} must be a fraction of mean(G) from 0 to below 1 "
-                          f"(1 allows dropping every sample, leaving none to run SGD on, and "
-                          f"so does one within 1e-9 of 1, by the budget's slack): at most "
-                          f"{MAX_GAMMA_FRAC!r}")
+        raise ConfigError(f"{field}={frac!r} is invalid; allowed: {GAMMA_FRAC_ALLOWED}")
     return x
 
 
@@ -119,8 +119,9 @@ def select_subset(G, c, gamma: float, method: str = "greedy") -> SubsetSelection
             critical = float(G[k] * np.sqrt(c[k]))
     elif method == "exact":
         if c.size > EXACT_MAX_N:
-            raise ConfigError(f"method='exact' with n={c.size}: enumeration is limited to "
-                              f"n <= {EXACT_MAX_N}; use method='greedy'")
+            raise ConfigError(f"method='exact' is invalid with n={c.size} samples; allowed: "
+                              f"at most {EXACT_MAX_N} samples (it enumerates the 2^n subsets), "
+                              "or method='greedy'")
         nb.subset_exact_nb(G, c, gamma, keep)
     else:
         raise ConfigError(f"method={method!r} is invalid; allowed: greedy, exact")
@@ -144,11 +145,12 @@ def subset_distribution(G, c, keep, lam: float = 0.0) -> np.ndarray:
     keep = np.asarray(keep)
     # a cast read any text as True ("False" kept a sample) and indices [0, 2] as a mask
     if keep.dtype != np.bool_:
-        raise ConfigError(f"keep must be a bool mask (True keeps a sample), got {keep.dtype} "
-                          "values")
+        raise ConfigError(f"keep is invalid ({keep.dtype} values); allowed: a bool mask "
+                          "(True keeps a sample)")
     if keep.shape != c.shape or not keep.any():
-        raise ConfigError("keep must be a bool mask of the samples' shape with at least one "
-                          "kept sample")
+        raise ConfigError(f"keep is invalid (shape {keep.shape}, {int(keep.sum())} kept); "
+                          f"allowed: a bool mask of the samples' shape {c.shape} with at least "
+                          "one kept sample")
     with np.errstate(over="ignore"):  # an overflow is caught below, not warned of
         score = np.where(keep, G / np.sqrt(c), 0.0)
         total = score.sum()
