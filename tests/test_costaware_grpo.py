@@ -131,9 +131,9 @@ def test_huge_and_tiny_advantages_still_normalise():
 
 @pytest.mark.parametrize("kw, message", [
     # 2^64 was a numba TypingError, 2^63 an OverflowError, from inside the draw
-    (dict(seed=2**64), r"seed=18446744073709551616 must be an integer from 0 to 2\^63-1"),
-    (dict(step=2**63), r"step=9223372036854775808 must be an integer from 0 to 2\^63-1"),
-    (dict(seed=-1), r"seed=-1 must be an integer from 0 to 2\^63-1"),
+    (dict(seed=2**64), r"seed=18446744073709551616 is invalid; allowed: an integer from 0 to 2\^63-1"),
+    (dict(step=2**63), r"step=9223372036854775808 is invalid; allowed: an integer from 0 to 2\^63-1"),
+    (dict(seed=-1), r"seed=-1 is invalid; allowed: an integer from 0 to 2\^63-1"),
 ])
 def test_rng_coordinates_are_bounded(kw, message):
     with pytest.raises(ConfigError, match=message):
@@ -235,7 +235,7 @@ def test_data_parallel_processes_draw_independently():
                           p0.indices)
     p1 = cost_aware_draw(adv, cost, 32, lam=1.0, seed=3, step=5, process=1)
     assert not np.array_equal(p0.indices, p1.indices)
-    with pytest.raises(ConfigError, match="process=-1 must be an integer from 0"):
+    with pytest.raises(ConfigError, match="process=-1 is invalid; allowed: an integer from 0"):
         cost_aware_draw(adv, cost, 32, process=-1)
 
 
@@ -243,8 +243,9 @@ def test_data_parallel_processes_draw_independently():
     # 10^12 draws of 4 responses: a MemoryError (7.3 TiB of indices), 10^8 took ~9 s and
     # 1.5 GB before the weights' array ran out of memory
     (lambda: cost_aware_draw([1.0, -1.0, 0.5, 0.0], [10, 40, 20, 30], 10**12),
-     r"batch_size=1000000000000 must be an integer from 1 to 4 \(the number of responses\)"),
-    (lambda: cost_aware_batch([[1, 0], [0, 1]], [[1, 2], [3, 4]], 5), "batch_size=5 must be"),
+     r"batch_size=1000000000000 is invalid; allowed: an integer from 1 to 4 \(the number of "
+     r"responses\)"),
+    (lambda: cost_aware_batch([[1, 0], [0, 1]], [[1, 2], [3, 4]], 5), "batch_size=5 is invalid"),
     # the toy experiment's kernel allocated and drew `batch` per step in every seed
     (lambda: GRPOConfig(batch=10**12), r"batch=1000000000000 is invalid; allowed: an integer "
                                        r"from 1 to prompts\*group = 128"),

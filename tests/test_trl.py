@@ -136,13 +136,14 @@ def test_per_sample_gradient_norms_match_trl_loss_one_rollout_at_a_time(tmp_path
 
 @pytest.mark.parametrize("kwargs, message", [
     # accepted before, then read as a number (True as 1) or failed mid-training
-    (dict(token_budget=True), "token_budget=True must be a number"),
-    (dict(token_budget="200"), "token_budget='200' must be a number"),
-    (dict(budget=4, lam=True), "lam=True must be a number"),
-    (dict(budget=4, lam="0.5"), "lam='0.5' must be a number"),
-    (dict(budget=4, floor=True), "floor=True must be a number"),
+    (dict(token_budget=True), "token_budget=True is invalid; allowed: a number"),
+    (dict(token_budget="200"), "token_budget='200' is invalid; allowed: a number"),
+    (dict(budget=4, lam=True), "lam=True is invalid; allowed: a number"),
+    (dict(budget=4, lam="0.5"), "lam='0.5' is invalid; allowed: a number"),
+    (dict(budget=4, floor=True), "floor=True is invalid; allowed: a number"),
     # beyond the RNG's 64-bit seed: OverflowError at the first generation batch
-    (dict(budget=4, seed=2**63), "seed=9223372036854775808 must be an integer from 0 to 2"),
+    (dict(budget=4, seed=2**63), "seed=9223372036854775808 is invalid; allowed: an integer "
+     "from 0 to 2"),
 ])
 def test_costaware_settings_of_the_wrong_type_are_refused_at_construction(kwargs, message):
     _, ca, _ = _modules()
@@ -239,7 +240,7 @@ def test_a_budget_above_the_rollouts_is_refused_before_trl_loads_anything(tmp_pa
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=16,
                       num_generations=4, use_cpu=True, report_to=[])
     for budget in (10**12, 17):
-        with pytest.raises(ConfigError, match=f"budget={budget} must be from 1 to "
+        with pytest.raises(ConfigError, match=f"budget={budget} is invalid; allowed: from 1 to "
                            r"per_device_train_batch_size x steps_per_generation = 16"):
             ca.CostAwareGRPOTrainer("unused-model", lambda **kw: [], args=args,
                                     costaware=ca.CostAware(budget=budget))

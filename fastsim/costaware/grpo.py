@@ -142,14 +142,15 @@ def _draw_args(batch_size, seed, step, n: int):
     # allocated its index and weight arrays (8 bytes a draw each) before failing
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
             or not 1 <= batch_size <= n:
-        raise ConfigError(f"batch_size={batch_size!r} must be an integer from 1 to {n} (the "
-                          "number of responses)")
+        raise ConfigError(f"batch_size={batch_size!r} is invalid; allowed: an integer from 1 "
+                          f"to {n} (the number of responses)")
     for name, value in (("seed", seed), ("step", step)):
         # RNG coordinates are int64 in the kernel: 2^63 was an OverflowError, 2^64 a
         # numba TypingError
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                 or not 0 <= value <= 2**63 - 1:
-            raise ConfigError(f"{name}={value!r} must be an integer from 0 to 2^63-1")
+            raise ConfigError(f"{name}={value!r} is invalid; allowed: an integer from 0 to "
+                              "2^63-1")
 
 
 @known_keywords("fastsim.costaware.cost_aware_draw()")
@@ -174,7 +175,8 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     _draw_args(batch_size, seed, step, adv.size)
     if isinstance(process, bool) or not isinstance(process, (int, np.integer)) \
             or not 0 <= process < 2**31:
-        raise ConfigError(f"process={process!r} must be an integer from 0 to 2^31-1")
+        raise ConfigError(f"process={process!r} is invalid; allowed: an integer from 0 to "
+                          "2^31-1")
     c = _lengths(costs, adv.size)
     p = cost_aware_probs(adv, c, lam, floor)
     idx = np.empty(int(batch_size), np.int64)

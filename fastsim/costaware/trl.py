@@ -85,29 +85,32 @@ class CostAware:
 
     def __post_init__(self):
         if (self.budget is None) == (self.token_budget is None):
-            raise ConfigError("CostAware: give exactly one of budget (rollouts per update) and "
-                              f"token_budget (tokens per update), got budget={self.budget!r}, "
-                              f"token_budget={self.token_budget!r}")
+            raise ConfigError(f"CostAware: budget={self.budget!r} and token_budget="
+                              f"{self.token_budget!r} are invalid; allowed: exactly one of "
+                              "budget (rollouts per update) and token_budget (tokens per "
+                              "update)")
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(
                 self.budget, (int, np.integer)) or self.budget < 1):
-            raise ConfigError(f"budget={self.budget!r} must be an integer >= 1")
+            raise ConfigError(f"budget={self.budget!r} is invalid; allowed: an integer >= 1")
         # numbers only: a bool or a string would pass float() here and be read as a number
         # (True as 1) or fail at the first generation batch, after the model has loaded
         for name in ("token_budget", "lam", "floor"):
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_, str, bytes)):
-                raise ConfigError(f"{name}={value!r} must be a number, not a "
+                raise ConfigError(f"{name}={value!r} is invalid; allowed: a number, not a "
                                   f"{type(value).__name__}")
         if self.token_budget is not None:
-            check_nonnegative(self.token_budget, "token_budget", "a finite number > 0")
+            check_nonnegative(self.token_budget, "token_budget", "a finite number above 0")
             if float(self.token_budget) <= 0:
-                raise ConfigError(f"token_budget={self.token_budget!r} must be > 0")
+                raise ConfigError(f"token_budget={self.token_budget!r} is invalid; allowed: a "
+                                  "finite number above 0")
         check_lam(self.lam)
         check_nonnegative(self.floor, "floor")
         # the draws' counter-based RNG takes a signed 64-bit seed
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
                 or not 0 <= self.seed <= 2**63 - 1:
-            raise ConfigError(f"seed={self.seed!r} must be an integer from 0 to 2^63-1")
+            raise ConfigError(f"seed={self.seed!r} is invalid; allowed: an integer from 0 to "
+                              "2^63-1")
 
 
 def rollout_costs(batch: dict) -> torch.Tensor:
@@ -152,23 +155,24 @@ def effective_sample_size(weights) -> float:
 def _check_args(costaware, args) -> None:
     """Refuse, before TRL loads anything, settings under which the weighting is biased."""
     if not isinstance(costaware, CostAware):
-        raise ConfigError(f"costaware={costaware!r} must be a CostAware or None")
+        raise ConfigError(f"costaware={costaware!r} is invalid; allowed: a CostAware or None")
     if args.loss_type not in SUPPORTED_LOSS_TYPES:
-        raise ConfigError(f"loss_type={args.loss_type!r} is not supported by cost-aware GRPO; "
+        raise ConfigError(f"loss_type={args.loss_type!r} is invalid for cost-aware GRPO; "
                           f"allowed: {SUPPORTED_LOSS_TYPES}")
     entropy_coef = getattr(args, "entropy_coef", 0.0)
     if args.beta != 0.0 or entropy_coef != 0.0:
-        raise ConfigError(f"beta={args.beta!r} and entropy_coef={entropy_coef!r} must be 0: "
-                          "terms without the advantage would not be importance-weighted")
+        raise ConfigError(f"beta={args.beta!r} and entropy_coef={entropy_coef!r} are invalid; "
+                          "allowed: 0 for both (terms without the advantage would not be "
+                          "importance-weighted)")
     if costaware.budget is not None and costaware.budget % args.steps_per_generation:
-        raise ConfigError(f"budget={costaware.budget} must be a multiple of "
+        raise ConfigError(f"budget={costaware.budget} is invalid; allowed: a multiple of "
                           f"steps_per_generation={args.steps_per_generation}")
     # draws are the update's rows: more than the process's rollouts would put more than
     # per_device_train_batch_size rows in each forward pass (a huge budget allocated its
     # draws and indexed every batch tensor with them after the model had loaded)
     n = _rollouts_per_process(args)
     if costaware.budget is not None and costaware.budget > n:
-        raise ConfigError(f"budget={costaware.budget} must be from 1 to "
+        raise ConfigError(f"budget={costaware.budget} is invalid; allowed: from 1 to "
                           f"per_device_train_batch_size x steps_per_generation = {n} "
                           "(the rollouts each process generates per generation batch)")
 
