@@ -657,12 +657,13 @@ def test_a_number_is_read_by_one_rule_in_every_option(argv, needle, capsys, tmp_
     (["costaware", "sgd", "--replications", "01"], "--replications=01 is invalid; allowed: an "
      "integer from 2 to 1000000"),
     # a list's item said as a float (--gammas=1.5), a list as the config's field and tuple
-    # (ToyRLHFConfig.kl_coefs = (-1.0,): ...)
+    # (kl_coefs=(-1.0,) is invalid; ...)
     (["costaware", "subset", "--gammas", "0.1,1.50"], "--gammas=0.1,1.50 is invalid; allowed: a "
      "fraction"),
     (["traces", "toy-rlhf", "--kl-coefs", "0,-1", "--out", "t"],
-     "--kl-coefs=0,-1: non-empty, each a finite number >= 0"),
-    (["traces", "toy-rlhf", "--steps", "0", "--out", "t"], "--steps=0: must be an integer >= 1"),
+     "--kl-coefs=0,-1 is invalid; allowed: a non-empty list of finite numbers >= 0"),
+    (["traces", "toy-rlhf", "--steps", "0", "--out", "t"], "--steps=0 is invalid; allowed: an "
+     "integer from 1 to 1000000"),
 ])
 def test_a_range_refusal_says_the_value_as_typed(argv, needle, capsys, tmp_path, monkeypatch):
     from conftest import one_line
@@ -795,6 +796,9 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
      "is invalid; allowed: a fraction of mean(G) from 0 to 0.999999999 (1 allows dropping every "
      "sample, leaving none to run SGD on, and so does one within 1e-9 of 1, by the budget's "
      "slack)"),
+    # said "--steps=0: must be an integer >= 1"
+    (["traces", "toy-rlhf", "--steps", "0", "--out", "{dir}/t"], "fastsim traces: error: "
+     "--steps=0 is invalid; allowed: an integer from 1 to 1000000"),
 ])
 def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
     """Every refusal a user meets is one line: the option or field as typed, "is invalid",

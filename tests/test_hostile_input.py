@@ -374,17 +374,19 @@ def test_15_cluster_counts_fit_the_64_bit_counters(tmp_path):
 
 @pytest.mark.parametrize("option,value,needle", [
     ("--kl-coefs", "inf", "--kl-coefs='inf'"), ("--kl-coefs", "0.1,nan", "'nan' is invalid"),
-    ("--n-comparisons", "99999999999999", "--n-comparisons=99999999999999: a non-empty list"), ("--seeds", BIG, "--seeds"),
-    ("--seeds", f"1,{BIG}", f"--seeds=1,{BIG}: non-empty"),
-    ("--steps", BIG, f"--steps={BIG}: must be an integer from 1 to"),
-    ("--world-seed", str(2**64), f"--world-seed={2**64}: must be an integer from 0 to 2^64-1"),
+    ("--n-comparisons", "99999999999999", "--n-comparisons=99999999999999 is invalid; allowed: "
+     "a non-empty list"), ("--seeds", BIG, "--seeds"),
+    ("--seeds", f"1,{BIG}", f"--seeds=1,{BIG} is invalid; allowed: a non-empty"),
+    ("--steps", BIG, f"--steps={BIG} is invalid; allowed: an integer from 1 to"),
+    ("--world-seed", str(2**64), f"--world-seed={2**64} is invalid; allowed: an integer from 0 "
+     "to 2^64-1"),
     # a repeated value ran its (job_id, step) rows twice, skewing every later fit
-    ("--seeds", "1,2,1", "--seeds=1,2,1: 1 appears twice"),
-    ("--n-comparisons", "100,100", "--n-comparisons=100,100: 100 appears twice"),
-    ("--kl-coefs", "0.1,0.10", "--kl-coefs=0.1,0.10: 0.1 appears twice"),
+    ("--seeds", "1,2,1", "--seeds=1,2,1 is invalid (1 appears twice)"),
+    ("--n-comparisons", "100,100", "--n-comparisons=100,100 is invalid (100 appears twice)"),
+    ("--kl-coefs", "0.1,0.10", "--kl-coefs=0.1,0.10 is invalid (0.1 appears twice)"),
     ("--kl-coefs", "0.1,0.1000001", "both name their runs kl0.1"),
     # beyond the KL step's stability bound the policy oscillates about the reference
-    ("--kl-coefs", "0.1,20.2", "--kl-coefs=0.1,20.2: 20.2 is beyond"),
+    ("--kl-coefs", "0.1,20.2", "--kl-coefs=0.1,20.2 is invalid: 20.2 is beyond"),
     ("--kl-coefs", "1000", "allowed: numbers from 0 to 20.1 at this lr"),
     # an empty item was dropped: 1,,2 ran as 1,2 and "4," as seed 4 alone
     ("--n-comparisons", "100,,200", "--n-comparisons '100,,200' has an empty item; allowed: "

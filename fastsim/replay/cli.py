@@ -19,9 +19,9 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
-from fastsim.values import (NumberTextError, file_or_dir_path, file_path, integer_option,
-                            kept_as_typed, number_option, number_text, read_number,
-                            read_numbers)
+from fastsim.values import (NumberTextError, as_typed, file_or_dir_path, file_path,
+                            integer_option, kept_as_typed, number_option, number_text,
+                            read_number, read_numbers)
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 
 if TYPE_CHECKING:  # annotations only
@@ -377,13 +377,14 @@ TOY_OPTIONS = {"n_comparisons": ("n_comparisons", "--n-comparisons"),
 
 
 def _toy_option_refusal(msg: str, kw: dict, args) -> str | None:
-    """A config's refusal of a value an option gave, as typed: ``ToyRLHFConfig.kl_coefs =
-    (-1.0,): ...`` -> ``--kl-coefs=-1: ...``; None for any other."""
+    """A config's refusal of a value an option gave, as typed (``as_typed``): ``kl_coefs=
+    (-1.0,) is invalid; ...`` -> ``--kl-coefs=-1 is invalid; ...``; None for any other."""
     for field, (dest, option) in TOY_OPTIONS.items():
         text = getattr(args, dest)
-        head = f"ToyRLHFConfig.{field} = {kw.get(field)!r}: "
-        if text is not None and field in kw and msg.startswith(head):
-            return f"{option}={text}: {msg[len(head):]}"
+        if text is not None and field in kw:
+            said = as_typed(msg, field, kw[field], option, str(text))
+            if said is not None:
+                return said
     return None
 
 

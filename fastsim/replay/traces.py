@@ -87,7 +87,7 @@ def _refuse_repeats(cfg) -> None:
     fit then counts as independent runs: refused, naming the repeated value."""
     if (found := _first_repeat(cfg)) is not None:
         name, same = found
-        raise ConfigError(f"ToyRLHFConfig.{name} = {tuple(getattr(cfg, name))!r}: {same}; "
+        raise ConfigError(f"{name}={tuple(getattr(cfg, name))!r} is invalid ({same}); "
                           "allowed: distinct values")
 
 
@@ -125,8 +125,8 @@ class ToyRLHFConfig:
         plain_fields(self)  # vocab=np.int16(256) ** length=np.int16(4) was 0 responses
         self._check_values()
         if self.n_steps < self.eval_every:  # not in _check_values: a record is read as it is
-            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be at least "
-                              f"eval_every = {self.eval_every} (fewer steps leave one "
+            raise ConfigError(f"n_steps={self.n_steps!r} is invalid; allowed: at least "
+                              f"eval_every={self.eval_every!r} (fewer steps leave one "
                               "evaluation, at step 0: no curve to fit or stop on)")
         _refuse_repeats(self)
         self._check_kl_step()
@@ -149,42 +149,40 @@ class ToyRLHFConfig:
     def _check_values(self) -> None:
         # a bool is no count nor number (True ran as 1), and int() read 1.7 as 1 and "100"
         # as 100 (text that reached the kernels: a traceback, as float text in kl_coefs)
-        ints = {"vocab": 2, "length": 2, "prompt_dim": 1, "n_steps": 1, "batch": 1, "group": 2,
-                "eval_every": 1, "n_eval_prompts": 1, "n_eval_samples": 1, "world_seed": 0}
-        for name, lo in ints.items():
+        # Bounds the run can honour: seeds are int64 in the kernels (the world seed only
+        # feeds numpy, 64 bits), and the comparison pool and the trace table must fit memory.
+        ints = {"vocab": (2, None), "length": (2, None), "prompt_dim": (1, None),
+                "n_steps": (1, MAX_TOY_STEPS), "batch": (1, None), "group": (2, None),
+                "eval_every": (1, None), "n_eval_prompts": (1, None),
+                "n_eval_samples": (1, None), "world_seed": (0, 2**64 - 1)}
+        for name, (lo, hi) in ints.items():
             v = getattr(self, name)
-            if not is_integer(v) or v < lo:
-                raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be an integer >= {lo}")
+            if not is_integer(v) or v < lo or (hi is not None and v > hi):
+                top = f" from {lo} to {'2^64-1' if hi == 2**64 - 1 else hi}" if hi else f" >= {lo}"
+                raise ConfigError(f"{name}={v!r} is invalid; allowed: an integer{top}")
         if self.vocab ** self.length > 20000:
-            raise ConfigError(f"ToyRLHFConfig: vocab**length = {self.vocab ** self.length} "
-                              "responses; at most 20000 are enumerable here")
+            raise ConfigError(f"vocab={self.vocab!r} and length={self.length!r} are invalid "
+                              f"(vocab**length = {self.vocab ** self.length} responses); "
+                              "allowed: at most 20000 responses, which are enumerated")
         for name in ("rep_penalty", "ref_rep_aversion", "l2", "lr", "hacking_margin"):
             v = getattr(self, name)
             if not (is_real(v) and np.isfinite(v) and v >= 0):
-                raise ConfigError(f"ToyRLHFConfig.{name} = {v!r}: must be a finite number >= 0")
-        # Bounds the run can honour: seeds are int64 in the kernels (the world seed only
-        # feeds numpy, 64 bits), and the comparison pool and the trace table must fit memory.
-        if self.world_seed > 2**64 - 1:
-            raise ConfigError(f"ToyRLHFConfig.world_seed = {self.world_seed!r}: must be an "
-                              "integer from 0 to 2^64-1")
-        if self.n_steps > MAX_TOY_STEPS:
-            raise ConfigError(f"ToyRLHFConfig.n_steps = {self.n_steps!r}: must be an integer "
-                              f"from 1 to {MAX_TOY_STEPS}")
+                raise ConfigError(f"{name}={v!r} is invalid; allowed: a finite number >= 0")
         if not self.n_comparisons or any(not (is_integer(n) and 1 <= n <= MAX_COMPARISONS)
                                          for n in self.n_comparisons):
-            raise ConfigError(f"ToyRLHFConfig.n_comparisons = {self.n_comparisons!r}: "
-                              f"a non-empty list of integers from 1 to {MAX_COMPARISONS}")
+            raise ConfigError(f"n_comparisons={self.n_comparisons!r} is invalid; allowed: a "
+                              f"non-empty list of integers from 1 to {MAX_COMPARISONS}")
         if not self.kl_coefs or any(not (is_real(c) and 0 <= c < np.inf) for c in self.kl_coefs):
-            raise ConfigError(f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: non-empty, each a "
-                              "finite number >= 0")
+            raise ConfigError(f"kl_coefs={self.kl_coefs!r} is invalid; allowed: a non-empty list "
+                              "of finite numbers >= 0")
         if not self.seeds or any(not (is_integer(s) and 0 <= s <= 2**63 - 1) for s in self.seeds):
-            raise ConfigError(f"ToyRLHFConfig.seeds = {self.seeds!r}: non-empty, each an "
-                              "integer from 0 to 2^63-1")
+            raise ConfigError(f"seeds={self.seeds!r} is invalid; allowed: a non-empty list of "
+                              "integers from 0 to 2^63-1")
         rows = self.n_runs * (self.n_steps // self.eval_every + 1)
         if rows > MAX_TRACE_ROWS:
-            raise ConfigError(f"ToyRLHFConfig: {self.n_runs} runs x "
-                              f"{self.n_steps // self.eval_every + 1} evaluations = {rows} rows; "
-                              f"at most {MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
+            raise ConfigError(f"{self.n_runs} runs x {self.n_steps // self.eval_every + 1} "
+                              f"evaluations = {rows} trace rows are too many; allowed: at most "
+                              f"{MAX_TRACE_ROWS} (fewer seeds, sizes or steps)")
 
     def _check_kl_step(self) -> None:
         """The KL penalty is an explicit gradient step: a coefficient past ``max_kl_coef``
@@ -195,7 +193,7 @@ class ToyRLHFConfig:
         bad = [c for c in self.kl_coefs if c > top]
         if bad:
             raise ConfigError(
-                f"ToyRLHFConfig.kl_coefs = {self.kl_coefs!r}: {bad[0]!r} is beyond the KL "
+                f"kl_coefs={self.kl_coefs!r} is invalid: {bad[0]!r} is beyond the KL "
                 f"penalty step's stability bound at lr {self.lr:g} (lr x kl_coef x "
                 f"{kl_curvature(self):.3g} x {prompt_moment(self):.3g} < 2, docs/real-traces.md); "
                 f"allowed: numbers from 0 to {top:g} at this lr")
