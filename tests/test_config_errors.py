@@ -686,8 +686,14 @@ def test_a_range_refusal_says_the_value_as_typed(argv, needle, capsys, tmp_path,
      "with --kind=least_squares and --n=4 < --d=8 (A'A is singular, so the optimum is not "
      "unique and the instance not strongly convex), or at least as many samples as dimensions"),
     (["grpo", "--prompts", "2", "--group", "4"], "--batch=32 is invalid; allowed: an integer "
-     "from 1 to prompts*group = 8 (the responses of a step) (the default of --batch, which "
-     "the options given rule out)"),
+     "from 1 to --prompts x --group = 8 (the responses of a step) (the default of --batch, "
+     "which the options given rule out)"),
+    # a product of fields said with the fields' names (n*d=..., prompts*group = 8)
+    (["ratios", "--n", "1000000", "--d", "10000"], "--n x --d = 10000000000 is too large; "
+     "allowed: at most 50,000,000 (--n=1000000, --d=10000: 74.5 GiB a copy)"),
+    (["grpo", "--n-train", "1000000", "--n-traces", "1024", "--n-features", "1024"],
+     "(--n-train + --n-test) x --n-traces x --n-features = 1048844435456 is too large; "
+     "allowed: at most 50,000,000 (7814.5 GiB a thread)"),
     (["sgd", "--sgd-seed", "-1"], "--sgd-seed=-1 is invalid; allowed: an integer from 0 to "
      "2^63-1"),
 ])

@@ -390,8 +390,8 @@ def test_a_grpo_batch_above_the_step_s_responses_is_one_line(capsys):
     assert main(["costaware", "grpo", "--seeds", "2", "--n-steps", "2", "--eval-every", "1",
                  "--batch", "100000000"]) == 2
     err = capsys.readouterr().err.strip()
-    assert ("--batch=100000000 is invalid; allowed: an integer from 1 to prompts*group = 128"
-            in err)
+    assert ("--batch=100000000 is invalid; allowed: an integer from 1 to --prompts x --group = "
+            "128" in err)
     assert len(err.splitlines()) == 1, err
 
 

@@ -106,9 +106,9 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: GRPOConfig(batch=10**12), r"batch=1000000000000 is invalid"),
     (lambda: GRPOConfig(n_train=10**6, n_traces=100),
      r"\(n_train\+n_test\)\*n_traces\*n_features"),
-    (lambda: GRPOConfig(prompts=100_000, group=200), r"prompts\*group=20000000 is too large"),
+    (lambda: GRPOConfig(prompts=100_000, group=200), r"prompts\*group = 20000000 is too large"),
     (lambda: GRPOConfig(seeds=100_000, eval_every=1),
-     r"seeds\*arms\*n_evals=120200000 .*eval_every"),
+     r"seeds\*arms\*n_evals = 120200000 .*eval_every"),
 ])
 def test_bad_grpo_inputs(call, message):
     with pytest.raises(ConfigError, match=message):

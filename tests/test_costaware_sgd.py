@@ -265,9 +265,9 @@ def test_numpy_integers_are_checked_as_the_numbers_they_are():
     prompts * group the same, refused as 'batch=32 ... prompts*group = 0'."""
     from fastsim.costaware.configs import GRPOConfig
 
-    with pytest.raises(ConfigError, match=r"^n\*d=4294967296 is too large"):
+    with pytest.raises(ConfigError, match=r"^n\*d = 4294967296 is too large"):
         ProblemConfig(n=np.int32(524288), d=np.int32(8192))
-    with pytest.raises(ConfigError, match=r"^prompts\*group=4294967296 is too large"):
+    with pytest.raises(ConfigError, match=r"^prompts\*group = 4294967296 is too large"):
         GRPOConfig(prompts=np.int32(2**20), group=np.int32(4096))
     cfg = ProblemConfig(n=np.int32(300), d=np.int64(4), reg=np.float32(0.5))
     assert (cfg, type(cfg.n)) == (ProblemConfig(n=300, d=4, reg=0.5), int)

@@ -579,7 +579,7 @@ def test_stop_monitor_arguments():
 
 @pytest.mark.parametrize("argv,needle", [
     (["ratios", "--reg", "1e308"], "--reg=1e308 is invalid; allowed: a number in [0, 1e+06]"),
-    (["ratios", "--n", "1000000", "--d", "10000"], "n*d=10000000000 is too large"),
+    (["ratios", "--n", "1000000", "--d", "10000"], "--n x --d = 10000000000 is too large"),
     (["ratios", "--seed", "99999999999999999999999"], "is invalid; allowed: an integer from 0 "
      "to 2^63-1"),
     (["subset", "--check-seed", "-1"], "--check-seed=-1 is invalid"),

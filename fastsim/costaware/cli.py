@@ -154,8 +154,12 @@ def _as_options(msg: str, cls, kw: dict, typed: dict, extra: dict) -> str:
     ``fastsim run``'s do.  A field another option gives (``extra``: ``--sgd-seed``'s seed)
     is left to it."""
     head = msg.partition("=")[0]
+    options = [f.name for f in fields(cls) if f.name not in extra  # given by another option
+               and f.default is not MISSING and not isinstance(f.default, tuple)]
+    # a product of fields (prompts*group, (n_train+n_test)*n_traces) as the options' product
+    msg = _PRODUCT.sub(lambda m: _product_of_options(m.group(), options), msg)
     for f in fields(cls):
-        if f.name in extra or f.default is MISSING or isinstance(f.default, tuple):
+        if f.name not in options:
             continue  # no option of its own
         value = kw.get(f.name, f.default)
         text = typed.get(f.name, value if isinstance(value, str) else repr(value))
@@ -165,6 +169,18 @@ def _as_options(msg: str, cls, kw: dict, typed: dict, extra: dict) -> str:
         if f.name == head and f.name not in typed and msg.startswith(_option(f.name) + "="):
             msg += f" (the default of {_option(f.name)}, which the options given rule out)"
     return msg
+
+
+_PRODUCT = re.compile(r"(?<![\w-])[\w()+]+(\*[\w()+]+)+(?![\w-])")
+
+
+def _product_of_options(product: str, options: list[str]) -> str:
+    """``prompts*group`` as ``--prompts x --group``: each field of an option said as that
+    option, ``*`` as `` x `` and ``+`` as `` + `` between them (``(--n-train + --n-test) x
+    --n-traces x ...``); a name of no option (``n_evals``) stays as it is."""
+    said = re.sub(r"\w+", lambda m: _option(m.group()) if m.group() in options else m.group(),
+                  product)
+    return said.replace("*", " x ").replace("+", " + ")
 
 
 def _option(name: str) -> str:

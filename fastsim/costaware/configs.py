@@ -84,7 +84,7 @@ class ProblemConfig:
         _positive_int("n", self.n, 2, 1_000_000)
         _positive_int("d", self.d, 1, 10_000)
         if self.n * self.d > MAX_DESIGN:  # the design matrix, float64, and its copies
-            raise ConfigError(f"n*d={self.n * self.d} is too large; allowed: at most "
+            raise ConfigError(f"n*d = {self.n * self.d} is too large; allowed: at most "
                               f"{MAX_DESIGN:,} (n={self.n}, d={self.d}: "
                               f"{self.n * self.d * 8 / 2**30:.1f} GiB a copy)")
         _real("reg", self.reg, 0.0, 1e6)
@@ -221,7 +221,8 @@ class GRPOConfig:
         _positive_int("n_features", self.n_features, 2, 1024)
         task = (self.n_train + self.n_test) * self.n_traces * self.n_features
         if task > MAX_DESIGN:  # every thread draws its seed's task features, float64
-            raise ConfigError(f"(n_train+n_test)*n_traces*n_features={task} is too large; "
+            raise ConfigError(f"(n_train+n_test)*n_traces*n_features = {task} is too "
+                              "large; "
                               f"allowed: at most {MAX_DESIGN:,} ({task * 8 / 2**30:.1f} GiB "
                               f"a thread)")
         # token counts are summed over every step's responses: 1e308 overflowed to inf
@@ -237,7 +238,7 @@ class GRPOConfig:
         _positive_int("prompts", self.prompts, 1, MAX_RESPONSES)
         _positive_int("group", self.group, 2, 4096)
         if self.prompts * self.group > MAX_RESPONSES:
-            raise ConfigError(f"prompts*group={self.prompts * self.group} is too large; "
+            raise ConfigError(f"prompts*group = {self.prompts * self.group} is too large; "
                               f"allowed: at most {MAX_RESPONSES:,} responses a step")
         # a mini-batch of a step's responses (a huge one allocated its draws in every
         # seed's kernel and drew them each step)
@@ -262,9 +263,10 @@ class GRPOConfig:
         object.__setattr__(self, "arms", arms)
         points = self.seeds * len(arms) * self.n_evals
         if points > MAX_CURVE_POINTS:
-            raise ConfigError(f"seeds*arms*n_evals={points} is too large; allowed: at most "
-                              f"{MAX_CURVE_POINTS:,} (n_evals={self.n_evals} is the longest "
-                              f"arm's steps over eval_every, plus 1: raise eval_every)")
+            raise ConfigError(f"seeds*arms*n_evals = {points} is too large; allowed: at most "
+                              f"{MAX_CURVE_POINTS:,} (raise eval_every={self.eval_every!r}: "
+                              f"n_evals={self.n_evals} is the longest arm's steps over it, "
+                              "plus 1)")
         store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
     @property
