@@ -67,9 +67,10 @@ def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
         policy = clusters.join(baseline, on="cluster", how="inner", suffix="_base",
                                maintain_order="left")
         if policy.height != clusters.height or policy.height != baseline.height:
-            raise ConfigError("policy and baseline must cover the same clusters for a paired "
-                              "comparison; allowed: both arms simulated with the same "
-                              "n_clusters, seed and cluster_start")
+            raise ConfigError(f"baseline covers other clusters than clusters for a paired "
+                              f"comparison ({baseline.height} and {clusters.height}, "
+                              f"{policy.height} in both); allowed: both arms simulated with "
+                              "the same n_clusters, seed and cluster_start")
         base = policy.select(pl.col(f"{m}_base").alias(m) for m in metrics)
     for m in metrics:
         yield m, policy[m].to_numpy(), base[m].to_numpy()

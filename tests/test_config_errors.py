@@ -431,7 +431,8 @@ def test_summarize_and_format_table_refuse_what_they_cannot_read():
             (lambda: fastsim.summarize(res.clusters, res), "baseline is a SimResult"),
             (lambda: fastsim.summarize(res.clusters, res.clusters.drop("cluster")),
              "baseline has no column 'cluster'"),
-            (lambda: fastsim.summarize(res.clusters, other), "must cover the same clusters"),
+            (lambda: fastsim.summarize(res.clusters, other), "baseline covers other clusters "
+             "than clusters for a paired comparison (2 and 3, 0 in both); allowed: both arms"),
             (lambda: fastsim.format_table(5), "summary is 5; allowed: a table from"),
             (lambda: fastsim.format_table(res.clusters), "summary has no column 'metric'"),
             (lambda: fastsim.format_table(fastsim.summarize(res.clusters), 5), "title is 5")):
@@ -805,15 +806,19 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
     # said "--steps=0: must be an integer >= 1"
     (["traces", "toy-rlhf", "--steps", "0", "--out", "{dir}/t"], "fastsim traces: error: "
      "--steps=0 is invalid; allowed: an integer from 1 to 1000000"),
+    # said "[base] must be a table of field = value", where fastsim costaware sweep says this
+    (["sweep", "{dir}/base.toml", "--out", "{dir}/o"], "fastsim sweep: error: {dir}/base.toml: base=3 "
+     "is invalid; allowed: a table ([base] with field = value lines)"),
 ])
 def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
     """Every refusal a user meets is one line: the option or field as typed, "is invalid",
     then what is allowed, as fastsim run's are; nothing is written."""
     (tmp_path / "bad.toml").write_text('experiment = "sgd"\n[axes]\nlam = true\n')
+    (tmp_path / "base.toml").write_text('base = 3\n')
     try:
         code = main([a.format(dir=tmp_path) for a in argv])
     except SystemExit as exc:  # argparse's refusals exit from the parser
         code = exc.code
     assert code == 2
-    assert capsys.readouterr().err.splitlines() == [line]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+    assert capsys.readouterr().err.splitlines() == [line.format(dir=tmp_path)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml", "base.toml"]

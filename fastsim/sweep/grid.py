@@ -411,10 +411,10 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
     every axis a non-empty list, and not too many cells to build."""
     base = doc.get("base", {})
     axes = doc.get("axes", {})
-    if not isinstance(base, dict):
-        raise _fail(source, "[base] must be a table of field = value")
-    if not isinstance(axes, dict):
-        raise _fail(source, "[axes] must be a table of field = [values]")
+    for key, value, lines in (("base", base, "field = value"), ("axes", axes, "field = [values]")):
+        if not isinstance(value, dict):  # as fastsim costaware sweep says it
+            raise _fail(source, f"{key}={toml_text(value)} is invalid; allowed: a table "
+                                f"([{key}] with {lines} lines)")
     if base_overrides is not None and not isinstance(base_overrides, dict):
         raise ConfigError(f"base_overrides={base_overrides!r:.60} is invalid; allowed: a dict "
                           "of [base] field = value, or None")
