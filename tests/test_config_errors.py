@@ -822,3 +822,39 @@ def test_a_refusal_reads_name_is_invalid_allowed(argv, line, capsys, tmp_path):
     assert code == 2
     assert capsys.readouterr().err.splitlines() == [line.format(dir=tmp_path)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml", "base.toml"]
+
+
+# a refusal's text as it was worded before the one-line form: "x must be ...", "... must
+# have ...", "x is not allowed; allowed: ..." (the form is "x is invalid; allowed: ...")
+_OLD_WORDING = re.compile(r"\bmust (be|have)\b|\bis not allowed;")
+_REFUSALS = {"ConfigError", "_fail", "ArgumentTypeError", "ArgumentError"}
+
+
+def _refusal_texts(root):
+    """(file:line, text) of every refusal fastsim's source builds: the string parts of the
+    arguments of each call of ``_REFUSALS`` (an f-string's literal parts in order)."""
+    import ast
+
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if name in _REFUSALS:
+                yield (f"{path.relative_to(root.parent)}:{node.lineno}",
+                       "".join(n.value for a in node.args for n in ast.walk(a)
+                               if isinstance(n, ast.Constant) and isinstance(n.value, str)))
+
+
+def test_no_refusal_in_the_source_says_must_be():
+    """Every refusal reads "NAME=VALUE is invalid; allowed: ...": the last ones that said
+    "must be" (costaware, traces toy-rlhf, a sweep file's [base]) or "is not allowed;"
+    (costaware's choices) were found one command at a time."""
+    from pathlib import Path
+
+    import fastsim
+
+    texts = list(_refusal_texts(Path(fastsim.__file__).parent))
+    assert len(texts) > 300  # the scan sees the refusals (ConfigError is raised ~700 times)
+    old = [f"{where}: {text[:80]}" for where, text in texts if _OLD_WORDING.search(text)]
+    assert not old, "\n".join(old)

@@ -625,7 +625,7 @@ def test_metrics_is_no_axis(tmp_path, capsys, values):
     assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "axis 'metrics'" in err and "[base] metrics" in err
+    assert "axes.metrics=" in err and "is invalid; allowed: [base] metrics" in err
     assert not out.exists()
 
 

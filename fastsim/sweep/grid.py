@@ -427,8 +427,8 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
                                     f"allowed: {', '.join(FIELDS)}")
     for key, values in axes.items():
         if key == "metrics":  # columns of every cell, not cells: no table column holds them
-            raise _fail(source, "axis 'metrics' is not allowed; allowed: [base] metrics = "
-                        "[\"MODULE:FUNCTION\", ...], computed in every cell")
+            raise _fail(source, f"axes.metrics={toml_text(values)} is invalid; allowed: [base] "
+                        "metrics = [\"MODULE:FUNCTION\", ...], computed in every cell")
         if (why := axis_refusal(key, values)) is not None:
             raise _fail(source, why)
     n_combos = math.prod(len(v) for v in axes.values())  # before any is built
