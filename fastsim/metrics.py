@@ -27,6 +27,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
 from fastsim.errors import ConfigError, import_ref, readonly, user_code, wrong_kind
 
@@ -204,6 +205,7 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
             raise ConfigError(f"metric {name!r}: {taken.ref} and {ref} both fill {name!r}; "
                               "allowed: a new name")
         _check_change_row(name, paired)
+        R.check_cached(fn, "metric", METRIC_ALLOWED)
         m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
                    bounds=(float(bounds[0]), float(bounds[1])),
@@ -244,6 +246,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)
+        check_code(m)
         with user_code("metric", m.name, METRIC_ALLOWED):
             # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
             # drops one changed what every later metric, and the check below, read
@@ -270,6 +273,14 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
 
 # a metric is plain Python over numpy arrays (docs/extending.md), not an @njit kernel
 METRIC_ALLOWED = "a pure function of the per-job arrays, one value per cluster (docs/extending.md)"
+
+
+def check_code(m: Metric) -> None:
+    """``registry.check_cached`` of a user metric, again where it runs (and before a sweep
+    writes a chunk): at its declaration a function of its module defined further down is
+    not there yet, and an ``@njit(cache=True)`` one passed."""
+    if m.fn is not None:
+        R.check_cached(m.fn, "metric", METRIC_ALLOWED)
 
 
 def _check_integers(name: str, v: np.ndarray) -> None:

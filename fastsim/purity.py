@@ -16,7 +16,10 @@ signature), but two things reach past them:
   file alone: with a constant or a helper it imports from another file edited, the old
   machine code ran (and a sweep, whose hash saw the edit, computed new cells with it).
 
-Both are found in the function's bytecode and in that of the user functions it calls
+A user's metric is plain Python, kept to the last rule alone (``disk_cached``): the
+``@njit`` functions it calls must not be cached on disk either.
+
+All are found in the function's bytecode and in that of the user functions it calls
 (library code, numpy's and numba's, is not followed).  Code that builds its way around
 this (ctypes, numba's extension API) is beyond what a check can see: review it.
 """
@@ -103,12 +106,11 @@ def _disk_cached(dispatcher: Any) -> bool:
     return cache is not None and type(cache).__name__ != "NullCache"
 
 
-def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
-    """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
-    mode, a random generator or numba's thread functions, or is cached on disk, in words;
-    None if nothing.
-    ``is_users(obj)``: whether a function is the user's code (followed) rather than a
-    library's."""
+def _reached(fn: Any, is_users: Callable[[Any], bool]) -> Iterator[tuple[Any, types.FunctionType]]:
+    """``fn`` and each user function it calls, in turn, as (the object called, its Python
+    function): each is yielded before the functions it names are looked for, so a check
+    that stops at the first finding reads no further.  ``is_users(obj)``: whether a
+    function is the user's code (followed) rather than a library's."""
     todo, done = [fn], set()
     while todo:
         item = todo.pop()
@@ -116,9 +118,41 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
         if not isinstance(py, types.FunctionType) or id(py) in done:
             continue
         done.add(id(py))
-        if _disk_cached(item):
-            return (f"{py.__qualname__} is compiled with cache=True (numba's cache notices no "
-                    "edit outside its own file)")
+        yield item, py
+        for code in _codes(py.__code__):
+            for _, value in _named(py, code):
+                if callable(getattr(value, "py_func", value)) and is_users(value):
+                    todo.append(value)
+
+
+def _cached_text(item: Any, py: types.FunctionType) -> str | None:
+    if _disk_cached(item):
+        return (f"{py.__qualname__} is compiled with cache=True (numba's cache notices no "
+                "edit outside its own file)")
+    return None
+
+
+def disk_cached(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
+    """Which of ``fn`` and the user functions it calls is compiled with ``cache=True``, in
+    words; None if none.  The one rule of ``impurity`` a metric keeps too: it is plain
+    Python, which may use a with block (``np.errstate``) or a seeded generator of its own,
+    but an ``@njit(cache=True)`` function it calls ran the machine code of a constant
+    another file had before an edit."""
+    for item, py in _reached(fn, is_users):
+        if (found := _cached_text(item, py)) is not None:
+            return found
+    return None
+
+
+def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
+    """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
+    mode, a random generator or numba's thread functions, or is cached on disk, in words;
+    None if nothing.
+    ``is_users(obj)``: whether a function is the user's code (followed) rather than a
+    library's."""
+    for item, py in _reached(fn, is_users):
+        if (found := _cached_text(item, py)) is not None:
+            return found
         for code in _codes(py.__code__):
             if any(i.opname in _WITH for i in dis.get_instructions(code)):
                 return f"{py.__qualname__} has a with block (numba's object mode)"
@@ -127,6 +161,4 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
                     return f"{py.__qualname__} uses {name} (a random generator's state)"
                 if _is_from(value, _THREADS):
                     return f"{py.__qualname__} uses {name} (which thread runs it, or how many)"
-                if callable(getattr(value, "py_func", value)) and is_users(value):
-                    todo.append(value)
     return None

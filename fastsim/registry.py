@@ -43,7 +43,7 @@ from fastsim import defaults as D
 from fastsim.errors import (NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, user_code,
                             wrong_kind)
 from fastsim.kernels import codes as K
-from fastsim.purity import impurity, loaded_names
+from fastsim.purity import disk_cached, impurity, loaded_names
 from fastsim.resources import package_folders
 from fastsim.values import (NumberTextError, float_or_nan, is_integer, is_number,
                             number_text, plain, plain_scalar)
@@ -871,16 +871,33 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
                           f"allowed: ({', '.join(want)}), the declared parameters in order")
 
 
+def _is_users(obj: Any) -> bool:
+    return _user_file(obj) is not None
+
+
 def _check_pure(fn: Any, what: str) -> None:
     """Refuse object mode, random generators, numba's thread functions and its on-disk
     cache in a user's decision function (``fastsim.purity`` says why), when it is
     declared: before any workload exists.  ``check_pure`` asks again before it runs."""
-    found = impurity(fn, lambda obj: _user_file(obj) is not None)
+    found = impurity(fn, _is_users)
     if found is not None:
         raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {NJIT_ALLOWED}, without "
                           "object mode (it could read hidden truth), a random generator or "
                           "a thread's id or count (they follow thread timing), and without "
                           "cache=True (its results could be an older version's)")
+
+
+def check_cached(fn: Any, what: str, allowed: str) -> None:
+    """Refuse numba's on-disk cache in a user's metric (plain Python: the rest of
+    ``_check_pure`` is not its rule) and in the user functions it calls: the machine code
+    of an ``@njit(cache=True)`` function whose constant another file holds was an older
+    version's after an edit (``fastsim.purity``).  Asked when the metric is declared and
+    again where it runs (``fastsim.metrics.check_code``), as ``_check_pure`` is."""
+    found = disk_cached(fn, _is_users)
+    if found is not None:
+        raise ConfigError(f"{what} {fn.__name__}: {found}; allowed: {allowed}, calling no "
+                          "function compiled with cache=True (its results could be an older "
+                          "version's)")
 
 
 def check_pure(decl: Declaration) -> None:

@@ -1651,6 +1651,70 @@ def test_a_policy_compiled_with_numbas_disk_cache_is_refused(tmp_path, monkeypat
         stop_policy()(fn)
 
 
+def test_a_metric_calling_a_function_compiled_with_numbas_disk_cache_is_refused(tmp_path,
+                                                                                 monkeypatch):
+    """A metric's @njit(cache=True) callee multiplied by SCALE, imported from a third file:
+    with SCALE edited from 1.0 to 2.0, the next run's metric column held the values of
+    SCALE = 1.0 (numba's cache watches the callee's own file alone), and a sweep, whose
+    hash saw the edit, computed new cells with the old code.  Decision functions were
+    refused so; metrics were not checked."""
+    import importlib
+
+    (tmp_path / "disk_metric_consts.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "disk_metric_scale.py").write_text(
+        "from numba import njit\nfrom disk_metric_consts import SCALE\n\n\n"
+        "@njit(cache=True)\ndef scaled(x):\n    return x * SCALE\n")
+    (tmp_path / "disk_metric.py").write_text(
+        "from fastsim.metrics import cluster_metric\nimport disk_metric_scale\n\n\n"
+        "@cluster_metric()\ndef scaled_jct(jobs):\n"
+        "    return disk_metric_scale.scaled(jobs['jct_h'].sum(axis=1))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(ConfigError, match=r"^metric scaled_jct: scaled is compiled with "
+                                              r"cache=True \(numba's cache notices no edit "
+                                              r"outside its own file\); allowed: a pure function"):
+            importlib.import_module("disk_metric")
+    finally:
+        from fastsim import metrics as M
+        M._METRICS.pop("scaled_jct", None)  # declared for this test only, if it was
+
+
+DISK_BELOW_SRC = '''
+from numba import njit
+from fastsim.metrics import cluster_metric
+
+
+@cluster_metric()
+def cached_below_jct(jobs):
+    return total(jobs["jct_h"])
+
+
+@njit(cache=True)  # defined after the metric that calls it: not there when it is declared
+def total(x):
+    return x.sum(axis=1)
+'''
+
+
+def test_a_metric_whose_disk_cached_callee_is_defined_below_it_is_refused_before_it_runs(
+        tmp_path, monkeypatch, capsys):
+    """Declared, the function the metric calls, further down its module, does not exist
+    yet; it is asked again where the metric runs, and by a sweep before it writes a chunk."""
+    (tmp_path / "toy_disk_below.py").write_text(DISK_BELOW_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--metric",
+                 "toy_disk_below:cached_below_jct", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "metric cached_below_jct: total is compiled with cache=True" in err, err
+    assert len(own_lines(err)) == 1 and not out.exists()
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('clusters = 2\n[base]\nn_jobs = 10\n'
+                     'metrics = ["toy_disk_below:cached_below_jct"]\n[axes]\nsigma = [0.01]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--no-progress"]) == 2
+    assert "total is compiled with cache=True" in capsys.readouterr().err
+    assert not list((tmp_path / "sw").glob("cells/**/*.parquet"))
+
+
 CHAIN_SRC = '''
 from collections import namedtuple
 

@@ -54,6 +54,7 @@ from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadCo
                             inert_settings, parse_baseline, plain)
 from fastsim.errors import ConfigError, did_you_mean, one_line
 from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
+from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
 from fastsim.values import check_file_path
@@ -179,7 +180,9 @@ def code_of(configs: Iterable[SimConfig]) -> dict[str, Any]:
                 R.check_pure(decl)  # before any chunk is written, its helpers all defined
                 user[decl.ref] = R.source_sha256(decl.user)
         for ref in cfg.metrics:
-            user[ref] = R.source_sha256(metric(ref).fn)
+            m = metric(ref)
+            check_metric_code(m)  # as check_pure above
+            user[ref] = R.source_sha256(m.fn)
     return {"fastsim": fastsim.__version__, "fastsim_sha256": package_sha256(),
             "user": dict(sorted(user.items()))}
 
