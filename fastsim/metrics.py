@@ -305,23 +305,29 @@ def _check_floats(name: str, v: np.ndarray) -> None:
 
 
 def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) -> None:
-    """The last cluster's value, asked again with that cluster's jobs alone, must be the
-    same to the bit: a metric that read other clusters (divided by the batch's mean)
-    changed with a sweep's chunk size and a run's batch, and nothing said so.  Bits, not
-    a tolerance: a sweep's results are the same bits for any --chunk, and a value that
-    rounds by batch size would break that too."""
-    if v.shape[0] < 2:
+    """The first, middle and last clusters' values, each asked again with that cluster's
+    jobs alone, must be the same to the bit: a metric that read other clusters (divided by
+    the batch's mean, gave a cluster its neighbour's value, or took the clusters in another
+    order) changed with a sweep's chunk size and a run's batch, and nothing said so.  The
+    last alone let through every such metric that left the last cluster its own value.
+    Bits, not a tolerance: a sweep's results are the same bits for any --chunk, and a
+    value that rounds by batch size would break that too.  Three calls of one cluster
+    each: the cost is the metric's own on three clusters."""
+    n = v.shape[0]
+    if n < 2:
         return
-    alone = {k: a[-1:] for k, a in view.items()}  # a fresh dict, as user_columns gives
-    with user_code("metric", m.name, METRIC_ALLOWED):
-        again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
-    if not (again.shape == (1,) and (again[0] == v[-1] or (again[0] != again[0]
-                                                           and v[-1] != v[-1]))):
-        got = float(again[0]) if again.size else None
-        raise ConfigError(f"metric {m.name} returned {float(v[-1])!r} for a cluster among "
-                          f"{v.shape[0]} and {got!r} for the same cluster alone"
-                          f"{_rounding_hint(float(v[-1]), got)}; allowed: a value computed "
-                          "from the cluster's own jobs (axis=1), the same in any batch or chunk")
+    for c in sorted({0, n // 2, n - 1}):
+        alone = {k: a[c:c + 1] for k, a in view.items()}  # a fresh dict, as user_columns gives
+        with user_code("metric", m.name, METRIC_ALLOWED):
+            again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
+        if not (again.shape == (1,) and (again[0] == v[c] or (again[0] != again[0]
+                                                               and v[c] != v[c]))):
+            got = float(again[0]) if again.size else None
+            raise ConfigError(f"metric {m.name} returned {float(v[c])!r} for a cluster among "
+                              f"{n} and {got!r} for the same cluster alone"
+                              f"{_rounding_hint(float(v[c]), got)}; allowed: a value computed "
+                              "from the cluster's own jobs (axis=1), the same in any batch or "
+                              "chunk")
 
 
 def _rounding_hint(batch: float, alone: float | None) -> str:

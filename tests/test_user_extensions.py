@@ -859,6 +859,13 @@ def datetime_values(jobs):
 @cluster_metric()
 def relative_to_batch(jobs):
     return jobs["jct_h"].mean(axis=1) / jobs["jct_h"].mean()
+
+
+@cluster_metric()
+def from_next_cluster(jobs):  # cluster c given cluster c+1's mean JCT; the last its own
+    v = jobs["jct_h"].mean(axis=1)
+    v[:-1] = v[1:].copy()
+    return v
 '''
 
 
@@ -934,6 +941,8 @@ def hostile_dir(tmp_path_factory):
      "both fill 'waste'"),
     # it read the other clusters of the batch: its values changed with a sweep's chunk
     (["--metric", "toy_hostile_user:relative_to_batch"], "metric relative_to_batch returned "),
+    # it read cluster c+1's jobs for cluster c and left the last alone, which alone was asked
+    (["--metric", "toy_hostile_user:from_next_cluster"], "metric from_next_cluster returned "),
 ])
 def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, argv, needle):
     """User code runs on read-only views of what both arms of a run share, and a failure
@@ -1835,6 +1844,50 @@ def test_a_metric_refused_for_rounding_by_batch_is_told_so():
             M.user_columns(("relative",), jobs)
     finally:
         for name in ("fortran_sum", "relative"):
+            M._METRICS.pop(name, None)  # declared for this test only
+
+
+def test_a_metric_that_moves_values_between_clusters_is_refused_though_the_last_is_its_own():
+    """Only the last cluster was asked again alone: a metric that gave cluster c the value
+    of cluster c+1's jobs, took the clusters in another order, or summed the clusters after
+    it, each leaving the last cluster its own value, passed, and its column changed with a
+    sweep's chunk.  The first, middle and last clusters are each asked again alone."""
+    from fastsim import metrics as M
+
+    x = np.random.default_rng(1).lognormal(1.0, 1.0, (7, 40))
+    jobs = {"held_h": x}
+
+    def next_clusters_sum(j):
+        v = j["held_h"].sum(axis=1)
+        v[:-1] = v[1:].copy()
+        return v
+
+    def reordered_sum(j):
+        v = j["held_h"].sum(axis=1)
+        v[:-1] = v[:-1][::-1].copy()
+        return v
+
+    def later_clusters_sum(j):
+        return np.cumsum(j["held_h"].sum(axis=1)[::-1])[::-1]
+
+    def own_rows_sum(j):
+        return j["held_h"].sum(axis=1)
+
+    names = ("next_clusters_sum", "reordered_sum", "later_clusters_sum", "own_rows_sum")
+    try:
+        for fn in (next_clusters_sum, reordered_sum, later_clusters_sum, own_rows_sum):
+            M.cluster_metric()(fn)
+        for name in names[:-1]:
+            for n in (2, 3, 7) if name != "reordered_sum" else (3, 7):  # 2: the identity
+                with pytest.raises(ConfigError, match=rf"^metric {name} returned .* among {n} "
+                                                      r"and .* for the same cluster alone; "
+                                                      r"allowed: a value computed from the "
+                                                      r"cluster's own jobs"):
+                    M.user_columns((name,), {"held_h": x[:n]})
+        own = M.user_columns(("own_rows_sum",), jobs)["own_rows_sum"]
+        assert np.array_equal(own, x.sum(axis=1))
+    finally:
+        for name in names:
             M._METRICS.pop(name, None)  # declared for this test only
 
 
