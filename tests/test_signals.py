@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -169,3 +170,24 @@ def test_an_interrupted_run_does_not_claim_to_keep_work(monkeypatch, capsys):
                         "finished work is kept: the same command resumes it")):
         assert cli.main(argv) == 130
         assert capsys.readouterr().err.strip() == f"fastsim {argv[0]}: interrupted; {said}"
+
+
+def test_ctrl_c_in_a_simulation_leaves_the_other_threads_no_further_rows(monkeypatch):
+    """Ctrl-C in a built-in simulation of many clusters (a sweep's chunk of 60,000) is
+    taken by the main thread between two of its rows, and the call then waited for the
+    other threads to compute every row left: 10 s.  They now stop at the row in hand."""
+    from fastsim.kernels import pipeline
+
+    rows = []
+
+    def pipeline_nb(lo, hi, *args):
+        rows.append(lo)
+        if threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt  # where the signal's handler ran
+        time.sleep(0.001)
+
+    monkeypatch.setattr(pipeline, "PIPELINES", (pipeline_nb,))
+    monkeypatch.setattr(pipeline.numba, "get_num_threads", lambda: 2)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_pipeline(0, 16 * 1000)  # 1,000 rows of 16 clusters
+    assert len(rows) < 20, len(rows)
