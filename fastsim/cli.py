@@ -5,12 +5,14 @@ only wires them, takes the lock of any sweep directory a command writes in, and 
 ``ConfigError`` into a one-line message and exit code 2
 (``SimulationError``: exit code 1).  A reader that stops reading (``fastsim ... | head``)
 ends the command quietly, exit code 141 as for SIGPIPE.  Ctrl-C and SIGTERM end it in one
-line, exit code 130 or 143, its temporary files removed.
+line, exit code 130 or 143, its temporary files removed; if the command is inside a
+compiled call that has not returned ``SIGNAL_GRACE_S`` later, at once (``_watch``).
 """
 from __future__ import annotations
 
 import _thread
 import argparse
+import contextlib
 import importlib
 import os
 import re
@@ -302,8 +304,131 @@ def _check_options(command: argparse.ArgumentParser, argv: list[str]) -> None:
             command.error(f"{action.option_strings[-1]} is empty; allowed: a path")
 
 
+# How long after Ctrl-C or SIGTERM the command has to take the signal before it is ended
+# at once (``_watch``).  Python runs a signal's handler in the main thread between two
+# steps of Python code, so not while a compiled call runs: a numba kernel, or a user's
+# @njit stop policy or key, never checks for a signal (one looping for minutes held the
+# command for minutes; one looping forever, until kill -9).
+SIGNAL_GRACE_S = 2.0
+
+# The signals the main thread has taken (its handlers below have run): how ``_watch``
+# tells a command that took one, whose own ending then goes on however long it takes (a
+# Dask cluster closed), from one stuck in a compiled call.
+_TAKEN: list[int] = [0]
+
+
+def _interrupt(signum, frame):
+    _TAKEN[0] += 1
+    raise KeyboardInterrupt
+
+
 def _terminate(signum, frame):
+    _TAKEN[0] += 1
     raise Terminated()
+
+
+# This process's wakeup pipe while ``_stopped_if_stuck`` runs: (read end, write end, the
+# wakeup fd set before)
+_WAKEUP: list[int] = []
+
+
+@contextlib.contextmanager
+def _stopped_if_stuck(signums, taken: int):
+    """For the block, Python's C-level handler of each of ``signums`` writes its number
+    into a pipe (``signal.set_wakeup_fd``), which it does at once, whatever the main
+    thread runs, and a thread (``_watch``) reads it: a command still in a compiled call
+    ``SIGNAL_GRACE_S`` later is ended there (the kernels release the GIL, ``nogil``, so
+    the thread runs meanwhile).  ``taken``: ``_TAKEN`` before the handlers were set.  A
+    wakeup fd set before (an asyncio loop's in the main thread) is sent every byte too,
+    and set back after.  Only the main thread may set it: the caller passes no signals
+    elsewhere."""
+    if not signums:
+        yield
+        return
+    read_fd, write_fd = os.pipe()  # neither is inherited by a program a command starts
+    os.set_blocking(write_fd, False)  # as set_wakeup_fd requires: a signal never waits
+    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    _WAKEUP[:] = [read_fd, write_fd, previous]
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(read_fd, previous, frozenset(signums),
+                                                    taken, done),
+                               name="fastsim-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        mine = signal.set_wakeup_fd(previous)
+        if mine != write_fd:  # another's, set in the block: theirs to undo
+            signal.set_wakeup_fd(mine)
+        _WAKEUP.clear()
+        os.close(write_fd)  # the watcher reads the pipe's end, closes it and returns
+        watcher.join(timeout=1.0)
+
+
+def _watch(read_fd: int, forward: int, signums: frozenset, taken: int,
+           done: threading.Event) -> None:
+    """Read the signal numbers the pipe brings; after one of ``signums``, wait
+    ``SIGNAL_GRACE_S`` for the command to end (``done``) or to take a signal (``_TAKEN``
+    changed since the batch read before this one: one can be taken before its number is
+    read, and held by a write that raises it again after); if neither, the main thread
+    is in a call that never returned to Python, and the process ends at once, as
+    ``kill -9`` ends it: what that leaves, every command copes with (docs/sweeps.md)."""
+    try:
+        while True:
+            try:
+                data = os.read(read_fd, 512)
+            except OSError:
+                return
+            if not data or done.is_set():
+                return
+            if forward >= 0:
+                with contextlib.suppress(OSError):
+                    os.write(forward, data)
+            caught = [s for s in data if s in signums]
+            if not caught:
+                continue
+            read_after = _TAKEN[0]
+            if done.wait(SIGNAL_GRACE_S):
+                return
+            if _TAKEN[0] != taken:
+                taken = read_after
+                continue
+            _end_now(caught[0])
+    finally:
+        os.close(read_fd)
+
+
+def _end_now(signum: int) -> None:
+    """Say the command's line and end the process, without waiting for the main thread:
+    stdout is flushed first (a command's results printed so far), and neither waits more
+    than a second (a reader that stopped reading)."""
+    def say():
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            print(_stopped_line(signum == signal.SIGTERM, stuck=True), file=sys.stderr,
+                  flush=True)
+    speaker = threading.Thread(target=say, daemon=True)
+    speaker.start()
+    speaker.join(timeout=1.0)
+    os._exit(143 if signum == signal.SIGTERM else 130)
+
+
+def _forget_wakeup() -> None:
+    """In a child forked from a command (``os.fork``), whose signals are its own: the
+    parent's pipe no longer hears them (``_stopped_if_stuck``)."""
+    if _WAKEUP:
+        read_fd, write_fd, previous = _WAKEUP
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(previous)
+        for fd in (read_fd, write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _WAKEUP.clear()
+
+
+os.register_at_fork(after_in_child=_forget_wakeup)
 
 
 def _redeliver(unraisable) -> None:
@@ -338,28 +463,47 @@ def main(argv: list[str] | None = None) -> int:
     with one line (Python's traceback of ``KeyboardInterrupt`` otherwise), after every
     ``finally`` has removed its temporary files: exit 130, or 143 for SIGTERM."""
     hook = sys.unraisablehook
-    # a SIGTERM handler set by whoever runs fastsim (SIG_IGN, say) is theirs: kept
-    default = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    term = {signal.SIGTERM: _terminate} if default else {}
-    with signal_handlers(term) as main_thread:  # only the main thread may set handlers
+    # a handler set by whoever runs fastsim (SIG_IGN for SIGTERM, say, or a program's own
+    # for Ctrl-C, fastsim's own in a command docs-figures runs) is theirs: kept
+    ours = {s: h for s, h, default in ((signal.SIGINT, _interrupt, signal.default_int_handler),
+                                       (signal.SIGTERM, _terminate, signal.SIG_DFL))
+            if signal.getsignal(s) is default}
+    taken = _TAKEN[0]
+    with signal_handlers(ours) as main_thread:  # only the main thread may set handlers
         if main_thread:
             sys.unraisablehook = _redeliver
         try:
-            _RUNNING[0] = True
-            try:
-                return _main(argv)
-            finally:
-                with _DELIVERY:
-                    _RUNNING[0] = False
+            with _stopped_if_stuck(ours if main_thread else {}, taken):
+                _RUNNING[0] = True
+                try:
+                    return _main(argv)
+                finally:
+                    with _DELIVERY:
+                        _RUNNING[0] = False
         except KeyboardInterrupt as exc:
-            name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
-            how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-            kept = ("finished work is kept: the same command resumes it"
-                    if _COMMAND and _COMMAND[0] in _RESUMES else "nothing half-written is left")
-            print(f"{name}: {how}; {kept}", file=sys.stderr)
-            return code
+            terminated = isinstance(exc, Terminated)
+            print(_stopped_line(terminated), file=sys.stderr)
+            return 143 if terminated else 130
         finally:
             sys.unraisablehook = hook
+
+
+def _stopped_line(terminated: bool, stuck: bool = False) -> str:
+    """The one line of a command Ctrl-C or SIGTERM ended; ``stuck``: ended at once, in a
+    compiled call, by ``_watch`` (a temporary file then stays, at worst, until the next
+    write of its target or the sweep's next run removes it)."""
+    name = "fastsim" + (f" {_COMMAND[0]}" if _COMMAND else "")
+    how = "terminated" if terminated else "interrupted"
+    if stuck:
+        how += (f"; a compiled call was still running {SIGNAL_GRACE_S:g} s later, so it "
+                "stopped there")
+    if _COMMAND and _COMMAND[0] in _RESUMES:
+        kept = "finished work is kept: the same command resumes it"
+    elif stuck and "fastsim.io" in sys.modules and sys.modules["fastsim.io"].writing():
+        kept = "the file being written is left under a temporary name, which its next write removes"
+    else:
+        kept = "nothing half-written is left"
+    return f"{name}: {how}; {kept}"
 
 
 _COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above

@@ -84,6 +84,13 @@ def _discard(tmp: Path) -> None:
 _OWN_TEMPORARIES: set[str] = set()
 
 
+def writing() -> bool:
+    """Whether this process has a temporary file being written (``write_all``: from its
+    creation until it is renamed into place or removed), which ending the process at once
+    would leave behind, for the next write of its target to remove."""
+    return bool(_OWN_TEMPORARIES)
+
+
 def _claim(tmp: Path) -> int:
     """Create ``tmp`` and hold an ``flock`` on it while it is written (closing the returned
     descriptor releases it): what tells ``_remove_stale_temporaries`` that its writer is

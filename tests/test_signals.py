@@ -191,3 +191,83 @@ def test_ctrl_c_in_a_simulation_leaves_the_other_threads_no_further_rows(monkeyp
     with pytest.raises(KeyboardInterrupt):
         pipeline.run_pipeline(0, 16 * 1000)  # 1,000 rows of 16 clusters
     assert len(rows) < 20, len(rows)
+
+
+# A user's stop policy that, in the process named by STUCK_SIGNAL, sends that signal to
+# its own process from inside the compiled call (as Ctrl-C or `kill` would, at a moment
+# known to be inside it), then never returns; elsewhere it never stops a job.
+STUCK = '''
+import ctypes
+import os
+
+from numba import njit
+
+from fastsim.registry import stop_policy
+
+_kill = ctypes.CDLL(None).kill
+_kill.argtypes, _kill.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+PID, SIGNUM = os.getpid(), int(os.environ.get("STUCK_SIGNAL", "0"))
+
+
+@stop_policy(params=[], label="stuck")
+@njit
+def stuck(scores, losses, attained_h, t_est_h):
+    if SIGNUM:
+        _kill(PID, SIGNUM)
+        i = 0
+        while i >= 0:  # forever
+            i = (i + 1) % 1000
+    return 0
+'''
+
+
+def stuck_command(tmp_path, signum, argv, timeout=30):
+    """``fastsim ARGV`` in a child whose policy ``stuck:stuck`` receives ``signum`` inside
+    its compiled call: (exit code, stderr lines but a compile notice, seconds taken)."""
+    from conftest import own_lines
+
+    (tmp_path / "stuck.py").write_text(STUCK)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "STUCK_SIGNAL": str(int(signum))}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", *argv], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, own_lines(r.stderr), time.monotonic() - t0
+
+
+@pytest.mark.parametrize("signum, code, how", [(signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_inside_a_compiled_call_that_never_returns_ends_the_command(
+        tmp_path, signum, code, how):
+    """A user's @njit policy looping forever held `fastsim run` through Ctrl-C and SIGTERM
+    (Python runs a handler only once the compiled call returns): only kill -9 ended it.
+    Now it ends SIGNAL_GRACE_S after the signal, in its one line."""
+    got, err, took = stuck_command(tmp_path, signum, ["run", "--clusters", "2", "--n-jobs",
+                                                     "10", "--policy", "stuck:stuck"])
+    assert got == code, err
+    assert err == [f"fastsim run: {how}; a compiled call was still running 2 s later, so it "
+                   "stopped there; nothing half-written is left"], err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["stuck.py"]
+
+
+def test_a_signal_taken_keeps_its_own_ending_however_long(tmp_path):
+    """Once the main thread has taken the signal, its own ending (a Dask cluster closed,
+    seconds) goes on past SIGNAL_GRACE_S and prints today's line, not the hard stop's."""
+    code, err = run_script("""
+        import os, signal, time
+        from fastsim import cli
+
+        cli.SIGNAL_GRACE_S = 0.2
+
+        def hold_outputs(args):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(10)  # where the signal is taken
+            finally:
+                time.sleep(1.0)  # a slow ending: five grace periods
+            return []
+
+        cli.hold_outputs = hold_outputs
+        raise SystemExit(cli.main(["run", "--clusters", "2", "--n-jobs", "10"]))
+    """, tmp_path)
+    assert code == 130, err
+    assert err == ["fastsim run: interrupted; nothing half-written is left"], err
