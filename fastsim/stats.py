@@ -230,9 +230,7 @@ def pooled_cdf_band(clusters, s_a, s_n, s_aa, s_an, s_nn, level: float = LEVEL
         var = resid * n / ((n - 1) * d.astype(np.float64) ** 4)
         half = special.stdtrit(np.maximum(n - 1, 1), 0.5 + level / 2) * np.sqrt(var)
     spread = (n > 1) & (resid > 0)
-    alpha = (1.0 - level) / 2
-    exact_lo = np.where(a > 0, special.betaincinv(np.maximum(a, 1), d - a + 1, alpha), 0.0)
-    exact_hi = np.where(a < d, special.betaincinv(a + 1, np.maximum(d - a, 1), 1.0 - alpha), 1.0)
+    exact_lo, exact_hi = _exact_bounds(a, d, level)
     lo = np.where(spread, np.maximum(0.0, np.minimum(cdf - half, exact_lo)), exact_lo)
     hi = np.where(spread, np.minimum(1.0, np.maximum(cdf + half, exact_hi)), exact_hi)
     empty = d == 0
@@ -348,9 +346,15 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     _check_level(level)
     if not 0 <= k <= n:
         raise ConfigError(f"clopper_pearson: {k!r} of {n!r}; allowed: counts with 0 <= k <= n")
+    lo, hi = _exact_bounds(np.int64(k), np.int64(n), level)
+    return float(lo), float(hi)
+
+
+def _exact_bounds(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """``clopper_pearson`` over arrays of counts ``0 <= k <= n``, unchecked."""
     alpha = (1.0 - level) / 2
-    lo = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, alpha))
-    hi = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1.0 - alpha))
+    lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1), n - k + 1, alpha), 0.0)
+    hi = np.where(k < n, special.betaincinv(k + 1, np.maximum(n - k, 1), 1.0 - alpha), 1.0)
     return lo, hi
 
 
