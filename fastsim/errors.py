@@ -12,7 +12,6 @@ import inspect
 import os
 import re
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -211,97 +210,6 @@ def readonly(a: np.ndarray) -> np.ndarray:
 
     return np.asarray(memoryview(a).toreadonly())
 
-
-def import_hint(module: str, exc: Exception) -> str:
-    """A hint for a user module that is not found but sits in the current directory,
-    which the ``fastsim`` command does not import from: ``"; mine.py is in ..."``."""
-    top = module.split(".")[0]
-    on_path = os.getcwd() in {os.path.abspath(p or ".") for p in sys.path}
-    if (isinstance(exc, ModuleNotFoundError) and exc.name == top and not on_path
-            and os.path.isfile(f"{top}.py")):
-        return (f"; {top}.py is in the current directory, which is not on the import path: "
-                f"put its directory on PYTHONPATH (PYTHONPATH=. fastsim ...)")
-    return ""
-
-
-def _near_module(module: str, exc: Exception) -> str:
-    """`` (did you mean mydetectors?)`` for a user module not found (``mydetector``): the
-    nearest module of the user's files on the import path (``registry.user_module_names``)."""
-    top = module.split(".")[0]
-    if not (isinstance(exc, ModuleNotFoundError) and exc.name == top):
-        return ""  # found: a module it imports is missing, or it lacks ATTR
-    from fastsim.registry import user_module_names  # registry imports this module
-
-    return did_you_mean(top, user_module_names())
-
-
-def wrong_kind(ref: str, obj: Any, wanted: str) -> str:
-    """`` (mykeys:gpu_h_first is a scheduler key, not a stop policy)``: ``obj``, named by
-    ``ref`` where ``wanted`` goes (a ``DECLARED_AS``: "a stop policy", "a scheduler key",
-    "a metric"), is a declaration of another kind; "" when it is none."""
-    kind = getattr(type(obj), "DECLARED_AS", None)
-    return f" ({ref} is {kind}, not {wanted})" if isinstance(kind, str) and kind != wanted else ""
-
-
-def _declared_in(module: str, exc: BaseException) -> str:
-    """What a user module that imported but lacks the name asked for does declare:
-    ``"; mine declares below_best (a stop policy)"`` (a typo, or a function renamed)."""
-    mod = sys.modules.get(module)
-    if not isinstance(exc, AttributeError) or mod is None:
-        return ""
-    # a declaration's class says what it declares (StopPolicy, Scheduler, Metric): this
-    # module, which they import, never imports them
-    found = [f"{name} ({type(obj).DECLARED_AS})" for name, obj in vars(mod).items()
-             if not name.startswith("_")
-             and isinstance(getattr(type(obj), "DECLARED_AS", None), str)]
-    return (f"; {module} declares {', '.join(found)}" if found else
-            f"; {module} declares no @stop_policy, @scheduler_key or @cluster_metric")
-
-
-def import_ref(field: str, ref: str, allowed: str):
-    """The object ``MODULE:ATTR`` (``ref``, given as ``field``) names.  A module name that
-    is not one, a module that cannot be found or lacks ``ATTR``, and a module that raises
-    while it is imported (a syntax error, an exception at its top level) are each one
-    ``ConfigError`` naming ``field``; the last gave the user's traceback."""
-    import importlib
-
-    module, _, attr = ref.partition(":")
-    if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
-        raise ConfigError(f"{field}={ref!r}: {module!r} is not a module name; allowed: "
-                          f"{allowed}")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}){_near_module(module, exc)}"
-                          f"; allowed: {allowed}{import_hint(module, exc)}"
-                          f"{_declared_in(module, exc)}") from None
-    except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
-        raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
-                          f"{exc}") from None
-    except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
-        if isinstance(exc, SyntaxError):
-            where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
-        else:
-            where = _user_line(exc)
-            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        raise ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} "
-                          f"({where}); allowed: a module that imports") from None
-
-
-def _user_line(exc: BaseException) -> str:
-    """``FILE, line N`` of the last line of ``exc``'s traceback outside fastsim's own
-    folders and Python's import machinery: the user's line that called into fastsim (a
-    ``@cluster_metric`` declaring a taken name), not fastsim's line that refused it."""
-    import traceback
-
-    from fastsim.resources import package_folders
-
-    ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
-    frames = traceback.extract_tb(exc.__traceback__)
-    theirs = [f for f in frames if not f.filename.startswith(ours)
-              and not f.filename.startswith("<frozen ")]
-    frame = (theirs or frames)[-1]
-    return f"{frame.filename}, line {frame.lineno}"
 
 
 def known_keywords(what: str, elsewhere: dict[str, str] | None = None):

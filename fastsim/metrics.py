@@ -29,7 +29,8 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
-from fastsim.errors import ConfigError, import_ref, readonly, user_code, wrong_kind
+from fastsim.errors import ConfigError, readonly, user_code
+from fastsim.user_modules import import_ref, wrong_kind
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ import math
 import numbers
 import os
 import re
-import sysconfig
 import types
 import unicodedata
 from dataclasses import dataclass, replace
@@ -40,11 +39,10 @@ from functools import lru_cache, partial
 from typing import Any, Callable, ClassVar
 
 from fastsim import defaults as D
-from fastsim.errors import (NJIT_ALLOWED, ConfigError, did_you_mean, import_ref, user_code,
-                            wrong_kind)
+from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, user_code
 from fastsim.kernels import codes as K
 from fastsim.purity import disk_cached, impurity, loaded_names
-from fastsim.resources import package_folders
+from fastsim.user_modules import import_ref, library_dirs, wrong_kind
 from fastsim.values import (NumberTextError, float_or_nan, is_integer, is_number,
                             number_text, plain, plain_scalar)
 
@@ -415,39 +413,13 @@ class Declaration:
         return self.name + ":" + ",".join(f"{p.name}={p.text(p.default)}" for p in shown)
 
 
-@lru_cache(maxsize=None)
-def _library_dirs() -> tuple[str, ...]:
-    """Folders of installed packages, of Python itself and of fastsim's own package: a
-    user function's result never depends on an edit there that a sweep should notice (a
-    version change is the user's; fastsim's source is recorded on its own, as
-    ``resources.package_sha256``).  fastsim's package folders, not the folder above
-    them: in an editable install that is the checkout, where users keep their modules
-    (``PYTHONPATH=. fastsim sweep``), whose edits then went unnoticed.  Read on first
-    use, once fastsim is imported."""
-    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs |= {str(d) for folders in package_folders().values() for d in folders}
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
-
-
-def user_module_names() -> list[str]:
-    """The modules a ``MODULE:ATTR`` can name from a user's files: those of the import
-    path's folders outside ``_library_dirs`` (Python's own, installed packages', fastsim's),
-    where ``import_ref`` imports a user's module from; offered for a misspelt one."""
-    import pkgutil
-    import sys
-
-    dirs = [d for d in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path)
-            if os.path.isdir(d) and not (os.path.realpath(d) + os.sep).startswith(_library_dirs())]
-    return sorted({m.name for m in pkgutil.iter_modules(dirs)})
-
-
 def _user_file(obj: Any) -> str | None:
     """The source file of a user's function or module (None for library code)."""
     try:
         path = inspect.getsourcefile(getattr(obj, "py_func", obj))
     except TypeError:  # a builtin
         return None
-    if path is None or os.path.realpath(path).startswith(_library_dirs()):
+    if path is None or os.path.realpath(path).startswith(library_dirs()):
         return None
     return path
 

@@ -1,0 +1,127 @@
+"""A user's modules: where they are, and importing the ``MODULE:ATTR`` that names a
+user's stop policy, scheduler key or metric, with one ``ConfigError`` that says what went
+wrong (a misspelt module, a module that is not on the import path, a name it does not
+declare, a declaration of another kind, a module that raised while it was imported)."""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from functools import lru_cache
+from typing import Any
+
+from fastsim.errors import ConfigError, did_you_mean
+from fastsim.resources import package_folders
+
+
+@lru_cache(maxsize=None)
+def library_dirs() -> tuple[str, ...]:
+    """Folders of installed packages, of Python itself and of fastsim's own package: a
+    user function's result never depends on an edit there that a sweep should notice (a
+    version change is the user's; fastsim's source is recorded on its own, as
+    ``resources.package_sha256``).  fastsim's package folders, not the folder above
+    them: in an editable install that is the checkout, where users keep their modules
+    (``PYTHONPATH=. fastsim sweep``), whose edits then went unnoticed.  Read on first
+    use, once fastsim is imported."""
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs |= {str(d) for folders in package_folders().values() for d in folders}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+def user_module_names() -> list[str]:
+    """The modules a ``MODULE:ATTR`` can name from a user's files: those of the import
+    path's folders outside ``library_dirs`` (Python's own, installed packages', fastsim's),
+    where ``import_ref`` imports a user's module from; offered for a misspelt one."""
+    import pkgutil
+
+    dirs = [d for d in dict.fromkeys(os.path.abspath(p or ".") for p in sys.path)
+            if os.path.isdir(d) and not (os.path.realpath(d) + os.sep).startswith(library_dirs())]
+    return sorted({m.name for m in pkgutil.iter_modules(dirs)})
+
+
+def import_hint(module: str, exc: Exception) -> str:
+    """A hint for a user module that is not found but sits in the current directory,
+    which the ``fastsim`` command does not import from: ``"; mine.py is in ..."``."""
+    top = module.split(".")[0]
+    on_path = os.getcwd() in {os.path.abspath(p or ".") for p in sys.path}
+    if (isinstance(exc, ModuleNotFoundError) and exc.name == top and not on_path
+            and os.path.isfile(f"{top}.py")):
+        return (f"; {top}.py is in the current directory, which is not on the import path: "
+                f"put its directory on PYTHONPATH (PYTHONPATH=. fastsim ...)")
+    return ""
+
+
+def _near_module(module: str, exc: Exception) -> str:
+    """`` (did you mean mydetectors?)`` for a user module not found (``mydetector``): the
+    nearest module of the user's files on the import path (``user_module_names``)."""
+    top = module.split(".")[0]
+    if not (isinstance(exc, ModuleNotFoundError) and exc.name == top):
+        return ""  # found: a module it imports is missing, or it lacks ATTR
+    return did_you_mean(top, user_module_names())
+
+
+def wrong_kind(ref: str, obj: Any, wanted: str) -> str:
+    """`` (mykeys:gpu_h_first is a scheduler key, not a stop policy)``: ``obj``, named by
+    ``ref`` where ``wanted`` goes (a ``DECLARED_AS``: "a stop policy", "a scheduler key",
+    "a metric"), is a declaration of another kind; "" when it is none."""
+    kind = getattr(type(obj), "DECLARED_AS", None)
+    return f" ({ref} is {kind}, not {wanted})" if isinstance(kind, str) and kind != wanted else ""
+
+
+def _declared_in(module: str, exc: BaseException) -> str:
+    """What a user module that imported but lacks the name asked for does declare:
+    ``"; mine declares below_best (a stop policy)"`` (a typo, or a function renamed)."""
+    mod = sys.modules.get(module)
+    if not isinstance(exc, AttributeError) or mod is None:
+        return ""
+    # a declaration's class says what it declares (StopPolicy, Scheduler, Metric): this
+    # module, which they import, never imports them
+    found = [f"{name} ({type(obj).DECLARED_AS})" for name, obj in vars(mod).items()
+             if not name.startswith("_")
+             and isinstance(getattr(type(obj), "DECLARED_AS", None), str)]
+    return (f"; {module} declares {', '.join(found)}" if found else
+            f"; {module} declares no @stop_policy, @scheduler_key or @cluster_metric")
+
+
+def import_ref(field: str, ref: str, allowed: str):
+    """The object ``MODULE:ATTR`` (``ref``, given as ``field``) names.  A module name that
+    is not one, a module that cannot be found or lacks ``ATTR``, and a module that raises
+    while it is imported (a syntax error, an exception at its top level) are each one
+    ``ConfigError`` naming ``field``; the last gave the user's traceback."""
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    if not all(part.isidentifier() for part in module.split(".")):  # ":x", ".x:y"
+        raise ConfigError(f"{field}={ref!r}: {module!r} is not a module name; allowed: "
+                          f"{allowed}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}){_near_module(module, exc)}"
+                          f"; allowed: {allowed}{import_hint(module, exc)}"
+                          f"{_declared_in(module, exc)}") from None
+    except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
+        raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
+                          f"{exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
+        if isinstance(exc, SyntaxError):
+            where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
+        else:
+            where = _user_line(exc)
+            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} "
+                          f"({where}); allowed: a module that imports") from None
+
+
+def _user_line(exc: BaseException) -> str:
+    """``FILE, line N`` of the last line of ``exc``'s traceback outside fastsim's own
+    folders and Python's import machinery: the user's line that called into fastsim (a
+    ``@cluster_metric`` declaring a taken name), not fastsim's line that refused it."""
+    import traceback
+
+    ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
+    frames = traceback.extract_tb(exc.__traceback__)
+    theirs = [f for f in frames if not f.filename.startswith(ours)
+              and not f.filename.startswith("<frozen ")]
+    frame = (theirs or frames)[-1]
+    return f"{frame.filename}, line {frame.lineno}"
