@@ -50,3 +50,11 @@ S_ARRIVAL = 12
 S_EVAL_NOISE = 13
 S_LOSS_NOISE = 14
 S_NOISE_SCALE = 15  # per-job evaluation-noise scale (sigma_spread)
+
+# Cost-aware SGD (fastsim.costaware.sgd): the problem, the cost distribution, the step rule.
+LEAST_SQUARES = 0
+LOGISTIC = 1
+LOGNORMAL = 0
+PARETO = 1
+STEP_CONVEX = 0
+STEP_STRONGLY_CONVEX = 1

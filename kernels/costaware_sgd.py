@@ -15,17 +15,11 @@ from numba import prange
 
 from .costaware import (S_COST, S_FEATURE, S_NOISE, S_ROW_SCALE, S_SGD_PICK, S_TARGET,
                         draw_index_nb)
+from .codes import (LEAST_SQUARES, LOGISTIC, LOGNORMAL, PARETO,  # noqa: F401 - nbs.CODE
+                    STEP_CONVEX, STEP_STRONGLY_CONVEX)
 from .jit import driver, entry
 from .rng import normal_nb, uniform_nb
 
-LEAST_SQUARES = 0
-LOGISTIC = 1
-
-LOGNORMAL = 0
-PARETO = 1
-
-STEP_CONVEX = 0
-STEP_STRONGLY_CONVEX = 1
 
 
 @entry

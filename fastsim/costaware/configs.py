@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 from fastsim.values import float_or_nan, is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError, known_keywords
+from fastsim.kernels import codes as K
+
+# the kernels' code of each name (fastsim.kernels.costaware_sgd)
+PROBLEMS = {"least_squares": K.LEAST_SQUARES, "logistic": K.LOGISTIC}
+COST_DISTS = {"lognormal": K.LOGNORMAL, "pareto": K.PARETO}
+STEP_RULES = {"convex": K.STEP_CONVEX, "strongly_convex": K.STEP_STRONGLY_CONVEX}
 
 # fastsim.costaware.sampling.STRATEGIES, SGDConfig's default: that module brings the
 # kernels (numba); tests/test_costaware_sgd.py checks that the two agree
@@ -77,8 +83,6 @@ class ProblemConfig:
     instance: int = 0
 
     def __post_init__(self):
-        from fastsim.costaware.sgd import COST_DISTS, PROBLEMS  # the kernels' codes of each name
-
         plain_fields(self)  # n=np.int32(524288) * d=np.int32(8192) was 0
         _choice("kind", self.kind, PROBLEMS)
         _positive_int("n", self.n, 2, 1_000_000)
@@ -143,7 +147,6 @@ class SGDConfig:
 
     def __post_init__(self):
         from fastsim.costaware.sampling import check_lam, parse_strategy
-        from fastsim.costaware.sgd import STEP_RULES
 
         plain_fields(self)
         _choice("step", self.step, STEP_RULES)

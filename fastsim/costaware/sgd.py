@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import polars as pl
 
-from fastsim.costaware.configs import MAX_DESIGN, ProblemConfig, SGDConfig  # noqa: F401
+from fastsim.costaware.configs import (COST_DISTS, MAX_DESIGN, PROBLEMS, STEP_RULES,  # noqa: F401
+                                       ProblemConfig, SGDConfig)
 from fastsim.costaware.sampling import STRATEGIES, check_probabilities, sampling_distribution
 from fastsim.config import check_flags
 from fastsim.errors import ConfigError, known_keywords
@@ -26,10 +27,6 @@ from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_c
 from fastsim.kernels import costaware as nbc
 from fastsim.kernels import costaware_sgd as nbs
 from fastsim.progress import progress_bar
-
-PROBLEMS = {"least_squares": nbs.LEAST_SQUARES, "logistic": nbs.LOGISTIC}
-COST_DISTS = {"lognormal": nbs.LOGNORMAL, "pareto": nbs.PARETO}
-STEP_RULES = {"convex": nbs.STEP_CONVEX, "strongly_convex": nbs.STEP_STRONGLY_CONVEX}
 
 
 @dataclass(frozen=True)
