@@ -28,13 +28,14 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.compile_notice import first_run, is_quiet
-from fastsim.config import (PolicyConfig, SimConfig, WorkloadConfig, check_code,
-                            check_flags, inert_settings, is_integer, parse_baseline, reads,
-                            self_baseline)
+from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, inert_settings,
+                            parse_baseline, reads, self_baseline)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
-from fastsim.workload import Workload, allocate, generate_workload, kernel_params
+from fastsim.arrays import Accounting, Decisions, Outcome, empty_decisions, empty_outcome
+from fastsim.workload import (Workload, allocate, check_counts, check_resolution,
+                              generate_workload, kernel_params, pipeline_arrays)
 from fastsim.kernels.codes import JOB_TYPE_LABELS, LORA, PATIENCE, RLHF, STOP_AT
 from fastsim.kernels.engine import cluster_nb, max_points_nb, service_points_nb
 from fastsim.kernels.metrics import METRIC_NAMES, N_METRICS, accounting_nb, cluster_metrics_nb
@@ -42,45 +43,6 @@ from fastsim.kernels.oracle import oracle_stops_nb
 from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.schedulers import user_keys_driver
 from fastsim.kernels.stops import resolve_stops_nb, trigger_scratch, user_stops_driver
-
-
-
-@dataclass
-class Decisions:
-    """Per-job stop-policy outcome ``[C, J]`` (evaluations 1-based, 0 = none)."""
-
-    in_scope: np.ndarray
-    stopped: np.ndarray
-    demoted: np.ndarray
-    trigger_eval: np.ndarray
-    delivered_eval: np.ndarray
-
-
-@dataclass
-class Outcome:
-    """Engine outputs ``[C, J]`` plus the optional run segments ``[C, S]``."""
-
-    start_h: np.ndarray
-    end_h: np.ndarray
-    held_h: np.ndarray
-    held_after_h: np.ndarray
-    n_preempt: np.ndarray
-    seg_job: np.ndarray
-    seg_start: np.ndarray
-    seg_end: np.ndarray
-    seg_count: np.ndarray
-    n_points: np.ndarray  # [C] scheduling points visited; -1: bound reached
-
-
-@dataclass
-class Accounting:
-    """What the metrics add to the engine's outputs, ``[C, J]``: gold of the delivered
-    checkpoint and of the best evaluation, wasted GPU-hours, detection positives."""
-
-    delivered_gold: np.ndarray
-    best_gold: np.ndarray
-    wasted_gpu_h: np.ndarray
-    positive: np.ndarray
 
 
 @dataclass
@@ -119,7 +81,7 @@ def decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
 # check a workload once, not at every stage (the check costs about a third of the
 # decisions stage on default clusters).
 def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
-    d = _decisions((w.n_clusters, w.n_jobs))
+    d = empty_decisions((w.n_clusters, w.n_jobs))
     p = cfg.policy
     decl = p.decl
     scope_all = p.scope == "all"
@@ -147,12 +109,6 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     return d
 
 
-def _decisions(shape: tuple[int, int]) -> Decisions:
-    return Decisions(np.empty(shape, np.bool_), np.empty(shape, np.bool_),
-                     np.empty(shape, np.bool_), np.empty(shape, np.int32),
-                     np.empty(shape, np.int32))
-
-
 def check_like(given: Any, made: Any, name: str, maker: str) -> None:
     """``given`` holds ``made``'s arrays, of their dtypes and shapes: the stage kernels
     index them by the workload's clusters and jobs without bounds checks (the decisions
@@ -167,14 +123,6 @@ def check_like(given: Any, made: Any, name: str, maker: str) -> None:
             got = f"{a.dtype} {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
             raise ConfigError(f"{name}.{f.name} is {got}; allowed: {want.dtype} {want.shape} "
                               f"for this workload, as {maker} returns")
-
-
-def _outcome(shape: tuple[int, int], max_segments: int) -> Outcome:
-    seg_shape = (shape[0], max_segments)
-    return Outcome(np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape),
-                   np.zeros(shape), np.zeros(shape, np.int32), np.zeros(seg_shape, np.int64),
-                   np.zeros(seg_shape), np.zeros(seg_shape), np.zeros(shape[0], np.int64),
-                   np.zeros(shape[0], np.int64))
 
 
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> str:
@@ -248,55 +196,6 @@ def _loss_checks(cfg: SimConfig, w: Workload) -> tuple:
              "finite readings, each " + readers[0].loss_rule(label)),)
 
 
-# A run time must stay a run time on the engine's float64 clock: one below the clock's
-# resolution where the job runs vanished (1e-300 h at arrival 1e6 h: JCT 0.0, exit 0).
-# 2^-32 of the cluster's time scale keeps its run time to 2^-20 (six digits).
-RESOLUTION = 2.0**-32
-
-
-def _unresolved(w: Workload) -> tuple[int, int, float] | None:
-    """(cluster row, job, the row's time scale) of the first run time below ``RESOLUTION``
-    of its row's time scale, or None."""
-    if w.n_jobs == 0:
-        return None
-    arr, dur = w.arrival_h, w.duration_h
-    # every time the engine reaches in a row is at most this large in magnitude (arrivals
-    # are in order along a row: drawn so, and checked so in a built workload)
-    with np.errstate(over="ignore"):  # an overflowing row is left to the engine (below)
-        scale = np.maximum(arr[:, -1], -arr[:, 0]) + dur.sum(axis=1)
-    # a row whose times overflow has no clock to resolve: the engine's bound on scheduling
-    # points stops it, naming the cluster (tests/test_engine_bound.py)
-    low = np.isfinite(scale) & (dur.min(axis=1) < scale * RESOLUTION)
-    if not low.any():
-        return None
-    c = int(np.argmax(low))
-    return c, int(np.argmin(dur[c])), float(scale[c])
-
-
-def check_resolution(w: Workload, drawn: bool = False) -> None:
-    """``ConfigError`` naming the first run time too small for its cluster's clock: of a
-    built workload, by its row and job; of a ``drawn`` one, in its settings' words
-    (``WorkloadConfig`` bounds the arrival span alone, so settings it lets through, a
-    shortest median of 0.001 h beside RLHF runs of 1e4 h that queue, could still draw a
-    cluster whose run times sum beyond what its shortest run resolves against)."""
-    bad = _unresolved(w)
-    if bad is None:
-        return
-    c, j, scale = bad
-    if drawn:
-        raise ConfigError(f"workload: cluster {int(w.cluster_ids[c])} drew a run time of "
-                          f"{float(w.duration_h[c, j]):.3g} h, below 2^-32 of its time scale "
-                          f"({scale:.6g} h: its largest arrival plus all run times); allowed: "
-                          "settings whose runs the float64 clock keeps to six digits: a "
-                          "longer shortest median, shorter long ones, a smaller log_sd or "
-                          "fewer jobs")
-    raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
-                      f"{float(w.duration_h[c, j])!r}; allowed: at least 2^-32 of the "
-                      f"cluster row's time scale (its largest arrival plus all run times, "
-                      f"{scale:.6g} h: >= {scale * RESOLUTION:.3g} h), so the float64 "
-                      "clock keeps a run time to six digits")
-
-
 # The kind of number each array holds (the engine indexes by the integer ones and reads
 # the bool one as a label); a float array of GPUs, say, would be truncated without a word.
 _INTEGER_ARRAYS = ("cluster_ids", "job_type", "gpus", "peak_eval")
@@ -339,7 +238,7 @@ def _check_arrays(cfg: SimConfig, w: Workload) -> None:
 def run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0) -> Outcome:
     """Simulate the clusters of ``w`` under ``cfg``'s scheduler given the decisions ``d``."""
     check_workload(cfg, w)
-    check_like(d, _decisions((w.n_clusters, w.n_jobs)), "decisions", "decide_stops(cfg, w)")
+    check_like(d, empty_decisions((w.n_clusters, w.n_jobs)), "decisions", "decide_stops(cfg, w)")
     return _run_engine(cfg, w, d, max_segments)
 
 
@@ -348,7 +247,7 @@ def _run_engine(cfg: SimConfig, w: Workload, d: Decisions, max_segments: int = 0
     end_service, demote_service, account_from = (np.empty(shape) for _ in range(3))
     service_points_nb(w.duration_h, d.stopped, d.demoted, d.trigger_eval, w.hacking, w.peak_eval,
                       w.n_evals, end_service, demote_service, account_from)
-    o = _outcome(shape, max_segments)
+    o = empty_outcome(shape, max_segments)
     s = cfg.scheduler
     cluster_nb(s.code, s.backfill, np.asarray(s.thresholds_gpu_h, dtype=np.float64),
                float(cfg.workload.preempt_overhead_h), cfg.workload.gpus, w.gpus, w.arrival_h,
@@ -454,8 +353,8 @@ def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
     if reuse and b is not None and b.shape == shape and not b.in_use:
         return b
     cj = shape[:2]
-    b = _Buffers(shape, allocate(*shape[:3]), _decisions(cj), tuple(np.empty(cj) for _ in range(3)),
-                 _outcome(cj, max_segments), Accounting(np.empty(cj), np.empty(cj), np.empty(cj),
+    b = _Buffers(shape, allocate(*shape[:3]), empty_decisions(cj), tuple(np.empty(cj) for _ in range(3)),
+                 empty_outcome(cj, max_segments), Accounting(np.empty(cj), np.empty(cj), np.empty(cj),
                                                         np.empty(cj, np.bool_)))
     if reuse and simulate_bytes(n_clusters, n_jobs, n_evals, False) <= REUSE_MAX_BYTES:
         _LOCAL.buffers = b
@@ -509,7 +408,7 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
                 np.uint64(seed), np.int64(cluster_start), decide, p.code, int(p.k), float(p.f),
                 int(p.w), float(p.tol), p.scope == "all", bool(s.backfill),
                 np.asarray(s.thresholds_gpu_h, dtype=np.float64), float(wc.preempt_overhead_h),
-                wc.gpus, static_keys(cfg, w), _workload_arrays(w),
+                wc.gpus, static_keys(cfg, w), pipeline_arrays(w),
                 (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval), b.service,
                 (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
                 (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
@@ -522,39 +421,14 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)
 
 
-def _workload_arrays(w: Workload) -> tuple[np.ndarray, ...]:
-    """The arrays of ``w`` in the order ``pipeline_nb`` takes them."""
-    return (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
-            w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
-            w.peak_eval)
-
-
-def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int,
-                  scheduler: int) -> None:
-    """Draw ``w``'s clusters (``fastsim.workload.generate_workload``) with the
-    ``pipeline_nb`` of ``scheduler`` (a code) stopping after generation, so that
-    generation and ``simulate`` share one compiled kernel.  The arguments after the
-    workload's are unused: empty arrays and zeros of the types ``_run`` passes, so that
-    the call matches its compiled signature."""
-    d, o = _decisions((0, 0)), _outcome((0, 0), 0)
-    none = np.empty((0, 0))
-    run_pipeline(scheduler, w.n_clusters, True, True, True, True, kernel_params(wc),
-                np.uint64(seed), np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False,
-                np.empty(0), 0.0, 0, w.t_est_h, _workload_arrays(w),
-                (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
-                (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
-                (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
-                (none, none, none, np.empty((0, 0), np.bool_)), np.empty((N_METRICS, 0)))
-
-
 def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Accounting, np.ndarray]:
     """The metrics stage on its own: accounting ``[C, J]`` and ``out[N_METRICS, C]``
     (what ``pipeline_nb`` computes in its pass; for the stage-by-stage path)."""
     check_workload(cfg, w)
     shape = (w.n_clusters, w.n_jobs)
-    check_like(d, _decisions(shape), "decisions", "decide_stops(cfg, w)")
+    check_like(d, empty_decisions(shape), "decisions", "decide_stops(cfg, w)")
     segments = o.seg_job.shape[1] if isinstance(o, Outcome) and o.seg_job.ndim == 2 else 0
-    check_like(o, _outcome(shape, segments), "outcome", "run_engine(cfg, w, d)")
+    check_like(o, empty_outcome(shape, segments), "outcome", "run_engine(cfg, w, d)")
     return _account(cfg, w, d, o)
 
 
@@ -586,30 +460,11 @@ def run_stages(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments)
 
 
-MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.py)
-MAX_CLUSTER = 2**63 - 1
-
-
 def check_run_args(cfg: SimConfig, n_clusters, seed, cluster_start) -> None:
     """The arguments of ``simulate``: integers (no bool, no float), in range."""
     if not isinstance(cfg, SimConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a SimConfig")
     check_counts(n_clusters, seed, cluster_start)
-
-
-def check_counts(n_clusters, seed, cluster_start) -> None:
-    """Which clusters to draw (``simulate``, ``generate_workload``): integers (no bool, no
-    float: seed=1.5 drew seed 1's clusters), in range."""
-    # compared as Python ints: a numpy scalar (np.int32(3)) compared with 2^63-1 raises
-    # OverflowError under numpy's scalar promotion rules, instead of being checked
-    if not is_integer(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
-        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
-                          "to 2^63-1 (cluster ids are 64-bit counters)")
-    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
-        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
-    if not is_integer(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
-        raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
-                          f"from 0 to 2^63-1-n_clusters")
 
 
 @known_keywords("fastsim.simulate()")

@@ -12,8 +12,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from fastsim.arrays import empty_decisions, empty_outcome
 from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.errors import ConfigError
+from fastsim.values import is_integer
+from fastsim.kernels.metrics import N_METRICS
+from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.workload import WorkloadParams
 
 OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
@@ -158,9 +162,6 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     >>> w.gold.shape == (2, 5, WorkloadConfig().n_evals)  # [cluster, job, evaluation]
     True
     """
-    # here: fastsim.api imports this module
-    from fastsim.api import check_counts, check_resolution, generate_into
-
     if not isinstance(cfg, WorkloadConfig):
         raise ConfigError(f"cfg={cfg!r} is invalid; allowed: a WorkloadConfig")
     if not (scheduler is None or isinstance(scheduler, SchedulerConfig)):
@@ -177,3 +178,96 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
     check_resolution(w, drawn=True)
     return w
+
+
+MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.py)
+MAX_CLUSTER = 2**63 - 1
+
+
+def check_counts(n_clusters, seed, cluster_start) -> None:
+    """Which clusters to draw (``simulate``, ``generate_workload``): integers (no bool, no
+    float: seed=1.5 drew seed 1's clusters), in range."""
+    # compared as Python ints: a numpy scalar (np.int32(3)) compared with 2^63-1 raises
+    # OverflowError under numpy's scalar promotion rules, instead of being checked
+    if not is_integer(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
+        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
+                          "to 2^63-1 (cluster ids are 64-bit counters)")
+    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
+        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
+    if not is_integer(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
+        raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
+                          f"from 0 to 2^63-1-n_clusters")
+
+
+# A run time must stay a run time on the engine's float64 clock: one below the clock's
+# resolution where the job runs vanished (1e-300 h at arrival 1e6 h: JCT 0.0, exit 0).
+# 2^-32 of the cluster's time scale keeps its run time to 2^-20 (six digits).
+RESOLUTION = 2.0**-32
+
+
+def _unresolved(w: Workload) -> tuple[int, int, float] | None:
+    """(cluster row, job, the row's time scale) of the first run time below ``RESOLUTION``
+    of its row's time scale, or None."""
+    if w.n_jobs == 0:
+        return None
+    arr, dur = w.arrival_h, w.duration_h
+    # every time the engine reaches in a row is at most this large in magnitude (arrivals
+    # are in order along a row: drawn so, and checked so in a built workload)
+    with np.errstate(over="ignore"):  # an overflowing row is left to the engine (below)
+        scale = np.maximum(arr[:, -1], -arr[:, 0]) + dur.sum(axis=1)
+    # a row whose times overflow has no clock to resolve: the engine's bound on scheduling
+    # points stops it, naming the cluster (tests/test_engine_bound.py)
+    low = np.isfinite(scale) & (dur.min(axis=1) < scale * RESOLUTION)
+    if not low.any():
+        return None
+    c = int(np.argmax(low))
+    return c, int(np.argmin(dur[c])), float(scale[c])
+
+
+def check_resolution(w: Workload, drawn: bool = False) -> None:
+    """``ConfigError`` naming the first run time too small for its cluster's clock: of a
+    built workload, by its row and job; of a ``drawn`` one, in its settings' words
+    (``WorkloadConfig`` bounds the arrival span alone, so settings it lets through, a
+    shortest median of 0.001 h beside RLHF runs of 1e4 h that queue, could still draw a
+    cluster whose run times sum beyond what its shortest run resolves against)."""
+    bad = _unresolved(w)
+    if bad is None:
+        return
+    c, j, scale = bad
+    if drawn:
+        raise ConfigError(f"workload: cluster {int(w.cluster_ids[c])} drew a run time of "
+                          f"{float(w.duration_h[c, j]):.3g} h, below 2^-32 of its time scale "
+                          f"({scale:.6g} h: its largest arrival plus all run times); allowed: "
+                          "settings whose runs the float64 clock keeps to six digits: a "
+                          "longer shortest median, shorter long ones, a smaller log_sd or "
+                          "fewer jobs")
+    raise ConfigError(f"workload.duration_h at cluster row {c}, job {j} is "
+                      f"{float(w.duration_h[c, j])!r}; allowed: at least 2^-32 of the "
+                      f"cluster row's time scale (its largest arrival plus all run times, "
+                      f"{scale:.6g} h: >= {scale * RESOLUTION:.3g} h), so the float64 "
+                      "clock keeps a run time to six digits")
+
+
+def pipeline_arrays(w: Workload) -> tuple[np.ndarray, ...]:
+    """The arrays of ``w`` in the order ``pipeline_nb`` takes them."""
+    return (w.job_type, w.gpus, w.arrival_h, w.duration_h, w.t_est_h, w.hacking, w.ustar,
+            w.height, w.tau, w.loss0, w.loss_inf, w.loss_tau, w.gold, w.score, w.loss,
+            w.peak_eval)
+
+
+def generate_into(wc: WorkloadConfig, w: Workload, seed: int, cluster_start: int,
+                  scheduler: int) -> None:
+    """Draw ``w``'s clusters (``fastsim.workload.generate_workload``) with the
+    ``pipeline_nb`` of ``scheduler`` (a code) stopping after generation, so that
+    generation and ``simulate`` share one compiled kernel.  The arguments after the
+    workload's are unused: empty arrays and zeros of the types ``fastsim.api`` passes, so that
+    the call matches its compiled signature."""
+    d, o = empty_decisions((0, 0)), empty_outcome((0, 0), 0)
+    none = np.empty((0, 0))
+    run_pipeline(scheduler, w.n_clusters, True, True, True, True, kernel_params(wc),
+                np.uint64(seed), np.int64(cluster_start), False, 0, 0, 0.0, 0, 0.0, False, False,
+                np.empty(0), 0.0, 0, w.t_est_h, pipeline_arrays(w),
+                (d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval),
+                (none, none, none), (o.start_h, o.end_h, o.held_h, o.held_after_h, o.n_preempt),
+                (o.seg_job, o.seg_start, o.seg_end, o.seg_count, o.n_points),
+                (none, none, none, np.empty((0, 0), np.bool_)), np.empty((N_METRICS, 0)))

@@ -49,7 +49,6 @@ from typing import Any, Iterable
 import fastsim
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.api import MAX_CLUSTER
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
                             inert_settings, parse_baseline, plain)
 from fastsim.errors import ConfigError, did_you_mean, one_line
@@ -58,6 +57,7 @@ from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
 from fastsim.values import check_file_path
+from fastsim.workload import MAX_CLUSTER
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
