@@ -20,7 +20,7 @@ from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             self_baseline)
 from fastsim.errors import ConfigError
-from fastsim.values import as_typed, file_path, integer_option, read_number, read_numbers
+from fastsim.values import MAX_SEED, as_typed, file_path, integer_option, read_number, read_numbers
 
 if TYPE_CHECKING:  # annotations only
     from tqdm import tqdm
@@ -37,7 +37,6 @@ CHUNK = 500  # clusters per progress step; chunking never changes results
 MAX_RUN_CLUSTERS = 100_000_000
 RUN_CLUSTERS_ALLOWED = (f"an integer from 1 to {MAX_RUN_CLUSTERS:,} (1.5-12 hours of "
                         "simulation; a run does not resume: run more as a sweep)")
-MAX_SEED = 2**64 - 1  # seeds are unsigned 64-bit counters (kernels/rng.py)
 
 
 def _parse_field(name: str, text: str, default):

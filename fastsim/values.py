@@ -21,6 +21,11 @@ from typing import Any
 
 from fastsim.errors import ConfigError
 
+# The simulation's counters (kernels/rng.py): a seed is an unsigned 64-bit integer, a
+# cluster id a signed one.
+MAX_SEED = 2**64 - 1
+MAX_CLUSTER = 2**63 - 1
+
 
 def plain(v: Any) -> Any:
     """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->

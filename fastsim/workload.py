@@ -15,7 +15,7 @@ import numpy as np
 from fastsim.arrays import empty_decisions, empty_outcome
 from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.errors import ConfigError
-from fastsim.values import is_integer
+from fastsim.values import MAX_CLUSTER, MAX_SEED, is_integer
 from fastsim.kernels.metrics import N_METRICS
 from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.workload import WorkloadParams
@@ -178,10 +178,6 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     generate_into(cfg, w, seed, cluster_start, (scheduler or SchedulerConfig()).code)
     check_resolution(w, drawn=True)
     return w
-
-
-MAX_SEED = 2**64 - 1  # seeds and cluster ids are 64-bit counters (kernels/rng.py)
-MAX_CLUSTER = 2**63 - 1
 
 
 def check_counts(n_clusters, seed, cluster_start) -> None:

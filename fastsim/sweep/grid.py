@@ -56,8 +56,7 @@ from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
 from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
-from fastsim.values import check_file_path
-from fastsim.workload import MAX_CLUSTER
+from fastsim.values import MAX_CLUSTER, MAX_SEED, check_file_path
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
@@ -359,7 +358,7 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
                          else doc.get("chunk", min(n_clusters, 250)), 1,
                          override=chunk is not None)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
-                          0, 2**64 - 1, override=seed is not None)
+                          0, MAX_SEED, override=seed is not None)
     baseline_spec = doc.get("baseline", "none")
     try:
         baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')
