@@ -630,3 +630,16 @@ def test_a_directory_of_logs_is_told_the_pattern_that_passes_them(tmp_path, caps
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match=r"allowed: a run directory, or log files$"):
         read_logs(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t")])
+def test_invalid_utf8_in_a_table_names_its_line(tmp_path, capsys, suffix, sep):
+    # a CSV byte no UTF-8 holds was "not a readable CSV table (invalid utf-8 sequence)":
+    # no line, and nothing said what is allowed, where a JSONL log's names both
+    p = tmp_path / f"log.{suffix}"
+    p.write_bytes(sep.join(["job_id", "step", "score"]).encode() + b"\na" + sep.encode()
+                  + b"1" + sep.encode() + b"0.5\na" + sep.encode() + b"2" + sep.encode()
+                  + b"0.\xff6\n")
+    one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: invalid UTF-8 (byte 0xff); "
+             "allowed: a UTF-8")
+

@@ -214,6 +214,8 @@ def _raw_tsv(path: Path, data: bytes) -> pl.DataFrame:
 
 
 def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
+    # polars' own refusal named neither the line nor what is allowed
+    decode_utf8(path, data, "TSV log" if sep == "\t" else "CSV log")
     try:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, separator=sep)
     except pl.exceptions.NoDataError:
