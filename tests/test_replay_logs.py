@@ -643,3 +643,29 @@ def test_invalid_utf8_in_a_table_names_its_line(tmp_path, capsys, suffix, sep):
     one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: invalid UTF-8 (byte 0xff); "
              "allowed: a UTF-8")
 
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t"), ("jsonl", None)])
+def test_lines_ending_in_a_carriage_return_alone_are_lines(tmp_path, suffix, sep):
+    # a CSV saved as "CSV (Macintosh)" ends its lines in CR alone: polars read it as one
+    # header line and refused it as "missing column (did you mean score\ra?)", and a JSONL
+    # log so written was "not valid JSON (Extra data)" at line 1; mixed with LF ends, a
+    # lone CR was "not a readable CSV table (found more fields ...)" without a line
+    rows = [("a", 1, 0.7), ("a", 2, 0.65), ("a", 3, 0.6), ("b", 1, 0.5)]
+    if sep is None:
+        lines = [json.dumps({"job_id": j, "step": s, "score": x}) for j, s, x in rows]
+    else:
+        lines = [sep.join(("job_id", "step", "score"))] + [sep.join(map(str, r)) for r in rows]
+    p = tmp_path / f"log.{suffix}"
+    for text in ("\r".join(lines) + "\r", "\n".join(lines[:2]) + "\r" + "\n".join(lines[2:])
+                 + "\n"):
+        p.write_bytes(text.encode())
+        t = read_logs([p]).table
+        assert t["job_id"].to_list() == ["a", "a", "a", "b"]
+        assert t["metric"].to_list() == [0.7, 0.65, 0.6, 0.5]
+        assert t["line"].to_list() == ([2, 3, 4, 5] if sep else [1, 2, 3, 4])
+    p.write_bytes(("\r".join(lines[:-1] + [lines[-1].replace("0.5", "0.\u00e9")]) + "\r")
+                  .encode("latin-1"))
+    with pytest.raises(ConfigError, match=rf"log\.{suffix}:{4 if sep is None else 5}: "
+                       "invalid UTF-8"):
+        read_logs([p])

@@ -213,7 +213,16 @@ def _raw_tsv(path: Path, data: bytes) -> pl.DataFrame:
     return _raw_csv(path, data, "\t")
 
 
+def _line_ends(data: bytes) -> bytes:
+    """A log's lines ended in LF: a CR alone ends a line too, as in Python's csv module
+    (a CSV saved as "CSV (Macintosh)" ends every line so).  polars read such a file as
+    one header line, and ``str.split`` a JSONL log's lines as one line; CR is no byte of
+    a UTF-8 sequence, and JSON holds none inside a string."""
+    return re.sub(rb"\r(?!\n)", b"\n", data) if b"\r" in data else data
+
+
 def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
+    data = _line_ends(data)
     # polars' own refusal named neither the line nor what is allowed
     decode_utf8(path, data, "TSV log" if sep == "\t" else "CSV log")
     try:
@@ -347,7 +356,8 @@ def _json(text: str):
 
 def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
     rows, lines = [], []
-    for lineno, text in enumerate(decode_utf8(path, data, "JSONL log").split("\n"), start=1):
+    text = decode_utf8(path, _line_ends(data), "JSONL log")
+    for lineno, text in enumerate(text.split("\n"), start=1):
         if not text.strip():
             continue
         try:
