@@ -669,3 +669,19 @@ def test_lines_ending_in_a_carriage_return_alone_are_lines(tmp_path, suffix, sep
     with pytest.raises(ConfigError, match=rf"log\.{suffix}:{4 if sep is None else 5}: "
                        "invalid UTF-8"):
         read_logs([p])
+
+
+def test_a_trainer_state_cut_short_says_so_and_what_is_allowed(tmp_path, capsys):
+    # Trainer rewrites trainer_state.json whole at each save; replayed meanwhile, the file
+    # ends mid-way and was "not valid JSON (Expecting ',' delimiter)", nothing more
+    whole = (FIX / "hf_run/trainer_state.json").read_text()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text(whole[:len(whole) // 2])
+    one_line(capsys, ["replay", str(run)], "(the file ends mid-way: read while it was "
+             "written? read it again once written); allowed: a trainer_state.json as "
+             "written by transformers.Trainer")
+    (run / "trainer_state.json").write_text('{"log_history": [}')  # whole, and broken
+    with pytest.raises(ConfigError, match=r"trainer_state\.json:1: not valid JSON "
+                       r"\(Expecting value\); allowed: a trainer_state\.json as written"):
+        read_logs(run)

@@ -438,7 +438,11 @@ def _hf_entries(path: Path, text: str):
     try:
         state = _json(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        # Trainer rewrites the file whole at every save: read meanwhile, it ends mid-way
+        cut = (" (the file ends mid-way: read while it was written? read it again once "
+               "written)" if not text.rstrip().endswith("}") else "")
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}){cut}; allowed: a "
+                          "trainer_state.json as written by transformers.Trainer") from None
     except _DuplicateKey as exc:  # json gives no position: name the key
         raise ConfigError(f"{path}: key {exc.args[0]!r} appears twice in one object; allowed: "
                           "each key once") from None
