@@ -99,6 +99,31 @@ def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
         assert not out.exists()  # refused by its form, or before connecting: nothing written
 
 
+def test_9_an_address_that_accepts_but_never_answers_is_one_line_in_time(tmp_path, capsys):
+    # the dashboard's port (HTTP waits for a request) or another service's: distributed's
+    # handshake read has no timeout, and the sweep waited forever despite --dask-timeout
+    import socket
+    import time
+
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP)
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        # closed after 20 s, which resets the connections it never accepted: a sweep
+        # still waiting then fails this test rather than hanging it
+        threading.Timer(20, silent.close).start()
+        t0 = time.monotonic()
+        code = main(["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress",
+                     "--backend", "dask", "--address", address, "--dask-timeout", "1"])
+        assert code == 2 and time.monotonic() - t0 < 15
+    err = capsys.readouterr().err.strip()
+    assert (f"--address {address!r}: cannot reach a Dask scheduler (it accepts connections "
+            "but gave no Dask handshake within 1 s: not a scheduler's port") in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
 def test_9_scheduler_without_workers_times_out_with_a_message(tmp_path, capsys):
     p = tmp_path / "d.toml"
     p.write_text(SWEEP)

@@ -426,9 +426,16 @@ def _connect(address, workers: int | None, timeout: float):
         # as an address is either up or wrong (workers may take longer to join)
         connect_s = min(timeout, DASK_CONNECT_S)
         try:
+            _handshake(address, connect_s)
             client = Client(address, timeout=connect_s)
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError, ValueError...
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if isinstance(exc, TimeoutError) and not str(exc).strip():  # _handshake's
+                reason = (f"it accepts connections but gave no Dask handshake within "
+                          f"{connect_s:g} s: not a scheduler's port (the dashboard's, "
+                          f"another service's?)")
+            elif not isinstance(exc, (OSError, TimeoutError)):  # bytes of another protocol
+                reason = f"what answers is not a Dask scheduler: {type(exc).__name__}: {reason}"
             raise ConfigError(f"--address {address!r}: cannot reach a Dask scheduler ({reason}); "
                               "allowed: tcp://HOST:PORT of a running scheduler, or no --address "
                               "for a local cluster") from None
@@ -439,6 +446,39 @@ def _connect(address, workers: int | None, timeout: float):
         raise ConfigError(f"--address {address}: no worker joined the scheduler within "
                           f"{timeout:g} s; start workers (dask worker {address}) and re-run") from None
     return client, cluster
+
+
+def _handshake(address: str, seconds: float) -> None:
+    """Open one comm to the scheduler at ``address`` and close it, its handshake included,
+    within ``seconds`` (else ``TimeoutError``).  distributed's ``connect`` times the TCP
+    connection but then waits for the peer's handshake without a limit: a ``Client`` of
+    an address that accepts and never answers (the dashboard's HTTP port, which waits for
+    a request) waited forever, whatever its ``timeout``.  In a thread of its own, as a
+    caller may be inside an event loop (a notebook's)."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def probe():
+        args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(connect(address, timeout=seconds, **args), seconds)
+        await comm.close()
+
+    failed: list[BaseException] = []
+
+    def run():
+        try:
+            asyncio.run(probe())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="fastsim-dask-handshake", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def _warm_up(client) -> None:
