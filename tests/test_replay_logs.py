@@ -685,3 +685,27 @@ def test_a_trainer_state_cut_short_says_so_and_what_is_allowed(tmp_path, capsys)
     with pytest.raises(ConfigError, match=r"trainer_state\.json:1: not valid JSON "
                        r"\(Expecting value\); allowed: a trainer_state\.json as written"):
         read_logs(run)
+
+
+def test_a_step_beyond_the_jobs_max_steps_is_refused(tmp_path):
+    # max_steps 20 with steps logged to 40: stop_at:f=0.65 took 20 as T_est and reported a
+    # stop at step 20 saving 50%, of a run whose own log says its plan was another
+    rows = "job_id,step,score,max_steps\na,10,0.5,20\na,20,0.6,\na,30,0.55,20\na,40,0.56,20\n"
+    p = tmp_path / "log.csv"
+    p.write_text(rows)
+    with pytest.raises(ConfigError, match=r"log\.csv:4: field 'step': job 'a' logs step 30, "
+                       r"beyond its max_steps 20; allowed: steps up to the planned length"):
+        read_logs(p)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text(json.dumps({
+        "global_step": 40, "max_steps": 20,
+        "log_history": [{"eval_accuracy": 0.5, "step": 10}, {"eval_accuracy": 0.6, "step": 40}]},
+        indent=1))
+    with pytest.raises(ConfigError, match=r"field 'step': job 'run' logs step 40, beyond its "
+                       "max_steps 20"):
+        read_logs(run)
+    p.write_text(rows.replace(",20\n", ",40\n"))  # up to the plan; 0 is no plan at all
+    assert read_logs(p).table["step"].to_list() == [10, 20, 30, 40]
+    p.write_text(rows.replace(",20\n", ",0\n"))
+    assert read_logs(p).table["step"].to_list() == [10, 20, 30, 40]

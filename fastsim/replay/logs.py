@@ -745,6 +745,25 @@ def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
+def _check_within_plan(table: pl.DataFrame) -> None:
+    """No logged step beyond its job's ``max_steps``, the planned length (0: none given,
+    as a ``TrainerState`` not yet planned holds): a log that runs past it shows the plan
+    is not this run's (a length in epochs, a run resumed with another), and stop-at
+    decided on it as ``T_est``, stopping at the "end" of a run that went on."""
+    if "max_steps" not in table.columns:
+        return
+    plan = pl.col("max_steps").cast(pl.Float64).fill_nan(None)
+    plan = pl.when(plan > 0).then(plan).max().over("job_id")
+    bad = table.select((pl.col("step") > plan).fill_null(False).alias("b"))["b"]
+    if bad.any():
+        r = table.row(int(bad.arg_max()), named=True)
+        ms = table.filter(pl.col("job_id") == r["job_id"])["max_steps"].cast(pl.Float64).max()
+        raise ConfigError(f"{r['source']}:{r['line']}: field 'step': job {r['job_id']!r} logs "
+                          f"step {r['step']}, beyond its max_steps {ms:g}; allowed: steps up to "
+                          "the planned length max_steps (the run's own, in steps: a run resumed "
+                          "with another records it in its latest log), or no max_steps")
+
+
 def _check_peak_steps(table: pl.DataFrame) -> None:
     """``truth_gold_peak_step`` names one of its job's logged steps: another would score
     every detection delay against a step the job never reached (or never logged)."""
@@ -975,6 +994,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
     _check_time_order(table)
+    _check_within_plan(table)
     _check_peak_steps(table)
     n_missing = int(table["metric"].is_nan().sum())
     if n_missing:
