@@ -1512,6 +1512,22 @@ def test_an_axis_of_a_user_policys_parameter_says_it_goes_in_the_spec(user_dir, 
         load_sweep(p)
 
 
+def test_an_axis_no_user_policy_declares_is_not_offered_as_its_spec(user_dir, tmp_path):
+    """`k = [1, 2]` beside a user's policy without a `k` was answered `policy =
+    ["MODULE:FUNCTION:k=..."]`, a spec that is itself refused: the hint names the
+    parameters the policy does declare."""
+    from fastsim.sweep.grid import load_sweep
+
+    pol = "toy_user_policies:long_plan_said"
+    p = tmp_path / "mine.toml"
+    p.write_text(f'clusters = 4\n[base]\npolicy = "{pol}"\n[axes]\nk = [1, 2]\n')
+    with pytest.raises(ConfigError) as err:
+        load_sweep(p)
+    assert str(err.value).endswith(
+        f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({pol}); a "
+        f"user's policy takes its parameters in its spec, and {pol} declares scope")
+
+
 PEEKING_SRC = '''
 import random
 import sys

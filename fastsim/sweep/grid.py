@@ -490,8 +490,13 @@ def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> N
         where = "axis" if f in axes else "[base] field"
         kind = "policy" if f in POLICY_FIELDS else "scheduler"
         user = sorted(n for n in names if ":" in n)
+        # only a user's declaration that has the parameter may be offered the spec: one
+        # that lacks it was shown ["MODULE:FUNCTION:k=..."], itself refused
+        taking = [n for n in user if f in R.lookup(kind, n).param_names]
         hint = (f"; a user's {kind} takes its parameters in its spec, as "
-                f"{kind} = [\"{user[0]}:{f}=...\"]" if user else "")
+                f"{kind} = [\"{taking[0]}:{f}=...\"]" if taking else
+                f"; a user's {kind} takes its parameters in its spec, and {user[0]} declares "
+                f"{', '.join(R.lookup(kind, user[0]).param_names) or 'none'}" if user else "")
         raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
 
