@@ -118,6 +118,9 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
 @pytest.mark.parametrize("text, words", [
     ("clusters = 4\n[axes]\nsigmaa = [0.1]\n",
      ["field 'sigmaa' is unknown (did you mean sigma?); allowed: "]),
+    # metrics is a [base] field only: an [axes] metrics is refused
+    ("clusters = 4\n[axes]\nsigmaa = [0.1]\n", ["allowed: scheduler, policy, gpus, "]),
+    ("clusters = 4\n[base]\nsigmaa = 0.1\n", ["allowed: scheduler, policy, metrics, gpus, "]),
     ("clusters = 4\n[base]\nn_job = 5\n",
      ["[base] field 'n_job' is unknown (did you mean n_jobs?)"]),
     ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),

@@ -424,9 +424,11 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
     for section, table in (("base", base), ("axes", axes)):
         for key in table:
             if key not in FIELDS:
+                # metrics are columns of every cell, never an axis (refused below)
+                allowed = [f for f in FIELDS if section == "base" or f != "metrics"]
                 raise _fail(source, f"[{section}] field {key!r} is unknown"
                                     f"{_spec_param(key, base, axes) or _builtin_param(key)}; "
-                                    f"allowed: {', '.join(FIELDS)}")
+                                    f"allowed: {', '.join(allowed)}")
     for key, values in axes.items():
         if key == "metrics":  # columns of every cell, not cells: no table column holds them
             raise _fail(source, f"axes.metrics={toml_text(values)} is invalid; allowed: [base] "
