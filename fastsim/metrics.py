@@ -171,7 +171,8 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
                    bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
     """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
     columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
-    ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays.  Metrics are accounting, so they
+    ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays (``job_type`` as its integer code,
+    ``fastsim.kernels.codes.RLHF`` and so on).  Metrics are accounting, so they
     may read hidden truth.  The column is named after the function.  A float metric
     returns finite numbers, or NaN where it is undefined on a cluster (left out of the
     mean and its n); an infinity is refused (docs/extending.md, walkthrough 3).

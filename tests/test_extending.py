@@ -107,3 +107,22 @@ def test_the_metric_walkthrough_switches_it_on_in_from_specs(walkthroughs, capsy
     exec(compile(block, "extending.md:metric", "exec"), namespace)
     assert namespace["cfg"].metrics == ("mymetrics:waste_per_hacking_job",)
     assert float(capsys.readouterr().out) > 0
+
+
+def test_the_job_type_codes_the_walkthroughs_name_are_what_a_key_and_a_metric_get():
+    """`job_type` reaches a key and a metric as an integer code, where `SimResult.jobs`
+    holds "lora", "dpo", "rlhf": the doc named no codes, and a metric written
+    `jobs["job_type"] == "rlhf"` was 0 on every cluster without a word."""
+    import numpy as np
+
+    from fastsim.kernels import codes
+
+    text = " ".join((ROOT / "docs" / "extending.md").read_text().split())
+    shown = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
+    named = ", ".join(f"{getattr(codes, t.upper())} {shown[t]}" for t in codes.JOB_TYPE_LABELS)
+    assert f"`job_type` is an integer code, {named} " in text
+    res = simulate(SimConfig.from_specs("fifo", "none", n_jobs=20), 2, keep_jobs=True,
+                   extract=lambda jobs: jobs["job_type"].copy())
+    assert res.extract.dtype.kind == "i"
+    labels = np.array(codes.JOB_TYPE_LABELS)[res.extract.ravel()]
+    assert labels.tolist() == res.jobs["job_type"].to_list()
