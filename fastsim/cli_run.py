@@ -35,8 +35,8 @@ CHUNK = 500  # clusters per progress step; chunking never changes results
 # machine's pace) 10^8 clusters take 1.5-12 hours; more is a sweep's work, in chunks that
 # resume.  --clusters 9223372036854775807, every cluster id, ran for millions of years.
 MAX_RUN_CLUSTERS = 100_000_000
-RUN_CLUSTERS_ALLOWED = (f"an integer from 1 to {MAX_RUN_CLUSTERS:,} (1.5-12 hours of "
-                        "simulation; a run does not resume: run more as a sweep)")
+RUN_CLUSTERS_ALLOWED = (f"an integer from 1 to {MAX_RUN_CLUSTERS:,} (that many take "
+                        "1.5-12 hours; a run does not resume: run more as a sweep)")
 
 
 def _parse_field(name: str, text: str, default):

@@ -339,3 +339,12 @@ def test_a_long_argument_that_is_almost_a_negative_number_is_refused_at_once(cap
         main(["run", "--seed", "-" + "1" * 30_000 + "x"])
     assert exc.value.code == 2 and time.perf_counter() - t0 < 1.0
     assert "error:" in capsys.readouterr().err
+
+
+def test_run_clusters_help_says_the_hours_are_the_largest_runs():
+    """`--clusters`: "an integer from 1 to 100,000,000 (1.5-12 hours of simulation; ...)
+    (default: 200)" read as the time of any run, the default's too (a fraction of a
+    second): the hours are those of the largest run."""
+    sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "run")]
+    text = " ".join(sub.format_help().split())
+    assert "an integer from 1 to 100,000,000 (that many take 1.5-12 hours; " in text
