@@ -19,6 +19,7 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
+from fastsim.purity import loaded_arguments
 from fastsim.values import (SUMS_TO_ONE, as_float, as_typed, check_flags,  # noqa: F401
                             check_path_text, float_or_nan, is_integer, is_number, is_path,
                             is_real, plain, plain_fields, plain_scalar, store_floats,
@@ -636,8 +637,13 @@ _TYPE_NAMES = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
 def reads(series: str, scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
     """Whether a run reads the observed ``series`` (``fastsim.registry.SERIES``), as the
     scheduler's and the policy's declarations say (``reads``): ``simulate`` draws the scores
-    and the loss readings only then."""
-    return series in scheduler.decl.reads or series in policy.decl.reads
+    and the loss readings only then.  A user's stop policy is handed every series by the
+    simulator (its workload drawn whole), so one its function loads counts too, declared
+    or not: a policy reading losses with the default ``reads`` had ``--loss-sigma``, which
+    moved its results, noted as having no effect."""
+    return (series in scheduler.decl.reads or series in policy.decl.reads
+            or (policy.decl.user is not None
+                and series in loaded_arguments(policy.decl.user.py_func)))
 
 
 def _readers(series: str) -> str:

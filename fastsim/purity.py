@@ -75,6 +75,19 @@ def loaded_names(fn: types.FunctionType) -> Iterator[tuple[str, Any]]:
         yield from _named(fn, code)
 
 
+def loaded_arguments(fn: types.FunctionType) -> frozenset[str]:
+    """The names of ``fn``'s arguments that its code (or a function defined in it) loads:
+    what it can read of what it is handed, whatever it declares."""
+    code = fn.__code__
+    args = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = set()
+    for inner in _codes(code):
+        for ins in dis.get_instructions(inner):
+            if ins.opname.startswith("LOAD_FAST") or ins.opname in ("LOAD_DEREF", "LOAD_CLOSURE"):
+                found.update(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+    return frozenset(found & args)
+
+
 def _closure(fn: types.FunctionType) -> dict[str, Any]:
     """``fn``'s closure variables by name (an empty cell, not yet assigned, left out)."""
     found = {}

@@ -319,3 +319,28 @@ def test_a_sweep_notes_a_policy_acting_on_no_job_once(tmp_path, capsys):
     # scope=all acts on every job: no note
     p.write_text(NO_RLHF_SWEEP + "policy = ['evalstop:k=2,scope=all']\n")
     assert load_sweep(p).inert_notes() == []
+
+
+def test_a_user_policy_reading_losses_it_does_not_declare_is_a_reader(tmp_path, monkeypatch):
+    """A user's policy that read the losses with the default reads=("scores",) had
+    `--loss-sigma` noted as having no effect, while the simulator handed it the losses and
+    its results moved with them; a policy whose code loads no loss is still noted."""
+    (tmp_path / "toy_loss_readers.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
+        "@stop_policy(params=[], label='loss_up')\n@njit\n"
+        "def loss_up(scores, losses, attained_h, t_est_h):\n"
+        "    for e in range(1, losses.shape[0]):\n"
+        "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n\n\n"
+        "@stop_policy(params=[], label='first_drop')\n@njit\n"
+        "def first_drop(scores, losses, attained_h, t_est_h):\n"
+        "    for e in range(1, scores.shape[0]):\n"
+        "        if scores[e] < scores[e - 1]:\n            return e + 1\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = SimConfig.from_specs("fifo", "toy_loss_readers:loss_up", n_jobs=12, loss_sigma=0.02)
+    assert "loss_sigma" not in inert_settings(cfg)
+    quiet = SimConfig.from_specs("fifo", "toy_loss_readers:loss_up", n_jobs=12, loss_sigma=0.0)
+    stops = [fastsim.simulate(c, 4, seed=3).clusters["n_stopped"].sum() for c in (cfg, quiet)]
+    assert stops[0] > 0 == stops[1]  # noisy losses rise somewhere; smooth ones never do
+    other = SimConfig.from_specs("fifo", "toy_loss_readers:first_drop", n_jobs=12,
+                                 loss_sigma=0.02)
+    assert "loss_sigma" in inert_settings(other)
