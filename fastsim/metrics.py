@@ -29,7 +29,7 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
-from fastsim.errors import ConfigError, readonly, user_code
+from fastsim.errors import ConfigError, did_you_mean, readonly, user_code
 from fastsim.user_modules import import_ref, wrong_kind
 
 
@@ -241,6 +241,25 @@ def _same_source(a: Callable, b: Callable) -> bool:
             and (ca.co_filename, ca.co_firstlineno) == (cb.co_filename, cb.co_firstlineno))
 
 
+class _NoColumn(KeyError):
+    """A metric's key that is no per-job column, said as text (a KeyError shows its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_NoColumn.__name__ = _NoColumn.__qualname__ = "KeyError"  # what the metric's line raised
+
+
+class _Columns(dict):
+    """The per-job arrays a metric is given, by column: a key that is none of them names
+    the nearest and every one (``KeyError: 'jct'`` said neither ``jct_h`` nor the rest)."""
+
+    def __missing__(self, key):
+        raise _NoColumn(f"{key!r} is not a per-job column{did_you_mean(str(key), self)}; the "
+                        f"columns: {', '.join(self)}")
+
+
 def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``."""
     out = {}
@@ -252,7 +271,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
         with user_code("metric", m.name, METRIC_ALLOWED):
             # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
             # drops one changed what every later metric, and the check below, read
-            v = np.asarray(m.fn(dict(view)))
+            v = np.asarray(m.fn(_Columns(view)))
             # float64 would drop an imaginary part (with a warning), read text as the number
             # it spells ("1.5"), None as NaN and a datetime as its count of units
             if v.dtype.kind not in "biuf":
@@ -319,7 +338,7 @@ def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) ->
     if n < 2:
         return
     for c in sorted({0, n // 2, n - 1}):
-        alone = {k: a[c:c + 1] for k, a in view.items()}  # a fresh dict, as user_columns gives
+        alone = _Columns({k: a[c:c + 1] for k, a in view.items()})  # fresh, as user_columns gives
         with user_code("metric", m.name, METRIC_ALLOWED):
             again = np.asarray(m.fn(alone)).astype(np.float64).reshape(-1)[-1:]
         if not (again.shape == (1,) and (again[0] == v[c] or (again[0] != again[0]

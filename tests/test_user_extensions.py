@@ -866,6 +866,19 @@ def from_next_cluster(jobs):  # cluster c given cluster c+1's mean JCT; the last
     v = jobs["jct_h"].mean(axis=1)
     v[:-1] = v[1:].copy()
     return v
+
+
+@cluster_metric()
+def misspelt(jobs):  # the column's unit left off
+    return jobs["jct"].mean(axis=1)
+
+
+@cluster_metric()
+def falls_back(jobs):  # a KeyError it catches is its own business
+    try:
+        return jobs["jct"].mean(axis=1)
+    except KeyError:
+        return jobs["jct_h"].mean(axis=1)
 '''
 
 
@@ -939,6 +952,9 @@ def hostile_dir(tmp_path_factory):
      "datetime_values returned values of dtype datetime64[s]"),
     (["--metric", "toy_metric_a:waste", "--metric", "toy_metric_b:waste"],
      "both fill 'waste'"),
+    # "KeyError: 'jct'" named neither jct_h nor any other column a metric may read
+    (["--metric", "toy_hostile_user:misspelt"], "metric misspelt failed: KeyError: 'jct' is not "
+     "a per-job column (did you mean jct_h?); the columns: job_type, gpus, arrival_h, "),
     # it read the other clusters of the batch: its values changed with a sweep's chunk
     (["--metric", "toy_hostile_user:relative_to_batch"], "metric relative_to_batch returned "),
     # it read cluster c+1's jobs for cluster c and left the last alone, which alone was asked
@@ -954,6 +970,11 @@ def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, ar
     err = capsys.readouterr().err.strip()
     assert needle in err and len(own_lines(err)) == 1, err
     assert not out.exists()
+
+
+def test_a_metric_catching_a_missing_column_runs(hostile_dir, capsys):
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--no-progress",
+                 "--metric", "toy_hostile_user:falls_back"]) == 0, capsys.readouterr().err
 
 
 def test_a_metric_reading_other_clusters_is_refused_in_a_sweep_of_any_chunk(hostile_dir,
