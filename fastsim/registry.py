@@ -1036,6 +1036,10 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
         _check_reads(reads)
         if keep not in ("lookback", "best"):
             raise ConfigError(f"keep={keep!r} is invalid; allowed: lookback or best")
+        if keep == "best" and back != 0:  # it was dropped without a word
+            raise ConfigError(f"lookback={back!r} with keep='best': keep='best' delivers the "
+                              "best-scored evaluation up to the trigger, so no lookback applies; "
+                              "allowed: one of them")
         ref = f"{fn.__module__}:{fn.__name__}"
         decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
                           help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,

@@ -1206,6 +1206,21 @@ def test_a_lookback_that_could_point_after_the_stop_is_refused(lookback, param):
         stop_policy(params=declared, lookback=lookback)(with_n if param else bare)
 
 
+def test_a_lookback_beside_keep_best_is_refused():
+    """`lookback="k", keep="best"` was declared, and its lookback never applied: the
+    best-scored evaluation was delivered, whatever k."""
+    from numba import njit
+
+    from fastsim.registry import Param, stop_policy
+
+    @njit
+    def best_of_k(scores, losses, attained_h, t_est_h, k):
+        return 0
+
+    with pytest.raises(ConfigError, match=r"lookback='k' with keep='best': .*allowed: one of "):
+        stop_policy(params=[Param("k", "int", 2, lo=1)], lookback="k", keep="best")(best_of_k)
+
+
 def test_a_numpy_lookback_is_the_integer_it_is():
     """lookback=np.int64(1) was refused as 'allowed: an integer >= 0'."""
     from numba import njit
