@@ -4,6 +4,8 @@ wrong (a misspelt module, a module that is not on the import path, a name it doe
 declare, a declaration of another kind, a module that raised while it was imported)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import sysconfig
@@ -39,15 +41,41 @@ def user_module_names() -> list[str]:
     return sorted({m.name for m in pkgutil.iter_modules(dirs)})
 
 
+# The files being read that name user modules (a sweep file): a module beside one is
+# the user's too (``files_naming_modules``).
+_NAMING_FILES: contextvars.ContextVar[tuple[str, ...]] = \
+    contextvars.ContextVar("naming_files", default=())
+
+
+@contextlib.contextmanager
+def files_naming_modules(path: str):
+    """While ``path`` (a sweep file) is read, a module it names that is not found but sits
+    beside it gets ``import_hint``'s hint, as one in the current directory does:
+    ``fastsim sweep exp/mine.toml`` beside ``exp/mine.py`` said only "No module named"."""
+    token = _NAMING_FILES.set(_NAMING_FILES.get() + (str(path),))
+    try:
+        yield
+    finally:
+        _NAMING_FILES.reset(token)
+
+
 def import_hint(module: str, exc: Exception) -> str:
     """A hint for a user module that is not found but sits in the current directory,
-    which the ``fastsim`` command does not import from: ``"; mine.py is in ..."``."""
+    which the ``fastsim`` command does not import from, or beside the sweep file being
+    read: ``"; mine.py is in ..."``."""
     top = module.split(".")[0]
-    on_path = os.getcwd() in {os.path.abspath(p or ".") for p in sys.path}
-    if (isinstance(exc, ModuleNotFoundError) and exc.name == top and not on_path
-            and os.path.isfile(f"{top}.py")):
+    if not (isinstance(exc, ModuleNotFoundError) and exc.name == top):
+        return ""
+    on_path = {os.path.abspath(p or ".") for p in sys.path}
+    if os.getcwd() not in on_path and os.path.isfile(f"{top}.py"):
         return (f"; {top}.py is in the current directory, which is not on the import path: "
                 f"put its directory on PYTHONPATH (PYTHONPATH=. fastsim ...)")
+    for path in _NAMING_FILES.get():
+        beside = os.path.dirname(os.path.abspath(path))
+        if beside not in on_path and os.path.isfile(os.path.join(beside, f"{top}.py")):
+            return (f"; {top}.py is beside {path}, in a directory not on the import path: "
+                    f"put that directory on PYTHONPATH (PYTHONPATH={os.path.relpath(beside)} "
+                    "fastsim ...)")
     return ""
 
 

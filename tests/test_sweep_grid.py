@@ -641,3 +641,20 @@ def test_a_sweep_name_that_prints_as_no_one_line_is_refused(tmp_path, name):
     with pytest.raises(ConfigError) as exc:
         load_sweep(p)
     assert "is invalid; allowed: a non-blank string of printable characters" in str(exc.value)
+
+
+def test_a_module_beside_the_sweep_file_but_off_the_import_path_is_named(tmp_path, monkeypatch):
+    """`fastsim sweep exp/mine.toml` beside `exp/mine_beside.py` said only "No module named
+    'mine_beside'"; the module in the current directory was the only one given a hint."""
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "toy_beside_sweep.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\n"
+        "def mean_held(jobs):\n    return jobs['held_h'].mean(axis=1)\n")
+    (exp / "s.toml").write_text('clusters = 4\n[base]\nmetrics = ["toy_beside_sweep:mean_held"]\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_sweep("exp/s.toml")
+    assert str(err.value).endswith(
+        "; toy_beside_sweep.py is beside exp/s.toml, in a directory not on the import path: "
+        "put that directory on PYTHONPATH (PYTHONPATH=exp fastsim ...)")

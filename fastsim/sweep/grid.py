@@ -56,6 +56,7 @@ from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
 from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
+from fastsim.user_modules import files_naming_modules
 from fastsim.values import MAX_CLUSTER, MAX_SEED, check_file_path
 
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
@@ -543,7 +544,8 @@ def load_sweep(path: str | Path, **overrides: Any) -> Grid:
     ['srtf_est | none', 'srtf_est | evalstop(k=1)', 'srtf_est | evalstop(k=2)']
     """
     check_file_path(path, "path")
-    return parse_sweep(read_toml(path), str(path), **overrides)
+    with files_naming_modules(str(path)):
+        return parse_sweep(read_toml(path), str(path), **overrides)
 
 
 def axis_value(cfg: SimConfig, axis: str) -> Any:
