@@ -456,7 +456,8 @@ def flag_message(msg: str, spec: str, flag: str, what: str) -> str | None:
     if typed is not None:  # the spec's form, an unknown name alone, a MODULE:ATTR not found
         return typed
     name = R.split_name(spec, what)[0]
-    if msg.startswith(f"{what}={name!r} "):  # an unknown name with parameters
+    # an unknown name with parameters, or a module that failed while imported
+    if msg.startswith((f"{what}={name!r} ", f"{what}={name!r}:")):
         return f"{flag}={name}{msg[len(f'{what}={name!r}'):]}"
     if msg.startswith(f"{what} parameter "):  # a parameter, named as typed already
         return f"{flag} {name}: {msg[len(what) + 1:]}"

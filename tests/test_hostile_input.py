@@ -642,6 +642,21 @@ def test_a_declaration_refused_while_imported_names_the_users_line(tmp_path, cap
              f"{flag}={name}:f: importing {name}, {path}, line 3: {said}")
 
 
+@pytest.mark.parametrize("flag", ["--policy", "--scheduler", "--baseline"])
+def test_a_module_refused_while_imported_is_named_by_its_option_with_parameters_too(
+        tmp_path, capsys, monkeypatch, flag):
+    """`--policy mine:f:k=2` whose module failed while imported said `policy='mine:f':
+    importing mine, ...`, the API's word, where `--policy mine:f` said `--policy=mine:f:
+    importing mine, ...`."""
+    name = f"declaring_with_params_{flag[2:]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text("import os\nraise RuntimeError('at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    one_line(capsys, ["run", "--clusters", "2", "--n-jobs", "4", flag, f"{name}:f:k=2"],
+             f"{flag}={name}:f: importing {name} raised RuntimeError: at import ({path}, "
+             "line 2); allowed: a module that imports")
+
+
 @pytest.mark.parametrize("extra,said", [
     (["--dask-timeout", "5"], "--dask-timeout applies to --backend dask only; allowed: "
      "--backend dask with it, or without it"),
