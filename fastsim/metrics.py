@@ -177,7 +177,9 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     returns finite numbers, or NaN where it is undefined on a cluster (left out of the
     mean and its n); an infinity is refused (docs/extending.md, walkthrough 3).
     ``bounds``: the values it can take (``(0, math.inf)`` for a time): its interval is cut
-    to them, as the built-ins' are, and a value outside them is refused.
+    to them, as the built-ins' are, and a value outside them is refused.  ``paired``: the
+    label of its paired change against the baseline (a summary row ``NAME_change``; empty:
+    none); ``percent``: shown as a percentage.
 
     Examples
     --------

@@ -72,6 +72,11 @@ def test_a_sweep_and_replay_run_all_three(walkthroughs, tmp_path, capsys):
     assert {"below_best(k=2,drop=0)", "below_best(k=3,drop=0.01)"} <= set(s["policy"])
     rows = s.filter(pl.col("metric") == "waste_per_hacking_job")
     assert rows.height == 4 and (rows["n"] == 40).all()  # 3 cells and their shared baseline
+    # declared with paired=: each policy cell's change against the baseline, as documented
+    changes = s.filter(pl.col("metric") == "waste_per_hacking_job_change")
+    assert changes.height == 3 and (changes["kind"] == "paired").all()
+    text = (out / "summary.txt").read_text()
+    assert "wasted GPU-h per hacking job change" in text
     log = tmp_path / "log.csv"
     log.write_text("job_id,step,score\nr1,100,0.50\nr1,200,0.62\nr1,300,0.55\nr1,400,0.54\n"
                    "r2,100,0.40\nr2,200,0.45\n")
