@@ -869,3 +869,26 @@ def test_draw_all_checks_its_formats_before_anything(tmp_path, formats, needle):
     with pytest.raises(ConfigError, match=re.escape(needle) + r"; allowed: png, pdf, svg"):
         draw_all(tmp_path / "results", tmp_path / "out", formats=formats)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_policy_a_figure_does_not_draw_is_said(tmp_path):
+    """A sweep named ``noise`` with a policy beside the paper's (a user's, a detector) drew
+    the paper's lines alone: the other policy had no line and nothing said so."""
+    _tiny_sweep(tmp_path, "noise", 'policy = ["evalstop:k=2", "patience"]')
+    said = []
+    draw_all(tmp_path / "results", tmp_path / "figs", formats="png", log=said.append)
+    assert "[figures] noise_sweep: patience not drawn; it draws evalstop, stop_at, " \
+           "loss_plateau only" in said, said
+
+
+def test_a_policy_the_paper_sweep_runs_and_its_figure_leaves_out_is_not_said(tiny_reproduction,
+                                                                              tmp_path):
+    """jct_cdf draws no deprioritize, which the headline sweep runs: by design, no news;
+    a policy the shipped sweep does not run is."""
+    from fastsim.sweep.figures import not_drawn
+
+    headline = tiny_reproduction[0] / "results" / "headline"
+    jct_cdf = load_script("jct_cdf")
+    assert "deprioritize" not in jct_cdf.POLICIES
+    assert not_drawn(jct_cdf.POLICIES, "headline", headline) == []
+    assert not_drawn(jct_cdf.POLICIES, "mine", headline) == ["deprioritize"]

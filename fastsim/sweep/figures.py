@@ -169,6 +169,21 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     return None
 
 
+def not_drawn(policies: tuple[str, ...], name: str, sweep: Path) -> list[str]:
+    """The policies of sweep ``name`` (in ``sweep``) a figure drawing only ``policies`` (a
+    script's ``POLICIES``: the paper's) leaves out, but for the baseline ``none`` and those
+    the shipped sweep of that name runs (the figure leaves them out by design: jct_cdf
+    draws no deprioritize): a user's policy in a sweep named ``noise`` had no line in
+    noise_sweep, and nothing said so."""
+    from fastsim.resources import shipped
+    from fastsim.sweep.grid import load_sweep
+
+    paper = shipped("sweeps", f"{name}.toml")
+    by_design = {c.config.policy.name for c in load_sweep(paper).cells} if paper.is_file() else set()
+    names = read_table(sweep / "summary.parquet", columns=["policy_name"])["policy_name"]
+    return sorted(set(names.unique().to_list()) - set(policies) - {"none"} - by_design)
+
+
 def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None:
     """A sweep that varies an axis a figure does not plot (a sweep named ``headline`` that
     also varies ``sigma``) has several cells where the figure draws one, and the figure
@@ -414,6 +429,12 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
                     continue
                 files = module.draw(sources, out, formats)
                 log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+                policies = getattr(module, "POLICIES", None)
+                left = (not_drawn(policies, module.NEEDS[0], sources[module.NEEDS[0]])
+                        if policies else [])
+                if left:
+                    log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
+                        f"{', '.join(policies)} only")
                 written += files
         return written
     finally:
