@@ -130,6 +130,9 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
       "given in its spec: \"margin:sigma0=...\"); allowed: "]),
     ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
      ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
+    # metrics above [base]: it was sent under [axes], which refuses it
+    ("clusters = 4\nmetrics = [\"m:f\"]\n",
+     ["key 'metrics' is unknown (a field: under [base], as a list); "]),
     ("clusters = 4\n[axes]\nsigma = [0.01, 7.0]\n", ["sigma=7.0", "sigma=7.0 is invalid"]),
     ("clusters = 4\n[axes]\npolicy = [\"evalstop:q=1\"]\n", ["policy parameter 'q'"]),
     ("clusters = 4\n[axes]\nscheduler = [\"lifo\"]\n", ['scheduler="lifo"']),

@@ -260,6 +260,8 @@ def _fields_of(obj: Any) -> dict[str, Any]:
 def _top_key_hint(key: str) -> str:
     """A field written above ``[base]`` belongs under it: ``base_rate = 0.3`` there is not
     a misspelt ``base``, which a file cannot set to a number."""
+    if key == "metrics":  # columns of every cell, never an axis
+        return " (a field: under [base], as a list)"
     if key in FIELDS:
         return " (a field: under [base], or under [axes] as a list)"
     return did_you_mean(str(key), TOP_KEYS)
