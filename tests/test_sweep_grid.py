@@ -130,6 +130,13 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
       "given in its spec: \"margin:sigma0=...\"); allowed: "]),
     ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
      ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
+    # a list under [base] was refused as a bad value, without a word of [axes]
+    ("clusters = 4\n[base]\nscheduler = [\"fifo\", \"sjf_est\"]\n",
+     ["allowed: a spec such as 'fifo:backfill' ([base] gives every cell one scheduler; "
+      "several, a cell each, go under [axes])"]),
+    ("clusters = 4\n[base]\nsigma = [0.1, 0.2]\n[axes]\nk = [1, 2]\n",
+     ["sigma=[0.1, 0.2] is invalid; allowed: an evaluation-noise standard deviation in [0, 1] "
+      "([base] gives every cell one sigma; several, a cell each, go under [axes])"]),
     # metrics above [base]: it was sent under [axes], which refuses it
     ("clusters = 4\nmetrics = [\"m:f\"]\n",
      ["key 'metrics' is unknown (a field: under [base], as a list); "]),

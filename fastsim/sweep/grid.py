@@ -64,6 +64,10 @@ SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
 POLICY_FIELDS = R.POLICY_FIELDS
 # Every name a [base] key or an axis may use.
 FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
+# The fields whose one value is a list (or may be: a mix's fractions); any other given a
+# list under [base] was meant as an axis
+LIST_FIELDS = ("metrics", "mix", "thresholds_gpu_h") + tuple(
+    f.name for f in fields(WorkloadConfig) if isinstance(f.default, tuple))
 TOP_KEYS = ("name", "title", "description", "clusters", "chunk", "seed", "baseline", "base", "axes")
 MAX_CELLS = 10_000
 # every chunk is files on disk and an entry of the list a run (or resume) checks first: a
@@ -461,7 +465,8 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
         try:
             cfg = build_config(values, axis_names)
         except ConfigError as exc:
-            raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}") from None
+            raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}"
+                                f"{_axis_hint(str(exc), base)}") from None
         for f in list(unused):
             part = cfg.policy if f in POLICY_FIELDS else cfg.scheduler
             if f not in (_policy_fields if f in POLICY_FIELDS else _scheduler_fields)(part):
@@ -485,6 +490,15 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
                                    and base_id is None))
     _check_used(source, unused, axes)
     return tuple(by_id.values())
+
+
+def _axis_hint(msg: str, base: dict[str, Any]) -> str:
+    """For a [base] field of one value given a list (``scheduler = ["fifo", "sjf_est"]``),
+    refused as an invalid value: several values to compare are an axis."""
+    for key, value in base.items():
+        if isinstance(value, list) and key not in LIST_FIELDS and msg.startswith(f"{key}="):
+            return f" ([base] gives every cell one {key}; several, a cell each, go under [axes])"
+    return ""
 
 
 def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> None:
