@@ -557,7 +557,7 @@ class SimConfig:
             if ":" not in ref and ref not in names:  # a misspelt name: lookup cannot say
                 raise ConfigError(f"metrics={ref!r} is invalid{did_you_mean(ref, names)}; allowed: "
                                   "MODULE:FUNCTION of a @cluster_metric (the built-in metrics "
-                                  "are always computed)")
+                                  f"are always computed){R.user_ref_hint(ref)}")
             if lookup(ref).fn is None:
                 raise ConfigError(f"metrics={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
                                   "@cluster_metric (the built-in metrics are always computed)")

@@ -805,8 +805,21 @@ def lookup(what: str, name: str) -> Declaration:
     # 'evalstop' would be offered it, which drops the parameters it names
     hint = (did_you_mean(name.lower(), table)
             if isinstance(name, str) and re.fullmatch(r"[\w-]+", name) else "")
+    if not hint and isinstance(name, str):
+        hint = user_ref_hint(name)
     raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
                       f"of a user's declaration{hint}")
+
+
+def user_ref_hint(name: str) -> str:
+    """A user's declaration named as Python would (``mydetectors.below_best``), or by its
+    module alone (``mydetectors``): the spec that names it is ``MODULE:FUNCTION``."""
+    dotted = re.fullmatch(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)", name)
+    if dotted:
+        return f" (a module and its function are joined by a colon: {dotted[1]}:{dotted[2]})"
+    if name.isidentifier() and name in user_module_names():
+        return f" ({name} is a module of yours: name its declaration, {name}:FUNCTION)"
+    return ""
 
 
 def policies() -> tuple[StopPolicy, ...]:

@@ -2258,3 +2258,22 @@ def test_a_misspelt_user_module_is_offered_the_nearest_one(tmp_path, monkeypatch
     with pytest.raises(ConfigError) as exc:
         PolicyConfig.parse("zzq_unlike_any:det")  # nothing near: no hint
     assert "did you mean" not in str(exc.value)
+
+
+def test_a_declaration_named_with_a_dot_or_by_its_module_alone_is_shown_its_spec(user_dir):
+    """`mydetectors.below_best` (Python's way) and `mydetectors` were refused as a name
+    that is neither a built-in nor MODULE:ATTR, with no word of the colon."""
+    from fastsim.config import SchedulerConfig
+
+    with pytest.raises(ConfigError, match=re.escape(
+            "(a module and its function are joined by a colon: toy_user_policies:below_best)")):
+        PolicyConfig.parse("toy_user_policies.below_best:k=2")
+    with pytest.raises(ConfigError, match=re.escape(
+            "(toy_user_schedulers is a module of yours: name its declaration, "
+            "toy_user_schedulers:FUNCTION)")):
+        SchedulerConfig.parse("toy_user_schedulers")
+    with pytest.raises(ConfigError, match=r"of a user's declaration$"):
+        PolicyConfig.parse("no_such_thing_at_all")  # neither: no hint
+    with pytest.raises(ConfigError, match=re.escape(
+            "(a module and its function are joined by a colon: toy_user_policies:m)")):
+        SimConfig.from_specs("fifo", "none", metrics=["toy_user_policies.m"])
