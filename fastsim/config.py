@@ -280,7 +280,9 @@ def check_code(part: "SchedulerConfig | PolicyConfig", what: str) -> None:
 def _check_impl(decl: R.Declaration, impl: str, what: str) -> None:
     if impl and impl != decl.impl:
         raise ConfigError(f"{what}={decl.name!r}: its source here (hash {decl.impl}) differs from "
-                          f"the one the config was made with ({impl}); allowed: the same code")
+                          f"the one the config was made with ({impl}); allowed: the same code, "
+                          f"or a config made again from its spec (\"{decl.name}:...\"), which "
+                          "runs the code declared now")
 
 
 @dataclass(frozen=True)

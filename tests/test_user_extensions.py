@@ -2207,6 +2207,12 @@ def test_a_config_made_before_its_policy_was_declared_again_is_refused(tmp_path,
                                               r"\(hash \w+\) differs from the one the config "
                                               r"was made with"):
             call()
+    # it said "allowed: the same code", not what runs the new code
+    with pytest.raises(ConfigError, match=re.escape(
+            "allowed: the same code, or a config made again from its spec "
+            "(\"toy_redeclared:mine:...\"), which runs the code declared now")):
+        simulate(SimConfig(cfg.workload, SimConfig.from_specs("srtf_est", "none").scheduler,
+                           cfg.policy), 2)
     fresh = SimConfig.from_specs("toy_redeclared:key", "toy_redeclared:mine", n_jobs=10)
     assert simulate(fresh, 2).clusters.height == 2
 
