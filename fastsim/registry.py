@@ -42,7 +42,7 @@ from fastsim import defaults as D
 from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, user_code
 from fastsim.kernels import codes as K
 from fastsim.purity import disk_cached, impurity, loaded_names
-from fastsim.user_modules import import_ref, library_dirs, wrong_kind
+from fastsim.user_modules import import_ref, library_dirs, user_module_names, wrong_kind
 from fastsim.values import (NumberTextError, float_or_nan, is_integer, is_number,
                             number_text, plain, plain_scalar)
 
