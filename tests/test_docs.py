@@ -95,7 +95,10 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 def as_shown(text: str) -> str:
-    """What a doc shows of an output: a wall time and a checkout's own path elided."""
+    """What a doc shows of an output: a wall time and a checkout's own path elided, and
+    the one-time compile notice dropped (printed when this file runs first on an empty
+    numba cache)."""
+    text = re.sub(r"(?m)^compiling .* by machine load; .*\n", "", text)
     text = re.sub(r"simulated in [\d.]+ s", "simulated in ... s", text)
     return re.sub(r"example log: .*/fastsim/replay/", "example log: .../fastsim/replay/", text)
 
