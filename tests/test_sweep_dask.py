@@ -511,13 +511,19 @@ class FakeFuture:
 
 class FakeClient:
     """What the run asks of a client: its status and the scheduler's workers."""
-    status, scheduler = "running", type("S", (), {"address": "tcp://h:8786"})()
+    status = "running"
 
     def __init__(self, n_workers):
-        self.n_workers = n_workers
+        from types import SimpleNamespace
 
-    def scheduler_info(self, n_workers=-1):
+        self.n_workers = n_workers
+        self.scheduler = SimpleNamespace(address="tcp://h:8786", identity=self.identity)
+
+    def identity(self, n_workers=-1):
         return {"workers": {f"w{i}": {} for i in range(self.n_workers)}}
+
+    def sync(self, func, *args, callback_timeout=None, **kwargs):
+        return func(*args, **kwargs)
 
 
 def test_9_a_chunk_lost_with_every_worker_is_one_error():
@@ -550,6 +556,29 @@ def test_9_a_computed_chunk_not_fetched_runs_again_then_stops():
     client.status = "connecting"
     with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
         _Watch(client, 60).result(FakeFuture("finished", OSError("reset")), "c", 0)
+
+
+def test_9_a_scheduler_that_stops_answering_mid_sweep_stops_the_run_in_time():
+    # a scheduler whose process or host froze keeps its connections open: the run's look
+    # at its workers (scheduler_info, no time limit) waited forever, whatever --dask-timeout
+    # said.  Its rpc pointed at a port that accepts and never answers stands for it.
+    import socket
+    import threading
+
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import _Watch
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client, socket.create_server(("127.0.0.1", 0)) as silent:
+        watch = _Watch(client, 1)
+        assert watch.workers() == 0
+        client.scheduler = client.rpc(f"tcp://127.0.0.1:{silent.getsockname()[1]}")
+        threading.Timer(10, silent.close).start()  # still waiting then: fail, not hang
+        t0 = time.monotonic()
+        with pytest.raises(ClusterLostError, match=r"the Dask scheduler \S+ has not answered "
+                           r"for 1 s mid-sweep \(its process or host frozen"):
+            watch.workers()
+        assert time.monotonic() - t0 < 8
 
 
 def test_9_no_worker_for_the_grace_period_stops(monkeypatch):

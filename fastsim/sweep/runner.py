@@ -500,6 +500,7 @@ class _Watch:
 
     def __init__(self, client, grace: float):
         self.client, self.grace, self.empty_since = client, grace, None
+        self.answer_s = min(grace, DASK_CONNECT_S)  # as it must answer when first reached
         self.refetched: dict[tuple[str, int], int] = {}
         self.address = getattr(client, "scheduler", None) and client.scheduler.address
 
@@ -508,9 +509,18 @@ class _Watch:
                                 f"mid-sweep; {RESUME} once it is back")
 
     def workers(self) -> int:
-        """The scheduler's worker count now."""
+        """The scheduler's worker count now, asked within ``answer_s``: ``scheduler_info``
+        waits without a limit, and a scheduler that stops answering without closing its
+        connections (a frozen process or host, a network cut off) hung the sweep forever."""
         try:
-            n = len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1,
+                                    callback_timeout=self.answer_s)
+            n = len(info.get("workers", {}))
+        except TimeoutError:  # before OSError, of which it is one
+            raise ClusterLostError(
+                f"the Dask scheduler {self.address} has not answered for {self.answer_s:g} s "
+                f"mid-sweep (its process or host frozen, or the network to it cut); {RESUME} "
+                "once it answers") from None
         except Exception:  # noqa: BLE001 - OSError, KeyError once closed: the scheduler is gone
             raise self.scheduler_lost() from None
         # checked after the call: a connection lost meanwhile empties its answer
