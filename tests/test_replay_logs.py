@@ -709,3 +709,16 @@ def test_a_step_beyond_the_jobs_max_steps_is_refused(tmp_path):
     assert read_logs(p).table["step"].to_list() == [10, 20, 30, 40]
     p.write_text(rows.replace(",20\n", ",0\n"))
     assert read_logs(p).table["step"].to_list() == [10, 20, 30, 40]
+
+
+@pytest.mark.parametrize("field,unit", [("time_s", "s"), ("time_h", "h"), ("time", "h")])
+def test_time_running_backwards_is_named_as_the_log_names_it(tmp_path, field, unit):
+    # a time_s log running backwards was told "field 'time': 0.00138889 h": a column it
+    # does not have, in a unit it does not use
+    p = tmp_path / "log.csv"
+    p.write_text(f"job_id,step,score,{field}\na,1,0.5,10\na,2,0.4,\na,3,0.3,5\n")
+    with pytest.raises(ConfigError, match=rf"log\.csv:4: field '{field}': 5 {unit} is earlier "
+                       "than job 'a''s previous evaluation; allowed: wall-clock time"):
+        read_logs(p)
+    p.write_text(f"job_id,step,score,{field}\na,1,0.5,5\na,3,0.3,10\n")
+    assert "_time_field" not in read_logs(p).table.columns

@@ -50,6 +50,7 @@ SCORE_RANGE = "a number from -1e150 to 1e150, inf or -inf"
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 # Wall-clock columns, each with its scale to hours; a log gives one of them.
 TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
+TIME_FIELD = "_time_field"  # which of them a row's time_h was read from, while reading
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
 # Every column name replay reads as a field of its own (the metric aside).
@@ -890,6 +891,9 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     time_h = _time_h(df, path)
     if time_h is not None:
         out["time_h"] = time_h
+        # the column as the log names it, for _check_time_order's error (then dropped)
+        out[TIME_FIELD] = pl.Series(TIME_FIELD, [next(f for f in TIME_FIELDS if f in df.columns)]
+                                    * df.height, dtype=pl.String)
     if "job_type" in df.columns:
         _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
         out["job_type"] = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
@@ -994,6 +998,7 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
     _check_time_order(table)
+    table = table.drop(TIME_FIELD, strict=False)
     _check_within_plan(table)
     _check_peak_steps(table)
     n_missing = int(table["metric"].is_nan().sum())
@@ -1104,6 +1109,10 @@ def _check_time_order(table: pl.DataFrame) -> None:
     back = table.select((pl.col("time_h") < before).alias("b"))["b"].fill_null(False)
     if back.any():
         r = table.row(int(back.arg_max()), named=True)
-        raise ConfigError(f"{r['source']}:{r['line']}: field 'time': {r['time_h']:g} h is "
-                          f"earlier than job {r['job_id']!r}'s previous evaluation; allowed: "
-                          "wall-clock time non-decreasing in step")
+        # named and valued as the log gives it: a time_s log was told of field 'time' in hours
+        field = r.get(TIME_FIELD) or "time"
+        value = r["time_h"] / TIME_FIELDS[field]
+        raise ConfigError(f"{r['source']}:{r['line']}: field {field!r}: {value:g} "
+                          f"{'s' if field == 'time_s' else 'h'} is earlier than job "
+                          f"{r['job_id']!r}'s previous evaluation; allowed: wall-clock time "
+                          "non-decreasing in step")
