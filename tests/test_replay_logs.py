@@ -722,3 +722,12 @@ def test_time_running_backwards_is_named_as_the_log_names_it(tmp_path, field, un
         read_logs(p)
     p.write_text(f"job_id,step,score,{field}\na,1,0.5,5\na,3,0.3,10\n")
     assert "_time_field" not in read_logs(p).table.columns
+
+
+def test_a_run_directory_whose_trainer_state_is_a_broken_link_names_it(tmp_path, capsys):
+    # refused as "a directory without trainer_state.json", beside the file ls lists there
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").symlink_to(tmp_path / "gone" / "trainer_state.json")
+    one_line(capsys, ["replay", str(run)], f"{run / 'trainer_state.json'}: no such file; "
+             "allowed: a log file")

@@ -191,7 +191,7 @@ def resolve_path(path: Path) -> Path:
     if not path.is_dir():
         return path
     direct = path / "trainer_state.json"
-    if direct.exists():
+    if direct.exists() or direct.is_symlink():  # a broken link is refused by its own name
         return direct
     ckpts = [p for p in path.glob("checkpoint-*/trainer_state.json")
              if re.fullmatch(r"checkpoint-\d+", p.parent.name)]
