@@ -1068,9 +1068,10 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
 
     ``key(t_est_h, gpus, job_type, arrival_h, *params) -> float``, smaller runs first,
     ties by arrival (times in hours; ``job_type`` an integer code, 0 LoRA, 1 DPO, 2 RLHF,
-    as in ``fastsim.kernels.codes``).  It is computed once per job from what the platform observes at the
-    job's arrival, and the engine schedules non-preemptively by it, exactly as it does
-    ``sjf_est`` (docs/extending.md says why keys that move with service are not offered).
+    as in ``fastsim.kernels.codes``).  It is computed once per job from what the platform
+    observes at the job's arrival, and the engine schedules non-preemptively by it, exactly
+    as it does ``sjf_est`` (docs/extending.md says why keys that move with service are not
+    offered).
     """
     def wrap(fn: Any) -> Scheduler:
         if not hasattr(fn, "py_func"):
