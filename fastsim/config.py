@@ -168,9 +168,13 @@ class WorkloadConfig:
                f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
         if isinstance(self.mix, str):
             if self.mix not in D.MIXES:
+                # the command line's --mix 1,0,0 copied into a sweep file or a call is text
+                listed = (f" (fractions go in a list, not text: "
+                          f"[{', '.join(x.strip() for x in self.mix.split(','))}])"
+                          if "," in self.mix else "")
                 raise ConfigError(f"mix={self.mix!r} is invalid{did_you_mean(self.mix, D.MIXES)}; "
                                   f"allowed: one of {sorted(D.MIXES)} or three fractions "
-                                  "(lora, dpo, rlhf)")
+                                  f"(lora, dpo, rlhf){listed}")
         else:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3

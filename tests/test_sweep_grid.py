@@ -199,6 +199,9 @@ def test_parse_sweep_rejects_bad_baseline(value, words):
     ("name = true\n", "exp.toml: name=true is invalid"),
     ("[base]\nsigma = true\n", "cell (base): sigma=true is invalid"),
     ("[base]\nmix = \"x\"\n", 'cell (base): mix="x" is invalid'),
+    # the command line's --mix 1,0,0 copied into the file: text, not a list
+    ("[base]\nmix = \"1,0,0\"\n", 'three fractions (lora, dpo, rlhf) (fractions go in a list, '
+     'not text: [1, 0, 0])'),
     ("[base]\nmix = [0.5, 0.5, true]\n", "cell (base): mix=[0.5, 0.5, true] is invalid"),
     ("[base]\nsigma = 1979-05-27\n", "cell (base): sigma=1979-05-27 is invalid"),
     ("[axes]\nsigma = [0.1]\n[base]\nsigma = \"x\"\n", 'exp.toml: base.sigma="x" is invalid'),
