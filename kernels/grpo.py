@@ -30,6 +30,9 @@ ARM_COST_ONLY = 2        # 1 / sqrt(c)
 ARM_ADVANTAGE_ONLY = 3   # |A|
 ARM_NONZERO = 4          # uniform over A != 0
 N_ARMS = 5
+# a variance below this is read again in units of the largest |reward|: its square root
+# and the deviations it divides keep their precision there
+VAR_MIN = 1e-280
 
 
 @entry
@@ -49,23 +52,26 @@ def group_moments_nb(rewards, g, scale):
 @entry
 def group_advantages_nb(rewards, out):
     """``out[g, j] = (r[g, j] - mean_g) / std_g`` (population std) for rewards (P, G);
-    a group with ``std_g == 0`` carries no signal and gets advantage 0.
+    a group of equal rewards carries no signal and gets advantage 0, in any unit.
 
-    A group whose mean or variance overflows is taken again in units of its largest
-    ``|r|`` (advantages do not depend on the unit; ``x / 1`` is exact, so other groups
-    keep every bit)."""
+    A group whose variance overflows, or underflows (rewards of 1e-200), is taken again
+    in units of its largest ``|r|`` (advantages do not depend on the unit; ``x / 1`` is
+    exact, so other groups keep every bit)."""
     P, G = rewards.shape
     for g in range(P):
+        if np.max(rewards[g]) == np.min(rewards[g]):
+            # tested as equal, not by a small std: their mean can round away from them
+            # (0.1 * 3 / 3), and a spread of 1e-13 is a signal in a unit of 1e-13
+            out[g] = 0.0
+            continue
         scale = 1.0
         m, var = group_moments_nb(rewards, g, scale)
-        if not var < np.inf:
+        if not VAR_MIN < var < np.inf:
             scale = np.max(np.abs(rewards[g]))
             m, var = group_moments_nb(rewards, g, scale)
         sd = math.sqrt(var)
         for j in range(G):
-            # 1e-12 (in the rewards' unit): equal rewards in float arithmetic, not a
-            # regulariser
-            out[g, j] = (rewards[g, j] / scale - m) / sd if sd * scale > 1e-12 else 0.0
+            out[g, j] = (rewards[g, j] / scale - m) / sd
 
 
 @entry

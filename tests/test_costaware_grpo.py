@@ -339,3 +339,19 @@ def test_grpo_summaries_refuse_what_they_cannot_read_in_one_line():
         with pytest.raises(ConfigError, match=message) as e:
             call()
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("unit", [1e-13, 1e-200, 1.0, 1e6, 1e300])
+def test_group_advantages_do_not_depend_on_the_rewards_unit(unit):
+    # rewards in any unit carry the same signal: a spread of 1e-13 read as "no spread"
+    # gave [[0, 0]], and cost_aware_probs then refused the batch as all-zero
+    r = np.array([[1.0, 0.0, 0.5, 1.0], [0.25, 0.25, 0.25, 0.25]])
+    want = group_advantages(r)
+    got = group_advantages(r * unit)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert (got[1] == 0).all()
+
+
+def test_equal_rewards_whose_mean_rounds_carry_no_signal():
+    # 0.1 * 3 / 3 is not 0.1 in float: equal rewards still have advantage 0, not +-1
+    assert (group_advantages([[0.1, 0.1, 0.1], [1e300, 1e300, 1e300]]) == 0).all()
