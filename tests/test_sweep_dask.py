@@ -336,7 +336,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_the_worker_plugin_ignores_sigint_and_the_closing_cancel_warning():
+def test_the_worker_plugin_ignores_sigint_the_closing_cancel_and_a_lost_heartbeat():
     """What ``setup`` does in a worker process, checked in a child process (setting SIGINT
     here would change the test run's own)."""
     code = ("import logging, signal\n"
@@ -348,10 +348,14 @@ def test_the_worker_plugin_ignores_sigint_and_the_closing_cancel_warning():
             "    return log.filter(log.makeRecord(log.name, level, 'f', 1, msg, (), None))\n"
             "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, len(log.filters),\n"
             "      bool(shown('Async instruction for <Task pending> ended with CancelledError')),\n"
-            "      bool(shown('Unhandled exception in async instruction', logging.ERROR)))\n")
+            "      bool(shown('Unhandled exception in async instruction', logging.ERROR)))\n"
+            "log = logging.getLogger('distributed.worker')\n"
+            "print(len(log.filters),\n"
+            "      bool(shown('Failed to communicate with scheduler during heartbeat.', logging.ERROR)),\n"
+            "      bool(shown('Compute Failed', logging.ERROR)))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
                        timeout=120)
-    assert r.stdout.split() == ["True", "1", "False", "True"], r.stderr
+    assert r.stdout.split() == ["True", "1", "False", "True", "1", "False", "True"], r.stderr
 
 
 class DaskProcesses:
