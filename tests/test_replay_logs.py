@@ -1,5 +1,6 @@
 """Log readers: every format from committed fixtures, every mess rule, every error."""
 import json
+import os
 import re
 from pathlib import Path
 
@@ -731,3 +732,15 @@ def test_a_run_directory_whose_trainer_state_is_a_broken_link_names_it(tmp_path,
     (run / "trainer_state.json").symlink_to(tmp_path / "gone" / "trainer_state.json")
     one_line(capsys, ["replay", str(run)], f"{run / 'trainer_state.json'}: no such file; "
              "allowed: a log file")
+
+
+@pytest.mark.parametrize("where", ["trainer_state.json", "checkpoint-5/trainer_state.json"])
+def test_a_run_directory_whose_trainer_state_is_a_pipe_is_refused_not_waited_on(
+        tmp_path, capsys, where):
+    # a pipe named on the command line is read as one; a pipe found inside a run directory
+    # was read the same way, and replay waited for a writer forever
+    run = tmp_path / "run"
+    (run / where).parent.mkdir(parents=True)
+    os.mkfifo(run / where)
+    one_line(capsys, ["replay", str(run)], f"{run / where}: not a regular file (a pipe); "
+             "allowed: a run directory's trainer_state.json is a regular file")

@@ -192,7 +192,7 @@ def resolve_path(path: Path) -> Path:
         return path
     direct = path / "trainer_state.json"
     if direct.exists() or direct.is_symlink():  # a broken link is refused by its own name
-        return direct
+        return _regular_in_run(direct)
     ckpts = [p for p in path.glob("checkpoint-*/trainer_state.json")
              if re.fullmatch(r"checkpoint-\d+", p.parent.name)]
     if not ckpts:
@@ -206,7 +206,18 @@ def resolve_path(path: Path) -> Path:
                           "checkpoint-N/ subdirectory); allowed: a run directory, or log files"
                           + (" (" + ", ".join(f"{shlex.quote(str(path))}/*{x}" for x in logs)
                              + ")" if logs else ""))
-    return max(ckpts, key=lambda p: int(p.parent.name.split("-")[1]))
+    return _regular_in_run(max(ckpts, key=lambda p: int(p.parent.name.split("-")[1])))
+
+
+def _regular_in_run(found: Path) -> Path:
+    """``found``, a run directory's ``trainer_state.json``, unless it is a pipe or a device:
+    one named on the command line is read as such on purpose, one found in a run directory
+    would be waited on for a writer forever."""
+    why = file_kind(found)
+    if why is not None and why != "no such file":  # a broken link: refused by its reader
+        raise ConfigError(f"{found}: {why}; allowed: a run directory's trainer_state.json is "
+                          "a regular file (as transformers.Trainer writes it)")
+    return found
 
 
 # --------------------------------------------------------------------------- readers
