@@ -898,3 +898,35 @@ def test_a_sweep_directory_without_its_lock_file_is_still_held_by_writers(sweep_
     (out / "sweep.lock").unlink()
     held = hold_sweep_dirs(out / "figures")
     assert [lock.root for lock in held] == [out] and (out / "sweep.lock").is_file()
+
+
+@pytest.mark.parametrize("change", ["directory moved", "directory deleted"])
+def test_a_directory_moved_while_a_chunk_is_encoded_is_not_made_again(sweep_file, tmp_path,
+                                                                      capsys, monkeypatch,
+                                                                      change):
+    """Moved (or deleted) after a chunk's write had checked its lock but before its files
+    were written, the run made the directory anew at the old path (``cells/``, the chunk,
+    its record: no manifest, no lock) and only the next chunk's check stopped it.  Now
+    that write stops, in one line, and nothing is left at the old path."""
+    import shutil
+
+    import fastsim.sweep.store as store_module
+
+    out = tmp_path / "out"
+    real = store_module.parquet_bytes
+    calls = []
+
+    def encode_then_change(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the second chunk's first file
+            if change == "directory moved":
+                out.rename(tmp_path / "moved")
+            else:
+                shutil.rmtree(out)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(store_module, "parquet_bytes", encode_then_change)
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
+    assert not out.exists()

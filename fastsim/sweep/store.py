@@ -41,6 +41,7 @@ taken to be this code's (said in one line) and the code is recorded from then on
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -708,7 +709,19 @@ class SweepStore:
         items.append((self.record_path(cell_id, index),
                       bytes_writer(json.dumps(record, indent=1).encode())))
         self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
-        write_all(items, tidy=False)  # ``remove_temporaries`` did, when the store opened
+        # The cell's directory made below the root, never the root itself (``write_all``
+        # makes every missing parent): a directory moved or deleted while the chunk was
+        # encoded was made anew at the old path, unlocked, with this chunk in it.  So the
+        # lock is checked once more, after the encoding, just before the files go in.
+        for d in (self.root / "cells", self.cell_dir(cell_id)):
+            with contextlib.suppress(OSError):  # ``write_all`` says what is wrong there
+                d.mkdir(exist_ok=True)
+        self.check_held()
+        try:
+            write_all(items, tidy=False)  # ``remove_temporaries`` did, when the store opened
+        except ConfigError:
+            self.check_held()  # moved or deleted mid-write: say that, not the file missing
+            raise
 
     def _load(self, cell_id: str, kind: str, index: int) -> pl.DataFrame:
         """One verified file: read once, checked against its record, then parsed."""
