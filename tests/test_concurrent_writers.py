@@ -270,3 +270,63 @@ def test_a_sweep_directory_held_by_one_thread_is_refused_to_another(tmp_path):
     t.start()
     t.join()
     assert seen[1] == "taken"
+
+
+def test_two_sweeps_starting_at_once_one_inside_the_other_never_both_run(tmp_path,
+                                                                          monkeypatch):
+    """``fastsim sweep --out A`` and ``--out A/B`` started at the same instant: the inner
+    one found no sweep directory around it (A had neither lock nor manifest yet) and made
+    A/B just after the outer one had listed A as empty; both ran, a sweep inside a sweep,
+    which either refuses when the other already runs.  Sequenced here with hooks, the
+    second to get there is refused, naming the holder."""
+    import threading
+
+    import fastsim.sweep.store as store_module
+    from conftest import small_sweep
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.grid import load_sweep
+    from fastsim.sweep.store import SweepStore
+
+    (tmp_path / "s.toml").write_text(small_sweep(2))
+    grid = load_sweep(tmp_path / "s.toml")
+    outer, inner = tmp_path / "A", tmp_path / "A" / "B"
+    outer_listed, inner_open = threading.Event(), threading.Event()
+    results = {}
+    check_output_dir, check_not_nested = store_module.check_output_dir, \
+        store_module._check_not_nested
+
+    def open_outer():
+        try:
+            results["outer"] = SweepStore.open(outer, grid)
+        except ConfigError as exc:
+            results["outer"] = exc
+        finally:
+            outer_listed.set()
+
+    def outer_waits(root):  # the outer sweep has listed A (empty) and holds its lock
+        if root == outer:
+            outer_listed.set()
+            inner_open.wait(10)
+        check_not_nested(root)
+
+    def inner_starts_outer(root):  # the inner sweep found nothing around A/B
+        check_output_dir(root)
+        if root == inner:
+            threading.Thread(target=open_outer).start()
+            outer_listed.wait(10)
+    monkeypatch.setattr(store_module, "check_output_dir", inner_starts_outer)
+    monkeypatch.setattr(store_module, "_check_not_nested", outer_waits)
+    try:
+        results["inner"] = SweepStore.open(inner, grid)
+    except ConfigError as exc:
+        results["inner"] = exc
+    inner_open.set()
+    for _ in range(500):
+        if "outer" in results:
+            break
+        time.sleep(0.01)
+    refused = [k for k, v in results.items() if isinstance(v, ConfigError)]
+    assert len(results) == 2 and refused, results  # never both
+    for v in results.values():
+        if not isinstance(v, ConfigError):
+            v.close()

@@ -510,6 +510,11 @@ class SweepStore:
         except OSError as exc:
             raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
         self._lock = DirLock.acquire(self.root)
+        # Again, now that this directory is made and locked: a sweep started at the same
+        # instant into a directory around it had no lock there yet at the first look, and
+        # had listed it empty before this one was made; both ran, one inside the other.
+        # Held now, or made after this directory (which its listing then refuses).
+        self._outer += hold_sweep_dirs(self.root)
         self._outer += _hold_linked_cells(self.root)
         path = self.root / MANIFEST
         old, note = _read_manifest(self.root, self.grid)
