@@ -330,3 +330,22 @@ def test_two_sweeps_starting_at_once_one_inside_the_other_never_both_run(tmp_pat
     for v in results.values():
         if not isinstance(v, ConfigError):
             v.close()
+
+
+def test_a_lock_found_gone_by_one_thread_is_found_gone_by_the_next(tmp_path):
+    """Aggregation reads a sweep's cells on several threads: with the directory moved, the
+    first thread's lock check released the lock (closing its file) and the next thread's
+    check read the closed file's descriptor, a ``ValueError`` traceback instead of the
+    one-line refusal.  Every check after the first refuses the same way."""
+    import pytest
+
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import DirLock
+
+    (tmp_path / "out").mkdir()
+    lock = DirLock.acquire(tmp_path / "out")
+    (tmp_path / "out").rename(tmp_path / "moved")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="is no longer this process's lock"):
+            lock.check()
+    lock.release()  # and releasing again is harmless

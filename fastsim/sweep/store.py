@@ -113,6 +113,9 @@ class DirLock:
     def __init__(self, root: Path, fh):
         self.root, self._fh = root, fh
         self._thread = threading.get_ident()
+        # ``check`` and ``release`` from several threads at once (aggregation reads cells
+        # on numba's threads): one closes the file while another reads its descriptor
+        self._closing = threading.Lock()
 
     @classmethod
     def acquire(cls, root: Path) -> "DirLock":
@@ -174,8 +177,10 @@ class DirLock:
             there = os.stat(self.root / LOCK, follow_symlinks=False)
         except OSError:
             there = None
-        ours = os.fstat(self._fh.fileno())
-        if there is None or (there.st_dev, there.st_ino) != (ours.st_dev, ours.st_ino):
+        with self._closing:  # released already (by another thread's check): gone as well
+            ours = None if self._fh.closed else os.fstat(self._fh.fileno())
+        if there is None or ours is None \
+                or (there.st_dev, there.st_ino) != (ours.st_dev, ours.st_ino):
             self.release()
             raise ConfigError(f"{self.root / LOCK} is no longer this process's lock (the "
                               "directory was moved or renamed, or its lock file deleted or "
@@ -196,12 +201,13 @@ class DirLock:
             time.sleep(0.02)
 
     def release(self) -> None:
-        if not self._fh.closed:
-            # Blank the holder's line first, so that a process refused by the next holder
-            # in its first instant never names this finished one.
-            self._fh.seek(0)
-            self._fh.truncate()
-            self._fh.close()  # closing the file releases the flock
+        with self._closing:
+            if not self._fh.closed:
+                # Blank the holder's line first, so that a process refused by the next
+                # holder in its first instant never names this finished one.
+                self._fh.seek(0)
+                self._fh.truncate()
+                self._fh.close()  # closing the file releases the flock
 
     def __del__(self):
         self.release()
