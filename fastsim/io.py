@@ -166,13 +166,28 @@ def _remove_unheld(tmp: Path, pid_gone: bool = True) -> None:
         os.close(fd)
 
 
+def _make_parent(path: Path, within: Path | None) -> None:
+    """``path``'s directory, made with every missing parent; with ``within``, only those
+    below ``within``, which must be there: a directory moved or deleted by another process
+    is not made anew at its old path (the write then fails, naming the file)."""
+    if within is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    d = within
+    for part in path.parent.relative_to(within).parts:
+        d = d / part
+        d.mkdir(exist_ok=True)
+
+
 def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
-              tidy: bool = True) -> None:
+              tidy: bool = True, within: Path | None = None) -> None:
     """Write every ``(path, write)`` or none: ``write(tmp)`` fills a temporary file, and
     the temporaries are renamed into place only after all of them are complete.  Stale
     temporaries of each path (a killed writer's) are removed first, unless ``tidy`` is
     false: a sweep removes its own when it opens its directory, under its lock, and a
-    listing of a cell holding thousands of chunks at every chunk would cost O(chunks^2)."""
+    listing of a cell holding thousands of chunks at every chunk would cost O(chunks^2).
+    With ``within`` (a directory holding every path), that directory is never made
+    (``_make_parent``)."""
     items = [(Path(path), write) for path, write in items]
     if tidy:
         _remove_stale_temporaries([path for path, _ in items])
@@ -182,7 +197,7 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
     try:
         for path, write in items:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                _make_parent(path, within)
                 tmp = _tmp_path(path)
                 named.append(tmp.name)
                 claims.append(_claim(tmp))
@@ -394,8 +409,8 @@ def bytes_writer(data: bytes) -> Callable[[Path], None]:
     return lambda tmp: Path(tmp).write_bytes(data)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    write_all([(Path(path), bytes_writer(data))])
+def atomic_write_bytes(path: Path, data: bytes, within: Path | None = None) -> None:
+    write_all([(Path(path), bytes_writer(data))], within=within)
 
 
 def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:

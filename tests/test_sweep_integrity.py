@@ -815,7 +815,7 @@ def test_a_refusal_after_the_lock_leaves_the_directory_free(sweep_file, tmp_path
     import fastsim
     import fastsim.sweep.store as st
 
-    def full(path, data):
+    def full(path, data, within=None):
         raise ConfigError(f"cannot write {path} (No space left on device)")
     monkeypatch.setattr(st, "atomic_write_bytes", full)
     out = tmp_path / "out"
@@ -930,3 +930,41 @@ def test_a_directory_moved_while_a_chunk_is_encoded_is_not_made_again(sweep_file
     assert len(err.splitlines()) == 1, err
     assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("when", ["before its manifest", "before aggregation"])
+def test_a_directory_moved_at_the_start_or_end_of_a_run_is_named_as_moved(
+        sweep_file, tmp_path, capsys, monkeypatch, when):
+    """Moved between taking its lock and writing its manifest, a sweep wrote the manifest
+    at the old path, made anew; moved after its last chunk, aggregation refused a chunk
+    as "not complete; re-run the sweep", which the chunk was.  Both now stop with the
+    lock's one line, and nothing is made at the old path."""
+    import fastsim.sweep.store as store_module
+
+    out = tmp_path / "out"
+    if when == "before its manifest":
+        real = store_module._read_manifest
+
+        def read_then_move(root, *args, **kwargs):
+            found = real(root, *args, **kwargs)
+            if (Path(root) / "sweep.lock").exists():  # read by ``open``, under the lock
+                Path(root).rename(tmp_path / "moved")
+            return found
+        monkeypatch.setattr(store_module, "_read_manifest", read_then_move)
+    else:
+        real = SweepStore.write_chunk
+        calls = []
+
+        def write_then_move(store, *args, **kwargs):
+            real(store, *args, **kwargs)
+            calls.append(1)
+            if len(calls) == 6:  # the last chunk of both cells
+                out.rename(tmp_path / "moved")
+        monkeypatch.setattr(SweepStore, "write_chunk", write_then_move)
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
+    assert not out.exists()
+    monkeypatch.undo()
+    assert sweep(sweep_file, tmp_path / "moved") == 0  # the same command finishes it

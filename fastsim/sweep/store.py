@@ -41,7 +41,6 @@ taken to be this code's (said in one line) and the code is recorded from then on
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
@@ -533,7 +532,8 @@ class SweepStore:
             manifest = self.manifest()
             if old is not None and _tables_ok(old.get(TABLES)):  # still this grid's tables
                 manifest[TABLES] = old[TABLES]
-            atomic_write_bytes(path, json.dumps(manifest, indent=1).encode())
+            data = json.dumps(manifest, indent=1).encode()
+            self._write(lambda: atomic_write_bytes(path, data, within=self.root))
             if note is not None:
                 print(note, file=sys.stderr)
         self.remove_temporaries()
@@ -578,13 +578,14 @@ class SweepStore:
         table's footer, so a flip there that still parses was read as the table.  Renamed
         last, as a chunk's record is: killed between, the manifest names the tables it
         replaced, and the new ones are refused until the sweep is run again."""
-        self.check_held()
         manifest = self.manifest()
         # the size too: a reader reads no further (a huge file there, not the table)
         manifest[TABLES] = {p.name: {"sha256": _sha256(b), "bytes": len(b)}
                             for p, b in files.items()}
-        write_all([*((p, bytes_writer(b)) for p, b in files.items()),
-                   (self.root / MANIFEST, bytes_writer(json.dumps(manifest, indent=1).encode()))])
+        self._write(lambda: write_all(
+            [*((p, bytes_writer(b)) for p, b in files.items()),
+             (self.root / MANIFEST, bytes_writer(json.dumps(manifest, indent=1).encode()))],
+            within=self.root))
 
     def remove_temporaries(self) -> None:
         """Half-written files of an interrupted run (never renamed into place).  Safe
@@ -720,22 +721,34 @@ class SweepStore:
         items.append((self.record_path(cell_id, index),
                       bytes_writer(json.dumps(record, indent=1).encode())))
         self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
-        # The cell's directory made below the root, never the root itself (``write_all``
-        # makes every missing parent): a directory moved or deleted while the chunk was
-        # encoded was made anew at the old path, unlocked, with this chunk in it.  So the
-        # lock is checked once more, after the encoding, just before the files go in.
-        for d in (self.root / "cells", self.cell_dir(cell_id)):
-            with contextlib.suppress(OSError):  # ``write_all`` says what is wrong there
-                d.mkdir(exist_ok=True)
+        # ``remove_temporaries`` tidied, when the store opened
+        self._write(lambda: write_all(items, tidy=False, within=self.root))
+
+    def _write(self, write) -> None:
+        """``write()`` into this store's directory, its lock checked just before: a
+        directory moved or deleted while a chunk was encoded was made anew at the old
+        path (``write_all`` made every missing parent), unlocked, with the chunk in it.
+        Now the directory is never made (``within``), and a write that fails because it
+        went says so, as the check does, not that a file is missing."""
         self.check_held()
         try:
-            write_all(items, tidy=False)  # ``remove_temporaries`` did, when the store opened
+            write()
         except ConfigError:
-            self.check_held()  # moved or deleted mid-write: say that, not the file missing
+            self.check_held()
             raise
 
     def _load(self, cell_id: str, kind: str, index: int) -> pl.DataFrame:
-        """One verified file: read once, checked against its record, then parsed."""
+        """One verified file: read once, checked against its record, then parsed.  A file
+        not found because the directory was moved or deleted under this store's lock is
+        refused as the lock check refuses it (``check_held``), not as an incomplete chunk
+        that the same command would recompute."""
+        try:
+            return self._load_verified(cell_id, kind, index)
+        except ConfigError:
+            self.check_held()
+            raise
+
+    def _load_verified(self, cell_id: str, kind: str, index: int) -> pl.DataFrame:
         p = self.path(cell_id, kind, index)
         hint = "; re-run the sweep (same command) to recompute it"
         rec = self._record(cell_id, index)
