@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import own_lines
 
 import fastsim
 from fastsim.cli import main
@@ -98,7 +99,7 @@ def as_shown(text: str) -> str:
     """What a doc shows of an output: a wall time and a checkout's own path elided, and
     the one-time compile notice dropped (printed when this file runs first on an empty
     numba cache)."""
-    text = re.sub(r"(?m)^compiling .* by machine load; .*\n", "", text)
+    text = "\n".join(own_lines(text))
     text = re.sub(r"simulated in [\d.]+ s", "simulated in ... s", text)
     return re.sub(r"example log: .*/fastsim/replay/", "example log: .../fastsim/replay/", text)
 

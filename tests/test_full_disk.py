@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import own_lines
 
 TOML = 'clusters = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ["none"]\n'
 
@@ -52,7 +53,7 @@ def cli(argv, cwd, stdout=False):
     r = subprocess.run([sys.executable, "-c", "from fastsim.cli import main; "
                         "raise SystemExit(main())", *map(str, argv)], cwd=cwd,
                        capture_output=True, text=True, timeout=120)
-    return (r.returncode, r.stderr.strip().splitlines()) + ((r.stdout,) if stdout else ())
+    return (r.returncode, own_lines(r.stderr)) + ((r.stdout,) if stdout else ())
 
 
 def test_lock_of_a_sweep_directory_on_a_full_disk(tmp_path):
