@@ -4,6 +4,8 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,34 @@ def one_line(capsys, argv, needle):
     assert needle in err, err
     assert len(own_lines(err)) == 1 and "Traceback" not in err, err
     return cap.out
+
+
+def side_by_side(*runs: dict, timeout: float = 900) -> list[tuple[int | None, str, str]]:
+    """Start every one of ``runs`` (``subprocess.Popen`` keyword arguments, ``args`` among
+    them) at once and wait for all: for the processes that each keep one core busy for
+    many seconds (a cold compile, a memory measurement) and depend on nothing but their
+    own arguments, so that two of them take the time of one on a two-core machine.
+    Returns each one's (exit code, stdout, stderr) in order; one still running after
+    ``timeout`` seconds is killed and has exit code None."""
+    with tempfile.TemporaryDirectory() as d:
+        logs = [(Path(d, f"{i}.out"), Path(d, f"{i}.err")) for i in range(len(runs))]
+        procs, codes = [], []
+        try:
+            for kw, (out, err) in zip(runs, logs):
+                with open(out, "w") as o, open(err, "w") as e:
+                    procs.append(subprocess.Popen(stdout=o, stderr=e, **kw))
+            deadline = time.monotonic() + timeout
+            for p in procs:
+                try:
+                    codes.append(p.wait(timeout=max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    codes.append(None)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return [(code, out.read_text(), err.read_text()) for code, (out, err) in zip(codes, logs)]
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import side_by_side  # noqa: E402
 
 
 def _streams(module) -> dict[str, int]:
@@ -174,16 +176,29 @@ for name, code in (("one_pipeline", sys.argv[1]), ("link_only", sys.argv[2])):
 
 
 @pytest.fixture(scope="module")
-def uncached_parts() -> dict[str, str]:
+def cold_starts(tmp_path_factory) -> dict:
+    """The module's two processes that compile what they run from nothing, most of half a
+    minute each, side by side: ``PARTS`` compiling afresh (FASTSIM_NO_CACHE=1), and the
+    first run of ``ENGINES`` into an empty cache directory (``engines_cache``), which
+    ``test_the_engines_load_from_the_cache_in_a_new_process`` runs again to load from."""
+    cache = tmp_path_factory.mktemp("engines_cache")
+    # unrefused, LINK_ONLY's call reads the null environment without the GIL: it hangs
+    parts, engines = side_by_side(
+        dict(args=[sys.executable, "-c", PARTS, ONE_PIPELINE, LINK_ONLY], cwd=ROOT, text=True,
+             env={**os.environ, "FASTSIM_NO_CACHE": "1"}),
+        dict(args=[sys.executable, "-c", ENGINES], cwd=ROOT, text=True,
+             env={**os.environ, "NUMBA_CACHE_DIR": str(cache)}), timeout=600)
+    return {"parts": parts, "engines": engines, "engines_cache": cache}
+
+
+@pytest.fixture(scope="module")
+def uncached_parts(cold_starts) -> dict[str, str]:
     """``ONE_PIPELINE`` then ``LINK_ONLY`` in one process compiling afresh (a cached
     pipeline loads no callee): each one's "ok" or "failed: ERROR"."""
-    env = {**os.environ, "FASTSIM_NO_CACHE": "1"}
-    # unrefused, LINK_ONLY's call reads the null environment without the GIL: it hangs
-    r = subprocess.run([sys.executable, "-c", PARTS, ONE_PIPELINE, LINK_ONLY], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=600)
-    parts = dict(line.split(" ", 1) for line in r.stdout.splitlines()
+    code, out, err = cold_starts["parts"]
+    parts = dict(line.split(" ", 1) for line in out.splitlines()
                  if line.startswith(("one_pipeline ", "link_only ")))
-    assert r.returncode == 0 and len(parts) == 2, (r.stdout, r.stderr)
+    assert code == 0 and len(parts) == 2, (out, err)
     return parts
 
 
@@ -291,7 +306,7 @@ def test_each_schedulers_kernels_have_their_own_cache_index():
         assert len(names) == len(family), names
 
 
-def test_the_engines_load_from_the_cache_in_a_new_process(tmp_path):
+def test_the_engines_load_from_the_cache_in_a_new_process(cold_starts):
     """Each engine is a copy of one template bound to its scheduler's constants
     (``fastsim.kernels.jit.bind``), linked into its scheduler's pipeline.  Numba keys a
     cache entry on a function's code and closure, so the next process must load every
@@ -301,33 +316,37 @@ def test_the_engines_load_from_the_cache_in_a_new_process(tmp_path):
     does, for its shape-error message: a second of every cold start), nor any of numba's
     library functions but ``np.empty``'s: ``min``, ``max``, ``int`` or ``np.full`` compile
     one each per argument types and per kernel options (``kernels.jit.min_nb``)."""
-    code = ("from numba.core import event\n"
-            "compiled = []\n"
-            "class Names(event.Listener):\n"
-            "    def on_start(self, ev):\n"
-            "        f = ev.data['dispatcher'].py_func\n"
-            "        compiled.append(f'{f.__module__}.{f.__qualname__}')\n"
-            "    def on_end(self, ev):\n"
-            "        pass\n"
-            "event.register('numba:compile', Names())\n"
-            "from fastsim.config import SimConfig\n"
-            "from fastsim.api import compare\n"
-            "from fastsim.kernels import engine\n"
-            "from fastsim.kernels.pipeline import PIPELINES\n"
-            "from fastsim.kernels.codes import FIFO, TIRESIAS\n"
-            "for s in ('fifo', 'tiresias'):\n"
-            "    compare(SimConfig.from_specs(s, 'evalstop:k=2', n_jobs=8), n_clusters=3, seed=1)\n"
-            "for k in (PIPELINES[FIFO], PIPELINES[TIRESIAS], engine.cluster_fifo_1c_nb,\n"
-            "          engine.cluster_tiresias_1c_nb):\n"
-            "    print(f'{sum(k.stats.cache_hits.values())}/{sum(k.stats.cache_misses.values())}')\n"
-            "allowed = ('numba.np.arrayobj.ol_np_empty', 'numba.np.arrayobj._ol_array_allocate')\n"
-            "print(sorted({n for n in compiled if n.startswith('numba.')\n"
-            "              and not n.startswith(allowed)}))\n")
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env,
-                           capture_output=True, text=True).stdout.split() for _ in range(2)]
+    code, out, err = cold_starts["engines"]  # the first run, into an empty cache
+    assert code == 0, err
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cold_starts["engines_cache"])}
+    runs = [out.split(), subprocess.run([sys.executable, "-c", ENGINES], check=True, cwd=ROOT,
+                                        env=env, capture_output=True, text=True).stdout.split()]
     assert runs[0] == ["0/1", "0/1", "0/1", "0/1", "[]"], runs  # hits/misses: compiled, saved
     assert runs[1] == ["1/0", "1/0", "0/0", "0/0", "[]"], runs  # loaded, engines inside
+
+
+ENGINES = ("from numba.core import event\n"
+           "compiled = []\n"
+           "class Names(event.Listener):\n"
+           "    def on_start(self, ev):\n"
+           "        f = ev.data['dispatcher'].py_func\n"
+           "        compiled.append(f'{f.__module__}.{f.__qualname__}')\n"
+           "    def on_end(self, ev):\n"
+           "        pass\n"
+           "event.register('numba:compile', Names())\n"
+           "from fastsim.config import SimConfig\n"
+           "from fastsim.api import compare\n"
+           "from fastsim.kernels import engine\n"
+           "from fastsim.kernels.pipeline import PIPELINES\n"
+           "from fastsim.kernels.codes import FIFO, TIRESIAS\n"
+           "for s in ('fifo', 'tiresias'):\n"
+           "    compare(SimConfig.from_specs(s, 'evalstop:k=2', n_jobs=8), n_clusters=3, seed=1)\n"
+           "for k in (PIPELINES[FIFO], PIPELINES[TIRESIAS], engine.cluster_fifo_1c_nb,\n"
+           "          engine.cluster_tiresias_1c_nb):\n"
+           "    print(f'{sum(k.stats.cache_hits.values())}/{sum(k.stats.cache_misses.values())}')\n"
+           "allowed = ('numba.np.arrayobj.ol_np_empty', 'numba.np.arrayobj._ol_array_allocate')\n"
+           "print(sorted({n for n in compiled if n.startswith('numba.')\n"
+           "              and not n.startswith(allowed)}))\n")
 
 
 def test_the_subpackages_the_docs_name_are_attributes_of_fastsim():
