@@ -8,8 +8,13 @@ clusters cost about 700 MB more than 2,000 (the bootstrap's index matrix alone).
 """
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import side_by_side  # noqa: E402
 
 RUN = """
 import sys
@@ -18,13 +23,6 @@ from fastsim.cli import main
 rc = main(["run", "--clusters", sys.argv[1], "--n-jobs", "20", "--gpus", "16", "--no-progress"])
 print(rc, own_peak_rss_mb())
 """
-
-
-def _peak_rss_mb(n_clusters: int) -> float:
-    out = subprocess.run([sys.executable, "-c", RUN, str(n_clusters)], check=True,
-                         capture_output=True, text=True).stdout.split()
-    assert out[-2] == "0"
-    return float(out[-1])
 
 
 def test_own_peak_rss_is_the_childs_not_the_parents():
@@ -36,10 +34,10 @@ def test_own_peak_rss_is_the_childs_not_the_parents():
     assert held[-1] == 1 and float(out.split()[-1]) < 300, out
 
 
-def test_run_peak_rss_is_flat_in_clusters():
+def test_run_peak_rss_is_flat_in_clusters(peaks):
     # 198,000 more clusters move the peak by under 1 MB; 10 MB is 50 bytes a cluster.  At
     # 40,000 clusters against 40 MB, keeping every cluster's metrics (+24 MB) passed.
-    small, large = _peak_rss_mb(2_000), _peak_rss_mb(200_000)
+    small, large = peaks["run"]
     assert large - small < 10, (small, large)
 
 
@@ -81,18 +79,35 @@ gpus = 16
 """
 
 
-def test_sweep_aggregation_peak_rss_is_flat_in_chunks(tmp_path):
+def test_sweep_aggregation_peak_rss_is_flat_in_chunks(peaks):
     # A cell of 1,000 chunks aggregated after one of 50, in one process: the second may
     # raise the peak only by a bounded amount.  Reading a cell's JCT histograms all at
     # once cost about 125 kB per chunk here (+124 MB; 2,000 chunks per cell in the
     # million-cluster sweep); merged a batch at a time, 11 MB.
-    sweep = tmp_path / "agg.toml"
-    sweep.write_text(SWEEP_FILE)
-    out = subprocess.run([sys.executable, "-c", AGGREGATE, str(sweep), "50", "1000",
-                          str(tmp_path / "small"), str(tmp_path / "large")],
-                         check=True, capture_output=True, text=True).stdout.split()
-    small, large = float(out[-2]), float(out[-1])
+    small, large = peaks["aggregate"]
     assert large - small < 40, (small, large)
+
+
+@pytest.fixture(scope="module")
+def peaks(tmp_path_factory) -> dict[str, tuple[float, float]]:
+    """The peak RSS (MB) the two tests above compare, each from fresh processes of its own
+    (``fastsim run`` on 2,000 then on 200,000 clusters; ``AGGREGATE`` on 50 then 1,000
+    chunks, in one process), the three processes side by side: each one's peak is its
+    own, whatever runs beside it."""
+    tmp = tmp_path_factory.mktemp("memory")
+    sweep = tmp / "agg.toml"
+    sweep.write_text(SWEEP_FILE)
+    runs = side_by_side(*(dict(args=[sys.executable, "-c", RUN, str(n)], text=True)
+                          for n in (2_000, 200_000)),
+                        dict(args=[sys.executable, "-c", AGGREGATE, str(sweep), "50", "1000",
+                                   str(tmp / "small"), str(tmp / "large")], text=True))
+    for code, _, err in runs:
+        assert code == 0, err
+    (_, small, _), (_, large, _), (_, agg, _) = runs
+    for out in (small, large):
+        assert out.split()[-2] == "0"  # fastsim run's exit code
+    return {"run": (float(small.split()[-1]), float(large.split()[-1])),
+            "aggregate": (float(agg.split()[-2]), float(agg.split()[-1]))}
 
 
 def test_aggregation_holds_one_chunk_of_a_cell_at_a_time(tmp_path, monkeypatch):
