@@ -134,6 +134,19 @@ def warm_kernels():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_fsync():
+    """``os.fsync`` does nothing in the test process.  Every file a command writes is synced
+    before it is renamed into place (``fastsim.io.write_all``), a few ms each on a disk, and
+    the suite writes some thousands of them; what a sync adds, the data surviving a power
+    cut, no test can see.  ``test_every_output_is_synced_before_any_rename`` checks the
+    syncs themselves, and commands run in a child process sync as they do for a user."""
+    real = os.fsync
+    os.fsync = lambda fd: None
+    yield
+    os.fsync = real
+
+
 def pytest_ignore_collect(collection_path, config):
     """The Hugging Face group runs only with ``-m hf`` (its own CI step, with the extra
     installed); elsewhere its module is not even imported, so it neither runs nor skips."""

@@ -40,6 +40,25 @@ def test_two_writers_never_leave_files_of_each(tmp_path):
     assert (tmp_path / "a.txt").read_text() == (tmp_path / "b.txt").read_text()
 
 
+def test_every_output_is_synced_before_any_rename(tmp_path, monkeypatch):
+    """Each output's temporary file reaches the disk (``os.fsync``) before the first rename:
+    a power cut after it leaves the new outputs whole, not empty files under their names.
+    (The suite otherwise makes ``os.fsync`` a no-op, conftest ``no_fsync``.)"""
+    synced, renamed = [], []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        renamed.append((str(src), len(synced)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")))
+    monkeypatch.setattr(os, "replace", replace)
+    write_all([(tmp_path / "a.txt", bytes_writer(b"a")), (tmp_path / "b.txt", bytes_writer(b"b"))])
+    assert [src for src, _ in renamed] == synced and len(synced) == 2, (synced, renamed)
+    assert [n for _, n in renamed] == [2, 2]  # both synced before the first rename
+    assert (tmp_path / "a.txt").read_text() + (tmp_path / "b.txt").read_text() == "ab"
+
+
 def test_a_directory_at_one_target_leaves_every_target_as_it_was(tmp_path):
     """A directory where the second of two files goes failed its rename after the first
     was renamed: the first output new beside the second's old one."""
