@@ -283,6 +283,22 @@ def test_costaware_doc_counts_its_tests():
     assert sorted(ROOT.glob("tests/test_costaware_*.py")) == sorted(ROOT / f for f in files)
 
 
+def test_detectors_doc_default_specs_are_the_defaults():
+    # the block of specs "with every parameter at its default" was checked by nothing: a
+    # changed default (fastsim/defaults.py) or a new parameter would leave it stale
+    from fastsim import detectors as det
+    from fastsim.config import PolicyConfig
+
+    text = (ROOT / "docs" / "detectors.md").read_text()
+    block = re.search(r"The specs with every parameter at its default.*?\n```\n(.*?)```", text, re.S)
+    specs = block.group(1).split()
+    assert [s.split(":")[0] for s in specs] == [n for n in det.DETECTORS if n != "evalstop"]
+    for spec in specs:
+        shown, default = PolicyConfig.parse(spec), PolicyConfig.parse(spec.split(":")[0])
+        assert shown == default, (spec, default.params)
+        assert [k for k, _ in shown.params] == [k.split("=")[0] for k in spec.split(":")[1].split(",")]
+
+
 def test_sweeps_doc_names_every_summary_metric():
     from fastsim.metrics import BUILTIN_METRICS, mean_metrics, paired_metrics, pooled_metrics
 
