@@ -216,6 +216,17 @@ def pooled_cdf_band(clusters, s_a, s_n, s_aa, s_an, s_nn, level: float = LEVEL
     ``A``, ``N``, ``A^2``, ``A N`` and ``N^2`` (``kernels.metrics.jct_counts_nb``).
     Returns ``(cdf, lo, hi)``."""
     _check_level(level)
+    names = ("clusters", "s_a", "s_n", "s_aa", "s_an", "s_nn")
+    given = [np.asarray(x) for x in (clusters, s_a, s_n, s_aa, s_an, s_nn)]
+    for name, x in zip(names, given):
+        # a shorter array was broadcast against the others (one point's sums read as
+        # every point's), and 1.5 clusters was cast to 1: a CDF from neither
+        if x.shape != given[0].shape or x.ndim != 1 or not (
+                np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.bool_)
+                or (x.dtype.kind == "f" and bool(np.all(x == np.round(x))))):
+            raise ConfigError(f"pooled_cdf_band: {name} has shape {x.shape} and dtype {x.dtype} "
+                              f"for clusters' {given[0].shape}; allowed: 1-D arrays of "
+                              "integers, one value per point, all of one length")
     n = np.asarray(clusters, dtype=np.int64)
     a, d = (np.asarray(x, dtype=np.int64) for x in (s_a, s_n))
     if np.any((a < 0) | (a > d)):

@@ -886,3 +886,20 @@ def test_cluster_mean_ci_counts_clusters_and_refuses_a_label_per_other_row():
     assert copies.hi - copies.lo > 1.5 * (mean_ci(np.repeat(x, 3)).hi - mean_ci(np.repeat(x, 3)).lo)
     with pytest.raises(ConfigError, match="3 cluster labels for 4 values"):
         cluster_mean_ci(x, [0, 0, 1])
+
+
+def test_pooled_cdf_band_refuses_sums_of_another_length_or_fractional():
+    """A sum array shorter than ``clusters`` was broadcast against the others (one point's
+    A read as every point's: a CDF of [0.5, 0.25] from no such data), and 1.5 clusters
+    was truncated to 1; both are one ConfigError naming the array."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import pooled_cdf_band
+
+    good = ([1, 2], [1, 2], [2, 4], [1, 2], [2, 4], [4, 8])
+    cdf, lo, hi = pooled_cdf_band(*good)
+    assert np.all((lo <= cdf) & (cdf <= hi))
+    with pytest.raises(ConfigError, match="s_a has shape"):
+        pooled_cdf_band([1, 2], [1], *good[2:])
+    with pytest.raises(ConfigError, match="clusters has shape"):
+        pooled_cdf_band([1.5, 2], *good[1:])
+    pooled_cdf_band(np.array([1.0, 2.0]), *good[1:])  # whole numbers held as floats are counts
