@@ -439,7 +439,14 @@ def mcnemar_p(a, b) -> float:
     """Exact two-sided McNemar p-value that two paired binary outcomes ``a`` and ``b``
     (bool arrays, one pair per replication) have the same rate: a binomial test on
     the discordant pairs."""
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    # as bools, NaN and 2 read as True, and arrays of two lengths broadcast or raised numpy's error
+    x, y = _paired_arrays(a, b, "a", "b")
+    bad = ~(np.isin(x, (0.0, 1.0)) & np.isin(y, (0.0, 1.0)))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ConfigError(f"mcnemar_p: a[{i}] = {float(x[i])!r}, b[{i}] = {float(y[i])!r}; "
+                          "allowed: binary outcomes (True/False or 1/0)")
+    a, b = x == 1.0, y == 1.0
     n01, n10 = int((a & ~b).sum()), int((~a & b).sum())
     if n01 + n10 == 0:
         return 1.0

@@ -903,3 +903,19 @@ def test_pooled_cdf_band_refuses_sums_of_another_length_or_fractional():
     with pytest.raises(ConfigError, match="clusters has shape"):
         pooled_cdf_band([1.5, 2], *good[1:])
     pooled_cdf_band(np.array([1.0, 2.0]), *good[1:])  # whole numbers held as floats are counts
+
+
+def test_mcnemar_p_refuses_non_binary_or_unpaired_outcomes():
+    """As bools, NaN and 2 were outcomes of True (a p-value of 1.0 from pairs that are not
+    binary), and arrays of two lengths gave numpy's broadcasting traceback."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import mcnemar_p
+
+    assert mcnemar_p([True] * 6 + [False], [False] * 7) == pytest.approx(2 * 0.5**6)
+    assert mcnemar_p(np.array([1, 0]), [0, 1]) == 1.0
+    with pytest.raises(ConfigError, match=r"a\[0\] = nan"):
+        mcnemar_p([np.nan, 0], [0, 1])
+    with pytest.raises(ConfigError, match="binary"):
+        mcnemar_p([2, 0], [0, 1])
+    with pytest.raises(ConfigError, match="differ in length"):
+        mcnemar_p([1, 0, 1], [0, 1])
