@@ -347,6 +347,9 @@ def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (below + (tied + 1.0) / 2.0)[:, inv]
 
 
+EXACT_MAX_COUNT = 2**44  # see _exact_bounds
+
+
 def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """The exact (Clopper-Pearson) interval of a binomial proportion ``k / n``: beta
     quantiles, the bounds where the upper and lower tails hold ``(1 - level) / 2``.
@@ -355,9 +358,10 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     [0.0, 0.0122]
     """
     _check_level(level)
-    if not 0 <= k <= n:
+    if not (all(isinstance(x, (int, float, np.number)) for x in (k, n)) and 0 <= k <= n < math.inf):
         raise ConfigError(f"clopper_pearson: {k!r} of {n!r}; allowed: counts with 0 <= k <= n")
-    lo, hi = _exact_bounds(np.int64(k), np.int64(n), level)
+    # as floats: counts beyond 2**63 (a pooled sum of int64 counts) overflowed np.int64
+    lo, hi = _exact_bounds(np.float64(k), np.float64(n), level)
     return float(lo), float(hi)
 
 
@@ -366,6 +370,17 @@ def _exact_bounds(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarra
     alpha = (1.0 - level) / 2
     lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1), n - k + 1, alpha), 0.0)
     hi = np.where(k < n, special.betaincinv(k + 1, np.maximum(n - k, 1), 1.0 - alpha), 1.0)
+    # Beyond EXACT_MAX_COUNT events and non-events betaincinv loses its digits (2**61 trials,
+    # a third of them events: lo 0.33333333272 > hi 0.33333332887); there the Wilson (1927)
+    # score interval equals the exact one to a relative 1e-6 of its width.
+    far = np.minimum(k, n - k) > EXACT_MAX_COUNT
+    if np.any(far):
+        z = float(special.ndtri(1.0 - alpha))
+        kf, nf = np.asarray(k, np.float64), np.asarray(n, np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            centre = (kf + z * z / 2) / (nf + z * z)
+            half = z * np.sqrt(kf * (nf - kf) / nf + z * z / 4) / (nf + z * z)
+        lo, hi = np.where(far, centre - half, lo), np.where(far, centre + half, hi)
     return lo, hi
 
 

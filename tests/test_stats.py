@@ -919,3 +919,36 @@ def test_mcnemar_p_refuses_non_binary_or_unpaired_outcomes():
         mcnemar_p([2, 0], [0, 1])
     with pytest.raises(ConfigError, match="differ in length"):
         mcnemar_p([1, 0, 1], [0, 1])
+
+
+def test_counts_beyond_int64_give_an_interval_not_a_traceback():
+    """Two clusters of 2**62 events each pool to 2**63 (beyond an int64): proportion_ci
+    and clopper_pearson raised OverflowError; a count given as text raised TypeError."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import clopper_pearson, proportion_ci
+
+    big = np.array([2**62, 2**62], np.int64)
+    e = proportion_ci(big, big + 2**61)
+    assert e.mean == pytest.approx(2 / 3) and e.lo <= e.mean <= e.hi
+    lo, hi = clopper_pearson(2**64, 2**65)
+    assert lo <= 0.5 <= hi
+    with pytest.raises(ConfigError, match="clopper_pearson"):
+        clopper_pearson("1", 3)
+    with pytest.raises(ConfigError, match="clopper_pearson"):
+        clopper_pearson(1, math.inf)
+
+
+def test_exact_binomial_bounds_stay_ordered_at_huge_counts():
+    """At 2**61 trials, a third of them events, betaincinv's bounds crossed (lo > hi, the
+    point outside both); beyond ``EXACT_MAX_COUNT`` the score interval is used, which
+    matches the exact one where both are computable."""
+    from fastsim.stats import EXACT_MAX_COUNT, clopper_pearson
+
+    for e in (46, 52, 58, 61, 62):
+        n = 2**e
+        for k in (1, n // 3, n // 2, n - 1):
+            lo, hi = clopper_pearson(k, n)
+            assert lo <= k / n <= hi, (e, k, lo, hi)  # [1.0, 1.0] at n - 1 of 2**58: floats
+    k, n = EXACT_MAX_COUNT, 3 * EXACT_MAX_COUNT
+    exact, score = clopper_pearson(k, n), clopper_pearson(k + 1, n + 2)
+    assert score[1] - score[0] == pytest.approx(exact[1] - exact[0], rel=1e-4)
