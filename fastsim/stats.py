@@ -618,6 +618,9 @@ def _exact_dot(a, b) -> int:
     product would overflow or underflow) are multiplied as Python ints, rarely."""
     a = np.asarray(a, dtype=np.float64).ravel()
     b = np.asarray(b, dtype=np.float64).ravel()
+    if a.size > _BLOCK:  # a dozen temporaries of the whole array: 790 MB for 10^7 values
+        return sum((_exact_dot(a[i:i + _BLOCK], b[i:i + _BLOCK])
+                    for i in range(0, a.size, _BLOCK)), 0)
     safe = _split_safe(a) & _split_safe(b)
     rare = not safe.all()  # usually none: skip the copies
     x, y = (a[safe], b[safe]) if rare else (a, b)
