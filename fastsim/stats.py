@@ -311,6 +311,9 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
         raise ConfigError(f"cluster_corr_ci: {cid.size} cluster labels for {a.size} rows; "
                           "allowed: one label per row")
     g = int(cid.max()) + 1 if cid.size else 0
+    # A correlation does not change with the scale: at 1e200 the squared deviations
+    # overflowed (r = 0.0 [0, 0] for an r of 0.89), at 1e-200 they underflowed (NaN)
+    a, b = (v / np.abs(v).max() if v.size and np.abs(v).max() > 0 else v for v in (a, b))
     one = np.ones((1, a.size))
     point = float(_weighted_corr(a, b, one, rank)[0]) if g else np.nan
     if g < 3 or not np.isfinite(point) or abs(point) == 1.0:

@@ -971,3 +971,16 @@ def test_mean_ci_of_many_values_holds_a_few_copies_of_them(monkeypatch):
     tracemalloc.stop()
     assert got == reference
     assert peak < x.nbytes, peak / x.nbytes
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1.0])
+def test_cluster_corr_ci_does_not_depend_on_the_scale(scale):
+    """x at 1e200 overflowed the squared deviations: r = 0.0 with the interval [0, 0],
+    for data whose correlation is 0.886 (at 1e-200 they underflowed to NaN)."""
+    from fastsim.stats import cluster_corr_ci
+
+    x, y, c = [1.0, 2, 3, 4, 5, 6], [1.0, 3, 2, 5, 4, 6], [0, 0, 1, 1, 2, 2]
+    ref = cluster_corr_ci(x, y, c, n_boot=200)
+    e = cluster_corr_ci(np.array(x) * scale, y, c, n_boot=200)
+    assert e.mean == pytest.approx(0.8857142857142857)
+    assert (e.lo, e.hi) == pytest.approx((ref.lo, ref.hi))
