@@ -153,11 +153,14 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
     """Mean per-replication relative change ``policy / baseline - 1`` with a t interval.
 
     Pairs whose baseline is zero or non-finite are dropped (a relative change is
-    undefined there); ``n`` says how many pairs remain.
+    undefined there), as are those whose change is beyond a float (a baseline of 1e-320);
+    ``n`` says how many pairs remain.
     """
     p, b = _paired_arrays(policy, baseline, "policy", "baseline", finite=False)
     ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
-    return mean_ci(p[ok] / b[ok] - 1.0, level)
+    with np.errstate(over="ignore"):  # numpy's warning reached the user
+        change = p[ok] / b[ok] - 1.0
+    return mean_ci(change, level)
 
 
 def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
@@ -790,7 +793,8 @@ class PooledRatio:
     def _add_shape(self, a: np.ndarray, b: np.ndarray) -> None:
         has = b != 0
         if has.any():
-            r = a[has] / b[has]
+            with np.errstate(over="ignore"):  # a ratio beyond a float is inf: its range
+                r = a[has] / b[has]
             self.r_low, self.r_high = min(self.r_low, float(r.min())), max(self.r_high, float(r.max()))
         self.orphan |= bool(np.any(a[~has] != 0))
         self.nonneg &= bool(np.all(a >= 0) and np.all(b >= 0))
@@ -816,10 +820,13 @@ class PooledRatio:
         if n == 0 or self.s_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)
         point = _to_float(self.s_num, self.s_den)  # the exact ratio, rounded once
-        if n == 1 or self.no_spread():  # no spread between clusters seen: nothing to go on
+        if n == 1 or self.no_spread() or math.isinf(point):
+            # no spread between clusters seen, or a ratio beyond a float: nothing to go on
+            # (an inf point made an interval of inf - inf and numpy's warnings)
             return Estimate(point, np.nan, np.nan, n)
         kept = (np.concatenate(self._num), np.concatenate(self._den)) if self._num else None
-        half = self._t_half_width(point, level, kept)
+        with np.errstate(over="ignore"):  # a spread beyond a float is an interval to inf
+            half = self._t_half_width(point, level, kept)
         lo, hi = point - half, point + half
         if kept is not None:
             done = self._resampled

@@ -984,3 +984,20 @@ def test_cluster_corr_ci_does_not_depend_on_the_scale(scale):
     e = cluster_corr_ci(np.array(x) * scale, y, c, n_boot=200)
     assert e.mean == pytest.approx(0.8857142857142857)
     assert (e.lo, e.hi) == pytest.approx((ref.lo, ref.hi))
+
+
+def test_values_near_the_float_limits_give_no_numpy_warning():
+    """A baseline of 1e-320, a pooled ratio beyond a float and cluster spreads beyond one
+    spilled numpy's overflow and invalid-value warnings to the user."""
+    import warnings
+
+    from fastsim.stats import bootstrap_ratio_ci
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = paired_change_ci([1.0, 2.0, 3.0], [1e-320, 1.0, 1.0])
+        assert (e.mean, e.n) == (1.5, 2)
+        e = bootstrap_ratio_ci([1e300, 2e300, 3e300], [1e-300, 1e-300, 2e-300])
+        assert e.mean == math.inf and math.isnan(e.lo) and e.n == 3
+        e = bootstrap_ratio_ci([1e300, 2e300, 3e300], [1.0, 1.0, 2.0])
+        assert e.lo <= e.mean <= e.hi
