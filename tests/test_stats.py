@@ -1001,3 +1001,22 @@ def test_values_near_the_float_limits_give_no_numpy_warning():
         assert e.mean == math.inf and math.isnan(e.lo) and e.n == 3
         e = bootstrap_ratio_ci([1e300, 2e300, 3e300], [1.0, 1.0, 2.0])
         assert e.lo <= e.mean <= e.hi
+
+
+def test_a_bootstrap_seed_is_an_integer_from_0_to_2_64():
+    """seed=1.5 and 1.9 were the seed 1 (the same interval, silently), seed=2**70 raised
+    OverflowError, and cluster_corr_ci's seed of 1.5 or -1 numpy's TypeError/ValueError.
+    2**64 - 1 is the seed np.uint64 gave."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci, proportion_ci
+
+    num, den = np.random.default_rng(1).exponential(size=40) ** 3, np.ones(40)
+    assert bootstrap_ratio_ci(num, den, seed=2**64 - 1) == bootstrap_ratio_ci(
+        num, den, seed=np.uint64(2**64 - 1))
+    for seed in (1.5, 2**70, -1, True, "1"):
+        with pytest.raises(ConfigError, match="seed="):
+            bootstrap_ratio_ci(num, den, seed=seed)
+    with pytest.raises(ConfigError, match="seed="):
+        proportion_ci([1, 2, 3], [5, 5, 5], seed=1.5)
+    with pytest.raises(ConfigError, match="seed="):
+        cluster_corr_ci([1, 2, 3, 4, 5, 6], [1, 3, 2, 5, 4, 6], [0, 0, 1, 1, 2, 2], seed=1.5)
