@@ -158,10 +158,15 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
     ``n`` says how many pairs remain.
     """
     p, b = _paired_arrays(policy, baseline, "policy", "baseline", finite=False)
+    return mean_ci(relative_changes(p, b), level)
+
+
+def relative_changes(p: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``p / b - 1`` of the pairs ``paired_change_ci`` keeps (finite, ``b != 0``); a change
+    beyond a float is inf, which ``mean_ci`` leaves out."""
     ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
     with np.errstate(over="ignore"):  # numpy's warning reached the user
-        change = p[ok] / b[ok] - 1.0
-    return mean_ci(change, level)
+        return p[ok] / b[ok] - 1.0
 
 
 def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,

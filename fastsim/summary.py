@@ -24,7 +24,7 @@ from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (T_FULL_COVERAGE_N, Estimate, MeanMoments, PooledRatio,
                            bootstrap_ratio_ci, bootstrap_together, fmt_value,
                            interval_decimals, paired_change_ci,
-                           proportion_ci)
+                           proportion_ci, relative_changes)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
 SUMMARY_SCHEMA = {"metric": pl.String, "kind": pl.String, "mean": pl.Float64,
@@ -111,8 +111,7 @@ class CellSummary:
                 self.paired = {m: MeanMoments() for m in M.paired_metrics()
                                if m in clusters.columns}
             for m, p, b in _paired_changes(clusters, baseline):
-                ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
-                self.paired[m].add(p[ok] / b[ok] - 1.0)
+                self.paired[m].add(relative_changes(p, b))
 
     def table(self, seed: int = 0) -> pl.DataFrame:
         """One row per metric: ``metric, kind, mean, lo, hi, n`` (see ``summarize``)."""

@@ -1020,3 +1020,24 @@ def test_a_bootstrap_seed_is_an_integer_from_0_to_2_64():
         proportion_ci([1, 2, 3], [5, 5, 5], seed=1.5)
     with pytest.raises(ConfigError, match="seed="):
         cluster_corr_ci([1, 2, 3, 4, 5, 6], [1, 3, 2, 5, 4, 6], [0, 0, 1, 1, 2, 2], seed=1.5)
+
+
+def test_summarize_paired_change_of_a_tiny_baseline_gives_no_numpy_warning():
+    """summarize's paired changes were computed apart from paired_change_ci's (the same
+    formula twice), and a baseline of 1e-320 spilled numpy's overflow warning there too."""
+    import warnings
+
+    from fastsim.summary import CellSummary
+
+    from fastsim import metrics as M
+
+    counts = {c: [0, 0, 0] for m in M.pooled_metrics().values() for side in m.pooled
+              for c in side}
+    clusters = pl.DataFrame({"cluster": [0, 1, 2], "jct_mean_h": [1.0, 2.0, 3.0], **counts})
+    baseline = pl.DataFrame({"cluster": [0, 1, 2], "jct_mean_h": [1e-320, 1.0, 1.0], **counts})
+    cell = CellSummary()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cell.add(clusters, baseline)
+    change = cell.paired["jct_mean_h"].mean_ci()
+    assert (change.mean, change.n) == (1.5, 2)
