@@ -105,7 +105,12 @@ class CellSummary:
         for m, moments in self.means.items():
             moments.add(clusters[m].to_numpy())
         for m, (num, den) in _pooled_counts(clusters, self.pooled).items():
-            self.pooled[m].add(num, den)
+            try:
+                self.pooled[m].add(num, den)
+            except ConfigError as e:  # "num[0] = nan" named no column of the user's frame
+                num_cols, den_cols = M.lookup(m).pooled
+                raise ConfigError(f"{m} = sum of {' + '.join(num_cols)} over sum of "
+                                  f"{' + '.join(den_cols)}, per cluster: {e}") from None
         if baseline is not None:
             if self.paired is None:
                 self.paired = {m: MeanMoments() for m in M.paired_metrics()

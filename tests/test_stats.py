@@ -1041,3 +1041,18 @@ def test_summarize_paired_change_of_a_tiny_baseline_gives_no_numpy_warning():
         cell.add(clusters, baseline)
     change = cell.paired["jct_mean_h"].mean_ci()
     assert (change.mean, change.n) == (1.5, 2)
+
+
+def test_summarize_names_the_columns_of_a_non_finite_count():
+    """A NaN in a pooled rate's column was refused as 'num[0] = nan, den[0] = 5.0', naming
+    no column of the frame the user passed."""
+    from fastsim import metrics as M
+    from fastsim.errors import ConfigError
+    from fastsim.summary import summarize
+
+    counts = {c: [1.0, 1.0] for m in M.pooled_metrics().values() for side in m.pooled
+              for c in side}
+    frame = pl.DataFrame({"cluster": [0, 1], **counts})
+    summarize(frame)
+    with pytest.raises(ConfigError, match=r"sum of delay_sum over sum of delay_count"):
+        summarize(frame.with_columns(pl.Series("delay_sum", [1.0, float("nan")])))
