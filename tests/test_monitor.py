@@ -213,8 +213,8 @@ def test_builtin_streaming_state_does_not_grow(spec):
     for step in range(1, 2001):
         d = m.observe("j", step, float(rng.random()), float(2.0 + rng.random()))
         st = m._jobs["j"]
-        sizes.append(len(st.recent_steps) + sum(len(v) for v in vars(st.stream).values()
-                                                if hasattr(v, "__len__")))
+        state = vars(st.stream).values() if st.stream is not None else ()  # None: stopped
+        sizes.append(len(st.recent_steps) + sum(len(v) for v in state if hasattr(v, "__len__")))
         if d.stop:
             break
     assert max(sizes) <= 4, f"{spec}: per-job state grew to {max(sizes)}"
@@ -561,3 +561,30 @@ def test_callback_warnings_are_one_bounded_line(monkeypatch, tmp_path):
     assert any("eval_accuracy = 'badbad" in m for m in said)
     assert any("was not saved" in m and "run\\nx" in m for m in said), said
     assert all(len(m) < 2 * MAX_WORD and "\n" not in m for m in said), said
+
+
+def test_a_stopped_job_keeps_its_decision_not_its_policy_state():
+    """Every finished job kept its policy's state: 26 kB each for BOCPD (its run lengths),
+    a user policy's whole series, though a stopped job only answers its decision."""
+    import tracemalloc
+
+    from fastsim import StopMonitor
+
+    m = StopMonitor("bocpd")
+    scores = [0.5, 0.6, 0.7, 0.8, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01] + [0.0] * 30
+
+    def finish(job):
+        for i, s in enumerate(scores):
+            if m.observe(job, i, s).stop:
+                return
+        raise AssertionError("bocpd never stopped")
+
+    finish("warm")
+    tracemalloc.start()
+    for job in range(100):
+        finish(job)
+    per_job = tracemalloc.get_traced_memory()[0] / 100
+    tracemalloc.stop()
+    assert per_job < 4000, per_job
+    assert m.decision(7).stop and m.observe(7, 1000, 1.0) == m.decision(7)
+    assert m.best_step(7) == 3

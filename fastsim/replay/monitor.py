@@ -192,7 +192,7 @@ def _stream(p: PolicyConfig, threshold: float, planned: float):
 
 @dataclass
 class _JobState:
-    stream: object
+    stream: object                                       # None once the job has stopped
     n_evals: int = 0
     last_step: int | None = None
     recent_steps: deque = field(default_factory=deque)   # steps of the last lookback+1 evaluations
@@ -389,6 +389,9 @@ class StopMonitor:
             st.stopped = Decision(True, keep, f"{self.policy.label} triggers at step {step} "
                                   f"(evaluation {st.n_evals}); keep the checkpoint of step {keep}",
                                   st.n_evals, st.stream.run)
+            # a stopped job answers with its decision only: its policy state (BOCPD's run
+            # lengths, 26 kB; a user policy's series) was kept for every finished job
+            st.stream, st.recent_steps = None, deque()
             return st.stopped
         return Decision(False, step, f"step {step}: {self.policy.label} continues",
                         st.n_evals, st.stream.run)
