@@ -297,7 +297,15 @@ def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True)
                           "allowed: one label per value")
     ok = np.isfinite(x)
     total, count = cluster_sums(labels[ok], x[ok], np.ones(int(ok.sum())))
-    return bootstrap_ratio_ci(total, count, level, signed=signed)
+    if np.isfinite(total).all():
+        return bootstrap_ratio_ci(total, count, level, signed=signed)
+    # finite values whose cluster sums pass a float (1e308 + 1.7e308) were refused as
+    # "num[0] = inf"; in units of a power of two the arithmetic is the same, exactly
+    unit = math.frexp(float(np.abs(x[ok]).max()))[1]  # values in units of 2**unit
+    total, count = cluster_sums(labels[ok], np.ldexp(x[ok], -unit), np.ones(int(ok.sum())))
+    e = bootstrap_ratio_ci(total, count, level, signed=signed)
+    with np.errstate(over="ignore"):
+        return Estimate(*(float(np.ldexp(v, unit)) for v in (e.mean, e.lo, e.hi)), e.n)
 
 
 def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
@@ -868,10 +876,16 @@ class PooledRatio:
         if kept is not None:
             z = kept[0] - point * kept[1]
             d = z - z.mean()
-            resid, mean_den = float(d @ d), float(kept[1].mean())
+            # in units of a power of two (exact, the same bits): squares of 1e307 overflowed,
+            # an interval of [-inf, inf] for values whose spread is a float
+            unit = math.frexp(float(np.abs(d).max()))[1] if np.isfinite(d).all() else 0
+            scaled = np.ldexp(d, -unit)
+            root = np.ldexp(np.sqrt((scaled @ scaled) / (n - 1) / n), unit)
+            mean_den = float(kept[1].mean())
         else:
             resid, mean_den = self._streamed_resid(point), _to_float(self.s_den, n << SUM_UNIT)
-        se = np.sqrt(resid / (n - 1) / n) / abs(mean_den)
+            root = np.sqrt(resid / (n - 1) / n)
+        se = root / abs(mean_den)
         return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
 
     def _streamed_resid(self, point: float) -> float:

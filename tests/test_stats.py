@@ -1056,3 +1056,17 @@ def test_summarize_names_the_columns_of_a_non_finite_count():
     summarize(frame)
     with pytest.raises(ConfigError, match=r"sum of delay_sum over sum of delay_count"):
         summarize(frame.with_columns(pl.Series("delay_sum", [1.0, float("nan")])))
+
+
+def test_cluster_mean_ci_of_values_whose_cluster_sums_pass_a_float():
+    """Finite values of 1e308 and 1.7e308 were refused as 'num[0] = inf', a value the
+    caller never passed: their cluster sums overflowed; at 1e307 the interval was
+    [-inf, inf], the squared deviations having overflowed.  Both are floats."""
+    from fastsim.stats import cluster_mean_ci
+
+    small = cluster_mean_ci([1.0, 1.7, 1.0, 1.6], [0, 0, 1, 1])
+    for scale in (1e308, 1e307):  # 1e307: the sums are floats, their squares were not
+        big = cluster_mean_ci(np.array([1.0, 1.7, 1.0, 1.6]) * scale, [0, 0, 1, 1])
+        assert big.n == 2 and big.mean == pytest.approx(1.325 * scale)
+        assert big.lo == pytest.approx(small.lo * scale, rel=1e-12)
+        assert big.hi == pytest.approx(small.hi * scale, rel=1e-12)
