@@ -741,6 +741,23 @@ class MeanMoments:
             return 0.0
         return _to_float(_centred(self.n, self.s1, self.s1, self.s2), self.n << PRODUCT_UNIT)
 
+    def _sd(self) -> float:
+        """The sample standard deviation, ``sqrt(m2 / (n - 1))``.  Where ``m2`` is beyond a
+        float's normal range, from the exact sums, the square root taken in units of a
+        power of two: values of 1e160 gave an interval of [-inf, inf] (m2 overflowed) and
+        of 1e-170 one of no width, [2e-170, 2e-170] (m2 underflowed to 0)."""
+        m2 = self.m2
+        if 2.0**-1000 < m2 < 2.0**1000:
+            return float(np.sqrt(m2 / (self.n - 1)))
+        c = _centred(self.n, self.s1, self.s1, self.s2)
+        if c == 0:
+            return 0.0
+        d = (self.n << PRODUCT_UNIT) * (self.n - 1)
+        shift = (c.bit_length() - d.bit_length()) // 2 * 2  # c / d in [2**-2, 2**2] after it
+        ratio = c / (d << shift) if shift >= 0 else (c << -shift) / d
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(np.sqrt(ratio), shift // 2))
+
     def mean_ci(self, level: float = LEVEL) -> Estimate:
         _check_level(level)
         n = self.n
@@ -749,7 +766,7 @@ class MeanMoments:
         m = self.mean
         if n == 1 or self.low == self.high:  # values that all agree show no spread
             return Estimate(m, np.nan, np.nan, n)
-        se = float(np.sqrt(self.m2 / (n - 1))) / np.sqrt(n)
+        se = self._sd() / np.sqrt(n)
         half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
         return Estimate(m, m - half, m + half, n)
 

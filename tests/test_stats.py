@@ -1070,3 +1070,14 @@ def test_cluster_mean_ci_of_values_whose_cluster_sums_pass_a_float():
         assert big.n == 2 and big.mean == pytest.approx(1.325 * scale)
         assert big.lo == pytest.approx(small.lo * scale, rel=1e-12)
         assert big.hi == pytest.approx(small.hi * scale, rel=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e-170, 1e-300])
+def test_mean_ci_scales_with_its_values(scale):
+    """The sum of squared deviations was rounded to a float first: values of 1e160 gave
+    the interval [-inf, inf], values of 1e-170 the interval [2e-170, 2e-170], of no width.
+    The interval of ``scale * x`` is ``scale`` times that of ``x``."""
+    unit = mean_ci([1.0, 2.0, 3.0])
+    e = mean_ci(np.array([1.0, 2.0, 3.0]) * scale)
+    assert e.lo == pytest.approx(unit.lo * scale, rel=1e-12, abs=0)
+    assert e.hi == pytest.approx(unit.hi * scale, rel=1e-12, abs=0)
