@@ -694,6 +694,18 @@ def _to_float(num: int, den: int) -> float:
         return math.inf if num > 0 else -math.inf
 
 
+def _sqrt_ratio(c: int, d: int) -> float:
+    """``sqrt(c / d)`` of integers ``c >= 0``, ``d > 0``, without rounding ``c / d`` to a
+    float first (it overflows or underflows where its square root need not): the root
+    is taken in units of a power of two."""
+    if c <= 0:
+        return 0.0
+    shift = (c.bit_length() - d.bit_length()) // 2 * 2  # c / d in [2**-2, 2**2] after it
+    ratio = c / (d << shift) if shift >= 0 else (c << -shift) / d
+    with np.errstate(over="ignore"):
+        return float(np.ldexp(np.sqrt(ratio), shift // 2))
+
+
 def _centred(n: int, s_a: int, s_b: int, s_ab: int) -> int:
     """``n`` times the sum of cross deviations about the means, exactly, from the exact
     sums of ``a``, ``b`` (units 2**-SUM_UNIT) and ``a * b`` (units 2**-PRODUCT_UNIT)."""
@@ -750,13 +762,7 @@ class MeanMoments:
         if 2.0**-1000 < m2 < 2.0**1000:
             return float(np.sqrt(m2 / (self.n - 1)))
         c = _centred(self.n, self.s1, self.s1, self.s2)
-        if c == 0:
-            return 0.0
-        d = (self.n << PRODUCT_UNIT) * (self.n - 1)
-        shift = (c.bit_length() - d.bit_length()) // 2 * 2  # c / d in [2**-2, 2**2] after it
-        ratio = c / (d << shift) if shift >= 0 else (c << -shift) / d
-        with np.errstate(over="ignore"):
-            return float(np.ldexp(np.sqrt(ratio), shift // 2))
+        return _sqrt_ratio(c, (self.n << PRODUCT_UNIT) * (self.n - 1))
 
     def mean_ci(self, level: float = LEVEL) -> Estimate:
         _check_level(level)
@@ -902,18 +908,24 @@ class PooledRatio:
         else:
             resid, mean_den = self._streamed_resid(point), _to_float(self.s_den, n << SUM_UNIT)
             root = np.sqrt(resid / (n - 1) / n)
+            if not 2.0**-1000 < resid < 2.0**1000:  # rounded to inf or 0 (as mean_ci's m2)
+                c, d = self._streamed_resid_exact(point)
+                root = _sqrt_ratio(c, d * (n - 1) * n)
         se = root / abs(mean_den)
         return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
 
     def _streamed_resid(self, point: float) -> float:
         """Sum of squared deviations of ``num_i - point den_i`` about their mean, from the
         exact sums: ``C_nn - 2 R C_nd + R^2 C_dd`` with ``R = p / q`` exactly, rounded once."""
+        return _to_float(*self._streamed_resid_exact(point))
+
+    def _streamed_resid_exact(self, point: float) -> tuple[int, int]:
+        """``_streamed_resid`` as the exact ratio of two integers."""
         n, (p, q) = self.n, point.as_integer_ratio()
         c_nn = _centred(n, self.s_num, self.s_num, self.s_nn)
         c_dd = _centred(n, self.s_den, self.s_den, self.s_dd)
         c_nd = _centred(n, self.s_num, self.s_den, self.s_nd)
-        return _to_float(q * q * c_nn - 2 * p * q * c_nd + p * p * c_dd,
-                         (n * q * q) << PRODUCT_UNIT)
+        return (q * q * c_nn - 2 * p * q * c_nd + p * p * c_dd, (n * q * q) << PRODUCT_UNIT)
 
     def proportion_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
         """``ratio_ci`` widened to contain the Clopper-Pearson interval of the pooled

@@ -1081,3 +1081,17 @@ def test_mean_ci_scales_with_its_values(scale):
     e = mean_ci(np.array([1.0, 2.0, 3.0]) * scale)
     assert e.lo == pytest.approx(unit.lo * scale, rel=1e-12, abs=0)
     assert e.hi == pytest.approx(unit.hi * scale, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("scale", [1e160, 1e-170])
+def test_a_streamed_ratio_interval_scales_with_its_values(scale, monkeypatch):
+    """Beyond BOOTSTRAP_MAX_N clusters the t interval's squared deviations were rounded to
+    a float: values of 1e-170 gave an interval of no width, of 1e160 [0, inf]."""
+    import fastsim.stats as S
+
+    monkeypatch.setattr(S, "BOOTSTRAP_MAX_N", 3)
+    x = np.array([1.0, 2.0, 3.0, 5.0])
+    unit = bootstrap_ratio_ci(x, np.ones(4))
+    e = bootstrap_ratio_ci(x * scale, np.ones(4))
+    assert e.lo == pytest.approx(unit.lo * scale, rel=1e-12, abs=0)
+    assert e.hi == pytest.approx(unit.hi * scale, rel=1e-12, abs=0)
