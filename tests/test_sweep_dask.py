@@ -699,3 +699,24 @@ def test_distributeds_cancel_race_at_ctrl_c_is_not_logged():
     assert _not_syncs_cancel_race(raised_in(os.path.join("x", "distributed", "utils.py"), "other"))
     assert _not_syncs_cancel_race(logging.LogRecord("t", logging.ERROR, __file__, 1, "m", None,
                                                     None))
+
+
+def test_9_a_scheduler_killed_is_lost_not_frozen_when_its_question_times_out():
+    # after kill -9 the client's rpc retries the connection until the question's time runs
+    # out, so on a loaded machine the killed scheduler was reported as frozen
+    import socket
+
+    from fastsim.errors import ClusterLostError
+    from fastsim.sweep.runner import _Watch
+
+    with socket.create_server(("127.0.0.1", 0)) as gone:
+        port = gone.getsockname()[1]  # closed below: nothing listens there any more
+    client = FakeClient(1)
+    client.scheduler.address = f"tcp://127.0.0.1:{port}"
+
+    def times_out(func, *args, callback_timeout=None, **kwargs):
+        raise TimeoutError
+
+    client.sync = times_out
+    with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
+        _Watch(client, 5).workers()

@@ -39,6 +39,7 @@ BACKENDS = ("local", "dask")
 DASK_TIMEOUT_S = 60.0  # for a first worker to join, and without any worker mid-sweep
 DASK_CONNECT_S = 10.0  # at most, to reach the scheduler
 POLL_S = 1.0  # how often a Dask run checks that its cluster still has workers
+PROBE_S = 2.0  # after a question timed out: a TCP connection to the scheduler, killed or frozen
 FETCH_S = 10.0  # at most, to fetch a computed chunk (small tables: well under 1 s on a LAN)
 REFETCHES = 3  # a computed chunk not fetched is run again this often, then the run stops
 # One local Dask worker process before its chunk: Python with numpy, numba (kernels loaded),
@@ -493,6 +494,27 @@ def _warm_up(client) -> None:
 RESUME = "the chunks already written are kept and the same command resumes"
 
 
+def _refused(address: str) -> bool:
+    """Whether a TCP connection to ``address`` is refused now (nothing listens there), at
+    the socket level: distributed's ``connect`` tries again after a refusal until its time
+    runs out, which a frozen scheduler's does too.  False for what is not TCP."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, where = parse_address(address)
+        host, port = parse_host_port(where)
+        if scheme not in ("tcp", "tls"):
+            return False
+        socket.create_connection((host, port), timeout=PROBE_S).close()
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError, TypeError):  # not reached in time, unparsable: not known
+        return False
+    return False
+
+
 class _Watch:
     """Notices a cluster that can no longer finish the sweep: distributed keeps a task
     whose worker died waiting for another worker forever, so a scheduler without workers
@@ -517,16 +539,24 @@ class _Watch:
                                     callback_timeout=self.answer_s)
             n = len(info.get("workers", {}))
         except TimeoutError:  # before OSError, of which it is one
-            raise ClusterLostError(
-                f"the Dask scheduler {self.address} has not answered for {self.answer_s:g} s "
-                f"mid-sweep (its process or host frozen, or the network to it cut); {RESUME} "
-                "once it answers") from None
+            raise self._silent_or_gone() from None
         except Exception:  # noqa: BLE001 - OSError, KeyError once closed: the scheduler is gone
             raise self.scheduler_lost() from None
         # checked after the call: a connection lost meanwhile empties its answer
         if self.client.status != "running":
             raise self.scheduler_lost()
         return n
+
+    def _silent_or_gone(self) -> ClusterLostError:
+        """What a scheduler that let a question time out is: gone when its address now
+        refuses a connection (killed: the client's rpc kept trying to reconnect until the
+        time ran out), else silent (frozen, or the network to it cut)."""
+        if _refused(self.address):
+            return self.scheduler_lost()
+        return ClusterLostError(
+            f"the Dask scheduler {self.address} has not answered for {self.answer_s:g} s "
+            f"mid-sweep (its process or host frozen, or the network to it cut); {RESUME} "
+            "once it answers")
 
     def no_worker(self) -> ClusterLostError:
         return ClusterLostError(
