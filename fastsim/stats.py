@@ -58,7 +58,7 @@ from scipy import special
 
 from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
 from fastsim.errors import ConfigError
-from fastsim.values import MAX_SEED, is_integer
+from fastsim.values import check_seed
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
@@ -322,7 +322,7 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     rows, tests/test_stats.py).  ``n`` is the number of clusters.
     """
     _check_level(level, n_boot)
-    check_seed(seed)
+    _bootstrap_seed(seed)
     a, b = _paired_arrays(x, y, "x", "y")
     _, cid = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
     if cid.size != a.size:
@@ -531,13 +531,11 @@ def check_n_boot(n_boot, level: float = LEVEL, zero_ok: bool = False) -> int:
     return int(n_boot)
 
 
-def check_seed(seed) -> int:
-    """``seed`` as the int64 the bootstrap kernel takes (a seed above 2**63 as its bit
-    pattern, as numpy's uint64 gave), if it is an integer from 0 to ``MAX_SEED``, else
-    one ``ConfigError``: a seed of 1.5 was the seed 1, and 2**70 raised OverflowError."""
-    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
-        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
-    seed = int(seed)
+def _bootstrap_seed(seed) -> int:
+    """``seed`` (``values.check_seed``: 1.5 was the seed 1, and 2**70 raised
+    OverflowError) as the int64 the bootstrap kernel takes, a seed above 2**63 as its bit
+    pattern, as numpy's uint64 gave."""
+    seed = check_seed(seed)
     return seed - 2**64 if seed >= 2**63 else seed
 
 
@@ -594,7 +592,7 @@ def bootstrap_together(ratios, n_boot: int = 2000, seed: int = 0) -> None:
     for all of them (they depend on the seed, the resample and the cluster count only),
     so each ratio's sums, and its ``ratio_ci`` and ``proportion_ci`` with this
     ``n_boot`` and ``seed``, are exactly those of its own bootstrap."""
-    n_boot, seed = check_n_boot(n_boot), check_seed(seed)
+    n_boot, seed = check_n_boot(n_boot), _bootstrap_seed(seed)
     todo = [r for r in ratios if r._num and r.sum_den != 0]
     for n in {r.n for r in todo}:
         group = [r for r in todo if r.n == n]
@@ -864,7 +862,7 @@ class PooledRatio:
         above; ``proportion_ci`` cuts its counts at 1 itself.  Likewise a ``signed`` num
         (a difference) that was >= 0 in every cluster seen is not cut at 0."""
         _check_level(level, n_boot)
-        seed = check_seed(seed)
+        seed = _bootstrap_seed(seed)
         n = self.n
         if n == 0 or self.s_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)

@@ -27,6 +27,14 @@ MAX_SEED = 2**64 - 1
 MAX_CLUSTER = 2**63 - 1
 
 
+def check_seed(seed) -> int:
+    """``seed`` as a Python int, if it is an integer from 0 to ``MAX_SEED`` (no bool, no
+    float: a seed of 1.5 was the seed 1), else one ``ConfigError``."""
+    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
+        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
+    return int(seed)
+
+
 def plain(v: Any) -> Any:
     """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
     float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with

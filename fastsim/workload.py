@@ -15,7 +15,7 @@ import numpy as np
 from fastsim.arrays import empty_decisions, empty_outcome
 from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.errors import ConfigError
-from fastsim.values import MAX_CLUSTER, MAX_SEED, is_integer
+from fastsim.values import MAX_CLUSTER, check_seed, is_integer
 from fastsim.kernels.metrics import N_METRICS
 from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.workload import WorkloadParams
@@ -188,8 +188,7 @@ def check_counts(n_clusters, seed, cluster_start) -> None:
     if not is_integer(n_clusters) or not 1 <= int(n_clusters) <= MAX_CLUSTER:
         raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer from 1 "
                           "to 2^63-1 (cluster ids are 64-bit counters)")
-    if not is_integer(seed) or not 0 <= int(seed) <= MAX_SEED:
-        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^64-1")
+    check_seed(seed)
     if not is_integer(cluster_start) or not 0 <= int(cluster_start) <= MAX_CLUSTER - int(n_clusters):
         raise ConfigError(f"cluster_start={cluster_start!r} is invalid; allowed: an integer "
                           f"from 0 to 2^63-1-n_clusters")

@@ -900,6 +900,15 @@ def test_a_sweep_directory_without_its_lock_file_is_still_held_by_writers(sweep_
     assert [lock.root for lock in held] == [out] and (out / "sweep.lock").is_file()
 
 
+def refused_as_moved(code: int, capsys, out: Path) -> None:
+    """The sweep into ``out`` stopped with the lock's one line, and left nothing there."""
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("change", ["directory moved", "directory deleted"])
 def test_a_directory_moved_while_a_chunk_is_encoded_is_not_made_again(sweep_file, tmp_path,
                                                                       capsys, monkeypatch,
@@ -925,11 +934,7 @@ def test_a_directory_moved_while_a_chunk_is_encoded_is_not_made_again(sweep_file
                 shutil.rmtree(out)
         return real(*args, **kwargs)
     monkeypatch.setattr(store_module, "parquet_bytes", encode_then_change)
-    assert sweep(sweep_file, out) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
-    assert not out.exists()
+    refused_as_moved(sweep(sweep_file, out), capsys, out)
 
 
 @pytest.mark.parametrize("when", ["before its manifest", "before aggregation"])
@@ -961,10 +966,6 @@ def test_a_directory_moved_at_the_start_or_end_of_a_run_is_named_as_moved(
             if len(calls) == 6:  # the last chunk of both cells
                 out.rename(tmp_path / "moved")
         monkeypatch.setattr(SweepStore, "write_chunk", write_then_move)
-    assert sweep(sweep_file, out) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert f"{out / 'sweep.lock'} is no longer this process's lock" in err, err
-    assert not out.exists()
+    refused_as_moved(sweep(sweep_file, out), capsys, out)
     monkeypatch.undo()
     assert sweep(sweep_file, tmp_path / "moved") == 0  # the same command finishes it

@@ -29,7 +29,7 @@ import polars as pl
 
 from fastsim.config import is_path, plain_scalar
 from fastsim.errors import ConfigError, did_you_mean, known_keywords
-from fastsim.io import decode_utf8, file_kind, read_parquet_table
+from fastsim.io import check_regular, decode_utf8, file_kind, read_parquet_table
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 from fastsim.values import check_file_path
@@ -213,10 +213,9 @@ def _regular_in_run(found: Path) -> Path:
     """``found``, a run directory's ``trainer_state.json``, unless it is a pipe or a device:
     one named on the command line is read as such on purpose, one found in a run directory
     would be waited on for a writer forever."""
-    why = file_kind(found)
-    if why is not None and why != "no such file":  # a broken link: refused by its reader
-        raise ConfigError(f"{found}: {why}; allowed: a run directory's trainer_state.json is "
-                          "a regular file (as transformers.Trainer writes it)")
+    if os.path.exists(found):  # a broken link: refused by its reader, naming it
+        check_regular(found, "a run directory's trainer_state.json is a regular file (as "
+                      "transformers.Trainer writes it)")
     return found
 
 
