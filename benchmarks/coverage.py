@@ -37,7 +37,8 @@ two minutes.  Neither candidate was adopted (docs/model.md gives the measurement
 The JCT CDF's pointwise interval (``stats.pooled_cdf_band``, drawn in ``jct_cdf.png``) at
 1, 3, 10, 30 and 100 h, the same way: a pool of the headline cell, cells of n clusters
 drawn with replacement, the pool's pooled CDF the truth; per point and n, the coverage
-among the cells with an interval +- 1.96 MC s.e.
+among the cells with an interval +- 1.96 MC s.e., and the interval's mean width in
+parentheses.
 
     python benchmarks/coverage.py beta [cells]                        # 2000
 
@@ -162,19 +163,21 @@ def cdf_band(sched="srtf_est", pool=20_000, runs=2000, seed=7):
     truth = a.sum(axis=0) / (pool * n_jobs)
     rng = np.random.default_rng(seed)
     print(f"{sched} + evalstop:k=2, rlhf_heavy, {pool} clusters drawn with replacement into "
-          f"{runs} cells per n; the CDF's coverage % +- 1.96 MC s.e. at "
+          f"{runs} cells per n; the CDF's coverage % +- 1.96 MC s.e. (mean width) at "
           + ", ".join(f"{x:g} h (truth {t:.4f})" for x, t in zip(points, truth)))
     for n in RESAMPLED_SIZES:
-        hit = np.zeros(points.size)
+        hit, width = np.zeros(points.size), np.zeros(points.size)
         for _ in range(runs):
             c = a[rng.integers(0, pool, n)]
             _, lo, hi = stats.pooled_cdf_band(
                 np.full(points.size, n), c.sum(axis=0), np.full(points.size, n * n_jobs),
                 (c * c).sum(axis=0), (c * n_jobs).sum(axis=0), np.full(points.size, n * n_jobs ** 2))
             hit += (lo <= truth) & (truth <= hi)
+            width += hi - lo
         cov = hit / runs
         print(f"  n={n:<5d} " + "  ".join(f"{100 * v:5.1f} +- {196 * np.sqrt(v * (1 - v) / runs):.1f}"
-                                          for v in cov), flush=True)
+                                          f" ({w / runs:.4f})" for v, w in zip(cov, width)),
+              flush=True)
 
 
 def hall_quantiles(q, skew, n):
