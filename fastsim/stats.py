@@ -28,7 +28,9 @@
   the Clopper-Pearson exact interval of the pooled counts.  When an event never occurs
   (no false positive in 2,000 clusters) every bootstrap resample gives 0 and the
   percentile interval collapses to [0, 0]; the exact binomial bound still says how
-  large the rate could be.
+  large the rate could be.  Beyond ``BOOTSTRAP_MAX_N`` clusters, in place of the t
+  interval: the exact interval at the design effect's effective sample size
+  (``clustered_exact_bounds``; Korn & Graubard 1998), joined with that of the pooled counts.
 * ``pooled_cdf_band``: a pooled empirical CDF (the JCT histogram's) with the interval
   ``proportion_ci`` gives beyond ``BOOTSTRAP_MAX_N`` clusters at each point, from the
   exact integer sums over clusters a sweep's chunks add up.
@@ -218,9 +220,11 @@ def pooled_cdf_band(clusters, s_a, s_n, s_aa, s_an, s_nn, level: float = LEVEL
 
     At each point the CDF is a pooled proportion ``sum A / sum N`` (``A``: a cluster's
     values at or below the point, ``N``: its values), and its interval is
-    ``PooledRatio.proportion_ci``'s beyond ``BOOTSTRAP_MAX_N`` clusters: the linearised t
-    interval of the ratio of cluster sums joined with the Clopper-Pearson interval of the
-    pooled counts, within [0, 1]; no bootstrap, so one pass over the bins of a histogram.
+    ``PooledRatio.proportion_ci``'s beyond ``BOOTSTRAP_MAX_N`` clusters
+    (``clustered_exact_bounds``: the exact interval at the effective sample size that
+    the linearised variance of the ratio of cluster sums gives, joined with the
+    Clopper-Pearson interval of the pooled counts); no bootstrap, so one pass over the
+    bins of a histogram.
     Arrays of integers, one value per point: ``clusters`` (with ``N > 0``), the sums of
     ``A``, ``N``, ``A^2``, ``A N`` and ``N^2`` (``kernels.metrics.jct_counts_nb``).
     Returns ``(cdf, lo, hi)``."""
@@ -248,11 +252,8 @@ def pooled_cdf_band(clusters, s_a, s_n, s_aa, s_an, s_nn, level: float = LEVEL
         resid = (big[1] * big[1] * big[2] - 2 * big[0] * big[1] * big[3]
                  + big[0] * big[0] * big[4]).astype(np.float64)
         var = resid * n / ((n - 1) * d.astype(np.float64) ** 4)
-        half = special.stdtrit(np.maximum(n - 1, 1), 0.5 + level / 2) * np.sqrt(var)
-    spread = (n > 1) & (resid > 0)
-    exact_lo, exact_hi = _exact_bounds(a, d, level)
-    lo = np.where(spread, np.maximum(0.0, np.minimum(cdf - half, exact_lo)), exact_lo)
-    hi = np.where(spread, np.minimum(1.0, np.maximum(cdf + half, exact_hi)), exact_hi)
+        spread = (n > 1) & (resid > 0)
+        lo, hi = clustered_exact_bounds(a, d, np.where(spread, var, 0.0), n, level)
     empty = d == 0
     return (np.where(empty, np.nan, cdf), np.where(empty, np.nan, lo), np.where(empty, np.nan, hi))
 
@@ -387,10 +388,11 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
 
 
 def _exact_bounds(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """``clopper_pearson`` over arrays of counts ``0 <= k <= n``, unchecked."""
+    """``clopper_pearson`` over arrays of counts ``0 <= k <= n``, unchecked; the beta
+    quantiles take effective (fractional) counts too (``clustered_exact_bounds``)."""
     alpha = (1.0 - level) / 2
-    lo = np.where(k > 0, special.betaincinv(np.maximum(k, 1), n - k + 1, alpha), 0.0)
-    hi = np.where(k < n, special.betaincinv(k + 1, np.maximum(n - k, 1), 1.0 - alpha), 1.0)
+    lo = np.where(k > 0, special.betaincinv(np.where(k > 0, k, 1), n - k + 1, alpha), 0.0)
+    hi = np.where(k < n, special.betaincinv(k + 1, np.where(k < n, n - k, 1), 1.0 - alpha), 1.0)
     # Beyond EXACT_MAX_COUNT events and non-events betaincinv loses its digits (2**61 trials,
     # a third of them events: lo 0.33333333272 > hi 0.33333332887); there the Wilson (1927)
     # score interval equals the exact one to a relative 1e-6 of its width.
@@ -403,6 +405,34 @@ def _exact_bounds(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarra
             half = z * np.sqrt(kf * (nf - kf) / nf + z * z / 4) / (nf + z * z)
         lo, hi = np.where(far, centre - half, lo), np.where(far, centre + half, hi)
     return lo, hi
+
+
+def clustered_exact_bounds(k, n, var, clusters, level: float = LEVEL
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """The exact interval of pooled proportions ``k / n`` of clustered counts, over arrays.
+
+    Korn & Graubard (1998, "Confidence intervals for proportions with small expected
+    number of positive counts estimated from survey data"): the Clopper-Pearson interval
+    at the effective sample size ``n* = p (1 - p) / var`` (``var``: the linearised
+    variance of the ratio of cluster sums, so ``n / n*`` is the design effect), times
+    ``(z / t)**2`` for the t quantile's ``clusters - 1`` degrees of freedom, with
+    ``p n*`` effective events; joined with the Clopper-Pearson interval of
+    ``k`` of ``n`` itself, so it is never narrower than that (clusters less alike than
+    independent jobs are not credited).  Where ``var`` is 0 (one cluster, or clusters
+    that show no spread), the latter alone.  The linearised t interval it replaces is
+    symmetric: with the CDF at 0.99 and jobs of one cluster alike (a design effect of 3.4),
+    it held the truth in 90% of cells of 5 clusters, this in 95% (docs/model.md)."""
+    k, n, var = (np.asarray(x, np.float64) for x in (k, n, var))
+    clusters = np.asarray(clusters)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        df_scale = (special.ndtri(0.5 + level / 2)
+                    / special.stdtrit(np.maximum(clusters - 1, 1), 0.5 + level / 2)) ** 2
+        spread = var > 0
+        n_eff = np.where(spread, p * (1.0 - p) / np.where(spread, var, 1.0) * df_scale, n)
+        eff_lo, eff_hi = _exact_bounds(np.where(spread, p * n_eff, k), n_eff, level)
+    exact_lo, exact_hi = _exact_bounds(k, n, level)
+    return np.minimum(eff_lo, exact_lo), np.maximum(eff_hi, exact_hi)
 
 
 def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Estimate:
@@ -889,10 +919,14 @@ class PooledRatio:
         return Estimate(point, lo, hi, n)
 
     def _t_half_width(self, point: float, level: float, kept) -> float:
-        """Half-width of the linearised interval of a ratio of means: its variance is
-        Var(num_i - R den_i) / (n mean_den^2), with a t quantile on n - 1 degrees of
-        freedom.  From the kept values when there are (the same whatever the chunking),
-        else from the streamed co-moments."""
+        """Half-width of the linearised interval of a ratio of means, with a t quantile on
+        n - 1 degrees of freedom (``_ratio_se``)."""
+        return float(special.stdtrit(self.n - 1, 0.5 + level / 2)) * self._ratio_se(point, kept)
+
+    def _ratio_se(self, point: float, kept) -> float:
+        """Standard error of the linearised ratio of means: its variance is
+        Var(num_i - R den_i) / (n mean_den^2).  From the kept values when there are (the
+        same whatever the chunking), else from the streamed co-moments."""
         n = self.n
         if kept is not None:
             z = kept[0] - point * kept[1]
@@ -909,8 +943,7 @@ class PooledRatio:
             if not 2.0**-1000 < resid < 2.0**1000:  # rounded to inf or 0 (as mean_ci's m2)
                 c, d = self._streamed_resid_exact(point)
                 root = _sqrt_ratio(c, d * (n - 1) * n)
-        se = root / abs(mean_den)
-        return float(special.stdtrit(n - 1, 0.5 + level / 2)) * float(se)
+        return float(root / abs(mean_den))
 
     def _streamed_resid(self, point: float) -> float:
         """Sum of squared deviations of ``num_i - point den_i`` about their mean, from the
@@ -927,7 +960,9 @@ class PooledRatio:
 
     def proportion_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
         """``ratio_ci`` widened to contain the Clopper-Pearson interval of the pooled
-        counts, within [0, 1]."""
+        counts, within [0, 1].  Beyond ``BOOTSTRAP_MAX_N`` clusters (no bootstrap), the
+        exact interval at the effective sample size in place of the t interval
+        (``clustered_exact_bounds``, as ``pooled_cdf_band``)."""
         if not 0 <= self.s_num <= self.s_den:
             raise ConfigError(f"proportion_ci: pooled counts {self.sum_num!r} of "
                               f"{self.sum_den!r}; allowed: 0 <= num <= den")
@@ -937,6 +972,11 @@ class PooledRatio:
         if n == 0:
             return boot
         exact_lo, exact_hi = clopper_pearson(k, n, level)
-        lo = exact_lo if not np.isfinite(boot.lo) else max(0.0, min(boot.lo, exact_lo))
-        hi = exact_hi if not np.isfinite(boot.hi) else min(1.0, max(boot.hi, exact_hi))
+        if not np.isfinite(boot.lo):
+            return Estimate(boot.mean, exact_lo, exact_hi, boot.n)
+        if not self._num:  # beyond BOOTSTRAP_MAX_N: the same interval as pooled_cdf_band's
+            se = self._ratio_se(boot.mean, None)
+            lo, hi = clustered_exact_bounds(k, n, se * se, self.n, level)
+            return Estimate(boot.mean, float(lo), float(hi), boot.n)
+        lo, hi = max(0.0, min(boot.lo, exact_lo)), min(1.0, max(boot.hi, exact_hi))
         return Estimate(boot.mean, lo, hi, boot.n)

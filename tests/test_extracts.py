@@ -149,17 +149,18 @@ def test_the_cdf_sums_are_those_of_each_cluster_counted_alone():
 
 
 def _linearised(a: np.ndarray, n: np.ndarray):
-    """``PooledRatio.proportion_ci`` with its bootstrap off (beyond ``BOOTSTRAP_MAX_N``)."""
+    """``PooledRatio.proportion_ci`` with its bootstrap off (beyond ``BOOTSTRAP_MAX_N``):
+    the exact interval at the effective sample size, joined with the pooled counts' one."""
     r = PooledRatio()
     r._num, r._den = [], []
     r.add(a, n)
-    r._num, r._den = [], []  # no kept values: the streamed linearised interval
+    r._num, r._den = [], []  # no kept values: the variance from the streamed sums
     return r.proportion_ci()
 
 
 @pytest.mark.parametrize("case", ["spread", "zeros", "ones", "one cluster", "no spread",
                                   "empty clusters"])
-def test_the_band_is_pooled_ratios_linearised_interval_widened_to_the_exact_one(case):
+def test_the_band_is_pooled_ratios_interval_beyond_the_bootstrap(case):
     rng = np.random.default_rng(len(case))
     n = rng.integers(1, 400, 60)
     a = rng.binomial(n, rng.beta(2, 3, n.size))
@@ -216,3 +217,23 @@ def test_the_cdf_band_covers_the_cdf_of_clustered_jobs():
         exact_hits += [e[0] <= t <= e[1] for e, t in zip(exact, truth)]
     assert np.all(np.abs(band_hits / reps - 0.95) <= 0.035), band_hits / reps  # 3 s.e.
     assert np.all(exact_hits / reps < 0.8), exact_hits / reps
+
+
+@pytest.mark.parametrize("clusters", [5, 10, 30])
+def test_the_cdf_band_covers_the_upper_tail_at_few_clusters(clusters):
+    """The CDF at 0.99 over clusters whose jobs are alike (each cluster's share beyond the
+    point drawn from a Beta of mean 1% and concentration 125: a design effect of about
+    3.4, as the headline cell's JCT at 100 h has).  The symmetric linearised t interval
+    held the truth in 91.1% of 4,000 cells of 5 and of 10 clusters and 92.7% of 30 (the
+    cells short of long jobs are also those whose spread looks small); the exact interval
+    at the effective sample size holds it in 95% (+- 0.7, 1.96 MC s.e.)."""
+    rng = np.random.default_rng(5)
+    cells, jobs, beyond = 4000, 300, 0.01
+    p = rng.beta(beyond * 125, (1 - beyond) * 125, (cells, clusters))
+    a = jobs - rng.binomial(jobs, p)  # [cell, cluster]: jobs at or below the point
+    # each cell is one "point" of the band: its sums over its clusters
+    _, lo, hi = pooled_cdf_band(np.full(cells, clusters), a.sum(1), np.full(cells, clusters * jobs),
+                                (a * a).sum(1), a.sum(1) * jobs,
+                                np.full(cells, clusters * jobs * jobs))
+    covered = np.mean((lo <= 1 - beyond) & (1 - beyond <= hi))
+    assert abs(covered - 0.95) <= 0.015, covered
