@@ -267,11 +267,12 @@ def cluster_sums(clusters, *values) -> tuple[np.ndarray, ...]:
     >>> cluster_sums([0, 0, 1], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0])
     (array([2., 0.]), array([2., 1.]))
     """
-    _, cid = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
+    _, cid = np.unique(_one_per_replication(np.asarray(clusters), "clusters"),
+                       return_inverse=True)
     g = int(cid.max()) + 1 if cid.size else 0
     out = []
     for j, v in enumerate(values):
-        a = np.asarray(v, dtype=np.float64).ravel()
+        a = _one_per_replication(np.asarray(v, dtype=np.float64), f"values[{j}]")
         if a.size != cid.size:
             raise ConfigError(f"cluster_sums: values[{j}] has {a.size} rows for {cid.size} "
                               "cluster labels; allowed: one label per row")
@@ -291,8 +292,8 @@ def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True)
     >>> e.mean, e.n
     (2.0, 2)
     """
-    x = np.asarray(values, dtype=np.float64).ravel()
-    labels = np.asarray(clusters).ravel()
+    x = _one_per_replication(np.asarray(values, dtype=np.float64), "values")
+    labels = _one_per_replication(np.asarray(clusters), "clusters")
     if labels.size != x.size:
         raise ConfigError(f"cluster_mean_ci: {labels.size} cluster labels for {x.size} values; "
                           "allowed: one label per value")
@@ -325,7 +326,8 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     _check_level(level, n_boot)
     _bootstrap_seed(seed)
     a, b = _paired_arrays(x, y, "x", "y")
-    _, cid = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
+    _, cid = np.unique(_one_per_replication(np.asarray(clusters), "clusters"),
+                       return_inverse=True)
     if cid.size != a.size:
         raise ConfigError(f"cluster_corr_ci: {cid.size} cluster labels for {a.size} rows; "
                           "allowed: one label per row")
@@ -488,10 +490,12 @@ def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
     """``quantile_ci``'s values and the floor of each (one per value, or one for all;
     without one, the largest value seen), or one line naming what is wrong."""
     try:
-        v = np.asarray(values, np.float64).ravel()
-        f = None if floor is None else np.asarray(floor, np.float64).ravel()
+        v = np.asarray(values, np.float64)
+        f = None if floor is None else np.asarray(floor, np.float64)
     except (TypeError, ValueError):
         raise ConfigError("quantile_ci: values and floor: allowed: numbers") from None
+    v = _one_per_replication(v, "values")
+    f = None if f is None else _one_per_replication(f, "floor")
     if f is None:
         seen = np.isfinite(v)
         f = np.array([v[seen].max() if seen.any() else np.nan])
@@ -521,14 +525,26 @@ def mcnemar_p(a, b) -> float:
     return min(1.0, 2.0 * float(special.bdtr(min(n01, n10), n, 0.5)))
 
 
+def _one_per_replication(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` (an array of any dtype) flattened, if it holds one value per replication: a
+    1-D array, or one row or one column (a frame's column taken as a 2-D array); else one
+    line naming it.  A table was flattened, each of its cells a replication:
+    ``mean_ci(np.ones((3, 2)))`` reported n = 6."""
+    if a.ndim > 2 or (a.ndim == 2 and min(a.shape) > 1):
+        raise ConfigError(f"{name} has shape {a.shape}; allowed: one value per replication "
+                          "(a 1-D array, or a single row or column)")
+    return a.ravel()
+
+
 def _paired_arrays(x, y, xname: str, yname: str, finite: bool = True):
     """``x`` and ``y`` as float arrays of one value per replication, or one line naming
     what is wrong with them."""
     try:
-        a = np.asarray(x, dtype=np.float64).ravel()
-        b = np.asarray(y, dtype=np.float64).ravel()
+        a = np.asarray(x, dtype=np.float64)
+        b = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
         raise ConfigError(f"{xname} and {yname}: allowed: numbers, one per replication") from None
+    a, b = _one_per_replication(a, xname), _one_per_replication(b, yname)
     if a.size != b.size:
         raise ConfigError(f"{xname} and {yname} differ in length ({a.size} vs {b.size}); "
                           f"allowed: one value of each per replication")
@@ -755,9 +771,10 @@ class MeanMoments:
 
     def add(self, values) -> None:
         try:
-            x = np.asarray(values, dtype=np.float64).ravel()
+            x = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError):
             raise ConfigError("values: allowed: numbers, one per replication") from None
+        x = _one_per_replication(x, "values")
         x = x[np.isfinite(x)]
         if x.size == 0:
             return

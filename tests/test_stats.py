@@ -1095,3 +1095,38 @@ def test_a_streamed_ratio_interval_scales_with_its_values(scale, monkeypatch):
     e = bootstrap_ratio_ci(x * scale, np.ones(4))
     assert e.lo == pytest.approx(unit.lo * scale, rel=1e-12, abs=0)
     assert e.hi == pytest.approx(unit.hi * scale, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: mean_ci(np.ones((3, 2))), "values has shape (3, 2)"),
+    (lambda: paired_change_ci(np.ones((2, 2)), np.ones(4)), "policy has shape (2, 2)"),
+    (lambda: bootstrap_ratio_ci(np.ones(4), np.ones((2, 2))), "den has shape (2, 2)"),
+    (lambda: __import__("fastsim.stats").stats.proportion_ci(np.ones((2, 3)), np.ones((2, 3))),
+     "num has shape (2, 3)"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci(np.ones((2, 3))),
+     "values has shape (2, 3)"),
+    (lambda: __import__("fastsim.stats").stats.cluster_sums(np.zeros((2, 2)), np.ones(4)),
+     "clusters has shape (2, 2)"),
+    (lambda: __import__("fastsim.stats").stats.cluster_mean_ci(np.ones((2, 2)), [0, 0, 1, 1]),
+     "values has shape (2, 2)"),
+    (lambda: __import__("fastsim.stats").stats.mcnemar_p(np.ones((1, 2, 2)), np.ones(4)),
+     "a has shape (1, 2, 2)"),
+])
+def test_a_table_of_values_is_not_read_as_one_replication_per_cell(call, names):
+    """``mean_ci(np.ones((3, 2)))`` reported n = 6: each cell of a 2-D array counted as a
+    replication.  One row or one column (a frame's column as a 2-D array) is one value
+    per replication, and is read as such."""
+    from fastsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="allowed: one value per replication") as err:
+        call()
+    assert names in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_single_row_or_column_is_one_value_per_replication():
+    from fastsim.stats import proportion_ci, quantile_ci
+
+    x = np.array([1.0, 2.0, 4.0])
+    assert mean_ci(x[:, None]) == mean_ci(x[None, :]) == mean_ci(x)
+    assert quantile_ci(x[:, None]) == quantile_ci(x)
+    assert proportion_ci(x[:, None], 5 * x[None, :]) == proportion_ci(x, 5 * x)
