@@ -191,7 +191,8 @@ def bootstrap_ratio_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed:
 
 
 def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int = 0) -> Estimate:
-    """Pooled proportion ``sum(num) / sum(den)`` of per-replication counts.
+    """Pooled proportion ``sum(num) / sum(den)`` of per-replication counts (whole numbers,
+    ints or floats).
 
     The interval is the union of ``bootstrap_ratio_ci``'s (which carries the
     correlation within a cluster) and the Clopper-Pearson interval of the pooled counts
@@ -204,11 +205,12 @@ def proportion_ci(num, den, level: float = LEVEL, n_boot: int = 2000, seed: int 
     (0.0, 0.0, 0.0122)
     """
     a, b = _paired_arrays(num, den, "num", "den")
-    bad = (a < 0) | (a > b)
+    # 0.5 of 1 and 1 of 2 pooled to 1.5 of 3, which the exact step rounded to 2 of 3
+    bad = (a < 0) | (a > b) | (a != np.round(a)) | (b != np.round(b))
     if bad.any():
         i = int(np.argmax(bad))
         raise ConfigError(f"proportion_ci: num[{i}] = {float(a[i])!r} with den[{i}] = {float(b[i])!r}; "
-                          f"allowed: counts with 0 <= num <= den")
+                          f"allowed: whole-number counts with 0 <= num <= den")
     pooled = PooledRatio()
     pooled.add(a, b)
     return pooled.proportion_ci(level, n_boot, seed)
@@ -980,9 +982,11 @@ class PooledRatio:
         counts, within [0, 1].  Beyond ``BOOTSTRAP_MAX_N`` clusters (no bootstrap), the
         exact interval at the effective sample size in place of the t interval
         (``clustered_exact_bounds``, as ``pooled_cdf_band``)."""
-        if not 0 <= self.s_num <= self.s_den:
+        whole = (1 << SUM_UNIT) - 1  # the exact sums' fraction bits
+        if not 0 <= self.s_num <= self.s_den or (self.s_num | self.s_den) & whole:
             raise ConfigError(f"proportion_ci: pooled counts {self.sum_num!r} of "
-                              f"{self.sum_den!r}; allowed: 0 <= num <= den")
+                              f"{self.sum_den!r}; allowed: whole-number counts with "
+                              "0 <= num <= den")
         boot = self.ratio_ci(level, n_boot, seed)
         k = int(round(self.sum_num))
         n = int(round(self.sum_den))

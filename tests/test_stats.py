@@ -1130,3 +1130,29 @@ def test_a_single_row_or_column_is_one_value_per_replication():
     assert mean_ci(x[:, None]) == mean_ci(x[None, :]) == mean_ci(x)
     assert quantile_ci(x[:, None]) == quantile_ci(x)
     assert proportion_ci(x[:, None], 5 * x[None, :]) == proportion_ci(x, 5 * x)
+
+
+@pytest.mark.parametrize("num, den, names", [
+    ([0.5, 1.0], [1.0, 2.0], "num[0] = 0.5 with den[0] = 1.0"),
+    ([1.0, 1.0], [2.0, 2.5], "num[1] = 1.0 with den[1] = 2.5"),
+])
+def test_proportion_ci_refuses_fractional_counts(num, den, names):
+    """Counts of 0.5 and 1 of 1 and 2 pooled to 1.5 of 3, and the exact (binomial) step
+    rounded them to 2 of 3 without a word.  Whole numbers held as floats are counts."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import proportion_ci
+
+    with pytest.raises(ConfigError, match="allowed: whole-number counts") as err:
+        proportion_ci(num, den)
+    assert names in str(err.value) and "\n" not in str(err.value)
+    assert proportion_ci([1.0, 2.0], [2.0, 4.0]) == proportion_ci([1, 2], [2, 4])
+
+
+def test_a_streamed_proportion_refuses_fractional_pooled_counts():
+    from fastsim.errors import ConfigError
+    from fastsim.stats import PooledRatio
+
+    r = PooledRatio()
+    r.add([0.5, 1.0], [1.0, 2.0])
+    with pytest.raises(ConfigError, match=r"pooled counts 1\.5 of 3\.0; allowed: whole-number"):
+        r.proportion_ci()
