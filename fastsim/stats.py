@@ -35,7 +35,7 @@
   ``proportion_ci`` gives beyond ``BOOTSTRAP_MAX_N`` clusters at each point, from the
   exact integer sums over clusters a sweep's chunks add up.
 * ``quantile_ci``: a quantile (the median by default) with the distribution-free
-  order-statistic interval; runs censored at a cap (reported as NaN or inf) count at
+  order-statistic interval; runs censored at a cap (reported as NaN or +inf) count at
   what they had spent for the lower bound and as +inf for the upper one, so the interval
   covers whatever the censoring and is exact while it stays below the censored runs.
 * ``cluster_sums`` and ``cluster_mean_ci``: rows that share their draws (the runs of one
@@ -445,15 +445,15 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     the true quantile, ``P(B < l) <= alpha/2`` and ``P(B >= u) <= alpha/2``), conservative
     for discrete values too.
 
-    Non-finite values (NaN or inf) are runs censored at a cap: each is known only to exceed
-    its ``floor`` (what it had spent by the cap; without ``floor``, every value seen, as
-    for a cap common to all runs).  Each order statistic is bracketed by those of the
-    censored runs at their floor and at +inf, so the interval takes its lower bound from
-    the first and its upper bound from the second: it covers whatever the censoring, and
-    equals the uncensored interval while both bounds lie below the censored runs.  The
-    point counts censored runs as +inf (it never understates) and is NaN ("n/a") when it
-    would need one (a median with half the runs censored).  ``lo`` is -inf when ``n`` is
-    too small for any order statistic to be a lower bound (NaN when every run is censored
+    Non-finite values (NaN or +inf; -inf is refused) are runs censored at a cap: each is
+    known only to exceed its ``floor`` (what it had spent by the cap; without ``floor``,
+    every value seen, as for a cap common to all runs).  Each order statistic is bracketed
+    by those of the censored runs at their floor and at +inf, so the interval takes its
+    lower bound from the first and its upper bound from the second: it covers whatever the
+    censoring, and equals the uncensored interval while both bounds lie below the censored
+    runs.  The point counts censored runs as +inf (it never understates) and is NaN ("n/a")
+    when it would need one (a median with half the runs censored).  ``lo`` is -inf when ``n``
+    is too small for any order statistic to be a lower bound (NaN when every run is censored
     and no ``floor`` is given), ``hi`` likewise +inf.
 
     Examples
@@ -498,6 +498,10 @@ def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
         raise ConfigError("quantile_ci: values and floor: allowed: numbers") from None
     v = _one_per_replication(v, "values")
     f = None if f is None else _one_per_replication(f, "floor")
+    low = v == -np.inf  # read as censored, it counted as beyond every value
+    if low.any():
+        raise ConfigError(f"quantile_ci: values[{int(np.argmax(low))}] = -inf; allowed: "
+                          "numbers, NaN or +inf for a run censored at a cap")
     if f is None:
         seen = np.isfinite(v)
         f = np.array([v[seen].max() if seen.any() else np.nan])

@@ -1156,3 +1156,17 @@ def test_a_streamed_proportion_refuses_fractional_pooled_counts():
     r.add([0.5, 1.0], [1.0, 2.0])
     with pytest.raises(ConfigError, match=r"pooled counts 1\.5 of 3\.0; allowed: whole-number"):
         r.proportion_ci()
+
+
+def test_quantile_ci_refuses_minus_inf_rather_than_read_it_as_censored():
+    """NaN and +inf are runs censored at a cap (the docstring's convention); -inf was read
+    as one too, so a value below every other counted as beyond them all: the median of
+    1, 2, 3 and -inf was 2.5, as if the -inf were +inf."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import quantile_ci
+
+    with pytest.raises(ConfigError, match=r"values\[3\] = -inf; allowed: numbers, NaN or \+inf "
+                                          r"for a run censored at a cap") as err:
+        quantile_ci([1.0, 2.0, 3.0, -np.inf])
+    assert "\n" not in str(err.value)
+    assert quantile_ci([1.0, 2.0, 3.0, np.nan]) == quantile_ci([1.0, 2.0, 3.0, np.inf])
