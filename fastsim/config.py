@@ -644,13 +644,18 @@ _TYPE_NAMES = {"lora": "LoRA", "dpo": "DPO", "rlhf": "RLHF"}
 def reads(series: str, scheduler: SchedulerConfig, policy: PolicyConfig) -> bool:
     """Whether a run reads the observed ``series`` (``fastsim.registry.SERIES``), as the
     scheduler's and the policy's declarations say (``reads``): ``simulate`` draws the scores
-    and the loss readings only then.  A user's stop policy is handed every series by the
-    simulator (its workload drawn whole), so one its function loads counts too, declared
-    or not: a policy reading losses with the default ``reads`` had ``--loss-sigma``, which
-    moved its results, noted as having no effect."""
-    return (series in scheduler.decl.reads or series in policy.decl.reads
-            or (policy.decl.user is not None
-                and series in loaded_arguments(policy.decl.user.py_func)))
+    and the loss readings only then.  A user's stop policy counts as ``policy_reads`` says:
+    a policy reading losses with the default ``reads`` had ``--loss-sigma``, which moved
+    its results, noted as having no effect."""
+    return series in scheduler.decl.reads or policy_reads(series, policy)
+
+
+def policy_reads(series: str, policy: PolicyConfig) -> bool:
+    """Whether ``policy`` reads the observed ``series``: declared (``reads``), or, for a
+    user's, loaded by its function, declared or not (``purity.loaded_arguments``): a
+    user's stop policy is handed every series (by the simulator, replay and the monitor)."""
+    return series in policy.decl.reads or (
+        policy.decl.user is not None and series in loaded_arguments(policy.decl.user.py_func))
 
 
 def _readers(series: str) -> str:

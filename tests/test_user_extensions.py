@@ -423,6 +423,36 @@ def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, caps
     assert status == {"short": "continued", "long": "stopped"}
 
 
+def test_replay_refuses_a_log_without_losses_to_a_policy_that_reads_them(tmp_path, capsys,
+                                                                        monkeypatch):
+    """A user's policy that loads the losses without declaring it (the default reads=
+    ("scores",)), replayed on a log with no loss column, was handed none and never
+    stopped: every job "continued", exit 0.  Now it is refused before anything runs, as a
+    policy declaring it is, naming the policy and the column; with a loss column it stops."""
+    (tmp_path / "toy_loss_unsaid.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
+        "@stop_policy(params=[], label='loss_up')\n@njit\n"
+        "def loss_up(scores, losses, attained_h, t_est_h):\n"
+        "    for e in range(1, losses.shape[0]):\n"
+        "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log, out = tmp_path / "l.csv", tmp_path / "r.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.7\na,4,0.8\n")
+    assert main(["replay", str(log), "--policy", "toy_loss_unsaid:loss_up", "--out",
+                 str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err.strip() == (
+        "fastsim replay: error: policy loss_up[scope=all] (its function reads losses, not "
+        "declared): the log has no 'loss' column; allowed: a policy that does not read "
+        "losses (or add a loss column)")
+    log.write_text("job_id,step,score,loss\na,1,0.5,1.0\na,2,0.6,0.9\na,3,0.7,1.2\n"
+                   "a,4,0.8,1.3\n")
+    assert main(["replay", str(log), "--policy", "toy_loss_unsaid:loss_up", "--out",
+                 str(out)]) == 0
+    assert pl.read_csv(out)["status"].to_list() == ["stopped"]
+
+
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
     assert main(["run", "--policy", f"{POL}:k=2", "--scheduler",
                  "toy_user_schedulers:small_first", "--clusters", "3", "--n-jobs", "20"]) == 0

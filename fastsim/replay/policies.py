@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from fastsim import registry as R
-from fastsim.config import PolicyConfig, check_code, plain_scalar
+from fastsim.config import PolicyConfig, check_code, plain_scalar, policy_reads
 from fastsim.errors import ConfigError
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
@@ -138,6 +138,24 @@ def _check_losses(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
                           + readers[0].decl.loss_rule(readers[0].label))
 
 
+def _no_loss_column(p: PolicyConfig) -> ConfigError:
+    """The refusal of a log without a ``loss`` column under ``p``, a policy that reads
+    losses (``config.policy_reads``): a user's that loads them without declaring it was
+    handed none and never stopped on them, silently."""
+    unsaid = "" if "losses" in p.decl.reads else " (its function reads losses, not declared)"
+    return ConfigError(f"policy {p.label}{unsaid}: the log has no 'loss' column; allowed: a "
+                       "policy that does not read losses (or add a loss column)")
+
+
+def _check_loss_column(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
+    """A policy that reads losses needs a ``loss`` column: refused before any job is
+    replayed (``_no_loss_column``)."""
+    if "loss" not in t.columns:
+        for p in pols:
+            if policy_reads("losses", p):
+                raise _no_loss_column(p)
+
+
 def _check_planned(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
     """A user policy that reads the planned length (``t_est_h``) needs it logged: without
     ``max_steps`` replay knows only the logged length, which is hindsight (built-in
@@ -169,10 +187,9 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
     last = int(eval_rows[-1]) if eval_rows.size else len(score) - 1
     if not in_scope:
         return JobOutcome("out_of_scope", -1, last, int(eval_rows.size))
+    if loss is None and policy_reads("losses", p):
+        raise _no_loss_column(p)
     if "losses" in p.decl.reads:
-        if loss is None:
-            raise ConfigError(f"policy {p.label}: the log has no 'loss' column; allowed: "
-                              "a policy that does not read losses (or add a loss column)")
         rows = np.flatnonzero(~np.isnan(loss))
     else:
         rows = eval_rows
@@ -350,6 +367,7 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     _check_labels(pols)
     _check_log(log)
     t = log.table
+    _check_loss_column(t, pols)
     _check_losses(t, pols)
     _check_planned(t, pols)
     has_truth = "truth_hacking" in t.columns and "truth_gold" in t.columns
