@@ -275,8 +275,9 @@ def run_command(args: argparse.Namespace) -> int:
     note_inert(args, cfg, base_policy)
     keep_jobs = args.jobs_out is not None
     arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
-    check_output(args.out, "--out", (".parquet",))
-    check_output(args.jobs_out, "--jobs-out", (".parquet",))
+    # the directories they go in as they are now: none is made again if moved meanwhile
+    within = [d for d in (check_output(args.out, "--out", (".parquet",)),
+                          check_output(args.jobs_out, "--jobs-out", (".parquet",))) if d]
     check_distinct({"--out": args.out, "--jobs-out": args.jobs_out})
     _check_memory(workload, args.clusters, len(arms), args.out is not None, keep_jobs)
     total = args.clusters * len(arms)
@@ -304,16 +305,16 @@ def run_command(args: argparse.Namespace) -> int:
         if c.policy.uses_hidden_truth:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "
                       "gold peak: an upper bound, not a policy")
-    written = _write_outputs(args, arms, kept)  # first: a failed write prints no results
+    written = _write_outputs(args, arms, kept, within)  # first: a failed write prints no results
     print(format_table(summary, title))
     for path in written:
         print(f"wrote {path}")
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> list:
-    """--out (per-cluster rows of both arms) and --jobs-out, both written or neither; the
-    paths written."""
+def _write_outputs(args: argparse.Namespace, arms: list, kept: dict, within: list) -> list:
+    """--out (per-cluster rows of both arms) and --jobs-out, both written or neither,
+    ``within`` the directories ``check_output`` found before the run; the paths written."""
     import polars as pl
 
     from fastsim.io import table_writer, write_all
@@ -329,5 +330,5 @@ def _write_outputs(args: argparse.Namespace, arms: list, kept: dict) -> list:
         frames = [pl.concat(kept[name][1]).with_columns(pl.lit(name).alias("arm"))
                   for name, _ in arms]
         outputs.append((args.jobs_out, pl.concat(frames)))
-    write_all([(path, table_writer(df, path)) for path, df in outputs])  # all or none
+    write_all([(path, table_writer(df, path)) for path, df in outputs], within=within)
     return [path for path, _ in outputs]

@@ -153,19 +153,23 @@ def _cmd(args: argparse.Namespace) -> int:
 
     from fastsim import detector_bounds as bounds
     from fastsim import detectors as det
-    from fastsim.io import bytes_writer, check_distinct, check_output_dir, table_writer, write_all
+    from fastsim.io import (bytes_writer, check_distinct, check_output_dir, existing_directory,
+                            make_directory, table_writer, write_all)
 
     _check_values(args)
     if args.confirm is not None:
         return _cmd_confirm(args)
-    check_output_dir(args.out)
+    # the directories the outputs go in as they are now: none is made again if moved meanwhile
+    within = [check_output_dir(args.out)]
+    figures = args.figures or args.out
     if args.figures is not None:  # drawn last, after the tables: refused before any work
-        check_output_dir(args.figures, "--figures")
+        figures_within = check_output_dir(args.figures, "--figures")
     if args.traces is not None:  # the traces table is written as OUT/traces.parquet
         check_distinct({"--out": args.out / "traces.parquet"}, inputs={"--traces": args.traces})
     if args.doc is not None:
         _check_doc_apart(args, TABLES)
         update_doc(args.doc, "")  # refuse a doc without the markers before any work
+        within.append(existing_directory(args.doc.parent))
     # the traces are read, and refused, before the synthetic grid's minutes of work
     traces = None if args.traces is None else trace_table(_read_traces(args.traces),
                                                           args.trace_noise, args.traces)
@@ -186,11 +190,13 @@ def _cmd(args: argparse.Namespace) -> int:
     # every table and the doc, or none of them (a kill or a full disk leaves no mix of runs)
     outputs = [*((args.out / name, data) for name, data in
                  zip(TABLES, (synthetic, bound, traces, table, full))), (args.doc, doc)]
-    write_all((path, table_writer(data, path) if isinstance(data, pl.DataFrame)
-               else bytes_writer(data.encode()))
-              for path, data in outputs if data is not None)
+    write_all(((path, table_writer(data, path) if isinstance(data, pl.DataFrame)
+                else bytes_writer(data.encode()))
+               for path, data in outputs if data is not None), within=within)
     from fastsim.sweep.figures import load_script
-    load_script("detectors_pareto").main(args.out, args.figures or args.out)
+    if args.figures is not None:
+        make_directory(args.figures, figures_within)
+    load_script("detectors_pareto").main(args.out, figures)
     print(table)
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
@@ -238,12 +244,13 @@ def _check_unused(args: argparse.Namespace) -> None:
 def _cmd_confirm(args: argparse.Namespace) -> int:
     """The pre-registered test (``fastsim.detectors_confirm``), checks before any work."""
     from fastsim import detectors_confirm as cf
-    from fastsim.io import bytes_writer, check_output_dir, write_all
+    from fastsim.io import bytes_writer, check_output_dir, existing_directory, write_all
     if args.traces is None:
         raise ConfigError("confirm needs --traces; allowed: the plan's fresh traces.parquet")
-    check_output_dir(args.out)  # an --out that is a file failed after the comparison
+    within = [check_output_dir(args.out)]  # a file there failed after the comparison
     if args.doc is not None:
         _check_doc_apart(args, (CONFIRMED,))
+        within.append(existing_directory(args.doc.parent))
     plan = cf.read_plan(args.confirm)
     arrays = cf.check_traces(_read_traces(args.traces), plan, args.traces)
     from fastsim.replay.traces import trace_origin
@@ -252,8 +259,9 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
         update_doc(args.doc, "", cf.START, cf.END)
     text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
     doc = update_doc(args.doc, text, cf.START, cf.END) if args.doc is not None else None
-    write_all((path, bytes_writer(data.encode()))
-              for path, data in ((args.out / CONFIRMED, text), (args.doc, doc)) if data is not None)
+    write_all(((path, bytes_writer(data.encode()))
+               for path, data in ((args.out / CONFIRMED, text), (args.doc, doc))
+               if data is not None), within=within)
     print(text)
     return 0
 

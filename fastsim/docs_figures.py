@@ -258,11 +258,13 @@ def _check_trace_set(results: Path) -> None:
         check_trace_table(read_parquet_table(path, TRACES_ALLOWED), path, sorted(columns))
 
 
-def draw(results: Path, out: Path, log=print) -> list[Path]:
+def draw(results: Path, out: Path, log=print, within: Path | None = None) -> list[Path]:
     """Draw every docs figure whose inputs are in ``results``; returns the files written
-    (all of this drawing's, never some of each of two into one ``out`` at once)."""
+    (all of this drawing's, never some of each of two into one ``out`` at once).
+    ``within``: the directory ``out`` is made in (``io.make_directory``), as found
+    before the run's steps."""
     from fastsim.costaware.cli import FIGURE_INPUTS, FIGURE_SCRIPTS
-    from fastsim.io import holding_directory
+    from fastsim.io import holding_directory, make_directory, remove_made
     from fastsim.sweep.figures import check_figure_inputs, load_script
 
     _check_results(results)
@@ -274,12 +276,11 @@ def draw(results: Path, out: Path, log=print) -> list[Path]:
     if (results / "detectors" / "synthetic.parquet").is_file():
         check_figure_inputs(results / "detectors", ("detectors_pareto",), DETECTOR_INPUTS)
         load_script("detectors_pareto").plotted(results / "detectors")
-    made = not os.path.isdir(out)
-    out.mkdir(parents=True, exist_ok=True)
+    made = make_directory(out, within)
     with holding_directory(out):
         written = _draw_held(results, out, log)
-    if made and not written:  # refused by the caller: nothing made, OUT included
-        out.rmdir()
+    if not written:  # refused by the caller: nothing made, OUT included
+        remove_made(made)
     return written
 
 
@@ -334,7 +335,7 @@ def cmd_docs_figures(args) -> int:
     from fastsim.sweep.store import DirLock
 
     check_output_dir(args.results, "--results")
-    check_output_dir(args.out, "--out")
+    within = check_output_dir(args.out, "--out")  # as it is before the steps
     if args.draw_only and not args.results.is_dir():
         raise ConfigError(f"--results={args.results} is not a directory; allowed: the results "
                           "of an earlier fastsim docs-figures run")
@@ -348,7 +349,7 @@ def cmd_docs_figures(args) -> int:
         status = run_steps(args.results)
         if status != 0:
             return status
-    written = draw(args.results, args.out)
+    written = draw(args.results, args.out, within=within)
     if not written:  # as fastsim figures and costaware figures refuse a DIR with nothing
         raise ConfigError(f"--results={args.results} holds nothing to draw (no frontier "
                           "sweep, traces, costaware or detectors results); allowed: the "

@@ -11,8 +11,11 @@ files and renames them only once every one is written, so a command leaves all o
 outputs or none, and renames them holding a lock on their directories, so two commands
 writing the same files at once leave all of one's, never some of each; a command kept
 waiting for that lock more than a second (its holder stopped, say) says so in one line.
-Output paths are checked with ``check_output`` before any work.  A failed write (disk full,
-read-only directory) is one ``ConfigError`` naming the file and the reason.
+Output paths are checked with ``check_output`` before any work, which returns the
+directory that exists then: written ``within`` it, a command makes only the directories
+missing at its start, never one another process moved or deleted while it ran.  A failed
+write (disk full, read-only directory) is one ``ConfigError`` naming the file and the
+reason.
 
 Every Parquet file fastsim writes goes through ``write_parquet`` and every one it reads
 through ``read_parquet_table``: each page carries a CRC-32 of its data, verified as it
@@ -166,29 +169,84 @@ def _remove_unheld(tmp: Path, pid_gone: bool = True) -> None:
         os.close(fd)
 
 
-def _make_parent(path: Path, within: Path | None) -> None:
-    """``path``'s directory, made with every missing parent; with ``within``, only those
-    below ``within``, which must be there: a directory moved or deleted by another process
-    is not made anew at its old path (the write then fails, naming the file)."""
+def existing_directory(path: Path) -> Path:
+    """The nearest of ``path`` and its ancestors, as spelled, that is a directory now.
+    Taken before a command's work, it is the ``within`` of its outputs' ``write_all``:
+    what it makes at the end is then only what was missing at the start, never a
+    directory another process moved or deleted meanwhile (``check_output`` returns it)."""
+    d = Path(path)
+    while not os.path.isdir(d) and d != d.parent:  # False, not OSError, on a too-long name
+        d = d.parent
+    return d
+
+
+def _holder(directory: Path, within: Path | tuple[Path, ...]) -> Path:
+    """The deepest of ``within`` (one directory, or several) that is or holds ``directory``."""
+    held = [Path(w) for w in ((within,) if isinstance(within, Path) else within)
+            if directory == Path(w) or Path(w) in directory.parents]
+    if not held:
+        raise ValueError(f"{directory} is in none of {within}")
+    return max(held, key=lambda w: len(w.parts))
+
+
+def make_directory(directory: Path, within: Path | tuple[Path, ...] | None = None,
+                   target: Path | None = None) -> list[Path]:
+    """``directory`` made with every missing parent; with ``within``, only those below it
+    (the deepest of several holding it), which must be there: a directory moved or
+    deleted by another process is not made anew at its old path, and the write of
+    ``target`` (default ``directory``) is refused, saying so.  Returns the directories
+    this call made, outermost first (``remove_made``), not those another process made
+    meanwhile."""
+    directory = Path(directory)
     if within is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return
-    d = within
-    for part in path.parent.relative_to(within).parts:
+        d = existing_directory(directory)
+    else:
+        d = _holder(directory, within)
+        if not os.path.isdir(d):
+            raise ConfigError(f"cannot write {target or directory} ({d} was moved or deleted "
+                              "while the command ran; it is not made again at its old path)")
+    made = []
+    for part in directory.relative_to(d).parts:
         d = d / part
-        d.mkdir(exist_ok=True)
+        try:
+            d.mkdir()
+            made.append(d)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+    return made
+
+
+def remove_made(made: list[Path]) -> None:
+    """Remove the directories ``make_directory`` made, innermost first, each only while
+    empty: a command refused after making its output directory leaves nothing half-made,
+    and never removes what another process has put there since."""
+    for d in reversed(made):
+        try:
+            d.rmdir()
+        except OSError:
+            return  # not empty (or gone): its parents hold it
+
+
+def _make_parent(path: Path, within: Path | tuple[Path, ...] | None) -> None:
+    make_directory(path.parent, within, target=path)
 
 
 def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
-              tidy: bool = True, within: Path | None = None) -> None:
+              tidy: bool = True, within: Path | Iterable[Path] | None = None) -> None:
     """Write every ``(path, write)`` or none: ``write(tmp)`` fills a temporary file, and
     the temporaries are renamed into place only after all of them are complete.  Stale
     temporaries of each path (a killed writer's) are removed first, unless ``tidy`` is
     false: a sweep removes its own when it opens its directory, under its lock, and a
     listing of a cell holding thousands of chunks at every chunk would cost O(chunks^2).
-    With ``within`` (a directory holding every path), that directory is never made
-    (``_make_parent``)."""
+    With ``within`` (a directory holding every path, or several: each path goes in the
+    deepest holding it), those directories are never made (``_make_parent``): a command
+    takes them before its work (a sweep's directory, ``existing_directory``)."""
     items = [(Path(path), write) for path, write in items]
+    if isinstance(within, (str, os.PathLike)):
+        within = Path(within)
+    elif within is not None:
+        within = tuple(Path(w) for w in within)
     if tidy:
         _remove_stale_temporaries([path for path, _ in items])
     staged: list[tuple[Path, Path]] = []
@@ -417,12 +475,14 @@ def atomic_write_parquet(df: pl.DataFrame, path: Path) -> None:
     atomic_write_table(df, path, allowed=(".parquet",))
 
 
-def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES) -> None:
-    """Write ``df`` as Parquet or CSV, chosen by ``path``'s suffix."""
+def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES,
+                       within: Path | None = None) -> None:
+    """Write ``df`` as Parquet or CSV, chosen by ``path``'s suffix (``within``:
+    ``write_all``'s)."""
     path = Path(path)
     if path.suffix.lower() not in allowed:
         raise ConfigError(f"output {path}: allowed: a file ending in {' or '.join(allowed)}")
-    write_all([(path, table_writer(df, path))])
+    write_all([(path, table_writer(df, path))], within=within)
 
 
 # what ``_tmp_path`` adds to a name at most (a Linux PID has up to 7 digits)
@@ -496,10 +556,11 @@ def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
 
 
 def check_output(path: Path | None, option: str = "--out",
-                 allowed: tuple[str, ...] | None = TABLE_SUFFIXES) -> None:
-    """Refuse, before any work, an output file that could not be written."""
+                 allowed: tuple[str, ...] | None = TABLE_SUFFIXES) -> Path | None:
+    """Refuse, before any work, an output file that could not be written; return the
+    directory it is to be written within (``existing_directory``: none is made now)."""
     if path is None:
-        return
+        return None
     path = Path(path)
     if allowed is not None and path.suffix.lower() not in allowed:
         raise ConfigError(f"{option} {path}: allowed: a file ending in {' or '.join(allowed)}")
@@ -509,10 +570,13 @@ def check_output(path: Path | None, option: str = "--out",
     if path.exists() and not path.is_file():
         raise ConfigError(f"{option} {path}: not a regular file; allowed: a file path")
     _check_writable_dir(path.parent, option, path)
+    return existing_directory(path.parent)
 
 
-def check_output_dir(path: Path, option: str = "--out") -> None:
-    """Refuse, before any work, an output directory that could not be written."""
+def check_output_dir(path: Path, option: str = "--out") -> Path:
+    """Refuse, before any work, an output directory that could not be written; return the
+    directory its files are to be written within (``existing_directory``, as
+    ``check_output``)."""
     path = Path(path)
     _check_new_names(path, option)
     if path.exists() and not path.is_dir():
@@ -521,6 +585,7 @@ def check_output_dir(path: Path, option: str = "--out") -> None:
         raise ConfigError(f"{option} {path}: a link to {os.readlink(path)}, which does not "
                           "exist; allowed: a directory, or a link to an existing one")
     _check_writable_dir(path, option, path)
+    return existing_directory(path)
 
 
 def check_distinct(paths: dict[str, Path | None],

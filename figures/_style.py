@@ -24,7 +24,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
 from fastsim.errors import ConfigError  # noqa: E402
-from fastsim.io import write_all  # noqa: E402
+from fastsim.io import make_directory, remove_made, write_all  # noqa: E402
 
 
 class _Labels(dict):
@@ -175,7 +175,9 @@ def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, mar
 
 
 def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[Path]:
-    """Write ``out/stem.FMT`` per format (creating ``out``), close ``fig``, return the paths.
+    """Write ``out/stem.FMT`` per format, close ``fig``, return the paths.  ``out`` is made
+    by the caller before it draws and never here: moved or deleted meanwhile, it is not
+    made again at its old path with some of the figures (``fastsim.io.write_all``).
 
     ``savefig`` keywords (``dpi``, ``bbox_inches``) go to every ``fig.savefig``; PDFs carry
     no creation date so that redrawing the same data gives the same file.
@@ -187,7 +189,7 @@ def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[P
         meta = {"CreationDate": None} if fmt == "pdf" else None
         return lambda tmp: fig.savefig(tmp, format=fmt, metadata=meta, **savefig)
     try:  # every format or none, each renamed into place complete (a kill leaves no stub)
-        write_all([(p, writer(fmt)) for p, fmt in zip(paths, formats)])
+        write_all([(p, writer(fmt)) for p, fmt in zip(paths, formats)], within=out)
     finally:
         plt.close(fig)  # figures made by seaborn grids go through pyplot; ours are not kept there
     return paths
@@ -331,17 +333,22 @@ def cli(main) -> None:
         _refuse(not_a_results_dir(results))
     held = _held(out)  # noqa: F841 (released when the script ends)
     name = Path(sys.argv[0]).stem
+    made = make_directory(out)  # ``save`` writes in it, never makes it
     try:
-        written = main(results, out)
-    except ConfigError as exc:  # a table that fails its checksums, or is not Parquet
-        _refuse(str(exc))
-    except pl.exceptions.PolarsError as exc:  # a damaged table: a traceback
-        _refuse(f"{results}: a table {name} reads is damaged "
-                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                "allowed: the output of the command that writes it (run it again)")
-    except OSError as exc:  # a file it reads or writes (a full disk): named, not 'damaged'
-        _refuse(f"{name}: {exc.filename or results}: {exc.strerror or exc}")
-    if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
-        _refuse(f"no results for {name} in {results}")
+        try:
+            written = main(results, out)
+        except ConfigError as exc:  # a table that fails its checksums, or is not Parquet
+            _refuse(str(exc))
+        except pl.exceptions.PolarsError as exc:  # a damaged table: a traceback
+            _refuse(f"{results}: a table {name} reads is damaged "
+                    f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                    "allowed: the output of the command that writes it (run it again)")
+        except OSError as exc:  # a file it reads or writes (a full disk): named, not 'damaged'
+            _refuse(f"{name}: {exc.filename or results}: {exc.strerror or exc}")
+        if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
+            _refuse(f"no results for {name} in {results}")
+    except BaseException:
+        remove_made(made)  # refused: OUT_DIR not left behind, if nothing was drawn in it
+        raise
     for p in written:
         print(p)

@@ -107,6 +107,7 @@ def drawn(tmp_path_factory):
 
     mp = pytest.MonkeyPatch()
     mp.setattr(S, "save", keep)
+    (tmp / "out").mkdir()  # made by the caller, as the commands make theirs (``save``)
     try:
         for name in ("real_traces_curves", "real_traces_gao", "real_traces_replay"):
             load_script(name).main(traces, tmp / "out")
@@ -346,7 +347,7 @@ def test_draw_only_says_an_unreadable_record_checks_nothing(tmp_path, monkeypatc
     results = tmp_path / "results"
     results.mkdir()
     (results / docs_figures.RECORD).write_text(record)
-    monkeypatch.setattr(docs_figures, "draw", lambda results, out: [out / "x.png"])
+    monkeypatch.setattr(docs_figures, "draw", lambda results, out, **_: [out / "x.png"])
     assert main(["docs-figures", "--draw-only", "--results", str(results), "--out",
                  str(tmp_path / "f")]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if "docs-figures.json" in line]
@@ -380,7 +381,7 @@ def test_docs_figures_results_belong_to_one_process(tmp_path, monkeypatch):
         return 0
 
     monkeypatch.setattr("fastsim.cli.main", step)
-    monkeypatch.setattr(docs_figures, "draw", lambda results, out: [out / "x.png"])
+    monkeypatch.setattr(docs_figures, "draw", lambda results, out, **_: [out / "x.png"])
     assert main(["docs-figures", "--results", str(results), "--out", str(tmp_path / "f")]) == 0
     assert held == [True] * len(docs_figures.STEPS)
 

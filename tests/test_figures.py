@@ -98,6 +98,26 @@ def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
         assert head.startswith(b"%PDF") if p.suffix == ".pdf" else head.startswith(b"\x89PNG")
 
 
+def test_a_figures_directory_moved_while_drawing_is_not_made_again(tiny_reproduction,
+                                                                  tmp_path):
+    """Each figure's write made every missing directory of its file: the --out directory
+    moved by another process while `fastsim figures` drew was made anew at its old path,
+    with the figures drawn after the move.  Now the drawing stops at the next figure, in
+    one line, and nothing is made there."""
+    out, _ = tiny_reproduction
+    figs, moved = tmp_path / "figs", tmp_path / "moved"
+
+    def move_once(line):
+        if not moved.exists():
+            figs.rename(moved)
+    with pytest.raises(ConfigError, match=re.escape(
+            f"cannot write {figs / 'k_tradeoff.png'} ({figs} was moved or deleted while the "
+            "command ran; it is not made again at its old path)")):
+        draw_all(out / "results", figs, formats=("png",), scripts=("headline", "k_tradeoff"),
+                 log=move_once)
+    assert not figs.exists() and [p.name for p in moved.iterdir()] == ["headline.png"]
+
+
 def test_figure_scripts_read_parquet_only():
     """The layering rule: figures never import the engine."""
     for name in FIGURE_SCRIPTS + ("_style",):

@@ -1157,3 +1157,46 @@ def test_a_run_directory_ending_in_a_slash_is_still_replayed(tmp_path, capsys):
         {"global_step": 40, "max_steps": 40, "log_history": hist}))
     assert main(["replay", f"{run}/", "--policy", "evalstop:k=2"]) == 0
     assert "replay: 1 job" in capsys.readouterr().out
+
+
+# -- an output's directory moved while the command runs is not made again ------------------------
+def _moving_after(monkeypatch, module, name, directory, moved):
+    """``module.name`` runs, then ``directory`` is moved to ``moved``: another process
+    moving the output's directory while the command works."""
+    real = getattr(module, name)
+
+    def run_then_move(*args, **kwargs):
+        result = real(*args, **kwargs)
+        directory.rename(moved)
+        return result
+    monkeypatch.setattr(module, name, run_then_move)
+
+
+@pytest.mark.parametrize("command", ["run", "replay"])
+@pytest.mark.parametrize("missing", ["", "new/"])
+def test_an_output_directory_moved_while_the_command_runs_is_not_made_again(
+        tmp_path, capsys, monkeypatch, command, missing):
+    """`fastsim run --out DIR/o.parquet` (and replay, and every command writing a file)
+    made every missing directory of its output when it wrote it: DIR moved away by
+    another process meanwhile was made anew at its old path, holding the output, and the
+    command said it wrote it there.  Now only what was missing at the start is made (here
+    ``new/`` too), and a directory gone since is refused in one line, nothing made."""
+    import fastsim.cli_run
+    import fastsim.replay.policies
+
+    res, moved = tmp_path / "res", tmp_path / "moved"
+    res.mkdir()
+    out = res / f"{missing}o.parquet"
+    if command == "run":
+        _moving_after(monkeypatch, fastsim.cli_run, "_run_arms", res, moved)
+        argv = ["run", "--clusters", "2", "--n-jobs", "10", "--no-progress", "--out", str(out)]
+    else:
+        log = tmp_path / "l.csv"
+        log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+        _moving_after(monkeypatch, fastsim.replay.policies, "replay", res, moved)
+        argv = ["replay", str(log), "--out", str(out)]
+    stdout = one_line(capsys, argv, f"cannot write {out} ({res} was moved or deleted while "
+                                    "the command ran; it is not made again at its old path)")
+    assert stdout == "" and not res.exists() and list(moved.iterdir()) == []
+    monkeypatch.undo()
+    assert main(argv) == 0 and out.is_file()  # what was missing at the start is made

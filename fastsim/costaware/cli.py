@@ -220,35 +220,41 @@ OUTPUTS = {
 }
 
 
-def _check_outputs(out: Path, cmd_name: str) -> None:
+def _check_outputs(out: Path, cmd_name: str) -> Path:
     """``out`` and the files ``cmd_name`` will write there, before any work: a directory,
-    a socket or an unwritable place at one of those names was found only after the run."""
+    a socket or an unwritable place at one of those names was found only after the run.
+    Returns the directory they are written within (``io.check_output_dir``)."""
     from fastsim.io import check_output, check_output_dir
 
-    check_output_dir(out)
+    within = check_output_dir(out)
     for name in OUTPUTS.get(cmd_name, ()):
         check_output(out / name, "--out", allowed=(".parquet",))
+    return within
 
 
 def _out_checked(cmd):
-    """``cmd`` with a given ``--out`` checked first (``_check_outputs``)."""
+    """``cmd`` with a given ``--out`` checked first (``_check_outputs``), the directory
+    its files are written within kept as ``args.out_within``."""
     def run(args):
+        args.out_within = None
         if getattr(args, "out", None) is not None:
-            _check_outputs(Path(args.out), cmd.__name__)
+            args.out_within = _check_outputs(Path(args.out), cmd.__name__)
         return cmd(args)
     run.__name__ = cmd.__name__
     return run
 
 
-def _write(out, tables: dict[str, pl.DataFrame]):
+def _write(out, tables: dict[str, pl.DataFrame], within: Path | None):
     """Write every ``{name: table}`` into ``out`` or none of them (``io.write_all``), so a
-    failure on the last file leaves no summary beside another run's records."""
+    failure on the last file leaves no summary beside another run's records; ``within``:
+    the directory ``_check_outputs`` found before the run, never made again."""
     from fastsim.io import table_writer, write_all
 
     if out is None:
         return
     paths = {name: Path(out) / name for name in tables}
-    write_all((paths[name], table_writer(df, paths[name])) for name, df in tables.items())
+    write_all(((paths[name], table_writer(df, paths[name])) for name, df in tables.items()),
+              within=within)
     for path in paths.values():
         print(f"wrote {path}")
 
@@ -283,7 +289,7 @@ def cmd_ratios(args):
     problem = make_problem(config, progress=args.progress)
     table = ratio_table(problem.G, problem.c, lams=lams)
     _show(table, f"predicted cost factor J(p) = S(p) C(p) over J(p*)  [{problem.config}]")
-    _write(args.out, {"costaware_ratios.parquet": table})
+    _write(args.out, {"costaware_ratios.parquet": table}, args.out_within)
 
 
 def cmd_sgd(args):
@@ -313,7 +319,7 @@ def cmd_sgd(args):
           "itself); ratios over optimal sampling, NaN unless every run reached eps")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_sgd.summary.parquet": summary,
-                      "costaware_sgd.runs.parquet": runs})
+                      "costaware_sgd.runs.parquet": runs}, args.out_within)
 
 
 def cmd_subset(args):
@@ -361,7 +367,7 @@ def cmd_subset(args):
     _show(report, "greedy subsets: predicted saving 1 - J(K)/J(all), bias bound, bias paid "
           "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(args.out, {"costaware_subset.summary.parquet": report})
+    _write(args.out, {"costaware_subset.summary.parquet": report}, args.out_within)
 
 
 def cmd_grpo(args):
@@ -376,7 +382,7 @@ def cmd_grpo(args):
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_grpo.summary.parquet": summary,
                       "costaware_grpo.curves.parquet": curve_summary(curves),
-                      "costaware_grpo.runs.parquet": curves})
+                      "costaware_grpo.runs.parquet": curves}, args.out_within)
 
 
 def cmd_trl_gradnorm(args):
@@ -399,7 +405,7 @@ def cmd_trl_gradnorm(args):
                           "pip install 'fastsim[trl]'")
     out = Path(args.out) if args.out else Path("results") / "costaware_trl"
     if args.out is None:  # the default directory too, before minutes of training
-        _check_outputs(out, "cmd_trl_gradnorm")
+        args.out_within = _check_outputs(out, "cmd_trl_gradnorm")
     import polars as pl
 
     from fastsim.costaware.trl_toy import (PROMPTS, gradnorm_correlations, gradnorm_study,
@@ -423,7 +429,7 @@ def cmd_trl_gradnorm(args):
               f"over {frames[-1].height} rollouts (95% intervals over prompt groups, n groups)")
     rollouts = pl.concat(frames)
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
-    _write(out, {"costaware_trl_gradnorm.parquet": rollouts})
+    _write(out, {"costaware_trl_gradnorm.parquet": rollouts}, args.out_within)
 
 
 def cmd_sweep(args):

@@ -251,12 +251,13 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
         tables = _point_tables(spec, progress)
         paths = {kind: out / f"{spec.name}.{kind}.parquet"
                  for kind, parts in tables.items() if parts}
-        # the lock still ours: --out moved mid-run would be made again, unlocked, by the write
+        # the lock still ours, and --out never made again (``within``): moved mid-run, it
+        # was made anew, unlocked, by the write
         held[-1].check()
         # all of them or none: never a summary beside another run's records
-        write_all((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
-                                             paths[kind]))
-                  for kind in paths)
+        write_all(((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
+                                              paths[kind]))
+                   for kind in paths), within=out)
         return paths
     finally:
         held.clear()

@@ -164,16 +164,18 @@ def register(subparsers) -> None:
     fit.set_defaults(func=_cmd_fit)
 
 
-def _write(df: pl.DataFrame, path: Path) -> None:
+def _write(df: pl.DataFrame, path: Path, within: Path) -> None:
     from fastsim.io import atomic_write_table
 
-    atomic_write_table(df, path)
+    atomic_write_table(df, path, within=within)
 
 
-def _check_out(path: Path | None, option: str = "--out") -> None:
+def _check_out(path: Path | None, option: str = "--out") -> Path | None:
+    """Refuse an output that could not be written, before any work; the directory it is
+    written within (``io.check_output``)."""
     from fastsim.io import check_output
 
-    check_output(path, option)
+    return check_output(path, option)
 
 
 def _fmt(x, digits=3):
@@ -292,8 +294,8 @@ def _cmd_replay(args) -> int:
     if args.example:
         from fastsim.resources import example_log
         args.paths = [example_log()]
-    _check_out(args.out)
-    _check_out(args.summary_out, "--summary-out")
+    within = [d for d in (_check_out(args.out), _check_out(args.summary_out, "--summary-out"))
+              if d]
     logs = {f"the log {p}": resolve_path(Path(p)) for p in args.paths}  # the files read
     check_distinct({"--out": args.out, "--summary-out": args.summary_out}, inputs=logs)
     gpus = _gpus(args.gpus)
@@ -304,7 +306,7 @@ def _cmd_replay(args) -> int:
     summ = summarize_replay(res)
     # written first, both or neither: a write that fails (a full disk) prints no results
     outputs = [(p, df) for p, df in ((args.out, res), (args.summary_out, summ)) if p]
-    write_all([(p, table_writer(df, p)) for p, df in outputs])
+    write_all([(p, table_writer(df, p)) for p, df in outputs], within=within)
     sense = "higher" if log.higher_is_better else "lower"
     if args.example:
         print(f"example log: {args.paths[0]}")
@@ -422,7 +424,7 @@ def _cmd_toy(args) -> int:
         # again would run the unstable penalty step, so it is refused here
         raise ConfigError(f"--like {args.like}: cannot regenerate: {exc} (options given "
                           "with --like override the file's)") from None
-    check_output_dir(args.out)
+    within = check_output_dir(args.out)
     t0 = time.perf_counter()
     traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
     runtime = time.perf_counter() - t0
@@ -430,7 +432,8 @@ def _cmd_toy(args) -> int:
     fits = gao_fit_groups(traces)
     meta = config_metadata(cfg)  # the file alone says how to regenerate it
     write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet", meta))
-               for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))])
+               for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))],
+              within=within)
     print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
           "{traces,runs,gao_fits}.parquet")
@@ -476,7 +479,7 @@ def _cmd_compare(args) -> int:
     from fastsim.replay.traces import (RUNS_ALLOWED, check_run_values, check_trace_table,
                                        simulator_comparison, trace_origin)
 
-    _check_out(args.out)
+    within = _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"RUNS": args.runs})
     # the workload's own check would name its field, sigma=, not the option
     if args.sigma is not None:
@@ -510,7 +513,7 @@ def _cmd_compare(args) -> int:
         print(f"{r['policy']:<28} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
               f"FPR {_ci(r, 'fpr')}")
     if args.out:
-        _write(res, args.out)
+        _write(res, args.out, within)
         print(f"wrote {args.out}")
     return 0
 
@@ -521,7 +524,7 @@ def _cmd_fit(args) -> int:
                                        trace_origin)
     from fastsim.stats import fmt_value
 
-    _check_out(args.out)
+    within = _check_out(args.out)
     check_distinct({"--out": args.out}, inputs={"TRACES": args.traces})
     if not os.path.exists(args.traces):  # not OSError for a too-long name
         raise ConfigError(f"{args.traces}: no such file; allowed: traces.parquet from fastsim traces toy-rlhf")
@@ -547,6 +550,6 @@ def _cmd_fit(args) -> int:
               f"[{fmt_value(r['lo'], '.4g')}, {fmt_value(r['hi'], '.4g')}]")
         print(f"{r['statistic']:<22} {fmt_value(r['value'], '.4g'):>9}  {ci}  n {r['n_runs']}")
     if args.out:
-        _write(res, args.out)
+        _write(res, args.out, within)
         print(f"wrote {args.out}")
     return 0

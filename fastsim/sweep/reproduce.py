@@ -24,8 +24,8 @@ import fastsim
 
 from fastsim.config import check_flags, is_path, is_real
 from fastsim.errors import ConfigError
-from fastsim.io import (check_distinct, check_output, holding_directory, table_writer,
-                        write_all)
+from fastsim.io import (check_distinct, check_output, holding_directory, make_directory,
+                        table_writer, write_all)
 from fastsim.resources import shipped
 from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
@@ -328,16 +328,17 @@ def headline_count(rows: list[dict[str, Any]]) -> tuple[int, int]:
     return sum(r["verdict"] == MATCH for r in held), len(held)
 
 
-def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None = None) -> None:
-    """Example trajectories under the headline config (EvalStop, k = 2)."""
+def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None = None,
+                   within: Path | None = None) -> None:
+    """Example trajectories under the headline config (EvalStop, k = 2), in OUT/extracts;
+    ``within``: ``io.write_all``'s (the run's OUT, made at its start, never again)."""
     d = out / "extracts"
-    d.mkdir(parents=True, exist_ok=True)
     cfg = build_config({**(base_overrides or {}), "scheduler": "srtf_est", "policy": "evalstop:k=2"})
     jobs, points = trajectories(cfg, seed=seed)
     # both or none; figures refuse one without the other (a kill between the renames)
     write_all([(d / name, table_writer(df, d / name))
                for name, df in (("trajectory_points.parquet", points),
-                                ("trajectory_jobs.parquet", jobs))])
+                                ("trajectory_jobs.parquet", jobs))], within=within)
 
 
 def _git_commit() -> str:
@@ -420,6 +421,10 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
         out.mkdir(parents=True, exist_ok=True)
         held.append(DirLock.acquire(out))  # OUT belongs to this run, as a sweep's --out does
+        # the figures' and the report's directories too, now: written at the end, within
+        # them (``_figures_held``), none is made again if moved meanwhile
+        for d in _figures_dirs(figures_dir, report):
+            d.mkdir(parents=True, exist_ok=True)
         # a killed run's half-written extracts or report (the sweeps remove their own, the
         # figures theirs)
         for d in (out, out / "extracts", report.parent if report is not None else None):
@@ -439,7 +444,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
             skipped += rep.chunks_skipped
             aggregate(stores[name], progress=progress)
             timings[name] = time.perf_counter() - t
-    write_extracts(out, seed, base_overrides)
+    write_extracts(out, seed, base_overrides, within=out)
     t_sweeps = time.perf_counter() - t0
     # the figures and the report naming them are all of one run's, never some of each of
     # two runs drawing into one --figures-dir at once
@@ -467,18 +472,22 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         if report is not None:
             text = render_report(info, summaries, command or "fastsim reproduce", out,
                                  figures_dir)
-            report.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(report, text.encode())
+            atomic_write_bytes(report, text.encode(), within=report.parent)
     return info
+
+
+def _figures_dirs(figures_dir: Path | None, report: Path | None) -> list[Path]:
+    return [d for d in (figures_dir, report.parent if report is not None else None)
+            if d is not None]
 
 
 def _figures_held(figures_dir: Path | None, report: Path | None):
     """Hold the figures' directory and the report's (``holding_directory``) while the run
-    writes them: all of one run's figures, beside its own report."""
-    held = [d for d in (figures_dir, report.parent if report is not None else None)
-            if d is not None]
+    writes them: all of one run's figures, beside its own report.  Made at the run's
+    start: one moved or deleted since is refused, not made again at its old path."""
+    held = _figures_dirs(figures_dir, report)
     for d in held:
-        d.mkdir(parents=True, exist_ok=True)
+        make_directory(d, within=d)
     return holding_directory(*held)
 
 

@@ -643,7 +643,8 @@ class SweepStore:
                 if _record_ok(rec, self.grid, cell.id, index, older=True) and \
                         not _record_ok(rec, self.grid, cell.id, index):
                     rec["code"] = self.grid.code
-                    atomic_write_bytes(path, json.dumps(rec, indent=1).encode())
+                    atomic_write_bytes(path, json.dumps(rec, indent=1).encode(),
+                                       within=self.root)
 
     def check(self, cell_id: str, index: int, keep_jobs: bool = False) -> str | None:
         """Why chunk ``index`` of a cell is not verifiably complete, or None if it is."""
