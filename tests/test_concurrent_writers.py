@@ -349,6 +349,13 @@ def test_two_sweeps_starting_at_once_one_inside_the_other_never_both_run(tmp_pat
     for v in results.values():
         if not isinstance(v, ConfigError):
             v.close()
+    # The refused one removed what it made, and only that: the inner one left A/B made,
+    # empty but for a blank sweep.lock, a sweep directory inside A to every later look.
+    if refused == ["inner"]:
+        assert not inner.exists(), list(inner.iterdir())
+        assert (outer / "sweep.json").is_file()
+    else:
+        assert sorted(p.name for p in outer.iterdir()) == ["B"]
 
 
 def test_a_lock_found_gone_by_one_thread_is_found_gone_by_the_next(tmp_path):

@@ -809,7 +809,9 @@ def test_a_refusal_after_the_lock_leaves_the_directory_free(sweep_file, tmp_path
     write sweep.json) kept the directory held for as long as the caller kept the exception
     (a notebook keeps the last one): the store that held it was a local of
     ``SweepStore.open``'s frame, in the traceback, and the same run again, from another
-    process, was refused as "in use" by the caller's."""
+    process, was refused as "in use" by the caller's.  A directory the refused run made is
+    removed with its lock file (nothing half-made is left); a lock file that was there is
+    kept, free."""
     import fcntl
 
     import fastsim
@@ -819,6 +821,11 @@ def test_a_refusal_after_the_lock_leaves_the_directory_free(sweep_file, tmp_path
         raise ConfigError(f"cannot write {path} (No space left on device)")
     monkeypatch.setattr(st, "atomic_write_bytes", full)
     out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="sweep.json .No space left on device") as kept:
+        fastsim.sweep(sweep_file, out)
+    assert kept.traceback and not out.exists()
+    out.mkdir()
+    (out / "sweep.lock").write_text("")  # a finished sweep's, released
     with pytest.raises(ConfigError, match="sweep.json .No space left on device") as kept:
         fastsim.sweep(sweep_file, out)
     assert kept.traceback  # still held here

@@ -41,6 +41,7 @@ taken to be this code's (said in one line) and the code is recorded from then on
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -65,8 +66,9 @@ import pyarrow.parquet as pq
 from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
                         atomic_write_bytes, atomic_write_parquet, bytes_writer,
-                        check_output_dir, file_kind, is_temporary, parquet_bytes,
-                        read_parquet_table, renames_settled, write_all)
+                        check_output_dir, file_kind, is_temporary, make_directory,
+                        parquet_bytes, read_parquet_table, remove_made, renames_settled,
+                        write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -482,6 +484,8 @@ class SweepStore:
         self.grid = grid
         self._lock: DirLock | None = None
         self._outer: list[DirLock] = []
+        self._made: list[Path] = []  # the directories ``open`` made (``_unmake``)
+        self._made_lock = False  # whether ``open`` made the lock file (``_unmake``)
 
     # -- manifest ---------------------------------------------------------------------
     @classmethod
@@ -496,6 +500,7 @@ class SweepStore:
         try:
             store._take()
         except BaseException:
+            store._unmake()
             # the caller may keep the traceback (IPython keeps the last one), and with it
             # this store: its locks go now, or a refusal after the lock was taken (a full
             # disk under the manifest) left the directory held by this process, and the
@@ -504,6 +509,18 @@ class SweepStore:
             raise
         return store
 
+    def _unmake(self) -> None:
+        """Remove what a refused ``open`` made: the lock file and the directory (with its
+        parents) it made.  Refused in the nested race (a sweep into A/B started with one
+        into A, ``_take``), it left A/B holding a blank ``sweep.lock``, a sweep directory
+        to every later look (A's own sweep refused it as another's file).  The lock file
+        goes while this store holds it, so never another's; a directory only while empty."""
+        if self._lock is not None and self._made_lock:
+            with contextlib.suppress(OSError):
+                os.unlink(self.root / LOCK)
+            self._lock.release()
+        remove_made(self._made)
+
     def _take(self) -> None:
         """``open``'s work: hold the directory, check its manifest (or write one)."""
         # Held already (this directory, or a sweep directory holding it): refused before
@@ -511,9 +528,10 @@ class SweepStore:
         self._outer = hold_sweep_dirs(self.root)
         check_output_dir(self.root)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self._made = make_directory(self.root)
         except OSError as exc:
             raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
+        self._made_lock = not os.path.lexists(self.root / LOCK)  # for ``_unmake``
         self._lock = DirLock.acquire(self.root)
         # Again, now that this directory is made and locked: a sweep started at the same
         # instant into a directory around it had no lock there yet at the first look, and
