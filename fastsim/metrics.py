@@ -335,7 +335,8 @@ def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) ->
     last alone let through every such metric that left the last cluster its own value.
     Bits, not a tolerance: a sweep's results are the same bits for any --chunk, and a
     value that rounds by batch size would break that too.  Three calls of one cluster
-    each: the cost is the metric's own on three clusters."""
+    each: the cost is the metric's own on three clusters.  Then every cluster but the
+    first: the batch asked again without it (``_check_rest``)."""
     n = v.shape[0]
     if n < 2:
         return
@@ -351,6 +352,30 @@ def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) ->
                               f"{_rounding_hint(float(v[c]), got)}; allowed: a value computed "
                               "from the cluster's own jobs (axis=1), the same in any batch or "
                               "chunk")
+    _check_rest(m, view, v)
+
+
+def _check_rest(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) -> None:
+    """Each cluster's value again in the batch without its first cluster (every other one
+    a place earlier, no copy made): the same to the bit for every one of them, not only
+    the three asked alone.  A metric that moved values among the other clusters (cluster
+    1 given cluster 2's) passed, and changed with a sweep's chunk size.  One call, on the
+    batch less one cluster."""
+    n = v.shape[0]
+    rest = _Columns({k: a[1:] for k, a in view.items()})
+    with user_code("metric", m.name, METRIC_ALLOWED):
+        again = np.asarray(m.fn(rest)).astype(np.float64).reshape(-1)
+    if again.shape != (n - 1,):
+        raise ConfigError(f"metric {m.name} returned shape {again.shape} for {n - 1} of the "
+                          f"same clusters; allowed: ({n - 1},), one value per cluster")
+    differ = ~((again == v[1:]) | (np.isnan(again) & np.isnan(v[1:])))
+    if differ.any():
+        c = int(np.flatnonzero(differ)[0]) + 1
+        raise ConfigError(f"metric {m.name} returned {float(v[c])!r} for cluster {c} of {n} "
+                          f"and {float(again[c - 1])!r} for it without cluster 0"
+                          f"{_rounding_hint(float(v[c]), float(again[c - 1]))}; allowed: a "
+                          "value computed from the cluster's own jobs (axis=1), the same in "
+                          "any batch or chunk")
 
 
 def _rounding_hint(batch: float, alone: float | None) -> str:

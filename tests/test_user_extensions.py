@@ -1973,6 +1973,41 @@ def test_a_metric_that_moves_values_between_clusters_is_refused_though_the_last_
             M._METRICS.pop(name, None)  # declared for this test only
 
 
+def test_a_metric_that_moves_a_value_between_clusters_none_asked_alone_is_refused():
+    """Only the first, middle and last clusters are asked again alone: a metric that gave
+    cluster 1 cluster 2's value passed in a batch of 4 or more (its column changed with a
+    sweep's chunk).  The batch is asked again without its first cluster: every other one
+    must keep its value, to the bit; NaN where the metric is undefined is kept too."""
+    from fastsim import metrics as M
+
+    x = np.random.default_rng(2).lognormal(1.0, 1.0, (8, 30))
+
+    def second_takes_third(j):
+        v = j["held_h"].sum(axis=1)
+        if v.shape[0] >= 4:
+            v[1] = v[2]
+        return v
+
+    def own_or_nan(j):
+        v = j["held_h"].sum(axis=1)
+        return np.where(v > np.median(x.sum(axis=1)), v, np.nan)  # a fixed cut: its own
+
+    try:
+        for fn in (second_takes_third, own_or_nan):
+            M.cluster_metric()(fn)
+        for n in (4, 5, 8):
+            with pytest.raises(ConfigError, match=rf"^metric second_takes_third returned .* "
+                                                  rf"for cluster \d of {n} and .* without "
+                                                  r"cluster 0; allowed: a value computed "
+                                                  r"from the cluster's own jobs"):
+                M.user_columns(("second_takes_third",), {"held_h": x[:n]})
+        got = M.user_columns(("own_or_nan",), {"held_h": x})["own_or_nan"]
+        assert np.isnan(got).any() and not np.isnan(got).all()
+    finally:
+        for name in ("second_takes_third", "own_or_nan"):
+            M._METRICS.pop(name, None)  # declared for this test only
+
+
 def test_a_metric_that_rebinds_or_drops_a_key_changes_no_other_metric():
     """Each metric gets a dict of its own: one that rebinds a key (a unit conversion,
     ``jobs["jct_h"] = jobs["jct_h"] / 24``) or drops one changed what every later metric
