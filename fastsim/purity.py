@@ -127,7 +127,15 @@ def _reached(fn: Any, is_users: Callable[[Any], bool]) -> Iterator[tuple[Any, ty
     todo, done = [fn], set()
     while todo:
         item = todo.pop()
+        # a method (``SCALER.apply(v)``) is its function, and what its object holds
+        # (``self.fn``) is reached from it: both were passed over, and an ``@njit(cache=
+        # True)`` function a method called kept its machine code after an edit elsewhere
+        owner = getattr(item, "__self__", None)
+        if owner is not None and not inspect.ismodule(owner) and is_users(type(owner)):
+            todo += [v for v in getattr(owner, "__dict__", {}).values()
+                     if callable(getattr(v, "py_func", v)) and is_users(v)]
         py = getattr(item, "py_func", item)
+        py = getattr(py, "__func__", py)
         if not isinstance(py, types.FunctionType) or id(py) in done:
             continue
         done.add(id(py))

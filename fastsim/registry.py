@@ -475,7 +475,9 @@ def _user_sources(fn: Any) -> list[str]:
     turn, the files of the user functions and modules it names as globals (helpers
     imported from another file of the user's); of a ``functools.partial``, its function's
     and the values it binds; of an object called as a function, its class's ``__call__``
-    and its attributes (hashed as nothing, their edits went unnoticed)."""
+    and its attributes (hashed as nothing, their edits went unnoticed); of a method of a
+    user's object (``SCALER.apply(v)``), its function and that object's attributes
+    (passed over, an edit of a function the method called reused a sweep's cells)."""
     texts, seen, done, todo = [], set(), set(), [fn]
 
     def follow(name: Any, dep: Any) -> None:  # a value the code uses: its files, or its text
@@ -487,6 +489,10 @@ def _user_sources(fn: Any) -> list[str]:
     while todo:
         item = todo.pop()
         obj = getattr(item, "py_func", item)
+        if _user_object(getattr(obj, "__self__", None)):  # a method: what its object holds
+            for name, dep in getattr(obj.__self__, "__dict__", {}).items():
+                follow(name, dep)
+        obj = getattr(obj, "__func__", obj)  # a method: its function
         if id(obj) in done:
             continue
         done.add(id(obj))
@@ -521,14 +527,21 @@ def _user_sources(fn: Any) -> list[str]:
         # file reused a sweep's cells)
         if isinstance(obj, types.FunctionType):
             for name, dep in loaded_names(obj):
-                head = name.partition(".")[0]
-                if "." in name and _user_module(obj.__globals__.get(head)):
+                head = obj.__globals__.get(name.partition(".")[0])
+                if "." in name and (_user_module(head) or _user_object(head)):
                     follow(name, dep)
     return texts
 
 
 def _user_module(obj: Any) -> bool:
     return inspect.ismodule(obj) and _user_file(obj) is not None
+
+
+def _user_object(obj: Any) -> bool:
+    """An instance of a class of the user's files (its methods are the user's code)."""
+    return (obj is not None and not (inspect.ismodule(obj) or inspect.isclass(obj)
+                                     or inspect.isroutine(obj))
+            and _user_file(type(obj)) is not None)
 
 
 def _loaded_text(obj: Any) -> str | None:

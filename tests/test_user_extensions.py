@@ -1770,6 +1770,56 @@ def test_a_metric_calling_a_function_compiled_with_numbas_disk_cache_is_refused(
         M._METRICS.pop("scaled_jct", None)  # declared for this test only, if it was
 
 
+@pytest.mark.parametrize("reach", ["method", "attribute"])
+def test_a_metric_reaching_a_disk_cached_function_through_an_object_is_refused(
+        tmp_path, monkeypatch, reach):
+    """The cache check followed the functions a metric names and their modules' functions
+    (``mod.f``), not a method of an object of the user's (``SCALER.apply(v)``) nor
+    what that object holds (``self.fn``): a metric reaching an @njit(cache=True) function
+    so passed, and with a constant of that function's, in a third file, edited, the next
+    run's column held the old constant's values (numba's cache watches the function's own
+    file alone), and a resumed sweep kept cells of the old code (the code hash missed
+    those files too)."""
+    import importlib
+
+    from fastsim import registry as R
+
+    name = f"disk_object_{reach}"
+    (tmp_path / f"{name}_consts.py").write_text("SCALE = 1.0\n")
+    (tmp_path / f"{name}_scale.py").write_text(
+        f"from numba import njit\nfrom {name}_consts import SCALE\n\n\n"
+        "@njit(cache=CACHED)\ndef scaled(x):\n    return x * SCALE\n".replace(
+            "CACHED", "__import__('os').environ.get('TOY_CACHED') == '1'"))
+    call = ("self.fn(v)" if reach == "attribute" else f"{name}_scale.scaled(v)")
+    (tmp_path / f"{name}.py").write_text(
+        f"from fastsim.metrics import cluster_metric\nimport {name}_scale\n\n\n"
+        "class Scaler:\n    def __init__(self, fn):\n        self.fn = fn\n\n"
+        f"    def apply(self, v):\n        return {call}\n\n\n"
+        f"SCALER = Scaler({name}_scale.scaled)\n\n\n"
+        f"@cluster_metric()\ndef {name}(jobs):\n"
+        "    return SCALER.apply(jobs['jct_h'].sum(axis=1))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from fastsim import metrics as M
+    try:
+        monkeypatch.setenv("TOY_CACHED", "1")
+        with pytest.raises(ConfigError, match=rf"^metric {name}: scaled is compiled with "
+                                              r"cache=True \(numba's cache notices no edit"):
+            importlib.import_module(name)
+        M._METRICS.pop(name, None)
+        for module in (name, f"{name}_scale"):
+            sys.modules.pop(module, None)
+        monkeypatch.setenv("TOY_CACHED", "0")  # in memory: the code hash follows it too
+        importlib.import_module(name)
+        fn = M.lookup(f"{name}:{name}").fn
+        before = R.source_sha256(fn)
+        monkeypatch.setattr(sys.modules[f"{name}_scale"], "SCALE", 2.0)  # the consts edited
+        assert R.source_sha256(fn) != before
+    finally:
+        M._METRICS.pop(name, None)  # declared for this test only, if it was
+        for module in (name, f"{name}_scale", f"{name}_consts"):
+            sys.modules.pop(module, None)
+
+
 DISK_BELOW_SRC = '''
 from numba import njit
 from fastsim.metrics import cluster_metric
