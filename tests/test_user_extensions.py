@@ -361,7 +361,9 @@ def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
     from fastsim.replay.monitor import StopMonitor
 
     m = StopMonitor("toy_user_policies:peek_past:scope=all")
-    assert not any(m.observe("a", s, x).stop for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
+    # it loads the losses, so the monitor asks for them (the series past the prefix are NaN)
+    assert not any(m.observe("a", s, x, loss=1.0).stop
+                   for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
 
 
 def test_replay_scratch_does_not_tell_a_user_policy_the_jobs_length(user_dir, tmp_path):
@@ -452,6 +454,28 @@ def test_replay_refuses_a_log_without_losses_to_a_policy_that_reads_them(tmp_pat
                  str(out)]) == 0
     assert pl.read_csv(out)["status"].to_list() == ["stopped"]
 
+
+
+def test_the_monitor_refuses_a_call_without_a_loss_to_a_policy_that_reads_them(tmp_path,
+                                                                               monkeypatch):
+    """StopMonitor decided from the declaration alone: a user's policy that loads the
+    losses without declaring it was handed NaN and never stopped.  It is now refused as a
+    declared reader is, and with losses given it stops."""
+    from fastsim.replay.monitor import StopMonitor
+
+    (tmp_path / "toy_loss_unsaid_live.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
+        "@stop_policy(params=[], label='loss_up')\n@njit\n"
+        "def loss_up(scores, losses, attained_h, t_est_h):\n"
+        "    for e in range(1, losses.shape[0]):\n"
+        "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = StopMonitor("toy_loss_unsaid_live:loss_up")
+    with pytest.raises(ConfigError, match="no loss given, and loss_up"):
+        m.observe("a", 1, 0.5)
+    stops = [m.observe("b", s, x, loss=l).stop
+             for s, (x, l) in enumerate([(0.5, 1.0), (0.6, 0.9), (0.7, 1.2)], 1)]
+    assert stops == [False, False, True]
 
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
     assert main(["run", "--policy", f"{POL}:k=2", "--scheduler",

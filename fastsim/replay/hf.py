@@ -271,12 +271,12 @@ class StopPolicyCallback(_TrainerCallback):
         eval datasets) or, for a policy that reads scores only, one without the metric."""
         if self._observed_step is not None and step <= self._observed_step:
             return None
-        if self.metric not in metrics and "losses" not in self.policy.decl.reads:
+        if self.metric not in metrics and not self.monitor.reads_loss:
             return None
         # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
         score = self._usable(self.metric, metrics.get(self.metric), step, _score_problem(
             metrics.get(self.metric)))
-        if "losses" in self.policy.decl.reads:
+        if self.monitor.reads_loss:
             loss = self._usable("loss", loss, step, _loss_problem(loss, self.policy))
         elif not is_real_scalar(loss):  # read by no one: not worth a warning, nor a refusal
             loss = None

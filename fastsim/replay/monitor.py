@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fastsim import registry as R
-from fastsim.config import MAX_EVALS, PolicyConfig, check_code, plain_scalar
+from fastsim.config import MAX_EVALS, PolicyConfig, check_code, plain_scalar, policy_reads
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
@@ -273,7 +273,8 @@ class StopMonitor:
         self.higher_is_better = higher_is_better
         self.threshold = float(threshold)
         self.planned_steps = float(planned_steps) if planned_steps else math.nan
-        self._reads_loss = "losses" in d.reads
+        # a user's function that loads the losses reads them, declared or not, as replay reads it
+        self.reads_loss = policy_reads("losses", p)
         back = d.lookback
         self._lookback = p.values[back] if isinstance(back, str) else int(back)
         self._keep_best = d.keep == "best"
@@ -323,7 +324,7 @@ class StopMonitor:
         name, raw_step = type(self).__name__, step
         job_id = self._job(job_id)
         if loss is None:
-            if self._reads_loss:
+            if self.reads_loss:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): no loss given, and "
                                   f"{self.policy.label} decides on the training loss; allowed: "
                                   "observe(job_id, step, score, loss=...), NaN for a missing reading")
@@ -365,7 +366,7 @@ class StopMonitor:
                               f"previous step {st.last_step}; allowed: increasing steps "
                               "(call reset() to start the job over)")
         keep = st.recent_steps[-1] if st.recent_steps else None
-        counted = loss if self._reads_loss else value
+        counted = loss if self.reads_loss else value
         if math.isnan(counted):
             st.last_step = step
             return Decision(False, keep, f"step {step}: missing value skipped", st.n_evals,
