@@ -156,8 +156,23 @@ def test_figures_of_a_directory_without_costaware_results_is_refused(tmp_path, c
     DIR/figures made; `fastsim figures` and the scripts run alone refuse it, exit 2."""
     assert main(["costaware", "figures", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{tmp_path} holds no cost-aware results (" in err
+    assert len(err.splitlines()) == 1 and f"{tmp_path} holds no table the cost-aware figures draw (" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_figures_of_a_sweep_they_do_not_draw_names_what_they_draw(tmp_path, capsys):
+    """`costaware sweep costaware_ablation --out D` then `costaware figures D` said that D
+    "holds no cost-aware results; allowed: the --out of fastsim costaware sweep", which it
+    is: the figures draw only the tables of the sweeps named costaware_sgd and
+    costaware_grpo_sweep (and of sgd and grpo --out)."""
+    (tmp_path / "costaware_ablation.summary.parquet").write_bytes(b"")
+    (tmp_path / "costaware_ablation.runs.parquet").write_bytes(b"")
+    assert main(["costaware", "figures", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "holds costaware_ablation.summary.parquet" in err and "no table" in err
+    assert "name = \"costaware_sgd\"" in err and "costaware_grpo_sweep" in err
+    assert not (tmp_path / "figures").exists()
 
 
 def test_bad_sweep_file(tmp_path):

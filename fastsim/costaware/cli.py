@@ -466,8 +466,16 @@ def cmd_figures(args):
     held = hold_sweep_dirs(out)  # noqa: F841 (a sweep directory is written by its owner only)
     tables = figure_tables(FIGURE_SCRIPTS)
     if not any((results / table).is_file() for table in tables):  # before OUT is made
-        raise ConfigError(f"{results} holds no cost-aware results ({', '.join(tables)}"
-                          f"): nothing to draw; {FIGURES_ALLOWED}")
+        # the tables of a sweep the figures do not draw (costaware_ablation's): "holds no
+        # cost-aware results; allowed: the --out of fastsim costaware sweep" was untrue
+        other = sorted(p.name for suffix in ("summary", "curves")
+                       for p in results.glob(f"*.{suffix}.parquet") if p.name not in tables)
+        held = f"; it holds {', '.join(other)}, which they do not draw" if other else ""
+        names = " or ".join(f'name = "{t.split(".")[0]}"' for t in sorted(tables))
+        raise ConfigError(f"{results} holds no table the cost-aware figures draw "
+                          f"({', '.join(tables)}): nothing to draw{held}; allowed: the --out "
+                          f"of fastsim costaware sgd or grpo, or of costaware sweep of a file "
+                          f"with {names}")
     check_figure_tables(results, tables, FIGURE_INPUTS)
     from fastsim.io import holding_directory
 
