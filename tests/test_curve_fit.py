@@ -6,6 +6,8 @@ find them, and ``fastsim traces fit-curves`` must reject bad input before any wo
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -203,6 +205,22 @@ def test_too_few_resamples_for_a_95_interval_are_refused(n_boot):
 
     with pytest.raises(ConfigError, match=f"n_boot={n_boot!r} is invalid; allowed: an integer >= 200"):
         fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=n_boot)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"ustar_hacking_hi": float("nan")}, "ustar_hacking_hi=nan is invalid"),
+    ({"ustar_hacking_hi": 5.0}, "ustar_hacking_hi=5.0 is invalid"),
+    ({"ustar_hacking_hi": "0.8"}, "ustar_hacking_hi='0.8' is invalid"),
+    ({"height": (0.9, 0.6)}, "height=(0.9, 0.6) is invalid"),
+    ({"height": (0.0, 0.0)}, "height=(0.0, 0.0) is invalid")])
+def test_a_bad_peak_range_or_height_is_refused_not_fitted_to_nan(kw, needle):
+    """ustar_hacking_hi=nan gave ustar_healthy_hi NaN, 5.0 (past the run's end) a number,
+    height=(0, 0) a NaN sigma_spread after numpy's warnings, and (0.9, 0.6) a fit: each
+    returned as a result, with no error."""
+    from fastsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(needle) + "; allowed: "):
+        fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=0, **kw)
 
 
 def test_no_resamples_is_no_interval_and_a_numpy_count_is_a_count():

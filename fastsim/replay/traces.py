@@ -1061,11 +1061,24 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     ``value`` is the statistic on all runs; ``lo``/``hi`` a 95% percentile interval from
     ``n_boot`` resamples of the runs (hacking and healthy resampled separately, so each
     resample keeps the traces' base rate); ``n_boot`` is 0 (no intervals, NaN) or at least
-    ``fastsim.stats.MIN_PERCENTILE_BOOT`` (``fastsim.stats.check_n_boot``).  Returns one row per knob.
+    ``fastsim.stats.MIN_PERCENTILE_BOOT`` (``fastsim.stats.check_n_boot``).  ``height`` (the
+    model's peak-height range, ``WorkloadConfig.height``) and ``ustar_hacking_hi`` (the upper
+    end of ``ustar_hacking``) default to ``fastsim.defaults``' and are checked as the
+    workload's.  Returns one row per knob.
     """
+    from fastsim.config import MAX_EVALS, WorkloadConfig
+
     n_boot = check_n_boot(n_boot, zero_ok=True)
     height = D.HEIGHT if height is None else height
-    hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else float(ustar_hacking_hi)
+    # checked as the workload's own: height=(0, 0) and a NaN or past-the-end peak were
+    # fitted, to a NaN sigma_spread or ustar_healthy_hi or a number no run can have
+    WorkloadConfig(height=height)
+    hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else ustar_hacking_hi
+    if not is_real(hi_hack) or not 1.0 / MAX_EVALS <= hi_hack <= 1.0:
+        raise ConfigError(f"ustar_hacking_hi={hi_hack!r} is invalid; allowed: a number from "
+                          f"{1.0 / MAX_EVALS:g} to 1 (the upper end of the hacking jobs' peak "
+                          "progress, ustar_hacking's)")
+    hi_hack = float(hi_hack)
     st = _per_run(_run_arrays(traces))
     point = _curve_statistics(st, height, hi_hack)
     hk = np.nonzero(st["hacking"].to_numpy())[0]
