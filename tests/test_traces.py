@@ -1,4 +1,6 @@
 """Toy RLHF traces: deterministic per seed, and genuine over-optimisation for a data-poor proxy."""
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -421,6 +423,25 @@ def test_a_policy_the_traces_are_too_short_for_is_refused_before_any_run(monkeyp
                                           r"n_evals=11 is invalid"):
         simulator_comparison(_unit_runs(), ["evalstop:k=2", "evalstop:k=20"], n_clusters=2,
                              n_jobs=10, sigma=0.02, source="runs.parquet")
+
+
+def test_simulator_comparison_takes_one_spec_and_refuses_nothing_to_compare(monkeypatch):
+    """simulator_comparison(runs, "evalstop:k=2") read the spec letter by letter ("policy='e'
+    is invalid"); [] and ["none"] returned an empty frame, and n_clusters=1 a row whose
+    wasted-share interval was NaN, where fastsim traces compare-sim refuses each."""
+    import fastsim.api
+    from fastsim.replay.traces import simulator_comparison
+
+    one = simulator_comparison(_unit_runs(), "evalstop:k=2", n_clusters=2, n_jobs=10, sigma=0.02)
+    assert one["policy"].to_list() == ["evalstop(k=2)"]
+    monkeypatch.setattr(fastsim.api, "simulate", lambda *a, **k: pytest.fail("a run began"))
+    for policies, needle in (([], "policies=[] holds no stop policy"),
+                             (["none"], "policies=['none'] holds no stop policy"),
+                             (5, "policies=5 is invalid")):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            simulator_comparison(_unit_runs(), policies, n_clusters=2, n_jobs=10, sigma=0.02)
+    with pytest.raises(ConfigError, match=r"n_clusters=1 is invalid; allowed: an integer >= 2"):
+        simulator_comparison(_unit_runs(), ["evalstop:k=2"], n_clusters=1, n_jobs=10, sigma=0.02)
 
 
 def test_the_wasted_share_interval_stays_within_0_and_1():

@@ -37,6 +37,19 @@ _READ_OPTIONS = {key: "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(p
 _POLICIES = "a policy spec (\"evalstop:k=2\") or a list of them"
 
 
+def policy_list(policies) -> list:
+    """``policies`` as a list of specs: one spec (``"evalstop:k=2"``, a ``PolicyConfig``) is
+    a list of one, not its letters; anything but those or a list of them, one ConfigError."""
+    from fastsim.config import PolicyConfig
+    from fastsim.summary import value_kind  # a DataFrame's repr is many lines
+
+    policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
+    if not isinstance(policies, (list, tuple)) or not all(
+            isinstance(p, (str, PolicyConfig)) for p in policies):
+        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
+    return list(policies)
+
+
 @known_keywords("fastsim.replay()", _READ_OPTIONS)
 def replay_logs(logs, policies=None, gpus: float | None = None):
     """Replay stop policies on evaluation logs; one row per (policy, job).
@@ -58,7 +71,7 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
     >>> fastsim.replay(p, "evalstop:k=2")["status"].to_list()
     ['stopped']
     """
-    from fastsim.config import PolicyConfig, is_path
+    from fastsim.config import is_path
     from fastsim.replay.logs import EvalLog, is_frame, read_logs
     from fastsim.replay.policies import replay
     from fastsim.summary import value_kind  # a DataFrame's repr is many lines
@@ -69,10 +82,7 @@ def replay_logs(logs, policies=None, gpus: float | None = None):
                           "a list of them, or an EvalLog from fastsim.read_logs")
     if policies is None:  # required, but named as the user's call names it, not replay_logs
         raise ConfigError(f"fastsim.replay(): policies is missing; allowed: {_POLICIES}")
-    policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
-    if not isinstance(policies, (list, tuple)) or not all(
-            isinstance(p, (str, PolicyConfig)) for p in policies):
-        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
+    policies = policy_list(policies)
     for p in logs if isinstance(logs, (list, tuple)) else [logs]:
         check_file_path(p, "logs", or_dir=True)
     if not isinstance(logs, EvalLog):  # read once every argument is checked

@@ -820,12 +820,17 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
     default (docs/calibration.md) is not theirs.  One row per policy with pooled precision /
     recall / FPR and cluster-bootstrap intervals, labelled as it ran: with scope ``rlhf``
     (every simulated job is RLHF), whatever scope its spec gives; a policy given twice is
-    one row.  ``source`` names the traces in an error.
+    one row.  ``policies``: one spec or a list, with at least one stop policy (``none`` is
+    skipped); ``n_clusters`` at least 2.  ``source`` names the traces in an error.
     """
     from fastsim.api import simulate
     from fastsim.config import SimConfig, WorkloadConfig
+    from fastsim.replay import policy_list
     from fastsim.replay.policies import parse_policy
 
+    policies = policy_list(policies)  # one spec was read letter by letter
+    if not is_integer(n_clusters) or n_clusters < 2:  # one cluster has no interval
+        raise ConfigError(f"n_clusters={n_clusters!r} is invalid; allowed: an integer >= 2")
     derived = {"base_rate", "n_evals"} | ({"sigma"} if sigma is None else set()) \
         | set(_DERIVED) - set(curves or {}) - {"sigma"}
     curves = dict(curves or {})
@@ -847,6 +852,10 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         cfgs = [SimConfig(workload=wl, policy=pol) for pol in
                 dict.fromkeys(replace(parse_policy(s), scope="rlhf") for s in policies)
                 if pol.name != "none"]
+    if not cfgs:  # an empty frame, with no error
+        raise ConfigError(f"policies={policies!r} holds no stop policy (none never stops, so "
+                          "there is nothing to compare); allowed: a stop policy, e.g. "
+                          "\"evalstop:k=2\"")
     rows = []
     for cfg in cfgs:
         pol = cfg.policy
