@@ -531,6 +531,10 @@ def update_doc(path: Path, table: str, start: str = START, end: str = END) -> st
     if a < 0 or b < a:
         raise ConfigError(f"doc={str(path)!r} has no '{start}' ... '{end}' block; allowed: a "
                           "markdown file with both markers")
+    twice = next((m for m in (start, end) if text.count(m) > 1), None)
+    if twice is not None:  # the text from the first start to the end was replaced, unsaid
+        raise ConfigError(f"doc={str(path)!r} has '{twice}' twice; allowed: a markdown file "
+                          f"with one '{start}' ... '{end}' block")
     newline = "\r\n" if "\r\n" in text else "\n"
     block = ("\n" + table + "\n").replace("\n", newline)
     bom = "\ufeff" if path.read_bytes().startswith(codecs.BOM_UTF8) else ""  # read_text drops it

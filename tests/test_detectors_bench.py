@@ -288,6 +288,19 @@ def test_doc_block_is_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
     assert update_doc(doc, "new") == f"\ufeffx\n{START}\nnew\n{END}\n"
 
 
+@pytest.mark.parametrize("body", ["{S}\nmine\n{S}\nold\n{E}\n", "{S}\nold\n{E}\nmine\n{E}\n"])
+def test_a_doc_with_a_marker_twice_is_refused_not_cut(tmp_path, body):
+    """A doc with the start marker twice had everything from the first to the end marker
+    replaced, the second marker and the text between them deleted without a word."""
+    from fastsim.detectors_cli import END, START, update_doc
+    from fastsim.errors import ConfigError
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(body.format(S=START, E=END))
+    with pytest.raises(ConfigError, match="twice; allowed: a markdown file with one"):
+        update_doc(doc, "new")
+
+
 def test_intervals_stay_within_what_their_quantity_can_take():
     """With 2 clusters the t interval of reclaimed GPU-hours read [-58.5, 68.5], and with 2
     healthy runs a difference of false-positive rates reached past 1: cut to [0, inf) and
