@@ -275,6 +275,7 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
                     raise ConfigError(f"cannot write {path} (Is a directory)")
             for tmp, path in staged:
                 try:
+                    _keep_mode(tmp, path)
                     os.replace(tmp, path)
                 except OSError as exc:
                     raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
@@ -285,6 +286,19 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
         for fd in claims:
             os.close(fd)  # after the renames or removals: held while the file is ours
         _OWN_TEMPORARIES.difference_update(named)
+
+
+def _keep_mode(tmp: Path, path: Path) -> None:
+    """``tmp`` given the permissions of the file it is to replace, if any: a doc rewritten
+    by ``fastsim detectors --doc`` came back with the umask's mode, a private 0600 file
+    readable by every user."""
+    try:
+        st = os.stat(path)
+    except OSError:  # nothing there yet: the umask's mode, as a new file gets
+        return
+    if stat.S_ISREG(st.st_mode):
+        with contextlib.suppress(OSError):  # a file system without modes: written as before
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
 
 
 @contextlib.contextmanager

@@ -375,3 +375,21 @@ def test_a_lock_found_gone_by_one_thread_is_found_gone_by_the_next(tmp_path):
         with pytest.raises(ConfigError, match="is no longer this process's lock"):
             lock.check()
     lock.release()  # and releasing again is harmless
+
+
+def test_an_output_that_replaces_a_file_keeps_its_permissions(tmp_path):
+    """`fastsim detectors --doc DOC` (or any output written over a file) gave the new file
+    the umask's mode: a private 0600 doc came back 0644, readable by every user, and a
+    read-only 0444 one writable."""
+    for mode in (0o600, 0o444, 0o640):
+        path = tmp_path / f"doc{mode:o}.md"
+        path.write_text("old\n")
+        os.chmod(path, mode)
+        atomic_write_bytes(path, b"new\n")
+        assert path.read_bytes() == b"new\n"
+        assert os.stat(path).st_mode & 0o7777 == mode
+    new = tmp_path / "new.md"  # a new file: the umask's mode, as open() gives
+    atomic_write_bytes(new, b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(new).st_mode & 0o7777 == 0o666 & ~umask
