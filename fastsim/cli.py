@@ -469,6 +469,10 @@ def main(argv: list[str] | None = None) -> int:
                                        (signal.SIGTERM, _terminate, signal.SIG_DFL))
             if signal.getsignal(s) is default}
     taken = _TAKEN[0]
+    # a command docs-figures runs is a step of that one, which stays the command its
+    # stopped line names (it said "fastsim traces: ... nothing half-written is left"), and
+    # still runs when the step returns
+    depth, running = len(_COMMAND), _RUNNING[0]
     with signal_handlers(ours) as main_thread:  # only the main thread may set handlers
         if main_thread:
             sys.unraisablehook = _redeliver
@@ -479,13 +483,14 @@ def main(argv: list[str] | None = None) -> int:
                     return _main(argv)
                 finally:
                     with _DELIVERY:
-                        _RUNNING[0] = False
+                        _RUNNING[0] = running
         except KeyboardInterrupt as exc:
             terminated = isinstance(exc, Terminated)
             print(_stopped_line(terminated), file=sys.stderr)
             return 143 if terminated else 130
         finally:
             sys.unraisablehook = hook
+            del _COMMAND[depth:]
 
 
 def _stopped_line(terminated: bool, stuck: bool = False) -> str:
@@ -506,14 +511,13 @@ def _stopped_line(terminated: bool, stuck: bool = False) -> str:
     return f"{name}: {how}; {kept}"
 
 
-_COMMAND: list[str] = []  # the subcommand being run, once parsed, for the message above
+_COMMAND: list[str] = []  # the subcommands being run, outermost first, for the message above
 # the subcommands that keep each finished chunk and resume from them when run again; the
 # others write their outputs whole or not at all, so an interrupted one kept nothing
 _RESUMES = ("sweep", "reproduce", "docs-figures")
 
 
 def _main(argv: list[str] | None) -> int:
-    _COMMAND.clear()
     _check_threads_variable()
     if not _switch_variables_ok():
         return 2

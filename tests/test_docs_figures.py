@@ -589,3 +589,23 @@ def test_docs_figures_refuse_a_trace_set_they_cannot_draw_in_one_line(tmp_path, 
     one_line(capsys, ["docs-figures", "--results", str(tmp_path / "results"), "--out",
                       str(tmp_path / "f"), "--draw-only"], needle)
     assert not (tmp_path / "f").exists()
+
+
+def test_ctrl_c_in_a_step_names_docs_figures_which_resumes(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the traces step said "fastsim traces: interrupted; nothing half-written
+    is left" (and during the sweep "fastsim sweep: ... the same command resumes it"): the
+    command the user did not type, and not that the docs-figures run resumes."""
+    from fastsim import docs_figures
+    import fastsim.replay.traces
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    step = [s for s in docs_figures.STEPS if s[2][:2] == ["traces", "toy-rlhf"]]
+    monkeypatch.setattr(docs_figures, "STEPS", tuple(step))
+    monkeypatch.setattr(fastsim.replay.traces, "generate_toy_rlhf", stop)
+    assert main(["docs-figures", "--results", str(tmp_path / "r"),
+                 "--out", str(tmp_path / "f")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fastsim docs-figures: interrupted; finished work is kept: the same command "
+                   "resumes it"], err
+    assert main(["traces", "fit-curves", str(tmp_path / "none.parquet")]) == 2  # state reset
