@@ -272,6 +272,19 @@ def test_an_older_trace_file_without_parameters_still_loads(tmp_path, capsys):
     assert not (tmp_path / "b").exists()
 
 
+def test_like_a_table_toy_rlhf_did_not_write_does_not_call_it_old(tmp_path, capsys):
+    """--like on fit-curves' own output said it "records no generating parameters (written
+    before fastsim recorded them)": an old trace file, which it is not."""
+    from fastsim.cli import main
+
+    fits = tmp_path / "fits.parquet"
+    pl.DataFrame({"statistic": ["kl_gamma"], "value": [0.5]}).write_parquet(fits)
+    assert main(["traces", "toy-rlhf", "--like", str(fits), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "not written by fastsim traces toy-rlhf, or written before" in err, err
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("text, why", [("{not json", "not valid"), ('{"colour": 1}', "unknown fields"),
                                        ('{"world_seed": -1}', "world_seed")])
 def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):

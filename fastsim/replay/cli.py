@@ -366,9 +366,12 @@ def _like_config(path):
                           "written by fastsim traces toy-rlhf")
     base = read_trace_config(path)
     if base is None:
-        raise ConfigError(f"--like {path}: records no generating parameters (written "
-                          "before fastsim recorded them); allowed: a file written by this "
-                          "fastsim, or the options themselves (defaults: world seed 0)")
+        # fit-curves' or compare-sim's own output was called an older trace file
+        raise ConfigError(f"--like {path}: records no generating parameters (not written by "
+                          "fastsim traces toy-rlhf, or written before fastsim recorded them); "
+                          "allowed: traces.parquet, runs.parquet or gao_fits.parquet written "
+                          "by this fastsim's toy-rlhf, or the options themselves (defaults: "
+                          "world seed 0)")
     return base
 
 
