@@ -124,14 +124,18 @@ def _reached(fn: Any, is_users: Callable[[Any], bool]) -> Iterator[tuple[Any, ty
     function): each is yielded before the functions it names are looked for, so a check
     that stops at the first finding reads no further.  ``is_users(obj)``: whether a
     function is the user's code (followed) rather than a library's."""
-    todo, done = [fn], set()
+    todo, done, owners = [fn], set(), set()
     while todo:
         item = todo.pop()
         # a method (``SCALER.apply(v)``) is its function, and what its object holds
         # (``self.fn``) is reached from it: both were passed over, and an ``@njit(cache=
-        # True)`` function a method called kept its machine code after an edit elsewhere
+        # True)`` function a method called kept its machine code after an edit elsewhere.
+        # Each object once: one holding a method of its own (``self.fn = self.apply``)
+        # was followed again at every visit of that method, for ever.
         owner = getattr(item, "__self__", None)
-        if owner is not None and not inspect.ismodule(owner) and is_users(type(owner)):
+        if owner is not None and id(owner) not in owners and not inspect.ismodule(owner) \
+                and is_users(type(owner)):
+            owners.add(id(owner))
             todo += [v for v in getattr(owner, "__dict__", {}).values()
                      if callable(getattr(v, "py_func", v)) and is_users(v)]
         py = getattr(item, "py_func", item)

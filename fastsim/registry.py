@@ -479,6 +479,7 @@ def _user_sources(fn: Any) -> list[str]:
     user's object (``SCALER.apply(v)``), its function and that object's attributes
     (passed over, an edit of a function the method called reused a sweep's cells)."""
     texts, seen, done, todo = [], set(), set(), [fn]
+    owners: set[int] = set()  # objects whose attributes are followed: each once (``_reached``)
 
     def follow(name: Any, dep: Any) -> None:  # a value the code uses: its files, or its text
         if inspect.ismodule(dep) or callable(getattr(dep, "py_func", dep)):
@@ -489,8 +490,10 @@ def _user_sources(fn: Any) -> list[str]:
     while todo:
         item = todo.pop()
         obj = getattr(item, "py_func", item)
-        if _user_object(getattr(obj, "__self__", None)):  # a method: what its object holds
-            for name, dep in getattr(obj.__self__, "__dict__", {}).items():
+        owner = getattr(obj, "__self__", None)
+        if _user_object(owner) and id(owner) not in owners:  # a method: what its object holds
+            owners.add(id(owner))
+            for name, dep in getattr(owner, "__dict__", {}).items():
                 follow(name, dep)
         obj = getattr(obj, "__func__", obj)  # a method: its function
         if id(obj) in done:

@@ -1844,6 +1844,25 @@ def test_a_metric_reaching_a_disk_cached_function_through_an_object_is_refused(
             sys.modules.pop(module, None)
 
 
+
+def test_an_object_holding_its_own_method_is_followed_once(tmp_path):
+    """The cache check and the code hash follow a method of a user's object and what the
+    object holds: an object holding a bound method of its own (``self.fn = self.apply``,
+    a callback) was followed again each time that method was reached, for ever, so
+    declaring a metric calling ``SCALER.apply`` never returned."""
+    (tmp_path / "selfheld.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n"
+        "class Scaler:\n    def __init__(self):\n        self.fn = self.apply\n\n"
+        "    def apply(self, v):\n        return v * 2.0\n\n\n"
+        "SCALER = Scaler()\n\n\n"
+        "@cluster_metric()\ndef selfheld(jobs):\n"
+        "    return SCALER.apply(jobs['jct_h'].sum(axis=1))\n")
+    script = ("import selfheld\nfrom fastsim import metrics as M, registry as R\n"
+              "print(len(R.source_sha256(M.lookup('selfheld:selfheld').fn)))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert (done.returncode, done.stdout) == (0, "64\n"), done.stderr
+
 DISK_BELOW_SRC = '''
 from numba import njit
 from fastsim.metrics import cluster_metric
