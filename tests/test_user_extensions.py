@@ -477,6 +477,73 @@ def test_the_monitor_refuses_a_call_without_a_loss_to_a_policy_that_reads_them(t
              for s, (x, l) in enumerate([(0.5, 1.0), (0.6, 0.9), (0.7, 1.2)], 1)]
     assert stops == [False, False, True]
 
+BOTH_WORSE_UNSAID = ("from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
+                     "@stop_policy(params=[], label='both_worse')\n@njit\n"
+                     "def both_worse(scores, losses, attained_h, t_est_h):\n"
+                     "    for e in range(1, scores.shape[0]):\n"
+                     "        if scores[e] < scores[e - 1] and losses[e] > losses[e - 1]:\n"
+                     "            return e + 1\n    return 0\n")
+
+
+def test_the_monitor_counts_the_evaluations_replay_counts_for_an_undeclared_loss_reader(
+        tmp_path, monkeypatch):
+    """A user's policy that loads the losses without declaring ``reads`` decides, in
+    replay, on the rows with a score (a declared loss reader on those with a loss).  Asked
+    for its losses, the monitor also took them as what counts an evaluation: a reading
+    with a loss and no score was an evaluation (its score NaN) and one with a score and no
+    loss was skipped, so this policy never stopped live where replay stopped it at step 30."""
+    from fastsim.replay.logs import EvalLog
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import replay
+
+    (tmp_path / "toy_both_unsaid.py").write_text(BOTH_WORSE_UNSAID)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec, nan = "toy_both_unsaid:both_worse", math.nan
+    rows = [(10, 0.5, 1.0), (20, nan, 1.5), (30, 0.4, 1.6), (40, 0.3, nan), (50, 0.2, 1.7)]
+    step, score, loss = (list(c) for c in zip(*rows))
+    t = pl.DataFrame({"job_id": ["j"] * len(rows), "step": step, "metric": score,
+                      "score": score, "loss": loss})
+    row = replay(EvalLog(t, "metric", True), [spec]).row(0, named=True)
+    m = StopMonitor(spec)
+    ds = [m.observe("j", s, x, loss=lo) for s, x, lo in rows]
+    stops = [s for s, d in zip(step, ds) if d.stop]
+    assert (row["trigger_step"], row["delivered_step"]) == (30, 30)
+    assert (stops[0] if stops else None, ds[-1].keep_step) == (30, 30)
+
+
+def test_the_trainer_callback_skips_an_evaluation_without_its_metric_for_an_undeclared_loss_reader(
+        tmp_path, monkeypatch):
+    """An evaluation without the callback's metric (another eval dataset's, reported first
+    at the same step) is no evaluation of a policy that counts its scores: passed to the
+    monitor for a user's policy that loads the losses undeclared, it took the step with a
+    NaN score, and the metric's own evaluation at that step was dropped; the policy never
+    stopped.  It stops at step 30, as replay and the monitor decide on the same readings."""
+    from types import SimpleNamespace
+
+    from fastsim.replay import hf
+
+    (tmp_path / "toy_both_unsaid_cb.py").write_text(BOTH_WORSE_UNSAID)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(hf, "_TrainerCallback", type("Base", (), {}))
+    args = SimpleNamespace(metric_for_best_model="accuracy", greater_is_better=True,
+                           max_steps=100, eval_strategy="steps", save_strategy="steps",
+                           eval_steps=10, save_steps=10, save_total_limit=None,
+                           output_dir=str(tmp_path), load_best_model_at_end=False)
+    cb = hf.StopPolicyCallback("toy_both_unsaid_cb:both_worse")
+    state = SimpleNamespace(global_step=0, log_history=[])
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, state, control)
+    with pytest.warns(UserWarning, match="metric 'eval_accuracy' not in the evaluation"):
+        for acc, loss in zip([0.5, 0.45, 0.4, 0.3], [1.0, 0.9, 1.6, 1.7]):
+            state.global_step += 10
+            state.log_history.append({"loss": loss, "step": state.global_step})
+            for metrics in ({"eval_other": 0.0}, {"eval_accuracy": acc}):
+                cb.on_evaluate(args, state, control, metrics=metrics)
+            if control.should_training_stop:
+                break
+    assert control.should_training_stop and state.global_step == 30 and cb.keep_step == 30
+
+
 def test_run_sweep_and_replay_accept_user_policies(user_dir, tmp_path, capsys):
     assert main(["run", "--policy", f"{POL}:k=2", "--scheduler",
                  "toy_user_schedulers:small_first", "--clusters", "3", "--n-jobs", "20"]) == 0

@@ -268,10 +268,11 @@ class StopPolicyCallback(_TrainerCallback):
     def _observe(self, step: int, metrics: dict, loss: float) -> Decision | None:
         """Feed one evaluation to the monitor; None when it is not one to decide on: a
         step already decided (``trainer.evaluate()`` after training, the second of several
-        eval datasets) or, for a policy that reads scores only, one without the metric."""
+        eval datasets) or, for a policy whose evaluations are its scores (every one but
+        those declaring ``reads`` of losses, as replay counts them), one without the metric."""
         if self._observed_step is not None and step <= self._observed_step:
             return None
-        if self.metric not in metrics and not self.monitor.reads_loss:
+        if self.metric not in metrics and not self.monitor.counts_loss:
             return None
         # null (None), as in a trainer_state.json, is a missing reading, as replay reads it
         score = self._usable(self.metric, metrics.get(self.metric), step, _score_problem(

@@ -275,6 +275,10 @@ class StopMonitor:
         self.planned_steps = float(planned_steps) if planned_steps else math.nan
         # a user's function that loads the losses reads them, declared or not, as replay reads it
         self.reads_loss = policy_reads("losses", p)
+        # what makes a reading an evaluation, as replay counts its rows: the loss for a
+        # policy declaring it reads losses, else the score (an undeclared reader's reading
+        # with a loss and no score is no evaluation; one with a score and no loss is)
+        self.counts_loss = "losses" in d.reads
         back = d.lookback
         self._lookback = p.values[back] if isinstance(back, str) else int(back)
         self._keep_best = d.keep == "best"
@@ -366,7 +370,7 @@ class StopMonitor:
                               f"previous step {st.last_step}; allowed: increasing steps "
                               "(call reset() to start the job over)")
         keep = st.recent_steps[-1] if st.recent_steps else None
-        counted = loss if self.reads_loss else value
+        counted = loss if self.counts_loss else value
         if math.isnan(counted):
             st.last_step = step
             return Decision(False, keep, f"step {step}: missing value skipped", st.n_evals,
