@@ -556,7 +556,15 @@ def _check_path_fits(directory: Path, path: Path, option: str, extra: int) -> No
 
 def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
     """``directory`` (or, if it does not exist yet, its nearest existing ancestor) must
-    accept a new file: probed by creating and removing one, so nothing is left behind."""
+    accept a new file: probed by creating and removing one, so nothing is left behind.
+    A dangling link on the way is refused, naming it: the ancestor above it accepted the
+    probe, and the write failed after the work ("cannot write ... (File exists)")."""
+    link = Path(directory)
+    while not os.path.lexists(link) and link != link.parent:
+        link = link.parent
+    if os.path.islink(link) and not os.path.exists(link):
+        raise ConfigError(f"{option} {target}: {link}: a link to {os.readlink(link)}, which "
+                          "does not exist; allowed: a directory, or a link to an existing one")
     d = _existing_ancestor(directory)
     if not d.is_dir():
         raise ConfigError(f"{option} {target}: {d} is not a directory; allowed: a writable path")

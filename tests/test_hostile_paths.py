@@ -678,6 +678,28 @@ def test_an_out_directory_through_a_dangling_link_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "gone").exists()
 
 
+
+@pytest.mark.parametrize("command", ["replay", "sweep"])
+def test_an_output_beneath_a_dangling_link_is_refused_before_any_work(tmp_path, capsys,
+                                                                     command):
+    """A dangling link as a directory the output goes in (``--out link/o.parquet``, or a
+    sweep's ``--out link/sub``) passed the checks (the nearest existing directory above it
+    accepted a file) and was refused after the work, as "cannot write link/o.parquet (File
+    exists)", with no "allowed"; now before it, naming the link."""
+    os.symlink(tmp_path / "gone" / "x", tmp_path / "link")
+    if command == "replay":
+        log = tmp_path / "l.csv"
+        log.write_text(LOG.format(1.0, 0.9, 0.8, 0.7))
+        argv = ["replay", str(log), "--out", str(tmp_path / "link" / "o.parquet")]
+    else:
+        sweep = tmp_path / "s.toml"
+        sweep.write_text('clusters = 2\n[base]\nn_jobs = 8\n[axes]\npolicy = ["evalstop:k=2"]\n')
+        argv = ["sweep", str(sweep), "--out", str(tmp_path / "link" / "sub"), "--no-progress"]
+    stdout = one_line(capsys, argv, f"{tmp_path / 'link'}: a link to {tmp_path / 'gone' / 'x'}, "
+                                    "which does not exist; allowed: a directory, or a link to "
+                                    "an existing one")
+    assert stdout == "" and not (tmp_path / "gone").exists()
+
 def test_a_trace_noise_of_0_is_read_as_a_measured_0(tmp_path, capsys):
     """Scores equal to gold were run at a measured noise of 0 while ``--trace-noise 0`` was
     refused; sigma0's declared range starts at 0 (the synthetic grid runs noise 0 with
