@@ -103,7 +103,10 @@ class CellSummary:
         if self.means is None:
             self.means = {m: MeanMoments() for m in M.mean_metrics() if m in clusters.columns}
         for m, moments in self.means.items():
-            moments.add(clusters[m].to_numpy())
+            try:
+                moments.add(clusters[m].to_numpy())
+            except ConfigError as e:  # "values has shape (3, 2)" named no column
+                raise ConfigError(f"column {m}: {e}") from None
         for m, (num, den) in _pooled_counts(clusters, self.pooled).items():
             try:
                 self.pooled[m].add(num, den)

@@ -440,6 +440,22 @@ def test_summarize_and_format_table_refuse_what_they_cannot_read():
             call()
 
 
+
+def test_summarize_names_a_column_holding_more_than_one_value_per_cluster():
+    """A column of arrays (polars' Array dtype) was flattened, each of its cells a
+    cluster; refused since, in words naming no column ("values has shape (3, 2)")."""
+    import numpy as np
+    import polars as pl
+
+    import fastsim
+
+    res = fastsim.simulate(SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10), 3)
+    wide = res.clusters.with_columns(pl.Series("jct_mean_h", np.ones((3, 2)),
+                                               dtype=pl.Array(pl.Float64, 2)))
+    with pytest.raises(ConfigError, match=re.escape(
+            "column jct_mean_h: values has shape (3, 2); allowed: one value per replication")):
+        fastsim.summarize(wide)
+
 # One spelling per spec: each laxity the parser once let through (a trailing ':' or ',', a
 # space, a number Python's int() or float() reads but the grammar does not write) is
 # refused in one line, alike from the API, the command line and a sweep file.
