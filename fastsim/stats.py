@@ -434,6 +434,9 @@ def clustered_exact_bounds(k, n, var, clusters, level: float = LEVEL
                     / special.stdtrit(np.maximum(clusters - 1, 1), 0.5 + level / 2)) ** 2
         spread = var > 0
         n_eff = np.where(spread, p * (1.0 - p) / np.where(spread, var, 1.0) * df_scale, n)
+        # past 2^32 n the effective interval lies well inside the exact one, which the
+        # join keeps; a variance near 0 would otherwise overflow the exact step's squares
+        n_eff = np.minimum(n_eff, np.maximum(n, 1.0) * 2.0 ** 32)
         eff_lo, eff_hi = _exact_bounds(np.where(spread, p * n_eff, k), n_eff, level)
     exact_lo, exact_hi = _exact_bounds(k, n, level)
     return np.minimum(eff_lo, exact_lo), np.maximum(eff_hi, exact_hi)

@@ -9,6 +9,7 @@ bootstrap) fails.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import polars as pl
@@ -1170,3 +1171,14 @@ def test_quantile_ci_refuses_minus_inf_rather_than_read_it_as_censored():
         quantile_ci([1.0, 2.0, 3.0, -np.inf])
     assert "\n" not in str(err.value)
     assert quantile_ci([1.0, 2.0, 3.0, np.nan]) == quantile_ci([1.0, 2.0, 3.0, np.inf])
+
+
+def test_the_clustered_exact_interval_of_a_vanishing_variance_is_the_exact_one():
+    """A cluster variance near 0 made the effective sample size overflow the exact step:
+    (-inf, inf) and an overflow warning, where the interval is the exact one of k of n."""
+    from fastsim.stats import clopper_pearson, clustered_exact_bounds
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = clustered_exact_bounds(5, 10, 1e-300, 3)
+    assert (float(lo), float(hi)) == clopper_pearson(5, 10)
