@@ -129,3 +129,38 @@ def test_no_writable_place_for_the_cache_compiles_in_memory(tmp_path):
                         "XDG_CACHE_HOME": str(blocked)})
     # the compile notice reads UNCACHED to say every run compiles again
     assert r.returncode == 0 and r.stdout.split() == ["3", "['add_nb']"], r.stderr
+
+
+def test_no_full_collection_while_numba_compiles():
+    """A compile runs without full collections of Python's cycle collector (``kernels/jit.py``,
+    ``_NoFullCollection``: 0.6 s of a 10 s cold start), and the thresholds come back after
+    it, also after a compile that fails."""
+    import gc
+
+    import numba
+    from numba.core import event
+    from numba.core.errors import TypingError
+
+    from fastsim.kernels import jit  # its listener is registered first, at import
+
+    seen = []
+
+    class Probe(event.Listener):
+        def on_start(self, ev):
+            seen.append(gc.get_threshold())
+
+        def on_end(self, ev):
+            pass
+
+    before = gc.get_threshold()
+    probe = Probe()
+    event.register("numba:compile", probe)
+    try:
+        assert numba.njit(lambda x: x + 1)(1) == 2
+        with pytest.raises(TypingError):
+            numba.njit(lambda x: x + "a")(1)
+    finally:
+        event.unregister("numba:compile", probe)
+    assert [t[2] for t in seen] == [jit.NO_FULL_COLLECTION] * 2
+    assert seen[0][:2] == before[:2]
+    assert gc.get_threshold() == before
