@@ -154,7 +154,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from fastsim import detector_bounds as bounds
     from fastsim import detectors as det
     from fastsim.io import (bytes_writer, check_distinct, check_output_dir, existing_directory,
-                            make_directory, table_writer, write_all)
+                            make_directory, table_writer, unmade_on_failure, write_all)
 
     _check_values(args)
     if args.confirm is not None:
@@ -194,9 +194,10 @@ def _cmd(args: argparse.Namespace) -> int:
                 else bytes_writer(data.encode()))
                for path, data in outputs if data is not None), within=within)
     from fastsim.sweep.figures import load_script
-    if args.figures is not None:
-        make_directory(args.figures, figures_within)
-    load_script("detectors_pareto").main(args.out, figures)
+    with unmade_on_failure() as made:  # --figures not left empty by a failed drawing
+        if args.figures is not None:
+            made.append(make_directory(args.figures, figures_within))
+        load_script("detectors_pareto").main(args.out, figures)
     print(table)
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)

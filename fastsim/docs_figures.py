@@ -264,7 +264,7 @@ def draw(results: Path, out: Path, log=print, within: Path | None = None) -> lis
     ``within``: the directory ``out`` is made in (``io.make_directory``), as found
     before the run's steps."""
     from fastsim.costaware.cli import FIGURE_INPUTS, FIGURE_SCRIPTS
-    from fastsim.io import holding_directory, make_directory, remove_made
+    from fastsim.io import holding_directory, make_directory, remove_made, unmade_on_failure
     from fastsim.sweep.figures import check_figure_inputs, load_script
 
     _check_results(results)
@@ -276,11 +276,14 @@ def draw(results: Path, out: Path, log=print, within: Path | None = None) -> lis
     if (results / "detectors" / "synthetic.parquet").is_file():
         check_figure_inputs(results / "detectors", ("detectors_pareto",), DETECTOR_INPUTS)
         load_script("detectors_pareto").plotted(results / "detectors")
-    made = make_directory(out, within)
-    with holding_directory(out):
-        written = _draw_held(results, out, log)
-    if not written:  # refused by the caller: nothing made, OUT included
-        remove_made(made)
+    # failed or interrupted before its first figure, or refused by the caller for drawing
+    # none: nothing made, OUT included
+    with unmade_on_failure() as made:
+        made.append(make_directory(out, within))
+        with holding_directory(out):
+            written = _draw_held(results, out, log)
+    if not written:
+        remove_made(made[0])
     return written
 
 

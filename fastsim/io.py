@@ -228,6 +228,21 @@ def remove_made(made: list[Path]) -> None:
             return  # not empty (or gone): its parents hold it
 
 
+@contextlib.contextmanager
+def unmade_on_failure():
+    """A block that makes output directories before its work: it adds what each
+    ``make_directory`` call returns to the list it is given, and if it fails or is
+    interrupted (Ctrl-C), each of those directories still empty is removed again
+    (``remove_made``), never one it did not make nor one holding a file."""
+    made: list[list[Path]] = []
+    try:
+        yield made
+    except BaseException:
+        for each in reversed(made):
+            remove_made(each)
+        raise
+
+
 def _make_parent(path: Path, within: Path | tuple[Path, ...] | None) -> None:
     make_directory(path.parent, within, target=path)
 

@@ -184,6 +184,21 @@ def test_docs_figures_command_draws_what_it_finds(tmp_path):
     assert not (tmp_path / "none").exists()
 
 
+def test_docs_figures_interrupted_before_a_figure_leave_no_empty_out(tmp_path, monkeypatch):
+    """Ctrl-C (or a failure) while drawing, before the first figure was written, left
+    --out made and empty."""
+    from fastsim import docs_figures
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(docs_figures, "_draw_held", interrupted)
+    (tmp_path / "results").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        docs_figures.draw(tmp_path / "results", tmp_path / "figs" / "docs", within=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
 @pytest.mark.parametrize("table,column", [("traces/traces.parquet", "truth_gold"),
                                           ("traces/simulator.parquet", "fpr_hi"),
                                           ("costaware/costaware_sgd.summary.parquet",

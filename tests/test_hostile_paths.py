@@ -997,6 +997,31 @@ def test_reproduce_refuses_a_directory_where_a_figure_goes_before_any_work(
         R.reproduce(tmp_path / "R", clusters=2, figures_dir=figs, report=None, progress=False)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, ConfigError])
+def test_reproduce_stopped_during_its_sweeps_leaves_no_empty_directory_it_made(
+        tmp_path, monkeypatch, stop):
+    """reproduce makes its figures' and report's directories at its start: interrupted
+    (Ctrl-C) or refused during the sweeps, it left them behind, empty.  One that was
+    there before the run stays."""
+    from fastsim.sweep import reproduce as R
+
+    def stopped(*args, **kwargs):  # the first sweep step
+        raise stop("stopped during the sweeps")
+
+    monkeypatch.setattr(R, "run_sweep", stopped)
+    figs, report = tmp_path / "F" / "figs", tmp_path / "notes" / "report.md"
+    with pytest.raises(stop):
+        R.reproduce(tmp_path / "R", clusters=2, figures_dir=figs, report=report,
+                    progress=False)
+    assert not (tmp_path / "F").exists() and not (tmp_path / "notes").exists()
+    assert (tmp_path / "R").is_dir()  # OUT holds the run's lock and sweeps: kept
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(stop):
+        R.reproduce(tmp_path / "R", clusters=2, figures_dir=tmp_path / "mine",
+                    report=None, progress=False)
+    assert (tmp_path / "mine").is_dir()
+
+
 def test_reproduce_refuses_a_file_at_its_last_sweeps_directory_before_making_any(tmp_path):
     """A file at OUT/mixed, the last sweep's directory, was refused only when that sweep
     was opened: the five sweep directories before it had been made, each with its

@@ -477,15 +477,16 @@ def cmd_figures(args):
                           f"of fastsim costaware sgd or grpo, or of costaware sweep of a file "
                           f"with {names}")
     check_figure_tables(results, tables, FIGURE_INPUTS)
-    from fastsim.io import holding_directory
+    from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
     n = 0
-    out.mkdir(parents=True, exist_ok=True)
-    with holding_directory(out):  # all of one drawing's figures, never some of two
-        for name in FIGURE_SCRIPTS:
-            for written in load_script(name).main(results, out):
-                print(f"wrote {written}")
-                n += 1
+    with unmade_on_failure() as made:  # a drawing failed before its first figure
+        made.append(make_directory(out))  # leaves no empty DIR behind
+        with holding_directory(out):  # all of one drawing's figures, never some of two
+            for name in FIGURE_SCRIPTS:
+                for written in load_script(name).main(results, out):
+                    print(f"wrote {written}")
+                    n += 1
     print(f"{n} files written to {out}")
 
 

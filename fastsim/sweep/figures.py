@@ -397,7 +397,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``, in ``formats``
     (png, pdf, svg; a list, or text comma-separated); returns the files written."""
-    from fastsim.io import holding_directory
+    from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
     formats = parse_formats(formats)
     results, out = Path(results), Path(out)
@@ -420,22 +420,23 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
 
             raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
         check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
-        out.mkdir(parents=True, exist_ok=True)
-        written: list[Path] = []
-        with holding_directory(out):  # all of one drawing's figures, never some of two
-            for name, module in modules.items():
-                if why_not[name] is not None:
-                    log(f"[figures] {name}: skipped, {why_not[name]}")
-                    continue
-                files = module.draw(sources, out, formats)
-                log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
-                policies = getattr(module, "POLICIES", None)
-                left = (not_drawn(policies, module.NEEDS[0], sources[module.NEEDS[0]])
-                        if policies else [])
-                if left:
-                    log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
-                        f"{', '.join(policies)} only")
-                written += files
+        with unmade_on_failure() as made:  # a drawing failed before its first figure
+            made.append(make_directory(out))  # leaves no empty DIR behind
+            written: list[Path] = []
+            with holding_directory(out):  # all of one drawing's figures, never some of two
+                for name, module in modules.items():
+                    if why_not[name] is not None:
+                        log(f"[figures] {name}: skipped, {why_not[name]}")
+                        continue
+                    files = module.draw(sources, out, formats)
+                    log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+                    policies = getattr(module, "POLICIES", None)
+                    left = (not_drawn(policies, module.NEEDS[0], sources[module.NEEDS[0]])
+                            if policies else [])
+                    if left:
+                        log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
+                            f"{', '.join(policies)} only")
+                    written += files
         return written
     finally:
         held.clear()
