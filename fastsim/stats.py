@@ -449,8 +449,9 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     for discrete values too.
 
     Non-finite values (NaN or +inf; -inf is refused) are runs censored at a cap: each is
-    known only to exceed its ``floor`` (what it had spent by the cap; without ``floor``,
-    every value seen, as for a cap common to all runs).  Each order statistic is bracketed
+    known only to exceed its ``floor`` (what it had spent by the cap, a finite number; a
+    value seen has its floor unread, NaN say; without ``floor``, every value seen, as for
+    a cap common to all runs).  Each order statistic is bracketed
     by those of the censored runs at their floor and at +inf, so the interval takes its
     lower bound from the first and its upper bound from the second: it covers whatever the
     censoring, and equals the uncensored interval while both bounds lie below the censored
@@ -511,7 +512,14 @@ def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
     if f.size not in (1, v.size):
         raise ConfigError(f"quantile_ci: floor has {f.size} values for {v.size}; allowed: one "
                           "for all, or one per value")
-    return v, np.broadcast_to(f, v.shape)
+    f = np.broadcast_to(f, v.shape)
+    # a NaN floor sorted above every bound and -inf below it; a seen value's is never read
+    bad = ~np.isfinite(v) & ~np.isfinite(f)
+    if floor is not None and bad.any():
+        i = int(np.argmax(bad))
+        raise ConfigError(f"quantile_ci: floor[{i}] = {f[i]} for the censored values[{i}]; "
+                          "allowed: a finite number (what the run had spent by its cap)")
+    return v, f
 
 
 def mcnemar_p(a, b) -> float:

@@ -563,6 +563,13 @@ def test_spread_is_seen_whatever_the_scale_of_the_denominators():
 @pytest.mark.parametrize("call, names", [
     (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, np.nan, 3.0], floor=[1.0, 2.0]),
      "floor has 2 values for 3"),
+    # a NaN floor sorted above every bound (lo NaN or a seen value), -inf read as no floor
+    (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, np.nan, 3.0], floor=np.nan),
+     "floor[1] = nan for the censored values[1]; allowed: a finite number"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, np.nan], floor=[0.0, -np.inf]),
+     "floor[1] = -inf for the censored values[1]; allowed: a finite number"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci([np.inf, 2.0], floor=[np.inf, 0.0]),
+     "floor[0] = inf"),
     (lambda: __import__("fastsim.stats").stats.quantile_ci(["a", "b"]), "allowed: numbers"),
     (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, 2.0], q="0.5"), "q '0.5'"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level="0.95"), "level '0.95'"),
