@@ -47,6 +47,14 @@ THREADS_CLUSTERS_PER_RUN = 4  # the threads rows run this many times the other r
 TARGET_RSS_MB = 600.0  # peak RSS of `fastsim run` at the default chunk, any cluster count
 TARGET_COLD_S = 10.0  # first `fastsim run --clusters 10` with an empty numba cache, CPU s
 RSS_CLUSTER = dict(n_jobs=20, gpus=16)  # small clusters, so a million of them run in minutes
+# The timed rows' work per cluster and repetition, in srtf_est simulate() calls of one
+# cluster at 1 thread: the threads rows 2 schedulers x 2 thread counts x 2 calls x 4 n, the
+# stages, end to end and scaling rows about 20 more in all, the slower schedulers counted at
+# their cost (python -m fastsim.bench --quick --no-compile --no-rss: about 60); and the plain
+# loop's per cluster of the batch and pass (n / 20 clusters, 5 schedulers, about 180 each)
+WORK_PER_CLUSTER_REP = 60.0
+LOOP_PER_CLUSTER_REP = 9.0
+LONG_RUN_S = 3600.0  # a run estimated longer is said to be so before it starts
 POLICY = "evalstop:k=2"
 CLUSTER = dict(mix="rlhf_heavy", gpus=64, n_jobs=300, n_evals=10)
 
@@ -444,6 +452,40 @@ def compile_times() -> tuple[tuple[float, float], tuple[float, float]]:
         return _timed_run(env), _timed_run(env)
 
 
+def estimate(n: int, reps: int) -> tuple[float, float, float]:
+    """The timed rows' work at ``n`` clusters and ``reps`` repetitions: (cluster
+    simulations, seconds, microseconds per cluster measured now), the seconds from one
+    short srtf_est batch at 1 thread (``WORK_PER_CLUSTER_REP``); the memory and compile
+    rows are not counted (they do not grow with either)."""
+    import numba
+
+    from fastsim.api import simulate
+
+    numba.set_num_threads(1)
+    m = min(n, 20)
+    us = _us(_best(lambda: simulate(_config(), m, seed=1), 1), m)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    units = n * ((reps + 1) * WORK_PER_CLUSTER_REP + (min(reps, 3) + 1) * LOOP_PER_CLUSTER_REP)
+    return units, units * us / 1e6, us
+
+
+def _show_estimate(n: int, reps: int) -> None:
+    units, seconds, us = estimate(n, reps)
+    long = (f"; over {LONG_RUN_S / 3600:.0f} hour: fewer --clusters or --reps run it sooner"
+            if seconds > LONG_RUN_S else "")
+    print(f"work: {n:,} clusters x {reps + 1} runs (--reps and a warm-up) x the timed rows, "
+          f"about {units:,.0f} cluster simulations at {us:.0f} us each (measured now, 1 "
+          f"thread): about {_duration(seconds)}{long}", flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 172_800 else f"{seconds / 86_400:.1f} days"
+
+
 def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="smaller batches: 100 clusters, 5 repetitions, memory rows up to 100k "
@@ -470,7 +512,8 @@ DESCRIPTION = (
     "end to end against a plain Python event loop per scheduler, growth with jobs per "
     "cluster, compile time with a cold and a warm cache, peak memory. "
     "Each time is the minimum over repetitions (the least noisy estimate on a shared "
-    "machine); it prints ratios and asserts nothing. About 3 minutes on a shared 2-core "
+    "machine); it prints ratios and asserts nothing, and first an estimate of the timed "
+    "rows' work and time (saying so when over an hour). About 3 minutes on a shared 2-core "
     "machine at load 5 (113 s of CPU); --quick about 70 s (42 s of CPU, most of it the "
     "fresh processes of the memory and compile rows), --quick --no-compile --no-rss about "
     "10 s (7 s of CPU), once numba has compiled every scheduler's kernels (a first run "
@@ -531,6 +574,7 @@ def run(a: argparse.Namespace) -> int:
           f"{numba.config.NUMBA_NUM_THREADS} threads available; min of {reps} runs of {n} "
           "clusters; load average at start "
           + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    _show_estimate(n, reps)
     targets = _show_threads(n, reps, cfg)  # (what, measured, target, unit, verdict)
     st = stages(n, reps)
     e2e = end_to_end(n, reps)

@@ -104,3 +104,22 @@ def test_the_help_says_how_long_the_bench_takes_as_measured():
         assert "about 20 s" not in text and "about 5 s" not in text, text
     assert "about 70 s" in helps["quick"] and "about 70 s" in bench.DESCRIPTION
     assert "about 10 s" in bench.DESCRIPTION and "About 3 minutes" in bench.DESCRIPTION
+
+
+def test_a_run_of_days_is_said_before_the_timing_starts(monkeypatch, capsys):
+    """`fastsim bench --clusters 100000 --reps 1000` started without a word, for days."""
+    class Timing(Exception):
+        pass
+
+    def timing(*args):
+        raise Timing
+
+    monkeypatch.setattr(bench, "_show_threads", timing)  # the first timed row
+    with pytest.raises(Timing):
+        bench.main(["--clusters", "100000", "--reps", "1000", "--no-compile", "--no-rss"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("work: "))
+    assert "100,000 clusters x 1001 runs" in line and "over 1 hour" in line
+    with pytest.raises(Timing):
+        bench.main(["--clusters", "4", "--reps", "1", "--no-compile", "--no-rss"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("work: "))
+    assert "4 clusters x 2 runs" in line and "hour" not in line
