@@ -3,6 +3,7 @@ import importlib
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,18 +179,26 @@ def test_cli_prints_one_line_and_exits_2(argv, needle, capsys, tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.fixture(scope="module")
+def toy_runs(tmp_path_factory) -> Path:
+    """A runs file of ``fastsim traces toy-rlhf``, written once for the module (a refused
+    command reads it and writes nothing)."""
+    out = tmp_path_factory.mktemp("toy") / "t"
+    assert main(["traces", "toy-rlhf", "--n-comparisons", "100", "--kl-coefs", "0.1",
+                 "--seeds", "2", "--steps", "30", "--out", str(out)]) == 0
+    return out / "runs.parquet"
+
+
 @pytest.mark.parametrize("argv", [["replay", "--example"],
                                   ["traces", "compare-sim", "runs.parquet"]])
 @pytest.mark.parametrize("spec,needle", [
     ("evalstop:k=0", "--policy evalstop: k=0 is invalid; allowed: an integer"),
     ("bogus", "--policy=bogus is invalid; allowed: none, evalstop"),
 ])
-def test_replay_names_a_policy_flag_as_run_does(argv, spec, needle, capsys, tmp_path):
+def test_replay_names_a_policy_flag_as_run_does(argv, spec, needle, capsys, request):
     # before: 'policy.k=0 is invalid', a field no one typed
     if argv[0] == "traces":  # a runs file, so the policies are what is refused
-        assert main(["traces", "toy-rlhf", "--n-comparisons", "100", "--kl-coefs", "0.1",
-                     "--seeds", "2", "--steps", "30", "--out", str(tmp_path / "t")]) == 0
-        argv = ["traces", "compare-sim", str(tmp_path / "t" / "runs.parquet")]
+        argv = ["traces", "compare-sim", str(request.getfixturevalue("toy_runs"))]
     capsys.readouterr()
     assert main(argv + ["--policy", spec]) == 2
     err = capsys.readouterr().err
