@@ -416,67 +416,87 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
         check_run(g, backend, workers, address=address)
     held = hold_outputs(out, figures_dir, report)
     _check_outputs(out, grids, figures_dir, report, formats)
-    # the Dask cluster answers, with a worker running this code, before anything is
-    # written; one client (or local cluster) serves every sweep
     # the directories made here are removed again, while still empty, if the run fails or
     # is interrupted before writing in them (Ctrl-C during the sweeps)
     with unmade_on_failure() as made:
-        with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
-            out.mkdir(parents=True, exist_ok=True)
-            held.append(DirLock.acquire(out))  # OUT is this run's, as a sweep's --out is
-            # the figures' and the report's directories too, now: written at the end,
-            # within them (``_figures_held``), none is made again if moved meanwhile
-            for d in _figures_dirs(figures_dir, report):
-                made.append(make_directory(d))
-            # a killed run's half-written extracts or report (the sweeps remove their own,
-            # the figures theirs)
-            for d in (out, out / "extracts", report.parent if report is not None else None):
-                if d is not None:
-                    remove_temporaries_in(d, hold_sweep_dirs(d))
-            stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
-            compiled = compiles_here(grids.values(), backend)
-            t0 = time.perf_counter()
-            timings, skipped = {}, 0
-            for name, g in grids.items():
-                if progress:
-                    print(f"[reproduce] {name}: {len(g.cells)} cells x {g.clusters} clusters",
-                          file=sys.stderr)
-                t = time.perf_counter()
-                rep = run_sweep(g, stores[name], backend=backend, address=client, workers=workers,
-                                timeout=timeout, progress=progress)
-                skipped += rep.chunks_skipped
-                aggregate(stores[name], progress=progress)
-                timings[name] = time.perf_counter() - t
+        t0, timings, skipped, compiled = _run_sweeps(
+            out, grids, figures_dir, report, made, held, backend=backend, address=address,
+            workers=workers, timeout=timeout, progress=progress)
         write_extracts(out, seed, base_overrides, within=out)
-        t_sweeps = time.perf_counter() - t0
-        # the figures and the report naming them are all of one run's, never some of each of
-        # two runs drawing into one --figures-dir at once
-        with _figures_held(figures_dir, report):
-            t1 = time.perf_counter()
-            drawn: list[Path] = []
-            if figures_dir is not None:
-                from fastsim.sweep.figures import draw_all
-                if progress:
-                    print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}",
-                          file=sys.stderr)
-                # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
-                # table); a figure skipped is said whatever --no-progress
-                drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
-                                 log=lambda line: (progress or ": skipped, " in line)
-                                 and print(line, file=sys.stderr))
-            t_figures = time.perf_counter() - t1
-            summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
-            rows = comparison_rows(summaries)
-            info = {"clusters": clusters, "seed": seed, "seconds_sweeps": t_sweeps,
-                    "seconds_figures": t_figures,
-                    "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
-                    "n_cells": sum(len(g.cells) for g in grids.values()), "rows": rows,
-                    "figures": drawn, "figures_dir": figures_dir}
-            if report is not None:
-                text = render_report(info, summaries, command or "fastsim reproduce", out,
-                                     figures_dir)
-                atomic_write_bytes(report, text.encode(), within=report.parent)
-        return info
+        sweeps = {"clusters": clusters, "seed": seed, "seconds_sweeps": time.perf_counter() - t0,
+                  "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
+                  "n_cells": sum(len(g.cells) for g in grids.values())}
+        return _draw_and_report(out, figures_dir, report, formats, sweeps, progress, command)
+
+
+def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
+                made: list, held: list, *, backend: str, address: str | None,
+                workers: int | None, timeout: float, progress: bool
+                ) -> tuple[float, dict[str, float], int, Any]:
+    """Run and aggregate each paper sweep in OUT (made and locked here, into ``held``),
+    the figures' and the report's directories made first (into ``made``).  Returns the
+    sweeps' start time, the seconds of each, the chunks skipped (done by an earlier run)
+    and what compiled."""
+    # the Dask cluster answers, with a worker running this code, before anything is
+    # written; one client (or local cluster) serves every sweep
+    with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
+        out.mkdir(parents=True, exist_ok=True)
+        held.append(DirLock.acquire(out))  # OUT is this run's, as a sweep's --out is
+        # the figures' and the report's directories too, now: written at the end,
+        # within them (``_figures_held``), none is made again if moved meanwhile
+        for d in _figures_dirs(figures_dir, report):
+            made.append(make_directory(d))
+        # a killed run's half-written extracts or report (the sweeps remove their own,
+        # the figures theirs)
+        for d in (out, out / "extracts", report.parent if report is not None else None):
+            if d is not None:
+                remove_temporaries_in(d, hold_sweep_dirs(d))
+        stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
+        compiled = compiles_here(grids.values(), backend)
+        t0 = time.perf_counter()
+        timings, skipped = {}, 0
+        for name, g in grids.items():
+            if progress:
+                print(f"[reproduce] {name}: {len(g.cells)} cells x {g.clusters} clusters",
+                      file=sys.stderr)
+            t = time.perf_counter()
+            rep = run_sweep(g, stores[name], backend=backend, address=client, workers=workers,
+                            timeout=timeout, progress=progress)
+            skipped += rep.chunks_skipped
+            aggregate(stores[name], progress=progress)
+            timings[name] = time.perf_counter() - t
+    return t0, timings, skipped, compiled
+
+
+def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
+                     formats: tuple[str, ...], sweeps: dict, progress: bool,
+                     command: str | None) -> dict:
+    """Draw the figures from OUT's sweeps and write the report; returns what the report
+    was made of (``sweeps``, the figures' seconds, the scored rows, the figures drawn)."""
+    # the figures and the report naming them are all of one run's, never some of each of
+    # two runs drawing into one --figures-dir at once
+    with _figures_held(figures_dir, report):
+        t1 = time.perf_counter()
+        drawn: list[Path] = []
+        if figures_dir is not None:
+            from fastsim.sweep.figures import draw_all
+            if progress:
+                print(f"[reproduce] figures: {len(PAPER_FIGURES)} -> {figures_dir}",
+                      file=sys.stderr)
+            # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
+            # table); a figure skipped is said whatever --no-progress
+            drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
+                             log=lambda line: (progress or ": skipped, " in line)
+                             and print(line, file=sys.stderr))
+        t_figures = time.perf_counter() - t1
+        summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
+        info = {**sweeps, "seconds_figures": t_figures, "rows": comparison_rows(summaries),
+                "figures": drawn, "figures_dir": figures_dir}
+        if report is not None:
+            text = render_report(info, summaries, command or "fastsim reproduce", out,
+                                 figures_dir)
+            atomic_write_bytes(report, text.encode(), within=report.parent)
+    return info
 
 
 def _figures_dirs(figures_dir: Path | None, report: Path | None) -> list[Path]:
