@@ -425,18 +425,22 @@ def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, caps
     assert status == {"short": "continued", "long": "stopped"}
 
 
+# a stop policy that loads the losses without declaring it (reads= defaults to scores)
+LOSS_UP_UNSAID = (
+    "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
+    "@stop_policy(params=[], label='loss_up')\n@njit\n"
+    "def loss_up(scores, losses, attained_h, t_est_h):\n"
+    "    for e in range(1, losses.shape[0]):\n"
+    "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n")
+
+
 def test_replay_refuses_a_log_without_losses_to_a_policy_that_reads_them(tmp_path, capsys,
                                                                         monkeypatch):
     """A user's policy that loads the losses without declaring it (the default reads=
     ("scores",)), replayed on a log with no loss column, was handed none and never
     stopped: every job "continued", exit 0.  Now it is refused before anything runs, as a
     policy declaring it is, naming the policy and the column; with a loss column it stops."""
-    (tmp_path / "toy_loss_unsaid.py").write_text(
-        "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
-        "@stop_policy(params=[], label='loss_up')\n@njit\n"
-        "def loss_up(scores, losses, attained_h, t_est_h):\n"
-        "    for e in range(1, losses.shape[0]):\n"
-        "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n")
+    (tmp_path / "toy_loss_unsaid.py").write_text(LOSS_UP_UNSAID)
     monkeypatch.syspath_prepend(str(tmp_path))
     log, out = tmp_path / "l.csv", tmp_path / "r.csv"
     log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.7\na,4,0.8\n")
@@ -455,7 +459,6 @@ def test_replay_refuses_a_log_without_losses_to_a_policy_that_reads_them(tmp_pat
     assert pl.read_csv(out)["status"].to_list() == ["stopped"]
 
 
-
 def test_the_monitor_refuses_a_call_without_a_loss_to_a_policy_that_reads_them(tmp_path,
                                                                                monkeypatch):
     """StopMonitor decided from the declaration alone: a user's policy that loads the
@@ -463,12 +466,7 @@ def test_the_monitor_refuses_a_call_without_a_loss_to_a_policy_that_reads_them(t
     declared reader is, and with losses given it stops."""
     from fastsim.replay.monitor import StopMonitor
 
-    (tmp_path / "toy_loss_unsaid_live.py").write_text(
-        "from numba import njit\nfrom fastsim.registry import stop_policy\n\n\n"
-        "@stop_policy(params=[], label='loss_up')\n@njit\n"
-        "def loss_up(scores, losses, attained_h, t_est_h):\n"
-        "    for e in range(1, losses.shape[0]):\n"
-        "        if losses[e] > losses[e - 1]:\n            return e + 1\n    return 0\n")
+    (tmp_path / "toy_loss_unsaid_live.py").write_text(LOSS_UP_UNSAID)
     monkeypatch.syspath_prepend(str(tmp_path))
     m = StopMonitor("toy_loss_unsaid_live:loss_up")
     with pytest.raises(ConfigError, match="no loss given, and loss_up"):
