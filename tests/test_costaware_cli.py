@@ -627,3 +627,22 @@ def test_ratios_shows_the_newton_steps_of_a_large_instance(monkeypatch, capsys):
         pr = sgd.make_problem(sgd.ProblemConfig(kind=kind, n=40, d=6), progress=True)
         exact = nbs.optimum_nb(pr.code, pr.A, pr.b, pr.config.reg, np.ones(40))
         assert pr.x_star.tobytes() == exact.tobytes()
+
+
+def test_a_sweep_interrupted_before_its_tables_leaves_nothing_it_made(tmp_path, monkeypatch):
+    """`costaware sweep FILE --out NEW` interrupted (Ctrl-C) during its points left NEW
+    holding a blank sweep.lock, a sweep's directory to every later look, though it said
+    "nothing half-written is left".  A directory that was there before stays."""
+    import fastsim.costaware.sweep as S
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S, "_point_tables", interrupted)
+    toml = tmp_path / "costaware_sgd.toml"
+    toml.write_text('name = "costaware_sgd"\nexperiment = "sgd"\n[axes]\nn = [16]\n')
+    assert main(["costaware", "sweep", str(toml), "--out", str(tmp_path / "A" / "NEW")]) != 0
+    assert not (tmp_path / "A").exists()
+    (tmp_path / "mine").mkdir()
+    assert main(["costaware", "sweep", str(toml), "--out", str(tmp_path / "mine")]) != 0
+    assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -36,10 +37,12 @@ from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_di
                                       subset_report)
 from fastsim.config import check_flags, is_path
 from fastsim.errors import ConfigError, api_words, known_keywords
-from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir, read_toml,
-                        table_writer, toml_echo, toml_text, write_all)
+from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir,
+                        make_directory, read_toml, table_writer, toml_echo, toml_text,
+                        unmade_on_failure, write_all)
 from fastsim.sweep.grid import MAX_CELLS
-from fastsim.sweep.store import DirLock, check_not_owned, hold_sweep_dirs
+from fastsim.sweep.store import (LOCK, DirLock, check_not_owned, hold_sweep_dirs,
+                                 unmake_lock)
 from fastsim.progress import progress_bar
 from fastsim.values import check_file_path
 
@@ -246,18 +249,28 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
         # The name is checked as typed, less what its longest file adds to it
         check_names_fit(out, [spec.name], f"{Path(path).name}: name", spec.name,
                         extra=TMP_EXTRA + len(".summary.parquet"))
-        out.mkdir(parents=True, exist_ok=True)
-        held.append(DirLock.acquire(out))  # one writer per directory, as fastsim sweep
-        tables = _point_tables(spec, progress)
-        paths = {kind: out / f"{spec.name}.{kind}.parquet"
-                 for kind, parts in tables.items() if parts}
-        # the lock still ours, and --out never made again (``within``): moved mid-run, it
-        # was made anew, unlocked, by the write
-        held[-1].check()
-        # all of them or none: never a summary beside another run's records
-        write_all(((paths[kind], table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
-                                              paths[kind]))
-                   for kind in paths), within=out)
+        # Interrupted (Ctrl-C) or failed before its tables are written, the run leaves
+        # nothing it made: it left --out holding a blank sweep.lock, a directory every
+        # later look took for a sweep's (as a refused ``SweepStore.open`` leaves none)
+        with unmade_on_failure() as made:
+            made.append(make_directory(out))
+            made_lock = not os.path.lexists(out / LOCK)
+            held.append(DirLock.acquire(out))  # one writer per directory, as fastsim sweep
+            try:
+                tables = _point_tables(spec, progress)
+                paths = {kind: out / f"{spec.name}.{kind}.parquet"
+                         for kind, parts in tables.items() if parts}
+                # the lock still ours, and --out never made again (``within``): moved
+                # mid-run, it was made anew, unlocked, by the write
+                held[-1].check()
+                # all of them or none: never a summary beside another run's records
+                write_all(((paths[kind],
+                            table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
+                                         paths[kind]))
+                           for kind in paths), within=out)
+            except BaseException:
+                unmake_lock(held[-1], made_lock)
+                raise
         return paths
     finally:
         held.clear()

@@ -214,6 +214,17 @@ class DirLock:
         self.release()
 
 
+def unmake_lock(lock: DirLock | None, made: bool) -> None:
+    """Remove the lock file of a run refused or interrupted before it wrote anything, if
+    it made that file (``made``: no ``sweep.lock`` was there before ``acquire``), then
+    release it: a blank ``sweep.lock`` left behind made the directory a sweep's to every
+    later look.  Removed while ``lock`` holds it, so never another process's."""
+    if lock is not None and made:
+        with contextlib.suppress(OSError):
+            os.unlink(lock.root / LOCK)
+        lock.release()
+
+
 def lies_at(target: Path) -> Path:
     """Where ``target`` lies: its directory resolved, not its own name.  A file is written
     by renaming a new one over it (``fastsim.io.write_all``), so a link is replaced where
@@ -515,10 +526,7 @@ class SweepStore:
         into A, ``_take``), it left A/B holding a blank ``sweep.lock``, a sweep directory
         to every later look (A's own sweep refused it as another's file).  The lock file
         goes while this store holds it, so never another's; a directory only while empty."""
-        if self._lock is not None and self._made_lock:
-            with contextlib.suppress(OSError):
-                os.unlink(self.root / LOCK)
-            self._lock.release()
+        unmake_lock(self._lock, self._made_lock)
         remove_made(self._made)
 
     def _take(self) -> None:
