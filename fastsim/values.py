@@ -58,7 +58,7 @@ def plain_scalar(v: Any) -> Any:
         return v
     if isinstance(v, np.bool_):
         return bool(v)
-    if isinstance(v, np.integer):
+    if isinstance(v, np.integer) and not _is_duration(v):
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
@@ -131,17 +131,25 @@ def as_float(v: Any) -> float:
 
 
 def is_integer(v: Any) -> bool:
-    """An int or a numpy integer, not a bool: what a count or a seed may be (while numpy is
-    not imported, no value is a numpy integer)."""
+    """An int or a numpy integer, not a bool nor a duration: what a count or a seed may be
+    (while numpy is not imported, no value is a numpy integer)."""
     np = sys.modules.get("numpy")
-    return not isinstance(v, bool) and (
+    return not isinstance(v, bool) and not _is_duration(v) and (
         isinstance(v, int) or (np is not None and isinstance(v, np.integer)))
 
 
 def is_real(v: Any) -> bool:
     """An int or a float (numpy's too), not a bool nor text: float() read a file's true as
     1.0 and "300" as 300, which then reached the kernels as text."""
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and not _is_duration(v)
+
+
+def _is_duration(v: Any) -> bool:
+    """numpy's timedelta64, an ``np.integer`` and a ``numbers.Real`` to Python: taken as a
+    count, np.timedelta64(2, "s") failed in int() (a TypeError) and np.timedelta64(2) was
+    the number of its units."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(v, np.timedelta64)
 
 
 def is_number(x: Any) -> bool:

@@ -117,6 +117,21 @@ def test_7_simulate_takes_numpy_integers_of_any_width():
         simulate(cfg, 2, seed=np.int8(-1))
 
 
+@pytest.mark.parametrize("value", [np.timedelta64(2, "s"), np.timedelta64(2),
+                                   np.timedelta64(2, "h")])
+def test_7_a_numpy_duration_is_no_count(value):
+    """numpy's timedelta64 is an np.integer: simulate(cfg, np.timedelta64(2, "s")) failed
+    with a TypeError from int(), np.timedelta64(2) ran two clusters, and n_jobs and sigma
+    took one as the number of its units.  A duration is refused as any non-number is."""
+    cfg = SimConfig.from_specs(n_jobs=4)
+    for name in ("n_clusters", "seed", "cluster_start"):
+        with pytest.raises(ConfigError, match=f"^{name}="):
+            simulate(cfg, **{"n_clusters": 2, name: value})
+    for field in ("n_jobs", "sigma"):
+        with pytest.raises(ConfigError, match=f"^{field}="):
+            WorkloadConfig(**{field: value})
+
+
 def test_7_configs_and_sweeps_take_numpy_scalars_as_the_numbers_they_are(tmp_path):
     """np.int64(20) was refused as "n_jobs=np.int64(20) is invalid; allowed: an integer"
     (the same in fastsim.sweep's clusters, chunk and seed); a numpy value now configures
