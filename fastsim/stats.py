@@ -60,7 +60,7 @@ from scipy import special
 
 from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
 from fastsim.errors import ConfigError
-from fastsim.values import check_seed
+from fastsim.values import check_seed, is_integer
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
@@ -584,14 +584,23 @@ def check_n_boot(n_boot, level: float = LEVEL, zero_ok: bool = False) -> int:
     """``n_boot`` as an int if it is enough resamples for a percentile interval at
     ``level`` (``min_boot``; or 0, for no interval, if ``zero_ok``), else one
     ``ConfigError``: an interval from fewer has an end set by one resample, and one of 1
-    resample can miss its own estimate."""
+    resample can miss its own estimate.  So many that their sums (two floats each, at
+    the least) do not fit in memory are refused too (``memory.check_fits``): n_boot=10**12
+    was numpy's MemoryError, 2**64-1 its ValueError."""
     need = min_boot(level)
-    if (isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer))
+    if (not is_integer(n_boot)
             or not ((zero_ok and n_boot == 0) or n_boot >= need)):
         raise ConfigError(f"n_boot={n_boot!r} is invalid; allowed: an integer >= {need} "
                           f"(fewer cannot set the ends of a {100 * level:g}% interval)"
                           + (", or 0 for no intervals" if zero_ok else ""))
-    return int(n_boot)
+    n_boot = int(n_boot)
+    if n_boot > _BOOT_SURELY_FITS:  # below, memory is not even asked
+        from fastsim.memory import check_fits  # fastsim.memory imports this module
+        check_fits(lambda n: 16 * n, n_boot, "n_boot", "two resampled sums each")
+    return n_boot
+
+
+_BOOT_SURELY_FITS = 2**24  # resamples: 256 MiB of sums
 
 
 def _bootstrap_seed(seed) -> int:

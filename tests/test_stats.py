@@ -1189,3 +1189,19 @@ def test_the_clustered_exact_interval_of_a_vanishing_variance_is_the_exact_one()
         warnings.simplefilter("error")
         lo, hi = clustered_exact_bounds(5, 10, 1e-300, 3)
     assert (float(lo), float(hi)) == clopper_pearson(5, 10)
+
+
+@pytest.mark.parametrize("n_boot", [10**12, 2**64 - 1, np.uint64(2**63)])
+def test_a_bootstrap_too_large_for_memory_is_refused_naming_n_boot(n_boot):
+    """bootstrap_ratio_ci(x, y, n_boot=10**12) raised numpy's MemoryError ("Unable to
+    allocate 14.6 TiB"), and n_boot=2**64-1 its ValueError ("Maximum allowed dimension
+    exceeded"): tracebacks from numpy, not one line naming n_boot."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci, proportion_ci
+
+    x, y = [1.0, 3.0, 2.0, 5.0, 4.0, 7.0], [2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+    for run in (lambda: bootstrap_ratio_ci(x, y, n_boot=n_boot),
+                lambda: proportion_ci([1, 2, 0, 3, 1, 2], [3, 3, 3, 3, 3, 3], n_boot=n_boot),
+                lambda: cluster_corr_ci(x, y, [0, 0, 1, 1, 2, 2], n_boot=n_boot)):
+        with pytest.raises(ConfigError, match=r"^n_boot \d+ .*largest feasible: n_boot \d+"):
+            run()
