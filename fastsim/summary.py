@@ -182,8 +182,21 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
     the ``SimResult`` itself) with every column the pooled rates sum, and ``cluster`` when
     a baseline is matched on it."""
     need = [c for m in M.pooled_metrics().values() for side in m.pooled for c in side]
-    check_table(frame, "summarize", name, dict.fromkeys(need + ["cluster"] * paired),
-                "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
+    allowed = "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)"
+    check_table(frame, "summarize", name, dict.fromkeys(need + ["cluster"] * paired), allowed)
+    # every column read holds numbers: text (a CSV's numbers read as strings) was numpy's
+    # TypeError with a baseline and summed as text without, a text cluster a polars
+    # SchemaError from the join, booleans counted as "pooled counts 10.0 of 8.0"
+    # (a column of arrays is named by the check of one value per replication)
+    read = {*need, *(m for m in M.mean_metrics() if m in frame.columns),
+            *(m for m in M.paired_metrics() if m in frame.columns and paired),
+            *(["cluster"] * paired)}
+    for c in frame.columns:
+        dtype = frame.schema[c]
+        if c in read and not (dtype.is_numeric() or dtype.is_nested()):
+            raise ConfigError(f"summarize(): {name} column {c} holds "
+                              f"{str(dtype.base_type()).lower()}; allowed: numbers, as in "
+                              "the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
 
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:

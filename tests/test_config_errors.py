@@ -450,6 +450,30 @@ def test_summarize_and_format_table_refuse_what_they_cannot_read():
 
 
 
+@pytest.mark.parametrize("column,dtype", [("jct_mean_h", "String"), ("tp", "String"),
+                                          ("cluster", "String"), ("cluster", "Categorical"),
+                                          ("tp", "Boolean")])
+def test_summarize_names_a_column_that_holds_no_numbers(column, dtype):
+    """A metric column of text (numbers read from a CSV as strings) was a numpy TypeError
+    ("ufunc 'isfinite' not supported") with a baseline, and summed as text without; a
+    cluster column of text a polars SchemaError from the join; a count of booleans the
+    words "pooled counts 10.0 of 8.0", naming no column."""
+    import polars as pl
+
+    import fastsim
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    clusters = fastsim.simulate(cfg, 3).clusters
+    bad = clusters.with_columns((pl.col(column) > 0) if dtype == "Boolean" else
+                                pl.col(column).cast(pl.String).cast(getattr(pl, dtype)))
+    for call in (lambda: fastsim.summarize(bad, clusters),
+                 lambda: fastsim.summarize(clusters, bad)) + (
+                     () if column == "cluster" else (lambda: fastsim.summarize(bad),)):
+        with pytest.raises(ConfigError, match=rf"^summarize\(\): (clusters|baseline) column "
+                                              rf"{column} holds {dtype.lower()}[a-z]*; allowed: "):
+            call()
+
+
 def test_summarize_names_a_column_holding_more_than_one_value_per_cluster():
     """A column of arrays (polars' Array dtype) was flattened, each of its cells a
     cluster; refused since, in words naming no column ("values has shape (3, 2)")."""
