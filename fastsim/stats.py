@@ -269,8 +269,7 @@ def cluster_sums(clusters, *values) -> tuple[np.ndarray, ...]:
     >>> cluster_sums([0, 0, 1], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0])
     (array([2., 0.]), array([2., 1.]))
     """
-    _, cid = np.unique(_one_per_replication(np.asarray(clusters), "clusters"),
-                       return_inverse=True)
+    cid = _cluster_index(clusters)
     g = int(cid.max()) + 1 if cid.size else 0
     out = []
     for j, v in enumerate(values):
@@ -328,8 +327,7 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     _check_level(level, n_boot)
     _bootstrap_seed(seed)
     a, b = _paired_arrays(x, y, "x", "y")
-    _, cid = np.unique(_one_per_replication(np.asarray(clusters), "clusters"),
-                       return_inverse=True)
+    cid = _cluster_index(clusters)
     if cid.size != a.size:
         raise ConfigError(f"cluster_corr_ci: {cid.size} cluster labels for {a.size} rows; "
                           "allowed: one label per row")
@@ -540,6 +538,19 @@ def mcnemar_p(a, b) -> float:
     # Under p = 1/2 the two tails are mirror images: twice the smaller one (1 at the centre).
     n = n01 + n10
     return min(1.0, 2.0 * float(special.bdtr(min(n01, n10), n, 0.5)))
+
+
+def _cluster_index(clusters) -> np.ndarray:
+    """Each row's cluster as ``0 .. g-1``, the labels in sorted order.  Labels numpy
+    cannot order (None among numbers, numbers among text) were its TypeError ("'<' not
+    supported between instances of 'NoneType' and 'int'"); one line now."""
+    labels = _one_per_replication(np.asarray(clusters), "clusters")
+    try:
+        return np.unique(labels, return_inverse=True)[1]
+    except TypeError:
+        raise ConfigError("clusters: labels that cannot be ordered (None, or numbers mixed "
+                          "with text); allowed: one label per row, all numbers or all "
+                          "text") from None
 
 
 def _one_per_replication(a: np.ndarray, name: str) -> np.ndarray:

@@ -1205,3 +1205,18 @@ def test_a_bootstrap_too_large_for_memory_is_refused_naming_n_boot(n_boot):
                 lambda: cluster_corr_ci(x, y, [0, 0, 1, 1, 2, 2], n_boot=n_boot)):
         with pytest.raises(ConfigError, match=r"^n_boot \d+ .*largest feasible: n_boot \d+"):
             run()
+
+
+@pytest.mark.parametrize("labels", [[0, None, 1, 1], ["a", 1, 1, 2]])
+def test_cluster_labels_that_cannot_be_ordered_are_one_line(labels):
+    """A None among numeric cluster labels (or a number among text) was numpy's TypeError
+    from sorting them ("'<' not supported between instances of 'NoneType' and 'int'")."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci, cluster_mean_ci, cluster_sums
+
+    labels = np.array(labels, dtype=object)
+    x, y = [1.0, 2.0, 4.0, 3.0], [2.0, 1.0, 3.0, 5.0]
+    for run in (lambda: cluster_mean_ci(x, labels), lambda: cluster_sums(labels, x),
+                lambda: cluster_corr_ci(x, y, labels)):
+        with pytest.raises(ConfigError, match=r"^clusters: labels that cannot be ordered"):
+            run()
