@@ -273,6 +273,7 @@ def cluster_sums(clusters, *values) -> tuple[np.ndarray, ...]:
     g = int(cid.max()) + 1 if cid.size else 0
     out = []
     for j, v in enumerate(values):
+        _check_real(v, f"values[{j}]")
         a = _one_per_replication(np.asarray(v, dtype=np.float64), f"values[{j}]")
         if a.size != cid.size:
             raise ConfigError(f"cluster_sums: values[{j}] has {a.size} rows for {cid.size} "
@@ -293,6 +294,7 @@ def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True)
     >>> e.mean, e.n
     (2.0, 2)
     """
+    _check_real(values, "values")
     x = _one_per_replication(np.asarray(values, dtype=np.float64), "values")
     labels = _one_per_replication(np.asarray(clusters), "clusters")
     if labels.size != x.size:
@@ -564,9 +566,22 @@ def _one_per_replication(a: np.ndarray, name: str) -> np.ndarray:
     return a.ravel()
 
 
+def _check_real(values, name: str) -> None:
+    """Refuse complex numbers, durations and dates, which numpy turns into floats (the
+    real part, with a ComplexWarning; the count of a duration's or a date's units), before
+    ``values`` are converted: one line naming ``name``."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and not isinstance(dtype, np.dtype):  # a polars or pandas Series
+        dtype = np.asarray(values).dtype
+    if dtype is not None and dtype.kind in ("c", "m", "M"):
+        raise ConfigError(f"{name} holds {dtype}; allowed: real numbers, one per replication")
+
+
 def _paired_arrays(x, y, xname: str, yname: str, finite: bool = True):
     """``x`` and ``y`` as float arrays of one value per replication, or one line naming
     what is wrong with them."""
+    _check_real(x, xname)
+    _check_real(y, yname)
     try:
         a = np.asarray(x, dtype=np.float64)
         b = np.asarray(y, dtype=np.float64)
@@ -807,6 +822,7 @@ class MeanMoments:
     high: float = -np.inf
 
     def add(self, values) -> None:
+        _check_real(values, "values")
         try:
             x = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError):

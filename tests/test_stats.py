@@ -1220,3 +1220,30 @@ def test_cluster_labels_that_cannot_be_ordered_are_one_line(labels):
                 lambda: cluster_corr_ci(x, y, labels)):
         with pytest.raises(ConfigError, match=r"^clusters: labels that cannot be ordered"):
             run()
+
+
+@pytest.mark.parametrize("values", [np.array([1 + 5j, 2.0, 3.0]),
+                                    np.array([1, 2, 3], dtype="m8[s]"),
+                                    np.array([1, 2, 3], dtype="M8[D]")])
+def test_complex_numbers_and_times_are_no_values(values):
+    """mean_ci of complex values dropped their imaginary parts (numpy's ComplexWarning,
+    then a number), and durations and dates were taken as counts of their units (a
+    mean of 3 seconds read 3.0, of 3 ms 3.0 too); refused in one line, as text is."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import (bootstrap_ratio_ci, cluster_mean_ci, cluster_sums,
+                               paired_change_ci, proportion_ci)
+
+    ones = np.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning either
+        for run in (lambda: mean_ci(values), lambda: paired_change_ci(values, ones),
+                    lambda: paired_change_ci(ones, values),
+                    lambda: bootstrap_ratio_ci(values, ones),
+                    lambda: proportion_ci(ones, values),
+                    lambda: cluster_mean_ci(values, [0, 1, 2]),
+                    lambda: cluster_sums([0, 1, 2], values)):
+            with pytest.raises(ConfigError, match=r"holds .*; allowed: real numbers"):
+                run()
+    if values.dtype.kind == "m":  # a polars column of durations, as numpy's
+        with pytest.raises(ConfigError, match=r"^values holds timedelta64"):
+            mean_ci(pl.Series(values.astype("m8[ms]")))
