@@ -13,10 +13,10 @@ import numpy as np
 from .codes import (ACT_CONTINUE, ACT_DEMOTE, ACT_STOP, DEPRIORITIZE, EVALSTOP,
                     LOSS_PLATEAU, PATIENCE, STOP_AT)
 from .detectors_online import best_observed_eval_nb, detector_trigger_nb
-from .jit import entry, last_use_nb, part
+from .jit import entry, kernel_and_entry, last_use_nb, part
 
 
-@entry
+@kernel_and_entry
 def evalstop_step_nb(prev_score, score, decline_run):
     """New consecutive-decline count after observing ``score``.
 

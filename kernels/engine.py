@@ -45,8 +45,8 @@ from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SCHEDULERS, SJF_EST, SRTF_EST, TIRESIAS
 from .libm import bits_nb
-from .jit import (bind, driver, engine_kernel, entry, kernel, last_use_nb, max_nb, min_nb, one_of,
-                  part)
+from .jit import (bind, driver, engine_kernel, kernel, kernel_and_entry, last_use_nb, max_nb,
+                  min_nb, one_of, part)
 from .schedulers import (is_preemptive_nb, loss_aware_rate_nb, precedes_nb,
                          priority_key_nb)
 
@@ -125,7 +125,7 @@ def _held_after_nb(t, since, attained0, owed0, account_from):
     return 0.0
 
 
-@entry
+@kernel_and_entry
 def max_points_nb(n_jobs, n_evals, n_thresholds):
     """A bound on one cluster's scheduling points.  Every point but the first holds an
     event, and a job has at most its arrival, end, demotion, ``n_evals`` evaluations and

@@ -432,6 +432,29 @@ def bind(fn, **constants):
 entry = _jit(cache=CACHE)
 
 
+def kernel_and_entry(fn):
+    """A ``kernel`` (no CPython wrapper, no machine code of its own: its callers link it)
+    that Python may call too: a call from Python goes to an ``entry`` copy of ``fn``,
+    compiled and cached apart (its own name, ``<name>.entry``), only once Python calls it.
+    For the kernels a pipeline calls and tests or ``fastsim`` also call (a pipeline alone
+    then compiles no wrapper for them: docs/performance.md, round 39)."""
+    if not _CAN_HIDE:
+        return entry(fn)
+    dispatcher = kernel(fn)
+    twin = FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                        fn.__closure__)
+    twin.__qualname__, twin.__doc__ = f"{fn.__qualname__}.entry", fn.__doc__
+    compiled = []
+
+    def called_from_python(*args, **kws):
+        # numba's dispatcher calls what this returns with the same arguments
+        if not compiled:
+            compiled.append(entry(twin))
+        return compiled[0]
+    dispatcher._compile_for_args = called_from_python
+    return dispatcher
+
+
 def _linked_compiler():
     """A numba compiler whose code library skips the optimisation of the whole linked
     module (``_optimize_final_module``): the machine code is made from the kernel's own

@@ -5,7 +5,7 @@ import numpy as np
 from numba import prange
 
 from .codes import RLHF
-from .jit import driver, entry, kernel, max_nb, min_nb
+from .jit import driver, entry, kernel, kernel_and_entry, max_nb, min_nb
 
 METRIC_NAMES = (
     "jct_mean_h", "jct_p50_h", "jct_p95_h", "jct_p99_h", "makespan_h", "utilization",
@@ -66,7 +66,7 @@ def _min_to_front_nb(a, low, high):
     a[low], a[m] = a[m], a[low]
 
 
-@entry
+@kernel_and_entry
 def percentiles_nb(x, qs):
     """``np.percentile(x, q)`` for each ``q`` of the increasing tuple ``qs`` (each strictly
     between 0 and 100), bit for bit as numba computes it (the same order statistics,

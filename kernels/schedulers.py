@@ -10,7 +10,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import entry, kernel, max_nb, part, user_driver
+from .jit import kernel, kernel_and_entry, max_nb, part, user_driver
 
 
 @part
@@ -36,7 +36,7 @@ def tiresias_queue_nb(attained_gpu_h, thresholds_gpu_h):
     return q
 
 
-@entry
+@kernel_and_entry
 def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thresholds_gpu_h):
     """Scalar key of one job; the engine orders by ``(demoted, key, job index)``."""
     if scheduler == FIFO:
