@@ -470,10 +470,10 @@ def cmd_figures(args):
         # cost-aware results; allowed: the --out of fastsim costaware sweep" was untrue
         other = sorted(p.name for suffix in ("summary", "curves")
                        for p in results.glob(f"*.{suffix}.parquet") if p.name not in tables)
-        held = f"; it holds {', '.join(other)}, which they do not draw" if other else ""
+        holds = f"; it holds {', '.join(other)}, which they do not draw" if other else ""
         names = " or ".join(f'name = "{t.split(".")[0]}"' for t in sorted(tables))
         raise ConfigError(f"{results} holds no table the cost-aware figures draw "
-                          f"({', '.join(tables)}): nothing to draw{held}; allowed: the --out "
+                          f"({', '.join(tables)}): nothing to draw{holds}; allowed: the --out "
                           f"of fastsim costaware sgd or grpo, or of costaware sweep of a file "
                           f"with {names}")
     check_figure_tables(results, tables, FIGURE_INPUTS)
