@@ -153,12 +153,18 @@ def test_a_failed_api_costaware_sweep_leaves_no_directory_held(tmp_path, monkeyp
     with pytest.raises(RuntimeError, match="a point failed") as kept:
         cs.run_costaware_sweep("s.toml", "sw/ca", progress=False)
     assert kept.traceback  # still held here, as a notebook holds it
-    for d in ("sw", "sw/ca"):
-        fd = os.open(tmp_path / d / "sweep.lock", os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
-        finally:
-            os.close(fd)
+    # the directory the failed run made is gone with its lock; the outer one is not held
+    assert not (tmp_path / "sw" / "ca").exists()
+    fd = os.open(tmp_path / "sw" / "sweep.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
+    finally:
+        os.close(fd)
+    (tmp_path / "sw" / "ca").mkdir()  # there before the run: kept, without the lock it made
+    with pytest.raises(RuntimeError, match="a point failed"):
+        cs.run_costaware_sweep("s.toml", "sw/ca", progress=False)
+    assert (tmp_path / "sw" / "ca").is_dir()
+    assert not (tmp_path / "sw" / "ca" / "sweep.lock").exists()
 
 
 def test_a_sweep_keeps_the_users_own_tmp_files(tmp_path):
