@@ -744,3 +744,18 @@ def test_a_run_directory_whose_trainer_state_is_a_pipe_is_refused_not_waited_on(
     os.mkfifo(run / where)
     one_line(capsys, ["replay", str(run)], f"{run / where}: not a regular file (a pipe); "
              "allowed: a run directory's trainer_state.json is a regular file")
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t")])
+def test_a_quote_never_closed_before_a_long_rest_is_one_line_naming_its_row(tmp_path, capsys,
+                                                                            suffix, sep):
+    # a stray quote in a job id of a long log made the rest of it one value of more than
+    # the csv module's 131,072 characters: a _csv.Error traceback, exit 1
+    rows = ["job_id,step,score", "a,1,0.5", '"b,1,0.5'] + ["c,%d,0.5" % i for i in range(20000)]
+    p = tmp_path / f"log.{suffix}"
+    p.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
+    one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: a value of more than 131,072 "
+             "characters (a quote opened and never closed")
+    p.write_text("\n".join(r.replace(",", sep) for r in rows[:2] + ["b" * 200_000 + ",1,0.5"])
+                 + "\n")
+    one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: a value of more than 131,072")

@@ -294,7 +294,7 @@ def _csv_lines(path: Path, data: bytes, sep: str) -> tuple[np.ndarray, np.ndarra
     text = data.decode("utf-8", errors="replace")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
     header, starts, blank, end = None, [], [], 0
-    for row in reader:
+    for row in _csv_rows(path, reader, lambda: end + 1):
         if header is not None:
             starts.append(end + 1)
             blank.append(not row)
@@ -315,6 +315,26 @@ def _csv_lines(path: Path, data: bytes, sep: str) -> tuple[np.ndarray, np.ndarra
                                   f"missing one), {why}{_separator_hint(header)}")
         end = reader.line_num
     return np.asarray(starts, dtype=np.int64), np.asarray(blank, dtype=bool)
+
+
+def _csv_rows(path: Path, reader, line):
+    """``reader``'s rows; its refusal of a value longer than the csv module's field limit
+    (131,072 characters), a traceback before, is one line naming the line the row starts
+    on (``line()``).  polars reads such a value, so it reached this count only: most often
+    a quote opened and never closed, which makes the rest of the log one value."""
+    import csv
+
+    try:
+        yield from reader
+    except csv.Error as exc:
+        limit = csv.field_size_limit()
+        if "field limit" not in str(exc):
+            raise ConfigError(f"{path}:{line()}: not a readable CSV row ({exc}); allowed: "
+                              "one value per column, separated as the header is") from None
+        raise ConfigError(f"{path}:{line()}: a value of more than {limit:,} characters (a "
+                          "quote opened and never closed makes the rest of the log one "
+                          f"value); allowed: values of at most {limit:,} characters, each "
+                          "quote closed") from None
 
 
 class _DuplicateKey(ValueError):
