@@ -759,3 +759,16 @@ def test_a_quote_never_closed_before_a_long_rest_is_one_line_naming_its_row(tmp_
     p.write_text("\n".join(r.replace(",", sep) for r in rows[:2] + ["b" * 200_000 + ",1,0.5"])
                  + "\n")
     one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: a value of more than 131,072")
+
+
+@pytest.mark.parametrize("suffix,sep", [("csv", ","), ("tsv", "\t")])
+def test_a_nul_byte_in_a_table_is_refused_naming_its_line(tmp_path, capsys, suffix, sep):
+    # a NUL left in a job id by a zero-filled block read as a character of the id: job
+    # "a\x00" was a job of its own, each half of job a too short to decide on, unsaid
+    rows = ["job_id,step,score", "a,1,0.7", "a\x00,2,0.65", "a,3,0.6", "a,4,0.55"]
+    p = tmp_path / f"log.{suffix}"
+    p.write_text("\n".join(r.replace(",", sep) for r in rows) + "\n")
+    one_line(capsys, ["replay", str(p)], f"log.{suffix}:3: a NUL byte (0x00), which no text "
+             "log holds")
+    p.write_text("\n".join(r.replace(",", sep) for r in rows).replace("\x00", "") + "\n")
+    assert read_logs([p]).table["job_id"].unique().to_list() == ["a"]

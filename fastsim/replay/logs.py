@@ -235,7 +235,9 @@ def _line_ends(data: bytes) -> bytes:
 def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     data = _line_ends(data)
     # polars' own refusal named neither the line nor what is allowed
-    decode_utf8(path, data, "TSV log" if sep == "\t" else "CSV log")
+    what = "TSV log" if sep == "\t" else "CSV log"
+    decode_utf8(path, data, what)
+    _check_no_nul(path, data, what)
     try:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, separator=sep)
     except pl.exceptions.NoDataError:
@@ -255,6 +257,19 @@ def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     if df.height and not data.rstrip(b" \t").endswith((b"\n", b"\r")):
         _check_line_ended(path, lines[-1])
     return df.with_columns(pl.Series("line", lines, dtype=pl.Int64))
+
+
+def _check_no_nul(path: Path, data: bytes, what: str) -> None:
+    """No NUL byte in a text table: a crash mid-write can leave a block of a file zero-filled,
+    and polars reads a NUL as any other character, so one left in a job id (``a\\x00``) made
+    a job of its own, each half too short to decide on, without a word (in a number it was
+    refused, but as "not a number")."""
+    at = data.find(b"\x00")
+    if at >= 0:
+        line = data.count(b"\n", 0, at) + 1
+        raise ConfigError(f"{path}:{line}: a NUL byte (0x00), which "
+                          "no text log holds (a block zero-filled by a crash while the file "
+                          f"was written?); allowed: a UTF-8 {what} without NUL bytes")
 
 
 def _check_line_ended(path: Path, line: int) -> None:
