@@ -421,6 +421,35 @@ def test_a_manifest_whose_code_is_damaged_is_rebuilt_from_the_records(user_modul
     assert len(err.splitlines()) == 1 and "is a chunk record of other code" in err, err
 
 
+@pytest.mark.parametrize("part", ["fastsim", "fastsim_sha256", "user"])
+def test_a_manifest_naming_other_code_than_every_record_is_rebuilt_from_them(
+        user_module, tmp_path, capsys, part):
+    """A flipped byte in the manifest's code (version 0.1.0 read as 1.1.0) was refused as
+    results of other code, saying to delete them, though every chunk record beside it,
+    written under it, names this run's code: the records decide, as when the field does
+    not parse.  A manifest naming the code its records name is an edit, and refused."""
+    path, out, grid = metric_sweep(tmp_path, user_module, 2)
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    other = {"fastsim": {"fastsim": "1" + grid.code["fastsim"][1:]},
+             "fastsim_sha256": {"fastsim_sha256": "0" * 64},
+             "user": {"user": {"code_metric:hacking_share": "0" * 64}}}[part]
+    manifest.write_text(json.dumps({**m, "code": {**m["code"], **other}}))
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"{manifest}: damaged sweep manifest (its code field names other "
+                             "code than every chunk record beside it, which name this "
+                             "run's); rebuilt it: 2 chunk records in"), err
+    assert "resumed: 2 of" in err[1], err
+    assert json.loads(manifest.read_text())["code"] == grid.code
+    for f in [manifest, *sorted(out.glob("cells/*/chunk-*.json"))]:  # both: an edit
+        edit_json(f, lambda doc: {**doc, "code": {**doc["code"], **other}})
+    assert sweep(path, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "of other code than this run's" in err, err
+
+
 def test_a_record_of_other_code_beside_this_codes_manifest_is_rerun(user_module, tmp_path,
                                                                     capsys):
     path, out, _ = metric_sweep(tmp_path, user_module, 2)
@@ -476,6 +505,10 @@ def test_a_damaged_manifests_values_are_named_in_one_short_line(tmp_path, capsys
         **m, **({"code": {**m["code"], "fastsim": damaged}} if field == "code" else
                 {"grid_hash": damaged, "name": damaged, "source": damaged,
                  "grid": {**m["grid"], "seed": damaged}})})
+    if field == "code":  # the record too: a manifest naming other code than its records is
+        # rebuilt from them (test_a_manifest_naming_other_code_than_every_record_is_rebuilt)
+        for rec in out.glob("cells/*/chunk-*.json"):
+            edit_json(rec, lambda r: {**r, "code": {**r["code"], "fastsim": damaged}})
     before = files(out)
     capsys.readouterr()
     assert sweep(path, out) == 2

@@ -35,7 +35,8 @@ The grid hash does not cover the code the chunks were computed by: fastsim's ver
 source, and the source of the user functions the cells name (``Grid.code``).  The manifest
 and every record name it too, and a directory whose manifest (or, rebuilding it, a record)
 names other code is refused, naming what changed, before anything runs: results of two
-versions of a function are never pooled.  A manifest written before the code was recorded names
+versions of a function are never pooled (a manifest naming other code than every one of
+its records, which name this code, is damaged, and rebuilt from them).  A manifest written before the code was recorded names
 none, or (written before fastsim's source was recorded) its version only; its chunks are
 taken to be this code's (said in one line) and the code is recorded from then on.
 """
@@ -1016,6 +1017,14 @@ def _read_manifest(root: Path, grid: Grid,
             root, grid, whole, f"{path}: damaged sweep manifest (it names no grid hash)")
     code = old.get("code")
     if _code_ok(code) and (changes := diff_code(code, grid.code)):
+        if old["grid_hash"] == grid.hash and _records_name_only(root, grid):
+            # every record was written beside this manifest, naming its code: the
+            # records are this run's code, so the manifest's code is the damaged part (a
+            # flipped byte read as "computed by fastsim 1.1.0", whose refusal said to
+            # delete the results); they decide, as when the field does not parse
+            return None, _rebuild_from_records(
+                root, grid, whole, f"{path}: damaged sweep manifest (its code field names "
+                "other code than every chunk record beside it, which name this run's)")
         # also when the hashes differ: an edited user policy or key changes its cells too
         # (their ``impl``), and the edit, not those cells, is what to name
         raise _other_code(f"{path}: the results in {root} are", changes, whole)
@@ -1066,6 +1075,29 @@ def _read_manifest(root: Path, grid: Grid,
 
 
 _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
+
+
+def _records_name_only(root: Path, grid: Grid) -> bool:
+    """Whether at least one chunk record under ``root/cells`` is readable and every one
+    that is names ``grid``'s hash and its code, fastsim's source included.  A manifest
+    and its records name one code (a run of other code is refused before it writes a
+    record), so a manifest naming another is damaged, not the record of an edit."""
+    found = False
+    try:
+        for f in sorted((root / "cells").glob("cell=*/chunk-*.json")):
+            try:
+                rec = json.loads(_read_regular(f, RECORD_MAX_BYTES))
+            except (OSError, ValueError):
+                continue  # proves nothing either way: re-run on resume
+            code = rec.get("code") if isinstance(rec, dict) else None
+            if not (isinstance(rec, dict) and rec.get("grid_hash") == grid.hash
+                    and _code_ok(code, grid) and "fastsim_sha256" in code
+                    and not diff_code(code, grid.code)):
+                return False
+            found = True
+    except OSError:
+        return False
+    return found
 
 
 def _rebuild_from_records(root: Path, grid: Grid, whole: Path | None, damage: str) -> str:
