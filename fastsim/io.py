@@ -40,6 +40,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -346,9 +347,24 @@ def renames_settled(directory: Path):
     return _directories_locked([directory], fcntl.LOCK_SH)
 
 
-# Directories this process holds for a whole block (``holding_directory``): its own
-# renames and reads there take no second flock, which would wait on the first.
-_HELD_DIRECTORIES: set[str] = set()
+# Directories this thread holds for a whole block (``holding_directory``): its own renames
+# and reads there take no second flock, which would wait on the first.  Per thread: held
+# for the process, a second thread's drawing into one went in unlocked, beside the first's.
+_HELD = threading.local()
+
+# One drawing at a time in a process (``holding_directory``, and each figure script's
+# ``themed``): matplotlib's settings are the process's, and the theme set and restored
+# around one thread's figure was restored under another's, which was saved without it (at
+# another resolution, its caption cut off).  Reentrant: a drawing holds it around each of
+# its figures.  Taken before any directory's flock, so two drawings never wait in a cycle.
+DRAWING = threading.RLock()
+
+
+def _held_here() -> set[str]:
+    """The directories this thread holds (``holding_directory``)."""
+    if not hasattr(_HELD, "dirs"):
+        _HELD.dirs = set()
+    return _HELD.dirs
 
 
 @contextlib.contextmanager
@@ -357,14 +373,17 @@ def holding_directory(*directories: Path):
     ``write_all`` takes them for one rename): a command writing files into one after
     another (figures, each its own ``write_all``, then a report naming them) leaves all of
     its files, never some of each of two commands drawing there at once.  The second
-    waits, saying so.  A directory held further out in this process is not taken again."""
-    keys = {os.path.realpath(d) for d in directories} - _HELD_DIRECTORIES
-    with _directories_locked(keys, fcntl.LOCK_EX):
-        _HELD_DIRECTORIES.update(keys)
-        try:
-            yield
-        finally:
-            _HELD_DIRECTORIES.difference_update(keys)
+    waits, saying so; a second thread of this process waits too (``DRAWING``).  A directory
+    held further out in this thread is not taken again."""
+    with DRAWING:
+        held = _held_here()
+        keys = {os.path.realpath(d) for d in directories} - held
+        with _directories_locked(keys, fcntl.LOCK_EX):
+            held.update(keys)
+            try:
+                yield
+            finally:
+                held.difference_update(keys)
 
 
 @contextlib.contextmanager
@@ -372,10 +391,10 @@ def _directories_locked(directories: Iterable[Path], operation: int):
     """``flock(operation)`` on each directory for the block, taken in one order (sorted),
     so two holders never wait on each other in a cycle; a directory that cannot be opened
     or locked is left unlocked (the rename or read reports what is wrong with it), and
-    one this process holds already (``holding_directory``) is not locked again."""
+    one this thread holds already (``holding_directory``) is not locked again."""
     fds: list[int] = []
     try:
-        for d in sorted({os.path.realpath(d) for d in directories} - _HELD_DIRECTORIES):
+        for d in sorted({os.path.realpath(d) for d in directories} - _held_here()):
             try:
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
             except OSError:

@@ -24,7 +24,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
 from fastsim.errors import ConfigError  # noqa: E402
-from fastsim.io import make_directory, remove_made, write_all  # noqa: E402
+from fastsim.io import DRAWING, make_directory, remove_made, write_all  # noqa: E402
 
 
 class _Labels(dict):
@@ -124,11 +124,13 @@ def themed(draw):
     """Run a drawing function under ``THEME`` without touching the caller's settings.
 
     The theme lives in an ``rc_context`` for the duration of the call only, so drawing in
-    a notebook leaves its style and backend as they were.
+    a notebook leaves its style and backend as they were; one call at a time in a process
+    (``fastsim.io.DRAWING``), since the settings are the process's: a second thread's
+    figure was drawn without the theme, and the theme was left set.
     """
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        with matplotlib.rc_context(THEME):
+        with DRAWING, matplotlib.rc_context(THEME):
             return draw(*args, **kwargs)
     return wrapper
 

@@ -402,6 +402,70 @@ def test_figures_leave_the_backend_and_style_alone(unusual_results, tmp_path):
     assert b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType (Type 42), not Type 3
 
 
+def test_two_threads_drawing_at_once_each_draw_under_the_theme():
+    """The theme is matplotlib's process-wide settings, set and restored around each
+    figure: a figure drawn in a second thread while the first's ended was saved without
+    it (base_rate.png at another resolution, its footnote cut off), and the first's
+    settings were left set after both."""
+    import threading
+
+    import matplotlib
+
+    from fastsim.figures import _style as S
+
+    before = dict(matplotlib.rcParams)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = []
+
+    @S.themed
+    def first():
+        first_in.set()
+        second_in.wait(0.3)  # the second drawing, if it may start meanwhile
+
+    @S.themed
+    def second():
+        second_in.set()
+        first_out.wait(1.0)
+        seen.append(matplotlib.rcParams["savefig.dpi"])
+
+    def run_first():
+        first()
+        first_out.set()
+
+    threads = [threading.Thread(target=run_first), threading.Thread(target=second)]
+    threads[0].start()
+    first_in.wait(1.0)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert seen == [S.THEME["savefig.dpi"]]
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_two_threads_holding_one_directory_take_turns(tmp_path):
+    """A drawing holds its directory (``holding_directory``) so that it holds all of one
+    drawing's figures; a second thread of the process went in beside the first."""
+    import threading
+
+    from fastsim.io import holding_directory
+
+    order, inside = [], threading.Event()
+
+    def hold(name: str, stay: float) -> None:
+        with holding_directory(tmp_path):
+            order.append(f"{name} in")
+            inside.set()
+            threading.Event().wait(stay)
+            order.append(f"{name} out")
+
+    first = threading.Thread(target=hold, args=("first", 0.3))
+    first.start()
+    inside.wait(1.0)
+    hold("second", 0.0)
+    first.join()
+    assert order == ["first in", "first out", "second in", "second out"]
+
+
 def test_frontier_sweep_table_and_figure(tmp_path):
     from fastsim.sweep.aggregate import read_summary
     from fastsim.sweep.frontier import frontier_table
