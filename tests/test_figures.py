@@ -2,6 +2,7 @@
 has every MODEL.md section 9 row."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -707,6 +708,16 @@ def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduct
     err = capsys.readouterr().err.strip()
     assert "trajectory_jobs.parquet: missing column(s) delivered_eval" in err, err
     assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+
+
+def test_a_results_path_that_is_no_directory_is_named_as_what_it_is(tmp_path, capsys):
+    # a named pipe (or /dev/zero) was "no such directory", as a mistyped path is
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (tmp_path / "file").write_text("x")
+    for path, what in ((pipe, "not a directory"), (tmp_path / "file", "a file"),
+                       (tmp_path / "typo", "no such directory")):
+        one_line(capsys, ["figures", str(path)], f"{path} is not a results directory ({what})")
 
 
 def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch, capsys):

@@ -217,7 +217,10 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
 def not_a_results_dir(results: Path) -> str:
     """The refusal of a DIR that is no directory, for ``fastsim figures`` and the scripts
     run alone: what it is, and what to give instead."""
-    what = "a file" if os.path.isfile(results) else "no such directory"
+    # a named pipe or a device there was "no such directory", sending the user looking
+    # for a typo (as costaware figures says, it is not a directory)
+    what = ("a file" if os.path.isfile(results) else "not a directory"
+            if os.path.lexists(results) else "no such directory")
     return (f"{results} is not a results directory ({what}); allowed: a sweep's --out, or a "
             "directory of them (fastsim reproduce's --out)")
 
