@@ -4,9 +4,9 @@ do, checked when it is declared, before any workload exists.
 Its arguments carry observations only (the information boundary is the drivers'
 signature), but two things reach past them:
 
-- numba's object mode (``with objmode(...)``) runs plain Python inside the compiled
-  function, which can walk the interpreter's frames up to the workload and read its
-  hidden truth (gold, peaks, hacking labels), or read a clock;
+- numba's object mode (``with objmode(...)``, or ``@jit(forceobj=True)``) runs plain
+  Python inside the compiled function, which can walk the interpreter's frames up to the
+  workload and read its hidden truth (gold, peaks, hacking labels), or read a clock;
 - a random number generator's state (``numpy.random``, ``random``): numba keeps one per
   thread, so in a parallel kernel the draws follow thread timing, and results changed
   from run to run and with the thread count;
@@ -150,6 +150,12 @@ def _reached(fn: Any, is_users: Callable[[Any], bool]) -> Iterator[tuple[Any, ty
                     todo.append(value)
 
 
+def _object_mode(dispatcher: Any) -> bool:
+    """Whether a numba function is compiled in object mode as a whole (``@jit(forceobj=
+    True)``): plain Python, as a ``with objmode`` block is."""
+    return bool(getattr(dispatcher, "targetoptions", {}).get("forceobj"))
+
+
 def _cached_text(item: Any, py: types.FunctionType) -> str | None:
     if _disk_cached(item):
         return (f"{py.__qualname__} is compiled with cache=True (numba's cache notices no "
@@ -178,6 +184,8 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
     for item, py in _reached(fn, is_users):
         if (found := _cached_text(item, py)) is not None:
             return found
+        if _object_mode(item):  # it was declared, and the driver failed to type its call
+            return f"{py.__qualname__} is compiled in object mode (forceobj=True)"
         for code in _codes(py.__code__):
             if any(i.opname in _WITH for i in dis.get_instructions(code)):
                 return f"{py.__qualname__} has a with block (numba's object mode)"

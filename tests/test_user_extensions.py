@@ -2506,3 +2506,32 @@ def test_a_declaration_named_with_a_dot_or_by_its_module_alone_is_shown_its_spec
     with pytest.raises(ConfigError, match=re.escape(
             "(a module and its function are joined by a colon: toy_user_policies:m)")):
         SimConfig.from_specs("fifo", "none", metrics=["toy_user_policies.m"])
+
+
+MISTAKES_SRC = '''
+from numba import jit, njit
+from fastsim.metrics import cluster_metric
+from fastsim.registry import scheduler_key, stop_policy
+'''
+
+
+@pytest.mark.parametrize("kind,args", [("policy", "scores, losses, attained_h, t_est_h"),
+                                       ("scheduler", "t_est_h, gpus, job_type, arrival_h")])
+def test_a_function_compiled_in_object_mode_is_refused_when_declared(tmp_path, monkeypatch,
+                                                                     capsys, kind, args):
+    """``@jit(forceobj=True)`` is object mode, as a ``with objmode`` block is: it was
+    declared, and the run failed in numba's typing of the driver, in a line naming the
+    function by its address (``Invalid use of type(CPUDispatcher(<function forced at
+    0x7f...>))``) and not object mode."""
+    module = f"toy_forceobj_{kind}"
+    decorator = "stop_policy" if kind == "policy" else "scheduler_key"
+    (tmp_path / f"{module}.py").write_text(
+        MISTAKES_SRC + f"\n\n@{decorator}()\n@jit(forceobj=True)\ndef forced({args}):\n"
+        "    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", f"--{kind}", f"{module}:forced",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "forced is compiled in object mode (forceobj=True)" in err, err
+    assert "CPUDispatcher" not in err and len(own_lines(err)) == 1 and not out.exists()
