@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -166,9 +166,9 @@ def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -
                           "two numbers, low < high (math.inf for none)")
 
 
-def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
-                   aggregate: str = "mean", percent: bool = False, paired: str = "",
-                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
+def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
+                   dtype: str = "float", aggregate: str = "mean", percent: bool = False,
+                   paired: str = "", bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
     """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
     columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
     ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays (``job_type`` as its integer code,
@@ -188,10 +188,13 @@ def cluster_metric(*, label: str = "", unit: str = "", dtype: str = "float",
     ...     n = jobs["stopped"].sum(axis=1)
     ...     return (jobs["gpus"] * jobs["stopped"]).sum(axis=1) / np.maximum(n, 1)
     """
+    if _bare is not None:
+        raise R.bare_decorator("cluster_metric")
     percent = plain_scalar(percent)  # np.True_ is a bool, as a config's own fields read it
     _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds)
 
     def wrap(fn: Callable) -> Metric:
+        R.check_decorated(fn, "metric", "cluster_metric")
         name = getattr(fn, "__name__", "")
         if not (isinstance(name, str) and name.isidentifier()):
             # a lambda is "<lambda>": a column no spec names, and a second lambda of its

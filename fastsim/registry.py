@@ -1022,9 +1022,30 @@ def _min_evals_rule(min_evals: Callable[[dict], int] | int, ref: str,
     return rule
 
 
-def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: str = "lookback",
-                min_evals: Callable[[dict], int] | int = 1, reads=("scores",), name: str = "",
-                figure_label: str = "", help: str = "") -> Callable:
+def check_decorated(fn: Any, what: str, decorator: str) -> None:
+    """What a declaring decorator (``@stop_policy(...)``, ``@scheduler_key(...)``,
+    ``@cluster_metric(...)``) was put over, when it is a declaration already: stacked twice,
+    or over another kind's, the message printed the first declaration whole (its repr, a
+    thousand characters of parameters and addresses)."""
+    kind = getattr(type(fn), "DECLARED_AS", None)
+    if isinstance(kind, str):
+        raise ConfigError(f"{what} {getattr(fn, 'ref', '') or fn.name} is declared already "
+                          f"({kind}); allowed: one @{decorator}(...) over the function")
+
+
+def bare_decorator(decorator: str) -> ConfigError:
+    """The refusal of ``@stop_policy`` written without its parentheses, as ``@njit`` may be:
+    Python called it with the function, and said "stop_policy() takes 0 positional
+    arguments but 1 was given"."""
+    return ConfigError(f"@{decorator} is written with parentheses, @{decorator}(...), its "
+                       f"arguments keywords; allowed: @{decorator}() (no arguments) or "
+                       f"@{decorator}(label=..., ...) over the function")
+
+
+def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: str | int = 0,
+                keep: str = "lookback", min_evals: Callable[[dict], int] | int = 1,
+                reads=("scores",), name: str = "", figure_label: str = "",
+                help: str = "") -> Callable:
     """Declare a user stop policy over an ``@njit`` trigger function.
 
     The function is ``trigger(scores, losses, attained_h, t_est_h, *params) -> int``: the
@@ -1050,7 +1071,11 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
     ...             return e + 1
     ...     return 0
     """
+    if _bare is not None:
+        raise bare_decorator("stop_policy")
+
     def wrap(fn: Any) -> StopPolicy:
+        check_decorated(fn, "stop policy", "stop_policy")
         if not hasattr(fn, "py_func"):
             raise ConfigError(f"stop policy {getattr(fn, '__name__', fn)!r} is not an @njit "
                               "function; allowed: numba.njit-decorated functions")
@@ -1078,8 +1103,8 @@ def stop_policy(*, params=(), label: str = "", lookback: str | int = 0, keep: st
     return wrap
 
 
-def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: str = "",
-                  help: str = "") -> Callable:
+def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str = "",
+                  figure_label: str = "", help: str = "") -> Callable:
     """Declare a user scheduler: an ``@njit`` *static* priority key.
 
     ``key(t_est_h, gpus, job_type, arrival_h, *params) -> float``, smaller runs first,
@@ -1089,7 +1114,11 @@ def scheduler_key(*, params=(), label: str = "", name: str = "", figure_label: s
     as it does ``sjf_est`` (docs/extending.md says why keys that move with service are not
     offered).
     """
+    if _bare is not None:
+        raise bare_decorator("scheduler_key")
+
     def wrap(fn: Any) -> Scheduler:
+        check_decorated(fn, "scheduler key", "scheduler_key")
         if not hasattr(fn, "py_func"):
             raise ConfigError(f"scheduler key {getattr(fn, '__name__', fn)!r} is not an @njit "
                               "function; allowed: numba.njit-decorated functions")

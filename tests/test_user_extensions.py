@@ -2535,3 +2535,46 @@ def test_a_function_compiled_in_object_mode_is_refused_when_declared(tmp_path, m
     err = capsys.readouterr().err.strip()
     assert "forced is compiled in object mode (forceobj=True)" in err, err
     assert "CPUDispatcher" not in err and len(own_lines(err)) == 1 and not out.exists()
+
+
+def _declare(tmp_path, monkeypatch, module: str, body: str):
+    """Import ``module`` written from MISTAKES_SRC + ``body``: what a user's file holds."""
+    import importlib
+
+    (tmp_path / f"{module}.py").write_text(MISTAKES_SRC + textwrap.dedent(body))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(module)
+
+
+@pytest.mark.parametrize("decorator", ["stop_policy", "scheduler_key", "cluster_metric"])
+def test_a_declaration_without_parentheses_says_how_to_write_it(tmp_path, monkeypatch,
+                                                                decorator):
+    """``@stop_policy`` written as ``@njit`` may be (no parentheses) said "stop_policy()
+    takes 0 positional arguments but 1 was given; allowed: a module that imports"."""
+    with pytest.raises(ConfigError) as exc:
+        _declare(tmp_path, monkeypatch, f"toy_bare_{decorator}",
+                 f"@{decorator}\ndef f(a):\n    return 0\n")
+    said = str(exc.value)
+    assert f"@{decorator} is written with parentheses, @{decorator}(...)" in said, said
+    assert "positional argument" not in said and len(said.splitlines()) == 1
+
+
+@pytest.mark.parametrize("outer,inner,said", [
+    ("stop_policy", "stop_policy", "stop policy toy_twice_0:f is declared already (a stop "
+     "policy)"),
+    ("scheduler_key", "stop_policy", "scheduler key toy_twice_1:f is declared already (a stop "
+     "policy)"),
+    ("cluster_metric", "scheduler_key", "metric toy_twice_2:f is declared already (a scheduler "
+     "key)"),
+])
+def test_a_declaration_declared_again_is_named_not_printed(tmp_path, monkeypatch, outer, inner,
+                                                           said):
+    """A decorator stacked twice printed the whole first declaration in its message (its
+    repr: 1,200 characters of parameters, labels and addresses)."""
+    module = f"toy_twice_{['stop_policy', 'scheduler_key', 'cluster_metric'].index(outer)}"
+    args = ("scores, losses, attained_h, t_est_h" if inner == "stop_policy"
+            else "t_est_h, gpus, job_type, arrival_h")
+    with pytest.raises(ConfigError) as exc:
+        _declare(tmp_path, monkeypatch, module,
+                 f"@{outer}()\n@{inner}()\n@njit\ndef f({args}):\n    return 0\n")
+    assert said in str(exc.value) and len(str(exc.value)) < 300, exc.value
