@@ -195,6 +195,11 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
 
     def wrap(fn: Callable) -> Metric:
         R.check_decorated(fn, "metric", "cluster_metric")
+        if hasattr(fn, "py_func"):  # it ran, and numba failed to type the mapping of columns
+            raise ConfigError(f"metric {fn.__module__}:{fn.__name__} is an @njit function; "
+                              "allowed: a plain Python function of the per-job arrays, which "
+                              "come as a mapping numba cannot take (call your @njit function "
+                              "from it, as f(jobs[\"jct_h\"]))")
         name = getattr(fn, "__name__", "")
         if not (isinstance(name, str) and name.isidentifier()):
             # a lambda is "<lambda>": a column no spec names, and a second lambda of its

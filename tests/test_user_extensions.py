@@ -2578,3 +2578,14 @@ def test_a_declaration_declared_again_is_named_not_printed(tmp_path, monkeypatch
         _declare(tmp_path, monkeypatch, module,
                  f"@{outer}()\n@{inner}()\n@njit\ndef f({args}):\n    return 0\n")
     assert said in str(exc.value) and len(str(exc.value)) < 300, exc.value
+
+
+def test_an_njit_metric_is_refused_when_declared(tmp_path, monkeypatch):
+    """A metric is plain Python; declared over an ``@njit`` function it ran, and failed in
+    numba's typing of the columns: "TypingError: non-precise type pyobject", which names
+    neither the cause nor what to do."""
+    with pytest.raises(ConfigError) as exc:
+        _declare(tmp_path, monkeypatch, "toy_njit_metric",
+                 "@cluster_metric()\n@njit\ndef f(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
+    assert str(exc.value).startswith("metric toy_njit_metric:f is an @njit function; allowed: a "
+                                     "plain Python function of the per-job arrays"), exc.value
