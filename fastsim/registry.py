@@ -816,6 +816,8 @@ def lookup(what: str, name: str) -> Declaration:
             # a scheduler key or a metric named as the policy (and so on): say which it is
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
                               f"by {made_by}{wrong_kind(name, obj, kind.DECLARED_AS)}")
+        if obj.ref != name:  # imported under another name: its own must name it too
+            _check_named_by_ref(what, name, obj, made_by)
         return obj
     # a bare word only: a label typed as a spec ('evalstop(k=3)', 'fifo+backfill') near
     # 'evalstop' would be offered it, which drops the parameters it names
@@ -825,6 +827,26 @@ def lookup(what: str, name: str) -> Declaration:
         hint = user_ref_hint(name)
     raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
                       f"of a user's declaration{hint}")
+
+
+def _check_named_by_ref(what: str, name: str, decl: Declaration, made_by: str) -> None:
+    """A declaration is named, in its config, cells and hashes, by its function's
+    ``MODULE:NAME`` (``decl.ref``), which must name it again: ``strict =
+    stop_policy(...)(below)`` over an ``@njit def below`` is ``MODULE:below``, where
+    ``below`` is the bare function, and ``--policy MODULE:strict`` was refused as
+    "policy='MODULE:below' is not a declared policy", a name the user never gave.  Reached
+    under another name (``from mydetectors import below_best`` in another module), it is
+    taken when its own name does name it."""
+    try:
+        same = import_ref(what, decl.ref, "") is decl
+    except ConfigError:  # its module or name gone (a function defined inside another)
+        same = False
+    if not same:
+        module, _, attr = decl.ref.partition(":")
+        raise ConfigError(f"{what}={name!r} is the declaration of {decl.ref}, its function's "
+                          f"name, and {module}.{attr} is not that declaration; allowed: "
+                          f"{made_by}(...) over the function's def, so that its name is the "
+                          "declaration's")
 
 
 def user_ref_hint(name: str) -> str:

@@ -2589,3 +2589,20 @@ def test_an_njit_metric_is_refused_when_declared(tmp_path, monkeypatch):
                  "@cluster_metric()\n@njit\ndef f(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
     assert str(exc.value).startswith("metric toy_njit_metric:f is an @njit function; allowed: a "
                                      "plain Python function of the per-job arrays"), exc.value
+
+
+def test_a_declaration_reached_under_another_name_says_so(tmp_path, monkeypatch, capsys):
+    """``strict = stop_policy(...)(below)`` over an ``@njit def below`` is the declaration of
+    ``MODULE:below`` (a declaration is named by its function): ``--policy MODULE:strict``
+    said "policy='MODULE:below' is not a declared policy", a name the user never gave."""
+    (tmp_path / "toy_renamed.py").write_text(
+        MISTAKES_SRC + "\n\n@njit\ndef below(scores, losses, attained_h, t_est_h):\n"
+        "    return 0\n\n\nstrict = stop_policy(label='strict')(below)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--policy", "toy_renamed:strict",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert ("--policy=toy_renamed:strict is the declaration of toy_renamed:below, its "
+            "function's name, and toy_renamed.below is not that declaration" in err), err
+    assert len(own_lines(err)) == 1 and not out.exists()
