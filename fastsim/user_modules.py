@@ -114,8 +114,9 @@ def _declared_in(module: str, exc: BaseException) -> str:
 def import_ref(field: str, ref: str, allowed: str):
     """The object ``MODULE:ATTR`` (``ref``, given as ``field``) names.  A module name that
     is not one, a module that cannot be found or lacks ``ATTR``, and a module that raises
-    while it is imported (a syntax error, an exception at its top level) are each one
-    ``ConfigError`` naming ``field``; the last gave the user's traceback."""
+    while it is imported (a syntax error, an exception at its top level, an import of its
+    own that fails) are each one ``ConfigError`` naming ``field``; the last gave the
+    user's traceback, and names the user's line."""
     import importlib
 
     module, _, attr = ref.partition(":")
@@ -123,22 +124,44 @@ def import_ref(field: str, ref: str, allowed: str):
         raise ConfigError(f"{field}={ref!r}: {module!r} is not a module name; allowed: "
                           f"{allowed}")
     try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}){_near_module(module, exc)}"
-                          f"; allowed: {allowed}{import_hint(module, exc)}"
-                          f"{_declared_in(module, exc)}") from None
+        found = importlib.import_module(module)
+    except ImportError as exc:
+        if not _not_found(module, exc):  # an import of the module's own failed: its line
+            raise _raised_importing(field, ref, module, exc) from None
+        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc})"
+                          f"{_near_module(module, exc)}; allowed: {allowed}"
+                          f"{import_hint(module, exc)}") from None
     except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
         raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
                           f"{exc}") from None
     except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
-        if isinstance(exc, SyntaxError):
-            where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
-        else:
-            where = _user_line(exc)
-            what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        raise ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} "
-                          f"({where}); allowed: a module that imports") from None
+        raise _raised_importing(field, ref, module, exc) from None
+    try:
+        return getattr(found, attr)
+    except AttributeError as exc:
+        raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
+                          f"{_declared_in(module, exc)}") from None
+
+
+def _not_found(module: str, exc: ImportError) -> bool:
+    """Whether ``exc`` says ``module`` itself (or a package holding it) is not there, rather
+    than that an import the module makes failed: ``from fastsim.registry import
+    stop_polciy`` in mine.py was "--policy=mine:f cannot be imported", offering the
+    built-in policies' names and not the module's line."""
+    return isinstance(exc, ModuleNotFoundError) and isinstance(exc.name, str) and (
+        module == exc.name or module.startswith(exc.name + "."))
+
+
+def _raised_importing(field: str, ref: str, module: str, exc: BaseException) -> ConfigError:
+    """The refusal of a user module that raised while it was imported (a syntax error, an
+    exception at its top level, an import of its own that failed), naming its line."""
+    if isinstance(exc, SyntaxError):
+        where, what = f"{exc.filename}, line {exc.lineno}", f"SyntaxError: {exc.msg}"
+    else:
+        where = _user_line(exc)
+        what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return ConfigError(f"{field}={ref!r}: importing {module} raised {what[:200]} ({where}); "
+                       "allowed: a module that imports")
 
 
 def _user_line(exc: BaseException) -> str:

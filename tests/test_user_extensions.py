@@ -2606,3 +2606,23 @@ def test_a_declaration_reached_under_another_name_says_so(tmp_path, monkeypatch,
     assert ("--policy=toy_renamed:strict is the declaration of toy_renamed:below, its "
             "function's name, and toy_renamed.below is not that declaration" in err), err
     assert len(own_lines(err)) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("line,said", [
+    ("from fastsim.registry import stop_polciy\n",
+     "ImportError: cannot import name 'stop_polciy' from 'fastsim.registry'"),
+    ("import no_such_dependency_xyz\n",
+     "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+])
+def test_an_import_that_fails_inside_a_user_module_names_its_line(tmp_path, monkeypatch,
+                                                                  capsys, line, said):
+    """A user module whose own import fails was refused as a spec that "cannot be imported",
+    offering the built-in policies' names and not the module's line."""
+    module = f"toy_bad_import_{'name' if 'polciy' in line else 'module'}"
+    (tmp_path / f"{module}.py").write_text("import numpy\n" + line)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--clusters", "2", "--policy", f"{module}:f"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--policy={module}:f: importing {module} raised {said}" in err, err
+    assert f"{module}.py, line 2); allowed: a module that imports" in err, err
+    assert "evalstop" not in err and len(own_lines(err)) == 1
