@@ -211,6 +211,9 @@ def _nearest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     for word in unknown:
         if word.startswith("--"):
             typed = word.partition("=")[0]
+            if typed in ("--threads", "--num-threads", "--n-threads"):
+                return (" (the thread count is numba's: NUMBA_NUM_THREADS=2 fastsim ..., one "
+                        "thread per core when unset; results are the same bits for any count)")
             spec = _spec_parameter(parser, typed[2:])
             if spec:
                 return spec

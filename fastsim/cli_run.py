@@ -148,7 +148,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every metric with its 95% confidence interval and the paired change.  A workload "
         "option given that no result reads (--base-rate with no RLHF job in --mix, "
         "--preempt-overhead-h under a non-preemptive scheduler) is said in one note: line on "
-        "stderr, and the run goes on.",
+        "stderr, and the run goes on.  Threads: NUMBA_NUM_THREADS (one per core when unset; "
+        "the same bits for any count).",
         formatter_class=_HelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
                    help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "

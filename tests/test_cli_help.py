@@ -220,6 +220,20 @@ def test_an_abbreviated_option_is_refused_naming_the_whole_one(capsys, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv,prog", [(["run", "--threads", "2"], "fastsim run"),
+                                       (["sweep", "noise", "--out", "o", "--threads=2"], "fastsim sweep")])
+def test_a_thread_count_option_is_told_where_the_count_is_set(capsys, tmp_path, monkeypatch,
+                                                             argv, prog):
+    """`fastsim run --threads 2` said "unrecognized arguments: --threads 2", and no help
+    text said how to choose the number of threads."""
+    monkeypatch.chdir(tmp_path)
+    err = _refused(capsys, argv)
+    assert err.startswith(f"{prog}: error: unrecognized arguments: --threads") and (
+        "(the thread count is numba's: NUMBA_NUM_THREADS=2 fastsim ..., one thread per core "
+        "when unset; results are the same bits for any count)" in err), err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_spec_in_the_help_is_never_cut_inside():
     """argparse wrapped a word longer than the help column inside it: `fastsim replay
     --help` listed 'peak:z=1.65,sigma0=0.0' and '15,min_evals=4,...' on two lines, a spec

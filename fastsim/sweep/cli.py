@@ -45,7 +45,8 @@ def register(subparsers) -> None:
         "policy, any fastsim run --baseline spec, none by default). Re-running resumes, "
         "re-running any chunk that fails its checksum; a changed grid is refused; a damaged or "
         "deleted sweep.json is rebuilt when every chunk record names this grid; one process "
-        "at a time owns --out (a lock).")
+        "at a time owns --out (a lock). Threads (local backend): NUMBA_NUM_THREADS (one per "
+        "core when unset; the same bits for any count).")
     p.add_argument("file", type=file_path, help="sweep definition: a TOML file, or the name of a "
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
