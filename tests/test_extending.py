@@ -133,3 +133,14 @@ def test_the_job_type_codes_the_walkthroughs_name_are_what_a_key_and_a_metric_ge
     assert res.extract.dtype.kind == "i"
     labels = np.array(codes.JOB_TYPE_LABELS)[res.extract.ravel()]
     assert labels.tolist() == res.jobs["job_type"].to_list()
+
+
+def test_the_detectors_page_says_how_to_write_ones_own():
+    """docs/detectors.md listed the built-in detectors and where their specs go, and said
+    nothing of a detector of one's own: the way (a stop policy with ``keep="best"``) was
+    one clause of extending.md."""
+    text = " ".join((ROOT / "docs" / "detectors.md").read_text().split())
+    assert ('A detector of your own is a stop policy of yours that keeps the best checkpoint: '
+            'an `@njit` function over one job\'s observed series, declared with '
+            '`@stop_policy(params=[...], keep="best")`') in text
+    assert "`fastsim detectors` benchmarks the built-in detectors only" in text
