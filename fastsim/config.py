@@ -507,7 +507,7 @@ def parse_baseline(value: Any, field_name: str = "baseline",
     if not isinstance(value, str):
         raise ConfigError(f"{field_name}={value!r} is invalid; allowed: a stop policy spec "
                           "(\"none\", \"evalstop:k=3\", \"MODULE:FUNCTION\") or false for no "
-                          "baseline")
+                          f"baseline{R.spec_hint(value)}")
     try:
         return PolicyConfig.parse(value)
     except ConfigError as exc:  # "policy.k=-1 is invalid; ..." -> "baseline.k=-1 is invalid; ..."
@@ -555,8 +555,10 @@ class SimConfig:
         if isinstance(self.metrics, (list, str)):
             object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
                                else tuple(self.metrics))
+        given = self.metrics if isinstance(self.metrics, tuple) else ()
         _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
-               "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions")
+               "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions"
+               + "".join(R.spec_hint(m) for m in given[:1] if not isinstance(m, str)))
         columns: dict[str, str] = {}
         for ref in self.metrics:
             names = [m.name for m in metrics()]
@@ -631,7 +633,7 @@ def _spec_or_config(kind: type, value: Any) -> Any:
         return value
     what = "scheduler" if kind is SchedulerConfig else "policy"
     _check(isinstance(value, str), what, value, f"a {what} spec (\"{getattr(D, what.upper())}\", "
-           f"\"NAME:key=value,...\") or a {kind.__name__}")
+           f"\"NAME:key=value,...\") or a {kind.__name__}{R.spec_hint(value)}")
     return kind.parse(value)
 
 

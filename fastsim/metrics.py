@@ -53,6 +53,10 @@ class Metric:
     fn: Callable | None = None           # a user metric: jobs -> [C] values
     ref: str = ""
 
+    def __repr__(self) -> str:
+        """``<metric mymetrics:share>``, as a declaration of ``fastsim.registry`` shows."""
+        return f"<metric {self.ref or self.name}>"
+
 
 def _m(name, label, unit, **kw) -> Metric:
     return Metric(name, label, unit, **kw)

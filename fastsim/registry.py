@@ -395,6 +395,13 @@ class Declaration:
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
 
+    def __repr__(self) -> str:
+        """``<stop policy mydetectors:below_best>``, what an error shows of a declaration
+        given where its spec goes (the generated repr was 1.5 kB of parameters, labels and
+        addresses, in one line)."""
+        kind = getattr(type(self), "DECLARED_AS", "a declaration")
+        return f"<{kind.partition(' ')[2]} {self.name}>"
+
     def format_label(self, values: dict[str, Any]) -> str:
         return (self.label or self.name).format(**_exact(values))
 
@@ -583,7 +590,7 @@ def _source_hash(fn: Any, params: tuple[Param, ...]) -> str:
     return hashlib.sha256((text + repr(params)).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StopPolicy(Declaration):
     """A stop policy.  ``code``: the built-in's integer code (kernels branch on it);
     ``action``: ``stop`` or ``demote``; ``lookback``: the parameter (or 0) giving how many
@@ -627,7 +634,7 @@ class StopPolicy(Declaration):
         return trigger - back
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Scheduler(Declaration):
     """A base scheduler: ``code`` is the engine's integer code; a user scheduler is a
     static key (computed once per job from what is observed at its arrival) run through
@@ -1053,6 +1060,14 @@ def check_decorated(fn: Any, what: str, decorator: str) -> None:
     if isinstance(kind, str):
         raise ConfigError(f"{what} {getattr(fn, 'ref', '') or fn.name} is declared already "
                           f"({kind}); allowed: one @{decorator}(...) over the function")
+
+
+def spec_hint(value: Any) -> str:
+    """`` (this declaration's spec is "mydetectors:below_best")`` for a declaration (what
+    ``@stop_policy`` and the other decorators return) given where a spec string goes."""
+    if not isinstance(getattr(type(value), "DECLARED_AS", None), str):
+        return ""
+    return f" (this declaration's spec is \"{getattr(value, 'ref', '') or value.name}\")"
 
 
 def bare_decorator(decorator: str) -> ConfigError:

@@ -2626,3 +2626,34 @@ def test_an_import_that_fails_inside_a_user_module_names_its_line(tmp_path, monk
     assert f"--policy={module}:f: importing {module} raised {said}" in err, err
     assert f"{module}.py, line 2); allowed: a module that imports" in err, err
     assert "evalstop" not in err and len(own_lines(err)) == 1
+
+
+def test_a_declaration_given_where_a_spec_goes_is_named_by_its_spec(user_dir, tmp_path,
+                                                                    monkeypatch):
+    """``SimConfig.from_specs("srtf_est", below_best)``, the object ``@stop_policy`` made,
+    refused it by printing its whole repr (1.5 kB of parameters, labels and addresses);
+    so did ``baseline=`` and ``metrics=[...]`` with a declaration."""
+    import fastsim
+    import toy_user_policies as mod
+    import toy_user_schedulers as keys
+    from fastsim.config import parse_baseline
+
+    metrics = _declare(tmp_path, monkeypatch, "toy_spec_metric",
+                       "@cluster_metric()\ndef m(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
+
+    cfg = fastsim.SimConfig.from_specs("srtf_est", "evalstop")
+    for call, said in [
+        (lambda: fastsim.SimConfig.from_specs("srtf_est", mod.below_best),
+         'policy=<stop policy toy_user_policies:below_best> is invalid; allowed: a policy spec '
+         '("evalstop", "NAME:key=value,...") or a PolicyConfig (this declaration\'s spec is '
+         '"toy_user_policies:below_best")'),
+        (lambda: fastsim.SimConfig.from_specs(keys.small_first, "evalstop"),
+         "scheduler=<scheduler key toy_user_schedulers:small_first> is invalid"),
+        (lambda: parse_baseline(mod.below_best),
+         "baseline=<stop policy toy_user_policies:below_best> is invalid"),
+        (lambda: fastsim.SimConfig(cfg.workload, cfg.scheduler, cfg.policy, (metrics.m,)),
+         "metrics=(<metric toy_spec_metric:m>,) is invalid"),
+    ]:
+        with pytest.raises(ConfigError) as exc:
+            call()
+        assert str(exc.value).startswith(said) and len(str(exc.value)) < 400, exc.value
