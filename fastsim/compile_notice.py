@@ -48,14 +48,17 @@ def notice_text(what: str = "the simulation kernels", seconds: str = "10-40") ->
     return f"compiling {what} (about {seconds} s by machine load; {_afterwards()})"
 
 
-def sweep_notice(schedulers, stream=None) -> None:
+def sweep_notice(schedulers, stream=None) -> bool:
     """The notice, once, before a sweep's progress bar on a terminal, if a kernel of one
     of ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent,
     while they compiled (a newcomer's first ``fastsim reproduce --quick``).  Not in a log
-    (no terminal), where each line of a sweep's output is what it did."""
+    (no terminal), where each line of a sweep's output is what it did.  Whether it was
+    said."""
     stream = stream or sys.stderr
     if stream.isatty() and not all(engine_is_cached(code) for code in set(schedulers)):
         print(notice_text(), file=stream, flush=True)
+        return True
+    return False
 
 
 def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:

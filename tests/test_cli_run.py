@@ -60,10 +60,11 @@ def test_first_compile_is_announced_in_one_line(capsys, monkeypatch, cache, then
     assert err[0].endswith(then), err
 
 
+@pytest.mark.parametrize("user", [False, True])
 @pytest.mark.parametrize("terminal,cached,said", [(True, False, True), (True, True, False),
                                                   (False, False, False)])
 def test_a_sweep_announces_a_first_compile_on_a_terminal(tmp_path, monkeypatch, terminal,
-                                                         cached, said):
+                                                         cached, said, user):
     """Its progress bar sat at the first chunk, silent, while the kernels compiled (a
     newcomer's first fastsim reproduce --quick); a log (no terminal) gets no such line."""
     import io
@@ -78,7 +79,14 @@ def test_a_sweep_announces_a_first_compile_on_a_terminal(tmp_path, monkeypatch, 
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: cached)
     monkeypatch.setattr("sys.stderr", err)
     p = tmp_path / "s.toml"
-    p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
+    # with a user's metric its first cluster is run before the rest, and said once too
+    metric = "metrics = ['toy_notice_metric:notice_jct']\n" if user else ""
+    (tmp_path / "toy_notice_metric.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\ndef notice_jct(jobs):\n"
+        "    return jobs['jct_h'].mean(axis=1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p.write_text(f"clusters = 2\n[base]\nn_jobs = 8\n{metric}[axes]\n"
+                 "scheduler = ['fifo', 'sjf_est']\n")
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 0
     lines = err.getvalue().splitlines()
     assert (lines[0].startswith("compiling the simulation kernels (about 10-40 s") == said

@@ -2639,7 +2639,7 @@ def test_a_declaration_given_where_a_spec_goes_is_named_by_its_spec(user_dir, tm
     from fastsim.config import parse_baseline
 
     metrics = _declare(tmp_path, monkeypatch, "toy_spec_metric",
-                       "@cluster_metric()\ndef m(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
+                       "@cluster_metric()\ndef spec_jct(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
 
     cfg = fastsim.SimConfig.from_specs("srtf_est", "evalstop")
     for call, said in [
@@ -2651,9 +2651,34 @@ def test_a_declaration_given_where_a_spec_goes_is_named_by_its_spec(user_dir, tm
          "scheduler=<scheduler key toy_user_schedulers:small_first> is invalid"),
         (lambda: parse_baseline(mod.below_best),
          "baseline=<stop policy toy_user_policies:below_best> is invalid"),
-        (lambda: fastsim.SimConfig(cfg.workload, cfg.scheduler, cfg.policy, (metrics.m,)),
-         "metrics=(<metric toy_spec_metric:m>,) is invalid"),
+        (lambda: fastsim.SimConfig(cfg.workload, cfg.scheduler, cfg.policy, (metrics.spec_jct,)),
+         "metrics=(<metric toy_spec_metric:spec_jct>,) is invalid"),
     ]:
         with pytest.raises(ConfigError) as exc:
             call()
         assert str(exc.value).startswith(said) and len(str(exc.value)) < 400, exc.value
+
+
+@pytest.mark.parametrize("option,body,said", [
+    ("policy", "def f(scores, losses, attained_h, t_est_h):\n    return 1.0\n",
+     "stop policy toy_sweep_first_policy:f returns float64"),
+    ("scheduler", "def f(t_est_h, gpus, job_type, arrival_h):\n    raise ValueError('boom')\n",
+     "scheduler key toy_sweep_first_scheduler:f returns none"),
+])
+def test_a_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
+        tmp_path, monkeypatch, capsys, option, body, said):
+    """A sweep made its directory, its manifest and its first cells' chunks, and only then
+    ran the user's function, which failed at its first call; once the function was fixed,
+    the same command was refused ("the results in OUT are of other code than this run's:
+    ... has been edited since they were computed"), though no result of that function
+    existed. The first cluster of a cell of each user function is now run first."""
+    decorator = "stop_policy" if option == "policy" else "scheduler_key"
+    _declare(tmp_path, monkeypatch, f"toy_sweep_first_{option}", f"@{decorator}()\n@njit\n{body}")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f'clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
+                     f'{option} = ["toy_sweep_first_{option}:f"]\n')
+    out = tmp_path / "sw"
+    assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(own_lines(err)) == 1, err
+    assert not out.exists()

@@ -229,7 +229,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
               address: str | None = None, workers: int | None = None,
               timeout: float = DASK_TIMEOUT_S, keep_jobs: bool = False, progress: bool = True,
               max_chunks: int | None = None,
-              on_chunk: Callable[[str, int], None] | None = None) -> RunReport:
+              on_chunk: Callable[[str, int], None] | None = None,
+              notice: bool = True) -> RunReport:
     """Run every chunk of ``grid`` not yet complete in ``store``.
 
     Parameters
@@ -244,6 +245,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     keep_jobs : also write per-job records (``jobs-*.parquet``); memory per chunk only.
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
+    notice : say, before the bar, that kernels compile (false: said already).
     """
     check_run(grid, backend, workers, keep_jobs)
     t0 = time.perf_counter()
@@ -261,7 +263,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
         todo = todo[:max_chunks]
     left0 = dict(left)
     cells_done = sum(1 for v in left.values() if v == 0)
-    if backend == "local" and progress:  # a Dask worker compiles in its own process
+    if backend == "local" and progress and notice:  # a Dask worker compiles in its process
         from fastsim.compile_notice import sweep_notice
 
         code = {c.id: c.config.scheduler.code for c in grid.cells}
@@ -297,6 +299,31 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
                      complete=not pending_after, damaged=damaged)
 
 
+def try_user_code(grid: Grid, progress: bool = True) -> bool:
+    """The first cluster of one cell per set of user functions the cells name (stop
+    policy, scheduler key, metrics), run before the sweep directory is made: a function
+    that fails at its first call (returns the wrong type, does not compile, raises) is
+    refused in one line with nothing written.  It failed in the first chunk of its cell,
+    after the manifest and other cells' chunks were written, and once fixed, the same
+    command was refused as results "of other code" though none of its results existed.
+    This process compiles those kernels for the sweep anyway; a Dask worker compiles its
+    own, so a Dask sweep is not tried here.  Whether it said the compile notice (which
+    ``run_sweep`` then does not say again)."""
+    probes: dict[tuple, Any] = {}
+    for c in grid.cells:
+        cfg = c.config
+        if cfg.policy.decl.user is not None or cfg.scheduler.decl.user is not None or cfg.metrics:
+            probes.setdefault((cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics), c)
+    said = False
+    if probes and progress:  # said here, where the compiling now starts, for every cell
+        from fastsim.compile_notice import sweep_notice
+
+        said = sweep_notice(c.config.scheduler.code for c in grid.cells)
+    for c in probes.values():
+        run_chunk(c.config.to_dict(), grid.seed, 0, 1, False)
+    return said
+
+
 @contextlib.contextmanager
 def held_run(grid: Grid, out, *, backend: str = "local", address=None,
              workers: int | None = None, timeout: float = DASK_TIMEOUT_S,
@@ -309,11 +336,13 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
 
     check_output_dir(out)
     SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
+    said = try_user_code(grid, progress) if backend == "local" else False
     with contextlib.ExitStack() as held:
         with dask_client(backend, address, workers, timeout, (grid,)) as client:
             store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
-                            timeout=timeout, keep_jobs=keep_jobs, progress=progress)
+                            timeout=timeout, keep_jobs=keep_jobs, progress=progress,
+                            notice=not said)
         yield store, rep
 
 
