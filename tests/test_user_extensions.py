@@ -2682,3 +2682,19 @@ def test_a_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     err = capsys.readouterr().err.strip()
     assert said in err and len(own_lines(err)) == 1, err
     assert not out.exists()
+
+
+def test_replay_and_the_monitor_given_a_declaration_offer_its_spec(user_dir):
+    """``StopMonitor(below_best)`` and ``fastsim.replay(log, below_best)``, with the object
+    ``@stop_policy`` made, said what they take but not the string that names it."""
+    import fastsim
+    import toy_user_policies as mod
+    from fastsim.replay import StopMonitor
+    from fastsim.resources import example_log
+
+    for call in (lambda: StopMonitor(mod.below_best),
+                 lambda: fastsim.replay(example_log(), [mod.below_best])):
+        with pytest.raises(ConfigError) as exc:
+            call()
+        assert str(exc.value).endswith(
+            '(this declaration\'s spec is "toy_user_policies:below_best")'), exc.value

@@ -46,7 +46,12 @@ def policy_list(policies) -> list:
     policies = [policies] if isinstance(policies, (str, PolicyConfig)) else policies
     if not isinstance(policies, (list, tuple)) or not all(
             isinstance(p, (str, PolicyConfig)) for p in policies):
-        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}")
+        from fastsim.registry import spec_hint
+
+        given = policies if isinstance(policies, (list, tuple)) else [policies]
+        hint = next((spec_hint(p) for p in given if spec_hint(p)), "")
+        raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}"
+                          f"{hint}")
     return list(policies)
 
 

@@ -244,7 +244,7 @@ class StopMonitor:
                  threshold: float = 0.0, planned_steps: float | None = None):
         if not isinstance(policy, (str, PolicyConfig)):
             raise ConfigError(f"StopMonitor policy = {policy!r}: allowed: a policy spec "
-                              "(\"evalstop:k=2\") or a PolicyConfig")
+                              f"(\"evalstop:k=2\") or a PolicyConfig{R.spec_hint(policy)}")
         p = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         check_code(p, "policy")
         d = p.decl
