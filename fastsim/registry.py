@@ -90,7 +90,7 @@ class Param:
             return "increasing positive numbers A/B/..." + (f" ({self.unit})" if self.unit else "")
         what = "an integer" if self.kind == "int" else "a number"
         top = self._hi()
-        lo = "(" if self.lo_open else "["
+        lo = "(" if self.lo_open or math.isinf(self.lo) else "["  # no "[-inf"
         hi = ")" if self.hi_open or math.isinf(top) else "]"
         return (f"{what} in {lo}{_fmt(self.lo)}, {_fmt(top)}{hi}"
                 + (f" ({self.unit})" if self.unit else ""))

@@ -98,3 +98,11 @@ def test_from_specs_takes_config_objects_as_with_policy_does():
     with pytest.raises(ConfigError, match=r"policy=SchedulerConfig\(.* is invalid; allowed: "
                        r"a policy spec .* or a PolicyConfig"):
         SimConfig.from_specs(policy=SchedulerConfig())
+
+
+def test_an_unbounded_parameter_is_said_open_at_infinity():
+    """A user's ``Param("k", "int", 2)`` (no ``lo``) was said to take "an integer in
+    [-inf, 2147483647]", a closed bracket at an infinity no integer reaches."""
+    assert R.Param("k", "int", 2).allowed() == "an integer in (-inf, 2147483647]"
+    assert R.Param("x", "float", 0.0).allowed() == "a number in (-inf, inf)"
+    assert R.Param("x", "float", 0.0, lo=0).allowed() == "a number in [0, inf)"
