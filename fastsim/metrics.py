@@ -172,7 +172,8 @@ def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -
 
 def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
                    dtype: str = "float", aggregate: str = "mean", percent: bool = False,
-                   paired: str = "", bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
+                   paired: str = "",
+                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> Callable:
     """Declare a user metric: ``fn(jobs) -> array [C]``, where ``jobs`` maps the per-job
     columns of ``SimResult.jobs`` (``jct_h``, ``held_h``, ``gpus``, ``wasted_gpu_h``,
     ``stopped``, ``hacking``, ...) to ``[C, J]`` arrays (``job_type`` as its integer code,

@@ -220,8 +220,9 @@ def test_an_abbreviated_option_is_refused_naming_the_whole_one(capsys, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv,prog", [(["run", "--threads", "2"], "fastsim run"),
-                                       (["sweep", "noise", "--out", "o", "--threads=2"], "fastsim sweep")])
+@pytest.mark.parametrize("argv,prog", [
+    (["run", "--threads", "2"], "fastsim run"),
+    (["sweep", "noise", "--out", "o", "--threads=2"], "fastsim sweep")])
 def test_a_thread_count_option_is_told_where_the_count_is_set(capsys, tmp_path, monkeypatch,
                                                              argv, prog):
     """`fastsim run --threads 2` said "unrecognized arguments: --threads 2", and no help

@@ -2638,8 +2638,8 @@ def test_a_declaration_given_where_a_spec_goes_is_named_by_its_spec(user_dir, tm
     import toy_user_schedulers as keys
     from fastsim.config import parse_baseline
 
-    metrics = _declare(tmp_path, monkeypatch, "toy_spec_metric",
-                       "@cluster_metric()\ndef spec_jct(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
+    metrics = _declare(tmp_path, monkeypatch, "toy_spec_metric", "@cluster_metric()\n"
+                       "def spec_jct(jobs):\n    return jobs['jct_h'].mean(axis=1)\n")
 
     cfg = fastsim.SimConfig.from_specs("srtf_est", "evalstop")
     for call, said in [
