@@ -295,8 +295,10 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
                                   "one per cluster (NaN where it is undefined)")
             v = v.astype(np.float64)
         if v.shape != (n,):
-            raise ConfigError(f"metric {m.name} returned shape {v.shape}; allowed: ({n},), one "
-                              "value per cluster")
+            raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
+                              f"cluster{'s' if n != 1 else ''}; allowed: ({n},), one value per "
+                              "cluster: a reduction along axis=1 of the [clusters, jobs] "
+                              "arrays, as jobs[\"jct_h\"].mean(axis=1)")
         if m.dtype == "int":
             _check_integers(m.name, v)
         else:

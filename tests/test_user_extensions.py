@@ -2698,3 +2698,20 @@ def test_replay_and_the_monitor_given_a_declaration_offer_its_spec(user_dir):
             call()
         assert str(exc.value).endswith(
             '(this declaration\'s spec is "toy_user_policies:below_best")'), exc.value
+
+
+def test_a_metric_of_the_wrong_shape_is_told_the_batch_and_the_axis(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A metric returning one number (``jobs["jct_h"].mean()``) under ``--clusters 3`` was
+    told "returned shape (); allowed: (1,)": the 1 was a batch the user never asked for."""
+    _declare(tmp_path, monkeypatch, "toy_scalar_metric",
+             "@cluster_metric()\ndef overall(jobs):\n    return jobs['jct_h'].mean()\n")
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "3", "--n-jobs", "10", "--metric",
+                 "toy_scalar_metric:overall", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.search(r"metric overall returned shape \(\) for a batch of (\d+) clusters?; "
+                     r"allowed: \(\1,\), one value per cluster: a reduction along axis=1 of "
+                     r"the \[clusters, jobs\] arrays, as jobs\[\"jct_h\"\]\.mean\(axis=1\)$",
+                     err), err
+    assert len(own_lines(err)) == 1 and not out.exists()
