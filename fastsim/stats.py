@@ -495,6 +495,9 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
 def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
     """``quantile_ci``'s values and the floor of each (one per value, or one for all;
     without one, the largest value seen), or one line naming what is wrong."""
+    _check_real(values, "values")
+    if floor is not None:
+        _check_real(floor, "floor")
     try:
         v = np.asarray(values, np.float64)
         f = None if floor is None else np.asarray(floor, np.float64)
@@ -567,14 +570,23 @@ def _one_per_replication(a: np.ndarray, name: str) -> np.ndarray:
 
 
 def _check_real(values, name: str) -> None:
-    """Refuse complex numbers, durations and dates, which numpy turns into floats (the
-    real part, with a ComplexWarning; the count of a duration's or a date's units), before
-    ``values`` are converted: one line naming ``name``."""
+    """Refuse complex numbers, durations, dates and text, which numpy turns into floats
+    (the real part, with a ComplexWarning; the count of a duration's or a date's units;
+    the number "2" or "２" writes), before ``values`` are converted: one line naming
+    ``name``."""
     dtype = getattr(values, "dtype", None)
-    if dtype is not None and not isinstance(dtype, np.dtype):  # a polars or pandas Series
-        dtype = np.asarray(values).dtype
-    if dtype is not None and dtype.kind in ("c", "m", "M"):
+    if not isinstance(dtype, np.dtype):  # a list, a polars or pandas Series, a str
+        try:
+            dtype = np.asarray(values).dtype
+        except (TypeError, ValueError):  # ragged: the conversion that follows names it
+            return
+    if dtype.kind in ("c", "m", "M"):
         raise ConfigError(f"{name} holds {dtype}; allowed: real numbers, one per replication")
+    text = dtype.kind in ("U", "S") or (dtype.kind == "O" and any(
+        isinstance(x, (str, bytes)) for x in np.asarray(values).flat))
+    if text:
+        raise ConfigError(f"{name} holds text ({dtype}); allowed: real numbers, one per "
+                          "replication")
 
 
 def _paired_arrays(x, y, xname: str, yname: str, finite: bool = True):

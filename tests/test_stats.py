@@ -468,7 +468,7 @@ def test_the_t_term_is_the_same_whatever_the_chunking():
     (lambda: bootstrap_ratio_ci([1.0, np.nan], [2.0, 2.0]), "num[1]"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, np.inf]), "den[1]"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0]), "differ in length"),
-    (lambda: bootstrap_ratio_ci(["a", "b"], [2.0, 2.0]), "allowed: numbers"),
+    (lambda: bootstrap_ratio_ci(["a", "b"], [2.0, 2.0]), "num holds text"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level=95), "level 95"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], n_boot=0), "n_boot=0"),
     # before: a '95% interval' of 1 (or 199) resamples, one of which set each end
@@ -570,13 +570,13 @@ def test_spread_is_seen_whatever_the_scale_of_the_denominators():
      "floor[1] = -inf for the censored values[1]; allowed: a finite number"),
     (lambda: __import__("fastsim.stats").stats.quantile_ci([np.inf, 2.0], floor=[np.inf, 0.0]),
      "floor[0] = inf"),
-    (lambda: __import__("fastsim.stats").stats.quantile_ci(["a", "b"]), "allowed: numbers"),
+    (lambda: __import__("fastsim.stats").stats.quantile_ci(["a", "b"]), "values holds text"),
     (lambda: __import__("fastsim.stats").stats.quantile_ci([1.0, 2.0], q="0.5"), "q '0.5'"),
     (lambda: bootstrap_ratio_ci([1.0, 2.0], [2.0, 3.0], level="0.95"), "level '0.95'"),
     (lambda: mean_ci([1.0, 2.0], level=1.5), "level 1.5"),
     (lambda: paired_change_ci([1.0, 2.0], [1.0, 3.0], level=0), "level 0"),
     (lambda: __import__("fastsim.stats").stats.clopper_pearson(12, 10), "12 of 10"),
-    (lambda: mean_ci(["x"]), "allowed: numbers"),
+    (lambda: mean_ci(["x"]), "values holds text"),
 ])
 def test_more_bad_arguments_are_one_line(call, names):
     from fastsim.errors import ConfigError
@@ -1247,3 +1247,42 @@ def test_complex_numbers_and_times_are_no_values(values):
     if values.dtype.kind == "m":  # a polars column of durations, as numpy's
         with pytest.raises(ConfigError, match=r"^values holds timedelta64"):
             mean_ci(pl.Series(values.astype("m8[ms]")))
+
+
+@pytest.mark.parametrize("values", [["1", "2", "4"], np.array(["1", "2", "4"]),
+                                    np.array([1.0, "2", 4.0], dtype=object),
+                                    pl.Series(["1", "2", "4"]), "124", ["１", "２", "4"]])
+def test_numbers_given_as_text_are_no_values(values):
+    """numpy casts text to floats, so mean_ci(["1", "2", "4"]) was the mean 2.33 of the
+    numbers written (digits of any script: "２" too), and quantile_ci, paired_change_ci,
+    mcnemar_p and cluster_sums the same, where each refuses complex numbers and times;
+    quantile_ci took complex values (their real part, with numpy's ComplexWarning) and
+    dates (days since 1970) as well.  Refused in one line naming the argument."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import (cluster_sums, mcnemar_p, paired_change_ci, proportion_ci,
+                               quantile_ci)
+
+    ones = np.ones(len(values))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for run, name in ((lambda: mean_ci(values), "values"),
+                          (lambda: quantile_ci(values), "values"),
+                          (lambda: quantile_ci(ones, floor=values), "floor"),
+                          (lambda: paired_change_ci(ones, values), "baseline"),
+                          (lambda: proportion_ci(values, ones * 5), "num"),
+                          (lambda: mcnemar_p(values, ones), "a"),
+                          (lambda: cluster_sums([0, 1, 2], values), r"values\[0\]")):
+            with pytest.raises(ConfigError, match=rf"^{name} holds text .*; allowed: real numbers"):
+                run()
+
+
+@pytest.mark.parametrize("values", [np.array([1 + 5j, 2.0, 3.0]),
+                                    np.array([1, 2, 3], dtype="M8[D]")])
+def test_quantile_ci_refuses_complex_numbers_and_times(values):
+    from fastsim.errors import ConfigError
+    from fastsim.stats import quantile_ci
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match=r"^values holds .*; allowed: real numbers"):
+            quantile_ci(values)
