@@ -300,6 +300,7 @@ def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True)
     if labels.size != x.size:
         raise ConfigError(f"cluster_mean_ci: {labels.size} cluster labels for {x.size} values; "
                           "allowed: one label per value")
+    _cluster_index(labels)  # checked as given: a row's index, before non-finite rows go
     ok = np.isfinite(x)
     total, count = cluster_sums(labels[ok], x[ok], np.ones(int(ok.sum())))
     if np.isfinite(total).all():
@@ -550,6 +551,17 @@ def _cluster_index(clusters) -> np.ndarray:
     cannot order (None among numbers, numbers among text) were its TypeError ("'<' not
     supported between instances of 'NoneType' and 'int'"); one line now."""
     labels = _one_per_replication(np.asarray(clusters), "clusters")
+    # numpy's unique gathers every NaN into one label: rows whose cluster is missing were
+    # resampled as one cluster of their own
+    if labels.dtype.kind in "fc":
+        missing = np.isnan(labels)
+    elif labels.dtype.kind == "O":
+        missing = np.array([isinstance(x, (float, complex)) and x != x for x in labels], bool)
+    else:
+        missing = np.zeros(labels.shape, bool)
+    if missing.any():
+        raise ConfigError(f"clusters[{int(np.argmax(missing))}] = nan: a missing label; "
+                          "allowed: one label per row, all numbers or all text")
     try:
         return np.unique(labels, return_inverse=True)[1]
     except TypeError:

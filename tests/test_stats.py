@@ -1286,3 +1286,23 @@ def test_quantile_ci_refuses_complex_numbers_and_times(values):
         warnings.simplefilter("error")
         with pytest.raises(ConfigError, match=r"^values holds .*; allowed: real numbers"):
             quantile_ci(values)
+
+
+@pytest.mark.parametrize("labels", [[0.0, np.nan, np.nan, 1.0],
+                                    np.array([0, np.nan, np.nan, 1], dtype=object),
+                                    pl.Series([0.0, None, 1.0, 1.0]).to_numpy()])
+def test_a_missing_cluster_label_is_refused_not_one_cluster(labels):
+    """numpy's unique gathers every NaN into one label, so rows whose cluster was missing
+    were resampled as one cluster of their own: cluster_mean_ci([1, 2, 3, 4], [0, nan,
+    nan, 1]) read 3 clusters, and cluster_sums summed the missing rows together, without a
+    word.  A NaN label is refused, naming the row, as a None is."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci, cluster_mean_ci, cluster_sums
+
+    x, y = [1.0, 2.0, 4.0, 3.0], [2.0, 1.0, 3.0, 5.0]
+    for run in (lambda: cluster_mean_ci(x, labels), lambda: cluster_sums(labels, x),
+                lambda: cluster_corr_ci(x, y, labels)):
+        with pytest.raises(ConfigError, match=r"^clusters\[1\] = nan: a missing label; allowed: "):
+            run()
+    with pytest.raises(ConfigError, match=r"^clusters\[2\] = nan"):  # the row as given
+        cluster_mean_ci([np.nan, 1.0, 2.0, 3.0], [0.0, 1.0, np.nan, 1.0])
