@@ -60,7 +60,7 @@ from scipy import special
 
 from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
 from fastsim.errors import ConfigError
-from fastsim.values import check_seed, is_integer
+from fastsim.values import check_flags, check_seed, is_integer
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
@@ -294,6 +294,7 @@ def cluster_mean_ci(values, clusters, level: float = LEVEL, signed: bool = True)
     >>> e.mean, e.n
     (2.0, 2)
     """
+    check_flags(signed=signed)
     _check_real(values, "values")
     x = _one_per_replication(np.asarray(values, dtype=np.float64), "values")
     labels = _one_per_replication(np.asarray(clusters), "clusters")
@@ -329,6 +330,7 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     """
     _check_level(level, n_boot)
     _bootstrap_seed(seed)
+    check_flags(rank=rank)
     a, b = _paired_arrays(x, y, "x", "y")
     cid = _cluster_index(clusters)
     if cid.size != a.size:
@@ -987,6 +989,7 @@ class PooledRatio:
         (a difference) that was >= 0 in every cluster seen is not cut at 0."""
         _check_level(level, n_boot)
         seed = _bootstrap_seed(seed)
+        check_flags(share=share, signed=signed)  # "no" is truthy
         n = self.n
         if n == 0 or self.s_den == 0:
             return Estimate(np.nan, np.nan, np.nan, n)

@@ -1306,3 +1306,26 @@ def test_a_missing_cluster_label_is_refused_not_one_cluster(labels):
             run()
     with pytest.raises(ConfigError, match=r"^clusters\[2\] = nan"):  # the row as given
         cluster_mean_ci([np.nan, 1.0, 2.0, 3.0], [0.0, 1.0, np.nan, 1.0])
+
+
+def test_a_flag_that_is_not_a_bool_is_refused():
+    """share="no", signed="no" and rank="no" are truthy: bootstrap_ratio_ci([1, 9, 2],
+    [10, 10, 3], share="no") cut its interval at 1 (hi 1.0 for 1.82) and
+    cluster_corr_ci(..., rank="no") was Spearman's 0.6 for Pearson's 0.38, without a word.
+    Refused as every flag of the API is (numpy's bool is one)."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import PooledRatio, bootstrap_ratio_ci, cluster_corr_ci, cluster_mean_ci
+
+    num, den = [1.0, 9.0, 2.0], [10.0, 10.0, 3.0]
+    x, y, g = [1.0, 2.0, 3.0, 10.0], [2.0, 1.0, 4.0, 3.0], [0, 1, 2, 3]
+    pooled = PooledRatio()
+    pooled.add(num, den)
+    for run, name in ((lambda: bootstrap_ratio_ci(num, den, share="no"), "share"),
+                      (lambda: bootstrap_ratio_ci(num, den, signed=None), "signed"),
+                      (lambda: pooled.ratio_ci(share=1), "share"),
+                      (lambda: cluster_mean_ci(x, g, signed="no"), "signed"),
+                      (lambda: cluster_corr_ci(x, y, g, rank="no"), "rank")):
+        with pytest.raises(ConfigError, match=rf"^{name}=.* is invalid; allowed: True or False"):
+            run()
+    assert bootstrap_ratio_ci(num, den, share=np.bool_(True)).hi == 1.0
+    assert cluster_corr_ci(x, y, g, rank=np.bool_(True)).mean == pytest.approx(0.6)
