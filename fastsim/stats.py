@@ -60,7 +60,8 @@ from scipy import special
 
 from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
 from fastsim.errors import ConfigError
-from fastsim.values import check_flags, check_seed, is_integer
+from fastsim.values import (check_flags, check_seed, float_or_nan, is_integer, is_number,
+                            plain_scalar)
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
@@ -387,8 +388,12 @@ def clopper_pearson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]
     [0.0, 0.0122]
     """
     _check_level(level)
-    if not (all(isinstance(x, (int, float, np.number)) for x in (k, n)) and 0 <= k <= n < math.inf):
-        raise ConfigError(f"clopper_pearson: {k!r} of {n!r}; allowed: counts with 0 <= k <= n")
+    # whole numbers: 1.5 of 3 was an interval of 1.5 events, True one event
+    whole = [is_integer(x) or (isinstance(x, float) and x.is_integer())
+             for x in (plain_scalar(k), plain_scalar(n))]
+    if not (all(whole) and is_number(float_or_nan(n)) and 0 <= k <= n):
+        raise ConfigError(f"clopper_pearson: {k!r} of {n!r}; allowed: whole-number counts "
+                          "with 0 <= k <= n")
     # as floats: counts beyond 2**63 (a pooled sum of int64 counts) overflowed np.int64
     lo, hi = _exact_bounds(np.float64(k), np.float64(n), level)
     return float(lo), float(hi)
@@ -473,7 +478,7 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     (3.0, 2.0, inf)
     """
     _check_level(level)
-    if not isinstance(q, (int, float, np.number)) or not 0.0 < q < 1.0:
+    if not isinstance(q, _REAL_SCALAR) or not 0.0 < q < 1.0:
         raise ConfigError(f"q {q!r}: allowed: a quantile strictly between 0 and 1")
     v, floor = _censored(values, floor)
     seen = np.isfinite(v)
@@ -663,8 +668,12 @@ def _bootstrap_seed(seed) -> int:
     return seed - 2**64 if seed >= 2**63 else seed
 
 
+# a real number, numpy's too (np.number holds complex numbers, which scipy's quantiles refuse)
+_REAL_SCALAR = (int, float, np.integer, np.floating)
+
+
 def _check_level(level, n_boot: int | None = None) -> None:
-    if not isinstance(level, (int, float, np.number)) or not 0.0 < level < 1.0:
+    if not isinstance(level, _REAL_SCALAR) or not 0.0 < level < 1.0:
         raise ConfigError(f"level {level!r}: allowed: a number strictly between 0 and 1")
     if n_boot is not None:
         check_n_boot(n_boot, level)

@@ -1329,3 +1329,33 @@ def test_a_flag_that_is_not_a_bool_is_refused():
             run()
     assert bootstrap_ratio_ci(num, den, share=np.bool_(True)).hi == 1.0
     assert cluster_corr_ci(x, y, g, rank=np.bool_(True)).mean == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("k, n", [(1.5, 3), (True, 3), (1, 3.5), (np.complex128(1), 3),
+                                  (1, 10**400), (np.float64(np.nan), 3)])
+def test_clopper_pearson_takes_whole_counts_only(k, n):
+    """clopper_pearson(1.5, 3) returned an interval of 1.5 events (proportion_ci refuses
+    such counts), True was 1 event, a complex count lost its imaginary part with numpy's
+    ComplexWarning, and a count beyond a float (10**400) was Python's OverflowError."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import clopper_pearson
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match=r"^clopper_pearson: .* of .*; allowed: whole-number "
+                                              r"counts with 0 <= k <= n"):
+            clopper_pearson(k, n)
+    assert clopper_pearson(np.int8(1), np.uint64(3)) == clopper_pearson(1.0, 3)
+
+
+@pytest.mark.parametrize("level", [np.complex128(0.95), 0.95j])
+def test_a_complex_level_or_quantile_is_one_line(level):
+    """A complex level passed the check (numpy's complex is an np.number) and failed in
+    scipy's stdtrit with a TypeError about casting rules; a complex q likewise in bdtr."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import quantile_ci
+
+    with pytest.raises(ConfigError, match=r"^level .*: allowed: a number strictly between 0 and 1"):
+        mean_ci([1.0, 2.0, 4.0], level=level)
+    with pytest.raises(ConfigError, match=r"^q .*: allowed: a quantile strictly between 0 and 1"):
+        quantile_ci([1.0, 2.0, 4.0], q=level / 1.9)
