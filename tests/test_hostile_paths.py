@@ -400,9 +400,32 @@ def test_a_bad_thread_count_variable_is_one_line(value):
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
                        text=True, env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+    from fastsim.cli import MAX_THREADS
+
     assert r.stderr.strip().splitlines() == [f"fastsim: error: NUMBA_NUM_THREADS='{value}' is "
-                                             "invalid; allowed: a positive integer written in "
-                                             "digits 0-9, or unset (one thread per core)"]
+                                             f"invalid; allowed: a positive integer up to "
+                                             f"{MAX_THREADS} written in digits 0-9, or unset "
+                                             "(one thread per core)"]
+
+
+@pytest.mark.parametrize("value", ["100000", "9999999999999999999"])
+def test_a_thread_count_no_machine_can_launch_is_one_line(value):
+    """numba launches every thread NUMBA_NUM_THREADS asks for at its first parallel kernel:
+    with 100000, fastsim costaware sgd died of a segmentation fault (libgomp: 'Thread
+    creation failed' at 40000), and 9999999999999999999 was numba's RuntimeError
+    traceback ('Invalid number of threads. This likely indicates a bug in Numba')."""
+    from fastsim.cli import MAX_THREADS
+
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
+                       text=True, env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"fastsim: error: NUMBA_NUM_THREADS='{value}' is invalid; allowed: a positive integer "
+        f"up to {MAX_THREADS} written in digits 0-9, or unset (one thread per core)"]
+    ok = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
+                        text=True, env={**os.environ, "NUMBA_NUM_THREADS": str(MAX_THREADS)},
+                        timeout=120)
+    assert ok.returncode == 0 and ok.stderr == ""
 
 
 @pytest.mark.parametrize("name", ["FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS"])
