@@ -131,11 +131,12 @@ def _check_values(args: argparse.Namespace) -> None:
 
     clusters = (50 if args.quick else 200) if args.clusters is None else args.clusters
     seed = 0 if args.seed is None else args.seed
+    # named as typed, as --trace-noise is (a default is always in range)
     if not 2 <= clusters <= 1_000_000:
-        raise ConfigError(f"clusters={clusters!r} is invalid; allowed: an integer from 2 "
+        raise ConfigError(f"--clusters={clusters} is invalid; allowed: an integer from 2 "
                           "to 1,000,000")
     if not 0 <= seed < 2**63:
-        raise ConfigError(f"seed={seed!r} is invalid; allowed: an integer from 0 to 2^63-1")
+        raise ConfigError(f"--seed={seed} is invalid; allowed: an integer from 0 to 2^63-1")
     if args.traces is not None:
         check_regular(args.traces, "a traces.parquet", "--traces")
     if args.trace_noise is not None:

@@ -134,7 +134,11 @@ def test_cli_refuses_bad_input_before_work(tmp_path, capsys):
     from fastsim.cli import main
 
     assert main(["detectors", "--clusters", "1", "--out", str(tmp_path / "o")]) == 2
-    assert "clusters=1" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("fastsim detectors: error: --clusters=1 is invalid; "
+                                       "allowed: an integer from 2 to 1,000,000\n")
+    assert main(["detectors", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == ("fastsim detectors: error: --seed=-1 is invalid; "
+                                       "allowed: an integer from 0 to 2^63-1\n")
     assert main(["detectors", "--traces", str(tmp_path / "none.parquet"), "--out", str(tmp_path / "o")]) == 2
     doc = tmp_path / "doc.md"
     doc.write_text("no markers")
