@@ -345,6 +345,12 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     point = float(_weighted_corr(a, b, one, rank)[0]) if g else np.nan
     if g < 3 or not np.isfinite(point) or abs(point) == 1.0:
         return Estimate(point, np.nan, np.nan, g)
+    from fastsim.memory import check_fits  # fastsim.memory imports this module
+
+    # the resampled counts, and several arrays of n_boot x rows at once (6.3 at the
+    # most, measured, with rank): n_boot=10**6 over 20,000 rows was numpy's MemoryError
+    check_fits(lambda n: 8 * n * (g + 7 * a.size), n_boot, "n_boot",
+               f"{a.size} rows in {g} clusters")
     counts = np.random.default_rng(seed).multinomial(g, np.full(g, 1.0 / g), size=n_boot)
     boot = _weighted_corr(a, b, counts[:, cid].astype(np.float64), rank)
     z = np.arctanh(np.clip(boot[np.isfinite(boot)], -1 + 1e-12, 1 - 1e-12))

@@ -1359,3 +1359,22 @@ def test_a_complex_level_or_quantile_is_one_line(level):
         mean_ci([1.0, 2.0, 4.0], level=level)
     with pytest.raises(ConfigError, match=r"^q .*: allowed: a quantile strictly between 0 and 1"):
         quantile_ci([1.0, 2.0, 4.0], q=level / 1.9)
+
+
+def test_a_correlation_bootstrap_too_large_for_memory_is_refused(monkeypatch):
+    """cluster_corr_ci resamples through arrays of n_boot x rows (several of them at once),
+    so a bootstrap whose sums fit (n_boot below 2**24 is not even asked about) could not:
+    n_boot=10**6 over 20,000 rows in 5,000 clusters was numpy's MemoryError traceback
+    ("Unable to allocate 37.3 GiB").  Here on a machine of 1 GiB."""
+    import fastsim.memory
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci
+
+    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 2**30)
+    rows = np.arange(2000.0)
+    y = rows % 7
+    with pytest.raises(ConfigError, match=r"^n_boot 100000 with 2000 rows in 500 clusters needs "
+                                          r"about .* GiB of memory, 1.0 GiB available; largest "
+                                          r"feasible: n_boot \d+$"):
+        cluster_corr_ci(rows, y, rows // 4, n_boot=100_000)
+    assert np.isfinite(cluster_corr_ci(rows, y, rows // 4, n_boot=2000).lo)
