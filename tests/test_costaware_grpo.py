@@ -92,6 +92,10 @@ def test_sampled_minibatch_loss_is_unbiased_in_monte_carlo():
     (lambda: cost_aware_probs(["a", 1.0], [1, 1]), "advantages is invalid"),
     (lambda: cost_aware_probs([1.0, -1.0], ["x", 1]), "lengths is invalid"),
     (lambda: group_advantages([["x", "y"]]), "rewards is invalid"),
+    # groups of two sizes were numpy's ValueError traceback ('inhomogeneous shape')
+    (lambda: group_advantages([[1.0, 0.0], [1.0]]), r"^rewards is invalid \(rows of "
+     r"different lengths\); allowed: numbers"),
+    (lambda: cost_aware_probs([1.0, -1.0], [[1], [1, 2]]), r"^lengths is invalid"),
     (lambda: cost_aware_draw([1.0, None], [1, 1], 2), "advantages is invalid"),
     # a length or advantage of True was read as 1 (pass/fail rewards stay allowed)
     (lambda: cost_aware_probs([True, False], [1, 1]), r"advantages is invalid \(True "

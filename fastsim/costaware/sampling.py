@@ -99,9 +99,14 @@ def check_distinct(given, values: list, field: str, allowed: str) -> list:
 def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     """``values`` as a contiguous float64 array; text, None or complex numbers among them
     raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
-    traceback, 'could not convert string to float').  Bools are refused unless ``bools``
-    (a 0/1 reward is one; a gradient bound or cost of True was read as 1 without a word)."""
-    x = np.asarray(values)
+    traceback, 'could not convert string to float'; rows of two lengths one about an
+    'inhomogeneous shape').  Bools are refused unless ``bools`` (a 0/1 reward is one; a
+    gradient bound or cost of True was read as 1 without a word)."""
+    try:
+        x = np.asarray(values)
+    except ValueError:  # ragged: [[1.0, 0.0], [1.0]]
+        raise ConfigError(f"{field} is invalid (rows of different lengths); allowed: numbers, "
+                          "ints or floats, in rows of one length") from None
     if x.dtype.kind not in "biuf":
         raise ConfigError(f"{field} is invalid ({x.dtype} values); allowed: numbers, ints or "
                           "floats")
