@@ -912,7 +912,8 @@ class MeanMoments:
         if n == 1 or self.low == self.high:  # values that all agree show no spread
             return Estimate(m, np.nan, np.nan, n)
         se = self._sd() / np.sqrt(n)
-        half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
+        with np.errstate(over="ignore"):  # a half-width beyond a float is inf: so are the ends
+            half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
         return Estimate(m, m - half, m + half, n)
 
 

@@ -1378,3 +1378,13 @@ def test_a_correlation_bootstrap_too_large_for_memory_is_refused(monkeypatch):
                                           r"feasible: n_boot \d+$"):
         cluster_corr_ci(rows, y, rows // 4, n_boot=100_000)
     assert np.isfinite(cluster_corr_ci(rows, y, rows // 4, n_boot=2000).lo)
+
+
+def test_an_interval_beyond_a_float_is_infinite_without_numpys_warning():
+    """Values whose interval reaches past the largest float: its ends are -inf and inf,
+    but numpy's RuntimeWarning ('overflow encountered in scalar multiply') reached the
+    user too, as no other interval's does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = mean_ci([1e308, 1.7e308, -1e308])
+    assert e.lo == -np.inf and e.hi == np.inf and e.mean == pytest.approx(5.666666666666667e307)
