@@ -936,3 +936,18 @@ def test_workers_and_an_address_together_say_what_is_allowed(tmp_path, capsys):
              "--workers sizes a local cluster; with --address the scheduler's own workers run "
              "the chunks; allowed: one of --workers and --address")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_sweeps_keep_jobs_may_be_numpys_bool(tmp_path):
+    """fastsim.sweep(..., keep_jobs=np.True_) was refused as 'allowed: True or False',
+    where its progress=np.True_ and simulate's keep_jobs=np.True_ are bools (check_flags);
+    text is still refused ("no" is truthy)."""
+    import fastsim
+
+    toml = tmp_path / "s.toml"
+    toml.write_text("clusters = 2\nchunk = 2\n[base]\nn_jobs = 10\n[axes]\nsigma = [0.0]\n")
+    with pytest.raises(ConfigError, match=r"^keep_jobs='no' is invalid; allowed: True or False$"):
+        fastsim.sweep(toml, tmp_path / "no", keep_jobs="no")
+    assert not (tmp_path / "no").exists()
+    table = fastsim.sweep(toml, tmp_path / "out", keep_jobs=np.True_)
+    assert table.height > 0 and list((tmp_path / "out").rglob("jobs-*.parquet"))

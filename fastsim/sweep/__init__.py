@@ -60,13 +60,14 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     from fastsim.sweep.runner import check_run, held_run
 
     from fastsim.config import check_flags, is_path
-    from fastsim.values import check_file_path
+    from fastsim.values import check_file_path, plain_scalar
 
     for name, value in (("file", file), ("out", out)):
         if not is_path(value):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     check_file_path(file, "file")
-    check_flags(progress=progress)
+    check_flags(progress=progress, keep_jobs=keep_jobs)
+    keep_jobs = plain_scalar(keep_jobs)  # numpy's bool as Python's, as check_run takes it
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     for line in grid.inert_notes(keep_jobs):

@@ -27,7 +27,7 @@ import polars as pl
 
 from fastsim.api import simulate
 from fastsim.compile_notice import quiet
-from fastsim.config import SimConfig, is_integer
+from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
@@ -167,8 +167,7 @@ def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
     if address is not None and workers is not None:
         raise ConfigError("workers sizes a local cluster; with an address the scheduler's own "
                           "workers run the chunks; allowed: one of workers and address")
-    if not isinstance(keep_jobs, bool):  # "no" is truthy
-        raise ConfigError(f"keep_jobs={keep_jobs!r} is invalid; allowed: True or False")
+    check_flags(keep_jobs=keep_jobs)  # "no" is truthy
     if backend == "dask":
         _check_importable(grid)
     check_sweep_memory(grid, keep_jobs, local_workers(backend, address, workers))
