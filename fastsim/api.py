@@ -216,9 +216,19 @@ def _check_arrays(cfg: SimConfig, w: Workload) -> None:
             raise ConfigError(f"workload.{f.name} is a {type(a).__name__}; allowed: a numpy "
                               "array")
         kinds = "b" if f.name in _BOOL_ARRAYS else "iu" if f.name in _INTEGER_ARRAYS else "iuf"
+        allowed = dict(b="bool", iu="integers", iuf="real numbers")[kinds]
         if a.dtype.kind not in kinds:
-            raise ConfigError(f"workload.{f.name} has dtype {a.dtype}; allowed: "
-                              f"{dict(b='bool', iu='integers', iuf='real numbers')[kinds]}")
+            raise ConfigError(f"workload.{f.name} has dtype {a.dtype}; allowed: {allowed}")
+        # numba reads the bytes in this machine's order (a big-endian peak_eval indexed
+        # out of bounds, big-endian times gave other results) and has no float16 or
+        # longdouble type
+        if not a.dtype.isnative:
+            raise ConfigError(f"workload.{f.name} has dtype {a.dtype.str}, not in this "
+                              f"machine's byte order; allowed: {allowed} in native byte order "
+                              "(a.astype(a.dtype.newbyteorder('=')))")
+        if a.dtype.kind == "f" and a.dtype.itemsize not in (4, 8):
+            raise ConfigError(f"workload.{f.name} has dtype {a.dtype}; allowed: real numbers "
+                              "of 32 or 64 bits")
     if w.job_type.ndim != 2 or w.gold.ndim != 3:
         raise ConfigError(f"workload.job_type has shape {w.job_type.shape} and workload.gold "
                           f"{w.gold.shape}; allowed: [clusters, jobs] and [clusters, jobs, "
@@ -319,7 +329,11 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     """
     check_workload(cfg, w)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
-    return _run(cfg, w, keep_jobs, record_segments)
+    # the one-pass kernel only reads a given workload, but is compiled for drawing one in
+    # place too: a read-only array (np.load's mmap_mode="r") was numba's TypingError
+    frozen = {f.name: getattr(w, f.name).copy() for f in fields(w)
+              if not getattr(w, f.name).flags.writeable}
+    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)
 
 
 @dataclass

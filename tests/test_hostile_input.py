@@ -786,6 +786,62 @@ def test_a_hand_built_workload_of_wrong_kinds_or_indices_is_refused(name, value,
         assert needle in str(e.value)
 
 
+def _swapped(a):
+    """``a``'s values in the other byte order (a file written on a big-endian machine)."""
+    return a.astype(a.dtype.newbyteorder("S"))
+
+
+# numba reads an array's bytes in this machine's order: a big-endian peak_eval passed the
+# range check (numpy reads it right) and indexed the kernel's memory out of bounds, a
+# segmentation fault; big-endian arrival times or scores gave other results without a
+# word, GPUs a SimulationError, estimates numba's TypingError; float16 (no numba type)
+# was a NotImplementedError traceback
+@pytest.mark.parametrize("name,make,needle", [
+    ("peak_eval", _swapped, "workload.peak_eval has dtype >i4, not in this machine's byte "
+     "order; allowed: integers in native byte order"),
+    ("arrival_h", _swapped, "workload.arrival_h has dtype >f8, not in this machine's byte "
+     "order; allowed: real numbers in native byte order"),
+    ("score", _swapped, "workload.score has dtype >f8"),
+    ("gpus", _swapped, "workload.gpus has dtype >i4"),
+    ("hacking", lambda a: a.astype(np.float16), "workload.hacking has dtype float16; "
+     "allowed: bool"),
+    ("gold", lambda a: a.astype(np.float16), "workload.gold has dtype float16; allowed: real "
+     "numbers of 32 or 64 bits"),
+    ("tau", lambda a: a.astype(np.longdouble), "workload.tau has dtype float128; allowed: "
+     "real numbers of 32 or 64 bits"),
+])
+def test_a_hand_built_workload_in_a_dtype_numba_cannot_read_is_refused(name, make, needle):
+    from fastsim.api import decide_stops, run_engine, run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    w = generate_workload(cfg.workload, 2, seed=2)
+    bad = w.with_arrays(**{name: make(getattr(w, name))})
+    for run in (lambda: run_workload(cfg, bad), lambda: decide_stops(cfg, bad),
+                lambda: run_engine(cfg, bad, decide_stops(cfg, w))):
+        with pytest.raises(ConfigError, match="^" + re.escape(needle)):
+            run()
+
+
+def test_a_read_only_hand_built_workload_runs():
+    """run_workload of a workload whose arrays are read-only (np.load's mmap_mode="r", say)
+    was numba's TypingError traceback: the one-pass kernel is compiled for drawing the
+    workload in place too, though it reads a given one only; run_stages ran it."""
+    from dataclasses import fields
+
+    from fastsim.api import run_stages, run_workload
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    w = generate_workload(cfg.workload, 2, seed=2)
+    expected = run_workload(cfg, w).clusters
+    frozen = w.with_arrays(**{f.name: getattr(w, f.name).copy() for f in fields(w)})
+    for f in fields(frozen):
+        getattr(frozen, f.name).flags.writeable = False
+    assert run_workload(cfg, frozen).clusters.equals(expected)
+    assert run_stages(cfg, frozen).clusters.equals(expected)
+
+
 def test_a_run_time_below_the_clocks_resolution_is_refused():
     """A hand-built job of 1e-300 h arriving at 1e6 h ran with JCT 0.0, exit 0: its run
     time vanished in arrival + duration."""
