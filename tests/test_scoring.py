@@ -59,6 +59,23 @@ def test_bound_passes_only_if_it_holds():
     assert v(BOUND, 0.99) == MATCH
 
 
+def test_a_bound_or_a_range_end_inside_our_interval_is_not_comparable():
+    """A value row whose interval is wider than its band is not comparable; a bound or a
+    range end has no band, and was scored on the point alone: `fastsim reproduce
+    --clusters 5` read the base-rate bound 90.2% [85.3%, 94.4%] against >= 89% and the
+    gain over SJF-Est 11.4% [5.7%, 17.0%] against 8.9% to 25.2% as matches."""
+    assert v(BOUND, 0.902, 0.853, 0.944) == NOT_COMPARABLE
+    assert v(WITHIN, 0.114, 0.057, 0.170) == NOT_COMPARABLE
+    assert v(WITHIN, 0.240, 0.230, 0.260) == NOT_COMPARABLE   # the upper end too
+    assert "crosses the bound" in verdict(BOUND, 0.902, 0.853, 0.944).detail
+    # an interval on one side of it still decides
+    assert v(BOUND, 0.936, 0.934, 0.938) == MATCH
+    assert v(BOUND, 0.840, 0.839, 0.842) == MISS
+    assert v(WITHIN, 0.098, 0.097, 0.100) == MATCH
+    assert v(WITHIN, 0.080, 0.070, 0.088) == MISS
+    assert v(BOUND, 0.91, 0.91, 0.92) == MATCH                 # an end on the bound holds it
+
+
 def test_within_range_is_not_widened():
     assert v(WITHIN, 0.125) == MATCH
     assert v(WITHIN, 0.088) == MISS                    # touched the range widened by 3 pp

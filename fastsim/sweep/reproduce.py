@@ -606,8 +606,8 @@ precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap j
 t interval of the ratio, widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` before any parameter was fitted: `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
-two ends both match), `miss`, `not comparable` (no estimate, no interval, or our interval wider
-than the tolerance), `fitted` (a parameter of `docs/calibration.md` was fitted to this row).
+two ends both match), `miss`, `not comparable` (no estimate, no interval, our interval wider
+than the tolerance, or across a bound or a range end), `fitted` (a parameter of `docs/calibration.md` was fitted to this row).
 
 {markdown_table(rows)}
 

@@ -12,7 +12,8 @@ Verdicts (``verdict``):
   estimates: *both* ends match their tolerance; a category: equal).
 * ``miss``: it is not.
 * ``not comparable (why)``: we have no estimate, or our 95% interval is wider than the
-  tolerance band, so no verdict can be given at this sample size.
+  tolerance band (a bound, or an end of a paper range a value must lie in: our interval
+  crosses it), so no verdict can be given at this sample size.
 * ``fitted``: a parameter was fitted to this row (``fitted_by``); it is shown, with its
   deviation, but never counted as a match.
 
@@ -219,6 +220,14 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
                        f"{_pp(d_hi, w_hi, ok_hi)}")
     if not _finite(ours):
         return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
+    if row.kind in ("bound", "within"):
+        # a bound or a range end has no band for the interval to fit in: one inside our
+        # interval is on either side of it at this sample size (strictly inside: an end
+        # on it holds the bound)
+        ends = (row.paper,) if row.kind == "bound" else row.paper
+        if _finite(lo, hi) and any(lo < e - _SLACK and e + _SLACK < hi for e in ends):
+            what = "the bound" if row.kind == "bound" else "an end of the range"
+            return Verdict(NOT_COMPARABLE, f"our 95% CI crosses {what}; run more clusters")
     if row.kind == "bound":
         d = ours - row.paper
         ok = _at_most(-d, 0.0)
