@@ -87,6 +87,19 @@ def test_report_never_counts_a_fitted_row(tiny_reproduction):
             "no estimate or too few clusters) the paper") in text
 
 
+def test_report_says_when_the_scoring_was_declared(tiny_reproduction):
+    """The report said its scoring was "declared ... before any parameter was fitted", but
+    est_sigma (1.15, still the default) and a first n_evals, sigma and u* were fitted, and
+    a full reproduction with them seen, before scoring.py's tolerances were declared: the
+    report says which commit declared them and what was fitted before."""
+    from fastsim.sweep.scoring import DECLARED
+
+    out, _ = tiny_reproduction
+    text = (out / "REPRODUCTION.md").read_text()
+    assert "before any parameter was fitted" not in text
+    assert DECLARED in text and "`0aa2a5c`" in DECLARED and "est_sigma" in DECLARED
+
+
 def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
     out, _ = tiny_reproduction
     written = draw_all(out / "results", tmp_path, formats=("png", "pdf"))

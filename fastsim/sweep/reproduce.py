@@ -34,8 +34,8 @@ from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
-from fastsim.sweep.scoring import (MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
-                                   registration_table, tolerance_text, verdict)
+from fastsim.sweep.scoring import (DECLARED, MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY,
+                                   PaperRow, registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -604,7 +604,7 @@ Ours: the estimate over clusters with its 95% interval (paired changes: the mean
 per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
 precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap joined with a
 t interval of the ratio, widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
-declared in `fastsim/sweep/scoring.py` before any parameter was fitted: `match` (our point
+declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match), `miss`, `not comparable` (no estimate, no interval, our interval wider
 than the tolerance, or across a bound or a range end), `fitted` (a parameter of `docs/calibration.md` was fitted to this row).
@@ -612,6 +612,8 @@ than the tolerance, or across a bound or a range end), `fitted` (a parameter of 
 {markdown_table(rows)}
 
 ## The pre-registered scoring
+
+The tolerances were {DECLARED}.
 
 {registration_table()}
 
