@@ -139,20 +139,25 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     worst = _lowest(br.filter(pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)))
     rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
                      worst["n"], note=f"at base rate = {worst['base_rate']:g}"))
-    gains, gain_n = [], []
+    gains, gain_n, gain_ci = [], [], []
     for sched in GAIN_SCHEDULERS:
         r = _select(summaries["composability"], "jct_mean_h_change",
                     {"scheduler": sched, "policy_name": "evalstop"})
         gains.append(-r["mean"])
         gain_n.append(r["n"])
+        gain_ci.append((-r["hi"], -r["lo"]))
         rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"]))
     # a gain with no estimate leaves the range's ends unknown: min() and max() skipped a
     # NaN anywhere but first, and the range of the other three was scored as the four's
     ends = (min(gains), max(gains)) if all(g == g for g in gains) else (math.nan, math.nan)
+    # each end's interval, that of the gain it is: an end as uncertain as its tolerance
+    # is not comparable, as a value row is (it was scored on the points alone)
+    at = [gains.index(e) if e == e else 0 for e in ends]
+    ends_lo, ends_hi = tuple(gain_ci[i][0] for i in at), tuple(gain_ci[i][1] for i in at)
     # n: the range's, the fewest pairs behind a gain; the k row's, the clusters per cell of
     # the k sweep (as its table's n column: a rate at k = 5 rests on the few clusters
     # with a trigger, which the k table says)
-    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, None, None, min(gain_n)))
+    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n)))
     best_k, f1s = k_balance(summaries["k_sweep"])
     ks = summaries["k_sweep"].filter((pl.col("policy_name") == "evalstop")
                                      & pl.col("metric").is_in(["precision", "stop_recall"]))

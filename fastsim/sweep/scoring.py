@@ -223,6 +223,15 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
             return Verdict(NOT_COMPARABLE, "no estimate")
         d_lo, d_hi = m_lo - p_lo, m_hi - p_hi
         w_lo, w_hi = row.tol.width(p_lo), row.tol.width(p_hi)
+        if lo is not None:  # each end's 95% interval: ``lo``, ``hi`` = (low end's, high end's)
+            for a, b, w, p in zip(lo, hi, (w_lo, w_hi), (p_lo, p_hi)):
+                if not _finite(a, b):
+                    return Verdict(NOT_COMPARABLE, "an end has no 95% CI (no spread between "
+                                                   "clusters): run more clusters")
+                if not _at_most((b - a) / 2, w):
+                    half = _pp((b - a) / 2, w, False, row.tol.shown_pp(p)).lstrip("+")
+                    return Verdict(NOT_COMPARABLE, f"our 95% CI of an end ±{half} is wider than "
+                                                   "the tolerance; run more clusters")
         ok_lo, ok_hi = _at_most(abs(d_lo), w_lo), _at_most(abs(d_hi), w_hi)
         return Verdict(MATCH if ok_lo and ok_hi else MISS,
                        f"ends {_pp(d_lo, w_lo, ok_lo).replace(' pp', '', 1)} / "
@@ -264,7 +273,8 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
 
 def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
     """Score our estimate of ``row``: ``ours`` is a value (with its 95% interval ``lo``,
-    ``hi``), a pair ``(min, max)`` for an ``ends`` row, or a category.
+    ``hi``), a pair ``(min, max)`` for an ``ends`` row (``lo``, ``hi``: pairs, each end's
+    interval), or a category.
 
     Examples
     --------
