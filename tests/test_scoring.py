@@ -182,7 +182,7 @@ def test_k_balance_uses_stop_recall():
 
 
 def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8),
-               gains=(0.095, 0.15, 0.24, 0.12),
+               gains=(0.095, 0.24, 0.15, 0.12),
                k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8), (3, 1.0, 0.3))):
     """Hand-made aggregated tables of the paper's sweeps, as ``comparison_rows`` reads them."""
     def frame(rows):
@@ -250,6 +250,25 @@ def test_a_range_end_whose_interval_is_wider_than_its_tolerance_is_not_comparabl
     from fastsim.sweep.reproduce import comparison_rows
     rows = {r["key"]: r for r in comparison_rows(wide)}
     assert rows["gain_range"]["verdict"] == NOT_COMPARABLE
+
+
+def test_a_range_with_a_fitted_rows_gain_at_an_end_is_never_a_match():
+    """The range's ends are two of the four gains, and the gain over SRTF-Est is the
+    fitted mean-JCT row's quantity: a range whose ends both matched counted as a held-out
+    match though the fit had put one end there.  It is `fitted` then, and when only that
+    end misses; a miss of the other end stays a held-out miss."""
+    cases = {(0.095, 0.15, 0.24, 0.12): (FITTED, "high end: the gain over SRTF-Est"),
+             (0.15, 0.16, 0.095, 0.24): (FITTED, "low end: the gain over SRTF-Est"),
+             (0.15, 0.16, 0.05, 0.24): (FITTED, "low end"),
+             (0.15, 0.16, 0.095, 0.175): (MISS, "low end: the gain over SRTF-Est"),
+             (0.095, 0.24, 0.15, 0.12): (MATCH, "")}
+    for gains, (want, note) in cases.items():
+        rows = _scored(gains=gains)
+        r = rows["gain_range"]
+        assert (r["verdict"], r["note"].startswith(note)) == (want, True), (gains, r)
+        assert bool(r["fitted_by"]) == (want == FITTED), r
+        held = headline_count(list(rows.values()))
+        assert held[1] == sum(not p.fitted_by for p in PAPER_ROWS) - (want == FITTED), held
 
 
 def test_the_base_rate_bound_is_over_the_papers_range_only():

@@ -34,8 +34,9 @@ from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
-from fastsim.sweep.scoring import (DECLARED, MATCH, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY,
-                                   PaperRow, registration_table, tolerance_text, verdict)
+from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, NOT_COMPARABLE, PAPER_ROWS,
+                                   ROWS_BY_KEY, PaperRow, registration_table, tolerance_text,
+                                   verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -112,12 +113,17 @@ def _pct_ci(mean, lo, hi) -> tuple[str, str]:
     return _pct(mean, d), _ci_pct(lo, hi, d)
 
 
-def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "") -> dict[str, Any]:
-    v = verdict(paper_row, ours, lo, hi)
+def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
+         ends_fitted_by: tuple[str, str] = ("", "")) -> dict[str, Any]:
+    """One row of the comparison; ``ends_fitted_by``: for the range, what was fitted to
+    the row each end's gain is (``verdict``'s ``ends_fitted``)."""
+    v = verdict(paper_row, ours, lo, hi, tuple(map(bool, ends_fitted_by)))
+    fitted_by = paper_row.fitted_by
+    if v.verdict == FITTED and not fitted_by:
+        fitted_by = ", ".join(dict.fromkeys(p for p in ends_fitted_by if p))
     return {"key": paper_row.key, "result": paper_row.result, "paper": paper_row.paper_text,
             "ours": ours, "lo": lo, "hi": hi, "n": n, "tolerance": tolerance_text(paper_row),
-            "verdict": v.verdict, "detail": v.detail, "fitted_by": paper_row.fitted_by,
-            "note": note}
+            "verdict": v.verdict, "detail": v.detail, "fitted_by": fitted_by, "note": note}
 
 
 def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
@@ -157,7 +163,14 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     # n: the range's, the fewest pairs behind a gain; the k row's, the clusters per cell of
     # the k sweep (as its table's n column: a rate at k = 5 rests on the few clusters
     # with a trigger, which the k table says)
-    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n)))
+    # an end that is a fitted row's gain cannot make the range a match (``verdict``)
+    keys = list(GAIN_SCHEDULERS)
+    fitted = tuple(ROWS_BY_KEY[f"gain_{keys[i]}"].fitted_by if e == e else ""
+                   for i, e in zip(at, ends))
+    note = "; ".join(f"{side} end: the gain over {GAIN_SCHEDULERS[keys[i]]}, a fitted row"
+                     for side, i, f in zip(("low", "high"), at, fitted) if f)
+    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n), note,
+                     fitted))
     best_k, f1s = k_balance(summaries["k_sweep"])
     ks = summaries["k_sweep"].filter((pl.col("policy_name") == "evalstop")
                                      & pl.col("metric").is_in(["precision", "stop_recall"]))
@@ -612,7 +625,8 @@ t interval of the ratio, widened to the exact binomial interval), n = clusters (
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match), `miss`, `not comparable` (no estimate, no interval, our interval wider
-than the tolerance, or across a bound or a range end), `fitted` (a parameter of `docs/calibration.md` was fitted to this row).
+than the tolerance, or across a bound or a range end), `fitted` (a parameter of `docs/calibration.md` was fitted to this row; for a range, to
+the row one of its ends is, while no other end misses).
 
 {markdown_table(rows)}
 
