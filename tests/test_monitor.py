@@ -454,6 +454,7 @@ def test_an_unknown_observe_keyword_is_one_line_naming_the_nearest():
     ({"policy": "oracle"}, "oracle"),
     ({"greater_is_better": "yes"}, "greater_is_better = 'yes': allowed: True or False"),
     ({"metric_for_best_model": ""}, "metric_for_best_model = '': allowed: a metric name"),
+    ({"metric_for_best_model": " "}, "metric_for_best_model = ' ': allowed: a metric name"),
     ({"k": 3, "policy": "evalstop:k=3"}, "allowed: one of the two"),
     ({"job_id": 1.5}, "job_id"),
     # k went into the spec as text: "3,scope=all" set the scope, True read policy.k='True'

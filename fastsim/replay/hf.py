@@ -124,7 +124,8 @@ class StopPolicyCallback(_TrainerCallback):
             policy = f"evalstop:k={k}"
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         metric = metric_for_best_model if metric_for_best_model is not None else metric
-        if metric is not None and (not isinstance(metric, str) or not metric):
+        # blank text names no metric, as TrainingArguments' own is read (_trainer_settings)
+        if metric is not None and (not isinstance(metric, str) or not metric.strip()):
             raise ConfigError(f"{type(self).__name__} metric_for_best_model = {metric!r}: "
                               "allowed: a metric name")
         self._metric_arg = metric
