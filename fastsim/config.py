@@ -304,7 +304,7 @@ class SchedulerConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        plain_fields(self, ("backfill", "thresholds_gpu_h"))
+        plain_fields(self, ("name", "backfill", "thresholds_gpu_h", "impl"))
         _check(isinstance(self.name, str), "scheduler", self.name, "a scheduler name")
         decl = R.lookup("scheduler", self.name)
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
@@ -377,7 +377,7 @@ class PolicyConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        plain_fields(self, ("k", "f", "w", "tol"))
+        plain_fields(self, ("name", "k", "f", "w", "tol", "scope", "impl"))
         _check(isinstance(self.name, str), "policy", self.name, "a policy name")
         decl = R.lookup("policy", self.name)
         for p in (R.K_DECLINES, R.STOP_AT_F, R.PLATEAU_W, R.PLATEAU_TOL, R.SCOPE):
@@ -555,6 +555,7 @@ class SimConfig:
         if isinstance(self.metrics, (list, str)):
             object.__setattr__(self, "metrics", (self.metrics,) if isinstance(self.metrics, str)
                                else tuple(self.metrics))
+        plain_fields(self, ("metrics",))
         given = self.metrics if isinstance(self.metrics, tuple) else ()
         _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
                "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions"

@@ -36,8 +36,8 @@ def check_seed(seed) -> int:
 
 
 def plain(v: Any) -> Any:
-    """A numpy scalar as Python's number (``np.int64(20)`` -> ``20``, ``np.float32`` ->
-    float, ``np.bool_`` -> bool), a list as a tuple of such: values a user computed with
+    """A numpy scalar as Python's (``np.int64(20)`` -> ``20``, ``np.float32`` ->
+    float, ``np.bool_`` -> bool, ``np.str_`` -> str), a list as a tuple of such: values a user computed with
     numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
     array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
     integers")."""
@@ -50,7 +50,9 @@ def plain(v: Any) -> Any:
 
 def plain_scalar(v: Any) -> Any:
     """A numpy scalar as Python's (``np.bool_`` -> bool, ``np.int64`` -> int, ``np.float32``
-    -> float); anything else as it is, for the check that follows to name."""
+    -> float, ``np.str_`` -> str: a str already, but kept as given it was stored in the
+    config and named as ``np.str_('mixed')`` in every message); anything else as it is, for
+    the check that follows to name."""
     # numpy not imported: v is no numpy scalar (the command line's parser imports this
     # module, and its --help needs no numpy)
     np = sys.modules.get("numpy")
@@ -62,6 +64,8 @@ def plain_scalar(v: Any) -> Any:
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
+    if isinstance(v, np.str_):
+        return str(v)
     return v
 
 

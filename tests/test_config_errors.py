@@ -293,6 +293,24 @@ def test_a_list_computed_with_numpy_is_a_list():
         SchedulerConfig(name="tiresias", thresholds_gpu_h=(16.0, 64.0))
 
 
+def test_text_computed_with_numpy_is_text():
+    """mix=np.str_("mixed") was stored as numpy's and named as np.str_('mixed') in messages
+    and in the config's dict."""
+    import numpy as np
+
+    cfg = SimConfig.from_specs(np.str_("fifo"), PolicyConfig(name=np.str_("evalstop"),
+                                                             scope=np.str_("all")),
+                               mix=np.str_("mixed"))
+    texts = (cfg.workload.mix, cfg.scheduler.name, cfg.policy.name, cfg.policy.scope)
+    assert all(type(t) is str for t in texts) and "np.str_" not in repr(cfg.to_dict())
+    with pytest.raises(ConfigError, match=r"^mix='mixe' is invalid"):
+        WorkloadConfig(mix=np.str_("mixe"))
+    with pytest.raises(ConfigError, match=r"^scope='bogus' is invalid"):
+        PolicyConfig(scope=np.str_("bogus"))
+    with pytest.raises(ConfigError, match=r"^metric='no_such_module:fn' cannot be imported"):
+        SimConfig.from_specs(metrics=[np.str_("no_such_module:fn")])
+
+
 def test_a_value_whose_repr_spans_lines_is_named_in_one_line():
     # a 2-D array's repr is one line per row, and the message was as many lines
     import numpy as np
