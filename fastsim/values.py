@@ -40,12 +40,19 @@ def plain(v: Any) -> Any:
     float, ``np.bool_`` -> bool, ``np.str_`` -> str), a list as a tuple of such: values a user computed with
     numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
     array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
-    integers")."""
+    integers"), and so is a polars or pandas Series (refused with its printout, several lines
+    read as one)."""
     np = sys.modules.get("numpy")
     if isinstance(v, (list, tuple)) or (np is not None and isinstance(v, np.ndarray)
-                                        and v.ndim == 1):
+                                        and v.ndim == 1) or _is_series(v):
         return tuple(plain(x) for x in v)
     return plain_scalar(v)
+
+
+def _is_series(v: Any) -> bool:
+    """A polars or pandas Series (while neither is imported, no value is one)."""
+    return any(lib is not None and isinstance(v, lib.Series)
+               for lib in (sys.modules.get("polars"), sys.modules.get("pandas")))
 
 
 def plain_scalar(v: Any) -> Any:

@@ -293,6 +293,20 @@ def test_a_list_computed_with_numpy_is_a_list():
         SchedulerConfig(name="tiresias", thresholds_gpu_h=(16.0, 64.0))
 
 
+def test_a_series_is_a_list():
+    """demands_rlhf=pl.Series([4, 8]) was refused with the Series' printout squashed into
+    one line, where the same numbers in a numpy array are taken."""
+    import pandas as pd
+    import polars as pl
+
+    for series in (pl.Series([4, 8]), pd.Series([4, 8])):
+        cfg = WorkloadConfig(demands_rlhf=series, mix=series.__class__([0.2, 0.3, 0.5]))
+        assert cfg == WorkloadConfig(demands_rlhf=(4, 8), mix=(0.2, 0.3, 0.5))
+        assert type(cfg.demands_rlhf[0]) is int
+    with pytest.raises(ConfigError, match=r"^demands_rlhf=\(4, None\) is invalid"):
+        WorkloadConfig(demands_rlhf=pl.Series([4, None]))
+
+
 def test_text_computed_with_numpy_is_text():
     """mix=np.str_("mixed") was stored as numpy's and named as np.str_('mixed') in messages
     and in the config's dict."""
