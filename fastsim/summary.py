@@ -64,6 +64,21 @@ def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
     if clusters.height == baseline.height and clusters["cluster"].equals(baseline["cluster"]):
         policy, base = clusters, baseline  # a sweep's chunks line up already
     else:  # other frames are matched on the cluster column, in the policy's order
+        repeat = [(name, frame["cluster"]) for name, frame in (("clusters", clusters),
+                                                                ("baseline", baseline))
+                  if frame["cluster"].is_duplicated().any()]
+        if repeat:
+            # a join pairs each repeat with every repeat: "covers other clusters" said of
+            # two frames of the same clusters (two seeds concatenated in two orders)
+            name, ids = repeat[0]
+            twice = ids.filter(ids.is_duplicated())
+            raise ConfigError(
+                f"{' and '.join(n for n, _ in repeat)} repeat{'s' if len(repeat) == 1 else ''} "
+                f"cluster ids (cluster "
+                f"{twice[0]} in {(ids == twice[0]).sum()} rows of {name}, {twice.n_unique()} "
+                "ids repeated: runs concatenated?) and the two frames' rows are not in the "
+                "same cluster order, so they cannot be paired by cluster; allowed: each "
+                "cluster id once, or both frames' rows in the same cluster order")
         policy = clusters.join(baseline, on="cluster", how="inner", suffix="_base",
                                maintain_order="left")
         if policy.height != clusters.height or policy.height != baseline.height:
@@ -139,7 +154,9 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     """One row per metric: ``metric, kind, mean, lo, hi, n``.
 
     ``kind`` is ``mean`` (over clusters), ``pooled`` (ratio over clusters' counts) or
-    ``paired`` (relative change vs ``baseline``, matched on the ``cluster`` column).
+    ``paired`` (relative change vs ``baseline``, matched on the ``cluster`` column: row by
+    row when both frames list the same ids in the same order, else by id, which must then
+    appear once in each frame).
 
     Examples
     --------

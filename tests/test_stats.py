@@ -344,6 +344,28 @@ def test_paired_changes_match_clusters_whatever_the_row_order():
         list(_paired_changes(policy, base.head(39)))
 
 
+def test_paired_changes_name_a_repeated_cluster_id():
+    """Two seeds' clusters concatenated, the baseline's rows in another order, were refused
+    as "baseline covers other clusters than clusters (6 and 6, 12 in both)": the same
+    clusters, but each id twice, which the join paired every way."""
+    from fastsim.api import simulate
+    from fastsim.config import SimConfig
+    from fastsim.summary import summarize
+
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=10)
+    arms = [[simulate(c, 3, seed=seed).clusters for seed in (0, 1)]
+            for c in (cfg, cfg.with_policy("none"))]
+    policy = pl.concat(arms[0])
+    assert summarize(policy, pl.concat(arms[1])).height  # the same order pairs row by row
+    with pytest.raises(ValueError, match=r"^clusters and baseline repeat cluster ids \(cluster "
+                                         r"0 in 2 rows of clusters, 3 ids repeated: runs "
+                                         r"concatenated\?\) and the two frames' rows are not"):
+        summarize(policy, pl.concat(arms[1]).reverse())
+    with pytest.raises(ValueError, match=r"^baseline repeats cluster ids \(cluster 0 in 2 "):
+        summarize(policy.unique("cluster", keep="first", maintain_order=True),
+                  pl.concat(arms[1]))
+
+
 def test_a_change_is_the_mean_of_per_cluster_changes_not_the_change_of_the_mean():
     """docs/model.md, "What a change estimates": ``*_change`` rows (and the README's "cuts
     mean JCT by") are the mean of each cluster's ``policy / baseline - 1``.  Here the
