@@ -2684,6 +2684,32 @@ def test_a_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     assert not out.exists()
 
 
+def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
+        tmp_path, monkeypatch, capsys):
+    """With ``--backend dask`` the first cluster was not tried: the sweep made its
+    directory and manifest, the baseline's chunks were written, the policy failed on a
+    worker, and once fixed the same command was refused as results "of other code". It
+    is now tried on a worker, before the directory is made, and refused in the local
+    backend's one line."""
+    distributed = pytest.importorskip("dask.distributed")
+    _declare(tmp_path, monkeypatch, "toy_dask_first_policy", "@stop_policy()\n@njit\n"
+             "def f(scores, losses, attained_h, t_est_h):\n    return 1.0\n")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
+                     'policy = ["evalstop", "toy_dask_first_policy:f"]\n')
+    out = tmp_path / "sw"
+    # in this process (its threads): the module on this sys.path, no interpreter to start
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
+                     "dask", "--address", cluster.scheduler_address]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("fastsim sweep: error: stop policy toy_dask_first_policy:f returns "
+                   "float64; allowed: an integer, the 1-based evaluation at which it stops "
+                   "the job, or 0"), err
+    assert not out.exists()
+
+
 def test_replay_and_the_monitor_given_a_declaration_offer_its_spec(user_dir):
     """``StopMonitor(below_best)`` and ``fastsim.replay(log, below_best)``, with the object
     ``@stop_policy`` made, said what they take but not the string that names it."""

@@ -298,21 +298,29 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
                      complete=not pending_after, damaged=damaged)
 
 
-def try_user_code(grid: Grid, progress: bool = True) -> bool:
+def try_user_code(grid: Grid, progress: bool = True, client=None,
+                  timeout: float = DASK_TIMEOUT_S) -> bool:
     """The first cluster of one cell per set of user functions the cells name (stop
     policy, scheduler key, metrics), run before the sweep directory is made: a function
     that fails at its first call (returns the wrong type, does not compile, raises) is
     refused in one line with nothing written.  It failed in the first chunk of its cell,
     after the manifest and other cells' chunks were written, and once fixed, the same
     command was refused as results "of other code" though none of its results existed.
-    This process compiles those kernels for the sweep anyway; a Dask worker compiles its
-    own, so a Dask sweep is not tried here.  Whether it said the compile notice (which
-    ``run_sweep`` then does not say again)."""
+    In this process, which compiles those kernels for the sweep anyway; with a Dask
+    ``client``, on its workers (``run_chunk_on_worker``: a worker compiles its own, and the
+    one that ran a trial keeps it for its chunks).  Whether it said the compile notice
+    (which ``run_sweep`` then does not say again)."""
     probes: dict[tuple, Any] = {}
     for c in grid.cells:
         cfg = c.config
         if cfg.policy.decl.user is not None or cfg.scheduler.decl.user is not None or cfg.metrics:
             probes.setdefault((cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics), c)
+    if client is not None:
+        if probes:
+            _run_dask(grid, [(c.id, 0) for c in probes.values()],
+                      {c.id: c.config.to_dict() for c in probes.values()}, client, timeout,
+                      False, lambda cid, idx, result: None, span=lambda idx: (0, 1))
+        return False
     said = False
     if probes and progress:  # said here, where the compiling now starts, for every cell
         from fastsim.compile_notice import sweep_notice
@@ -329,15 +337,16 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
              keep_jobs: bool = False, progress: bool = True):
     """Run ``grid`` into the sweep directory ``out`` and yield ``(store, report)`` with
     the directory still held (for aggregating).  Nothing is written before ``out`` is
-    known to be writable and of this grid and the Dask cluster, if any, answers with a
-    worker; a local cluster is closed before the caller goes on, freeing its memory."""
+    known to be writable and of this grid, the Dask cluster, if any, answers with a
+    worker, and each user function has run its first cluster (``try_user_code``); a
+    local cluster is closed before the caller goes on, freeing its memory."""
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
     SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
-    said = try_user_code(grid, progress) if backend == "local" else False
     with contextlib.ExitStack() as held:
         with dask_client(backend, address, workers, timeout, (grid,)) as client:
+            said = try_user_code(grid, progress, client, timeout)
             store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress,
@@ -639,19 +648,25 @@ class _Watch:
 
 
 def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict], client,
-              timeout: float, keep_jobs: bool, finished) -> None:
+              timeout: float, keep_jobs: bool, finished,
+              span: Callable[[int], tuple[int, int]] | None = None) -> None:
+    """Run the chunks ``todo`` on ``client``'s workers, handing each result to ``finished``;
+    ``span`` gives a chunk's ``(first cluster, count)`` (``try_user_code``'s trial: the
+    first cluster alone, without warming every worker up first)."""
     from concurrent.futures import CancelledError
 
     from dask.distributed import wait
 
-    _warm_up(client)
+    if span is None:
+        span = grid.chunk_range
+        _warm_up(client)
     watch = _Watch(client, timeout)
     window = 2 * max(1, watch.workers())  # bounded in-flight results: memory stays per-chunk
     queue, running = deque(todo), {}
     while queue or running:
         while queue and len(running) < window:
             cid, idx = queue.popleft()
-            start, n = grid.chunk_range(idx)
+            start, n = span(idx)
             running[client.submit(run_chunk_on_worker, configs[cid], grid.seed, start, n,
                                   keep_jobs, pure=False)] = (cid, idx)
         try:  # a bounded wait, so a cluster that lost every worker is noticed
