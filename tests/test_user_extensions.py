@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import pickle
 import re
@@ -2698,11 +2699,20 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     sweep.write_text('clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
                      'policy = ["evalstop", "toy_dask_first_policy:f"]\n')
     out = tmp_path / "sw"
-    # in this process (its threads): the module on this sys.path, no interpreter to start
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
-        assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
-                     "dask", "--address", cluster.scheduler_address]) == 2
+    logged: list[str] = []  # a local cluster's worker writes its log in the driver's terminal
+    worker_log = logging.getLogger("distributed.worker")
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    worker_log.addHandler(handler)
+    try:  # in this process (its threads): the module on this sys.path, no interpreter to start
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                      dashboard_address=None) as cluster:
+            assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
+                         "dask", "--address", cluster.scheduler_address]) == 2
+    finally:
+        worker_log.removeHandler(handler)
+    # the worker logged it too, with its traceback ("Compute Failed"): a dozen lines
+    assert not [m for m in logged if "Compute Failed" in m], logged
     err = capsys.readouterr().err.strip()
     assert err == ("fastsim sweep: error: stop policy toy_dask_first_policy:f returns "
                    "float64; allowed: an integer, the 1-based evaluation at which it stops "

@@ -83,11 +83,17 @@ def worker_code(configs: list[dict[str, Any]]) -> dict[str, Any]:
 def run_chunk_on_worker(config: dict[str, Any], seed: int, start: int, n: int,
                         keep_jobs: bool) -> tuple[str, dict[str, Any], tuple]:
     """``(worker address, worker_code, run_chunk's result)``: a Dask task, whose result the
-    driver writes only if the worker's code is the grid's (``check_worker_code``)."""
+    driver writes only if the worker's code is the grid's (``check_worker_code``).  The
+    chunk's own error (``ConfigError``, ``SimulationError``) comes back in place of the
+    result, for the driver to raise as its one line: raised here, the worker also logged
+    it with its traceback ("Compute Failed", a dozen lines in a local cluster's terminal)."""
     from distributed import get_worker
 
-    return get_worker().address, worker_code([config]), run_chunk(config, seed, start, n,
-                                                                   keep_jobs)
+    worker, code = get_worker().address, worker_code([config])
+    try:
+        return worker, code, run_chunk(config, seed, start, n, keep_jobs)
+    except (ConfigError, SimulationError) as exc:
+        return worker, code, exc
 
 
 def check_worker_code(worker: str, theirs: dict[str, Any], grid: Grid) -> None:
@@ -687,4 +693,6 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
             else:
                 worker, code, chunk = result
                 check_worker_code(worker, code, grid)  # before the chunk is written
+                if isinstance(chunk, Exception):
+                    raise chunk
                 finished(cid, idx, chunk)
