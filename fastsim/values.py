@@ -36,9 +36,10 @@ def check_seed(seed) -> int:
 
 
 def plain(v: Any) -> Any:
-    """A numpy scalar as Python's (``np.int64(20)`` -> ``20``, ``np.float32`` ->
-    float, ``np.bool_`` -> bool, ``np.str_`` -> str), a list as a tuple of such: values a user computed with
-    numpy validate, hash into cell ids and serialise as the numbers they are.  A 1-D numpy
+    """A numpy scalar as Python's (``np.int64(20)`` -> ``20``, ``np.float32`` -> float,
+    ``np.bool_`` -> bool, ``np.str_`` -> str), a list as a tuple of such: values a user
+    computed with numpy validate, hash into cell ids and serialise as the numbers they
+    are.  A 1-D numpy
     array is a list too (``demands_rlhf=np.arange(1, 5)`` was refused as "not a list of
     integers"), and so is a polars or pandas Series (refused with its printout, several lines
     read as one)."""

@@ -625,8 +625,9 @@ t interval of the ratio, widened to the exact binomial interval), n = clusters (
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match), `miss`, `not comparable` (no estimate, no interval, our interval wider
-than the tolerance, or across a bound or a range end), `fitted` (a parameter of `docs/calibration.md` was fitted to this row; for a range, to
-the row one of its ends is, while no other end misses).
+than the tolerance, or across a bound or a range end), `fitted` (a parameter of
+`docs/calibration.md` was fitted to this row; for a range, to the row one of its ends is,
+while no other end misses).
 
 {markdown_table(rows)}
 

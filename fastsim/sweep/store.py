@@ -36,9 +36,10 @@ source, and the source of the user functions the cells name (``Grid.code``).  Th
 and every record name it too, and a directory whose manifest (or, rebuilding it, a record)
 names other code is refused, naming what changed, before anything runs: results of two
 versions of a function are never pooled (a manifest naming other code than every one of
-its records, which name this code, is damaged, and rebuilt from them).  A manifest written before the code was recorded names
-none, or (written before fastsim's source was recorded) its version only; its chunks are
-taken to be this code's (said in one line) and the code is recorded from then on.
+its records, which name this code, is damaged, and rebuilt from them).  A manifest
+written before the code was recorded names none, or (written before fastsim's source was
+recorded) its version only; its chunks are taken to be this code's (said in one line) and
+the code is recorded from then on.
 """
 from __future__ import annotations
 
