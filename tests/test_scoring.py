@@ -402,3 +402,21 @@ def test_reproduce_terminal_table_keeps_row_names_and_says_when_it_reused_chunks
     assert "already done and reused" not in first
     assert main(argv) == 0
     assert "86 chunks already done and reused" in capsys.readouterr().out  # one per cell
+
+
+def test_the_detection_split_shows_the_scored_baselines_triggers_at_completion():
+    """StopAt's and the loss plateau's precision and FPR count triggers at a job's
+    completion too, which free nothing (8% and 66% of their triggers in the headline
+    cell): the split showed EvalStop's alone."""
+    from fastsim.sweep.reproduce import _estimate_table, detection_split
+
+    rows = [{"scheduler": "srtf_est", "policy_name": p, "k": 2, "metric": m, "mean": x,
+             "lo": x - 0.01, "hi": x + 0.01, "n": 10}
+            for p, share in (("evalstop", 0.45), ("stop_at", 0.08), ("loss_plateau", 0.66))
+            for m, x in (("recall", 0.8), ("stop_recall", 0.4), ("completion_share", share))]
+    table = _estimate_table(detection_split(pl.DataFrame(rows)))
+    for policy, share in (("EvalStop", "45.0%"), ("StopAt-0.65", "8.0%"),
+                          ("Loss plateau", "66.0%")):
+        line = next(x for x in table.splitlines()
+                    if x.startswith(f"| {policy}: share of triggers at completion"))
+        assert f"| {share} |" in line, line
