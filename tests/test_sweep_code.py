@@ -230,10 +230,13 @@ def test_an_edited_user_module_beside_the_fastsim_folder_is_refused(tmp_path):
         return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env,
                               cwd=tmp_path, capture_output=True, text=True)
 
-    # its manifest, as a run killed before its first chunk left it
+    # its manifest and first chunk, as a run killed after it left them (with no result
+    # under it, the manifest takes the edited code: nothing to mix)
     opened = run("import sys, fastsim; from fastsim.sweep.grid import load_sweep; from "
-                 "fastsim.sweep.store import SweepStore; print(fastsim.__file__); "
-                 "SweepStore.open(sys.argv[2], load_sweep(sys.argv[1])).close()", path, out)
+                 "fastsim.sweep.store import SweepStore; from fastsim.sweep.runner import "
+                 "run_sweep; print(fastsim.__file__); g = load_sweep(sys.argv[1]); "
+                 "s = SweepStore.open(sys.argv[2], g); "
+                 "run_sweep(g, s, progress=False, max_chunks=1); s.close()", path, out)
     assert opened.stdout.strip() == str(tmp_path / "fastsim" / "__init__.py"), opened.stderr
     metric_file.write_text(METRIC_SRC.replace(*EDITS["code_metric"]))
     resumed = run("import sys; from fastsim.cli import main; sys.exit(main(sys.argv[1:]))",
@@ -474,7 +477,10 @@ def test_reproduce_checks_the_code_of_every_sweep_before_writing_any(tmp_path, c
     out = tmp_path / "r"
     grid = load_sweep(shipped("sweeps") / "noise.toml", clusters=2, seed=0)
     monkeypatch.setattr(fastsim, "__version__", "0.0.9")
-    SweepStore.open(out / "noise", grid).close()  # its manifest, as an older fastsim wrote it
+    from fastsim.sweep.runner import run_sweep
+
+    with SweepStore.open(out / "noise", grid) as store:  # as an older fastsim wrote it
+        run_sweep(grid, store, progress=False, max_chunks=1)
     monkeypatch.undo()
     before = files(out)
     before.pop(Path("noise/sweep.lock"))  # held while reproduce runs: the lock's own line
@@ -537,3 +543,25 @@ def test_a_code_that_does_not_name_the_grids_user_functions_is_damaged(user_modu
         f"fastsim sweep: error: {out}/sweep.json: damaged sweep manifest (its code field is "
         "damaged), and ") and ("is a chunk record of other code than this run's: "
                                "code_metric:hacking_share has been edited") in err, err
+
+
+@pytest.mark.parametrize("module", ["code_metric", "code_policy"])
+def test_a_manifest_with_no_result_under_it_takes_the_edited_code(user_module, tmp_path,
+                                                                  capsys, monkeypatch, module):
+    """A sweep stopped before its first chunk was written (Ctrl-C while its kernels
+    compiled, or a user function failing past the first cluster, which the trial runs)
+    left its manifest only; once the function was edited, the same command was refused
+    as "the results in OUT are of other code", though no result existed."""
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(module))
+    out = tmp_path / "out"
+    set_code(module, monkeypatch, user_module, edited=False)
+    interrupted(path, out, 0)
+    assert not list(out.glob("cells/*/*")), "the interruption wrote a chunk"
+    set_code(module, monkeypatch, user_module, edited=True)
+    capsys.readouterr()
+    assert sweep(path, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"{out}/sweep.json names other code than this run's ("), err
+    assert err[0].endswith("and no result was written under it; rewrote it for this run"), err
+    assert json.loads((out / "sweep.json").read_text())["code"] == load_sweep(path).code

@@ -36,7 +36,8 @@ source, and the source of the user functions the cells name (``Grid.code``).  Th
 and every record name it too, and a directory whose manifest (or, rebuilding it, a record)
 names other code is refused, naming what changed, before anything runs: results of two
 versions of a function are never pooled (a manifest naming other code than every one of
-its records, which name this code, is damaged, and rebuilt from them).  A manifest
+its records, which name this code, is damaged, and rebuilt from them; one with no
+result under it, no chunk nor record, is rewritten for this code).  A manifest
 written before the code was recorded names none, or (written before fastsim's source was
 recorded) its version only; its chunks are taken to be this code's (said in one line) and
 the code is recorded from then on.
@@ -1026,6 +1027,15 @@ def _read_manifest(root: Path, grid: Grid,
             return None, _rebuild_from_records(
                 root, grid, whole, f"{path}: damaged sweep manifest (its code field names "
                 "other code than every chunk record beside it, which name this run's)")
+        if not _holds_results(root):
+            # stopped before its first chunk (Ctrl-C while compiling, a function failing
+            # past the first cluster ``try_user_code`` runs): no result of that code to mix
+            # with, and the refusal said to delete results that did not exist.  Also when
+            # the hashes differ: an edited policy or key changes its cells (``impl``)
+            check_no_other_files(root)
+            _check_not_nested(root)
+            return None, (f"{path} names other code than this run's ({'; '.join(changes)}) "
+                          "and no result was written under it; rewrote it for this run")
         # also when the hashes differ: an edited user policy or key changes its cells too
         # (their ``impl``), and the edit, not those cells, is what to name
         raise _other_code(f"{path}: the results in {root} are", changes, whole)
@@ -1076,6 +1086,21 @@ def _read_manifest(root: Path, grid: Grid,
 
 
 _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
+
+
+def _holds_results(root: Path) -> bool:
+    """Whether ``root/cells`` holds any file (a chunk, a record, a temporary of one); one
+    that cannot be listed is taken to."""
+    if not os.path.lexists(root / "cells"):
+        return False
+    try:
+        return any(files for _, _, files in os.walk(root / "cells", onerror=_raise))
+    except OSError:
+        return True
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
 
 
 def _records_name_only(root: Path, grid: Grid) -> bool:
