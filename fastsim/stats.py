@@ -564,16 +564,19 @@ def _cluster_index(clusters) -> np.ndarray:
     cannot order (None among numbers, numbers among text) were its TypeError ("'<' not
     supported between instances of 'NoneType' and 'int'"); one line now."""
     labels = _one_per_replication(np.asarray(clusters), "clusters")
-    # numpy's unique gathers every NaN into one label: rows whose cluster is missing were
-    # resampled as one cluster of their own
+    # numpy's unique gathers every NaN (and every NaT) into one label: rows whose cluster
+    # is missing were resampled as one cluster of their own
     if labels.dtype.kind in "fc":
         missing = np.isnan(labels)
+    elif labels.dtype.kind in "mM":  # dates and durations: a run per day
+        missing = np.isnat(labels)
     elif labels.dtype.kind == "O":
         missing = np.array([isinstance(x, (float, complex)) and x != x for x in labels], bool)
     else:
         missing = np.zeros(labels.shape, bool)
     if missing.any():
-        raise ConfigError(f"clusters[{int(np.argmax(missing))}] = nan: a missing label; "
+        raise ConfigError(f"clusters[{int(np.argmax(missing))}] = "
+                          f"{'NaT' if labels.dtype.kind in 'mM' else 'nan'}: a missing label; "
                           "allowed: one label per row, all numbers or all text")
     try:
         return np.unique(labels, return_inverse=True)[1]

@@ -8,6 +8,7 @@ bootstrap) fails.
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 import warnings
 
@@ -1410,3 +1411,21 @@ def test_an_interval_beyond_a_float_is_infinite_without_numpys_warning():
         warnings.simplefilter("error")
         e = mean_ci([1e308, 1.7e308, -1e308])
     assert e.lo == -np.inf and e.hi == np.inf and e.mean == pytest.approx(5.666666666666667e307)
+
+
+@pytest.mark.parametrize("labels", [
+    np.array(["2026-01-01", "NaT", "NaT", "2026-01-02"], dtype="datetime64[D]"),
+    pl.Series([dt.datetime(2026, 1, 1), None, None, dt.datetime(2026, 1, 2)]).to_numpy(),
+    np.array([0, "NaT", "NaT", 1], dtype="timedelta64[h]")])
+def test_a_missing_date_cluster_label_is_refused_not_one_cluster(labels):
+    """Dates label clusters too (a run per day), and numpy's unique gathers every NaT into
+    one label, as it does NaN: cluster_mean_ci([1, 2, 4, 3], [day 1, NaT, NaT, day 2])
+    read 3 clusters, the two undated rows resampled as one, without a word."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import cluster_corr_ci, cluster_mean_ci, cluster_sums
+
+    x, y = [1.0, 2.0, 4.0, 3.0], [2.0, 1.0, 3.0, 5.0]
+    for run in (lambda: cluster_mean_ci(x, labels), lambda: cluster_sums(labels, x),
+                lambda: cluster_corr_ci(x, y, labels)):
+        with pytest.raises(ConfigError, match=r"^clusters\[1\] = NaT: a missing label; allowed: "):
+            run()
