@@ -21,6 +21,7 @@ import time
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
@@ -305,7 +306,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 
 
 def try_user_code(grid: Grid, progress: bool = True, client=None,
-                  timeout: float = DASK_TIMEOUT_S) -> bool:
+                  timeout: float = DASK_TIMEOUT_S, out=None) -> bool:
     """The first cluster of one cell per set of user functions the cells name (stop
     policy, scheduler key, metrics), run before the sweep directory is made: a function
     that fails at its first call (returns the wrong type, does not compile, raises) is
@@ -314,13 +315,22 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
     command was refused as results "of other code" though none of its results existed.
     In this process, which compiles those kernels for the sweep anyway; with a Dask
     ``client``, on its workers (``run_chunk_on_worker``: a worker compiles its own, and the
-    one that ran a trial keeps it for its chunks).  Whether it said the compile notice
-    (which ``run_sweep`` then does not say again)."""
+    one that ran a trial keeps it for its chunks).  Not for functions a cell of the sweep
+    directory ``out`` has a chunk record of: they ran there, and ``check_manifest`` found
+    their code unchanged (a resumed sweep, complete or not, compiled kernels for a cluster
+    thrown away).  Whether it said the compile notice (which ``run_sweep`` then does not
+    say again)."""
     probes: dict[tuple, Any] = {}
+    ran: set[tuple] = set()
     for c in grid.cells:
         cfg = c.config
         if cfg.policy.decl.user is not None or cfg.scheduler.decl.user is not None or cfg.metrics:
-            probes.setdefault((cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics), c)
+            key = (cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics)
+            probes.setdefault(key, c)
+            cell = Path(out) / "cells" / f"cell={c.id}" if out is not None else None
+            if cell is not None and any(cell.glob("chunk-*.json")):
+                ran.add(key)
+    probes = {k: c for k, c in probes.items() if k not in ran}
     if client is not None:
         if probes:
             _run_dask(grid, [(c.id, 0) for c in probes.values()],
@@ -352,7 +362,7 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
     SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
     with contextlib.ExitStack() as held:
         with dask_client(backend, address, workers, timeout, (grid,)) as client:
-            said = try_user_code(grid, progress, client, timeout)
+            said = try_user_code(grid, progress, client, timeout, out)
             store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress,
