@@ -577,7 +577,7 @@ def _cluster_index(clusters) -> np.ndarray:
     if missing.any():
         raise ConfigError(f"clusters[{int(np.argmax(missing))}] = "
                           f"{'NaT' if labels.dtype.kind in 'mM' else 'nan'}: a missing label; "
-                          "allowed: one label per row, all numbers or all text")
+                          "allowed: one label per row, all numbers, all text or all dates")
     try:
         return np.unique(labels, return_inverse=True)[1]
     except TypeError:
