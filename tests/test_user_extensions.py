@@ -2547,6 +2547,15 @@ def _declare(tmp_path, monkeypatch, module: str, body: str):
     return importlib.import_module(module)
 
 
+def _sweep_of(tmp_path, monkeypatch, module: str, body: str, axis: str, specs: list[str]):
+    """``module`` declared as ``_declare`` does, and a sweep file of 2-cluster cells of 10
+    jobs whose ``axis`` lists ``specs``: (the sweep file, the --out it is run into)."""
+    _declare(tmp_path, monkeypatch, module, body)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f"clusters = 2\n[base]\nn_jobs = 10\n[axes]\n{axis} = {json.dumps(specs)}\n")
+    return sweep, tmp_path / "sw"
+
+
 @pytest.mark.parametrize("decorator", ["stop_policy", "scheduler_key", "cluster_metric"])
 def test_a_declaration_without_parentheses_says_how_to_write_it(tmp_path, monkeypatch,
                                                                 decorator):
@@ -2674,11 +2683,9 @@ def test_a_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     ... has been edited since they were computed"), though no result of that function
     existed. The first cluster of a cell of each user function is now run first."""
     decorator = "stop_policy" if option == "policy" else "scheduler_key"
-    _declare(tmp_path, monkeypatch, f"toy_sweep_first_{option}", f"@{decorator}()\n@njit\n{body}")
-    sweep = tmp_path / "s.toml"
-    sweep.write_text(f'clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
-                     f'{option} = ["toy_sweep_first_{option}:f"]\n')
-    out = tmp_path / "sw"
+    sweep, out = _sweep_of(tmp_path, monkeypatch, f"toy_sweep_first_{option}",
+                           f"@{decorator}()\n@njit\n{body}", option,
+                           [f"toy_sweep_first_{option}:f"])
     assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert said in err and len(own_lines(err)) == 1, err
@@ -2693,12 +2700,9 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     is now tried on a worker, before the directory is made, and refused in the local
     backend's one line."""
     distributed = pytest.importorskip("dask.distributed")
-    _declare(tmp_path, monkeypatch, "toy_dask_first_policy", "@stop_policy()\n@njit\n"
-             "def f(scores, losses, attained_h, t_est_h):\n    return 1.0\n")
-    sweep = tmp_path / "s.toml"
-    sweep.write_text('clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
-                     'policy = ["evalstop", "toy_dask_first_policy:f"]\n')
-    out = tmp_path / "sw"
+    sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_dask_first_policy",
+                           "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                           "    return 1.0\n", "policy", ["evalstop", "toy_dask_first_policy:f"])
     logged: list[str] = []  # a local cluster's worker writes its log in the driver's terminal
     worker_log = logging.getLogger("distributed.worker")
     handler = logging.Handler()
@@ -2761,12 +2765,9 @@ def test_a_sweep_resumed_tries_no_user_code_its_chunks_ran_already(tmp_path, mon
     for a cluster whose result was thrown away (16 s, against 2 s without the trial)."""
     import fastsim.sweep.runner as runner
 
-    _declare(tmp_path, monkeypatch, "toy_resume_trial_policy", "@stop_policy()\n@njit\n"
-             "def f(scores, losses, attained_h, t_est_h):\n    return 0\n")
-    sweep = tmp_path / "s.toml"
-    sweep.write_text('clusters = 2\n[base]\nn_jobs = 10\n[axes]\n'
-                     'policy = ["toy_resume_trial_policy:f"]\n')
-    out = tmp_path / "sw"
+    sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_resume_trial_policy",
+                           "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                           "    return 0\n", "policy", ["toy_resume_trial_policy:f"])
     assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 0
 
     def no_run(*args):
