@@ -602,16 +602,17 @@ def _check_real(values, name: str) -> None:
     (the real part, with a ComplexWarning; the count of a duration's or a date's units;
     the number "2" or "２" writes), before ``values`` are converted: one line naming
     ``name``."""
-    dtype = getattr(values, "dtype", None)
-    if not isinstance(dtype, np.dtype):  # a list, a polars or pandas Series, a str
+    a = values
+    if not isinstance(getattr(values, "dtype", None), np.dtype):  # a list, a Series, a str
         try:
-            dtype = np.asarray(values).dtype
+            a = np.asarray(values)
         except (TypeError, ValueError):  # ragged: the conversion that follows names it
             return
+    dtype = a.dtype
     if dtype.kind in ("c", "m", "M"):
         raise ConfigError(f"{name} holds {dtype}; allowed: real numbers, one per replication")
     text = dtype.kind in ("U", "S") or (dtype.kind == "O" and any(
-        isinstance(x, (str, bytes)) for x in np.asarray(values).flat))
+        isinstance(x, (str, bytes)) for x in np.asarray(a).flat))
     if text:
         raise ConfigError(f"{name} holds text ({dtype}); allowed: real numbers, one per "
                           "replication")

@@ -49,7 +49,7 @@ def policy_list(policies) -> list:
         from fastsim.registry import spec_hint
 
         given = policies if isinstance(policies, (list, tuple)) else [policies]
-        hint = next((spec_hint(p) for p in given if spec_hint(p)), "")
+        hint = next(filter(None, map(spec_hint, given)), "")
         raise ConfigError(f"policies={value_kind(policies)} is invalid; allowed: {_POLICIES}"
                           f"{hint}")
     return list(policies)

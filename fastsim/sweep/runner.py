@@ -21,7 +21,6 @@ import time
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
@@ -33,7 +32,7 @@ from fastsim.errors import ClusterLostError, ConfigError, SimulationError
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
-from fastsim.sweep.store import SweepStore
+from fastsim.sweep.store import SweepStore, cell_dir
 from fastsim.progress import progress_bar
 
 BACKENDS = ("local", "dask")
@@ -327,8 +326,7 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
         if cfg.policy.decl.user is not None or cfg.scheduler.decl.user is not None or cfg.metrics:
             key = (cfg.policy.decl.ref, cfg.scheduler.decl.ref, cfg.metrics)
             probes.setdefault(key, c)
-            cell = Path(out) / "cells" / f"cell={c.id}" if out is not None else None
-            if cell is not None and any(cell.glob("chunk-*.json")):
+            if out is not None and any(cell_dir(out, c.id).glob("chunk-*.json")):
                 ran.add(key)
     probes = {k: c for k, c in probes.items() if k not in ran}
     if client is not None:

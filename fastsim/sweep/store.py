@@ -641,7 +641,7 @@ class SweepStore:
                 + n * w.n_jobs * 250)
 
     def cell_dir(self, cell_id: str) -> Path:
-        return self.root / "cells" / f"cell={cell_id}"
+        return cell_dir(self.root, cell_id)
 
     def path(self, cell_id: str, kind: str, index: int) -> Path:
         return self.cell_dir(cell_id) / f"{kind}-{index:04d}.parquet"
@@ -927,7 +927,7 @@ def _check_layout(root: Path, grid: Grid) -> None:
             raise refuse(cells, kind(cells), "the sweep's directory of cells")
         where: dict[str, Path] = {}
         for c in grid.cells:
-            d = cells / f"cell={c.id}"
+            d = cell_dir(root, c.id)
             if not os.path.lexists(d):
                 continue
             if not d.is_dir():
@@ -1083,6 +1083,11 @@ def _read_manifest(root: Path, grid: Grid,
         f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
         + ". Use a new --out directory, or delete "
         + _old_out(whole) + " to start over.")
+
+
+def cell_dir(root: Path, cell_id: str) -> Path:
+    """The directory of cell ``cell_id``'s chunks in the sweep directory ``root``."""
+    return Path(root) / "cells" / f"cell={cell_id}"
 
 
 _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
