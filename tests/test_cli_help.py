@@ -363,3 +363,16 @@ def test_run_clusters_help_says_the_hours_are_the_largest_runs():
     sub = dict((path, parser) for path, parser in _parsers(build_parser()))[("fastsim", "run")]
     text = " ".join(sub.format_help().split())
     assert "an integer from 1 to 100,000,000 (that many take 1.5-12 hours; " in text
+
+
+def test_python_dash_m_fastsim_is_the_command():
+    # an environment whose scripts directory is not on PATH still reaches the command
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "fastsim", "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("fastsim "), r.stdout
+    r = subprocess.run([sys.executable, "-m", "fastsim", "run", "--clusters", "x"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("fastsim run: error: --clusters"), r.stderr
