@@ -376,3 +376,13 @@ def test_python_dash_m_fastsim_is_the_command():
     r = subprocess.run([sys.executable, "-m", "fastsim", "run", "--clusters", "x"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("fastsim run: error: --clusters"), r.stderr
+
+
+def test_importing_fastsim_main_runs_nothing():
+    # only python -m fastsim runs the command: an import (pydoc, the doctests of every
+    # module) ran it with the importer's arguments and exited (2, under pytest)
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", "import fastsim.__main__", "run", "--k", "1"],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
