@@ -2697,8 +2697,8 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     """With ``--backend dask`` the first cluster was not tried: the sweep made its
     directory and manifest, the baseline's chunks were written, the policy failed on a
     worker, and once fixed the same command was refused as results "of other code". It
-    is now tried on a worker, before the directory is made, and refused in the local
-    backend's one line."""
+    is now tried on a worker, before anything but the lock is written, and refused in the
+    local backend's one line."""
     distributed = pytest.importorskip("dask.distributed")
     sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_dask_first_policy",
                            "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
@@ -2722,6 +2722,35 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
                    "float64; allowed: an integer, the 1-based evaluation at which it stops "
                    "the job, or 0"), err
     assert not out.exists()
+
+
+def test_a_sweep_into_a_directory_in_use_is_refused_before_its_trial(tmp_path, monkeypatch):
+    """``fastsim.sweep(...)`` into a directory another sweep held ran (and compiled, 26 s
+    with numba's cache cold) the first-cluster trial of its user functions, and only then
+    was refused as in use.  The directory is now locked before the trial runs."""
+    import threading
+
+    import fastsim
+    import fastsim.sweep.runner as runner
+    from fastsim.sweep.store import DirLock
+
+    sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_busy_trial_policy",
+                           "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                           "    return 0\n", "policy", ["toy_busy_trial_policy:f"])
+    out.mkdir()
+    held: list[DirLock] = []  # the other holder: a thread's lock is refused as a process's
+    holder = threading.Thread(target=lambda: held.append(DirLock.acquire(out)))
+    holder.start()
+    holder.join()
+
+    def no_run(*args):
+        raise AssertionError("a cluster was run")
+    monkeypatch.setattr(runner, "run_chunk", no_run)
+    try:
+        with pytest.raises(ConfigError, match="is in use by another thread of this process"):
+            fastsim.sweep(sweep, out)
+    finally:
+        held[0].release()
 
 
 def test_replay_and_the_monitor_given_a_declaration_offer_its_spec(user_dir):

@@ -307,9 +307,11 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 def try_user_code(grid: Grid, progress: bool = True, client=None,
                   timeout: float = DASK_TIMEOUT_S, out=None) -> bool:
     """The first cluster of one cell per set of user functions the cells name (stop
-    policy, scheduler key, metrics), run before the sweep directory is made: a function
-    that fails at its first call (returns the wrong type, does not compile, raises) is
-    refused in one line with nothing written.  It failed in the first chunk of its cell,
+    policy, scheduler key, metrics), run once the sweep directory is locked and before its
+    manifest is written (``SweepStore.open``'s ``trial``): a function that fails at its
+    first call (returns the wrong type, does not compile, raises) is refused in one line
+    with nothing left behind (the lock file, and the directory if it was made, removed),
+    and a directory another process holds is refused before any trial compiles.  It failed in the first chunk of its cell,
     after the manifest and other cells' chunks were written, and once fixed, the same
     command was refused as results "of other code" though none of its results existed.
     In this process, which compiles those kernels for the sweep anyway; with a Dask
@@ -351,20 +353,25 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
              keep_jobs: bool = False, progress: bool = True):
     """Run ``grid`` into the sweep directory ``out`` and yield ``(store, report)`` with
     the directory still held (for aggregating).  Nothing is written before ``out`` is
-    known to be writable and of this grid, the Dask cluster, if any, answers with a
-    worker, and each user function has run its first cluster (``try_user_code``); a
-    local cluster is closed before the caller goes on, freeing its memory."""
+    known to be writable and of this grid, and the Dask cluster, if any, answers with a
+    worker; then ``out`` is locked (refused at once if another process holds it), and
+    each user function runs its first cluster (``try_user_code``) before anything but the
+    lock file is written, which a failure removes.  A local cluster is closed before the
+    caller goes on, freeing its memory."""
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
     SweepStore.check_manifest(out, grid)  # another grid: refused before connecting
     with contextlib.ExitStack() as held:
         with dask_client(backend, address, workers, timeout, (grid,)) as client:
-            said = try_user_code(grid, progress, client, timeout, out)
-            store = held.enter_context(SweepStore.open(out, grid))  # holds the lock
+            said = []  # the trial runs inside ``open``, once the directory is locked
+
+            def trial() -> None:
+                said.append(try_user_code(grid, progress, client, timeout, out))
+            store = held.enter_context(SweepStore.open(out, grid, trial))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress,
-                            notice=not said)
+                            notice=not any(said))
         yield store, rep
 
 

@@ -60,7 +60,7 @@ import time
 import weakref
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -493,9 +493,10 @@ def _damaged_table(path: Path, why: str, allowed: str) -> DamagedParquet:
 class SweepStore:
     """The directory of one sweep.  ``open`` locks it and checks (or writes) the manifest."""
 
-    def __init__(self, root: str | Path, grid: Grid):
+    def __init__(self, root: str | Path, grid: Grid, trial: Callable[[], Any] | None = None):
         self.root = Path(root)
         self.grid = grid
+        self._trial = trial  # run by ``open`` once the directory is held (``_take``)
         self._lock: DirLock | None = None
         self._outer: list[DirLock] = []
         self._made: list[Path] = []  # the directories ``open`` made (``_unmake``)
@@ -503,14 +504,19 @@ class SweepStore:
 
     # -- manifest ---------------------------------------------------------------------
     @classmethod
-    def open(cls, root: str | Path, grid: Grid) -> "SweepStore":
+    def open(cls, root: str | Path, grid: Grid,
+             trial: Callable[[], Any] | None = None) -> "SweepStore":
         """Lock ``root`` and create it for ``grid``, or reopen it if it holds the same grid.
 
         Raises ``ConfigError`` if another process holds ``root``, if ``root`` is not a
         writable directory, or if it holds another grid (a changed sweep file, size, seed
         or model default; the message names the manifest and the differences).
+        ``trial`` (the runner's ``try_user_code``) runs once ``root`` is held and its
+        manifest checked, before anything else is written: a directory in use is refused
+        before the trial compiles anything, and a trial that raises leaves nothing behind
+        (the lock file and the directories ``open`` made are removed, as on any refusal).
         """
-        store = cls(root, grid)
+        store = cls(root, grid, trial)
         try:
             store._take()
         except BaseException:
@@ -552,6 +558,8 @@ class SweepStore:
         self._outer += _hold_linked_cells(self.root)
         path = self.root / MANIFEST
         old, note = _read_manifest(self.root, self.grid)
+        if self._trial is not None:
+            self._trial()
         # older manifests: chunks without records (format 1), without the code (2), or
         # without fastsim's source (the note says so)
         if old is None or old.get("format") != FORMAT_VERSION or note is not None:
