@@ -127,7 +127,9 @@ class Terminated(KeyboardInterrupt):
 class ClusterLostError(SimulationError):
     """The Dask cluster running a sweep went away mid-run (no worker left, a chunk lost
     with every worker that ran it, or the scheduler gone): chunks already written are
-    kept and the same command resumes.  Printed as one line, exit 1, like its base."""
+    kept and the same command resumes (lost in the first-cluster trial of user functions,
+    before any chunk, the run wrote nothing, and says so).  Printed as one line, exit 1,
+    like its base."""
 
 
 @contextlib.contextmanager

@@ -2753,6 +2753,36 @@ def test_a_sweep_into_a_directory_in_use_is_refused_before_its_trial(tmp_path, m
         held[0].release()
 
 
+def test_a_dask_cluster_lost_in_the_trial_says_nothing_was_written(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A Dask cluster lost while a worker ran the first-cluster trial said "the chunks
+    already written are kept and the same command resumes": no chunk had been written."""
+    from types import SimpleNamespace
+
+    distributed = pytest.importorskip("dask.distributed")
+    from distributed.scheduler import KilledWorker
+
+    import fastsim.sweep.runner as runner
+
+    sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_dask_lost_trial_policy",
+                           "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                           "    return 0\n", "policy", ["toy_dask_lost_trial_policy:f"])
+
+    def killed(*args):  # every worker that ran the trial died (distributed's own error)
+        raise KilledWorker("run_chunk_on_worker", SimpleNamespace(address="tcp://w:1"), 3)
+    monkeypatch.setattr(runner, "run_chunk_on_worker", killed)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
+                     "dask", "--address", cluster.scheduler_address]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fastsim sweep: error: the first-cluster trial of cell ") and \
+        err.endswith(" was lost: every Dask worker that ran it died (4 attempts); this run "
+                     "wrote nothing (it was trying each user function on its first cluster, "
+                     "before any chunk), and the same command starts it again"), err
+    assert "already written" not in err and len(own_lines(err)) == 1 and not out.exists()
+
+
 def test_replay_and_the_monitor_given_a_declaration_offer_its_spec(user_dir):
     """``StopMonitor(below_best)`` and ``fastsim.replay(log, below_best)``, with the object
     ``@stop_policy`` made, said what they take but not the string that names it."""

@@ -550,6 +550,10 @@ def _warm_up(client) -> None:
 
 
 RESUME = "the chunks already written are kept and the same command resumes"
+# lost in ``try_user_code``'s trial, which runs before any chunk (and whose failure removes
+# the lock file the run made): no chunk of this run is there to keep
+TRIAL = ("this run wrote nothing (it was trying each user function on its first cluster, "
+         "before any chunk), and the same command starts it again")
 
 
 def _refused(address: str) -> bool:
@@ -578,15 +582,17 @@ class _Watch:
     whose worker died waiting for another worker forever, so a scheduler without workers
     for ``grace`` seconds, or a lost scheduler, ends the run instead of hanging it."""
 
-    def __init__(self, client, grace: float):
+    def __init__(self, client, grace: float, trial: bool = False):
         self.client, self.grace, self.empty_since = client, grace, None
+        self.trial = trial  # running ``try_user_code``'s trial: nothing written yet
+        self.resume = TRIAL if trial else RESUME
         self.answer_s = min(grace, DASK_CONNECT_S)  # as it must answer when first reached
         self.refetched: dict[tuple[str, int], int] = {}
         self.address = getattr(client, "scheduler", None) and client.scheduler.address
 
     def scheduler_lost(self) -> ClusterLostError:
         return ClusterLostError(f"lost the connection to the Dask scheduler {self.address} "
-                                f"mid-sweep; {RESUME} once it is back")
+                                f"mid-sweep; {self.resume} once it is back")
 
     def workers(self) -> int:
         """The scheduler's worker count now, asked within ``answer_s``: ``scheduler_info``
@@ -613,13 +619,13 @@ class _Watch:
             return self.scheduler_lost()
         return ClusterLostError(
             f"the Dask scheduler {self.address} has not answered for {self.answer_s:g} s "
-            f"mid-sweep (its process or host frozen, or the network to it cut); {RESUME} "
-            "once it answers")
+            f"mid-sweep (its process or host frozen, or the network to it cut); "
+            f"{self.resume} once it answers")
 
     def no_worker(self) -> ClusterLostError:
         return ClusterLostError(
             f"the Dask scheduler {self.address} has had no worker for {self.grace:g} s "
-            f"(--dask-timeout) mid-sweep; {RESUME} once workers are back "
+            f"(--dask-timeout) mid-sweep; {self.resume} once workers are back "
             f"(dask worker {self.address})")
 
     def check(self) -> None:
@@ -631,6 +637,11 @@ class _Watch:
         elif time.monotonic() - self.empty_since > self.grace:
             raise self.no_worker()
 
+    def what(self, cid: str, idx: int) -> str:
+        """What the task of ``(cid, idx)`` ran, as a lost one is named."""
+        return (f"the first-cluster trial of cell {cid}" if self.trial
+                else f"chunk {idx} of cell {cid}")
+
     def result(self, fut, cid: str, idx: int):
         """A finished future's result, None if it must run again; a lost one is one
         ``ClusterLostError``."""
@@ -641,18 +652,19 @@ class _Watch:
         if fut.status == "cancelled":
             raise self.scheduler_lost()
         if fut.status == "error" and isinstance(fut.exception(), KilledWorker):
-            raise ClusterLostError(f"chunk {idx} of cell {cid} was lost: every Dask worker "
+            raise ClusterLostError(f"{self.what(cid, idx)} was lost: every Dask worker "
                                    f"that ran it died ({fut.exception().allowed_failures + 1} "
-                                   f"attempts); {RESUME}")
+                                   f"attempts); {self.resume}")
         if fut.status == "error":
             exc = fut.exception()
             if isinstance(exc, (ConfigError, SimulationError)):
                 raise exc  # a chunk's own error, one line as in a local run
             # anything else is the worker's (fastsim missing or older there, out of memory)
             first = (str(exc).strip().splitlines() or [""])[0]
-            raise ClusterLostError(f"chunk {idx} of cell {cid} failed on a Dask worker: "
+            raise ClusterLostError(f"{self.what(cid, idx)} failed on a Dask worker: "
                                    f"{type(exc).__name__}: {first}; every worker needs the "
-                                   f"same fastsim and Python packages as this process; {RESUME}")
+                                   "same fastsim and Python packages as this process; "
+                                   f"{self.resume}")
         try:  # the worker holding it may die before it is fetched: the fetch then stalled
             # 30 or 60 s in tests (distributed's connect timeout is 30 s), or, with no worker
             # left, forever; a chunk is pure, so running it again is safe
@@ -662,9 +674,9 @@ class _Watch:
         self.workers()  # raises if the scheduler is gone
         self.refetched[cid, idx] = self.refetched.get((cid, idx), 0) + 1
         if self.refetched[cid, idx] > REFETCHES:
-            raise ClusterLostError(f"chunk {idx} of cell {cid} was computed {REFETCHES + 1} "
+            raise ClusterLostError(f"{self.what(cid, idx)} was computed {REFETCHES + 1} "
                                    "times but could not be fetched within "
-                                   f"{min(FETCH_S, self.grace):g} s; {RESUME}")
+                                   f"{min(FETCH_S, self.grace):g} s; {self.resume}")
         return None  # run it again (the no-worker grace applies to it like to any chunk)
 
 
@@ -678,10 +690,10 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
 
     from dask.distributed import wait
 
+    watch = _Watch(client, timeout, trial=span is not None)
     if span is None:
         span = grid.chunk_range
         _warm_up(client)
-    watch = _Watch(client, timeout)
     window = 2 * max(1, watch.workers())  # bounded in-flight results: memory stays per-chunk
     queue, running = deque(todo), {}
     while queue or running:
