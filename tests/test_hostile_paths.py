@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tracemalloc
@@ -342,12 +343,14 @@ def test_detectors_writes_its_tables_and_doc_all_or_none(tmp_path, capsys, monke
 
 def test_reproduce_checks_every_sweep_directory_before_writing_any(tmp_path, capsys):
     out = tmp_path / "r"
-    (out / "noise").mkdir(parents=True)
+    (out / "noise" / "cells" / "cell=x").mkdir(parents=True)  # a result: another grid's
+    (out / "noise" / "cells" / "cell=x" / "chunk-0000.json").write_text("{}")
     (out / "noise" / "sweep.json").write_text('{"grid_hash": "x", "name": "noise", "grid": {}}')
     one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(out), "--no-figures"],
              "noise/sweep.json was written for a different grid")
     assert sorted(p.name for p in out.iterdir()) == ["noise"]  # headline's was not written
     (out / "noise" / "sweep.json").unlink()
+    shutil.rmtree(out / "noise" / "cells")
     one_line(capsys, ["reproduce", "--clusters", "2", "--out", str(out), "--no-figures",
                       "--report", str(out / "headline" / "sweep.json")],
              "inside the sweep directory")

@@ -545,6 +545,35 @@ def test_a_code_that_does_not_name_the_grids_user_functions_is_damaged(user_modu
                                "code_metric:hacking_share has been edited") in err, err
 
 
+def test_a_manifest_of_another_grid_with_no_result_under_it_is_rewritten(tmp_path, capsys):
+    """A manifest of another grid of the same code with nothing under cells/ (a sweep
+    stopped before its first chunk, then given another --clusters) was refused as "written
+    for a different grid", and said to delete results that did not exist, where one of
+    other code was rewritten.  Rewritten too now, in one line; with a result, refused."""
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import SweepStore
+
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(None))
+    out = tmp_path / "out"
+    interrupted(path, out, 0)
+    other = load_sweep(path, clusters=4)
+    capsys.readouterr()
+    with SweepStore.open(out, other):
+        pass
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"{out}/sweep.json was written for a different grid (hash "), err
+    assert err[0].endswith(": clusters: 6 -> 4; no result was written under it: rewrote it "
+                           "for this grid"), err
+    assert json.loads((out / "sweep.json").read_text())["grid_hash"] == other.hash
+    (out / "cells" / "cell=x").mkdir(parents=True)  # any file there is a result's
+    (out / "cells" / "cell=x" / "chunk-0000.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"was written for a different grid .*Use a new "
+                       r"--out directory, or delete the old one to start over\.$"):
+        SweepStore.open(out, load_sweep(path))
+
+
 @pytest.mark.parametrize("module", ["code_metric", "code_policy"])
 def test_a_manifest_with_no_result_under_it_takes_the_edited_code(user_module, tmp_path,
                                                                   capsys, monkeypatch, module):

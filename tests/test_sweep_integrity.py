@@ -4,6 +4,7 @@ re-run (and said so), nothing derived from an incomplete set."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -245,11 +246,20 @@ def test_6_an_edited_chunk_record_is_rerun(sweep_file, tmp_path, capsys, edit):
 
 @pytest.mark.parametrize("grid", ['"s"', '{"cells": [1]}', '{"cells": [{"id": "a"}]}'])
 def test_6_a_damaged_manifest_is_one_line(sweep_file, tmp_path, capsys, grid):
+    """Refused in one line with a result under it; with none, nothing to keep, rewritten
+    for this grid, also in one line."""
     out = tmp_path / "out"
-    out.mkdir()
+    (out / "cells" / "cell=x").mkdir(parents=True)
+    (out / "cells" / "cell=x" / "chunk-0000.json").write_text("{}")
     (out / "sweep.json").write_text('{"grid_hash": "x", "grid": %s}' % grid)
     assert sweep(sweep_file, out) == 2
     assert "was written for a different grid" in capsys.readouterr().err
+    shutil.rmtree(out / "cells")
+    with SweepStore.open(out, load_sweep(sweep_file)):
+        pass
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was written for a different grid" in err[0] \
+        and err[0].endswith("rewrote it for this grid"), err
 
 
 # -- 7. a damaged or deleted manifest --------------------------------------------------------

@@ -37,7 +37,8 @@ and every record name it too, and a directory whose manifest (or, rebuilding it,
 names other code is refused, naming what changed, before anything runs: results of two
 versions of a function are never pooled (a manifest naming other code than every one of
 its records, which name this code, is damaged, and rebuilt from them; one with no
-result under it, no chunk nor record, is rewritten for this code).  A manifest
+result under it, no chunk nor record, is rewritten for this code, as one of another grid
+with no result under it is for this grid).  A manifest
 written before the code was recorded names none, or (written before fastsim's source was
 recorded) its version only; its chunks are taken to be this code's (said in one line) and
 the code is recorded from then on.
@@ -509,8 +510,9 @@ class SweepStore:
         """Lock ``root`` and create it for ``grid``, or reopen it if it holds the same grid.
 
         Raises ``ConfigError`` if another process holds ``root``, if ``root`` is not a
-        writable directory, or if it holds another grid (a changed sweep file, size, seed
-        or model default; the message names the manifest and the differences).
+        writable directory, or if it holds another grid's results (a changed sweep file,
+        size, seed or model default; the message names the manifest and the differences;
+        another grid's manifest with no result under it is rewritten, saying so).
         ``trial`` (the runner's ``try_user_code``) runs once ``root`` is held and its
         manifest checked, before anything else is written: a directory in use is refused
         before the trial compiles anything, and a trial that raises leaves nothing behind
@@ -582,7 +584,8 @@ class SweepStore:
         that the results are ``grid``'s, or if it names ``grid``'s hash but its grid or
         name is damaged (``open`` then rebuilds it, and says so).  A
         ``ConfigError`` naming the differences if it is for another grid or names other
-        code (``Grid.code``: a user function edited, another fastsim), and if it is
+        code (``Grid.code``: a user function edited, another fastsim) and a result is
+        under it (with none, None, and ``open`` rewrites it, saying so), and if it is
         unreadable or damaged and the results cannot be shown to be ``grid``'s (naming the
         chunk that is not).  Reads only: ``reproduce`` checks every sweep's directory
         before it opens (and writes in) any, giving its OUT as ``whole``: the directory a
@@ -1084,13 +1087,18 @@ def _read_manifest(root: Path, grid: Grid,
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
     except (AttributeError, TypeError, KeyError, ValueError):
         diffs = ["its grid is damaged"]
-    raise ConfigError(
-        f"{path} was written for a different grid (hash {clipped(old['grid_hash'][:12])}, "
-        f"sweep {clipped(repr(old.get('name')))} from {clipped(str(old.get('source')), 200)});"
-        f" {grid.source} now "
-        f"expands to hash {grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"])
-        + ". Use a new --out directory, or delete "
-        + _old_out(whole) + " to start over.")
+    written = (f"{path} was written for a different grid (hash "
+               f"{clipped(old['grid_hash'][:12])}, sweep {clipped(repr(old.get('name')))} from "
+               f"{clipped(str(old.get('source')), 200)}); {grid.source} now expands to hash "
+               f"{grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"]))
+    if not _holds_results(root):
+        # stopped before its first chunk, as a manifest of other code above: no result of
+        # that grid to keep apart from this one's, and the refusal said to delete none
+        check_no_other_files(root)
+        _check_not_nested(root)
+        return None, f"{written}; no result was written under it: rewrote it for this grid"
+    raise ConfigError(written + ". Use a new --out directory, or delete "
+                      + _old_out(whole) + " to start over.")
 
 
 def cell_dir(root: Path, cell_id: str) -> Path:
