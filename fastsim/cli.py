@@ -26,6 +26,7 @@ from pathlib import Path
 from fastsim import __version__
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
                             did_you_mean, one_line, signal_handlers)
+from fastsim.kernels.threads import MAX_THREADS, threads_variable_error  # noqa: F401
 from fastsim.values import file_or_dir_path, file_path
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
@@ -153,26 +154,13 @@ def hold_outputs(args: argparse.Namespace) -> list:
     return hold_sweep_dirs(*targets)
 
 
-# numba launches every thread NUMBA_NUM_THREADS asks for at its first parallel kernel:
-# 100000 was a segmentation fault (40000 libgomp's "Thread creation failed"), and a count
-# beyond a C int numba's RuntimeError.  More threads than cores only wait their turn.
-MAX_THREADS = max(1024, os.cpu_count() or 1)
-
-
 def _check_threads_variable() -> None:
     """numba reads ``NUMBA_NUM_THREADS`` when first imported and fails with a traceback
-    on a bad value: refuse it here, in one line, before anything imports numba."""
-    from fastsim.values import NumberTextError, number_text
-
-    value = os.environ.get("NUMBA_NUM_THREADS")
-    try:
-        ok = value is None or 1 <= number_text(value, integer=True) <= MAX_THREADS
-    except NumberTextError:  # "²" passed isdigit(), and int() failed with a traceback
-        ok = False
-    if not ok:
-        print("fastsim: error: " + one_line(f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: "
-              f"a positive integer up to {MAX_THREADS} written in digits 0-9, or unset (one "
-              "thread per core)"), file=sys.stderr)
+    on a bad value (``fastsim.kernels.threads``): refuse it here, in one line, before
+    anything imports numba."""
+    why = threads_variable_error()
+    if why is not None:
+        print("fastsim: error: " + one_line(why), file=sys.stderr)
         sys.exit(2)
 
 

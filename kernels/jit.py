@@ -20,7 +20,8 @@ loaded only if its file's SHA-256 and the signature it was saved for check out
 
 Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the ``prange`` drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
-on-disk cache, ``NUMBA_CACHE_DIR`` moves it.
+on-disk cache, ``NUMBA_CACHE_DIR`` moves it.  A ``NUMBA_NUM_THREADS`` numba cannot launch
+(``threads.MAX_THREADS``) is refused here, at import, with a ``ValueError`` naming it.
 """
 import gc
 import hashlib
@@ -31,10 +32,18 @@ import stat
 from pathlib import Path
 from types import FunctionType
 
-import numba
-from numba import njit
-from numba.core import caching, event, types
-from numba.core.dispatcher import Dispatcher
+from .threads import threads_variable_error
+
+# before numba is imported here (its own refusal of 0 does not name the variable) and
+# before any kernel is defined: a count numba cannot launch crashed the first parallel
+# kernel (``threads``).  The command line says it first, in its own line.
+if (_threads_error := threads_variable_error()) is not None:
+    raise ValueError(_threads_error)
+
+import numba  # noqa: E402
+from numba import njit  # noqa: E402
+from numba.core import caching, event, types  # noqa: E402
+from numba.core.dispatcher import Dispatcher  # noqa: E402
 
 CACHE = os.environ.get("FASTSIM_NO_CACHE", "0") != "1"
 UNCACHED: list[str] = []  # kernels compiled in memory for want of a writable cache (``_njit``)

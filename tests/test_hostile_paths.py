@@ -431,6 +431,25 @@ def test_a_thread_count_no_machine_can_launch_is_one_line(value):
     assert ok.returncode == 0 and ok.stderr == ""
 
 
+@pytest.mark.parametrize("value", ["100000", "0", "two"])
+def test_the_python_api_refuses_a_thread_count_before_any_kernel(value):
+    """The command line refused NUMBA_NUM_THREADS=100000, but the Python API took it:
+    ``fastsim.sweep(...)`` died of a segmentation fault at its first parallel kernel.  Now
+    the kernels' import refuses it in one ValueError line (in a process of its own: the
+    crash would have killed this one)."""
+    from fastsim.cli import MAX_THREADS
+
+    code = ("import fastsim\n"
+            "cfg = fastsim.SimConfig.from_specs('srtf_est', 'evalstop:k=2')\n"
+            "fastsim.simulate(cfg, n_clusters=2)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"ValueError: NUMBA_NUM_THREADS='{value}' is invalid; allowed: a positive integer up "
+        f"to {MAX_THREADS} written in digits 0-9, or unset (one thread per core)"), r.stderr
+
+
 @pytest.mark.parametrize("name", ["FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS"])
 @pytest.mark.parametrize("value", ["yes", "true", " 1"])
 def test_a_switch_variable_other_than_0_or_1_is_one_line(tmp_path, monkeypatch, capsys, name,
