@@ -26,7 +26,7 @@ from pathlib import Path
 from fastsim import __version__
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
                             did_you_mean, one_line, signal_handlers)
-from fastsim.kernels.threads import MAX_THREADS, threads_variable_error  # noqa: F401
+from fastsim.kernels.threads import threads_variable_error
 from fastsim.values import file_or_dir_path, file_path
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is

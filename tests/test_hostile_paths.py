@@ -403,7 +403,7 @@ def test_a_bad_thread_count_variable_is_one_line(value):
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
                        text=True, env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    from fastsim.cli import MAX_THREADS
+    from fastsim.kernels.threads import MAX_THREADS
 
     assert r.stderr.strip().splitlines() == [f"fastsim: error: NUMBA_NUM_THREADS='{value}' is "
                                              f"invalid; allowed: a positive integer up to "
@@ -417,7 +417,7 @@ def test_a_thread_count_no_machine_can_launch_is_one_line(value):
     with 100000, fastsim costaware sgd died of a segmentation fault (libgomp: 'Thread
     creation failed' at 40000), and 9999999999999999999 was numba's RuntimeError
     traceback ('Invalid number of threads. This likely indicates a bug in Numba')."""
-    from fastsim.cli import MAX_THREADS
+    from fastsim.kernels.threads import MAX_THREADS
 
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"], capture_output=True,
                        text=True, env={**os.environ, "NUMBA_NUM_THREADS": value}, timeout=120)
@@ -437,7 +437,7 @@ def test_the_python_api_refuses_a_thread_count_before_any_kernel(value):
     ``fastsim.sweep(...)`` died of a segmentation fault at its first parallel kernel.  Now
     the kernels' import refuses it in one ValueError line (in a process of its own: the
     crash would have killed this one)."""
-    from fastsim.cli import MAX_THREADS
+    from fastsim.kernels.threads import MAX_THREADS
 
     code = ("import fastsim\n"
             "cfg = fastsim.SimConfig.from_specs('srtf_est', 'evalstop:k=2')\n"
