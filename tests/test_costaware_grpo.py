@@ -345,6 +345,36 @@ def test_grpo_summaries_refuse_what_they_cannot_read_in_one_line():
         assert "\n" not in str(e.value)
 
 
+def test_grpo_summaries_refuse_curves_they_would_pair_wrongly():
+    """The arms are compared seed by seed: uniform's seeds 0-2 beside cost_aware's 1-3 paired
+    seed 0 with seed 1 (and so on) without a word, two tables concatenated counted each seed
+    twice, and a seed missing evaluations was read across into the next seed's row."""
+    from fastsim.costaware import curve_summary, tokens_to_uniform_peak
+
+    curves = run_grpo(GRPOConfig(**{**TINY, "seeds": 3, "n_steps": 10}), progress=False)
+    arm = pl.col("arm") == "cost_aware"
+    calls = [
+        (lambda: tokens_to_uniform_peak(curves.filter(~arm | (pl.col("seed") > 0))),
+         r"curves holds seed 0 in arm 'uniform' and not in arm 'cost_aware'; allowed: the "
+         r"rows of run_grpo, the same seeds in both arms"),
+        (lambda: summarize_grpo(pl.concat([curves, curves])),
+         r"curves holds seed 0, arm '\w+', eval 0 twice"),
+        (lambda: curve_summary(pl.concat([curves, curves])), r"eval 0 twice"),
+        (lambda: summarize_grpo(curves.filter(~arm | (pl.col("seed") != 1)
+                                              | (pl.col("eval") != 1))),
+         r"curves holds evals 0 to \d+ of seed 1, arm 'cost_aware' with \d+ rows"),
+        (lambda: summarize_grpo(curves.filter(~arm | (pl.col("eval") < 1))),
+         r"curves holds 1 evals of arm 'cost_aware' and \d+ of arm 'uniform'"),
+        (lambda: summarize_grpo(curves.filter(~arm | (pl.col("seed") != 1)
+                                              | (pl.col("eval") < 1))),
+         r"curves holds seeds of 1 and of \d+ evals in arm 'cost_aware'"),
+    ]
+    for call, message in calls:
+        with pytest.raises(ConfigError, match=message):
+            call()
+    summarize_grpo(curves.sample(fraction=1.0, shuffle=True, seed=0))  # row order is free
+
+
 @pytest.mark.parametrize("unit", [1e-13, 1e-200, 1.0, 1e6, 1e300])
 def test_group_advantages_do_not_depend_on_the_rewards_unit(unit):
     # rewards in any unit carry the same signal: a spread of 1e-13 read as "no spread"

@@ -103,6 +103,14 @@ def _check_curves(curves, what: str, arm: str | None = None) -> None:
 
     allowed = "allowed: the rows of run_grpo"
     check_table(curves, what, "curves", CURVE_COLUMNS, allowed)
+    # the arms are compared seed by seed, row by row: a row given twice (two tables
+    # concatenated) counted a seed twice, and seeds or evaluations one arm lacks (a
+    # filtered table) paired one seed's uniform run with another seed's arm, without a word
+    twice = curves.filter(curves.select("seed", "arm", "eval").is_duplicated())
+    if twice.height:
+        s, a, e = (twice[c][0] for c in ("seed", "arm", "eval"))
+        raise ConfigError(f"{what}(): curves holds seed {s}, arm {a!r}, eval {e} twice; "
+                          f"{allowed}, each (seed, arm, eval) once")
     if arm is None:
         return
     arms = curves["arm"].unique(maintain_order=True).to_list()
@@ -113,6 +121,33 @@ def _check_curves(curves, what: str, arm: str | None = None) -> None:
     if arm not in others:
         raise ConfigError(f"{what}(): arm={arm!r} is not an arm of curves"
                           f"{did_you_mean(str(arm), others)}; allowed: {', '.join(others)}")
+    runs = (curves.filter(pl.col("arm").is_in(["uniform", arm]))
+            .group_by("arm", "seed", maintain_order=True)
+            .agg(n=pl.len(), first=pl.col("eval").min(), last=pl.col("eval").max()))
+    gap = runs.filter((pl.col("first") != 0) | (pl.col("last") != pl.col("n") - 1))
+    if gap.height:
+        r = gap.row(0, named=True)
+        raise ConfigError(f"{what}(): curves holds evals {r['first']} to {r['last']} of seed "
+                          f"{r['seed']}, arm {r['arm']!r} with {r['n']} rows; {allowed}, each "
+                          "seed's evals 0, 1, 2, ... with none left out")
+    for a in ("uniform", arm):
+        lengths = runs.filter(pl.col("arm") == a)["n"].unique().sort()
+        if lengths.len() > 1:
+            raise ConfigError(f"{what}(): curves holds seeds of {lengths[0]} and of "
+                              f"{lengths[-1]} evals in arm {a!r}; {allowed}, every seed of an "
+                              "arm evaluated as often")
+    evals = {a: runs.filter(pl.col("arm") == a)["n"][0] for a in ("uniform", arm)}
+    if evals[arm] < evals["uniform"]:  # compared at the uniform run's horizon
+        raise ConfigError(f"{what}(): curves holds {evals[arm]} evals of arm {arm!r} and "
+                          f"{evals['uniform']} of arm 'uniform'; {allowed}, whose other arms "
+                          "train at least as many steps as uniform")
+    seeds = {a: set(runs.filter(pl.col("arm") == a)["seed"]) for a in ("uniform", arm)}
+    if seeds["uniform"] != seeds[arm]:
+        one, other = ("uniform", arm) if seeds["uniform"] - seeds[arm] else (arm, "uniform")
+        lone = min(seeds[one] - seeds[other])
+        raise ConfigError(f"{what}(): curves holds seed {lone} in arm {one!r} and not in arm "
+                          f"{other!r}; {allowed}, the same seeds in both arms (they are "
+                          "compared seed by seed)")
 
 
 def _arm(curves: pl.DataFrame, arm: str):
