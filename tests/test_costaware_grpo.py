@@ -314,6 +314,24 @@ def test_no_advantages_is_refused_as_none():
             call()
 
 
+def test_lengths_in_another_shape_are_refused_not_misassigned():
+    """Lengths of rewards (2, 3) given as (3, 2), the transpose, have as many entries: each
+    response was scored with another's length without a word.  Their shape, or flat, is
+    read; another is one line."""
+    rewards = [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    lengths = np.array([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
+    want = cost_aware_probs(group_advantages(rewards), lengths, 0.0)
+    assert np.array_equal(cost_aware_probs(group_advantages(rewards), lengths.ravel(), 0.0), want)
+    assert np.array_equal(cost_aware_probs(group_advantages(rewards).ravel(), lengths, 0.0), want)
+    message = r"^lengths is invalid \(shape \(3, 2\), the responses' is \(2, 3\)\)"
+    for call in (lambda: cost_aware_batch(rewards, lengths.T, 2),
+                 lambda: cost_aware_draw(group_advantages(rewards), lengths.T, 2),
+                 lambda: cost_aware_probs(group_advantages(rewards), lengths.T)):
+        with pytest.raises(ConfigError, match=message):
+            call()
+    assert cost_aware_batch(rewards, lengths.ravel(), 2).tokens > 0
+
+
 def test_pass_fail_rewards_may_be_bools():
     """A 0/1 reward is a bool reward; only gradient bounds, costs, lengths, advantages and
     probabilities refuse True and False."""

@@ -68,11 +68,19 @@ def _rewards(rewards) -> np.ndarray:
     return r
 
 
-def _lengths(lengths, n: int) -> np.ndarray:
-    x = real_array(lengths, "lengths").reshape(-1)
+def _lengths(lengths, n: int, shape: tuple[int, ...] = ()) -> np.ndarray:
+    """The lengths (or costs) as one flat float64 array: one per response, finite and above
+    0, in the responses' ``shape`` or flat.  Another shape of as many entries (the
+    transpose, (G, P) for (P, G)) gave each response another's length without a word."""
+    x = real_array(lengths, "lengths")
     if x.size != n:
         raise ConfigError(f"lengths is invalid ({x.size} entries, {n} responses); allowed: "
                           "one per response")
+    if x.ndim > 1 and len(shape) > 1 and x.shape != tuple(shape):
+        raise ConfigError(f"lengths is invalid (shape {x.shape}, the responses' is "
+                          f"{tuple(shape)}); allowed: one per response, in their shape or "
+                          "flat (row-major)")
+    x = x.reshape(-1)
     bad = ~np.isfinite(x) | (x <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -115,7 +123,8 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     Parameters
     ----------
     advantages : array_like, (P, G) or (N,)
-    lengths : array_like, same number of entries; token counts > 0
+    lengths : array_like, one token count > 0 per response: in the advantages' shape, or
+        flat (row-major)
     lam : float in [0, 1], uniform mixing
     floor : float >= 0, the smallest ``|A|`` a response is scored with
 
@@ -124,8 +133,9 @@ def cost_aware_probs(advantages, lengths, lam: float = 0.1, floor: float = 0.0) 
     >>> cost_aware_probs([1.0, -1.0, 0.0], [1.0, 4.0, 1.0], lam=0.0).round(4).tolist()
     [0.6667, 0.3333, 0.0]
     """
-    a = _advantages(advantages)
-    lens = _lengths(lengths, a.size)
+    adv = real_array(advantages, "advantages")
+    a = _advantages(adv)
+    lens = _lengths(lengths, a.size, adv.shape)
     lam = check_lam(lam)
     floor = check_nonnegative(floor, "floor")
     if floor == 0.0 and not (a != 0.0).any():
@@ -161,8 +171,9 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
     The same sampler as ``cost_aware_batch``, for a trainer that computes its own
     advantages (TRL's ``GRPOTrainer`` scales by ``std + 1e-4``, or not at all) and whose
     cost is prompt + response tokens.  ``advantages`` and ``costs`` have the same number
-    of entries, in any shape; ``indices`` are flat.  ``process``: the data-parallel
-    process drawing (a coordinate of the RNG, so processes draw independently; 0 for one).
+    of entries, in one shape or either flat (row-major); ``indices`` are flat.
+    ``process``: the data-parallel process drawing (a coordinate of the RNG, so processes
+    draw independently; 0 for one).
 
     Examples
     --------
@@ -177,7 +188,7 @@ def cost_aware_draw(advantages, costs, batch_size: int, lam: float = 0.1, floor:
             or not 0 <= process < 2**31:
         raise ConfigError(f"process={process!r} is invalid; allowed: an integer from 0 to "
                           "2^31-1")
-    c = _lengths(costs, adv.size)
+    c = _lengths(costs, adv.size, adv.shape)
     p = cost_aware_probs(adv, c, lam, floor)
     idx = np.empty(int(batch_size), np.int64)
     nb.sample_minibatch_nb(p, int(batch_size), int(seed), int(process), int(step),
@@ -195,7 +206,7 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     ----------
     rewards : array_like (P, G)
         Rewards of ``G`` responses to each of ``P`` prompts.
-    lengths : array_like (P, G)
+    lengths : array_like (P, G), or flat (P G,) row-major
         Token counts of those responses (the cost of their gradient).
     batch_size : int
         Draws with replacement, 1 to ``P G``; the weighted mean loss over them is unbiased.
@@ -216,7 +227,7 @@ def cost_aware_batch(rewards, lengths, batch_size: int, lam: float = 0.1, floor:
     ((4,), True, [0.0, 0.0, 0.0, 0.0])
     """
     r = _rewards(rewards)
-    _lengths(lengths, r.size)
+    _lengths(lengths, r.size, r.shape)
     _draw_args(batch_size, seed, step, r.size)
     return cost_aware_draw(group_advantages(r), lengths, batch_size, lam, floor, seed, step)
 
