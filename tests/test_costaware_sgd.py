@@ -401,3 +401,32 @@ def test_an_unregularised_least_squares_instance_with_fewer_samples_than_dimensi
                  "--seed", "1"]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and len(cap.err.strip().splitlines()) == 1, cap.err
+
+
+def test_summarize_sgd_refuses_runs_it_would_pair_wrongly():
+    """The simulated ratio pairs each strategy's replications with the baseline's in order:
+    two tables concatenated counted every run twice (n 12 of 6 runs, the interval narrowed),
+    a baseline of replications 0-3 beside strategies of 2-5 paired 2 with 0 without a word,
+    and a baseline of fewer runs was numpy's broadcast error."""
+    import polars as pl
+
+    pr = make_problem(ProblemConfig(n=32, d=3))
+    runs = run_sgd(pr, SGDConfig(replications=6, eps=0.1), progress=False)
+    optimal = pl.col("strategy") == "optimal"
+    calls = [
+        (pl.concat([runs, runs]), r"runs holds replication 0 of strategy 'uniform' twice; "
+         r"allowed: the rows of run_sgd, each \(strategy, replication\) once"),
+        (runs.filter((optimal & (pl.col("replication") < 4))
+                     | (~optimal & (pl.col("replication") >= 2))),
+         r"runs holds replication 0 of strategy 'optimal' and not of 'uniform'; allowed: the "
+         r"rows of run_sgd, the baseline's replications in every strategy"),
+        (runs.filter(~optimal | (pl.col("replication") < 4)),
+         r"runs holds replication 4 of strategy 'uniform' and not of 'optimal'"),
+    ]
+    for table, message in calls:
+        with pytest.raises(ConfigError, match=r"^summarize_sgd\(\): " + message):
+            summarize_sgd(table, pr)
+    shuffled = runs.sample(fraction=1.0, shuffle=True, seed=1)  # row order is free
+    assert summarize_sgd(shuffled, pr).sort("strategy").equals(
+        summarize_sgd(runs, pr).sort("strategy"))
+    summarize_sgd(runs.filter(~optimal), pr)  # no baseline run: no ratio, nothing to pair

@@ -281,6 +281,29 @@ RUN_COLUMNS = ("strategy", "replication", "cost_units", "steps", "reached",
                "cost_units_at_cap")
 
 
+def _check_paired(runs: pl.DataFrame, baseline: str, allowed: str) -> None:
+    """Each strategy's replications once, and the baseline's: the ratio pairs them in
+    replication order.  Two tables concatenated counted every run twice (n doubled, the
+    intervals narrowed), a strategy of replications 2-5 beside a baseline of 0-3 was paired
+    2 with 0 without a word, and one of another count was numpy's broadcast error."""
+    twice = runs.filter(runs.select("strategy", "replication").is_duplicated())
+    if twice.height:
+        raise ConfigError(f"summarize_sgd(): runs holds replication {twice['replication'][0]} "
+                          f"of strategy {twice['strategy'][0]!r} twice; {allowed}, each "
+                          "(strategy, replication) once")
+    reps = runs.group_by("strategy", maintain_order=True).agg(pl.col("replication").sort())
+    base = reps.filter(pl.col("strategy") == baseline)["replication"]
+    if base.len() == 0:  # not run: no ratio is simulated
+        return
+    for strategy, mine in reps.iter_rows():
+        if mine != base[0].to_list():
+            lone = min(set(mine) ^ set(base[0]))
+            where = (strategy, baseline) if lone in mine else (baseline, strategy)
+            raise ConfigError(f"summarize_sgd(): runs holds replication {lone} of strategy "
+                              f"{where[0]!r} and not of {where[1]!r}; {allowed}, the baseline's "
+                              "replications in every strategy (the ratio pairs them)")
+
+
 @known_keywords("fastsim.costaware.summarize_sgd()")
 def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
                   distributions: dict | None = None, baseline: str = "optimal") -> pl.DataFrame:
@@ -294,7 +317,9 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
     check_problem(problem)
     from fastsim.summary import check_table
 
-    check_table(runs, "summarize_sgd", "runs", RUN_COLUMNS, "allowed: the rows of run_sgd")
+    allowed = "allowed: the rows of run_sgd"
+    check_table(runs, "summarize_sgd", "runs", RUN_COLUMNS, allowed)
+    _check_paired(runs, baseline, allowed)
     ran = set(runs["strategy"].unique())
     strategies = [s for s in runs["strategy"].unique(maintain_order=True)
                   if s not in (distributions or {})]
