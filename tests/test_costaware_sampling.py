@@ -166,6 +166,25 @@ def test_ratio_table_refuses_a_lone_value_or_none_in_place_of_a_list(kw, said):
         ratio_table([1.0, 2.0], [1.0, 4.0], **kw)
 
 
+def test_lists_given_as_numpy_arrays_of_another_dimension_are_refused_in_one_line():
+    """A 0-d array (np.array(0.5), what np.float64 arithmetic on arrays can leave) was a
+    TypeError traceback, 'len() of unsized object', in ratio_table and subset_report; a 2-D
+    one was read row by row, refusing a row as if it were one lam.  A 1-D array is a list."""
+    from fastsim.costaware import ProblemConfig, make_problem, subset_report
+
+    for kw, said in [({"lams": np.array(0.5)}, "lams=array(0.5)"),
+                     ({"strategies": np.array("uniform")}, "strategies=array('uniform'"),
+                     ({"lams": np.array([[0.0, 0.5]])}, "lams=array([[0. , 0.5]])")]:
+        with pytest.raises(ConfigError, match=re.escape(said) + ".* is invalid; allowed: a "
+                           "non-empty list"):
+            ratio_table([1.0, 2.0], [1.0, 4.0], **kw)
+    assert ratio_table([1.0, 2.0], [1.0, 4.0], lams=np.array([0.0, 0.5])).height == 8
+    problem = make_problem(ProblemConfig(n=16, d=2))
+    for kw in ({"gammas": np.array(0.1)}, {"gammas": [0.1], "methods": np.array("greedy")}):
+        with pytest.raises(ConfigError, match=r"=array\(.* is invalid; allowed: a non-empty"):
+            subset_report(problem, **kw)
+
+
 def test_every_cost_aware_name_refuses_a_misspelt_keyword_in_one_line():
     """GRPOConfig(steps=20) (its field is n_steps), ProblemConfig(nn=32) and the functions'
     keyword slips were Python's TypeError ('__init__() got an unexpected keyword

@@ -77,9 +77,11 @@ def check_nonnegative(value, field: str, allowed: str = "a finite number >= 0") 
 
 def check_choices(values, field: str, allowed: str) -> list:
     """``values`` as a non-empty list: a single number was a TypeError traceback ('float'
-    object is not iterable), a string was read letter by letter, and none gave an empty
-    table without a word."""
+    object is not iterable), and so was a 0-d numpy array ('len() of unsized object'); a
+    string was read letter by letter, a 2-D array row by row (a row refused as one value),
+    and none gave an empty table without a word."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)) \
+            or (isinstance(values, np.ndarray) and values.ndim != 1) \
             or len(values) == 0:
         raise ConfigError(f"{field}={values!r} is invalid; allowed: a non-empty list of "
                           f"{allowed}")
