@@ -1,7 +1,8 @@
 """J(p)/J(p*) per strategy (predicted) next to the simulated cost ratio over optimal.
 
 Reads ``costaware_sgd.summary.parquet``; never calls kernels.
-Usage: ``python THIS RESULTS [OUT]``.
+Usage: ``python THIS RESULTS [OUT]``.  It draws uncorrelated costs (``cost_corr = 0``): a
+table without them is skipped, and says so.
 """
 from pathlib import Path
 
@@ -35,6 +36,14 @@ def main(results, out):
         return []
     df = S.table(src).filter(pl.col("strategy").is_in(ORDER)
                                      & (pl.col("problem_cost_corr") == 0.0))
+    if df.height == 0:
+        # a table of correlated costs only, or of optimal sampling only, has no point this
+        # figure draws: it was matplotlib's ValueError ("Number of rows must be a positive
+        # integer, not 0"), after the figures before it were written
+        print(f"skipped {Path(out) / 'costaware_ratios'}: {src} has no row with "
+              f"problem_cost_corr = 0 of {', '.join(ORDER)} (the figure draws uncorrelated "
+              "costs against optimal sampling)")
+        return []
     kinds = df["problem_kind"].unique(maintain_order=True).to_list()
     steps = df["sgd_step"].unique(maintain_order=True).to_list()
     colors = dict(zip(["uniform", "gradient_norm", "cost_only", "optimal"],

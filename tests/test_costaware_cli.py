@@ -56,6 +56,24 @@ def test_figures_when_no_run_reached_eps(tmp_path, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_figures_of_correlated_costs_only_skip_the_ratio_figure_and_say_so(tmp_path, capsys):
+    """The ratio figure draws uncorrelated costs: a table of --cost-corr 0.5 only had no
+    row of it, and `costaware figures` was matplotlib's ValueError traceback ('Number of
+    rows must be a positive integer, not 0') after the first figure was written."""
+    out = tmp_path / "res"
+    assert main(["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1", "--cost-corr",
+                 "0.5", "--replications", "2", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["costaware", "figures", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err
+    assert (f"skipped {out / 'figures' / 'costaware_ratios'}: "
+            f"{out / 'costaware_sgd.summary.parquet'} has no row with problem_cost_corr = 0"
+            in said.out)
+    assert sorted(p.name for p in (out / "figures").iterdir()) == [
+        "costaware_cost_vs_heterogeneity.pdf", "costaware_cost_vs_heterogeneity.png"]
+
+
 @pytest.mark.parametrize("damage, needle", [
     (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
     (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
