@@ -3,7 +3,8 @@
 Reads ``costaware_sgd.summary.parquet`` (``fastsim costaware sweep
 sweeps/costaware_sgd.toml``); never calls kernels.  Usage: ``python THIS RESULTS [OUT]``.
 One panel per problem (rows) and cost-gradient correlation (columns); solid lines are
-the convex step rule, dashed the strongly convex one.
+the convex step rule, dashed the strongly convex one.  A point where a run missed eps has
+no mean cost: it is not drawn, and its panel names the strategies it left out.
 """
 from pathlib import Path
 
@@ -41,6 +42,14 @@ def _panel(ax, sub: pl.DataFrame, colors) -> None:
                             color=colors[s], alpha=0.15, lw=0)
     ax.set_yscale("log")
     S.plain_log_ticks(ax)  # after drawing, once the limits are known
+    # a point's mean is NaN once a run there missed eps (summarize_sgd gives no mean over
+    # the runs that reached it): such a strategy's line lost those points, or vanished,
+    # and the panel looked as if the strategy had not been run
+    gaps = sub.filter(pl.col("strategy").is_in(ORDER) & ~pl.col("cost_units_mean").is_finite())
+    missed = [S.STRATEGY_NAMES[s].split(" (")[0] for s in ORDER if s in set(gaps["strategy"])]
+    if missed:
+        ax.text(0.02, 0.02, f"not drawn where a run missed eps: {', '.join(missed)}",
+                ha="left", va="bottom", transform=ax.transAxes, fontsize=7, color="0.4")
 
 
 def _legend_handles(colors, steps):

@@ -74,6 +74,34 @@ def test_figures_of_correlated_costs_only_skip_the_ratio_figure_and_say_so(tmp_p
         "costaware_cost_vs_heterogeneity.pdf", "costaware_cost_vs_heterogeneity.png"]
 
 
+def test_cost_figure_names_the_strategies_it_leaves_out_where_a_run_missed_eps():
+    """A point where one replication missed eps has no mean cost (NaN): that strategy's line
+    lost the point, or vanished from the panel, which then read as if it had not been run.
+    The panel now names what it left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from fastsim.sweep.figures import load_script
+
+    fig = load_script("costaware_cost_vs_heterogeneity")
+    rows = pl.DataFrame({"strategy": ["uniform", "cost_only", "optimal", "uniform"],
+                         "sgd_step": ["convex"] * 4, "problem_cost_sigma": [0.0, 0.0, 0.0, 1.0],
+                         "cost_units_mean": [math.nan, math.nan, 2.0, 3.0],
+                         "cost_units_lo": [math.nan, math.nan, 1.0, 2.0],
+                         "cost_units_hi": [math.nan, math.nan, 3.0, 4.0]})
+    colors = dict.fromkeys(fig.ORDER, "k")
+    _, ax = plt.subplots()
+    fig._panel(ax, rows, colors)
+    assert [t.get_text() for t in ax.texts] == [
+        "not drawn where a run missed eps: uniform, cost only"]
+    _, ax = plt.subplots()
+    fig._panel(ax, rows.filter(pl.col("cost_units_mean").is_finite()), colors)
+    assert len(ax.texts) == 0
+    plt.close("all")
+
+
 @pytest.mark.parametrize("damage, needle", [
     (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
     (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
