@@ -2,7 +2,8 @@
 
 Reads ``costaware_sgd.summary.parquet``; never calls kernels.
 Usage: ``python THIS RESULTS [OUT]``.  It draws uncorrelated costs (``cost_corr = 0``): a
-table without them is skipped, and says so.
+table without them is skipped, and says so.  A point with no simulated ratio (a run of
+the strategy or of optimal missed eps) is not drawn, and its panel names the strategies.
 """
 from pathlib import Path
 
@@ -54,9 +55,17 @@ def main(results, out):
     for r, kind in enumerate(kinds):
         for c, step in enumerate(steps):
             ax = axes[r, c]
+            cell = df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step))
             for s in ORDER:
-                _panel(ax, df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step)
-                                     & (pl.col("strategy") == s)), colors[s])
+                _panel(ax, cell.filter(pl.col("strategy") == s), colors[s])
+            # no simulated ratio where a run of the strategy or of optimal missed eps
+            # (summarize_sgd): those points were left out without a word
+            gaps = set(cell.filter(~pl.col("simulated_ratio").is_finite())["strategy"])
+            missed = [S.STRATEGY_NAMES[s].split(" (")[0] for s in ORDER if s in gaps]
+            if missed:
+                ax.text(0.02, 0.98, "no simulated ratio where a run missed eps:\n"
+                        + ", ".join(missed), ha="left", va="top", transform=ax.transAxes,
+                        fontsize=7, color="0.4")
             ax.axhline(1.0, color="0.2", lw=0.8)
             ax.set_yscale("log")
             S.plain_log_ticks(ax)

@@ -102,6 +102,27 @@ def test_cost_figure_names_the_strategies_it_leaves_out_where_a_run_missed_eps()
     plt.close("all")
 
 
+def test_ratio_figure_names_the_strategies_without_a_simulated_ratio(tmp_path, monkeypatch):
+    """The simulated ratio is NaN where a run of the strategy or of optimal missed eps: its
+    point was left out of the ratio figure without a word.  The panel now names them."""
+    from fastsim.sweep.figures import load_script
+
+    fig = load_script("costaware_ratios")
+    n = len(fig.ORDER)
+    pl.DataFrame({"strategy": fig.ORDER, "sgd_step": ["convex"] * n,
+                  "problem_kind": ["least_squares"] * n, "problem_cost_corr": [0.0] * n,
+                  "problem_cost_sigma": [1.0] * n, "predicted_ratio": [2.0] * n,
+                  "simulated_ratio": [math.nan, 1.5, math.nan],
+                  "simulated_ratio_lo": [math.nan, 1.2, math.nan],
+                  "simulated_ratio_hi": [math.nan, 1.8, math.nan], "n_pairs": [3] * n}
+                 ).write_parquet(tmp_path / "costaware_sgd.summary.parquet")
+    said = []
+    monkeypatch.setattr(fig.S, "save", lambda figure, out, stem: said.extend(
+        t.get_text() for ax in figure.axes for t in ax.texts) or [])
+    fig.main(tmp_path, tmp_path)
+    assert said == ["no simulated ratio where a run missed eps:\nuniform, cost only"]
+
+
 @pytest.mark.parametrize("damage, needle", [
     (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
     (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
