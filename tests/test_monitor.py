@@ -201,6 +201,10 @@ def test_callback_is_an_importable_class_with_trainer_conventions(monkeypatch, t
     assert run(hf.StopPolicyCallback("stop_at:f=0.3"), acc) == 30  # progress = step / max_steps
     with pytest.raises(ConfigError, match="no streaming form"):
         hf.StopPolicyCallback("oracle")
+    # the default policy's text given with k: k=3 ran without a word
+    with pytest.raises(ConfigError, match=r"policy='evalstop:k=2' and k=3; allowed: one of"):
+        hf.StopPolicyCallback("evalstop:k=2", k=3)
+    assert hf.StopPolicyCallback(k=3).k == 3 and hf.StopPolicyCallback().k == 2
 
 
 @pytest.mark.parametrize("spec", ["evalstop:k=3", "loss_plateau:w=2,tol=-0.5", "stop_at:f=5"])

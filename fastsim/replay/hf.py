@@ -57,6 +57,9 @@ def _warn(message: str, stacklevel: int) -> None:
     warnings.warn(one_line(message), stacklevel=stacklevel + 1)
 
 
+DEFAULT_POLICY = "evalstop:k=2"  # the policy of a callback given neither policy nor k
+
+
 def _step_of(entry) -> int | None:
     """The step of a ``log_history`` entry (numpy's integers are steps), None where it has
     none a Trainer writes: True is an int to Python, and a negative step, which the monitor
@@ -73,7 +76,7 @@ class StopPolicyCallback(_TrainerCallback):
     ----------
     policy : a stop-policy spec with a streaming form (``evalstop:k=2``, ``stop_at:f=0.8``,
         ``mymod:mypolicy:k=3``); ``stop_at`` and user policies reading progress use
-        ``args.max_steps`` as the planned length
+        ``args.max_steps`` as the planned length; None: ``evalstop:k=2``
     metric_for_best_model : the metric as Trainer reports it (``eval_`` prefix optional);
         None: ``args.metric_for_best_model``, else ``eval_loss``
     greater_is_better : the metric's sense; None: ``args.greater_is_better`` when the metric
@@ -90,7 +93,7 @@ class StopPolicyCallback(_TrainerCallback):
     keep_checkpoint : its directory, or None when no such checkpoint was saved
     """
 
-    def __init__(self, policy: str | PolicyConfig = "evalstop:k=2",
+    def __init__(self, policy: str | PolicyConfig | None = None,
                  metric_for_best_model: str | None = None, greater_is_better: bool | None = None,
                  threshold: float = 0.0, protect_checkpoint: bool = True, job_id: str = "trainer",
                  *, k: int | None = None, metric: str | None = None,
@@ -101,7 +104,7 @@ class StopPolicyCallback(_TrainerCallback):
             plain_scalar(v) for v in (greater_is_better, higher_is_better, protect_checkpoint))
         # each setting under one of its two names: given under both, one would be dropped
         for new_name, new_value, old_name, old_value in (
-                ("policy", policy if policy != "evalstop:k=2" else None, "k", k),
+                ("policy", policy, "k", k),
                 ("metric_for_best_model", metric_for_best_model, "metric", metric),
                 ("greater_is_better", greater_is_better, "higher_is_better", higher_is_better)):
             if new_value is not None and old_value is not None:
@@ -122,6 +125,10 @@ class StopPolicyCallback(_TrainerCallback):
                 raise ConfigError(f"{name} k = {k!r}: allowed: an integer >= 1 (consecutive "
                                   "declines; the earlier name of policy=\"evalstop:k=K\")")
             policy = f"evalstop:k={k}"
+        elif policy is None:
+            # None, not the text, is the default: StopPolicyCallback("evalstop:k=2", k=3)
+            # read the text given as the default left out, and ran k=3 without a word
+            policy = DEFAULT_POLICY
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         metric = metric_for_best_model if metric_for_best_model is not None else metric
         # blank text names no metric, as TrainingArguments' own is read (_trainer_settings)
