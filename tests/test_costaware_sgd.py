@@ -430,3 +430,28 @@ def test_summarize_sgd_refuses_runs_it_would_pair_wrongly():
     assert summarize_sgd(shuffled, pr).sort("strategy").equals(
         summarize_sgd(runs, pr).sort("strategy"))
     summarize_sgd(runs.filter(~optimal), pr)  # no baseline run: no ratio, nothing to pair
+
+
+def test_a_problem_changed_by_hand_is_checked_as_the_kernels_trust_it():
+    """dataclasses.replace(problem, b=b[:16]) of a 32-sample problem ran SGD reading past b
+    without a word, and a NaN mu or a radius of 0 gave every run a NaN cost (counted as runs
+    that missed eps): each is one ConfigError naming the field."""
+    import dataclasses
+
+    pr = make_problem(ProblemConfig(n=32, d=3))
+    calls = [
+        ({"b": np.ones(16)}, r"^Problem\(\): b has shape \(16,\); allowed: \(32,\), as "
+         r"config.n=32 and config.d=3 say"),
+        ({"A": pr.A[:, :2]}, r"^Problem\(\): A has shape \(32, 2\); allowed: \(32, 3\)"),
+        ({"c": np.r_[np.inf, pr.c[1:]]}, r"^Problem\(\): c holds NaN or inf"),
+        ({"c": np.r_[0.0, pr.c[1:]]}, r"^Problem\(\): c\[0\]=0.0 is invalid"),
+        ({"mu": math.nan}, r"^Problem\(\): mu=nan is invalid; allowed: a finite number above 0"),
+        ({"radius": 0}, r"^Problem\(\): radius=0 is invalid"),
+        ({"f_star": pr.f0 + 1.0}, r"^Problem\(\): f_star=.* is above f0="),
+        ({"config": {"n": 32}}, r"^Problem\(\): config=dict is invalid"),
+    ]
+    for change, message in calls:
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(pr, **change)
+    same = dataclasses.replace(pr, c=list(pr.c))  # a list of the same costs is the same problem
+    assert same.c.dtype == np.float64 and np.array_equal(same.c, pr.c)

@@ -12,6 +12,7 @@ costs are normalised to mean 1, so for uniform sampling cost ~ number of steps).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -19,8 +20,10 @@ import polars as pl
 
 from fastsim.costaware.configs import (COST_DISTS, MAX_DESIGN, PROBLEMS, STEP_RULES,  # noqa: F401
                                        ProblemConfig, SGDConfig)
-from fastsim.costaware.sampling import STRATEGIES, check_probabilities, sampling_distribution
-from fastsim.config import check_flags
+from fastsim.costaware.sampling import (STRATEGIES, check_costs, check_gradient_bounds,
+                                        check_probabilities, real_array,
+                                        sampling_distribution)
+from fastsim.config import check_flags, is_real
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, clopper_pearson, mean_ci,
                            quantile_ci)
@@ -44,6 +47,38 @@ class Problem:
     f0: float
     mu: float
     radius: float
+
+    def __post_init__(self):
+        """Every field checked, as the kernels trust them: a Problem built or changed by
+        hand (``dataclasses.replace(problem, b=...)``) with arrays of another length than
+        the config's ``n`` read past them without a word, and a NaN or negative ``mu``
+        or a ``radius`` of 0 gave every run a NaN cost, read as a run that missed eps."""
+        if not isinstance(self.config, ProblemConfig):
+            raise ConfigError(f"Problem(): config={type(self.config).__name__} is invalid; "
+                              "allowed: a ProblemConfig")
+        n, d = self.config.n, self.config.d
+        for name, shape in (("A", (n, d)), ("b", (n,)), ("c", (n,)), ("G", (n,)),
+                            ("x_star", (d,))):
+            x = real_array(getattr(self, name), f"Problem(): {name}")
+            if x.shape != shape:
+                raise ConfigError(f"Problem(): {name} has shape {x.shape}; allowed: {shape}, "
+                                  f"as config.n={n} and config.d={d} say")
+            if not np.isfinite(x).all():
+                raise ConfigError(f"Problem(): {name} holds NaN or inf; allowed: finite numbers")
+            object.__setattr__(self, name, x)
+        check_costs(self.c, "Problem(): c")
+        check_gradient_bounds(self.G, n, "Problem(): G")
+        for name, low in (("f_star", None), ("f0", None), ("mu", 0.0), ("radius", 0.0)):
+            v = getattr(self, name)
+            x = float(v) if is_real(v) else math.nan
+            if not math.isfinite(x) or (low is not None and x <= low):
+                raise ConfigError(f"Problem(): {name}={v!r} is invalid; allowed: a finite "
+                                  f"number{'' if low is None else ' above 0'}")
+            object.__setattr__(self, name, x)
+        # f0 = f(0) >= f* = min f; one rounding of each apart at most
+        if self.f_star > self.f0 + 1e-9 * max(1.0, abs(self.f0)):
+            raise ConfigError(f"Problem(): f_star={self.f_star!r} is above f0={self.f0!r}; "
+                              "allowed: the optimum f_star at most f0 = f(0)")
 
     @property
     def code(self) -> int:
