@@ -1,5 +1,6 @@
 """``fastsim costaware`` end to end on tiny inputs: commands, sweep files, figures."""
 import math
+import re
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +19,40 @@ def test_ratios_and_bad_input(capsys):
     assert "j_over_jopt" in capsys.readouterr().out
     assert main(["costaware", "ratios", "--n", "16", "--cost-corr", "3"]) == 2
     assert "--cost-corr=3 is invalid; allowed: a number in [-1, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, said", [
+    (["ratios", "--cost-alpha", "3"], "--cost-alpha is given but would not be used (it applies "
+     "to --cost-dist pareto); allowed: --cost-alpha with --cost-dist pareto"),
+    (["sgd", "--cost-dist", "pareto", "--cost-sigma", "2"], "--cost-sigma is given but would "
+     "not be used (it applies to --cost-dist lognormal)"),
+    (["grpo", "--prompt-len-sigma", "1"], "--prompt-len-sigma is given but would not be used "
+     "(it applies to --prompt-median-len above 0)"),
+])
+def test_an_option_the_run_would_not_read_is_refused(args, said, capsys, tmp_path):
+    """--cost-alpha 3 with the default lognormal costs ran lognormal costs, as if it had not
+    been typed (and so --cost-sigma with Pareto costs, --prompt-len-sigma with no prompt
+    lengths): refused before any work or output."""
+    out = tmp_path / "o"
+    one_line(capsys, ["costaware", *args, "--out", str(out)], said)
+    assert not out.exists()
+
+
+def test_a_sweep_field_no_point_reads_is_refused(tmp_path):
+    for text, said in [
+            ('experiment = "sgd"\n[base]\ncost_alpha = 3.0\n',
+             'cost_alpha is given but would not be used at any point (it applies to '
+             'cost_dist = "pareto")'),
+            ('experiment = "grpo"\n[axes]\nprompt_len_sigma = [0.5, 1.0]\n',
+             "prompt_len_sigma is given but would not be used at any point (it applies to "
+             "prompt_median_len above 0)")]:
+        (tmp_path / "s.toml").write_text(text)
+        with pytest.raises(ConfigError, match=r"^s\.toml: " + re.escape(said)):
+            load_costaware_sweep(tmp_path / "s.toml")
+    # read at some points (the Pareto ones) it is allowed
+    (tmp_path / "s.toml").write_text('experiment = "sgd"\n[axes]\ncost_dist = ["lognormal", '
+                                     '"pareto"]\ncost_alpha = [2.0]\n')
+    assert len(load_costaware_sweep(tmp_path / "s.toml").points()) == 2
 
 
 def test_shipped_sweeps_parse():

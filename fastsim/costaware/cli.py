@@ -5,7 +5,8 @@ Actions: ratios (predicted J(p)/J(p*)), sgd (simulated cost to reach eps), subse
 trl-gradnorm (|A| vs per-sample gradient norms in TRL; needs fastsim[trl]), sweep FILE
 --out DIR (a sweeps/costaware_*.toml file) and figures DIR.  The options mirror the
 fields of the config dataclasses, which validate them: a bad value gets one line naming
-the option and what is allowed.
+the option and what is allowed, and so does an option the run would not read
+(--cost-alpha without --cost-dist pareto).
 """
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ FIELD_HELP = {
     "scale_sigma": "log-normal sigma of row norms (spread of the gradient bounds G_i), 0 to 5",
     "noise": "target noise (least squares) or label-flip noise (logistic), 0 to 1e6",
     "cost_dist": "distribution of per-sample costs c_i: lognormal or pareto",
-    "cost_sigma": "log-normal sigma of the costs (cost heterogeneity), 0 to 5",
-    "cost_alpha": "Pareto tail index of the costs, in (0.5, 100]",
+    "cost_sigma": "log-normal sigma of the costs (cost heterogeneity), 0 to 5 (with "
+                  "--cost-dist lognormal only)",
+    "cost_alpha": "Pareto tail index of the costs, in (0.5, 100] (with --cost-dist pareto "
+                  "only)",
     "cost_corr": "correlation of log cost with log row norm, -1 to 1",
     "radius_factor": "projection-ball radius over |x*|, > 1",
     "seed": "seed of the drawn instance, >= 0",
@@ -97,8 +100,8 @@ FIELD_HELP = {
     "prompt_median_len": "median prompt length, tokens, 0 to 1,000,000; every response to "
                          "a prompt pays its prompt's tokens too (0: cost is response tokens "
                          "only)",
-    "prompt_len_sigma": "log-normal sigma of prompt lengths, 0 to 3 (used when "
-                        "--prompt-median-len > 0)",
+    "prompt_len_sigma": "log-normal sigma of prompt lengths, 0 to 3 (with "
+                        "--prompt-median-len > 0 only)",
 }
 
 
@@ -141,9 +144,15 @@ def _build(cls, args, **extra):
         kw[f.name] = value
     kw.update(extra)
     try:
-        return cls(**kw)
+        config = cls(**kw)
     except ConfigError as exc:
         raise ConfigError(_as_options(str(exc), cls, kw, typed, extra)) from None
+    for name, (needs, value) in getattr(config, "unused", dict)().items():
+        if name in typed:  # --cost-alpha 3 ran lognormal costs, as if it had not been typed
+            raise ConfigError(f"{_option(name)} is given but would not be used (it applies to "
+                              f"{_option(needs)} {value}); allowed: {_option(name)} with "
+                              f"{_option(needs)} {value}")
+    return config
 
 
 def _as_options(msg: str, cls, kw: dict, typed: dict, extra: dict) -> str:

@@ -114,6 +114,14 @@ class ProblemConfig:
                               "strongly convex), or at least as many samples as dimensions")
         store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
+    def unused(self) -> dict[str, tuple[str, str]]:
+        """The fields this instance does not read, each with the field and value that
+        would make it read (``{"cost_alpha": ("cost_dist", "pareto")}``): the command line
+        and sweep files refuse one given, which ran without a word as if left out."""
+        if self.cost_dist == "lognormal":
+            return {"cost_alpha": ("cost_dist", "pareto")}
+        return {"cost_sigma": ("cost_dist", "lognormal")}
+
 
 #: steps a SGD run may take: a run takes roughly 10^7 steps a second a core at d = 8 (fewer
 #: as d grows), so 10^9 is minutes a run and hours for a default 64 replications x 4
@@ -271,6 +279,13 @@ class GRPOConfig:
                               f"n_evals={self.n_evals} is the longest arm's steps over it, "
                               "plus 1)")
         store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
+
+    def unused(self) -> dict[str, tuple[str, str]]:
+        """As ``ProblemConfig.unused``: prompt lengths are drawn only when their median is
+        above 0."""
+        if self.prompt_median_len == 0.0:
+            return {"prompt_len_sigma": ("prompt_median_len", "above 0")}
+        return {}
 
     @property
     def steps_per_arm(self) -> tuple[int, ...]:

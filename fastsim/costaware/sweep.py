@@ -11,7 +11,8 @@ Format::
     [axes]                        # every combination of these lists is run
     cost_sigma = [0.0, 1.0, 2.0]
 
-Points with equal configs (an axis value given twice) run once.
+Points with equal configs (an axis value given twice) run once.  A field that no point
+reads (``cost_alpha`` with lognormal costs only) is refused.
 
 ``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others), and
 no ``strategies`` (it runs SGD at the optimal distribution on each subset).
@@ -148,12 +149,23 @@ def load_costaware_sweep(path) -> SweepSpec:
     if len(set(spec.gamma_fracs)) != len(spec.gamma_fracs):  # a row each: two would be one
         raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
                           "allowed: each fraction once")
+    given = set(spec.base) | set(spec.axes)
+    idle: dict[str, tuple[str, str]] = {}  # fields given that some point does not read
+    read = set()  # fields given that some point reads
     for point in spec.points():
         try:
-            _configs(spec, point)  # raises ConfigError naming the bad field
+            cfgs = _configs(spec, point)  # raises ConfigError naming the bad field
         except ConfigError as exc:
-            given = {**point, "replications": spec.replications, "seed": spec.seed}
-            raise ConfigError(f"{path.name}: {toml_echo(str(exc), given)}") from None
+            given_here = {**point, "replications": spec.replications, "seed": spec.seed}
+            raise ConfigError(f"{path.name}: {toml_echo(str(exc), given_here)}") from None
+        unused = {k: v for cfg in cfgs for k, v in getattr(cfg, "unused", dict)().items()}
+        idle.update(unused)
+        read |= given - set(unused)
+    for name in sorted(given - read):  # cost_alpha with lognormal costs: a no-op, unsaid
+        needs, value = idle[name]
+        said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
+        raise ConfigError(f"{path.name}: {name} is given but would not be used at any point "
+                          f"(it applies to {said}); allowed: {name} with {said}")
     return spec
 
 
