@@ -22,6 +22,7 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, WorkloadConfig
+from fastsim.errors import ConfigError
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mcnemar_p,
                            mean_ci, proportion_ci)
 from fastsim.workload import generate_workload
@@ -69,12 +70,19 @@ def triggers(name: str, params: dict[str, float], score: np.ndarray, in_scope: n
     ``[C, J, E]``, by the simulator's decision driver (``kernels.stops.resolve_stops_nb``,
     as ``fastsim.api.decide_stops`` calls it); jobs out of ``in_scope`` never trigger."""
     p = policy(name, params)
-    shape = in_scope.shape
+    score = np.ascontiguousarray(score, dtype=np.float64)
+    shape = np.shape(in_scope)
+    if score.ndim != 3 or shape != score.shape[:2]:
+        # the driver trusts them: a scope of more jobs than the scores have read past them
+        # (a job of 10 evaluations triggered at evaluation 32), a 2-D score was a numba
+        # TypingError of forty lines
+        raise ConfigError(f"triggers(): score has shape {score.shape} and in_scope "
+                          f"{shape}; allowed: score [clusters, jobs, evaluations] and "
+                          "in_scope [clusters, jobs] of the same clusters and jobs")
     job_type = np.where(in_scope, RLHF, LORA).astype(np.int8)
     ones = np.ones(shape)
     flags = [np.empty(shape, np.bool_) for _ in range(3)]
     trig, deliv = np.empty(shape, np.int32), np.empty(shape, np.int32)
-    score = np.ascontiguousarray(score, dtype=np.float64)
     resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), np.array(p.vector, np.float64),
                      False, job_type, ones, score, np.zeros(score.shape), ones, *flags, trig, deliv)
     return trig.astype(np.int64), deliv.astype(np.int64)

@@ -390,3 +390,18 @@ def test_a_delay_interval_stays_within_the_run():
               "regret": zero, "n_scope": ones}
     est = det.summarize(counts, n_evals=4)["delay_evals"]
     assert (est.mean, est.lo, est.hi) == (1.0, -3.0, 3.0)
+
+
+def test_triggers_refuses_a_scope_of_other_jobs_than_the_scores():
+    """The decision driver trusts its shapes: a scope of 5 jobs beside scores of 3 read past
+    them (a job of 10 evaluations 'triggered' at evaluation 32), and a 2-D score was a
+    numba TypingError of forty lines.  Each is one line."""
+    from fastsim.errors import ConfigError
+
+    score = np.linspace(1.0, 0.0, 30).reshape(1, 3, 10)
+    assert det.triggers("evalstop", {"k": 2}, score, np.ones((1, 3), bool))[0].shape == (1, 3)
+    for s, scope, shapes in ((score, np.ones((1, 5), bool), r"\(1, 3, 10\) and in_scope \(1, 5\)"),
+                             (score[0], np.ones(3, bool), r"\(3, 10\) and in_scope \(3,\)")):
+        with pytest.raises(ConfigError, match=r"^triggers\(\): score has shape " + shapes
+                           + "; allowed: score \\[clusters, jobs, evaluations\\]"):
+            det.triggers("evalstop", {"k": 2}, s, scope)
