@@ -572,6 +572,18 @@ def test_detectors_refuses_runs_of_unequal_length(tmp_path, capsys):
              "run 'r1' has 4 evaluations, run 'r0' 5; allowed: the same number for every run")
 
 
+def test_detectors_refuses_a_run_of_several_seeds(tmp_path, capsys):
+    """A run's seed was read from its first row: a table whose seed column changed within a
+    run (a hand-edited one) gave runs of other seeds than their rows say, and intervals
+    that resample seeds counted the wrong units, without a word."""
+    p = tmp_path / "traces.parquet"
+    t = _toy_traces()
+    t.with_columns(pl.when((pl.col("job_id") == "r1") & (pl.col("step") == 60)).then(0)
+                   .otherwise(pl.col("seed")).alias("seed")).write_parquet(p)
+    one_line(capsys, ["detectors", "--quick", "--traces", str(p), "--out", str(tmp_path / "d")],
+             "run 'r1' has several seeds; allowed: one seed per run")
+
+
 @pytest.mark.parametrize("damage,needle", [
     (lambda r: r.with_columns(pl.col("truth_hacking").cast(pl.String)),
      "column 'truth_hacking' holds String"),

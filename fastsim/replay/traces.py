@@ -590,8 +590,8 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
     Checks the ``columns`` a command reads: present, of their type (``truth_hacking``
     boolean: the text ``"false"`` would count as a hacking run), no missing or non-finite
     value; at least one row; ``per_run``: one row per ``(job_id, step)`` (a table
-    concatenated twice would double every run's evaluations) and one ``truth_hacking``
-    label per run; ``equal_evals``: every run has the same number of evaluations.
+    concatenated twice would double every run's evaluations), one ``truth_hacking``
+    label and one ``seed`` per run; ``equal_evals``: every run has the same number of evaluations.
     """
     missing = sorted(c for c in columns if c not in table.columns)
     if missing:
@@ -633,11 +633,18 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
                           f"({allowed})")
     per = table.group_by("job_id", maintain_order=True).agg(
         pl.len().alias("n"),
-        *([pl.col("truth_hacking").n_unique().alias("labels")] if "truth_hacking" in columns else []))
+        *([pl.col("truth_hacking").n_unique().alias("labels")] if "truth_hacking" in columns else []),
+        *([pl.col("seed").n_unique().alias("seeds")] if "seed" in columns else []))
     if "labels" in per.columns and (per["labels"] > 1).any():
         run = per.filter(pl.col("labels") > 1)["job_id"][0]
         raise ConfigError(f"{path}: run {run!r} has both truth_hacking values; allowed: one label "
                           f"per run ({allowed})")
+    if "seeds" in per.columns and (per["seeds"] > 1).any():
+        # a run's seed was read from its first row: the runs sharing draws (the unit the
+        # intervals resample) were miscounted without a word
+        run = per.filter(pl.col("seeds") > 1)["job_id"][0]
+        raise ConfigError(f"{path}: run {run!r} has several seeds; allowed: one seed per run "
+                          f"({allowed})")
     if equal_evals and per["n"].n_unique() > 1:
         first = per.row(0, named=True)
         other = per.filter(pl.col("n") != first["n"]).row(0, named=True)
