@@ -455,3 +455,22 @@ def test_a_problem_changed_by_hand_is_checked_as_the_kernels_trust_it():
             dataclasses.replace(pr, **change)
     same = dataclasses.replace(pr, c=list(pr.c))  # a list of the same costs is the same problem
     assert same.c.dtype == np.float64 and np.array_equal(same.c, pr.c)
+
+
+def test_summarize_sgd_names_a_baseline_or_label_it_cannot_read():
+    """baseline=3 was a polars ComputeError traceback; runs of a distribution summarised
+    without distributions=, and a distribution's label as the baseline, were both
+    "strategy='x' is not a sampling strategy" (x was a label the caller gave, not a
+    strategy it asked for).  A distribution's label is a baseline now."""
+    pr = make_problem(ProblemConfig(n=16, d=2))
+    dists = {"x": np.ones(16) / 16}  # uniform, under another name
+    runs = run_sgd(pr, SGDConfig(replications=2, eps=0.5), progress=False, distributions=dists)
+    with pytest.raises(ConfigError, match=r"^summarize_sgd\(\): baseline=3 is invalid; allowed: "
+                       r"a strategy \(uniform, .*\) or a label of distributions"):
+        summarize_sgd(runs, pr, distributions=dists, baseline=3)
+    with pytest.raises(ConfigError, match=r"^summarize_sgd\(\): runs holds strategy 'x', "
+                       "neither a sampling strategy nor a label of distributions"):
+        summarize_sgd(runs, pr)
+    s = summarize_sgd(runs, pr, distributions=dists, baseline="x")
+    ratio = dict(zip(s["strategy"], s["predicted_ratio"]))
+    assert ratio["x"] == 1.0 and ratio["uniform"] == pytest.approx(1.0)

@@ -354,13 +354,26 @@ def summarize_sgd(runs: pl.DataFrame, problem: Problem, lam: float = 0.0,
 
     allowed = "allowed: the rows of run_sgd"
     check_table(runs, "summarize_sgd", "runs", RUN_COLUMNS, allowed)
+    explicit_distributions(distributions, problem, STRATEGIES)  # a dict of labels, checked
+    labels = set(distributions or {})
+    # a baseline of another type was a polars ComputeError, a distribution's label and a
+    # label of runs that distributions lacks were "strategy='x' is not a sampling strategy"
+    if not isinstance(baseline, str) or baseline not in {*STRATEGIES, *labels}:
+        raise ConfigError(f"summarize_sgd(): baseline={baseline!r} is invalid; allowed: a "
+                          f"strategy ({', '.join(STRATEGIES)}) or a label of distributions")
+    unknown = [s for s in runs["strategy"].unique(maintain_order=True)
+               if s not in STRATEGIES and s not in labels]
+    if unknown:
+        raise ConfigError(f"summarize_sgd(): runs holds strategy {unknown[0]!r}, neither a "
+                          "sampling strategy nor a label of distributions; allowed: the "
+                          "distributions run_sgd was given, as distributions=")
     _check_paired(runs, baseline, allowed)
     ran = set(runs["strategy"].unique())
-    strategies = [s for s in runs["strategy"].unique(maintain_order=True)
-                  if s not in (distributions or {})]
-    # the baseline's J is predicted even when it was not run (no simulated ratio then)
-    pred = predicted_factors(problem, list(dict.fromkeys([*strategies, baseline])), lam,
-                             distributions)
+    strategies = [s for s in runs["strategy"].unique(maintain_order=True) if s not in labels]
+    # the baseline's J is predicted even when it was not run (no simulated ratio then); a
+    # distribution's is among distributions'
+    wanted = strategies if baseline in labels else [*strategies, baseline]
+    pred = predicted_factors(problem, list(dict.fromkeys(wanted)), lam, distributions)
     j_base = pred.filter(pl.col("strategy") == baseline)["J_cost_units"].item()
     base = runs.filter(pl.col("strategy") == baseline).sort("replication")["cost_units"].to_numpy()
     rows = []
