@@ -407,3 +407,22 @@ def test_group_advantages_do_not_depend_on_the_rewards_unit(unit):
 def test_equal_rewards_whose_mean_rounds_carry_no_signal():
     # 0.1 * 3 / 3 is not 0.1 in float: equal rewards still have advantage 0, not +-1
     assert (group_advantages([[0.1, 0.1, 0.1], [1e300, 1e300, 1e300]]) == 0).all()
+
+
+def test_steps_never_evaluated_are_refused():
+    """Evaluations fall every eval_every steps: n_steps=7 at eval_every=5 trained 7 steps
+    and reported step 5 as 'at the uniform horizon', and the cost-aware arm's 14 steps
+    ended at step 10 under 'end of the longer run', without a word."""
+    with pytest.raises(ConfigError, match=r"^n_steps=7 with eval_every=5 leave the last 2 "
+                       r"steps of a run never evaluated; allowed: every arm's steps a "
+                       r"multiple of the evaluation interval"):
+        GRPOConfig(n_steps=7)
+    with pytest.raises(ConfigError, match=r"^n_steps=10 and cost_aware_step_factor=1.25 \(the "
+                       r"other arms' 12 steps\) with eval_every=5 leave the last 2 steps"):
+        GRPOConfig(n_steps=10, cost_aware_step_factor=1.25)
+    assert GRPOConfig(n_steps=7, eval_every=7, arms=("uniform",),
+                      cost_aware_step_factor=1.3).n_evals == 2  # one arm: no factor
+    curves = run_grpo(GRPOConfig(seeds=2, n_steps=10, n_train=8, n_test=8, eval_every=5,
+                                 cost_aware_step_factor=1.5), progress=False)
+    assert curves.group_by("arm").agg(pl.col("step").max()).sort("arm").rows() == [
+        ("cost_aware", 15), ("uniform", 10)]  # each run's last step is its last evaluation

@@ -96,7 +96,8 @@ FIELD_HELP = {
     "lr": "learning rate, > 0 and at most 1,000,000",
     "floor": "smallest |A| a response is scored with (q ∝ max(|A|, floor) / sqrt(tokens)), "
              "0 to 1,000,000",
-    "eval_every": "steps between held-out evaluations, 1 to n_steps",
+    "eval_every": "steps between held-out evaluations, 1 to n_steps, dividing every arm's "
+                  "steps (n_steps, and n_steps x the step factor, rounded)",
     "prompt_median_len": "median prompt length, tokens, 0 to 1,000,000; every response to "
                          "a prompt pays its prompt's tokens too (0: cost is response tokens "
                          "only)",

@@ -272,6 +272,18 @@ class GRPOConfig:
             raise ConfigError(f"arms={given!r} is invalid; allowed: distinct arms from "
                               f"{list(ARMS)}, starting with 'uniform' (the baseline)")
         object.__setattr__(self, "arms", arms)
+        # evaluations fall every eval_every steps: an arm's steps past its last multiple were
+        # trained and never evaluated (n_steps=7 evaluated at step 5), and the summary's
+        # "at the uniform horizon" and "end of the longer run" read an earlier step
+        left = next((n for n in self.steps_per_arm if n % self.eval_every), None)
+        if left is not None:
+            longer = (f" and cost_aware_step_factor={self.cost_aware_step_factor!r} (the "
+                      f"other arms' {left} steps)" if left != self.n_steps else "")
+            raise ConfigError(f"n_steps={self.n_steps!r}{longer} with "
+                              f"eval_every={self.eval_every!r} leave the last "
+                              f"{left % self.eval_every} steps of a run never evaluated; "
+                              "allowed: every arm's steps a multiple of the evaluation "
+                              "interval")
         points = self.seeds * len(arms) * self.n_evals
         if points > MAX_CURVE_POINTS:
             raise ConfigError(f"seeds*arms*n_evals = {points} is too large; allowed: at most "
