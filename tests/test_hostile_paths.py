@@ -394,6 +394,10 @@ def test_reproduce_and_figures_name_their_flags_as_typed(tmp_path, capsys):
     assert not out.exists()
     one_line(capsys, ["reproduce", "--quick", "--clusters", "1", "--out", str(out)],
              "--clusters=1 is invalid")
+    # refused by the sweep files' check, it said 'allowed: an integer from 1 to ...'
+    one_line(capsys, ["reproduce", "--clusters", str(10**20), "--out", str(out)],
+             f"--clusters={10**20} is invalid; allowed: at least 2 per cell (intervals need "
+             "two replications), at most 2^63-1")
     one_line(capsys, ["figures", str(tmp_path), "--formats", "jpg"],  # read 'formats='jpg''
              "--formats=jpg is invalid; allowed: png, pdf, svg")
 

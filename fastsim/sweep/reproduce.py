@@ -27,6 +27,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import (check_distinct, check_output, holding_directory, make_directory,
                         table_writer, unmade_on_failure, write_all)
 from fastsim.resources import shipped
+from fastsim.values import MAX_CLUSTER
 from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
@@ -713,9 +714,11 @@ def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
 def check_clusters(clusters: int, name: str = "clusters=") -> int:
     """``clusters`` if a cell's interval can be formed (``name``: how the caller's input
     writes it, ``--clusters=`` on the command line)."""
-    if clusters < 2:
+    # the top as load_sweep's (MAX_CLUSTER): --clusters 10**20 was refused there, saying
+    # "allowed: an integer from 1 to ...", which 1 is not
+    if not 2 <= clusters <= MAX_CLUSTER:
         raise ConfigError(f"{name}{clusters} is invalid; allowed: at least 2 per cell "
-                          "(intervals need two replications)")
+                          "(intervals need two replications), at most 2^63-1")
     return clusters
 
 
