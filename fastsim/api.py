@@ -33,6 +33,7 @@ from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, in
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
+from fastsim.plain_python import check_stop_policy
 from fastsim.arrays import Accounting, Decisions, Outcome, empty_decisions, empty_outcome
 from fastsim.workload import (Workload, allocate, check_counts, check_resolution,
                               generate_workload, kernel_params, pipeline_arrays)
@@ -90,15 +91,17 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         values = p.values
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
         back = -1 if decl.keep == "best" else back
+        params = tuple(v for k, v in values.items() if k != "scope")
         with R.calling(decl, "stop policy"):
             user_stops_driver(decl.user)(
-                tuple(v for k, v in values.items() if k != "scope"), int(back),
+                params, int(back),
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
                 d.trigger_eval, d.delivered_eval, *trigger_scratch(w.n_clusters, w.n_evals))
         R.check_returns(decl, "stop policy")
         if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
             raise ConfigError(R.trigger_error(decl.name, values))
+        check_stop_policy(decl, params, w, d.trigger_eval, d.in_scope)
     elif p.uses_hidden_truth:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)

@@ -21,11 +21,13 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 from fastsim import __version__
-from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, Terminated,
-                            did_you_mean, one_line, signal_handlers)
+from fastsim.errors import (ConfigError, InertSettingWarning, PlainPythonWarning,
+                            SimulationError, Terminated, did_you_mean, one_line,
+                            signal_handlers)
 from fastsim.kernels.threads import threads_variable_error
 from fastsim.values import file_or_dir_path, file_path
 
@@ -514,6 +516,15 @@ _COMMAND: list[str] = []  # the subcommands being run, outermost first, for the 
 _RESUMES = ("sweep", "reproduce", "docs-figures")
 
 
+def _show_warning(command: str, shown, message, category, *rest, **kw) -> None:
+    """A ``PlainPythonWarning`` as one ``warning:`` line (Python's own format adds the
+    line of fastsim that issued it); any other warning as before."""
+    if issubclass(category, PlainPythonWarning):
+        print(f"fastsim {command}: warning: {one_line(str(message))}", file=sys.stderr)
+    else:
+        shown(message, category, *rest, **kw)
+
+
 def _main(argv: list[str] | None) -> int:
     _check_threads_variable()
     if not _switch_variables_ok():
@@ -535,6 +546,7 @@ def _main(argv: list[str] | None) -> int:
         with warnings.catch_warnings():
             # the API's notes of inert settings: a command says its own, as note: lines
             warnings.simplefilter("ignore", InertSettingWarning)
+            warnings.showwarning = partial(_show_warning, args.command, warnings.showwarning)
             return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)

@@ -112,6 +112,13 @@ class InertSettingWarning(UserWarning):
     are all 0.  The command line says its own ``note:`` lines instead."""
 
 
+class PlainPythonWarning(UserWarning):
+    """A user stop policy whose plain-Python version (``.py_func``) decided otherwise than
+    its compiled self on cluster 0 (``fastsim.plain_python``), both returning: a rounding
+    difference on a near tie, or code whose compiled meaning differs from Python's.  The
+    command line says it as one ``warning:`` line."""
+
+
 class SimulationError(RuntimeError):
     """The engine could not finish a cluster (it reached its bound on scheduling points,
     e.g. on non-finite times); the CLI prints the message without a traceback, exit 1."""

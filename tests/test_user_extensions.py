@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 import zlib
 from functools import partial
 from pathlib import Path
@@ -356,9 +357,12 @@ def test_a_user_policy_sees_no_evaluation_to_come(user_dir, tmp_path, capsys, na
 def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
     """An index past the prefix reads the caller's scratch, NaN there, not the series: the
     look-ahead policy above, which read the next score before, never stops, in the
-    simulator, the monitor and replay alike."""
+    simulator, the monitor and replay alike.  (From cluster 1: on cluster 0 its plain
+    Python version raises IndexError, and the run is refused.)"""
     cfg = SimConfig.from_specs("srtf_est", "toy_user_policies:peek_past:scope=all", n_jobs=20)
-    assert simulate(cfg, 4, seed=0).clusters["n_stopped"].sum() == 0
+    assert simulate(cfg, 4, seed=0, cluster_start=1).clusters["n_stopped"].sum() == 0
+    with pytest.raises(ConfigError, match=r"peek_past raised in plain Python .*: IndexError: "):
+        simulate(cfg, 4, seed=0)
     from fastsim.replay.monitor import StopMonitor
 
     m = StopMonitor("toy_user_policies:peek_past:scope=all")
@@ -2835,3 +2839,89 @@ def test_a_sweep_resumed_tries_no_user_code_its_chunks_ran_already(tmp_path, mon
     capsys.readouterr()
     assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 0, \
         capsys.readouterr().err
+
+
+PLAIN_RAISES = {
+    "int_of_nan": ("import numpy as np\n\n\n@stop_policy()\n@njit\n"
+                   "def f(scores, losses, attained_h, t_est_h):\n"
+                   "    first = np.mean(scores[:0])  # a slip: the mean of nothing, NaN\n"
+                   "    return scores.shape[0] if int((first - scores[-1]) * 100) >= 2 else 0\n",
+                   "ValueError: cannot convert float NaN to integer"),
+    "past_prefix": ("@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                    "    n = scores.shape[0]  # off by one: meant the last two scores\n"
+                    "    return n if scores[n] < scores[n - 1] else 0\n",
+                    "IndexError: index 1 is out of bounds for axis 0 with size 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN_RAISES))
+def test_a_policy_whose_plain_python_raises_is_refused_before_any_output(
+        tmp_path, monkeypatch, capsys, case):
+    """A compiled policy taking int() of a NaN got -2^63 from numba where Python raises
+    ValueError, and one reading an index past its prefix got NaN where Python raises
+    IndexError: neither ever stopped a job, and ``fastsim run`` exited 0.  Its plain-Python
+    version now runs on cluster 0 too: one line naming it, the line that raised and the
+    exception, exit 2, nothing written; a sweep refuses it in its first-cluster trial,
+    before its directory is made."""
+    body, said = PLAIN_RAISES[case]
+    module = f"toy_plain_{case}"
+    _declare(tmp_path, monkeypatch, module, body)
+    text = (tmp_path / f"{module}.py").read_text().splitlines()
+    line = next(i for i, ln in enumerate(text, 1) if ln.lstrip().startswith("return"))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--policy", f"{module}:f", "--clusters", "3", "--n-jobs", "20",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(
+        rf"fastsim run: error: stop policy {module}:f raised in plain Python where its "
+        r"compiled code returned \(its \.py_func, on cluster 0, job \d+, evaluation 1\): "
+        rf"{re.escape(said)} \({module}\.py, line {line}: return .*\); allowed: a function "
+        r"whose plain-Python version returns where its compiled one does .*", own_lines(err)[0]), err
+    assert len(own_lines(err)) == 1 and not out.exists()
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f'clusters = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ["{module}:f"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(own_lines(err)) == 1 and not (tmp_path / "sw").exists(), err
+    # cluster 0 only: a batch that starts elsewhere runs as before
+    cfg = SimConfig.from_specs("srtf_est", f"{module}:f", n_jobs=20)
+    assert simulate(cfg, 2, cluster_start=1).clusters["n_stopped"].sum() == 0
+
+
+def test_a_construct_only_compiled_code_runs_is_not_refused(tmp_path, monkeypatch):
+    """A function numba compiles from an ``@overload`` raises in plain Python, by design: its
+    Python body is not what runs compiled, so the policy's plain version proves nothing."""
+    _declare(tmp_path, monkeypatch, "toy_plain_overload",
+             "from numba.extending import overload\n\n\ndef clip01(x):\n"
+             "    raise NotImplementedError('compiled only')\n\n\n@overload(clip01)\n"
+             "def _clip01(x):\n    return lambda x: min(max(x, 0.0), 1.0)\n\n\n"
+             "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+             "    return scores.shape[0] if clip01(scores[-1]) < 0.5 else 0\n")
+    cfg = SimConfig.from_specs("srtf_est", "toy_plain_overload:f", n_jobs=20)
+    assert simulate(cfg, 2).clusters["n_stopped"].sum() > 0
+
+
+def test_a_policy_deciding_otherwise_in_plain_python_is_said_once(tmp_path, monkeypatch,
+                                                                  capsys, user_dir):
+    """Compiled and plain Python both return, and differ: an int64 product wraps where
+    Python's integers grow.  Not a refusal (numba's sums and libm can part from numpy's in
+    a last bit, on a legitimate policy), but one ``warning:`` line; a policy that agrees,
+    the walkthrough's, says nothing."""
+    from fastsim.errors import PlainPythonWarning
+
+    _declare(tmp_path, monkeypatch, "toy_plain_wraps",
+             "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+             "    h = 1  # a product of the scores in millionths: int64 wraps past 2^63\n"
+             "    for e in range(scores.shape[0]):\n"
+             "        h *= int(scores[e] * 1e6) + 3\n"
+             "    return scores.shape[0] if h < 0 else 0\n")
+    assert main(["run", "--policy", "toy_plain_wraps:f", "--clusters", "3",
+                 "--n-jobs", "20"]) == 0
+    err = [ln for ln in own_lines(capsys.readouterr().err) if not ln.startswith("note:")]
+    assert len(err) == 1 and re.fullmatch(
+        r"fastsim run: warning: stop policy toy_plain_wraps:f decides otherwise as plain "
+        r"Python \(its \.py_func\) on cluster 0, job \d+: compiled, a stop at evaluation \d; "
+        r"plain, no stop; .*an integer overflow.*", err[0]), err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlainPythonWarning)
+        simulate(SimConfig.from_specs("srtf_est", f"{POL}:k=2,drop=0.01", n_jobs=40), 2)
