@@ -2925,3 +2925,48 @@ def test_a_policy_deciding_otherwise_in_plain_python_is_said_once(tmp_path, monk
     with warnings.catch_warnings():
         warnings.simplefilter("error", PlainPythonWarning)
         simulate(SimConfig.from_specs("srtf_est", f"{POL}:k=2,drop=0.01", n_jobs=40), 2)
+
+
+def test_a_metric_comparing_the_job_type_with_text_is_told_the_codes(tmp_path, monkeypatch,
+                                                                      capsys):
+    """``jobs["job_type"] == "rlhf"`` in a metric was False for every job (the column holds
+    integer codes), so the metric was 0 on every cluster and the run exited 0.  That
+    comparison (and ``!=``, ``np.isin``) now raises, naming the line and the codes; the
+    same metric over ``RLHF`` runs as before."""
+    import fastsim.metrics as M
+    from fastsim.kernels.codes import RLHF
+
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+    _declare(tmp_path, monkeypatch, "toy_text_type_metric",
+             "import numpy as np\nfrom fastsim.kernels.codes import RLHF\n\n\n"
+             "@cluster_metric()\ndef rlhf_waste_text(jobs):\n"
+             "    return (jobs['wasted_gpu_h'] * (jobs['job_type'] == 'rlhf')).sum(axis=1)\n\n\n"
+             "@cluster_metric()\ndef other_text(jobs):\n"
+             "    return np.isin(jobs['job_type'], ['lora', 'dpo']).mean(axis=1)\n\n\n"
+             "@cluster_metric()\ndef rlhf_waste(jobs):\n"
+             "    return (jobs['wasted_gpu_h'] * (jobs['job_type'] == RLHF)).sum(axis=1)\n")
+    text = (tmp_path / "toy_text_type_metric.py").read_text().splitlines()
+    line = next(i for i, ln in enumerate(text, 1) if "== 'rlhf'" in ln)
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--metric", "toy_text_type_metric:rlhf_waste_text", "--clusters", "3",
+                 "--n-jobs", "20", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert own_lines(err) == [
+        "fastsim run: error: metric rlhf_waste_text failed: TypeError: jobs[\"job_type\"] "
+        "holds integer codes, not text: == 'rlhf' is False for every job "
+        f"(toy_text_type_metric.py, line {line}); compare with fastsim.kernels.codes.RLHF "
+        "(LORA 0, DPO 1, RLHF 2); allowed: a pure function of the per-job arrays, one value "
+        "per cluster (docs/extending.md)"], err
+    assert not out.exists()
+    cfg = SimConfig.from_specs("srtf_est", "evalstop", n_jobs=20,
+                               metrics=["toy_text_type_metric:other_text"])
+    with pytest.raises(ConfigError, match=r"np\.isin of 'lora' is False for every job .*"
+                       r"compare with fastsim\.kernels\.codes\.LORA \("):
+        simulate(cfg, 2)
+    cfg = SimConfig.from_specs("srtf_est", "evalstop", n_jobs=20,
+                               metrics=["toy_text_type_metric:rlhf_waste"])
+    res = simulate(cfg, 3, keep_jobs=True)
+    jobs = res.jobs.filter(pl.col("job_type") == "rlhf").group_by("cluster").agg(
+        pl.col("wasted_gpu_h").sum()).sort("cluster")
+    assert res.clusters["rlhf_waste"].to_list() == pytest.approx(jobs["wasted_gpu_h"].to_list())
+    assert jobs["wasted_gpu_h"].sum() > 0 and RLHF == 2
