@@ -33,7 +33,7 @@ from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, in
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
-from fastsim.plain_python import check_stop_policy
+from fastsim.plain_python import check_scheduler_key, check_stop_policy
 from fastsim.arrays import Accounting, Decisions, Outcome, empty_decisions, empty_outcome
 from fastsim.workload import (Workload, allocate, check_counts, check_resolution,
                               generate_workload, kernel_params, pipeline_arrays)
@@ -300,6 +300,7 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     _check_integer_keys(decl, params, keys, w)
+    check_scheduler_key(decl, params, w)
     return keys
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -31,6 +30,7 @@ import numpy as np
 from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
 from fastsim.errors import ConfigError, did_you_mean, readonly, user_code
+from fastsim.plain_python import JobTypeCodes
 from fastsim.user_modules import import_ref, wrong_kind
 
 
@@ -276,76 +276,13 @@ class _Columns(dict):
                         f"columns: {', '.join(self)}")
 
 
-def _text_in(x: Any) -> str | None:
-    """The first text in ``x`` (a str, or a list or array of them), or None."""
-    if isinstance(x, (str, bytes)):
-        return x if isinstance(x, str) else x.decode(errors="replace")
-    if isinstance(x, (list, tuple, np.ndarray)):
-        try:
-            a = np.asarray(x)
-        except ValueError:  # ragged: not an operand numpy compares with, nor text
-            return None
-        if a.dtype.kind in "US" and a.size:
-            return str(a.ravel()[0])
-    return None
-
-
-def _codes_said(text: str, what: str) -> TypeError:
-    """The error of text compared with the job-type codes, naming the user's line."""
-    import sys
-
-    from fastsim.kernels.codes import JOB_TYPE_LABELS
-    from fastsim.user_modules import library_dirs
-
-    frame, where = sys._getframe(2), ""
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if not os.path.realpath(path).startswith(library_dirs()) and not path.startswith("<"):
-            where = f" ({os.path.basename(path)}, line {frame.f_lineno})"
-            break
-        frame = frame.f_back
-    codes = ", ".join(f"{c.upper()} {i}" for i, c in enumerate(JOB_TYPE_LABELS))
-    code = next((c.upper() for c in JOB_TYPE_LABELS if c == text.lower()), None)
-    said = (f"compare with fastsim.kernels.codes.{code} ({codes})" if code else
-            f"compare with a code of fastsim.kernels.codes ({codes})")
-    return TypeError(f'jobs["job_type"] holds integer codes, not text: {what} {text!r} is '
-                     f"False for every job{where}; {said}")
-
-
-class _JobTypeCodes(np.ndarray):
-    """``jobs["job_type"]`` as a metric gets it: the integer codes, whose ``==``, ``!=``
-    or ``np.isin`` with text (``jobs["job_type"] == "rlhf"``) raises naming the codes,
-    where the plain array answered False for every job, and the metric was silently
-    wrong.  Every other operation gives what the plain array does, as a plain array."""
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if ufunc in (np.equal, np.not_equal):
-            for x in inputs:
-                if (text := _text_in(x)) is not None:
-                    raise _codes_said(text, "==" if ufunc is np.equal else "!=")
-        plain = tuple(x.view(np.ndarray) if isinstance(x, _JobTypeCodes) else x
-                      for x in inputs)
-        if "out" in kwargs:
-            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _JobTypeCodes) else x
-                                  for x in kwargs["out"])
-        return getattr(ufunc, method)(*plain, **kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        if func in (np.isin, getattr(np, "in1d", None)):
-            tests = kwargs.get("test_elements", kwargs.get("ar2", args[1] if len(args) > 1
-                                                         else None))
-            if (text := _text_in(tests)) is not None:
-                raise _codes_said(text, f"np.{func.__name__} of")
-        return super().__array_function__(func, types, args, kwargs)
-
-
 def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``
-    (``job_type`` as ``_JobTypeCodes``)."""
+    (``job_type`` as ``plain_python.JobTypeCodes``)."""
     out = {}
     view = {k: readonly(a) for k, a in jobs.items()}  # shared with the run's other arm
     if "job_type" in view:
-        view["job_type"] = view["job_type"].view(_JobTypeCodes)
+        view["job_type"] = view["job_type"].view(JobTypeCodes)
     n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)

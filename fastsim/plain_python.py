@@ -1,6 +1,7 @@
-"""A user stop policy's plain-Python version (``.py_func``) asked what its compiled self
-was asked, on cluster 0 of a run (``fastsim run``, ``simulate``, a sweep's first-cluster
-trial and its first chunks).
+"""A user stop policy's or scheduler key's plain-Python version (``.py_func``) asked what
+its compiled self was asked, on cluster 0 of a run (``fastsim run``, ``simulate``, a
+sweep's first-cluster trial and its first chunks); and the job-type codes as user code
+gets them, whose comparison with text (``== "rlhf"``, False for every job) raises.
 
 Where Python raises and the compiled code returned, numba gave a value Python has none
 for (``int`` of a NaN, an index past the prefix, which reads NaN, ``math.log(0)``), and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 import traceback
 import warnings
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fastsim.errors import ConfigError, PlainPythonWarning, readonly
+from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.user_modules import library_dirs
 
 # Plain-Python calls at most, whole jobs only: about 1,700 on a default cluster (240 jobs
@@ -60,6 +63,40 @@ def check_stop_policy(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
 _SAID: set[tuple] = set()
 
 
+def check_scheduler_key(decl: Any, params: tuple, w: Any) -> None:
+    """Ask ``decl``'s plain-Python key about cluster 0's jobs, as ``user_keys_driver``
+    asked its compiled one, ``job_type`` as a ``JobTypeCode``: where Python raises, the
+    compiled keys rest on a value Python has none for (or on ``job_type == "rlhf"``,
+    False compiled), refused as a stop policy's is.  The keys themselves are not
+    compared: a last bit of difference is expected of floats, and changes no order but
+    on a tie."""
+    if w.n_clusters == 0 or int(w.cluster_ids[0]) != 0:
+        return
+    py = decl.user.py_func
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for j in range(min(w.n_jobs, MAX_CALLS)):
+            try:
+                py(float(w.t_est_h[0, j]), int(w.gpus[0, j]), JobTypeCode(w.job_type[0, j]),
+                   float(w.arrival_h[0, j]), *params)
+            except Exception as exc:  # noqa: BLE001 - the user's code raised
+                if _numba_only(exc):
+                    return
+                raise _refusal("scheduler key", decl.name, f"job {j}", exc, py) from None
+
+
+def _refusal(what: str, name: str, at: str, exc: BaseException, py: Any) -> ConfigError:
+    """The one line of a user function whose plain-Python version raised at ``at``."""
+    made_up = ("int() of a NaN, an index past the prefix and math.log(0) give a value"
+               if what == "stop policy" else "int() of a NaN and math.log(0) give a value, "
+               "and job_type == \"rlhf\" is False")
+    return ConfigError(
+        f"{what} {name} raised in plain Python where its compiled code returned (its "
+        f".py_func, on cluster 0, {at}): {type(exc).__name__}: {_first_line(exc)} "
+        f"({_where(exc, py)}); allowed: a function whose plain-Python version returns where "
+        f"its compiled one does (compiled, {made_up}, not an error: docs/extending.md)")
+
+
 def _answer(trig: int | None) -> str:
     return ("no stop" if trig == 0 else "an answer that is no integer" if trig is None else
             "an answer neither 0 nor the evaluation asked about" if trig < 0 else
@@ -89,13 +126,8 @@ def _first_difference(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
             except Exception as exc:  # noqa: BLE001 - the user's code raised
                 if _numba_only(exc):
                     return None  # a construct only compiled code runs: nothing to compare
-                raise ConfigError(
-                    f"stop policy {decl.name} raised in plain Python where its compiled code "
-                    f"returned (its .py_func, on cluster 0, job {j}, evaluation {e}): "
-                    f"{type(exc).__name__}: {_first_line(exc)} ({_where(exc, py)}); allowed: "
-                    "a function whose plain-Python version returns where its compiled one "
-                    "does (compiled, int() of a NaN, an index past the prefix and "
-                    "math.log(0) give a value, not an error: docs/extending.md)") from None
+                raise _refusal("stop policy", decl.name, f"job {j}, evaluation {e}", exc,
+                               py) from None
             if not isinstance(r, numbers.Integral):
                 trig = None
                 break
@@ -105,6 +137,86 @@ def _first_difference(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
         if trig != int(trigger_eval[0, j]):
             return int(j), int(trigger_eval[0, j]), trig
     return None
+
+
+def _text_in(x: Any) -> str | None:
+    """The first text in ``x`` (a str, or a list or array of them), or None."""
+    if isinstance(x, (str, bytes)):
+        return x if isinstance(x, str) else x.decode(errors="replace")
+    if isinstance(x, (list, tuple, np.ndarray)):
+        try:
+            a = np.asarray(x)
+        except ValueError:  # ragged: not an operand numpy compares with, nor text
+            return None
+        if a.dtype.kind in "US" and a.size:
+            return str(a.ravel()[0])
+    return None
+
+
+def _codes_not_text(text: str, what: str,
+                    subject: str = 'jobs["job_type"] holds integer codes') -> TypeError:
+    """The error of text compared with the job-type codes, naming the user's line (a
+    scheduler key's refusal names it itself)."""
+    frame, where = (None if subject == _A_CODE else sys._getframe(1)), ""
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not os.path.realpath(path).startswith(library_dirs()) and not path.startswith("<"):
+            where = f" ({os.path.basename(path)}, line {frame.f_lineno})"
+            break
+        frame = frame.f_back
+    codes = ", ".join(f"{c.upper()} {i}" for i, c in enumerate(JOB_TYPE_LABELS))
+    code = next((c.upper() for c in JOB_TYPE_LABELS if c == text.lower()), None)
+    said = (f"compare with fastsim.kernels.codes.{code} ({codes})" if code else
+            f"compare with a code of fastsim.kernels.codes ({codes})")
+    return TypeError(f"{subject}, not text: {what} {text!r} is False for every job{where}; "
+                     f"{said}")
+
+
+class JobTypeCodes(np.ndarray):
+    """``jobs["job_type"]`` as a metric gets it: the integer codes, whose ``==``, ``!=``
+    or ``np.isin`` with text (``jobs["job_type"] == "rlhf"``) raises naming the codes,
+    where the plain array answered False for every job, and the metric was silently
+    wrong.  Every other operation gives what the plain array does, as a plain array."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc in (np.equal, np.not_equal):
+            for x in inputs:
+                if (text := _text_in(x)) is not None:
+                    raise _codes_not_text(text, "==" if ufunc is np.equal else "!=")
+        plain = tuple(x.view(np.ndarray) if isinstance(x, JobTypeCodes) else x
+                      for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, JobTypeCodes) else x
+                                  for x in kwargs["out"])
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func is np.isin:
+            tests = kwargs.get("test_elements", args[1] if len(args) > 1 else None)
+            if (text := _text_in(tests)) is not None:
+                raise _codes_not_text(text, "np.isin of")
+        return super().__array_function__(func, types, args, kwargs)
+
+
+_A_CODE = "job_type is an integer code"
+
+
+class JobTypeCode(int):
+    """A job's ``job_type`` as a scheduler key's plain-Python version gets it
+    (``check_scheduler_key``): the integer code, whose ``==`` or ``!=`` with text raises
+    naming the codes; compiled, ``job_type == "rlhf"`` is False for every job."""
+
+    def __eq__(self, other):
+        if isinstance(other, (str, bytes)):
+            raise _codes_not_text(_text_in(other), "==", _A_CODE)
+        return int(self) == other
+
+    def __ne__(self, other):
+        if isinstance(other, (str, bytes)):
+            raise _codes_not_text(_text_in(other), "!=", _A_CODE)
+        return int(self) != other
+
+    __hash__ = int.__hash__
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2970,3 +2970,27 @@ def test_a_metric_comparing_the_job_type_with_text_is_told_the_codes(tmp_path, m
         pl.col("wasted_gpu_h").sum()).sort("cluster")
     assert res.clusters["rlhf_waste"].to_list() == pytest.approx(jobs["wasted_gpu_h"].to_list())
     assert jobs["wasted_gpu_h"].sum() > 0 and RLHF == 2
+
+
+def test_a_scheduler_key_comparing_the_job_type_with_text_is_refused(tmp_path, monkeypatch,
+                                                                     capsys):
+    """Compiled, ``job_type == "rlhf"`` is False for every job (numba compares an integer
+    with text so): a key meant to run RLHF first ran every job by its estimate, exit 0.
+    Its plain-Python version, run on cluster 0 with ``job_type`` an integer whose ``==``
+    with text raises, now refuses it in one line naming the codes and the line."""
+    _declare(tmp_path, monkeypatch, "toy_text_type_key",
+             "@scheduler_key()\n@njit\ndef f(t_est_h, gpus, job_type, arrival_h):\n"
+             "    return t_est_h - (100.0 if job_type == 'rlhf' else 0.0)\n")
+    text = (tmp_path / "toy_text_type_key.py").read_text().splitlines()
+    line = next(i for i, ln in enumerate(text, 1) if "'rlhf'" in ln)
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--scheduler", "toy_text_type_key:f", "--clusters", "3",
+                 "--n-jobs", "20", "--out", str(out)]) == 2
+    err = own_lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith(
+        "fastsim run: error: scheduler key toy_text_type_key:f raised in plain Python where "
+        "its compiled code returned (its .py_func, on cluster 0, job 0): TypeError: job_type "
+        "is an integer code, not text: == 'rlhf' is False for every job; compare with "
+        "fastsim.kernels.codes.RLHF (LORA 0, DPO 1, RLHF 2) (toy_text_type_key.py, line "
+        f"{line}: return "), err
+    assert not out.exists()
