@@ -39,7 +39,7 @@ def _afterwards() -> str:
     if not CACHE:
         return "FASTSIM_NO_CACHE=1: every run compiles again"
     if UNCACHED:  # decorated in memory (``fastsim.kernels.jit._njit``)
-        return (f"no writable cache directory ({CACHE_DIR} or the user's cache): every run "
+        return (f"no writable cache directory ({CACHE_DIR}): every run "
                 "compiles again; set NUMBA_CACHE_DIR to a writable directory")
     return "first run only, cached afterwards"
 

@@ -114,7 +114,19 @@ class _KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheL
     def from_function(cls, py_func, py_file):
         if Path(py_file).resolve().parent != HERE:
             return None
-        return super().from_function(py_func, py_file)
+        locator = super().from_function(py_func, py_file)
+        if locator is None:
+            # ``CACHE_DIR`` cannot be made or written.  Declined, the kernel went to numba's
+            # next locators (``kernels/__pycache__``, the user's numba cache), which key it
+            # on its own file alone: a kernel edited in another module loaded stale machine
+            # code there.  Compiled in memory instead (``_njit``).
+            raise _NoKernelCache(f"cannot cache function {py_func.__qualname__!r}: "
+                                 f"{CACHE_DIR} is not writable")
+        return locator
+
+
+class _NoKernelCache(RuntimeError):
+    """A kernel whose cache cannot be written under ``CACHE_DIR``, the one place it may go."""
 
 
 if CACHE:
@@ -248,16 +260,17 @@ def _cache_is_optional(dispatcher):
 
 def _njit(**options):
     """``njit(**options)``, whose function is compiled in memory, as with
-    ``FASTSIM_NO_CACHE=1``, when numba finds no writable place for its cache (neither
-    ``CACHE_DIR``, nor beside the source, nor the user's cache: a read-only install and
-    home), where decorating it raised a ``RuntimeError`` ending every command."""
+    ``FASTSIM_NO_CACHE=1``, when numba finds no writable place for its cache (a kernel's:
+    ``CACHE_DIR``; any other function's: neither beside its source nor the user's cache: a
+    read-only install and home), where decorating it raised a ``RuntimeError`` ending
+    every command."""
     cached, plain = njit(**options), njit(**{**options, "cache": False})
 
     def decorate(fn):
         try:
             return cached(fn)
         except RuntimeError as exc:
-            if "no locator available" not in str(exc):
+            if not isinstance(exc, _NoKernelCache) and "no locator available" not in str(exc):
                 raise
             UNCACHED.append(fn.__name__)
             return plain(fn)

@@ -123,12 +123,28 @@ def test_no_writable_place_for_the_cache_compiles_in_memory(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("")
     (tmp_path / "__pycache__").write_text("")  # beside the source: not a directory
-    said = KERNEL + "from fastsim.kernels.jit import UNCACHED\nprint(UNCACHED)\n"
+    said = KERNEL + "from fastsim.kernels.jit import UNCACHED\nprint('add_nb' in UNCACHED)\n"
     r = run_kernel(tmp_path, source=said,
                    env={"NUMBA_CACHE_DIR": str(blocked / "cache"), "HOME": str(blocked),
                         "XDG_CACHE_HOME": str(blocked)})
     # the compile notice reads UNCACHED to say every run compiles again
-    assert r.returncode == 0 and r.stdout.split() == ["3", "['add_nb']"], r.stderr
+    assert r.returncode == 0 and r.stdout.split() == ["3", "True"], r.stderr
+
+
+def test_a_kernel_is_cached_under_its_cache_directory_or_not_at_all(tmp_path):
+    # before: with CACHE_DIR not writable numba cached the kernel beside its source
+    # (kernels/__pycache__) or in the user's numba cache, keyed on its own file alone, and
+    # loaded it after an edit of rng.py that it inlines: bootstrap_sums_nb gave the old
+    # resamples.  Decorated only (its choice of cache is made then): nothing compiles here.
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    said = ("from fastsim.kernels.bootstrap import bootstrap_sums_nb as f\n"
+            "from fastsim.kernels.jit import UNCACHED\n"
+            "print(type(f._cache).__name__, 'bootstrap_sums_nb' in UNCACHED)\n")
+    r = run_kernel(tmp_path, source=said,
+                   env={"NUMBA_CACHE_DIR": str(blocked / "cache"), "HOME": str(tmp_path),
+                        "XDG_CACHE_HOME": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout.split() == ["NullCache", "True"], r.stdout + r.stderr
 
 
 def test_no_full_collection_while_numba_compiles():
