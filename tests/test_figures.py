@@ -702,6 +702,34 @@ def test_a_damaged_extract_names_the_command_that_rewrites_it(tiny_reproduction,
     assert "trajectory_points.parquet: damaged" in err and "`fastsim reproduce`" in err, err
 
 
+def test_a_table_of_the_users_among_the_extracts_is_not_read(tiny_reproduction, tmp_path,
+                                                             capsys):
+    """Every Parquet file in OUT/extracts was checked as an extract: a table of the user's
+    there without page checksums (written by pyarrow) was refused, by `fastsim reproduce`
+    after all its sweeps, as "a sweep's table ... run the sweep again (same command)",
+    which refused it again.  Only the extracts the figures read are checked, and an
+    older fastsim's extract names the command that rewrites it."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastsim.cli import main
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "extracts", results / "extracts")
+    pq.write_table(pa.table({"a": [1, 2]}), results / "extracts" / "notes.parquet")
+    assert main(["figures", str(results), "--formats", "png"]) == 0, capsys.readouterr().err
+    assert (results / "figures" / "trajectories.png").is_file()
+    points = results / "extracts" / "trajectory_points.parquet"
+    pq.write_table(pq.read_table(points).replace_schema_metadata(None), points)  # older
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "trajectory_points.parquet: has no page checksums" in err, err
+    assert "`fastsim reproduce`" in err and "sweep" not in err, err
+
+
 def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduction, tmp_path,
                                                                   capsys):
     """Reproduce's OUT keeps its names free for other commands, so `fastsim run --out

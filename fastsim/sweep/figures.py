@@ -46,8 +46,11 @@ def find_sources(results: Path) -> dict[str, Path]:
         if not (d / "jct_hist.parquet").exists():
             raise _damaged(d / "jct_hist.parquet", "missing beside summary.parquet")
     if (results / "extracts").is_dir():
-        for table in sorted((results / "extracts").glob("*.parquet")):
-            _check_table(table, allowed=REPRODUCE_OUTPUT)
+        # the extracts the figures read, never another file there: a table of the user's
+        # without page checksums (extracts/notes.parquet) was refused as a damaged extract,
+        # in reproduce after every sweep, saying to run the same command again
+        for name in EXTRACTS:
+            _check_table(results / "extracts" / name, allowed=REPRODUCE_OUTPUT)
         # written together by reproduce; one without the other is a run killed between them
         have = [(results / "extracts" / t).exists() for t in EXTRACTS]
         if any(have) and not all(have):
@@ -109,13 +112,13 @@ def _check_table(path: Path, grid_hash: str | None = None,
     if not path.exists():
         return
     from fastsim.io import DamagedParquet, file_kind, parquet_metadata
-    from fastsim.sweep.store import GRID_KEY
+    from fastsim.sweep.store import GRID_KEY, REWRITE, read_sweep_table
 
     why = file_kind(path)  # a named pipe would block the read
     if why is not None:
         raise _damaged(path, why, allowed)
-    try:
-        read_table(path)
+    try:  # an extract's refusals name what rewrites it, as no sweep does
+        read_sweep_table(path, REWRITE if allowed == SWEEP_OUTPUT else allowed)
     except DamagedParquet as exc:
         raise _damaged(path, exc.reason, allowed) from None
     if grid_hash is not None:
