@@ -306,7 +306,8 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     """Standalone use: ``python figures/NAME.py RESULTS_DIR [OUT_DIR]``; ``baseline`` and
     ``plots`` as a script's ``BASELINE`` and ``PLOTS``
     (``fastsim.sweep.figures.skip_reason``)."""
-    from fastsim.sweep.figures import find_sources, not_a_results_dir, skip_reason
+    from fastsim.sweep.figures import (check_sweep_columns, find_sources, not_a_results_dir,
+                                       skip_reason)
 
     _usage()
     results = Path(sys.argv[1])
@@ -317,6 +318,7 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     why = skip_reason(needs, baseline, sources, results, plots)
     if why is not None:
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+    _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
     for p in _or_refuse(draw, sources, out, ("png", "pdf")):  # a table damaged since

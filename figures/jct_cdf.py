@@ -8,6 +8,9 @@ from fastsim.figures import _style as S
 NEEDS = ("headline",)
 PLOTS = ()  # one cell per policy
 POLICIES = ("none", "evalstop", "stop_at", "loss_plateau", "oracle")
+# the columns it reads from its sweep's table (checked by `fastsim figures`)
+READS = {"jct_hist.parquet": ("policy_name", "group", "bin", "count", "bin_hi_h", "cdf",
+                              "cdf_lo", "cdf_hi", "scheduler", "policy")}
 
 
 @S.themed

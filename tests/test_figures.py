@@ -730,6 +730,38 @@ def test_a_table_of_the_users_among_the_extracts_is_not_read(tiny_reproduction, 
     assert "`fastsim reproduce`" in err and "sweep" not in err, err
 
 
+def test_a_sweep_table_of_an_older_fastsim_without_a_column_a_figure_draws_is_one_line(
+        tiny_reproduction, tmp_path, capsys):
+    """A results directory aggregated before jct_hist.parquet held the CDF's interval (its
+    tables verified by the SHA-256 its manifest records): fastsim figures drew five figures,
+    then jct_cdf ended in polars' ColumnNotFoundError traceback, exit 1."""
+    import hashlib
+    import json
+    import shutil
+
+    from fastsim.cli import main
+    from fastsim.io import parquet_bytes, parquet_metadata
+    from fastsim.sweep.store import GRID_KEY, TABLES
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results" / "headline", results / "headline",
+                    ignore=shutil.ignore_patterns("sweep.lock"))
+    table = results / "headline" / "jct_hist.parquet"
+    older = parquet_bytes(pl.read_parquet(table).drop("clusters", "cdf", "cdf_lo", "cdf_hi"),
+                          table, {GRID_KEY: parquet_metadata(table)[GRID_KEY]})
+    table.write_bytes(older)
+    manifest = results / "headline" / "sweep.json"
+    m = json.loads(manifest.read_text())
+    m[TABLES]["jct_hist.parquet"] = {"sha256": hashlib.sha256(older).hexdigest(),
+                                     "bytes": len(older)}
+    manifest.write_text(json.dumps(m))
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "jct_hist.parquet: missing column(s) cdf, cdf_hi, cdf_lo" in err, err
+    assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+
+
 def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduction, tmp_path,
                                                                   capsys):
     """Reproduce's OUT keeps its names free for other commands, so `fastsim run --out

@@ -266,6 +266,29 @@ def figure_tables(scripts: tuple[str, ...]) -> dict[str, set]:
     return tables
 
 
+def check_sweep_columns(sources: dict[str, Path], modules: dict) -> None:
+    """The columns each figure script of ``modules`` (name: module) reads from its sweeps'
+    tables (its ``READS``), checked before any figure is drawn.  A table aggregated by an
+    older fastsim lacks the columns added since (``jct_hist.parquet`` had no ``cdf_lo``
+    before the CDF's interval): jct_cdf ended in a polars traceback after the figures
+    before it were written."""
+    import polars as pl
+
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import REWRITE
+
+    for module in modules.values():
+        for table, columns in getattr(module, "READS", {}).items():
+            for need in module.NEEDS:
+                path = Path(sources[need]) / table if need in sources else None
+                if need == "extracts" or path is None or not path.is_file():
+                    continue  # the extracts: checked by ``find_sources``
+                missing = sorted(set(columns) - set(pl.read_parquet_schema(path)))
+                if missing:
+                    raise ConfigError(f"{path}: missing column(s) {', '.join(missing)} (an "
+                                      f"older fastsim's table?); allowed: {REWRITE}")
+
+
 def check_figure_inputs(results: Path, scripts: tuple[str, ...], allowed: str) -> None:
     """The tables in ``results`` that the figure ``scripts`` read, checked before any is
     drawn (``costaware figures``, ``docs-figures``, the extracts of ``fastsim figures``);
@@ -425,7 +448,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
             from fastsim.errors import ConfigError
 
             raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
-        check_figure_files(out, [name for name, why in why_not.items() if why is None], formats)
+        drawn = {name: m for name, m in modules.items() if why_not[name] is None}
+        check_sweep_columns(sources, drawn)
+        check_figure_files(out, list(drawn), formats)
         with unmade_on_failure() as made:  # a drawing failed before its first figure
             made.append(make_directory(out))  # leaves no empty DIR behind
             written: list[Path] = []
