@@ -56,6 +56,38 @@ def test_the_report_names_the_command_that_draws_its_figures_again(tiny_reproduc
             "again") in text
 
 
+def test_the_report_says_when_the_commit_it_names_is_not_the_code_that_ran(tmp_path,
+                                                                          monkeypatch):
+    """A reproduction run from a checkout with an edited source named its commit alone,
+    whose code gives other numbers; the figures and the report it writes into the
+    checkout (figures/*.png) are no edit of the code."""
+    import subprocess
+
+    import fastsim
+    from fastsim.sweep import reproduce as R
+
+    top = tmp_path / "checkout"
+    for name in ("fastsim/__init__.py", "figures/headline.py", "sweeps/headline.toml"):
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_text("")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(top)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "c"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    monkeypatch.setattr(fastsim, "__file__", str(top / "fastsim" / "__init__.py"))
+    monkeypatch.setattr(R, "package_folders", lambda: {
+        "": [top / "fastsim"], "figures": [top / "figures"], "sweeps": [top / "sweeps"]},
+        raising=False)
+    (top / "figures" / "headline.png").write_bytes(b"drawn")
+    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert R._git_commit().strip("`") == commit
+    for name in ("sweeps/headline.toml", "fastsim/__init__.py"):
+        subprocess.run(git + ["stash", "-q", "--include-untracked"], capture_output=True)
+        (top / name).write_text("edited = 1\n")
+        assert R._git_commit().endswith(" (edited since: uncommitted changes to fastsim's "
+                                        "source or sweep files)"), name
+
+
 def test_the_report_names_the_seed_the_sweeps_ran_with(tiny_reproduction):
     """The report said "seed 0" whatever seed ``reproduce`` was given."""
     from fastsim.sweep.aggregate import read_summary

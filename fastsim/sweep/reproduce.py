@@ -26,7 +26,7 @@ from fastsim.config import check_flags, is_path, is_real
 from fastsim.errors import ConfigError
 from fastsim.io import (check_distinct, check_output, holding_directory, make_directory,
                         table_writer, unmade_on_failure, write_all)
-from fastsim.resources import shipped
+from fastsim.resources import package_folders, shipped
 from fastsim.values import MAX_CLUSTER
 from fastsim.stats import fmt_interval, fmt_value, interval_decimals
 from fastsim.sweep.aggregate import aggregate, read_summary
@@ -366,16 +366,31 @@ def write_extracts(out: Path, seed: int, base_overrides: dict[str, Any] | None =
 
 
 def _git_commit() -> str:
-    """The commit of the checkout fastsim runs from, or "?" for an installed wheel."""
+    """The commit of the checkout fastsim runs from, in backquotes, or `?` for an installed
+    wheel; said to be edited where its source or sweep files differ from that commit's
+    (the report named the commit alone, whose code gives other numbers)."""
     package = Path(fastsim.__file__).resolve().parent
     try:
         top, commit = subprocess.run(
             ["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], cwd=package,
             capture_output=True, text=True, timeout=10).stdout.split()
     except (OSError, subprocess.SubprocessError, ValueError):
-        return "?"
+        return "`?`"
     # a wheel installed in a virtual environment inside some checkout is not that checkout
-    return commit if Path(top).resolve() / "fastsim" == package else "?"
+    if Path(top).resolve() / "fastsim" != package:
+        return "`?`"
+    # what the results depend on (``package_sha256``'s files, and the sweep files), not
+    # the figures and the report this run writes into the checkout
+    specs = [f":(glob){Path(os.path.relpath(folder, top)).as_posix()}/**/*.{ext}"
+             for folders in package_folders().values() for folder in folders
+             for ext in ("py", "toml")]
+    try:
+        edited = subprocess.run(["git", "status", "--porcelain", "--", *specs], cwd=top,
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        edited = "?"
+    return f"`{commit}`" + (" (edited since: uncommitted changes to fastsim's source or "
+                            "sweep files)" if edited else "")
 
 
 def compiles_here(grids, backend: str) -> bool:
@@ -614,7 +629,7 @@ Made by
 
     {command}
 
-at commit `{_git_commit()}` with fastsim {fastsim.__version__}, Python {platform.python_version()},
+at commit {_git_commit()} with fastsim {fastsim.__version__}, Python {platform.python_version()},
 {os.cpu_count()} CPU cores, numba threads {threads}. {info['n_cells']} cells x {info['clusters']} clusters
 (each cell paired with its `none` baseline on identical clusters), seed {info['seed']}.
 
