@@ -1,7 +1,9 @@
 """A user stop policy's or scheduler key's plain-Python version (``.py_func``) asked what
 its compiled self was asked, on cluster 0 of a run (``fastsim run``, ``simulate``, a
-sweep's first-cluster trial and its first chunks); and the job-type codes as user code
-gets them, whose comparison with text (``== "rlhf"``, False for every job) raises.
+sweep's first-cluster trial and its first chunks), and a stop policy's beside each
+compiled call of replay and of the live monitor, on their first ``MAX_CALLS`` calls
+(``PlainCheck``); and the job-type codes as user code gets them, whose comparison with
+text (``== "rlhf"``, False for every job) raises.
 
 Where Python raises and the compiled code returned, numba gave a value Python has none
 for (``int`` of a NaN, an index past the prefix, which reads NaN, ``math.log(0)``), and
@@ -19,6 +21,7 @@ import os
 import sys
 import traceback
 import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -43,24 +46,95 @@ def check_stop_policy(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
     run of the seed, whatever the chunking."""
     if w.n_clusters == 0 or int(w.cluster_ids[0]) != 0:
         return
-    # numpy's notes on what numba does silently (an empty mean, an overflow) are not the
-    # run's to print: the answers are compared instead
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with _quiet():
         differs = _first_difference(decl, params, w, trigger_eval, in_scope)
-    if differs is not None and (decl.ref, params, differs) not in _SAID:
-        _SAID.add((decl.ref, params, differs))  # once a process: a run checks cluster 0 twice
+    if differs is not None:
         j, compiled, plain = differs
-        warnings.warn(
-            f"stop policy {decl.name} decides otherwise as plain Python (its .py_func) on "
-            f"cluster 0, job {j}: compiled, {_answer(compiled)}; plain, {_answer(plain)}; "
-            "numba's sums and libm may round a last bit otherwise than numpy, which flips a "
-            "near tie, and so do fastmath=True, an integer overflow (int64 wraps, Python's "
-            "integers grow) and a NaN the compiled code reads (docs/extending.md)",
-            PlainPythonWarning, stacklevel=3)
+        _differs(decl, params, f"on cluster 0, job {j}", compiled, plain)
 
 
 _SAID: set[tuple] = set()
+
+
+def _differs(decl: Any, params: tuple, at: str, compiled: int, plain: int | None) -> None:
+    """The ``PlainPythonWarning`` of ``decl``'s plain-Python answer ``plain`` where the
+    compiled one was ``compiled``, ``at`` a job; once a process for each (a run checks
+    cluster 0 twice)."""
+    if (decl.ref, params, at, compiled, plain) in _SAID:
+        return
+    _SAID.add((decl.ref, params, at, compiled, plain))
+    warnings.warn(
+        f"stop policy {decl.name} decides otherwise as plain Python (its .py_func) {at}: "
+        f"compiled, {_answer(compiled)}; plain, {_answer(plain)}; "
+        "numba's sums and libm may round a last bit otherwise than numpy, which flips a "
+        "near tie, and so do fastmath=True, an integer overflow (int64 wraps, Python's "
+        "integers grow) and a NaN the compiled code reads (docs/extending.md)",
+        PlainPythonWarning, stacklevel=4)
+
+
+@contextmanager
+def _quiet():
+    """numpy's notes on what numba does silently (an empty mean, an overflow) are not the
+    caller's to print: the answers are compared instead."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+NUMBA_ONLY = object()
+"""``plain_answer``'s answer where Python cannot run what numba compiles (``_numba_only``):
+nothing to compare."""
+
+
+def plain_answer(decl: Any, params: tuple, score: np.ndarray, loss: np.ndarray,
+                 attained: np.ndarray, t_est_h: float, at: str) -> int | None | object:
+    """``decl``'s plain-Python trigger asked about one prefix (read-only arrays of its
+    ``e`` evaluations), answered as ``causal_trigger_nb`` reads the compiled one: ``e``
+    for ``e``, 0 for 0, -1 for another integer; None for what is no integer;
+    ``NUMBA_ONLY``; a ``ConfigError`` naming ``at`` (where: ``on cluster 0, job 3,
+    evaluation 1``) if Python raises.  Called within ``_quiet()``."""
+    py = decl.user.py_func
+    try:
+        r = py(score, loss, attained, t_est_h, *params)
+    except Exception as exc:  # noqa: BLE001 - the user's code raised
+        if _numba_only(exc):
+            return NUMBA_ONLY  # a construct only compiled code runs: nothing to compare
+        raise _refusal("stop policy", decl.name, at, exc, py) from None
+    if not isinstance(r, numbers.Integral):
+        return None
+    e = score.shape[0]
+    return 0 if r == 0 else (e if r == e else -1)
+
+
+class PlainCheck:
+    """``plain_answer`` beside each compiled answer a caller gets outside a run (replay,
+    the live monitor) about a user policy ``policy`` (a ``PolicyConfig``), on its first
+    ``MAX_CALLS`` calls (a monitor's job of thousands of evaluations is not checked to its
+    end, nor is a training loop's every job): ``ask`` says whether to check the next
+    call, and ``check`` asks the plain-Python version about the prefix the compiled one
+    answered ``compiled`` (0, ``e``, -1) for, refusing where Python raises and warning
+    once where the two differ.  Stops checking at a construct only compiled code runs.
+    It holds the policy's config, not its declaration, so a monitor holding one pickles
+    as before."""
+
+    def __init__(self, policy: Any):
+        self.policy, self.calls, self.off, self.said = policy, 0, False, False
+        self.params = tuple(v for k, v in policy.values.items() if k != "scope")
+
+    def ask(self) -> bool:
+        return not self.off and self.calls < MAX_CALLS
+
+    def check(self, score: np.ndarray, loss: np.ndarray, attained: np.ndarray,
+              t_est_h: float, compiled: int, at: str) -> None:
+        decl = self.policy.decl
+        with _quiet():
+            plain = plain_answer(decl, self.params, score, loss, attained, t_est_h, at)
+        self.calls += 1
+        if plain is NUMBA_ONLY:
+            self.off = True
+        elif plain != compiled and not self.said:
+            self.said = True  # once: the calls after it may differ for the same reason
+            _differs(decl, self.params, at, compiled, plain)
 
 
 def check_scheduler_key(decl: Any, params: tuple, w: Any) -> None:
@@ -82,7 +156,8 @@ def check_scheduler_key(decl: Any, params: tuple, w: Any) -> None:
             except Exception as exc:  # noqa: BLE001 - the user's code raised
                 if _numba_only(exc):
                     return
-                raise _refusal("scheduler key", decl.name, f"job {j}", exc, py) from None
+                raise _refusal("scheduler key", decl.name, f"on cluster 0, job {j}", exc,
+                               py) from None
 
 
 def _refusal(what: str, name: str, at: str, exc: BaseException, py: Any) -> ConfigError:
@@ -92,7 +167,7 @@ def _refusal(what: str, name: str, at: str, exc: BaseException, py: Any) -> Conf
                "and job_type == \"rlhf\" is False")
     return ConfigError(
         f"{what} {name} raised in plain Python where its compiled code returned (its "
-        f".py_func, on cluster 0, {at}): {type(exc).__name__}: {_first_line(exc)} "
+        f".py_func, {at}): {type(exc).__name__}: {_first_line(exc)} "
         f"({_where(exc, py)}); allowed: a function whose plain-Python version returns where "
         f"its compiled one does (compiled, {made_up}, not an error: docs/extending.md)")
 
@@ -107,7 +182,6 @@ def _first_difference(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
                       in_scope: np.ndarray) -> tuple | None:
     """``(job, compiled answer, plain answer)`` of cluster 0's first job whose plain-Python
     answer differs (None: not an integer), or None; a ``ConfigError`` if Python raises."""
-    py = decl.user.py_func
     n_evals = w.n_evals
     score, loss = readonly(w.score[0]), readonly(w.loss[0])
     calls = 0
@@ -121,18 +195,12 @@ def _first_difference(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
         trig = 0
         for e in range(1, n_evals + 1):
             calls += 1
-            try:
-                r = py(score[j, :e], loss[j, :e], attained[:e], t_est_h, *params)
-            except Exception as exc:  # noqa: BLE001 - the user's code raised
-                if _numba_only(exc):
-                    return None  # a construct only compiled code runs: nothing to compare
-                raise _refusal("stop policy", decl.name, f"job {j}, evaluation {e}", exc,
-                               py) from None
-            if not isinstance(r, numbers.Integral):
-                trig = None
-                break
+            r = plain_answer(decl, params, score[j, :e], loss[j, :e], attained[:e], t_est_h,
+                             f"on cluster 0, job {j}, evaluation {e}")
+            if r is NUMBA_ONLY:
+                return None
             if r != 0:
-                trig = e if r == e else -1
+                trig = r
                 break
         if trig != int(trigger_eval[0, j]):
             return int(j), int(trigger_eval[0, j]), trig

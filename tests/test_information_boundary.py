@@ -176,12 +176,19 @@ def test_the_trainer_callback_shows_user_code_no_evaluation_to_come(
     """The callback asks a user's policy about what the run has seen: a look past the
     newest evaluation reads NaN (never stops), the last service of the series is the
     newest step, not the run's end (knows_T, stopping if it exceeds twice the plan, never
-    does), and the plan is max_steps; an answer no online decision gives is refused."""
+    does), and the plan is max_steps; an answer no online decision gives is refused.  The
+    look past is refused at its first call, where its plain-Python version raises
+    IndexError (``fastsim.plain_python``); past the calls that checks, it reads NaN."""
+    from fastsim import plain_python
     from fastsim.errors import ConfigError
 
     acc = [0.5, 0.9, 0.8, 0.7, 0.1, 0.0]
-    assert _callback_stop("toy_user_policies:peek_past:scope=all", acc, tmp_path,
-                          monkeypatch) is None
+    with pytest.raises(ConfigError, match=r"peek_past raised in plain Python .*IndexError"):
+        _callback_stop("toy_user_policies:peek_past:scope=all", acc, tmp_path, monkeypatch)
+    with monkeypatch.context() as mp:
+        mp.setattr(plain_python, "MAX_CALLS", 0)
+        assert _callback_stop("toy_user_policies:peek_past:scope=all", acc, tmp_path,
+                              monkeypatch) is None
     assert _callback_stop("toy_user_policies:knows_T", acc, tmp_path, monkeypatch) is None
     assert _callback_stop("toy_user_policies:below_best:k=2", acc, tmp_path, monkeypatch) == 40
     assert _callback_stop("toy_user_policies:halfway:f=0.3", acc, tmp_path, monkeypatch) == 30

@@ -356,9 +356,9 @@ def test_a_user_policy_sees_no_evaluation_to_come(user_dir, tmp_path, capsys, na
 
 def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
     """An index past the prefix reads the caller's scratch, NaN there, not the series: the
-    look-ahead policy above, which read the next score before, never stops, in the
-    simulator, the monitor and replay alike.  (From cluster 1: on cluster 0 its plain
-    Python version raises IndexError, and the run is refused.)"""
+    look-ahead policy above, which read the next score before, never stops.  (From
+    cluster 1: on cluster 0 its plain Python version raises IndexError, and the run is
+    refused, as the monitor refuses it at its first call.)"""
     cfg = SimConfig.from_specs("srtf_est", "toy_user_policies:peek_past:scope=all", n_jobs=20)
     assert simulate(cfg, 4, seed=0, cluster_start=1).clusters["n_stopped"].sum() == 0
     with pytest.raises(ConfigError, match=r"peek_past raised in plain Python .*: IndexError: "):
@@ -367,8 +367,9 @@ def test_a_user_policy_reading_past_its_prefix_finds_nan(user_dir):
 
     m = StopMonitor("toy_user_policies:peek_past:scope=all")
     # it loads the losses, so the monitor asks for them (the series past the prefix are NaN)
-    assert not any(m.observe("a", s, x, loss=1.0).stop
-                   for s, x in enumerate([0.5, 0.9, 0.1, 0.0], 1))
+    with pytest.raises(ConfigError, match=r"peek_past raised in plain Python .*'a', "
+                                          r"evaluation 1\): IndexError: "):
+        m.observe("a", 1, 0.5, loss=1.0)
 
 
 def test_replay_scratch_does_not_tell_a_user_policy_the_jobs_length(user_dir, tmp_path):
@@ -610,8 +611,13 @@ def test_monitor_asks_a_user_policy_once_per_evaluation_and_decides_as_the_engin
     """Long series (the monitor's scratch grows past 16, 32 and 64 evaluations): the
     monitor's decision is ``decide_series``'s (the engine's ``causal_trigger_nb`` over
     every prefix), and it asks the trigger once per scored evaluation; it asked about
-    every prefix again at each evaluation (cubic in evaluations)."""
+    every prefix again at each evaluation (cubic in evaluations).  The compiled decisions
+    alone, past the calls whose plain-Python version is checked (which refuses peek_past:
+    ``test_the_monitor_checks_its_first_calls_only``)."""
+    from fastsim import plain_python
     from fastsim.replay import monitor as M
+
+    monkeypatch.setattr(plain_python, "MAX_CALLS", 0)
     from fastsim.replay.policies import decide_series
 
     calls = []
@@ -2888,6 +2894,96 @@ def test_a_policy_whose_plain_python_raises_is_refused_before_any_output(
     assert simulate(cfg, 2, cluster_start=1).clusters["n_stopped"].sum() == 0
 
 
+PLAIN_WRAPS = ("@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+               "    h = 1  # a product of the scores in millionths: int64 wraps past 2^63\n"
+               "    for e in range(scores.shape[0]):\n"
+               "        h *= int(scores[e] * 1e6) + 3\n"
+               "    return scores.shape[0] if h < 0 else 0\n")
+
+
+PLAIN_LOG = ("job_id,step,score\na,1,0.9\na,2,0.8\na,3,0.7\na,4,0.1\na,5,0.5\nb,1,0.5\n"
+             "b,2,0.4\n")
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN_RAISES))
+def test_replay_and_the_monitor_refuse_a_policy_whose_plain_python_raises(
+        tmp_path, monkeypatch, capsys, case):
+    """Outside a run the same policies were not checked: ``fastsim replay --policy
+    mod:f`` of the off-by-one one never stopped a job and exited 0, and ``StopMonitor``
+    (the Hugging Face and TRL callbacks' too) never stopped training.  Both now ask the
+    plain-Python version beside the compiled one: replay refuses in one line, exit 2,
+    nothing written; the monitor raises at the first call, which leaves no trace (the
+    job's next call is refused again, not decided on a series missing it)."""
+    from fastsim.replay.monitor import StopMonitor
+
+    body, said = PLAIN_RAISES[case]
+    module = f"toy_plain_{case}"
+    _declare(tmp_path, monkeypatch, module, body)
+    text = (tmp_path / f"{module}.py").read_text().splitlines()
+    line = next(i for i, ln in enumerate(text, 1) if ln.lstrip().startswith("return"))
+    log, out = tmp_path / "l.csv", tmp_path / "r.csv"
+    log.write_text(PLAIN_LOG)
+    assert main(["replay", str(log), "--policy", f"{module}:f", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = own_lines(captured.err.strip())
+    assert len(err) == 1 and re.fullmatch(
+        rf"fastsim replay: error: stop policy {module}:f raised in plain Python where its "
+        r"compiled code returned \(its \.py_func, on job 'a' of the log, evaluation 1\): "
+        rf"{re.escape(said)} \({module}\.py, line {line}: return .*\); allowed: .*",
+        err[0]), err
+    assert not out.exists() and not captured.out
+    m = StopMonitor(f"{module}:f")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=rf"on job 'run', evaluation 1\): "
+                                              rf"{re.escape(said)} \({module}\.py, line "):
+            m.observe("run", 100, 0.9)
+
+
+def test_the_monitor_checks_its_first_calls_only(tmp_path, monkeypatch, user_dir):
+    """The monitor runs in a training loop: the plain-Python version is asked on its first
+    ``MAX_CALLS`` calls, whichever jobs they are of, and never after, so a policy whose
+    plain version raises only later is not refused there, and a long run pays nothing
+    more; a correct policy (the walkthrough's) says nothing, and decides as before."""
+    from fastsim import plain_python
+    from fastsim.errors import PlainPythonWarning
+    from fastsim.replay.monitor import StopMonitor
+
+    _declare(tmp_path, monkeypatch, "toy_plain_late",
+             "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+             "    n = scores.shape[0]  # past the prefix from the third evaluation on\n"
+             "    return n if n >= 3 and scores[n] < 0.5 else 0\n")
+    monkeypatch.setattr(plain_python, "MAX_CALLS", 3)
+    m = StopMonitor("toy_plain_late:f")
+    m.observe("a", 1, 0.9), m.observe("a", 2, 0.9)
+    with pytest.raises(ConfigError, match="on job 'a', evaluation 3"):
+        m.observe("a", 3, 0.9)  # the third call
+    m = StopMonitor("toy_plain_late:f")
+    for job in "abc":  # three calls, of three jobs: the fourth is not checked
+        m.observe(job, 1, 0.9)
+    assert not [m.observe("a", s, 0.9).stop for s in (2, 3, 4)][-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlainPythonWarning)
+        m = StopMonitor(f"{POL}:k=2")
+        assert [m.observe("a", s, x).stop for s, x in enumerate([.5, .6, .4, .3, .2], 1)] \
+            == [False, False, False, True, True]
+
+
+def test_replay_says_once_where_plain_python_decides_otherwise(tmp_path, monkeypatch,
+                                                              capsys):
+    """Compiled and plain Python both return and differ (an int64 product wraps where
+    Python's integers grow: negative at job a's fifth evaluation): replay, like a run, says
+    so in one ``warning:`` line and goes on."""
+    _declare(tmp_path, monkeypatch, "toy_plain_wraps_replay", PLAIN_WRAPS)
+    log = tmp_path / "l.csv"
+    log.write_text(PLAIN_LOG)
+    assert main(["replay", str(log), "--policy", "toy_plain_wraps_replay:f"]) == 0
+    err = [ln for ln in own_lines(capsys.readouterr().err) if "warning" in ln]
+    assert len(err) == 1 and re.fullmatch(
+        r"fastsim replay: warning: stop policy toy_plain_wraps_replay:f decides otherwise as "
+        r"plain Python \(its \.py_func\) on job 'a' of the log, evaluation 5: compiled, a stop "
+        r"at evaluation 5; plain, no stop; .*", err[0]), err
+
+
 def test_a_construct_only_compiled_code_runs_is_not_refused(tmp_path, monkeypatch):
     """A function numba compiles from an ``@overload`` raises in plain Python, by design: its
     Python body is not what runs compiled, so the policy's plain version proves nothing."""
@@ -2909,12 +3005,7 @@ def test_a_policy_deciding_otherwise_in_plain_python_is_said_once(tmp_path, monk
     the walkthrough's, says nothing."""
     from fastsim.errors import PlainPythonWarning
 
-    _declare(tmp_path, monkeypatch, "toy_plain_wraps",
-             "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
-             "    h = 1  # a product of the scores in millionths: int64 wraps past 2^63\n"
-             "    for e in range(scores.shape[0]):\n"
-             "        h *= int(scores[e] * 1e6) + 3\n"
-             "    return scores.shape[0] if h < 0 else 0\n")
+    _declare(tmp_path, monkeypatch, "toy_plain_wraps", PLAIN_WRAPS)
     assert main(["run", "--policy", "toy_plain_wraps:f", "--clusters", "3",
                  "--n-jobs", "20"]) == 0
     err = [ln for ln in own_lines(capsys.readouterr().err) if not ln.startswith("note:")]

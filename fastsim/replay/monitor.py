@@ -29,6 +29,7 @@ from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import user_prefix_driver
+from fastsim.plain_python import PlainCheck
 from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE
 from fastsim.replay.policies import series_scratch
 
@@ -135,10 +136,14 @@ class _Series:
     it fills (NaN beyond the last evaluation, handed over read-only), and its trigger
     asked about the newest prefix only: every shorter one answered 0 before (else the job
     stopped, or the call was refused and undone), so this is the engine's
-    ``causal_trigger_nb`` at one call per evaluation (O(evaluations) memory)."""
+    ``causal_trigger_nb`` at one call per evaluation (O(evaluations) memory).  With
+    ``plain`` (the monitor's), its plain-Python version is asked beside it on the calls
+    ``plain`` has left (``fastsim.plain_python``), the job named ``job``."""
 
-    def __init__(self, p: PolicyConfig, planned: float):
+    def __init__(self, p: PolicyConfig, planned: float, plain: PlainCheck | None = None,
+                 job=None):
         self.p, self.planned, self.run = p, planned, 0
+        self.plain, self.job = plain, job
         self.params = tuple(v for k, v in p.values.items() if k != "scope")
         self.n = 0
         self.seen, self.shown = series_scratch(None, None, 0)
@@ -149,7 +154,7 @@ class _Series:
         return {k: v for k, v in vars(self).items() if k != "shown"}
 
     def __setstate__(self, state):
-        vars(self).update(state)
+        vars(self).update({"plain": None, "job": None, **state})  # one pickled without them
         self.shown = self.seen.view()
         self.shown.flags.writeable = False
 
@@ -163,6 +168,10 @@ class _Series:
             R.check_returns(d, "stop policy")
             if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):
                 raise ConfigError(R.trigger_error(d.name, self.p.values))
+            if self.plain is not None and self.plain.ask():
+                shown = self.shown
+                self.plain.check(shown[0, :e], shown[1, :e], shown[2, :e], self.planned, trig,
+                                 f"on job {self.job!r}, evaluation {e}")
         except Exception:
             self.seen[:, self.n] = np.nan
             raise
@@ -170,13 +179,14 @@ class _Series:
         return trig > 0
 
 
-def _stream(p: PolicyConfig, threshold: float, planned: float):
+def _stream(p: PolicyConfig, threshold: float, planned: float, plain: PlainCheck | None = None,
+            job=None):
     d = p.decl
     if threshold and d.name not in ("evalstop",):
         raise ConfigError(f"threshold={threshold!r} applies to evalstop and patience only; "
                           f"allowed: 0 for {p.label}")
     if d.user is not None:
-        return _Series(p, planned)
+        return _Series(p, planned, plain, job)
     if d.vector:
         return _Detector(p)
     if d.name == "none":
@@ -283,6 +293,10 @@ class StopMonitor:
         self._lookback = p.values[back] if isinstance(back, str) else int(back)
         self._keep_best = d.keep == "best"
         _stream(p, self.threshold, self.planned_steps)  # refuse bad combinations now
+        # a user policy's plain-Python version beside its compiled one on the monitor's
+        # first calls (fastsim.plain_python): where Python raises, the decisions rested on
+        # a value numba made up (int() of a NaN, an index past the prefix), in silence
+        self._plain = PlainCheck(p) if d.user is not None else None
         self._jobs: dict[str, _JobState] = {}
 
     def _job(self, job_id):
@@ -362,7 +376,9 @@ class StopMonitor:
         st = self._jobs.get(job_id)
         if st is None:
             st = self._jobs[job_id] = _JobState(_stream(self.policy, self.threshold,
-                                                        self.planned_steps))
+                                                        self.planned_steps,
+                                                        getattr(self, "_plain", None),
+                                                        job_id))
         if st.stopped is not None:
             return st.stopped
         if st.last_step is not None and step <= st.last_step:

@@ -16,6 +16,7 @@ import polars as pl
 from fastsim import registry as R
 from fastsim.config import PolicyConfig, check_code, plain_scalar, policy_reads
 from fastsim.errors import ConfigError
+from fastsim.plain_python import PlainCheck
 from fastsim.replay.logs import EvalLog
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
                            proportion_ci)
@@ -45,10 +46,13 @@ def parse_policy(spec: str | PolicyConfig) -> PolicyConfig:
 
 
 def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained: np.ndarray,
-                  t_est: float) -> tuple[int, int, int]:
+                  t_est: float, plain: PlainCheck | None = None,
+                  job_id=None) -> tuple[int, int, int]:
     """``(action, trigger_eval, delivered_eval)`` of one job's observed series (float64,
     contiguous), as the engine decides it: built-ins through ``stop_decision_1j_nb``, a
-    user policy through its trigger function."""
+    user policy through its trigger function (and, with ``plain``, its plain-Python
+    version beside it on the calls ``plain`` has left: ``fastsim.plain_python``, job
+    ``job_id`` of the log)."""
     d = p.decl
     if d.user is None:
         return stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w), float(p.tol),
@@ -57,7 +61,8 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
     with R.calling(d, "stop policy"):
-        trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params)
+        trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params, plain,
+                              job_id)
     R.check_returns(d, "stop policy")
     n = score.shape[0]
     if trig == 0:
@@ -68,7 +73,8 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
 
 
-def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple) -> int:
+def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple,
+                   plain: PlainCheck | None = None, job_id=None) -> int:
     """``kernels.stops.causal_trigger_nb``'s answer (the first prefix the trigger answers
     with its own length; 0; -1 for any other answer), asked one prefix at a time in
     ``series_scratch``, as the monitor asks: scratch sized to the job told a trigger that
@@ -79,6 +85,9 @@ def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple) 
         seen, shown = series_scratch(seen, shown, n)
         seen[:, n] = score[n], loss[n], attained[n]
         r = int(ask(shown, n + 1, t_est, params))
+        if plain is not None and plain.ask():
+            plain.check(shown[0, :n + 1], shown[1, :n + 1], shown[2, :n + 1], t_est, r,
+                        f"on job {job_id!r} of the log, evaluation {n + 1}")
         if r != 0:
             return r
     return 0
@@ -176,7 +185,8 @@ def _check_planned(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
 
 
 def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step: np.ndarray,
-               planned_steps: float, in_scope: bool, truth_hacking=None, truth_gold=None) -> JobOutcome:
+               planned_steps: float, in_scope: bool, truth_hacking=None, truth_gold=None,
+               plain: PlainCheck | None = None, job_id=None) -> JobOutcome:
     """Decide one job from its rows (sorted by step); NaN scores or losses are skipped.
 
     ``score`` is in the higher-is-better sense.  Returns row indices into the job's rows.
@@ -211,7 +221,7 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
     s = np.ascontiguousarray(score[rows], dtype=np.float64)
     lo = np.ascontiguousarray(loss[rows], dtype=np.float64) if loss is not None else np.zeros(rows.size)
     attained = np.ascontiguousarray(step[rows], dtype=np.float64)
-    action, trig, deliv = decide_series(p, s, lo, attained, planned_steps)
+    action, trig, deliv = decide_series(p, s, lo, attained, planned_steps, plain, job_id)
     if action == ACT_STOP:
         t_row = int(rows[trig - 1])
         status = AT_COMPLETION if at_completion(step, t_row) else "stopped"
@@ -281,13 +291,16 @@ class _Job:
                    truth_gold_peak_step=_int_or_none(peak), seed=_one(g, "seed"))
 
 
-def _replay_one(p: PolicyConfig, job: _Job, sign: float) -> dict:
-    """One policy on one job: ``replay``'s row without its policy and job_id."""
+def _replay_one(p: PolicyConfig, job: _Job, sign: float, plain: PlainCheck | None = None,
+                job_id=None) -> dict:
+    """One policy on one job: ``replay``'s row without its policy and job_id (``plain``:
+    ``decide_series``'s)."""
     step, score, metric = job.step, job.score, job.metric
     scoped = p.scope == "all" or job.job_type is None or job.job_type == "rlhf"
     # a user's policy never gets the hindsight length (_check_planned)
     plan = job.planned if job.known or p.decl.user is None else np.nan
-    o = decide_job(p, score, job.loss, step, plan, scoped, job.truth_hacking, job.truth_gold)
+    o = decide_job(p, score, job.loss, step, plan, scoped, job.truth_hacking, job.truth_gold,
+                   plain, job_id)
     final_step = int(step[-1])
     stopped = o.status == "stopped"  # frees something: final_step > trigger_step
     trig_step = int(step[o.trigger_row]) if o.trigger_row >= 0 else None
@@ -377,13 +390,17 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
             for (job_id,), g in t.group_by("job_id", maintain_order=True)]
     _check_gpu_h(jobs)  # before any job is replayed
     seeded = "seed" in t.columns
+    # each user policy's plain-Python version beside its compiled one, on the log's first
+    # jobs (fastsim.plain_python): where Python raises, the decisions rested on a value
+    # numba made up (int() of a NaN, an index past the prefix), and replay said nothing
+    plain = {p: PlainCheck(p) for p in pols if p.decl.user is not None}
     # the first replay on a machine compiled the decision kernel for 5-15 s in silence
     with first_call("detectors.stop_decision_1j_nb", what="the stop-policy kernels",
                     seconds="5-15"):
         for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
             for p in pols:
                 row = {"policy": p.label, "job_id": job_id,
-                       **({"seed": job.seed} if seeded else {}), **_replay_one(p, job, sign)}
+                       **({"seed": job.seed} if seeded else {}), **_replay_one(p, job, sign, plain.get(p), job_id)}
                 rows.append(row)
     # steps are integers, or null where there is none: typed so, not by the rows (a run
     # where no job triggers would write a column of Parquet type null); seeds are labels
