@@ -408,6 +408,9 @@ def _end_now(signum: int) -> None:
         with contextlib.suppress(Exception):
             print(_stopped_line(signum == signal.SIGTERM, stuck=True), file=sys.stderr,
                   flush=True)
+    if "fastsim.sweep.store" in sys.modules:  # a sweep stuck in its first-cluster trial
+        with contextlib.suppress(Exception):
+            sys.modules["fastsim.sweep.store"].unmake_trying()
     speaker = threading.Thread(target=say, daemon=True)
     speaker.start()
     speaker.join(timeout=1.0)

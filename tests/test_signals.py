@@ -271,3 +271,17 @@ def test_a_signal_taken_keeps_its_own_ending_however_long(tmp_path):
     """, tmp_path)
     assert code == 130, err
     assert err == ["fastsim run: interrupted; nothing half-written is left"], err
+
+
+def test_a_signal_inside_the_first_cluster_trial_leaves_no_sweep_directory(tmp_path):
+    """The first-cluster trial of a sweep's user functions runs once ``--out`` is locked:
+    a policy stuck in its compiled call there, ended by Ctrl-C SIGNAL_GRACE_S later
+    (``os._exit``, no ``finally``), left ``--out`` made and holding a blank ``sweep.lock``,
+    a sweep directory to every later look, though the run wrote nothing."""
+    (tmp_path / "s.toml").write_text('clusters = 2\nchunk = 1\n[base]\nn_jobs = 10\n[axes]\n'
+                                     'policy = ["stuck:stuck"]\n')
+    got, err, _ = stuck_command(tmp_path, signal.SIGINT,
+                                ["sweep", "s.toml", "--no-progress", "--out", "out"])
+    assert got == 130, err
+    assert "a compiled call was still running 2 s later" in err[-1], err
+    assert not (tmp_path / "out").exists(), sorted(p.name for p in (tmp_path / "out").iterdir())

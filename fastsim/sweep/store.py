@@ -218,6 +218,19 @@ class DirLock:
         self.release()
 
 
+# The stores whose ``open`` is running its trial (``_take``).  A command ended at once in a
+# compiled call there (``cli._end_now``: ``os._exit``, no ``finally`` runs) left ``--out``
+# made and holding a blank ``sweep.lock``, though the run wrote nothing: it removes what
+# they made (``unmake_trying``).
+_TRYING: list["SweepStore"] = []
+
+
+def unmake_trying() -> None:
+    """``_unmake`` each store running its trial, from a command ending at once."""
+    for store in list(_TRYING):
+        store._unmake()
+
+
 def unmake_lock(lock: DirLock | None, made: bool) -> None:
     """Remove the lock file of a run refused or interrupted before it wrote anything, if
     it made that file (``made``: no ``sweep.lock`` was there before ``acquire``), then
@@ -561,7 +574,11 @@ class SweepStore:
         path = self.root / MANIFEST
         old, note = _read_manifest(self.root, self.grid)
         if self._trial is not None:
-            self._trial()
+            _TRYING.append(self)
+            try:
+                self._trial()
+            finally:
+                _TRYING.remove(self)
         # older manifests: chunks without records (format 1), without the code (2), or
         # without fastsim's source (the note says so)
         if old is None or old.get("format") != FORMAT_VERSION or note is not None:
