@@ -262,6 +262,20 @@ def test_6_a_damaged_manifest_is_one_line(sweep_file, tmp_path, capsys, grid):
         and err[0].endswith("rewrote it for this grid"), err
 
 
+def test_6_another_grids_tables_are_results_too(sweep_file, tmp_path, capsys):
+    """A manifest of another grid with its aggregated tables beside it (cells/ deleted
+    once aggregated) holds that grid's results: it was rewritten for this grid, saying
+    "no result was written under it", and the sweep replaced the other grid's tables."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.json").write_text('{"grid_hash": "x", "grid": {"cells": [1]}}')
+    (out / "summary.parquet").write_bytes(b"the other grid's")
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err
+    assert "was written for a different grid" in err and "Use a new --out" in err, err
+    assert (out / "summary.parquet").read_bytes() == b"the other grid's"
+
+
 # -- 7. a damaged or deleted manifest --------------------------------------------------------
 def _counting_runs(monkeypatch) -> list:
     """Patch the chunk runner to record each chunk it runs; returns the record."""

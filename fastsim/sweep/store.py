@@ -38,7 +38,7 @@ names other code is refused, naming what changed, before anything runs: results 
 versions of a function are never pooled (a manifest naming other code than every one of
 its records, which name this code, is damaged, and rebuilt from them; one with no
 result under it, no chunk nor record, is rewritten for this code, as one of another grid
-with no result under it is for this grid).  A manifest
+with no result under it, nor its tables beside it, is for this grid).  A manifest
 written before the code was recorded names none, or (written before fastsim's source was
 recorded) its version only; its chunks are taken to be this code's (said in one line) and
 the code is recorded from then on.
@@ -1108,9 +1108,11 @@ def _read_manifest(root: Path, grid: Grid,
                f"{clipped(old['grid_hash'][:12])}, sweep {clipped(repr(old.get('name')))} from "
                f"{clipped(str(old.get('source')), 200)}); {grid.source} now expands to hash "
                f"{grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"]))
-    if not _holds_results(root):
+    if not _holds_results(root) and not any(os.path.lexists(root / t) for t in AGGREGATED):
         # stopped before its first chunk, as a manifest of other code above: no result of
-        # that grid to keep apart from this one's, and the refusal said to delete none
+        # that grid to keep apart from this one's, and the refusal said to delete none.
+        # Its tables are its results too (cells/ deleted once aggregated): rewritten, the
+        # manifest was this grid's, and this sweep replaced them
         check_no_other_files(root)
         _check_not_nested(root)
         return None, f"{written}; no result was written under it: rewrote it for this grid"
