@@ -208,16 +208,18 @@ def _first_difference(decl: Any, params: tuple, w: Any, trigger_eval: np.ndarray
 
 
 def _text_in(x: Any) -> str | None:
-    """The first text in ``x`` (a str, or a list or array of them), or None."""
+    """The first text in ``x`` (a str, or a list or array of them), or None; as a plain
+    ``str`` (bytes decoded; ``str`` of numpy's bytes named ``"b'rlhf'"``, and its repr of
+    ``np.str_`` ``np.str_('rlhf')``, neither the text written nor a code's name)."""
     if isinstance(x, (str, bytes)):
-        return x if isinstance(x, str) else x.decode(errors="replace")
+        return str(x) if isinstance(x, str) else x.decode(errors="replace")
     if isinstance(x, (list, tuple, np.ndarray)):
         try:
             a = np.asarray(x)
         except ValueError:  # ragged: not an operand numpy compares with, nor text
             return None
         if a.dtype.kind in "US" and a.size:
-            return str(a.ravel()[0])
+            return _text_in(a.ravel()[0].item())
     return None
 
 

@@ -3085,3 +3085,18 @@ def test_a_scheduler_key_comparing_the_job_type_with_text_is_refused(tmp_path, m
         "fastsim.kernels.codes.RLHF (LORA 0, DPO 1, RLHF 2) (toy_text_type_key.py, line "
         f"{line}: return "), err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("compare", [lambda jt: np.isin(jt, [b"rlhf"]),
+                                     lambda jt: jt == np.array([b"rlhf"]),
+                                     lambda jt: jt != np.str_("rlhf")])
+def test_job_type_text_as_bytes_or_numpy_text_is_named_as_written(compare):
+    """Text in a numpy array of bytes was named as ``"b'rlhf'"`` (its ``str``), a text
+    nobody wrote, and matched no code, so the error named none; a ``np.str_`` was named
+    as ``np.str_('rlhf')``.  Named as the text it holds, with the code to compare with."""
+    from fastsim.plain_python import JobTypeCodes
+
+    jt = np.array([[0, 2]], dtype=np.int8).view(JobTypeCodes)
+    with pytest.raises(TypeError, match=r"(==|!=|np\.isin of) 'rlhf' is False for every job"
+                       r".*compare with fastsim\.kernels\.codes\.RLHF \("):
+        compare(jt)
