@@ -249,9 +249,9 @@ class JobTypeCodes(np.ndarray):
     wrong.  Every other operation gives what the plain array does, as a plain array."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if ufunc in (np.equal, np.not_equal):
+        if ufunc in (np.equal, np.not_equal) and any(map(_is_codes, inputs)):
             for x in inputs:
-                if (text := _text_in(x)) is not None:
+                if not _is_codes(x) and (text := _text_in(x)) is not None:
                     raise _codes_not_text(text, "==" if ufunc is np.equal else "!=")
         plain = tuple(x.view(np.ndarray) if isinstance(x, JobTypeCodes) else x
                       for x in inputs)
@@ -261,11 +261,18 @@ class JobTypeCodes(np.ndarray):
         return getattr(ufunc, method)(*plain, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        if func is np.isin:
+        if func is np.isin and _is_codes(kwargs.get("element", args[0] if args else None)):
             tests = kwargs.get("test_elements", args[1] if len(args) > 1 else None)
-            if (text := _text_in(tests)) is not None:
+            if not _is_codes(tests) and (text := _text_in(tests)) is not None:
                 raise _codes_not_text(text, "np.isin of")
         return super().__array_function__(func, types, args, kwargs)
+
+
+def _is_codes(x: Any) -> bool:
+    """Whether ``x`` holds the job-type codes: numpy keeps ``JobTypeCodes`` on what it makes
+    of them (``np.choose(codes, ["lora", "dpo", "rlhf"])``'s labels, ``astype(str)``),
+    whose comparison with text is right, and was refused naming their first label."""
+    return isinstance(x, JobTypeCodes) and x.dtype.kind in "iu"
 
 
 _A_CODE = "job_type is an integer code"

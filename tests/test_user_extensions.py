@@ -3100,3 +3100,21 @@ def test_job_type_text_as_bytes_or_numpy_text_is_named_as_written(compare):
     with pytest.raises(TypeError, match=r"(==|!=|np\.isin of) 'rlhf' is False for every job"
                        r".*compare with fastsim\.kernels\.codes\.RLHF \("):
         compare(jt)
+
+
+def test_labels_made_from_the_job_type_codes_compare_with_text():
+    """``np.choose(jobs["job_type"], ["lora", "dpo", "rlhf"]) == "rlhf"`` is a right way to
+    count RLHF jobs, but numpy kept the codes' class on the labels it made (and on
+    ``astype(str)``), whose comparison with text raised "jobs["job_type"] holds integer
+    codes, not text: == 'lora' is False for every job", true of neither."""
+    from fastsim.kernels.codes import JOB_TYPE_LABELS
+    from fastsim.plain_python import JobTypeCodes
+
+    jt = np.array([[0, 1, 2, 2]], dtype=np.int8).view(JobTypeCodes)
+    labels = np.choose(jt, list(JOB_TYPE_LABELS))
+    assert (labels == "rlhf").sum(axis=1).tolist() == [2]
+    assert (labels != "rlhf").sum(axis=1).tolist() == [2]
+    assert np.isin(labels, ["rlhf"]).sum() == 2
+    assert (jt.astype(str) == "2").sum() == 2
+    with pytest.raises(TypeError, match="holds integer codes, not text"):
+        jt == labels  # noqa: B015 - the codes compared with text still raise
