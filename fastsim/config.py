@@ -661,11 +661,53 @@ def policy_reads(series: str, policy: PolicyConfig) -> bool:
         policy.decl.user is not None and series in loaded_arguments(policy.decl.user.py_func))
 
 
+def _and(names: Any) -> str:
+    """``a, b and c``: names in a reason."""
+    names = list(names)
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+
+
 def _readers(series: str) -> str:
     """The built-in schedulers and stop policies that read ``series``, for a reason."""
-    names = [d.name for d in (*R.schedulers(), *R.policies())
-             if d.user is None and series in d.reads]
-    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    return _and(d.name for d in (*R.schedulers(), *R.policies())
+                if d.user is None and series in d.reads)
+
+
+class Unread(str):
+    """Why a workload field is inert when nothing here reads the series it feeds: the text
+    a run says (``nothing reads training losses (fifo with evalstop(k=2) and none;
+    loss_aware and loss_plateau do)``), a ``str``, which keeps apart what it concerns (the
+    scheduler, the policies, those acting on no job) so that a sweep says the reason once
+    for all its cells (``merged``): each cell's text joined repeated its clause."""
+
+    def __new__(cls, head: str, schedulers: Any, policies: Any, idle: Any = (),
+                tail: str = "") -> "Unread":
+        schedulers, policies, idle = (tuple(dict.fromkeys(names))
+                                      for names in (schedulers, policies, idle))
+        concerns = (f"{_and(schedulers)} with " if schedulers else "") + _and(policies)
+        parts = [concerns, *([_idle_text(idle)] if idle else []), *([tail] if tail else [])]
+        self = super().__new__(cls, f"{head} ({'; '.join(parts)})")
+        self.head, self.schedulers, self.policies, self.idle, self.tail = (
+            head, schedulers, policies, idle, tail)
+        return self
+
+    def __reduce__(self):  # str's would call __new__ with the text alone
+        return Unread, (self.head, self.schedulers, self.policies, self.idle, self.tail)
+
+    @staticmethod
+    def merged(reasons: Any) -> list[str]:
+        """``reasons`` each once, in order, those of one clause (an ``Unread`` of the same
+        head and tail) said once, naming every scheduler and policy they concern."""
+        said: dict[Any, str] = {}
+        for why in reasons:
+            if not isinstance(why, Unread):
+                said.setdefault(why, why)
+                continue
+            key = (Unread, why.head, why.tail)
+            first = said.get(key, why)
+            said[key] = Unread(why.head, first.schedulers + why.schedulers,
+                               first.policies + why.policies, first.idle + why.idle, why.tail)
+        return list(said.values())
 
 
 def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
@@ -682,23 +724,23 @@ def inert_settings(cfg: SimConfig, baseline: PolicyConfig | None = None,
     policies = [cfg.policy] + ([baseline] if baseline is not None else [])
     # a policy acting on no job reads nothing: every result is the policy none's
     acting = [p for p in policies if not _acts_on_no_job([p], w)] or [PolicyConfig(name="none")]
-    idle = _acts_on_no_job(policies, w)
-    labels = " and ".join(dict.fromkeys(p.label for p in policies)) + (f"; {idle}" if idle else "")
+    labels, idle = [p.label for p in policies], _idle_labels(policies, w)
     why: dict[str, str] = {}
     if not s.decl.preemptive:
         why["preempt_overhead_h"] = f"{s.label} never preempts a job, so none resumes"
     if not any(reads("losses", s, p) for p in acting):
-        why.update(dict.fromkeys(LOSS_FIELDS, f"nothing reads training losses ({s.label} with "
-                                 f"{labels}; {_readers('losses')} do)"))
+        why.update(dict.fromkeys(LOSS_FIELDS, Unread("nothing reads training losses", [s.label],
+                                                     labels, idle, f"{_readers('losses')} do")))
     if not any(reads("scores", s, p) for p in acting):
-        why.update(dict.fromkeys(SCORE_FIELDS, f"no stop policy here reads evaluation scores "
-                                 f"({labels})"))
+        why.update(dict.fromkeys(SCORE_FIELDS, Unread(
+            "no stop policy here reads evaluation scores", (), labels, idle)))
     elif w.sigma == 0:
         why.update(dict.fromkeys(("sigma_spread", "noise_rho"),
                                  "sigma=0: evaluation scores carry no noise"))
     if not (jobs or cfg.metrics or any(reads("t_est_h", s, p) for p in acting)):
-        why["est_sigma"] = (f"nothing reads the run-time estimate t_est_h ({s.label} with "
-                            f"{labels}; {_readers('t_est_h')} do, and per-job records carry it)")
+        why["est_sigma"] = Unread("nothing reads the run-time estimate t_est_h", [s.label],
+                                  labels, idle, f"{_readers('t_est_h')} do, and per-job "
+                                  "records carry it")
     for (t, name), share in zip(_TYPE_NAMES.items(), w.mix_fractions):
         if share == 0:
             why.update(dict.fromkeys((f"demands_{t}", f"median_{t}_h"),
@@ -734,11 +776,19 @@ def _acts_on_no_job(policies: list[PolicyConfig], w: WorkloadConfig) -> str:
     """Which of ``policies`` act on no job of workload ``w``, and why ("" if each acts on
     some): with scope=rlhf (the default) a policy decides on RLHF jobs alone, and the mix
     may have none."""
-    idle = list(dict.fromkeys(p.label for p in policies
+    return _idle_text(_idle_labels(policies, w))
+
+
+def _idle_labels(policies: list[PolicyConfig], w: WorkloadConfig) -> list[str]:
+    return list(dict.fromkeys(p.label for p in policies
                               if p.decl.scoped and p.scope == "rlhf" and w.mix_fractions[2] == 0))
-    if not idle:
+
+
+def _idle_text(labels: Any) -> str:
+    labels = list(labels)
+    if not labels:
         return ""
-    return (f"{' and '.join(idle)} act{'s' if len(idle) == 1 else ''} on RLHF jobs only "
+    return (f"{_and(labels)} act{'s' if len(labels) == 1 else ''} on RLHF jobs only "
             "(scope=rlhf), and the mix has no RLHF jobs")
 
 

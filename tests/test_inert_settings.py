@@ -344,3 +344,22 @@ def test_a_user_policy_reading_losses_it_does_not_declare_is_a_reader(tmp_path, 
     other = SimConfig.from_specs("fifo", "toy_loss_readers:first_drop", n_jobs=12,
                                  loss_sigma=0.02)
     assert "loss_sigma" in inert_settings(other)
+
+
+def test_a_sweep_says_each_reason_once_naming_the_cells_it_concerns(tmp_path):
+    """Each cell's reason was joined to the next: "no stop policy here reads evaluation
+    scores (none); no stop policy here reads evaluation scores (evalstop(k=2) and none;
+    ...)".  One clause, once, naming every scheduler and policy it concerns."""
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\nmix = [1.0, 0.0, 0.0]\nloss_sigma = 0.02\n"
+                 "[axes]\nsigma = [0.01]\nscheduler = ['fifo', 'srtf_est']\n")
+    idle = "evalstop(k=2) acts on RLHF jobs only (scope=rlhf), and the mix has no RLHF jobs"
+    assert load_sweep(p).inert_notes()[:2] == [
+        f"{p}: loss_sigma has no effect in any cell: nothing reads training losses (fifo and "
+        f"srtf_est with none and evalstop(k=2); {idle}; loss_aware and loss_plateau do)",
+        f"{p}: sigma has no effect in any cell: no stop policy here reads evaluation scores "
+        f"(none and evalstop(k=2); {idle})"]
+    # a run's own reason reads as it did
+    cfg = SimConfig.from_specs("fifo", "evalstop", n_jobs=8, mix=(1.0, 0.0, 0.0), sigma=0.01)
+    assert inert_settings(cfg, PolicyConfig(name="none"))["sigma"] == (
+        f"no stop policy here reads evaluation scores (evalstop(k=2) and none; {idle})")

@@ -49,7 +49,7 @@ from typing import Any, Iterable
 import fastsim
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig,
+from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, Unread, WorkloadConfig,
                             inert_settings, parse_baseline, plain)
 from fastsim.errors import ConfigError, did_you_mean, one_line
 from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
@@ -524,12 +524,15 @@ def _inert_in_every_cell(cells: Iterable[Cell], baseline: PolicyConfig | None,
                          given: list[str], jobs: bool = False) -> dict[str, str]:
     """The workload fields of ``given`` inert in every cell, each with the distinct reasons
     (a field inert under one scheduler of an axis but read under another is no news)."""
-    why: dict[str, dict[str, None]] = {f: {} for f in given if f in WORKLOAD_FIELDS}
+    why: dict[str, list[str]] = {f: [] for f in given if f in WORKLOAD_FIELDS}
     for cell in cells:  # a baseline cell's readers are a subset of its paired cells'
         said = inert_settings(cell.config, baseline, list(why), jobs=jobs)
-        why = {f: {**reasons, said[f]: None} for f, reasons in why.items() if f in said}
-    return {f: "; ".join(list(reasons)[:3]) + ("; ..." if len(reasons) > 3 else "")
-            for f, reasons in why.items()}
+        why = {f: [*reasons, said[f]] for f, reasons in why.items() if f in said}
+    # one clause said once for the cells it holds in ("nothing reads training losses
+    # (fifo and srtf_est with ...)"), not once a cell
+    merged = {f: Unread.merged(reasons) for f, reasons in why.items()}
+    return {f: "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
+            for f, reasons in merged.items()}
 
 
 def _check_labels(source, cells: Iterable[Cell]) -> None:
