@@ -240,9 +240,15 @@ def test_a_bad_override_is_not_blamed_on_the_file(tmp_path, capsys):
     for option, value in (("--clusters", "0"), ("--chunk", "0"), ("--seed", "-1")):
         assert main(["sweep", str(p), "--out", str(tmp_path / "out"), option, value]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.endswith(f"{option[2:]}={value} (given in place of {p}'s) is invalid; allowed: "
-                            + err.split("allowed: ")[1]) and "\n" not in err
+        # the option as typed: "chunk=0" named the file's field, not what was typed
+        assert err.endswith(f"{option}={value} (given in place of {p}'s {option[2:]}) is "
+                            "invalid; allowed: " + err.split("allowed: ")[1]) and "\n" not in err
+        with pytest.raises(ConfigError, match=rf"^{option[2:]}={value} \(given in place of "):
+            load_sweep(p, **{option[2:]: int(value)})  # the API's keyword, as it is given
     assert not (tmp_path / "out").exists()
+    assert main(["reproduce", "--chunk", "0", "--out", str(tmp_path / "r"), "--no-figures"]) == 2
+    assert "error: --chunk=0 (given in place of " in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_run_baseline_unknown_name_says_off_is_no_baseline(capsys):

@@ -156,7 +156,7 @@ def cmd_sweep(args) -> int:
 
     check_backend(args)
     grid = load_sweep(sweep_file(args.file), clusters=args.clusters, chunk=args.chunk,
-                      seed=args.seed)
+                      seed=args.seed, options=True)
     check_sweep_memory(grid, args.keep_jobs,
                        local_workers(args.backend, args.address, args.workers))
     for line in grid.inert_notes(args.keep_jobs):
@@ -205,7 +205,7 @@ def cmd_reproduce(args) -> int:
                      figures_dir=None if args.no_figures else figures, report=report,
                      backend=args.backend, address=args.address, workers=args.workers,
                      timeout=args.dask_timeout, progress=args.progress,
-                     command=default_command(None))
+                     command=default_command(None), options=True)
     from fastsim.sweep.reproduce import headline_count, not_comparable_note, text_table
     matched, held = headline_count(info["rows"])
     print("EvalStop paper (arXiv 2606.04145) vs fastsim: rlhf_heavy, 64 GPUs, k = 2 unless "

@@ -309,14 +309,15 @@ def _fail(source: str, msg: str) -> ConfigError:
 
 
 def _check_int(source: str, key: str, value: Any, lo: int, hi: int | None = None,
-               override: bool = False) -> int:
+               override: bool = False, options: bool = False) -> int:
     value = plain(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
             hi is not None and value > hi):
         allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
         if override:  # --clusters 0 is the caller's value, not one the file holds
-            raise ConfigError(f"{key}={value!r} (given in place of {source}'s) is invalid; "
-                              f"allowed: {allowed}")
+            given = f"--{key}={value!r} (given in place of {source}'s {key})" if options else (
+                f"{key}={value!r} (given in place of {source}'s)")
+            raise ConfigError(f"{given} is invalid; allowed: {allowed}")
         raise _fail(source, f"{key}={toml_text(value)} is invalid; allowed: {allowed}")
     return value
 
@@ -351,21 +352,23 @@ def _check_chunk_count(source: str, n_cells: int, clusters: int, chunk: int) -> 
 
 def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None,
                 chunk: int | None = None, seed: int | None = None,
-                base_overrides: dict[str, Any] | None = None) -> Grid:
+                base_overrides: dict[str, Any] | None = None, options: bool = False) -> Grid:
     """Expand a parsed sweep document; ``source`` names it in error messages.
 
     ``clusters``, ``chunk``, ``seed`` and ``base_overrides`` replace the file's values
-    (the reproduction uses them to size the same experiments differently).
+    (the reproduction uses them to size the same experiments differently).  ``options``:
+    the first three are the command line's options, which an error names as typed
+    (``--chunk=0``), not as the file's fields.
     """
     name = _check_top_level(doc, source)
     n_clusters = _check_int(source, "clusters", clusters if clusters is not None
                             else doc.get("clusters", D.CLUSTERS), 1, MAX_CLUSTER,
-                            override=clusters is not None)
+                            override=clusters is not None, options=options)
     n_chunk = _check_int(source, "chunk", chunk if chunk is not None
                          else doc.get("chunk", min(n_clusters, 250)), 1,
-                         override=chunk is not None)
+                         override=chunk is not None, options=options)
     the_seed = _check_int(source, "seed", seed if seed is not None else doc.get("seed", D.SEED),
-                          0, MAX_SEED, override=seed is not None)
+                          0, MAX_SEED, override=seed is not None, options=options)
     baseline_spec = doc.get("baseline", "none")
     try:
         baseline = parse_baseline(baseline_spec, no_baseline='false (no quotes) or "off"')

@@ -431,10 +431,12 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
               backend: str = "local", address: str | None = None, workers: int | None = None,
               timeout: float = 60.0, progress: bool = True,
               command: str | None = None, formats: tuple[str, ...] = ("png", "pdf"),
-              base_overrides: dict[str, Any] | None = None) -> dict:
+              base_overrides: dict[str, Any] | None = None, options: bool = False) -> dict:
     """Run the paper's sweeps, the extracts, the figures and the report.
 
     ``base_overrides`` changes workload fields of every sweep (tests use tiny clusters).
+    ``options``: ``clusters`` and ``chunk`` are ``fastsim reproduce``'s options, named so
+    in an error (``grid.parse_sweep``).
     """
     out, figures_dir, report, formats = _check_args(out, figures_dir, report, formats,
                                                     progress, timeout)
@@ -442,7 +444,7 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     grids = {}
     for name in PAPER_SWEEPS:  # expand (validate) everything before running anything
         grids[name] = load_sweep(sweeps_dir / f"{name}.toml", clusters=clusters, chunk=chunk,
-                                 seed=seed, base_overrides=base_overrides)
+                                 seed=seed, base_overrides=base_overrides, options=options)
         b = grids[name].baseline
         if b is None or b.name != "none":  # the paper's changes are against no stop policy
             raise ConfigError(f"{grids[name].source}: baseline="
