@@ -574,6 +574,39 @@ def test_a_manifest_of_another_grid_with_no_result_under_it_is_rewritten(tmp_pat
         SweepStore.open(out, load_sweep(path))
 
 
+@pytest.mark.parametrize("manifest", ["other grid", "other code", "none"])
+def test_a_cells_folder_holding_no_file_is_no_result(tmp_path, capsys, manifest):
+    """Another grid's or other code's manifest beside a cells/ of empty folders (a run
+    stopped as it made a cell's folder, or made by hand) was refused as "holds files that
+    are not a sweep's (cells)", and with no manifest as holding "sweep results" no record
+    names.  Folders without a file are no result: removed, the manifest written for this
+    grid, said in one line; only once the directory is held (check_manifest reads only)."""
+    from fastsim.sweep.store import SweepStore
+
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(None))
+    out = tmp_path / "out"
+    grid = load_sweep(path)
+    if manifest != "none":
+        with SweepStore.open(out, load_sweep(path, clusters=4) if manifest == "other grid"
+                             else grid):
+            pass
+    if manifest == "other code":
+        edit_json(out / "sweep.json", lambda d: {**d, "code": {**d["code"],
+                                                              "fastsim_sha256": "0" * 64}})
+    (out / "cells" / "cell=x" / "deeper").mkdir(parents=True)
+    (out / "cells" / "cell=y").mkdir()
+    assert SweepStore.check_manifest(out, grid) is None and (out / "cells" / "cell=x").is_dir()
+    capsys.readouterr()
+    with SweepStore.open(out, grid):
+        pass
+    err = capsys.readouterr().err.strip().splitlines()
+    said = f"{out}/cells holds folders but no file: removed them"
+    assert len(err) == 1 and said in err[0], err
+    assert not (out / "cells").exists()
+    assert json.loads((out / "sweep.json").read_text())["grid_hash"] == grid.hash
+
+
 @pytest.mark.parametrize("module", ["code_metric", "code_policy"])
 def test_a_manifest_with_no_result_under_it_takes_the_edited_code(user_module, tmp_path,
                                                                   capsys, monkeypatch, module):

@@ -525,7 +525,8 @@ class SweepStore:
         Raises ``ConfigError`` if another process holds ``root``, if ``root`` is not a
         writable directory, or if it holds another grid's results (a changed sweep file,
         size, seed or model default; the message names the manifest and the differences;
-        another grid's manifest with no result under it is rewritten, saying so).
+        another grid's manifest with no result under it is rewritten, saying so; a
+        ``cells/`` of folders without a file is no result, and removed, ``_empty_cells``).
         ``trial`` (the runner's ``try_user_code``) runs once ``root`` is held and its
         manifest checked, before anything else is written: a directory in use is refused
         before the trial compiles anything, and a trial that raises leaves nothing behind
@@ -585,6 +586,8 @@ class SweepStore:
             if old is None or not _code_ok(old.get("code")) \
                     or "fastsim_sha256" not in old["code"]:
                 self._adopt_older_records()  # before the manifest: a crash between re-runs
+            if old is None:  # a new manifest: folders without a file are no result
+                self._write(lambda: _remove_empty_cells(self.root))
             manifest = self.manifest()
             if old is not None and _tables_ok(old.get(TABLES)):  # still this grid's tables
                 manifest[TABLES] = old[TABLES]
@@ -1023,12 +1026,10 @@ def _read_manifest(root: Path, grid: Grid,
     _check_layout(root, grid)
     path = root / MANIFEST
     if not path.exists():
-        if (root / "cells").exists():
+        if (root / "cells").exists() and not _empty_cells(root):
             return None, _rebuild_from_records(
                 root, grid, whole, f"{root} holds sweep results but no {MANIFEST}")
-        check_no_other_files(root)
-        _check_not_nested(root)
-        return None, None
+        return None, _new_here(root) or None
     try:
         old = json.loads(_read_regular(path, MANIFEST_MAX_BYTES))
     except OSError as exc:
@@ -1060,10 +1061,10 @@ def _read_manifest(root: Path, grid: Grid,
             # past the first cluster ``try_user_code`` runs): no result of that code to mix
             # with, and the refusal said to delete results that did not exist.  Also when
             # the hashes differ: an edited policy or key changes its cells (``impl``)
-            check_no_other_files(root)
-            _check_not_nested(root)
+            empty = _new_here(root)
             return None, (f"{path} names other code than this run's ({'; '.join(changes)}) "
-                          "and no result was written under it; rewrote it for this run")
+                          f"and no result was written under it{empty and f' ({empty})'}; "
+                          "rewrote it for this run")
         # also when the hashes differ: an edited user policy or key changes its cells too
         # (their ``impl``), and the edit, not those cells, is what to name
         raise _other_code(f"{path}: the results in {root} are", changes, whole)
@@ -1113,9 +1114,9 @@ def _read_manifest(root: Path, grid: Grid,
         # that grid to keep apart from this one's, and the refusal said to delete none.
         # Its tables are its results too (cells/ deleted once aggregated): rewritten, the
         # manifest was this grid's, and this sweep replaced them
-        check_no_other_files(root)
-        _check_not_nested(root)
-        return None, f"{written}; no result was written under it: rewrote it for this grid"
+        empty = _new_here(root)
+        return None, (f"{written}; no result was written under it{empty and f' ({empty})'}: "
+                      "rewrote it for this grid")
     raise ConfigError(written + ". Use a new --out directory, or delete "
                       + _old_out(whole) + " to start over.")
 
@@ -1141,6 +1142,46 @@ def _holds_results(root: Path) -> bool:
 
 def _raise(exc: OSError) -> None:
     raise exc
+
+
+def _empty_cells(root: Path) -> bool:
+    """Whether ``root/cells`` is a directory holding folders alone, no file nor symbolic
+    link at any depth: no result (left by a run stopped as it made a cell's folder, or
+    made by hand), which ``SweepStore.open`` removes where it writes a new manifest, as it
+    rewrites one with no result under it; it was refused as another's file, ``cells``."""
+    cells = root / "cells"
+    try:
+        if cells.is_symlink() or not cells.is_dir():
+            return False
+        for top, dirs, files in os.walk(cells, onerror=_raise):
+            if files or any(os.path.islink(os.path.join(top, d)) for d in dirs):
+                return False
+    except OSError:
+        return False  # not known to hold nothing
+    return True
+
+
+def _new_here(root: Path) -> str:
+    """Check ``root``, which holds no result, as a new sweep's directory (no other file
+    there, not inside a sweep's); the words saying that its empty ``cells/`` is removed
+    (``_empty_cells``), or "" when it has none."""
+    empty = _empty_cells(root)
+    check_no_other_files(root, (*OWNED, "figures", *(["cells"] if empty else [])))
+    _check_not_nested(root)
+    return f"{root / 'cells'} holds folders but no file: removed them" if empty else ""
+
+
+def _remove_empty_cells(root: Path) -> None:
+    """Remove ``root/cells`` if it holds folders alone (``_empty_cells``), deepest first."""
+    if not _empty_cells(root):
+        return
+    try:
+        for top, _, _ in os.walk(root / "cells", topdown=False, onerror=_raise):
+            os.rmdir(top)
+    except OSError as exc:
+        raise ConfigError(f"{root / 'cells'}: holds folders but no file, and cannot be "
+                          f"removed ({exc.strerror or exc}); allowed: no cells/ there (remove "
+                          "it, or use a new --out directory)") from None
 
 
 def _records_name_only(root: Path, grid: Grid) -> bool:
