@@ -33,6 +33,8 @@ from fastsim.progress import progress_bar
 # EvalStop and every online detector declared in fastsim.registry: a setting of the
 # benchmark is a stop policy, decided by the simulator's own decision driver.
 DETECTORS = ("evalstop",) + tuple(d.name for d in R.BUILTIN_POLICIES if d.vector)
+# the columns of a traces table ``trace_arrays`` reads (and ``seed`` where there is one)
+TRACE_COLUMNS = ("job_id", "step", "score", "truth_gold", "truth_hacking")
 
 
 def default_params(name: str, sigma: float) -> dict[str, float]:
@@ -176,13 +178,17 @@ def run_grid(sigmas, base_rates, settings, n_clusters: int = 200, seed: int = 0,
 def trace_arrays(traces: pl.DataFrame):
     """Per-run arrays of a traces table (``fastsim traces toy-rlhf``): observed
     ``score`` ``[R, E]`` and, for scoring only, ``steps``, exact ``gold``, the label and
-    the run seed (runs of one seed share their random draws: the unit of replication)."""
+    the run seed (runs of one seed share their random draws: the unit of replication).
+    A table whose runs differ in length, or any other a command refuses, is one
+    ``ConfigError`` naming the run (``replay.traces.check_trace_table``): runs of 3 and 5
+    evaluations, 8 rows, passed as two of 4, each row holding parts of both runs."""
+    from fastsim.replay.traces import check_trace_table  # here: only traces pay for it
+
+    check_trace_table(traces, "trace_arrays(): traces", [*TRACE_COLUMNS, *(
+        ["seed"] if "seed" in traces.columns else [])], equal_evals=True)
     t = traces.sort(["job_id", "step"])
-    runs = t["job_id"].unique(maintain_order=True)
-    n_runs = runs.len()
+    n_runs = t["job_id"].n_unique()
     n_evals = t.height // n_runs
-    if n_runs * n_evals != t.height:
-        raise ValueError("every run of the traces must have the same number of evaluations")
     shape = (n_runs, n_evals)
     hacking = t["truth_hacking"].to_numpy().reshape(shape)[:, 0]
     # without a seed column nothing says which runs share draws: each run is its own

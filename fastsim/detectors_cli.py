@@ -271,14 +271,14 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
 def _read_traces(path: Path) -> pl.DataFrame:
     import polars as pl
 
+    from fastsim.detectors import TRACE_COLUMNS
     from fastsim.io import read_parquet_table
     from fastsim.replay.traces import check_trace_table
 
     traces = read_parquet_table(path, "traces.parquet from `fastsim traces toy-rlhf`")
-    need = ["job_id", "step", "score", "truth_gold", "truth_hacking"]
     # every run a row of one [runs, evaluations] matrix (detectors.trace_arrays)
-    traces = check_trace_table(traces, path, need + (["seed"] if "seed" in traces.columns else []),
-                               equal_evals=True)
+    traces = check_trace_table(traces, path, [*TRACE_COLUMNS, *(
+        ["seed"] if "seed" in traces.columns else [])], equal_evals=True)
     # the noise is a standard deviation over a run's evaluations and the compute saved a
     # share of its last step: one evaluation, or steps that are not after 0, give NaN, which
     # was refused as 'num[0] = nan, den[0] = 1.0', after numpy's warnings

@@ -405,3 +405,19 @@ def test_triggers_refuses_a_scope_of_other_jobs_than_the_scores():
         with pytest.raises(ConfigError, match=r"^triggers\(\): score has shape " + shapes
                            + "; allowed: score \\[clusters, jobs, evaluations\\]"):
             det.triggers("evalstop", {"k": 2}, s, scope)
+
+
+@pytest.mark.parametrize("lengths", [(3, 4), (3, 5)])
+def test_trace_arrays_refuses_runs_of_unequal_length_in_one_line(lengths):
+    """Called from Python, runs of 3 and 4 evaluations were a plain ValueError; runs of 3
+    and 5 (8 rows, two runs of 4 by the count) were taken, each row of the matrix holding
+    parts of both runs.  One ConfigError naming the run, as a command's check says."""
+    from fastsim.errors import ConfigError
+
+    rows = [{"job_id": f"r{r}", "step": s, "score": 0.1 * s, "truth_gold": 0.1 * s,
+             "truth_hacking": False} for r, n in enumerate(lengths) for s in range(1, n + 1)]
+    with pytest.raises(ConfigError) as exc:
+        det.trace_arrays(pl.DataFrame(rows))
+    assert str(exc.value) == (f"trace_arrays(): traces: run 'r1' has {lengths[1]} evaluations, "
+                              "run 'r0' 3; allowed: the same number for every run (traces.parquet "
+                              "from fastsim traces toy-rlhf)")
