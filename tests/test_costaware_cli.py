@@ -748,3 +748,13 @@ def test_a_sweep_interrupted_before_its_tables_leaves_nothing_it_made(tmp_path, 
     (tmp_path / "mine").mkdir()
     assert main(["costaware", "sweep", str(toml), "--out", str(tmp_path / "mine")]) != 0
     assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())
+
+
+def test_subset_prints_each_budget_as_given(capsys):
+    """A budget of 0.999999999 was printed 1.0000, a budget the command refuses (each is
+    below 1): the budgets are printed in full, the results to 4 decimals."""
+    assert main(["costaware", "subset", "--gammas", "0.999999999,0.5", "--check-instances",
+                 "2", "--check-n", "6", "--replications", "2", "--no-progress"]) == 0
+    rows = [ln.split("┆")[0].strip("│ ") for ln in capsys.readouterr().out.splitlines()
+            if "┆ greedy ┆" in ln]
+    assert rows == ["0.999999999", "0.5"], rows

@@ -210,10 +210,14 @@ def _sgd_config(args):
         raise
 
 
-def _show(df: pl.DataFrame, title: str):
+def _show(df: pl.DataFrame, title: str, exact: tuple[str, ...] = ()):
+    """``df`` under ``title``, its numbers to 4 decimals but for the ``exact`` columns, a
+    value the user gave, in full: a budget of 0.999999999 printed as 1.0000, a budget the
+    subset command refuses (each is below 1)."""
     import polars as pl
 
     print(f"\n{title}")
+    df = df.with_columns(pl.col(c).cast(pl.String) for c in exact)  # the shortest exact text
     with pl.Config(tbl_rows=200, tbl_cols=30, tbl_width_chars=200, float_precision=4,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(df)
@@ -375,7 +379,8 @@ def cmd_subset(args):
                                   _sgd_config(args), gammas,
                                   progress=args.progress)
     _show(report, "greedy subsets: predicted saving 1 - J(K)/J(all), bias bound, bias paid "
-          "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all")
+          "(excess loss of the subset optimum), simulated cost ratio vs optimal SGD on all",
+          exact=("gamma_frac",))
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_subset.summary.parquet": report}, args.out_within)
 
