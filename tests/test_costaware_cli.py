@@ -758,3 +758,39 @@ def test_subset_prints_each_budget_as_given(capsys):
     rows = [ln.split("┆")[0].strip("│ ") for ln in capsys.readouterr().out.splitlines()
             if "┆ greedy ┆" in ln]
     assert rows == ["0.999999999", "0.5"], rows
+
+
+def test_an_axis_some_points_do_not_read_runs_them_once(tmp_path, capsys):
+    """cost_dist = [lognormal, pareto] crossed with cost_alpha = [2, 3] ran the lognormal
+    points twice, identical results under two labels (lognormal costs do not read
+    cost_alpha).  They run once, cost_alpha at its default there (as fastsim sweep resets
+    k at a stop_at cell), and one note says so before any work."""
+    import warnings
+
+    import fastsim.costaware as ca
+    from fastsim.errors import InertSettingWarning
+
+    p = tmp_path / "c.toml"
+    p.write_text('experiment = "sgd"\nreplications = 4\n[base]\nn = 16\nd = 2\nmax_steps = 200\n'
+                 'strategies = ["uniform"]\n[axes]\ncost_dist = ["lognormal", "pareto"]\n'
+                 "cost_alpha = [2.0, 3.0]\n")
+    spec = load_costaware_sweep(p)
+    assert [(pt["cost_dist"], pt["cost_alpha"]) for pt in spec.points()] == [
+        ("lognormal", 2.0), ("pareto", 2.0), ("pareto", 3.0)]
+    note = ('c.toml: cost_alpha applies to cost_dist = "pareto" only: a point without it runs '
+            "once, not once per cost_alpha, its rows showing cost_alpha's default (1.5); 3 of "
+            "4 points run")
+    assert spec.notes == (note,)
+    assert main(["costaware", "sweep", str(p), "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 0
+    assert [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")] == [
+        f"note: {note}"]
+    rows = pl.read_parquet(tmp_path / "o" / "c.summary.parquet")
+    assert rows.select("problem_cost_dist", "problem_cost_alpha").rows() == [
+        ("lognormal", 1.5), ("pareto", 2.0), ("pareto", 3.0)]
+    with pytest.warns(InertSettingWarning, match="cost_alpha applies to"):
+        ca.run_costaware_sweep(p, tmp_path / "api", progress=False)
+    p.write_text(p.read_text().replace('["lognormal", "pareto"]', '["pareto"]'))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InertSettingWarning)
+        assert load_costaware_sweep(p).notes == ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -454,8 +455,10 @@ def cmd_sweep(args):
     from fastsim.resources import sweep_file
 
     path = sweep_file(args.file, prefix="costaware_")
-    paths = write_costaware_sweep(load_costaware_sweep(path), path, Path(args.out),
-                                  args.progress)
+    spec = load_costaware_sweep(path)
+    for line in spec.notes:
+        print(f"note: {line}", file=sys.stderr)
+    paths = write_costaware_sweep(spec, path, Path(args.out), args.progress)
     for p in paths.values():
         print(f"wrote {p}")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")

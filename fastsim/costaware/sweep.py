@@ -12,7 +12,10 @@ Format::
     cost_sigma = [0.0, 1.0, 2.0]
 
 Points with equal configs (an axis value given twice) run once.  A field that no point
-reads (``cost_alpha`` with lognormal costs only) is refused.
+reads (``cost_alpha`` with lognormal costs only) is refused; one that some points read and
+others not is reset to its default where it is not read, as ``fastsim sweep`` resets ``k``
+at a ``stop_at`` cell, so that those points run once, not once per value, and a note says
+so (``SweepSpec.notes``).
 
 ``subset`` also takes ``gamma_fracs = [...]`` at top level (refused for the others), and
 no ``strategies`` (it runs SGD at the optimal distribution on each subset).
@@ -25,7 +28,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from dataclasses import dataclass, fields
+import warnings
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import polars as pl
@@ -37,7 +41,7 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.config import check_flags, is_path
-from fastsim.errors import ConfigError, api_words, known_keywords
+from fastsim.errors import ConfigError, InertSettingWarning, api_words, known_keywords
 from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir,
                         make_directory, read_toml, table_writer, toml_echo, toml_text,
                         unmade_on_failure, write_all)
@@ -63,6 +67,8 @@ class SweepSpec:
     base: dict
     axes: dict
     gamma_fracs: tuple = (0.01, 0.02, 0.05, 0.1)
+    # one line per axis some points do not read, which they run once for (said before work)
+    notes: tuple = ()
 
     def points(self) -> list[dict]:
         """Every combination of the axes over the base, in file order; a point whose
@@ -152,13 +158,16 @@ def load_costaware_sweep(path) -> SweepSpec:
     given = set(spec.base) | set(spec.axes)
     idle: dict[str, tuple[str, str]] = {}  # fields given that some point does not read
     read = set()  # fields given that some point reads
-    for point in spec.points():
+    reset = {}  # the value a point that does not read a field runs with: its default
+    points = spec.points()
+    for point in points:
         try:
             cfgs = _configs(spec, point)  # raises ConfigError naming the bad field
         except ConfigError as exc:
             given_here = {**point, "replications": spec.replications, "seed": spec.seed}
             raise ConfigError(f"{path.name}: {toml_echo(str(exc), given_here)}") from None
         unused = {k: v for cfg in cfgs for k, v in getattr(cfg, "unused", dict)().items()}
+        reset.update({k: getattr(cfg, k) for cfg in cfgs for k in unused if hasattr(cfg, k)})
         idle.update(unused)
         read |= given - set(unused)
     for name in sorted(given - read):  # cost_alpha with lognormal costs: a no-op, unsaid
@@ -166,7 +175,17 @@ def load_costaware_sweep(path) -> SweepSpec:
         said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
         raise ConfigError(f"{path.name}: {name} is given but would not be used at any point "
                           f"(it applies to {said}); allowed: {name} with {said}")
-    return spec
+    # an axis some points do not read (cost_alpha beside lognormal costs): those points ran
+    # once per value, identical results under as many labels; now once (``_configs``)
+    notes = []
+    for name, values in spec.axes.items():
+        if name in idle and len(values) > 1:
+            needs, value = idle[name]
+            said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
+            notes.append(f"{path.name}: {name} applies to {said} only: a point without it runs "
+                         f"once, not once per {name}, its rows showing {name}'s default "
+                         f"({reset[name]!r}); {len(points)} of {n_points} points run")
+    return replace(spec, notes=tuple(notes))
 
 
 # fields the top-level `replications` and `seed` set in every point; given in [base] or
@@ -184,6 +203,21 @@ def _check_top_level_only(path: Path, section: str, table: dict, experiment: str
 
 
 def _configs(spec: SweepSpec, point: dict):
+    """The configs of ``point``, each with the fields it does not read at their defaults
+    (``_as_read``)."""
+    return tuple(_as_read(cfg) for cfg in _given_configs(spec, point))
+
+
+
+def _as_read(cfg):
+    """``cfg`` with each field it does not read (``unused``) at its default, as ``fastsim
+    sweep`` resets ``k`` at a ``stop_at`` cell: points differing there alone are one point
+    (``SweepSpec.points``), which ran once per value, with identical results."""
+    unused = getattr(cfg, "unused", dict)()
+    return replace(cfg, **{f.name: f.default for f in fields(cfg) if f.name in unused})
+
+
+def _given_configs(spec: SweepSpec, point: dict):
     if spec.experiment == "grpo":
         unknown = set(point) - _GRPO_FIELDS
         if unknown:
@@ -240,6 +274,8 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
     _check_path("out_dir", out_dir)  # '' is Path('.'): the tables went into the current directory
     check_flags(progress=progress)
     spec = load_costaware_sweep(path)
+    for line in spec.notes:  # the command line says them as note: lines
+        warnings.warn(line, InertSettingWarning, stacklevel=3)
     with api_words({"--out": "out_dir"}, (path, out_dir)):
         return write_costaware_sweep(spec, path, Path(out_dir), progress)
 
