@@ -688,6 +688,24 @@ def test_a_trainer_state_cut_short_says_so_and_what_is_allowed(tmp_path, capsys)
         read_logs(run)
 
 
+def test_a_jsonl_log_whose_last_line_is_cut_says_so(tmp_path, capsys):
+    # a JSONL log read while its writer appends ends mid-line: "not valid JSON", nothing
+    # more, where a cut trainer_state.json says it may have been read while written
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"job_id": "a", "step": 2, "eval_score": 0.5}\n'
+                 '{"job_id": "a", "step": 3, "eval_score": 0.6')
+    one_line(capsys, ["replay", str(p)], "x.jsonl:2: not valid JSON (Expecting ',' delimiter) "
+             "(the file ends mid-way: read while it was written? read it again once written); "
+             "allowed: one JSON object per line")
+    # a broken line the file goes on after, or one ended by a line break, is broken JSON
+    for text in ('{"job_id": "a", "step": 3, "eval_score": 0.6\n',
+                 '{"job_id": "a", "step": 3, "eval_score": 0.6\n{"job_id": "a"}'):
+        p.write_text(text)
+        with pytest.raises(ConfigError, match=r"x\.jsonl:1: not valid JSON \(Expecting ',' "
+                           r"delimiter\); allowed: one JSON object per line$"):
+            read_logs(p)
+
+
 def test_a_step_beyond_the_jobs_max_steps_is_refused(tmp_path):
     # max_steps 20 with steps logged to 40: stop_at:f=0.65 took 20 as T_est and reported a
     # stop at step 20 saving 50%, of a run whose own log says its plan was another

@@ -400,17 +400,23 @@ def _json(text: str):
     return json.loads(text, object_pairs_hook=_unique_keys, parse_float=_float_or_text)
 
 
+# A file read while its writer is mid-way ends mid-way: said where its JSON breaks there
+_CUT = " (the file ends mid-way: read while it was written? read it again once written)"
+
+
 def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
     rows, lines = [], []
-    text = decode_utf8(path, _line_ends(data), "JSONL log")
-    for lineno, text in enumerate(text.split("\n"), start=1):
+    parts = decode_utf8(path, _line_ends(data), "JSONL log").split("\n")
+    for lineno, text in enumerate(parts, start=1):
         if not text.strip():
             continue
         try:
             obj = _json(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}); allowed: one "
-                              "JSON object per line") from None
+            # the last line, with no line break after it: a writer's line cut short
+            cut = _CUT if lineno == len(parts) else ""
+            raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}){cut}; allowed: "
+                              "one JSON object per line") from None
         except _DuplicateKey as exc:
             raise ConfigError(f"{path}:{lineno}: key {exc.args[0]!r} appears twice in one "
                               "object; allowed: each key once") from None
@@ -485,8 +491,7 @@ def _hf_entries(path: Path, text: str):
         state = _json(text)
     except json.JSONDecodeError as exc:
         # Trainer rewrites the file whole at every save: read meanwhile, it ends mid-way
-        cut = (" (the file ends mid-way: read while it was written? read it again once "
-               "written)" if not text.rstrip().endswith("}") else "")
+        cut = _CUT if not text.rstrip().endswith("}") else ""
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}){cut}; allowed: a "
                           "trainer_state.json as written by transformers.Trainer") from None
     except _DuplicateKey as exc:  # json gives no position: name the key
