@@ -607,6 +607,30 @@ def test_a_cells_folder_holding_no_file_is_no_result(tmp_path, capsys, manifest)
     assert json.loads((out / "sweep.json").read_text())["grid_hash"] == grid.hash
 
 
+@pytest.mark.parametrize("manifest", ["other grid", "other code"])
+def test_aggregated_tables_are_results_whatever_the_manifest_names(tmp_path, manifest):
+    """A manifest of other code beside its aggregated tables (cells/ deleted once
+    aggregated) was rewritten for this run as holding "no result", and the sweep then
+    replaced that code's tables; another grid's is refused the same way."""
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import SweepStore
+
+    path = tmp_path / "s.toml"
+    path.write_text(sweep_text(None))
+    out = tmp_path / "out"
+    grid = load_sweep(path)
+    with SweepStore.open(out, load_sweep(path, clusters=4) if manifest == "other grid"
+                         else grid):
+        pass
+    if manifest == "other code":
+        edit_json(out / "sweep.json", lambda d: {**d, "code": {**d["code"],
+                                                              "fastsim_sha256": "0" * 64}})
+    (out / "summary.parquet").write_bytes(b"the old tables")
+    with pytest.raises(ConfigError, match="(?i)use a new --out directory"):
+        SweepStore.open(out, grid)
+    assert (out / "summary.parquet").read_bytes() == b"the old tables"
+
+
 @pytest.mark.parametrize("module", ["code_metric", "code_policy"])
 def test_a_manifest_with_no_result_under_it_takes_the_edited_code(user_module, tmp_path,
                                                                   capsys, monkeypatch, module):

@@ -37,8 +37,8 @@ and every record name it too, and a directory whose manifest (or, rebuilding it,
 names other code is refused, naming what changed, before anything runs: results of two
 versions of a function are never pooled (a manifest naming other code than every one of
 its records, which name this code, is damaged, and rebuilt from them; one with no
-result under it, no chunk nor record, is rewritten for this code, as one of another grid
-with no result under it, nor its tables beside it, is for this grid).  A manifest
+result, no chunk nor record under it and none of its tables beside it, is rewritten for
+this code, as one of another grid with no result is for this grid).  A manifest
 written before the code was recorded names none, or (written before fastsim's source was
 recorded) its version only; its chunks are taken to be this code's (said in one line) and
 the code is recorded from then on.
@@ -1109,7 +1109,7 @@ def _read_manifest(root: Path, grid: Grid,
                f"{clipped(old['grid_hash'][:12])}, sweep {clipped(repr(old.get('name')))} from "
                f"{clipped(str(old.get('source')), 200)}); {grid.source} now expands to hash "
                f"{grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"]))
-    if not _holds_results(root) and not any(os.path.lexists(root / t) for t in AGGREGATED):
+    if not _holds_results(root):
         # stopped before its first chunk, as a manifest of other code above: no result of
         # that grid to keep apart from this one's, and the refusal said to delete none.
         # Its tables are its results too (cells/ deleted once aggregated): rewritten, the
@@ -1130,8 +1130,11 @@ _CHUNK_FILE = re.compile(r"(chunk|jct|jobs)-([0-9]{4,})\.(parquet|json)")
 
 
 def _holds_results(root: Path) -> bool:
-    """Whether ``root/cells`` holds any file (a chunk, a record, a temporary of one); one
-    that cannot be listed is taken to."""
+    """Whether ``root`` holds a result: an aggregated table (its ``cells/`` may have been
+    deleted once aggregated) or any file under ``cells/`` (a chunk, a record, a temporary
+    of one); a ``cells/`` that cannot be listed is taken to."""
+    if any(os.path.lexists(root / t) for t in AGGREGATED):
+        return True
     if not os.path.lexists(root / "cells"):
         return False
     try:
