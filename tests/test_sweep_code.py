@@ -574,13 +574,9 @@ def test_a_manifest_of_another_grid_with_no_result_under_it_is_rewritten(tmp_pat
         SweepStore.open(out, load_sweep(path))
 
 
-@pytest.mark.parametrize("manifest", ["other grid", "other code", "none"])
-def test_a_cells_folder_holding_no_file_is_no_result(tmp_path, capsys, manifest):
-    """Another grid's or other code's manifest beside a cells/ of empty folders (a run
-    stopped as it made a cell's folder, or made by hand) was refused as "holds files that
-    are not a sweep's (cells)", and with no manifest as holding "sweep results" no record
-    names.  Folders without a file are no result: removed, the manifest written for this
-    grid, said in one line; only once the directory is held (check_manifest reads only)."""
+def _with_manifest(tmp_path, manifest: str):
+    """``(out, grid)``: ``out`` holding only a manifest of ``manifest`` ("other grid",
+    "other code" or "none", no manifest) for a small sweep file's ``grid``."""
     from fastsim.sweep.store import SweepStore
 
     path = tmp_path / "s.toml"
@@ -594,6 +590,19 @@ def test_a_cells_folder_holding_no_file_is_no_result(tmp_path, capsys, manifest)
     if manifest == "other code":
         edit_json(out / "sweep.json", lambda d: {**d, "code": {**d["code"],
                                                               "fastsim_sha256": "0" * 64}})
+    return out, grid
+
+
+@pytest.mark.parametrize("manifest", ["other grid", "other code", "none"])
+def test_a_cells_folder_holding_no_file_is_no_result(tmp_path, capsys, manifest):
+    """Another grid's or other code's manifest beside a cells/ of empty folders (a run
+    stopped as it made a cell's folder, or made by hand) was refused as "holds files that
+    are not a sweep's (cells)", and with no manifest as holding "sweep results" no record
+    names.  Folders without a file are no result: removed, the manifest written for this
+    grid, said in one line; only once the directory is held (check_manifest reads only)."""
+    from fastsim.sweep.store import SweepStore
+
+    out, grid = _with_manifest(tmp_path, manifest)
     (out / "cells" / "cell=x" / "deeper").mkdir(parents=True)
     (out / "cells" / "cell=y").mkdir()
     assert SweepStore.check_manifest(out, grid) is None and (out / "cells" / "cell=x").is_dir()
@@ -615,16 +624,7 @@ def test_aggregated_tables_are_results_whatever_the_manifest_names(tmp_path, man
     from fastsim.errors import ConfigError
     from fastsim.sweep.store import SweepStore
 
-    path = tmp_path / "s.toml"
-    path.write_text(sweep_text(None))
-    out = tmp_path / "out"
-    grid = load_sweep(path)
-    with SweepStore.open(out, load_sweep(path, clusters=4) if manifest == "other grid"
-                         else grid):
-        pass
-    if manifest == "other code":
-        edit_json(out / "sweep.json", lambda d: {**d, "code": {**d["code"],
-                                                              "fastsim_sha256": "0" * 64}})
+    out, grid = _with_manifest(tmp_path, manifest)
     (out / "summary.parquet").write_bytes(b"the old tables")
     with pytest.raises(ConfigError, match="(?i)use a new --out directory"):
         SweepStore.open(out, grid)
