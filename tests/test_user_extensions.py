@@ -2882,7 +2882,8 @@ def test_a_policy_whose_plain_python_raises_is_refused_before_any_output(
         rf"fastsim run: error: stop policy {module}:f raised in plain Python where its "
         r"compiled code returned \(its \.py_func, on cluster 0, job \d+, evaluation 1\): "
         rf"{re.escape(said)} \({module}\.py, line {line}: return .*\); allowed: a function "
-        r"whose plain-Python version returns where its compiled one does .*", own_lines(err)[0]), err
+        r"whose plain-Python version returns where its compiled one does .*",
+        own_lines(err)[0]), err
     assert len(own_lines(err)) == 1 and not out.exists()
     sweep = tmp_path / "s.toml"
     sweep.write_text(f'clusters = 2\n[base]\nn_jobs = 10\n[axes]\npolicy = ["{module}:f"]\n')

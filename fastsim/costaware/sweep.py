@@ -208,7 +208,6 @@ def _configs(spec: SweepSpec, point: dict):
     return tuple(_as_read(cfg) for cfg in _given_configs(spec, point))
 
 
-
 def _as_read(cfg):
     """``cfg`` with each field it does not read (``unused``) at its default, as ``fastsim
     sweep`` resets ``k`` at a ``stop_at`` cell: points differing there alone are one point

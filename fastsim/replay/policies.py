@@ -400,7 +400,8 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
         for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
             for p in pols:
                 row = {"policy": p.label, "job_id": job_id,
-                       **({"seed": job.seed} if seeded else {}), **_replay_one(p, job, sign, plain.get(p), job_id)}
+                       **({"seed": job.seed} if seeded else {}),
+                       **_replay_one(p, job, sign, plain.get(p), job_id)}
                 rows.append(row)
     # steps are integers, or null where there is none: typed so, not by the rows (a run
     # where no job triggers would write a column of Parquet type null); seeds are labels

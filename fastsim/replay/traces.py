@@ -591,7 +591,8 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
     boolean: the text ``"false"`` would count as a hacking run), no missing or non-finite
     value; at least one row; ``per_run``: one row per ``(job_id, step)`` (a table
     concatenated twice would double every run's evaluations), one ``truth_hacking``
-    label and one ``seed`` per run; ``equal_evals``: every run has the same number of evaluations.
+    label and one ``seed`` per run; ``equal_evals``: every run has the same number of
+    evaluations.
     """
     missing = sorted(c for c in columns if c not in table.columns)
     if missing:
@@ -633,7 +634,8 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
                           f"({allowed})")
     per = table.group_by("job_id", maintain_order=True).agg(
         pl.len().alias("n"),
-        *([pl.col("truth_hacking").n_unique().alias("labels")] if "truth_hacking" in columns else []),
+        *([pl.col("truth_hacking").n_unique().alias("labels")]
+          if "truth_hacking" in columns else []),
         *([pl.col("seed").n_unique().alias("seeds")] if "seed" in columns else []))
     if "labels" in per.columns and (per["labels"] > 1).any():
         run = per.filter(pl.col("labels") > 1)["job_id"][0]

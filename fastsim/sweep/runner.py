@@ -311,9 +311,10 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
     manifest is written (``SweepStore.open``'s ``trial``): a function that fails at its
     first call (returns the wrong type, does not compile, raises) is refused in one line
     with nothing left behind (the lock file, and the directory if it was made, removed),
-    and a directory another process holds is refused before any trial compiles.  It failed in the first chunk of its cell,
-    after the manifest and other cells' chunks were written, and once fixed, the same
-    command was refused as results "of other code" though none of its results existed.
+    and a directory another process holds is refused before any trial compiles.  It
+    failed in the first chunk of its cell, after the manifest and other cells' chunks were
+    written, and once fixed, the same command was refused as results "of other code"
+    though none of its results existed.
     In this process, which compiles those kernels for the sweep anyway; with a Dask
     ``client``, on its workers (``run_chunk_on_worker``: a worker compiles its own, and the
     one that ran a trial keeps it for its chunks).  Not for functions a cell of the sweep
