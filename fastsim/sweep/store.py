@@ -1111,9 +1111,8 @@ def _read_manifest(root: Path, grid: Grid,
                f"{grid.hash[:12]}: " + "; ".join(diffs or ["cells differ"]))
     if not _holds_results(root):
         # stopped before its first chunk, as a manifest of other code above: no result of
-        # that grid to keep apart from this one's, and the refusal said to delete none.
-        # Its tables are its results too (cells/ deleted once aggregated): rewritten, the
-        # manifest was this grid's, and this sweep replaced them
+        # that grid to keep apart from this one's, and the refusal said to delete none
+        # (its aggregated tables count as results: ``_holds_results``)
         empty = _new_here(root)
         return None, (f"{written}; no result was written under it{empty and f' ({empty})'}: "
                       "rewrote it for this grid")
