@@ -274,7 +274,6 @@ def check_sweep_columns(sources: dict[str, Path], modules: dict) -> None:
     before it were written."""
     import polars as pl
 
-    from fastsim.errors import ConfigError
     from fastsim.sweep.store import REWRITE
 
     for module in modules.values():
@@ -283,10 +282,19 @@ def check_sweep_columns(sources: dict[str, Path], modules: dict) -> None:
                 path = Path(sources[need]) / table if need in sources else None
                 if need == "extracts" or path is None or not path.is_file():
                     continue  # the extracts: checked by ``find_sources``
-                missing = sorted(set(columns) - set(pl.read_parquet_schema(path)))
-                if missing:
-                    raise ConfigError(f"{path}: missing column(s) {', '.join(missing)} (an "
-                                      f"older fastsim's table?); allowed: {REWRITE}")
+                _check_columns(path, pl.read_parquet_schema(path), columns, REWRITE,
+                               " (an older fastsim's table?)")
+
+
+def _check_columns(path: Path, have, columns, allowed: str, why: str = "") -> None:
+    """A ``ConfigError`` naming the ``columns`` a figure reads that ``path`` lacks (it has
+    ``have``), if any."""
+    from fastsim.errors import ConfigError
+
+    missing = sorted(set(columns) - set(have))
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}{why}; allowed: "
+                          f"{allowed}")
 
 
 def check_figure_inputs(results: Path, scripts: tuple[str, ...], allowed: str) -> None:
@@ -300,17 +308,13 @@ def check_figure_tables(results: Path, tables: dict[str, set], allowed: str) -> 
     """Each table present read in full and holding the columns the scripts use, before
     any is drawn: a truncated table or a missing column was a polars traceback from
     inside a script, after the figures before it were written."""
-    from fastsim.errors import ConfigError
     from fastsim.io import read_parquet_table
 
     for table, columns in tables.items():
         path = results / table
         if path.is_file():
             df = read_parquet_table(path, allowed)
-            missing = sorted(columns - set(df.columns))
-            if missing:
-                raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; allowed: "
-                                  f"{allowed}")
+            _check_columns(path, df.columns, columns, allowed)
             _check_drawable(path, df, columns, allowed)
             _check_one_row_per_point(path, df)
 
