@@ -420,3 +420,34 @@ def test_the_detection_split_shows_the_scored_baselines_triggers_at_completion()
         line = next(x for x in table.splitlines()
                     if x.startswith(f"| {policy}: share of triggers at completion"))
         assert f"| {share} |" in line, line
+
+
+def test_a_bound_is_decided_by_every_cell_it_is_over_not_the_lowest_alone():
+    """A bound over several cells ("min over sigma <= 0.05") was scored on the lowest
+    cell's estimate and interval alone: it held while another cell's 95% interval crossed
+    the bound (so that cell may lie below it), and was not comparable while another cell's
+    interval lay wholly below the bound (it fails there, whatever the lowest cell's)."""
+    def with_ci(summaries, cells):
+        noise = summaries["noise"]
+        for sigma, lo, hi in cells:
+            at = pl.col("sigma").is_between(sigma - 1e-9, sigma + 1e-9)
+            noise = noise.with_columns(lo=pl.when(at).then(lo).otherwise(pl.col("lo")),
+                                       hi=pl.when(at).then(hi).otherwise(pl.col("hi")))
+        return {**summaries, "noise": noise}
+
+    from fastsim.sweep.reproduce import comparison_rows
+
+    def scored(noise, cells):
+        rows = comparison_rows(with_ci(_summaries(noise=noise), cells))
+        return {r["key"]: r for r in rows}["noise_bound"]
+
+    # the lowest cell (92% at sigma 0.05) is above 91%, the one at sigma 0.03 crosses it
+    row = scored((0.95, 0.93, 0.92), [(0.03, 0.90, 0.96)])
+    assert row["verdict"] == NOT_COMPARABLE and row["note"].startswith("at sigma = 0.03"), row
+    assert "crosses the bound" in row["detail"]
+    # the lowest cell crosses 91%, the one at sigma 0.03 lies below it: the bound fails
+    row = scored((0.95, 0.908, 0.905), [(0.03, 0.907, 0.909), (0.05, 0.88, 0.93)])
+    assert row["verdict"] == MISS and row["note"].startswith("at sigma = 0.03"), row
+    # every cell above the bound, the lowest decides, as before
+    row = scored((0.95, 0.93, 0.92), [])
+    assert row["verdict"] == MATCH and row["note"] == "at sigma = 0.05"

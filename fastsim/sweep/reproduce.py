@@ -35,9 +35,9 @@ from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
-from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, NOT_COMPARABLE, PAPER_ROWS,
-                                   ROWS_BY_KEY, PaperRow, registration_table, tolerance_text,
-                                   verdict)
+from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
+                                   ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
+                                   tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -136,16 +136,19 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
         rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"]))
     noise = summaries["noise"].filter((pl.col("metric") == "precision")
                                       & (pl.col("policy_name") == "evalstop"))
-    low = _lowest(noise.filter(pl.col("sigma") <= 0.05 + 1e-9))
+    low, note = _bound_cell(ROWS_BY_KEY["noise_bound"],
+                            noise.filter(pl.col("sigma") <= 0.05 + 1e-9), "sigma", "sigma")
     rows.append(_row(ROWS_BY_KEY["noise_bound"], low["mean"], low["lo"], low["hi"], low["n"],
-                     note=f"at sigma = {low['sigma']:g}"))
+                     note=note))
     br = summaries["base_rate"].filter((pl.col("metric") == "precision")
                                        & (pl.col("policy_name") == "evalstop"))
     # the paper's range only, as the noise bound takes sigma <= 0.05 only: a sweep file
     # with base rate 0.1 as well had that cell scored as part of "0.2-0.8"
-    worst = _lowest(br.filter(pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)))
+    worst, note = _bound_cell(ROWS_BY_KEY["base_rate_bound"],
+                              br.filter(pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)),
+                              "base_rate", "base rate")
     rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
-                     worst["n"], note=f"at base rate = {worst['base_rate']:g}"))
+                     worst["n"], note=note))
     gains, gain_n, gain_ci = [], [], []
     for sched in GAIN_SCHEDULERS:
         r = _select(summaries["composability"], "jct_mean_h_change",
@@ -181,12 +184,29 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: order[r["key"]])
 
 
-def _lowest(cells: pl.DataFrame) -> dict[str, Any]:
-    """The row of ``cells`` with the lowest estimate, for a bound over them; a cell with no
-    estimate (NaN: no trigger at all) is returned instead, as the minimum is then unknown
-    (sorted, NaN came last, and the bound was scored on the other cells alone)."""
+def _bound_cell(row: PaperRow, cells: pl.DataFrame, column: str,
+                name: str) -> tuple[dict[str, Any], str]:
+    """The cell of ``cells`` that decides the bound ``row`` over them, and the note that
+    says where it is (``column``'s value, written ``name``).  A cell with no estimate
+    (NaN: no trigger at all) makes the minimum unknown (sorted, NaN came last, and the
+    bound was scored on the other cells alone); else the lowest cell that misses the bound
+    (its interval wholly below it: the bound fails there), else the lowest whose 95%
+    interval crosses it (not comparable), else the lowest (the bound holds).  Taken as the
+    lowest cell alone, a bound held while another cell's interval crossed it, and was not
+    comparable while another cell's lay below it."""
     unknown = cells.filter(~pl.col("mean").is_finite())
-    return (unknown if unknown.height else cells.sort("mean")).row(0, named=True)
+    if unknown.height:
+        cell = unknown.row(0, named=True)
+        return cell, f"at {name} = {cell[column]:g}"
+    ordered = cells.sort("mean").rows(named=True)
+    found = [r for want in (MISS, NOT_COMPARABLE) for r in ordered
+             if raw_verdict(row, r["mean"], r["lo"], r["hi"]).verdict == want]
+    cell = (found or ordered)[0]
+    note = f"at {name} = {cell[column]:g}"
+    if cell is not ordered[0]:
+        low = ordered[0]
+        note += f"; the lowest, {_pct(low['mean'])}, at {name} = {low[column]:g}"
+    return cell, note
 
 
 def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]]]:

@@ -9,8 +9,9 @@ commit.
 Verdicts (``verdict``):
 
 * ``match``: our point estimate is within the declared tolerance of the paper's value
-  (a bound: the bound holds; a paper range: our value lies inside it; a range of several
-  estimates: *both* ends match their tolerance; a category: equal).
+  (a bound: the bound holds, over several cells at every one; a paper range: our value
+  lies inside it; a range of several estimates: *both* ends match their tolerance; a
+  category: equal).
 * ``miss``: it is not.
 * ``not comparable (why)``: we have no estimate, or our 95% interval is wider than the
   tolerance band (a bound, or an end of a paper range a value must lie in: our interval
