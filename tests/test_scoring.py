@@ -451,3 +451,19 @@ def test_a_bound_is_decided_by_every_cell_it_is_over_not_the_lowest_alone():
     # every cell above the bound, the lowest decides, as before
     row = scored((0.95, 0.93, 0.92), [])
     assert row["verdict"] == MATCH and row["note"] == "at sigma = 0.05"
+
+
+def test_the_factor_all_gpu_hours_would_need_carries_its_interval_and_n():
+    """"a -21.8% cut of all GPU-hours would need EvalStop to save 5.0 times the compute it
+    saves here" was the one number of REPRODUCTION.md printed with no interval and no n.
+    It is -21.8% over the all-GPU-hours change, whose interval it maps (monotone below 0;
+    an end at or above 0 leaves the factor unbounded)."""
+    from fastsim.sweep.reproduce import needed_factor
+
+    reading = {"mean": -0.0435, "lo": -0.0438, "hi": -0.0432, "n": 2000}
+    assert needed_factor(reading) == ("5.01 times the compute it saves here (95% CI "
+                                      "[4.98, 5.05], n = 2000)")
+    assert "[4.4, inf]" in needed_factor({"mean": -0.03, "lo": -0.05, "hi": 0.01, "n": 4})
+    assert needed_factor({"mean": 0.01, "lo": -0.01, "hi": 0.03, "n": 4}).startswith("n/a")
+    assert "no interval" in needed_factor({"mean": -0.04, "lo": math.nan, "hi": math.nan,
+                                           "n": 3})

@@ -273,6 +273,24 @@ def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
                  else "none (no reading has an estimate)")
 
 
+def needed_factor(change: dict[str, Any]) -> str:
+    """How many times the compute EvalStop saves here a -21.8% cut of all GPU-hours would
+    need (``change``: that reading's row of ``waste_readings``), with its 95% interval and
+    n: ``PAPER_WASTE / change`` maps the change's interval ends (monotone below 0; an end at
+    or above 0 leaves the factor unbounded).  The report printed the point alone."""
+    m, lo, hi, n = change["mean"], change["lo"], change["hi"], change["n"]
+    if not (m == m and m < 0):
+        return "n/a times the compute it saves here (it saves none)"
+    point = PAPER_WASTE / m
+    if not (lo == lo and hi == hi):
+        return (f"{fmt_value(point, '.1f')} times the compute it saves here "
+                f"{NO_INTERVAL} (n = {n})")
+    shown = fmt_interval(point, PAPER_WASTE / lo, PAPER_WASTE / hi if hi < 0 else math.inf,
+                         ".1f")
+    at, ci = shown.split(" ", 1)
+    return f"{at} times the compute it saves here (95% CI {ci}, n = {n})"
+
+
 NO_INTERVAL = "(no interval: no spread between clusters)"
 
 
@@ -644,7 +662,6 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
                 else "Figures: not drawn.")
     split = detection_split(summaries["headline"])
     waste, closest = waste_readings(summaries["headline"])
-    factor = PAPER_WASTE / waste[-1]["mean"] if waste[-1]["mean"] else float("nan")
     return f"""# Reproducing the EvalStop paper (MODEL.md section 9)
 
 Made by
@@ -707,7 +724,7 @@ is by construction, not evidence for that reading. What does argue for it: a sto
 save compute after the peak (it fires at least k evaluations later), so the two wider
 readings dilute the same saving by compute no stop policy can touch (before the peak, and
 the healthy jobs); a -21.8% cut of all GPU-hours would need EvalStop to save
-{factor:.1f} times the compute it saves here.
+{needed_factor(waste[-1])}.
 
 ## k sweep (EvalStop + SRTF-Est, rlhf_heavy)
 
