@@ -37,7 +37,9 @@ def draw(sources, out, formats):
                    label="delivered checkpoint")
         ax.axvline(job["peak_eval"] / E, color=c[2], ls=":", lw=1, label="gold peak eval")
         kind = "hacking" if job["hacking"] else "healthy"
-        ax.set_title(f"{role} ({kind}, u*={job['ustar']:.2f})", fontsize=9)
+        # a trigger at the last evaluation is the job's completion: it frees no GPU
+        late = ", at completion" if job["stopped"] and job["trigger_eval"] == E else ""
+        ax.set_title(f"{role} ({kind}, u*={job['ustar']:.2f}{late})", fontsize=9)
         ax.set_xlabel("progress u")
     axes[0][0].set_ylabel("score")
     h1, l1 = axes[0][0].get_legend_handles_labels()

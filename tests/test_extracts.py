@@ -237,3 +237,19 @@ def test_the_cdf_band_covers_the_upper_tail_at_few_clusters(clusters):
                                 np.full(cells, clusters * jobs * jobs))
     covered = np.mean((lo <= 1 - beyond) & (1 - beyond <= hi))
     assert abs(covered - 0.95) <= 0.015, covered
+
+
+def test_the_example_positives_are_stops_that_free_gpus_where_there_are_any():
+    """The trajectories figure's example true positive (and false positive) was the first
+    job the policy stopped, in job order: under the headline config that was a trigger at
+    the job's last evaluation, its completion, which frees no GPU (MODEL.md section 7), drawn
+    as "stop (trigger)" at u = 1 as the figure's one picture of a detection.  A stop
+    before completion is shown where the clusters hold one; one at completion says so."""
+    from fastsim.sweep.extracts import trajectories
+    from fastsim.sweep.grid import build_config
+
+    cfg = build_config({"scheduler": "srtf_est", "policy": "evalstop:k=2"})
+    jobs, _ = trajectories(cfg, seed=0)
+    for role in ("true positive", "false positive"):
+        row = jobs.filter(pl.col("role") == role).row(0, named=True)
+        assert row["stopped"] and row["trigger_eval"] < row["n_evals"], row

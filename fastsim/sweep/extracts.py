@@ -93,7 +93,9 @@ def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: i
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Example RLHF jobs under ``cfg``'s stop policy: one per outcome that occurs in the
     first ``n_clusters`` clusters (true positive, true negative, false positive, false
-    negative), the first of each in job order.
+    negative), the first of each in job order; for a positive, the first stopped before
+    its last evaluation where there is one (a trigger there is the job's completion and
+    frees no GPU: MODEL.md section 7).
 
     Returns ``(jobs, points)``: ``jobs`` one row per example (role, cluster, job, hidden
     truth, trigger and delivered evaluation); ``points`` the curves, ``kind`` = ``curve``
@@ -108,10 +110,11 @@ def trajectories(cfg: SimConfig, seed: int = 0, n_clusters: int = 4, n_points: i
              "false negative": lambda c, j: w.hacking[c, j] and not d.stopped[c, j]}
     picks: list[tuple[str, int, int]] = []
     for role, test in roles.items():
-        found = next(((c, j) for c in range(w.n_clusters) for j in range(w.n_jobs)
-                      if w.job_type[c, j] == RLHF and test(c, j)), None)
+        found = [(c, j) for c in range(w.n_clusters) for j in range(w.n_jobs)
+                 if w.job_type[c, j] == RLHF and test(c, j)]
+        early = [(c, j) for c, j in found if d.stopped[c, j] and d.trigger_eval[c, j] < E]
         if found:
-            picks.append((role, *found))
+            picks.append((role, *(early or found)[0]))
     job_rows, frames = [], []
     u_fine = np.linspace(0.0, 1.0, n_points)
     u_eval = np.arange(1, E + 1) / E
