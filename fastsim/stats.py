@@ -713,13 +713,19 @@ def _resampled_sums(values: np.ndarray, seed: int, n_boot: int) -> np.ndarray:
 
 def _percentile_interval(sums_num: np.ndarray, sums_den: np.ndarray, point: float,
                          level: float, n: int) -> Estimate:
-    """The percentile interval of the resampled ratios ``sums_num / sums_den``."""
+    """The percentile interval of the resampled ratios ``sums_num / sums_den``.  A resample
+    whose den sums to 0 while its num does not (clusters with a num over a den of 0) has a
+    ratio beyond any bound, +-inf, and is kept: dropped, a third of the resamples so
+    left an interval with a finite upper end.  Among such ratios the percentiles are
+    order statistics (interpolating towards an infinity is not a number)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         r = sums_num / sums_den
-    r = r[np.isfinite(r)]
+    r = r[~np.isnan(r)]
     if r.size == 0:
         return Estimate(point, np.nan, np.nan, n)
-    lo, hi = np.quantile(r, [0.5 - level / 2, 0.5 + level / 2])
+    q = [0.5 - level / 2, 0.5 + level / 2]
+    lo, hi = (np.quantile(r, q) if np.isfinite(r).all()
+              else np.quantile(r, q, method="inverted_cdf"))
     return Estimate(point, float(lo), float(hi), n)
 
 
@@ -1028,7 +1034,7 @@ class PooledRatio:
                 boot = _percentile_interval(done[2], done[3], point, level, n)
             else:
                 boot = _percentile_bootstrap(*kept, point, level, n_boot, seed)
-            if np.isfinite(boot.lo):
+            if not np.isnan(boot.lo):  # an end may be unbounded (a den of 0 resampled)
                 lo, hi = min(lo, boot.lo), max(hi, boot.hi)
         if self.nonneg and not signed:
             lo = max(lo, 0.0)

@@ -1453,3 +1453,21 @@ def test_a_missing_date_cluster_label_is_refused_not_one_cluster(labels):
                 lambda: cluster_corr_ci(x, y, labels)):
         with pytest.raises(ConfigError, match=r"^clusters\[1\] = NaT: a missing label; allowed: "):
             run()
+
+
+def test_a_resample_whose_denominator_sums_to_0_is_an_unbounded_ratio_not_dropped():
+    """Three clusters with a num over a den of 0 and one with 0 of 10: the pooled ratio is
+    0.3, but a resample of the first three only (a third of them: (3/4)^4) has a den of 0
+    and a ratio beyond any bound.  Those resamples were dropped before the percentiles were
+    taken, and the interval read [0, 1.57], as if the ratio could not exceed 1.57; its
+    upper end is unbounded.  Where no resample has a den of 0 nothing changes."""
+    e = bootstrap_ratio_ci([1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 10.0])
+    assert e.mean == 0.3 and e.lo == 0.0 and e.hi == np.inf, e
+    # one such cluster among 10: a den of 0 needs every draw to be it, in none of 2,000
+    num, den = np.r_[1.0, np.full(9, 2.0)], np.r_[0.0, np.full(9, 4.0)]
+    e = bootstrap_ratio_ci(num, den)
+    assert np.isfinite(e.lo) and np.isfinite(e.hi) and e.lo < 19 / 36 < e.hi, e
+    # the built-in rates never have one: a cluster with num = den = 0 is left out, and
+    # any other has den > 0 (num <= den), so their intervals are as before
+    same = bootstrap_ratio_ci([1.0, 3.0, 2.0, 0.0], [2.0, 4.0, 5.0, 0.0])
+    assert same == bootstrap_ratio_ci([1.0, 3.0, 2.0], [2.0, 4.0, 5.0])
