@@ -467,3 +467,13 @@ def test_the_factor_all_gpu_hours_would_need_carries_its_interval_and_n():
     assert needed_factor({"mean": 0.01, "lo": -0.01, "hi": 0.03, "n": 4}).startswith("n/a")
     assert "no interval" in needed_factor({"mean": -0.04, "lo": math.nan, "hi": math.nan,
                                            "n": 3})
+
+
+def test_a_bound_or_a_range_row_with_no_interval_is_not_comparable():
+    """The report's rule: no interval, not comparable.  A value row kept it, but a bound
+    or a scheduler's gain whose 95% interval was asked for and came back NaN (one
+    cluster, or clusters that all agree) was scored on its point alone: a match."""
+    for row, ours in ((BOUND, 0.95), (BOUND, 0.85), (WITHIN, 0.15), (WITHIN, 0.30)):
+        got = verdict(row, ours, math.nan, math.nan)
+        assert got.verdict == NOT_COMPARABLE and "no 95% CI" in got.detail, (row.key, got)
+    assert v(BOUND, 0.95) == MATCH and v(WITHIN, 0.15) == MATCH  # no interval asked for

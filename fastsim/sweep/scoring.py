@@ -242,6 +242,9 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
                        f"{_pp(d_hi, w_hi, ok_hi)}")
     if not _finite(ours):
         return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
+    if lo is not None and not _finite(lo, hi):  # an interval was asked for, none exists
+        return Verdict(NOT_COMPARABLE, "no 95% CI (one cluster, or no spread between "
+                                       "clusters): its precision is unknown; run more clusters")
     if row.kind in ("bound", "within"):
         # a bound or a range end has no band for the interval to fit in: one inside our
         # interval is on either side of it at this sample size (strictly inside: an end
@@ -263,9 +266,6 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
         return Verdict(MISS, f"{_pp(ours - (a if ours < a else b), 0.0, False)} outside")
     width = row.tol.width(row.paper)
     d = ours - row.paper
-    if lo is not None and not _finite(lo, hi):  # an interval was asked for, none exists
-        return Verdict(NOT_COMPARABLE, "no 95% CI (one cluster, or no spread between "
-                                       "clusters): its precision is unknown; run more clusters")
     shown = row.tol.shown_pp(row.paper)
     if _finite(lo, hi) and not _at_most((hi - lo) / 2, width):
         half = _pp((hi - lo) / 2, width, False, shown).lstrip("+")
