@@ -13,9 +13,9 @@ import pytest
 
 from fastsim.errors import ConfigError
 from fastsim.sweep.figures import FIGURE_SCRIPTS, draw_all, load_script
-from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, reproduce
+from fastsim.sweep.reproduce import PAPER_SWEEPS, headline_count, range_note, reproduce
 from conftest import held_elsewhere, one_line
-from fastsim.sweep.scoring import FITTED, NOT_COMPARABLE, PAPER_ROWS
+from fastsim.sweep.scoring import FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,21 @@ def test_report_never_counts_a_fitted_row(tiny_reproduction):
     assert unscored  # three clusters of 40 jobs leave some rows without a verdict
     assert (f"**{matched} of {held} held-out rows match** ({unscored} of them not comparable: "
             "no estimate or too few clusters) the paper") in text
+
+
+def test_the_headline_says_how_many_matches_one_paper_range_gives():
+    """Three of the six matches of the full report were single schedulers' gains inside
+    the paper's one range 8.9% to 25.2%: one paper number counted three times, which the
+    headline "6 of 14" did not say."""
+    def row(key, verdict, fitted_by=""):
+        return {"key": key, "verdict": verdict, "fitted_by": fitted_by,
+                "paper": ROWS_BY_KEY[key].paper_text}
+    rows = [row("fpr", MATCH), row("gain_fifo", MATCH), row("gain_sjf_est", MATCH),
+            row("gain_loss_aware", MISS), row("gain_srtf_est", FITTED, "n_evals")]
+    assert range_note(rows) == ("; 2 of these matches are single estimates each inside one "
+                                "paper range (8.9% to 25.2%), which a row of its own scores "
+                                "as a range too")
+    assert range_note(rows[:1]) == ""
 
 
 def test_report_says_when_the_scoring_was_declared(tiny_reproduction):
