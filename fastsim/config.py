@@ -20,9 +20,9 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
 from fastsim.purity import loaded_arguments
-from fastsim.values import (SUMS_TO_ONE, as_float, as_typed, check_flags,  # noqa: F401
-                            check_path_text, float_or_nan, is_integer, is_number, is_path,
-                            is_real, plain, plain_fields, plain_scalar, store_floats,
+from fastsim.values import (FLOAT64_MIN, SUMS_TO_ONE, as_float, as_typed,  # noqa: F401
+                            check_flags, check_path_text, float_or_nan, is_integer, is_number,
+                            is_path, is_real, plain, plain_fields, plain_scalar, store_floats,
                             sums_to_one)
 
 MAX_LOAD = 2.0  # beyond this the backlog, not the policy, decides every metric
@@ -246,6 +246,19 @@ class WorkloadConfig:
                f"at most loss_inf's lower end ({self.loss_inf[0]:g}) / {LOSS_SIGMAS_ABOVE_ZERO}"
                f" = {self.loss_inf[0] / LOSS_SIGMAS_ABOVE_ZERO:g}, so that loss readings stay "
                f"positive (loss_aware and loss_plateau read relative drops)")
+        # The noise-free curve L_inf + (L_0 - L_inf) / (1 + u / tau_L) is least at u = 1 and
+        # each range's lower end.  From loss_inf = 0 (so loss_sigma = 0) it can underflow:
+        # loss0 1e-300 and loss_tau 1e-30 read 0 (loss_plateau's 0 / 0 raised
+        # ZeroDivisionError), and subnormal readings lose the digits a relative drop needs
+        # (loss_aware's schedule moved when loss0 was scaled, which leaves drops unchanged).
+        lo_inf, lo0, lo_tau = self.loss_inf[0], self.loss0[0], self.loss_tau[0]
+        least = lo_inf + (lo0 - lo_inf) / (1.0 + 1.0 / lo_tau)
+        _check(least >= FLOAT64_MIN, "loss_inf", self.loss_inf,
+               f"a lower end whose smallest noise-free loss reading (at progress 1, with "
+               f"loss0's lower end {lo0:g} and loss_tau's {lo_tau:g}: {least:.3g}) is at least "
+               f"{FLOAT64_MIN:.2g}, the smallest normal float64, so that readings stay positive "
+               "and exact (loss_aware and loss_plateau read relative drops); a lower end above "
+               "0, or a larger lower end of loss0 or loss_tau")
 
 
 def _user_values(decl: R.Declaration, given: Any, what: str) -> tuple[tuple[str, Any], ...]:

@@ -259,6 +259,27 @@ def test_loss_noise_is_bounded_so_that_loss_readings_stay_positive(tmp_path):
     assert not out.exists()
 
 
+def test_loss_curves_whose_readings_underflow_are_refused(tmp_path):
+    # loss_inf from 0 (so loss_sigma 0) with loss0 1e-300 and loss_tau 1e-30: the reading
+    # L(1) = 1e-300 / (1 + 1e30) underflowed to 0, and loss_plateau's relative drop
+    # (0 / 0) ended fastsim run in a ZeroDivisionError traceback; readings in the
+    # subnormal range (loss_tau 1e-22) moved loss_aware's schedule, which a relative drop
+    # leaves unchanged when loss0 is scaled.
+    tiny = dict(loss_inf=(0.0, 0.0), loss_sigma=0.0, loss0=(1e-300, 1e-300))
+    with pytest.raises(ConfigError, match=r"^loss_inf=\(0.0, 0.0\) is invalid; allowed: a lower "
+                                          r"end whose smallest noise-free loss reading .* is at "
+                                          r"least 2.2e-308, the smallest normal float64"):
+        WorkloadConfig(**tiny, loss_tau=(1e-22, 1.0))
+    WorkloadConfig(**tiny, loss_tau=(1e-7, 1.0))  # L(1) = 1e-307
+    WorkloadConfig(loss_inf=(0.0, 0.3), loss_sigma=0.0, loss_tau=(1e-300, 0.1))  # L(1) > 0
+    out = tmp_path / "r.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--scheduler", "fifo", "--policy",
+                 "loss_plateau", "--loss-inf", "0,0", "--loss-sigma", "0", "--loss0",
+                 "1e-300,1e-300", "--loss-tau", "1e-30,1e-30", "--no-progress", "--out",
+                 str(out)]) == 2
+    assert not out.exists()
+
+
 def test_an_arrival_span_float64_cannot_resolve_runs_in_is_refused():
     # Each field in range, together: jobs arriving over ~1.8e10 h while LoRA runs take
     # ~1e-3 h, which float64 hours resolve to ~4e-3 relative (runs of zero held time).
