@@ -711,6 +711,20 @@ def _resampled_sums(values: np.ndarray, seed: int, n_boot: int) -> np.ndarray:
     return sums
 
 
+def bootstrap_sums(values, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """Cluster-bootstrap sums of ``values`` (``[n, m]``, a row per cluster, a column per
+    quantity): ``[n_boot, m]``, resample ``b``'s clusters drawn once for every column from
+    ``(seed, b)`` (``kernels.bootstrap``), so columns that are several cells' counts on
+    the same clusters (common random numbers) are resampled jointly, and the result is
+    the same for any number of threads."""
+    n_boot, seed = check_n_boot(n_boot), _bootstrap_seed(seed)
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] == 0 or not np.isfinite(values).all():
+        raise ConfigError(f"values of shape {values.shape}: allowed: a finite [clusters, "
+                          "quantities] array with at least one cluster")
+    return _resampled_sums(values, seed, n_boot)
+
+
 def _percentile_interval(sums_num: np.ndarray, sums_den: np.ndarray, point: float,
                          level: float, n: int) -> Estimate:
     """The percentile interval of the resampled ratios ``sums_num / sums_den``.  A resample

@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -128,7 +129,11 @@ def test_a_deviation_reads_on_the_side_of_the_tolerance_its_verdict_is():
 
 
 def test_category():
-    assert v(CAT, 2) == MATCH and v(CAT, 1) == MISS and v(CAT, None) == NOT_COMPARABLE
+    sure = (1.0, 0.1)  # best in every resample, its lead's t interval above 0
+    assert verdict(CAT, 2, decided=sure).verdict == MATCH
+    assert verdict(CAT, 1, decided=sure).verdict == MISS
+    # no estimate, or none of how firmly the data picks it: nothing to score
+    assert v(CAT, None) == NOT_COMPARABLE and v(CAT, 1) == NOT_COMPARABLE
 
 
 def test_fitted_is_never_a_match_and_not_held_out():
@@ -477,3 +482,89 @@ def test_a_bound_or_a_range_row_with_no_interval_is_not_comparable():
         got = verdict(row, ours, math.nan, math.nan)
         assert got.verdict == NOT_COMPARABLE and "no 95% CI" in got.detail, (row.key, got)
     assert v(BOUND, 0.95) == MATCH and v(WITHIN, 0.15) == MATCH  # no interval asked for
+
+
+def _k_counts(rng, n, rates):
+    """Per-cluster counts of k cells on ``n`` clusters of 40 hacking and 60 healthy jobs:
+    ``rates[k] = (recall, stop share of the detections, false positive rate)``, each
+    cluster's own rates jittered by ``rng``."""
+    counts = {}
+    for k, (rec, stop, fpr) in rates.items():
+        tp = rng.binomial(40, rec, n)
+        fp = rng.binomial(60, fpr, n)
+        freed = rng.binomial(tp, stop)
+        counts[k] = np.column_stack([tp, tp + fp, freed, np.full(n, 40)]).astype(float)
+    return counts
+
+
+def _k_row(k_boot):
+    from fastsim.sweep.reproduce import _f1_note
+
+    f1s = [(k, e.mean) for k, e in k_boot.f1.items()]
+    best = max(k_boot.f1, key=lambda k: k_boot.f1[k].mean)
+    v = verdict(ROWS_BY_KEY["k_balance"], best,
+                decided=(k_boot.best_share[best], k_boot.lead_lo[best]))
+    return best, v, _f1_note(best, f1s, k_boot)
+
+
+def test_the_k_rows_bootstrap_is_deterministic_whatever_the_threads():
+    """The k row's F1s had no interval; their cluster bootstrap resamples the k cells'
+    clusters jointly from counter-based draws: the same result run twice, and on one
+    thread or two (600 clusters x 2,000 resamples is past ``PARALLEL_MIN_DRAWS``)."""
+    import numba
+
+    from fastsim.sweep.reproduce import k_bootstrap
+
+    counts = _k_counts(np.random.default_rng(1), 600, {1: (0.95, 0.9, 0.3),
+                                                       2: (0.85, 0.5, 0.02)})
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = k_bootstrap(counts)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = k_bootstrap(counts)
+    finally:
+        numba.set_num_threads(before)
+    assert one == two == k_bootstrap(counts)
+    assert one.n == 600 and one.n_boot == 2000
+    for e in one.f1.values():
+        assert e.lo < e.mean < e.hi and e.n == 600
+
+
+def test_the_k_row_is_decided_when_the_best_k_is_clear():
+    """A best k far ahead of the others (in every resample and by a paired t interval)
+    is scored: a miss when it is not the paper's k = 2, a match when it is; the note
+    gives every F1 with its interval, n and the resamples' shares."""
+    from fastsim.sweep.reproduce import k_bootstrap
+
+    rng = np.random.default_rng(2)
+    kb = k_bootstrap(_k_counts(rng, 50, {1: (0.99, 0.9, 0.3), 2: (0.85, 0.5, 0.02),
+                                         3: (0.45, 0.1, 0.0)}))
+    best, v, note = _k_row(kb)
+    assert (best, v.verdict) == (1, MISS) and kb.best_share[1] == 1.0
+    assert "n = 50 clusters per k" in note and "k=2: " in note and "[" in note
+    assert "highest F1 in 100.0% (k = 1) of 2000 cluster-bootstrap resamples" in note
+    kb = k_bootstrap(_k_counts(rng, 50, {1: (0.99, 0.2, 0.3), 2: (0.9, 0.8, 0.02),
+                                         3: (0.45, 0.1, 0.0)}))
+    assert _k_row(kb)[:2] == (2, verdict(ROWS_BY_KEY["k_balance"], 2, decided=(1.0, 0.1)))
+    assert _k_row(kb)[1].verdict == MATCH
+
+
+def test_the_k_row_is_not_comparable_when_two_ks_tie_within_noise():
+    """Two ks of the same rates differ by noise alone: the point picked one (a miss, or a
+    match, by chance: the row had no interval and could be nothing else); now neither is
+    the best in 95% of resamples, and the row is not comparable, as it is with no
+    bootstrap at all."""
+    from fastsim.sweep.reproduce import k_bootstrap
+
+    same = (0.9, 0.6, 0.05)
+    kb = k_bootstrap(_k_counts(np.random.default_rng(3), 40, {1: same, 2: same,
+                                                              3: (0.45, 0.1, 0.0)}))
+    best, v, _ = _k_row(kb)
+    assert v.verdict == NOT_COMPARABLE and "of resamples, < 95%" in v.detail, v
+    assert max(kb.best_share.values()) < 0.95
+    # a share rounding to 95.0% is not printed as one
+    assert "94.99%" in verdict(ROWS_BY_KEY["k_balance"], 1, decided=(0.9499, 0.1)).detail
+    # a lead whose t interval reaches 0 (few clusters) decides nothing either
+    assert verdict(ROWS_BY_KEY["k_balance"], 1, decided=(1.0, -0.01)).verdict == NOT_COMPARABLE
+    assert verdict(ROWS_BY_KEY["k_balance"], 2).verdict == NOT_COMPARABLE

@@ -15,10 +15,13 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
+from scipy import special
 
 import fastsim
 
@@ -28,15 +31,17 @@ from fastsim.io import (check_distinct, check_output, holding_directory, make_di
                         table_writer, unmade_on_failure, write_all)
 from fastsim.resources import package_folders, shipped
 from fastsim.values import MAX_CLUSTER
-from fastsim.stats import fmt_interval, fmt_value, interval_decimals
+from fastsim.stats import (LEVEL, Estimate, bootstrap_sums, fmt_interval, fmt_value,
+                           interval_decimals)
+from fastsim.summary import _pooled_counts
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
-from fastsim.sweep.grid import build_config, load_sweep
+from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
-from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
-                                   ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
+from fastsim.sweep.scoring import (DECIDED_SHARE, DECLARED, FITTED, MATCH, MISS,
+                                   NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
                                    tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
@@ -115,10 +120,12 @@ def _pct_ci(mean, lo, hi) -> tuple[str, str]:
 
 
 def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
-         ends_fitted_by: tuple[str, str] = ("", "")) -> dict[str, Any]:
+         ends_fitted_by: tuple[str, str] = ("", ""),
+         decided: tuple[float, float] | None = None) -> dict[str, Any]:
     """One row of the comparison; ``ends_fitted_by``: for the range, what was fitted to
-    the row each end's gain is (``verdict``'s ``ends_fitted``)."""
-    v = verdict(paper_row, ours, lo, hi, tuple(map(bool, ends_fitted_by)))
+    the row each end's gain is (``verdict``'s ``ends_fitted``); ``decided``: for the k
+    row, how firmly the data picks our k (``verdict``'s)."""
+    v = verdict(paper_row, ours, lo, hi, tuple(map(bool, ends_fitted_by)), decided=decided)
     fitted_by = paper_row.fitted_by
     if v.verdict == FITTED and not fitted_by:
         fitted_by = ", ".join(dict.fromkeys(p for p in ends_fitted_by if p))
@@ -127,9 +134,11 @@ def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
             "verdict": v.verdict, "detail": v.detail, "fitted_by": fitted_by, "note": note}
 
 
-def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+def comparison_rows(summaries: dict[str, pl.DataFrame],
+                    k_boot: "KBootstrap | None" = None) -> list[dict[str, Any]]:
     """Every row of ``scoring.PAPER_ROWS``: paper, ours (mean, lo, hi, n), tolerance,
-    verdict, and the parameter fitted to it (if any)."""
+    verdict, and the parameter fitted to it (if any).  ``k_boot``: the k sweep's
+    bootstrap (``k_bootstrap``); without it the k row is not comparable."""
     rows = []
     for key, (sweep, metric, where) in ESTIMATES.items():
         r = _select(summaries[sweep], metric, where)
@@ -178,8 +187,12 @@ def comparison_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     best_k, f1s = k_balance(summaries["k_sweep"])
     ks = summaries["k_sweep"].filter((pl.col("policy_name") == "evalstop")
                                      & pl.col("metric").is_in(["precision", "stop_recall"]))
-    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None,
-                     int(ks["n"].max()) if ks.height else None, note=_f1_note(best_k, f1s)))
+    n = k_boot.n if k_boot is not None else int(ks["n"].max()) if ks.height else None
+    decided = None
+    if k_boot is not None and best_k is not None:
+        decided = (k_boot.best_share.get(best_k, 0.0), k_boot.lead_lo.get(best_k, math.nan))
+    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, n,
+                     note=_f1_note(best_k, f1s, k_boot), decided=decided))
     order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
     return sorted(rows, key=lambda r: order[r["key"]])
 
@@ -234,15 +247,153 @@ def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]
     return (best[0] if len(best) == 1 else None), f1s
 
 
-def _f1_note(best: int | None, f1s: list[tuple[int, float]]) -> str:
-    """The k row's note: every k's F1, and why no k is ours when none is."""
-    text = "F1(precision, stop recall): " + ", ".join(
-        f"k={k}: {_pct(f)}" for k, f in f1s)  # an F1 of 0.002% is not "0.0%"
+def _f1_note(best: int | None, f1s: list[tuple[int, float]],
+             k_boot: "KBootstrap | None" = None) -> str:
+    """The k row's note: every k's F1 (with its 95% interval and n, and the share of
+    resamples in which it is the highest, given ``k_boot``), and why no k is ours when
+    none is."""
+    if k_boot is None:
+        text = "F1(precision, stop recall): " + ", ".join(
+            f"k={k}: {_pct(f)}" for k, f in f1s)  # an F1 of 0.002% is not "0.0%"
+    else:
+        text = (f"F1(precision, stop recall) [95% CI], n = {k_boot.n} clusters per k: "
+                + ", ".join(f"k={k}: {_f1_text(k_boot.f1[k])}" for k, _ in f1s if k in k_boot.f1)
+                + f"; highest F1 in {_shares_text(k_boot)} of {k_boot.n_boot} "
+                  "cluster-bootstrap resamples")
     finite = [f for _, f in f1s if f == f]
     if best is None and finite and len(finite) == len(f1s):
         tied = [str(k) for k, f in f1s if f == max(finite)]
         text += f"; k = {' and '.join(tied)} tie"
     return text
+
+
+def _f1_text(e: Estimate) -> str:
+    """An F1 and its interval in percent, as the other rates."""
+    mean, ci = _pct_ci(e.mean, e.lo, e.hi)
+    return f"{mean} {ci}"
+
+
+def _shares_text(k_boot: "KBootstrap") -> str:
+    """Each k's share of the resamples in which it alone has the highest F1 (those it
+    never has left out); "no k" when none ever has."""
+    parts = [f"{_share_pct(s)} (k = {k})" for k, s in k_boot.best_share.items() if s > 0]
+    return ", ".join(parts) or "none (no k alone)"
+
+
+def _share_pct(s: float) -> str:
+    """A share of resamples in percent, with the decimals that keep it on its side of the
+    95% the verdict asks, and below 100% unless it is all of them."""
+    for d in range(1, 5):
+        x = round(100 * s, d)
+        if (x >= 100 * DECIDED_SHARE) == (s >= DECIDED_SHARE) and (x == 100) == (s == 1):
+            break
+    return f"{100 * s:.{d}f}%"
+
+
+# The counts of the two rates the k row's F1 is of, per cluster: num and den of each.
+F1_RATES = ("precision", "stop_recall")
+
+
+@dataclass(frozen=True)
+class KBootstrap:
+    """The k sweep's F1s under one cluster bootstrap over all its k cells at once.
+
+    ``n``: clusters per cell (the same clusters in every cell, resampled jointly);
+    ``f1``: each k's F1 with its 95% interval; ``best_share``: the share of the ``n_boot``
+    resamples in which each k alone has the highest F1; ``lead_lo``: for each k, the
+    lowest, over the other ks, lower 95% t bound of its paired F1 lead over that k."""
+
+    n: int
+    n_boot: int
+    f1: dict[int, Estimate]
+    best_share: dict[int, float]
+    lead_lo: dict[int, float]
+
+
+def k_counts(store: SweepStore) -> dict[int, np.ndarray]:
+    """Each EvalStop cell's per-cluster counts, ``[clusters, 4]``: precision's num and den,
+    stop recall's num and den (``metrics``' declarations), read chunk by chunk, verified,
+    in cluster order."""
+    out = {}
+    for c in store.grid.cells:
+        if c.config.policy.name != "evalstop":
+            continue
+        parts = []
+        for i in range(store.grid.n_chunks):
+            counts = _pooled_counts(store.read_chunk(c.id, i), F1_RATES)
+            parts.append(np.column_stack([x for m in F1_RATES for x in counts[m]]))
+        out[int(axis_value(c.config, "k"))] = np.concatenate(parts)
+    return out
+
+
+def _f1_of_sums(s: np.ndarray) -> np.ndarray:
+    """F1 = 2PR / (P + R) from sums ``[..., 4]`` (P's num, den, R's num, den), as
+    ``k_balance``: 2AC / (AD + BC); 0 where nothing is detected early (C = 0), NaN where
+    R has no job to count (D = 0)."""
+    a, b, c, d = (s[..., q] for q in range(4))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = 2 * a * c / (a * d + b * c)
+    return np.where(d == 0, np.nan, np.where(c == 0, 0.0, f))
+
+
+def _f1_influence(x: np.ndarray) -> np.ndarray:
+    """Each cluster's linearised contribution to F1 (``[n, 4]`` counts -> ``[n]``): the
+    gradient of F1 at the mean counts times the cluster's deviation from them (delta
+    method, as ``PooledRatio``'s t interval of a ratio)."""
+    a, b, c, d = x.mean(axis=0)
+    q, num = a * d + b * c, 2 * a * c
+    if d == 0 or q == 0:
+        return np.zeros(len(x)) if d != 0 else np.full(len(x), np.nan)
+    grad = np.array([2 * c * q - num * d, -num * c, 2 * a * q - num * b, -num * a]) / q ** 2
+    return (x - x.mean(axis=0)) @ grad
+
+
+def k_bootstrap(counts: dict[int, np.ndarray], n_boot: int = 2000, seed: int = 0,
+                level: float = LEVEL) -> KBootstrap:
+    """Every k's F1 with its 95% interval, and how often each k is the best, from the k
+    cells' per-cluster counts (``k_counts``: the same clusters in every cell).  Clusters
+    are resampled jointly across the cells (``stats.bootstrap_sums``: one draw of indices
+    per resample for every column), as their runs share each cluster's workload.  An F1's
+    interval is, as a pooled rate's, the union of the percentile bootstrap and the
+    linearised t interval (the percentile alone is too narrow with few clusters), cut to
+    [0, 1]; clusters that all give one F1 show no spread, so no interval (NaN).  ``k``
+    is the best in a resample where its F1 alone is the highest (a tie, or a k with no
+    F1, makes none the best)."""
+    ks = sorted(counts)
+    n = len(counts[ks[0]])
+    values = np.column_stack([counts[k] for k in ks])
+    sums = bootstrap_sums(values, n_boot, seed).reshape(n_boot, len(ks), 4)
+    boot = _f1_of_sums(sums)  # [n_boot, k]
+    t = float(special.stdtrit(n - 1, 0.5 + level / 2)) if n > 1 else math.nan
+    points = _f1_of_sums(values.reshape(n, len(ks), 4).sum(axis=0))
+    infl = np.column_stack([_f1_influence(counts[k]) for k in ks])
+    se = infl.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.full(len(ks), np.nan)
+    f1 = {}
+    for q, k in enumerate(ks):
+        f1[k] = _f1_estimate(points[q], boot[:, q], t * se[q], level, n)
+    decided = np.isfinite(boot).all(axis=1)
+    top = np.where(decided, np.nanargmax(np.where(np.isnan(boot), -1.0, boot), axis=1), -1)
+    alone = (boot == boot.max(axis=1, keepdims=True)).sum(axis=1) == 1
+    best_share = {k: float(np.mean((top == q) & alone)) for q, k in enumerate(ks)}
+    lead_lo = {}
+    for q, k in enumerate(ks):
+        lows = [points[q] - points[j] - t * (infl[:, q] - infl[:, j]).std(ddof=1)
+                / math.sqrt(n) for j in range(len(ks)) if j != q] if n > 1 else [math.nan]
+        lead_lo[k] = float(min(lows)) if lows else math.inf
+    return KBootstrap(n, n_boot, f1, best_share, lead_lo)
+
+
+def _f1_estimate(point: float, boot: np.ndarray, half: float, level: float,
+                 n: int) -> Estimate:
+    """An F1's interval: the percentile bootstrap's joined with ``point +- half`` (the t
+    interval), within [0, 1]; NaN without spread or without an estimate."""
+    seen = boot[np.isfinite(boot)]
+    if not point == point or seen.size == 0 or (seen.min() == seen.max() and not half > 0):
+        return Estimate(float(point), math.nan, math.nan, n)
+    lo, hi = np.quantile(seen, [0.5 - level / 2, 0.5 + level / 2])
+    if half == half:
+        lo, hi = min(lo, point - half), max(hi, point + half)
+    return Estimate(float(point), float(max(lo, 0.0)), float(min(hi, 1.0)), n)
 
 
 def detection_split(summary: pl.DataFrame) -> list[dict[str, Any]]:
@@ -310,14 +461,19 @@ def _delay_text(r: dict[str, Any]) -> str:
     return fmt_interval(r["mean"], r["lo"], r["hi"], ".2f")  # more digits if its ends need
 
 
-def k_table(summary: pl.DataFrame) -> str:
+def k_table(summary: pl.DataFrame, k_boot: KBootstrap | None = None) -> str:
+    """The k sweep's rates per k; given ``k_boot``, each k's F1 (of precision and stop
+    recall, which the k row scores) with its 95% interval, and the share of the
+    bootstrap's resamples in which it alone has the highest F1."""
     metrics = [("precision", "precision"), ("recall", "recall"),
                ("stop_recall", "stop recall"), ("completion_share", "at completion"),
                ("fpr", "FPR"), ("detection_delay_evals", "delay (evals)"),
                ("jct_mean_h_change", "mean JCT"), ("wasted_gpu_h_change", "wasted compute")]
     ev = summary.filter(pl.col("policy_name") == "evalstop")
-    lines = ["| k | " + " | ".join(n for _, n in metrics) + " | n |",
-             "|---|" + "---|" * (len(metrics) + 1)]
+    extra = (["F1 (precision, stop recall)", f"highest F1 (of {k_boot.n_boot} resamples)"]
+             if k_boot is not None else [])
+    lines = ["| k | " + " | ".join([n for _, n in metrics] + extra) + " | n |",
+             "|---|" + "---|" * (len(metrics) + len(extra) + 1)]
     for k in sorted(ev["k"].unique().to_list()):
         rows = [_select(ev, m, {"k": k}) for m, _ in metrics]
         # n: the clusters (pairs); a change over fewer pairs (a baseline of 0 has no
@@ -328,6 +484,10 @@ def k_table(summary: pl.DataFrame) -> str:
             text = (_delay_text(r) if m == "detection_delay_evals"
                     else " ".join(_pct_ci(r["mean"], r["lo"], r["hi"])))
             cells.append(text + (f" (n = {r['n']})" if r["n"] != n else ""))
+        if k_boot is not None:
+            cells += [_f1_text(k_boot.f1[int(k)]) + (f" (n = {k_boot.n})" if k_boot.n != n
+                                                     else ""),
+                      _share_pct(k_boot.best_share[int(k)])]
         lines.append(f"| {k} | " + " | ".join(cells) + f" | {n} |")
     return "\n".join(lines)
 
@@ -511,24 +671,24 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     # the directories made here are removed again, while still empty, if the run fails or
     # is interrupted before writing in them (Ctrl-C during the sweeps)
     with unmade_on_failure() as made:
-        t0, timings, skipped, compiled = _run_sweeps(
+        t0, timings, skipped, compiled, k_boot = _run_sweeps(
             out, grids, figures_dir, report, made, held, backend=backend, address=address,
             workers=workers, timeout=timeout, progress=progress)
         write_extracts(out, seed, base_overrides, within=out)
         sweeps = {"clusters": clusters, "seed": seed, "seconds_sweeps": time.perf_counter() - t0,
                   "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
-                  "n_cells": sum(len(g.cells) for g in grids.values())}
+                  "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot}
         return _draw_and_report(out, figures_dir, report, formats, sweeps, progress, command)
 
 
 def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
                 made: list, held: list, *, backend: str, address: str | None,
                 workers: int | None, timeout: float, progress: bool
-                ) -> tuple[float, dict[str, float], int, Any]:
+                ) -> tuple[float, dict[str, float], int, Any, KBootstrap]:
     """Run and aggregate each paper sweep in OUT (made and locked here, into ``held``),
     the figures' and the report's directories made first (into ``made``).  Returns the
-    sweeps' start time, the seconds of each, the chunks skipped (done by an earlier run)
-    and what compiled."""
+    sweeps' start time, the seconds of each, the chunks skipped (done by an earlier run),
+    what compiled and the k sweep's bootstrap (``k_bootstrap``)."""
     # the Dask cluster answers, with a worker running this code, before anything is
     # written; one client (or local cluster) serves every sweep
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
@@ -557,7 +717,9 @@ def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path |
             skipped += rep.chunks_skipped
             aggregate(stores[name], progress=progress)
             timings[name] = time.perf_counter() - t
-    return t0, timings, skipped, compiled
+        # the k row's F1s need each cluster's counts, which only the chunks hold
+        k_boot = k_bootstrap(k_counts(stores["k_sweep"]))
+    return t0, timings, skipped, compiled, k_boot
 
 
 def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
@@ -582,7 +744,8 @@ def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
                              and print(line, file=sys.stderr))
         t_figures = time.perf_counter() - t1
         summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
-        info = {**sweeps, "seconds_figures": t_figures, "rows": comparison_rows(summaries),
+        info = {**sweeps, "seconds_figures": t_figures,
+                "rows": comparison_rows(summaries, sweeps.get("k_boot")),
                 "figures": drawn, "figures_dir": figures_dir}
         if report is not None:
             text = render_report(info, summaries, command or "fastsim reproduce", out,
@@ -697,8 +860,10 @@ precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap j
 t interval of the ratio, widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
-two ends both match), `miss`, `not comparable` (no estimate, no interval, our interval wider
-than the tolerance, or across a bound or a range end), `fitted` (a parameter of
+two ends both match; the paper's k is our best k), `miss`, `not comparable` (no estimate, no
+interval, our interval wider than the tolerance, or across a bound or a range end; a best k
+that has the highest F1 in fewer than 95% of cluster-bootstrap resamples, or whose lead has a
+95% t interval reaching 0), `fitted` (a parameter of
 `docs/calibration.md` was fitted to this row; for a range, to the row one of its ends is,
 while no other end misses).
 
@@ -741,7 +906,12 @@ the healthy jobs); a -21.8% cut of all GPU-hours would need EvalStop to save
 
 ## k sweep (EvalStop + SRTF-Est, rlhf_heavy)
 
-{k_table(summaries['k_sweep'])}
+F1 of pooled precision and stop recall, as the k row scores it: 95% interval from a cluster
+bootstrap that resamples the same clusters in every k cell at once (they ran on identical
+clusters), joined with the linearised t interval; the last column is the share of those
+resamples in which each k alone has the highest F1.
+
+{k_table(summaries['k_sweep'], info.get('k_boot'))}
 
 ## Where we differ and why
 

@@ -15,7 +15,8 @@ Verdicts (``verdict``):
 * ``miss``: it is not.
 * ``not comparable (why)``: we have no estimate, or our 95% interval is wider than the
   tolerance band (a bound, or an end of a paper range a value must lie in: our interval
-  crosses it), so no verdict can be given at this sample size.
+  crosses it; a category, the k sweep's best k: it is not decided, ``DECIDED_SHARE``),
+  so no verdict can be given at this sample size.
 * ``fitted``: a parameter was fitted to this row (``fitted_by``); it is shown, with its
   deviation, but never counted as a match.  So is a range with a fitted row's estimate
   at an end, unless an end not fitted misses (then it is a held-out miss).
@@ -43,6 +44,11 @@ SMALL_REL = 0.5       # ... within half its value
 SYSTEM_REL = 0.15     # system-level relative changes: within 15% of the value
 
 MATCH, MISS, FITTED, NOT_COMPARABLE = "match", "miss", "fitted", "not comparable"
+# A category (the k sweep's best k) is decided when our k has the highest F1 in at least
+# this share of the cluster-bootstrap resamples, and its paired F1 lead over every other
+# k has a 95% t interval above 0 (the percentile bootstrap alone is too sure with few
+# clusters, as for a rate: fastsim.stats).
+DECIDED_SHARE = 0.95
 
 # When the tolerances below were declared, as the repository's history shows: not before
 # every fit, so the report says what was fitted, and seen, before.
@@ -153,7 +159,14 @@ PAPER_ROWS = (
              + "; never a match while an end is a fitted row's gain"),
     PaperRow("k_balance", "k sweep: k balancing early detection and false positives", "k = 2",
              "category", 2, None, "the k maximising F1 of precision and stop recall (a "
-             "trigger at completion is not an early detection)"),
+             "trigger at completion is not an early detection); not comparable unless that "
+             "k has the highest F1 in >= 95% of cluster-bootstrap resamples (the k cells "
+             "resampled jointly) and a paired F1 lead over every other k whose 95% t "
+             "interval is above 0. That condition was added after the results had been "
+             "seen (ours k = 1 at 2,000 clusters, a miss): the row was scored on point "
+             "estimates alone, a miss at 2 clusters as at 2,000. It only adds `not "
+             "comparable` where the data cannot decide the best k; it cannot turn a miss "
+             "into a match"),
 )
 ROWS_BY_KEY = {r.key: r for r in PAPER_ROWS}
 
@@ -211,15 +224,28 @@ def tolerance_text(row: PaperRow) -> str:
         return row.tol.text(row.paper)
     if row.kind == "ends":
         return f"±{100 * row.tol.rel:.0f}% rel. each end"
-    return {"bound": "bound holds", "within": "inside range", "category": "equal"}[row.kind]
+    return {"bound": "bound holds", "within": "inside range",
+            "category": f"equal, best in >= {100 * DECIDED_SHARE:g}% of resamples"}[row.kind]
 
 
-def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Verdict:
+def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
+                decided: tuple[float, float] | None = None) -> Verdict:
     """``verdict`` before a fitted row is marked ``fitted``: how far a point of the model
     family is from the row (the fidelity frontier scores fitted rows too)."""
     if row.kind == "category":
         if ours is None:
             return Verdict(NOT_COMPARABLE, "no estimate")
+        if decided is None:
+            return Verdict(NOT_COMPARABLE, "no bootstrap of the clusters: how firmly the "
+                                           "data picks it is unknown")
+        share, lead_lo = decided
+        if not _at_most(DECIDED_SHARE, share):
+            return Verdict(NOT_COMPARABLE, f"k = {ours} has the highest F1 in only "
+                                           f"{_share_text(share)} of resamples, < "
+                                           f"{100 * DECIDED_SHARE:g}%; run more clusters")
+        if not lead_lo > 0:
+            return Verdict(NOT_COMPARABLE, f"the 95% t interval of k = {ours}'s F1 lead "
+                                           "over another k reaches 0; run more clusters")
         return Verdict(MATCH, "") if ours == row.paper else Verdict(MISS, f"ours {ours}")
     if row.kind == "ends":
         (m_lo, m_hi), (p_lo, p_hi) = ours, row.paper
@@ -275,19 +301,28 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None) -> Ver
     return Verdict(MATCH if ok else MISS, _pp(d, width, ok, shown))
 
 
+def _share_text(share: float) -> str:
+    """A share below ``DECIDED_SHARE`` in percent, never printed at or above it."""
+    d = next((d for d in range(1, 7) if round(100 * share, d) < 100 * DECIDED_SHARE), 6)
+    return f"{100 * share:.{d}f}%"
+
+
 def _ends_within(row: PaperRow, ours: tuple[float, float]) -> tuple[bool, bool]:
     """Whether each end of our range is within its tolerance of the paper's end."""
     return tuple(_at_most(abs(m - p), row.tol.width(p)) for m, p in zip(ours, row.paper))
 
 
 def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
-            ends_fitted: tuple[bool, bool] = (False, False)) -> Verdict:
+            ends_fitted: tuple[bool, bool] = (False, False),
+            decided: tuple[float, float] | None = None) -> Verdict:
     """Score our estimate of ``row``: ``ours`` is a value (with its 95% interval ``lo``,
     ``hi``), a pair ``(min, max)`` for an ``ends`` row (``lo``, ``hi``: pairs, each end's
     interval), or a category.  ``ends_fitted``: for an ``ends`` row, whether each end is
     the estimate of a row a parameter was fitted to.  Such a range is never a match (the
     fit put that end where it is), and its miss is held out only where an end not fitted
-    misses; else it is ``fitted``.
+    misses; else it is ``fitted``.  ``decided``: for a category, ``(share, lead_lo)``, the
+    share of cluster-bootstrap resamples in which ours is the best, and the lowest lower
+    95% t bound of its lead over another (``DECIDED_SHARE``); None, not comparable.
 
     Examples
     --------
@@ -296,7 +331,7 @@ def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
     >>> verdict(ROWS_BY_KEY["jct"], -0.122, -0.124, -0.120).text
     'fitted (-2.8 pp)'
     """
-    v = raw_verdict(row, ours, lo, hi)
+    v = raw_verdict(row, ours, lo, hi, decided)
     if row.fitted_by:
         return Verdict(FITTED, v.detail)
     if any(ends_fitted) and v.verdict in (MATCH, MISS) and all(
