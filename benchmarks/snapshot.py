@@ -16,7 +16,8 @@ overhead accounting and many preemptions).  ``compare`` requires discrete column
 float columns to be identical (NaN == NaN), or with ``--rtol R`` floats to agree within
 ``|a - b| <= R * max(|a|, |b|) + R`` (discrete columns stay exact); it prints the worst
 relative float difference seen overall and for any column that fails, and exits non-zero
-on a failure.
+on a failure.  A column the code adds since the snapshot (a new metric) is listed under
+its table as new, not compared; a column the snapshot has must still be there.
 """
 from __future__ import annotations
 
@@ -107,13 +108,21 @@ def _compare_arrays(name, a, b):
     return [f"{name}: {n} differ"] if n else []
 
 
+def new_columns(old, new) -> list[str]:
+    """The columns of frame ``new`` that the snapshot ``old`` predates (a new metric)."""
+    return [] if isinstance(new, dict) else [c for c in new.columns if c not in old.columns]
+
+
 def compare(old, new, name):
+    """Problems of ``new`` against the snapshot ``old``: every column the snapshot has must
+    be there, in the same order, and agree; a column it lacks (``new_columns``) is none."""
     if isinstance(new, dict):
         return sum((_compare_arrays(f"{name}.{k}", old[k], new[k]) for k in new), [])
-    if old.columns != new.columns or old.height != new.height:
+    kept = [c for c in new.columns if c in old.columns]
+    if kept != old.columns or old.height != new.height:
         return [f"{name}: columns/height differ"]
     problems = []
-    for col in new.columns:
+    for col in kept:
         a, b = old[col], new[col]
         if a.dtype in (pl.String, pl.Utf8):
             n = int((a != b).sum())
@@ -157,6 +166,10 @@ def main(argv=None):
         p = compare(old, item, name)
         exact = not p and WORST["n"] == before
         print(f"{name}: {'IDENTICAL' if exact else 'WITHIN RTOL' if not p else 'DIFFERENT'}")
+        added = new_columns(old, item)
+        if added:
+            print(f"   new column{'s' if len(added) > 1 else ''}, not in the snapshot "
+                  f"(not compared): {', '.join(added)}")
         problems += p
     for p in problems:
         print("  ", p)
