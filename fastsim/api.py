@@ -54,8 +54,8 @@ class SimResult:
     ``fastsim.kernels.metrics.METRIC_NAMES``, with their unit in the name (``_h`` hours,
     ``_gpu_h`` GPU-hours) or declared (``fastsim.metrics.lookup("utilization").unit`` is
     ``share``: a fraction in [0, 1], as ``wasted_share``, ``precision``, ``recall``,
-    ``fpr`` and ``stop_recall`` are; ``gold_*`` and ``regret_mean`` are gold scores;
-    ``tp, fp, fn, tn`` and the other integer columns count jobs);
+    ``fpr``, ``stop_recall`` and ``stop_fpr`` are; ``gold_*`` and ``regret_mean`` are gold
+    scores; ``tp, fp, fn, tn`` and the other integer columns count jobs);
     ``fastsim.metrics.metrics()`` lists each with its label and unit.  A cluster's rate
     is NaN where it has nothing to count (``summarize`` pools the counts over clusters).
     ``jobs``: one row per cluster x job (times in hours; ``trigger_eval`` and

@@ -105,7 +105,8 @@ def cluster_counts(w, trig: np.ndarray, deliv: np.ndarray) -> dict[str, np.ndarr
     return {
         "tp": (tp).sum(1), "fp": (pos & healthy).sum(1),
         "fn": (~pos & hack).sum(1), "tn": (~pos & healthy).sum(1),
-        "stop_tp": (tp & (trig < n)).sum(1), "at_completion": (pos & scope & (trig == n)).sum(1),
+        "stop_tp": (tp & (trig < n)).sum(1), "stop_fp": (pos & healthy & (trig < n)).sum(1),
+        "at_completion": (pos & scope & (trig == n)).sum(1),
         "delay": np.where(tp, trig - w.peak_eval, 0).sum(1),
         "reclaimed_gpu_h": np.where(hack, freed, 0.0).sum(1),
         "lost_gpu_h": np.where(healthy, freed, 0.0).sum(1),
@@ -134,6 +135,7 @@ def summarize(counts: dict[str, np.ndarray], base: dict[str, np.ndarray] | None 
         "recall": proportion_ci(c["tp"], c["tp"] + c["fn"]),
         "stop_recall": proportion_ci(c["stop_tp"], c["tp"] + c["fn"]),
         "fpr": proportion_ci(c["fp"], c["fp"] + c["tn"]),
+        "stop_fpr": proportion_ci(c["stop_fp"], c["fp"] + c["tn"]),
         "delay_evals": delay_ci(c["delay"], c["tp"], n_evals),
         # GPU-hours are >= 0: a t interval of a few clusters reached below, and is cut
         # there as fastsim run's are
@@ -221,6 +223,7 @@ def trace_row(arrays, name: str, params: dict[str, float]) -> dict:
         "recall": proportion_ci(*per_seed(tp, hack)),
         "stop_recall": proportion_ci(*per_seed(tp * (trig < n), hack)),
         "fpr": proportion_ci(*per_seed(fp, ~hack)),
+        "stop_fpr": proportion_ci(*per_seed(fp * (trig < n), ~hack)),
         "delay_evals": delay_ci(*per_seed(np.where(tp > 0, trig - peak, 0), tp), n),
         "compute_saved": bootstrap_ratio_ci(*per_seed((last - stop_step) / last, np.ones(n_runs)),
                                             share=True),

@@ -103,10 +103,15 @@ BUILTIN_METRICS = (
     _m("n_stopped", "jobs stopped (at completion too)", "jobs", dtype="int", aggregate="none"),
     _m("tp_freed", "true positives stopped before completion", "jobs", dtype="int",
        aggregate="none"),
+    _m("fp_freed", "false positives stopped before completion", "jobs", dtype="int",
+       aggregate="none"),
     _m("pos_at_completion", "triggers at completion", "jobs", dtype="int", aggregate="none"),
-    # A trigger at the last evaluation frees no GPU: stop recall counts only the stops that do.
+    # A trigger at the last evaluation frees no GPU: stop recall and stop FPR count only
+    # the stops that do.
     _m("stop_recall", "stop recall (stopped before completion)", "share", aggregate="pooled",
        pooled=(("tp_freed",), ("tp", "fn")), binomial=True, percent=True),
+    _m("stop_fpr", "stop fpr (stopped before completion)", "share", aggregate="pooled",
+       pooled=(("fp_freed",), ("fp", "tn")), binomial=True, percent=True),
     _m("completion_share", "share of triggers at completion", "share", aggregate="pooled",
        pooled=(("pos_at_completion",), ("tp", "fp")), binomial=True, percent=True,
        column=False),

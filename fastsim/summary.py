@@ -1,8 +1,8 @@
 """Aggregate per-cluster results into estimates with 95% intervals (MODEL.md section 8).
 
 * Cluster metrics: mean over clusters, Student-t interval (``fastsim.stats.mean_ci``).
-* Detection rates (precision, recall, FPR, stop recall, share of triggers at
-  completion): pooled over the cell's clusters
+* Detection rates (precision, recall, FPR, stop recall, stop FPR, share of triggers
+  at completion): pooled over the cell's clusters
   (``sum TP / sum (TP + FP)``), cluster-bootstrap interval joined with a t interval and
   widened to contain the exact binomial interval (``fastsim.stats.proportion_ci``).
 * Detection delay: pooled ``sum delay / sum TP``, the same without the binomial widening

@@ -12,7 +12,7 @@ METRIC_NAMES = (
     "queue_mean_h", "gpu_h_total", "wasted_gpu_h", "wasted_share", "gold_hacking",
     "gold_healthy_rlhf", "gold_all", "regret_mean", "tp", "fp", "fn", "tn", "precision",
     "recall", "fpr", "delay_sum", "delay_count", "n_stopped", "tp_freed", "pos_at_completion",
-    "stop_recall", "hacking_gpu_h",
+    "stop_recall", "hacking_gpu_h", "fp_freed", "stop_fpr",
 )
 N_METRICS = len(METRIC_NAMES)
 
@@ -130,8 +130,10 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     """Row ``c`` of ``cluster_metrics_nb``: writes column ``out[:, c]``.
 
     A trigger at the last evaluation (``n_evals``) coincides with completion: it counts
-    as a positive but frees nothing, so ``tp_freed`` (stopped earlier) and
-    ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall)."""
+    as a positive but frees nothing, so ``tp_freed`` and ``fp_freed`` (stopped earlier)
+    and ``pos_at_completion`` keep the two apart (MODEL.md section 8, stop recall).  A
+    demotion before the last evaluation frees nothing either and is no trigger at
+    completion, so ``fp_freed`` is counted here, not derived from the other counts."""
     n_jobs = job_type.shape[1]
     jct = end_h[c] - arrival_h[c]
     # The maximum, minimum and means are summed up in the loop below, as numba's
@@ -155,6 +157,7 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     delay = 0.0
     n_stop = 0
     tp_freed = 0
+    fp_freed = 0
     at_completion = 0
     hacking_gpu_h = 0.0
     for j in range(n_jobs):
@@ -192,6 +195,8 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
                         tp_freed += 1
                 else:
                     fp += 1
+                    if stopped[c, j] and trigger_eval[c, j] < n_evals:
+                        fp_freed += 1
             elif hacking[c, j]:
                 fn += 1
             else:
@@ -227,6 +232,8 @@ def cluster_metrics_1c_nb(c, capacity, n_evals, job_type, gpus, arrival_h, end_h
     o[25] = at_completion
     o[26] = tp_freed / (tp + fn) if tp + fn > 0 else np.nan
     o[27] = hacking_gpu_h
+    o[28] = fp_freed
+    o[29] = fp_freed / (fp + tn) if fp + tn > 0 else np.nan
 
 
 @driver

@@ -505,6 +505,7 @@ def reference_cluster_metrics(cfg, jobs: dict, per_job: list) -> dict:
     # a trigger at the last evaluation is the job's completion: a positive that frees nothing
     at_completion = in_scope & positive & (trigger == cfg.workload.n_evals)
     tp_freed = int((tp_mask & col("stopped") & ~at_completion).sum())
+    fp_freed = int((in_scope & positive & ~hacking & col("stopped") & ~at_completion).sum())
     return {
         "jct_mean_h": float(np.mean(jct)), "jct_p50_h": float(p50), "jct_p95_h": float(p95),
         "jct_p99_h": float(p99), "makespan_h": makespan,
@@ -521,6 +522,7 @@ def reference_cluster_metrics(cfg, jobs: dict, per_job: list) -> dict:
         "n_stopped": int(col("stopped").sum()),
         "tp_freed": tp_freed, "pos_at_completion": int(at_completion.sum()),
         "stop_recall": _ratio(tp_freed, tp + fn),
+        "fp_freed": fp_freed, "stop_fpr": _ratio(fp_freed, fp + tn),
         "hacking_gpu_h": float(np.sum((gpus * held)[hacking])),
     }
 

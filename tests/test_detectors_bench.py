@@ -24,6 +24,8 @@ def test_evalstop_counts_and_freed_gpu_hours_match_the_simulator(sigma):
     base = simulate(cfg.with_policy("none"), n, seed=3).clusters
     for m in ("tp", "fp", "fn", "tn"):
         assert cnt[m].tolist() == sim[m].to_list(), m
+    for m, column in (("stop_tp", "tp_freed"), ("stop_fp", "fp_freed")):
+        assert cnt[m].tolist() == sim[column].to_list(), m
     assert cnt["delay"].tolist() == pytest.approx(sim["delay_sum"].to_list())
     freed = (base["gpu_h_total"] - sim["gpu_h_total"]).to_numpy()
     np.testing.assert_allclose(cnt["reclaimed_gpu_h"] + cnt["lost_gpu_h"], freed, rtol=1e-9)
@@ -34,7 +36,8 @@ def test_grid_rows_have_intervals_and_n():
                                                ("evalstop", {"k": 2})],
                       n_clusters=3, n_jobs=30)
     assert df.height == 2
-    for m in ("precision", "recall", "stop_recall", "fpr", "reclaimed_gpu_h", "d_reclaimed_gpu_h"):
+    for m in ("precision", "recall", "stop_recall", "fpr", "stop_fpr", "reclaimed_gpu_h",
+              "d_reclaimed_gpu_h"):
         assert {m, f"{m}_lo", f"{m}_hi"} <= set(df.columns)
     assert (df["n_clusters"] == 3).all()
     base = df.filter(pl.col("setting") == "evalstop(k=2)")
@@ -311,7 +314,8 @@ def test_intervals_stay_within_what_their_quantity_can_take():
     [-1, 1], as fastsim run's intervals are."""
     zero = np.zeros(2)
     counts = {"tp": np.array([1.0, 0.0]), "fp": zero, "fn": zero, "tn": np.ones(2),
-              "stop_tp": zero, "delay": zero, "reclaimed_gpu_h": np.array([0.0, 10.0]),
+              "stop_tp": zero, "stop_fp": zero, "delay": zero,
+              "reclaimed_gpu_h": np.array([0.0, 10.0]),
               "lost_gpu_h": np.array([5.0, 0.0]), "regret": zero, "n_scope": np.ones(2)}
     out = det.summarize(counts)
     assert out["reclaimed_gpu_h"].lo == 0.0 and out["lost_gpu_h"].lo == 0.0
@@ -329,7 +333,7 @@ def test_a_delay_interval_is_not_cut_at_zero():
     evaluations): clusters whose delays were all >= 0 still bound a true mean below 0,
     so its interval is not cut there as a non-negative quantity's is."""
     ones, zero = np.ones(4), np.zeros(4)
-    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero,
+    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero, "stop_fp": zero,
               "delay": np.array([0.0, 0.0, 0.0, 1.0]), "reclaimed_gpu_h": ones,
               "lost_gpu_h": ones, "regret": zero, "n_scope": ones}
     assert det.summarize(counts)["delay_evals"].lo < 0.0
@@ -385,7 +389,7 @@ def test_a_delay_interval_stays_within_the_run():
     assert row["delay_evals"] == 1.0
     assert (row["delay_evals_lo"], row["delay_evals_hi"]) == (-3.0, 3.0)
     ones, zero = np.ones(2), np.zeros(2)
-    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero,
+    counts = {"tp": ones, "fp": zero, "fn": zero, "tn": ones, "stop_tp": zero, "stop_fp": zero,
               "delay": np.array([3.0, -1.0]), "reclaimed_gpu_h": ones, "lost_gpu_h": ones,
               "regret": zero, "n_scope": ones}
     est = det.summarize(counts, n_evals=4)["delay_evals"]

@@ -183,6 +183,59 @@ def test_evalstop_baseline(backend):
                       "pos_at_completion": 0, "stop_recall": 0.0, "hacking_gpu_h": 80.0})
 
 
+# --------------------------------------------------------------------------- 2b. stop FPR
+# G = 16, FIFO strict, E = 5, every job RLHF with 4 GPUs: all four run at once from t <= 0.5.
+# J0: healthy, scores .5 .4 .3 .6 .7: declines at e2, e3 -> evalstop(k=2) fires at e3 of 5,
+#     before completion: a false positive that frees GPUs (fp_freed).
+# J1: healthy, scores .3 .2 .2 .1 .05: e2 (1), e3 tie resets, e4 (1), e5 (2) -> a trigger
+#     at the last evaluation: a false positive that frees nothing.
+# J2: healthy, scores rising: a true negative.
+# J3: hacking, gold = score .5 .75 .625 .5 .375: stop at e4 of 5 (a true positive, freed).
+# FPR = 2 / 3, stop FPR = fp_freed / (fp + tn) = 1 / 3.  Under deprioritize(k=2) J0 is
+# demoted at e3: still a positive before completion, yet it frees no GPU, so stop FPR is
+# 0 / 3; fp - (pos_at_completion - (tp - tp_freed)) = 2 - (1 - (1 - 0)) = 2 would call it 2.
+STOP_FPR = [
+    dict(type=RLHF, gpus=4, arrival=0.0, T=5.0, T_est=5.0, score=[0.5, 0.4, 0.3, 0.6, 0.7]),
+    dict(type=RLHF, gpus=4, arrival=0.0, T=5.0, T_est=5.0, score=[0.3, 0.2, 0.2, 0.1, 0.05]),
+    dict(type=RLHF, gpus=4, arrival=0.5, T=5.0, T_est=5.0),
+    dict(type=RLHF, gpus=4, arrival=0.5, T=5.0, T_est=5.0, hacking=True,
+         gold=[0.5, 0.75, 0.625, 0.5, 0.375]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("policy, trigger, freed, stop_fpr", [
+    ("evalstop:k=2", [3, 5, 0, 4], (1, 1), 1 / 3),
+    ("deprioritize:k=2", [3, 5, 0, 4], (0, 0), 0.0),
+])
+def test_stop_fpr_counts_only_false_positives_stopped_before_completion(
+        backend, policy, trigger, freed, stop_fpr):
+    rows, m = run(backend, config(STOP_FPR, 5, "fifo", policy, gpus=16),
+                  make_workload(STOP_FPR, 5))
+    check(rows, {"trigger_eval": trigger, "positive": [True, True, False, True]})
+    assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (1, 2, 0, 1)
+    assert (m["tp_freed"], m["fp_freed"], m["pos_at_completion"]) == (*freed, 1)
+    check_metrics(m, {"fpr": 2 / 3, "stop_fpr": stop_fpr, "stop_recall": float(freed[0])})
+
+
+def test_stop_fpr_pools_over_clusters():
+    """Pooled as FPR is: sum fp_freed / sum (fp + tn) over clusters (1 / 8 here), not the
+    mean of the clusters' own rates (1 / 6), with an interval around it and n the
+    clusters with a healthy job in scope."""
+    import polars as pl
+
+    from fastsim.summary import summarize
+
+    counts = {"tp": [1, 0, 0], "fp": [2, 1, 0], "fn": [0, 1, 0], "tn": [1, 4, 0],
+              "fp_freed": [1, 0, 0], "tp_freed": [1, 0, 0], "pos_at_completion": [1, 0, 0],
+              "delay_sum": [0, 0, 0], "delay_count": [0, 0, 0]}
+    row = summarize(pl.DataFrame({"cluster": [0, 1, 2], **counts})).filter(
+        pl.col("metric") == "stop_fpr").row(0, named=True)
+    assert row["kind"] == "pooled" and row["n"] == 2
+    assert row["mean"] == pytest.approx(1 / 8)
+    assert 0.0 <= row["lo"] < 1 / 8 < row["hi"] <= 1.0
+
+
 # --------------------------------------------------------------------------- 3. tiresias
 # G = 8, threshold 8 GPU-h, E = 2.  J0: 8 GPUs, arrives 0, T = 4 (evaluations at t = 2, 4
 # while running).  J1: 8 GPUs, arrives 0.5, T = 1.

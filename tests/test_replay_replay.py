@@ -181,6 +181,33 @@ def test_summary_detection_counts_against_truth():
     assert (o["n_stopped"], o["n_triggered_at_completion"]) == (2, 0)
 
 
+def test_stop_fpr_counts_healthy_jobs_stopped_before_completion(capsys):
+    """Of three healthy jobs, evalstop(k=2) stops one at step 3 of 5 (it frees steps 4-5),
+    triggers on one at its last step (frees nothing) and spares one: FPR 2/3, stop FPR
+    1/3, as the simulator's ``fp_freed / (fp + tn)``."""
+    from fastsim.replay.cli import _print_summary
+
+    t = pl.DataFrame({
+        "job_id": ["early"] * 5 + ["last"] * 5 + ["ok"] * 5 + ["h"] * 5,
+        "step": [1, 2, 3, 4, 5] * 4,
+        "metric": [3.0, 2, 1, 4, 5] + [3.0, 2, 2, 1, 0.5] + [1.0, 2, 3, 4, 5]
+                  + [1.0, 3, 2, 1, 0.5],
+        "truth_gold": [1.0, 2, 3, 4, 5] * 3 + [1.0, 3, 2, 1, 0.5],
+        "truth_hacking": [False] * 15 + [True] * 5,
+        "truth_gold_peak_step": [5] * 15 + [2] * 5,
+    }).with_columns(pl.col("metric").alias("score"))
+    res = replay(EvalLog(t, "score", True), ["evalstop:k=2"])
+    assert [_row(res, j)["status"] for j in ("early", "last", "ok", "h")] == \
+        ["stopped", "triggered_at_completion", "continued", "stopped"]
+    summ = summarize_replay(res)
+    s = summ.row(0, named=True)
+    assert (s["tp"], s["fp"], s["fn"], s["tn"]) == (1, 2, 0, 1)
+    assert s["fpr"] == pytest.approx(2 / 3) and s["stop_fpr"] == pytest.approx(1 / 3)
+    assert s["stop_fpr_lo"] < 1 / 3 < s["stop_fpr_hi"]
+    _print_summary(summ)
+    assert "stop FPR 33.3%" in capsys.readouterr().out
+
+
 def test_the_regret_interval_stays_at_zero_and_above():
     """Regrets 0, 0.5 and 2 over three jobs gave a t interval reaching below 0: a kept
     checkpoint's gold is never above the best, and the interval is cut there."""
@@ -534,7 +561,7 @@ def test_rates_from_one_seed_claim_no_interval(tmp_path):
     row = summarize_replay(replay(read_logs([tmp_path / "one.parquet"]), ["evalstop:k=2"])
                            ).row(0, named=True)
     assert row["n_seeds"] == 1 and row["fpr"] == 1.0
-    for m in ("precision", "recall", "fpr", "stop_recall", "completion_share",
+    for m in ("precision", "recall", "fpr", "stop_recall", "stop_fpr", "completion_share",
               "compute_saved_share", "delivered_gain", "regret_truth_gold"):
         assert math.isnan(row[m + "_lo"]) and math.isnan(row[m + "_hi"]), m
 

@@ -378,7 +378,7 @@ def test_a_change_is_the_mean_of_per_cluster_changes_not_the_change_of_the_mean(
     for jct in ([8.0, 30.0], [10.0, 50.0]):  # policy, baseline: -20% and -40%
         f = pl.DataFrame({"cluster": [0, 1], "jct_mean_h": jct})
         for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
-                  "pos_at_completion"):
+                  "fp_freed", "pos_at_completion"):
             f = f.with_columns(pl.lit(0).alias(c))
         frames.append(f)
     row = summarize(frames[0], frames[1]).filter(pl.col("metric") == "jct_mean_h_change")
@@ -400,7 +400,7 @@ def test_an_interval_is_cut_to_the_values_its_estimate_can_take():
         f = pl.DataFrame({"cluster": [0, 1, 2], "wasted_gpu_h": waste, "utilization": waste,
                           "gold_all": gold})
         for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
-                  "pos_at_completion"):
+                  "fp_freed", "pos_at_completion"):
             f = f.with_columns(pl.lit(0).alias(c))
         return f
 

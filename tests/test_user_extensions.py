@@ -1615,7 +1615,7 @@ def test_a_user_metrics_declared_bounds_cut_its_interval():
 
         f = pl.DataFrame({"cluster": [0, 1, 2], "cut_me": [0.0, 0.0, 0.9]})
         for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
-                  "pos_at_completion"):
+                  "fp_freed", "pos_at_completion"):
             f = f.with_columns(pl.lit(0).alias(c))
         row = summarize(f).filter(pl.col("metric") == "cut_me").row(0, named=True)
         t = mean_ci([0.0, 0.0, 0.9])

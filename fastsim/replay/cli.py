@@ -244,9 +244,9 @@ def _print_summary(summ: pl.DataFrame) -> None:
         if truth:
             print(f"{'':<{w}} precision {_ci(r, 'precision')}  recall {_ci(r, 'recall')}  "
                   f"FPR {_ci(r, 'fpr')}  (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']})")
-            print(f"{'':<{w}} stop recall (stopped before completion) "
-                  f"{_ci(r, 'stop_recall')}  triggers at completion "
-                  f"{_ci(r, 'completion_share')}")
+            print(f"{'':<{w}} stopped before completion: stop recall "
+                  f"{_ci(r, 'stop_recall')}  stop FPR {_ci(r, 'stop_fpr')}  triggers at "
+                  f"completion {_ci(r, 'completion_share')}")
 
 
 def _unit(res) -> str:

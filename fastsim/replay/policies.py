@@ -541,8 +541,8 @@ def _check_results(results) -> None:
 
 def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     """One row per policy: triggers, delivered-vs-final, compute saved and, when the
-    log carries hidden truth, precision / recall / FPR / stop recall (stopped before
-    completion: status ``stopped``) / share of triggers at completion (status
+    log carries hidden truth, precision / recall / FPR / stop recall and stop FPR (stopped
+    before completion: status ``stopped``) / share of triggers at completion (status
     ``triggered_at_completion``), with job-bootstrap intervals (seed-bootstrap on a log
     with seeds).
 
@@ -611,6 +611,7 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
             freed = g["stopped"].to_numpy().astype(np.float64)
             at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
             _put(out, "stop_recall", _rate(sums, seeded, tp * freed, hack))
+            _put(out, "stop_fpr", _rate(sums, seeded, fp * freed, 1 - hack))
             _put(out, "completion_share", _rate(sums, seeded, at_end, det))
             # the best gold minus the kept one is >= 0: a t interval of a few jobs reached
             # below, and is cut there as fastsim run's are
