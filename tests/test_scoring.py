@@ -404,6 +404,9 @@ def test_reproduce_terminal_table_keeps_row_names_and_says_when_it_reused_chunks
     assert main(argv) == 0
     first = capsys.readouterr().out
     assert "k sweep: k balancing early detection and false positives " in first  # was cut at 52
+    report = (tmp_path / "r" / "REPRODUCTION.md").read_text()
+    table_end = report.index("\n\n## The pre-registered scoring")
+    assert report[:table_end].rstrip().endswith("(stop FPR, n = 2 clusters).")
     assert "already done and reused" not in first
     assert main(argv) == 0
     assert "86 chunks already done and reused" in capsys.readouterr().out  # one per cell
@@ -418,13 +421,57 @@ def test_the_detection_split_shows_the_scored_baselines_triggers_at_completion()
     rows = [{"scheduler": "srtf_est", "policy_name": p, "k": 2, "metric": m, "mean": x,
              "lo": x - 0.01, "hi": x + 0.01, "n": 10}
             for p, share in (("evalstop", 0.45), ("stop_at", 0.08), ("loss_plateau", 0.66))
-            for m, x in (("recall", 0.8), ("stop_recall", 0.4), ("completion_share", share))]
+            for m, x in (("recall", 0.8), ("stop_recall", 0.4), ("completion_share", share),
+                         ("fpr", 0.2), ("stop_fpr", 0.1))]
     table = _estimate_table(detection_split(pl.DataFrame(rows)))
     for policy, share in (("EvalStop", "45.0%"), ("StopAt-0.65", "8.0%"),
                           ("Loss plateau", "66.0%")):
         line = next(x for x in table.splitlines()
                     if x.startswith(f"| {policy}: share of triggers at completion"))
         assert f"| {share} |" in line, line
+
+
+def test_the_detection_split_shows_each_policys_stop_fpr_beside_its_fpr():
+    """A trigger at a healthy job's last evaluation is a false positive that frees no GPU:
+    61% of EvalStop's in the headline cell.  The split shows each policy's FPR and, on the
+    next line, its stop FPR (stops before completion only), each with interval and n."""
+    from fastsim.sweep.reproduce import _estimate_table, detection_split
+
+    rows = [{"scheduler": "srtf_est", "policy_name": p, "k": 2, "metric": m, "mean": x,
+             "lo": x - 0.01, "hi": x + 0.01, "n": n}
+            for p, fpr, stop, n in (("evalstop", 0.05, 0.02, 2000), ("stop_at", 0.64, 0.59, 7),
+                                    ("loss_plateau", 0.1, 0.03, 9))
+            for m, x in (("recall", 0.8), ("stop_recall", 0.4), ("completion_share", 0.3),
+                         ("fpr", fpr), ("stop_fpr", stop))]
+    lines = _estimate_table(detection_split(pl.DataFrame(rows))).splitlines()
+    for policy, fpr, stop, n in (("EvalStop", "5.0%", "2.0% | [1.0%, 3.0%]", 2000),
+                                 ("StopAt-0.65", "64.0%", "59.0% | [58.0%, 60.0%]", 7),
+                                 ("Loss plateau", "10.0%", "3.0% | [2.0%, 4.0%]", 9)):
+        at = next(i for i, x in enumerate(lines) if x.startswith(f"| {policy}: FPR "))
+        assert f"| {fpr} |" in lines[at]
+        assert lines[at + 1].startswith(f"| {policy}: stop FPR (stopped before completion")
+        assert lines[at + 1].endswith(f"| {stop} | {n} |"), lines[at + 1]
+
+
+def test_the_fpr_note_says_how_much_of_evalstops_fpr_frees_nothing():
+    """The sentence under the main table: EvalStop's scored FPR, the share of it that is
+    triggers at completion (1 - stop FPR / FPR: 1 - 0.5 / 1.4 = 64.3%), and its stop FPR
+    with interval and n, from the summary as it is; n/a where FPR is 0."""
+    from fastsim.sweep.reproduce import fpr_split_note
+
+    def summary(fpr, stop):
+        return pl.DataFrame([{"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2,
+                              "metric": m, "mean": x, "lo": lo, "hi": hi, "n": 2000}
+                             for m, (x, lo, hi) in (("fpr", fpr), ("stop_fpr", stop))])
+
+    note = fpr_split_note(summary((0.014, 0.013, 0.015), (0.005, 0.004, 0.006)))
+    assert note == ("Of EvalStop's FPR above, 1.4% [1.3%, 1.5%] (MODEL.md section 7: a "
+                    "trigger on a healthy job at any evaluation), 64.3% is triggers at the "
+                    "job's last evaluation, which free no GPU (1 - stop FPR / FPR, over the "
+                    "same healthy jobs); counting only the stops that free GPUs, its FPR is "
+                    "0.5% [0.4%, 0.6%] (stop FPR, n = 2000 clusters).")
+    none = fpr_split_note(summary((0.0, 0.0, 0.001), (0.0, 0.0, 0.001)))
+    assert ", n/a is triggers at the job's last evaluation" in none
 
 
 def test_a_bound_is_decided_by_every_cell_it_is_over_not_the_lowest_alone():

@@ -397,17 +397,36 @@ def _f1_estimate(point: float, boot: np.ndarray, half: float, level: float,
 
 
 def detection_split(summary: pl.DataFrame) -> list[dict[str, Any]]:
-    """The headline cell's recall, stop recall and share of triggers at completion, for
-    EvalStop and for the two baselines whose precision and FPR are scored too (their
-    triggers at completion count there as well, and free nothing either)."""
+    """The headline cell's recall and stop recall, FPR and stop FPR, and share of triggers
+    at completion, for EvalStop and for the two baselines whose precision and FPR are
+    scored too (their triggers at completion count there as well, and free nothing
+    either)."""
     names = (("recall", "recall (any trigger)"),
              ("stop_recall", "stop recall (stopped before completion, GPUs freed)"),
+             ("fpr", "FPR (any trigger)"),
+             ("stop_fpr", "stop FPR (stopped before completion, GPUs freed)"),
              ("completion_share", "share of triggers at completion (frees nothing)"))
     return [{"metric": f"{policy}: {label}",
              **{k: _select(summary, m, where)[k] for k in ("mean", "lo", "hi", "n")}}
             for policy, where in (("EvalStop", EVALSTOP), ("StopAt-0.65", STOP_AT),
                                   ("Loss plateau", PLATEAU))
             for m, label in names]
+
+
+def fpr_split_note(summary: pl.DataFrame) -> str:
+    """One sentence on EvalStop's scored FPR (headline cell): the share of its false
+    positives that free no GPU, ``1 - stop_fpr / fpr`` (both pooled over the same healthy
+    jobs, so this is ``1 - sum fp_freed / sum fp``; EvalStop stops, never demotes, so they
+    are its triggers at a job's last evaluation), and the FPR of its stops that do."""
+    fpr, stop = _select(summary, "fpr", EVALSTOP), _select(summary, "stop_fpr", EVALSTOP)
+    share = (1.0 - stop["mean"] / fpr["mean"] if fpr["mean"] == fpr["mean"] and fpr["mean"] > 0
+             and stop["mean"] == stop["mean"] else math.nan)
+    fpr_text, stop_text = (" ".join(_pct_ci(r["mean"], r["lo"], r["hi"])) for r in (fpr, stop))
+    return (f"Of EvalStop's FPR above, {fpr_text} (MODEL.md section 7: a trigger on a "
+            f"healthy job at any evaluation), {_pct(share)} is triggers at the job's last "
+            "evaluation, which free no GPU (1 - stop FPR / FPR, over the same healthy jobs); "
+            f"counting only the stops that free GPUs, its FPR is {stop_text} (stop FPR, "
+            f"n = {stop['n']} clusters).")
 
 
 def waste_readings(summary: pl.DataFrame) -> tuple[list[dict[str, Any]], str]:
@@ -837,6 +856,7 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
                 f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
                 else "Figures: not drawn.")
     split = detection_split(summaries["headline"])
+    fpr_note = fpr_split_note(summaries["headline"])
     waste, closest = waste_readings(summaries["headline"])
     return f"""# Reproducing the EvalStop paper (MODEL.md section 9)
 
@@ -856,8 +876,9 @@ below{range_note(rows)}; {n_fitted} further rows had a parameter fitted to them 
 
 Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
 per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
-precision, recall, stop recall and FPR pooled over clusters: cluster bootstrap joined with a
-t interval of the ratio, widened to the exact binomial interval), n = clusters (pairs). Verdicts follow the scoring
+precision, recall, stop recall, FPR and stop FPR pooled over clusters: cluster bootstrap
+joined with a t interval of the ratio, widened to the exact binomial interval), n =
+clusters (pairs). Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match; the paper's k is our best k), `miss`, `not comparable` (no estimate, no
@@ -868,6 +889,8 @@ that has the highest F1 in fewer than 95% of cluster-bootstrap resamples, or who
 while no other end misses).
 
 {markdown_table(rows)}
+
+{fpr_note}
 
 ## The pre-registered scoring
 
@@ -885,7 +908,7 @@ leading digit (-9.4% matches -8.0% to -10.8%).
 
 A trigger at the last evaluation is the job's completion: it counts for recall, and on a
 healthy job as a false positive (MODEL.md section 7), but frees no GPU-time. Stop recall
-counts only stops before completion.
+and stop FPR count only stops before completion.
 
 {_estimate_table(split)}
 
