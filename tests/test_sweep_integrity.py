@@ -1000,3 +1000,52 @@ def test_a_directory_moved_at_the_start_or_end_of_a_run_is_named_as_moved(
     refused_as_moved(sweep(sweep_file, out), capsys, out)
     monkeypatch.undo()
     assert sweep(sweep_file, tmp_path / "moved") == 0  # the same command finishes it
+
+
+def test_7_a_manifest_of_a_newer_format_is_refused_and_left_as_it_is(sweep_file, tmp_path,
+                                                                      capsys, monkeypatch):
+    """A sweep.json of a format newer than this fastsim writes (a newer fastsim's) is
+    refused in one line naming it and the formats this one reads, nothing written: it was
+    rewritten as this fastsim's, unsaid, and what the newer one recorded was lost."""
+    import json
+
+    out = tmp_path / "out"
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**m, "format": 99, "newer": "kept"}))
+    before = {p: p.read_bytes() for p in out.rglob("*")
+              if p.is_file() and p.name != "sweep.lock"}
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fastsim sweep: error: {manifest}: ") \
+        and "format 99" in err[0] and "formats 1 to 3" in err[0], err
+    assert runs == []
+    assert {p: p.read_bytes() for p in out.rglob("*")
+            if p.is_file() and p.name != "sweep.lock"} == before
+
+
+@pytest.mark.parametrize("value", ['"x"', "-1", "0", "true", "null"])
+def test_7_a_manifest_whose_format_is_not_one_is_damaged_and_rebuilt(
+        sweep_file, tmp_path, capsys, monkeypatch, value):
+    """A format field that is no format (text, a negative number) is damage, rebuilt from
+    the chunk records in one line, as any other damaged manifest is; it was rewritten
+    unsaid."""
+    import json
+
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    manifest = out / "sweep.json"
+    m = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**m, "format": json.loads(value)}))
+    runs = _counting_runs(monkeypatch)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert runs == []
+    assert len(err) == 2 and "damaged sweep manifest (its format field" in err[0] \
+        and "rebuilt it: 6 chunk records in" in err[0], err
+    assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()

@@ -41,7 +41,8 @@ result, no chunk nor record under it and none of its tables beside it, is rewrit
 this code, as one of another grid with no result is for this grid).  A manifest
 written before the code was recorded names none, or (written before fastsim's source was
 recorded) its version only; its chunks are taken to be this code's (said in one line) and
-the code is recorded from then on.
+the code is recorded from then on.  A manifest of a newer format (a newer fastsim's) is
+refused, never rewritten; one whose format is no format is damaged, and rebuilt.
 """
 from __future__ import annotations
 
@@ -1043,6 +1044,17 @@ def _read_manifest(root: Path, grid: Grid,
     except ValueError as exc:
         return None, _rebuild_from_records(root, grid, whole,
                                            f"{path}: unreadable sweep manifest ({exc})")
+    fmt = old.get("format") if isinstance(old, dict) else None
+    if type(fmt) is int and fmt > FORMAT_VERSION:
+        # a newer fastsim's: rewritten as this one's, what it recorded (and any results it
+        # keeps where this one does not look) was lost, unsaid
+        raise ConfigError(f"{path}: a sweep manifest of format {fmt}, written by a newer "
+                          f"fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run "
+                          "that fastsim, or use a new --out directory")
+    if isinstance(old, dict) and "format" in old and not (type(fmt) is int and fmt >= 1):
+        return None, _rebuild_from_records(
+            root, grid, whole, f"{path}: damaged sweep manifest (its format field, "
+            f"{clipped(repr(fmt))}, is not one of 1 to {FORMAT_VERSION})")
     if not isinstance(old, dict) or not isinstance(old.get("grid_hash"), str):
         return None, _rebuild_from_records(
             root, grid, whole, f"{path}: damaged sweep manifest (it names no grid hash)")
