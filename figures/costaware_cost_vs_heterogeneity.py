@@ -4,7 +4,9 @@ Reads ``costaware_sgd.summary.parquet`` (``fastsim costaware sweep
 sweeps/costaware_sgd.toml``); never calls kernels.  Usage: ``python THIS RESULTS [OUT]``.
 One panel per problem (rows) and cost-gradient correlation (columns); solid lines are
 the convex step rule, dashed the strongly convex one.  A point where a run missed eps has
-no mean cost: it is not drawn, and its panel names the strategies it left out.
+no mean cost (a mean over the runs that reached it would drop the slowest): it is not
+drawn, and its panel names the strategies it left out, each with how many of its runs
+there missed eps, at how many points.
 """
 from pathlib import Path
 
@@ -18,7 +20,7 @@ STEPS = (("convex", "-"), ("strongly_convex", "--"))
 # the tables this script reads and their columns it uses (checked by `costaware figures`)
 READS = {"costaware_sgd.summary.parquet": (
     "strategy", "sgd_step", "problem_kind", "problem_cost_corr", "problem_cost_sigma",
-    "cost_units_mean", "cost_units_lo", "cost_units_hi")}
+    "cost_units_mean", "cost_units_lo", "cost_units_hi", "n", "reached_frac")}
 
 
 def _panel(ax, sub: pl.DataFrame, colors) -> None:
@@ -44,11 +46,18 @@ def _panel(ax, sub: pl.DataFrame, colors) -> None:
     S.plain_log_ticks(ax)  # after drawing, once the limits are known
     # a point's mean is NaN once a run there missed eps (summarize_sgd gives no mean over
     # the runs that reached it): such a strategy's line lost those points, or vanished,
-    # and the panel looked as if the strategy had not been run
+    # and the panel looked as if the strategy had not been run; "a run" read the same whether
+    # one of its runs or every one missed, so each says how many
     gaps = sub.filter(pl.col("strategy").is_in(ORDER) & ~pl.col("cost_units_mean").is_finite())
-    missed = [S.STRATEGY_NAMES[s].split(" (")[0] for s in ORDER if s in set(gaps["strategy"])]
+    missed = []
+    for s in ORDER:
+        d = gaps.filter(pl.col("strategy") == s)
+        if d.height:
+            k = round(float((d["n"] * (1.0 - d["reached_frac"])).sum()))
+            missed.append(f"{S.STRATEGY_NAMES[s].split(' (')[0]}: {k} of {d['n'].sum()} runs "
+                          f"missed it, at {d.height} point{'s' if d.height > 1 else ''}")
     if missed:
-        ax.text(0.02, 0.02, f"not drawn where a run missed eps: {', '.join(missed)}",
+        ax.text(0.02, 0.02, "not drawn where a run missed eps:\n" + "\n".join(missed),
                 ha="left", va="bottom", transform=ax.transAxes, fontsize=7, color="0.4")
 
 

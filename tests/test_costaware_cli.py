@@ -112,7 +112,9 @@ def test_figures_of_correlated_costs_only_skip_the_ratio_figure_and_say_so(tmp_p
 def test_cost_figure_names_the_strategies_it_leaves_out_where_a_run_missed_eps():
     """A point where one replication missed eps has no mean cost (NaN): that strategy's line
     lost the point, or vanished from the panel, which then read as if it had not been run.
-    The panel now names what it left out."""
+    The panel now names what it left out: the strategies, and for each how many of its runs
+    there missed eps at how many points (it read "a run" whether one run of 4 or every
+    run missed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,12 +127,18 @@ def test_cost_figure_names_the_strategies_it_leaves_out_where_a_run_missed_eps()
                          "sgd_step": ["convex"] * 4, "problem_cost_sigma": [0.0, 0.0, 0.0, 1.0],
                          "cost_units_mean": [math.nan, math.nan, 2.0, 3.0],
                          "cost_units_lo": [math.nan, math.nan, 1.0, 2.0],
-                         "cost_units_hi": [math.nan, math.nan, 3.0, 4.0]})
+                         "cost_units_hi": [math.nan, math.nan, 3.0, 4.0],
+                         "n": [4, 4, 4, 4], "reached_frac": [0.0, 0.75, 1.0, 1.0]})
     colors = dict.fromkeys(fig.ORDER, "k")
     _, ax = plt.subplots()
     fig._panel(ax, rows, colors)
     assert [t.get_text() for t in ax.texts] == [
-        "not drawn where a run missed eps: uniform, cost only"]
+        "not drawn where a run missed eps:\nuniform: 4 of 4 runs missed it, at 1 point\n"
+        "cost only: 1 of 4 runs missed it, at 1 point"]
+    _, ax = plt.subplots()
+    fig._panel(ax, pl.concat([rows, rows.with_columns(problem_cost_sigma=pl.lit(2.0))]),
+               colors)
+    assert ax.texts[0].get_text().splitlines()[1] == "uniform: 8 of 8 runs missed it, at 2 points"
     _, ax = plt.subplots()
     fig._panel(ax, rows.filter(pl.col("cost_units_mean").is_finite()), colors)
     assert len(ax.texts) == 0

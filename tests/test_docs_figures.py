@@ -60,7 +60,7 @@ def _costaware(tmp: Path) -> Path:
              "problem_cost_corr": 0.0, "problem_cost_sigma": sig, "cost_units_mean": 100.0 * r,
              "cost_units_lo": 90.0 * r, "cost_units_hi": 110.0 * r, "predicted_ratio": r,
              "simulated_ratio": r, "simulated_ratio_lo": 0.9 * r, "simulated_ratio_hi": 1.1 * r,
-             "n_pairs": 6, "sgd_replications": 6}
+             "n_pairs": 6, "sgd_replications": 6, "n": 6, "reached_frac": 1.0}
             for s, r in (("uniform", 2.0), ("gradient_norm", 1.5), ("optimal", 1.0))
             for sig in (0.0, 1.3)]
     pl.DataFrame(rows).write_parquet(d / "costaware_sgd.summary.parquet")
