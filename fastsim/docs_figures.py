@@ -290,11 +290,13 @@ def draw(results: Path, out: Path, log=print, within: Path | None = None) -> lis
 def _draw_held(results: Path, out: Path, log) -> list[Path]:
     """``draw``'s figures, ``out`` held."""
     from fastsim.costaware.cli import FIGURE_SCRIPTS as COSTAWARE
-    from fastsim.sweep.figures import find_sources, load_script, skip_reason
+    from fastsim.sweep.figures import (check_sweep_columns, find_sources, load_script,
+                                       skip_reason)
 
     written: list[Path] = []
     if (results / "frontier").is_dir():
         frontier, sources = load_script("frontier"), find_sources(results)
+        check_sweep_columns(sources, {"frontier": frontier})
         # a frontier sweep killed before its tables, or another sweep there, was a KeyError
         # traceback from inside the script
         why = skip_reason(frontier.NEEDS, frontier.BASELINE, sources, results, frontier.PLOTS)

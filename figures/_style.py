@@ -315,10 +315,10 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     if not results.is_dir():
         _refuse(not_a_results_dir(results))
     sources = _or_refuse(find_sources, results)
+    _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     why = skip_reason(needs, baseline, sources, results, plots)
     if why is not None:
         _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
-    _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
     for p in _or_refuse(draw, sources, out, ("png", "pdf")):  # a table damaged since

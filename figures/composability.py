@@ -7,6 +7,8 @@ from fastsim.figures import _style as S
 NEEDS = ("composability",)
 PLOTS = ("scheduler",)  # a cell per value of these (and of policy): one cell each
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
+# the columns it reads from its sweep's table (checked by `fastsim figures`)
+READS = {"summary.parquet": ("policy_name", "metric", "scheduler", "mean", "lo", "hi", "n")}
 
 
 @S.themed

@@ -16,6 +16,10 @@ NEEDS = ("frontier",)
 PLOTS = AXES  # one EvalStop cell per family point (skipped otherwise)
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 FLOOR = 0.02  # distances below this are drawn at it (log axes)
+# the columns it reads from its sweep's table (checked by `fastsim figures`); an axis of the
+# family the sweep does not vary has no column, and n_evals and sigma are always there
+READS = {"summary.parquet": ("policy_name", "metric", "n_evals", "sigma", "mean", "lo", "hi",
+                             "n")}
 
 
 def _is_default(r) -> bool:

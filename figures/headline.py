@@ -9,6 +9,8 @@ NEEDS = ("headline",)
 PLOTS = ()  # one cell per policy
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
 POLICIES = ("evalstop", "stop_at", "loss_plateau", "deprioritize", "oracle")
+# the columns it reads from its sweep's table (checked by `fastsim figures`)
+READS = {"summary.parquet": ("policy_name", "metric", "mean", "lo", "hi", "n", "scheduler")}
 
 
 def _present(df, metrics):

@@ -6,6 +6,8 @@ from fastsim.figures import _style as S
 NEEDS = ("k_sweep",)
 PLOTS = ("k",)  # a cell per value of these (and of policy): one cell each
 BASELINE = "none"  # its changes are against no stop policy (skipped otherwise)
+# the columns it reads from its sweep's table (checked by `fastsim figures`)
+READS = {"summary.parquet": ("policy_name", "metric", "k", "mean", "lo", "hi", "n")}
 PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
           ("stop_recall", "Stop recall (%): GPUs freed"),
           ("wasted_gpu_h_change", "Wasted compute change (%)"),

@@ -6,6 +6,8 @@ from fastsim.figures import _style as S
 NEEDS = ("noise",)
 PLOTS = ("sigma",)  # a cell per value of these (and of policy): one cell each
 POLICIES = ("evalstop", "stop_at", "loss_plateau")
+# the columns it reads from its sweep's table (checked by `fastsim figures`)
+READS = {"summary.parquet": ("policy_name", "metric", "sigma", "mean", "lo", "hi", "n")}
 
 
 @S.themed

@@ -809,6 +809,42 @@ def test_a_sweep_table_of_an_older_fastsim_without_a_column_a_figure_draws_is_on
     assert len(err.splitlines()) == 1 and not (results / "figures").exists()
 
 
+@pytest.mark.parametrize("sweep,column", [("headline", "mean"), ("noise", "lo"),
+                                          ("base_rate", "base_rate"),
+                                          ("composability", "scheduler"), ("k_sweep", "k")])
+def test_a_summary_without_a_column_a_figure_reads_is_one_line_before_any_figure(
+        tiny_reproduction, tmp_path, capsys, sweep, column):
+    """Only jct_cdf declared the columns it reads (``READS``): a summary.parquet without
+    one another figure reads (an older fastsim's) drew the figures before it and ended in
+    a polars or KeyError traceback (mean, lo), or drew every other figure and skipped its
+    own, saying it had several cells per policy (scheduler), or plotted nothing (k), exit 0."""
+    import hashlib
+    import json
+    import shutil
+
+    from fastsim.cli import main
+    from fastsim.io import parquet_bytes, parquet_metadata
+    from fastsim.sweep.store import GRID_KEY, TABLES
+
+    out, _ = tiny_reproduction
+    results = tmp_path / "r"
+    shutil.copytree(out / "results", results, ignore=shutil.ignore_patterns("sweep.lock",
+                                                                            "figures"))
+    table = results / sweep / "summary.parquet"
+    older = parquet_bytes(pl.read_parquet(table).drop(column), table,
+                          {GRID_KEY: parquet_metadata(table)[GRID_KEY]})
+    table.write_bytes(older)
+    manifest = results / sweep / "sweep.json"
+    m = json.loads(manifest.read_text())
+    m[TABLES]["summary.parquet"] = {"sha256": hashlib.sha256(older).hexdigest(),
+                                    "bytes": len(older)}
+    manifest.write_text(json.dumps(m))
+    assert main(["figures", str(results), "--formats", "png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{sweep}/summary.parquet: missing column(s) {column}" in err, err
+    assert len(err.splitlines()) == 1 and not (results / "figures").exists()
+
+
 def test_an_extract_without_a_column_the_figure_draws_is_one_line(tiny_reproduction, tmp_path,
                                                                   capsys):
     """Reproduce's OUT keeps its names free for other commands, so `fastsim run --out

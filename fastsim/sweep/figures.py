@@ -446,6 +446,10 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     try:
         sources = find_sources(results)
         modules = {name: load_script(name) for name in scripts}
+        # before the reasons to skip a figure, which read its table too: one without a
+        # column a figure plots a cell per value of (k, scheduler) read as a sweep of
+        # several cells per policy, and that figure was skipped, saying so, exit 0
+        check_sweep_columns(sources, modules)
         why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
                                      getattr(m, "PLOTS", None)) for name, m in modules.items()}
         if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
@@ -453,7 +457,6 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
 
             raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
-        check_sweep_columns(sources, drawn)
         check_figure_files(out, list(drawn), formats)
         with unmade_on_failure() as made:  # a drawing failed before its first figure
             made.append(make_directory(out))  # leaves no empty DIR behind
