@@ -27,13 +27,19 @@ def _is_default(r) -> bool:
             and r["ustar_hacking"] == f"{D.USTAR_HACKING[0]:g}/{D.USTAR_HACKING[1]:g}")
 
 
+def _axes(table: pl.DataFrame) -> list[str]:
+    """The family's axes ``table`` has a column for, as ``frontier_table`` takes them: a
+    sweep not varying one (ustar_hacking) has none, and selecting it was a polars error."""
+    return [a for a in AXES if a in table.columns]
+
+
 def _intervals(summary: pl.DataFrame) -> pl.DataFrame:
     """Per family point, the 95% interval of EvalStop's waste change and recall."""
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     parts = [ev.filter(pl.col("metric") == metric).select(
-                 *AXES, pl.col("lo").alias(f"{key}_lo"), pl.col("hi").alias(f"{key}_hi"))
+                 *_axes(ev), pl.col("lo").alias(f"{key}_lo"), pl.col("hi").alias(f"{key}_hi"))
              for key, metric in (("waste", "wasted_gpu_h_change"), ("recall", "recall"))]
-    return parts[0].join(parts[1], on=list(AXES), how="left")
+    return parts[0].join(parts[1], on=_axes(ev), how="left")
 
 
 @S.themed
@@ -49,7 +55,7 @@ def draw(sources, out, formats):
                                200 * rw, color="0.85", zorder=0, label="paper ± tolerance"))
     ci = _intervals(S.summary(sources, "frontier"))
     for n in cadences:
-        g = df.filter(pl.col("n_evals") == n).join(ci, on=list(AXES), how="left")
+        g = df.filter(pl.col("n_evals") == n).join(ci, on=_axes(ci), how="left")
         ax.errorbar(100 * g["waste"], 100 * g["recall"], fmt="o", ms=4, color=colors[n],
                     xerr=100 * np.abs([g["waste"] - g["waste_lo"], g["waste_hi"] - g["waste"]]),
                     yerr=100 * np.abs([g["recall"] - g["recall_lo"], g["recall_hi"] - g["recall"]]),

@@ -612,6 +612,15 @@ def test_a_frontier_sweep_varying_k_is_skipped_before_any_figure(tmp_path, axes,
     assert not (tmp_path / "figs").exists()
 
 
+def test_a_frontier_sweep_not_varying_every_family_axis_is_drawn(tmp_path):
+    """frontier_table takes the family's axes a sweep varies (one it does not vary has no
+    column), but the figure's intervals selected all three: a frontier sweep over n_evals
+    alone ended fastsim figures in polars' ColumnNotFoundError (ustar_hacking)."""
+    _tiny_sweep(tmp_path, "frontier", 'n_evals = [5, 6]\npolicy = ["none", "evalstop:k=2"]')
+    written = draw_all(tmp_path / "results", tmp_path / "figs", formats="png", log=print)
+    assert [p.name for p in written] == ["frontier.png"]
+
+
 def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduction):
     out, _ = tiny_reproduction
     fig = _drawn(monkeypatch, "trajectories", out / "results")
