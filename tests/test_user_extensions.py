@@ -377,12 +377,30 @@ def test_replay_scratch_does_not_tell_a_user_policy_the_jobs_length(user_dir, tm
     its prefix (numba checks no bounds) found the job's length where the NaN ended, and
     stopped each job exactly at its last logged evaluation.  The scratch now grows with
     the prefix, as the monitor's does, and tells nothing the prefix does not."""
+    from fastsim.plain_python import PlainCheck
     from fastsim.replay.policies import decide_series, parse_policy
 
     p = parse_policy("toy_user_policies:scan_length")
+    # the compiled answers alone: its plain Python raises past the prefix, and is refused
+    unchecked = PlainCheck(p)
+    unchecked.off = True
     for n in (3, 5, 9):
         s = np.linspace(0.1, 0.9, n)
-        assert decide_series(p, s, np.zeros(n), np.arange(1.0, n + 1), math.nan)[1] == 0, n
+        assert decide_series(p, s, np.zeros(n), np.arange(1.0, n + 1), math.nan,
+                             unchecked)[1] == 0, n
+
+
+def test_decide_series_called_alone_checks_a_user_policys_plain_python(user_dir):
+    """Replay and the monitor ask a user policy's plain-Python version beside its compiled
+    one; decide_series called alone (one job's series) did not, and answered what the
+    compiled code made of an index past the prefix, unsaid.  It now checks as they do."""
+    from fastsim.replay.policies import decide_series, parse_policy
+
+    p = parse_policy("toy_user_policies:peek_past")
+    with pytest.raises(ConfigError, match=r"peek_past raised in plain Python where its compiled "
+                                          r"code returned \(its \.py_func, on evaluation 1 of "
+                                          r"the series\): IndexError: "):
+        decide_series(p, np.ones(4), np.zeros(4), np.arange(1.0, 5), math.nan)
 
 
 @pytest.mark.parametrize("name,returns", [("says_yes", "bool"), ("says_half", "float64")])

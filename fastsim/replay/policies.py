@@ -50,14 +50,17 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
                   job_id=None) -> tuple[int, int, int]:
     """``(action, trigger_eval, delivered_eval)`` of one job's observed series (float64,
     contiguous), as the engine decides it: built-ins through ``stop_decision_1j_nb``, a
-    user policy through its trigger function (and, with ``plain``, its plain-Python
-    version beside it on the calls ``plain`` has left: ``fastsim.plain_python``, job
-    ``job_id`` of the log)."""
+    user policy through its trigger function, and its plain-Python version beside it on
+    the calls ``plain`` has left (``fastsim.plain_python``, job ``job_id`` of the log;
+    without ``plain``, this series' first ``plain_python.MAX_CALLS`` calls, as the monitor
+    checks its own)."""
     d = p.decl
     if d.user is None:
         return stop_decision_1j_nb(int(p.code), int(p.k), float(p.f), int(p.w), float(p.tol),
                                    np.array(p.vector, np.float64), score, loss, attained,
                                    float(t_est))
+    if plain is None:  # called alone: its answers rested unchecked on what numba made up
+        plain = PlainCheck(p)
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
     with R.calling(d, "stop policy"):
@@ -87,6 +90,7 @@ def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple,
         r = int(ask(shown, n + 1, t_est, params))
         if plain is not None and plain.ask():
             plain.check(shown[0, :n + 1], shown[1, :n + 1], shown[2, :n + 1], t_est, r,
+                        f"on evaluation {n + 1} of the series" if job_id is None else
                         f"on job {job_id!r} of the log, evaluation {n + 1}")
         if r != 0:
             return r
