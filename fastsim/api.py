@@ -33,7 +33,7 @@ from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, in
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
-from fastsim.plain_python import check_scheduler_key, check_stop_policy
+from fastsim.plain_python import check_scheduler_key, check_stop_policy, coded_view
 from fastsim.arrays import Accounting, Decisions, Outcome, empty_decisions, empty_outcome
 from fastsim.workload import (Workload, allocate, check_counts, check_resolution,
                               generate_workload, kernel_params, pipeline_arrays)
@@ -525,7 +525,8 @@ def simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int 
         ``.clusters`` into estimates with 95% intervals; ``compare`` runs a baseline too.
 
     ``extract``: a function of the per-job arrays (the per-job table's columns as
-    ``[C, J]`` arrays, ``job_type`` as codes), called once; its result is
+    ``[C, J]`` arrays, ``job_type`` as codes, whose ``== "rlhf"`` raises as a metric's
+    does), called once; its result is
     ``SimResult.extract``.  The arrays are read-only and valid during the call only
     (``simulate`` reuses them, and the per-job table shares them), so it keeps what it
     needs, small, computed or copied (a result holding one of them, or a view of one, is
@@ -667,7 +668,8 @@ def _extract(fn: Callable, per_job: dict[str, np.ndarray]) -> Any:
     may not hold one of them, or a view of one (``_kept_view``)."""
     name = getattr(fn, "__name__", repr(fn))
     with user_code("extract", name, EXTRACT_ALLOWED):
-        kept = fn({k: readonly(v) for k, v in per_job.items()})
+        # job_type as a metric gets it: its == "rlhf" was False for every job, unsaid
+        kept = fn(coded_view(per_job))
     if (found := _kept_view(kept, per_job)) is not None:
         raise ConfigError(f"extract {name} returned {found}, which the next simulate of this "
                           "shape overwrites; allowed: a copy (np.array(x)) or values computed "

@@ -29,8 +29,8 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
-from fastsim.errors import ConfigError, did_you_mean, readonly, user_code
-from fastsim.plain_python import JobTypeCodes
+from fastsim.errors import ConfigError, did_you_mean, user_code
+from fastsim.plain_python import coded_view
 from fastsim.user_modules import import_ref, wrong_kind
 
 
@@ -285,9 +285,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     """The user metrics ``refs`` of a config over its per-job arrays: ``{name: [C]}``
     (``job_type`` as ``plain_python.JobTypeCodes``)."""
     out = {}
-    view = {k: readonly(a) for k, a in jobs.items()}  # shared with the run's other arm
-    if "job_type" in view:
-        view["job_type"] = view["job_type"].view(JobTypeCodes)
+    view = coded_view(jobs)  # read-only: shared with the run's other arm
     n = next(iter(jobs.values())).shape[0]
     for ref in refs:
         m = lookup(ref)

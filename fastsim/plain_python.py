@@ -268,6 +268,15 @@ class JobTypeCodes(np.ndarray):
         return super().__array_function__(func, types, args, kwargs)
 
 
+def coded_view(jobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The per-job arrays as user code reads them (a metric, ``simulate``'s ``extract``):
+    read-only, and ``job_type`` as ``JobTypeCodes``."""
+    view = {k: readonly(a) for k, a in jobs.items()}
+    if "job_type" in view:
+        view["job_type"] = view["job_type"].view(JobTypeCodes)
+    return view
+
+
 def _is_codes(x: Any) -> bool:
     """Whether ``x`` holds the job-type codes: numpy keeps ``JobTypeCodes`` on what it makes
     of them (``np.choose(codes, ["lora", "dpo", "rlhf"])``'s labels, ``astype(str)``),

@@ -253,3 +253,19 @@ def test_the_example_positives_are_stops_that_free_gpus_where_there_are_any():
     for role in ("true positive", "false positive"):
         row = jobs.filter(pl.col("role") == role).row(0, named=True)
         assert row["stopped"] and row["trigger_eval"] < row["n_evals"], row
+
+
+def test_an_extract_comparing_the_job_type_with_text_is_told_the_codes():
+    """A metric's ``jobs["job_type"] == "rlhf"`` raises naming the codes, but an extract got
+    the plain codes: its count of RLHF jobs by text was 0 on every run, unsaid.  It gets
+    the column as a metric does; compared with the codes, the same values as before."""
+    from fastsim.kernels.codes import RLHF
+
+    cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=20)
+    with pytest.raises(ConfigError, match=r"^extract <lambda> failed: TypeError: "
+                                          r'jobs\["job_type"\] holds integer codes, not text: '
+                                          r"== 'rlhf' is False for every job"):
+        simulate(cfg, 2, extract=lambda a: (a["job_type"] == "rlhf").sum())
+    res = simulate(cfg, 2, keep_jobs=True, extract=lambda a: (a["job_type"] == RLHF).sum(axis=1))
+    assert type(res.extract) is np.ndarray
+    assert res.extract.sum() == res.jobs.filter(pl.col("job_type") == "rlhf").height > 0
