@@ -260,6 +260,16 @@ class JobTypeCodes(np.ndarray):
                                   for x in kwargs["out"])
         return getattr(ufunc, method)(*plain, **kwargs)
 
+    def __getitem__(self, key):
+        got = super().__getitem__(key)
+        # a scalar taken out (jobs["job_type"][c, j], a loop over a row): a numpy integer,
+        # whose == "rlhf" was False for every job, unsaid
+        return JobTypeCode(got) if isinstance(got, np.integer) and _is_codes(self) else got
+
+    def tolist(self):
+        plain = self.view(np.ndarray).tolist()
+        return _coded(plain) if _is_codes(self) else plain
+
     def __array_function__(self, func, types, args, kwargs):
         if func is np.isin and _is_codes(kwargs.get("element", args[0] if args else None)):
             tests = kwargs.get("test_elements", args[1] if len(args) > 1 else None)
@@ -284,13 +294,19 @@ def _is_codes(x: Any) -> bool:
     return isinstance(x, JobTypeCodes) and x.dtype.kind in "iu"
 
 
+def _coded(x: Any) -> Any:
+    """``tolist()``'s nested lists of the codes with each a ``JobTypeCode``."""
+    return [_coded(v) for v in x] if isinstance(x, list) else JobTypeCode(x)
+
+
 _A_CODE = "job_type is an integer code"
 
 
 class JobTypeCode(int):
     """A job's ``job_type`` as a scheduler key's plain-Python version gets it
-    (``check_scheduler_key``): the integer code, whose ``==`` or ``!=`` with text raises
-    naming the codes; compiled, ``job_type == "rlhf"`` is False for every job."""
+    (``check_scheduler_key``), and as a scalar taken out of ``JobTypeCodes``: the integer
+    code, whose ``==`` or ``!=`` with text raises naming the codes; compiled, ``job_type ==
+    "rlhf"`` is False for every job."""
 
     def __eq__(self, other):
         if isinstance(other, (str, bytes)):
