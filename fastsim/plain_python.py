@@ -270,6 +270,13 @@ class JobTypeCodes(np.ndarray):
         plain = self.view(np.ndarray).tolist()
         return _coded(plain) if _is_codes(self) else plain
 
+    def astype(self, dtype, *args, **kwargs):
+        got = super().astype(dtype, *args, **kwargs)
+        if _is_codes(self) and got.dtype.kind == "O":  # Python ints, each == "rlhf" False
+            return np.asarray(np.frompyfunc(JobTypeCode, 1, 1)(self.view(np.ndarray)),
+                              dtype=object)
+        return got
+
     def __array_function__(self, func, types, args, kwargs):
         if func is np.isin and _is_codes(kwargs.get("element", args[0] if args else None)):
             tests = kwargs.get("test_elements", args[1] if len(args) > 1 else None)

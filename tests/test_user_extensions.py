@@ -3124,7 +3124,8 @@ def test_job_type_text_as_bytes_or_numpy_text_is_named_as_written(compare):
 @pytest.mark.parametrize("compare", [lambda jt: jt[0, 2] == "rlhf",
                                      lambda jt: [t == "rlhf" for row in jt for t in row],
                                      lambda jt: [t != "rlhf" for t in jt.tolist()[0]],
-                                     lambda jt: "rlhf" in jt.tolist()[0]])
+                                     lambda jt: "rlhf" in jt.tolist()[0],
+                                     lambda jt: jt.astype(object) == "rlhf"])
 def test_a_job_type_taken_out_of_the_codes_compared_with_text_is_told_the_codes(compare):
     """A scalar taken out of the codes (an index, a loop over them, ``.tolist()``) was a
     numpy or Python integer, whose ``== "rlhf"`` was False for every job, unsaid; it is a
@@ -3137,6 +3138,7 @@ def test_a_job_type_taken_out_of_the_codes_compared_with_text_is_told_the_codes(
         compare(jt)
     assert jt[0, 2] == 2 and jt.tolist() == [[0, 1, 2, 2]] and [int(t) for t in jt[0]] == \
         [0, 1, 2, 2] and sum(t == 2 for t in jt[0]) == 2
+    assert (jt.astype(object) == 2).tolist() == [[False, False, True, True]]
 
 
 def test_labels_made_from_the_job_type_codes_compare_with_text():
