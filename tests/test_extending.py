@@ -127,7 +127,8 @@ def test_the_job_type_codes_the_walkthroughs_name_are_what_a_key_and_a_metric_ge
     named = ", ".join(f"{getattr(codes, t.upper())} {shown[t]}" for t in codes.JOB_TYPE_LABELS)
     assert f"`job_type` is an integer code, {named} " in text
     tutorial = " ".join((ROOT / "docs" / "tutorial.md").read_text().split())
-    assert f"`job_type` as its integer code, {named}, valid during the call" in tutorial
+    assert (f"`job_type` as its integer code, {named}, whose `== \"rlhf\"` raises as a "
+            "metric's does, valid during the call") in tutorial
     res = simulate(SimConfig.from_specs("fifo", "none", n_jobs=20), 2, keep_jobs=True,
                    extract=lambda jobs: jobs["job_type"].copy())
     assert res.extract.dtype.kind == "i"
