@@ -6,7 +6,11 @@ signature), but two things reach past them:
 
 - numba's object mode (``with objmode(...)``, or ``@jit(forceobj=True)``) runs plain
   Python inside the compiled function, which can walk the interpreter's frames up to the
-  workload and read its hidden truth (gold, peaks, hacking labels), or read a clock;
+  workload and read its hidden truth (gold, peaks, hacking labels), or read a clock; so
+  does a ctypes function numba calls that runs Python: a callback made of a Python
+  function (``CFUNCTYPE(...)(f)``), the interpreter's C API (``ctypes.pythonapi``,
+  ``Py*``), or one made from a bare address, which may be either (a shared library's
+  C function, ``CDLL("libm.so.6").erf``, is none of these);
 - a random number generator's state (``numpy.random``, ``random``): numba keeps one per
   thread, so in a parallel kernel the draws follow thread timing, and results changed
   from run to run and with the thread count;
@@ -21,10 +25,12 @@ A user's metric is plain Python, kept to the last rule alone (``disk_cached``): 
 
 All are found in the function's bytecode and in that of the user functions it calls
 (library code, numpy's and numba's, is not followed).  Code that builds its way around
-this (ctypes, numba's extension API) is beyond what a check can see: review it.
+this (a C library of one's own, numba's extension API) is beyond what a check can see:
+review it.
 """
 from __future__ import annotations
 
+import ctypes
 import dis
 import inspect
 import types
@@ -113,6 +119,17 @@ def _is_from(value: Any, modules: tuple[str, ...]) -> bool:
             or (owner is not None and in_modules(type(owner).__module__)))
 
 
+def _runs_python(value: Any) -> bool:
+    """Whether ``value`` is a ctypes function that runs Python when compiled code calls
+    it: one not looked up in a shared library (a callback of a Python function holds its
+    thunk; one made from an address holds nothing), or one of the interpreter's C API."""
+    if not isinstance(value, ctypes._CFuncPtr):
+        return False
+    libraries = [o for o in (value._objects or {}).values() if isinstance(o, ctypes.CDLL)]
+    return (not libraries or any(isinstance(o, ctypes.PyDLL) for o in libraries)
+            or getattr(value, "__name__", "").startswith(("Py", "_Py")))
+
+
 def _disk_cached(dispatcher: Any) -> bool:
     """Whether an ``@njit`` function keeps its compiled code on disk (``cache=True``)."""
     cache = getattr(dispatcher, "_cache", None)
@@ -177,7 +194,8 @@ def disk_cached(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
 
 def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
     """What in ``fn`` (an ``@njit`` function), or in a user function it calls, uses object
-    mode, a random generator or numba's thread functions, or is cached on disk, in words;
+    mode (or a ctypes function that runs Python), a random generator or numba's thread
+    functions, or is cached on disk, in words;
     None if nothing.
     ``is_users(obj)``: whether a function is the user's code (followed) rather than a
     library's."""
@@ -194,4 +212,7 @@ def impurity(fn: Any, is_users: Callable[[Any], bool]) -> str | None:
                     return f"{py.__qualname__} uses {name} (a random generator's state)"
                 if _is_from(value, _THREADS):
                     return f"{py.__qualname__} uses {name} (which thread runs it, or how many)"
+                if _runs_python(value):
+                    return (f"{py.__qualname__} uses {name} (a ctypes function that runs "
+                            "Python, as object mode does)")
     return None

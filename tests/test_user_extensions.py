@@ -1713,6 +1713,7 @@ def test_an_axis_no_user_policy_declares_is_not_offered_as_its_spec(user_dir, tm
 
 
 PEEKING_SRC = '''
+import ctypes
 import random
 import sys
 
@@ -1741,6 +1742,10 @@ def _peek(t_est_h):
     return p
 
 
+# the same Python, called from compiled code through a ctypes callback instead
+_PEEK_C = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_double)(_peak_of)
+
+
 @njit
 def {name}(scores, losses, attained_h, t_est_h):
     {body}
@@ -1751,6 +1756,9 @@ def {name}(scores, losses, attained_h, t_est_h):
     # object mode walked the frames to the workload: precision and recall 1, FPR 0
     ("at_the_peak", "return scores.shape[0] if scores.shape[0] == _peek(t_est_h) + 1 else 0",
      "_peek has a with block (numba's object mode)"),
+    # a ctypes callback runs that Python without object mode: it read the peaks, exit 0
+    ("at_the_peak_c", "return scores.shape[0] if scores.shape[0] == _PEEK_C(t_est_h) + 1 else 0",
+     "at_the_peak_c uses _PEEK_C (a ctypes function that runs Python"),
     # numba's generator is per thread: results changed from run to run
     ("coin", "return scores.shape[0] if np.random.random() < 0.3 else 0",
      "coin uses np.random (a random generator's state)"),
@@ -1775,6 +1783,7 @@ def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypa
                           "(t_est_h, gpus, job_type, arrival_h)")
         src = src.replace("return scores.shape[0] if ", "return 1.0 if ").replace(" else 0", " else 2.0")
         src = src.replace("scores.shape[0] == _peek(t_est_h) + 1", "_peek(t_est_h) > 0")
+        src = src.replace("scores.shape[0] == _PEEK_C(t_est_h) + 1", "_PEEK_C(t_est_h) > 0")
     (tmp_path / f"{module}.py").write_text(src + f"\n{name} = "
                                            f"{'stop_policy' if kind == 'policy' else 'scheduler_key'}"
                                            f"()({name})\n")
@@ -1785,6 +1794,23 @@ def test_user_code_cannot_reach_hidden_truth_or_thread_timing(tmp_path, monkeypa
     err = capsys.readouterr().err.strip()
     assert needle in err and "allowed: a pure @njit function" in err, err
     assert len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_a_c_librarys_ctypes_function_stays_allowed():
+    """Only a ctypes function that runs Python is refused (the case above): one looked up
+    in a C library is machine code over its arguments, as a numba function is."""
+    import ctypes
+    import ctypes.util
+
+    from fastsim.purity import _runs_python
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    callback = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(lambda x: x)
+    address = ctypes.cast(callback, ctypes.c_void_p).value
+    assert not _runs_python(libm.erf) and not _runs_python(len)
+    assert _runs_python(callback) and _runs_python(ctypes.pythonapi.PyRun_SimpleString)
+    assert _runs_python(ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(address))
+    assert _runs_python(ctypes.CDLL(None).PyRun_SimpleString)
 
 
 HELPER_BELOW_SRC = '''
