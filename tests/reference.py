@@ -11,7 +11,8 @@ integer codes (``fastsim.kernels.codes``) and the configs.
   every evaluation of every running job and every end is a scheduling point, and the
   allocation is recomputed from scratch at each of them (no skipped evaluations).  The
   stop policies are evaluated online, from the observations up to the current evaluation.
-* ``reference_cluster_metrics`` computes the per-cluster metrics of docs/model.md.
+* ``reference_cluster_metrics`` computes the per-cluster metrics of docs/model.md, and
+  the config's user metrics over the reference's rows.
 """
 from __future__ import annotations
 
@@ -524,7 +525,29 @@ def reference_cluster_metrics(cfg, jobs: dict, per_job: list) -> dict:
         "stop_recall": _ratio(tp_freed, tp + fn),
         "fp_freed": fp_freed, "stop_fpr": _ratio(fp_freed, fp + tn),
         "hacking_gpu_h": float(np.sum((gpus * held)[hacking])),
+        **reference_user_metrics(cfg, jobs, per_job),
     }
+
+
+# what a user metric reads of the workload, beside the run's outcome in the per-job rows
+_WORKLOAD_COLUMNS = ("job_type", "gpus", "arrival_h", "duration_h", "t_est_h", "hacking",
+                     "peak_eval")
+
+
+def reference_user_metrics(cfg, jobs: dict, per_job: list) -> dict:
+    """The config's user metrics (``cfg.metrics``) over the reference's rows of one
+    cluster, as a batch of one (``[1, J]`` arrays).  The metric is the user's own code,
+    not the model's, so it runs as the engine's results run it
+    (``fastsim.metrics.user_columns``): what the two can differ in is what it is given."""
+    if not cfg.metrics:
+        return {}
+    from fastsim.metrics import user_columns
+
+    cols = {k: np.asarray(jobs[k])[None, :] for k in _WORKLOAD_COLUMNS}
+    for k in per_job[0].keys() - {"cluster", "job"}:
+        v = np.array([r[k] for r in per_job])
+        cols[k] = (v.astype(np.float64) if v.dtype == object else v)[None, :]  # Fractions
+    return {name: v[0].item() for name, v in user_columns(cfg.metrics, cols).items()}
 
 
 def reference_cell(cfg, seed: int, cluster: int):

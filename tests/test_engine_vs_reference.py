@@ -186,6 +186,14 @@ def compare(cfg: SimConfig, seed: int, cluster_start: int, n_clusters: int,
         for name in FLOAT_METRICS:
             np.testing.assert_allclose(float(m[name]), ref_m[name], rtol=rtol, atol=atol,
                                        err_msg=f"metric {name}\n{where}")
+        for metric in map(M.lookup, cfg.metrics):  # the user's, as the built-ins
+            if metric.dtype == "int":
+                assert int(m[metric.name]) == ref_m[metric.name], \
+                    f"{metric.name}: {m[metric.name]} != {ref_m[metric.name]}\n{where}"
+            else:
+                np.testing.assert_allclose(float(m[metric.name]), ref_m[metric.name],
+                                           rtol=rtol, atol=atol,
+                                           err_msg=f"metric {metric.name}\n{where}")
         segs = eng_segs.filter(eng_segs["cluster"] == cid).sort(["start_h", "job"])
         e_segs = list(zip(segs["job"].to_list(), segs["start_h"].to_list(), segs["end_h"].to_list()))
         assert [s[0] for s in e_segs] == [s[0] for s in ref.segments], f"segments\n{where}"

@@ -57,8 +57,28 @@ def test_simulate_runs_all_three_and_matches_the_reference(walkthroughs):
     res = simulate(cfg, 20, seed=4)
     assert res.clusters["waste_per_hacking_job"].dtype == pl.Float64
     assert res.clusters["n_stopped"].sum() > 0
-    compare(SimConfig(cfg.workload, cfg.scheduler, cfg.policy), seed=4, cluster_start=0,
-            n_clusters=3)
+    compare(cfg, seed=4, cluster_start=0, n_clusters=3)  # the metric too
+
+
+def test_the_check_against_the_reference_covers_a_user_metric(walkthroughs, monkeypatch):
+    """compare() checked the built-in metrics and skipped the config's own: an engine
+    whose column of a user metric was off passed the check the doc offers."""
+    from dataclasses import replace
+
+    import fastsim.api
+
+    cfg = SimConfig.from_specs(KEY, f"{POLICY}:k=2", n_jobs=20, gpus=16, metrics=[METRIC])
+    compare(cfg, seed=0, cluster_start=0, n_clusters=2)
+    run = fastsim.api.run_workload
+
+    def off_by_a_bit(*args, **kwargs):
+        res = run(*args, **kwargs)
+        name = METRIC.split(":")[1]
+        return replace(res, clusters=res.clusters.with_columns(pl.col(name) * (1 + 1e-6)))
+
+    monkeypatch.setattr(fastsim.api, "run_workload", off_by_a_bit)
+    with pytest.raises(AssertionError, match="metric waste_per_hacking_job"):
+        compare(cfg, seed=0, cluster_start=0, n_clusters=2)
 
 
 def test_a_sweep_and_replay_run_all_three(walkthroughs, tmp_path, capsys):
