@@ -184,7 +184,24 @@ def check_returns(decl: Any, what: str) -> None:
         allowed = "a real number, the job's key (smaller first)"
     for sig in decl.user.nopython_signatures:
         if not isinstance(sig.return_type, kinds):
-            raise ConfigError(f"{what} {decl.name} returns {sig.return_type}; allowed: {allowed}")
+            raise ConfigError(f"{what} {decl.name} returns {sig.return_type}"
+                              f"{_def_line(decl.user.py_func)}; allowed: {allowed}")
+
+
+def _def_line(fn: Callable) -> str:
+    """`` (FILE, line N: def f(...):)``, where a user function is defined: a refusal of
+    what the whole function does (the type it returns, from whichever return) points
+    there, as one of a line it runs points at that line; empty where the source is not
+    to be had (a function made by exec)."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return ""
+    for i, line in enumerate(lines):  # past the decorators
+        if line.lstrip().startswith("def "):
+            return (f" ({os.path.basename(fn.__code__.co_filename)}, line {start + i}: "
+                    f"{line.strip()})")
+    return ""
 
 
 @contextlib.contextmanager

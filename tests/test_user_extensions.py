@@ -412,7 +412,9 @@ def test_a_trigger_that_returns_no_integer_is_refused_naming_its_type(user_dir, 
     from fastsim.replay.policies import decide_series, parse_policy
 
     spec = f"toy_user_policies:{name}:scope=all"
-    said = f"stop policy toy_user_policies:{name} returns {returns}; allowed: an integer"
+    # and where: its file and its def line
+    said = (f"stop policy toy_user_policies:{name} returns {returns} (toy_user_policies.py, "
+            f"line ")
     with pytest.raises(ConfigError, match=re.escape(said)):
         simulate(SimConfig.from_specs("fifo", spec, n_jobs=10), 2, seed=0)
     with pytest.raises(ConfigError, match=re.escape(said)):
@@ -1030,6 +1032,13 @@ def falls_back(jobs):  # a KeyError it catches is its own business
 '''
 
 
+def _def_of(name: str) -> str:
+    """Where a refusal of what ``name`` of HOSTILE_SRC returns points: its def line."""
+    lines = HOSTILE_SRC.splitlines()
+    n = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {name}("))
+    return f"toy_hostile_user.py, line {n + 1}: {lines[n]}"
+
+
 @pytest.fixture(scope="module")
 def hostile_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("hostilecode")
@@ -1052,19 +1061,20 @@ def hostile_dir(tmp_path_factory):
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
     # it always raises, so it never returns a key: numba types its return as none
     (["--scheduler", "toy_hostile_user:raising_key"], "scheduler key toy_hostile_user:raising_key "
-     "returns none; allowed: a real number"),
+     f"returns none ({_def_of('raising_key')}); allowed: a real number"),
     # the typing error named numba's setitem of the engine's key array
     (["--scheduler", "toy_hostile_user:array_key"], "scheduler key toy_hostile_user:array_key "
-     "returns array(float64, 1d, C); allowed: a real number"),
+     f"returns array(float64, 1d, C) ({_def_of('array_key')}); allowed: a real number"),
     # numba's typing of the engine's key array was the message: setitem(..., complex128)
     (["--scheduler", "toy_hostile_user:complex_key"], "scheduler key toy_hostile_user:complex_key "
-     "returns complex128; allowed: a real number"),
+     f"returns complex128 ({_def_of('complex_key')}); allowed: a real number"),
     # the driver's comparison with 0 was the message: ne(Tuple(...), Literal[int](0))
     (["--policy", "toy_hostile_user:tuple_policy"], "stop policy toy_hostile_user:tuple_policy "
-     "returns Tuple(int64, Literal[int](0)); allowed: an integer"),
+     f"returns Tuple(int64, Literal[int](0)) ({_def_of('tuple_policy')}); allowed: an integer"),
     # "TypeError: expected int64, got None"
     (["--policy", "toy_hostile_user:sometimes_none"], "stop policy "
-     "toy_hostile_user:sometimes_none returns OptionalType(int64); allowed: an integer"),
+     "toy_hostile_user:sometimes_none returns OptionalType(int64) "
+     f"({_def_of('sometimes_none')}); allowed: an integer"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], "scheduler toy_hostile_user:huge_int_key returned the "
      "integer key 46116860184273879"),
     (["--scheduler", "toy_hostile_user:huge_int_key"], ", beyond 2^53, where float64 keys no "
@@ -2773,8 +2783,9 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
     assert not [m for m in logged if "Compute Failed" in m], logged
     err = capsys.readouterr().err.strip()
     assert err == ("fastsim sweep: error: stop policy toy_dask_first_policy:f returns "
-                   "float64; allowed: an integer, the 1-based evaluation at which it stops "
-                   "the job, or 0"), err
+                   "float64 (toy_dask_first_policy.py, line 7: def f(scores, losses, "
+                   "attained_h, t_est_h):); allowed: an integer, the 1-based evaluation at "
+                   "which it stops the job, or 0"), err
     assert not out.exists()
 
 
