@@ -316,10 +316,16 @@ def split_name(spec: str, what: str) -> tuple[str, str | None]:
     elif (rest and name in _REGISTRY[what] and rest[0] in _REGISTRY[what][name].param_names
           and _module_exists(name)):
         # ``fifo:backfill`` with a fifo.py of the user's: the built-in's flag, or the
-        # module's function?  The built-in's name wins elsewhere; here it would be silent
+        # module's function?  The built-in's name wins elsewhere; here it would be silent.
+        # ``patience:patience`` names a parameter that is no flag: the built-in's value
+        # form is its own (``=true`` was offered, and refused)
+        flag = _REGISTRY[what][name].param(rest[0]).kind == "bool"
         raise ConfigError(f"{what}={spec!r} is ambiguous: {name} is a built-in {what} with a "
-                          f"flag {rest[0]}, and a module of yours is named {name}; allowed: "
-                          f"{name}:{rest[0]}=true for the built-in, or rename the module")
+                          f"{'flag' if flag else 'parameter'} {rest[0]}, and a module of yours "
+                          f"is named {name}; allowed: "
+                          + (f"{name}:{rest[0]}=true" if flag
+                             else f"{name}:{_value_form(what, name, rest[0])}")
+                          + " for the built-in, or rename the module")
     if len(rest) > 1:
         raise ConfigError(f"{what}={spec!r} has too many ':'; allowed: NAME:key=value,... or "
                           "MODULE:ATTR:key=value,...")

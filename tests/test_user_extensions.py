@@ -1603,6 +1603,21 @@ def test_a_bare_flag_of_a_built_in_shadowed_by_a_user_module_is_ambiguous(tmp_pa
     assert main(["run", "--scheduler", "fifo:backfill", "--clusters", "2"]) == 2
 
 
+
+def test_a_shadowed_parameter_that_is_no_flag_is_not_called_one(tmp_path, monkeypatch):
+    # a patience.py of the user's defining patience: `patience:patience` was "ambiguous:
+    # patience is a built-in policy with a flag patience", offering
+    # `patience:patience=true`, which the built-in refuses (its patience is an integer)
+    (tmp_path / "patience.py").write_text("def patience():\n    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        PolicyConfig.parse("patience:patience")
+    said = str(err.value)
+    assert "is ambiguous: patience is a built-in policy with a parameter patience" in said, said
+    assert "flag" not in said and "=true" not in said, said
+    assert "patience:patience=VALUE, an integer in [1, 1000]" in said, said
+    assert "or rename the module" in said, said
+
 def test_a_user_module_left_off_the_import_path_gets_a_hint(tmp_path, monkeypatch):
     # `fastsim run --policy mine:det` from the directory holding mine.py: the console
     # script does not import from the current directory, so say so and how to fix it
