@@ -914,12 +914,14 @@ def _register(what: str, decl: Declaration, alias: str | None) -> None:
 
 def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
                      what: str) -> None:
-    """The function's arguments are the ``fixed`` ones (any names) then the declared
+    """The function's arguments are the ``fixed`` ones (any names, but not each other's:
+    ``(gpus, t_est_h, ...)`` read the demand as the estimate) then the declared
     parameters, by name and in order: they are passed by position, so a swapped pair
     would arrive swapped (``_check_param`` checked each parameter's kind)."""
     got = tuple(inspect.signature(fn.py_func).parameters)
     want = fixed + tuple(p.name for p in params)
-    if len(got) != len(want) or got[len(fixed):] != want[len(fixed):]:
+    misplaced = any(g != w and g in want for g, w in zip(got[:len(fixed)], fixed))
+    if len(got) != len(want) or got[len(fixed):] != want[len(fixed):] or misplaced:
         raise ConfigError(f"{what} {fn.__name__}{got}: arguments differ from the declaration; "
                           f"allowed: ({', '.join(want)}), the declared parameters in order")
 

@@ -762,6 +762,28 @@ def test_user_policy_can_keep_the_best_checkpoint(user_dir):
         assert m.decision("j").keep_step == deliv
 
 
+@pytest.mark.parametrize("kind,args,want", [
+    ("policy", "losses, scores, attained_h, t_est_h", "(scores, losses, attained_h, t_est_h)"),
+    ("scheduler", "gpus, t_est_h, job_type, arrival_h", "(t_est_h, gpus, job_type, arrival_h)"),
+])
+def test_observations_named_in_another_order_are_refused(kind, args, want):
+    """The observations arrive by position too, under any names (``s, l, a, t`` is fine),
+    but a function naming them in another order read each under the other's name: a key
+    written ``(gpus, t_est_h, ...)`` ordered the jobs by GPU demand, a policy written
+    ``(losses, scores, ...)`` decided on the losses, and the run exited 0."""
+    from numba import njit
+
+    from fastsim.registry import scheduler_key, stop_policy
+
+    namespace = {}
+    exec(f"def f({args}):\n    return 0\n", namespace)
+    declare = stop_policy() if kind == "policy" else scheduler_key()
+    with pytest.raises(ConfigError, match=re.escape(
+            f"arguments differ from the declaration; allowed: {want}")):
+        declare(njit(namespace["f"]))
+    exec("def g(s, l, a, t):\n    return 0\n", namespace)  # other names: by position
+    declare(njit(namespace["g"]))
+
 def test_declarations_match_their_functions_and_replay_takes_bare_names(user_dir):
     """Declared parameters arrive by position: a function whose arguments name them in
     another order, a parameter kind the compiled call cannot take, or a label naming an
