@@ -20,6 +20,7 @@ and its place among the paired rows).
 """
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -217,6 +218,7 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
             # module replaced the first, whose runs then computed the second
             raise ConfigError(f"metric {name or fn!r}: the column is named after the function; "
                               "allowed: a function defined with def")
+        _check_arguments(fn, name)
         if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "job"):
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         ref = f"{fn.__module__}:{name}"
@@ -237,6 +239,22 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
         _METRICS[name] = m
         return m
     return wrap
+
+
+def _check_arguments(fn: Callable, name: str) -> None:
+    """A metric is called with the mapping of columns alone: one that needs a second
+    argument (``def two(jobs, k)``) failed only at its call, in a line naming neither its
+    file nor its line; refused where it is declared, as a stop policy's arguments are."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin): its call says
+        return
+    try:
+        sig.bind(None)
+    except TypeError:
+        raise ConfigError(f"metric {name}{tuple(sig.parameters)}: arguments differ from the "
+                          f"declaration; allowed: one argument, the per-job arrays (def "
+                          f"{name}(jobs))") from None
 
 
 def _check_change_row(name: str, paired: str) -> None:

@@ -2424,6 +2424,25 @@ def test_a_metric_that_is_a_lambda_is_refused():
     assert "<lambda>" not in M._METRICS
 
 
+def test_a_metric_that_cannot_take_the_columns_alone_is_refused_where_declared(
+        tmp_path, monkeypatch, capsys):
+    """A metric written ``def two(jobs, k)`` was declared, and the run failed at its call in
+    a line naming neither its file nor its line (``metric two failed: TypeError: two()
+    missing 1 required positional argument: 'k'``): it is now refused where it is
+    declared, as a stop policy's or a key's arguments are, naming its line."""
+    (tmp_path / "toy_two_args.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n@cluster_metric()\n"
+        "def two(jobs, k):\n    return jobs['jct_h'].mean(axis=1)\n\n\n@cluster_metric()\n"
+        "def fine(jobs, k=2, *rest):\n    return jobs['jct_h'].mean(axis=1) * k\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o.parquet"
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--metric", "toy_two_args:two",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not out.exists(), err
+    assert "toy_two_args.py, line 4: metric two('jobs', 'k'): arguments differ from the " \
+           "declaration; allowed: one argument, the per-job arrays (def two(jobs))" in err, err
+
 def test_numpy_scalars_are_a_user_parameters_numbers_as_a_built_ins(tmp_path, monkeypatch):
     """A value or default computed with numpy (np.int64(3)) was refused as 'allowed: an
     integer', where a built-in's k=np.int64(3) was taken as 3."""
