@@ -107,6 +107,13 @@ def _declared_in(module: str, exc: BaseException) -> str:
     found = [f"{name} ({type(obj).DECLARED_AS})" for name, obj in vars(mod).items()
              if not name.startswith("_")
              and isinstance(getattr(type(obj), "DECLARED_AS", None), str)]
+    if not found and module == "__main__":
+        # a script's own spec (docs/extending.md) given to the command line, whose
+        # __main__ is fastsim's: "__main__ declares no ..." read as a word on the script
+        return ("; __main__ is the program running here, which declares none: a script's "
+                "function is __main__:FUNCTION in that script's own process only (not on the "
+                "command line, nor on a Dask worker); elsewhere name the module that "
+                "declares it, MODULE:FUNCTION")
     return (f"; {module} declares {', '.join(found)}" if found else
             f"; {module} declares no @stop_policy, @scheduler_key or @cluster_metric")
 

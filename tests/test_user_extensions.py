@@ -1640,6 +1640,18 @@ def test_a_shadowed_parameter_that_is_no_flag_is_not_called_one(tmp_path, monkey
     assert "patience:patience=VALUE, an integer in [1, 1000]" in said, said
     assert "or rename the module" in said, said
 
+def test_a_scripts_main_spec_on_the_command_line_says_to_name_a_module(capsys):
+    # a policy declared in a script is __main__:f there (docs/extending.md); the same
+    # spec on the command line said "__main__ declares no @stop_policy, ...", of a
+    # program that was not the user's script
+    assert main(["run", "--policy", "__main__:mpat", "--clusters", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert ("__main__ is the program running here, which declares none: a script's "
+            "function is __main__:FUNCTION in that script's own process only (not on the "
+            "command line, nor on a Dask worker); elsewhere name the module that declares "
+            "it, MODULE:FUNCTION") in err, err
+
 def test_a_user_module_left_off_the_import_path_gets_a_hint(tmp_path, monkeypatch):
     # `fastsim run --policy mine:det` from the directory holding mine.py: the console
     # script does not import from the current directory, so say so and how to fix it
