@@ -20,6 +20,7 @@ and its place among the paired rows).
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import numbers
@@ -308,7 +309,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     for ref in refs:
         m = lookup(ref)
         check_code(m)
-        with user_code("metric", m.name, METRIC_ALLOWED):
+        with _at_def(m), user_code("metric", m.name, METRIC_ALLOWED):
             # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
             # drops one changed what every later metric, and the check below, read
             v = np.asarray(m.fn(_Columns(view)))
@@ -319,19 +320,36 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
                 raise ConfigError(f"metric {m.name} returned {what}; allowed: real numbers, "
                                   "one per cluster (NaN where it is undefined)")
             v = v.astype(np.float64)
-        if v.shape != (n,):
-            raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
-                              f"cluster{'s' if n != 1 else ''}; allowed: ({n},), one value per "
-                              "cluster: a reduction along axis=1 of the [clusters, jobs] "
-                              "arrays, as jobs[\"jct_h\"].mean(axis=1)")
-        if m.dtype == "int":
-            _check_integers(m.name, v)
-        else:
-            _check_floats(m.name, v)
-        _check_bounds(m, v)
-        _check_own_cluster(m, view, v)
+        with _at_def(m):
+            if v.shape != (n,):
+                raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
+                                  f"cluster{'s' if n != 1 else ''}; allowed: ({n},), one value per "
+                                  "cluster: a reduction along axis=1 of the [clusters, jobs] "
+                                  "arrays, as jobs[\"jct_h\"].mean(axis=1)")
+            if m.dtype == "int":
+                _check_integers(m.name, v)
+            else:
+                _check_floats(m.name, v)
+            _check_bounds(m, v)
+        _check_own_cluster(m, view, v)  # its refusal names the clusters asked, not a line
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
+
+
+@contextlib.contextmanager
+def _at_def(m: Metric):
+    """A metric refused for what it returned (a value, a shape, a dtype: the whole
+    function's) is named with its file and def line, as a stop policy refused for its
+    return type is; one that raised is named with the line that raised, by ``user_code``."""
+    try:
+        yield
+    except ConfigError as exc:
+        text = str(exc)
+        if not text.startswith((f"metric {m.name} returned ",
+                                f"metric {m.name} (dtype int) returned ")):
+            raise
+        head, sep, tail = text.partition("; allowed:")
+        raise ConfigError(f"{head}{R.def_line(m.fn)}{sep}{tail}") from None
 
 
 # a metric is plain Python over numpy arrays (docs/extending.md), not an @njit kernel

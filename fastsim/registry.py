@@ -185,10 +185,10 @@ def check_returns(decl: Any, what: str) -> None:
     for sig in decl.user.nopython_signatures:
         if not isinstance(sig.return_type, kinds):
             raise ConfigError(f"{what} {decl.name} returns {sig.return_type}"
-                              f"{_def_line(decl.user.py_func)}; allowed: {allowed}")
+                              f"{def_line(decl.user.py_func)}; allowed: {allowed}")
 
 
-def _def_line(fn: Callable) -> str:
+def def_line(fn: Callable) -> str:
     """`` (FILE, line N: def f(...):)``, where a user function is defined: a refusal of
     what the whole function does (the type it returns, from whichever return) points
     there, as one of a line it runs points at that line; empty where the source is not

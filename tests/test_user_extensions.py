@@ -1111,14 +1111,17 @@ def hostile_dir(tmp_path_factory):
     (["--metric", "toy_hostile_user:int_half"], "metric int_half (dtype int) returned 1.5"),
     (["--metric", "toy_hostile_user:int_huge"], "metric int_huge (dtype int) returned 1e+30"),
     # an infinity was left out of the mean as NaN is: "n/a" with n 0, and exit 0
-    (["--metric", "toy_hostile_user:float_inf"], "metric float_inf returned inf; allowed: "
-     "finite numbers, or NaN on a cluster where the metric is undefined"),
+    (["--metric", "toy_hostile_user:float_inf"], "metric float_inf returned inf "
+     f"({_def_of('float_inf')}); allowed: finite numbers, or NaN on a cluster where the "
+     "metric is undefined"),
     (["--metric", "toy_hostile_user:float_minus_inf_once"],
      "metric float_minus_inf_once returned -inf"),
     (["--metric", "toy_hostile_user:int_inf"], "metric int_inf (dtype int) returned inf"),
     # declared bounds cut its interval: a value outside them would make that cut wrong
-    (["--metric", "toy_hostile_user:out_of_bounds"], "metric out_of_bounds returned 1.5; "
-     "allowed: values in its declared bounds [0.0, 1.0]"),
+    (["--metric", "toy_hostile_user:out_of_bounds"], "metric out_of_bounds returned 1.5 "
+     f"({_def_of('out_of_bounds')}); allowed: values in its declared bounds [0.0, 1.0]"),
+    # and where: a value is the whole function's, its def line (int_nan's too)
+    (["--metric", "toy_hostile_user:int_nan"], f"({_def_of('int_nan')}); allowed: integers"),
     # the imaginary part was dropped, after numpy's ComplexWarning
     (["--metric", "toy_hostile_user:complex_values"], "complex_values returned complex values"),
     # it set its view writable again and zeroed the per-job table's JCTs, exit 0
@@ -1126,7 +1129,7 @@ def hostile_dir(tmp_path_factory):
      "cannot set WRITEABLE flag to True of this array"),
     # numpy's cast read the text "1.5" as 1.5, None as NaN and a datetime as its count
     (["--metric", "toy_hostile_user:text_values"], "metric text_values returned values of "
-     "dtype <U3; allowed: real numbers, one per cluster"),
+     f"dtype <U3 ({_def_of('text_values')}); allowed: real numbers, one per cluster"),
     (["--metric", "toy_hostile_user:none_values"], "none_values returned values of dtype object"),
     (["--metric", "toy_hostile_user:datetime_values"],
      "datetime_values returned values of dtype datetime64[s]"),
@@ -2942,7 +2945,8 @@ def test_a_metric_of_the_wrong_shape_is_told_the_batch_and_the_axis(tmp_path, mo
     assert main(["run", "--clusters", "3", "--n-jobs", "10", "--metric",
                  "toy_scalar_metric:overall", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert re.search(r"metric overall returned shape \(\) for a batch of (\d+) clusters?; "
+    assert re.search(r"metric overall returned shape \(\) for a batch of (\d+) clusters? "
+                     r"\(toy_scalar_metric\.py, line \d+: def overall\(jobs\):\); "
                      r"allowed: \(\1,\), one value per cluster: a reduction along axis=1 of "
                      r"the \[clusters, jobs\] arrays, as jobs\[\"jct_h\"\]\.mean\(axis=1\)$",
                      err), err
