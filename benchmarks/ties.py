@@ -33,7 +33,6 @@ import argparse
 import collections
 import sys
 import time
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -48,18 +47,6 @@ from fastsim.workload import generate_workload  # noqa: E402
 
 POLICIES = ("none", "evalstop", "stop_at", "deprioritize")
 COUNTS = ("engine != reference", "engine != exact", "reference != exact")
-
-
-def tie_case(rng, scheduler: str, policy: str, medians: tuple) -> tuple:
-    """``random_case``'s cell with every job of a type alike (SimConfig, seed, start)."""
-    cfg, seed, start = T.random_case(rng, scheduler, policy)
-    g = cfg.workload.gpus
-    lora = tuple(d for d in (1, 2) if d <= g)[:int(rng.integers(1, 3))]
-    wc = replace(cfg.workload, log_sd=0.0, est_sigma=0.0, demands_lora=lora, demands_dpo=(4,),
-                 demands_rlhf=(8,) if rng.random() < 0.5 else (4, 8),
-                 median_lora_h=medians[0], median_dpo_h=medians[1],
-                 median_rlhf_h=float(rng.choice(medians[2:])))
-    return SimConfig(wc, cfg.scheduler, cfg.policy), seed, start
 
 
 def agrees(check) -> bool:
@@ -91,7 +78,7 @@ def count(cases: int, grid: float, medians: tuple) -> collections.Counter:
         for pi, policy in enumerate(POLICIES):
             rng = np.random.default_rng(1000 * si + pi)
             for _ in range(cases):
-                cfg, seed, start = tie_case(rng, scheduler, policy, medians)
+                cfg, seed, start = T.tie_case(rng, scheduler, policy, medians)
                 w = generate_workload(cfg.workload, 1, seed=seed, cluster_start=start)
                 if grid:
                     w = w.with_arrays(arrival_h=np.floor(w.arrival_h * grid) / grid)

@@ -234,30 +234,44 @@ def _evaluation_rate_nb(job, before_h, loss, c, j):
     return rate
 
 
+# Events of different jobs that meet in exact arithmetic (degenerate inputs: equal run
+# times, arrivals on a grid) can land a few ulps apart, each a float sum along its own
+# history.  A running job's own event at most this far (relative) after a point is taken
+# at that point: else a reallocation there could pause a job with an ulp of work left,
+# which then waits hours for GPUs (docs/model.md, "Round-off and exact ties").  Random
+# continuous inputs never put two events this close.
+MERGE_RELATIVE = 2.0 ** -50
+
+
 @part
 def _next_point_nb(t_arrival, t_pending, next_time, running, n_running):
     """The next scheduling point ``t``: the next arrival, the earliest planned event of a
-    running job or Tiresias' pending point, whichever comes first; and ``(first,
-    last)``, the first position in ``running`` whose event is at ``t`` (``n_running`` if
-    none) and the last one holding the earliest planned event.  The positions outside
-    them hold later events, so the events at ``t`` are taken from ``first`` to ``last``,
-    in list order."""
+    running job or Tiresias' pending point, whichever comes first; ``(first, last)``, the
+    first position in ``running`` whose event is at ``t`` (``n_running`` if none) and the
+    last one holding the earliest planned event; and ``upto``, the latest event time
+    taken at ``t`` (``MERGE_RELATIVE`` after it).  The positions outside them hold later
+    events, so the events at ``t`` are taken from ``first`` to ``last``, in list order;
+    if a second event falls within ``upto``, from the whole list."""
     first = last = n_running
     t_run = np.inf
+    t_second = np.inf  # the second earliest planned event (equal ones counted twice)
     for i in range(n_running):
-        if next_time[running[i]] < t_run:
-            t_run = next_time[running[i]]
+        ti = next_time[running[i]]
+        t_second = min_nb(t_second, max_nb(ti, t_run))
+        if ti < t_run:
+            t_run = ti
             first = i
-        if next_time[running[i]] == t_run:
+        if ti == t_run:
             last = i
-    t = t_arrival
-    if t_run <= t:
-        t = t_run
-    else:
-        first = n_running
+    t = min_nb(t_arrival, t_run)
     if t_pending < t:
-        t, first = t_pending, n_running
-    return t, (first, last)
+        t = t_pending
+    upto = t + t * MERGE_RELATIVE
+    if not t_run <= upto:
+        first = n_running
+    elif t_second <= upto and first < n_running:  # (no event found: every one at inf)
+        first, last = 0, n_running - 1
+    return t, (first, last), upto
 
 
 @part
@@ -610,8 +624,9 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
 def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_active, passed,
                    n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
                    pending, n_evals, thresholds_gpu_h):
-    """The running jobs' own events at ``t`` (positions ``span = (first, last)`` of
-    ``running``, ``last`` following the job an end moves into a freed position):
+    """The running jobs' own events at ``t``, those planned by ``upto`` (positions ``span
+    = (first, last, upto)`` of ``running``, ``last`` following the job an end moves into a
+    freed position):
     ends (recorded in ``end_h`` and the segments ``segs``), demotions, ``loss_aware``'s
     evaluations (a new key) and Tiresias' crossings (a new ``pending`` point, a tuple
     ``(time, job, service)``).  Returns the counts and GPU totals after them, whether
@@ -619,11 +634,11 @@ def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_ac
     seg_job, seg_start, seg_end = segs
     t_pending, pending_job, pending_point = pending
     realloc = moved = False
-    i, last = span
+    i, last, upto = span
     while i < n_running and i <= last:
         j = running[i]
         job = jobs[j]
-        if next_time[j] != t:
+        if not next_time[j] <= upto:
             i += 1
             continue
         if _ends_nb(job, t):
@@ -809,7 +824,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
             break
         # the next point: an arrival, a running job's own event or Tiresias' pending point
         t_arrival = arrival[next_arrival] if next_arrival < n_jobs else np.inf
-        t, (first, last) = _next_point_nb(t_arrival, t_pending, next_time, running, n_running)
+        t, (first, last), upto = _next_point_nb(t_arrival, t_pending, next_time, running,
+                                                n_running)
         realloc = t_pending == t
         if realloc:
             t_pending = np.inf
@@ -825,8 +841,8 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
                 moved = True  # in order (fifo's, sjf_est's and a user's keys are static)
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
-            c, t, (first, last), jobs, next_time, running, n_running, active, n_active, passed,
-            n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
+            c, t, (first, last, upto), jobs, next_time, running, n_running, active, n_active,
+            passed, n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
             (t_pending, pending_job, pending_point), n_evals, thresholds_gpu_h)
         t_pending, pending_job, pending_point = pending
         moved = moved or rekeyed

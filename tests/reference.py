@@ -195,6 +195,9 @@ def jobs_of(workload, row: int) -> dict:
 # --------------------------------------------------------------------------- simulation
 
 PREEMPTIVE = ("srtf_est", "loss_aware", "tiresias")
+# Events of running jobs at most this far (relative) after a scheduling point are taken at
+# it (docs/model.md, "Round-off and exact ties").
+MERGE_RELATIVE = 2.0 ** -50
 
 
 @dataclass
@@ -375,12 +378,15 @@ def reference_simulate(cfg, jobs: dict, trace: list | None = None,
                 t_next = min(t_next, ev)
         assert math.isfinite(t_next), "stuck: nothing running, nothing arriving"
         dt = t_next - now  # inf before the first arrival, when nothing runs
+        # a running job's event a few ulps after the point is taken at it (docs/model.md,
+        # "Round-off and exact ties"); exact arithmetic needs no such rule
+        upto = t_next if exact else t_next + t_next * MERGE_RELATIVE
         firing = []
         for x in js:
             if not x.running:
                 continue
             ev = now + x.owed + (_service(x.evals_done + 1, x.T, E) - x.attained)
-            if ev == t_next:
+            if ev <= upto:
                 firing.append(x)
                 x.owed = zero
                 x.attained = _service(x.evals_done + 1, x.T, E)
