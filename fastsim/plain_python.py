@@ -2,8 +2,9 @@
 its compiled self was asked, on cluster 0 of a run (``fastsim run``, ``simulate``, a
 sweep's first-cluster trial and its first chunks), and a stop policy's beside each
 compiled call of replay, of the live monitor and of ``replay.policies.decide_series``
-called alone, on their first ``MAX_CALLS`` calls (``PlainCheck``); and the job-type codes as user code gets them, whose comparison with
-text (``== "rlhf"``, False for every job) raises.
+called alone, on their first ``MAX_CALLS`` calls (``PlainCheck``); and the job-type codes
+as user code gets them, whose comparison with text (``== "rlhf"``, False for every job)
+raises.
 
 Where Python raises and the compiled code returned, numba gave a value Python has none
 for (``int`` of a NaN, an index past the prefix, which reads NaN, ``math.log(0)``), and

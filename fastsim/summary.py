@@ -39,7 +39,8 @@ def _row(metric: str, kind: str, e: Estimate) -> dict:
     return {"metric": metric, "kind": kind, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
 
 
-def _pooled_counts(clusters: pl.DataFrame, metrics) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def pooled_counts(clusters: pl.DataFrame,
+                  metrics) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each pooled metric's per-cluster numerator and denominator, in one Polars pass (a
     chunk of 500 clusters costs a pass mostly in overhead)."""
     exprs = []
@@ -52,7 +53,7 @@ def _pooled_counts(clusters: pl.DataFrame, metrics) -> dict[str, tuple[np.ndarra
 
 
 def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
-    num, den = _pooled_counts(clusters, [metric])[metric]
+    num, den = pooled_counts(clusters, [metric])[metric]
     if M.lookup(metric).binomial:
         return proportion_ci(num, den, seed=seed)
     return bootstrap_ratio_ci(num, den, seed=seed)
@@ -122,7 +123,7 @@ class CellSummary:
                 moments.add(clusters[m].to_numpy())
             except ConfigError as e:  # "values has shape (3, 2)" named no column
                 raise ConfigError(f"column {m}: {e}") from None
-        for m, (num, den) in _pooled_counts(clusters, self.pooled).items():
+        for m, (num, den) in pooled_counts(clusters, self.pooled).items():
             try:
                 self.pooled[m].add(num, den)
             except ConfigError as e:  # "num[0] = nan" named no column of the user's frame

@@ -433,11 +433,11 @@ def _delay_counts(n_clusters: int):
     """Per-cluster detection-delay sums and true-positive counts of a small default cell."""
     from fastsim.api import simulate
     from fastsim.config import SimConfig
-    from fastsim.summary import _pooled_counts
+    from fastsim.summary import pooled_counts
 
     cfg = SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=8)
     clusters = simulate(cfg, n_clusters, seed=12345).clusters
-    return _pooled_counts(clusters, ["detection_delay_evals"])["detection_delay_evals"]
+    return pooled_counts(clusters, ["detection_delay_evals"])["detection_delay_evals"]
 
 
 @pytest.mark.parametrize("n, runs", [(3, 200), (5, 200), (10, 100)])

@@ -33,7 +33,7 @@ from fastsim.resources import package_folders, shipped
 from fastsim.values import MAX_CLUSTER
 from fastsim.stats import (LEVEL, Estimate, bootstrap_sums, fmt_interval, fmt_value,
                            interval_decimals)
-from fastsim.summary import _pooled_counts
+from fastsim.summary import pooled_counts
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
@@ -41,8 +41,8 @@ from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure
 from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECIDED_SHARE, DECLARED, FITTED, MATCH, MISS,
-                                   NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
-                                   tolerance_text, verdict)
+                                   NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
+                                   raw_verdict, registration_table, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -320,7 +320,7 @@ def k_counts(store: SweepStore) -> dict[int, np.ndarray]:
             continue
         parts = []
         for i in range(store.grid.n_chunks):
-            counts = _pooled_counts(store.read_chunk(c.id, i), F1_RATES)
+            counts = pooled_counts(store.read_chunk(c.id, i), F1_RATES)
             parts.append(np.column_stack([x for m in F1_RATES for x in counts[m]]))
         out[int(axis_value(c.config, "k"))] = np.concatenate(parts)
     return out
