@@ -20,7 +20,6 @@ and its place among the paired rows).
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
 import numbers
@@ -309,7 +308,7 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
     for ref in refs:
         m = lookup(ref)
         check_code(m)
-        with _at_def(m), user_code("metric", m.name, METRIC_ALLOWED):
+        with user_code("metric", m.name, METRIC_ALLOWED):
             # a dict of its own: a metric that rebinds a key (jobs["jct_h"] = ... / 24) or
             # drops one changed what every later metric, and the check below, read
             v = np.asarray(m.fn(_Columns(view)))
@@ -317,39 +316,22 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
             # it spells ("1.5"), None as NaN and a datetime as its count of units
             if v.dtype.kind not in "biuf":
                 what = "complex values" if v.dtype.kind == "c" else f"values of dtype {v.dtype}"
-                raise ConfigError(f"metric {m.name} returned {what}; allowed: real numbers, "
-                                  "one per cluster (NaN where it is undefined)")
+                raise ConfigError(f"metric {m.name} returned {what}{R.def_line(m.fn)}; allowed: "
+                                  "real numbers, one per cluster (NaN where it is undefined)")
             v = v.astype(np.float64)
-        with _at_def(m):
-            if v.shape != (n,):
-                raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
-                                  f"cluster{'s' if n != 1 else ''}; allowed: ({n},), one value per "
-                                  "cluster: a reduction along axis=1 of the [clusters, jobs] "
-                                  "arrays, as jobs[\"jct_h\"].mean(axis=1)")
-            if m.dtype == "int":
-                _check_integers(m.name, v)
-            else:
-                _check_floats(m.name, v)
-            _check_bounds(m, v)
+        if v.shape != (n,):
+            raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
+                              f"cluster{'s' if n != 1 else ''}{R.def_line(m.fn)}; allowed: "
+                              f"({n},), one value per cluster: a reduction along axis=1 of the "
+                              "[clusters, jobs] arrays, as jobs[\"jct_h\"].mean(axis=1)")
+        if m.dtype == "int":
+            _check_integers(m, v)
+        else:
+            _check_floats(m, v)
+        _check_bounds(m, v)
         _check_own_cluster(m, view, v)  # its refusal names the clusters asked, not a line
         out[m.name] = v.astype(np.int64 if m.dtype == "int" else np.float64)
     return out
-
-
-@contextlib.contextmanager
-def _at_def(m: Metric):
-    """A metric refused for what it returned (a value, a shape, a dtype: the whole
-    function's) is named with its file and def line, as a stop policy refused for its
-    return type is; one that raised is named with the line that raised, by ``user_code``."""
-    try:
-        yield
-    except ConfigError as exc:
-        text = str(exc)
-        if not text.startswith((f"metric {m.name} returned ",
-                                f"metric {m.name} (dtype int) returned ")):
-            raise
-        head, sep, tail = text.partition("; allowed:")
-        raise ConfigError(f"{head}{R.def_line(m.fn)}{sep}{tail}") from None
 
 
 # a metric is plain Python over numpy arrays (docs/extending.md), not an @njit kernel
@@ -364,25 +346,31 @@ def check_code(m: Metric) -> None:
         R.check_cached(m.fn, "metric", METRIC_ALLOWED)
 
 
-def _check_integers(name: str, v: np.ndarray) -> None:
+# A metric refused for what it returned (a value, a shape, a dtype: the whole function's)
+# is named with its file and def line (``registry.def_line``, read only then), as a stop
+# policy refused for its return type is; one that raised is named with the line that
+# raised, by ``user_code``.
+
+
+def _check_integers(m: Metric, v: np.ndarray) -> None:
     """A dtype-int metric's values must be int64s as they are: 1.5 was stored as 1, and
     1e30 as -2^63 after a RuntimeWarning."""
     bad = ~(np.isfinite(v) & (v == np.round(v)) & (np.abs(v) < 2.0**63))
     if bad.any():
-        raise ConfigError(f"metric {name} (dtype int) returned {float(v[bad][0])!r}; allowed: "
-                          "integers from -2^63 to 2^63-1 (dtype float for other finite "
-                          "values or NaN)")
+        raise ConfigError(f"metric {m.name} (dtype int) returned {float(v[bad][0])!r}"
+                          f"{R.def_line(m.fn)}; allowed: integers from -2^63 to 2^63-1 (dtype "
+                          "float for other finite values or NaN)")
 
 
-def _check_floats(name: str, v: np.ndarray) -> None:
+def _check_floats(m: Metric, v: np.ndarray) -> None:
     """NaN is a cluster the metric is undefined on (left out of the mean and its n, as a
     built-in's NaN is); an infinity was left out the same way, so a metric that was inf on
     every cluster read "n/a" with n 0, as if undefined everywhere."""
     bad = np.isinf(v)
     if bad.any():
-        raise ConfigError(f"metric {name} returned {float(v[bad][0])!r}; allowed: finite "
-                          "numbers, or NaN on a cluster where the metric is undefined (left "
-                          "out of the mean and its n)")
+        raise ConfigError(f"metric {m.name} returned {float(v[bad][0])!r}{R.def_line(m.fn)}; "
+                          "allowed: finite numbers, or NaN on a cluster where the metric is "
+                          "undefined (left out of the mean and its n)")
 
 
 def _check_own_cluster(m: Metric, view: dict[str, np.ndarray], v: np.ndarray) -> None:
@@ -453,8 +441,9 @@ def _check_bounds(m: Metric, v: np.ndarray) -> None:
     be wrong."""
     bad = (v < m.bounds[0]) | (v > m.bounds[1])  # NaN compares False: undefined, kept
     if bad.any():
-        raise ConfigError(f"metric {m.name} returned {float(v[bad][0])!r}; allowed: values "
-                          f"in its declared bounds [{m.bounds[0]!r}, {m.bounds[1]!r}]")
+        raise ConfigError(f"metric {m.name} returned {float(v[bad][0])!r}{R.def_line(m.fn)}; "
+                          f"allowed: values in its declared bounds [{m.bounds[0]!r}, "
+                          f"{m.bounds[1]!r}]")
 
 
 def mean_metrics() -> dict[str, str]:

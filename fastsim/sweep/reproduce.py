@@ -40,9 +40,9 @@ from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
 from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
-from fastsim.sweep.scoring import (DECIDED_SHARE, DECLARED, FITTED, MATCH, MISS,
-                                   NOT_COMPARABLE, PAPER_ROWS, ROWS_BY_KEY, PaperRow,
-                                   raw_verdict, registration_table, tolerance_text, verdict)
+from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
+                                   ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
+                                   share_text, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -276,18 +276,8 @@ def _f1_text(e: Estimate) -> str:
 def _shares_text(k_boot: "KBootstrap") -> str:
     """Each k's share of the resamples in which it alone has the highest F1 (those it
     never has left out); "no k" when none ever has."""
-    parts = [f"{_share_pct(s)} (k = {k})" for k, s in k_boot.best_share.items() if s > 0]
+    parts = [f"{share_text(s)} (k = {k})" for k, s in k_boot.best_share.items() if s > 0]
     return ", ".join(parts) or "none (no k alone)"
-
-
-def _share_pct(s: float) -> str:
-    """A share of resamples in percent, with the decimals that keep it on its side of the
-    95% the verdict asks, and below 100% unless it is all of them."""
-    for d in range(1, 5):
-        x = round(100 * s, d)
-        if (x >= 100 * DECIDED_SHARE) == (s >= DECIDED_SHARE) and (x == 100) == (s == 1):
-            break
-    return f"{100 * s:.{d}f}%"
 
 
 # The counts of the two rates the k row's F1 is of, per cluster: num and den of each.
@@ -506,7 +496,7 @@ def k_table(summary: pl.DataFrame, k_boot: KBootstrap | None = None) -> str:
         if k_boot is not None:
             cells += [_f1_text(k_boot.f1[int(k)]) + (f" (n = {k_boot.n})" if k_boot.n != n
                                                      else ""),
-                      _share_pct(k_boot.best_share[int(k)])]
+                      share_text(k_boot.best_share[int(k)])]
         lines.append(f"| {k} | " + " | ".join(cells) + f" | {n} |")
     return "\n".join(lines)
 

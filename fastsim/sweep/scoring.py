@@ -241,7 +241,7 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
         share, lead_lo = decided
         if not _at_most(DECIDED_SHARE, share):
             return Verdict(NOT_COMPARABLE, f"k = {ours} has the highest F1 in only "
-                                           f"{_share_text(share)} of resamples, < "
+                                           f"{share_text(share)} of resamples, < "
                                            f"{100 * DECIDED_SHARE:g}%; run more clusters")
         if not lead_lo > 0:
             return Verdict(NOT_COMPARABLE, f"the 95% t interval of k = {ours}'s F1 lead "
@@ -301,9 +301,15 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
     return Verdict(MATCH if ok else MISS, _pp(d, width, ok, shown))
 
 
-def _share_text(share: float) -> str:
-    """A share below ``DECIDED_SHARE`` in percent, never printed at or above it."""
-    d = next((d for d in range(1, 7) if round(100 * share, d) < 100 * DECIDED_SHARE), 6)
+def share_text(share: float) -> str:
+    """A share of resamples in percent, with the decimals that keep it on its side of
+    ``DECIDED_SHARE`` (a share below it never printed at or above it), and below 100%
+    unless it is all of them."""
+    def kept(d: int) -> bool:
+        x = round(100 * share, d)
+        return ((x >= 100 * DECIDED_SHARE) == (share >= DECIDED_SHARE)
+                and (x == 100) == (share == 1))
+    d = next((d for d in range(1, 7) if kept(d)), 6)
     return f"{100 * share:.{d}f}%"
 
 
