@@ -81,3 +81,5 @@ QUICK_CLUSTERS = 500
 # estimate); fastsim.stats.min_boot(0.95).  Here, not in fastsim.stats (scipy, numba), for
 # fastsim traces fit-curves --help.
 MIN_PERCENTILE_BOOT = 200
+# Above this many clusters an interval is the linearised t interval alone (fastsim.stats)
+BOOTSTRAP_MAX_N = 20_000

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from fastsim.defaults import BOOTSTRAP_MAX_N
 from fastsim.errors import ConfigError
-from fastsim.stats import BOOTSTRAP_MAX_N
 from fastsim.kernels.metrics import N_METRICS
 
 GIB = 2.0 ** 30

@@ -58,14 +58,15 @@ import numba
 import numpy as np
 from scipy import special
 
-from fastsim.defaults import MIN_PERCENTILE_BOOT  # noqa: F401 (fastsim.stats' name for it)
+from fastsim.defaults import (BOOTSTRAP_MAX_N,  # noqa: F401 (fastsim.stats' names for them)
+                              MIN_PERCENTILE_BOOT)
 from fastsim.errors import ConfigError
+from fastsim.memory import check_fits
 from fastsim.values import (check_flags, check_seed, float_or_nan, is_integer, is_number,
                             plain_scalar)
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
-BOOTSTRAP_MAX_N = 20_000  # above this many clusters, the linearised t interval alone
 # Below this many clusters a Student-t interval of a skewed per-cluster quantity covers
 # less than its 95%: 88-93% at 5-10 clusters for the JCT percentiles, the queueing delay
 # and the mean JCT (docs/model.md, "Coverage of every interval"); tables say so.
@@ -345,8 +346,6 @@ def cluster_corr_ci(x, y, clusters, rank: bool = False, level: float = LEVEL,
     point = float(_weighted_corr(a, b, one, rank)[0]) if g else np.nan
     if g < 3 or not np.isfinite(point) or abs(point) == 1.0:
         return Estimate(point, np.nan, np.nan, g)
-    from fastsim.memory import check_fits  # fastsim.memory imports this module
-
     # the resampled counts, and several arrays of n_boot x rows at once (6.3 at the
     # most, measured, with rank): n_boot=10**6 over 20,000 rows was numpy's MemoryError
     check_fits(lambda n: 8 * n * (g + 7 * a.size), n_boot, "n_boot",
