@@ -827,27 +827,33 @@ def _estimate_table(rows: list[dict[str, Any]], extra: str = "") -> str:
 
 def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, out: Path,
                   figures_dir: Path | None) -> str:
+    """The reproduction's Markdown report, section by section."""
     rows = info["rows"]
     if figures_dir is not None:
         try:
             figures_dir = Path(figures_dir).resolve().relative_to(Path.cwd())
         except ValueError:
             pass
-    matched, held = headline_count(rows)
-    n_fitted = sum(1 for r in rows if r["fitted_by"])
+    split = detection_split(summaries["headline"])
+    fpr_note = fpr_split_note(summaries["headline"])
+    waste, closest = waste_readings(summaries["headline"])
+    return "\n\n".join((_report_provenance(info, command, figures_dir),
+                        _report_verdicts(rows, fpr_note),
+                        _report_scoring(),
+                        _report_detection_split(split),
+                        _report_waste(waste, closest),
+                        _report_k_sweep(summaries["k_sweep"], info.get("k_boot")),
+                        _report_differences(out, figures_dir)))
+
+
+def _report_provenance(info: dict, command: str, figures_dir: Path | None) -> str:
+    """The report's title, the command, code and machine that made it, and its wall time."""
     threads = os.environ.get("NUMBA_NUM_THREADS", str(os.cpu_count()))
     resumed = (f" ({info['chunks_skipped']} chunks were already done and skipped, so this is "
                "not the time of a full run)" if info["chunks_skipped"] else "")
     per = ", ".join(f"{k} {v:.0f} s" for k, v in info["timings"].items())
     figures = (f"figures\n{info['seconds_figures']:.0f} s" if figures_dir is not None
                else "no figures drawn (--no-figures)")
-    # the command that draws them again, wherever --figures-dir put them
-    fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only: "
-                f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
-                else "Figures: not drawn.")
-    split = detection_split(summaries["headline"])
-    fpr_note = fpr_split_note(summaries["headline"])
-    waste, closest = waste_readings(summaries["headline"])
     return f"""# Reproducing the EvalStop paper (MODEL.md section 9)
 
 Made by
@@ -859,9 +865,14 @@ at commit {_git_commit()} with fastsim {fastsim.__version__}, Python {platform.p
 (each cell paired with its `none` baseline on identical clusters), seed {info['seed']}.
 
 Wall time: sweeps and aggregation {info['seconds_sweeps']:.0f} s ({per}), {figures}{resumed}, from one run (wall-clock times vary with whatever
-else the machine is doing).
+else the machine is doing)."""
 
-**{matched} of {held} held-out rows match**{not_comparable_note(rows)} the paper under the pre-registered tolerances
+
+def _report_verdicts(rows: list[dict[str, Any]], fpr_note: str) -> str:
+    """The headline count, how to read the comparison table, and the table."""
+    matched, held = headline_count(rows)
+    n_fitted = sum(1 for r in rows if r["fitted_by"])
+    return f"""**{matched} of {held} held-out rows match**{not_comparable_note(rows)} the paper under the pre-registered tolerances
 below{range_note(rows)}; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
 
 Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
@@ -880,9 +891,12 @@ while no other end misses).
 
 {markdown_table(rows)}
 
-{fpr_note}
+{fpr_note}"""
 
-## The pre-registered scoring
+
+def _report_scoring() -> str:
+    """The pre-registered tolerances, and why each is what it is."""
+    return f"""## The pre-registered scoring
 
 The tolerances were {DECLARED}.
 
@@ -892,17 +906,23 @@ Why 1 pp for a rate: the paper's own detection numbers agree with each other onl
 that (at 60% hacking, recall 99.3% and FPR 1.5% imply precision 99.0%, not 98.3%). Why a
 relative band for FPR: an absolute 1 pp would let 0.0% match 1.5%. Why 15% for JCT and
 waste: a ratio of means from one trace of unstated load and run-time spread; 15% keeps the
-leading digit (-9.4% matches -8.0% to -10.8%).
+leading digit (-9.4% matches -8.0% to -10.8%)."""
 
-## Detection split: what a trigger buys (SRTF-Est, headline cell)
+
+def _report_detection_split(split: list[dict[str, Any]]) -> str:
+    """The headline cell's detections split into stops and triggers at completion."""
+    return f"""## Detection split: what a trigger buys (SRTF-Est, headline cell)
 
 A trigger at the last evaluation is the job's completion: it counts for recall, and on a
 healthy job as a false positive (MODEL.md section 7), but frees no GPU-time. Stop recall
 and stop FPR count only stops before completion.
 
-{_estimate_table(split)}
+{_estimate_table(split)}"""
 
-## Wasted compute: three readings of the paper's -21.8%
+
+def _report_waste(waste: list[dict[str, Any]], closest: str) -> str:
+    """EvalStop's waste change under each reading of the paper's "wasted compute"."""
+    return f"""## Wasted compute: three readings of the paper's -21.8%
 
 The paper does not define "wasted compute" (MODEL.md section 8). EvalStop's paired change
 against SRTF-Est alone under each reading, and its gap to -21.8%:
@@ -915,18 +935,28 @@ is by construction, not evidence for that reading. What does argue for it: a sto
 save compute after the peak (it fires at least k evaluations later), so the two wider
 readings dilute the same saving by compute no stop policy can touch (before the peak, and
 the healthy jobs); a -21.8% cut of all GPU-hours would need EvalStop to save
-{needed_factor(waste[-1])}.
+{needed_factor(waste[-1])}."""
 
-## k sweep (EvalStop + SRTF-Est, rlhf_heavy)
+
+def _report_k_sweep(summary: pl.DataFrame, k_boot: KBootstrap | None) -> str:
+    """The k sweep's F1 per k, with how often each k leads."""
+    return f"""## k sweep (EvalStop + SRTF-Est, rlhf_heavy)
 
 F1 of pooled precision and stop recall, as the k row scores it: 95% interval from a cluster
 bootstrap that resamples the same clusters in every k cell at once (they ran on identical
 clusters), joined with the linearised t interval; the last column is the share of those
 resamples in which each k alone has the highest F1.
 
-{k_table(summaries['k_sweep'], info.get('k_boot'))}
+{k_table(summary, k_boot)}"""
 
-## Where we differ and why
+
+def _report_differences(out: Path, figures_dir: Path | None) -> str:
+    """Where the model and the paper differ, and where the figures and tables are."""
+    # the command that draws them again, wherever --figures-dir put them
+    fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only: "
+                f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
+                else "Figures: not drawn.")
+    return f"""## Where we differ and why
 
 See `docs/calibration.md` for every fitted parameter and its evidence, the held-out rows,
 and the fidelity frontier (`sweeps/frontier.toml`, `docs/figures/frontier.png`): how far
