@@ -166,21 +166,7 @@ class WorkloadConfig:
                self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
         _check(is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
                f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
-        if isinstance(self.mix, str):
-            if self.mix not in D.MIXES:
-                # the command line's --mix 1,0,0 copied into a sweep file or a call is text
-                listed = (f" (fractions go in a list, not text: "
-                          f"[{', '.join(x.strip() for x in self.mix.split(','))}])"
-                          if "," in self.mix else "")
-                raise ConfigError(f"mix={self.mix!r} is invalid{did_you_mean(self.mix, D.MIXES)}; "
-                                  f"allowed: one of {sorted(D.MIXES)} or three fractions "
-                                  f"(lora, dpo, rlhf){listed}")
-        else:
-            m = self.mix
-            ok = (isinstance(m, (tuple, list)) and len(m) == 3
-                  and all(is_number(x) and x >= 0 for x in m)
-                  and sums_to_one(m))
-            _check(ok, "mix", m, f"three non-negative fractions (lora, dpo, rlhf) {SUMS_TO_ONE}")
+        self._check_mix()
         for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
             v = getattr(self, name)
             ok = (isinstance(v, tuple) and len(v) >= 1
@@ -228,6 +214,29 @@ class WorkloadConfig:
                self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
+        self._check_span_resolved()
+        self._check_loss_readings_positive()
+
+    def _check_mix(self) -> None:
+        """Refuse a mix that is neither a named mix nor three fractions summing to one."""
+        if isinstance(self.mix, str):
+            if self.mix not in D.MIXES:
+                # the command line's --mix 1,0,0 copied into a sweep file or a call is text
+                listed = (f" (fractions go in a list, not text: "
+                          f"[{', '.join(x.strip() for x in self.mix.split(','))}])"
+                          if "," in self.mix else "")
+                raise ConfigError(f"mix={self.mix!r} is invalid{did_you_mean(self.mix, D.MIXES)}; "
+                                  f"allowed: one of {sorted(D.MIXES)} or three fractions "
+                                  f"(lora, dpo, rlhf){listed}")
+        else:
+            m = self.mix
+            ok = (isinstance(m, (tuple, list)) and len(m) == 3
+                  and all(is_number(x) and x >= 0 for x in m)
+                  and sums_to_one(m))
+            _check(ok, "mix", m, f"three non-negative fractions (lora, dpo, rlhf) {SUMS_TO_ONE}")
+
+    def _check_span_resolved(self) -> None:
+        """Refuse settings whose arrival span float64 hours cannot resolve a short run in."""
         # Times are float64 hours: over the jobs' arrival span a short run (the log-normal's
         # 5-sigma lower tail of the shortest median) must stay resolved to about 1e-6.
         span = self.n_jobs / self.arrival_rate()
@@ -238,6 +247,9 @@ class WorkloadConfig:
                f"at most {MAX_SPAN_OVER_RUN:.0e} times a short run ({short:.3g} h: the "
                "shortest median at 5 log_sd below), so float64 hours resolve every run; a "
                "higher load, fewer jobs, a longer shortest median or a smaller log_sd")
+
+    def _check_loss_readings_positive(self) -> None:
+        """Refuse loss settings under which a loss reading can reach zero or lose its digits."""
         # A loss reading is never below loss_inf's lower end by more than its noise; eight
         # standard deviations keep every reading positive (a chance of 6e-16 each), which
         # loss_aware's and loss_plateau's relative drops need: a reading <= 0 reverses them.
