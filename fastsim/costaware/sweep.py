@@ -137,15 +137,7 @@ def load_costaware_sweep(path) -> SweepSpec:
         raise ConfigError(f"{path.name}: the axes cross to {n_points} points; at most "
                           f"{MAX_POINTS} allowed")
     name = raw.get("name", path.stem)
-    # it names the output files in --out: a NUL (TOML's "\u0000") could name none, and
-    # failed as a ValueError traceback after every run; a line break names a file no
-    # listing shows on one line
-    if (not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name
-            or name.startswith(".") or not name.isprintable()):
-        raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
-                          "non-blank string of printable characters without '/', not "
-                          "starting with '.' (it names the output files, which would be "
-                          "hidden)")
+    _check_name(path, name)
     spec = SweepSpec(name=name, experiment=experiment,
                      replications=raw.get("replications", 64), seed=raw.get("seed", 1),
                      base=dict(raw.get("base", {})), axes=dict(axes),
@@ -155,11 +147,31 @@ def load_costaware_sweep(path) -> SweepSpec:
     if len(set(spec.gamma_fracs)) != len(spec.gamma_fracs):  # a row each: two would be one
         raise ConfigError(f"{path.name}: gamma_fracs={toml_text(gamma_fracs)} is invalid; "
                           "allowed: each fraction once")
+    points = spec.points()
+    idle, reset = _check_points(path, spec, points)
+    notes = _single_run_notes(path, spec, idle, reset, points, n_points)
+    return replace(spec, notes=tuple(notes))
+
+
+def _check_name(path: Path, name) -> None:
+    """Refuse a sweep name that cannot name its output files."""
+    # it names the output files in --out: a NUL (TOML's "\u0000") could name none, and
+    # failed as a ValueError traceback after every run; a line break names a file no
+    # listing shows on one line
+    if (not isinstance(name, str) or not name.strip() or "/" in name or "\\" in name
+            or name.startswith(".") or not name.isprintable()):
+        raise ConfigError(f"{path.name}: name={toml_text(name)} is invalid; allowed: a "
+                          "non-blank string of printable characters without '/', not "
+                          "starting with '.' (it names the output files, which would be "
+                          "hidden)")
+
+
+def _check_points(path: Path, spec: SweepSpec, points: list[dict]) -> tuple[dict, dict]:
+    """Validate each point and refuse unread fields; those some point ignores, their defaults."""
     given = set(spec.base) | set(spec.axes)
     idle: dict[str, tuple[str, str]] = {}  # fields given that some point does not read
     read = set()  # fields given that some point reads
     reset = {}  # the value a point that does not read a field runs with: its default
-    points = spec.points()
     for point in points:
         try:
             cfgs = _configs(spec, point)  # raises ConfigError naming the bad field
@@ -175,6 +187,12 @@ def load_costaware_sweep(path) -> SweepSpec:
         said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
         raise ConfigError(f"{path.name}: {name} is given but would not be used at any point "
                           f"(it applies to {said}); allowed: {name} with {said}")
+    return idle, reset
+
+
+def _single_run_notes(path: Path, spec: SweepSpec, idle: dict, reset: dict,
+                      points: list[dict], n_points: int) -> list[str]:
+    """A note for each axis some points do not read, so run once rather than per value."""
     # an axis some points do not read (cost_alpha beside lognormal costs): those points ran
     # once per value, identical results under as many labels; now once (``_configs``)
     notes = []
@@ -185,7 +203,7 @@ def load_costaware_sweep(path) -> SweepSpec:
             notes.append(f"{path.name}: {name} applies to {said} only: a point without it runs "
                          f"once, not once per {name}, its rows showing {name}'s default "
                          f"({reset[name]!r}); {len(points)} of {n_points} points run")
-    return replace(spec, notes=tuple(notes))
+    return notes
 
 
 # fields the top-level `replications` and `seed` set in every point; given in [base] or
