@@ -582,7 +582,6 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
     for (label,), g in results.group_by("policy", maintain_order=True):
         g = g.filter(pl.col("in_scope")).with_columns(_replication(seeded))
         sums, mean = _estimators(g["_rep"].to_numpy() if seeded else None)
-        det = g["detected"].to_numpy().astype(np.float64)
         out = {"policy": label, "n_jobs": g.height, "n_stopped": int(g["stopped"].sum()),
                "n_demoted": int((g["status"] == "demoted").sum()),
                "n_triggered_at_completion": int((g["status"] == AT_COMPLETION).sum()),
@@ -603,31 +602,37 @@ def summarize_replay(results: pl.DataFrame) -> pl.DataFrame:
         out["gpu_h_total"] = float(gh_t[known].sum()) if known.any() else np.nan
         out["n_jobs_gpu_h_known"] = int(known.sum())
         if "truth_hacking" in g.columns:
-            hack = g["truth_hacking"].to_numpy().astype(np.float64)
-            tp, fp = det * hack, det * (1 - hack)
-            fn, tn = (1 - det) * hack, (1 - det) * (1 - hack)
-            out.update({"tp": int(tp.sum()), "fp": int(fp.sum()), "fn": int(fn.sum()),
-                        "tn": int(tn.sum())})
-            _put(out, "precision", _rate(sums, seeded, tp, det))
-            _put(out, "recall", _rate(sums, seeded, tp, hack))
-            _put(out, "fpr", _rate(sums, seeded, fp, 1 - hack))
-            # one rule (at_completion) splits the detections: freed, or at completion
-            freed = g["stopped"].to_numpy().astype(np.float64)
-            at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
-            _put(out, "stop_recall", _rate(sums, seeded, tp * freed, hack))
-            _put(out, "stop_fpr", _rate(sums, seeded, fp * freed, 1 - hack))
-            _put(out, "completion_share", _rate(sums, seeded, at_end, det))
-            # the best gold minus the kept one is >= 0: a t interval of a few jobs reached
-            # below, and is cut there as fastsim run's are
-            _put(out, "regret_truth_gold",
-                 mean(g["regret_truth_gold"].to_numpy(), g["_rep"]).within(0.0, np.inf))
-            tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
-            delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()
-            _put(out, "delay_steps", mean(delay, tps["_rep"]))
+            _put_truth_rates(out, g, sums, mean, seeded)
         if seeded:
             out["n_seeds"] = g["_rep"].n_unique()
         out_rows.append(out)
     return pl.DataFrame(out_rows)
+
+
+def _put_truth_rates(out: dict, g: pl.DataFrame, sums, mean, seeded: bool) -> None:
+    """Put one policy's counts and rates against hidden truth into ``out``."""
+    det = g["detected"].to_numpy().astype(np.float64)
+    hack = g["truth_hacking"].to_numpy().astype(np.float64)
+    tp, fp = det * hack, det * (1 - hack)
+    fn, tn = (1 - det) * hack, (1 - det) * (1 - hack)
+    out.update({"tp": int(tp.sum()), "fp": int(fp.sum()), "fn": int(fn.sum()),
+                "tn": int(tn.sum())})
+    _put(out, "precision", _rate(sums, seeded, tp, det))
+    _put(out, "recall", _rate(sums, seeded, tp, hack))
+    _put(out, "fpr", _rate(sums, seeded, fp, 1 - hack))
+    # one rule (at_completion) splits the detections: freed, or at completion
+    freed = g["stopped"].to_numpy().astype(np.float64)
+    at_end = (g["status"] == AT_COMPLETION).to_numpy().astype(np.float64)
+    _put(out, "stop_recall", _rate(sums, seeded, tp * freed, hack))
+    _put(out, "stop_fpr", _rate(sums, seeded, fp * freed, 1 - hack))
+    _put(out, "completion_share", _rate(sums, seeded, at_end, det))
+    # the best gold minus the kept one is >= 0: a t interval of a few jobs reached
+    # below, and is cut there as fastsim run's are
+    _put(out, "regret_truth_gold",
+         mean(g["regret_truth_gold"].to_numpy(), g["_rep"]).within(0.0, np.inf))
+    tps = g.filter(pl.col("detected") & pl.col("truth_hacking"))
+    delay = (tps["trigger_step"] - tps["truth_gold_peak_step"]).cast(pl.Float64).to_numpy()
+    _put(out, "delay_steps", mean(delay, tps["_rep"]))
 
 
 def _rate(sums, seeded: bool, num, den) -> Estimate:
