@@ -1060,59 +1060,78 @@ def _read_manifest(root: Path, grid: Grid,
             root, grid, whole, f"{path}: damaged sweep manifest (it names no grid hash)")
     code = old.get("code")
     if _code_ok(code) and (changes := diff_code(code, grid.code)):
-        if old["grid_hash"] == grid.hash and _records_name_only(root, grid):
-            # every record was written beside this manifest, naming its code: the
-            # records are this run's code, so the manifest's code is the damaged part (a
-            # flipped byte read as "computed by fastsim 1.1.0", whose refusal said to
-            # delete the results); they decide, as when the field does not parse
-            return None, _rebuild_from_records(
-                root, grid, whole, f"{path}: damaged sweep manifest (its code field names "
-                "other code than every chunk record beside it, which name this run's)")
-        if not _holds_results(root):
-            # stopped before its first chunk (Ctrl-C while compiling, a function failing
-            # past the first cluster ``try_user_code`` runs): no result of that code to mix
-            # with, and the refusal said to delete results that did not exist.  Also when
-            # the hashes differ: an edited policy or key changes its cells (``impl``)
-            empty = _new_here(root)
-            return None, (f"{path} names other code than this run's ({'; '.join(changes)}) "
-                          f"and no result was written under it{empty and f' ({empty})'}; "
-                          "rewrote it for this run")
-        # also when the hashes differ: an edited user policy or key changes its cells too
-        # (their ``impl``), and the edit, not those cells, is what to name
-        raise _other_code(f"{path}: the results in {root} are", changes, whole)
-    current = old.get("format") == FORMAT_VERSION
+        return _manifest_of_other_code(root, grid, whole, path, old, changes)
     if old["grid_hash"] == grid.hash:
-        if current and not _code_ok(code, grid):  # the records name the code: they decide
-            return None, _rebuild_from_records(
-                root, grid, whole,
-                f"{path}: damaged sweep manifest (its code field is damaged)")
-        _check_only_grid_chunks(root, grid)
-        # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
-        # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
-        # by it), is damage, rewritten as a damaged manifest is rebuilt
-        bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
-                               ("name", isinstance(old.get("name"), str))) if not ok]
-        if bad and current:
-            return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
-                          f"{grid.hash[:12]}, but its {' and '.join(bad)} "
-                          f"{'fields are' if len(bad) > 1 else 'field is'} not "
-                          f"{grid.source}'s); rewrote it for that grid")
-        if code is None:  # an older format's (``open`` rewrites it, and says this)
-            user = " and its user functions' sources" if grid.code["user"] else ""
-            return old, (f"{path} does not record the code its chunks were computed by "
-                         "(written before sweeps did), so they are kept as this code's, "
-                         f"unchecked; it records this code (fastsim {grid.code['fastsim']}"
-                         f"{user}) from now on")
-        if _code_ok(code) and "fastsim_sha256" not in code:
-            return old, (f"{path} does not record fastsim's source its chunks were computed "
-                         f"by, only its version ({code['fastsim']}, this one's; written before "
-                         "sweeps did), so they are kept as this source's, unchecked; it "
-                         "records this source from now on")
-        if old["name"] != grid.name:  # renamed in the sweep file, or the manifest edited
-            return old, (f"{path} names the sweep {clipped(repr(old['name']))}, and "
-                         f"{grid.source} {grid.name!r}: it records {grid.name!r} from now "
-                         "on (fastsim figures knows a sweep by its name)")
-        return old, None
+        return _manifest_of_this_grid(root, grid, whole, path, old)
+    return _manifest_of_other_grid(root, grid, whole, path, old)
+
+
+def _manifest_of_other_code(root: Path, grid: Grid, whole: Path | None, path: Path, old: dict,
+                            changes: list[str]) -> tuple[dict | None, str | None]:
+    """``_read_manifest`` of a manifest naming other code than this run's."""
+    if old["grid_hash"] == grid.hash and _records_name_only(root, grid):
+        # every record was written beside this manifest, naming its code: the
+        # records are this run's code, so the manifest's code is the damaged part (a
+        # flipped byte read as "computed by fastsim 1.1.0", whose refusal said to
+        # delete the results); they decide, as when the field does not parse
+        return None, _rebuild_from_records(
+            root, grid, whole, f"{path}: damaged sweep manifest (its code field names "
+            "other code than every chunk record beside it, which name this run's)")
+    if not _holds_results(root):
+        # stopped before its first chunk (Ctrl-C while compiling, a function failing
+        # past the first cluster ``try_user_code`` runs): no result of that code to mix
+        # with, and the refusal said to delete results that did not exist.  Also when
+        # the hashes differ: an edited policy or key changes its cells (``impl``)
+        empty = _new_here(root)
+        return None, (f"{path} names other code than this run's ({'; '.join(changes)}) "
+                      f"and no result was written under it{empty and f' ({empty})'}; "
+                      "rewrote it for this run")
+    # also when the hashes differ: an edited user policy or key changes its cells too
+    # (their ``impl``), and the edit, not those cells, is what to name
+    raise _other_code(f"{path}: the results in {root} are", changes, whole)
+
+
+def _manifest_of_this_grid(root: Path, grid: Grid, whole: Path | None, path: Path,
+                           old: dict) -> tuple[dict | None, str | None]:
+    """``_read_manifest`` of a manifest naming this grid's hash, and no other code."""
+    code = old.get("code")
+    current = old.get("format") == FORMAT_VERSION
+    if current and not _code_ok(code, grid):  # the records name the code: they decide
+        return None, _rebuild_from_records(
+            root, grid, whole,
+            f"{path}: damaged sweep manifest (its code field is damaged)")
+    _check_only_grid_chunks(root, grid)
+    # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
+    # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
+    # by it), is damage, rewritten as a damaged manifest is rebuilt
+    bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
+                           ("name", isinstance(old.get("name"), str))) if not ok]
+    if bad and current:
+        return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
+                      f"{grid.hash[:12]}, but its {' and '.join(bad)} "
+                      f"{'fields are' if len(bad) > 1 else 'field is'} not "
+                      f"{grid.source}'s); rewrote it for that grid")
+    if code is None:  # an older format's (``open`` rewrites it, and says this)
+        user = " and its user functions' sources" if grid.code["user"] else ""
+        return old, (f"{path} does not record the code its chunks were computed by "
+                     "(written before sweeps did), so they are kept as this code's, "
+                     f"unchecked; it records this code (fastsim {grid.code['fastsim']}"
+                     f"{user}) from now on")
+    if _code_ok(code) and "fastsim_sha256" not in code:
+        return old, (f"{path} does not record fastsim's source its chunks were computed "
+                     f"by, only its version ({code['fastsim']}, this one's; written before "
+                     "sweeps did), so they are kept as this source's, unchecked; it "
+                     "records this source from now on")
+    if old["name"] != grid.name:  # renamed in the sweep file, or the manifest edited
+        return old, (f"{path} names the sweep {clipped(repr(old['name']))}, and "
+                     f"{grid.source} {grid.name!r}: it records {grid.name!r} from now "
+                     "on (fastsim figures knows a sweep by its name)")
+    return old, None
+
+
+def _manifest_of_other_grid(root: Path, grid: Grid, whole: Path | None, path: Path,
+                            old: dict) -> tuple[dict | None, str | None]:
+    """``_read_manifest`` of a manifest naming another grid's hash, and no other code."""
     try:
         diffs = diff_grids(old.get("grid", {}), grid.canonical())
     except (AttributeError, TypeError, KeyError, ValueError):
