@@ -1257,6 +1257,28 @@ def _rebuild_from_records(root: Path, grid: Grid, whole: Path | None, damage: st
     its record when resuming, as always."""
     cells = root / "cells"
     own = f"{grid.source}'s grid (hash {grid.hash[:12]})"
+    kept, unproven, unknown, sourceless = _count_records(root, grid, whole, damage, own)
+    if kept == 0:
+        raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
+                          f"shows its results are this grid's: use a new --out directory, "
+                          f"or delete {root if whole is None else _old_out(whole)} to start "
+                          "over")
+    rerun = (f"; {unproven} chunk(s) whose record is damaged or misplaced will be re-run"
+             if unproven else "")
+    older = (f"; {unknown} of them do not record the code (written before records did) and "
+             "are kept as this code's, unchecked" if unknown else "")
+    older += (f"; {sourceless} of them record fastsim's version but not its source (written "
+              "before records did) and are kept as this source's, unchecked"
+              if sourceless else "")
+    return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
+            f"another grid or other code, so their chunks are kept (each verified before "
+            f"use){older}{rerun}")
+
+
+def _count_records(root: Path, grid: Grid, whole: Path | None, damage: str,
+                   own: str) -> tuple[int, int, int, int]:
+    """Count the chunk records by what a rebuild does with them, refusing other grids and code."""
+    cells = root / "cells"
     # ``whole``: reproduce's OUT, the directory its user gave and can act on (it has no
     # sweep file nor --seed); OUT/noise is one of the sweeps it made
     refuse = ("; refusing to mix results: use the "
@@ -1315,18 +1337,4 @@ def _rebuild_from_records(root: Path, grid: Grid, whole: Path | None, damage: st
                           f"({exc.strerror or exc}); use a new --out directory") from None
     if other_grid is not None:
         raise other_grid
-    if kept == 0:
-        raise ConfigError(f"{damage}, and no chunk record in {cells} names {own}, so nothing "
-                          f"shows its results are this grid's: use a new --out directory, "
-                          f"or delete {root if whole is None else _old_out(whole)} to start "
-                          "over")
-    rerun = (f"; {unproven} chunk(s) whose record is damaged or misplaced will be re-run"
-             if unproven else "")
-    older = (f"; {unknown} of them do not record the code (written before records did) and "
-             "are kept as this code's, unchecked" if unknown else "")
-    older += (f"; {sourceless} of them record fastsim's version but not its source (written "
-              "before records did) and are kept as this source's, unchecked"
-              if sourceless else "")
-    return (f"{damage}; rebuilt it: {kept} chunk records in {cells} name {own} and none "
-            f"another grid or other code, so their chunks are kept (each verified before "
-            f"use){older}{rerun}")
+    return kept, unproven, unknown, sourceless
