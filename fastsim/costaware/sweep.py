@@ -183,11 +183,15 @@ def _check_points(path: Path, spec: SweepSpec, points: list[dict]) -> tuple[dict
         idle.update(unused)
         read |= given - set(unused)
     for name in sorted(given - read):  # cost_alpha with lognormal costs: a no-op, unsaid
-        needs, value = idle[name]
-        said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
+        said = _applies_to(*idle[name])
         raise ConfigError(f"{path.name}: {name} is given but would not be used at any point "
                           f"(it applies to {said}); allowed: {name} with {said}")
     return idle, reset
+
+
+def _applies_to(needs: str, value: str) -> str:
+    """What a field applies to, as TOML: ``cost_dist = "pareto"`` or ``prompt_median_len above 0``."""
+    return f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
 
 
 def _single_run_notes(path: Path, spec: SweepSpec, idle: dict, reset: dict,
@@ -198,8 +202,7 @@ def _single_run_notes(path: Path, spec: SweepSpec, idle: dict, reset: dict,
     notes = []
     for name, values in spec.axes.items():
         if name in idle and len(values) > 1:
-            needs, value = idle[name]
-            said = f"{needs} = {toml_text(value)}" if value.isidentifier() else f"{needs} {value}"
+            said = _applies_to(*idle[name])
             notes.append(f"{path.name}: {name} applies to {said} only: a point without it runs "
                          f"once, not once per {name}, its rows showing {name}'s default "
                          f"({reset[name]!r}); {len(points)} of {n_points} points run")
