@@ -474,6 +474,43 @@ def test_the_fpr_note_says_how_much_of_evalstops_fpr_frees_nothing():
     assert ", n/a is triggers at the job's last evaluation" in none
 
 
+def test_the_share_of_evalstops_false_positives_at_completion_has_its_interval_and_n():
+    """REPRODUCTION.md said "61.1% is triggers at the job's last evaluation" with no
+    interval and no n: the share is a ratio of cluster sums, sum (fp - fp_freed) / sum fp,
+    over the headline EvalStop cell's clusters with a false positive, with the other pooled
+    rates' interval (its counts read from the chunks, the other cells' not)."""
+    from types import SimpleNamespace
+
+    from fastsim.config import SimConfig
+    from fastsim.stats import proportion_ci
+    from fastsim.sweep.reproduce import fp_at_completion, fpr_split_note
+
+    def chunk(fp, freed):
+        return pl.DataFrame({"fp": fp, "tn": [50] * len(fp), "fp_freed": freed})
+
+    chunks = {"evalstop": [chunk([2, 0, 3], [1, 0, 0]), chunk([1, 4], [1, 1])],
+              "stop_at": [chunk([9, 9, 9], [0, 0, 0]), chunk([9, 9], [0, 0])]}
+    cells = [SimpleNamespace(id=name, config=SimConfig.from_specs("srtf_est", spec))
+             for name, spec in (("stop_at", "stop_at:f=0.65"), ("evalstop", "evalstop:k=2"))]
+    store = SimpleNamespace(grid=SimpleNamespace(cells=cells, n_chunks=2),
+                            read_chunk=lambda cell, i: chunks[cell][i])
+    share = fp_at_completion(store)
+    # 7 of 10 false positives at completion; the cluster with none is no replication
+    assert share == proportion_ci([1, 0, 3, 0, 3], [2, 0, 3, 1, 4])
+    assert share.mean == 0.7 and share.n == 4 and share.lo < 0.7 < share.hi
+
+    summary = pl.DataFrame([{"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2,
+                             "metric": m, "mean": x, "lo": lo, "hi": hi, "n": 5}
+                            for m, (x, lo, hi) in (("fpr", (0.04, 0.02, 0.06)),
+                                                   ("stop_fpr", (0.012, 0.004, 0.03)))])
+    lo, hi = (f"{100 * x:.1f}%" for x in (share.lo, share.hi))
+    assert (f"healthy job at any evaluation), 70.0% [{lo}, {hi}] (n = 4 clusters with a "
+            "false positive) is triggers at the job's last evaluation") in fpr_split_note(
+                summary, share)
+    nothing = fpr_split_note(summary, proportion_ci([0, 0], [0, 0]))
+    assert "any evaluation), n/a is triggers at the job's last evaluation" in nothing
+
+
 def test_a_bound_is_decided_by_every_cell_it_is_over_not_the_lowest_alone():
     """A bound over several cells ("min over sigma <= 0.05") was scored on the lowest
     cell's estimate and interval alone: it held while another cell's 95% interval crossed

@@ -31,8 +31,8 @@ from fastsim.io import (check_distinct, check_output, holding_directory, make_di
                         table_writer, unmade_on_failure, write_all)
 from fastsim.resources import package_folders, shipped
 from fastsim.values import MAX_CLUSTER
-from fastsim.stats import (LEVEL, Estimate, bootstrap_sums, fmt_interval, fmt_value,
-                           interval_decimals)
+from fastsim.stats import (LEVEL, Estimate, PooledRatio, bootstrap_sums, fmt_interval,
+                           fmt_value, interval_decimals)
 from fastsim.summary import pooled_counts
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
@@ -403,17 +403,48 @@ def detection_split(summary: pl.DataFrame) -> list[dict[str, Any]]:
             for m, label in names]
 
 
-def fpr_split_note(summary: pl.DataFrame) -> str:
+def fp_at_completion(store: SweepStore, where: dict[str, Any] = EVALSTOP) -> Estimate:
+    """The share of a cell's false positives that fire at the job's last evaluation (the
+    headline's EvalStop cell by default), ``sum (fp - fp_freed) / sum fp`` over clusters,
+    with the interval of the other pooled rates (``PooledRatio.proportion_ci``: clusters
+    resampled, widened to the exact binomial one).  The counts are ``fpr``'s and
+    ``stop_fpr``'s numerators (``pooled_counts``), read chunk by chunk; ``n`` is the
+    clusters with a false positive (one with none bears on nothing).  The share is
+    ``1 - stop FPR / FPR``, both pooled over the same healthy jobs."""
+    def value(cfg, column):  # a cell's value in the summary's column (``cell_table``)
+        return (cfg.scheduler.label if column == "scheduler" else cfg.policy.name
+                if column == "policy_name" else axis_value(cfg, column))
+
+    cells = [c for c in store.grid.cells
+             if all(value(c.config, k) == v for k, v in where.items())]
+    if len(cells) != 1:
+        raise RuntimeError(f"expected one cell for {where}, found {len(cells)}")
+    ratio = PooledRatio()
+    for i in range(store.grid.n_chunks):
+        counts = pooled_counts(store.read_chunk(cells[0].id, i), ("fpr", "stop_fpr"))
+        fp, freed = counts["fpr"][0], counts["stop_fpr"][0]
+        ratio.add(fp - freed, fp)
+    return ratio.proportion_ci()
+
+
+def fpr_split_note(summary: pl.DataFrame, at_completion: Estimate | None = None) -> str:
     """One sentence on EvalStop's scored FPR (headline cell): the share of its false
     positives that free no GPU, ``1 - stop_fpr / fpr`` (both pooled over the same healthy
     jobs, so this is ``1 - sum fp_freed / sum fp``; EvalStop stops, never demotes, so they
-    are its triggers at a job's last evaluation), and the FPR of its stops that do."""
+    are its triggers at a job's last evaluation), with its 95% interval and n given
+    ``at_completion`` (``fp_at_completion``, from the chunks: the summary holds the two
+    rates, not their clusters), and the FPR of its stops that do."""
     fpr, stop = _select(summary, "fpr", EVALSTOP), _select(summary, "stop_fpr", EVALSTOP)
-    share = (1.0 - stop["mean"] / fpr["mean"] if fpr["mean"] == fpr["mean"] and fpr["mean"] > 0
-             and stop["mean"] == stop["mean"] else math.nan)
+    if at_completion is not None:
+        share = (" ".join(_pct_ci(at_completion.mean, at_completion.lo, at_completion.hi))
+                 + f" (n = {at_completion.n} clusters with a false positive)"
+                 if at_completion.mean == at_completion.mean else "n/a")  # no false positive
+    else:
+        share = _pct(1.0 - stop["mean"] / fpr["mean"] if fpr["mean"] == fpr["mean"]
+                     and fpr["mean"] > 0 and stop["mean"] == stop["mean"] else math.nan)
     fpr_text, stop_text = (" ".join(_pct_ci(r["mean"], r["lo"], r["hi"])) for r in (fpr, stop))
     return (f"Of EvalStop's FPR above, {fpr_text} (MODEL.md section 7: a trigger on a "
-            f"healthy job at any evaluation), {_pct(share)} is triggers at the job's last "
+            f"healthy job at any evaluation), {share} is triggers at the job's last "
             "evaluation, which free no GPU (1 - stop FPR / FPR, over the same healthy jobs); "
             f"counting only the stops that free GPUs, its FPR is {stop_text} (stop FPR, "
             f"n = {stop['n']} clusters).")
@@ -680,24 +711,26 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     # the directories made here are removed again, while still empty, if the run fails or
     # is interrupted before writing in them (Ctrl-C during the sweeps)
     with unmade_on_failure() as made:
-        t0, timings, skipped, compiled, k_boot = _run_sweeps(
+        t0, timings, skipped, compiled, k_boot, at_completion = _run_sweeps(
             out, grids, figures_dir, report, made, held, backend=backend, address=address,
             workers=workers, timeout=timeout, progress=progress)
         write_extracts(out, seed, base_overrides, within=out)
         sweeps = {"clusters": clusters, "seed": seed, "seconds_sweeps": time.perf_counter() - t0,
                   "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
-                  "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot}
+                  "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot,
+                  "fp_at_completion": at_completion}
         return _draw_and_report(out, figures_dir, report, formats, sweeps, progress, command)
 
 
 def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
                 made: list, held: list, *, backend: str, address: str | None,
                 workers: int | None, timeout: float, progress: bool
-                ) -> tuple[float, dict[str, float], int, Any, KBootstrap]:
+                ) -> tuple[float, dict[str, float], int, Any, KBootstrap, Estimate]:
     """Run and aggregate each paper sweep in OUT (made and locked here, into ``held``),
     the figures' and the report's directories made first (into ``made``).  Returns the
     sweeps' start time, the seconds of each, the chunks skipped (done by an earlier run),
-    what compiled and the k sweep's bootstrap (``k_bootstrap``)."""
+    what compiled, the k sweep's bootstrap (``k_bootstrap``) and the share of EvalStop's
+    false positives at completion (``fp_at_completion``)."""
     # the Dask cluster answers, with a worker running this code, before anything is
     # written; one client (or local cluster) serves every sweep
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
@@ -728,7 +761,9 @@ def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path |
             timings[name] = time.perf_counter() - t
         # the k row's F1s need each cluster's counts, which only the chunks hold
         k_boot = k_bootstrap(k_counts(stores["k_sweep"]))
-    return t0, timings, skipped, compiled, k_boot
+        # and so does the interval of the share of EvalStop's false positives at completion
+        at_completion = fp_at_completion(stores["headline"])
+    return t0, timings, skipped, compiled, k_boot, at_completion
 
 
 def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
@@ -835,7 +870,7 @@ def render_report(info: dict, summaries: dict[str, pl.DataFrame], command: str, 
         except ValueError:
             pass
     split = detection_split(summaries["headline"])
-    fpr_note = fpr_split_note(summaries["headline"])
+    fpr_note = fpr_split_note(summaries["headline"], info.get("fp_at_completion"))
     waste, closest = waste_readings(summaries["headline"])
     return "\n\n".join((_report_provenance(info, command, figures_dir),
                         _report_verdicts(rows, fpr_note),
