@@ -57,7 +57,7 @@ from fastsim import metrics as M
 from fastsim import stats
 from fastsim.api import simulate
 from fastsim.config import SimConfig
-from fastsim.summary import _pooled_counts
+from fastsim.summary import pooled_counts
 
 SIZES = (2, 3, 5, 10, 20, 50)
 
@@ -109,7 +109,7 @@ def binomial_spread(counts, boot=400, seed=0):
 
 def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7):
     policy, base, values = _pool(sched, pool)
-    counts = _pooled_counts(policy, list(M.pooled_metrics()))
+    counts = pooled_counts(policy, list(M.pooled_metrics()))
     binomial_spread(counts)
     truth = {m: num.sum() / den.sum() for m, (num, den) in counts.items()}
     truth.update({m: float(np.nanmean(np.where(np.isfinite(v), v, np.nan)))
@@ -294,7 +294,7 @@ def main():
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     cfg = SimConfig.from_specs(sched, "evalstop:k=2", n_jobs=n_jobs)
     clusters = simulate(cfg, runs * max(SIZES), seed=12345).clusters
-    counts = _pooled_counts(clusters, list(M.pooled_metrics()))
+    counts = pooled_counts(clusters, list(M.pooled_metrics()))
     print(f"{sched} + evalstop:k=2, {n_jobs} jobs a cluster, {runs} disjoint sets per n; "
           f"coverage % [exact 95% CI] (sets without an interval)")
     for name, (num, den) in counts.items():

@@ -461,6 +461,21 @@ def test_a_ratio_interval_at_few_clusters_covers(n, runs):
     assert_not_too_wide(widths, points, n)
 
 
+def test_the_coverage_benchmark_imports():
+    """``benchmarks/coverage.py``, whose measurements docs/model.md quotes (the coverage
+    table, the pool's ratio of means), failed at its import since the per-cluster counts
+    became ``summary.pooled_counts`` (it imported ``_pooled_counts``): none of them could
+    be made again."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+    spec = importlib.util.spec_from_file_location("coverage_benchmark", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert callable(module.resampled) and callable(module.skewed)
+
+
 def assert_not_too_wide(widths, points, n):
     """Coverage alone cannot fail an interval that is too wide: [-inf, inf] holds the
     truth every time, and so did an interval twice as wide as these (coverage 99-100%),
