@@ -339,7 +339,7 @@ def _fmt(row: dict, m: str, scale: float = 100.0, digits: int = 1) -> str:
     return fmt_interval(v * scale, lo * scale, hi * scale, f".{digits}f")
 
 
-RATE_COLS = ("precision", "recall", "stop_recall", "fpr")
+RATE_COLS = ("precision", "recall", "stop_recall", "fpr", "stop_fpr")
 # rows of the short tables (docs/detectors.md); the full grid is in table_full.md
 SHORT = ("evalstop(k=2)", "evalstop(k=3)", "patience(patience=2,threshold=0)", "margin(k=1,z=2)",
          "cusum(drift=0,h=2)", "bocpd(hazard=0.2,z=0.5,prior_sd=0.1)",
@@ -379,9 +379,10 @@ def markdown_table(synthetic: pl.DataFrame, traces: pl.DataFrame | None,
         r0 = cell.row(0, named=True)
         lines += [f"#### sigma = {sigma:g} (base rate 0.6, n = {r0['n_clusters']} clusters, "
                   f"{r0['n_hacking']} hacking / {r0['n_healthy']} healthy RLHF jobs)", "",
-                  "| setting | precision % | recall % | stop recall % | FPR % | delay (evals) "
-                  "| reclaimed GPU-h / cluster | vs EvalStop(k=2) | lost GPU-h (healthy) | regret (gold) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| setting | precision % | recall % | stop recall % | FPR % | stop FPR % | delay "
+                  "(evals) | reclaimed GPU-h / cluster | vs EvalStop(k=2) | lost GPU-h (healthy) "
+                  "| regret (gold) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in cell.iter_rows(named=True):
             lines.append("| " + " | ".join([
                 r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "delay_evals", 1, 2),
@@ -407,9 +408,10 @@ def traces_markdown(traces: pl.DataFrame, short: bool = True) -> list[str]:
     lines = [f"#### toy-RLHF traces ({r0['n_runs']} runs of {r0['n_seeds']} seeds, "
              f"{r0['n_hacking']} hacking, {r0['n_evals']} evaluations, sigma0 = "
              f"{r0['sigma0']:.3f} score units; intervals resample seeds)", "",
-             "| setting | precision % | recall % | stop recall % | FPR % | FPR change vs "
-             "EvalStop(k=2) (paired, pp) | delay (evals) | compute saved % | regret (gold) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| setting | precision % | recall % | stop recall % | FPR % | stop FPR % | FPR "
+             "change vs EvalStop(k=2) (paired, pp) | delay (evals) | compute saved % | regret "
+             "(gold) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in tr.iter_rows(named=True):
         lines.append("| " + " | ".join([
             r["setting"], *(_fmt(r, m) for m in RATE_COLS), _fmt(r, "d_fpr"),

@@ -425,3 +425,38 @@ def test_trace_arrays_refuses_runs_of_unequal_length_in_one_line(lengths):
     assert str(exc.value) == (f"trace_arrays(): traces: run 'r1' has {lengths[1]} evaluations, "
                               "run 'r0' 3; allowed: the same number for every run (traces.parquet "
                               "from fastsim traces toy-rlhf)")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_the_doc_tables_show_stop_fpr_with_its_interval():
+    """docs/detectors.md's tables showed FPR (a trigger at any evaluation) but not the
+    stop FPR (healthy jobs stopped before completion) that `fastsim run` and the sweep
+    summaries report beside it, though synthetic.parquet and traces.parquet held it: each
+    table's rows now carry it, with its interval, after FPR."""
+    from fastsim.detectors_cli import _fmt, markdown_table, traces_markdown
+
+    synthetic = det.run_grid([0.05], [0.6], lambda s: [("evalstop", {"k": 2}),
+                                                       ("evalstop", {"k": 3})],
+                             n_clusters=3, n_jobs=30)
+    lines = markdown_table(synthetic, None).splitlines()
+    head = next(ln for ln in lines if ln.startswith("| setting |"))
+    at = _cells(head).index("stop FPR %")
+    assert _cells(head)[at - 1] == "FPR %"
+    rows = [ln for ln in lines if ln.startswith("| evalstop(")]
+    assert len(rows) == 2
+    for line, r in zip(rows, synthetic.iter_rows(named=True)):
+        assert len(_cells(line)) == len(_cells(head))
+        assert _cells(line)[at] == _fmt(r, "stop_fpr") and "[" in _fmt(r, "stop_fpr")
+
+    arrays = _one_run_per_seed_or_six(False)
+    traces = pl.DataFrame([det.trace_row(arrays, "evalstop", {"k": k}) for k in (2, 3)]
+                          ).with_columns(sigma0=pl.lit(0.1))
+    lines = traces_markdown(traces)
+    head = next(ln for ln in lines if ln.startswith("| setting | precision"))
+    at = _cells(head).index("stop FPR %")
+    row = next(ln for ln in lines if ln.startswith("| evalstop(k=3) |"))  # not goal 3's
+    assert len(_cells(row)) == len(_cells(head))
+    assert _cells(row)[at] == _fmt(traces.row(1, named=True), "stop_fpr")
