@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.config import (FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
+from fastsim.config import (FIELD_ALLOWED, FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             self_baseline)
 from fastsim.errors import ConfigError
@@ -60,7 +60,9 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
         default = f.default
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         g.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
-                       metavar="X", help=f"{FIELD_HELP[f.name]} (default: {shown})")
+                       metavar="X",
+                       help=f"{FIELD_HELP[f.name]}; allowed: {FIELD_ALLOWED[f.name]} "
+                            f"(default: {shown})")
 
 
 def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:

@@ -53,8 +53,7 @@ def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = F
         and (pair[0] > lo if strict_lo else pair[0] >= lo)
         and pair[1] <= hi
     )
-    side = ">" if strict_lo else ">="
-    _check(ok, name, pair, f"a pair (lo, hi) with lo <= hi, lo {side} {lo}, hi <= {hi}")
+    _check(ok, name, pair, _range_allowed(lo, hi, strict_lo))
 
 
 # What each workload field means, with its unit (MODEL.md section 3-4): fastsim run --help
@@ -62,14 +61,14 @@ def _check_range(name: str, pair: Any, lo: float, hi: float, strict_lo: bool = F
 FIELD_HELP = {
     "gpus": "GPUs per cluster",
     "n_jobs": "jobs per cluster",
-    "load": "offered load rho = lambda E[gpus T] / G, in [0.01, 2]",
+    "load": "offered load rho = lambda E[gpus T] / G",
     "mix": "workload mix: rlhf_heavy, mixed, or fractions LORA,DPO,RLHF",
     "demands_lora": "GPU demand choices of LoRA jobs (comma-separated)",
     "demands_dpo": "GPU demand choices of DPO jobs",
     "demands_rlhf": "GPU demand choices of RLHF jobs",
-    "median_lora_h": "median LoRA run time at full allocation, hours in [0.001, 10000]",
-    "median_dpo_h": "median DPO run time, hours in [0.001, 10000]",
-    "median_rlhf_h": "median RLHF run time, hours in [0.001, 10000]",
+    "median_lora_h": "median LoRA run time at full allocation, hours",
+    "median_dpo_h": "median DPO run time, hours",
+    "median_rlhf_h": "median RLHF run time, hours",
     "log_sd": "log-normal sigma of run times",
     "n_evals": "evaluations per job, evenly spaced in progress",
     "base_rate": "probability an RLHF job is hacking",
@@ -79,7 +78,7 @@ FIELD_HELP = {
     "loss_sigma": "training-loss reading noise (standard deviation)",
     "preempt_overhead_h": "extra run time paid when a paused job resumes, hours",
     "ustar_hacking": "peak position u* of hacking jobs, progress range LO,HI",
-    "ustar_healthy": "u* of healthy RLHF jobs, range LO,HI (LO >= ustar_hacking's HI)",
+    "ustar_healthy": "u* of healthy RLHF jobs, progress range LO,HI",
     "height": "peak gold score h, range LO,HI",
     "tau": "time constant of saturating gold curves (LoRA, healthy DPO), progress range",
     "loss0": "initial training loss L_0, range LO,HI",
@@ -89,6 +88,57 @@ FIELD_HELP = {
     "hack_sharpness": "hacking gold is Gao's form in (d/d*)^m, m = this (1 = plain)",
     "sigma_spread": "per-job noise spread s: sigma_j = sigma exp(s Z - s^2/2) (0 = plain)",
     "noise_rho": "AR(1) coefficient of each job's evaluation noise (0 = independent)",
+}
+
+
+def _range_allowed(lo: float | str, hi: float, strict_lo: bool = False) -> str:
+    return f"a pair (lo, hi) with lo <= hi, lo {'>' if strict_lo else '>='} {lo}, hi <= {hi}"
+
+
+# The range fields' bounds (lo, hi, whether lo itself is excluded); ustar_healthy's lo is
+# ustar_hacking's hi.
+_RANGES = {
+    # A peak before a thousandth of the run lies before the first evaluation of the
+    # finest grid (MAX_EVALS), and its gold overflows floats near u* = 1e-300.
+    "ustar_hacking": (1.0 / MAX_EVALS, 1.0, False),
+    "height": (0.0, 1e6, True),
+    "tau": (0.0, 1e6, True),
+    "loss0": (0.0, 1e6, True),
+    "loss_inf": (0.0, 1e6, False),  # and below loss0's lower end (validate)
+    "loss_tau": (0.0, 1e6, True),
+}
+
+
+# What each workload field accepts, as its refusal says it (WorkloadConfig.validate) and as
+# fastsim run --help shows it beside the default; a bound set by another field is named
+# here and given its value in the refusal.
+FIELD_ALLOWED = {
+    "gpus": f"an integer from 1 to {MAX_GPUS}",
+    "n_jobs": f"an integer from 1 to {MAX_JOBS}",
+    "load": f"offered load in [{MIN_LOAD}, {MAX_LOAD}]",
+    "mix": f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)",
+    **{f"demands_{kind}": "a non-empty list of integers from 1 to gpus"
+       for kind in ("lora", "dpo", "rlhf")},
+    **{f"median_{kind}_h": f"hours in [{MEDIAN_H_RANGE[0]:g}, {MEDIAN_H_RANGE[1]:g}]"
+       for kind in ("lora", "dpo", "rlhf")},
+    "log_sd": "a log-normal sigma in [0, 3]",
+    "n_evals": f"an integer from 2 to {MAX_EVALS}",
+    "base_rate": "a probability in [0, 1]",
+    "dpo_base_rate": "a probability in [0, 1]",
+    "est_sigma": "a log-normal sigma in [0, 3]",
+    "sigma": "an evaluation-noise standard deviation in [0, 1]",
+    "loss_sigma": (f"a loss-noise standard deviation in [0, 1], at most loss_inf's lower end "
+                   f"/ {LOSS_SIGMAS_ABOVE_ZERO}"),
+    "preempt_overhead_h": "hours in [0, 100]",
+    # Healthy peaks may start where hacking ones end (peaks spread continuously,
+    # MODEL.md section 4), never inside the hacking range: the label would be moot.
+    "ustar_healthy": _range_allowed("ustar_hacking's hi", 1e6),
+    **{name: _range_allowed(*bounds) for name, bounds in _RANGES.items() if name != "loss_inf"},
+    "loss_inf": _range_allowed(*_RANGES["loss_inf"]) + ", hi below loss0's lo",
+    "kl_gamma": "an exponent in [0.05, 2]",
+    "hack_sharpness": "an exponent in [0.25, 4]",
+    "sigma_spread": "a log-normal sigma in [0, 2]",
+    "noise_rho": "an AR(1) coefficient in [-0.99, 0.99]",
 }
 
 
@@ -161,57 +211,50 @@ class WorkloadConfig:
 
     def validate(self) -> None:
         _check(is_integer(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
-               f"an integer from 1 to {MAX_GPUS}")
+               FIELD_ALLOWED["gpus"])
         _check(is_integer(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
-               self.n_jobs, f"an integer from 1 to {MAX_JOBS}")
+               self.n_jobs, FIELD_ALLOWED["n_jobs"])
         _check(is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
-               f"offered load in [{MIN_LOAD}, {MAX_LOAD}]")
+               FIELD_ALLOWED["load"])
         self._check_mix()
         for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
             v = getattr(self, name)
             ok = (isinstance(v, tuple) and len(v) >= 1
                   and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= self.gpus
                           for x in v))
-            _check(ok, name, v, f"a non-empty list of integers from 1 to gpus={self.gpus}")
+            _check(ok, name, v, f"{FIELD_ALLOWED[name]}={self.gpus}")
         for name in ("median_lora_h", "median_dpo_h", "median_rlhf_h"):
             v = getattr(self, name)
             lo, hi = MEDIAN_H_RANGE
-            _check(is_number(v) and lo <= v <= hi, name, v, f"hours in [{lo:g}, {hi:g}]")
+            _check(is_number(v) and lo <= v <= hi, name, v, FIELD_ALLOWED[name])
         _check(is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
-               "a log-normal sigma in [0, 3]")
+               FIELD_ALLOWED["log_sd"])
         _check(is_integer(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
-               self.n_evals, f"an integer from 2 to {MAX_EVALS}")
+               self.n_evals, FIELD_ALLOWED["n_evals"])
         for name in ("base_rate", "dpo_base_rate"):
             v = getattr(self, name)
-            _check(is_number(v) and 0.0 <= v <= 1.0, name, v, "a probability in [0, 1]")
+            _check(is_number(v) and 0.0 <= v <= 1.0, name, v, FIELD_ALLOWED[name])
         _check(is_number(self.est_sigma) and 0 <= self.est_sigma <= 3, "est_sigma",
-               self.est_sigma, "a log-normal sigma in [0, 3]")
+               self.est_sigma, FIELD_ALLOWED["est_sigma"])
         _check(is_number(self.sigma) and 0 <= self.sigma <= 1, "sigma", self.sigma,
-               "an evaluation-noise standard deviation in [0, 1]")
+               FIELD_ALLOWED["sigma"])
         _check(is_number(self.loss_sigma) and 0 <= self.loss_sigma <= 1, "loss_sigma",
-               self.loss_sigma, "a loss-noise standard deviation in [0, 1]")
+               self.loss_sigma, FIELD_ALLOWED["loss_sigma"])
         _check(is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
-               "preempt_overhead_h", self.preempt_overhead_h, "hours in [0, 100]")
-        # A peak before a thousandth of the run lies before the first evaluation of the
-        # finest grid (MAX_EVALS), and its gold overflows floats near u* = 1e-300.
-        _check_range("ustar_hacking", self.ustar_hacking, 1.0 / MAX_EVALS, 1.0)
-        # Healthy peaks may start where hacking ones end (peaks spread continuously,
-        # MODEL.md section 4), never inside the hacking range: the label would be moot.
+               "preempt_overhead_h", self.preempt_overhead_h, FIELD_ALLOWED["preempt_overhead_h"])
+        _check_range("ustar_hacking", self.ustar_hacking, *_RANGES["ustar_hacking"])
         _check_range("ustar_healthy", self.ustar_healthy, self.ustar_hacking[1], 1e6)
-        _check_range("height", self.height, 0.0, 1e6, strict_lo=True)
-        _check_range("tau", self.tau, 0.0, 1e6, strict_lo=True)
-        _check_range("loss0", self.loss0, 0.0, 1e6, strict_lo=True)
-        _check_range("loss_inf", self.loss_inf, 0.0, 1e6)
-        _check_range("loss_tau", self.loss_tau, 0.0, 1e6, strict_lo=True)
+        for name, bounds in _RANGES.items():
+            if name != "ustar_hacking":
+                _check_range(name, getattr(self, name), *bounds)
         _check(is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
-               self.kl_gamma, "an exponent in [0.05, 2] (sqrt(KL) grows like u^kl_gamma; 1 = linear)")
+               self.kl_gamma, FIELD_ALLOWED["kl_gamma"])
         _check(is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
-               "hack_sharpness", self.hack_sharpness,
-               "an exponent in [0.25, 4] (hacking gold is Gao's form in (d/d*)^m; 1 = plain)")
+               "hack_sharpness", self.hack_sharpness, FIELD_ALLOWED["hack_sharpness"])
         _check(is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
-               self.sigma_spread, "a log-normal sigma in [0, 2] of the per-job noise (0 = every job sigma)")
+               self.sigma_spread, FIELD_ALLOWED["sigma_spread"])
         _check(is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
-               self.noise_rho, "an AR(1) coefficient in [-0.99, 0.99] (0 = independent noise)")
+               self.noise_rho, FIELD_ALLOWED["noise_rho"])
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
         self._check_span_resolved()
@@ -835,8 +878,10 @@ def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fields_doc() -> str:
-    """``Attributes``: each workload field with its meaning, unit and default."""
-    rows = [f"    {f.name} : {FIELD_HELP[f.name]} (default {f.default!r})"
+    """``Attributes``: each workload field with its meaning, unit, allowed values and
+    default."""
+    rows = [f"    {f.name} : {FIELD_HELP[f.name]}; allowed: {FIELD_ALLOWED[f.name]} "
+            f"(default {f.default!r})"
             for f in fields(WorkloadConfig)]
     return "\n    Attributes\n    ----------\n" + "\n".join(rows) + "\n"
 

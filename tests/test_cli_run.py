@@ -251,3 +251,26 @@ def test_a_long_run_says_how_long_after_its_first_chunk(capsys, monkeypatch):
     assert notes[0].endswith(" us a cluster (the first 500, every arm); Ctrl-C stops it")
     run.say_estimate(2**63 - 1, 500, 0.025)
     assert "about 1.46e+07 years to go at 50 us" in capsys.readouterr().err
+
+
+# fastsim run --help gave every workload option a meaning and a default but, for most of
+# them (--sigma, --n-evals, --base-rate, --kl-gamma, ...), not what it accepts: a newcomer
+# learnt the bounds only from a refusal.  Each help line now says what the refusal says.
+@pytest.mark.parametrize("option, bad", [
+    ("--gpus", "0"), ("--n-evals", "1"), ("--base-rate", "1.2"), ("--sigma", "2"),
+    ("--log-sd", "4"), ("--kl-gamma", "5"), ("--noise-rho", "1"), ("--height", "0,1"),
+    ("--preempt-overhead-h", "101"), ("--median-rlhf-h", "0")])
+def test_run_help_says_what_each_workload_option_accepts(capsys, option, bad):
+    import argparse
+
+    from fastsim.cli_run import add_workload_options
+
+    parser = argparse.ArgumentParser(prog="fastsim run")
+    add_workload_options(parser)
+    helps = {a.option_strings[0]: a.help for a in parser._actions if a.option_strings}
+    assert all("allowed: " in h for o, h in helps.items() if o != "-h"), [
+        o for o, h in helps.items() if o != "-h" and "allowed: " not in h]
+    assert main(["run", option, bad, "--no-progress"]) == 2
+    refusal = capsys.readouterr().err.strip()
+    allowed = refusal.split("allowed: ", 1)[1]
+    assert f"allowed: {allowed} (default: " in helps[option], (helps[option], refusal)
