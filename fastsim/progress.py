@@ -43,8 +43,10 @@ def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
 
     stream, bar = kwargs.pop("file", sys.stderr), tqdm.tqdm
     if enabled and not _interactive(stream):
+        # leave=True: a log has nothing to clear, and a finished leave=False bar (a sweep's
+        # aggregation) left only its first state, "aggregate: 0% 0/24", as if it had stalled
         kwargs.update(file=_Lines(stream), mininterval=LOG_INTERVAL, dynamic_ncols=False,
-                      ncols=LOG_WIDTH, ascii=True)
+                      ncols=LOG_WIDTH, ascii=True, leave=True)
     else:
         kwargs["file"] = stream
         if "ipykernel" in sys.modules:  # a notebook's widget (tqdm.auto imports IPython)

@@ -62,3 +62,16 @@ def test_a_closed_bar_leaves_no_thread_running():
     for _ in progress_bar(range(10), desc="cells", file=io.StringIO()):
         pass
     assert set(threading.enumerate()) <= before, threading.enumerate()
+
+
+def test_a_transient_bar_into_a_log_still_writes_its_last_state():
+    """A bar that clears itself on a terminal (leave=False: a sweep's aggregation) wrote only
+    its first state into a log, 'aggregate: 0% 0/24', and never its end: the log read as
+    if aggregation had stalled at nothing."""
+    log = io.StringIO()
+    bar = progress_bar(total=24, unit="cell", desc="aggregate", leave=False, file=log)
+    for _ in range(24):
+        bar.update()
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert lines[-1].startswith("aggregate: 100%") and "24/24" in lines[-1], lines
