@@ -74,6 +74,13 @@ def _every_parser(parser: argparse.ArgumentParser) -> None:
 
 
 _WHOLE_WORDS: dict = {}
+EXAMPLES_HEAD = "examples:\n"
+
+
+def examples(*rows: tuple[str, str]) -> str:
+    """A help epilog of command lines, each with what it does under it, kept line by line
+    (``_whole_words``); tests/test_cli_help.py runs or parses every one."""
+    return EXAMPLES_HEAD + "\n".join(f"  {command}\n      {what}" for command, what in rows)
 
 
 def _whole_words(base: type) -> type:
@@ -84,6 +91,11 @@ def _whole_words(base: type) -> type:
         import textwrap
 
         class WholeWords(base):
+            def _fill_text(self, text, width, indent):
+                if text.startswith(EXAMPLES_HEAD):  # a command per line, as typed
+                    return "\n".join(indent + line for line in text.splitlines())
+                return super()._fill_text(text, width, indent)
+
             def _split_lines(self, text, width):
                 if isinstance(self, argparse.RawTextHelpFormatter):
                     return super()._split_lines(text, width)
@@ -127,7 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="fastsim",
         description="Fast, exact simulation of GPU platforms scheduling and stopping LLM "
-        "fine-tuning jobs (EvalStop), and cost-aware learning.",
+        "fine-tuning jobs (EvalStop), and cost-aware learning.  Each command's options: "
+        "fastsim COMMAND --help; a walkthrough: docs/tutorial.md in the repository.",
+        epilog=examples(
+            ("fastsim reproduce --quick",
+             "the paper's table (95% intervals) and figures: results/reproduce-quick"),
+            ("fastsim run --policy evalstop:k=2 --sigma 0.05 --clusters 2000",
+             "one cell against no stop policy, paired on the same clusters"),
+            ("fastsim sweep noise --out results/noise --clusters 200",
+             "a sweep shipped with fastsim, or your TOML file (docs/sweeps.md)"),
+            ("fastsim figures results/reproduce-quick",
+             "redraw the paper's figures from a reproduction's results"),
+            ("fastsim replay --example --policy evalstop:k=2 --policy patience:patience=3",
+             "stop policies on a small log shipped with fastsim (yours: PATH)")),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
+from fastsim.cli import examples
 from fastsim.config import (FIELD_ALLOWED, FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             self_baseline)
@@ -152,6 +153,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--preempt-overhead-h under a non-preemptive scheduler) is said in one note: line on "
         "stderr, and the run goes on.  Threads: NUMBA_NUM_THREADS (one per core when unset; "
         "the same bits for any count).",
+        epilog=examples(
+            ("fastsim run --scheduler fifo --policy stop_at:f=0.65 --sigma 0.05",
+             "a policy over another scheduler, at another evaluation noise"),
+            ("fastsim run --policy evalstop:k=3 --baseline evalstop:k=2 --clusters 1000",
+             "changes paired against another policy instead of none"),
+            ("fastsim run --mix mixed --base-rate 0.3 --out cells.parquet",
+             "another workload; the per-cluster results of both arms kept")),
         formatter_class=_HelpFormatter)
     p.add_argument("--scheduler", default=D.SCHEDULER,
                    help="base scheduler NAME[:key=value,...] or MODULE:KEY[:...] (a user's "

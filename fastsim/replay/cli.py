@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from fastsim import defaults as D
 from fastsim import registry as R
+from fastsim.cli import examples
 from fastsim.config import parse_flag
 from fastsim.errors import ConfigError
 from fastsim.values import (NumberTextError, as_typed, file_or_dir_path, file_path,
@@ -42,7 +43,16 @@ def register(subparsers) -> None:
         "the policy triggers, the checkpoint it delivers, its score against the final one and "
         "the compute a stop would have saved. A trigger at a job's last logged step is status "
         "triggered_at_completion, not stopped: it keeps its checkpoint but saves nothing (the "
-        "summary's 'at completion'). Formats and mess rules: docs/replay.md.")
+        "summary's 'at completion'). A CSV, TSV, JSONL or Parquet log has one row per "
+        "evaluation and columns job_id, step and score (--metric names another score "
+        "column); formats and mess rules: docs/replay.md.",
+        epilog=examples(
+            ("fastsim replay evals.csv --policy evalstop:k=2 --policy evalstop:k=3",
+             "two policies on your log; gpus and time (hours) columns give GPU-hours saved"),
+            ("fastsim replay my-run --metric eval_loss --gpus 8",
+             "a Hugging Face run directory's trainer_state.json (a loss: lower is better)"),
+            ("fastsim replay --example --summary-only",
+             "the small log shipped with fastsim, one summary line per policy")))
     p.add_argument("paths", nargs="*", type=file_or_dir_path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json; a log "
                    "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "

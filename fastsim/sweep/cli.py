@@ -7,6 +7,7 @@ from pathlib import Path
 
 # fastsim reproduce's clusters per cell from the light defaults module, not from
 # fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
+from fastsim.cli import examples
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
 from fastsim.errors import ConfigError
 from fastsim.values import (file_path, integer_option, kept_as_typed, number_option,
@@ -46,7 +47,12 @@ def register(subparsers) -> None:
         "re-running any chunk that fails its checksum; a changed grid is refused; a damaged or "
         "deleted sweep.json is rebuilt when every chunk record names this grid; one process "
         "at a time owns --out (a lock). Threads (local backend): NUMBA_NUM_THREADS (one per "
-        "core when unset; the same bits for any count).")
+        "core when unset; the same bits for any count).",
+        epilog=examples(
+            ("fastsim sweep noise --out results/noise --clusters 200",
+             "the noise sweep shipped with fastsim, at 200 clusters per cell"),
+            ("fastsim sweep my.toml --out results/my",
+             "your own grid of sigma, base_rate, k, ... (its format: docs/sweeps.md)")))
     p.add_argument("file", type=file_path, help="sweep definition: a TOML file, or the name of a "
                    "sweep shipped with fastsim (headline, noise, base_rate, k_sweep, ...)")
     p.add_argument("--out", type=Path, required=True,
@@ -73,7 +79,13 @@ def register(subparsers) -> None:
                               "one that plots changes against no stop policy from a sweep whose "
                               "baseline is another; a DIR with nothing to draw is refused. The "
                               "cost-aware figures are drawn by fastsim costaware figures, the "
-                              "documentation's by fastsim docs-figures.")
+                              "documentation's by fastsim docs-figures. A figure knows a "
+                              "sweep by its name (name = ... in the file, else its stem).",
+                              epilog=examples(
+                                  ("fastsim figures results/reproduce-quick --formats png",
+                                   "the paper's figures of fastsim reproduce --quick, PNG only"),
+                                  ("fastsim figures results/noise --formats svg",
+                                   "the figure of one sweep (one named noise: noise_sweep)")))
     f.add_argument("dir", type=Path, help="results directory: a sweep's --out, or a directory "
                    "of them (fastsim reproduce's --out)")
     f.add_argument("--out", type=Path, metavar="DIR",
