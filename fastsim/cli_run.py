@@ -183,9 +183,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="random seed, an integer >= 0; cluster i of a seed is the same cluster "
                    "under every policy")
     p.add_argument("--out", type=file_path, default=None,
-                   help="write per-cluster results (both arms) to this Parquet file")
+                   help="write per-cluster results (both arms) to this Parquet file (default: none, "
+                   "only the table is printed)")
     p.add_argument("--jobs-out", type=file_path, default=None,
-                   help="also write per-job records of both arms to this Parquet file")
+                   help="also write per-job records of both arms to this Parquet file (default: "
+                   "none)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_workload_options(p)
     p.set_defaults(func=run_command)

@@ -105,7 +105,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=integer_option, default=None, metavar="INT",
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=file_path, default=None,
-                   help="traces.parquet from `fastsim traces toy-rlhf` (optional)")
+                   help="traces.parquet from `fastsim traces toy-rlhf` (default: none, synthetic "
+                   "workloads only)")
     # read by _check_values, whose refusal echoes the text (-1, not -1.0)
     p.add_argument("--trace-noise", type=kept_as_typed(number_option), default=None,
                    help="sigma0 on the traces, in score units, >= 0 (default: the median "
@@ -114,13 +115,15 @@ def register(subparsers) -> None:
     p.add_argument("--figures", type=Path, default=None,
                    help="where the Pareto figures go (default: OUT)")
     p.add_argument("--doc", type=file_path, default=None,
-                   help="a markdown file whose fastsim-detectors block gets the tables")
+                   help="a markdown file whose fastsim-detectors block gets the tables (default: "
+                   "none)")
     p.add_argument("--quick", action="store_true",
                    help="base rate 0.6 only, and 50 clusters per cell unless --clusters is given")
     p.add_argument("--confirm", type=file_path, default=None, metavar="PLAN",
                    help="run only the pre-registered comparison of PLAN (a TOML file, e.g. "
                    "docs/preregistration/detectors_goal3.toml) on --traces, which must be the "
-                   "plan's fresh trace set; writes OUT/confirm.md and the doc's confirmation block")
+                   "plan's fresh trace set; writes OUT/confirm.md and the doc's confirmation block "
+                   "(default: none, the whole benchmark)")
     p.set_defaults(func=_cmd)
 
 

@@ -429,3 +429,20 @@ def test_the_first_commands_a_newcomer_reads_show_examples_that_work(capsys, tmp
         elif args.command == "replay" and (args.example or args.paths == ["evals.csv"]):
             assert main(argv[1:]) == 0, (argv, capsys.readouterr().err)
     assert "stopped" in capsys.readouterr().out
+
+
+def test_every_option_that_takes_a_value_says_its_default():
+    """fastsim run --out and --jobs-out, replay's --out and --summary-out, detectors' --traces
+    and --doc, ... said what they write but not what happens without them: whether a run
+    without --out keeps its per-cluster results somewhere a newcomer had to try."""
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if (not action.option_strings or action.nargs == 0 or action.required
+                    or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+                continue
+            shown = formatter._expand_help(action) if action.help else ""
+            if "default" not in shown:
+                missing.append(" ".join(path) + " " + action.option_strings[-1])
+    assert missing == []

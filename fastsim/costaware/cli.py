@@ -524,7 +524,8 @@ def register(subparsers):
                    help="weights of the uniform distribution mixed into each strategy, each "
                    "in [0, 1], comma-separated (default: 0,0.1,0.5)")
     p.add_argument("--out", metavar="DIR",
-                   help="also write costaware_ratios.parquet into this directory")
+                   help="also write costaware_ratios.parquet into this directory (default: none, "
+                   "printed only)")
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_ratios))
 
@@ -535,7 +536,8 @@ def register(subparsers):
                    help="seed of the SGD replications, >= 0 (default: 1)")
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_sgd.{summary,runs}.parquet into this directory, "
-                   "in the schema of `fastsim costaware sweep` (`costaware figures DIR` reads it)")
+                   "in the schema of `fastsim costaware sweep` (`costaware figures DIR` reads it; "
+                   "default: none, printed only)")
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_sgd))
 
@@ -557,7 +559,8 @@ def register(subparsers):
     p.add_argument("--check-seed", type=integer_option, default=0, metavar="INT",
                    help="seed of the check instances, >= 0 (default: 0)")
     p.add_argument("--out", metavar="DIR",
-                   help="also write costaware_subset.summary.parquet into this directory")
+                   help="also write costaware_subset.summary.parquet into this directory (default: "
+                   "none, printed only)")
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_subset))
 
@@ -565,7 +568,7 @@ def register(subparsers):
     _add_fields(p, GRPOConfig)
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_grpo.{summary,curves,runs}.parquet into this "
-                   "directory")
+                   "directory (default: none, printed only)")
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_grpo))
 

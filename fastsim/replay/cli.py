@@ -86,9 +86,9 @@ def register(subparsers) -> None:
     p.add_argument("--gpus", default=None, metavar="N",  # text: a refusal echoes it as typed
                    help="GPUs held by jobs whose log has no gpus column, a positive number; "
                    "sets the GPU-hours saved (default: none, GPU-hours not reported)")
-    p.add_argument("--out", type=file_path, default=None, help="per-job results, .parquet or .csv")
+    p.add_argument("--out", type=file_path, default=None, help="per-job results, .parquet or .csv (default: none, printed only)")
     p.add_argument("--summary-out", type=file_path, default=None,
-                   help="per-policy summary, .parquet or .csv")
+                   help="per-policy summary, .parquet or .csv (default: none, printed only)")
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
     p.set_defaults(func=_cmd_replay)
 
@@ -134,7 +134,8 @@ def register(subparsers) -> None:
     start.add_argument("--like", type=file_path, default=None, metavar="FILE",
                        help="start from the parameters recorded in FILE (traces.parquet, "
                        "runs.parquet or gao_fits.parquet written by toy-rlhf; every file "
-                       "records them, world seed included); the options above override them")
+                       "records them, world seed included); the options above override them (default: "
+                       "none, the options' defaults)")
     toy.set_defaults(func=_cmd_toy)
     cmp_ = tsub.add_parser(
         "compare-sim", help="the simulator's detection numbers at the traces' noise",
@@ -156,7 +157,7 @@ def register(subparsers) -> None:
     cmp_.add_argument("--plain", action="store_true",
                       help="the plain curve model (trace-grounded curve knobs off, MODEL.md section 4)")
     cmp_.add_argument("--out", type=file_path, default=None,
-                      help="simulator comparison, .parquet or .csv")
+                      help="simulator comparison, .parquet or .csv (default: none, printed only)")
     cmp_.set_defaults(func=_cmd_compare)
     fit = tsub.add_parser(
         "fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set",
@@ -170,7 +171,7 @@ def register(subparsers) -> None:
                      "(default: 1000)")
     fit.add_argument("--seed", type=integer_option, default=0, metavar="INT",
                      help="bootstrap seed, an integer >= 0 (default: 0)")
-    fit.add_argument("--out", type=file_path, default=None, help="fitted values, .parquet or .csv")
+    fit.add_argument("--out", type=file_path, default=None, help="fitted values, .parquet or .csv (default: none, printed only)")
     fit.set_defaults(func=_cmd_fit)
 
 

@@ -20,7 +20,8 @@ def _add_backend(p: argparse.ArgumentParser, quiet: str = "no progress bar") -> 
     p.add_argument("--backend", choices=("local", "dask"), default="local",
                    help="run chunks in this process (default) or on a Dask cluster")
     p.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786; without "
-                   "it, --backend dask starts a local cluster and prints its dashboard link")
+                   "it, --backend dask starts a local cluster and prints its dashboard link "
+                   "(default: none)")
     p.add_argument("--workers", type=integer_option, default=None, metavar="N",
                    help="worker processes of that local Dask cluster (default: one per core)")
     # read by check_backend, whose refusal echoes the text (0.00, not 0.0)
