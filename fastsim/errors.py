@@ -259,11 +259,31 @@ def known_keywords(what: str, elsewhere: dict[str, str] | None = None):
     return decorate
 
 
-def did_you_mean(word: str, allowed, cutoff: float = 0.6) -> str:
-    """`` (did you mean n_jobs?)``: the allowed name nearest ``word`` (difflib's), or ""
-    when none is close; every refusal of an unknown name words its hint so."""
+def nearest(word: str, allowed, cutoff: float = 0.6) -> str | None:
+    """The allowed name nearest ``word`` (difflib's), or None when none is close."""
     near = difflib.get_close_matches(word, list(allowed), n=1, cutoff=cutoff)
-    return f" (did you mean {near[0]}?)" if near else ""
+    return near[0] if near else None
+
+
+def did_you_mean(word: str, allowed, cutoff: float = 0.6) -> str:
+    """`` (did you mean n_jobs?)``: the allowed name nearest ``word``, or "" when none is
+    close; every refusal of an unknown name words its hint so."""
+    near = nearest(word, allowed, cutoff)
+    return f" (did you mean {near}?)" if near is not None else ""
+
+
+def did_you_mean_path(path, candidates) -> str:
+    """``did_you_mean`` for a path: of ``candidates`` (paths in ``path``'s directory), the
+    one whose name is nearest ``path``'s, written as ``path`` is (``results/reproduce``:
+    ``results/reproduce-quick``).  Names are compared, not whole paths: a shared directory
+    made every candidate look near."""
+    from pathlib import Path
+
+    path = Path(path)
+    near = nearest(path.name, [Path(c).name for c in candidates])
+    if near is None:
+        return ""
+    return f" (did you mean {path.parent / near if path.parent != Path('.') else near}?)"
 
 
 def unknown_keyword(what: str, key: str, allowed) -> ConfigError:

@@ -63,7 +63,7 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
     >>> sweep_file("noise") == shipped("sweeps", "noise.toml")
     True
     """
-    from fastsim.errors import ConfigError, did_you_mean
+    from fastsim.errors import ConfigError, did_you_mean, did_you_mean_path
     from fastsim.io import check_regular
 
     path = Path(file)
@@ -76,8 +76,16 @@ def sweep_file(file: str | Path, prefix: str = "") -> Path:
     shipped_form = path.parent in (Path("."), Path("sweeps"))
     if shipped_form and os.path.isfile(candidate):
         return candidate
-    # a name near a shipped one, given as shipped names are (noize: noise)
-    near = did_you_mean(path.stem, _shipped_names(prefix)) if shipped_form else ""
+    # a sweep file of yours beside the one typed (mien.toml: mine.toml), else a name near a
+    # shipped one, given as shipped names are (noize: noise): mien.toml beside mine.toml
+    # was offered the shipped sweep mixed
+    try:
+        here = sorted(p for p in path.parent.glob("*.toml") if p.is_file())
+    except OSError:  # a parent that cannot be listed offers nothing
+        here = []
+    near = did_you_mean_path(file, here)
+    if not near and shipped_form:
+        near = did_you_mean(path.stem, _shipped_names(prefix))
     raise ConfigError(f"{file}: no such file, nor a sweep shipped with fastsim{near}; allowed: "
                       f"a TOML file, or one of {_shipped_sweeps(prefix)}")
 

@@ -677,3 +677,35 @@ def test_a_module_beside_the_sweep_file_but_off_the_import_path_is_named(tmp_pat
     assert str(err.value).endswith(
         "; toy_beside_sweep.py is beside exp/s.toml, in a directory not on the import path: "
         "put that directory on PYTHONPATH (PYTHONPATH=exp fastsim ...)")
+
+
+def test_a_misspelt_sweep_file_gets_the_nearest_file_beside_it(tmp_path, monkeypatch):
+    """`fastsim sweep mien.toml` beside mine.toml said "did you mean mixed?", a shipped sweep
+    of other cells, and nothing of the file meant; a file near the one typed, in its
+    directory, is offered first, and a shipped name only when none is near."""
+    import fastsim
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "clusters = 4\n").rename(tmp_path / "mine.toml")
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "sigma_k.toml").write_text("clusters = 4\n")
+    for typed, meant in (("mien.toml", "mine.toml"), ("exp/sigma_kk.toml", "exp/sigma_k.toml"),
+                         ("noize", "noise")):
+        with pytest.raises(ConfigError, match=rf"^{typed}: no such file, nor a sweep shipped "
+                                              rf"with fastsim \(did you mean {meant}\?\)"):
+            fastsim.sweep(typed, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_sweep_file_at_a_long_path_is_offered_no_unrelated_file(tmp_path):
+    """The nearest file beside a missing one was found by comparing whole paths, so under a
+    long shared directory any file looked near: /long/dir/qqq.toml was offered
+    /long/dir/mine.toml.  Names are compared."""
+    import fastsim
+
+    (tmp_path / "mine.toml").write_text("clusters = 4\n")
+    with pytest.raises(ConfigError) as exc:
+        fastsim.sweep(tmp_path / "qqq.toml", tmp_path / "out")
+    assert "did you mean" not in str(exc.value), str(exc.value)
+    with pytest.raises(ConfigError, match=rf"did you mean {tmp_path / 'mine.toml'}\?"):
+        fastsim.sweep(tmp_path / "mien.toml", tmp_path / "out")
