@@ -1152,3 +1152,16 @@ def test_a_policy_the_paper_sweep_runs_and_its_figure_leaves_out_is_not_said(tin
     assert "deprioritize" not in jct_cdf.POLICIES
     assert not_drawn(jct_cdf.POLICIES, "headline", headline) == []
     assert not_drawn(jct_cdf.POLICIES, "mine", headline) == ["deprioritize"]
+
+
+def test_a_missing_dir_near_an_existing_one_is_offered_it(tmp_path, capsys):
+    """README's `fastsim figures results/reproduce`, after the quick start's `fastsim
+    reproduce --quick` (which writes results/reproduce-quick), said only "no such
+    directory"; the directory beside it nearest the name typed is offered."""
+    (tmp_path / "reproduce-quick").mkdir()
+    typed = tmp_path / "reproduce"
+    one_line(capsys, ["figures", str(typed)],
+             f"{typed} is not a results directory (no such directory) (did you mean "
+             f"{tmp_path / 'reproduce-quick'}?); allowed: a sweep's --out, or a directory of "
+             "them (fastsim reproduce's --out)")
+    assert [p.name for p in tmp_path.iterdir()] == ["reproduce-quick"]

@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from fastsim.errors import known_keywords
+from fastsim.errors import did_you_mean_path, known_keywords
 
 # The paper's figures (fastsim reproduce draws these), then the fidelity frontier's (its own
 # sweep, sweeps/frontier.toml).
@@ -224,8 +224,16 @@ def not_a_results_dir(results: Path) -> str:
     # for a typo (as costaware figures says, it is not a directory)
     what = ("a file" if os.path.isfile(results) else "not a directory"
             if os.path.lexists(results) else "no such directory")
-    return (f"{results} is not a results directory ({what}); allowed: a sweep's --out, or a "
-            "directory of them (fastsim reproduce's --out)")
+    near = ""
+    if what == "no such directory":  # results/reproduce after reproduce --quick wrote -quick
+        parent = Path(results).parent
+        try:
+            dirs = sorted(d for d in parent.iterdir() if d.is_dir())
+        except OSError:  # no parent, or one that cannot be listed: nothing to offer
+            dirs = []
+        near = did_you_mean_path(results, dirs)
+    return (f"{results} is not a results directory ({what}){near}; allowed: a sweep's --out, "
+            "or a directory of them (fastsim reproduce's --out)")
 
 
 def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
