@@ -565,3 +565,14 @@ def test_a_kl_coefficient_of_minus_zero_or_an_int_is_the_float_it_stands_for(giv
     assert job_id_of(100, cfg.kl_coefs[0], 0) == "n00100_kl0_s0"
     assert cfg.kl_coefs[0] == 0.0 and repr(cfg) == repr(ToyRLHFConfig(
         n_comparisons=(100,), kl_coefs=(0.0,) + tuple(given[1:]), seeds=(0,), n_steps=30))
+
+
+def test_toy_rlhf_shows_its_progress_in_a_log_too(tmp_path, capsys):
+    """Its bars were drawn on a terminal only: `fastsim traces toy-rlhf 2>&1 | tee log`, the
+    default set's 70-120 s, printed nothing until the end.  A log gets the bars' lines,
+    as a sweep's does (fastsim.progress)."""
+    from fastsim.cli import main
+
+    assert main(["traces", "toy-rlhf", *SMALL[:-1], "15", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "toy RLHF runs: 100%" in err and "\r" not in err, err

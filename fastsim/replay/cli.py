@@ -440,7 +440,9 @@ def _cmd_toy(args) -> int:
                           "with --like override the file's)") from None
     within = check_output_dir(args.out)
     t0 = time.perf_counter()
-    traces = generate_toy_rlhf(cfg, progress=sys.stderr.isatty())
+    # into a log too (fastsim.progress: first and last state, a line every 30 s): the
+    # default set's two minutes passed in silence in a log or behind `2>&1 | tee`
+    traces = generate_toy_rlhf(cfg, progress=True)
     runtime = time.perf_counter() - t0
     runs = run_summary(traces)
     fits = gao_fit_groups(traces)
