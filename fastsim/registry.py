@@ -838,10 +838,12 @@ def lookup(what: str, name: str) -> Declaration:
     table = _REGISTRY[what]
     if name in table:
         return table[name]
+    kind, made_by = ((StopPolicy, "@stop_policy") if what == "policy"
+                     else (Scheduler, "@scheduler_key"))
+    # as --help writes a user's declaration: MODULE:FUNCTION (a @stop_policy), MODULE:KEY
+    users = f"{'MODULE:FUNCTION' if what == 'policy' else 'MODULE:KEY'} of a user's {made_by}"
     if ":" in name:
-        obj = import_ref(what, name, f"{', '.join(table)} or MODULE:ATTR of a declared {what}")
-        kind, made_by = ((StopPolicy, "@stop_policy") if what == "policy"
-                         else (Scheduler, "@scheduler_key"))
+        obj = import_ref(what, name, f"{', '.join(table)} or {users}")
         if not isinstance(obj, kind):
             # a scheduler key or a metric named as the policy (and so on): say which it is
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
@@ -855,8 +857,7 @@ def lookup(what: str, name: str) -> Declaration:
             if isinstance(name, str) and re.fullmatch(r"[\w-]+", name) else "")
     if not hint and isinstance(name, str):
         hint = user_ref_hint(name)
-    raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or MODULE:ATTR "
-                      f"of a user's declaration{hint}")
+    raise ConfigError(f"{what}={name!r} is invalid; allowed: {', '.join(table)} or {users}{hint}")
 
 
 def _check_named_by_ref(what: str, name: str, decl: Declaration, made_by: str) -> None:

@@ -446,3 +446,22 @@ def test_every_option_that_takes_a_value_says_its_default():
             if "default" not in shown:
                 missing.append(" ".join(path) + " " + action.option_strings[-1])
     assert missing == []
+
+
+def test_an_unknown_policy_or_scheduler_names_the_user_form_as_help_does(capsys):
+    """`fastsim run --policy evalstp` listed the built-ins 'or MODULE:ATTR of a user's
+    declaration', where --help says MODULE:FUNCTION (a user's @stop_policy) and MODULE:KEY
+    (a user's @scheduler_key): two names for one thing, and ATTR in neither's words."""
+    helps = {a.dest: a.help for p in [dict(_parsers(build_parser()))[("fastsim", "run")]]
+             for a in p._actions}
+    for option, bad, form, made_by in (("--policy", "evalstp", "MODULE:FUNCTION", "@stop_policy"),
+                                       ("--scheduler", "srtf", "MODULE:KEY", "@scheduler_key")):
+        assert f"{form}[:...] (a user's {made_by})" in helps[option.lstrip("-")]
+        err = _refused_run(capsys, [option, bad])
+        assert f" or {form} of a user's {made_by} (did you mean" in err, err
+        assert "ATTR" not in err
+
+
+def _refused_run(capsys, argv: list[str]) -> str:
+    assert main(["run", *argv, "--no-progress"]) == 2
+    return capsys.readouterr().err

@@ -635,7 +635,8 @@ def test_a_misspelt_name_is_refused_with_the_nearest_one(parse, spec, near):
     with pytest.raises(ConfigError) as exc:
         parse(spec)
     said = str(exc.value)
-    assert said.endswith(f" (did you mean {near}?)" if near else "user's declaration"), said
+    assert said.endswith(f" (did you mean {near}?)" if near else
+                         ("of a user's @stop_policy", "of a user's @scheduler_key")), said
 
 
 @pytest.mark.parametrize("key,home", [("k", 'policy="evalstop:k=..."'),

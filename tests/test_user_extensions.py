@@ -2637,7 +2637,7 @@ def test_a_declaration_named_with_a_dot_or_by_its_module_alone_is_shown_its_spec
             "(toy_user_schedulers is a module of yours: name its declaration, "
             "toy_user_schedulers:FUNCTION)")):
         SchedulerConfig.parse("toy_user_schedulers")
-    with pytest.raises(ConfigError, match=r"of a user's declaration$"):
+    with pytest.raises(ConfigError, match=r"or MODULE:FUNCTION of a user's @stop_policy$"):
         PolicyConfig.parse("no_such_thing_at_all")  # neither: no hint
     with pytest.raises(ConfigError, match=re.escape(
             "(a module and its function are joined by a colon: toy_user_policies:m)")):
