@@ -19,6 +19,7 @@ from typing import Any
 from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
+from fastsim.kernels.codes import MAX_EVALS  # noqa: F401 - the kernels' limit, checked here
 from fastsim.purity import loaded_arguments
 from fastsim.values import (FLOAT64_MIN, SUMS_TO_ONE, as_float, as_typed,  # noqa: F401
                             check_flags, check_path_text, float_or_nan, is_integer, is_number,
@@ -31,7 +32,6 @@ MIN_LOAD = 0.01  # below this arrivals are so sparse that every metric is a sing
 # tail (log_sd <= 3) and the arrival span of MAX_JOBS jobs: 3.6 s to about 14 months.
 MEDIAN_H_RANGE = (1e-3, 1e4)
 MAX_JOBS = 100_000
-MAX_EVALS = 1_000
 # the arrival span at most this many times a short run (see WorkloadConfig's checks)
 MAX_SPAN_OVER_RUN = 1e10
 # loss_sigma is at most loss_inf's lower end over this (see WorkloadConfig's checks)

@@ -1,5 +1,10 @@
 """Integer codes shared by the kernels (named, with their parameters, in ``fastsim.registry``)."""
 
+# Evaluations a simulated job has at most (fastsim.config checks n_evals against it); BOCPD
+# keeps that many run lengths and merges longer ones, in the simulator, replay and the
+# live monitor alike.
+MAX_EVALS = 1_000
+
 # Job types (MODEL.md section 3).
 LORA = 0
 DPO = 1

@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from .codes import BOCPD, CUSUM, MARGIN, PATIENCE, PEAK
+from .codes import BOCPD, CUSUM, MARGIN, MAX_EVALS, PATIENCE, PEAK
 from .jit import entry
 
 PRIOR_DOF = 2.0
@@ -456,10 +456,12 @@ def detector_trigger_nb(code, p, scores):
     """Trigger of detector ``code`` with parameters ``p`` (float64, in the order of its
     declaration in ``fastsim.registry``): the first 1-based evaluation at which its
     streaming form fires, 0 = never.  The batch form *is* the streaming form run over the
-    whole series, so the simulator, replay and the live monitor decide identically."""
+    whole series, so the simulator, replay and the live monitor decide identically.  BOCPD
+    keeps at most ``MAX_EVALS`` run lengths, as the monitor does: a replayed job of 10^6
+    evaluations kept them all, O(n^2), and took hours."""
     if code < PATIENCE or code > BOCPD:
         return 0
-    state = detector_init_nb(code, p, scores.shape[0])
+    state = detector_init_nb(code, p, min(scores.shape[0], MAX_EVALS))
     for e in range(scores.shape[0]):
         if detector_step_nb(code, p, state, scores[e]):
             return e + 1

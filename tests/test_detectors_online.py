@@ -6,6 +6,7 @@ scan ``detector_trigger_nb`` (the simulator's and replay's); the reference recom
 decision from the whole prefix (tests/detectors_reference.py).
 """
 import math
+import time
 
 import numpy as np
 import pytest
@@ -180,6 +181,23 @@ def test_bocpd_truncation_keeps_mass():
     prob = state[2 + D.N_FIT:2 + D.N_FIT + m]
     assert prob.sum() == pytest.approx(1.0)
     assert np.all(prob >= 0)
+
+
+def test_bocpd_batch_keeps_the_monitors_run_lengths_on_a_long_job():
+    """Replay's scan keeps at most MAX_EVALS run lengths, as the monitor's state does: it
+    kept one per evaluation, O(n^2) in a replayed job's length (25,000 evaluations took
+    about 14 s; a job of 10^6, hours).  Decisions as the monitor's, in linear time."""
+    n = 25_000
+    rising = 0.5 + 1e-7 * np.arange(n)
+    p = np.array((0.2, 0.5, 0.015, 0.1))
+    D.detector_trigger_nb(D.BOCPD, p, rising[:10])  # compiled before the clock starts
+    t0 = time.perf_counter()
+    assert D.detector_trigger_nb(D.BOCPD, p, rising) == 0
+    assert time.perf_counter() - t0 < 6.0
+    falls = np.concatenate([rising[:1500], rising[1499] - 0.01 * np.arange(1, 20)])
+    state = D.detector_init_nb(D.BOCPD, p, D.MAX_EVALS)
+    live = next(e + 1 for e, s in enumerate(falls) if D.detector_step_nb(D.BOCPD, p, state, s))
+    assert D.detector_trigger_nb(D.BOCPD, p, falls) == live > 1500
 
 
 @pytest.mark.parametrize("name", ["margin", "cusum", "peak", "bocpd"])
