@@ -88,7 +88,11 @@ def test_million_sweep_file_on_dask_equals_in_process(tmp_path, two_workers):
 def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
     p = tmp_path / "d.toml"
     p.write_text(SWEEP)
-    for address, needle in (("tcp://127.0.0.1:1", "cannot reach a Dask scheduler"),
+    # a port where nothing listens is named so: distributed's connect retries a refused
+    # connection until the time runs out, and the timeout read as a port that "accepts
+    # connections but gave no Dask handshake"
+    for address, needle in (("tcp://127.0.0.1:1", "cannot reach a Dask scheduler (nothing "
+                             "listens there, the connection is refused: no scheduler runs"),
                             ("nonsense://x", "address='nonsense://x' is invalid"),
                             ("foo", "address='foo' is invalid")):
         out = tmp_path / address.replace("/", "_").replace(":", "_")

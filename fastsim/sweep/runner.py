@@ -490,7 +490,14 @@ def _connect(address, workers: int | None, timeout: float):
             client = Client(address, timeout=connect_s)
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError, ValueError...
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            if isinstance(exc, TimeoutError) and not str(exc).strip():  # _handshake's
+            if isinstance(exc, OSError) and _refused(address):  # TimeoutError is one
+                # distributed's connect retries a refused connection until its time runs
+                # out: a port where nothing listens was named by that timeout, as one that
+                # "accepts connections but gave no Dask handshake" (_handshake's) or "Timed
+                # out trying to connect" (distributed's)
+                reason = ("nothing listens there, the connection is refused: no scheduler "
+                          "runs at that address, or it has stopped")
+            elif isinstance(exc, TimeoutError) and not str(exc).strip():  # _handshake's
                 reason = (f"it accepts connections but gave no Dask handshake within "
                           f"{connect_s:g} s: not a scheduler's port (the dashboard's, "
                           f"another service's?)")
