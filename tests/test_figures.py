@@ -954,10 +954,15 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
     (damaged / "noise" / "sweep.json").write_text("{")
     (damaged / "noise" / "summary.parquet").write_text("")
     (damaged / "traces.parquet").write_text("garbage")
+    nested = tmp_path / "nested"  # deeper than json parses: it was a RecursionError traceback
+    (nested / "noise").mkdir(parents=True)
+    (nested / "noise" / "sweep.json").write_text("[" * 5000 + "]" * 5000)
+    (nested / "noise" / "summary.parquet").write_text("")
     (tmp_path / "afile").write_text("")
     noise, curves = load_script("noise_sweep"), load_script("real_traces_curves")
     for script, argv, why in (
             (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (JSONDecodeError)"),
+            (noise, [nested], f"{nested}/noise/sweep.json: damaged (JSONDecodeError)"),
             (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory (no "
              "such directory); allowed: a sweep's --out"),
             (curves, [tmp_path / "afile"], "afile is not a results directory (a file); allowed:"),

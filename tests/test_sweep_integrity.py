@@ -297,13 +297,15 @@ def _stamps(out: Path) -> dict:
             for p in out.glob("cells/*/*")}
 
 
-@pytest.mark.parametrize("how", ["truncate", "empty", "not json", "no grid hash", "delete"])
+@pytest.mark.parametrize("how", ["truncate", "empty", "not json", "no grid hash", "delete",
+                                 "nested"])
 def test_7_a_damaged_manifest_is_rebuilt_from_chunk_records(sweep_file, tmp_path, capsys,
                                                              monkeypatch, how):
     """Every chunk record names the hash of the grid it was computed for (every cell's
     config, clusters, chunk, seed): when they all name this grid, a truncated, empty or
     deleted sweep.json is rebuilt and no verified chunk is run again; the outputs are the
-    same bytes as an undamaged run's.  It was a dead end ("use a new --out directory")."""
+    same bytes as an undamaged run's.  It was a dead end ("use a new --out directory").
+    One nested deeper than json parses (5,000 brackets) was a RecursionError traceback."""
     ref, out = tmp_path / "ref", tmp_path / "out"
     assert sweep(sweep_file, ref) == 0
     assert sweep(sweep_file, out) == 0
@@ -312,7 +314,8 @@ def test_7_a_damaged_manifest_is_rebuilt_from_chunk_records(sweep_file, tmp_path
         manifest.unlink()
     else:
         manifest.write_bytes({"truncate": manifest.read_bytes()[:40], "empty": b"",
-                              "not json": b"\x00" * 512, "no grid hash": b"{}"}[how])
+                              "not json": b"\x00" * 512, "no grid hash": b"{}",
+                              "nested": b"[" * 5000 + b"]" * 5000}[how])
     for name in DERIVED:
         (out / name).unlink()
     before = _stamps(out)
@@ -329,7 +332,7 @@ def test_7_a_damaged_manifest_is_rebuilt_from_chunk_records(sweep_file, tmp_path
     assert_same(ref, out)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "no grid", "another chunk's"])
+@pytest.mark.parametrize("damage", ["truncated", "no grid", "another chunk's", "nested"])
 def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
         sweep_file, tmp_path, capsys, monkeypatch, damage):
     """A record that cannot be read, names no grid, or is this grid's record of another
@@ -343,6 +346,8 @@ def test_7_a_chunk_whose_record_proves_nothing_is_rerun_in_the_rebuild(
         record.write_bytes(record.read_bytes()[:30])
     elif damage == "no grid":
         record.write_text(record.read_text().replace('"grid_hash"', '"grid"'))
+    elif damage == "nested":  # deeper than json parses: a RecursionError traceback
+        record.write_bytes(b"[" * 5000 + b"]" * 5000)
     else:
         record.write_bytes(record.with_name("chunk-0000.json").read_bytes())
     runs = _counting_runs(monkeypatch)

@@ -87,16 +87,17 @@ def _read_manifest(manifest: Path) -> tuple[str, str]:
     """The sweep's name and grid hash."""
     import errno
 
-    from fastsim.sweep.store import MANIFEST_MAX_BYTES, _read_regular
+    from fastsim.sweep.store import MANIFEST_MAX_BYTES, _read_json
 
     try:  # not a regular file (a named pipe would block the read), or huge: read no further
-        data = _read_regular(manifest, MANIFEST_MAX_BYTES)
+        m = _read_json(manifest, MANIFEST_MAX_BYTES)
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise _damaged(manifest, f"{why}, which no sweep's manifest is"
                        if exc.errno == errno.EFBIG else why) from None
+    except ValueError as exc:
+        raise _damaged(manifest, type(exc).__name__) from None
     try:
-        m = json.loads(data)
         return str(m["name"]), str(m["grid_hash"])
     except (ValueError, KeyError, TypeError) as exc:
         raise _damaged(manifest, type(exc).__name__) from None

@@ -267,7 +267,7 @@ def is_sweep_dir(d: Path) -> bool:
     if os.path.isdir(d / "cells"):
         return True
     try:
-        manifest = json.loads(_read_regular(d / MANIFEST, MANIFEST_MAX_BYTES))
+        manifest = _read_json(d / MANIFEST, MANIFEST_MAX_BYTES)
     except (OSError, ValueError):
         return False  # not a manifest, nor beside a sweep's results
     return isinstance(manifest, dict) and "grid_hash" in manifest
@@ -382,6 +382,18 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
     return data
 
 
+def _read_json(path: Path, limit: int | None = None) -> Any:
+    """A JSON file's value, its bytes read by ``_read_regular``; a file nested too deeply
+    for the parser (json recurses once per level) is a ``JSONDecodeError``, a ValueError
+    as any other text that is not JSON: a chunk record or manifest of 1,000 nested brackets
+    was a RecursionError traceback, not damage to re-run or rebuild."""
+    data = _read_regular(path, limit)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
+
+
 def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int, older: bool = False) -> bool:
     """Whether ``rec`` (a parsed chunk record) names this grid, cell and chunk, and this
     code, and lists its files with a checksum and a row count each: what resume and
@@ -418,7 +430,7 @@ def recorded_code(root: Path) -> dict | None:
     by; None when it has no readable manifest recording one (a resume then decides, as on
     any damage)."""
     try:
-        manifest = json.loads(_read_regular(Path(root) / MANIFEST, MANIFEST_MAX_BYTES))
+        manifest = _read_json(Path(root) / MANIFEST, MANIFEST_MAX_BYTES)
     except (OSError, ValueError):
         return None
     code = manifest.get("code") if isinstance(manifest, dict) else None
@@ -476,7 +488,7 @@ def _recorded_bytes(path: Path, allowed: str) -> bytes | None:
     # manifest of the other (a reader not holding the sweep's lock: fastsim figures)
     with renames_settled(path.parent):
         try:
-            m = json.loads(_read_regular(manifest, MANIFEST_MAX_BYTES))
+            m = _read_json(manifest, MANIFEST_MAX_BYTES)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise ConfigError(f"{manifest}: unreadable sweep manifest ({reason}); "
@@ -684,8 +696,7 @@ class SweepStore:
     def _record(self, cell_id: str, index: int) -> dict[str, Any] | None:
         """The chunk's record if it is readable and names this grid, code and chunk."""
         try:
-            rec = json.loads(_read_regular(self.record_path(cell_id, index),
-                                           RECORD_MAX_BYTES))
+            rec = _read_json(self.record_path(cell_id, index), RECORD_MAX_BYTES)
         except (OSError, ValueError):
             return None
         return rec if _record_ok(rec, self.grid, cell_id, index) else None
@@ -698,7 +709,7 @@ class SweepStore:
             for index in range(self.grid.n_chunks):
                 path = self.record_path(cell.id, index)
                 try:
-                    rec = json.loads(_read_regular(path, RECORD_MAX_BYTES))
+                    rec = _read_json(path, RECORD_MAX_BYTES)
                 except (OSError, ValueError):
                     continue  # missing or damaged: re-run, as on any resume
                 if _record_ok(rec, self.grid, cell.id, index, older=True) and \
@@ -1032,7 +1043,7 @@ def _read_manifest(root: Path, grid: Grid,
                 root, grid, whole, f"{root} holds sweep results but no {MANIFEST}")
         return None, _new_here(root) or None
     try:
-        old = json.loads(_read_regular(path, MANIFEST_MAX_BYTES))
+        old = _read_json(path, MANIFEST_MAX_BYTES)
     except OSError as exc:
         if exc.errno == errno.EFBIG:  # no grid's manifest is this large: damaged
             return None, _rebuild_from_records(
@@ -1226,7 +1237,7 @@ def _records_name_only(root: Path, grid: Grid) -> bool:
     try:
         for f in sorted((root / "cells").glob("cell=*/chunk-*.json")):
             try:
-                rec = json.loads(_read_regular(f, RECORD_MAX_BYTES))
+                rec = _read_json(f, RECORD_MAX_BYTES)
             except (OSError, ValueError):
                 continue  # proves nothing either way: re-run on resume
             code = rec.get("code") if isinstance(rec, dict) else None
@@ -1312,7 +1323,7 @@ def _count_records(root: Path, grid: Grid, whole: Path | None, damage: str,
                 if m[3] != "json":
                     continue
                 try:
-                    rec = json.loads(_read_regular(f, RECORD_MAX_BYTES))
+                    rec = _read_json(f, RECORD_MAX_BYTES)
                 except (OSError, ValueError):
                     unproven += 1
                     continue
