@@ -317,6 +317,9 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     except (ValueError, TypeError, ConfigError) as exc:
         raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
                           "parameters fastsim traces toy-rlhf records") from None
+    except RecursionError:  # json recurses once per nesting level: was a traceback
+        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid (nested too deeply to "
+                          "read); allowed: the parameters fastsim traces toy-rlhf records") from None
     _refuse_recorded_repeats(cfg, path)
     return cfg
 
