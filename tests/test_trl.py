@@ -224,7 +224,9 @@ def test_a_resumed_run_continues_the_draws_counter(tmp_path, monkeypatch):
     assert [s for s, _ in seen] == [2, 3]
 
     # a damaged file is one line naming it, not a traceback from inside train()
-    for damaged in ("", "{", '{"generation_batches": -1}', '{"generation_batches": "2"}', "[]"):
+    # (4,096 nested brackets: deeper than json parses, a RecursionError traceback before)
+    for damaged in ("", "{", '{"generation_batches": -1}', '{"generation_batches": "2"}', "[]",
+                    "[" * 4096):
         (checkpoint / ca.STATE_FILE).write_text(damaged)
         with pytest.raises(ConfigError, match=f"{ca.STATE_FILE}: field 'generation_batches'"):
             _trainer(tmp_path / "damaged", costaware=costaware).train(

@@ -187,7 +187,7 @@ def _saved_batches(path: Path) -> int:
     """The generation batches a checkpoint's ``STATE_FILE`` records."""
     try:
         n = json.loads(path.read_bytes()[:4096])["generation_batches"]
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):  # json recurses per nesting level
         n = None
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ConfigError(f"{path}: field 'generation_batches' is missing or damaged; allowed: "
