@@ -899,18 +899,26 @@ def schedulers() -> tuple[Scheduler, ...]:
     return tuple(_REGISTRY["scheduler"].values())  # type: ignore[return-value]
 
 
-def _register(what: str, decl: Declaration, alias: str | None) -> None:
+def _check_alias(what: str, alias: str, ref: str) -> None:
+    """A short ``name=`` that no other declaration has: asked before the label, which
+    defaults to it (a name of a built-in is said as such, not as a label)."""
     table = _REGISTRY[what]
     other = "scheduler" if what == "policy" else "policy"
-    for name in filter(None, (alias,)):
-        if name in table and table[name].ref != decl.ref:
-            raise ConfigError(f"{what} name {name!r} is already registered; allowed: a new name")
-        if name in _REGISTRY[other] and _REGISTRY[other][name].user is None:
-            # a policy named fifo ran as "fifo over evalstop": its run's heading, a sweep's
-            # tables and figures read as the built-in scheduler's
-            raise ConfigError(f"{what} name {name!r} is the built-in {other} {name}'s; allowed: "
-                              "a new name")
-        table[name] = decl
+    if not alias:
+        return
+    if alias in table and table[alias].ref != ref:
+        raise ConfigError(f"{what} name {alias!r} is already registered; allowed: a new name")
+    if alias in _REGISTRY[other] and _REGISTRY[other][alias].user is None:
+        # a policy named fifo ran as "fifo over evalstop": its run's heading, a sweep's
+        # tables and figures read as the built-in scheduler's
+        raise ConfigError(f"{what} name {alias!r} is the built-in {other} {alias}'s; allowed: "
+                          "a new name")
+
+
+def _register(what: str, decl: Declaration, alias: str | None) -> None:
+    """``alias`` (checked by ``_check_alias``) names ``decl`` in specs of this process."""
+    if alias:
+        _REGISTRY[what][alias] = decl
 
 
 def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
@@ -981,12 +989,27 @@ def _check_words(what: str, name: Any, **texts: Any) -> None:
                           "or '' for none")
 
 
-def _check_label(label: str, params: tuple[Param, ...], what: str) -> None:
+def _check_label(label: str, params: tuple[Param, ...], what: str, ref: str) -> None:
+    """A user's label formats over its parameters, and does not read as a built-in's.
+
+    Every built-in's label starts with its name (``evalstop(k=2)``, ``fifo+backfill``,
+    ``oracle (hidden truth)``), and ``fastsim run``'s heading, ``summary.txt`` and the
+    figures name a policy and a scheduler by label alone: a key of the user's labelled
+    ``fifo`` ran as "evalstop(k=2) over fifo", and a policy labelled ``evalstop(k={k})``
+    as EvalStop.  Its first word is what its values cannot change (they are numbers and
+    flags), so the defaults show it."""
     try:
-        label.format(**{p.name: p.default for p in params})
+        text = label.format(**_exact({p.name: p.default for p in params}))
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(f"{what} label {label!r} cannot be formatted ({exc!r}); allowed: "
                           "{name} or {name:g} of declared parameters") from None
+    word = re.match(r"\w*", text).group().lower()
+    for kind, decls in (("policy", BUILTIN_POLICIES), ("scheduler", BUILTIN_SCHEDULERS)):
+        if any(d.name == word for d in decls):
+            raise ConfigError(f"{what} {ref} is labelled {text!r}, which reads as the built-in "
+                              f"{kind} {word} in headings, summaries and figures; allowed: a "
+                              "label whose first word is no built-in policy's or scheduler's "
+                              "name (label=\"...\" in its declaration)")
 
 
 def _user_params(params: Any) -> tuple[Param, ...]:
@@ -1119,7 +1142,8 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
     name); ``keep="best"`` delivers the evaluation with the highest score up to the
     trigger instead (as the online detectors do).  ``name`` also registers a short name
     for specs in this process (a word: ASCII letters, digits and '_', from a letter; not the
-    name of a built-in policy or scheduler).
+    name of a built-in policy or scheduler).  ``label`` (default: the name) must not start
+    with a built-in's name as its first word, which would read as that built-in.
 
     Examples
     --------
@@ -1147,8 +1171,10 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
                          "stop policy")
         _check_pure(fn, "stop policy")
         _check_words("stop policy", name, label=label, figure_label=figure_label, help=help)
-        _check_label(label or (name or fn.__name__), ps, "stop policy")
-        need = _min_evals_rule(min_evals, f"{fn.__module__}:{fn.__name__}", ps)
+        ref = f"{fn.__module__}:{fn.__name__}"
+        _check_alias("policy", name, ref)
+        _check_label(label or (name or fn.__name__), ps, "stop policy", ref)
+        need = _min_evals_rule(min_evals, ref, ps)
         back = _check_lookback(lookback, ps)
         _check_reads(reads)
         if keep not in ("lookback", "best"):
@@ -1157,7 +1183,6 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
             raise ConfigError(f"lookback={back!r} with keep='best': keep='best' delivers the "
                               "best-scored evaluation up to the trigger, so no lookback applies; "
                               "allowed: one of them")
-        ref = f"{fn.__module__}:{fn.__name__}"
         decl = StopPolicy(ref, ps, label or (name or fn.__name__), figure_label or (name or fn.__name__),
                           help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn,
                           ref=ref, lookback=back, keep=keep, min_evals=need, reads=tuple(reads))
@@ -1189,8 +1214,9 @@ def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str
         _check_signature(fn, ("t_est_h", "gpus", "job_type", "arrival_h"), ps, "scheduler key")
         _check_pure(fn, "scheduler key")
         _check_words("scheduler key", name, label=label, figure_label=figure_label, help=help)
-        _check_label(label or (name or fn.__name__), ps, "scheduler key")
         ref = f"{fn.__module__}:{fn.__name__}"
+        _check_alias("scheduler", name, ref)
+        _check_label(label or (name or fn.__name__), ps, "scheduler key", ref)
         decl = Scheduler(ref, ps, label or (name or fn.__name__),
                          figure_label or (name or fn.__name__),
                          help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn, ref=ref,

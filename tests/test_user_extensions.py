@@ -1598,6 +1598,56 @@ def test_a_short_name_of_a_built_in_of_the_other_kind_is_refused(kind, name, sai
         declare(name=name)(njit(fn))
 
 
+@pytest.mark.parametrize("kind,label,said", [
+    ("policy", "evalstop(k={k})", "labelled 'evalstop(k=2)', which reads as the built-in policy "
+     "evalstop"),
+    ("policy", "fifo", "labelled 'fifo', which reads as the built-in scheduler fifo"),
+    ("scheduler", "FIFO", "labelled 'FIFO', which reads as the built-in scheduler fifo"),
+    ("scheduler", "tiresias(q={k})", "labelled 'tiresias(q=2)', which reads as the built-in "
+     "scheduler tiresias"),
+])
+def test_a_label_that_reads_as_a_built_in_is_refused(kind, label, said):
+    """``fastsim run``'s heading, ``summary.txt`` and the figures name a policy and a
+    scheduler by label alone: a key labelled ``fifo`` ran as "evalstop(k=2) over fifo", a
+    policy labelled ``evalstop(k={k})`` as "evalstop(k=2) over srtf_est"."""
+    from numba import njit
+
+    from fastsim.registry import Param, scheduler_key, stop_policy
+
+    def trigger(scores, losses, attained_h, t_est_h, k):
+        return 0
+
+    def key(t_est_h, gpus, job_type, arrival_h, k):
+        return t_est_h
+
+    declare, fn = (stop_policy, trigger) if kind == "policy" else (scheduler_key, key)
+    with pytest.raises(ConfigError, match=re.escape(said) + ".*allowed: a label whose first "
+                       "word is no built-in policy's or scheduler's name"):
+        declare(params=[Param("k", "int", 2, lo=1)], label=label)(njit(fn))
+    declare(params=[Param("k", "int", 2, lo=1)], label="fifo_like(k={k})")(njit(fn))
+
+
+def test_every_built_in_label_starts_with_its_name():
+    """What the refusal of a user's label reading as a built-in's rests on."""
+    from fastsim.registry import BUILTIN_POLICIES, BUILTIN_SCHEDULERS
+
+    for decl in (*BUILTIN_POLICIES, *BUILTIN_SCHEDULERS):
+        assert re.match(r"\w*", decl.format_label(decl.defaults())).group() == decl.name
+
+
+def test_a_run_of_a_key_labelled_as_a_built_in_is_refused_in_one_line(tmp_path, monkeypatch,
+                                                                        capsys):
+    (tmp_path / "toy_fifo_label.py").write_text(
+        "from numba import njit\nfrom fastsim.registry import scheduler_key\n\n\n"
+        "@scheduler_key(label='fifo')\n@njit\ndef late_first(t_est_h, gpus, job_type, "
+        "arrival_h):\n    return -arrival_h\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--scheduler", "toy_fifo_label:late_first", "--clusters", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert "toy_fifo_label:late_first is labelled 'fifo'" in err, err
+
+
 def test_a_user_module_named_like_a_built_in_is_told_to_rename(tmp_path, monkeypatch):
     # `margin:mine` with a file margin.py said only "'mine' is not a parameter of margin"
     from fastsim.config import PolicyConfig
