@@ -191,7 +191,8 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
     ``bounds``: the values it can take (``(0, math.inf)`` for a time): its interval is cut
     to them, as the built-ins' are, and a value outside them is refused.  ``paired``: the
     label of its paired change against the baseline (a summary row ``NAME_change``; empty:
-    none); ``percent``: shown as a percentage.
+    none); ``percent``: shown as a percentage.  Neither label may name a row another
+    metric has (summaries name rows by label).
 
     Examples
     --------
@@ -230,8 +231,10 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
             raise ConfigError(f"metric {name!r}: {taken.ref} and {ref} both fill {name!r}; "
                               "allowed: a new name")
         _check_change_row(name, paired)
+        label_text = label or name.replace("_", " ")
+        _check_row_labels(ref, fn, label_text, paired)
         R.check_cached(fn, "metric", METRIC_ALLOWED)
-        m = Metric(name, label or name.replace("_", " "), unit, dtype=dtype, aggregate=aggregate,
+        m = Metric(name, label_text, unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,
                    bounds=(float(bounds[0]), float(bounds[1])),
                    help=(fn.__doc__ or "").strip().split("\n")[0], fn=fn,
@@ -270,6 +273,31 @@ def _check_change_row(name: str, paired: str) -> None:
     if paired and other is not None:
         raise ConfigError(f"metric {name!r}: a summary would name its paired change "
                           f"{name}_change, the column {other.ref} fills; allowed: another name")
+
+
+def _check_row_labels(ref: str, fn: Callable, label: str, paired: str) -> None:
+    """A summary's rows are named by label alone: a metric labelled as another (``mean JCT
+    (h)``, or its change ``mean JCT change``) was a second row of that name in ``fastsim
+    run``'s table and each cell of ``summary.txt``, which no reader could tell from the
+    built-in's.  Declaring it again from its own module (a reload) is not refused, as
+    for its name."""
+    rows = {}
+    for m in _METRICS.values():
+        if m.ref == ref or (m.fn is not None and _same_source(m.fn, fn)):
+            continue
+        rows.setdefault(m.label, m)
+        if m.paired:
+            rows.setdefault(m.paired[0], m)
+    for what, text in (("label", label), ("paired", paired)):
+        other = rows.get(text)
+        if other is not None:
+            owner = (f"the built-in metric {other.name}" if other.fn is None
+                     else f"the metric {other.ref}")
+            raise ConfigError(f"metric {ref}: {what}={text!r} names a row {owner} has in "
+                              "summaries already; allowed: a label of its own")
+    if paired and paired == label:
+        raise ConfigError(f"metric {ref}: paired={paired!r} is its own label, two rows of one "
+                          "name in summaries; allowed: a label for its change that differs")
 
 
 def _same_source(a: Callable, b: Callable) -> bool:

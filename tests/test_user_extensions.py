@@ -842,6 +842,51 @@ def test_a_metric_name_another_module_declared_is_refused(monkeypatch):
     M.cluster_metric(bounds=(0, math.inf))(first.fn)  # its own module again (a reload)
 
 
+def test_a_metric_labelled_as_another_row_is_refused_when_declared(monkeypatch):
+    """A summary's rows are named by label alone: a metric labelled "mean JCT (h)" was a
+    second row of that name in `fastsim run`'s table and in each cell of a sweep's
+    summary.txt, one the reader could not tell from the built-in's."""
+    import fastsim.metrics as M
+
+    monkeypatch.setattr(M, "_METRICS", dict(M._METRICS))
+
+    def toy_jct(jobs):
+        return jobs["jct_h"].mean(axis=1)
+
+    toy_jct.__module__ = "toy_label_a"
+    for kw, said in (
+            (dict(label="mean JCT (h)"), "label='mean JCT (h)' names a row the built-in "
+                                         "metric jct_mean_h has"),
+            (dict(label="mine", paired="mean JCT change"), "paired='mean JCT change' names a "
+                                                           "row the built-in metric jct_mean_h"),
+            (dict(label="mine", paired="mine"), "paired='mine' is its own label")):
+        with pytest.raises(ConfigError, match=re.escape(f"metric toy_label_a:toy_jct: {said}")):
+            M.cluster_metric(**kw)(toy_jct)
+    first = M.cluster_metric(label="mine", paired="mine changed")(toy_jct)
+    M.cluster_metric(label="mine", paired="mine changed")(first.fn)  # a reload
+
+    def other_jct(jobs):
+        return jobs["jct_h"].mean(axis=1)
+
+    other_jct.__module__ = "toy_label_b"
+    with pytest.raises(ConfigError, match="label='mine changed' names a row the metric "
+                                          "toy_label_a:toy_jct has in summaries already"):
+        M.cluster_metric(label="mine changed")(other_jct)
+
+
+def test_a_run_of_a_metric_labelled_as_a_built_in_is_refused_in_one_line(tmp_path,
+                                                                          monkeypatch, capsys):
+    (tmp_path / "toy_jct_label.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n"
+        "@cluster_metric(label='mean JCT (h)', unit='h')\ndef jct_again(jobs):\n"
+        "    return jobs['jct_h'].mean(axis=1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--metric", "toy_jct_label:jct_again", "--clusters", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert "label='mean JCT (h)' names a row the built-in metric jct_mean_h" in err, err
+
+
 def test_a_metric_named_as_a_paired_change_is_refused_when_declared(monkeypatch):
     """A summary names a paired metric's change NAME_change: a user metric of that name made
     a second row of it, and `fastsim run --metric m:jct_mean_h_change` wrote its results,
