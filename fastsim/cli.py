@@ -568,14 +568,19 @@ def _main(argv: list[str] | None) -> int:
                       f"{_nearest_option(command, unknown)}")
     _check_options(_command_parser(parser, args, argv, []), argv)
     _COMMAND.append(args.command)
+    held: list = []
     try:
-        held = hold_outputs(args)  # noqa: F841 (released when the command returns)
+        held = hold_outputs(args)  # released when the command returns
         with warnings.catch_warnings():
             # the API's notes of inert settings: a command says its own, as note: lines
             warnings.simplefilter("ignore", InertSettingWarning)
             warnings.showwarning = partial(_show_warning, args.command, warnings.showwarning)
             return int(args.func(args) or 0)
     except ConfigError as exc:
+        if held:  # refused: the lock files it made go too
+            from fastsim.sweep.store import unmake_held
+
+            unmake_held(held)
         print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except SimulationError as exc:  # a lost Dask cluster's may echo an address given

@@ -1032,6 +1032,39 @@ def test_7_a_manifest_of_a_newer_format_is_refused_and_left_as_it_is(sweep_file,
             if p.is_file() and p.name != "sweep.lock"} == before
 
 
+def test_7_a_refused_manifest_leaves_no_lock_file_behind(sweep_file, tmp_path, capsys):
+    """An --out holding a manifest with no sweep.lock beside it (copied, or its lock
+    removed) that the sweep refuses, a newer fastsim's or another grid's with results, was
+    left holding a blank sweep.lock that the command line's hold on --out made before the
+    refusal: nothing is written on a refusal. A lock file there before is kept."""
+    import json
+
+    done = tmp_path / "done"
+    assert sweep(sweep_file, done) == 0
+    m = json.loads((done / "sweep.json").read_text())
+    newer, other = tmp_path / "newer", tmp_path / "other"
+    newer.mkdir()
+    (newer / "sweep.json").write_text(json.dumps({**m, "format": 99}))
+    shutil.copytree(done, other)
+    (other / "sweep.lock").unlink()
+    grid = json.loads((other / "sweep.json").read_text())
+    (other / "sweep.json").write_text(json.dumps({**grid, "grid_hash": "0" * 64}))
+    capsys.readouterr()
+    for out, said in ((newer, "format 99"), (other, "different grid")):
+        before = sorted(p.relative_to(out) for p in out.rglob("*"))
+        assert sweep(sweep_file, out) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+        assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    # through the API: the store's own hold on a sweep directory makes the file too
+    with pytest.raises(ConfigError, match="format 99"):
+        SweepStore.open(newer, load_sweep(sweep_file))
+    assert not (newer / "sweep.lock").exists()
+    (newer / "sweep.lock").write_text("")  # there before: kept
+    assert sweep(sweep_file, newer) == 2
+    assert (newer / "sweep.lock").exists()
+
+
 @pytest.mark.parametrize("value", ['"x"', "-1", "0", "true", "null"])
 def test_7_a_manifest_whose_format_is_not_one_is_damaged_and_rebuilt(
         sweep_file, tmp_path, capsys, monkeypatch, value):

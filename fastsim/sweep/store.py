@@ -116,8 +116,9 @@ class DirLock:
 
     _held: "weakref.WeakValueDictionary[str, DirLock]" = weakref.WeakValueDictionary()
 
-    def __init__(self, root: Path, fh):
+    def __init__(self, root: Path, fh, made: bool = False):
         self.root, self._fh = root, fh
+        self.made = made  # this holder's ``acquire`` created the lock file (``unmake_lock``)
         self._thread = threading.get_ident()
         # ``check`` and ``release`` from several threads at once (aggregation reads cells
         # on numba's threads): one closes the file while another reads its descriptor
@@ -133,6 +134,7 @@ class DirLock:
                                   f"({cls._read_holder(held._fh)}); wait for it to finish, "
                                   "or use another --out directory")
             return held
+        made = not os.path.lexists(root / LOCK)
         try:  # never through a symbolic link: the lock truncates what it opens
             fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
@@ -151,7 +153,7 @@ class DirLock:
             fh.close()
             raise ConfigError(f"{root} is in use by {holder}; wait for it to finish, or use "
                               "another --out directory") from None
-        lock = cls(root, fh)
+        lock = cls(root, fh, made)
         lock.check()  # the file locked is still the one its name names (see ``check``)
         lock._write_holder()
         cls._held[key] = lock
@@ -206,6 +208,11 @@ class DirLock:
                 return holder or "another process"
             time.sleep(0.02)
 
+    def holds(self) -> bool:
+        """Whether this lock is still held (not released)."""
+        with self._closing:
+            return not self._fh.closed
+
     def release(self) -> None:
         with self._closing:
             if not self._fh.closed:
@@ -236,11 +243,23 @@ def unmake_lock(lock: DirLock | None, made: bool) -> None:
     """Remove the lock file of a run refused or interrupted before it wrote anything, if
     it made that file (``made``: no ``sweep.lock`` was there before ``acquire``), then
     release it: a blank ``sweep.lock`` left behind made the directory a sweep's to every
-    later look.  Removed while ``lock`` holds it, so never another process's."""
+    later look.  Removed while ``lock`` holds it, so never another process's (released
+    already, by an earlier refusal, it is left)."""
     if lock is not None and made:
-        with contextlib.suppress(OSError):
-            os.unlink(lock.root / LOCK)
+        if lock.holds():
+            with contextlib.suppress(OSError):
+                os.unlink(lock.root / LOCK)
         lock.release()
+
+
+def unmake_held(locks: list[DirLock]) -> None:
+    """``unmake_lock`` of each lock a refused command took (``fastsim.cli.hold_outputs``)
+    whose file it made: `fastsim sweep` refused an --out whose manifest was a newer
+    fastsim's, or another sweep's, and left a blank ``sweep.lock`` beside it.  Such a lock
+    lies beside a sweep's manifest (``hold_sweep_dirs`` makes none elsewhere), which alone
+    makes the directory a sweep's: removing it changes no later look."""
+    for lock in locks:
+        unmake_lock(lock, lock.made)
 
 
 def lies_at(target: Path) -> Path:
@@ -569,6 +588,10 @@ class SweepStore:
 
     def _take(self) -> None:
         """``open``'s work: hold the directory, check its manifest (or write one)."""
+        # for ``_unmake``, asked before ``hold_sweep_dirs`` locks a sweep directory (one
+        # with a manifest) and so makes its lock file; a live holder's (an earlier store's
+        # in this thread) is not this store's to remove
+        self._made_lock = not os.path.lexists(self.root / LOCK)
         # Held already (this directory, or a sweep directory holding it): refused before
         # even the writability probe creates a file in it.
         self._outer = hold_sweep_dirs(self.root)
@@ -577,7 +600,6 @@ class SweepStore:
             self._made = make_directory(self.root)
         except OSError as exc:
             raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
-        self._made_lock = not os.path.lexists(self.root / LOCK)  # for ``_unmake``
         self._lock = DirLock.acquire(self.root)
         # Again, now that this directory is made and locked: a sweep started at the same
         # instant into a directory around it had no lock there yet at the first look, and
