@@ -29,6 +29,7 @@ import numpy as np
 
 from fastsim.errors import ConfigError, PlainPythonWarning, readonly
 from fastsim.kernels.codes import JOB_TYPE_LABELS
+from fastsim.registry import check_returns
 from fastsim.user_modules import library_dirs
 
 # Plain-Python calls at most, whole jobs only: about 1,700 on a default cluster (240 jobs
@@ -60,7 +61,12 @@ _SAID: set[tuple] = set()
 def _differs(decl: Any, params: tuple, at: str, compiled: int, plain: int | None) -> None:
     """The ``PlainPythonWarning`` of ``decl``'s plain-Python answer ``plain`` where the
     compiled one was ``compiled``, ``at`` a job; once a process for each (a run checks
-    cluster 0 twice)."""
+    cluster 0 twice).  A plain answer that is no integer is first asked of the compiled
+    function's type: a trigger returning a float was warned of in replay and the monitor
+    as deciding otherwise "on a near tie", before being refused for its type; now it is
+    refused alone, naming the type and what is allowed (``check_returns``)."""
+    if plain is None:
+        check_returns(decl, "stop policy")
     if (decl.ref, params, at, compiled, plain) in _SAID:
         return
     _SAID.add((decl.ref, params, at, compiled, plain))

@@ -425,6 +425,30 @@ def test_a_trigger_that_returns_no_integer_is_refused_naming_its_type(user_dir, 
             m.observe("a", step, 0.5)
 
 
+def test_a_float_trigger_is_refused_for_its_type_with_no_warning_before(user_dir, tmp_path,
+                                                                         capsys, monkeypatch):
+    """Replay asks a policy's plain-Python version beside each compiled call: a trigger
+    returning a float was first warned of as deciding otherwise ("compiled,
+    no stop; plain, an answer that is no integer; numba's sums and libm may round a last
+    bit otherwise ... near tie"), a cause it did not have, then refused for its type."""
+    import fastsim.plain_python as P
+    from fastsim.errors import PlainPythonWarning
+    from fastsim.replay.policies import decide_series, parse_policy
+
+    monkeypatch.setattr(P, "_SAID", set())  # said once a process: not left to test order
+    said = "stop policy toy_user_policies:says_half returns float64 (toy_user_policies.py"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlainPythonWarning)
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            decide_series(parse_policy("toy_user_policies:says_half"), np.ones(5), np.zeros(5),
+                          np.arange(1.0, 6), math.nan)
+    log = tmp_path / "l.csv"
+    log.write_text("job_id,step,score\n" + "".join(f"a,{s},0.5\n" for s in range(1, 6)))
+    assert main(["replay", str(log), "--policy", "toy_user_policies:says_half"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+
+
 def test_replay_gives_user_policies_no_hindsight_length(user_dir, tmp_path, capsys):
     """Without max_steps replay knows a job's length only from its last logged step, which
     is hindsight: a user policy gets NaN for it, or, if it declares reading t_est_h, the
