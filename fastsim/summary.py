@@ -195,12 +195,32 @@ def check_table(value, where: str, name: str, columns, allowed: str) -> None:
         raise ConfigError(f"{where}(): {name} has no column {missing[0]!r}; {allowed}")
 
 
+def _check_older(frame, name: str, need: list[str]) -> None:
+    """A per-cluster table that holds fastsim's counts but not one this fastsim pools (a
+    `fastsim run --out` table written before ``fp_freed`` was counted) is an older
+    fastsim's: said so, with what to do, where "has no column 'fp_freed'; allowed: the
+    per-cluster metrics of fastsim.simulate" left the reader to guess why a table fastsim
+    wrote was not one."""
+    if not isinstance(frame, pl.DataFrame):
+        return
+    missing = [c for c in dict.fromkeys(need) if c not in frame.columns]
+    held = [c for c in need if c in frame.columns]
+    if missing and held:
+        raise ConfigError(f"summarize(): {name} has no column {missing[0]!r}"
+                          + (f" (nor {', '.join(map(repr, missing[1:]))})" if missing[1:] else "")
+                          + f" but has {held[0]!r}, as per-cluster metrics an older fastsim "
+                          f"wrote before it counted {missing[0]} do; allowed: this fastsim's "
+                          "per-cluster metrics, simulated again (fastsim.simulate, or fastsim "
+                          "run --out)")
+
+
 def _check_clusters(frame, name: str, paired: bool) -> None:
     """``frame`` is per-cluster metrics as ``simulate`` gives them: a polars DataFrame (not
     the ``SimResult`` itself) with every column the pooled rates sum, and ``cluster`` when
     a baseline is matched on it."""
     need = [c for m in M.pooled_metrics().values() for side in m.pooled for c in side]
     allowed = "allowed: the per-cluster metrics of fastsim.simulate (SimResult.clusters)"
+    _check_older(frame, name, need)
     check_table(frame, "summarize", name, dict.fromkeys(need + ["cluster"] * paired), allowed)
     # every column read holds numbers: text (a CSV's numbers read as strings) was numpy's
     # TypeError with a baseline and summed as text without, a text cluster a polars

@@ -503,6 +503,25 @@ def test_summarize_and_format_table_refuse_what_they_cannot_read():
 
 
 
+def test_summarize_says_a_table_without_a_later_count_is_an_older_fastsims():
+    """Per-cluster metrics written before fp_freed was counted (`fastsim run --out` of an
+    older fastsim, read back) were refused as "has no column 'fp_freed'; allowed: the
+    per-cluster metrics of fastsim.simulate", which did not say why a table fastsim wrote
+    was not one, nor what to do."""
+    import fastsim
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=10)
+    older = fastsim.simulate(cfg, 2).clusters.drop("fp_freed", "stop_fpr")
+    with pytest.raises(ConfigError) as err:
+        fastsim.summarize(older)
+    said = str(err.value)
+    assert said.startswith("summarize(): clusters has no column 'fp_freed' but has 'tp', as "
+                           "per-cluster metrics an older fastsim wrote before it counted "
+                           "fp_freed do; allowed: "), said
+    assert "simulated again (fastsim.simulate, or fastsim run --out)" in said, said
+    assert "\n" not in said
+
+
 @pytest.mark.parametrize("column,dtype", [("jct_mean_h", "String"), ("tp", "String"),
                                           ("cluster", "String"), ("cluster", "Categorical"),
                                           ("tp", "Boolean")])
