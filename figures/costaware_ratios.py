@@ -3,7 +3,10 @@
 Reads ``costaware_sgd.summary.parquet``; never calls kernels.
 Usage: ``python THIS RESULTS [OUT]``.  It draws uncorrelated costs (``cost_corr = 0``): a
 table without them is skipped, and says so.  A point with no simulated ratio (a run of
-the strategy or of optimal missed eps) is not drawn, and its panel names the strategies.
+the strategy or of optimal missed eps, or optimal was not run there) is not drawn, and
+its panel names the strategies it left out, each with how many of its pairs of runs with
+optimal there lost a run that missed eps, at how many points (as the cost figure counts
+its runs), or at how many points optimal was not run.
 """
 from pathlib import Path
 
@@ -17,7 +20,7 @@ ORDER = ["uniform", "gradient_norm", "cost_only"]
 READS = {"costaware_sgd.summary.parquet": (
     "strategy", "sgd_step", "problem_kind", "problem_cost_corr", "problem_cost_sigma",
     "predicted_ratio", "simulated_ratio", "simulated_ratio_lo", "simulated_ratio_hi",
-    "n_pairs")}
+    "n_pairs", "n")}
 
 
 def _panel(ax, d: pl.DataFrame, color) -> None:
@@ -30,13 +33,43 @@ def _panel(ax, d: pl.DataFrame, color) -> None:
                 fmt="-o", color=color, ms=3, capsize=2)
 
 
+def _points(d: pl.DataFrame) -> str:
+    return f"at {d.height} point{'s' if d.height > 1 else ''}"
+
+
+def _missed(ax, cell: pl.DataFrame) -> None:
+    """Name, in the panel, each strategy whose point has no simulated ratio, with how many
+    of its pairs with optimal lost a run that missed eps (summarize_sgd pools no ratio
+    over the pairs that reached it), at how many points, or at how many optimal was not
+    run (``optimal_ran``): the names alone read the same for one pair at one point as
+    for every one, and said "a run missed eps" where optimal had not run."""
+    gaps = cell.filter(~pl.col("simulated_ratio").is_finite())
+    missed = []
+    for s in ORDER:
+        d = gaps.filter(pl.col("strategy") == s)
+        name = S.STRATEGY_NAMES[s].split(" (")[0]
+        lost, alone = d.filter(pl.col("optimal_ran")), d.filter(~pl.col("optimal_ran"))
+        if lost.height:
+            k, pairs = int((lost["n"] - lost["n_pairs"]).sum()), int(lost["n"].sum())
+            missed.append(f"{name}: {k} of {pairs} pairs had a run miss eps, {_points(lost)}")
+        if alone.height:
+            missed.append(f"{name}: optimal not run, {_points(alone)}")
+    if missed:
+        ax.text(0.02, 0.98, "not drawn (no simulated ratio):\n" + "\n".join(missed),
+                ha="left", va="top", transform=ax.transAxes, fontsize=7, color="0.4")
+
+
 @S.themed
 def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    df = S.table(src).filter(pl.col("strategy").is_in(ORDER)
-                                     & (pl.col("problem_cost_corr") == 0.0))
+    table = S.table(src).filter(pl.col("problem_cost_corr") == 0.0)
+    point = ["sgd_step", "problem_kind", "problem_cost_sigma"]
+    optimal = table.filter(pl.col("strategy") == "optimal").select(point).unique()
+    df = table.filter(pl.col("strategy").is_in(ORDER)).join(
+        optimal.with_columns(optimal_ran=pl.lit(True)), on=point, how="left",
+        maintain_order="left").with_columns(pl.col("optimal_ran").fill_null(False))
     if df.height == 0:
         # a table of correlated costs only, or of optimal sampling only, has no point this
         # figure draws: it was matplotlib's ValueError ("Number of rows must be a positive
@@ -58,14 +91,7 @@ def main(results, out):
             cell = df.filter((pl.col("problem_kind") == kind) & (pl.col("sgd_step") == step))
             for s in ORDER:
                 _panel(ax, cell.filter(pl.col("strategy") == s), colors[s])
-            # no simulated ratio where a run of the strategy or of optimal missed eps
-            # (summarize_sgd): those points were left out without a word
-            gaps = set(cell.filter(~pl.col("simulated_ratio").is_finite())["strategy"])
-            missed = [S.STRATEGY_NAMES[s].split(" (")[0] for s in ORDER if s in gaps]
-            if missed:
-                ax.text(0.02, 0.98, "no simulated ratio where a run missed eps:\n"
-                        + ", ".join(missed), ha="left", va="top", transform=ax.transAxes,
-                        fontsize=7, color="0.4")
+            _missed(ax, cell)
             ax.axhline(1.0, color="0.2", lw=0.8)
             ax.set_yscale("log")
             S.plain_log_ticks(ax)
@@ -82,9 +108,13 @@ def main(results, out):
                 Line2D([], [], color="0.2", lw=0.8, label="optimal p* (= 1)")]
     axes[0, -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0.0, fontsize=8)
-    n = int(df["n_pairs"].min()) if df.height else 0
+    # over the points drawn: a left-out point's n_pairs counts only its pairs that both
+    # reached eps, and read as the n of every point
+    drawn = df.filter(pl.col("simulated_ratio").is_finite())
+    over = (f"over n >= {int(drawn['n_pairs'].min())} paired replications per point"
+            if drawn.height else "(none drawn: each panel says why)")
     S.note(fig, "costaware_sgd, no cost-gradient correlation: simulated ratio = pooled paired "
-                f"ratio, bootstrap 95% CI over n >= {n} paired replications per point")
+                f"ratio, bootstrap 95% CI {over}")
     fig.suptitle("Predicted vs simulated cost over optimal sampling")
     fig.tight_layout()
     return S.save(fig, out, "costaware_ratios")

@@ -147,23 +147,38 @@ def test_cost_figure_names_the_strategies_it_leaves_out_where_a_run_missed_eps()
 
 def test_ratio_figure_names_the_strategies_without_a_simulated_ratio(tmp_path, monkeypatch):
     """The simulated ratio is NaN where a run of the strategy or of optimal missed eps: its
-    point was left out of the ratio figure without a word.  The panel now names them."""
+    point was left out of the ratio figure without a word.  The panel now names them, each
+    with how many of its pairs lost a run that missed, at how many points (the names alone
+    read the same for one pair as for all; and "a run missed eps" was said where optimal
+    was not run), and the note's n is over the points drawn (a left-out point's n_pairs,
+    its pairs that both reached eps, read as every point's: "n >= 0")."""
     from fastsim.sweep.figures import load_script
 
     fig = load_script("costaware_ratios")
-    n = len(fig.ORDER)
-    pl.DataFrame({"strategy": fig.ORDER, "sgd_step": ["convex"] * n,
+    # optimal ran at sigma 1 and 2, not at 3 (a strategies axis runs each alone)
+    rows = [("uniform", 1.0, math.nan, 6), ("uniform", 2.0, math.nan, 7),
+            ("uniform", 3.0, math.nan, 0), ("gradient_norm", 1.0, 1.5, 8),
+            ("gradient_norm", 2.0, 1.6, 8), ("cost_only", 1.0, math.nan, 0),
+            ("cost_only", 2.0, 1.7, 8), ("optimal", 1.0, 1.0, 8), ("optimal", 2.0, 1.0, 8)]
+    n = len(rows)
+    pl.DataFrame({"strategy": [r[0] for r in rows], "sgd_step": ["convex"] * n,
                   "problem_kind": ["least_squares"] * n, "problem_cost_corr": [0.0] * n,
-                  "problem_cost_sigma": [1.0] * n, "predicted_ratio": [2.0] * n,
-                  "simulated_ratio": [math.nan, 1.5, math.nan],
-                  "simulated_ratio_lo": [math.nan, 1.2, math.nan],
-                  "simulated_ratio_hi": [math.nan, 1.8, math.nan], "n_pairs": [3] * n}
+                  "problem_cost_sigma": [r[1] for r in rows], "predicted_ratio": [2.0] * n,
+                  "simulated_ratio": [r[2] for r in rows],
+                  "simulated_ratio_lo": [r[2] - 0.1 for r in rows],
+                  "simulated_ratio_hi": [r[2] + 0.1 for r in rows],
+                  "n_pairs": [r[3] for r in rows], "n": [8] * n}
                  ).write_parquet(tmp_path / "costaware_sgd.summary.parquet")
     said = []
     monkeypatch.setattr(fig.S, "save", lambda figure, out, stem: said.extend(
-        t.get_text() for ax in figure.axes for t in ax.texts) or [])
+        [*(t.get_text() for ax in figure.axes for t in ax.texts),
+         *(t.get_text() for t in figure.texts)]) or [])
     fig.main(tmp_path, tmp_path)
-    assert said == ["no simulated ratio where a run missed eps:\nuniform, cost only"]
+    assert said[0] == ("not drawn (no simulated ratio):\n"
+                       "uniform: 3 of 16 pairs had a run miss eps, at 2 points\n"
+                       "uniform: optimal not run, at 1 point\n"
+                       "cost only: 8 of 8 pairs had a run miss eps, at 1 point"), said
+    assert any("over n >= 8 paired replications per point" in t for t in said), said
 
 
 @pytest.mark.parametrize("damage, needle", [
