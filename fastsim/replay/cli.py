@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
