@@ -408,6 +408,16 @@ def test_two_time_columns_are_refused(tmp_path, capsys):
              "tt.csv:1: fields 'time' and 'time_s': two time columns; allowed: one of time")
 
 
+def test_a_time_before_the_job_start_is_refused(tmp_path, capsys):
+    """GPU-hours count from the job's start, time 0: a negative time would charge negative
+    GPU-hours before the first row (a clock time, such as Unix time, was never its meaning)."""
+    p = tmp_path / "neg.csv"
+    p.write_text("job_id,step,score,time_s\na,1,0.5,-60\na,2,0.6,60\n")
+    one_line(capsys, ["replay", str(p), "--gpus", "1"],
+             "neg.csv:2: field 'time_s': '-60' is before the job started; allowed: the time "
+             "since the job started")
+
+
 @pytest.mark.parametrize("global_step,shown", [(10, "10"), (0, "0"), (None, "missing"),
                                                (True, "True"), (40.5, "40.5")])
 def test_trainer_state_global_step_covers_the_logged_steps(tmp_path, capsys, global_step, shown):

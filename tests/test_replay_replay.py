@@ -36,7 +36,8 @@ def test_evalstop_on_the_fixture_by_hand():
     assert a["delivered_metric"] == 0.66 and a["final_metric"] == 0.40
     assert a["delivered_gain"] == pytest.approx(0.26)
     assert a["steps_saved"] == 200 and a["compute_saved_share"] == pytest.approx(0.25)
-    assert a["gpu_h_total"] == pytest.approx(8 * 7.0) and a["gpu_h_saved"] == pytest.approx(8 * 2.0)
+    # 8 GPUs from the job's start (time 0) to step 800 (8 h), the last 2 h saved
+    assert a["gpu_h_total"] == pytest.approx(8 * 8.0) and a["gpu_h_saved"] == pytest.approx(8 * 2.0)
     assert a["n_evals"] == 7
     b = _row(res, "b")  # 0.49 -> 0.47 declines, 0.47 is a tie (reset), 0.46, 0.50: never twice
     assert b["status"] == "continued" and b["trigger_step"] is None and b["delivered_step"] == 700
@@ -307,6 +308,26 @@ def test_cli_summary_says_when_its_gpu_hours_cover_some_jobs_only(tmp_path, caps
     assert main(["replay", str(t), "--gpus", "8", "--summary-only"]) == 0
     assert "GPU-h saved 8 of 24 (over 1 of 2 jobs; the others have no time per evaluation" \
         in capsys.readouterr().out
+
+
+def test_gpu_hours_count_from_the_job_start_not_from_its_first_evaluation(tmp_path, capsys):
+    """A trainer_state.json of 8 GPUs, 3600 s of training and evaluations at steps 100-600
+    printed "GPU-h saved 1.333 of 6.667": the hour held 8 GPU-hours, but the total counted
+    only from the first evaluation (step 100), so the saved share read 20% beside "compute
+    saved 16.7%".  Step 0 is time 0: the first evaluation's interval starts there."""
+    scores = [0.5, 0.6, 0.7, 0.65, 0.6, 0.55]  # evalstop:k=2 triggers at step 500
+    hist = [{"eval_accuracy": v, "step": 100 * i} for i, v in enumerate(scores, 1)]
+    state = {"max_steps": 600, "global_step": 600,
+             "log_history": hist + [{"train_runtime": 3600.0, "step": 600}]}
+    p = tmp_path / "run" / "trainer_state.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(state, indent=2))
+    r = _row(replay(read_logs([p]), ["evalstop:k=2"], gpus=8), "run")
+    assert r["trigger_step"] == 500 and r["compute_saved_share"] == pytest.approx(1 / 6)
+    assert r["gpu_h_total"] == pytest.approx(8.0) and r["gpu_h_saved"] == pytest.approx(8 / 6)
+    assert main(["replay", str(p), "--gpus", "8", "--summary-only"]) == 0
+    assert "compute saved 16.7%" in (out := capsys.readouterr().out)
+    assert "GPU-h saved 1.333 of 8" in out
 
 
 def test_cli_job_table_stays_aligned_for_long_policy_labels_and_metric_names(tmp_path, capsys):

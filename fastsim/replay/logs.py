@@ -3,9 +3,10 @@
 Formats (detected from the file, or forced with ``fmt``):
 
 * long tables, ``csv``, ``jsonl``, ``parquet``: one row per evaluation with ``job_id, step,
-  score`` and optional ``loss, proxy_reward, job_type, gpus, time`` (hours; or ``time_h``,
-  or ``time_s`` in seconds), ``max_steps``; any other column is kept (``--metric`` may
-  pick it) and ``truth_*`` columns ride along for scoring, never for deciding;
+  score`` and optional ``loss, proxy_reward, job_type, gpus, time`` (hours since the job
+  started; or ``time_h``, or ``time_s`` in seconds), ``max_steps``; any other column is
+  kept (``--metric`` may pick it) and ``truth_*`` columns ride along for scoring, never
+  for deciding;
 * ``trainer_state``: the ``trainer_state.json`` that Hugging Face ``Trainer`` and TRL write
   (``log_history`` entries holding ``eval_*`` metrics).
 
@@ -848,6 +849,11 @@ def _time_h(df: pl.DataFrame, path: Path) -> pl.Series | None:
         i = int(np.argmax(np.isinf(hours)))
         raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {hours[i]}; allowed: "
                           "a finite time, or empty for missing")
+    if (hours < 0).any():  # time is counted from the job's start: GPU-hours begin at 0
+        i = int(np.argmax(hours < 0))
+        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {df[field][i]!r} is "
+                          "before the job started; allowed: the time since the job started "
+                          "(0 at its start; GPU-hours count from there), or empty for missing")
     return t
 
 

@@ -240,15 +240,17 @@ def decide_job(p: PolicyConfig, score: np.ndarray, loss: np.ndarray | None, step
 
 
 def _gpu_h(time_h: np.ndarray, gpus: np.ndarray, after_row: int) -> tuple[float, float]:
-    """(total, held after ``after_row``) GPU-hours; interval ``i-1 -> i`` at ``gpus[i]``."""
-    if time_h.size < 2:
-        return 0.0, 0.0
+    """(total, held after ``after_row``) GPU-hours; interval ``i-1 -> i`` at ``gpus[i]``,
+    the first from the job's start: a log's time is hours since then (trainer_state's
+    ``step * train_runtime / global_step`` is 0 at step 0), and a total from the first
+    evaluation left out the training before it (a run evaluated every 100 of 600 steps
+    read 5/6 of its GPU-hours)."""
     with np.errstate(over="ignore"):  # an overflow is refused by _check_gpu_h, in one line
-        held = gpus[1:] * np.diff(time_h)
+        held = gpus * np.diff(time_h, prepend=0.0)
         if np.isnan(held).any():  # a missing GPU count or time: both unknown, not a part of one
             return np.nan, np.nan
         total = float(held.sum())
-        saved = float(held[after_row:].sum()) if after_row >= 0 else 0.0
+        saved = float(held[after_row + 1:].sum()) if after_row >= 0 else 0.0
     return total, saved
 
 
@@ -497,7 +499,7 @@ def _check_gpu_h(jobs: list) -> None:
         total += 0.0 if np.isnan(held) else held
         if np.isinf(total):
             where = f"job {job_id!r}" if np.isinf(held) else f"the jobs up to {job_id!r}"
-            raise ConfigError(f"{where}: GPU-hours held (gpus x hours between evaluations) "
+            raise ConfigError(f"{where}: GPU-hours held (gpus x hours since the job started) "
                               "beyond a float's range; allowed: times and GPU counts whose "
                               "products, and their sum, are finite")
 
