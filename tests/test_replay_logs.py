@@ -800,3 +800,78 @@ def test_a_nul_byte_in_a_table_is_refused_naming_its_line(tmp_path, capsys, suff
              "log holds")
     p.write_text("\n".join(r.replace(",", sep) for r in rows).replace("\x00", "") + "\n")
     assert read_logs([p]).table["job_id"].unique().to_list() == ["a"]
+
+
+# a log whose columns are named by its own training loop, not by replay
+OWN_NAMES = "run,global_step,eval_accuracy\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\na,5,0.3\n"
+MAPPED = "job_id=run,step=global_step,score=eval_accuracy"
+
+
+def test_columns_map_a_logs_own_names(tmp_path, capsys):
+    """A log of run, global_step, eval_accuracy was refused ("field 'job_id': missing
+    column", exit 2): its columns had to be renamed in the file."""
+    from fastsim.cli import main
+    import fastsim
+
+    p = tmp_path / "my.csv"
+    p.write_text(OWN_NAMES)
+    one_line(capsys, ["replay", str(p)], "field 'job_id': missing column; allowed: a table "
+             "with columns job_id, step, score (found ['run', 'global_step', 'eval_accuracy']), "
+             "or --columns job_id=COLUMN naming yours")
+    assert main(["replay", str(p), "--columns", MAPPED]) == 0
+    out = capsys.readouterr().out
+    assert "metric eval_accuracy (higher is better)" in out and "stopped" in out
+    as_dict = {"job_id": "run", "step": "global_step", "score": "eval_accuracy"}
+    for columns in (MAPPED, as_dict):
+        log = read_logs(p, columns=columns)
+        assert log.metric == "eval_accuracy" and log.job_ids == ["a"]
+        assert log.table["step"].to_list() == [1, 2, 3, 4, 5]
+    # the column may also be the metric by --metric; a loss column keeps its sense
+    t = tmp_path / "loss.csv"
+    t.write_text("run,global_step,val_loss\na,1,1.0\na,2,0.9\n")
+    assert read_logs(t, columns="job_id=run,step=global_step,score=val_loss").higher_is_better is False
+    with pytest.raises(ConfigError, match=r"columns is fastsim.read_logs\(\)'s"):
+        fastsim.replay(p, "evalstop:k=2", columns=MAPPED)
+
+
+@pytest.mark.parametrize("columns,needle", [
+    ("job=run,step=global_step", "columns job=run: 'job' is not a field replay reads (did "
+     "you mean job_id?); allowed: job_id, step, score,"),
+    ("job_id=runn,step=global_step", "my.csv:1: columns job_id=runn: the log has no column "
+     "'runn' (did you mean run?); allowed: one of ['run', 'global_step', 'eval_accuracy']"),
+    ("job_id=run,job_id=global_step", "columns: field 'job_id' is mapped twice (job_id=run "
+     "and job_id=global_step); allowed: each field once"),
+    ("job_id=run,step=run", "columns: column 'run' is mapped twice (job_id=run and "
+     "step=run); allowed: each column to one field"),
+    ("job_id", "columns 'job_id': 'job_id' is not FIELD=COLUMN; allowed: FIELD=COLUMN pairs"),
+    ("job_id=run,step=global_step", "my.csv:1: columns job_id=run: the log has a column "
+     "'job_id' too; allowed: a field the log does not name itself"),
+])
+def test_columns_refused_in_one_line_before_anything_is_written(tmp_path, capsys, columns,
+                                                                 needle):
+    p = tmp_path / "my.csv"
+    # the last case's log names job_id itself beside run
+    p.write_text(OWN_NAMES if "too;" not in needle else "job_id," + OWN_NAMES.replace("\na", "\nx,a"))
+    out = tmp_path / "r.csv"
+    one_line(capsys, ["replay", str(p), "--columns", columns, "--metric", "eval_accuracy",
+                      "--out", str(out)], needle)
+    assert not out.exists()
+
+
+def test_columns_score_beside_metric_and_on_trainer_state_are_refused(tmp_path, capsys):
+    p = tmp_path / "my.csv"
+    p.write_text(OWN_NAMES)
+    one_line(capsys, ["replay", str(p), "--columns", MAPPED, "--metric", "eval_accuracy"],
+             "columns score=eval_accuracy and metric 'eval_accuracy' both name the metric "
+             "column; allowed: one of them")
+    one_line(capsys, ["replay", str(FIX / "hf_run" / "trainer_state.json"), "--columns",
+                      "job_id=run"], "trainer_state.json: columns job_id=run: a "
+             "trainer_state.json has no columns to map")
+
+
+def test_columns_keep_jsonl_ids_checked_as_json(tmp_path):
+    """A JSONL id of 1.0 is a job apart from 1: refused under the key --columns names too."""
+    p = tmp_path / "my.jsonl"
+    p.write_text('{"run": 1.0, "global_step": 1, "score": 0.5}\n')
+    with pytest.raises(ConfigError, match=r"my.jsonl:1: field 'job_id': 1.0; allowed"):
+        read_logs(p, columns="job_id=run,step=global_step")

@@ -31,7 +31,7 @@ __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 # how a log is read is read_logs' business; a user reaching for --metric here is told so
 _READ_OPTIONS = {key: "fastsim.read_logs()'s: fastsim.replay(fastsim.read_logs(path, "
                  f"{key}=...), policies)" for key in ("fmt", "metric", "higher_is_better",
-                                                      "on_duplicate")}
+                                                      "on_duplicate", "columns")}
 
 
 _POLICIES = "a policy spec (\"evalstop:k=2\") or a list of them"

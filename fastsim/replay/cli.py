@@ -71,6 +71,11 @@ def register(subparsers) -> None:
                    "jobs whose job_type is given and is not rlhf)")
     p.add_argument("--metric", default=None, help="metric column / eval_* name (default: score; "
                    "for trainer_state the single non-loss eval_* metric, else eval_loss)")
+    p.add_argument("--columns", default=None, metavar="FIELD=COLUMN,...",
+                   help="the log's own names for the columns replay reads, e.g. "
+                   "job_id=run,step=global_step,score=eval_accuracy (score: the metric, as "
+                   "--metric names it); fields: job_id, step, score and the optional ones of "
+                   "docs/replay.md (loss, gpus, time, max_steps, ...); long tables only")
     sense = p.add_mutually_exclusive_group()
     sense.add_argument("--lower-is-better", dest="higher_is_better", action="store_false", default=None,
                        help="the metric improves downwards (default for names ending in "
@@ -290,7 +295,7 @@ def _count(n: int, noun: str) -> str:
 
 def _cmd_replay(args) -> int:
     from fastsim.io import check_distinct, table_writer, write_all
-    from fastsim.replay.logs import read_logs, resolve_path
+    from fastsim.replay.logs import column_map, read_logs, resolve_path
     from fastsim.replay.policies import parse_policy, replay, summarize_replay
 
     if not args.paths and not args.example:
@@ -301,6 +306,7 @@ def _cmd_replay(args) -> int:
     if args.metric is not None and not args.metric.strip():
         raise ConfigError(f"--metric {args.metric!r}: allowed: a column or eval_* name "
                           "(omit it for the default)")
+    columns = column_map(args.columns)  # refused before any log is read
     if args.example:
         from fastsim.resources import example_log
         args.paths = [example_log()]
@@ -311,7 +317,8 @@ def _cmd_replay(args) -> int:
     gpus = _gpus(args.gpus)
     policies = [parse_flag(parse_policy, s, "--policy") for s in (args.policy or DEFAULT_POLICIES)]
     log = read_logs(args.paths, fmt=args.fmt, metric=args.metric,
-                    higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate)
+                    higher_is_better=args.higher_is_better, on_duplicate=args.on_duplicate,
+                    columns=columns)
     res = replay(log, policies, gpus=gpus)
     summ = summarize_replay(res)
     # written first, both or neither: a write that fails (a full disk) prints no results

@@ -57,6 +57,12 @@ PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "se
 # Every column name replay reads as a field of its own (the metric aside).
 KNOWN_FIELDS = frozenset(("job_id", "step", "truth_hacking", *PER_JOB, *NUMERIC_OPTIONAL,
                           *TIME_FIELDS, *TRUTH_NUMERIC))
+# What --columns (read_logs' ``columns``) may map a log's own column names to: the fields
+# replay reads, ``score`` standing for the metric (as --metric names it).
+COLUMN_FIELDS = ("job_id", "step", "score",
+                 *sorted(KNOWN_FIELDS - {"job_id", "step", "truth_hacking"}), "truth_hacking")
+COLUMNS_FORM = ("FIELD=COLUMN pairs, comma-separated (job_id=run,step=global_step,"
+                "score=eval_accuracy), or a dict {field: column}")
 TRUE_TOKENS, FALSE_TOKENS = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
 # A long table's format by its name's ending (else by its first bytes: detect_format).
 TABLE_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
@@ -405,7 +411,10 @@ def _json(text: str):
 _CUT = " (the file ends mid-way: read while it was written? read it again once written)"
 
 
-def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
+def _raw_jsonl(path: Path, data: bytes, columns: dict[str, str] | None = None) -> pl.DataFrame:
+    """A JSONL log's rows, its ids and seeds checked as JSON values under the keys
+    ``columns`` (``column_map``'s) names for them: as text they no longer tell 1 from 1.0."""
+    ids, seeds = ((columns or {}).get(f, f) for f in ("job_id", "seed"))
     rows, lines = [], []
     parts = decode_utf8(path, _line_ends(data), "JSONL log").split("\n")
     for lineno, text in enumerate(parts, start=1):
@@ -429,8 +438,8 @@ def _raw_jsonl(path: Path, data: bytes) -> pl.DataFrame:
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
-        _check_json_job_id(path, lineno, obj.get("job_id"))
-        _check_json_seed(path, lineno, obj.get("seed"))
+        _check_json_job_id(path, lineno, obj.get(ids))
+        _check_json_seed(path, lineno, obj.get(seeds))
         rows.append(obj)
         lines.append(lineno)
     return _rows_to_frame(rows, lines)
@@ -865,7 +874,75 @@ def _check_field_names(df: pl.DataFrame, path: Path, metric: str) -> None:
         key = col.strip().lower().replace("-", "_").replace(" ", "_")
         if col != metric and col != key and key in KNOWN_FIELDS and key not in df.columns:
             raise ConfigError(f"{path}:1: field {col!r}: replay reads field names exactly; "
-                              f"allowed: {key!r} (rename the column)")
+                              f"allowed: {key!r} (rename the column, or --columns {key}={col})")
+
+
+def column_map(columns) -> dict[str, str]:
+    """``--columns`` (read_logs' ``columns``) as ``{field replay reads: the log's column}``,
+    from its text (``job_id=run,step=global_step``) or a dict; None is ``{}``.  A log whose
+    columns are named otherwise (``run, global_step, eval_accuracy``) was refused for a
+    missing ``job_id`` column, and its columns had to be renamed in the file.  Refused
+    before any log is read: a field replay does not read, a field or a column given twice.
+
+    Examples
+    --------
+    >>> column_map("job_id=run, step=global_step")
+    {'job_id': 'run', 'step': 'global_step'}
+    """
+    if columns is None:
+        return {}
+    if isinstance(columns, str):
+        pairs = []
+        for part in columns.split(","):
+            field, eq, col = (x.strip() for x in part.partition("="))
+            if not (eq and field and col):
+                raise ConfigError(f"columns {columns!r}: {part.strip()!r} is not FIELD=COLUMN; "
+                                  f"allowed: {COLUMNS_FORM}")
+            pairs.append((field, col))
+    elif isinstance(columns, dict):
+        pairs = list(columns.items())
+    else:
+        raise ConfigError(f"columns={columns!r} is invalid; allowed: {COLUMNS_FORM}")
+    out: dict[str, str] = {}
+    for field, col in pairs:
+        if field not in COLUMN_FIELDS:
+            raise ConfigError(f"columns {field}={col}: {field!r} is not a field replay reads"
+                              f"{did_you_mean(str(field), COLUMN_FIELDS)}; allowed: "
+                              f"{', '.join(COLUMN_FIELDS)} (score: the metric)")
+        if not (isinstance(col, str) and col.strip()):
+            raise ConfigError(f"columns {field}={col!r}: allowed: the name of a column of "
+                              "the log")
+        if field in out:
+            raise ConfigError(f"columns: field {field!r} is mapped twice ({field}={out[field]} "
+                              f"and {field}={col}); allowed: each field once")
+        twice = next((f for f, c in out.items() if c == col), None)
+        if twice is not None:
+            raise ConfigError(f"columns: column {col!r} is mapped twice ({twice}={col} and "
+                              f"{field}={col}); allowed: each column to one field")
+        out[field] = col
+    return out
+
+
+def _map_columns(df: pl.DataFrame, path: Path, fmt: str, columns: dict[str, str]) -> pl.DataFrame:
+    """A long table's columns renamed by ``columns`` (``column_map``'s, ``score`` aside: it
+    is the metric, read under its own name); each named column must be in the log, and no
+    field given a column may have one of its own."""
+    if not columns:
+        return df
+    found = [c for c in df.columns if c != "line"]  # "line": the reader's line numbers
+    for field, col in columns.items():
+        if fmt == "trainer_state":
+            raise ConfigError(f"{path}: columns {field}={col}: a trainer_state.json has no "
+                              "columns to map (its job id is the run directory, its steps "
+                              "Trainer's); allowed: columns for long tables (CSV, TSV, JSONL, "
+                              "Parquet), or score=EVAL_NAME (the metric) alone")
+        if col not in found:
+            raise ConfigError(f"{path}:1: columns {field}={col}: the log has no column {col!r}"
+                              f"{did_you_mean(col, found)}; allowed: one of {found}")
+        if field in found and field not in columns.values():
+            raise ConfigError(f"{path}:1: columns {field}={col}: the log has a column "
+                              f"{field!r} too; allowed: a field the log does not name itself")
+    return df.rename({col: field for field, col in columns.items()})
 
 
 def check_format(fmt) -> None:
@@ -883,7 +960,10 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     for field in ("job_id", "step"):
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
-                              f"columns job_id, step, score (found {found}){tsv}")
+                              f"columns job_id, step, score (found {found})"
+                              # one column read from a line of them: a separator, not a name
+                              + (tsv or f", or --columns {field}=COLUMN naming yours "
+                                 "(read_logs(columns=...))"))
     if metric == "line":
         # the readers' column of each row's line, which replaces a log's own column of that
         # name: --metric line decided on line numbers, whatever the log held
@@ -974,10 +1054,11 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
 
 
 def read_one(path, fmt: str | None = None, metric: str | None = None,
-             job_id: str | None = None, data: bytes | None = None) -> tuple[pl.DataFrame, str]:
+             job_id: str | None = None, data: bytes | None = None,
+             columns: dict[str, str] | None = None) -> tuple[pl.DataFrame, str]:
     """Read and validate one log; returns ``(table, metric name)`` before the mess rules.
     ``data``: the log's bytes if already read (a pipe can be read only once), ``path``
-    then as resolved, or a frame's name.
+    then as resolved, or a frame's name; ``columns``: ``column_map``'s, ``score`` aside.
 
     Examples
     --------
@@ -996,15 +1077,16 @@ def read_one(path, fmt: str | None = None, metric: str | None = None,
     if fmt == "trainer_state":
         raw, name = _raw_trainer_state(path, data, metric, job_id)
     else:
-        raw = {"csv": _raw_csv, "tsv": _raw_tsv, "jsonl": _raw_jsonl,
-               "parquet": _raw_parquet}[fmt](path, data)
+        raw = (_raw_jsonl(path, data, columns) if fmt == "jsonl" else
+               {"csv": _raw_csv, "tsv": _raw_tsv, "parquet": _raw_parquet}[fmt](path, data))
         name = metric or "score"
-    return _validate(raw, path, name), name
+    return _validate(_map_columns(raw, path, fmt, columns or {}), path, name), name
 
 
 @known_keywords("fastsim.read_logs()")
 def read_logs(paths, fmt: str | None = None, metric: str | None = None,
-              higher_is_better: bool | None = None, on_duplicate: str = "last") -> EvalLog:
+              higher_is_better: bool | None = None, on_duplicate: str = "last",
+              columns=None) -> EvalLog:
     """Read evaluation logs of any supported format into one validated ``EvalLog``.
 
     Mess rules (docs/replay.md): rows of every file are validated first; a ``(job_id,
@@ -1024,6 +1106,10 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
         for tables, the single non-loss ``eval_*`` metric (else ``eval_loss``) for HF
     higher_is_better : the metric's sense; None infers it from the name
     on_duplicate : ``"last"`` or ``"error"``
+    columns : the log's own names for the fields replay reads, ``{"job_id": "run", "step":
+        "global_step", "score": "eval_accuracy"}`` or the text ``"job_id=run,..."``
+        (``--columns``): long tables' columns are read under the field's name, ``score``
+        is the metric (as ``metric=`` names it, keeping its name)
 
     Examples
     --------
@@ -1034,12 +1120,18 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     [0.5, 0.3]
     """
     higher_is_better = plain_scalar(higher_is_better)  # numpy's bool is a bool: np.bool_(True)
+    columns = column_map(columns)
+    if "score" in columns:  # the metric column, by its own name (its sense is read from it)
+        if metric is not None:
+            raise ConfigError(f"columns score={columns['score']} and metric {metric!r} both "
+                              "name the metric column; allowed: one of them")
+        metric = columns.pop("score")
     paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
     resolved, datas, formats = zip(*(_read_source(p, i, fmt) for i, p in enumerate(paths)))
     run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
     tables, names = [], []
     for p, f, d in zip(resolved, formats, datas):
-        t, name = read_one(p, f, metric, run_ids.get(p), d)
+        t, name = read_one(p, f, metric, run_ids.get(p), d, columns)
         tables.append(t)
         names.append(name)
     if len(set(names)) > 1:
