@@ -418,6 +418,16 @@ def test_a_time_before_the_job_start_is_refused(tmp_path, capsys):
              "since the job started")
 
 
+def test_a_clock_time_is_refused(tmp_path, capsys):
+    """Unix seconds were read as the time since the job's start: the first row charged 8
+    GPUs for 472,222 h before it (GPU-h total 3.8e6 for a job of 1 h), exit 0."""
+    p = tmp_path / "clock.csv"
+    p.write_text("job_id,step,score,time_s,gpus\na,1,0.5,1700000000,8\na,2,0.4,1700003600,8\n")
+    one_line(capsys, ["replay", str(p)],
+             "clock.csv:2: field 'time_s': '1700000000' is 4.72e+05 h after the job started, "
+             "a clock time, not the time since the start; allowed: at most 100000 h")
+
+
 @pytest.mark.parametrize("global_step,shown", [(10, "10"), (0, "0"), (None, "missing"),
                                                (True, "True"), (40.5, "40.5")])
 def test_trainer_state_global_step_covers_the_logged_steps(tmp_path, capsys, global_step, shown):

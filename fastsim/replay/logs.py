@@ -51,6 +51,9 @@ SCORE_RANGE = "a number from -1e150 to 1e150, inf or -inf"
 TRUTH_NUMERIC = ("truth_gold", "truth_gold_peak_step")
 # Wall-clock columns, each with its scale to hours; a log gives one of them.
 TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
+# A time since the job's start beyond this many hours (11 years) is a clock time (Unix time
+# is about 4.7e5 h): read from 0 it charged the GPUs for decades before the first row
+MAX_TIME_H = 1e5
 TIME_FIELD = "_time_field"  # which of them a row's time_h was read from, while reading
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
@@ -863,6 +866,12 @@ def _time_h(df: pl.DataFrame, path: Path) -> pl.Series | None:
         raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {df[field][i]!r} is "
                           "before the job started; allowed: the time since the job started "
                           "(0 at its start; GPU-hours count from there), or empty for missing")
+    if (hours > MAX_TIME_H).any():
+        i = int(np.argmax(hours > MAX_TIME_H))
+        raise ConfigError(f"{path}:{df['line'][i]}: field {field!r}: {df[field][i]!r} is "
+                          f"{hours[i]:.3g} h after the job started, a clock time, not the "
+                          f"time since the start; allowed: at most {MAX_TIME_H:g} h (subtract "
+                          "the job's start time), or empty for missing")
     return t
 
 
