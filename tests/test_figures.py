@@ -151,7 +151,8 @@ def test_figure_scripts_draw_png_and_pdf(tiny_reproduction, tmp_path):
     out, _ = tiny_reproduction
     written = draw_all(out / "results", tmp_path, formats=("png", "pdf"))
     paper = [n for n in FIGURE_SCRIPTS if n != "frontier"]  # frontier: its own sweep, below
-    expected = {f"{name}.{fmt}" for name in paper for fmt in ("png", "pdf")}
+    # and the mixed workload's sweep, which no paper figure reads, a figure of its own
+    expected = {f"{name}.{fmt}" for name in paper + ["sweep_mixed"] for fmt in ("png", "pdf")}
     assert {p.name for p in written} == expected
     for p in written:
         assert p.stat().st_size > 1000
@@ -239,17 +240,145 @@ def test_figures_are_never_drawn_among_a_sweeps_cells(tmp_path):
     assert [p.name for p in (sw / "cells").iterdir() if not p.name.startswith("cell=")] == []
 
 
-def test_a_sweep_no_figure_reads_is_named_with_how_figures_find_sweeps(tmp_path):
-    _tiny_sweep(tmp_path, "mine", 'sigma = [0.01, 0.1]')
-    logs = []
-    with pytest.raises(ConfigError) as refused:
-        draw_all(tmp_path / "results" / "mine", tmp_path / "figs", log=logs.append)
-    said = str(refused.value)
-    assert logs == [] and not (tmp_path / "figs").exists()
-    assert said.startswith(f"{tmp_path / 'results' / 'mine'} holds sweep mine, which no "
-                           "figure reads: nothing to draw; a figure knows a sweep by its "
-                           "name"), said
-    assert "noise" in said and "extracts" not in said, said
+@pytest.fixture(scope="module")
+def own_sweeps(tmp_path_factory):
+    """Sweeps under names of their own, run by `fastsim sweep`: one axis (no baseline), two
+    (sigma, policy; the baseline's cells add none), three and four."""
+    from fastsim.cli import main
+
+    tmp = tmp_path_factory.mktemp("own")
+    axes = {"one": ('baseline = false\n', 'sigma = [0.01, 0.1]'),
+            "two": ('', 'sigma = [0.01, 0.1]\npolicy = ["evalstop:k=2", "stop_at:f=0.65"]'),
+            "three": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\n'
+                      'policy = ["evalstop:k=2"]'),
+            "four": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\nload = [0.8, 1.0]\n'
+                     'policy = ["evalstop:k=2"]')}
+    where = {"one": "mixed/one", "four": "mixed/four"}  # one drawn, one skipped, side by side
+    for name, (top, ax) in axes.items():
+        path = tmp / f"{name}.toml"
+        path.write_text(f'name = "{name}"\nclusters = 3\nchunk = 3\nseed = 0\n{top}'
+                        f'[base]\nscheduler = "srtf_est"\nn_jobs = 30\n[axes]\n{ax}\n')
+        out = tmp / where.get(name, name)
+        assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
+    return tmp
+
+
+def _kept_figures(monkeypatch):
+    """The figures ``_style.save`` is given, kept (their axes hold the data plotted)."""
+    from fastsim.figures import _style as S
+
+    figs, save = [], S.save
+    monkeypatch.setattr(S, "save", lambda fig, *a, **k: (figs.append(fig), save(fig, *a, **k))[1])
+    return figs
+
+
+def _plotted(ax):
+    """Each error-bar line of a panel: its label, x, means, interval ends."""
+    out = []
+    for c in ax.containers:  # one per errorbar call: its line, caps and bars
+        line, _, (bars,) = c
+        seg = bars.get_segments()
+        out.append((c.get_label(), list(line.get_xdata()), list(line.get_ydata()),
+                    [s[0][1] if len(s) else np.nan for s in seg],  # no interval: NaN
+                    [s[1][1] if len(s) else np.nan for s in seg]))
+    return out
+
+
+def test_a_sweep_of_ones_own_gets_a_figure_of_its_summary(own_sweeps, tmp_path, monkeypatch,
+                                                           capsys):
+    """`fastsim figures results/mine` refused a sweep under a name of the user's own ("which
+    no figure reads"); now it draws precision, stop recall, FPR and mean JCT against the
+    sweep's first axis, a line per value of its second, each point the summary's mean and
+    95% interval (in percent where the metric is a share), n under the figure."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    d = own_sweeps / "two"
+    assert main(["figures", str(d), "--out", str(tmp_path / "a"), "--formats", "png,pdf"]) == 0
+    out = capsys.readouterr().out
+    assert "sweep_two.pdf (precision, stop_recall, fpr, jct_mean_h against sigma, policy as " \
+           "colour)" in out and "headline" not in out, out
+    assert (tmp_path / "a" / "sweep_two.png").is_file()
+    summary = pl.read_parquet(d / "summary.parquet")
+    axes = figs[0].axes
+    assert [ax.get_ylabel() for ax in axes] == [
+        "precision (%)", "stop recall (stopped before completion) (%)", "fpr (%)",
+        "mean JCT (h)"]
+    for ax, metric in zip(axes, ("precision", "stop_recall", "fpr", "jct_mean_h")):
+        scale = 1.0 if metric == "jct_mean_h" else 100.0
+        drawn = _plotted(ax)
+        # the baseline has no precision (it stops nothing): no line, rather than an empty one
+        assert [label for label, *_ in drawn] == (["none"] if metric != "precision" else []) + [
+            "evalstop(k=2)", "stop_at(f=0.65)"]
+        for label, x, mean, lo, hi in drawn:
+            rows = summary.filter((pl.col("metric") == metric) & (pl.col("policy") == label)
+                                  & pl.col("mean").is_finite()).sort("sigma")
+            assert x == rows["sigma"].to_list()
+            np.testing.assert_array_equal(mean, (rows["mean"] * scale).to_numpy())
+            np.testing.assert_allclose(lo, (rows["lo"] * scale).to_numpy(), rtol=1e-12)
+            np.testing.assert_allclose(hi, (rows["hi"] * scale).to_numpy(), rtol=1e-12)
+    assert "n = 3 clusters per cell" in " ".join(t.get_text() for t in figs[0].texts)
+    # the same summary draws the same bytes
+    assert main(["figures", str(d), "--out", str(tmp_path / "b"), "--formats", "png,pdf"]) == 0
+    for name in ("sweep_two.png", "sweep_two.pdf"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_the_metrics_of_ones_own_sweeps_figure_are_chosen_by_name(own_sweeps, tmp_path,
+                                                                  monkeypatch, capsys):
+    """--metrics picks the panels; a name the summary lacks is one line naming those it
+    has, before anything is written, as is --metrics where no sweep of one's own is."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    d = own_sweeps / "two"
+    assert main(["figures", str(d), "--out", str(tmp_path / "a"), "--formats", "png",
+                 "--metrics", "jct_mean_h_change,recall"]) == 0
+    assert [ax.get_ylabel() for ax in figs[0].axes] == ["mean JCT change (%)",
+                                                        "recall (any trigger) (%)"]
+    # the baseline has no change against itself: two lines, not three
+    assert [label for label, *_ in _plotted(figs[0].axes[0])] == ["evalstop(k=2)",
+                                                                  "stop_at(f=0.65)"]
+    capsys.readouterr()
+    one_line(capsys, ["figures", str(d), "--out", str(tmp_path / "b"), "--metrics",
+                      "precision,precison"],
+             "--metrics=precision,precison is invalid (unknown: precison, in "
+             f"{d}); allowed: metrics of the sweep's summary, comma-separated: jct_mean_h, ")
+    assert not (tmp_path / "b").exists()
+
+
+def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
+        own_sweeps, tmp_path, monkeypatch, capsys):
+    """One axis: a line per metric; three: the third as columns of panels, a metric's
+    panels on one row; four: skipped, saying how to pick, and alone it is refused."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    # beside a sweep it skips (saying how to pick), one of one axis: a line per metric
+    assert main(["figures", str(own_sweeps / "mixed"), "--out", str(tmp_path / "mixed"),
+                 "--formats", "png"]) == 0
+    said = capsys.readouterr().out
+    assert "[figures] sweep_four: skipped, sweep in" in said and "fewer axes" in said, said
+    assert [p.name for p in (tmp_path / "mixed").iterdir()] == ["sweep_one.png"]
+    assert len(figs[0].axes) == 4 and all(len(_plotted(ax)) == 1 for ax in figs[0].axes)
+    assert main(["figures", str(own_sweeps / "three"), "--out", str(tmp_path / "three"),
+                 "--formats", "png"]) == 0
+    axes = figs[1].axes  # a metric per row, a policy per column
+    assert len(axes) == 4 * 2
+    assert [ax.get_title() for ax in axes[:2]] == ["none", "evalstop(k=2)"]
+    summary = pl.read_parquet(own_sweeps / "three" / "summary.parquet")
+    label, x, mean, _, _ = _plotted(axes[1])[1]  # precision, EvalStop, base_rate 0.6
+    assert label == "base_rate=0.6"
+    rows = summary.filter((pl.col("metric") == "precision") & (pl.col("base_rate") == 0.6)
+                          & (pl.col("policy_name") == "evalstop")).sort("sigma")
+    np.testing.assert_array_equal(mean, (100 * rows["mean"]).to_numpy())
+    capsys.readouterr()
+    four = own_sweeps / "mixed" / "four"  # alone: refused
+    one_line(capsys, ["figures", str(four), "--out", str(tmp_path / "four")],
+             f"no figure can be drawn from {four}: sweep in {four} varies 4 axes (sigma, "
+             "base_rate, load, policy); this figure draws at most 3 (x, colour, columns of "
+             "panels): a sweep file with fewer axes")
+    assert not (tmp_path / "four").exists()
 
 
 def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):

@@ -78,7 +78,14 @@ def register(subparsers) -> None:
                               "aggregated Parquet in DIR (a sweep or reproduce output); a "
                               "figure whose sweep is not in DIR is skipped, and says so, as is "
                               "one that plots changes against no stop policy from a sweep whose "
-                              "baseline is another; a DIR with nothing to draw is refused. The "
+                              "baseline is another. A sweep no paper figure reads (a name of "
+                              "your own) gets a figure of its own, sweep_NAME: one panel per "
+                              "metric (--metrics) against the sweep's first varying axis, its "
+                              "second as colour, its third as columns of panels, each point "
+                              "with its 95% interval as an error bar and n under the figure; "
+                              "a sweep varying more than three axes, or more than 10 values as "
+                              "colours or 6 as columns, is skipped, saying so. A DIR with "
+                              "nothing to draw is refused. The "
                               "cost-aware figures are drawn by fastsim costaware figures, the "
                               "documentation's by fastsim docs-figures. A figure knows a "
                               "sweep by its name (name = ... in the file, else its stem).",
@@ -94,6 +101,11 @@ def register(subparsers) -> None:
                    "another process holds a sweep directory it is in")
     f.add_argument("--formats", default="png,pdf", metavar="F,F,...",
                    help="file formats, comma-separated, each png, pdf or svg (default: png,pdf)")
+    f.add_argument("--metrics", metavar="M,M,...",
+                   help="the panels of the figure of a sweep no paper figure reads: metrics of "
+                   "its summary (summary.parquet's metric column, e.g. precision, recall, "
+                   "stop_recall, fpr, jct_mean_h, jct_mean_h_change), comma-separated, at "
+                   "most 8 (default: precision,stop_recall,fpr,jct_mean_h)")
     f.set_defaults(func=cmd_figures)
 
     r = subparsers.add_parser(
@@ -188,7 +200,8 @@ def cmd_figures(args) -> int:
     from fastsim.sweep.figures import draw_all, parse_formats
 
     formats = parse_formats(args.formats, "--formats")
-    written = draw_all(args.dir, args.out or args.dir / "figures", formats)
+    written = draw_all(args.dir, args.out or args.dir / "figures", formats,
+                       metrics=args.metrics)
     print(f"{len(written)} file{'s' if len(written) != 1 else ''} written to "
           f"{args.out or args.dir / 'figures'}")
     return 0

@@ -21,6 +21,7 @@ from fastsim.errors import did_you_mean_path, known_keywords
 PAPER_FIGURES = ("headline", "noise_sweep", "base_rate", "composability", "k_tradeoff",
                  "jct_cdf", "trajectories")
 FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
+OWN_SWEEP = "own_sweep"  # the figure of a sweep none of FIGURE_SCRIPTS reads
 FORMATS = ("png", "pdf", "svg")  # the file formats a figure is drawn in
 EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
 
@@ -238,7 +239,7 @@ def not_a_results_dir(results: Path) -> str:
 
 
 def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
-                     why_not: dict[str, str | None]) -> str:
+                     why_not: dict[str, str | None], own_why: dict[str, str]) -> str:
     """Why no figure can be drawn from ``results``, in one line."""
     unfinished = [d for d in [results, *results.iterdir()] if (d / "sweep.json").is_file()
                   and not (d / "summary.parquet").exists()]
@@ -250,15 +251,45 @@ def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
         return (f"{results} holds no sweep results (sweep.json beside summary.parquet, in it "
                 "or in a directory in it): nothing to draw; allowed: a sweep's --out, or a "
                 "directory of them (fastsim reproduce's --out)")
-    needs = dict.fromkeys(s for m in modules.values() for s in m.NEEDS if s != "extracts")
-    if not set(sources) & set(needs):  # a sweep of the user's own, under a name no figure reads
-        return (f"{results} holds sweep {', '.join(sorted(sources))}, which no figure reads: "
-                "nothing to draw; a figure knows a sweep by its name (name = ... in the sweep "
-                f"file, else the file's stem), one of {', '.join(needs)}")
-    # the figures that have their sweeps say why they skip them; the others only lack them
+    # the figures that have their sweeps say why they skip them (the generic figure of a
+    # sweep of the user's own too); the others only lack them
     have = [why for name, why in why_not.items() if set(modules[name].NEEDS) <= set(sources)]
+    have += [why for why in own_why.values()]
     return f"no figure can be drawn from {results}: " + "; ".join(
         dict.fromkeys(have or why_not.values()))
+
+
+def own_sweeps(sources: dict[str, Path]) -> dict[str, Path]:
+    """The sweeps of ``sources`` no figure script reads (a user's own, under a name of its
+    own): each is drawn by the generic figure (``figures/own_sweep.py``)."""
+    sweeps = {name: d for name, d in sources.items() if name != "extracts"}
+    read = {s for name in FIGURE_SCRIPTS for s in load_script(name).NEEDS} if sweeps else set()
+    return {name: d for name, d in sweeps.items() if name not in read}
+
+
+def own_plans(sources: dict[str, Path], metrics=None) -> dict[str, dict | str]:
+    """Sweep name -> what its generic figure draws, or why it cannot (``own_sweep.plan``),
+    for each sweep no figure script reads; ``metrics`` (``--metrics``) picks the panels, and
+    is refused where there is no such sweep, or names a metric one of them lacks."""
+    import polars as pl
+
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.store import REWRITE
+
+    own = own_sweeps(sources)
+    if metrics is not None and not own:
+        raise ConfigError("--metrics picks the panels of the figure of a sweep no paper "
+                          "figure reads, and there is none here (it holds "
+                          f"{', '.join(sorted(sources)) or 'no sweep'}); allowed: without "
+                          "--metrics")
+    if not own:
+        return {}
+    script = load_script(OWN_SWEEP)
+    for d in own.values():  # as check_sweep_columns checks the figure scripts' tables
+        for table, columns in script.READS.items():
+            _check_columns(d / table, pl.read_parquet_schema(d / table), columns, REWRITE,
+                           " (an older fastsim's table?)")
+    return {name: script.plan(d, metrics) for name, d in own.items()}
 
 
 def load_script(name: str):
@@ -436,9 +467,14 @@ def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
 
 @known_keywords("fastsim.sweep.figures.draw_all()")
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
-             log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS) -> list[Path]:
-    """Draw every figure of ``scripts`` whose inputs exist in ``results``, in ``formats``
-    (png, pdf, svg; a list, or text comma-separated); returns the files written."""
+             log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS,
+             metrics=None, own: bool = True) -> list[Path]:
+    """Draw every figure of ``scripts`` whose inputs exist in ``results``, and the generic
+    figure (``sweep_NAME``) of each sweep there that no figure script reads, in ``formats``
+    (png, pdf, svg; a list, or text comma-separated); returns the files written.
+    ``metrics``: the generic figure's panels (a list, or text comma-separated; default
+    precision, stop recall, FPR and mean JCT); ``own=False`` draws ``scripts`` alone
+    (``fastsim reproduce``: the paper's figures, not one of its mixed sweep)."""
     from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
     formats = parse_formats(formats)
@@ -459,21 +495,35 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         # column a figure plots a cell per value of (k, scheduler) read as a sweep of
         # several cells per policy, and that figure was skipped, saying so, exit 0
         check_sweep_columns(sources, modules)
+        plans = own_plans(sources if own else {}, metrics)
+        own_why = {name: p for name, p in plans.items() if isinstance(p, str)}
         why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
                                      getattr(m, "PLOTS", None)) for name, m in modules.items()}
-        if all(why is not None for why in why_not.values()):  # refused before DIR/figures is made
+        if (all(why is not None for why in why_not.values())
+                and len(own_why) == len(plans)):  # refused before DIR/figures is made
             from fastsim.errors import ConfigError
 
-            raise ConfigError(_nothing_to_draw(results, sources, modules, why_not))
+            raise ConfigError(_nothing_to_draw(results, sources, modules, why_not, own_why))
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
-        check_figure_files(out, list(drawn), formats)
+        generic = load_script(OWN_SWEEP) if plans else None
+        stems = {name: generic.stem(name) for name in plans if name not in own_why}
+        if len(set(stems.values())) < len(stems):  # "my sweep" and "my_sweep"
+            from fastsim.errors import ConfigError
+
+            raise ConfigError(f"{results}: sweeps {', '.join(sorted(stems))} would draw "
+                              f"figures of one file name; allowed: names that differ in "
+                              "letters, digits, '.', '_' or '-'")
+        check_figure_files(out, list(drawn) + list(stems.values()), formats)
         with unmade_on_failure() as made:  # a drawing failed before its first figure
             made.append(make_directory(out))  # leaves no empty DIR behind
             written: list[Path] = []
             with holding_directory(out):  # all of one drawing's figures, never some of two
                 for name, module in modules.items():
                     if why_not[name] is not None:
-                        log(f"[figures] {name}: skipped, {why_not[name]}")
+                        # beside a sweep of the user's own, a paper figure none of whose
+                        # sweeps is here is no news
+                        if len(own_why) == len(plans) or set(module.NEEDS) & set(sources):
+                            log(f"[figures] {name}: skipped, {why_not[name]}")
                         continue
                     files = module.draw(sources, out, formats)
                     log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
@@ -483,6 +533,17 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
                     if left:
                         log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
                             f"{', '.join(policies)} only")
+                    written += files
+                for name, p in plans.items():
+                    if name in own_why:
+                        log(f"[figures] {generic.stem(name)}: skipped, {own_why[name]}")
+                        continue
+                    files = generic.draw_sweep(name, sources[name], out, formats, p)
+                    log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
+                        f" ({', '.join(p['metrics'])} against {p['x']}"
+                        + "".join(f", {axis} as {role}" for axis, role in
+                                  ((p["hue"], "colour"), (p["col"], "columns")) if axis)
+                        + ")")
                     written += files
         return written
     finally:

@@ -784,7 +784,7 @@ def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
             # a line per figure drawn on stderr, as the sweeps' bars (stdout is the report's
             # table); a figure skipped is said whatever --no-progress
             drawn = draw_all(out, figures_dir, formats=formats, scripts=PAPER_FIGURES,
-                             log=lambda line: (progress or ": skipped, " in line)
+                             own=False, log=lambda line: (progress or ": skipped, " in line)
                              and print(line, file=sys.stderr))
         t_figures = time.perf_counter() - t1
         summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
