@@ -41,7 +41,9 @@ def test_control_characters_are_escaped(capsys, value, shown):
 def test_the_api_message_is_bounded_too():
     with pytest.raises(ConfigError) as info:
         SimConfig.from_specs(scheduler=LONG)
-    assert len(str(info.value)) < 400 and " characters)..." in str(info.value)
+    msg = str(info.value)  # the value cut to MAX_WORD, beside what is allowed
+    assert len(msg) < MAX_WORD + 200 and " characters)..." in msg, msg
+    assert all(len(word) <= MAX_WORD for word in msg.split()), msg
     with pytest.raises(ConfigError) as info:
         raise ConfigError(f"x={np.eye(3)!r} is invalid")  # a repr's own rows: spaces
     assert str(info.value) == ("x=array([[1., 0., 0.], [0., 1., 0.], [0., 0., 1.]]) is "
