@@ -219,17 +219,20 @@ def note(fig, text: str) -> None:
     fig.text(0.99, 0.0, text, ha="right", va="top", fontsize=7, color="0.4")
 
 
-def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over") -> None:
+def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over",
+             more: str = "") -> None:
     """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``), and the fewest
     an estimate rests on where some rest on fewer (a change drops a cluster whose baseline
     is 0, a rate one with no job it is over): the fewest was given as the clusters per
-    cell, so one change over 1,998 pairs made a sweep of 2,000 read "n = 1998"."""
+    cell, so one change over 1,998 pairs made a sweep of 2,000 read "n = 1998".  ``more``:
+    a further line (what the figure could not draw)."""
     df = summary(sources, sweep)
     n = int(df["n"].max()) if df.height else 0
     shown = df.filter(pl.col("mean").is_finite())  # a row with no estimate draws nothing
     fewest = int(shown["n"].min()) if shown.height else n
     text = f"{sweep}: {what} n = {n} clusters per cell"
-    note(fig, text + (f"; some estimates rest on fewer (n >= {fewest})" if fewest < n else ""))
+    note(fig, text + (f"; some estimates rest on fewer (n >= {fewest})" if fewest < n else "")
+         + (f"\n{more}" if more else ""))
 
 
 def rate_axis(ax, lo: float | None, hi: float | None, min_span: float = 10.0) -> None:

@@ -19,7 +19,8 @@ from fastsim.figures import _style as S
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
 # the columns it reads from its sweep's table, beside the sweep's axes
-READS = {"summary.parquet": ("policy", "metric", "kind", "mean", "lo", "hi", "n")}
+READS = {"summary.parquet": ("policy", "policy_name", "metric", "kind", "mean", "lo", "hi",
+                               "n")}
 # mean JCT is a mean over clusters; the other three are rates pooled over jobs
 DEFAULT_METRICS = ("precision", "stop_recall", "fpr", "jct_mean_h")
 MAX_AXES = 3      # x, colour, columns of panels
@@ -78,32 +79,91 @@ def plan(sweep: Path, metrics=None) -> dict | str:
     axes = _axes(sweep, df)
     if not axes:
         return f"sweep in {sweep} varies no axis: one cell, nothing to draw against"
-    if len(axes) > MAX_AXES:
+    if len(_roles(axes)) > MAX_AXES:
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); this figure "
                 f"draws at most {MAX_AXES} (x, colour, columns of panels): {PICK}")
-    x, hue, col = (axes + [None, None])[:3]
+    x, hue, col = (_roles(axes) + [None, None])[:3]
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
-        if axis is not None and df[axis].n_unique() > most:
-            return (f"sweep in {sweep} has {df[axis].n_unique()} values of {axis}, drawn as "
-                    f"{role}; allowed: at most {most}: {PICK}")
+        n = len(_lines(df, x, hue)) if axis == hue else df[axis].n_unique() if axis else 0
+        if n > most:
+            shown = "policies" if axis == "policy_name" else f"values of {axis}"
+            return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
+                    f"{most}: {PICK}")
     return {"x": x, "hue": hue, "col": col, "metrics": chosen}
+
+
+def _roles(axes: list[str]) -> list[str]:
+    """x, colour, columns of panels, ... from the varying axes.  Where x is a policy
+    parameter (``k``) the colour is the policy's name, each policy's line drawn over the
+    values it has (a policy without it: a reference line); where the colour is one, it is
+    the policy (``evalstop(k=2)``): the policy is no axis of its own then."""
+    from fastsim.registry import POLICY_FIELDS
+
+    x, rest = axes[0], axes[1:]
+    if x in POLICY_FIELDS and "policy" in rest:
+        return [x, "policy_name", *(a for a in rest if a != "policy")]
+    if rest and rest[0] in POLICY_FIELDS and "policy" in rest:
+        return [x, "policy", *(a for a in rest[1:] if a != "policy")]
+    return axes
+
+
+def _line(x: str, hue: str | None) -> pl.Expr:
+    """A row's colour: its value of ``hue``; by policy name, that of a policy without x is
+    its label (``stop_at(f=0.65)``: a reference line)."""
+    if hue == "policy_name":
+        return (pl.when(pl.col(x).is_null()).then(pl.col("policy"))
+                .otherwise(pl.col("policy_name")))
+    return pl.col(hue) if hue is not None else pl.lit(None)
+
+
+def _lines(df: pl.DataFrame, x: str, hue: str | None) -> list:
+    """The colours a plan draws: ``_line``'s values."""
+    return df.select(_line(x, hue).alias("line"))["line"].drop_nulls().unique().to_list()
+
+
+def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the points drawn, the rows of the plan's metrics that have an estimate but cannot
+    be drawn): without a value of the colour or the column, without one of x where x is
+    no policy parameter, or two rows on one point."""
+    from fastsim.registry import POLICY_FIELDS
+    from fastsim.summary import _is_percent
+
+    x, hue, col = p["x"], p["hue"], p["col"]
+    keys = list(dict.fromkeys(a for a in ("policy", x, hue, col) if a is not None))
+    rows = df.filter(pl.col("metric").is_in(p["metrics"]) & pl.col("mean").is_finite())
+    scale = pl.Series([100.0 if _is_percent(m, k) else 1.0
+                       for m, k in zip(rows["metric"], rows["kind"])])
+    rows = rows.select("metric", *keys, pl.col("mean") * scale, pl.col("lo") * scale,
+                       pl.col("hi") * scale, "n", _line(x, hue).alias("line"),
+                       (pl.col(x).is_null() & pl.lit(x in POLICY_FIELDS)).alias("ref"))
+    placed = ((pl.col(x).is_not_null() | pl.col("ref"))
+              & (pl.col("line").is_not_null() | pl.lit(hue is None))
+              & (pl.col(col).is_not_null() if col is not None else pl.lit(True)))
+    point = ["metric", "line", x, *([col] if col else [])]
+    placed = placed & ~pl.struct(point).is_duplicated()
+    return rows.filter(placed), rows.filter(~placed)
 
 
 def points(df: pl.DataFrame, p: dict) -> pl.DataFrame:
     """The points the figure draws: per metric and value of the plan's axes, ``mean``,
-    ``lo``, ``hi`` (in percent where the metric is shown as one) and ``n``.  Rows without
-    an estimate (the precision of a policy that never stops: NaN) or without a value of x
-    (a policy parameter axis, ``k``, at a policy without it) are left out, and so is a
-    colour or a column of panels that has no other."""
-    from fastsim.summary import _is_percent
+    ``lo``, ``hi`` (in percent where the metric is shown as one) and ``n``; ``line``, the
+    colour (``_line``), and ``ref``, a policy without x (a policy parameter) drawn as a
+    reference line.  Rows without an estimate (the precision of a policy that never stops:
+    NaN) are left out, and so is a colour or a column of panels that has no other; those
+    that cannot be placed are ``not_drawn``'s."""
+    return _split(df, p)[0]
 
-    keys = [a for a in (p["x"], p["hue"], p["col"]) if a is not None]
-    rows = df.filter(pl.col("metric").is_in(p["metrics"]) & pl.col(p["x"]).is_not_null()
-                     & pl.col("mean").is_finite())
-    scale = pl.Series([100.0 if _is_percent(m, k) else 1.0
-                       for m, k in zip(rows["metric"], rows["kind"])])
-    return rows.select("metric", *keys, pl.col("mean") * scale, pl.col("lo") * scale,
-                       pl.col("hi") * scale, "n")
+
+def not_drawn(df: pl.DataFrame, p: dict) -> str:
+    """The rows with an estimate the figure cannot place, with a count ("" if none): a
+    column of panels or a colour they have no value of, or two on one point."""
+    rows = _split(df, p)[1]
+    if rows.height == 0:
+        return ""
+    labels = rows["policy"].unique(maintain_order=True).to_list()
+    return (f"{rows.height} row{'s' if rows.height != 1 else ''} not drawn (no place on "
+            f"{', '.join(a for a in (p['x'], p['hue'], p['col']) if a)}: "
+            f"{', '.join(map(str, labels))})")
 
 
 def axis_label(metric: str, kind: str) -> str:
@@ -133,7 +193,8 @@ def _values(df: pl.DataFrame, axis: str | None) -> list:
 
 
 def _text(axis: str, value) -> str:
-    return str(value) if axis in ("policy", "scheduler") else f"{axis}={value}"
+    return (str(value) if axis in ("policy", "policy_name", "scheduler")
+            else f"{axis}={value}")
 
 
 @S.themed
@@ -142,7 +203,12 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
     df = S.sweep_table(Path(sweep) / "summary.parquet")
     data = points(df, p)
     x, hue, col = p["x"], p["hue"], p["col"]
-    xs, hues, cols = _values(data, x), _values(data, hue), _values(data, col)
+    xs, cols = _values(data, x), _values(data, col)
+    # the lines over x first, then the policies without x (reference lines)
+    lines = ([None] if hue is None else
+             _values(data.filter(~pl.col("ref")), "line")
+             + [v for v in _values(data.filter(pl.col("ref")), "line")
+                if v not in set(data.filter(~pl.col("ref"))["line"].to_list())])
     numeric = data[x].dtype.is_numeric()
     nrows, ncols = len(p["metrics"]), len(cols)
     if ncols == 1:  # one row of panels, as the paper's figures
@@ -154,21 +220,28 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
     for i, metric in enumerate(p["metrics"]):
         for j, c in enumerate(cols):
             ax = axes[i, j] if len(cols) > 1 else axes[0, i]
-            for h_i, h in enumerate(hues):
+            for h_i, h in enumerate(lines):
                 rows = data.filter(pl.col("metric") == metric)
-                for axis, value in ((hue, h), (col, c)):
-                    if axis is not None:
-                        rows = rows.filter(pl.col(axis) == value)
-                rows = rows.sort(x) if numeric else rows
+                if hue is not None:
+                    rows = rows.filter(pl.col("line") == h)
+                if col is not None:
+                    rows = rows.filter(pl.col(col) == c)
+                label = _text(hue, h) if hue is not None else name
+                ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref")).sort(x)
+                if ref.height:  # a policy without x: its value at every x
+                    mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
+                    ax.axhline(mean, color=colours[h_i], lw=1.2, ls="--", label=label)
+                    if lo is not None and hi is not None:
+                        ax.axhspan(lo, hi, color=colours[h_i], alpha=0.12, lw=0)
                 if rows.height == 0:
                     continue
                 at = (rows[x].to_list() if numeric else
-                      [xs.index(v) + (h_i - (len(hues) - 1) / 2) * 0.08 for v in rows[x]])
+                      [xs.index(v) + (h_i - (len(lines) - 1) / 2) * 0.08 for v in rows[x]])
                 mean = rows["mean"].to_numpy()
                 ax.errorbar(at, mean, yerr=[mean - rows["lo"].to_numpy(),
                                             rows["hi"].to_numpy() - mean],
                             marker="o", ms=4, capsize=3, lw=1.2, color=colours[h_i],
-                            label=_text(hue, h) if hue is not None else name)
+                            label=label)
             kind = df.filter(pl.col("metric") == metric)["kind"]
             ax.set_ylabel(axis_label(metric, kind[0] if kind.len() else "mean"))
             ax.set_xlabel(x)
@@ -178,8 +251,10 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
                 ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=20, ha="right")
     if hue is not None:  # from the panel with most entries: a rate has none of "none"
         fullest = max(axes.flat, key=lambda a: len(a.get_legend_handles_labels()[0]))
-        S.legend_outside(axes[0, -1], fullest, fontsize=8, title=hue)
-    S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over")
+        S.legend_outside(axes[0, -1], fullest, fontsize=8,
+                         title="policy" if hue == "policy_name" else hue)
+    S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over",
+               more=not_drawn(df, p))
     fig.tight_layout()
     return S.save(fig, out, stem(name), formats)
 

@@ -243,7 +243,8 @@ def test_figures_are_never_drawn_among_a_sweeps_cells(tmp_path):
 @pytest.fixture(scope="module")
 def own_sweeps(tmp_path_factory):
     """Sweeps under names of their own, run by `fastsim sweep`: one axis (no baseline), two
-    (sigma, policy; the baseline's cells add none), three and four."""
+    (sigma, policy; the baseline's cells add none), three and four; and k, a policy
+    parameter that stop_at and the baseline do not have."""
     from fastsim.cli import main
 
     tmp = tmp_path_factory.mktemp("own")
@@ -252,7 +253,8 @@ def own_sweeps(tmp_path_factory):
             "three": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\n'
                       'policy = ["evalstop:k=2"]'),
             "four": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\nload = [0.8, 1.0]\n'
-                     'policy = ["evalstop:k=2"]')}
+                     'policy = ["evalstop:k=2"]'),
+            "kp": ('', 'k = [1, 2]\npolicy = ["evalstop", "stop_at:f=0.65"]')}
     where = {"one": "mixed/one", "four": "mixed/four"}  # one drawn, one skipped, side by side
     for name, (top, ax) in axes.items():
         path = tmp / f"{name}.toml"
@@ -379,6 +381,38 @@ def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
              "base_rate, load, policy); this figure draws at most 3 (x, colour, columns of "
              "panels): a sweep file with fewer axes")
     assert not (tmp_path / "four").exists()
+
+
+def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_values_it_has(
+        own_sweeps, tmp_path, monkeypatch, capsys):
+    """k = [1, 2] with policy = ["evalstop", "stop_at:f=0.65"]: stop_at and the baseline
+    have no k, and their rows were dropped without a word, while EvalStop at k=1 and k=2
+    were two colours of one point each.  Now EvalStop is one line over k, the others a
+    reference line each, named in the legend; a row that cannot be placed is counted."""
+    from fastsim.cli import main
+    from fastsim.figures import own_sweep
+
+    figs = _kept_figures(monkeypatch)
+    d = own_sweeps / "kp"
+    assert main(["figures", str(d), "--out", str(tmp_path / "a"), "--formats", "png"]) == 0
+    assert "not drawn" not in capsys.readouterr().out
+    summary = pl.read_parquet(d / "summary.parquet").filter(pl.col("metric") == "jct_mean_h")
+    ax = figs[0].axes[3]
+    assert ax.get_ylabel() == "mean JCT (h)"
+    [(label, x, mean, lo, hi)] = _plotted(ax)
+    rows = summary.filter(pl.col("policy_name") == "evalstop").sort("k")
+    assert (label, x) == ("evalstop", [1, 2])
+    np.testing.assert_array_equal(mean, rows["mean"].to_numpy())
+    refs = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines()
+            if line.get_linestyle() == "--"}
+    assert refs == {p: summary.filter(pl.col("policy") == p)["mean"][0]
+                    for p in ("stop_at(f=0.65)", "none")}
+    legend = [t.get_text() for t in figs[0].axes[-1].get_legend().get_texts()]
+    assert sorted(legend) == ["evalstop", "none", "stop_at(f=0.65)"], legend
+    # k as the colour of lines over the policies: those without k have no colour, counted
+    p = {"x": "policy", "hue": "k", "col": None, "metrics": ["jct_mean_h"]}
+    assert own_sweep.not_drawn(pl.read_parquet(d / "summary.parquet"), p) == (
+        "2 rows not drawn (no place on policy, k: none, stop_at(f=0.65))")
 
 
 def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):

@@ -541,9 +541,13 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
                     files = generic.draw_sweep(name, sources[name], out, formats, p)
                     log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
                         f" ({', '.join(p['metrics'])} against {p['x']}"
-                        + "".join(f", {axis} as {role}" for axis, role in
+                        + "".join(f", {axis.replace('policy_name', 'policy (by name)')} "
+                                  f"as {role}" for axis, role in
                                   ((p["hue"], "colour"), (p["col"], "columns")) if axis)
                         + ")")
+                    left = generic.not_drawn(read_table(sources[name] / "summary.parquet"), p)
+                    if left:  # said under the figure too
+                        log(f"[figures] {stems[name]}: {left}")
                     written += files
         return written
     finally:
