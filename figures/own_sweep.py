@@ -166,6 +166,43 @@ def not_drawn(df: pl.DataFrame, p: dict) -> str:
             f"{', '.join(map(str, labels))})")
 
 
+def _named(axis: str, value) -> str:
+    """``policy evalstop(k=2)``, ``sigma=0.1``: one value of an axis, in a sentence."""
+    return f"{axis} {value}" if axis in ("policy", "scheduler") else f"{axis}={value}"
+
+
+def describe(df: pl.DataFrame, p: dict) -> str:
+    """What the figure of plan ``p`` draws from summary ``df``, as ``fastsim figures``
+    says it: the metrics, x, and the colours and columns of panels that hold a point (a
+    column of panels none of the metrics has an estimate in is no column)."""
+    data = points(df, p)
+    x, hue, col = p["x"], p["hue"], p["col"]
+    shown = [m for m in p["metrics"] if m in set(data["metric"].to_list())]
+    empty = [m for m in p["metrics"] if m not in shown]
+    said = [f"{', '.join(shown) or 'nothing'} against {x}"]
+    if hue is not None:
+        lines = _values(data.filter(~pl.col("ref")), "line")
+        refs = [v for v in _values(data.filter(pl.col("ref")), "line") if v not in lines]
+        if hue == "policy_name":  # each policy over the values of x it has
+            said.append(f"policy as colour ({', '.join(lines) or 'no policy'} over {x}"
+                        + (f"; {', '.join(refs)} as reference line{'s' * (len(refs) > 1)}"
+                           if refs else "") + ")")
+        else:
+            said.append(f"{hue} as colour" if len(lines) > 1 else
+                        f"{_named(hue, lines[0])} only" if lines else "")
+    if col is not None:
+        cols = _values(data, col)
+        gone = [v for v in _values(df.filter(pl.col("metric").is_in(p["metrics"])), col)
+                if v not in cols]
+        said.append(f"{col} as columns" if len(cols) > 1 else f"{_named(col, cols[0])} only"
+                    if cols else "")
+        if gone:
+            said[-1] += f" ({', '.join(_text(col, v) for v in gone)}: no estimate)"
+    if empty:
+        said.append(f"no estimate of {', '.join(empty)}")
+    return ", ".join(s for s in said if s)
+
+
 def axis_label(metric: str, kind: str) -> str:
     """A metric's declared label (``fastsim/metrics.py``) with its unit: "mean JCT (h)",
     "precision (%)", "mean JCT change (%)"."""

@@ -415,6 +415,25 @@ def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_value
         "2 rows not drawn (no place on policy, k: none, stop_at(f=0.65))")
 
 
+def test_ones_own_sweeps_figure_is_said_as_drawn(own_sweeps, tmp_path, monkeypatch, capsys):
+    """The baseline has no precision and no change against itself: with --metrics
+    precision,jct_mean_h_change its column of panels is empty and left out, and the output
+    said "policy as columns" over the one column drawn."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    assert main(["figures", str(own_sweeps / "three"), "--out", str(tmp_path / "a"),
+                 "--formats", "png", "--metrics", "precision,jct_mean_h_change"]) == 0
+    out = capsys.readouterr().out
+    assert len(figs[0].axes) == 2, out  # one row: a panel per metric
+    assert ("sweep_three.png (precision, jct_mean_h_change against sigma, base_rate as "
+            "colour, policy evalstop(k=2) only (none: no estimate))") in out, out
+    assert main(["figures", str(own_sweeps / "kp"), "--out", str(tmp_path / "b"),
+                 "--formats", "png"]) == 0
+    assert ("against k, policy as colour (evalstop over k; none, stop_at(f=0.65) as "
+            "reference lines))") in capsys.readouterr().out
+
+
 def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):
     """Every figure that reads the sweep skips it (changes against another baseline): the
     refusal gives the reason once."""

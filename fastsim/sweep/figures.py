@@ -539,13 +539,12 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
                         log(f"[figures] {generic.stem(name)}: skipped, {own_why[name]}")
                         continue
                     files = generic.draw_sweep(name, sources[name], out, formats, p)
+                    # what is drawn, not what the plan offers: a column of panels with no
+                    # estimate of the metrics asked for is none
+                    summary = read_table(sources[name] / "summary.parquet")
                     log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
-                        f" ({', '.join(p['metrics'])} against {p['x']}"
-                        + "".join(f", {axis.replace('policy_name', 'policy (by name)')} "
-                                  f"as {role}" for axis, role in
-                                  ((p["hue"], "colour"), (p["col"], "columns")) if axis)
-                        + ")")
-                    left = generic.not_drawn(read_table(sources[name] / "summary.parquet"), p)
+                        f" ({generic.describe(summary, p)})")
+                    left = generic.not_drawn(summary, p)
                     if left:  # said under the figure too
                         log(f"[figures] {stems[name]}: {left}")
                     written += files
