@@ -27,8 +27,9 @@ MAX_AXES = 3      # x, colour, columns of panels
 MAX_COLOURS = 10  # the colour-blind palette's
 MAX_COLUMNS = 6
 MAX_METRICS = 8
-PICK = ("a sweep file with fewer axes, or fewer values on them (plot the summary by hand "
-        "otherwise: docs/tutorial.md section 3)")
+PICK = ("hold an axis at one value (--where AXIS=VALUE), or a sweep file with fewer axes, "
+        "or fewer values on them (plot the summary by hand otherwise: docs/tutorial.md "
+        "section 3)")
 
 
 def stem(name: str) -> str:
@@ -38,13 +39,57 @@ def stem(name: str) -> str:
     return "sweep_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def _axes(sweep: Path, df: pl.DataFrame) -> list[str]:
-    """The sweep's axes that take several values in its summary, in its file's order; the
-    policy too where only the baseline's cells add one (no policy axis)."""
+def _axes(sweep: Path, df: pl.DataFrame, varying: bool = True) -> list[str]:
+    """The sweep's axes that take several values in its summary (``varying``; else all
+    of them), in its file's order; the policy too where only the baseline's cells add one
+    (no policy axis)."""
     axes = json.loads((Path(sweep) / "sweep.json").read_text()).get("axes", [])
     if "policy" not in axes:
         axes = [*axes, "policy"]
-    return [a for a in axes if a in df.columns and df[a].n_unique() > 1]
+    return [a for a in axes if a in df.columns
+            and (not varying or df[a].drop_nulls().n_unique() > 1)]
+
+
+def _hold(sweep: Path, df: pl.DataFrame, where) -> dict:
+    """``--where``'s ``AXIS=VALUE`` items (a list of text) as ``{axis: value}``, each an
+    axis of the sweep and one of its values; a row without the axis (a policy without
+    that parameter) is kept.  Anything else is refused (``ConfigError``)."""
+    from fastsim.errors import ConfigError
+
+    held: dict = {}
+    names = _axes(sweep, df, varying=False)
+    for item in where or ():
+        axis, eq, text = str(item).partition("=")
+        axis, text = axis.strip(), text.strip()
+        if not eq or axis not in names:
+            raise ConfigError(f"--where={item} is invalid (in {sweep}); allowed: AXIS=VALUE, "
+                              f"AXIS one of the sweep's axes: {', '.join(names)}")
+        if axis in held:
+            raise ConfigError(f"--where={item} is invalid ({axis} is held twice); allowed: "
+                              "one value per axis")
+        values = _values(df, axis)
+        found = [v for v in values if str(v) == text or _same_number(v, text)]
+        if not found:
+            raise ConfigError(f"--where={item} is invalid ({axis} takes no {text!r} in "
+                              f"{sweep}); allowed: {', '.join(f'{axis}={v}' for v in values)}")
+        held[axis] = found[0]
+    return held
+
+
+def _same_number(value, text: str) -> bool:
+    from fastsim.values import is_number
+
+    try:
+        return is_number(value) and float(text) == float(value)
+    except ValueError:
+        return False
+
+
+def _held(df: pl.DataFrame, p: dict) -> pl.DataFrame:
+    """The rows of the summary at the plan's held values (``--where``)."""
+    for axis, value in p.get("where", {}).items():
+        df = df.filter((pl.col(axis) == value) | pl.col(axis).is_null())
+    return df
 
 
 def summary_metrics(df: pl.DataFrame) -> list[str]:
@@ -52,11 +97,14 @@ def summary_metrics(df: pl.DataFrame) -> list[str]:
     return df["metric"].unique(maintain_order=True).to_list()
 
 
-def plan(sweep: Path, metrics=None) -> dict | str:
-    """What the figure of the sweep in ``sweep`` draws: ``{"x", "hue", "col", "metrics"}``
-    (an axis name, or None), or why it cannot be drawn (a string).  ``metrics``: names
-    (a list, or text comma-separated; default ``DEFAULT_METRICS``, those the summary has);
-    one the summary does not hold is refused (``ConfigError``) naming those it does."""
+def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | str:
+    """What the figure of the sweep in ``sweep`` draws: ``{"x", "hue", "col", "metrics",
+    "where"}`` (an axis name, or None), or why it cannot be drawn (a string).  ``metrics``:
+    names (a list, or text comma-separated; default ``DEFAULT_METRICS``, those the summary
+    has); one the summary does not hold is refused (``ConfigError``) naming those it does.
+    ``x`` (``--x``): the axis along x (default: the first varying one); ``where``
+    (``--where``): ``AXIS=VALUE`` items, each axis held at that value; an axis or value
+    the sweep does not have is refused, naming those it has."""
     from fastsim.errors import ConfigError
 
     df = S.sweep_table(Path(sweep) / "summary.parquet")
@@ -76,7 +124,15 @@ def plan(sweep: Path, metrics=None) -> dict | str:
         if len(chosen) > MAX_METRICS:
             raise ConfigError(f"--metrics names {len(chosen)} metrics; allowed: at most "
                               f"{MAX_METRICS}, one panel each")
+    held = _hold(sweep, df, where)
+    df = _held(df, {"where": held})
     axes = _axes(sweep, df)
+    if x is not None:
+        if x not in axes:
+            raise ConfigError(f"--x={x} is invalid (in {sweep}); allowed: an axis the sweep "
+                              f"varies{' (not held by --where)' if held else ''}: "
+                              f"{', '.join(axes) or 'none'}")
+        axes = [x, *(a for a in axes if a != x)]
     if not axes:
         return f"sweep in {sweep} varies no axis: one cell, nothing to draw against"
     if len(_roles(axes)) > MAX_AXES:
@@ -89,7 +145,7 @@ def plan(sweep: Path, metrics=None) -> dict | str:
             shown = "policies" if axis == "policy_name" else f"values of {axis}"
             return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
                     f"{most}: {PICK}")
-    return {"x": x, "hue": hue, "col": col, "metrics": chosen}
+    return {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held}
 
 
 def _roles(axes: list[str]) -> list[str]:
@@ -109,10 +165,16 @@ def _roles(axes: list[str]) -> list[str]:
 
 def _line(x: str, hue: str | None) -> pl.Expr:
     """A row's colour: its value of ``hue``; by policy name, that of a policy without x is
-    its label (``stop_at(f=0.65)``: a reference line)."""
+    its label (``stop_at(f=0.65)``: a reference line), and so is that of a policy without
+    ``hue`` where it is a policy parameter (``k=2``; x is the policy then)."""
+    from fastsim.registry import POLICY_FIELDS
+
     if hue == "policy_name":
         return (pl.when(pl.col(x).is_null()).then(pl.col("policy"))
                 .otherwise(pl.col("policy_name")))
+    if hue in POLICY_FIELDS:  # x is the policy: one without the parameter, a point of its own
+        return (pl.when(pl.col(hue).is_null()).then(pl.col("policy"))
+                .otherwise(pl.lit(f"{hue}=") + pl.col(hue).cast(pl.String)))
     return pl.col(hue) if hue is not None else pl.lit(None)
 
 
@@ -129,6 +191,7 @@ def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
     from fastsim.summary import _is_percent
 
     x, hue, col = p["x"], p["hue"], p["col"]
+    df = _held(df, p)
     keys = list(dict.fromkeys(a for a in ("policy", x, hue, col) if a is not None))
     rows = df.filter(pl.col("metric").is_in(p["metrics"]) & pl.col("mean").is_finite())
     scale = pl.Series([100.0 if _is_percent(m, k) else 1.0
@@ -171,11 +234,16 @@ def _named(axis: str, value) -> str:
     return f"{axis} {value}" if axis in ("policy", "scheduler") else f"{axis}={value}"
 
 
+def held_text(p: dict) -> str:
+    """``sigma=0.02, policy=evalstop(k=2)``: the values ``--where`` holds."""
+    return ", ".join(f"{a}={v}" for a, v in p.get("where", {}).items())
+
+
 def describe(df: pl.DataFrame, p: dict) -> str:
     """What the figure of plan ``p`` draws from summary ``df``, as ``fastsim figures``
     says it: the metrics, x, and the colours and columns of panels that hold a point (a
     column of panels none of the metrics has an estimate in is no column)."""
-    data = points(df, p)
+    data, df = points(df, p), _held(df, p)
     x, hue, col = p["x"], p["hue"], p["col"]
     shown = [m for m in p["metrics"] if m in set(data["metric"].to_list())]
     empty = [m for m in p["metrics"] if m not in shown]
@@ -200,6 +268,8 @@ def describe(df: pl.DataFrame, p: dict) -> str:
             said[-1] += f" ({', '.join(_text(col, v) for v in gone)}: no estimate)"
     if empty:
         said.append(f"no estimate of {', '.join(empty)}")
+    if p.get("where"):
+        said.append(f"at {held_text(p)}")
     return ", ".join(s for s in said if s)
 
 
@@ -230,8 +300,11 @@ def _values(df: pl.DataFrame, axis: str | None) -> list:
 
 
 def _text(axis: str, value) -> str:
-    return (str(value) if axis in ("policy", "policy_name", "scheduler")
-            else f"{axis}={value}")
+    from fastsim.registry import POLICY_FIELDS
+
+    # a policy parameter's colour is "k=2", or the label of a policy without it
+    return (str(value) if axis in ("policy", "policy_name", "scheduler", *POLICY_FIELDS)
+            and (axis not in POLICY_FIELDS or isinstance(value, str)) else f"{axis}={value}")
 
 
 @S.themed
@@ -290,8 +363,9 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
         fullest = max(axes.flat, key=lambda a: len(a.get_legend_handles_labels()[0]))
         S.legend_outside(axes[0, -1], fullest, fontsize=8,
                          title="policy" if hue == "policy_name" else hue)
+    held = f"at {held_text(p)}" if p.get("where") else ""
     S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over",
-               more=not_drawn(df, p))
+               more="\n".join(t for t in (held, not_drawn(df, p)) if t))
     fig.tight_layout()
     return S.save(fig, out, stem(name), formats)
 

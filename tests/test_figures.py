@@ -379,7 +379,8 @@ def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
     one_line(capsys, ["figures", str(four), "--out", str(tmp_path / "four")],
              f"no figure can be drawn from {four}: sweep in {four} varies 4 axes (sigma, "
              "base_rate, load, policy); this figure draws at most 3 (x, colour, columns of "
-             "panels): a sweep file with fewer axes")
+             "panels): hold an axis at one value (--where AXIS=VALUE), or a sweep file with "
+             "fewer axes")
     assert not (tmp_path / "four").exists()
 
 
@@ -409,8 +410,8 @@ def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_value
                     for p in ("stop_at(f=0.65)", "none")}
     legend = [t.get_text() for t in figs[0].axes[-1].get_legend().get_texts()]
     assert sorted(legend) == ["evalstop", "none", "stop_at(f=0.65)"], legend
-    # k as the colour of lines over the policies: those without k have no colour, counted
-    p = {"x": "policy", "hue": "k", "col": None, "metrics": ["jct_mean_h"]}
+    # k as the columns of panels: the policies without k have no column, counted
+    p = {"x": "policy", "hue": None, "col": "k", "metrics": ["jct_mean_h"]}
     assert own_sweep.not_drawn(pl.read_parquet(d / "summary.parquet"), p) == (
         "2 rows not drawn (no place on policy, k: none, stop_at(f=0.65))")
 
@@ -432,6 +433,51 @@ def test_ones_own_sweeps_figure_is_said_as_drawn(own_sweeps, tmp_path, monkeypat
                  "--formats", "png"]) == 0
     assert ("against k, policy as colour (evalstop over k; none, stop_at(f=0.65) as "
             "reference lines))") in capsys.readouterr().out
+
+
+def test_ones_own_sweep_of_four_axes_is_drawn_at_one_value_of_one_along_the_x_asked(
+        own_sweeps, tmp_path, monkeypatch, capsys):
+    """--where AXIS=VALUE holds an axis at one value (a sweep of four axes, refused, is
+    drawn), --x picks the axis along x; an axis or a value the sweep lacks is one line
+    naming those it has, exit 2, before anything is written."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    four = own_sweeps / "mixed" / "four"
+    assert main(["figures", str(four), "--out", str(tmp_path / "a"), "--formats", "png",
+                 "--where", "load=1", "--x", "base_rate", "--metrics", "jct_mean_h"]) == 0
+    out = capsys.readouterr().out
+    assert ("sweep_four.png (jct_mean_h against base_rate, sigma as colour, policy as "
+            "columns, at load=1.0)") in out, out
+    summary = pl.read_parquet(four / "summary.parquet")
+    label, x, mean, _, _ = _plotted(figs[0].axes[1])[0]  # EvalStop's column, sigma 0.01
+    assert (label, x) == ("sigma=0.01", [0.3, 0.6])
+    rows = summary.filter((pl.col("metric") == "jct_mean_h") & (pl.col("load") == 1.0)
+                          & (pl.col("sigma") == 0.01)
+                          & (pl.col("policy_name") == "evalstop")).sort("base_rate")
+    np.testing.assert_array_equal(mean, rows["mean"].to_numpy())
+    assert "at load=1.0" in " ".join(t.get_text() for t in figs[0].texts)
+    capsys.readouterr()
+    for args, said in (
+            (["--x", "seed"], f"--x=seed is invalid (in {four}); allowed: an axis the sweep "
+                              "varies: sigma, base_rate, load, policy"),
+            (["--where", "load=0.9"], f"--where=load=0.9 is invalid (load takes no '0.9' in "
+                                      f"{four}); allowed: load=0.8, load=1.0"),
+            (["--where", "lod=1"], f"--where=lod=1 is invalid (in {four}); allowed: "
+                                   "AXIS=VALUE, AXIS one of the sweep's axes: sigma, "
+                                   "base_rate, load, policy"),
+            (["--where", "load=1", "--x", "load"], "--x=load is invalid (in "
+             f"{four}); allowed: an axis the sweep varies (not held by --where): sigma, "
+             "base_rate, policy")):
+        one_line(capsys, ["figures", str(four), "--out", str(tmp_path / "b"), *args], said)
+        assert not (tmp_path / "b").exists()
+    # the policies along x, k as colour: one without k is a point of its own colour
+    assert main(["figures", str(own_sweeps / "kp"), "--out", str(tmp_path / "c"),
+                 "--formats", "png", "--x", "policy"]) == 0
+    assert "not drawn" not in capsys.readouterr().out
+    drawn = _plotted(figs[-1].axes[3])
+    assert [(label, [round(v) for v in x]) for label, x, *_ in drawn] == [
+        ("none", [0]), ("k=1", [1]), ("stop_at(f=0.65)", [2]), ("k=2", [3])], drawn
 
 
 def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):

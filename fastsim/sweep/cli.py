@@ -80,11 +80,12 @@ def register(subparsers) -> None:
                               "one that plots changes against no stop policy from a sweep whose "
                               "baseline is another. A sweep no paper figure reads (a name of "
                               "your own) gets a figure of its own, sweep_NAME: one panel per "
-                              "metric (--metrics) against the sweep's first varying axis, its "
-                              "second as colour, its third as columns of panels, each point "
+                              "metric (--metrics) against the sweep's first varying axis (--x), "
+                              "its second as colour, its third as columns of panels, each point "
                               "with its 95% interval as an error bar and n under the figure; "
-                              "a sweep varying more than three axes, or more than 10 values as "
-                              "colours or 6 as columns, is skipped, saying so. A DIR with "
+                              "a sweep varying more than three axes (--where holds one at a "
+                              "value), or more than 10 values as colours or 6 as columns, is "
+                              "skipped, saying so. A DIR with "
                               "nothing to draw is refused. The "
                               "cost-aware figures are drawn by fastsim costaware figures, the "
                               "documentation's by fastsim docs-figures. A figure knows a "
@@ -106,6 +107,13 @@ def register(subparsers) -> None:
                    "its summary (summary.parquet's metric column, e.g. precision, recall, "
                    "stop_recall, fpr, jct_mean_h, jct_mean_h_change), comma-separated, at "
                    "most 8 (default: precision,stop_recall,fpr,jct_mean_h)")
+    f.add_argument("--x", metavar="AXIS",
+                   help="the axis along x of the figure of a sweep no paper figure reads: one "
+                   "the sweep varies (default: the first in its file)")
+    f.add_argument("--where", action="append", metavar="AXIS=VALUE",
+                   help="hold an axis of that figure at one of its values (e.g. sigma=0.02, "
+                   "policy=evalstop(k=2)), so that a sweep of four axes can be drawn; "
+                   "repeatable, one per axis (default: none held)")
     f.set_defaults(func=cmd_figures)
 
     r = subparsers.add_parser(
@@ -201,7 +209,7 @@ def cmd_figures(args) -> int:
 
     formats = parse_formats(args.formats, "--formats")
     written = draw_all(args.dir, args.out or args.dir / "figures", formats,
-                       metrics=args.metrics)
+                       metrics=args.metrics, x=args.x, where=args.where)
     print(f"{len(written)} file{'s' if len(written) != 1 else ''} written to "
           f"{args.out or args.dir / 'figures'}")
     return 0

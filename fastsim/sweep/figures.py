@@ -267,7 +267,8 @@ def own_sweeps(sources: dict[str, Path]) -> dict[str, Path]:
     return {name: d for name, d in sweeps.items() if name not in read}
 
 
-def own_plans(sources: dict[str, Path], metrics=None) -> dict[str, dict | str]:
+def own_plans(sources: dict[str, Path], metrics=None, x: str | None = None,
+              where=None) -> dict[str, dict | str]:
     """Sweep name -> what its generic figure draws, or why it cannot (``own_sweep.plan``),
     for each sweep no figure script reads; ``metrics`` (``--metrics``) picks the panels, and
     is refused where there is no such sweep, or names a metric one of them lacks."""
@@ -277,11 +278,12 @@ def own_plans(sources: dict[str, Path], metrics=None) -> dict[str, dict | str]:
     from fastsim.sweep.store import REWRITE
 
     own = own_sweeps(sources)
-    if metrics is not None and not own:
-        raise ConfigError("--metrics picks the panels of the figure of a sweep no paper "
-                          "figure reads, and there is none here (it holds "
+    given = [o for o, v in (("--metrics", metrics), ("--x", x), ("--where", where)) if v]
+    if given and not own:
+        raise ConfigError(f"{given[0]} picks what the figure of a sweep no paper figure "
+                          "reads draws, and there is none here (it holds "
                           f"{', '.join(sorted(sources)) or 'no sweep'}); allowed: without "
-                          "--metrics")
+                          f"{given[0]}")
     if not own:
         return {}
     script = load_script(OWN_SWEEP)
@@ -289,7 +291,7 @@ def own_plans(sources: dict[str, Path], metrics=None) -> dict[str, dict | str]:
         for table, columns in script.READS.items():
             _check_columns(d / table, pl.read_parquet_schema(d / table), columns, REWRITE,
                            " (an older fastsim's table?)")
-    return {name: script.plan(d, metrics) for name, d in own.items()}
+    return {name: script.plan(d, metrics, x, where) for name, d in own.items()}
 
 
 def load_script(name: str):
@@ -468,12 +470,15 @@ def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
 @known_keywords("fastsim.sweep.figures.draw_all()")
 def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("png", "pdf"),
              log=print, scripts: tuple[str, ...] = FIGURE_SCRIPTS,
-             metrics=None, own: bool = True) -> list[Path]:
+             metrics=None, own: bool = True, x: str | None = None,
+             where=None) -> list[Path]:
     """Draw every figure of ``scripts`` whose inputs exist in ``results``, and the generic
     figure (``sweep_NAME``) of each sweep there that no figure script reads, in ``formats``
     (png, pdf, svg; a list, or text comma-separated); returns the files written.
     ``metrics``: the generic figure's panels (a list, or text comma-separated; default
-    precision, stop recall, FPR and mean JCT); ``own=False`` draws ``scripts`` alone
+    precision, stop recall, FPR and mean JCT); ``x``: its axis along x (default: the first
+    the sweep varies); ``where``: ``AXIS=VALUE`` items (a list), each axis held at that
+    value (a sweep of four axes drawn at one of them); ``own=False`` draws ``scripts`` alone
     (``fastsim reproduce``: the paper's figures, not one of its mixed sweep)."""
     from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
@@ -495,7 +500,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         # column a figure plots a cell per value of (k, scheduler) read as a sweep of
         # several cells per policy, and that figure was skipped, saying so, exit 0
         check_sweep_columns(sources, modules)
-        plans = own_plans(sources if own else {}, metrics)
+        plans = own_plans(sources if own else {}, metrics, x, where)
         own_why = {name: p for name, p in plans.items() if isinstance(p, str)}
         why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
                                      getattr(m, "PLOTS", None)) for name, m in modules.items()}
