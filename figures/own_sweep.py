@@ -102,6 +102,8 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     "where"}`` (an axis name, or None), or why it cannot be drawn (a string).  ``metrics``:
     names (a list, or text comma-separated; default ``DEFAULT_METRICS``, those the summary
     has); one the summary does not hold is refused (``ConfigError``) naming those it does.
+    A user metric's module, which the sweep's manifest names, is imported for its label
+    and unit; ``"unlabelled"``: those whose module cannot be (labelled by their column).
     ``x`` (``--x``): the axis along x (default: the first varying one); ``where``
     (``--where``): ``AXIS=VALUE`` items, each axis held at that value; an axis or value
     the sweep does not have is refused, naming those it has."""
@@ -124,6 +126,7 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         if len(chosen) > MAX_METRICS:
             raise ConfigError(f"--metrics names {len(chosen)} metrics; allowed: at most "
                               f"{MAX_METRICS}, one panel each")
+    unlabelled = _import_user_metrics(sweep, chosen)
     held = _hold(sweep, df, where)
     df = _held(df, {"where": held})
     axes = _axes(sweep, df)
@@ -145,7 +148,30 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
             shown = "policies" if axis == "policy_name" else f"values of {axis}"
             return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
                     f"{most}: {PICK}")
-    return {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held}
+    return {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
+            "unlabelled": unlabelled}
+
+
+def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
+    """Import the modules declaring the user metrics among ``chosen`` (and those whose
+    paired change is), as ``fastsim sweep`` did: its manifest records each as
+    ``MODULE:FUNCTION`` (``code.user``), the function named as the column.  Their declared
+    label, unit and percent are then used; returned: those whose module cannot be imported
+    here (or that no declaration names), labelled by their column's name."""
+    from fastsim import metrics as M
+    from fastsim.errors import ConfigError
+
+    code = json.loads((Path(sweep) / "sweep.json").read_text()).get("code", {})
+    refs = {ref.partition(":")[2]: ref for ref in code.get("user", {}) if ":" in str(ref)}
+    unlabelled = []
+    for metric in chosen:
+        name = metric[:-len("_change")] if (metric.endswith("_change")
+                                             and metric not in refs) else metric
+        try:
+            M.lookup(refs.get(name, name))  # a built-in, or imported as the sweep did
+        except ConfigError:
+            unlabelled.append(metric)
+    return unlabelled
 
 
 def _roles(axes: list[str]) -> list[str]:
@@ -232,6 +258,14 @@ def not_drawn(df: pl.DataFrame, p: dict) -> str:
 def _named(axis: str, value) -> str:
     """``policy evalstop(k=2)``, ``sigma=0.1``: one value of an axis, in a sentence."""
     return f"{axis} {value}" if axis in ("policy", "scheduler") else f"{axis}={value}"
+
+
+def unlabelled(p: dict) -> str:
+    """What the figure says of user metrics labelled by their column's name ("" if none)."""
+    names = p.get("unlabelled", ())
+    return (f"{', '.join(names)}: label is the column name (the module declaring "
+            f"{'it' if len(names) == 1 else 'them'} cannot be imported here: put it on "
+            "PYTHONPATH)" if names else "")
 
 
 def held_text(p: dict) -> str:
@@ -365,7 +399,7 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
                          title="policy" if hue == "policy_name" else hue)
     held = f"at {held_text(p)}" if p.get("where") else ""
     S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over",
-               more="\n".join(t for t in (held, not_drawn(df, p)) if t))
+               more="\n".join(t for t in (held, not_drawn(df, p), unlabelled(p)) if t))
     fig.tight_layout()
     return S.save(fig, out, stem(name), formats)
 

@@ -480,6 +480,54 @@ def test_ones_own_sweep_of_four_axes_is_drawn_at_one_value_of_one_along_the_x_as
         ("none", [0]), ("k=1", [1]), ("stop_at(f=0.65)", [2]), ("k=2", [3])], drawn
 
 
+def test_a_user_metric_of_ones_own_sweep_keeps_its_label_in_another_process(
+        tmp_path, monkeypatch, capsys):
+    """A user metric's module, imported by `fastsim sweep`, is not by `fastsim figures` (a
+    new process): its panel was labelled "held mean", the column's name, and nothing said
+    so.  Now the module the manifest names is imported for its label and unit; one that
+    cannot be is said, under the figure and in the output."""
+    import importlib
+
+    import fastsim.metrics
+    from fastsim.cli import main
+
+    builtins = dict(fastsim.metrics._METRICS)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "ownfig_metric.py").write_text(
+        "from fastsim.metrics import cluster_metric\n\n\n"
+        "@cluster_metric(label=\"mean time held\", unit=\"h\")\n"
+        "def held_mean(jobs):\n    return jobs[\"held_h\"].mean(axis=1)\n")
+    monkeypatch.syspath_prepend(str(code))
+    monkeypatch.setattr(fastsim.metrics, "_METRICS", dict(builtins))
+    (tmp_path / "um.toml").write_text(
+        'name = "um"\nclusters = 3\nchunk = 3\nseed = 0\nbaseline = false\n[base]\n'
+        'n_jobs = 30\nmetrics = ["ownfig_metric:held_mean"]\n[axes]\nsigma = [0.01, 0.1]\n')
+    assert main(["sweep", str(tmp_path / "um.toml"), "--out", str(tmp_path / "um"),
+                 "--no-progress"]) == 0
+    figs = _kept_figures(monkeypatch)
+
+    def figures_in_a_new_process(out):
+        sys.modules.pop("ownfig_metric", None)
+        importlib.invalidate_caches()
+        monkeypatch.setattr(fastsim.metrics, "_METRICS", dict(builtins))
+        capsys.readouterr()
+        assert main(["figures", str(tmp_path / "um"), "--out", str(tmp_path / out),
+                     "--formats", "png", "--metrics", "held_mean"]) == 0
+        return capsys.readouterr().out, " ".join(t.get_text() for t in figs[-1].texts)
+
+    out, note = figures_in_a_new_process("a")
+    assert figs[-1].axes[0].get_ylabel() == "mean time held (h)"
+    assert "label is the column name" not in out + note
+    (code / "ownfig_metric.py").rename(code / "elsewhere.py")  # not on the path any more
+    out, note = figures_in_a_new_process("b")
+    assert figs[-1].axes[0].get_ylabel() == "held mean"
+    said = ("held_mean: label is the column name (the module declaring it cannot be "
+            "imported here: put it on PYTHONPATH)")
+    assert said in out and said in note, (out, note)
+    sys.modules.pop("ownfig_metric", None)
+
+
 def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp_path):
     """Every figure that reads the sweep skips it (changes against another baseline): the
     refusal gives the reason once."""

@@ -549,9 +549,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
                     summary = read_table(sources[name] / "summary.parquet")
                     log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
                         f" ({generic.describe(summary, p)})")
-                    left = generic.not_drawn(summary, p)
-                    if left:  # said under the figure too
-                        log(f"[figures] {stems[name]}: {left}")
+                    for left in (generic.not_drawn(summary, p), generic.unlabelled(p)):
+                        if left:  # said under the figure too
+                            log(f"[figures] {stems[name]}: {left}")
                     written += files
         return written
     finally:
