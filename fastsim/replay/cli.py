@@ -75,7 +75,8 @@ def register(subparsers) -> None:
                    help="the log's own names for the columns replay reads, e.g. "
                    "job_id=run,step=global_step,score=eval_accuracy (score: the metric, as "
                    "--metric names it); fields: job_id, step, score and the optional ones of "
-                   "docs/replay.md (loss, gpus, time, max_steps, ...); long tables only")
+                   "docs/replay.md (loss, gpus, time, max_steps, ...); long tables only "
+                   "(default: none, the log's columns named as replay reads them)")
     sense = p.add_mutually_exclusive_group()
     sense.add_argument("--lower-is-better", dest="higher_is_better", action="store_false", default=None,
                        help="the metric improves downwards (default for names ending in "
