@@ -773,6 +773,35 @@ def test_a_sweep_interrupted_before_its_tables_leaves_nothing_it_made(tmp_path, 
     assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())
 
 
+def test_a_failed_sweep_into_a_sweep_directory_leaves_no_lock_file(tmp_path, monkeypatch):
+    """`run_costaware_sweep(FILE, DIR)`, DIR holding a fastsim sweep.json and no sweep.lock,
+    refused or interrupted during its points left DIR holding a blank sweep.lock: whether
+    the run made the file was asked after ``hold_sweep_dirs`` had made it.  A lock file
+    there before is kept."""
+    import json
+
+    import fastsim.costaware.sweep as S
+    from fastsim.costaware import run_costaware_sweep
+
+    toml = tmp_path / "costaware_sgd.toml"
+    toml.write_text('name = "costaware_sgd"\nexperiment = "sgd"\n[axes]\nn = [16]\n')
+    out = tmp_path / "D"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"format": 3, "grid_hash": "0" * 64}))
+    for failure in (ConfigError("refused"), KeyboardInterrupt()):
+        def fails(*args, failure=failure, **kwargs):
+            raise failure
+
+        monkeypatch.setattr(S, "_point_tables", fails)
+        with pytest.raises(type(failure)):
+            run_costaware_sweep(toml, out, progress=False)
+        assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
+    (out / "sweep.lock").write_text("")  # there before: kept
+    with pytest.raises(KeyboardInterrupt):
+        run_costaware_sweep(toml, out, progress=False)
+    assert (out / "sweep.lock").exists()
+
+
 def test_subset_prints_each_budget_as_given(capsys):
     """A budget of 0.999999999 was printed 1.0000, a budget the command refuses (each is
     below 1): the budgets are printed in full, the results to 4 decimals."""

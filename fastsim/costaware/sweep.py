@@ -310,6 +310,10 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
     # A lock goes with its last reference, and a traceback the caller keeps (IPython keeps
     # the last one) keeps this frame's: the locks live in a list emptied on any exit, or an
     # interrupted or failed run left its directories held, every other process refused.
+    # Asked before ``hold_sweep_dirs`` locks a sweep directory (one with a manifest) and so
+    # makes its lock file, as ``SweepStore.open`` asks: asked after, a refused or
+    # interrupted run into one left the blank sweep.lock it made
+    made_lock = not os.path.lexists(out / LOCK)
     held = hold_sweep_dirs(out)
     try:
         check_output_dir(out, "--out")
@@ -322,7 +326,6 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
         # later look took for a sweep's (as a refused ``SweepStore.open`` leaves none)
         with unmade_on_failure() as made:
             made.append(make_directory(out))
-            made_lock = not os.path.lexists(out / LOCK)
             held.append(DirLock.acquire(out))  # one writer per directory, as fastsim sweep
             try:
                 tables = _point_tables(spec, progress)
