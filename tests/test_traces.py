@@ -287,6 +287,9 @@ def test_like_a_table_toy_rlhf_did_not_write_does_not_call_it_old(tmp_path, caps
 
 @pytest.mark.parametrize("text, why", [("{not json", "not valid"), ('{"colour": 1}', "unknown fields"),
                                        ('{"world_seed": -1}', "world_seed"),
+                                       # the last value was kept silently
+                                       ('{"world_seed": 1, "world_seed": 2}',
+                                        "key 'world_seed' appears twice in one object"),
                                        # deeper than json parses: was a RecursionError traceback
                                        ("[" * 5000 + "]" * 5000, "nested too deeply")])
 def test_a_garbled_parameter_record_is_one_error(tmp_path, capsys, text, why):

@@ -33,7 +33,7 @@ from fastsim import defaults as D
 from fastsim.values import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError
 from fastsim.io import parquet_metadata
-from fastsim.replay.logs import MAX_SCORE
+from fastsim.replay.logs import MAX_SCORE, _DuplicateKey, _unique_keys
 from fastsim.stats import check_n_boot, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
@@ -293,7 +293,7 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     (written before the parameters were recorded, or by other code).  A recorded value that
     is not valid is one ``ConfigError`` naming the file.  KL coefficients past the stability
     bound (older files) are read as recorded; repeated values are refused, since the file's
-    runs then share job ids.
+    runs then share job ids, and so is a key the record names twice.
 
     Examples
     --------
@@ -308,12 +308,16 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     if text is None:
         return None
     try:
-        raw = json.loads(text)
+        # a key given twice kept its last value silently: refused, as the log reader does
+        raw = json.loads(text, object_pairs_hook=_unique_keys)
         known = set(ToyRLHFConfig.field_names())
         if not isinstance(raw, dict) or not set(raw) <= known:
             raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
         cfg = ToyRLHFConfig._from_record({k: tuple(v) if isinstance(v, list) else v
                                           for k, v in raw.items()})
+    except _DuplicateKey as exc:  # json gives no position: name the key
+        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid (key {exc.args[0]!r} "
+                          "appears twice in one object); allowed: each key once") from None
     except (ValueError, TypeError, ConfigError) as exc:
         raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
                           "parameters fastsim traces toy-rlhf records") from None
