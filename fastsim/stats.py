@@ -505,6 +505,21 @@ def quantile_ci(values, q: float = 0.5, level: float = LEVEL, floor=None) -> Est
     return Estimate(point, lo, hi, n)
 
 
+def quantile_ci_min_n(q: float = 0.5, level: float = LEVEL) -> int:
+    """The fewest values whose ``quantile_ci`` has both bounds finite (uncensored): below
+    it no order statistic bounds the ``q``-quantile on one side at least (6 for the
+    median at 95%: one run of 5 below it has probability 1/32, more than 2.5%).
+
+    >>> quantile_ci_min_n()
+    6
+    """
+    alpha = (1.0 - level) / 2
+    n = 1
+    while not (special.bdtr(0, n, q) <= alpha and special.bdtr(n - 1, n, q) >= 1.0 - alpha):
+        n += 1
+    return n
+
+
 def _censored(values, floor) -> tuple[np.ndarray, np.ndarray]:
     """``quantile_ci``'s values and the floor of each (one per value, or one for all;
     without one, the largest value seen), or one line naming what is wrong."""

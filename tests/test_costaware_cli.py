@@ -802,6 +802,20 @@ def test_a_failed_sweep_into_a_sweep_directory_leaves_no_lock_file(tmp_path, mon
     assert (out / "sweep.lock").exists()
 
 
+@pytest.mark.parametrize("reps, said", [
+    ("2", "(0 to inf: too few runs for a 95% order-statistic interval, which needs at least "
+          "6, and 2 ran; NaN"),
+    ("6", "(inf: the cap censors the bound; NaN")])
+def test_sgd_says_why_its_median_interval_is_unbounded(capsys, reps, said):
+    """With 2 replications every median interval read 0 to inf, and the header blamed inf
+    on the cap, which no run hit: no order statistic of fewer than 6 runs bounds the
+    median.  With enough runs the cap is the one reason left."""
+    assert main(["costaware", "sgd", "--n", "2", "--d", "1", "--eps", "1", "--replications",
+                 reps, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert said in out, out
+
+
 def test_subset_prints_each_budget_as_given(capsys):
     """A budget of 0.999999999 was printed 1.0000, a budget the command refuses (each is
     below 1): the budgets are printed in full, the results to 4 decimals."""

@@ -312,6 +312,7 @@ def cmd_sgd(args):
 
     from fastsim.costaware.sgd import (ProblemConfig, config_columns, make_problem, run_sgd,
                                        summarize_sgd)
+    from fastsim.stats import quantile_ci_min_n
 
     problem_cfg = _build(ProblemConfig, args)
     sgd_cfg = _sgd_config(args)
@@ -322,6 +323,11 @@ def cmd_sgd(args):
     tags = {k: pl.lit(v) for k, v in config_columns(problem_cfg, sgd_cfg).items()}
     summary = summarize_sgd(runs, problem, sgd_cfg.lam).with_columns(**tags)
     runs = runs.with_columns(**tags)
+    # with too few runs no order statistic bounds the median, capped or not
+    need = quantile_ci_min_n()
+    why_inf = ("inf: the cap censors the bound" if sgd_cfg.replications >= need else
+               f"0 to inf: too few runs for a 95% order-statistic interval, which needs at "
+               f"least {need}, and {sgd_cfg.replications} ran")
     _show(summary.select("strategy", "n", "reached_frac", "reached_lo", "reached_hi",
                          "cost_units_median", "cost_units_median_lo", "cost_units_median_hi",
                          "predicted_ratio", "simulated_ratio", "simulated_ratio_lo",
@@ -330,8 +336,8 @@ def cmd_sgd(args):
           f"replications, at most {sgd_cfg.max_steps} steps): share reaching it (exact "
           "binomial CI) and median cost with a distribution-free 95% CI, a run that missed "
           "eps counted at what it spent by the cap for the lower bound, as +inf for the "
-          "median and the upper bound (inf: the cap censors the bound, NaN: the median "
-          "itself); ratios over optimal sampling, NaN unless every run reached eps")
+          f"median and the upper bound ({why_inf}; NaN: the median itself); ratios over "
+          "optimal sampling, NaN unless every run reached eps")
     print(f"elapsed {time.perf_counter() - t0:.1f} s")
     _write(args.out, {"costaware_sgd.summary.parquet": summary,
                       "costaware_sgd.runs.parquet": runs}, args.out_within)
