@@ -395,3 +395,23 @@ def test_trainer_settings_as_numpy_scalars_are_read_as_the_values_they_are(tmp_p
     cb = StopPolicyCallback("evalstop:k=2")
     cb.on_train_begin(args, transformers.TrainerState(), transformers.TrainerControl())
     assert cb.metric == "eval_accuracy" and cb.monitor.higher_is_better is False
+
+
+def test_a_second_callback_in_one_trainer_is_refused(tmp_path):
+    """Two StopPolicyCallbacks in one Trainer both wrote <output_dir>/evalstop.json, the
+    last one's record silently standing for both: the second is refused in one line when
+    training begins, before any step.  One callback trained again is not a second."""
+    from fastsim.errors import ConfigError
+    from fastsim.replay.hf import StopPolicyCallback
+
+    first, second = StopPolicyCallback("evalstop:k=2"), StopPolicyCallback("patience:patience=3")
+    trainer = _trainer(tmp_path, eval_shift=1, callback=first, max_steps=5)
+    trainer.add_callback(second)
+    with pytest.raises(ConfigError, match=r"a second one in this Trainer \(policy patience"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+    assert not (tmp_path / "run" / "evalstop.json").exists()
+    trainer.remove_callback(second)
+    trainer.train()
+    trainer.train()
+    assert json.loads((tmp_path / "run" / "evalstop.json").read_text())["policy"] == first.policy.label

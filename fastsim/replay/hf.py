@@ -4,7 +4,8 @@
 policy with a streaming form (``evalstop:k=2`` by default, a user's
 ``mymod:mypolicy:k=3`` too); on a stop it sets ``control.should_training_stop`` and
 records the checkpoint to keep (``keep_step``, ``keep_checkpoint``, and
-``<output_dir>/evalstop.json``).  Its arguments follow the Trainer's conventions:
+``<output_dir>/evalstop.json``; one per Trainer, a second is refused when training
+begins).  Its arguments follow the Trainer's conventions:
 ``metric_for_best_model`` and ``greater_is_better`` (taken from ``TrainingArguments``
 when not given, as ``EarlyStoppingCallback`` does) and ``threshold`` (a drop of at most
 this much is not a decline, like ``early_stopping_threshold``).  ``EvalStopCallback`` is
@@ -58,6 +59,8 @@ def _warn(message: str, stacklevel: int) -> None:
 
 
 DEFAULT_POLICY = "evalstop:k=2"  # the policy of a callback given neither policy nor k
+# the TrainerState attribute naming the callback of its run (one per Trainer: the file it writes)
+_WRITER = "_fastsim_stop_policy_callback"
 
 
 def _step_of(entry) -> int | None:
@@ -160,6 +163,15 @@ class StopPolicyCallback(_TrainerCallback):
         self._observed_step: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
+        # two in one Trainer (one TrainerState per train()) both wrote
+        # <output_dir>/evalstop.json, the last one's silently standing for both
+        first = getattr(state, _WRITER, None)
+        if first is not None and first is not self:
+            raise ConfigError(f"{type(self).__name__}: a second one in this Trainer (policy "
+                              f"{self.policy.label}) would overwrite the first's (policy "
+                              f"{first.policy.label}) {Path(args.output_dir) / 'evalstop.json'}; "
+                              "allowed: one StopPolicyCallback per Trainer")
+        setattr(state, _WRITER, self)
         best, args_sense = _trainer_settings(args, type(self).__name__)
         self.metric = _eval_name(self._metric_arg or best or "eval_loss")
         hib = self._sense_arg
