@@ -816,6 +816,28 @@ def test_sgd_says_why_its_median_interval_is_unbounded(capsys, reps, said):
     assert said in out, out
 
 
+def test_figures_refuse_values_the_writers_never_write(tmp_path, capsys):
+    """A summary edited to inf or NaN ratios was drawn without a word (the cost-aware
+    tables carry no checksums): an infinity in a column a figure reads, or NaN where the
+    writer always writes a number, is one line naming the file and column.  NaN where no
+    estimate exists (a ratio of runs that missed eps) is still drawn as a gap."""
+    out = tmp_path / "res"
+    assert main(["costaware", "sgd", "--n", "16", "--d", "2", "--eps", "0.1", "--replications",
+                 "2", "--no-progress", "--out", str(out)]) == 0
+    path = out / "costaware_sgd.summary.parquet"
+    good = pl.read_parquet(path)
+    for column, value, said in (("simulated_ratio", math.inf, "inf"),
+                                ("simulated_ratio_hi", -math.inf, "inf"),
+                                ("predicted_ratio", math.nan, "NaN")):
+        good.with_columns(pl.when(pl.col("strategy") == "uniform").then(value)
+                          .otherwise(pl.col(column)).alias(column)).write_parquet(path)
+        one_line(capsys, ["costaware", "figures", str(out)],
+                 f"{path}: column {column} holds {said}, which fastsim costaware never writes")
+        assert not (out / "figures").exists()
+    good.with_columns(simulated_ratio=math.nan).write_parquet(path)
+    assert main(["costaware", "figures", str(out)]) == 0
+
+
 def test_subset_prints_each_budget_as_given(capsys):
     """A budget of 0.999999999 was printed 1.0000, a budget the command refuses (each is
     below 1): the budgets are printed in full, the results to 4 decimals."""

@@ -501,6 +501,7 @@ def cmd_figures(args):
                           f"of fastsim costaware sgd or grpo, or of costaware sweep of a file "
                           f"with {names}")
     check_figure_tables(results, tables, FIGURE_INPUTS)
+    _check_written_values(results, tables)
     from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
     n = 0
@@ -512,6 +513,32 @@ def cmd_figures(args):
                     print(f"wrote {written}")
                     n += 1
     print(f"{n} files written to {out}")
+
+
+# columns the cost-aware writers always fill with a number (a ratio of two predicted J's,
+# a share of runs); the others read by a figure hold NaN where no estimate exists
+NEVER_NAN = ("predicted_ratio", "reached_frac")
+
+
+def _check_written_values(results: Path, tables: dict[str, set]) -> None:
+    """Values the cost-aware writers never write: an infinity in any column a figure reads
+    (their bounds are cut at 0 and their ratios of positive costs are finite), NaN in
+    ``NEVER_NAN``.  The tables carry no checksums (a sweep's summary does, ``fastsim
+    figures``): a summary edited to inf or NaN ratios was drawn without a word."""
+    from fastsim.io import read_parquet_table
+
+    for table, columns in tables.items():
+        path = results / table
+        if not path.is_file():
+            continue
+        df = read_parquet_table(path, FIGURE_INPUTS)
+        for c in sorted(c for c in columns if df.schema[c].is_float()):
+            bad = ("inf" if df[c].is_infinite().any() else
+                   "NaN" if c in NEVER_NAN and (df[c].is_nan().any() or df[c].null_count())
+                   else None)
+            if bad is not None:
+                raise ConfigError(f"{path}: column {c} holds {bad}, which fastsim costaware "
+                                  f"never writes there (an edited table?); allowed: {FIGURE_INPUTS}")
 
 
 def register(subparsers):
