@@ -989,7 +989,8 @@ def _report_differences(out: Path, figures_dir: Path | None) -> str:
     """Where the model and the paper differ, and where the figures and tables are."""
     # the command that draws them again, wherever --figures-dir put them
     fig_line = (f"Figures: `{figures_dir}` (PNG and PDF), drawn from the aggregated Parquet only: "
-                f"`fastsim figures {out} --out {figures_dir}` draws them again." if figures_dir
+                f"`fastsim figures {out} --out {figures_dir}` draws them again (and the "
+                "mixed-workload sweep's own figure, `sweep_mixed`)." if figures_dir
                 else "Figures: not drawn.")
     return f"""## Where we differ and why
 
