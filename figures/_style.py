@@ -220,13 +220,14 @@ def note(fig, text: str) -> None:
 
 
 def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over",
-             more: str = "") -> None:
+             more: str = "", rows: pl.DataFrame | None = None) -> None:
     """``SWEEP: WHAT n = N clusters per cell`` under the figure (``note``), and the fewest
     an estimate rests on where some rest on fewer (a change drops a cluster whose baseline
     is 0, a rate one with no job it is over): the fewest was given as the clusters per
     cell, so one change over 1,998 pairs made a sweep of 2,000 read "n = 1998".  ``more``:
-    a further line (what the figure could not draw)."""
-    df = summary(sources, sweep)
+    a further line (what the figure could not draw).  ``rows``: the summary's rows drawn,
+    where a figure draws some of them (default: the whole summary)."""
+    df = summary(sources, sweep) if rows is None else rows
     n = int(df["n"].max()) if df.height else 0
     shown = df.filter(pl.col("mean").is_finite())  # a row with no estimate draws nothing
     fewest = int(shown["n"].min()) if shown.height else n

@@ -10,6 +10,7 @@ and ``points`` is the data it plots, read from the summary and nothing else.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -255,6 +256,19 @@ def not_drawn(df: pl.DataFrame, p: dict) -> str:
             f"{', '.join(map(str, labels))})")
 
 
+def _finite(v) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def bare(data: pl.DataFrame) -> str:
+    """What the figure says of its points drawn without an interval ("" if none): a
+    point's ``lo`` or ``hi`` NaN (too few clusters, or no spread between them), which a
+    bare marker would show as exact."""
+    k = data.filter(~(pl.col("lo").is_finite() & pl.col("hi").is_finite())).height
+    return (f"{k} point{'s' if k != 1 else ''} without an interval (too few clusters, or "
+            "none differ): drawn bare, not exact") if k else ""
+
+
 def _named(axis: str, value) -> str:
     """``policy evalstop(k=2)``, ``sigma=0.1``: one value of an axis, in a sentence."""
     return f"{axis} {value}" if axis in ("policy", "scheduler") else f"{axis}={value}"
@@ -375,7 +389,7 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
                 if ref.height:  # a policy without x: its value at every x
                     mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
                     ax.axhline(mean, color=colours[h_i], lw=1.2, ls="--", label=label)
-                    if lo is not None and hi is not None:
+                    if _finite(lo) and _finite(hi):
                         ax.axhspan(lo, hi, color=colours[h_i], alpha=0.12, lw=0)
                 if rows.height == 0:
                     continue
@@ -398,8 +412,9 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
         S.legend_outside(axes[0, -1], fullest, fontsize=8,
                          title="policy" if hue == "policy_name" else hue)
     held = f"at {held_text(p)}" if p.get("where") else ""
+    notes = (held, bare(data), not_drawn(df, p), unlabelled(p))
     S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over",
-               more="\n".join(t for t in (held, not_drawn(df, p), unlabelled(p)) if t))
+               more="\n".join(t for t in notes if t), rows=data)
     fig.tight_layout()
     return S.save(fig, out, stem(name), formats)
 
@@ -420,7 +435,9 @@ def main() -> None:
     if not S._or_refuse(lambda: own_sweeps(find_sources(results))):
         S._refuse(f"no sweep in {results} that no paper figure reads: nothing to draw "
                   "(fastsim figures draws the paper's)")
-    for p in S._or_refuse(lambda: draw_all(results, out, scripts=(), log=lambda _: None)):
+    # what is skipped or not drawn, on stderr; the figures written, on stdout
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    for p in S._or_refuse(lambda: draw_all(results, out, scripts=(), log=log)):
         print(p)
 
 

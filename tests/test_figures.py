@@ -1446,3 +1446,21 @@ def test_a_missing_dir_near_an_existing_one_is_offered_it(tmp_path, capsys):
              f"{tmp_path / 'reproduce-quick'}?); allowed: a sweep's --out, or a directory of "
              "them (fastsim reproduce's --out)")
     assert [p.name for p in tmp_path.iterdir()] == ["reproduce-quick"]
+
+
+def test_ones_own_sweeps_figure_says_its_points_without_an_interval_and_the_n_it_draws(
+        own_sweeps, monkeypatch):
+    """A point with a mean but no interval (NaN lo/hi) was drawn as a bare marker, read as
+    exact, and the footnote's n was the whole summary's, whatever --where or --metrics
+    left out."""
+    from fastsim.figures import _style as S
+    from fastsim.figures import own_sweep
+
+    data = pl.DataFrame({"mean": [0.5, 0.6, 0.7], "lo": [0.4, float("nan"), 0.6],
+                         "hi": [0.6, float("nan"), float("nan")], "n": [3, 2, 3]})
+    assert own_sweep.bare(data).startswith("2 points without an interval")
+    assert own_sweep.bare(data.head(1)) == ""
+    said = []
+    monkeypatch.setattr(S, "note", lambda fig, text: said.append(text))
+    S.footnote(None, {"two": own_sweeps / "two"}, "two", rows=data.slice(1, 1))
+    assert said[-1] == "two: 95% CIs over n = 2 clusters per cell", said
