@@ -263,7 +263,7 @@ def display_name(metric: str) -> str:
         return metric.replace("_", " ")
 
 
-def _is_percent(metric: str, kind: str) -> bool:
+def is_percent(metric: str, kind: str) -> bool:
     if kind == "paired":
         return True
     try:
@@ -300,7 +300,7 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
         lines.append(title)
     lines.append(f"{'metric':42s} {'estimate':>12s}  {'95% CI':>25s} {'n':>7s}")
     for r in summary.iter_rows(named=True):
-        pct = _is_percent(r["metric"], r["kind"])
+        pct = is_percent(r["metric"], r["kind"])
         scale, unit = (100.0, "%") if pct else (1.0, "")
         if r["mean"] is None or not np.isfinite(r["mean"]):
             est, ci = "n/a", ""

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import polars as pl
 
+from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
+from fastsim.registry import POLICY_FIELDS
+from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
 # the columns it reads from its sweep's table, beside the sweep's axes
@@ -55,8 +58,6 @@ def _hold(sweep: Path, df: pl.DataFrame, where) -> dict:
     """``--where``'s ``AXIS=VALUE`` items (a list of text) as ``{axis: value}``, each an
     axis of the sweep and one of its values; a row without the axis (a policy without
     that parameter) is kept.  Anything else is refused (``ConfigError``)."""
-    from fastsim.errors import ConfigError
-
     held: dict = {}
     names = _axes(sweep, df, varying=False)
     for item in where or ():
@@ -78,8 +79,6 @@ def _hold(sweep: Path, df: pl.DataFrame, where) -> dict:
 
 
 def _same_number(value, text: str) -> bool:
-    from fastsim.values import is_number
-
     try:
         return is_number(value) and float(text) == float(value)
     except ValueError:
@@ -108,8 +107,6 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     ``x`` (``--x``): the axis along x (default: the first varying one); ``where``
     (``--where``): ``AXIS=VALUE`` items, each axis held at that value; an axis or value
     the sweep does not have is refused, naming those it has."""
-    from fastsim.errors import ConfigError
-
     df = S.sweep_table(Path(sweep) / "summary.parquet")
     have = summary_metrics(df)
     if metrics is None:
@@ -160,8 +157,6 @@ def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
     label, unit and percent are then used; returned: those whose module cannot be imported
     here (or that no declaration names), labelled by their column's name."""
     from fastsim import metrics as M
-    from fastsim.errors import ConfigError
-
     code = json.loads((Path(sweep) / "sweep.json").read_text()).get("code", {})
     refs = {ref.partition(":")[2]: ref for ref in code.get("user", {}) if ":" in str(ref)}
     unlabelled = []
@@ -180,8 +175,6 @@ def _roles(axes: list[str]) -> list[str]:
     parameter (``k``) the colour is the policy's name, each policy's line drawn over the
     values it has (a policy without it: a reference line); where the colour is one, it is
     the policy (``evalstop(k=2)``): the policy is no axis of its own then."""
-    from fastsim.registry import POLICY_FIELDS
-
     x, rest = axes[0], axes[1:]
     if x in POLICY_FIELDS and "policy" in rest:
         return [x, "policy_name", *(a for a in rest if a != "policy")]
@@ -194,8 +187,6 @@ def _line(x: str, hue: str | None) -> pl.Expr:
     """A row's colour: its value of ``hue``; by policy name, that of a policy without x is
     its label (``stop_at(f=0.65)``: a reference line), and so is that of a policy without
     ``hue`` where it is a policy parameter (``k=2``; x is the policy then)."""
-    from fastsim.registry import POLICY_FIELDS
-
     if hue == "policy_name":
         return (pl.when(pl.col(x).is_null()).then(pl.col("policy"))
                 .otherwise(pl.col("policy_name")))
@@ -214,14 +205,13 @@ def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(the points drawn, the rows of the plan's metrics that have an estimate but cannot
     be drawn): without a value of the colour or the column, without one of x where x is
     no policy parameter, or two rows on one point."""
-    from fastsim.registry import POLICY_FIELDS
-    from fastsim.summary import _is_percent
+    from fastsim.summary import is_percent
 
     x, hue, col = p["x"], p["hue"], p["col"]
     df = _held(df, p)
     keys = list(dict.fromkeys(a for a in ("policy", x, hue, col) if a is not None))
     rows = df.filter(pl.col("metric").is_in(p["metrics"]) & pl.col("mean").is_finite())
-    scale = pl.Series([100.0 if _is_percent(m, k) else 1.0
+    scale = pl.Series([100.0 if is_percent(m, k) else 1.0
                        for m, k in zip(rows["metric"], rows["kind"])])
     rows = rows.select("metric", *keys, pl.col("mean") * scale, pl.col("lo") * scale,
                        pl.col("hi") * scale, "n", _line(x, hue).alias("line"),
@@ -325,11 +315,10 @@ def axis_label(metric: str, kind: str) -> str:
     """A metric's declared label (``fastsim/metrics.py``) with its unit: "mean JCT (h)",
     "precision (%)", "mean JCT change (%)"."""
     from fastsim import metrics as M
-    from fastsim.errors import ConfigError
-    from fastsim.summary import _is_percent, display_name
+    from fastsim.summary import is_percent, display_name
 
     label = display_name(metric)
-    if _is_percent(metric, kind):
+    if is_percent(metric, kind):
         return f"{label} (%)"
     try:
         unit = M.lookup(metric).unit
@@ -348,8 +337,6 @@ def _values(df: pl.DataFrame, axis: str | None) -> list:
 
 
 def _text(axis: str, value) -> str:
-    from fastsim.registry import POLICY_FIELDS
-
     # a policy parameter's colour is "k=2", or the label of a policy without it
     return (str(value) if axis in ("policy", "policy_name", "scheduler", *POLICY_FIELDS)
             and (axis not in POLICY_FIELDS or isinstance(value, str)) else f"{axis}={value}")
