@@ -513,6 +513,10 @@ def quantile_ci_min_n(q: float = 0.5, level: float = LEVEL) -> int:
     >>> quantile_ci_min_n()
     6
     """
+    # q or level at or past 0 and 1 have no such count: the search never ended
+    if not isinstance(q, _REAL_SCALAR) or not 0.0 < q < 1.0:
+        raise ConfigError(f"q {q!r}: allowed: a quantile strictly between 0 and 1")
+    _check_level(level)
     alpha = (1.0 - level) / 2
     n = 1
     while not (special.bdtr(0, n, q) <= alpha and special.bdtr(n - 1, n, q) >= 1.0 - alpha):

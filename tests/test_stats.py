@@ -1486,3 +1486,13 @@ def test_a_resample_whose_denominator_sums_to_0_is_an_unbounded_ratio_not_droppe
     # any other has den > 0 (num <= den), so their intervals are as before
     same = bootstrap_ratio_ci([1.0, 3.0, 2.0, 0.0], [2.0, 4.0, 5.0, 0.0])
     assert same == bootstrap_ratio_ci([1.0, 3.0, 2.0], [2.0, 4.0, 5.0])
+
+
+@pytest.mark.parametrize("q,level", [(0.5, 1.0), (0.5, 0.0), (1.0, 0.95), (0.0, 0.95)])
+def test_quantile_ci_min_n_refuses_what_has_no_answer(q, level):
+    """quantile_ci_min_n(level=1.0) (or q = 1) searched forever."""
+    from fastsim.errors import ConfigError
+    from fastsim.stats import quantile_ci_min_n
+
+    with pytest.raises(ConfigError):
+        quantile_ci_min_n(q, level)
