@@ -1003,13 +1003,32 @@ def _check_label(label: str, params: tuple[Param, ...], what: str, ref: str) -> 
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(f"{what} label {label!r} cannot be formatted ({exc!r}); allowed: "
                           "{name} or {name:g} of declared parameters") from None
-    word = re.match(r"\w*", text).group().lower()
+    word = re.match(r"\w*", text.lstrip()).group().lower()  # " fifo" reads as fifo too
     for kind, decls in (("policy", BUILTIN_POLICIES), ("scheduler", BUILTIN_SCHEDULERS)):
         if any(d.name == word for d in decls):
             raise ConfigError(f"{what} {ref} is labelled {text!r}, which reads as the built-in "
                               f"{kind} {word} in headings, summaries and figures; allowed: a "
                               "label whose first word is no built-in policy's or scheduler's "
                               "name (label=\"...\" in its declaration)")
+
+
+def _check_figure_label(label: str, params: tuple[Param, ...], what: str, ref: str) -> None:
+    """A user's figure label does not read as a built-in's in a figure's legend: it may not
+    start with a built-in's figure label up to its parameters (``EvalStop``, ``StopAt``,
+    ``Loss plateau``, ``SRTF-Est``) and then no letter, digit or ``_`` (``EvalStop (k=2)``
+    and ``FIFO-like`` are refused, ``EvalStopper`` and ``fifo_like`` are not, as labels)."""
+    try:
+        text = label.format(**_exact({p.name: p.default for p in params})).strip()
+    except (KeyError, IndexError, ValueError):
+        text = label.strip()
+    for kind, decls in (("policy", BUILTIN_POLICIES), ("scheduler", BUILTIN_SCHEDULERS)):
+        for d in decls:
+            stem = re.split(r"[({]", d.figure_label)[0].rstrip(" -")
+            if re.match(re.escape(stem) + r"(?!\w)", text, flags=re.IGNORECASE):
+                raise ConfigError(f"{what} {ref} has figure label {text!r}, which reads as the "
+                                  f"built-in {kind} {d.name} ({stem}) in figures; allowed: a "
+                                  "figure label that does not start with a built-in's "
+                                  "(figure_label=\"...\" in its declaration)")
 
 
 def _user_params(params: Any) -> tuple[Param, ...]:
@@ -1174,6 +1193,7 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
         ref = f"{fn.__module__}:{fn.__name__}"
         _check_alias("policy", name, ref)
         _check_label(label or (name or fn.__name__), ps, "stop policy", ref)
+        _check_figure_label(figure_label or (name or fn.__name__), ps, "stop policy", ref)
         need = _min_evals_rule(min_evals, ref, ps)
         back = _check_lookback(lookback, ps)
         _check_reads(reads)
@@ -1217,6 +1237,7 @@ def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str
         ref = f"{fn.__module__}:{fn.__name__}"
         _check_alias("scheduler", name, ref)
         _check_label(label or (name or fn.__name__), ps, "scheduler key", ref)
+        _check_figure_label(figure_label or (name or fn.__name__), ps, "scheduler key", ref)
         decl = Scheduler(ref, ps, label or (name or fn.__name__),
                          figure_label or (name or fn.__name__),
                          help or (fn.__doc__ or "").strip().split("\n")[0], ref, user=fn, ref=ref,

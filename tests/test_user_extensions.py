@@ -3381,3 +3381,27 @@ def test_labels_made_from_the_job_type_codes_compare_with_text():
     assert (jt.astype(str) == "2").sum() == 2
     with pytest.raises(TypeError, match="holds integer codes, not text"):
         jt == labels  # noqa: B015 - the codes compared with text still raise
+
+
+@pytest.mark.parametrize("kw,refused", [
+    ({"label": " fifo"}, "is labelled ' fifo', which reads as the built-in scheduler fifo"),
+    ({"figure_label": "EvalStop (k={k})"}, "figure label 'EvalStop (k=2)', which reads as "
+                                           "the built-in policy evalstop"),
+    ({"figure_label": "SRTF-Est mine"}, "the built-in scheduler srtf_est (SRTF-Est)"),
+    ({"figure_label": "EvalStopper"}, None), ({"figure_label": "fifo_like"}, None)])
+def test_a_figure_label_or_spaced_label_reading_as_a_built_ins_is_refused(kw, refused):
+    """A leading space passed the label check (" fifo"), and figure labels were not checked:
+    a policy drawn as "EvalStop (k=2)" read as the built-in in every legend."""
+    from numba import njit
+
+    from fastsim.registry import Param, stop_policy
+
+    ns: dict = {}
+    exec("def toy(scores, losses, attained_h, t_est_h, k):\n    return 0\n", ns)
+    ns["toy"].__module__ = "toy_figure_label"
+    declare = stop_policy(params=[Param("k", "int", 2, lo=1)], **kw)
+    if refused is None:
+        declare(njit(ns["toy"]))
+        return
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        declare(njit(ns["toy"]))
