@@ -1088,3 +1088,19 @@ def test_7_a_manifest_whose_format_is_not_one_is_damaged_and_rebuilt(
     assert len(err) == 2 and "damaged sweep manifest (its format field" in err[0] \
         and "rebuilt it: 6 chunk records in" in err[0], err
     assert manifest.read_bytes() == (ref / "sweep.json").read_bytes()
+
+
+def test_a_refused_runs_lock_file_is_removed_only_if_it_is_still_its_own(tmp_path):
+    """unmake_lock removed DIR/sweep.lock by its name: after this run's file was deleted
+    and another process locked a new one there, a refusal of this run removed that one,
+    and a third process could write beside the second."""
+    from fastsim.sweep.store import LOCK, DirLock, unmake_lock
+
+    lock = DirLock.acquire(tmp_path)
+    (tmp_path / LOCK).unlink()
+    (tmp_path / LOCK).write_text("another process\n")  # its own file, at the same name
+    unmake_lock(lock, made=True)
+    assert (tmp_path / LOCK).read_text() == "another process\n"
+    mine = DirLock.acquire(tmp_path)  # still ours: removed as before
+    unmake_lock(mine, made=True)
+    assert not (tmp_path / LOCK).exists()

@@ -208,10 +208,21 @@ class DirLock:
                 return holder or "another process"
             time.sleep(0.02)
 
-    def holds(self) -> bool:
-        """Whether this lock is still held (not released)."""
-        with self._closing:
-            return not self._fh.closed
+    def unlink_if_ours(self) -> None:
+        """Remove ``DIR/sweep.lock`` if it is still the file this lock holds: removed by
+        its name alone it could be the file of another process, which locked a new one
+        there after this one's was moved or deleted (released already: left)."""
+        with self._closing:  # no other thread releases it meanwhile
+            if self._fh.closed:
+                return
+            ours = os.fstat(self._fh.fileno())
+            try:
+                there = os.stat(self.root / LOCK, follow_symlinks=False)
+            except OSError:
+                return
+            if (there.st_dev, there.st_ino) == (ours.st_dev, ours.st_ino):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.root / LOCK)
 
     def release(self) -> None:
         with self._closing:
@@ -243,12 +254,10 @@ def unmake_lock(lock: DirLock | None, made: bool) -> None:
     """Remove the lock file of a run refused or interrupted before it wrote anything, if
     it made that file (``made``: no ``sweep.lock`` was there before ``acquire``), then
     release it: a blank ``sweep.lock`` left behind made the directory a sweep's to every
-    later look.  Removed while ``lock`` holds it, so never another process's (released
-    already, by an earlier refusal, it is left)."""
+    later look.  Removed while ``lock`` holds it and only if the name still names it
+    (``DirLock.unlink_if_ours``), so never another process's."""
     if lock is not None and made:
-        if lock.holds():
-            with contextlib.suppress(OSError):
-                os.unlink(lock.root / LOCK)
+        lock.unlink_if_ours()
         lock.release()
 
 
