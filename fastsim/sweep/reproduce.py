@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import polars as pl
@@ -308,12 +308,17 @@ def k_counts(store: SweepStore) -> dict[int, np.ndarray]:
     for c in store.grid.cells:
         if c.config.policy.name != "evalstop":
             continue
-        parts = []
-        for i in range(store.grid.n_chunks):
-            counts = pooled_counts(store.read_chunk(c.id, i), F1_RATES)
-            parts.append(np.column_stack([x for m in F1_RATES for x in counts[m]]))
+        parts = [np.column_stack([x for m in F1_RATES for x in counts[m]])
+                 for counts in _chunk_counts(store, c.id, F1_RATES)]
         out[int(axis_value(c.config, "k"))] = np.concatenate(parts)
     return out
+
+
+def _chunk_counts(store: SweepStore, cell: str, rates) -> Iterator[dict]:
+    """Each chunk's per-cluster counts of ``rates`` in ``cell`` (``pooled_counts``), read
+    and verified one chunk at a time, in cluster order."""
+    for i in range(store.grid.n_chunks):
+        yield pooled_counts(store.read_chunk(cell, i), rates)
 
 
 def _f1_of_sums(s: np.ndarray) -> np.ndarray:
@@ -412,16 +417,14 @@ def fp_at_completion(store: SweepStore, where: dict[str, Any] = EVALSTOP) -> Est
     clusters with a false positive (one with none bears on nothing).  The share is
     ``1 - stop FPR / FPR``, both pooled over the same healthy jobs."""
     def value(cfg, column):  # a cell's value in the summary's column (``cell_table``)
-        return (cfg.scheduler.label if column == "scheduler" else cfg.policy.name
-                if column == "policy_name" else axis_value(cfg, column))
+        return cfg.policy.name if column == "policy_name" else axis_value(cfg, column)
 
     cells = [c for c in store.grid.cells
              if all(value(c.config, k) == v for k, v in where.items())]
     if len(cells) != 1:
         raise RuntimeError(f"expected one cell for {where}, found {len(cells)}")
     ratio = PooledRatio()
-    for i in range(store.grid.n_chunks):
-        counts = pooled_counts(store.read_chunk(cells[0].id, i), ("fpr", "stop_fpr"))
+    for counts in _chunk_counts(store, cells[0].id, ("fpr", "stop_fpr")):
         fp, freed = counts["fpr"][0], counts["stop_fpr"][0]
         ratio.add(fp - freed, fp)
     return ratio.proportion_ci()
