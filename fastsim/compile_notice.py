@@ -49,25 +49,24 @@ def notice_text(what: str = "the simulation kernels", seconds: str = "10-40") ->
 
 
 def sweep_notice(schedulers, stream=None) -> bool:
-    """The notice, once, before a sweep's progress bar on a terminal, if a kernel of one
-    of ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent,
-    while they compiled (a newcomer's first ``fastsim reproduce --quick``).  Not in a log
-    (no terminal), where each line of a sweep's output is what it did.  Whether it was
-    said."""
+    """The notice, once, before a sweep's progress bar, if a kernel of one of
+    ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent, while
+    they compiled (a newcomer's first ``fastsim reproduce --quick``); in a log, the bar's
+    first line after it read "31.29s/chunk" and an hour to go.  Whether it was said."""
     stream = stream or sys.stderr
-    if stream.isatty() and not all(engine_is_cached(code) for code in set(schedulers)):
+    if not all(engine_is_cached(code) for code in set(schedulers)):
         print(notice_text(), file=stream, flush=True)
         return True
     return False
 
 
 def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
-    """``fastsim.sweep``'s notice: in a notebook (no terminal, and no bar by default) a first
-    sweep compiled in silence.  Printed where ``sweep_notice`` would not (it is, before a
-    bar on a terminal), if a kernel of one of ``schedulers`` (codes) is neither cached nor
-    compiled in this process yet."""
+    """``fastsim.sweep``'s notice: in a notebook (no bar by default) a first sweep compiled
+    in silence.  Printed where ``sweep_notice`` would not (it is, before a bar), if a
+    kernel of one of ``schedulers`` (codes) is neither cached nor compiled in this process
+    yet."""
     stream = stream or sys.stderr
-    if progress and stream.isatty():
+    if progress:
         return
     if not all(code in _WARM or engine_is_cached(code) for code in set(schedulers)):
         print(notice_text(), file=stream, flush=True)

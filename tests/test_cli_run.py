@@ -62,11 +62,12 @@ def test_first_compile_is_announced_in_one_line(capsys, monkeypatch, cache, then
 
 @pytest.mark.parametrize("user", [False, True])
 @pytest.mark.parametrize("terminal,cached,said", [(True, False, True), (True, True, False),
-                                                  (False, False, False)])
-def test_a_sweep_announces_a_first_compile_on_a_terminal(tmp_path, monkeypatch, terminal,
-                                                         cached, said, user):
+                                                  (False, False, True), (False, True, False)])
+def test_a_sweep_announces_a_first_compile(tmp_path, monkeypatch, terminal, cached, said,
+                                           user):
     """Its progress bar sat at the first chunk, silent, while the kernels compiled (a
-    newcomer's first fastsim reproduce --quick); a log (no terminal) gets no such line."""
+    newcomer's first fastsim reproduce --quick); in a log (no terminal) the bar's next
+    line read 31 s a chunk and an hour to go, with no word of why."""
     import io
 
     import fastsim.compile_notice
@@ -222,6 +223,22 @@ def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     fastsim.sweep(p, tmp_path / "b")
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_the_api_sweep_with_a_bar_announces_a_first_compile_once(tmp_path, capsys,
+                                                                 monkeypatch):
+    """fastsim.sweep(..., progress=True) off a terminal: the sweep says it before its bar,
+    so the API's own notice (for a sweep without one) must not say it again."""
+    import fastsim
+    import fastsim.compile_notice
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
+    fastsim.sweep(p, tmp_path / "a", progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert sum(line.startswith("compiling the simulation kernels") for line in err) == 1, err
 
 
 def test_a_run_beyond_hours_is_refused_before_work(capsys):
