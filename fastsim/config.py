@@ -95,12 +95,60 @@ def _range_allowed(lo: float | str, hi: float, strict_lo: bool = False) -> str:
     return f"a pair (lo, hi) with lo <= hi, lo {'>' if strict_lo else '>='} {lo}, hi <= {hi}"
 
 
-# The range fields' bounds (lo, hi, whether lo itself is excluded); ustar_healthy's lo is
-# ustar_hacking's hi.
-_RANGES = {
+@dataclass(frozen=True)
+class Bound:
+    """A scalar field's closed interval ``[lo, hi]``, declared once: ``WorkloadConfig``
+    checks it (``admits``) and its refusal and ``fastsim run --help`` word it (``allowed``),
+    so the check and the message can not drift apart."""
+
+    lo: float
+    hi: float
+    integer: bool = False
+    what: str = ""  # what a value of a real field is ("a probability")
+    more: str = ""  # a further limit another field sets (checked apart, named here)
+
+    def admits(self, v: Any) -> bool:
+        return (is_integer(v) if self.integer else is_number(v)) and self.lo <= v <= self.hi
+
+    @property
+    def allowed(self) -> str:
+        if self.integer:
+            return f"an integer from {self.lo} to {self.hi}"
+        return f"{self.what} in [{self.lo:g}, {self.hi:g}]{self.more}"
+
+
+# The scalar fields' bounds.
+BOUNDS = {
+    "gpus": Bound(1, MAX_GPUS, integer=True),
+    "n_jobs": Bound(1, MAX_JOBS, integer=True),
+    "load": Bound(MIN_LOAD, MAX_LOAD, what="offered load"),
+    **{f"median_{kind}_h": Bound(*MEDIAN_H_RANGE, what="hours")
+       for kind in ("lora", "dpo", "rlhf")},
+    "log_sd": Bound(0, 3, what="a log-normal sigma"),
+    "n_evals": Bound(2, MAX_EVALS, integer=True),
+    "base_rate": Bound(0, 1, what="a probability"),
+    "dpo_base_rate": Bound(0, 1, what="a probability"),
+    "est_sigma": Bound(0, 3, what="a log-normal sigma"),
+    "sigma": Bound(0, 1, what="an evaluation-noise standard deviation"),
+    "loss_sigma": Bound(0, 1, what="a loss-noise standard deviation",
+                        more=f", at most loss_inf's lower end / {LOSS_SIGMAS_ABOVE_ZERO}"),
+    "preempt_overhead_h": Bound(0, 100, what="hours"),
+    "kl_gamma": Bound(0.05, 2, what="an exponent"),
+    "hack_sharpness": Bound(0.25, 4, what="an exponent"),
+    "sigma_spread": Bound(0, 2, what="a log-normal sigma"),
+    "noise_rho": Bound(-0.99, 0.99, what="an AR(1) coefficient"),
+}
+
+
+# The range fields' bounds (lo, hi, whether lo itself is excluded).
+RANGE_BOUNDS = {
     # A peak before a thousandth of the run lies before the first evaluation of the
     # finest grid (MAX_EVALS), and its gold overflows floats near u* = 1e-300.
     "ustar_hacking": (1.0 / MAX_EVALS, 1.0, False),
+    # Healthy peaks may start where hacking ones end (peaks spread continuously,
+    # MODEL.md section 4), never inside the hacking range: the label would be moot.  Its
+    # lower end is ustar_hacking's upper end, the value validate checks it against.
+    "ustar_healthy": ("ustar_hacking's hi", 1e6, False),
     "height": (0.0, 1e6, True),
     "tau": (0.0, 1e6, True),
     "loss0": (0.0, 1e6, True),
@@ -113,32 +161,12 @@ _RANGES = {
 # fastsim run --help shows it beside the default; a bound set by another field is named
 # here and given its value in the refusal.
 FIELD_ALLOWED = {
-    "gpus": f"an integer from 1 to {MAX_GPUS}",
-    "n_jobs": f"an integer from 1 to {MAX_JOBS}",
-    "load": f"offered load in [{MIN_LOAD}, {MAX_LOAD}]",
+    **{name: bound.allowed for name, bound in BOUNDS.items()},
     "mix": f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)",
     **{f"demands_{kind}": "a non-empty list of integers from 1 to gpus"
        for kind in ("lora", "dpo", "rlhf")},
-    **{f"median_{kind}_h": f"hours in [{MEDIAN_H_RANGE[0]:g}, {MEDIAN_H_RANGE[1]:g}]"
-       for kind in ("lora", "dpo", "rlhf")},
-    "log_sd": "a log-normal sigma in [0, 3]",
-    "n_evals": f"an integer from 2 to {MAX_EVALS}",
-    "base_rate": "a probability in [0, 1]",
-    "dpo_base_rate": "a probability in [0, 1]",
-    "est_sigma": "a log-normal sigma in [0, 3]",
-    "sigma": "an evaluation-noise standard deviation in [0, 1]",
-    "loss_sigma": (f"a loss-noise standard deviation in [0, 1], at most loss_inf's lower end "
-                   f"/ {LOSS_SIGMAS_ABOVE_ZERO}"),
-    "preempt_overhead_h": "hours in [0, 100]",
-    # Healthy peaks may start where hacking ones end (peaks spread continuously,
-    # MODEL.md section 4), never inside the hacking range: the label would be moot.
-    "ustar_healthy": _range_allowed("ustar_hacking's hi", 1e6),
-    **{name: _range_allowed(*bounds) for name, bounds in _RANGES.items() if name != "loss_inf"},
-    "loss_inf": _range_allowed(*_RANGES["loss_inf"]) + ", hi below loss0's lo",
-    "kl_gamma": "an exponent in [0.05, 2]",
-    "hack_sharpness": "an exponent in [0.25, 4]",
-    "sigma_spread": "a log-normal sigma in [0, 2]",
-    "noise_rho": "an AR(1) coefficient in [-0.99, 0.99]",
+    **{name: _range_allowed(*bounds) for name, bounds in RANGE_BOUNDS.items()},
+    "loss_inf": _range_allowed(*RANGE_BOUNDS["loss_inf"]) + ", hi below loss0's lo",
 }
 
 
@@ -210,51 +238,23 @@ class WorkloadConfig:
         return self.load * self.gpus / work
 
     def validate(self) -> None:
-        _check(is_integer(self.gpus) and 1 <= self.gpus <= MAX_GPUS, "gpus", self.gpus,
-               FIELD_ALLOWED["gpus"])
-        _check(is_integer(self.n_jobs) and 1 <= self.n_jobs <= MAX_JOBS, "n_jobs",
-               self.n_jobs, FIELD_ALLOWED["n_jobs"])
-        _check(is_number(self.load) and MIN_LOAD <= self.load <= MAX_LOAD, "load", self.load,
-               FIELD_ALLOWED["load"])
-        self._check_mix()
-        for name in ("demands_lora", "demands_dpo", "demands_rlhf"):
-            v = getattr(self, name)
-            ok = (isinstance(v, tuple) and len(v) >= 1
-                  and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= self.gpus
-                          for x in v))
-            _check(ok, name, v, f"{FIELD_ALLOWED[name]}={self.gpus}")
-        for name in ("median_lora_h", "median_dpo_h", "median_rlhf_h"):
-            v = getattr(self, name)
-            lo, hi = MEDIAN_H_RANGE
-            _check(is_number(v) and lo <= v <= hi, name, v, FIELD_ALLOWED[name])
-        _check(is_number(self.log_sd) and 0 <= self.log_sd <= 3, "log_sd", self.log_sd,
-               FIELD_ALLOWED["log_sd"])
-        _check(is_integer(self.n_evals) and 2 <= self.n_evals <= MAX_EVALS, "n_evals",
-               self.n_evals, FIELD_ALLOWED["n_evals"])
-        for name in ("base_rate", "dpo_base_rate"):
-            v = getattr(self, name)
-            _check(is_number(v) and 0.0 <= v <= 1.0, name, v, FIELD_ALLOWED[name])
-        _check(is_number(self.est_sigma) and 0 <= self.est_sigma <= 3, "est_sigma",
-               self.est_sigma, FIELD_ALLOWED["est_sigma"])
-        _check(is_number(self.sigma) and 0 <= self.sigma <= 1, "sigma", self.sigma,
-               FIELD_ALLOWED["sigma"])
-        _check(is_number(self.loss_sigma) and 0 <= self.loss_sigma <= 1, "loss_sigma",
-               self.loss_sigma, FIELD_ALLOWED["loss_sigma"])
-        _check(is_number(self.preempt_overhead_h) and 0 <= self.preempt_overhead_h <= 100,
-               "preempt_overhead_h", self.preempt_overhead_h, FIELD_ALLOWED["preempt_overhead_h"])
-        _check_range("ustar_hacking", self.ustar_hacking, *_RANGES["ustar_hacking"])
-        _check_range("ustar_healthy", self.ustar_healthy, self.ustar_hacking[1], 1e6)
-        for name, bounds in _RANGES.items():
-            if name != "ustar_hacking":
-                _check_range(name, getattr(self, name), *bounds)
-        _check(is_number(self.kl_gamma) and 0.05 <= self.kl_gamma <= 2.0, "kl_gamma",
-               self.kl_gamma, FIELD_ALLOWED["kl_gamma"])
-        _check(is_number(self.hack_sharpness) and 0.25 <= self.hack_sharpness <= 4.0,
-               "hack_sharpness", self.hack_sharpness, FIELD_ALLOWED["hack_sharpness"])
-        _check(is_number(self.sigma_spread) and 0.0 <= self.sigma_spread <= 2.0, "sigma_spread",
-               self.sigma_spread, FIELD_ALLOWED["sigma_spread"])
-        _check(is_number(self.noise_rho) and -0.99 <= self.noise_rho <= 0.99, "noise_rho",
-               self.noise_rho, FIELD_ALLOWED["noise_rho"])
+        # field by field in declared order, so that a later check may read an earlier field
+        # (demands read gpus, ustar_healthy ustar_hacking) once it is known to be valid
+        for f in fields(self):
+            name, v = f.name, getattr(self, f.name)
+            if name in BOUNDS:
+                _check(BOUNDS[name].admits(v), name, v, BOUNDS[name].allowed)
+            elif name in RANGE_BOUNDS:
+                lo, hi, strict_lo = RANGE_BOUNDS[name]
+                _check_range(name, v, self.ustar_hacking[1] if name == "ustar_healthy" else lo,
+                             hi, strict_lo)
+            elif name == "mix":
+                self._check_mix()
+            else:  # demands_lora, demands_dpo, demands_rlhf
+                ok = (isinstance(v, tuple) and len(v) >= 1
+                      and all(isinstance(x, int) and not isinstance(x, bool)
+                              and 1 <= x <= self.gpus for x in v))
+                _check(ok, name, v, f"{FIELD_ALLOWED[name]}={self.gpus}")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
         self._check_span_resolved()

@@ -1,5 +1,6 @@
 """Bad input: one clear error naming the field, the value and what is allowed."""
 import importlib
+import math
 import re
 import subprocess
 import sys
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fastsim.cli import main
-from fastsim.config import PolicyConfig, SchedulerConfig, SimConfig, WorkloadConfig
+from fastsim.config import (BOUNDS, FIELD_ALLOWED, PolicyConfig, SchedulerConfig, SimConfig,
+                            WorkloadConfig)
 from fastsim.costaware.configs import GRPOConfig, ProblemConfig, SGDConfig
 from fastsim.errors import ConfigError
 
@@ -41,6 +43,27 @@ def test_curve_knobs_from_the_command_line(tmp_path):
                  "--ustar-healthy", "0.8,3", "--no-progress", "--out", str(out)]) == 0
     assert out.exists()
     assert main(["run", "--clusters", "2", "--noise-rho", "1.5", "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize("field", sorted(BOUNDS))
+def test_a_scalar_bound_is_declared_once(field):
+    """A scalar field's bound is one declaration (``config.BOUNDS``): the ends its refusal
+    and --help name are the ends it checks, each accepted and the next value beyond refused
+    with those words (the check and the words were written apart, and could drift)."""
+    b = BOUNDS[field]
+    allowed = FIELD_ALLOWED[field]
+    named = re.search(r"from (\S+) to (\S+)$" if b.integer else r"\[(\S+), (\S+)\]", allowed)
+    assert named and (float(named[1]), float(named[2])) == (b.lo, b.hi), allowed
+    beyond = ((b.lo - 1, b.hi + 1) if b.integer
+              else (math.nextafter(b.lo, -math.inf), math.nextafter(b.hi, math.inf)))
+    for end, out in zip((b.lo, b.hi), beyond):
+        with pytest.raises(ConfigError) as refused:
+            WorkloadConfig(**{field: out})
+        assert str(refused.value) == f"{field}={out!r} is invalid; allowed: {allowed}"
+        try:  # another limit may refuse an end (loss_sigma = 1 is above loss_inf's lower end / 8)
+            WorkloadConfig(**{field: end})
+        except ConfigError as exc:
+            assert not str(exc).endswith(f"allowed: {allowed}"), exc
 
 
 @pytest.mark.parametrize("field,value", BAD_WORKLOAD)
