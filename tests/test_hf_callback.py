@@ -415,3 +415,26 @@ def test_a_second_callback_in_one_trainer_is_refused(tmp_path):
     trainer.train()
     trainer.train()
     assert json.loads((tmp_path / "run" / "evalstop.json").read_text())["policy"] == first.policy.label
+
+
+def test_each_warning_at_train_begin_names_the_line_that_began_training(tmp_path):
+    """on_train_begin's warnings (a resumed log entry skipped, checkpoints not saved at every
+    evaluation, rotation that deletes the kept checkpoint) point at its caller, as a
+    library's warnings do, from whichever of its steps they come; not at fastsim's code."""
+    import warnings
+
+    from fastsim.replay.hf import StopPolicyCallback
+
+    cb = StopPolicyCallback("evalstop:k=2", metric_for_best_model="eval_loss")
+    args = _args(tmp_path, save_total_limit=1)
+    args.save_steps = 10  # evaluations every 5 steps
+    state, control = transformers.TrainerState(), transformers.TrainerControl()
+    state.global_step = 10
+    state.log_history = [{"eval_loss": 1.0, "step": -5}, {"eval_loss": 1.0, "step": 5}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cb.on_train_begin(args, state, control)
+    said = [(w.filename, str(w.message)) for w in caught]
+    for phrase in ("is skipped", "not saved at every evaluation", "save_total_limit=1"):
+        assert any(phrase in message for _, message in said), said
+    assert {filename for filename, _ in said} == {__file__}, said

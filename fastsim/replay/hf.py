@@ -163,6 +163,15 @@ class StopPolicyCallback(_TrainerCallback):
         self._observed_step: int | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._claim(args, state)
+        best, args_sense = _trainer_settings(args, type(self).__name__)
+        self._start_monitor(args, state, best, args_sense)
+        self._resume(args, state, control)
+        self._warn_unsaved_evaluations(args)
+        self._warn_rotation(args, best, args_sense)
+
+    def _claim(self, args, state) -> None:
+        """Mark ``state`` as this callback's run, refusing a second callback in it."""
         # two in one Trainer (one TrainerState per train()) both wrote
         # <output_dir>/evalstop.json, the last one's silently standing for both
         first = getattr(state, _WRITER, None)
@@ -172,7 +181,9 @@ class StopPolicyCallback(_TrainerCallback):
                               f"{first.policy.label}) {Path(args.output_dir) / 'evalstop.json'}; "
                               "allowed: one StopPolicyCallback per Trainer")
         setattr(state, _WRITER, self)
-        best, args_sense = _trainer_settings(args, type(self).__name__)
+
+    def _start_monitor(self, args, state, best: str | None, args_sense: bool | None) -> None:
+        """A fresh monitor of the metric, in its sense, over the run's planned steps."""
         self.metric = _eval_name(self._metric_arg or best or "eval_loss")
         hib = self._sense_arg
         if hib is None and best and _eval_name(best) == self.metric:
@@ -190,6 +201,9 @@ class StopPolicyCallback(_TrainerCallback):
         self.monitor = StopMonitor(self.policy, bool(hib), self.threshold, planned)
         self.decision, self.keep_step, self.keep_checkpoint = None, None, None
         self._observed_step = None
+
+    def _resume(self, args, state, control) -> None:
+        """Feed the monitor the evaluations a resumed run already holds."""
         # a run resumed from a checkpoint: its trainer_state.json holds every evaluation up
         # to that step, so the monitor carries on from them instead of starting over
         history = getattr(state, "log_history", None) or []
@@ -200,7 +214,7 @@ class StopPolicyCallback(_TrainerCallback):
                 if isinstance(entry, dict) and "step" in entry:  # a reading: say it is skipped
                     _warn(f"{type(self).__name__}: log_history entry at step "
                                   f"{entry['step']!r} is skipped; allowed: steps that are "
-                                  "integers >= 0", stacklevel=2)
+                                  "integers >= 0", stacklevel=3)
                 continue
             if step > state.global_step:
                 break
@@ -214,14 +228,16 @@ class StopPolicyCallback(_TrainerCallback):
             control.should_training_stop = True
             self.keep_step = self.decision.keep_step
             self.keep_checkpoint = str(Path(args.output_dir) / f"checkpoint-{self.keep_step}")
+
+    def _warn_unsaved_evaluations(self, args) -> None:
+        """Warn when checkpoints are not saved at every evaluation: the kept one may not exist."""
         eval_s = str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower()
         save_s = str(getattr(args, "save_strategy", "no")).split(".")[-1].lower()
         if eval_s != "no" and (save_s != eval_s or (eval_s == "steps"
                                                     and args.save_steps != args.eval_steps)):
             _warn(f"{type(self).__name__}: checkpoints are not saved at every evaluation "
                           f"(eval {eval_s}/{args.eval_steps}, save {save_s}/{args.save_steps}); "
-                          "the checkpoint to keep may not exist", stacklevel=2)
-        self._warn_rotation(args, best, args_sense)
+                          "the checkpoint to keep may not exist", stacklevel=3)
 
     def _warn_rotation(self, args, best: str | None, args_sense: bool | None) -> None:
         """Warn when checkpoint rotation (``save_total_limit``) can delete the checkpoint
