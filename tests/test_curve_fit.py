@@ -223,6 +223,21 @@ def test_a_bad_peak_range_or_height_is_refused_not_fitted_to_nan(kw, needle):
         fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=0, **kw)
 
 
+def test_the_hacking_peaks_upper_end_is_held_to_the_workloads_own_bound(monkeypatch):
+    """ustar_hacking_hi was checked against a restatement of ustar_hacking's bound (1 /
+    MAX_EVALS to 1, written again here): it is now the workload's declaration itself, so a
+    bound changed there is the one the fit is held to, in the same words."""
+    from fastsim import config
+    from fastsim.errors import ConfigError
+
+    traces = synthetic_traces(n_runs=4)
+    fit_curve_knobs(traces, n_boot=0, ustar_hacking_hi=0.005)
+    monkeypatch.setitem(config.RANGE_BOUNDS, "ustar_hacking", (0.01, 0.9, False))
+    with pytest.raises(ConfigError, match=r"^ustar_hacking_hi=0.005 is invalid; allowed: a "
+                       r"number from 0.01 to 0.9 \(the upper end"):
+        fit_curve_knobs(traces, n_boot=0, ustar_hacking_hi=0.005)
+
+
 def test_no_resamples_is_no_interval_and_a_numpy_count_is_a_count():
     f = fit_curve_knobs(synthetic_traces(n_runs=4), n_boot=0)
     assert f["lo"].is_nan().all() and f["hi"].is_nan().all()

@@ -400,6 +400,22 @@ def test_compare_sim_names_the_runs_file_value_it_cannot_use(traces, tmp_path, c
     assert f"{path}: {needle}" in err and len(err.strip().splitlines()) == 1 and not out.exists()
 
 
+def test_a_runs_file_is_held_to_the_workloads_own_n_evals_bound(traces, monkeypatch):
+    """The runs file's n_evals was checked against a restatement of the workload's bound
+    (2 to MAX_EVALS, written again here): it is now the workload's declaration itself, so a
+    bound changed there is the one a runs file is held to, in the same words."""
+    from fastsim import config
+    from fastsim.replay.traces import check_run_values
+
+    runs = run_summary(traces)
+    assert check_run_values(runs, "runs.parquet") is runs
+    n = runs["n_evals"][0]
+    monkeypatch.setitem(config.BOUNDS, "n_evals", config.Bound(2, n - 1, integer=True))
+    with pytest.raises(ConfigError, match=rf"^runs.parquet: row 1: n_evals is {n}; allowed: an "
+                       rf"integer from 2 to {n - 1} \(the simulator's evaluations per job\)"):
+        check_run_values(runs, "runs.parquet")
+
+
 def test_compare_sim_with_no_policy_but_none_is_one_line(traces, tmp_path, capsys):
     """--policy none ran, skipped its only policy and then raised polars'
     ColumnNotFoundError ('sigma' not found) printing the empty result."""

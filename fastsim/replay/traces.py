@@ -668,11 +668,12 @@ def check_run_values(runs: pl.DataFrame, path) -> pl.DataFrame:
     the simulator comparison derives its workload from is one toy-rlhf could write, else one
     ``ConfigError`` naming the file, row and column: a negative noise or gain, or a peak past
     the run's end, was refused as the derived ``sigma`` or ``ustar_hacking``, unnamed."""
-    from fastsim.config import MAX_EVALS
+    from fastsim.config import BOUNDS
 
     step, final = pl.col("truth_gold_peak_step"), pl.col("final_step")
-    rules = (("n_evals", pl.col("n_evals").is_between(2, MAX_EVALS),
-              f"an integer from 2 to {MAX_EVALS} (the simulator's evaluations per job)"),
+    n_evals = BOUNDS["n_evals"]  # the simulator's, which the derived n_evals must meet
+    rules = (("n_evals", pl.col("n_evals").is_between(n_evals.lo, n_evals.hi),
+              f"{n_evals.allowed} (the simulator's evaluations per job)"),
              ("final_step", final > 0, "a positive step"),
              ("truth_gold_peak_step", (step >= 0) & (step <= final),
               "a step from 0 to the run's final_step"),
@@ -1091,7 +1092,7 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     end of ``ustar_hacking``) default to ``fastsim.defaults``' and are checked as the
     workload's.  Returns one row per knob.
     """
-    from fastsim.config import MAX_EVALS, WorkloadConfig
+    from fastsim.config import RANGE_BOUNDS, WorkloadConfig
 
     n_boot = check_n_boot(n_boot, zero_ok=True)
     height = D.HEIGHT if height is None else height
@@ -1099,9 +1100,10 @@ def fit_curve_knobs(traces: pl.DataFrame, height=None, ustar_hacking_hi=None,
     # fitted, to a NaN sigma_spread or ustar_healthy_hi or a number no run can have
     WorkloadConfig(height=height)
     hi_hack = D.USTAR_HACKING[1] if ustar_hacking_hi is None else ustar_hacking_hi
-    if not is_real(hi_hack) or not 1.0 / MAX_EVALS <= hi_hack <= 1.0:
+    lo, hi, _ = RANGE_BOUNDS["ustar_hacking"]  # ustar_hacking's upper end, as the workload's
+    if not is_real(hi_hack) or not lo <= hi_hack <= hi:
         raise ConfigError(f"ustar_hacking_hi={hi_hack!r} is invalid; allowed: a number from "
-                          f"{1.0 / MAX_EVALS:g} to 1 (the upper end of the hacking jobs' peak "
+                          f"{lo:g} to {hi:g} (the upper end of the hacking jobs' peak "
                           "progress, ustar_hacking's)")
     hi_hack = float(hi_hack)
     st = _per_run(_run_arrays(traces))
