@@ -6,7 +6,8 @@ decisions up front and skips evaluations that cannot change the allocation.  The
 agree on every job and every cluster metric, for every base scheduler (FIFO strict and
 with backfill, SJF-Est, SRTF-Est, LossAware, Tiresias) x stop policy pair:
 
-* discrete columns exactly, float columns to ``rtol = atol = 1e-9``;
+* discrete columns exactly, float columns to ``rtol = atol = 1e-9`` (GPU-hours to ``atol``
+  per GPU: ``gpu_h_atol``);
 * every per-cluster metric (integers exactly, NaN where both are undefined).
 
 The engine runs once per (scheduler, policy, parameters) batch over several clusters.
@@ -46,6 +47,30 @@ INT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS
                     if m.column and (m.dtype == "int" or m.name == "delay_sum"))
 FLOAT_METRICS = tuple(m.name for m in M.BUILTIN_METRICS if m.column and m.name not in INT_METRICS)
 RTOL = ATOL = 1e-9
+# The engine and the reference reach each instant along different arithmetic paths, a few
+# ulps apart (docs/model.md, "Round-off"), so a span between two instants (a held time, the
+# held time after a peak) is off by a few ulps of the instants however short it is: an
+# absolute ATOL hours absorbs that.  A GPU-hour value is gpus x such a span, and its error
+# gpus x those ulps: at 1e5 h one ulp is 1.5e-11 h, times 1,000 GPUs 1.5e-8 GPU-h, past an
+# ATOL of 1e-9 on a value too small for RTOL to cover it (test_gpu_hours_at_scale).  So a
+# GPU-hour value's absolute tolerance is ATOL per GPU: gpus x ATOL.
+GPU_H_FLOATS = ("wasted_gpu_h",)
+
+
+def gpu_h_atol(atol: float, gpus) -> np.ndarray:
+    """The absolute tolerance of GPU-hours over ``gpus`` GPUs: the hours' ``atol`` per GPU."""
+    return atol * np.asarray(gpus, dtype=float)
+
+
+def assert_close(actual, desired, rtol: float, atol, err_msg: str) -> None:
+    """``np.testing.assert_allclose`` (``|actual - desired| <= atol + rtol |desired|``, NaN
+    equal to NaN) with ``atol`` per element, which numpy's takes as one number only."""
+    a, d = np.broadcast_arrays(np.asarray(actual, dtype=float), np.asarray(desired, dtype=float))
+    tol = np.broadcast_to(atol, a.shape)
+    with np.errstate(invalid="ignore"):  # inf - inf: equal, as numpy's takes them
+        ok = (a == d) | (np.isnan(a) & np.isnan(d)) | (np.abs(a - d) <= tol + rtol * np.abs(d))
+    assert ok.all(), (f"{err_msg}\nnot within rtol={rtol:g} + atol at {np.flatnonzero(~ok)}: "
+                      f"engine {a[~ok]}, reference {d[~ok]}, atol {tol[~ok]}")
 
 
 def test_every_metric_is_compared():
@@ -178,22 +203,23 @@ def compare(cfg: SimConfig, seed: int, cluster_start: int, n_clusters: int,
         for col in FLOATS:
             r = np.array([x[col] for x in ref.jobs], dtype=float)
             e = eng[col].to_numpy().astype(float)
-            np.testing.assert_allclose(e, r, rtol=rtol, atol=atol,
-                                       err_msg=f"{col} (engine vs reference)\n{where}")
+            assert_close(e, r, rtol, gpu_h_atol(atol, jobs["gpus"]) if col in GPU_H_FLOATS
+                         else atol, f"{col} (engine vs reference)\n{where}")
         m = eng_clusters.filter(eng_clusters["cluster"] == cid).to_dicts()[0]
         for name in INT_METRICS:
             assert int(m[name]) == ref_m[name], f"{name}: {m[name]} != {ref_m[name]}\n{where}"
+        # a cluster's GPU-hours sum its jobs': their tolerances add up
+        metric_atol = {"GPU-h": gpu_h_atol(atol, jobs["gpus"].sum())}
         for name in FLOAT_METRICS:
-            np.testing.assert_allclose(float(m[name]), ref_m[name], rtol=rtol, atol=atol,
-                                       err_msg=f"metric {name}\n{where}")
+            assert_close(float(m[name]), ref_m[name], rtol,
+                         metric_atol.get(M.lookup(name).unit, atol), f"metric {name}\n{where}")
         for metric in map(M.lookup, cfg.metrics):  # the user's, as the built-ins
             if metric.dtype == "int":
                 assert int(m[metric.name]) == ref_m[metric.name], \
                     f"{metric.name}: {m[metric.name]} != {ref_m[metric.name]}\n{where}"
             else:
-                np.testing.assert_allclose(float(m[metric.name]), ref_m[metric.name],
-                                           rtol=rtol, atol=atol,
-                                           err_msg=f"metric {metric.name}\n{where}")
+                assert_close(float(m[metric.name]), ref_m[metric.name], rtol,
+                             metric_atol.get(metric.unit, atol), f"metric {metric.name}\n{where}")
         segs = eng_segs.filter(eng_segs["cluster"] == cid).sort(["start_h", "job"])
         e_segs = list(zip(segs["job"].to_list(), segs["start_h"].to_list(), segs["end_h"].to_list()))
         assert [s[0] for s in e_segs] == [s[0] for s in ref.segments], f"segments\n{where}"
@@ -309,6 +335,19 @@ def test_engine_matches_the_reference_in_exact_arithmetic(scheduler):
 def test_engine_matches_reference_full_size(scheduler, policy):
     cfg = SimConfig.from_specs(scheduler, policy, n_evals=10, sigma=0.03, preempt_overhead_h=0.1)
     assert compare(cfg, seed=5, cluster_start=100, n_clusters=1, atol=1e-7) == 300
+
+
+# A cluster whose clock runs to 1e5 h, with 1,000-GPU jobs: long 1-GPU LoRA runs at a low
+# load spread 400 arrivals over ~1e5 h, and RLHF runs of 36 s on 1,000 GPUs each waste a
+# few GPU-hours.  End times agree to a few ulps (1.5e-11 h each), the waste to those ulps
+# times 1,000 GPUs: 1.5e-8 GPU-h and more, which an ATOL of 1e-9 GPU-h refused.
+@pytest.mark.parametrize("scheduler,policy", [("fifo", "none"), ("srtf_est", "evalstop:k=1")])
+def test_gpu_hours_at_scale(scheduler, policy):
+    cfg = SimConfig.from_specs(scheduler, policy, gpus=2000, n_jobs=400, mix=(0.5, 0.0, 0.5),
+                               demands_lora=(1,), demands_rlhf=(1000,), median_lora_h=1e4,
+                               median_rlhf_h=0.01, log_sd=0.0, load=0.01, n_evals=10, sigma=0.02)
+    assert generate_workload(cfg.workload, 1, seed=1).arrival_h.max() > 9e4
+    assert compare(cfg, seed=1, cluster_start=0, n_clusters=1) == 400
 
 
 # --------------------------------------------------------------------------- degenerate inputs
