@@ -250,11 +250,13 @@ class WorkloadConfig:
                              hi, strict_lo)
             elif name == "mix":
                 self._check_mix()
-            else:  # demands_lora, demands_dpo, demands_rlhf
+            elif name.startswith("demands_"):
                 ok = (isinstance(v, tuple) and len(v) >= 1
                       and all(isinstance(x, int) and not isinstance(x, bool)
                               and 1 <= x <= self.gpus for x in v))
                 _check(ok, name, v, f"{FIELD_ALLOWED[name]}={self.gpus}")
+            else:  # a field added without its bound would pass unchecked
+                raise TypeError(f"WorkloadConfig.{name} has no bound declared in BOUNDS")
         _check(self.loss_inf[1] < self.loss0[0], "loss_inf", self.loss_inf,
                f"values below loss0's lower end {self.loss0[0]} (loss must decrease)")
         self._check_span_resolved()
