@@ -221,9 +221,16 @@ class GRPOConfig:
     arms: tuple = ("uniform", "cost_aware")
 
     def __post_init__(self):
-        from fastsim.costaware.sampling import check_lam
-
         plain_fields(self)
+        self._check_task()
+        self._check_training()
+        object.__setattr__(self, "arms", self._arms())
+        self._check_evaluations()
+        store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
+
+    def _check_task(self) -> None:
+        """The toy task each seed draws: its sizes, within what a thread can hold, then
+        its responses' lengths, difficulty and noise."""
         _positive_int("seeds", self.seeds, 2, 100_000)
         _positive_int("seed", self.seed, 0)
         _positive_int("n_train", self.n_train, 1, 1_000_000)
@@ -244,6 +251,12 @@ class GRPOConfig:
         _real("difficulty_mean", self.difficulty_mean, -10.0, 10.0)
         _real("difficulty_sd", self.difficulty_sd, 0.0, 10.0)
         _real("noise_sd", self.noise_sd, 0.0, 10.0)
+
+    def _check_training(self) -> None:
+        """How each arm trains: steps, the responses of a step and the mini-batch drawn
+        from them, learning rate, mixing, floor, evaluation interval, prompt lengths."""
+        from fastsim.costaware.sampling import check_lam
+
         _positive_int("n_steps", self.n_steps, 1, 1_000_000)
         _real("cost_aware_step_factor", self.cost_aware_step_factor, 1.0, 100.0)
         _positive_int("prompts", self.prompts, 1, MAX_RESPONSES)
@@ -263,6 +276,9 @@ class GRPOConfig:
         _positive_int("eval_every", self.eval_every, 1, self.n_steps)
         _real("prompt_median_len", self.prompt_median_len, 0.0, MAX_TOKENS)
         _real("prompt_len_sigma", self.prompt_len_sigma, 0.0, 3.0)
+
+    def _arms(self) -> tuple:
+        """``arms`` as the tuple of names the run takes, or one refusal of all of it."""
         # one name is an arm; anything but a list of them (a number was a TypeError) is none
         arms = (self.arms,) if isinstance(self.arms, str) else tuple(self.arms) \
             if isinstance(self.arms, (list, tuple)) else ()
@@ -271,7 +287,12 @@ class GRPOConfig:
             given = list(arms) if arms else self.arms
             raise ConfigError(f"arms={given!r} is invalid; allowed: distinct arms from "
                               f"{list(ARMS)}, starting with 'uniform' (the baseline)")
-        object.__setattr__(self, "arms", arms)
+        return arms
+
+    def _check_evaluations(self) -> None:
+        """Every arm's run evaluated at its last step, and the curves within
+        ``MAX_CURVE_POINTS``; after ``arms`` is stored (``steps_per_arm`` and ``n_evals``
+        count its arms)."""
         # evaluations fall every eval_every steps: an arm's steps past its last multiple were
         # trained and never evaluated (n_steps=7 evaluated at step 5), and the summary's
         # "at the uniform horizon" and "end of the longer run" read an earlier step
@@ -284,13 +305,12 @@ class GRPOConfig:
                               f"{left % self.eval_every} steps of a run never evaluated; "
                               "allowed: every arm's steps a multiple of the evaluation "
                               "interval")
-        points = self.seeds * len(arms) * self.n_evals
+        points = self.seeds * len(self.arms) * self.n_evals
         if points > MAX_CURVE_POINTS:
             raise ConfigError(f"seeds*arms*n_evals = {points} is too large; allowed: at most "
                               f"{MAX_CURVE_POINTS:,} (raise eval_every={self.eval_every!r}: "
                               f"n_evals={self.n_evals} is the longest arm's steps over it, "
                               "plus 1)")
-        store_floats(self)  # -0.0 as 0.0, 1 as 1.0: one value, one table row and label
 
     def unused(self) -> dict[str, tuple[str, str]]:
         """As ``ProblemConfig.unused``: prompt lengths are drawn only when their median is
