@@ -233,39 +233,58 @@ def raw_verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
     """``verdict`` before a fitted row is marked ``fitted``: how far a point of the model
     family is from the row (the fidelity frontier scores fitted rows too)."""
     if row.kind == "category":
-        if ours is None:
-            return Verdict(NOT_COMPARABLE, "no estimate")
-        if decided is None:
-            return Verdict(NOT_COMPARABLE, "no bootstrap of the clusters: how firmly the "
-                                           "data picks it is unknown")
-        share, lead_lo = decided
-        if not _at_most(DECIDED_SHARE, share):
-            return Verdict(NOT_COMPARABLE, f"k = {ours} has the highest F1 in only "
-                                           f"{share_text(share)} of resamples, < "
-                                           f"{100 * DECIDED_SHARE:g}%; run more clusters")
-        if not lead_lo > 0:
-            return Verdict(NOT_COMPARABLE, f"the 95% t interval of k = {ours}'s F1 lead "
-                                           "over another k reaches 0; run more clusters")
-        return Verdict(MATCH, "") if ours == row.paper else Verdict(MISS, f"ours {ours}")
+        return _category_verdict(row, ours, decided)
     if row.kind == "ends":
-        (m_lo, m_hi), (p_lo, p_hi) = ours, row.paper
-        if not _finite(m_lo, m_hi):
-            return Verdict(NOT_COMPARABLE, "no estimate")
-        d_lo, d_hi = m_lo - p_lo, m_hi - p_hi
-        w_lo, w_hi = row.tol.width(p_lo), row.tol.width(p_hi)
-        if lo is not None:  # each end's 95% interval: ``lo``, ``hi`` = (low end's, high end's)
-            for a, b, w, p in zip(lo, hi, (w_lo, w_hi), (p_lo, p_hi)):
-                if not _finite(a, b):
-                    return Verdict(NOT_COMPARABLE, "an end has no 95% CI (no spread between "
-                                                   "clusters): run more clusters")
-                if not _at_most((b - a) / 2, w):
-                    half = _pp((b - a) / 2, w, False, row.tol.shown_pp(p)).lstrip("+")
-                    return Verdict(NOT_COMPARABLE, f"our 95% CI of an end ±{half} is wider than "
-                                                   "the tolerance; run more clusters")
-        ok_lo, ok_hi = _ends_within(row, ours)
-        return Verdict(MATCH if ok_lo and ok_hi else MISS,
-                       f"ends {_pp(d_lo, w_lo, ok_lo).replace(' pp', '', 1)} / "
-                       f"{_pp(d_hi, w_hi, ok_hi)}")
+        return _ends_verdict(row, ours, lo, hi)
+    return _point_verdict(row, ours, lo, hi)
+
+
+def _category_verdict(row: PaperRow, ours: Any,
+                      decided: tuple[float, float] | None) -> Verdict:
+    """The k row: equal to the paper's k, once the bootstrap ``decided`` (best share, lead's
+    95% lower bound) says the data picks ours (``DECIDED_SHARE``)."""
+    if ours is None:
+        return Verdict(NOT_COMPARABLE, "no estimate")
+    if decided is None:
+        return Verdict(NOT_COMPARABLE, "no bootstrap of the clusters: how firmly the "
+                                       "data picks it is unknown")
+    share, lead_lo = decided
+    if not _at_most(DECIDED_SHARE, share):
+        return Verdict(NOT_COMPARABLE, f"k = {ours} has the highest F1 in only "
+                                       f"{share_text(share)} of resamples, < "
+                                       f"{100 * DECIDED_SHARE:g}%; run more clusters")
+    if not lead_lo > 0:
+        return Verdict(NOT_COMPARABLE, f"the 95% t interval of k = {ours}'s F1 lead "
+                                       "over another k reaches 0; run more clusters")
+    return Verdict(MATCH, "") if ours == row.paper else Verdict(MISS, f"ours {ours}")
+
+
+def _ends_verdict(row: PaperRow, ours: tuple[float, float], lo: Any, hi: Any) -> Verdict:
+    """A range of several estimates: each end within its tolerance of the paper's end, once
+    each end's 95% interval is narrow enough to decide it."""
+    (m_lo, m_hi), (p_lo, p_hi) = ours, row.paper
+    if not _finite(m_lo, m_hi):
+        return Verdict(NOT_COMPARABLE, "no estimate")
+    d_lo, d_hi = m_lo - p_lo, m_hi - p_hi
+    w_lo, w_hi = row.tol.width(p_lo), row.tol.width(p_hi)
+    if lo is not None:  # each end's 95% interval: ``lo``, ``hi`` = (low end's, high end's)
+        for a, b, w, p in zip(lo, hi, (w_lo, w_hi), (p_lo, p_hi)):
+            if not _finite(a, b):
+                return Verdict(NOT_COMPARABLE, "an end has no 95% CI (no spread between "
+                                               "clusters): run more clusters")
+            if not _at_most((b - a) / 2, w):
+                half = _pp((b - a) / 2, w, False, row.tol.shown_pp(p)).lstrip("+")
+                return Verdict(NOT_COMPARABLE, f"our 95% CI of an end ±{half} is wider than "
+                                               "the tolerance; run more clusters")
+    ok_lo, ok_hi = _ends_within(row, ours)
+    return Verdict(MATCH if ok_lo and ok_hi else MISS,
+                   f"ends {_pp(d_lo, w_lo, ok_lo).replace(' pp', '', 1)} / "
+                   f"{_pp(d_hi, w_hi, ok_hi)}")
+
+
+def _point_verdict(row: PaperRow, ours: Any, lo: Any, hi: Any) -> Verdict:
+    """One estimate against a bound, a paper range or a value with its tolerance, once its
+    95% interval ``[lo, hi]`` exists (if asked for) and is narrow enough to decide."""
     if not _finite(ours):
         return Verdict(NOT_COMPARABLE, "no estimate (no jobs in the denominator)")
     if lo is not None and not _finite(lo, hi):  # an interval was asked for, none exists
