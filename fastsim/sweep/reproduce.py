@@ -143,6 +143,17 @@ def comparison_rows(summaries: dict[str, pl.DataFrame],
     for key, (sweep, metric, where) in ESTIMATES.items():
         r = _select(summaries[sweep], metric, where)
         rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"]))
+    rows += _bound_rows(summaries)
+    rows += _gain_rows(summaries["composability"])
+    rows.append(_k_row(summaries["k_sweep"], k_boot))
+    order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
+    return sorted(rows, key=lambda r: order[r["key"]])
+
+
+def _bound_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
+    """The two bounds on EvalStop's precision, each scored at the cell that decides it
+    (``_bound_cell``): over sigma <= 0.05 and over base rates 0.2-0.8."""
+    rows = []
     noise = summaries["noise"].filter((pl.col("metric") == "precision")
                                       & (pl.col("policy_name") == "evalstop"))
     low, note = _bound_cell(ROWS_BY_KEY["noise_bound"],
@@ -158,14 +169,29 @@ def comparison_rows(summaries: dict[str, pl.DataFrame],
                               "base_rate", "base rate")
     rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
                      worst["n"], note=note))
+    return rows
+
+
+def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
+    """EvalStop's JCT gain over each base scheduler (``GAIN_SCHEDULERS``), then the range
+    of those gains (``_gain_range_row``)."""
+    rows = []
     gains, gain_n, gain_ci = [], [], []
     for sched in GAIN_SCHEDULERS:
-        r = _select(summaries["composability"], "jct_mean_h_change",
+        r = _select(composability, "jct_mean_h_change",
                     {"scheduler": sched, "policy_name": "evalstop"})
         gains.append(-r["mean"])
         gain_n.append(r["n"])
         gain_ci.append((-r["hi"], -r["lo"]))
         rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"]))
+    rows.append(_gain_range_row(gains, gain_n, gain_ci))
+    return rows
+
+
+def _gain_range_row(gains: list[float], gain_n: list[int],
+                    gain_ci: list[tuple[float, float]]) -> dict[str, Any]:
+    """The range of the gains (in ``GAIN_SCHEDULERS``' order, with their ``n`` and 95%
+    intervals): its ends, each end's interval and whether it is a fitted row's gain."""
     # a gain with no estimate leaves the range's ends unknown: min() and max() skipped a
     # NaN anywhere but first, and the range of the other three was scored as the four's
     ends = (min(gains), max(gains)) if all(g == g for g in gains) else (math.nan, math.nan)
@@ -173,28 +199,30 @@ def comparison_rows(summaries: dict[str, pl.DataFrame],
     # is not comparable, as a value row is (it was scored on the points alone)
     at = [gains.index(e) if e == e else 0 for e in ends]
     ends_lo, ends_hi = tuple(gain_ci[i][0] for i in at), tuple(gain_ci[i][1] for i in at)
-    # n: the range's, the fewest pairs behind a gain; the k row's, the clusters per cell of
-    # the k sweep (as its table's n column: a rate at k = 5 rests on the few clusters
-    # with a trigger, which the k table says)
+    # n: the fewest pairs behind a gain
     # an end that is a fitted row's gain cannot make the range a match (``verdict``)
     keys = list(GAIN_SCHEDULERS)
     fitted = tuple(ROWS_BY_KEY[f"gain_{keys[i]}"].fitted_by if e == e else ""
                    for i, e in zip(at, ends))
     note = "; ".join(f"{side} end: the gain over {GAIN_SCHEDULERS[keys[i]]}, a fitted row"
                      for side, i, f in zip(("low", "high"), at, fitted) if f)
-    rows.append(_row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n), note,
-                     fitted))
-    best_k, f1s = k_balance(summaries["k_sweep"])
-    ks = summaries["k_sweep"].filter((pl.col("policy_name") == "evalstop")
-                                     & pl.col("metric").is_in(["precision", "stop_recall"]))
+    return _row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n), note, fitted)
+
+
+def _k_row(k_sweep: pl.DataFrame, k_boot: "KBootstrap | None") -> dict[str, Any]:
+    """The k balancing early detection and false positives (``k_balance``), decided only
+    as firmly as the bootstrap ``k_boot`` says."""
+    best_k, f1s = k_balance(k_sweep)
+    ks = k_sweep.filter((pl.col("policy_name") == "evalstop")
+                        & pl.col("metric").is_in(["precision", "stop_recall"]))
+    # n: the clusters per cell of the k sweep (as its table's n column: a rate at k = 5
+    # rests on the few clusters with a trigger, which the k table says)
     n = k_boot.n if k_boot is not None else int(ks["n"].max()) if ks.height else None
     decided = None
     if k_boot is not None and best_k is not None:
         decided = (k_boot.best_share.get(best_k, 0.0), k_boot.lead_lo.get(best_k, math.nan))
-    rows.append(_row(ROWS_BY_KEY["k_balance"], best_k, None, None, n,
-                     note=_f1_note(best_k, f1s, k_boot), decided=decided))
-    order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
-    return sorted(rows, key=lambda r: order[r["key"]])
+    return _row(ROWS_BY_KEY["k_balance"], best_k, None, None, n,
+                note=_f1_note(best_k, f1s, k_boot), decided=decided)
 
 
 def _bound_cell(row: PaperRow, cells: pl.DataFrame, column: str,
