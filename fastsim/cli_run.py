@@ -269,9 +269,34 @@ def run_command(args: argparse.Namespace) -> int:
 
     from fastsim.api import simulate
     from fastsim.compile_notice import compile_notice
-    from fastsim.io import check_distinct, check_output
     from fastsim.summary import format_table
 
+    workload, cfg, base_policy, base_cfg = _configs(args)
+    note_inert(args, cfg, base_policy)
+    keep_jobs = args.jobs_out is not None
+    arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
+    within = _check_outputs(args, workload, len(arms))
+    total = args.clusters * len(arms)
+    with compile_notice(cfg.scheduler.code):
+        simulate(cfg, 1, seed=args.seed)  # compile, or load the cache, before the clock
+    t0 = time.perf_counter()
+    show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"
+    with progress_bar(total=total, unit="cluster", desc="simulating", enabled=show,
+                      mininterval=0.5, delay=2.0) as bar:
+        summary, kept = _run_arms(arms, args.clusters, args.seed, args.out is not None,
+                                  keep_jobs, bar)
+    elapsed = time.perf_counter() - t0
+    title = _title(args, workload, arms, elapsed)
+    written = _write_outputs(args, arms, kept, within)  # first: a failed write prints no results
+    print(format_table(summary, title))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _configs(args: argparse.Namespace) -> tuple:
+    """The run's workload, the policy's ``SimConfig``, the baseline policy and its
+    ``SimConfig`` (both ``None`` with ``--baseline off``), or the refusal of an option."""
     if not 1 <= args.clusters <= MAX_RUN_CLUSTERS:
         raise ConfigError(f"--clusters={args.clusters} is invalid; allowed: "
                           f"{RUN_CLUSTERS_ALLOWED}")
@@ -285,24 +310,28 @@ def run_command(args: argparse.Namespace) -> int:
     base_policy = parse_baseline(args.baseline, "--baseline", "off")
     base_cfg = None if base_policy is None else _sim_config(args, workload, cfg.scheduler,
                                                             base_policy, cfg.metrics)
-    note_inert(args, cfg, base_policy)
-    keep_jobs = args.jobs_out is not None
-    arms = [("policy", cfg)] + ([("baseline", base_cfg)] if base_cfg else [])
+    return workload, cfg, base_policy, base_cfg
+
+
+def _check_outputs(args: argparse.Namespace, workload: WorkloadConfig, n_arms: int) -> list:
+    """--out and --jobs-out checked, distinct and within memory before the run; the
+    directories ``check_output`` found, which ``_write_outputs`` writes in."""
+    from fastsim.io import check_distinct, check_output
+
     # the directories they go in as they are now: none is made again if moved meanwhile
     within = [d for d in (check_output(args.out, "--out", (".parquet",)),
                           check_output(args.jobs_out, "--jobs-out", (".parquet",))) if d]
     check_distinct({"--out": args.out, "--jobs-out": args.jobs_out})
-    _check_memory(workload, args.clusters, len(arms), args.out is not None, keep_jobs)
-    total = args.clusters * len(arms)
-    with compile_notice(cfg.scheduler.code):
-        simulate(cfg, 1, seed=args.seed)  # compile, or load the cache, before the clock
-    t0 = time.perf_counter()
-    show = not args.no_progress and sys.stderr.isatty() or os.environ.get("FASTSIM_PROGRESS") == "1"
-    with progress_bar(total=total, unit="cluster", desc="simulating", enabled=show,
-                      mininterval=0.5, delay=2.0) as bar:
-        summary, kept = _run_arms(arms, args.clusters, args.seed, args.out is not None,
-                                  keep_jobs, bar)
-    elapsed = time.perf_counter() - t0
+    _check_memory(workload, args.clusters, n_arms, args.out is not None,
+                  args.jobs_out is not None)
+    return within
+
+
+def _title(args: argparse.Namespace, workload: WorkloadConfig, arms: list,
+           elapsed: float) -> str:
+    """The table's heading: what ran against what, on which workload and clusters, how
+    its numbers are estimated, and a note on an arm that reads the hidden truth."""
+    cfg, base_cfg = dict(arms)["policy"], dict(arms).get("baseline")
     mix = workload.mix if isinstance(workload.mix, str) else ",".join(map(str, workload.mix))
     title = (f"fastsim run: {cfg.policy.label} over {cfg.scheduler.label}"
              + (f" vs {base_cfg.policy.label}" if base_cfg else "")
@@ -318,11 +347,7 @@ def run_command(args: argparse.Namespace) -> int:
         if c.policy.uses_hidden_truth:
             title += (f"\nNOTE: the {arm}, {c.policy.label}, reads the hacking labels and "
                       "gold peak: an upper bound, not a policy")
-    written = _write_outputs(args, arms, kept, within)  # first: a failed write prints no results
-    print(format_table(summary, title))
-    for path in written:
-        print(f"wrote {path}")
-    return 0
+    return title
 
 
 def _write_outputs(args: argparse.Namespace, arms: list, kept: dict, within: list) -> list:
