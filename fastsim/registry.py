@@ -36,7 +36,7 @@ import types
 import unicodedata
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from fastsim import defaults as D
 from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, user_code
@@ -529,15 +529,10 @@ def _user_sources(fn: Any) -> list[str]:
         if id(obj) in done:
             continue
         done.add(id(obj))
-        if isinstance(obj, partial):  # its function, and the values it binds
-            todo.append(obj.func)
-            for name, dep in [*enumerate(obj.args), *obj.keywords.items()]:
-                follow(name, dep)
-            continue
-        if callable(obj) and not (inspect.isroutine(obj) or inspect.isclass(obj)):
-            # an object called as a function: its class's method, and its attributes
-            todo.append(type(obj).__call__)
-            for name, dep in getattr(obj, "__dict__", {}).items():
+        if (wrapped := _wrapped_call(obj)) is not None:  # a partial, or a callable object
+            func, held = wrapped
+            todo.append(func)
+            for name, dep in held:
                 follow(name, dep)
             continue
         path = _user_file(obj)
@@ -545,25 +540,49 @@ def _user_sources(fn: Any) -> list[str]:
             continue
         if path not in seen:
             seen.add(path)
-            try:
-                with open(path, encoding="utf-8", errors="replace") as fh:  # closed now
-                    texts.append(fh.read())
-            except OSError:  # in a zip: its loader reads it; gone since import: its
-                texts.append(_loaded_text(obj) or path)  # compiled code stands for it
-        # each function's names, also of a file already read (a function it calls in the
-        # same file, naming a constant imported from another file)
-        for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
-            follow(name, getattr(obj, "__globals__", {}).get(name))
-        # and what it reaches through a module of the user's (``helpers.f(x)``,
-        # ``consts.THRESH``): the module's file was read, but not the names its functions
-        # import from other files, nor a value it imported (an edit of ``THRESH`` in a third
-        # file reused a sweep's cells)
-        if isinstance(obj, types.FunctionType):
-            for name, dep in loaded_names(obj):
-                head = obj.__globals__.get(name.partition(".")[0])
-                if "." in name and (_user_module(head) or _user_object(head)):
-                    follow(name, dep)
+            texts.append(_file_text(path, obj))
+        for name, dep in _names_reached(obj):
+            follow(name, dep)
     return texts
+
+
+def _wrapped_call(obj: Any) -> tuple[Any, Iterable[tuple[Any, Any]]] | None:
+    """What runs when ``obj`` is called and the values it holds, if it wraps a function:
+    of a ``functools.partial``, its function and the values it binds; of an object called
+    as a function, its class's ``__call__`` and its attributes.  ``None`` for a function,
+    a class or a module, whose own code and file are followed."""
+    if isinstance(obj, partial):  # its function, and the values it binds
+        return obj.func, [*enumerate(obj.args), *obj.keywords.items()]
+    if callable(obj) and not (inspect.isroutine(obj) or inspect.isclass(obj)):
+        # an object called as a function: its class's method, and its attributes
+        return type(obj).__call__, getattr(obj, "__dict__", {}).items()
+    return None
+
+
+def _file_text(path: str, obj: Any) -> str:
+    """The text of the user's file ``path`` that defines ``obj``, read from disk."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:  # closed now
+            return fh.read()
+    except OSError:  # in a zip: its loader reads it; gone since import: its
+        return _loaded_text(obj) or path  # compiled code stands for it
+
+
+def _names_reached(obj: Any) -> Iterator[tuple[str, Any]]:
+    """The names ``obj``'s code uses, each with its value, for ``_user_sources`` to follow."""
+    # each function's names, also of a file already read (a function it calls in the
+    # same file, naming a constant imported from another file)
+    for name in getattr(getattr(obj, "__code__", None), "co_names", ()):
+        yield name, getattr(obj, "__globals__", {}).get(name)
+    # and what it reaches through a module of the user's (``helpers.f(x)``,
+    # ``consts.THRESH``): the module's file was read, but not the names its functions
+    # import from other files, nor a value it imported (an edit of ``THRESH`` in a third
+    # file reused a sweep's cells)
+    if isinstance(obj, types.FunctionType):
+        for name, dep in loaded_names(obj):
+            head = obj.__globals__.get(name.partition(".")[0])
+            if "." in name and (_user_module(head) or _user_object(head)):
+                yield name, dep
 
 
 def _user_module(obj: Any) -> bool:
