@@ -23,8 +23,8 @@ from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
 # the columns it reads from its sweep's table, beside the sweep's axes
-READS = {"summary.parquet": ("policy", "policy_name", "metric", "kind", "mean", "lo", "hi",
-                               "n")}
+READS = {"summary.parquet": ("cell", "policy", "policy_name", "metric", "kind", "mean", "lo",
+                               "hi", "n")}
 # mean JCT is a mean over clusters; the other three are rates pooled over jobs
 DEFAULT_METRICS = ("precision", "stop_recall", "fpr", "jct_mean_h")
 MAX_AXES = 3      # x, colour, columns of panels
@@ -140,14 +140,17 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); this figure "
                 f"draws at most {MAX_AXES} (x, colour, columns of panels): {PICK}")
     x, hue, col = (_roles(axes) + [None, None])[:3]
+    cells = _cell_configs(sweep)
+    names = _policy_colours(df, x, cells) if hue == "policy_name" else {}
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
-        n = len(_lines(df, x, hue)) if axis == hue else df[axis].n_unique() if axis else 0
+        n = len(_lines(df, x, hue, names)) if axis == hue else df[axis].n_unique() if axis else 0
         if n > most:
             shown = "policies" if axis == "policy_name" else f"values of {axis}"
             return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
                     f"{most}: {PICK}")
-    return {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
-            "unlabelled": unlabelled}
+    p = {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
+         "unlabelled": unlabelled, "names": names}
+    return _one_row_per_point(sweep, df, p, cells) or p
 
 
 def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
@@ -170,6 +173,84 @@ def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
     return unlabelled
 
 
+def _cell_configs(sweep: Path) -> dict[str, dict]:
+    """Cell id -> the cell's whole config (``policy``, ``scheduler``, ``workload``), as the
+    sweep's manifest records its grid."""
+    grid = json.loads((Path(sweep) / "sweep.json").read_text()).get("grid", {})
+    return {c["id"]: c["config"] for c in grid.get("cells", ())}
+
+
+def _policy_values(config: dict) -> dict:
+    """A cell's policy parameters (``scope`` too), a user policy's and an online
+    detector's among them, by name."""
+    policy = config.get("policy", {})
+    return {**{k: v for k, v in policy.items() if k not in ("name", "params", "impl")},
+            **dict(policy.get("params") or ())}
+
+
+def _plain(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _policy_colours(df: pl.DataFrame, x: str, cells: dict) -> dict[str, str]:
+    """Where x is a policy parameter and the colour the policy's name: policy label ->
+    its colour, the name and the parameters other than x that tell it from another policy
+    of that name (``evalstop(scope=all)`` beside ``evalstop(scope=rlhf)`` over k): two
+    such policies were one colour, their rows on one point each, and none was drawn."""
+    rows = df.filter(pl.col(x).is_not_null()).select("cell", "policy", "policy_name").unique()
+    values = {}
+    for cell, label, name in rows.iter_rows():
+        values[label] = (name, {k: v for k, v in _policy_values(cells.get(cell, {})).items()
+                                if k != x})
+    colours = {}
+    for label, (name, own) in values.items():
+        others = [v for n, v in values.values() if n == name]
+        told = [k for k in own if any(v.get(k) != own[k] for v in others)]
+        colours[label] = (f"{name}({','.join(f'{k}={_plain(own[k])}' for k in told)})"
+                          if told else name)
+    return colours
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """A cell's config as ``{"policy.k": 2, "workload.sigma": 0.1, ...}``."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        elif key == "params" and isinstance(value, list):  # a user policy's: by name
+            flat.update(_flat(dict(value), prefix))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _one_row_per_point(sweep: Path, df: pl.DataFrame, p: dict, cells: dict) -> str | None:
+    """Why the plan cannot be drawn where two rows of the summary would be drawn on one
+    point (None if none would): they differ in a parameter the figure draws on no axis
+    (a policy whose label leaves out a parameter it was run at two values of), named with
+    how to hold it.  Such rows were left out, counted as having no place."""
+    rows = _placed(df, p).filter("placed")
+    rows = rows.filter(pl.struct(_point(p)).is_duplicated())
+    if rows.height == 0:
+        return None
+    differ: dict[str, None] = {}
+    for group in rows.partition_by(_point(p)):
+        configs = [_flat(cells.get(c, {})) for c in group["cell"].unique().to_list()]
+        for key in configs[0]:
+            if any(c.get(key) != configs[0][key] for c in configs[1:]):
+                differ.setdefault(key)
+    # a spec's name by its axis (policy, scheduler), any other field by its own name
+    fields = list(dict.fromkeys(key.partition(".")[0] if key.endswith(".name")
+                                else key.rpartition(".")[2] for key in differ))
+    axes = [f for f in fields if f in _axes(sweep, df, varying=False)]
+    how = (f"hold {axes[0]} at one value (--where {axes[0]}=VALUE)" if axes else
+           f"{' and '.join(fields) or 'it'} is on no axis of the sweep: run it at one value, "
+           "or name it in the label of its declaration (docs/extending.md)")
+    return (f"sweep in {sweep} has {rows.height} rows that would be drawn on a point "
+            f"another is drawn on (they differ in {', '.join(fields) or 'their cell'}, which "
+            f"this figure draws on no axis): {how}")
+
+
 def _roles(axes: list[str]) -> list[str]:
     """x, colour, columns of panels, ... from the varying axes.  Where x is a policy
     parameter (``k``) the colour is the policy's name, each policy's line drawn over the
@@ -183,28 +264,37 @@ def _roles(axes: list[str]) -> list[str]:
     return axes
 
 
-def _line(x: str, hue: str | None) -> pl.Expr:
+def _line(x: str, hue: str | None, names: dict | None = None) -> pl.Expr:
     """A row's colour: its value of ``hue``; by policy name, that of a policy without x is
     its label (``stop_at(f=0.65)``: a reference line), and so is that of a policy without
-    ``hue`` where it is a policy parameter (``k=2``; x is the policy then)."""
+    ``hue`` where it is a policy parameter (``k=2``; x is the policy then).  ``names``: a
+    policy's colour by its label where the name alone is not enough (``_policy_colours``)."""
     if hue == "policy_name":
-        return (pl.when(pl.col(x).is_null()).then(pl.col("policy"))
-                .otherwise(pl.col("policy_name")))
+        name = (pl.col("policy").replace_strict(names, default=pl.col("policy_name"))
+                if names else pl.col("policy_name"))
+        return pl.when(pl.col(x).is_null()).then(pl.col("policy")).otherwise(name)
     if hue in POLICY_FIELDS:  # x is the policy: one without the parameter, a point of its own
         return (pl.when(pl.col(hue).is_null()).then(pl.col("policy"))
                 .otherwise(pl.lit(f"{hue}=") + pl.col(hue).cast(pl.String)))
     return pl.col(hue) if hue is not None else pl.lit(None)
 
 
-def _lines(df: pl.DataFrame, x: str, hue: str | None) -> list:
+def _lines(df: pl.DataFrame, x: str, hue: str | None, names: dict | None = None) -> list:
     """The colours a plan draws: ``_line``'s values."""
-    return df.select(_line(x, hue).alias("line"))["line"].drop_nulls().unique().to_list()
+    return df.select(_line(x, hue, names).alias("line"))["line"].drop_nulls().unique().to_list()
 
 
-def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the points drawn, the rows of the plan's metrics that have an estimate but cannot
-    be drawn): without a value of the colour or the column, without one of x where x is
-    no policy parameter, or two rows on one point."""
+def _point(p: dict) -> list[str]:
+    """The columns that place a row of ``_placed`` on the figure: its panel, colour, x."""
+    return ["metric", "line", p["x"], *([p["col"]] if p["col"] else [])]
+
+
+def _placed(df: pl.DataFrame, p: dict) -> pl.DataFrame:
+    """The rows of the plan's metrics that have an estimate, as the figure places them:
+    ``mean``, ``lo``, ``hi`` (in percent where the metric is shown as one), ``n``,
+    ``line`` (``_line``) and ``ref`` (a policy without x: a reference line), ``placed``
+    whether they have a place: a value of the colour and the column, and one of x where x
+    is no policy parameter."""
     from fastsim.summary import is_percent
 
     x, hue, col = p["x"], p["hue"], p["col"]
@@ -214,14 +304,24 @@ def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
     scale = pl.Series([100.0 if is_percent(m, k) else 1.0
                        for m, k in zip(rows["metric"], rows["kind"])])
     rows = rows.select("metric", *keys, pl.col("mean") * scale, pl.col("lo") * scale,
-                       pl.col("hi") * scale, "n", _line(x, hue).alias("line"),
-                       (pl.col(x).is_null() & pl.lit(x in POLICY_FIELDS)).alias("ref"))
+                       pl.col("hi") * scale, "n", _line(x, hue, p.get("names")).alias("line"),
+                       (pl.col(x).is_null() & pl.lit(x in POLICY_FIELDS)).alias("ref"),
+                       "cell")
     placed = ((pl.col(x).is_not_null() | pl.col("ref"))
               & (pl.col("line").is_not_null() | pl.lit(hue is None))
               & (pl.col(col).is_not_null() if col is not None else pl.lit(True)))
-    point = ["metric", "line", x, *([col] if col else [])]
-    placed = placed & ~pl.struct(point).is_duplicated()
-    return rows.filter(placed), rows.filter(~placed)
+    return rows.with_columns(placed.alias("placed"))
+
+
+def _split(df: pl.DataFrame, p: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the points drawn, the rows of the plan's metrics that have an estimate but cannot
+    be drawn): without a value of the colour or the column, without one of x where x is
+    no policy parameter, or two rows on one point (a plan refuses those:
+    ``_one_row_per_point``)."""
+    rows = _placed(df, p)
+    placed = pl.col("placed") & ~pl.struct(_point(p)).is_duplicated()
+    return (rows.filter(placed).drop("placed", "cell"),
+            rows.filter(~placed).drop("placed", "cell"))
 
 
 def points(df: pl.DataFrame, p: dict) -> pl.DataFrame:

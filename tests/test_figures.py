@@ -254,7 +254,8 @@ def own_sweeps(tmp_path_factory):
                       'policy = ["evalstop:k=2"]'),
             "four": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\nload = [0.8, 1.0]\n'
                      'policy = ["evalstop:k=2"]'),
-            "kp": ('', 'k = [1, 2]\npolicy = ["evalstop", "stop_at:f=0.65"]')}
+            "kp": ('', 'k = [1, 2]\npolicy = ["evalstop", "stop_at:f=0.65"]'),
+            "scoped": ('', 'k = [1, 2]\npolicy = ["evalstop", "evalstop:scope=all"]')}
     where = {"one": "mixed/one", "four": "mixed/four"}  # one drawn, one skipped, side by side
     for name, (top, ax) in axes.items():
         path = tmp / f"{name}.toml"
@@ -414,6 +415,55 @@ def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_value
     p = {"x": "policy", "hue": None, "col": "k", "metrics": ["jct_mean_h"]}
     assert own_sweep.not_drawn(pl.read_parquet(d / "summary.parquet"), p) == (
         "2 rows not drawn (no place on policy, k: none, stop_at(f=0.65))")
+
+
+def test_two_policies_of_one_name_over_a_policy_parameter_are_two_lines(
+        own_sweeps, tmp_path, monkeypatch, capsys):
+    """k = [1, 2] with policy = ["evalstop", "evalstop:scope=all"]: the colour was the
+    policy's name, both EvalStops one colour, each of their points held two rows, and
+    none of them was drawn ("16 rows not drawn (no place on k, policy_name ...)").  Now
+    the colour names what tells them apart, each its own line over k."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    d = own_sweeps / "scoped"
+    assert main(["figures", str(d), "--out", str(tmp_path / "a"), "--formats", "png"]) == 0
+    out = capsys.readouterr().out
+    assert "not drawn" not in out, out
+    assert "(evalstop(scope=rlhf), evalstop(scope=all) over k; none as reference line)" in out
+    summary = pl.read_parquet(d / "summary.parquet")
+    for ax, metric in zip(figs[0].axes, ("precision", "stop_recall", "fpr", "jct_mean_h")):
+        scale = 1.0 if metric == "jct_mean_h" else 100.0
+        drawn = _plotted(ax)
+        assert [label for label, *_ in drawn] == ["evalstop(scope=rlhf)", "evalstop(scope=all)"]
+        for label, x, mean, lo, hi in drawn:
+            scoped = pl.col("policy").str.ends_with("[scope=all]")
+            rows = summary.filter((pl.col("metric") == metric) & pl.col("k").is_not_null()
+                                  & (scoped if label.endswith("=all)") else ~scoped)
+                                  & pl.col("mean").is_finite()).sort("k")
+            assert x == rows["k"].to_list() == [1, 2]
+            np.testing.assert_array_equal(mean, (rows["mean"] * scale).to_numpy())
+            np.testing.assert_allclose(lo, (rows["lo"] * scale).to_numpy(), rtol=1e-12)
+            np.testing.assert_allclose(hi, (rows["hi"] * scale).to_numpy(), rtol=1e-12)
+
+
+def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_apart(
+        own_sweeps):
+    """Two rows on one point (a user policy whose label leaves out a parameter it ran at
+    two values of) were left out, counted as having no place; a plan that would draw
+    them so is refused, naming what they differ in and how to hold it."""
+    from fastsim.figures import own_sweep
+    from fastsim.sweep.figures import read_table
+
+    d = own_sweeps / "two"  # as if the policy had no colour: its three on one point each
+    p = {"x": "sigma", "hue": None, "col": None, "metrics": ["jct_mean_h"], "where": {}}
+    said = own_sweep._one_row_per_point(d, read_table(d / "summary.parquet"), p,
+                                        own_sweep._cell_configs(d))
+    assert said == (f"sweep in {d} has 6 rows that would be drawn on a point another is "
+                    "drawn on (they differ in policy, which this figure draws on no axis): hold "
+                    "policy at one value (--where policy=VALUE)"), said
+    assert own_sweep._one_row_per_point(d, read_table(d / "summary.parquet"),
+                                        {**p, "hue": "policy"}, own_sweep._cell_configs(d)) is None
 
 
 def test_ones_own_sweeps_figure_is_said_as_drawn(own_sweeps, tmp_path, monkeypatch, capsys):
