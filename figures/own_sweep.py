@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
@@ -494,6 +495,8 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
                 ax.set_title(_text(col, c), fontsize=9)
             if not numeric:
                 ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=20, ha="right")
+            elif data[x].dtype.is_integer():  # k = [1, 2] was ticked 1.0, 1.2, ..., 2.0
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if hue is not None:  # from the panel with most entries: a rate has none of "none"
         fullest = max(axes.flat, key=lambda a: len(a.get_legend_handles_labels()[0]))
         S.legend_outside(axes[0, -1], fullest, fontsize=8,

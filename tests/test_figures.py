@@ -411,6 +411,13 @@ def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_value
                     for p in ("stop_at(f=0.65)", "none")}
     legend = [t.get_text() for t in figs[0].axes[-1].get_legend().get_texts()]
     assert sorted(legend) == ["evalstop", "none", "stop_at(f=0.65)"], legend
+    # k is an integer: its ticks are too (they were 1.0, 1.2, ..., 2.0)
+    for ax in figs[0].axes:
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert ticks == [1, 2], ticks
+        assert [t.get_text() for t in ax.get_xticklabels()
+                if lo <= t.get_position()[0] <= hi] == ["1", "2"]
     # k as the columns of panels: the policies without k have no column, counted
     p = {"x": "policy", "hue": None, "col": "k", "metrics": ["jct_mean_h"]}
     assert own_sweep.not_drawn(pl.read_parquet(d / "summary.parquet"), p) == (
