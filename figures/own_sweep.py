@@ -9,7 +9,6 @@ and ``points`` is the data it plots, read from the summary and nothing else.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
 from fastsim.registry import POLICY_FIELDS
+from fastsim.sweep.figures import read_manifest
 from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
@@ -44,23 +44,23 @@ def stem(name: str) -> str:
     return "sweep_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def _axes(sweep: Path, df: pl.DataFrame, varying: bool = True) -> list[str]:
-    """The sweep's axes that take several values in its summary (``varying``; else all
-    of them), in its file's order; the policy too where only the baseline's cells add one
-    (no policy axis)."""
-    axes = json.loads((Path(sweep) / "sweep.json").read_text()).get("axes", [])
+def _axes(manifest: dict, df: pl.DataFrame, varying: bool = True) -> list[str]:
+    """The axes of the sweep of ``manifest`` (its ``sweep.json``) that take several values
+    in its summary (``varying``; else all of them), in its file's order; the policy too
+    where only the baseline's cells add one (no policy axis)."""
+    axes = manifest.get("axes", [])
     if "policy" not in axes:
         axes = [*axes, "policy"]
     return [a for a in axes if a in df.columns
             and (not varying or df[a].drop_nulls().n_unique() > 1)]
 
 
-def _hold(sweep: Path, df: pl.DataFrame, where) -> dict:
+def _hold(sweep: Path, manifest: dict, df: pl.DataFrame, where) -> dict:
     """``--where``'s ``AXIS=VALUE`` items (a list of text) as ``{axis: value}``, each an
     axis of the sweep and one of its values; a row without the axis (a policy without
     that parameter) is kept.  Anything else is refused (``ConfigError``)."""
     held: dict = {}
-    names = _axes(sweep, df, varying=False)
+    names = _axes(manifest, df, varying=False)
     for item in where or ():
         axis, eq, text = str(item).partition("=")
         axis, text = axis.strip(), text.strip()
@@ -109,6 +109,7 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     (``--where``): ``AXIS=VALUE`` items, each axis held at that value; an axis or value
     the sweep does not have is refused, naming those it has."""
     df = S.sweep_table(Path(sweep) / "summary.parquet")
+    manifest = read_manifest(sweep)  # once: its axes, the code it ran, its cells' configs
     have = summary_metrics(df)
     if metrics is None:
         chosen = [m for m in DEFAULT_METRICS if m in have]
@@ -125,10 +126,10 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         if len(chosen) > MAX_METRICS:
             raise ConfigError(f"--metrics names {len(chosen)} metrics; allowed: at most "
                               f"{MAX_METRICS}, one panel each")
-    unlabelled = _import_user_metrics(sweep, chosen)
-    held = _hold(sweep, df, where)
+    unlabelled = _import_user_metrics(manifest, chosen)
+    held = _hold(sweep, manifest, df, where)
     df = _held(df, {"where": held})
-    axes = _axes(sweep, df)
+    axes = _axes(manifest, df)
     if x is not None:
         if x not in axes:
             raise ConfigError(f"--x={x} is invalid (in {sweep}); allowed: an axis the sweep "
@@ -141,8 +142,7 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); this figure "
                 f"draws at most {MAX_AXES} (x, colour, columns of panels): {PICK}")
     x, hue, col = (_roles(axes) + [None, None])[:3]
-    cells = _cell_configs(sweep)
-    names = _policy_colours(df, x, cells) if hue == "policy_name" else {}
+    names = _policy_colours(df, x, _cell_configs(manifest)) if hue == "policy_name" else {}
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
         n = len(_lines(df, x, hue, names)) if axis == hue else df[axis].n_unique() if axis else 0
         if n > most:
@@ -151,17 +151,17 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
                     f"{most}: {PICK}")
     p = {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
          "unlabelled": unlabelled, "names": names}
-    return _one_row_per_point(sweep, df, p, cells) or p
+    return _one_row_per_point(sweep, manifest, df, p) or p
 
 
-def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
+def _import_user_metrics(manifest: dict, chosen: list[str]) -> list[str]:
     """Import the modules declaring the user metrics among ``chosen`` (and those whose
     paired change is), as ``fastsim sweep`` did: its manifest records each as
     ``MODULE:FUNCTION`` (``code.user``), the function named as the column.  Their declared
     label, unit and percent are then used; returned: those whose module cannot be imported
     here (or that no declaration names), labelled by their column's name."""
     from fastsim import metrics as M
-    code = json.loads((Path(sweep) / "sweep.json").read_text()).get("code", {})
+    code = manifest.get("code", {})
     refs = {ref.partition(":")[2]: ref for ref in code.get("user", {}) if ":" in str(ref)}
     unlabelled = []
     for metric in chosen:
@@ -174,10 +174,10 @@ def _import_user_metrics(sweep: Path, chosen: list[str]) -> list[str]:
     return unlabelled
 
 
-def _cell_configs(sweep: Path) -> dict[str, dict]:
+def _cell_configs(manifest: dict) -> dict[str, dict]:
     """Cell id -> the cell's whole config (``policy``, ``scheduler``, ``workload``), as the
     sweep's manifest records its grid."""
-    grid = json.loads((Path(sweep) / "sweep.json").read_text()).get("grid", {})
+    grid = manifest.get("grid", {})
     return {c["id"]: c["config"] for c in grid.get("cells", ())}
 
 
@@ -225,7 +225,7 @@ def _flat(config: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _one_row_per_point(sweep: Path, df: pl.DataFrame, p: dict, cells: dict) -> str | None:
+def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -> str | None:
     """Why the plan cannot be drawn where two rows of the summary would be drawn on one
     point (None if none would): they differ in a parameter the figure draws on no axis
     (a policy whose label leaves out a parameter it was run at two values of), named with
@@ -234,7 +234,7 @@ def _one_row_per_point(sweep: Path, df: pl.DataFrame, p: dict, cells: dict) -> s
     rows = rows.filter(pl.struct(_point(p)).is_duplicated())
     if rows.height == 0:
         return None
-    differ: dict[str, None] = {}
+    cells, differ = _cell_configs(manifest), {}
     for group in rows.partition_by(_point(p)):
         configs = [_flat(cells.get(c, {})) for c in group["cell"].unique().to_list()]
         for key in configs[0]:
@@ -243,7 +243,7 @@ def _one_row_per_point(sweep: Path, df: pl.DataFrame, p: dict, cells: dict) -> s
     # a spec's name by its axis (policy, scheduler), any other field by its own name
     fields = list(dict.fromkeys(key.partition(".")[0] if key.endswith(".name")
                                 else key.rpartition(".")[2] for key in differ))
-    axes = [f for f in fields if f in _axes(sweep, df, varying=False)]
+    axes = [f for f in fields if f in _axes(manifest, df, varying=False)]
     how = (f"hold {axes[0]} at one value (--where {axes[0]}=VALUE)" if axes else
            f"{' and '.join(fields) or 'it'} is on no axis of the sweep: run it at one value, "
            "or name it in the label of its declaration (docs/extending.md)")

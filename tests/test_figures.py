@@ -460,17 +460,43 @@ def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_
     two values of) were left out, counted as having no place; a plan that would draw
     them so is refused, naming what they differ in and how to hold it."""
     from fastsim.figures import own_sweep
-    from fastsim.sweep.figures import read_table
+    from fastsim.sweep.figures import read_manifest, read_table
 
     d = own_sweeps / "two"  # as if the policy had no colour: its three on one point each
     p = {"x": "sigma", "hue": None, "col": None, "metrics": ["jct_mean_h"], "where": {}}
-    said = own_sweep._one_row_per_point(d, read_table(d / "summary.parquet"), p,
-                                        own_sweep._cell_configs(d))
+    df, manifest = read_table(d / "summary.parquet"), read_manifest(d)
+    said = own_sweep._one_row_per_point(d, manifest, df, p)
     assert said == (f"sweep in {d} has 6 rows that would be drawn on a point another is "
                     "drawn on (they differ in policy, which this figure draws on no axis): hold "
                     "policy at one value (--where policy=VALUE)"), said
-    assert own_sweep._one_row_per_point(d, read_table(d / "summary.parquet"),
-                                        {**p, "hue": "policy"}, own_sweep._cell_configs(d)) is None
+    assert own_sweep._one_row_per_point(d, manifest, df, {**p, "hue": "policy"}) is None
+
+
+def test_ones_own_sweeps_figure_reads_the_manifest_once_through_the_stores_reader(
+        own_sweeps, tmp_path, monkeypatch):
+    """The figure read sweep.json by hand (json.loads of read_text) in three places, past
+    the store's reader and its guards (a regular file, a size limit, nesting); now
+    ``plan`` reads it once, as ``fastsim.sweep.figures.read_manifest`` does."""
+    import pathlib
+
+    import fastsim.sweep.store as store
+    from fastsim.figures import own_sweep
+
+    read_text = pathlib.Path.read_text
+
+    def no_hand_reading(self, *args, **kwargs):
+        assert self.name != "sweep.json", f"{self} read by hand"
+        return read_text(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "read_text", no_hand_reading)
+    reads, read_json = [], store._read_json
+    monkeypatch.setattr(store, "_read_json", lambda path, *a: (reads.append(Path(path).name),
+                                                               read_json(path, *a))[1])
+    d = own_sweeps / "kp"
+    p = own_sweep.plan(d, where=["k=2"])
+    assert isinstance(p, dict), p
+    # one by the summary's checksum (sweep_table), one by the plan
+    assert reads.count("sweep.json") == 2, reads
+    assert draw_all(d, tmp_path / "a", formats=("png",), log=lambda line: None)
 
 
 def test_ones_own_sweeps_figure_is_said_as_drawn(own_sweeps, tmp_path, monkeypatch, capsys):

@@ -10,7 +10,6 @@ under a theme scoped to the call, so a notebook's backend and style stay as they
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from pathlib import Path
 
@@ -84,12 +83,15 @@ def _damaged(path: Path, why: str, allowed: str = SWEEP_OUTPUT):
     return ConfigError(f"{path}: damaged ({why}); allowed: {allowed}")
 
 
-def _read_manifest(manifest: Path) -> tuple[str, str]:
-    """The sweep's name and grid hash."""
+def read_manifest(sweep: Path) -> dict:
+    """The manifest (``sweep.json``) of the sweep in directory ``sweep``, read by the
+    store's reader (a regular file, not huge, not nested past the parser, JSON, an
+    object); a damaged one is refused naming it."""
     import errno
 
-    from fastsim.sweep.store import MANIFEST_MAX_BYTES, _read_json
+    from fastsim.sweep.store import MANIFEST, MANIFEST_MAX_BYTES, _read_json
 
+    manifest = Path(sweep) / MANIFEST
     try:  # not a regular file (a named pipe would block the read), or huge: read no further
         m = _read_json(manifest, MANIFEST_MAX_BYTES)
     except OSError as exc:
@@ -98,6 +100,14 @@ def _read_manifest(manifest: Path) -> tuple[str, str]:
                        if exc.errno == errno.EFBIG else why) from None
     except ValueError as exc:
         raise _damaged(manifest, type(exc).__name__) from None
+    if not isinstance(m, dict):
+        raise _damaged(manifest, "TypeError")
+    return m
+
+
+def _read_manifest(manifest: Path) -> tuple[str, str]:
+    """The sweep's name and grid hash."""
+    m = read_manifest(manifest.parent)
     try:
         return str(m["name"]), str(m["grid_hash"])
     except (ValueError, KeyError, TypeError) as exc:
@@ -210,7 +220,7 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
     rows = read_table(table, columns=keys).group_by(keys).len()
     if rows["len"].max() <= 1:
         return None
-    axes = json.loads((sweep / "sweep.json").read_text()).get("axes", [])
+    axes = read_manifest(sweep).get("axes", [])
     other = [a for a in axes if a not in ("policy", *plots)]
     varies = (f"it varies {', '.join(other)}" if other else "it runs one policy at several "
               "settings" if "policy" in axes else "it varies more than those")
