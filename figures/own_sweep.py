@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
 from fastsim.registry import POLICY_FIELDS
-from fastsim.sweep.figures import read_manifest
+from fastsim.sweep.figures import comma_list, read_manifest
 from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
@@ -114,12 +114,13 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     if metrics is None:
         chosen = [m for m in DEFAULT_METRICS if m in have]
     else:
-        items = metrics.split(",") if isinstance(metrics, str) else list(metrics)
-        chosen = list(dict.fromkeys(str(m).strip() for m in items if str(m).strip()))
-        unknown = [m for m in chosen if m not in have]
+        chosen = comma_list(metrics)
+        unknown = [m for m in chosen or () if m not in have]
         if unknown or not chosen:
-            shown = ",".join(map(str, items)) if not isinstance(metrics, str) else metrics
-            why = f"unknown: {', '.join(unknown)}" if unknown else "empty"
+            shown = (",".join(map(str, metrics)) if isinstance(metrics, (tuple, list))
+                     else metrics if isinstance(metrics, str) else repr(metrics))
+            why = (f"unknown: {', '.join(unknown)}" if unknown else "empty" if chosen == []
+                   else "neither text nor a list of text")
             raise ConfigError(f"--metrics={shown} is invalid ({why}, in {sweep}); allowed: "
                               f"metrics of the sweep's summary, comma-separated: "
                               f"{', '.join(have)}")

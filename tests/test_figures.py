@@ -350,6 +350,22 @@ def test_the_metrics_of_ones_own_sweeps_figure_are_chosen_by_name(own_sweeps, tm
     assert not (tmp_path / "b").exists()
 
 
+def test_metrics_and_formats_are_one_comma_list(own_sweeps, tmp_path):
+    """--metrics and --formats were parsed by two functions: metrics took any iterable, so
+    a set of them drew its panels in the hash seed's order, another each run, where
+    formats refused it.  Both read text comma-separated or a list of text, alike."""
+    from fastsim.sweep.figures import comma_list
+
+    assert comma_list(" precision, fpr,,precision ") == ["precision", "fpr"]
+    assert comma_list(("png", " pdf", "png")) == ["png", "pdf"]
+    assert comma_list({"precision", "fpr"}) is None and comma_list(["png", 1]) is None
+    d = own_sweeps / "two"
+    with pytest.raises(ConfigError, match=r"--metrics=\{.*\} is invalid \(neither text nor a "
+                                          r"list of text, in "):
+        draw_all(d, tmp_path / "a", metrics={"precision", "fpr"}, log=lambda line: None)
+    assert not (tmp_path / "a").exists()
+
+
 def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """One axis: a line per metric; three: the third as columns of panels, a metric's

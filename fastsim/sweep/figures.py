@@ -460,6 +460,20 @@ def check_figure_files(out: Path, names, formats: tuple[str, ...],
             check_output(Path(out) / f"{name}.{fmt}", option, None)
 
 
+def comma_list(value) -> list[str] | None:
+    """The items of ``value``, text comma-separated or a list (or tuple) of text, each
+    stripped and once, in order, the empty ones left out; None where ``value`` is neither
+    (a set's order is the process's hash seed's: it drew a figure's panels in another
+    order each run).  ``--formats`` and ``--metrics`` are read by it."""
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
+        items = value
+    else:
+        return None
+    return list(dict.fromkeys(v.strip() for v in items if v.strip()))
+
+
 def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
     """The file formats of ``formats`` (a list, or text comma-separated), each once: png,png
     drew every figure twice over one file and counted both, and a text taken for a list
@@ -467,10 +481,7 @@ def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
     directory.  ``option``: the command line's name of the value (``--formats``)."""
     from fastsim.errors import ConfigError
 
-    text = isinstance(formats, str)
-    listed = isinstance(formats, (tuple, list)) and all(isinstance(f, str) for f in formats)
-    items = formats.split(",") if text else formats if listed else []
-    parsed = tuple(dict.fromkeys(f.strip() for f in items if f.strip()))
+    parsed = tuple(comma_list(formats) or ())
     if not parsed or any(f not in FORMATS for f in parsed):
         shown = f"{option}={formats}" if option else f"formats={formats!r}"
         raise ConfigError(f"{shown} is invalid; allowed: {', '.join(FORMATS)} (comma-separated)")
