@@ -366,6 +366,21 @@ def test_metrics_and_formats_are_one_comma_list(own_sweeps, tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_the_columns_of_a_paper_figure_and_of_ones_own_sweeps_are_checked_alike(
+        own_sweeps, monkeypatch):
+    """The columns a figure reads were checked by two loops, the paper figures' and the
+    own-sweep figure's, written out twice; both go through check_sweep_reads."""
+    import fastsim.sweep.figures as F
+
+    checked, check = [], F.check_sweep_reads
+    monkeypatch.setattr(F, "check_sweep_reads", lambda sweeps, reads: (
+        checked.append(([Path(d).name for d in sweeps], sorted(reads))), check(sweeps, reads)))
+    sources = {"two": own_sweeps / "two", "noise": own_sweeps / "kp"}
+    F.check_sweep_columns(sources, {"noise_sweep": load_script("noise_sweep")})
+    F.own_plans(sources)
+    assert checked == [(["kp"], ["summary.parquet"]), (["two"], ["summary.parquet"])], checked
+
+
 def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """One axis: a line per metric; three: the third as columns of panels, a metric's

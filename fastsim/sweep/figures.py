@@ -282,10 +282,7 @@ def own_plans(sources: dict[str, Path], metrics=None, x: str | None = None,
     """Sweep name -> what its generic figure draws, or why it cannot (``own_sweep.plan``),
     for each sweep no figure script reads; ``metrics`` (``--metrics``) picks the panels, and
     is refused where there is no such sweep, or names a metric one of them lacks."""
-    import polars as pl
-
     from fastsim.errors import ConfigError
-    from fastsim.sweep.store import REWRITE
 
     own = own_sweeps(sources)
     given = [o for o, v in (("--metrics", metrics), ("--x", x), ("--where", where)) if v]
@@ -297,10 +294,7 @@ def own_plans(sources: dict[str, Path], metrics=None, x: str | None = None,
     if not own:
         return {}
     script = load_script(OWN_SWEEP)
-    for d in own.values():  # as check_sweep_columns checks the figure scripts' tables
-        for table, columns in script.READS.items():
-            _check_columns(d / table, pl.read_parquet_schema(d / table), columns, REWRITE,
-                           " (an older fastsim's table?)")
+    check_sweep_reads(own.values(), script.READS)
     return {name: script.plan(d, metrics, x, where) for name, d in own.items()}
 
 
@@ -324,16 +318,25 @@ def check_sweep_columns(sources: dict[str, Path], modules: dict) -> None:
     older fastsim lacks the columns added since (``jct_hist.parquet`` had no ``cdf_lo``
     before the CDF's interval): jct_cdf ended in a polars traceback after the figures
     before it were written."""
+    for module in modules.values():
+        # the extracts: checked by ``find_sources``
+        check_sweep_reads([sources[need] for need in module.NEEDS
+                           if need in sources and need != "extracts"],
+                          getattr(module, "READS", {}))
+
+
+def check_sweep_reads(sweeps, reads: dict) -> None:
+    """The columns a figure reads (its ``READS``: table -> columns) in each table of the
+    sweep directories ``sweeps`` that holds it, one line naming those missing: the check
+    of the paper's figures (``check_sweep_columns``) and of a sweep of one's own's."""
     import polars as pl
 
     from fastsim.sweep.store import REWRITE
 
-    for module in modules.values():
-        for table, columns in getattr(module, "READS", {}).items():
-            for need in module.NEEDS:
-                path = Path(sources[need]) / table if need in sources else None
-                if need == "extracts" or path is None or not path.is_file():
-                    continue  # the extracts: checked by ``find_sources``
+    for d in sweeps:
+        for table, columns in reads.items():
+            path = Path(d) / table
+            if path.is_file():
                 _check_columns(path, pl.read_parquet_schema(path), columns, REWRITE,
                                " (an older fastsim's table?)")
 
