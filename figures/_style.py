@@ -272,8 +272,11 @@ def plain_log_ticks(ax) -> None:
 
 
 def _refuse(message: str) -> None:
-    """One line on stderr, exit 2, as the command line refuses bad input."""
-    print(message, file=sys.stderr)
+    """One line on stderr (``one_line``: a path's line break escaped), exit 2, as the
+    command line refuses bad input."""
+    from fastsim.errors import one_line
+
+    print(one_line(message), file=sys.stderr)
     sys.exit(2)
 
 

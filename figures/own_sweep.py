@@ -125,8 +125,9 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
                               f"metrics of the sweep's summary, comma-separated: "
                               f"{', '.join(have)}")
         if len(chosen) > MAX_METRICS:
-            raise ConfigError(f"--metrics names {len(chosen)} metrics; allowed: at most "
-                              f"{MAX_METRICS}, one panel each")
+            raise ConfigError(f"--metrics={','.join(chosen)} is invalid ({len(chosen)} "
+                              f"metrics, in {sweep}); allowed: at most {MAX_METRICS}, one "
+                              "panel each")
     unlabelled = _import_user_metrics(manifest, chosen)
     held = _hold(sweep, manifest, df, where)
     df = _held(df, {"where": held})
@@ -138,10 +139,11 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
                               f"{', '.join(axes) or 'none'}")
         axes = [x, *(a for a in axes if a != x)]
     if not axes:
-        return f"sweep in {sweep} varies no axis: one cell, nothing to draw against"
+        return (f"sweep in {sweep} varies no axis (one cell: nothing to draw against); "
+                "allowed: a sweep with an axis of several values")
     if len(_roles(axes)) > MAX_AXES:
-        return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); this figure "
-                f"draws at most {MAX_AXES} (x, colour, columns of panels): {PICK}")
+        return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
+                f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
     x, hue, col = (_roles(axes) + [None, None])[:3]
     names = _policy_colours(df, x, _cell_configs(manifest)) if hue == "policy_name" else {}
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
@@ -250,7 +252,7 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
            "or name it in the label of its declaration (docs/extending.md)")
     return (f"sweep in {sweep} has {rows.height} rows that would be drawn on a point "
             f"another is drawn on (they differ in {', '.join(fields) or 'their cell'}, which "
-            f"this figure draws on no axis): {how}")
+            f"this figure draws on no axis); allowed: one row per point: {how}")
 
 
 def _roles(axes: list[str]) -> list[str]:
@@ -524,8 +526,9 @@ def main() -> None:
     if not results.is_dir():
         S._refuse(not_a_results_dir(results))
     if not S._or_refuse(lambda: own_sweeps(find_sources(results))):
-        S._refuse(f"no sweep in {results} that no paper figure reads: nothing to draw "
-                  "(fastsim figures draws the paper's)")
+        S._refuse(f"no sweep in {results} that no paper figure reads (nothing to draw); "
+                  "allowed: a sweep under a name of its own (fastsim figures draws the "
+                  "paper's)")
     # what is skipped or not drawn, on stderr; the figures written, on stdout
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     for p in S._or_refuse(lambda: draw_all(results, out, scripts=(), log=log)):

@@ -381,6 +381,38 @@ def test_the_columns_of_a_paper_figure_and_of_ones_own_sweeps_are_checked_alike(
     assert checked == [(["kp"], ["summary.parquet"]), (["two"], ["summary.parquet"])], checked
 
 
+def test_the_own_sweep_figures_refusals_are_one_line_each(own_sweeps, tmp_path,
+                                                          monkeypatch, capsys):
+    """A figure script run alone printed its refusal as given: a RESULTS_DIR with a line
+    break was two lines on stderr; `fastsim figures`' lines of what it skips too.  Its
+    refusals were not all in the form "what is wrong; allowed: what is" (too many axes,
+    one cell, too many metrics)."""
+    from fastsim.figures import own_sweep
+
+    monkeypatch.setattr(sys, "argv", ["own_sweep.py", str(tmp_path / "no\nsuch")])
+    with pytest.raises(SystemExit) as exc:
+        own_sweep.main()
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "no\\nsuch is not a results directory" in err, err
+    with pytest.raises(ConfigError, match=r"^--metrics=(\w+,){8}\w+ is invalid \(9 metrics, "
+                                          r"in .*\); allowed: at most 8, one panel each$"):
+        own_sweep.plan(own_sweeps / "two", metrics=own_sweep.summary_metrics(
+            pl.read_parquet(own_sweeps / "two" / "summary.parquet"))[:9])
+    said = own_sweep.plan(own_sweeps / "three", where=["sigma=0.01", "base_rate=0.3",
+                                                       "policy=none"])
+    assert said.endswith("; allowed: a sweep with an axis of several values"), said
+    import shutil
+
+    mixed = tmp_path / "mi\nxed"
+    shutil.copytree(own_sweeps / "mixed", mixed, ignore=shutil.ignore_patterns("figures"))
+    lines = []
+    draw_all(mixed, tmp_path / "a", formats=("png",), log=lines.append)
+    assert any("mi\\nxed/four varies 4 axes (sigma, base_rate, load, policy); allowed: at "
+               "most 3 (x, colour" in line for line in lines), lines
+    assert not any("\n" in line for line in lines), lines
+
+
 def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """One axis: a line per metric; three: the third as columns of panels, a metric's
@@ -410,7 +442,7 @@ def test_ones_own_sweeps_of_one_and_three_axes_are_drawn_and_of_four_refused(
     four = own_sweeps / "mixed" / "four"  # alone: refused
     one_line(capsys, ["figures", str(four), "--out", str(tmp_path / "four")],
              f"no figure can be drawn from {four}: sweep in {four} varies 4 axes (sigma, "
-             "base_rate, load, policy); this figure draws at most 3 (x, colour, columns of "
+             "base_rate, load, policy); allowed: at most 3 (x, colour, columns of "
              "panels): hold an axis at one value (--where AXIS=VALUE), or a sweep file with "
              "fewer axes")
     assert not (tmp_path / "four").exists()
@@ -498,8 +530,9 @@ def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_
     df, manifest = read_table(d / "summary.parquet"), read_manifest(d)
     said = own_sweep._one_row_per_point(d, manifest, df, p)
     assert said == (f"sweep in {d} has 6 rows that would be drawn on a point another is "
-                    "drawn on (they differ in policy, which this figure draws on no axis): hold "
-                    "policy at one value (--where policy=VALUE)"), said
+                    "drawn on (they differ in policy, which this figure draws on no axis); "
+                    "allowed: one row per point: hold policy at one value (--where "
+                    "policy=VALUE)"), said
     assert own_sweep._one_row_per_point(d, manifest, df, {**p, "hue": "policy"}) is None
 
 

@@ -504,8 +504,11 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     the sweep varies); ``where``: ``AXIS=VALUE`` items (a list), each axis held at that
     value (a sweep of four axes drawn at one of them); ``own=False`` draws ``scripts`` alone
     (``fastsim reproduce``: the paper's figures, not one of its mixed sweep)."""
+    from fastsim.errors import one_line
     from fastsim.io import holding_directory, make_directory, unmade_on_failure
 
+    said = log
+    log = lambda line: said(one_line(line))  # noqa: E731 (a sweep path's line break escaped)
     formats = parse_formats(formats)
     results, out = Path(results), Path(out)
     if not os.path.isdir(results):  # os.path's: False, not OSError, for a too-long name
