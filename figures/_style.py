@@ -236,6 +236,21 @@ def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over",
          + (f"\n{more}" if more else ""))
 
 
+def at_points(n: int) -> str:
+    """``at 1 point``, ``at 3 points``: where a figure's note counts what it left out."""
+    return f"at {n} point{'s' if n > 1 else ''}"
+
+
+def not_drawn_note(ax, why: str, missed: list[str], top: bool = False) -> None:
+    """Name in panel ``ax`` what it leaves out: ``not drawn WHY:`` over a line per entry of
+    ``missed`` (nothing where it is empty), small and grey in its lower left corner, or
+    its upper left (``top``): the cost-aware figures' points with no estimate."""
+    if missed:
+        ax.text(0.02, 0.98 if top else 0.02, f"not drawn {why}:\n" + "\n".join(missed),
+                ha="left", va="top" if top else "bottom", transform=ax.transAxes,
+                fontsize=7, color="0.4")
+
+
 def rate_axis(ax, lo: float | None, hi: float | None, min_span: float = 10.0) -> None:
     """Y range of a percentage panel: the data's range, at least ``min_span`` points wide,
     inside [0, 100], so that a flat 99.9-100% reads as flat rather than as a cliff.  No

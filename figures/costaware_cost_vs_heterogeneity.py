@@ -55,10 +55,8 @@ def _panel(ax, sub: pl.DataFrame, colors) -> None:
         if d.height:
             k = round(float((d["n"] * (1.0 - d["reached_frac"])).sum()))
             missed.append(f"{S.STRATEGY_NAMES[s].split(' (')[0]}: {k} of {d['n'].sum()} runs "
-                          f"missed it, at {d.height} point{'s' if d.height > 1 else ''}")
-    if missed:
-        ax.text(0.02, 0.02, "not drawn where a run missed eps:\n" + "\n".join(missed),
-                ha="left", va="bottom", transform=ax.transAxes, fontsize=7, color="0.4")
+                          f"missed it, {S.at_points(d.height)}")
+    S.not_drawn_note(ax, "where a run missed eps", missed)
 
 
 def _legend_handles(colors, steps):

@@ -33,10 +33,6 @@ def _panel(ax, d: pl.DataFrame, color) -> None:
                 fmt="-o", color=color, ms=3, capsize=2)
 
 
-def _points(d: pl.DataFrame) -> str:
-    return f"at {d.height} point{'s' if d.height > 1 else ''}"
-
-
 def _missed(ax, cell: pl.DataFrame) -> None:
     """Name, in the panel, each strategy whose point has no simulated ratio, with how many
     of its pairs with optimal lost a run that missed eps (summarize_sgd pools no ratio
@@ -51,12 +47,10 @@ def _missed(ax, cell: pl.DataFrame) -> None:
         lost, alone = d.filter(pl.col("optimal_ran")), d.filter(~pl.col("optimal_ran"))
         if lost.height:
             k, pairs = int((lost["n"] - lost["n_pairs"]).sum()), int(lost["n"].sum())
-            missed.append(f"{name}: {k} of {pairs} pairs had a run miss eps, {_points(lost)}")
+            missed.append(f"{name}: {k} of {pairs} pairs had a run miss eps, {S.at_points(lost.height)}")
         if alone.height:
-            missed.append(f"{name}: optimal not run, {_points(alone)}")
-    if missed:
-        ax.text(0.02, 0.98, "not drawn (no simulated ratio):\n" + "\n".join(missed),
-                ha="left", va="top", transform=ax.transAxes, fontsize=7, color="0.4")
+            missed.append(f"{name}: optimal not run, {S.at_points(alone.height)}")
+    S.not_drawn_note(ax, "(no simulated ratio)", missed, top=True)
 
 
 @S.themed

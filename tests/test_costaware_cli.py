@@ -181,6 +181,43 @@ def test_ratio_figure_names_the_strategies_without_a_simulated_ratio(tmp_path, m
     assert any("over n >= 8 paired replications per point" in t for t in said), said
 
 
+def test_the_cost_aware_figures_write_what_they_leave_out_by_one_helper(tmp_path,
+                                                                         monkeypatch):
+    """The cost figure and the ratio figure each wrote their "not drawn" note and its
+    point count by hand, alike; both go through _style.not_drawn_note and at_points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from fastsim.figures import _style as S
+    from fastsim.sweep.figures import load_script
+
+    notes, note = [], S.not_drawn_note
+    monkeypatch.setattr(S, "not_drawn_note", lambda ax, why, missed, top=False: (
+        notes.append((why, list(missed), top)), note(ax, why, missed, top)))
+    assert (S.at_points(1), S.at_points(2)) == ("at 1 point", "at 2 points")
+    _, ax = plt.subplots()
+    S.not_drawn_note(ax, "anywhere", [])
+    assert len(ax.texts) == 0 and notes.pop() == ("anywhere", [], False)
+    fig = load_script("costaware_cost_vs_heterogeneity")
+    _, ax = plt.subplots()
+    fig._panel(ax, pl.DataFrame({
+        "strategy": ["uniform", "optimal"], "sgd_step": ["convex"] * 2,
+        "problem_cost_sigma": [0.0, 0.0], "cost_units_mean": [math.nan, 2.0],
+        "cost_units_lo": [math.nan, 1.0], "cost_units_hi": [math.nan, 3.0], "n": [4, 4],
+        "reached_frac": [0.5, 1.0]}), dict.fromkeys(fig.ORDER, "k"))
+    assert notes.pop() == ("where a run missed eps",
+                           ["uniform: 2 of 4 runs missed it, at 1 point"], False)
+    _, ax = plt.subplots()
+    load_script("costaware_ratios")._missed(ax, pl.DataFrame({
+        "strategy": ["uniform"], "simulated_ratio": [math.nan], "optimal_ran": [False],
+        "n": [8], "n_pairs": [0]}))
+    assert notes.pop() == ("(no simulated ratio)", ["uniform: optimal not run, at 1 point"],
+                           True)
+    plt.close("all")
+
+
 @pytest.mark.parametrize("damage, needle", [
     (lambda p: p.write_bytes(p.read_bytes()[:300]), "not a readable Parquet table"),
     (lambda p: pl.read_parquet(p).drop("strategy").write_parquet(p),
