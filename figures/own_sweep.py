@@ -451,55 +451,90 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
     """Draw the figure of sweep ``name`` (its directory ``sweep``) by plan ``p``."""
     df = S.sweep_table(Path(sweep) / "summary.parquet")
     data = points(df, p)
-    x, hue, col = p["x"], p["hue"], p["col"]
-    xs, cols = _values(data, x), _values(data, col)
-    # the lines over x first, then the policies without x (reference lines)
-    lines = ([None] if hue is None else
-             _values(data.filter(~pl.col("ref")), "line")
-             + [v for v in _values(data.filter(pl.col("ref")), "line")
-                if v not in set(data.filter(~pl.col("ref"))["line"].to_list())])
-    numeric = data[x].dtype.is_numeric()
-    nrows, ncols = len(p["metrics"]), len(cols)
-    if ncols == 1:  # one row of panels, as the paper's figures
-        nrows, ncols = 1, nrows
-    # a metric's panels share its y axis, so that the columns compare at a glance
-    fig, axes = S.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows), squeeze=False,
-                           sharex=True, sharey="row" if len(cols) > 1 else False)
-    colours = S.sns.color_palette("colorblind", MAX_COLOURS)
+    cols = _values(data, p["col"])
+    fig, axes = _panels(len(p["metrics"]), len(cols))
+    lines = _colour_order(data, p["hue"])
     for i, metric in enumerate(p["metrics"]):
         for j, c in enumerate(cols):
             ax = axes[i, j] if len(cols) > 1 else axes[0, i]
-            for h_i, h in enumerate(lines):
-                rows = data.filter(pl.col("metric") == metric)
-                if hue is not None:
-                    rows = rows.filter(pl.col("line") == h)
-                if col is not None:
-                    rows = rows.filter(pl.col(col) == c)
-                label = _text(hue, h) if hue is not None else name
-                ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref")).sort(x)
-                if ref.height:  # a policy without x: its value at every x
-                    mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
-                    ax.axhline(mean, color=colours[h_i], lw=1.2, ls="--", label=label)
-                    if _finite(lo) and _finite(hi):
-                        ax.axhspan(lo, hi, color=colours[h_i], alpha=0.12, lw=0)
-                if rows.height == 0:
-                    continue
-                at = (rows[x].to_list() if numeric else
-                      [xs.index(v) + (h_i - (len(lines) - 1) / 2) * 0.08 for v in rows[x]])
-                mean = rows["mean"].to_numpy()
-                ax.errorbar(at, mean, yerr=[mean - rows["lo"].to_numpy(),
-                                            rows["hi"].to_numpy() - mean],
-                            marker="o", ms=4, capsize=3, lw=1.2, color=colours[h_i],
-                            label=label)
-            kind = df.filter(pl.col("metric") == metric)["kind"]
-            ax.set_ylabel(axis_label(metric, kind[0] if kind.len() else "mean"))
-            ax.set_xlabel(x)
-            if col is not None:
-                ax.set_title(_text(col, c), fontsize=9)
-            if not numeric:
-                ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=20, ha="right")
-            elif data[x].dtype.is_integer():  # k = [1, 2] was ticked 1.0, 1.2, ..., 2.0
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            _draw_panel(ax, data, p, metric, c, lines, name)
+            _label_panel(ax, df, data, p, metric, c)
+    _legend_and_notes(fig, axes, df, data, p, name, sweep)
+    fig.tight_layout()
+    return S.save(fig, out, stem(name), formats)
+
+
+def _colour_order(data: pl.DataFrame, hue: str | None) -> list:
+    """The colours drawn, in order: the lines over x first, then the policies without x
+    (reference lines); ``[None]`` without a colour axis."""
+    return ([None] if hue is None else
+            _values(data.filter(~pl.col("ref")), "line")
+            + [v for v in _values(data.filter(pl.col("ref")), "line")
+               if v not in set(data.filter(~pl.col("ref"))["line"].to_list())])
+
+
+def _panels(n_metrics: int, n_cols: int):
+    """The figure and its grid of panels: a row per metric and a column per value of the
+    column axis, or one row of a panel per metric where there is one column."""
+    nrows, ncols = n_metrics, n_cols
+    if ncols == 1:  # one row of panels, as the paper's figures
+        nrows, ncols = 1, nrows
+    # a metric's panels share its y axis, so that the columns compare at a glance
+    return S.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows), squeeze=False,
+                      sharex=True, sharey="row" if n_cols > 1 else False)
+
+
+def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
+                name: str) -> None:
+    """The points of ``metric`` at value ``c`` of the column axis, a line with error bars
+    per colour of ``lines``, a policy without x as a dashed reference line."""
+    x, hue, col = p["x"], p["hue"], p["col"]
+    xs, numeric = _values(data, x), data[x].dtype.is_numeric()
+    colours = S.sns.color_palette("colorblind", MAX_COLOURS)
+    for h_i, h in enumerate(lines):
+        rows = data.filter(pl.col("metric") == metric)
+        if hue is not None:
+            rows = rows.filter(pl.col("line") == h)
+        if col is not None:
+            rows = rows.filter(pl.col(col) == c)
+        label = _text(hue, h) if hue is not None else name
+        ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref")).sort(x)
+        if ref.height:  # a policy without x: its value at every x
+            mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
+            ax.axhline(mean, color=colours[h_i], lw=1.2, ls="--", label=label)
+            if _finite(lo) and _finite(hi):
+                ax.axhspan(lo, hi, color=colours[h_i], alpha=0.12, lw=0)
+        if rows.height == 0:
+            continue
+        at = (rows[x].to_list() if numeric else
+              [xs.index(v) + (h_i - (len(lines) - 1) / 2) * 0.08 for v in rows[x]])
+        mean = rows["mean"].to_numpy()
+        ax.errorbar(at, mean, yerr=[mean - rows["lo"].to_numpy(),
+                                    rows["hi"].to_numpy() - mean],
+                    marker="o", ms=4, capsize=3, lw=1.2, color=colours[h_i],
+                    label=label)
+
+
+def _label_panel(ax, df: pl.DataFrame, data: pl.DataFrame, p: dict, metric: str, c) -> None:
+    """A panel's axis labels, its title (the column's value) and its ticks along x."""
+    x, col = p["x"], p["col"]
+    xs, numeric = _values(data, x), data[x].dtype.is_numeric()
+    kind = df.filter(pl.col("metric") == metric)["kind"]
+    ax.set_ylabel(axis_label(metric, kind[0] if kind.len() else "mean"))
+    ax.set_xlabel(x)
+    if col is not None:
+        ax.set_title(_text(col, c), fontsize=9)
+    if not numeric:
+        ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=20, ha="right")
+    elif data[x].dtype.is_integer():  # k = [1, 2] was ticked 1.0, 1.2, ..., 2.0
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _legend_and_notes(fig, axes, df: pl.DataFrame, data: pl.DataFrame, p: dict, name: str,
+                      sweep: Path) -> None:
+    """The legend of the colours, outside the panels, and the note under the figure: the
+    values held, the points without an interval, the rows not drawn, n."""
+    hue = p["hue"]
     if hue is not None:  # from the panel with most entries: a rate has none of "none"
         fullest = max(axes.flat, key=lambda a: len(a.get_legend_handles_labels()[0]))
         S.legend_outside(axes[0, -1], fullest, fontsize=8,
@@ -508,8 +543,6 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
     notes = (held, bare(data), not_drawn(df, p), unlabelled(p))
     S.footnote(fig, {name: sweep}, name, "error bars: 95% CIs over",
                more="\n".join(t for t in notes if t), rows=data)
-    fig.tight_layout()
-    return S.save(fig, out, stem(name), formats)
 
 
 def main() -> None:

@@ -522,64 +522,95 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     held = held_output(out)
     try:
         sources = find_sources(results)
-        modules = {name: load_script(name) for name in scripts}
-        # before the reasons to skip a figure, which read its table too: one without a
-        # column a figure plots a cell per value of (k, scheduler) read as a sweep of
-        # several cells per policy, and that figure was skipped, saying so, exit 0
-        check_sweep_columns(sources, modules)
-        plans = own_plans(sources if own else {}, metrics, x, where)
-        own_why = {name: p for name, p in plans.items() if isinstance(p, str)}
-        why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
-                                     getattr(m, "PLOTS", None)) for name, m in modules.items()}
-        if (all(why is not None for why in why_not.values())
-                and len(own_why) == len(plans)):  # refused before DIR/figures is made
-            from fastsim.errors import ConfigError
-
-            raise ConfigError(_nothing_to_draw(results, sources, modules, why_not, own_why))
+        modules, why_not, plans, own_why, stems = _what_to_draw(
+            results, sources, scripts, own, metrics, x, where)
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
-        generic = load_script(OWN_SWEEP) if plans else None
-        stems = {name: generic.stem(name) for name in plans if name not in own_why}
-        if len(set(stems.values())) < len(stems):  # "my sweep" and "my_sweep"
-            from fastsim.errors import ConfigError
-
-            raise ConfigError(f"{results}: sweeps {', '.join(sorted(stems))} would draw "
-                              f"figures of one file name; allowed: names that differ in "
-                              "letters, digits, '.', '_' or '-'")
         check_figure_files(out, list(drawn) + list(stems.values()), formats)
         with unmade_on_failure() as made:  # a drawing failed before its first figure
             made.append(make_directory(out))  # leaves no empty DIR behind
-            written: list[Path] = []
             with holding_directory(out):  # all of one drawing's figures, never some of two
-                for name, module in modules.items():
-                    if why_not[name] is not None:
-                        # beside a sweep of the user's own, a paper figure none of whose
-                        # sweeps is here is no news
-                        if len(own_why) == len(plans) or set(module.NEEDS) & set(sources):
-                            log(f"[figures] {name}: skipped, {why_not[name]}")
-                        continue
-                    files = module.draw(sources, out, formats)
-                    log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
-                    policies = getattr(module, "POLICIES", None)
-                    left = (not_drawn(policies, module.NEEDS[0], sources[module.NEEDS[0]])
-                            if policies else [])
-                    if left:
-                        log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
-                            f"{', '.join(policies)} only")
-                    written += files
-                for name, p in plans.items():
-                    if name in own_why:
-                        log(f"[figures] {generic.stem(name)}: skipped, {own_why[name]}")
-                        continue
-                    files = generic.draw_sweep(name, sources[name], out, formats, p)
-                    # what is drawn, not what the plan offers: a column of panels with no
-                    # estimate of the metrics asked for is none
-                    summary = read_table(sources[name] / "summary.parquet")
-                    log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
-                        f" ({generic.describe(summary, p)})")
-                    for left in (generic.not_drawn(summary, p), generic.unlabelled(p)):
-                        if left:  # said under the figure too
-                            log(f"[figures] {stems[name]}: {left}")
-                    written += files
+                written = _draw_scripts(modules, why_not, sources, out, formats, log,
+                                        alone=len(own_why) == len(plans))
+                written += _draw_own_sweeps(plans, own_why, stems, sources, out, formats, log)
         return written
     finally:
         held.clear()
+
+
+def _what_to_draw(results: Path, sources: dict[str, Path], scripts: tuple[str, ...],
+                  own: bool, metrics, x: str | None, where) -> tuple:
+    """``draw_all``'s choice, before anything is made: the figure scripts (name: module),
+    why each is skipped (None: drawn), the plans of the sweeps of one's own (or why each
+    is skipped, also in ``own_why``) and their figures' file names (``stems``); refused
+    where nothing can be drawn, or two sweeps' figures would share a file name."""
+    modules = {name: load_script(name) for name in scripts}
+    # before the reasons to skip a figure, which read its table too: one without a
+    # column a figure plots a cell per value of (k, scheduler) read as a sweep of
+    # several cells per policy, and that figure was skipped, saying so, exit 0
+    check_sweep_columns(sources, modules)
+    plans = own_plans(sources if own else {}, metrics, x, where)
+    own_why = {name: p for name, p in plans.items() if isinstance(p, str)}
+    why_not = {name: skip_reason(m.NEEDS, getattr(m, "BASELINE", None), sources, results,
+                                 getattr(m, "PLOTS", None)) for name, m in modules.items()}
+    if (all(why is not None for why in why_not.values())
+            and len(own_why) == len(plans)):  # refused before DIR/figures is made
+        from fastsim.errors import ConfigError
+
+        raise ConfigError(_nothing_to_draw(results, sources, modules, why_not, own_why))
+    generic = load_script(OWN_SWEEP) if plans else None
+    stems = {name: generic.stem(name) for name in plans if name not in own_why}
+    if len(set(stems.values())) < len(stems):  # "my sweep" and "my_sweep"
+        from fastsim.errors import ConfigError
+
+        raise ConfigError(f"{results}: sweeps {', '.join(sorted(stems))} would draw "
+                          f"figures of one file name; allowed: names that differ in "
+                          "letters, digits, '.', '_' or '-'")
+    return modules, why_not, plans, own_why, stems
+
+
+def _draw_scripts(modules: dict, why_not: dict, sources: dict[str, Path], out: Path,
+                  formats: tuple[str, ...], log, alone: bool) -> list[Path]:
+    """Draw each figure script of ``modules`` not skipped (``why_not``), saying what it
+    wrote and which policies of its sweep it leaves out; a skipped one is said where no
+    sweep of one's own is drawn (``alone``) or some of its sweeps are here."""
+    written: list[Path] = []
+    for name, module in modules.items():
+        if why_not[name] is not None:
+            # beside a sweep of the user's own, a paper figure none of whose
+            # sweeps is here is no news
+            if alone or set(module.NEEDS) & set(sources):
+                log(f"[figures] {name}: skipped, {why_not[name]}")
+            continue
+        files = module.draw(sources, out, formats)
+        log(f"[figures] {name}: {', '.join(Path(f).name for f in files)}")
+        policies = getattr(module, "POLICIES", None)
+        left = (not_drawn(policies, module.NEEDS[0], sources[module.NEEDS[0]])
+                if policies else [])
+        if left:
+            log(f"[figures] {name}: {', '.join(left)} not drawn; it draws "
+                f"{', '.join(policies)} only")
+        written += files
+    return written
+
+
+def _draw_own_sweeps(plans: dict, own_why: dict, stems: dict, sources: dict[str, Path],
+                     out: Path, formats: tuple[str, ...], log) -> list[Path]:
+    """Draw the figure of each sweep of one's own by its plan, saying what it draws and
+    what it leaves out, or why it is skipped (``own_why``)."""
+    generic = load_script(OWN_SWEEP) if plans else None
+    written: list[Path] = []
+    for name, p in plans.items():
+        if name in own_why:
+            log(f"[figures] {generic.stem(name)}: skipped, {own_why[name]}")
+            continue
+        files = generic.draw_sweep(name, sources[name], out, formats, p)
+        # what is drawn, not what the plan offers: a column of panels with no
+        # estimate of the metrics asked for is none
+        summary = read_table(sources[name] / "summary.parquet")
+        log(f"[figures] {stems[name]}: {', '.join(Path(f).name for f in files)}"
+            f" ({generic.describe(summary, p)})")
+        for left in (generic.not_drawn(summary, p), generic.unlabelled(p)):
+            if left:  # said under the figure too
+                log(f"[figures] {stems[name]}: {left}")
+        written += files
+    return written
