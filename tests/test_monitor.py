@@ -417,16 +417,25 @@ def test_a_job_id_is_a_string_or_an_integer(job_id):
     assert not m._jobs
 
 
-def test_numpy_integer_job_ids_are_the_python_int_job():
+def test_integer_and_text_job_ids_are_one_job_as_replay_reads_them(tmp_path):
+    """observe(1, ...) and observe("1", ...) were two jobs (keys 1 and "1"), where replay
+    reads JSONL job ids 1 and "1" as one job: the same log decided two ways."""
+    import json
+
+    from fastsim.replay.logs import read_logs
     from fastsim.replay.monitor import StopMonitor
 
-    m = StopMonitor("evalstop:k=1")
-    m.observe(np.int64(3), 10, 0.5)
-    d = m.observe(3, 20, 0.4)  # the same job: its second evaluation, a decline
-    assert d.stop and d.keep_step == 10 and m.decision(np.uint8(3)) is d
-    assert list(m._jobs) == [3] and type(next(iter(m._jobs))) is int
-    m.observe("3", 10, 0.5)  # a string id is another job
-    assert m.decision("3") is None
+    ids, scores = (1, "1", np.int64(1)), (0.5, 0.4, 0.3)
+    p = tmp_path / "ids.jsonl"
+    p.write_text("".join(json.dumps({"job_id": i if isinstance(i, str) else int(i), "step": s,
+                                     "score": x}) + "\n"
+                         for s, (i, x) in enumerate(zip(ids, scores), start=1)))
+    assert read_logs([p]).job_ids == ["1"]
+    m = StopMonitor("evalstop:k=2")
+    decisions = [m.observe(i, s, x) for s, (i, x) in enumerate(zip(ids, scores), start=1)]
+    assert [d.eval_index for d in decisions] == [1, 2, 3]  # one job: two declines stop it
+    assert decisions[-1].stop and decisions[-1].keep_step == 1
+    assert list(m._jobs) == ["1"] and m.decision(np.uint8(1)) is decisions[-1]
 
 
 @pytest.mark.parametrize("threshold", [math.inf, 1e400, math.nan, -0.1])

@@ -442,17 +442,34 @@ def _raw_jsonl(path: Path, data: bytes, columns: dict[str, str] | None = None) -
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
         _check_json_job_id(path, lineno, obj.get(ids))
+        if obj.get(ids) is not None:
+            obj[ids] = job_key(obj[ids])
         _check_json_seed(path, lineno, obj.get(seeds))
         rows.append(obj)
         lines.append(lineno)
     return _rows_to_frame(rows, lines)
 
 
+def job_key(job_id) -> str | None:
+    """The key a job is filed under, in replay and in ``StopMonitor`` alike: a string as it
+    is, an integer (numpy's too) as its decimal text, so ``1``, ``np.int64(1)`` and ``"1"``
+    are one job.  None for anything else: a bool (``True`` would be job ``"True"``), a
+    float (``1.0`` would be job ``"1.0"``, apart from ``1``; NaN a new job at every call).
+
+    >>> job_key(1), job_key("1"), job_key(1.0)
+    ('1', '1', None)
+    """
+    if isinstance(job_id, str):
+        return job_id
+    if isinstance(job_id, (int, np.integer)) and not isinstance(job_id, (bool, np.bool_)):
+        return str(int(job_id))
+    return None
+
+
 def _check_json_job_id(path: Path, lineno: int, job_id) -> None:
-    """A JSON job id is a string or an integer, as ``StopMonitor``'s: ``1`` and ``"1"`` are
-    one job, but ``1.0`` would read as another, ``"1.0"``; None is left to the check of
+    """A JSON job id is a string or an integer (``job_key``); None is left to the check of
     missing ids."""
-    if job_id is None or (isinstance(job_id, (str, int)) and not isinstance(job_id, bool)):
+    if job_id is None or job_key(job_id) is not None:
         return
     raise ConfigError(f"{path}:{lineno}: field 'job_id': {json.dumps(job_id)}; allowed: a "
                       "string or an integer (a float such as 1.0 would be a job apart from 1)")

@@ -30,7 +30,7 @@ from fastsim.kernels.detectors import evalstop_step_nb
 from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import user_prefix_driver
 from fastsim.plain_python import PlainCheck
-from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE
+from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE, job_key
 from fastsim.replay.policies import series_scratch
 
 
@@ -299,17 +299,17 @@ class StopMonitor:
         self._plain = PlainCheck(p) if d.user is not None else None
         self._jobs: dict[str, _JobState] = {}
 
-    def _job(self, job_id):
-        """``job_id`` as a key: a string, or an integer (numpy's too, as a Python int so
-        ``np.int64(3)`` and ``3`` are one job).  Refused: a bool (``True`` would be job
+    def _job(self, job_id) -> str:
+        """``job_id`` as the key replay files a job under (``fastsim.replay.logs.job_key``):
+        a string, or an integer (numpy's too) as its text, so ``1``, ``np.int64(1)`` and
+        ``"1"`` are one job, as they are in a log.  Refused: a bool (``True`` would be job
         ``1``), a float (``1.0`` would be job ``1``, and NaN, unequal to itself, a new job
         at every call), None, anything else."""
-        if isinstance(job_id, str):
-            return job_id
-        if isinstance(job_id, (int, np.integer)) and not isinstance(job_id, (bool, np.bool_)):
-            return int(job_id)
-        raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a string or "
-                          "an integer")
+        key = job_key(job_id)
+        if key is None:
+            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a string "
+                              "or an integer")
+        return key
 
     def reset(self, job_id: str) -> None:
         """Forget a job (e.g. before re-running it from scratch)."""
