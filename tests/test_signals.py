@@ -285,3 +285,41 @@ def test_a_signal_inside_the_first_cluster_trial_leaves_no_sweep_directory(tmp_p
     assert got == 130, err
     assert "a compiled call was still running 2 s later" in err[-1], err
     assert not (tmp_path / "out").exists(), sorted(p.name for p in (tmp_path / "out").iterdir())
+
+
+
+def test_a_costaware_sweep_ended_inside_a_compiled_call_leaves_nothing_it_made(tmp_path):
+    """`costaware sweep FILE --out NEW` whose Ctrl-C came during a compiled call of its
+    points (an SGD run of seconds), ended SIGNAL_GRACE_S later (``os._exit``, no ``except``
+    runs), left NEW holding a blank sweep.lock, a sweep directory to every later look,
+    though it said "nothing half-written is left"; as a sweep's first-cluster trial, what
+    it made is removed."""
+    (tmp_path / "t.toml").write_text('name = "t"\nexperiment = "sgd"\n[axes]\nn = [16]\n')
+    code, err = run_script("""
+        import ctypes, os, signal
+        import fastsim.costaware.sweep as S
+        from fastsim import cli
+        from numba import njit
+
+        cli.SIGNAL_GRACE_S = 0.2
+        kill = ctypes.CDLL(None).kill
+        kill.argtypes, kill.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+
+        @njit(nogil=True)  # as the kernels: the thread that watches for signals runs
+        def interrupted_inside(pid, signum):  # Ctrl-C in a call that never returns
+            kill(pid, signum)
+            i = 0
+            while i >= 0:
+                i = (i + 1) % 1000
+            return i
+
+        def stuck(*args, **kwargs):
+            assert os.path.exists("A/NEW/sweep.lock")
+            interrupted_inside(os.getpid(), int(signal.SIGINT))
+
+        S._point_tables = stuck
+        raise SystemExit(cli.main(["costaware", "sweep", "t.toml", "--out", "A/NEW"]))
+    """, tmp_path, timeout=30)
+    assert code == 130, err
+    assert "a compiled call was still running" in err[-1], err
+    assert not (tmp_path / "A").exists(), sorted(p.name for p in (tmp_path / "A").rglob("*"))

@@ -43,11 +43,11 @@ from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_di
 from fastsim.config import check_flags, is_path
 from fastsim.errors import ConfigError, InertSettingWarning, api_words, known_keywords
 from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir,
-                        make_directory, read_toml, table_writer, toml_echo, toml_text,
-                        unmade_on_failure, write_all)
+                        make_directory, read_toml, remove_made, table_writer, toml_echo,
+                        toml_text, unmade_on_failure, write_all)
 from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import (LOCK, DirLock, check_not_owned, hold_sweep_dirs,
-                                 unmake_lock)
+                                 unmade_if_ended, unmake_lock)
 from fastsim.progress import progress_bar
 from fastsim.values import check_file_path
 
@@ -327,18 +327,25 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
         with unmade_on_failure() as made:
             made.append(make_directory(out))
             held.append(DirLock.acquire(out))  # one writer per directory, as fastsim sweep
+
+            def unmake() -> None:  # ended at once in a compiled call, where no except runs
+                unmake_lock(held[-1], made_lock)
+                for each in reversed(made):
+                    remove_made(each)
+
             try:
-                tables = _point_tables(spec, progress)
-                paths = {kind: out / f"{spec.name}.{kind}.parquet"
-                         for kind, parts in tables.items() if parts}
-                # the lock still ours, and --out never made again (``within``): moved
-                # mid-run, it was made anew, unlocked, by the write
-                held[-1].check()
-                # all of them or none: never a summary beside another run's records
-                write_all(((paths[kind],
-                            table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
-                                         paths[kind]))
-                           for kind in paths), within=out)
+                with unmade_if_ended(unmake):
+                    tables = _point_tables(spec, progress)
+                    paths = {kind: out / f"{spec.name}.{kind}.parquet"
+                             for kind, parts in tables.items() if parts}
+                    # the lock still ours, and --out never made again (``within``): moved
+                    # mid-run, it was made anew, unlocked, by the write
+                    held[-1].check()
+                    # all of them or none: never a summary beside another run's records
+                    write_all(((paths[kind],
+                                table_writer(pl.concat(tables[kind], how="diagonal_relaxed"),
+                                             paths[kind]))
+                               for kind in paths), within=out)
             except BaseException:
                 unmake_lock(held[-1], made_lock)
                 raise

@@ -237,17 +237,29 @@ class DirLock:
         self.release()
 
 
-# The stores whose ``open`` is running its trial (``_take``).  A command ended at once in a
-# compiled call there (``cli._end_now``: ``os._exit``, no ``finally`` runs) left ``--out``
-# made and holding a blank ``sweep.lock``, though the run wrote nothing: it removes what
-# they made (``unmake_trying``).
-_TRYING: list["SweepStore"] = []
+# What the blocks running now would remove if they failed (``unmade_if_ended``): a
+# command ended at once in a compiled call (``cli._end_now``: ``os._exit``, no ``finally``
+# runs) left ``--out`` made and holding a blank ``sweep.lock``, though the run wrote
+# nothing (a sweep's first-cluster trial, a cost-aware sweep's points): it removes them
+# (``unmake_trying``).
+_TRYING: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def unmade_if_ended(unmake: Callable[[], None]):
+    """A block that, ended at once in a compiled call, has ``unmake`` remove what it made
+    (``unmake_trying``), as its own ``except`` would have on Ctrl-C taken in Python."""
+    _TRYING.append(unmake)
+    try:
+        yield
+    finally:
+        _TRYING.remove(unmake)
 
 
 def unmake_trying() -> None:
-    """``_unmake`` each store running its trial, from a command ending at once."""
-    for store in list(_TRYING):
-        store._unmake()
+    """Run the ``unmake`` of each block running now, from a command ending at once."""
+    for unmake in list(_TRYING):
+        unmake()
 
 
 def unmake_lock(lock: DirLock | None, made: bool) -> None:
@@ -619,11 +631,8 @@ class SweepStore:
         path = self.root / MANIFEST
         old, note = _read_manifest(self.root, self.grid)
         if self._trial is not None:
-            _TRYING.append(self)
-            try:
+            with unmade_if_ended(self._unmake):
                 self._trial()
-            finally:
-                _TRYING.remove(self)
         # older manifests: chunks without records (format 1), without the code (2), or
         # without fastsim's source (the note says so)
         if old is None or old.get("format") != FORMAT_VERSION or note is not None:
