@@ -270,7 +270,8 @@ def test_a_sweep_directory_held_by_one_thread_is_refused_to_another(tmp_path):
     from fastsim.sweep.store import DirLock
 
     lock = DirLock.acquire(tmp_path)
-    assert DirLock.acquire(tmp_path) is lock  # a store reopened in its own thread
+    again = DirLock.acquire(tmp_path)  # a store reopened in its own thread: the same lock
+    assert again._fh is lock._fh and lock.made and not again.made
     seen = []
 
     def other():
@@ -393,3 +394,20 @@ def test_an_output_that_replaces_a_file_keeps_its_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert os.stat(new).st_mode & 0o7777 == 0o666 & ~umask
+
+
+def test_a_refused_command_in_the_thread_holding_its_out_keeps_the_holders_lock(tmp_path):
+    """``fastsim.cli.main`` run in a thread holding DIR, whose ``acquire`` had made
+    DIR/sweep.lock, and refused (exit 2) removed that file and released the holder's lock:
+    the command's acquisition returned the holder's lock, whose ``made`` it read as its
+    own.  A further acquisition in the holding thread made no file, and says so."""
+    from fastsim.cli import main
+    from fastsim.sweep.store import LOCK, DirLock
+
+    holder = DirLock.acquire(tmp_path)
+    assert holder.made
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--policy", "nosuch",
+                 "--out", str(tmp_path / "r.parquet")]) == 2
+    assert (tmp_path / LOCK).exists() and not holder._fh.closed
+    holder.check()  # still the file it holds
+    holder.release()

@@ -108,7 +108,8 @@ class DirLock:
 
     The file holds a line naming the holder (pid, host, start time, command) so that a
     refused process can say who has the directory.  Within one thread the lock is shared
-    (``acquire`` returns the live holder), so reopening a store never deadlocks; another
+    (``acquire`` returns the live holder, as a ``HeldAgain``), so reopening a store never
+    deadlocks; another
     thread of the process is refused as another process is: ``flock`` cannot tell two
     threads apart, and two sweeps into one directory from two threads removed each
     other's temporaries (this process's own, by its PID) and failed half-way.
@@ -118,14 +119,14 @@ class DirLock:
 
     def __init__(self, root: Path, fh, made: bool = False):
         self.root, self._fh = root, fh
-        self.made = made  # this holder's ``acquire`` created the lock file (``unmake_lock``)
+        self.made = made  # this ``acquire`` created the lock file (``unmake_lock``)
         self._thread = threading.get_ident()
         # ``check`` and ``release`` from several threads at once (aggregation reads cells
         # on numba's threads): one closes the file while another reads its descriptor
         self._closing = threading.Lock()
 
     @classmethod
-    def acquire(cls, root: Path) -> "DirLock":
+    def acquire(cls, root: Path) -> "DirLock | HeldAgain":
         key = os.path.realpath(root)
         held = cls._held.get(key)
         if held is not None and not held._fh.closed:
@@ -133,7 +134,7 @@ class DirLock:
                 raise ConfigError(f"{root} is in use by another thread of this process "
                                   f"({cls._read_holder(held._fh)}); wait for it to finish, "
                                   "or use another --out directory")
-            return held
+            return HeldAgain(held)
         made = not os.path.lexists(root / LOCK)
         try:  # never through a symbolic link: the lock truncates what it opens
             fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
@@ -235,6 +236,22 @@ class DirLock:
 
     def __del__(self):
         self.release()
+
+
+class HeldAgain:
+    """A further ``DirLock.acquire`` by the thread holding the directory: the holder's
+    lock (its attributes and methods), with ``made`` of its own, False, as the lock file
+    was there.  The holder's ``made`` was read instead: ``fastsim.cli.main`` called in a
+    thread holding a directory it had made the lock file of, and refused, removed that
+    file under the holder and released its lock (``unmake_held``)."""
+
+    made = False
+
+    def __init__(self, lock: DirLock):
+        self._lock = lock
+
+    def __getattr__(self, name):
+        return getattr(self._lock, name)
 
 
 # What the blocks running now would remove if they failed (``unmade_if_ended``): a
