@@ -210,14 +210,14 @@ def _entry_ok(entry: dict) -> bool:
 def _read_record(results: Path, log, then: str = "every step is run again") -> dict:
     """``RECORD``'s steps; a damaged record is said and read as empty: every step runs,
     or, under ``--draw-only`` (``then`` says so), no table is checked against it."""
-    from fastsim.io import check_regular
+    from fastsim.io import check_regular, loads_json
 
     path = results / RECORD
     if not os.path.lexists(path):
         return {}
     try:
         check_regular(path, "the record fastsim docs-figures writes")
-        record = json.loads(path.read_bytes())
+        record = loads_json(path.read_bytes())  # nested too deeply: a ValueError too
     except (ConfigError, OSError, ValueError) as exc:
         record = None
         log(f"[docs-figures] {path}: unreadable ({str(exc).splitlines()[0][:80]}); {then}")

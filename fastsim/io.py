@@ -837,6 +837,56 @@ def _line_of(text: str, literal: str) -> int:
                  if number.search(line.partition("#")[0])), 1)
 
 
+class JSONError(ValueError):
+    """Text that is not the JSON a reader takes (``loads_json``): ``msg`` says why (json's
+    own words, ``key 'a' appears twice in one object``, ``nested too deeply``), ``lineno``
+    where, when json knows (None otherwise), ``allowed`` what the refusal asks for itself
+    (``each key once``; None: the reader says what its file holds)."""
+
+    def __init__(self, msg: str, lineno: int | None = None, allowed: str | None = None):
+        super().__init__(msg)
+        self.msg, self.lineno, self.allowed = msg, lineno, allowed
+
+
+def _unique_pairs(pairs: list, each_pair: Callable[[str, Any], None] | None = None) -> dict:
+    obj = {}
+    for key, value in pairs:
+        if key in obj:  # json.loads would keep the last value silently
+            raise JSONError(f"key {key!r} appears twice in one object", allowed="each key once")
+        if each_pair is not None:
+            each_pair(key, value)
+        obj[key] = value
+    return obj
+
+
+def loads_json(text: str | bytes, parse_float: Callable[[str], Any] | None = None,
+               each_pair: Callable[[str, Any], None] | None = None) -> Any:
+    """``json.loads`` of ``text``, every refusal one ``JSONError``: text that is not JSON
+    (or not UTF-8), a key given twice in one object (json keeps the last, silently), and
+    nesting deeper than json's parser recurses (a RecursionError traceback).  Every JSON
+    file fastsim reads goes through here.  ``parse_float`` is json's; ``each_pair(key,
+    value)`` is called on every pair of every object, and may raise (replay's UTF-8 rule).
+
+    >>> loads_json('{"a": 1, "a": 2}')
+    Traceback (most recent call last):
+    ...
+    fastsim.io.JSONError: key 'a' appears twice in one object
+    >>> loads_json("[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    fastsim.io.JSONError: nested too deeply
+    """
+    hook = _unique_pairs if each_pair is None else (lambda pairs: _unique_pairs(pairs, each_pair))
+    try:
+        return json.loads(text, object_pairs_hook=hook, parse_float=parse_float)
+    except json.JSONDecodeError as exc:
+        raise JSONError(exc.msg, exc.lineno) from None
+    except UnicodeDecodeError as exc:  # bytes: json decodes them first
+        raise JSONError(f"not UTF-8 ({exc.reason})") from None
+    except RecursionError:  # json recurses once per nesting level
+        raise JSONError("nested too deeply") from None
+
+
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:
     """Parse a TOML file; a missing or unreadable file, bad TOML, a float a float64 cannot
     hold (``1e-400``, which tomllib reads as 0: ``fastsim.values.float64_text``) or a file

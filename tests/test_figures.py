@@ -1384,8 +1384,10 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
     (tmp_path / "afile").write_text("")
     noise, curves = load_script("noise_sweep"), load_script("real_traces_curves")
     for script, argv, why in (
-            (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (JSONDecodeError)"),
-            (noise, [nested], f"{nested}/noise/sweep.json: damaged (JSONDecodeError)"),
+            (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (not valid JSON: "
+             "Expecting property name enclosed in double quotes)"),
+            (noise, [nested], f"{nested}/noise/sweep.json: damaged (not valid JSON: nested "
+             "too deeply)"),
             (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory (no "
              "such directory); allowed: a sweep's --out"),
             (curves, [tmp_path / "afile"], "afile is not a results directory (a file); allowed:"),

@@ -1007,3 +1007,33 @@ def test_a_sweeps_keep_jobs_may_be_numpys_bool(tmp_path):
     assert not (tmp_path / "no").exists()
     table = fastsim.sweep(toml, tmp_path / "out", keep_jobs=np.True_)
     assert table.height > 0 and list((tmp_path / "out").rglob("jobs-*.parquet"))
+
+
+def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_path):
+    """Each JSON reader guarded its own RecursionError, or did not: docs-figures' record
+    nested 5,000 deep was a RecursionError traceback; a prompt-set line, a sweep manifest
+    or chunk record naming a key twice was read as its last value.  One parser
+    (``fastsim.io.loads_json``) refuses both, as one ``JSONError``."""
+    from fastsim import docs_figures
+    from fastsim.costaware.trl_toy import read_prompts
+    from fastsim.io import JSONError, loads_json
+    from fastsim.sweep.store import _read_json
+
+    deep = "[" * 5000 + "]" * 5000
+    for text, why in (('{"a": 1, "a": 2}', "key 'a' appears twice in one object"),
+                      (deep, "nested too deeply"), ("{", "Expecting property name")):
+        with pytest.raises(JSONError, match=why):
+            loads_json(text)
+    said = []
+    (tmp_path / docs_figures.RECORD).write_text(deep)
+    assert docs_figures._read_record(tmp_path, said.append) == {}
+    assert len(said) == 1 and "docs-figures.json: unreadable (nested too deeply)" in said[0]
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "say: abc ...", "prompt": "say: abc"}\n')
+    with pytest.raises(ConfigError, match=r"prompts.jsonl:1: invalid JSON \(key 'prompt' "
+                                          r"appears twice in one object\); allowed: each key once"):
+        read_prompts(prompts)
+    record = tmp_path / "chunk-0000.json"
+    record.write_text('{"grid_hash": "0", "grid_hash": "1"}')
+    with pytest.raises(ValueError, match="appears twice"):  # damage: its chunk is re-run
+        _read_json(record)

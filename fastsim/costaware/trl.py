@@ -43,7 +43,7 @@ except ModuleNotFoundError as exc:  # the extra is missing: "No module named 'to
 from fastsim.costaware.grpo import cost_aware_draw, cost_aware_probs
 from fastsim.costaware.sampling import check_lam, check_nonnegative
 from fastsim.errors import ConfigError
-from fastsim.io import atomic_write_bytes
+from fastsim.io import JSONError, atomic_write_bytes, loads_json
 
 #: loss types whose per-rollout term is linear in the advantage with fixed rollout weights
 SUPPORTED_LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
@@ -186,8 +186,8 @@ def _rollouts_per_process(args) -> int:
 def _saved_batches(path: Path) -> int:
     """The generation batches a checkpoint's ``STATE_FILE`` records."""
     try:
-        n = json.loads(path.read_bytes()[:4096])["generation_batches"]
-    except (ValueError, TypeError, KeyError, RecursionError):  # json recurses per nesting level
+        n = loads_json(path.read_bytes()[:4096])["generation_batches"]
+    except (JSONError, TypeError, KeyError):
         n = None
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ConfigError(f"{path}: field 'generation_batches' is missing or damaged; allowed: "

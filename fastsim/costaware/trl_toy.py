@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +58,7 @@ def read_prompts(path) -> list[dict]:
     read any other as padding, and ``letter_reward`` needs the letters).  A malformed line
     is a ``ConfigError`` naming the file and the line, before any model is built."""
     from fastsim.errors import ConfigError
-    from fastsim.io import read_text  # refuses a pipe or device unread
+    from fastsim.io import JSONError, loads_json, read_text  # refuses a pipe or device unread
 
     path = Path(path)
     allowed = ('allowed: {"prompt": "say: LETTERS ....."}, characters from '
@@ -69,11 +68,10 @@ def read_prompts(path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}); {allowed}") from None
-        except RecursionError:  # json recurses once per nesting level: was a traceback
-            raise ConfigError(f"{path}:{n}: invalid JSON (nested too deeply); {allowed}") from None
+            row = loads_json(line)
+        except JSONError as exc:
+            said = f"allowed: {exc.allowed}" if exc.allowed else allowed
+            raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}); {said}") from None
         prompt = row.get("prompt") if isinstance(row, dict) else None
         if not isinstance(prompt, str):
             raise ConfigError(f"{path}:{n}: field 'prompt': {prompt!r} is not a string; {allowed}")

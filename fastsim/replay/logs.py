@@ -30,7 +30,8 @@ import polars as pl
 
 from fastsim.config import is_path, plain_scalar
 from fastsim.errors import ConfigError, did_you_mean, known_keywords
-from fastsim.io import check_regular, decode_utf8, file_kind, read_parquet_table
+from fastsim.io import (JSONError, check_regular, decode_utf8, file_kind, loads_json,
+                        read_parquet_table)
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 from fastsim.values import check_file_path
@@ -362,24 +363,14 @@ def _csv_rows(path: Path, reader, line):
                           "quote closed") from None
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object naming one key twice (json.loads would keep the last silently)."""
-
-
 class _LoneSurrogate(ValueError):
     """A key or text naming half of a UTF-16 surrogate pair ("\\ud800"): json.loads takes
     the escape, but no UTF-8 text holds it (polars' UnicodeEncodeError was a traceback)."""
 
 
-def _unique_keys(pairs: list) -> dict:
-    obj = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        if not (_utf8_holds(key) and (not isinstance(value, str) or _utf8_holds(value))):
-            raise _LoneSurrogate(key)
-        obj[key] = value
-    return obj
+def _check_utf8(key: str, value) -> None:
+    if not (_utf8_holds(key) and (not isinstance(value, str) or _utf8_holds(value))):
+        raise _LoneSurrogate(key)
 
 
 def _utf8_holds(text: str) -> bool:
@@ -407,7 +398,15 @@ def _float_or_text(text: str):
 
 
 def _json(text: str):
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_float=_float_or_text)
+    return loads_json(text, parse_float=_float_or_text, each_pair=_check_utf8)
+
+
+def _json_refusal(exc: JSONError, cut: str, allowed: str) -> str:
+    """A log's ``JSONError`` in replay's words: a key given twice names itself, other text
+    is not valid JSON (``cut``: said to end mid-way); ``allowed``: what the file holds."""
+    if exc.allowed is not None:
+        return f"{exc.msg}; allowed: {exc.allowed}"
+    return f"not valid JSON ({exc.msg}){cut}; allowed: {allowed}"
 
 
 # A file read while its writer is mid-way ends mid-way: said where its JSON breaks there
@@ -425,19 +424,13 @@ def _raw_jsonl(path: Path, data: bytes, columns: dict[str, str] | None = None) -
             continue
         try:
             obj = _json(text)
-        except json.JSONDecodeError as exc:
+        except JSONError as exc:
             # the last line, with no line break after it: a writer's line cut short
-            cut = _CUT if lineno == len(parts) else ""
-            raise ConfigError(f"{path}:{lineno}: not valid JSON ({exc.msg}){cut}; allowed: "
-                              "one JSON object per line") from None
-        except _DuplicateKey as exc:
-            raise ConfigError(f"{path}:{lineno}: key {exc.args[0]!r} appears twice in one "
-                              "object; allowed: each key once") from None
+            cut = _CUT if exc.lineno is not None and lineno == len(parts) else ""
+            why = _json_refusal(exc, cut, "one JSON object per line")
+            raise ConfigError(f"{path}:{lineno}: {why}") from None
         except _LoneSurrogate as exc:
             raise ConfigError(f"{path}:{lineno}: {_surrogate_text(exc)}") from None
-        except RecursionError:  # json recurses once per nesting level
-            raise ConfigError(f"{path}:{lineno}: not valid JSON (nested too deeply); allowed: "
-                              "one flat JSON object per line") from None
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}:{lineno}: a JSON {type(obj).__name__}, allowed: "
                               "one JSON object per line")
@@ -519,19 +512,14 @@ def _hf_entries(path: Path, text: str):
     """``log_history`` entries with the line each starts on (json gives no positions)."""
     try:
         state = _json(text)
-    except json.JSONDecodeError as exc:
+    except JSONError as exc:
         # Trainer rewrites the file whole at every save: read meanwhile, it ends mid-way
-        cut = _CUT if not text.rstrip().endswith("}") else ""
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}){cut}; allowed: a "
-                          "trainer_state.json as written by transformers.Trainer") from None
-    except _DuplicateKey as exc:  # json gives no position: name the key
-        raise ConfigError(f"{path}: key {exc.args[0]!r} appears twice in one object; allowed: "
-                          "each key once") from None
+        cut = _CUT if exc.lineno is not None and not text.rstrip().endswith("}") else ""
+        where = path if exc.lineno is None else f"{path}:{exc.lineno}"  # json gives no position
+        why = _json_refusal(exc, cut, "a trainer_state.json as written by transformers.Trainer")
+        raise ConfigError(f"{where}: {why}") from None
     except _LoneSurrogate as exc:
         raise ConfigError(f"{path}: {_surrogate_text(exc)}") from None
-    except RecursionError:  # json recurses once per nesting level
-        raise ConfigError(f"{path}: not valid JSON (nested too deeply); allowed: a "
-                          "trainer_state.json as written by transformers.Trainer") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         # a table written as one JSON array of rows (pandas' to_json(orient="records"))
         rows = (" (a JSON array of rows? a long table in JSON is one object per line, a "

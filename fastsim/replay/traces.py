@@ -32,8 +32,8 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim.values import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError
-from fastsim.io import parquet_metadata
-from fastsim.replay.logs import MAX_SCORE, _DuplicateKey, _unique_keys
+from fastsim.io import JSONError, loads_json, parquet_metadata
+from fastsim.replay.logs import MAX_SCORE
 from fastsim.stats import check_n_boot, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
 
@@ -308,22 +308,18 @@ def read_trace_config(path: Path) -> ToyRLHFConfig | None:
     if text is None:
         return None
     try:
-        # a key given twice kept its last value silently: refused, as the log reader does
-        raw = json.loads(text, object_pairs_hook=_unique_keys)
+        # a key given twice kept its last value silently: refused, as the log reader does;
+        # nesting deeper than json parses was a RecursionError traceback
+        raw = loads_json(text)
         known = set(ToyRLHFConfig.field_names())
         if not isinstance(raw, dict) or not set(raw) <= known:
             raise ValueError(f"unknown fields {sorted(set(raw) - known) if isinstance(raw, dict) else raw!r}")
         cfg = ToyRLHFConfig._from_record({k: tuple(v) if isinstance(v, list) else v
                                           for k, v in raw.items()})
-    except _DuplicateKey as exc:  # json gives no position: name the key
-        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid (key {exc.args[0]!r} "
-                          "appears twice in one object); allowed: each key once") from None
-    except (ValueError, TypeError, ConfigError) as exc:
-        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: the "
-                          "parameters fastsim traces toy-rlhf records") from None
-    except RecursionError:  # json recurses once per nesting level: was a traceback
-        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid (nested too deeply to "
-                          "read); allowed: the parameters fastsim traces toy-rlhf records") from None
+    except (ValueError, TypeError, ConfigError) as exc:  # JSONError among them
+        allowed = getattr(exc, "allowed", None) or "the parameters fastsim traces toy-rlhf records"
+        raise ConfigError(f"{path}: metadata {CONFIG_KEY} is not valid ({exc}); allowed: "
+                          f"{allowed}") from None
     _refuse_recorded_repeats(cfg, path)
     return cfg
 

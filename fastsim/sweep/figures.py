@@ -98,8 +98,9 @@ def read_manifest(sweep: Path) -> dict:
         why = exc.strerror or type(exc).__name__
         raise _damaged(manifest, f"{why}, which no sweep's manifest is"
                        if exc.errno == errno.EFBIG else why) from None
-    except ValueError as exc:
-        raise _damaged(manifest, type(exc).__name__) from None
+    except ValueError as exc:  # a JSONError (fastsim.io.loads_json): said in its words
+        why = f"not valid JSON: {exc.msg}" if hasattr(exc, "msg") else type(exc).__name__
+        raise _damaged(manifest, why) from None
     if not isinstance(m, dict):
         raise _damaged(manifest, "TypeError")
     return m

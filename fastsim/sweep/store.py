@@ -71,9 +71,9 @@ import pyarrow.parquet as pq
 from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
                         atomic_write_bytes, atomic_write_parquet, bytes_writer,
-                        check_output_dir, file_kind, is_temporary, make_directory,
-                        parquet_bytes, read_parquet_table, remove_made, renames_settled,
-                        write_all)
+                        check_output_dir, file_kind, is_temporary, loads_json,
+                        make_directory, parquet_bytes, read_parquet_table, remove_made,
+                        renames_settled, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -440,15 +440,11 @@ def _read_regular(path: Path, limit: int | None = None) -> bytes:
 
 
 def _read_json(path: Path, limit: int | None = None) -> Any:
-    """A JSON file's value, its bytes read by ``_read_regular``; a file nested too deeply
-    for the parser (json recurses once per level) is a ``JSONDecodeError``, a ValueError
-    as any other text that is not JSON: a chunk record or manifest of 1,000 nested brackets
-    was a RecursionError traceback, not damage to re-run or rebuild."""
-    data = _read_regular(path, limit)
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
+    """A JSON file's value, its bytes read by ``_read_regular``; text that is not JSON,
+    names a key twice or is nested too deeply for the parser is a ``JSONError``
+    (``fastsim.io.loads_json``), a ValueError: a chunk record or manifest of 1,000 nested
+    brackets was a RecursionError traceback, not damage to re-run or rebuild."""
+    return loads_json(_read_regular(path, limit))
 
 
 def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int, older: bool = False) -> bool:
