@@ -1134,13 +1134,30 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     [0.5, 0.3]
     """
     higher_is_better = plain_scalar(higher_is_better)  # numpy's bool is a bool: np.bool_(True)
-    columns = column_map(columns)
-    if "score" in columns:  # the metric column, by its own name (its sense is read from it)
+    columns, metric = _metric_column(column_map(columns), metric)
+    paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
+    tables, name = _read_tables(paths, fmt, metric, columns)
+    hib = default_higher_is_better(name) if higher_is_better is None else bool(higher_is_better)
+    table, notes = _merged(tables, name, on_duplicate)
+    return EvalLog(table=_scored(table, hib), metric=name, higher_is_better=hib,
+                   notes=tuple(notes))
+
+
+def _metric_column(columns: dict[str, str],
+                   metric: str | None) -> tuple[dict[str, str], str | None]:
+    """``columns`` less ``score``, and the metric: the column ``score`` names, by its own
+    name (its sense is read from it), or ``metric``; both given is refused."""
+    if "score" in columns:
         if metric is not None:
             raise ConfigError(f"columns score={columns['score']} and metric {metric!r} both "
                               "name the metric column; allowed: one of them")
         metric = columns.pop("score")
-    paths = _check_read_args(paths, fmt, metric, higher_is_better, on_duplicate)
+    return columns, metric
+
+
+def _read_tables(paths: list, fmt: str | None, metric: str | None,
+                 columns: dict[str, str]) -> tuple[list[pl.DataFrame], str]:
+    """Every log read and validated (``read_one``), and the one metric they name."""
     resolved, datas, formats = zip(*(_read_source(p, i, fmt) for i, p in enumerate(paths)))
     run_ids = _run_job_ids([p for p, f in zip(resolved, formats) if f == "trainer_state"])
     tables, names = [], []
@@ -1151,8 +1168,13 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     if len(set(names)) > 1:
         raise ConfigError(f"files disagree on the metric ({sorted(set(names))}); allowed: one "
                           "metric per replay (name it with --metric)")
-    name = names[0]
-    hib = default_higher_is_better(name) if higher_is_better is None else bool(higher_is_better)
+    return tables, names[0]
+
+
+def _merged(tables: list[pl.DataFrame], name: str,
+            on_duplicate: str) -> tuple[pl.DataFrame, list[str]]:
+    """The logs' rows as one table by the mess rules (docs/replay.md), each job's in step
+    order, and the notes of the rules applied."""
     table = pl.concat(tables, how="diagonal_relaxed").with_row_index("order")
     _check_one_per_job(table)
     table, notes = _drop_duplicates(table, name, on_duplicate)
@@ -1167,11 +1189,16 @@ def read_logs(paths, fmt: str | None = None, metric: str | None = None,
     if n_missing:
         notes.append(f"missing: {n_missing} row(s) with no {name} value skipped "
                      "(neither a decline nor a reset)")
+    return table, notes
+
+
+def _scored(table: pl.DataFrame, hib: bool) -> pl.DataFrame:
+    """``table`` with ``score``, the metric signed so that higher is better, its columns
+    in ``EvalLog``'s order."""
     sign = 1.0 if hib else -1.0
     table = table.with_columns((pl.col("metric") * sign).alias("score")).drop("order")
     first = ["job_id", "step", "metric", "score"]
-    table = table.select(first + [c for c in table.columns if c not in first])
-    return EvalLog(table=table, metric=name, higher_is_better=hib, notes=tuple(notes))
+    return table.select(first + [c for c in table.columns if c not in first])
 
 
 def is_frame(v) -> bool:

@@ -1343,37 +1343,23 @@ def _count_records(root: Path, grid: Grid, whole: Path | None, damage: str,
                    own: str) -> tuple[int, int, int, int]:
     """Count the chunk records by what a rebuild does with them, refusing other grids and code."""
     cells = root / "cells"
-    # ``whole``: reproduce's OUT, the directory its user gave and can act on (it has no
-    # sweep file nor --seed); OUT/noise is one of the sweeps it made
-    refuse = ("; refusing to mix results: use the "
-              + (f"sweep file, --clusters, --chunk and --seed that {root}" if whole is None else
-                 f"--quick, --clusters and --chunk that {whole}")
-              + " was run with, or a new --out directory")
+    refuse = _refuse_mixing(root, whole)
     cell_ids = {c.id for c in grid.cells}
     kept = unproven = unknown = sourceless = 0
     # The first sign of another grid is named, unless a record names other code: an edited
     # user policy or key changes its cells too (``impl``), and the edit is what to name.
     other_grid: ConfigError | None = None
     try:
-        cell_dirs = sorted(d for d in cells.iterdir() if d.name.startswith("cell=")
-                           and d.is_dir()) if cells.is_dir() else []
-        for d in cell_dirs:
-            cell_id = d.name[len("cell="):]
+        for d, cell_id in _cell_dirs(cells):
             if cell_id not in cell_ids:
                 other_grid = other_grid or ConfigError(
                     f"{damage}, and {d} is not a cell of {own}{refuse}")
-            for f in sorted(d.iterdir()):
-                m = _CHUNK_FILE.fullmatch(f.name)
-                if m is None or (m[3] == "json" and m[1] != "chunk") or \
-                        m[2] != f"{int(m[2]):04d}":
-                    continue  # not ours (a temporary is removed on opening; the store
-                    # reads chunk-0001.json, never a copy named chunk-00001.json)
-                index = int(m[2])
+            for f, index, ext in _chunk_files(d):
                 if index >= grid.n_chunks:
                     other_grid = other_grid or ConfigError(
                         f"{damage}, and {f} is chunk {index}, but {own} has "
                         f"{grid.n_chunks} chunk(s) per cell{refuse}")
-                if m[3] != "json":
+                if ext != "json":
                     continue
                 try:
                     rec = _read_json(f, RECORD_MAX_BYTES)
@@ -1381,10 +1367,8 @@ def _count_records(root: Path, grid: Grid, whole: Path | None, damage: str,
                     unproven += 1
                     continue
                 code = rec.get("code") if isinstance(rec, dict) else None
-                if _code_ok(code) and (changes := diff_code(code, grid.code)):
-                    raise _other_code(f"{damage}, and {f} is a chunk record", changes, whole)
-                names = rec.get("grid_hash") if isinstance(rec, dict) else None
-                if isinstance(names, str) and names != grid.hash:
+                names = _other_grid_named(f, rec, code, grid, damage, whole)
+                if names is not None:
                     other_grid = other_grid or ConfigError(
                         f"{damage}, and {f} is a chunk record of grid {clipped(names[:12])}, "
                         f"not of {own}{refuse}")
@@ -1402,3 +1386,43 @@ def _count_records(root: Path, grid: Grid, whole: Path | None, damage: str,
     if other_grid is not None:
         raise other_grid
     return kept, unproven, unknown, sourceless
+
+
+def _refuse_mixing(root: Path, whole: Path | None) -> str:
+    """What a refusal to rebuild ``root``'s manifest from another grid's records says to do.
+    ``whole``: reproduce's OUT, the directory its user gave and can act on (it has no
+    sweep file nor --seed); OUT/noise is one of the sweeps it made."""
+    return ("; refusing to mix results: use the "
+            + (f"sweep file, --clusters, --chunk and --seed that {root}" if whole is None else
+               f"--quick, --clusters and --chunk that {whole}")
+            + " was run with, or a new --out directory")
+
+
+def _cell_dirs(cells: Path) -> Iterator[tuple[Path, str]]:
+    """``(directory, cell id)`` of each ``cell=ID`` directory in ``cells``, in name order."""
+    cell_dirs = sorted(d for d in cells.iterdir() if d.name.startswith("cell=")
+                       and d.is_dir()) if cells.is_dir() else []
+    for d in cell_dirs:
+        yield d, d.name[len("cell="):]
+
+
+def _chunk_files(d: Path) -> Iterator[tuple[Path, int, str]]:
+    """``(file, chunk index, extension)`` of each file in cell directory ``d`` named as the
+    store names its chunks, in name order."""
+    for f in sorted(d.iterdir()):
+        m = _CHUNK_FILE.fullmatch(f.name)
+        if m is None or (m[3] == "json" and m[1] != "chunk") or \
+                m[2] != f"{int(m[2]):04d}":
+            continue  # not ours (a temporary is removed on opening; the store
+            # reads chunk-0001.json, never a copy named chunk-00001.json)
+        yield f, int(m[2]), m[3]
+
+
+def _other_grid_named(f: Path, rec: Any, code: Any, grid: Grid, damage: str,
+                      whole: Path | None) -> str | None:
+    """The grid hash chunk record ``rec`` (of file ``f``) names when it is not ``grid``'s,
+    else None; a record of other code than ``grid``'s is refused, naming the change."""
+    if _code_ok(code) and (changes := diff_code(code, grid.code)):
+        raise _other_code(f"{damage}, and {f} is a chunk record", changes, whole)
+    names = rec.get("grid_hash") if isinstance(rec, dict) else None
+    return names if isinstance(names, str) and names != grid.hash else None
