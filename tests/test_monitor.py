@@ -400,7 +400,7 @@ def test_a_reading_beyond_a_floats_range_is_not_read_as_inf():
 
 
 @pytest.mark.parametrize("job_id", [1.5, 1.0, float("nan"), np.float64(2.0), np.nan, None, True,
-                                    np.bool_(False), ("exp", 1), 1 + 0j, b"run"])
+                                    np.bool_(False), ("exp", 1), 1 + 0j, b"run", "", " \t"])
 def test_a_job_id_is_a_string_or_an_integer(job_id):
     """A float id would merge with an int (1.0 is job 1) or, NaN, be a new job at every
     call (NaN != NaN): refused at every entry point, naming job_id and the value."""
@@ -412,7 +412,7 @@ def test_a_job_id_is_a_string_or_an_integer(job_id):
         with pytest.raises(ConfigError) as exc:
             call()
         msg = str(exc.value)
-        assert f"job_id = {job_id!r}; allowed: a string or an integer" in msg
+        assert f"job_id = {job_id!r}; allowed: a non-empty string or an integer" in msg
         assert len(msg.splitlines()) == 1
     assert not m._jobs
 
@@ -436,6 +436,24 @@ def test_integer_and_text_job_ids_are_one_job_as_replay_reads_them(tmp_path):
     assert [d.eval_index for d in decisions] == [1, 2, 3]  # one job: two declines stop it
     assert decisions[-1].stop and decisions[-1].keep_step == 1
     assert list(m._jobs) == ["1"] and m.decision(np.uint8(1)) is decisions[-1]
+
+
+def test_text_job_ids_with_white_space_around_are_the_job_replay_reads():
+    """Replay reads a log's " 1" and "1\t" as job "1" (its column stripped): the monitor
+    filed them as three jobs, and the same log decided two ways."""
+    import polars as pl
+
+    from fastsim.replay.logs import job_key
+    from fastsim.replay.monitor import StopMonitor
+
+    ids = (" 1", "1\t", "\u30001\n")
+    m = StopMonitor("evalstop:k=2")
+    decisions = [m.observe(i, s, x) for s, (i, x) in enumerate(zip(ids, (0.5, 0.4, 0.3)), 1)]
+    assert [d.eval_index for d in decisions] == [1, 2, 3] and decisions[-1].stop
+    assert list(m._jobs) == ["1"]
+    # the same characters as the log reader's polars strip, whatever the text
+    text = ["".join(map(chr, range(i, i + 40))) + "x" + chr(i) for i in range(0, 0x3001, 40)]
+    assert [job_key(t) for t in text] == pl.Series(text).str.strip_chars().to_list()
 
 
 @pytest.mark.parametrize("threshold", [math.inf, 1e400, math.nan, -0.1])

@@ -443,17 +443,23 @@ def _raw_jsonl(path: Path, data: bytes, columns: dict[str, str] | None = None) -
     return _rows_to_frame(rows, lines)
 
 
-def job_key(job_id) -> str | None:
-    """The key a job is filed under, in replay and in ``StopMonitor`` alike: a string as it
-    is, an integer (numpy's too) as its decimal text, so ``1``, ``np.int64(1)`` and ``"1"``
-    are one job.  None for anything else: a bool (``True`` would be job ``"True"``), a
-    float (``1.0`` would be job ``"1.0"``, apart from ``1``; NaN a new job at every call).
+# What a log's text id is stripped of (polars' ``str.strip_chars()``, which ``_validate``
+# applies to the column): Python's white space but the four separators U+001C-U+001F.
+_ID_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and c not in "\x1c\x1d\x1e\x1f")
 
-    >>> job_key(1), job_key("1"), job_key(1.0)
+
+def job_key(job_id) -> str | None:
+    """The key a job is filed under, in replay and in ``StopMonitor`` alike: a string
+    without the white space around it (as a log's column is read), an integer (numpy's
+    too) as its decimal text, so ``1``, ``np.int64(1)``, ``"1"`` and ``" 1"`` are one job.
+    None for anything else: a bool (``True`` would be job ``"True"``), a float (``1.0``
+    would be job ``"1.0"``, apart from ``1``; NaN a new job at every call).
+
+    >>> job_key(1), job_key(" 1"), job_key(1.0)
     ('1', '1', None)
     """
     if isinstance(job_id, str):
-        return job_id
+        return job_id.strip(_ID_SPACE)
     if isinstance(job_id, (int, np.integer)) and not isinstance(job_id, (bool, np.bool_)):
         return str(int(job_id))
     return None

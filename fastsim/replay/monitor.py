@@ -302,13 +302,15 @@ class StopMonitor:
     def _job(self, job_id) -> str:
         """``job_id`` as the key replay files a job under (``fastsim.replay.logs.job_key``):
         a string, or an integer (numpy's too) as its text, so ``1``, ``np.int64(1)`` and
-        ``"1"`` are one job, as they are in a log.  Refused: a bool (``True`` would be job
+        ``"1"`` are one job, as they are in a log (and ``" 1"``: a log's ids are read
+        without the white space around them).  Refused: a bool (``True`` would be job
         ``1``), a float (``1.0`` would be job ``1``, and NaN, unequal to itself, a new job
-        at every call), None, anything else."""
+        at every call), an empty or blank string (a log's is a missing id), None, anything
+        else."""
         key = job_key(job_id)
-        if key is None:
-            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a string "
-                              "or an integer")
+        if not key:
+            raise ConfigError(f"{type(self).__name__}: job_id = {job_id!r}; allowed: a "
+                              "non-empty string or an integer")
         return key
 
     def reset(self, job_id: str) -> None:
