@@ -104,11 +104,24 @@ SUMS_TO_ONE = (f"summing to 1 within {SUM_TOLERANCE:g} ({SUM_TOLERANCE_FLOAT32:.
                "float32 values)")
 
 
+def exact_sum(values: Any) -> float:
+    """``math.fsum`` of the finite numbers ``values`` (a sequence), +-inf where the sum is
+    beyond a float's range: fsum raises OverflowError once a partial sum overflows (a mix
+    of 1e308,1e308,0 was a traceback, where it is a sum that is not 1).  Then the values
+    are summed scaled by a power of two that keeps every partial sum in range, exact but
+    for the bits of subnormal values."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        scale = 2.0 ** (len(values).bit_length() + 1)
+        return math.fsum(x / scale for x in values) * scale  # inf if the sum overflows
+
+
 def sums_to_one(values: Any) -> bool:
     """Whether the numbers ``values`` (a mix's fractions, sampling probabilities) sum to 1
     within ``SUM_TOLERANCE``, or ``SUM_TOLERANCE_FLOAT32`` when each is a float32 value."""
     tol = SUM_TOLERANCE_FLOAT32 if float32_exact(values) else SUM_TOLERANCE
-    return abs(math.fsum(values) - 1.0) < tol
+    return abs(exact_sum(values) - 1.0) < tol
 
 
 def plain_fields(obj: Any, names: tuple[str, ...] | None = None) -> None:

@@ -225,6 +225,27 @@ def test_probabilities_sum_to_one_as_a_workload_mix_does():
     assert mix[0] == np.float32(0.2)
 
 
+def test_fractions_whose_sum_overflows_are_refused_not_a_traceback(capsys):
+    """Finite fractions or probabilities whose sum is beyond a float (1e308 twice) were an
+    OverflowError traceback from math.fsum, in `fastsim run --mix`, a sweep file's mix and
+    second_moment's p; they are a sum that is not 1, refused in one line."""
+    from conftest import one_line
+
+    from fastsim.config import WorkloadConfig
+    from fastsim.values import exact_sum
+
+    with pytest.raises(ConfigError, match=r"^p is invalid \(its sum is inf\); allowed: "):
+        second_moment([1.0, 1.0], [1e308, 1e308])
+    with pytest.raises(ConfigError, match=r"^mix=\(1e\+308, 1e\+308, 0\.0\) is invalid; "):
+        WorkloadConfig(mix=(1e308, 1e308, 0.0))
+    one_line(capsys, ["run", "--mix", "1e308,1e308,0"], "--mix=1e308,1e308,0 is invalid; "
+             "allowed: three non-negative fractions")
+    # the sum itself, where a partial sum overflows and the whole does not
+    assert exact_sum([1e308, 1e308, -1e308]) == 1e308
+    assert exact_sum(np.array([1.7e308] * 7 + [-1.7e308] * 7 + [1.0])) == 1.0
+    assert exact_sum([-1e308, -1e308]) == -np.inf
+
+
 def test_ratio_table_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
     """ratio_table(lams=[0.0, -0.0]) gave every strategy twice, once headed lam -0.0, and
     strategies=["optimal", "optimal"] two identical rows; `costaware ratios --lams` refuses

@@ -22,7 +22,7 @@ from fastsim.config import is_real
 from fastsim.values import float_or_nan
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nb
-from fastsim.values import SUMS_TO_ONE, sums_to_one
+from fastsim.values import SUMS_TO_ONE, exact_sum, sums_to_one
 
 
 class Strategy(IntEnum):
@@ -197,7 +197,7 @@ def check_probabilities(p, n: int, field: str = "p") -> np.ndarray:
     if x.shape != (n,):
         raise ConfigError(f"{field} has shape {x.shape}; allowed: ({n},)")
     if not np.isfinite(x).all() or (x < 0).any() or not sums_to_one(x):
-        raise ConfigError(f"{field} is invalid (its sum is {math.fsum(x)!r}); allowed: "
+        raise ConfigError(f"{field} is invalid (its sum is {exact_sum(x)!r}); allowed: "
                           f"probabilities finite and >= 0, {SUMS_TO_ONE}")
     return x
 
