@@ -70,16 +70,23 @@ def largest(need: Callable[[int], int], budget: float, hi: int) -> int:
     return lo
 
 
-def check_fits(need: Callable[[int], int], n: int, what: str, settings: str) -> None:
+def table_bytes(rows: int, columns: int) -> int:
+    """A table of ``rows`` rows of ``columns`` numeric columns (8 bytes a value) kept until
+    written, with the copy concatenating its parts makes."""
+    return 16 * rows * columns
+
+
+def check_fits(need: Callable[[int], int], n: int, what: str, settings: str, least: int = 1,
+               none_fits: str = "even one does not fit; reduce n_jobs x n_evals") -> None:
     """Refuse ``need(n)`` bytes if it exceeds the budget, naming the largest feasible ``n``.
 
-    ``what`` names the size (``--clusters``), ``settings`` the rest of the run."""
+    ``what`` names the size (``--clusters``), ``settings`` the rest of the run; ``least`` is
+    the smallest size allowed, and ``none_fits`` what to say when even it does not fit."""
     avail = available_bytes()
     budget = BUDGET_SHARE * avail
     if need(n) <= budget:
         return
     best = largest(need, budget, n)
-    advice = (f"largest feasible: {what} {best}" if best >= 1 else
-              "even one does not fit; reduce n_jobs x n_evals")
+    advice = f"largest feasible: {what} {best}" if best >= least else none_fits
     raise ConfigError(f"{what} {n} with {settings} needs about {need(n) / GIB:.1f} GiB of "
                       f"memory, {avail / GIB:.1f} GiB available; {advice}")

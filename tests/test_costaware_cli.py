@@ -919,3 +919,38 @@ def test_an_axis_some_points_do_not_read_runs_them_once(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error", InertSettingWarning)
         assert load_costaware_sweep(p).notes == ()
+
+
+def test_a_sweep_whose_tables_would_not_fit_in_memory_is_refused_before_any_point(
+        tmp_path, capsys, monkeypatch):
+    """Every point's runs are kept until the end, to be written all or none: replications
+    = 1000000 over 20 points grew by about 0.7 GiB a point until the process was killed, or
+    aborted inside polars under a memory limit with --out left holding a blank sweep.lock.
+    Refused up front, naming the largest replications that fits, nothing made."""
+    import fastsim.memory
+    from fastsim.costaware import run_costaware_sweep
+
+    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 4 << 30)
+    ran = []
+    monkeypatch.setattr("fastsim.costaware.sweep.run_sgd", lambda *a, **k: ran.append(1))
+    sigmas = ", ".join(str(i / 10) for i in range(20))
+    f = tmp_path / "big.toml"
+    f.write_text('experiment = "sgd"\nreplications = 1000000\n[base]\nn = 16\nd = 2\n'
+                 f"[axes]\ncost_sigma = [{sigmas}]\n")
+    one_line(capsys, ["costaware", "sweep", str(f), "--out", str(tmp_path / "o")],
+             "big.toml: replications 1000000 with 80 SGD runs a replication over 20 points "
+             "needs about 40.5 GiB of memory, 4.0 GiB available; largest feasible: "
+             "replications 78951")
+    g = tmp_path / "grpo.toml"  # GRPO keeps an evaluation row per seed, arm and evaluation
+    g.write_text('experiment = "grpo"\nreplications = 100000\n[base]\nn_steps = 100\n'
+                 "[axes]\nlr = [0.1, 0.2, 0.3]\n")
+    with pytest.raises(ConfigError, match=r"^grpo\.toml: replications 100000 with 246 "
+                       r"evaluations a seed over 3 points needs about .* GiB of memory, 4\.0 "
+                       r"GiB available; largest feasible: replications \d+$"):
+        run_costaware_sweep(g, tmp_path / "o")
+    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 1 << 14)
+    f.write_text(f.read_text().replace("1000000", "2"))
+    one_line(capsys, ["costaware", "sweep", str(f), "--out", str(tmp_path / "o")],
+             "replications 2 with 80 SGD runs a replication over 20 points needs about 0.0 "
+             "GiB of memory, 0.0 GiB available; even 2 do not fit; allowed: fewer points")
+    assert not ran and not (tmp_path / "o").exists()

@@ -45,6 +45,7 @@ from fastsim.errors import ConfigError, InertSettingWarning, api_words, known_ke
 from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir,
                         make_directory, read_toml, remove_made, table_writer, toml_echo,
                         toml_text, unmade_on_failure, write_all)
+from fastsim.memory import check_fits, table_bytes
 from fastsim.sweep.grid import MAX_CELLS
 from fastsim.sweep.store import (LOCK, DirLock, check_not_owned, hold_sweep_dirs,
                                  unmade_if_ended, unmake_lock)
@@ -303,6 +304,7 @@ def run_costaware_sweep(path, out_dir, progress: bool = True) -> dict[str, Path]
 def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> dict[str, Path]:
     """``run_costaware_sweep`` of a loaded ``spec`` into ``out``, its errors in the command
     line's words (``--out``)."""
+    check_tables_fit(spec, path)
     # as the command line holds its --out (``fastsim.cli.hold_outputs``), before even the
     # writability probe: through the API the tables went into a sweep directory that
     # another process held, and into its cells/
@@ -352,6 +354,40 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
         return paths
     finally:
         held.clear()
+
+
+# columns of the widest table a point keeps until the end (the runs, tagged with its
+# config: 27 for sgd and subset, 33 for grpo; GRPO's curves summary has 34, on fewer rows)
+TABLE_COLUMNS = 34
+
+
+def _rows_per_replication(spec: SweepSpec, point: dict) -> int:
+    """Rows each replication (GRPO: each seed) of ``point`` adds to the tables kept until
+    the end: a run per strategy (subset: optimal SGD and one per bias budget), or GRPO's
+    evaluations of every arm."""
+    cfgs = _configs(spec, point)
+    if spec.experiment == "grpo":
+        return len(cfgs[0].arms) * cfgs[0].n_evals
+    if spec.experiment == "subset":
+        return 1 + len(spec.gamma_fracs)
+    return len(cfgs[1].strategies)
+
+
+def check_tables_fit(spec: SweepSpec, path) -> None:
+    """Refuse, before any point runs, a sweep whose tables would not fit in memory: every
+    point's runs are kept until the end, to be written all or none, and replications =
+    1000000 over 20 points grew to tens of GiB, point after point, until the process was
+    killed (or, under a memory limit, aborted inside polars, leaving --out a blank
+    sweep.lock)."""
+    points = spec.points()
+    rows = sum(_rows_per_replication(spec, point) for point in points)
+    kept = "evaluations a seed" if spec.experiment == "grpo" else "SGD runs a replication"
+    try:
+        check_fits(lambda r: table_bytes(r * rows, TABLE_COLUMNS), spec.replications,
+                   "replications", f"{rows:,} {kept} over {len(points):,} points", least=2,
+                   none_fits="even 2 do not fit; allowed: fewer points (axis values)")
+    except ConfigError as exc:
+        raise ConfigError(f"{Path(path).name}: {exc}") from None
 
 
 def _point_tables(spec: SweepSpec, progress: bool) -> dict[str, list[pl.DataFrame]]:
