@@ -101,7 +101,8 @@ def register(subparsers) -> None:
                    "(default: results/detectors)")
     # None when not given: --quick sizes an unsized run, and --confirm refuses them
     p.add_argument("--clusters", type=integer_option, default=None, metavar="N",
-                   help="clusters per cell, an integer >= 2 (default: 200; 50 with --quick)")
+                   help="clusters per cell, an integer from 2 to 1,000,000, and no more "
+                   "than memory holds (default: 200; 50 with --quick)")
     p.add_argument("--seed", type=integer_option, default=None, metavar="INT",
                    help="seed of the synthetic workloads, >= 0 (default: 0)")
     p.add_argument("--traces", type=file_path, default=None,
@@ -140,6 +141,14 @@ def _check_values(args: argparse.Namespace) -> None:
                           "to 1,000,000")
     if not 0 <= seed < 2**63:
         raise ConfigError(f"--seed={seed} is invalid; allowed: an integer from 0 to 2^63-1")
+    # a cell's clusters are drawn and scored at once: --clusters 1000000 (allowed) was a
+    # MemoryError traceback after the first cell's bar, or the process killed
+    from fastsim.config import WorkloadConfig
+    from fastsim.memory import check_fits, simulate_bytes
+
+    w = WorkloadConfig()  # run_grid's, but for sigma and base_rate
+    check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs=False), clusters,
+               "--clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
     if args.traces is not None:
         check_regular(args.traces, "a traces.parquet", "--traces")
     if args.trace_noise is not None:

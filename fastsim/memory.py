@@ -35,6 +35,17 @@ def available_bytes() -> int:
         return 1 << 62  # unknown: do not refuse
 
 
+# Below this many bytes an allocation is not checked: reading /proc/meminfo costs more than
+# drawing a small workload (the benchmark times generate_workload call by call).
+SURELY_FITS = 2**28
+
+
+def workload_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
+    """The arrays of ``fastsim.workload.allocate``: gold, score and loss (``[C, J, E]``
+    float64) and the per-job ones (82 bytes a job)."""
+    return n_clusters * n_jobs * (24 * n_evals + 82)
+
+
 def simulate_bytes(n_clusters: int, n_jobs: int, n_evals: int, keep_jobs: bool) -> int:
     """Peak of ``fastsim.api.simulate`` on ``n_clusters`` clusters: workload arrays
     (gold, score, loss: ``[C, J, E]`` float64; ~12 per-job arrays), decisions, engine

@@ -928,6 +928,30 @@ def test_generate_workload_checks_what_it_draws_and_writes_into(kw, said):
         generate_workload(wc, **args)
 
 
+def test_clusters_that_cannot_fit_are_refused_before_they_are_drawn(tmp_path, capsys,
+                                                                    monkeypatch):
+    """generate_workload allocated whatever it was asked (a million clusters: numpy's
+    MemoryError traceback, or the process killed), and `fastsim detectors --clusters
+    1000000`, in its allowed range, drew a cell's clusters so after its progress bar;
+    both are refused first, naming the largest size that fits."""
+    import fastsim.detectors
+    import fastsim.memory
+    from fastsim.workload import generate_workload
+
+    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 100 << 20)
+    wc = WorkloadConfig(n_jobs=1000, n_evals=1000)  # 24 MB a cluster
+    with pytest.raises(ConfigError, match=r"^n_clusters 20 with n_jobs=1000, n_evals=1000 "
+                       r"needs about 0\.4 GiB of memory, 0\.1 GiB available; largest "
+                       r"feasible: n_clusters 3$"):
+        generate_workload(wc, 20)
+    assert generate_workload(wc, 2).gold.shape == (2, 1000, 1000)
+    monkeypatch.setattr(fastsim.detectors, "run_grid", lambda *a, **k: 1 / 0)
+    one_line(capsys, ["detectors", "--clusters", "1000000", "--out", str(tmp_path / "d")],
+             "--clusters 1000000 with n_jobs=300, n_evals=7 needs about 103.0 GiB of "
+             "memory, 0.1 GiB available; largest feasible: --clusters 758")
+    assert not (tmp_path / "d").exists()
+
+
 def test_the_stages_refuse_decisions_or_outcomes_of_another_workload():
     """run_engine(cfg, w, decide_stops(cfg, one_cluster)) read past the decisions' end into
     the schedule of the other clusters, and account() with them crashed the process."""
