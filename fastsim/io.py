@@ -244,8 +244,8 @@ def unmade_on_failure():
         raise
 
 
-def _make_parent(path: Path, within: Path | tuple[Path, ...] | None) -> None:
-    make_directory(path.parent, within, target=path)
+def _make_parent(path: Path, within: Path | tuple[Path, ...] | None) -> list[Path]:
+    return make_directory(path.parent, within, target=path)
 
 
 def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
@@ -257,7 +257,9 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
     listing of a cell holding thousands of chunks at every chunk would cost O(chunks^2).
     With ``within`` (a directory holding every path, or several: each path goes in the
     deepest holding it), those directories are never made (``_make_parent``): a command
-    takes them before its work (a sweep's directory, ``existing_directory``)."""
+    takes them before its work (a sweep's directory, ``existing_directory``).  A directory
+    made for a path and still empty when the write fails is removed again: a full disk
+    left `fastsim costaware sgd --out DIR`'s new DIR behind, empty."""
     items = [(Path(path), write) for path, write in items]
     if isinstance(within, (str, os.PathLike)):
         within = Path(within)
@@ -268,10 +270,11 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
     staged: list[tuple[Path, Path]] = []
     claims: list[int] = []
     named: list[str] = []
-    try:
+    with unmade_on_failure() as made, contextlib.ExitStack() as cleanup:
+        cleanup.callback(_unstage, staged, claims, named)
         for path, write in items:
             try:
-                _make_parent(path, within)
+                made.append(_make_parent(path, within))
                 tmp = _tmp_path(path)
                 named.append(tmp.name)
                 claims.append(_claim(tmp))
@@ -295,13 +298,17 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
                     os.replace(tmp, path)
                 except OSError as exc:
                     raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
-        staged = []
-    finally:
-        for tmp, _ in staged:
-            _discard(tmp)
-        for fd in claims:
-            os.close(fd)  # after the renames or removals: held while the file is ours
-        _OWN_TEMPORARIES.difference_update(named)
+        staged.clear()
+
+
+def _unstage(staged: list[tuple[Path, Path]], claims: list[int], named: list[str]) -> None:
+    """``write_all``'s temporaries not renamed into place discarded, and its claims on
+    them let go, before the directories it made are removed while empty."""
+    for tmp, _ in staged:
+        _discard(tmp)
+    for fd in claims:
+        os.close(fd)  # after the renames or removals: held while the file is ours
+    _OWN_TEMPORARIES.difference_update(named)
 
 
 def _keep_mode(tmp: Path, path: Path) -> None:

@@ -268,6 +268,26 @@ def test_12_disk_full_and_read_only_are_one_line(tmp_path, capsys, monkeypatch):
              "Read-only file system")
 
 
+@pytest.mark.parametrize("argv", [
+    ["run", "--clusters", "2", "--n-jobs", "5", "--out", "{new}/r.parquet"],
+    ["replay", "--example", "--out", "{new}/r.csv"],
+    ["costaware", "ratios", "--n", "8", "--d", "2", "--no-progress", "--out", "{new}"],
+], ids=["run", "replay", "costaware"])
+def test_12_a_write_that_fails_leaves_no_directory_it_made(tmp_path, capsys, monkeypatch,
+                                                            argv):
+    """A full disk left the output's new directories behind, empty (`fastsim costaware sgd
+    --out DIR` made DIR, then could not write in it): a write that fails removes the
+    directories it made while they are empty, as a refused sweep does."""
+    def full(table, where, *a, **k):  # every Parquet file is written by pyarrow's writer
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", full)
+    monkeypatch.setattr(pl.DataFrame, "write_csv", full)
+    new = tmp_path / "new" / "dir"
+    one_line(capsys, [a.format(new=new) for a in argv], "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- 13. numbers, bytes and types that used to raise tracebacks -----------------------------
 def test_13_huge_seeds(tmp_path, capsys):
     one_line(capsys, ["run", "--clusters", "2", "--seed", str(2**64)], "--seed=")
