@@ -374,17 +374,21 @@ class SchedulerConfig:
     impl: str = ""
 
     def __post_init__(self) -> None:
-        plain_fields(self, ("name", "backfill", "thresholds_gpu_h", "impl"))
+        plain_fields(self, ("name", "backfill", "impl"))
         _check(isinstance(self.name, str), "scheduler", self.name, "a scheduler name")
         decl = R.lookup("scheduler", self.name)
         _check(isinstance(self.backfill, bool), "backfill", self.backfill, "true or false")
         _check(not self.backfill or self.name == "fifo", "backfill", self.backfill,
                "backfill applies to fifo only")
-        try:
-            R.THRESHOLDS.check(self.thresholds_gpu_h)
+        try:  # the thresholds as Python's numbers once they are checked: a million were
+            # converted one by one, in each of a sweep's configs, before being refused
+            object.__setattr__(self, "thresholds_gpu_h", R.THRESHOLDS.check(self.thresholds_gpu_h))
         except ConfigError:  # named as the field is (a spec's thresholds=A/B is checked by parse)
-            raise ConfigError(f"thresholds_gpu_h={self.thresholds_gpu_h!r} is invalid; allowed: "
-                              "increasing positive numbers (GPU-hours)") from None
+            given = self.thresholds_gpu_h
+            shown = plain(given) if R.fits_floats(given) else given
+            raise ConfigError(f"thresholds_gpu_h={shown!r} is invalid; allowed: "
+                              f"increasing positive numbers, at most {R.MAX_FLOATS} "
+                              "(GPU-hours)") from None
         store_floats(self)
         if decl.user is not None:
             object.__setattr__(self, "params", _user_values(decl, self.params, "scheduler"))

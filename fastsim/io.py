@@ -818,9 +818,23 @@ def toml_echo(msg: str, values: dict[str, Any]) -> str:
     for key, value in values.items():
         # a list is checked as a tuple: mix=[0.5, 0.5, true] is echoed as (0.5, 0.5, True)
         for said in {repr(value), repr(tuple(value)) if isinstance(value, list) else repr(value)}:
-            msg = re.sub(rf"(?<![\w-]){re.escape(f'{key}={said}')}",
-                         lambda _: f"{key}={toml_text(value)}", msg)
+            msg = _replace_word(msg, f"{key}={said}", lambda: f"{key}={toml_text(value)}")
     return msg
+
+
+def _replace_word(text: str, old: str, new: Callable[[], str]) -> str:
+    """``text`` with each ``old`` not preceded by a word character or '-' replaced by
+    ``new()``: found as text, not as a regular expression (the escaped repr of a list of a
+    million thresholds took minutes to compile, to echo a refusal of it)."""
+    out, start = [], 0
+    while (i := text.find(old, start)) >= 0:
+        if i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_-"):
+            out.append(text[start:i + 1])
+            start = i + 1
+            continue
+        out.append(text[start:i] + new())
+        start = i + len(old)
+    return "".join(out) + text[start:]
 
 
 def _bare_word_hint(error: str, text: str) -> str:

@@ -58,6 +58,10 @@ def flag_value(text: str) -> bool:
 
 
 INT_MAX = 2**31 - 1  # the largest integer parameter (kernels take int64)
+# The most numbers a ``floats`` parameter holds (Tiresias' queue thresholds): each one is a
+# queue and a scheduling point per job crossing it (``max_points_nb``), so 20,000 made a
+# run 20 times slower, and a sweep file's million took minutes to validate before any work.
+MAX_FLOATS = 100
 
 @dataclass(frozen=True)
 class Param:
@@ -87,7 +91,8 @@ class Param:
         if self.kind == "choice":
             return "one of " + ", ".join(map(str, self.choices))
         if self.kind == "floats":
-            return "increasing positive numbers A/B/..." + (f" ({self.unit})" if self.unit else "")
+            return (f"increasing positive numbers A/B/..., at most {MAX_FLOATS}"
+                    + (f" ({self.unit})" if self.unit else ""))
         what = "an integer" if self.kind == "int" else "a number"
         top = self._hi()
         lo = "(" if self.lo_open or math.isinf(self.lo) else "["  # no "[-inf"
@@ -129,6 +134,8 @@ class Param:
     def check(self, value: Any, where: str = "") -> Any:
         """``value`` validated and normalised (lists become tuples, numpy scalars Python's
         numbers, as a config's own fields are), or ConfigError."""
+        if self.kind == "floats" and not fits_floats(value):  # before a million are read
+            raise self._fail(where, value)
         v = plain(value)
         if self.kind == "bool":
             ok = isinstance(v, bool)
@@ -141,7 +148,8 @@ class Param:
                 v = abs(v)
         elif self.kind == "floats":
             v = tuple(v) if isinstance(v, (list, tuple)) else v
-            ok = (isinstance(v, tuple) and len(v) >= 1 and all(is_number(x) and x > 0 for x in v)
+            ok = (isinstance(v, tuple) and 1 <= len(v) <= MAX_FLOATS
+                  and all(is_number(x) and x > 0 for x in v)
                   and all(a < b for a, b in zip(v, v[1:])))
         else:
             ok = v in self.choices
@@ -165,6 +173,14 @@ class Param:
         if self.kind == "float":
             return f"{value:g}"
         return str(value).lower() if self.kind == "bool" else str(value)
+
+
+def fits_floats(value: Any) -> bool:
+    """Whether ``value``, if it has a length, holds at most ``MAX_FLOATS`` items."""
+    try:
+        return len(value) <= MAX_FLOATS
+    except TypeError:  # no length: the check that follows names what it is
+        return True
 
 
 def check_returns(decl: Any, what: str) -> None:

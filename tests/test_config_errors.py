@@ -1003,3 +1003,29 @@ def test_no_refusal_in_the_source_says_must_be():
     assert len(texts) > 300  # the scan sees the refusals (ConfigError is raised ~700 times)
     old = [f"{where}: {text[:80]}" for where, text in texts if _OLD_WORDING.search(text)]
     assert not old, "\n".join(old)
+
+
+def test_tiresias_takes_at_most_100_thresholds(tmp_path, capsys):
+    """Each threshold is a queue and a scheduling point per job crossing it: 20,000 made a
+    run 20 times slower, and a sweep file's million thresholds took minutes to validate (a
+    conversion per value in every config, then a regular expression of the whole list to
+    echo it) before running.  More than 100 are refused, at once."""
+    import numpy as np
+    from conftest import one_line
+
+    hundred = tuple(float(x) for x in range(1, 101))
+    assert SchedulerConfig(name="tiresias", thresholds_gpu_h=np.arange(1, 101)).thresholds_gpu_h \
+        == hundred
+    with pytest.raises(ConfigError, match=r"^thresholds_gpu_h=\(1, 2, .* 101\) is invalid; "
+                       r"allowed: increasing positive numbers, at most 100 \(GPU-hours\)$"):
+        SchedulerConfig(name="tiresias", thresholds_gpu_h=tuple(range(1, 102)))
+    spec = "/".join(str(x) for x in range(1, 102))
+    one_line(capsys, ["run", "--scheduler", f"tiresias:thresholds={spec}"],
+             "/101 is invalid; allowed: increasing positive numbers A/B/..., at most 100")
+    many = ", ".join(str(x) for x in range(1, 100_001))
+    f = tmp_path / "many.toml"
+    f.write_text(f'clusters = 2\n[base]\nscheduler = "tiresias"\nthresholds_gpu_h = [{many}]\n'
+                 '[axes]\npolicy = ["none"]\n')
+    one_line(capsys, ["sweep", str(f), "--out", str(tmp_path / "o")],
+             "99999, 100000] is invalid; allowed: increasing positive numbers, at most 100")
+    assert not (tmp_path / "o").exists()
