@@ -597,3 +597,19 @@ def test_toy_rlhf_shows_its_progress_in_a_log_too(tmp_path, capsys):
     assert main(["traces", "toy-rlhf", *SMALL[:-1], "15", "--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     assert "toy RLHF runs: 100%" in err and "\r" not in err, err
+
+
+def test_compare_sim_names_the_clusters_option_that_cannot_fit(traces, tmp_path, capsys):
+    """--clusters beyond memory was refused as `n_clusters 1000000000000 with ...: largest
+    feasible: n_clusters 405037`, simulate's argument, which the command has no option of."""
+    from fastsim.cli import main
+
+    path = tmp_path / "runs.parquet"
+    run_summary(traces).write_parquet(path)
+    n_evals = int(run_summary(traces)["n_evals"].median())
+    assert main(["traces", "compare-sim", str(path), "--clusters", "1000000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert re.search(rf"^fastsim traces: error: --clusters 1000000000000 with n_jobs=100, "
+                     rf"n_evals={n_evals} needs about .* GiB of memory, .* GiB available; "
+                     r"largest feasible: --clusters \d+$", err.strip()), err

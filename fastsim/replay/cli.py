@@ -499,7 +499,9 @@ def _print_toy(cfg, runs: pl.DataFrame, fits: pl.DataFrame) -> None:
 def _cmd_compare(args) -> int:
     from fastsim.io import check_distinct, read_parquet_table
     from fastsim.replay.policies import parse_policy
-    from fastsim.replay.traces import (RUNS_ALLOWED, check_run_values, check_trace_table,
+    from fastsim.memory import check_fits, simulate_bytes
+    from fastsim.replay.traces import (COMPARE_JOBS, RUNS_ALLOWED, check_run_values,
+                                       check_trace_table, matched_n_evals,
                                        simulator_comparison, trace_origin)
 
     within = _check_out(args.out)
@@ -525,6 +527,10 @@ def _cmd_compare(args) -> int:
                           "compare; allowed: a stop policy, e.g. --policy evalstop:k=2")
     if args.clusters < 2:
         raise ConfigError(f"--clusters {args.clusters}: allowed: an integer >= 2")
+    # as fastsim run checks its own: simulate's check named its argument, n_clusters
+    n_evals = matched_n_evals(runs)
+    check_fits(lambda n: simulate_bytes(n, COMPARE_JOBS, n_evals, keep_jobs=False),
+               args.clusters, "--clusters", f"n_jobs={COMPARE_JOBS}, n_evals={n_evals}")
     curves = D.PLAIN_CURVES if args.plain else None
     res = simulator_comparison(runs, specs, n_clusters=args.clusters, sigma=args.sigma,
                                curves=curves, source=str(args.runs))

@@ -817,7 +817,16 @@ def _derived_from(source: str, derived: set[str]):
                           f"is refused: {exc}") from None
 
 
-def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_jobs: int = 100,
+COMPARE_JOBS = 100  # jobs per simulated cluster of simulator_comparison
+
+
+def matched_n_evals(runs: pl.DataFrame) -> int:
+    """Evaluations per simulated job matched to the traces: their median run's."""
+    return int(runs["n_evals"].median())
+
+
+def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50,
+                         n_jobs: int = COMPARE_JOBS,
                          seed: int = 0, sigma: float | None = None,
                          curves: dict | None = None, source: str = "the traces") -> pl.DataFrame:
     """The cluster simulator's detection numbers at the traces' noise, base rate and cadence.
@@ -852,7 +861,7 @@ def simulator_comparison(runs: pl.DataFrame, policies, n_clusters: int = 50, n_j
         if "ustar_healthy" not in curves:  # no gap, as the defaults: healthy peaks start there
             curves["ustar_healthy"] = (curves["ustar_hacking"][1], D.USTAR_HEALTHY[1])
     base_rate = float(runs["truth_hacking"].mean())
-    n_evals = int(runs["n_evals"].median())
+    n_evals = matched_n_evals(runs)
     with _derived_from(source, derived):
         matched = WorkloadConfig(n_jobs=n_jobs, mix=(0.0, 0.0, 1.0), base_rate=base_rate,
                                  n_evals=n_evals, **curves)
