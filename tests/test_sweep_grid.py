@@ -565,16 +565,22 @@ def test_a_title_with_a_control_character_is_refused(tmp_path, capsys, text):
         f"is invalid; allowed: a string of at most 10000 printable characters\n"), err
 
 
-@pytest.mark.parametrize("argv", [["sweep", "{toml}", "--out", "{out}"],
-                                  ["reproduce", "--clusters", "10000000000000", "--out", "{out}"]])
-def test_a_sweep_of_too_many_chunks_is_refused_before_any_work(tmp_path, capsys, argv):
+@pytest.mark.parametrize("argv,named", [
+    (["sweep", "{toml}", "--out", "{out}"], "of clusters=10000000000000 in chunks of chunk=250"),
+    (["sweep", "{toml}", "--out", "{out}", "--chunk", "300"],
+     "of clusters=10000000000000 in chunks of --chunk=300"),
+    (["reproduce", "--clusters", "10000000000000", "--out", "{out}"],
+     "of --clusters=10000000000000 in chunks of chunk=250")])
+def test_a_sweep_of_too_many_chunks_is_refused_before_any_work(tmp_path, capsys, argv, named):
     """10^13 clusters in chunks of 250 listed every chunk to check before the first ran:
-    minutes and gigabytes, then years of work; now one line, nothing written."""
+    minutes and gigabytes, then years of work; now one line, nothing written, naming an
+    option as typed (fastsim reproduce --clusters was named as the sweep file's field)."""
     from conftest import one_line
 
     toml = write(tmp_path, "clusters = 10000000000000\n[axes]\nk = [1, 2]\n")
     out = tmp_path / "out"
     argv = [a.format(toml=toml, out=out) for a in argv] + ["--no-progress"]
+    one_line(capsys, argv, f"{named} make")
     one_line(capsys, argv, "chunks; allowed: at most 1,000,000 in a sweep")
     assert not out.exists()
 

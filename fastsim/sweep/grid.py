@@ -342,10 +342,16 @@ def _check_base(source: str, base: dict[str, Any], axis_names: tuple[str, ...],
             raise _fail(source, f"base.{key}={toml_text(value)}: {msg}") from None
 
 
-def _check_chunk_count(source: str, n_cells: int, clusters: int, chunk: int) -> None:
+def _check_chunk_count(source: str, n_cells: int, clusters: int, chunk: int,
+                       given: tuple[bool, bool] = (False, False), options: bool = False) -> None:
+    """At most ``MAX_CHUNKS`` chunks; ``given``: whether clusters and chunk replace the
+    file's, named as typed (``--clusters=...`` with ``options``) rather than as its fields."""
     total = n_cells * -(-clusters // chunk)
     if total > MAX_CHUNKS:
-        raise _fail(source, f"{n_cells} cells of clusters={clusters} in chunks of chunk={chunk} "
+        named = [f"--{key}={value}" if over and options else f"{key}={value}"
+                 for key, value, over in (("clusters", clusters, given[0]),
+                                          ("chunk", chunk, given[1]))]
+        raise _fail(source, f"{n_cells} cells of {named[0]} in chunks of {named[1]} "
                     f"make {total:,} chunks; allowed: at most {MAX_CHUNKS:,} in a sweep (a "
                     "larger chunk, fewer clusters)")
 
@@ -377,7 +383,8 @@ def parse_sweep(doc: dict[str, Any], source: str, *, clusters: int | None = None
     base, axes = _check_tables(source, doc, base_overrides)
     cells = _expand_cells(source, base, axes, baseline, baseline_spec)
     _check_labels(source, cells)
-    _check_chunk_count(source, len(cells), n_clusters, n_chunk)
+    _check_chunk_count(source, len(cells), n_clusters, n_chunk,
+                       (clusters is not None, chunk is not None), options)
     title = doc.get("title", doc.get("description", name))
     return Grid(name=name, title=str(title), source=str(source), clusters=n_clusters,
                 chunk=n_chunk, seed=the_seed, axes=tuple(axes), cells=cells,
