@@ -974,6 +974,24 @@ def check_format(fmt) -> None:
 
 
 def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
+    _check_columns(df, path, metric)
+    out = {"job_id": _job_ids(df, path), "step": _steps(df, path),
+           "metric": _metric_values(df, path, metric)}
+    out.update(_optional_numbers(df, path, metric, out["metric"]))
+    out.update(_time_columns(df, path))
+    if "job_type" in df.columns:
+        out["job_type"] = _job_types(df, path)
+    if "seed" in df.columns:
+        out["seed"] = _seed_labels(df, path)
+    out.update(_truth_columns(df, path))
+    out["source"] = pl.Series("source", [str(path)] * df.height, dtype=pl.String)
+    out["line"] = df["line"]
+    return pl.DataFrame(out)
+
+
+def _check_columns(df: pl.DataFrame, path: Path, metric: str) -> None:
+    """Refuse a log without the columns replay reads (job_id, step, the metric), a metric
+    named ``line``, or no rows."""
     _check_field_names(df, path, metric)
     found = [c for c in df.columns if c != "line"]
     tsv = _separator_hint(found)
@@ -996,6 +1014,10 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
                           "(--metric, or read_logs(metric=...))")
     if df.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: at least one evaluation")
+
+
+def _job_ids(df: pl.DataFrame, path: Path) -> pl.Series:
+    """The job ids as text without surrounding white space; a missing or blank one refused."""
     if not df["job_id"].dtype.is_integer():
         _check_text_column(df, path, "job_id", "a text or integer id")
     job = df["job_id"].cast(pl.String).str.strip_chars()
@@ -1003,6 +1025,11 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
     if empty.any():
         i = int(empty.arg_max())
         raise ConfigError(f"{path}:{df['line'][i]}: field 'job_id': missing; allowed: a non-empty id")
+    return job
+
+
+def _steps(df: pl.DataFrame, path: Path) -> pl.Series:
+    """The steps as int64; one missing, negative, fractional or from 2^53 refused."""
     step = _numeric(df, path, "step", "a non-negative integer").to_numpy()
     bad = ~np.isfinite(step) | (step < 0) | (step != np.floor(step))
     if bad.any():
@@ -1015,21 +1042,35 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
         raise ConfigError(f"{path}:{df['line'][i]}: field 'step': {df['step'][i]!r} is too large; "
                           f"allowed: a non-negative integer below 2^53 = {MAX_STEP} (larger "
                           "steps cannot be compared exactly)")
-    out = {"job_id": job, "step": pl.Series("step", step.astype(np.int64)),
-           "metric": _numeric(df, path, metric, "a number, or empty/NaN/null for a missing evaluation")
-           .alias("metric")}
-    m = out["metric"].to_numpy()
+    return pl.Series("step", step.astype(np.int64))
+
+
+def _metric_values(df: pl.DataFrame, path: Path, metric: str) -> pl.Series:
+    """The metric column as float64 (NaN missing), named ``metric``; a finite value beyond
+    ``SCORE_RANGE`` refused."""
+    metric_values = (_numeric(df, path, metric, "a number, or empty/NaN/null for a missing "
+                              "evaluation").alias("metric"))
+    m = metric_values.to_numpy()
     big = np.isfinite(m) & (np.abs(m) > MAX_SCORE)
     if big.any():
         i = int(np.argmax(big))
         raise ConfigError(f"{path}:{df['line'][i]}: field {metric!r}: {df[metric][i]!r} is too "
                           f"large; allowed: {SCORE_RANGE}, or empty for missing (the "
                           "detectors' sums of squares overflow beyond)")
+    return metric_values
+
+
+def _optional_numbers(df: pl.DataFrame, path: Path, metric: str,
+                      metric_values: pl.Series) -> dict[str, pl.Series]:
+    """The ``NUMERIC_OPTIONAL`` columns the log has (the metric's own as read), as float64;
+    a ``max_steps`` that is not a non-negative integer, or a ``gpus`` not positive and
+    finite, refused."""
+    out = {}
     for field in NUMERIC_OPTIONAL:
         if field in df.columns and field != metric:
             out[field] = _numeric(df, path, field, "a number, or empty for missing").alias(field)
         elif field == metric:
-            out[field] = out["metric"].alias(field)
+            out[field] = metric_values.alias(field)
     if "max_steps" in out:  # the planned length, as trainer_state's max_steps
         m = out["max_steps"].to_numpy()
         bad = ~np.isnan(m) & ~((m >= 0) & (m < MAX_STEP) & (m == np.floor(m)))
@@ -1044,23 +1085,38 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             i = int(np.argmax(bad))
             raise ConfigError(f"{path}:{df['line'][i]}: field 'gpus': {g[i]:g}; allowed: a "
                               "positive finite number")
+    return out
+
+
+def _time_columns(df: pl.DataFrame, path: Path) -> dict[str, pl.Series]:
+    """``time_h`` (hours since the job's start) and the column it was read from, if the log
+    has a time column."""
+    out = {}
     time_h = _time_h(df, path)
     if time_h is not None:
         out["time_h"] = time_h
         # the column as the log names it, for _check_time_order's error (then dropped)
         out[TIME_FIELD] = pl.Series(TIME_FIELD, [next(f for f in TIME_FIELDS if f in df.columns)]
                                     * df.height, dtype=pl.String)
-    if "job_type" in df.columns:
-        _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
-        out["job_type"] = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
-        # a typo would silently put an RLHF job out of the default scope
-        unknown = ~out["job_type"].is_in(JOB_TYPE_LABELS) & out["job_type"].is_not_null()
-        if unknown.any():
-            i = int(unknown.arg_max())
-            raise ConfigError(f"{path}:{df['line'][i]}: field 'job_type': {df['job_type'][i]!r}; "
-                              "allowed: lora, dpo or rlhf (any case), or empty")
-    if "seed" in df.columns:
-        out["seed"] = _seed_labels(df, path)
+    return out
+
+
+def _job_types(df: pl.DataFrame, path: Path) -> pl.Series:
+    """``job_type`` as lower-case text; a type other than lora, dpo or rlhf refused."""
+    _check_text_column(df, path, "job_type", "lora, dpo or rlhf")
+    job_type = df["job_type"].cast(pl.String).str.strip_chars().str.to_lowercase()
+    # a typo would silently put an RLHF job out of the default scope
+    unknown = ~job_type.is_in(JOB_TYPE_LABELS) & job_type.is_not_null()
+    if unknown.any():
+        i = int(unknown.arg_max())
+        raise ConfigError(f"{path}:{df['line'][i]}: field 'job_type': {df['job_type'][i]!r}; "
+                          "allowed: lora, dpo or rlhf (any case), or empty")
+    return job_type
+
+
+def _truth_columns(df: pl.DataFrame, path: Path) -> dict[str, pl.Series]:
+    """The hidden-truth columns (``truth_*``), in the log's order, the known ones checked."""
+    out = {}
     for col in df.columns:
         if col == "truth_hacking":
             out[col] = _truth_hacking(df, path)
@@ -1068,9 +1124,7 @@ def _validate(df: pl.DataFrame, path: Path, metric: str) -> pl.DataFrame:
             out[col] = _truth_number(df, path, col)
         elif col.startswith("truth_"):
             out[col] = df[col]
-    out["source"] = pl.Series("source", [str(path)] * df.height, dtype=pl.String)
-    out["line"] = df["line"]
-    return pl.DataFrame(out)
+    return out
 
 
 def read_one(path, fmt: str | None = None, metric: str | None = None,
