@@ -630,6 +630,30 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
     entries = state["log_history"]
     name = _hf_metric(path, entries, metric)
     job_id = job_id or _job_id_from_path(path)
+    rows, rows_lines, logged, runtime_s = _history_rows(path, entries, lines, job_id, name)
+    max_steps = state.get("max_steps")
+    if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool)
+                                      and 0 <= max_steps < MAX_STEP):
+        raise ConfigError(f"{path}:{_key_line(text, 'max_steps')}: field 'max_steps': "
+                          f"{max_steps!r}; allowed: a non-negative integer (or null)")
+    df = _rows_to_frame(rows, rows_lines)
+    df = df.with_columns(pl.lit(_cell_text(max_steps), dtype=pl.String).alias("max_steps"))
+    # Trainer logs no wall clock per evaluation; train_runtime / global_step gives a
+    # per-step time, an estimate that assumes steps of equal cost.
+    global_step = _global_step(path, text, state, logged[0], runtime_s is not None)
+    if runtime_s is not None:
+        step_num = df["step"].cast(pl.Float64, strict=False)
+        df = df.with_columns((step_num * (float(runtime_s) / global_step / 3600.0))
+                             .cast(pl.String).alias("time_h"))
+    return df, name
+
+
+def _history_rows(path: Path, entries: list, lines: list[int], job_id: str, name: str):
+    """``log_history``'s rows: one per evaluation (``eval_*``) with the training loss
+    logged last before it, then one at the last step logged if training logged after the
+    last evaluation; their lines, ``(that last step, its line)`` and ``train_runtime``
+    (None if not logged).  An entry that is not an object, a bad ``train_runtime``, or no
+    evaluation is refused."""
     rows, rows_lines = [], []
     last_train_loss = None
     runtime_s = None
@@ -667,21 +691,7 @@ def _raw_trainer_state(path: Path, data: bytes, metric: str | None, job_id: str 
         # the run's completion
         rows.append({"job_id": job_id, "step": logged[0], name: None, "loss": last_train_loss})
         rows_lines.append(logged[1])
-    max_steps = state.get("max_steps")
-    if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool)
-                                      and 0 <= max_steps < MAX_STEP):
-        raise ConfigError(f"{path}:{_key_line(text, 'max_steps')}: field 'max_steps': "
-                          f"{max_steps!r}; allowed: a non-negative integer (or null)")
-    df = _rows_to_frame(rows, rows_lines)
-    df = df.with_columns(pl.lit(_cell_text(max_steps), dtype=pl.String).alias("max_steps"))
-    # Trainer logs no wall clock per evaluation; train_runtime / global_step gives a
-    # per-step time, an estimate that assumes steps of equal cost.
-    global_step = _global_step(path, text, state, logged[0], runtime_s is not None)
-    if runtime_s is not None:
-        step_num = df["step"].cast(pl.Float64, strict=False)
-        df = df.with_columns((step_num * (float(runtime_s) / global_step / 3600.0))
-                             .cast(pl.String).alias("time_h"))
-    return df, name
+    return rows, rows_lines, logged, runtime_s
 
 
 # ----------------------------------------------------------------------- validation
