@@ -341,7 +341,7 @@ class StopMonitor:
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
-        name, raw_step = type(self).__name__, step
+        name = type(self).__name__
         job_id = self._job(job_id)
         if loss is None:
             if self.reads_loss:
@@ -349,32 +349,10 @@ class StopMonitor:
                                   f"{self.policy.label} decides on the training loss; allowed: "
                                   "observe(job_id, step, score, loss=...), NaN for a missing reading")
             loss = math.nan
-        if isinstance(step, bool) or not isinstance(step, int):
-            if isinstance(step, (float, np.floating)) and float(step).is_integer():
-                step = int(step)
-            else:
-                try:  # a bool has __index__: True was step 1 (as a job id, it is refused)
-                    step = int(step.__index__()) if not isinstance(step, bool) else None
-                except (AttributeError, TypeError):
-                    step = None
-                if step is None:
-                    raise ConfigError(f"{name}.observe({job_id!r}): step = {raw_step!r}; "
-                                      "allowed: a non-negative integer")
-        if not 0 <= step < MAX_STEP:  # steps are compared as floats, exact below 2^53
-            raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
-                              "integer from 0 to 2^53-1, as replay takes")
-        for field, x in (("score", score), ("loss", loss)):
-            if not is_real_scalar(x):
-                raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
-                                  "allowed: a number (NaN for a missing evaluation)")
+        step = _checked_step(name, job_id, step)
+        _check_numbers(name, job_id, step, score, loss)
         value, loss = float(score), float(loss)
-        if math.isfinite(value) and abs(value) > MAX_SCORE:
-            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {value:g}; "
-                              f"allowed: {SCORE_RANGE}, as replay takes (NaN for a missing "
-                              "evaluation)")
-        if self.policy.decl.positive_losses and loss <= 0:
-            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
-                              "allowed: " + self.policy.decl.loss_rule(self.policy.label))
+        self._check_bounds(name, job_id, step, value, loss)
         st = self._jobs.get(job_id)
         if st is None:
             st = self._jobs[job_id] = _JobState(_stream(self.policy, self.threshold,
@@ -393,6 +371,22 @@ class StopMonitor:
             st.last_step = step
             return Decision(False, keep, f"step {step}: missing value skipped", st.n_evals,
                             st.stream.run)
+        return self._record(st, step, value, loss)
+
+    def _check_bounds(self, name: str, job_id: str, step: int, value: float,
+                      loss: float) -> None:
+        """Refuse a finite score beyond ``SCORE_RANGE``, or a loss the policy cannot take."""
+        if math.isfinite(value) and abs(value) > MAX_SCORE:
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): score = {value:g}; "
+                              f"allowed: {SCORE_RANGE}, as replay takes (NaN for a missing "
+                              "evaluation)")
+        if self.policy.decl.positive_losses and loss <= 0:
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): loss = {loss:g}; "
+                              "allowed: " + self.policy.decl.loss_rule(self.policy.label))
+
+    def _record(self, st: _JobState, step: int, value: float, loss: float) -> Decision:
+        """Feed one evaluation (not missing) to the job's policy and decide: a trigger stops
+        the job, keeping the checkpoint the engine would deliver."""
         s = value if self.higher_is_better else -value
         fired = st.stream.update(s, loss, step)  # a user policy that raises leaves no trace
         st.last_step = step
@@ -418,6 +412,35 @@ class StopMonitor:
             return st.stopped
         return Decision(False, step, f"step {step}: {self.policy.label} continues",
                         st.n_evals, st.stream.run)
+
+
+def _checked_step(name: str, job_id: str, step) -> int:
+    """``step`` as an int (an integral float, or an integer type with ``__index__``); one
+    that is not an integer from 0 to 2^53-1 refused."""
+    raw_step = step
+    if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, (float, np.floating)) and float(step).is_integer():
+            step = int(step)
+        else:
+            try:  # a bool has __index__: True was step 1 (as a job id, it is refused)
+                step = int(step.__index__()) if not isinstance(step, bool) else None
+            except (AttributeError, TypeError):
+                step = None
+            if step is None:
+                raise ConfigError(f"{name}.observe({job_id!r}): step = {raw_step!r}; "
+                                  "allowed: a non-negative integer")
+    if not 0 <= step < MAX_STEP:  # steps are compared as floats, exact below 2^53
+        raise ConfigError(f"{name}.observe({job_id!r}): step = {step}; allowed: an "
+                          "integer from 0 to 2^53-1, as replay takes")
+    return step
+
+
+def _check_numbers(name: str, job_id: str, step: int, score, loss) -> None:
+    """Refuse a score or loss that is not a real number (NaN is one: a missing reading)."""
+    for field, x in (("score", score), ("loss", loss)):
+        if not is_real_scalar(x):
+            raise ConfigError(f"{name}.observe({job_id!r}, step={step}): {field} = {x!r}; "
+                              "allowed: a number (NaN for a missing evaluation)")
 
 
 def _streaming():
