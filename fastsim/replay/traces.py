@@ -602,6 +602,17 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
         raise ConfigError(f"{path}: missing columns {missing}; allowed: {allowed}")
     if table.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: {allowed}")
+    _check_column_values(table, path, columns, allowed)
+    if not per_run:
+        _check_one_row_per_run(table, path, allowed)
+        return table
+    _check_runs(table, path, columns, allowed, equal_evals)
+    return table
+
+
+def _check_column_values(table: pl.DataFrame, path, columns, allowed: str) -> None:
+    """Refuse a column of ``columns`` not of its type, with a missing (or, a number,
+    non-finite) value, or a score beyond replay's range; the first column, then row."""
     for c in columns:
         kind = _COLUMN_KINDS.get(c, "float")
         dtype = table.schema[c]
@@ -622,13 +633,21 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
                 i = int(big.arg_max())
                 raise ConfigError(f"{path}: row {i + 1}: score is {col[i]!r}; allowed: finite "
                                   f"numbers from -1e150 to 1e150 ({allowed})")
-    if not per_run:
-        dup = table["job_id"].is_duplicated()
-        if dup.any():
-            i = int(dup.arg_max())
-            raise ConfigError(f"{path}: row {i + 1}: run {table['job_id'][i]!r} appears twice; "
-                              f"allowed: one row per run ({allowed})")
-        return table
+
+
+def _check_one_row_per_run(table: pl.DataFrame, path, allowed: str) -> None:
+    """Refuse a runs table (one row per run) naming a run twice."""
+    dup = table["job_id"].is_duplicated()
+    if dup.any():
+        i = int(dup.arg_max())
+        raise ConfigError(f"{path}: row {i + 1}: run {table['job_id'][i]!r} appears twice; "
+                          f"allowed: one row per run ({allowed})")
+
+
+def _check_runs(table: pl.DataFrame, path, columns, allowed: str, equal_evals: bool) -> None:
+    """Refuse a traces table with a run's step twice, a run with two ``truth_hacking``
+    labels or several seeds (of those in ``columns``), or (``equal_evals``) runs of
+    different numbers of evaluations."""
     dup = table.select("job_id", "step").is_duplicated()
     if dup.any():
         i = int(dup.arg_max())
@@ -656,7 +675,6 @@ def check_trace_table(table: pl.DataFrame, path, columns, *, allowed: str = TRAC
         raise ConfigError(f"{path}: run {other['job_id']!r} has {other['n']} evaluations, run "
                           f"{first['job_id']!r} {first['n']}; allowed: the same number for "
                           f"every run ({allowed})")
-    return table
 
 
 def check_run_values(runs: pl.DataFrame, path) -> pl.DataFrame:
