@@ -105,33 +105,10 @@ class StopPolicyCallback(_TrainerCallback):
         # numpy's bool is a bool (np.bool_(True)), as read_logs and StopMonitor take it
         greater_is_better, higher_is_better, protect_checkpoint = (
             plain_scalar(v) for v in (greater_is_better, higher_is_better, protect_checkpoint))
-        # each setting under one of its two names: given under both, one would be dropped
-        for new_name, new_value, old_name, old_value in (
-                ("policy", policy, "k", k),
-                ("metric_for_best_model", metric_for_best_model, "metric", metric),
-                ("greater_is_better", greater_is_better, "higher_is_better", higher_is_better)):
-            if new_value is not None and old_value is not None:
-                raise ConfigError(f"{name}: {new_name}={new_value!r} and {old_name}={old_value!r}; "
-                                  f"allowed: one of the two ({old_name} is the earlier name)")
-        for flag, value, none_ok in (("greater_is_better", greater_is_better, True),
-                                     ("higher_is_better", higher_is_better, True),
-                                     ("protect_checkpoint", protect_checkpoint, False)):
-            if not (isinstance(value, bool) or (none_ok and value is None)):
-                raise ConfigError(f"{name} {flag} = {value!r}: allowed: True or False"
-                                  + (" (or None: from TrainingArguments, else the metric's name)"
-                                     if none_ok else ""))
-        if k is not None:
-            # an integer, not text: k="3,scope=all" set the scope through the spec, and
-            # k=True was refused as policy.k='True'
-            k = plain_scalar(k)
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise ConfigError(f"{name} k = {k!r}: allowed: an integer >= 1 (consecutive "
-                                  "declines; the earlier name of policy=\"evalstop:k=K\")")
-            policy = f"evalstop:k={k}"
-        elif policy is None:
-            # None, not the text, is the default: StopPolicyCallback("evalstop:k=2", k=3)
-            # read the text given as the default left out, and ran k=3 without a word
-            policy = DEFAULT_POLICY
+        _refuse_both_names(name, policy, k, metric_for_best_model, metric, greater_is_better,
+                           higher_is_better)
+        _check_flags(name, greater_is_better, higher_is_better, protect_checkpoint)
+        policy = _policy_spec(name, policy, k)
         self.policy = policy if isinstance(policy, PolicyConfig) else PolicyConfig.parse(policy)
         metric = metric_for_best_model if metric_for_best_model is not None else metric
         # blank text names no metric, as TrainingArguments' own is read (_trainer_settings)
@@ -354,6 +331,47 @@ class StopPolicyCallback(_TrainerCallback):
 
 
 EvalStopCallback = StopPolicyCallback
+
+
+def _refuse_both_names(name: str, policy, k, metric_for_best_model, metric, greater_is_better,
+                       higher_is_better) -> None:
+    """Refuse a setting given under both of its names: one would be dropped."""
+    for new_name, new_value, old_name, old_value in (
+            ("policy", policy, "k", k),
+            ("metric_for_best_model", metric_for_best_model, "metric", metric),
+            ("greater_is_better", greater_is_better, "higher_is_better", higher_is_better)):
+        if new_value is not None and old_value is not None:
+            raise ConfigError(f"{name}: {new_name}={new_value!r} and {old_name}={old_value!r}; "
+                              f"allowed: one of the two ({old_name} is the earlier name)")
+
+
+def _check_flags(name: str, greater_is_better, higher_is_better, protect_checkpoint) -> None:
+    """Refuse a flag that is not True or False (the metric's sense may be None)."""
+    for flag, value, none_ok in (("greater_is_better", greater_is_better, True),
+                                 ("higher_is_better", higher_is_better, True),
+                                 ("protect_checkpoint", protect_checkpoint, False)):
+        if not (isinstance(value, bool) or (none_ok and value is None)):
+            raise ConfigError(f"{name} {flag} = {value!r}: allowed: True or False"
+                              + (" (or None: from TrainingArguments, else the metric's name)"
+                                 if none_ok else ""))
+
+
+def _policy_spec(name: str, policy: str | PolicyConfig | None, k) -> str | PolicyConfig:
+    """The policy to run: ``evalstop:k=K`` for the earlier ``k`` (an integer >= 1, else
+    refused), ``policy`` as given, or ``DEFAULT_POLICY`` for neither."""
+    if k is not None:
+        # an integer, not text: k="3,scope=all" set the scope through the spec, and
+        # k=True was refused as policy.k='True'
+        k = plain_scalar(k)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"{name} k = {k!r}: allowed: an integer >= 1 (consecutive "
+                              "declines; the earlier name of policy=\"evalstop:k=K\")")
+        policy = f"evalstop:k={k}"
+    elif policy is None:
+        # None, not the text, is the default: StopPolicyCallback("evalstop:k=2", k=3)
+        # read the text given as the default left out, and ran k=3 without a word
+        policy = DEFAULT_POLICY
+    return policy
 
 
 def _trainer_settings(args, name: str) -> tuple[str | None, bool | None]:
