@@ -111,6 +111,32 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     df = S.sweep_table(Path(sweep) / "summary.parquet")
     manifest = read_manifest(sweep)  # once: its axes, the code it ran, its cells' configs
     have = summary_metrics(df)
+    chosen = _chosen_metrics(sweep, metrics, have)
+    unlabelled = _import_user_metrics(manifest, chosen)
+    held = _hold(sweep, manifest, df, where)
+    df = _held(df, {"where": held})
+    axes = _axes(manifest, df)
+    if x is not None:
+        axes = _x_first(sweep, axes, x, held)
+    if not axes:
+        return (f"sweep in {sweep} varies no axis (one cell: nothing to draw against); "
+                "allowed: a sweep with an axis of several values")
+    if len(_roles(axes)) > MAX_AXES:
+        return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
+                f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
+    x, hue, col = (_roles(axes) + [None, None])[:3]
+    names = _policy_colours(df, x, _cell_configs(manifest)) if hue == "policy_name" else {}
+    too_many = _too_many_to_tell(sweep, df, x, hue, col, names)
+    if too_many:
+        return too_many
+    p = {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
+         "unlabelled": unlabelled, "names": names}
+    return _one_row_per_point(sweep, manifest, df, p) or p
+
+
+def _chosen_metrics(sweep: Path, metrics, have: list[str]) -> list[str]:
+    """The metrics drawn: ``metrics`` (a list, or text comma-separated), each one of
+    ``have``, at most ``MAX_METRICS``, else refused; default ``DEFAULT_METRICS`` in ``have``."""
     if metrics is None:
         chosen = [m for m in DEFAULT_METRICS if m in have]
     else:
@@ -128,33 +154,29 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
             raise ConfigError(f"--metrics={','.join(chosen)} is invalid ({len(chosen)} "
                               f"metrics, in {sweep}); allowed: at most {MAX_METRICS}, one "
                               "panel each")
-    unlabelled = _import_user_metrics(manifest, chosen)
-    held = _hold(sweep, manifest, df, where)
-    df = _held(df, {"where": held})
-    axes = _axes(manifest, df)
-    if x is not None:
-        if x not in axes:
-            raise ConfigError(f"--x={x} is invalid (in {sweep}); allowed: an axis the sweep "
-                              f"varies{' (not held by --where)' if held else ''}: "
-                              f"{', '.join(axes) or 'none'}")
-        axes = [x, *(a for a in axes if a != x)]
-    if not axes:
-        return (f"sweep in {sweep} varies no axis (one cell: nothing to draw against); "
-                "allowed: a sweep with an axis of several values")
-    if len(_roles(axes)) > MAX_AXES:
-        return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
-                f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
-    x, hue, col = (_roles(axes) + [None, None])[:3]
-    names = _policy_colours(df, x, _cell_configs(manifest)) if hue == "policy_name" else {}
+    return chosen
+
+
+def _x_first(sweep: Path, axes: list[str], x: str, held: dict) -> list[str]:
+    """``axes`` with ``x`` (``--x``) first; an axis the sweep does not vary refused."""
+    if x not in axes:
+        raise ConfigError(f"--x={x} is invalid (in {sweep}); allowed: an axis the sweep "
+                          f"varies{' (not held by --where)' if held else ''}: "
+                          f"{', '.join(axes) or 'none'}")
+    return [x, *(a for a in axes if a != x)]
+
+
+def _too_many_to_tell(sweep: Path, df: pl.DataFrame, x: str, hue: str | None,
+                      col: str | None, names: dict) -> str | None:
+    """Why the figure cannot be drawn, if it has more lines (colours) or columns of panels
+    than can be told apart; else None."""
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
         n = len(_lines(df, x, hue, names)) if axis == hue else df[axis].n_unique() if axis else 0
         if n > most:
             shown = "policies" if axis == "policy_name" else f"values of {axis}"
             return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
                     f"{most}: {PICK}")
-    p = {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
-         "unlabelled": unlabelled, "names": names}
-    return _one_row_per_point(sweep, manifest, df, p) or p
+    return None
 
 
 def _import_user_metrics(manifest: dict, chosen: list[str]) -> list[str]:
