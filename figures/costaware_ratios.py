@@ -58,12 +58,7 @@ def main(results, out):
     src = Path(results) / "costaware_sgd.summary.parquet"
     if not src.exists():
         return []
-    table = S.table(src).filter(pl.col("problem_cost_corr") == 0.0)
-    point = ["sgd_step", "problem_kind", "problem_cost_sigma"]
-    optimal = table.filter(pl.col("strategy") == "optimal").select(point).unique()
-    df = table.filter(pl.col("strategy").is_in(ORDER)).join(
-        optimal.with_columns(optimal_ran=pl.lit(True)), on=point, how="left",
-        maintain_order="left").with_columns(pl.col("optimal_ran").fill_null(False))
+    df = _uncorrelated_points(S.table(src))
     if df.height == 0:
         # a table of correlated costs only, or of optimal sampling only, has no point this
         # figure draws: it was matplotlib's ValueError ("Number of rows must be a positive
@@ -79,6 +74,33 @@ def main(results, out):
     fig, axes = S.subplots(len(kinds), len(steps), figsize=(3.8 * len(steps) + 2.4,
                                                             2.8 * len(kinds)),
                            squeeze=False, sharex=True)
+    _draw_panels(axes, df, kinds, steps, colors)
+    _legend(axes, colors)
+    # over the points drawn: a left-out point's n_pairs counts only its pairs that both
+    # reached eps, and read as the n of every point
+    drawn = df.filter(pl.col("simulated_ratio").is_finite())
+    over = (f"over n >= {int(drawn['n_pairs'].min())} paired replications per point"
+            if drawn.height else "(none drawn: each panel says why)")
+    S.note(fig, "costaware_sgd, no cost-gradient correlation: simulated ratio = pooled paired "
+                f"ratio, bootstrap 95% CI {over}")
+    fig.suptitle("Predicted vs simulated cost over optimal sampling")
+    fig.tight_layout()
+    return S.save(fig, out, "costaware_ratios")
+
+
+def _uncorrelated_points(table: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``ORDER``'s strategies with uncorrelated costs, each marked
+    ``optimal_ran`` if optimal sampling ran at its point."""
+    table = table.filter(pl.col("problem_cost_corr") == 0.0)
+    point = ["sgd_step", "problem_kind", "problem_cost_sigma"]
+    optimal = table.filter(pl.col("strategy") == "optimal").select(point).unique()
+    return table.filter(pl.col("strategy").is_in(ORDER)).join(
+        optimal.with_columns(optimal_ran=pl.lit(True)), on=point, how="left",
+        maintain_order="left").with_columns(pl.col("optimal_ran").fill_null(False))
+
+
+def _draw_panels(axes, df: pl.DataFrame, kinds: list, steps: list, colors: dict) -> None:
+    """One panel per problem kind (rows) and SGD step (columns): each strategy's ratios."""
     for r, kind in enumerate(kinds):
         for c, step in enumerate(steps):
             ax = axes[r, c]
@@ -94,6 +116,10 @@ def main(results, out):
                 ax.set_xlabel("cost heterogeneity (lognormal σ of $c_i$)")
             if c == 0:
                 ax.set_ylabel("cost / cost of optimal p*\n(log scale)")
+
+
+def _legend(axes, colors: dict) -> None:
+    """The strategies' colours and the marks' meanings, right of the top row."""
     handles = [Line2D([], [], color=colors[s], lw=6, label=S.STRATEGY_NAMES[s]) for s in ORDER]
     handles += [Line2D([], [], color="0.3", ls=":", marker="s", ms=3,
                        label="predicted J(p)/J(p*)"),
@@ -102,16 +128,6 @@ def main(results, out):
                 Line2D([], [], color="0.2", lw=0.8, label="optimal p* (= 1)")]
     axes[0, -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
                        borderaxespad=0.0, fontsize=8)
-    # over the points drawn: a left-out point's n_pairs counts only its pairs that both
-    # reached eps, and read as the n of every point
-    drawn = df.filter(pl.col("simulated_ratio").is_finite())
-    over = (f"over n >= {int(drawn['n_pairs'].min())} paired replications per point"
-            if drawn.height else "(none drawn: each panel says why)")
-    S.note(fig, "costaware_sgd, no cost-gradient correlation: simulated ratio = pooled paired "
-                f"ratio, bootstrap 95% CI {over}")
-    fig.suptitle("Predicted vs simulated cost over optimal sampling")
-    fig.tight_layout()
-    return S.save(fig, out, "costaware_ratios")
 
 
 if __name__ == "__main__":
