@@ -223,7 +223,8 @@ def _policy_colours(df: pl.DataFrame, x: str, cells: dict) -> dict[str, str]:
     its colour, the name and the parameters other than x that tell it from another policy
     of that name (``evalstop(scope=all)`` beside ``evalstop(scope=rlhf)`` over k): two
     such policies were one colour, their rows on one point each, and none was drawn."""
-    rows = df.filter(pl.col(x).is_not_null()).select("cell", "policy", "policy_name").unique()
+    rows = (df.filter(pl.col(x).is_not_null()).select("cell", "policy", "policy_name")
+            .unique(maintain_order=True))
     values = {}
     for cell, label, name in rows.iter_rows():
         values[label] = (name, {k: v for k, v in _policy_values(cells.get(cell, {})).items()
