@@ -54,11 +54,11 @@ def small_sweep(clusters: int) -> str:
 
 def own_lines(err: str) -> list[str]:
     """stderr's lines but numba's one-time compile notice, which a command prints first when
-    its kernels are not cached yet (a test run alone on an empty cache): the simulation
-    kernels', or the stop-policy kernels' of a replay."""
+    its kernels are not cached yet (a test run alone, or first, on an empty cache): the
+    simulation kernels', a replay's stop-policy kernels', the cost-aware kernels'
+    (``fastsim.compile_notice.notice_text``)."""
     return [line for line in err.strip().splitlines()
-            if not line.startswith(("compiling the simulation kernels",
-                                    "compiling the stop-policy kernels"))]
+            if not (line.startswith("compiling the ") and " s by machine load; " in line)]
 
 
 def one_line(capsys, argv, needle):
