@@ -18,6 +18,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
+from fastsim import registry as R
 from fastsim.registry import POLICY_FIELDS
 from fastsim.sweep.figures import comma_list, read_manifest
 from fastsim.values import is_number
@@ -125,7 +126,8 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
                 f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
     x, hue, col = (_roles(axes) + [None, None])[:3]
-    names = _policy_colours(df, x, _cell_configs(manifest)) if hue == "policy_name" else {}
+    names = (_policy_colours(df, _cell_configs(sweep, manifest), x, {x, col, *held})
+             if hue == "policy_name" else {})
     too_many = _too_many_to_tell(sweep, df, x, hue, col, names)
     if too_many:
         return too_many
@@ -199,11 +201,18 @@ def _import_user_metrics(manifest: dict, chosen: list[str]) -> list[str]:
     return unlabelled
 
 
-def _cell_configs(manifest: dict) -> dict[str, dict]:
+def _cell_configs(sweep: Path, manifest: dict) -> dict[str, dict]:
     """Cell id -> the cell's whole config (``policy``, ``scheduler``, ``workload``), as the
-    sweep's manifest records its grid."""
-    grid = manifest.get("grid", {})
-    return {c["id"]: c["config"] for c in grid.get("cells", ())}
+    sweep's manifest records its grid; a manifest without them is refused, naming it."""
+    grid = manifest.get("grid")
+    cells = grid.get("cells") if isinstance(grid, dict) else None
+    if not (isinstance(cells, list) and all(
+            isinstance(c, dict) and isinstance(c.get("id"), str)
+            and isinstance(c.get("config"), dict) for c in cells)):
+        raise ConfigError(f"{Path(sweep) / 'sweep.json'}: damaged (grid.cells is not a list "
+                          "of cells, each with an id and a config); allowed: a sweep "
+                          "directory as fastsim sweep writes it (run it again to rebuild)")
+    return {c["id"]: c["config"] for c in cells}
 
 
 def _policy_values(config: dict) -> dict:
@@ -214,27 +223,34 @@ def _policy_values(config: dict) -> dict:
             **dict(policy.get("params") or ())}
 
 
-def _plain(value) -> str:
+def _plain(name: str, key: str, value) -> str:
+    """A parameter's value as its policy's spec writes it (``Param.text``: ``flag=true``,
+    ``thresholds=16/64``); a field of no declared parameter (``scope``) as its text."""
+    decl = next((d for d in R.policies() if d.name == name), None)
+    if decl is not None and key in decl.param_names:
+        return decl.param(key).text(value)
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _policy_colours(df: pl.DataFrame, x: str, cells: dict) -> dict[str, str]:
+def _policy_colours(df: pl.DataFrame, cells: dict, x: str, drawn: set) -> dict[str, str]:
     """Where x is a policy parameter and the colour the policy's name: policy label ->
-    its colour, the name and the parameters other than x that tell it from another policy
-    of that name (``evalstop(scope=all)`` beside ``evalstop(scope=rlhf)`` over k): two
-    such policies were one colour, their rows on one point each, and none was drawn."""
+    its colour, the name and the parameters that tell it from another policy of that
+    name, but those ``drawn`` (x, the columns' axis, an axis held by ``--where``):
+    ``evalstop(scope=all)`` beside ``evalstop(scope=rlhf)`` over k.  Two such policies
+    were one colour, their rows on one point each, and none was drawn; a parameter drawn
+    as columns tells them apart already (one colour across the columns)."""
     rows = (df.filter(pl.col(x).is_not_null()).select("cell", "policy", "policy_name")
             .unique(maintain_order=True))
     values = {}
     for cell, label, name in rows.iter_rows():
         values[label] = (name, {k: v for k, v in _policy_values(cells.get(cell, {})).items()
-                                if k != x})
+                                if k not in drawn})
     colours = {}
     for label, (name, own) in values.items():
         others = [v for n, v in values.values() if n == name]
         told = [k for k in own if any(v.get(k) != own[k] for v in others)]
-        colours[label] = (f"{name}({','.join(f'{k}={_plain(own[k])}' for k in told)})"
-                          if told else name)
+        shown = ",".join(f"{k}={_plain(name, k, own[k])}" for k in told)
+        colours[label] = f"{name}({shown})" if told else name
     return colours
 
 
@@ -260,7 +276,7 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
     rows = rows.filter(pl.struct(_point(p)).is_duplicated())
     if rows.height == 0:
         return None
-    cells, differ = _cell_configs(manifest), {}
+    cells, differ = _cell_configs(sweep, manifest), {}
     for group in rows.partition_by(_point(p)):
         configs = [_flat(cells.get(c, {})) for c in group["cell"].unique().to_list()]
         for key in configs[0]:
@@ -271,8 +287,9 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
                                 else key.rpartition(".")[2] for key in differ))
     axes = [f for f in fields if f in _axes(manifest, df, varying=False)]
     how = (f"hold {axes[0]} at one value (--where {axes[0]}=VALUE)" if axes else
-           f"{' and '.join(fields) or 'it'} is on no axis of the sweep: run it at one value, "
-           "or name it in the label of its declaration (docs/extending.md)")
+           f"{' and '.join(fields)} is on no axis of the sweep: run it at one value, or name "
+           "it in the label of its declaration (docs/extending.md)" if fields else
+           "its cells' configs in sweep.json are alike: run fastsim sweep again to rebuild it")
     return (f"sweep in {sweep} has {rows.height} rows that would be drawn on a point "
             f"another is drawn on (they differ in {', '.join(fields) or 'their cell'}, which "
             f"this figure draws on no axis); allowed: one row per point: {how}")

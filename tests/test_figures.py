@@ -255,7 +255,9 @@ def own_sweeps(tmp_path_factory):
             "four": ('', 'sigma = [0.01, 0.1]\nbase_rate = [0.3, 0.6]\nload = [0.8, 1.0]\n'
                      'policy = ["evalstop:k=2"]'),
             "kp": ('', 'k = [1, 2]\npolicy = ["evalstop", "stop_at:f=0.65"]'),
-            "scoped": ('', 'k = [1, 2]\npolicy = ["evalstop", "evalstop:scope=all"]')}
+            "scoped": ('', 'k = [1, 2]\npolicy = ["evalstop", "evalstop:scope=all"]'),
+            "scopecol": ('', 'k = [1, 2]\nscope = ["all", "rlhf"]\n'
+                         'policy = ["evalstop", "stop_at:f=0.65"]')}
     where = {"one": "mixed/one", "four": "mixed/four"}  # one drawn, one skipped, side by side
     for name, (top, ax) in axes.items():
         path = tmp / f"{name}.toml"
@@ -515,6 +517,46 @@ def test_two_policies_of_one_name_over_a_policy_parameter_are_two_lines(
             np.testing.assert_array_equal(mean, (rows["mean"] * scale).to_numpy())
             np.testing.assert_allclose(lo, (rows["lo"] * scale).to_numpy(), rtol=1e-12)
             np.testing.assert_allclose(hi, (rows["hi"] * scale).to_numpy(), rtol=1e-12)
+
+
+def test_a_policy_parameter_drawn_as_columns_keeps_one_colour_across_them(
+        own_sweeps, tmp_path, monkeypatch, capsys):
+    """k along x, scope as columns: telling two EvalStops apart by scope split the policy's
+    colour by column too (blue under scope=all, orange under rlhf), and the legend, drawn
+    from one panel, named only one of them.  The columns tell them apart already."""
+    from fastsim.cli import main
+
+    figs = _kept_figures(monkeypatch)
+    d = own_sweeps / "scopecol"
+    assert main(["figures", str(d), "--out", str(tmp_path / "a"), "--formats", "png"]) == 0
+    out = capsys.readouterr().out
+    assert "policy as colour (evalstop over k; " in out and "scope as columns" in out, out
+    colours = set()
+    for ax in figs[0].axes:
+        for c in ax.containers:
+            if c.get_label() == "evalstop":
+                colours.add(c[0].get_color())
+        assert [c.get_label() for c in ax.containers] == ["evalstop"], ax.get_title()
+    assert len(colours) == 1, colours
+
+
+def test_a_manifest_without_its_cells_configs_is_refused_naming_it(own_sweeps, tmp_path,
+                                                                     capsys):
+    """grid.cells without their config (an edited or damaged sweep.json) was a KeyError
+    traceback from the policies' colours; now one line naming the file."""
+    import json
+    import shutil
+
+    from conftest import one_line
+
+    d = tmp_path / "kp"
+    shutil.copytree(own_sweeps / "kp", d)
+    m = json.loads((d / "sweep.json").read_text())
+    for cell in m["grid"]["cells"]:
+        del cell["config"]
+    (d / "sweep.json").write_text(json.dumps(m))
+    one_line(capsys, ["figures", str(d), "--out", str(tmp_path / "f"), "--formats", "png"],
+             f"{d / 'sweep.json'}: damaged (grid.cells is not a list of cells")
 
 
 def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_apart(
