@@ -207,14 +207,18 @@ def make_directory(directory: Path, within: Path | tuple[Path, ...] | None = Non
             raise ConfigError(f"cannot write {target or directory} ({d} was moved or deleted "
                               "while the command ran; it is not made again at its old path)")
     made = []
-    for part in directory.relative_to(d).parts:
-        d = d / part
-        try:
-            d.mkdir()
-            made.append(d)
-        except FileExistsError:
-            if not d.is_dir():
-                raise
+    try:
+        for part in directory.relative_to(d).parts:
+            d = d / part
+            try:
+                d.mkdir()
+                made.append(d)
+            except FileExistsError:
+                if not d.is_dir():
+                    raise
+    except BaseException:  # failed part-way (a name too long): none of it is left behind
+        remove_made(made)
+        raise
     return made
 
 
@@ -906,6 +910,10 @@ def loads_json(text: str | bytes, parse_float: Callable[[str], Any] | None = Non
         raise JSONError(f"not UTF-8 ({exc.reason})") from None
     except RecursionError:  # json recurses once per nesting level
         raise JSONError("nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        if type(exc) is not ValueError or "digits" not in str(exc):
+            raise  # the hook's or parse_float's own refusal, as it is
+        raise JSONError("a number too long to read (an integer of over 4,300 digits)") from None
 
 
 def read_toml(path: Path, what: str = "sweep file") -> dict[str, Any]:

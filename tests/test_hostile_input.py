@@ -288,6 +288,16 @@ def test_12_a_write_that_fails_leaves_no_directory_it_made(tmp_path, capsys, mon
     assert list(tmp_path.iterdir()) == []
 
 
+def test_12_directories_made_part_way_are_removed_when_the_next_cannot_be(tmp_path):
+    """write_all(new/<300-character name>/f): make_directory made new, then failed on the
+    name too long, and returned nothing, so new was left behind, empty."""
+    from fastsim.io import bytes_writer, write_all
+
+    with pytest.raises(ConfigError, match="cannot write"):
+        write_all([(tmp_path / "new" / ("x" * 300) / "f.bin", bytes_writer(b"a"))])
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- 13. numbers, bytes and types that used to raise tracebacks -----------------------------
 def test_13_huge_seeds(tmp_path, capsys):
     one_line(capsys, ["run", "--clusters", "2", "--seed", str(2**64)], "--seed=")
@@ -1053,7 +1063,7 @@ def test_a_sweeps_keep_jobs_may_be_numpys_bool(tmp_path):
     assert table.height > 0 and list((tmp_path / "out").rglob("jobs-*.parquet"))
 
 
-def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_path):
+def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_path, capsys):
     """Each JSON reader guarded its own RecursionError, or did not: docs-figures' record
     nested 5,000 deep was a RecursionError traceback; a prompt-set line, a sweep manifest
     or chunk record naming a key twice was read as its last value.  One parser
@@ -1081,3 +1091,13 @@ def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_pa
     record.write_text('{"grid_hash": "0", "grid_hash": "1"}')
     with pytest.raises(ValueError, match="appears twice"):  # damage: its chunk is re-run
         _read_json(record)
+    # an integer of 5,000 digits: json's own ValueError (Python's 4,300-digit limit) was a
+    # traceback from fastsim replay and read_prompts, which take JSONError alone
+    with pytest.raises(JSONError, match="a number too long to read"):
+        loads_json("1" * 5000)
+    prompts.write_text('{"prompt": "say: AB", "x": ' + "1" * 5000 + "}\n")
+    with pytest.raises(ConfigError, match=r"prompts.jsonl:1: invalid JSON \(a number too long"):
+        read_prompts(prompts)
+    log = tmp_path / "big.jsonl"
+    log.write_text('{"job_id": 1, "step": ' + "1" * 5000 + ', "eval_loss": 0.5}\n')
+    one_line(capsys, ["replay", str(log)], "big.jsonl:1")
