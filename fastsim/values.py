@@ -105,13 +105,16 @@ SUMS_TO_ONE = (f"summing to 1 within {SUM_TOLERANCE:g} ({SUM_TOLERANCE_FLOAT32:.
 
 
 def exact_sum(values: Any) -> float:
-    """``math.fsum`` of the finite numbers ``values`` (a sequence), +-inf where the sum is
-    beyond a float's range: fsum raises OverflowError once a partial sum overflows (a mix
-    of 1e308,1e308,0 was a traceback, where it is a sum that is not 1).  Then the values
-    are summed scaled by a power of two that keeps every partial sum in range, exact but
-    for the bits of subnormal values."""
+    """``math.fsum`` of the numbers ``values`` (a sequence), +-inf where the sum is beyond
+    a float's range: fsum raises OverflowError once a partial sum overflows (a mix of
+    1e308,1e308,0 was a traceback, where it is a sum that is not 1).  Then the values are
+    summed scaled by a power of two that keeps every partial sum in range, exact but for
+    the bits of subnormal values.  NaN where fsum has no sum (a NaN, or inf beside -inf:
+    a refusal that echoed the sum of [inf, -inf] raised fsum's ValueError)."""
     try:
         return math.fsum(values)
+    except ValueError:  # NaN, or both infinities
+        return math.nan
     except OverflowError:
         scale = 2.0 ** (len(values).bit_length() + 1)
         return math.fsum(x / scale for x in values) * scale  # inf if the sum overflows

@@ -244,6 +244,10 @@ def test_fractions_whose_sum_overflows_are_refused_not_a_traceback(capsys):
     assert exact_sum([1e308, 1e308, -1e308]) == 1e308
     assert exact_sum(np.array([1.7e308] * 7 + [-1.7e308] * 7 + [1.0])) == 1.0
     assert exact_sum([-1e308, -1e308]) == -np.inf
+    # no sum at all (inf beside -inf, a NaN): the refusal's echo raised fsum's ValueError
+    assert np.isnan(exact_sum([np.inf, -np.inf])) and np.isnan(exact_sum([np.nan, 1.0]))
+    with pytest.raises(ConfigError, match=r"^p is invalid \(its sum is nan\); allowed: "):
+        second_moment([1.0, 1.0], [np.inf, -np.inf])
 
 
 def test_ratio_table_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
