@@ -432,7 +432,7 @@ def _end_now(signum: int) -> None:
         with contextlib.suppress(Exception):
             print(_stopped_line(signum == signal.SIGTERM, stuck=True), file=sys.stderr,
                   flush=True)
-    if "fastsim.sweep.store" in sys.modules:  # a sweep stuck in its first-cluster trial
+    if "fastsim.sweep.store" in sys.modules:  # blocks registered with unmade_if_ended
         with contextlib.suppress(Exception):
             sys.modules["fastsim.sweep.store"].unmake_trying()
     speaker = threading.Thread(target=say, daemon=True)

@@ -349,7 +349,7 @@ def write_costaware_sweep(spec: SweepSpec, path, out: Path, progress: bool) -> d
                                              paths[kind]))
                                for kind in paths), within=out)
             except BaseException:
-                unmake_lock(held[-1], made_lock)
+                unmake()  # unmade_on_failure's own pass then finds nothing left
                 raise
         return paths
     finally:

@@ -274,9 +274,11 @@ def unmade_if_ended(unmake: Callable[[], None]):
 
 
 def unmake_trying() -> None:
-    """Run the ``unmake`` of each block running now, from a command ending at once."""
+    """Run the ``unmake`` of each block running now, from a command ending at once; one
+    that fails leaves the others to run."""
     for unmake in list(_TRYING):
-        unmake()
+        with contextlib.suppress(Exception):
+            unmake()
 
 
 def unmake_lock(lock: DirLock | None, made: bool) -> None:
