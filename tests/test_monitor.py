@@ -451,9 +451,11 @@ def test_text_job_ids_with_white_space_around_are_the_job_replay_reads():
     decisions = [m.observe(i, s, x) for s, (i, x) in enumerate(zip(ids, (0.5, 0.4, 0.3)), 1)]
     assert [d.eval_index for d in decisions] == [1, 2, 3] and decisions[-1].stop
     assert list(m._jobs) == ["1"]
-    # the same characters as the log reader's polars strip, whatever the text
-    text = ["".join(map(chr, range(i, i + 40))) + "x" + chr(i) for i in range(0, 0x3001, 40)]
+    # the same characters as the log reader's polars strip: every code point at both ends
+    # (white space ends below U+3001), the separators U+001C-U+001F kept as polars keeps them
+    text = [chr(c) + "x" + chr(c) for c in range(0x3001) if not 0xD800 <= c <= 0xDFFF]
     assert [job_key(t) for t in text] == pl.Series(text).str.strip_chars().to_list()
+    assert job_key("\x1c1\x1f") == "\x1c1\x1f" and job_key("\u30001 ") == "1"
 
 
 @pytest.mark.parametrize("threshold", [math.inf, 1e400, math.nan, -0.1])
