@@ -241,9 +241,8 @@ class DirLock:
 class HeldAgain:
     """A further ``DirLock.acquire`` by the thread holding the directory: the holder's
     lock (its attributes and methods), with ``made`` of its own, False, as the lock file
-    was there.  The holder's ``made`` was read instead: ``fastsim.cli.main`` called in a
-    thread holding a directory it had made the lock file of, and refused, removed that
-    file under the holder and released its lock (``unmake_held``)."""
+    was there, so that what this acquisition undoes on a refusal (``unmake_held``) is
+    only what it made, never the holder's file."""
 
     made = False
 
