@@ -528,7 +528,7 @@ def _stopped_line(terminated: bool, stuck: bool = False) -> str:
     if stuck:
         how += (f"; a compiled call was still running {SIGNAL_GRACE_S:g} s later, so it "
                 "stopped there")
-    if _COMMAND and _COMMAND[0] in _RESUMES:
+    if _COMMAND and _COMMAND[0].partition(" ")[0] in _RESUMES:
         kept = "finished work is kept: the same command resumes it"
     elif stuck and "fastsim.io" in sys.modules and sys.modules["fastsim.io"].writing():
         kept = "the file being written is left under a temporary name, which its next write removes"
@@ -567,7 +567,9 @@ def _main(argv: list[str] | None) -> int:
         command.error(f"unrecognized arguments: {' '.join(unknown)}"
                       f"{_nearest_option(command, unknown)}")
     _check_options(_command_parser(parser, args, argv, []), argv)
-    _COMMAND.append(args.command)
+    # with its action (costaware sgd, traces toy-rlhf): the command as typed
+    action = getattr(args, f"{args.command}_command", None)
+    _COMMAND.append(f"{args.command} {action}" if isinstance(action, str) else args.command)
     held: list = []
     try:
         held = hold_outputs(args)  # released when the command returns

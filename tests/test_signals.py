@@ -170,6 +170,11 @@ def test_an_interrupted_run_does_not_claim_to_keep_work(monkeypatch, capsys):
                         "finished work is kept: the same command resumes it")):
         assert cli.main(argv) == 130
         assert capsys.readouterr().err.strip() == f"fastsim {argv[0]}: interrupted; {said}"
+    # a command with an action is named with it, as typed ("fastsim costaware" named none)
+    for argv in (["costaware", "sgd", "--out", "x"], ["traces", "toy-rlhf", "--out", "x"]):
+        assert cli.main(argv) == 130
+        assert capsys.readouterr().err.strip() == (f"fastsim {' '.join(argv[:2])}: interrupted; "
+                                                   "nothing half-written is left")
 
 
 def test_ctrl_c_in_a_simulation_leaves_the_other_threads_no_further_rows(monkeypatch):
