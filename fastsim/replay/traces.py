@@ -32,7 +32,7 @@ import polars as pl
 from fastsim import defaults as D
 from fastsim.values import is_integer, is_real, plain_fields, store_floats
 from fastsim.errors import ConfigError
-from fastsim.io import JSONError, loads_json, parquet_metadata
+from fastsim.io import loads_json, parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
 from fastsim.stats import check_n_boot, mean_ci, proportion_ci
 from fastsim.kernels import toy_rlhf as k
