@@ -181,7 +181,7 @@ def test_ratio_figure_names_the_strategies_without_a_simulated_ratio(tmp_path, m
     assert any("over n >= 8 paired replications per point" in t for t in said), said
 
 
-def test_the_cost_aware_figures_write_what_they_leave_out_by_one_helper(tmp_path,
+def test_the_cost_aware_figures_write_what_they_leave_out_in_one_place(tmp_path,
                                                                          monkeypatch):
     """The cost figure and the ratio figure each wrote their "not drawn" note and its
     point count by hand, alike; both go through _style.not_drawn_note and at_points."""
