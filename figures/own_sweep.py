@@ -278,9 +278,9 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
         return None
     cells, differ = _cell_configs(sweep, manifest), {}
     for group in rows.partition_by(_point(p)):
-        configs = [_flat(cells.get(c, {})) for c in group["cell"].unique().to_list()]
-        for key in configs[0]:
-            if any(c.get(key) != configs[0][key] for c in configs[1:]):
+        configs = [_flat(cells.get(c, {})) for c in group["cell"].unique(maintain_order=True)]
+        for key in dict.fromkeys(k for c in configs for k in c):  # a key one cell lacks too
+            if any(c.get(key) != configs[0].get(key) for c in configs[1:]):
                 differ.setdefault(key)
     # a spec's name by its axis (policy, scheduler), any other field by its own name
     fields = list(dict.fromkeys(key.partition(".")[0] if key.endswith(".name")

@@ -519,6 +519,26 @@ def test_two_policies_of_one_name_over_a_policy_parameter_are_two_lines(
             np.testing.assert_allclose(hi, (rows["hi"] * scale).to_numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("which", ["evalstop", "stop_at"])
+def test_rows_on_one_point_are_told_apart_by_a_key_only_some_cells_have(own_sweeps, which):
+    """The keys compared were the first cell's: a parameter only another cell's config has
+    (a user policy's optional one) was never named, the rows said to differ in "their
+    cell" with nothing to hold."""
+    import copy
+
+    from fastsim.figures import own_sweep
+    from fastsim.sweep.figures import read_manifest, read_table
+
+    d = own_sweeps / "two"
+    p = {"x": "sigma", "hue": None, "col": None, "metrics": ["jct_mean_h"], "where": {}}
+    df, manifest = read_table(d / "summary.parquet"), copy.deepcopy(read_manifest(d))
+    for cell in manifest["grid"]["cells"]:  # every policy one name; one of them has drop
+        had = cell["config"]["policy"]["name"]
+        cell["config"]["policy"] = {"name": "mine", **({"drop": 0.1} if had == which else {})}
+    said = own_sweep._one_row_per_point(d, manifest, df, p)
+    assert "(they differ in drop, which this figure draws on no axis)" in said, said
+
+
 def test_a_policy_parameter_drawn_as_columns_keeps_one_colour_across_them(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """k along x, scope as columns: telling two EvalStops apart by scope split the policy's
