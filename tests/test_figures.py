@@ -598,7 +598,7 @@ def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_
     assert own_sweep._one_row_per_point(d, manifest, df, {**p, "hue": "policy"}) is None
 
 
-def test_ones_own_sweeps_figure_reads_the_manifest_once_through_the_stores_reader(
+def test_ones_own_sweeps_figure_reads_the_manifest_through_the_stores_reader(
         own_sweeps, tmp_path, monkeypatch):
     """The figure read sweep.json by hand (json.loads of read_text) in three places, past
     the store's reader and its guards (a regular file, a size limit, nesting); now

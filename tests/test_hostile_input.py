@@ -1100,4 +1100,5 @@ def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_pa
         read_prompts(prompts)
     log = tmp_path / "big.jsonl"
     log.write_text('{"job_id": 1, "step": ' + "1" * 5000 + ', "eval_loss": 0.5}\n')
-    one_line(capsys, ["replay", str(log)], "big.jsonl:1")
+    one_line(capsys, ["replay", str(log)],
+             "big.jsonl:1: not valid JSON (a number too long to read")
