@@ -51,8 +51,9 @@ def simulate_bytes(n_clusters: int, n_jobs: int, n_evals: int, keep_jobs: bool) 
     (gold, score, loss: ``[C, J, E]`` float64; ~12 per-job arrays), decisions, engine
     outputs, metrics and, with ``keep_jobs``, the per-job table (~27 columns, built
     through flattened copies)."""
-    per_job = 24 * n_evals + 200 + (500 if keep_jobs else 0)
-    return n_clusters * (n_jobs * per_job + 8 * (N_METRICS + 1))
+    rest = 118 + (500 if keep_jobs else 0)  # a job's bytes beyond its workload's
+    return (workload_bytes(n_clusters, n_jobs, n_evals)
+            + n_clusters * (n_jobs * rest + 8 * (N_METRICS + 1)))
 
 
 def results_bytes(n_clusters: int, n_jobs: int, keep_jobs: bool) -> int:
