@@ -954,3 +954,34 @@ def test_a_sweep_whose_tables_would_not_fit_in_memory_is_refused_before_any_poin
              "replications 2 with 80 SGD runs a replication over 20 points needs about 0.0 "
              "GiB of memory, 0.0 GiB available; even 2 do not fit; allowed: fewer points")
     assert not ran and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", [
+    'experiment = "sgd"\n[base]\nn = 16\nd = 2\neps = 0.1\n[axes]\ncost_sigma = [0.0, 1.0]\n',
+    'experiment = "subset"\ngamma_fracs = [0.0, 0.1]\n[base]\nn = 16\nd = 2\neps = 0.1\n'
+    '[axes]\ncost_corr = [0.0, 0.5]\n',
+    'experiment = "grpo"\n[base]\nn_steps = 10\nn_train = 8\nn_test = 8\n[axes]\n'
+    'lr = [0.1, 0.2]\n'], ids=["sgd", "subset", "grpo"])
+def test_the_memory_check_counts_the_tables_a_sweep_keeps(tmp_path, text):
+    """``check_tables_fit`` sizes the kept tables as ``TABLE_COLUMNS`` columns on
+    ``_rows_per_replication`` rows a replication and point: tied here to the tables a sweep
+    keeps, so that a column or a row added to them cannot outgrow the check unseen.  Only
+    the runs grow with replications; the summaries (and GRPO's curve summary) are a few rows
+    a point."""
+    from fastsim.costaware.sweep import (TABLE_COLUMNS, _point_tables, _rows_per_replication,
+                                         load_costaware_sweep)
+
+    heights = {}
+    for replications in (2, 4):
+        f = tmp_path / f"r{replications}.toml"
+        f.write_text(f"replications = {replications}\n{text}")
+        spec = load_costaware_sweep(f)
+        tables = {kind: pl.concat(parts, how="diagonal_relaxed")
+                  for kind, parts in _point_tables(spec, False).items() if parts}
+        rows = replications * sum(_rows_per_replication(spec, p) for p in spec.points())
+        assert 0 < tables["runs"].height <= rows
+        assert tables["runs"].width <= TABLE_COLUMNS
+        heights[replications] = {kind: t.height for kind, t in tables.items()}
+    assert heights[4]["runs"] == 2 * heights[2]["runs"]
+    assert {k: v for k, v in heights[4].items() if k != "runs"} == \
+        {k: v for k, v in heights[2].items() if k != "runs"}
