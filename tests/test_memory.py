@@ -158,3 +158,19 @@ def test_aggregation_holds_one_chunk_of_a_cell_at_a_time(tmp_path, monkeypatch):
     assert peak["chunk"] <= 2 and peak["sorted"] <= 2, peak
     assert peak["jct"] <= MERGE_BATCH + 1, peak
     assert reads == {"chunk": n, "jct": n, "sorted": n}  # all went through the counted path
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 7, 10), (2, 300, 0)])
+def test_workload_bytes_counts_every_array_allocate_makes(shape):
+    """``fastsim.memory.workload_bytes`` (which cannot import ``fastsim.workload``: that
+    imports it) writes ``allocate``'s arrays as numbers; tied here to them, so that an
+    array or a dtype changed in one cannot leave the memory checks counting another.  The
+    cluster ids (8 bytes a cluster) are left out."""
+    from dataclasses import fields
+
+    from fastsim.memory import workload_bytes
+    from fastsim.workload import allocate
+
+    w = allocate(*shape)
+    total = sum(getattr(w, f.name).nbytes for f in fields(w) if f.name != "cluster_ids")
+    assert workload_bytes(*shape) == total
