@@ -576,17 +576,17 @@ def _main(argv: list[str] | None) -> int:
         with warnings.catch_warnings():
             # the API's notes of inert settings: a command says its own, as note: lines
             warnings.simplefilter("ignore", InertSettingWarning)
-            warnings.showwarning = partial(_show_warning, args.command, warnings.showwarning)
+            warnings.showwarning = partial(_show_warning, _COMMAND[-1], warnings.showwarning)
             return int(args.func(args) or 0)
     except ConfigError as exc:
         if held:  # refused: the lock files it made go too
             from fastsim.sweep.store import unmake_held
 
             unmake_held(held)
-        print(f"fastsim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fastsim {_COMMAND[-1]}: error: {exc}", file=sys.stderr)
         return 2
     except SimulationError as exc:  # a lost Dask cluster's may echo an address given
-        print(f"fastsim {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"fastsim {_COMMAND[-1]}: error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # Python would report the closed pipe again when it flushes stdout at exit.

@@ -847,7 +847,7 @@ def test_a_costaware_refusal_names_the_options_and_what_is_allowed(argv, line, c
     """`fastsim costaware`'s refusals read as fastsim run's: the options as typed, then
     what is allowed; the Python API's name its keyword arguments."""
     assert main(["costaware", *argv]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"fastsim costaware: error: {line}"]
+    assert capsys.readouterr().err.splitlines() == [f"fastsim costaware {argv[0]}: error: {line}"]
 
 
 @pytest.mark.parametrize("make,message", [
@@ -932,25 +932,25 @@ def test_a_sweep_file_float_float64_cannot_hold_names_its_line(command, value, n
 
 @pytest.mark.parametrize("argv,line", [
     # said "axes.lam=true must be a non-empty list", where fastsim sweep says what is allowed
-    (["costaware", "sweep", "{dir}/bad.toml", "--out", "{dir}/o"], "fastsim costaware: error: "
+    (["costaware", "sweep", "{dir}/bad.toml", "--out", "{dir}/o"], "fastsim costaware sweep: error: "
      "bad.toml: axes.lam=true is invalid; allowed: a non-empty list of values, as lam = "
      "[true] (or lam = true under [base]: every cell's)"),
     # a value outside the choices said "is not allowed" (a config's field) or "invalid
     # choice: 'x' (choose from 'a', 'b')" (argparse's choices)
-    (["costaware", "ratios", "--kind", "x"], "fastsim costaware: error: --kind=x is invalid; "
-     "allowed: least_squares, logistic"),
+    (["costaware", "ratios", "--kind", "x"], "fastsim costaware ratios: error: --kind=x is "
+     "invalid; allowed: least_squares, logistic"),
     (["sweep", "{dir}/bad.toml", "--out", "{dir}/o", "--backend", "x"], "fastsim sweep: error: "
      "--backend=x is invalid; allowed: local, dask (see fastsim sweep --help)"),
     (["traces", "toy"], "fastsim traces: error: kind 'toy' is invalid; allowed: toy-rlhf, "
      "compare-sim, fit-curves (see fastsim traces --help)"),
     # said "--gammas=0.1,1.50 must be a fraction of mean(G) ...: at most 0.999999999"
-    (["costaware", "subset", "--gammas", "0.1,1.50"], "fastsim costaware: error: --gammas=0.1,1.50 "
-     "is invalid; allowed: a fraction of mean(G) from 0 to 0.999999999 (1 allows dropping every "
+    (["costaware", "subset", "--gammas", "0.1,1.50"], "fastsim costaware subset: error: "
+     "--gammas=0.1,1.50 is invalid; allowed: a fraction of mean(G) from 0 to 0.999999999 (1 allows dropping every "
      "sample, leaving none to run SGD on, and so does one within 1e-9 of 1, by the budget's "
      "slack)"),
     # said "--steps=0: must be an integer >= 1"
-    (["traces", "toy-rlhf", "--steps", "0", "--out", "{dir}/t"], "fastsim traces: error: "
-     "--steps=0 is invalid; allowed: an integer from 1 to 1000000"),
+    (["traces", "toy-rlhf", "--steps", "0", "--out", "{dir}/t"], "fastsim traces toy-rlhf: "
+     "error: --steps=0 is invalid; allowed: an integer from 1 to 1000000"),
     # said "[base] must be a table of field = value", where fastsim costaware sweep says this
     (["sweep", "{dir}/base.toml", "--out", "{dir}/o"], "fastsim sweep: error: {dir}/base.toml: base=3 "
      "is invalid; allowed: a table ([base] with field = value lines)"),

@@ -610,6 +610,6 @@ def test_compare_sim_names_the_clusters_option_that_cannot_fit(traces, tmp_path,
     assert main(["traces", "compare-sim", str(path), "--clusters", "1000000000000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert re.search(rf"^fastsim traces: error: --clusters 1000000000000 with n_jobs=100, "
+    assert re.search(rf"^fastsim traces compare-sim: error: --clusters 1000000000000 with n_jobs=100, "
                      rf"n_evals={n_evals} needs about .* GiB of memory, .* GiB available; "
                      r"largest feasible: --clusters \d+$", err.strip()), err
