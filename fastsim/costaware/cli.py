@@ -543,13 +543,18 @@ def _check_written_values(results: Path, tables: dict[str, set]) -> None:
 
 def register(subparsers):
     """Add ``costaware`` and its sub-subcommands to the ``fastsim`` parser."""
-    from fastsim.costaware.configs import EXACT_MAX_N, GRPOConfig, ProblemConfig, SGDConfig
-
     top = subparsers.add_parser("costaware", help="cost-aware learning (arXiv 2604.28020)",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = top.add_subparsers(dest="costaware_command", metavar="ACTION")
     sub.required = True
+    for add in (_register_ratios, _register_sgd, _register_subset, _register_grpo,
+                _register_trl_gradnorm, _register_sweep, _register_figures):
+        add(sub)
+
+
+def _register_ratios(sub) -> None:
+    from fastsim.costaware.configs import ProblemConfig
 
     p = sub.add_parser("ratios", help="predicted J(p)/J(p*) of each strategy on one instance")
     _add_fields(p, ProblemConfig)
@@ -562,6 +567,10 @@ def register(subparsers):
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_ratios))
 
+
+def _register_sgd(sub) -> None:
+    from fastsim.costaware.configs import ProblemConfig, SGDConfig
+
     p = sub.add_parser("sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
@@ -573,6 +582,10 @@ def register(subparsers):
                    "default: none, printed only)")
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_sgd))
+
+
+def _register_subset(sub) -> None:
+    from fastsim.costaware.configs import EXACT_MAX_N, ProblemConfig, SGDConfig
 
     p = sub.add_parser("subset", help="bias-budgeted subset selection: greedy vs exact, "
                                       "cost saved and bias paid")
@@ -597,6 +610,10 @@ def register(subparsers):
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_subset))
 
+
+def _register_grpo(sub) -> None:
+    from fastsim.costaware.configs import GRPOConfig
+
     p = sub.add_parser("grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
     _add_fields(p, GRPOConfig)
     p.add_argument("--out", metavar="DIR",
@@ -605,6 +622,8 @@ def register(subparsers):
     _add_no_progress(p)
     p.set_defaults(func=_out_checked(cmd_grpo))
 
+
+def _register_trl_gradnorm(sub) -> None:
     p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
     p.add_argument("--prompts", type=file_path, default=None, metavar="FILE",
@@ -624,6 +643,8 @@ def register(subparsers):
                    "and the trainers' run folders (default: results/costaware_trl)")
     p.set_defaults(func=_out_checked(cmd_trl_gradnorm))
 
+
+def _register_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
                        "costaware_grpo, ...)")
     p.add_argument("file", type=file_path, help="a cost-aware sweep file (TOML with experiment "
@@ -635,6 +656,8 @@ def register(subparsers):
     _add_no_progress(p)
     p.set_defaults(func=cmd_sweep)
 
+
+def _register_figures(sub) -> None:
     p = sub.add_parser("figures", help="draw figures from a results directory")
     p.add_argument("dir", help="results of fastsim costaware sweep, or of costaware sgd or "
                    "grpo with --out")

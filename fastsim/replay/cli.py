@@ -36,6 +36,11 @@ TRACE_POLICIES = ("evalstop:k=2", "evalstop:k=3", "deprioritize:k=2", "stop_at:f
 
 def register(subparsers) -> None:
     """Add the ``replay`` and ``traces`` subcommands."""
+    _register_replay(subparsers)
+    _register_traces(subparsers)
+
+
+def _register_replay(subparsers) -> None:
     p = subparsers.add_parser(
         "replay", help="replay stop policies on evaluation logs (CSV, JSONL, Parquet, trainer_state.json)",
         description="Replay stop policies on real evaluation logs: per job, whether and where "
@@ -52,6 +57,12 @@ def register(subparsers) -> None:
              "a Hugging Face run directory's trainer_state.json (a loss: lower is better)"),
             ("fastsim replay --example --summary-only",
              "the small log shipped with fastsim, one summary line per policy")))
+    _add_replay_options(p)
+    p.set_defaults(func=_cmd_replay)
+
+
+def _add_replay_options(p) -> None:
+    """``fastsim replay``'s options: what it reads and how, and what it writes."""
     p.add_argument("paths", nargs="*", type=file_or_dir_path, metavar="PATH",
                    help="log files, or run directories holding trainer_state.json; a log "
                    "may come through a pipe (/dev/stdin, bash's <(...), a named pipe), read "
@@ -95,8 +106,9 @@ def register(subparsers) -> None:
     p.add_argument("--summary-out", type=file_path, default=None,
                    help="per-policy summary, .parquet or .csv (default: none, printed only)")
     p.add_argument("--summary-only", action="store_true", help="print the summary, not every job")
-    p.set_defaults(func=_cmd_replay)
 
+
+def _register_traces(subparsers) -> None:
     t = subparsers.add_parser("traces", help="genuine over-optimisation traces: generate, fit "
                               "the curve knobs, compare with the simulator",
                               description="Trace sets with hidden truth for replay "
@@ -105,6 +117,12 @@ def register(subparsers) -> None:
                               "simulator at their noise (compare-sim).")
     tsub = t.add_subparsers(dest="traces_command", metavar="KIND")
     tsub.required = True
+    _register_toy(tsub)
+    _register_compare(tsub)
+    _register_fit(tsub)
+
+
+def _register_toy(tsub) -> None:
     toy = tsub.add_parser(
         "toy-rlhf", help="toy RLHF: gold RM, Bradley-Terry proxy, GRPO-style policy",
         description="Run a toy RLHF loop per data size x KL coefficient x seed (a proxy reward "
@@ -142,6 +160,9 @@ def register(subparsers) -> None:
                        "records them, world seed included); the options above override them (default: "
                        "none, the options' defaults)")
     toy.set_defaults(func=_cmd_toy)
+
+
+def _register_compare(tsub) -> None:
     cmp_ = tsub.add_parser(
         "compare-sim", help="the simulator's detection numbers at the traces' noise",
         description="Simulate RLHF-only clusters at the traces' noise, base rate and "
@@ -164,6 +185,9 @@ def register(subparsers) -> None:
     cmp_.add_argument("--out", type=file_path, default=None,
                       help="simulator comparison, .parquet or .csv (default: none, printed only)")
     cmp_.set_defaults(func=_cmd_compare)
+
+
+def _register_fit(tsub) -> None:
     fit = tsub.add_parser(
         "fit-curves", help="fit the curve knobs (MODEL.md section 4) to a trace set",
         description="Fit the simulator's trace-grounded curve knobs (KL curvature, hacking "

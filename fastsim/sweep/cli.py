@@ -39,6 +39,13 @@ def _figures_time(info: dict) -> str:
 
 
 def register(subparsers) -> None:
+    """Add the ``sweep``, ``figures`` and ``reproduce`` subcommands."""
+    _register_sweep(subparsers)
+    _register_figures(subparsers)
+    _register_reproduce(subparsers)
+
+
+def _register_sweep(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="run a sweep file (resumable) and aggregate it",
         description="Expand a sweep file's grid, run its missing chunks of clusters, write "
@@ -72,6 +79,8 @@ def register(subparsers) -> None:
     _add_backend(p)
     p.set_defaults(func=cmd_sweep)
 
+
+def _register_figures(subparsers) -> None:
     f = subparsers.add_parser("figures",
                               help="draw the paper figures from a sweep or reproduce directory",
                               description="Draw the paper's figures (PNG and PDF) from "
@@ -116,6 +125,8 @@ def register(subparsers) -> None:
                    "repeatable, one per axis (default: none held)")
     f.set_defaults(func=cmd_figures)
 
+
+def _register_reproduce(subparsers) -> None:
     r = subparsers.add_parser(
         "reproduce", help="run the paper's sweeps, draw figures, write REPRODUCTION.md",
         description="Run every paper sweep (the sweep files shipped with fastsim) at one size, "
