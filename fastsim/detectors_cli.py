@@ -167,7 +167,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from fastsim import detector_bounds as bounds
     from fastsim import detectors as det
     from fastsim.io import (bytes_writer, check_distinct, check_output_dir, existing_directory,
-                            make_directory, table_writer, unmade_on_failure, write_all)
+                            table_writer, write_all)
 
     _check_values(args)
     if args.confirm is not None:
@@ -206,15 +206,28 @@ def _cmd(args: argparse.Namespace) -> int:
     write_all(((path, table_writer(data, path) if isinstance(data, pl.DataFrame)
                 else bytes_writer(data.encode()))
                for path, data in outputs if data is not None), within=within)
-    from fastsim.sweep.figures import load_script
-    with unmade_on_failure() as made:  # --figures not left empty by a failed drawing
-        if args.figures is not None:
-            made.append(make_directory(args.figures, figures_within))
-        load_script("detectors_pareto").main(args.out, figures)
+    _draw_figure(args, figures, figures_within if args.figures is not None else None)
     print(table)
     print(f"fastsim detectors: {len(synthetic)} synthetic rows, {n} clusters per cell, "
           f"{time.perf_counter() - t0:.0f} s; wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _draw_figure(args: argparse.Namespace, figures: Path, figures_within) -> None:
+    """The Pareto figure, drawn from the tables just written: a drawing that fails (a full
+    disk) says that the tables (and --doc) are written, which a bare "cannot write
+    FIGURE" left to be guessed, after minutes of work."""
+    from fastsim.io import make_directory, unmade_on_failure
+    from fastsim.sweep.figures import load_script
+    try:
+        with unmade_on_failure() as made:  # --figures not left empty by a failed drawing
+            if figures_within is not None:
+                made.append(make_directory(args.figures, figures_within))
+            load_script("detectors_pareto").main(args.out, figures)
+    except ConfigError as exc:
+        written = f"the tables under {args.out}" + (" and --doc" if args.doc else "")
+        raise ConfigError(f"{exc}; {written} are written, the figure is not (a re-run "
+                          "writes both)") from None
 
 
 # what the benchmark writes under --out, in its order; --confirm writes CONFIRMED

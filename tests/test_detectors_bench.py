@@ -460,3 +460,36 @@ def test_the_doc_tables_show_stop_fpr_with_its_interval():
     row = next(ln for ln in lines if ln.startswith("| evalstop(k=3) |"))  # not goal 3's
     assert len(_cells(row)) == len(_cells(head))
     assert _cells(row)[at] == _fmt(traces.row(1, named=True), "stop_fpr")
+
+
+def test_a_figure_that_cannot_be_written_says_the_tables_are(tmp_path, capsys, monkeypatch):
+    """The figure is drawn from the tables once they are written: a full disk under
+    --figures said only "cannot write .../detectors_pareto.png", after minutes of work,
+    leaving a user to guess that the tables (and --doc) had been written.  Now the line
+    says so; --figures, made for the drawing, is not left behind."""
+    import types
+
+    import fastsim.detectors_cli as cli
+    from conftest import own_lines
+    from fastsim.cli import main
+    from fastsim.errors import ConfigError
+    from fastsim.sweep import figures
+
+    monkeypatch.setattr(cli, "SIGMAS", (0.02,))
+    monkeypatch.setattr(cli, "TABLE_SIGMAS", (0.02,))
+
+    def full(out, figures_dir):
+        raise ConfigError(f"cannot write {figures_dir}/detectors_pareto.png (No space left "
+                          "on device)")
+
+    monkeypatch.setattr(figures, "load_script", lambda name: types.SimpleNamespace(main=full))
+    out, figs = tmp_path / "o", tmp_path / "figs"
+    assert main(["detectors", "--quick", "--clusters", "2", "--out", str(out), "--figures",
+                 str(figs)]) == 2
+    lines = own_lines(capsys.readouterr().err)  # after the progress bars
+    assert lines[-1:] == [
+        f"fastsim detectors: error: cannot write {figs}/detectors_pareto.png (No space left on "
+        f"device); the tables under {out} are written, the figure is not (a re-run writes "
+        "both)"]
+    assert (out / "synthetic.parquet").is_file() and (out / "table.md").is_file()
+    assert not figs.exists()
