@@ -60,11 +60,11 @@ def sweep_notice(schedulers, stream=None) -> bool:
     return False
 
 
-def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
-    """``fastsim.sweep``'s notice: in a notebook (no bar by default) a first sweep compiled
-    in silence.  Printed where ``sweep_notice`` would not (it is, before a bar), if a
-    kernel of one of ``schedulers`` (codes) is neither cached nor compiled in this process
-    yet."""
+def barless_sweep_notice(schedulers, progress: bool, stream=None) -> None:
+    """The notice of a sweep without a bar: ``fastsim.sweep`` in a notebook (no bar by
+    default) and ``fastsim sweep --no-progress`` compiled in silence.  Printed where
+    ``sweep_notice`` would not (it is, before a bar), if a kernel of one of ``schedulers``
+    (codes) is neither cached nor compiled in this process yet."""
     stream = stream or sys.stderr
     if progress:
         return
@@ -75,8 +75,8 @@ def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
 @contextmanager
 def quiet():
     """No notice inside the block, of compiling or of inert settings (``fastsim.api``):
-    its caller says it its own way (a sweep, once before its bar and never in a log) or
-    already has (an open notice)."""
+    its caller says it its own way (a sweep, once before it starts) or already has (an
+    open notice)."""
     _OPEN.depth = getattr(_OPEN, "depth", 0) + 1
     try:
         yield

@@ -291,3 +291,22 @@ def test_run_help_says_what_each_workload_option_accepts(capsys, option, bad):
     refusal = capsys.readouterr().err.strip()
     allowed = refusal.split("allowed: ", 1)[1]
     assert f"allowed: {allowed} (default: " in helps[option], (helps[option], refusal)
+
+
+def test_a_sweep_without_its_bar_announces_a_first_compile(tmp_path, capsys, monkeypatch):
+    """fastsim sweep --no-progress compiled its schedulers' kernels in silence, where
+    fastsim run --no-progress and fastsim.sweep(...) say so: one line, and none once they
+    are cached (the bar's own notice is said before the bar)."""
+    import fastsim.compile_notice
+    from fastsim.cli import main
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert sum(line.startswith("compiling the simulation kernels") for line in err) == 1, err
+    monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
+    assert main(["sweep", str(p), "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert "compiling" not in capsys.readouterr().err
