@@ -411,3 +411,23 @@ def test_a_refused_command_in_the_thread_holding_its_out_keeps_the_holders_lock(
     assert (tmp_path / LOCK).exists() and not holder._fh.closed
     holder.check()  # still the file it holds
     holder.release()
+
+
+def test_a_nested_acquisition_released_keeps_the_holders_lock(tmp_path):
+    """A further ``DirLock.acquire`` in the thread holding DIR returns the holder's lock; its
+    ``release`` released the holder's too (closing its file), and another process took DIR
+    while the holder still wrote there.  The holder keeps the lock until it releases it."""
+    from fastsim.sweep.store import DirLock
+
+    take = [sys.executable, "-c", "import sys; from pathlib import Path; "
+            "from fastsim.errors import ConfigError\n"
+            "from fastsim.sweep.store import DirLock\n"
+            "try:\n    DirLock.acquire(Path(sys.argv[1])); print('taken')\n"
+            "except ConfigError:\n    print('refused')", str(tmp_path)]
+    holder = DirLock.acquire(tmp_path)
+    DirLock.acquire(tmp_path).release()  # a nested command that ended well
+    assert not holder._fh.closed
+    holder.check()  # still the file it holds
+    assert subprocess.run(take, capture_output=True, text=True).stdout == "refused\n"
+    holder.release()
+    assert subprocess.run(take, capture_output=True, text=True).stdout == "taken\n"

@@ -242,12 +242,18 @@ class HeldAgain:
     """A further ``DirLock.acquire`` by the thread holding the directory: the holder's
     lock (its attributes and methods), with ``made`` of its own, False, as the lock file
     was there, so that what this acquisition undoes on a refusal (``unmake_held``) is
-    only what it made, never the holder's file."""
+    only what it made, never the holder's file; and a ``release`` of its own, which
+    leaves the holder's lock held: the holder keeps it until it releases it itself."""
 
     made = False
 
     def __init__(self, lock: DirLock):
         self._lock = lock
+
+    def release(self) -> None:
+        """Nothing to let go: released through to the holder's lock, a nested command
+        that ended well closed the holder's file, and another process took the directory
+        while the holder still wrote in it."""
 
     def __getattr__(self, name):
         return getattr(self._lock, name)
