@@ -865,12 +865,22 @@ def _line_of(text: str, literal: str) -> int:
 class JSONError(ValueError):
     """Text that is not the JSON a reader takes (``loads_json``): ``msg`` says why (json's
     own words, ``key 'a' appears twice in one object``, ``nested too deeply``), ``lineno``
-    where, when json knows (None otherwise), ``allowed`` what the refusal asks for itself
-    (``each key once``; None: the reader says what its file holds)."""
+    and ``colno`` where, when json knows (None otherwise), ``allowed`` what the refusal
+    asks for itself (``each key once``; None: the reader says what its file holds).  Its
+    text is ``msg`` and where (``at``), as a reader that names no line of its own says it."""
 
-    def __init__(self, msg: str, lineno: int | None = None, allowed: str | None = None):
-        super().__init__(msg)
-        self.msg, self.lineno, self.allowed = msg, lineno, allowed
+    def __init__(self, msg: str, lineno: int | None = None, allowed: str | None = None,
+                 colno: int | None = None):
+        self.msg, self.lineno, self.colno, self.allowed = msg, lineno, colno, allowed
+        super().__init__(msg + self.at())
+
+    def at(self, line: bool = True) -> str:
+        """Where json found the text wrong, for a refusal: `` at line 3, column 14``, or
+        `` at column 14`` without ``line`` (a reader that names the line itself,
+        ``FILE:3: ...``); empty where json gives no place (a key twice, the nesting)."""
+        if self.colno is None:
+            return f" at line {self.lineno}" if line and self.lineno is not None else ""
+        return f" at line {self.lineno}, column {self.colno}" if line else f" at column {self.colno}"
 
 
 def _unique_pairs(pairs: list, each_pair: Callable[[str, Any], None] | None = None) -> dict:
@@ -905,7 +915,7 @@ def loads_json(text: str | bytes, parse_float: Callable[[str], Any] | None = Non
     try:
         return json.loads(text, object_pairs_hook=hook, parse_float=parse_float)
     except json.JSONDecodeError as exc:
-        raise JSONError(exc.msg, exc.lineno) from None
+        raise JSONError(exc.msg, exc.lineno, colno=exc.colno) from None
     except UnicodeDecodeError as exc:  # bytes: json decodes them first
         raise JSONError(f"not UTF-8 ({exc.reason})") from None
     except RecursionError:  # json recurses once per nesting level

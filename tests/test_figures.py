@@ -1447,7 +1447,7 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
     noise, curves = load_script("noise_sweep"), load_script("real_traces_curves")
     for script, argv, why in (
             (noise, [damaged], f"{damaged}/noise/sweep.json: damaged (not valid JSON: "
-             "Expecting property name enclosed in double quotes)"),
+             "Expecting property name enclosed in double quotes at line 1, column 2)"),
             (noise, [nested], f"{nested}/noise/sweep.json: damaged (not valid JSON: nested "
              "too deeply)"),
             (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory (no "

@@ -1063,6 +1063,32 @@ def test_a_sweeps_keep_jobs_may_be_numpys_bool(tmp_path):
     assert table.height > 0 and list((tmp_path / "out").rglob("jobs-*.parquet"))
 
 
+def test_every_json_refusal_names_the_line_and_column_json_gives(tmp_path, capsys):
+    """``JSONError`` kept json's words and its line but dropped the column: a log line of
+    a hundred fields said only "Expecting ',' delimiter".  A reader that names the line
+    itself (``FILE:3:``) adds the column; one that names none, both."""
+    from fastsim.costaware.trl_toy import read_prompts
+    from fastsim.io import JSONError, loads_json
+
+    with pytest.raises(JSONError) as err:
+        loads_json('{"a": 1,\n "b" 2}')
+    assert (err.value.lineno, err.value.colno) == (2, 6)
+    assert str(err.value) == "Expecting ':' delimiter at line 2, column 6"
+    assert err.value.at(line=False) == " at column 6"
+    with pytest.raises(JSONError) as err:  # json gives no place: none is made up
+        loads_json('{"a": 1, "a": 2}')
+    assert str(err.value) == "key 'a' appears twice in one object" and err.value.at() == ""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "say: ab"}\n{"prompt" "say: ab"}\n')
+    with pytest.raises(ConfigError, match=r"prompts.jsonl:2: invalid JSON \(Expecting ':' "
+                                          r"delimiter at column 11\); allowed: "):
+        read_prompts(prompts)
+    log = tmp_path / "x.jsonl"
+    log.write_text('{"job_id": 1, "step": 2, "eval_loss": 0.5}\n{"job_id": 1, "step" 3}\n')
+    one_line(capsys, ["replay", str(log)],
+             "x.jsonl:2: not valid JSON (Expecting ':' delimiter at column 22); allowed: ")
+
+
 def test_every_json_reader_refuses_a_key_twice_and_nesting_too_deep_alike(tmp_path, capsys):
     """Each JSON reader guarded its own RecursionError, or did not: docs-figures' record
     nested 5,000 deep was a RecursionError traceback; a prompt-set line, a sweep manifest

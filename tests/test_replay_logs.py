@@ -704,7 +704,8 @@ def test_a_trainer_state_cut_short_says_so_and_what_is_allowed(tmp_path, capsys)
              "written by transformers.Trainer")
     (run / "trainer_state.json").write_text('{"log_history": [}')  # whole, and broken
     with pytest.raises(ConfigError, match=r"trainer_state\.json:1: not valid JSON "
-                       r"\(Expecting value\); allowed: a trainer_state\.json as written"):
+                       r"\(Expecting value at column 18\); allowed: a trainer_state\.json "
+                       "as written"):
         read_logs(run)
 
 
@@ -714,15 +715,15 @@ def test_a_jsonl_log_whose_last_line_is_cut_says_so(tmp_path, capsys):
     p = tmp_path / "x.jsonl"
     p.write_text('{"job_id": "a", "step": 2, "eval_score": 0.5}\n'
                  '{"job_id": "a", "step": 3, "eval_score": 0.6')
-    one_line(capsys, ["replay", str(p)], "x.jsonl:2: not valid JSON (Expecting ',' delimiter) "
-             "(the file ends mid-way: read while it was written? read it again once written); "
+    one_line(capsys, ["replay", str(p)], "x.jsonl:2: not valid JSON (Expecting ',' delimiter "
+             "at column 45) (the file ends mid-way: read while it was written? read it again once written); "
              "allowed: one JSON object per line")
     # a broken line the file goes on after, or one ended by a line break, is broken JSON
     for text in ('{"job_id": "a", "step": 3, "eval_score": 0.6\n',
                  '{"job_id": "a", "step": 3, "eval_score": 0.6\n{"job_id": "a"}'):
         p.write_text(text)
         with pytest.raises(ConfigError, match=r"x\.jsonl:1: not valid JSON \(Expecting ',' "
-                           r"delimiter\); allowed: one JSON object per line$"):
+                           r"delimiter at column 45\); allowed: one JSON object per line$"):
             read_logs(p)
 
 

@@ -286,6 +286,9 @@ def test_like_a_table_toy_rlhf_did_not_write_does_not_call_it_old(tmp_path, caps
 
 
 @pytest.mark.parametrize("text, why", [("{not json", "not valid"), ('{"colour": 1}', "unknown fields"),
+                                       # json's place: said neither line nor column
+                                       ('{"world_seed": 1,\n "sigma" 2}',
+                                        "(Expecting ':' delimiter at line 2, column 10)"),
                                        ('{"world_seed": -1}', "world_seed"),
                                        # the last value was kept silently
                                        ('{"world_seed": 1, "world_seed": 2}',

@@ -71,7 +71,8 @@ def read_prompts(path) -> list[dict]:
             row = loads_json(line)
         except JSONError as exc:
             said = f"allowed: {exc.allowed}" if exc.allowed else allowed
-            raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}); {said}") from None
+            raise ConfigError(f"{path}:{n}: invalid JSON ({exc.msg}{exc.at(line=False)}); "
+                              f"{said}") from None
         prompt = row.get("prompt") if isinstance(row, dict) else None
         if not isinstance(prompt, str):
             raise ConfigError(f"{path}:{n}: field 'prompt': {prompt!r} is not a string; {allowed}")

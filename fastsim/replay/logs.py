@@ -403,10 +403,11 @@ def _json(text: str):
 
 def _json_refusal(exc: JSONError, cut: str, allowed: str) -> str:
     """A log's ``JSONError`` in replay's words: a key given twice names itself, other text
-    is not valid JSON (``cut``: said to end mid-way); ``allowed``: what the file holds."""
+    is not valid JSON, at the column json names (the caller names the line; ``cut``: said
+    to end mid-way); ``allowed``: what the file holds."""
     if exc.allowed is not None:
         return f"{exc.msg}; allowed: {exc.allowed}"
-    return f"not valid JSON ({exc.msg}){cut}; allowed: {allowed}"
+    return f"not valid JSON ({exc.msg}{exc.at(line=False)}){cut}; allowed: {allowed}"
 
 
 # A file read while its writer is mid-way ends mid-way: said where its JSON breaks there
@@ -521,7 +522,7 @@ def _hf_entries(path: Path, text: str):
     except JSONError as exc:
         # Trainer rewrites the file whole at every save: read meanwhile, it ends mid-way
         cut = _CUT if exc.lineno is not None and not text.rstrip().endswith("}") else ""
-        where = path if exc.lineno is None else f"{path}:{exc.lineno}"  # json gives no position
+        where = path if exc.lineno is None else f"{path}:{exc.lineno}"  # json gave no place
         why = _json_refusal(exc, cut, "a trainer_state.json as written by transformers.Trainer")
         raise ConfigError(f"{where}: {why}") from None
     except _LoneSurrogate as exc:

@@ -89,6 +89,7 @@ def read_manifest(sweep: Path) -> dict:
     object); a damaged one is refused naming it."""
     import errno
 
+    from fastsim.io import JSONError
     from fastsim.sweep.store import MANIFEST, MANIFEST_MAX_BYTES, _read_json
 
     manifest = Path(sweep) / MANIFEST
@@ -99,7 +100,7 @@ def read_manifest(sweep: Path) -> dict:
         raise _damaged(manifest, f"{why}, which no sweep's manifest is"
                        if exc.errno == errno.EFBIG else why) from None
     except ValueError as exc:  # a JSONError (fastsim.io.loads_json): said in its words
-        why = f"not valid JSON: {exc.msg}" if hasattr(exc, "msg") else type(exc).__name__
+        why = f"not valid JSON: {exc}" if isinstance(exc, JSONError) else type(exc).__name__
         raise _damaged(manifest, why) from None
     if not isinstance(m, dict):
         raise _damaged(manifest, "TypeError")
