@@ -197,8 +197,33 @@ def make_directory(directory: Path, within: Path | tuple[Path, ...] | None = Non
     deleted by another process is not made anew at its old path, and the write of
     ``target`` (default ``directory``) is refused, saying so.  Returns the directories
     this call made, outermost first (``remove_made``), not those another process made
-    meanwhile."""
-    directory = Path(directory)
+    meanwhile.  One found made that another writer's clean-up removes, empty, before the
+    next is made in it (``remove_made``: it was that writer's) is made again, by this
+    call, as its own."""
+    made: list[Path] = []
+    tries = RACE_TRIES
+    try:
+        while True:
+            try:
+                _make_missing(Path(directory), within, target, made)
+                return made
+            except FileNotFoundError:  # a parent found made is gone since
+                tries -= 1
+                if not tries:
+                    raise
+    except BaseException:  # failed part-way (a name too long): none of it is left behind
+        remove_made(made)
+        raise
+
+
+# How often a directory that other writers remove is made again before a write fails: a
+# writer's clean-up removes only what it made, once, so a second try holds it.
+RACE_TRIES = 10
+
+
+def _make_missing(directory: Path, within: Path | tuple[Path, ...] | None,
+                  target: Path | None, made: list[Path]) -> None:
+    """``make_directory``'s one try, each directory it makes added to ``made`` at once."""
     if within is None:
         d = existing_directory(directory)
     else:
@@ -206,20 +231,14 @@ def make_directory(directory: Path, within: Path | tuple[Path, ...] | None = Non
         if not os.path.isdir(d):
             raise ConfigError(f"cannot write {target or directory} ({d} was moved or deleted "
                               "while the command ran; it is not made again at its old path)")
-    made = []
-    try:
-        for part in directory.relative_to(d).parts:
-            d = d / part
-            try:
-                d.mkdir()
-                made.append(d)
-            except FileExistsError:
-                if not d.is_dir():
-                    raise
-    except BaseException:  # failed part-way (a name too long): none of it is left behind
-        remove_made(made)
-        raise
-    return made
+    for part in directory.relative_to(d).parts:
+        d = d / part
+        try:
+            d.mkdir()
+            made.append(d)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
 
 
 def remove_made(made: list[Path]) -> None:
@@ -263,7 +282,9 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
     deepest holding it), those directories are never made (``_make_parent``): a command
     takes them before its work (a sweep's directory, ``existing_directory``).  A directory
     made for a path and still empty when the write fails is removed again: a full disk
-    left `fastsim costaware sgd --out DIR`'s new DIR behind, empty."""
+    left `fastsim costaware sgd --out DIR`'s new DIR behind, empty.  Only this write's: one
+    another writer made, and removed so before this one's file was in it, is made again
+    (``_claim_made``)."""
     items = [(Path(path), write) for path, write in items]
     if isinstance(within, (str, os.PathLike)):
         within = Path(within)
@@ -278,10 +299,9 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
         cleanup.callback(_unstage, staged, claims, named)
         for path, write in items:
             try:
-                made.append(_make_parent(path, within))
                 tmp = _tmp_path(path)
                 named.append(tmp.name)
-                claims.append(_claim(tmp))
+                claims.append(_claim_made(tmp, path, within, made))
                 staged.append((tmp, path))
                 write(tmp)
                 with open(tmp, "rb") as fh:
@@ -303,6 +323,23 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
                 except OSError as exc:
                     raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
         staged.clear()
+
+
+def _claim_made(tmp: Path, path: Path, within: Path | tuple[Path, ...] | None,
+                made: list[list[Path]]) -> int:
+    """``_claim`` of ``tmp`` once ``path``'s directory is made (``_make_parent``; what it
+    made added to ``made``).  Found made by another writer, the directory was removed by
+    that writer's failed write, still empty, before ``tmp`` was in it: it is made again,
+    now this write's own.  With ``tmp`` in it, no writer's clean-up removes it."""
+    tries = RACE_TRIES
+    while True:
+        made.append(_make_parent(path, within))
+        try:
+            return _claim(tmp)
+        except FileNotFoundError:
+            tries -= 1
+            if not tries:
+                raise
 
 
 def _unstage(staged: list[tuple[Path, Path]], claims: list[int], named: list[str]) -> None:

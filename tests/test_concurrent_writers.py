@@ -4,6 +4,7 @@ so the outputs are all of one command's, never some of each.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import signal
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from fastsim.cli import main
 from fastsim.io import atomic_write_bytes, bytes_writer, write_all
@@ -431,3 +434,56 @@ def test_a_nested_acquisition_released_keeps_the_holders_lock(tmp_path):
     assert subprocess.run(take, capture_output=True, text=True).stdout == "refused\n"
     holder.release()
     assert subprocess.run(take, capture_output=True, text=True).stdout == "taken\n"
+
+
+@pytest.mark.parametrize("second", ["b.bin", "sub/b.bin"])
+def test_a_failed_writer_never_removes_a_directory_another_is_about_to_write_in(tmp_path,
+                                                                                 monkeypatch,
+                                                                                 second):
+    """Two commands writing into one new directory D: the first makes D; the second finds
+    it made; the first fails and removes D, still empty, as its own; the second then
+    created its file (or its D/sub) in a directory no longer there ("cannot write D/b.bin
+    (No such file or directory)").  Sequenced here with hooks; the second makes D again,
+    as its own."""
+    import pathlib
+    import threading
+
+    import fastsim.io as io_module
+    from fastsim.errors import ConfigError
+
+    d = tmp_path / "new"
+    first_writing, second_found_d = threading.Event(), threading.Event()
+    first: list = []
+
+    def fails(tmp):  # the disk fills up under the first writer, once the second found D
+        first_writing.set()
+        second_found_d.wait(10)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def write_first():
+        try:
+            write_all([(d / "a.bin", fails)])
+        except ConfigError as exc:
+            first.append(str(exc))
+
+    def once_the_first_failed(make, is_next):  # the second writer's next step in D
+        def step(path, *args):
+            if is_next(path) and not second_found_d.is_set():
+                second_found_d.set()
+                writer.join(10)  # the first's clean-up is done: D removed, empty
+            return make(path, *args)
+        return step
+
+    if second == "b.bin":  # between D found made and the file made in it
+        monkeypatch.setattr(io_module, "_claim", once_the_first_failed(
+            io_module._claim, lambda tmp: tmp.name.startswith("b.bin.")))
+    else:  # between D found made and D/sub made in it
+        monkeypatch.setattr(pathlib.Path, "mkdir", once_the_first_failed(
+            pathlib.Path.mkdir, lambda path: path == d / "sub"))
+    writer = threading.Thread(target=write_first)
+    writer.start()
+    assert first_writing.wait(10)
+    write_all([(d / second, bytes_writer(b"second"))])
+    assert first == [f"cannot write {d / 'a.bin'} (No space left on device)"]
+    assert (d / second).read_bytes() == b"second"
+    assert sorted(p.name for p in d.iterdir()) == [second.split("/")[0]]
