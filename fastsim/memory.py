@@ -3,12 +3,16 @@
 The estimates follow the arrays fastsim allocates (``fastsim.workload.allocate``, the
 engine's outputs, the per-job table, the cluster bootstrap of ``fastsim.stats``); they
 are upper-bound approximations, good to a factor well under two, which is what a
-"will this fit at all" check needs.  A run that does not fit is refused with one
-``ConfigError`` giving the largest size that does.
+"will this fit at all" check needs.  A run that does not fit in what this process may
+still take (``available_bytes``: the machine's free memory, or less under ``ulimit -v`` or
+a cgroup's ``memory.max``) is refused with one ``ConfigError`` giving the largest size
+that does.
 """
 from __future__ import annotations
 
 import os
+import resource
+from pathlib import Path
 from typing import Callable
 
 from fastsim.defaults import BOOTSTRAP_MAX_N
@@ -18,10 +22,18 @@ from fastsim.kernels.metrics import N_METRICS
 GIB = 2.0 ** 30
 BUDGET_SHARE = 0.8  # of the memory available now: leave room for the interpreter and libraries
 BOOTSTRAP_DRAWS = 2000  # fastsim.stats' cluster bootstrap: resampled sums per draw
+UNKNOWN = 1 << 62  # a limit that cannot be read limits nothing: do not refuse
 
 
 def available_bytes() -> int:
-    """Memory available to this process now (``MemAvailable``; else physical memory)."""
+    """Memory this process may still take: the least of the machine's (``MemAvailable``;
+    else its physical memory), what its address-space limit leaves (``ulimit -v``) and
+    what its cgroup's ``memory.max`` leaves.  Past a limit, an allocation the machine
+    could give fails (a MemoryError traceback, or the kernel ends the process)."""
+    return min(_machine_available(), _address_space_left(), _cgroup_left())
+
+
+def _machine_available() -> int:
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -32,7 +44,56 @@ def available_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError, AttributeError):
-        return 1 << 62  # unknown: do not refuse
+        return UNKNOWN
+
+
+
+def _address_space_left() -> int:
+    """``RLIMIT_AS`` (``ulimit -v``) less this process's address space now (``VmSize``,
+    which the limit counts: what is mapped, touched or not)."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return UNKNOWN
+    try:
+        with open("/proc/self/status") as fh:
+            size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        size = 0
+    return max(0, limit - size)
+
+
+def _cgroup_left(root: Path = Path("/sys/fs/cgroup"),
+                 membership: Path = Path("/proc/self/cgroup")) -> int:
+    """The least that ``memory.max`` leaves above ``memory.current`` in this process's
+    cgroup (v2, mounted at ``root``) and each one holding it, less the page cache it could
+    reclaim (``inactive_file``, which ``MemAvailable`` counts free too)."""
+    try:
+        path = next(line[3:].strip() for line in membership.read_text().splitlines()
+                    if line.startswith("0::"))
+    except (OSError, StopIteration):
+        return UNKNOWN
+    left = UNKNOWN
+    here = root / path.lstrip("/")
+    for d in (here, *here.parents):
+        if not d.is_relative_to(root):
+            break
+        try:  # the root has no memory.max; an unreadable level limits nothing
+            limit = (d / "memory.max").read_text().strip()
+            if limit != "max":
+                used = int((d / "memory.current").read_text()) - _inactive_file(d)
+                left = min(left, max(0, int(limit) - used))
+        except (OSError, ValueError):
+            continue
+    return left
+
+
+def _inactive_file(d: Path) -> int:
+    """The page cache cgroup ``d`` could reclaim (its ``memory.stat``), 0 if unread."""
+    try:
+        stat = (d / "memory.stat").read_text().split()
+        return int(stat[stat.index("inactive_file") + 1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 # Below this many bytes an allocation is not checked: reading /proc/meminfo costs more than

@@ -174,3 +174,49 @@ def test_workload_bytes_counts_every_array_allocate_makes(shape):
     w = allocate(*shape)
     total = sum(getattr(w, f.name).nbytes for f in fields(w) if f.name != "cluster_ids")
     assert workload_bytes(*shape) == total
+
+
+def test_a_run_past_the_address_space_limit_is_refused_in_one_line():
+    """Under ``ulimit -v`` the check read the machine's free memory alone: a run it
+    admitted died at its first large array, a MemoryError traceback (exit 1).  What the
+    limit leaves counts too: refused, exit 2, naming the largest run that fits."""
+    import os
+    import resource
+
+    def limit():  # the interpreter and its libraries take about 1 GiB of it
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    # 11.3 GiB in one chunk of 500 clusters: past the limit; on a machine with that much
+    # free, the check admitted it (with less, it was refused as now)
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "500",
+                        "--n-jobs", "1000", "--n-evals", "1000", "--no-progress"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit,
+                       env={**os.environ, "FASTSIM_PROGRESS": "0"})
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("fastsim run: error: --clusters 500 with n_jobs=1000, n_evals=1000 "
+                          "needs about 11.3 GiB of memory, ") and "largest feasible: --clusters" in err
+
+
+def test_a_cgroups_memory_max_limits_what_is_available(tmp_path):
+    """A container's ``memory.max`` (cgroup v2) at its own level or one holding it: what it
+    leaves above ``memory.current`` (less the page cache it could reclaim) is what the
+    process may take, however much the machine has free."""
+    from fastsim.memory import UNKNOWN, _cgroup_left
+
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/outer/inner\n")
+    root = tmp_path / "fs"
+    inner = root / "outer" / "inner"
+    inner.mkdir(parents=True)
+    assert _cgroup_left(root, membership) == UNKNOWN  # no limit anywhere
+    (inner / "memory.max").write_text("max\n")
+    (root / "outer" / "memory.max").write_text(f"{4 << 30}\n")
+    (root / "outer" / "memory.current").write_text(f"{3 << 30}\n")
+    (root / "outer" / "memory.stat").write_text(f"anon 1\ninactive_file {1 << 29}\n")
+    assert _cgroup_left(root, membership) == (1 << 30) + (1 << 29)
+    (inner / "memory.max").write_text(f"{1 << 30}\n")  # the tighter of the two
+    (inner / "memory.current").write_text(f"{1 << 29}\n")
+    assert _cgroup_left(root, membership) == 1 << 29
+    membership.write_text("0::/\n")  # at the root, which has no memory.max
+    assert _cgroup_left(root, membership) == UNKNOWN
