@@ -47,7 +47,6 @@ def _machine_available() -> int:
         return UNKNOWN
 
 
-
 def _address_space_left() -> int:
     """``RLIMIT_AS`` (``ulimit -v``) less this process's address space now (``VmSize``,
     which the limit counts: what is mapped, touched or not)."""
