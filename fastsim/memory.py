@@ -15,6 +15,8 @@ import resource
 from pathlib import Path
 from typing import Callable
 
+from numba import get_num_threads
+
 from fastsim.defaults import BOOTSTRAP_MAX_N
 from fastsim.errors import ConfigError
 from fastsim.kernels.metrics import N_METRICS
@@ -106,13 +108,24 @@ def workload_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
     return n_clusters * n_jobs * (24 * n_evals + 82)
 
 
+def scratch_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
+    """What drawing a cluster holds while it runs (``kernels/workload.py``), in each
+    thread at once: a job's evaluation noise as uniforms, normals, their tail indices and
+    tail scratch (two series: scores and losses), and the exponentials of its gold curve,
+    72 bytes a job and evaluation in all.  Small beside the workload for clusters of the
+    usual shape; for one cluster of 20,000 jobs x 1,000 evaluations it is 1.4 GB, and a
+    run the check admitted on the workload alone died with a MemoryError."""
+    return min(n_clusters, get_num_threads()) * n_jobs * n_evals * 72
+
+
 def simulate_bytes(n_clusters: int, n_jobs: int, n_evals: int, keep_jobs: bool) -> int:
     """Peak of ``fastsim.api.simulate`` on ``n_clusters`` clusters: workload arrays
-    (gold, score, loss: ``[C, J, E]`` float64; ~12 per-job arrays), decisions, engine
-    outputs, metrics and, with ``keep_jobs``, the per-job table (~27 columns, built
-    through flattened copies)."""
+    (gold, score, loss: ``[C, J, E]`` float64; ~12 per-job arrays), the drawing's scratch
+    in each thread (``scratch_bytes``), decisions, engine outputs, metrics and, with
+    ``keep_jobs``, the per-job table (~27 columns, built through flattened copies)."""
     rest = 118 + (500 if keep_jobs else 0)  # a job's bytes beyond its workload's
     return (workload_bytes(n_clusters, n_jobs, n_evals)
+            + scratch_bytes(n_clusters, n_jobs, n_evals)
             + n_clusters * (n_jobs * rest + 8 * (N_METRICS + 1)))
 
 

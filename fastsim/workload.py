@@ -15,7 +15,7 @@ import numpy as np
 from fastsim.arrays import empty_decisions, empty_outcome
 from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.errors import ConfigError
-from fastsim.memory import SURELY_FITS, check_fits, workload_bytes
+from fastsim.memory import SURELY_FITS, check_fits, scratch_bytes, workload_bytes
 from fastsim.values import MAX_CLUSTER, check_seed, is_integer
 from fastsim.kernels.metrics import N_METRICS
 from fastsim.kernels.pipeline import run_pipeline
@@ -170,12 +170,13 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
                           "SchedulerConfig")
     check_counts(n_clusters, seed, cluster_start)
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
+    J, E = cfg.n_jobs, cfg.n_evals
+    # the arrays drawn into, unless given, and the drawing's scratch in each thread
+    need = lambda n: workload_bytes(n, J, E) * (out is None) + scratch_bytes(n, J, E)  # noqa: E731
+    if need(n_clusters) > SURELY_FITS:  # a million clusters was numpy's MemoryError
+        check_fits(need, n_clusters, "n_clusters", f"n_jobs={J}, n_evals={E}")
     if out is None:
-        need = lambda n: workload_bytes(n, cfg.n_jobs, cfg.n_evals)  # noqa: E731
-        if need(n_clusters) > SURELY_FITS:  # a million clusters was numpy's MemoryError
-            check_fits(need, n_clusters, "n_clusters",
-                       f"n_jobs={cfg.n_jobs}, n_evals={cfg.n_evals}")
-        w = allocate(n_clusters, cfg.n_jobs, cfg.n_evals)
+        w = allocate(n_clusters, J, E)
     else:
         check_out(out, (n_clusters, cfg.n_jobs, cfg.n_evals))
         w = out

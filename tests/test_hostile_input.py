@@ -188,11 +188,11 @@ def run_fenced(argv, timeout=300):
 
 def test_10_run_refuses_what_cannot_fit(tmp_path):
     p = tmp_path / "huge.toml"
-    p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 100000\nn_evals = 1000\n")
+    p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 10000\nn_evals = 1000\n")
     out = tmp_path / "out"
     # A run's summary is streamed (flat in clusters); rows kept for --out are not.
     for argv in (["run", "--clusters", "100000000", "--out", str(tmp_path / "c.parquet")],
-                 ["run", "--n-jobs", "100000", "--n-evals", "1000"],
+                 ["run", "--n-jobs", "10000", "--n-evals", "1000"],
                  ["sweep", str(p), "--out", str(out)]):
         r = run_fenced(argv)
         err = r.stderr.strip()
@@ -968,17 +968,19 @@ def test_clusters_that_cannot_fit_are_refused_before_they_are_drawn(tmp_path, ca
     import fastsim.memory
     from fastsim.workload import generate_workload
 
-    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 100 << 20)
-    wc = WorkloadConfig(n_jobs=1000, n_evals=1000)  # 24 MB a cluster
+    monkeypatch.setattr(fastsim.memory, "available_bytes", lambda: 300 << 20)
+    monkeypatch.setattr(fastsim.memory, "get_num_threads", lambda: 2)
+    # 24 MB a cluster, and 72 MB of scratch drawing one, in each of the two threads
+    wc = WorkloadConfig(n_jobs=1000, n_evals=1000)
     with pytest.raises(ConfigError, match=r"^n_clusters 20 with n_jobs=1000, n_evals=1000 "
-                       r"needs about 0\.4 GiB of memory, 0\.1 GiB available; largest "
-                       r"feasible: n_clusters 3$"):
+                       r"needs about 0\.6 GiB of memory, 0\.3 GiB available; largest "
+                       r"feasible: n_clusters 4$"):
         generate_workload(wc, 20)
     assert generate_workload(wc, 2).gold.shape == (2, 1000, 1000)
     monkeypatch.setattr(fastsim.detectors, "run_grid", lambda *a, **k: 1 / 0)
     one_line(capsys, ["detectors", "--clusters", "1000000", "--out", str(tmp_path / "d")],
              "--clusters 1000000 with n_jobs=300, n_evals=7 needs about 103.0 GiB of "
-             "memory, 0.1 GiB available; largest feasible: --clusters 758")
+             "memory, 0.3 GiB available; largest feasible: --clusters 2271")
     assert not (tmp_path / "d").exists()
 
 

@@ -6,6 +6,7 @@ high-water mark, not ``ru_maxrss``, which on Linux keeps the parent's size at th
 unlike time, it is stable enough on a loaded machine to assert.  Before the streamed summaries, 40,000
 clusters cost about 700 MB more than 2,000 (the bootstrap's index matrix alone).
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,29 @@ def test_a_cgroups_memory_max_limits_what_is_available(tmp_path):
     assert _cgroup_left(root, membership) == 1 << 29
     membership.write_text("0::/\n")  # at the root, which has no memory.max
     assert _cgroup_left(root, membership) == UNKNOWN
+
+
+BIG_CLUSTER = """
+import sys
+import fastsim
+from fastsim.bench import own_peak_rss_mb
+from fastsim.memory import simulate_bytes
+shape = dict(n_jobs=10_000, n_evals=1_000)
+fastsim.simulate(fastsim.SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=5), 1)
+before = own_peak_rss_mb()
+fastsim.simulate(fastsim.SimConfig.from_specs("fifo", "evalstop:k=2", **shape), 1)
+print(own_peak_rss_mb() - before, simulate_bytes(1, *shape.values(), False) / 2**20)
+"""
+
+
+def test_the_estimate_of_a_run_holds_its_drawings_scratch():
+    """One cluster of 10,000 jobs x 1,000 evaluations: drawing it holds its noise's
+    uniforms, normals and tail indices and its curve's exponentials, 32-72 bytes a job and
+    evaluation beside the workload's 24, in each thread.  The estimate counted the workload
+    alone (about 240 MB against 560 used), and a run it admitted near the limit died with a
+    MemoryError traceback; now it bounds what the run takes."""
+    r = subprocess.run([sys.executable, "-c", BIG_CLUSTER], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    used, estimate = map(float, r.stdout.split())
+    assert used <= estimate, (used, estimate)
