@@ -365,12 +365,6 @@ def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
     return v
 
 
-def held_out_count(verdicts: list[tuple[PaperRow, Verdict]]) -> tuple[int, int]:
-    """(matched held-out rows, held-out rows)."""
-    held = [v for r, v in verdicts if not r.fitted_by]
-    return sum(v.verdict == MATCH for v in held), len(held)
-
-
 def registration_table() -> str:
     """The pre-registration as a Markdown table (printed in REPRODUCTION.md)."""
     lines = ["| result | paper | tolerance | why | fitted to it |", "|---|---|---|---|---|"]
