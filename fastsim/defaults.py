@@ -24,6 +24,9 @@ SIGMA = 0.015  # fitted to EvalStop's precision row (MODEL.md: 0.02); see docs/c
 LOSS_SIGMA = 0.01
 PREEMPT_OVERHEAD_H = 0.0
 USTAR_HACKING = (0.5, 0.8)  # fitted with N_EVALS (MODEL.md: (0.3, 0.7)); docs/calibration.md
+# MODEL.md's values of the parameters fitted to the paper's table, for
+# benchmarks/unfitted.py (docs/calibration.md, "What the held-out matches owe to the fit")
+MODEL_VALUES = {"n_evals": 10, "ustar_hacking": (0.3, 0.7), "sigma": 0.02, "est_sigma": 0.5}
 # Healthy peaks start where hacking ones end, upper end fitted to the toy-RLHF traces
 # (MODEL.md: (1.5, 4)); see the curve extensions below.
 USTAR_HEALTHY = (USTAR_HACKING[1], 15.0)

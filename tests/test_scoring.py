@@ -649,3 +649,14 @@ def test_the_k_row_is_not_comparable_when_two_ks_tie_within_noise():
     # a lead whose t interval reaches 0 (few clusters) decides nothing either
     assert verdict(ROWS_BY_KEY["k_balance"], 1, decided=(1.0, -0.01)).verdict == NOT_COMPARABLE
     assert verdict(ROWS_BY_KEY["k_balance"], 2).verdict == NOT_COMPARABLE
+
+
+def test_model_values_name_every_fitted_parameter():
+    """``benchmarks/unfitted.py`` runs every row again with the fitted parameters at
+    MODEL.md's values (``fastsim.defaults.MODEL_VALUES``): a parameter fitted to a row and
+    missing there would be left at its fitted value, and the comparison would overstate
+    what holds apart from the fit."""
+    from fastsim.defaults import MODEL_VALUES
+
+    fitted = {p.strip() for r in PAPER_ROWS for p in r.fitted_by.split(",") if p.strip()}
+    assert set(MODEL_VALUES) == fitted

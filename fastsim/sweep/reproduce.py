@@ -563,7 +563,7 @@ def k_table(summary: pl.DataFrame, k_boot: KBootstrap | None = None) -> str:
     return "\n".join(lines)
 
 
-def _ours_text(r: dict[str, Any]) -> tuple[str, str]:
+def ours_text(r: dict[str, Any]) -> tuple[str, str]:
     """(ours, 95% CI) as printed."""
     if isinstance(r["ours"], tuple):
         d = _pct_digits(*r["ours"])
@@ -583,7 +583,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| result | paper | ours | 95% CI | n | tolerance | verdict | fitted to it |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ours, ci = _ours_text(r)
+        ours, ci = ours_text(r)
         n = "" if r["n"] is None else str(r["n"])
         lines.append(f"| {r['result']} | {r['paper']} | {ours} | {ci} | {n} | {r['tolerance']} "
                      f"| {_verdict_text(r, True)} | {r['fitted_by'] or 'no'} |")
@@ -597,7 +597,7 @@ def text_table(rows: list[dict[str, Any]]) -> str:
             f"{'tolerance':>21s}  {'fitted':6s}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
-        ours, ci = _ours_text(r)
+        ours, ci = ours_text(r)
         if ci and not ci.startswith("("):
             ours = f"{ours} {ci}"
         n = "" if r["n"] is None else str(r["n"])
@@ -940,6 +940,9 @@ def _report_verdicts(rows: list[dict[str, Any]], fpr_note: str) -> str:
     n_fitted = sum(1 for r in rows if r["fitted_by"])
     return f"""**{matched} of {held} held-out rows match**{not_comparable_note(rows)} the paper under the pre-registered tolerances
 below{range_note(rows)}; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
+Held out is not apart from the fit: how far each match rests on the fitted parameters, every
+row run again with them at MODEL.md's values (`python benchmarks/unfitted.py`), is in
+`docs/calibration.md` ("What the held-out matches owe to the fit").
 
 Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
 per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
