@@ -230,12 +230,12 @@ def parser() -> argparse.ArgumentParser:
 def unfit(path: Path, columns: tuple) -> str | None:
     """Why ``path`` cannot be read for ``columns``, or None."""
     if not path.is_file():
-        return "is not a file"
+        return "no such file"
     try:
         missing = set(columns) - set(pl.read_parquet_schema(path))
     except (OSError, pl.exceptions.PolarsError):
-        return "is not a Parquet file"
-    return f"has no column {', '.join(sorted(missing))}" if missing else None
+        return "not a Parquet file"
+    return f"no column {', '.join(sorted(missing))}" if missing else None
 
 
 def main(argv=None) -> int:
@@ -245,8 +245,8 @@ def main(argv=None) -> int:
         fn()
         return 0
     if args.runs is not None and (why := unfit(args.runs, columns)):
-        print(f"doc_numbers.py {args.name}: --runs: {args.runs} {why}; give the --out file "
-              f"of `fastsim {' '.join(RUNS[kind])}`", file=sys.stderr)
+        print(f"doc_numbers.py {args.name}: error: --runs={args.runs} is invalid ({why}); "
+              f"allowed: the --out file of `fastsim {' '.join(RUNS[kind])}`", file=sys.stderr)
         return 2
     with runs_file(args.runs, kind) as path:
         fn(path)
