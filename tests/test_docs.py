@@ -348,7 +348,17 @@ def test_calibration_doc_knob_measurements_carry_the_intervals_a_run_gives():
         assert shown[0] in text[at:at + 200] and shown[1] in text[at:at + 300], (name, shown)
 
 
+DOC_NUMBERS_PY = ROOT / "benchmarks" / "doc_numbers.py"
 DOC_NUMBERS = re.compile(r"`python benchmarks/doc_numbers\.py ([^`]*)`")
+
+
+def doc_numbers_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("doc_numbers", DOC_NUMBERS_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def doc_pages() -> list[Path]:
@@ -362,12 +372,7 @@ def test_docs_name_only_doc_numbers_subcommands_that_exist():
     when copied and which nothing ran; each is a subcommand of benchmarks/doc_numbers.py
     now.  Every such command line on a page parses as written (argparse alone: nothing is
     computed), sits on one line, and every subcommand is named by some page."""
-    import importlib.util
-
-    script = ROOT / "benchmarks" / "doc_numbers.py"
-    spec = importlib.util.spec_from_file_location("doc_numbers", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = doc_numbers_script()
     named = set()
     for page in doc_pages():
         for line in DOC_NUMBERS.findall(page.read_text()):
@@ -377,7 +382,18 @@ def test_docs_name_only_doc_numbers_subcommands_that_exist():
         inline = re.findall(r'`python -c "[^`]*`', page.read_text())
         assert [c for c in inline if "\n" in c] == [], page.name
     assert named == set(module.NUMBERS)
-    shown = subprocess.run([sys.executable, str(script), "--help"], cwd=ROOT,
+    shown = subprocess.run([sys.executable, str(DOC_NUMBERS_PY), "--help"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert all(f"\n    {name}" in shown.stdout for name in module.NUMBERS), shown.stdout
+
+
+@pytest.mark.parametrize("runs", ["missing.parquet", "notes.txt", "short.parquet"])
+def test_doc_numbers_refuses_a_runs_file_it_cannot_read_before_any_work(tmp_path, capsys, runs):
+    (tmp_path / "notes.txt").write_text("not parquet")
+    pl.DataFrame({"cluster": [0], "arm": ["policy"], "fp": [1]}).write_parquet(
+        tmp_path / "short.parquet")  # no fp_freed
+    assert doc_numbers_script().main(["fp-unfreed", "--runs", str(tmp_path / runs)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"--runs={tmp_path / runs} is invalid" in err and "allowed: the --out file" in err
