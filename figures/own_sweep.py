@@ -538,7 +538,9 @@ def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
         if col is not None:
             rows = rows.filter(pl.col(col) == c)
         label = _text(hue, h) if hue is not None else name
-        ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref")).sort(x)
+        ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref"))
+        # the line runs along the ticks: text (policies) in cell order, not alphabetical
+        rows = rows.sort(x if numeric else pl.col(x).replace_strict(xs, range(len(xs))))
         if ref.height:  # a policy without x: its value at every x
             mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
             ax.axhline(mean, color=colours[h_i], lw=1.2, ls="--", label=label)

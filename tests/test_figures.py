@@ -489,6 +489,28 @@ def test_ones_own_sweep_over_a_policy_parameter_draws_each_policy_over_the_value
         "2 rows not drawn (no place on policy, k: none, stop_at(f=0.65))")
 
 
+def test_ones_own_sweep_along_policies_joins_its_points_in_the_order_of_the_ticks(
+        tmp_path, monkeypatch):
+    """A sweep whose x is the policy ticks its policies in the sweep's cell order, but its
+    line joined the points in the order of their labels' text (evalstop, none, stop_at):
+    it ran back across the panel from the last tick to the first.  Now the line runs
+    along the ticks, each point at its own policy's tick."""
+    from fastsim.cli import main
+
+    _tiny_sweep(tmp_path, "along", 'policy = ["stop_at:f=0.65", "evalstop:k=2"]')
+    d = tmp_path / "results" / "along"
+    figs = _kept_figures(monkeypatch)
+    assert main(["figures", str(d), "--out", str(tmp_path / "f"), "--formats", "png",
+                 "--metrics", "jct_mean_h"]) == 0
+    ax = figs[0].axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["none", "stop_at(f=0.65)", "evalstop(k=2)"], ticks
+    [(_, x, mean, _, _)] = _plotted(ax)
+    assert x == [0, 1, 2], x
+    summary = pl.read_parquet(d / "summary.parquet").filter(pl.col("metric") == "jct_mean_h")
+    assert mean == [summary.filter(pl.col("policy") == p)["mean"][0] for p in ticks]
+
+
 def test_two_policies_of_one_name_over_a_policy_parameter_are_two_lines(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """k = [1, 2] with policy = ["evalstop", "evalstop:scope=all"]: the colour was the
