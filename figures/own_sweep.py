@@ -566,8 +566,9 @@ def _label_panel(ax, df: pl.DataFrame, data: pl.DataFrame, p: dict, metric: str,
     ax.set_xlabel(x)
     if col is not None:
         ax.set_title(_text(col, c), fontsize=9)
-    if not numeric:
-        ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=20, ha="right")
+    if not numeric:  # at 20 degrees, labels such as drawdown(delta=0.005,p=2) ran into each other
+        ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=45, ha="right",
+                      rotation_mode="anchor")
     elif data[x].dtype.is_integer():  # k = [1, 2] was ticked 1.0, 1.2, ..., 2.0
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
