@@ -167,7 +167,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default=f"{D.POLICY}:k={D.K}",
                    help="stop policy NAME[:key=value,...] or MODULE:FUNCTION[:...] (a user's "
                    "@stop_policy): " + R.help_text("policy").replace("%", "%%")
-                   + "; every policy takes scope=rlhf|all (default rlhf)")
+                   + "; every policy takes scope=rlhf|all, rlhf unless given")
     p.add_argument("--metric", action="append", default=[], metavar="MODULE:FUNCTION",
                    help="also compute this user metric (a @cluster_metric) per cluster; "
                    "repeatable (default: none)")

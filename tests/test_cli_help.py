@@ -448,6 +448,17 @@ def test_every_option_that_takes_a_value_says_its_default():
     assert missing == []
 
 
+def test_run_policy_help_names_the_default_policy():
+    """`fastsim run --help` said "(default rlhf)" of the policies' scope, and that word
+    kept the formatter from adding the policy's own default: a newcomer reading the help
+    could not tell which policy a run without --policy runs (evalstop:k=2)."""
+    from fastsim import defaults as D
+
+    sub = dict(_parsers(build_parser()))[("fastsim", "run")]
+    text = " ".join(sub.format_help().split())
+    assert f"(default: {D.POLICY}:k={D.K})" in text, text
+
+
 def test_an_unknown_policy_or_scheduler_names_the_user_form_as_help_does(capsys):
     """`fastsim run --policy evalstp` listed the built-ins 'or MODULE:ATTR of a user's
     declaration', where --help says MODULE:FUNCTION (a user's @stop_policy) and MODULE:KEY
