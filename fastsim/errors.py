@@ -177,9 +177,33 @@ def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
         while isinstance(exc, SystemError) and (exc.__cause__ or exc.__context__) is not None:
             exc = exc.__cause__ or exc.__context__
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
-        said = _typing_cause(lines) if type(exc).__name__ == "TypingError" else lines[0]
+        said = (_typing_cause(lines) if type(exc).__name__ == "TypingError"
+                else lines[0] + _raised_at(exc))
         raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {said}; allowed: "
                           f"{allowed}") from None
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (FILE, line N: CODE)`` of the innermost frame of ``exc`` in the user's files (not
+    Python's, an installed package's or fastsim's): the line that raised, also in compiled
+    code, whose frame numba adds.  Empty where there is none, or where the message already
+    says it (a refusal of ``job_type == "rlhf"`` names the user's line itself)."""
+    import linecache
+    import traceback
+
+    from fastsim.user_modules import library_dirs
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<")
+              and not os.path.realpath(f.filename).startswith(library_dirs())]
+    if not frames:
+        return ""
+    path, line = frames[-1].filename, frames[-1].lineno
+    where = f"{os.path.basename(path)}, line {line}"
+    if where in str(exc):
+        return ""
+    code = linecache.getline(path, line).strip()
+    return f" ({where}: {code})" if code else f" ({where})"
 
 
 _PIPELINE = "Failed in nopython mode pipeline"

@@ -1128,6 +1128,13 @@ def _def_of(name: str) -> str:
     return f"toy_hostile_user.py, line {n + 1}: {lines[n]}"
 
 
+def _line_of(code: str) -> str:
+    """Where a refusal of an exception HOSTILE_SRC raises points: the line that raised."""
+    lines = HOSTILE_SRC.splitlines()
+    n = next(i for i, ln in enumerate(lines) if ln.strip() == code)
+    return f"toy_hostile_user.py, line {n + 1}: {code}"
+
+
 @pytest.fixture(scope="module")
 def hostile_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("hostilecode")
@@ -1170,7 +1177,12 @@ def hostile_dir(tmp_path_factory):
      "longer order integers exactly; allowed: integer keys within +-2^53, or float keys"),
     (["--policy", "toy_hostile_user:raising_policy"],
      "raising_policy failed: ValueError: policy boom"),  # its own message, from a parallel kernel
+    # and the line that raised, compiled (numba keeps it) as in plain Python: they named none
+    (["--policy", "toy_hostile_user:raising_policy"], "raising_policy failed: ValueError: "
+     "policy boom (" + _line_of('raise ValueError("policy boom")') + "); allowed: "),
     (["--metric", "toy_hostile_user:mutating"], "metric mutating failed: ValueError"),
+    (["--metric", "toy_hostile_user:mutating"], "read-only "
+     "(" + _line_of('jobs["duration_h"][:] = 1000.0') + "); allowed: "),
     # a metric is plain Python: the error said it must be "a pure @njit function"
     (["--metric", "toy_hostile_user:mutating"], "allowed: a pure function of the per-job arrays"),
     (["--metric", "toy_hostile_user:int_nan"], "metric int_nan (dtype int) returned nan"),
