@@ -163,10 +163,12 @@ NJIT_ALLOWED = "a pure @njit function of its declared arguments (docs/extending.
 
 
 @contextlib.contextmanager
-def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
+def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED, where=lambda: ""):
     """A user's function that fails (raises, or cannot be compiled for the arguments it
     is given: a write into a read-only observation, say) is one line naming it and what
-    such a function is (``allowed``: a metric is plain Python, not @njit)."""
+    such a function is (``allowed``: a metric is plain Python, not @njit).  ``where()``
+    (`` (FILE, line N: def f(...):)``, asked only on a failure) places a typing error
+    that quotes no line of the user's (a name never defined)."""
     try:
         yield
     except ConfigError:
@@ -179,6 +181,8 @@ def user_code(what: str, name: str, allowed: str = NJIT_ALLOWED):
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
         said = (_typing_cause(lines) if type(exc).__name__ == "TypingError"
                 else lines[0] + _raised_at(exc))
+        if type(exc).__name__ == "TypingError" and not re.search(r", line \d+", said):
+            said += where()
         raise ConfigError(f"{what} {name} failed: {type(exc).__name__}: {said}; allowed: "
                           f"{allowed}") from None
 

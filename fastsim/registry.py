@@ -228,7 +228,7 @@ def calling(decl: Any, what: str):
     for it (``ne(Tuple(...), Literal[int](0))``) or the conversion that failed
     (``expected int64, got None``)."""
     try:
-        with user_code(what, decl.name):
+        with user_code(what, decl.name, where=lambda: def_line(decl.user.py_func)):
             yield
     except ConfigError as exc:
         if re.search(r" failed: (TypingError|TypeError): ", str(exc)):

@@ -2818,6 +2818,22 @@ def _sweep_of(tmp_path, monkeypatch, module: str, body: str, axis: str, specs: l
     return sweep, tmp_path / "sw"
 
 
+def test_a_misspelt_name_in_a_policy_names_its_def_line(tmp_path, monkeypatch, capsys):
+    """A name the function never defined (a typo of a variable) is a numba typing error
+    that quotes no line of the user's file: the refusal named the policy and the name
+    alone, where every other refusal of what the function is names a line of it."""
+    mod = _declare(tmp_path, monkeypatch, "toy_misspelt_name",
+                   "@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+                   "    return int(scores.shape[0] > bestt)\n")
+    assert main(["run", "--policy", "toy_misspelt_name:f", "--clusters", "2", "--n-jobs", "10",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    from fastsim.registry import def_line
+
+    assert ("failed: TypingError: NameError: name 'bestt' is not defined"
+            f"{def_line(mod.f.user.py_func)}; allowed: ") in err and len(own_lines(err)) == 1, err
+
+
 @pytest.mark.parametrize("decorator", ["stop_policy", "scheduler_key", "cluster_metric"])
 def test_a_declaration_without_parentheses_says_how_to_write_it(tmp_path, monkeypatch,
                                                                 decorator):
