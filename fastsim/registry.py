@@ -1107,13 +1107,11 @@ def _check_lookback(lookback: str | int, ps: tuple[Param, ...]) -> str | int:
     stop (replay), the best one (the engine's sentinel) or fail (the monitor)."""
     lookback = plain_scalar(lookback)  # np.int64(1) was refused as 'allowed: an integer'
     ints = [p.name for p in ps if p.kind == "int" and p.lo >= 0]
-    if isinstance(lookback, str):
-        if lookback not in ints:
-            raise ConfigError(f"lookback={lookback!r}: allowed: an integer >= 0 or the name of an "
-                              f"int parameter with lo >= 0 ({ints or 'none declared'})")
-    elif isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 0:
-        raise ConfigError(f"lookback={lookback!r}: allowed: an integer >= 0 or the name of an "
-                          f"int parameter with lo >= 0 ({ints or 'none declared'})")
+    if (lookback not in ints if isinstance(lookback, str) else
+            isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 0):
+        raise ConfigError(f"lookback={lookback!r} is invalid; allowed: an integer >= 0 or the "
+                          "name of an int parameter with lo >= 0 "
+                          f"({', '.join(ints) or 'none declared'})")
     return lookback
 
 

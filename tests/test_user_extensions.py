@@ -1483,6 +1483,28 @@ def test_a_lookback_beside_keep_best_is_refused():
         stop_policy(params=[Param("k", "int", 2, lo=1)], lookback="k", keep="best")(best_of_k)
 
 
+@pytest.mark.parametrize("lookback, said", [
+    ("p", "lookback='p' is invalid; allowed: an integer >= 0 or the name of an int parameter "
+          "with lo >= 0 (patience)"),
+    (-1, "lookback=-1 is invalid; allowed: "),
+])
+def test_a_lookback_that_is_no_parameter_is_refused_as_every_value_is(lookback, said):
+    """A misspelt lookback read "lookback='p': allowed: ... (['patience'])", unlike every
+    other refusal ("X is invalid; allowed: ..."), with a Python list for the names."""
+    from numba import njit
+
+    from fastsim.registry import stop_policy
+
+    @njit
+    def misspelt_lookback(scores, losses, attained_h, t_est_h, patience):
+        return 0
+
+    with pytest.raises(ConfigError) as exc:
+        stop_policy(params=[Param("patience", "int", 2, lo=1)],
+                    lookback=lookback)(misspelt_lookback)
+    assert said in str(exc.value), exc.value
+
+
 def test_a_numpy_lookback_is_the_integer_it_is():
     """lookback=np.int64(1) was refused as 'allowed: an integer >= 0'."""
     from numba import njit
