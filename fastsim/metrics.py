@@ -150,7 +150,7 @@ def lookup(ref: str) -> Metric:
         obj = import_ref("metric", ref, "MODULE:FUNCTION of a @cluster_metric")
         if isinstance(obj, Metric):
             return obj
-        hint = wrong_kind(ref, obj, Metric.DECLARED_AS)  # a policy or a scheduler key
+        hint = wrong_kind(ref, obj, Metric.DECLARED_AS, "@cluster_metric")  # a policy, a key
     raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
                       f"@cluster_metric{hint}")
 

@@ -882,7 +882,7 @@ def lookup(what: str, name: str) -> Declaration:
         if not isinstance(obj, kind):
             # a scheduler key or a metric named as the policy (and so on): say which it is
             raise ConfigError(f"{what}={name!r} is not a declared {what}; allowed: an object made "
-                              f"by {made_by}{wrong_kind(name, obj, kind.DECLARED_AS)}")
+                              f"by {made_by}{wrong_kind(name, obj, kind.DECLARED_AS, made_by)}")
         if obj.ref != name:  # imported under another name: its own must name it too
             _check_named_by_ref(what, name, obj, made_by)
         return obj

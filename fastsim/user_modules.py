@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import os
 import sys
 import sysconfig
@@ -88,12 +89,19 @@ def _near_module(module: str, exc: Exception) -> str:
     return did_you_mean(top, user_module_names())
 
 
-def wrong_kind(ref: str, obj: Any, wanted: str) -> str:
+def wrong_kind(ref: str, obj: Any, wanted: str, made_by: str) -> str:
     """`` (mykeys:gpu_h_first is a scheduler key, not a stop policy)``: ``obj``, named by
     ``ref`` where ``wanted`` goes (a ``DECLARED_AS``: "a stop policy", "a scheduler key",
-    "a metric"), is a declaration of another kind; "" when it is none."""
+    "a metric"), is a declaration of another kind; or a function left without its
+    declaration ``made_by`` (``@stop_policy``), which a bare "not a declared policy" read
+    as a wrong name; "" when it is neither."""
     kind = getattr(type(obj), "DECLARED_AS", None)
-    return f" ({ref} is {kind}, not {wanted})" if isinstance(kind, str) and kind != wanted else ""
+    if isinstance(kind, str):
+        return f" ({ref} is {kind}, not {wanted})" if kind != wanted else ""
+    if hasattr(obj, "py_func") or inspect.isfunction(obj):
+        what = "an @njit function" if hasattr(obj, "py_func") else "a function"
+        return f" ({ref} is {what} with no {made_by}(...) over it)"
+    return ""
 
 
 def _declared_in(module: str, exc: BaseException) -> str:

@@ -2856,6 +2856,25 @@ def test_a_misspelt_name_in_a_policy_names_its_def_line(tmp_path, monkeypatch, c
             f"{def_line(mod.f.user.py_func)}; allowed: ") in err and len(own_lines(err)) == 1, err
 
 
+@pytest.mark.parametrize("option, decorator, said", [
+    ("--policy", "@njit", "an @njit function with no @stop_policy(...) over it"),
+    ("--scheduler", "@njit", "an @njit function with no @scheduler_key(...) over it"),
+    ("--metric", "", "a function with no @cluster_metric(...) over it"),
+])
+def test_a_function_left_undeclared_is_said_to_lack_its_declaration(
+        tmp_path, monkeypatch, capsys, option, decorator, said):
+    """A function written without its declaration was refused as "is not a declared
+    policy; allowed: an object made by @stop_policy", which a newcomer read as a wrong
+    name: it now says that the function is there, and what to put over it."""
+    module = f"toy_undeclared_{option[2:]}"
+    _declare(tmp_path, monkeypatch, module,
+             f"{decorator}\ndef f(scores, losses, attained_h, t_est_h):\n    return 0\n")
+    assert main(["run", option, f"{module}:f", "--clusters", "2", "--n-jobs", "10",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"({module}:f is {said})" in err and len(own_lines(err)) == 1, err
+
+
 @pytest.mark.parametrize("decorator", ["stop_policy", "scheduler_key", "cluster_metric"])
 def test_a_declaration_without_parentheses_says_how_to_write_it(tmp_path, monkeypatch,
                                                                 decorator):
