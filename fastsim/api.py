@@ -99,8 +99,13 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
                 d.trigger_eval, d.delivered_eval, *trigger_scratch(w.n_clusters, w.n_evals))
         R.check_returns(decl, "stop policy")
-        if (d.trigger_eval < 0).any() or (d.delivered_eval < 1).any():
-            raise ConfigError(R.trigger_error(decl.name, values))
+        broken = np.argwhere((d.trigger_eval < 0) | (d.delivered_eval < 1))
+        if broken.size:
+            c, j = (int(i) for i in broken[0])
+            attained = w.duration_h[c, j] * (np.arange(1, w.n_evals + 1) / w.n_evals)
+            raise ConfigError(R.trigger_error(decl.name, values, R.broken_at(
+                decl, params, f"job {j} of cluster {c}", int(d.trigger_eval[c, j]),
+                (w.score[c, j], w.loss[c, j], attained, w.t_est_h[c, j]))))
         check_stop_policy(decl, params, w, d.trigger_eval, d.in_scope)
     elif p.uses_hidden_truth:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,

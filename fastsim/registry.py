@@ -236,14 +236,39 @@ def calling(decl: Any, what: str):
         raise
 
 
-def trigger_error(name: str, values: dict) -> str:
+def trigger_error(name: str, values: dict, broke: str = "") -> str:
     """What a user stop policy that broke its contract is told
-    (``kernels.stops.causal_trigger_nb``)."""
+    (``kernels.stops.causal_trigger_nb``); ``broke`` says where (``broken_at``)."""
     given = ",".join(f"{k}={v}" for k, v in values.items())  # as a spec writes them
     return (f"stop policy {name} answered a prefix of a job's series with neither 0 nor the "
             "evaluation the prefix ends at, or stopped a job at or before its lookback "
-            f"(run as {name}:{given}); allowed: 0, or the prefix's last evaluation (it "
-            "decides online, on what it has seen: docs/extending.md)")
+            f"(run as {name}:{given}){'; ' + broke if broke else ''}; allowed: 0, or the "
+            "prefix's last evaluation (it decides online, on what it has seen: "
+            "docs/extending.md)")
+
+
+def broken_at(decl: Any, params: tuple, job: str, trig: int, series: tuple) -> str:
+    """Where a user policy broke its contract on ``job`` (its name in the refusal), whose
+    trigger came out as ``trig``: the answer it gave and to which prefix, asked again as
+    ``causal_trigger_nb`` asks (NaN past the prefix); or its stop at ``trig`` that its
+    lookback puts before the first evaluation.  A refusal that named neither left the
+    user to find the job and the answer by hand.  ``series``: the job's scores, losses,
+    attained services and duration estimate."""
+    import numpy as np
+
+    if trig > 0:
+        back = dict(zip(decl.param_names, params)).get(decl.lookback, decl.lookback)
+        return f"it stopped {job} at evaluation {trig}, at or before its lookback of {back}"
+    score, loss, attained, t_est = series
+    n = score.shape[0]
+    seen = np.full((3, n + 1), np.nan)
+    for e in range(1, n + 1):
+        seen[:, e - 1] = score[e - 1], loss[e - 1], attained[e - 1]
+        answer = decl.user(seen[0, :e], seen[1, :e], seen[2, :e], float(t_est), *params)
+        if answer != 0:
+            first = "first evaluation" if e == 1 else f"first {e} evaluations"
+            return f"it answered {answer} to the {first} of {job}"
+    return ""
 
 
 

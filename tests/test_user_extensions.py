@@ -2875,6 +2875,36 @@ def test_a_function_left_undeclared_is_said_to_lack_its_declaration(
     assert f"({module}:f is {said})" in err and len(own_lines(err)) == 1, err
 
 
+@pytest.mark.parametrize("body, said", [
+    ("@stop_policy()\n@njit\ndef f(scores, losses, attained_h, t_est_h):\n"
+     "    return scores.shape[0] + 5\n", "it answered 6 to the first evaluation of {job}"),
+    ("@stop_policy(params=[Param('k', 'int', 2, lo=1)], lookback='k')\n@njit\n"
+     "def f(scores, losses, attained_h, t_est_h, k):\n    return 1\n",
+     "it stopped {job} at evaluation 1, at or before its lookback of 2"),
+])
+def test_a_policy_breaking_its_contract_is_told_which_job_and_answer(
+        tmp_path, monkeypatch, capsys, body, said):
+    """The refusal of an answer that is neither 0 nor the prefix's last evaluation (or of
+    a stop its lookback puts before the first evaluation) named neither the job nor the
+    answer: the user had to find both by hand.  The simulator, replay and the live
+    monitor now name them."""
+    from fastsim import StopMonitor
+
+    module = f"toy_contract_{abs(zlib.crc32(body.encode()))}"
+    _declare(tmp_path, monkeypatch, module, "from fastsim.registry import Param\n" + body)
+    spec = f"{module}:f:scope=all"
+    with pytest.raises(ConfigError) as exc:
+        simulate(SimConfig.from_specs("fifo", spec, n_jobs=10), 2, seed=0)
+    assert said.format(job="job 0 of cluster 0") in str(exc.value), exc.value
+    log = tmp_path / "l.csv"
+    log.write_text("job_id,step,score\na,1,0.9\na,2,0.8\na,3,0.7\n")
+    assert main(["replay", str(log), "--policy", spec]) == 2
+    assert said.format(job="job 'a' of the log") in capsys.readouterr().err
+    with pytest.raises(ConfigError) as exc:
+        StopMonitor(spec).observe("run-1", 1, 0.5)
+    assert said.format(job="job 'run-1'") in str(exc.value), exc.value
+
+
 @pytest.mark.parametrize("decorator", ["stop_policy", "scheduler_key", "cluster_metric"])
 def test_a_declaration_without_parentheses_says_how_to_write_it(tmp_path, monkeypatch,
                                                                 decorator):

@@ -167,7 +167,9 @@ class _Series:
                 trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
             R.check_returns(d, "stop policy")
             if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):
-                raise ConfigError(R.trigger_error(d.name, self.p.values))
+                raise ConfigError(R.trigger_error(d.name, self.p.values, R.broken_at(
+                    d, self.params, f"job {self.job!r}", trig,
+                    (self.seen[0, :e], self.seen[1, :e], self.seen[2, :e], self.planned))))
             if self.plain is not None and self.plain.ask():
                 shown = self.shown
                 self.plain.check(shown[0, :e], shown[1, :e], shown[2, :e], self.planned, trig,

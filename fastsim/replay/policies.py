@@ -72,7 +72,9 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
         return ACT_CONTINUE, 0, n
     deliv = d.delivered(trig, values, n, score) if trig > 0 else -1
     if trig < 0 or deliv < 1:
-        raise ConfigError(R.trigger_error(d.name, values))
+        job = "the series" if job_id is None else f"job {job_id!r} of the log"
+        raise ConfigError(R.trigger_error(d.name, values, R.broken_at(
+            d, params, job, trig, (score, loss, attained, t_est))))
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
 
 
