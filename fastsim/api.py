@@ -27,7 +27,7 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.compile_notice import first_run, is_quiet
+from fastsim.compile_notice import first_run, is_quiet, user_call
 from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, inert_settings,
                             parse_baseline, reads, self_baseline)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
@@ -92,7 +92,7 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
         back = -1 if decl.keep == "best" else back
         params = tuple(v for k, v in values.items() if k != "scope")
-        with R.calling(decl, "stop policy"):
+        with R.calling(decl, "stop policy"), user_call(decl.user, f"the stop policy {p.name}"):
             user_stops_driver(decl.user)(
                 params, int(back),
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
@@ -300,7 +300,7 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
         return w.t_est_h
     check_code(cfg.scheduler, "scheduler")
     keys, params = np.empty(w.t_est_h.shape), tuple(v for _, v in cfg.scheduler.params)
-    with R.calling(decl, "scheduler key"):
+    with R.calling(decl, "scheduler key"), user_call(decl.user, f"the scheduler {decl.name}"):
         user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")

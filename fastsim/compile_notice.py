@@ -44,8 +44,9 @@ def _afterwards() -> str:
     return "first run only, cached afterwards"
 
 
-def notice_text(what: str = "the simulation kernels", seconds: str = "10-40") -> str:
-    return f"compiling {what} (about {seconds} s by machine load; {_afterwards()})"
+def notice_text(what: str = "the simulation kernels", seconds: str = "10-40",
+                afterwards: str | None = None) -> str:
+    return f"compiling {what} (about {seconds} s by machine load; {afterwards or _afterwards()})"
 
 
 def sweep_notice(schedulers, stream=None) -> bool:
@@ -105,6 +106,15 @@ def first_run(scheduler: int):
     return _once(scheduler, lambda: engine_is_cached(scheduler))
 
 
+def user_call(fn, what: str):
+    """The notice around the first call in this process of a user's compiled function
+    ``fn`` (``what``: "the stop policy mypol:drawdown"): numba does not cache a user's
+    code here, so every process compiles it, for seconds (a first ``fastsim run --policy
+    mypol:drawdown`` sat 12 s in silence at load 8, where the built-in kernels say so)."""
+    return _once(("user", fn), lambda: False, what=what, seconds="2-15",
+                 afterwards="again in every new process: user code is not cached")
+
+
 def first_call(name: str, *, what: str, seconds: str):
     """The notice around a call of the kernel ``name`` (``"costaware_sgd.sgd_cost_to_eps_nb"``)
     from the API, once per process."""
@@ -113,7 +123,8 @@ def first_call(name: str, *, what: str, seconds: str):
 
 @contextmanager
 def compile_notice(scheduler: int | None = None, stream=None, *, cached: bool | None = None,
-                   what: str = "the simulation kernels", seconds: str = "10-40"):
+                   what: str = "the simulation kernels", seconds: str = "10-40",
+                   afterwards: str | None = None):
     """Print the notice to ``stream`` (stderr) if the kernels of ``scheduler`` (a code)
     are not cached yet, or if not ``cached`` (other kernels: ``what``, compiled in about
     ``seconds``), and spin on a terminal until the block ends."""
@@ -122,7 +133,7 @@ def compile_notice(scheduler: int | None = None, stream=None, *, cached: bool | 
         yield
         return
     with quiet():
-        yield from _announce(stream, notice_text(what, seconds))
+        yield from _announce(stream, notice_text(what, seconds, afterwards))
 
 
 def _announce(stream, text: str):

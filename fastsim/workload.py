@@ -171,8 +171,10 @@ def generate_workload(cfg: WorkloadConfig, n_clusters: int, seed: int = 0,
     check_counts(n_clusters, seed, cluster_start)
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     J, E = cfg.n_jobs, cfg.n_evals
-    # the arrays drawn into, unless given, and the drawing's scratch in each thread
-    need = lambda n: workload_bytes(n, J, E) * (out is None) + scratch_bytes(n, J, E)  # noqa: E731
+
+    def need(n: int) -> int:  # the arrays drawn into, unless given; the scratch, per thread
+        return workload_bytes(n, J, E) * (out is None) + scratch_bytes(n, J, E)
+
     if need(n_clusters) > SURELY_FITS:  # a million clusters was numpy's MemoryError
         check_fits(need, n_clusters, "n_clusters", f"n_jobs={J}, n_evals={E}")
     if out is None:

@@ -3504,3 +3504,22 @@ def test_a_figure_label_or_spaced_label_reading_as_a_built_ins_is_refused(kw, re
         return
     with pytest.raises(ConfigError, match=re.escape(refused)):
         declare(njit(ns["toy"]))
+
+
+def test_user_code_says_that_it_compiles_once_a_process(user_dir, capsys, monkeypatch):
+    """A first `fastsim run --policy mypol:drawdown` sat 12 s in silence while numba
+    compiled the user's function (every process compiles it: user code is not cached),
+    where the built-in kernels say so.  One line per function and process."""
+    import fastsim.compile_notice
+
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=1", n_jobs=20)
+    simulate(cfg, 2)
+    err = capsys.readouterr().err.splitlines()
+    said = [line.split(" (")[0] for line in err if line.startswith("compiling")]
+    assert said == [f"compiling the stop policy {POL}",
+                    "compiling the scheduler toy_user_schedulers:small_first"], err
+    assert all("again in every new process: user code is not cached)" in line
+               for line in err if line.startswith("compiling the s")), err
+    simulate(cfg, 2)
+    assert "compiling" not in capsys.readouterr().err
