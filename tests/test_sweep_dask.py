@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -488,6 +489,39 @@ def test_a_client_that_fails_to_close_leaves_the_runs_own_error(monkeypatch):
         with runner.dask_client("dask", "tcp://x:1", None, 1.0):
             raise ClusterLostError("lost the connection to the Dask scheduler")
     assert closed == [client, cluster]
+
+
+def test_a_signal_while_the_local_cluster_closes_is_taken_once_it_is_closed(monkeypatch):
+    """SIGTERM as a sweep ended, while its local cluster closed, cancelled distributed's
+    close half-way: the cluster stayed "closing", and the close distributed runs at exit
+    waited its whole 10 s timeout for it (``fastsim sweep ... --backend dask`` took 11 s to
+    end).  The signal is raised once the cluster is closed."""
+    import asyncio
+
+    from distributed.core import Status
+
+    from fastsim.errors import Terminated, signal_handlers
+    from fastsim.sweep import runner
+
+    closing = distributed.LocalCluster._close
+
+    async def signalled_while_closing(self):
+        # to the main thread, waiting on the close, as the kernel delivers a SIGTERM
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        await asyncio.sleep(0.5)  # the main thread takes it before the close goes on
+        await closing(self)
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    monkeypatch.setattr(distributed.LocalCluster, "_close", signalled_while_closing)
+    monkeypatch.setattr(runner, "CLOSE_AFTER_SIGNAL_S", 120.0,  # however busy the machine
+                        raising=False)
+    with signal_handlers({signal.SIGTERM: terminate}):
+        with pytest.raises(Terminated):
+            with runner.dask_client("dask", None, 1, 60.0) as client:
+                cluster = client.cluster
+    assert cluster.status == Status.closed
 
 
 @pytest.mark.slow  # about 20 s: a scheduler, workers and the sweep as processes

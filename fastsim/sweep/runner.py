@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -394,6 +396,7 @@ def dask_client(backend: str, address, workers: int | None, timeout: float,
         return
     _quiet_client_logs()
     client, cluster = _connect(address, workers, timeout)
+    closes = (client.close, *((cluster.close,) if cluster is not None else ()))
     try:
         for g in grids:
             check_workers(client, g)
@@ -402,13 +405,50 @@ def dask_client(backend: str, address, workers: int | None, timeout: float,
         # The run's own error says what happened.  Closing a client whose scheduler is
         # gone can fail inside distributed ("RuntimeError: Cannot change state of expiring
         # Timeout", by timing), which replaced that one line with two tracebacks.
-        for close in (client.close, *((cluster.close,) if cluster is not None else ())):
-            with contextlib.suppress(Exception):
-                close()
+        _close_whole(closes, quiet=True)
         raise
-    client.close()
-    if cluster is not None:
-        cluster.close()
+    _close_whole(closes)
+
+
+# How long closing the client and local cluster may go on after Ctrl-C or SIGTERM
+# (``_close_whole``); a local cluster of two workers closes in about 1 s.
+CLOSE_AFTER_SIGNAL_S = 5.0
+
+
+def _close_whole(closes, quiet: bool = False) -> None:
+    """Call each of ``closes`` (a client's, a local cluster's) in a thread of its own while
+    the main thread waits, so that Ctrl-C or SIGTERM meanwhile is taken after they return
+    (``CLOSE_AFTER_SIGNAL_S`` at most).  Taken inside one, it cancelled distributed's close
+    half-way and left the cluster "closing"; the close distributed runs at exit then waited
+    for that for its whole 10 s timeout: a sweep SIGTERMed as it finished took 11 s to end.
+    ``quiet``: an exception of a close is dropped (the caller is raising its own)."""
+    failed: list[Exception] = []
+    done = threading.Event()  # not ``Thread.join``: Python 3.11's, interrupted by a
+    # signal, can mark the thread it waits for as ended while it still runs
+
+    def close_each() -> None:
+        try:
+            for close in closes:  # each, even after one fails
+                try:
+                    close()
+                except Exception as exc:  # noqa: BLE001 - raised in the main thread below
+                    failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=close_each, name="fastsim-dask-close", daemon=True).start()
+    signalled: KeyboardInterrupt | None = None
+    deadline = math.inf
+    while not done.is_set() and time.monotonic() < deadline:
+        try:
+            done.wait(None if signalled is None else deadline - time.monotonic())
+        except KeyboardInterrupt as exc:  # Terminated too: taken once the closes return
+            if signalled is None:
+                signalled, deadline = exc, time.monotonic() + CLOSE_AFTER_SIGNAL_S
+    if signalled is not None:
+        raise signalled
+    if failed and not quiet:
+        raise failed[0]
 
 
 def _quiet_client_logs() -> None:
