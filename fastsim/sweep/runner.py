@@ -410,43 +410,64 @@ def dask_client(backend: str, address, workers: int | None, timeout: float,
     _close_whole(closes)
 
 
-# How long closing the client and local cluster may go on after Ctrl-C or SIGTERM
-# (``_close_whole``); a local cluster of two workers closes in about 1 s.
-CLOSE_AFTER_SIGNAL_S = 5.0
+# How long starting or closing a local cluster may go on after Ctrl-C or SIGTERM
+# (``_waited``); a local cluster of two workers starts in 2-4 s and closes in about 1 s.
+SIGNAL_WAIT_S = 5.0
 
 
-def _close_whole(closes, quiet: bool = False) -> None:
-    """Call each of ``closes`` (a client's, a local cluster's) in a thread of its own while
-    the main thread waits, so that Ctrl-C or SIGTERM meanwhile is taken after they return
-    (``CLOSE_AFTER_SIGNAL_S`` at most).  Taken inside one, it cancelled distributed's close
-    half-way and left the cluster "closing"; the close distributed runs at exit then waited
-    for that for its whole 10 s timeout: a sweep SIGTERMed as it finished took 11 s to end.
-    ``quiet``: an exception of a close is dropped (the caller is raising its own)."""
-    failed: list[Exception] = []
+def _waited(call: Callable[[], Any], undo: Callable[[Any], Any] | None = None) -> Any:
+    """``call()``, run in a thread of its own while the main thread waits: Ctrl-C or
+    SIGTERM meanwhile is raised once it has returned (``SIGNAL_WAIT_S`` at most), after
+    ``undo(its result)``.  Taken inside distributed's start or close of a local cluster,
+    it cancelled that half-way: a cluster left "closing" was waited for by the close
+    distributed runs at exit for its whole 10 s timeout (a sweep SIGTERMed as it ended
+    took 11 s to end), and one left starting failed that close with a traceback."""
+    result: list = []
+    failed: list[BaseException] = []
     done = threading.Event()  # not ``Thread.join``: Python 3.11's, interrupted by a
     # signal, can mark the thread it waits for as ended while it still runs
 
-    def close_each() -> None:
+    def run() -> None:
         try:
-            for close in closes:  # each, even after one fails
-                try:
-                    close()
-                except Exception as exc:  # noqa: BLE001 - raised in the main thread below
-                    failed.append(exc)
+            result.append(call())
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread below
+            failed.append(exc)
         finally:
             done.set()
 
-    threading.Thread(target=close_each, name="fastsim-dask-close", daemon=True).start()
+    threading.Thread(target=run, name="fastsim-dask", daemon=True).start()
     signalled: KeyboardInterrupt | None = None
     deadline = math.inf
     while not done.is_set() and time.monotonic() < deadline:
         try:
             done.wait(None if signalled is None else deadline - time.monotonic())
-        except KeyboardInterrupt as exc:  # Terminated too: taken once the closes return
+        except KeyboardInterrupt as exc:  # Terminated too
             if signalled is None:
-                signalled, deadline = exc, time.monotonic() + CLOSE_AFTER_SIGNAL_S
+                signalled, deadline = exc, time.monotonic() + SIGNAL_WAIT_S
     if signalled is not None:
+        if result and undo is not None:
+            with contextlib.suppress(Exception):
+                _waited(lambda: undo(result[0]))
         raise signalled
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
+def _close_whole(closes, quiet: bool = False) -> None:
+    """Call each of ``closes`` (a client's, a local cluster's), even after one fails,
+    signals held off (``_waited``); ``quiet``: the caller is raising its own error, and
+    a close's is dropped."""
+    def close_each() -> list[Exception]:
+        failed = []
+        for close in closes:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - raised below
+                failed.append(exc)
+        return failed
+
+    failed = _waited(close_each)
     if failed and not quiet:
         raise failed[0]
 
@@ -514,8 +535,9 @@ def _connect(address, workers: int | None, timeout: float):
             # which the line below names: distributed's five-line warning says it again
             warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
             with _workers_deaf_to_ctrl_c():
-                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                       env={"NUMBA_NUM_THREADS": "1"})
+                cluster = _waited(lambda: LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True,
+                    env={"NUMBA_NUM_THREADS": "1"}), undo=lambda started: started.close())
         client = Client(cluster)
         from fastsim.sweep.worker_plugin import NAME, SweepWorkerPlugin
         client.register_plugin(SweepWorkerPlugin(), name=NAME)  # restarted workers too
