@@ -111,6 +111,10 @@ class Param:
         ASCII digits only; Python's ``int`` and ``float`` would also take ``+2``, ``1_000``
         and ``٢``)."""
         t = text
+        if t == "" and self.kind != "bool":  # read "k=", a value left out
+            raise ConfigError(f"{where}{self.name} with no value is invalid; allowed: "
+                              f"{self.name}=VALUE, {self.allowed()}; only a true/false "
+                              "flag may be given bare")
         try:
             if self.kind == "bool":
                 value: Any = t == "" or flag_value(t)  # "": the bare key

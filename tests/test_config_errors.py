@@ -101,6 +101,9 @@ def test_bad_scheduler_spec(spec, field):
     ("none:k=2", r"'k' is not a parameter of none"),
     # an integer's empty value was answered with a remark on true/false flags
     ("evalstop:k=", r"'k' has no value in 'evalstop:k='; allowed: k=VALUE, an integer in \[1, "),
+    # a bare key that is no flag read "k= is invalid", as if a value had been typed empty
+    ("evalstop:k", r"^policy\.k with no value is invalid; allowed: k=VALUE, an integer in \[1, "
+     r".*; only a true/false flag may be given bare$"),
 ])
 def test_policy_spec_parameters_are_checked_against_the_declaration(spec, needle):
     with pytest.raises(ConfigError, match=needle):
