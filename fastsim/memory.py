@@ -113,8 +113,8 @@ def scratch_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
     thread at once: a job's evaluation noise as uniforms, normals, their tail indices and
     tail scratch (two series: scores and losses), and the exponentials of its gold curve,
     72 bytes a job and evaluation in all.  Small beside the workload for clusters of the
-    usual shape; for one cluster of 20,000 jobs x 1,000 evaluations it is 1.4 GB, and a
-    run the check admitted on the workload alone died with a MemoryError."""
+    usual shape, three times it in each thread for one large cluster (1.4 GB at 20,000
+    jobs x 1,000 evaluations)."""
     return min(n_clusters, get_num_threads()) * n_jobs * n_evals * 72
 
 

@@ -200,6 +200,10 @@ def test_10_run_refuses_what_cannot_fit(tmp_path):
         assert len(err.splitlines()) == 1
     assert not (tmp_path / "c.parquet").exists()
     assert not out.exists()
+    # one cluster past the limit (2.4 GB of workload and 7.2 GB of drawing scratch)
+    r = run_fenced(["run", "--n-jobs", "100000", "--n-evals", "1000"])
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        "even one does not fit; reduce n_jobs x n_evals"), r.stderr
     with pytest.raises(ConfigError, match="largest feasible: n_clusters"):
         simulate(SimConfig.from_specs(n_jobs=100_000, n_evals=1000), 10_000)
 

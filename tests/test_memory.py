@@ -187,12 +187,13 @@ def test_a_run_past_the_address_space_limit_is_refused_in_one_line():
     def limit():  # the interpreter and its libraries take about 1 GiB of it
         resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
 
-    # 11.3 GiB in one chunk of 500 clusters: past the limit; on a machine with that much
-    # free, the check admitted it (with less, it was refused as now)
+    # 11.3 GiB in one chunk of 500 clusters (one thread's drawing scratch with it): past the
+    # limit; on a machine with that much free, the check admitted it (with less, it was
+    # refused as now)
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "500",
                         "--n-jobs", "1000", "--n-evals", "1000", "--no-progress"],
                        capture_output=True, text=True, timeout=300, preexec_fn=limit,
-                       env={**os.environ, "FASTSIM_PROGRESS": "0"})
+                       env={**os.environ, "FASTSIM_PROGRESS": "0", "NUMBA_NUM_THREADS": "1"})
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("fastsim run: error: --clusters 500 with n_jobs=1000, n_evals=1000 "
@@ -240,7 +241,7 @@ def test_the_estimate_of_a_run_holds_its_drawings_scratch():
     """One cluster of 10,000 jobs x 1,000 evaluations: drawing it holds its noise's
     uniforms, normals and tail indices and its curve's exponentials, 32-72 bytes a job and
     evaluation beside the workload's 24, in each thread.  The estimate counted the workload
-    alone (about 240 MB against 560 used), and a run it admitted near the limit died with a
+    alone (231 MiB against 459 MiB used), and a run it admitted near the limit died with a
     MemoryError traceback; now it bounds what the run takes."""
     r = subprocess.run([sys.executable, "-c", BIG_CLUSTER], capture_output=True, text=True,
                        timeout=600, env={**os.environ, "NUMBA_NUM_THREADS": "1"})
