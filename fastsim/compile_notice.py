@@ -61,11 +61,11 @@ def sweep_notice(schedulers, stream=None) -> bool:
     return False
 
 
-def barless_sweep_notice(schedulers, progress: bool, stream=None) -> None:
-    """The notice of a sweep without a bar: ``fastsim.sweep`` in a notebook (no bar by
-    default) and ``fastsim sweep --no-progress`` compiled in silence.  Printed where
-    ``sweep_notice`` would not (it is, before a bar), if a kernel of one of ``schedulers``
-    (codes) is neither cached nor compiled in this process yet."""
+def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
+    """``fastsim.sweep``'s notice: in a notebook (no bar by default) a first sweep compiled
+    in silence.  Printed where ``sweep_notice`` would not (it is, before a bar), if a
+    kernel of one of ``schedulers`` (codes) is neither cached nor compiled in this process
+    yet."""
     stream = stream or sys.stderr
     if progress:
         return
@@ -109,8 +109,7 @@ def first_run(scheduler: int):
 def user_call(fn, what: str):
     """The notice around the first call in this process of a user's compiled function
     ``fn`` (``what``: "the stop policy mypol:drawdown"): numba does not cache a user's
-    code here, so every process compiles it, for seconds (a first ``fastsim run --policy
-    mypol:drawdown`` sat 12 s in silence at load 8, where the built-in kernels say so)."""
+    code here, so every process compiles it, for seconds on a busy machine."""
     return _once(("user", fn), lambda: False, what=what, seconds="2-15",
                  afterwards="again in every new process: user code is not cached")
 

@@ -307,6 +307,13 @@ def test_a_sweep_without_its_bar_announces_a_first_compile(tmp_path, capsys, mon
     assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert sum(line.startswith("compiling the simulation kernels") for line in err) == 1, err
+    # said once the checks have passed, for chunks still to run: neither before a refusal
+    # (another grid's sweep in --out), which stays one line, nor on a finished sweep
+    assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert "compiling" not in capsys.readouterr().err
+    p.write_text(p.read_text().replace("n_jobs = 8", "n_jobs = 9"))
+    assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     assert main(["sweep", str(p), "--out", str(tmp_path / "b"), "--no-progress"]) == 0
     assert "compiling" not in capsys.readouterr().err

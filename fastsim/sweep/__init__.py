@@ -73,9 +73,9 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     for line in grid.inert_notes(keep_jobs):
         warnings.warn(line, InertSettingWarning, stacklevel=3)
     if backend == "local":  # a Dask worker compiles in its own process
-        from fastsim.compile_notice import barless_sweep_notice
+        from fastsim.compile_notice import api_sweep_notice
 
-        barless_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
+        api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
     with api_words({"--out": "out"}, (file, out)), held_run(
             grid, Path(out), backend=backend, address=address, workers=workers,
             keep_jobs=keep_jobs, progress=progress) as (store, _):

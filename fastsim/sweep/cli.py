@@ -205,13 +205,9 @@ def cmd_sweep(args) -> int:
                        local_workers(args.backend, args.address, args.workers))
     for line in grid.inert_notes(args.keep_jobs):
         print(f"note: {line}", file=sys.stderr)
-    if args.backend == "local":  # without a bar, as fastsim run --no-progress says it
-        from fastsim.compile_notice import barless_sweep_notice
-
-        barless_sweep_notice((c.config.scheduler.code for c in grid.cells), args.progress)
     with held_run(grid, args.out, backend=args.backend, address=args.address,
                   workers=args.workers, timeout=args.dask_timeout, keep_jobs=args.keep_jobs,
-                  progress=args.progress) as (store, rep):
+                  progress=args.progress, announce=True) as (store, rep):
         if rep.chunks_skipped:
             print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already "
                   "done (verified)", file=sys.stderr)

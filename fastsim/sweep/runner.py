@@ -237,7 +237,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
               timeout: float = DASK_TIMEOUT_S, keep_jobs: bool = False, progress: bool = True,
               max_chunks: int | None = None,
               on_chunk: Callable[[str, int], None] | None = None,
-              notice: bool = True) -> RunReport:
+              notice: bool = True, announce: bool = False) -> RunReport:
     """Run every chunk of ``grid`` not yet complete in ``store``.
 
     Parameters
@@ -253,6 +253,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     max_chunks : stop after this many chunks (a controlled interruption, for tests).
     on_chunk : called with ``(cell id, chunk index)`` after each chunk is written.
     notice : say, before the bar, that kernels compile (false: said already).
+    announce : say it without a bar too (``fastsim sweep --no-progress``, as ``fastsim run
+        --no-progress`` does; ``fastsim reproduce --no-progress`` stays silent).
     """
     check_run(grid, backend, workers, keep_jobs)
     t0 = time.perf_counter()
@@ -270,7 +272,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
         todo = todo[:max_chunks]
     left0 = dict(left)
     cells_done = sum(1 for v in left.values() if v == 0)
-    if backend == "local" and progress and notice:  # a Dask worker compiles in its process
+    if backend == "local" and (progress or announce) and notice:  # a Dask worker compiles
+        # in its own process
         from fastsim.compile_notice import sweep_notice
 
         code = {c.id: c.config.scheduler.code for c in grid.cells}
@@ -353,14 +356,15 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
 @contextlib.contextmanager
 def held_run(grid: Grid, out, *, backend: str = "local", address=None,
              workers: int | None = None, timeout: float = DASK_TIMEOUT_S,
-             keep_jobs: bool = False, progress: bool = True):
+             keep_jobs: bool = False, progress: bool = True, announce: bool = False):
     """Run ``grid`` into the sweep directory ``out`` and yield ``(store, report)`` with
     the directory still held (for aggregating).  Nothing is written before ``out`` is
     known to be writable and of this grid, and the Dask cluster, if any, answers with a
     worker; then ``out`` is locked (refused at once if another process holds it), and
     each user function runs its first cluster (``try_user_code``) before anything but the
     lock file is written, which a failure removes.  A local cluster is closed before the
-    caller goes on, freeing its memory."""
+    caller goes on, freeing its memory.  ``announce``: the compile notice without a bar
+    too, once the checks have passed and only for chunks still to run."""
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
@@ -370,11 +374,11 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
             said = []  # the trial runs inside ``open``, once the directory is locked
 
             def trial() -> None:
-                said.append(try_user_code(grid, progress, client, timeout, out))
+                said.append(try_user_code(grid, progress or announce, client, timeout, out))
             store = held.enter_context(SweepStore.open(out, grid, trial))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress,
-                            notice=not any(said))
+                            notice=not any(said), announce=announce)
         yield store, rep
 
 
