@@ -192,21 +192,15 @@ def _raised_at(exc: BaseException) -> str:
     Python's, an installed package's or fastsim's): the line that raised, also in compiled
     code, whose frame numba adds.  Empty where there is none, or where the message already
     says it (a refusal of ``job_type == "rlhf"`` names the user's line itself)."""
-    import linecache
     import traceback
 
-    from fastsim.user_modules import library_dirs
+    from fastsim.user_modules import user_line
 
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith("<")
-              and not os.path.realpath(f.filename).startswith(library_dirs())]
-    if not frames:
+    found = user_line([(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)
+                       if not f.filename.startswith("<")])
+    if found is None or found[0] in str(exc):
         return ""
-    path, line = frames[-1].filename, frames[-1].lineno
-    where = f"{os.path.basename(path)}, line {line}"
-    if where in str(exc):
-        return ""
-    code = linecache.getline(path, line).strip()
+    where, code = found
     return f" ({where}: {code})" if code else f" ({where})"
 
 

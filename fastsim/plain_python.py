@@ -30,7 +30,7 @@ import numpy as np
 from fastsim.errors import ConfigError, PlainPythonWarning, readonly
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.registry import check_returns
-from fastsim.user_modules import library_dirs
+from fastsim.user_modules import library_dirs, user_line
 
 # Plain-Python calls at most, whole jobs only: about 1,700 on a default cluster (240 jobs
 # in scope, 7 evaluations), so a cluster of thousands of jobs, or of hundreds of
@@ -351,13 +351,13 @@ def _where(exc: BaseException, py: Any) -> str:
     Python's or fastsim's), or in the function's own file."""
     import linecache
 
-    own = os.path.realpath(py.__code__.co_filename)
     frames = [(f.f_code.co_filename, n) for f, n in _frames(exc)]
-    mine = [(path, n) for path, n in frames if os.path.realpath(path) == own
-            or not os.path.realpath(path).startswith(library_dirs())]
-    path, line = (mine or frames)[-1]
-    code = linecache.getline(path, line).strip()
-    return f"{os.path.basename(path)}, line {line}" + (f": {code}" if code else "")
+    found = user_line(frames, own=os.path.realpath(py.__code__.co_filename))
+    if found is None:  # none of the user's: the innermost there is
+        path, line = frames[-1]
+        found = f"{os.path.basename(path)}, line {line}", linecache.getline(path, line).strip()
+    where, code = found
+    return where + (f": {code}" if code else "")
 
 
 def _numba_only(exc: BaseException) -> bool:

@@ -17,6 +17,20 @@ from fastsim.errors import ConfigError, did_you_mean
 from fastsim.resources import package_folders
 
 
+def user_line(frames: list[tuple[str, int]], own: str | None = None) -> tuple[str, str] | None:
+    """``("FILE, line N", CODE)`` of the innermost of ``frames`` (``(path, line)``, outermost
+    first) in the user's files (not Python's, an installed package's or fastsim's; ``own``:
+    a file that counts as the user's anyway), None where none is."""
+    import linecache
+
+    mine = [(path, n) for path, n in frames if os.path.realpath(path) == own
+            or not os.path.realpath(path).startswith(library_dirs())]
+    if not mine:
+        return None
+    path, line = mine[-1]
+    return f"{os.path.basename(path)}, line {line}", linecache.getline(path, line).strip()
+
+
 @lru_cache(maxsize=None)
 def library_dirs() -> tuple[str, ...]:
     """Folders of installed packages, of Python itself and of fastsim's own package: a
@@ -99,8 +113,13 @@ def wrong_kind(ref: str, obj: Any, wanted: str, made_by: str) -> str:
     if isinstance(kind, str):
         return f" ({ref} is {kind}, not {wanted})" if kind != wanted else ""
     if hasattr(obj, "py_func") or inspect.isfunction(obj):
-        what = "an @njit function" if hasattr(obj, "py_func") else "a function"
-        return f" ({ref} is {what} with no {made_by}(...) over it)"
+        jitted = hasattr(obj, "py_func")
+        needs_jit = wanted != "a metric"  # a metric runs as plain Python, the others compiled
+        what = "an @njit function" if jitted else "a plain function"
+        if jitted == needs_jit:
+            return f" ({ref} is {what} with no {made_by}(...) over it)"
+        return (f" ({ref} is {what}; {wanted} is {'an @njit' if needs_jit else 'a plain'} "
+                f"function with {made_by}(...) over it)")
     return ""
 
 

@@ -2859,14 +2859,19 @@ def test_a_misspelt_name_in_a_policy_names_its_def_line(tmp_path, monkeypatch, c
 @pytest.mark.parametrize("option, decorator, said", [
     ("--policy", "@njit", "an @njit function with no @stop_policy(...) over it"),
     ("--scheduler", "@njit", "an @njit function with no @scheduler_key(...) over it"),
-    ("--metric", "", "a function with no @cluster_metric(...) over it"),
+    ("--metric", "", "a plain function with no @cluster_metric(...) over it"),
+    # the other way round, its declaration alone would not do: say what it must be
+    ("--policy", "", "a plain function; a stop policy is an @njit function with "
+     "@stop_policy(...) over it"),
+    ("--metric", "@njit", "an @njit function; a metric is a plain function with "
+     "@cluster_metric(...) over it"),
 ])
 def test_a_function_left_undeclared_is_said_to_lack_its_declaration(
         tmp_path, monkeypatch, capsys, option, decorator, said):
     """A function written without its declaration was refused as "is not a declared
     policy; allowed: an object made by @stop_policy", which a newcomer read as a wrong
     name: it now says that the function is there, and what to put over it."""
-    module = f"toy_undeclared_{option[2:]}"
+    module = f"toy_undeclared_{option[2:]}{'_jit' if decorator else ''}"
     _declare(tmp_path, monkeypatch, module,
              f"{decorator}\ndef f(scores, losses, attained_h, t_est_h):\n    return 0\n")
     assert main(["run", option, f"{module}:f", "--clusters", "2", "--n-jobs", "10",
