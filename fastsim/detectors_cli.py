@@ -215,8 +215,8 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def _draw_figure(args: argparse.Namespace, figures: Path, figures_within) -> None:
     """The Pareto figure, drawn from the tables just written: a drawing that fails (a full
-    disk) says that the tables (and --doc) are written, which a bare "cannot write
-    FIGURE" left to be guessed, after minutes of work."""
+    disk) says that the tables (and --doc) are written, so that minutes of work are not
+    taken for lost."""
     from fastsim.io import make_directory, unmade_on_failure
     from fastsim.sweep.figures import load_script
     try:
@@ -225,7 +225,7 @@ def _draw_figure(args: argparse.Namespace, figures: Path, figures_within) -> Non
                 made.append(make_directory(args.figures, figures_within))
             load_script("detectors_pareto").main(args.out, figures)
     except ConfigError as exc:
-        written = f"the tables under {args.out}" + (" and --doc" if args.doc else "")
+        written = f"the tables under {args.out}" + (f" and {args.doc}" if args.doc else "")
         raise ConfigError(f"{exc}; {written} are written, the figure is not (a re-run "
                           "writes both)") from None
 
