@@ -9,10 +9,11 @@ counts how often each pooled metric's 95% interval holds the truth.  Prints, per
 and n, the coverage among the sets that got an interval, with its exact binomial 95%
 interval, and how many sets got none (no spread between their clusters).
 
-    python benchmarks/coverage.py resample [scheduler] [pool] [runs]  # srtf_est 60000 2000
+    python benchmarks/coverage.py resample [scheduler] [pool] [runs] [policy]
+                                                  # srtf_est 60000 2000 evalstop:k=2
 
 Every interval of a summary, at 1 to 2,000 clusters: simulates a pool of ``pool`` clusters
-of the headline cell (rlhf_heavy, 300 jobs, ``scheduler`` + evalstop:k=2, paired with the
+of the headline cell (rlhf_heavy, 300 jobs, ``scheduler`` + ``policy``, paired with the
 scheduler alone on the same clusters), and draws ``runs`` cells of n clusters *with
 replacement* from it.  Such a cell is n independent draws from the pool, so the pool's own
 values are the exact truth (the mean of a metric, of a per-cluster change, the pooled
@@ -80,10 +81,10 @@ RESAMPLED_SIZES = (1, 2, 3, 5, 10, 30, 100, 500, 2000)
 RATIO_OF_MEANS = "jct_mean_h_change vs ratio of means"
 
 
-def _pool(sched, pool):
-    """The pool's two arms and its per-cluster means and changes."""
+def _pool(sched, pool, spec="evalstop:k=2"):
+    """The pool's two arms (``spec`` and none) and its per-cluster means and changes."""
     policy, base = [simulate(SimConfig.from_specs(sched, p, mix="rlhf_heavy"), pool,
-                             seed=777).clusters for p in ("evalstop:k=2", "none")]
+                             seed=777).clusters for p in (spec, "none")]
     values = {m: policy[m].to_numpy() for m in M.mean_metrics() if m in policy.columns}
     for m in M.paired_metrics():
         values[f"{m}_change"] = policy[m].to_numpy() / base[m].to_numpy() - 1.0
@@ -107,8 +108,8 @@ def binomial_spread(counts, boot=400, seed=0):
                   f"[{lo:.4f}, {hi:.4f}] over {num.size} clusters", flush=True)
 
 
-def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7):
-    policy, base, values = _pool(sched, pool)
+def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7, spec="evalstop:k=2"):
+    policy, base, values = _pool(sched, pool, spec)
     counts = pooled_counts(policy, list(M.pooled_metrics()))
     binomial_spread(counts)
     truth = {m: num.sum() / den.sum() for m, (num, den) in counts.items()}
@@ -116,7 +117,7 @@ def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7):
                   for m, v in values.items()})
     truth[RATIO_OF_MEANS] = policy["jct_mean_h"].sum() / base["jct_mean_h"].sum() - 1.0
     rng = np.random.default_rng(seed)
-    print(f"{sched} + evalstop:k=2 vs {sched}, rlhf_heavy, {pool} clusters drawn with "
+    print(f"{sched} + {spec} vs {sched}, rlhf_heavy, {pool} clusters drawn with "
           f"replacement into {runs} cells per n; coverage % +- 1.96 MC s.e. (cells without "
           f"an interval)")
     for n in RESAMPLED_SIZES:
@@ -288,7 +289,8 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "resample":
         a = sys.argv[2:]
         return resampled(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 60_000,
-                         int(a[2]) if len(a) > 2 else 2000)
+                         int(a[2]) if len(a) > 2 else 2000,
+                         spec=a[3] if len(a) > 3 else "evalstop:k=2")
     sched = sys.argv[1] if len(sys.argv) > 1 else "srtf_est"
     n_jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 40
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 300

@@ -660,3 +660,12 @@ def test_model_values_name_every_fitted_parameter():
 
     fitted = {p.strip() for r in PAPER_ROWS for p in r.fitted_by.split(",") if p.strip()}
     assert set(MODEL_VALUES) == fitted
+    # and their values are docs/calibration.md's "MODEL.md" column
+    import ast
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "calibration.md").read_text()
+    for name, value in MODEL_VALUES.items():
+        cell = re.search(rf"^\| `{name}` \| ([^|]+) \|", page, re.M).group(1).strip()
+        assert ast.literal_eval(cell) == value, (name, cell)

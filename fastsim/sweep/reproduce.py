@@ -940,9 +940,9 @@ def _report_verdicts(rows: list[dict[str, Any]], fpr_note: str) -> str:
     n_fitted = sum(1 for r in rows if r["fitted_by"])
     return f"""**{matched} of {held} held-out rows match**{not_comparable_note(rows)} the paper under the pre-registered tolerances
 below{range_note(rows)}; {n_fitted} further rows had a parameter fitted to them (`fitted`: shown, never counted).
-Held out is not apart from the fit: how far each match rests on the fitted parameters, every
-row run again with them at MODEL.md's values (`python benchmarks/unfitted.py`), is in
-`docs/calibration.md` ("What the held-out matches owe to the fit").
+Held-out rows are not independent of the fit: [docs/calibration.md](docs/calibration.md#what-the-held-out-matches-owe-to-the-fit)
+runs every row again with the fitted parameters at MODEL.md's values (`python benchmarks/unfitted.py`)
+and shows how far each match rests on them.
 
 Ours: the estimate over clusters with its 95% interval (paired changes: the mean of the
 per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
