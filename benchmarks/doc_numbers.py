@@ -107,8 +107,9 @@ def jct_by_baseline(path: Path) -> None:
     q = np.argsort(b, kind="stable")
     print("correlation of change and baseline mean JCT:",
           pct(cluster_corr_ci(b, c, np.arange(c.size)), digits=2, scale=1.0))
-    print("change, shortest quarter:", pct(mean_ci(c[q[:500]])))
-    print("change, longest quarter:", pct(mean_ci(c[q[-500:]])))
+    quarter = c.size // 4
+    print("change, shortest quarter:", pct(mean_ci(c[q[:quarter]])))
+    print("change, longest quarter:", pct(mean_ci(c[q[-quarter:]])))
 
 
 def lognormal_t() -> None:

@@ -349,7 +349,7 @@ def test_calibration_doc_knob_measurements_carry_the_intervals_a_run_gives():
 
 
 DOC_NUMBERS_PY = ROOT / "benchmarks" / "doc_numbers.py"
-DOC_NUMBERS = re.compile(r"`python benchmarks/doc_numbers\.py ([^`]*)`")
+DOC_NUMBERS = re.compile(r"`python\s+benchmarks/doc_numbers\.py\s+([^`]*)`")
 
 
 def doc_numbers_script():
