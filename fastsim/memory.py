@@ -112,9 +112,8 @@ def scratch_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
     """What drawing a cluster holds while it runs (``kernels/workload.py``), in each
     thread at once: a job's evaluation noise as uniforms, normals, their tail indices and
     tail scratch (two series: scores and losses), and the exponentials of its gold curve,
-    72 bytes a job and evaluation in all.  Small beside the workload for clusters of the
-    usual shape, three times it in each thread for one large cluster (1.4 GB at 20,000
-    jobs x 1,000 evaluations)."""
+    72 bytes a job and evaluation in all, three times the cluster's own workload.  Small
+    for clusters of the usual shape; 1.4 GB a thread at 20,000 jobs x 1,000 evaluations."""
     return min(n_clusters, get_num_threads()) * n_jobs * n_evals * 72
 
 

@@ -272,8 +272,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
         todo = todo[:max_chunks]
     left0 = dict(left)
     cells_done = sum(1 for v in left.values() if v == 0)
-    if backend == "local" and (progress or announce) and notice:  # a Dask worker compiles
-        # in its own process
+    # before the bar, or without one if announced; a Dask worker compiles in its own process
+    if backend == "local" and (progress or announce) and notice:
         from fastsim.compile_notice import sweep_notice
 
         code = {c.id: c.config.scheduler.code for c in grid.cells}
