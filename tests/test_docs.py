@@ -397,3 +397,21 @@ def test_doc_numbers_refuses_a_runs_file_it_cannot_read_before_any_work(tmp_path
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
     assert f"--runs={tmp_path / runs} is invalid" in err and "allowed: the --out file" in err
+
+
+def test_no_command_on_a_page_is_broken_across_lines():
+    """A command written inline and wrapped with the paragraph (`fastsim run --scheduler
+    srtf_est --policy` on one line, `evalstop:k=2 ...` on the next) renders as one line
+    but breaks when copied from the page's text, where most readers of a terminal copy
+    it.  docs/performance.md, the record of each round as it was written, is left out."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md"))
+                                   if p.name != "performance.md")]
+    command = re.compile(r"\s*(fastsim |python |pip |pytest |PYTHONPATH=|NUMBA_|\.venv/)")
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"),
+                      page.read_text(encoding="utf-8"), flags=re.S)
+        for m in re.finditer(r"`([^`]+)`", text):
+            if "\n" in m.group(1) and command.match(m.group(1)):
+                broken.append(f"{page.name}:{text[:m.start()].count(chr(10)) + 1}")
+    assert not broken, broken
