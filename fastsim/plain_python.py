@@ -30,7 +30,7 @@ import numpy as np
 from fastsim.errors import ConfigError, PlainPythonWarning, readonly
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.registry import check_returns
-from fastsim.user_modules import library_dirs, user_line
+from fastsim.user_modules import library_dirs, line_at, user_line
 
 # Plain-Python calls at most, whole jobs only: about 1,700 on a default cluster (240 jobs
 # in scope, 7 evaluations), so a cluster of thousands of jobs, or of hundreds of
@@ -349,14 +349,9 @@ def _frames(exc: BaseException) -> list:
 def _where(exc: BaseException, py: Any) -> str:
     """``FILE, line N: CODE`` of the innermost frame in the user's files (not numpy's,
     Python's or fastsim's), or in the function's own file."""
-    import linecache
-
     frames = [(f.f_code.co_filename, n) for f, n in _frames(exc)]
     found = user_line(frames, own=os.path.realpath(py.__code__.co_filename))
-    if found is None:  # none of the user's: the innermost there is
-        path, line = frames[-1]
-        found = f"{os.path.basename(path)}, line {line}", linecache.getline(path, line).strip()
-    where, code = found
+    where, code = found or line_at(*frames[-1])  # none of the user's: the innermost there is
     return where + (f": {code}" if code else "")
 
 

@@ -61,7 +61,7 @@ from scipy import special
 from fastsim.defaults import (BOOTSTRAP_MAX_N,  # noqa: F401 (fastsim.stats' names for them)
                               MIN_PERCENTILE_BOOT)
 from fastsim.errors import ConfigError
-from fastsim.memory import check_fits
+from fastsim.memory import SURELY_FITS, check_fits
 from fastsim.values import (check_flags, check_seed, float_or_nan, is_integer, is_number,
                             plain_scalar)
 from fastsim.kernels.bootstrap import bootstrap_sums_nb
@@ -679,13 +679,9 @@ def check_n_boot(n_boot, level: float = LEVEL, zero_ok: bool = False) -> int:
                           f"(fewer cannot set the ends of a {100 * level:g}% interval)"
                           + (", or 0 for no intervals" if zero_ok else ""))
     n_boot = int(n_boot)
-    if n_boot > _BOOT_SURELY_FITS:  # below, memory is not even asked
-        from fastsim.memory import check_fits  # fastsim.memory imports this module
+    if 16 * n_boot > SURELY_FITS:  # two resampled sums each; below, memory is not asked
         check_fits(lambda n: 16 * n, n_boot, "n_boot", "two resampled sums each")
     return n_boot
-
-
-_BOOT_SURELY_FITS = 2**24  # resamples: 256 MiB of sums
 
 
 def _bootstrap_seed(seed) -> int:

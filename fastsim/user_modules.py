@@ -21,13 +21,15 @@ def user_line(frames: list[tuple[str, int]], own: str | None = None) -> tuple[st
     """``("FILE, line N", CODE)`` of the innermost of ``frames`` (``(path, line)``, outermost
     first) in the user's files (not Python's, an installed package's or fastsim's; ``own``:
     a file that counts as the user's anyway), None where none is."""
-    import linecache
-
     mine = [(path, n) for path, n in frames if os.path.realpath(path) == own
             or not os.path.realpath(path).startswith(library_dirs())]
-    if not mine:
-        return None
-    path, line = mine[-1]
+    return line_at(*mine[-1]) if mine else None
+
+
+def line_at(path: str, line: int) -> tuple[str, str]:
+    """``("FILE, line N", CODE)``: where a refusal says a line of ``path`` is, and its code."""
+    import linecache
+
     return f"{os.path.basename(path)}, line {line}", linecache.getline(path, line).strip()
 
 
