@@ -404,9 +404,8 @@ def test_no_command_on_a_page_is_broken_across_lines():
     srtf_est --policy` on one line, `evalstop:k=2 ...` on the next) renders as one line
     but breaks when copied from the page's text, where most readers of a terminal copy
     it.  docs/performance.md, the record of each round as it was written, is left out."""
-    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md"))
-                                   if p.name != "performance.md")]
-    command = re.compile(r"\s*(fastsim |python |pip |pytest |PYTHONPATH=|NUMBA_|\.venv/)")
+    pages = [p for p in doc_pages() if p.name != "performance.md"]
+    command = re.compile(r"\s*(fastsim |python |pip |pytest |git |PYTHONPATH=|NUMBA_|\.venv/)")
     broken = []
     for page in pages:
         text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"),

@@ -589,8 +589,6 @@ def test_a_manifest_without_its_cells_configs_is_refused_naming_it(own_sweeps, t
     import json
     import shutil
 
-    from conftest import one_line
-
     d = tmp_path / "kp"
     shutil.copytree(own_sweeps / "kp", d)
     m = json.loads((d / "sweep.json").read_text())
