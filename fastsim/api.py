@@ -89,8 +89,7 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
     if decl.user is not None:
         check_code(p, "policy")
         values = p.values
-        back = values[decl.lookback] if isinstance(decl.lookback, str) else decl.lookback
-        back = -1 if decl.keep == "best" else back
+        back = -1 if decl.keep == "best" else decl.lookback_of(values)
         params = tuple(v for k, v in values.items() if k != "scope")
         with R.calling(decl, "stop policy"), user_call(decl.user, f"the stop policy {p.name}"):
             user_stops_driver(decl.user)(

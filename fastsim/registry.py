@@ -261,7 +261,7 @@ def broken_at(decl: Any, params: tuple, job: str, trig: int, series: tuple) -> s
     import numpy as np
 
     if trig > 0:
-        back = dict(zip(decl.param_names, params)).get(decl.lookback, decl.lookback)
+        back = decl.lookback_of(dict(zip(decl.param_names, params)))
         return f"it stopped {job} at evaluation {trig}, at or before its lookback of {back}"
     score, loss, attained, t_est = series
     n = score.shape[0]
@@ -717,8 +717,12 @@ class StopPolicy(Declaration):
                 if scores[e] == scores[e] and (best < 0 or scores[e] > scores[best]):
                     best = e
             return max(best, 0) + 1
-        back = values[self.lookback] if isinstance(self.lookback, str) else self.lookback
-        return trigger - back
+        return trigger - self.lookback_of(values)
+
+    def lookback_of(self, values: dict) -> int:
+        """How many evaluations before its trigger the delivered checkpoint is, under the
+        parameter ``values`` (a parameter's name, or a number)."""
+        return values[self.lookback] if isinstance(self.lookback, str) else self.lookback
 
 
 @dataclass(frozen=True, repr=False)

@@ -122,8 +122,7 @@ class StopPolicyCallback(_TrainerCallback):
         probe = StopMonitor(self.policy, threshold=threshold, planned_steps=1.0)
         self.policy = probe.policy
         job_id = probe._job(job_id)  # a bad id is refused here, not at the first evaluation
-        lookback = self.policy.decl.lookback
-        self.k = self.policy.values[lookback] if isinstance(lookback, str) else int(lookback)
+        self.k = int(self.policy.decl.lookback_of(self.policy.values))
         # after the arguments: they are checked without transformers, and a wrong one is
         # worth knowing before installing a few GB of extra
         if _TrainerCallback is object:
