@@ -75,6 +75,17 @@ def arm(d: pl.DataFrame, name: str, column: str) -> np.ndarray:
     return d.filter(pl.col("arm") == name)[column].to_numpy()
 
 
+def skewness(v: np.ndarray) -> float:
+    return ((v - v.mean()) ** 3).mean() / v.var() ** 1.5
+
+
+def percentile_interval(stat, v: np.ndarray) -> np.ndarray:
+    """The 95% percentile interval of ``stat`` over 2,000 resamples of ``v`` (seed 0)."""
+    r = np.random.default_rng(0)
+    return np.percentile([stat(v[r.integers(0, v.size, v.size)]) for _ in range(2000)],
+                         [2.5, 97.5], axis=0)
+
+
 def fp_unfreed(path: Path) -> None:
     """README.md, "stop FPR counts false positives so": the share of the policy arm's false
     positives that fire at the job's last evaluation and free nothing, 61.1% [59.2, 63.0],
@@ -144,12 +155,9 @@ def tail_spread() -> None:
                          extract=lambda j: (j["jct_h"] > 100).sum(axis=1)).extract
 
     def f(c):
-        return (c.var() / (c.mean() * (1 - c.mean() / 300)),
-                ((c - c.mean()) ** 3).mean() / c.var() ** 1.5)
+        return c.var() / (c.mean() * (1 - c.mean() / 300)), skewness(c)
 
-    r = np.random.default_rng(0)
-    lo, hi = np.percentile([f(c[r.integers(0, c.size, c.size)]) for _ in range(2000)],
-                           [2.5, 97.5], axis=0)
+    lo, hi = percentile_interval(f, c)
     var, skew = f(c)
     print(f"jobs beyond 100 h per cluster: variance over binomial {var:.1f} [{lo[0]:.1f}, "
           f"{hi[0]:.1f}], skewness {skew:.1f} [{lo[1]:.1f}, {hi[1]:.1f}], n = {c.size:,} clusters")
@@ -180,16 +188,9 @@ def makespan_skew(path: Path) -> None:
     """docs/model.md, "A skewness-corrected interval": the policy arm's makespan skewness,
     1.15 [0.99, 1.36], n = 60,000 clusters (percentile interval of 2,000 resamples, seed 0).
     From ``pool``; about 20 s."""
-    v = pl.read_parquet(path).filter(pl.col("arm") == "policy").sort("cluster")[
-        "makespan_h"].to_numpy()
-
-    def g(v):
-        return ((v - v.mean()) ** 3).mean() / v.var() ** 1.5
-
-    r = np.random.default_rng(0)
-    lo, hi = np.percentile([g(v[r.integers(0, v.size, v.size)]) for _ in range(2000)],
-                           [2.5, 97.5])
-    print(f"makespan skewness: {g(v):.2f} [{lo:.2f}, {hi:.2f}], n = {v.size:,} clusters")
+    v = arm(pl.read_parquet(path).sort("cluster"), "policy", "makespan_h")
+    lo, hi = percentile_interval(skewness, v)
+    print(f"makespan skewness: {skewness(v):.2f} [{lo:.2f}, {hi:.2f}], n = {v.size:,} clusters")
 
 
 # name -> (function, the run it reads: "runs", "pool" or None, the columns it needs, what
