@@ -61,6 +61,19 @@ def own_lines(err: str) -> list[str]:
             if not (line.startswith("compiling the ") and " s by machine load; " in line)]
 
 
+def run_fenced(argv, timeout=300, env=()):
+    """``fastsim ARGV`` in a child limited to 8 GiB of address space and a deadline, so a
+    regression fails the test instead of exhausting the machine; ``env``: more variables."""
+    import resource
+
+    def limit():  # the interpreter and its libraries take about 1 GiB of it
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    return subprocess.run([sys.executable, "-m", "fastsim.cli", *argv], capture_output=True,
+                          text=True, timeout=timeout, preexec_fn=limit,
+                          env={**os.environ, "FASTSIM_PROGRESS": "0", **dict(env)})
+
+
 def one_line(capsys, argv, needle):
     """``fastsim ARGV`` exits 2 with one line on stderr holding ``needle``; returns stdout."""
     from fastsim.cli import main

@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import resource
 import subprocess
 import sys
 
@@ -19,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fastsim.api import simulate
-from conftest import one_line
+from conftest import one_line, run_fenced
 from fastsim.cli import main
 from fastsim.config import PolicyConfig, SimConfig, WorkloadConfig
 from fastsim.errors import ConfigError
@@ -175,17 +174,6 @@ def test_7_cli_refuses_unsimulable_ranges(capsys, argv, needle):
 
 
 # -- 10. memory checked before allocating ---------------------------------------------------
-def run_fenced(argv, timeout=300):
-    """``fastsim ARGV`` in a child limited to 8 GiB of address space and a deadline, so a
-    regression fails the test instead of exhausting the machine."""
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
-
-    return subprocess.run([sys.executable, "-m", "fastsim.cli", *argv], capture_output=True,
-                          text=True, timeout=timeout, preexec_fn=limit,
-                          env={**os.environ, "FASTSIM_PROGRESS": "0"})
-
-
 def test_10_run_refuses_what_cannot_fit(tmp_path):
     p = tmp_path / "huge.toml"
     p.write_text("clusters = 1000\nchunk = 1000\n[base]\nn_jobs = 10000\nn_evals = 1000\n")

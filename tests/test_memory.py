@@ -181,19 +181,13 @@ def test_a_run_past_the_address_space_limit_is_refused_in_one_line():
     """Under ``ulimit -v`` the check read the machine's free memory alone: a run it
     admitted died at its first large array, a MemoryError traceback (exit 1).  What the
     limit leaves counts too: refused, exit 2, naming the largest run that fits."""
-    import os
-    import resource
-
-    def limit():  # the interpreter and its libraries take about 1 GiB of it
-        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+    from conftest import run_fenced
 
     # 11.3 GiB in one chunk of 500 clusters (one thread's drawing scratch with it): past the
     # limit; on a machine with that much free, the check admitted it (with less, it was
     # refused as now)
-    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "500",
-                        "--n-jobs", "1000", "--n-evals", "1000", "--no-progress"],
-                       capture_output=True, text=True, timeout=300, preexec_fn=limit,
-                       env={**os.environ, "FASTSIM_PROGRESS": "0", "NUMBA_NUM_THREADS": "1"})
+    r = run_fenced(["run", "--clusters", "500", "--n-jobs", "1000", "--n-evals", "1000",
+                    "--no-progress"], env={"NUMBA_NUM_THREADS": "1"})
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("fastsim run: error: --clusters 500 with n_jobs=1000, n_evals=1000 "
