@@ -1894,20 +1894,22 @@ def test_a_policy_declared_in_a_script_is_named_by_main(tmp_path):
         "(docs/extending.md) False"], r.stdout
 
 
-def test_an_axis_of_a_user_policys_parameter_says_it_goes_in_the_spec(user_dir, tmp_path):
+def test_an_axis_of_a_user_policys_parameter_sets_it(user_dir, tmp_path):
     """`k = [1, 2]` beside `policy = "toy_user_policies:below_best"` ran one cell (k=2),
-    twice over: a user's parameters are its spec's, never config fields."""
+    twice over; then it was refused, the parameter sent to the spec.  Now the field is the
+    parameter its declaration names: two cells, each the cell of its spec."""
     from fastsim.sweep.grid import load_sweep
 
     p = tmp_path / "mine.toml"
     p.write_text(f'clusters = 4\n[base]\npolicy = "{POL}"\n[axes]\nk = [1, 2]\n')
-    with pytest.raises(ConfigError, match=re.escape(
-            f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({POL}); a "
-            f"user's policy takes its parameters in its spec, as policy = [\"{POL}:k=...\"]")):
-        load_sweep(p)
+    q = tmp_path / "specs.toml"
+    q.write_text(f'clusters = 4\n[axes]\npolicy = ["{POL}:k=1", "{POL}:k=2"]\n')
+    cells = [c for c in load_sweep(p).cells if not c.is_baseline]
+    assert [c.config.policy.values["k"] for c in cells] == [1, 2]
+    assert {c.id for c in cells} == {c.id for c in load_sweep(q).cells if not c.is_baseline}
 
 
-def test_an_axis_no_user_policy_declares_is_not_offered_as_its_spec(user_dir, tmp_path):
+def test_an_axis_no_user_policy_declares_names_what_it_declares(user_dir, tmp_path):
     """`k = [1, 2]` beside a user's policy without a `k` was answered `policy =
     ["MODULE:FUNCTION:k=..."]`, a spec that is itself refused: the hint names the
     parameters the policy does declare."""
@@ -1919,8 +1921,8 @@ def test_an_axis_no_user_policy_declares_is_not_offered_as_its_spec(user_dir, tm
     with pytest.raises(ConfigError) as err:
         load_sweep(p)
     assert str(err.value).endswith(
-        f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({pol}); a "
-        f"user's policy takes its parameters in its spec, and {pol} declares scope")
+        f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({pol}); "
+        f"{pol} declares no parameter")
 
 
 PEEKING_SRC = '''

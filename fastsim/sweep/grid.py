@@ -21,10 +21,12 @@ A sweep file is declarative::
 Every cell is validated (``SimConfig``) before anything runs, and every ``[base]`` value,
 also one that every cell overrides; a bad file raises one ``ConfigError`` naming the file
 and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
-policy or scheduler declares (``fastsim.registry``); ``[base]`` and axis fields that do
+policy or scheduler declares (``fastsim.registry``); each parameter a user's policy or
+scheduler key declares is a field too (``delta = [0.01, 0.02]`` beside
+``policy = "mymod:drawdown"``: ``declared_fields``).  ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
 their defaults, so cells that would simulate the same thing are one cell; one that applies
-to no cell (``k`` beside a user's policy, whose parameters are its spec's) is refused.
+to no cell (``k`` beside ``stop_at`` alone) is refused.
 
 ``baseline`` takes what ``fastsim run --baseline`` takes (``fastsim.config.parse_baseline``):
 a policy spec (``"none"``, ``"evalstop:k=3"``, ``"oracle"``, ``"MODULE:FUNCTION"``) or
@@ -62,8 +64,12 @@ from fastsim.values import MAX_CLUSTER, MAX_SEED, check_file_path
 WORKLOAD_FIELDS = tuple(f.name for f in fields(WorkloadConfig))
 SCHEDULER_FIELDS = R.SCHEDULER_FIELDS
 POLICY_FIELDS = R.POLICY_FIELDS
-# Every name a [base] key or an axis may use.
-FIELDS = ("scheduler", "policy", "metrics") + WORKLOAD_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
+# The fields whose meaning no declaration changes: the specs, the metrics, the workload's.
+SPEC_FIELDS = ("scheduler", "policy", "metrics")
+FIXED_FIELDS = SPEC_FIELDS + WORKLOAD_FIELDS
+# Every name a [base] key or an axis may use, beside the parameters of the users' policies
+# and scheduler keys the file names (``declared_fields``).
+FIELDS = FIXED_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 # The fields whose one value is a list (or may be: a mix's fractions); any other given a
 # list under [base] was meant as an axis
 LIST_FIELDS = ("metrics", "mix", "thresholds_gpu_h") + tuple(
@@ -244,12 +250,19 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
     s_set = {sched.decl.param(k).target for k in R.parse_spec(sched_spec, "scheduler")[1]}
     p_set = set(R.parse_spec(pol_spec, "policy")[1])
     use = lambda k, spec_set: k in values and (k in axis_keys or k not in spec_set)  # noqa: E731
-    s_kw = {k: values[k] for k in SCHEDULER_FIELDS if use(k, s_set)}
-    p_kw = {k: values[k] for k in POLICY_FIELDS if use(k, p_set)}
-    if s_kw:
-        sched = SchedulerConfig(**{**_fields_of(sched), **s_kw})
-    if p_kw:
-        pol = PolicyConfig(**{**_fields_of(pol), **p_kw})
+    # a user's declared parameter is a field of its own name (in ``params``, checked by
+    # its Param), also where a built-in's parameter has that name: a key's k is not
+    # EvalStop's (a file where both take it is refused: ``_check_declared``)
+    s_user = {k: values[k] for k in _user_fields(sched.decl) if use(k, s_set)}
+    p_user = {k: values[k] for k in _user_fields(pol.decl) if use(k, p_set)}
+    users = {*s_user, *p_user}
+    s_kw = {k: values[k] for k in SCHEDULER_FIELDS if use(k, s_set) and k not in users}
+    p_kw = {k: values[k] for k in POLICY_FIELDS if use(k, p_set) and k not in users}
+    if s_kw or s_user:
+        sched = SchedulerConfig(**{**_fields_of(sched), **s_kw,
+                                   "params": _with_values(sched, s_user)})
+    if p_kw or p_user:
+        pol = PolicyConfig(**{**_fields_of(pol), **p_kw, "params": _with_values(pol, p_user)})
     work = WorkloadConfig(**{k: values[k] for k in WORKLOAD_FIELDS if k in values})
     metrics = values.get("metrics", ())
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
@@ -259,6 +272,30 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
 
 def _fields_of(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _user_fields(d: R.Declaration) -> tuple[str, ...]:
+    """The sweep fields a user's policy or scheduler key declares: its parameters but
+    ``scope`` (every policy's field) and those named as a fixed field (``sigma``: the
+    workload's; ``_check_declared`` refuses a file that sets one of those)."""
+    if d.user is None:
+        return ()
+    return tuple(n for n in d.param_names if n != "scope" and n not in FIXED_FIELDS)
+
+
+def _with_values(part: PolicyConfig | SchedulerConfig, given: dict[str, Any]
+                 ) -> tuple[tuple[str, Any], ...]:
+    """``part.params`` with the ``given`` fields' values, each checked by its declared
+    ``Param`` and named as the field (``delta=-1 is invalid; allowed: ...``)."""
+    checked = {k: part.decl.param(k).check(v) for k, v in given.items()}
+    return tuple({**dict(part.params), **checked}.items())
+
+
+def _sweep_fields(part: PolicyConfig | SchedulerConfig) -> tuple[str, ...]:
+    """Every sweep field that sets a parameter of ``part``: a built-in's config fields, a
+    user's declared parameters (and a policy's ``scope``)."""
+    own = (_policy_fields if isinstance(part, PolicyConfig) else _scheduler_fields)(part)
+    return own + _user_fields(part.decl)
 
 
 def _top_key_hint(key: str) -> str:
@@ -271,20 +308,43 @@ def _top_key_hint(key: str) -> str:
     return did_you_mean(str(key), TOP_KEYS)
 
 
-def _spec_param(key: str, base: dict, axes: dict) -> str:
-    """For an unknown field that is a parameter of a policy or scheduler the file names
-    (``drop`` of a user's policy): where it goes instead."""
-    for what in ("policy", "scheduler"):
-        given = axes.get(what, [base.get(what)])
+def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
+    """``(kind, declaration)`` of each policy and scheduler the file's ``[base]`` and
+    ``[axes]`` name (the defaults where they name none); a bad spec is skipped here and
+    refused, naming it, when its cell is built."""
+    for what, default in (("policy", D.POLICY), ("scheduler", D.SCHEDULER)):
+        given = axes.get(what, [base.get(what, default)])
         for spec in given if isinstance(given, list) else [given]:
-            if not isinstance(spec, str):
-                continue
             try:
-                name = R.parse_spec(spec, what)[0]
-                if key in R.lookup(what, name).param_names:
-                    return f" ({name} takes {key} in its spec: \"{name}:{key}=...\")"
-            except ConfigError:  # a bad spec is refused, naming it, when its cell is built
+                yield what, R.lookup(what, R.parse_spec(spec, what)[0])
+            except ConfigError:
                 continue
+
+
+def declared_fields(base: dict, axes: dict) -> dict[str, dict[str, list[str]]]:
+    """The parameters of the users' policies and scheduler keys the file names, each a
+    field of its own name: field -> kind (``policy``, ``scheduler``) -> the declarations
+    (the built-ins among them where a built-in's field has that name too)."""
+    user = {n for what, d in _named(base, axes) if d.user is not None
+            for n in d.param_names if n != "scope" and n not in SPEC_FIELDS}
+    out: dict[str, dict[str, list[str]]] = {}
+    for what, d in _named(base, axes):
+        # a built-in's parameter is a field where it is one of its config's (not peak's z)
+        names = d.param_names if d.user is not None else (
+            q.target for q in d.params if q.target in POLICY_FIELDS + SCHEDULER_FIELDS)
+        for n in names:
+            if n in user:
+                owners = out.setdefault(n, {}).setdefault(what, [])
+                owners += [d.name] if d.name not in owners else []
+    return out
+
+
+def _spec_param(key: str, base: dict, axes: dict) -> str:
+    """For an unknown field that is a parameter of a policy the file names (``sigma0`` of
+    ``peak``, an online detector): where it goes instead."""
+    for what, d in _named(base, axes):
+        if key in d.param_names:
+            return f" ({d.name} takes {key} in its spec: \"{d.name}:{key}=...\")"
     return ""
 
 
@@ -295,13 +355,15 @@ for _d in R.BUILTIN_POLICIES + R.BUILTIN_SCHEDULERS:
         _BUILTIN_PARAMS.setdefault(_p, []).append(_d.name)
 
 
-def _builtin_param(key: str) -> str:
+def _builtin_param(key: str, declared: Iterable[str] = ()) -> str:
     """For an unknown field that is a built-in's parameter though none of the file's
     (``sigma0`` of peak, cusum, bocpd): where it goes, not ``did you mean sigma?``, the
-    evaluation noise, which runs a different experiment; else the nearest field."""
+    evaluation noise, which runs a different experiment; else the nearest field (a user's
+    parameter among them)."""
     owners = _BUILTIN_PARAMS.get(key, [])
     return (f" (a parameter of {', '.join(owners)}, given in its spec: "
-            f"\"{owners[0]}:{key}=...\")" if owners else did_you_mean(str(key), FIELDS))
+            f"\"{owners[0]}:{key}=...\")" if owners
+            else did_you_mean(str(key), (*FIELDS, *declared)))
 
 
 def _fail(source: str, msg: str) -> ConfigError:
@@ -426,8 +488,9 @@ def _check_top_level(doc: dict[str, Any], source: str) -> str:
 
 def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, Any] | None
                   ) -> tuple[dict[str, Any], dict[str, list]]:
-    """``[base]`` (with ``base_overrides`` over it) and ``[axes]``: tables of known fields,
-    every axis a non-empty list, and not too many cells to build."""
+    """``[base]`` (with ``base_overrides`` over it) and ``[axes]``: tables of known fields
+    (``FIELDS``, and the parameters of the users' declarations the file names), each of
+    one meaning, every axis a non-empty list, and not too many cells to build."""
     base = doc.get("base", {})
     axes = doc.get("axes", {})
     for key, value, lines in (("base", base, "field = value"), ("axes", axes, "field = [values]")):
@@ -438,14 +501,17 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
         raise ConfigError(f"base_overrides={base_overrides!r:.60} is invalid; allowed: a dict "
                           "of [base] field = value, or None")
     base = {**base, **(base_overrides or {})}
+    declared = declared_fields(base, axes)
     for section, table in (("base", base), ("axes", axes)):
         for key in table:
-            if key not in FIELDS:
+            if key not in FIELDS and key not in declared:
                 # metrics are columns of every cell, never an axis (refused below)
                 allowed = [f for f in FIELDS if section == "base" or f != "metrics"]
-                raise _fail(source, f"[{section}] field {key!r} is unknown"
-                                    f"{_spec_param(key, base, axes) or _builtin_param(key)}; "
+                allowed += [f for f in declared if f not in FIELDS]
+                hint = _spec_param(key, base, axes) or _builtin_param(key, declared)
+                raise _fail(source, f"[{section}] field {key!r} is unknown{hint}; "
                                     f"allowed: {', '.join(allowed)}")
+            _check_declared(source, section, key, declared.get(key))
     for key, values in axes.items():
         if key == "metrics":  # columns of every cell, not cells: no table column holds them
             raise _fail(source, f"axes.metrics={toml_text(values)} is invalid; allowed: [base] "
@@ -458,6 +524,24 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
     return base, axes
 
 
+def _check_declared(source: str, section: str, key: str,
+                    owners: dict[str, list[str]] | None) -> None:
+    """A field the file sets that is a user's parameter means one thing: not also the
+    workload's field of that name (``sigma``: which of the two would the file set?), nor
+    a parameter of both a policy and a scheduler."""
+    if owners is None:
+        return
+    named = " and of ".join(f"{kind} {', '.join(names)}" for kind, names in owners.items())
+    if key in WORKLOAD_FIELDS:
+        raise _fail(source, f"[{section}] field {key!r} is the workload's {key} and also a "
+                    f"parameter of {named}; allowed: a parameter named like no workload "
+                    f"field (rename it in its declaration), or {key} left out of the file")
+    if len(owners) > 1:
+        raise _fail(source, f"[{section}] field {key!r} is a parameter of {named}; allowed: "
+                    "a field of policies or of schedulers, not both (give it in each spec, "
+                    "or rename it in a declaration)")
+
+
 def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
                   baseline: PolicyConfig | None, baseline_spec: Any) -> tuple[Cell, ...]:
     """Every combination of the axes over ``base`` as a checked cell, with the baseline
@@ -466,9 +550,12 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
     combos = list(itertools.product(*axes.values()))
     _check_base(source, base, axis_names, combos[0])
     by_id: dict[str, Cell] = {}
-    # policy and scheduler fields given (k, f, w, tol, scope, backfill, thresholds_gpu_h)
-    # -> the policies or schedulers of the cells, while they apply to none
-    unused = {f: set() for f in POLICY_FIELDS + SCHEDULER_FIELDS if f in axes or f in base}
+    # policy and scheduler fields given (k, f, w, tol, scope, backfill, thresholds_gpu_h,
+    # a user's parameter) -> their kind and the policies or schedulers of the cells, while
+    # they apply to none
+    kinds = {**{f: "policy" for f in POLICY_FIELDS}, **{f: "scheduler" for f in SCHEDULER_FIELDS},
+             **{f: next(iter(owners)) for f, owners in declared_fields(base, axes).items()}}
+    unused = {f: (kind, set()) for f, kind in kinds.items() if f in axes or f in base}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
         where = ", ".join(f"{a}={toml_text(v)}" for a, v in zip(axis_names, combo)) or "base"
@@ -477,10 +564,10 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
         except ConfigError as exc:
             raise _fail(source, f"cell ({where}): {toml_echo(str(exc), values)}"
                                 f"{_axis_hint(str(exc), base)}") from None
-        for f in list(unused):
-            part = cfg.policy if f in POLICY_FIELDS else cfg.scheduler
-            if f not in (_policy_fields if f in POLICY_FIELDS else _scheduler_fields)(part):
-                unused[f].add(part.name)
+        for f, (kind, names) in list(unused.items()):
+            part = getattr(cfg, kind)
+            if f not in _sweep_fields(part):
+                names.add(part.name)
             else:
                 del unused[f]  # it applies to a cell
         cid = config_id(cfg)
@@ -511,21 +598,17 @@ def _axis_hint(msg: str, base: dict[str, Any]) -> str:
     return ""
 
 
-def _check_used(source: str, unused: dict[str, set], axes: dict[str, list]) -> None:
+def _check_used(source: str, unused: dict[str, tuple[str, set]], axes: dict[str, list]) -> None:
     """A policy or scheduler field given that no cell's policy or scheduler has (``k``
-    beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``) was dropped
-    from every cell without a word."""
-    for f, names in unused.items():
+    beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``, a user's
+    parameter whose policy an axis replaces in every cell) was dropped from every cell
+    without a word."""
+    for f, (kind, names) in unused.items():
         where = "axis" if f in axes else "[base] field"
-        kind = "policy" if f in POLICY_FIELDS else "scheduler"
         user = sorted(n for n in names if ":" in n)
-        # only a user's declaration that has the parameter may be offered the spec: one
-        # that lacks it was shown ["MODULE:FUNCTION:k=..."], itself refused
-        taking = [n for n in user if f in R.lookup(kind, n).param_names]
-        hint = (f"; a user's {kind} takes its parameters in its spec, as "
-                f"{kind} = [\"{taking[0]}:{f}=...\"]" if taking else
-                f"; a user's {kind} takes its parameters in its spec, and {user[0]} declares "
-                f"{', '.join(R.lookup(kind, user[0]).param_names) or 'none'}" if user else "")
+        hint = (f"; {user[0]} declares "
+                f"{', '.join(_user_fields(R.lookup(kind, user[0]))) or 'no parameter'}"
+                if user else "")
         raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
 
@@ -579,17 +662,23 @@ def load_sweep(path: str | Path, **overrides: Any) -> Grid:
 
 def axis_value(cfg: SimConfig, axis: str) -> Any:
     """The value an axis takes in a (canonical) config; None where it does not apply
-    (``k`` of a ``stop_at`` cell).  Tuples become strings so a column has one type."""
+    (``k`` of a ``stop_at`` cell, a user's parameter of another policy's cell).  Tuples
+    become strings so a column has one type."""
     if axis == "scheduler":
         return cfg.scheduler.label
     if axis == "policy":
         return cfg.policy.label
+    for part in (cfg.policy, cfg.scheduler):  # a user's parameter, also one named k
+        if axis in _user_fields(part.decl):
+            return part.values[axis]
     if axis in POLICY_FIELDS:
         return getattr(cfg.policy, axis) if axis in _policy_fields(cfg.policy) else None
     if axis in SCHEDULER_FIELDS:
         v = getattr(cfg.scheduler, axis)
-    else:
+    elif axis in WORKLOAD_FIELDS:
         v = getattr(cfg.workload, axis)
+    else:  # a user's parameter this cell's policy and scheduler do not declare
+        return None
     if isinstance(v, (tuple, list)):
         # every digit: a 6-digit :g printed (0.1, 0.5) and (0.1000001, 0.5) as one value
         return "/".join(R.exact_text(x) if isinstance(x, float) else str(x) for x in v)
