@@ -117,22 +117,23 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     held = _hold(sweep, manifest, df, where)
     df = _held(df, {"where": held})
     axes = _axes(manifest, df)
+    params = _policy_params(manifest)
     if x is not None:
         axes = _x_first(sweep, axes, x, held)
     if not axes:
         return (f"sweep in {sweep} varies no axis (one cell: nothing to draw against); "
                 "allowed: a sweep with an axis of several values")
-    if len(_roles(axes)) > MAX_AXES:
+    if len(_roles(axes, params)) > MAX_AXES:
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
                 f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
-    x, hue, col = (_roles(axes) + [None, None])[:3]
+    x, hue, col = (_roles(axes, params) + [None, None])[:3]
     names = (_policy_colours(df, _cell_configs(sweep, manifest), x, {x, col, *held})
              if hue == "policy_name" else {})
-    too_many = _too_many_to_tell(sweep, df, x, hue, col, names)
+    too_many = _too_many_to_tell(sweep, df, x, hue, col, names, params)
     if too_many:
         return too_many
     p = {"x": x, "hue": hue, "col": col, "metrics": chosen, "where": held,
-         "unlabelled": unlabelled, "names": names}
+         "unlabelled": unlabelled, "names": names, "params": params}
     return _one_row_per_point(sweep, manifest, df, p) or p
 
 
@@ -169,11 +170,11 @@ def _x_first(sweep: Path, axes: list[str], x: str, held: dict) -> list[str]:
 
 
 def _too_many_to_tell(sweep: Path, df: pl.DataFrame, x: str, hue: str | None,
-                      col: str | None, names: dict) -> str | None:
+                      col: str | None, names: dict, params: tuple[str, ...]) -> str | None:
     """Why the figure cannot be drawn, if it has more lines (colours) or columns of panels
     than can be told apart; else None."""
     for axis, most, role in ((hue, MAX_COLOURS, "colours"), (col, MAX_COLUMNS, "columns")):
-        n = len(_lines(df, x, hue, names)) if axis == hue else df[axis].n_unique() if axis else 0
+        n = len(_lines(df, x, hue, names, params)) if axis == hue else df[axis].n_unique() if axis else 0
         if n > most:
             shown = "policies" if axis == "policy_name" else f"values of {axis}"
             return (f"sweep in {sweep} has {n} {shown}, drawn as {role}; allowed: at most "
@@ -295,20 +296,38 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
             f"this figure draws on no axis); allowed: one row per point: {how}")
 
 
-def _roles(axes: list[str]) -> list[str]:
+def _policy_params(manifest: dict) -> tuple[str, ...]:
+    """The axes that are a policy's parameters: a built-in's fields (``k``, ``f``, ...)
+    and the parameters of the users' policies of the sweep's cells (``delta``), by name
+    as their configs in its manifest hold them."""
+    grid = manifest.get("grid")
+    cells = grid.get("cells") if isinstance(grid, dict) else None
+    names = []
+    for cell in cells if isinstance(cells, list) else ():
+        config = cell.get("config") if isinstance(cell, dict) else None
+        policy = config.get("policy") if isinstance(config, dict) else None
+        params = policy.get("params") if isinstance(policy, dict) else None
+        names += [kv[0] for kv in params or () if isinstance(kv, list) and kv
+                  and isinstance(kv[0], str)]
+    return tuple(dict.fromkeys((*POLICY_FIELDS, *names)))
+
+
+def _roles(axes: list[str], params: tuple[str, ...] = POLICY_FIELDS) -> list[str]:
     """x, colour, columns of panels, ... from the varying axes.  Where x is a policy
-    parameter (``k``) the colour is the policy's name, each policy's line drawn over the
-    values it has (a policy without it: a reference line); where the colour is one, it is
-    the policy (``evalstop(k=2)``): the policy is no axis of its own then."""
+    parameter (``k``, one of ``params``) the colour is the policy's name, each policy's
+    line drawn over the values it has (a policy without it: a reference line); where the
+    colour is one, it is the policy (``evalstop(k=2)``): the policy is no axis of its own
+    then."""
     x, rest = axes[0], axes[1:]
-    if x in POLICY_FIELDS and "policy" in rest:
+    if x in params and "policy" in rest:
         return [x, "policy_name", *(a for a in rest if a != "policy")]
-    if rest and rest[0] in POLICY_FIELDS and "policy" in rest:
+    if rest and rest[0] in params and "policy" in rest:
         return [x, "policy", *(a for a in rest[1:] if a != "policy")]
     return axes
 
 
-def _line(x: str, hue: str | None, names: dict | None = None) -> pl.Expr:
+def _line(x: str, hue: str | None, names: dict | None = None,
+          params: tuple[str, ...] = POLICY_FIELDS) -> pl.Expr:
     """A row's colour: its value of ``hue``; by policy name, that of a policy without x is
     its label (``stop_at(f=0.65)``: a reference line), and so is that of a policy without
     ``hue`` where it is a policy parameter (``k=2``; x is the policy then).  ``names``: a
@@ -317,15 +336,17 @@ def _line(x: str, hue: str | None, names: dict | None = None) -> pl.Expr:
         name = (pl.col("policy").replace_strict(names, default=pl.col("policy_name"))
                 if names else pl.col("policy_name"))
         return pl.when(pl.col(x).is_null()).then(pl.col("policy")).otherwise(name)
-    if hue in POLICY_FIELDS:  # x is the policy: one without the parameter, a point of its own
+    if hue in params:  # x is the policy: one without the parameter, a point of its own
         return (pl.when(pl.col(hue).is_null()).then(pl.col("policy"))
                 .otherwise(pl.lit(f"{hue}=") + pl.col(hue).cast(pl.String)))
     return pl.col(hue) if hue is not None else pl.lit(None)
 
 
-def _lines(df: pl.DataFrame, x: str, hue: str | None, names: dict | None = None) -> list:
+def _lines(df: pl.DataFrame, x: str, hue: str | None, names: dict | None = None,
+           params: tuple[str, ...] = POLICY_FIELDS) -> list:
     """The colours a plan draws: ``_line``'s values."""
-    return df.select(_line(x, hue, names).alias("line"))["line"].drop_nulls().unique().to_list()
+    return (df.select(_line(x, hue, names, params).alias("line"))["line"].drop_nulls()
+            .unique().to_list())
 
 
 def _point(p: dict) -> list[str]:
@@ -342,14 +363,16 @@ def _placed(df: pl.DataFrame, p: dict) -> pl.DataFrame:
     from fastsim.summary import is_percent
 
     x, hue, col = p["x"], p["hue"], p["col"]
+    params = p.get("params", POLICY_FIELDS)
     df = _held(df, p)
     keys = list(dict.fromkeys(a for a in ("policy", x, hue, col) if a is not None))
     rows = df.filter(pl.col("metric").is_in(p["metrics"]) & pl.col("mean").is_finite())
     scale = pl.Series([100.0 if is_percent(m, k) else 1.0
                        for m, k in zip(rows["metric"], rows["kind"])])
     rows = rows.select("metric", *keys, pl.col("mean") * scale, pl.col("lo") * scale,
-                       pl.col("hi") * scale, "n", _line(x, hue, p.get("names")).alias("line"),
-                       (pl.col(x).is_null() & pl.lit(x in POLICY_FIELDS)).alias("ref"),
+                       pl.col("hi") * scale, "n",
+                       _line(x, hue, p.get("names"), params).alias("line"),
+                       (pl.col(x).is_null() & pl.lit(x in params)).alias("ref"),
                        "cell")
     placed = ((pl.col(x).is_not_null() | pl.col("ref"))
               & (pl.col("line").is_not_null() | pl.lit(hue is None))
@@ -447,7 +470,8 @@ def describe(df: pl.DataFrame, p: dict) -> str:
         said.append(f"{col} as columns" if len(cols) > 1 else f"{_named(col, cols[0])} only"
                     if cols else "")
         if gone:
-            said[-1] += f" ({', '.join(_text(col, v) for v in gone)}: no estimate)"
+            said[-1] += (f" ({', '.join(_text(col, v, p['params']) for v in gone)}: "
+                         "no estimate)")
     if empty:
         said.append(f"no estimate of {', '.join(empty)}")
     if p.get("where"):
@@ -480,10 +504,10 @@ def _values(df: pl.DataFrame, axis: str | None) -> list:
     return sorted(values.to_list()) if values.dtype.is_numeric() else values.to_list()
 
 
-def _text(axis: str, value) -> str:
+def _text(axis: str, value, params: tuple[str, ...] = POLICY_FIELDS) -> str:
     # a policy parameter's colour is "k=2", or the label of a policy without it
-    return (str(value) if axis in ("policy", "policy_name", "scheduler", *POLICY_FIELDS)
-            and (axis not in POLICY_FIELDS or isinstance(value, str)) else f"{axis}={value}")
+    return (str(value) if axis in ("policy", "policy_name", "scheduler", *params)
+            and (axis not in params or isinstance(value, str)) else f"{axis}={value}")
 
 
 @S.themed
@@ -537,7 +561,7 @@ def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
             rows = rows.filter(pl.col("line") == h)
         if col is not None:
             rows = rows.filter(pl.col(col) == c)
-        label = _text(hue, h) if hue is not None else name
+        label = _text(hue, h, p["params"]) if hue is not None else name
         ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref"))
         # the line runs along the ticks: text (policies) in cell order, not alphabetical
         rows = rows.sort(x if numeric else pl.col(x).replace_strict(xs, range(len(xs))))
@@ -565,7 +589,7 @@ def _label_panel(ax, df: pl.DataFrame, data: pl.DataFrame, p: dict, metric: str,
     ax.set_ylabel(axis_label(metric, kind[0] if kind.len() else "mean"))
     ax.set_xlabel(x)
     if col is not None:
-        ax.set_title(_text(col, c), fontsize=9)
+        ax.set_title(_text(col, c, p["params"]), fontsize=9)
     if not numeric:  # at 20 degrees, labels such as drawdown(delta=0.005,p=2) ran into each other
         ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=45, ha="right",
                       rotation_mode="anchor")

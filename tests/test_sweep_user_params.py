@@ -178,6 +178,28 @@ def test_a_name_of_two_meanings_is_refused_or_set_in_every_cell_that_declares_it
         load_sweep(p)
 
 
+def test_the_own_sweep_figure_draws_the_parameter_as_x_with_each_policy_a_line(
+        user_dir, tmp_path, capsys):
+    """x = delta, held at patience=1: the user's policy is a line over delta, EvalStop
+    (no delta) a reference line, as over k; it had no place and was counted not drawn."""
+    from fastsim.figures import own_sweep
+
+    p = write(tmp_path, HEAD.replace("clusters = 8", "clusters = 4") + '[axes]\n'
+              f'delta = [0.005, 0.02]\npatience = [1, 2]\npolicy = ["{POL}", "evalstop"]\n')
+    assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    plan = own_sweep.plan(tmp_path / "a", where=["patience=1"])
+    assert (plan["x"], plan["hue"], plan["col"]) == ("delta", "policy_name", None)
+    df = pl.read_parquet(tmp_path / "a" / "summary.parquet")
+    assert own_sweep.not_drawn(df, plan) == ""
+    capsys.readouterr()
+    assert main(["figures", str(tmp_path / "a"), "--where", "patience=1", "--formats", "png",
+                 "--out", str(tmp_path / "f")]) == 0
+    out = capsys.readouterr().out
+    assert ("against delta, policy as colour (toy_axis_policies:drawdown over delta; none, "
+            "evalstop(k=2) as reference lines), at patience=1" in out), out
+    assert (tmp_path / "f" / "sweep_mine.png").exists()
+
+
 def test_the_axis_value_reaches_a_dask_worker(user_dir, tmp_path, monkeypatch):
     """Cells go to a worker as their configs (``SimConfig.to_dict``), a user's parameter
     values among them: one worker's results are the in-process ones, which differ by delta."""
