@@ -244,8 +244,7 @@ def test_sweeps_doc_examples_run_as_written(tmp_path, monkeypatch):
     files = [body for kind, body in blocks(ROOT / "docs" / "sweeps.md") if kind == "toml"]
     (tmp_path / "format.toml").write_text(files[0])  # the annotated format: it must parse
     assert len(load_sweep(tmp_path / "format.toml").cells) == 9  # 3 sigmas x (2 + none)
-    assert files[1].startswith("# file: k_vs_plateau.toml\n")
-    (tmp_path / "k_vs_plateau.toml").write_text(files[1])
+    (tmp_path / "k_vs_plateau.toml").write_text(_named_file(files, "k_vs_plateau.toml"))
     grid = load_sweep(tmp_path / "k_vs_plateau.toml")
     command = "fastsim sweep k_vs_plateau.toml --out results/k_vs_plateau"
     assert f"```\n{command}\n```\nruns 6 cells" in text and len(grid.cells) == 6
@@ -260,6 +259,51 @@ def test_sweeps_doc_examples_run_as_written(tmp_path, monkeypatch):
     summary = (tmp_path / "results" / "k_vs_plateau" / "summary.txt").read_text()
     first = summary.split("== srtf_est | evalstop(k=2) | sigma=0.02  vs evalstop(k=3)")[1]
     assert f"\n{change}\n" in first.split("\n== ")[0], (change, first)
+
+
+def _named_file(files: list[str], name: str) -> str:
+    return next(body for body in files if body.startswith(f"# file: {name}\n"))
+
+
+# the module docs/sweeps.md's drawdown.toml names, declared as its words say
+MYPOL = """
+from numba import njit
+from fastsim.registry import Param, stop_policy
+
+
+@stop_policy(params=[Param("delta", "float", 0.01, lo=0, hi=1),
+                     Param("patience", "int", 1, lo=1, unit="evaluations")],
+             label="drawdown(delta={delta},patience={patience})")
+@njit
+def drawdown(scores, losses, attained_h, t_est_h, delta, patience):
+    return 0
+"""
+
+
+def test_sweeps_doc_parameter_fields_are_the_cells_of_their_specs(tmp_path, monkeypatch):
+    """The page's sweep of a user's parameters runs the cells of the specs it names, and
+    refuses the values it quotes in the words it quotes."""
+    from fastsim.sweep.grid import load_sweep, parse_sweep
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mypol.py").write_text(MYPOL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = " ".join((ROOT / "docs" / "sweeps.md").read_text().split())
+    files = [body for kind, body in blocks(ROOT / "docs" / "sweeps.md") if kind == "toml"]
+    toml = _named_file(files, "drawdown.toml")
+    (tmp_path / "drawdown.toml").write_text(toml)
+    specs = [f"mypol:drawdown:delta={d},patience={p}" for d in (0.005, 0.01, 0.02)
+             for p in (1, 2, 3)]
+    assert f'runs the 9 cells of `policy = ["{specs[0]}", ...]`' in text
+    by_specs = parse_sweep({"clusters": 400, "axes": {"policy": specs}}, "specs.toml")
+    assert ({c.id for c in load_sweep("drawdown.toml").cells}
+            == {c.id for c in by_specs.cells})  # and the baseline's: 10
+    for old, new in (("delta = [0.005", "delta = [-1"),
+                     ("[axes]", "patience = 1.5\n[axes]")):
+        (tmp_path / "drawdown.toml").write_text(toml.replace(old, new))
+        code, out, err = cli(["sweep", "drawdown.toml", "--out", "out", "--no-progress"])
+        said = err.strip().split("fastsim sweep: error: drawdown.toml: ")[1]
+        assert code == 2 and f"`{said}`" in text.replace("`drawdown.toml: ", "`"), err
 
 
 def test_replay_doc_monitor_example_runs_as_written():

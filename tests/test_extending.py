@@ -109,6 +109,29 @@ def test_a_sweep_and_replay_run_all_three(walkthroughs, tmp_path, capsys):
     assert "wasted GPU-h per hacking job" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/extending.md"])
+def test_the_pages_parameter_axes_are_the_cells_of_their_specs(walkthroughs, tmp_path, page):
+    """Each page's `[axes] NAME = [...]` beside `policy` (or `scheduler`) = ["MODULE:FUNCTION"]
+    expands to the cells of the specs with those values."""
+    from fastsim.sweep.grid import load_sweep
+
+    text = " ".join((ROOT / page).read_text().split())
+    found = re.findall(r"`\[axes\] (\w+) = (\[[^]]*\])` beside `(policy|scheduler) = "
+                       r'\["([\w:]+)"(?:, "(\w+)")?\]`', text)
+    assert len(found) == {"README.md": 1, "docs/extending.md": 2}[page], found
+    for name, values, kind, ref, other in found:
+        p = tmp_path / "axes.toml"
+        p.write_text(f'clusters = 4\n[axes]\n{name} = {values}\n'
+                     f'{kind} = ["{ref}"{f", {other!r}" if other else ""}]\n'.replace("'", '"'))
+        specs = [f"{ref}:{name}={v.strip()}" for v in values.strip("[]").split(",")]
+        q = tmp_path / "specs.toml"
+        q.write_text(f'clusters = 4\n[axes]\n{kind} = {specs + ([other] if other else [])}\n'
+                     .replace("'", '"'))
+        assert {c.id for c in load_sweep(p).cells} == {c.id for c in load_sweep(q).cells}
+        paired = [c for c in load_sweep(p).cells if not c.is_baseline]
+        assert len(paired) == len(specs) + bool(other)
+
+
 def test_the_check_against_the_reference_runs_as_written(walkthroughs, monkeypatch, capsys):
     """The walkthrough's engine-vs-reference check of a user's policy, run from the root
     of the checkout as it says (the doc gave no way to check one's own policy)."""
