@@ -5,9 +5,9 @@ again with the fitted parameters set back to MODEL.md's values.
     python benchmarks/unfitted.py --clusters 2000      # docs/calibration.md's: 104 s on 2 cores
 
 Four parameters were fitted to rows of the paper's table (docs/calibration.md):
-``n_evals`` and ``ustar_hacking`` to EvalStop's mean-JCT and wasted-compute changes (and
-so the gain over SRTF-Est, the same number), ``sigma`` to its precision, ``est_sigma`` to
-StopAt's FPR.  Those five rows are shown ``fitted`` and never counted; the fourteen others
+``n_evals``, ``ustar_hacking`` and ``sigma``, in one joint fit, to EvalStop's mean-JCT and
+wasted-compute changes and its precision (and so the gain over SRTF-Est, the same number
+as the JCT change), ``est_sigma`` to StopAt's FPR.  Those five rows are shown ``fitted`` and never counted; the fourteen others
 are held out.  A held-out row can still
 follow from a fitted one (the gain over FIFO moves with the cadence fitted to the gain
 over SRTF-Est).  This runs ``fastsim reproduce`` twice, on the same clusters: as shipped,

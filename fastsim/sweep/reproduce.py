@@ -999,7 +999,7 @@ against SRTF-Est alone under each reading, and its gap to -21.8%:
 {_estimate_table(waste, "gap to -21.8%")}
 
 Closest reading: **{closest}**. The scored row uses MODEL.md's definition (compute after
-the gold peak), and `n_evals` and `ustar_hacking` are fitted to it, so its closeness here
+the gold peak), and `n_evals`, `ustar_hacking` and `sigma` are fitted to it, so its closeness here
 is by construction, not evidence for that reading. What does argue for it: a stop can only
 save compute after the peak (it fires at least k evaluations later), so the two wider
 readings dilute the same saving by compute no stop policy can touch (before the peak, and
