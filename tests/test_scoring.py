@@ -357,7 +357,20 @@ def test_the_range_and_k_rows_say_their_n():
 
     rows = _scored()
     assert rows["gain_range"]["n"] == 10 and rows["k_balance"]["n"] == 10
-    assert "| (point estimates) | 10 |" in markdown_table([rows["gain_range"]])
+    assert "| (point estimates) | 10 |" not in markdown_table([rows["gain_range"]])
+
+
+def test_the_range_of_gains_prints_each_ends_interval():
+    """The range row printed "(point estimates)" in its 95% CI column, though each end is
+    one gain with its interval, and the verdict reads those intervals."""
+    from fastsim.sweep.reproduce import markdown_table, ours_text
+
+    r = _row_of(ROWS_BY_KEY["gain_range"], (0.096, 0.175), (0.095, 0.172), (0.098, 0.178))
+    assert ours_text(r) == ("9.6% to 17.5%", "[9.5%, 9.8%] to [17.2%, 17.8%]")
+    assert "| 9.6% to 17.5% | [9.5%, 9.8%] to [17.2%, 17.8%] | 10 |" in markdown_table([r])
+    flat = _row_of(ROWS_BY_KEY["gain_range"], (0.096, 0.175), (math.nan, 0.172),
+                   (math.nan, 0.178))
+    assert ours_text(flat)[1] == "(no interval: no spread between clusters) to [17.2%, 17.8%]"
 
 
 def test_a_waste_reading_with_no_estimate_is_not_the_closest():

@@ -564,10 +564,15 @@ def k_table(summary: pl.DataFrame, k_boot: KBootstrap | None = None) -> str:
 
 
 def ours_text(r: dict[str, Any]) -> tuple[str, str]:
-    """(ours, 95% CI) as printed."""
+    """(ours, 95% CI) as printed; for a range of estimates, each end's interval (the
+    verdict reads them: an end as uncertain as its tolerance is not comparable)."""
     if isinstance(r["ours"], tuple):
         d = _pct_digits(*r["ours"])
-        return f"{_pct(r['ours'][0], d)} to {_pct(r['ours'][1], d)}", "(point estimates)"
+        ends = f"{_pct(r['ours'][0], d)} to {_pct(r['ours'][1], d)}"
+        if r["lo"] is None:
+            return ends, "(point estimates)"
+        return ends, " to ".join(_pct_ci(m, lo, hi)[1]
+                                 for m, lo, hi in zip(r["ours"], r["lo"], r["hi"]))
     if isinstance(r["ours"], int):
         return f"k = {r['ours']}", ""
     return _pct_ci(r["ours"], r["lo"], r["hi"])
