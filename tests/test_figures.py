@@ -1695,3 +1695,14 @@ def test_ones_own_sweeps_figure_says_its_points_without_an_interval_and_the_n_it
     monkeypatch.setattr(S, "note", lambda fig, text: said.append(text))
     S.footnote(None, {"two": own_sweeps / "two"}, "two", rows=data.slice(1, 1))
     assert said[-1] == "two: 95% CIs over n = 2 clusters per cell", said
+
+
+def test_the_frontier_figure_says_within_tolerance_not_matches():
+    """At its best point, the defaults, three of the four rows within tolerance are the
+    rows the defaults were fitted to, which the reproduction shows as `fitted`, never as
+    matches; the figure's title read "Best point matches 4 of 5 rows"."""
+    from fastsim.figures import frontier
+
+    title = frontier.best_title(pl.DataFrame({"rows_matched": [4, 2]}))
+    assert title == "Best point: 4 of 5 rows within tolerance"
+    assert "match" not in title
