@@ -47,7 +47,11 @@ def draw(sources, out, formats):
                ncol=7, fontsize=8, bbox_to_anchor=(0.5, -0.08))
     sig, spec = jobs["sigma"][0], jobs["policy"][0]  # spec: the table label, evalstop(k=2)
     policy = S.policy_label(spec.split("(")[0].strip(), jobs.select("policy"))
-    fig.suptitle(f"{policy} under SRTF-Est, evaluation noise σ = {sig:g}", fontsize=10)
+    # the one figure without intervals: it shows single jobs, and says so (headline.png
+    # has the rates, with their intervals and n)
+    fig.suptitle(f"{policy} under SRTF-Est, evaluation noise σ = {sig:g}: one simulated job "
+                 f"per panel, an example of each outcome, not an estimate (no interval)",
+                 fontsize=10)
     fig.tight_layout()
     return S.save(fig, out, "trajectories", formats)
 

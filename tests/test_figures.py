@@ -1133,6 +1133,15 @@ def test_trajectories_title_names_the_policy_readably(monkeypatch, tiny_reproduc
     assert title.startswith("EvalStop (k=2) under") and "evalstop(" not in title
 
 
+def test_trajectories_say_they_are_single_jobs_without_an_interval(monkeypatch,
+                                                                   tiny_reproduction):
+    """Every other paper figure states its 95% intervals and n; this one showed four single
+    jobs and said neither, so a panel could be read as a typical run."""
+    out, _ = tiny_reproduction
+    title = _drawn(monkeypatch, "trajectories", out / "results")._suptitle.get_text()
+    assert "one simulated job per panel" in title and "no interval" in title
+
+
 def test_figures_of_changes_against_no_policy_skip_a_sweep_with_another_baseline(tmp_path):
     """A sweep under a figure's name whose changes are against the loss plateau: the figures
     that plot changes against no stop policy say why they skip it; the others draw it.  (A
