@@ -28,8 +28,8 @@ import polars as pl
 from fastsim import metrics as M
 from fastsim import registry as R
 from fastsim.compile_notice import first_run, is_quiet, user_call
-from fastsim.config import (PolicyConfig, SimConfig, check_code, check_flags, inert_settings,
-                            parse_baseline, reads, self_baseline)
+from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, check_code, check_flags,
+                            inert_settings, parse_baseline, reads, self_baseline)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
@@ -91,8 +91,9 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         values = p.values
         back = -1 if decl.keep == "best" else decl.lookback_of(values)
         params = tuple(v for k, v in values.items() if k != "scope")
-        with R.calling(decl, "stop policy"), user_call(decl.user, f"the stop policy {p.name}"):
-            user_stops_driver(decl.user)(
+        driver, *words = _policy_driver(p)
+        with R.calling(decl, "stop policy"), user_call(driver, *words):
+            driver(
                 params, int(back),
                 decl.action == "demote", scope_all, w.job_type, w.t_est_h, readonly(w.score),
                 readonly(w.loss), w.duration_h, d.in_scope, d.stopped, d.demoted,
@@ -114,6 +115,22 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
                          scope_all, w.job_type, w.t_est_h, w.score, w.loss, w.duration_h,
                          d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     return d
+
+
+def user_drivers(cfg: SimConfig) -> list[tuple[Any, str, str]]:
+    """``user_call``'s arguments for the compiled drivers a run of ``cfg`` calls for its
+    user stop policy and scheduler key (a sweep says it once, before its chunks:
+    ``fastsim.compile_notice.sweep_notice``)."""
+    return ([_policy_driver(cfg.policy)] if cfg.policy.decl.user is not None else []) + (
+        [_key_driver(cfg.scheduler)] if cfg.scheduler.decl.user is not None else [])
+
+
+def _policy_driver(p: PolicyConfig) -> tuple[Any, str, str]:
+    return user_stops_driver(p.decl.user), "stop policy", p.name
+
+
+def _key_driver(s: SchedulerConfig) -> tuple[Any, str, str]:
+    return user_keys_driver(s.decl.user), "scheduler", s.decl.name
 
 
 def check_like(given: Any, made: Any, name: str, maker: str) -> None:
@@ -299,8 +316,9 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
         return w.t_est_h
     check_code(cfg.scheduler, "scheduler")
     keys, params = np.empty(w.t_est_h.shape), tuple(v for _, v in cfg.scheduler.params)
-    with R.calling(decl, "scheduler key"), user_call(decl.user, f"the scheduler {decl.name}"):
-        user_keys_driver(decl.user)(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
+    driver, *words = _key_driver(cfg.scheduler)
+    with R.calling(decl, "scheduler key"), user_call(driver, *words):
+        driver(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():
         raise ConfigError(f"scheduler {decl.name} returned a NaN key; allowed: numbers, inf")
     _check_integer_keys(decl, params, keys, w)

@@ -49,28 +49,40 @@ def notice_text(what: str = "the simulation kernels", seconds: str = "10-40",
     return f"compiling {what} (about {seconds} s by machine load; {afterwards or _afterwards()})"
 
 
-def sweep_notice(schedulers, stream=None) -> bool:
+def sweep_notice(schedulers, stream=None, users=()) -> bool:
     """The notice, once, before a sweep's progress bar, if a kernel of one of
     ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent, while
     they compiled (a newcomer's first ``fastsim reproduce --quick``); in a log, the bar's
-    first line after it read "31.29s/chunk" and an hour to go.  Whether it was said."""
-    stream = stream or sys.stderr
-    if not all(engine_is_cached(code) for code in set(schedulers)):
-        print(notice_text(), file=stream, flush=True)
-        return True
-    return False
+    first line after it read "31.29s/chunk" and an hour to go.  Else the user functions'
+    notice, if one of ``users`` (``user_call``'s arguments, ``fastsim.api.user_drivers``) is not
+    compiled in this process yet: numba caches none of them, so every sweep compiled them
+    in silence.  Whether it was said."""
+    text = _sweep_text(schedulers, users, engine_is_cached)
+    if text:
+        print(text, file=stream or sys.stderr, flush=True)
+    return bool(text)
 
 
-def api_sweep_notice(schedulers, progress: bool, stream=None) -> None:
+def api_sweep_notice(schedulers, progress: bool, stream=None, users=()) -> None:
     """``fastsim.sweep``'s notice: in a notebook (no bar by default) a first sweep compiled
     in silence.  Printed where ``sweep_notice`` would not (it is, before a bar), if a
     kernel of one of ``schedulers`` (codes) is neither cached nor compiled in this process
-    yet."""
-    stream = stream or sys.stderr
+    yet, or one of ``users`` is not compiled in this process yet."""
     if progress:
         return
-    if not all(code in _WARM or engine_is_cached(code) for code in set(schedulers)):
-        print(notice_text(), file=stream, flush=True)
+    text = _sweep_text(schedulers, users, lambda code: code in _WARM or engine_is_cached(code))
+    if text:
+        print(text, file=stream or sys.stderr, flush=True)
+
+
+def _sweep_text(schedulers, users, warm) -> str | None:
+    """A sweep's one line: the kernels' if one of ``schedulers`` is not ``warm``, else the
+    user functions' not compiled in this process (each named once), else None."""
+    if not all(warm(code) for code in set(schedulers)):
+        return notice_text()
+    fresh = dict.fromkeys(f"the {kind} {name}" for driver, kind, name in users
+                          if ("user", driver) not in _WARM)
+    return notice_text(" and ".join(fresh), **_USER) if fresh else None
 
 
 @contextmanager
@@ -106,12 +118,17 @@ def first_run(scheduler: int):
     return _once(scheduler, lambda: engine_is_cached(scheduler))
 
 
-def user_call(fn, what: str):
-    """The notice around the first call in this process of a user's compiled function
-    ``fn`` (``what``: "the stop policy mypol:drawdown"): numba does not cache a user's
-    code here, so every process compiles it, for seconds on a busy machine."""
-    return _once(("user", fn), lambda: False, what=what, seconds="2-15",
-                 afterwards="again in every new process: user code is not cached")
+# What the notice of a user's compiled code says: numba does not cache a user's code here
+# (``fastsim.kernels.jit.user_driver``), so every process compiles it, for seconds on a
+# busy machine.
+_USER = dict(seconds="2-15", afterwards="again in every new process: user code is not cached")
+
+
+def user_call(driver, kind: str, name: str):
+    """The notice around the first call in this process of ``driver``, the compiled driver
+    specialised on a user's function (``kind`` "stop policy", ``name`` "mypol:drawdown");
+    each driver (the simulator's, replay's and the monitor's) compiles the function again."""
+    return _once(("user", driver), lambda: False, what=f"the {kind} {name}", **_USER)
 
 
 def first_call(name: str, *, what: str, seconds: str):

@@ -3530,3 +3530,41 @@ def test_user_code_says_that_it_compiles_once_a_process(user_dir, capsys, monkey
                for line in err if line.startswith("compiling the s")), err
     simulate(cfg, 2)
     assert "compiling" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bar", [True, False])
+def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
+        user_dir, tmp_path, capsys, monkeypatch, bar):
+    """With the built-in kernels cached, a user's policy compiled in silence in `fastsim
+    sweep` (with its bar, 5 s before it; without, 10 s before the summary), `fastsim
+    replay` (which said "compiling the stop-policy kernels", first run only, at every run
+    instead) and `StopMonitor.observe` (so `StopPolicyCallback`).  Each says one line
+    a process, the first time its driver compiles."""
+    import fastsim
+    import fastsim.compile_notice as notice
+    from fastsim.replay.monitor import StopMonitor
+
+    monkeypatch.setattr(notice, "_WARM", set())  # as in a fresh process
+    monkeypatch.setattr(notice, "engine_is_cached", lambda *code: True)
+    monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)
+    said = f"compiling the stop policy {POL} (about 2-15 s by machine load; again in every " \
+           "new process: user code is not cached)"
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f'clusters = 2\nchunk = 1\n[base]\nn_jobs = 10\n[axes]\n'
+                     f'policy = ["{POL}:k=1", "{POL}:k=2", "evalstop:k=2"]\n')
+    for out in ("a", "b"):  # the second compiles nothing
+        argv = ["sweep", str(sweep), "--out", str(tmp_path / out)]
+        assert main(argv + ([] if bar else ["--no-progress"])) == 0
+        err = [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
+        assert err == ([said] if out == "a" else []), err
+    log = tmp_path / "log.csv"
+    log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n")
+    for _ in range(2):
+        fastsim.replay(log, f"{POL}:k=2")
+        assert capsys.readouterr().err.strip().splitlines() == ([said] if _ == 0 else [])
+    monkeypatch.setattr(notice, "_WARM", set())  # replay compiled the monitor's driver
+    for _ in range(2):
+        m = StopMonitor(f"{POL}:k=2")
+        for step, score in enumerate([0.5, 0.6, 0.5, 0.4]):
+            m.observe("run", step, score)
+        assert capsys.readouterr().err.strip().splitlines() == ([said] if _ == 0 else [])

@@ -31,7 +31,7 @@ from fastsim.kernels.detectors_online import detector_init_nb, detector_step_nb
 from fastsim.kernels.stops import user_prefix_driver
 from fastsim.plain_python import PlainCheck
 from fastsim.replay.logs import MAX_SCORE, MAX_STEP, SCORE_RANGE, job_key
-from fastsim.replay.policies import series_scratch
+from fastsim.replay.policies import prefix_call, series_scratch
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class _Series:
         self.seen, self.shown = series_scratch(self.seen, self.shown, self.n)
         self.seen[:, self.n] = score, 0.0 if math.isnan(loss) else loss, float(step)
         try:  # a call that fails leaves no trace: the same call may be retried
-            with R.calling(d, "stop policy"):
+            with R.calling(d, "stop policy"), prefix_call(self.p):
                 trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
             R.check_returns(d, "stop policy")
             if trig < 0 or (trig > 0 and d.delivered(trig, self.p.values, e, self.seen[0]) < 1):

@@ -8,6 +8,7 @@ columns of a trace set are read afterwards, to score the decisions.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +64,7 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
         plain = PlainCheck(p)
     values = p.values
     params = tuple(v for k, v in values.items() if k != "scope")
-    with R.calling(d, "stop policy"):
+    with R.calling(d, "stop policy"), prefix_call(p):
         trig = _asked_in_turn(d.user, score, loss, attained, float(t_est), params, plain,
                               job_id)
     R.check_returns(d, "stop policy")
@@ -76,6 +77,14 @@ def decide_series(p: PolicyConfig, score: np.ndarray, loss: np.ndarray, attained
         raise ConfigError(R.trigger_error(d.name, values, R.broken_at(
             d, params, job, trig, (score, loss, attained, t_est))))
     return (ACT_DEMOTE if d.action == "demote" else ACT_STOP), trig, deliv
+
+
+def prefix_call(p: PolicyConfig):
+    """The notice around a call of ``p``'s user trigger through ``user_prefix_driver``
+    (replay, the monitor): the first in a process compiles it, in silence before."""
+    from fastsim.compile_notice import user_call
+
+    return user_call(user_prefix_driver(p.decl.user), "stop policy", p.name)
 
 
 def _asked_in_turn(trigger, score, loss, attained, t_est: float, params: tuple,
@@ -402,9 +411,12 @@ def replay(log: EvalLog, policies, gpus: float | None = None, progress: bool = F
     # jobs (fastsim.plain_python): where Python raises, the decisions rested on a value
     # numba made up (int() of a NaN, an index past the prefix), and replay said nothing
     plain = {p: PlainCheck(p) for p in pols if p.decl.user is not None}
-    # the first replay on a machine compiled the decision kernel for 5-15 s in silence
-    with first_call("detectors.stop_decision_1j_nb", what="the stop-policy kernels",
-                    seconds="5-15"):
+    # the first replay on a machine compiled the decision kernel for 5-15 s in silence; a
+    # replay of user policies alone never calls it (each says its own: ``prefix_call``),
+    # and said it at every run, the cache warm
+    built_in = any(p.decl.user is None for p in pols)
+    with (first_call("detectors.stop_decision_1j_nb", what="the stop-policy kernels",
+                     seconds="5-15") if built_in else contextlib.nullcontext()):
         for job_id, job in progress_bar(jobs, desc="replay", enabled=progress):
             for p in pols:
                 row = {"policy": p.label, "job_id": job_id,

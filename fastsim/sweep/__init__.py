@@ -75,7 +75,10 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     if backend == "local":  # a Dask worker compiles in its own process
         from fastsim.compile_notice import api_sweep_notice
 
-        api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress)
+        from fastsim.api import user_drivers
+
+        api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress,
+                         users=[u for c in grid.cells for u in user_drivers(c.config)])
     with api_words({"--out": "out"}, (file, out)), held_run(
             grid, Path(out), backend=backend, address=address, workers=workers,
             keep_jobs=keep_jobs, progress=progress) as (store, _):
