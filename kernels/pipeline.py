@@ -127,6 +127,14 @@ def run_pipeline(scheduler, n_clusters, *args):
         return
     chunk = max(1, min(MAX_CHUNK, n_clusters // (8 * threads)))
     starts = iter(range(0, n_clusters, chunk))
+    if not getattr(pipeline_nb, "signatures", ()):
+        # its first call, in this thread: it compiles (for a minute on a busy machine) or
+        # loads the cache.  Compiled in a pool thread, Ctrl-C, which the calling thread took
+        # while it waited for numba's compiler lock, then waited for the whole compile
+        # (the pool's end waits for its threads: 15-80 s in a first `fastsim sweep`);
+        # numba's compiler is Python, which takes a signal between two of its steps.
+        lo = next(starts)
+        pipeline_nb(lo, min(lo + chunk, n_clusters), *args)
     lock = threading.Lock()
     stopped = threading.Event()
 

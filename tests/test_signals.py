@@ -198,6 +198,32 @@ def test_ctrl_c_in_a_simulation_leaves_the_other_threads_no_further_rows(monkeyp
     assert len(rows) < 20, len(rows)
 
 
+def test_ctrl_c_while_a_simulation_compiles_does_not_wait_for_the_compile(monkeypatch):
+    """A first `fastsim sweep` compiled its simulation kernel in whichever thread called
+    it first, often a pool thread; Ctrl-C, taken by the main thread waiting for numba's
+    compiler lock, then waited for the whole compile (15-80 s), the pool's end waiting
+    for its threads.  The first call is now the calling thread's own, where numba's
+    compiler (Python) takes the signal between two of its steps."""
+    from fastsim.kernels import pipeline
+
+    callers = []
+
+    class Uncompiled:  # a kernel's dispatcher before its first call
+        signatures: list = []
+
+        def __call__(self, lo, hi, *args):
+            callers.append(threading.current_thread() is threading.main_thread())
+            if threading.current_thread() is threading.main_thread():
+                raise KeyboardInterrupt  # where the signal's handler ran, inside the compile
+            time.sleep(10)  # a pool thread's compile: the pool's end waited for it
+
+    monkeypatch.setattr(pipeline, "PIPELINES", (Uncompiled(),))
+    monkeypatch.setattr(pipeline.numba, "get_num_threads", lambda: 2)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_pipeline(0, 16 * 1000)
+    assert callers == [True], callers  # the caller's call alone: no pool thread had started
+
+
 # A user's stop policy that, in the process named by STUCK_SIGNAL, sends that signal to
 # its own process from inside the compiled call (as Ctrl-C or `kill` would, at a moment
 # known to be inside it), then never returns; elsewhere it never stops a job.
