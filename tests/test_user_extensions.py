@@ -3557,6 +3557,11 @@ def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
         assert main(argv + ([] if bar else ["--no-progress"])) == 0
         err = [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
         assert err == ([said] if out == "a" else []), err
+    monkeypatch.setattr(notice, "_WARM", set())
+    for out in ("c", "d"):  # from Python: a notebook's sweep shows no bar by default
+        fastsim.sweep(sweep, tmp_path / out, progress=bar)
+        err = [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
+        assert err == ([said] if out == "c" else []), err
     log = tmp_path / "log.csv"
     log.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n")
     for _ in range(2):
