@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import own_lines
 
 import fastsim
 import fastsim.metrics
@@ -647,7 +648,7 @@ def test_a_manifest_with_no_result_under_it_takes_the_edited_code(user_module, t
     set_code(module, monkeypatch, user_module, edited=True)
     capsys.readouterr()
     assert sweep(path, out) == 0
-    err = capsys.readouterr().err.strip().splitlines()
+    err = own_lines(capsys.readouterr().err)  # the edited policy compiles: said first
     assert err[0].startswith(f"{out}/sweep.json names other code than this run's ("), err
     assert err[0].endswith("and no result was written under it; rewrote it for this run"), err
     assert json.loads((out / "sweep.json").read_text())["code"] == load_sweep(path).code
