@@ -995,8 +995,20 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
     ``(gpus, t_est_h, ...)`` read the demand as the estimate) then the declared
     parameters, by name and in order: they are passed by position, so a swapped pair
     would arrive swapped (``_check_param`` checked each parameter's kind)."""
+    from fastsim.workload import HIDDEN
+
     got = tuple(inspect.signature(fn.py_func).parameters)
     want = fixed + tuple(p.name for p in params)
+    # a key written (duration_h, gpus, ...) ordered by the estimate while its author read
+    # an oracle's run time there, and exited 0: a name of hidden truth is nothing it gets
+    hidden = [g for g in got if g in HIDDEN and g not in want[len(fixed):]]
+    if hidden:
+        i = got.index(hidden[0])
+        gets = (f"that argument receives {fixed[i]}, whatever its name" if i < len(fixed)
+                else "no such argument is passed")
+        raise ConfigError(f"{what} {fn.__name__}{got}: {hidden[0]} is hidden truth, which no "
+                          f"{what} is given ({gets}); allowed: ({', '.join(want)}), the "
+                          "declared parameters in order")
     misplaced = any(g != w and g in want for g, w in zip(got[:len(fixed)], fixed))
     if len(got) != len(want) or got[len(fixed):] != want[len(fixed):] or misplaced:
         raise ConfigError(f"{what} {fn.__name__}{got}: arguments differ from the declaration; "

@@ -808,6 +808,30 @@ def test_observations_named_in_another_order_are_refused(kind, args, want):
     exec("def g(s, l, a, t):\n    return 0\n", namespace)  # other names: by position
     declare(njit(namespace["g"]))
 
+
+@pytest.mark.parametrize("kind,args,gets", [
+    ("scheduler", "duration_h, gpus, job_type, arrival_h", "receives t_est_h"),
+    ("policy", "gold, losses, attained_h, t_est_h", "receives scores"),
+    ("scheduler", "t_est_h, gpus, job_type, arrival_h, hacking", "no such argument is passed"),
+])
+def test_an_argument_named_as_hidden_truth_is_refused(kind, args, gets):
+    """A key written ``(duration_h, gpus, ...)`` read as an oracle of the true run time to
+    its author, and ordered the jobs by the estimate it was given, exit 0; a parameter of
+    the declaration may take such a name (a ``tau`` of the user's own)."""
+    from numba import njit
+
+    from fastsim.registry import scheduler_key, stop_policy
+
+    namespace = {}
+    exec(f"def f({args}):\n    return 0\n", namespace)
+    declare = stop_policy() if kind == "policy" else scheduler_key()
+    name = next(a for a in args.split(", ") if a in ("duration_h", "gold", "hacking"))
+    with pytest.raises(ConfigError, match=re.escape(f"{name} is hidden truth, which no ")) as e:
+        declare(njit(namespace["f"]))
+    assert gets in str(e.value)
+    exec("def g(t_est_h, gpus, job_type, arrival_h, tau):\n    return 0\n", namespace)
+    scheduler_key(params=[Param("tau", "float", 1.0)])(njit(namespace["g"]))
+
 def test_declarations_match_their_functions_and_replay_takes_bare_names(user_dir):
     """Declared parameters arrive by position: a function whose arguments name them in
     another order, a parameter kind the compiled call cannot take, or a label naming an
