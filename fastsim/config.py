@@ -634,6 +634,10 @@ class SimConfig:
         _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
                "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions"
                + "".join(R.spec_hint(m) for m in given[:1] if not isinstance(m, str)))
+        # named twice, a metric ran once and said nothing: the second was meant as another
+        twice = [m for i, m in enumerate(self.metrics) if m in self.metrics[:i]]
+        _check(not twice, "metrics", self.metrics,
+               f"each metric named once ({twice[:1] and twice[0]} is named twice)")
         columns: dict[str, str] = {}
         for ref in self.metrics:
             names = [m.name for m in metrics()]

@@ -1277,6 +1277,20 @@ def test_a_metric_reading_other_clusters_is_refused_in_a_sweep_of_any_chunk(host
         assert not list((tmp_path / chunk).glob("cells/*/chunk-*.parquet"))
 
 
+def test_a_metric_named_twice_is_refused(hostile_dir, tmp_path, capsys):
+    """Named twice (on the command line, in a sweep file, in the API), a metric ran once
+    and nothing was said, where the second was likely meant as another."""
+    ref = "toy_metric_a:waste"
+    with pytest.raises(ConfigError, match=f"each metric named once \\({ref} is named twice"):
+        SimConfig.from_specs("fifo", "evalstop", metrics=[ref, ref])
+    one_line(capsys, ["run", "--metric", ref, "--metric", ref, "--out", str(tmp_path / "o.parquet")],
+             f"--metric={ref}, {ref} is invalid; allowed: each metric named once")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f'clusters = 2\n[base]\nmetrics = ["{ref}", "{ref}"]\n')
+    one_line(capsys, ["sweep", str(sweep), "--out", str(tmp_path / "out")], "is named twice")
+    assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "out").exists()
+
+
 def test_a_float_metric_is_nan_where_undefined_and_left_out_of_its_n(hostile_dir):
     from fastsim.summary import summarize
 
