@@ -312,8 +312,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 
 def try_user_code(grid: Grid, progress: bool = True, client=None,
                   timeout: float = DASK_TIMEOUT_S, out=None) -> bool:
-    """The first cluster of one cell per set of user functions the cells name (stop
-    policy, scheduler key, metrics), run once the sweep directory is locked and before its
+    """The first cluster (the first two where it names a metric) of one cell per set of
+    user functions the cells name (stop policy, scheduler key, metrics), run once the sweep directory is locked and before its
     manifest is written (``SweepStore.open``'s ``trial``): a function that fails at its
     first call (returns the wrong type, does not compile, raises) is refused in one line
     with nothing left behind (the lock file, and the directory if it was made, removed),
@@ -338,11 +338,16 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
             if out is not None and any(cell_dir(out, c.id).glob("chunk-*.json")):
                 ran.add(key)
     probes = {k: c for k, c in probes.items() if k not in ran}
+    # a metric is checked against the batch it ran in (its value for a cluster alone must
+    # be the one it gave among others), which one cluster cannot show: a metric reading
+    # the other clusters passed the trial and was refused in the first chunk, sweep.json
+    # written
+    n = min(2, grid.clusters) if any(c.config.metrics for c in probes.values()) else 1
     if client is not None:
         if probes:
             _run_dask(grid, [(c.id, 0) for c in probes.values()],
                       {c.id: c.config.to_dict() for c in probes.values()}, client, timeout,
-                      False, lambda cid, idx, result: None, span=lambda idx: (0, 1))
+                      False, lambda cid, idx, result: None, span=lambda idx: (0, n))
         return False
     said = False
     if probes and progress:  # said here, where the compiling now starts, for every cell
@@ -351,7 +356,7 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
         said = sweep_notice((c.config.scheduler.code for c in grid.cells),
                             users=[u for c in probes.values() for u in user_drivers(c.config)])
     for c in probes.values():
-        run_chunk(c.config.to_dict(), grid.seed, 0, 1, False)
+        run_chunk(c.config.to_dict(), grid.seed, 0, n, False)
     return said
 
 
