@@ -147,12 +147,28 @@ def lookup(ref: str) -> Metric:
         return _METRICS[ref]
     hint = ""
     if isinstance(ref, str) and ":" in ref:
+        _check_shape(ref)
         obj = import_ref("metric", ref, "MODULE:FUNCTION of a @cluster_metric")
         if isinstance(obj, Metric):
             return obj
         hint = wrong_kind(ref, obj, Metric.DECLARED_AS, "@cluster_metric")  # a policy, a key
     raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
                       f"@cluster_metric{hint}")
+
+
+def _check_shape(ref: str) -> None:
+    """Two metrics in one name, or a metric given parameters as a policy takes them: each
+    was "module 'mymetrics' has no attribute 'jct_p90,mymetrics:waste'", which reads as
+    a misspelt function."""
+    module, _, attr = ref.partition(":")
+    if "," in ref:
+        raise ConfigError(f"metric={ref!r} is invalid; allowed: one MODULE:FUNCTION of a "
+                          "@cluster_metric per name (several metrics are several names: "
+                          "--metric A --metric B, metrics = [\"A\", \"B\"])")
+    if ":" in attr:
+        raise ConfigError(f"metric={ref!r} is invalid; allowed: MODULE:FUNCTION of a "
+                          "@cluster_metric, which takes no parameters "
+                          f"({module}:{attr.partition(':')[0]})")
 
 
 def _check_declaration(label, unit, dtype, aggregate, percent, paired, bounds) -> None:

@@ -1280,6 +1280,17 @@ def test_a_metric_reading_other_clusters_is_refused_in_a_sweep_of_any_chunk(host
         assert not (tmp_path / chunk).exists()
 
 
+@pytest.mark.parametrize("ref,said", [
+    ("toy_metric_a:waste:q=95", "which takes no parameters (toy_metric_a:waste)"),
+    ("toy_metric_a:waste,toy_metric_b:waste", "several metrics are several names"),
+])
+def test_a_metric_given_parameters_or_another_metric_says_so(hostile_dir, capsys, ref, said):
+    """Both were "module 'toy_metric_a' has no attribute 'waste:q=95'", read as a typo."""
+    one_line(capsys, ["run", "--metric", ref], f"--metric={ref} is invalid; allowed: ")
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        SimConfig.from_specs("fifo", "evalstop", metrics=[ref])
+
+
 def test_a_metric_named_twice_is_refused(hostile_dir, tmp_path, capsys):
     """Named twice (on the command line, in a sweep file, in the API), a metric ran once
     and nothing was said, where the second was likely meant as another."""
