@@ -1015,6 +1015,16 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
                           f"allowed: ({', '.join(want)}), the declared parameters in order")
 
 
+def _check_jitted(fn: Any, what: str, decorator: str) -> None:
+    """An ``@njit`` function, with ``@njit`` written below the declaration: written above
+    it (it then compiles the declaration's result), the function was refused as "not an
+    @njit function" beside the ``@njit`` its author could see."""
+    if not hasattr(fn, "py_func"):
+        raise ConfigError(f"{what} {getattr(fn, '__name__', fn)!r} is not an @njit function; "
+                          f"allowed: a numba.njit-decorated function, with @njit below "
+                          f"@{decorator}(...), next to its def")
+
+
 def _is_users(obj: Any) -> bool:
     return _user_file(obj) is not None
 
@@ -1260,9 +1270,7 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
 
     def wrap(fn: Any) -> StopPolicy:
         check_decorated(fn, "stop policy", "stop_policy")
-        if not hasattr(fn, "py_func"):
-            raise ConfigError(f"stop policy {getattr(fn, '__name__', fn)!r} is not an @njit "
-                              "function; allowed: numba.njit-decorated functions")
+        _check_jitted(fn, "stop policy", "stop_policy")
         ps = _user_params(params) + (SCOPE,)
         _check_signature(fn, ("scores", "losses", "attained_h", "t_est_h"), ps[:-1],
                          "stop policy")
@@ -1305,9 +1313,7 @@ def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str
 
     def wrap(fn: Any) -> Scheduler:
         check_decorated(fn, "scheduler key", "scheduler_key")
-        if not hasattr(fn, "py_func"):
-            raise ConfigError(f"scheduler key {getattr(fn, '__name__', fn)!r} is not an @njit "
-                              "function; allowed: numba.njit-decorated functions")
+        _check_jitted(fn, "scheduler key", "scheduler_key")
         ps = _user_params(params)
         _check_signature(fn, ("t_est_h", "gpus", "job_type", "arrival_h"), ps, "scheduler key")
         _check_pure(fn, "scheduler key")

@@ -169,7 +169,7 @@ def import_ref(field: str, ref: str, allowed: str):
                           f"{import_hint(module, exc)}") from None
     except ConfigError as exc:  # a declaration the module makes was refused (a name taken)
         raise ConfigError(f"{field}={ref!r}: importing {module}, {_user_line(exc)}: "
-                          f"{exc}") from None
+                          f"{exc}{_other_declaration(exc, allowed)}") from None
     except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
         raise _raised_importing(field, ref, module, exc) from None
     try:
@@ -177,6 +177,29 @@ def import_ref(field: str, ref: str, allowed: str):
     except AttributeError as exc:
         raise ConfigError(f"{field}={ref!r} cannot be imported ({exc}); allowed: {allowed}"
                           f"{_declared_in(module, exc)}") from None
+
+
+DECLARATIONS = ("@stop_policy", "@scheduler_key", "@cluster_metric")
+
+
+def _other_declaration(exc: ConfigError, allowed: str) -> str:
+    """`` (line 3 declares with @stop_policy; this place takes a @scheduler_key)``, where
+    the refused declaration's line is of another kind than ``allowed`` asks for: a key
+    declared with @stop_policy was refused for its arguments, "allowed: (scores, losses,
+    attained_h, t_est_h, alpha)", which told its author to rewrite the key as a policy."""
+    import linecache
+    import traceback
+
+    wanted = [d for d in DECLARATIONS if d in allowed]
+    ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(ours) and not f.filename.startswith("<frozen ")]
+    code = linecache.getline(frames[-1].filename, frames[-1].lineno) if frames else ""
+    made = [d for d in DECLARATIONS if f"{d}(" in code or code.strip() == d]
+    if len(wanted) != 1 or not made or made[0] == wanted[0]:
+        return ""
+    return (f" (line {frames[-1].lineno} declares with {made[0]}; this place takes a "
+            f"{wanted[0]})")
 
 
 def _not_found(module: str, exc: ImportError) -> bool:

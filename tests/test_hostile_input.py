@@ -665,7 +665,8 @@ def test_a_user_module_that_raises_while_imported_is_one_line(tmp_path, capsys, 
      "metric 'jct_mean_h' is a built-in column; allowed: a new name"),
     ("--policy", "from fastsim.registry import stop_policy\n\n@stop_policy()\n"
      "def f(scores, losses, attained_h, t_est_h):\n    return 0\n",
-     "stop policy 'f' is not an @njit function; allowed: numba.njit-decorated functions")])
+     "stop policy 'f' is not an @njit function; allowed: a numba.njit-decorated function, "
+     "with @njit below @stop_policy(...), next to its def")])
 def test_a_declaration_refused_while_imported_names_the_users_line(tmp_path, capsys,
                                                                     monkeypatch, flag,
                                                                     declare, said):

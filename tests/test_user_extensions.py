@@ -809,6 +809,28 @@ def test_observations_named_in_another_order_are_refused(kind, args, want):
     declare(njit(namespace["g"]))
 
 
+@pytest.mark.parametrize("flag,declare,said", [
+    ("--scheduler", "@stop_policy()\n@njit\ndef f(t_est_h, gpus, job_type, arrival_h):\n",
+     "(line 4 declares with @stop_policy; this place takes a @scheduler_key)"),
+    ("--metric", "@stop_policy()\ndef f(jobs):\n",
+     "(line 4 declares with @stop_policy; this place takes a @cluster_metric)"),
+    ("--scheduler", "@njit\n@scheduler_key()\ndef f(t_est_h, gpus, job_type, arrival_h):\n",
+     "allowed: a numba.njit-decorated function, with @njit below @scheduler_key(...), next "
+     "to its def"),
+])
+def test_a_declaration_of_the_wrong_kind_or_order_says_so(tmp_path, capsys, monkeypatch,
+                                                           flag, declare, said):
+    """A key declared with @stop_policy was refused for its arguments, "allowed: (scores,
+    losses, attained_h, t_est_h)", which asked its author to rewrite it as a policy; @njit
+    written above @scheduler_key was "not an @njit function" beside the @njit in sight."""
+    path = tmp_path / "toy_wrong_kind.py"
+    path.write_text("from numba import njit\nfrom fastsim.registry import scheduler_key, "
+                    f"stop_policy\n\n{declare}    return 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toy_wrong_kind", raising=False)
+    one_line(capsys, ["run", flag, "toy_wrong_kind:f"], said)
+
+
 @pytest.mark.parametrize("kind,args,gets", [
     ("scheduler", "duration_h, gpus, job_type, arrival_h", "receives t_est_h"),
     ("policy", "gold, losses, attained_h, t_est_h", "receives scores"),
