@@ -608,6 +608,22 @@ def _as_dict(cfg: Any) -> dict[str, Any]:
     return d
 
 
+def _check_spec_param(key: str, **specs: Any) -> None:
+    """``from_specs(..., alpha=2)`` where the scheduler or policy given declares ``alpha``
+    (a user's key): said as where it goes, as a built-in's ``k`` is (a spec that does not
+    parse is refused later, as given)."""
+    for part, spec in specs.items():
+        kind = SchedulerConfig if part == "scheduler" else PolicyConfig
+        try:
+            decl = _spec_or_config(kind, spec).decl
+        except ConfigError:
+            continue
+        if any(p.name == key for p in decl.params):
+            raise ConfigError(f"SimConfig.from_specs() keyword {key!r} is unknown: {key} is a "
+                              f"parameter of {decl.name}; it goes in the spec, "
+                              f"{part}=\"{decl.name}:{key}=...\"")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """A simulation cell: workload x base scheduler x stop policy, and any user metrics
@@ -671,6 +687,7 @@ class SimConfig:
         names = [f.name for f in fields(WorkloadConfig)]
         for key in workload:
             if key not in names:  # its keywords are the scheduler, the policy and the workload's
+                _check_spec_param(key, scheduler=scheduler, policy=policy)
                 for spec, owners in R.spec_owners(key)[:1]:  # k=3: evalstop's, in its spec
                     raise ConfigError(f"SimConfig.from_specs() keyword {key!r} is unknown: "
                                       f"{key} is a parameter of {', '.join(owners[:3])}; it goes "

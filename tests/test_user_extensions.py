@@ -831,6 +831,16 @@ def test_a_declaration_of_the_wrong_kind_or_order_says_so(tmp_path, capsys, monk
     one_line(capsys, ["run", flag, "toy_wrong_kind:f"], said)
 
 
+def test_a_user_keys_parameter_given_to_from_specs_says_where_it_goes(user_dir):
+    """``from_specs("mykeys:gpu_h_first", per_gpu=0.5)`` listed the workload's fields as
+    allowed, where a built-in's ``k`` is told to go in its spec."""
+    with pytest.raises(ConfigError, match=re.escape(
+            "keyword 'per_gpu_h' is unknown: per_gpu_h is a parameter of toy_user_schedulers:"
+            "small_first; it goes in the spec, scheduler=\"toy_user_schedulers:small_first:"
+            "per_gpu_h=...\"")):
+        SimConfig.from_specs("toy_user_schedulers:small_first", "evalstop", per_gpu_h=1.0)
+
+
 @pytest.mark.parametrize("kind,args,gets", [
     ("scheduler", "duration_h, gpus, job_type, arrival_h", "receives t_est_h"),
     ("policy", "gold, losses, attained_h, t_est_h", "receives scores"),
