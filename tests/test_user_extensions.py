@@ -1210,7 +1210,10 @@ def hostile_dir(tmp_path_factory):
     # frontend)": the cause and the user's line are further down its text
     (["--policy", "toy_hostile_user:flatten"], "TypingError: Cannot modify readonly array"),
     (["--policy", "toy_hostile_user:flatten"], "(toy_hostile_user.py, line 11: scores[0] = 0.0)"),
-    (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key"),
+    # it said no job and no line: the job's inputs call the key again to see why
+    (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key for cluster 0, job 0 "
+     "(t_est_h="),
+    (["--scheduler", "toy_hostile_user:nan_key"], f"({_def_of('nan_key')}); allowed: numbers"),
     # it always raises, so it never returns a key: numba types its return as none
     (["--scheduler", "toy_hostile_user:raising_key"], "scheduler key toy_hostile_user:raising_key "
      f"returns none ({_def_of('raising_key')}); allowed: a real number"),
