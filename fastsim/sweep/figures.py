@@ -528,6 +528,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
             results, sources, scripts, own, metrics, x, where)
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
         check_figure_files(out, list(drawn) + list(stems.values()), formats)
+        # said once the choice is made (the plotting libraries loaded): the first figure's
+        # line came 6-10 s after the command on a busy 2-core machine, after its drawing
+        log(f"[figures] drawing {', '.join(list(drawn) + list(stems.values()))} into {out}")
         with unmade_on_failure() as made:  # a drawing failed before its first figure
             made.append(make_directory(out))  # leaves no empty DIR behind
             with holding_directory(out):  # all of one drawing's figures, never some of two
