@@ -2929,6 +2929,23 @@ def _sweep_of(tmp_path, monkeypatch, module: str, body: str, axis: str, specs: l
     return sweep, tmp_path / "sw"
 
 
+def test_a_sweep_says_it_compiles_a_user_key_once(tmp_path, monkeypatch, capsys):
+    """A sweep of a user's key sat silent while numba compiled it (5 s on a busy 2-core
+    machine, --no-progress), where fastsim run says so in one line: it says it once, and a
+    second sweep in the process, which compiles nothing, does not."""
+    import fastsim.compile_notice as notice
+
+    monkeypatch.setattr(notice, "engine_is_cached", lambda *code: True)
+    sweep, out = _sweep_of(tmp_path, monkeypatch, "toy_sweep_notice_key",
+                           "@scheduler_key()\n@njit\ndef f(t_est_h, gpus, job_type, arrival_h):\n"
+                           "    return t_est_h * gpus\n", "scheduler", ["toy_sweep_notice_key:f"])
+    said = "compiling the scheduler toy_sweep_notice_key:f (about 2-15 s"
+    assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 0
+    assert capsys.readouterr().err.count(said) == 1
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "again"), "--no-progress"]) == 0
+    assert said not in capsys.readouterr().err
+
+
 def test_a_misspelt_name_in_a_policy_names_its_def_line(tmp_path, monkeypatch, capsys):
     """A name the function never defined (a typo of a variable) is a numba typing error
     that quotes no line of the user's file: the refusal named the policy and the name
