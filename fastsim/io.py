@@ -76,6 +76,18 @@ def is_temporary(path: Path) -> bool:
     return TMP_NAME.fullmatch(path.name) is not None
 
 
+# The empty file ``_check_writable_dir`` creates and removes at once.  Another command's,
+# seen in that instant, is no file of anyone's: a sweep that had just made and locked its
+# --out was refused as holding "files that are not a sweep's" by a second sweep probing it
+# before being refused the lock itself.  Never removed by name: it is its maker's to remove.
+PROBE_PREFIX = ".fastsim-probe-"
+
+
+def is_probe(path: Path) -> bool:
+    """Whether ``path`` is a writability probe (``PROBE_PREFIX``), its maker's to remove."""
+    return path.name.startswith(PROBE_PREFIX)
+
+
 def _discard(tmp: Path) -> None:
     try:
         tmp.unlink(missing_ok=True)
@@ -651,7 +663,7 @@ def _check_writable_dir(directory: Path, option: str, target: Path) -> None:
     if not d.is_dir():
         raise ConfigError(f"{option} {target}: {d} is not a directory; allowed: a writable path")
     try:
-        fd, probe = tempfile.mkstemp(dir=d, prefix=".fastsim-probe-")
+        fd, probe = tempfile.mkstemp(dir=d, prefix=PROBE_PREFIX)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

@@ -487,3 +487,20 @@ def test_a_failed_writer_never_removes_a_directory_another_is_about_to_write_in(
     assert first == [f"cannot write {d / 'a.bin'} (No space left on device)"]
     assert (d / second).read_bytes() == b"second"
     assert sorted(p.name for p in d.iterdir()) == [second.split("/")[0]]
+
+
+def test_another_commands_writability_probe_is_no_file_of_anyones(tmp_path, capsys):
+    """Two ``fastsim sweep --out DIR`` started at once: the first made DIR and locked it;
+    the second, not yet refused the lock, probed DIR for writability (an empty
+    ``.fastsim-probe-*`` file, removed at once), and the first, listing DIR in that
+    instant, was refused as holding "files that are not a sweep's (.fastsim-probe-...)",
+    while the second went on to run (or, DIR removed by the first's clean-up meanwhile,
+    was refused too).  The probe is its maker's: the sweep runs and leaves it alone."""
+    from conftest import small_sweep
+
+    (tmp_path / "s.toml").write_text(small_sweep(2))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".fastsim-probe-k2x9q0ab").touch()  # the other command's, in that instant
+    assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]) == 0
+    assert (out / "summary.parquet").is_file() and (out / ".fastsim-probe-k2x9q0ab").exists()

@@ -71,7 +71,7 @@ import pyarrow.parquet as pq
 from fastsim.errors import ConfigError
 from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
                         atomic_write_bytes, atomic_write_parquet, bytes_writer,
-                        check_output_dir, file_kind, is_temporary, loads_json,
+                        check_output_dir, file_kind, is_probe, is_temporary, loads_json,
                         make_directory, parquet_bytes, read_parquet_table, remove_made,
                         renames_settled, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
@@ -972,14 +972,15 @@ def check_no_other_files(root: Path, own: tuple[str, ...] = (*OWNED, "figures"),
     """Refuse an ``--out`` that already holds files not among ``own`` (the names the
     command writes there; by default a sweep's own, its figures): its outputs would go
     among them (``--out ~``, ``--out /`` as root), and be left there by anyone who removes
-    them by their files.  Our temporaries are not another's files."""
+    them by their files.  Our temporaries and probes are not another's files."""
     try:
         names = sorted(e.name for e in os.scandir(root))
     except (FileNotFoundError, NotADirectoryError):
         return  # made by the command, or refused as not a directory where it is checked
     except OSError:
         return  # not listed, so not known to hold anything: writing there says what is wrong
-    other = [n for n in names if n not in own and not is_temporary(root / n)]
+    other = [n for n in names
+             if n not in own and not (is_temporary(root / n) or is_probe(root / n))]
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
         raise ConfigError(f"--out {root}: holds files that are not {whose} ({shown}); "
