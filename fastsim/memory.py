@@ -5,8 +5,8 @@ engine's outputs, the per-job table, the cluster bootstrap of ``fastsim.stats``)
 are upper-bound approximations, good to a factor well under two, which is what a
 "will this fit at all" check needs.  A run that does not fit in what this process may
 still take (``available_bytes``: the machine's free memory, or less under ``ulimit -v`` or
-a cgroup's ``memory.max``) is refused with one ``ConfigError`` giving the largest size
-that does.
+a cgroup's memory limit, v2 or v1) is refused with one ``ConfigError`` giving the largest
+size that does.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ UNKNOWN = 1 << 62  # a limit that cannot be read limits nothing: do not refuse
 def available_bytes() -> int:
     """Memory this process may still take: the least of the machine's (``MemAvailable``;
     else its physical memory), what its address-space limit leaves (``ulimit -v``) and
-    what its cgroup's ``memory.max`` leaves.  Past a limit, an allocation the machine
-    could give fails (a MemoryError traceback, or the kernel ends the process)."""
+    what its cgroup's memory limit leaves (``_cgroup_left``).  Past a limit, an allocation
+    the machine could give fails (a MemoryError traceback, or the kernel ends the process)."""
     return min(_machine_available(), _address_space_left(), _cgroup_left())
 
 
@@ -65,34 +65,55 @@ def _address_space_left() -> int:
 
 def _cgroup_left(root: Path = Path("/sys/fs/cgroup"),
                  membership: Path = Path("/proc/self/cgroup")) -> int:
-    """The least that ``memory.max`` leaves above ``memory.current`` in this process's
-    cgroup (v2, mounted at ``root``) and each one holding it, less the page cache it could
-    reclaim (``inactive_file``, which ``MemAvailable`` counts free too)."""
+    """The least that this process's cgroups leave: v2's ``memory.max`` above
+    ``memory.current`` (the hierarchy mounted at ``root``), and v1's
+    ``memory.limit_in_bytes`` above ``memory.usage_in_bytes`` (its memory controller's,
+    mounted at ``root/memory``: older Docker and Kubernetes hosts, where a container's
+    limit is there alone), each at the process's level and every one holding it."""
     try:
-        path = next(line[3:].strip() for line in membership.read_text().splitlines()
-                    if line.startswith("0::"))
-    except (OSError, StopIteration):
+        lines = membership.read_text().splitlines()
+    except OSError:
         return UNKNOWN
     left = UNKNOWN
-    here = root / path.lstrip("/")
+    for line in lines:  # "0::PATH" (v2), "ID:CONTROLLERS:PATH" (v1)
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if line.startswith("0::"):
+            left = min(left, _levels_left(root, path, "memory.max", "memory.current",
+                                          "inactive_file"))
+        elif "memory" in controllers.split(","):
+            left = min(left, _levels_left(root / controllers, path, "memory.limit_in_bytes",
+                                          "memory.usage_in_bytes", "total_inactive_file"))
+    return left
+
+
+def _levels_left(mount: Path, path: str, limit_file: str, usage_file: str,
+                 inactive: str) -> int:
+    """The least that ``limit_file`` leaves above ``usage_file``, less the page cache it
+    could reclaim (``inactive`` in ``memory.stat``, which ``MemAvailable`` counts free
+    too), over the cgroup at ``path`` below ``mount`` and each one holding it.  A level
+    without a limit ("max" in v2, the page counter's maximum, about 2**63, in v1) or
+    unreadable limits nothing."""
+    left = UNKNOWN
+    here = mount / path.strip().lstrip("/")
     for d in (here, *here.parents):
-        if not d.is_relative_to(root):
+        if not d.is_relative_to(mount):
             break
-        try:  # the root has no memory.max; an unreadable level limits nothing
-            limit = (d / "memory.max").read_text().strip()
-            if limit != "max":
-                used = int((d / "memory.current").read_text()) - _inactive_file(d)
+        try:  # a container sees its own cgroup at the mount, not at the path the host names
+            limit = (d / limit_file).read_text().strip()
+            if limit != "max" and int(limit) < UNKNOWN:
+                used = int((d / usage_file).read_text()) - _inactive_file(d, inactive)
                 left = min(left, max(0, int(limit) - used))
         except (OSError, ValueError):
             continue
     return left
 
 
-def _inactive_file(d: Path) -> int:
-    """The page cache cgroup ``d`` could reclaim (its ``memory.stat``), 0 if unread."""
+def _inactive_file(d: Path, key: str) -> int:
+    """The page cache cgroup ``d`` could reclaim (``key`` in its ``memory.stat``), 0 if
+    unread."""
     try:
         stat = (d / "memory.stat").read_text().split()
-        return int(stat[stat.index("inactive_file") + 1])
+        return int(stat[stat.index(key) + 1])
     except (OSError, ValueError, IndexError):
         return 0
 

@@ -218,6 +218,33 @@ def test_a_cgroups_memory_max_limits_what_is_available(tmp_path):
     assert _cgroup_left(root, membership) == UNKNOWN
 
 
+def test_a_cgroup_v1_memory_limit_limits_what_is_available(tmp_path):
+    """A container on a cgroup v1 host (older Docker, Kubernetes) has its limit in the
+    memory controller's ``memory.limit_in_bytes`` alone, and sees its own cgroup at the
+    mount, not at the path the host names in ``/proc/self/cgroup``: a run the limit could
+    not hold was admitted, and the kernel ended it.  "No limit" there is a number near
+    2**63, which limits nothing."""
+    from fastsim.memory import UNKNOWN, _cgroup_left
+
+    membership = tmp_path / "cgroup"
+    membership.write_text("12:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/\n")
+    root = tmp_path / "fs"
+    mount = root / "memory"
+    mount.mkdir(parents=True)
+    assert _cgroup_left(root, membership) == UNKNOWN  # nothing readable
+    (mount / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (mount / "memory.usage_in_bytes").write_text(f"{1 << 30}\n")
+    assert _cgroup_left(root, membership) == UNKNOWN  # v1's "no limit"
+    (mount / "memory.limit_in_bytes").write_text(f"{2 << 30}\n")
+    (mount / "memory.stat").write_text(f"inactive_file 1\ntotal_inactive_file {1 << 28}\n")
+    assert _cgroup_left(root, membership) == (1 << 30) + (1 << 28)
+    (root / "app").mkdir()  # a hybrid host: a tighter v2 limit counts as well
+    (root / "app" / "memory.max").write_text(f"{1 << 29}\n")
+    (root / "app" / "memory.current").write_text("0\n")
+    membership.write_text("4:memory:/docker/abc\n0::/app\n")
+    assert _cgroup_left(root, membership) == 1 << 29
+
+
 BIG_CLUSTER = """
 import sys
 import fastsim
