@@ -207,3 +207,30 @@ def test_replay_reads_its_standard_input_when_it_is_a_pipe(source, tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     assert b" evaluations" in r.stdout and b", metric " in r.stdout
     assert (tmp_path / "s.csv").is_file()
+
+
+def test_a_named_pipe_no_one_writes_to_is_waited_for_saying_so(fifo, tmp_path):
+    """``fastsim replay FIFO`` with no writer waited in silence, forever, like a hung
+    command.  It now says in one line that it waits for the pipe, and reads the log once
+    a writer comes and closes it (a pipe is read to its end, as ``cat`` would)."""
+    import select
+
+    proc = subprocess.Popen([sys.executable, "-m", "fastsim.cli", "replay", str(fifo),
+                             "--summary-only"], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = ""
+        while not seen.startswith("fastsim: waiting for"):  # past numba's compile notice
+            ready, _, _ = select.select([proc.stderr], [], [], 60)
+            assert ready, "no line saying the command waits for its pipe"
+            seen = proc.stderr.readline()
+            assert seen, proc.wait()
+        assert seen.strip() == (f"fastsim: waiting for {fifo}, a pipe, to be written and "
+                                "closed (a pipe is read to its end) ...")
+        with open(fifo, "w") as fh:
+            fh.write(LOG)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and err == "", err
+    assert out.startswith("replay: 2 jobs, 6 evaluations"), out

@@ -22,6 +22,8 @@ import math
 import os
 import re
 import shlex
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +32,8 @@ import polars as pl
 
 from fastsim.config import is_path, plain_scalar
 from fastsim.errors import ConfigError, did_you_mean, known_keywords
-from fastsim.io import (JSONError, check_regular, decode_utf8, file_kind, loads_json,
-                        read_parquet_table)
+from fastsim.io import (LOCK_NOTICE_S, JSONError, check_regular, decode_utf8, file_kind,
+                        loads_json, read_parquet_table)
 from fastsim.kernels.codes import JOB_TYPE_LABELS
 from fastsim.replay.formats import FORMATS, LOWER_IS_BETTER_SUFFIXES
 from fastsim.values import check_file_path
@@ -126,11 +128,29 @@ def read_log_bytes(path: Path) -> bytes:
     why = file_kind(path)
     if why is not None and why != "not a regular file (a pipe)":
         raise ConfigError(f"{path}: {why}; allowed: a log file, a run directory, or a pipe")
+    try:
+        if why is None:
+            with open(path, "rb") as fh:
+                return fh.read()
+        return _read_pipe(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); allowed: a readable "
+                          "log") from None
+
+
+def _read_pipe(path: Path) -> bytes:
+    """A pipe's bytes, until its writer closes it (``read_log_bytes``).  A named pipe no
+    one writes to blocks its reader for good, as ``cat`` would: still waiting after
+    ``LOCK_NOTICE_S`` seconds, the command says so in one line, which invites Ctrl-C
+    (it waited in silence, like a hung command)."""
+    notice = threading.Timer(LOCK_NOTICE_S, lambda: print(
+        f"fastsim: waiting for {path}, a pipe, to be written and closed (a pipe is read to "
+        "its end) ...", file=sys.stderr, flush=True))
+    notice.daemon = True
+    notice.start()
     chunks, size = [], 0
     try:
-        with open(path, "rb") as fh:
-            if why is None:
-                return fh.read()
+        with open(path, "rb") as fh:  # a named pipe's open waits for a writer
             while chunk := fh.read(2**20):  # until the writer closes its end
                 size += len(chunk)
                 if size > PIPE_LIMIT:
@@ -138,9 +158,8 @@ def read_log_bytes(path: Path) -> bytes:
                                       "MiB; allowed: a log up to that size through a pipe (a "
                                       "larger one from a file)")
                 chunks.append(chunk)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc}); allowed: a readable "
-                          "log") from None
+    finally:
+        notice.cancel()
     return b"".join(chunks)
 
 
