@@ -1104,3 +1104,57 @@ def test_a_refused_runs_lock_file_is_removed_only_if_it_is_still_its_own(tmp_pat
     mine = DirLock.acquire(tmp_path)  # still ours: removed as before
     unmake_lock(mine, made=True)
     assert not (tmp_path / LOCK).exists()
+
+
+def test_a_damaged_chunk_that_cannot_be_rewritten_is_one_line(sweep_file, tmp_path, capsys,
+                                                              monkeypatch):
+    """Re-running a damaged chunk removes its record first (not done while rewritten); in a
+    cell directory that cannot be written (read-only, copied from an archive) that removal
+    was a PermissionError traceback.  Now it is one line naming the record, exit 2, and
+    the same command, the directory writable again, re-runs the chunk."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    victim = sorted(out.glob("cells/*/chunk-0001.parquet"))[0]
+    _damage(victim, "flip")
+    record = victim.with_suffix(".json")
+    unlink = Path.unlink
+
+    def read_only(self, missing_ok=False):
+        if self == record:
+            raise PermissionError(1, "Operation not permitted", str(self))
+        unlink(self, missing_ok)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[1:] == [  # after the line saying it re-runs the chunk
+        f"fastsim sweep: error: cannot write {record} (Operation not permitted)"], err
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert sweep(sweep_file, out) == 0
+    assert_same(ref, out)
+
+
+def test_a_killed_writers_temporary_that_cannot_be_removed_is_left(sweep_file, tmp_path,
+                                                                    capsys, monkeypatch):
+    """Opening a sweep directory removes a killed writer's temporaries; one in a cell
+    directory that cannot be written (read-only) was a PermissionError traceback, and a
+    finished sweep could not be aggregated again.  It is left (every reader passes over
+    temporaries), and the run goes on."""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert sweep(sweep_file, ref) == 0
+    assert sweep(sweep_file, out) == 0
+    stale = sorted(out.glob("cells/*"))[0] / "chunk-0001.parquet.999999-abcdef01.tmp"
+    stale.write_bytes(b"half")
+    unlink = Path.unlink
+
+    def read_only(self, missing_ok=False):
+        if self == stale:
+            raise PermissionError(1, "Operation not permitted", str(self))
+        unlink(self, missing_ok)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    capsys.readouterr()
+    assert sweep(sweep_file, out) == 0, capsys.readouterr().err
+    assert stale.exists()
+    assert_same(ref, out)

@@ -423,7 +423,16 @@ def remove_temporaries_in(directory: Path, held: list[DirLock]) -> None:
         return
     for tmp in Path(directory).glob(f"*{TMP_SUFFIX}"):
         if is_temporary(tmp):
-            tmp.unlink(missing_ok=True)
+            _remove_left(tmp)
+
+
+def _remove_left(tmp: Path) -> None:
+    """Remove a killed writer's temporary.  One in a directory that cannot be written
+    (read-only, copied from an archive) stays: every reader passes over temporaries, and
+    a write the run needs there says why it cannot (its removal was a traceback, and a
+    sweep with every chunk done could not even aggregate)."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 def _read_regular(path: Path, limit: int | None = None) -> bytes:
@@ -726,7 +735,7 @@ class SweepStore:
         # ``cells/`` is ours alone; beside it, only our names (never a user's ``draft.tmp``)
         ours = [t for t in self.root.glob(f"*{TMP_SUFFIX}") if is_temporary(t)]
         for tmp in [*ours, *self.root.glob(f"cells/*/*{TMP_SUFFIX}")]:
-            tmp.unlink(missing_ok=True)
+            _remove_left(tmp)
 
     # -- chunks -------------------------------------------------------------------------
     @cached_property
@@ -851,11 +860,17 @@ class SweepStore:
                             {"sha256": _sha256(b), "rows": frames[k].height}
                             for k, b in blobs.items()}}
         items = [(self.path(cell_id, k, index), bytes_writer(b)) for k, b in blobs.items()]
-        items.append((self.record_path(cell_id, index),
-                      bytes_writer(json.dumps(record, indent=1).encode())))
-        self.record_path(cell_id, index).unlink(missing_ok=True)  # not done while rewriting
-        # ``remove_temporaries`` tidied, when the store opened
-        self._write(lambda: write_all(items, tidy=False, within=self.root))
+        done = self.record_path(cell_id, index)
+        items.append((done, bytes_writer(json.dumps(record, indent=1).encode())))
+
+        def write():
+            try:  # not done while rewriting
+                done.unlink(missing_ok=True)
+            except OSError as exc:  # a read-only cell directory: a traceback, re-running
+                raise ConfigError(f"cannot write {done} ({exc.strerror or exc})") from None
+            # ``remove_temporaries`` tidied, when the store opened
+            write_all(items, tidy=False, within=self.root)
+        self._write(write)
 
     def _write(self, write) -> None:
         """``write()`` into this store's directory, its lock checked just before: a
