@@ -791,7 +791,7 @@ def read_parquet_table(source: Path | bytes, allowed: str, *, name: Path | None 
                 # one thread: pyarrow's pool, once started in a process that loaded polars
                 # first, could abort the process at exit after its work was done
                 # ("terminate called without an active exception", rc 134: apache/arrow#34314)
-                return pl.from_arrow(parquet.read(columns=columns, use_threads=False))
+                return _to_polars(parquet.read(columns=columns, use_threads=False))
     except Exception as exc:  # noqa: BLE001 - pyarrow and polars raise several types for a
         # bad file (OSError, ArrowInvalid, a thrift error, a type polars cannot take)
         reason = _reason(exc)
@@ -802,6 +802,22 @@ def read_parquet_table(source: Path | bytes, allowed: str, *, name: Path | None 
                              f"{allowed}", reason) from None
     raise ConfigError(f"{name}: has no page checksums (written by an older fastsim, or not "
                       f"by fastsim); allowed: {allowed}")
+
+
+def _to_polars(table) -> pl.DataFrame:
+    """A pyarrow table as polars, refused (``ValueError``) where polars would panic: a
+    string that is not UTF-8 (a log written by a tool that does not check, or a byte
+    flipped in a page without checksums) or metadata that is not.  The panic is no
+    ``Exception`` (pyo3's ``PanicException``), so it went past every refusal as a
+    traceback."""
+    table.validate(full=True)  # full: every string's UTF-8 too (pyarrow's ArrowInvalid)
+    for where in (table.schema, *table.schema):
+        for key, value in (where.metadata or {}).items():
+            try:
+                key.decode("utf-8"), value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"metadata that is not UTF-8 ({key!r})") from None
+    return pl.from_arrow(table)
 
 
 def read_text(path: Path, what: str) -> str:

@@ -402,3 +402,31 @@ def test_a_table_is_decoded_on_one_thread(tmp_path, monkeypatch):
     for source in (path, path.read_bytes()):
         assert read_parquet_table(source, "a table", name=path)["a"].to_list() == [1, 2]
     assert [kw.get("use_threads", True) for kw in calls] == [False, False]
+
+
+def _not_utf8(table: pa.Table, text: bytes) -> bytes:
+    """``table`` as Parquet (uncompressed, no checksums: another tool's) with ``text``
+    made invalid UTF-8 wherever it is, its page data or its footer."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="none", use_dictionary=False)
+    return buf.getvalue().replace(text, text[:-1] + b"\xff")
+
+
+def test_a_parquet_log_with_a_string_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """A Parquet log whose job ids are not UTF-8 (a tool that does not check, or a byte
+    flipped in a page without checksums) made polars panic as replay grouped its jobs:
+    a PanicException traceback, which is no ``Exception`` and passed every refusal."""
+    log = tmp_path / "evals.parquet"
+    log.write_bytes(_not_utf8(pa.table({"job_id": ["jobA"] * 4, "step": [1, 2, 3, 4],
+                                        "score": [0.5, 0.6, 0.5, 0.4]}), b"jobA"))
+    one_line(capsys, ["replay", str(log)],
+             f"{log}: not a readable Parquet table (Column 0: In chunk 0: Invalid: Invalid UTF8")
+
+
+def test_a_table_whose_metadata_is_not_utf8_is_one_line():
+    """A flipped bit in a footer's key-value metadata (fastsim's own key) made polars
+    panic converting the table (a traceback from ``fastsim figures``'s extracts)."""
+    table = pa.table({"x": [1.5]}).replace_schema_metadata({b"fastsim.key": b"1"})
+    with pytest.raises(ConfigError, match=r"^t.parquet: not a readable Parquet table "
+                                          r"\(metadata that is not UTF-8 \(b'fastsim.ke\\xff'\)\)"):
+        read_parquet_table(_not_utf8(table, b"fastsim.key"), "a table", name=Path("t.parquet"))
