@@ -504,3 +504,28 @@ def test_another_commands_writability_probe_is_no_file_of_anyones(tmp_path, caps
     (out / ".fastsim-probe-k2x9q0ab").touch()  # the other command's, in that instant
     assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]) == 0
     assert (out / "summary.parquet").is_file() and (out / ".fastsim-probe-k2x9q0ab").exists()
+
+
+def test_a_directory_removed_by_a_refused_sweep_before_the_lock_is_made_again(tmp_path,
+                                                                             monkeypatch):
+    """Two sweeps into one new --out started at once: the second found DIR made by the
+    first, which, refused (its own user function failing, say), removed it, empty, before
+    the second made its lock file there: "cannot create sweep.lock (No such file or
+    directory)", and neither ran.  The second now makes DIR again, as its own, and runs."""
+    from conftest import small_sweep
+    from fastsim.sweep.store import DirLock
+
+    (tmp_path / "s.toml").write_text(small_sweep(2))
+    out = tmp_path / "out"
+    out.mkdir()  # the first sweep's
+    acquire = DirLock.acquire.__func__
+    removed = []
+
+    def first_refused_meanwhile(cls, root):
+        if not removed:
+            removed.append(root)
+            root.rmdir()  # the first sweep's clean-up
+        return acquire(cls, root)
+    monkeypatch.setattr(DirLock, "acquire", classmethod(first_refused_meanwhile))
+    assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]) == 0
+    assert removed == [out] and (out / "summary.parquet").is_file()

@@ -69,11 +69,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
-from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX, DamagedParquet,  # noqa: F401
-                        atomic_write_bytes, atomic_write_parquet, bytes_writer,
-                        check_output_dir, file_kind, is_probe, is_temporary, loads_json,
-                        make_directory, parquet_bytes, read_parquet_table, remove_made,
-                        renames_settled, write_all)
+from fastsim.io import (PAGE_CHECKSUMS_KEY, RACE_TRIES, TMP_SUFFIX,  # noqa: F401
+                        DamagedParquet, atomic_write_bytes, atomic_write_parquet,
+                        bytes_writer, check_output_dir, file_kind, is_probe, is_temporary,
+                        loads_json, make_directory, parquet_bytes, read_parquet_table,
+                        remove_made, renames_settled, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -646,11 +646,7 @@ class SweepStore:
         # even the writability probe creates a file in it.
         self._outer = hold_sweep_dirs(self.root)
         check_output_dir(self.root)
-        try:
-            self._made = make_directory(self.root)
-        except OSError as exc:
-            raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
-        self._lock = DirLock.acquire(self.root)
+        self._lock = self._make_and_lock()
         # Again, now that this directory is made and locked: a sweep started at the same
         # instant into a directory around it had no lock there yet at the first look, and
         # had listed it empty before this one was made; both ran, one inside the other.
@@ -678,6 +674,22 @@ class SweepStore:
             if note is not None:
                 print(note, file=sys.stderr)
         self.remove_temporaries()
+
+    def _make_and_lock(self) -> "DirLock | HeldAgain":
+        """Make the directory if it is missing, then lock it.  One found made may be that
+        of another sweep started at the same instant, which, refused, removes it (empty)
+        before this one locks it: its lock file could not be made ("No such file or
+        directory"), and neither sweep ran.  Made again here, it is this one's."""
+        for tries in range(RACE_TRIES, 0, -1):
+            try:
+                self._made = make_directory(self.root)
+            except OSError as exc:
+                raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
+            try:
+                return DirLock.acquire(self.root)
+            except ConfigError:
+                if self._made or os.path.isdir(self.root) or tries == 1:
+                    raise
 
     @staticmethod
     def check_manifest(root: Path, grid: Grid, whole: Path | None = None) -> dict | None:
