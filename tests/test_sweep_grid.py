@@ -8,7 +8,7 @@ import pytest
 
 from fastsim.cli import main
 from fastsim.errors import ConfigError
-from fastsim.sweep.grid import load_sweep, parse_sweep
+from fastsim.sweep.grid import axis_value, load_sweep, parse_sweep
 
 
 def write(tmp_path, text, name="exp.toml"):
@@ -126,8 +126,8 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),
     # a detector's parameter, though no policy of the file's: not 'did you mean sigma?'
     ("clusters = 4\n[axes]\nsigma0 = [0.01, 0.05]\n",
-     ["[axes] field 'sigma0' is unknown (a parameter of margin, cusum, peak, bocpd, "
-      "given in its spec: \"margin:sigma0=...\"); allowed: "]),
+     ["axis 'sigma0' applies to no cell: no policy of the grid has the field 'sigma0' "
+      "(evalstop); margin, cusum, peak, bocpd declare it"]),
     ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
      ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
     # a list under [base] was refused as a bad value, without a word of [axes]
@@ -591,7 +591,8 @@ def test_a_policy_field_that_applies_to_no_cell_is_refused(tmp_path):
     p = write(tmp_path, 'clusters = 4\n[base]\nn_jobs = 20\n[axes]\nk = [1, 2]\n'
                         'policy = ["stop_at:f=0.5", "none"]\n')
     with pytest.raises(ConfigError, match=r"axis 'k' applies to no cell: no policy of the grid "
-                       r"has the field 'k' \(none, stop_at\)$"):
+                       r"has the field 'k' \(none, stop_at\); evalstop, deprioritize, margin "
+                       r"declare it$"):
         load_sweep(p)
     p = write(tmp_path, 'clusters = 4\n[base]\ntol = 0.1\n[axes]\npolicy = ["evalstop:k=2"]\n',
               "b.toml")
@@ -612,7 +613,8 @@ def test_a_scheduler_field_that_applies_to_no_cell_is_refused(tmp_path, capsys):
     assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.endswith(f"{p}: axis 'thresholds_gpu_h' applies to no cell: no scheduler of the "
-                        "grid has the field 'thresholds_gpu_h' (fifo, srtf_est)\n"), err
+                        "grid has the field 'thresholds_gpu_h' (fifo, srtf_est); tiresias "
+                        "declares it\n"), err
     assert err.count("\n") == 1 and not out.exists()
     p = write(tmp_path, '[base]\nbackfill = false\nscheduler = "sjf_est"\n', "b.toml")
     with pytest.raises(ConfigError, match=r"\[base\] field 'backfill' applies to no cell"):
@@ -623,13 +625,34 @@ def test_a_scheduler_field_that_applies_to_no_cell_is_refused(tmp_path, capsys):
     assert len(load_sweep(p).cells) == 6  # tiresias under each, fifo once; with baselines
 
 
-def test_a_spec_parameter_given_as_a_field_says_where_it_goes(tmp_path):
-    """`sigma0 = [0.01, 0.05]` beside `peak`: "field 'sigma0' is unknown" and 39 fields,
-    none of them it; the parameter goes in the spec."""
-    p = write(tmp_path, 'clusters = 4\n[axes]\npolicy = ["peak", "evalstop"]\n'
-                        'sigma0 = [0.01, 0.05]\n')
-    with pytest.raises(ConfigError, match=r"\[axes\] field 'sigma0' is unknown \(peak takes "
-                       r"sigma0 in its spec: \"peak:sigma0=\.\.\.\"\); allowed: "):
+def test_a_detectors_parameter_is_a_field_as_a_users_is(tmp_path):
+    """`sigma0 = [0.01, 0.05]` beside `peak` was refused ("field 'sigma0' is unknown", go
+    to the spec): every parameter a named policy declares is a field, a built-in's too.
+    The axis runs the cells its specs run (the same ids); a name two detectors declare
+    (z) sets it in each, and EvalStop's k is margin's k too."""
+    head = 'clusters = 4\n[base]\nn_jobs = 20\n'
+    by_axis = load_sweep(write(tmp_path, head + '[axes]\npolicy = ["peak", "evalstop"]\n'
+                               'sigma0 = [0.01, 0.05]\n', "a.toml"))
+    by_spec = load_sweep(write(tmp_path, head + '[axes]\npolicy = ["peak:sigma0=0.01", '
+                               '"peak:sigma0=0.05", "evalstop"]\n', "s.toml"))
+    assert {c.id for c in by_axis.cells} == {c.id for c in by_spec.cells}
+    assert len(by_axis.cells) == 4  # evalstop once (sigma0 reset in its cells), none
+    g = load_sweep(write(tmp_path, head + '[axes]\nz = [1, 2]\nk = [2, 3]\n'
+                         'policy = ["peak", "bocpd", "margin", "evalstop"]\n', "z.toml"))
+    got = {(c.config.policy.name, axis_value(c.config, "z"), axis_value(c.config, "k"))
+           for c in g.cells if not c.is_baseline}
+    assert got == {*((n, z, None) for n in ("peak", "bocpd") for z in (1.0, 2.0)),
+                   *(("margin", z, k) for z in (1.0, 2.0) for k in (2, 3)),
+                   *(("evalstop", None, k) for k in (2, 3))}
+    with pytest.raises(ConfigError, match=r'cell \(z=-1, policy="peak"\): z=-1 is invalid; '
+                       r"allowed: a number in \[0, 100\]"):
+        load_sweep(write(tmp_path, head + '[axes]\nz = [-1]\npolicy = ["peak"]\n', "bad.toml"))
+
+
+def test_a_detectors_parameter_above_base_is_told_to_go_under_it(tmp_path):
+    p = write(tmp_path, 'clusters = 4\nz = 2\n[base]\npolicy = "peak"\n')
+    with pytest.raises(ConfigError, match=r"key 'z' is unknown \(a field: under \[base\], or "
+                       r"under \[axes\] as a list\); allowed: name, "):
         load_sweep(p)
 
 

@@ -42,6 +42,13 @@ def clash(scores, losses, attained_h, t_est_h, sigma, k):
     return 0
 
 
+@stop_policy(params=[Param("drop", "float", 0.1, lo=0, hi=1)], name="toy_drop",
+             label="toy_drop(drop={drop})")
+@njit
+def toy_drop(scores, losses, attained_h, t_est_h, drop):
+    return 0
+
+
 @scheduler_key(params=[Param("weight", "float", 1.0, lo=0)], label="weighted(weight={weight})")
 @njit
 def weighted(t_est_h, gpus, job_type, arrival_h, weight):
@@ -145,6 +152,26 @@ def test_a_bad_value_is_one_line_naming_the_field_before_anything_is_written(
     assert err.count("\n") == 1 and f"{p}: " in err, err
     assert all(needle in err for needle in ([said] if isinstance(said, str) else said)), err
     assert not out.exists()
+
+
+def test_a_parameter_of_no_policy_of_the_file_says_whose_it_is(user_dir, tmp_path):
+    """``drop`` beside EvalStop alone, where a registered policy declares it: refused as
+    applying to no cell, naming that policy, not as "unknown" with a list without it."""
+    import toy_axis_policies  # noqa: F401  (registers toy_drop, as a run that named it had)
+
+    p = write(tmp_path, '[axes]\ndrop = [0.1, 0.2]\npolicy = ["evalstop"]\n')
+    with pytest.raises(ConfigError, match=r"exp.toml: axis 'drop' applies to no cell: no "
+                       r"policy of the grid has the field 'drop' \(evalstop\); "
+                       r"toy_axis_policies:toy_drop declares it$"):
+        load_sweep(p)
+
+
+def test_a_parameter_above_base_is_told_to_go_under_it(user_dir, tmp_path):
+    """``delta = 0.02`` above ``[base]`` got "did you mean" of the top keys: it is a field."""
+    p = write(tmp_path, f'clusters = 4\ndelta = 0.02\n[base]\npolicy = "{POL}"\n')
+    with pytest.raises(ConfigError, match=r"key 'delta' is unknown \(a field: under \[base\], "
+                       r"or under \[axes\] as a list\); allowed: name, title"):
+        load_sweep(p)
 
 
 def test_a_name_of_two_meanings_is_refused_or_set_in_every_cell_that_declares_it(

@@ -21,12 +21,14 @@ A sweep file is declarative::
 Every cell is validated (``SimConfig``) before anything runs, and every ``[base]`` value,
 also one that every cell overrides; a bad file raises one ``ConfigError`` naming the file
 and the field (``base.sigma`` for a ``[base]`` value no cell uses).  A spec's parameters must be ones its
-policy or scheduler declares (``fastsim.registry``); each parameter a user's policy or
-scheduler key declares is a field too (``delta = [0.01, 0.02]`` beside
-``policy = "mymod:drawdown"``: ``declared_fields``).  ``[base]`` and axis fields that do
+policy or scheduler declares (``fastsim.registry``); each parameter a policy or scheduler
+the file names declares is a field too, a built-in's or a user's, by one rule (``z = [1,
+2]`` beside ``policy = "peak"``, ``delta = [0.01, 0.02]`` beside ``policy =
+"mymod:drawdown"``: ``declared_fields``).  ``[base]`` and axis fields that do
 not apply to a cell (``k`` for ``stop_at``, thresholds for ``fifo``) are reset to
 their defaults, so cells that would simulate the same thing are one cell; one that applies
-to no cell (``k`` beside ``stop_at`` alone) is refused.
+to no cell (``k`` beside ``stop_at`` alone) is refused, naming the registered declarations
+that have it.
 
 ``baseline`` takes what ``fastsim run --baseline`` takes (``fastsim.config.parse_baseline``):
 a policy spec (``"none"``, ``"evalstop:k=3"``, ``"oracle"``, ``"MODULE:FUNCTION"``) or
@@ -67,8 +69,10 @@ POLICY_FIELDS = R.POLICY_FIELDS
 # The fields whose meaning no declaration changes: the specs, the metrics, the workload's.
 SPEC_FIELDS = ("scheduler", "policy", "metrics")
 FIXED_FIELDS = SPEC_FIELDS + WORKLOAD_FIELDS
-# Every name a [base] key or an axis may use, beside the parameters of the users' policies
-# and scheduler keys the file names (``declared_fields``).
+# The names a [base] key or an axis may always use.  Beside them, every parameter a policy
+# or scheduler the file names declares is a field (``declared_fields``: a detector's z, a
+# user's delta), and a registered declaration's (``registered_fields``) is refused where no
+# cell has it as applying to no cell, naming whose it is (``_check_used``).
 FIELDS = FIXED_FIELDS + SCHEDULER_FIELDS + POLICY_FIELDS
 # The fields whose one value is a list (or may be: a mix's fractions); any other given a
 # list under [base] was meant as an axis
@@ -245,24 +249,8 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
         raise ConfigError(f"scheduler={sched_spec!r} is invalid; allowed: a spec such as 'fifo:backfill'")
     if not isinstance(pol_spec, str):
         raise ConfigError(f"policy={pol_spec!r} is invalid; allowed: a spec such as 'evalstop:k=2'")
-    sched = SchedulerConfig.parse(sched_spec)
-    pol = PolicyConfig.parse(pol_spec)
-    s_set = {sched.decl.param(k).target for k in R.parse_spec(sched_spec, "scheduler")[1]}
-    p_set = set(R.parse_spec(pol_spec, "policy")[1])
-    use = lambda k, spec_set: k in values and (k in axis_keys or k not in spec_set)  # noqa: E731
-    # a user's declared parameter is a field of its own name (in ``params``, checked by
-    # its Param), also where a built-in's parameter has that name: a key's k is not
-    # EvalStop's (a file where both take it is refused: ``_check_declared``)
-    s_user = {k: values[k] for k in _user_fields(sched.decl) if use(k, s_set)}
-    p_user = {k: values[k] for k in _user_fields(pol.decl) if use(k, p_set)}
-    users = {*s_user, *p_user}
-    s_kw = {k: values[k] for k in SCHEDULER_FIELDS if use(k, s_set) and k not in users}
-    p_kw = {k: values[k] for k in POLICY_FIELDS if use(k, p_set) and k not in users}
-    if s_kw or s_user:
-        sched = SchedulerConfig(**{**_fields_of(sched), **s_kw,
-                                   "params": _with_values(sched, s_user)})
-    if p_kw or p_user:
-        pol = PolicyConfig(**{**_fields_of(pol), **p_kw, "params": _with_values(pol, p_user)})
+    sched = _with_fields(SchedulerConfig.parse(sched_spec), sched_spec, values, axis_keys)
+    pol = _with_fields(PolicyConfig.parse(pol_spec), pol_spec, values, axis_keys)
     work = WorkloadConfig(**{k: values[k] for k in WORKLOAD_FIELDS if k in values})
     metrics = values.get("metrics", ())
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
@@ -270,17 +258,29 @@ def build_config(values: dict[str, Any], axis_keys: tuple[str, ...] = ()) -> Sim
     return canonicalize(SimConfig(work, sched, pol, tuple(metrics)))
 
 
-def _fields_of(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+def _with_fields(part: PolicyConfig | SchedulerConfig, spec: str, values: dict[str, Any],
+                 axis_keys: tuple[str, ...]) -> PolicyConfig | SchedulerConfig:
+    """``part`` with each of its fields (``_sweep_fields``) that ``values`` gives: an
+    axis's value over the spec's own parameter, the spec's over ``[base]``'s.  A field of
+    the same name in another declaration is that one's (a key's k is not EvalStop's; a
+    file where both take it is refused: ``_check_declared``)."""
+    what = "policy" if isinstance(part, PolicyConfig) else "scheduler"
+    in_spec = {part.decl.param(k).target for k in R.parse_spec(spec, what)[1]}
+    given = {f: values[f] for f in _sweep_fields(part)
+             if f in values and (f in axis_keys or f not in in_spec)}
+    if not given:
+        return part
+    # a detector's and a user's parameters live in ``params``; the built-ins' in fields
+    kept = {f: v for f, v in given.items() if f in dict(part.params)}
+    named = {f: v for f, v in given.items() if f not in kept}
+    return replace(part, **named, params=_with_values(part, kept))
 
 
-def _user_fields(d: R.Declaration) -> tuple[str, ...]:
-    """The sweep fields a user's policy or scheduler key declares: its parameters but
-    ``scope`` (every policy's field) and those named as a fixed field (``sigma``: the
-    workload's; ``_check_declared`` refuses a file that sets one of those)."""
-    if d.user is None:
-        return ()
-    return tuple(n for n in d.param_names if n != "scope" and n not in FIXED_FIELDS)
+def _declared(d: R.Declaration) -> tuple[str, ...]:
+    """The sweep fields declaration ``d``'s parameters are, each named as the config field
+    it fills (tiresias' ``thresholds``: ``thresholds_gpu_h``), but those named as a fixed
+    field (``sigma``: the workload's; ``_check_declared`` refuses a file that sets one)."""
+    return tuple(q.target for q in d.params if q.target not in FIXED_FIELDS)
 
 
 def _with_values(part: PolicyConfig | SchedulerConfig, given: dict[str, Any]
@@ -292,18 +292,26 @@ def _with_values(part: PolicyConfig | SchedulerConfig, given: dict[str, Any]
 
 
 def _sweep_fields(part: PolicyConfig | SchedulerConfig) -> tuple[str, ...]:
-    """Every sweep field that sets a parameter of ``part``: a built-in's config fields, a
-    user's declared parameters (and a policy's ``scope``)."""
-    own = (_policy_fields if isinstance(part, PolicyConfig) else _scheduler_fields)(part)
-    return own + _user_fields(part.decl)
+    """Every sweep field that sets a parameter of ``part``: each its declaration declares
+    (``scope`` where it matters)."""
+    d = part.decl
+    return tuple(f for f in _declared(d) if f != "scope" or d.scoped)
 
 
-def _top_key_hint(key: str) -> str:
+def _field_value(part: PolicyConfig | SchedulerConfig, name: str) -> Any:
+    """The value of ``part``'s field ``name`` (one of ``_sweep_fields``)."""
+    params = dict(part.params)
+    return params[name] if name in params else getattr(part, name)
+
+
+def _top_key_hint(key: str, doc: dict[str, Any]) -> str:
     """A field written above ``[base]`` belongs under it: ``base_rate = 0.3`` there is not
-    a misspelt ``base``, which a file cannot set to a number."""
+    a misspelt ``base``, which a file cannot set to a number; nor is a parameter of a
+    policy the file names (``delta``)."""
     if key == "metrics":  # columns of every cell, never an axis
         return " (a field: under [base], as a list)"
-    if key in FIELDS:
+    base, axes = (t if isinstance(t, dict) else {} for t in (doc.get("base"), doc.get("axes")))
+    if key in FIELDS or key in declared_fields(base, axes) or key in registered_fields():
         return " (a field: under [base], or under [axes] as a list)"
     return did_you_mean(str(key), TOP_KEYS)
 
@@ -321,49 +329,30 @@ def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
                 continue
 
 
-def declared_fields(base: dict, axes: dict) -> dict[str, dict[str, list[str]]]:
-    """The parameters of the users' policies and scheduler keys the file names, each a
-    field of its own name: field -> kind (``policy``, ``scheduler``) -> the declarations
-    (the built-ins among them where a built-in's field has that name too)."""
-    user = {n for what, d in _named(base, axes) if d.user is not None
-            for n in d.param_names if n != "scope" and n not in SPEC_FIELDS}
+def _owners(decls: Iterable[tuple[str, R.Declaration]]) -> dict[str, dict[str, list[str]]]:
+    """field -> kind (``policy``, ``scheduler``) -> the declarations of ``decls`` with a
+    parameter that is that field, or is named as a workload field (``sigma``, which
+    ``_check_declared`` refuses)."""
     out: dict[str, dict[str, list[str]]] = {}
-    for what, d in _named(base, axes):
-        # a built-in's parameter is a field where it is one of its config's (not peak's z)
-        names = d.param_names if d.user is not None else (
-            q.target for q in d.params if q.target in POLICY_FIELDS + SCHEDULER_FIELDS)
-        for n in names:
-            if n in user:
-                owners = out.setdefault(n, {}).setdefault(what, [])
-                owners += [d.name] if d.name not in owners else []
+    for what, d in decls:
+        for f in (q.target for q in d.params if q.target not in SPEC_FIELDS):
+            owners = out.setdefault(f, {}).setdefault(what, [])
+            owners += [d.name] if d.name not in owners else []
     return out
 
 
-def _spec_param(key: str, base: dict, axes: dict) -> str:
-    """For an unknown field that is a parameter of a policy the file names (``sigma0`` of
-    ``peak``, an online detector): where it goes instead."""
-    for what, d in _named(base, axes):
-        if key in d.param_names:
-            return f" ({d.name} takes {key} in its spec: \"{d.name}:{key}=...\")"
-    return ""
+def declared_fields(base: dict, axes: dict) -> dict[str, dict[str, list[str]]]:
+    """The parameters of the policies and schedulers the file names, built-in or a user's,
+    each a field (``_owners``): every declared parameter is, by one rule."""
+    return _owners(_named(base, axes))
 
 
-# Each parameter name of a built-in policy or scheduler -> the built-ins that take it.
-_BUILTIN_PARAMS: dict[str, list[str]] = {}
-for _d in R.BUILTIN_POLICIES + R.BUILTIN_SCHEDULERS:
-    for _p in _d.param_names:
-        _BUILTIN_PARAMS.setdefault(_p, []).append(_d.name)
-
-
-def _builtin_param(key: str, declared: Iterable[str] = ()) -> str:
-    """For an unknown field that is a built-in's parameter though none of the file's
-    (``sigma0`` of peak, cusum, bocpd): where it goes, not ``did you mean sigma?``, the
-    evaluation noise, which runs a different experiment; else the nearest field (a user's
-    parameter among them)."""
-    owners = _BUILTIN_PARAMS.get(key, [])
-    return (f" (a parameter of {', '.join(owners)}, given in its spec: "
-            f"\"{owners[0]}:{key}=...\")" if owners
-            else did_you_mean(str(key), (*FIELDS, *declared)))
+def registered_fields() -> dict[str, dict[str, list[str]]]:
+    """``_owners`` of every registered policy and scheduler (the built-ins, and the users'
+    this process has imported with a ``name``): a field one of them declares but none the
+    file names applies to no cell, and is refused saying whose it is (``_check_used``)."""
+    return _owners([*(("policy", d) for d in R.policies()),
+                    *(("scheduler", d) for d in R.schedulers())])
 
 
 def _fail(source: str, msg: str) -> ConfigError:
@@ -461,7 +450,7 @@ def _check_top_level(doc: dict[str, Any], source: str) -> str:
                     f"`fastsim costaware sweep {source} --out DIR`")
     for key in doc:
         if key not in TOP_KEYS:
-            raise _fail(source, f"key {key!r} is unknown{_top_key_hint(key)}; allowed: "
+            raise _fail(source, f"key {key!r} is unknown{_top_key_hint(key, doc)}; allowed: "
                         f"{', '.join(TOP_KEYS)}")
     for key in ("name", "title", "description"):
         text = doc.get(key, "")
@@ -502,13 +491,14 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
                           "of [base] field = value, or None")
     base = {**base, **(base_overrides or {})}
     declared = declared_fields(base, axes)
+    registered = registered_fields()
     for section, table in (("base", base), ("axes", axes)):
         for key in table:
-            if key not in FIELDS and key not in declared:
+            if key not in FIELDS and key not in declared and key not in registered:
                 # metrics are columns of every cell, never an axis (refused below)
                 allowed = [f for f in FIELDS if section == "base" or f != "metrics"]
                 allowed += [f for f in declared if f not in FIELDS]
-                hint = _spec_param(key, base, axes) or _builtin_param(key, declared)
+                hint = did_you_mean(str(key), (*allowed, *registered))
                 raise _fail(source, f"[{section}] field {key!r} is unknown{hint}; "
                                     f"allowed: {', '.join(allowed)}")
             _check_declared(source, section, key, declared.get(key))
@@ -553,8 +543,9 @@ def _expand_cells(source: str, base: dict[str, Any], axes: dict[str, list],
     # policy and scheduler fields given (k, f, w, tol, scope, backfill, thresholds_gpu_h,
     # a user's parameter) -> their kind and the policies or schedulers of the cells, while
     # they apply to none
-    kinds = {**{f: "policy" for f in POLICY_FIELDS}, **{f: "scheduler" for f in SCHEDULER_FIELDS},
-             **{f: next(iter(owners)) for f, owners in declared_fields(base, axes).items()}}
+    kinds = {f: next(iter(owners)) for f, owners in
+             {**registered_fields(), **declared_fields(base, axes)}.items()
+             if f not in WORKLOAD_FIELDS}
     unused = {f: (kind, set()) for f, kind in kinds.items() if f in axes or f in base}
     for combo in combos:
         values = {**base, **dict(zip(axis_names, combo))}
@@ -600,15 +591,16 @@ def _axis_hint(msg: str, base: dict[str, Any]) -> str:
 
 def _check_used(source: str, unused: dict[str, tuple[str, set]], axes: dict[str, list]) -> None:
     """A policy or scheduler field given that no cell's policy or scheduler has (``k``
-    beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``, a user's
-    parameter whose policy an axis replaces in every cell) was dropped from every cell
-    without a word."""
+    beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``, ``z`` beside no
+    detector, a user's parameter whose policy an axis replaces in every cell) was dropped
+    from every cell without a word; said with the declarations that have it."""
     for f, (kind, names) in unused.items():
         where = "axis" if f in axes else "[base] field"
         user = sorted(n for n in names if ":" in n)
-        hint = (f"; {user[0]} declares "
-                f"{', '.join(_user_fields(R.lookup(kind, user[0]))) or 'no parameter'}"
-                if user else "")
+        own = [f for f in _declared(R.lookup(kind, user[0])) if f != "scope"] if user else []
+        hint = f"; {user[0]} declares {', '.join(own) or 'no parameter'}" if user else ""
+        others = [n for n in registered_fields().get(f, {}).get(kind, []) if n not in names]
+        hint += f"; {', '.join(others)} declare{'s' * (len(others) == 1)} it" if others else ""
         raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
 
@@ -668,17 +660,14 @@ def axis_value(cfg: SimConfig, axis: str) -> Any:
         return cfg.scheduler.label
     if axis == "policy":
         return cfg.policy.label
-    for part in (cfg.policy, cfg.scheduler):  # a user's parameter, also one named k
-        if axis in _user_fields(part.decl):
-            return part.values[axis]
-    if axis in POLICY_FIELDS:
-        return getattr(cfg.policy, axis) if axis in _policy_fields(cfg.policy) else None
-    if axis in SCHEDULER_FIELDS:
-        v = getattr(cfg.scheduler, axis)
-    elif axis in WORKLOAD_FIELDS:
+    for part in (cfg.policy, cfg.scheduler):  # a field of each its own (k of a key's)
+        if axis in _sweep_fields(part):
+            v = _field_value(part, axis)
+            break
+    else:
+        if axis not in WORKLOAD_FIELDS:  # a parameter this cell's parts do not declare
+            return None
         v = getattr(cfg.workload, axis)
-    else:  # a user's parameter this cell's policy and scheduler do not declare
-        return None
     if isinstance(v, (tuple, list)):
         # every digit: a 6-digit :g printed (0.1, 0.5) and (0.1000001, 0.5) as one value
         return "/".join(R.exact_text(x) if isinstance(x, float) else str(x) for x in v)
