@@ -42,6 +42,14 @@ def clash(scores, losses, attained_h, t_est_h, sigma, k):
     return 0
 
 
+@stop_policy(params=[Param("delta", "float", 0.01, lo=0, hi=1),
+                     Param("patience", "int", 1, lo=1, unit="evaluations")],
+             label="terse(delta={delta})")
+@njit
+def terse(scores, losses, attained_h, t_est_h, delta, patience):
+    return 0
+
+
 @stop_policy(params=[Param("drop", "float", 0.1, lo=0, hi=1)], name="toy_drop",
              label="toy_drop(drop={drop})")
 @njit
@@ -172,6 +180,22 @@ def test_a_parameter_above_base_is_told_to_go_under_it(user_dir, tmp_path):
     with pytest.raises(ConfigError, match=r"key 'delta' is unknown \(a field: under \[base\], "
                        r"or under \[axes\] as a list\); allowed: name, title"):
         load_sweep(p)
+
+
+def test_summary_headings_name_a_swept_field_the_label_leaves_out(user_dir, tmp_path):
+    """``terse(delta={delta})`` beside ``patience = [1, 2]``: two cells, one heading in
+    summary.txt (only workload axes were added); the field is added where the label leaves
+    it out, and headings whose labels name every swept field read as they did."""
+    head = HEAD.replace("clusters = 8", "clusters = 2").replace("chunk = 4", "chunk = 2")
+    p = write(tmp_path, head + '[axes]\npatience = [1, 2]\n'
+              'policy = ["toy_axis_policies:terse", "evalstop"]\nsigma = [0.05]\n')
+    assert main(["sweep", str(p), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    headings = [ln.split("  [cell")[0] for ln in
+                (tmp_path / "out" / "summary.txt").read_text().splitlines() if ln.startswith("== ")]
+    assert sorted(headings) == ["== srtf_est | evalstop(k=2) | sigma=0.05",
+                                "== srtf_est | none | sigma=0.05",
+                                "== srtf_est | terse(delta=0.01) | patience=1 | sigma=0.05",
+                                "== srtf_est | terse(delta=0.01) | patience=2 | sigma=0.05"]
 
 
 def test_a_name_of_two_meanings_is_refused_or_set_in_every_cell_that_declares_it(

@@ -9,8 +9,9 @@ Writes, atomically, into the sweep directory:
 * ``summary.parquet``: ``cells`` columns x ``fastsim.summary.summarize`` rows (``metric,
   kind, mean, lo, hi, n``), paired against the cell's baseline on identical clusters.
 * ``jct_hist.parquet``: per cell, the JCT histogram summed over chunks.
-* ``summary.txt``: the same estimates as plain-text tables; under a baseline other than
-  ``none`` each heading says what its changes are against.
+* ``summary.txt``: the same estimates as plain-text tables, a heading per cell (its label,
+  its workload axes, and a swept field its label leaves out: ``unlabelled_axes``); under a
+  baseline other than ``none`` each heading says what its changes are against.
 * ``sweep.json``'s ``tables``: the SHA-256 and size of each of these four, renamed after them
   (``SweepStore.write_aggregated``), which every reader checks (``read_sweep_table``).
 
@@ -85,14 +86,31 @@ def _cell_summary(store: SweepStore, cell_id: str, baseline_id: str | None) -> p
     return cell.table()
 
 
-def _cell_title(store: SweepStore, c) -> str:
+def _cell_title(store: SweepStore, c, unlabelled: tuple[str, ...] = ()) -> str:
     """``== scheduler | policy | sigma=0.05  [cell id]``: the label names the scheduler and
     the policy with their parameters; the workload axes are added, so cells that differ
-    only there (a noise sweep's) are told apart in ``summary.txt``."""
+    only there (a noise sweep's) are told apart in ``summary.txt``, and the swept fields
+    that labels leave out (``unlabelled_axes``) where the cell has them."""
     def text(v):  # every digit, or sigma 0.05 and 0.0500001 made one title
         return exact_text(v) if isinstance(v, float) else str(v)
-    axes = [f"{a}={text(axis_value(c.config, a))}" for a in store.grid.axes if a in WORKLOAD_FIELDS]
+    shown = [a for a in store.grid.axes if a in WORKLOAD_FIELDS or a in unlabelled]
+    axes = [f"{a}={text(v)}" for a in shown if (v := axis_value(c.config, a)) is not None]
     return f"== {' | '.join([c.label, *axes])}{_paired_text(store.grid, c)}  [cell {c.id}]"
+
+
+def unlabelled_axes(grid) -> tuple[str, ...]:
+    """The policy and scheduler fields on an axis that the labels of some cells leave out:
+    two cells of one label differ in it (``patience`` of a user's policy labelled
+    ``drawdown(delta={delta})``), so their headings would be one heading.  Where labels
+    name every swept field (all built-ins'), none, and headings read as they always have."""
+    fields = [a for a in grid.axes if a not in ("scheduler", "policy", *WORKLOAD_FIELDS)]
+    seen: dict[tuple, dict[str, set]] = {}
+    for c in grid.cells:
+        key = (c.label, *(axis_value(c.config, a) for a in grid.axes if a in WORKLOAD_FIELDS))
+        values = seen.setdefault(key, {a: set() for a in fields})
+        for a in fields:
+            values[a].add(axis_value(c.config, a))
+    return tuple(a for a in fields if any(len(v[a]) > 1 for v in seen.values()))
 
 
 def _paired_text(grid, c) -> str:
@@ -115,12 +133,13 @@ def _header(grid) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _cell_parts(store: SweepStore, c) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+def _cell_parts(store: SweepStore, c, unlabelled: tuple[str, ...]
+                ) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """One cell's summary rows, JCT histogram and text table."""
     s = _cell_summary(store, c.id, c.baseline)
     h = merge_histograms(store.read_each(c.id, "jct"))
     return (s.with_columns(pl.lit(c.id).alias("cell")), h.with_columns(pl.lit(c.id).alias("cell")),
-            format_table(s, title=_cell_title(store, c), note=False))
+            format_table(s, title=_cell_title(store, c, unlabelled), note=False))
 
 
 def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
@@ -128,12 +147,13 @@ def _each_cell(store: SweepStore, progress: bool) -> list[tuple]:
     decoding Parquet and the bootstrap release the GIL); results in grid order, and the
     first failing cell in grid order is the error raised."""
     cells = store.grid.cells
+    unlabelled = unlabelled_axes(store.grid)  # of the grid, once
     bar = progress_bar(total=len(cells), unit="cell", desc="aggregate", enabled=progress,
                        dynamic_ncols=True, leave=False)
     pool = ThreadPoolExecutor(max(1, min(numba.get_num_threads(), len(cells))))
     try:
         parts = []
-        for f in [pool.submit(_cell_parts, store, c) for c in cells]:
+        for f in [pool.submit(_cell_parts, store, c, unlabelled) for c in cells]:
             parts.append(f.result())
             bar.update()
         return parts
