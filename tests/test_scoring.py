@@ -700,3 +700,22 @@ def test_every_parameter_of_the_joint_fit_is_named_on_every_row_it_was_fitted_to
     for key in (*CALIBRATION_ROWS, "gain_srtf_est"):  # the last: the JCT row, negated
         named = {p.strip() for p in ROWS_BY_KEY[key].fitted_by.split(",")}
         assert axes <= named, (key, named)
+
+
+def test_a_bound_decided_at_the_cell_a_parameter_was_fitted_at_is_fitted():
+    """Precision was fitted at base rate 0.6 (the headline's cell), one of the cells the
+    bound "min over base rate 0.2-0.8" is over: decided there, the bound counted as a
+    held-out row.  It is `fitted` now when that cell decides it, unless a cell not fitted
+    misses too; a fitted cell above the deciding one changes nothing."""
+    rates = (0.2, 0.6, 0.8)
+    cases = {(0.95, 0.90, 0.94): (FITTED, "at base rate = 0.6 (a fitted cell"),
+             (0.95, 0.85, 0.94): (FITTED, "at base rate = 0.6 (a fitted cell"),
+             (0.88, 0.85, 0.94): (MISS, "at base rate = 0.6"),
+             (0.92, 0.98, 0.94): (MATCH, "at base rate = 0.2")}
+    for base_rate, (want, note) in cases.items():
+        rows = _scored(base_rate=base_rate, rates=rates)
+        r = rows["base_rate_bound"]
+        assert (r["verdict"], r["note"].startswith(note)) == (want, True), (base_rate, r)
+        assert bool(r["fitted_by"]) == (want == FITTED), r
+        held = headline_count(list(rows.values()))
+        assert held[1] == sum(not p.fitted_by for p in PAPER_ROWS) - (want == FITTED), held

@@ -42,7 +42,7 @@ from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
                                    ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
-                                   share_text, tolerance_text, verdict)
+                                   share_text, tolerance_text, Verdict, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -121,12 +121,16 @@ def _pct_ci(mean, lo, hi) -> tuple[str, str]:
 
 def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
          ends_fitted_by: tuple[str, str] = ("", ""),
-         decided: tuple[float, float] | None = None) -> dict[str, Any]:
+         decided: tuple[float, float] | None = None,
+         cell_fitted_by: str = "") -> dict[str, Any]:
     """One row of the comparison; ``ends_fitted_by``: for the range, what was fitted to
     the row each end's gain is (``verdict``'s ``ends_fitted``); ``decided``: for the k
-    row, how firmly the data picks our k (``verdict``'s)."""
+    row, how firmly the data picks our k (``verdict``'s); ``cell_fitted_by``: for a
+    bound, what was fitted at the cell that decides it (``_bound_fitted_by``)."""
     v = verdict(paper_row, ours, lo, hi, tuple(map(bool, ends_fitted_by)), decided=decided)
-    fitted_by = paper_row.fitted_by
+    if cell_fitted_by:
+        v = Verdict(FITTED, v.detail)
+    fitted_by = paper_row.fitted_by or cell_fitted_by
     if v.verdict == FITTED and not fitted_by:
         fitted_by = ", ".join(dict.fromkeys(p for p in ends_fitted_by if p))
     return {"key": paper_row.key, "result": paper_row.result, "paper": paper_row.paper_text,
@@ -153,23 +157,43 @@ def comparison_rows(summaries: dict[str, pl.DataFrame],
 def _bound_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     """The two bounds on EvalStop's precision, each scored at the cell that decides it
     (``_bound_cell``): over sigma <= 0.05 and over base rates 0.2-0.8."""
-    rows = []
-    noise = summaries["noise"].filter((pl.col("metric") == "precision")
-                                      & (pl.col("policy_name") == "evalstop"))
-    low, note = _bound_cell(ROWS_BY_KEY["noise_bound"],
-                            noise.filter(pl.col("sigma") <= 0.05 + 1e-9), "sigma", "sigma")
-    rows.append(_row(ROWS_BY_KEY["noise_bound"], low["mean"], low["lo"], low["hi"], low["n"],
-                     note=note))
-    br = summaries["base_rate"].filter((pl.col("metric") == "precision")
+    def precision(sweep):
+        return summaries[sweep].filter((pl.col("metric") == "precision")
                                        & (pl.col("policy_name") == "evalstop"))
+
     # the paper's range only, as the noise bound takes sigma <= 0.05 only: a sweep file
     # with base rate 0.1 as well had that cell scored as part of "0.2-0.8"
-    worst, note = _bound_cell(ROWS_BY_KEY["base_rate_bound"],
-                              br.filter(pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)),
-                              "base_rate", "base rate")
-    rows.append(_row(ROWS_BY_KEY["base_rate_bound"], worst["mean"], worst["lo"], worst["hi"],
-                     worst["n"], note=note))
+    bounds = (("noise_bound", precision("noise").filter(pl.col("sigma") <= 0.05 + 1e-9),
+               "sigma", "sigma"),
+              ("base_rate_bound", precision("base_rate").filter(
+                  pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)),
+               "base_rate", "base rate"))
+    rows = []
+    for key, cells, column, name in bounds:
+        row = ROWS_BY_KEY[key]
+        cell, note = _bound_cell(row, cells, column, name)
+        fitted = _bound_fitted_by(row, cells, cell, column)
+        rows.append(_row(row, cell["mean"], cell["lo"], cell["hi"], cell["n"],
+                         note=note + (f" (a fitted cell: {fitted})" if fitted else ""),
+                         cell_fitted_by=fitted))
     return rows
+
+
+def _bound_fitted_by(row: PaperRow, cells: pl.DataFrame, decides: dict[str, Any],
+                     column: str) -> str:
+    """What was fitted at the cell ``decides`` of the bound ``row`` over ``cells`` (its
+    ``fitted_at``), or "" (held out).  Only the deciding cell counts: the bound holds
+    where every cell does, so a fitted cell above the lowest changes nothing, but one
+    that decides it is the fit's number.  A miss is held out where a cell not fitted
+    misses too, as for a range's ends (``scoring.verdict``)."""
+    def fitted_at(cell):
+        return next((by for at, by in row.fitted_at if abs(cell[column] - at) < 1e-9), "")
+
+    fitted = fitted_at(decides)
+    if fitted and any(not fitted_at(c) and raw_verdict(row, c["mean"], c["lo"], c["hi"])
+                      .verdict == MISS for c in cells.rows(named=True)):
+        return ""
+    return fitted
 
 
 def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
