@@ -321,12 +321,22 @@ def format_table(summary: pl.DataFrame, title: str = "", note: bool = True) -> s
 
 
 def few_clusters_note(summary: pl.DataFrame) -> str:
-    """A line saying that the summary's t intervals (of means and changes) rest on fewer
-    than ``T_FULL_COVERAGE_N`` clusters, where those of skewed metrics under-cover; or ""."""
+    """Lines saying what the summary's intervals rest on at few clusters, or "": its t
+    intervals (of means and changes) on fewer than ``T_FULL_COVERAGE_N`` clusters, where
+    those of skewed metrics under-cover; a rate's on one cluster, the exact binomial
+    interval alone, which assumes the cluster's jobs independent."""
+    lines = []
     few = summary.filter((pl.col("kind") != "pooled") & (pl.col("n") < T_FULL_COVERAGE_N)
                          & pl.col("lo").is_finite())
-    if few.is_empty():
-        return ""
-    return (f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; those of "
-            "skewed metrics (JCT percentiles, queueing delay, mean JCT, their changes) cover "
-            "about 88-93% at 5-10 clusters, not 95% (docs/model.md)")
+    if not few.is_empty():
+        lines.append(f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; "
+                     "those of skewed metrics (JCT percentiles, queueing delay, mean JCT, their "
+                     "changes) cover about 88-93% at 5-10 clusters, not 95% (docs/model.md)")
+    # at one cluster neither the bootstrap nor the t term has a spread to see
+    one = summary.filter((pl.col("kind") == "pooled") & (pl.col("n") == 1)
+                         & pl.col("lo").is_finite())
+    if not one.is_empty():
+        lines.append("note: at 1 cluster a rate's interval is the exact binomial one of its "
+                     "jobs, which assumes them independent (it covered 95.8-99.3% on the "
+                     "simulator's own jobs; docs/model.md)")
+    return "\n".join(lines)

@@ -787,6 +787,25 @@ def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):
     assert text.count(note) == 1 and text.rstrip().splitlines()[-1].startswith("note:")
 
 
+def test_a_table_says_when_a_rates_interval_rests_on_one_cluster():
+    """`fastsim run --clusters 1` printed precision 97.81% [93.73, 99.55]% with no note: at
+    one cluster that is the exact binomial interval of the cluster's jobs alone, valid
+    only as far as they are independent (docs/model.md).  The table says so under it; a
+    rate over 2 clusters, or a rate with no interval, does not."""
+    import polars as pl
+
+    from fastsim.summary import format_table
+
+    def table(n, lo=0.9):
+        return format_table(pl.DataFrame({"metric": ["precision"], "kind": ["pooled"],
+                                          "mean": [0.95], "lo": [lo], "hi": [0.99], "n": [n]}))
+
+    note = "at 1 cluster a rate's interval is the exact binomial one"
+    assert note in table(1).splitlines()[-1]
+    assert note not in table(2)
+    assert note not in table(1, lo=float("nan"))
+
+
 @pytest.mark.parametrize("rate, trials, n", [(0.015, 100, 10), (0.015, 100, 30),
                                              (0.99, 50, 10), (0.99, 50, 30)])
 def test_rates_near_0_and_1_cover_at_few_clusters(rate, trials, n):
