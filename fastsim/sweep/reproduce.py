@@ -985,7 +985,8 @@ interval, our interval wider than the tolerance, or across a bound or a range en
 that has the highest F1 in fewer than 95% of cluster-bootstrap resamples, or whose lead has a
 95% t interval reaching 0), `fitted` (a parameter of
 `docs/calibration.md` was fitted to this row; for a range, to the row one of its ends is,
-while no other end misses).
+while no other end misses; for a bound, at the cell that decides it, while no cell not
+fitted misses).
 
 {markdown_table(rows)}
 
