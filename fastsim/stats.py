@@ -15,8 +15,8 @@
   degrees of freedom.  Alone, the percentile interval is too narrow with few clusters
   (a delay's 95% interval held the truth in 51% of runs at n = 2, 85% at n = 5 and 91%
   at n = 20); with the t term the simulator's delays are covered 93.7-95.3% from 5
-  clusters on, but heavy-tailed values are not (a ratio of lognormal(0, 1.5) values:
-  88.5% at 5 and 10 clusters, ``benchmarks/coverage.py ratio-lognormal``).  The t
+  clusters on (300 cells each), but heavy-tailed values are not (a ratio of lognormal(0, 1.5) values:
+  88.5% at 5 clusters and 88.7% at 10, ``benchmarks/coverage.py ratio-lognormal``).  The t
   interval is inside the bootstrap's, to Monte Carlo error, once n is large
   (docs/model.md gives the measurements).  The union is cut to the values the ratio can take: >= 0 when every
   num and den is, <= 1 for a share (each num a part of its den; ``share=True``).
