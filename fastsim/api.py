@@ -125,6 +125,12 @@ def user_drivers(cfg: SimConfig) -> list[tuple[Any, str, str]]:
         [_key_driver(cfg.scheduler)] if cfg.scheduler.decl.user is not None else [])
 
 
+def user_drivers_of(configs) -> list[tuple[Any, str, str]]:
+    """``user_drivers`` of each of ``configs`` in their order, each driver once: the one
+    list a sweep's notice names (in set order, its names followed PYTHONHASHSEED)."""
+    return list(dict.fromkeys(u for cfg in configs for u in user_drivers(cfg)))
+
+
 def _policy_driver(p: PolicyConfig) -> tuple[Any, str, str]:
     return user_stops_driver(p.decl.user), "stop policy", p.name
 

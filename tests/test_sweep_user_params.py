@@ -267,3 +267,42 @@ def test_the_axis_value_reaches_a_dask_worker(user_dir, tmp_path, monkeypatch):
     assert remote.equals(local)
     stops = local.filter(pl.col("metric") == "stop_recall").sort("delta")["mean"].to_list()
     assert stops[0] != stops[1], stops
+
+
+def test_the_notice_names_user_code_in_one_order_whatever_the_hash_seed(user_dir, tmp_path):
+    """A resumed sweep's notice named the cells' user functions in the order of a set of
+    cell ids, which PYTHONHASHSEED changes from one process to the next."""
+    import subprocess
+
+    sweep = write(tmp_path, f'clusters = 2\nchunk = 1\n[base]\nn_jobs = 10\n'
+                  f'scheduler = "toy_axis_policies:weighted"\n'
+                  f'[axes]\ndelta = [0.1, 0.2]\npolicy = ["{POL}", "evalstop"]\n')
+    script = f'''
+import sys
+sys.path.insert(0, {str(user_dir)!r})
+import fastsim.compile_notice as notice
+from fastsim.sweep.grid import load_sweep
+from fastsim.sweep.runner import run_sweep
+
+class Said(Exception):
+    pass
+
+def sweep_notice(schedulers, stream=None, users=()):
+    print([name for _, _, name in users])
+    raise Said
+
+class Store:  # every chunk still to run
+    def pending_with_reasons(self, keep_jobs):
+        return [((c.id, 0), "missing") for c in grid.cells]
+
+notice.sweep_notice = sweep_notice
+grid = load_sweep({str(sweep)!r})
+try:
+    run_sweep(grid, Store(), progress=False, announce=True)
+except Said:
+    pass
+'''
+    outs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True).stdout
+            for seed in range(1, 9)}
+    assert len(outs) == 1, outs

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from fastsim.api import simulate, user_drivers
+from fastsim.api import simulate, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError
@@ -278,7 +278,7 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 
         cfgs = {c.id: c.config for c in grid.cells}
         sweep_notice((cfgs[cid].scheduler.code for cid, _ in todo),
-                     users=[u for cid in {cid for cid, _ in todo} for u in user_drivers(cfgs[cid])])
+                     users=user_drivers_of(cfgs[cid] for cid, _ in todo))
     bar = _progress(total, total - sum(left.values()), len(grid.cells), cells_done, progress)
     configs = {c.id: c.config.to_dict() for c in grid.cells}
 
@@ -354,7 +354,7 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
         from fastsim.compile_notice import sweep_notice
 
         said = sweep_notice((c.config.scheduler.code for c in grid.cells),
-                            users=[u for c in probes.values() for u in user_drivers(c.config)])
+                            users=user_drivers_of(c.config for c in probes.values()))
     for c in probes.values():
         run_chunk(c.config.to_dict(), grid.seed, 0, n, False)
     return said
