@@ -50,29 +50,18 @@ def notice_text(what: str = "the simulation kernels", seconds: str = "10-40",
 
 
 def sweep_notice(schedulers, stream=None, users=()) -> bool:
-    """The notice, once, before a sweep's progress bar, if a kernel of one of
-    ``schedulers`` (codes) is not cached yet: the bar sat at its first chunk, silent, while
-    they compiled (a newcomer's first ``fastsim reproduce --quick``); in a log, the bar's
-    first line after it read "31.29s/chunk" and an hour to go.  Else the user functions'
-    notice, if one of ``users`` (``user_call``'s arguments, ``fastsim.api.user_drivers``) is not
-    compiled in this process yet: numba caches none of them, so every sweep compiled them
-    in silence.  Whether it was said."""
-    text = _sweep_text(schedulers, users, engine_is_cached)
-    if text:
-        print(text, file=stream or sys.stderr, flush=True)
-    return bool(text)
-
-
-def api_sweep_notice(schedulers, progress: bool, stream=None, users=()) -> None:
-    """``fastsim.sweep``'s notice: in a notebook (no bar by default) a first sweep compiled
-    in silence.  Printed where ``sweep_notice`` would not (it is, before a bar), if a
-    kernel of one of ``schedulers`` (codes) is neither cached nor compiled in this process
-    yet, or one of ``users`` is not compiled in this process yet."""
-    if progress:
-        return
+    """The notice, once, before a sweep's progress bar (or without one: ``fastsim sweep
+    --no-progress``, ``fastsim.sweep``), if a kernel of one of ``schedulers`` (codes) is
+    neither cached nor compiled in this process yet: the bar sat at its first chunk,
+    silent, while they compiled (a newcomer's first ``fastsim reproduce --quick``); in a
+    log, the bar's first line after it read "31.29s/chunk" and an hour to go.  Else the
+    user functions' notice, if one of ``users`` (``user_call``'s arguments,
+    ``fastsim.api.user_drivers_of``) is not compiled in this process yet: numba caches
+    none of them, so every sweep compiled them in silence.  Whether it was said."""
     text = _sweep_text(schedulers, users, lambda code: code in _WARM or engine_is_cached(code))
     if text:
         print(text, file=stream or sys.stderr, flush=True)
+    return bool(text)
 
 
 def _sweep_text(schedulers, users, warm) -> str | None:

@@ -78,6 +78,7 @@ def test_a_sweep_announces_a_first_compile(tmp_path, monkeypatch, terminal, cach
 
     err = Stderr()
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: cached)
+    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
     monkeypatch.setattr("sys.stderr", err)
     p = tmp_path / "s.toml"
     # with a user's metric its first cluster is run before the rest, and said once too

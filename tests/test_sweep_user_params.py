@@ -269,6 +269,40 @@ def test_the_axis_value_reaches_a_dask_worker(user_dir, tmp_path, monkeypatch):
     assert stops[0] != stops[1], stops
 
 
+def test_a_sweep_from_python_says_it_compiles_only_what_is_left_after_the_checks(
+        user_dir, tmp_path, capsys, monkeypatch):
+    """``fastsim.sweep`` (no bar by default) said "compiling ..." of every cell's user code
+    before ``out`` was checked: of a complete directory, which compiles nothing, and of a
+    file or another grid's directory, refused right after.  It is said where ``fastsim
+    sweep``'s is."""
+    import fastsim.compile_notice as notice
+
+    monkeypatch.setattr(notice, "engine_is_cached", lambda *code: True)
+    sweep = write(tmp_path, 'clusters = 2\nchunk = 1\n[base]\nn_jobs = 10\n'
+                  '[axes]\ndelta = [0.1, 0.2]\n')
+    sweep.write_text(sweep.read_text().replace("[axes]", f'policy = "{POL}"\n[axes]'))
+    other = write(tmp_path, HEAD + f'policy = "{POL}"\n', "other.toml")
+    (tmp_path / "afile").write_text("")
+
+    def said():
+        return [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
+
+    fastsim.sweep(other, tmp_path / "other")
+    said()
+
+    for bad in ("afile", "other"):
+        monkeypatch.setattr(notice, "_WARM", set())  # as in a fresh process
+        with pytest.raises(ConfigError):
+            fastsim.sweep(sweep, tmp_path / bad)
+        assert said() == [], bad
+    monkeypatch.setattr(notice, "_WARM", set())
+    fastsim.sweep(sweep, tmp_path / "out")
+    assert len(said()) == 1
+    monkeypatch.setattr(notice, "_WARM", set())
+    fastsim.sweep(sweep, tmp_path / "out")  # complete: nothing compiles
+    assert said() == []
+
+
 def test_the_notice_names_user_code_in_one_order_whatever_the_hash_seed(user_dir, tmp_path):
     """A resumed sweep's notice named the cells' user functions in the order of a set of
     cell ids, which PYTHONHASHSEED changes from one process to the next."""

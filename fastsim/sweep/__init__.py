@@ -72,16 +72,11 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     for line in grid.inert_notes(keep_jobs):
         warnings.warn(line, InertSettingWarning, stacklevel=3)
-    if backend == "local":  # a Dask worker compiles in its own process
-        from fastsim.compile_notice import api_sweep_notice
-
-        from fastsim.api import user_drivers
-
-        api_sweep_notice((c.config.scheduler.code for c in grid.cells), progress,
-                         users=[u for c in grid.cells for u in user_drivers(c.config)])
+    # a notebook shows no bar by default, and its first sweep compiled in silence: the
+    # notice without one, said where the CLI's is, after the checks and for what is left
     with api_words({"--out": "out"}, (file, out)), held_run(
             grid, Path(out), backend=backend, address=address, workers=workers,
-            keep_jobs=keep_jobs, progress=progress) as (store, _):
+            keep_jobs=keep_jobs, progress=progress, announce=not progress) as (store, _):
         aggregate(store, progress=progress)
     return read_summary(Path(out))
 
