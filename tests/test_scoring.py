@@ -373,6 +373,22 @@ def test_the_range_of_gains_prints_each_ends_interval():
     assert ours_text(flat)[1] == "(no interval: no spread between clusters) to [17.2%, 17.8%]"
 
 
+def test_the_terminal_table_keeps_the_range_row_in_its_columns():
+    """The range row's two intervals, appended to its estimate, overflowed the terminal
+    table's estimate column by 14 characters and pushed its n, tolerance and verdict
+    right of every other row's."""
+    from fastsim.sweep.reproduce import text_table
+
+    rng = _row_of(ROWS_BY_KEY["gain_range"], (0.096, 0.175), (0.095, 0.172), (0.098, 0.178))
+    rows = [rng, *_scored().values()]
+    lines = text_table(rows).splitlines()
+    head = lines[0]
+    n_end = head.index(" n ") + 2  # the n column is right-aligned: it ends under its head
+    for line, r in zip(lines[2:], rows):
+        n = "" if r["n"] is None else str(r["n"])
+        assert line[n_end - 5:n_end] == f"{n:>5s}", line
+
+
 def test_a_waste_reading_with_no_estimate_is_not_the_closest():
     """min() over the readings' gaps kept a NaN gap that came first: a reading with no
     estimate was named the closest to the paper's -21.8%."""

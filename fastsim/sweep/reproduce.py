@@ -627,7 +627,8 @@ def text_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         ours, ci = ours_text(r)
-        if ci and not ci.startswith("("):
+        # a range's two intervals do not fit the column: the Markdown report has them
+        if ci and not ci.startswith("(") and not isinstance(r["ours"], tuple):
             ours = f"{ours} {ci}"
         n = "" if r["n"] is None else str(r["n"])
         fitted = "yes" if r["fitted_by"] else "no"
