@@ -1004,7 +1004,8 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
     hidden = [g for g in got if g in HIDDEN and g not in want[len(fixed):]]
     if hidden:
         i = got.index(hidden[0])
-        gets = (f"that argument receives {fixed[i]}, whatever its name" if i < len(fixed)
+        # in a declared parameter's place it receives that parameter, not nothing
+        gets = (f"that argument receives {want[i]}, whatever its name" if i < len(want)
                 else "no such argument is passed")
         raise ConfigError(f"{what} {fn.__name__}{got}: {hidden[0]} is hidden truth, which no "
                           f"{what} is given ({gets}); allowed: ({', '.join(want)}), the "

@@ -841,22 +841,25 @@ def test_a_user_keys_parameter_given_to_from_specs_says_where_it_goes(user_dir):
         SimConfig.from_specs("toy_user_schedulers:small_first", "evalstop", per_gpu_h=1.0)
 
 
-@pytest.mark.parametrize("kind,args,gets", [
-    ("scheduler", "duration_h, gpus, job_type, arrival_h", "receives t_est_h"),
-    ("policy", "gold, losses, attained_h, t_est_h", "receives scores"),
-    ("scheduler", "t_est_h, gpus, job_type, arrival_h, hacking", "no such argument is passed"),
+@pytest.mark.parametrize("kind,args,params,gets", [
+    ("scheduler", "duration_h, gpus, job_type, arrival_h", (), "receives t_est_h"),
+    ("policy", "gold, losses, attained_h, t_est_h", (), "receives scores"),
+    ("scheduler", "t_est_h, gpus, job_type, arrival_h, hacking", (), "no such argument is passed"),
+    ("policy", "scores, losses, attained_h, t_est_h, gold", ("k",), "receives k, whatever"),
 ])
-def test_an_argument_named_as_hidden_truth_is_refused(kind, args, gets):
+def test_an_argument_named_as_hidden_truth_is_refused(kind, args, params, gets):
     """A key written ``(duration_h, gpus, ...)`` read as an oracle of the true run time to
     its author, and ordered the jobs by the estimate it was given, exit 0; a parameter of
-    the declaration may take such a name (a ``tau`` of the user's own)."""
+    the declaration may take such a name (a ``tau`` of the user's own).  In a declared
+    parameter's place it was said to receive nothing ("no such argument is passed")."""
     from numba import njit
 
     from fastsim.registry import scheduler_key, stop_policy
 
     namespace = {}
     exec(f"def f({args}):\n    return 0\n", namespace)
-    declare = stop_policy() if kind == "policy" else scheduler_key()
+    declared = [Param(p, "int", 2) for p in params]
+    declare = (stop_policy if kind == "policy" else scheduler_key)(params=declared)
     name = next(a for a in args.split(", ") if a in ("duration_h", "gold", "hacking"))
     with pytest.raises(ConfigError, match=re.escape(f"{name} is hidden truth, which no ")) as e:
         declare(njit(namespace["f"]))
