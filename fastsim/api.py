@@ -325,12 +325,13 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
     driver, *words = _key_driver(cfg.scheduler)
     with R.calling(decl, "scheduler key"), user_call(driver, *words):
         driver(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
-    if np.isnan(keys).any():  # the job's inputs, to call the key on them and see why
+    if np.isnan(keys).any():  # the whole call (job's inputs, then parameters), to redo it
         c, j = np.argwhere(np.isnan(keys))[0]
+        given = "".join(f", {k}={v!r}" for k, v in cfg.scheduler.params)
         raise ConfigError(
             f"scheduler {decl.name} returned a NaN key for cluster {int(w.cluster_ids[c])}, job "
             f"{j} (t_est_h={float(w.t_est_h[c, j])!r}, gpus={int(w.gpus[c, j])}, job_type="
-            f"{int(w.job_type[c, j])}, arrival_h={float(w.arrival_h[c, j])!r})"
+            f"{int(w.job_type[c, j])}, arrival_h={float(w.arrival_h[c, j])!r}{given})"
             f"{R.def_line(decl.user.py_func)}; allowed: numbers, inf")
     _check_integer_keys(decl, params, keys, w)
     check_scheduler_key(decl, params, w)

@@ -1015,7 +1015,7 @@ HOSTILE_SRC = '''
 import numpy as np
 from numba import njit
 from fastsim.metrics import cluster_metric
-from fastsim.registry import stop_policy, scheduler_key
+from fastsim.registry import Param, stop_policy, scheduler_key
 
 
 @stop_policy(params=[])
@@ -1025,9 +1025,9 @@ def flatten(scores, losses, attained_h, t_est_h):
     return 0
 
 
-@scheduler_key()
+@scheduler_key(params=[Param("a", "float", 1.0)])
 @njit
-def nan_key(t_est_h, gpus, job_type, arrival_h):
+def nan_key(t_est_h, gpus, job_type, arrival_h, a):
     return np.nan
 
 
@@ -1217,6 +1217,8 @@ def hostile_dir(tmp_path_factory):
     (["--scheduler", "toy_hostile_user:nan_key"], "returned a NaN key for cluster 0, job 0 "
      "(t_est_h="),
     (["--scheduler", "toy_hostile_user:nan_key"], f"({_def_of('nan_key')}); allowed: numbers"),
+    # and not the key's parameters, the rest of that call
+    (["--scheduler", "toy_hostile_user:nan_key"], ", a=1.0) (toy_hostile_user.py, line"),
     # it always raises, so it never returns a key: numba types its return as none
     (["--scheduler", "toy_hostile_user:raising_key"], "scheduler key toy_hostile_user:raising_key "
      f"returns none ({_def_of('raising_key')}); allowed: a real number"),
