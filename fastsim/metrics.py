@@ -257,7 +257,7 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
                    ref=ref)
         _METRICS[name] = m
         return m
-    return wrap
+    return R.declaring("cluster_metric", wrap)
 
 
 def _check_arguments(fn: Callable, name: str) -> None:

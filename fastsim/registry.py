@@ -1208,6 +1208,20 @@ def _min_evals_rule(min_evals: Callable[[dict], int] | int, ref: str,
     return rule
 
 
+def declaring(decorator: str, wrap: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``wrap`` (what ``@decorator(...)`` returns), whose refusal carries ``decorator`` as
+    its ``declared_with``: imported where another kind is asked for
+    (``fastsim.user_modules.import_ref``), it says which kind the line declared, however
+    the decorator was spelt (``@R.stop_policy(...)``)."""
+    def declare(fn: Any) -> Any:
+        try:
+            return wrap(fn)
+        except ConfigError as exc:
+            exc.declared_with = f"@{decorator}"
+            raise
+    return declare
+
+
 def check_decorated(fn: Any, what: str, decorator: str) -> None:
     """What a declaring decorator (``@stop_policy(...)``, ``@scheduler_key(...)``,
     ``@cluster_metric(...)``) was put over, when it is a declaration already: stacked twice,
@@ -1295,7 +1309,7 @@ def stop_policy(_bare: Any = None, /, *, params=(), label: str = "", lookback: s
                           ref=ref, lookback=back, keep=keep, min_evals=need, reads=tuple(reads))
         _register("policy", decl, name or None)
         return decl
-    return wrap
+    return declaring("stop_policy", wrap)
 
 
 def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str = "",
@@ -1329,7 +1343,7 @@ def scheduler_key(_bare: Any = None, /, *, params=(), label: str = "", name: str
                          code=K.SJF_EST, reads=("t_est_h",))
         _register("scheduler", decl, name or None)
         return decl
-    return wrap
+    return declaring("scheduler_key", wrap)
 
 
 def help_text(what: str) -> str:

@@ -184,21 +184,15 @@ DECLARATIONS = ("@stop_policy", "@scheduler_key", "@cluster_metric")
 
 def _other_declaration(exc: ConfigError, allowed: str) -> str:
     """`` (line 3 declares with @stop_policy; this place takes a @scheduler_key)``, where
-    the refused declaration's line is of another kind than ``allowed`` asks for: a key
+    the refused declaration (its decorator: ``exc.declared_with``, set by
+    ``fastsim.registry.declaring``) is of another kind than ``allowed`` asks for: a key
     declared with @stop_policy was refused for its arguments, "allowed: (scores, losses,
     attained_h, t_est_h, alpha)", which told its author to rewrite the key as a policy."""
-    import linecache
-    import traceback
-
     wanted = [d for d in DECLARATIONS if d in allowed]
-    ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith(ours) and not f.filename.startswith("<frozen ")]
-    code = linecache.getline(frames[-1].filename, frames[-1].lineno) if frames else ""
-    made = [d for d in DECLARATIONS if f"{d}(" in code or code.strip() == d]
-    if len(wanted) != 1 or not made or made[0] == wanted[0]:
+    made = getattr(exc, "declared_with", None)
+    if len(wanted) != 1 or made is None or made == wanted[0]:
         return ""
-    return (f" (line {frames[-1].lineno} declares with {made[0]}; this place takes a "
+    return (f" (line {_user_frame(exc).lineno} declares with {made}; this place takes a "
             f"{wanted[0]})")
 
 
@@ -224,14 +218,19 @@ def _raised_importing(field: str, ref: str, module: str, exc: BaseException) -> 
 
 
 def _user_line(exc: BaseException) -> str:
-    """``FILE, line N`` of the last line of ``exc``'s traceback outside fastsim's own
-    folders and Python's import machinery: the user's line that called into fastsim (a
-    ``@cluster_metric`` declaring a taken name), not fastsim's line that refused it."""
+    """``FILE, line N`` of ``_user_frame(exc)``."""
+    frame = _user_frame(exc)
+    return f"{frame.filename}, line {frame.lineno}"
+
+
+def _user_frame(exc: BaseException):
+    """The last frame of ``exc``'s traceback outside fastsim's own folders and Python's
+    import machinery: the user's line that called into fastsim (a ``@cluster_metric``
+    declaring a taken name), not fastsim's line that refused it."""
     import traceback
 
     ours = tuple(os.path.join(f, "") for fs in package_folders().values() for f in fs)
     frames = traceback.extract_tb(exc.__traceback__)
     theirs = [f for f in frames if not f.filename.startswith(ours)
               and not f.filename.startswith("<frozen ")]
-    frame = (theirs or frames)[-1]
-    return f"{frame.filename}, line {frame.lineno}"
+    return (theirs or frames)[-1]

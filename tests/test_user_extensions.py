@@ -811,9 +811,12 @@ def test_observations_named_in_another_order_are_refused(kind, args, want):
 
 @pytest.mark.parametrize("flag,declare,said", [
     ("--scheduler", "@stop_policy()\n@njit\ndef f(t_est_h, gpus, job_type, arrival_h):\n",
-     "(line 4 declares with @stop_policy; this place takes a @scheduler_key)"),
+     "(line 5 declares with @stop_policy; this place takes a @scheduler_key)"),
+    # the hint was read off the line's text, which this spelling did not match
+    ("--scheduler", "@R.stop_policy()\n@njit\ndef f(t_est_h, gpus, job_type, arrival_h):\n",
+     "(line 5 declares with @stop_policy; this place takes a @scheduler_key)"),
     ("--metric", "@stop_policy()\ndef f(jobs):\n",
-     "(line 4 declares with @stop_policy; this place takes a @cluster_metric)"),
+     "(line 5 declares with @stop_policy; this place takes a @cluster_metric)"),
     ("--scheduler", "@njit\n@scheduler_key()\ndef f(t_est_h, gpus, job_type, arrival_h):\n",
      "allowed: a numba.njit-decorated function, with @njit below @scheduler_key(...), next "
      "to its def"),
@@ -824,8 +827,8 @@ def test_a_declaration_of_the_wrong_kind_or_order_says_so(tmp_path, capsys, monk
     losses, attained_h, t_est_h)", which asked its author to rewrite it as a policy; @njit
     written above @scheduler_key was "not an @njit function" beside the @njit in sight."""
     path = tmp_path / "toy_wrong_kind.py"
-    path.write_text("from numba import njit\nfrom fastsim.registry import scheduler_key, "
-                    f"stop_policy\n\n{declare}    return 0\n")
+    path.write_text("from numba import njit\nimport fastsim.registry as R\nfrom fastsim.registry "
+                    f"import scheduler_key, stop_policy\n\n{declare}    return 0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "toy_wrong_kind", raising=False)
     one_line(capsys, ["run", flag, "toy_wrong_kind:f"], said)
