@@ -117,7 +117,8 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
     held = _hold(sweep, manifest, df, where)
     df = _held(df, {"where": held})
     axes = _axes(manifest, df)
-    params = _policy_params(manifest)
+    configs = _cell_configs(sweep, manifest)
+    params = _policy_params(configs)
     if x is not None:
         axes = _x_first(sweep, axes, x, held)
     if not axes:
@@ -127,7 +128,7 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
         return (f"sweep in {sweep} varies {len(axes)} axes ({', '.join(axes)}); allowed: at "
                 f"most {MAX_AXES} (x, colour, columns of panels): {PICK}")
     x, hue, col = (_roles(axes, params) + [None, None])[:3]
-    names = (_policy_colours(df, _cell_configs(sweep, manifest), x, {x, col, *held})
+    names = (_policy_colours(df, configs, x, {x, col, *held})
              if hue == "policy_name" else {})
     too_many = _too_many_to_tell(sweep, df, x, hue, col, names, params)
     if too_many:
@@ -296,20 +297,12 @@ def _one_row_per_point(sweep: Path, manifest: dict, df: pl.DataFrame, p: dict) -
             f"this figure draws on no axis); allowed: one row per point: {how}")
 
 
-def _policy_params(manifest: dict) -> tuple[str, ...]:
+def _policy_params(configs: dict[str, dict]) -> tuple[str, ...]:
     """The axes that are a policy's parameters: a built-in's fields (``k``, ``f``, ...)
     and the parameters of the users' policies of the sweep's cells (``delta``), by name
-    as their configs in its manifest hold them."""
-    grid = manifest.get("grid")
-    cells = grid.get("cells") if isinstance(grid, dict) else None
-    names = []
-    for cell in cells if isinstance(cells, list) else ():
-        config = cell.get("config") if isinstance(cell, dict) else None
-        policy = config.get("policy") if isinstance(config, dict) else None
-        params = policy.get("params") if isinstance(policy, dict) else None
-        names += [kv[0] for kv in params or () if isinstance(kv, list) and kv
-                  and isinstance(kv[0], str)]
-    return tuple(dict.fromkeys((*POLICY_FIELDS, *names)))
+    as their ``configs`` (``_cell_configs``) hold them."""
+    return tuple(dict.fromkeys((*POLICY_FIELDS, *(k for cfg in configs.values()
+                                                  for k in _policy_values(cfg)))))
 
 
 def _roles(axes: list[str], params: tuple[str, ...] = POLICY_FIELDS) -> list[str]:
