@@ -114,9 +114,11 @@ def _sim_config(args: argparse.Namespace, workload: WorkloadConfig, scheduler, p
                 typed = as_typed(msg, what, ref, "--metric", ref)
                 if typed is not None:
                     raise ConfigError(typed) from None
-        typed = as_typed(msg, "metrics", tuple(metrics), "--metric", ", ".join(metrics))
-        if typed is not None:  # a refusal of the list (one named twice)
-            raise ConfigError(typed) from None
+        typed = as_typed(msg, "metrics", tuple(metrics), "--metric", "")
+        if typed is not None:  # a refusal of the list (one named twice), as it was typed:
+            # "--metric=A, A" is a form the option itself refuses
+            raise ConfigError(" ".join(f"--metric {m}" for m in metrics)
+                              + typed[len("--metric="):]) from None
         kw = {f.name: getattr(workload, f.name) for f in dataclasses.fields(WorkloadConfig)}
         given = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)
                  if getattr(args, f.name, None) is not None}

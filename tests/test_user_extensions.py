@@ -1341,7 +1341,7 @@ def test_a_metric_named_twice_is_refused(hostile_dir, tmp_path, capsys):
     with pytest.raises(ConfigError, match=f"each metric named once \\({ref} is named twice"):
         SimConfig.from_specs("fifo", "evalstop", metrics=[ref, ref])
     one_line(capsys, ["run", "--metric", ref, "--metric", ref, "--out", str(tmp_path / "o.parquet")],
-             f"--metric={ref}, {ref} is invalid; allowed: each metric named once")
+             f"--metric {ref} --metric {ref} is invalid; allowed: each metric named once")
     sweep = tmp_path / "s.toml"
     sweep.write_text(f'clusters = 2\n[base]\nmetrics = ["{ref}", "{ref}"]\n')
     one_line(capsys, ["sweep", str(sweep), "--out", str(tmp_path / "out")], "is named twice")
