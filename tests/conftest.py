@@ -52,6 +52,18 @@ def small_sweep(clusters: int) -> str:
             '[axes]\npolicy = ["evalstop:k=2"]\n')
 
 
+def modules_on_path(tmp_path_factory, folder: str, modules: dict[str, str]):
+    """A module-scoped fixture's body (``yield from`` it): ``modules`` (file name ->
+    source) written to a new folder, which is first on ``sys.path`` while the fixture
+    lives, as a user's own modules are."""
+    d = tmp_path_factory.mktemp(folder)
+    for name, text in modules.items():
+        (d / name).write_text(text)
+    sys.path.insert(0, str(d))
+    yield d
+    sys.path.remove(str(d))
+
+
 def own_lines(err: str) -> list[str]:
     """stderr's lines but numba's one-time compile notice, which a command prints first when
     its kernels are not cached yet (a test run alone, or first, on an empty cache): the

@@ -19,6 +19,7 @@ from fastsim.config import SimConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import modules_on_path  # noqa: E402
 from test_engine_vs_reference import compare  # noqa: E402
 
 POLICY = "mydetectors:below_best"
@@ -33,14 +34,9 @@ def _blocks(text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def walkthroughs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("outside")
     blocks = _blocks((ROOT / "docs" / "extending.md").read_text())
     assert set(blocks) == {"mydetectors.py", "mykeys.py", "mymetrics.py"}
-    for name, code in blocks.items():
-        (d / name).write_text(code)
-    sys.path.insert(0, str(d))
-    yield d
-    sys.path.remove(str(d))
+    yield from modules_on_path(tmp_path_factory, "outside", blocks)
 
 
 def test_readme_example_is_the_walkthrough_detector():

@@ -14,6 +14,8 @@ from fastsim.cli import main
 from fastsim.errors import ConfigError
 from fastsim.sweep.grid import axis_value, load_sweep
 
+from conftest import modules_on_path
+
 SRC = '''
 from numba import njit
 from fastsim.registry import Param, scheduler_key, stop_policy
@@ -74,11 +76,7 @@ HEAD = 'name = "mine"\nclusters = 8\nchunk = 4\n[base]\nn_jobs = 20\n'
 
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("axiscode")
-    (d / "toy_axis_policies.py").write_text(SRC)
-    sys.path.insert(0, str(d))
-    yield d
-    sys.path.remove(str(d))
+    yield from modules_on_path(tmp_path_factory, "axiscode", {"toy_axis_policies.py": SRC})
 
 
 def write(tmp_path, text, name="exp.toml"):

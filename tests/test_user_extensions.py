@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import POLICIES, one_line, own_lines
+from conftest import POLICIES, modules_on_path, one_line, own_lines
 
 from fastsim.api import run_workload, simulate
 from fastsim.cli import main
@@ -191,12 +191,8 @@ def typed(t_est_h, gpus, job_type, arrival_h, per_h):
 
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("usercode")
-    (d / "toy_user_policies.py").write_text(POLICY_SRC)
-    (d / "toy_user_schedulers.py").write_text(SCHED_SRC)
-    sys.path.insert(0, str(d))
-    yield d
-    sys.path.remove(str(d))
+    yield from modules_on_path(tmp_path_factory, "usercode", {
+        "toy_user_policies.py": POLICY_SRC, "toy_user_schedulers.py": SCHED_SRC})
 
 
 POL = "toy_user_policies:below_best"
@@ -1199,15 +1195,10 @@ def _line_of(code: str) -> str:
 
 @pytest.fixture(scope="module")
 def hostile_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hostilecode")
-    (d / "toy_hostile_user.py").write_text(HOSTILE_SRC)
-    (d / "toy_metric_a.py").write_text("from fastsim.metrics import cluster_metric\n"
-                                       "@cluster_metric()\ndef waste(jobs):\n"
-                                       "    return jobs['wasted_gpu_h'].sum(axis=1)\n")
-    (d / "toy_metric_b.py").write_text((d / "toy_metric_a.py").read_text())
-    sys.path.insert(0, str(d))
-    yield d
-    sys.path.remove(str(d))
+    metric = ("from fastsim.metrics import cluster_metric\n@cluster_metric()\ndef waste(jobs):\n"
+              "    return jobs['wasted_gpu_h'].sum(axis=1)\n")
+    yield from modules_on_path(tmp_path_factory, "hostilecode", {
+        "toy_hostile_user.py": HOSTILE_SRC, "toy_metric_a.py": metric, "toy_metric_b.py": metric})
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -1730,11 +1721,7 @@ def writes(scores, losses, attained_h, t_est_h):
 
 @pytest.fixture(scope="module")
 def raising_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("raising")
-    (d / "toy_raising.py").write_text(RAISING_SRC)
-    sys.path.insert(0, str(d))
-    yield d
-    sys.path.remove(str(d))
+    yield from modules_on_path(tmp_path_factory, "raising", {"toy_raising.py": RAISING_SRC})
 
 
 def test_a_failing_user_policy_leaves_no_trace_in_the_monitor(raising_dir):
