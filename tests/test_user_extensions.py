@@ -2006,6 +2006,23 @@ def test_an_axis_no_user_policy_declares_names_what_it_declares(user_dir, tmp_pa
             f"{pol} declares no parameter; evalstop, deprioritize, margin") in str(err.value)
 
 
+def test_an_axis_beside_a_policy_whose_parameters_go_in_its_spec_says_so(tmp_path,
+                                                                          monkeypatch):
+    """A policy whose one parameter is named like a workload field (`sigma`, given in its
+    spec only) was said to declare no parameter beside `k = [1, 2]`."""
+    from fastsim.sweep.grid import load_sweep
+
+    _declare(tmp_path, monkeypatch, "toy_spec_only",
+             "from fastsim.registry import Param\n"
+             "@stop_policy(params=[Param('sigma', 'float', 0.1, lo=0)])\n@njit\n"
+             "def noisy(scores, losses, attained_h, t_est_h, sigma):\n    return 0\n")
+    p = tmp_path / "mine.toml"
+    p.write_text('clusters = 4\n[base]\npolicy = "toy_spec_only:noisy"\n[axes]\nk = [1, 2]\n')
+    with pytest.raises(ConfigError) as err:
+        load_sweep(p)
+    assert "; toy_spec_only:noisy declares sigma, in its spec only; evalstop" in str(err.value)
+
+
 PEEKING_SRC = '''
 import ctypes
 import random

@@ -592,17 +592,25 @@ def _axis_hint(msg: str, base: dict[str, Any]) -> str:
 def _check_used(source: str, unused: dict[str, tuple[str, set]], axes: dict[str, list]) -> None:
     """A policy or scheduler field given that no cell's policy or scheduler has (``k``
     beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``, ``z`` beside no
-    detector, a user's parameter whose policy an axis replaces in every cell) was dropped
-    from every cell without a word; said with the declarations that have it."""
+    detector) was dropped from every cell without a word; said with the declarations that
+    have it, and what a user's declaration of the grid has instead."""
     for f, (kind, names) in unused.items():
         where = "axis" if f in axes else "[base] field"
         user = sorted(n for n in names if ":" in n)
-        own = [f for f in _declared(R.lookup(kind, user[0])) if f != "scope"] if user else []
-        hint = f"; {user[0]} declares {', '.join(own) or 'no parameter'}" if user else ""
+        hint = f"; {user[0]} declares {_user_fields_text(R.lookup(kind, user[0]))}" if user else ""
         others = [n for n in registered_fields().get(f, {}).get(kind, []) if n not in names]
         hint += f"; {', '.join(others)} declare{'s' * (len(others) == 1)} it" if others else ""
         raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
                     f"field {f!r} ({', '.join(sorted(names))}){hint}")
+
+
+def _user_fields_text(d: R.Declaration) -> str:
+    """What declaration ``d`` has for a sweep file: its fields, else the parameters named
+    like a workload field, which go in its spec only (``sigma``), else none."""
+    own = [f for f in _declared(d) if f != "scope"]
+    spec_only = [q.name for q in d.params if q.target in FIXED_FIELDS]
+    return (", ".join(own) if own else f"{', '.join(spec_only)}, in its spec only" if spec_only
+            else "no parameter")
 
 
 def _inert_in_every_cell(cells: Iterable[Cell], baseline: PolicyConfig | None,
