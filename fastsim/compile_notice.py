@@ -58,20 +58,15 @@ def sweep_notice(schedulers, stream=None, users=()) -> bool:
     user functions' notice, if one of ``users`` (``user_call``'s arguments,
     ``fastsim.api.user_drivers_of``) is not compiled in this process yet: numba caches
     none of them, so every sweep compiled them in silence.  Whether it was said."""
-    text = _sweep_text(schedulers, users, lambda code: code in _WARM or engine_is_cached(code))
+    if not all(code in _WARM or engine_is_cached(code) for code in set(schedulers)):
+        text = notice_text()
+    else:  # ``users`` come once each, and a driver has one name (its makers are cached)
+        fresh = [f"the {kind} {name}" for driver, kind, name in users
+                 if ("user", driver) not in _WARM]
+        text = notice_text(" and ".join(fresh), **_USER) if fresh else None
     if text:
         print(text, file=stream or sys.stderr, flush=True)
     return bool(text)
-
-
-def _sweep_text(schedulers, users, warm) -> str | None:
-    """A sweep's one line: the kernels' if one of ``schedulers`` is not ``warm``, else the
-    user functions' not compiled in this process (each named once), else None."""
-    if not all(warm(code) for code in set(schedulers)):
-        return notice_text()
-    fresh = dict.fromkeys(f"the {kind} {name}" for driver, kind, name in users
-                          if ("user", driver) not in _WARM)
-    return notice_text(" and ".join(fresh), **_USER) if fresh else None
 
 
 @contextmanager
