@@ -15,7 +15,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -41,8 +41,8 @@ from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure
 from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
-                                   ROWS_BY_KEY, PaperRow, raw_verdict, registration_table,
-                                   share_text, tolerance_text, Verdict, verdict)
+                                   ROWS_BY_KEY, PaperRow, bound_fitted_by, raw_verdict,
+                                   registration_table, share_text, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -121,16 +121,12 @@ def _pct_ci(mean, lo, hi) -> tuple[str, str]:
 
 def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
          ends_fitted_by: tuple[str, str] = ("", ""),
-         decided: tuple[float, float] | None = None,
-         cell_fitted_by: str = "") -> dict[str, Any]:
+         decided: tuple[float, float] | None = None) -> dict[str, Any]:
     """One row of the comparison; ``ends_fitted_by``: for the range, what was fitted to
     the row each end's gain is (``verdict``'s ``ends_fitted``); ``decided``: for the k
-    row, how firmly the data picks our k (``verdict``'s); ``cell_fitted_by``: for a
-    bound, what was fitted at the cell that decides it (``_bound_fitted_by``)."""
+    row, how firmly the data picks our k (``verdict``'s)."""
     v = verdict(paper_row, ours, lo, hi, tuple(map(bool, ends_fitted_by)), decided=decided)
-    if cell_fitted_by:
-        v = Verdict(FITTED, v.detail)
-    fitted_by = paper_row.fitted_by or cell_fitted_by
+    fitted_by = paper_row.fitted_by
     if v.verdict == FITTED and not fitted_by:
         fitted_by = ", ".join(dict.fromkeys(p for p in ends_fitted_by if p))
     return {"key": paper_row.key, "result": paper_row.result, "paper": paper_row.paper_text,
@@ -172,28 +168,12 @@ def _bound_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
     for key, cells, column, name in bounds:
         row = ROWS_BY_KEY[key]
         cell, note = _bound_cell(row, cells, column, name)
-        fitted = _bound_fitted_by(row, cells, cell, column)
-        rows.append(_row(row, cell["mean"], cell["lo"], cell["hi"], cell["n"],
-                         note=note + (f" (a fitted cell: {fitted})" if fitted else ""),
-                         cell_fitted_by=fitted))
+        fitted = bound_fitted_by(row, cells.select(column, "mean", "lo", "hi").rows(),
+                                 cell[column])
+        # decided at a fitted cell, the bound is scored as a row a parameter was fitted to
+        rows.append(_row(replace(row, fitted_by=fitted), cell["mean"], cell["lo"], cell["hi"],
+                         cell["n"], note=note + (f" (a fitted cell: {fitted})" if fitted else "")))
     return rows
-
-
-def _bound_fitted_by(row: PaperRow, cells: pl.DataFrame, decides: dict[str, Any],
-                     column: str) -> str:
-    """What was fitted at the cell ``decides`` of the bound ``row`` over ``cells`` (its
-    ``fitted_at``), or "" (held out).  Only the deciding cell counts: the bound holds
-    where every cell does, so a fitted cell above the lowest changes nothing, but one
-    that decides it is the fit's number.  A miss is held out where a cell not fitted
-    misses too, as for a range's ends (``scoring.verdict``)."""
-    def fitted_at(cell):
-        return next((by for at, by in row.fitted_at if abs(cell[column] - at) < 1e-9), "")
-
-    fitted = fitted_at(decides)
-    if fitted and any(not fitted_at(c) and raw_verdict(row, c["mean"], c["lo"], c["hi"])
-                      .verdict == MISS for c in cells.rows(named=True)):
-        return ""
-    return fitted
 
 
 def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
