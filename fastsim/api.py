@@ -33,7 +33,7 @@ from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, check_code
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
                             readonly, user_code)
 from fastsim.memory import check_fits, simulate_bytes
-from fastsim.plain_python import check_scheduler_key, check_stop_policy, coded_view
+from fastsim.plain_python import check_scheduler_key, check_stop_policy, coded_view, key_call
 from fastsim.arrays import Accounting, Decisions, Outcome, empty_decisions, empty_outcome
 from fastsim.workload import (Workload, allocate, check_counts, check_resolution,
                               generate_workload, kernel_params, pipeline_arrays)
@@ -327,31 +327,35 @@ def static_keys(cfg: SimConfig, w: Workload) -> np.ndarray:
         driver(params, w.t_est_h, w.gpus, w.job_type, w.arrival_h, keys)
     if np.isnan(keys).any():  # the whole call (job's inputs, then parameters), to redo it
         c, j = np.argwhere(np.isnan(keys))[0]
-        given = "".join(f", {k}={v!r}" for k, v in cfg.scheduler.params)
         raise ConfigError(
-            f"scheduler {decl.name} returned a NaN key for cluster {int(w.cluster_ids[c])}, job "
-            f"{j} (t_est_h={float(w.t_est_h[c, j])!r}, gpus={int(w.gpus[c, j])}, job_type="
-            f"{int(w.job_type[c, j])}, arrival_h={float(w.arrival_h[c, j])!r}{given})"
+            f"scheduler {decl.name} returned a NaN key {_at(cfg, w, c, j)}"
             f"{R.def_line(decl.user.py_func)}; allowed: numbers, inf")
-    _check_integer_keys(decl, params, keys, w)
-    check_scheduler_key(decl, params, w)
+    _check_integer_keys(cfg, keys, w)
+    check_scheduler_key(decl, cfg.scheduler.params, w)
     return keys
 
 
-def _check_integer_keys(decl, params: tuple, keys: np.ndarray, w: Workload) -> None:
+def _at(cfg: SimConfig, w: Workload, c: int, j: int) -> str:
+    """Where a user key's answer came from: the cluster, the job and the call."""
+    return (f"for cluster {int(w.cluster_ids[c])}, job {j} "
+            f"({key_call(w, c, j, cfg.scheduler.params).text})")
+
+
+def _check_integer_keys(cfg: SimConfig, keys: np.ndarray, w: Workload) -> None:
     """The engine orders by float64 keys: integers beyond 2^53 collapse there (2^62 + 1 and
     2^62 + 2 are one float), so a key of them ran its jobs by arrival alone, silently."""
     if keys.size == 0 or not np.any(np.abs(keys[np.isfinite(keys)]) > 2.0**53):
         return
     c, j = np.unravel_index(int(np.argmax(np.where(np.isfinite(keys), np.abs(keys), 0))),
                             keys.shape)
+    decl = cfg.scheduler.decl
     with user_code("scheduler key", decl.name):  # the job's own key, as the driver typed it
-        one = decl.user(w.t_est_h[c, j], w.gpus[c, j], w.job_type[c, j], w.arrival_h[c, j],
-                        *params)
+        one = decl.user(*key_call(w, c, j, cfg.scheduler.params).compiled)
     if isinstance(one, (int, np.integer)):
-        raise ConfigError(f"scheduler {decl.name} returned the integer key {int(one)}, beyond "
-                          "2^53, where float64 keys no longer order integers exactly; allowed: "
-                          "integer keys within +-2^53, or float keys")
+        raise ConfigError(f"scheduler {decl.name} returned the integer key {int(one)} "
+                          f"{_at(cfg, w, c, j)}, beyond 2^53, where float64 keys no longer "
+                          "order integers exactly; allowed: integer keys within +-2^53, or "
+                          "float keys")
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,

@@ -23,7 +23,7 @@ import sys
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -144,13 +144,13 @@ class PlainCheck:
             _differs(decl, self.params, at, compiled, plain)
 
 
-def check_scheduler_key(decl: Any, params: tuple, w: Any) -> None:
+def check_scheduler_key(decl: Any, params: tuple[tuple[str, Any], ...], w: Any) -> None:
     """Ask ``decl``'s plain-Python key about cluster 0's jobs, as ``user_keys_driver``
     asked its compiled one, ``job_type`` as a ``JobTypeCode``: where Python raises, the
     compiled keys rest on a value Python has none for (or on ``job_type == "rlhf"``,
     False compiled), refused as a stop policy's is.  The keys themselves are not
     compared: a last bit of difference is expected of floats, and changes no order but
-    on a tie."""
+    on a tie.  ``params``: the scheduler's ``(name, value)`` pairs."""
     if w.n_clusters == 0 or int(w.cluster_ids[0]) != 0:
         return
     py = decl.user.py_func
@@ -158,8 +158,7 @@ def check_scheduler_key(decl: Any, params: tuple, w: Any) -> None:
         warnings.simplefilter("ignore")
         for j in range(min(w.n_jobs, MAX_CALLS)):
             try:
-                py(float(w.t_est_h[0, j]), int(w.gpus[0, j]), JobTypeCode(w.job_type[0, j]),
-                   float(w.arrival_h[0, j]), *params)
+                py(*key_call(w, 0, j, params).plain)
             except Exception as exc:  # noqa: BLE001 - the user's code raised
                 if _numba_only(exc):
                     return
@@ -333,6 +332,28 @@ class JobTypeCode(int):
         return int(self) != other
 
     __hash__ = int.__hash__
+
+
+# ``user_keys_driver``'s call, ``key(t_est_h, gpus, job_type, arrival_h, *params)``: the
+# job's inputs, each with the type its plain-Python version gets
+KEY_INPUTS = (("t_est_h", float), ("gpus", int), ("job_type", JobTypeCode), ("arrival_h", float))
+
+
+class KeyCall(NamedTuple):
+    compiled: tuple  # the arguments as the driver passes them (the arrays' own scalars)
+    plain: tuple  # the same as plain Python values, ``job_type`` a ``JobTypeCode``
+    text: str  # ``t_est_h=..., gpus=..., ..., <param>=...``, to redo the call
+
+
+def key_call(w: Any, c: int, j: int, params: tuple[tuple[str, Any], ...]) -> KeyCall:
+    """A user scheduler key's call for cluster index ``c``, job ``j`` of ``w``, with the
+    scheduler's ``(name, value)`` ``params``."""
+    inputs = tuple(getattr(w, name)[c, j] for name, _ in KEY_INPUTS)
+    values = tuple(v for _, v in params)
+    plain = tuple(kind(x) for (_, kind), x in zip(KEY_INPUTS, inputs)) + values
+    names = [name for name, _ in KEY_INPUTS] + [k for k, _ in params]
+    return KeyCall(inputs + values, plain,
+                   ", ".join(f"{k}={v!r}" for k, v in zip(names, plain)))
 
 
 def _first_line(exc: BaseException) -> str:

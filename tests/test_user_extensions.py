@@ -1292,6 +1292,19 @@ def test_user_code_that_misbehaves_is_one_line(hostile_dir, tmp_path, capsys, ar
     assert not out.exists()
 
 
+def test_a_huge_integer_key_names_the_cluster_the_job_and_the_call(hostile_dir, capsys):
+    """The refusal of an integer key beyond 2^53 named neither the job nor its inputs, as
+    the NaN key's does: the call, to redo it."""
+    import re
+
+    assert main(["run", "--clusters", "2", "--n-jobs", "10", "--no-progress",
+                 "--scheduler", "toy_hostile_user:huge_int_key"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.search(r"huge_int_key returned the integer key \d+ for cluster [01], job \d+ "
+                     r"\(t_est_h=[0-9.e+-]+, gpus=\d+, job_type=\d, arrival_h=[0-9.e+-]+\), "
+                     r"beyond 2\^53, ", err), err
+
+
 def test_a_metric_catching_a_missing_column_runs(hostile_dir, capsys):
     assert main(["run", "--clusters", "2", "--n-jobs", "10", "--no-progress",
                  "--metric", "toy_hostile_user:falls_back"]) == 0, capsys.readouterr().err
