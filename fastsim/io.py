@@ -340,15 +340,24 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
 def _claim_made(tmp: Path, path: Path, within: Path | tuple[Path, ...] | None,
                 made: list[list[Path]]) -> int:
     """``_claim`` of ``tmp`` once ``path``'s directory is made (``_make_parent``; what it
-    made added to ``made``).  Found made by another writer, the directory was removed by
-    that writer's failed write, still empty, before ``tmp`` was in it: it is made again,
-    now this write's own.  With ``tmp`` in it, no writer's clean-up removes it."""
+    made added to ``made``), as ``made_and_claimed``.  With ``tmp`` in it, no writer's
+    clean-up removes it."""
+    return made_and_claimed(lambda: made.append(_make_parent(path, within)),
+                            lambda: _claim(tmp))
+
+
+def made_and_claimed(make: Callable[[], Any], claim: Callable[[], Any],
+                     gone: type[BaseException] = FileNotFoundError) -> Any:
+    """``claim()`` (a file made in a directory) once ``make()`` made that directory.  One
+    found made by another writer may be removed by that writer's failed write, still
+    empty, before the claim is in it: the claim raises ``gone``, and the directory is made
+    again, now this writer's own (``RACE_TRIES`` times, then ``gone`` is raised)."""
     tries = RACE_TRIES
     while True:
-        made.append(_make_parent(path, within))
+        make()
         try:
-            return _claim(tmp)
-        except FileNotFoundError:
+            return claim()
+        except gone:
             tries -= 1
             if not tries:
                 raise

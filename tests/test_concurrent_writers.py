@@ -529,3 +529,24 @@ def test_a_directory_removed_by_a_refused_sweep_before_the_lock_is_made_again(tm
     monkeypatch.setattr(DirLock, "acquire", classmethod(first_refused_meanwhile))
     assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]) == 0
     assert removed == [out] and (out / "summary.parquet").is_file()
+
+
+def test_a_directory_removed_before_every_lock_is_made_again_race_tries_times(tmp_path):
+    """``made_and_claimed`` (io's, and a sweep's lock's) makes the directory again while
+    the claim finds it gone, ``RACE_TRIES`` times, then raises the claim's error."""
+    from fastsim.io import RACE_TRIES, made_and_claimed
+    from fastsim.sweep.store import DirectoryGone, DirLock
+
+    root, made = tmp_path / "out", []
+
+    def make():
+        root.mkdir()
+        made.append(root)
+
+    def claim():
+        root.rmdir()  # another writer's clean-up, every time
+        return DirLock.acquire(root)
+
+    with pytest.raises(DirectoryGone, match=r"cannot create sweep\.lock \(No such file"):
+        made_and_claimed(make, claim, gone=DirectoryGone)
+    assert len(made) == RACE_TRIES

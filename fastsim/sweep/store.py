@@ -69,11 +69,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fastsim.errors import ConfigError
-from fastsim.io import (PAGE_CHECKSUMS_KEY, RACE_TRIES, TMP_SUFFIX,  # noqa: F401
+from fastsim.io import (PAGE_CHECKSUMS_KEY, TMP_SUFFIX,  # noqa: F401
                         DamagedParquet, atomic_write_bytes, atomic_write_parquet,
                         bytes_writer, check_output_dir, file_kind, is_probe, is_temporary,
-                        loads_json, make_directory, parquet_bytes, read_parquet_table,
-                        remove_made, renames_settled, write_all)
+                        loads_json, made_and_claimed, make_directory, parquet_bytes,
+                        read_parquet_table, remove_made, renames_settled, write_all)
 from fastsim.sweep.grid import Grid, clipped, diff_code, diff_grids
 
 MANIFEST = "sweep.json"
@@ -101,6 +101,10 @@ TABLES = "tables"
 RERUN = ("run the sweep again (same command; into a new --out directory if the code "
          "changed since)")
 REWRITE = f"a sweep's table as this fastsim writes it: {RERUN}"
+
+
+class DirectoryGone(ConfigError):
+    """``DirLock.acquire``'s refusal where the directory is gone since it was made."""
 
 
 class DirLock:
@@ -140,8 +144,9 @@ class DirLock:
             fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             why = ("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror)
-            raise ConfigError(f"{root}: cannot create {LOCK} ({why}); "
-                              "allowed: a writable --out directory") from None
+            raise (DirectoryGone if exc.errno == errno.ENOENT else ConfigError)(
+                f"{root}: cannot create {LOCK} ({why}); allowed: a writable --out directory"
+            ) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # a named pipe: no lock at all
             os.close(fd)
             raise ConfigError(f"{root / LOCK}: not a regular file; allowed: the lock file "
@@ -676,20 +681,16 @@ class SweepStore:
         self.remove_temporaries()
 
     def _make_and_lock(self) -> "DirLock | HeldAgain":
-        """Make the directory if it is missing, then lock it.  One found made may be that
-        of another sweep started at the same instant, which, refused, removes it (empty)
-        before this one locks it: its lock file could not be made ("No such file or
-        directory"), and neither sweep ran.  Made again here, it is this one's."""
-        for tries in range(RACE_TRIES, 0, -1):
+        """Make the directory if it is missing, then lock it, as ``made_and_claimed``: one
+        found made may be that of another sweep started at the same instant, which,
+        refused, removes it (empty) before this one locks it."""
+        def make():
             try:
                 self._made = make_directory(self.root)
             except OSError as exc:
                 raise ConfigError(f"--out {self.root}: cannot create ({exc.strerror})") from None
-            try:
-                return DirLock.acquire(self.root)
-            except ConfigError:
-                if self._made or os.path.isdir(self.root) or tries == 1:
-                    raise
+
+        return made_and_claimed(make, lambda: DirLock.acquire(self.root), gone=DirectoryGone)
 
     @staticmethod
     def check_manifest(root: Path, grid: Grid, whole: Path | None = None) -> dict | None:
