@@ -203,7 +203,7 @@ BIG = "1" + "0" * 400
 @pytest.mark.parametrize("body,needle", [
     (f"[base]\nsigma = {BIG}", "sigma="), (f'[base]\npolicy = "stop_at"\nf = {BIG}', "f="),
     (f"[base]\nmix = [0, 0, {BIG}]", "mix="), (f"[base]\nk = {BIG}", "k="),
-    (f"[base]\nthresholds_gpu_h = [{BIG}]", "thresholds_gpu_h="),
+    (f'[base]\nscheduler = "tiresias"\nthresholds_gpu_h = [{BIG}]', "thresholds_gpu_h="),
     ("[base]\nsigma = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ("[base]\nsigma = " + "{a = " * 5_000 + "1" + "}" * 5_000, "nested too deeply"),
 ])
