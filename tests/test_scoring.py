@@ -264,13 +264,21 @@ def test_a_range_with_a_fitted_rows_gain_at_an_end_is_never_a_match():
              (0.15, 0.16, 0.05, 0.24): (FITTED, "low end"),
              (0.15, 0.16, 0.095, 0.175): (MISS, "low end: the gain over SRTF-Est"),
              (0.095, 0.24, 0.15, 0.12): (MATCH, "")}
-    for gains, (want, note) in cases.items():
-        rows = _scored(gains=gains)
-        r = rows["gain_range"]
-        assert (r["verdict"], r["note"].startswith(note)) == (want, True), (gains, r)
-        assert bool(r["fitted_by"]) == (want == FITTED), r
-        held = headline_count(list(rows.values()))
-        assert held[1] == sum(not p.fitted_by for p in PAPER_ROWS) - (want == FITTED), held
+    for gains, expected in cases.items():
+        _check_fitted_rule("gain_range", gains, expected, gains=gains)
+
+
+def _check_fitted_rule(key: str, case, expected: tuple[str, str], **scored) -> None:
+    """Row ``key`` scored from ``_scored(**scored)`` has the ``expected`` verdict and note's
+    start, a ``fitted_by`` exactly when fitted, and the headline counts it held out
+    exactly when it is not fitted."""
+    want, note = expected
+    rows = _scored(**scored)
+    r = rows[key]
+    assert (r["verdict"], r["note"].startswith(note)) == (want, True), (case, r)
+    assert bool(r["fitted_by"]) == (want == FITTED), r
+    held = headline_count(list(rows.values()))
+    assert held[1] == sum(not p.fitted_by for p in PAPER_ROWS) - (want == FITTED), held
 
 
 def test_the_base_rate_bound_is_over_the_papers_range_only():
@@ -728,13 +736,9 @@ def test_a_bound_decided_at_the_cell_a_parameter_was_fitted_at_is_fitted():
              (0.95, 0.85, 0.94): (FITTED, "at base rate = 0.6 (a fitted cell"),
              (0.88, 0.85, 0.94): (MISS, "at base rate = 0.6"),
              (0.92, 0.98, 0.94): (MATCH, "at base rate = 0.2")}
-    for base_rate, (want, note) in cases.items():
-        rows = _scored(base_rate=base_rate, rates=rates)
-        r = rows["base_rate_bound"]
-        assert (r["verdict"], r["note"].startswith(note)) == (want, True), (base_rate, r)
-        assert bool(r["fitted_by"]) == (want == FITTED), r
-        held = headline_count(list(rows.values()))
-        assert held[1] == sum(not p.fitted_by for p in PAPER_ROWS) - (want == FITTED), held
+    for base_rate, expected in cases.items():
+        _check_fitted_rule("base_rate_bound", base_rate, expected, base_rate=base_rate,
+                           rates=rates)
 
 
 def test_the_registration_names_the_cell_a_bound_was_fitted_at():

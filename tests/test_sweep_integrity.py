@@ -1106,6 +1106,19 @@ def test_a_refused_runs_lock_file_is_removed_only_if_it_is_still_its_own(tmp_pat
     assert not (tmp_path / LOCK).exists()
 
 
+def _unlink_refused(monkeypatch, path: Path):
+    """``path`` cannot be removed (its directory read-only, as copied from an archive);
+    every other file can.  Returns ``Path.unlink`` as it was."""
+    unlink = Path.unlink
+
+    def read_only(self, missing_ok=False):
+        if self == path:
+            raise PermissionError(1, "Operation not permitted", str(self))
+        unlink(self, missing_ok)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    return unlink
+
+
 def test_a_damaged_chunk_that_cannot_be_rewritten_is_one_line(sweep_file, tmp_path, capsys,
                                                               monkeypatch):
     """Re-running a damaged chunk removes its record first (not done while rewritten); in a
@@ -1118,13 +1131,7 @@ def test_a_damaged_chunk_that_cannot_be_rewritten_is_one_line(sweep_file, tmp_pa
     victim = sorted(out.glob("cells/*/chunk-0001.parquet"))[0]
     _damage(victim, "flip")
     record = victim.with_suffix(".json")
-    unlink = Path.unlink
-
-    def read_only(self, missing_ok=False):
-        if self == record:
-            raise PermissionError(1, "Operation not permitted", str(self))
-        unlink(self, missing_ok)
-    monkeypatch.setattr(Path, "unlink", read_only)
+    unlink = _unlink_refused(monkeypatch, record)
     capsys.readouterr()
     assert sweep(sweep_file, out) == 2
     err = capsys.readouterr().err
@@ -1147,13 +1154,7 @@ def test_a_killed_writers_temporary_that_cannot_be_removed_is_left(sweep_file, t
     assert sweep(sweep_file, out) == 0
     stale = sorted(out.glob("cells/*"))[0] / "chunk-0001.parquet.999999-abcdef01.tmp"
     stale.write_bytes(b"half")
-    unlink = Path.unlink
-
-    def read_only(self, missing_ok=False):
-        if self == stale:
-            raise PermissionError(1, "Operation not permitted", str(self))
-        unlink(self, missing_ok)
-    monkeypatch.setattr(Path, "unlink", read_only)
+    _unlink_refused(monkeypatch, stale)
     capsys.readouterr()
     assert sweep(sweep_file, out) == 0, capsys.readouterr().err
     assert stale.exists()
