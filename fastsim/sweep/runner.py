@@ -446,9 +446,12 @@ def _waited(call: Callable[[], Any], undo: Callable[[Any], Any] | None = None) -
         finally:
             done.set()
 
-    threading.Thread(target=run, name="fastsim-dask", daemon=True).start()
     signalled: KeyboardInterrupt | None = None
     deadline = math.inf
+    try:  # a signal the call itself sends at once can land while the thread starts
+        threading.Thread(target=run, name="fastsim-dask", daemon=True).start()
+    except KeyboardInterrupt as exc:  # Terminated too
+        signalled, deadline = exc, time.monotonic() + SIGNAL_WAIT_S
     while not done.is_set() and time.monotonic() < deadline:
         try:
             done.wait(None if signalled is None else deadline - time.monotonic())
