@@ -1,11 +1,19 @@
 """The arrays each stage of a run fills, one ``[cluster, job]`` array a field: the stop
 decisions (``Decisions``), the engine's outcome (``Outcome``) and the metrics'
-accounting (``Accounting``); and empty ones of a shape for the stages to fill."""
+accounting (``Accounting``); and empty ones of a shape for the stages to fill.  Also which
+of a workload's fields a decision may read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+# A workload's fields by who may read them: decisions see OBSERVED only.  duration_h is
+# hidden from decisions, but the engine's physics needs it to know when service ends; it
+# never reaches a decision kernel.
+OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
+HIDDEN = ("duration_h", "hacking", "ustar", "height", "tau", "loss0", "loss_inf", "loss_tau",
+          "gold", "peak_eval")
 
 
 @dataclass

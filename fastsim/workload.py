@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from fastsim.arrays import empty_decisions, empty_outcome
+from fastsim.arrays import HIDDEN, OBSERVED, empty_decisions, empty_outcome
 from fastsim.config import SchedulerConfig, WorkloadConfig
 from fastsim.errors import ConfigError
 from fastsim.memory import SURELY_FITS, check_fits, scratch_bytes, workload_bytes
@@ -20,12 +20,6 @@ from fastsim.values import MAX_CLUSTER, check_seed, is_integer
 from fastsim.kernels.metrics import N_METRICS
 from fastsim.kernels.pipeline import run_pipeline
 from fastsim.kernels.workload import WorkloadParams
-
-OBSERVED = ("job_type", "gpus", "arrival_h", "t_est_h", "score", "loss")
-# duration_h is hidden from decisions, but the engine's physics needs it to know
-# when service ends; it never reaches a decision kernel.
-HIDDEN = ("duration_h", "hacking", "ustar", "height", "tau", "loss0", "loss_inf", "loss_tau",
-          "gold", "peak_eval")
 
 
 @dataclass
