@@ -56,6 +56,29 @@ events): each cluster holds Poisson(20) events, each event's value lognormal(0, 
 (a mean of exp(1.125) = 3.08), pooled over n = 5, 10, 30, 100 clusters.  Prints the
 coverage over ``cells`` cells with its exact 95% interval (about 10 CPU-seconds at
 2,000): on such inputs the union under-covers at few clusters (docs/model.md).
+
+    python benchmarks/coverage.py f1 [pool] [runs]                    # 20000 1000
+
+The k sweep's F1 (REPRODUCTION.md's k row; ``fastsim.sweep.reproduce.k_bootstrap``) the
+same way: a pool of the k sweep's cells k = 1, 2, 3 (rlhf_heavy, SRTF-Est + EvalStop, 300
+jobs, the same clusters in every cell), cells of n clusters drawn with replacement, the
+pool's F1 of its summed counts the truth.  Prints, per k and n, the coverage of F1's 95%
+interval among the cells with one +- 1.96 MC s.e. (and its mean width), then how often
+the lower bound of k = 1's lead (``lead_lo``, a one-sided bound under each of its two
+paired t intervals) is at or below k = 1's true lead (about 75 CPU-seconds).
+
+    python benchmarks/coverage.py seeds [cells]                       # 2000
+
+Intervals over runs that share a seed (``fastsim detectors``' tables on traces, and its
+confirmation): S seeds of 13 healthy runs each (the traces' 11-17 and 798 / 60), each
+seed's two firing rates drawn from Beta(0.6 c, 0.4 c) (EvalStop) and Beta(0.4 c, 0.6 c)
+(a candidate), a run's two outcomes coupled by one uniform, so the truths are 40% and -20
+points by construction.  Per concentration c (10: seeds far apart; 50: about the spread
+the confirmation's FPR interval implies; inf: no seed effect) and S = 4, 5,
+10, 30, 60, prints the coverage over ``cells`` cells with its exact 95% interval of the
+candidate's FPR (``stats.proportion_ci`` of per-seed counts), of the paired change
+(``stats.cluster_mean_ci``, resampling seeds) and of the same change's t interval over
+runs (``stats.mean_ci``, as the confirmation's first change line); about 100 CPU-seconds.
 """
 import sys
 
@@ -304,7 +327,105 @@ def ratio_lognormal(runs=2000, events=20, sd=1.5):
         print("  " + cells[-1], flush=True)
 
 
+F1_KS = (1, 2, 3)
+F1_SIZES = (5, 10, 30, 100, 2000)
+
+
+def f1_pool(pool, seed=777):
+    """``{k: [pool, 4] counts}`` of the k sweep's cells k in ``F1_KS`` on the same clusters
+    (``reproduce.k_counts``' columns)."""
+    from fastsim.sweep.reproduce import F1_RATES
+    out = {}
+    for k in F1_KS:
+        cfg = SimConfig.from_specs("srtf_est", f"evalstop:k={k}", mix="rlhf_heavy")
+        counts = pooled_counts(simulate(cfg, pool, seed=seed).clusters, list(F1_RATES))
+        out[k] = np.column_stack([x for m in F1_RATES for x in counts[m]])
+    return out
+
+
+def f1_coverage(pool=20_000, runs=1000, seed=7):
+    from fastsim.sweep.reproduce import _f1_of_sums, k_bootstrap
+    counts = f1_pool(pool)
+    truth = {k: float(_f1_of_sums(c.sum(axis=0))) for k, c in counts.items()}
+    lead = truth[1] - max(v for k, v in truth.items() if k != 1)
+    rng = np.random.default_rng(seed)
+    print(f"srtf_est + evalstop:k=1,2,3, rlhf_heavy, {pool} clusters drawn with replacement "
+          f"into {runs} cells per n; F1's coverage % +- 1.96 MC s.e. (mean width) at "
+          + ", ".join(f"k={k} (truth {v:.4f})" for k, v in truth.items())
+          + f"; k=1's lead {lead:.4f}, its lower bound at or below it %")
+    for n in F1_SIZES:
+        hit, given, width = dict.fromkeys(truth, 0), dict.fromkeys(truth, 0), dict.fromkeys(truth, 0.0)
+        below = 0
+        for _ in range(runs):
+            idx = rng.integers(0, pool, n)
+            boot = k_bootstrap({k: c[idx] for k, c in counts.items()},
+                               seed=int(rng.integers(1 << 31)))
+            for k, e in boot.f1.items():
+                if np.isfinite(e.lo):
+                    given[k] += 1
+                    hit[k] += bool(e.lo <= truth[k] <= e.hi)
+                    width[k] += e.hi - e.lo
+            below += bool(boot.lead_lo[1] <= lead)
+        cells = []
+        for k in truth:
+            c, g = hit[k] / max(given[k], 1), given[k]
+            cells.append(f"k={k} {100 * c:5.1f} +- {196 * np.sqrt(c * (1 - c) / max(g, 1)):.1f} "
+                         f"({width[k] / max(g, 1):.4f})" + (f" [{runs - g} none]" if g < runs else ""))
+        b = below / runs
+        print(f"  n={n:<5d} " + "  ".join(cells)
+              + f"  lead bound {100 * b:5.1f} +- {196 * np.sqrt(b * (1 - b) / runs):.1f}", flush=True)
+
+
+SEED_COUNTS = (4, 5, 10, 30, 60)
+
+
+def seed_runs(rng, seeds, runs, conc):
+    """Per run: its seed, EvalStop's and the candidate's firing (0/1), for ``seeds`` seeds
+    of ``runs`` runs whose rates are Beta of means 0.6 and 0.4 and concentration ``conc``."""
+    if np.isinf(conc):
+        a, b = np.full(seeds, 0.6), np.full(seeds, 0.4)
+    else:
+        a, b = rng.beta(0.6 * conc, 0.4 * conc, seeds), rng.beta(0.4 * conc, 0.6 * conc, seeds)
+    u = rng.random((seeds, runs))  # one uniform per run: the two rules see the same scores
+    label = np.repeat(np.arange(seeds), runs)
+    return label, (u < a[:, None]).ravel().astype(float), (u < b[:, None]).ravel().astype(float)
+
+
+def seed_clustered(cells=2000, runs=13):
+    print(f"{runs} runs a seed, seed rates Beta(0.6 c, 0.4 c) and Beta(0.4 c, 0.6 c), {cells} "
+          f"cells per S; coverage % [exact 95% CI]: candidate FPR (truth 40%) | paired change, "
+          f"seeds resampled (truth -20 pp) | the same, t over runs")
+    for conc in (10.0, 50.0, np.inf):
+        for seeds in SEED_COUNTS:
+            rng = np.random.default_rng(seeds * 1000 + (0 if np.isinf(conc) else int(conc)))
+            hit = np.zeros(3, int)
+            given = np.zeros(3, int)
+            for _ in range(cells):
+                label, es, cand = seed_runs(rng, seeds, runs, conc)
+                boot_seed = int(rng.integers(1 << 30))
+                fpr = stats.proportion_ci(*stats.cluster_sums(label, cand, np.ones_like(cand)),
+                                          seed=boot_seed)
+                d = cand - es
+                ests = (fpr, stats.cluster_mean_ci(d, label).within(-1.0, 1.0),
+                        stats.mean_ci(d).within(-1.0, 1.0))
+                for i, (e, truth) in enumerate(zip(ests, (0.4, -0.2, -0.2))):
+                    if np.isfinite(e.lo):
+                        given[i] += 1
+                        hit[i] += e.lo <= truth <= e.hi
+            cells_text = []
+            for h, g in zip(hit, given):
+                lo, hi = stats.clopper_pearson(int(h), int(g))
+                cells_text.append(f"{100 * h / g:5.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                                  + (f" ({cells - g} none)" if g < cells else ""))
+            print(f"  c={conc:<4g} S={seeds:<3d} " + " | ".join(cells_text), flush=True)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "seeds":
+        return seed_clustered(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+    if len(sys.argv) > 1 and sys.argv[1] == "f1":
+        a = sys.argv[2:]
+        return f1_coverage(int(a[0]) if a else 20_000, int(a[1]) if len(a) > 1 else 1000)
     if len(sys.argv) > 1 and sys.argv[1] == "ratio-lognormal":
         return ratio_lognormal(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
     if len(sys.argv) > 1 and sys.argv[1] == "beta":

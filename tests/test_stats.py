@@ -474,6 +474,11 @@ def test_the_coverage_benchmark_imports():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert callable(module.resampled) and callable(module.skewed)
+    assert callable(module.f1_coverage)
+    # the seeds benchmark's truths (40% and -20 points) hold by construction
+    label, es, cand = module.seed_runs(np.random.default_rng(0), 4000, 13, 50.0)
+    assert np.bincount(label).tolist() == [13] * 4000
+    assert abs(cand.mean() - 0.4) < 0.01 and abs((cand - es).mean() + 0.2) < 0.01
 
 
 def assert_not_too_wide(widths, points, n):
