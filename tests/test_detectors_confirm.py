@@ -85,6 +85,10 @@ def test_confirm_counts_the_declared_comparison(tmp_path):
     assert r["n_healthy"] == h.sum() and r["n_seeds"] == 4
     assert r["holds"] == (r["p"] < 0.05 and r["d_fpr"].mean < 0 and c[~h].mean() >= b[~h].mean())
     assert f"{r['only_baseline']} / {r['only_candidate']}" in text
+    # the plan's t intervals over runs ignore the seeds the runs share (4 here): the table
+    # says so on each, and which interval to read
+    assert text.count("t interval over runs, runs taken as independent") == 2
+    assert "narrower than 95%" in text and "seed-clustered FPR change is the one to read" in text
 
 
 def test_confirm_refuses_its_outputs_before_the_comparison(tmp_path, capsys, monkeypatch):
