@@ -167,13 +167,26 @@ def metric(df: pl.DataFrame, name: str) -> pl.DataFrame:
     return df.filter(pl.col("metric") == name)
 
 
-def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, marker="o") -> None:
+def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, marker="o"
+         ) -> np.ndarray:
     """A line with its 95% interval as a shaded band; nothing (and no legend entry) when
-    ``rows`` is empty."""
+    ``rows`` is empty.  Returns the intervals' widths (in ``scale`` units) for ``shaded``."""
     if rows.height == 0:
-        return
+        return np.empty(0)
     ax.plot(x, rows["mean"] * scale, marker=marker, ms=4, color=color, label=label)
     ax.fill_between(x, rows["lo"] * scale, rows["hi"] * scale, color=color, alpha=0.25, lw=0)
+    width = (rows["hi"] - rows["lo"]).to_numpy().astype(np.float64) * scale
+    return width[np.isfinite(width)]
+
+
+def shaded(widths) -> str:
+    """A band figure's footnote ``what``: at 2,000 clusters most bands are narrower than
+    their line, and "95% CIs" alone did not say whether they were drawn at all."""
+    w = np.concatenate([np.ravel(x) for x in widths]) if len(widths) else np.empty(0)
+    if w.size == 0:
+        return "95% CIs over"
+    return (f"shaded 95% CIs (median width {np.median(w):.2g} pp, widest {w.max():.2g} pp; "
+            "a band narrower than its line is hidden by it) over")
 
 
 def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[Path]:
@@ -206,9 +219,14 @@ def legend_outside(ax, source=None, **kwargs) -> None:
                   borderaxespad=0.0, **kwargs)
 
 
-def paper_line(ax, y: float, x: float, text: str) -> None:
-    """The paper's reported value as a dotted horizontal line, labelled below at ``x``."""
-    ax.axhline(y, ls=":", color="0.5", lw=1)
+def paper_line(ax, y: float, x: float, text: str, until: float | None = None) -> None:
+    """The paper's reported value as a dotted horizontal line, labelled below at ``x``;
+    ``until``: the x its claim stops at (a bound for sigma <= 0.05 drawn across every
+    sigma read as a claim about all of them)."""
+    if until is None:
+        ax.axhline(y, ls=":", color="0.5", lw=1)
+    else:
+        ax.plot([x, until], [y, y], ls=":", color="0.5", lw=1)
     ax.annotate(text, (x, y), xytext=(0, -12), textcoords="offset points", fontsize=7,
                 color="0.4")
 

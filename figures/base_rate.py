@@ -14,17 +14,19 @@ READS = {"summary.parquet": ("policy_name", "metric", "base_rate", "mean", "lo",
 def draw(sources, out, formats):
     df = S.summary(sources, "base_rate").filter(pl.col("policy_name").is_in(POLICIES))
     fig, axes = S.subplots(1, 2, figsize=(8, 3.4), sharex=True)
+    widths = []
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("base_rate")
-            S.band(ax, rows["base_rate"] * 100, rows, S.policy_label(p, rows), S.PALETTE[p])
+            widths.append(S.band(ax, rows["base_rate"] * 100, rows, S.policy_label(p, rows),
+                                 S.PALETTE[p]))
         ax.set_title(title)
         ax.set_xlabel("hacking RLHF jobs (%)")
         ax.set_ylabel("%")
         ax.set_ylim(0, 102)
     S.paper_line(axes[0], 89, 20, "paper: EvalStop >= 89%")
     S.legend_outside(axes[-1], fontsize=8)
-    S.footnote(fig, sources, "base_rate")
+    S.footnote(fig, sources, "base_rate", what=S.shaded(widths))
     fig.tight_layout()
     return S.save(fig, out, "base_rate", formats)
 

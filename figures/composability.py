@@ -29,14 +29,14 @@ def draw(sources, out, formats):
         err = np.array([[x["mean"] - x["lo"] for x in r], [x["hi"] - x["mean"] for x in r]]) * 100
         x = np.arange(len(order))
         ax.bar(x, gain, yerr=err[::-1], color=colors, capsize=4)
-        ax.set_xticks(x, [S.SCHEDULER_NAMES.get(s, s) for s in order], rotation=20)
+        ax.set_xticks(x, [S.SCHEDULER_NAMES.get(s, s) for s in order], rotation=30, ha="right")
         ax.set_ylabel("% (relative to the same scheduler alone)")
         ax.set_title(title)
         for xi, g in zip(x, gain):  # a gain with no estimate has no bar: "n/a", not "nan%"
             ok = np.isfinite(g)
             ax.annotate(f"{g:.1f}%" if ok else "n/a", (xi, g if ok else 0.0), xytext=(0, 3),
                         textcoords="offset points", ha="center", fontsize=8)
-    axes[0].axhspan(8.9, 25.2, color="0.85", zorder=0, label="paper range 8.9-25.2%")
+    axes[0].axhspan(8.9, 25.2, color="0.85", zorder=0, label="paper range of JCT gains\n8.9-25.2% (left panel)")
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "composability")
     fig.tight_layout()

@@ -18,9 +18,10 @@ PANELS = (("precision", "Precision (%)"), ("recall", "Recall (%)"),
 def draw(sources, out, formats):
     df = S.summary(sources, "k_sweep").filter(pl.col("policy_name") == "evalstop")
     fig, axes = S.subplots(1, 5, figsize=(16, 3.2), sharex=True)
+    widths = []
     for ax, (m, title) in zip(axes, PANELS):
         rows = S.metric(df, m).sort("k")
-        S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])
+        widths.append(S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"]))
         ax.axvline(2, ls=":", color="0.5", lw=1)
         ax.set_title(title)
         ax.set_xlabel("k (consecutive declines)")
@@ -28,7 +29,7 @@ def draw(sources, out, formats):
         if m in ("precision", "recall"):  # a rate axis spans at least 10 points
             # None without an EvalStop row (100 * None was a TypeError), NaN if none triggered
             S.rate_axis(ax, (100 * rows["lo"]).min(), (100 * rows["hi"]).max())
-    S.footnote(fig, sources, "k_sweep")
+    S.footnote(fig, sources, "k_sweep", what=S.shaded(widths))
     fig.tight_layout()
     return S.save(fig, out, "k_tradeoff", formats)
 

@@ -14,19 +14,20 @@ READS = {"summary.parquet": ("policy_name", "metric", "sigma", "mean", "lo", "hi
 def draw(sources, out, formats):
     df = S.summary(sources, "noise").filter(pl.col("policy_name").is_in(POLICIES))
     fig, axes = S.subplots(1, 4, figsize=(14, 3.4), sharex=True)
+    widths = []
     for ax, (m, title) in zip(axes, (("precision", "Precision"), ("recall", "Recall"),
                                      ("stop_recall", "Stop recall (GPUs freed)"),
                                      ("fpr", "False-positive rate"))):
         for p in POLICIES:
             rows = S.metric(df, m).filter(pl.col("policy_name") == p).sort("sigma")
-            S.band(ax, rows["sigma"], rows, S.policy_label(p, rows), S.PALETTE[p])
+            widths.append(S.band(ax, rows["sigma"], rows, S.policy_label(p, rows), S.PALETTE[p]))
         ax.set_title(title)
         ax.set_xlabel("evaluation noise $\\sigma$")
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
-    S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05")
+    S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05", until=0.05)
     S.legend_outside(axes[-1], axes[0], fontsize=8)
-    S.footnote(fig, sources, "noise")
+    S.footnote(fig, sources, "noise", what=S.shaded(widths))
     fig.tight_layout()
     return S.save(fig, out, "noise_sweep", formats)
 

@@ -905,6 +905,29 @@ def test_legends_sit_outside_the_data_and_the_footnote_below_it(monkeypatch, unu
             assert note.get_window_extent(renderer).y1 <= ax.get_tightbbox(renderer).y0 + 1
 
 
+def test_a_band_figure_says_its_bands_are_drawn_and_how_wide(monkeypatch, unusual_results):
+    """At 2,000 clusters the noise, base-rate and k figures' bands are narrower than their
+    lines, and the footnote said only "95% CIs": whether an interval was drawn at all could
+    not be read off the figure.  A paper bound over part of the x axis is drawn there only."""
+    from fastsim.figures import _style as S
+    from fastsim.sweep.figures import find_sources
+
+    fig = _drawn(monkeypatch, "k_tradeoff", unusual_results)
+    (note,) = fig.texts
+    drawn = [m for m, _ in load_script("k_tradeoff").PANELS]
+    rows = S.summary(find_sources(unusual_results), "k_sweep").filter(
+        (pl.col("policy_name") == "evalstop") & pl.col("metric").is_in(drawn))
+    width = 100 * (rows["hi"] - rows["lo"]).drop_nans().drop_nulls()
+    assert note.get_text().startswith("k_sweep: shaded 95% CIs (median width ")
+    assert f"widest {width.max():.2g} pp; a band narrower than its line is hidden" in note.get_text()
+    assert S.shaded([]) == "95% CIs over"
+    fig, ax = S.subplots()
+    ax.set_xlim(0, 0.15)
+    S.paper_line(ax, 91, 0.0, "paper: >= 91% for sigma <= 0.05", until=0.05)
+    (line,) = ax.lines
+    assert list(line.get_xdata()) == [0.0, 0.05]
+
+
 def test_the_footnote_gives_the_clusters_per_cell_and_the_fewest_an_estimate_rests_on(
         monkeypatch):
     """The footnote's n was the smallest n of any row: a sweep of 2,000 clusters per cell
