@@ -331,7 +331,7 @@ def few_clusters_note(summary: pl.DataFrame) -> str:
     if not few.is_empty():
         lines.append(f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; "
                      "those of skewed metrics (JCT percentiles, queueing delay, mean JCT, their "
-                     "changes) cover about 88-93% at 5-10 clusters, not 95% (docs/model.md)")
+                     "changes) cover about 85-93% at 5-10 clusters, not 95% (docs/model.md)")
     # at one cluster neither the bootstrap nor the t term has a spread to see
     one = summary.filter((pl.col("kind") == "pooled") & (pl.col("n") == 1)
                          & pl.col("lo").is_finite())
