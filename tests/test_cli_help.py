@@ -27,6 +27,14 @@ def test_every_option_of_every_command_has_help():
     assert not missing, missing
 
 
+def test_every_command_and_action_says_what_it_does():
+    """`fastsim costaware sgd --help` showed its options alone: what the action does was
+    in the list of `fastsim costaware --help` only."""
+    silent = [" ".join(path) for path, parser in _parsers(build_parser())
+              if not (parser.description or "").strip()]
+    assert not silent, silent
+
+
 def test_help_text_reads_as_text():
     for path, parser in _parsers(build_parser()):
         text = parser.format_help()

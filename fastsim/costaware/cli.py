@@ -553,10 +553,16 @@ def register(subparsers):
         add(sub)
 
 
+def _add_action(sub, name: str, help: str):
+    """An action's parser, whose ``--help`` opens with the line the list of actions gives
+    it (without one it showed the options alone, never what the action does)."""
+    return sub.add_parser(name, help=help, description=help.replace("%%", "%"))
+
+
 def _register_ratios(sub) -> None:
     from fastsim.costaware.configs import ProblemConfig
 
-    p = sub.add_parser("ratios", help="predicted J(p)/J(p*) of each strategy on one instance")
+    p = _add_action(sub, "ratios", help="predicted J(p)/J(p*) of each strategy on one instance")
     _add_fields(p, ProblemConfig)
     p.add_argument("--lams", default="0,0.1,0.5", metavar="L,L,...",
                    help="weights of the uniform distribution mixed into each strategy, each "
@@ -571,7 +577,7 @@ def _register_ratios(sub) -> None:
 def _register_sgd(sub) -> None:
     from fastsim.costaware.configs import ProblemConfig, SGDConfig
 
-    p = sub.add_parser("sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
+    p = _add_action(sub, "sgd", help="simulated cost to reach eps per strategy, with 95%% CIs")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
     p.add_argument("--sgd-seed", type=integer_option, default=1, metavar="INT",
@@ -587,7 +593,7 @@ def _register_sgd(sub) -> None:
 def _register_subset(sub) -> None:
     from fastsim.costaware.configs import EXACT_MAX_N, ProblemConfig, SGDConfig
 
-    p = sub.add_parser("subset", help="bias-budgeted subset selection: greedy vs exact, "
+    p = _add_action(sub, "subset", help="bias-budgeted subset selection: greedy vs exact, "
                                       "cost saved and bias paid")
     _add_fields(p, ProblemConfig)
     _add_fields(p, SGDConfig, skip=("seed",))
@@ -614,7 +620,7 @@ def _register_subset(sub) -> None:
 def _register_grpo(sub) -> None:
     from fastsim.costaware.configs import GRPOConfig
 
-    p = sub.add_parser("grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
+    p = _add_action(sub, "grpo", help="toy GRPO: uniform vs cost-aware mini-batches over seeds")
     _add_fields(p, GRPOConfig)
     p.add_argument("--out", metavar="DIR",
                    help="also write costaware_grpo.{summary,curves,runs}.parquet into this "
@@ -624,7 +630,7 @@ def _register_grpo(sub) -> None:
 
 
 def _register_trl_gradnorm(sub) -> None:
-    p = sub.add_parser("trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
+    p = _add_action(sub, "trl-gradnorm", help="|A| vs per-sample gradient norm of TRL's GRPO "
                                             "loss on a tiny random GPT-2 (needs fastsim[trl])")
     p.add_argument("--prompts", type=file_path, default=None, metavar="FILE",
                    help="JSONL prompt set, one {\"prompt\": \"say: LETTERS ...\"} per line, "
@@ -645,7 +651,7 @@ def _register_trl_gradnorm(sub) -> None:
 
 
 def _register_sweep(sub) -> None:
-    p = sub.add_parser("sweep", help="run a cost-aware sweep file (costaware_sgd, "
+    p = _add_action(sub, "sweep", help="run a cost-aware sweep file (costaware_sgd, "
                        "costaware_grpo, ...)")
     p.add_argument("file", type=file_path, help="a cost-aware sweep file (TOML with experiment "
                    "= sgd, subset or grpo), or the name of one shipped with fastsim: costaware_sgd, "
@@ -658,7 +664,7 @@ def _register_sweep(sub) -> None:
 
 
 def _register_figures(sub) -> None:
-    p = sub.add_parser("figures", help="draw figures from a results directory")
+    p = _add_action(sub, "figures", help="draw figures from a results directory")
     p.add_argument("dir", help="results of fastsim costaware sweep, or of costaware sgd or "
                    "grpo with --out")
     p.add_argument("--out", metavar="DIR", help="figure directory (default: DIR/figures)")
