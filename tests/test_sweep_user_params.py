@@ -172,6 +172,20 @@ def test_a_parameter_of_no_policy_of_the_file_says_whose_it_is(user_dir, tmp_pat
         load_sweep(p)
 
 
+def test_a_parameter_of_a_module_not_on_the_path_says_the_module_cannot_be_imported(
+        tmp_path):
+    """The walkthrough's sweep run without ``PYTHONPATH=.`` was refused as "[axes] field
+    'per_gpu' is unknown", listing the workload's fields: never that ``mykeys`` could
+    not be imported, which was the whole trouble."""
+    p = write(tmp_path, '[base]\npolicy = "toy_not_on_path:drawdown"\n[axes]\n'
+                        'delta = [0.01, 0.02]\n')
+    with pytest.raises(ConfigError, match=r"exp.toml: \[axes\] field 'delta' is unknown, "
+                       r"and may be a parameter of a spec that cannot be loaded: "
+                       r"policy=\"toy_not_on_path:drawdown\" cannot be imported "
+                       r"\(No module named 'toy_not_on_path'\)"):
+        load_sweep(p)
+
+
 def test_a_parameter_above_base_is_told_to_go_under_it(user_dir, tmp_path):
     """``delta = 0.02`` above ``[base]`` got "did you mean" of the top keys: it is a field."""
     p = write(tmp_path, f'clusters = 4\ndelta = 0.02\n[base]\npolicy = "{POL}"\n')

@@ -316,17 +316,40 @@ def _top_key_hint(key: str, doc: dict[str, Any]) -> str:
     return did_you_mean(str(key), TOP_KEYS)
 
 
-def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
-    """``(kind, declaration)`` of each policy and scheduler the file's ``[base]`` and
-    ``[axes]`` name (the defaults where they name none); a bad spec is skipped here and
-    refused, naming it, when its cell is built."""
+def _specs(base: dict, axes: dict) -> Iterable[tuple[str, Any]]:
+    """``(kind, spec)`` of each policy and scheduler the file's ``[base]`` and ``[axes]``
+    name (the defaults where they name none)."""
     for what, default in (("policy", D.POLICY), ("scheduler", D.SCHEDULER)):
         given = axes.get(what, [base.get(what, default)])
-        for spec in given if isinstance(given, list) else [given]:
+        yield from ((what, spec) for spec in (given if isinstance(given, list) else [given]))
+
+
+def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
+    """``(kind, declaration)`` of each spec of ``_specs``; a bad spec is skipped here and
+    refused, naming it, when its cell is built."""
+    for what, spec in _specs(base, axes):
+        try:
+            yield what, R.lookup(what, R.parse_spec(spec, what)[0])
+        except ConfigError:
+            continue
+
+
+def _unloaded_user_spec(base: dict, axes: dict) -> str | None:
+    """Why the first user's spec of the file (``MODULE:FUNCTION``) cannot be loaded, if one
+    cannot: its parameters are then unknown fields, and ``per_gpu`` beside a
+    ``mykeys:gpu_h_first`` run without ``PYTHONPATH`` was refused as an unknown field,
+    never saying that ``mykeys`` could not be imported."""
+    for what, spec in _specs(base, axes):
+        try:
+            name = R.parse_spec(spec, what)[0]
+        except ConfigError:
+            continue  # refused, naming it, when its cell is built
+        if ":" in name:
             try:
-                yield what, R.lookup(what, R.parse_spec(spec, what)[0])
-            except ConfigError:
-                continue
+                R.lookup(what, name)
+            except ConfigError as exc:
+                return toml_echo(str(exc), {what: name})
+    return None
 
 
 def _owners(decls: Iterable[tuple[str, R.Declaration]]) -> dict[str, dict[str, list[str]]]:
@@ -498,6 +521,9 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
                 # metrics are columns of every cell, never an axis (refused below)
                 allowed = [f for f in FIELDS if section == "base" or f != "metrics"]
                 allowed += [f for f in declared if f not in FIELDS]
+                if (unloaded := _unloaded_user_spec(base, axes)) is not None:
+                    raise _fail(source, f"[{section}] field {key!r} is unknown, and may be a "
+                                        f"parameter of a spec that cannot be loaded: {unloaded}")
                 hint = did_you_mean(str(key), (*allowed, *registered))
                 raise _fail(source, f"[{section}] field {key!r} is unknown{hint}; "
                                     f"allowed: {', '.join(allowed)}")
