@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +34,8 @@ MAX_AXES = 3      # x, colour, columns of panels
 MAX_COLOURS = 10  # the colour-blind palette's
 MAX_COLUMNS = 6
 MAX_METRICS = 8
+TICK_INCHES_PER_CHAR = 0.05  # a tick label's height a character, at 45 degrees and its font
+YLABEL_CHARS = 28  # a y label's line: about 2 inches at the panels' font, within a 3-inch panel
 PICK = ("hold an axis at one value (--where AXIS=VALUE), or a sweep file with fewer axes, "
         "or fewer values on them (plot the summary by hand otherwise: docs/tutorial.md "
         "section 3)")
@@ -509,7 +512,8 @@ def draw_sweep(name: str, sweep: Path, out: Path, formats, p: dict) -> list[Path
     df = S.sweep_table(Path(sweep) / "summary.parquet")
     data = points(df, p)
     cols = _values(data, p["col"])
-    fig, axes = _panels(len(p["metrics"]), len(cols))
+    ticks = [] if data[p["x"]].dtype.is_numeric() else [str(v) for v in _values(data, p["x"])]
+    fig, axes = _panels(len(p["metrics"]), len(cols), max(map(len, ticks), default=0))
     lines = _colour_order(data, p["hue"])
     for i, metric in enumerate(p["metrics"]):
         for j, c in enumerate(cols):
@@ -530,14 +534,18 @@ def _colour_order(data: pl.DataFrame, hue: str | None) -> list:
                if v not in set(data.filter(~pl.col("ref"))["line"].to_list())])
 
 
-def _panels(n_metrics: int, n_cols: int):
+def _panels(n_metrics: int, n_cols: int, tick_chars: int = 0):
     """The figure and its grid of panels: a row per metric and a column per value of the
-    column axis, or one row of a panel per metric where there is one column."""
+    column axis, or one row of a panel per metric where there is one column; taller by
+    the height of x tick labels of ``tick_chars`` characters at 45 degrees."""
     nrows, ncols = n_metrics, n_cols
     if ncols == 1:  # one row of panels, as the paper's figures
         nrows, ncols = 1, nrows
+    # the bottom row's labels only (x is shared); without that height, a policy axis of
+    # labels such as below_best(k=2,drop=0.02) left each panel a third of the figure
+    ticks_h = TICK_INCHES_PER_CHAR * tick_chars
     # a metric's panels share its y axis, so that the columns compare at a glance
-    return S.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows), squeeze=False,
+    return S.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows + ticks_h), squeeze=False,
                       sharex=True, sharey="row" if n_cols > 1 else False)
 
 
@@ -579,7 +587,11 @@ def _label_panel(ax, df: pl.DataFrame, data: pl.DataFrame, p: dict, metric: str,
     x, col = p["x"], p["col"]
     xs, numeric = _values(data, x), data[x].dtype.is_numeric()
     kind = df.filter(pl.col("metric") == metric)["kind"]
-    ax.set_ylabel(axis_label(metric, kind[0] if kind.len() else "mean"))
+    # on lines of a panel's height at most: "stop recall (stopped before completion) (%)"
+    # in one line was taller than its 3-inch panel, and tight_layout shrank every panel of
+    # the figure to a third of its height to make room for it
+    ax.set_ylabel("\n".join(textwrap.wrap(axis_label(metric, kind[0] if kind.len() else "mean"),
+                                         YLABEL_CHARS)))
     ax.set_xlabel(x)
     if col is not None:
         ax.set_title(_text(col, c, p["params"]), fontsize=9)

@@ -307,7 +307,7 @@ def test_a_sweep_of_ones_own_gets_a_figure_of_its_summary(own_sweeps, tmp_path, 
     summary = pl.read_parquet(d / "summary.parquet")
     axes = figs[0].axes
     assert [ax.get_ylabel() for ax in axes] == [
-        "precision (%)", "stop recall (stopped before completion) (%)", "fpr (%)",
+        "precision (%)", "stop recall (stopped before\ncompletion) (%)", "fpr (%)",
         "mean JCT (h)"]
     for ax, metric in zip(axes, ("precision", "stop_recall", "fpr", "jct_mean_h")):
         scale = 1.0 if metric == "jct_mean_h" else 100.0
@@ -802,6 +802,21 @@ def _tiny_sweep(tmp_path, name, axes_toml):
     path.write_text(f'name = "{name}"\nclusters = 3\nchunk = 3\nseed = 0\n'
                     f'[base]\nscheduler = "srtf_est"\nn_jobs = 30\n[axes]\n{axes_toml}\n')
     fastsim.sweep(path, tmp_path / "results" / name)
+
+
+def test_own_sweep_panels_keep_their_height_beside_long_policy_labels(tmp_path, monkeypatch):
+    """A sweep along policies such as below_best(k=2,drop=0.02) (README's worked example)
+    drew each panel a third of the figure's height: the labels, at 45 degrees, and the
+    stop recall's label, longer than a panel, took the rest."""
+    from fastsim.sweep.figures import draw_all
+
+    _tiny_sweep(tmp_path, "longlabels", 'policy = ["patience:patience=2,threshold=0", '
+                '"loss_plateau:w=2,tol=0.01", "evalstop:k=2"]')
+    figs = _kept_figures(monkeypatch)
+    draw_all(tmp_path / "results" / "longlabels", tmp_path / "figs", formats="png",
+             log=lambda line: None)
+    for ax in figs[0].axes:
+        assert ax.get_position().height > 0.45, (ax.get_ylabel(), ax.get_position())
 
 
 @pytest.fixture(scope="module")
