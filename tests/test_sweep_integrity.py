@@ -1136,7 +1136,8 @@ def test_a_damaged_chunk_that_cannot_be_rewritten_is_one_line(sweep_file, tmp_pa
     assert sweep(sweep_file, out) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
-    assert err.strip().splitlines()[1:] == [  # after the line saying it re-runs the chunk
+    # after the lines saying it resumes and re-runs the chunk
+    assert err.strip().splitlines()[2:] == [
         f"fastsim sweep: error: cannot write {record} (Operation not permitted)"], err
     monkeypatch.setattr(Path, "unlink", unlink)
     assert sweep(sweep_file, out) == 0

@@ -101,6 +101,32 @@ def test_resume_after_interruptions_equals_uninterrupted(sweep_file, tmp_path):
     assert_same_results(ref, out)
 
 
+def test_a_resumed_sweep_says_so_before_running_the_rest(sweep_file, tmp_path, monkeypatch,
+                                                       capsys):
+    """`fastsim sweep ... --no-progress` said "resumed: 13 of 72 chunks were already done"
+    once the other 59 had run, after 20 s of silence, as if it had resumed nothing yet."""
+    import sys
+
+    import fastsim.sweep.runner as runner
+    from fastsim.cli import main
+
+    out = tmp_path / "out"
+    run_all(sweep_file, out, max_chunks=2)  # interrupted after two chunks
+    run_chunk = runner.run_chunk
+
+    def said_first(*args, **kwargs):
+        print("a chunk runs", file=sys.stderr)
+        return run_chunk(*args, **kwargs)
+    monkeypatch.setattr(runner, "run_chunk", said_first)
+    capsys.readouterr()
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    grid = load_sweep(sweep_file)
+    total = len(grid.cells) * grid.n_chunks
+    assert err[0] == f"resumed: 2 of {total} chunks were already done (verified)", err
+    assert err.count("a chunk runs") == total - 2, err
+
+
 def test_changed_grid_is_refused(sweep_file, tmp_path):
     out = tmp_path / "out"
     run_all(sweep_file, out, max_chunks=1)

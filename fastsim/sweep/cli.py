@@ -207,10 +207,7 @@ def cmd_sweep(args) -> int:
         print(f"note: {line}", file=sys.stderr)
     with held_run(grid, args.out, backend=args.backend, address=args.address,
                   workers=args.workers, timeout=args.dask_timeout, keep_jobs=args.keep_jobs,
-                  progress=args.progress, announce=True) as (store, rep):
-        if rep.chunks_skipped:
-            print(f"resumed: {rep.chunks_skipped} of {rep.chunks_total} chunks were already "
-                  "done (verified)", file=sys.stderr)
+                  progress=args.progress, announce=True, say_resumed=True) as (store, _):
         _finish_sweep(args, grid, store)
     return 0
 

@@ -237,7 +237,8 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
               timeout: float = DASK_TIMEOUT_S, keep_jobs: bool = False, progress: bool = True,
               max_chunks: int | None = None,
               on_chunk: Callable[[str, int], None] | None = None,
-              notice: bool = True, announce: bool = False) -> RunReport:
+              notice: bool = True, announce: bool = False,
+              say_resumed: bool = False) -> RunReport:
     """Run every chunk of ``grid`` not yet complete in ``store``.
 
     Parameters
@@ -255,16 +256,21 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     notice : say, before the bar, that kernels compile (false: said already).
     announce : say it without a bar too (``fastsim sweep --no-progress``, as ``fastsim run
         --no-progress`` does; ``fastsim reproduce --no-progress`` stays silent).
+    say_resumed : say, before any work, how many chunks were done already (``fastsim
+        sweep``; said once the sweep had ended, it was silent while the rest ran).
     """
     check_run(grid, backend, workers, keep_jobs)
     t0 = time.perf_counter()
     total = len(grid.cells) * grid.n_chunks
     pending = store.pending_with_reasons(keep_jobs)
+    todo = [t for t, _ in pending]
+    if say_resumed and len(todo) < total:
+        print(f"resumed: {total - len(todo)} of {total} chunks were already done (verified)",
+              file=sys.stderr)
     damaged = [why for _, why in pending if why != "missing"]
     if damaged:
         print(f"re-running {len(damaged)} chunk(s) that failed verification: "
               + "; ".join(damaged[:3]) + ("; ..." if len(damaged) > 3 else ""), file=sys.stderr)
-    todo = [t for t, _ in pending]
     left = {c.id: 0 for c in grid.cells}
     for cid, _ in todo:
         left[cid] += 1
@@ -363,7 +369,8 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
 @contextlib.contextmanager
 def held_run(grid: Grid, out, *, backend: str = "local", address=None,
              workers: int | None = None, timeout: float = DASK_TIMEOUT_S,
-             keep_jobs: bool = False, progress: bool = True, announce: bool = False):
+             keep_jobs: bool = False, progress: bool = True, announce: bool = False,
+             say_resumed: bool = False):
     """Run ``grid`` into the sweep directory ``out`` and yield ``(store, report)`` with
     the directory still held (for aggregating).  Nothing is written before ``out`` is
     known to be writable and of this grid, and the Dask cluster, if any, answers with a
@@ -371,7 +378,8 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
     each user function runs its first cluster (``try_user_code``) before anything but the
     lock file is written, which a failure removes.  A local cluster is closed before the
     caller goes on, freeing its memory.  ``announce``: the compile notice without a bar
-    too, once the checks have passed and only for chunks still to run."""
+    too, once the checks have passed and only for chunks still to run; ``say_resumed``:
+    ``run_sweep``'s."""
     from fastsim.io import check_output_dir
 
     check_output_dir(out)
@@ -385,7 +393,8 @@ def held_run(grid: Grid, out, *, backend: str = "local", address=None,
             store = held.enter_context(SweepStore.open(out, grid, trial))  # holds the lock
             rep = run_sweep(grid, store, backend=backend, address=client, workers=workers,
                             timeout=timeout, keep_jobs=keep_jobs, progress=progress,
-                            notice=not any(said), announce=announce)
+                            notice=not any(said), announce=announce,
+                            say_resumed=say_resumed)
         yield store, rep
 
 
