@@ -163,6 +163,25 @@ def test_readme_own_policy_example_runs_as_shown(tmp_path, monkeypatch):
     assert as_shown(out).strip("\n") == consoles[i + 1].strip("\n")
 
 
+def test_readme_sweep_command_names_the_file_its_block_shows(tmp_path):
+    """README's first sweep ran `fastsim sweep my_noise.toml` beside a TOML block that never
+    said it was my_noise.toml: a newcomer copying both had to guess where the block goes."""
+    from fastsim.sweep.grid import load_sweep
+
+    readme = (ROOT / "README.md").read_text()
+    files = {}
+    for kind, body in FENCE.findall(re.sub(r"^ +(?=```|\S)", "", readme, flags=re.M)):
+        if kind == "toml" and body.startswith("# file: "):
+            files[body.splitlines()[0][len("# file: "):].strip()] = body
+    named = re.findall(r"^ *fastsim sweep (\S+\.toml) --out", readme, re.M)
+    assert named, "README runs no sweep file of its own"
+    for name in named:
+        assert name in files, (name, sorted(files))
+        (tmp_path / name).write_text(files[name])
+        grid = load_sweep(tmp_path / name)
+        assert (len(grid.cells), grid.clusters) == (9, 500)  # 3 x 2 and a baseline per sigma
+
+
 def test_readme_says_how_fastsim_gets_on_the_path_before_using_it_bare():
     # its setup line runs .venv/bin/fastsim; every later example runs `fastsim`, which a
     # shell without the environment activated does not find
