@@ -342,7 +342,8 @@ def _title(args: argparse.Namespace, workload: WorkloadConfig, arms: list,
              + (f" vs {base_cfg.policy.label}" if base_cfg else "")
              + f"\nworkload: mix={mix}, {workload.gpus} GPUs, {workload.n_jobs} jobs, load "
              f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
-             f"{args.clusters} clusters, seed {args.seed}; simulated in {elapsed:.1f} s\n"
+             f"{args.clusters} cluster{'s' * (args.clusters != 1)}, seed {args.seed}; "
+             f"simulated in {elapsed:.1f} s\n"
              "estimates are means over clusters with 95% t intervals; detection rates and delay "
              "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "
              "the exact binomial interval)"

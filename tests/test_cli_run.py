@@ -26,6 +26,12 @@ def test_run_prints_table_and_writes_both_arms(capsys, tmp_path):
     assert a.equals(b)
 
 
+def test_one_cluster_is_said_in_the_singular(capsys):
+    """`fastsim run --clusters 1` said "1 clusters" on its workload line."""
+    assert main(["run", "--clusters", "1", "--n-jobs", "10", "--no-progress"]) == 0
+    assert "; 1 cluster, seed 0; simulated in " in capsys.readouterr().out
+
+
 def test_oracle_is_labelled_as_hidden_truth(capsys):
     assert main(["run", "--policy", "oracle", "--clusters", "3", "--n-jobs", "10",
                  "--no-progress"]) == 0
