@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastsim.costaware import (cost_factor, expected_cost, optimal_cost_factor, ratio_table,
-                               sampling_distribution, second_moment)
+from fastsim.costaware import (cost_aware_batch, cost_factor, expected_cost,
+                               optimal_cost_factor, ratio_table, sampling_distribution,
+                               second_moment)
 from fastsim.costaware.sgd import ProblemConfig, make_problem
 from fastsim.errors import ConfigError
 from fastsim.kernels import costaware as nbc
@@ -120,6 +121,14 @@ def test_draws_follow_p_and_skip_zero_mass():
     (lambda: sampling_distribution(np.array([True, True]), [1.0, 1.0]), "gradient_bounds"),
     (lambda: second_moment([1.0, 1.0], [False, True]), r"p is invalid \(True or False "
      r"among them\); allowed: numbers"),
+    # np.asarray drops a mask: the number under a masked entry was read without a word
+    (lambda: sampling_distribution(np.ma.masked_array([1.0, 2.0], mask=[True, False]),
+                                   [1.0, 1.0]), r"gradient_bounds is invalid \(masked entries, "
+     r"the first at flat index 0\)"),
+    (lambda: cost_aware_batch(np.ma.masked_array([[1.0, 0.0], [0.0, 1.0]],
+                                                 mask=[[False, False], [False, True]]),
+                              [[1.0, 1.0], [1.0, 1.0]], 2), r"rewards is invalid \(masked "
+     r"entries, the first at flat index 3\)"),
 ])
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):

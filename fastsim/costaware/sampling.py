@@ -103,7 +103,14 @@ def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     raise ``ConfigError`` naming ``field`` (numpy's cast was a ValueError or TypeError
     traceback, 'could not convert string to float'; rows of two lengths one about an
     'inhomogeneous shape').  Bools are refused unless ``bools`` (a 0/1 reward is one; a
-    gradient bound or cost of True was read as 1 without a word)."""
+    gradient bound or cost of True was read as 1 without a word), and so are masked
+    entries of a numpy masked array (``np.asarray`` drops the mask: a masked reward or cost
+    was read as the number under it, without a word)."""
+    if np.ma.is_masked(values):
+        i = int(np.flatnonzero(np.ma.getmaskarray(values))[0])
+        raise ConfigError(f"{field} is invalid (masked entries, the first at flat index {i}); "
+                          "allowed: numbers, ints or floats, with no entry masked (fill or "
+                          "drop the masked ones)")
     try:
         x = np.asarray(values)
     except ValueError:  # ragged: [[1.0, 0.0], [1.0]]
