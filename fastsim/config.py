@@ -516,7 +516,23 @@ class PolicyConfig:
         any of them with ``scope=all``."""
         name, raw = R.parse_spec(spec, "policy")
         decl = R.lookup("policy", name)
-        values = decl.values(raw, "policy")
+        return cls._declared(decl, decl.values(raw, "policy"))
+
+    @classmethod
+    def of(cls, name: str, params: dict[str, Any]) -> "PolicyConfig":
+        """Policy ``name`` (no parameters in it) with ``params`` as values, not spec text
+        (a plan file's inline table), checked by its declaration as a spec's are.  Written
+        into a spec, a text value or key added parameters the table does not show
+        (``k = "2,scope=all"``), and ``k = "3"`` was read as the integer 3."""
+        bare, raw = R.parse_spec(name, "policy")
+        if raw:
+            raise ConfigError(f"policy={name!r} is invalid; allowed: a policy name, its "
+                              "parameters given apart")
+        decl = R.lookup("policy", bare)
+        return cls._declared(decl, decl.values(params, "policy", typed=True))
+
+    @classmethod
+    def _declared(cls, decl: R.StopPolicy, values: dict[str, Any]) -> "PolicyConfig":
         scope = values.pop("scope", D.SCOPE)
         if decl.stores_params:
             return cls(name=decl.name, scope=scope, params=tuple(values.items()))

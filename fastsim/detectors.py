@@ -57,7 +57,7 @@ def spec(name: str, params: dict[str, float]) -> str:
 
 def policy(name: str, params: dict[str, float]) -> PolicyConfig:
     """A setting as the stop policy it is (validated by its declaration)."""
-    return PolicyConfig.parse(spec(name, params))
+    return PolicyConfig.of(name, params)
 
 
 def label(name: str, params: dict[str, float], sigma: float | None = None) -> str:

@@ -442,15 +442,17 @@ class Declaration:
                 return p
         raise KeyError(name)
 
-    def values(self, raw: dict[str, str], what: str) -> dict[str, Any]:
-        """Parsed values of the given spec parameters (unknown keys refused)."""
+    def values(self, raw: dict[str, Any], what: str, typed: bool = False) -> dict[str, Any]:
+        """Parsed values of the given spec parameters (unknown keys refused): read from
+        their spec text, or with ``typed`` checked as the values they are."""
         out = {}
         for key, text in raw.items():
             if key not in self.param_names:
                 allowed = ", ".join(self.param_names) or "none (it takes no parameters)"
                 raise ConfigError(f"{what} parameter {key!r} is not a parameter of {self.name}; "
                                   f"allowed: {allowed}{self._shadow_hint()}")
-            out[key] = self.param(key).from_text(text, f"{what}.")
+            p = self.param(key)
+            out[key] = p.check(text, f"{what}.") if typed else p.from_text(text, f"{what}.")
         return out
 
     def _shadow_hint(self) -> str:

@@ -220,3 +220,18 @@ def test_the_committed_plan_is_the_explorations_best_setting():
     assert plan["candidate"][0] == "bocpd" and plan["baseline"] == ("evalstop", {"k": 2})
     assert not plan["seeds"] & plan["exploration_seeds"]
     assert det.label(*plan["candidate"]) in (ROOT / "docs/detectors.md").read_text()
+
+
+@pytest.mark.parametrize("params, said", [
+    # written into a spec, a text value or key added a parameter the table does not show:
+    # both ran EvalStop with scope=all, the text "3" ran k=3
+    ('{ k = "2,scope=all" }', "[baseline] policy.k='2,scope=all' is invalid; allowed: an integer"),
+    ('{ "scope=all,k" = 2 }', "[baseline] policy parameter 'scope=all,k' is not a parameter of "
+     "evalstop; allowed: k, scope"),
+    ('{ k = "3" }', "[baseline] policy.k='3' is invalid; allowed: an integer"),
+])
+def test_plan_parameters_are_values_not_spec_text(tmp_path, params, said):
+    p = _plan(tmp_path)
+    p.write_text(p.read_text().replace("params = { k = 2 }", f"params = {params}"))
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        cf.read_plan(p)
