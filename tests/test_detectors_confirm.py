@@ -235,3 +235,13 @@ def test_plan_parameters_are_values_not_spec_text(tmp_path, params, said):
     p.write_text(p.read_text().replace("params = { k = 2 }", f"params = {params}"))
     with pytest.raises(ConfigError, match=re.escape(said)):
         cf.read_plan(p)
+
+
+def test_a_plan_setting_has_no_scope(tmp_path):
+    """Every trace run is in the comparison's scope: a plan's scope = "all" was read by
+    nothing, and the comparison ran to its label, which raised a ValueError on the word."""
+    p = _plan(tmp_path)
+    p.write_text(p.read_text().replace("params = { k = 2 }", 'params = { k = 2, scope = "all" }'))
+    with pytest.raises(ConfigError, match=r"^\S+: \[baseline\] policy parameter 'scope' is not "
+                       r"a detector setting's .*; allowed: k$"):
+        cf.read_plan(p)
