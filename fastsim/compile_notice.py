@@ -25,13 +25,24 @@ def engine_is_cached(scheduler: int | None = None) -> bool:
         from fastsim.config import SchedulerConfig
         scheduler = SchedulerConfig().code
     # one index file per scheduler (``fastsim.kernels.jit.one_of``)
-    return any(Path(CACHE_DIR).glob(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi"))
+    return _in_cache(f"*/pipeline.*pipeline_nb_{scheduler}-*.nbi")
 
 
 def kernels_cached(*names: str) -> bool:
     """Whether every kernel of ``names`` (``"costaware.optimal_j_nb"``: its module under
     ``kernels/`` and its name) is in numba's on-disk cache for this source."""
-    return CACHE and all(any(Path(CACHE_DIR).glob(f"*/{name}-*.nbi")) for name in names)
+    return CACHE and all(_in_cache(f"*/{name}-*.nbi") for name in names)
+
+
+def _in_cache(pattern: str) -> bool:
+    """Whether a file of ``CACHE_DIR`` matches ``pattern``.  A directory that cannot be
+    read is no cache: pathlib's glob passes on only some errors, and a NUMBA_CACHE_DIR
+    with a name too long for the file system was an OSError traceback before any work
+    (the kernels compile in memory then, ``fastsim.kernels.jit``)."""
+    try:
+        return any(Path(CACHE_DIR).glob(pattern))
+    except OSError:
+        return False
 
 
 def _afterwards() -> str:

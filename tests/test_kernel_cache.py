@@ -180,3 +180,14 @@ def test_no_full_collection_while_numba_compiles():
     assert [t[2] for t in seen] == [jit.NO_FULL_COLLECTION] * 2
     assert seen[0][:2] == before[:2]
     assert gc.get_threshold() == before
+
+
+def test_a_cache_directory_name_too_long_is_no_cache(tmp_path, monkeypatch):
+    # before: OSError: [Errno 36] File name too long from pathlib's glob, a traceback
+    # before any work in fastsim run and costaware ratios (NUMBA_CACHE_DIR of 300 x's)
+    from fastsim import compile_notice
+
+    monkeypatch.setattr(compile_notice, "CACHE", True)
+    monkeypatch.setattr(compile_notice, "CACHE_DIR", str(tmp_path / ("x" * 300) / "hash"))
+    assert not compile_notice.engine_is_cached(0)
+    assert not compile_notice.kernels_cached("costaware.optimal_j_nb")
