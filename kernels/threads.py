@@ -4,24 +4,54 @@ thread it asks for at its first parallel kernel: 100000 was a segmentation fault
 libgomp's "Thread creation failed"), and a count beyond a C int numba's RuntimeError.
 More threads than cores only wait their turn.  No numba here: the command line checks
 the variable with this module before anything imports numba (``fastsim.cli``), and
-``jit`` before any kernel is defined, so the Python API is refused too."""
+``jit`` before any kernel is defined, so the Python API is refused too.
+
+``NUMBA_THREADING_LAYER`` too: numba loads the layer when it first launches its threads,
+a traceback then (a name it does not know, or ``tbb`` without TBB installed).  Checking
+that a layer loads means loading it, so numba is imported here when, and only when, the
+variable names a layer."""
 import os
 
 MAX_THREADS = max(1024, os.cpu_count() or 1)
 
 
 def threads_variable_error() -> str | None:
-    """What is wrong with ``NUMBA_NUM_THREADS`` in this process's environment, as one line
-    naming it and what is allowed; None if it is unset or a count numba can launch."""
+    """What is wrong with ``NUMBA_NUM_THREADS`` (then ``NUMBA_THREADING_LAYER``) in this
+    process's environment, as one line naming it and what is allowed; None if it is
+    unset or a count numba can launch (and the layer loads)."""
     value = os.environ.get("NUMBA_NUM_THREADS")
     if value is None:
-        return None
+        return threading_layer_error()
     try:
         # digits 0-9 only: isdigit() alone passes "²", which int() refuses
         ok = value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_THREADS
     except ValueError:  # beyond Python's limit on digits (4300): no count numba launches
         ok = False
     if ok:
-        return None
+        return threading_layer_error()
     return (f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: a positive integer up to "
             f"{MAX_THREADS} written in digits 0-9, or unset (one thread per core)")
+
+
+# numba's layers, and its kinds that pick one (numba.np.ufunc.parallel._launch_threads)
+LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue")
+
+
+def threading_layer_error() -> str | None:
+    """What is wrong with ``NUMBA_THREADING_LAYER``, as one line; None if it is unset or
+    names a layer this installation loads."""
+    layer = os.environ.get("NUMBA_THREADING_LAYER")
+    if layer in (None, "", "default"):
+        return None
+    allowed = (f"allowed: {', '.join(LAYERS)} (one this installation loads: workqueue "
+               "always), or unset")
+    if layer not in LAYERS:
+        return f"NUMBA_THREADING_LAYER={layer!r} is invalid; {allowed}"
+    from numba.np.ufunc import parallel
+
+    try:
+        parallel._launch_threads()
+    except ValueError as exc:  # numba's message, with a multi-line hint after its first
+        return (f"NUMBA_THREADING_LAYER={layer!r} cannot be loaded ({str(exc).splitlines()[0]}"
+                f"); {allowed}")
+    return None

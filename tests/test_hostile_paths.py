@@ -455,6 +455,40 @@ def test_the_python_api_refuses_a_thread_count_before_any_kernel(value):
         f"to {MAX_THREADS} written in digits 0-9, or unset (one thread per core)"), r.stderr
 
 
+def test_a_threading_layer_numba_does_not_know_is_one_line(tmp_path):
+    """numba loads NUMBA_THREADING_LAYER at its first thread launch: 'bogus' was its
+    ValueError traceback from fastsim run's memory check."""
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
+                       env={**os.environ, "NUMBA_THREADING_LAYER": "bogus"}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "fastsim: error: NUMBA_THREADING_LAYER='bogus' is invalid; allowed: default, safe, "
+        "forksafe, threadsafe, tbb, omp, workqueue (one this installation loads: workqueue "
+        "always), or unset"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_threading_layer_that_does_not_load_is_one_line(monkeypatch):
+    """NUMBA_THREADING_LAYER=tbb without TBB installed: numba's ValueError traceback, with
+    a multi-line hint; now its first line, naming the variable."""
+    from numba.np.ufunc import parallel
+
+    from fastsim.kernels.threads import threads_variable_error
+
+    def no_layer():
+        raise ValueError("No threading layer could be loaded.\nHINT:\nIntel TBB is required")
+    monkeypatch.setattr(parallel, "_launch_threads", no_layer)
+    monkeypatch.setenv("NUMBA_THREADING_LAYER", "tbb")
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    assert threads_variable_error() == (
+        "NUMBA_THREADING_LAYER='tbb' cannot be loaded (No threading layer could be loaded.); "
+        "allowed: default, safe, forksafe, threadsafe, tbb, omp, workqueue (one this "
+        "installation loads: workqueue always), or unset")
+    monkeypatch.setenv("NUMBA_THREADING_LAYER", "default")
+    assert threads_variable_error() is None
+
+
 @pytest.mark.parametrize("name", ["FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS"])
 @pytest.mark.parametrize("value", ["yes", "true", " 1"])
 def test_a_switch_variable_other_than_0_or_1_is_one_line(tmp_path, monkeypatch, capsys, name,
