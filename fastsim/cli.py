@@ -28,7 +28,7 @@ from fastsim import __version__
 from fastsim.errors import (ConfigError, InertSettingWarning, PlainPythonWarning,
                             SimulationError, Terminated, did_you_mean, one_line,
                             signal_handlers)
-from fastsim.kernels.threads import threads_variable_error
+from fastsim.kernels.threads import numba_variables_error
 from fastsim.values import file_or_dir_path, file_path
 
 # Every subcommand module; each module's register() adds its parsers.  Every one is
@@ -180,11 +180,11 @@ def hold_outputs(args: argparse.Namespace) -> list:
     return hold_sweep_dirs(*targets)
 
 
-def _check_threads_variable() -> None:
-    """numba reads ``NUMBA_NUM_THREADS`` when first imported and fails with a traceback
-    on a bad value (``fastsim.kernels.threads``): refuse it here, in one line, before
-    anything imports numba."""
-    why = threads_variable_error()
+def _check_numba_variables() -> None:
+    """numba reads ``NUMBA_NUM_THREADS`` and ``NUMBA_DISABLE_JIT`` when first imported, and
+    a value fastsim cannot run with failed with a traceback (``fastsim.kernels.threads``):
+    refuse it here, in one line, before anything imports numba."""
+    why = numba_variables_error()
     if why is not None:
         print("fastsim: error: " + one_line(why), file=sys.stderr)
         sys.exit(2)
@@ -553,7 +553,7 @@ def _show_warning(command: str, shown, message, category, *rest, **kw) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    _check_threads_variable()
+    _check_numba_variables()
     if not _switch_variables_ok():
         return 2
     parser = build_parser()

@@ -32,12 +32,12 @@ import stat
 from pathlib import Path
 from types import FunctionType
 
-from .threads import threads_variable_error
+from .threads import numba_variables_error
 
 # before numba is imported here (its own refusal of 0 does not name the variable) and
 # before any kernel is defined: a count numba cannot launch crashed the first parallel
 # kernel (``threads``).  The command line says it first, in its own line.
-if (_threads_error := threads_variable_error()) is not None:
+if (_threads_error := numba_variables_error()) is not None:
     raise ValueError(_threads_error)
 
 import numba  # noqa: E402

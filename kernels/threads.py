@@ -33,6 +33,26 @@ def threads_variable_error() -> str | None:
             f"{MAX_THREADS} written in digits 0-9, or unset (one thread per core)")
 
 
+def numba_variables_error() -> str | None:
+    """What is wrong with the numba variables fastsim cannot run under, as one line: the
+    threads' (``threads_variable_error``), then ``NUMBA_DISABLE_JIT``.  Set (numba reads
+    any integer but 0 as on), the kernels were plain Python functions, and their
+    decoration failed with an AttributeError traceback; uncompiled, their 64-bit integer
+    arithmetic (the counter-based random draws) would not wrap as compiled code does."""
+    why = threads_variable_error()
+    if why is not None:
+        return why
+    value = os.environ.get("NUMBA_DISABLE_JIT", "")
+    try:
+        on = int(value) != 0  # numba's reading: int(); text that is not one, a warning and off
+    except ValueError:
+        on = False
+    if on:
+        return (f"NUMBA_DISABLE_JIT={value!r} is invalid; allowed: 0 or unset (fastsim's "
+                "kernels run compiled)")
+    return None
+
+
 # numba's layers, and its kinds that pick one (numba.np.ufunc.parallel._launch_threads)
 LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue")
 

@@ -455,6 +455,24 @@ def test_the_python_api_refuses_a_thread_count_before_any_kernel(value):
         f"to {MAX_THREADS} written in digits 0-9, or unset (one thread per core)"), r.stderr
 
 
+@pytest.mark.parametrize("value", ["1", " 1"])
+def test_numba_with_its_compiler_off_is_one_line(tmp_path, value):
+    """NUMBA_DISABLE_JIT=1 left the kernels plain functions: an AttributeError traceback
+    from their decoration ('function' object has no attribute 'get_call_template')."""
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
+                       env={**os.environ, "NUMBA_DISABLE_JIT": value}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"fastsim: error: NUMBA_DISABLE_JIT={value!r} is invalid; allowed: 0 or unset "
+        "(fastsim's kernels run compiled)"]
+    assert not list(tmp_path.iterdir())
+    off = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"],
+                         capture_output=True, text=True,
+                         env={**os.environ, "NUMBA_DISABLE_JIT": "0"}, timeout=120)
+    assert off.returncode == 0 and off.stderr == ""
+
+
 def test_a_threading_layer_numba_does_not_know_is_one_line(tmp_path):
     """numba loads NUMBA_THREADING_LAYER at its first thread launch: 'bogus' was its
     ValueError traceback from fastsim run's memory check."""
