@@ -599,6 +599,26 @@ def test_a_manifest_without_its_cells_configs_is_refused_naming_it(own_sweeps, t
              f"{d / 'sweep.json'}: damaged (grid.cells is not a list of cells")
 
 
+def test_a_sweep_of_a_newer_format_is_not_drawn(own_sweeps, tmp_path, capsys):
+    """A manifest of a format newer than this fastsim reads (a newer fastsim's sweep) was
+    drawn as if this one had written it; fastsim sweep refused to resume it."""
+    import json
+    import shutil
+
+    from fastsim.sweep.store import FORMAT_VERSION
+
+    d = tmp_path / "kp"
+    shutil.copytree(own_sweeps / "kp", d)
+    m = json.loads((d / "sweep.json").read_text())
+    m["format"] = FORMAT_VERSION + 1
+    (d / "sweep.json").write_text(json.dumps(m))
+    one_line(capsys, ["figures", str(d), "--out", str(tmp_path / "f"), "--formats", "png"],
+             f"{d / 'sweep.json'}: a sweep manifest of format {FORMAT_VERSION + 1}, written by "
+             f"a newer fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run that "
+             "fastsim, or run the sweep again with this one")
+    assert not (tmp_path / "f").exists()
+
+
 def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_apart(
         own_sweeps):
     """Two rows on one point (a user policy whose label leaves out a parameter it ran at

@@ -90,7 +90,8 @@ def read_manifest(sweep: Path) -> dict:
     import errno
 
     from fastsim.io import JSONError
-    from fastsim.sweep.store import MANIFEST, MANIFEST_MAX_BYTES, _read_json
+    from fastsim.sweep.store import (MANIFEST, MANIFEST_MAX_BYTES, _read_json,
+                                     check_format_readable)
 
     manifest = Path(sweep) / MANIFEST
     try:  # not a regular file (a named pipe would block the read), or huge: read no further
@@ -104,6 +105,8 @@ def read_manifest(sweep: Path) -> dict:
         raise _damaged(manifest, why) from None
     if not isinstance(m, dict):
         raise _damaged(manifest, "TypeError")
+    # a newer fastsim's sweep was drawn as if this one had written it
+    check_format_readable(manifest, m, "or run the sweep again with this one")
     return m
 
 

@@ -1145,12 +1145,9 @@ def _read_manifest(root: Path, grid: Grid,
         return None, _rebuild_from_records(root, grid, whole,
                                            f"{path}: unreadable sweep manifest ({exc})")
     fmt = old.get("format") if isinstance(old, dict) else None
-    if type(fmt) is int and fmt > FORMAT_VERSION:
-        # a newer fastsim's: rewritten as this one's, what it recorded (and any results it
-        # keeps where this one does not look) was lost, unsaid
-        raise ConfigError(f"{path}: a sweep manifest of format {fmt}, written by a newer "
-                          f"fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run "
-                          "that fastsim, or use a new --out directory")
+    # a newer fastsim's: rewritten as this one's, what it recorded (and any results it
+    # keeps where this one does not look) was lost, unsaid
+    check_format_readable(path, old, "or use a new --out directory")
     if isinstance(old, dict) and "format" in old and not (type(fmt) is int and fmt >= 1):
         return None, _rebuild_from_records(
             root, grid, whole, f"{path}: damaged sweep manifest (its format field, "
@@ -1164,6 +1161,17 @@ def _read_manifest(root: Path, grid: Grid,
     if old["grid_hash"] == grid.hash:
         return _manifest_of_this_grid(root, grid, whole, path, old)
     return _manifest_of_other_grid(root, grid, whole, path, old)
+
+
+def check_format_readable(path: Path, manifest, instead: str) -> None:
+    """Refuse a manifest of a format newer than this fastsim reads, naming ``path`` and
+    what to do ``instead`` beside running that fastsim: its tables may hold columns, or
+    mean things, this one does not know."""
+    fmt = manifest.get("format") if isinstance(manifest, dict) else None
+    if type(fmt) is int and fmt > FORMAT_VERSION:
+        raise ConfigError(f"{path}: a sweep manifest of format {fmt}, written by a newer "
+                          f"fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run "
+                          f"that fastsim, {instead}")
 
 
 def _manifest_of_other_code(root: Path, grid: Grid, whole: Path | None, path: Path, old: dict,
