@@ -660,20 +660,20 @@ def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_ac
             continue
         if _demoted_nb(job, PREEMPTIVE):
             realloc = moved = True
-        reached, before_h = False, 0.0
         if SCHEDULER == LOSS_AWARE:
             reached, before_h = _reached_evaluation_nb(job, n_evals)
-        if reached:
-            rate = _evaluation_rate_nb(job, before_h, loss, c, j)
-            job.key = priority_key_nb(SCHEDULER, job.t_est, job.attained0, job.gpus,
-                                      job.evals_seen, rate, thresholds_gpu_h)
-            moved = True
-            # The new key changes no allocation if every active job fits, or if it keeps
-            # the job before the jobs the last greedy walk passed over after it (if not
-            # every job fits, the last reallocation was that walk: the demand changes
-            # only at arrivals and ends, which reallocate).
-            if not (active_demand <= capacity or _keeps_place_nb(jobs, passed, n_passed, j)):
-                realloc = True
+            if reached:
+                rate = _evaluation_rate_nb(job, before_h, loss, c, j)
+                job.key = priority_key_nb(SCHEDULER, job.t_est, job.attained0, job.gpus,
+                                          job.evals_seen, rate, thresholds_gpu_h)
+                moved = True
+                # The new key changes no allocation if every active job fits, or if it
+                # keeps the job before the jobs the last greedy walk passed over after it
+                # (if not every job fits, the last reallocation was that walk: the demand
+                # changes only at arrivals and ends, which reallocate).
+                if not (active_demand <= capacity
+                        or _keeps_place_nb(jobs, passed, n_passed, j)):
+                    realloc = True
         next_time[j] = _plan_nb(job, t, SCHEDULER, PREEMPTIVE, n_evals, thresholds_gpu_h)
         if SCHEDULER == TIRESIAS:
             # The crossing is not a scheduling point; the next evaluation of any

@@ -10,7 +10,7 @@ import numpy as np
 from numba import prange
 
 from .codes import FIFO, LOSS_AWARE, SJF_EST, SRTF_EST, TIRESIAS
-from .jit import kernel, kernel_and_entry, max_nb, part, user_driver
+from .jit import kernel, max_nb, part, user_driver
 
 
 @part
@@ -36,9 +36,10 @@ def tiresias_queue_nb(attained_gpu_h, thresholds_gpu_h):
     return q
 
 
-@kernel_and_entry
+@part
 def priority_key_nb(scheduler, t_est_h, attained_h, gpus, n_loss, loss_rate, thresholds_gpu_h):
-    """Scalar key of one job; the engine orders by ``(demoted, key, job index)``."""
+    """Scalar key of one job; the engine orders by ``(demoted, key, job index)``.  A part:
+    each engine passes its scheduler as a constant, so numba keeps only that branch."""
     if scheduler == FIFO:
         return 0.0
     if scheduler == SJF_EST:

@@ -71,7 +71,10 @@ ONE_PIPELINE = ("from fastsim.config import SimConfig\n"
             "           engine.cluster_loss_aware_1c_nb, engine.cluster_tiresias_1c_nb)]\n"
             "assert engines == [0, 0, 1, 0, 0], engines\n"
             "assert not engine._choose_in_blocks_nb.signatures  # loss_aware's walk\n"
-            "assert not engine._next_eval_nb.signatures  # Tiresias' pending point\n")
+            "assert not engine._next_eval_nb.signatures  # Tiresias' pending point\n"
+            "assert not engine._evaluation_rate_nb.signatures  # loss_aware's evaluations\n"
+            "from fastsim.kernels import schedulers\n"
+            "assert not schedulers.tiresias_queue_nb.signatures  # Tiresias' keys\n")
 
 
 def _reachable_kernels(fn) -> set:
@@ -353,7 +356,7 @@ ENGINES = ("from numba.core import event\n"
            "          engine.cluster_tiresias_1c_nb):\n"
            "    print(f'{sum(k.stats.cache_hits.values())}/{sum(k.stats.cache_misses.values())}')\n"
            "allowed = ('numba.np.arrayobj.ol_np_empty', 'numba.np.arrayobj._ol_array_allocate')\n"
-           "callable_too = {'percentiles_nb', 'priority_key_nb', 'max_points_nb',\n"
+           "callable_too = {'percentiles_nb', 'max_points_nb',\n"
            "                'evalstop_step_nb'}\n"
            "print(sorted({n for n in compiled if n.startswith('numba.')\n"
            "              and not n.startswith(allowed)} | (callable_too & set(wrapped))))\n")
