@@ -651,7 +651,7 @@ class SimConfig:
     metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from fastsim.metrics import lookup, metrics
+        from fastsim.metrics import lookup, metrics, named_twice
 
         for name, kind in (("workload", WorkloadConfig), ("scheduler", SchedulerConfig),
                            ("policy", PolicyConfig)):
@@ -666,10 +666,8 @@ class SimConfig:
         _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
                "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions"
                + "".join(R.spec_hint(m) for m in given[:1] if not isinstance(m, str)))
-        # named twice, a metric ran once and said nothing: the second was meant as another
-        twice = [m for i, m in enumerate(self.metrics) if m in self.metrics[:i]]
-        _check(not twice, "metrics", self.metrics,
-               f"each metric named once ({twice[:1] and twice[0]} is named twice)")
+        twice = named_twice(self.metrics)
+        _check(twice is None, "metrics", self.metrics, twice)
         columns: dict[str, str] = {}
         for ref in self.metrics:
             names = [m.name for m in metrics()]

@@ -21,7 +21,7 @@ from fastsim.errors import ConfigError
 from fastsim.figures import _style as S
 from fastsim import registry as R
 from fastsim.registry import POLICY_FIELDS
-from fastsim.sweep.figures import comma_list, read_manifest
+from fastsim.sweep.figures import comma_items, read_manifest
 from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
@@ -143,11 +143,14 @@ def plan(sweep: Path, metrics=None, x: str | None = None, where=None) -> dict | 
 
 def _chosen_metrics(sweep: Path, metrics, have: list[str]) -> list[str]:
     """The metrics drawn: ``metrics`` (a list, or text comma-separated), each one of
-    ``have``, at most ``MAX_METRICS``, else refused; default ``DEFAULT_METRICS`` in ``have``."""
+    ``have``, once, at most ``MAX_METRICS``, else refused; default ``DEFAULT_METRICS`` in
+    ``have``."""
+    from fastsim.metrics import named_twice
+
     if metrics is None:
         chosen = [m for m in DEFAULT_METRICS if m in have]
     else:
-        chosen = comma_list(metrics)
+        chosen = comma_items(metrics)
         unknown = [m for m in chosen or () if m not in have]
         if unknown or not chosen:
             shown = (",".join(map(str, metrics)) if isinstance(metrics, (tuple, list))
@@ -157,6 +160,10 @@ def _chosen_metrics(sweep: Path, metrics, have: list[str]) -> list[str]:
             raise ConfigError(f"--metrics={shown} is invalid ({why}, in {sweep}); allowed: "
                               f"metrics of the sweep's summary, comma-separated: "
                               f"{', '.join(have)}")
+        twice = named_twice(chosen)
+        if twice is not None:
+            raise ConfigError(f"--metrics={','.join(chosen)} is invalid (in {sweep}); "
+                              f"allowed: {twice}")
         if len(chosen) > MAX_METRICS:
             raise ConfigError(f"--metrics={','.join(chosen)} is invalid ({len(chosen)} "
                               f"metrics, in {sweep}); allowed: at most {MAX_METRICS}, one "

@@ -352,6 +352,18 @@ def test_the_metrics_of_ones_own_sweeps_figure_are_chosen_by_name(own_sweeps, tm
     assert not (tmp_path / "b").exists()
 
 
+def test_a_metric_named_twice_in_metrics_is_refused_as_by_run(own_sweeps, tmp_path, capsys):
+    """`--metrics recall,recall` drew one panel and said nothing, where `fastsim run
+    --metric A --metric A` and a sweep file's metrics refuse it: the second was likely
+    meant as another.  One line, the same words, before anything is written."""
+    d = own_sweeps / "two"
+    one_line(capsys, ["figures", str(d), "--out", str(tmp_path / "b"), "--metrics",
+                      "recall, fpr,recall"],
+             f"--metrics=recall,fpr,recall is invalid (in {d}); allowed: each metric named "
+             "once (recall is named twice)")
+    assert not (tmp_path / "b").exists()
+
+
 def test_metrics_and_formats_are_one_comma_list(own_sweeps, tmp_path):
     """--metrics and --formats were parsed by two functions: metrics took any iterable, so
     a set of them drew its panels in the hash seed's order, another each run, where

@@ -468,18 +468,24 @@ def check_figure_files(out: Path, names, formats: tuple[str, ...],
             check_output(Path(out) / f"{name}.{fmt}", option, None)
 
 
-def comma_list(value) -> list[str] | None:
+def comma_items(value) -> list[str] | None:
     """The items of ``value``, text comma-separated or a list (or tuple) of text, each
-    stripped and once, in order, the empty ones left out; None where ``value`` is neither
-    (a set's order is the process's hash seed's: it drew a figure's panels in another
-    order each run).  ``--formats`` and ``--metrics`` are read by it."""
+    stripped, in order, the empty ones left out; None where ``value`` is neither (a set's
+    order is the process's hash seed's: it drew a figure's panels in another order each
+    run).  ``--metrics`` is read by it (a metric named twice is refused)."""
     if isinstance(value, str):
         items = value.split(",")
     elif isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
         items = value
     else:
         return None
-    return list(dict.fromkeys(v.strip() for v in items if v.strip()))
+    return [v.strip() for v in items if v.strip()]
+
+
+def comma_list(value) -> list[str] | None:
+    """``comma_items(value)``, each once: ``--formats`` is read by it."""
+    items = comma_items(value)
+    return None if items is None else list(dict.fromkeys(items))
 
 
 def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
