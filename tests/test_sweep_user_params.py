@@ -140,10 +140,12 @@ def test_a_scheduler_keys_parameter_is_a_field_too(user_dir, tmp_path):
     ("[axes]\npatience = [1.5]\n", "patience=1.5 is invalid; allowed: an integer in"),
     ("[base]\npatience = [1, 2]\n", "([base] gives every cell one patience; several, a cell "
                                      "each, go under [axes])"),
-    # no cell's policy declares delta: what is allowed names the scheduler key's weight
+    # no cell's policy declares delta: what is allowed names the scheduler key's weight,
+    # and where a user's parameter is a field (it said nothing of delta's own policy)
     ('[axes]\ndelta = [0.1]\npolicy = ["evalstop"]\nscheduler = ["toy_axis_policies:weighted"]\n',
      ("[axes] field 'delta' is unknown; allowed: scheduler, policy, gpus, ",
-      ", k, f, w, tol, scope, weight\n")),
+      ", k, f, w, tol, scope, weight, or a parameter of a user's policy or scheduler key "
+      "that the file names (MODULE:FUNCTION)\n")),
     ("[base]\ndeltas = 0.1\n", "[base] field 'deltas' is unknown (did you mean delta?); "
                                "allowed: scheduler, policy, metrics,"),
 ])

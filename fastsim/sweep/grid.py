@@ -525,8 +525,12 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
                     raise _fail(source, f"[{section}] field {key!r} is unknown, and may be a "
                                         f"parameter of a spec that cannot be loaded: {unloaded}")
                 hint = did_you_mean(str(key), (*allowed, *registered))
+                # a user's parameter is known only once its module is imported, which its
+                # spec on the file's policy or scheduler does
                 raise _fail(source, f"[{section}] field {key!r} is unknown{hint}; "
-                                    f"allowed: {', '.join(allowed)}")
+                                    f"allowed: {', '.join(allowed)}, or a parameter of a "
+                                    "user's policy or scheduler key that the file names "
+                                    "(MODULE:FUNCTION)")
             _check_declared(source, section, key, declared.get(key))
     for key, values in axes.items():
         if key == "metrics":  # columns of every cell, not cells: no table column holds them
