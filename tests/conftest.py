@@ -64,6 +64,16 @@ def modules_on_path(tmp_path_factory, folder: str, modules: dict[str, str]):
     sys.path.remove(str(d))
 
 
+@pytest.fixture
+def forget_compiled(monkeypatch):
+    """A function that forgets which kernels and user functions this process has compiled,
+    as in a fresh process: the once-per-process compile notice is said again (restored
+    after the test)."""
+    import fastsim.compile_notice as notice
+
+    return lambda: monkeypatch.setattr(notice, "_WARM", set())
+
+
 def own_lines(err: str) -> list[str]:
     """stderr's lines but numba's one-time compile notice, which a command prints first when
     its kernels are not cached yet (a test run alone, or first, on an empty cache): the

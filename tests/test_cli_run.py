@@ -70,7 +70,7 @@ def test_first_compile_is_announced_in_one_line(capsys, monkeypatch, cache, then
 @pytest.mark.parametrize("terminal,cached,said", [(True, False, True), (True, True, False),
                                                   (False, False, True), (False, True, False)])
 def test_a_sweep_announces_a_first_compile(tmp_path, monkeypatch, terminal, cached, said,
-                                           user):
+                                           user, forget_compiled):
     """Its progress bar sat at the first chunk, silent, while the kernels compiled (a
     newcomer's first fastsim reproduce --quick); in a log (no terminal) the bar's next
     line read 31 s a chunk and an hour to go, with no word of why."""
@@ -84,7 +84,7 @@ def test_a_sweep_announces_a_first_compile(tmp_path, monkeypatch, terminal, cach
 
     err = Stderr()
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: cached)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     monkeypatch.setattr("sys.stderr", err)
     p = tmp_path / "s.toml"
     # with a user's metric its first cluster is run before the rest, and said once too
@@ -188,7 +188,7 @@ def test_a_bad_flag_names_the_flag_and_the_value_as_typed(capsys, tmp_path, argv
     assert needle in err and len(err.strip().splitlines()) == 1 and not out.exists(), err
 
 
-def test_the_api_announces_a_first_compile_once(capsys, monkeypatch):
+def test_the_api_announces_a_first_compile_once(capsys, monkeypatch, forget_compiled):
     """fastsim.simulate and fastsim.compare compiled for 10-40 s in silence on a first
     call from Python (a notebook's first cell), where fastsim run says so: the notice is
     one line, once per scheduler and process, after the arguments are checked."""
@@ -197,7 +197,7 @@ def test_the_api_announces_a_first_compile_once(capsys, monkeypatch):
     from fastsim.errors import ConfigError
 
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set(), raising=False)
+    forget_compiled()
     cfg = fastsim.SimConfig.from_specs("fifo", "evalstop:k=2", n_jobs=8)
     with pytest.raises(ConfigError):
         fastsim.simulate(cfg, n_clusters="2")
@@ -209,7 +209,7 @@ def test_the_api_announces_a_first_compile_once(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
-def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
+def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch, forget_compiled):
     """fastsim.sweep(...) in a notebook (no terminal, no bar by default) compiled its
     schedulers' kernels in silence, where fastsim sweep says so on a terminal; it says so
     in one line, after the file is checked, and nothing once they are cached."""
@@ -219,21 +219,21 @@ def test_the_api_sweep_announces_a_first_compile(tmp_path, capsys, monkeypatch):
     p = tmp_path / "s.toml"
     p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     fastsim.sweep(p, tmp_path / "a")
     err = capsys.readouterr().err.strip().splitlines()
     assert sum("compiling" in line for line in err) == 1, err
     assert err[0].startswith("compiling the simulation kernels"), err
     fastsim.sweep(p, tmp_path / "c")  # compiled in this process, with or without the cache
     assert "compiling" not in capsys.readouterr().err
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
+    forget_compiled()
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     fastsim.sweep(p, tmp_path / "b")
     assert "compiling" not in capsys.readouterr().err
 
 
 def test_the_api_sweep_with_a_bar_announces_a_first_compile_once(tmp_path, capsys,
-                                                                 monkeypatch):
+                                                                 monkeypatch, forget_compiled):
     """fastsim.sweep(..., progress=True) off a terminal: the sweep says it before its bar,
     so the API's own notice (for a sweep without one) must not say it again."""
     import fastsim
@@ -242,7 +242,7 @@ def test_the_api_sweep_with_a_bar_announces_a_first_compile_once(tmp_path, capsy
     p = tmp_path / "s.toml"
     p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
+    forget_compiled()
     fastsim.sweep(p, tmp_path / "a", progress=True)
     err = capsys.readouterr().err.splitlines()
     assert sum(line.startswith("compiling the simulation kernels") for line in err) == 1, err
@@ -300,7 +300,8 @@ def test_run_help_says_what_each_workload_option_accepts(capsys, option, bad):
     assert f"allowed: {allowed} (default: " in helps[option], (helps[option], refusal)
 
 
-def test_a_sweep_without_its_bar_announces_a_first_compile(tmp_path, capsys, monkeypatch):
+def test_a_sweep_without_its_bar_announces_a_first_compile(
+        tmp_path, capsys, monkeypatch, forget_compiled):
     """fastsim sweep --no-progress compiled its schedulers' kernels in silence, where
     fastsim run --no-progress and fastsim.sweep(...) say so: one line, and none once they
     are cached (the bar's own notice is said before the bar)."""
@@ -310,7 +311,7 @@ def test_a_sweep_without_its_bar_announces_a_first_compile(tmp_path, capsys, mon
     p = tmp_path / "s.toml"
     p.write_text("clusters = 2\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo', 'sjf_est']\n")
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: False)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     assert main(["sweep", str(p), "--out", str(tmp_path / "a"), "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert sum(line.startswith("compiling the simulation kernels") for line in err) == 1, err

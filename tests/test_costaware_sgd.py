@@ -333,7 +333,7 @@ def test_summarize_sgd_names_a_frame_of_another_library():
         summarize_sgd(runs.to_pandas(), pr)
 
 
-def test_a_first_run_sgd_announces_its_compile_in_one_line(capsys, monkeypatch):
+def test_a_first_run_sgd_announces_its_compile_in_one_line(capsys, monkeypatch, forget_compiled):
     """run_sgd(..., progress=False) compiled the SGD kernel for 10-20 s in silence on a
     machine's first call (a notebook); it says so once per process (a sweep's loop of
     calls without the on-disk cache too), after its arguments are checked."""
@@ -341,7 +341,7 @@ def test_a_first_run_sgd_announces_its_compile_in_one_line(capsys, monkeypatch):
 
     pr = make_problem(ProblemConfig(n=16, d=2))
     monkeypatch.setattr(notice, "kernels_cached", lambda *names: False)
-    monkeypatch.setattr(notice, "_WARM", set())
+    forget_compiled()
     with pytest.raises(ConfigError):
         run_sgd(pr, SGDConfig(replications=2, eps=0.2), progress="no")
     assert capsys.readouterr().err == ""
@@ -350,7 +350,7 @@ def test_a_first_run_sgd_announces_its_compile_in_one_line(capsys, monkeypatch):
     assert len(err) == 1 and err[0].startswith("compiling the cost-aware kernels"), err
     run_sgd(pr, SGDConfig(replications=2, eps=0.2), progress=False)  # compiled: in memory
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(notice, "_WARM", set())
+    forget_compiled()
     monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)  # another process
     run_sgd(pr, SGDConfig(replications=2, eps=0.2), progress=False)
     assert capsys.readouterr().err == ""

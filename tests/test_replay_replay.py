@@ -780,7 +780,8 @@ def test_replay_checks_a_log_built_by_hand(change, said):
         replay(EvalLog(change(t), "metric", True), ["evalstop:k=2"])
 
 
-def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monkeypatch):
+def test_a_first_replay_announces_its_compile_in_one_line(
+        tmp_path, capsys, monkeypatch, forget_compiled):
     """The first replay on a machine compiled the stop-policy kernels for 5-15 s in
     silence (fastsim.replay in a notebook, fastsim replay); it says so once, after the
     log and the policies are checked, and not once they are cached."""
@@ -790,7 +791,7 @@ def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monk
     p = tmp_path / "log.csv"
     p.write_text("job_id,step,score\na,1,0.5\na,2,0.6\na,3,0.5\na,4,0.4\n")
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: False)
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     with pytest.raises(ConfigError):
         fastsim.replay(p, "evalstp:k=2")
     assert capsys.readouterr().err == ""
@@ -799,7 +800,7 @@ def test_a_first_replay_announces_its_compile_in_one_line(tmp_path, capsys, monk
     assert len(err) == 1 and err[0].startswith("compiling the stop-policy kernels"), err
     fastsim.replay(p, "evalstop:k=2")  # compiled: in memory, with or without the cache
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())
+    forget_compiled()
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
     fastsim.replay(p, "evalstop:k=2")
     assert capsys.readouterr().err == ""

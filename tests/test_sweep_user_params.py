@@ -290,7 +290,7 @@ def test_the_axis_value_reaches_a_dask_worker(user_dir, tmp_path, monkeypatch):
 
 
 def test_a_sweep_from_python_says_it_compiles_only_what_is_left_after_the_checks(
-        user_dir, tmp_path, capsys, monkeypatch):
+        user_dir, tmp_path, capsys, monkeypatch, forget_compiled):
     """``fastsim.sweep`` (no bar by default) said "compiling ..." of every cell's user code
     before ``out`` was checked: of a complete directory, which compiles nothing, and of a
     file or another grid's directory, refused right after.  It is said where ``fastsim
@@ -311,14 +311,14 @@ def test_a_sweep_from_python_says_it_compiles_only_what_is_left_after_the_checks
     said()
 
     for bad in ("afile", "other"):
-        monkeypatch.setattr(notice, "_WARM", set())  # as in a fresh process
+        forget_compiled()
         with pytest.raises(ConfigError):
             fastsim.sweep(sweep, tmp_path / bad)
         assert said() == [], bad
-    monkeypatch.setattr(notice, "_WARM", set())
+    forget_compiled()
     fastsim.sweep(sweep, tmp_path / "out")
     assert len(said()) == 1
-    monkeypatch.setattr(notice, "_WARM", set())
+    forget_compiled()
     fastsim.sweep(sweep, tmp_path / "out")  # complete: nothing compiles
     assert said() == []
 

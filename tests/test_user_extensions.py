@@ -3641,13 +3641,11 @@ def test_a_figure_label_or_spaced_label_reading_as_a_built_ins_is_refused(kw, re
         declare(njit(ns["toy"]))
 
 
-def test_user_code_says_that_it_compiles_once_a_process(user_dir, capsys, monkeypatch):
+def test_user_code_says_that_it_compiles_once_a_process(user_dir, capsys, forget_compiled):
     """A first `fastsim run --policy mypol:drawdown` sat 12 s in silence while numba
     compiled the user's function (every process compiles it: user code is not cached),
     where the built-in kernels say so.  One line per function and process."""
-    import fastsim.compile_notice
-
-    monkeypatch.setattr(fastsim.compile_notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     cfg = SimConfig.from_specs("toy_user_schedulers:small_first", f"{POL}:k=1", n_jobs=20)
     simulate(cfg, 2)
     err = capsys.readouterr().err.splitlines()
@@ -3662,7 +3660,7 @@ def test_user_code_says_that_it_compiles_once_a_process(user_dir, capsys, monkey
 
 @pytest.mark.parametrize("bar", [True, False])
 def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
-        user_dir, tmp_path, capsys, monkeypatch, bar):
+        user_dir, tmp_path, capsys, monkeypatch, bar, forget_compiled):
     """With the built-in kernels cached, a user's policy compiled in silence in `fastsim
     sweep` (with its bar, 5 s before it; without, 10 s before the summary), `fastsim
     replay` (which said "compiling the stop-policy kernels", first run only, at every run
@@ -3672,7 +3670,7 @@ def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
     import fastsim.compile_notice as notice
     from fastsim.replay.monitor import StopMonitor
 
-    monkeypatch.setattr(notice, "_WARM", set())  # as in a fresh process
+    forget_compiled()
     monkeypatch.setattr(notice, "engine_is_cached", lambda *code: True)
     monkeypatch.setattr(notice, "kernels_cached", lambda *names: True)
     said = f"compiling the stop policy {POL} (about 2-15 s by machine load; again in every " \
@@ -3685,7 +3683,7 @@ def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
         assert main(argv + ([] if bar else ["--no-progress"])) == 0
         err = [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
         assert err == ([said] if out == "a" else []), err
-    monkeypatch.setattr(notice, "_WARM", set())
+    forget_compiled()
     for out in ("c", "d"):  # from Python: a notebook's sweep shows no bar by default
         fastsim.sweep(sweep, tmp_path / out, progress=bar)
         err = [line for line in capsys.readouterr().err.splitlines() if "compiling" in line]
@@ -3695,7 +3693,7 @@ def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
     for _ in range(2):
         fastsim.replay(log, f"{POL}:k=2")
         assert capsys.readouterr().err.strip().splitlines() == ([said] if _ == 0 else [])
-    monkeypatch.setattr(notice, "_WARM", set())  # replay compiled the monitor's driver
+    forget_compiled()  # replay compiled the monitor's driver
     for _ in range(2):
         m = StopMonitor(f"{POL}:k=2")
         for step, score in enumerate([0.5, 0.6, 0.5, 0.4]):
