@@ -628,16 +628,17 @@ def _check_spec_param(key: str, **specs: Any) -> None:
     """``from_specs(..., alpha=2)`` where the scheduler or policy given declares ``alpha``
     (a user's key): said as where it goes, as a built-in's ``k`` is (a spec that does not
     parse is refused later, as given)."""
+    decls = []
     for part, spec in specs.items():
         kind = SchedulerConfig if part == "scheduler" else PolicyConfig
         try:
-            decl = _spec_or_config(kind, spec).decl
+            decls.append((part, _spec_or_config(kind, spec).decl))
         except ConfigError:
             continue
-        if any(p.name == key for p in decl.params):
-            raise ConfigError(f"SimConfig.from_specs() keyword {key!r} is unknown: {key} is a "
-                              f"parameter of {decl.name}; it goes in the spec, "
-                              f"{part}=\"{decl.name}:{key}=...\"")
+    for part, [owner] in R.param_owners(decls).get(key, {}).items():
+        raise ConfigError(f"SimConfig.from_specs() keyword {key!r} is unknown: {key} is a "
+                          f"parameter of {owner}; it goes in the spec, "
+                          f"{part}=\"{owner}:{key}=...\"")
 
 
 @dataclass(frozen=True)

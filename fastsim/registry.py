@@ -881,16 +881,27 @@ BUILTIN_SCHEDULERS = (
 )
 
 
+def param_owners(decls: Iterable[tuple[str, Declaration]], by: str = "name"
+                 ) -> dict[str, dict[str, list[str]]]:
+    """parameter -> kind (``policy``, ``scheduler``) -> the names of the declarations of
+    ``decls`` (``(kind, declaration)``, in order) that have it; a parameter by its ``name``
+    (as a spec gives it: tiresias' ``thresholds``) or by its ``target`` (the config field
+    it fills: ``thresholds_gpu_h``)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for kind, d in decls:
+        for p in d.params:
+            owners = out.setdefault(getattr(p, by), {}).setdefault(kind, [])
+            owners += [d.name] if d.name not in owners else []
+    return out
+
+
 def spec_owners(name: str) -> list[tuple[str, list[str]]]:
     """``(spec, owners)``, for ``"policy"`` then ``"scheduler"``: the built-ins of which
     ``name`` is a parameter (``k``: evalstop, deprioritize, ...), where there are any; for
     the refusal of such a parameter given where a spec's parameters do not go."""
-    homes = []
-    for spec, decls in (("policy", BUILTIN_POLICIES), ("scheduler", BUILTIN_SCHEDULERS)):
-        owners = [d.name for d in decls if any(p.name == name for p in d.params)]
-        if owners:
-            homes.append((spec, owners))
-    return homes
+    builtins = [*(("policy", d) for d in BUILTIN_POLICIES),
+                *(("scheduler", d) for d in BUILTIN_SCHEDULERS)]
+    return list(param_owners(builtins).get(name, {}).items())
 
 
 _REGISTRY: dict[str, dict[str, Declaration]] = {

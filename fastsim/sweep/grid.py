@@ -356,12 +356,8 @@ def _owners(decls: Iterable[tuple[str, R.Declaration]]) -> dict[str, dict[str, l
     """field -> kind (``policy``, ``scheduler``) -> the declarations of ``decls`` with a
     parameter that is that field, or is named as a workload field (``sigma``, which
     ``_check_declared`` refuses)."""
-    out: dict[str, dict[str, list[str]]] = {}
-    for what, d in decls:
-        for f in (q.target for q in d.params if q.target not in SPEC_FIELDS):
-            owners = out.setdefault(f, {}).setdefault(what, [])
-            owners += [d.name] if d.name not in owners else []
-    return out
+    return {f: owners for f, owners in R.param_owners(decls, by="target").items()
+            if f not in SPEC_FIELDS}
 
 
 def declared_fields(base: dict, axes: dict) -> dict[str, dict[str, list[str]]]:
