@@ -32,7 +32,7 @@ from fastsim.io import (check_distinct, check_output, holding_directory, make_di
 from fastsim.resources import package_folders, shipped
 from fastsim.values import MAX_CLUSTER
 from fastsim.stats import (LEVEL, Estimate, PooledRatio, bootstrap_sums, fmt_interval,
-                           fmt_value, interval_decimals)
+                           fmt_value, interval_decimals, min_boot)
 from fastsim.summary import pooled_counts
 from fastsim.sweep.aggregate import aggregate, read_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
@@ -42,7 +42,8 @@ from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
                                    ROWS_BY_KEY, PaperRow, bound_fitted_by, raw_verdict,
-                                   registration_table, share_text, tolerance_text, verdict)
+                                   registration_table, share_text, simultaneous_level,
+                                   simultaneous_minimum, tolerance_text, verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -134,46 +135,91 @@ def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
             "verdict": v.verdict, "detail": v.detail, "fitted_by": fitted_by, "note": note}
 
 
-def comparison_rows(summaries: dict[str, pl.DataFrame],
-                    k_boot: "KBootstrap | None" = None) -> list[dict[str, Any]]:
+def comparison_rows(summaries: dict[str, pl.DataFrame], k_boot: "KBootstrap | None" = None,
+                    *, bounds: dict[str, dict[float, Estimate]]) -> list[dict[str, Any]]:
     """Every row of ``scoring.PAPER_ROWS``: paper, ours (mean, lo, hi, n), tolerance,
     verdict, and the parameter fitted to it (if any).  ``k_boot``: the k sweep's
-    bootstrap (``k_bootstrap``); without it the k row is not comparable."""
+    bootstrap (``k_bootstrap``); without it the k row is not comparable.  ``bounds``: the
+    bounds' cells' intervals at the simultaneous level (``bound_intervals``)."""
     rows = []
     for key, (sweep, metric, where) in ESTIMATES.items():
         r = _select(summaries[sweep], metric, where)
         rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"]))
-    rows += _bound_rows(summaries)
+    rows += _bound_rows(summaries, bounds)
     rows += _gain_rows(summaries["composability"])
     rows.append(_k_row(summaries["k_sweep"], k_boot))
     order = {r.key: i for i, r in enumerate(PAPER_ROWS)}
     return sorted(rows, key=lambda r: order[r["key"]])
 
 
-def _bound_rows(summaries: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    """The two bounds on EvalStop's precision, each scored at the cell that decides it
-    (``_bound_cell``): over sigma <= 0.05 and over base rates 0.2-0.8."""
-    def precision(sweep):
-        return summaries[sweep].filter((pl.col("metric") == "precision")
-                                       & (pl.col("policy_name") == "evalstop"))
+# The bounds on EvalStop's precision: (row, sweep, axis column, its name, the axis' range).
+# The paper's range only, as the noise bound takes sigma <= 0.05 only: a sweep file with
+# base rate 0.1 as well had that cell scored as part of "0.2-0.8".
+BOUNDS = (("noise_bound", "noise", "sigma", "sigma", (-math.inf, 0.05)),
+          ("base_rate_bound", "base_rate", "base_rate", "base rate", (0.2, 0.8)))
 
-    # the paper's range only, as the noise bound takes sigma <= 0.05 only: a sweep file
-    # with base rate 0.1 as well had that cell scored as part of "0.2-0.8"
-    bounds = (("noise_bound", precision("noise").filter(pl.col("sigma") <= 0.05 + 1e-9),
-               "sigma", "sigma"),
-              ("base_rate_bound", precision("base_rate").filter(
-                  pl.col("base_rate").is_between(0.2 - 1e-9, 0.8 + 1e-9)),
-               "base_rate", "base rate"))
+
+def _in_range(value: float, axis_range: tuple[float, float]) -> bool:
+    low, high = axis_range
+    return low - 1e-9 <= value <= high + 1e-9
+
+
+def bound_intervals(stores: dict[str, SweepStore], n_boot: int = 2000,
+                    seed: int = 0) -> dict[str, dict[float, Estimate]]:
+    """For each bound (``BOUNDS``), each of its m EvalStop cells' precision with its
+    interval at ``simultaneous_level(m)`` (Bonferroni), by the cell's axis value.  From the
+    chunks' per-cluster counts, as the summary holds 95% intervals only; the interval is the
+    summary's (``PooledRatio.proportion_ci``) at that level."""
+    out = {}
+    for key, sweep, column, _, axis_range in BOUNDS:
+        store = stores[sweep]
+        cells = [c for c in store.grid.cells if c.config.policy.name == "evalstop"
+                 and _in_range(axis_value(c.config, column), axis_range)]
+        level = simultaneous_level(len(cells))
+        out[key] = {}
+        for c in cells:
+            ratio = PooledRatio()
+            for counts in _chunk_counts(store, c.id, ("precision",)):
+                ratio.add(*counts["precision"])
+            out[key][axis_value(c.config, column)] = ratio.proportion_ci(
+                level, max(n_boot, min_boot(level)), seed)
+    return out
+
+
+def _bound_rows(summaries: dict[str, pl.DataFrame],
+                intervals: dict[str, dict[float, Estimate]]) -> list[dict[str, Any]]:
+    """The two bounds on EvalStop's precision (``BOUNDS``): the minimum over the cells with
+    its simultaneous interval (``scoring.simultaneous_minimum``, of each cell's interval in
+    ``intervals``: ``bound_intervals``), and in the note the cell that decides the bound
+    (``_bound_cell``)."""
     rows = []
-    for key, cells, column, name in bounds:
+    for key, sweep, column, name, axis_range in BOUNDS:
         row = ROWS_BY_KEY[key]
+        cells = summaries[sweep].filter(
+            (pl.col("metric") == "precision") & (pl.col("policy_name") == "evalstop")
+            & pl.col(column).is_between(axis_range[0] - 1e-9, axis_range[1] + 1e-9))
+        cells = cells.with_columns(
+            lo=pl.Series([_interval_at(intervals[key], x).lo for x in cells[column]]),
+            hi=pl.Series([_interval_at(intervals[key], x).hi for x in cells[column]]))
         cell, note = _bound_cell(row, cells, column, name)
         fitted = bound_fitted_by(row, cells.select(column, "mean", "lo", "hi").rows(),
                                  cell[column])
+        mean, lo, hi = simultaneous_minimum(cells.select("mean", "lo", "hi").rows())
+        each = fmt_value(100 * simultaneous_level(cells.height), ".4g")
+        note += ((f" (a fitted cell: {fitted})" if fitted else "")
+                 + f"; CI simultaneous over {cells.height} cells, each at {each}%")
         # decided at a fitted cell, the bound is scored as a row a parameter was fitted to
-        rows.append(_row(replace(row, fitted_by=fitted), cell["mean"], cell["lo"], cell["hi"],
-                         cell["n"], note=note + (f" (a fitted cell: {fitted})" if fitted else "")))
+        rows.append(_row(replace(row, fitted_by=fitted), mean, lo, hi, int(cells["n"].min()),
+                         note=note))
     return rows
+
+
+def _interval_at(intervals: dict[float, Estimate], value: float) -> Estimate:
+    """The interval in ``intervals`` of the cell at axis value ``value``."""
+    at = [e for x, e in intervals.items() if abs(x - value) < 1e-9]
+    if len(at) != 1:
+        raise RuntimeError(f"expected one simultaneous interval at {value}, found {len(at)}")
+    return at[0]
 
 
 def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
@@ -235,8 +281,9 @@ def _bound_cell(row: PaperRow, cells: pl.DataFrame, column: str,
     says where it is (``column``'s value, written ``name``).  A cell with no estimate
     (NaN: no trigger at all) makes the minimum unknown (sorted, NaN came last, and the
     bound was scored on the other cells alone); else the lowest cell that misses the bound
-    (its interval wholly below it: the bound fails there), else the lowest whose 95%
-    interval crosses it (not comparable), else the lowest (the bound holds).  Taken as the
+    (its interval wholly below it: the bound fails there), else the lowest whose interval
+    crosses it (not comparable), else the lowest (the bound holds); the intervals are at
+    the simultaneous level (``bound_intervals``).  Taken as the
     lowest cell alone, a bound held while another cell's interval crossed it, and was not
     comparable while another cell's lay below it."""
     unknown = cells.filter(~pl.col("mean").is_finite())
@@ -752,26 +799,27 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     # the directories made here are removed again, while still empty, if the run fails or
     # is interrupted before writing in them (Ctrl-C during the sweeps)
     with unmade_on_failure() as made:
-        t0, timings, skipped, compiled, k_boot, at_completion = _run_sweeps(
+        t0, timings, skipped, compiled, k_boot, at_completion, bounds = _run_sweeps(
             out, grids, figures_dir, report, made, held, backend=backend, address=address,
             workers=workers, timeout=timeout, progress=progress)
         write_extracts(out, seed, base_overrides, within=out)
         sweeps = {"clusters": clusters, "seed": seed, "seconds_sweeps": time.perf_counter() - t0,
                   "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
                   "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot,
-                  "fp_at_completion": at_completion}
+                  "fp_at_completion": at_completion, "bounds": bounds}
         return _draw_and_report(out, figures_dir, report, formats, sweeps, progress, command)
 
 
 def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
                 made: list, held: list, *, backend: str, address: str | None,
                 workers: int | None, timeout: float, progress: bool
-                ) -> tuple[float, dict[str, float], int, Any, KBootstrap, Estimate]:
+                ) -> tuple[float, dict[str, float], int, Any, KBootstrap, Estimate, dict]:
     """Run and aggregate each paper sweep in OUT (made and locked here, into ``held``),
     the figures' and the report's directories made first (into ``made``).  Returns the
     sweeps' start time, the seconds of each, the chunks skipped (done by an earlier run),
-    what compiled, the k sweep's bootstrap (``k_bootstrap``) and the share of EvalStop's
-    false positives at completion (``fp_at_completion``)."""
+    what compiled, the k sweep's bootstrap (``k_bootstrap``), the share of EvalStop's
+    false positives at completion (``fp_at_completion``) and the bounds' simultaneous
+    intervals (``bound_intervals``)."""
     # the Dask cluster answers, with a worker running this code, before anything is
     # written; one client (or local cluster) serves every sweep
     with dask_client(backend, address, workers, timeout, tuple(grids.values())) as client:
@@ -804,7 +852,9 @@ def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path |
         k_boot = k_bootstrap(k_counts(stores["k_sweep"]))
         # and so does the interval of the share of EvalStop's false positives at completion
         at_completion = fp_at_completion(stores["headline"])
-    return t0, timings, skipped, compiled, k_boot, at_completion
+        # and the bounds' intervals at their simultaneous level
+        bounds = bound_intervals(stores)
+    return t0, timings, skipped, compiled, k_boot, at_completion, bounds
 
 
 def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
@@ -830,7 +880,8 @@ def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
         t_figures = time.perf_counter() - t1
         summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
         info = {**sweeps, "seconds_figures": t_figures,
-                "rows": comparison_rows(summaries, sweeps.get("k_boot")),
+                "rows": comparison_rows(summaries, sweeps.get("k_boot"),
+                                        bounds=sweeps["bounds"]),
                 "figures": drawn, "figures_dir": figures_dir}
         if report is not None:
             text = render_report(info, summaries, command or "fastsim reproduce", out,
@@ -958,7 +1009,11 @@ Ours: the estimate over clusters with its 95% interval (paired changes: the mean
 per-cluster relative changes, not the change of the mean (docs/model.md), Student-t;
 precision, recall, stop recall, FPR and stop FPR pooled over clusters: cluster bootstrap
 joined with a t interval of the ratio, widened to the exact binomial interval), n =
-clusters (pairs). Verdicts follow the scoring
+clusters (pairs). A bound over several cells ("min over ...") shows the lowest cell's
+estimate with a 95% interval simultaneous over the m cells the bound is over (Bonferroni:
+the lowest lower end and the lowest upper end of the cells' intervals at 1 - 0.05/m), as
+"at every sigma" is a claim about all cells at once; n is the fewest clusters of a cell.
+Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match; the paper's k is our best k), `miss`, `not comparable` (no estimate, no
