@@ -67,6 +67,15 @@ interval among the cells with one +- 1.96 MC s.e. (and its mean width), then how
 the lower bound of k = 1's lead (``lead_lo``, a one-sided bound under each of its two
 paired t intervals) is at or below k = 1's true lead (about 75 CPU-seconds).
 
+    python benchmarks/coverage.py bound [draws]                       # 500
+
+The interval of a bound's minimum over m = 5 and 7 cells (REPRODUCTION.md's bound rows),
+each cell a pooled rate of n = 10 or 100 clusters (``BOUND_CASES``: a tie, and a lowest
+cell on few triggers beside narrow others).  Prints how often the lower end is at or below
+every cell's truth (the bound "holds" side), and how often the interval holds the
+minimum, for the lowest cell's own 95% interval, the least ends of every cell's 95%
+interval, and ``scoring.simultaneous_minimum`` (about 70 CPU-seconds at 500).
+
     python benchmarks/coverage.py seeds [cells]                       # 2000
 
 Intervals over runs that share a seed (``fastsim detectors``' tables on traces, and its
@@ -327,6 +336,58 @@ def ratio_lognormal(runs=2000, events=20, sd=1.5):
         print("  " + cells[-1], flush=True)
 
 
+# (name, each cell's truth and mean triggers per cluster: the first cell's, the others')
+BOUND_CASES = (("a tie: every cell 0.92, 100 triggers", (0.92, 100), (0.92, 100)),
+               ("the lowest 0.90 on 10 triggers, the others 0.905 on 400", (0.90, 10),
+                (0.905, 400)))
+
+
+def bound_coverage(runs=500, conc=50.0):
+    """Coverage, for a bound over m cells (pooled rates, ``BOUND_CASES``), of three intervals
+    for the minimum: the lowest cell's own 95% interval (what the row showed), the least
+    ends of every cell's 95% interval (what decided the verdict), and
+    ``scoring.simultaneous_minimum`` of every cell's at ``simultaneous_level(m)``."""
+    from fastsim.sweep.scoring import simultaneous_level, simultaneous_minimum
+
+    print(f"min over m cells of pooled rates (clusters' rates Beta, concentration {conc:g}; "
+          f"Poisson triggers), {runs} draws per case, m and n: % of draws whose lower end is "
+          "<= every cell's truth / whose interval holds the minimum (+- 1.96 MC s.e.)")
+    for case, first, others in BOUND_CASES:
+        print(f"  {case}")
+        for m in (5, 7):
+            level = simultaneous_level(m)
+            truths = [first[0]] + [others[0]] * (m - 1)
+            for n in (10, 100):
+                rng = np.random.default_rng(1000 * m + n)
+                held = {"lowest cell's 95%": [0, 0], "least ends of 95%s": [0, 0],
+                        "simultaneous": [0, 0]}
+                for _ in range(runs):
+                    cells = [_bound_cell(rng, rate, jobs, n, conc, level)
+                             for rate, jobs in [first] + [others] * (m - 1)]
+                    low = min(cells, key=lambda c: c[0].mean)[0]
+                    ends = {"lowest cell's 95%": (low.lo, low.hi)}
+                    for name, q in (("least ends of 95%s", 0), ("simultaneous", 1)):
+                        ends[name] = simultaneous_minimum((c[q].mean, c[q].lo, c[q].hi)
+                                                          for c in cells)[1:]
+                    for name, (lo, hi) in ends.items():
+                        held[name][0] += lo <= min(truths)
+                        held[name][1] += lo <= min(truths) <= hi
+                text = "  ".join(f"{name}: " + " / ".join(
+                    f"{100 * k / runs:.1f} +- {196 * np.sqrt(k / runs * (1 - k / runs) / runs):.1f}"
+                    for k in counts) for name, counts in held.items())
+                print(f"    m={m} n={n}  {text}", flush=True)
+
+
+def _bound_cell(rng, rate, jobs, n, conc, level):
+    """One cell's pooled rate of ``n`` clusters, its 95% interval and that at ``level``."""
+    den = rng.poisson(jobs, size=n).astype(float)
+    p = rng.beta(rate * conc, (1 - rate) * conc, size=n)
+    num = rng.binomial(den.astype(np.int64), p).astype(float)
+    seed = int(rng.integers(1 << 30))
+    return stats.proportion_ci(num, den, seed=seed), stats.proportion_ci(num, den, level,
+                                                                         seed=seed)
+
+
 F1_KS = (1, 2, 3)
 F1_SIZES = (5, 10, 30, 100, 2000)
 
@@ -426,6 +487,8 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "f1":
         a = sys.argv[2:]
         return f1_coverage(int(a[0]) if a else 20_000, int(a[1]) if len(a) > 1 else 1000)
+    if len(sys.argv) > 1 and sys.argv[1] == "bound":
+        return bound_coverage(int(sys.argv[2]) if len(sys.argv) > 2 else 500)
     if len(sys.argv) > 1 and sys.argv[1] == "ratio-lognormal":
         return ratio_lognormal(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
     if len(sys.argv) > 1 and sys.argv[1] == "beta":
