@@ -558,8 +558,10 @@ def _panels(n_metrics: int, n_cols: int, tick_chars: int = 0):
 
 def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
                 name: str) -> None:
-    """The points of ``metric`` at value ``c`` of the column axis, a line with error bars
-    per colour of ``lines``, a policy without x as a dashed reference line."""
+    """The points of ``metric`` at value ``c`` of the column axis with their error bars,
+    joined by a line per colour of ``lines`` where x is a number (k, sigma); along text
+    (policies, schedulers) the points stand alone, as a line between categories draws a
+    trend that is not there.  A policy without x is a dashed reference line."""
     x, hue, col = p["x"], p["hue"], p["col"]
     xs, numeric = _values(data, x), data[x].dtype.is_numeric()
     colours = S.sns.color_palette("colorblind", MAX_COLOURS)
@@ -571,7 +573,7 @@ def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
             rows = rows.filter(pl.col(col) == c)
         label = _text(hue, h, p["params"]) if hue is not None else name
         ref, rows = rows.filter(pl.col("ref")), rows.filter(~pl.col("ref"))
-        # the line runs along the ticks: text (policies) in cell order, not alphabetical
+        # the points run along the ticks: text (policies) in cell order, not alphabetical
         rows = rows.sort(x if numeric else pl.col(x).replace_strict(xs, range(len(xs))))
         if ref.height:  # a policy without x: its value at every x
             mean, lo, hi = ref["mean"][0], ref["lo"][0], ref["hi"][0]
@@ -585,8 +587,8 @@ def _draw_panel(ax, data: pl.DataFrame, p: dict, metric: str, c, lines: list,
         mean = rows["mean"].to_numpy()
         ax.errorbar(at, mean, yerr=[mean - rows["lo"].to_numpy(),
                                     rows["hi"].to_numpy() - mean],
-                    marker="o", ms=4, capsize=3, lw=1.2, color=colours[h_i],
-                    label=label)
+                    marker="o", ms=4, capsize=3, lw=1.2, ls="-" if numeric else "none",
+                    color=colours[h_i], label=label)
 
 
 def _label_panel(ax, df: pl.DataFrame, data: pl.DataFrame, p: dict, metric: str, c) -> None:

@@ -523,6 +523,25 @@ def test_ones_own_sweep_along_policies_joins_its_points_in_the_order_of_the_tick
     assert mean == [summary.filter(pl.col("policy") == p)["mean"][0] for p in ticks]
 
 
+def test_ones_own_sweep_joins_its_points_by_a_line_along_numbers_only(own_sweeps, tmp_path,
+                                                                      monkeypatch):
+    """Along a policy axis (README's below_best(k=2,drop=0.02) beside evalstop(k=2)) a
+    line joined the policies' points, drawing a trend between categories that is not
+    there.  Along text each point stands alone with its interval; along a number (sigma)
+    the line stays."""
+    from fastsim.cli import main
+
+    _tiny_sweep(tmp_path, "along", 'policy = ["stop_at:f=0.65", "evalstop:k=2"]')
+    figs = _kept_figures(monkeypatch)
+    for d, out in ((tmp_path / "results" / "along", "a"), (own_sweeps / "two", "b")):
+        assert main(["figures", str(d), "--out", str(tmp_path / out), "--formats", "png",
+                     "--metrics", "jct_mean_h"]) == 0
+    (policies,), (sigmas,) = figs[0].axes, figs[1].axes
+    assert [c[0].get_linestyle() for c in policies.containers] == ["None"]
+    assert [c[0].get_marker() for c in policies.containers] == ["o"]
+    assert [c[0].get_linestyle() for c in sigmas.containers] == ["-"] * 3
+
+
 def test_two_policies_of_one_name_over_a_policy_parameter_are_two_lines(
         own_sweeps, tmp_path, monkeypatch, capsys):
     """k = [1, 2] with policy = ["evalstop", "evalstop:scope=all"]: the colour was the
