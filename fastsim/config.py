@@ -162,7 +162,7 @@ RANGE_BOUNDS = {
 # here and given its value in the refusal.
 FIELD_ALLOWED = {
     **{name: bound.allowed for name, bound in BOUNDS.items()},
-    "mix": f"one of {sorted(D.MIXES)} or three fractions (lora, dpo, rlhf)",
+    "mix": f"one of {', '.join(sorted(D.MIXES))} or three fractions (lora, dpo, rlhf)",
     **{f"demands_{kind}": "a non-empty list of integers from 1 to gpus"
        for kind in ("lora", "dpo", "rlhf")},
     **{name: _range_allowed(*bounds) for name, bounds in RANGE_BOUNDS.items()},
@@ -271,8 +271,8 @@ class WorkloadConfig:
                           f"[{', '.join(x.strip() for x in self.mix.split(','))}])"
                           if "," in self.mix else "")
                 raise ConfigError(f"mix={self.mix!r} is invalid{did_you_mean(self.mix, D.MIXES)}; "
-                                  f"allowed: one of {sorted(D.MIXES)} or three fractions "
-                                  f"(lora, dpo, rlhf){listed}")
+                                  f"allowed: one of {', '.join(sorted(D.MIXES))} or three "
+                                  f"fractions (lora, dpo, rlhf){listed}")
         else:
             m = self.mix
             ok = (isinstance(m, (tuple, list)) and len(m) == 3
@@ -915,7 +915,8 @@ def _known(cls: type, kw: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     for k in kw:
         if k not in names:
-            raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: {sorted(names)}")
+            raise ConfigError(f"{cls.__name__} field {k!r} is unknown; allowed: "
+                              f"{', '.join(sorted(names))}")
     return dict(kw)
 
 

@@ -718,8 +718,12 @@ def test_a_misspelt_mix_gets_the_nearest_one():
     """mix='rlhf_havy' listed the two mixes without saying which was meant, as a
     misspelt scheduler or policy does."""
     with pytest.raises(ConfigError, match=r"^mix='rlhf_havy' is invalid \(did you mean "
-                                          r"rlhf_heavy\?\); allowed: one of \['mixed', "):
+                                          r"rlhf_heavy\?\); allowed: one of mixed, rlhf_heavy "
+                                          r"or three fractions"):
         SimConfig.from_specs("fifo", "none", mix="rlhf_havy")
+    # as fastsim run --help says it: "one of ['mixed', 'rlhf_heavy']" showed a Python list
+    from fastsim.config import FIELD_ALLOWED
+    assert FIELD_ALLOWED["mix"] == "one of mixed, rlhf_heavy or three fractions (lora, dpo, rlhf)"
 
 
 def test_a_misspelt_builtin_metric_gets_the_nearest_one():
@@ -1032,3 +1036,22 @@ def test_tiresias_takes_at_most_100_thresholds(tmp_path, capsys):
     one_line(capsys, ["sweep", str(f), "--out", str(tmp_path / "o")],
              "99999, 100000] is invalid; allowed: increasing positive numbers, at most 100")
     assert not (tmp_path / "o").exists()
+
+
+def test_lists_of_allowed_values_read_as_words_not_python_lists(tmp_path):
+    """A cost-aware sweep's unknown key, a GRPO run's arms and a config dict's unknown
+    field listed what is allowed as a Python list ("['axes', 'base', ...]")."""
+    from fastsim.config import SimConfig
+    from fastsim.costaware import GRPOConfig, load_costaware_sweep
+
+    p = tmp_path / "ca.toml"
+    p.write_text('name = "ca"\nexperiment = "sgd"\nreplicatoins = 2\n')
+    with pytest.raises(ConfigError, match=r"unknown key 'replicatoins'; allowed: axes, base, "
+                                          r"experiment, gamma_fracs, name, replications, seed$"):
+        load_costaware_sweep(p)
+    with pytest.raises(ConfigError, match=r"allowed: distinct arms from uniform, cost_aware, "
+                                          r"cost_only, advantage_only, nonzero_uniform, "
+                                          r"starting with uniform"):
+        GRPOConfig(arms=["cost_aware"])
+    with pytest.raises(ConfigError, match=r"field 'gpu' is unknown; allowed: [a-z_]+, [a-z_]+"):
+        SimConfig.from_dict({"workload": {"gpu": 8}})

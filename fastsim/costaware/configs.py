@@ -286,7 +286,7 @@ class GRPOConfig:
                 or len(set(arms)) != len(arms) or not set(arms) <= set(ARMS):
             given = list(arms) if arms else self.arms
             raise ConfigError(f"arms={given!r} is invalid; allowed: distinct arms from "
-                              f"{list(ARMS)}, starting with 'uniform' (the baseline)")
+                              f"{', '.join(ARMS)}, starting with uniform (the baseline)")
         return arms
 
     def _check_evaluations(self) -> None:

@@ -110,7 +110,8 @@ def load_costaware_sweep(path) -> SweepSpec:
     allowed = {"name", "experiment", "replications", "seed", "base", "axes", "gamma_fracs"}
     for key in raw:
         if key not in allowed:
-            raise ConfigError(f"{path.name}: unknown key {key!r}; allowed: {sorted(allowed)}")
+            raise ConfigError(f"{path.name}: unknown key {key!r}; allowed: "
+                              f"{', '.join(sorted(allowed))}")
     experiment = raw.get("experiment")
     if experiment not in EXPERIMENTS:
         raise ConfigError(f"{path.name}: experiment={toml_text(experiment)}; allowed: "
@@ -242,13 +243,13 @@ def _given_configs(spec: SweepSpec, point: dict):
     if spec.experiment == "grpo":
         unknown = set(point) - _GRPO_FIELDS
         if unknown:
-            raise ConfigError(f"unknown GRPO field(s) {sorted(unknown)}; allowed: "
-                              f"{sorted(_GRPO_FIELDS)}")
+            raise ConfigError(f"unknown GRPO field(s) {', '.join(sorted(unknown))}; allowed: "
+                              f"{', '.join(sorted(_GRPO_FIELDS))}")
         return (GRPOConfig(**{**point, "seeds": spec.replications, "seed": spec.seed}),)
     unknown = set(point) - _PROBLEM_FIELDS - _SGD_FIELDS
     if unknown:
-        raise ConfigError(f"unknown field(s) {sorted(unknown)}; allowed: "
-                          f"{sorted(_PROBLEM_FIELDS | _SGD_FIELDS)}")
+        raise ConfigError(f"unknown field(s) {', '.join(sorted(unknown))}; allowed: "
+                          f"{', '.join(sorted(_PROBLEM_FIELDS | _SGD_FIELDS))}")
     if spec.experiment == "subset" and "strategies" in point:  # it would be ignored
         raise ConfigError('strategies is not used by experiment = "subset", which runs SGD '
                           "at the optimal distribution on each subset; allowed: strategies "

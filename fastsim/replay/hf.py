@@ -257,7 +257,8 @@ class StopPolicyCallback(_TrainerCallback):
         if self.metric not in metrics and not self._warned_missing:
             self._warned_missing = True
             _warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
-                          f"metrics {sorted(metrics)}; such evaluations are skipped",
+                          f"metrics ({', '.join(sorted(metrics))}); such evaluations are "
+                          "skipped",
                           stacklevel=2)
         d = self._observe(int(state.global_step), metrics, _train_loss(getattr(state, "log_history", None)))
         if d is None:

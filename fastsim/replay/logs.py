@@ -183,7 +183,7 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
     name = path.name.lower()
     data = read_log_bytes(path) if data is None else data
     if not data:
-        raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
+        raise ConfigError(f"{path}: empty file; allowed: a log in one of {', '.join(FORMATS)}")
     for suffix, fmt in TABLE_SUFFIXES.items():
         if name.endswith(suffix):
             return fmt
@@ -200,7 +200,7 @@ def detect_format(path: Path, data: bytes | None = None) -> str:
         return "jsonl"
     if text:
         return "csv"
-    raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}")
+    raise ConfigError(f"{path}: empty file; allowed: a log in one of {', '.join(FORMATS)}")
 
 
 def _unmatched_pattern(path: Path) -> str:
@@ -271,7 +271,8 @@ def _raw_csv(path: Path, data: bytes, sep: str = ",") -> pl.DataFrame:
     try:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, separator=sep)
     except pl.exceptions.NoDataError:
-        raise ConfigError(f"{path}: empty file; allowed: a log in one of {FORMATS}") from None
+        raise ConfigError(f"{path}: empty file; allowed: a log in one of "
+                          f"{', '.join(FORMATS)}") from None
     except pl.exceptions.ComputeError as exc:
         _csv_lines(path, data, sep)  # a row with more fields than the header: its line
         raise ConfigError(f"{path}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
@@ -988,7 +989,7 @@ def _map_columns(df: pl.DataFrame, path: Path, fmt: str, columns: dict[str, str]
                               "Parquet), or score=EVAL_NAME (the metric) alone")
         if col not in found:
             raise ConfigError(f"{path}:1: columns {field}={col}: the log has no column {col!r}"
-                              f"{did_you_mean(col, found)}; allowed: one of {found}")
+                              f"{did_you_mean(col, found)}; allowed: one of {', '.join(found)}")
         if field in found and field not in columns.values():
             raise ConfigError(f"{path}:1: columns {field}={col}: the log has a column "
                               f"{field!r} too; allowed: a field the log does not name itself")
@@ -1028,7 +1029,7 @@ def _check_columns(df: pl.DataFrame, path: Path, metric: str) -> None:
     for field in ("job_id", "step"):
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
-                              f"columns job_id, step, score (found {found})"
+                              f"columns job_id, step, score (found {', '.join(found)})"
                               # one column read from a line of them: a separator, not a name
                               + (tsv or f", or --columns {field}=COLUMN naming yours "
                                  "(read_logs(columns=...))"))
@@ -1040,7 +1041,8 @@ def _check_columns(df: pl.DataFrame, path: Path, metric: str) -> None:
     if metric not in df.columns:
         metrics = [c for c in df.columns if c not in ("line", "job_id", "step")]
         raise ConfigError(f"{path}:1: field {metric!r}: missing column"
-                          f"{did_you_mean(str(metric), metrics)}; allowed: one of {metrics} "
+                          f"{did_you_mean(str(metric), metrics)}; allowed: one of "
+                          f"{', '.join(metrics)} "
                           "(--metric, or read_logs(metric=...))")
     if df.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: at least one evaluation")
