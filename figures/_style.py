@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
-import seaborn as sns
 from cycler import cycler
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
@@ -40,7 +38,7 @@ class _Palette(dict):
     free colour of the same palette (stable within a figure), never a KeyError."""
 
     def __missing__(self, key):
-        colours = sns.color_palette("colorblind", 10)
+        colours = _seaborn().color_palette("colorblind", 10)
         self[key] = colours[len(self) % len(colours)]
         return self[key]
 
@@ -108,16 +106,45 @@ def scheduler_label(rows: pl.DataFrame) -> str:
 # had), then the online detectors, in dark shades past the colour-blind palette's ten.
 _ORDER = ([d.name for d in R.policies() if not d.vector and d.name != "none"] + ["none"]
           + [d.name for d in R.policies() if d.vector])
-PALETTE = _Palette(zip(_ORDER, sns.color_palette("colorblind") + sns.color_palette("dark")))
 
 
-# One theme for every figure (figures/ and docs/figures/): seaborn's paper context on a
-# white grid, the colour-blind palette, and TrueType (Type 42) fonts embedded in PDFs and
-# PostScript so that the text stays text.
-THEME = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", font_scale=1.1),
-         "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")),
-         "figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight",
-         "pdf.fonttype": 42, "ps.fonttype": 42}
+def _seaborn():
+    """seaborn, imported by the first drawing rather than with this module: it imports
+    pandas and scipy.stats (about 3.6 CPU s), and ``fastsim figures`` loads the figure
+    scripts to check what it is asked to draw, so that a refusal came seconds late and a
+    valid call said nothing for as long."""
+    import seaborn
+
+    return seaborn
+
+
+@functools.cache
+def _palette() -> _Palette:
+    sns = _seaborn()
+    return _Palette(zip(_ORDER, sns.color_palette("colorblind") + sns.color_palette("dark")))
+
+
+@functools.cache
+def _theme() -> dict:
+    # One theme for every figure (figures/ and docs/figures/): seaborn's paper context on
+    # a white grid, the colour-blind palette, and TrueType (Type 42) fonts embedded in PDFs
+    # and PostScript so that the text stays text.
+    sns = _seaborn()
+    return {**sns.axes_style("whitegrid"), **sns.plotting_context("paper", font_scale=1.1),
+            "axes.prop_cycle": cycler(color=sns.color_palette("colorblind")),
+            "figure.dpi": 120, "savefig.dpi": 200, "savefig.bbox": "tight",
+            "pdf.fonttype": 42, "ps.fonttype": 42}
+
+
+_LAZY = {"sns": _seaborn, "PALETTE": _palette, "THEME": _theme}
+
+
+def __getattr__(name: str):
+    """``S.sns``, ``S.PALETTE`` (a colour per policy) and ``S.THEME`` (the figures' rc
+    settings), made on first use (``_seaborn``)."""
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def themed(draw):
@@ -130,7 +157,7 @@ def themed(draw):
     """
     @functools.wraps(draw)
     def wrapper(*args, **kwargs):
-        with DRAWING, matplotlib.rc_context(THEME):
+        with DRAWING, matplotlib.rc_context(_theme()):
             return draw(*args, **kwargs)
     return wrapper
 
@@ -197,6 +224,8 @@ def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[P
     ``savefig`` keywords (``dpi``, ``bbox_inches``) go to every ``fig.savefig``; PDFs carry
     no creation date so that redrawing the same data gives the same file.
     """
+    import matplotlib.pyplot as plt
+
     out = Path(out)
     paths = [out / f"{stem}.{fmt}" for fmt in formats]
 

@@ -7,7 +7,6 @@ fitted, never as matches, so the figure says "within tolerance")."""
 import numpy as np
 from matplotlib.patches import Rectangle
 import polars as pl
-import seaborn as sns
 
 from fastsim.figures import _style as S
 from fastsim import defaults as D
@@ -54,7 +53,7 @@ def best_title(table: pl.DataFrame) -> str:
 def draw(sources, out, formats):
     df = frontier_table(S.summary(sources, "frontier"))
     cadences = sorted(df["n_evals"].unique().to_list())
-    colors = dict(zip(cadences, sns.color_palette("viridis", len(cadences))))
+    colors = dict(zip(cadences, S.sns.color_palette("viridis", len(cadences))))
     fig, axes = S.subplots(1, 2, figsize=(12, 4.4))
     ax = axes[0]
     w, r = ROWS_BY_KEY["waste"], ROWS_BY_KEY["recall"]

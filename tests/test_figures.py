@@ -207,6 +207,32 @@ def test_a_directory_with_nothing_to_draw_is_refused_before_anything_is_made(tmp
     assert list(tmp_path.iterdir()) == []
 
 
+def test_figures_choose_and_refuse_before_the_plotting_libraries_are_imported(own_sweeps,
+                                                                             tmp_path):
+    """Loading the figure scripts to check a call imported seaborn, and with it pandas and
+    scipy.stats (about 3.6 CPU s): a refusal came seconds late, and a valid call said
+    nothing for 7-8 s on a busy machine.  Now the choice is made and said first, and the
+    first drawing imports them."""
+    import subprocess
+
+    code = f"""if True:
+        import sys
+        from fastsim.cli import main
+        from fastsim.sweep.figures import draw_all
+        heavy = lambda: [m for m in ("seaborn", "scipy.stats", "pandas") if m in sys.modules]
+        assert main(["figures", {str(own_sweeps / "two")!r}, "--metrics", "nosuch"]) == 2
+        print("refused", heavy())
+        said = []
+        draw_all({str(own_sweeps / "two")!r}, {str(tmp_path / "f")!r}, formats="png",
+                 log=lambda line: said.append(heavy()))
+        print("first line", said[0])
+        """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["refused []", "first line []"], run.stdout
+    assert (tmp_path / "f" / "sweep_two.png").is_file()
+
+
 def test_a_refused_drawing_leaves_the_sweep_directory_free_for_the_run_it_asks_for(tmp_path):
     """draw_all holds the sweep directory it draws into; refused (here: a sweep not yet
     aggregated, "run `fastsim sweep FILE --out DIR` again"), its lock stayed held for as
