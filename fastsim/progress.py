@@ -31,7 +31,7 @@ class _Lines:
         self.stream.flush()
 
 
-def _interactive(stream) -> bool:
+def interactive(stream) -> bool:
     """A terminal, or a Jupyter kernel's stream (whose bar is a widget)."""
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty()) or type(stream).__module__.startswith("ipykernel")
@@ -42,7 +42,7 @@ def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
     import tqdm
 
     stream, bar = kwargs.pop("file", sys.stderr), tqdm.tqdm
-    if enabled and not _interactive(stream):
+    if enabled and not interactive(stream):
         # leave=True: a log has nothing to clear, and a finished leave=False bar (a sweep's
         # aggregation) left only its first state, "aggregate: 0% 0/24", as if it had stalled
         kwargs.update(file=_Lines(stream), mininterval=LOG_INTERVAL, dynamic_ncols=False,

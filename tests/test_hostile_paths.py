@@ -746,7 +746,7 @@ def test_api_flags_and_paths_are_checked(tmp_path):
                          ((p, tmp_path / "o"), "keep_jobs='no' is invalid")):
         with pytest.raises(ConfigError, match=needle):
             fastsim.sweep(*args, keep_jobs="no")
-    with pytest.raises(ConfigError, match="progress='no' is invalid; allowed: True or False"):
+    with pytest.raises(ConfigError, match="progress='no' is invalid; allowed: True, False or None"):
         fastsim.sweep(p, tmp_path / "o", progress="no")  # it drew progress bars
     assert not (tmp_path / "o").exists()
 

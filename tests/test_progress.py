@@ -75,3 +75,22 @@ def test_a_transient_bar_into_a_log_still_writes_its_last_state():
     bar.close()
     lines = log.getvalue().splitlines()
     assert lines[-1].startswith("aggregate: 100%") and "24/24" in lines[-1], lines
+
+
+def test_the_api_sweep_shows_its_bar_where_stderr_is_a_terminal(tmp_path, monkeypatch):
+    """fastsim.sweep(...) ran in silence for as long as its chunks took (progress=False
+    by default), where fastsim sweep shows a bar.  By default it now shows one on a
+    terminal, and none into a log or a pipe; False and True are kept as given."""
+    import sys
+
+    import fastsim
+
+    p = tmp_path / "s.toml"
+    p.write_text("clusters = 2\nchunk = 1\n[base]\nn_jobs = 8\n[axes]\npolicy = ['none']\n")
+    drawn = {}
+    for out, stream, progress in (("tty", _Terminal(), None), ("log", io.StringIO(), None),
+                                  ("off", _Terminal(), False), ("on", io.StringIO(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        fastsim.sweep(p, tmp_path / out, progress=progress)
+        drawn[out] = "cells 1/1" in stream.getvalue()  # the bar's last state
+    assert drawn == {"tty": True, "log": False, "off": False, "on": True}, drawn

@@ -37,15 +37,18 @@ __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 @known_keywords("fastsim.sweep()")
 def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None = None,
                    seed: int | None = None, backend: str = "local", address: str | None = None,
-                   workers: int | None = None, keep_jobs: bool = False, progress: bool = False):
+                   workers: int | None = None, keep_jobs: bool = False,
+                   progress: bool | None = None):
     """Run a sweep file into ``out`` (resumable, like ``fastsim sweep``) and return its
     aggregated table: one row per cell and metric with ``mean, lo, hi`` (95%) and ``n``.
 
     ``file`` is a path, or the name of a shipped sweep (``"noise"``, ``"headline"``).
     ``clusters``, ``chunk`` and ``seed`` override the file's values; ``backend="dask"``
     runs the chunks on ``address``, or on a local cluster of ``workers`` processes.
-    ``progress``: a bar on stderr.  A first compile of the cells' kernels (10-40 s per
-    scheduler) is said in one line on stderr.
+    ``progress``: a bar on stderr; ``None`` (the default), where stderr is a terminal or a
+    notebook, as ``fastsim sweep`` shows one, and not into a log or a pipe (a script's
+    output, a test's captured stderr).  A first compile of the cells' kernels (10-40 s per
+    scheduler) is said in one line on stderr where there is no bar.
 
     The table's columns: the cell (``cell`` id, ``experiment``, ``label``, ``scheduler``,
     ``policy`` label, ``policy_name``, the ``baseline`` cell it is paired against and its
@@ -66,19 +69,35 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
         if not is_path(value):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path")
     check_file_path(file, "file")
-    check_flags(progress=progress, keep_jobs=keep_jobs)
+    check_flags(keep_jobs=keep_jobs)
+    progress = _progress(progress)
     keep_jobs = plain_scalar(keep_jobs)  # numpy's bool as Python's, as check_run takes it
     grid = load_sweep(sweep_file(file), clusters=clusters, chunk=chunk, seed=seed)
     check_run(grid, backend, workers, keep_jobs, address)  # before the directory is written
     for line in grid.inert_notes(keep_jobs):
         warnings.warn(line, InertSettingWarning, stacklevel=3)
-    # a notebook shows no bar by default, and its first sweep compiled in silence: the
-    # notice without one, said where the CLI's is, after the checks and for what is left
+    # without a bar (progress=False, or stderr a log) a first sweep compiled in silence:
+    # the notice without one, said where the CLI's is, after the checks and for what is left
     with api_words({"--out": "out"}, (file, out)), held_run(
             grid, Path(out), backend=backend, address=address, workers=workers,
             keep_jobs=keep_jobs, progress=progress, announce=not progress) as (store, _):
         aggregate(store, progress=progress)
     return read_summary(Path(out))
+
+
+def _progress(progress) -> bool:
+    """``progress`` as a bool: ``None``, a bar where someone watches stderr.  A sweep
+    of many seconds ran in silence from a terminal's Python under the old default False,
+    where ``fastsim sweep`` shows its bar."""
+    from fastsim.progress import interactive
+    from fastsim.values import plain_scalar
+
+    if progress is None:
+        return interactive(sys.stderr)
+    if not isinstance(plain_scalar(progress), bool):
+        raise ConfigError(f"progress={progress!r} is invalid; allowed: True, False or None "
+                          "(a bar where stderr is a terminal or a notebook)")
+    return bool(plain_scalar(progress))
 
 
 class _CallablePackage(types.ModuleType):
