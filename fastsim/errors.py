@@ -294,6 +294,13 @@ def did_you_mean(word: str, allowed, cutoff: float = 0.6) -> str:
     return f" (did you mean {near}?)" if near is not None else ""
 
 
+def quoted(names) -> str:
+    """``'run', 'global_step'``: names read from a user's file, each quoted as a refusal
+    quotes the one it names, so a space or separator inside one shows (``'job_id;step'``
+    is one column)."""
+    return ", ".join(repr(str(n)) for n in names)
+
+
 def did_you_mean_path(path, candidates) -> str:
     """``did_you_mean`` for a path: of ``candidates`` (paths in ``path``'s directory), the
     one whose name is nearest ``path``'s, written as ``path`` is (``results/reproduce``:

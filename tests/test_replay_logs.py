@@ -549,7 +549,7 @@ def test_read_logs_names_its_own_arguments_and_the_nearest_value(tmp_path):
         read_logs(p, metric="scor")
     text = str(e.value)
     assert "(did you mean score?)" in text and "read_logs(metric=...)" in text, text
-    assert "; allowed: one of score (--metric" in text, text  # not "one of ['score']"
+    assert "; allowed: one of 'score' (--metric" in text, text  # not "one of ['score']"
     with pytest.raises(ConfigError, match=r"^on_duplicate='frist' is invalid; allowed: last, "
                                           r"error$"):
         read_logs(p, on_duplicate="frist")
@@ -618,7 +618,7 @@ def test_a_semicolon_separated_log_is_named_as_one(tmp_path):
     p = tmp_path / "log.csv"
     p.write_text("job_id;step;score\na;1;0.5\na;2;0.4\n")
     with pytest.raises(ConfigError, match=r"log\.csv:1: field 'job_id': missing column; .*"
-                       r"\(found job_id;step;score\)" + hint):
+                       r"\(found 'job_id;step;score'\)" + hint):
         read_logs(p)
     p.write_text("job_id;step;score\na;1;0,5\na;2;0,4\n")  # a decimal comma splits the row
     with pytest.raises(ConfigError, match=r"log\.csv:2: 2 fields, the header has 1; .*" + hint):
@@ -828,7 +828,7 @@ def test_columns_map_a_logs_own_names(tmp_path, capsys):
     p = tmp_path / "my.csv"
     p.write_text(OWN_NAMES)
     one_line(capsys, ["replay", str(p)], "field 'job_id': missing column; allowed: a table "
-             "with columns job_id, step, score (found run, global_step, eval_accuracy), "
+             "with columns job_id, step, score (found 'run', 'global_step', 'eval_accuracy'), "
              "or --columns job_id=COLUMN naming yours")
     assert main(["replay", str(p), "--columns", MAPPED]) == 0
     out = capsys.readouterr().out
@@ -850,7 +850,7 @@ def test_columns_map_a_logs_own_names(tmp_path, capsys):
     ("job=run,step=global_step", "columns job=run: 'job' is not a field replay reads (did "
      "you mean job_id?); allowed: job_id, step, score,"),
     ("job_id=runn,step=global_step", "my.csv:1: columns job_id=runn: the log has no column "
-     "'runn' (did you mean run?); allowed: one of run, global_step, eval_accuracy"),
+     "'runn' (did you mean run?); allowed: one of 'run', 'global_step', 'eval_accuracy'"),
     ("job_id=run,job_id=global_step", "columns: field 'job_id' is mapped twice (job_id=run "
      "and job_id=global_step); allowed: each field once"),
     ("job_id=run,step=run", "columns: column 'run' is mapped twice (job_id=run and "

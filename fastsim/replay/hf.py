@@ -40,7 +40,7 @@ import warnings
 from pathlib import Path
 
 from fastsim.config import PolicyConfig, plain_scalar
-from fastsim.errors import ConfigError, one_line
+from fastsim.errors import ConfigError, one_line, quoted
 from fastsim.io import atomic_write_bytes
 from fastsim.replay.logs import MAX_SCORE, default_higher_is_better
 from fastsim.replay.monitor import Decision, StopMonitor, is_real_scalar
@@ -257,7 +257,7 @@ class StopPolicyCallback(_TrainerCallback):
         if self.metric not in metrics and not self._warned_missing:
             self._warned_missing = True
             _warn(f"{type(self).__name__}: metric {self.metric!r} not in the evaluation "
-                          f"metrics ({', '.join(sorted(metrics))}); such evaluations are "
+                          f"metrics ({quoted(sorted(metrics))}); such evaluations are "
                           "skipped",
                           stacklevel=2)
         d = self._observe(int(state.global_step), metrics, _train_loss(getattr(state, "log_history", None)))

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import is_path, plain_scalar
-from fastsim.errors import ConfigError, did_you_mean, known_keywords
+from fastsim.errors import ConfigError, did_you_mean, known_keywords, quoted
 from fastsim.io import (LOCK_NOTICE_S, JSONError, check_regular, decode_utf8, file_kind,
                         loads_json, read_parquet_table)
 from fastsim.kernels.codes import JOB_TYPE_LABELS
@@ -989,7 +989,7 @@ def _map_columns(df: pl.DataFrame, path: Path, fmt: str, columns: dict[str, str]
                               "Parquet), or score=EVAL_NAME (the metric) alone")
         if col not in found:
             raise ConfigError(f"{path}:1: columns {field}={col}: the log has no column {col!r}"
-                              f"{did_you_mean(col, found)}; allowed: one of {', '.join(found)}")
+                              f"{did_you_mean(col, found)}; allowed: one of {quoted(found)}")
         if field in found and field not in columns.values():
             raise ConfigError(f"{path}:1: columns {field}={col}: the log has a column "
                               f"{field!r} too; allowed: a field the log does not name itself")
@@ -1029,7 +1029,7 @@ def _check_columns(df: pl.DataFrame, path: Path, metric: str) -> None:
     for field in ("job_id", "step"):
         if field not in df.columns:
             raise ConfigError(f"{path}:1: field {field!r}: missing column; allowed: a table with "
-                              f"columns job_id, step, score (found {', '.join(found)})"
+                              f"columns job_id, step, score (found {quoted(found)})"
                               # one column read from a line of them: a separator, not a name
                               + (tsv or f", or --columns {field}=COLUMN naming yours "
                                  "(read_logs(columns=...))"))
@@ -1042,7 +1042,7 @@ def _check_columns(df: pl.DataFrame, path: Path, metric: str) -> None:
         metrics = [c for c in df.columns if c not in ("line", "job_id", "step")]
         raise ConfigError(f"{path}:1: field {metric!r}: missing column"
                           f"{did_you_mean(str(metric), metrics)}; allowed: one of "
-                          f"{', '.join(metrics)} "
+                          f"{quoted(metrics)} "
                           "(--metric, or read_logs(metric=...))")
     if df.height == 0:
         raise ConfigError(f"{path}: no rows; allowed: at least one evaluation")
