@@ -9,7 +9,10 @@ the variable with this module before anything imports numba (``fastsim.cli``), a
 ``NUMBA_THREADING_LAYER`` too: numba loads the layer when it first launches its threads,
 a traceback then (a name it does not know, or ``tbb`` without TBB installed).  Checking
 that a layer loads means loading it, so numba is imported here when, and only when, the
-variable names a layer."""
+variable names a layer.
+
+``NUMBA_OPT`` too: numba reads it when first imported, and a value it does not take was a
+multi-line warning with its traceback, the run going on at numba's default level."""
 import os
 
 MAX_THREADS = max(1024, os.cpu_count() or 1)
@@ -35,7 +38,8 @@ def threads_variable_error() -> str | None:
 
 def numba_variables_error() -> str | None:
     """What is wrong with the numba variables fastsim cannot run under, as one line: the
-    threads' (``threads_variable_error``), then ``NUMBA_DISABLE_JIT``.  Set (numba reads
+    threads' (``threads_variable_error``), then ``NUMBA_DISABLE_JIT``, then ``NUMBA_OPT``
+    (``opt_variable_error``).  ``NUMBA_DISABLE_JIT`` set (numba reads
     any integer but 0 as on), the kernels were plain Python functions, and their
     decoration failed with an AttributeError traceback; uncompiled, their 64-bit integer
     arithmetic (the counter-based random draws) would not wrap as compiled code does."""
@@ -50,7 +54,21 @@ def numba_variables_error() -> str | None:
     if on:
         return (f"NUMBA_DISABLE_JIT={value!r} is invalid; allowed: 0 or unset (fastsim's "
                 "kernels run compiled)")
-    return None
+    return opt_variable_error()
+
+
+# the values numba takes (numba.core.config._process_opt_level), exactly: " 3" is not one
+OPT_LEVELS = ("0", "1", "2", "3", "max")
+
+
+def opt_variable_error() -> str | None:
+    """What is wrong with ``NUMBA_OPT``, as one line; None if it is unset or one of
+    ``OPT_LEVELS``."""
+    value = os.environ.get("NUMBA_OPT")
+    if value is None or value in OPT_LEVELS:
+        return None
+    return (f"NUMBA_OPT={value!r} is invalid; allowed: {', '.join(OPT_LEVELS)} (numba's "
+            "optimisation levels), or unset (3)")
 
 
 # numba's layers, and its kinds that pick one (numba.np.ufunc.parallel._launch_threads)

@@ -473,6 +473,24 @@ def test_numba_with_its_compiler_off_is_one_line(tmp_path, value):
     assert off.returncode == 0 and off.stderr == ""
 
 
+@pytest.mark.parametrize("value", ["abc", " 3", ""])
+def test_an_optimisation_level_numba_does_not_take_is_one_line(tmp_path, value):
+    """NUMBA_OPT=abc was numba's multi-line warning with its traceback, and the run went
+    on at its default level."""
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
+                       env={**os.environ, "NUMBA_OPT": value}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"fastsim: error: NUMBA_OPT={value!r} is invalid; allowed: 0, 1, 2, 3, max (numba's "
+        "optimisation levels), or unset (3)"]
+    assert not list(tmp_path.iterdir())
+    ok = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"],
+                        capture_output=True, text=True,
+                        env={**os.environ, "NUMBA_OPT": "max"}, timeout=120)
+    assert ok.returncode == 0 and ok.stderr == ""
+
+
 def test_a_threading_layer_numba_does_not_know_is_one_line(tmp_path):
     """numba loads NUMBA_THREADING_LAYER at its first thread launch: 'bogus' was its
     ValueError traceback from fastsim run's memory check."""
