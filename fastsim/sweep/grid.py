@@ -168,7 +168,7 @@ class Grid:
     def hash(self) -> str:
         """Of ``canonical()``; cached, as every chunk's record is checked against it (the
         grid is frozen)."""
-        return hashlib.sha256(_canonical_json(self.canonical()).encode()).hexdigest()
+        return grid_hash(self.canonical())
 
     @cached_property
     def code(self) -> dict[str, Any]:
@@ -199,6 +199,12 @@ def code_of(configs: Iterable[SimConfig]) -> dict[str, Any]:
             user[ref] = R.source_sha256(m.fn)
     return {"fastsim": fastsim.__version__, "fastsim_sha256": package_sha256(),
             "user": dict(sorted(user.items()))}
+
+
+def grid_hash(canonical: dict[str, Any]) -> str:
+    """The hash of a grid's ``canonical()`` (``Grid.hash``), or of a manifest's ``grid``,
+    which a reader of a finished sweep checks against the hash the manifest names."""
+    return hashlib.sha256(_canonical_json(canonical).encode()).hexdigest()
 
 
 def _canonical_json(obj: Any) -> str:

@@ -487,6 +487,38 @@ def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int, older: bool = Fal
                     and type(e.get("rows")) is int for e in rec["files"].values()))
 
 
+def max_chunk_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
+    """The most bytes a file of a chunk of ``n_clusters`` clusters of this workload size
+    holds (``SweepStore.chunk_max_bytes``)."""
+    from fastsim.memory import simulate_bytes
+
+    return (CHUNK_SLACK_BYTES + simulate_bytes(n_clusters, n_jobs, n_evals, True)
+            + n_clusters * n_jobs * 250)
+
+
+def _file_error(p: Path, entry: dict, limit: int) -> str | None:
+    """Why chunk file ``p`` is not the one its record's ``entry`` lists (its SHA-256 and
+    row count), read no further than ``limit`` bytes; None if it is.  The check of resume
+    (``SweepStore.check``) and of every reader of a finished sweep (``verify_finished``)."""
+    try:
+        data = _read_regular(p, limit)
+    except OSError as exc:
+        return f"{p}: {exc.strerror or exc}"
+    if _sha256(data) != entry.get("sha256"):
+        return f"{p}: checksum mismatch (damaged or replaced)"
+    try:  # the footer's row count against the record's (an edited record)
+        footer = pq.read_metadata(io.BytesIO(data))
+    except (OSError, ValueError, pa.ArrowException):
+        return f"{p}: not a readable Parquet file"
+    if footer.num_rows != entry["rows"]:
+        return f"{p}: {footer.num_rows} rows, its record says {entry['rows']}"
+    if PAGE_CHECKSUMS_KEY.encode() not in (footer.metadata or {}):
+        # an older fastsim's (this grid's, by code taken to be this one's: see the
+        # module docstring): rewritten, the same values with checksums
+        return f"{p}: has no page checksums (an older fastsim's)"
+    return None
+
+
 def _code_ok(code: Any, grid: Grid | None = None) -> bool:
     """Whether a manifest's or record's ``code`` has the form of ``Grid.code`` (without
     ``fastsim_sha256`` if written before fastsim's source was recorded) and, given the
@@ -723,7 +755,7 @@ class SweepStore:
         return {
             "format": FORMAT_VERSION, "name": g.name, "title": g.title, "source": g.source,
             "grid_hash": g.hash, "code": g.code, "axes": list(g.axes),
-            "cells": [{"id": c.id, "label": c.label, "baseline": c.baseline} for c in g.cells],
+            "cells": _cells_field(g),
             "grid": g.canonical(), TABLES: {},  # none aggregated yet (``write_aggregated``)
         }
 
@@ -760,11 +792,8 @@ class SweepStore:
         computed it (``fastsim.memory.simulate_bytes``, per-job records and their Parquet
         bytes counted), and ``CHUNK_SLACK_BYTES``.  A larger file at its name (a sparse
         100 GB file) was read whole into memory to be hashed, on every resume."""
-        from fastsim.memory import simulate_bytes
-
         w, (_, n) = self._workloads[cell_id], self.grid.chunk_range(index)
-        return (CHUNK_SLACK_BYTES + simulate_bytes(n, w.n_jobs, w.n_evals, True)
-                + n * w.n_jobs * 250)
+        return max_chunk_bytes(n, w.n_jobs, w.n_evals)
 
     def cell_dir(self, cell_id: str) -> Path:
         return cell_dir(self.root, cell_id)
@@ -814,22 +843,9 @@ class SweepStore:
             entry = rec["files"].get(p.name)
             if entry is None:
                 return "missing" if kind == "jobs" else f"{rp}: does not list {p.name}"
-            try:
-                data = _read_regular(p, self.chunk_max_bytes(cell_id, index))
-            except OSError as exc:
-                return f"{p}: {exc.strerror or exc}"
-            if _sha256(data) != entry.get("sha256"):
-                return f"{p}: checksum mismatch (damaged or replaced)"
-            try:  # the footer's row count against the record's (an edited record)
-                footer = pq.read_metadata(io.BytesIO(data))
-            except (OSError, ValueError, pa.ArrowException):
-                return f"{p}: not a readable Parquet file"
-            if footer.num_rows != entry["rows"]:
-                return f"{p}: {footer.num_rows} rows, its record says {entry['rows']}"
-            if PAGE_CHECKSUMS_KEY.encode() not in (footer.metadata or {}):
-                # an older fastsim's (this grid's, by code taken to be this one's: see the
-                # module docstring): rewritten, the same values with checksums
-                return f"{p}: has no page checksums (an older fastsim's)"
+            why = _file_error(p, entry, self.chunk_max_bytes(cell_id, index))
+            if why is not None:
+                return why
         return None
 
     def is_done(self, cell_id: str, index: int, keep_jobs: bool = False) -> bool:
@@ -1212,8 +1228,11 @@ def _manifest_of_this_grid(root: Path, grid: Grid, whole: Path | None, path: Pat
     # its hash is this grid's, so the rest is what ``manifest()`` writes for it: a grid
     # that is not the one the hash is of, or no name (``fastsim figures`` knows a sweep
     # by it), is damage, rewritten as a damaged manifest is rebuilt
+    # (its axes and cells too, which readers check against its grid and tables)
     bad = [f for f, ok in (("grid", old.get("grid") == grid.canonical()),
-                           ("name", isinstance(old.get("name"), str))) if not ok]
+                           ("name", isinstance(old.get("name"), str)),
+                           ("axes", old.get("axes") == list(grid.axes)),
+                           ("cells", old.get("cells") == _cells_field(grid))) if not ok]
     if bad and current:
         return None, (f"{path}: damaged sweep manifest (it names this grid's hash, "
                       f"{grid.hash[:12]}, but its {' and '.join(bad)} "
@@ -1235,6 +1254,11 @@ def _manifest_of_this_grid(root: Path, grid: Grid, whole: Path | None, path: Pat
                      f"{grid.source} {grid.name!r}: it records {grid.name!r} from now "
                      "on (fastsim figures knows a sweep by its name)")
     return old, None
+
+
+def _cells_field(grid: Grid) -> list[dict[str, Any]]:
+    """The manifest's ``cells``: each cell's id, label and baseline, in grid order."""
+    return [{"id": c.id, "label": c.label, "baseline": c.baseline} for c in grid.cells]
 
 
 def _manifest_of_other_grid(root: Path, grid: Grid, whole: Path | None, path: Path,
