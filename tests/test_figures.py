@@ -642,7 +642,8 @@ def test_a_policy_parameter_drawn_as_columns_keeps_one_colour_across_them(
 def test_a_manifest_without_its_cells_configs_is_refused_naming_it(own_sweeps, tmp_path,
                                                                      capsys):
     """grid.cells without their config (an edited or damaged sweep.json) was a KeyError
-    traceback from the policies' colours; now one line naming the file."""
+    traceback from the policies' colours; now one line naming the file (its grid is not
+    the one its hash is of: ``fastsim.sweep.finished``)."""
     import json
     import shutil
 
@@ -653,7 +654,8 @@ def test_a_manifest_without_its_cells_configs_is_refused_naming_it(own_sweeps, t
         del cell["config"]
     (d / "sweep.json").write_text(json.dumps(m))
     one_line(capsys, ["figures", str(d), "--out", str(tmp_path / "f"), "--formats", "png"],
-             f"{d / 'sweep.json'}: damaged (grid.cells is not a list of cells")
+             f"{d / 'sweep.json'}: damaged (its grid field is not clusters, chunk, seed "
+             "and a list of cells with their configs)")
 
 
 def test_a_sweep_of_a_newer_format_is_not_drawn(own_sweeps, tmp_path, capsys):
@@ -711,14 +713,18 @@ def test_ones_own_sweeps_figure_reads_the_manifest_through_the_stores_reader(
         assert self.name != "sweep.json", f"{self} read by hand"
         return read_text(self, *args, **kwargs)
     monkeypatch.setattr(pathlib.Path, "read_text", no_hand_reading)
+    import fastsim.sweep.finished as finished
+
     reads, read_json = [], store._read_json
-    monkeypatch.setattr(store, "_read_json", lambda path, *a: (reads.append(Path(path).name),
-                                                               read_json(path, *a))[1])
+    for module in (store, finished):  # finished: the verification of a finished sweep's
+        monkeypatch.setattr(module, "_read_json", lambda path, *a: (
+            reads.append(Path(path).name), read_json(path, *a))[1])
     d = own_sweeps / "kp"
     p = own_sweep.plan(d, where=["k=2"])
     assert isinstance(p, dict), p
-    # one by the summary's checksum (sweep_table), one by the plan
-    assert reads.count("sweep.json") == 2, reads
+    # by the plan: its manifest, and the checksum of its cells.parquet (the axes and cells
+    # are checked against it) and its summary's
+    assert reads.count("sweep.json") == 3, reads
     assert draw_all(d, tmp_path / "a", formats=("png",), log=lambda line: None)
 
 

@@ -228,10 +228,24 @@ def test_an_empty_sweep_file_is_refused_not_run_as_the_defaults(tmp_path, capsys
     assert not (tmp_path / "o").exists()
 
 
+def _manifest(d, name="k_sweep") -> str:
+    """A manifest of a grid of no cell, as an older fastsim wrote it (no table hashes), so
+    that its tables are checked as tables; the grid's hash."""
+    import json
+
+    from fastsim.sweep.grid import grid_hash
+
+    grid = {"clusters": 1, "chunk": 1, "seed": 0, "cells": []}
+    (d / "sweep.json").write_text(json.dumps({
+        "format": 3, "name": name, "grid_hash": grid_hash(grid), "axes": [], "cells": [],
+        "grid": grid}))
+    return grid_hash(grid)
+
+
 def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
     d = tmp_path / "r"
     d.mkdir()
-    (d / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "h"}')
+    _manifest(d)
     pl.DataFrame({"x": list(range(1000))}).write_parquet(d / "summary.parquet")
     data = (d / "summary.parquet").read_bytes()
     (d / "summary.parquet").write_bytes(data[:len(data) // 2])
@@ -245,7 +259,7 @@ def test_figures_refuse_a_damaged_table_by_name(tmp_path, capsys):
 def test_figures_refuse_a_damaged_page_and_two_copies_of_one_sweep(tmp_path, capsys):
     d = tmp_path / "r"
     (d / "a").mkdir(parents=True)
-    (d / "a" / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "h"}')
+    h = _manifest(d / "a")
     # fastsim's writer: a table without page checksums is refused before its pages are read
     write_parquet(pl.DataFrame({"x": [float(i) for i in range(5000)]}), d / "a" / "summary.parquet")
     data = bytearray((d / "a" / "summary.parquet").read_bytes())
@@ -256,7 +270,7 @@ def test_figures_refuse_a_damaged_page_and_two_copies_of_one_sweep(tmp_path, cap
     one_line(capsys, ["figures", str(d), "--formats", "png"], "summary.parquet: damaged")
     (d / "a" / "summary.parquet").write_bytes(good)
     one_line(capsys, ["figures", str(d), "--formats", "png"], "it names no grid")
-    _tagged(pl.read_parquet(d / "a" / "summary.parquet"), d / "a" / "summary.parquet", "h")
+    _tagged(pl.read_parquet(d / "a" / "summary.parquet"), d / "a" / "summary.parquet", h)
     (d / "b").mkdir()  # a backup copy: which one is meant is not for figures to guess
     for name in ("sweep.json", "summary.parquet"):
         (d / "b" / name).write_bytes((d / "a" / name).read_bytes())
@@ -276,10 +290,10 @@ def test_figures_refuse_a_table_aggregated_from_another_grid(tmp_path, capsys):
     refused by both hashes, not drawn as this sweep's."""
     d = tmp_path / "r"
     d.mkdir()
-    (d / "sweep.json").write_text('{"name": "k_sweep", "grid_hash": "aaaaaaaaaaaaaaaa"}')
+    h = _manifest(d)
     _tagged(pl.DataFrame({"x": [1.0]}), d / "summary.parquet", "bbbbbbbbbbbbbbbb")
     one_line(capsys, ["figures", str(d), "--formats", "png"],
-             "it is of grid bbbbbbbbbbbb, but the manifest beside it is grid aaaaaaaaaaaa")
+             f"it is of grid bbbbbbbbbbbb, but the manifest beside it is grid {h[:12]}")
     assert not (d / "figures").exists()
 
 

@@ -36,7 +36,7 @@ from fastsim.summary import CellSummary, few_clusters_note, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import parquet_bytes
-from fastsim.sweep.store import GRID_KEY, RERUN, SweepStore, read_sweep_table
+from fastsim.sweep.store import GRID_KEY, MANIFEST, RERUN, SweepStore, read_sweep_table
 from fastsim.progress import progress_bar
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
@@ -210,12 +210,18 @@ def require_none_baseline(table: pl.DataFrame, what: str) -> None:
 
 def read_summary(path: str | Path) -> pl.DataFrame:
     """The aggregated table of a sweep directory (or the file itself), checked against
-    the SHA-256 its manifest records and its pages verified; one without page checksums
-    (an older fastsim's) is refused, naming it."""
+    the SHA-256 its manifest records and its pages verified, once the sweep beside it is
+    (``fastsim.sweep.finished``); one without page checksums (an older fastsim's) is
+    refused, naming it."""
     if isinstance(path, str) and not is_path(path):
         raise ConfigError(f"path={path!r} is invalid; allowed: a sweep directory or its "
                           "summary.parquet")
     p = Path(path)
-    return read_sweep_table(p / "summary.parquet" if p.is_dir() else p,
-                            "a sweep's --out directory, or its summary.parquet, as this "
-                            f"fastsim writes it: {RERUN}")
+    table = p / "summary.parquet" if p.is_dir() else p
+    allowed = ("a sweep's --out directory, or its summary.parquet, as this fastsim writes "
+               f"it: {RERUN}")
+    if (table.parent / MANIFEST).exists():  # a table copied out alone is read unchecked
+        from fastsim.sweep.finished import verify_finished
+
+        verify_finished(table.parent, allowed)
+    return read_sweep_table(table, allowed)

@@ -84,39 +84,21 @@ def _damaged(path: Path, why: str, allowed: str = SWEEP_OUTPUT):
 
 
 def read_manifest(sweep: Path) -> dict:
-    """The manifest (``sweep.json``) of the sweep in directory ``sweep``, read by the
-    store's reader (a regular file, not huge, not nested past the parser, JSON, an
-    object); a damaged one is refused naming it."""
-    import errno
+    """The manifest (``sweep.json``) of the finished sweep in directory ``sweep``, checked
+    against itself and its tables (``fastsim.sweep.finished``: the chunks too are checked
+    once, by ``find_sources``); a damaged or edited one is refused naming the file and
+    what is wrong."""
+    from fastsim.sweep.finished import finished_manifest
 
-    from fastsim.io import JSONError
-    from fastsim.sweep.store import (MANIFEST, MANIFEST_MAX_BYTES, _read_json,
-                                     check_format_readable)
-
-    manifest = Path(sweep) / MANIFEST
-    try:  # not a regular file (a named pipe would block the read), or huge: read no further
-        m = _read_json(manifest, MANIFEST_MAX_BYTES)
-    except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise _damaged(manifest, f"{why}, which no sweep's manifest is"
-                       if exc.errno == errno.EFBIG else why) from None
-    except ValueError as exc:  # a JSONError (fastsim.io.loads_json): said in its words
-        why = f"not valid JSON: {exc}" if isinstance(exc, JSONError) else type(exc).__name__
-        raise _damaged(manifest, why) from None
-    if not isinstance(m, dict):
-        raise _damaged(manifest, "TypeError")
-    # a newer fastsim's sweep was drawn as if this one had written it
-    check_format_readable(manifest, m, "or run the sweep again with this one")
-    return m
+    return finished_manifest(Path(sweep), SWEEP_OUTPUT)
 
 
 def _read_manifest(manifest: Path) -> tuple[str, str]:
-    """The sweep's name and grid hash."""
-    m = read_manifest(manifest.parent)
-    try:
-        return str(m["name"]), str(m["grid_hash"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _damaged(manifest, type(exc).__name__) from None
+    """The sweep's name and grid hash, once the sweep and its results are verified."""
+    from fastsim.sweep.finished import verify_finished
+
+    m = verify_finished(manifest.parent, SWEEP_OUTPUT)
+    return m["name"], m["grid_hash"]
 
 
 def _check_table(path: Path, grid_hash: str | None = None,
