@@ -254,7 +254,7 @@ def test_figures_of_a_damaged_table_is_one_line(tmp_path, capsys, damage, needle
     # a list or table where a name goes: 'unhashable type' tracebacks
     ("sgd", "kind = [1]", "kind=[1] is invalid; allowed: least_squares, logistic"),
     ("sgd", "cost_dist = {a = 1}", "cost_dist={a = 1} is invalid"),
-    ("grpo", 'arms = ["uniform", ["x"]]', "starting with 'uniform'")])
+    ("grpo", 'arms = ["uniform", ["x"]]', "starting with uniform")])
 def test_a_costaware_number_given_as_text_or_a_bool_is_refused(tmp_path, capsys, experiment,
                                                                line, said):
     # float() read true as 1.0 (run silently) and "300" as 300, which reached the kernels
@@ -431,7 +431,7 @@ def test_grpo_arms_that_are_no_list_are_refused(tmp_path, capsys, text):
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     one_line(capsys, ["costaware", "sweep", str(bad), "--out", str(tmp_path / "o")],
-             "starting with 'uniform' (the baseline)")
+             "starting with uniform (the baseline)")
     assert not (tmp_path / "o").exists()
 
 
