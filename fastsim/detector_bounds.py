@@ -25,8 +25,11 @@ used here is the label (to score) and, for the noiseless oracle, the gold curve.
 """
 from __future__ import annotations
 
+import functools
 import math
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import polars as pl
 from scipy.special import ndtr, ndtri
@@ -59,13 +62,18 @@ def _whiten(x: np.ndarray, rho: float) -> np.ndarray:
     return out
 
 
+ROWS = 512  # jobs per block of ``log_marginal``: a block's grid (ROWS x 720 floats) stays in cache
+
+
 def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: int | None = None,
                  n_run: int | None = None, n_ustar: int = 60, n_sigma: int = 12) -> np.ndarray:
     """``log p(scores 1..upto | class)`` of each job ``[N]`` (up to a constant shared by
     both classes): ``u*`` on a grid, the height integrated exactly over its uniform prior
     (the score is linear in it), the per-job noise on ``n_sigma`` quantiles of its
     log-normal.  ``n_run``: the evaluations in the run (default ``cfg.n_evals``), which
-    places each evaluation in the run."""
+    places each evaluation in the run.  The grid is integrated in blocks of ``ROWS`` jobs
+    on numba's threads (NumPy and SciPy release the GIL): each job's row is the same
+    arithmetic in any block on any thread, so the result does not depend on either."""
     n = score.shape[-1] if upto is None else upto
     r = _whiten(score[:, :n], cfg.noise_rho)
     q = _whiten(_shapes(cfg, hacking, n_ustar, n_run or cfg.n_evals)[:, :n], cfg.noise_rho)
@@ -73,41 +81,74 @@ def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: in
     rq = r @ q.T
     qq = (q * q).sum(1)[None, :]
     h_hat = rq / qq
-    a, b = cfg.height
     s = cfg.sigma_spread
     quantiles = ndtri((np.arange(n_sigma) + 0.5) / n_sigma) if s > 0 else np.zeros(1)
-    out = np.empty((score.shape[0], q.shape[0], quantiles.size))
-    for i, zq in enumerate(quantiles):
-        sig = max(cfg.sigma, 1e-6) * math.exp(s * zq - 0.5 * s * s)
+    sigs = [max(cfg.sigma, 1e-6) * math.exp(s * zq - 0.5 * s * s) for zq in quantiles]
+    # one block when there are no jobs: the reduction then refuses them, as it always did
+    blocks = [slice(i, i + ROWS) for i in range(0, max(score.shape[0], 1), ROWS)]
+    with ThreadPoolExecutor(min(numba.get_num_threads(), len(blocks))) as pool:
+        return np.concatenate(list(pool.map(
+            lambda rows: _log_mean_likelihood(rr[rows], rq[rows], h_hat[rows], qq, n, sigs,
+                                              cfg.height), blocks)))
+
+
+def _log_mean_likelihood(rr: np.ndarray, rq: np.ndarray, h_hat: np.ndarray, qq: np.ndarray,
+                         n: int, sigs: list[float], height: tuple[float, float]) -> np.ndarray:
+    """``log_marginal`` of a block of jobs ``[B]`` from its sums (``rr [B, 1]``, ``rq`` and
+    the least-squares height ``h_hat [B, G]``, ``qq [1, G]``): the likelihood's log-mean
+    over the ``u*`` grid and the noise quantiles ``sigs``, the height ``height``'s uniform
+    prior integrated exactly."""
+    a, b = height
+    # what does not depend on the noise level, once (the same values the loop used)
+    to_b, to_a, misfit = b - h_hat, a - h_hat, -(rr - rq * h_hat)
+    out = np.empty((rr.shape[0], qq.shape[1], len(sigs)))
+    for i, sig in enumerate(sigs):
         sd = sig / np.sqrt(qq)  # posterior sd of the height
-        mass = ndtr((b - h_hat) / sd) - ndtr((a - h_hat) / sd)
-        out[:, :, i] = (-(rr - rq * h_hat) / (2 * sig * sig) - n * math.log(sig)
+        mass = ndtr(to_b / sd) - ndtr(to_a / sd)
+        out[:, :, i] = (misfit / (2 * sig * sig) - n * math.log(sig)
                         + np.log(np.maximum(mass, 1e-300)) + np.log(sd))
-    out = out.reshape(score.shape[0], -1)
+    out = out.reshape(rr.shape[0], -1)
     m = out.max(1, keepdims=True)
     return m[:, 0] + np.log(np.exp(out - m).mean(1))
 
 
+def marginals(score: np.ndarray, cfg: WorkloadConfig, **grid: int):
+    """``log_marginal`` of ``score`` under ``cfg`` as a function of ``(hacking, upto,
+    n_run)`` that computes each grid once: the offline posterior is also the online one
+    at the last evaluation and the unknown-run one's first term."""
+    @functools.cache
+    def once(hacking: bool, upto: int, n_run: int) -> np.ndarray:
+        return log_marginal(score, cfg, hacking, upto, n_run, **grid)
+    return lambda hacking, upto=None, n_run=None: once(
+        hacking, score.shape[-1] if upto is None else upto, n_run or cfg.n_evals)
+
+
+def _posterior(log_hacking: np.ndarray, log_healthy: np.ndarray, cfg: WorkloadConfig) -> np.ndarray:
+    prior = math.log(cfg.base_rate) - math.log1p(-cfg.base_rate)
+    return 1.0 / (1.0 + np.exp(-(log_hacking - log_healthy + prior)))
+
+
 def bayes_posterior(score: np.ndarray, cfg: WorkloadConfig, upto: int | None = None,
-                    **grid: int) -> np.ndarray:
+                    marginal=None, **grid: int) -> np.ndarray:
     """``P(hacking | scores 1..upto)`` of each RLHF job ``[N, E]`` under ``cfg``'s model
     (a bound, not a detector: see the module docstring); ``grid``: ``log_marginal``'s
-    ``n_ustar`` and ``n_sigma``."""
-    prior = math.log(cfg.base_rate) - math.log1p(-cfg.base_rate)
-    return 1.0 / (1.0 + np.exp(-(log_marginal(score, cfg, True, upto, **grid)
-                                 - log_marginal(score, cfg, False, upto, **grid) + prior)))
+    ``n_ustar`` and ``n_sigma``; ``marginal``: a ``marginals`` of the same score, to share
+    its grids."""
+    lm = marginal or marginals(score, cfg, **grid)
+    return _posterior(lm(True, upto), lm(False, upto), cfg)
 
 
-def bayes_posterior_unknown_run(score: np.ndarray, cfg: WorkloadConfig, factor: int = 3) -> np.ndarray:
+def bayes_posterior_unknown_run(score: np.ndarray, cfg: WorkloadConfig, factor: int = 3,
+                                marginal=None) -> np.ndarray:
     """``bayes_posterior`` after all ``E`` evaluations without knowing that they are all,
     so without knowing where in the run each sits: the run length uniform over
     ``E .. factor E`` evaluations (what an online rule knows at its ``E``-th evaluation,
     with the model's priors)."""
+    lm = marginal or marginals(score, cfg)
     runs = range(cfg.n_evals, factor * cfg.n_evals + 1)
-    lh = np.logaddexp.reduce([log_marginal(score, cfg, True, n_run=m) for m in runs], axis=0)
-    lo = np.logaddexp.reduce([log_marginal(score, cfg, False, n_run=m) for m in runs], axis=0)
-    prior = math.log(cfg.base_rate) - math.log1p(-cfg.base_rate)
-    return 1.0 / (1.0 + np.exp(-(lh - lo + prior)))
+    lh = np.logaddexp.reduce([lm(True, n_run=m) for m in runs], axis=0)
+    lo = np.logaddexp.reduce([lm(False, n_run=m) for m in runs], axis=0)
+    return _posterior(lh, lo, cfg)
 
 
 def threshold_at_precision(stat: np.ndarray, hacking: np.ndarray, target: float) -> float:
@@ -159,14 +200,15 @@ def bounds(sigmas, n_clusters: int = 50, seed: int = 0, target: float = 0.95,
         score, hacking = w.score[scope], w.hacking[scope]
         cluster = np.broadcast_to(w.cluster_ids[:, None], scope.shape)[scope]
         train, test = cluster % 2 == 0, cluster % 2 == 1
-        offline = bayes_posterior(score, cfg)
+        lm = marginals(score, cfg)
+        offline = bayes_posterior(score, cfg, marginal=lm)
         thr = threshold_at_precision(offline[train], hacking[train], target)
         rows.append(_scored("offline Bayes", sigma, offline >= thr, hacking, cluster, test, target))
         # online: the running maximum of the posterior over evaluations 3..E fires first
-        online = np.max([bayes_posterior(score, cfg, e) for e in range(3, cfg.n_evals + 1)], axis=0)
+        online = np.max([bayes_posterior(score, cfg, e, lm) for e in range(3, cfg.n_evals + 1)], axis=0)
         thr = threshold_at_precision(online[train], hacking[train], target)
         rows.append(_scored("online Bayes", sigma, online >= thr, hacking, cluster, test, target))
-        unknown = bayes_posterior_unknown_run(score, cfg)
+        unknown = bayes_posterior_unknown_run(score, cfg, marginal=lm)
         thr = threshold_at_precision(unknown[train], hacking[train], target)
         rows.append(_scored("offline Bayes, run length unknown", sigma, unknown >= thr, hacking,
                             cluster, test, target))

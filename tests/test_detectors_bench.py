@@ -86,6 +86,37 @@ def test_bounds_rows_have_intervals_and_n():
         assert (b[f"{m}_lo"] <= b[m]).all() and (b[m] <= b[f"{m}_hi"]).all()
 
 
+@pytest.mark.parametrize("workload", [{}, {"noise_rho": 0.3, "sigma_spread": 0.0, "base_rate": 0.3}])
+def test_bounds_grid_in_blocks_on_threads_equals_one_pass(monkeypatch, workload):
+    """The likelihood grid integrated in blocks of jobs on 1 or 2 threads, and shared
+    between the bounds, is bit for bit the one-pass reference's."""
+    import numba
+
+    from fastsim import detector_bounds as bounds
+    import detector_bounds_reference as ref  # tests/ is on sys.path
+
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.05, **workload).workload
+    w = generate_workload(cfg, 3, seed=2)
+    score = w.score[w.job_type == RLHF]
+    monkeypatch.setattr(bounds, "ROWS", 7)  # many blocks, the last one short
+    assert score.shape[0] % 7 and score.shape[0] > 14
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            lm = bounds.marginals(score, cfg)
+            for hacking in (True, False):
+                for upto, n_run in ((None, None), (3, None), (None, 2 * cfg.n_evals)):
+                    assert np.array_equal(bounds.log_marginal(score, cfg, hacking, upto, n_run),
+                                          ref.log_marginal(score, cfg, hacking, upto, n_run))
+            assert np.array_equal(bounds.bayes_posterior(score, cfg, marginal=lm),
+                                  ref.bayes_posterior(score, cfg))
+            assert np.array_equal(bounds.bayes_posterior(score, cfg, 4, lm),
+                                  ref.bayes_posterior(score, cfg, 4))
+    finally:
+        numba.set_num_threads(before)
+
+
 def test_mcnemar_p():
     from fastsim.stats import mcnemar_p
 
