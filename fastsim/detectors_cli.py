@@ -190,9 +190,9 @@ def _cmd(args: argparse.Namespace) -> int:
     n = args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
     if sys.stderr.isatty():  # as the progress bars: on a terminal only
-        # --quick: 2.6 CPU-minutes, 2 of them the bounds' NumPy on one core (so about 2.5
-        # minutes on idle cores); 5-8 minutes on a busy 2-core machine, numba's cache warm
-        # or empty
+        # --quick: 1.5 CPU-minutes (90 s, 2.2 before the bounds shared their grids and ran
+        # on numba's threads); 2.8 minutes on a busy 2-core machine (load 6), numba's cache
+        # warm (docs/performance.md, "The detector bounds")
         print(f"fastsim detectors: {len(SIGMAS)} noise levels x {len(rates)} base rate(s) at "
               f"{n} clusters, then the bounds at {len(TABLE_SIGMAS)} noise levels (the slower "
               f"part; {'2-8 minutes' if args.quick else 'several minutes'} on 2 cores by "
