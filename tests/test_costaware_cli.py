@@ -373,6 +373,9 @@ def test_bad_sweep_file(tmp_path):
      'experiment = "sgd", which has no bias budget; allowed: gamma_fracs with experiment = '
      '"subset" only'),
     ('experiment = "grpo"\ngamma_fracs = [0.1]\n', 'experiment = "grpo", which has no'),
+    # a name of the user's file shows as one name, quoted: unquoted, "n steps" read as two
+    ('experiment = "grpo"\n[base]\n"n steps" = 3\n', "unknown GRPO field(s) 'n steps'; "),
+    ('experiment = "sgd"\n[axes]\n"lr, x" = [1]\n', "unknown field(s) 'lr, x'; "),
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, text, needle):
     """These were tracebacks (AttributeError, TypeError; an empty gamma_fracs a polars

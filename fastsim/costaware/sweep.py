@@ -41,7 +41,8 @@ from fastsim.costaware.sgd import (ProblemConfig, SGDConfig, config_columns, mak
 from fastsim.costaware.subset import (check_gamma_frac, select_subset, subset_distribution,
                                       subset_report)
 from fastsim.config import check_flags, is_path
-from fastsim.errors import ConfigError, InertSettingWarning, api_words, known_keywords
+from fastsim.errors import (ConfigError, InertSettingWarning, api_words, known_keywords,
+                            quoted)
 from fastsim.io import (TMP_EXTRA, axis_refusal, check_names_fit, check_output_dir,
                         make_directory, read_toml, remove_made, table_writer, toml_echo,
                         toml_text, unmade_on_failure, write_all)
@@ -243,12 +244,12 @@ def _given_configs(spec: SweepSpec, point: dict):
     if spec.experiment == "grpo":
         unknown = set(point) - _GRPO_FIELDS
         if unknown:
-            raise ConfigError(f"unknown GRPO field(s) {', '.join(sorted(unknown))}; allowed: "
+            raise ConfigError(f"unknown GRPO field(s) {quoted(sorted(unknown))}; allowed: "
                               f"{', '.join(sorted(_GRPO_FIELDS))}")
         return (GRPOConfig(**{**point, "seeds": spec.replications, "seed": spec.seed}),)
     unknown = set(point) - _PROBLEM_FIELDS - _SGD_FIELDS
     if unknown:
-        raise ConfigError(f"unknown field(s) {', '.join(sorted(unknown))}; allowed: "
+        raise ConfigError(f"unknown field(s) {quoted(sorted(unknown))}; allowed: "
                           f"{', '.join(sorted(_PROBLEM_FIELDS | _SGD_FIELDS))}")
     if spec.experiment == "subset" and "strategies" in point:  # it would be ignored
         raise ConfigError('strategies is not used by experiment = "subset", which runs SGD '
