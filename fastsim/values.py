@@ -190,12 +190,13 @@ def is_number(x: Any) -> bool:
         return False
 
 
-def check_flags(**flags: Any) -> None:
+def check_flags(*, allowed: str = "True or False", **flags: Any) -> None:
     """``ConfigError`` naming the first of ``flags`` that is not a bool ("no" is truthy);
-    numpy's bool is one."""
+    numpy's bool is one.  ``allowed``: what the refusal says is allowed, where a caller
+    also takes something else (``None``) before calling this."""
     for name, flag in flags.items():
         if not isinstance(plain_scalar(flag), bool):
-            raise ConfigError(f"{name}={flag!r} is invalid; allowed: True or False")
+            raise ConfigError(f"{name}={flag!r} is invalid; allowed: {allowed}")
 
 
 def float_or_nan(x: Any) -> float:

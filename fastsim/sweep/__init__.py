@@ -90,14 +90,13 @@ def _progress(progress) -> bool:
     of many seconds ran in silence from a terminal's Python under the old default False,
     where ``fastsim sweep`` shows its bar."""
     from fastsim.progress import interactive
-    from fastsim.values import plain_scalar
+    from fastsim.values import check_flags
 
     if progress is None:
         return interactive(sys.stderr)
-    if not isinstance(plain_scalar(progress), bool):
-        raise ConfigError(f"progress={progress!r} is invalid; allowed: True, False or None "
-                          "(a bar where stderr is a terminal or a notebook)")
-    return bool(plain_scalar(progress))
+    check_flags(allowed="True, False or None (a bar where stderr is a terminal or a notebook)",
+                progress=progress)
+    return bool(progress)
 
 
 class _CallablePackage(types.ModuleType):
