@@ -214,9 +214,12 @@ def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8
 
 
 def _bounds(summaries):
-    """The bounds' cells' intervals as ``bound_intervals`` gives them (at the simultaneous
-    level), here the hand-made summaries' own, for every EvalStop cell of the sweep
-    (``_bound_rows`` takes those in the bound's range)."""
+    """The bounds' cells' intervals in the shape ``bound_intervals`` gives them, for every
+    EvalStop cell of the sweep (``_bound_rows`` takes those in the bound's range).  They are
+    the hand-made summaries' own 95% intervals standing in for the simultaneous ones: the
+    tests fed by this bypass ``bound_intervals``, and a note's "each at 99%" there is over
+    95% intervals.  The simultaneous level itself is tested where ``bound_intervals`` runs
+    (``test_a_bound_over_many_cells_is_scored_on_their_simultaneous_interval``)."""
     from fastsim.stats import Estimate
     from fastsim.sweep.reproduce import BOUNDS
 
