@@ -188,8 +188,9 @@ def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8
                k_f1=((1, 0.8, 0.5), (2, 0.95, 0.8), (3, 1.0, 0.3))):
     """Hand-made aggregated tables of the paper's sweeps, as ``comparison_rows`` reads them."""
     def frame(rows):
-        full = [{"scheduler": "srtf_est", "policy_name": "evalstop", "k": 2, "sigma": 0.05,
-                 "base_rate": 0.6, "lo": None, "hi": None, "n": 10, **r} for r in rows]
+        full = [{"cell": i, "scheduler": "srtf_est", "policy_name": "evalstop", "k": 2,
+                 "sigma": 0.05, "base_rate": 0.6, "lo": None, "hi": None, "n": 10, **r}
+                for i, r in enumerate(rows)]
         for r in full:
             ok = r["mean"] == r["mean"]
             r["lo"] = r["mean"] - 0.001 if ok else math.nan
@@ -214,21 +215,22 @@ def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8
 
 
 def _bounds(summaries):
-    """The bounds' cells' intervals in the shape ``bound_intervals`` gives them, for every
-    EvalStop cell of the sweep (``_bound_rows`` takes those in the bound's range).  They are
+    """The bounds' cells' intervals in the shape ``bound_intervals`` gives them, by cell id
+    for each EvalStop cell in the bound's range (which ``bound_intervals`` takes from the
+    grid, as here from the summary: ``_in_range``).  They are
     the hand-made summaries' own 95% intervals standing in for the simultaneous ones: the
     tests fed by this bypass ``bound_intervals``, and a note's "each at 99%" there is over
     95% intervals.  The simultaneous level itself is tested where ``bound_intervals`` runs
     (``test_a_bound_over_many_cells_is_scored_on_their_simultaneous_interval``)."""
     from fastsim.stats import Estimate
-    from fastsim.sweep.reproduce import BOUNDS
+    from fastsim.sweep.reproduce import BOUNDS, _in_range
 
     out = {}
-    for key, sweep, column, _, _ in BOUNDS:
+    for key, sweep, column, _, axis_range in BOUNDS:
         cells = summaries[sweep].filter((pl.col("metric") == "precision")
                                         & (pl.col("policy_name") == "evalstop"))
-        out[key] = {r[column]: Estimate(r["mean"], r["lo"], r["hi"], r["n"])
-                    for r in cells.rows(named=True)}
+        out[key] = {r["cell"]: Estimate(r["mean"], r["lo"], r["hi"], r["n"])
+                    for r in cells.rows(named=True) if _in_range(r[column], axis_range)}
     return out
 
 
@@ -769,29 +771,38 @@ def test_the_registration_names_the_cell_a_bound_was_fitted_at():
     assert line.endswith("| if its cell at 0.6 decides it: n_evals, ustar_hacking, sigma |")
 
 
+def _bound_store(column, cells):
+    """A finished sweep of ``cells`` (policy spec, ``column``'s value, each cluster's false
+    positives of 100 triggers) in one chunk, as ``bound_intervals`` reads it, and its
+    summary's precision rows with each cell's 95% interval."""
+    from types import SimpleNamespace
+
+    from fastsim.config import SimConfig
+    from fastsim.stats import proportion_ci
+
+    grid = [SimpleNamespace(id=i, config=SimConfig.from_specs("srtf_est", spec, **{column: x}))
+            for i, (spec, x, _) in enumerate(cells)]
+    chunks = [pl.DataFrame({"tp": 100 - f, "fp": f}) for _, _, f in cells]
+    summary = pl.DataFrame([{"cell": i, "policy_name": "evalstop", "metric": "precision",
+                             column: x, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
+                            for i, ((_, x, f), e) in enumerate(zip(cells, (
+                                proportion_ci(100 - f, 100 + 0 * f) for _, _, f in cells)))])
+    return SimpleNamespace(grid=SimpleNamespace(cells=grid, n_chunks=1),
+                           read_chunk=lambda cell, i: chunks[cell]), summary
+
+
 def test_a_bound_over_many_cells_is_scored_on_their_simultaneous_interval():
     """"Precision >= 91% at every sigma <= 0.05" is a claim about every cell at once, but
     the row showed the deciding cell's own 95% interval, chosen as the lowest of several:
     here each of 10 cells' 95% interval is above 91%, so the bound held.  Each cell's
     interval at 99.5% (Bonferroni over the 10) reaches below it: not comparable."""
-    from types import SimpleNamespace
-
-    from fastsim.config import SimConfig
     from fastsim.stats import proportion_ci
     from fastsim.sweep.reproduce import _bound_rows, bound_intervals
 
     fp = np.array([2, 12, 5, 9, 3, 11, 6, 8, 4, 10] * 2)  # of 100 triggers per cluster
 
     def store(column, values, fps):
-        cells = [SimpleNamespace(id=i, config=SimConfig.from_specs(
-            "srtf_est", "evalstop:k=2", **{column: x})) for i, x in enumerate(values)]
-        chunks = [pl.DataFrame({"tp": 100 - f, "fp": f}) for f in fps]
-        summary = pl.DataFrame([{"policy_name": "evalstop", "metric": "precision",
-                                 column: x, "mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n}
-                                for x, e in zip(values, (proportion_ci(100 - f, 100 + 0 * f)
-                                                         for f in fps))])
-        return SimpleNamespace(grid=SimpleNamespace(cells=cells, n_chunks=1),
-                               read_chunk=lambda cell, i: chunks[cell]), summary
+        return _bound_store(column, [("evalstop:k=2", x, f) for x, f in zip(values, fps)])
 
     sigmas = [i / 200 for i in range(10)]  # 0 to 0.045: all 10 under the bound
     noise, noise_summary = store("sigma", sigmas, [fp] + [fp - 1] * 9)
@@ -804,3 +815,22 @@ def test_a_bound_over_many_cells_is_scored_on_their_simultaneous_interval():
     assert row["hi"] == min(e.hi for e in bounds["noise_bound"].values())
     assert row["verdict"] == NOT_COMPARABLE and "crosses the bound" in row["detail"], row
     assert row["note"] == "at sigma = 0; CI simultaneous over 10 cells, each at 99.5%"
+
+
+def test_two_evalstop_cells_at_one_axis_value_each_keep_their_interval():
+    """The intervals were keyed by the cells' axis value: of two EvalStop cells at one sigma
+    (two evalstop specs in a sweep), the second's overwrote the first's, and both summary
+    rows were scored on it, while m counted both.  Keyed by cell id, each keeps its own."""
+    from fastsim.stats import proportion_ci
+    from fastsim.sweep.reproduce import _bound_rows, bound_intervals
+    from fastsim.sweep.scoring import simultaneous_level
+
+    fp = np.array([2, 12, 5, 9, 3, 11, 6, 8, 4, 10] * 2)  # of 100 triggers per cluster
+    noise, noise_summary = _bound_store("sigma", [("evalstop:k=2", 0.0, fp + 4),
+                                                  ("evalstop:k=3", 0.0, fp)])
+    base, base_summary = _bound_store("base_rate", [("evalstop:k=2", 0.2, fp)])
+    bounds = bound_intervals({"noise": noise, "base_rate": base})
+    row = _bound_rows({"noise": noise_summary, "base_rate": base_summary}, bounds)[0]
+    worse = proportion_ci(96 - fp, 100 + 0 * fp, level=simultaneous_level(2))
+    assert (row["ours"], row["lo"], row["hi"]) == (0.89, worse.lo, worse.hi), row
+    assert row["note"].endswith("; CI simultaneous over 2 cells, each at 97.5%"), row

@@ -136,7 +136,7 @@ def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
 
 
 def comparison_rows(summaries: dict[str, pl.DataFrame], k_boot: "KBootstrap | None" = None,
-                    *, bounds: dict[str, dict[float, Estimate]]) -> list[dict[str, Any]]:
+                    *, bounds: dict[str, dict[int, Estimate]]) -> list[dict[str, Any]]:
     """Every row of ``scoring.PAPER_ROWS``: paper, ours (mean, lo, hi, n), tolerance,
     verdict, and the parameter fitted to it (if any).  ``k_boot``: the k sweep's
     bootstrap (``k_bootstrap``); without it the k row is not comparable.  ``bounds``: the
@@ -165,10 +165,11 @@ def _in_range(value: float, axis_range: tuple[float, float]) -> bool:
 
 
 def bound_intervals(stores: dict[str, SweepStore], n_boot: int = 2000,
-                    seed: int = 0) -> dict[str, dict[float, Estimate]]:
-    """For each bound (``BOUNDS``), each of its m EvalStop cells' precision with its
-    interval at ``simultaneous_level(m)`` (Bonferroni), by the cell's axis value.  From the
-    chunks' per-cluster counts, as the summary holds 95% intervals only; the interval is the
+                    seed: int = 0) -> dict[str, dict[int, Estimate]]:
+    """For each bound (``BOUNDS``), each of its m cells' precision with its interval at
+    ``simultaneous_level(m)`` (Bonferroni), by cell id.  The bound's cells are taken here
+    alone, from the grid: its EvalStop cells in the axis' range.  From the chunks'
+    per-cluster counts, as the summary holds 95% intervals only; the interval is the
     summary's (``PooledRatio.proportion_ci``) at that level."""
     out = {}
     for key, sweep, column, _, axis_range in BOUNDS:
@@ -181,26 +182,20 @@ def bound_intervals(stores: dict[str, SweepStore], n_boot: int = 2000,
             ratio = PooledRatio()
             for counts in _chunk_counts(store, c.id, ("precision",)):
                 ratio.add(*counts["precision"])
-            out[key][axis_value(c.config, column)] = ratio.proportion_ci(
-                level, max(n_boot, min_boot(level)), seed)
+            out[key][c.id] = ratio.proportion_ci(level, max(n_boot, min_boot(level)), seed)
     return out
 
 
 def _bound_rows(summaries: dict[str, pl.DataFrame],
-                intervals: dict[str, dict[float, Estimate]]) -> list[dict[str, Any]]:
+                intervals: dict[str, dict[int, Estimate]]) -> list[dict[str, Any]]:
     """The two bounds on EvalStop's precision (``BOUNDS``): the minimum over the cells with
     its simultaneous interval (``scoring.simultaneous_minimum``, of each cell's interval in
-    ``intervals``: ``bound_intervals``), and in the note the cell that decides the bound
-    (``_bound_cell``)."""
+    ``intervals``: ``bound_intervals``, which chose the cells), and in the note the cell
+    that decides the bound (``_bound_cell``)."""
     rows = []
-    for key, sweep, column, name, axis_range in BOUNDS:
+    for key, sweep, column, name, _ in BOUNDS:
         row = ROWS_BY_KEY[key]
-        cells = summaries[sweep].filter(
-            (pl.col("metric") == "precision") & (pl.col("policy_name") == "evalstop")
-            & pl.col(column).is_between(axis_range[0] - 1e-9, axis_range[1] + 1e-9))
-        cells = cells.with_columns(
-            lo=pl.Series([_interval_at(intervals[key], x).lo for x in cells[column]]),
-            hi=pl.Series([_interval_at(intervals[key], x).hi for x in cells[column]]))
+        cells = _bound_cells(summaries[sweep], intervals[key])
         cell, note = _bound_cell(row, cells, column, name)
         fitted = bound_fitted_by(row, cells.select(column, "mean", "lo", "hi").rows(),
                                  cell[column])
@@ -214,12 +209,20 @@ def _bound_rows(summaries: dict[str, pl.DataFrame],
     return rows
 
 
-def _interval_at(intervals: dict[float, Estimate], value: float) -> Estimate:
-    """The interval in ``intervals`` of the cell at axis value ``value``."""
-    at = [e for x, e in intervals.items() if abs(x - value) < 1e-9]
-    if len(at) != 1:
-        raise RuntimeError(f"expected one simultaneous interval at {value}, found {len(at)}")
-    return at[0]
+def _bound_cells(summary: pl.DataFrame, intervals: dict[int, Estimate]) -> pl.DataFrame:
+    """The precision rows of ``summary``'s cells in ``intervals`` (by the ``cell`` column),
+    in the summary's order, with each cell's ``lo`` and ``hi`` from ``intervals``."""
+    simultaneous = pl.DataFrame({"cell": list(intervals),
+                                 "lo": [e.lo for e in intervals.values()],
+                                 "hi": [e.hi for e in intervals.values()]},
+                                schema_overrides={"cell": summary.schema["cell"],
+                                                  "lo": pl.Float64, "hi": pl.Float64})
+    precision = summary.filter(pl.col("metric") == "precision").drop("lo", "hi")
+    cells = precision.join(simultaneous, on="cell", how="inner", maintain_order="left")
+    if cells.height != len(intervals):
+        raise RuntimeError(f"expected one precision row for each of the cells "
+                           f"{sorted(intervals)}, found {cells.height}")
+    return cells
 
 
 def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
