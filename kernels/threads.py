@@ -19,31 +19,31 @@ MAX_THREADS = max(1024, os.cpu_count() or 1)
 
 
 def threads_variable_error() -> str | None:
-    """What is wrong with ``NUMBA_NUM_THREADS`` (then ``NUMBA_THREADING_LAYER``) in this
-    process's environment, as one line naming it and what is allowed; None if it is
-    unset or a count numba can launch (and the layer loads)."""
+    """What is wrong with ``NUMBA_NUM_THREADS`` in this process's environment, as one line
+    naming it and what is allowed; None if it is unset or a count numba can launch."""
     value = os.environ.get("NUMBA_NUM_THREADS")
     if value is None:
-        return threading_layer_error()
+        return None
     try:
         # digits 0-9 only: isdigit() alone passes "²", which int() refuses
         ok = value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_THREADS
     except ValueError:  # beyond Python's limit on digits (4300): no count numba launches
         ok = False
     if ok:
-        return threading_layer_error()
+        return None
     return (f"NUMBA_NUM_THREADS={value!r} is invalid; allowed: a positive integer up to "
             f"{MAX_THREADS} written in digits 0-9, or unset (one thread per core)")
 
 
 def numba_variables_error() -> str | None:
     """What is wrong with the numba variables fastsim cannot run under, as one line: the
-    threads' (``threads_variable_error``), then ``NUMBA_DISABLE_JIT``, then ``NUMBA_OPT``
-    (``opt_variable_error``).  ``NUMBA_DISABLE_JIT`` set (numba reads
+    threads' (``threads_variable_error``), the layer's (``threading_layer_error``), then
+    ``NUMBA_DISABLE_JIT``, then ``NUMBA_OPT`` (``opt_variable_error``).
+    ``NUMBA_DISABLE_JIT`` set (numba reads
     any integer but 0 as on), the kernels were plain Python functions, and their
     decoration failed with an AttributeError traceback; uncompiled, their 64-bit integer
     arithmetic (the counter-based random draws) would not wrap as compiled code does."""
-    why = threads_variable_error()
+    why = threads_variable_error() or threading_layer_error()
     if why is not None:
         return why
     value = os.environ.get("NUMBA_DISABLE_JIT", "")

@@ -524,19 +524,19 @@ def test_a_threading_layer_that_does_not_load_is_one_line(monkeypatch):
     a multi-line hint; now its first line, naming the variable."""
     from numba.np.ufunc import parallel
 
-    from fastsim.kernels.threads import threads_variable_error
+    from fastsim.kernels.threads import numba_variables_error
 
     def no_layer():
         raise ValueError("No threading layer could be loaded.\nHINT:\nIntel TBB is required")
     monkeypatch.setattr(parallel, "_launch_threads", no_layer)
     monkeypatch.setenv("NUMBA_THREADING_LAYER", "tbb")
     monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
-    assert threads_variable_error() == (
+    assert numba_variables_error() == (
         "NUMBA_THREADING_LAYER='tbb' cannot be loaded (No threading layer could be loaded.); "
         "allowed: default, safe, forksafe, threadsafe, tbb, omp, workqueue (one this "
         "installation loads: workqueue always), or unset")
     monkeypatch.setenv("NUMBA_THREADING_LAYER", "default")
-    assert threads_variable_error() is None
+    assert numba_variables_error() is None
 
 
 @pytest.mark.parametrize("name", ["FASTSIM_NO_CACHE", "FASTSIM_NO_PARALLEL", "FASTSIM_PROGRESS"])
