@@ -77,13 +77,14 @@ LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue"
 
 def threading_layer_error() -> str | None:
     """What is wrong with ``NUMBA_THREADING_LAYER``, as one line; None if it is unset or
-    names a layer this installation loads."""
+    names a layer this installation loads.  Read as numba reads it (``_launch_threads``):
+    the name in any case, and "" a name it does not know."""
     layer = os.environ.get("NUMBA_THREADING_LAYER")
-    if layer in (None, "", "default"):
+    if layer is None or layer.lower() == "default":
         return None
     allowed = (f"allowed: {', '.join(LAYERS)} (one this installation loads: workqueue "
                "always), or unset")
-    if layer not in LAYERS:
+    if layer.lower() not in LAYERS:
         return f"NUMBA_THREADING_LAYER={layer!r} is invalid; {allowed}"
     from numba.np.ufunc import parallel
 

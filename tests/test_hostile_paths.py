@@ -505,15 +505,17 @@ def test_an_optimisation_level_numba_does_not_take_is_one_line(tmp_path, value):
     assert ok.returncode == 0 and ok.stderr == ""
 
 
-def test_a_threading_layer_numba_does_not_know_is_one_line(tmp_path):
+@pytest.mark.parametrize("layer", ["bogus", ""])
+def test_a_threading_layer_numba_does_not_know_is_one_line(tmp_path, layer):
     """numba loads NUMBA_THREADING_LAYER at its first thread launch: 'bogus' was its
-    ValueError traceback from fastsim run's memory check."""
+    ValueError traceback from fastsim run's memory check; so was '', which numba reads as
+    a layer named '' (not as unset)."""
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
                         "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
-                       env={**os.environ, "NUMBA_THREADING_LAYER": "bogus"}, timeout=120)
+                       env={**os.environ, "NUMBA_THREADING_LAYER": layer}, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
-        "fastsim: error: NUMBA_THREADING_LAYER='bogus' is invalid; allowed: default, safe, "
+        f"fastsim: error: NUMBA_THREADING_LAYER={layer!r} is invalid; allowed: default, safe, "
         "forksafe, threadsafe, tbb, omp, workqueue (one this installation loads: workqueue "
         "always), or unset"]
     assert not list(tmp_path.iterdir())
@@ -536,6 +538,21 @@ def test_a_threading_layer_that_does_not_load_is_one_line(monkeypatch):
         "allowed: default, safe, forksafe, threadsafe, tbb, omp, workqueue (one this "
         "installation loads: workqueue always), or unset")
     monkeypatch.setenv("NUMBA_THREADING_LAYER", "default")
+    assert numba_variables_error() is None
+
+
+@pytest.mark.parametrize("layer", ["OMP", "Workqueue", "DEFAULT"])
+def test_a_threading_layer_is_read_in_any_case(monkeypatch, layer):
+    """numba lowercases the layer's name, and runs NUMBA_THREADING_LAYER=OMP on omp; it
+    was refused as a name numba does not know."""
+    from numba.np.ufunc import parallel
+
+    from fastsim.kernels.threads import numba_variables_error
+
+    monkeypatch.setattr(parallel, "_launch_threads", lambda: None)
+    monkeypatch.setenv("NUMBA_THREADING_LAYER", layer)
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.delenv("NUMBA_THREADING_LAYER_PRIORITY", raising=False)
     assert numba_variables_error() is None
 
 
