@@ -76,9 +76,14 @@ LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue"
 
 
 def threading_layer_error() -> str | None:
-    """What is wrong with ``NUMBA_THREADING_LAYER``, as one line; None if it is unset or
-    names a layer this installation loads.  Read as numba reads it (``_launch_threads``):
-    the name in any case, and "" a name it does not know."""
+    """What is wrong with ``NUMBA_THREADING_LAYER`` (or ``NUMBA_THREADING_LAYER_PRIORITY``),
+    as one line; None if both are unset or name what this installation loads.  Read as
+    numba reads them (``_launch_threads``): the layer's name in any case, "" a name it does
+    not know, and the priority a permutation of tbb, omp and workqueue, checked first."""
+    priority = os.environ.get("NUMBA_THREADING_LAYER_PRIORITY")
+    if priority is not None and sorted(priority.split()) != ["omp", "tbb", "workqueue"]:
+        return (f"NUMBA_THREADING_LAYER_PRIORITY={priority!r} is invalid; allowed: tbb, omp "
+                "and workqueue, each once, in any order, separated by spaces, or unset")
     layer = os.environ.get("NUMBA_THREADING_LAYER")
     if layer is None or layer.lower() == "default":
         return None

@@ -541,6 +541,25 @@ def test_a_threading_layer_that_does_not_load_is_one_line(monkeypatch):
     assert numba_variables_error() is None
 
 
+@pytest.mark.parametrize("layer", [None, "omp"])
+def test_a_threading_layer_priority_numba_refuses_is_one_line(tmp_path, layer):
+    """numba refuses a NUMBA_THREADING_LAYER_PRIORITY other than an order of tbb, omp and
+    workqueue at its first thread launch: a traceback with no layer set, and with one set
+    the refusal blamed NUMBA_THREADING_LAYER='omp'."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER_PRIORITY": "omp"}
+    env.pop("NUMBA_THREADING_LAYER", None)
+    if layer is not None:
+        env["NUMBA_THREADING_LAYER"] = layer
+    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
+                        "--n-jobs", "10", "--out", str(tmp_path / "o.parquet")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "fastsim: error: NUMBA_THREADING_LAYER_PRIORITY='omp' is invalid; allowed: tbb, omp "
+        "and workqueue, each once, in any order, separated by spaces, or unset"]
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("layer", ["OMP", "Workqueue", "DEFAULT"])
 def test_a_threading_layer_is_read_in_any_case(monkeypatch, layer):
     """numba lowercases the layer's name, and runs NUMBA_THREADING_LAYER=OMP on omp; it
