@@ -676,6 +676,11 @@ def test_a_sweep_of_a_newer_format_is_not_drawn(own_sweeps, tmp_path, capsys):
              f"a newer fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run that "
              "fastsim, or run the sweep again with this one")
     assert not (tmp_path / "f").exists()
+    # the Python API's reader too: read_summary returned its rows without a word
+    from fastsim.sweep.aggregate import read_summary
+
+    with pytest.raises(ConfigError, match="a sweep manifest of format .*, written by a newer"):
+        read_summary(d)
 
 
 def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_apart(
