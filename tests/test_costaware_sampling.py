@@ -129,6 +129,10 @@ def test_draws_follow_p_and_skip_zero_mass():
                                                  mask=[[False, False], [False, True]]),
                               [[1.0, 1.0], [1.0, 1.0]], 2), r"rewards is invalid \(masked "
      r"entries, the first at flat index 3\)"),
+    # a list of masked rows: np.asarray dropped their masks too
+    (lambda: cost_aware_batch([np.ma.masked_array([1.0, 2.0], mask=[False, True]), [0.0, 1.0]],
+                              [[1.0, 1.0], [1.0, 1.0]], 2), r"rewards is invalid \(masked "
+     r"entries, the first at flat index 1\)"),
 ])
 def test_bad_inputs_raise_clear_errors(call, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):

@@ -105,17 +105,18 @@ def real_array(values, field: str, bools: bool = False) -> np.ndarray:
     'inhomogeneous shape').  Bools are refused unless ``bools`` (a 0/1 reward is one; a
     gradient bound or cost of True was read as 1 without a word), and so are masked
     entries of a numpy masked array (``np.asarray`` drops the mask: a masked reward or cost
-    was read as the number under it, without a word)."""
-    if np.ma.is_masked(values):
-        i = int(np.flatnonzero(np.ma.getmaskarray(values))[0])
-        raise ConfigError(f"{field} is invalid (masked entries, the first at flat index {i}); "
-                          "allowed: numbers, ints or floats, with no entry masked (fill or "
-                          "drop the masked ones)")
-    try:
-        x = np.asarray(values)
+    was read as the number under it, without a word), a list of masked rows' too."""
+    try:  # np.ma's: keeps the masks of masked rows in a list, which np.asarray drops
+        x = np.ma.asarray(values)
     except ValueError:  # ragged: [[1.0, 0.0], [1.0]]
         raise ConfigError(f"{field} is invalid (rows of different lengths); allowed: numbers, "
                           "ints or floats, in rows of one length") from None
+    if np.ma.is_masked(x):
+        i = int(np.flatnonzero(np.ma.getmaskarray(x))[0])
+        raise ConfigError(f"{field} is invalid (masked entries, the first at flat index {i}); "
+                          "allowed: numbers, ints or floats, with no entry masked (fill or "
+                          "drop the masked ones)")
+    x = np.ma.getdata(x)
     if x.dtype.kind not in "biuf":
         raise ConfigError(f"{field} is invalid ({x.dtype} values); allowed: numbers, ints or "
                           "floats")
