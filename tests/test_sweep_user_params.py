@@ -188,6 +188,19 @@ def test_a_parameter_of_a_module_not_on_the_path_says_the_module_cannot_be_impor
         load_sweep(p)
 
 
+def test_a_misspelt_field_beside_a_spec_that_cannot_be_loaded_keeps_its_hint(tmp_path):
+    """``laod`` beside an unimportable policy lost "(did you mean load?)", and its allowed
+    list named the policies, not the fields."""
+    p = write(tmp_path, '[base]\npolicy = "toy_not_on_path:drawdown"\nlaod = 0.9\n')
+    with pytest.raises(ConfigError, match=r"exp.toml: \[base\] field 'laod' is unknown \(did "
+                       r"you mean load\?\), and may be a parameter of a spec that cannot be "
+                       r"loaded: policy=\"toy_not_on_path:drawdown\" cannot be imported "
+                       r"\(No module named 'toy_not_on_path'\); allowed: .*\bload\b.*, or a "
+                       r"parameter of a user's policy or scheduler key that the file names "
+                       r"\(MODULE:FUNCTION\)$"):
+        load_sweep(p)
+
+
 def test_a_parameter_above_base_is_told_to_go_under_it(user_dir, tmp_path):
     """``delta = 0.02`` above ``[base]`` got "did you mean" of the top keys: it is a field."""
     p = write(tmp_path, f'clusters = 4\ndelta = 0.02\n[base]\npolicy = "{POL}"\n')

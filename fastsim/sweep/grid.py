@@ -523,10 +523,11 @@ def _check_tables(source: str, doc: dict[str, Any], base_overrides: dict[str, An
                 # metrics are columns of every cell, never an axis (refused below)
                 allowed = [f for f in FIELDS if section == "base" or f != "metrics"]
                 allowed += [f for f in declared if f not in FIELDS]
-                if (unloaded := _unloaded_user_spec(base, axes)) is not None:
-                    raise _fail(source, f"[{section}] field {key!r} is unknown, and may be a "
-                                        f"parameter of a spec that cannot be loaded: {unloaded}")
                 hint = did_you_mean(str(key), (*allowed, *registered))
+                if (unloaded := _unloaded_user_spec(base, axes)) is not None:
+                    # its own "allowed:" lists the policies or schedulers, not the fields
+                    hint += (", and may be a parameter of a spec that cannot be loaded: "
+                             + unloaded.split("; allowed: ")[0])
                 # a user's parameter is known only once its module is imported, which its
                 # spec on the file's policy or scheduler does
                 raise _fail(source, f"[{section}] field {key!r} is unknown{hint}; "
