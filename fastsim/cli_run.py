@@ -20,7 +20,7 @@ from fastsim.cli import examples
 from fastsim.config import (FIELD_ALLOWED, FIELD_HELP, PolicyConfig, SchedulerConfig, SimConfig,
                             WorkloadConfig, inert_settings, parse_baseline, parse_flag,
                             self_baseline)
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.values import MAX_SEED, as_typed, file_path, integer_option, read_number, read_numbers
 
 if TYPE_CHECKING:  # annotations only
@@ -342,7 +342,7 @@ def _title(args: argparse.Namespace, workload: WorkloadConfig, arms: list,
              + (f" vs {base_cfg.policy.label}" if base_cfg else "")
              + f"\nworkload: mix={mix}, {workload.gpus} GPUs, {workload.n_jobs} jobs, load "
              f"{workload.load:g}, sigma {workload.sigma:g}, base_rate {workload.base_rate:g}; "
-             f"{args.clusters} cluster{'s' * (args.clusters != 1)}, seed {args.seed}; "
+             f"{counted(args.clusters, 'cluster')}, seed {args.seed}; "
              f"simulated in {elapsed:.1f} s\n"
              "estimates are means over clusters with 95% t intervals; detection rates and delay "
              "pooled over clusters (cluster bootstrap joined with a t interval; rates widened to "

@@ -301,6 +301,12 @@ def quoted(names) -> str:
     return ", ".join(repr(str(n)) for n in names)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 cluster``, ``3 clusters``: a count and its noun, singular for one ("1 clusters"
+    was said)."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def did_you_mean_path(path, candidates) -> str:
     """``did_you_mean`` for a path: of ``candidates`` (paths in ``path``'s directory), the
     one whose name is nearest ``path``'s, written as ``path`` is (``results/reproduce``:

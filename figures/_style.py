@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fastsim import registry as R  # noqa: E402  (declarations only: names and labels)
-from fastsim.errors import ConfigError  # noqa: E402
+from fastsim.errors import ConfigError, counted  # noqa: E402
 from fastsim.io import DRAWING, make_directory, remove_made, write_all  # noqa: E402
 
 
@@ -285,7 +285,7 @@ def footnote(fig, sources: dict, sweep: str, what: str = "95% CIs over",
 
 def at_points(n: int) -> str:
     """``at 1 point``, ``at 3 points``: where a figure's note counts what it left out."""
-    return f"at {n} point{'s' if n > 1 else ''}"
+    return f"at {counted(n, 'point')}"
 
 
 def not_drawn_note(ax, why: str, missed: list[str], top: bool = False) -> None:

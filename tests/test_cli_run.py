@@ -26,10 +26,15 @@ def test_run_prints_table_and_writes_both_arms(capsys, tmp_path):
     assert a.equals(b)
 
 
-def test_one_cluster_is_said_in_the_singular(capsys):
-    """`fastsim run --clusters 1` said "1 clusters" on its workload line."""
+def test_one_cluster_is_said_in_the_singular(capsys, tmp_path):
+    """`fastsim run --clusters 1` said "1 clusters" on its workload line, and fastsim
+    sweep "2 cells x 1 clusters" on its last."""
     assert main(["run", "--clusters", "1", "--n-jobs", "10", "--no-progress"]) == 0
     assert "; 1 cluster, seed 0; simulated in " in capsys.readouterr().out
+    p = tmp_path / "one.toml"
+    p.write_text("clusters = 1\n[base]\nn_jobs = 8\n[axes]\nscheduler = ['fifo']\n")
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert "one: 2 cells x 1 cluster -> " in capsys.readouterr().out
 
 
 def test_oracle_is_labelled_as_hidden_truth(capsys):

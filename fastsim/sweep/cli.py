@@ -9,7 +9,7 @@ from pathlib import Path
 # fastsim.sweep.reproduce, whose imports (numba, polars) --help would pay for
 from fastsim.cli import examples
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.values import (file_path, integer_option, kept_as_typed, number_option,
                             read_number)
 
@@ -164,7 +164,8 @@ def _finish_sweep(args, grid, store) -> None:
     from fastsim.sweep.aggregate import aggregate
 
     paths = aggregate(store, progress=args.progress)
-    print(f"{grid.name}: {len(grid.cells)} cells x {grid.clusters} clusters -> "
+    print(f"{grid.name}: {counted(len(grid.cells), 'cell')} x "
+          f"{counted(grid.clusters, 'cluster')} -> "
           f"{paths['summary']} (tables: {paths['text']})")
 
 
@@ -252,13 +253,13 @@ def cmd_reproduce(args) -> int:
                                          text_table)
     matched, held = headline_count(info["rows"])
     print("EvalStop paper (arXiv 2606.04145) vs fastsim: rlhf_heavy, 64 GPUs, k = 2 unless "
-          f"stated; {clusters} clusters per cell, paired on identical clusters\n")
+          f"stated; {counted(clusters, 'cluster')} per cell, paired on identical clusters\n")
     print(text_table(info["rows"]))
     print()
     resumed = (f", {info['chunks_skipped']} chunks already done and reused"
                if info["chunks_skipped"] else "")
     compiled = ", numba's one-time compilation included" if info.get("compiled") else ""
-    print(f"reproduce: {info['n_cells']} cells x {clusters} clusters in "
+    print(f"reproduce: {counted(info['n_cells'], 'cell')} x {counted(clusters, 'cluster')} in "
           f"{info['seconds_sweeps']:.0f} s{compiled}{resumed}{_figures_time(info)}; "
           f"{matched} of {held} held-out paper rows matched{not_comparable_note(info['rows'])} "
           f"(pre-registered tolerances; fitted rows not counted{range_note(info['rows'])}); "
