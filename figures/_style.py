@@ -206,14 +206,16 @@ def band(ax, x, rows: pl.DataFrame, label: str, color, scale: float = 100.0, mar
     return width[np.isfinite(width)]
 
 
-def shaded(widths) -> str:
+def shaded(widths, of: str = "") -> str:
     """A band figure's footnote ``what``: at 2,000 clusters most bands are narrower than
-    their line, and "95% CIs" alone did not say whether they were drawn at all."""
+    their line, and "95% CIs" alone did not say whether they were drawn at all.  ``widths``
+    are of rates (percentage points); ``of`` says which panels they are where others are
+    not rates (a relative change's width is no number of points)."""
     w = np.concatenate([np.ravel(x) for x in widths]) if len(widths) else np.empty(0)
     if w.size == 0:
         return "95% CIs over"
-    return (f"shaded 95% CIs (median width {np.median(w):.2g} pp, widest {w.max():.2g} pp; "
-            "a band narrower than its line is hidden by it) over")
+    return (f"shaded 95% CIs (median width {np.median(w):.2g} pp, widest {w.max():.2g} pp"
+            f"{of}; a band narrower than its line is hidden by it) over")
 
 
 def save(fig, out: Path, stem: str, formats=("png", "pdf"), **savefig) -> list[Path]:

@@ -21,7 +21,9 @@ def draw(sources, out, formats):
     widths = []
     for ax, (m, title) in zip(axes, PANELS):
         rows = S.metric(df, m).sort("k")
-        widths.append(S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"]))
+        width = S.band(ax, rows["k"], rows, "EvalStop", S.PALETTE["evalstop"])
+        if not m.endswith("_change"):  # rates, in points; a change is relative
+            widths.append(width)
         ax.axvline(2, ls=":", color="0.5", lw=1)
         ax.set_title(title)
         ax.set_xlabel("k (consecutive declines)")
@@ -29,7 +31,7 @@ def draw(sources, out, formats):
         if m in ("precision", "recall"):  # a rate axis spans at least 10 points
             # None without an EvalStop row (100 * None was a TypeError), NaN if none triggered
             S.rate_axis(ax, (100 * rows["lo"]).min(), (100 * rows["hi"]).max())
-    S.footnote(fig, sources, "k_sweep", what=S.shaded(widths))
+    S.footnote(fig, sources, "k_sweep", what=S.shaded(widths, " of the rates"))
     fig.tight_layout()
     return S.save(fig, out, "k_tradeoff", formats)
 
