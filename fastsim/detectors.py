@@ -61,8 +61,8 @@ def policy(name: str, params: dict[str, float]) -> PolicyConfig:
     trace run, the RLHF jobs of a synthetic cluster), so a setting's ``scope = "all"`` was
     read by nothing (and its label raised a ValueError, formatting the word as a number)."""
     if isinstance(params, dict) and "scope" in params:
-        p = PolicyConfig.of(name, {})
-        others = ", ".join(k for k in p.values if k != "scope") or "none"
+        names = R.lookup("policy", name).param_names
+        others = ", ".join(k for k in names if k != "scope") or "none"
         raise ConfigError("policy parameter 'scope' is not a detector setting's (the runs it "
                           "watches are the comparison's: every trace run, a synthetic "
                           f"cluster's RLHF jobs); allowed: {others}")
