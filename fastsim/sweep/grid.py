@@ -330,14 +330,25 @@ def _specs(base: dict, axes: dict) -> Iterable[tuple[str, Any]]:
         yield from ((what, spec) for spec in (given if isinstance(given, list) else [given]))
 
 
-def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
-    """``(kind, declaration)`` of each spec of ``_specs``; a bad spec is skipped here and
-    refused, naming it, when its cell is built."""
+def _looked_up(base: dict, axes: dict) -> Iterable[tuple[str, str, R.Declaration | ConfigError]]:
+    """``(kind, name, declaration)`` of each spec of ``_specs``, the lookup's ConfigError
+    in place of the declaration where there is none; a spec that does not parse is skipped
+    here and refused, naming it, when its cell is built."""
     for what, spec in _specs(base, axes):
         try:
-            yield what, R.lookup(what, R.parse_spec(spec, what)[0])
+            name = R.parse_spec(spec, what)[0]
         except ConfigError:
             continue
+        try:
+            decl = R.lookup(what, name)
+        except ConfigError as exc:
+            decl = exc
+        yield what, name, decl
+
+
+def _named(base: dict, axes: dict) -> Iterable[tuple[str, R.Declaration]]:
+    """``(kind, declaration)`` of each spec of ``_specs`` that names one."""
+    return ((what, d) for what, _, d in _looked_up(base, axes) if isinstance(d, R.Declaration))
 
 
 def _unloaded_user_spec(base: dict, axes: dict) -> str | None:
@@ -345,17 +356,8 @@ def _unloaded_user_spec(base: dict, axes: dict) -> str | None:
     cannot: its parameters are then unknown fields, and ``per_gpu`` beside a
     ``mykeys:gpu_h_first`` run without ``PYTHONPATH`` was refused as an unknown field,
     never saying that ``mykeys`` could not be imported."""
-    for what, spec in _specs(base, axes):
-        try:
-            name = R.parse_spec(spec, what)[0]
-        except ConfigError:
-            continue  # refused, naming it, when its cell is built
-        if ":" in name:
-            try:
-                R.lookup(what, name)
-            except ConfigError as exc:
-                return toml_echo(str(exc), {what: name})
-    return None
+    return next((toml_echo(str(d), {what: name}) for what, name, d in _looked_up(base, axes)
+                 if ":" in name and isinstance(d, ConfigError)), None)
 
 
 def _owners(decls: Iterable[tuple[str, R.Declaration]]) -> dict[str, dict[str, list[str]]]:
