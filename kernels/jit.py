@@ -20,8 +20,11 @@ loaded only if its file's SHA-256 and the signature it was saved for check out
 
 Environment: ``FASTSIM_NO_PARALLEL=1`` compiles the ``prange`` drivers without ``parallel`` (for
 profilers; results are identical by construction), ``FASTSIM_NO_CACHE=1`` disables the
-on-disk cache, ``NUMBA_CACHE_DIR`` moves it.  A ``NUMBA_NUM_THREADS`` numba cannot launch
-(``threads.MAX_THREADS``) is refused here, at import, with a ``ValueError`` naming it.
+on-disk cache, ``NUMBA_CACHE_DIR`` moves it.  The numba variables fastsim cannot run under
+are refused here, at import, with a ``ValueError`` naming the variable
+(``threads.numba_variables_error``): a ``NUMBA_NUM_THREADS`` numba cannot launch
+(``threads.MAX_THREADS``), a threading layer (or its priority) it cannot load, and
+``NUMBA_DISABLE_JIT`` set.
 """
 import gc
 import hashlib
@@ -37,8 +40,8 @@ from .threads import numba_variables_error
 # before numba is imported here (its own refusal of 0 does not name the variable) and
 # before any kernel is defined: a count numba cannot launch crashed the first parallel
 # kernel (``threads``).  The command line says it first, in its own line.
-if (_threads_error := numba_variables_error()) is not None:
-    raise ValueError(_threads_error)
+if (_numba_error := numba_variables_error()) is not None:
+    raise ValueError(_numba_error)
 
 import numba  # noqa: E402
 from numba import njit  # noqa: E402
