@@ -10,6 +10,12 @@ not cached (user functions, per-process drivers) shows up.  Also prints the proc
 user and system CPU seconds, and LLVM's share of the compile by phase (the function
 passes as numba adds each module, the optimisation of each library's linked module, the
 machine code), summed over every code library.
+
+    python benchmarks/compile_profile.py --inlines run --clusters 10 --seed 1
+
+``--inlines`` also counts and times each part numba's inliner inlines
+(``InlineWorker.inline_function``, a part's nested inlines counted in its caller's time
+too): run it with ``FASTSIM_NO_CACHE=1`` (or an empty cache) to see every inline.
 """
 import contextlib
 import io
@@ -73,9 +79,33 @@ def _time_llvm_phases():
     return phases
 
 
+def _time_inlines():
+    """part name -> [times inlined, CPU seconds], for numba's inliner (numba internals,
+    0.60-0.68: an empty table if it is missing)."""
+    inlines = defaultdict(lambda: [0, 0.0])
+    try:
+        from numba.core.inline_closurecall import InlineWorker
+    except ImportError:
+        return inlines
+    orig = InlineWorker.inline_function
+
+    def timed(self, caller_ir, block, i, function, *args, **kws):
+        t0 = time.process_time()
+        try:
+            return orig(self, caller_ir, block, i, function, *args, **kws)
+        finally:
+            entry = inlines[getattr(function, "__qualname__", repr(function))]
+            entry[0] += 1
+            entry[1] += time.process_time() - t0
+    InlineWorker.inline_function = timed
+    return inlines
+
+
 def main(argv):
     from fastsim.cli import main as cli_main
 
+    inlines = _time_inlines() if argv[:1] == ["--inlines"] else None
+    argv = (argv[1:] if inlines is not None else argv) or ["run", "--clusters", "10", "--seed", "1"]
     llvm = _time_llvm_phases()
 
     listener = _Nested()
@@ -100,6 +130,11 @@ def main(argv):
             for key_name, args in listener.own:
                 if key_name == name:
                     print(f"    {args}")
+    if inlines is not None:
+        print(f"\ninlined {sum(n for n, _ in inlines.values())} parts for "
+              f"{sum(t for _, t in inlines.values()):.2f} CPU s:")
+        for name, (n, seconds) in sorted(inlines.items(), key=lambda kv: -kv[1][1]):
+            print(f"    {name:44s} {n:5d} {seconds:6.2f}")
     print("\nLLVM, CPU s by phase (within the compile above):")
     for phase, seconds in llvm.items():
         print(f"    {phase:44s} {seconds:6.2f}")
@@ -110,4 +145,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["run", "--clusters", "10", "--seed", "1"])
+    main(sys.argv[1:])
