@@ -256,8 +256,9 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     notice : say, before the bar, that kernels compile (false: said already).
     announce : say it without a bar too (``fastsim sweep --no-progress``, as ``fastsim run
         --no-progress`` does; ``fastsim reproduce --no-progress`` stays silent).
-    say_resumed : say, before any work, how many chunks were done already (``fastsim
-        sweep``; said once the sweep had ended, it was silent while the rest ran).
+    say_resumed : say, before any chunk runs, how many were done already (``fastsim
+        sweep``; said once the sweep had ended, it was silent while the rest ran).  Only
+        ``try_user_code``'s trial, and its compile notice, came before, in ``held_run``.
     """
     check_run(grid, backend, workers, keep_jobs)
     t0 = time.perf_counter()
