@@ -469,39 +469,32 @@ def test_the_python_api_refuses_a_thread_count_before_any_kernel(value):
         f"to {MAX_THREADS} written in digits 0-9, or unset (one thread per core)"), r.stderr
 
 
-@pytest.mark.parametrize("value", ["1", " 1"])
-def test_numba_with_its_compiler_off_is_one_line(tmp_path, value):
+# what each numba setting allows, and a value of it that runs
+_NUMBA_SETTINGS = {
+    "NUMBA_DISABLE_JIT": ("0 or unset (fastsim's kernels run compiled)", "0"),
+    "NUMBA_OPT": ("0, 1, 2, 3, max (numba's optimisation levels), or unset (3)", "max"),
+}
+
+
+@pytest.mark.parametrize("name,value", [("NUMBA_DISABLE_JIT", "1"), ("NUMBA_DISABLE_JIT", " 1"),
+                                        ("NUMBA_OPT", "abc"), ("NUMBA_OPT", " 3"),
+                                        ("NUMBA_OPT", "")])
+def test_a_numba_setting_fastsim_cannot_run_under_is_one_line(tmp_path, name, value):
     """NUMBA_DISABLE_JIT=1 left the kernels plain functions: an AttributeError traceback
-    from their decoration ('function' object has no attribute 'get_call_template')."""
+    from their decoration ('function' object has no attribute 'get_call_template').
+    NUMBA_OPT=abc was numba's multi-line warning with its traceback, and the run went on
+    at its default level.  A value numba takes runs."""
+    allowed, taken = _NUMBA_SETTINGS[name]
     r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
                         "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
-                       env={**os.environ, "NUMBA_DISABLE_JIT": value}, timeout=120)
+                       env={**os.environ, name: value}, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
-        f"fastsim: error: NUMBA_DISABLE_JIT={value!r} is invalid; allowed: 0 or unset "
-        "(fastsim's kernels run compiled)"]
-    assert not list(tmp_path.iterdir())
-    off = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"],
-                         capture_output=True, text=True,
-                         env={**os.environ, "NUMBA_DISABLE_JIT": "0"}, timeout=120)
-    assert off.returncode == 0 and off.stderr == ""
-
-
-@pytest.mark.parametrize("value", ["abc", " 3", ""])
-def test_an_optimisation_level_numba_does_not_take_is_one_line(tmp_path, value):
-    """NUMBA_OPT=abc was numba's multi-line warning with its traceback, and the run went
-    on at its default level."""
-    r = subprocess.run([sys.executable, "-m", "fastsim.cli", "run", "--clusters", "2",
-                        "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True,
-                       env={**os.environ, "NUMBA_OPT": value}, timeout=120)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines() == [
-        f"fastsim: error: NUMBA_OPT={value!r} is invalid; allowed: 0, 1, 2, 3, max (numba's "
-        "optimisation levels), or unset (3)"]
+        f"fastsim: error: {name}={value!r} is invalid; allowed: {allowed}"]
     assert not list(tmp_path.iterdir())
     ok = subprocess.run([sys.executable, "-m", "fastsim.cli", "--version"],
-                        capture_output=True, text=True,
-                        env={**os.environ, "NUMBA_OPT": "max"}, timeout=120)
+                        capture_output=True, text=True, env={**os.environ, name: taken},
+                        timeout=120)
     assert ok.returncode == 0 and ok.stderr == ""
 
 
