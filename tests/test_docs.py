@@ -477,3 +477,34 @@ def test_no_command_on_a_page_is_broken_across_lines():
             if "\n" in m.group(1) and command.match(m.group(1)):
                 broken.append(f"{page.name}:{text[:m.start()].count(chr(10)) + 1}")
     assert not broken, broken
+
+
+def test_sweeps_doc_own_sweep_figure_lines_fit_the_file_they_name(tmp_path):
+    """docs/sweeps.md's own-sweep figure block ran `fastsim sweep mine.toml` and held
+    `--where sigma=0.1` on a file the page never showed: a reader's own mine.toml had no
+    such value, and the line was refused.  The page names the tutorial's file; every
+    `--x` and `--where` of the block is an axis, and a value, of that file."""
+    import tomllib
+
+    from fastsim.sweep.grid import load_sweep
+
+    text = (ROOT / "docs" / "sweeps.md").read_text()
+    section = text.split("### A figure of your own sweep")[1]
+    assert "`mine.toml` here is [tutorial.md](tutorial.md)'s" in section
+    body = re.search(r"^```\n(fastsim sweep mine\.toml.*?)^```", section, re.S | re.M).group(1)
+    toml = _named_file([b for k, b in blocks(ROOT / "docs" / "tutorial.md") if k == "toml"],
+                       "mine.toml")
+    (tmp_path / "mine.toml").write_text(toml)
+    axes = tomllib.loads(toml)["axes"]
+    assert set(load_sweep(tmp_path / "mine.toml").axes) == set(axes)
+    held = 0
+    for line in body.splitlines():
+        argv = shlex.split(line, comments=True)
+        for flag, value in zip(argv, argv[1:]):
+            if flag == "--x":
+                assert value in axes, (line, sorted(axes))
+            elif flag == "--where":
+                name, _, shown = value.partition("=")
+                assert float(shown) in axes[name], (line, axes.get(name))
+                held += 1
+    assert held
