@@ -167,7 +167,7 @@ def test_docs_figures_write_truetype_pdfs(drawn):
         assert b"/FontFile2" in data and not re.search(rb"/Subtype\s*/Type3", data), p.name
 
 
-def test_docs_figures_command_draws_what_it_finds(tmp_path):
+def test_docs_figures_command_draws_what_it_finds(tmp_path, capsys):
     results = tmp_path / "results"
     results.mkdir()
     _traces(results)
@@ -175,6 +175,12 @@ def test_docs_figures_command_draws_what_it_finds(tmp_path):
                  "--draw-only"]) == 0
     assert sorted(p.name for p in (tmp_path / "figs").glob("*.png")) == [
         "real_traces_curves.png", "real_traces_gao.png", "real_traces_replay.png"]
+    # said as it goes: the drawing (10-15 s) was silent until a list of every file at the end
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == f"[docs-figures] drawing the figures of {results} into {tmp_path / 'figs'}"
+    assert said[1:4] == [f"[docs-figures] {name}: {name}.png, {name}.pdf" for name in
+                         ("real_traces_curves", "real_traces_gao", "real_traces_replay")]
+    assert said[-1] == f"docs-figures: 6 files written to {tmp_path / 'figs'}"
     assert main(["docs-figures", "--results", str(tmp_path / "missing"), "--draw-only",
                  "--out", str(tmp_path / "figs")]) == 2
     # a directory with nothing to draw: "0 files written", exit 0
