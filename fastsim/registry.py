@@ -39,7 +39,6 @@ from functools import lru_cache, partial
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from fastsim import defaults as D
-from fastsim.arrays import HIDDEN
 from fastsim.errors import NJIT_ALLOWED, ConfigError, did_you_mean, user_code
 from fastsim.kernels import codes as K
 from fastsim.purity import disk_cached, impurity, loaded_names
@@ -1009,6 +1008,8 @@ def _check_signature(fn: Any, fixed: tuple[str, ...], params: tuple[Param, ...],
     ``(gpus, t_est_h, ...)`` read the demand as the estimate) then the declared
     parameters, by name and in order: they are passed by position, so a swapped pair
     would arrive swapped (``_check_param`` checked each parameter's kind)."""
+    from fastsim.arrays import HIDDEN  # here: fastsim --help imports this module, not numpy
+
     got = tuple(inspect.signature(fn.py_func).parameters)
     want = fixed + tuple(p.name for p in params)
     # a key written (duration_h, gpus, ...) ordered by the estimate while its author read
