@@ -90,9 +90,23 @@ def test_an_edited_or_moved_finished_sweep_is_refused_by_every_reader(finished, 
 
 @pytest.mark.parametrize("what", [*EDITS, "a results file swapped between two cells"])
 def test_the_sweep_run_again_repairs_what_its_readers_refuse(finished, tmp_path, what):
-    """The refusal says to run the sweep again: its axes and cells edited were kept as
-    they were, and the figures refused them again."""
+    """The refusal says to run the sweep again, and that run's aggregation writes the
+    manifest (its axes and cells among it) from the grid."""
     d, _ = _copy(finished, tmp_path, EDITS.get(what, (_swapped, ""))[0])
     assert main(["sweep", str(finished / "kp.toml"), "--out", str(d), "--no-progress"]) == 0
     assert main(["figures", str(d), "--out", str(tmp_path / "f"), "--formats", "png"]) == 0
     assert read_summary(d).equals(read_summary(finished / "kp"))
+
+
+def test_a_sweep_file_with_its_axes_reordered_is_no_damage(finished, tmp_path, capsys):
+    """The same grid (its hash leaves out the order), run into the same directory: it was
+    called a damaged manifest, whose axes and cells fields were not the sweep file's."""
+    shutil.copytree(finished / "kp", tmp_path / "kp")
+    path = tmp_path / "pk.toml"
+    path.write_text((finished / "kp.toml").read_text().replace(
+        'k = [1, 2]\npolicy = ["evalstop", "stop_at:f=0.65"]\n',
+        'policy = ["evalstop", "stop_at:f=0.65"]\nk = [1, 2]\n'))
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--out", str(tmp_path / "kp"), "--no-progress"]) == 0
+    assert "damaged" not in "".join(capsys.readouterr())
+    assert json.loads((tmp_path / "kp" / "sweep.json").read_text())["axes"] == ["policy", "k"]
