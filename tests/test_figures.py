@@ -676,11 +676,12 @@ def test_a_sweep_of_a_newer_format_is_not_drawn(own_sweeps, tmp_path, capsys):
              f"a newer fastsim; this fastsim reads formats 1 to {FORMAT_VERSION}: run that "
              "fastsim, or run the sweep again with this one")
     assert not (tmp_path / "f").exists()
-    # the Python API's reader too: read_summary returned its rows without a word
-    from fastsim.sweep.aggregate import read_summary
+    # a table read on its own too (read_summary and the figures check the manifest
+    # first, through finished_manifest; read_sweep_table alone did not)
+    from fastsim.sweep.store import read_sweep_table
 
     with pytest.raises(ConfigError, match="a sweep manifest of format .*, written by a newer"):
-        read_summary(d)
+        read_sweep_table(d / "summary.parquet", "a sweep's --out directory")
 
 
 def test_rows_a_figure_would_draw_on_one_point_refuse_it_naming_what_tells_them_apart(

@@ -599,7 +599,8 @@ def _recorded_bytes(path: Path, allowed: str) -> bytes | None:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise ConfigError(f"{manifest}: unreadable sweep manifest ({reason}); "
                               f"allowed: {allowed}") from None
-        # every reader of a table, read_summary too: a newer one's columns may mean other things
+        # a table read on its own too (readers of a whole sweep check this first, in
+        # ``finished_manifest``): a newer one's columns may mean other things
         check_format_readable(manifest, m, "or run the sweep again with this one")
         if isinstance(m, dict) and TABLES not in m:
             return None
