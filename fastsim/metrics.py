@@ -30,7 +30,7 @@ import numpy as np
 
 from fastsim import registry as R
 from fastsim.values import float_or_nan, plain_scalar
-from fastsim.errors import ConfigError, did_you_mean, user_code
+from fastsim.errors import ConfigError, counted, did_you_mean, user_code
 from fastsim.plain_python import coded_view
 from fastsim.user_modules import import_ref, wrong_kind
 
@@ -373,8 +373,8 @@ def user_columns(refs: tuple[str, ...], jobs: dict[str, np.ndarray]) -> dict[str
                                   "real numbers, one per cluster (NaN where it is undefined)")
             v = v.astype(np.float64)
         if v.shape != (n,):
-            raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of {n} "
-                              f"cluster{'s' if n != 1 else ''}{R.def_line(m.fn)}; allowed: "
+            raise ConfigError(f"metric {m.name} returned shape {v.shape} for a batch of "
+                              f"{counted(n, 'cluster')}{R.def_line(m.fn)}; allowed: "
                               f"({n},), one value per cluster: a reduction along axis=1 of the "
                               "[clusters, jobs] arrays, as jobs[\"jct_h\"].mean(axis=1)")
         if m.dtype == "int":

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 from matplotlib.ticker import MaxNLocator
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.figures import _style as S
 from fastsim import registry as R
 from fastsim.registry import POLICY_FIELDS
@@ -411,7 +411,7 @@ def not_drawn(df: pl.DataFrame, p: dict) -> str:
     if rows.height == 0:
         return ""
     labels = rows["policy"].unique(maintain_order=True).to_list()
-    return (f"{rows.height} row{'s' if rows.height != 1 else ''} not drawn (no place on "
+    return (f"{counted(rows.height, 'row')} not drawn (no place on "
             f"{', '.join(a for a in (p['x'], p['hue'], p['col']) if a)}: "
             f"{', '.join(map(str, labels))})")
 
@@ -425,7 +425,7 @@ def bare(data: pl.DataFrame) -> str:
     point's ``lo`` or ``hi`` NaN (too few clusters, or no spread between them), which a
     bare marker would show as exact."""
     k = data.filter(~(pl.col("lo").is_finite() & pl.col("hi").is_finite())).height
-    return (f"{k} point{'s' if k != 1 else ''} without an interval (too few clusters, or "
+    return (f"{counted(k, 'point')} without an interval (too few clusters, or "
             "none differ): drawn bare, not exact") if k else ""
 
 

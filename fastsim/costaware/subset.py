@@ -23,7 +23,7 @@ import polars as pl
 from fastsim.costaware.configs import EXACT_MAX_N
 from fastsim.costaware.sampling import (check_choices, check_costs, check_gradient_bounds,
                                         check_distinct, check_lam, check_nonnegative)
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, counted, known_keywords
 from fastsim.stats import Estimate, clopper_pearson, mean_ci
 from fastsim.kernels import costaware as nb
 from fastsim.kernels import costaware_sgd as nbs
@@ -193,7 +193,7 @@ def subset_report(problem, gammas, methods=("greedy",), progress: bool = False) 
     solves = len(gammas) * len(methods)
     n, d = problem.A.shape
     with newton_bar("subset optima", n, d, solves * newton_steps(problem.code), progress,
-                    count=f"{solves} solve{'s' * (solves > 1)}, ") as bar:
+                    count=f"{counted(solves, 'solve')}, ") as bar:
         for frac in gammas:
             for method in methods:
                 sel = select_subset(problem.G, problem.c, frac * g_mean, method)

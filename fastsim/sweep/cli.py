@@ -219,7 +219,7 @@ def cmd_figures(args) -> int:
     formats = parse_formats(args.formats, "--formats")
     written = draw_all(args.dir, args.out or args.dir / "figures", formats,
                        metrics=args.metrics, x=args.x, where=args.where)
-    print(f"{len(written)} file{'s' if len(written) != 1 else ''} written to "
+    print(f"{counted(len(written), 'file')} written to "
           f"{args.out or args.dir / 'figures'}")
     return 0
 

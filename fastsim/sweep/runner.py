@@ -30,7 +30,7 @@ import polars as pl
 from fastsim.api import simulate, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
-from fastsim.errors import ClusterLostError, ConfigError, SimulationError
+from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
@@ -565,7 +565,7 @@ def _connect(address, workers: int | None, timeout: float):
         client = Client(cluster)
         from fastsim.sweep.worker_plugin import NAME, SweepWorkerPlugin
         client.register_plugin(SweepWorkerPlugin(), name=NAME)  # restarted workers too
-        print(f"dask: started a local cluster of {n} worker{'s' if n != 1 else ''}; dashboard: "
+        print(f"dask: started a local cluster of {counted(n, 'worker')}; dashboard: "
               f"{client.dashboard_link}", file=sys.stderr)
     else:
         # a scheduler that refuses connections is retried until the timeout: a short one,
