@@ -62,7 +62,10 @@ def _whiten(x: np.ndarray, rho: float) -> np.ndarray:
     return out
 
 
-ROWS = 512  # jobs per block of ``log_marginal``: a block's grid (ROWS x 720 floats) stays in cache
+# jobs per block of ``log_marginal``: a block's arrays (ROWS x 720 floats, about 3 MB) are
+# reused by the allocator, where the whole grid's were mapped and their pages faulted in
+# afresh each time (docs/performance.md)
+ROWS = 512
 
 
 def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: int | None = None,
@@ -86,6 +89,8 @@ def log_marginal(score: np.ndarray, cfg: WorkloadConfig, hacking: bool, upto: in
     sigs = [max(cfg.sigma, 1e-6) * math.exp(s * zq - 0.5 * s * s) for zq in quantiles]
     # one block when there are no jobs: the reduction then refuses them, as it always did
     blocks = [slice(i, i + ROWS) for i in range(0, max(score.shape[0], 1), ROWS)]
+    # a block's error or Ctrl-C leaves the queued blocks unrun: ``map``'s iterator cancels
+    # them as it exits, so the pool's exit waits only for those already running
     with ThreadPoolExecutor(min(numba.get_num_threads(), len(blocks))) as pool:
         return np.concatenate(list(pool.map(
             lambda rows: _log_mean_likelihood(rr[rows], rq[rows], h_hat[rows], qq, n, sigs,

@@ -117,6 +117,31 @@ def test_bounds_grid_in_blocks_on_threads_equals_one_pass(monkeypatch, workload)
         numba.set_num_threads(before)
 
 
+def test_a_block_that_fails_leaves_the_queued_blocks_unrun(monkeypatch):
+    """A block's error (or Ctrl-C) re-raises once the blocks already running end, not
+    after every queued block of the grid has run."""
+    import time
+
+    from fastsim import detector_bounds as bounds
+
+    cfg = SimConfig.from_specs("srtf_est", "none", n_jobs=40, sigma=0.05).workload
+    score = np.zeros((100, cfg.n_evals))
+    calls = []
+
+    def block(rr, *_):
+        calls.append(rr.shape[0])
+        if len(calls) == 1:
+            raise ValueError("the first block")
+        time.sleep(0.01)  # long enough for the main thread to see the error first
+        return np.zeros(rr.shape[0])
+
+    monkeypatch.setattr(bounds, "ROWS", 1)
+    monkeypatch.setattr(bounds, "_log_mean_likelihood", block)
+    with pytest.raises(ValueError, match="the first block"):
+        bounds.log_marginal(score, cfg, True)
+    assert len(calls) < 10  # of 100 blocks
+
+
 def test_mcnemar_p():
     from fastsim.stats import mcnemar_p
 
