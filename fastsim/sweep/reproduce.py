@@ -136,7 +136,7 @@ def _row(paper_row: PaperRow, ours, lo, hi, n, note: str = "",
 
 
 def comparison_rows(summaries: dict[str, pl.DataFrame], k_boot: "KBootstrap | None" = None,
-                    *, bounds: dict[str, dict[int, Estimate]]) -> list[dict[str, Any]]:
+                    *, bounds: dict[str, dict[str, Estimate]]) -> list[dict[str, Any]]:
     """Every row of ``scoring.PAPER_ROWS``: paper, ours (mean, lo, hi, n), tolerance,
     verdict, and the parameter fitted to it (if any).  ``k_boot``: the k sweep's
     bootstrap (``k_bootstrap``); without it the k row is not comparable.  ``bounds``: the
@@ -165,7 +165,7 @@ def _in_range(value: float, axis_range: tuple[float, float]) -> bool:
 
 
 def bound_intervals(stores: dict[str, SweepStore], n_boot: int = 2000,
-                    seed: int = 0) -> dict[str, dict[int, Estimate]]:
+                    seed: int = 0) -> dict[str, dict[str, Estimate]]:
     """For each bound (``BOUNDS``), each of its m cells' precision with its interval at
     ``simultaneous_level(m)`` (Bonferroni), by cell id.  The bound's cells are taken here
     alone, from the grid: its EvalStop cells in the axis' range.  From the chunks'
@@ -187,7 +187,7 @@ def bound_intervals(stores: dict[str, SweepStore], n_boot: int = 2000,
 
 
 def _bound_rows(summaries: dict[str, pl.DataFrame],
-                intervals: dict[str, dict[int, Estimate]]) -> list[dict[str, Any]]:
+                intervals: dict[str, dict[str, Estimate]]) -> list[dict[str, Any]]:
     """The two bounds on EvalStop's precision (``BOUNDS``): the minimum over the cells with
     its simultaneous interval (``scoring.simultaneous_minimum``, of each cell's interval in
     ``intervals``: ``bound_intervals``, which chose the cells), and in the note the cell
@@ -209,7 +209,7 @@ def _bound_rows(summaries: dict[str, pl.DataFrame],
     return rows
 
 
-def _bound_cells(summary: pl.DataFrame, intervals: dict[int, Estimate]) -> pl.DataFrame:
+def _bound_cells(summary: pl.DataFrame, intervals: dict[str, Estimate]) -> pl.DataFrame:
     """The precision rows of ``summary``'s cells in ``intervals`` (by the ``cell`` column),
     in the summary's order, with each cell's ``lo`` and ``hi`` from ``intervals``."""
     simultaneous = pl.DataFrame({"cell": list(intervals),
