@@ -192,11 +192,11 @@ def _cmd(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():  # as the progress bars: on a terminal only
         # --quick: 1.5 CPU-minutes (90 s, 2.2 before the bounds shared their grids and ran
         # on numba's threads); 2.8 minutes on a busy 2-core machine (load 6), numba's cache
-        # warm (docs/performance.md, "The detector bounds")
+        # warm (docs/performance.md, "The detector bounds"): the one wall time measured
         print(f"fastsim detectors: {len(SIGMAS)} noise levels x {len(rates)} base rate(s) at "
               f"{n} clusters, then the bounds at {len(TABLE_SIGMAS)} noise levels (the slower "
-              f"part; {'2-8 minutes' if args.quick else 'several minutes'} on 2 cores by "
-              "machine load)", file=sys.stderr)
+              f"part; {'about 3 minutes' if args.quick else 'several minutes'} on 2 busy "
+              "cores)", file=sys.stderr)
     synthetic = det.run_grid(SIGMAS, rates, settings, n_clusters=n, seed=args.seed, progress=True)
     bound = bounds.bounds(TABLE_SIGMAS, n_clusters=min(n, BOUND_CLUSTERS), seed=args.seed,
                           progress=True)

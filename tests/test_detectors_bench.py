@@ -356,7 +356,7 @@ def test_quick_says_how_long_it_takes_as_measured(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert main(["detectors", "--quick", "--out", str(tmp_path / "o")]) == 130
     said = sys.stderr.getvalue()
-    assert "(the slower part; 2-8 minutes on 2 cores by machine load)" in said, said
+    assert "(the slower part; about 3 minutes on 2 busy cores)" in said, said
 
 
 def test_doc_block_is_replaced_and_the_rest_kept_byte_for_byte(tmp_path):

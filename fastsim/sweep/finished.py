@@ -39,7 +39,7 @@ _LAST_FIXED = "uses_hidden_truth"
 def verify_finished(root: Path, allowed: str) -> dict[str, Any]:
     """The manifest of the finished sweep in ``root``, once it and the results it lists
     are verified (the module docstring); else a ``ConfigError`` naming the file and what
-    is wrong, ``allowed`` saying what to run.  Under 1 ms a chunk (its record read, its
+    is wrong, ``allowed`` saying what to run.  About 1 ms a chunk (its record read, its
     files hashed): ``finished_manifest`` for a reader that has verified it already."""
     m = finished_manifest(root, allowed)
     _check_chunks(Path(root), m, allowed)
