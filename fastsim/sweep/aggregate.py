@@ -50,13 +50,17 @@ def _column(name: str, values: list) -> pl.Series:
     return pl.Series(name, values, strict=False)
 
 
+# cell_table's columns before the axes' (a reader of a finished sweep finds its axes after
+# the last of these)
+FIXED_COLUMNS = ("cell", "experiment", "label", "scheduler", "policy", "policy_name",
+                 "baseline", "baseline_policy", "is_baseline", "uses_hidden_truth")
+
+
 def cell_table(store: SweepStore) -> pl.DataFrame:
     g = store.grid
     axes = [a for a in g.axes if a not in ("scheduler", "policy")]
     axes += [a for a in DESCRIPTIVE_AXES if a not in axes]
-    cols: dict[str, list] = {k: [] for k in ("cell", "experiment", "label", "scheduler", "policy",
-                                             "policy_name", "baseline", "baseline_policy",
-                                             "is_baseline", "uses_hidden_truth")}
+    cols: dict[str, list] = {k: [] for k in FIXED_COLUMNS}
     cols.update({a: [] for a in axes})
     policies = {c.id: c.config.policy.label for c in g.cells}
     for c in g.cells:

@@ -24,16 +24,16 @@ from typing import Any
 from fastsim.errors import ConfigError
 from fastsim.io import JSONError, parquet_metadata
 from fastsim.sweep.grid import clipped, grid_hash
-from fastsim.sweep.aggregate import DESCRIPTIVE_AXES
+from fastsim.sweep.aggregate import DESCRIPTIVE_AXES, FIXED_COLUMNS
 from fastsim.sweep.store import (CHUNK_SLACK_BYTES, FORMAT_VERSION, GRID_KEY, KINDS,
                                  MANIFEST, MANIFEST_MAX_BYTES, RECORD_MAX_BYTES, TABLES,
                                  _code_ok, _file_error, _read_json, _tables_ok, cell_dir,
                                  check_format_readable, max_chunk_bytes, read_sweep_table)
 
 _HASH = re.compile(r"[0-9a-f]{64}")
-# the last of cell_table's columns before the axes' (``aggregate.cell_table``); the
-# descriptive axes the sweep does not vary follow its own
-_LAST_FIXED = "uses_hidden_truth"
+# the last of cell_table's columns before the axes'; the descriptive axes the sweep does
+# not vary follow its own
+_LAST_FIXED = FIXED_COLUMNS[-1]
 
 
 def verify_finished(root: Path, allowed: str) -> dict[str, Any]:
