@@ -28,7 +28,8 @@ from fastsim.sweep.aggregate import DESCRIPTIVE_AXES, FIXED_COLUMNS
 from fastsim.sweep.store import (CHUNK_SLACK_BYTES, FORMAT_VERSION, GRID_KEY, KINDS,
                                  MANIFEST, MANIFEST_MAX_BYTES, RECORD_MAX_BYTES, TABLES,
                                  _code_ok, _file_error, _read_json, _tables_ok, cell_dir,
-                                 check_format_readable, max_chunk_bytes, read_sweep_table)
+                                 check_format_readable, files_listed, max_chunk_bytes,
+                                 read_sweep_table)
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 # the last of cell_table's columns before the axes'; the descriptive axes the sweep does
@@ -172,14 +173,12 @@ def _chunk_error(root: Path, m: dict, cell_id: str, index: int, limit: int) -> s
         rec = _read_json(record, RECORD_MAX_BYTES)
     except (OSError, ValueError) as exc:
         return f"{record}: {exc.strerror if isinstance(exc, OSError) else exc}"
-    files = rec.get("files") if isinstance(rec, dict) else None
-    if not (isinstance(files, dict) and rec.get("grid_hash") == m["grid_hash"]
+    if not (isinstance(rec, dict) and rec.get("grid_hash") == m["grid_hash"]
             and rec.get("cell") == cell_id and rec.get("index") == index
-            and rec.get("code") == m.get("code")
-            and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
-                    and type(e.get("rows")) is int for e in files.values())):
+            and rec.get("code") == m.get("code") and files_listed(rec)):
         return (f"{record}: damaged (not the record of chunk {index} of cell {cell_id} of "
                 "this grid and code, listing each file's SHA-256 and rows)")
+    files = rec["files"]
     for kind in KINDS:
         name = f"{kind}-{index:04d}.parquet"
         if name not in files:

@@ -482,9 +482,16 @@ def _record_ok(rec: Any, grid: Grid, cell_id: str, index: int, older: bool = Fal
             and (older if code is None else
                  (_code_ok(code, grid) and not diff_code(code, grid.code)
                   and (older or "fastsim_sha256" in code)))
-            and isinstance(rec.get("files"), dict)
-            and all(isinstance(e, dict) and isinstance(e.get("sha256"), str)
-                    and type(e.get("rows")) is int for e in rec["files"].values()))
+            and files_listed(rec))
+
+
+def files_listed(rec: dict) -> bool:
+    """Whether chunk record ``rec`` lists its files with a checksum and a row count each
+    (``_record_ok``, and a reader of a finished sweep)."""
+    files = rec.get("files")
+    return isinstance(files, dict) and all(
+        isinstance(e, dict) and isinstance(e.get("sha256"), str) and type(e.get("rows")) is int
+        for e in files.values())
 
 
 def max_chunk_bytes(n_clusters: int, n_jobs: int, n_evals: int) -> int:
