@@ -110,3 +110,19 @@ def test_a_sweep_file_with_its_axes_reordered_is_no_damage(finished, tmp_path, c
     assert main(["sweep", str(path), "--out", str(tmp_path / "kp"), "--no-progress"]) == 0
     assert "damaged" not in "".join(capsys.readouterr())
     assert json.loads((tmp_path / "kp" / "sweep.json").read_text())["axes"] == ["policy", "k"]
+
+
+def test_the_api_reads_the_summary_it_aggregated_without_verifying_every_chunk_again(
+        finished, tmp_path, monkeypatch):
+    """fastsim.sweep() aggregated (reading every chunk, verified), then read_summary read
+    and hashed every chunk once more (about 1 ms each)."""
+    import fastsim
+    from fastsim.sweep import finished as check
+
+    shutil.copytree(finished / "kp", tmp_path / "kp")
+    passes = []
+    real = check._check_chunks
+    monkeypatch.setattr(check, "_check_chunks", lambda *a: passes.append(a) or real(*a))
+    summary = fastsim.sweep(finished / "kp.toml", tmp_path / "kp", progress=False)
+    assert passes == []
+    assert summary.equals(read_summary(finished / "kp"))

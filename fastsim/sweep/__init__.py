@@ -58,7 +58,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
     per-cluster rows behind each interval.
     """
     from fastsim.resources import sweep_file
-    from fastsim.sweep.aggregate import aggregate, read_summary
+    from fastsim.sweep.aggregate import aggregate, read_aggregated_summary
     from fastsim.sweep.grid import load_sweep
     from fastsim.sweep.runner import check_run, held_run
 
@@ -82,7 +82,7 @@ def run_sweep_file(file, out, *, clusters: int | None = None, chunk: int | None 
             grid, Path(out), backend=backend, address=address, workers=workers,
             keep_jobs=keep_jobs, progress=progress, announce=not progress) as (store, _):
         aggregate(store, progress=progress)
-    return read_summary(Path(out))
+    return read_aggregated_summary(Path(out))
 
 
 def _progress(progress) -> bool:

@@ -34,7 +34,7 @@ from fastsim.values import MAX_CLUSTER
 from fastsim.stats import (LEVEL, Estimate, PooledRatio, bootstrap_sums, fmt_interval,
                            fmt_value, interval_decimals, min_boot)
 from fastsim.summary import pooled_counts
-from fastsim.sweep.aggregate import aggregate, read_summary
+from fastsim.sweep.aggregate import aggregate, read_aggregated_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
 from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
@@ -881,7 +881,8 @@ def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
                              own=False, log=lambda line: (progress or ": skipped, " in line)
                              and print(line, file=sys.stderr))
         t_figures = time.perf_counter() - t1
-        summaries = {name: read_summary(out / name) for name in PAPER_SWEEPS}
+        # every sweep aggregated by this run (``_run_sweeps``), its chunks verified then
+        summaries = {name: read_aggregated_summary(out / name) for name in PAPER_SWEEPS}
         info = {**sweeps, "seconds_figures": t_figures,
                 "rows": comparison_rows(summaries, sweeps.get("k_boot"),
                                         bounds=sweeps["bounds"]),
