@@ -53,6 +53,23 @@ def float_nb(typingctx, bits):
     return types.float64(types.uint64), codegen
 
 
+@intrinsic
+def load_nb(typingctx, arr, i):
+    """``arr[i]`` of a one-dimensional array, unchecked, as one scalar load that LLVM's
+    vectorisers leave alone (an unordered atomic load: a plain ``mov`` on x86-64).  A loop
+    of table lookups that vectorises becomes gathers, and a gather costs several times
+    the scalar loads on CPUs that carry the Gather Data Sampling mitigation."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.load_atomic(builder.gep(data, [args[1]]), "unordered",
+                                   context.get_abi_alignment(data.type.pointee))
+    return arr.dtype(arr, i), codegen
+
+
 INV_LN2_N = float.fromhex("0x1.71547652b82fep+7")  # 128 / ln 2
 NEG_LN2_HI_N = float.fromhex("-0x1.62e42fefa0000p-8")  # -ln 2 / 128, in two parts
 NEG_LN2_LO_N = float.fromhex("-0x1.cf79abc9e3b3ap-47")
@@ -138,17 +155,25 @@ def _in_range_nb(x):
 
 
 @part
-def _exp_main_nb(x):
-    """glibc's main path: ``exp(x)`` for ``2^-54 <= |x| < 512``."""
+def _entry_nb(x):
+    """``kd`` (``x`` in units of ln 2 / 128, rounded, in the low bits) and the position in
+    ``TABLE`` of its fraction's pair."""
     kd = fma_nb(x, INV_LN2_N, SHIFT)
+    return kd, np.uint64(2) * (bits_nb(kd) & np.uint64(127))
+
+
+@part
+def _exp_main_nb(x, tail, sbits):
+    """glibc's main path: ``exp(x)`` for ``2^-54 <= |x| < 512``, given the pair of
+    ``TABLE`` at ``_entry_nb(x)``."""
+    kd, _ = _entry_nb(x)
     ki = bits_nb(kd)
     kd = kd - SHIFT
     r = fma_nb(kd, NEG_LN2_LO_N, fma_nb(kd, NEG_LN2_HI_N, x))
-    i = np.uint64(2) * (ki & np.uint64(127))
     r2 = r * r
-    tmp = fma_nb(fma_nb(r, C3, C2), r2, float_nb(TABLE[i]) + r)
+    tmp = fma_nb(fma_nb(r, C3, C2), r2, float_nb(tail) + r)
     tmp = fma_nb(r2 * r2, fma_nb(r, C5, C4), tmp)
-    scale = float_nb(TABLE[i + np.uint64(1)] + (ki << np.uint64(45)))
+    scale = float_nb(sbits + (ki << np.uint64(45)))
     return fma_nb(scale, tmp, scale)
 
 
@@ -156,12 +181,20 @@ def _exp_main_nb(x):
 def exp_array_nb(x, out):
     """``out[i] = math.exp(x[i])`` for every ``i``, bit for bit (see the module docstring).
 
-    The main path for every element first, in a loop with no branch and no call, which
-    vectorises; then the few arguments outside it, if any, through ``math.exp``.  ``out``
-    must not be ``x``."""
+    The main path for every element first, in loops with no branch and no call, which
+    vectorise, but for the table lookups between them, which are scalar loads
+    (``load_nb``); then the few arguments outside it, if any, through ``math.exp``.
+    ``out`` must not be ``x``."""
     n = x.shape[0]
+    entry = np.empty(n, dtype=np.uint64)
     for i in range(n):
-        out[i] = _exp_main_nb(x[i])
+        entry[i] = _entry_nb(x[i])[1]
+    for i in range(n):  # the tail of the pair into out, its scale's bits into entry
+        j = entry[i]
+        out[i] = float_nb(load_nb(TABLE, j))
+        entry[i] = load_nb(TABLE, j + np.uint64(1))
+    for i in range(n):
+        out[i] = _exp_main_nb(x[i], bits_nb(out[i]), entry[i])
     n_outside = 0
     for i in range(n):
         n_outside += not _in_range_nb(x[i])
