@@ -85,6 +85,14 @@ def counts(lines, where=False):
     return res, calls
 
 
+def gathers(f, sig=None):
+    """AVX2/AVX-512 gather instructions in the machine code of kernel ``f`` (with what
+    LLVM inlined into it).  On CPUs with the Gather Data Sampling mitigation a gather
+    costs several times the scalar loads it replaces (docs/performance.md, round 43)."""
+    asm = f.inspect_asm(f.signatures[0] if sig is None else sig)
+    return len(re.findall(r"^\s+v(?:p)?gather", asm, re.MULTILINE))
+
+
 from fastsim.config import SimConfig  # noqa: E402
 from fastsim.registry import BUILTIN_SCHEDULER_NAMES  # noqa: E402
 from fastsim.workload import generate_workload  # noqa: E402
@@ -130,7 +138,7 @@ def pipeline_counts():
             own = [b for b in bodies.values() if attr not in counts(b)[1]] or list(bodies.values())
             (inc, inc_loop), (dec, dec_loop) = counts(max(own, key=len))[0].values()
             print(f"kernel {dotted:34s} incref {inc:3d} ({inc_loop} in loops), decref "
-                  f"{dec:3d} ({dec_loop} in loops)")
+                  f"{dec:3d} ({dec_loop} in loops); {gathers(f, sig)} gathers")
 
 
 def main():
@@ -156,7 +164,8 @@ def main():
                 (inc, inc_loop), (dec, dec_loop) = res.values()
                 if engine or inc or "-v" in flags:
                     print(f"{path}: {attr:28s} incref {inc:3d} ({inc_loop} in loops), decref "
-                          f"{dec:3d} ({dec_loop} in loops); calls left: {', '.join(calls) or '-'}")
+                          f"{dec:3d} ({dec_loop} in loops); {gathers(f)} gathers; "
+                          f"calls left: {', '.join(calls) or '-'}")
 
 
 if __name__ == "__main__":

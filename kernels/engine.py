@@ -622,16 +622,18 @@ def _pause_unchosen_nb(c, t, n_realloc, jobs, next_time, running, n_running, n_p
 
 
 def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_active, passed,
-                   n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
+                   n_passed, loss, ended, segs, n_seg, n_done, free, active_demand, capacity,
                    pending, n_evals, thresholds_gpu_h):
     """The running jobs' own events at ``t``, those planned by ``upto`` (positions ``span
     = (first, last, upto)`` of ``running``, ``last`` following the job an end moves into a
     freed position):
-    ends (recorded in ``end_h`` and the segments ``segs``), demotions, ``loss_aware``'s
-    evaluations (a new key) and Tiresias' crossings (a new ``pending`` point, a tuple
-    ``(time, job, service)``).  Returns the counts and GPU totals after them, whether
-    the allocation may change, whether a key moved, and ``pending``."""
+    ends (recorded in ``ended = (end_h, held_h, held_after_h)`` and the segments ``segs``),
+    demotions, ``loss_aware``'s evaluations (a new key) and Tiresias' crossings (a new
+    ``pending`` point, a tuple ``(time, job, service)``).  Returns the counts and GPU
+    totals after them, whether the allocation may change, whether a key moved, and
+    ``pending``."""
     seg_job, seg_start, seg_end = segs
+    end_h, held_h, held_after_h = ended
     t_pending, pending_job, pending_point = pending
     realloc = moved = False
     i, last, upto = span
@@ -644,6 +646,10 @@ def _own_events_nb(c, t, span, jobs, next_time, running, n_running, active, n_ac
         if _ends_nb(job, t):
             next_time[j] = np.inf
             end_h[c, j] = t
+            # here, not copied out of every record after the loop: LLVM made that copy
+            # gathers (records 168 bytes apart), slower than loads under the Gather Data
+            # Sampling mitigation (docs/performance.md, round 43)
+            held_h[c, j], held_after_h[c, j] = job.held, job.held_after
             if n_seg < seg_job.shape[1]:
                 seg_job[c, n_seg], seg_start[c, n_seg] = j, job.seg_open
                 seg_end[c, n_seg] = t
@@ -842,8 +848,9 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         (n_running, n_active, n_done, n_seg, free, active_demand, changed, rekeyed,
          pending) = _own_events_nb(
             c, t, (first, last, upto), jobs, next_time, running, n_running, active, n_active,
-            passed, n_passed, loss, end_h, segs, n_seg, n_done, free, active_demand, capacity,
-            (t_pending, pending_job, pending_point), n_evals, thresholds_gpu_h)
+            passed, n_passed, loss, (end_h, held_h, held_after_h), segs, n_seg, n_done, free,
+            active_demand, capacity, (t_pending, pending_job, pending_point), n_evals,
+            thresholds_gpu_h)
         t_pending, pending_job, pending_point = pending
         moved = moved or rekeyed
         # Tiresias: a crossing reached at an evaluation at this instant changes queues now
@@ -857,9 +864,6 @@ def cluster_1c_nb(c, scheduling, workload, service, outcome, segments):
         n_running, free = _start_chosen_nb(c, t, jobs, next_time, starts, n_start, running,
                                            n_running, free, start_h, overhead_h, n_evals,
                                            thresholds_gpu_h)
-    for j in range(n_jobs):
-        held_h[c, j] = jobs[j].held
-        held_after_h[c, j] = jobs[j].held_after
     seg_count[c] = n_seg
     n_points[c] = points
 
