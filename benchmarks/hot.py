@@ -4,16 +4,18 @@
 
 ``gen``: generation into fresh arrays (page faults included); ``reuse``: into one reused
 buffer, as ``simulate`` does from its second call on; a scheduler's name: its engine
-alone; ``sim:`` and a scheduler's name: ``simulate`` end to end, as the bench's target
-rows time it; ``points:`` and a scheduler's name: no timing, the engine's scheduling
-points per cluster and how many jobs run and are active (arrived, not ended) on average
-over a cluster's span (held time, and end minus arrival, summed over jobs, over the span).
+alone; ``stops``: the stop decisions alone, ``account``: the metrics stage alone (both
+under ``srtf_est``); ``sim:`` and a scheduler's name: ``simulate`` end to end, as the
+bench's target rows time it; ``points:`` and a scheduler's name: no timing, the
+engine's scheduling points per cluster and how many jobs run and are active (arrived,
+not ended) on average over a cluster's span (held time, and end minus arrival, summed
+over jobs, over the span).
 """
 import sys
 
 import numba
 
-from fastsim.api import decide_stops, run_engine, simulate
+from fastsim.api import account, decide_stops, run_engine, simulate
 from fastsim.bench import _best, _config, _us
 from fastsim.workload import generate_workload
 
@@ -37,6 +39,13 @@ for s in WHICH:
     if s == "reuse":
         buf = generate_workload(cfg.workload, C, seed=1)
         print(f"reuse      {best(lambda: generate_workload(cfg.workload, C, seed=1, out=buf)):7.1f} us")
+        continue
+    if s in ("stops", "account"):
+        c = _config("srtf_est")
+        d = decide_stops(c, w)
+        o = run_engine(c, w, d)
+        f = (lambda: decide_stops(c, w)) if s == "stops" else (lambda: account(c, w, d, o))
+        print(f"{s:10s} {best(f):7.1f} us")
         continue
     if s.startswith("sim:"):
         c = _config(s[4:])

@@ -109,7 +109,9 @@ def accounting_1c_nb(c, gold, peak_eval, hacking, gpus, held_after_h, in_scope, 
         delivered_gold[c, j] = gold[c, j, delivered_eval[c, j] - 1]
         best_gold[c, j] = gold[c, j, peak_eval[c, j] - 1]
         wasted_gpu_h[c, j] = gpus[c, j] * held_after_h[c, j] if hacking[c, j] else 0.0
-        positive[c, j] = in_scope[c, j] and (stopped[c, j] or demoted[c, j])
+        # ``&`` and ``|``, not ``and`` and ``or``: their short circuits compiled to branches
+        # on flags random per job, often mispredicted (docs/performance.md, round 43)
+        positive[c, j] = in_scope[c, j] & (stopped[c, j] | demoted[c, j])
 
 
 @driver
