@@ -499,6 +499,14 @@ def test_an_infinite_kept_and_final_score_gains_nothing_without_a_warning(tmp_pa
     assert (r["delivered_metric"], r["final_metric"], r["delivered_gain"]) == (np.inf, np.inf, 0)
 
 
+def test_one_trigger_is_counted_in_the_singular(tmp_path, capsys):
+    """One job's one trigger, kept at an infinite score, read 'over 0 of 1 triggers'."""
+    p = tmp_path / "inf.csv"
+    p.write_text("job_id,step,score\na,1,0.5\na,2,inf\na,3,0.4\na,4,0.3\n")
+    assert main(["replay", str(p), "--policy", "evalstop:k=1", "--summary-only"]) == 0
+    assert "over 0 of 1 trigger (1 had an infinite gain)" in capsys.readouterr().out
+
+
 def test_an_infinite_gain_is_not_called_an_unscored_kept_step(tmp_path, capsys):
     """A trigger kept at an inf score against a finite final one has an infinite gain,
     which the mean leaves out; the summary said it 'kept an unscored step'."""

@@ -602,6 +602,17 @@ def test_toy_rlhf_shows_its_progress_in_a_log_too(tmp_path, capsys):
     assert "toy RLHF runs: 100%" in err and "\r" not in err, err
 
 
+def test_toy_rlhf_counts_one_run_and_one_seed_in_the_singular(tmp_path, capsys):
+    """One run said '1 runs x 2 evaluations', 'over 1 seeds' and 'n 1 runs'."""
+    from fastsim.cli import main
+
+    assert main(["traces", "toy-rlhf", *SMALL, "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("toy-rlhf: 1 run x 3 evaluations in "), out
+    assert "95% t interval over 1 seed])" in out and "n 1 run\n" in out and "n 0 runs\n" in out, out
+    assert not re.search(r"\b1 (runs|seeds)\b", out), out
+
+
 def test_compare_sim_names_the_clusters_option_that_cannot_fit(traces, tmp_path, capsys):
     """--clusters beyond memory was refused as `n_clusters 1000000000000 with ...: largest
     feasible: n_clusters 405037`, simulate's argument, which the command has no option of."""

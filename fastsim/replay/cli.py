@@ -18,7 +18,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.cli import examples
 from fastsim.config import parse_flag
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.values import (NumberTextError, as_typed, file_or_dir_path, file_path,
                             integer_option, kept_as_typed, number_option, number_text,
                             read_number, read_numbers)
@@ -273,7 +273,7 @@ def _print_summary(summ: pl.DataFrame) -> None:
                 f"kept-vs-final {_ci(r, 'delivered_gain', pct=False)}")
         unknown = r["n_detected"] - r["n_delivered_gain_known"]
         if unknown:
-            line += (f" over {r['n_delivered_gain_known']} of {r['n_detected']} triggers "
+            line += (f" over {r['n_delivered_gain_known']} of {counted(r['n_detected'], 'trigger')} "
                      f"({_gains_left_out(unknown, r['n_delivered_gain_infinite'])})")
         if r["n_jobs_gpu_h_known"]:
             line += f"  GPU-h saved {r['gpu_h_saved']:.4g} of {r['gpu_h_total']:.4g}"
@@ -294,9 +294,9 @@ def _unit(res) -> str:
     seed on its own (printed as more seeds, 1 seed and 3 such jobs read '4 seeds')."""
     jobs = res.unique("job_id")
     alone = jobs["seed"].null_count()
-    return (f"rates and means resample the {_count(jobs['seed'].drop_nulls().n_unique(), 'seed')}"
+    return (f"rates and means resample the {counted(jobs['seed'].drop_nulls().n_unique(), 'seed')}"
             " (jobs of a seed share their draws)"
-            + (f" and the {_count(alone, 'job')} without one, each its own" if alone else ""))
+            + (f" and the {counted(alone, 'job')} without one, each its own" if alone else ""))
 
 
 def _gpus(text: str | None) -> float | None:
@@ -311,11 +311,6 @@ def _gpus(text: str | None) -> float | None:
     if not 0 < gpus < math.inf:
         raise ConfigError(f"--gpus={text} is invalid; allowed: a positive finite GPU count")
     return gpus
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 job``, ``3 jobs``."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _cmd_replay(args) -> int:
@@ -354,7 +349,7 @@ def _cmd_replay(args) -> int:
         print(f"example log: {args.paths[0]}")
     n_evals = int(log.table["metric"].is_not_nan().sum())  # a row may hold a loss only
     rows = "" if n_evals == log.table.height else f" in {log.table.height} rows"
-    print(f"replay: {_count(len(log.job_ids), 'job')}, {_count(n_evals, 'evaluation')}{rows}, "
+    print(f"replay: {counted(len(log.job_ids), 'job')}, {counted(n_evals, 'evaluation')}{rows}, "
           f"metric {log.metric} ({sense} is better)")
     for note in log.notes:
         print(f"  rule applied: {note}")
@@ -481,7 +476,8 @@ def _cmd_toy(args) -> int:
     write_all([(args.out / f"{name}.parquet", table_writer(df, args.out / f"{name}.parquet", meta))
                for name, df in (("traces", traces), ("runs", runs), ("gao_fits", fits))],
               within=within)
-    print(f"toy-rlhf: {cfg.n_runs} runs x {traces.height // cfg.n_runs} evaluations in "
+    print(f"toy-rlhf: {counted(cfg.n_runs, 'run')} x "
+          f"{counted(traces.height // cfg.n_runs, 'evaluation')} in "
           f"{runtime:.1f} s (numba compile included on a cold cache); wrote {args.out}/"
           "{traces,runs,gao_fits}.parquet")
     _print_toy(cfg, runs, fits)
@@ -505,7 +501,7 @@ def _print_toy(cfg, runs: pl.DataFrame, fits: pl.DataFrame) -> None:
                           "gao_r2", "d_peak", "d_max"))
     lo, hi = fits["n_seeds"].min(), fits["n_seeds"].max()
     print(f"Gao's form per cell: pooled fit (mean of the per-seed fits [95% t interval over "
-          f"{lo if lo == hi else f'{lo}-{hi}'} seeds])")
+          f"{counted(lo, 'seed') if lo == hi else f'{lo}-{hi} seeds'}])")
     for r in fits.iter_rows(named=True):
         cells = "  ".join(f"{n[4:]} {fmt_value(r[n], '.2f')} ("
                           + fmt_interval(r[n + "_seed_mean"], r[n + "_lo"], r[n + "_hi"], ".2f") + ")"
@@ -515,7 +511,7 @@ def _print_toy(cfg, runs: pl.DataFrame, fits: pl.DataFrame) -> None:
     for r in gao_run_medians(runs).iter_rows(named=True):
         print(f"  {r['runs']:<8} {r['statistic'][4:]:<6} "
               f"{fmt_interval(r['median'], r['lo'], r['hi'], '.3f')} "
-              f"(min {r['min']:.3f}), n {r['n_runs']} runs")
+              f"(min {r['min']:.3f}), n {counted(r['n_runs'], 'run')}")
     print(f"hacking runs: {int(runs['truth_hacking'].sum())} of {runs.height} "
           f"(gold peak above the final gold by > {cfg.hacking_margin:.0%} of the gain)")
 
