@@ -18,7 +18,8 @@ from typing import Any
 
 from fastsim import defaults as D
 from fastsim import registry as R
-from fastsim.errors import ConfigError, did_you_mean, known_keywords, unknown_keyword
+from fastsim.errors import (ConfigError, did_you_mean, known_keywords, named_twice,
+                             unknown_keyword)
 from fastsim.kernels.codes import MAX_EVALS  # noqa: F401 - the kernels' limit, checked here
 from fastsim.purity import loaded_arguments
 from fastsim.values import (FLOAT64_MIN, SUMS_TO_ONE, as_float, as_typed,  # noqa: F401
@@ -652,7 +653,7 @@ class SimConfig:
     metrics: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from fastsim.metrics import lookup, metrics, named_twice
+        from fastsim.metrics import lookup, metrics
 
         for name, kind in (("workload", WorkloadConfig), ("scheduler", SchedulerConfig),
                            ("policy", PolicyConfig)):
@@ -667,7 +668,7 @@ class SimConfig:
         _check(isinstance(self.metrics, tuple) and all(isinstance(m, str) for m in self.metrics),
                "metrics", self.metrics, "MODULE:FUNCTION names of @cluster_metric functions"
                + "".join(R.spec_hint(m) for m in given[:1] if not isinstance(m, str)))
-        twice = named_twice(self.metrics)
+        twice = named_twice(self.metrics, "metric")
         _check(twice is None, "metrics", self.metrics, twice)
         columns: dict[str, str] = {}
         for ref in self.metrics:

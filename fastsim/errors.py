@@ -307,6 +307,16 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def named_twice(names, noun: str) -> str | None:
+    """What is allowed where ``names`` (a list the user gave: metrics, figure formats) name
+    one twice, else None; ``noun`` says what each is.  Named twice, a metric was computed
+    (or a figure drawn) once and nothing said, where the second was likely meant as
+    another."""
+    names = list(names)
+    twice = next((m for i, m in enumerate(names) if m in names[:i]), None)
+    return None if twice is None else f"each {noun} named once ({twice} is named twice)"
+
+
 def did_you_mean_path(path, candidates) -> str:
     """``did_you_mean`` for a path: of ``candidates`` (paths in ``path``'s directory), the
     one whose name is nearest ``path``'s, written as ``path`` is (``results/reproduce``:

@@ -141,15 +141,6 @@ def estimate_range(metric: str, kind: str) -> tuple[float, float]:
     return m.bounds
 
 
-def named_twice(names) -> str | None:
-    """What is allowed where ``names`` (metrics asked for: a config's, ``fastsim run
-    --metric``'s, ``fastsim figures --metrics``') name one twice, else None.  Named twice,
-    a metric was computed (or drawn) once and nothing said, where the second was likely
-    meant as another."""
-    twice = next((m for i, m in enumerate(names) if m in names[:i]), None)
-    return None if twice is None else f"each metric named once ({twice} is named twice)"
-
-
 def lookup(ref: str) -> Metric:
     """A declared metric by name, or a user metric by ``MODULE:FUNCTION`` (imported)."""
     if ref in _METRICS:

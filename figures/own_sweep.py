@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 from matplotlib.ticker import MaxNLocator
 
-from fastsim.errors import ConfigError, counted
+from fastsim.errors import ConfigError, counted, named_twice
 from fastsim.figures import _style as S
 from fastsim import registry as R
 from fastsim.registry import POLICY_FIELDS
@@ -145,8 +145,6 @@ def _chosen_metrics(sweep: Path, metrics, have: list[str]) -> list[str]:
     """The metrics drawn: ``metrics`` (a list, or text comma-separated), each one of
     ``have``, once, at most ``MAX_METRICS``, else refused; default ``DEFAULT_METRICS`` in
     ``have``."""
-    from fastsim.metrics import named_twice
-
     if metrics is None:
         chosen = [m for m in DEFAULT_METRICS if m in have]
     else:
@@ -160,7 +158,7 @@ def _chosen_metrics(sweep: Path, metrics, have: list[str]) -> list[str]:
             raise ConfigError(f"--metrics={shown} is invalid ({why}, in {sweep}); allowed: "
                               f"metrics of the sweep's summary, comma-separated: "
                               f"{', '.join(have)}")
-        twice = named_twice(chosen)
+        twice = named_twice(chosen, "metric")
         if twice is not None:
             raise ConfigError(f"--metrics={','.join(chosen)} is invalid (in {sweep}); "
                               f"allowed: {twice}")

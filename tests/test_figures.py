@@ -394,11 +394,11 @@ def test_metrics_and_formats_are_one_comma_list(own_sweeps, tmp_path):
     """--metrics and --formats were parsed by two functions: metrics took any iterable, so
     a set of them drew its panels in the hash seed's order, another each run, where
     formats refused it.  Both read text comma-separated or a list of text, alike."""
-    from fastsim.sweep.figures import comma_list
+    from fastsim.sweep.figures import comma_items
 
-    assert comma_list(" precision, fpr,,precision ") == ["precision", "fpr"]
-    assert comma_list(("png", " pdf", "png")) == ["png", "pdf"]
-    assert comma_list({"precision", "fpr"}) is None and comma_list(["png", 1]) is None
+    assert comma_items(" precision, fpr,,precision ") == ["precision", "fpr", "precision"]
+    assert comma_items(("png", " pdf")) == ["png", "pdf"]
+    assert comma_items({"precision", "fpr"}) is None and comma_items(["png", 1]) is None
     d = own_sweeps / "two"
     with pytest.raises(ConfigError, match=r"--metrics=\{.*\} is invalid \(neither text nor a "
                                           r"list of text, in "):
@@ -1316,15 +1316,18 @@ def test_the_frontier_and_reproduce_refuse_a_baseline_other_than_none(tmp_path):
     assert not out.exists()
 
 
-def test_a_format_given_twice_is_drawn_and_counted_once(unusual_results, tmp_path, capsys):
+def test_a_format_named_twice_is_refused_as_a_metric_is(unusual_results, tmp_path, capsys):
     """--formats png,png wrote each figure twice over one file and said so: '6 files written'
-    of 3 files."""
-    from fastsim.cli import main
-
+    of 3 files; then it drew each once without a word, where --metrics recall,recall is
+    refused.  One line, the same words, before anything is written; and in draw_all."""
     out = tmp_path / "figs"
-    assert main(["figures", str(unusual_results), "--out", str(out), "--formats", "png,png"]) == 0
-    n = len(list(out.glob("*.png")))
-    assert n > 0 and f"{n} files written to {out}" in capsys.readouterr().out
+    one_line(capsys, ["figures", str(unusual_results), "--out", str(out), "--formats", "png, pdf,png"],
+             "--formats=png, pdf,png is invalid; allowed: each format named once (png is named twice)")
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"^formats=\('svg', 'svg'\) is invalid; allowed: each "
+                                          r"format named once \(svg is named twice\)$"):
+        draw_all(unusual_results, out, formats=("svg", "svg"))
+    assert not out.exists()
 
 
 def test_a_killed_writers_temporaries_are_removed_where_the_run_holds_the_directory(

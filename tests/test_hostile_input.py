@@ -737,6 +737,9 @@ def test_reproduce_api_refuses_one_cluster_as_the_command_line_does(tmp_path):
 @pytest.mark.parametrize("kw, said", [
     ({"formats": "png"}, "formats='png' is invalid; allowed: a list of png, pdf, svg"),
     ({"formats": ("png", "jpg")}, "formats=('png', 'jpg') is invalid"),
+    # read once without a word, where fastsim figures --formats png,png is refused
+    ({"formats": ["pdf", "pdf"]}, "formats=['pdf', 'pdf'] is invalid; allowed: each format "
+                                  "named once (pdf is named twice)"),
     ({"progress": "no"}, "progress='no' is invalid; allowed: True or False"),
     ({"timeout": math.nan}, "timeout=nan is invalid; allowed: seconds > 0"),
 ])

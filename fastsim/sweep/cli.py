@@ -110,12 +110,13 @@ def _register_figures(subparsers) -> None:
                    help="where to write figures (default: DIR/figures); refused while "
                    "another process holds a sweep directory it is in")
     f.add_argument("--formats", default="png,pdf", metavar="F,F,...",
-                   help="file formats, comma-separated, each png, pdf or svg (default: png,pdf)")
+                   help="file formats, comma-separated, each png, pdf or svg, named once "
+                   "(default: png,pdf)")
     f.add_argument("--metrics", metavar="M,M,...",
                    help="the panels of the figure of a sweep no paper figure reads: metrics of "
                    "its summary (summary.parquet's metric column, e.g. precision, recall, "
-                   "stop_recall, fpr, jct_mean_h, jct_mean_h_change), comma-separated, at "
-                   "most 8 (default: precision,stop_recall,fpr,jct_mean_h)")
+                   "stop_recall, fpr, jct_mean_h, jct_mean_h_change), comma-separated, each "
+                   "named once, at most 8 (default: precision,stop_recall,fpr,jct_mean_h)")
     f.add_argument("--x", metavar="AXIS",
                    help="the axis along x of the figure of a sweep no paper figure reads: one "
                    "the sweep varies (default: the first in its file)")

@@ -454,7 +454,7 @@ def comma_items(value) -> list[str] | None:
     """The items of ``value``, text comma-separated or a list (or tuple) of text, each
     stripped, in order, the empty ones left out; None where ``value`` is neither (a set's
     order is the process's hash seed's: it drew a figure's panels in another order each
-    run).  ``--metrics`` is read by it (a metric named twice is refused)."""
+    run).  ``--metrics`` and ``--formats`` are read by it (a value named twice is refused)."""
     if isinstance(value, str):
         items = value.split(",")
     elif isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
@@ -464,23 +464,21 @@ def comma_items(value) -> list[str] | None:
     return [v.strip() for v in items if v.strip()]
 
 
-def comma_list(value) -> list[str] | None:
-    """``comma_items(value)``, each once: ``--formats`` is read by it."""
-    items = comma_items(value)
-    return None if items is None else list(dict.fromkeys(items))
-
-
 def parse_formats(formats, option: str | None = None) -> tuple[str, ...]:
-    """The file formats of ``formats`` (a list, or text comma-separated), each once: png,png
-    drew every figure twice over one file and counted both, and a text taken for a list
-    ("png") drew in formats 'p', 'n', 'g', failing in matplotlib after making the output
-    directory.  ``option``: the command line's name of the value (``--formats``)."""
-    from fastsim.errors import ConfigError
+    """The file formats of ``formats`` (a list, or text comma-separated), each named once,
+    else refused, as ``--metrics`` refuses a metric named twice (png,png drew every figure
+    twice over one file and counted both, then drew it once without a word); a text taken
+    for a list ("png") drew in formats 'p', 'n', 'g', failing in matplotlib after making
+    the output directory.  ``option``: the command line's name of the value (``--formats``)."""
+    from fastsim.errors import ConfigError, named_twice
 
-    parsed = tuple(comma_list(formats) or ())
+    parsed = tuple(comma_items(formats) or ())
+    shown = f"{option}={formats}" if option else f"formats={formats!r}"
     if not parsed or any(f not in FORMATS for f in parsed):
-        shown = f"{option}={formats}" if option else f"formats={formats!r}"
         raise ConfigError(f"{shown} is invalid; allowed: {', '.join(FORMATS)} (comma-separated)")
+    twice = named_twice(parsed, "format")
+    if twice is not None:
+        raise ConfigError(f"{shown} is invalid; allowed: {twice}")
     return parsed
 
 

@@ -26,7 +26,7 @@ from scipy import special
 import fastsim
 
 from fastsim.config import check_flags, is_path, is_real
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, named_twice
 from fastsim.io import (check_distinct, check_output, holding_directory, make_directory,
                         table_writer, unmade_on_failure, write_all)
 from fastsim.resources import package_folders, shipped
@@ -1112,7 +1112,7 @@ def default_command(argv: list[str] | None) -> str:
 
 def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
     """``reproduce``'s arguments the command line checks as it parses them, checked before
-    any work; the paths as ``Path``, the formats once each.  Through the Python API a str
+    any work; the paths as ``Path``.  Through the Python API a str
     out was a TypeError, and formats="png" was read letter by letter, refused by
     matplotlib after every sweep had run."""
     for name, value, none_ok in (("out", out, False), ("figures_dir", figures_dir, True),
@@ -1124,11 +1124,14 @@ def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
             or not all(isinstance(f, str) and f in FORMATS for f in formats)):
         raise ConfigError(f"formats={formats!r} is invalid; allowed: a list of "
                           f"{', '.join(FORMATS)}, as formats=(\"png\", \"pdf\")")
+    twice = named_twice(formats, "format")  # as fastsim figures --formats refuses it
+    if twice is not None:
+        raise ConfigError(f"formats={formats!r} is invalid; allowed: {twice}")
     check_flags(progress=progress)
     if not (is_real(timeout) and 0 < timeout < math.inf):
         raise ConfigError(f"timeout={timeout!r} is invalid; allowed: seconds > 0")
     paths = tuple(None if p is None else Path(p) for p in (out, figures_dir, report))
-    return (*paths, tuple(dict.fromkeys(formats)))
+    return (*paths, tuple(formats))
 
 
 def check_clusters(clusters: int, name: str = "clusters=") -> int:
