@@ -126,8 +126,9 @@ def test_hash_tracks_what_results_depend_on(tmp_path):
     ("cluster = 4\n", ["key 'cluster' is unknown (did you mean clusters?); allowed: "]),
     # a detector's parameter, though no policy of the file's: not 'did you mean sigma?'
     ("clusters = 4\n[axes]\nsigma0 = [0.01, 0.05]\n",
-     ["axis 'sigma0' applies to no cell: no policy of the grid has the field 'sigma0' "
-      "(evalstop); margin, cusum, peak, bocpd declare it"]),
+     ["axis 'sigma0' applies to no cell: no policy of the grid has the field 'sigma0'; "
+      "allowed: a field of a policy of the grid (evalstop: k), or 'sigma0' beside a policy "
+      "that declares it (margin, cusum, peak, bocpd)"]),
     ("clusters = 4\nbase_rate = 0.3\n",  # a field above [base], not a misspelt 'base'
      ["key 'base_rate' is unknown (a field: under [base], or under [axes] as a list); "]),
     # a list under [base] was refused as a bad value, without a word of [axes]
@@ -591,8 +592,9 @@ def test_a_policy_field_that_applies_to_no_cell_is_refused(tmp_path):
     p = write(tmp_path, 'clusters = 4\n[base]\nn_jobs = 20\n[axes]\nk = [1, 2]\n'
                         'policy = ["stop_at:f=0.5", "none"]\n')
     with pytest.raises(ConfigError, match=r"axis 'k' applies to no cell: no policy of the grid "
-                       r"has the field 'k' \(none, stop_at\); evalstop, deprioritize, margin "
-                       r"declare it$"):
+                       r"has the field 'k'; allowed: a field of a policy of the grid \(none: no "
+                       r"parameter; stop_at: f\), or 'k' beside a policy that declares it "
+                       r"\(evalstop, deprioritize, margin\)$"):
         load_sweep(p)
     p = write(tmp_path, 'clusters = 4\n[base]\ntol = 0.1\n[axes]\npolicy = ["evalstop:k=2"]\n',
               "b.toml")
@@ -613,8 +615,9 @@ def test_a_scheduler_field_that_applies_to_no_cell_is_refused(tmp_path, capsys):
     assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.endswith(f"{p}: axis 'thresholds_gpu_h' applies to no cell: no scheduler of the "
-                        "grid has the field 'thresholds_gpu_h' (fifo, srtf_est); tiresias "
-                        "declares it\n"), err
+                        "grid has the field 'thresholds_gpu_h'; allowed: a field of a scheduler "
+                        "of the grid (fifo: backfill; srtf_est: no parameter), or "
+                        "'thresholds_gpu_h' beside a scheduler that declares it (tiresias)\n"), err
     assert err.count("\n") == 1 and not out.exists()
     p = write(tmp_path, '[base]\nbackfill = false\nscheduler = "sjf_est"\n', "b.toml")
     with pytest.raises(ConfigError, match=r"\[base\] field 'backfill' applies to no cell"):

@@ -169,8 +169,9 @@ def test_a_parameter_of_no_policy_of_the_file_says_whose_it_is(user_dir, tmp_pat
 
     p = write(tmp_path, '[axes]\ndrop = [0.1, 0.2]\npolicy = ["evalstop"]\n')
     with pytest.raises(ConfigError, match=r"exp.toml: axis 'drop' applies to no cell: no "
-                       r"policy of the grid has the field 'drop' \(evalstop\); "
-                       r"toy_axis_policies:toy_drop declares it$"):
+                       r"policy of the grid has the field 'drop'; allowed: a field of a "
+                       r"policy of the grid \(evalstop: k\), or 'drop' beside a policy that "
+                       r"declares it \(toy_axis_policies:toy_drop\)$"):
         load_sweep(p)
 
 

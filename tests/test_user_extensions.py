@@ -2015,8 +2015,9 @@ def test_an_axis_no_user_policy_declares_names_what_it_declares(user_dir, tmp_pa
     p.write_text(f'clusters = 4\n[base]\npolicy = "{pol}"\n[axes]\nk = [1, 2]\n')
     with pytest.raises(ConfigError) as err:
         load_sweep(p)
-    assert (f"axis 'k' applies to no cell: no policy of the grid has the field 'k' ({pol}); "
-            f"{pol} declares no parameter; evalstop, deprioritize, margin") in str(err.value)
+    assert (f"axis 'k' applies to no cell: no policy of the grid has the field 'k'; allowed: "
+            f"a field of a policy of the grid ({pol}: no parameter), or 'k' beside a policy "
+            f"that declares it (evalstop, deprioritize, margin") in str(err.value)
 
 
 def test_an_axis_beside_a_policy_whose_parameters_go_in_its_spec_says_so(tmp_path,
@@ -2033,7 +2034,7 @@ def test_an_axis_beside_a_policy_whose_parameters_go_in_its_spec_says_so(tmp_pat
     p.write_text('clusters = 4\n[base]\npolicy = "toy_spec_only:noisy"\n[axes]\nk = [1, 2]\n')
     with pytest.raises(ConfigError) as err:
         load_sweep(p)
-    assert "; toy_spec_only:noisy declares sigma, in its spec only; evalstop" in str(err.value)
+    assert "(toy_spec_only:noisy: sigma, in its spec only), or 'k' beside" in str(err.value)
 
 
 PEEKING_SRC = '''

@@ -627,19 +627,18 @@ def _axis_hint(msg: str, base: dict[str, Any]) -> str:
 def _check_used(source: str, unused: dict[str, tuple[str, set]], axes: dict[str, list]) -> None:
     """A policy or scheduler field given that no cell's policy or scheduler has (``k``
     beside only ``stop_at``, ``thresholds_gpu_h`` beside no ``tiresias``, ``z`` beside no
-    detector) was dropped from every cell without a word; said with the declarations that
-    have it, and what a user's declaration of the grid has instead."""
+    detector) was dropped from every cell without a word; refused, allowing the fields the
+    grid's declarations have and the declarations that have it."""
     for f, (kind, names) in unused.items():
         where = "axis" if f in axes else "[base] field"
-        user = sorted(n for n in names if ":" in n)
-        hint = f"; {user[0]} declares {_user_fields_text(R.lookup(kind, user[0]))}" if user else ""
+        have = "; ".join(f"{n}: {_fields_text(R.lookup(kind, n))}" for n in sorted(names))
         others = [n for n in registered_fields().get(f, {}).get(kind, []) if n not in names]
-        hint += f"; {', '.join(others)} declare{'s' * (len(others) == 1)} it" if others else ""
+        beside = f", or {f!r} beside a {kind} that declares it ({', '.join(others)})" if others else ""
         raise _fail(source, f"{where} {f!r} applies to no cell: no {kind} of the grid has the "
-                    f"field {f!r} ({', '.join(sorted(names))}){hint}")
+                    f"field {f!r}; allowed: a field of a {kind} of the grid ({have}){beside}")
 
 
-def _user_fields_text(d: R.Declaration) -> str:
+def _fields_text(d: R.Declaration) -> str:
     """What declaration ``d`` has for a sweep file: its fields, else the parameters named
     like a workload field, which go in its spec only (``sigma``), else none."""
     own = [f for f in _declared(d) if f != "scope"]
