@@ -336,11 +336,12 @@ def plain_log_ticks(ax) -> None:
 
 
 def _refuse(message: str) -> None:
-    """One line on stderr (``one_line``: a path's line break escaped), exit 2, as the
-    command line refuses bad input."""
+    """One line on stderr, exit 2, in the form of the command line's refusals
+    (``noise_sweep.py: error: ...`` as ``fastsim figures: error: ...``; ``one_line``: a
+    path's line break escaped)."""
     from fastsim.errors import one_line
 
-    print(one_line(message), file=sys.stderr)
+    print(f"{Path(sys.argv[0]).name}: error: {one_line(message)}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -365,9 +366,10 @@ def _usage() -> None:
     """A script run without RESULTS_DIR (or with more than two arguments) says how to run
     it; an empty one is refused, as fastsim figures refuses it: Path('') is '.', so
     ``"$DIR"`` with DIR unset drew the current directory's sweep, or wrote there."""
-    if not 2 <= len(sys.argv) <= 3:
-        _refuse(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
-                "RESULTS_DIR/figures)")
+    if not 2 <= len(sys.argv) <= 3:  # a usage line, as argparse's: no "error:"
+        print(f"usage: python {sys.argv[0]} RESULTS_DIR [OUT_DIR] (default OUT_DIR: "
+              "RESULTS_DIR/figures)", file=sys.stderr)
+        sys.exit(2)
     for name, arg in zip(("RESULTS_DIR", "OUT_DIR"), sys.argv[1:]):
         if not arg.strip():
             _refuse(f"{name} is empty; allowed: a path")
@@ -388,8 +390,11 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     sources = _or_refuse(find_sources, results)
     _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     why = skip_reason(needs, baseline, sources, results, plots)
-    if why is not None:
-        _refuse(why)  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+    missing = [s for s in needs if s not in sources]
+    if why is not None:  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
+        _refuse(why + (f"; allowed: a directory holding the sweep {missing[0]} (fastsim "
+                       f"reproduce's --out, or a sweep's --out whose file says name = "
+                       f"\"{missing[0]}\")" if missing else ""))
     held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
     for p in _or_refuse(draw, sources, out, ("png", "pdf")):  # a table damaged since
@@ -421,7 +426,9 @@ def cli(main) -> None:
         except OSError as exc:  # a file it reads or writes (a full disk): named, not 'damaged'
             _refuse(f"{name}: {exc.filename or results}: {exc.strerror or exc}")
         if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
-            _refuse(f"no results for {name} in {results}")
+            reads = getattr(sys.modules[main.__module__], "READS", {})
+            _refuse(f"no results for {name} in {results}; allowed: a directory holding "
+                    f"the tables it reads ({', '.join(reads)})")
     except BaseException:
         remove_made(made)  # refused: OUT_DIR not left behind, if nothing was drawn in it
         raise

@@ -1543,12 +1543,19 @@ def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch,
         S.main(script.draw, script.NEEDS)
     assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: ")
     (tmp_path / "other").mkdir()
-    for results, why in (("typo", "is not a results directory"),
-                         ("other", "no results for noise")):
+    other = tmp_path / "other"
+    for results, why in (("typo", f"noise_sweep.py: error: {tmp_path / 'typo'} is not a results "
+                                  "directory (no such directory); allowed: "),
+                         # said without the command line's form, nor what is allowed
+                         ("other", f"noise_sweep.py: error: no results for noise in {other}; "
+                                   "allowed: a directory holding the sweep noise (fastsim "
+                                   "reproduce's --out, or a sweep's --out whose file says "
+                                   "name = \"noise\")\n")):
         monkeypatch.setattr(sys, "argv", ["noise_sweep.py", str(tmp_path / results)])
         with pytest.raises(SystemExit) as exc:
             S.main(script.draw, script.NEEDS)
-        assert exc.value.code == 2 and why in capsys.readouterr().err  # bad input: exit 2
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.startswith(why) and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
 
 
@@ -1583,7 +1590,7 @@ def test_a_script_run_alone_refuses_an_empty_argument(tiny_reproduction, tmp_pat
         with pytest.raises(SystemExit) as exc:
             S.main(script.draw, script.NEEDS)
         assert exc.value.code == 2
-        assert capsys.readouterr().err == f"{name} is empty; allowed: a path\n"
+        assert capsys.readouterr().err == f"noise_sweep.py: error: {name} is empty; allowed: a path\n"
     assert sorted(results.rglob("*")) == before and not list(tmp_path.iterdir())
 
 
@@ -1614,7 +1621,8 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
             (curves, [tmp_path / "typo"], f"{tmp_path}/typo is not a results directory (no "
              "such directory); allowed: a sweep's --out"),
             (curves, [tmp_path / "afile"], "afile is not a results directory (a file); allowed:"),
-            (curves, [tmp_path], f"no results for real_traces_curves in {tmp_path}"),
+            (curves, [tmp_path], f"real_traces_curves.py: error: no results for real_traces_curves "
+             f"in {tmp_path}; allowed: a directory holding the tables it reads (traces.parquet)"),
             # the reader names the table itself (pages verified, fastsim.io.read_parquet_table)
             (curves, [damaged], f"{damaged}/traces.parquet: not a readable Parquet table"),
             (curves, [damaged, tmp_path / "afile"],
