@@ -83,6 +83,15 @@ def own_lines(err: str) -> list[str]:
             if not (line.startswith("compiling the ") and " s by machine load; " in line)]
 
 
+def after_connecting(err: str, address: str) -> str:
+    """stderr, stripped, after the line a sweep given ``--address`` says first (that it is
+    connecting, and for how long it retries): what a test of the run's own lines reads."""
+    first, _, rest = err.strip().partition("\n")
+    assert first.startswith(f"dask: connecting to the scheduler at {address} (retried for "
+                            "up to "), err
+    return rest
+
+
 def run_fenced(argv, timeout=300, env=()):
     """``fastsim ARGV`` in a child limited to 8 GiB of address space and a deadline, so a
     regression fails the test instead of exhausting the machine; ``env``: more variables."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import own_lines
+from conftest import after_connecting, own_lines
 
 import fastsim
 import fastsim.metrics
@@ -303,7 +303,7 @@ def test_a_dask_worker_running_other_code_is_refused(user_module, tmp_path, caps
         assert sweep(path, out, "--backend", "dask", "--address",
                      cluster.scheduler_address) == 2
         worker = next(iter(cluster.workers.values())).address
-    err = capsys.readouterr().err.strip()
+        err = after_connecting(capsys.readouterr().err, cluster.scheduler_address)
     assert len(err.splitlines()) == 1, err
     said = {"on connecting": f"fastsim's own source differs (version {fastsim.__version__} "
                              "both: a development checkout at another commit",

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import POLICIES, modules_on_path, one_line, own_lines
+from conftest import POLICIES, after_connecting, modules_on_path, one_line, own_lines
 
 from fastsim.api import run_workload, simulate
 from fastsim.cli import main
@@ -3198,11 +3198,11 @@ def test_a_dask_sweep_whose_user_code_fails_on_its_first_cluster_writes_nothing(
                                       dashboard_address=None) as cluster:
             assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
                          "dask", "--address", cluster.scheduler_address]) == 2
+            err = after_connecting(capsys.readouterr().err, cluster.scheduler_address)
     finally:
         worker_log.removeHandler(handler)
     # the worker logged it too, with its traceback ("Compute Failed"): a dozen lines
     assert not [m for m in logged if "Compute Failed" in m], logged
-    err = capsys.readouterr().err.strip()
     assert err == ("fastsim sweep: error: stop policy toy_dask_first_policy:f returns "
                    "float64 (toy_dask_first_policy.py, line 7: def f(scores, losses, "
                    "attained_h, t_est_h):); allowed: an integer, the 1-based evaluation at "
@@ -3261,7 +3261,7 @@ def test_a_dask_cluster_lost_in_the_trial_says_nothing_was_written(tmp_path, mon
                                   dashboard_address=None) as cluster:
         assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",
                      "dask", "--address", cluster.scheduler_address]) == 1
-    err = capsys.readouterr().err.strip()
+        err = after_connecting(capsys.readouterr().err, cluster.scheduler_address)
     assert err.startswith("fastsim sweep: error: the first-cluster trial of cell ") and \
         err.endswith(" was lost: every Dask worker that ran it died (4 attempts); this run "
                      "wrote nothing (it was trying each user function on its first cluster, "

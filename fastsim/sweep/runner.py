@@ -571,6 +571,9 @@ def _connect(address, workers: int | None, timeout: float):
         # a scheduler that refuses connections is retried until the timeout: a short one,
         # as an address is either up or wrong (workers may take longer to join)
         connect_s = min(timeout, DASK_CONNECT_S)
+        # said first: a port where nothing listens was 10 s of silence before its one line
+        print(f"dask: connecting to the scheduler at {address} (retried for up to "
+              f"{connect_s:g} s)", file=sys.stderr)
         try:
             _handshake(address, connect_s)
             client = Client(address, timeout=connect_s)
