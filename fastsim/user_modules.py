@@ -1,7 +1,9 @@
 """A user's modules: where they are, and importing the ``MODULE:ATTR`` that names a
 user's stop policy, scheduler key or metric, with one ``ConfigError`` that says what went
 wrong (a misspelt module, a module that is not on the import path, a name it does not
-declare, a declaration of another kind, a module that raised while it was imported)."""
+declare, a declaration of another kind, a module that raised while it was imported); and
+the line of the script run as ``__main__`` that a worker process importing it would run
+again."""
 from __future__ import annotations
 
 import contextlib
@@ -234,3 +236,48 @@ def _user_frame(exc: BaseException):
     theirs = [f for f in frames if not f.filename.startswith(ours)
               and not f.filename.startswith("<frozen ")]
     return (theirs or frames)[-1]
+
+
+def unguarded_main_line() -> str | None:
+    """``SCRIPT:LINE`` of the statement of the script run as ``__main__`` that is running
+    now, if no ``if __name__ == "__main__":`` holds it, else None: a worker process that
+    multiprocessing spawns imports the script first (as ``__mp_main__``) and runs that
+    statement again (a sweep on a local Dask cluster started in each worker, which failed
+    with a page of tracebacks).  None where the script is not imported again: no file (a
+    notebook, ``python -c``), or Dask's workers forked."""
+    import ast
+
+    import dask
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if (not path or not os.path.isfile(path)
+            or dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork"):
+        return None
+    frame, line = sys._getframe(), None
+    while frame is not None:  # the outermost frame of the script's own top level
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+        frame = frame.f_back
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):  # cannot tell: not refused
+        return None
+    if line is None or any(_guards_main(node) and node.lineno <= line <= node.end_lineno
+                           for node in ast.walk(tree)):
+        return None
+    return f"{path}:{line}"
+
+
+def _guards_main(node) -> bool:
+    """Whether ``node`` is ``if __name__ == "__main__":`` (either side first)."""
+    import ast
+
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    return ({type(s) for s in sides} == {ast.Name, ast.Constant}
+            and {getattr(s, "id", None) or getattr(s, "value", None) for s in sides}
+            == {"__name__", "__main__"})

@@ -790,3 +790,29 @@ def test_9_a_scheduler_killed_is_lost_not_frozen_when_its_question_times_out():
     client.sync = times_out
     with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
         _Watch(client, 5).workers()
+
+
+def test_a_script_without_the_main_guard_is_refused_before_any_worker_starts(tmp_path):
+    """fastsim.sweep(..., backend="dask") at a script's top level: each spawned worker
+    imported the script, ran the sweep again and failed to start, some 350 lines of
+    tracebacks (docs/sweeps.md says to guard it).  Refused at once, naming the line; the
+    guard, even inside a try, and a script run by ``python -c`` are not."""
+    (tmp_path / "s.toml").write_text(SWEEP)
+    call = 'fastsim.sweep("s.toml", "out", backend="dask", workers=1, progress=False)'
+    (tmp_path / "bare.py").write_text(f"import fastsim\n\ndef go():\n    {call}\n\ngo()\n")
+    r = subprocess.run([sys.executable, "bare.py"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and "Nanny" not in r.stderr, r.stderr
+    assert last == (f"fastsim.errors.ConfigError: {tmp_path / 'bare.py'}:6: starts a sweep on a "
+                    "local Dask cluster outside `if __name__ == \"__main__\":`, and each worker "
+                    "process imports the script first and would start it again; allowed: the "
+                    "call under that guard (docs/sweeps.md, Dask)"), r.stderr
+    assert not (tmp_path / "out").exists()
+    said = "from fastsim.user_modules import unguarded_main_line as u\n"
+    (tmp_path / "guarded.py").write_text(said + "try:\n    if '__main__' == __name__:\n"
+                                                "        print(u())\nfinally:\n    pass\n")
+    for argv in (["guarded.py"], ["-c", said + "print(u())"]):
+        r = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+        assert r.stdout == "None\n", r.stderr

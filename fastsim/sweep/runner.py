@@ -553,6 +553,14 @@ def _connect(address, workers: int | None, timeout: float):
 
     cluster = None
     if address is None:
+        from fastsim.user_modules import unguarded_main_line
+
+        line = unguarded_main_line()
+        if line is not None:
+            raise ConfigError(f"{line}: starts a sweep on a local Dask cluster outside `if "
+                              "__name__ == \"__main__\":`, and each worker process imports "
+                              "the script first and would start it again; allowed: the call "
+                              "under that guard (docs/sweeps.md, Dask)")
         n = workers or os.cpu_count() or 1
         # one numba thread per worker process: the processes are the parallelism
         with warnings.catch_warnings():  # a second sweep's dashboard takes another port,
