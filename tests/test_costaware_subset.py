@@ -169,6 +169,18 @@ def test_subset_report_refuses_a_row_given_twice_and_reads_minus_zero_as_zero():
     assert fracs == [0.0, 0.1] and str(fracs[0]) == "0.0"
 
 
+@pytest.mark.parametrize("method", ["greedy", "exact"])
+def test_a_budget_of_minus_zero_is_the_budget_0(method):
+    """select_subset(gamma=-0.0) kept -0.0 as its gamma (repr 'gamma=-0.0'), where every
+    other entry point reads -0.0 as 0.0 (a config's fields, --gammas, subset_report)."""
+    import math
+
+    s = select_subset([1.0, 2.0], [1.0, 4.0], gamma=-0.0, method=method)
+    assert math.copysign(1.0, s.gamma) == 1.0 and "gamma=0.0," in repr(s), repr(s)
+    zero = select_subset([1.0, 2.0], [1.0, 4.0], gamma=0.0, method=method)
+    assert s.keep.all() and zero.keep.all() and repr(s) == repr(zero)
+
+
 def test_subset_report_shows_the_newton_steps_of_its_solves(monkeypatch, capsys):
     """`costaware subset` at a large d showed the instance's solve on a bar, then solved
     once per budget in silence (each solve as long as the instance's); the optima are

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.config import is_real
-from fastsim.values import float_or_nan
+from fastsim.values import as_float, float_or_nan
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.kernels import costaware as nb
 from fastsim.values import SUMS_TO_ONE, exact_sum, sums_to_one
@@ -54,25 +54,25 @@ def parse_strategy(name, field: str = "strategy") -> Strategy:
 
 
 def check_lam(lam, field: str = "lam") -> float:
-    """``lam`` as float in [0, 1], else ``ConfigError``."""
+    """``lam`` as float in [0, 1] (-0.0 as 0.0), else ``ConfigError``."""
     # true and "0.1" are no weights (float() read them as 1, 0.1); 10**400 is NaN here
     # (float() raised OverflowError), refused too
     x = float_or_nan(lam) if is_real(lam) else math.nan
     if not 0.0 <= x <= 1.0:
         raise ConfigError(f"{field}={lam!r} is invalid; allowed: a number in [0, 1] (0 = pure "
                           "strategy, 1 = uniform)")
-    return x
+    return as_float(x)
 
 
 def check_nonnegative(value, field: str, allowed: str = "a finite number >= 0") -> float:
-    """``value`` as a finite float >= 0, else ``ConfigError``: ``field=value is invalid;
-    allowed: {allowed}``."""
+    """``value`` as a finite float >= 0 (-0.0 as 0.0: one value, as ``store_floats`` reads
+    a config's), else ``ConfigError``: ``field=value is invalid; allowed: {allowed}``."""
     # a bool or text is no number (float() read them); 10**400 is NaN here (float() raised
     # OverflowError), refused too
     x = float_or_nan(value) if is_real(value) else math.nan
     if not np.isfinite(x) or x < 0.0:
         raise ConfigError(f"{field}={value!r} is invalid; allowed: {allowed}")
-    return x
+    return as_float(x)
 
 
 def check_choices(values, field: str, allowed: str) -> list:
@@ -293,7 +293,7 @@ def ratio_table(G, c, strategies=STRATEGIES, lams=(0.0,)) -> pl.DataFrame:
     # second row of 0 headed "-0.0" (as --lams and SGDConfig refuse and read them)
     check_distinct(strategies, [parse_strategy(s, "strategies").label for s in strategies],
                    "strategies", "distinct strategies from " + ", ".join(STRATEGIES))
-    weights = check_distinct(lams, [check_lam(lam, "lams") + 0.0 for lam in lams], "lams",
+    weights = check_distinct(lams, [check_lam(lam, "lams") for lam in lams], "lams",
                              "distinct uniform weights in [0, 1]")
     j_opt = float(nb.optimal_j_nb(G, c))
     unit = None  # G, c and J(p*) scaled by their maxima, made when a ratio needs them

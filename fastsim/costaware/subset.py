@@ -183,7 +183,7 @@ def subset_report(problem, gammas, methods=("greedy",), progress: bool = False) 
 
     check_problem(problem)
     given = check_choices(gammas, "gammas", "fractions of mean(G) from 0 to below 1")
-    gammas = check_distinct(given, [check_gamma_frac(f, "gammas") + 0.0 for f in given],
+    gammas = check_distinct(given, [check_gamma_frac(f, "gammas") for f in given],
                             "gammas", "distinct fractions of mean(G) from 0 to below 1")
     methods = check_choices(methods, "methods", "greedy, exact")
     check_distinct(methods, methods, "methods", "distinct methods from greedy, exact")
