@@ -8,7 +8,6 @@ the same as in every other figure.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -110,4 +109,4 @@ def traces_figure(results: Path, out: Path, formats=("png",)) -> list[Path]:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2] if len(sys.argv) > 2 else sys.argv[1]))
+    S.cli(main)

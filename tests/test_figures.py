@@ -1857,3 +1857,19 @@ def test_the_frontier_figure_says_within_tolerance_not_matches():
     title = frontier.best_title(pl.DataFrame({"rows_matched": [4, 2]}))
     assert title == "Best point: 4 of 5 rows within tolerance"
     assert "match" not in title
+
+
+def test_every_figure_script_run_alone_without_arguments_says_its_usage(monkeypatch, capsys):
+    """``python figures/detectors_pareto.py`` with no argument read ``sys.argv[1]`` itself
+    and ended in an IndexError traceback; every script now says its usage, exit 2."""
+    import runpy
+
+    scripts = sorted(p for p in (Path(__file__).parent.parent / "figures").glob("*.py")
+                     if not p.name.startswith("_"))
+    assert any(p.name == "detectors_pareto.py" for p in scripts)
+    for path in scripts:
+        monkeypatch.setattr(sys, "argv", [str(path)])
+        with pytest.raises(SystemExit) as exc:
+            runpy.run_path(str(path), run_name="__main__")
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.startswith("usage: python "), (path.name, err)
