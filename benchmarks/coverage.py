@@ -1,6 +1,7 @@
-"""Coverage of the pooled-rate intervals (``fastsim.stats``) at few clusters.
+"""Coverage of fastsim's intervals (``fastsim.stats``), one mode a kind of interval:
+``python benchmarks/coverage.py --help`` lists them, ``MODE --help`` a mode's arguments.
 
-    python benchmarks/coverage.py [scheduler] [n_jobs] [runs]     # default: srtf_est 40 300
+    python benchmarks/coverage.py disjoint [scheduler] [n_jobs] [runs]  # srtf_est 40 300
 
 Simulates one pool of ``runs x 50`` clusters (evalstop:k=2), takes the pooled value over
 the whole pool as the truth, and for each n in 2, 3, 5, 10, 20, 50 cuts the pool into
@@ -89,6 +90,7 @@ candidate's FPR (``stats.proportion_ci`` of per-seed counts), of the paired chan
 (``stats.cluster_mean_ci``, resampling seeds) and of the same change's t interval over
 runs (``stats.mean_ci``, as the confirmation's first change line); about 100 CPU-seconds.
 """
+import argparse
 import sys
 
 import numpy as np
@@ -98,6 +100,7 @@ from fastsim import metrics as M
 from fastsim import stats
 from fastsim.api import simulate
 from fastsim.config import SimConfig
+from fastsim.errors import ConfigError
 from fastsim.summary import pooled_counts
 
 SIZES = (2, 3, 5, 10, 20, 50)
@@ -115,6 +118,25 @@ def coverage(num, den, truth, n, runs, binomial):
             given += 1
             hit += e.lo <= truth <= e.hi
     return hit, given, runs - given
+
+
+def disjoint(sched="srtf_est", n_jobs=40, runs=300):
+    """Coverage of every pooled rate and ratio over disjoint sets of n clusters of one pool."""
+    cfg = SimConfig.from_specs(sched, "evalstop:k=2", n_jobs=n_jobs)
+    clusters = simulate(cfg, runs * max(SIZES), seed=12345).clusters
+    counts = pooled_counts(clusters, list(M.pooled_metrics()))
+    print(f"{sched} + evalstop:k=2, {n_jobs} jobs a cluster, {runs} disjoint sets per n; "
+          f"coverage % [exact 95% CI] (sets without an interval)")
+    for name, (num, den) in counts.items():
+        truth = num.sum() / den.sum()
+        cells = []
+        for n in SIZES:
+            hit, given, none = coverage(num, den, truth, n, runs, M.lookup(name).binomial)
+            lo, hi = stats.clopper_pearson(hit, given) if given else (np.nan, np.nan)
+            cells.append(f"n={n}: {100 * hit / max(given, 1):.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+                         + (f" ({none})" if none else ""))
+        print(f"  {name:22s} truth {truth:.4f}  " + "  ".join(cells), flush=True)
+
 
 
 RESAMPLED_SIZES = (1, 2, 3, 5, 10, 30, 100, 500, 2000)
@@ -481,48 +503,79 @@ def seed_clustered(cells=2000, runs=13):
             print(f"  c={conc:<4g} S={seeds:<3d} " + " | ".join(cells_text), flush=True)
 
 
-def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "seeds":
-        return seed_clustered(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
-    if len(sys.argv) > 1 and sys.argv[1] == "f1":
-        a = sys.argv[2:]
-        return f1_coverage(int(a[0]) if a else 20_000, int(a[1]) if len(a) > 1 else 1000)
-    if len(sys.argv) > 1 and sys.argv[1] == "bound":
-        return bound_coverage(int(sys.argv[2]) if len(sys.argv) > 2 else 500)
-    if len(sys.argv) > 1 and sys.argv[1] == "ratio-lognormal":
-        return ratio_lognormal(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
-    if len(sys.argv) > 1 and sys.argv[1] == "beta":
-        return spread_rates(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
-    if len(sys.argv) > 1 and sys.argv[1] == "cdf":
-        a = sys.argv[2:]
-        return cdf_band(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 20_000,
-                        int(a[2]) if len(a) > 2 else 2000)
-    if len(sys.argv) > 1 and sys.argv[1] == "skew":
-        a = sys.argv[2:]
-        return skewed(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 60_000,
-                      int(a[2]) if len(a) > 2 else 20_000)
-    if len(sys.argv) > 1 and sys.argv[1] == "resample":
-        a = sys.argv[2:]
-        return resampled(a[0] if a else "srtf_est", int(a[1]) if len(a) > 1 else 60_000,
-                         int(a[2]) if len(a) > 2 else 2000,
-                         spec=a[3] if len(a) > 3 else "evalstop:k=2")
-    sched = sys.argv[1] if len(sys.argv) > 1 else "srtf_est"
-    n_jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 300
-    cfg = SimConfig.from_specs(sched, "evalstop:k=2", n_jobs=n_jobs)
-    clusters = simulate(cfg, runs * max(SIZES), seed=12345).clusters
-    counts = pooled_counts(clusters, list(M.pooled_metrics()))
-    print(f"{sched} + evalstop:k=2, {n_jobs} jobs a cluster, {runs} disjoint sets per n; "
-          f"coverage % [exact 95% CI] (sets without an interval)")
-    for name, (num, den) in counts.items():
-        truth = num.sum() / den.sum()
-        cells = []
-        for n in SIZES:
-            hit, given, none = coverage(num, den, truth, n, runs, M.lookup(name).binomial)
-            lo, hi = stats.clopper_pearson(hit, given) if given else (np.nan, np.nan)
-            cells.append(f"n={n}: {100 * hit / max(given, 1):.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
-                         + (f" ({none})" if none else ""))
-        print(f"  {name:22s} truth {truth:.4f}  " + "  ".join(cells), flush=True)
+
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line naming it and what is allowed, exit 2 (argparse's own
+    error also prints the usage, several lines)."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def count(text: str) -> int:
+    """A whole number of at least 1 (clusters, cells, runs, draws)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed: a whole number >= 1")
+    return int(text)
+
+
+def _mode(sub, name, run, summary, time, args=()):
+    """A subcommand ``name`` calling ``run`` with its arguments (``(dest, default, type,
+    help)``, each an optional positional, in order, as the commands docs/model.md quotes)."""
+    p = sub.add_parser(name, help=f"{summary} ({time})", description=f"{summary} ({time}).")
+    for dest, default, kind, text in args:  # dest: run's parameter
+        p.add_argument(dest, nargs="?", default=default, type=kind,
+                       metavar="scheduler" if dest == "sched" else dest,
+                       help=f"{text} (default: {default})")
+    p.set_defaults(run=run)
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="coverage.py", description=__doc__.split("\n\n")[0],
+                      epilog="The module's docstring (and docs/model.md) gives each mode's "
+                      "design; times are CPU time at the defaults.")
+    sub = p.add_subparsers(title="modes", dest="mode", metavar="MODE", required=True)
+    sched = ("sched", "srtf_est", str, "the scheduler")
+    _mode(sub, "disjoint", disjoint, "pooled rates' intervals at 2-50 clusters, disjoint sets "
+          "of one pool", "about 15 s", [sched, ("n_jobs", 40, count, "jobs a cluster"),
+                                        ("runs", 300, count, "sets per n")])
+    _mode(sub, "resample", resampled, "every interval of a summary at 1-2,000 clusters, "
+          "cells drawn with replacement from a pool of the headline cell",
+          "about 2.5 minutes", [sched, ("pool", 60_000, count, "clusters in the pool"),
+                                ("runs", 2000, count, "cells per n"),
+                                ("spec", "evalstop:k=2", str, "the stop policy")])
+    _mode(sub, "skew", skewed, "means and changes: t against Hall's skewness-corrected "
+          "interval", "about two minutes", [sched, ("pool", 60_000, count, "clusters"),
+                                            ("runs", 20_000, count, "cells per n")])
+    _mode(sub, "cdf", cdf_band, "the JCT CDF's pointwise band at 1-100 h",
+          "about 10 s", [sched, ("pool", 20_000, count, "clusters"),
+                             ("runs", 2000, count, "cells per n")])
+    _mode(sub, "beta", spread_rates, "a pooled rate whose clusters' rates differ (Beta)",
+          "about 40 s", [("runs", 2000, count, "cells per n")])
+    _mode(sub, "ratio-lognormal", ratio_lognormal, "a pooled ratio of lognormal(0, 1.5) "
+          "values", "about 10 s", [("runs", 2000, count, "cells per n")])
+    _mode(sub, "f1", f1_coverage, "the k sweep's F1 and k = 1's lead bound", "about 75 s",
+          [("pool", 20_000, count, "clusters"), ("runs", 1000, count, "cells per n")])
+    _mode(sub, "bound", bound_coverage, "a bound's minimum over 5 and 7 cells",
+          "about 70 s", [("runs", 500, count, "draws per case")])
+    _mode(sub, "seeds", seed_clustered, "intervals over runs that share a seed",
+          "about 100 s", [("cells", 2000, count, "cells per number of seeds")])
+    return p
+
+
+def main(argv=None):
+    p = parser()
+    args = vars(p.parse_args(argv))
+    run = args.pop("run")
+    mode = args.pop("mode")
+    if "sched" in args:  # a bad scheduler or policy: one line before any simulation
+        try:
+            SimConfig.from_specs(args["sched"], args.get("spec", "evalstop:k=2"))
+        except ConfigError as e:
+            p.error(f"{mode}: {e}")
+    return run(**args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -466,19 +467,46 @@ def test_the_coverage_benchmark_imports():
     table, the pool's ratio of means), failed at its import since the per-cluster counts
     became ``summary.pooled_counts`` (it imported ``_pooled_counts``): none of them could
     be made again."""
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
-    spec = importlib.util.spec_from_file_location("coverage_benchmark", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _coverage_script()
     assert callable(module.resampled) and callable(module.skewed)
     assert callable(module.f1_coverage)
     # the seeds benchmark's truths (40% and -20 points) hold by construction
     label, es, cand = module.seed_runs(np.random.default_rng(0), 4000, 13, 50.0)
     assert np.bincount(label).tolist() == [13] * 4000
     assert abs(cand.mean() - 0.4) < 0.01 and abs((cand - es).mean() + 0.2) < 0.01
+
+
+COVERAGE_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+
+
+def _coverage_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("coverage_benchmark", COVERAGE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_coverage_benchmark_refuses_bad_arguments_in_one_line(capsys):
+    """``coverage.py --help`` was a traceback (read as a scheduler's name); it lists the
+    modes, and a bad mode or value is one line naming it and what is allowed, exit 2."""
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, str(COVERAGE_SCRIPT), "--help"],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and "disjoint" in shown.stdout and "resample" in shown.stdout
+    main = _coverage_script().main
+    for args, named in ((["fifo", "8"], "'fifo'"), (["resample", "srtf_est", "0"], "pool"),
+                        (["resample", "nope"], "scheduler='nope'"),
+                        (["beta", "x"], "runs")):
+        with pytest.raises(SystemExit) as stop:
+            main(args)
+        out, err = capsys.readouterr()
+        assert stop.value.code == 2 and out == "", args
+        assert err.count("\n") == 1 and named in err, err
+        assert "allowed" in err or "choose from" in err, err
 
 
 def assert_not_too_wide(widths, points, n):
