@@ -89,6 +89,18 @@ the confirmation's FPR interval implies; inf: no seed effect) and S = 4, 5,
 candidate's FPR (``stats.proportion_ci`` of per-seed counts), of the paired change
 (``stats.cluster_mean_ci``, resampling seeds) and of the same change's t interval over
 runs (``stats.mean_ci``, as the confirmation's first change line); about 100 CPU-seconds.
+
+    python benchmarks/coverage.py costaware [--pool 32768] [--cells 2000] [--quick]
+
+The cost-aware tables' paired cost ratios (docs/costaware.md: ``bootstrap_ratio_ci`` of
+one strategy's cost to reach eps over optimal sampling's, by replication), for the settings
+of ``COSTAWARE_SETTINGS``: a pool of ``pool`` replications of ``fastsim costaware sgd``
+per setting (an eighth of it for the logistic one, ten times slower), cells of n = 32,
+128, 256 replications drawn with replacement from it, the pool's ratio the truth (printed
+with its own 95% interval: how far it may be from the simulation's).  Prints per ratio and
+n the coverage with its Monte Carlo standard error and exact 95% interval, and how many
+intervals fell wholly below or above the truth (about 170 CPU-seconds, 2.5 minutes on 2
+busy cores; ``--quick``, a pool of 2,048 and 100 cells, about 12 s).
 """
 import argparse
 import sys
@@ -503,6 +515,81 @@ def seed_clustered(cells=2000, runs=13):
             print(f"  c={conc:<4g} S={seeds:<3d} " + " | ".join(cells_text), flush=True)
 
 
+# (name, ProblemConfig fields, SGDConfig fields, the strategies whose cost over optimal's is
+# checked, the share of --pool simulated): docs/costaware.md's table (least squares, convex,
+# lognormal sigma 1.5: 4.26, gradient_norm 1.53), costaware_pareto.toml's heaviest tail
+# (alpha 1.1: 4.61) and the ratio nearest 1 of costaware_sgd.toml (cost_only 0.933, where
+# p* is beaten but not significantly), whose logistic runs take about 10 times as long
+COSTAWARE_SETTINGS = (
+    ("least squares, convex, lognormal sigma 1.5", {"cost_sigma": 1.5},
+     {"step": "convex", "eps": 0.005}, ("uniform", "gradient_norm"), 1),
+    ("least squares, convex, pareto alpha 1.1", {"cost_dist": "pareto", "cost_alpha": 1.1},
+     {"step": "convex", "eps": 0.005, "max_steps": 5_000_000}, ("uniform",), 1),
+    ("logistic, strongly convex, lognormal sigma 2, cost_corr 0.5",
+     {"kind": "logistic", "cost_sigma": 2.0, "cost_corr": 0.5},
+     {"step": "strongly_convex", "eps": 0.005, "max_steps": 5_000_000}, ("cost_only",), 1 / 8),
+)
+COSTAWARE_SIZES = (32, 128, 256)
+
+
+def costaware_pool(problem_fields, sgd_fields, strategies, replications):
+    """``{strategy: cost to reach eps}`` over ``replications`` paired replications of
+    ``fastsim costaware sgd`` (seed 1, as the docs' runs: their replications are the pool's
+    first), optimal's among them, and how many replications a strategy left short of eps."""
+    from fastsim.costaware.sgd import ProblemConfig, SGDConfig, make_problem, run_sgd
+    problem = make_problem(ProblemConfig(**problem_fields))
+    cfg = SGDConfig(replications=replications, strategies=(*strategies, "optimal"), **sgd_fields)
+    runs = run_sgd(problem, cfg, progress=False).sort("strategy", "replication")
+    cost = {s: runs.filter(runs["strategy"] == s)["cost_units"].to_numpy()
+            for s in cfg.strategies}
+    reached = np.logical_and.reduce([np.isfinite(c) for c in cost.values()])
+    return {s: c[reached] for s, c in cost.items()}, int((~reached).sum())
+
+
+def ratio_coverage(num, den, sizes, cells, rng):
+    """The pool's ratio ``sum num / sum den`` and, per n of ``sizes``, (cells whose
+    ``bootstrap_ratio_ci`` is below it, holds it, is above it) over ``cells`` cells of n
+    pairs drawn with replacement: n independent draws of the pool, whose own ratio is then
+    the exact truth.  Cells without an interval (no spread) are in none of the three."""
+    truth = num.sum() / den.sum()
+    counts = {}
+    for n in sizes:
+        below = held = above = 0
+        for _ in range(cells):
+            idx = rng.integers(0, num.size, n)
+            e = stats.bootstrap_ratio_ci(num[idx], den[idx], seed=int(rng.integers(1 << 31)))
+            if np.isfinite(e.lo):
+                below += bool(e.hi < truth)
+                held += e.contains(truth)
+                above += bool(e.lo > truth)
+        counts[n] = (below, held, above)
+    return truth, counts
+
+
+def costaware_coverage(pool=32_768, cells=2000, seed=7):
+    """Coverage of the cost-aware tables' paired cost ratios (``costaware_pool``)."""
+    rng = np.random.default_rng(seed)
+    print(f"cost to reach eps over optimal's, paired replications; a pool of {pool} replications "
+          f"(logistic: 1/8 of it) drawn with replacement into {cells} cells per n; coverage % (MC s.e.) "
+          "[exact 95% CI]; intervals wholly below / above the truth")
+    for name, problem_fields, sgd_fields, strategies, share in COSTAWARE_SETTINGS:
+        cost, short = costaware_pool(problem_fields, sgd_fields, strategies,
+                                     max(int(pool * share), 2))
+        base = cost["optimal"]
+        for s in strategies:
+            whole = stats.bootstrap_ratio_ci(cost[s], base)
+            truth, counts = ratio_coverage(cost[s], base, COSTAWARE_SIZES, cells, rng)
+            print(f"  {name}, {s}/optimal: the pool's ratio {truth:.4f} [{whole.lo:.4f}, "
+                  f"{whole.hi:.4f}] over {base.size} replications"
+                  + (f" ({short} left out: a strategy missed eps)" if short else ""))
+            for n, (below, held, above) in counts.items():
+                given = below + held + above
+                c = held / given
+                lo, hi = stats.clopper_pearson(held, given)
+                print(f"    n={n:<4d} {100 * c:5.1f} ({100 * np.sqrt(c * (1 - c) / given):.1f}) "
+                      f"[{100 * lo:.1f}, {100 * hi:.1f}]  below {below}, above {above}"
+                      + (f" ({cells - given} without)" if given < cells else ""), flush=True)
+
 
 class OneLineParser(argparse.ArgumentParser):
     """A bad argument is one line naming it and what is allowed, exit 2 (argparse's own
@@ -562,6 +649,13 @@ def parser() -> argparse.ArgumentParser:
           "about 70 s", [("runs", 500, count, "draws per case")])
     _mode(sub, "seeds", seed_clustered, "intervals over runs that share a seed",
           "about 100 s", [("cells", 2000, count, "cells per number of seeds")])
+    ca = _mode(sub, "costaware", costaware_coverage, "docs/costaware.md's paired cost "
+               "ratios (bootstrap_ratio_ci) at 32, 128 and 256 replications",
+               "about 3 minutes; --quick about 12 s")
+    ca.add_argument("--pool", type=count, default=32_768,
+                    help="replications simulated per setting (default: 32768)")
+    ca.add_argument("--cells", type=count, default=2000, help="cells per n (default: 2000)")
+    ca.add_argument("--quick", action="store_true", help="a smoke run: --pool 2048 --cells 100")
     return p
 
 
@@ -570,6 +664,8 @@ def main(argv=None):
     args = vars(p.parse_args(argv))
     run = args.pop("run")
     mode = args.pop("mode")
+    if args.pop("quick", False):
+        args.update(pool=2048, cells=100)
     if "sched" in args:  # a bad scheduler or policy: one line before any simulation
         try:
             SimConfig.from_specs(args["sched"], args.get("spec", "evalstop:k=2"))

@@ -488,6 +488,29 @@ def _coverage_script():
     return module
 
 
+def test_the_coverage_benchmark_counts_ratio_coverage():
+    """``coverage.py costaware``'s count, on pools whose answer is known: an exact truth
+    (2, by construction), no interval where every pair gives one ratio, about 95% on a
+    smooth ratio, and about 0% where the truth rests on one pair in 1,000 that a cell of
+    8 holds 0.8% of the time (every other cell's interval lies below it)."""
+    ratio_coverage = _coverage_script().ratio_coverage
+    rng = np.random.default_rng(3)
+    truth, counts = ratio_coverage(np.array([1.0, 3.0] * 50), np.ones(100), (16,), 10, rng)
+    assert truth == 2.0
+    assert ratio_coverage(np.full(50, 2.0), np.ones(50), (16,), 10, rng)[1] == {16: (0, 0, 0)}
+    den = rng.uniform(1, 2, 5000)
+    noise = rng.normal(0, 0.5, 2500)
+    truth, counts = ratio_coverage(3 * den + np.concatenate([noise, -noise]), den, (64,),
+                                   300, rng)
+    below, held, above = counts[64]
+    assert truth == pytest.approx(3.0, abs=1e-12) and below + held + above == 300
+    assert 0.90 <= held / 300 <= 0.99  # 95% +- 2.5 standard errors
+    num = rng.uniform(0.5, 1.5, 1000)
+    num[0] = 1e6
+    below, held, above = ratio_coverage(num, np.ones(1000), (8,), 300, rng)[1][8]
+    assert below >= 290 and held <= 10 and above == 0
+
+
 def test_the_coverage_benchmark_refuses_bad_arguments_in_one_line(capsys):
     """``coverage.py --help`` was a traceback (read as a scheduler's name); it lists the
     modes, and a bad mode or value is one line naming it and what is allowed, exit 2."""
@@ -496,11 +519,11 @@ def test_the_coverage_benchmark_refuses_bad_arguments_in_one_line(capsys):
 
     shown = subprocess.run([sys.executable, str(COVERAGE_SCRIPT), "--help"],
                            capture_output=True, text=True)
-    assert shown.returncode == 0 and "disjoint" in shown.stdout and "resample" in shown.stdout
+    assert shown.returncode == 0 and "costaware" in shown.stdout and "resample" in shown.stdout
     main = _coverage_script().main
     for args, named in ((["fifo", "8"], "'fifo'"), (["resample", "srtf_est", "0"], "pool"),
                         (["resample", "nope"], "scheduler='nope'"),
-                        (["beta", "x"], "runs")):
+                        (["costaware", "--cells", "x"], "--cells")):
         with pytest.raises(SystemExit) as stop:
             main(args)
         out, err = capsys.readouterr()
