@@ -241,17 +241,17 @@ def _user_frame(exc: BaseException):
 def unguarded_main_line() -> str | None:
     """``SCRIPT:LINE`` of the statement of the script run as ``__main__`` that is running
     now, if no ``if __name__ == "__main__":`` holds it, else None: a worker process that
-    multiprocessing spawns imports the script first (as ``__mp_main__``) and runs that
-    statement again (a sweep on a local Dask cluster started in each worker, which failed
-    with a page of tracebacks).  None where the script is not imported again: no file (a
-    notebook, ``python -c``), or Dask's workers forked."""
+    multiprocessing spawns runs the script again (as ``__mp_main__``), and that statement
+    with it (a sweep on a local Dask cluster started in each worker, which failed with a
+    page of tracebacks).  None where no worker runs the script again
+    (``spawned_workers_rerun``), or Dask's workers forked."""
     import ast
 
     import dask
 
     main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if (not path or not os.path.isfile(path)
+    path = spawned_workers_rerun(main)
+    if (path is None or not os.path.isfile(path)
             or dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork"):
         return None
     frame, line = sys._getframe(), None
@@ -264,20 +264,70 @@ def unguarded_main_line() -> str | None:
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):  # cannot tell: not refused
         return None
-    if line is None or any(_guards_main(node) and node.lineno <= line <= node.end_lineno
-                           for node in ast.walk(tree)):
+    if line is None or main_guarded(tree, line):
         return None
     return f"{path}:{line}"
 
 
-def _guards_main(node) -> bool:
-    """Whether ``node`` is ``if __name__ == "__main__":`` (either side first)."""
+def spawned_workers_rerun(main) -> str | None:
+    """The file of module ``main`` (``__main__``) that a process multiprocessing spawns runs
+    again as ``__mp_main__``, or None: the rule of ``multiprocessing.spawn`` (its
+    ``get_preparation_data`` and ``_fixup_main_from_name``), which runs no package's or
+    directory's ``__main__.py`` (``python -m pkg``, ``python DIR/``) and no file-less
+    ``__main__`` (a notebook, ``python -c``).  Its own function is not called: it fixes
+    the process's start method as a side effect."""
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if name == "__main__" or (name or "").endswith(".__main__") or not path:
+        return None
+    if name is None and os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None  # multiprocessing treats IPython's launch script as a __main__.py
+    return os.path.abspath(path)
+
+
+def main_guarded(tree, line: int) -> bool:
+    """Whether the statement at ``line`` of module ``tree`` is one a run as ``__mp_main__``
+    skips: in the body of ``if __name__ == "__main__":`` (either side first, or one term
+    of an ``and``), in the ``else:`` of ``if __name__ != "__main__":``, or under
+    ``match __name__: case "__main__":``.  Other forms are not recognised (refused)."""
     import ast
 
-    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-            and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
+    for node in ast.walk(tree):
+        spans = []
+        if isinstance(node, ast.If):
+            terms = (node.test.values if isinstance(node.test, ast.BoolOp)
+                     and isinstance(node.test.op, ast.And) else [node.test])
+            if any(_compares_main(t, ast.Eq) for t in terms):
+                spans.append(node.body)
+            if _compares_main(node.test, ast.NotEq) and node.orelse:
+                spans.append(node.orelse)
+        elif isinstance(node, ast.Match) and _is_name(node.subject):
+            spans += [case.body for case in node.cases
+                      if isinstance(case.pattern, ast.MatchValue) and case.guard is None
+                      and _is_main(case.pattern.value)]
+        if any(body[0].lineno <= line <= body[-1].end_lineno for body in spans):
+            return True
+    return False
+
+
+def _compares_main(test, op) -> bool:
+    """Whether ``test`` is ``__name__ OP "__main__"``, either side first."""
+    import ast
+
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], op)):
         return False
-    sides = [node.test.left, *node.test.comparators]
-    return ({type(s) for s in sides} == {ast.Name, ast.Constant}
-            and {getattr(s, "id", None) or getattr(s, "value", None) for s in sides}
-            == {"__name__", "__main__"})
+    a, b = test.left, test.comparators[0]
+    return (_is_name(a) and _is_main(b)) or (_is_main(a) and _is_name(b))
+
+
+def _is_name(node) -> bool:
+    import ast
+
+    return isinstance(node, ast.Name) and node.id == "__name__"
+
+
+def _is_main(node) -> bool:
+    import ast
+
+    return isinstance(node, ast.Constant) and node.value == "__main__"

@@ -816,3 +816,44 @@ def test_a_script_without_the_main_guard_is_refused_before_any_worker_starts(tmp
         r = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True,
                            text=True, timeout=120)
         assert r.stdout == "None\n", r.stderr
+
+
+def test_a_package_run_as_main_is_not_refused(tmp_path):
+    """`python -m pkg` and `python DIR/` run a ``__main__.py``, which spawned workers never
+    run again (multiprocessing skips a main module named ``__main__``): an unguarded
+    sweep there was refused, though it ran; `python -m pkg.mod` is run again, refused."""
+    said = "from fastsim.user_modules import unguarded_main_line as u\nprint(u())\n"
+    (tmp_path / "pkg").mkdir()
+    for name in ("__init__.py", "__main__.py", "mod.py"):
+        (tmp_path / "pkg" / name).write_text(said if name != "__init__.py" else "")
+    for argv, out in ((["-m", "pkg"], "None"), (["pkg/"], "None"),
+                      (["-m", "pkg.mod"], f"{tmp_path / 'pkg' / 'mod.py'}:2")):
+        r = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+        assert r.stdout == out + "\n", (argv, r.stderr)
+
+
+@pytest.mark.parametrize("source, guarded", [
+    ('if __name__ == "__main__":\n    go()  # here', True),
+    ('if "__main__" == __name__:\n    go()  # here', True),
+    ('if __name__ == "__main__" and x:\n    go()  # here', True),
+    ('if x and __name__ == "__main__":\n    go()  # here', True),
+    ('if __name__ == "__main__" or x:\n    go()  # here', False),
+    ('if __name__ == "__main__":\n    pass\nelse:\n    go()  # here', False),
+    ('if __name__ != "__main__":\n    pass\nelse:\n    go()  # here', True),
+    ('if __name__ != "__main__":\n    go()  # here', False),
+    ('match __name__:\n    case "__main__":\n        go()  # here', True),
+    ('match __name__:\n    case "other":\n        go()  # here', False),
+    ('try:\n    if __name__ == "__main__":\n        go()  # here\nfinally:\n    pass', True),
+    ('go()  # here', False),
+])
+def test_which_statements_a_worker_rerunning_the_script_skips(source, guarded):
+    """The guard forms a worker's run of the script as ``__mp_main__`` skips: `and` with
+    another test, and `match` were refused though skipped; an `else:` of the guard, which
+    the worker runs, was taken as guarded."""
+    import ast
+
+    from fastsim.user_modules import main_guarded
+
+    line = next(i for i, s in enumerate(source.splitlines(), 1) if "# here" in s)
+    assert main_guarded(ast.parse(source), line) is guarded
