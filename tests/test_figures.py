@@ -1559,6 +1559,29 @@ def test_a_script_run_alone_makes_nothing_without_results(tmp_path, monkeypatch,
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["other"]
 
 
+def test_a_script_run_alone_says_what_writes_each_missing_source(tmp_path, monkeypatch,
+                                                                 capsys):
+    """`python figures/trajectories.py EMPTY` said to hold "the sweep extracts" (a sweep
+    named so would not do: reproduce's extracts are read), and a script needing several
+    sweeps named only the first."""
+    from fastsim.figures import _style as S
+    from fastsim.sweep.figures import what_writes
+
+    script = load_script("trajectories")
+    monkeypatch.setattr(sys, "argv", ["trajectories.py", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:
+        S.main(script.draw, script.NEEDS)
+    assert exc.value.code == 2 and capsys.readouterr().err == (
+        f"trajectories.py: error: no results for extracts in {tmp_path}; allowed: a directory "
+        "holding the extracts extracts/trajectory_jobs.parquet and "
+        "extracts/trajectory_points.parquet (fastsim reproduce's --out)\n")
+    assert what_writes(["noise", "k_sweep", "extracts"]) == (
+        "a directory holding the sweeps noise, k_sweep (fastsim reproduce's --out, or the "
+        "--out of sweeps whose files say name = \"noise\" and name = \"k_sweep\") and the "
+        "extracts extracts/trajectory_jobs.parquet and extracts/trajectory_points.parquet "
+        "(fastsim reproduce's --out)")
+
+
 def test_a_sweep_begun_but_not_aggregated_is_said_to_be_so(tmp_path):
     """`fastsim figures` on a reproduce directory whose noise sweep had chunks but no
     tables yet (stopped, or still running) said only "no results for noise"."""

@@ -171,6 +171,24 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     return None
 
 
+def what_writes(missing: list[str]) -> str:
+    """What is allowed where a figure's sources ``missing`` (names of its ``NEEDS``) are
+    absent: each named with what writes it.  ``extracts`` is no sweep: a sweep named so
+    would not do (it was said to), only ``fastsim reproduce``'s extracts."""
+    sweeps = [s for s in missing if s != "extracts"]
+    held = []
+    if sweeps:
+        held.append(f"the sweep{'s' * (len(sweeps) > 1)} {', '.join(sweeps)} (fastsim "
+                    "reproduce's --out, or "
+                    + ("a sweep's --out whose file says" if len(sweeps) == 1 else
+                       "the --out of sweeps whose files say")
+                    + " " + " and ".join(f'name = "{s}"' for s in sweeps) + ")")
+    if "extracts" in missing:
+        held.append(f"the extracts {' and '.join(f'extracts/{t}' for t in EXTRACTS)} "
+                    "(fastsim reproduce's --out)")
+    return f"a directory holding {' and '.join(held)}"
+
+
 def not_drawn(policies: tuple[str, ...], name: str, sweep: Path) -> list[str]:
     """The policies of sweep ``name`` (in ``sweep``) a figure drawing only ``policies`` (a
     script's ``POLICIES``: the paper's) leaves out, but for the baseline ``none`` and those
