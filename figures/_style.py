@@ -422,7 +422,7 @@ def cli(main) -> None:
                     f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
                     "allowed: the output of the command that writes it (run it again)")
         except OSError as exc:  # a file it reads or writes (a full disk): named, not 'damaged'
-            _refuse(f"{name}: {exc.filename or results}: {exc.strerror or exc}")
+            _refuse(f"{exc.filename or results}: {exc.strerror or exc}")
         if not written:  # it read nothing: a mistyped DIR said nothing, exit 0
             reads = getattr(sys.modules[main.__module__], "READS", {})
             _refuse(f"no results for {name} in {results}; allowed: a directory holding "

@@ -1662,6 +1662,24 @@ def test_a_script_run_alone_refuses_damaged_or_missing_results_in_one_line(
     assert not list(tmp_path.rglob("figures"))
 
 
+def test_a_script_run_alone_names_itself_once_on_a_full_disk(tmp_path, monkeypatch, capsys):
+    """A file a ``_style.cli`` script could not write (a full disk) was said as
+    `real_traces_curves.py: error: real_traces_curves: PATH: ...`, the script named twice."""
+    import errno
+
+    from fastsim.figures import _style as S
+
+    def full(results, out):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "a.png"))
+
+    monkeypatch.setattr(sys, "argv", ["real_traces_curves.py", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:
+        S.cli(full)
+    assert exc.value.code == 2 and capsys.readouterr().err == (
+        f"real_traces_curves.py: error: {tmp_path / 'figures' / 'a.png'}: No space left on "
+        "device\n")
+
+
 def test_a_script_run_alone_writes_no_sweep_directory_another_process_holds(
         unusual_results, tmp_path, monkeypatch, capsys):
     """`fastsim figures` is refused in a sweep directory another process holds; a script
