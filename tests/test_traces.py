@@ -611,6 +611,10 @@ def test_toy_rlhf_counts_one_run_and_one_seed_in_the_singular(tmp_path, capsys):
     assert out.startswith("toy-rlhf: 1 run x 3 evaluations in "), out
     assert "95% t interval over 1 seed])" in out and "n 1 run\n" in out and "n 0 runs\n" in out, out
     assert not re.search(r"\b1 (runs|seeds)\b", out), out
+    # the provenance line fit-curves and compare-sim print
+    from fastsim.replay.traces import trace_origin
+
+    assert ", 1 run, 30 steps " in trace_origin(tmp_path / "a" / "runs.parquet")
 
 
 def test_compare_sim_names_the_clusters_option_that_cannot_fit(traces, tmp_path, capsys):

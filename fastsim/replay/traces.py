@@ -31,7 +31,7 @@ import polars as pl
 
 from fastsim import defaults as D
 from fastsim.values import is_integer, is_real, plain_fields, store_floats
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.io import loads_json, parquet_metadata
 from fastsim.replay.logs import MAX_SCORE
 from fastsim.stats import check_n_boot, mean_ci, proportion_ci
@@ -342,8 +342,8 @@ def trace_origin(path: Path) -> str:
         return (f"{path}: records no generating parameters (written before fastsim recorded "
                 f"them); the defaults were world_seed {ToyRLHFConfig.world_seed}, "
                 f"{ToyRLHFConfig.n_steps} steps: check them before regenerating")
-    return (f"{path}: generated with world_seed {cfg.world_seed}, {cfg.n_runs} runs, "
-            f"{cfg.n_steps} steps (regenerate: fastsim traces toy-rlhf --like {path})")
+    return (f"{path}: generated with world_seed {cfg.world_seed}, "
+            f"{counted(cfg.n_runs, 'run')}, {cfg.n_steps} steps (regenerate: fastsim traces toy-rlhf --like {path})")
 
 
 @dataclass(frozen=True)
