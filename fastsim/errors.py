@@ -307,13 +307,19 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def first_twice(names):
+    """The first item of ``names`` (a list the user gave) that an earlier one equals, else
+    None."""
+    names = list(names)
+    return next((m for i, m in enumerate(names) if m in names[:i]), None)
+
+
 def named_twice(names, noun: str) -> str | None:
     """What is allowed where ``names`` (a list the user gave: metrics, figure formats) name
     one twice, else None; ``noun`` says what each is.  Named twice, a metric was computed
     (or a figure drawn) once and nothing said, where the second was likely meant as
     another."""
-    names = list(names)
-    twice = next((m for i, m in enumerate(names) if m in names[:i]), None)
+    twice = first_twice(names)
     return None if twice is None else f"each {noun} named once ({twice} is named twice)"
 
 

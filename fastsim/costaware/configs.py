@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from fastsim.values import float_or_nan, is_integer, is_real, plain_fields, store_floats
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, first_twice, known_keywords
 from fastsim.kernels import codes as K
 
 # the kernels' code of each name (fastsim.kernels.costaware_sgd)
@@ -170,7 +170,7 @@ class SGDConfig:
                            tuple(parse_strategy(s, "strategies").label for s in self.strategies))
         if not self.strategies:
             raise ConfigError("strategies is empty; allowed: any of " + ", ".join(STRATEGIES))
-        twice = next((s for i, s in enumerate(self.strategies) if s in self.strategies[:i]), None)
+        twice = first_twice(self.strategies)
         if twice is not None:  # run twice, then paired row for row: a broadcast traceback
             raise ConfigError(f"strategies={list(self.strategies)!r} names {twice} twice; "
                               "allowed: distinct strategies from " + ", ".join(STRATEGIES))

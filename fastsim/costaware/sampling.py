@@ -20,7 +20,7 @@ import polars as pl
 
 from fastsim.config import is_real
 from fastsim.values import as_float, float_or_nan
-from fastsim.errors import ConfigError, known_keywords
+from fastsim.errors import ConfigError, first_twice, known_keywords
 from fastsim.kernels import costaware as nb
 from fastsim.values import SUMS_TO_ONE, exact_sum, sums_to_one
 
@@ -92,7 +92,7 @@ def check_distinct(given, values: list, field: str, allowed: str) -> list:
     """``values`` (``given`` as checked: labels, floats with -0.0 as 0.0), refused in one
     line when one is given twice: each is a row of a table, and one given twice was two
     identical rows (and -0.0 beside 0.0 a second row headed -0.0)."""
-    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    twice = first_twice(values)
     if twice is not None:
         raise ConfigError(f"{field}={list(given)!r} gives {twice!r} twice; allowed: {allowed}")
     return values
