@@ -26,7 +26,7 @@ from scipy import special
 import fastsim
 
 from fastsim.config import check_flags, is_path, is_real
-from fastsim.errors import ConfigError, named_twice
+from fastsim.errors import ConfigError
 from fastsim.io import (check_distinct, check_output, holding_directory, make_directory,
                         table_writer, unmade_on_failure, write_all)
 from fastsim.resources import package_folders, shipped
@@ -37,7 +37,8 @@ from fastsim.summary import pooled_counts
 from fastsim.sweep.aggregate import aggregate, read_aggregated_summary
 from fastsim.defaults import FULL_CLUSTERS, QUICK_CLUSTERS  # noqa: F401 (this module's names)
 from fastsim.sweep.extracts import trajectories
-from fastsim.sweep.figures import EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files
+from fastsim.sweep.figures import (EXTRACTS, FORMATS, PAPER_FIGURES, check_figure_files,
+                                   parse_formats)
 from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
@@ -1120,13 +1121,10 @@ def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
         if not (is_path(value) or (none_ok and value is None)):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path"
                               + (" or None" if none_ok else ""))
-    if (not isinstance(formats, (tuple, list)) or not formats
-            or not all(isinstance(f, str) and f in FORMATS for f in formats)):
+    if not isinstance(formats, (tuple, list)):  # the API takes no comma-separated text
         raise ConfigError(f"formats={formats!r} is invalid; allowed: a list of "
                           f"{', '.join(FORMATS)}, as formats=(\"png\", \"pdf\")")
-    twice = named_twice(formats, "format")  # as fastsim figures --formats refuses it
-    if twice is not None:
-        raise ConfigError(f"formats={formats!r} is invalid; allowed: {twice}")
+    formats = parse_formats(formats)  # as fastsim figures --formats refuses them
     check_flags(progress=progress)
     if not (is_real(timeout) and 0 < timeout < math.inf):
         raise ConfigError(f"timeout={timeout!r} is invalid; allowed: seconds > 0")
