@@ -88,7 +88,8 @@ def counts(lines, where=False):
 def gathers(f, sig=None):
     """AVX2/AVX-512 gather instructions in the machine code of kernel ``f`` (with what
     LLVM inlined into it).  On CPUs with the Gather Data Sampling mitigation a gather
-    costs several times the scalar loads it replaces (docs/performance.md, round 43)."""
+    costs several times the scalar loads it replaces (docs/performance.md, rounds 41
+    and 43)."""
     asm = f.inspect_asm(f.signatures[0] if sig is None else sig)
     return len(re.findall(r"^\s+v(?:p)?gather", asm, re.MULTILINE))
 

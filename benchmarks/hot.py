@@ -5,7 +5,8 @@
 ``gen``: generation into fresh arrays (page faults included); ``reuse``: into one reused
 buffer, as ``simulate`` does from its second call on; a scheduler's name: its engine
 alone; ``stops``: the stop decisions alone, ``account``: the metrics stage alone (both
-under ``srtf_est``); ``sim:`` and a scheduler's name: ``simulate`` end to end, as the
+under ``srtf_est``, through the public functions, so with their input checks: about 2
+and 3.6 us of the readings on the bench's cluster); ``sim:`` and a scheduler's name: ``simulate`` end to end, as the
 bench's target rows time it; ``points:`` and a scheduler's name: no timing, the
 engine's scheduling points per cluster and how many jobs run and are active (arrived,
 not ended) on average over a cluster's span (held time, and end minus arrival, summed

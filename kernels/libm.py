@@ -60,8 +60,10 @@ def load_nb(typingctx, arr, i):
     of table lookups that vectorises becomes gathers, and a gather costs several times
     the scalar loads on CPUs that carry the Gather Data Sampling mitigation."""
     if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(arr.dtype, (types.Integer, types.Float))
             and isinstance(i, types.Integer)):
-        return None
+        return None  # numba then says no implementation fits (an atomic load of a bool,
+        # complex or record was an LLVM error from inside the compiler)
 
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
