@@ -198,3 +198,22 @@ def pytest_ignore_collect(collection_path, config):
         return None
     expr = (config.getoption("markexpr") or "").replace("not hf", "")
     return True if "hf" not in expr else None
+
+
+def benchmark_script(name: str):
+    """``benchmarks/NAME.py`` loaded as a module (scripts, not a package), with the
+    benchmarks folder importable while it loads (``from _engine_copy import ...``) and the
+    module in ``sys.modules`` as ``bench_NAME`` (a dataclass looks itself up there; the
+    plain name would shadow a package: ``coverage``)."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module

@@ -416,12 +416,9 @@ DOC_NUMBERS = re.compile(r"`python\s+benchmarks/doc_numbers\.py\s+([^`]*)`")
 
 
 def doc_numbers_script():
-    import importlib.util
+    from conftest import benchmark_script
 
-    spec = importlib.util.spec_from_file_location("doc_numbers", DOC_NUMBERS_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("doc_numbers")
 
 
 def doc_pages() -> list[Path]:

@@ -4,7 +4,6 @@ reference in tests/reference.py calls ``math.exp``)."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,11 +66,9 @@ def test_exp_array_reads_its_table_without_gathers():
     the project's 2-core machines, likely for the Gather Data Sampling mitigation
     (docs/performance.md, round 41).  On a CPU without gathers the count is 0 either way.
     The count is ``benchmarks/engine_refcounts.py``'s, which checks the engines too."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        from engine_refcounts import gathers
-    finally:
-        sys.path.pop(0)
+    from conftest import benchmark_script
+
+    gathers = benchmark_script("engine_refcounts").gathers
     fresh = njit(cache=False)(_exp_array.py_func)
     fresh(np.linspace(-5.0, 5.0, 64))
     assert "exp_array_nb" in fresh.inspect_asm(fresh.signatures[0])

@@ -1,9 +1,7 @@
 """benchmarks/signal_trials.py, the command behind docs/sweeps.md's signal trials: its
 options and its summary, on made-up trials (no command is run here)."""
-import importlib.util
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +11,9 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "signal_trials.py"
 
 @pytest.fixture(scope="module")
 def trials():
-    spec = importlib.util.spec_from_file_location("signal_trials", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
-    return module
+    from conftest import benchmark_script
+
+    return benchmark_script("signal_trials")
 
 
 def test_targets_and_a_command_after_the_double_dash(trials):

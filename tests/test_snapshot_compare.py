@@ -1,20 +1,14 @@
 """``benchmarks/snapshot.py compare``: a column the code adds since the snapshot (a new
 metric) is reported as new, not as a difference; every column the snapshot has must still
 be there and agree."""
-import importlib.util
-from pathlib import Path
-
 import polars as pl
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "snapshot.py"
 
 
 def _snapshot():
     # imported in the test: the script sets a warnings filter when loaded
-    spec = importlib.util.spec_from_file_location("snapshot_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from conftest import benchmark_script
+
+    return benchmark_script("snapshot")
 
 
 def test_a_new_column_is_listed_as_new_and_the_old_ones_still_compared():
