@@ -254,11 +254,7 @@ def unguarded_main_line() -> str | None:
     if (path is None or not os.path.isfile(path)
             or dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork"):
         return None
-    frame, line = sys._getframe(), None
-    while frame is not None:  # the outermost frame of the script's own top level
-        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
-            line = frame.f_lineno
-        frame = frame.f_back
+    line = _script_line(sys._getframe(), vars(main), path)
     try:
         with open(path, "rb") as f:
             tree = ast.parse(f.read())
@@ -267,6 +263,21 @@ def unguarded_main_line() -> str | None:
     if line is None or main_guarded(tree, line):
         return None
     return f"{path}:{line}"
+
+
+def _script_line(frame, main_globals: dict, path: str) -> int | None:
+    """The line of the outermost frame from ``frame`` out that runs the top level of the
+    script ``path`` as ``__main__``, or None.  Its file is checked, not only its globals:
+    a runner such as ``python -m pdb`` clears ``__main__``'s dict and runs the script in
+    it, so the runner's own ``<module>`` frame shares those globals and is outermost."""
+    line = None
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_name == "<module>" and frame.f_globals is main_globals
+                and os.path.realpath(code.co_filename) == os.path.realpath(path)):
+            line = frame.f_lineno
+        frame = frame.f_back
+    return line
 
 
 def spawned_workers_rerun(main) -> str | None:

@@ -857,3 +857,16 @@ def test_which_statements_a_worker_rerunning_the_script_skips(source, guarded):
 
     line = next(i for i, s in enumerate(source.splitlines(), 1) if "# here" in s)
     assert main_guarded(ast.parse(source), line) is guarded
+
+
+def test_a_script_run_by_pdb_is_judged_by_its_own_lines(tmp_path):
+    """`python -m pdb script.py` runs the script in ``__main__``'s dict from pdb's own
+    top level, whose frame was taken as the script's: a guarded sweep was refused, and
+    an unguarded one named a line of pdb.py as the script's."""
+    said = "from fastsim.user_modules import unguarded_main_line as u\n"
+    (tmp_path / "guarded.py").write_text(said + "if __name__ == '__main__':\n    print(u())\n")
+    (tmp_path / "plain.py").write_text(said + "print(u())\n")
+    for name, out in (("guarded.py", "None"), ("plain.py", f"{tmp_path / 'plain.py'}:2")):
+        r = subprocess.run([sys.executable, "-m", "pdb", name], cwd=tmp_path, input="c\nq\n",
+                           capture_output=True, text=True, timeout=120)
+        assert "(Pdb) " + out + "\n" in r.stdout, (name, r.stdout, r.stderr)
