@@ -737,6 +737,12 @@ def test_reproduce_api_refuses_one_cluster_as_the_command_line_does(tmp_path):
 @pytest.mark.parametrize("kw, said", [
     ({"formats": "png"}, "formats='png' is invalid; allowed: a list of png, pdf, svg"),
     ({"formats": ("png", "jpg")}, "formats=('png', 'jpg') is invalid"),
+    # a blank or padded item was dropped or stripped, as on a command line; a list item
+    # with a comma was told "(comma-separated)", which the API does not read
+    ({"formats": ["pdf", ""]}, "formats=['pdf', ''] is invalid; allowed: a list of png, "
+                               "pdf, svg, as formats=(\"png\", \"pdf\")"),
+    ({"formats": [" pdf "]}, "formats=[' pdf '] is invalid; allowed: a list of png"),
+    ({"formats": ["png,pdf"]}, "formats=['png,pdf'] is invalid; allowed: a list of png"),
     # read once without a word, where fastsim figures --formats png,png is refused
     ({"formats": ["pdf", "pdf"]}, "formats=['pdf', 'pdf'] is invalid; allowed: each format "
                                   "named once (pdf is named twice)"),

@@ -1121,10 +1121,13 @@ def _check_args(out, figures_dir, report, formats, progress, timeout) -> tuple:
         if not (is_path(value) or (none_ok and value is None)):
             raise ConfigError(f"{name}={value!r} is invalid; allowed: a path"
                               + (" or None" if none_ok else ""))
-    if not isinstance(formats, (tuple, list)):  # the API takes no comma-separated text
+    # The API takes a list of exact names: no comma-separated text, and no blank or
+    # padded item, which parse_formats (read from a command line) strips or drops.
+    if (not isinstance(formats, (tuple, list)) or not formats
+            or not all(isinstance(f, str) and f in FORMATS for f in formats)):
         raise ConfigError(f"formats={formats!r} is invalid; allowed: a list of "
                           f"{', '.join(FORMATS)}, as formats=(\"png\", \"pdf\")")
-    formats = parse_formats(formats)  # as fastsim figures --formats refuses them
+    formats = parse_formats(formats)  # a format named twice, as --formats refuses it
     check_flags(progress=progress)
     if not (is_real(timeout) and 0 < timeout < math.inf):
         raise ConfigError(f"timeout={timeout!r} is invalid; allowed: seconds > 0")
