@@ -103,7 +103,6 @@ intervals fell wholly below or above the truth (about 170 CPU-seconds, 2.5 minut
 busy cores; ``--quick``, a pool of 2,048 and 100 cells, about 12 s).
 """
 import argparse
-import sys
 
 import numpy as np
 from scipy import special
@@ -111,9 +110,11 @@ from scipy import special
 from fastsim import metrics as M
 from fastsim import stats
 from fastsim.api import simulate
+from fastsim.cli import OneLineParser
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
 from fastsim.summary import pooled_counts
+from fastsim.values import integer_option
 
 SIZES = (2, 3, 5, 10, 20, 50)
 
@@ -573,8 +574,7 @@ def costaware_coverage(pool=32_768, cells=2000, seed=7):
           f"(logistic: 1/8 of it) drawn with replacement into {cells} cells per n; coverage % (MC s.e.) "
           "[exact 95% CI]; intervals wholly below / above the truth")
     for name, problem_fields, sgd_fields, strategies, share in COSTAWARE_SETTINGS:
-        cost, short = costaware_pool(problem_fields, sgd_fields, strategies,
-                                     max(int(pool * share), 2))
+        cost, short = costaware_pool(problem_fields, sgd_fields, strategies, int(pool * share))
         base = cost["optimal"]
         for s in strategies:
             whole = stats.bootstrap_ratio_ci(cost[s], base)
@@ -591,20 +591,24 @@ def costaware_coverage(pool=32_768, cells=2000, seed=7):
                       + (f" ({cells - given} without)" if given < cells else ""), flush=True)
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """A bad argument is one line naming it and what is allowed, exit 2 (argparse's own
-    error also prints the usage, several lines)."""
-
-    def error(self, message):
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        sys.exit(2)
+# --pool's least value: every setting's share of it is at least two replications
+MIN_COSTAWARE_POOL = int(np.ceil(2 / min(s[-1] for s in COSTAWARE_SETTINGS)))
+# costaware's --pool and --cells: (default, default under --quick)
+QUICK_DEFAULTS = {"pool": (32_768, 2048), "cells": (2000, 100)}
 
 
-def count(text: str) -> int:
-    """A whole number of at least 1 (clusters, cells, runs, draws)."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed: a whole number >= 1")
-    return int(text)
+def at_least(minimum: int):
+    """argparse's ``type`` for a whole number of at least ``minimum``."""
+    def check(text: str) -> int:
+        value = integer_option(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed: a whole number "
+                                             f">= {minimum}")
+        return value
+    return check
+
+
+count = at_least(1)  # clusters, cells, runs, draws
 
 
 def _mode(sub, name, run, summary, time, args=()):
@@ -615,7 +619,7 @@ def _mode(sub, name, run, summary, time, args=()):
         p.add_argument(dest, nargs="?", default=default, type=kind,
                        metavar="scheduler" if dest == "sched" else dest,
                        help=f"{text} (default: {default})")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, command=p)
     return p
 
 
@@ -652,25 +656,40 @@ def parser() -> argparse.ArgumentParser:
     ca = _mode(sub, "costaware", costaware_coverage, "docs/costaware.md's paired cost "
                "ratios (bootstrap_ratio_ci) at 32, 128 and 256 replications",
                "about 3 minutes; --quick about 12 s")
-    ca.add_argument("--pool", type=count, default=32_768,
-                    help="replications simulated per setting (default: 32768)")
-    ca.add_argument("--cells", type=count, default=2000, help="cells per n (default: 2000)")
-    ca.add_argument("--quick", action="store_true", help="a smoke run: --pool 2048 --cells 100")
+    ca.add_argument("--pool", type=at_least(MIN_COSTAWARE_POOL),
+                    help=f"replications simulated per setting, at least {MIN_COSTAWARE_POOL} "
+                    f"(default: {QUICK_DEFAULTS['pool'][0]})")
+    ca.add_argument("--cells", type=count,
+                    help=f"cells per n (default: {QUICK_DEFAULTS['cells'][0]})")
+    ca.add_argument("--quick", action="store_true",
+                    help="a smoke run: " + ", ".join(f"--{k} {q}" for k, (_, q) in
+                                                     QUICK_DEFAULTS.items())
+                    + ", each unless given (an explicit value wins)")
     return p
 
 
-def main(argv=None):
-    p = parser()
-    args = vars(p.parse_args(argv))
-    run = args.pop("run")
-    mode = args.pop("mode")
-    if args.pop("quick", False):
-        args.update(pool=2048, cells=100)
+def arguments(argv=None) -> tuple:
+    """The mode's function and its keyword arguments, or a one-line refusal (exit 2)."""
+    args, unknown = parser().parse_known_args(argv)
+    args = vars(args)
+    run, command, mode = args.pop("run"), args.pop("command"), args.pop("mode")
+    if unknown:
+        command.error(f"unrecognized arguments: {' '.join(unknown)}; allowed: "
+                      f"{mode}'s own")
+    quick = args.pop("quick", False)
+    for name, (full, smoke) in QUICK_DEFAULTS.items():
+        if name in args and args[name] is None:
+            args[name] = smoke if quick else full
     if "sched" in args:  # a bad scheduler or policy: one line before any simulation
         try:
             SimConfig.from_specs(args["sched"], args.get("spec", "evalstop:k=2"))
         except ConfigError as e:
-            p.error(f"{mode}: {e}")
+            command.error(str(e))
+    return run, args
+
+
+def main(argv=None):
+    run, args = arguments(argv)
     return run(**args)
 
 

@@ -523,13 +523,26 @@ def test_the_coverage_benchmark_refuses_bad_arguments_in_one_line(capsys):
     main = _coverage_script().main
     for args, named in ((["fifo", "8"], "'fifo'"), (["resample", "srtf_est", "0"], "pool"),
                         (["resample", "nope"], "scheduler='nope'"),
-                        (["costaware", "--cells", "x"], "--cells")):
+                        (["costaware", "--cells", "x"], "--cells"),
+                        # silently raised to 2 replications a setting
+                        (["costaware", "--pool", "1"], "--pool='1' is invalid; allowed: a "
+                                                       "whole number >= 16"),
+                        (["disjoint", "srtf_est", "40", "5", "extra"], "arguments: extra")):
         with pytest.raises(SystemExit) as stop:
             main(args)
         out, err = capsys.readouterr()
         assert stop.value.code == 2 and out == "", args
         assert err.count("\n") == 1 and named in err, err
-        assert "allowed" in err or "choose from" in err, err
+        assert err.startswith("coverage.py") and ": error: " in err and "; allowed: " in err, err
+
+
+def test_the_coverage_benchmark_quick_run_keeps_what_is_given():
+    """``coverage.py costaware --pool 64 --quick`` ran a pool of 2,048 without a word."""
+    arguments = _coverage_script().arguments
+    assert arguments(["costaware", "--quick"])[1] == {"pool": 2048, "cells": 100}
+    assert arguments(["costaware", "--pool", "64", "--quick"])[1] == {"pool": 64, "cells": 100}
+    assert arguments(["costaware", "--quick", "--cells", "7"])[1] == {"pool": 2048, "cells": 7}
+    assert arguments(["costaware"])[1] == {"pool": 32_768, "cells": 2000}
 
 
 def assert_not_too_wide(widths, points, n):
