@@ -480,12 +480,9 @@ COVERAGE_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage
 
 
 def _coverage_script():
-    import importlib.util
+    from conftest import benchmark_script
 
-    spec = importlib.util.spec_from_file_location("coverage_benchmark", COVERAGE_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("coverage")
 
 
 def test_the_coverage_benchmark_counts_ratio_coverage():
