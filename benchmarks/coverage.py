@@ -655,7 +655,7 @@ def parser() -> argparse.ArgumentParser:
           "about 100 s", [("cells", 2000, count, "cells per number of seeds")])
     ca = _mode(sub, "costaware", costaware_coverage, "docs/costaware.md's paired cost "
                "ratios (bootstrap_ratio_ci) at 32, 128 and 256 replications",
-               "about 3 minutes; --quick about 12 s")
+               "about 2.5 minutes; --quick about 12 s")
     ca.add_argument("--pool", type=at_least(MIN_COSTAWARE_POOL),
                     help=f"replications simulated per setting, at least {MIN_COSTAWARE_POOL} "
                     f"(default: {QUICK_DEFAULTS['pool'][0]})")
