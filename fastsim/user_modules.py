@@ -6,6 +6,7 @@ the line of the script run as ``__main__`` that a worker process importing it wo
 again."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
 import inspect
@@ -245,8 +246,6 @@ def unguarded_main_line() -> str | None:
     with it (a sweep on a local Dask cluster started in each worker, which failed with a
     page of tracebacks).  None where no worker runs the script again
     (``spawned_workers_rerun``), or Dask's workers forked."""
-    import ast
-
     import dask
 
     main = sys.modules.get("__main__")
@@ -301,8 +300,6 @@ def main_guarded(tree, line: int) -> bool:
     skips: in the body of ``if __name__ == "__main__":`` (either side first, or one term
     of an ``and``), in the ``else:`` of ``if __name__ != "__main__":``, or under
     ``match __name__: case "__main__":``.  Other forms are not recognised (refused)."""
-    import ast
-
     for node in ast.walk(tree):
         spans = []
         if isinstance(node, ast.If):
@@ -323,8 +320,6 @@ def main_guarded(tree, line: int) -> bool:
 
 def _compares_main(test, op) -> bool:
     """Whether ``test`` is ``__name__ OP "__main__"``, either side first."""
-    import ast
-
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], op)):
         return False
@@ -333,12 +328,8 @@ def _compares_main(test, op) -> bool:
 
 
 def _is_name(node) -> bool:
-    import ast
-
     return isinstance(node, ast.Name) and node.id == "__name__"
 
 
 def _is_main(node) -> bool:
-    import ast
-
     return isinstance(node, ast.Constant) and node.value == "__main__"
