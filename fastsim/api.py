@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -375,7 +375,7 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     # place too: a read-only array (np.load's mmap_mode="r") was numba's TypingError
     frozen = {f.name: getattr(w, f.name).copy() for f in fields(w)
               if not getattr(w, f.name).flags.writeable}
-    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)
+    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)[0]
 
 
 @dataclass
@@ -419,11 +419,14 @@ def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
 
 def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: bool,
          n_clusters: int = 0, seed: int = 0, cluster_start: int = 0,
-         extract: Callable | None = None) -> SimResult:
+         extract: Callable | None = None, draws: tuple[bool, bool] | None = None
+         ) -> tuple[SimResult, Workload]:
     """One cell on the workload ``w``, or (``w`` None) on clusters ``cluster_start ..
     + n_clusters`` drawn with ``seed``: every stage in one pass over the clusters
     (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
-    scheduler's keys, which run first as their own stages."""
+    scheduler's keys, which run first as their own stages.  Returns the result and the
+    workload it ran on.  ``draws``: the observed series drawn (scores, losses) where the
+    cell draws its clusters (default: what it reads, ``_draws``)."""
     wc = cfg.workload
     C, J, E = (n_clusters, wc.n_jobs, wc.n_evals) if w is None else (w.n_clusters, w.n_jobs,
                                                                       w.n_evals)
@@ -432,14 +435,15 @@ def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: b
     b.in_use = True
     try:
         return _run_on(b, cfg, w, keep_jobs, record_segments, n_clusters, seed, cluster_start,
-                       extract)
+                       extract, draws or _draws(cfg))
     finally:
         b.in_use = False
 
 
 def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
             record_segments: bool, n_clusters: int, seed: int, cluster_start: int,
-            extract: Callable | None) -> SimResult:
+            extract: Callable | None, draws: tuple[bool, bool]
+            ) -> tuple[SimResult, Workload]:
     """``_run``'s body, on the buffers ``b`` it holds."""
     wc = cfg.workload
     C = n_clusters if w is None else w.n_clusters
@@ -449,15 +453,12 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
         w = b.w
         w.cluster_ids[:] = np.arange(cluster_start, cluster_start + C, dtype=np.int64)
     s, p = cfg.scheduler, cfg.policy
-    # An online detector decides in its own stage (``decide_stops``), like user code: the
-    # one-pass kernel then holds no detector, and a run that uses none never compiles one.
-    decide = p.decl.user is None and p.code < PATIENCE
-    if generate and not (decide and s.decl.user is None):  # user code reads the workload
+    decide = _decides_in_pass(p)
+    if generate and _read_outside(cfg):
         generate_workload(wc, C, seed, cluster_start, out=w, scheduler=s)
         generate = False
     d = b.d if decide else decide_stops(cfg, w)
-    # no result column holds a score or a loss: only the decisions read them
-    draw_score, draw_loss = reads("scores", s, p), reads("losses", s, p)
+    draw_score, draw_loss = draws
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
     run_pipeline(s.code, C, generate, False, draw_score, draw_loss, kernel_params(wc),
@@ -474,7 +475,32 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
         check_resolution(w, drawn=True)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
-    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract), w
+
+
+def _decides_in_pass(p: PolicyConfig) -> bool:
+    """Whether the one-pass kernel decides ``p``'s stops.  An online detector decides in
+    its own stage (``decide_stops``), like user code: the one-pass kernel then holds no
+    detector, and a run that uses none never compiles one."""
+    return p.decl.user is None and p.code < PATIENCE
+
+
+def _read_outside(cfg: SimConfig) -> bool:
+    """Whether code outside the one-pass kernel reads the workload (a user's stop policy
+    or scheduler, an online detector): a run then draws its clusters first, in full
+    (``generate_workload``)."""
+    return not (_decides_in_pass(cfg.policy) and cfg.scheduler.decl.user is None)
+
+
+def _draws(cfg: SimConfig) -> tuple[bool, bool]:
+    """Whether a run of ``cfg`` that draws its clusters draws the scores and the loss
+    readings: every series where code outside the one-pass kernel reads the workload
+    (``_read_outside``); else those its decisions read (no result column holds a score
+    or a loss).  Each draw has its own counter, so drawing a series changes no other
+    value."""
+    if _read_outside(cfg):
+        return True, True
+    return reads("scores", cfg.scheduler, cfg.policy), reads("losses", cfg.scheduler, cfg.policy)
 
 
 def account(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome) -> tuple[Accounting, np.ndarray]:
@@ -588,18 +614,42 @@ def _simulate(cfg: SimConfig, n_clusters: int, seed: int = 0, cluster_start: int
               extract: Callable[[Mapping[str, np.ndarray]], Any] | None = None) -> SimResult:
     """``simulate``, its arguments checked, without its notes of inert settings
     (``compare`` says them of both arms)."""
+    return next(simulate_cells([cfg], n_clusters, seed, cluster_start, keep_jobs,
+                               record_segments, extract))[1]
+
+
+def simulate_cells(cfgs: Sequence[SimConfig], n_clusters: int, seed: int = 0,
+                   cluster_start: int = 0, keep_jobs: bool = False,
+                   record_segments: bool = False, extract: Callable | None = None
+                   ) -> Iterator[tuple[int, SimResult]]:
+    """``(i, _simulate(cfgs[i], ...))`` for each cell, the results the same to the bit,
+    with the clusters drawn once for all the cells whose workload sections are equal
+    (the same ``(seed, cluster)`` is the same cluster under every scheduler and policy):
+    the first of them draws, in its pass, every series any of them reads, and the others
+    read those arrays.  A sweep's cells that differ only in scheduler or stop policy
+    (``fastsim.sweep.runner.run_chunks``) and ``compare``'s two arms pay the workload once.
+    Cells sharing a workload run one after another, in the order given; each result is
+    yielded as it is made (a caller that writes it and lets it go holds one at a time)."""
     # as Python ints from here on: numpy's fixed-width ones would wrap in cluster id arithmetic
     n_clusters, seed, cluster_start = int(n_clusters), int(seed), int(cluster_start)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
     if extract is not None and not callable(extract):
         raise ConfigError(f"extract={extract!r} is invalid; allowed: None or a function of the "
                           "per-job arrays")
-    w = cfg.workload
-    check_fits(lambda n: simulate_bytes(n, w.n_jobs, w.n_evals, keep_jobs), n_clusters,
-               "n_clusters", f"n_jobs={w.n_jobs}, n_evals={w.n_evals}")
-    with first_run(cfg.scheduler.code):
-        return _run(cfg, None, keep_jobs, record_segments, n_clusters, seed, cluster_start,
-                    extract)
+    same: dict[Any, list[int]] = {}
+    for i, cfg in enumerate(cfgs):
+        same.setdefault(cfg.workload, []).append(i)
+    for cells in same.values():
+        wc = cfgs[cells[0]].workload
+        check_fits(lambda n: simulate_bytes(n, wc.n_jobs, wc.n_evals, keep_jobs), n_clusters,
+                   "n_clusters", f"n_jobs={wc.n_jobs}, n_evals={wc.n_evals}")
+        draws = tuple(any(series) for series in zip(*(_draws(cfgs[i]) for i in cells)))
+        w = None
+        for i in cells:
+            with first_run(cfgs[i].scheduler.code):
+                result, w = _run(cfgs[i], w, keep_jobs, record_segments, n_clusters, seed,
+                                 cluster_start, extract, draws)
+            yield i, result
 
 
 def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,
@@ -654,8 +704,8 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
         baseline = parsed
     base_cfg = cfg.with_policy(baseline)
     warn_inert(cfg, "compare", baseline)  # of both arms, once
-    policy = _simulate(cfg, n_clusters, seed, cluster_start)
-    reference = _simulate(base_cfg, n_clusters, seed, cluster_start)
+    (_, policy), (_, reference) = simulate_cells([cfg, base_cfg], n_clusters, seed,
+                                                 cluster_start)
     return summarize(policy.clusters, reference.clusters)
 
 

@@ -54,6 +54,10 @@ RSS_CLUSTER = dict(n_jobs=20, gpus=16)  # small clusters, so a million of them r
 # loop's per cluster of the batch and pass (n / 20 clusters, 5 schedulers, about 180 each)
 WORK_PER_CLUSTER_REP = 60.0
 LOOP_PER_CLUSTER_REP = 9.0
+# The shared-clusters row: its cells (every scheduler, with and without the stop policy)
+# run both ways, about 25 srtf_est calls, in at most SHARED_REPS repetitions and a warm-up.
+SHARED_PER_CLUSTER_REP = 25.0
+SHARED_REPS = 5
 LONG_RUN_S = 3600.0  # a run estimated longer is said to be so before it starts
 POLICY = "evalstop:k=2"
 CLUSTER = dict(mix="rlhf_heavy", gpus=64, n_jobs=300, n_evals=10)
@@ -143,6 +147,29 @@ def end_to_end(n_clusters: int, reps: int) -> dict:
         cfg = _config(s)
         out[s] = _us(_best(lambda: simulate(cfg, n_clusters, seed=1), reps), n_clusters)
     return out
+
+
+def shared_clusters(n_clusters: int, reps: int) -> tuple[float, float]:
+    """Per cluster and cell microseconds, 1 thread, of the cells a sweep chunk of every
+    scheduler with and without ``POLICY`` runs on one set of clusters: each cell drawing
+    them (``simulate`` per cell), and drawn once for all (``simulate_cells``, as a sweep
+    runs a chunk).  The two alternate, so that a busy spell on the machine hits both."""
+    import numba
+
+    from fastsim.api import simulate, simulate_cells
+
+    numba.set_num_threads(1)
+    cfgs = [_config(s).with_policy(p) for s in ALL_SCHEDULERS for p in ("none", POLICY)]
+    each = lambda: [simulate(c, n_clusters, seed=1) for c in cfgs]  # noqa: E731
+    once = lambda: list(simulate_cells(cfgs, n_clusters, seed=1))  # noqa: E731
+    best = [float("inf"), float("inf")]
+    each(), once()  # the warm-up
+    for _ in range(min(reps, SHARED_REPS)):
+        for i, fn in enumerate((each, once)):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return _us(best[0], n_clusters * len(cfgs)), _us(best[1], n_clusters * len(cfgs))
 
 
 class PlainJobs(NamedTuple):
@@ -465,7 +492,8 @@ def estimate(n: int, reps: int) -> tuple[float, float, float]:
     m = min(n, 20)
     us = _us(_best(lambda: simulate(_config(), m, seed=1), 1), m)
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-    units = n * ((reps + 1) * WORK_PER_CLUSTER_REP + (min(reps, 3) + 1) * LOOP_PER_CLUSTER_REP)
+    units = n * ((reps + 1) * WORK_PER_CLUSTER_REP + (min(reps, 3) + 1) * LOOP_PER_CLUSTER_REP
+                 + (min(reps, SHARED_REPS) + 1) * SHARED_PER_CLUSTER_REP)
     return units, units * us / 1e6, us
 
 
@@ -581,6 +609,7 @@ def run(a: argparse.Namespace) -> int:
     _show_stages(st, e2e)
     _show_reference(reference_speedup(n_ref, st), st)
     targets += _show_end_to_end(e2e, n, reps)
+    _show_shared(n, reps)
     _show_scaling(scaling((150, 300, 600, 1200), max(1, n // 2) if a.quick else n, reps))
     if not a.no_rss:
         targets += _show_rss((10_000, 100_000) if a.quick else (10_000, 100_000, 1_000_000))
@@ -660,6 +689,16 @@ def _show_end_to_end(e2e: dict, n: int, reps: int) -> list:
         print(f"  {s:10s} {us:7.1f} us {target:5.0f} us  {verdict:18s} "
               f"{loop[s] / 1e3:8.2f} ms {loop[s] / us:6.0f} x")
     return targets
+
+
+def _show_shared(n: int, reps: int) -> None:
+    each, once = shared_clusters(n, reps)
+    print(f"\n== a sweep chunk's cells on shared clusters (every scheduler, with and without "
+          f"{POLICY}: 10 cells), 1 thread, min of {min(reps, SHARED_REPS)} runs of {n} "
+          "clusters, per cluster and cell ==")
+    print(f"  each cell drawing the clusters (simulate per cell)  {each:8.1f} us")
+    print(f"  drawn once for the 10 (simulate_cells, as a sweep)  {once:8.1f} us   "
+          f"({once / each:.2f} x)")
 
 
 def _show_scaling(sc: dict) -> None:

@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal as _assert_frame_equal
 import pytest
 
 from conftest import POLICIES, SCHEDULERS
-from fastsim.api import run_stages, run_workload, simulate
+from fastsim.api import run_stages, run_workload, simulate, simulate_cells
 from fastsim.config import SimConfig
 from fastsim.workload import generate_workload
 
@@ -52,6 +52,55 @@ def test_one_pass_equals_the_stages(scheduler):
             assert_frame_equal(r.jobs, staged.jobs)
             assert_frame_equal(r.segments, staged.segments)
         assert_frame_equal(simulate(cfg, 5, seed=9, cluster_start=3).clusters, staged.clusters)
+
+
+def _cells_alone_and_together(cfgs, n, **kw):
+    """Each cell's ``simulate`` alone, and ``simulate_cells`` of all of them (results in
+    the order given)."""
+    alone = [simulate(c, n, seed=5, cluster_start=2, **kw) for c in cfgs]
+    together = dict(simulate_cells(cfgs, n, seed=5, cluster_start=2, **kw))
+    return alone, [together[i] for i in range(len(cfgs))]
+
+
+@pytest.mark.filterwarnings("ignore::fastsim.errors.InertSettingWarning")
+def test_cells_on_shared_clusters_equal_each_cell_alone():
+    """``simulate_cells`` (the cells of one workload on clusters drawn once, as a sweep's
+    chunk runs them) gives each cell's ``simulate`` to the bit: every scheduler, every
+    stop policy (a first cell that reads no score or loss draws those a later one reads;
+    the online detectors read the workload outside the one-pass kernel), two workloads
+    interleaved, with the per-job table and the segments."""
+    a = dict(n_jobs=16, gpus=16, load=1.3, mix="mixed", dpo_base_rate=0.3)
+    b = dict(n_jobs=12, gpus=16, sigma=0.05)
+    cfgs = [SimConfig.from_specs(s, p, **(a if (i + j) % 3 else b))
+            for i, s in enumerate(SCHEDULERS[:5]) for j, p in enumerate(POLICIES)]
+    alone, together = _cells_alone_and_together(cfgs, 3, keep_jobs=True, record_segments=True)
+    for x, y in zip(alone, together):
+        assert_frame_equal(x.clusters, y.clusters)
+        assert_frame_equal(x.jobs, y.jobs)
+        assert_frame_equal(x.segments, y.segments)
+    alone, together = _cells_alone_and_together(cfgs[:12], 4)  # on reused buffers
+    for x, y in zip(alone, together):
+        assert_frame_equal(x.clusters, y.clusters)
+
+
+def test_cells_on_shared_clusters_draw_them_once(monkeypatch):
+    """The cells of one workload section draw their clusters in one pass, the first
+    cell's; the others read them (``generate`` false); another workload draws its own."""
+    import fastsim.api as api
+
+    generated = []
+    real = api.run_pipeline
+
+    def counting(scheduler, n, generate, *args):
+        generated.append(generate)
+        return real(scheduler, n, generate, *args)
+    monkeypatch.setattr(api, "run_pipeline", counting)
+    cfgs = [SimConfig.from_specs(s, p, n_jobs=10) for s in ("fifo", "tiresias")
+            for p in ("none", "evalstop:k=2", "loss_plateau")]
+    cfgs.append(SimConfig.from_specs("fifo", "none", n_jobs=11))
+    results = list(simulate_cells(cfgs, 2))
+    assert [i for i, _ in results] == [0, 1, 2, 3, 4, 5, 6]
+    assert generated == [True, False, False, False, False, False, True]
 
 
 def test_reused_buffers_leave_earlier_results_alone():

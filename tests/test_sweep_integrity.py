@@ -282,13 +282,13 @@ def _counting_runs(monkeypatch) -> list:
     from fastsim.sweep import runner
 
     runs = []
-    real = runner.run_chunk
+    real = runner.run_chunks
 
-    def run_chunk(config, seed, start, n, keep_jobs):
-        runs.append((start, n))
-        return real(config, seed, start, n, keep_jobs)
+    def run_chunks(configs, seed, start, n, keep_jobs):
+        runs.extend((start, n) for _ in configs)
+        return real(configs, seed, start, n, keep_jobs)
 
-    monkeypatch.setattr(runner, "run_chunk", run_chunk)
+    monkeypatch.setattr(runner, "run_chunks", run_chunks)
     return runs
 
 

@@ -112,12 +112,12 @@ def test_a_resumed_sweep_says_so_before_running_the_rest(sweep_file, tmp_path, m
 
     out = tmp_path / "out"
     run_all(sweep_file, out, max_chunks=2)  # interrupted after two chunks
-    run_chunk = runner.run_chunk
+    run_chunks = runner.run_chunks
 
-    def said_first(*args, **kwargs):
-        print("a chunk runs", file=sys.stderr)
-        return run_chunk(*args, **kwargs)
-    monkeypatch.setattr(runner, "run_chunk", said_first)
+    def said_first(configs, *args):
+        print("a chunk runs\n" * len(configs), end="", file=sys.stderr)
+        return run_chunks(configs, *args)
+    monkeypatch.setattr(runner, "run_chunks", said_first)
     capsys.readouterr()
     assert main(["sweep", str(sweep_file), "--out", str(out), "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
@@ -125,6 +125,33 @@ def test_a_resumed_sweep_says_so_before_running_the_rest(sweep_file, tmp_path, m
     total = len(grid.cells) * grid.n_chunks
     assert err[0] == f"resumed: 2 of {total} chunks were already done (verified)", err
     assert err.count("a chunk runs") == total - 2, err
+
+
+def test_a_chunks_cells_draw_their_clusters_once(sweep_file, tmp_path, monkeypatch):
+    """The cells of one chunk index whose workload sections are equal (the sweep's cells
+    and their baseline) run on clusters drawn once: one drawing per chunk, whatever the
+    cell count; the chunk files are each cell's own (``assert_same_results`` against a
+    run of one cell per call, as a Dask worker runs them)."""
+    import fastsim.api as api
+    import fastsim.sweep.runner as runner
+
+    drawn = []
+    real = api.run_pipeline
+
+    def counting(scheduler, n, generate, *args):
+        drawn.append(generate)
+        return real(scheduler, n, generate, *args)
+    monkeypatch.setattr(api, "run_pipeline", counting)
+    grid, together, _ = run_all(sweep_file, tmp_path / "together")
+    assert len(grid.cells) == 3 and drawn.count(True) == grid.n_chunks == 4, drawn
+    monkeypatch.setattr(runner, "chunk_groups",
+                        lambda todo, grid: [(idx, [cid]) for cid, idx in todo])
+    drawn.clear()
+    _, alone, _ = run_all(sweep_file, tmp_path / "alone")
+    assert drawn.count(True) == len(grid.cells) * grid.n_chunks, drawn
+    for store in (together, alone):
+        aggregate(store)
+    assert_same_results(tmp_path / "together", tmp_path / "alone")
 
 
 def test_changed_grid_is_refused(sweep_file, tmp_path):

@@ -198,6 +198,22 @@ def user_dir(tmp_path_factory):
 POL = "toy_user_policies:below_best"
 
 
+def test_user_cells_on_shared_clusters_equal_each_alone(user_dir):
+    """A sweep chunk's cells share one drawing of the clusters (``simulate_cells``): a
+    user's stop policy and scheduler key, after a built-in cell that reads no score and
+    before one that does, give what each gives alone, to the bit."""
+    from fastsim.api import simulate_cells
+
+    cfgs = [SimConfig.from_specs(s, p, n_jobs=14, gpus=16) for s, p in (
+        ("fifo", "none"), ("srtf_est", POL), ("toy_user_schedulers:small_first", "none"),
+        ("toy_user_schedulers:small_first", POL), ("tiresias", "evalstop:k=2"))]
+    together = dict(simulate_cells(cfgs, 3, seed=4, keep_jobs=True))
+    for i, cfg in enumerate(cfgs):
+        alone = simulate(cfg, 3, seed=4, keep_jobs=True)
+        assert alone.clusters.equals(together[i].clusters), cfg
+        assert alone.jobs.equals(together[i].jobs), cfg
+
+
 def test_spec_grammar_resolves_user_code(user_dir, monkeypatch):
     from fastsim.metrics import lookup as metric_lookup
 
@@ -3231,7 +3247,7 @@ def test_a_sweep_into_a_directory_in_use_is_refused_before_its_trial(tmp_path, m
 
     def no_run(*args):
         raise AssertionError("a cluster was run")
-    monkeypatch.setattr(runner, "run_chunk", no_run)
+    monkeypatch.setattr(runner, "run_chunks", no_run)  # run_chunk calls it too
     try:
         with pytest.raises(ConfigError, match="is in use by another thread of this process"):
             fastsim.sweep(sweep, out)
@@ -3318,7 +3334,7 @@ def test_a_sweep_resumed_tries_no_user_code_its_chunks_ran_already(tmp_path, mon
 
     def no_run(*args):
         raise AssertionError("a cluster was run")
-    monkeypatch.setattr(runner, "run_chunk", no_run)
+    monkeypatch.setattr(runner, "run_chunks", no_run)  # run_chunk calls it too
     capsys.readouterr()
     assert main(["sweep", str(sweep), "--out", str(out), "--no-progress"]) == 0, \
         capsys.readouterr().err

@@ -1,13 +1,15 @@
 """Run a sweep's missing chunks, in-process or on a Dask distributed cluster.
 
 A chunk is ``(cell, chunk index)``: ``fastsim.api.simulate`` on clusters
-``[i * chunk, (i + 1) * chunk)`` of the cell's config.  ``run_chunk_on_worker`` is a
-top-level function so Dask can ship it to workers; workers return small DataFrames and the
-driver writes them (workers need no shared file system), each with the code the worker ran
-(``worker_code``): a chunk computed by other code than the grid's (another fastsim, or
-another copy of a user's module) is refused before it is written.  Results are identical
-whatever the backend, worker count or chunk order: each cluster is a pure function of
-``(seed, cluster index)`` and each chunk is written as computed.
+``[i * chunk, (i + 1) * chunk)`` of the cell's config.  In this process the cells of
+one chunk index whose workload sections are equal run together, on clusters drawn once
+(``run_chunks``).  ``run_chunk_on_worker`` is a top-level function so Dask can ship it
+to workers; workers return small DataFrames and the driver writes them (workers need no
+shared file system), each with the code the worker ran (``worker_code``): a chunk
+computed by other code than the grid's (another fastsim, or another copy of a user's
+module) is refused before it is written.  Results are identical whatever the backend,
+worker count, chunk order or grouping: each cluster is a pure function of ``(seed,
+cluster index)`` and each chunk is written as computed.
 """
 from __future__ import annotations
 
@@ -23,11 +25,11 @@ import time
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import polars as pl
 
-from fastsim.api import simulate, user_drivers_of
+from fastsim.api import simulate, simulate_cells, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
@@ -68,11 +70,34 @@ def run_chunk(config: dict[str, Any], seed: int, start: int, n: int, keep_jobs: 
 
     Takes the config as a plain dict so that a Dask task pickles only data.
     """
-    cfg = SimConfig.from_dict(config)
-    with quiet():  # a sweep says it compiles once, before its bar, and never in a log
-        res = simulate(cfg, n_clusters=n, seed=seed, cluster_start=start, keep_jobs=keep_jobs,
-                       extract=jct_histogram)
-    return res.clusters, res.extract, res.jobs
+    return next(run_chunks([config], seed, start, n, keep_jobs))[1]
+
+
+def run_chunks(configs: list[dict[str, Any]], seed: int, start: int, n: int, keep_jobs: bool
+               ) -> Iterator[tuple[int, tuple]]:
+    """``run_chunk`` of each of ``configs`` on the same clusters, ``(its index, result)`` as
+    each is made: the cells whose workload sections are equal draw the clusters once
+    (``fastsim.api.simulate_cells``), the same results to the bit."""
+    made = simulate_cells([SimConfig.from_dict(c) for c in configs], n, seed, start,
+                          keep_jobs=keep_jobs, extract=jct_histogram)
+    while True:
+        with quiet():  # a sweep says it compiles once, before its bar, and never in a log
+            item = next(made, None)  # quiet only while a cell runs, not while it is written
+        if item is None:
+            return
+        i, res = item
+        yield i, (res.clusters, res.extract, res.jobs)
+
+
+def chunk_groups(todo: list[tuple[str, int]], grid: Grid) -> list[tuple[int, list[str]]]:
+    """``todo``'s chunks as ``(chunk index, cell ids)``, one group per chunk index and
+    workload section, in the order of each group's first chunk: a group's cells run on
+    the same clusters, drawn once (``run_chunks``)."""
+    workload = {c.id: c.config.workload for c in grid.cells}
+    groups: dict[tuple, list[str]] = {}
+    for cid, idx in todo:
+        groups.setdefault((idx, workload[cid]), []).append(cid)
+    return [(idx, cids) for (idx, _), cids in groups.items()]
 
 
 def worker_code(configs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -303,9 +328,12 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
 
     try:
         if backend == "local":
-            for cid, idx in todo:
+            for idx, cids in chunk_groups(todo, grid):
                 start, n = grid.chunk_range(idx)
-                finished(cid, idx, run_chunk(configs[cid], grid.seed, start, n, keep_jobs))
+                for i, result in run_chunks([configs[c] for c in cids], grid.seed, start, n,
+                                            keep_jobs):
+                    finished(cids[i], idx, result)
+                    del result  # written: not held while the next cell runs (per-job tables)
         else:
             with dask_client(backend, address, workers, timeout) as client:
                 _run_dask(grid, todo, configs, client, timeout, keep_jobs, finished)
