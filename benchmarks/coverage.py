@@ -99,8 +99,12 @@ per setting (an eighth of it for the logistic one, ten times slower), cells of n
 128, 256 replications drawn with replacement from it, the pool's ratio the truth (printed
 with its own 95% interval: how far it may be from the simulation's).  Prints per ratio and
 n the coverage with its Monte Carlo standard error and exact 95% interval, and how many
-intervals fell wholly below or above the truth (about 170 CPU-seconds, 2.5 minutes on 2
-busy cores; ``--quick``, a pool of 2,048 and 100 cells, about 12 s).
+intervals fell wholly below or above the truth.  Beside it, the same counts over the pool
+cut into pool // n disjoint cells of n (``leave_cell_out``), each scored against the ratio
+of the rest of the pool: cells that share no replication with each other or with their
+truth, fewer of them, and an "ideal" coverage that an exact interval would reach against a
+truth with an error of its own (about 170 CPU-seconds, 2.5 minutes on 2 busy cores;
+``--quick``, a pool of 2,048 and 100 cells, about 12 s).
 """
 import argparse
 
@@ -547,6 +551,11 @@ def costaware_pool(problem_fields, sgd_fields, strategies, replications):
     return {s: c[reached] for s, c in cost.items()}, int((~reached).sum())
 
 
+def sides(e, truth) -> tuple[int, int, int]:
+    """Whether interval ``e`` is wholly below ``truth``, holds it, is wholly above it."""
+    return int(e.hi < truth), int(e.contains(truth)), int(e.lo > truth)
+
+
 def ratio_coverage(num, den, sizes, cells, rng):
     """The pool's ratio ``sum num / sum den`` and, per n of ``sizes``, (cells whose
     ``bootstrap_ratio_ci`` is below it, holds it, is above it) over ``cells`` cells of n
@@ -555,40 +564,98 @@ def ratio_coverage(num, den, sizes, cells, rng):
     truth = num.sum() / den.sum()
     counts = {}
     for n in sizes:
-        below = held = above = 0
+        tally = np.zeros(3, int)
         for _ in range(cells):
             idx = rng.integers(0, num.size, n)
             e = stats.bootstrap_ratio_ci(num[idx], den[idx], seed=int(rng.integers(1 << 31)))
             if np.isfinite(e.lo):
-                below += bool(e.hi < truth)
-                held += e.contains(truth)
-                above += bool(e.lo > truth)
-        counts[n] = (below, held, above)
+                tally += sides(e, truth)
+        counts[n] = tuple(int(x) for x in tally)
     return truth, counts
+
+
+def leave_cell_out(num, den, n):
+    """The pool cut into ``num.size // n`` disjoint cells of n consecutive pairs (the
+    replications are independent draws: one cut is as good as another), each with its
+    truth, the ratio of every pair outside it.  A cell then shares no pair with another
+    cell or with its truth, so it may hold runs rarer than the rest of the pool holds.  No
+    cells when none would be left out.  Yields (the cell's indices, its truth)."""
+    total_num, total_den = num.sum(), den.sum()
+    cells = num.size // n if num.size > n else 0
+    for start in range(0, cells * n, n):
+        idx = np.arange(start, start + n)
+        yield idx, (total_num - num[idx].sum()) / (total_den - den[idx].sum())
+
+
+def disjoint_ratio_coverage(num, den, sizes, rng):
+    """Per n of ``sizes``: (below, held, above) as ``ratio_coverage`` counts them, over the
+    disjoint cells of ``leave_cell_out``, and how many cells there were."""
+    counts = {}
+    for n in sizes:
+        tally, cells = np.zeros(3, int), 0
+        for idx, truth in leave_cell_out(num, den, n):
+            cells += 1
+            e = stats.bootstrap_ratio_ci(num[idx], den[idx], seed=int(rng.integers(1 << 31)))
+            if np.isfinite(e.lo):
+                tally += sides(e, truth)
+        counts[n] = (*(int(x) for x in tally), cells)
+    return counts
+
+
+def ideal_coverage(n, rest, level=stats.LEVEL):
+    """What an exact ``level`` interval of a cell of n replications would cover, scored
+    against a truth estimated from ``rest`` others: the two estimates' difference has
+    variance (1/n + 1/rest) in units of one replication's (normal approximation)."""
+    z = special.ndtri(0.5 + level / 2)
+    return 2 * special.ndtr(z / np.sqrt(1 + n / rest)) - 1
+
+
+def coverage_text(below, held, above, cells):
+    """Coverage % (MC s.e.) [exact 95% CI] among the cells with an interval, and the misses
+    on each side."""
+    given = below + held + above
+    c = held / given
+    lo, hi = stats.clopper_pearson(held, given)
+    return (f"{100 * c:5.1f} ({100 * np.sqrt(c * (1 - c) / given):.1f}) [{100 * lo:.1f}, "
+            f"{100 * hi:.1f}]  below {below}, above {above}"
+            + (f" ({cells - given} without)" if given < cells else ""))
+
+
+def disjoint_text(below, held, above, cells, n, pool):
+    """``disjoint_ratio_coverage``'s count for cells of n of a pool of ``pool``."""
+    if not cells:
+        return "no cell (the pool holds n or fewer)"
+    if not below + held + above:
+        return f"{cells} cells, none with an interval"
+    return (f"{cells} cells {coverage_text(below, held, above, cells)}; ideal "
+            f"{100 * ideal_coverage(n, pool - n):.1f}")
 
 
 def costaware_coverage(pool=32_768, cells=2000, seed=7):
     """Coverage of the cost-aware tables' paired cost ratios (``costaware_pool``)."""
     rng = np.random.default_rng(seed)
+    # the disjoint cells' bootstrap seeds come from a stream of their own, so the cells
+    # drawn with replacement are the ones they were before the disjoint check
+    disjoint_rng = np.random.default_rng(seed + 1)
     print(f"cost to reach eps over optimal's, paired replications; a pool of {pool} replications "
           f"(logistic: 1/8 of it) drawn with replacement into {cells} cells per n; coverage % (MC s.e.) "
           "[exact 95% CI]; intervals wholly below / above the truth")
+    print("  | disjoint: the pool cut into pool // n cells of n, each scored against the ratio "
+          "of the rest of the pool; the same columns; ideal: an exact 95% interval's coverage "
+          "of that truth, which has an error of its own")
     for name, problem_fields, sgd_fields, strategies, share in COSTAWARE_SETTINGS:
         cost, short = costaware_pool(problem_fields, sgd_fields, strategies, int(pool * share))
         base = cost["optimal"]
         for s in strategies:
             whole = stats.bootstrap_ratio_ci(cost[s], base)
             truth, counts = ratio_coverage(cost[s], base, COSTAWARE_SIZES, cells, rng)
+            disjoint = disjoint_ratio_coverage(cost[s], base, COSTAWARE_SIZES, disjoint_rng)
             print(f"  {name}, {s}/optimal: the pool's ratio {truth:.4f} [{whole.lo:.4f}, "
                   f"{whole.hi:.4f}] over {base.size} replications"
                   + (f" ({short} left out: a strategy missed eps)" if short else ""))
             for n, (below, held, above) in counts.items():
-                given = below + held + above
-                c = held / given
-                lo, hi = stats.clopper_pearson(held, given)
-                print(f"    n={n:<4d} {100 * c:5.1f} ({100 * np.sqrt(c * (1 - c) / given):.1f}) "
-                      f"[{100 * lo:.1f}, {100 * hi:.1f}]  below {below}, above {above}"
-                      + (f" ({cells - given} without)" if given < cells else ""), flush=True)
+                print(f"    n={n:<4d} {coverage_text(below, held, above, cells)}  | disjoint: "
+                      + disjoint_text(*disjoint[n], n, base.size), flush=True)
 
 
 # --pool's least value: every setting's share of it is at least two replications

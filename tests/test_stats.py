@@ -508,6 +508,30 @@ def test_the_coverage_benchmark_counts_ratio_coverage():
     assert below >= 290 and held <= 10 and above == 0
 
 
+def test_the_coverage_benchmark_disjoint_cells_share_nothing_with_their_truth():
+    """``coverage.py costaware``'s disjoint check: pool // n cells of n pairs, no pair in
+    two cells, each scored against the ratio of every pair outside it (a truth holding the
+    cell's own pairs leans toward the cell's estimate), and none when no pair would be left
+    out.  Scored so, a pool's one huge pair puts every other cell's truth above its
+    interval and is never its own cell's truth."""
+    script = _coverage_script()
+    rng = np.random.default_rng(5)
+    num, den = rng.lognormal(0, 1, 103), rng.uniform(1, 2, 103)
+    cells = list(script.leave_cell_out(num, den, 10))
+    seen = np.concatenate([idx for idx, _ in cells])
+    assert len(cells) == 10 and seen.size == np.unique(seen).size == 100
+    for idx, truth in cells:
+        rest = np.setdiff1d(np.arange(103), idx)
+        assert idx.size == 10 and rest.size == 93
+        assert truth == pytest.approx(num[rest].sum() / den[rest].sum(), rel=1e-12)
+    assert list(script.leave_cell_out(num, den, 103)) == []
+    assert len(list(script.leave_cell_out(num, den, 102))) == 1
+    num = rng.uniform(0.5, 1.5, 1000)
+    num[0] = 1e6
+    counts = script.disjoint_ratio_coverage(num, np.ones(1000), (8,), rng)
+    assert counts == {8: (124, 1, 0, 125)}
+
+
 def test_the_coverage_benchmark_refuses_bad_arguments_in_one_line(capsys):
     """``coverage.py --help`` was a traceback (read as a scheduler's name); it lists the
     modes, and a bad mode or value is one line naming it and what is allowed, exit 2."""
