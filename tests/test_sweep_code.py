@@ -291,12 +291,12 @@ def test_a_dask_worker_running_other_code_is_refused(user_module, tmp_path, caps
         code = runner.worker_code
         monkeypatch.setattr(runner, "worker_code", lambda configs: {**code(configs), **other})
     else:
-        chunk = runner.run_chunk_on_worker
+        chunk = runner.run_chunks_on_worker
 
         def other_chunk(*args):
             worker, code, result = chunk(*args)
             return worker, {**code, **other}, result
-        monkeypatch.setattr(runner, "run_chunk_on_worker", other_chunk)
+        monkeypatch.setattr(runner, "run_chunks_on_worker", other_chunk)
     monkeypatch.setattr(runner, "warm_up", lambda: "warm")  # compiling is beside the point
     with distributed.LocalCluster(n_workers=1, processes=False,
                                   dashboard_address=None) as cluster:

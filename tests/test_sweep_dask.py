@@ -86,6 +86,12 @@ def test_million_sweep_file_on_dask_equals_in_process(tmp_path, two_workers):
     assert (summary.group_by("cell").agg(pl.col("n").max())["n"] == 8).all()
     assert summary["cell"].n_unique() == 8
     assert_frame_equal(summary, pl.read_parquet(remote / "summary.parquet"))
+    # a task ran a chunk of the two cells of each noise level, on clusters drawn once
+    # (``chunk_groups``), as the local run did: each chunk file the same bytes
+    files = sorted(x.relative_to(local) for x in local.glob("cells/*/chunk-*.parquet"))
+    assert len(files) == 8 * 2
+    for rel in files:
+        assert (local / rel).read_bytes() == (remote / rel).read_bytes(), rel
 
 
 def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
@@ -302,7 +308,7 @@ def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, mo
     # the worker that runs the chunks is the nanny's replacement (the first one died): it
     # started after fastsim's own SIGINT handler was back, and ignores SIGINT all the same
     handlers = tmp_path / "sigint"
-    run_chunk = runner.run_chunk_on_worker
+    run_chunk = runner.run_chunks_on_worker
 
     def run_chunk_noting_sigint(*args, **kwargs):
         import signal
@@ -311,7 +317,7 @@ def test_9_local_cluster_survives_a_worker_dying_in_warm_up(tmp_path, capsys, mo
         return run_chunk(*args, **kwargs)
 
     monkeypatch.setattr(runner, "warm_up", die_once)
-    monkeypatch.setattr(runner, "run_chunk_on_worker", run_chunk_noting_sigint)
+    monkeypatch.setattr(runner, "run_chunks_on_worker", run_chunk_noting_sigint)
     local, remote = tmp_path / "local", tmp_path / "dask"
     assert main(["sweep", str(p), "--out", str(local), "--no-progress"]) == 0
     assert main(["sweep", str(p), "--out", str(remote), "--no-progress", "--backend", "dask",
@@ -612,7 +618,10 @@ def test_9_a_chunk_lost_with_every_worker_is_one_error():
     exc = KilledWorker("run_chunk-1", SimpleNamespace(address="tcp://w:1"), 3)
     with pytest.raises(ClusterLostError, match="chunk 2 of cell c was lost: every Dask "
                        "worker that ran it died .4 attempts.; the chunks already written"):
-        _Watch(FakeClient(1), 60).result(FakeFuture("error", exc), "c", 2)
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", exc), ["c"], 2)
+    # a task runs a chunk's cells of one workload together, and is named by all of them
+    with pytest.raises(ClusterLostError, match="chunk 2 of cells a, b was lost"):
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", exc), ["a", "b"], 2)
 
 
 def test_9_a_computed_chunk_not_fetched_runs_again_then_stops():
@@ -623,13 +632,13 @@ def test_9_a_computed_chunk_not_fetched_runs_again_then_stops():
 
     watch = _Watch(FakeClient(1), 60)
     lost = FakeFuture("finished", TimeoutError())
-    assert [watch.result(lost, "c", 0) for _ in range(REFETCHES)] == [None] * REFETCHES
+    assert [watch.result(lost, ["c"], 0) for _ in range(REFETCHES)] == [None] * REFETCHES
     with pytest.raises(ClusterLostError, match="computed 4 times but could not be fetched"):
-        watch.result(lost, "c", 0)
+        watch.result(lost, ["c"], 0)
     client = FakeClient(1)
     client.status = "connecting"
     with pytest.raises(ClusterLostError, match="lost the connection to the Dask scheduler"):
-        _Watch(client, 60).result(FakeFuture("finished", OSError("reset")), "c", 0)
+        _Watch(client, 60).result(FakeFuture("finished", OSError("reset")), ["c"], 0)
 
 
 def test_9_a_scheduler_that_stops_answering_mid_sweep_stops_the_run_in_time():
@@ -679,10 +688,10 @@ def test_9_a_worker_without_fastsim_is_one_error_and_a_chunk_error_stays_its_own
     missing = ModuleNotFoundError("No module named 'fastsim'")
     with pytest.raises(ClusterLostError, match="chunk 1 of cell c failed on a Dask worker: "
                        "ModuleNotFoundError: No module named 'fastsim'; every worker needs"):
-        _Watch(FakeClient(1), 60).result(FakeFuture("error", missing), "c", 1)
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", missing), ["c"], 1)
     own = ConfigError("policy x: allowed: y")
     with pytest.raises(ConfigError, match="policy x"):
-        _Watch(FakeClient(1), 60).result(FakeFuture("error", own), "c", 1)
+        _Watch(FakeClient(1), 60).result(FakeFuture("error", own), ["c"], 1)
 
 
 def test_ctrl_c_stops_a_local_cluster_sweep_in_one_line(tmp_path):

@@ -3271,8 +3271,8 @@ def test_a_dask_cluster_lost_in_the_trial_says_nothing_was_written(tmp_path, mon
                            "    return 0\n", "policy", ["toy_dask_lost_trial_policy:f"])
 
     def killed(*args):  # every worker that ran the trial died (distributed's own error)
-        raise KilledWorker("run_chunk_on_worker", SimpleNamespace(address="tcp://w:1"), 3)
-    monkeypatch.setattr(runner, "run_chunk_on_worker", killed)
+        raise KilledWorker("run_chunks_on_worker", SimpleNamespace(address="tcp://w:1"), 3)
+    monkeypatch.setattr(runner, "run_chunks_on_worker", killed)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
         assert main(["sweep", str(sweep), "--out", str(out), "--no-progress", "--backend",

@@ -3,7 +3,7 @@
 A chunk is ``(cell, chunk index)``: ``fastsim.api.simulate`` on clusters
 ``[i * chunk, (i + 1) * chunk)`` of the cell's config.  In this process the cells of
 one chunk index whose workload sections are equal run together, on clusters drawn once
-(``run_chunks``).  ``run_chunk_on_worker`` is a top-level function so Dask can ship it
+(``run_chunks``).  ``run_chunks_on_worker`` is a top-level function so Dask can ship it
 to workers; workers return small DataFrames and the driver writes them (workers need no
 shared file system), each with the code the worker ran (``worker_code``): a chunk
 computed by other code than the grid's (another fastsim, or another copy of a user's
@@ -107,20 +107,25 @@ def worker_code(configs: list[dict[str, Any]]) -> dict[str, Any]:
     return code_of(SimConfig.from_dict(c) for c in configs)
 
 
-def run_chunk_on_worker(config: dict[str, Any], seed: int, start: int, n: int,
-                        keep_jobs: bool) -> tuple[str, dict[str, Any], tuple]:
-    """``(worker address, worker_code, run_chunk's result)``: a Dask task, whose result the
-    driver writes only if the worker's code is the grid's (``check_worker_code``).  The
-    chunk's own error (``ConfigError``, ``SimulationError``) comes back in place of the
-    result, for the driver to raise as its one line: raised here, the worker also logged
-    it with its traceback ("Compute Failed", a dozen lines in a local cluster's terminal)."""
+def run_chunks_on_worker(configs: list[dict[str, Any]], seed: int, start: int, n: int,
+                         keep_jobs: bool) -> tuple[str, dict[str, Any], list]:
+    """``(worker address, worker_code, run_chunks' results in the order of configs)``: a
+    Dask task, whose results the driver writes only if the worker's code is the grid's
+    (``check_worker_code``).  A chunk's own error (``ConfigError``, ``SimulationError``)
+    comes back last, in place of its result and those after it, for the driver to raise
+    as its one line once the chunks before it are written: raised here, the worker also
+    logged it with its traceback ("Compute Failed", a dozen lines in a local cluster's
+    terminal)."""
     from distributed import get_worker
 
-    worker, code = get_worker().address, worker_code([config])
+    worker, code = get_worker().address, worker_code(configs)
+    results: list = []
     try:
-        return worker, code, run_chunk(config, seed, start, n, keep_jobs)
+        for _, result in run_chunks(configs, seed, start, n, keep_jobs):
+            results.append(result)
     except (ConfigError, SimulationError) as exc:
-        return worker, code, exc
+        results.append(exc)
+    return worker, code, results
 
 
 def check_worker_code(worker: str, theirs: dict[str, Any], grid: Grid) -> None:
@@ -357,7 +362,7 @@ def try_user_code(grid: Grid, progress: bool = True, client=None,
     written, and once fixed, the same command was refused as results "of other code"
     though none of its results existed.
     In this process, which compiles those kernels for the sweep anyway; with a Dask
-    ``client``, on its workers (``run_chunk_on_worker``: a worker compiles its own, and the
+    ``client``, on its workers (``run_chunks_on_worker``: a worker compiles its own, and the
     one that ran a trial keeps it for its chunks).  Not for functions a cell of the sweep
     directory ``out`` has a chunk record of: they ran there, and ``check_manifest`` found
     their code unchanged (a resumed sweep, complete or not, compiled kernels for a cluster
@@ -720,7 +725,7 @@ class _Watch:
         self.trial = trial  # running ``try_user_code``'s trial: nothing written yet
         self.resume = TRIAL if trial else RESUME
         self.answer_s = min(grace, DASK_CONNECT_S)  # as it must answer when first reached
-        self.refetched: dict[tuple[str, int], int] = {}
+        self.refetched: dict[tuple[tuple[str, ...], int], int] = {}
         self.address = getattr(client, "scheduler", None) and client.scheduler.address
 
     def scheduler_lost(self) -> ClusterLostError:
@@ -770,12 +775,13 @@ class _Watch:
         elif time.monotonic() - self.empty_since > self.grace:
             raise self.no_worker()
 
-    def what(self, cid: str, idx: int) -> str:
-        """What the task of ``(cid, idx)`` ran, as a lost one is named."""
-        return (f"the first-cluster trial of cell {cid}" if self.trial
-                else f"chunk {idx} of cell {cid}")
+    def what(self, cids: list[str], idx: int) -> str:
+        """What the task of ``(cids, idx)`` ran, as a lost one is named."""
+        cells = f"cell {cids[0]}" if len(cids) == 1 else f"cells {', '.join(cids)}"
+        return (f"the first-cluster trial of {cells}" if self.trial
+                else f"chunk {idx} of {cells}")
 
-    def result(self, fut, cid: str, idx: int):
+    def result(self, fut, cids: list[str], idx: int):
         """A finished future's result, None if it must run again; a lost one is one
         ``ClusterLostError``."""
         from concurrent.futures import CancelledError
@@ -785,7 +791,7 @@ class _Watch:
         if fut.status == "cancelled":
             raise self.scheduler_lost()
         if fut.status == "error" and isinstance(fut.exception(), KilledWorker):
-            raise ClusterLostError(f"{self.what(cid, idx)} was lost: every Dask worker "
+            raise ClusterLostError(f"{self.what(cids, idx)} was lost: every Dask worker "
                                    f"that ran it died ({fut.exception().allowed_failures + 1} "
                                    f"attempts); {self.resume}")
         if fut.status == "error":
@@ -794,7 +800,7 @@ class _Watch:
                 raise exc  # a chunk's own error, one line as in a local run
             # anything else is the worker's (fastsim missing or older there, out of memory)
             first = (str(exc).strip().splitlines() or [""])[0]
-            raise ClusterLostError(f"{self.what(cid, idx)} failed on a Dask worker: "
+            raise ClusterLostError(f"{self.what(cids, idx)} failed on a Dask worker: "
                                    f"{type(exc).__name__}: {first}; every worker needs the "
                                    "same fastsim and Python packages as this process; "
                                    f"{self.resume}")
@@ -805,9 +811,10 @@ class _Watch:
         except (OSError, CancelledError):  # TimeoutError and CommClosedError are OSErrors
             pass
         self.workers()  # raises if the scheduler is gone
-        self.refetched[cid, idx] = self.refetched.get((cid, idx), 0) + 1
-        if self.refetched[cid, idx] > REFETCHES:
-            raise ClusterLostError(f"{self.what(cid, idx)} was computed {REFETCHES + 1} "
+        task = (tuple(cids), idx)
+        self.refetched[task] = self.refetched.get(task, 0) + 1
+        if self.refetched[task] > REFETCHES:
+            raise ClusterLostError(f"{self.what(cids, idx)} was computed {REFETCHES + 1} "
                                    "times but could not be fetched within "
                                    f"{min(FETCH_S, self.grace):g} s; {self.resume}")
         return None  # run it again (the no-worker grace applies to it like to any chunk)
@@ -818,23 +825,28 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
               span: Callable[[int], tuple[int, int]] | None = None) -> None:
     """Run the chunks ``todo`` on ``client``'s workers, handing each result to ``finished``;
     ``span`` gives a chunk's ``(first cluster, count)`` (``try_user_code``'s trial: the
-    first cluster alone, without warming every worker up first)."""
+    first cluster alone, without warming every worker up first).  A task runs the cells
+    of a chunk that share a workload (``chunk_groups``), as a local run does; one cell
+    where per-job tables are kept (``keep_jobs``: a task's tables are held until the
+    driver writes them, so a group's would be several chunks' memory) and in the trial."""
     from concurrent.futures import CancelledError
 
     from dask.distributed import wait
 
     watch = _Watch(client, timeout, trial=span is not None)
+    alone = keep_jobs or span is not None
     if span is None:
         span = grid.chunk_range
         _warm_up(client)
     window = 2 * max(1, watch.workers())  # bounded in-flight results: memory stays per-chunk
-    queue, running = deque(todo), {}
+    queue = deque([(idx, [cid]) for cid, idx in todo] if alone else chunk_groups(todo, grid))
+    running = {}
     while queue or running:
         while queue and len(running) < window:
-            cid, idx = queue.popleft()
+            idx, cids = queue.popleft()
             start, n = span(idx)
-            running[client.submit(run_chunk_on_worker, configs[cid], grid.seed, start, n,
-                                  keep_jobs, pure=False)] = (cid, idx)
+            running[client.submit(run_chunks_on_worker, [configs[c] for c in cids], grid.seed,
+                                  start, n, keep_jobs, pure=False)] = (idx, cids)
         try:  # a bounded wait, so a cluster that lost every worker is noticed
             with client.as_current():
                 done = wait(list(running), timeout=POLL_S, return_when="FIRST_COMPLETED").done
@@ -845,14 +857,15 @@ def _run_dask(grid: Grid, todo: list[tuple[str, int]], configs: dict[str, dict],
         if not done:
             watch.check()
         for fut in done:
-            cid, idx = running.pop(fut)
-            result = watch.result(fut, cid, idx)
+            idx, cids = running.pop(fut)
+            result = watch.result(fut, cids, idx)
             fut.release()
             if result is None:
-                queue.appendleft((cid, idx))
-            else:
-                worker, code, chunk = result
-                check_worker_code(worker, code, grid)  # before the chunk is written
+                queue.appendleft((idx, cids))
+                continue
+            worker, code, chunks = result
+            check_worker_code(worker, code, grid)  # before any chunk of it is written
+            for cid, chunk in zip(cids, chunks):
                 if isinstance(chunk, Exception):
                     raise chunk
                 finished(cid, idx, chunk)
