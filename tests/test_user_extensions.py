@@ -571,6 +571,26 @@ def test_the_monitor_counts_the_evaluations_replay_counts_for_an_undeclared_loss
     assert (stops[0] if stops else None, ds[-1].keep_step) == (30, 30)
 
 
+def test_the_monitor_hands_a_missing_loss_as_nan_as_replay_does(tmp_path, monkeypatch):
+    """A reading whose loss is missing (NaN; the Trainer callback's first evaluation before
+    any logged loss) reached a user's policy that reads the losses as a loss of 0.0: this
+    one, stopping when the loss rises, stopped live at step 3 (0.9 > 0.0), while replay,
+    handed the log's NaN, let the run go on.  Both now hand it NaN and decide alike."""
+    from fastsim.replay.logs import EvalLog
+    from fastsim.replay.monitor import StopMonitor
+    from fastsim.replay.policies import replay
+
+    (tmp_path / "toy_loss_gap.py").write_text(LOSS_UP_UNSAID)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec, rows = "toy_loss_gap:loss_up", [(1, 0.5, 1.0), (2, 0.6, math.nan), (3, 0.7, 0.9)]
+    step, score, loss = (list(c) for c in zip(*rows))
+    t = pl.DataFrame({"job_id": ["j"] * len(rows), "step": step, "metric": score,
+                      "score": score, "loss": loss})
+    assert replay(EvalLog(t, "metric", True), [spec])["status"].to_list() == ["continued"]
+    m = StopMonitor(spec)
+    assert [m.observe("j", s, x, loss=lo).stop for s, x, lo in rows] == [False] * 3
+
+
 def test_the_trainer_callback_skips_an_evaluation_without_its_metric_for_an_undeclared_loss_reader(
         tmp_path, monkeypatch):
     """An evaluation without the callback's metric (another eval dataset's, reported first

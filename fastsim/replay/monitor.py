@@ -161,7 +161,9 @@ class _Series:
     def update(self, score: float, loss: float, step: int) -> bool:
         d, e = self.p.decl, self.n + 1
         self.seen, self.shown = series_scratch(self.seen, self.shown, self.n)
-        self.seen[:, self.n] = score, 0.0 if math.isnan(loss) else loss, float(step)
+        # a missing loss stays NaN, as replay hands a log's empty loss cell: read as 0.0
+        # it was a perfect loss, and a policy reading losses stopped on it
+        self.seen[:, self.n] = score, loss, float(step)
         try:  # a call that fails leaves no trace: the same call may be retried
             with R.calling(d, "stop policy"), prefix_call(self.p):
                 trig = int(user_prefix_driver(d.user)(self.shown, e, self.planned, self.params))
@@ -350,7 +352,9 @@ class StopMonitor:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): no loss given, and "
                                   f"{self.policy.label} decides on the training loss; allowed: "
                                   "observe(job_id, step, score, loss=...), NaN for a missing reading")
-            loss = math.nan
+            # a policy not reading losses is handed what replay hands it for a log
+            # without a loss column: zeros
+            loss = 0.0
         step = _checked_step(name, job_id, step)
         _check_numbers(name, job_id, step, score, loss)
         value, loss = float(score), float(loss)
