@@ -340,6 +340,30 @@ def test_a_row_without_a_score_never_displaces_a_scored_row_of_its_step(tmp_path
         "triggered_at_completion", 4, 0)
 
 
+def test_a_steps_loss_and_time_on_its_row_without_a_score_reach_its_scored_row(tmp_path):
+    """The rows without a score dropped beside a scored row of their step took their
+    readings with them: a loop logging the loss (and the time) on one row and the
+    evaluation on another lost every loss, and loss_plateau read the job as too short
+    where the same log on one row per step stopped it at step 3.  The scored row now takes
+    what it lacks from them (keeping what it has: its own time at step 4), so both logs
+    replay to the same table, GPU-hours included."""
+    from fastsim.replay.policies import replay
+
+    split, whole = tmp_path / "split.csv", tmp_path / "whole.csv"
+    split.write_text("job_id,step,score,loss,time,gpus\na,1,,1.0,1.0,8\na,1,0.5,,,\n"
+                     "a,2,,0.9,2.0,8\na,2,0.6,,,\na,3,0.7,0.89,3.0,8\na,4,,0.889,4.0,8\n"
+                     "a,4,0.8,,4.5,\n")
+    whole.write_text("job_id,step,score,loss,time,gpus\na,1,0.5,1.0,1.0,8\na,2,0.6,0.9,2.0,8\n"
+                     "a,3,0.7,0.89,3.0,8\na,4,0.8,0.889,4.5,8\n")
+    log = read_logs([split])
+    assert ("duplicates: 8 missing value(s) of those steps' scored rows (loss, time, ...) "
+            "taken from the rows dropped") in log.notes
+    policies = ["loss_plateau:w=1,tol=0.05", "evalstop:k=1"]
+    got, want = replay(log, policies), replay(read_logs([whole]), policies)
+    assert got["status"].to_list() == ["stopped", "continued"]
+    assert got.drop("line", strict=False).equals(want.drop("line", strict=False))
+
+
 def test_trainer_state_training_logged_after_the_last_evaluation_is_in_the_log(tmp_path):
     """A run evaluated every 5 steps up to step 35 that trained (and logged its loss and
     closing summary) to step 40: its last logged step is 40, so a trigger at the step-35

@@ -1369,9 +1369,13 @@ def _drop_duplicates(table: pl.DataFrame, name: str, on_duplicate: str):
     scored = ~pl.col("metric").is_nan()
     blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
     if blank.any():
+        table, n_filled = _fill_from_blank_rows(table, scored)
         table = table.filter(~blank)
         notes.append(f"duplicates: {int(blank.sum())} row(s) with no {name} value dropped "
                      "beside a row of the same (job_id, step) that has one")
+        if n_filled:
+            notes.append(f"duplicates: {n_filled} missing value(s) of those steps' scored rows "
+                         "(loss, time, ...) taken from the rows dropped")
     dup = table.select(key.is_duplicated()).to_series()
     if dup.any():
         n_extra = int(dup.sum()) - table.filter(dup).select(key.n_unique()).item()
@@ -1379,6 +1383,26 @@ def _drop_duplicates(table: pl.DataFrame, name: str, on_duplicate: str):
         notes.append(f"duplicates: {n_extra} repeated (job_id, step) row(s) dropped, "
                      "the last kept")
     return table, notes
+
+
+def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> tuple[pl.DataFrame, int]:
+    """``table`` with each scored row's missing readings (a NaN or empty ``loss``, time,
+    ``gpus``, ...) taken from the last row without a score of its ``(job_id, step)`` that
+    has one, and how many were filled: those rows are then dropped, and a loop that logs
+    the loss and the evaluation on separate rows lost its losses (``loss_plateau`` read
+    the job as too short, where the same log on one row per step stopped it)."""
+    cols = [c for c, t in table.schema.items() if t.is_float() and c != "metric"]
+    if not cols:
+        return table, 0
+    missing = {c: pl.col(c).fill_nan(None).is_null() & scored for c in cols}
+    before = table.select(pl.sum_horizontal(missing.values()).sum()).item()
+    step = ("job_id", "step")
+    table = table.with_columns(
+        pl.coalesce(pl.col(c).fill_nan(None),
+                    pl.col(c).filter(~scored).fill_nan(None).drop_nulls().last().over(step),
+                    pl.col(c)).alias(c) for c in cols)
+    after = table.select(pl.sum_horizontal(missing.values()).sum()).item()
+    return table, int(before - after)
 
 
 def _check_time_order(table: pl.DataFrame) -> None:
