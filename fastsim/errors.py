@@ -35,11 +35,18 @@ def one_line(message: str) -> str:
     Python writes it (``\\n``, ``\\x1b``), since a value's newline broke the line and its
     escape sequence reached the terminal; a word longer than ``MAX_WORD`` and a message
     longer than ``MAX_MESSAGE`` cut in the middle, saying how long they were."""
-    text = _LAYOUT.sub(" ", message.strip())
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = printable(_LAYOUT.sub(" ", message.strip()))
     text = _LONG_WORD.sub(lambda m: _cut(m.group(), MAX_WORD), text)
     return _cut(text, MAX_MESSAGE)
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character escaped as Python writes it (``\\n``,
+    ``\\x1b``): a value printed in a line of output (a log's job id) broke the line, and
+    its escape sequence reached the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _cut(text: str, limit: int) -> str:

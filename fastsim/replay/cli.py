@@ -18,7 +18,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.cli import examples
 from fastsim.config import parse_flag
-from fastsim.errors import ConfigError, counted
+from fastsim.errors import ConfigError, counted, printable
 from fastsim.values import (NumberTextError, as_typed, file_or_dir_path, file_path,
                             integer_option, kept_as_typed, number_option, number_text,
                             read_number, read_numbers)
@@ -236,10 +236,14 @@ def _print_jobs(res: pl.DataFrame, metric: str) -> None:
     mw = max(16, len(kept))
     # the status column widens to the longest status, as to triggered_at_completion
     sw = max([14] + [len(s) for s in res["status"]])
-    print(f"{'policy':<{w}} {'job_id':<22} {'status':<{sw}} {'trigger':>8} {'keep':>8} "
+    # whole, as the policy column: ids cut to a width printed two jobs alike (run-2026-12-07-a
+    # and -b), and a control character in one broke its line
+    ids = [printable(j) for j in res["job_id"]]
+    jw = max([22] + [len(j) for j in ids])
+    print(f"{'policy':<{w}} {'job_id':<{jw}} {'status':<{sw}} {'trigger':>8} {'keep':>8} "
           f"{kept:>{mw}} {'final':>10} {'gain':>8} {'saved':>6} {'GPU-h saved':>12}")
-    for r in res.iter_rows(named=True):
-        print(f"{r['policy']:<{w}} {r['job_id'][:22]:<22} {r['status']:<{sw}} {_fmt(r['trigger_step']):>8} "
+    for r, job in zip(res.iter_rows(named=True), ids):
+        print(f"{r['policy']:<{w}} {job:<{jw}} {r['status']:<{sw}} {_fmt(r['trigger_step']):>8} "
               f"{_fmt(r['delivered_step']):>8} {_fmt(r['delivered_metric'], 4):>{mw}} "
               f"{_fmt(r['final_metric'], 4):>10} {_fmt(r['delivered_gain'], 3):>8} "
               f"{r['compute_saved_share']:>6.1%} {_fmt(r['gpu_h_saved'], 4):>12}")
