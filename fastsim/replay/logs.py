@@ -1398,9 +1398,10 @@ def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> tuple[pl.Data
     before = table.select(pl.sum_horizontal(missing.values()).sum()).item()
     step = ("job_id", "step")
     table = table.with_columns(
-        pl.coalesce(pl.col(c).fill_nan(None),
-                    pl.col(c).filter(~scored).fill_nan(None).drop_nulls().last().over(step),
-                    pl.col(c)).alias(c) for c in cols)
+        pl.when(scored).then(pl.coalesce(
+            pl.col(c).fill_nan(None),
+            pl.col(c).filter(~scored).fill_nan(None).drop_nulls().last().over(step),
+            pl.col(c))).otherwise(pl.col(c)).alias(c) for c in cols)
     after = table.select(pl.sum_horizontal(missing.values()).sum()).item()
     return table, int(before - after)
 
