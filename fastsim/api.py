@@ -27,7 +27,7 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim import registry as R
-from fastsim.compile_notice import first_run, is_quiet, user_call
+from fastsim.compile_notice import first_call, first_run, is_quiet, user_call
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, check_code, check_flags,
                             inert_settings, parse_baseline, reads, self_baseline)
 from fastsim.errors import (ConfigError, InertSettingWarning, SimulationError, known_keywords,
@@ -111,9 +111,14 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
-        resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol), np.array(p.vector, np.float64),
-                         scope_all, w.job_type, w.t_est_h, w.score, w.loss, w.duration_h,
-                         d.in_scope, d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
+        # its own kernel, not the one-pass pipeline's: a first call (fastsim reproduce's
+        # extracts, an online detector's run) compiled it for 10-30 s in silence
+        with first_call("stops.resolve_stops_nb", what="the stop-decision kernels",
+                        seconds="10-30"):
+            resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol),
+                             np.array(p.vector, np.float64), scope_all, w.job_type, w.t_est_h,
+                             w.score, w.loss, w.duration_h, d.in_scope, d.stopped, d.demoted,
+                             d.trigger_eval, d.delivered_eval)
     return d
 
 

@@ -270,3 +270,25 @@ def test_an_extract_comparing_the_job_type_with_text_is_told_the_codes():
     res = simulate(cfg, 2, keep_jobs=True, extract=lambda a: (a["job_type"] == RLHF).sum(axis=1))
     assert type(res.extract) is np.ndarray
     assert res.extract.sum() == res.jobs.filter(pl.col("job_type") == "rlhf").height > 0
+
+
+def test_the_example_trajectories_announce_a_first_compile_in_one_line(capsys, monkeypatch,
+                                                                       forget_compiled):
+    """fastsim reproduce's extracts decide their stops in a kernel of their own, not the
+    sweeps' one-pass pipeline: on an empty numba cache it compiled for 25 s between the
+    last sweep and the figures, with no line.  One line, once per process."""
+    import fastsim.compile_notice
+    from fastsim.sweep.extracts import trajectories
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
+    monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: False)
+    forget_compiled()
+    trajectories(cfg, seed=0)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("compiling the stop-decision kernels"), err
+    trajectories(cfg, seed=0)  # compiled in this process
+    assert capsys.readouterr().err == ""
+    forget_compiled()
+    monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
+    trajectories(cfg, seed=0)  # found in the on-disk cache
+    assert capsys.readouterr().err == ""
