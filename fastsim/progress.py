@@ -17,15 +17,19 @@ LOG_WIDTH = 100  # a log has no width to fit: a fixed one, as a terminal's defau
 
 class _Lines:
     """A stream that writes each state tqdm draws as its own line (tqdm draws a state as
-    ``"\\r" + text``, and clears a finished ``leave=False`` bar with blanks)."""
+    ``"\\r" + text``, and clears a finished ``leave=False`` bar with blanks).  A state the
+    line before holds is not written again: a resumed sweep's bar, its chunks all done,
+    starts in its last state and wrote it twice."""
 
     def __init__(self, stream):
         self.stream = stream
+        self.last = ""
 
     def write(self, text: str) -> None:
         text = text.replace("\r", "").strip()
-        if text:
+        if text and text != self.last:
             self.stream.write(text + "\n")
+            self.last = text
 
     def flush(self) -> None:
         self.stream.flush()

@@ -48,6 +48,17 @@ def test_a_sweeps_bar_says_its_cells_from_its_first_line(capsys):
     assert len(lines) == 2 and all("cells 0/2" in line for line in lines), lines
 
 
+def test_a_resumed_sweeps_bar_writes_its_one_state_once(capsys):
+    """A resumed sweep whose chunks were all done starts its bar in its last state: into a
+    log it wrote '100% 36/36' twice, its first and last state the same line."""
+    from fastsim.sweep.runner import _progress
+
+    bar = _progress(total=4, initial=4, n_cells=2, cells_done=2, enabled=True)
+    bar.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "4/4" in lines[0] and "cells 2/2" in lines[0], lines
+
+
 def test_a_closed_bar_leaves_no_thread_running():
     """tqdm's monitor thread, started by the first bar, outlived it until the process
     exited: ``fastsim.sweep(...)`` returned leaving a thread running."""
