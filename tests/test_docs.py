@@ -149,7 +149,7 @@ def test_readme_own_policy_example_runs_as_shown(tmp_path, monkeypatch):
         if kind == "python" and body.startswith("# file: mydetectors.py"):
             (tmp_path / "mydetectors.py").write_text(body)
     consoles = readme_console_blocks()
-    i = next(i for i, b in enumerate(consoles) if b.startswith("$ cat mine.toml"))
+    i = next(i for i, b in enumerate(consoles) if b.startswith("$ cat below_best.toml"))
     (cat, toml), (sweep, _), (replay, _) = shown_runs(consoles[i])
     (tmp_path / cat[1]).write_text(toml)
     assert sweep[:3] == ["PYTHONPATH=.", "fastsim", "sweep"] and sweep[3] == cat[1]
