@@ -454,7 +454,7 @@ def test_7_reproduce_names_its_out_directory_to_act_on(tmp_path, capsys, cell):
     assert err.startswith(f"fastsim reproduce: error: {out / 'noise' / 'sweep.json'}: "), err
     said = err.partition(" is not a cell of " if cell == "another" else ", so nothing ")[2]
     to_act_on = (f"use the --quick, --clusters and --chunk that {out} was run with"
-                 if cell == "another" else f"delete the whole of {out}, not one sweep in it")
+                 if cell == "another" else f"delete the whole of {out} (not one sweep in it)")
     assert str(out / "noise") not in said and to_act_on in said, err
     assert sorted(p.name for p in out.iterdir()) == ["noise"]
 

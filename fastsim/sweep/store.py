@@ -562,7 +562,7 @@ def _other_code(where: str, changes: list[str], whole: Path | None = None) -> Co
 
 def _old_out(whole: Path | None) -> str:
     """What a refusal says to delete to start over: the --out directory, all of it."""
-    return "the old one" if whole is None else f"the whole of {whole}, not one sweep in it"
+    return "the old one" if whole is None else f"the whole of {whole} (not one sweep in it)"
 
 
 def _sha256(data: bytes) -> str:
