@@ -4,6 +4,9 @@ the sums over clusters behind the pooled CDF's interval: those of each cluster c
 alone, the same in any chunking, and an interval that covers the CDF."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import polars as pl
 import pytest
@@ -272,23 +275,45 @@ def test_an_extract_comparing_the_job_type_with_text_is_told_the_codes():
     assert res.extract.sum() == res.jobs.filter(pl.col("job_type") == "rlhf").height > 0
 
 
-def test_the_example_trajectories_announce_a_first_compile_in_one_line(capsys, monkeypatch,
-                                                                       forget_compiled):
-    """fastsim reproduce's extracts decide their stops in a kernel of their own, not the
-    sweeps' one-pass pipeline: on an empty numba cache it compiled for 25 s between the
-    last sweep and the figures, with no line.  One line, once per process."""
+def test_decide_stops_announces_a_first_compile_in_one_line(capsys, monkeypatch,
+                                                          forget_compiled):
+    """``decide_stops`` decides in a kernel of its own, not the one-pass pipeline: on an
+    empty numba cache its first call compiled for 10-30 s with no line (it was fastsim
+    reproduce's 25 s of silence between the last sweep and the figures).  One line, once
+    per process."""
     import fastsim.compile_notice
-    from fastsim.sweep.extracts import trajectories
+    from fastsim.api import decide_stops
+    from fastsim.workload import generate_workload
 
     cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
+    w = generate_workload(cfg.workload, 2)
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: False)
     forget_compiled()
-    trajectories(cfg, seed=0)
+    decide_stops(cfg, w)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("compiling the stop-decision kernels"), err
-    trajectories(cfg, seed=0)  # compiled in this process
+    decide_stops(cfg, w)  # compiled in this process
     assert capsys.readouterr().err == ""
     forget_compiled()
     monkeypatch.setattr(fastsim.compile_notice, "kernels_cached", lambda *names: True)
-    trajectories(cfg, seed=0)  # found in the on-disk cache
+    decide_stops(cfg, w)  # found in the on-disk cache
     assert capsys.readouterr().err == ""
+
+
+def test_the_example_trajectories_compile_nothing_after_the_sweeps():
+    """fastsim reproduce's example trajectories decide their stops in the one-pass kernel
+    its sweeps compiled, not in ``decide_stops``' own kernel: on an empty numba cache that
+    one compiled for 9 CPU-seconds more (25 s at load) between the last sweep and the
+    figures.  A fresh process that ran the headline cell compiles nothing more for them."""
+    code = ("from fastsim.api import simulate\n"
+            "from fastsim.sweep.extracts import trajectories\n"
+            "from fastsim.sweep.grid import build_config\n"
+            "from fastsim.kernels.stops import resolve_stops_nb\n"
+            "cfg = build_config({'scheduler': 'srtf_est', 'policy': 'evalstop:k=2'})\n"
+            "simulate(cfg, 2)\n"
+            "jobs, points = trajectories(cfg, seed=0)\n"
+            "assert jobs.height == 4 and points.height > 0, jobs\n"
+            "print(len(resolve_stops_nb.signatures))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
