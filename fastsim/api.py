@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -380,7 +381,7 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     # place too: a read-only array (np.load's mmap_mode="r") was numba's TypingError
     frozen = {f.name: getattr(w, f.name).copy() for f in fields(w)
               if not getattr(w, f.name).flags.writeable}
-    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)[0]
+    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)
 
 
 @dataclass
@@ -422,34 +423,44 @@ def _buffers(n_clusters: int, n_jobs: int, n_evals: int, max_segments: int,
     return b
 
 
-def _run(cfg: SimConfig, w: Workload | None, keep_jobs: bool, record_segments: bool,
-         n_clusters: int = 0, seed: int = 0, cluster_start: int = 0,
-         extract: Callable | None = None, draws: tuple[bool, bool] | None = None
-         ) -> tuple[SimResult, Workload]:
-    """One cell on the workload ``w``, or (``w`` None) on clusters ``cluster_start ..
-    + n_clusters`` drawn with ``seed``: every stage in one pass over the clusters
-    (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
-    scheduler's keys, which run first as their own stages.  Returns the result and the
-    workload it ran on.  ``draws``: the observed series drawn (scores, losses) where the
-    cell draws its clusters (default: what it reads, ``_draws``)."""
-    wc = cfg.workload
-    C, J, E = (n_clusters, wc.n_jobs, wc.n_evals) if w is None else (w.n_clusters, w.n_jobs,
-                                                                      w.n_evals)
-    max_seg = J * (2 * E + 4) * 4 if record_segments else 0  # preemptions are bounded by events
-    b = _buffers(C, J, E, max_seg, reuse=not keep_jobs)
+@contextmanager
+def _held_buffers(shape: tuple[int, int, int, int], keep_jobs: bool) -> Iterator[_Buffers]:
+    """``_buffers`` of ``shape`` (clusters, jobs, evaluations, segments), marked in use
+    while the block runs: a ``simulate`` of the same shape in this thread meanwhile (a
+    user metric's or extract's, or between the cells of ``simulate_cells``) takes fresh
+    arrays instead of overwriting these."""
+    b = _buffers(*shape, reuse=not keep_jobs)
     b.in_use = True
     try:
-        return _run_on(b, cfg, w, keep_jobs, record_segments, n_clusters, seed, cluster_start,
-                       extract, draws or _draws(cfg))
+        yield b
     finally:
         b.in_use = False
+
+
+def _shape(n_clusters: int, n_jobs: int, n_evals: int, record_segments: bool
+           ) -> tuple[int, int, int, int]:
+    """A run's buffer shape: its segments' bound only where they are recorded
+    (preemptions are bounded by events)."""
+    return n_clusters, n_jobs, n_evals, n_jobs * (2 * n_evals + 4) * 4 if record_segments else 0
+
+
+def _run(cfg: SimConfig, w: Workload, keep_jobs: bool, record_segments: bool) -> SimResult:
+    """One cell on the workload ``w``: every stage in one pass over the clusters
+    (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
+    scheduler's keys, which run first as their own stages."""
+    with _held_buffers(_shape(w.n_clusters, w.n_jobs, w.n_evals, record_segments),
+                       keep_jobs) as b:
+        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, 0, 0, None, (False, False))[0]
 
 
 def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
             record_segments: bool, n_clusters: int, seed: int, cluster_start: int,
             extract: Callable | None, draws: tuple[bool, bool]
             ) -> tuple[SimResult, Workload]:
-    """``_run``'s body, on the buffers ``b`` it holds."""
+    """One cell, on the buffers ``b`` it holds, on the workload ``w``, or (``w`` None) on
+    clusters ``cluster_start .. + n_clusters`` drawn with ``seed`` into ``b.w``, with the
+    observed series ``draws`` (scores, losses).  Returns the result and the workload it
+    ran on."""
     wc = cfg.workload
     C = n_clusters if w is None else w.n_clusters
     max_seg = b.shape[3]
@@ -643,18 +654,30 @@ def simulate_cells(cfgs: Sequence[SimConfig], n_clusters: int, seed: int = 0,
                           "per-job arrays")
     same: dict[Any, list[int]] = {}
     for i, cfg in enumerate(cfgs):
-        same.setdefault(cfg.workload, []).append(i)
+        same.setdefault(same_clusters(cfg), []).append(i)
     for cells in same.values():
         wc = cfgs[cells[0]].workload
         check_fits(lambda n: simulate_bytes(n, wc.n_jobs, wc.n_evals, keep_jobs), n_clusters,
                    "n_clusters", f"n_jobs={wc.n_jobs}, n_evals={wc.n_evals}")
         draws = tuple(any(series) for series in zip(*(_draws(cfgs[i]) for i in cells)))
-        w = None
-        for i in cells:
-            with first_run(cfgs[i].scheduler.code):
-                result, w = _run(cfgs[i], w, keep_jobs, record_segments, n_clusters, seed,
-                                 cluster_start, extract, draws)
-            yield i, result
+        shape = _shape(n_clusters, wc.n_jobs, wc.n_evals, record_segments)
+        # held across the yields: a same-shape run between two cells takes other arrays
+        with _held_buffers(shape, keep_jobs) as first:
+            w = None
+            for i in cells:
+                # a per-job table shares its run's arrays: with keep_jobs, a cell's own
+                b = first if w is None or not keep_jobs else _buffers(*shape, reuse=False)
+                with first_run(cfgs[i].scheduler.code):
+                    result, w = _run_on(b, cfgs[i], w, keep_jobs, record_segments, n_clusters,
+                                        seed, cluster_start, extract, draws)
+                yield i, result
+                del result  # the caller's to keep: not held here while the next cell runs
+
+
+def same_clusters(cfg: SimConfig) -> Any:
+    """What makes two cells' clusters the same for a seed and cluster range: the workload
+    section (``simulate_cells`` draws them once for the cells that share it)."""
+    return cfg.workload
 
 
 def warn_inert(cfg: SimConfig, what: str, baseline: PolicyConfig | None = None,

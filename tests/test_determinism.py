@@ -67,12 +67,12 @@ def test_cells_on_shared_clusters_equal_each_cell_alone():
     """``simulate_cells`` (the cells of one workload on clusters drawn once, as a sweep's
     chunk runs them) gives each cell's ``simulate`` to the bit: every scheduler, every
     stop policy (a first cell that reads no score or loss draws those a later one reads;
-    the online detectors read the workload outside the one-pass kernel), two workloads
-    interleaved, with the per-job table and the segments."""
+    the online detectors read the workload outside the one-pass kernel), two workloads of
+    one shape interleaved, with the per-job table and the segments."""
     a = dict(n_jobs=16, gpus=16, load=1.3, mix="mixed", dpo_base_rate=0.3)
-    b = dict(n_jobs=12, gpus=16, sigma=0.05)
+    b = dict(n_jobs=16, gpus=16, sigma=0.05)  # the same shape: only equal workloads share
     cfgs = [SimConfig.from_specs(s, p, **(a if (i + j) % 3 else b))
-            for i, s in enumerate(SCHEDULERS[:5]) for j, p in enumerate(POLICIES)]
+            for i, s in enumerate(SCHEDULERS) for j, p in enumerate(POLICIES)]
     alone, together = _cells_alone_and_together(cfgs, 3, keep_jobs=True, record_segments=True)
     for x, y in zip(alone, together):
         assert_frame_equal(x.clusters, y.clusters)
@@ -81,6 +81,37 @@ def test_cells_on_shared_clusters_equal_each_cell_alone():
     alone, together = _cells_alone_and_together(cfgs[:12], 4)  # on reused buffers
     for x, y in zip(alone, together):
         assert_frame_equal(x.clusters, y.clusters)
+
+
+def test_cells_on_shared_clusters_keep_them_from_a_run_between_two_cells():
+    """The clusters a group's first cell drew are held across the yields: a ``simulate``
+    of the same shape between two cells (a sweep's ``on_chunk``, a loop's own work) ran
+    in the same arrays and redrew them, and the next cells ran on other clusters, unsaid."""
+    cfgs = [SimConfig.from_specs("srtf_est", p, n_jobs=12) for p in POLICIES[:4]]
+    other = SimConfig.from_specs("fifo", "none", n_jobs=12)
+    together = {}
+    for i, result in simulate_cells(cfgs, 3, seed=2):
+        together[i] = result
+        simulate(other, 3, seed=99)  # the same shape, other clusters
+    for i, cfg in enumerate(cfgs):
+        assert_frame_equal(together[i].clusters, simulate(cfg, 3, seed=2).clusters)
+
+
+def test_cells_on_shared_clusters_hold_one_result_at_a_time():
+    """A result ``simulate_cells`` yielded is the caller's: once let go, it is not kept
+    alive while the next cell runs (its per-job table is as large as the run's arrays)."""
+    import weakref
+
+    cfgs = [SimConfig.from_specs("srtf_est", p, n_jobs=12) for p in POLICIES[:3]]
+    refs, alive = [], []
+
+    def extract(per_job):  # called while a cell runs
+        alive.append(sum(ref() is not None for ref in refs))
+        return 0
+    for _, result in simulate_cells(cfgs, 2, keep_jobs=True, extract=extract):
+        refs.append(weakref.ref(result))
+        del result
+    assert alive == [0, 0, 0]
 
 
 def test_cells_on_shared_clusters_draw_them_once(monkeypatch):

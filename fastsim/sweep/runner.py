@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 import polars as pl
 
-from fastsim.api import simulate, simulate_cells, user_drivers_of
+from fastsim.api import same_clusters, simulate, simulate_cells, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
@@ -87,16 +87,19 @@ def run_chunks(configs: list[dict[str, Any]], seed: int, start: int, n: int, kee
             return
         i, res = item
         yield i, (res.clusters, res.extract, res.jobs)
+        del item, res  # the caller's to keep: not held here while the next cell runs
 
 
 def chunk_groups(todo: list[tuple[str, int]], grid: Grid) -> list[tuple[int, list[str]]]:
     """``todo``'s chunks as ``(chunk index, cell ids)``, one group per chunk index and
-    workload section, in the order of each group's first chunk: a group's cells run on
-    the same clusters, drawn once (``run_chunks``)."""
-    workload = {c.id: c.config.workload for c in grid.cells}
+    workload section (``fastsim.api.same_clusters``), in the order of each group's first
+    chunk: a group's cells run on the same clusters, drawn once (``run_chunks``).  A
+    group per workload, not per chunk index: a Dask task is one group, and so stays the
+    size of a few chunks."""
+    clusters = {c.id: same_clusters(c.config) for c in grid.cells}
     groups: dict[tuple, list[str]] = {}
     for cid, idx in todo:
-        groups.setdefault((idx, workload[cid]), []).append(cid)
+        groups.setdefault((idx, clusters[cid]), []).append(cid)
     return [(idx, cids) for (idx, _), cids in groups.items()]
 
 
