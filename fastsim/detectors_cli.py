@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, counted
 from fastsim.values import file_path, integer_option, kept_as_typed, number_option, read_number
 
 if TYPE_CHECKING:  # annotations only
@@ -433,8 +433,9 @@ def traces_markdown(traces: pl.DataFrame, short: bool = True) -> list[str]:
 
     tr = traces.filter(pl.col("setting").is_in(SHORT_TRACES)) if short else traces
     r0 = traces.row(0, named=True)
-    lines = [f"#### toy-RLHF traces ({r0['n_runs']} runs of {r0['n_seeds']} seeds, "
-             f"{r0['n_hacking']} hacking, {r0['n_evals']} evaluations, sigma0 = "
+    lines = [f"#### toy-RLHF traces ({counted(r0['n_runs'], 'run')} of "
+             f"{counted(r0['n_seeds'], 'seed')}, {r0['n_hacking']} hacking, "
+             f"{counted(r0['n_evals'], 'evaluation')}, sigma0 = "
              f"{r0['sigma0']:.3f} score units; intervals resample seeds)", "",
              "| setting | precision % | recall % | stop recall % | FPR % | stop FPR % | FPR "
              "change vs EvalStop(k=2) (paired, pp) | delay (evals) | compute saved % | regret "
@@ -505,8 +506,9 @@ def goal3_table(traces: pl.DataFrame, top: int = 6) -> list[str]:
          .sort(["d_fpr", "d_fpr_hi"]).head(top))
     r0 = traces.row(0, named=True)
     lines = [f"#### Goal 3 on the traces: recall at least EvalStop(k=2)'s ({100 * es_recall:.1f}%), "
-             f"lowest FPR first (n = {r0['n_seeds']} seeds, {r0['n_runs'] - r0['n_hacking']} "
-             "healthy runs, paired; intervals resample seeds; "
+             f"lowest FPR first (n = {counted(r0['n_seeds'], 'seed')}, "
+             f"{counted(r0['n_runs'] - r0['n_hacking'], 'healthy run')}, paired; intervals "
+             "resample seeds; "
              f"Bonferroni over {m} settings tried)", "",
              "| setting | recall % | FPR % | FPR change vs EvalStop(k=2), pp | McNemar p | "
              "Bonferroni p | significant after correction |",

@@ -572,3 +572,21 @@ def test_a_figure_that_cannot_be_written_says_the_tables_are(tmp_path, capsys, m
         "both)"]
     assert (out / "synthetic.parquet").is_file() and (out / "table.md").is_file()
     assert not figs.exists()
+
+
+def test_a_one_seed_traces_table_says_1_seed(tmp_path):
+    """The command reads a traces table of one seed (every run sharing its draws) and
+    scores it; its tables said "4 runs of 1 seeds" and "n = 1 seeds"."""
+    from fastsim.detectors_cli import _read_traces, trace_table, traces_markdown
+
+    fall, rise = [1.0, 2.0, 3.0, 2.5, 2.4, 2.3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rows = [{"job_id": f"r{r}", "step": 10 * (i + 1), "score": s, "truth_gold": g,
+             "truth_hacking": r < 2, "seed": 7}
+            for r in range(4) for i, (s, g) in enumerate(zip(fall if r % 2 else rise, rise))]
+    path = tmp_path / "traces.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    heads = [ln for ln in traces_markdown(trace_table(_read_traces(path), None, path))
+             if ln.startswith("####")]
+    assert heads[0].startswith("#### toy-RLHF traces (4 runs of 1 seed, 2 hacking, 6 "
+                               "evaluations, "), heads[0]
+    assert "(n = 1 seed, 2 healthy runs, paired;" in heads[1], heads[1]
