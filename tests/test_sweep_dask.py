@@ -114,6 +114,27 @@ def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
         assert not out.exists()  # refused by its form, or before connecting: nothing written
 
 
+@pytest.mark.parametrize("address, why", [
+    ("tcp://127.0.0.1:99999", "port 99999 is not one of 1 to 65535"),
+    ("127.0.0.1:0", "port 0 is not one of 1 to 65535"),
+    ("foo://127.0.0.1:8786", "this dask has no connector for foo://: an unknown scheme, or "
+                             "its library is not installed")])
+def test_9_an_address_no_scheduler_can_have_is_refused_before_connecting(tmp_path, capsys,
+                                                                         address, why):
+    """A port outside 1-65535 or a scheme dask has no connector for is known from the
+    address alone, yet came second, under "dask: connecting to the scheduler at ...", and
+    worded as what answered there ("what answers is not a Dask scheduler: ValueError")."""
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP)
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress", "--backend",
+                 "dask", "--address", address]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fastsim sweep: error: address={address!r} is invalid ({why}); allowed: "
+        "tcp://HOST:PORT (or HOST:PORT) of a running scheduler, a dask Client, or none for "
+        "a local cluster")
+    assert not (tmp_path / "o").exists()
+
+
 def test_9_an_address_that_accepts_but_never_answers_is_one_line_in_time(tmp_path, capsys):
     # the dashboard's port (HTTP waits for a request) or another service's: distributed's
     # handshake read has no timeout, and the sweep waited forever despite --dask-timeout

@@ -183,10 +183,34 @@ def check_address(address) -> None:
     written (whether it answers is known only on connecting)."""
     if address is None or hasattr(address, "submit"):
         return
+    why = None
     if not isinstance(address, str) or not _ADDRESS.match(address):
-        raise ConfigError(f"address={address!r} is invalid; allowed: tcp://HOST:PORT (or "
-                          "HOST:PORT) of a running scheduler, a dask Client, or none for a "
-                          "local cluster")
+        why = ""
+    elif not address.startswith("inproc://"):
+        scheme = address.partition("://")[0] if "://" in address else "tcp"
+        port = int(address.rpartition(":")[2])
+        if not 1 <= port <= 65535:
+            why = f" (port {port} is not one of 1 to 65535)"
+        elif not _connects_by(scheme):
+            why = (f" (this dask has no connector for {scheme}://: an unknown scheme, or "
+                   "its library is not installed)")
+    if why is not None:
+        raise ConfigError(f"address={address!r} is invalid{why}; allowed: tcp://HOST:PORT "
+                          "(or HOST:PORT) of a running scheduler, a dask Client, or none for "
+                          "a local cluster")
+
+
+def _connects_by(scheme: str) -> bool:
+    """Whether distributed has a working connector for ``scheme`` (its own registry: no
+    list of fastsim's to fall behind): an unknown one, or one whose library is missing
+    (``ucx``), was said after the line saying the scheduler was being connected to."""
+    from distributed.comm.registry import get_backend
+
+    try:
+        get_backend(scheme).get_connector()
+    except (ValueError, TypeError, ImportError):
+        return False
+    return True
 
 
 def check_run(grid: Grid, backend: str = "local", workers: int | None = None,
