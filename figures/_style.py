@@ -380,7 +380,7 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     ``plots`` as a script's ``BASELINE`` and ``PLOTS``
     (``fastsim.sweep.figures.skip_reason``)."""
     from fastsim.sweep.figures import (check_sweep_columns, find_sources, not_a_results_dir,
-                                       skip_reason, what_writes)
+                                       skip_reason)
 
     _usage()
     results = Path(sys.argv[1])
@@ -391,9 +391,8 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     sources = _or_refuse(find_sources, results, reading)
     _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     why = skip_reason(needs, baseline, sources, results, plots)
-    missing = [s for s in needs if s not in sources]
     if why is not None:  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind
-        _refuse(why + (f"; allowed: {what_writes(missing)}" if missing else ""))
+        _refuse(why.refusal())
     held = _held(out)  # noqa: F841 (released when the script ends)
     out.mkdir(parents=True, exist_ok=True)
     for p in _or_refuse(draw, sources, out, ("png", "pdf")):  # a table damaged since

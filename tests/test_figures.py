@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -861,6 +862,15 @@ def test_figures_of_a_sweep_with_another_baseline_only_say_why_none_is_drawn(tmp
     assert said.startswith(f"no figure can be drawn from {tmp_path / 'results'}: sweep "
                            "k_sweep in "), said
     assert said.count("holds changes against evalstop(k=3)") == 1, said
+    # what would be drawn, as every refusal says it (it ended at the reason)
+    assert said.endswith('(baseline = "none" in the sweep file); allowed: sweep k_sweep run '
+                         'with baseline = "none"'), said
+    assert not (tmp_path / "figs").exists()
+    script = Path(__file__).parents[1] / "figures" / "k_tradeoff.py"
+    alone = subprocess.run([sys.executable, str(script), str(tmp_path / "results"),
+                            str(tmp_path / "figs")], capture_output=True, text=True)
+    assert alone.returncode == 2 and alone.stderr.strip().endswith(
+        '; allowed: sweep k_sweep run with baseline = "none"'), alone.stderr
     assert not (tmp_path / "figs").exists()
 
 
@@ -880,7 +890,9 @@ def test_a_sweep_with_several_cells_where_a_figure_draws_one_is_skipped(tmp_path
     assert str(refused.value) == (
         f"no figure can be drawn from {tmp_path / 'results'}: sweep headline in "
         f"{tmp_path / 'results' / 'headline'} has several cells per policy ({varies}), where "
-        "this figure draws one (a sweep of its own under another name keeps them apart)")
+        "this figure draws one (a sweep of its own under another name keeps them apart); "
+        "allowed: sweep headline with one cell per policy, or its cells as a sweep under "
+        "another name (drawn by a figure of its own)")
     assert not (tmp_path / "figs").exists()
 
 

@@ -139,6 +139,21 @@ def read_table(path: Path, columns: list[str] | None = None):
     return read_sweep_table(path, REWRITE, columns=columns)
 
 
+class SkipReason(str):
+    """Why a figure is skipped, as its ``[figures] NAME: skipped, ...`` line says it, with
+    what would be drawn (``allowed``) for a refusal's one line (``refusal``)."""
+
+    allowed: str
+
+    def __new__(cls, why: str, allowed: str) -> "SkipReason":
+        reason = super().__new__(cls, why)
+        reason.allowed = allowed
+        return reason
+
+    def refusal(self) -> str:
+        return f"{self}; allowed: {self.allowed}"
+
+
 def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Path],
                 results: Path, plots: tuple[str, ...] | None = None) -> str | None:
     """Why a figure cannot be drawn from ``sources`` (None if it can): a sweep it needs is
@@ -150,9 +165,10 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
     if missing:
         # a sweep stopped before its tables (killed, or still running) read as absent
         begun = [str(results / s) for s in missing if (results / s / "sweep.json").is_file()]
-        return (f"no results for {', '.join(missing)} in {results}"
-                + (f" ({', '.join(begun)}: begun, not aggregated yet; the command that "
-                   "runs it finishes it)" if begun else ""))
+        return SkipReason(f"no results for {', '.join(missing)} in {results}"
+                          + (f" ({', '.join(begun)}: begun, not aggregated yet; the command "
+                             "that runs it finishes it)" if begun else ""),
+                          what_writes(missing))
     import polars as pl
 
     from fastsim.sweep.aggregate import paired_against
@@ -167,9 +183,10 @@ def skip_reason(needs: tuple[str, ...], want: str | None, sources: dict[str, Pat
             other = sorted(paired_against(read_table(table, columns=["baseline_policy"]))
                            - {want})
             if other:
-                return (f"sweep {name} in {sources[name]} holds changes against "
-                        f"{', '.join(other)}; this figure plots changes against {want} "
-                        f"(baseline = \"{want}\" in the sweep file)")
+                return SkipReason(f"sweep {name} in {sources[name]} holds changes against "
+                                  f"{', '.join(other)}; this figure plots changes against "
+                                  f"{want} (baseline = \"{want}\" in the sweep file)",
+                                  f"sweep {name} run with baseline = \"{want}\"")
     return None
 
 
@@ -206,7 +223,7 @@ def not_drawn(policies: tuple[str, ...], name: str, sweep: Path) -> list[str]:
     return sorted(set(names.unique().to_list()) - set(policies) - {"none"} - by_design)
 
 
-def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None:
+def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> SkipReason | None:
     """A sweep that varies an axis a figure does not plot (a sweep named ``headline`` that
     also varies ``sigma``) has several cells where the figure draws one, and the figure
     took the first without a word."""
@@ -231,9 +248,12 @@ def _several_cells(name: str, sweep: Path, plots: tuple[str, ...]) -> str | None
     other = [a for a in axes if a not in ("policy", *plots)]
     varies = (f"it varies {', '.join(other)}" if other else "it runs one policy at several "
               "settings" if "policy" in axes else "it varies more than those")
-    return (f"sweep {name} in {sweep} has several cells per {' and '.join(['policy', *plots])}"
-            f" ({varies}), where this figure draws one (a sweep of its own under another "
-            "name keeps them apart)")
+    per = " and ".join(["policy", *plots])
+    return SkipReason(f"sweep {name} in {sweep} has several cells per {per} ({varies}), "
+                      "where this figure draws one (a sweep of its own under another name "
+                      "keeps them apart)",
+                      f"sweep {name} with one cell per {per}, or its cells as a sweep under "
+                      "another name (drawn by a figure of its own)")
 
 
 def not_a_results_dir(results: Path) -> str:
@@ -271,9 +291,10 @@ def _nothing_to_draw(results: Path, sources: dict[str, Path], modules: dict,
     # the figures that have their sweeps say why they skip them (the generic figure of a
     # sweep of the user's own too); the others only lack them
     have = [why for name, why in why_not.items() if set(modules[name].NEEDS) <= set(sources)]
-    have += [why for why in own_why.values()]
+    have += [why for why in own_why.values()]  # their own allowed part said already
     return f"no figure can be drawn from {results}: " + "; ".join(
-        dict.fromkeys(have or why_not.values()))
+        why.refusal() if isinstance(why, SkipReason) else why
+        for why in dict.fromkeys(have or why_not.values()))
 
 
 def own_sweeps(sources: dict[str, Path]) -> dict[str, Path]:
