@@ -102,6 +102,11 @@ def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
     # connections but gave no Dask handshake"
     for address, needle in (("tcp://127.0.0.1:1", "cannot reach a Dask scheduler (nothing "
                              "listens there, the connection is refused: no scheduler runs"),
+                            # .invalid never resolves (RFC 2606): it was named as a port
+                            # that "accepts connections but gave no Dask handshake"
+                            ("tcp://nosuchhost.invalid:8786", "cannot reach a Dask scheduler "
+                             "(no host is found by the name nosuchhost.invalid: it does not "
+                             "resolve)"),
                             ("nonsense://x", "address='nonsense://x' is invalid"),
                             ("foo", "address='foo' is invalid")):
         out = tmp_path / address.replace("/", "_").replace(":", "_")

@@ -654,6 +654,9 @@ def _connect(address, workers: int | None, timeout: float):
                 # out trying to connect" (distributed's)
                 reason = ("nothing listens there, the connection is refused: no scheduler "
                           "runs at that address, or it has stopped")
+            elif isinstance(exc, OSError) and (host := _unresolved(address)) is not None:
+                # retried too until the time ran out, and named as the port below
+                reason = f"no host is found by the name {host}: it does not resolve"
             elif isinstance(exc, TimeoutError) and not str(exc).strip():  # _handshake's
                 reason = (f"it accepts connections but gave no Dask handshake within "
                           f"{connect_s:g} s: not a scheduler's port (the dashboard's, "
@@ -740,6 +743,26 @@ def _refused(address: str) -> bool:
     except (OSError, ValueError, TypeError):  # not reached in time, unparsable: not known
         return False
     return False
+
+
+def _unresolved(address: str) -> str | None:
+    """The host of TCP ``address`` if its name resolves to no address now (a typo, a
+    name this network does not know), else None."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, where = parse_address(address)
+        host, port = parse_host_port(where)
+        if scheme not in ("tcp", "tls"):
+            return None
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return host
+    except (OSError, ValueError, TypeError):
+        return None
+    return None
 
 
 class _Watch:
