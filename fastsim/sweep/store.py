@@ -169,10 +169,6 @@ class DirLock:
             raise ConfigError(f"{root / LOCK}: not a regular file; allowed: the lock file "
                               "fastsim sweep makes (remove it)")
         fh = os.fdopen(fd, "a+")
-        reading = ReadLock._held.get(key)
-        if reading is not None:  # this process's own shared lock (a figure script reads
-            # the sweep it then writes its figures in) would refuse it: given up for this
-            reading.release()
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -284,8 +280,6 @@ class ReadLock:
     the writer, as a second writer is; and a writer started while a reader reads is
     refused until it is done.  Opened read-only: a reader needs no write permission."""
 
-    _held: "weakref.WeakValueDictionary[str, ReadLock]" = weakref.WeakValueDictionary()
-
     def __init__(self, fh):
         self._fh = fh
 
@@ -318,8 +312,7 @@ class ReadLock:
             fh.close()
             raise ConfigError(f"{root} is in use by {holder}; wait for it to finish: a "
                               "sweep is read once no process writes it") from None
-        lock = cls._held[os.path.realpath(root)] = cls(fh)
-        return lock
+        return cls(fh)
 
     def release(self) -> None:
         self._fh.close()  # closing the file releases the flock
