@@ -387,8 +387,7 @@ def main(draw, needs, baseline: str | None = None, plots: tuple[str, ...] | None
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else results / "figures"
     if not results.is_dir():
         _refuse(not_a_results_dir(results))
-    reading: list = []  # the sweeps read, held until the script ends (``ReadLock``)
-    sources = _or_refuse(find_sources, results, reading)
+    sources = _or_refuse(find_sources, results)
     _or_refuse(check_sweep_columns, sources, {"script": sys.modules[draw.__module__]})
     why = skip_reason(needs, baseline, sources, results, plots)
     if why is not None:  # before making OUT: a mistyped RESULTS_DIR leaves nothing behind

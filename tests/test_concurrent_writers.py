@@ -219,7 +219,7 @@ _DRAWING = textwrap.dedent("""
 
     def drawing(figures, out, text, pause):
         scripts = {"a": script("a", text, pause), "b": script("b", text, 0)}
-        figures.find_sources = lambda results, held=None: {}
+        figures.find_sources = lambda results: {}
         figures.skip_reason = lambda *args: None
         figures.load_script = scripts.__getitem__
         figures.draw_all(out, out, formats=("png",), scripts=tuple(scripts), log=print)
@@ -550,60 +550,3 @@ def test_a_directory_removed_before_every_lock_is_made_again_race_tries_times(tm
     with pytest.raises(DirectoryGone, match=r"cannot create sweep\.lock \(No such file"):
         made_and_claimed(make, claim, gone=DirectoryGone)
     assert len(made) == RACE_TRIES
-
-
-def _finished_sweep(tmp_path):
-    from conftest import small_sweep
-
-    (tmp_path / "s.toml").write_text(small_sweep(4))
-    out = tmp_path / "sweep"
-    assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out), "--no-progress"]) == 0
-    return out
-
-
-def test_a_sweep_another_process_writes_is_refused_to_readers_as_in_use(tmp_path, capsys):
-    """Readers hashed a sweep's chunks without its lock: while a resume rewrote a chunk
-    (its record removed first), `fastsim figures DIR --out ELSEWHERE` and read_summary
-    refused the sweep as damaged ("chunk-0000.json: no such file"), asking for the run
-    that was running.  Now a reader is refused, naming the writer, as a second writer is."""
-    from conftest import held_elsewhere, one_line
-    from fastsim.errors import ConfigError
-    from fastsim.sweep.aggregate import read_summary
-
-    out = _finished_sweep(tmp_path)
-    capsys.readouterr()
-    with held_elsewhere(out) as writer:
-        record = next(out.glob("cells/*/chunk-0000.json"))
-        kept = record.read_bytes()
-        record.unlink()  # as a resume does before it rewrites the chunk
-        one_line(capsys, ["figures", str(out), "--out", str(tmp_path / "figs")],
-                 f"{out} is in use by pid {writer.pid} on ")
-        with pytest.raises(ConfigError, match=f"is in use by pid {writer.pid} on "):
-            read_summary(out)
-        record.write_bytes(kept)
-    assert not (tmp_path / "figs").exists()
-    assert read_summary(out).height > 0  # the writer gone, read as before
-
-
-def test_a_sweep_being_read_is_refused_to_a_writer_until_the_reader_is_done(tmp_path,
-                                                                            capsys):
-    """A resume started while a reader read the sweep rewrote chunks under it; now it is
-    refused in one line, saying a reader holds the directory."""
-    out = _finished_sweep(tmp_path)
-    reader = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; "
-         "from fastsim.sweep.store import ReadLock; l = ReadLock.acquire(Path(sys.argv[1])); "
-         "print('reading', flush=True); sys.stdin.read()", str(out)],
-        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert reader.stdout.readline().strip() == "reading"
-        capsys.readouterr()
-        assert main(["sweep", str(tmp_path / "s.toml"), "--out", str(out),
-                     "--no-progress"]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.endswith(f"{out} is in use by a process reading it (fastsim figures, or "
-                            "a reader of its tables); wait for it to finish, or use another "
-                            "--out directory") and len(err.splitlines()) == 1, err
-    finally:
-        reader.stdin.close()
-        reader.wait(timeout=60)

@@ -223,11 +223,10 @@ def read_summary(path: str | Path) -> pl.DataFrame:
                           "summary.parquet")
     p = Path(path)
     table = p / "summary.parquet" if p.is_dir() else p
-    held: list = []  # no sweep run into the directory while its table is read
     if (table.parent / MANIFEST).exists():  # a table copied out alone is read unchecked
         from fastsim.sweep.finished import verify_finished
 
-        verify_finished(table.parent, _SUMMARY_ALLOWED, held)
+        verify_finished(table.parent, _SUMMARY_ALLOWED)
     return read_sweep_table(table, _SUMMARY_ALLOWED)
 
 

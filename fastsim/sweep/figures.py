@@ -25,16 +25,14 @@ FORMATS = ("png", "pdf", "svg")  # the file formats a figure is drawn in
 EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
 
 
-def find_sources(results: Path, held: list | None = None) -> dict[str, Path]:
+def find_sources(results: Path) -> dict[str, Path]:
     """Sweep name -> directory, for ``results`` itself or its subdirectories.  A damaged
-    manifest or table is refused here, by name, before any figure is drawn, and so is a
-    sweep another process is writing; each sweep's shared lock goes into ``held``, to be
-    kept while its tables are drawn (``store.ReadLock``)."""
+    manifest or table is refused here, by name, before any figure is drawn."""
     sources: dict[str, Path] = {}
     for d in [results] + sorted(p for p in results.iterdir() if p.is_dir()):
         manifest = d / "sweep.json"
         if manifest.exists() and (d / "summary.parquet").exists():
-            name, grid_hash = _read_manifest(manifest, held)
+            name, grid_hash = _read_manifest(manifest)
             for table in ("summary.parquet", "jct_hist.parquet"):
                 _check_table(d / table, grid_hash)
             if name in sources:  # a copy or an older run: which one is meant is not ours to guess
@@ -95,11 +93,11 @@ def read_manifest(sweep: Path) -> dict:
     return finished_manifest(Path(sweep), SWEEP_OUTPUT)
 
 
-def _read_manifest(manifest: Path, held: list | None = None) -> tuple[str, str]:
+def _read_manifest(manifest: Path) -> tuple[str, str]:
     """The sweep's name and grid hash, once the sweep and its results are verified."""
     from fastsim.sweep.finished import verify_finished
 
-    m = verify_finished(manifest.parent, SWEEP_OUTPUT, held)
+    m = verify_finished(manifest.parent, SWEEP_OUTPUT)
     return m["name"], m["grid_hash"]
 
 
@@ -553,7 +551,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     # refusal asks for was refused as "in use" by this process.
     held = held_output(out)
     try:
-        sources = find_sources(results, held)  # its sweeps held too, while drawn
+        sources = find_sources(results)
         modules, why_not, plans, own_why, stems = _what_to_draw(
             results, sources, scripts, own, metrics, x, where)
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}

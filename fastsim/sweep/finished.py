@@ -26,7 +26,7 @@ from fastsim.io import JSONError, parquet_metadata
 from fastsim.sweep.grid import clipped, grid_hash
 from fastsim.sweep.aggregate import DESCRIPTIVE_AXES, FIXED_COLUMNS
 from fastsim.sweep.store import (CHUNK_SLACK_BYTES, FORMAT_VERSION, DirLock, GRID_KEY, KINDS,
-                                 MANIFEST, MANIFEST_MAX_BYTES, RECORD_MAX_BYTES, TABLES, ReadLock,
+                                 MANIFEST, MANIFEST_MAX_BYTES, RECORD_MAX_BYTES, TABLES,
                                  _code_ok, _file_error, _read_json, _tables_ok, cell_dir,
                                  check_format_readable, files_listed, max_chunk_bytes,
                                  read_sweep_table)
@@ -37,19 +37,13 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _LAST_FIXED = FIXED_COLUMNS[-1]
 
 
-def verify_finished(root: Path, allowed: str, held: list | None = None) -> dict[str, Any]:
+def verify_finished(root: Path, allowed: str) -> dict[str, Any]:
     """The manifest of the finished sweep in ``root``, once it and the results it lists
     are verified (the module docstring); else a ``ConfigError`` naming the file and what
     is wrong, ``allowed`` saying what to run.  About 1 ms a chunk (its record read, its
     files hashed): ``finished_manifest`` for a reader that has verified it already.  The
     chunks are not hashed again where this thread aggregated them under the lock it still
-    holds (``DirLock.vouched``: ``fastsim reproduce``'s figures, after its sweeps).
-    Refused, naming the process, while one writes in ``root`` (``ReadLock``); the
-    shared lock is appended to ``held`` for the caller to keep while it reads the
-    tables, else let go once the check is done."""
-    lock = ReadLock.acquire(Path(root))
-    if held is not None and lock is not None:
-        held.append(lock)
+    holds (``DirLock.vouched``: ``fastsim reproduce``'s figures, after its sweeps)."""
     m = finished_manifest(root, allowed)
     if not DirLock.vouched(Path(root)):
         _check_chunks(Path(root), m, allowed)

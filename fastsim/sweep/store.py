@@ -17,9 +17,7 @@ Layout (``DIR`` is ``--out``)::
 One process at a time owns a directory: ``open`` takes an exclusive ``flock`` on
 ``sweep.lock`` (released by the OS on any exit, ``kill -9`` included) and refuses, naming
 the holder, while another process has it; ``hold_sweep_dirs`` does the same for any other
-writer (``fastsim figures``, ``fastsim reproduce``) into a sweep directory or below it;
-a reader of a finished sweep takes a shared one (``ReadLock``), so neither sees the other
-half-way.  Every file is written under a temporary name
+writer (``fastsim figures``, ``fastsim reproduce``) into a sweep directory or below it.  Every file is written under a temporary name
 unique to its writer and renamed into place (``os.replace`` is atomic on POSIX); a chunk's
 record is renamed last, so it exists only for a complete chunk.  A chunk counts as done
 only if its record names this grid and every file matches its checksum and carries page
@@ -172,7 +170,7 @@ class DirLock:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = cls._holder(fh)
+            holder = cls._read_holder(fh)
             fh.close()
             raise ConfigError(f"{root} is in use by {holder}; wait for it to finish, or use "
                               "another --out directory") from None
@@ -219,17 +217,6 @@ class DirLock:
                               "second process writes it too; finished work is kept: run the "
                               "same command again")
 
-    @classmethod
-    def _holder(cls, fh) -> str:
-        """Who holds the lock ``fh`` could not take: readers (``ReadLock``), which name
-        themselves nowhere, if a shared lock can be had, else the writer its line names."""
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return cls._read_holder(fh)
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        return "a process reading it (fastsim figures, or a reader of its tables)"
-
     @staticmethod
     def _read_holder(fh, wait: float = 2.0) -> str:
         # The holder writes its line just after taking the lock; a process refused in
@@ -266,56 +253,6 @@ class DirLock:
                 self._fh.seek(0)
                 self._fh.truncate()
                 self._fh.close()  # closing the file releases the flock
-
-    def __del__(self):
-        self.release()
-
-
-class ReadLock:
-    """A shared ``flock`` on ``DIR/sweep.lock``, held while a finished sweep is read
-    (``finished.verify_finished`` and the tables after it).  A writer's exclusive lock
-    and a reader's shared one exclude each other: a sweep resumed beside a reader had
-    its chunks' records missing while it rewrote them, and the reader refused the sweep
-    as damaged, asking for the run that was running.  Now the reader is refused, naming
-    the writer, as a second writer is; and a writer started while a reader reads is
-    refused until it is done.  Opened read-only: a reader needs no write permission."""
-
-    def __init__(self, fh):
-        self._fh = fh
-
-    @classmethod
-    def acquire(cls, root: Path) -> "ReadLock | None":
-        """The shared lock, or None where no fastsim writer can hold one: this thread
-        holds the directory itself (a command reading what it wrote), or there is no
-        lock file of fastsim's (a writer makes it before anything else)."""
-        held = DirLock._held.get(os.path.realpath(root))
-        if held is not None and not held._fh.closed:
-            if held._thread == threading.get_ident():
-                return None
-            raise ConfigError(f"{root} is in use by another thread of this process "
-                              f"({DirLock._read_holder(held._fh)}); wait for it to finish")
-        path = Path(root) / LOCK
-        if not is_fastsim_lock(path):
-            return None
-        try:  # no named pipe's open blocks, no link is followed
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return None  # gone since (released and removed): no writer
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        fh = os.fdopen(fd, "r")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            holder = DirLock._read_holder(fh)
-            fh.close()
-            raise ConfigError(f"{root} is in use by {holder}; wait for it to finish: a "
-                              "sweep is read once no process writes it") from None
-        return cls(fh)
-
-    def release(self) -> None:
-        self._fh.close()  # closing the file releases the flock
 
     def __del__(self):
         self.release()
