@@ -1926,23 +1926,3 @@ def test_every_figure_script_run_alone_without_arguments_says_its_usage(monkeypa
             runpy.run_path(str(path), run_name="__main__")
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.startswith("usage: python "), (path.name, err)
-
-
-def test_reproduce_hashes_no_chunk_again_for_its_figures(tmp_path, monkeypatch):
-    """The figures' check of each finished sweep (``verify_finished``) read and hashed
-    every chunk again, after aggregation had verified each under the lock the run still
-    held (0.3 s of `fastsim reproduce --quick`'s 172 chunks).  Now a sweep aggregated in
-    the same command, and held since, is trusted; a later command checks it anew."""
-    from fastsim.sweep import finished
-
-    checked = []
-    real = finished._chunk_error
-    monkeypatch.setattr(finished, "_chunk_error",
-                        lambda root, *a: checked.append(root) or real(root, *a))
-    out = tmp_path / "results"
-    reproduce(out, clusters=3, chunk=3, figures_dir=tmp_path / "figs", report=None,
-              progress=False, formats=("png",), base_overrides={"n_jobs": 40})
-    assert (tmp_path / "figs" / "k_tradeoff.png").is_file() and checked == []
-    draw_all(out, tmp_path / "again", formats=("png",), log=lambda *a: None,
-             scripts=("k_tradeoff",))
-    assert set(checked) == {out / name for name in PAPER_SWEEPS}

@@ -25,7 +25,7 @@ from fastsim.errors import ConfigError
 from fastsim.io import JSONError, parquet_metadata
 from fastsim.sweep.grid import clipped, grid_hash
 from fastsim.sweep.aggregate import DESCRIPTIVE_AXES, FIXED_COLUMNS
-from fastsim.sweep.store import (CHUNK_SLACK_BYTES, FORMAT_VERSION, DirLock, GRID_KEY, KINDS,
+from fastsim.sweep.store import (CHUNK_SLACK_BYTES, FORMAT_VERSION, GRID_KEY, KINDS,
                                  MANIFEST, MANIFEST_MAX_BYTES, RECORD_MAX_BYTES, TABLES,
                                  _code_ok, _file_error, _read_json, _tables_ok, cell_dir,
                                  check_format_readable, files_listed, max_chunk_bytes,
@@ -41,12 +41,9 @@ def verify_finished(root: Path, allowed: str) -> dict[str, Any]:
     """The manifest of the finished sweep in ``root``, once it and the results it lists
     are verified (the module docstring); else a ``ConfigError`` naming the file and what
     is wrong, ``allowed`` saying what to run.  About 1 ms a chunk (its record read, its
-    files hashed): ``finished_manifest`` for a reader that has verified it already.  The
-    chunks are not hashed again where this thread aggregated them under the lock it still
-    holds (``DirLock.vouched``: ``fastsim reproduce``'s figures, after its sweeps)."""
+    files hashed): ``finished_manifest`` for a reader that has verified it already."""
     m = finished_manifest(root, allowed)
-    if not DirLock.vouched(Path(root)):
-        _check_chunks(Path(root), m, allowed)
+    _check_chunks(Path(root), m, allowed)
     return m
 
 

@@ -802,23 +802,16 @@ def reproduce(out: Path, *, clusters: int, chunk: int | None = None, seed: int =
     _check_outputs(out, grids, figures_dir, report, formats)
     # the directories made here are removed again, while still empty, if the run fails or
     # is interrupted before writing in them (Ctrl-C during the sweeps)
-    try:
-        with unmade_on_failure() as made:
-            t0, timings, skipped, compiled, k_boot, at_completion, bounds = _run_sweeps(
-                out, grids, figures_dir, report, made, held, backend=backend,
-                address=address, workers=workers, timeout=timeout, progress=progress)
-            write_extracts(out, seed, base_overrides, within=out)
-            sweeps = {"clusters": clusters, "seed": seed,
-                      "seconds_sweeps": time.perf_counter() - t0, "timings": timings,
-                      "chunks_skipped": skipped, "compiled": compiled,
-                      "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot,
-                      "fp_at_completion": at_completion, "bounds": bounds}
-            return _draw_and_report(out, figures_dir, report, formats, sweeps, progress,
-                                    command)
-    finally:  # aggregation's word on the chunks is for this command's readers only: a
-        # lock a reference cycle keeps alive vouches for no later one (``DirLock.vouch``)
-        for lock in held:
-            lock.vouch(False)
+    with unmade_on_failure() as made:
+        t0, timings, skipped, compiled, k_boot, at_completion, bounds = _run_sweeps(
+            out, grids, figures_dir, report, made, held, backend=backend, address=address,
+            workers=workers, timeout=timeout, progress=progress)
+        write_extracts(out, seed, base_overrides, within=out)
+        sweeps = {"clusters": clusters, "seed": seed, "seconds_sweeps": time.perf_counter() - t0,
+                  "timings": timings, "chunks_skipped": skipped, "compiled": compiled,
+                  "n_cells": sum(len(g.cells) for g in grids.values()), "k_boot": k_boot,
+                  "fp_at_completion": at_completion, "bounds": bounds}
+        return _draw_and_report(out, figures_dir, report, formats, sweeps, progress, command)
 
 
 def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path | None,
@@ -846,9 +839,6 @@ def _run_sweeps(out: Path, grids: dict, figures_dir: Path | None, report: Path |
             if d is not None:
                 remove_temporaries_in(d, hold_sweep_dirs(d))
         stores = {name: SweepStore.open(out / name, g) for name, g in grids.items()}
-        # held to the run's end, not only while their stores live: the figures and the
-        # report then read the chunks aggregation verified (``DirLock.vouched``) as they were
-        held.extend(hold_sweep_dirs(*(out / name for name in grids)))
         compiled = compiles_here(grids.values(), backend)
         t0 = time.perf_counter()
         timings, skipped = {}, 0
@@ -892,8 +882,7 @@ def _draw_and_report(out: Path, figures_dir: Path | None, report: Path | None,
                              own=False, log=lambda line: (progress or ": skipped, " in line)
                              and print(line, file=sys.stderr))
         t_figures = time.perf_counter() - t1
-        # every sweep aggregated by this run (``_run_sweeps``), its chunks verified then,
-        # under the lock ``held`` keeps to the end (the figures' check passes them too)
+        # every sweep aggregated by this run (``_run_sweeps``), its chunks verified then
         summaries = {name: read_aggregated_summary(out / name) for name in PAPER_SWEEPS}
         info = {**sweeps, "seconds_figures": t_figures,
                 "rows": comparison_rows(summaries, sweeps.get("k_boot"),

@@ -128,21 +128,6 @@ class DirLock:
         # ``check`` and ``release`` from several threads at once (aggregation reads cells
         # on numba's threads): one closes the file while another reads its descriptor
         self._closing = threading.Lock()
-        self._vouched = False  # ``vouch``
-
-    def vouch(self, vouched: bool = True) -> None:
-        """Say that every chunk in the directory was verified by this process under this
-        lock (aggregation read each against its record) and none written since: a reader
-        in the same command (``finished.verify_finished``) trusts them without hashing
-        each chunk again.  ``False``: a chunk was written, so the word no longer holds."""
-        self._vouched = vouched
-
-    @classmethod
-    def vouched(cls, root: Path) -> bool:
-        """Whether this thread holds ``root``'s lock and has vouched for its chunks."""
-        held = cls._held.get(os.path.realpath(root))
-        return (held is not None and held._vouched and not held._fh.closed
-                and held._thread == threading.get_ident())
 
     @classmethod
     def acquire(cls, root: Path) -> "DirLock | HeldAgain":
@@ -766,8 +751,6 @@ class SweepStore:
 
     def close(self) -> None:
         """Release the directory (also done by the OS when the process exits)."""
-        if self._lock is not None:  # a lock kept alive by a cycle vouches for no later command
-            self._lock.vouch(False)
         self._lock = None  # the lock goes with its last store in this process
         self._outer = []
 
@@ -892,11 +875,6 @@ class SweepStore:
                     out.append(((c.id, i), why))
         return out
 
-    def vouch(self) -> None:
-        """``DirLock.vouch`` of this store's lock: every chunk was just read verified."""
-        if self._lock is not None:
-            self._lock.vouch()
-
     def check_held(self) -> None:
         """``DirLock.check`` of this store's lock: before every write into it."""
         if self._lock is not None:
@@ -906,8 +884,6 @@ class SweepStore:
                     jct_hist: pl.DataFrame, jobs: pl.DataFrame | None = None) -> None:
         """Write one chunk's files, then its record (the completion marker)."""
         self.check_held()
-        if self._lock is not None:  # aggregation's word is for the chunks it read
-            self._lock.vouch(False)
         start, n = self.grid.chunk_range(index)
         ids = clusters["cluster"]
         if clusters.height != n or ids.min() != start or ids.max() != start + n - 1:
