@@ -112,8 +112,8 @@ def _decide_stops(cfg: SimConfig, w: Workload) -> Decisions:
         oracle_stops_nb(scope_all, w.job_type, w.hacking, w.peak_eval, w.n_evals, d.in_scope,
                         d.stopped, d.demoted, d.trigger_eval, d.delivered_eval)
     else:
-        # its own kernel, not the one-pass pipeline's: a first call (fastsim reproduce's
-        # extracts, an online detector's run) compiled it for 10-30 s in silence
+        # its own kernel, not the one-pass pipeline's: a first call compiled it for 6-9
+        # CPU-seconds (10-30 s on a busy machine) in silence
         with first_call("stops.resolve_stops_nb", what="the stop-decision kernels",
                         seconds="10-30"):
             resolve_stops_nb(p.code, p.k, float(p.f), p.w, float(p.tol),

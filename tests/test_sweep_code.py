@@ -492,8 +492,8 @@ def test_reproduce_checks_the_code_of_every_sweep_before_writing_any(tmp_path, c
     assert "noise/sweep.json: the results in" in err and "fastsim 0.0.9" in err, err
     # the directory to delete is OUT, all of it: 'delete the old one' after naming OUT/noise
     # was read as OUT/noise, and deleting it moved the refusal to the next sweep in OUT
-    assert err.endswith(f"use a new --out directory, or delete the whole of {out}, not one "
-                        "sweep in it to compute them again with this code"), err
+    assert err.endswith(f"use a new --out directory, or delete the whole of {out} (not one "
+                        "sweep in it) to compute them again with this code"), err
     after = files(out)
     after.pop(Path("noise/sweep.lock"))
     assert after == before and sorted(p.name for p in out.iterdir()) == ["noise"]
