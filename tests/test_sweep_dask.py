@@ -71,6 +71,35 @@ def test_dask_local_cluster_equals_in_process(tmp_path, two_workers):
         assert (local / name).read_bytes() == (remote / name).read_bytes(), name
 
 
+def test_a_dask_task_runs_a_chunks_cells_of_one_workload(tmp_path, monkeypatch):
+    """Each task runs the cells of one chunk index that share a workload (the 9 cells of
+    SWEEP: one task per chunk, on clusters drawn once), as a local run does; with
+    --keep-jobs, one cell a task (the driver holds a task's per-job tables until it writes
+    them).  The chunk files are the same bytes either way (tests above)."""
+    import fastsim.sweep.runner as runner
+
+    p = tmp_path / "d.toml"
+    p.write_text(SWEEP)
+    said = tmp_path / "sizes"  # the task is pickled by value: a list would be a copy's
+    real = runner.run_chunks_on_worker
+
+    def counting(configs, *args):
+        with open(said, "a") as f:
+            f.write(f"{len(configs)}\n")
+        return real(configs, *args)
+    monkeypatch.setattr(runner, "run_chunks_on_worker", counting)
+    monkeypatch.setattr(runner, "warm_up", lambda: "warm")  # compiling is beside the point
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        for out, flags, expected in (("grouped", [], [9, 9, 9]),
+                                     ("alone", ["--keep-jobs"], [1] * 27)):
+            said.write_text("")
+            assert main(["sweep", str(p), "--out", str(tmp_path / out), "--no-progress",
+                         "--backend", "dask", "--address", cluster.scheduler_address,
+                         *flags]) == 0
+            assert [int(x) for x in said.read_text().split()] == expected, out
+
+
 def test_million_sweep_file_on_dask_equals_in_process(tmp_path, two_workers):
     """``sweeps/million.toml`` itself, cut to 8 clusters per cell: 2 Dask workers give the
     in-process aggregate bit for bit (the full file differs only in ``--clusters``)."""
