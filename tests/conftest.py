@@ -65,6 +65,22 @@ def modules_on_path(tmp_path_factory, folder: str, modules: dict[str, str]):
 
 
 @pytest.fixture
+def drawings(monkeypatch) -> list:
+    """The ``generate`` flag of every call of the one-pass kernel (``fastsim.api``'s
+    ``run_pipeline``) while the test runs: True where a call drew its clusters."""
+    import fastsim.api as api
+
+    calls: list = []
+    real = api.run_pipeline
+
+    def counting(scheduler, n, generate, *args):
+        calls.append(generate)
+        return real(scheduler, n, generate, *args)
+    monkeypatch.setattr(api, "run_pipeline", counting)
+    return calls
+
+
+@pytest.fixture
 def forget_compiled(monkeypatch):
     """A function that forgets which kernels and user functions this process has compiled,
     as in a fresh process: the once-per-process compile notice is said again (restored

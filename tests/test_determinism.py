@@ -114,24 +114,15 @@ def test_cells_on_shared_clusters_hold_one_result_at_a_time():
     assert alive == [0, 0, 0]
 
 
-def test_cells_on_shared_clusters_draw_them_once(monkeypatch):
+def test_cells_on_shared_clusters_draw_them_once(drawings):
     """The cells of one workload section draw their clusters in one pass, the first
     cell's; the others read them (``generate`` false); another workload draws its own."""
-    import fastsim.api as api
-
-    generated = []
-    real = api.run_pipeline
-
-    def counting(scheduler, n, generate, *args):
-        generated.append(generate)
-        return real(scheduler, n, generate, *args)
-    monkeypatch.setattr(api, "run_pipeline", counting)
     cfgs = [SimConfig.from_specs(s, p, n_jobs=10) for s in ("fifo", "tiresias")
             for p in ("none", "evalstop:k=2", "loss_plateau")]
     cfgs.append(SimConfig.from_specs("fifo", "none", n_jobs=11))
     results = list(simulate_cells(cfgs, 2))
     assert [i for i, _ in results] == [0, 1, 2, 3, 4, 5, 6]
-    assert generated == [True, False, False, False, False, False, True]
+    assert drawings == [True, False, False, False, False, False, True]
 
 
 def test_reused_buffers_leave_earlier_results_alone():

@@ -127,28 +127,20 @@ def test_a_resumed_sweep_says_so_before_running_the_rest(sweep_file, tmp_path, m
     assert err.count("a chunk runs") == total - 2, err
 
 
-def test_a_chunks_cells_draw_their_clusters_once(sweep_file, tmp_path, monkeypatch):
+def test_a_chunks_cells_draw_their_clusters_once(sweep_file, tmp_path, monkeypatch, drawings):
     """The cells of one chunk index whose workload sections are equal (the sweep's cells
     and their baseline) run on clusters drawn once: one drawing per chunk, whatever the
     cell count; the chunk files are each cell's own (``assert_same_results`` against a
-    run of one cell per call, as a Dask worker runs them)."""
-    import fastsim.api as api
+    run of one cell per call)."""
     import fastsim.sweep.runner as runner
 
-    drawn = []
-    real = api.run_pipeline
-
-    def counting(scheduler, n, generate, *args):
-        drawn.append(generate)
-        return real(scheduler, n, generate, *args)
-    monkeypatch.setattr(api, "run_pipeline", counting)
     grid, together, _ = run_all(sweep_file, tmp_path / "together")
-    assert len(grid.cells) == 3 and drawn.count(True) == grid.n_chunks == 4, drawn
+    assert len(grid.cells) == 3 and drawings.count(True) == grid.n_chunks == 4, drawings
     monkeypatch.setattr(runner, "chunk_groups",
                         lambda todo, grid: [(idx, [cid]) for cid, idx in todo])
-    drawn.clear()
+    drawings.clear()
     _, alone, _ = run_all(sweep_file, tmp_path / "alone")
-    assert drawn.count(True) == len(grid.cells) * grid.n_chunks, drawn
+    assert drawings.count(True) == len(grid.cells) * grid.n_chunks, drawings
     for store in (together, alone):
         aggregate(store)
     assert_same_results(tmp_path / "together", tmp_path / "alone")
