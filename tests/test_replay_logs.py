@@ -364,6 +364,22 @@ def test_a_steps_loss_and_time_on_its_row_without_a_score_reach_its_scored_row(t
     assert got.drop("line", strict=False).equals(want.drop("line", strict=False))
 
 
+def test_a_value_taken_from_a_row_without_a_score_is_refused_naming_its_own_line(tmp_path):
+    """A loss or time the scored row took from the dropped row of its step is refused under
+    the line that holds it: the scored row's line (5) has no such value, and was named."""
+    from fastsim.replay.policies import replay
+
+    n, t = tmp_path / "n.csv", tmp_path / "t.csv"
+    n.write_text("job_id,step,score,loss\na,1,,1.0\na,1,0.5,\na,2,,-0.5\na,2,0.6,\n"
+                 "a,3,0.7,0.8\n")
+    t.write_text("job_id,step,score,loss,time_s\na,1,,1.0,7200\na,1,0.5,,\na,2,,0.9,3600\n"
+                 "a,2,0.6,,\n")
+    with pytest.raises(ConfigError, match=r"n\.csv:4: field 'loss': -0\.5;"):
+        replay(read_logs([n]), ["loss_plateau:w=1,tol=0.05"])
+    with pytest.raises(ConfigError, match=r"t\.csv:4: field 'time_s': 3600 s is earlier"):
+        read_logs([t])
+
+
 def test_trainer_state_training_logged_after_the_last_evaluation_is_in_the_log(tmp_path):
     """A run evaluated every 5 steps up to step 35 that trained (and logged its loss and
     closing summary) to step 40: its last logged step is 40, so a trigger at the step-35

@@ -57,6 +57,9 @@ TIME_FIELDS = {"time": 1.0, "time_h": 1.0, "time_s": 1.0 / 3600.0}
 # A time since the job's start beyond this many hours (11 years) is a clock time (Unix time
 # is about 4.7e5 h): read from 0 it charged the GPUs for decades before the first row
 MAX_TIME_H = 1e5
+# "file:line" a scored row's value was taken from (_fill_from_blank_rows), for the checks
+# that refuse it by line after the merge; null where the row's own line holds it
+FROM = {"loss": "loss_from", "time_h": "_time_from"}
 TIME_FIELD = "_time_field"  # which of them a row's time_h was read from, while reading
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
@@ -95,7 +98,8 @@ class EvalLog:
     ``table`` columns: ``job_id`` (str), ``step`` (int64), ``metric`` (float64, as logged,
     NaN = missing), ``score`` (float64, the metric in the higher-is-better sense), then the
     optional ``loss, proxy_reward, job_type, gpus, time_h, max_steps``, any ``truth_*``
-    columns, and ``source``/``line`` (where the kept row came from).  Rows are sorted by
+    columns, and ``source``/``line`` (where the kept row came from), and ``loss_from``
+    (``file:line`` of a loss taken from a row of its step without a score, if any was).  Rows are sorted by
     ``(job_id, step)`` with duplicates resolved.  ``notes`` lists the mess rules applied.
     """
 
@@ -1274,7 +1278,7 @@ def _merged(tables: list[pl.DataFrame], name: str,
         notes.append("unsorted: rows reordered by step within each job")
     table = table.sort(["job_id", "step"], maintain_order=True)
     _check_time_order(table)
-    table = table.drop(TIME_FIELD, strict=False)
+    table = table.drop(TIME_FIELD, FROM["time_h"], strict=False)
     _check_within_plan(table)
     _check_peak_steps(table)
     n_missing = int(table["metric"].is_nan().sum())
@@ -1397,13 +1401,24 @@ def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> tuple[pl.Data
     missing = {c: pl.col(c).fill_nan(None).is_null() & scored for c in cols}
     before = table.select(pl.sum_horizontal(missing.values()).sum()).item()
     step = ("job_id", "step")
+    # where a value refused later by line came from: the scored row's line holds no such value
+    here = pl.format("{}:{}", pl.col("source"), pl.col("line"))
     table = table.with_columns(
-        pl.when(scored).then(pl.coalesce(
+        [pl.when(missing[c]).then(here.filter(~scored & pl.col(c).fill_nan(None).is_not_null())
+                                  .last().over(step)).alias(FROM[c])
+         for c in cols if c in FROM]
+        + [pl.when(scored).then(pl.coalesce(
             pl.col(c).fill_nan(None),
             pl.col(c).filter(~scored).fill_nan(None).drop_nulls().last().over(step),
-            pl.col(c))).otherwise(pl.col(c)).alias(c) for c in cols)
+            pl.col(c))).otherwise(pl.col(c)).alias(c) for c in cols])
     after = table.select(pl.sum_horizontal(missing.values()).sum()).item()
     return table, int(before - after)
+
+
+def where(r: dict, field: str) -> str:
+    """``file:line`` of row ``r``'s ``field`` value: the line it was taken from, if the merge
+    took it from another row of its step (``FROM``)."""
+    return r.get(FROM.get(field)) or f"{r['source']}:{r['line']}"
 
 
 def _check_time_order(table: pl.DataFrame) -> None:
@@ -1418,7 +1433,7 @@ def _check_time_order(table: pl.DataFrame) -> None:
         # named and valued as the log gives it: a time_s log was told of field 'time' in hours
         field = r.get(TIME_FIELD) or "time"
         value = r["time_h"] / TIME_FIELDS[field]
-        raise ConfigError(f"{r['source']}:{r['line']}: field {field!r}: {value:g} "
+        raise ConfigError(f"{where(r, 'time_h')}: field {field!r}: {value:g} "
                           f"{'s' if field == 'time_s' else 'h'} is earlier than job "
                           f"{r['job_id']!r}'s previous evaluation; allowed: wall-clock time "
                           "non-decreasing in step")

@@ -18,7 +18,7 @@ from fastsim import registry as R
 from fastsim.config import PolicyConfig, check_code, plain_scalar, policy_reads
 from fastsim.errors import ConfigError
 from fastsim.plain_python import PlainCheck
-from fastsim.replay.logs import EvalLog
+from fastsim.replay.logs import EvalLog, where
 from fastsim.stats import (Estimate, bootstrap_ratio_ci, cluster_mean_ci, cluster_sums, mean_ci,
                            proportion_ci)
 from fastsim.kernels.codes import ACT_CONTINUE, ACT_DEMOTE, ACT_STOP
@@ -158,7 +158,7 @@ def _check_losses(t: pl.DataFrame, pols: list[PolicyConfig]) -> None:
     bad = t.filter(pl.col("loss") <= 0)
     if bad.height:
         r = bad.row(0, named=True)
-        raise ConfigError(f"{r['source']}:{r['line']}: field 'loss': {r['loss']:g}; allowed: "
+        raise ConfigError(f"{where(r, 'loss')}: field 'loss': {r['loss']:g}; allowed: "
                           + readers[0].decl.loss_rule(readers[0].label))
 
 
