@@ -364,6 +364,18 @@ def test_a_steps_loss_and_time_on_its_row_without_a_score_reach_its_scored_row(t
     assert got.drop("line", strict=False).equals(want.drop("line", strict=False))
 
 
+def test_two_rows_of_a_step_without_a_score_keep_the_last_row_whole(tmp_path):
+    """Only a scored row takes readings from the other rows of its step: of two rows
+    without a score, the last wins as it is, its empty loss included (step 2's loss is
+    missing, not the 0.9 of the row before it), as docs/replay.md says."""
+    p = tmp_path / "two.csv"
+    p.write_text("job_id,step,score,loss\na,1,,1.0\na,1,0.5,\na,2,,0.9\na,2,,\na,3,0.7,0.8\n")
+    table = read_logs([p]).table
+    assert table["step"].to_list() == [1, 2, 3]
+    assert table["loss"].to_list()[0] == 1.0 and table["loss"].to_list()[2] == 0.8
+    assert np.isnan(table["loss"][1]) and table["line"][1] == 5
+
+
 def test_a_value_taken_from_a_row_without_a_score_is_refused_naming_its_own_line(tmp_path):
     """A loss or time the scored row took from the dropped row of its step is refused under
     the line that holds it: the scored row's line (5) has no such value, and was named."""
