@@ -35,18 +35,22 @@ def one_line(message: str) -> str:
     Python writes it (``\\n``, ``\\x1b``), since a value's newline broke the line and its
     escape sequence reached the terminal; a word longer than ``MAX_WORD`` and a message
     longer than ``MAX_MESSAGE`` cut in the middle, saying how long they were."""
-    text = printable(_LAYOUT.sub(" ", message.strip()))
+    # a message's backslashes are its reprs' own escapes: doubled they would read worse
+    text = printable(_LAYOUT.sub(" ", message.strip()), backslash=False)
     text = _LONG_WORD.sub(lambda m: _cut(m.group(), MAX_WORD), text)
     return _cut(text, MAX_MESSAGE)
 
 
-def printable(text: str) -> str:
+def printable(text: str, backslash: bool = True) -> str:
     """``text`` with each control character escaped as Python writes it (``\\n``,
     ``\\x1b``): a value printed in a line of output (a log's job id) broke the line, and
-    its escape sequence reached the terminal."""
-    if text.isprintable():
+    its escape sequence reached the terminal.  A backslash is escaped too (``\\\\``), so
+    that two texts never print alike (an id holding a newline, one holding ``\\`` and
+    ``n``)."""
+    if text.isprintable() and not (backslash and "\\" in text):
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return "".join(repr(c)[1:-1] if not c.isprintable() or (backslash and c == "\\") else c
+                   for c in text)
 
 
 def _cut(text: str, limit: int) -> str:

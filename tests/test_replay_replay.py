@@ -117,15 +117,17 @@ def test_the_tutorials_replay_output_is_as_printed(tmp_path, capsys, monkeypatch
 def test_each_job_prints_on_one_line_under_its_whole_id(tmp_path, capsys):
     """Job ids were cut to 22 characters, so two runs of one day printed as one job, and
     a newline in an id (a quoted CSV field) broke its row in two, an escape sequence
-    reaching the terminal: each id is now printed whole, its control characters escaped."""
+    reaching the terminal: each id is now printed whole, its control characters escaped,
+    and its backslashes, so an id holding a backslash and n is not the newline's."""
     log = tmp_path / "ids.csv"
-    ids = ['"a\nb"', '"\x1b[31mred"', "experiment-2026-12-07-run-1", "experiment-2026-12-07-run-2"]
+    ids = ['"a\nb"', "a\\nb", '"\x1b[31mred"', "experiment-2026-12-07-run-1",
+           "experiment-2026-12-07-run-2"]
     log.write_text("job_id,step,score\n" + "".join(f"{j},{s},{x}\n" for j in ids
                                                    for s, x in ((1, 0.5), (2, 0.4))))
     assert main(["replay", str(log), "--policy", "evalstop:k=1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines()
             if line.startswith("evalstop(k=1)[scope=all]") and "jobs" not in line]
-    assert [line.split()[1] for line in rows] == [r"\x1b[31mred", r"a\nb",
+    assert [line.split()[1] for line in rows] == [r"\x1b[31mred", r"a\nb", r"a\\nb",
                                                   "experiment-2026-12-07-run-1",
                                                   "experiment-2026-12-07-run-2"]
     assert all("\x1b" not in line for line in rows)

@@ -55,7 +55,7 @@ from fastsim import defaults as D
 from fastsim import registry as R
 from fastsim.config import (PolicyConfig, SchedulerConfig, SimConfig, Unread, WorkloadConfig,
                             inert_settings, parse_baseline, plain)
-from fastsim.errors import ConfigError, did_you_mean, one_line
+from fastsim.errors import ConfigError, did_you_mean, one_line, printable
 from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
 from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
@@ -769,10 +769,10 @@ def diff_code(old: dict[str, Any], new: dict[str, Any], *,
 
 def clipped(text: str, limit: int = 60) -> str:
     """Text read from a file (a version, a name, a value's ``repr``) for a one-line
-    message: a line break or other unprintable character escaped as ``repr`` escapes it,
-    cut to ``limit`` characters (a damaged manifest's megabyte made a megabyte of message)."""
-    if not text.isprintable():
-        text = repr(text)[1:-1]
+    message: escaped (``errors.printable``; its backslashes left as they are, most being a
+    repr's own escapes), cut to ``limit`` characters (a damaged manifest's megabyte made a
+    megabyte of message)."""
+    text = printable(text, backslash=False)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
