@@ -364,6 +364,19 @@ def test_a_steps_loss_and_time_on_its_row_without_a_score_reach_its_scored_row(t
     assert got.drop("line", strict=False).equals(want.drop("line", strict=False))
 
 
+def test_the_fill_note_counts_only_the_values_kept(tmp_path):
+    """Of the loss and max_steps the two scored rows of step 1 took from line 2, one
+    loss is used: the first scored row is dropped ('the last kept') and max_steps is read
+    per job anyway.  The note counted 4."""
+    p = tmp_path / "f.csv"
+    p.write_text("job_id,step,score,loss,max_steps\na,1,,1.0,10\na,1,0.5,,\na,1,0.6,,\n"
+                 "a,2,0.7,0.9,10\n")
+    log = read_logs([p])
+    assert ("duplicates: 1 missing value(s) of those steps' scored rows (loss, time, ...) "
+            "taken from the rows dropped") in log.notes, log.notes
+    assert log.table["loss"].to_list() == [1.0, 0.9] and "_filled" not in log.table.columns
+
+
 def test_two_rows_of_a_step_without_a_score_keep_the_last_row_whole(tmp_path):
     """Only a scored row takes readings from the other rows of its step: of two rows
     without a score, the last wins as it is, its empty loss included (step 2's loss is

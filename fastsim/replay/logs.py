@@ -60,6 +60,7 @@ MAX_TIME_H = 1e5
 # "file:line" a scored row's value was taken from (_fill_from_blank_rows), for the checks
 # that refuse it by line after the merge; null where the row's own line holds it
 FROM = {"loss": "loss_from", "time_h": "_time_from"}
+FILLED = "_filled"  # how many of a row's values _fill_from_blank_rows took, while merging
 TIME_FIELD = "_time_field"  # which of them a row's time_h was read from, while reading
 # Fields of a job, not of a row: replay reads one value per job (_check_one_per_job).
 PER_JOB = ("job_type", "max_steps", "truth_hacking", "truth_gold_peak_step", "seed")
@@ -1373,33 +1374,39 @@ def _drop_duplicates(table: pl.DataFrame, name: str, on_duplicate: str):
     scored = ~pl.col("metric").is_nan()
     blank = table.select(dup & (~scored & scored.any().over("job_id", "step"))).to_series()
     if blank.any():
-        table, n_filled = _fill_from_blank_rows(table, scored)
-        table = table.filter(~blank)
+        table = _fill_from_blank_rows(table, scored).filter(~blank)
         notes.append(f"duplicates: {int(blank.sum())} row(s) with no {name} value dropped "
                      "beside a row of the same (job_id, step) that has one")
-        if n_filled:
-            notes.append(f"duplicates: {n_filled} missing value(s) of those steps' scored rows "
-                         "(loss, time, ...) taken from the rows dropped")
     dup = table.select(key.is_duplicated()).to_series()
     if dup.any():
         n_extra = int(dup.sum()) - table.filter(dup).select(key.n_unique()).item()
         table = table.unique(subset=["job_id", "step"], keep="last", maintain_order=True)
         notes.append(f"duplicates: {n_extra} repeated (job_id, step) row(s) dropped, "
                      "the last kept")
+    if FILLED in table.columns:  # counted on the rows kept: a value filled then dropped is not
+        n_filled = int(table[FILLED].sum())
+        table = table.drop(FILLED)
+        if n_filled:
+            notes.append(f"duplicates: {n_filled} missing value(s) of those steps' scored rows "
+                         "(loss, time, ...) taken from the rows dropped")
     return table, notes
 
 
-def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> tuple[pl.DataFrame, int]:
+def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> pl.DataFrame:
     """``table`` with each scored row's missing readings (a NaN or empty ``loss``, time,
     ``gpus``, ...) taken from the last row without a score of its ``(job_id, step)`` that
-    has one, and how many were filled: those rows are then dropped, and a loop that logs
-    the loss and the evaluation on separate rows lost its losses (``loss_plateau`` read
-    the job as too short, where the same log on one row per step stopped it)."""
+    has one, and how many each row took (``FILLED``): those rows are then dropped, and a
+    loop that logs the loss and the evaluation on separate rows lost its losses
+    (``loss_plateau`` read the job as too short, where the same log on one row per step
+    stopped it)."""
     cols = [c for c, t in table.schema.items() if t.is_float() and c != "metric"]
     if not cols:
-        return table, 0
+        return table
     missing = {c: pl.col(c).fill_nan(None).is_null() & scored for c in cols}
-    before = table.select(pl.sum_horizontal(missing.values()).sum()).item()
+    # a per-job field is not counted: replay reads one value per job, filled or not
+    counted = [missing[c] for c in cols if c not in PER_JOB]
+    n_missing = pl.sum_horizontal(counted).cast(pl.Int64) if counted else pl.lit(0)
+    table = table.with_columns(n_missing.alias(FILLED))
     step = ("job_id", "step")
     # where a value refused later by line came from: the scored row's line holds no such value
     here = pl.format("{}:{}", pl.col("source"), pl.col("line"))
@@ -1411,8 +1418,7 @@ def _fill_from_blank_rows(table: pl.DataFrame, scored: pl.Expr) -> tuple[pl.Data
             pl.col(c).fill_nan(None),
             pl.col(c).filter(~scored).fill_nan(None).drop_nulls().last().over(step),
             pl.col(c))).otherwise(pl.col(c)).alias(c) for c in cols])
-    after = table.select(pl.sum_horizontal(missing.values()).sum()).item()
-    return table, int(before - after)
+    return table.with_columns(pl.col(FILLED) - n_missing)
 
 
 def where(r: dict, field: str) -> str:
