@@ -136,13 +136,17 @@ def test_9_bad_or_unreachable_address_is_one_line(tmp_path, capsys):
                             ("tcp://nosuchhost.invalid:8786", "cannot reach a Dask scheduler "
                              "(no host is found by the name nosuchhost.invalid: it does not "
                              "resolve)"),
+                            # over websockets too: it was the port that "gave no handshake"
+                            ("ws://nosuchhost.invalid:8786", "cannot reach a Dask scheduler "
+                             "(no host is found by the name nosuchhost.invalid: it does not "
+                             "resolve)"),
                             ("nonsense://x", "address='nonsense://x' is invalid"),
                             ("foo", "address='foo' is invalid")):
         out = tmp_path / address.replace("/", "_").replace(":", "_")
         assert main(["sweep", str(p), "--out", str(out), "--no-progress", "--backend", "dask",
                      "--address", address, "--dask-timeout", "2"]) == 2
         err = capsys.readouterr().err.strip()
-        if address.startswith("tcp://"):  # a well-formed address: connecting is said first
+        if address.startswith(("tcp://", "ws://")):  # a well-formed address: connecting is said first
             err = after_connecting(err, address)
         assert needle in err and len(err.splitlines()) == 1, err
         assert not out.exists()  # refused by its form, or before connecting: nothing written

@@ -647,16 +647,10 @@ def _connect(address, workers: int | None, timeout: float):
             client = Client(address, timeout=connect_s)
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError, ValueError...
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            if isinstance(exc, OSError) and _refused(address):  # TimeoutError is one
-                # distributed's connect retries a refused connection until its time runs
-                # out: a port where nothing listens was named by that timeout, as one that
-                # "accepts connections but gave no Dask handshake" (_handshake's) or "Timed
-                # out trying to connect" (distributed's)
-                reason = ("nothing listens there, the connection is refused: no scheduler "
-                          "runs at that address, or it has stopped")
-            elif isinstance(exc, OSError) and (host := _unresolved(address)) is not None:
-                # retried too until the time ran out, and named as the port below
-                reason = f"no host is found by the name {host}: it does not resolve"
+            # TimeoutError is an OSError
+            why = _unreachable(address) if isinstance(exc, OSError) else None
+            if why is not None:
+                reason = why
             elif isinstance(exc, TimeoutError) and not str(exc).strip():  # _handshake's
                 reason = (f"it accepts connections but gave no Dask handshake within "
                           f"{connect_s:g} s: not a scheduler's port (the dashboard's, "
@@ -724,10 +718,18 @@ TRIAL = ("this run wrote nothing (it was trying each user function on its first 
          "before any chunk), and the same command starts it again")
 
 
-def _refused(address: str) -> bool:
-    """Whether a TCP connection to ``address`` is refused now (nothing listens there), at
-    the socket level: distributed's ``connect`` tries again after a refusal until its time
-    runs out, which a frozen scheduler's does too.  False for what is not TCP."""
+# what distributed's connect retries until its time runs out, and so named as that timeout:
+# a port where nothing listens read as one that "accepts connections but gave no Dask
+# handshake" (_handshake's) or "Timed out trying to connect" (distributed's)
+NOTHING_LISTENS = ("nothing listens there, the connection is refused: no scheduler runs at "
+                   "that address, or it has stopped")
+
+
+def _unreachable(address: str) -> str | None:
+    """Why a TCP connection to ``address`` (tcp, tls, ws, wss) fails now, at the socket
+    level, in words: ``NOTHING_LISTENS``, or a host name that resolves to no address (a
+    typo, a name this network does not know); None if it connects, is not reached in time
+    (a frozen scheduler's), is not TCP or does not parse."""
     import socket
 
     from distributed.comm.addressing import parse_address, parse_host_port
@@ -735,31 +737,13 @@ def _refused(address: str) -> bool:
     try:
         scheme, where = parse_address(address)
         host, port = parse_host_port(where)
-        if scheme not in ("tcp", "tls"):
-            return False
+        if scheme not in ("tcp", "tls", "ws", "wss"):  # each a TCP connection underneath
+            return None
         socket.create_connection((host, port), timeout=PROBE_S).close()
     except ConnectionRefusedError:
-        return True
-    except (OSError, ValueError, TypeError):  # not reached in time, unparsable: not known
-        return False
-    return False
-
-
-def _unresolved(address: str) -> str | None:
-    """The host of TCP ``address`` if its name resolves to no address now (a typo, a
-    name this network does not know), else None."""
-    import socket
-
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    try:
-        scheme, where = parse_address(address)
-        host, port = parse_host_port(where)
-        if scheme not in ("tcp", "tls"):
-            return None
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        return host
+        return NOTHING_LISTENS
+    except socket.gaierror:  # the name looked up once, by the connection
+        return f"no host is found by the name {host}: it does not resolve"
     except (OSError, ValueError, TypeError):
         return None
     return None
@@ -803,7 +787,7 @@ class _Watch:
         """What a scheduler that let a question time out is: gone when its address now
         refuses a connection (killed: the client's rpc kept trying to reconnect until the
         time ran out), else silent (frozen, or the network to it cut)."""
-        if _refused(self.address):
+        if _unreachable(self.address) == NOTHING_LISTENS:
             return self.scheduler_lost()
         return ClusterLostError(
             f"the Dask scheduler {self.address} has not answered for {self.answer_s:g} s "
