@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -450,17 +450,15 @@ def _run(cfg: SimConfig, w: Workload, keep_jobs: bool, record_segments: bool) ->
     scheduler's keys, which run first as their own stages."""
     with _held_buffers(_shape(w.n_clusters, w.n_jobs, w.n_evals, record_segments),
                        keep_jobs) as b:
-        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, 0, 0, None, (False, False))[0]
+        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, 0, 0, None, (False, False))
 
 
 def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
             record_segments: bool, n_clusters: int, seed: int, cluster_start: int,
-            extract: Callable | None, draws: tuple[bool, bool]
-            ) -> tuple[SimResult, Workload]:
+            extract: Callable | None, draws: tuple[bool, bool]) -> SimResult:
     """One cell, on the buffers ``b`` it holds, on the workload ``w``, or (``w`` None) on
     clusters ``cluster_start .. + n_clusters`` drawn with ``seed`` into ``b.w``, with the
-    observed series ``draws`` (scores, losses).  Returns the result and the workload it
-    ran on."""
+    observed series ``draws`` (scores, losses)."""
     wc = cfg.workload
     C = n_clusters if w is None else w.n_clusters
     max_seg = b.shape[3]
@@ -491,7 +489,7 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
         check_resolution(w, drawn=True)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
-    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract), w
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)
 
 
 def _decides_in_pass(p: PolicyConfig) -> bool:
@@ -668,8 +666,9 @@ def simulate_cells(cfgs: Sequence[SimConfig], n_clusters: int, seed: int = 0,
                 # a per-job table shares its run's arrays: with keep_jobs, a cell's own
                 b = first if w is None or not keep_jobs else _buffers(*shape, reuse=False)
                 with first_run(cfgs[i].scheduler.code):
-                    result, w = _run_on(b, cfgs[i], w, keep_jobs, record_segments, n_clusters,
-                                        seed, cluster_start, extract, draws)
+                    result = _run_on(b, cfgs[i], w, keep_jobs, record_segments, n_clusters,
+                                     seed, cluster_start, extract, draws)
+                w = first.w  # drawn there by the first cell
                 yield i, result
                 del result  # the caller's to keep: not held here while the next cell runs
 
