@@ -24,6 +24,8 @@ import threading
 import time
 import warnings
 from collections import deque
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -33,6 +35,7 @@ from fastsim.api import same_clusters, simulate, simulate_cells, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
+from fastsim.io import signals_held
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
@@ -283,6 +286,53 @@ def check_sweep_memory(grid: Grid, keep_jobs: bool = False, workers: int = 0) ->
                    "workers", settings + f", chunk {c}")
 
 
+class WriteBehind:
+    """Each finished chunk written (``write(cell, index, result)``) on one thread of its
+    own while the next one runs, then ``written(cell, index)`` called in this thread (the
+    bar, ``on_chunk``) once its write is done: encoding, verifying and syncing a chunk's
+    files otherwise left the second core idle, a third of a sweep's time at chunks of a
+    few hundred clusters (docs/performance.md, round 46).  At most one chunk is in
+    flight, so the files on disk are those of every chunk ``written`` was called for,
+    and at most the one after it; its write's error is raised here, at the next chunk or
+    at the block's end.  Leaving the block, on an error or a signal too, waits for the
+    write in flight (Ctrl-C and SIGTERM held meanwhile), so no write outlives the sweep
+    directory's lock.  ``inline``: each chunk written and ``written`` in this thread."""
+
+    def __init__(self, write: Callable, written: Callable, inline: bool = False):
+        self._write, self._written = write, written
+        self._pool = None if inline else ThreadPoolExecutor(1, thread_name_prefix="fastsim-write")
+        self._pending: tuple | None = None  # (future, cell, index)
+
+    def __enter__(self) -> Callable:
+        return self.put
+
+    def put(self, cid: str, idx: int, result) -> None:
+        if self._pool is None:
+            self._write(cid, idx, result)
+            self._written(cid, idx)
+            return
+        self._settle()
+        self._pending = (self._pool.submit(self._write, cid, idx, result), cid, idx)
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            (future, cid, idx), self._pending = self._pending, None
+            future.result()
+            self._written(cid, idx)
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if self._pool is None:
+            return
+        try:
+            with signals_held():
+                if kind is None:
+                    self._settle()
+                elif self._pending is not None:  # written or not, the error in hand is said
+                    futures.wait([self._pending[0]])
+        finally:
+            self._pool.shutdown(wait=True)
+
+
 def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool):
     # the cell count from the first state on: set after it, it was a second line in a log
     return progress_bar(total=total, initial=initial, unit="chunk", enabled=enabled,
@@ -346,10 +396,11 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
     bar = _progress(total, total - sum(left.values()), len(grid.cells), cells_done, progress)
     configs = {c.id: c.config.to_dict() for c in grid.cells}
 
-    def finished(cid: str, idx: int, result) -> None:
+    def write(cid: str, idx: int, result) -> None:
+        store.write_chunk(cid, idx, *result)
+
+    def written(cid: str, idx: int) -> None:
         nonlocal cells_done
-        clusters, hist, jobs = result
-        store.write_chunk(cid, idx, clusters, hist, jobs)
         left[cid] -= 1
         if left[cid] == 0:
             cells_done += 1
@@ -358,14 +409,20 @@ def run_sweep(grid: Grid, store: SweepStore, *, backend: str = "local",
         if on_chunk is not None:
             on_chunk(cid, idx)
 
+    def finished(cid: str, idx: int, result) -> None:
+        write(cid, idx, result)
+        written(cid, idx)
+
     try:
         if backend == "local":
-            for idx, cids in chunk_groups(todo, grid):
-                start, n = grid.chunk_range(idx)
-                for i, result in run_chunks([configs[c] for c in cids], grid.seed, start, n,
-                                            keep_jobs):
-                    finished(cids[i], idx, result)
-                    del result  # written: not held while the next cell runs (per-job tables)
+            # a per-job table in flight would be a second chunk's in memory: written inline
+            with WriteBehind(write, written, inline=keep_jobs) as put:
+                for idx, cids in chunk_groups(todo, grid):
+                    start, n = grid.chunk_range(idx)
+                    for i, result in run_chunks([configs[c] for c in cids], grid.seed, start,
+                                                n, keep_jobs):
+                        put(cids[i], idx, result)
+                        del result  # not held here while the next cell runs
         else:
             with dask_client(backend, address, workers, timeout) as client:
                 _run_dask(grid, todo, configs, client, timeout, keep_jobs, finished)
