@@ -602,6 +602,19 @@ def atomic_write_table(df: pl.DataFrame, path: Path, allowed=TABLE_SUFFIXES,
     write_all([(path, table_writer(df, path))], within=within)
 
 
+# the name length of the common file systems (ext4, xfs, btrfs, tmpfs, APFS), in bytes
+NAME_MAX = 255
+
+
+def name_max(directory: Path) -> int:
+    """The longest file name, in bytes, ``directory``'s file system takes (``NAME_MAX``
+    where it cannot say)."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
 # what ``_tmp_path`` adds to a name at most (a Linux PID has up to 7 digits)
 TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
 
@@ -612,10 +625,7 @@ def check_names_fit(directory: Path, names: Iterable[str], option: str, target: 
     bytes of the temporary name a file is first written under, within the file system's
     name length: a longer one was refused by the file system after the work (or a
     traceback on its lookup).  A directory is made under its own name: ``extra=0``."""
-    try:
-        limit = os.pathconf(directory, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
+    limit = name_max(directory)
     why = (f"the file system's {limit}, less the {extra} added in the temporary name a "
            "file is written under" if extra else "the file system's limit")
     for name in names:

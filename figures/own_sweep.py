@@ -10,7 +10,6 @@ and ``points`` is the data it plots, read from the summary and nothing else.
 from __future__ import annotations
 
 import math
-import re
 import textwrap
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from fastsim.errors import ConfigError, counted, named_twice
 from fastsim.figures import _style as S
 from fastsim import registry as R
 from fastsim.registry import POLICY_FIELDS
-from fastsim.sweep.figures import comma_items, read_manifest
+from fastsim.sweep.figures import comma_items, figure_stem, read_manifest
 from fastsim.values import is_number
 
 NEEDS = ()  # any sweep no other figure reads (fastsim.sweep.figures.own_sweeps)
@@ -41,11 +40,7 @@ PICK = ("hold an axis at one value (--where AXIS=VALUE), or a sweep file with fe
         "section 3)")
 
 
-def stem(name: str) -> str:
-    """The file name (no extension) of sweep ``name``'s figure: ``sweep_NAME``, every
-    character but letters, digits, ``.``, ``_`` and ``-`` as ``_`` (a sweep name may hold
-    spaces)."""
-    return "sweep_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+stem = figure_stem  # the file name (no extension) of a sweep's figure
 
 
 def _axes(manifest: dict, df: pl.DataFrame, varying: bool = True) -> list[str]:

@@ -316,6 +316,26 @@ def _plotted(ax):
     return out
 
 
+def test_figures_refuse_a_sweep_name_by_the_rule_its_file_was_loaded_by(own_sweeps,
+                                                                          tmp_path,
+                                                                          monkeypatch, capsys):
+    """fastsim figures checks a sweep's name by the rule a sweep file is loaded by
+    (check_figure_name), at --out's own file system limit: one line naming the name."""
+    import fastsim.io
+    from fastsim.cli import main
+    from fastsim.io import TMP_EXTRA
+
+    # a file system of names of at most 33 bytes: sweep_two.png is 13, and 21 more
+    monkeypatch.setattr(fastsim.io, "name_max", lambda directory: 33)
+    out = tmp_path / "a"
+    assert main(["figures", str(own_sweeps / "two"), "--out", str(out), "--formats",
+                 "png"]) == 2
+    err = capsys.readouterr().err
+    assert (f"{own_sweeps / 'two' / 'sweep.json'}: name is 3 characters long; allowed: at "
+            f"most {33 - TMP_EXTRA - len('sweep_.png')} (its figure's file") in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_sweep_of_ones_own_gets_a_figure_of_its_summary(own_sweeps, tmp_path, monkeypatch,
                                                            capsys):
     """`fastsim figures results/mine` refused a sweep under a name of the user's own ("which

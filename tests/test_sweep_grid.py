@@ -176,6 +176,29 @@ def test_cli_refuses_bad_file_before_writing_anything(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_name_too_long_for_its_figure_is_refused_on_loading_before_the_sweep_runs(
+        tmp_path, capsys):
+    """sweep_NAME.png, under its temporary name, fits 255 bytes up to a name of 224
+    characters; a longer one was refused by fastsim figures after the whole sweep ran."""
+    from fastsim.sweep.figures import check_figure_name
+
+    body = 'clusters = 2\n[base]\nn_jobs = 10\n'
+    assert load_sweep(write(tmp_path, f'name = "{"n" * 224}"\n{body}')).name == "n" * 224
+    p = write(tmp_path, f'name = "{"n" * 225}"\n{body}', "long.toml")
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(p)
+    said = f"{p}: name is 225 characters long; allowed: at most 224 (its figure's file"
+    assert str(exc.value).startswith(said)
+    with pytest.raises(ConfigError) as figures_said:  # fastsim figures' own check
+        check_figure_name("n" * 225, str(p))
+    assert str(figures_said.value) == str(exc.value)
+    out = tmp_path / "out"
+    assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("value, words", [
     ("evalstop:k=-1", "baseline.k=-1 is invalid"),
     (3, "baseline=3 is invalid"),
@@ -528,13 +551,14 @@ def test_an_oracle_baseline_is_accepted_as_run_accepts_it_and_said_to_use_hidden
 def test_a_long_free_text_is_refused_before_it_reaches_the_manifest(tmp_path, capsys, key):
     """A title of 10^6 characters was stored in sweep.json: enough of them past its read
     cap, and a legitimate manifest is rebuilt on every open."""
+    most = 224 if key == "name" else 10_000  # a name: its figure's file name's limit
     p = write(tmp_path, f'clusters = 4\n{key} = "{"x" * 10_001}"\n')
     out = tmp_path / "out"
     assert main(["sweep", str(p), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert f"{p}: {key} is 10001 characters long; allowed: at most 10000" in err
+    assert f"{p}: {key} is 10001 characters long; allowed: at most {most}" in err
     assert err.count("\n") == 1 and len(err) < 400 and not out.exists()
-    write(tmp_path, f'clusters = 4\n{key} = "{"x" * 10_000}"\n')
+    write(tmp_path, f'clusters = 4\n{key} = "{"x" * most}"\n')
     assert load_sweep(p).clusters == 4
 
 

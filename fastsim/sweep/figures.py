@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 from fastsim.errors import did_you_mean_path, known_keywords
@@ -23,6 +24,34 @@ FIGURE_SCRIPTS = PAPER_FIGURES + ("frontier",)
 OWN_SWEEP = "own_sweep"  # the figure of a sweep none of FIGURE_SCRIPTS reads
 FORMATS = ("png", "pdf", "svg")  # the file formats a figure is drawn in
 EXTRACTS = ("trajectory_jobs.parquet", "trajectory_points.parquet")  # reproduce's extracts
+
+
+def figure_stem(name: str) -> str:
+    """The file name (no extension) of sweep ``name``'s figure (of ``OWN_SWEEP``):
+    ``sweep_NAME``, every character but letters, digits, ``.``, ``_`` and ``-`` as ``_``
+    (a sweep name may hold spaces), so one byte per character of the name."""
+    return "sweep_" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def check_figure_name(name: str, where: str, formats: tuple[str, ...] = FORMATS,
+                      limit: int | None = None) -> None:
+    """Refuse sweep ``name`` (said as ``where``'s) whose figure's file name, in one of
+    ``formats`` and under the temporary name it is first written as, is longer than
+    ``limit`` bytes (default: the common file systems').  A sweep's file is checked on
+    loading, for every format, and ``fastsim figures`` against its ``--out``: a name
+    refused only there was refused after the whole sweep had run."""
+    from fastsim.errors import ConfigError
+    from fastsim.io import NAME_MAX, TMP_EXTRA
+
+    limit = NAME_MAX if limit is None else limit
+    longest = max(len(f) for f in formats)
+    most = limit - TMP_EXTRA - len(figure_stem("")) - len(".") - longest
+    if len(figure_stem(name)) - len(figure_stem("")) > most:
+        raise ConfigError(f"{where}: name is {len(name)} characters long; allowed: at most "
+                          f"{most} (its figure's file, {figure_stem('NAME')}."
+                          f"{max(formats, key=len)}, within the file system's {limit} "
+                          f"bytes, less the {TMP_EXTRA} of the temporary name it is "
+                          "written under)")
 
 
 def find_sources(results: Path) -> dict[str, Path]:
@@ -535,7 +564,8 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     value (a sweep of four axes drawn at one of them); ``own=False`` draws ``scripts`` alone
     (``fastsim reproduce``: the paper's figures, not one of its mixed sweep)."""
     from fastsim.errors import one_line
-    from fastsim.io import holding_directory, make_directory, unmade_on_failure
+    from fastsim.io import (existing_directory, holding_directory, make_directory, name_max,
+                            unmade_on_failure)
 
     said = log
     log = lambda line: said(one_line(line))  # noqa: E731 (a sweep path's line break escaped)
@@ -555,6 +585,9 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
         modules, why_not, plans, own_why, stems = _what_to_draw(
             results, sources, scripts, own, metrics, x, where)
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
+        for name in stems:  # the rule a sweep's file is loaded by, at --out's own limit
+            check_figure_name(name, str(sources[name] / "sweep.json"), formats,
+                              name_max(existing_directory(out)))
         check_figure_files(out, list(drawn) + list(stems.values()), formats)
         # said once the choice is made (the plotting libraries loaded): the first figure's
         # line came 6-10 s after the command on a busy 2-core machine, after its drawing
@@ -590,8 +623,7 @@ def _what_to_draw(results: Path, sources: dict[str, Path], scripts: tuple[str, .
         from fastsim.errors import ConfigError
 
         raise ConfigError(_nothing_to_draw(results, sources, modules, why_not, own_why))
-    generic = load_script(OWN_SWEEP) if plans else None
-    stems = {name: generic.stem(name) for name in plans if name not in own_why}
+    stems = {name: figure_stem(name) for name in plans if name not in own_why}
     if len(set(stems.values())) < len(stems):  # "my sweep" and "my_sweep"
         from fastsim.errors import ConfigError
 
@@ -634,7 +666,7 @@ def _draw_own_sweeps(plans: dict, own_why: dict, stems: dict, sources: dict[str,
     written: list[Path] = []
     for name, p in plans.items():
         if name in own_why:
-            log(f"[figures] {generic.stem(name)}: skipped, {own_why[name]}")
+            log(f"[figures] {figure_stem(name)}: skipped, {own_why[name]}")
             continue
         files = generic.draw_sweep(name, sources[name], out, formats, p)
         # what is drawn, not what the plan offers: a column of panels with no

@@ -60,6 +60,7 @@ from fastsim.io import axis_refusal, read_toml, toml_echo, toml_text
 from fastsim.metrics import check_code as check_metric_code
 from fastsim.metrics import lookup as metric
 from fastsim.resources import package_sha256
+from fastsim.sweep.figures import check_figure_name
 from fastsim.user_modules import files_naming_modules
 from fastsim.values import MAX_CLUSTER, MAX_SEED, check_file_path
 
@@ -479,11 +480,11 @@ def _check_top_level(doc: dict[str, Any], source: str) -> str:
         if key not in TOP_KEYS:
             raise _fail(source, f"key {key!r} is unknown{_top_key_hint(key, doc)}; allowed: "
                         f"{', '.join(TOP_KEYS)}")
-    for key in ("name", "title", "description"):
+    for key in ("title", "description"):  # a name's own checks follow
         text = doc.get(key, "")
-        # a name's own check follows; the title heads summary.txt, where a line break split
-        # its first line in two and a NUL was written as it was
-        if key != "name" and not (isinstance(text, str) and text.isprintable()):
+        # the title heads summary.txt, where a line break split its first line in two and
+        # a NUL was written as it was
+        if not (isinstance(text, str) and text.isprintable()):
             raise _fail(source, f"{key}={toml_text(text)} is invalid; allowed: a string of at "
                         f"most {MAX_TEXT} printable characters")
         if isinstance(text, str) and len(text) > MAX_TEXT:
@@ -499,6 +500,7 @@ def _check_top_level(doc: dict[str, Any], source: str) -> str:
             or not name.isprintable()):
         raise _fail(source, f"name={toml_text(name)} is invalid; allowed: a non-blank string "
                     "of printable characters without '/'")
+    check_figure_name(name, source)  # fastsim figures' rule, before the sweep runs
     return name
 
 
