@@ -90,6 +90,25 @@ def trace_settings(noise: float) -> list[tuple[str, dict]]:
 TRACE_SEARCH_SIZE = 28 + 33 + 16 + 9
 
 
+# what a first run compiles, beside the simulation kernel that draws the workloads: the
+# stop decisions and the bootstrap (their cache files' names)
+KERNELS = ("stops.resolve_stops_nb", "bootstrap.bootstrap_sums_nb")
+
+
+def _compile_first(seed: int) -> None:
+    """Compile the kernels on a tiny grid under the project's notice, unless they are
+    cached: a first run's first cell compiled them for 30-130 s behind a progress bar at
+    0%, without a word (compiled apart, so the spinner and the bars share no line)."""
+    from fastsim import detectors as det
+    from fastsim.compile_notice import compile_notice, engine_is_cached, kernels_cached
+
+    if engine_is_cached() and kernels_cached(*KERNELS):
+        return
+    with compile_notice(cached=False, what="the detector benchmark's kernels",
+                        seconds="20-130"):
+        det.run_grid(SIGMAS[:1], BASE_RATES[:1], settings, n_clusters=2, seed=seed)
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "detectors", help="benchmark the online stop detectors against EvalStop (k=2)",
@@ -187,6 +206,7 @@ def _cmd(args: argparse.Namespace) -> int:
     traces = None if args.traces is None else trace_table(_read_traces(args.traces),
                                                           args.trace_noise, args.traces)
     t0 = time.perf_counter()
+    _compile_first(args.seed)
     n = args.clusters
     rates = (0.6,) if args.quick else BASE_RATES
     if sys.stderr.isatty():  # as the progress bars: on a terminal only
@@ -287,7 +307,12 @@ def _cmd_confirm(args: argparse.Namespace) -> int:
     print(trace_origin(args.traces), file=sys.stderr)
     if args.doc is not None:
         update_doc(args.doc, "", cf.START, cf.END)
-    text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
+    from fastsim.compile_notice import compile_notice, kernels_cached
+
+    # no bar here: the notice spins while the comparison runs
+    with compile_notice(cached=kernels_cached(*KERNELS), what="the detector benchmark's "
+                        "kernels", seconds="10-60"):
+        text = cf.markdown(cf.confirm(arrays, plan), args.confirm)
     doc = update_doc(args.doc, text, cf.START, cf.END) if args.doc is not None else None
     write_all(((path, bytes_writer(data.encode()))
                for path, data in ((args.out / CONFIRMED, text), (args.doc, doc))

@@ -590,3 +590,34 @@ def test_a_one_seed_traces_table_says_1_seed(tmp_path):
     assert heads[0].startswith("#### toy-RLHF traces (4 runs of 1 seed, 2 hacking, 6 "
                                "evaluations, "), heads[0]
     assert "(n = 1 seed, 2 healthy runs, paired;" in heads[1], heads[1]
+
+
+def test_a_first_run_says_it_compiles_before_its_bars(tmp_path, monkeypatch, capsys):
+    """`fastsim detectors` compiled its kernels in its first cell, 30-130 s behind a bar at
+    0% with no word, where every other command says the project's one-line notice."""
+    import fastsim.compile_notice as notice
+    from fastsim import detectors_cli
+    from fastsim.cli import main
+    from fastsim.kernels.jit import CACHE, UNCACHED
+
+    detectors_cli._compile_first(0)  # compiles (or loads) on the tiny grid
+    # the names are the kernels' own: once they ran, they are found in the cache
+    assert notice.kernels_cached(*detectors_cli.KERNELS) == (CACHE and not UNCACHED)
+    capsys.readouterr()
+    grids = []
+
+    def grid(*args, n_clusters, **kw):  # the tiny grid runs; the benchmark's is stopped
+        grids.append(n_clusters)
+        if n_clusters != 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(det, "run_grid", grid)
+    argv = ["detectors", "--quick", "--clusters", "3", "--out", str(tmp_path / "o")]
+    for cached in (False, True):  # as on a first run, then as on any later one
+        monkeypatch.setattr(notice, "kernels_cached", lambda *names: cached)
+        assert main(argv) == 130
+        err = capsys.readouterr().err
+        said = "compiling the detector benchmark's kernels (about 20-130 s"
+        assert (said in err) == (not cached) and err.count("compiling") == (not cached), err
+        assert grids == ([2, 3] if not cached else [3])
+        grids.clear()
