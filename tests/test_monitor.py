@@ -622,3 +622,36 @@ def test_a_stopped_job_keeps_its_decision_not_its_policy_state():
     assert per_job < 4000, per_job
     assert m.decision(7).stop and m.observe(7, 1000, 1.0) == m.decision(7)
     assert m.best_step(7) == 3
+
+
+@pytest.mark.parametrize("spec", ["evalstop:k=2", "loss_plateau:w=2,tol=0.01"])
+def test_a_steps_loss_then_its_evaluation_are_one_reading_as_replay_merges_them(tmp_path,
+                                                                                  spec):
+    """A Trainer logs a step's training loss (on_log), then evaluates at that step
+    (on_evaluate): fed to the monitor as they come, the evaluation was refused ("step 10
+    is not after the previous step 10").  They are one reading, as replay reads the
+    loss-only and scored rows of one step of a log: the same triggers and checkpoints."""
+    from fastsim.replay.logs import read_logs
+    from fastsim.replay.monitor import StopMonitor
+
+    scores = (0.5, 0.6, 0.55, 0.5, 0.45, 0.4)
+    losses = (2.0, 1.5, 1.495, 1.49, 1.489, 1.488)
+    steps = [10 * (i + 1) for i in range(len(scores))]
+    rows = [f"a,{s},,{x}\na,{s},{y},\n" for s, y, x in zip(steps, scores, losses)]
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score,loss\n" + "".join(rows))
+    r = replay(read_logs([p]), [spec]).row(0, named=True)
+    assert r["status"] == "stopped"
+    m = StopMonitor(spec)
+    for s, y, x in zip(steps, scores, losses):
+        m.observe("a", s, math.nan, loss=x)  # on_log: the loss alone
+        d = m.observe("a", s, y)             # on_evaluate: the score, at the same step
+        if d.stop:
+            break
+    # one evaluation per step, not two, and the loss read with its step's score
+    assert (d.stop, s, d.keep_step, d.eval_index) == (
+        True, r["trigger_step"], r["delivered_step"], steps.index(s) + 1)
+    with pytest.raises(ConfigError, match="step 60 is not after the previous step 60"):
+        m.reset("a")
+        m.observe("a", 60, 0.5, loss=1.0)
+        m.observe("a", 60, 0.4, loss=1.0)  # two scores of one step are still refused

@@ -13,10 +13,13 @@ simulator trigger at the same evaluation and keep the same checkpoint on the sam
 (tested); the monitor cannot know which evaluation is a run's last, so a trigger there is
 ``Decision.stop`` here and replay's status ``triggered_at_completion`` (docs/replay.md).  Mess rules match
 replay's (docs/replay.md): a missing (NaN) value is skipped, neither a decline nor a
-reset; steps must increase; a stopped job stays stopped.
+reset; steps must increase, but for a reading of the step of a reading without a score
+just before it, merged with it (a Trainer's logged loss, then its evaluation: one row);
+a stopped job stays stopped.
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -214,6 +217,9 @@ class _JobState:
     best_step: int | None = None                         # for policies that keep the best
     first_step: int | None = None                        # the first evaluation's step
     stopped: Decision | None = None
+    # the latest reading, if it had no score: (step, loss, the state before it if it was
+    # recorded), which a reading of the same step merges with, as replay merges a log's rows
+    unscored: tuple | None = None
 
 
 def with_threshold(p: PolicyConfig, threshold: float) -> PolicyConfig:
@@ -341,20 +347,25 @@ class StopMonitor:
         NaN is a missing reading).
         Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
         a number (or is finite beyond +-1e150, as replay refuses it), or (while the job
-        runs) ``step`` is not after the job's previous step.
+        runs) ``step`` is not after the job's previous step, but for a reading of the
+        step of a reading without a score just before it: one reading, as replay merges a
+        log's rows of one step (its loss, if this one has none; a Trainer logs a step's
+        loss, then evaluates at that step).
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
         name = type(self).__name__
         job_id = self._job(job_id)
         if loss is None:
-            if self.reads_loss:
+            held = getattr(self._jobs.get(job_id), "unscored", None)
+            if held is not None and held[0] == step:  # its step's loss, logged before it
+                loss = math.nan
+            elif self.reads_loss:
                 raise ConfigError(f"{name}.observe({job_id!r}, step={step}): no loss given, and "
                                   f"{self.policy.label} decides on the training loss; allowed: "
                                   "observe(job_id, step, score, loss=...), NaN for a missing reading")
-            # a policy not reading losses is handed what replay hands it for a log
-            # without a loss column: zeros
-            loss = 0.0
+            else:  # a policy not reading losses is handed what replay hands it for a
+                loss = 0.0  # log without a loss column: zeros
         step = _checked_step(name, job_id, step)
         _check_numbers(name, job_id, step, score, loss)
         value, loss = float(score), float(loss)
@@ -367,10 +378,27 @@ class StopMonitor:
                                                         job_id))
         if st.stopped is not None:
             return st.stopped
-        if st.last_step is not None and step <= st.last_step:
+        merged = st.unscored is not None and st.unscored[0] == step
+        if st.last_step is not None and step <= st.last_step and not merged:
             raise ConfigError(f"{name}.observe({job_id!r}): step {step} is not after the "
                               f"previous step {st.last_step}; allowed: increasing steps "
                               "(call reset() to start the job over)")
+        if merged:  # a Trainer logs a step's loss, then evaluates at that step
+            _, held_loss, before = st.unscored
+            loss = held_loss if math.isnan(loss) else loss
+            if before is not None:  # the loss alone was an evaluation: read again, merged
+                st = self._jobs[job_id] = before
+        st.unscored = None
+        # a loss-reading policy counts a reading without a score: kept to be undone
+        before = (copy.deepcopy(st) if math.isnan(value) and self.counts_loss
+                  and not math.isnan(loss) else None)
+        d = self._decide(st, step, value, loss)
+        if math.isnan(value):  # a stopped job keeps no state to go back to
+            st.unscored = (step, loss, before if st.stopped is None else None)
+        return d
+
+    def _decide(self, st: _JobState, step: int, value: float, loss: float) -> Decision:
+        """The decision on one reading: recorded, or skipped where it is missing."""
         keep = st.recent_steps[-1] if st.recent_steps else None
         counted = loss if self.counts_loss else value
         if math.isnan(counted):
