@@ -550,3 +550,51 @@ def test_a_directory_removed_before_every_lock_is_made_again_race_tries_times(tm
     with pytest.raises(DirectoryGone, match=r"cannot create sweep\.lock \(No such file"):
         made_and_claimed(make, claim, gone=DirectoryGone)
     assert len(made) == RACE_TRIES
+
+
+def test_a_sweep_being_written_by_another_process_is_said_to_be_not_called_damaged(
+        tmp_path, capsys):
+    """A sweep resumed in one process, read in another (fastsim figures, read_summary):
+    its chunks not yet written were refused as missing, "run the sweep again", which
+    was refused while the first ran.  Probed only once the read failed: a sweep at rest
+    is refused as before."""
+    from fastsim.errors import ConfigError
+    from fastsim.sweep.aggregate import read_summary
+
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "s"\nclusters = 2\nchunk = 1\nseed = 0\nbaseline = false\n'
+                     '[base]\nn_jobs = 10\n')
+    d = tmp_path / "s"
+    assert main(["sweep", str(sweep), "--out", str(d), "--no-progress"]) == 0
+    record = next((d / "cells").glob("*/chunk-0001.json"))
+    record.unlink()  # as a resume finds it, and rewrites it
+    with pytest.raises(ConfigError) as at_rest:
+        read_summary(d)
+    assert "chunk-0001.json: no such file" in str(at_rest.value)
+    # another process resuming the sweep holds its lock (DirLock, naming itself)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from fastsim.sweep.store import DirLock
+        lock = DirLock.acquire(Path({str(d)!r}))
+        print("held", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        said = f"{d}: the sweep is being written by another process (pid {holder.pid} on "
+        with pytest.raises(ConfigError) as in_use:
+            read_summary(d)
+        assert str(in_use.value).startswith(said), in_use.value
+        assert str(in_use.value).endswith("allowed: wait for it to finish, then read it again")
+        capsys.readouterr()
+        assert main(["figures", str(d), "--out", str(tmp_path / "f")]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "f").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(ConfigError) as again:  # free again: what is wrong is said
+        read_summary(d)
+    assert str(again.value) == str(at_rest.value)

@@ -36,7 +36,8 @@ from fastsim.summary import CellSummary, few_clusters_note, format_table
 from fastsim.sweep.extracts import merge_histograms
 from fastsim.sweep.grid import WORKLOAD_FIELDS, axis_value
 from fastsim.io import parquet_bytes
-from fastsim.sweep.store import GRID_KEY, MANIFEST, RERUN, SweepStore, read_sweep_table
+from fastsim.sweep.store import (GRID_KEY, MANIFEST, RERUN, SweepStore, read_sweep_table,
+                                  refused_if_written)
 from fastsim.progress import progress_bar
 
 DESCRIPTIVE_AXES = ("k", "sigma", "base_rate", "load", "n_evals", "mix")
@@ -222,11 +223,12 @@ def read_summary(path: str | Path) -> pl.DataFrame:
                           "summary.parquet")
     p = Path(path)
     table = p / "summary.parquet" if p.is_dir() else p
-    if (table.parent / MANIFEST).exists():  # a table copied out alone is read unchecked
-        from fastsim.sweep.finished import verify_finished
+    with refused_if_written(table.parent):  # a sweep resumed meanwhile is not damaged
+        if (table.parent / MANIFEST).exists():  # a table copied out alone is read unchecked
+            from fastsim.sweep.finished import verify_finished
 
-        verify_finished(table.parent, _SUMMARY_ALLOWED)
-    return read_sweep_table(table, _SUMMARY_ALLOWED)
+            verify_finished(table.parent, _SUMMARY_ALLOWED)
+        return read_sweep_table(table, _SUMMARY_ALLOWED)
 
 
 def read_aggregated_summary(root: Path) -> pl.DataFrame:

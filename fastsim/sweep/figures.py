@@ -54,11 +54,16 @@ def check_figure_name(name: str, where: str, formats: tuple[str, ...] = FORMATS,
                           "written under)")
 
 
+def sweep_dirs(results: Path) -> list[Path]:
+    """``results`` and its subdirectories, as ``find_sources`` looks for sweeps in them."""
+    return [results] + sorted(p for p in results.iterdir() if p.is_dir())
+
+
 def find_sources(results: Path) -> dict[str, Path]:
     """Sweep name -> directory, for ``results`` itself or its subdirectories.  A damaged
     manifest or table is refused here, by name, before any figure is drawn."""
     sources: dict[str, Path] = {}
-    for d in [results] + sorted(p for p in results.iterdir() if p.is_dir()):
+    for d in sweep_dirs(results):
         manifest = d / "sweep.json"
         if manifest.exists() and (d / "summary.parquet").exists():
             name, grid_hash = _read_manifest(manifest)
@@ -566,6 +571,7 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     from fastsim.errors import one_line
     from fastsim.io import (existing_directory, holding_directory, make_directory, name_max,
                             unmade_on_failure)
+    from fastsim.sweep.store import refused_if_written
 
     said = log
     log = lambda line: said(one_line(line))  # noqa: E731 (a sweep path's line break escaped)
@@ -581,9 +587,10 @@ def draw_all(results: str | Path, out: str | Path, formats: tuple[str, ...] = ("
     # refusal asks for was refused as "in use" by this process.
     held = held_output(out)
     try:
-        sources = find_sources(results)
-        modules, why_not, plans, own_why, stems = _what_to_draw(
-            results, sources, scripts, own, metrics, x, where)
+        with refused_if_written(*sweep_dirs(results)):  # being resumed, not damaged
+            sources = find_sources(results)
+            modules, why_not, plans, own_why, stems = _what_to_draw(
+                results, sources, scripts, own, metrics, x, where)
         drawn = {name: m for name, m in modules.items() if why_not[name] is None}
         for name in stems:  # the rule a sweep's file is loaded by, at --out's own limit
             check_figure_name(name, str(sources[name] / "sweep.json"), formats,

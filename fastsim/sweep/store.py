@@ -345,6 +345,46 @@ def is_sweep_dir(d: Path) -> bool:
 _HOLDER = re.compile(rb"pid [0-9]+ on ")  # the start of ``DirLock._write_holder``'s line
 
 
+def writer_of(root: Path) -> str | None:
+    """The line naming the process that holds ``root``'s sweep lock, if another process
+    holds it; else None (no lock file, or not held, or held by this process).  Probed
+    read-only and without waiting: the lock file opened for reading, never made, and a
+    shared ``flock`` tried, let go at once where it is free.  For readers whose read has
+    already failed only (``refused_if_written``): a reader takes no lock on its way."""
+    if DirLock._held.get(os.path.realpath(root)) is not None:
+        return None  # this process's own sweep: its failure is not another's writing
+    try:
+        fd = os.open(Path(root) / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # a writer holds it exclusively
+            return DirLock._read_holder(fh)
+    return None  # closing the file let the probe's shared lock go
+
+
+@contextlib.contextmanager
+def refused_if_written(*roots: Path):
+    """A ``ConfigError`` of the block (a sweep's results refused as damaged, missing or not
+    yet aggregated) said as what it is where another process is writing one of the sweep
+    directories ``roots``: the sweep is in use, not damaged, and running it again (what
+    the refusal asked) is refused while it is."""
+    try:
+        yield
+    except ConfigError:
+        for root in roots:
+            holder = writer_of(root)
+            if holder is not None:
+                raise ConfigError(f"{root}: the sweep is being written by another process "
+                                  f"({holder}); allowed: wait for it to finish, then read "
+                                  "it again") from None
+        raise
+
+
 def is_fastsim_lock(path: Path) -> bool:
     """Whether a directory's ``sweep.lock`` at ``path`` may be fastsim's: empty (released,
     or just taken), naming its holder as ``DirLock`` does, or not a regular file (which
