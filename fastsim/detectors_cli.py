@@ -97,7 +97,7 @@ KERNELS = ("stops.resolve_stops_nb", "bootstrap.bootstrap_sums_nb")
 
 def _compile_first(seed: int) -> None:
     """Compile the kernels on a tiny grid under the project's notice, unless they are
-    cached: a first run's first cell compiled them for 30-130 s behind a progress bar at
+    cached: a first run's first cell compiled them for 30-140 s behind a progress bar at
     0%, without a word (compiled apart, so the spinner and the bars share no line)."""
     from fastsim import detectors as det
     from fastsim.compile_notice import compile_notice, engine_is_cached, kernels_cached
@@ -105,7 +105,7 @@ def _compile_first(seed: int) -> None:
     if engine_is_cached() and kernels_cached(*KERNELS):
         return
     with compile_notice(cached=False, what="the detector benchmark's kernels",
-                        seconds="20-130"):
+                        seconds="30-140"):
         det.run_grid(SIGMAS[:1], BASE_RATES[:1], settings, n_clusters=2, seed=seed)
 
 

@@ -593,7 +593,7 @@ def test_a_one_seed_traces_table_says_1_seed(tmp_path):
 
 
 def test_a_first_run_says_it_compiles_before_its_bars(tmp_path, monkeypatch, capsys):
-    """`fastsim detectors` compiled its kernels in its first cell, 30-130 s behind a bar at
+    """`fastsim detectors` compiled its kernels in its first cell, 30-140 s behind a bar at
     0% with no word, where every other command says the project's one-line notice."""
     import fastsim.compile_notice as notice
     from fastsim import detectors_cli
@@ -617,7 +617,7 @@ def test_a_first_run_says_it_compiles_before_its_bars(tmp_path, monkeypatch, cap
         monkeypatch.setattr(notice, "kernels_cached", lambda *names: cached)
         assert main(argv) == 130
         err = capsys.readouterr().err
-        said = "compiling the detector benchmark's kernels (about 20-130 s"
+        said = "compiling the detector benchmark's kernels (about 30-140 s"
         assert (said in err) == (not cached) and err.count("compiling") == (not cached), err
         assert grids == ([2, 3] if not cached else [3])
         grids.clear()
