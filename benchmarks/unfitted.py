@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f", ustar_healthy {a.ustar_healthy}" if a.ustar_healthy else ""))
     print("| result | paper | fitted defaults | MODEL.md's values |\n|---|---|---|---|")
     for name, r in fitted.items():
-        if not r["fitted_by"]:
+        if not (r["fitted_by"] or r["tied_to"]):
             print(f"| {name} | {r['paper']} | {_cell(r)} | {_cell(model[name])} |")
     return 0
 

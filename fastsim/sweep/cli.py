@@ -250,8 +250,8 @@ def cmd_reproduce(args) -> int:
                      backend=args.backend, address=args.address, workers=args.workers,
                      timeout=args.dask_timeout, progress=args.progress,
                      command=default_command(None), options=True)
-    from fastsim.sweep.reproduce import (headline_count, not_comparable_note, range_note,
-                                         text_table)
+    from fastsim.sweep.reproduce import (headline_count, not_comparable_note, text_table,
+                                         uncounted_note)
     matched, held = headline_count(info["rows"])
     print("EvalStop paper (arXiv 2606.04145) vs fastsim: rlhf_heavy, 64 GPUs, k = 2 unless "
           f"stated; {counted(clusters, 'cluster')} per cell, paired on identical clusters\n")
@@ -263,6 +263,6 @@ def cmd_reproduce(args) -> int:
     print(f"reproduce: {counted(info['n_cells'], 'cell')} x {counted(clusters, 'cluster')} in "
           f"{info['seconds_sweeps']:.0f} s{compiled}{resumed}{_figures_time(info)}; "
           f"{matched} of {held} held-out paper rows matched{not_comparable_note(info['rows'])} "
-          f"(pre-registered tolerances; fitted rows not counted{range_note(info['rows'])}); "
+          f"(pre-registered tolerances{uncounted_note(info['rows'])}); "
           f"report: {report}")
     return 0

@@ -49,6 +49,7 @@ SMALL_REL = 0.5       # ... within half its value
 SYSTEM_REL = 0.15     # system-level relative changes: within 15% of the value
 
 MATCH, MISS, FITTED, NOT_COMPARABLE = "match", "miss", "fitted", "not comparable"
+TIED = "tied to the fit"
 # A category (the k sweep's best k) is decided when our k has the highest F1 in at least
 # this share of the cluster-bootstrap resamples, and its paired F1 lead over every other
 # k has a 95% t interval above 0 (the percentile bootstrap alone is too sure with few
@@ -110,6 +111,8 @@ class PaperRow:
     ``fitted_at``: for a bound over several cells, the cells (values of the axis it is
     over) a parameter was fitted at, each with the parameter(s); the bound is fitted when
     such a cell decides it (``bound_fitted_by``).
+    ``derived_from``: the fitted quantities this row is a function of, and through what
+    relation, or empty; such a row is ``tied to the fit``, whatever cell decides it.
     """
 
     key: str
@@ -121,12 +124,14 @@ class PaperRow:
     reason: str
     fitted_by: str = ""
     fitted_at: tuple[tuple[float, str], ...] = ()
+    derived_from: str = ""
 
 
-def _rate(key, result, paper, fitted_by=""):
+def _rate(key, result, paper, fitted_by="", derived_from=""):
     tol = rate_tolerance(paper)
     why = WHY_SMALL if tol.rel is not None else WHY_RATE
-    return PaperRow(key, result, _pct_text(paper), "value", paper, tol, why, fitted_by)
+    return PaperRow(key, result, _pct_text(paper), "value", paper, tol, why, fitted_by,
+                    derived_from=derived_from)
 
 
 def _pct_text(x: float) -> str:
@@ -140,6 +145,12 @@ WHY_WITHIN = "one scheduler's gain: inside the paper's range across schedulers"
 # point whose largest miss over JCT, waste and precision is smallest, so each of the three
 # is fitted to each of those rows.
 JOINT_FIT = "n_evals, ustar_hacking, sigma"
+# EvalStop decides on each job's own evaluations, so its recall and FPR do not depend on
+# the share of hacking jobs b, and its precision at any b is Bayes' rule of them:
+# P(b) = 1 / (1 + FPR/recall x (1 - b)/b).  At the fitted cell (b = 0.6) precision was
+# fitted, so FPR/recall = (1 - P)/P x 0.6/0.4 is the fitted precision restated.
+FITTED_PRECISION = ("EvalStop's fitted precision, with its recall, at the headline cell "
+                    "(FPR = (1 - P)/P x b/(1 - b) x recall, Bayes' rule)")
 PAPER_ROWS = (
     PaperRow("jct", "EvalStop + SRTF-Est vs SRTF-Est: mean JCT change", "-9.4%", "value",
              -0.094, SYSTEM, WHY_SYSTEM, fitted_by=JOINT_FIT),
@@ -147,7 +158,7 @@ PAPER_ROWS = (
              -0.218, SYSTEM, WHY_SYSTEM, fitted_by=JOINT_FIT),
     _rate("precision", "EvalStop precision", 0.983, fitted_by=JOINT_FIT),
     _rate("recall", "EvalStop recall (any trigger)", 0.993),
-    _rate("fpr", "EvalStop FPR", 0.015),
+    _rate("fpr", "EvalStop FPR", 0.015, derived_from=FITTED_PRECISION),
     _rate("stopat_precision", "StopAt-0.65 precision", 0.571),
     _rate("stopat_fpr", "StopAt-0.65 FPR on healthy RLHF", 0.645, fitted_by="est_sigma"),
     _rate("plateau_precision", "Loss-plateau precision", 0.570),
@@ -156,10 +167,12 @@ PAPER_ROWS = (
     _rate("noise_012", "EvalStop precision, sigma = 0.12", 0.81),
     PaperRow("noise_bound", "EvalStop precision, min over sigma <= 0.05", ">= 91%", "bound",
              0.91, None, "a bound: holds or not"),
-    # Its cell at base rate 0.6 is the headline's, where precision was fitted (the noise
-    # sweep has no cell at the headline's sigma, 0.015).
+    # Precision rises with b, so the minimum is at b = 0.2, and is the fitted cell's
+    # precision moved by Bayes' rule: 1 / (1 + 6 (1 - P)/P), >= 89% iff P >= 98.0%.
     PaperRow("base_rate_bound", "EvalStop precision, min over base rate 0.2-0.8", ">= 89%",
-             "bound", 0.89, None, "a bound: holds or not", fitted_at=((0.6, JOINT_FIT),)),
+             "bound", 0.89, None, "a bound: holds or not", fitted_at=((0.6, JOINT_FIT),),
+             derived_from="EvalStop's fitted precision at the headline cell, moved to each "
+             "base rate by Bayes' rule (P(b) = 1 / (1 + FPR/recall x (1 - b)/b))"),
     *(PaperRow(f"gain_{s}", f"EvalStop JCT gain over {name}", "8.9% to 25.2%", "within",
                GAIN_RANGE, None, WHY_WITHIN)
       for s, name in (("fifo", "FIFO"), ("sjf_est", "SJF-Est"))),
@@ -421,10 +434,19 @@ def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
     v = raw_verdict(row, ours, lo, hi, decided)
     if row.fitted_by:
         return Verdict(FITTED, v.detail)
+    if row.derived_from:
+        return Verdict(TIED, v.detail)
     if any(ends_fitted) and v.verdict in (MATCH, MISS) and not _a_part_not_fitted_misses(
             zip(ends_fitted, _ends_within(row, ours))):
         return Verdict(FITTED, v.detail)
     return v
+
+
+def in_headline(row: PaperRow, v: str) -> bool:
+    """Whether a row scored ``v`` is one of the headline's held-out rows: not fitted, not
+    tied to the fit, and not a single gain inside the paper's range (``within``), whose
+    one paper number the range row (``ends``) scores; those are shown, not counted."""
+    return v not in (FITTED, TIED) and row.kind != "within"
 
 
 def registration_table() -> str:
@@ -438,5 +460,9 @@ def registration_table() -> str:
 
 def _fitted_text(r: PaperRow) -> str:
     """The table's "fitted to it" cell: the parameters, or at which cells of a bound."""
+    if r.derived_from:
+        return f"tied to the fit: a function of {r.derived_from}"
+    if r.kind == "within":
+        return "shown, not counted: the range row scores the paper's range"
     at = "; ".join(f"if its cell at {a:g} decides it: {by}" for a, by in r.fitted_at)
     return r.fitted_by or at or "no (held out)"
