@@ -216,7 +216,8 @@ def _summaries(noise=(0.95, 0.93, 0.92), base_rate=(0.95, 0.94), rates=(0.2, 0.8
         return pl.DataFrame(full)
     head = [{"metric": m, "mean": 0.5, "policy_name": p}
             for p in ("evalstop", "stop_at", "loss_plateau")
-            for m in ("jct_mean_h_change", "wasted_gpu_h_change", "precision", "recall", "fpr")]
+            for m in ("jct_mean_h_change", "wasted_gpu_h_change", "precision", "recall", "fpr",
+                      "stop_recall", "stop_fpr")]
     return {
         "headline": frame(head),
         "noise": frame([{"metric": "precision", "mean": x, "sigma": sg}
@@ -771,6 +772,25 @@ def test_every_parameter_of_the_joint_fit_is_named_on_every_row_it_was_fitted_to
     for key in (*CALIBRATION_ROWS, "gain_srtf_est"):  # the last: the JCT row, negated
         named = {p.strip() for p in ROWS_BY_KEY[key].fitted_by.split(",")}
         assert axes <= named, (key, named)
+
+
+def test_a_recall_or_fpr_row_shows_the_rate_of_the_triggers_that_free_gpus():
+    """61% of EvalStop's false positives fire at completion and free nothing, so its FPR
+    row matched while the FPR of its stops missed, and its recall row read 83.0% against
+    a stop recall of 45.9%, shown only in another table.  Each such row shows both."""
+    summaries = _summaries()
+    head = summaries["headline"]
+    stop = pl.col("metric").is_in(["stop_recall", "stop_fpr"])
+    summaries["headline"] = head.with_columns(
+        **{c: pl.when(stop).then(x).otherwise(pl.col(c))
+           for c, x in (("mean", 0.25), ("lo", 0.249), ("hi", 0.251))})
+    rows = _comparison(summaries)
+    for key, name in (("recall", "stop recall"), ("fpr", "stop FPR"),
+                      ("stopat_fpr", "stop FPR"), ("plateau_recall", "stop recall")):
+        assert rows[key]["note"] == (f"{name}, triggers that free GPU-time only: 25.0% "
+                                     "[24.9%, 25.1%], n = 10; the verdict is on any trigger "
+                                     "(MODEL.md section 7)"), rows[key]
+    assert rows["precision"]["note"] == ""
 
 
 def test_the_base_rate_bound_is_tied_to_the_fit_whichever_cell_decides_it():
