@@ -34,10 +34,10 @@ def v(row, ours, lo=None, hi=None):
 def test_small_rate_is_relative_so_zero_misses():
     assert rate_tolerance(0.015).width(0.015) == pytest.approx(0.0075)
     assert v(FPR, 0.0, 0.0, 0.00002) == MISS
-    assert v(FPR, 0.007, 0.006, 0.008) == MISS
+    assert v(FPR, 0.007, 0.0068, 0.0072) == MISS
     assert v(FPR, 0.009, 0.008, 0.010) == MATCH
-    assert v(FPR, 0.022, 0.021, 0.023) == MATCH
-    assert v(FPR, 0.023, 0.022, 0.024) == MISS
+    assert v(FPR, 0.022, 0.0218, 0.0222) == MATCH
+    assert v(FPR, 0.023, 0.0228, 0.0232) == MISS
 
 
 def test_rate_within_one_point():
@@ -49,8 +49,8 @@ def test_rate_within_one_point():
 def test_system_rows_are_relative():
     assert v(JCT, -0.122, -0.124, -0.120) == MISS      # 30% off: the lenient 3 pp passed it
     assert v(JCT, -0.090, -0.092, -0.088) == MATCH
-    assert v(JCT, -0.108, -0.110, -0.106) == MATCH     # 14.9% off
-    assert v(JCT, -0.079, -0.080, -0.078) == MISS
+    assert v(JCT, -0.108, -0.10805, -0.1079) == MATCH     # 14.9% off
+    assert v(JCT, -0.079, -0.0795, -0.0785) == MISS
     assert v(JCT, +0.094, 0.09, 0.098) == MISS         # the sign counts
 
 
@@ -94,11 +94,13 @@ def test_a_deviation_equal_to_its_tolerance_matches():
     """Within the tolerance includes its edge: 39.3% against 38.3% +- 1 pp is 1 pp off in
     decimals, but 0.393 - 0.383 is 0.010000000000000009 in floats, and was a miss."""
     recall = PaperRow("r_h", "recall", "38.3%", "value", 0.383, rate_tolerance(0.383), "test")
-    assert v(recall, 0.393, 0.392, 0.394) == MATCH
-    assert v(recall, 0.373, 0.372, 0.374) == MATCH
+    # (each interval on the point's side of the band's edge: one across it is not
+    # comparable, test_a_value_whose_interval_crosses_an_edge_of_its_band_is_not_comparable)
+    assert v(recall, 0.393, 0.392, 0.393) == MATCH
+    assert v(recall, 0.373, 0.373, 0.374) == MATCH
     assert v(PaperRow("p_h", "precision", "57.0%", "value", 0.570, rate_tolerance(0.57),
-                      "test"), 0.58, 0.579, 0.581) == MATCH
-    assert v(recall, 0.3931, 0.392, 0.394) == MISS
+                      "test"), 0.58, 0.579, 0.58) == MATCH
+    assert v(recall, 0.3931, 0.39305, 0.394) == MISS
     assert v(ENDS, (0.089 - 0.089 * 0.15, 0.252)) == MATCH  # the low end exactly 15% off
     assert v(ENDS, (0.0755, 0.252)) == MISS
     assert v(BOUND, 9.1 / 10) == MATCH  # 0.9099999999999999: the bound, as decimals
@@ -112,20 +114,33 @@ def test_a_deviation_reads_on_the_side_of_the_tolerance_its_verdict_is():
     at 0.75 pp of a 0.75 pp band "+0.8 pp", and a CI of +-1.04 pp "+-1 pp is wider than the
     tolerance" of +-1 pp."""
     recall = PaperRow("r_h", "recall", "38.3%", "value", 0.383, rate_tolerance(0.383), "test")
-    assert verdict(recall, 0.39304, 0.392, 0.394).text == "miss (+1.004 pp)"
-    assert verdict(recall, 0.3929, 0.392, 0.394).text == "match (+1.0 pp)"
+    assert verdict(recall, 0.39304, 0.39302, 0.394).text == "miss (+1.004 pp)"
+    assert verdict(recall, 0.3929, 0.392, 0.39295).text == "match (+1.0 pp)"
     assert verdict(BOUND, 0.9096).text == "miss (-0.04 pp from the bound)"
     assert verdict(BOUND, 0.95).text == "match (+4.0 pp from the bound)"
     assert verdict(WITHIN, 0.2521).text == "miss (+0.01 pp outside)"
-    assert verdict(FPR, 0.0225, 0.022, 0.023).text == "match (+0.75 pp)"
+    assert verdict(FPR, 0.0225, 0.022, 0.0225).text == "match (+0.75 pp)"
     assert verdict(ENDS, (0.0755, 0.252)).text == "miss (ends -1.35 / +0.0 pp)"
     assert "CI ±1.04 pp is wider" in verdict(PREC, 0.983, 0.9726, 0.9934).detail
     # the printed band of the waste row is rounded (15% of 21.8 pp: 3.27, printed 3.3)
     waste = PaperRow("w_h", "waste", "-21.8%", "value", -0.218, SYSTEM, "test")
     assert waste.tol.text(-0.218) == "±15% rel. (±3.3 pp)"
-    assert verdict(waste, -0.218 + 0.0328, -0.186, -0.184).text == \
+    assert verdict(waste, -0.218 + 0.0328, -0.18525, -0.184).text == \
         "miss (+3.28 pp (the tolerance is ±3.27 pp unrounded))"
-    assert verdict(waste, -0.218 + 0.0327, -0.186, -0.184).text == "match (+3.27 pp)"
+    assert verdict(waste, -0.218 + 0.0327, -0.186, -0.218 + 0.0327).text == "match (+3.27 pp)"
+
+
+def test_a_value_whose_interval_crosses_an_edge_of_its_band_is_not_comparable():
+    """A value row checked only its interval's width: 99.05% [98.15, 99.95] against 100%
+    +- 1 pp was a match, its interval on both sides of the band's edge at 99%, while the
+    same geometry at a bound or a range end is not comparable.  Each edge is a bound."""
+    noise = PaperRow("n_h", "precision", "100.0%", "value", 1.0, rate_tolerance(1.0), "test")
+    for row, ours, lo, hi in ((noise, 0.9905, 0.9815, 0.9995), (FPR, 0.008, 0.004, 0.012),
+                              (JCT, -0.107, -0.109, -0.105)):
+        out = verdict(row, ours, lo, hi)
+        assert out.text == ("not comparable (our 95% CI crosses an edge of the tolerance "
+                            "band; run more clusters)"), (row, out)
+    assert v(noise, 0.9905, 0.9901, 0.991) == MATCH and v(FPR, 0.007, 0.0065, 0.0074) == MISS
 
 
 def test_category():

@@ -1057,7 +1057,7 @@ Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
 two ends both match; the paper's k is our best k), `miss`, `not comparable` (no estimate, no
-interval, our interval wider than the tolerance, or across a bound or a range end; a best k
+interval, our interval wider than the tolerance, or across a bound, a range end or an edge of the tolerance band; a best k
 that has the highest F1 in fewer than 95% of cluster-bootstrap resamples, or whose lead has a
 95% t interval reaching 0), `fitted` (a parameter of
 `docs/calibration.md` was fitted to this row; for a range, to the row one of its ends is,

@@ -15,8 +15,8 @@ Verdicts (``verdict``):
   category: equal).
 * ``miss``: it is not.
 * ``not comparable (why)``: we have no estimate, or our 95% interval is wider than the
-  tolerance band (a bound, or an end of a paper range a value must lie in: our interval
-  crosses it; a category, the k sweep's best k: it is not decided, ``DECIDED_SHARE``),
+  tolerance band or crosses one of its edges (a bound, or an end of a paper range a value
+  must lie in: our interval crosses it; a category, the k sweep's best k: it is not decided, ``DECIDED_SHARE``),
   so no verdict can be given at this sample size.
 * ``fitted``: a parameter was fitted to this row (``fitted_by``); it is shown, with its
   deviation, but never counted as a match.  So is a range with a fitted row's estimate
@@ -323,8 +323,8 @@ def _point_verdict(row: PaperRow, ours: Any, lo: Any, hi: Any) -> Verdict:
         # interval is on either side of it at this sample size (strictly inside: an end
         # on it holds the bound)
         ends = (row.paper,) if row.kind == "bound" else row.paper
-        if _finite(lo, hi) and any(lo < e - _SLACK and e + _SLACK < hi for e in ends):
-            what = "the bound" if row.kind == "bound" else "an end of the range"
+        what = "the bound" if row.kind == "bound" else "an end of the range"
+        if _crosses(lo, hi, ends):
             return Verdict(NOT_COMPARABLE, f"our 95% CI crosses {what}; run more clusters")
     if row.kind == "bound":
         d = ours - row.paper
@@ -344,8 +344,19 @@ def _point_verdict(row: PaperRow, ours: Any, lo: Any, hi: Any) -> Verdict:
         half = _pp((hi - lo) / 2, width, False, shown).lstrip("+")
         return Verdict(NOT_COMPARABLE, f"our 95% CI ±{half} is wider than the tolerance; "
                                        "run more clusters")
+    # each edge of the band is a bound: an interval across it is on either side of it at
+    # this sample size (narrower than the band, it matched wherever its point fell)
+    if _crosses(lo, hi, (row.paper - width, row.paper + width)):
+        return Verdict(NOT_COMPARABLE, "our 95% CI crosses an edge of the tolerance band; "
+                                       "run more clusters")
     ok = _at_most(abs(d), width)
     return Verdict(MATCH if ok else MISS, _pp(d, width, ok, shown))
+
+
+def _crosses(lo: Any, hi: Any, edges) -> bool:
+    """Whether the interval ``[lo, hi]`` has one of ``edges`` strictly inside it (an edge
+    on its end is on its side)."""
+    return _finite(lo, hi) and any(lo < e - _SLACK and e + _SLACK < hi for e in edges)
 
 
 def share_text(share: float) -> str:
