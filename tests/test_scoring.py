@@ -314,6 +314,26 @@ def test_a_range_end_whose_interval_is_wider_than_its_tolerance_is_not_comparabl
     assert rows["gain_range"]["verdict"] == NOT_COMPARABLE
 
 
+def test_the_ranges_ends_are_scored_on_intervals_simultaneous_over_the_gains():
+    """The range's ends are the lowest and the highest of four gains, yet each carried
+    that gain's own 95% interval, as the bounds' minimum did before it was made
+    simultaneous: here each gain's 95% interval (+-1.2 pp over 10 pairs) is narrower than
+    the low end's tolerance (+-1.34 pp), so the range was scored; at 98.75% each (Bonferroni
+    over 4) it is +-1.65 pp: not comparable."""
+    from scipy import special
+
+    summaries = _summaries(gains=(0.095, 0.24, 0.15, 0.12))
+    comp = summaries["composability"]
+    summaries["composability"] = comp.with_columns(lo=pl.col("mean") - 0.012,
+                                                   hi=pl.col("mean") + 0.012)
+    r = _comparison(summaries)["gain_range"]
+    scale = special.stdtrit(9, 1 - 0.05 / 8) / special.stdtrit(9, 0.975)
+    assert r["lo"] == pytest.approx((0.095 - 0.012 * scale, 0.24 - 0.012 * scale))
+    assert r["hi"] == pytest.approx((0.095 + 0.012 * scale, 0.24 + 0.012 * scale))
+    assert r["verdict"] == NOT_COMPARABLE and "wider than the tolerance" in r["detail"], r
+    assert r["note"].endswith("each end's CI simultaneous over 4 gains, each at 98.75%")
+
+
 def test_a_range_with_a_fitted_rows_gain_at_an_end_is_never_a_match():
     """The range's ends are two of the four gains, and the gain over SRTF-Est is the
     fitted mean-JCT row's quantity: a range whose ends both matched counted as a held-out

@@ -45,7 +45,8 @@ from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE
                                    ROWS_BY_KEY, TIED, PaperRow, bound_fitted_by, in_headline,
                                    raw_verdict,
                                    registration_table, share_text, simultaneous_level,
-                                   simultaneous_minimum, tolerance_text, verdict)
+                                   simultaneous_maximum, simultaneous_minimum, tolerance_text,
+                                   verdict)
 from fastsim.sweep.store import (LOCK, DirLock, SweepStore, atomic_write_bytes,
                                  check_no_other_files, check_output_dir, hold_sweep_dirs,
                                  lies_at, remove_temporaries_in)
@@ -254,39 +255,56 @@ WITHIN_NOTE = "not counted: the range row below scores the paper's range"
 def _gain_rows(composability: pl.DataFrame) -> list[dict[str, Any]]:
     """EvalStop's JCT gain over each base scheduler (``GAIN_SCHEDULERS``), then the range
     of those gains (``_gain_range_row``)."""
-    rows = []
-    gains, gain_n, gain_ci = [], [], []
+    rows, gains = [], []
     for sched in GAIN_SCHEDULERS:
         r = _select(composability, "jct_mean_h_change",
                     {"scheduler": sched, "policy_name": "evalstop"})
-        gains.append(-r["mean"])
-        gain_n.append(r["n"])
-        gain_ci.append((-r["hi"], -r["lo"]))
+        gains.append((-r["mean"], -r["hi"], -r["lo"], r["n"]))
         rows.append(_row(ROWS_BY_KEY[f"gain_{sched}"], -r["mean"], -r["hi"], -r["lo"], r["n"],
                          note=WITHIN_NOTE))
-    rows.append(_gain_range_row(gains, gain_n, gain_ci))
+    rows.append(_gain_range_row(gains))
     return rows
 
 
-def _gain_range_row(gains: list[float], gain_n: list[int],
-                    gain_ci: list[tuple[float, float]]) -> dict[str, Any]:
-    """The range of the gains (in ``GAIN_SCHEDULERS``' order, with their ``n`` and 95%
-    intervals): its ends, each end's interval and whether it is a fitted row's gain."""
-    # a gain with no estimate leaves the range's ends unknown: min() and max() skipped a
-    # NaN anywhere but first, and the range of the other three was scored as the four's
-    ends = (min(gains), max(gains)) if all(g == g for g in gains) else (math.nan, math.nan)
-    # each end's interval, that of the gain it is: an end as uncertain as its tolerance
-    # is not comparable, as a value row is (it was scored on the points alone)
-    at = [gains.index(e) if e == e else 0 for e in ends]
-    ends_lo, ends_hi = tuple(gain_ci[i][0] for i in at), tuple(gain_ci[i][1] for i in at)
-    # n: the fewest pairs behind a gain
-    # an end that is a fitted row's gain cannot make the range a match (``verdict``)
+def t_interval_at(mean: float, lo: float, hi: float, n: int,
+                  level: float) -> tuple[float, float, float]:
+    """A paired change's 95% Student-t interval ``[lo, hi]`` over ``n`` pairs (as the
+    summary holds it: ``mean +- t se``) at ``level`` instead: its half-width scaled by the
+    ratio of the two t quantiles."""
+    if not (n > 1 and lo == lo and hi == hi):
+        return mean, lo, hi
+    scale = special.stdtrit(n - 1, 0.5 + level / 2) / special.stdtrit(n - 1, 0.5 + LEVEL / 2)
+    return mean, mean - (mean - lo) * scale, mean + (hi - mean) * scale
+
+
+def _gain_range_row(gains: list[tuple[float, float, float, int]]) -> dict[str, Any]:
+    """The range of the gains (``(gain, lo, hi, n)`` each, 95% intervals, in
+    ``GAIN_SCHEDULERS``' order): its ends, the lowest and the highest gain, each with its
+    interval simultaneous over the gains (``simultaneous_minimum`` and ``_maximum``, of
+    each gain's interval at ``simultaneous_level``), as the bounds are: an end chosen as
+    the lowest or the highest of four, with its own 95% interval, held its truth less
+    often than 95%; and whether each end is a fitted row's gain."""
+    level = simultaneous_level(len(gains))
+    cells = [t_interval_at(g, lo, hi, n, level) for g, lo, hi, n in gains]
+    low, high = simultaneous_minimum(cells), simultaneous_maximum(cells)
+    ends = (low[0], high[0])
+    # a gain with no estimate leaves the range's ends unknown (``simultaneous_minimum``:
+    # NaN): min() and max() skipped a NaN anywhere but first, and the range of the other
+    # three was scored as the four's
+    means = [c[0] for c in cells]
+    at = [means.index(e) if e == e else 0 for e in ends]
     keys = list(GAIN_SCHEDULERS)
+    # an end that is a fitted row's gain cannot make the range a match (``verdict``)
     fitted = tuple(ROWS_BY_KEY[f"gain_{keys[i]}"].fitted_by if e == e else ""
                    for i, e in zip(at, ends))
     note = "; ".join(f"{side} end: the gain over {GAIN_SCHEDULERS[keys[i]]}, a fitted row"
                      for side, i, f in zip(("low", "high"), at, fitted) if f)
-    return _row(ROWS_BY_KEY["gain_range"], ends, ends_lo, ends_hi, min(gain_n), note, fitted)
+    each = fmt_value(100 * level, ".4g")
+    note += ("; " if note else "") + (f"each end's CI simultaneous over {len(gains)} gains, "
+                                      f"each at {each}%")
+    # n: the fewest pairs behind a gain
+    return _row(ROWS_BY_KEY["gain_range"], ends, (low[1], high[1]), (low[2], high[2]),
+                min(g[3] for g in gains), note, fitted)
 
 
 def _k_row(k_sweep: pl.DataFrame, k_boot: "KBootstrap | None") -> dict[str, Any]:

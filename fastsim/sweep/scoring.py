@@ -406,6 +406,13 @@ def simultaneous_minimum(cells) -> tuple[float, float, float]:
     return least(means), least(los), least(his)
 
 
+def simultaneous_maximum(cells) -> tuple[float, float, float]:
+    """The maximum over ``cells`` and its simultaneous interval, ``[max lo, max hi]``: the
+    mirror of ``simultaneous_minimum`` (a range's high end is chosen as the highest)."""
+    mean, lo, hi = simultaneous_minimum([(-m, -h, -l) for m, l, h in cells])
+    return -mean, -hi, -lo
+
+
 def bound_fitted_by(row: PaperRow, cells, decides: float) -> str:
     """What was fitted at the cell ``decides`` (its value of the axis) of the bound
     ``row`` over ``cells`` (``(at, mean, lo, hi)`` each), from ``row.fitted_at``, or ""
