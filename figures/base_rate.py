@@ -2,6 +2,7 @@
 import polars as pl
 
 from fastsim.figures import _style as S
+from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("base_rate",)
 PLOTS = ("base_rate",)  # a cell per value of these (and of policy): one cell each
@@ -24,7 +25,9 @@ def draw(sources, out, formats):
         ax.set_xlabel("hacking RLHF jobs (%)")
         ax.set_ylabel("%")
         ax.set_ylim(0, 102)
-    S.paper_line(axes[0], 89, 20, "paper: EvalStop >= 89%")
+    bound = ROWS_BY_KEY["base_rate_bound"]  # the paper's number, declared once
+    S.paper_line(axes[0], 100 * bound.paper, 100 * bound.over[0],
+                 f"paper: EvalStop {bound.paper_text}")
     S.legend_outside(axes[-1], fontsize=8)
     S.footnote(fig, sources, "base_rate", what=S.shaded(widths))
     fig.tight_layout()

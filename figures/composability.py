@@ -3,6 +3,7 @@ import numpy as np
 import polars as pl
 
 from fastsim.figures import _style as S
+from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("composability",)
 PLOTS = ("scheduler",)  # a cell per value of these (and of policy): one cell each
@@ -36,7 +37,9 @@ def draw(sources, out, formats):
             ok = np.isfinite(g)
             ax.annotate(f"{g:.1f}%" if ok else "n/a", (xi, g if ok else 0.0), xytext=(0, 3),
                         textcoords="offset points", ha="center", fontsize=8)
-    axes[0].axhspan(8.9, 25.2, color="0.85", zorder=0, label="paper range of JCT gains\n8.9-25.2% (left panel)")
+    paper = ROWS_BY_KEY["gain_range"]  # the paper's range, declared once
+    axes[0].axhspan(*(100 * x for x in paper.paper), color="0.85", zorder=0,
+                    label=f"paper range of JCT gains\n{paper.paper_text} (left panel)")
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "composability")
     fig.tight_layout()

@@ -2,6 +2,7 @@
 import polars as pl
 
 from fastsim.figures import _style as S
+from fastsim.sweep.scoring import ROWS_BY_KEY
 
 NEEDS = ("noise",)
 PLOTS = ("sigma",)  # a cell per value of these (and of policy): one cell each
@@ -25,7 +26,9 @@ def draw(sources, out, formats):
         ax.set_xlabel("evaluation noise $\\sigma$")
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
-    S.paper_line(axes[0], 91, 0.0, "paper: >= 91% for sigma <= 0.05", until=0.05)
+    bound = ROWS_BY_KEY["noise_bound"]  # the paper's number, declared once
+    S.paper_line(axes[0], 100 * bound.paper, 0.0,
+                 f"paper: {bound.paper_text} for sigma <= {bound.over[1]:g}", until=bound.over[1])
     S.legend_outside(axes[-1], axes[0], fontsize=8)
     S.footnote(fig, sources, "noise", what=S.shaded(widths))
     fig.tight_layout()

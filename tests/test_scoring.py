@@ -914,3 +914,60 @@ def test_two_evalstop_cells_at_one_axis_value_each_keep_their_interval():
     worse = proportion_ci(96 - fp, 100 + 0 * fp, level=simultaneous_level(2))
     assert (row["ours"], row["lo"], row["hi"]) == (0.89, worse.lo, worse.hi), row
     assert row["note"].endswith("; CI simultaneous over 2 cells, each at 97.5%"), row
+
+
+def test_the_k_rows_point_and_its_bootstrap_read_the_same_two_rates(monkeypatch):
+    """The point's best k (``k_balance``) read precision and stop recall by name, the
+    bootstrap's share of resamples (``k_counts``) read ``F1_RATES``: changed to any-trigger
+    recall there alone, the bootstrap scored another k (k = 2 in 0% of resamples became
+    100%) and every test passed.  Both read ``F1_RATES``, which is stop recall: a trigger
+    at completion detects nothing early."""
+    from fastsim.sweep import reproduce
+
+    assert reproduce.F1_RATES == ("precision", "stop_recall")
+    summary = _summaries()["k_sweep"]
+    want = k_balance(summary)
+    renamed = summary.with_columns(metric=pl.col("metric").replace("stop_recall", "recall"))
+    monkeypatch.setattr(reproduce, "F1_RATES", ("precision", "recall"))
+    assert k_balance(renamed) == want
+
+
+def test_the_fitted_cells_are_the_defaults_the_fit_set():
+    """The base-rate bound's fitted cell was the literal 0.6: with the default base rate
+    moved, it stayed, and no test noticed; and no noise row had a guard, though a refit of
+    sigma to 0.01 would make the sigma = 0.01 row the fitted number itself, held out."""
+    from fastsim import defaults
+
+    axes = {"sigma": defaults.SIGMA, "base_rate": defaults.BASE_RATE}
+    for key in ("noise_001", "noise_012", "noise_bound", "base_rate_bound"):
+        row = ROWS_BY_KEY[key]
+        assert [a for a, _ in row.fitted_at] == [axes[row.axis]], key
+
+
+def test_a_noise_row_at_the_fitted_sigma_is_fitted(monkeypatch):
+    """A noise cell at the fitted sigma is the headline's cell: its precision is the
+    fitted number, so the row is fitted, not held out."""
+    from dataclasses import replace
+
+    from fastsim.sweep.scoring import JOINT_FIT
+
+    row = ROWS_BY_KEY["noise_001"]
+    monkeypatch.setitem(ROWS_BY_KEY, "noise_001", replace(row, fitted_at=((0.01, JOINT_FIT),)))
+    r = _scored(noise=(0.995, 0.93, 0.92))["noise_001"]
+    assert (r["verdict"], r["fitted_by"]) == (FITTED, JOINT_FIT), r
+    monkeypatch.setitem(ROWS_BY_KEY, "noise_001", row)
+    assert _scored(noise=(0.995, 0.93, 0.92))["noise_001"]["verdict"] == MATCH
+
+
+def test_the_papers_numbers_are_read_from_the_scoring_alone():
+    """The waste row's -21.8%, the bounds' axis ranges and the figures' paper lines were
+    copies of ``PAPER_ROWS``' numbers, free to drift from what is scored."""
+    from fastsim.sweep import reproduce
+
+    assert reproduce.PAPER_WASTE == ROWS_BY_KEY["waste"].paper
+    for key, _, _, _, over in reproduce.BOUNDS:
+        assert over == ROWS_BY_KEY[key].over
+    figures = Path(__file__).resolve().parents[1] / "figures"
+    for name in ("base_rate", "noise_sweep", "composability"):
+        text = (figures / f"{name}.py").read_text()
+        assert not re.findall(r"(?<![\w.])(89|91|8\.9|25\.2|0\.05)(?![\w.])", text), name

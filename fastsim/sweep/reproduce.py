@@ -42,7 +42,8 @@ from fastsim.sweep.figures import (EXTRACTS, FORMATS, PAPER_FIGURES, check_figur
 from fastsim.sweep.grid import axis_value, build_config, load_sweep
 from fastsim.sweep.runner import check_run, dask_client, run_sweep
 from fastsim.sweep.scoring import (DECLARED, FITTED, MATCH, MISS, NOT_COMPARABLE, PAPER_ROWS,
-                                   ROWS_BY_KEY, TIED, PaperRow, bound_fitted_by, in_headline,
+                                   ROWS_BY_KEY, TIED, PaperRow, bound_fitted_by,
+                                   cell_fitted_by, in_headline,
                                    raw_verdict,
                                    registration_table, share_text, simultaneous_level,
                                    simultaneous_maximum, simultaneous_minimum, tolerance_text,
@@ -87,7 +88,7 @@ WASTE_READINGS = (
     ("hacking_gpu_h_change", "all GPU-hours of hacking jobs"),
     ("gpu_h_total_change", "all GPU-hours"),
 )
-PAPER_WASTE = -0.218
+PAPER_WASTE = ROWS_BY_KEY["waste"].paper
 
 
 def _select(summary: pl.DataFrame, metric: str, where: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +154,12 @@ def comparison_rows(summaries: dict[str, pl.DataFrame], k_boot: "KBootstrap | No
     rows = []
     for key, (sweep, metric, where) in ESTIMATES.items():
         r = _select(summaries[sweep], metric, where)
-        rows.append(_row(ROWS_BY_KEY[key], r["mean"], r["lo"], r["hi"], r["n"],
-                         note=_stop_note(summaries[sweep], metric, where)))
+        row = ROWS_BY_KEY[key]
+        # a row over an axis the fit set (the noise rows: sigma) is the fitted number
+        # itself where its cell is the fitted one
+        fitted = cell_fitted_by(row, where[row.axis]) if row.axis else ""
+        rows.append(_row(replace(row, fitted_by=row.fitted_by or fitted), r["mean"], r["lo"],
+                         r["hi"], r["n"], note=_stop_note(summaries[sweep], metric, where)))
     rows += _bound_rows(summaries, bounds)
     rows += _gain_rows(summaries["composability"])
     rows.append(_k_row(summaries["k_sweep"], k_boot))
@@ -177,8 +182,10 @@ def _stop_note(summary: pl.DataFrame, metric: str, where: dict[str, Any]) -> str
 # The bounds on EvalStop's precision: (row, sweep, axis column, its name, the axis' range).
 # The paper's range only, as the noise bound takes sigma <= 0.05 only: a sweep file with
 # base rate 0.1 as well had that cell scored as part of "0.2-0.8".
-BOUNDS = (("noise_bound", "noise", "sigma", "sigma", (-math.inf, 0.05)),
-          ("base_rate_bound", "base_rate", "base_rate", "base rate", (0.2, 0.8)))
+BOUNDS = tuple((key, sweep, column, name, ROWS_BY_KEY[key].over)
+               for key, sweep, column, name in (("noise_bound", "noise", "sigma", "sigma"),
+                                                ("base_rate_bound", "base_rate", "base_rate",
+                                                 "base rate")))
 
 
 def _in_range(value: float, axis_range: tuple[float, float]) -> bool:
@@ -312,7 +319,7 @@ def _k_row(k_sweep: pl.DataFrame, k_boot: "KBootstrap | None") -> dict[str, Any]
     as firmly as the bootstrap ``k_boot`` says."""
     best_k, f1s = k_balance(k_sweep)
     ks = k_sweep.filter((pl.col("policy_name") == "evalstop")
-                        & pl.col("metric").is_in(["precision", "stop_recall"]))
+                        & pl.col("metric").is_in(list(F1_RATES)))
     # n: the clusters per cell of the k sweep (as its table's n column: a rate at k = 5
     # rests on the few clusters with a trigger, which the k table says)
     n = k_boot.n if k_boot is not None else int(ks["n"].max()) if ks.height else None
@@ -349,6 +356,11 @@ def _bound_cell(row: PaperRow, cells: pl.DataFrame, column: str,
     return cell, note
 
 
+# The two rates the k row's F1 is of (``k_balance``'s point and ``k_counts``' per-cluster
+# num and den of each): stop recall, as a trigger at completion detects nothing early.
+F1_RATES = ("precision", "stop_recall")
+
+
 def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]]]:
     """The k maximising F1 of pooled precision and stop recall (a trigger at completion
     detects nothing early), and every k's F1.  F1 is 0 where nothing is detected early
@@ -358,15 +370,10 @@ def k_balance(summary: pl.DataFrame) -> tuple[int | None, list[tuple[int, float]
     ev = summary.filter(pl.col("policy_name") == "evalstop")
     f1s = []
     for k in sorted(ev["k"].unique().to_list()):
-        p = _select(ev, "precision", {"k": k})["mean"]
-        r = _select(ev, "stop_recall", {"k": k})["mean"]
-        if r != r:
-            f1 = math.nan
-        elif r == 0 or p + r == 0:  # no early detection (precision NaN: no trigger at all)
-            f1 = 0.0
-        else:
-            f1 = 2 * p * r / (p + r)
-        f1s.append((int(k), f1))
+        # the two rates as sums with a denominator of 1: the bootstrap's F1 (k_counts),
+        # of the same two rates, so the point and the resamples cannot score different ks
+        p, r = (_select(ev, m, {"k": k})["mean"] for m in F1_RATES)
+        f1s.append((int(k), float(_f1_of_sums(np.array([p, 1.0, r, 1.0])))))
     values = [f for _, f in f1s]
     if not values or any(f != f for f in values):
         return None, f1s
@@ -407,8 +414,6 @@ def _shares_text(k_boot: "KBootstrap") -> str:
     return ", ".join(parts) or "none (no k alone)"
 
 
-# The counts of the two rates the k row's F1 is of, per cluster: num and den of each.
-F1_RATES = ("precision", "stop_recall")
 
 
 @dataclass(frozen=True)

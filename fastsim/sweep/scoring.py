@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fastsim import defaults
 from fastsim.stats import LEVEL
 
 RATE_PP = 0.01        # detection rates: what the paper's P/R/FPR consistency allows
@@ -113,6 +114,9 @@ class PaperRow:
     such a cell decides it (``bound_fitted_by``).
     ``derived_from``: the fitted quantities this row is a function of, and through what
     relation, or empty; such a row is ``tied to the fit``, whatever cell decides it.
+    ``axis``: the sweep axis (a column) a row is at or over, whose ``fitted_at`` values
+    are the fitted cells: a value row at one is fitted (``cell_fitted_by``).  ``over``:
+    for a bound, the axis' range the paper states.
     """
 
     key: str
@@ -125,13 +129,15 @@ class PaperRow:
     fitted_by: str = ""
     fitted_at: tuple[tuple[float, str], ...] = ()
     derived_from: str = ""
+    axis: str = ""
+    over: tuple[float, float] | None = None
 
 
-def _rate(key, result, paper, fitted_by="", derived_from=""):
+def _rate(key, result, paper, fitted_by="", **scope):
     tol = rate_tolerance(paper)
     why = WHY_SMALL if tol.rel is not None else WHY_RATE
     return PaperRow(key, result, _pct_text(paper), "value", paper, tol, why, fitted_by,
-                    derived_from=derived_from)
+                    **scope)
 
 
 def _pct_text(x: float) -> str:
@@ -149,6 +155,7 @@ JOINT_FIT = "n_evals, ustar_hacking, sigma"
 # the share of hacking jobs b, and its precision at any b is Bayes' rule of them:
 # P(b) = 1 / (1 + FPR/recall x (1 - b)/b).  At the fitted cell (b = 0.6) precision was
 # fitted, so FPR/recall = (1 - P)/P x 0.6/0.4 is the fitted precision restated.
+FITTED_SIGMA = ((defaults.SIGMA, JOINT_FIT),)
 FITTED_PRECISION = ("EvalStop's fitted precision, with its recall, at the headline cell "
                     "(FPR = (1 - P)/P x b/(1 - b) x recall, Bayes' rule)")
 PAPER_ROWS = (
@@ -163,14 +170,19 @@ PAPER_ROWS = (
     _rate("stopat_fpr", "StopAt-0.65 FPR on healthy RLHF", 0.645, fitted_by="est_sigma"),
     _rate("plateau_precision", "Loss-plateau precision", 0.570),
     _rate("plateau_recall", "Loss-plateau recall", 0.383),
-    _rate("noise_001", "EvalStop precision, sigma = 0.01", 1.00),
-    _rate("noise_012", "EvalStop precision, sigma = 0.12", 0.81),
+    # The fit set sigma (defaults.SIGMA): a noise cell at it is the headline's, fitted.
+    _rate("noise_001", "EvalStop precision, sigma = 0.01", 1.00, axis="sigma",
+          fitted_at=FITTED_SIGMA),
+    _rate("noise_012", "EvalStop precision, sigma = 0.12", 0.81, axis="sigma",
+          fitted_at=FITTED_SIGMA),
     PaperRow("noise_bound", "EvalStop precision, min over sigma <= 0.05", ">= 91%", "bound",
-             0.91, None, "a bound: holds or not"),
+             0.91, None, "a bound: holds or not", fitted_at=FITTED_SIGMA, axis="sigma",
+             over=(-math.inf, 0.05)),
     # Precision rises with b, so the minimum is at b = 0.2, and is the fitted cell's
     # precision moved by Bayes' rule: 1 / (1 + 6 (1 - P)/P), >= 89% iff P >= 98.0%.
     PaperRow("base_rate_bound", "EvalStop precision, min over base rate 0.2-0.8", ">= 89%",
-             "bound", 0.89, None, "a bound: holds or not", fitted_at=((0.6, JOINT_FIT),),
+             "bound", 0.89, None, "a bound: holds or not",
+             fitted_at=((defaults.BASE_RATE, JOINT_FIT),), axis="base_rate", over=(0.2, 0.8),
              derived_from="EvalStop's fitted precision at the headline cell, moved to each "
              "base rate by Bayes' rule (P(b) = 1 / (1 + FPR/recall x (1 - b)/b))"),
     *(PaperRow(f"gain_{s}", f"EvalStop JCT gain over {name}", "8.9% to 25.2%", "within",
@@ -413,18 +425,21 @@ def simultaneous_maximum(cells) -> tuple[float, float, float]:
     return -mean, -hi, -lo
 
 
+def cell_fitted_by(row: PaperRow, at: float) -> str:
+    """What was fitted at the cell ``at`` (its value of ``row.axis``), from
+    ``row.fitted_at``, or ""."""
+    return next((by for a, by in row.fitted_at if abs(at - a) < 1e-9), "")
+
+
 def bound_fitted_by(row: PaperRow, cells, decides: float) -> str:
     """What was fitted at the cell ``decides`` (its value of the axis) of the bound
     ``row`` over ``cells`` (``(at, mean, lo, hi)`` each), from ``row.fitted_at``, or ""
     (held out).  Only the deciding cell counts: the bound holds where every cell does, so
     a fitted cell above the lowest changes nothing, but one that decides it is the fit's
     number; held out all the same where a cell not fitted misses."""
-    def fitted_at(at):
-        return next((by for a, by in row.fitted_at if abs(at - a) < 1e-9), "")
-
-    fitted = fitted_at(decides)
+    fitted = cell_fitted_by(row, decides)
     if fitted and _a_part_not_fitted_misses(
-            (bool(fitted_at(at)), raw_verdict(row, mean, lo, hi).verdict != MISS)
+            (bool(cell_fitted_by(row, at)), raw_verdict(row, mean, lo, hi).verdict != MISS)
             for at, mean, lo, hi in cells):
         return ""
     return fitted
@@ -482,5 +497,8 @@ def _fitted_text(r: PaperRow) -> str:
         return f"tied to the fit: a function of {r.derived_from}"
     if r.kind == "within":
         return "shown, not counted: the range row scores the paper's range"
+    if r.kind != "bound" and r.fitted_at:
+        return r.fitted_by or "no (held out: not at the fitted " + ", ".join(
+            f"{r.axis} = {a:g}" for a, _ in r.fitted_at) + ")"
     at = "; ".join(f"if its cell at {a:g} decides it: {by}" for a, by in r.fitted_at)
     return r.fitted_by or at or "no (held out)"
