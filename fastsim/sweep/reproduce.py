@@ -1076,6 +1076,8 @@ clusters (pairs). A bound over several cells ("min over ...") shows the lowest c
 estimate with a 95% interval simultaneous over the m cells the bound is over (Bonferroni:
 the lowest lower end and the lowest upper end of the cells' intervals at 1 - 0.05/m), as
 "at every sigma" is a claim about all cells at once; n is the fewest clusters of a cell.
+The range of the gains shows each end with an interval simultaneous over the four gains
+in the same way (each gain's t interval at 1 - 0.05/4), as each end is chosen as an extreme.
 Verdicts follow the scoring
 declared in `fastsim/sweep/scoring.py` (see below: when): `match` (our point
 estimate within the tolerance; a bound holds; a value inside the paper's range; a range whose
