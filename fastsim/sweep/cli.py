@@ -136,8 +136,9 @@ def _register_reproduce(subparsers) -> None:
         "fitted) and whether a parameter was fitted to the row; the headline counts matched "
         "held-out rows. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
-                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (about 16 s on 2 "
-                   "cores once numba has compiled), written under results/reproduce-quick")
+                   help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (with numba's "
+                   "cache warm on 2 cores, sweeps 25-56 s and figures 11-59 s at load 5-9, "
+                   "less on an idle machine), written under results/reproduce-quick")
     r.add_argument("--clusters", type=integer_option, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
                    f"{QUICK_CLUSTERS})")
