@@ -971,3 +971,17 @@ def test_the_papers_numbers_are_read_from_the_scoring_alone():
     for name in ("base_rate", "noise_sweep", "composability"):
         text = (figures / f"{name}.py").read_text()
         assert not re.findall(r"(?<![\w.])(89|91|8\.9|25\.2|0\.05)(?![\w.])", text), name
+
+
+def test_each_scored_rate_reads_the_metric_its_definition_names():
+    """Which metric each row scores was stated nowhere a test reads: a recall or FPR row
+    switched to its stop rate failed only on a missing column.  Recall and FPR are MODEL.md
+    section 7's detections (any trigger, at completion too), their stop rates shown beside
+    them (``STOP_COUNTERPARTS``); the k row's F1 is of stop recall (``F1_RATES``)."""
+    from fastsim.sweep.reproduce import ESTIMATES, STOP_COUNTERPARTS
+
+    metric = {key: m for key, (_, m, _) in ESTIMATES.items()}
+    assert [metric[k] for k in ("recall", "plateau_recall")] == ["recall", "recall"]
+    assert [metric[k] for k in ("fpr", "stopat_fpr")] == ["fpr", "fpr"]
+    assert {k: v[0] for k, v in STOP_COUNTERPARTS.items()} == {"recall": "stop_recall",
+                                                               "fpr": "stop_fpr"}
