@@ -137,8 +137,8 @@ def _register_reproduce(subparsers) -> None:
         "held-out rows. Everything goes under OUT; an interrupted run resumes.")
     r.add_argument("--quick", action="store_true",
                    help=f"smaller run: {QUICK_CLUSTERS} clusters per cell (with numba's "
-                   "cache warm on 2 cores, sweeps 25-56 s and figures 11-59 s at load 5-9, "
-                   "less on an idle machine), written under results/reproduce-quick")
+                   "cache warm on 2 cores, sweeps 11 s and figures 9 s at load 2, up to "
+                   "56 s and 59 s at load 9), written under results/reproduce-quick")
     r.add_argument("--clusters", type=integer_option, metavar="N",
                    help=f"clusters per cell, at least 2 (default {FULL_CLUSTERS}; with --quick "
                    f"{QUICK_CLUSTERS})")
