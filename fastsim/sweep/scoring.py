@@ -459,8 +459,10 @@ def verdict(row: PaperRow, ours: Any, lo: Any = None, hi: Any = None,
 
     Examples
     --------
-    >>> verdict(ROWS_BY_KEY["fpr"], 0.0, 0.0, 0.0001).verdict
+    >>> verdict(ROWS_BY_KEY["plateau_recall"], 0.0, 0.0, 0.0001).verdict
     'miss'
+    >>> verdict(ROWS_BY_KEY["fpr"], 0.0, 0.0, 0.0001).verdict
+    'tied to the fit'
     >>> verdict(ROWS_BY_KEY["jct"], -0.122, -0.124, -0.120).text
     'fitted (-2.8 pp)'
     """
