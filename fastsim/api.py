@@ -51,7 +51,9 @@ from fastsim.kernels.stops import resolve_stops_nb, trigger_scratch, user_stops_
 class SimResult:
     """Results of one cell.
 
-    ``clusters``: one row per cluster: ``cluster`` (its id) and the metric columns of
+    ``clusters``: one row per cluster: ``cluster`` (its id), ``seed`` (the seed it was
+    drawn with; null for a workload the caller drew, as ``run_workload``'s) and the metric
+    columns of
     ``fastsim.kernels.metrics.METRIC_NAMES``, with their unit in the name (``_h`` hours,
     ``_gpu_h`` GPU-hours) or declared (``fastsim.metrics.lookup("utilization").unit`` is
     ``share``: a fraction in [0, 1], as ``wasted_share``, ``precision``, ``recall``,
@@ -450,15 +452,16 @@ def _run(cfg: SimConfig, w: Workload, keep_jobs: bool, record_segments: bool) ->
     scheduler's keys, which run first as their own stages."""
     with _held_buffers(_shape(w.n_clusters, w.n_jobs, w.n_evals, record_segments),
                        keep_jobs) as b:
-        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, 0, 0, None, (False, False))
+        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, None, 0, None, (False, False))
 
 
 def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
-            record_segments: bool, n_clusters: int, seed: int, cluster_start: int,
+            record_segments: bool, n_clusters: int, seed: int | None, cluster_start: int,
             extract: Callable | None, draws: tuple[bool, bool]) -> SimResult:
     """One cell, on the buffers ``b`` it holds, on the workload ``w``, or (``w`` None) on
     clusters ``cluster_start .. + n_clusters`` drawn with ``seed`` into ``b.w``, with the
-    observed series ``draws`` (scores, losses)."""
+    observed series ``draws`` (scores, losses).  ``seed`` None: ``w`` is the caller's, its
+    seed unknown."""
     wc = cfg.workload
     C = n_clusters if w is None else w.n_clusters
     max_seg = b.shape[3]
@@ -476,7 +479,7 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
     o, acc = b.o, b.acc
     out = np.empty((N_METRICS, C))
     run_pipeline(s.code, C, generate, False, draw_score, draw_loss, kernel_params(wc),
-                np.uint64(seed), np.int64(cluster_start), decide, p.code, int(p.k), float(p.f),
+                np.uint64(seed or 0), np.int64(cluster_start), decide, p.code, int(p.k), float(p.f),
                 int(p.w), float(p.tol), p.scope == "all", bool(s.backfill),
                 np.asarray(s.thresholds_gpu_h, dtype=np.float64), float(wc.preempt_overhead_h),
                 wc.gpus, static_keys(cfg, w), pipeline_arrays(w),
@@ -489,7 +492,7 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
         check_resolution(w, drawn=True)
     if record_segments and int(o.seg_count.max(initial=0)) > max_seg:
         raise RuntimeError("segment buffer overflow; raise max_segments")
-    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract)
+    return _assemble(cfg, w, d, o, acc, out, keep_jobs, record_segments, extract, seed)
 
 
 def _decides_in_pass(p: PolicyConfig) -> bool:
@@ -738,11 +741,13 @@ def compare(cfg: SimConfig, baseline: str | PolicyConfig = "none", n_clusters: i
 
 def _assemble(cfg: SimConfig, w: Workload, d: Decisions, o: Outcome, acc: Accounting,
               out: np.ndarray, keep_jobs: bool, record_segments: bool,
-              extract: Callable | None = None) -> SimResult:
+              extract: Callable | None = None, seed: int | None = None) -> SimResult:
     """Kernel arrays -> Polars, in one place (``out[N_METRICS, C]``: one contiguous row
-    per metric column)."""
+    per metric column).  ``seed``: what the clusters were drawn with, kept beside their
+    ids, so that a baseline of other draws is not paired by id (``summarize``)."""
     int_cols = M.int_columns()
-    cols = {"cluster": w.cluster_ids.copy()}
+    cols = {"cluster": w.cluster_ids.copy(),
+            "seed": pl.repeat(seed, w.n_clusters, dtype=pl.UInt64, eager=True)}
     for i, name in enumerate(METRIC_NAMES):
         cols[name] = out[i].astype(np.int64) if name in int_cols else out[i]
     if not (keep_jobs or cfg.metrics or extract):

@@ -236,7 +236,7 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
             raise ConfigError(f"metric {name or fn!r}: the column is named after the function; "
                               "allowed: a function defined with def")
         _check_arguments(fn, name)
-        if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "job"):
+        if (name in _METRICS and _METRICS[name].fn is None) or name in ("cluster", "seed", "job"):
             raise ConfigError(f"metric {name!r} is a built-in column; allowed: a new name")
         ref = f"{fn.__module__}:{name}"
         taken = _METRICS.get(name)

@@ -59,11 +59,30 @@ def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
     return bootstrap_ratio_ci(num, den, seed=seed)
 
 
+def _check_same_draws(ids: pl.Series, seeds: pl.Series, base_seeds: pl.Series) -> None:
+    """A paired change compares each cluster with itself under the baseline (common random
+    numbers): a baseline drawn with another seed has clusters of the same ids that are
+    other draws, and its "paired" changes were those of unrelated clusters (seed 1's
+    baseline gave +0.8% [-7.5, +9.0] where seed 0's gave -5.3% [-5.9, -4.7]).  ``seeds``
+    and ``base_seeds`` are the rows' ``seed`` columns, matched; a null seed (a workload
+    the caller drew) is not known to differ."""
+    other = (seeds != base_seeds).fill_null(False)
+    if other.any():
+        i = int(other.arg_max())
+        raise ConfigError(f"summarize(): cluster {ids[i]} was drawn with seed {seeds[i]} in "
+                          f"clusters but seed {base_seeds[i]} in baseline ({int(other.sum())} "
+                          f"of {len(other)} clusters differ), so they are not one cluster to "
+                          "pair; allowed: a baseline simulated with the same seed, n_clusters "
+                          "and cluster_start (fastsim.compare runs both arms)")
+
+
 def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
     """``(metric, policy values, baseline values)`` matched on the ``cluster`` column."""
     metrics = [m for m in M.paired_metrics() if m in clusters.columns]
     if clusters.height == baseline.height and clusters["cluster"].equals(baseline["cluster"]):
         policy, base = clusters, baseline  # a sweep's chunks line up already
+        if "seed" in clusters.columns and "seed" in baseline.columns:
+            _check_same_draws(clusters["cluster"], clusters["seed"], baseline["seed"])
     else:  # other frames are matched on the cluster column, in the policy's order
         repeat = [(name, frame["cluster"]) for name, frame in (("clusters", clusters),
                                                                 ("baseline", baseline))
@@ -87,6 +106,8 @@ def _paired_changes(clusters: pl.DataFrame, baseline: pl.DataFrame):
                               f"comparison ({baseline.height} and {clusters.height}, "
                               f"{policy.height} in both); allowed: both arms simulated with "
                               "the same n_clusters, seed and cluster_start")
+        if "seed_base" in policy.columns:
+            _check_same_draws(policy["cluster"], policy["seed"], policy["seed_base"])
         base = policy.select(pl.col(f"{m}_base").alias(m) for m in metrics)
     for m in metrics:
         yield m, policy[m].to_numpy(), base[m].to_numpy()
@@ -116,6 +137,8 @@ class CellSummary:
         self.paired: dict[str, MeanMoments] | None = None
 
     def add(self, clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> None:
+        # matched (and refused) before anything is added: a refused chunk adds nothing
+        pairs = [] if baseline is None else list(_paired_changes(clusters, baseline))
         if self.means is None:
             self.means = {m: MeanMoments() for m in M.mean_metrics() if m in clusters.columns}
         for m, moments in self.means.items():
@@ -134,7 +157,7 @@ class CellSummary:
             if self.paired is None:
                 self.paired = {m: MeanMoments() for m in M.paired_metrics()
                                if m in clusters.columns}
-            for m, p, b in _paired_changes(clusters, baseline):
+            for m, p, b in pairs:
                 self.paired[m].add(relative_changes(p, b))
 
     def table(self, seed: int = 0) -> pl.DataFrame:
@@ -157,7 +180,8 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     ``kind`` is ``mean`` (over clusters), ``pooled`` (ratio over clusters' counts) or
     ``paired`` (relative change vs ``baseline``, matched on the ``cluster`` column: row by
     row when both frames list the same ids in the same order, else by id, which must then
-    appear once in each frame).
+    appear once in each frame; a cluster whose ``seed`` differs between the two is other
+    draws, and refused).
 
     Examples
     --------
@@ -228,7 +252,7 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
     # (a column of arrays is named by the check of one value per replication)
     read = {*need, *(m for m in M.mean_metrics() if m in frame.columns),
             *(m for m in M.paired_metrics() if m in frame.columns and paired),
-            *(["cluster"] * paired)}
+            *(["cluster", "seed"] * paired)}
     for c in frame.columns:
         dtype = frame.schema[c]
         if c in read and not (dtype.is_numeric() or dtype.is_nested()):

@@ -368,6 +368,39 @@ def test_paired_changes_name_a_repeated_cluster_id():
                   pl.concat(arms[1]))
 
 
+def test_a_baseline_of_another_seed_is_not_paired():
+    """Clusters of one id drawn with two seeds are other clusters: summarize, a streamed
+    cell and compare's pairing refuse them, one line naming the cluster and both seeds,
+    before any row is computed (seed 1's baseline was "paired": +0.8% [-7.5, +9.0]
+    where seed 0's gave -5.3% [-5.9, -4.7])."""
+    from fastsim.api import run_workload, simulate
+    from fastsim.config import SimConfig
+    from fastsim.errors import ConfigError
+    from fastsim.summary import CellSummary, summarize
+    from fastsim.workload import generate_workload
+
+    cfg = SimConfig.from_specs("srtf_est", "evalstop:k=2", n_jobs=20)
+    policy = simulate(cfg, 6, seed=0).clusters
+    other = simulate(cfg.with_policy("none"), 6, seed=1).clusters
+    said = (r"^summarize\(\): cluster 0 was drawn with seed 0 in clusters but seed 1 in "
+            r"baseline \(6 of 6 clusters differ\), so they are not one cluster to pair; "
+            r"allowed: a baseline simulated with the same seed")
+    for base in (other, other.reverse()):  # row by row, and matched by id
+        with pytest.raises(ConfigError, match=said):
+            summarize(policy, base)
+    cell = CellSummary()
+    with pytest.raises(ConfigError, match=said):
+        cell.add(policy, other)
+    assert cell.means is None  # nothing added
+    same = simulate(cfg.with_policy("none"), 6, seed=0).clusters
+    assert summarize(policy, same.reverse()).equals(summarize(policy, same))
+    # a workload the caller drew has no known seed: paired by id, as before
+    w = generate_workload(cfg.workload, 6, seed=1)
+    mine = run_workload(cfg.with_policy("none"), w).clusters
+    assert mine["seed"].null_count() == 6
+    assert summarize(policy, mine).filter(pl.col("kind") == "paired").height
+
+
 def test_a_change_is_the_mean_of_per_cluster_changes_not_the_change_of_the_mean():
     """docs/model.md, "What a change estimates": ``*_change`` rows (and the README's "cuts
     mean JCT by") are the mean of each cluster's ``policy / baseline - 1``.  Here the
