@@ -259,6 +259,14 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
             raise ConfigError(f"summarize(): {name} column {c} holds "
                               f"{str(dtype.base_type()).lower()}; allowed: numbers, as in "
                               "the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
+    # a null count was summed as 0 (pl.sum_horizontal skips nulls), where a NaN one is
+    # refused: recall read 0.75 with half its true positives missing
+    for c in dict.fromkeys(need + ["cluster"] * paired):
+        if frame[c].null_count():
+            first = int(frame[c].is_null().arg_max())
+            raise ConfigError(f"summarize(): {name} column {c} holds {frame[c].null_count()} "
+                              f"nulls (row {first} the first); allowed: a number in every "
+                              "row, as in the per-cluster metrics of fastsim.simulate")
 
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:

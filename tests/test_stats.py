@@ -1272,6 +1272,24 @@ def test_summarize_names_the_columns_of_a_non_finite_count():
         summarize(frame.with_columns(pl.Series("delay_sum", [1.0, float("nan")])))
 
 
+def test_summarize_refuses_a_null_count():
+    """A null count was summed as 0 by the pooled rates (recall 0.75 [0.333, 1.0] with
+    half the clusters' true positives missing), where a NaN one is refused."""
+    from fastsim import metrics as M
+    from fastsim.errors import ConfigError
+    from fastsim.summary import summarize
+
+    counts = {c: [1, 1, 1] for m in M.pooled_metrics().values() for side in m.pooled
+              for c in side}
+    frame = pl.DataFrame({"cluster": [0, 1, 2], **counts})
+    holed = frame.with_columns(pl.Series("tp", [1, None, None]))
+    for args in ((holed,), (frame, holed)):
+        name = "clusters" if len(args) == 1 else "baseline"
+        with pytest.raises(ConfigError, match=rf"^summarize\(\): {name} column tp holds 2 "
+                                              r"nulls \(row 1 the first\); allowed: a number"):
+            summarize(*args)
+
+
 def test_cluster_mean_ci_of_values_whose_cluster_sums_pass_a_float():
     """Finite values of 1e308 and 1.7e308 were refused as 'num[0] = inf', a value the
     caller never passed: their cluster sums overflowed; at 1e307 the interval was
