@@ -207,7 +207,8 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
     ``bounds``: the values it can take (``(0, math.inf)`` for a time): its interval is cut
     to them, as the built-ins' are, and a value outside them is refused.  ``paired``: the
     label of its paired change against the baseline (a summary row ``NAME_change``; empty:
-    none); ``percent``: shown as a percentage.  Neither label may name a row another
+    none; a relative change needs baseline values >= 0, and a summary refuses a negative
+    one); ``percent``: shown as a percentage.  Neither label may name a row another
     metric has (summaries name rows by label).
 
     Examples

@@ -162,16 +162,25 @@ def paired_change_ci(policy, baseline, level: float = LEVEL) -> Estimate:
 
     Pairs whose baseline is zero or non-finite are dropped (a relative change is
     undefined there), as are those whose change is beyond a float (a baseline of 1e-320);
-    ``n`` says how many pairs remain.
+    ``n`` says how many pairs remain.  A negative baseline is refused: a relative change
+    is defined for quantities that cannot be negative (a ratio scale), and against a
+    negative one its sign is wrong (-3 against -1.5 reads +100%, though lower).
     """
     p, b = _paired_arrays(policy, baseline, "policy", "baseline", finite=False)
     return mean_ci(relative_changes(p, b), level)
 
 
-def relative_changes(p: np.ndarray, b: np.ndarray) -> np.ndarray:
+def relative_changes(p: np.ndarray, b: np.ndarray, name: str = "baseline") -> np.ndarray:
     """``p / b - 1`` of the pairs ``paired_change_ci`` keeps (finite, ``b != 0``); a change
-    beyond a float is inf, which ``mean_ci`` leaves out."""
+    beyond a float is inf, which ``mean_ci`` leaves out.  A negative ``b`` is refused,
+    naming it ``name[i]``."""
     ok = np.isfinite(p) & np.isfinite(b) & (b != 0.0)
+    if (b[ok] < 0.0).any():
+        i = int(np.flatnonzero(ok & (b < 0.0))[0])
+        raise ConfigError(f"{name}[{i}] = {float(b[i])!r} is negative, and a relative change "
+                          "policy / baseline - 1 against it has the wrong sign (lower reads "
+                          "as higher); allowed: a baseline of values >= 0, as a relative "
+                          "change needs")
     with np.errstate(over="ignore"):  # numpy's warning reached the user
         return p[ok] / b[ok] - 1.0
 

@@ -23,7 +23,7 @@ from fastsim import metrics as M
 from fastsim.errors import ConfigError, known_keywords
 from fastsim.stats import (T_FULL_COVERAGE_N, Estimate, MeanMoments, PooledRatio,
                            bootstrap_ratio_ci, bootstrap_together, fmt_value,
-                           interval_decimals, paired_change_ci,
+                           interval_decimals, mean_ci,
                            proportion_ci, relative_changes)
 
 # Which metric aggregates how, and its display name, is declared in ``fastsim.metrics``.
@@ -138,7 +138,9 @@ class CellSummary:
 
     def add(self, clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> None:
         # matched (and refused) before anything is added: a refused chunk adds nothing
-        pairs = [] if baseline is None else list(_paired_changes(clusters, baseline))
+        changes = [] if baseline is None else [
+            (m, relative_changes(p, b, f"baseline[{m!r}]"))
+            for m, p, b in _paired_changes(clusters, baseline)]
         if self.means is None:
             self.means = {m: MeanMoments() for m in M.mean_metrics() if m in clusters.columns}
         for m, moments in self.means.items():
@@ -157,8 +159,8 @@ class CellSummary:
             if self.paired is None:
                 self.paired = {m: MeanMoments() for m in M.paired_metrics()
                                if m in clusters.columns}
-            for m, p, b in pairs:
-                self.paired[m].add(relative_changes(p, b))
+            for m, change in changes:
+                self.paired[m].add(change)
 
     def table(self, seed: int = 0) -> pl.DataFrame:
         """One row per metric: ``metric, kind, mean, lo, hi, n`` (see ``summarize``)."""
@@ -271,7 +273,7 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
 
 def paired_rows(clusters: pl.DataFrame, baseline: pl.DataFrame) -> list[dict]:
     """Relative change per cluster against the same clusters under the baseline."""
-    return [_row(f"{m}_change", "paired", paired_change_ci(p, b))
+    return [_row(f"{m}_change", "paired", mean_ci(relative_changes(p, b, f"baseline[{m!r}]")))
             for m, p, b in _paired_changes(clusters, baseline)]
 
 

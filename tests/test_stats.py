@@ -1272,6 +1272,27 @@ def test_summarize_names_the_columns_of_a_non_finite_count():
         summarize(frame.with_columns(pl.Series("delay_sum", [1.0, float("nan")])))
 
 
+def test_a_relative_change_against_a_negative_baseline_is_refused():
+    """``p / b - 1`` against a negative baseline has the wrong sign: a policy lower in every
+    pair read "+102.8% [90.8, 114.7]"."""
+    from fastsim.errors import ConfigError
+    from fastsim.summary import CellSummary
+
+    with pytest.raises(ConfigError, match=r"^baseline\[0\] = -1.0 is negative, and a "
+                                          r"relative change policy / baseline - 1 against it "
+                                          r"has the wrong sign"):
+        paired_change_ci([-2.0, -3.0, -2.5], [-1.0, -1.5, -1.2])
+    assert paired_change_ci([2.0, 3.0, 2.5], [1.0, 0.0, 1.25]).n == 2  # a 0 is dropped
+    frame = pl.DataFrame({"cluster": [0, 1, 2], "jct_mean_h": [2.0, 3.0, 2.5]})
+    frame = frame.with_columns(pl.lit(0).alias(c) for c in (
+        "tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed", "fp_freed",
+        "pos_at_completion"))
+    with pytest.raises(ConfigError, match=r"^baseline\['jct_mean_h'\]\[2\] = -1.2 is negative"):
+        # (summarize refuses a mean JCT below 0 as out of its range first; a user metric
+        # declared paired with bounds below 0 reaches this)
+        CellSummary().add(frame, frame.with_columns(pl.Series("jct_mean_h", [1.0, 1.5, -1.2])))
+
+
 def test_summarize_refuses_a_null_count():
     """A null count was summed as 0 by the pooled rates (recall 0.75 [0.333, 1.0] with
     half the clusters' true positives missing), where a NaN one is refused."""
