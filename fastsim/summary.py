@@ -261,6 +261,18 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
             raise ConfigError(f"summarize(): {name} column {c} holds "
                               f"{str(dtype.base_type()).lower()}; allowed: numbers, as in "
                               "the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
+    # a value outside its metric's declared range: the interval, cut to the range, then
+    # excluded its own estimate (a mean JCT of -5 h read "-5.0 [0.0, -2.516]")
+    for c in read & {*M.mean_metrics(), *M.paired_metrics()}:
+        lo, hi = M.lookup(c).bounds
+        if frame.schema[c].is_numeric() and (lo > -np.inf or hi < np.inf):
+            out = frame[c].cast(pl.Float64).to_numpy()
+            bad = (out < lo) | (out > hi)  # NaN compares False: undefined, left out
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ConfigError(f"summarize(): {name} column {c} holds {float(out[i])!r} "
+                                  f"(row {i}); allowed: values in {c}'s declared range "
+                                  f"[{lo!r}, {hi!r}]")
     # a null count was summed as 0 (pl.sum_horizontal skips nulls), where a NaN one is
     # refused: recall read 0.75 with half its true positives missing
     for c in dict.fromkeys(need + ["cluster"] * paired):

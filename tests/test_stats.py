@@ -431,8 +431,8 @@ def test_an_interval_is_cut_to_the_values_its_estimate_can_take():
     from fastsim.summary import summarize
 
     def frame(waste, gold):
-        f = pl.DataFrame({"cluster": [0, 1, 2], "wasted_gpu_h": waste, "utilization": waste,
-                          "gold_all": gold})
+        f = pl.DataFrame({"cluster": [0, 1, 2], "wasted_gpu_h": waste,
+                          "utilization": [min(w, 1.0) for w in waste], "gold_all": gold})
         for c in ("tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed",
                   "fp_freed", "pos_at_completion"):
             f = f.with_columns(pl.lit(0).alias(c))
@@ -1291,6 +1291,29 @@ def test_a_relative_change_against_a_negative_baseline_is_refused():
         # (summarize refuses a mean JCT below 0 as out of its range first; a user metric
         # declared paired with bounds below 0 reaches this)
         CellSummary().add(frame, frame.with_columns(pl.Series("jct_mean_h", [1.0, 1.5, -1.2])))
+
+
+def test_summarize_refuses_a_value_outside_its_metrics_range():
+    """A mean JCT of -5 h was summarised as "-5.0 [0.0, -2.516]" (an interval cut to the
+    declared range, which then excluded its own point, lo above hi), and its change
+    "-500% [-100, -251.6]"."""
+    from fastsim.errors import ConfigError
+    from fastsim.summary import summarize
+
+    def frame(jct):
+        f = pl.DataFrame({"cluster": [0, 1, 2], "jct_mean_h": jct})
+        return f.with_columns(pl.lit(0).alias(c) for c in (
+            "tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed", "fp_freed",
+            "pos_at_completion"))
+
+    said = (r"^summarize\(\): {} column jct_mean_h holds -4.0 \(row 1\); allowed: values "
+            r"in jct_mean_h's declared range \[0.0, inf\]$")
+    with pytest.raises(ConfigError, match=said.format("clusters")):
+        summarize(frame([5.0, -4.0, 6.0]), frame([1.0, 1.0, 2.0]))
+    with pytest.raises(ConfigError, match=said.format("baseline")):
+        summarize(frame([1.0, 1.0, 2.0]), frame([5.0, -4.0, 6.0]))
+    row = summarize(frame([1.0, float("nan"), 2.0])).filter(pl.col("metric") == "jct_mean_h")
+    assert row["n"][0] == 2 and row["lo"][0] <= row["mean"][0] <= row["hi"][0]
 
 
 def test_summarize_refuses_a_null_count():
