@@ -47,7 +47,11 @@
 * ``MeanMoments`` and ``PooledRatio``: the same estimates from chunks streamed one at a
   time (``add``, then ``mean_ci`` / ``ratio_ci``), so a run's memory does not grow with
   its cluster count.  They keep exact sums (``_exact_sum``: ints, not rounded running
-  moments), so any chunking, in any order, gives the batch functions' result bit for bit.
+  moments), so any chunking of the clusters, added in their order, gives the batch
+  functions' result bit for bit; ``MeanMoments`` the same in any order too.  A pooled
+  ratio's point does not depend on the order either, but its bootstrap draws clusters
+  by position, so clusters added in another order give another resample (another
+  interval, as close as two seeds'); a sweep reads its chunks in cluster order.
 """
 from __future__ import annotations
 

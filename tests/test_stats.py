@@ -156,6 +156,53 @@ def test_streaming_in_chunks_equals_one_batch():
         assert moments.mean_ci() == mean_ci(num)
 
 
+def test_any_chunking_in_cluster_order_gives_the_batch_result_bit_for_bit():
+    """The module's promise: chunks of any sizes, added in cluster order, give the batch
+    functions' estimates to the bit, the bootstrap's interval included (the chunks above
+    are all of one size and in order)."""
+    from fastsim.stats import MeanMoments, PooledRatio, proportion_ci
+
+    rng = np.random.default_rng(18)
+    num, den = _clustered_counts(rng, 300)
+    delay = num * rng.uniform(0.3, 3.0, 300)  # a ratio of floats
+    whole = (proportion_ci(num, den), bootstrap_ratio_ci(delay, num), mean_ci(delay))
+    for sizes in ([1] * 300, [7] * 43, [13, 200, 1, 86], [299, 1]):
+        pooled, ratio, moments = PooledRatio(), PooledRatio(), MeanMoments()
+        for lo, hi in zip(np.cumsum([0] + sizes[:-1]), np.cumsum(sizes)):
+            pooled.add(num[lo:hi], den[lo:hi])
+            ratio.add(delay[lo:hi], num[lo:hi])
+            moments.add(delay[lo:hi])
+        assert (pooled.proportion_ci(), ratio.ratio_ci(), moments.mean_ci()) == whole
+
+
+def test_what_the_order_of_chunks_changes():
+    """Chunks added in another order: the same mean and interval of a mean and the same
+    pooled point and n, but a pooled ratio's bootstrap draws clusters by position, so its
+    interval is another resample's, as near the first as another seed's (the module
+    docstring says "in their order"; a sweep reads its chunks in cluster order)."""
+    from fastsim.stats import MeanMoments, PooledRatio
+
+    rng = np.random.default_rng(19)
+    num, den = _clustered_counts(rng, 300)
+    delay = num * rng.uniform(0.3, 3.0, 300)
+    chunks = [slice(lo, lo + 50) for lo in range(0, 300, 50)]
+    forward, backward, mf, mb = PooledRatio(), PooledRatio(), MeanMoments(), MeanMoments()
+    for s in chunks:
+        forward.add(delay[s], num[s])
+        mf.add(delay[s])
+    for s in reversed(chunks):
+        backward.add(delay[s], num[s])
+        mb.add(delay[s])
+    assert mf.mean_ci() == mb.mean_ci()
+    a, b = forward.ratio_ci(), backward.ratio_ci()
+    assert (a.mean, a.n) == (b.mean, b.n)
+    assert a != b  # another resample
+    other_seed = forward.ratio_ci(seed=1)
+    width = a.hi - a.lo
+    assert abs(a.lo - b.lo) < 0.1 * width and abs(a.hi - b.hi) < 0.1 * width
+    assert abs(a.lo - other_seed.lo) < 0.1 * width
+
+
 def test_pooled_ratio_memory_is_flat_in_clusters():
     """Past ``BOOTSTRAP_MAX_N`` a pooled ratio holds no per-cluster values."""
     import tracemalloc
