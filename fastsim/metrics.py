@@ -45,6 +45,7 @@ class Metric:
     aggregate: str = "mean"              # "mean", "pooled" or "none"
     pooled: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     binomial: bool = False               # pooled rate: exact binomial widening
+    signed: bool = False                 # pooled num a difference: no cut at 0 (ratio_ci)
     column: bool = True                  # a per-cluster column (False: pooled only)
     percent: bool = False                # shown as a percentage
     paired: tuple[str, int] | None = None  # (label of the change, its rank)
@@ -117,7 +118,8 @@ BUILTIN_METRICS = (
        pooled=(("pos_at_completion",), ("tp", "fp")), binomial=True, percent=True,
        column=False),
     _m("detection_delay_evals", "detection delay (evaluations)", "evaluations", aggregate="pooled",
-       pooled=(("delay_sum",), ("delay_count",)), column=False),
+       pooled=(("delay_sum",), ("delay_count",)), column=False,
+       signed=True),  # trigger - peak: a detection before the peak counts negative
 )
 
 _METRICS: dict[str, Metric] = {m.name: m for m in BUILTIN_METRICS}

@@ -56,7 +56,7 @@ def pooled(clusters: pl.DataFrame, metric: str, seed: int = 0) -> Estimate:
     num, den = pooled_counts(clusters, [metric])[metric]
     if M.lookup(metric).binomial:
         return proportion_ci(num, den, seed=seed)
-    return bootstrap_ratio_ci(num, den, seed=seed)
+    return bootstrap_ratio_ci(num, den, seed=seed, signed=M.lookup(metric).signed)
 
 
 def _check_same_draws(ids: pl.Series, seeds: pl.Series, base_seeds: pl.Series) -> None:
@@ -168,7 +168,7 @@ class CellSummary:
         bootstrap_together(self.pooled.values(), seed=seed)  # one draw of indices for all
         for m, ratio in self.pooled.items():
             e = (ratio.proportion_ci(seed=seed) if M.lookup(m).binomial
-                 else ratio.ratio_ci(seed=seed))
+                 else ratio.ratio_ci(seed=seed, signed=M.lookup(m).signed))
             rows.append(_row(m, "pooled", e))
         if self.paired is not None:
             rows += [_row(f"{m}_change", "paired", mo.mean_ci()) for m, mo in self.paired.items()]
