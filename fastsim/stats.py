@@ -963,12 +963,19 @@ class MeanMoments:
         if n == 0:
             return Estimate(np.nan, np.nan, np.nan, 0)
         m = self.mean
-        if n == 1 or self.low == self.high:  # values that all agree show no spread
+        if n == 1 or agree(self.low, self.high):  # values that all agree show no spread
             return Estimate(m, np.nan, np.nan, n)
         se = self._sd() / np.sqrt(n)
         with np.errstate(over="ignore"):  # a half-width beyond a float is inf: so are the ends
             half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
         return Estimate(m, m - half, m + half, n)
+
+
+def agree(low: float, high: float) -> bool:
+    """The least and greatest of some values are one value, to rounding (a relative 1e-12:
+    a ratio's one division, or 0.3 and 0.1 + 0.2): values with no spread, which get no
+    interval rather than one of no width (the one rule of ``mean_ci`` and the ratios)."""
+    return high - low <= 1e-12 * max(abs(low), abs(high))
 
 
 @dataclass
@@ -1043,9 +1050,8 @@ class PooledRatio:
         self.within &= bool(np.all(a <= b))
 
     def no_spread(self) -> bool:
-        """Every cluster gives the same ratio (to the rounding of one division)."""
-        scale = max(abs(self.r_low), abs(self.r_high))
-        return not self.orphan and self.r_high - self.r_low <= 1e-12 * scale
+        """Every cluster gives the same ratio (``agree``)."""
+        return not self.orphan and agree(self.r_low, self.r_high)
 
     def ratio_ci(self, level: float = LEVEL, n_boot: int = 2000, seed: int = 0,
                  share: bool = False, signed: bool = False) -> Estimate:

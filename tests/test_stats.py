@@ -1378,6 +1378,16 @@ def test_the_detection_delay_interval_is_not_cut_at_zero():
     assert row["mean"][0] == 2.0 and row["lo"][0] == signed.lo < 0.0
 
 
+def test_values_that_agree_to_rounding_get_no_interval_as_ratios_do():
+    """A mean of 0.3 and 0.1 + 0.2 printed "0.300000 [0.300000, 0.300000]", an interval of
+    no width, where a ratio whose clusters agree to rounding gets none: one rule."""
+    e = mean_ci([0.3, 0.1 + 0.2])
+    assert e.n == 2 and math.isnan(e.lo) and e.fmt() == "0.300 (no interval)"
+    r = bootstrap_ratio_ci([0.3, 0.1 + 0.2], [1.0, 1.0])
+    assert math.isnan(r.lo)
+    assert not math.isnan(mean_ci([0.3, 0.3 + 1e-9]).lo)  # a spread, however small
+
+
 def test_summarize_refuses_a_null_count():
     """A null count was summed as 0 by the pooled rates (recall 0.75 [0.333, 1.0] with
     half the clusters' true positives missing), where a NaN one is refused."""
