@@ -1388,6 +1388,16 @@ def test_values_that_agree_to_rounding_get_no_interval_as_ratios_do():
     assert not math.isnan(mean_ci([0.3, 0.3 + 1e-9]).lo)  # a spread, however small
 
 
+def test_the_fewest_resamples_constant_is_min_boot_at_95():
+    """``defaults.MIN_PERCENTILE_BOOT`` (what ``fastsim traces fit-curves --boot`` is checked
+    against, without importing scipy) is ``min_boot(0.95)`` (what stats checks): typed
+    twice, tied here."""
+    from fastsim.defaults import MIN_PERCENTILE_BOOT
+    from fastsim.stats import LEVEL, min_boot
+
+    assert MIN_PERCENTILE_BOOT == min_boot(0.95) == min_boot(LEVEL)
+
+
 def test_summarize_refuses_a_null_count():
     """A null count was summed as 0 by the pooled rates (recall 0.75 [0.333, 1.0] with
     half the clusters' true positives missing), where a NaN one is refused."""
