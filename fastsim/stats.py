@@ -74,10 +74,11 @@ from fastsim.kernels.bootstrap import bootstrap_sums_nb
 
 LEVEL = 0.95
 # Below this many clusters a Student-t interval of a skewed per-cluster quantity covers
-# less than its 95%: 88-93% at 5-10 clusters for the JCT percentiles, the queueing delay
-# and the mean JCT under SRTF-Est, 85-88% under LossAware (docs/model.md, "Coverage of
-# every interval"); tables say so.
+# less than its 95%, T_FEW_COVERAGE: 88-93% at 5-10 clusters for the JCT percentiles, the
+# queueing delay and the mean JCT under SRTF-Est, 85-88% under LossAware (docs/model.md,
+# "Coverage of every interval", quotes T_FEW_COVERAGE); tables say so in a note.
 T_FULL_COVERAGE_N = 30
+T_FEW_COVERAGE = "85-93% at 5-10 clusters"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import polars as pl
 
 from fastsim import metrics as M
 from fastsim.errors import ConfigError, known_keywords
-from fastsim.stats import (T_FULL_COVERAGE_N, Estimate, MeanMoments, PooledRatio,
+from fastsim.stats import (T_FEW_COVERAGE, T_FULL_COVERAGE_N, Estimate, MeanMoments, PooledRatio,
                            bootstrap_ratio_ci, bootstrap_together, fmt_value,
                            interval_decimals, mean_ci,
                            proportion_ci, relative_changes)
@@ -377,7 +377,7 @@ def few_clusters_note(summary: pl.DataFrame) -> str:
     if not few.is_empty():
         lines.append(f"note: t intervals here rest on fewer than {T_FULL_COVERAGE_N} clusters; "
                      "those of skewed metrics (JCT percentiles, queueing delay, mean JCT, their "
-                     "changes) cover about 85-93% at 5-10 clusters, not 95% (docs/model.md)")
+                     f"changes) cover about {T_FEW_COVERAGE}, not 95% (docs/model.md)")
     # at one cluster neither the bootstrap nor the t term has a spread to see
     one = summary.filter((pl.col("kind") == "pooled") & (pl.col("n") == 1)
                          & pl.col("lo").is_finite())

@@ -946,6 +946,10 @@ def test_a_table_says_when_its_t_intervals_rest_on_few_clusters(tmp_path):
     note = "rest on fewer than 30 clusters"
     assert note in table("mean", 29).splitlines()[-1]
     assert "cover about 85-93% at 5-10 clusters" in table("mean", 29)
+    # the note and docs/model.md quote one range
+    from fastsim.stats import T_FEW_COVERAGE
+    model = " ".join((Path(__file__).parents[1] / "docs" / "model.md").read_text().split())
+    assert f"covering {T_FEW_COVERAGE}, not 95%" in model
     assert note not in format_table(pl.DataFrame({
         "metric": ["jct_mean_h"], "kind": ["mean"], "mean": [2.0], "lo": [1.0], "hi": [3.0],
         "n": [5]}), note=False)
