@@ -117,7 +117,7 @@ from fastsim.api import simulate
 from fastsim.cli import OneLineParser
 from fastsim.config import SimConfig
 from fastsim.errors import ConfigError
-from fastsim.summary import pooled_counts
+from fastsim.summary import pooled_ci, pooled_counts
 from fastsim.values import integer_option
 
 SIZES = (2, 3, 5, 10, 20, 50)
@@ -213,8 +213,7 @@ def resampled(sched="srtf_est", pool=60_000, runs=2000, seed=7, spec="evalstop:k
             boot_seed = int(rng.integers(1 << 31))
             stats.bootstrap_together(ratios.values(), seed=boot_seed)
             for m, r in ratios.items():
-                est[m] = (r.proportion_ci(seed=boot_seed) if M.lookup(m).binomial
-                          else r.ratio_ci(seed=boot_seed))
+                est[m] = pooled_ci(r, m, boot_seed)  # as a summary's table gives it
             for m, e in est.items():
                 if np.isfinite(e.lo):
                     given[m] += 1

@@ -552,8 +552,11 @@ def test_the_coverage_benchmark_imports():
     table, the pool's ratio of means), failed at its import since the per-cluster counts
     became ``summary.pooled_counts`` (it imported ``_pooled_counts``): none of them could
     be made again."""
+    from fastsim.summary import pooled_ci
+
     module = _coverage_script()
     assert callable(module.resampled) and callable(module.skewed)
+    assert module.pooled_ci is pooled_ci  # it measures the summary's pooled intervals
     assert callable(module.f1_coverage)
     # the seeds benchmark's truths (40% and -20 points) hold by construction
     label, es, cand = module.seed_runs(np.random.default_rng(0), 4000, 13, 50.0)
