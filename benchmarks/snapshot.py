@@ -72,7 +72,9 @@ def compute(extra=None, via_simulate=False):
                      else run_workload(cfg, w, keep_jobs=True))
                 tag = [pl.lit(s).alias("scheduler"), pl.lit(p).alias("policy")]
                 jobs.append(r.jobs.with_columns(tag))
-                clusters.append(r.clusters.with_columns(tag))
+                # the seed column says how the clusters were drawn, not what the engine
+                # computed (null through run_workload): snapshots compare the engine's
+                clusters.append(r.clusters.drop("seed").with_columns(tag))
         yield f"jobs_{wname}", pl.concat(jobs)
         yield f"clusters_{wname}", pl.concat(clusters)
 
