@@ -1,6 +1,7 @@
 """A sweep writes each finished chunk on a thread of its own while the next one runs
 (``fastsim.sweep.runner.WriteBehind``): what is on disk, what is said and what is raised
 must be as when each chunk was written before the next one ran."""
+import signal
 import threading
 import time
 
@@ -115,3 +116,33 @@ def test_inline_writes_in_the_calling_thread():
                      inline=True) as put:
         put("cell", 0, None)
     assert threads == [threading.main_thread()] * 2
+
+
+def test_a_signal_while_leaving_waits_for_the_write_in_flight(tmp_path):
+    """Ctrl-C arriving, twice, while the block waits for the chunk being written is taken
+    once that chunk is on disk, not in the middle of the wait (leaving then would let the
+    sweep directory's lock go with the write still running)."""
+    started = threading.Event()
+
+    def write(cid, idx, result):
+        started.set()
+        time.sleep(0.6)
+        (tmp_path / f"chunk-{idx}").write_text("complete")
+
+    def interrupt():
+        for _ in range(2):
+            time.sleep(0.15)  # the block is left by then, and waits for the write
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    seen = None
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            with WriteBehind(write, lambda cid, idx: None) as put:
+                put("cell", 0, None)
+                started.wait()
+                threading.Thread(target=interrupt).start()
+                raise ValueError("the next chunk's own error")
+        except KeyboardInterrupt:
+            seen = (tmp_path / "chunk-0").exists()
+            raise
+    assert seen, "the signal was taken before the write in flight had ended"

@@ -24,7 +24,6 @@ import threading
 import time
 import warnings
 from collections import deque
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -35,7 +34,6 @@ from fastsim.api import same_clusters, simulate, simulate_cells, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
-from fastsim.io import signals_held
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
@@ -295,8 +293,8 @@ class WriteBehind:
     flight, so the files on disk are those of every chunk ``written`` was called for,
     and at most the one after it; its write's error is raised here, at the next chunk or
     at the block's end.  Leaving the block, on an error or a signal too, waits for the
-    write in flight (Ctrl-C and SIGTERM held meanwhile), so no write outlives the sweep
-    directory's lock.  ``inline``: each chunk written and ``written`` in this thread."""
+    write in flight (a signal meanwhile is raised once it has ended), so no write outlives
+    the sweep directory's lock.  ``inline``: each chunk written and ``written`` in this thread."""
 
     def __init__(self, write: Callable, written: Callable, inline: bool = False):
         self._write, self._written = write, written
@@ -323,14 +321,11 @@ class WriteBehind:
     def __exit__(self, kind, exc, tb) -> None:
         if self._pool is None:
             return
-        try:
-            with signals_held():
-                if kind is None:
-                    self._settle()
-                elif self._pending is not None:  # written or not, the error in hand is said
-                    futures.wait([self._pending[0]])
-        finally:
-            self._pool.shutdown(wait=True)
+        # the write in flight ends before the block is left: a thread's join takes no
+        # signal until the thread has ended, so a Ctrl-C meanwhile is raised after it
+        self._pool.shutdown(wait=True)
+        if kind is None:
+            self._settle()  # else the error in hand is said, whether the write failed or not
 
 
 def _progress(total: int, initial: int, n_cells: int, cells_done: int, enabled: bool):
