@@ -367,7 +367,7 @@ def _check_integer_keys(cfg: SimConfig, keys: np.ndarray, w: Workload) -> None:
 
 
 def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
-                 record_segments: bool = False) -> SimResult:
+                 record_segments: bool = False, seed: int | None = None) -> SimResult:
     """Run one cell on a given workload (generated, or built by hand).
 
     Parameters
@@ -376,14 +376,19 @@ def run_workload(cfg: SimConfig, w: Workload, keep_jobs: bool = True,
     w : the clusters, e.g. from ``generate_workload``.
     keep_jobs : also return the per-job table (memory grows with clusters x jobs).
     record_segments : also return every run segment (for invariant tests; small runs).
+    seed : the seed ``w`` was drawn with, if it was drawn (``generate_workload``): kept in
+        the ``seed`` column, so that ``summarize`` refuses to pair it with other draws of
+        the same cluster ids.  None (a workload built by hand): the column is null.
     """
     check_workload(cfg, w)
     check_flags(keep_jobs=keep_jobs, record_segments=record_segments)
+    if seed is not None:
+        check_counts(w.n_clusters, seed, 0)
     # the one-pass kernel only reads a given workload, but is compiled for drawing one in
     # place too: a read-only array (np.load's mmap_mode="r") was numba's TypingError
     frozen = {f.name: getattr(w, f.name).copy() for f in fields(w)
               if not getattr(w, f.name).flags.writeable}
-    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments)
+    return _run(cfg, w.with_arrays(**frozen) if frozen else w, keep_jobs, record_segments, seed)
 
 
 @dataclass
@@ -446,13 +451,14 @@ def _shape(n_clusters: int, n_jobs: int, n_evals: int, record_segments: bool
     return n_clusters, n_jobs, n_evals, n_jobs * (2 * n_evals + 4) * 4 if record_segments else 0
 
 
-def _run(cfg: SimConfig, w: Workload, keep_jobs: bool, record_segments: bool) -> SimResult:
+def _run(cfg: SimConfig, w: Workload, keep_jobs: bool, record_segments: bool,
+         seed: int | None = None) -> SimResult:
     """One cell on the workload ``w``: every stage in one pass over the clusters
     (``kernels.pipeline.pipeline_nb``), except a user stop policy's decisions and a user
     scheduler's keys, which run first as their own stages."""
     with _held_buffers(_shape(w.n_clusters, w.n_jobs, w.n_evals, record_segments),
                        keep_jobs) as b:
-        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, None, 0, None, (False, False))
+        return _run_on(b, cfg, w, keep_jobs, record_segments, 0, seed, 0, None, (False, False))
 
 
 def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
@@ -460,8 +466,8 @@ def _run_on(b: _Buffers, cfg: SimConfig, w: Workload | None, keep_jobs: bool,
             extract: Callable | None, draws: tuple[bool, bool]) -> SimResult:
     """One cell, on the buffers ``b`` it holds, on the workload ``w``, or (``w`` None) on
     clusters ``cluster_start .. + n_clusters`` drawn with ``seed`` into ``b.w``, with the
-    observed series ``draws`` (scores, losses).  ``seed`` None: ``w`` is the caller's, its
-    seed unknown."""
+    observed series ``draws`` (scores, losses).  ``w`` given: ``seed`` is what it was drawn
+    with, only kept in the ``seed`` column (None: unknown)."""
     wc = cfg.workload
     C = n_clusters if w is None else w.n_clusters
     max_seg = b.shape[3]

@@ -219,7 +219,7 @@ def _run_arms(arms: list[tuple[str, SimConfig]], n: int, seed: int, keep_cluster
                               scheduler=arms[0][1].scheduler)
         chunk = {}
         for name, cfg in arms:
-            r = run_workload(cfg, w, keep_jobs=keep_jobs)
+            r = run_workload(cfg, w, keep_jobs=keep_jobs, seed=seed)
             chunk[name] = r.clusters
             if keep_clusters:
                 kept[name][0].append(r.clusters)

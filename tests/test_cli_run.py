@@ -330,3 +330,22 @@ def test_a_sweep_without_its_bar_announces_a_first_compile(
     monkeypatch.setattr(fastsim.compile_notice, "engine_is_cached", lambda *code: True)
     assert main(["sweep", str(p), "--out", str(tmp_path / "b"), "--no-progress"]) == 0
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_out_tables_of_two_seeds_are_not_paired(tmp_path):
+    """`fastsim run --out` wrote a null seed (its clusters were run as a hand-made
+    workload), so summarize paired a table of --seed 0 with one of --seed 1 by cluster id:
+    a "paired" change of unrelated clusters, without a word."""
+    from fastsim import summarize
+    from fastsim.errors import ConfigError
+    tables = []
+    for seed in ("0", "1"):
+        out = tmp_path / f"s{seed}.parquet"
+        assert main(["run", "--policy", "evalstop:k=2", "--clusters", "4", "--n-jobs", "10",
+                     "--seed", seed, "--out", str(out), "--no-progress"]) == 0
+        tables.append(pl.read_parquet(out))
+    assert tables[1]["seed"].to_list() == [1] * 8
+    policy = tables[0].filter(pl.col("arm") == "policy").drop("arm")
+    baseline = tables[1].filter(pl.col("arm") == "baseline").drop("arm")
+    with pytest.raises(ConfigError, match="drawn with seed 0 in clusters but seed 1"):
+        summarize(policy, baseline)
