@@ -483,12 +483,18 @@ def _rounding_hint(batch: float, alone: float | None) -> str:
             "(x * w).sum(axis=1) on the jobs' arrays does not)")
 
 
+def out_of_bounds(m: Metric, v: np.ndarray) -> int | None:
+    """The index of the first value of ``v`` outside ``m``'s declared ``bounds`` (None:
+    all within; NaN is undefined, not outside).  Such a value makes an interval cut to the
+    bounds wrong: a mean JCT of -5 h read "-5.0 [0.0, -2.516]"."""
+    bad = (v < m.bounds[0]) | (v > m.bounds[1])  # NaN compares False
+    return int(np.argmax(bad)) if bad.any() else None
+
+
 def _check_bounds(m: Metric, v: np.ndarray) -> None:
-    """A value outside the metric's declared ``bounds``: its interval, cut to them, would
-    be wrong."""
-    bad = (v < m.bounds[0]) | (v > m.bounds[1])  # NaN compares False: undefined, kept
-    if bad.any():
-        raise ConfigError(f"metric {m.name} returned {float(v[bad][0])!r}{R.def_line(m.fn)}; "
+    i = out_of_bounds(m, v)
+    if i is not None:
+        raise ConfigError(f"metric {m.name} returned {float(v.flat[i])!r}{R.def_line(m.fn)}; "
                           f"allowed: values in its declared bounds [{m.bounds[0]!r}, "
                           f"{m.bounds[1]!r}]")
 

@@ -139,7 +139,11 @@ class CellSummary:
         self.paired: dict[str, MeanMoments] | None = None
 
     def add(self, clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> None:
-        # matched (and refused) before anything is added: a refused chunk adds nothing
+        # checked, matched (and refused) before anything is added: a refused chunk adds
+        # nothing, and a sweep's chunk is held to what summarize holds a frame to
+        _check_clusters(clusters, "clusters", baseline is not None)
+        if baseline is not None:
+            _check_clusters(baseline, "baseline", True)
         changes = [] if baseline is None else [
             (m, relative_changes(p, b, f"baseline[{m!r}]"))
             for m, p, b in _paired_changes(clusters, baseline)]
@@ -193,10 +197,7 @@ def summarize(clusters: pl.DataFrame, baseline: pl.DataFrame | None = None) -> p
     >>> s.filter(pl.col("metric") == "precision")["n"][0]
     8
     """
-    _check_clusters(clusters, "clusters", baseline is not None)
-    if baseline is not None:
-        _check_clusters(baseline, "baseline", True)
-    cell = CellSummary()
+    cell = CellSummary()  # checks both frames (_check_clusters)
     cell.add(clusters, baseline)
     return cell.table()
 
@@ -260,15 +261,12 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
             raise ConfigError(f"summarize(): {name} column {c} holds "
                               f"{str(dtype.base_type()).lower()}; allowed: numbers, as in "
                               "the per-cluster metrics of fastsim.simulate (SimResult.clusters)")
-    # a value outside its metric's declared range: the interval, cut to the range, then
-    # excluded its own estimate (a mean JCT of -5 h read "-5.0 [0.0, -2.516]")
     for c in read & {*M.mean_metrics(), *M.paired_metrics()}:
         lo, hi = M.lookup(c).bounds
         if frame.schema[c].is_numeric() and (lo > -np.inf or hi < np.inf):
             out = frame[c].cast(pl.Float64).to_numpy()
-            bad = (out < lo) | (out > hi)  # NaN compares False: undefined, left out
-            if bad.any():
-                i = int(np.argmax(bad))
+            i = M.out_of_bounds(M.lookup(c), out)
+            if i is not None:
                 raise ConfigError(f"summarize(): {name} column {c} holds {float(out[i])!r} "
                                   f"(row {i}); allowed: values in {c}'s declared range "
                                   f"[{lo!r}, {hi!r}]")

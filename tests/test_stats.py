@@ -1346,9 +1346,9 @@ def test_a_relative_change_against_a_negative_baseline_is_refused():
     frame = frame.with_columns(pl.lit(0).alias(c) for c in (
         "tp", "fp", "fn", "tn", "delay_sum", "delay_count", "tp_freed", "fp_freed",
         "pos_at_completion"))
-    with pytest.raises(ConfigError, match=r"^baseline\['jct_mean_h'\]\[2\] = -1.2 is negative"):
-        # (summarize refuses a mean JCT below 0 as out of its range first; a user metric
-        # declared paired with bounds below 0 reaches this)
+    with pytest.raises(ConfigError, match=r"baseline column jct_mean_h holds -1.2 \(row 2\)"):
+        # (a paired metric is declared with bounds >= 0: a negative baseline is out of
+        # its range, refused as summarize refuses it)
         CellSummary().add(frame, frame.with_columns(pl.Series("jct_mean_h", [1.0, 1.5, -1.2])))
 
 
@@ -1357,7 +1357,7 @@ def test_summarize_refuses_a_value_outside_its_metrics_range():
     declared range, which then excluded its own point, lo above hi), and its change
     "-500% [-100, -251.6]"."""
     from fastsim.errors import ConfigError
-    from fastsim.summary import summarize
+    from fastsim.summary import CellSummary, summarize
 
     def frame(jct):
         f = pl.DataFrame({"cluster": [0, 1, 2], "jct_mean_h": jct})
@@ -1371,6 +1371,8 @@ def test_summarize_refuses_a_value_outside_its_metrics_range():
         summarize(frame([5.0, -4.0, 6.0]), frame([1.0, 1.0, 2.0]))
     with pytest.raises(ConfigError, match=said.format("baseline")):
         summarize(frame([1.0, 1.0, 2.0]), frame([5.0, -4.0, 6.0]))
+    with pytest.raises(ConfigError, match=said.format("clusters")):  # as sweeps add chunks
+        CellSummary().add(frame([5.0, -4.0, 6.0]))
     row = summarize(frame([1.0, float("nan"), 2.0])).filter(pl.col("metric") == "jct_mean_h")
     assert row["n"][0] == 2 and row["lo"][0] <= row["mean"][0] <= row["hi"][0]
 
@@ -1415,7 +1417,7 @@ def test_summarize_refuses_a_null_count():
     half the clusters' true positives missing), where a NaN one is refused."""
     from fastsim import metrics as M
     from fastsim.errors import ConfigError
-    from fastsim.summary import summarize
+    from fastsim.summary import CellSummary, summarize
 
     counts = {c: [1, 1, 1] for m in M.pooled_metrics().values() for side in m.pooled
               for c in side}
@@ -1426,6 +1428,8 @@ def test_summarize_refuses_a_null_count():
         with pytest.raises(ConfigError, match=rf"^summarize\(\): {name} column tp holds 2 "
                                               r"nulls \(row 1 the first\); allowed: a number"):
             summarize(*args)
+    with pytest.raises(ConfigError, match=r"clusters column tp holds 2 nulls"):
+        CellSummary().add(holed)  # the path sweeps and fastsim run summarise through
 
 
 def test_cluster_mean_ci_of_values_whose_cluster_sums_pass_a_float():
