@@ -90,6 +90,23 @@ def test_range_matches_only_if_both_ends_match():
     assert verdict(ENDS, (0.122, 0.206)).detail == "ends +3.3 / -4.6 pp"
 
 
+def test_a_range_end_whose_interval_crosses_an_edge_of_its_band_is_not_comparable():
+    """A value whose 95% interval crosses an edge of its tolerance band is not comparable,
+    but a range's ends were held to the interval's width only: a low end 0.8 of its band
+    off, its interval from 0.3 to 1.3 bands off, read as a match."""
+    (p_lo, p_hi), w_lo, w_hi = ENDS.paper, ENDS.tol.width(0.089), ENDS.tol.width(0.252)
+    across = (p_lo + 0.3 * w_lo, p_lo + 1.3 * w_lo)
+    r = verdict(ENDS, (p_lo + 0.8 * w_lo, p_hi), (across[0], p_hi - 0.001),
+                (across[1], p_hi + 0.001))
+    assert r.verdict == NOT_COMPARABLE and "crosses an edge of its tolerance band" in r.detail
+    assert v(ENDS, (p_lo, p_hi - 0.8 * w_hi), (p_lo - 0.001, p_hi - 1.3 * w_hi),
+             (p_lo + 0.001, p_hi - 0.3 * w_hi)) == NOT_COMPARABLE      # the high end too
+    # an interval on one side of the edge still decides, as a value row's does
+    inside = (p_lo + 0.7 * w_lo, p_lo + 0.9 * w_lo)
+    assert v(ENDS, (p_lo + 0.8 * w_lo, p_hi), (inside[0], p_hi - 0.001),
+             (inside[1], p_hi + 0.001)) == MATCH
+
+
 def test_a_deviation_equal_to_its_tolerance_matches():
     """Within the tolerance includes its edge: 39.3% against 38.3% +- 1 pp is 1 pp off in
     decimals, but 0.393 - 0.383 is 0.010000000000000009 in floats, and was a miss."""

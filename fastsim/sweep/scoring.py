@@ -325,6 +325,10 @@ def _ends_verdict(row: PaperRow, ours: tuple[float, float], lo: Any, hi: Any) ->
                 half = _pp((b - a) / 2, w, False, row.tol.shown_pp(p)).lstrip("+")
                 return Verdict(NOT_COMPARABLE, f"our 95% CI of an end ±{half} is wider than "
                                                "the tolerance; run more clusters")
+            # each end is held to the rule of a value row (``_point_verdict``)
+            if _crosses(a, b, (p - w, p + w)):
+                return Verdict(NOT_COMPARABLE, "our 95% CI of an end crosses an edge of its "
+                                               "tolerance band; run more clusters")
     ok_lo, ok_hi = _ends_within(row, ours)
     return Verdict(MATCH if ok_lo and ok_hi else MISS,
                    f"ends {_pp(d_lo, w_lo, ok_lo).replace(' pp', '', 1)} / "
