@@ -209,8 +209,8 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
     ``bounds``: the values it can take (``(0, math.inf)`` for a time): its interval is cut
     to them, as the built-ins' are, and a value outside them is refused.  ``paired``: the
     label of its paired change against the baseline (a summary row ``NAME_change``; empty:
-    none; a relative change needs baseline values >= 0, and a summary refuses a negative
-    one); ``percent``: shown as a percentage.  Neither label may name a row another
+    none; a relative change needs baseline values >= 0, so its bounds must start at 0 or
+    above); ``percent``: shown as a percentage.  Neither label may name a row another
     metric has (summaries name rows by label).
 
     Examples
@@ -252,6 +252,12 @@ def cluster_metric(_bare: Any = None, /, *, label: str = "", unit: str = "",
         _check_change_row(name, paired)
         label_text = label or name.replace("_", " ")
         _check_row_labels(ref, fn, label_text, paired)
+        if paired and bounds[0] < 0:
+            # p / b - 1 against a negative baseline has the wrong sign: refused here, when
+            # the sweep file is loaded, not at aggregation after the whole sweep ran
+            raise ConfigError(f"metric {ref}: paired={paired!r} with bounds={bounds!r}; "
+                              "allowed: a paired metric's bounds from 0 or above, as "
+                              "bounds=(0, math.inf) (a relative change needs a baseline >= 0)")
         R.check_cached(fn, "metric", METRIC_ALLOWED)
         m = Metric(name, label_text, unit, dtype=dtype, aggregate=aggregate,
                    percent=percent, paired=(paired, 100) if paired else None,

@@ -980,8 +980,8 @@ def test_a_metric_labelled_as_another_row_is_refused_when_declared(monkeypatch):
             (dict(label="mine", paired="mine"), "paired='mine' is its own label")):
         with pytest.raises(ConfigError, match=re.escape(f"metric toy_label_a:toy_jct: {said}")):
             M.cluster_metric(**kw)(toy_jct)
-    first = M.cluster_metric(label="mine", paired="mine changed")(toy_jct)
-    M.cluster_metric(label="mine", paired="mine changed")(first.fn)  # a reload
+    first = M.cluster_metric(label="mine", paired="mine changed", bounds=(0, math.inf))(toy_jct)
+    M.cluster_metric(label="mine", paired="mine changed", bounds=(0, math.inf))(first.fn)
 
     def other_jct(jobs):
         return jobs["jct_h"].mean(axis=1)
@@ -3736,3 +3736,21 @@ def test_user_code_says_that_it_compiles_in_a_sweep_replay_and_the_monitor(
         for step, score in enumerate([0.5, 0.6, 0.5, 0.4]):
             m.observe("run", step, score)
         assert capsys.readouterr().err.strip().splitlines() == ([said] if _ == 0 else [])
+
+
+def test_a_paired_metric_that_may_be_negative_is_refused_when_declared():
+    """A paired metric with the default bounds (-inf, inf) was accepted, and a negative
+    baseline was refused only at aggregation, after the whole sweep had run."""
+    from fastsim import metrics as M
+
+    def toy_net(jobs):
+        return jobs["jct_h"].mean(axis=1) - 1.0
+
+    toy_net.__module__ = "toy_net_mod"
+    for bounds in ((-math.inf, math.inf), (-1.0, 5.0)):
+        with pytest.raises(ConfigError, match=re.escape(
+                f"metric toy_net_mod:toy_net: paired='net change' with bounds={bounds!r}; "
+                "allowed: a paired metric's bounds from 0 or above")):
+            M.cluster_metric(paired="net change", bounds=bounds)(toy_net)
+    assert "toy_net" not in M.paired_metrics()
+    M.cluster_metric(bounds=(-1.0, 5.0))(toy_net)  # not paired: any bounds
