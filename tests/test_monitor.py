@@ -655,3 +655,31 @@ def test_a_steps_loss_then_its_evaluation_are_one_reading_as_replay_merges_them(
         m.reset("a")
         m.observe("a", 60, 0.5, loss=1.0)
         m.observe("a", 60, 0.4, loss=1.0)  # two scores of one step are still refused
+
+
+@pytest.mark.parametrize("spec", ["evalstop:k=2", "loss_plateau:w=2,tol=0.01"])
+def test_a_steps_evaluation_then_its_loss_are_one_reading_as_replay_merges_them(tmp_path,
+                                                                                  spec):
+    """The loss-only reading merged with its step's score only when it came first: the
+    score, then the loss, at one step was refused ("step 10 is not after the previous step
+    10"), where replay merges a log's two rows in either order."""
+    from fastsim.replay.logs import read_logs
+    from fastsim.replay.monitor import StopMonitor
+
+    scores = (0.5, 0.6, 0.55, 0.5, 0.45, 0.4)
+    losses = (2.0, 1.5, 1.495, 1.49, 1.489, 1.488)
+    steps = [10 * (i + 1) for i in range(len(scores))]
+    rows = [f"a,{s},{y},\na,{s},,{x}\n" for s, y, x in zip(steps, scores, losses)]
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score,loss\n" + "".join(rows))
+    r = replay(read_logs([p]), [spec]).row(0, named=True)
+    assert r["status"] == "stopped"
+    m = StopMonitor(spec)
+    for s, y, x in zip(steps, scores, losses):
+        first = m.observe("a", s, y, loss=math.nan)  # the score, its loss not yet logged
+        d = m.observe("a", s, math.nan, loss=x)      # the loss alone, at the same step
+        assert d.stop or not first.stop
+        if d.stop:
+            break
+    assert (d.stop, s, d.keep_step, d.eval_index) == (
+        True, r["trigger_step"], r["delivered_step"], steps.index(s) + 1)

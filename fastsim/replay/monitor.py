@@ -220,6 +220,10 @@ class _JobState:
     # the latest reading, if it had no score: (step, loss, the state before it if it was
     # recorded), which a reading of the same step merges with, as replay merges a log's rows
     unscored: tuple | None = None
+    # the latest reading, if it had a score: (step, score, loss, the state before it if its
+    # loss was missing and losses are read, its decision), which a score-less reading of
+    # the same step merges into: dropped, or giving its missing loss, as replay does
+    scored: tuple | None = None
 
 
 def with_threshold(p: PolicyConfig, threshold: float) -> PolicyConfig:
@@ -348,9 +352,9 @@ class StopMonitor:
         Raises ``ConfigError`` if ``step`` is not a non-negative integer, or ``score`` is not
         a number (or is finite beyond +-1e150, as replay refuses it), or (while the job
         runs) ``step`` is not after the job's previous step, but for a reading of the
-        step of a reading without a score just before it: one reading, as replay merges a
-        log's rows of one step (its loss, if this one has none; a Trainer logs a step's
-        loss, then evaluates at that step).
+        step of the reading just before it, one of the two without a score: one reading,
+        as replay merges a log's rows of one step (the score-less one's loss, if the scored
+        one has none; a Trainer logs a step's loss, then evaluates at that step).
         Once the job has stopped, every valid call returns its stop decision and records
         nothing: a stopped job stays stopped, whatever step comes next.
         """
@@ -379,7 +383,13 @@ class StopMonitor:
         if st.stopped is not None:
             return st.stopped
         merged = st.unscored is not None and st.unscored[0] == step
-        if st.last_step is not None and step <= st.last_step and not merged:
+        if st.scored is not None and st.scored[0] == step and math.isnan(value):
+            _, value, _, before, decided = st.scored  # its step's loss, logged after it
+            if before is None or math.isnan(loss):  # nothing to add: dropped, as replay drops it
+                return decided
+            st = self._jobs[job_id] = before  # the scored reading again, with this loss
+            merged = st.unscored is not None and st.unscored[0] == step
+        elif st.last_step is not None and step <= st.last_step and not merged:
             raise ConfigError(f"{name}.observe({job_id!r}): step {step} is not after the "
                               f"previous step {st.last_step}; allowed: increasing steps "
                               "(call reset() to start the job over)")
@@ -388,13 +398,19 @@ class StopMonitor:
             loss = held_loss if math.isnan(loss) else loss
             if before is not None:  # the loss alone was an evaluation: read again, merged
                 st = self._jobs[job_id] = before
-        st.unscored = None
-        # a loss-reading policy counts a reading without a score: kept to be undone
-        before = (copy.deepcopy(st) if math.isnan(value) and self.counts_loss
-                  and not math.isnan(loss) else None)
+        st.unscored = st.scored = None
+        # a loss-reading policy counts a reading without a score, and reads a scored
+        # reading's missing loss: kept to be undone
+        undo = (self.counts_loss and not math.isnan(loss) if math.isnan(value)
+                else self.reads_loss and math.isnan(loss))
+        before = copy.deepcopy(st) if undo else None
         d = self._decide(st, step, value, loss)
-        if math.isnan(value):  # a stopped job keeps no state to go back to
-            st.unscored = (step, loss, before if st.stopped is None else None)
+        if st.stopped is not None:  # a stopped job keeps no state to go back to
+            before = None
+        if math.isnan(value):
+            st.unscored = (step, loss, before)
+        else:
+            st.scored = (step, value, loss, before, d)
         return d
 
     def _decide(self, st: _JobState, step: int, value: float, loss: float) -> Decision:
