@@ -258,6 +258,11 @@ def _check_clusters(frame, name: str, paired: bool) -> None:
     for c in frame.columns:
         dtype = frame.schema[c]
         if c in read and not (dtype.is_numeric() or dtype.is_nested()):
+            if c == "seed":  # not a metric: fastsim's column, a name a user's frame may use
+                raise ConfigError(f"summarize(): {name} column seed holds "
+                                  f"{str(dtype.base_type()).lower()}; allowed: in seed, the "
+                                  "seed the clusters were drawn with (an unsigned integer, "
+                                  "or null if unknown): rename a column of your own")
             raise ConfigError(f"summarize(): {name} column {c} holds "
                               f"{str(dtype.base_type()).lower()}; allowed: numbers, as in "
                               "the per-cluster metrics of fastsim.simulate (SimResult.clusters)")

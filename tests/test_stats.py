@@ -1800,3 +1800,21 @@ def test_quantile_ci_min_n_refuses_what_has_no_answer(q, level):
 
     with pytest.raises(ConfigError):
         quantile_ci_min_n(q, level)
+
+
+def test_a_seed_column_of_text_is_said_to_be_the_seed_of_the_draws():
+    """A user frame whose ``seed`` column held text was refused as "holds string; allowed:
+    numbers, as in the per-cluster metrics": ``seed`` is no metric, but the column of the
+    seed the clusters were drawn with."""
+    from fastsim import metrics as M
+    from fastsim.errors import ConfigError
+    from fastsim.summary import summarize
+
+    counts = {c: [1, 1] for m in M.pooled_metrics().values() for side in m.pooled
+              for c in side}
+    frame = pl.DataFrame({"cluster": [0, 1], "seed": ["a", "b"], **counts})
+    with pytest.raises(ConfigError, match=r"^summarize\(\): clusters column seed holds string; "
+                                          r"allowed: in seed, the seed the clusters were drawn "
+                                          r"with \(an unsigned integer, or null if unknown\): "
+                                          r"rename a column of your own$"):
+        summarize(frame, frame.with_columns(pl.Series("seed", [0, 0], dtype=pl.UInt64)))
