@@ -1375,6 +1375,12 @@ def test_summarize_refuses_a_value_outside_its_metrics_range():
         CellSummary().add(frame([5.0, -4.0, 6.0]))
     row = summarize(frame([1.0, float("nan"), 2.0])).filter(pl.col("metric") == "jct_mean_h")
     assert row["n"][0] == 2 and row["lo"][0] <= row["mean"][0] <= row["hi"][0]
+    # above the upper bound too: a share of 1.5 is no utilisation
+    high = frame([1.0, 1.0, 2.0]).with_columns(pl.Series("utilization", [0.5, 1.0, 1.5]))
+    with pytest.raises(ConfigError, match=r"clusters column utilization holds 1.5 \(row 2\); "
+                                          r"allowed: values in utilization's declared range "
+                                          r"\[0.0, 1.0\]$"):
+        summarize(high)
 
 
 def test_the_detection_delay_interval_is_not_cut_at_zero():
