@@ -619,6 +619,12 @@ def name_max(directory: Path) -> int:
 TMP_EXTRA = len(".4194304-0123abcd" + TMP_SUFFIX)
 
 
+def room_for(limit: int, extra: int = TMP_EXTRA) -> int:
+    """The longest name, in bytes, a file may have under a file system's name ``limit``,
+    written first under a temporary name ``extra`` bytes longer."""
+    return limit - extra
+
+
 def check_names_fit(directory: Path, names: Iterable[str], option: str, target: Path,
                     extra: int = TMP_EXTRA) -> None:
     """Each of ``names``, to be made in ``directory`` (or below it), with the ``extra``
@@ -629,9 +635,9 @@ def check_names_fit(directory: Path, names: Iterable[str], option: str, target: 
     why = (f"the file system's {limit}, less the {extra} added in the temporary name a "
            "file is written under" if extra else "the file system's limit")
     for name in names:
-        if len(os.fsencode(name)) + extra > limit:
+        if len(os.fsencode(name)) > room_for(limit, extra):
             raise ConfigError(f"{option} {target}: a name of {len(os.fsencode(name))} bytes; "
-                              f"allowed: names of at most {limit - extra} bytes ({why})")
+                              f"allowed: names of at most {room_for(limit, extra)} bytes ({why})")
 
 
 def _existing_ancestor(path: Path) -> Path:

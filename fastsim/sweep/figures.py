@@ -41,11 +41,11 @@ def check_figure_name(name: str, where: str, formats: tuple[str, ...] = FORMATS,
     loading, for every format, and ``fastsim figures`` against its ``--out``: a name
     refused only there was refused after the whole sweep had run."""
     from fastsim.errors import ConfigError
-    from fastsim.io import NAME_MAX, TMP_EXTRA
+    from fastsim.io import NAME_MAX, TMP_EXTRA, room_for
 
     limit = NAME_MAX if limit is None else limit
     longest = max(len(f) for f in formats)
-    most = limit - TMP_EXTRA - len(figure_stem("")) - len(".") - longest
+    most = room_for(limit) - len(figure_stem("")) - len(".") - longest
     if len(figure_stem(name)) - len(figure_stem("")) > most:
         raise ConfigError(f"{where}: name is {len(name)} characters long; allowed: at most "
                           f"{most} (its figure's file, {figure_stem('NAME')}."
