@@ -624,6 +624,26 @@ def test_a_stopped_job_keeps_its_decision_not_its_policy_state():
     assert m.best_step(7) == 3
 
 
+_SPLIT_SCORES = (0.5, 0.6, 0.55, 0.5, 0.45, 0.4)
+_SPLIT_LOSSES = (2.0, 1.5, 1.495, 1.49, 1.489, 1.488)
+_SPLIT_STEPS = [10 * (i + 1) for i in range(len(_SPLIT_SCORES))]
+
+
+def _replayed_split_log(tmp_path, spec: str, loss_first: bool) -> dict:
+    """Replay's row for a log whose every step is a scored row and a loss-only row, the
+    loss first or second (replay merges them in either order); it stops the job."""
+    from fastsim.replay.logs import read_logs
+
+    rows = [(f"a,{s},,{x}\n", f"a,{s},{y},\n")
+            for s, y, x in zip(_SPLIT_STEPS, _SPLIT_SCORES, _SPLIT_LOSSES)]
+    p = tmp_path / "log.csv"
+    p.write_text("job_id,step,score,loss\n"
+                 + "".join(loss + score if loss_first else score + loss for loss, score in rows))
+    r = replay(read_logs([p]), [spec]).row(0, named=True)
+    assert r["status"] == "stopped"
+    return r
+
+
 @pytest.mark.parametrize("spec", ["evalstop:k=2", "loss_plateau:w=2,tol=0.01"])
 def test_a_steps_loss_then_its_evaluation_are_one_reading_as_replay_merges_them(tmp_path,
                                                                                   spec):
@@ -631,26 +651,18 @@ def test_a_steps_loss_then_its_evaluation_are_one_reading_as_replay_merges_them(
     (on_evaluate): fed to the monitor as they come, the evaluation was refused ("step 10
     is not after the previous step 10").  They are one reading, as replay reads the
     loss-only and scored rows of one step of a log: the same triggers and checkpoints."""
-    from fastsim.replay.logs import read_logs
     from fastsim.replay.monitor import StopMonitor
 
-    scores = (0.5, 0.6, 0.55, 0.5, 0.45, 0.4)
-    losses = (2.0, 1.5, 1.495, 1.49, 1.489, 1.488)
-    steps = [10 * (i + 1) for i in range(len(scores))]
-    rows = [f"a,{s},,{x}\na,{s},{y},\n" for s, y, x in zip(steps, scores, losses)]
-    p = tmp_path / "log.csv"
-    p.write_text("job_id,step,score,loss\n" + "".join(rows))
-    r = replay(read_logs([p]), [spec]).row(0, named=True)
-    assert r["status"] == "stopped"
+    r = _replayed_split_log(tmp_path, spec, loss_first=True)
     m = StopMonitor(spec)
-    for s, y, x in zip(steps, scores, losses):
+    for s, y, x in zip(_SPLIT_STEPS, _SPLIT_SCORES, _SPLIT_LOSSES):
         m.observe("a", s, math.nan, loss=x)  # on_log: the loss alone
         d = m.observe("a", s, y)             # on_evaluate: the score, at the same step
         if d.stop:
             break
     # one evaluation per step, not two, and the loss read with its step's score
     assert (d.stop, s, d.keep_step, d.eval_index) == (
-        True, r["trigger_step"], r["delivered_step"], steps.index(s) + 1)
+        True, r["trigger_step"], r["delivered_step"], _SPLIT_STEPS.index(s) + 1)
     with pytest.raises(ConfigError, match="step 60 is not after the previous step 60"):
         m.reset("a")
         m.observe("a", 60, 0.5, loss=1.0)
@@ -663,23 +675,15 @@ def test_a_steps_evaluation_then_its_loss_are_one_reading_as_replay_merges_them(
     """The loss-only reading merged with its step's score only when it came first: the
     score, then the loss, at one step was refused ("step 10 is not after the previous step
     10"), where replay merges a log's two rows in either order."""
-    from fastsim.replay.logs import read_logs
     from fastsim.replay.monitor import StopMonitor
 
-    scores = (0.5, 0.6, 0.55, 0.5, 0.45, 0.4)
-    losses = (2.0, 1.5, 1.495, 1.49, 1.489, 1.488)
-    steps = [10 * (i + 1) for i in range(len(scores))]
-    rows = [f"a,{s},{y},\na,{s},,{x}\n" for s, y, x in zip(steps, scores, losses)]
-    p = tmp_path / "log.csv"
-    p.write_text("job_id,step,score,loss\n" + "".join(rows))
-    r = replay(read_logs([p]), [spec]).row(0, named=True)
-    assert r["status"] == "stopped"
+    r = _replayed_split_log(tmp_path, spec, loss_first=False)
     m = StopMonitor(spec)
-    for s, y, x in zip(steps, scores, losses):
+    for s, y, x in zip(_SPLIT_STEPS, _SPLIT_SCORES, _SPLIT_LOSSES):
         first = m.observe("a", s, y, loss=math.nan)  # the score, its loss not yet logged
         d = m.observe("a", s, math.nan, loss=x)      # the loss alone, at the same step
         assert d.stop or not first.stop
         if d.stop:
             break
     assert (d.stop, s, d.keep_step, d.eval_index) == (
-        True, r["trigger_step"], r["delivered_step"], steps.index(s) + 1)
+        True, r["trigger_step"], r["delivered_step"], _SPLIT_STEPS.index(s) + 1)
