@@ -322,7 +322,7 @@ def write_all(items: Iterable[tuple[Path, Callable[[Path], None]]],
                 raise ConfigError(f"cannot write {path} ({_reason(exc)})") from None
         # the lock first, then the signals: a command left waiting for a lock held by a
         # stopped holder is stopped by Ctrl-C, before any of its files is renamed
-        with _renaming_in(path.parent for _, path in staged), _signals_held():
+        with _renaming_in(path.parent for _, path in staged), signals_held():
             # a directory is the one target a rename cannot replace: found at the second
             # of two renames, the first output was new beside the second's old one
             for _, path in staged:
@@ -387,7 +387,7 @@ def _keep_mode(tmp: Path, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _signals_held():
+def signals_held():
     """Hold Ctrl-C and SIGTERM back while a command's files are renamed, and take them
     once all are: stopped between two renames, a command left some of its new outputs
     beside the old or missing others.  Another thread's writes (a Dask worker's chunk)

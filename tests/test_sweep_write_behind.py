@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fastsim.errors import ConfigError
+from fastsim.errors import ConfigError, signal_handlers
 from fastsim.sweep.runner import WriteBehind
 
 
@@ -134,15 +134,27 @@ def test_a_signal_while_leaving_waits_for_the_write_in_flight(tmp_path):
             time.sleep(0.15)  # the block is left by then, and waits for the write
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
+    def taken(signum, frame):
+        raise KeyboardInterrupt
+
     seen = None
-    with pytest.raises(KeyboardInterrupt):
+    sender = threading.Thread(target=interrupt)
+    # this test's own handler, so that no signal of it reaches the test runner's
+    with signal_handlers({signal.SIGINT: taken}) as set_here:
+        if not set_here:
+            pytest.skip("signal handlers are set in the main thread only")
         try:
-            with WriteBehind(write, lambda cid, idx: None) as put:
-                put("cell", 0, None)
-                started.wait()
-                threading.Thread(target=interrupt).start()
-                raise ValueError("the next chunk's own error")
-        except KeyboardInterrupt:
-            seen = (tmp_path / "chunk-0").exists()
-            raise
+            with pytest.raises(KeyboardInterrupt):
+                try:
+                    with WriteBehind(write, lambda cid, idx: None) as put:
+                        put("cell", 0, None)
+                        started.wait()
+                        sender.start()
+                        raise ValueError("the next chunk's own error")
+                except KeyboardInterrupt:
+                    seen = (tmp_path / "chunk-0").exists()
+                    raise
+        finally:
+            if sender.is_alive():
+                sender.join()
     assert seen, "the signal was taken before the write in flight had ended"

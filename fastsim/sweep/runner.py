@@ -34,6 +34,7 @@ from fastsim.api import same_clusters, simulate, simulate_cells, user_drivers_of
 from fastsim.compile_notice import quiet
 from fastsim.config import SimConfig, check_flags, is_integer
 from fastsim.errors import ClusterLostError, ConfigError, SimulationError, counted
+from fastsim.io import signals_held
 from fastsim.memory import check_fits, simulate_bytes, summary_bytes
 from fastsim.sweep.extracts import jct_histogram
 from fastsim.sweep.grid import Grid, code_of, diff_code
@@ -293,8 +294,8 @@ class WriteBehind:
     flight, so the files on disk are those of every chunk ``written`` was called for,
     and at most the one after it; its write's error is raised here, at the next chunk or
     at the block's end.  Leaving the block, on an error or a signal too, waits for the
-    write in flight (a signal meanwhile is raised once it has ended), so no write outlives
-    the sweep directory's lock.  ``inline``: each chunk written and ``written`` in this thread."""
+    write in flight (Ctrl-C and SIGTERM held meanwhile), so no write outlives the sweep
+    directory's lock.  ``inline``: each chunk written and ``written`` in this thread."""
 
     def __init__(self, write: Callable, written: Callable, inline: bool = False):
         self._write, self._written = write, written
@@ -321,9 +322,10 @@ class WriteBehind:
     def __exit__(self, kind, exc, tb) -> None:
         if self._pool is None:
             return
-        # the write in flight ends before the block is left: a thread's join takes no
-        # signal until the thread has ended, so a Ctrl-C meanwhile is raised after it
-        self._pool.shutdown(wait=True)
+        # the write in flight ends before the block is left: Ctrl-C and SIGTERM meanwhile
+        # are held, and raised once it has (a thread's join alone took one at once)
+        with signals_held():
+            self._pool.shutdown(wait=True)
         if kind is None:
             self._settle()  # else the error in hand is said, whether the write failed or not
 
