@@ -289,8 +289,8 @@ class WriteBehind:
     """Each finished chunk written (``write(cell, index, result)``) on one thread of its
     own while the next one runs, then ``written(cell, index)`` called in this thread (the
     bar, ``on_chunk``) once its write is done: encoding, verifying and syncing a chunk's
-    files otherwise left the second core idle, a third of a sweep's time at chunks of a
-    few hundred clusters (docs/performance.md, round 46).  At most one chunk is in
+    files otherwise left the second core idle, a fifth of a sweep's time on one thread at
+    chunks of a few hundred clusters (docs/performance.md, round 46).  At most one chunk is in
     flight, so the files on disk are those of every chunk ``written`` was called for,
     and at most the one after it; its write's error is raised here, at the next chunk or
     at the block's end.  Leaving the block, on an error or a signal too, waits for the
